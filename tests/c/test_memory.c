@@ -1,0 +1,228 @@
+/* test_memory.c: the allocator's figures are exact. Known sizes go in and out of several
+ * categories and modules; every current, peak and live-at-peak byte count is asserted, as are
+ * snapshots, the event log (and its compaction), the timeline, limits and the OOM report. */
+#include "check.h"
+#include "device.h"
+#include "error.h"
+#include "memory.h"
+#include "scope.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int raw_alloc(void *ctx, size_t bytes, void **ptr) {
+    (void)ctx;
+    *ptr = bytes ? malloc(bytes) : NULL;
+    return bytes && !*ptr ? DP_EOOM : DP_OK;
+}
+
+static void raw_free(void *ctx, void *ptr, size_t bytes) {
+    (void)ctx;
+    (void)bytes;
+    free(ptr);
+}
+
+static void test_exact_figures(void) {
+    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_mem *m = dp_mem_new(&raw, 0);
+    CHECK(m != NULL);
+    uint32_t emb = dp_module_intern("wte"), fc = dp_module_intern("layers.0.mlp.fc");
+    dp_alloc p1, p2, a1, a2, t1;
+    CHECK_OK(dp_mem_alloc_module(m, 1000, DP_CAT_PARAMETERS, emb, &p1));
+    CHECK_OK(dp_mem_alloc_module(m, 2000, DP_CAT_PARAMETERS, fc, &p2));
+    CHECK_OK(dp_mem_alloc_module(m, 300, DP_CAT_ACTIVATIONS, fc, &a1));
+    CHECK_OK(dp_mem_alloc_module(m, 700, DP_CAT_ACTIVATIONS, fc, &a2));
+    CHECK_OK(dp_mem_alloc_module(m, 5000, DP_CAT_TEMP, fc, &t1)); /* total 9000: the peak */
+    dp_mem_release(m, &t1);                                        /* 4000 */
+    dp_mem_release(m, &a1);                                        /* 3700 */
+    dp_alloc g1;
+    CHECK_OK(dp_mem_alloc_module(m, 3000, DP_CAT_GRADIENTS, emb, &g1)); /* 6700 */
+    dp_mem_stats s;
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 6700);
+    CHECK_EQ_U64(s.total_peak, 9000);
+    CHECK_EQ_U64(s.current[DP_CAT_PARAMETERS], 3000);
+    CHECK_EQ_U64(s.current[DP_CAT_ACTIVATIONS], 700);
+    CHECK_EQ_U64(s.current[DP_CAT_TEMP], 0);
+    CHECK_EQ_U64(s.current[DP_CAT_GRADIENTS], 3000);
+    CHECK_EQ_U64(s.peak[DP_CAT_ACTIVATIONS], 1000);
+    CHECK_EQ_U64(s.peak[DP_CAT_TEMP], 5000);
+    CHECK_EQ_U64(s.peak[DP_CAT_GRADIENTS], 3000);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_PARAMETERS], 3000);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_ACTIVATIONS], 1000);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_TEMP], 5000);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_GRADIENTS], 0); /* allocated after the peak */
+    CHECK_EQ_U64(s.reserved_current, 6700);            /* no pool: reserved == allocated */
+    CHECK_EQ_U64(s.reserved_peak, 9000);
+    CHECK_EQ_U64(s.n_allocs, 6);
+    CHECK_EQ_U64(s.n_frees, 2);
+    CHECK_EQ_U64(s.n_live, 4);
+
+    uint64_t cur, peak, lap;
+    dp_mem_module_stats(m, fc, &cur, &peak, &lap);
+    CHECK_EQ_U64(cur, 2700);
+    CHECK_EQ_U64(peak, 8000);
+    CHECK_EQ_U64(lap, 8000);
+    dp_mem_module_stats(m, emb, &cur, &peak, &lap);
+    CHECK_EQ_U64(cur, 4000);
+    CHECK_EQ_U64(peak, 4000);
+    CHECK_EQ_U64(lap, 1000);
+
+    /* a new, higher peak moves live-at-peak with it */
+    dp_alloc big;
+    CHECK_OK(dp_mem_alloc_module(m, 10000, DP_CAT_PER_SAMPLE_GRADS, fc, &big)); /* 16700 */
+    dp_mem_release(m, &big);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_peak, 16700);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_TEMP], 0);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_GRADIENTS], 3000);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_PER_SAMPLE_GRADS], 10000);
+    CHECK_EQ_U64(s.current[DP_CAT_PER_SAMPLE_GRADS], 0);
+
+    /* reset: peaks start again from what is live */
+    dp_mem_reset_peak(m);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_peak, 6700);
+    CHECK_EQ_U64(s.peak[DP_CAT_TEMP], 0);
+    CHECK_EQ_U64(s.peak[DP_CAT_PER_SAMPLE_GRADS], 0);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_GRADIENTS], 3000);
+    dp_mem_module_stats(m, fc, &cur, &peak, &lap);
+    CHECK_EQ_U64(peak, 2700);
+
+    /* snapshots record the moment */
+    CHECK_OK(dp_mem_snapshot_take(m, "before"));
+    dp_mem_release(m, &g1);
+    CHECK_OK(dp_mem_snapshot_take(m, "after"));
+    CHECK_EQ_U64(dp_mem_snapshot_count(m), 2);
+    const dp_mem_snapshot *s0 = dp_mem_snapshot_at(m, 0), *s1 = dp_mem_snapshot_at(m, 1);
+    CHECK(strcmp(s0->name, "before") == 0 && strcmp(s1->name, "after") == 0);
+    CHECK_EQ_U64(s0->allocated, 6700);
+    CHECK_EQ_U64(s1->allocated, 3700);
+    CHECK_EQ_U64(s0->categories[DP_CAT_GRADIENTS], 3000);
+    CHECK_EQ_U64(s1->categories[DP_CAT_GRADIENTS], 0);
+    CHECK(s1->t_s >= s0->t_s);
+
+    /* the event log holds every change, in order, with the running total */
+    CHECK_EQ_U64(dp_mem_event_count(m), 11);
+    CHECK_EQ_U64(dp_mem_event_stride(m), 1);
+    const int64_t deltas[11] = {1000, 2000, 300, 700, 5000, -5000, -300, 3000, 10000, -10000, -3000};
+    uint64_t total = 0;
+    for (size_t i = 0; i < 11; i++) {
+        const dp_mem_event *e = dp_mem_event_at(m, i);
+        total += (uint64_t)deltas[i];
+        CHECK(e->delta == deltas[i]);
+        CHECK_EQ_U64(e->allocated, total);
+    }
+    dp_mem_release(m, &g1); /* already released: a no-op */
+    dp_mem_release(m, &p1);
+    dp_mem_release(m, &p2);
+    dp_mem_release(m, &a2);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 0);
+    CHECK_EQ_U64(s.n_live, 0);
+    dp_mem_destroy(m);
+}
+
+static void test_event_compaction_and_timeline(void) {
+    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_mem *m = dp_mem_new(&raw, 8); /* a tiny log, to force compaction */
+    dp_alloc a[20];
+    uint64_t peak = 0, cur = 0;
+    for (int i = 0; i < 20; i++) { /* a sawtooth: up by i+1 then down by half of it */
+        CHECK_OK(dp_mem_alloc(m, (uint64_t)(i + 1) * 16, DP_CAT_OTHER, &a[i]));
+        cur += (uint64_t)(i + 1) * 16;
+        if (cur > peak) peak = cur;
+    }
+    for (int i = 0; i < 20; i += 2) dp_mem_release(m, &a[i]);
+    CHECK(dp_mem_event_count(m) <= 9); /* 8 logged and one partly merged */
+    CHECK(dp_mem_event_stride(m) >= 4); /* 30 raw events in at most 8 slots */
+    uint64_t logged_max = 0;
+    for (size_t i = 0; i < dp_mem_event_count(m); i++)
+        if (dp_mem_event_at(m, i)->allocated > logged_max) logged_max = dp_mem_event_at(m, i)->allocated;
+    CHECK_EQ_U64(logged_max, peak); /* compaction keeps the maximum */
+    int64_t t[3];
+    uint64_t al[3], re[3];
+    size_t n = dp_mem_timeline(m, 3, t, al, re);
+    CHECK_EQ_U64(n, 3);
+    CHECK(al[0] == peak || al[1] == peak || al[2] == peak);
+    CHECK(t[0] <= t[1] && t[1] <= t[2]);
+    for (int i = 1; i < 20; i += 2) dp_mem_release(m, &a[i]);
+    dp_mem_destroy(m);
+}
+
+static void test_limit_and_oom_report(void) {
+    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_mem *m = dp_mem_new(&raw, 0);
+    dp_mem_set_limit(m, 4096);
+    dp_alloc a, b;
+    uint32_t mod = dp_module_intern("layers.3.attn.core");
+    CHECK_OK(dp_mem_alloc_module(m, 3 << 10, DP_CAT_ACTIVATIONS, mod, &a));
+    int rc = dp_mem_alloc_module(m, 2 << 10, DP_CAT_TEMP, mod, &b);
+    CHECK(rc == DP_EOOM);
+    CHECK(!b.live);
+    const dp_oom_info *o = dp_mem_last_oom(m);
+    CHECK(o->valid);
+    CHECK_EQ_U64(o->requested, 2048);
+    CHECK(o->category == DP_CAT_TEMP);
+    CHECK(o->module == mod);
+    CHECK_EQ_U64(o->live[DP_CAT_ACTIVATIONS], 3072);
+    CHECK_EQ_U64(o->total_live, 3072);
+    CHECK_EQ_U64(o->limit, 4096);
+    const char *msg = dp_error_message();
+    CHECK(strstr(msg, "out of memory") != NULL);
+    CHECK(strstr(msg, "requested 2048 bytes") != NULL);
+    CHECK(strstr(msg, "temp") != NULL);
+    CHECK(strstr(msg, "layers.3.attn.core") != NULL);
+    CHECK(strstr(msg, "activations=") != NULL);
+    dp_mem_stats s;
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 3072); /* a refused request changes nothing */
+    CHECK_EQ_U64(s.n_allocs, 1);
+    CHECK(dp_mem_alloc(m, 1, (dp_category)99, &b) == DP_EINVAL);
+    dp_mem_release(m, &a);
+    dp_mem_destroy(m);
+}
+
+static void test_scopes(void) {
+    int d = dp_scope_depth();
+    CHECK_OK(dp_scope_push("layers"));
+    CHECK_OK(dp_scope_pushf("%d", 3));
+    CHECK_OK(dp_scope_push("mlp"));
+    CHECK(strcmp(dp_module_name(dp_scope_current()), "layers.3.mlp") == 0);
+    uint32_t id = dp_scope_current();
+    dp_scope_pop();
+    CHECK(strcmp(dp_module_name(dp_scope_current()), "layers.3") == 0);
+    CHECK(dp_module_intern("layers.3.mlp") == id); /* interned once */
+    dp_scope_unwind(d);
+    CHECK(dp_scope_current() == DP_MODULE_NONE);
+    CHECK(strcmp(dp_module_name(DP_MODULE_NONE), "(none)") == 0);
+    CHECK(dp_scope_push("") == DP_EINVAL);
+    for (int i = 0; i < DP_SCOPE_MAX_DEPTH; i++) dp_scope_push("x");
+    CHECK(dp_scope_push("x") == DP_EINVAL);
+    dp_scope_unwind(0);
+}
+
+/* The CPU device's allocator sees tensors' bytes the same way. */
+static void test_device_allocator(void) {
+    dp_device *cpu;
+    CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
+    dp_mem_stats s0, s1;
+    dp_mem_get_stats(cpu->mem, &s0);
+    dp_alloc a;
+    CHECK_OK(dp_mem_alloc(cpu->mem, 12345, DP_CAT_INPUTS, &a));
+    CHECK(a.ptr != NULL);
+    memset(a.ptr, 1, 12345);
+    dp_mem_get_stats(cpu->mem, &s1);
+    CHECK_EQ_U64(s1.current[DP_CAT_INPUTS] - s0.current[DP_CAT_INPUTS], 12345);
+    dp_mem_release(cpu->mem, &a);
+}
+
+int main(void) {
+    test_exact_figures();
+    test_event_compaction_and_timeline();
+    test_limit_and_oom_report();
+    test_scopes();
+    test_device_allocator();
+    dp_engine_shutdown();
+    return check_report("test_memory");
+}
