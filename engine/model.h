@@ -1,0 +1,142 @@
+/* model.h: the transformer LM (GPT-style and Llama-style), forward and backward written by hand.
+ *
+ * Every saved activation is an explicit allocation under `activations` with the module path of
+ * the layer that saved it (docs/results.md lists the paths); whatever backward does not need is
+ * freed as soon as possible. Parameters are f32 under `parameters`; in bf16 mode the model also
+ * keeps a bf16 copy of each weight matrix for the GEMMs (also `parameters`, refreshed by
+ * dp_model_sync_compute_weights after an optimizer step). Gradients are f32 under `gradients`,
+ * allocated by the first backward that needs them and freed by dp_model_zero_grad(set_to_none).
+ *
+ * Loss convention (as Hugging Face and Opacus): sample i's loss L_i is the mean cross-entropy
+ * over its T positions; the batch loss is the mean of the L_i. The backward takes a per-sample
+ * scale s_i and computes the gradient of sum_i s_i L_i: s_i = 1/B gives the ordinary gradient of
+ * the batch loss, s_i = 1 makes each sample's share its per-sample gradient grad L_i (what DP
+ * hooks see), s_i = c_i gives the clipped sum of a second backward. */
+#ifndef DP_MODEL_H
+#define DP_MODEL_H
+
+#include "tensor.h"
+
+#include <stdint.h>
+
+typedef enum { DP_ARCH_GPT = 0, DP_ARCH_LLAMA = 1 } dp_arch;
+
+/* LoRA targets, as bits: which linears get adapters. */
+enum {
+    DP_LORA_QKV = 1u << 0,  /* gpt: attn.qkv; llama: q, k, v */
+    DP_LORA_PROJ = 1u << 1, /* gpt: attn.proj; llama: o */
+    DP_LORA_FC = 1u << 2,   /* gpt: mlp.fc; llama: gate, up */
+    DP_LORA_DOWN = 1u << 3, /* gpt: mlp.proj; llama: down */
+};
+
+typedef struct dp_model_config {
+    dp_arch arch;
+    int64_t vocab, hidden, layers, heads, seq_len, batch;
+    double mlp_ratio;      /* MLP width / hidden: gpt default 4; llama default 8/3 (rounded up to a multiple of 64 as
+                            * intermediate_size is in Llama configs) */
+    int64_t ffn;           /* MLP width; 0 = from mlp_ratio */
+    int64_t max_positions; /* gpt: rows of wpe (0 = seq_len) */
+    int tie_head;          /* gpt: LM head shares wte (default 1); llama: always 0 */
+    dp_dtype dtype;        /* compute dtype: f32, or bf16 on CUDA */
+    float norm_eps;        /* 1e-5 (both archs, as GPT-2 and Llama-2 configs) */
+    float rope_theta;      /* llama: 10000 */
+    float init_std;        /* 0.02 */
+    uint64_t seed;         /* initialisation seed */
+    int lora_rank;         /* 0 = no LoRA */
+    float lora_alpha;
+    unsigned lora_targets; /* DP_LORA_* bits */
+} dp_model_config;
+
+/* Fills cfg with defaults for arch (sizes zero: the caller sets them). */
+void dp_model_config_default(dp_model_config *cfg, dp_arch arch);
+/* Checks a configuration; DP_EINVAL with a message naming the key and the valid values. */
+int dp_model_config_check(const dp_model_config *cfg);
+
+typedef enum {
+    DP_PARAM_EMBEDDING,  /* token embedding V x d */
+    DP_PARAM_POSITION,   /* learned positions P x d (gpt) */
+    DP_PARAM_LINEAR_W,   /* p x d (out x in, nn.Linear layout in memory) */
+    DP_PARAM_LINEAR_B,   /* p */
+    DP_PARAM_NORM_W,     /* d */
+    DP_PARAM_NORM_B,     /* d */
+    DP_PARAM_LORA_A,     /* r x d */
+    DP_PARAM_LORA_B,     /* p x r */
+    DP_PARAM_HEAD        /* untied LM head V x d */
+} dp_param_kind;
+
+typedef struct dp_param {
+    char name[128];      /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
+    dp_param_kind kind;
+    dp_tensor value;     /* f32 master, `parameters` */
+    dp_tensor compute;   /* bf16 copy of a weight matrix in bf16 mode (else empty) */
+    dp_tensor grad;      /* f32 `gradients`; empty until a backward allocates it */
+    int trainable;       /* 0 for LoRA-frozen base weights: no gradient, no optimizer state */
+    int hf_transposed;   /* stored in x out in the HF file (GPT-2 Conv1D) */
+    uint32_t module;     /* module id of the layer that owns it */
+} dp_param;
+
+typedef struct dp_model dp_model;
+
+/* Hooks that DP methods give the backward. Each is called as soon as the quantities it needs are
+ * known, with tensors valid only during the call (copy what must outlive it). All may be NULL. */
+typedef struct dp_layer_hooks {
+    void *ctx;
+    /* A linear y = x W^T (+ b): A is its input (B x T x d), G its output gradient (B x T x p),
+     * both in the compute dtype; scale multiplies W's gradient (LoRA's alpha/r, else 1). For a
+     * tied GPT head, w is wte's parameter (also passed to `embedding`). */
+    int (*linear)(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_tensor *A, const dp_tensor *G,
+                  float scale);
+    /* A LayerNorm (mean != NULL) or RMSNorm (mean == NULL, b == NULL): x its input (B x T x d),
+     * mean/rstd its saved statistics (B*T f32), G its output gradient. */
+    int (*norm)(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_tensor *x, const dp_tensor *mean,
+                const dp_tensor *rstd, const dp_tensor *G);
+    /* The token embedding: ids (B x T i32), G the gradient of its output (B x T x d). */
+    int (*embedding)(void *ctx, dp_model *m, dp_param *wte, const dp_tensor *ids, const dp_tensor *G);
+    /* Learned positions (gpt): G the gradient of the embedding output (B x T x d); sample i uses
+     * row t of wpe at position t. */
+    int (*position)(void *ctx, dp_model *m, dp_param *wpe, const dp_tensor *G);
+} dp_layer_hooks;
+
+typedef struct dp_backward_opts {
+    const float *sample_scale; /* B host floats s_i (see above); NULL means 1/B each */
+    int weight_grads;          /* 1: accumulate parameter gradients (allocating them if needed) */
+    int retain;                /* 1: keep the activations for another backward (DP two-pass) */
+    const dp_layer_hooks *hooks;
+} dp_backward_opts;
+
+/* Builds a model on dev with initialised parameters (normal(0, init_std) for weights and
+ * embeddings, ones for norm gains, zeros for biases and LoRA B; GPT-2's 1/sqrt(2L) scaling of
+ * residual projections). Allocates under `parameters` with module paths. */
+int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out);
+/* Frees everything the model allocated (parameters, gradients, activations). NULL is a no-op. */
+void dp_model_free(dp_model *m);
+/* The model's configuration (with defaults filled in). */
+const dp_model_config *dp_model_config_of(const dp_model *m);
+/* The device the model lives on. */
+dp_device *dp_model_device(const dp_model *m);
+
+/* Runs the forward pass on inputs/targets (B x T i32 on the model's device, B <= cfg.batch,
+ * T == cfg.seq_len), saving what backward needs. Writes the batch loss (mean of per-sample
+ * losses) to *loss and, when sample_losses != NULL, L_i for each sample (host array of B). */
+int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, float *loss,
+                     float *sample_losses);
+/* Runs the backward pass of the last forward (see dp_backward_opts). Frees the activations
+ * unless opts->retain. */
+int dp_model_backward(dp_model *m, const dp_backward_opts *opts);
+/* Frees saved activations of the last forward (after a retained backward). */
+void dp_model_release_activations(dp_model *m);
+
+/* Number of parameter tensors. */
+int dp_model_param_count(const dp_model *m);
+/* Parameter i (0-based, in Hugging Face order: embeddings, blocks, final norm, head). */
+dp_param *dp_model_param(dp_model *m, int i);
+/* The parameter with Hugging Face name `name`, or NULL. */
+dp_param *dp_model_param_named(dp_model *m, const char *name);
+/* Number of scalar parameters (all, or trainable only). */
+int64_t dp_model_num_params(const dp_model *m, int trainable_only);
+/* Zeroes the gradients, or frees them when set_to_none (PyTorch's default). */
+int dp_model_zero_grad(dp_model *m, int set_to_none);
+/* Refreshes the bf16 compute copies from the f32 masters (after an optimizer step). */
+int dp_model_sync_compute_weights(dp_model *m);
+
+#endif
