@@ -1,0 +1,93 @@
+/* lua_device.c: device choice and information, synchronisation, the ledger, the clock, version. */
+#include "lua_engine.h"
+
+#include "clock.h"
+#include "error.h"
+#include "ledger.h"
+#include "lua_util.h"
+#include "version.h"
+
+#include <lauxlib.h>
+
+static void push_info(lua_State *L, const dp_device *dev) {
+    const dp_device_info *i = &dev->info;
+    lua_createtable(L, 0, 9);
+    lua_pushstring(L, dp_device_kind_name(dev->kind)), lua_setfield(L, -2, "kind");
+    lua_pushstring(L, i->name), lua_setfield(L, -2, "name");
+    lua_pushstring(L, i->cpu), lua_setfield(L, -2, "cpu");
+    dpl_push_bytes(L, i->total_memory), lua_setfield(L, -2, "total_memory");
+    lua_pushinteger(L, i->cores), lua_setfield(L, -2, "cores");
+    if (dev->kind == DP_DEV_CUDA) {
+        lua_pushfstring(L, "%d.%d", i->cc_major, i->cc_minor), lua_setfield(L, -2, "compute_capability");
+        lua_pushfstring(L, "%d.%d", i->driver_version / 1000, (i->driver_version % 1000) / 10);
+        lua_setfield(L, -2, "driver_version");
+        lua_pushfstring(L, "%d.%d", i->runtime_version / 1000, (i->runtime_version % 1000) / 10);
+        lua_setfield(L, -2, "cuda_version");
+    }
+}
+
+/* dpprof.device([name]) -> info table of the current device, after selecting name if given
+ * ("cpu", "cuda", "plan" or "auto") */
+static int l_device(lua_State *L) {
+    if (!lua_isnoneornil(L, 1)) {
+        dp_device_kind k;
+        if (dp_device_parse(luaL_checkstring(L, 1), &k) != DP_OK || dp_device_select(k) != DP_OK) dpl_fail(L);
+    }
+    push_info(L, dpl_current_device(L));
+    return 1;
+}
+
+/* dpprof.device_info(name) -> info table of that device (initialising it) */
+static int l_device_info(lua_State *L) {
+    push_info(L, dpl_device_named(L, luaL_checkstring(L, 1)));
+    return 1;
+}
+
+static int l_cuda_available(lua_State *L) {
+    lua_pushboolean(L, dp_cuda_available());
+    return 1;
+}
+
+static int l_sync(lua_State *L) {
+    if (dp_device_sync(dpl_opt_device(L, 1)) != DP_OK) dpl_fail(L);
+    return 0;
+}
+
+/* dpprof.ledger() -> list of {op, calls, flops, bytes} in order of first use */
+static int l_ledger(lua_State *L) {
+    size_t n = dp_ledger_count();
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        const dp_ledger_entry *e = dp_ledger_at(i);
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, e->op), lua_setfield(L, -2, "op");
+        lua_pushinteger(L, (lua_Integer)e->calls), lua_setfield(L, -2, "calls");
+        lua_pushnumber(L, e->flops), lua_setfield(L, -2, "flops");
+        lua_pushnumber(L, e->bytes), lua_setfield(L, -2, "bytes");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    return 1;
+}
+
+static int l_ledger_reset(lua_State *L) {
+    (void)L;
+    dp_ledger_reset();
+    return 0;
+}
+
+/* dpprof.clock() -> seconds on the engine's monotonic clock (the timeline's clock) */
+static int l_clock(lua_State *L) {
+    lua_pushnumber(L, dp_clock_s());
+    return 1;
+}
+
+void dpl_open_device(lua_State *L) {
+    static const luaL_Reg fns[] = {{"device", l_device}, {"device_info", l_device_info},
+                                   {"cuda_available", l_cuda_available}, {"sync", l_sync},
+                                   {"ledger", l_ledger}, {"ledger_reset", l_ledger_reset},
+                                   {"clock", l_clock}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
+    lua_pushboolean(L, dp_cuda_compiled()), lua_setfield(L, -2, "cuda_compiled");
+    lua_pushstring(L, DPPROF_VERSION), lua_setfield(L, -2, "version");
+    lua_pushstring(L, dp_build_commit()), lua_setfield(L, -2, "git_commit");
+}

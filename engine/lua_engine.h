@@ -1,0 +1,23 @@
+/* lua_engine.h: the engine's Lua bindings. Each dpl_open_* adds its functions to the module
+ * table on top of the stack (dpprof_openlib in lua/host assembles the module). */
+#ifndef DP_LUA_ENGINE_H
+#define DP_LUA_ENGINE_H
+
+#include "tensor.h"
+
+#include <lua.h>
+
+/* Adds dpprof.tensor, dpprof.matmul and the tensor metatable. */
+void dpl_open_tensor(lua_State *L);
+/* Adds dpprof.memory (stats, snapshots, scopes, events, timeline, limits, OOM details). */
+void dpl_open_memory(lua_State *L);
+/* Adds device selection and information, sync, the ledger, the clock and the version. */
+void dpl_open_device(lua_State *L);
+
+/* The live tensor at idx, or an argument error (also for a freed tensor). */
+dp_tensor *dpl_check_tensor(lua_State *L, int idx);
+/* Pushes a new tensor userdata allocated on dev, or raises the engine's error. */
+dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
+                               dp_category cat);
+
+#endif

@@ -1,0 +1,109 @@
+/* lua_util.c: argument helpers for the bindings. */
+#include "lua_util.h"
+
+#include "error.h"
+
+#include <string.h>
+
+int dpl_fail(lua_State *L) { return luaL_error(L, "%s", dp_error_message()); }
+
+void dpl_check_keys(lua_State *L, int idx, const char *fname, const char *const *valid) {
+    idx = lua_absindex(L, idx);
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING) continue; /* array part: callers check it */
+        const char *k = lua_tostring(L, -1);
+        int ok = 0;
+        for (const char *const *v = valid; *v; v++)
+            if (strcmp(*v, k) == 0) ok = 1;
+        if (!ok) {
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            for (const char *const *v = valid; *v; v++) {
+                if (v != valid) luaL_addstring(&b, ", ");
+                luaL_addstring(&b, *v);
+            }
+            luaL_pushresult(&b);
+            luaL_error(L, "%s: unknown key '%s' (valid: %s)", fname, k, lua_tostring(L, -1));
+        }
+    }
+}
+
+int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *key, int64_t def) {
+    int t = lua_getfield(L, idx, key);
+    int64_t v = def;
+    if (t != LUA_TNIL) {
+        int isint = 0;
+        v = (int64_t)lua_tointegerx(L, -1, &isint);
+        if (!isint) luaL_error(L, "%s: '%s' must be an integer (got %s)", fname, key, luaL_typename(L, -1));
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+double dpl_opt_num_field(lua_State *L, int idx, const char *fname, const char *key, double def) {
+    int t = lua_getfield(L, idx, key);
+    double v = def;
+    if (t != LUA_TNIL) {
+        if (t != LUA_TNUMBER) luaL_error(L, "%s: '%s' must be a number (got %s)", fname, key, luaL_typename(L, -1));
+        v = lua_tonumber(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+const char *dpl_opt_str_field(lua_State *L, int idx, const char *fname, const char *key, const char *def) {
+    int t = lua_getfield(L, idx, key);
+    const char *v = def;
+    if (t != LUA_TNIL) {
+        if (t != LUA_TSTRING) luaL_error(L, "%s: '%s' must be a string (got %s)", fname, key, luaL_typename(L, -1));
+        v = lua_tostring(L, -1);
+    }
+    lua_pop(L, 1); /* the table keeps the string alive */
+    return v;
+}
+
+int dpl_opt_bool_field(lua_State *L, int idx, const char *fname, const char *key, int def) {
+    int t = lua_getfield(L, idx, key);
+    int v = def;
+    if (t != LUA_TNIL) {
+        if (t != LUA_TBOOLEAN) luaL_error(L, "%s: '%s' must be a boolean (got %s)", fname, key, luaL_typename(L, -1));
+        v = lua_toboolean(L, -1);
+    }
+    lua_pop(L, 1);
+    return v;
+}
+
+dp_device *dpl_device_named(lua_State *L, const char *name) {
+    dp_device_kind k;
+    dp_device *dev;
+    if (dp_device_parse(name, &k) != DP_OK || dp_device_get(k, &dev) != DP_OK) dpl_fail(L);
+    return dev;
+}
+
+dp_device *dpl_current_device(lua_State *L) {
+    dp_device *dev;
+    if (dp_device_current(&dev) != DP_OK) dpl_fail(L);
+    return dev;
+}
+
+dp_device *dpl_opt_device(lua_State *L, int idx) {
+    if (lua_isnoneornil(L, idx)) return dpl_current_device(L);
+    return dpl_device_named(L, luaL_checkstring(L, idx));
+}
+
+dp_category dpl_category(lua_State *L, const char *name, const char *fname) {
+    dp_category c;
+    if (dp_category_parse(name, &c) != 0)
+        luaL_error(L, "%s: unknown category '%s' (valid: %s)", fname, name, dp_category_list());
+    return c;
+}
+
+void dpl_push_bytes(lua_State *L, uint64_t v) {
+    if (v <= (uint64_t)INT64_MAX)
+        lua_pushinteger(L, (lua_Integer)v);
+    else
+        lua_pushnumber(L, (lua_Number)v);
+}

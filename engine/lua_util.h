@@ -1,0 +1,39 @@
+/* lua_util.h: helpers shared by the engine's Lua bindings: option tables with checked keys,
+ * device and category arguments, and turning an engine status into a Lua error. */
+#ifndef DP_LUA_UTIL_H
+#define DP_LUA_UTIL_H
+
+#include "device.h"
+#include "memory.h"
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdint.h>
+
+/* Raises a Lua error with the engine's last error message (never returns). */
+int dpl_fail(lua_State *L);
+/* Raises "fname: unknown key 'k' (valid: ...)" unless every string key of the table at idx is
+ * in the NULL-terminated list valid. A non-table at idx is an argument error. */
+void dpl_check_keys(lua_State *L, int idx, const char *fname, const char *const *valid);
+/* The integer field key of the table at idx, or def when absent; an error naming fname and key
+ * when present but not an integer. */
+int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *key, int64_t def);
+/* The number field key of the table at idx, or def when absent (error when not a number). */
+double dpl_opt_num_field(lua_State *L, int idx, const char *fname, const char *key, double def);
+/* The string field key of the table at idx, or def when absent (error when not a string).
+ * The string stays valid while the table is alive. */
+const char *dpl_opt_str_field(lua_State *L, int idx, const char *fname, const char *key, const char *def);
+/* The boolean field key of the table at idx, or def when absent. */
+int dpl_opt_bool_field(lua_State *L, int idx, const char *fname, const char *key, int def);
+/* The current device (initialising the default), or a Lua error. */
+dp_device *dpl_current_device(lua_State *L);
+/* The device named by the string at idx (or the current device when none/nil), initialised. */
+dp_device *dpl_opt_device(lua_State *L, int idx);
+/* The device named name ("cpu", "cuda", "plan", "auto"), initialised, or a Lua error. */
+dp_device *dpl_device_named(lua_State *L, const char *name);
+/* Parses a category name or raises an error listing the valid ones. */
+dp_category dpl_category(lua_State *L, const char *name, const char *fname);
+/* Pushes an unsigned byte count as an integer (or a float past 2^63). */
+void dpl_push_bytes(lua_State *L, uint64_t v);
+
+#endif

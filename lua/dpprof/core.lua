@@ -1,0 +1,21 @@
+-- dpprof.core: the Lua side of the dpprof module, loaded once by dpprof_openlib. It adds what is
+-- easier to say in Lua than in C to the module table the C side built.
+local dp = require("dpprof")
+
+local MiB = 1024 * 1024
+
+-- Bytes as a human-readable string with binary units ("1.50 MiB").
+function dp.format_bytes(n)
+  local units = { "B", "KiB", "MiB", "GiB", "TiB" }
+  local i, v = 1, n
+  while math.abs(v) >= 1024 and i < #units do
+    v, i = v / 1024, i + 1
+  end
+  if i == 1 then return string.format("%d B", n) end
+  return string.format("%.2f %s", v, units[i])
+end
+
+-- Bytes to MiB (the unit of the `*_mb` result fields).
+function dp.mb(n) return n / MiB end
+
+return dp

@@ -1,0 +1,191 @@
+/* main.c: the dpprof command line. `run` executes a Lua script with the dpprof module loaded;
+ * `plot` renders charts from a results directory; other commands (compare, fit, ...) live in
+ * the Lua module dpprof.cli. */
+#include "dpprof.h"
+#include "dpplot.h"
+
+#include <lauxlib.h>
+#include <lualib.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const usage =
+    "usage: dpprof COMMAND [ARGS]\n"
+    "\n"
+    "commands:\n"
+    "  run SCRIPT.lua [key=value ...]   run a Lua script with the dpprof module; the pairs are\n"
+    "                                   visible as dpprof.args (numbers and true/false converted)\n"
+    "  plot DIR [--out DIR] [--scale S] render charts and summaries from the result JSON files in\n"
+    "                                   DIR (default out: DIR; scale 2 doubles the resolution)\n"
+    "  --help, -h                       this text\n"
+    "  --version                        version and build\n"
+    "\n"
+    "environment:\n"
+    "  DPPROF_DEVICE     default device for tensors made outside experiments (cpu, cuda, plan, auto)\n"
+    "  DPPROF_LUA_PATH   directory holding dpprof/core.lua (default: beside the binary)\n";
+
+/* Message handler: the error with a traceback (as lua.c does). */
+static int msghandler(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
+        msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/* Calls the function below nargs arguments under the traceback handler; prints errors. */
+static int docall(lua_State *L, int nargs, int nres) {
+    int base = lua_gettop(L) - nargs;
+    lua_pushcfunction(L, msghandler);
+    lua_insert(L, base);
+    int status = lua_pcall(L, nargs, nres, base);
+    lua_remove(L, base);
+    if (status != LUA_OK) {
+        fprintf(stderr, "dpprof: %s\n", lua_tostring(L, -1));
+        lua_pop(L, 1);
+    }
+    return status;
+}
+
+static int open_module(lua_State *L) {
+    lua_pushcfunction(L, dpprof_openlib);
+    if (docall(L, 0, 1) != LUA_OK) return -1;
+    lua_setglobal(L, "dpprof");
+    return 0;
+}
+
+/* Pushes "value" converted: integers and floats to numbers, true/false to booleans. */
+static void push_arg_value(lua_State *L, const char *v) {
+    if (strcmp(v, "true") == 0)
+        lua_pushboolean(L, 1);
+    else if (strcmp(v, "false") == 0)
+        lua_pushboolean(L, 0);
+    else if (lua_stringtonumber(L, v) == 0)
+        lua_pushstring(L, v);
+}
+
+static int cmd_run(lua_State *L, int argc, char **argv) {
+    if (argc < 1) {
+        fprintf(stderr, "dpprof run: missing SCRIPT.lua\n%s", usage);
+        return 2;
+    }
+    const char *script = argv[0];
+    lua_getglobal(L, "dpprof");
+    lua_newtable(L);
+    lua_newtable(L); /* the global `arg`, as lua.c makes it: arg[0] = script */
+    lua_pushstring(L, script);
+    lua_rawseti(L, -2, 0);
+    for (int i = 1; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i);
+        const char *eq = strchr(argv[i], '=');
+        if (!eq || eq == argv[i]) {
+            fprintf(stderr, "dpprof run: argument '%s' is not key=value\n", argv[i]);
+            return 2;
+        }
+        lua_pushlstring(L, argv[i], (size_t)(eq - argv[i]));
+        push_arg_value(L, eq + 1);
+        lua_settable(L, -4);
+    }
+    lua_setglobal(L, "arg");
+    lua_setfield(L, -2, "args");
+    lua_pop(L, 1);
+    if (luaL_loadfilex(L, script, "t") != LUA_OK) {
+        fprintf(stderr, "dpprof: %s\n", lua_tostring(L, -1));
+        return 1;
+    }
+    return docall(L, 0, 0) == LUA_OK ? 0 : 1;
+}
+
+static void plot_warn(void *user, const char *message) {
+    (void)user;
+    fprintf(stderr, "dpprof plot: %s\n", message);
+}
+
+static int cmd_plot(int argc, char **argv) {
+    const char *dir = NULL, *out = NULL;
+    dpplot_options opt = dpplot_options_default();
+    opt.warn = plot_warn;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+            out = argv[++i];
+        else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
+            char *end;
+            opt.scale = strtod(argv[++i], &end);
+            if (*end || opt.scale <= 0 || opt.scale > 8) {
+                fprintf(stderr, "dpprof plot: --scale must be a number in (0, 8], got '%s'\n", argv[i]);
+                return 2;
+            }
+        } else if (argv[i][0] == '-') {
+            fprintf(stderr, "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S)\n", argv[i]);
+            return 2;
+        } else if (!dir)
+            dir = argv[i];
+        else {
+            fprintf(stderr, "dpprof plot: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!dir) {
+        fprintf(stderr, "dpprof plot: missing DIR\n%s", usage);
+        return 2;
+    }
+    char err[1024] = "";
+    int rc = dpplot_render_dir(dir, out ? out : dir, &opt, err, sizeof err);
+    if (rc < 0) fprintf(stderr, "dpprof plot: %s\n", err); /* rc > 0: each problem was warned */
+    return rc ? 1 : 0;
+}
+
+/* Other commands are functions of dpprof.cli, called with the remaining arguments; they return
+ * an exit status. */
+static int cmd_lua(lua_State *L, const char *cmd, int argc, char **argv) {
+    lua_getglobal(L, "require");
+    lua_pushliteral(L, "dpprof.cli");
+    if (docall(L, 1, 1) != LUA_OK) return 1;
+    if (lua_getfield(L, -1, cmd) != LUA_TFUNCTION) {
+        fprintf(stderr, "dpprof: unknown command '%s' (see dpprof --help)\n", cmd);
+        return 2;
+    }
+    lua_createtable(L, argc, 0);
+    for (int i = 0; i < argc; i++) {
+        lua_pushstring(L, argv[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    if (docall(L, 1, 1) != LUA_OK) return 1;
+    return (int)luaL_optinteger(L, -1, 0);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "plot") == 0) return cmd_plot(argc - 2, argv + 2);
+    lua_State *L = luaL_newstate();
+    if (!L) {
+        fprintf(stderr, "dpprof: cannot create a Lua state (out of memory)\n");
+        return 1;
+    }
+    luaL_openlibs(L);
+    int rc;
+    if (open_module(L) != 0)
+        rc = 1;
+    else if (strcmp(argv[1], "--version") == 0) {
+        lua_getglobal(L, "dpprof");
+        lua_getfield(L, -1, "version");
+        lua_getfield(L, -2, "git_commit");
+        lua_getfield(L, -3, "cuda_compiled");
+        printf("dpprof %s (commit %s, %s, %s)\n", lua_tostring(L, -3), lua_tostring(L, -2),
+               lua_toboolean(L, -1) ? "CUDA backend compiled" : "CPU only", LUA_RELEASE);
+        rc = 0;
+    } else if (strcmp(argv[1], "run") == 0)
+        rc = cmd_run(L, argc - 2, argv + 2);
+    else
+        rc = cmd_lua(L, argv[1], argc - 2, argv + 2);
+    lua_close(L); /* collects the script's tensors before the devices go */
+    dpprof_shutdown();
+    return rc;
+}
