@@ -56,6 +56,23 @@ static void add_to_path(lua_State *L, const char *dir) {
     lua_pop(L, 2);
 }
 
+/* package.loaded["dpprof.<name>"] = dpprof.<name> for every table field of the module on top,
+ * so that Lua's argument errors name functions "dpprof.memory.stats" rather than "?". */
+static void register_subtables(lua_State *L) {
+    int mod = lua_gettop(L);
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    lua_pushnil(L);
+    while (lua_next(L, mod)) {
+        if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TTABLE) {
+            lua_pushfstring(L, "dpprof.%s", lua_tostring(L, -2));
+            lua_pushvalue(L, -2);
+            lua_settable(L, -5);
+        }
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
 int dpprof_openlib(lua_State *L) {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     if (lua_getfield(L, -1, "dpprof") == LUA_TTABLE) {
@@ -89,6 +106,7 @@ int dpprof_openlib(lua_State *L) {
     lua_getglobal(L, "require");
     lua_pushliteral(L, "dpprof.core");
     lua_call(L, 1, 0);
+    register_subtables(L);
     return 1;
 }
 
