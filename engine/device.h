@@ -54,6 +54,10 @@ int dp_device_sync(dp_device *dev);
 /* Synchronises and records a named memory snapshot on dev. */
 int dp_device_snapshot(dp_device *dev, const char *name);
 
+/* Makes the plan device model a CUDA device's fixed memory (cuda = 1: cuBLAS's workspace and the
+ * kernels' scratch, tagged exactly as the CUDA backend tags them) or none (cuda = 0). */
+int dp_plan_model_workspace(dp_device *plan, int cuda);
+
 /* Shuts every initialised device down and frees process-wide state (scopes, ledger). Tensors
  * still alive must have been freed first. */
 void dp_engine_shutdown(void);

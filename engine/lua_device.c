@@ -81,11 +81,19 @@ static int l_clock(lua_State *L) {
     return 1;
 }
 
+/* dpprof.plan_workspace(cuda): the plan device holds a CUDA device's fixed workspace (true) or
+ * nothing (false), so its figures match what that device would allocate */
+static int l_plan_workspace(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    if (dp_plan_model_workspace(dpl_device_named(L, "plan"), lua_toboolean(L, 1)) != DP_OK) dpl_fail(L);
+    return 0;
+}
+
 void dpl_open_device(lua_State *L) {
     static const luaL_Reg fns[] = {{"device", l_device}, {"device_info", l_device_info},
                                    {"cuda_available", l_cuda_available}, {"sync", l_sync},
                                    {"ledger", l_ledger}, {"ledger_reset", l_ledger_reset},
-                                   {"clock", l_clock}, {NULL, NULL}};
+                                   {"clock", l_clock}, {"plan_workspace", l_plan_workspace}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     lua_pushboolean(L, dp_cuda_compiled()), lua_setfield(L, -2, "cuda_compiled");
     lua_pushstring(L, DPPROF_VERSION), lua_setfield(L, -2, "version");
