@@ -1,0 +1,97 @@
+/* dpplot_canvas.h: a cairo image surface with logical pixels, the pinned font and text helpers.
+ *
+ * Every chart draws in logical pixels (default 1600×1000); the canvas's scale multiplies them into
+ * device pixels for high-DPI output, so layout never depends on the scale. Text goes through
+ * cairo's toy API with one pinned font ("DejaVu Sans") and no hinting, so PNGs look the same on
+ * every machine that has fonts-dejavu-core. */
+#ifndef DPPLOT_CANVAS_H
+#define DPPLOT_CANVAS_H
+
+#include <cairo.h>
+#include <stddef.h>
+
+typedef struct { double r, g, b; } dpplot_rgb;     /* components in [0, 1] */
+typedef struct { double x, y, w, h; } dpplot_rect; /* logical px, y grows downwards */
+
+typedef enum { DPPLOT_LEFT, DPPLOT_CENTER, DPPLOT_RIGHT } dpplot_halign;
+typedef enum { DPPLOT_TOP, DPPLOT_MIDDLE, DPPLOT_BOTTOM } dpplot_valign;
+
+/* How one piece of text is drawn; (x, y) passed with it is the anchor. */
+typedef struct {
+  double size;          /* font size, logical px */
+  int bold;             /* 0 or 1 */
+  dpplot_rgb color;
+  dpplot_halign halign; /* anchor position along the text line */
+  dpplot_valign valign; /* anchor position across the text block (all lines) */
+  double angle_deg;     /* counter-clockwise rotation about the anchor */
+} dpplot_text_style;
+
+/* Font sizes (logical px) shared by every chart, so all of them read alike. */
+#define DPPLOT_FONT_TITLE 30.0
+#define DPPLOT_FONT_PANEL 23.0
+#define DPPLOT_FONT_LABEL 20.0
+#define DPPLOT_FONT_TICK 17.0
+#define DPPLOT_FONT_LEGEND 18.0
+#define DPPLOT_FONT_NOTE 16.0
+#define DPPLOT_FONT_FAMILY "DejaVu Sans"
+
+#define DPPLOT_PI 3.14159265358979323846
+
+#define DPPLOT_DEFAULT_WIDTH 1600
+#define DPPLOT_DEFAULT_HEIGHT 1000
+
+typedef struct dpplot_canvas dpplot_canvas;
+
+/* New white canvas of width×height logical px rendered at `scale` device px per logical px;
+ * the caller owns it (dpplot_canvas_free). NULL when a size is out of range or cairo fails. */
+dpplot_canvas *dpplot_canvas_new(int width, int height, double scale);
+/* Frees the canvas and its surface; NULL is a no-op. */
+void dpplot_canvas_free(dpplot_canvas *cv);
+/* The canvas's cairo context (borrowed; logical-px user space, DejaVu Sans selected). */
+cairo_t *dpplot_canvas_cr(dpplot_canvas *cv);
+/* Logical width of the canvas in px. */
+double dpplot_canvas_width(const dpplot_canvas *cv);
+/* Logical height of the canvas in px. */
+double dpplot_canvas_height(const dpplot_canvas *cv);
+/* Writes the canvas as PNG to path; 0 on success, -1 when cairo cannot write it. */
+int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path);
+
+/* A style with no rotation; convenience for the common case. */
+dpplot_text_style dpplot_style(double size, int bold, dpplot_rgb color, dpplot_halign h,
+                               dpplot_valign v);
+/* Draws text (lines split at '\n') anchored at (x, y); NULL or "" draws nothing. */
+void dpplot_text(dpplot_canvas *cv, double x, double y, const char *text,
+                 const dpplot_text_style *st);
+/* Axis-aligned box dpplot_text would cover with the same arguments (for collision tests). */
+dpplot_rect dpplot_text_bounds(dpplot_canvas *cv, double x, double y, const char *text,
+                               const dpplot_text_style *st);
+/* Width in logical px of the widest line of text at size/bold. */
+double dpplot_text_width(dpplot_canvas *cv, const char *text, double size, int bold);
+/* Height in logical px of one text line at size (ascent + descent). */
+double dpplot_line_height(dpplot_canvas *cv, double size);
+
+/* Sets cairo's source colour with alpha in [0, 1]. */
+void dpplot_set_color(cairo_t *cr, dpplot_rgb c, double alpha);
+/* Colour from 0xRRGGBB. */
+dpplot_rgb dpplot_rgb_hex(unsigned hex);
+/* Linear mix of a and b: t = 0 gives a, t = 1 gives b (used for tints: mix with white). */
+dpplot_rgb dpplot_rgb_mix(dpplot_rgb a, dpplot_rgb b, double t);
+/* Parses "#rrggbb" (or "rrggbb") into out; 0 on success, -1 when malformed. */
+int dpplot_rgb_parse(const char *s, dpplot_rgb *out);
+/* Writes "#rrggbb" into buf (at least 8 bytes). */
+void dpplot_rgb_format(dpplot_rgb c, char buf[8]);
+
+/* 1 when the two rectangles overlap (touching edges do not count). */
+int dpplot_rect_overlap(dpplot_rect a, dpplot_rect b);
+/* 1 when inner lies entirely inside outer. */
+int dpplot_rect_inside(dpplot_rect inner, dpplot_rect outer);
+/* r shrunk by the given margins (px); widths never go below 0. */
+dpplot_rect dpplot_rect_inset(dpplot_rect r, double left, double top, double right, double bottom);
+
+#define DPPLOT_WHITE ((dpplot_rgb){1.0, 1.0, 1.0})
+#define DPPLOT_BLACK ((dpplot_rgb){0.0, 0.0, 0.0})
+#define DPPLOT_INK ((dpplot_rgb){0.13, 0.13, 0.13})  /* text and axes */
+#define DPPLOT_MUTED ((dpplot_rgb){0.40, 0.40, 0.40}) /* secondary text */
+#define DPPLOT_GRID ((dpplot_rgb){0.88, 0.88, 0.88})  /* light grid lines */
+
+#endif

@@ -1,0 +1,81 @@
+/* dpplot_palette.h: fixed colours for methods, memory components, phases; viridis.
+ *
+ * A method has the same colour in every chart dpprof draws: the six presets take Okabe-Ito
+ * colours (colour-blind safe) in the order vanilla, flat, ghost, mixed_ghost, bk, flash_clip;
+ * any other name (e.g. "flash+twopass") takes one of the fallback colours chosen by a hash of
+ * its name, so it too keeps its colour from chart to chart. Components and phases use Paul
+ * Tol's "muted" scheme, which is colour-blind safe and distinct from the method colours. */
+#ifndef DPPLOT_PALETTE_H
+#define DPPLOT_PALETTE_H
+
+#include "dpplot_canvas.h"
+
+/* Memory components of the breakdown charts, in stacking order (bottom first). */
+typedef enum {
+  DPPLOT_COMP_PARAMETERS,       /* parameters */
+  DPPLOT_COMP_GRADIENTS,        /* gradients */
+  DPPLOT_COMP_OPTIMIZER_STATES, /* optimizer_states */
+  DPPLOT_COMP_ACTIVATIONS,      /* activations + output_grads (what hooks capture) */
+  DPPLOT_COMP_PER_SAMPLE_GRADS, /* per_sample_grads */
+  DPPLOT_COMP_NORM_SAMPLES,     /* norm_samples */
+  DPPLOT_COMP_TEMP,             /* temp + workspace */
+  DPPLOT_COMP_OTHER,            /* inputs + other, and whatever the peak holds beyond the rest */
+  DPPLOT_N_COMPONENTS
+} dpplot_component;
+
+/* Module groups of module_breakdown.png (docs/results.md, "Module paths"). */
+typedef enum {
+  DPPLOT_MOD_EMBEDDING,
+  DPPLOT_MOD_ATTENTION,
+  DPPLOT_MOD_MLP,
+  DPPLOT_MOD_NORM,
+  DPPLOT_MOD_HEAD,
+  DPPLOT_MOD_LORA,
+  DPPLOT_MOD_OTHER,
+  DPPLOT_N_MODULE_GROUPS
+} dpplot_module_group;
+
+/* Training phases of timing.spans. */
+typedef enum {
+  DPPLOT_PHASE_FORWARD,
+  DPPLOT_PHASE_BACKWARD,
+  DPPLOT_PHASE_CLIP,
+  DPPLOT_PHASE_NOISE,
+  DPPLOT_PHASE_OPTIMIZER,
+  DPPLOT_N_PHASES
+} dpplot_phase;
+
+/* Number of preset methods with a fixed colour (vanilla ... flash_clip). */
+#define DPPLOT_N_PRESETS 6
+
+/* Colour of a method by name: fixed for presets, a name-hashed fallback otherwise (NULL: grey). */
+dpplot_rgb dpplot_method_color(const char *method);
+/* Sort rank of a method: 0..5 for presets in canonical order, DPPLOT_N_PRESETS for the rest. */
+int dpplot_method_rank(const char *method);
+/* Preset name at rank i (0..5), or NULL when out of range. */
+const char *dpplot_method_preset(int i);
+
+/* Fill colour of a memory component. */
+dpplot_rgb dpplot_component_color(dpplot_component c);
+/* Human label of a component ("Optimizer states"); "?" when out of range. */
+const char *dpplot_component_label(dpplot_component c);
+/* Short key of a component as in CSV headers ("optimizer_states"); "?" when out of range. */
+const char *dpplot_component_key(dpplot_component c);
+
+/* Module group a dotted module path belongs to (lora, attention, mlp, norm, embedding, head,
+ * other, tested in that order as docs/results.md specifies). NULL gives other. */
+dpplot_module_group dpplot_module_group_of(const char *module_path);
+/* Name of a module group ("attention"); "?" when out of range. */
+const char *dpplot_module_group_name(dpplot_module_group g);
+
+/* Phase by name ("forward", ...); -1 when unknown or NULL. */
+int dpplot_phase_from_name(const char *name);
+/* Name of a phase ("forward"); "?" when out of range. */
+const char *dpplot_phase_name(dpplot_phase p);
+/* Shading colour of a phase span (draw it light: alpha about 0.3). */
+dpplot_rgb dpplot_phase_color(dpplot_phase p);
+
+/* Viridis colour at t in [0, 1] (clamped; NaN gives the low end), from the 256-entry table. */
+dpplot_rgb dpplot_viridis(double t);
+
+#endif
