@@ -1,0 +1,27 @@
+/* report_util.h: helpers shared by the report_*.c files (internal to plots/). */
+#ifndef DPPLOT_REPORT_UTIL_H
+#define DPPLOT_REPORT_UTIL_H
+
+#include "dpplot_canvas.h"
+#include "dpplot_report.h"
+
+/* A canvas sized by the options; NULL (with a note) when it cannot be created. */
+dpplot_canvas *dpplot_report_canvas(const dpplot_options *opt, const char *path,
+                                    dpplot_strlist *notes);
+/* Writes cv to path and frees it; 1 when written, -1 (with a note) otherwise. */
+int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes);
+/* The context line of a selection: sel->context, or one derived from the first result's config
+ * ("gpt2 · 12 layers · d=768 · seq 1024 · batch 4 · f32 · device"). */
+void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len);
+/* Context line of one result's config, leaving out seq and/or batch (when they are swept). */
+void dpplot_report_context_of(const dpplot_result *r, int skip_seq, int skip_batch, char *buf,
+                              size_t len);
+/* Chart label of item i: its method when methods in sel are unique, else its experiment. */
+const char *dpplot_report_label(const dpplot_selection *sel, size_t i);
+/* Note listing results of sel left out of a chart (not ok, or lacking data), e.g.
+ * "not shown: flat (oom)". buf is "" when none were left out. `usable` flags kept items. */
+void dpplot_report_left_out(const dpplot_selection *sel, const int *usable, char *buf, size_t len);
+/* File name part of a path (after the last '/'). */
+const char *dpplot_report_basename(const char *path);
+
+#endif
