@@ -1,0 +1,43 @@
+/* test_util.h: checks and image probes shared by the plots tests. Images are compared by
+ * properties (size, non-blank plot area, palette colours present), never by bytes. */
+#ifndef DPPLOT_TEST_UTIL_H
+#define DPPLOT_TEST_UTIL_H
+
+#include <stddef.h>
+
+#include "dpplot.h"
+
+/* Records a failure (printing the message) when cond is false; returns cond. */
+int tu_check(int cond, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* Number of failures recorded so far. */
+int tu_failures(void);
+/* Prints a summary line and returns the process exit status (0 when no failure). */
+int tu_finish(const char *name);
+
+/* A PNG loaded into memory (ARGB32); NULL-safe free. */
+typedef struct tu_image tu_image;
+tu_image *tu_image_load(const char *path);
+void tu_image_free(tu_image *img);
+int tu_image_width(const tu_image *img);
+int tu_image_height(const tu_image *img);
+/* Fraction of pixels in the rectangle (fractions of width/height) that are not near-white. */
+double tu_image_ink(const tu_image *img, double x0, double y0, double x1, double y1);
+/* Number of pixels within `tol` (0..255 per channel) of colour c. */
+size_t tu_image_count_color(const tu_image *img, dpplot_rgb c, int tol);
+
+/* Checks a rendered chart: exists, has the expected size, a non-blank plot area, and each of
+ * the named methods' colours (at least min_pixels pixels of each). */
+void tu_check_chart(const char *path, int width, int height, const char *const *methods,
+                    size_t n_methods, size_t min_pixels);
+
+/* Compares file `actual` with `golden`; when DPPLOT_UPDATE_GOLDEN=1 is set, copies actual over
+ * golden instead. Prints the first differing line on mismatch. */
+void tu_check_golden(const char *actual, const char *golden);
+/* Whole file into a new NUL-terminated string (caller frees); NULL when unreadable. */
+char *tu_read_file(const char *path);
+
+#endif
