@@ -129,6 +129,21 @@ int dpplot_ticks_log(double lo, double hi, dpplot_scale scale, int target, dpplo
     n++;
   }
   out->n = n;
+  if (n < 2 && hi > lo) {
+    /* No two powers inside a narrow range: place linear ticks on the log axis instead, each
+     * labelled with its own unit, so the axis still reads. */
+    dpplot_ticks lin;
+    if (dpplot_ticks_linear(lo, hi, target < 3 ? 3 : target, unit, 0, &lin) == 0 && lin.n >= 2) {
+      for (size_t i = 0; i < lin.n; i++) {
+        out->value[i] = lin.value[i];
+        if (unit == DPPLOT_UNIT_NONE)
+          snprintf(out->label[i], DPPLOT_TICK_LABEL, "%s", lin.label[i]);
+        else
+          dpplot_format_value(lin.value[i], unit, out->label[i], DPPLOT_TICK_LABEL);
+      }
+      out->n = lin.n;
+    }
+  }
   out->lo = extend ? pow(base, fmin(kmin, la)) : pow(base, la);
   out->hi = extend ? pow(base, fmax(kmax, lb)) : pow(base, lb);
   out->unit[0] = '\0';

@@ -36,7 +36,7 @@ static void resolve_range(double given_lo, double given_hi, double data_lo, doub
 static double chart_header(dpplot_canvas *cv, const dpplot_chart_axes *ax,
                            const dpplot_legend_entry *legend, size_t n_legend) {
   double top = dpplot_figure_title(cv, ax->title, ax->subtitle);
-  if (!ax->title && !ax->subtitle) top = 12;
+  if (!ax->title && !ax->subtitle) top = 24; /* room for the top tick label */
   double W = dpplot_canvas_width(cv);
   if (n_legend) top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 200}, legend, n_legend) + 8;
   return top;
@@ -44,7 +44,9 @@ static double chart_header(dpplot_canvas *cv, const dpplot_chart_axes *ax,
 
 static dpplot_panel_spec base_spec(const dpplot_chart_axes *ax) {
   dpplot_panel_spec s = {0};
-  s.x_label = ax->x_label, s.y_label = ax->y_label;
+  /* An untitled axis with a unit still says its unit. */
+  s.x_label = ax->x_label ? ax->x_label : ax->x_unit != DPPLOT_UNIT_NONE ? "" : NULL;
+  s.y_label = ax->y_label ? ax->y_label : ax->y_unit != DPPLOT_UNIT_NONE ? "" : NULL;
   s.x_scale = ax->x_scale, s.y_scale = ax->y_scale;
   s.x_unit = ax->x_unit, s.y_unit = ax->y_unit;
   return s;

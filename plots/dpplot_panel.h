@@ -13,7 +13,7 @@
 /* What a panel shows. Zero-initialise, then set what applies. */
 typedef struct {
   const char *title;   /* above the plot area; NULL for none */
-  const char *x_label; /* axis titles; NULL for none */
+  const char *x_label; /* axis titles; NULL for none, "" for the unit alone */
   const char *y_label;
   dpplot_scale x_scale, y_scale;
   dpplot_unit x_unit, y_unit;

@@ -19,7 +19,8 @@ static void axis_title(char *buf, size_t len, const char *label, const char *uni
     buf[0] = '\0';
     return;
   }
-  if (unit && *unit) snprintf(buf, len, "%s (%s)", label, unit);
+  if (!*label) snprintf(buf, len, "%s", unit ? unit : ""); /* "" titles an axis by its unit */
+  else if (unit && *unit) snprintf(buf, len, "%s (%s)", label, unit);
   else snprintf(buf, len, "%s", label);
 }
 

@@ -32,6 +32,14 @@ static void vary_text(const dpplot_result *r, char *buf, size_t len) {
   }
 }
 
+/* Row name of a result: a sweep point reads "ghost seq_len=4096", anything else its chart label. */
+static void row_name(const dpplot_result *r, char *buf, size_t len) {
+  char vary[160];
+  vary_text(r, vary, sizeof vary);
+  if (vary[0]) snprintf(buf, len, "%s%s", r->method, vary);
+  else snprintf(buf, len, "%s", r->label);
+}
+
 int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *problems, FILE *f) {
   rule(f, '=', 100);
   fprintf(f, "DETAILED MEMORY PROFILING SUMMARY\n");
@@ -43,11 +51,13 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
     const dpplot_result *r = &rs->items[i];
     if (!in_table(r)) continue;
     double peak = r->peak_bytes / MIB;
+    char name[256];
+    row_name(r, name, sizeof name);
     if (r->has_time)
-      fprintf(f, "%-30s %20.2f %20.2f %20.2f\n", r->label, peak, r->avg_ms,
+      fprintf(f, "%-30s %20.2f %20.2f %20.2f\n", name, peak, r->avg_ms,
               r->avg_ms > 0 ? peak / r->avg_ms : 0.0);
     else
-      fprintf(f, "%-30s %20.2f %20s %20s\n", r->label, peak, "n/a", "n/a");
+      fprintf(f, "%-30s %20.2f %20s %20s\n", name, peak, "n/a", "n/a");
   }
   rule(f, '=', 100);
   int left_out = 0;
@@ -57,9 +67,9 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
     for (size_t i = 0; i < rs->n; i++) {
       const dpplot_result *r = &rs->items[i];
       if (in_table(r)) continue;
-      char vary[160], req[32];
-      vary_text(r, vary, sizeof vary);
-      fprintf(f, "  %s%s: %s", r->label, vary, dpplot_status_name(r->status));
+      char name[256], req[32];
+      row_name(r, name, sizeof name);
+      fprintf(f, "  %s: %s", name, dpplot_status_name(r->status));
       if (r->status == DPPLOT_STATUS_OOM && isfinite(r->oom_requested_bytes)) {
         dpplot_format_value(r->oom_requested_bytes, DPPLOT_UNIT_BYTES, req, sizeof req);
         fprintf(f, ", requested %s", req);
@@ -82,7 +92,9 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
   for (size_t i = 0; i < rs->n; i++) {
     const dpplot_result *r = &rs->items[i];
     if (!in_table(r)) continue;
-    fprintf(f, "\n%s:\n", r->label);
+    char name[256];
+    row_name(r, name, sizeof name);
+    fprintf(f, "\n%s:\n", name);
     rule(f, '-', 80);
     /* Largest first, as users know it; ties keep the legacy key order. */
     int order[DPPLOT_N_LEGACY], n = 0;
@@ -193,11 +205,10 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
   fputc('\n', f);
   for (size_t i = 0; i < rs->n; i++) {
     const dpplot_result *r = &rs->items[i];
-    char vary[160];
-    vary_text(r, vary, sizeof vary);
+    char name[256];
+    row_name(r, name, sizeof name);
     fputs("| ", f);
-    md_text(f, r->label);
-    md_text(f, vary);
+    md_text(f, name);
     fprintf(f, " | %s |", dpplot_status_name(r->status));
     if (r->has_peak) fprintf(f, " %.2f |", r->peak_bytes / MIB);
     else fputs(" |", f);
@@ -235,10 +246,9 @@ int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f) {
   fputs("\\midrule\n", f);
   for (size_t i = 0; i < rs->n; i++) {
     const dpplot_result *r = &rs->items[i];
-    char vary[160];
-    vary_text(r, vary, sizeof vary);
-    tex_text(f, r->label);
-    tex_text(f, vary);
+    char name[256];
+    row_name(r, name, sizeof name);
+    tex_text(f, name);
     if (r->has_peak) fprintf(f, " & %.2f", r->peak_bytes / MIB);
     else fputs(" & --", f);
     if (r->has_time) fprintf(f, " & %.2f", r->avg_ms);

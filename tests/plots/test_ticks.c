@@ -148,6 +148,10 @@ static void test_log(void) {
   dpplot_ticks_log(300, 3000, DPPLOT_SCALE_LOG2, 10, DPPLOT_UNIT_NONE, 1, &t);
   tu_check(t.lo == 256 && t.hi == 4096, "extended log2 300..3000 -> %g..%g", t.lo, t.hi);
 
+  /* a narrow range holding no two powers still gets readable (linear) ticks */
+  dpplot_ticks_log(2.3e9, 2.6e9, DPPLOT_SCALE_LOG2, 6, DPPLOT_UNIT_BYTES, 0, &t);
+  tu_check(t.n >= 2 && t.value[0] >= 2.3e9 && t.value[t.n - 1] <= 2.6e9 && strstr(t.label[0], "GiB"),
+           "narrow log2 range: %zu ticks, first '%s'", t.n, t.n ? t.label[0] : "");
   tu_check(dpplot_ticks_log(0, 10, DPPLOT_SCALE_LOG2, 6, DPPLOT_UNIT_NONE, 0, &t) == -1, "log of 0 refused");
   tu_check(dpplot_ticks_log(-1, 10, DPPLOT_SCALE_LOG10, 6, DPPLOT_UNIT_NONE, 0, &t) == -1, "log of <0 refused");
   tu_check(dpplot_ticks_log(1, 10, DPPLOT_SCALE_LINEAR, 6, DPPLOT_UNIT_NONE, 0, &t) == -1, "linear refused");
