@@ -2,6 +2,7 @@
  * work in OpenMP loops. Reductions split the data into fixed chunks whose partial sums (double)
  * are added in chunk order, so results do not depend on the thread count. */
 #include "backend.h"
+#include "cpu_layers.h"
 #include "device.h"
 #include "error.h"
 
@@ -293,4 +294,5 @@ const dp_backend dp_backend_cpu = {
     .scale = cpu_scale,
     .axpy = cpu_axpy,
     .sumsq_rows = cpu_sumsq_rows,
+    .layers = &dp_cpu_layer_ops,
 };

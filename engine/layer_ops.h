@@ -59,12 +59,13 @@ typedef struct dp_layer_ops {
 
     /* GELU, tanh form (GPT-2's gelu_new): out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). */
     int (*gelu_forward)(dp_device *dev, dp_dtype t, void *out, const void *x, int64_t n);
-    /* dx (+)= dout * gelu'(x). */
+    /* dx (+)= dout * gelu'(x). dx may alias dout (the model computes the gradient in place). */
     int (*gelu_backward)(dp_device *dev, dp_dtype t, void *dx, const void *dout, const void *x, int64_t n,
                          int accumulate);
     /* SwiGLU: out = silu(gate) * up, element-wise over n elements (silu(z) = z / (1 + e^-z)). */
     int (*swiglu_forward)(dp_device *dev, dp_dtype t, void *out, const void *gate, const void *up, int64_t n);
-    /* dgate = dout * up * silu'(gate), dup = dout * silu(gate) (written, not accumulated). */
+    /* dgate = dout * up * silu'(gate), dup = dout * silu(gate) (written, not accumulated). dgate
+     * may alias dout (the model writes it in place). */
     int (*swiglu_backward)(dp_device *dev, dp_dtype t, void *dgate, void *dup, const void *dout,
                            const void *gate, const void *up, int64_t n);
 
@@ -97,7 +98,8 @@ typedef struct dp_layer_ops {
     int (*cross_entropy_forward)(dp_device *dev, dp_dtype t, float *losses, float *lse, const void *logits,
                                  const int32_t *targets, int64_t N, int64_t V);
     /* Backward, in place: logits[n, :] becomes (softmax(row) - onehot(targets[n])) * scale[n / T],
-     * using the lse saved by the forward. No second N x V buffer. */
+     * using the lse saved by the forward. No second N x V buffer. sample_scale is a device array of
+     * B = N / T f32 values; the model passes s_i / T there (the 1/T of the per-sample mean). */
     int (*cross_entropy_backward)(dp_device *dev, dp_dtype t, void *logits, const float *lse,
                                   const int32_t *targets, const float *sample_scale, int64_t N, int64_t T,
                                   int64_t V);

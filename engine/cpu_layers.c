@@ -1,0 +1,611 @@
+/* cpu_layers.c: the transformer layer ops on the CPU (layer_ops.h), the specification the CUDA
+ * kernels are compared against.
+ *
+ * Arithmetic is f32 (bf16 values widened on load, rounded to nearest even on store); sums over a
+ * row (LayerNorm statistics, the softmax denominator of the cross-entropy) are taken in double,
+ * which makes this the more accurate side of any CPU/GPU comparison. Parallel loops split the
+ * work into fixed pieces (rows, column slices, fixed row chunks, attention blocks) whose results
+ * never depend on which thread ran them: column reductions (weight and bias gradients) keep one
+ * partial per fixed chunk of PART_ROWS rows and add the partials in chunk order, so every result
+ * is bit-identical for any OMP_NUM_THREADS. */
+#include "cpu_layers.h"
+
+#include "error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAR_MIN 16384     /* elements below which a loop runs on one thread */
+#define PART_ROWS 128     /* rows per partial of a column reduction */
+#define COL_SLICE 64      /* columns per task of the embedding's scatter-add */
+#define ATT_BLOCK 64      /* query rows and key rows per attention block */
+
+static inline float ld(dp_dtype t, const void *x, int64_t i) {
+    return t == DP_BF16 ? dp_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+static inline void st(dp_dtype t, void *x, int64_t i, float v) {
+    if (t == DP_BF16)
+        ((uint16_t *)x)[i] = dp_f32_to_bf16(v);
+    else
+        ((float *)x)[i] = v;
+}
+
+static int need_float(dp_dtype t, const char *op) {
+    if (t == DP_F32 || t == DP_BF16) return DP_OK;
+    return dp_error_set(DP_ENOTSUP, "%s: activation dtype %s is not supported (f32 or bf16)", op, dp_dtype_name(t));
+}
+
+static int64_t n_parts(int64_t rows) { return (rows + PART_ROWS - 1) / PART_ROWS; }
+
+/* dst[j] += sum over parts c (in order) of part[c*cols + j]. */
+static void add_parts(float *dst, const double *part, int64_t parts, int64_t cols) {
+#pragma omp parallel for schedule(static) if (parts * cols > PAR_MIN)
+    for (int64_t j = 0; j < cols; j++) {
+        double s = 0;
+        for (int64_t c = 0; c < parts; c++) s += part[c * cols + j];
+        dst[j] = (float)((double)dst[j] + s);
+    }
+}
+
+/* ---- embeddings ------------------------------------------------------------------------- */
+
+static int cpu_embedding_forward(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
+                                 const float *wpe, int64_t N, int64_t T, int64_t d) {
+    (void)dev;
+    DP_TRY(need_float(t, "embedding_forward"));
+#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float *e = wte + (int64_t)ids[n] * d;
+        const float *p = wpe ? wpe + (n % T) * d : NULL;
+        for (int64_t j = 0; j < d; j++) st(t, out, n * d + j, p ? e[j] + p[j] : e[j]);
+    }
+    return DP_OK;
+}
+
+static int cpu_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, const int32_t *ids, float *dwte,
+                                  float *dwpe, int64_t N, int64_t T, int64_t d, int64_t V) {
+    (void)dev;
+    DP_TRY(need_float(t, "embedding_backward"));
+    for (int64_t n = 0; n < N; n++)
+        if (ids[n] < 0 || ids[n] >= V)
+            return dp_error_set(DP_EINVAL, "embedding_backward: token id %d at row %lld is outside [0, %lld)",
+                                (int)ids[n], (long long)n, (long long)V);
+    if (dwte) {
+        /* each task owns a slice of columns and visits the rows in increasing order */
+        int64_t slices = (d + COL_SLICE - 1) / COL_SLICE;
+#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
+        for (int64_t s = 0; s < slices; s++) {
+            int64_t j0 = s * COL_SLICE, j1 = j0 + COL_SLICE < d ? j0 + COL_SLICE : d;
+            for (int64_t n = 0; n < N; n++) {
+                float *row = dwte + (int64_t)ids[n] * d;
+                for (int64_t j = j0; j < j1; j++) row[j] += ld(t, dout, n * d + j);
+            }
+        }
+    }
+    if (dwpe) {
+        int64_t B = N / T;
+#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
+        for (int64_t tt = 0; tt < T; tt++)
+            for (int64_t j = 0; j < d; j++) {
+                float s = 0;
+                for (int64_t b = 0; b < B; b++) s += ld(t, dout, (b * T + tt) * d + j);
+                dwpe[tt * d + j] += s;
+            }
+    }
+    return DP_OK;
+}
+
+/* ---- LayerNorm and RMSNorm -------------------------------------------------------------- */
+
+static int cpu_layernorm_forward(dp_device *dev, dp_dtype t, void *out, float *mean, float *rstd, const void *x,
+                                 const float *w, const float *b, int64_t N, int64_t d, float eps) {
+    (void)dev;
+    DP_TRY(need_float(t, "layernorm_forward"));
+#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t o = n * d;
+        double s = 0;
+        for (int64_t j = 0; j < d; j++) s += ld(t, x, o + j);
+        float mu = (float)(s / (double)d);
+        double v = 0;
+        for (int64_t j = 0; j < d; j++) {
+            double c = (double)ld(t, x, o + j) - mu;
+            v += c * c;
+        }
+        float rs = (float)(1.0 / sqrt(v / (double)d + (double)eps));
+        for (int64_t j = 0; j < d; j++) st(t, out, o + j, (ld(t, x, o + j) - mu) * rs * w[j] + b[j]);
+        mean[n] = mu;
+        rstd[n] = rs;
+    }
+    return DP_OK;
+}
+
+/* dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * w; for RMSNorm (mean == NULL) the
+ * mean(g) term is absent and xhat = x rstd. Also the fixed-chunk partials of dw and db. */
+static int norm_backward(dp_dtype t, void *dx, float *dw, float *db, const void *dout, const void *x, const float *w,
+                         const float *mean, const float *rstd, int64_t N, int64_t d, int accumulate) {
+    int64_t parts = n_parts(N);
+    double *pw = dw ? calloc((size_t)(parts * d), sizeof *pw) : NULL;
+    double *pb = db ? calloc((size_t)(parts * d), sizeof *pb) : NULL;
+    if ((dw && !pw) || (db && !pb)) {
+        free(pw);
+        free(pb);
+        return dp_error_set(DP_EOOM, "norm backward: out of host memory for %lld partials", (long long)(parts * d));
+    }
+#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
+    for (int64_t c = 0; c < parts; c++) {
+        int64_t n1 = (c + 1) * PART_ROWS < N ? (c + 1) * PART_ROWS : N;
+        for (int64_t n = c * PART_ROWS; n < n1; n++) {
+            const int64_t o = n * d;
+            const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
+            double sg = 0, sgx = 0;
+            for (int64_t j = 0; j < d; j++) {
+                float xh = (ld(t, x, o + j) - mu) * rs, g = ld(t, dout, o + j) * w[j];
+                sg += g;
+                sgx += (double)g * xh;
+            }
+            const float mg = mean ? (float)(sg / (double)d) : 0.0f, mgx = (float)(sgx / (double)d);
+            for (int64_t j = 0; j < d; j++) {
+                float xh = (ld(t, x, o + j) - mu) * rs, go = ld(t, dout, o + j);
+                float v = (go * w[j] - mg - xh * mgx) * rs;
+                st(t, dx, o + j, accumulate ? ld(t, dx, o + j) + v : v);
+                if (pw) pw[c * d + j] += (double)go * xh;
+                if (pb) pb[c * d + j] += go;
+            }
+        }
+    }
+    if (pw) add_parts(dw, pw, parts, d);
+    if (pb) add_parts(db, pb, parts, d);
+    free(pw);
+    free(pb);
+    return DP_OK;
+}
+
+static int cpu_layernorm_backward(dp_device *dev, dp_dtype t, void *dx, float *dw, float *db, const void *dout,
+                                  const void *x, const float *w, const float *mean, const float *rstd, int64_t N,
+                                  int64_t d, int accumulate) {
+    (void)dev;
+    DP_TRY(need_float(t, "layernorm_backward"));
+    return norm_backward(t, dx, dw, db, dout, x, w, mean, rstd, N, d, accumulate);
+}
+
+static int cpu_rmsnorm_forward(dp_device *dev, dp_dtype t, void *out, float *rstd, const void *x, const float *w,
+                               int64_t N, int64_t d, float eps) {
+    (void)dev;
+    DP_TRY(need_float(t, "rmsnorm_forward"));
+#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t o = n * d;
+        double s = 0;
+        for (int64_t j = 0; j < d; j++) {
+            double v = ld(t, x, o + j);
+            s += v * v;
+        }
+        float rs = (float)(1.0 / sqrt(s / (double)d + (double)eps));
+        for (int64_t j = 0; j < d; j++) st(t, out, o + j, ld(t, x, o + j) * rs * w[j]);
+        rstd[n] = rs;
+    }
+    return DP_OK;
+}
+
+static int cpu_rmsnorm_backward(dp_device *dev, dp_dtype t, void *dx, float *dw, const void *dout, const void *x,
+                                const float *w, const float *rstd, int64_t N, int64_t d, int accumulate) {
+    (void)dev;
+    DP_TRY(need_float(t, "rmsnorm_backward"));
+    return norm_backward(t, dx, dw, NULL, dout, x, w, NULL, rstd, N, d, accumulate);
+}
+
+/* ---- bias, GELU, SwiGLU ----------------------------------------------------------------- */
+
+static int cpu_bias_add(dp_device *dev, dp_dtype t, void *out, const float *bias, int64_t rows, int64_t cols) {
+    (void)dev;
+    DP_TRY(need_float(t, "bias_add"));
+#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) st(t, out, r * cols + c, ld(t, out, r * cols + c) + bias[c]);
+    return DP_OK;
+}
+
+static int cpu_bias_backward(dp_device *dev, dp_dtype t, float *db, const void *g, int64_t rows, int64_t cols) {
+    (void)dev;
+    DP_TRY(need_float(t, "bias_backward"));
+    int64_t parts = n_parts(rows);
+    double *part = calloc((size_t)(parts * cols), sizeof *part);
+    if (!part) return dp_error_set(DP_EOOM, "bias_backward: out of host memory for partials");
+#pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
+    for (int64_t c = 0; c < parts; c++) {
+        int64_t r1 = (c + 1) * PART_ROWS < rows ? (c + 1) * PART_ROWS : rows;
+        for (int64_t r = c * PART_ROWS; r < r1; r++)
+            for (int64_t j = 0; j < cols; j++) part[c * cols + j] += ld(t, g, r * cols + j);
+    }
+    add_parts(db, part, parts, cols);
+    free(part);
+    return DP_OK;
+}
+
+#define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
+
+static int cpu_gelu_forward(dp_device *dev, dp_dtype t, void *out, const void *x, int64_t n) {
+    (void)dev;
+    DP_TRY(need_float(t, "gelu_forward"));
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = ld(t, x, i);
+        float u = GELU_SCALE * (v + 0.044715f * v * v * v);
+        st(t, out, i, 0.5f * v * (1.0f + tanhf(u)));
+    }
+    return DP_OK;
+}
+
+static int cpu_gelu_backward(dp_device *dev, dp_dtype t, void *dx, const void *dout, const void *x, int64_t n,
+                             int accumulate) {
+    (void)dev;
+    DP_TRY(need_float(t, "gelu_backward"));
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float v = ld(t, x, i), go = ld(t, dout, i); /* read before writing: dx may alias dout */
+        float th = tanhf(GELU_SCALE * (v + 0.044715f * v * v * v));
+        float sech2 = 1.0f - th * th;
+        float grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+        float r = go * grad;
+        st(t, dx, i, accumulate ? ld(t, dx, i) + r : r);
+    }
+    return DP_OK;
+}
+
+static int cpu_swiglu_forward(dp_device *dev, dp_dtype t, void *out, const void *gate, const void *up, int64_t n) {
+    (void)dev;
+    DP_TRY(need_float(t, "swiglu_forward"));
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float g = ld(t, gate, i);
+        st(t, out, i, g / (1.0f + expf(-g)) * ld(t, up, i));
+    }
+    return DP_OK;
+}
+
+static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *dup, const void *dout, const void *gate,
+                               const void *up, int64_t n) {
+    (void)dev;
+    DP_TRY(need_float(t, "swiglu_backward"));
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float g = ld(t, gate, i), u = ld(t, up, i), go = ld(t, dout, i); /* dgate may alias dout */
+        float sig = 1.0f / (1.0f + expf(-g));
+        st(t, dgate, i, go * u * sig * (1.0f + g * (1.0f - sig)));
+        st(t, dup, i, go * g * sig);
+    }
+    return DP_OK;
+}
+
+/* ---- rotary embedding ------------------------------------------------------------------- */
+
+static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N, int64_t T, int64_t H, int64_t hd,
+                    float theta, int inverse) {
+    (void)dev;
+    DP_TRY(need_float(t, "rope"));
+    if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
+    const int64_t half = hd / 2;
+#pragma omp parallel for schedule(static) if (N * H * hd > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const float pos = (float)(n % T);
+        for (int64_t j = 0; j < half; j++) {
+            /* the angle formula of layer_ops.h, in f32 on every device */
+            float inv_freq = powf(theta, -(float)(2 * j) / (float)hd);
+            float angle = pos * inv_freq;
+            float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
+            for (int64_t h = 0; h < H; h++) {
+                int64_t i1 = n * ldx + h * hd + j, i2 = i1 + half;
+                float x1 = ld(t, x, i1), x2 = ld(t, x, i2);
+                st(t, x, i1, x1 * c - x2 * s);
+                st(t, x, i2, x2 * c + x1 * s);
+            }
+        }
+    }
+    return DP_OK;
+}
+
+/* ---- causal self-attention, FlashAttention-2 style -------------------------------------- *
+ * The scores of one (sample, head) are visited block by block: ATT_BLOCK query rows against
+ * ATT_BLOCK key rows at a time, with an online softmax (running max m and sum l per row).
+ * Memory beyond the inputs and outputs is per-thread host scratch of O(ATT_BLOCK^2 +
+ * ATT_BLOCK * hd) floats, the CPU's counterpart of a kernel's registers and shared memory:
+ * no T x T buffer exists anywhere. Each task (sample, head, block) is computed by one thread in
+ * a fixed order, so results do not depend on the thread count or the schedule. */
+
+/* rows [row0, row0 + nrows) of head h of a N x (H*hd) view with row stride ldm, for sample b,
+ * widened into dst (nrows x hd). */
+static void load_block(dp_dtype t, const void *base, int64_t ldm, int64_t b, int64_t T, int64_t h, int64_t hd,
+                       int64_t row0, int64_t nrows, float *dst) {
+    for (int64_t r = 0; r < nrows; r++) {
+        int64_t o = (b * T + row0 + r) * ldm + h * hd;
+        for (int64_t c = 0; c < hd; c++) dst[r * hd + c] = ld(t, base, o + c);
+    }
+}
+
+static void store_block(dp_dtype t, void *base, int64_t ldm, int64_t b, int64_t T, int64_t h, int64_t hd,
+                        int64_t row0, int64_t nrows, const float *src) {
+    for (int64_t r = 0; r < nrows; r++) {
+        int64_t o = (b * T + row0 + r) * ldm + h * hd;
+        for (int64_t c = 0; c < hd; c++) st(t, base, o + c, src[r * hd + c]);
+    }
+}
+
+static float dot(const float *a, const float *b, int64_t n) {
+    float s = 0;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
+                                 const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
+                                 float scale) {
+    (void)dev;
+    DP_TRY(need_float(t, "attention_forward"));
+    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
+    int failed = 0;
+#pragma omp parallel
+    {
+        /* Q, K, V and the accumulator (block x hd each), one row of scores, m and l */
+        float *scratch = malloc(sizeof(float) * (size_t)(4 * ATT_BLOCK * hd + 3 * ATT_BLOCK));
+        if (!scratch) {
+#pragma omp atomic write
+            failed = 1;
+        }
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            if (!scratch) continue;
+            float *Q = scratch, *K = Q + ATT_BLOCK * hd, *Vb = K + ATT_BLOCK * hd, *acc = Vb + ATT_BLOCK * hd;
+            float *S = acc + ATT_BLOCK * hd, *m = S + ATT_BLOCK, *l = m + ATT_BLOCK;
+            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
+            load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+            for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
+            memset(acc, 0, sizeof(float) * (size_t)(nr * hd));
+            for (int64_t kb = 0; kb <= qb; kb++) {
+                const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
+                load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
+                load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+                for (int64_t r = 0; r < nr; r++) {
+                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc; /* keys j <= i */
+                    float mx = m[r];
+                    for (int64_t c = 0; c < cend; c++) {
+                        S[c] = scale * dot(Q + r * hd, K + c * hd, hd);
+                        if (S[c] > mx) mx = S[c];
+                    }
+                    const float corr = expf(m[r] - mx); /* 0 on the first block (m = -inf) */
+                    float *a = acc + r * hd, sum = 0.0f;
+                    for (int64_t e = 0; e < hd; e++) a[e] *= corr;
+                    for (int64_t c = 0; c < cend; c++) {
+                        float p = expf(S[c] - mx);
+                        sum += p;
+                        for (int64_t e = 0; e < hd; e++) a[e] += p * Vb[c * hd + e];
+                    }
+                    l[r] = l[r] * corr + sum;
+                    m[r] = mx;
+                }
+            }
+            for (int64_t r = 0; r < nr; r++) {
+                const float inv = 1.0f / l[r];
+                for (int64_t e = 0; e < hd; e++) acc[r * hd + e] *= inv;
+                lse[(b * H + h) * T + i0 + r] = m[r] + logf(l[r]);
+            }
+            store_block(t, out, ld_out, b, T, h, hd, i0, nr, acc);
+        }
+        free(scratch);
+    }
+    if (failed) return dp_error_set(DP_EOOM, "attention_forward: out of host memory for block scratch");
+    return DP_OK;
+}
+
+static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
+                                  const void *dout, const void *out, const float *lse, const void *q, const void *k,
+                                  const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
+                                  int64_t hd, float scale) {
+    (void)dev;
+    DP_TRY(need_float(t, "attention_backward"));
+    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
+    /* delta = rowsum(dout * out), per (sample, head, row) */
+#pragma omp parallel for schedule(static) if (B * T * ld_out > PAR_MIN)
+    for (int64_t bh = 0; bh < B * H; bh++) {
+        const int64_t b = bh / H, h = bh % H;
+        for (int64_t i = 0; i < T; i++) {
+            const int64_t o = (b * T + i) * ld_out + h * hd;
+            float s = 0;
+            for (int64_t e = 0; e < hd; e++) s += ld(t, dout, o + e) * ld(t, out, o + e);
+            delta[bh * T + i] = s;
+        }
+    }
+    int failed = 0;
+#pragma omp parallel
+    {
+        /* Q, dO, K, V and two gradient accumulators (block x hd each) */
+        float *scratch = malloc(sizeof(float) * (size_t)(6 * ATT_BLOCK * hd));
+        if (!scratch) {
+#pragma omp atomic write
+            failed = 1;
+        }
+        float *Q = scratch, *dO = NULL, *K = NULL, *Vb = NULL, *g1 = NULL, *g2 = NULL;
+        if (scratch) {
+            dO = Q + ATT_BLOCK * hd, K = dO + ATT_BLOCK * hd, Vb = K + ATT_BLOCK * hd;
+            g1 = Vb + ATT_BLOCK * hd, g2 = g1 + ATT_BLOCK * hd;
+        }
+        /* pass 1: dK and dV of each key block, from every query block at or after it */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            if (!scratch) continue;
+            const int64_t kb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
+            const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
+            float *dK = g1, *dV = g2;
+            load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
+            load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+            memset(dK, 0, sizeof(float) * (size_t)(nc * hd));
+            memset(dV, 0, sizeof(float) * (size_t)(nc * hd));
+            for (int64_t qb = kb; qb < nb; qb++) {
+                const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
+                load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+                load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
+                for (int64_t r = 0; r < nr; r++) {
+                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
+                    const float *qr = Q + r * hd, *dor = dO + r * hd;
+                    for (int64_t c = 0; c < cend; c++) {
+                        float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
+                        float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
+                        float *dvc = dV + c * hd, *dkc = dK + c * hd;
+                        for (int64_t e = 0; e < hd; e++) {
+                            dvc[e] += p * dor[e];
+                            dkc[e] += scale * ds * qr[e];
+                        }
+                    }
+                }
+            }
+            store_block(t, dk, ld_grad, b, T, h, hd, j0, nc, dK);
+            store_block(t, dv, ld_grad, b, T, h, hd, j0, nc, dV);
+        }
+        /* pass 2: dQ of each query block, from every key block at or before it */
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < tasks; task++) {
+            if (!scratch) continue;
+            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
+            const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
+            float *dQ = g1;
+            load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+            load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
+            memset(dQ, 0, sizeof(float) * (size_t)(nr * hd));
+            for (int64_t kb = 0; kb <= qb; kb++) {
+                const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
+                load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
+                load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+                for (int64_t r = 0; r < nr; r++) {
+                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
+                    const float *qr = Q + r * hd, *dor = dO + r * hd;
+                    float *dqr = dQ + r * hd;
+                    for (int64_t c = 0; c < cend; c++) {
+                        float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
+                        float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
+                        for (int64_t e = 0; e < hd; e++) dqr[e] += scale * ds * K[c * hd + e];
+                    }
+                }
+            }
+            store_block(t, dq, ld_grad, b, T, h, hd, i0, nr, dQ);
+        }
+        free(scratch);
+    }
+    if (failed) return dp_error_set(DP_EOOM, "attention_backward: out of host memory for block scratch");
+    return DP_OK;
+}
+
+/* ---- fused softmax cross-entropy -------------------------------------------------------- */
+
+static int check_targets(const int32_t *targets, int64_t N, int64_t V, const char *op) {
+    for (int64_t n = 0; n < N; n++)
+        if (targets[n] < 0 || targets[n] >= V)
+            return dp_error_set(DP_EINVAL, "%s: target %d at row %lld is outside [0, %lld)", op, (int)targets[n],
+                                (long long)n, (long long)V);
+    return DP_OK;
+}
+
+static int cpu_cross_entropy_forward(dp_device *dev, dp_dtype t, float *losses, float *lse, const void *logits,
+                                     const int32_t *targets, int64_t N, int64_t V) {
+    (void)dev;
+    DP_TRY(need_float(t, "cross_entropy_forward"));
+    DP_TRY(check_targets(targets, N, V, "cross_entropy_forward"));
+#pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t o = n * V;
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < V; j++) {
+            float x = ld(t, logits, o + j);
+            if (x > mx) mx = x;
+        }
+        double s = 0;
+        for (int64_t j = 0; j < V; j++) s += expf(ld(t, logits, o + j) - mx);
+        float z = mx + (float)log(s);
+        lse[n] = z;
+        losses[n] = z - ld(t, logits, o + targets[n]);
+    }
+    return DP_OK;
+}
+
+static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, const float *lse,
+                                      const int32_t *targets, const float *sample_scale, int64_t N, int64_t T,
+                                      int64_t V) {
+    (void)dev;
+    DP_TRY(need_float(t, "cross_entropy_backward"));
+    DP_TRY(check_targets(targets, N, V, "cross_entropy_backward"));
+#pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
+    for (int64_t n = 0; n < N; n++) {
+        const int64_t o = n * V;
+        const float s = sample_scale[n / T], z = lse[n];
+        for (int64_t j = 0; j < V; j++) {
+            float p = expf(ld(t, logits, o + j) - z);
+            st(t, logits, o + j, (j == targets[n] ? p - 1.0f : p) * s);
+        }
+    }
+    return DP_OK;
+}
+
+/* ---- optimizers ------------------------------------------------------------------------- */
+
+/* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps). */
+static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+    (void)dev;
+    if (step < 1) return dp_error_set(DP_EINVAL, "adamw_step: step %lld (counts from 1)", (long long)step);
+    const float decay = 1.0f - lr * weight_decay;
+    const double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
+    const float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float gi = g[i];
+        float pi = p[i] * decay;
+        float mi = m[i] + (1.0f - beta1) * (gi - m[i]);
+        float vi = v[i] * beta2 + (1.0f - beta2) * gi * gi;
+        float denom = sqrtf(vi) / bc2_sqrt + eps;
+        p[i] = pi - step_size * (mi / denom);
+        m[i] = mi;
+        v[i] = vi;
+    }
+    return DP_OK;
+}
+
+static int cpu_sgd_step(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
+                        float weight_decay, int first_step) {
+    (void)dev;
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t i = 0; i < n; i++) {
+        float d = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
+        if (buf) {
+            buf[i] = first_step ? d : momentum * buf[i] + d;
+            d = buf[i];
+        }
+        p[i] -= lr * d;
+    }
+    return DP_OK;
+}
+
+const dp_layer_ops dp_cpu_layer_ops = {
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .rmsnorm_forward = cpu_rmsnorm_forward,
+    .rmsnorm_backward = cpu_rmsnorm_backward,
+    .bias_add = cpu_bias_add,
+    .bias_backward = cpu_bias_backward,
+    .gelu_forward = cpu_gelu_forward,
+    .gelu_backward = cpu_gelu_backward,
+    .swiglu_forward = cpu_swiglu_forward,
+    .swiglu_backward = cpu_swiglu_backward,
+    .rope = cpu_rope,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .cross_entropy_forward = cpu_cross_entropy_forward,
+    .cross_entropy_backward = cpu_cross_entropy_backward,
+    .adamw_step = cpu_adamw_step,
+    .sgd_step = cpu_sgd_step,
+};
