@@ -45,7 +45,7 @@ static void segment(dpplot_panel *p, const dpplot_bar_spec *b, double x0, double
   /* One of two sizes, so labels look alike; a label that fits neither is left out rather than
    * shown without its unit (the axis unit may differ). */
   double size = DPPLOT_FONT_NOTE - 1;
-  if (dpplot_text_width(p->cv, buf, size, 1) > w - 6) size = DPPLOT_FONT_NOTE - 3;
+  if (dpplot_text_width(p->cv, buf, size, 1) > w - 6) size = DPPLOT_FONT_NOTE - 4;
   if (h < dpplot_line_height(p->cv, size) + 2 || dpplot_text_width(p->cv, buf, size, 1) > w - 6)
     return;
   dpplot_text_style st = dpplot_style(size, 1, text_on(color), DPPLOT_CENTER, DPPLOT_MIDDLE);

@@ -91,7 +91,7 @@ void dpplot_report_left_out(const dpplot_selection *sel, const int *usable, char
   for (size_t i = 0; i < sel->n && used < len - 1; i++) {
     if (usable[i]) continue;
     const dpplot_result *r = sel->items[i];
-    const char *why = r->status != DPPLOT_STATUS_OK ? dpplot_status_name(r->status) : "no data";
+    const char *why = r->status != DPPLOT_STATUS_OK ? dpplot_status_name(r->status) : "incomplete";
     int w = snprintf(buf + used, len - used, "%s%s (%s)", used ? ", " : "Not shown: ",
                      dpplot_report_label(sel, i), why);
     if (w < 0) break;
