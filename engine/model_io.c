@@ -1,0 +1,779 @@
+/* model_io.c: Hugging Face checkpoints in and out (config.json + safetensors, PEFT adapters).
+ * See model_io.h for the files; HF's names and layouts are in /work/shared/NOTES.md. */
+#include "model_io.h"
+
+#include "error.h"
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PEFT_PREFIX "base_model.model."
+
+void dp_model_load_opts_default(dp_model_load_opts *opts) {
+    memset(opts, 0, sizeof *opts);
+    opts->dtype = DP_F32;
+}
+
+/* ---- small file helpers ------------------------------------------------------------------- */
+
+static int join(char *out, size_t n, const char *dir, const char *name) {
+    if ((size_t)snprintf(out, n, "%s/%s", dir, name) >= n)
+        return dp_error_set(DP_EINVAL, "path too long: %s/%s", dir, name);
+    return DP_OK;
+}
+
+static int file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Reads a whole text file into a NUL-terminated malloc'd buffer. */
+static int read_text(const char *path, char **out) {
+    *out = NULL;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return dp_error_set(DP_EIO, "%s: cannot open: %s", path, strerror(errno));
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 8192;
+            char *p = realloc(buf, cap);
+            if (!p) {
+                free(buf);
+                fclose(fp);
+                return dp_error_set(DP_EOOM, "%s: out of host memory", path);
+            }
+            buf = p;
+        }
+        size_t k = fread(buf + len, 1, 4096, fp);
+        len += k;
+        if (k < 4096) break;
+    }
+    int bad = ferror(fp);
+    fclose(fp);
+    if (bad) {
+        free(buf);
+        return dp_error_set(DP_EIO, "%s: read failed", path);
+    }
+    buf[len] = '\0';
+    *out = buf;
+    return DP_OK;
+}
+
+static int read_json(const char *path, cJSON **out) {
+    char *text;
+    DP_TRY(read_text(path, &text));
+    *out = cJSON_Parse(text);
+    free(text);
+    if (!*out || !cJSON_IsObject(*out)) {
+        cJSON_Delete(*out);
+        *out = NULL;
+        return dp_error_set(DP_EINVAL, "%s: not a JSON object", path);
+    }
+    return DP_OK;
+}
+
+/* Writes text to path through a temporary file renamed over it. */
+static int write_text(const char *path, const char *text) {
+    char tmp[4200];
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
+        return dp_error_set(DP_EINVAL, "path too long: %s", path);
+    FILE *fp = fopen(tmp, "wb");
+    if (!fp) return dp_error_set(DP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    size_t n = strlen(text);
+    int ok = fwrite(text, 1, n, fp) == n && fputc('\n', fp) != EOF;
+    ok = (fclose(fp) == 0) && ok;
+    if (!ok || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return dp_error_set(DP_EIO, "%s: write failed: %s", path, strerror(e));
+    }
+    return DP_OK;
+}
+
+/* ---- config.json: reading ----------------------------------------------------------------- */
+
+/* A positive integer key; absent is an error when required, else *out is kept. */
+static int cfg_int(const char *path, const cJSON *root, const char *key, int required, int64_t *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) {
+        if (required) return dp_error_set(DP_EINVAL, "%s: missing '%s'", path, key);
+        return DP_OK;
+    }
+    double d = v->valuedouble;
+    if (!cJSON_IsNumber(v) || !(d >= 1.0) || d > 9007199254740992.0 || floor(d) != d)
+        return dp_error_set(DP_EINVAL, "%s: '%s' must be a positive integer", path, key);
+    *out = (int64_t)d;
+    return DP_OK;
+}
+
+/* A positive number key (eps, theta, std); absent keeps *out. */
+static int cfg_num(const char *path, const cJSON *root, const char *key, float *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) return DP_OK;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0.0) || isinf(v->valuedouble))
+        return dp_error_set(DP_EINVAL, "%s: '%s' must be a positive number", path, key);
+    *out = (float)v->valuedouble;
+    return DP_OK;
+}
+
+/* A boolean key; absent keeps *out. */
+static int cfg_bool(const char *path, const cJSON *root, const char *key, int *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    if (!v || cJSON_IsNull(v)) return DP_OK;
+    if (!cJSON_IsBool(v)) return dp_error_set(DP_EINVAL, "%s: '%s' must be true or false", path, key);
+    *out = cJSON_IsTrue(v);
+    return DP_OK;
+}
+
+/* A string key, or def when absent. */
+static const char *cfg_str(const cJSON *root, const char *key, const char *def) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
+    return cJSON_IsString(v) ? v->valuestring : def;
+}
+
+/* GPT2Config: n_embd, n_layer, n_head, n_positions, n_inner, layer_norm_epsilon, ... */
+static int read_gpt2(const char *path, const cJSON *root, dp_model_config *cfg) {
+    dp_model_config_default(cfg, DP_ARCH_GPT);
+    DP_TRY(cfg_int(path, root, "vocab_size", 1, &cfg->vocab));
+    DP_TRY(cfg_int(path, root, "n_embd", 1, &cfg->hidden));
+    DP_TRY(cfg_int(path, root, "n_layer", 1, &cfg->layers));
+    DP_TRY(cfg_int(path, root, "n_head", 1, &cfg->heads));
+    int64_t positions = 0;
+    DP_TRY(cfg_int(path, root, "n_ctx", 0, &positions));
+    DP_TRY(cfg_int(path, root, "n_positions", positions == 0, &positions));
+    cfg->max_positions = positions;
+    cfg->ffn = 4 * cfg->hidden; /* n_inner: null means 4 n_embd */
+    DP_TRY(cfg_int(path, root, "n_inner", 0, &cfg->ffn));
+    cfg->norm_eps = 1e-5f;
+    DP_TRY(cfg_num(path, root, "layer_norm_epsilon", &cfg->norm_eps));
+    DP_TRY(cfg_num(path, root, "initializer_range", &cfg->init_std));
+    cfg->tie_head = 1;
+    DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
+
+    const char *act = cfg_str(root, "activation_function", "gelu_new");
+    if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
+        return dp_error_set(DP_ENOTSUP, "%s: activation_function '%s' is not supported (dpprof's GPT uses the "
+                                        "tanh GELU: gelu_new or gelu_pytorch_tanh)", path, act);
+    int scale_weights = 1, by_layer = 0;
+    DP_TRY(cfg_bool(path, root, "scale_attn_weights", &scale_weights));
+    DP_TRY(cfg_bool(path, root, "scale_attn_by_inverse_layer_idx", &by_layer));
+    if (!scale_weights || by_layer)
+        return dp_error_set(DP_ENOTSUP, "%s: attention scaling other than 1/sqrt(head_dim) is not supported "
+                                        "(scale_attn_weights must be true, scale_attn_by_inverse_layer_idx false)",
+                            path);
+    return DP_OK;
+}
+
+/* The rotary base from rope_theta or transformers 5's rope_parameters; only the default rope. */
+static int read_rope(const char *path, const cJSON *root, float *theta) {
+    DP_TRY(cfg_num(path, root, "rope_theta", theta));
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    const cJSON *objs[2] = {params, scaling};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *o = objs[i];
+        if (!o || cJSON_IsNull(o)) continue;
+        if (!cJSON_IsObject(o))
+            return dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, i ? "rope_scaling" : "rope_parameters");
+        const char *type = cfg_str(o, "rope_type", cfg_str(o, "type", "default"));
+        if (strcmp(type, "default") != 0)
+            return dp_error_set(DP_ENOTSUP, "%s: rope type '%s' is not supported (only the default rotary "
+                                            "embedding, without scaling)", path, type);
+        DP_TRY(cfg_num(path, o, "rope_theta", theta));
+    }
+    return DP_OK;
+}
+
+/* LlamaConfig: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, ... */
+static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg) {
+    dp_model_config_default(cfg, DP_ARCH_LLAMA);
+    DP_TRY(cfg_int(path, root, "vocab_size", 1, &cfg->vocab));
+    DP_TRY(cfg_int(path, root, "hidden_size", 1, &cfg->hidden));
+    DP_TRY(cfg_int(path, root, "intermediate_size", 1, &cfg->ffn));
+    DP_TRY(cfg_int(path, root, "num_hidden_layers", 1, &cfg->layers));
+    DP_TRY(cfg_int(path, root, "num_attention_heads", 1, &cfg->heads));
+    int64_t kv_heads = cfg->heads, head_dim = 0, positions = 0;
+    DP_TRY(cfg_int(path, root, "num_key_value_heads", 0, &kv_heads));
+    if (kv_heads != cfg->heads)
+        return dp_error_set(DP_ENOTSUP, "%s: num_key_value_heads=%lld differs from num_attention_heads=%lld: "
+                                        "grouped-query attention is not supported (dpprof's llama has one key/value "
+                                        "head per query head)", path, (long long)kv_heads, (long long)cfg->heads);
+    DP_TRY(cfg_int(path, root, "head_dim", 0, &head_dim));
+    if (head_dim && head_dim * cfg->heads != cfg->hidden)
+        return dp_error_set(DP_ENOTSUP, "%s: head_dim=%lld is not hidden_size / num_attention_heads = %lld", path,
+                            (long long)head_dim, (long long)(cfg->hidden / cfg->heads));
+    DP_TRY(cfg_int(path, root, "max_position_embeddings", 0, &positions));
+    cfg->max_positions = positions;
+    cfg->norm_eps = 1e-6f; /* LlamaConfig's default */
+    DP_TRY(cfg_num(path, root, "rms_norm_eps", &cfg->norm_eps));
+    cfg->rope_theta = 10000.0f;
+    DP_TRY(read_rope(path, root, &cfg->rope_theta));
+    DP_TRY(cfg_num(path, root, "initializer_range", &cfg->init_std));
+
+    const char *act = cfg_str(root, "hidden_act", "silu");
+    if (strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
+        return dp_error_set(DP_ENOTSUP, "%s: hidden_act '%s' is not supported (dpprof's llama uses SwiGLU: silu)",
+                            path, act);
+    int attention_bias = 0, mlp_bias = 0, tie = 0;
+    DP_TRY(cfg_bool(path, root, "attention_bias", &attention_bias));
+    DP_TRY(cfg_bool(path, root, "mlp_bias", &mlp_bias));
+    if (attention_bias || mlp_bias)
+        return dp_error_set(DP_ENOTSUP, "%s: biases in llama linears (attention_bias, mlp_bias) are not supported",
+                            path);
+    DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &tie));
+    if (tie)
+        return dp_error_set(DP_ENOTSUP, "%s: tie_word_embeddings=true is not supported for llama (dpprof's llama "
+                                        "has its own lm_head)", path);
+    cfg->tie_head = 0;
+    return DP_OK;
+}
+
+int dp_model_config_read(const char *dir, dp_model_config *cfg) {
+    char path[4096];
+    DP_TRY(join(path, sizeof path, dir, "config.json"));
+    cJSON *root;
+    DP_TRY(read_json(path, &root));
+    const char *type = cfg_str(root, "model_type", NULL);
+    int rc;
+    if (!type)
+        rc = dp_error_set(DP_EINVAL, "%s: missing 'model_type' (valid: gpt2, llama)", path);
+    else if (strcmp(type, "gpt2") == 0)
+        rc = read_gpt2(path, root, cfg);
+    else if (strcmp(type, "llama") == 0)
+        rc = read_llama(path, root, cfg);
+    else
+        rc = dp_error_set(DP_ENOTSUP, "%s: model_type '%s' is not supported (valid: gpt2, llama)", path, type);
+    cJSON_Delete(root);
+    return rc;
+}
+
+/* ---- config.json: writing ----------------------------------------------------------------- */
+
+/* The shortest decimal that reads back as f (so 1e-5f is written 1e-05, not 9.99999975e-06). */
+static double short_decimal(float f) {
+    char buf[40];
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
+        if (strtof(buf, NULL) == f) return strtod(buf, NULL);
+    }
+    return (double)f;
+}
+
+static int is_lora(const dp_param *p) { return p->kind == DP_PARAM_LORA_A || p->kind == DP_PARAM_LORA_B; }
+
+/* Rows of the parameter named name (its value's first dimension), or 0 when absent. */
+static int64_t rows_of(dp_model *m, const char *name) {
+    dp_param *p = dp_model_param_named(m, name);
+    return p ? p->value.shape[0] : 0;
+}
+
+static cJSON *config_json(dp_model *m) {
+    const dp_model_config *c = dp_model_config_of(m);
+    cJSON *j = cJSON_CreateObject();
+    int gpt = c->arch == DP_ARCH_GPT;
+    cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
+    cJSON_AddItemToArray(arch, cJSON_CreateString(gpt ? "GPT2LMHeadModel" : "LlamaForCausalLM"));
+    cJSON_AddStringToObject(j, "model_type", gpt ? "gpt2" : "llama");
+    cJSON_AddNumberToObject(j, "vocab_size", (double)c->vocab);
+    if (gpt) {
+        int64_t positions = rows_of(m, "transformer.wpe.weight");
+        cJSON_AddNumberToObject(j, "n_embd", (double)c->hidden);
+        cJSON_AddNumberToObject(j, "n_layer", (double)c->layers);
+        cJSON_AddNumberToObject(j, "n_head", (double)c->heads);
+        cJSON_AddNumberToObject(j, "n_positions", (double)positions);
+        cJSON_AddNumberToObject(j, "n_ctx", (double)positions);
+        cJSON_AddNumberToObject(j, "n_inner", (double)rows_of(m, "transformer.h.0.mlp.c_fc.weight"));
+        cJSON_AddStringToObject(j, "activation_function", "gelu_new");
+        cJSON_AddNumberToObject(j, "layer_norm_epsilon", short_decimal(c->norm_eps));
+        cJSON_AddNumberToObject(j, "initializer_range", short_decimal(c->init_std));
+        /* dpprof has no dropout: PyTorch in train() mode then computes what dpprof does */
+        cJSON_AddNumberToObject(j, "resid_pdrop", 0.0);
+        cJSON_AddNumberToObject(j, "embd_pdrop", 0.0);
+        cJSON_AddNumberToObject(j, "attn_pdrop", 0.0);
+        cJSON_AddBoolToObject(j, "scale_attn_weights", 1);
+        cJSON_AddBoolToObject(j, "scale_attn_by_inverse_layer_idx", 0);
+        cJSON_AddBoolToObject(j, "reorder_and_upcast_attn", 0);
+        cJSON_AddBoolToObject(j, "tie_word_embeddings", dp_model_param_named(m, "lm_head.weight") == NULL);
+    } else {
+        int64_t positions = c->max_positions > c->seq_len ? c->max_positions : c->seq_len;
+        cJSON_AddNumberToObject(j, "hidden_size", (double)c->hidden);
+        cJSON_AddNumberToObject(j, "intermediate_size", (double)rows_of(m, "model.layers.0.mlp.gate_proj.weight"));
+        cJSON_AddNumberToObject(j, "num_hidden_layers", (double)c->layers);
+        cJSON_AddNumberToObject(j, "num_attention_heads", (double)c->heads);
+        cJSON_AddNumberToObject(j, "num_key_value_heads", (double)c->heads);
+        cJSON_AddNumberToObject(j, "head_dim", (double)(c->hidden / c->heads));
+        cJSON_AddNumberToObject(j, "max_position_embeddings", (double)positions);
+        cJSON_AddStringToObject(j, "hidden_act", "silu");
+        cJSON_AddNumberToObject(j, "rms_norm_eps", short_decimal(c->norm_eps));
+        cJSON_AddNumberToObject(j, "rope_theta", short_decimal(c->rope_theta));
+        cJSON_AddNullToObject(j, "rope_scaling");
+        cJSON_AddBoolToObject(j, "attention_bias", 0);
+        cJSON_AddBoolToObject(j, "mlp_bias", 0);
+        cJSON_AddNumberToObject(j, "attention_dropout", 0.0);
+        cJSON_AddNumberToObject(j, "initializer_range", short_decimal(c->init_std));
+        cJSON_AddBoolToObject(j, "tie_word_embeddings", 0);
+    }
+    cJSON_AddStringToObject(j, "torch_dtype", "float32");
+    return j;
+}
+
+/* ---- PEFT (LoRA adapters) ----------------------------------------------------------------- */
+
+/* PEFT's key for a LoRA parameter: base_model.model.<linear>.lora_A.weight. */
+static void peft_key(const dp_param *p, char *out, size_t n) { snprintf(out, n, PEFT_PREFIX "%s", p->name); }
+
+/* Which DP_LORA_* target a linear's HF module name (e.g. "model.layers.3.self_attn.q_proj") is. */
+static unsigned lora_target_of(dp_arch arch, const char *module) {
+    static const struct {
+        const char *suffix;
+        unsigned target;
+    } gpt[] = {{".attn.c_attn", DP_LORA_QKV}, {".attn.c_proj", DP_LORA_PROJ}, {".mlp.c_fc", DP_LORA_FC},
+               {".mlp.c_proj", DP_LORA_DOWN}},
+      llama[] = {{".self_attn.q_proj", DP_LORA_QKV}, {".self_attn.k_proj", DP_LORA_QKV},
+                 {".self_attn.v_proj", DP_LORA_QKV}, {".self_attn.o_proj", DP_LORA_PROJ},
+                 {".mlp.gate_proj", DP_LORA_FC},     {".mlp.up_proj", DP_LORA_FC},
+                 {".mlp.down_proj", DP_LORA_DOWN}};
+    size_t len = strlen(module);
+    size_t n = arch == DP_ARCH_GPT ? sizeof gpt / sizeof *gpt : sizeof llama / sizeof *llama;
+    for (size_t i = 0; i < n; i++) {
+        const char *s = arch == DP_ARCH_GPT ? gpt[i].suffix : llama[i].suffix;
+        size_t sl = strlen(s);
+        if (len >= sl && strcmp(module + len - sl, s) == 0) return arch == DP_ARCH_GPT ? gpt[i].target : llama[i].target;
+    }
+    return 0;
+}
+
+/* PEFT's target_modules: Llama's linear names are unique; GPT-2's c_proj names two linears, so a
+ * regular expression (PEFT full-matches a string against each module's name) says which. */
+static cJSON *peft_targets(dp_arch arch, unsigned targets) {
+    if (arch == DP_ARCH_GPT) {
+        char re[160] = ".*\\.(";
+        const char *alt[4] = {"attn\\.c_attn", "attn\\.c_proj", "mlp\\.c_fc", "mlp\\.c_proj"};
+        int first = 1;
+        for (int i = 0; i < 4; i++)
+            if (targets & (1u << i)) {
+                strcat(re, first ? "" : "|");
+                strcat(re, alt[i]);
+                first = 0;
+            }
+        strcat(re, ")");
+        return cJSON_CreateString(re);
+    }
+    cJSON *list = cJSON_CreateArray();
+    const char *names[4][3] = {{"q_proj", "k_proj", "v_proj"}, {"o_proj"}, {"gate_proj", "up_proj"}, {"down_proj"}};
+    for (int i = 0; i < 4; i++)
+        if (targets & (1u << i))
+            for (int k = 0; k < 3 && names[i][k]; k++) cJSON_AddItemToArray(list, cJSON_CreateString(names[i][k]));
+    return list;
+}
+
+static cJSON *adapter_config_json(dp_model *m) {
+    const dp_model_config *c = dp_model_config_of(m);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "peft_type", "LORA");
+    cJSON_AddStringToObject(j, "task_type", "CAUSAL_LM");
+    cJSON_AddNumberToObject(j, "r", (double)c->lora_rank);
+    cJSON_AddNumberToObject(j, "lora_alpha", short_decimal(c->lora_alpha));
+    cJSON_AddNumberToObject(j, "lora_dropout", 0.0);
+    cJSON_AddStringToObject(j, "bias", "none");
+    cJSON_AddBoolToObject(j, "fan_in_fan_out", c->arch == DP_ARCH_GPT); /* GPT-2's Conv1D base weights */
+    cJSON_AddItemToObject(j, "target_modules", peft_targets(c->arch, c->lora_targets));
+    cJSON_AddBoolToObject(j, "use_rslora", 0);
+    cJSON_AddBoolToObject(j, "use_dora", 0);
+    cJSON_AddBoolToObject(j, "inference_mode", 0);
+    cJSON_AddNullToObject(j, "base_model_name_or_path");
+    cJSON_AddNullToObject(j, "modules_to_save");
+    return j;
+}
+
+/* ---- saving ------------------------------------------------------------------------------- */
+
+typedef struct save_ctx {
+    dp_model *m;
+    dp_param **params; /* the entries' parameters, in order */
+    float *scratch;    /* the largest transposed parameter */
+} save_ctx;
+
+/* Out x in (memory) to in x out (file), or a plain copy. */
+static int get_param(void *vctx, int index, float *dst, int64_t numel) {
+    save_ctx *ctx = vctx;
+    const dp_param *p = ctx->params[index];
+    uint64_t bytes = (uint64_t)numel * sizeof(float);
+    if (!p->hf_transposed) return dp_tensor_to_host(&p->value, dst, bytes);
+    DP_TRY(dp_tensor_to_host(&p->value, ctx->scratch, bytes));
+    int64_t rows = p->value.shape[0], cols = p->value.shape[1];
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = ctx->scratch[r * cols + c];
+    return DP_OK;
+}
+
+/* Writes the parameters selecting lora (0: base, 1: adapters) to path. */
+static int save_weights(dp_model *m, const char *path, int lora) {
+    int n = dp_model_param_count(m), k = 0;
+    dp_st_entry *entries = calloc((size_t)(n ? n : 1), sizeof *entries);
+    dp_param **params = calloc((size_t)(n ? n : 1), sizeof *params);
+    char(*keys)[160] = calloc((size_t)(n ? n : 1), sizeof *keys);
+    int64_t scratch = 0;
+    save_ctx ctx = {m, params, NULL};
+    int rc = DP_OK;
+    if (!entries || !params || !keys) {
+        rc = dp_error_set(DP_EOOM, "%s: out of host memory", path);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        dp_param *p = dp_model_param(m, i);
+        if (is_lora(p) != lora) continue;
+        if (p->value.ndim > DP_ST_MAX_DIMS || (p->hf_transposed && p->value.ndim != 2)) {
+            rc = dp_error_set(DP_EINTERNAL, "%s: parameter '%s' has an unexpected shape", path, p->name);
+            goto done;
+        }
+        if (lora)
+            peft_key(p, keys[k], sizeof keys[k]);
+        else
+            snprintf(keys[k], sizeof keys[k], "%s", p->name);
+        dp_st_entry *e = &entries[k];
+        e->name = keys[k];
+        e->ndim = p->value.ndim;
+        for (int d = 0; d < e->ndim; d++) e->shape[d] = p->value.shape[d];
+        if (p->hf_transposed) {
+            e->shape[0] = p->value.shape[1];
+            e->shape[1] = p->value.shape[0];
+            if (p->value.numel > scratch) scratch = p->value.numel;
+        }
+        e->get = get_param;
+        e->ctx = &ctx;
+        params[k++] = p;
+    }
+    if (scratch && !(ctx.scratch = malloc((size_t)scratch * sizeof(float)))) {
+        rc = dp_error_set(DP_EOOM, "%s: out of host memory", path);
+        goto done;
+    }
+    static const char *const metadata[] = {"format", "pt", NULL}; /* transformers requires it */
+    rc = dp_st_write_f32(path, entries, k, metadata);
+done:
+    free(ctx.scratch);
+    free(keys);
+    free(params);
+    free(entries);
+    return rc;
+}
+
+static int write_json(const char *path, cJSON *j) {
+    char *text = j ? cJSON_Print(j) : NULL;
+    cJSON_Delete(j);
+    if (!text) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
+    int rc = write_text(path, text);
+    cJSON_free(text);
+    return rc;
+}
+
+int dp_model_save(dp_model *m, const char *dir) {
+    if (dp_model_device(m)->kind == DP_DEV_PLAN)
+        return dp_error_set(DP_ENOTSUP, "%s: a model on the plan device has no values to save", dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        return dp_error_set(DP_EIO, "%s: cannot create the directory: %s", dir, strerror(errno));
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return dp_error_set(DP_EIO, "%s: not a directory", dir);
+
+    char path[4096];
+    DP_TRY(join(path, sizeof path, dir, "config.json"));
+    DP_TRY(write_json(path, config_json(m)));
+    DP_TRY(join(path, sizeof path, dir, "model.safetensors"));
+    DP_TRY(save_weights(m, path, 0));
+
+    int lora = dp_model_config_of(m)->lora_rank > 0;
+    DP_TRY(join(path, sizeof path, dir, "adapter_model.safetensors"));
+    if (lora)
+        DP_TRY(save_weights(m, path, 1));
+    else if (unlink(path) != 0 && errno != ENOENT) /* stale adapters would be loaded with this model */
+        return dp_error_set(DP_EIO, "%s: cannot remove: %s", path, strerror(errno));
+    DP_TRY(join(path, sizeof path, dir, "adapter_config.json"));
+    if (lora)
+        DP_TRY(write_json(path, adapter_config_json(m)));
+    else if (unlink(path) != 0 && errno != ENOENT)
+        return dp_error_set(DP_EIO, "%s: cannot remove: %s", path, strerror(errno));
+    return DP_OK;
+}
+
+/* ---- loading ------------------------------------------------------------------------------ */
+
+/* The weight files of a checkpoint (one, or the shards of an index) and which tensors were used. */
+typedef struct weight_files {
+    int n;
+    dp_st_file **files;
+    unsigned char **used;
+} weight_files;
+
+static void weights_close(weight_files *w) {
+    for (int i = 0; i < w->n; i++) {
+        dp_st_close(w->files[i]);
+        free(w->used[i]);
+    }
+    free(w->files);
+    free(w->used);
+    memset(w, 0, sizeof *w);
+}
+
+static int weights_add(weight_files *w, const char *path) {
+    dp_st_file **files = realloc(w->files, (size_t)(w->n + 1) * sizeof *files);
+    if (files) w->files = files;
+    unsigned char **used = realloc(w->used, (size_t)(w->n + 1) * sizeof *used);
+    if (used) w->used = used;
+    if (!files || !used) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
+    dp_st_file *f;
+    DP_TRY(dp_st_open(path, &f));
+    w->files[w->n] = f;
+    w->used[w->n] = calloc((size_t)(dp_st_count(f) ? dp_st_count(f) : 1), 1);
+    w->n++;
+    if (!w->used[w->n - 1]) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
+    return DP_OK;
+}
+
+/* Opens dir/<file> or, failing that, the shards listed by dir/<file>.index.json. */
+static int weights_open(const char *dir, const char *file, weight_files *w) {
+    memset(w, 0, sizeof *w);
+    char path[4096];
+    DP_TRY(join(path, sizeof path, dir, file));
+    if (file_exists(path)) return weights_add(w, path);
+    char index[4200];
+    snprintf(index, sizeof index, "%s.index.json", path);
+    if (!file_exists(index))
+        return dp_error_set(DP_EIO, "%s: no weights (neither %s nor %s.index.json)", dir, file, file);
+    cJSON *root;
+    DP_TRY(read_json(index, &root));
+    const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
+    int rc = DP_OK;
+    if (!cJSON_IsObject(map)) rc = dp_error_set(DP_EINVAL, "%s: missing object 'weight_map'", index);
+    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || strcmp(e->valuestring, "..") == 0) {
+            rc = dp_error_set(DP_EINVAL, "%s: tensor '%s' maps to a bad file name", index, e->string);
+            break;
+        }
+        int seen = 0; /* shards repeat across the map: open each once */
+        for (const cJSON *p = map->child; p != e; p = p->next)
+            if (cJSON_IsString(p) && strcmp(p->valuestring, e->valuestring) == 0) seen = 1;
+        if (seen) continue;
+        rc = join(path, sizeof path, dir, e->valuestring);
+        if (rc == DP_OK) rc = weights_add(w, path);
+    }
+    cJSON_Delete(root);
+    if (rc != DP_OK) weights_close(w);
+    return rc;
+}
+
+/* The tensor named name in any of the files (marking it used), or NULL. */
+static const dp_st_tensor *weights_find(weight_files *w, const char *name, dp_st_file **file) {
+    for (int i = 0; i < w->n; i++) {
+        const dp_st_tensor *t = dp_st_find(w->files[i], name);
+        if (t) {
+            w->used[i][t - dp_st_at(w->files[i], 0)] = 1;
+            *file = w->files[i];
+            return t;
+        }
+    }
+    return NULL;
+}
+
+/* HF's buffers and duplicates that are not parameters of the model. */
+static int ignorable(const dp_model_config *c, const char *name) {
+    static const char *const suffixes[] = {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"};
+    size_t len = strlen(name);
+    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
+        size_t sl = strlen(suffixes[i]);
+        if (len >= sl && strcmp(name + len - sl, suffixes[i]) == 0) return 1;
+    }
+    return c->arch == DP_ARCH_GPT && c->tie_head && strcmp(name, "lm_head.weight") == 0; /* tied: wte's copy */
+}
+
+/* Fails naming the first tensor of the files that nothing used. */
+static int weights_check_all_used(const weight_files *w, const dp_model_config *c) {
+    for (int i = 0; i < w->n; i++)
+        for (int k = 0; k < dp_st_count(w->files[i]); k++) {
+            const char *name = dp_st_at(w->files[i], k)->name;
+            if (!w->used[i][k] && !ignorable(c, name))
+                return dp_error_set(DP_EINVAL, "%s: unexpected tensor '%s' (not a parameter of this %s model)",
+                                    dp_st_path(w->files[i]), name, c->arch == DP_ARCH_GPT ? "gpt2" : "llama");
+        }
+    return DP_OK;
+}
+
+/* Loads one parameter from the tensor key of the files (an alias without the base model's
+ * prefix is tried too: HF saves bare GPT2Model / LlamaModel weights that way). */
+static int load_param(weight_files *w, dp_param *p, const char *key, const char *prefix) {
+    dp_st_file *f = NULL;
+    const dp_st_tensor *t = weights_find(w, key, &f);
+    size_t pl = strlen(prefix);
+    if (!t && pl && strncmp(key, prefix, pl) == 0) t = weights_find(w, key + pl, &f);
+    if (!t)
+        return dp_error_set(DP_EINVAL, "%s: tensor '%s' is missing", w->n ? dp_st_path(w->files[0]) : "?", key);
+
+    const dp_tensor *v = &p->value;
+    int64_t want[2] = {v->ndim > 0 ? v->shape[0] : 0, v->ndim > 1 ? v->shape[1] : 0};
+    if (p->hf_transposed) {
+        want[0] = v->shape[1];
+        want[1] = v->shape[0];
+    }
+    int ok = t->ndim == v->ndim && t->numel == v->numel;
+    for (int d = 0; ok && d < v->ndim; d++) ok = t->shape[d] == (d < 2 ? want[d] : v->shape[d]);
+    if (!ok) {
+        char got[96] = "", exp[96] = "";
+        for (int d = 0, a = 0, b = 0; d < t->ndim || d < v->ndim; d++) {
+            if (d < t->ndim) a += snprintf(got + a, sizeof got - (size_t)a, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
+            if (d < v->ndim)
+                b += snprintf(exp + b, sizeof exp - (size_t)b, "%s%lld", d ? "x" : "",
+                              (long long)(d < 2 ? want[d] : v->shape[d]));
+            if (a >= 80 || b >= 80) break;
+        }
+        return dp_error_set(DP_EINVAL, "%s: tensor '%s' has shape [%s], the model's config needs [%s]", dp_st_path(f),
+                            t->name, got, exp);
+    }
+    if (v->dev->kind == DP_DEV_PLAN) return DP_OK; /* no values: shapes are all there is */
+
+    float *host = malloc((size_t)(v->numel ? v->numel : 1) * sizeof(float) * (p->hf_transposed ? 2 : 1));
+    if (!host) return dp_error_set(DP_EOOM, "%s: out of host memory for '%s'", dp_st_path(f), t->name);
+    int rc = dp_st_read_f32(f, t, host, t->numel);
+    float *src = host;
+    if (rc == DP_OK && p->hf_transposed) { /* in x out (file) to out x in (memory) */
+        float *dst = host + v->numel;
+        int64_t rows = v->shape[0], cols = v->shape[1];
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = host[c * rows + r];
+        src = dst;
+    }
+    if (rc == DP_OK) rc = dp_tensor_from_host(&p->value, src, (uint64_t)v->numel * sizeof(float));
+    free(host);
+    return rc;
+}
+
+/* Reads adapter_config.json and the adapter tensors' names: rank, alpha and targets. */
+static int read_adapter_config(const char *dir, dp_model_config *cfg, int *present) {
+    char path[4096], weights[4096];
+    *present = 0;
+    DP_TRY(join(path, sizeof path, dir, "adapter_config.json"));
+    DP_TRY(join(weights, sizeof weights, dir, "adapter_model.safetensors"));
+    if (!file_exists(path)) return DP_OK;
+    cJSON *root;
+    DP_TRY(read_json(path, &root));
+    int rc = DP_OK;
+    int64_t rank = 0;
+    float alpha = 0.0f;
+    int rslora = 0, dora = 0;
+    const char *type = cfg_str(root, "peft_type", "");
+    if (strcmp(type, "LORA") != 0)
+        rc = dp_error_set(DP_ENOTSUP, "%s: peft_type '%s' is not supported (valid: LORA)", path, type);
+    if (rc == DP_OK) rc = cfg_int(path, root, "r", 1, &rank);
+    if (rc == DP_OK) {
+        alpha = (float)rank;
+        rc = cfg_num(path, root, "lora_alpha", &alpha);
+    }
+    if (rc == DP_OK) rc = cfg_bool(path, root, "use_rslora", &rslora);
+    if (rc == DP_OK) rc = cfg_bool(path, root, "use_dora", &dora);
+    if (rc == DP_OK && (rslora || dora))
+        rc = dp_error_set(DP_ENOTSUP, "%s: use_rslora and use_dora are not supported (plain LoRA, scale alpha/r)",
+                          path);
+    if (rc == DP_OK && strcmp(cfg_str(root, "bias", "none"), "none") != 0)
+        rc = dp_error_set(DP_ENOTSUP, "%s: trained biases (bias != \"none\") are not supported", path);
+    cJSON_Delete(root);
+    DP_TRY(rc);
+
+    /* the targets: which linears have adapters in the weights */
+    dp_st_file *f;
+    DP_TRY(dp_st_open(weights, &f));
+    unsigned targets = 0;
+    const char *suffix = ".lora_A.weight";
+    size_t pl = strlen(PEFT_PREFIX), sl = strlen(suffix);
+    for (int i = 0; i < dp_st_count(f) && rc == DP_OK; i++) {
+        const char *name = dp_st_at(f, i)->name;
+        size_t len = strlen(name);
+        if (len <= pl + sl || strcmp(name + len - sl, suffix) != 0) continue;
+        char module[256];
+        snprintf(module, sizeof module, "%.*s", (int)(len - pl - sl), name + pl);
+        unsigned t = strncmp(name, PEFT_PREFIX, pl) == 0 ? lora_target_of(cfg->arch, module) : 0;
+        if (!t)
+            rc = dp_error_set(DP_ENOTSUP, "%s: adapter '%s' is on a linear dpprof cannot adapt", weights, name);
+        targets |= t;
+    }
+    dp_st_close(f);
+    DP_TRY(rc);
+    if (!targets) return dp_error_set(DP_EINVAL, "%s: no lora_A weights", weights);
+    cfg->lora_rank = (int)rank;
+    cfg->lora_alpha = alpha;
+    cfg->lora_targets = targets;
+    *present = 1;
+    return DP_OK;
+}
+
+static int load_all(dp_model *m, const char *dir, int adapters) {
+    const dp_model_config *c = dp_model_config_of(m);
+    weight_files w;
+    DP_TRY(weights_open(dir, "model.safetensors", &w));
+    const char *prefix = c->arch == DP_ARCH_GPT ? "transformer." : "model.";
+    int rc = DP_OK;
+    for (int i = 0; i < dp_model_param_count(m) && rc == DP_OK; i++) {
+        dp_param *p = dp_model_param(m, i);
+        if (!is_lora(p)) rc = load_param(&w, p, p->name, prefix);
+    }
+    if (rc == DP_OK) rc = weights_check_all_used(&w, c);
+    weights_close(&w);
+    DP_TRY(rc);
+    if (!adapters) return DP_OK;
+
+    DP_TRY(weights_open(dir, "adapter_model.safetensors", &w));
+    for (int i = 0; i < dp_model_param_count(m) && rc == DP_OK; i++) {
+        dp_param *p = dp_model_param(m, i);
+        char key[160];
+        if (!is_lora(p)) continue;
+        peft_key(p, key, sizeof key);
+        rc = load_param(&w, p, key, "");
+    }
+    if (rc == DP_OK) rc = weights_check_all_used(&w, c);
+    weights_close(&w);
+    return rc;
+}
+
+int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opts, dp_model **out) {
+    *out = NULL;
+    dp_model_load_opts defaults;
+    if (!opts) {
+        dp_model_load_opts_default(&defaults);
+        opts = &defaults;
+    }
+    dp_model_config cfg;
+    DP_TRY(dp_model_config_read(dir, &cfg));
+    int adapters = 0;
+    DP_TRY(read_adapter_config(dir, &cfg, &adapters));
+    if (adapters && opts->lora_rank && opts->lora_rank != cfg.lora_rank)
+        return dp_error_set(DP_EINVAL, "%s: holds LoRA adapters of rank %d; lora rank %d was asked for", dir,
+                            cfg.lora_rank, opts->lora_rank);
+    if (!adapters && opts->lora_rank > 0) {
+        cfg.lora_rank = opts->lora_rank;
+        cfg.lora_alpha = opts->lora_alpha > 0.0f ? opts->lora_alpha : (float)opts->lora_rank;
+        cfg.lora_targets = opts->lora_targets ? opts->lora_targets : DP_LORA_QKV;
+    }
+    cfg.seq_len = opts->seq_len ? opts->seq_len : cfg.max_positions;
+    if (cfg.seq_len <= 0)
+        return dp_error_set(DP_EINVAL, "%s: config.json gives no maximum positions: pass seq_len", dir);
+    cfg.batch = opts->batch ? opts->batch : 1;
+    cfg.dtype = opts->dtype;
+    if (opts->seed) cfg.seed = opts->seed;
+    DP_TRY(dp_model_config_check(&cfg));
+
+    dp_model *m;
+    DP_TRY(dp_model_new(dev, &cfg, &m));
+    int rc = load_all(m, dir, adapters);
+    if (rc == DP_OK) rc = dp_model_sync_compute_weights(m);
+    if (rc != DP_OK) {
+        dp_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return DP_OK;
+}

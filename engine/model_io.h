@@ -1,0 +1,52 @@
+/* model_io.h: saving and loading models as Hugging Face checkpoints, so that a model moves
+ * between dpprof and PyTorch (transformers' from_pretrained / save_pretrained).
+ *
+ * A checkpoint is a directory holding
+ *   config.json        HF's configuration (GPT2Config / LlamaConfig keys); the sizes come from it
+ *   model.safetensors  the weights under their HF names and layouts (GPT-2's Conv1D weights are
+ *                      in x out; a tied GPT-2 head is not stored, as HF does); F32 when written,
+ *                      F32/BF16/F16 when read. A sharded checkpoint
+ *                      (model.safetensors.index.json and its shards) is read too.
+ * and, for a model with LoRA adapters, PEFT's files:
+ *   adapter_config.json        peft_type LORA, r, lora_alpha, target_modules
+ *   adapter_model.safetensors  base_model.model.<linear>.lora_A.weight (r x in) and
+ *                              .lora_B.weight (out x r)
+ * so that peft.PeftModel.from_pretrained(base, dir) finds them. The base weights are saved in
+ * model.safetensors as they are (frozen). */
+#ifndef DP_MODEL_IO_H
+#define DP_MODEL_IO_H
+
+#include "model.h"
+
+/* What a checkpoint does not say: runtime choices of the loaded model. */
+typedef struct dp_model_load_opts {
+    int64_t seq_len;  /* T; 0 = the checkpoint's maximum positions (n_positions, max_position_embeddings) */
+    int64_t batch;    /* maximum batch size; 0 = 1 */
+    dp_dtype dtype;   /* compute dtype: DP_F32 (default) or DP_BF16 */
+    uint64_t seed;    /* seeds fresh LoRA adapters (lora_rank > 0 without saved adapters) */
+    int lora_rank;    /* 0: none, unless the directory holds adapters (then theirs are loaded) */
+    float lora_alpha; /* 0 = rank (scale 1) */
+    unsigned lora_targets; /* DP_LORA_* bits; 0 = qkv */
+} dp_model_load_opts;
+
+/* Fills opts with the defaults (all zero but dtype DP_F32). */
+void dp_model_load_opts_default(dp_model_load_opts *opts);
+
+/* Writes m as a checkpoint into dir (created if missing; its parent must exist): config.json,
+ * model.safetensors and, with LoRA, adapter_config.json and adapter_model.safetensors. Files are
+ * replaced atomically. DP_EIO naming the file, DP_ENOTSUP on the plan device (no values). */
+int dp_model_save(dp_model *m, const char *dir);
+
+/* Reads dir/config.json into cfg (arch, sizes, eps, rope theta, tie, init std); runtime fields
+ * (seq_len, batch, dtype, LoRA) keep cfg's defaults. DP_EIO when missing, DP_EINVAL naming the
+ * key when malformed, DP_ENOTSUP naming what dpprof does not model (grouped-query attention,
+ * rope scaling, another activation, biases in Llama linears, a tied Llama head). */
+int dp_model_config_read(const char *dir, dp_model_config *cfg);
+
+/* Builds a model on dev from the checkpoint in dir: sizes from config.json, runtime choices from
+ * opts (NULL = defaults), every parameter from model.safetensors (missing or misshapen tensors are
+ * errors naming them; unknown tensors too, except HF's non-parameter buffers such as GPT-2's
+ * attn.bias masks). Returns DP_OK and *out, or a status with a message naming the file. */
+int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opts, dp_model **out);
+
+#endif
