@@ -13,6 +13,11 @@ void dpl_open_tensor(lua_State *L);
 void dpl_open_memory(lua_State *L);
 /* Adds device selection and information, sync, the ledger, the clock and the version. */
 void dpl_open_device(lua_State *L);
+/* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,
+ * sleep, pid, mkdir_p, list_dir, environment, executable and testing_crash (lua_process.c). */
+void dpl_open_process(lua_State *L);
+/* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
+void dpl_open_json(lua_State *L);
 
 /* The live tensor at idx, or an argument error (also for a freed tensor). */
 dp_tensor *dpl_check_tensor(lua_State *L, int idx);

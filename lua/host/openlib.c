@@ -85,6 +85,8 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_tensor(L);
     dpl_open_memory(L);
     dpl_open_device(L);
+    dpl_open_process(L);
+    dpl_open_json(L);
     dp_lua_privacy_open(L);
     lua_setfield(L, -2, "privacy");
     dpplot_lua_open(L);

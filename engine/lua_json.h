@@ -1,0 +1,30 @@
+/* lua_json.h: JSON for the engine's Lua bindings (cJSON underneath), shared by dpprof.json and
+ * dpprof.isolate.
+ *
+ * Lua -> JSON: keys are written sorted (byte order) so files are stable; Lua integers are written
+ * exactly; a float with an integral value is written without a fraction (and so reads back as an
+ * integer); NaN and infinities are refused. A table whose keys are exactly 1..n is an array, one
+ * with string keys an object; an empty table is an object unless marked as an array
+ * (dpprof.json.array). dpprof.json.null stands for JSON null. Tables, functions, userdata and
+ * threads JSON cannot hold raise an error naming the key path ("timing.iter_ms[3]").
+ *
+ * JSON -> Lua: objects and arrays become tables marked as such (so they encode back the same,
+ * even when empty), numbers with an integral value below 2^53 become integers, null becomes
+ * dpprof.json.null. */
+#ifndef DP_LUA_JSON_H
+#define DP_LUA_JSON_H
+
+#include <lua.h>
+#include <stddef.h>
+
+/* Pushes the JSON text of the value at idx (indent: pretty-printed with two spaces, else compact).
+ * Raises a Lua error, naming fname and the key path, for a value JSON cannot hold; owns nothing
+ * when it raises. */
+void dpl_json_encode(lua_State *L, int idx, int indent, const char *fname);
+/* Pushes the value decoded from text[0..len). Raises "fname: invalid JSON at line L, column C"
+ * on a syntax error (or trailing characters); owns nothing when it raises. */
+void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fname);
+/* Pushes dpprof.json.null (a light userdata) */
+void dpl_json_push_null(lua_State *L);
+
+#endif

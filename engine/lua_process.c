@@ -1,0 +1,746 @@
+/* lua_process.c: processes and the host, as scripts see them.
+ *
+ *   dpprof.isolate(fn, ... [, {timeout=, grace=}]) -> result, info
+ *       runs fn(...) in a forked child and returns what it returned (a table: see below); the
+ *       last argument is taken as options only when it is a table whose keys are all option names
+ *   dpprof.oom_details(message) -> {requested_bytes, category, module, live_bytes, total_live_bytes,
+ *       limit_bytes, device} when message is the engine's out-of-memory error, else nil
+ *   dpprof.cuda_initialised() -> true when CUDA was initialised (or its driver loaded) here
+ *   dpprof.time() -> wall-clock seconds since 1970 (for names; dpprof.clock() is for durations)
+ *   dpprof.sleep(seconds); dpprof.pid() -> this process's id; dpprof.executable (path)
+ *   dpprof.mkdir_p(path) -> true | nil, message
+ *   dpprof.list_dir(path) -> sorted list of names | nil, message
+ *   dpprof.environment() -> {hostname, cpu, cores, os, dpprof_version, git_commit, lua_version,
+ *       nvidia_driver_version, devices={<kind>={...}}}; devices lists initialised devices only,
+ *       so calling it never initialises one
+ *   dpprof.testing_crash(how) kills this process with SIGSEGV ("segv"), abort() ("abort") or
+ *       SIGKILL ("kill"): for the tests of isolate only
+ *
+ * isolate: the parent never touches the device (it refuses to fork once CUDA is in the process),
+ * and ends its OpenMP thread pool before fork (a child cannot use its parent's). The child (its
+ * own process group, killed if the parent dies) restarts the engine clock, clears the inherited
+ * ledger, peaks, snapshots and event logs, runs fn under a traceback handler, encodes an envelope {status, value | message,
+ * traceback, oom} as JSON and writes it to a pipe with an 8-byte length prefix, then _exit()s
+ * (the parent's atexit handlers never run twice). The parent reads with poll() against the
+ * deadline, stops the child's process group on timeout or on SIGINT/SIGTERM (SIGTERM, then
+ * SIGKILL after `grace` seconds), reaps it and maps the outcome to a status:
+ *   ok       fn returned: its table, with status = "ok" added when absent ({status, value} for a
+ *            value that is not a table)
+ *   error    fn raised: {status, message, traceback}
+ *   oom      fn raised the engine's out-of-memory error: also oom = oom_details(message)
+ *   crashed  the child died by a signal ({signal}) or exited without a result ({exit_code})
+ *   timeout  the child ran past timeout seconds and was stopped
+ * info = {pid, wall_s, exit_code | signal, killed_with, max_rss_bytes}. */
+#include "lua_engine.h"
+#include "lua_json.h"
+
+#include "clock.h"
+#include "device.h"
+#include "error.h"
+#include "ledger.h"
+#include "lua_util.h"
+#include "memory.h"
+#include "scope.h"
+#include "version.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <lauxlib.h>
+#include <limits.h>
+#include <link.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define CHILD_MT "dpprof.isolate.child"
+#define DIR_MT "dpprof.list_dir.handle"
+
+/* ---- is CUDA in this process? ------------------------------------------------------------- */
+
+static int find_libcuda(struct dl_phdr_info *info, size_t size, void *data) {
+    (void)size;
+    (void)data;
+    return info->dlpi_name && strstr(info->dlpi_name, "libcuda.so") != NULL;
+}
+
+/* 1 when a CUDA device was initialised here or the CUDA driver was loaded (the runtime loads it
+ * at its first call, e.g. a probe for device="auto"): a forked child could not use the GPU. */
+static int cuda_in_process(void) {
+    return dp_device_initialised(DP_DEV_CUDA) || dl_iterate_phdr(find_libcuda, NULL) != 0;
+}
+
+static int l_cuda_initialised(lua_State *L) {
+    lua_pushboolean(L, cuda_in_process());
+    return 1;
+}
+
+/* ---- out-of-memory details --------------------------------------------------------------- */
+
+static void push_category_map(lua_State *L, const uint64_t *v) {
+    lua_createtable(L, 0, DP_CAT_COUNT);
+    for (int c = 0; c < DP_CAT_COUNT; c++) {
+        dpl_push_bytes(L, v[c]);
+        lua_setfield(L, -2, dp_category_name((dp_category)c));
+    }
+}
+
+/* Pushes the OOM details and returns 1 when msg carries the engine's last error and that error
+ * is an out-of-memory one recorded by an initialised device's allocator; else pushes nothing. */
+static int push_oom_details(lua_State *L, const char *msg) {
+    const char *engine_msg = dp_error_message();
+    if (dp_error_code() != DP_EOOM || !msg || !*engine_msg || !strstr(msg, engine_msg)) return 0;
+    static const dp_device_kind order[] = {DP_DEV_CUDA, DP_DEV_PLAN, DP_DEV_CPU};
+    for (size_t i = 0; i < sizeof order / sizeof *order; i++) {
+        dp_device *dev;
+        if (!dp_device_initialised(order[i]) || dp_device_get(order[i], &dev) != DP_OK) continue;
+        const dp_oom_info *o = dp_mem_last_oom(dev->mem);
+        if (!o->valid) continue;
+        lua_createtable(L, 0, 7);
+        dpl_push_bytes(L, o->requested), lua_setfield(L, -2, "requested_bytes");
+        lua_pushstring(L, dp_category_name(o->category)), lua_setfield(L, -2, "category");
+        lua_pushstring(L, dp_module_name(o->module)), lua_setfield(L, -2, "module");
+        push_category_map(L, o->live), lua_setfield(L, -2, "live_bytes");
+        dpl_push_bytes(L, o->total_live), lua_setfield(L, -2, "total_live_bytes");
+        dpl_push_bytes(L, o->limit), lua_setfield(L, -2, "limit_bytes");
+        lua_pushstring(L, dp_device_kind_name(order[i])), lua_setfield(L, -2, "device");
+        return 1;
+    }
+    return 0;
+}
+
+static int l_oom_details(lua_State *L) {
+    if (!push_oom_details(L, lua_tostring(L, 1))) lua_pushnil(L);
+    return 1;
+}
+
+/* ---- the child ---------------------------------------------------------------------------- */
+
+/* Message handler: {message=, traceback=}. */
+static int child_msghandler(lua_State *L) {
+    const char *msg = lua_tostring(L, 1);
+    if (msg == NULL) {
+        if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING)
+            msg = lua_tostring(L, -1);
+        else
+            msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    lua_createtable(L, 0, 2);
+    lua_pushstring(L, msg), lua_setfield(L, -2, "message");
+    luaL_traceback(L, L, NULL, 1);
+    lua_setfield(L, -2, "traceback");
+    return 1;
+}
+
+/* Runs fn(args...) (the whole stack) and returns the envelope's JSON text. Raises when the
+ * result cannot be encoded (the caller reports that instead). */
+static int child_body(lua_State *L) {
+    int nargs = lua_gettop(L) - 1;
+    lua_pushcfunction(L, child_msghandler);
+    lua_insert(L, 1);
+    int status = lua_pcall(L, nargs, 1, 1);
+    lua_createtable(L, 0, 5);
+    if (status == LUA_OK) {
+        lua_pushliteral(L, "ok"), lua_setfield(L, -2, "status");
+        lua_pushvalue(L, -2), lua_setfield(L, -2, "value");
+    } else {
+        int err = lua_gettop(L) - 1; /* the handler's table, or a string where Lua skips it (memory errors) */
+        if (lua_istable(L, err)) {
+            lua_getfield(L, err, "traceback"), lua_setfield(L, -2, "traceback");
+            lua_getfield(L, err, "message");
+        } else {
+            lua_pushstring(L, lua_isstring(L, err) ? lua_tostring(L, err) : "(no message)");
+        }
+        lua_pushvalue(L, -1), lua_setfield(L, -3, "message");
+        int oom = push_oom_details(L, lua_tostring(L, -1)); /* envelope, message[, oom] */
+        if (oom) lua_setfield(L, -3, "oom");
+        lua_pop(L, 1);
+        lua_pushstring(L, oom ? "oom" : "error"), lua_setfield(L, -2, "status");
+    }
+    dpl_json_encode(L, -1, 0, "dpprof.isolate: the child's result");
+    return 1;
+}
+
+/* The envelope of a result that could not be encoded. */
+static int child_encode_failure(lua_State *L) {
+    lua_createtable(L, 0, 2);
+    lua_pushliteral(L, "error"), lua_setfield(L, -2, "status");
+    lua_pushvalue(L, 1), lua_setfield(L, -2, "message");
+    dpl_json_encode(L, -1, 0, "dpprof.isolate");
+    return 1;
+}
+
+static int write_all(int fd, const void *data, size_t n) {
+    const char *p = data;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Clears what the child inherited from the parent's measurements. */
+static void child_fresh_start(void) {
+    dp_clock_reset();
+    dp_ledger_reset();
+    dp_error_clear();
+    for (int k = 0; k < DP_DEV_KIND_COUNT; k++) {
+        dp_device *dev;
+        if (!dp_device_initialised((dp_device_kind)k) || dp_device_get((dp_device_kind)k, &dev) != DP_OK) continue;
+        dp_mem_reset_peak(dev->mem);
+        dp_mem_clear_snapshots(dev->mem);
+        dp_mem_clear_events(dev->mem);
+    }
+}
+
+/* The child: runs fn (top of the stack: fn, nargs arguments), writes the result, exits. Never
+ * returns to the parent's Lua code. */
+static _Noreturn void child_main(lua_State *L, int fd, int nargs, pid_t parent) {
+    setpgid(0, 0);
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(70); /* the parent died before prctl */
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    child_fresh_start();
+    lua_pushcfunction(L, child_body);
+    lua_insert(L, -(nargs + 2));
+    const char *text = NULL;
+    size_t len = 0;
+    if (lua_pcall(L, nargs + 1, 1, 0) == LUA_OK) {
+        text = lua_tolstring(L, -1, &len);
+    } else {
+        lua_pushcfunction(L, child_encode_failure);
+        lua_insert(L, -2);
+        if (lua_pcall(L, 1, 1, 0) == LUA_OK) text = lua_tolstring(L, -1, &len);
+    }
+    fflush(NULL); /* the child's own output first; the parent flushed its buffers before fork */
+    if (!text) _exit(71);
+    uint64_t n = len;
+    if (write_all(fd, &n, sizeof n) != 0 || write_all(fd, text, len) != 0) _exit(72);
+    close(fd);
+    _exit(0);
+}
+
+/* ---- the parent --------------------------------------------------------------------------- */
+
+/* Owns the child until it is reaped and the pipe's bytes; __gc stops and reaps a child left
+ * behind by an error, so no zombie or orphan outlives the call. */
+typedef struct child_box {
+    pid_t pid; /* > 0 until reaped */
+    int fd;    /* read end of the pipe, -1 when closed */
+    char *buf;
+    size_t len, cap;
+} child_box;
+
+static void kill_group(pid_t pid, int sig) {
+    kill(-pid, sig); /* the child's group (it made itself leader) */
+    kill(pid, sig);  /* in case it had not yet */
+}
+
+static int child_gc(lua_State *L) {
+    child_box *c = lua_touserdata(L, 1);
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+    if (c->pid > 0) {
+        kill_group(c->pid, SIGKILL);
+        while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR) {}
+        c->pid = 0;
+    }
+    free(c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+    return 0;
+}
+
+static child_box *push_child_box(lua_State *L) {
+    child_box *c = lua_newuserdatauv(L, sizeof *c, 0);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    if (luaL_newmetatable(L, CHILD_MT)) {
+        lua_pushcfunction(L, child_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return c;
+}
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static volatile sig_atomic_t interrupted_by;
+
+static void on_interrupt(int sig) { interrupted_by = sig; }
+
+typedef struct wait_outcome {
+    int reaped, status; /* waitpid status when reaped */
+    int timed_out, interrupted, killed_with, no_memory;
+    struct rusage usage;
+    double wall_s;
+} wait_outcome;
+
+static int try_reap(child_box *c, wait_outcome *w, int options) {
+    for (;;) {
+        pid_t r = wait4(c->pid, &w->status, options, &w->usage);
+        if (r < 0 && errno == EINTR) continue;
+        if (r == c->pid) {
+            w->reaped = 1;
+            c->pid = 0;
+        }
+        return w->reaped;
+    }
+}
+
+/* Reads what is available: 1 when something was read (or a signal came), 0 at end of file or on
+ * an error, -1 when nothing is available (non-blocking descriptor). */
+static int read_some(child_box *c, wait_outcome *w) {
+    if (c->cap - c->len < 65536) {
+        size_t cap = c->cap ? c->cap * 2 : 262144;
+        char *nb = realloc(c->buf, cap);
+        if (!nb) {
+            w->no_memory = 1;
+            return 0;
+        }
+        c->buf = nb;
+        c->cap = cap;
+    }
+    ssize_t r = read(c->fd, c->buf + c->len, c->cap - c->len);
+    if (r < 0) return errno == EINTR ? 1 : errno == EAGAIN ? -1 : 0;
+    if (r == 0) return 0;
+    c->len += (size_t)r;
+    return 1;
+}
+
+/* Stops the child's group: SIGTERM, then SIGKILL after grace seconds. */
+static void stop_child(child_box *c, wait_outcome *w, double grace) {
+    kill_group(c->pid, SIGTERM);
+    w->killed_with = SIGTERM;
+    double until = mono_s() + grace;
+    while (!try_reap(c, w, WNOHANG) && mono_s() < until) poll(NULL, 0, 20);
+    if (!w->reaped) {
+        kill_group(c->pid, SIGKILL);
+        w->killed_with = SIGKILL;
+        try_reap(c, w, 0);
+    }
+}
+
+/* Waits for the child's result and its end, or the deadline (timeout <= 0: none). Raises
+ * nothing: the caller restores the state and reports. */
+static void wait_child(child_box *c, wait_outcome *w, double timeout, double grace) {
+    double start = mono_s();
+    int reading = 1;
+    while (!w->reaped) {
+        if (interrupted_by) {
+            w->interrupted = 1;
+            break;
+        }
+        double left = timeout > 0 ? start + timeout - mono_s() : 1e9;
+        if (left <= 0) {
+            w->timed_out = 1;
+            break;
+        }
+        int wait_ms = left < 0.2 ? (int)(left * 1000) + 1 : 200;
+        if (reading) {
+            struct pollfd p = {.fd = c->fd, .events = POLLIN};
+            if (poll(&p, 1, wait_ms) > 0 && read_some(c, w) == 0) reading = 0;
+        } else {
+            poll(NULL, 0, wait_ms < 20 ? wait_ms : 20);
+        }
+        /* a grandchild may hold the pipe open after the child ended: check the child too, and
+         * once it is reaped take what is left in the pipe without waiting for end of file */
+        if (try_reap(c, w, WNOHANG) && reading) {
+            int fl = fcntl(c->fd, F_GETFL);
+            if (fl >= 0) fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+            while (read_some(c, w) == 1) {}
+            reading = 0;
+        }
+        if (w->no_memory) break;
+    }
+    if (!w->reaped) stop_child(c, w, grace);
+    w->wall_s = mono_s() - start;
+}
+
+/* The 8-byte length and the message after it, when complete. */
+static const char *complete_message(const child_box *c, size_t *len) {
+    uint64_t n;
+    if (c->len < sizeof n) return NULL;
+    memcpy(&n, c->buf, sizeof n);
+    if (c->len != sizeof n + n) return NULL;
+    *len = (size_t)n;
+    return c->buf + sizeof n;
+}
+
+static void set_str(lua_State *L, const char *key, const char *value) {
+    lua_pushstring(L, value);
+    lua_setfield(L, -2, key);
+}
+
+/* Pushes the result of a child that left no complete message. */
+static void push_failure(lua_State *L, const wait_outcome *w, double timeout) {
+    lua_createtable(L, 0, 4);
+    if (w->timed_out) {
+        set_str(L, "status", "timeout");
+        char msg[160];
+        snprintf(msg, sizeof msg, "timed out after %.1f s (limit %g s); stopped with %s", w->wall_s, timeout,
+                 w->killed_with == SIGKILL ? "SIGKILL" : "SIGTERM");
+        set_str(L, "message", msg);
+    } else if (w->no_memory) {
+        set_str(L, "status", "error");
+        set_str(L, "message", "out of host memory reading the child's result; the child was stopped");
+    } else if (WIFSIGNALED(w->status)) {
+        int sig = WTERMSIG(w->status);
+        set_str(L, "status", "crashed");
+        lua_pushfstring(L, "killed by signal %d (%s)%s", sig, strsignal(sig),
+                        sig == SIGKILL ? "; the kernel's OOM killer sends SIGKILL when host memory runs out" : "");
+        lua_setfield(L, -2, "message");
+        lua_pushinteger(L, sig), lua_setfield(L, -2, "signal");
+    } else {
+        int code = WIFEXITED(w->status) ? WEXITSTATUS(w->status) : -1;
+        set_str(L, "status", "crashed");
+        lua_pushfstring(L, "exited with code %d without returning a result", code);
+        lua_setfield(L, -2, "message");
+        lua_pushinteger(L, code), lua_setfield(L, -2, "exit_code");
+    }
+}
+
+/* Turns the decoded envelope on top into the result: the value (with status "ok") or the failure. */
+static void envelope_to_result(lua_State *L) {
+    lua_getfield(L, -1, "status");
+    int ok = lua_isstring(L, -1) && strcmp(lua_tostring(L, -1), "ok") == 0;
+    lua_pop(L, 1);
+    if (!ok) {
+        lua_pushnil(L), lua_setfield(L, -2, "value");
+        return;
+    }
+    if (lua_getfield(L, -1, "value") == LUA_TTABLE) { /* envelope, value */
+        if (lua_getfield(L, -1, "status") == LUA_TNIL) {
+            lua_pop(L, 1);
+            set_str(L, "status", "ok");
+        } else {
+            lua_pop(L, 1);
+        }
+        lua_remove(L, -2);
+    } else {
+        lua_pop(L, 1); /* keep {status="ok", value=v} */
+    }
+}
+
+static void push_info(lua_State *L, pid_t pid, const wait_outcome *w) {
+    lua_createtable(L, 0, 6);
+    lua_pushinteger(L, pid), lua_setfield(L, -2, "pid");
+    lua_pushnumber(L, w->wall_s), lua_setfield(L, -2, "wall_s");
+    if (WIFEXITED(w->status)) lua_pushinteger(L, WEXITSTATUS(w->status)), lua_setfield(L, -2, "exit_code");
+    if (WIFSIGNALED(w->status)) lua_pushinteger(L, WTERMSIG(w->status)), lua_setfield(L, -2, "signal");
+    if (w->killed_with) set_str(L, "killed_with", w->killed_with == SIGKILL ? "SIGKILL" : "SIGTERM");
+    dpl_push_bytes(L, (uint64_t)w->usage.ru_maxrss * 1024u), lua_setfield(L, -2, "max_rss_bytes");
+}
+
+/* 1 when the table at idx has only option keys (and at least one). */
+static int is_options(lua_State *L, int idx) {
+    if (!lua_istable(L, idx) || lua_getmetatable(L, idx)) {
+        if (lua_istable(L, idx)) lua_pop(L, 1);
+        return 0;
+    }
+    int n = 0, only = 1;
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        lua_pop(L, 1);
+        const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (!k || (strcmp(k, "timeout") != 0 && strcmp(k, "grace") != 0)) only = 0;
+        n++;
+    }
+    return n > 0 && only;
+}
+
+static int l_isolate(lua_State *L) {
+    const char *fname = "dpprof.isolate";
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    double timeout = 0, grace = 2;
+    int top = lua_gettop(L);
+    if (top >= 2 && is_options(L, top)) {
+        timeout = dpl_opt_num_field(L, top, fname, "timeout", 0);
+        grace = dpl_opt_num_field(L, top, fname, "grace", 2);
+        if (timeout < 0) luaL_error(L, "%s: 'timeout' must be >= 0 seconds (0: none), got %f", fname, timeout);
+        if (grace < 0) luaL_error(L, "%s: 'grace' must be >= 0 seconds, got %f", fname, grace);
+        lua_settop(L, --top);
+    }
+    if (cuda_in_process())
+        luaL_error(L, "%s: CUDA is already initialised in this process (a CUDA device was used, or probed "
+                      "by dpprof.cuda_available() or device=\"auto\"), so a forked child could not use the "
+                      "GPU; keep the parent CUDA-free and choose the device inside the isolated function",
+                   fname);
+    int nargs = top - 1;
+    child_box *c = push_child_box(L);
+    lua_insert(L, 1); /* box, fn, args... */
+    luaL_checkstack(L, 8, fname);
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) luaL_error(L, "%s: pipe failed: %s", fname, strerror(errno));
+    fflush(NULL); /* or the child would write the parent's pending output again */
+#ifdef _OPENMP
+    /* A forked child cannot use the OpenMP thread pool of its parent (GNU libgomp's threads are
+     * not copied and its first parallel region hangs): end the pool; the next region makes one. */
+    omp_pause_resource_all(omp_pause_hard);
+#endif
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(fds[0]);
+        close(fds[1]);
+        luaL_error(L, "%s: fork failed: %s", fname, strerror(e));
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        child_main(L, fds[1], nargs, parent);
+    }
+    close(fds[1]);
+    c->pid = pid;
+    c->fd = fds[0];
+    setpgid(pid, pid); /* also done by the child; whichever runs first wins the race */
+
+    struct sigaction act, old_int, old_term;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_interrupt; /* no SA_RESTART: poll returns EINTR at once */
+    sigemptyset(&act.sa_mask);
+    interrupted_by = 0;
+    sigaction(SIGINT, &act, &old_int);
+    sigaction(SIGTERM, &act, &old_term);
+    wait_outcome w;
+    memset(&w, 0, sizeof w);
+    wait_child(c, &w, timeout, grace);
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    close(c->fd);
+    c->fd = -1;
+    if (w.interrupted) {
+        int sig = interrupted_by;
+        raise(sig); /* the default action ends the process, as it would have without us */
+        luaL_error(L, "%s: interrupted by signal %d; the child was stopped", fname, sig);
+    }
+
+    size_t len;
+    const char *msg = complete_message(c, &len);
+    if (msg) {
+        dpl_json_decode(L, msg, len, "dpprof.isolate: the child's result");
+        envelope_to_result(L);
+    } else {
+        push_failure(L, &w, timeout);
+    }
+    free(c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+    push_info(L, pid, &w);
+    return 2;
+}
+
+/* ---- host utilities ----------------------------------------------------------------------- */
+
+static int l_time(lua_State *L) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
+static int l_sleep(lua_State *L) {
+    double s = luaL_checknumber(L, 1);
+    luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
+    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
+    return 0;
+}
+
+static int l_pid(lua_State *L) {
+    lua_pushinteger(L, getpid());
+    return 1;
+}
+
+static int fail_result(lua_State *L, const char *fmt, const char *path, int e) {
+    lua_pushnil(L);
+    lua_pushfstring(L, fmt, path, strerror(e));
+    return 2;
+}
+
+static int l_mkdir_p(lua_State *L) {
+    size_t n;
+    const char *path = luaL_checklstring(L, 1, &n);
+    luaL_argcheck(L, n > 0 && n < PATH_MAX, 1, "path must be a non-empty path shorter than PATH_MAX");
+    char buf[PATH_MAX];
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            struct stat st;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return fail_result(L, "cannot create '%s': %s", buf, errno);
+            if (stat(buf, &st) != 0) return fail_result(L, "cannot create '%s': %s", buf, errno);
+            if (!S_ISDIR(st.st_mode)) return fail_result(L, "cannot create '%s': %s", buf, ENOTDIR);
+            *p = saved;
+            if (saved == '\0') break;
+        }
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int dir_gc(lua_State *L) {
+    DIR **d = lua_touserdata(L, 1);
+    if (*d) closedir(*d);
+    *d = NULL;
+    return 0;
+}
+
+static int l_list_dir(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    DIR **d = lua_newuserdatauv(L, sizeof *d, 0); /* closed by __gc if an error comes first */
+    *d = NULL;
+    if (luaL_newmetatable(L, DIR_MT)) {
+        lua_pushcfunction(L, dir_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    *d = opendir(path);
+    if (!*d) return fail_result(L, "cannot list '%s': %s", path, errno);
+    lua_newtable(L);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(*d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, -2, ++n);
+    }
+    closedir(*d);
+    *d = NULL;
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, -3);
+    lua_call(L, 1, 0);
+    lua_pop(L, 1);
+    return 1;
+}
+
+/* Copies the value of the first line of file starting with key (after the ':') into out. */
+static int read_keyed_line(const char *file, const char *key, char *out, size_t n) {
+    FILE *f = fopen(file, "r");
+    if (!f) return 0;
+    char line[512];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        if (strncmp(line, key, strlen(key)) != 0) continue;
+        const char *v = strchr(line, ':');
+        v = v ? v + 1 : line + strlen(key);
+        while (*v == ' ' || *v == '\t') v++;
+        snprintf(out, n, "%s", v);
+        out[strcspn(out, "\n")] = '\0';
+        found = 1;
+    }
+    fclose(f);
+    return found;
+}
+
+/* The NVIDIA kernel driver's version ("550.54.15") from /proc, without touching CUDA. */
+static int nvidia_driver_version(char *out, size_t n) {
+    char line[512];
+    if (!read_keyed_line("/proc/driver/nvidia/version", "NVRM version", line, sizeof line)) return 0;
+    /* "NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..." : the first dotted number */
+    for (char *p = line; *p; p++) {
+        if (*p >= '0' && *p <= '9' && strchr(p, '.') && (p == line || p[-1] == ' ')) {
+            size_t len = strspn(p, "0123456789.");
+            if (memchr(p, '.', len)) {
+                snprintf(out, n, "%.*s", (int)len, p);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static void push_device(lua_State *L, const dp_device *dev) {
+    const dp_device_info *i = &dev->info;
+    lua_createtable(L, 0, 8);
+    set_str(L, "kind", dp_device_kind_name(dev->kind));
+    set_str(L, "name", i->name);
+    dpl_push_bytes(L, i->total_memory), lua_setfield(L, -2, "total_memory");
+    lua_pushinteger(L, i->cores), lua_setfield(L, -2, "cores");
+    if (dev->kind == DP_DEV_CUDA) {
+        lua_pushfstring(L, "%d.%d", i->cc_major, i->cc_minor), lua_setfield(L, -2, "compute_capability");
+        lua_pushfstring(L, "%d.%d", i->driver_version / 1000, (i->driver_version % 1000) / 10);
+        lua_setfield(L, -2, "cuda_driver_version");
+        lua_pushfstring(L, "%d.%d", i->runtime_version / 1000, (i->runtime_version % 1000) / 10);
+        lua_setfield(L, -2, "cuda_version");
+    }
+}
+
+static int l_environment(lua_State *L) {
+    lua_createtable(L, 0, 10);
+    char buf[512];
+    if (gethostname(buf, sizeof buf) == 0) {
+        buf[sizeof buf - 1] = '\0';
+        set_str(L, "hostname", buf);
+    }
+    struct utsname u;
+    if (!read_keyed_line("/proc/cpuinfo", "model name", buf, sizeof buf)) {
+        snprintf(buf, sizeof buf, "%s", uname(&u) == 0 ? u.machine : "unknown");
+    }
+    set_str(L, "cpu", buf);
+    lua_pushinteger(L, sysconf(_SC_NPROCESSORS_ONLN)), lua_setfield(L, -2, "cores");
+    if (uname(&u) == 0) lua_pushfstring(L, "%s %s", u.sysname, u.release), lua_setfield(L, -2, "os");
+    set_str(L, "dpprof_version", DPPROF_VERSION);
+    set_str(L, "git_commit", dp_build_commit());
+    set_str(L, "lua_version", LUA_RELEASE);
+    if (nvidia_driver_version(buf, sizeof buf)) set_str(L, "nvidia_driver_version", buf);
+    lua_newtable(L);
+    for (int k = 0; k < DP_DEV_KIND_COUNT; k++) {
+        dp_device *dev;
+        if (!dp_device_initialised((dp_device_kind)k) || dp_device_get((dp_device_kind)k, &dev) != DP_OK) continue;
+        push_device(L, dev);
+        lua_setfield(L, -2, dp_device_kind_name((dp_device_kind)k));
+    }
+    lua_setfield(L, -2, "devices");
+    return 1;
+}
+
+static int l_testing_crash(lua_State *L) {
+    static const char *const hows[] = {"segv", "abort", "kill", NULL};
+    int how = luaL_checkoption(L, 1, NULL, hows);
+    fflush(NULL);
+    if (how == 0) raise(SIGSEGV);
+    if (how == 1) abort();
+    raise(SIGKILL);
+    return luaL_error(L, "dpprof.testing_crash: still alive after raising the signal");
+}
+
+void dpl_open_process(lua_State *L) {
+    static const luaL_Reg fns[] = {{"isolate", l_isolate}, {"oom_details", l_oom_details},
+                                   {"cuda_initialised", l_cuda_initialised}, {"time", l_time},
+                                   {"sleep", l_sleep}, {"pid", l_pid}, {"mkdir_p", l_mkdir_p},
+                                   {"list_dir", l_list_dir}, {"environment", l_environment},
+                                   {"testing_crash", l_testing_crash}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = '\0';
+        lua_pushstring(L, exe);
+        lua_setfield(L, -2, "executable");
+    }
+}
