@@ -4,6 +4,7 @@
 #include "backend.h"
 #include "cpu_layers.h"
 #include "device.h"
+#include "dp_ops.h"
 #include "error.h"
 
 #include "../kernels/philox.h"
@@ -295,4 +296,5 @@ const dp_backend dp_backend_cpu = {
     .axpy = cpu_axpy,
     .sumsq_rows = cpu_sumsq_rows,
     .layers = &dp_cpu_layer_ops,
+    .dp = &dp_cpu_dp_ops,
 };
