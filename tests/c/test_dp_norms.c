@@ -16,6 +16,7 @@
 #include "device.h"
 #include "dp_impl.h"
 #include "error.h"
+#include "model.h"
 #include "ops.h"
 #include "tensor.h"
 
@@ -423,6 +424,136 @@ static void test_cost_model(void) {
     CHECK_CLOSE(f2, 2.0 * 2 * 10 * 15 + 2.0 * 2 * 15, 1e-12);
 }
 
+/* ---- part 2: models ------------------------------------------------------------------------ */
+
+typedef struct model_case {
+    dp_arch arch;
+    int tied, lora;
+} model_case;
+
+static dp_model *small_model(const model_case *mc, int64_t T) {
+    dp_model_config cfg;
+    dp_model_config_default(&cfg, mc->arch);
+    cfg.vocab = 23;
+    cfg.hidden = 16;
+    cfg.heads = 2;
+    cfg.layers = 2;
+    cfg.ffn = 24;
+    cfg.seq_len = T;
+    cfg.batch = 3;
+    cfg.tie_head = mc->arch == DP_ARCH_GPT ? mc->tied : 0;
+    cfg.seed = 11;
+    if (mc->lora) {
+        cfg.lora_rank = 2;
+        cfg.lora_alpha = 4.0f;
+        cfg.lora_targets = DP_LORA_QKV | DP_LORA_PROJ | DP_LORA_FC | DP_LORA_DOWN;
+    }
+    dp_model *m = NULL;
+    CHECK_OK(dp_model_new(cpu, &cfg, &m));
+    if (!m) return NULL;
+    /* adapters start with B = 0, which would leave every A without a gradient: randomise B */
+    for (int k = 0; k < dp_model_param_count(m); k++) {
+        dp_param *p = dp_model_param(m, k);
+        if (p->kind == DP_PARAM_LORA_B) CHECK_OK(dp_tensor_rand(&p->value, DP_RAND_NORMAL, 0.0f, 0.3f, 5, 900 + k));
+    }
+    return m;
+}
+
+/* want[k * B + i]: squared norm of trainable parameter k's gradient of sample i alone */
+static void explicit_model_norms(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, dp_param **tp,
+                                 int n_tp, double *want) {
+    int64_t B = inputs->shape[0], T = inputs->shape[1];
+    for (int64_t i = 0; i < B; i++) {
+        int64_t one[2] = {1, T};
+        dp_tensor in1, tg1;
+        CHECK_OK(dp_tensor_view(&in1, inputs, i * T, 2, one));
+        CHECK_OK(dp_tensor_view(&tg1, targets, i * T, 2, one));
+        float loss, s = 1.0f;
+        CHECK_OK(dp_model_forward(m, &in1, &tg1, &loss, NULL));
+        dp_backward_opts o = {.sample_scale = &s, .weight_grads = 1, .retain = 0, .hooks = NULL};
+        CHECK_OK(dp_model_backward(m, &o));
+        for (int k = 0; k < n_tp; k++) {
+            double v = 0.0;
+            if (tp[k]->grad.numel)
+                for (int64_t j = 0; j < tp[k]->grad.numel; j++) {
+                    double g = ((float *)tp[k]->grad.data)[j];
+                    v += g * g;
+                }
+            want[k * B + i] = v;
+        }
+        CHECK_OK(dp_model_zero_grad(m, 1));
+    }
+}
+
+/* Every trainable tensor of the model, every sample, every norms method. A tensor's squared norm
+ * is held to 1e-4 relative, or to 1e-7 of the sample's whole squared norm when it is that small
+ * (with T = 1 attention's q and k get no gradient: both sides are rounding noise); each sample's
+ * total to 1e-4 relative. */
+static void test_model(const model_case *mc, int64_t B, int64_t T) {
+    dp_model *m = small_model(mc, T);
+    if (!m) return;
+    dp_tensor *inputs = ids_tensor(B, T, 23, (uint32_t)(B * 7 + T)), *targets = ids_tensor(B, T, 23, (uint32_t)(T + 99));
+    int n = dp_model_param_count(m), n_tp = 0;
+    dp_param **tp = malloc((size_t)n * sizeof *tp);
+    for (int k = 0; k < n; k++)
+        if (dp_model_param(m, k)->trainable) tp[n_tp++] = dp_model_param(m, k);
+    double *want = malloc((size_t)(n_tp * B) * sizeof *want), *total = calloc((size_t)B, sizeof *total);
+    explicit_model_norms(m, inputs, targets, tp, n_tp, want);
+    for (int k = 0; k < n_tp; k++)
+        for (int64_t i = 0; i < B; i++) total[i] += want[k * B + i];
+    static const dp_clip_method clips[] = {DP_CLIP_BK, DP_CLIP_TWOPASS, DP_CLIP_BK, DP_CLIP_BK};
+    float *row = malloc((size_t)B * sizeof *row);
+    for (size_t mi = 0; mi < sizeof all_norms / sizeof *all_norms; mi++) {
+        dp_dpsgd_config cfg;
+        dp_dpsgd_config_default(&cfg);
+        cfg.norms = all_norms[mi];
+        cfg.clip = clips[mi];
+        dp_dpsgd *dp = NULL;
+        CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
+        if (!dp) continue;
+        float loss;
+        CHECK_OK(dp_dpsgd_forward(dp, inputs, targets, &loss, NULL));
+        CHECK_OK(dp_dpsgd_backward(dp));
+        CHECK_OK(dp_dpsgd_clip(dp));
+        char what[160];
+        snprintf(what, sizeof what, "%s%s%s B=%lld T=%lld", mc->arch == DP_ARCH_GPT ? "gpt" : "llama",
+                 mc->tied ? " tied" : "", mc->lora ? " lora" : "", (long long)B, (long long)T);
+        double *got_total = calloc((size_t)B, sizeof *got_total);
+        for (int k = 0; k < n_tp; k++) {
+            CHECK_OK(dp_dpsgd_param_sq_norms(dp, tp[k], row, B));
+            for (int64_t i = 0; i < B; i++) {
+                double w = want[k * B + i], err = fabs(row[i] - w);
+                got_total[i] += row[i];
+                if (!(err <= REL_TOL * fmax(w, 1e-3 * total[i]))) {
+                    fprintf(stderr, "  %s [%s] %s sample %lld: got %.9g want %.9g\n", what, dp_norms_name(cfg.norms),
+                            tp[k]->name, (long long)i, row[i], w);
+                    check_failures++;
+                }
+            }
+        }
+        size_t ns;
+        const float *norms = dp_dpsgd_norms(dp, &ns);
+        CHECK_EQ_U64(ns, B);
+        for (int64_t i = 0; i < B; i++) {
+            rel_close(got_total[i], total[i], what, dp_norms_name(cfg.norms), i);
+            if (ns == (size_t)B) rel_close((double)norms[i] * norms[i], total[i], what, "total norm", i);
+        }
+        free(got_total);
+        if (getenv("DP_TEST_VERBOSE"))
+            printf("%s [%s]: %d tensors, total[0] %.6g, %zu layers, first %s\n", what, dp_norms_name(cfg.norms), n_tp,
+                   total[0], dp_dpsgd_layer_count(dp), dp_formulation_name(dp_dpsgd_layer(dp, 0)->norms));
+        dp_dpsgd_free(dp);
+        CHECK_OK(dp_model_zero_grad(m, 1));
+    }
+    free(row);
+    free(want);
+    free(total);
+    free(tp);
+    dp_tensor_free(inputs);
+    dp_tensor_free(targets);
+    dp_model_free(m);
+}
+
 static void test_ops_in_isolation(void) {
     /* sort_ids and grouped_sumsq on a hand-made case: ids 3 1 3 3 1 0 */
     int32_t ids[6] = {3, 1, 3, 3, 1, 0};
@@ -475,6 +606,13 @@ int main(void) {
         test_norm_layer(ln, 3, 64, 10);
     }
     test_memory_categories();
+    const model_case models[] = {
+        {DP_ARCH_GPT, 0, 0}, {DP_ARCH_GPT, 1, 0}, {DP_ARCH_GPT, 1, 1}, {DP_ARCH_LLAMA, 0, 0}, {DP_ARCH_LLAMA, 0, 1},
+    };
+    const int64_t model_Ts[3] = {1, 7, 64};
+    for (size_t k = 0; k < sizeof models / sizeof *models; k++)
+        for (int bi = 0; bi < 2; bi++)
+            for (int ti = 0; ti < 3; ti++) test_model(&models[k], Bs[bi], model_Ts[ti]);
     dp_engine_shutdown();
     return check_report("test_dp_norms");
 }

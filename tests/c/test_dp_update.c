@@ -1,0 +1,264 @@
+/* test_dp_update.c: every DP method gives the same parameter update as `flat` with the same
+ * seeds, noise off and on: one logical batch of 5 samples in physical batches of 2, 2 and 1 (and
+ * of 1, for flash's batch-of-one path), clipped with C between the samples' norms so that some
+ * are clipped and some are not, noised once, divided by the expected batch size, then one SGD
+ * step. Also: vanilla equals DP with no clipping and no noise (the mean gradient of the logical
+ * batch), and the phases refuse to run out of order.
+ *
+ * Tolerance: 1e-5 relative (L2 over all parameters) on the update; methods differ only in f32
+ * summation order (ghost's Gram products against materialized gradients, bk's single GEMM
+ * against a second backward). */
+#include "check.h"
+#include "device.h"
+#include "dp.h"
+#include "error.h"
+#include "model.h"
+#include "ops.h"
+#include "optim.h"
+#include "tensor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static dp_device *cpu;
+
+typedef struct method {
+    const char *name; /* a preset, or NULL for the pair below */
+    dp_norms_method norms;
+    dp_clip_method clip;
+} method;
+
+static const method methods[] = {
+    {"flat", 0, 0},        {"ghost", 0, 0},        {"mixed_ghost", 0, 0},          {"bk", 0, 0},
+    {"flash_clip", 0, 0},  {NULL, DP_NORMS_MATERIALIZE, DP_CLIP_TWOPASS},        {NULL, DP_NORMS_GHOST, DP_CLIP_BK},
+    {NULL, DP_NORMS_FLASH, DP_CLIP_TWOPASS},
+};
+#define N_METHODS (sizeof methods / sizeof *methods)
+
+static dp_tensor *ids_tensor(int64_t B, int64_t T, int64_t V, uint32_t salt) {
+    int64_t shape[2] = {B, T};
+    dp_tensor *x = dp_tensor_new(cpu, DP_I32, 2, shape, DP_CAT_INPUTS);
+    int32_t *p = x->data;
+    uint32_t h = 2166136261u ^ salt;
+    for (int64_t i = 0; i < B * T; i++) {
+        h = (h ^ (uint32_t)i) * 16777619u;
+        p[i] = (int32_t)((h >> 7) % (uint32_t)V);
+    }
+    return x;
+}
+
+static dp_model *make_model(dp_arch arch, int tied, int lora) {
+    dp_model_config cfg;
+    dp_model_config_default(&cfg, arch);
+    cfg.vocab = 19;
+    cfg.hidden = 16;
+    cfg.heads = 2;
+    cfg.layers = 2;
+    cfg.ffn = 24;
+    cfg.seq_len = 9;
+    cfg.batch = 2;
+    cfg.tie_head = arch == DP_ARCH_GPT ? tied : 0;
+    cfg.seed = 3;
+    if (lora) {
+        cfg.lora_rank = 2;
+        cfg.lora_alpha = 2.0f;
+        cfg.lora_targets = DP_LORA_QKV | DP_LORA_FC;
+    }
+    dp_model *m = NULL;
+    CHECK_OK(dp_model_new(cpu, &cfg, &m));
+    for (int k = 0; m && k < dp_model_param_count(m); k++) {
+        dp_param *p = dp_model_param(m, k);
+        if (p->kind == DP_PARAM_LORA_B) CHECK_OK(dp_tensor_rand(&p->value, DP_RAND_NORMAL, 0.0f, 0.3f, 5, 700 + k));
+    }
+    return m;
+}
+
+/* Runs one logical step of `physical`-sized batches with method mt; writes the concatenated
+ * trainable parameters after one SGD step (lr 0.5) into out (n floats) and returns n. */
+static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, double C, double sigma,
+                        int64_t physical, float *out, int64_t cap, float *norms_out) {
+    dp_model *m = make_model(arch, tied, lora);
+    if (!m) return 0;
+    int64_t physical_cfg = physical;
+    dp_dpsgd_config cfg;
+    dp_dpsgd_config_default(&cfg);
+    if (mt->name)
+        CHECK_OK(dp_method_preset(mt->name, &cfg.norms, &cfg.clip));
+    else
+        cfg.norms = mt->norms, cfg.clip = mt->clip;
+    cfg.max_grad_norm = C;
+    cfg.noise_multiplier = sigma;
+    cfg.expected_batch_size = 5;
+    cfg.max_physical_batch_size = physical_cfg;
+    cfg.dataset_size = 1000;
+    cfg.seed = 42;
+    dp_dpsgd *dp = NULL;
+    dp_optimizer *opt = NULL;
+    dp_optim_opts oo;
+    dp_optim_opts_default(&oo, DP_OPTIM_SGD);
+    oo.lr = 0.5;
+    CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
+    CHECK_OK(dp_optim_new(m, DP_OPTIM_SGD, &oo, &opt));
+    int64_t n = 0;
+    if (dp && opt) {
+        dp_step_plan plan;
+        CHECK_OK(dp_dpsgd_next_step(dp, &plan));
+        CHECK_EQ_U64(plan.logical_size, 5);
+        for (int64_t k = 0, first = 0; k < plan.n_physical; k++) {
+            int64_t nb = dp_step_plan_batch(&plan, k);
+            /* sample j of the logical batch has the same tokens whatever the split */
+            dp_tensor *all_in = ids_tensor(5, 9, 19, 17), *all_tg = ids_tensor(5, 9, 19, 23);
+            int64_t shape[2] = {nb, 9};
+            dp_tensor in, tg;
+            CHECK_OK(dp_tensor_view(&in, all_in, first * 9, 2, shape));
+            CHECK_OK(dp_tensor_view(&tg, all_tg, first * 9, 2, shape));
+            float loss;
+            CHECK_OK(dp_dpsgd_forward(dp, &in, &tg, &loss, NULL));
+            CHECK_OK(dp_dpsgd_backward(dp));
+            CHECK_OK(dp_dpsgd_clip(dp));
+            dp_tensor_free(all_in);
+            dp_tensor_free(all_tg);
+            first += nb;
+        }
+        CHECK_OK(dp_dpsgd_noise(dp));
+        if (norms_out && cfg.norms != DP_NORMS_NONE) {
+            size_t ns;
+            const float *nv = dp_dpsgd_norms(dp, &ns);
+            CHECK_EQ_U64(ns, 5);
+            memcpy(norms_out, nv, (ns < 5 ? ns : 5) * sizeof *nv);
+        }
+        CHECK_OK(dp_optim_step(opt));
+        for (int k = 0; k < dp_model_param_count(m); k++) {
+            dp_param *p = dp_model_param(m, k);
+            if (!p->trainable) continue;
+            if (n + p->value.numel <= cap) memcpy(out + n, p->value.data, (size_t)p->value.numel * sizeof *out);
+            n += p->value.numel;
+        }
+    }
+    dp_optim_free(opt);
+    dp_dpsgd_free(dp);
+    dp_model_free(m);
+    return n;
+}
+
+/* ||a - b|| / ||b - base||: the difference of two updates relative to the update */
+static double update_diff(const float *a, const float *b, const float *base, int64_t n) {
+    double num = 0.0, den = 0.0;
+    for (int64_t k = 0; k < n; k++) {
+        double e = (double)a[k] - b[k], u = (double)b[k] - base[k];
+        num += e * e;
+        den += u * u;
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+static void test_presets_agree(dp_arch arch, int tied, int lora) {
+    const int64_t cap = 1 << 16;
+    float *ref = malloc(cap * sizeof *ref), *got = malloc(cap * sizeof *got), *base = malloc(cap * sizeof *base);
+    float norms[5];
+    /* the parameters before the step: an SGD step with lr 0 would do, a zero noise update too */
+    method vanilla = {"vanilla", 0, 0};
+    dp_model *m0 = make_model(arch, tied, lora);
+    int64_t n0 = 0;
+    for (int k = 0; m0 && k < dp_model_param_count(m0); k++) {
+        dp_param *p = dp_model_param(m0, k);
+        if (!p->trainable) continue;
+        memcpy(base + n0, p->value.data, (size_t)p->value.numel * sizeof *base);
+        n0 += p->value.numel;
+    }
+    dp_model_free(m0);
+    /* C between the smallest and the largest norm: some samples clipped, some not */
+    run_step(arch, tied, lora, &methods[0], 1e6, 0.0, 2, ref, cap, norms);
+    float lo = norms[0], hi = norms[0];
+    for (int i = 1; i < 5; i++) lo = fminf(lo, norms[i]), hi = fmaxf(hi, norms[i]);
+    double C = 0.5 * (lo + hi);
+    CHECK(lo < hi);
+    /* vanilla = DP without clipping or noise: the mean gradient of the logical batch */
+    int64_t n = run_step(arch, tied, lora, &vanilla, 1.0, 0.0, 2, got, cap, NULL);
+    CHECK_EQ_U64(n, n0);
+    CHECK(update_diff(got, ref, base, n) < 1e-5);
+    for (int noise = 0; noise < 2; noise++) {
+        double sigma = noise ? 0.7 : 0.0;
+        run_step(arch, tied, lora, &methods[0], C, sigma, 2, ref, cap, NULL);
+        for (size_t k = 0; k < N_METHODS; k++)
+            for (int64_t phys = 1; phys <= 2; phys++) {
+                if (k == 0 && phys == 2) continue;
+                int64_t nk = run_step(arch, tied, lora, &methods[k], C, sigma, phys, got, cap, NULL);
+                CHECK_EQ_U64(nk, n0);
+                double diff = update_diff(got, ref, base, n0);
+                if (!(diff < 1e-5)) {
+                    fprintf(stderr, "  %s%s%s: %s (%s+%s), physical %lld, sigma %g: update differs from flat's by "
+                                    "%.3g relative\n",
+                            arch == DP_ARCH_GPT ? "gpt" : "llama", tied ? " tied" : "", lora ? " lora" : "",
+                            methods[k].name ? methods[k].name : "-", dp_norms_name(methods[k].norms),
+                            dp_clip_name(methods[k].clip), (long long)phys, sigma, diff);
+                    check_failures++;
+                }
+            }
+    }
+    free(ref);
+    free(got);
+    free(base);
+}
+
+static void test_phase_order(void) {
+    dp_model *m = make_model(DP_ARCH_GPT, 1, 0);
+    dp_dpsgd_config cfg;
+    dp_dpsgd_config_default(&cfg);
+    CHECK_OK(dp_method_preset("bk", &cfg.norms, &cfg.clip));
+    dp_dpsgd *dp = NULL;
+    CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
+    CHECK(dp_dpsgd_backward(dp) == DP_EINVAL); /* no forward yet */
+    CHECK(dp_dpsgd_clip(dp) == DP_EINVAL);
+    dp_tensor *in = ids_tensor(2, 9, 19, 1), *tg = ids_tensor(2, 9, 19, 2);
+    float loss;
+    CHECK_OK(dp_dpsgd_forward(dp, in, tg, &loss, NULL));
+    CHECK_OK(dp_dpsgd_backward(dp));
+    CHECK(dp_dpsgd_noise(dp) == DP_EINVAL); /* the batch was not clipped */
+    CHECK(dp_dpsgd_forward(dp, in, tg, &loss, NULL) == DP_EINVAL);
+    CHECK_OK(dp_dpsgd_clip(dp));
+    CHECK_OK(dp_dpsgd_noise(dp));
+    CHECK_EQ_U64(dp_dpsgd_steps(dp), 1);
+    /* nothing of the DP pass outlives the step: only parameters and gradients are left */
+    dp_mem_stats st;
+    dp_mem_get_stats(cpu->mem, &st);
+    CHECK_EQ_U64(st.current[DP_CAT_PER_SAMPLE_GRADS], 0);
+    CHECK_EQ_U64(st.current[DP_CAT_NORM_SAMPLES], 0);
+    CHECK_EQ_U64(st.current[DP_CAT_OUTPUT_GRADS], 0);
+    CHECK_EQ_U64(st.current[DP_CAT_ACTIVATIONS], 0);
+    dp_dpsgd_free(dp);
+    dp_tensor_free(in);
+    dp_tensor_free(tg);
+    /* bad configurations name what is wrong */
+    dp_dpsgd_config bad = cfg;
+    bad.clip = DP_CLIP_NONE;
+    CHECK(dp_dpsgd_new(m, &bad, &dp) == DP_EINVAL);
+    bad = cfg;
+    bad.max_grad_norm = 0;
+    CHECK(dp_dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "max_grad_norm"));
+    bad = cfg;
+    bad.max_physical_batch_size = 3;
+    CHECK(dp_dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "max_physical_batch_size"));
+    bad = cfg;
+    bad.poisson = 1;
+    CHECK(dp_dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "dataset_size"));
+    dp_norms_method nm;
+    dp_clip_method cm;
+    CHECK(dp_method_preset("fast", &nm, &cm) == DP_EINVAL && strstr(dp_error_message(), "flash_clip"));
+    CHECK(dp_norms_parse("gram", &nm) == DP_EINVAL && strstr(dp_error_message(), "materialize, ghost, mixed, flash"));
+    CHECK(dp_clip_parse("once", &cm) == DP_EINVAL && strstr(dp_error_message(), "twopass, bk"));
+    dp_model_free(m);
+}
+
+int main(void) {
+    CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
+    test_phase_order();
+    test_presets_agree(DP_ARCH_GPT, 1, 0);
+    test_presets_agree(DP_ARCH_GPT, 0, 0);
+    test_presets_agree(DP_ARCH_GPT, 1, 1);
+    test_presets_agree(DP_ARCH_LLAMA, 0, 0);
+    test_presets_agree(DP_ARCH_LLAMA, 0, 1);
+    dp_engine_shutdown();
+    return check_report("test_dp_update");
+}
