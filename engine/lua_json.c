@@ -10,6 +10,7 @@
 #include "lua_util.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <lauxlib.h>
 #include <math.h>
 #include <stdarg.h>
@@ -250,11 +251,13 @@ static void print_string(luaL_Buffer *b, const char *s) {
     luaL_addchar(b, '"');
 }
 
-/* The shortest of %.15g and %.17g that reads back as the same double. */
+/* The shortest of %.15g and %.17g that reads back as the same double, with ".0" added to an
+ * integral value so that it reads back as a float, not an integer. */
 static void print_double(luaL_Buffer *b, double v) {
-    char s[32];
+    char s[40];
     snprintf(s, sizeof s, "%.15g", v);
     if (strtod(s, NULL) != v) snprintf(s, sizeof s, "%.17g", v);
+    if (!strpbrk(s, ".e")) strcat(s, ".0");
     luaL_addstring(b, s);
 }
 
@@ -316,18 +319,61 @@ void dpl_json_encode(lua_State *L, int idx, int indent, const char *fname) {
 
 /* ---- JSON -> Lua ------------------------------------------------------------------------- */
 
-static void push_decoded(lua_State *L, const cJSON *item, int depth) {
+/* cJSON keeps numbers as doubles only; to read integers past 2^53 exactly and to tell 3 from 3.0,
+ * the decoder walks the text beside the tree: numbers appear in the text in the order a
+ * depth-first walk of the tree meets them. */
+typedef struct decoder {
+    const char *text;
+    size_t len, pos;
+} decoder;
+
+/* Finds the next number token at or after d->pos (skipping strings); sets *start and *n. */
+static int next_number(decoder *d, const char **start, size_t *n) {
+    while (d->pos < d->len) {
+        char ch = d->text[d->pos];
+        if (ch == '"') {
+            for (d->pos++; d->pos < d->len && d->text[d->pos] != '"'; d->pos++)
+                if (d->text[d->pos] == '\\') d->pos++;
+            d->pos++;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            size_t b = d->pos;
+            while (d->pos < d->len && strchr("+-0123456789.eE", d->text[d->pos])) d->pos++;
+            *start = d->text + b;
+            *n = d->pos - b;
+            return 1;
+        } else {
+            d->pos++;
+        }
+    }
+    return 0;
+}
+
+static void push_number(lua_State *L, decoder *d, double v) {
+    const char *tok;
+    size_t n;
+    if (next_number(d, &tok, &n) && n < 32 && !memchr(tok, '.', n) && !memchr(tok, 'e', n) && !memchr(tok, 'E', n)) {
+        char buf[32];
+        memcpy(buf, tok, n);
+        buf[n] = '\0';
+        char *end;
+        errno = 0;
+        long long i = strtoll(buf, &end, 10);
+        if (errno == 0 && *end == '\0') {
+            lua_pushinteger(L, (lua_Integer)i);
+            return;
+        }
+    }
+    lua_pushnumber(L, v);
+}
+
+static void push_decoded(lua_State *L, decoder *d, const cJSON *item) {
     luaL_checkstack(L, 4, "dpprof.json.decode: nesting too deep");
     if (cJSON_IsNull(item)) {
         dpl_json_push_null(L);
     } else if (cJSON_IsBool(item)) {
         lua_pushboolean(L, cJSON_IsTrue(item));
     } else if (cJSON_IsNumber(item)) {
-        double v = item->valuedouble;
-        if (v == floor(v) && fabs(v) < 9007199254740992.0) /* 2^53: exact as an integer */
-            lua_pushinteger(L, (lua_Integer)v);
-        else
-            lua_pushnumber(L, v);
+        push_number(L, d, item->valuedouble);
     } else if (cJSON_IsString(item)) {
         lua_pushstring(L, item->valuestring);
     } else if (cJSON_IsArray(item)) {
@@ -337,7 +383,7 @@ static void push_decoded(lua_State *L, const cJSON *item, int depth) {
         set_mark(L, JSON_ARRAY_MT, "array");
         int i = 0;
         for (const cJSON *c = item->child; c; c = c->next) {
-            push_decoded(L, c, depth + 1);
+            push_decoded(L, d, c);
             lua_rawseti(L, -2, ++i);
         }
     } else if (cJSON_IsObject(item)) {
@@ -347,7 +393,7 @@ static void push_decoded(lua_State *L, const cJSON *item, int depth) {
         set_mark(L, JSON_OBJECT_MT, "object");
         for (const cJSON *c = item->child; c; c = c->next) {
             lua_pushstring(L, c->string ? c->string : "");
-            push_decoded(L, c, depth + 1);
+            push_decoded(L, d, c);
             lua_rawset(L, -3);
         }
     } else {
@@ -385,7 +431,8 @@ void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fna
         line_col(text, pos, &line, &col);
         luaL_error(L, "%s: invalid JSON at line %d, column %d (characters after the value)", fname, line, col);
     }
-    push_decoded(L, b->tree, 0);
+    decoder d = {text, len, 0};
+    push_decoded(L, &d, b->tree);
     box_clear(b);
     lua_remove(L, -2); /* the box */
 }

@@ -2,15 +2,16 @@
  * dpprof.isolate.
  *
  * Lua -> JSON: keys are written sorted (byte order) so files are stable; Lua integers are written
- * exactly; a float with an integral value is written without a fraction (and so reads back as an
- * integer); NaN and infinities are refused. A table whose keys are exactly 1..n is an array, one
- * with string keys an object; an empty table is an object unless marked as an array
- * (dpprof.json.array). dpprof.json.null stands for JSON null. Tables, functions, userdata and
- * threads JSON cannot hold raise an error naming the key path ("timing.iter_ms[3]").
+ * exactly; floats with the fewest digits (15 or 17) that read back as the same double, and with
+ * ".0" when integral, so they read back as floats; NaN and infinities are refused. A table whose
+ * keys are exactly 1..n is an array, one with string keys an object; an empty table is an object
+ * unless marked as an array (dpprof.json.array). dpprof.json.null stands for JSON null. Values
+ * JSON cannot hold (functions, userdata, mixed or sparse tables, cycles) raise an error naming
+ * the key path ("timing.iter_ms[3]").
  *
  * JSON -> Lua: objects and arrays become tables marked as such (so they encode back the same,
- * even when empty), numbers with an integral value below 2^53 become integers, null becomes
- * dpprof.json.null. */
+ * even when empty), numbers written without fraction or exponent become integers (exact over
+ * the whole 64-bit range), other numbers floats, null becomes dpprof.json.null. */
 #ifndef DP_LUA_JSON_H
 #define DP_LUA_JSON_H
 

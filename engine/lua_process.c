@@ -330,8 +330,10 @@ static int read_some(child_box *c, wait_outcome *w) {
     return 1;
 }
 
-/* Stops the child's group: SIGTERM, then SIGKILL after grace seconds. */
+/* Stops the child's group: SIGTERM, then SIGKILL after grace seconds; what is left of the group
+ * once the child is reaped (a grandchild that ignores SIGTERM) gets SIGKILL. */
 static void stop_child(child_box *c, wait_outcome *w, double grace) {
+    pid_t pid = c->pid;
     kill_group(c->pid, SIGTERM);
     w->killed_with = SIGTERM;
     double until = mono_s() + grace;
@@ -341,6 +343,7 @@ static void stop_child(child_box *c, wait_outcome *w, double grace) {
         w->killed_with = SIGKILL;
         try_reap(c, w, 0);
     }
+    kill(-pid, SIGKILL);
 }
 
 /* Waits for the child's result and its end, or the deadline (timeout <= 0: none). Raises

@@ -18,6 +18,12 @@ end
 -- Bytes to MiB (the unit of the `*_mb` result fields).
 function dp.mb(n) return n / MiB end
 
+-- Experiments, sweeps and their results JSON (experiment.lua, sweep.lua, results.lua, trace.lua).
+dp.results = require("dpprof.results")
+dp.trace = require("dpprof.trace")
+dp.experiment = require("dpprof.experiment").run
+dp.sweep = require("dpprof.sweep").run
+
 -- Not the module table itself: package.loaded["dpprof.core"] stays `true`, so error messages
 -- name functions through "dpprof", not "dpprof.core".
 return true

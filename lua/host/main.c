@@ -18,6 +18,8 @@ static const char *const usage =
     "                                   visible as dpprof.args (numbers and true/false converted)\n"
     "  plot DIR [--out DIR] [--scale S] render charts and summaries from the result JSON files in\n"
     "                                   DIR (default out: DIR; scale 2 doubles the resolution)\n"
+    "  compare BASE NEW [--threshold R] compare two results (files or directories); exit 1 when\n"
+    "                                   peak memory or step time grew past R (default 1.05)\n"
     "  --help, -h                       this text\n"
     "  --version                        version and build\n"
     "\n"

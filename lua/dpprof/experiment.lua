@@ -1,0 +1,375 @@
+-- dpprof.experiment: one experiment, measured. Builds the model, wraps it with a DP method, runs
+-- warm-up and timed iterations through the DP phases, takes snapshots, and returns a result table
+-- exactly as docs/results.md describes (validated by dpprof.results.validate).
+--
+--   dp.experiment{ name=, model={...dp.model keys...}, method="ghost" | norms=, clip=,
+--                  optimizer={name="adamw"|"sgd", lr=, ...}, dp={max_grad_norm=, noise_multiplier=,
+--                  sample_rate=, max_physical_batch_size=, delta=, poisson=}, iters=3, warmup=2,
+--                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
+--                  memory_limit=bytes, data={file=, file_dtype=}, trace=path }
+--
+-- Callbacks on={name=function(ctx, i, k) ... end}: model_loaded, wrapped, optimizer_created,
+-- after_warmup and finished run once; before_forward, after_forward, after_backward, after_clip
+-- (per physical batch k) and after_noise, after_step run in each timed iteration i (1-based), not
+-- in warm-up. ctx has model, optimizer, priv, config, device, iter, and ctx:snapshot(name); what a
+-- callback stores in ctx.extra comes back as the result's `extra`. `snapshots` keeps the default
+-- schedule ("default"), drops it ("none"), or keeps the listed names or patterns.
+--
+-- It runs in the calling process; dp.sweep (or dp.isolate(dp.experiment, cfg)) runs it in a clean
+-- child. A failure inside (out of memory, an engine error) does not raise: the result has status
+-- "oom" or "error", a message, and what was measured up to the failure. A bad configuration raises.
+--
+-- Timing: every phase is bracketed by dp.sync() and dp.clock(), so it is device time; an
+-- iteration's time is the sum of its phases (batch creation, snapshots and callbacks excluded).
+-- Peaks are reset after warm-up, so memory.peak_bytes describes the timed iterations; the warm-up
+-- peak is kept as memory.warmup_peak_bytes. The ledger is reset after warm-up too.
+local dp = require("dpprof")
+local json = dp.json
+local results = require("dpprof.results")
+
+local experiment = {}
+
+---------------------------------------------------------------------------------------------
+-- Configuration
+
+local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
+                   "device", "seed", "snapshots", "on", "memory_limit", "data", "trace" }
+local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "mlp_ratio", "ffn",
+                     "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed", "lora" }
+local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
+                  "poisson", "dataset_size" }
+local OPTIMIZER_KEYS = {
+  adamw = { "name", "lr", "betas", "eps", "weight_decay" },
+  sgd = { "name", "lr", "momentum", "weight_decay" },
+}
+local DATA_KEYS = { "file", "file_dtype" }
+local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
+                    "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
+local METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
+
+-- The default snapshot schedule, in order; {i} is the timed iteration (1-based).
+experiment.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optimizer_created", "3_after_warmup",
+                                 "iter{i}_before_forward", "iter{i}_after_forward", "iter{i}_after_backward",
+                                 "iter{i}_after_step" }
+
+experiment.DEFAULTS = {
+  method = "ghost",
+  optimizer = { name = "adamw", lr = 1e-4, weight_decay = 0.01 },
+  dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01, delta = 1e-5, poisson = false },
+  iters = 3, warmup = 2, device = "auto", seed = 0, snapshots = "default",
+}
+
+local function check_keys(t, valid, where)
+  if type(t) ~= "table" then error(string.format("%s must be a table, got %s", where, type(t)), 4) end
+  local set = {}
+  for _, k in ipairs(valid) do set[k] = true end
+  for k in pairs(t) do
+    if not set[k] then
+      error(string.format("%s: unknown key '%s' (valid: %s)", where, tostring(k), table.concat(valid, ", ")), 4)
+    end
+  end
+end
+
+local function copy(t)
+  if type(t) ~= "table" or json.is_null(t) then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = copy(v) end
+  return setmetatable(out, getmetatable(t))
+end
+
+local function with_defaults(t, defaults)
+  local out = copy(defaults)
+  for k, v in pairs(t or {}) do out[k] = copy(v) end
+  return out
+end
+
+local function check_int(v, where, min)
+  if v ~= nil and (math.type(v) ~= "integer" or v < min) then
+    error(string.format("%s must be an integer >= %d, got %s", where, min, tostring(v)), 4)
+  end
+end
+
+-- Checks cfg's keys and fills in defaults; returns the normalised copy. Raises on a bad key or value.
+function experiment.config(cfg)
+  check_keys(cfg, TOP_KEYS, "dpprof.experiment")
+  local c = with_defaults(cfg, experiment.DEFAULTS)
+  c.model = copy(cfg.model or {})
+  check_keys(c.model, MODEL_KEYS, "dpprof.experiment: model")
+  if cfg.norms or cfg.clip then
+    if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
+    c.method = nil
+  else
+    local known = false
+    for _, m in ipairs(METHODS) do known = known or m == c.method end
+    if not known then
+      error(string.format("dpprof.experiment: unknown method '%s' (valid: %s; or norms= and clip=)",
+                          tostring(c.method), table.concat(METHODS, ", ")), 3)
+    end
+  end
+  c.optimizer = with_defaults(cfg.optimizer, cfg.optimizer and cfg.optimizer.name and cfg.optimizer.name ~= "adamw"
+                              and { name = cfg.optimizer.name, lr = 1e-4 } or experiment.DEFAULTS.optimizer)
+  local okeys = OPTIMIZER_KEYS[c.optimizer.name]
+  if not okeys then
+    error(string.format("dpprof.experiment: unknown optimizer '%s' (valid: adamw, sgd)", tostring(c.optimizer.name)), 3)
+  end
+  check_keys(c.optimizer, okeys, "dpprof.experiment: optimizer")
+  c.dp = with_defaults(cfg.dp, experiment.DEFAULTS.dp)
+  check_keys(c.dp, DP_KEYS, "dpprof.experiment: dp")
+  check_int(c.iters, "dpprof.experiment: iters", 1)
+  check_int(c.warmup, "dpprof.experiment: warmup", 0)
+  check_int(c.seed, "dpprof.experiment: seed", 0)
+  check_int(c.dp.max_physical_batch_size, "dpprof.experiment: dp.max_physical_batch_size", 1)
+  check_int(c.model.batch, "dpprof.experiment: model.batch", 1)
+  check_int(c.memory_limit, "dpprof.experiment: memory_limit", 0)
+  if c.data then check_keys(c.data, DATA_KEYS, "dpprof.experiment: data") end
+  c.on = cfg.on or {}
+  check_keys(c.on, CALLBACKS, "dpprof.experiment: on")
+  for k, f in pairs(c.on) do
+    if type(f) ~= "function" then error(string.format("dpprof.experiment: on.%s must be a function", k), 3) end
+  end
+  local s = c.snapshots
+  if s ~= "default" and s ~= "none" and type(s) ~= "table" then
+    error("dpprof.experiment: snapshots must be \"default\", \"none\" or a list of snapshot names "
+          .. "(patterns such as \"iter{i}_after_backward\" allowed)", 3)
+  end
+  if c.trace ~= nil and type(c.trace) ~= "string" then
+    error("dpprof.experiment: trace must be the path of the trace file to write", 3)
+  end
+  c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
+  return c
+end
+
+---------------------------------------------------------------------------------------------
+-- The run
+
+local Ctx = {}
+Ctx.__index = Ctx
+
+-- ctx:snapshot(name): a named memory snapshot (after synchronising the device).
+function Ctx:snapshot(name)
+  return dp.memory.snapshot(name)
+end
+
+local function release(obj)
+  if type(obj) == "table" or type(obj) == "userdata" then
+    local ok, free = pcall(function() return obj.free end)
+    if ok and type(free) == "function" then pcall(free, obj) end
+  end
+end
+
+-- Which default snapshots to take: a set of patterns and concrete names (nil: all).
+local function snapshot_filter(spec)
+  if spec == "default" then return function() return true end end
+  if spec == "none" then return function() return false end end
+  local set = {}
+  for _, n in ipairs(spec) do set[n] = true end
+  return function(pattern, name) return set[pattern] or set[name] end
+end
+
+local function build_optimizer(m, o)
+  local opts = {}
+  for k, v in pairs(o) do if k ~= "name" then opts[k] = v end end
+  return dp.optim[o.name](m, opts)
+end
+
+local function wrap_options(c, logical_batch, physical_batch)
+  local w = { max_grad_norm = c.dp.max_grad_norm, noise_multiplier = c.dp.noise_multiplier,
+              sample_rate = c.dp.sample_rate, dataset_size = c.dp.dataset_size,
+              expected_batch_size = logical_batch, max_physical_batch_size = physical_batch,
+              poisson = c.dp.poisson, seed = c.seed, delta = c.dp.delta }
+  if c.method then w.method = c.method else w.norms, w.clip = c.norms, c.clip end
+  return w
+end
+
+local function environment(kind, info)
+  local env = dp.environment()
+  local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores,
+              git_commit = env.git_commit, dpprof_version = env.dpprof_version,
+              hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null }
+  if kind == "cuda" then
+    e.driver_version = env.nvidia_driver_version or info.cuda_driver_version or json.null
+    e.cuda_version = info.cuda_version or json.null
+  end
+  return e
+end
+
+-- Runs the configured experiment in this process; see the header. Returns the result table.
+function experiment.run(cfg_in)
+  local c = experiment.config(cfg_in)
+  local mem = dp.memory
+  local info = dp.device(c.device) -- resolves "auto" and makes the device current
+  local kind = info.kind
+  dp.sync()
+  mem.clear_snapshots()
+  mem.clear_events()
+  mem.reset_peak()
+  dp.ledger_reset()
+  local initial = mem.stats().current
+  if c.memory_limit then mem.set_limit(c.memory_limit) end
+
+  local take = snapshot_filter(c.snapshots)
+  local st = { iter_ms = {}, phase_ms = {}, spans = {} }
+  local ctx = setmetatable({ config = c, extra = {}, device = kind }, Ctx)
+  local model, opt, priv
+  local physical, logical
+
+  local function snap(pattern, i)
+    local name = i and pattern:gsub("{i}", tostring(i)) or pattern
+    if take(pattern, name) then mem.snapshot(name) end
+  end
+  local function callback(name, i, k)
+    local f = c.on[name]
+    if f then f(ctx, i, k) end
+  end
+  -- Times fn as one phase of iteration iter (0 = warm-up); adds to acc.
+  local function phase(name, iter, acc, fn)
+    dp.sync()
+    local t0 = dp.clock()
+    fn()
+    dp.sync()
+    local t1 = dp.clock()
+    st.spans[#st.spans + 1] = { phase = name, iter = iter, start_ms = t0 * 1000, end_ms = t1 * 1000 }
+    acc[name] = (acc[name] or 0) + (t1 - t0) * 1000
+  end
+
+  -- One logical step: the physical batches through forward, backward and clip, then noise and the
+  -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
+  local function iteration(i, step)
+    local acc = { forward = 0, backward = 0, clip = 0, noise = 0, optimizer = 0 }
+    local iter = i or 0
+    ctx.iter, ctx.warmup = iter, i == nil
+    local plan = priv:next_step()
+    for k, nb in ipairs(plan.physical) do
+      local batch = dp.batch{ model = model, size = nb, seed = c.seed, step = step,
+                              file = c.data and c.data.file, file_dtype = c.data and c.data.file_dtype }
+      local first = i and k == 1 -- the default snapshots describe the first physical batch
+      if first then snap("iter{i}_before_forward", i) end
+      if i then callback("before_forward", i, k) end
+      phase("forward", iter, acc, function() priv:forward(batch) end)
+      if first then snap("iter{i}_after_forward", i) end
+      if i then callback("after_forward", i, k) end
+      phase("backward", iter, acc, function() priv:backward() end)
+      if first then snap("iter{i}_after_backward", i) end
+      if i then callback("after_backward", i, k) end
+      phase("clip", iter, acc, function() priv:clip() end)
+      if i then callback("after_clip", i, k) end
+      dp.free_batch(batch)
+    end
+    phase("noise", iter, acc, function() priv:noise() end)
+    if i then callback("after_noise", i) end
+    phase("optimizer", iter, acc, function() opt:step(); opt:zero_grad() end)
+    if i then
+      snap("iter{i}_after_step", i)
+      callback("after_step", i)
+      local total = 0
+      for _, p in ipairs(results.PHASES) do total = total + acc[p] end
+      st.iter_ms[#st.iter_ms + 1] = total
+      st.phase_ms[#st.phase_ms + 1] = acc
+    end
+  end
+
+  local warmup_peak
+  local function body()
+    local mcfg = copy(c.model)
+    physical = c.dp.max_physical_batch_size or mcfg.batch
+    mcfg.batch = physical
+    mcfg.device = kind
+    mcfg.seed = mcfg.seed or c.seed
+    model = dp.model(mcfg)
+    ctx.model = model
+    logical = c.model.batch or model:config().batch
+    physical = physical or logical
+    snap("0_model_loaded")
+    callback("model_loaded")
+    opt = build_optimizer(model, c.optimizer)
+    ctx.optimizer = opt
+    priv = dp.dp.wrap(model, opt, wrap_options(c, logical, math.min(physical, logical)))
+    ctx.priv = priv
+    if priv.method ~= "vanilla" then
+      snap("1_wrapped_with_dp")
+      callback("wrapped")
+    end
+    snap("2_optimizer_created")
+    callback("optimizer_created")
+    local step = 0
+    for _ = 1, c.warmup do
+      iteration(nil, step)
+      step = step + 1
+    end
+    snap("3_after_warmup")
+    warmup_peak = mem.stats().peak
+    mem.reset_peak()
+    dp.ledger_reset()
+    callback("after_warmup")
+    for i = 1, c.iters do
+      iteration(i, step)
+      step = step + 1
+    end
+    callback("finished")
+  end
+
+  local ok, err = xpcall(body, function(e)
+    return { message = tostring(e), traceback = debug.traceback(tostring(e), 2) }
+  end)
+  local stats = mem.stats()
+  if c.memory_limit then mem.set_limit(0) end
+
+  local status, oom = "ok", nil
+  if not ok then
+    oom = dp.oom_details(err.message)
+    status = oom and "oom" or "error"
+  end
+  local model_config
+  if model then
+    model_config = model:config()
+    model_config.batch = logical
+    model_config.device = nil
+    model_config.seed = nil
+    if model_config.lora == nil then model_config.lora = json.null end
+  end
+  local config = {
+    model = model_config or copy(c.model), method = c.method or (c.norms .. "+" .. c.clip),
+    optimizer = copy(c.optimizer), dp = copy(c.dp), iters = c.iters, warmup = c.warmup,
+    device = kind, seed = c.seed,
+  }
+  config.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
+  local privacy
+  if priv and priv.method ~= "vanilla" then
+    local pok, eps = pcall(priv.epsilon, priv, c.dp.delta)
+    local pstats = priv:stats()
+    privacy = { noise_multiplier = c.dp.noise_multiplier, sample_rate = c.dp.sample_rate, delta = c.dp.delta,
+                steps = pstats.steps, epsilon = pok and eps or nil }
+  end
+  local r = results.assemble{
+    name = c.name, status = status, message = not ok and err.message or nil,
+    traceback = not ok and err.traceback or nil, oom = oom, config = config,
+    method = priv and priv.method or config.method, norms = priv and priv.norms, clip = priv and priv.clip,
+    predicted = kind == "plan",
+    snapshots = mem.snapshots(),
+    memory = { stats = stats, warmup_peak_bytes = warmup_peak, modules = mem.modules(),
+               timeline = mem.timeline(results.TIMELINE_POINTS) },
+    timing = st,
+    ledger = dp.ledger(),
+    layers = priv and priv:stats().layers or {},
+    environment = environment(kind, info),
+    privacy = privacy,
+    extra = ctx.extra,
+  }
+  if not ok and #st.iter_ms == 0 then
+    r.timing.iter_ms = json.array() -- no timed iteration ran: no averages to report
+  end
+  if c.trace then
+    local trace = require("dpprof.trace")
+    trace.write(c.trace, r, mem.events(), { initial = initial })
+    r.trace_file = c.trace
+  end
+  release(priv)
+  release(opt)
+  release(model)
+  ctx.model, ctx.optimizer, ctx.priv = nil, nil, nil
+  model, opt, priv = nil, nil, nil
+  collectgarbage()
+  return r
+end
+
+return experiment

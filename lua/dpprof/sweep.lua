@@ -1,0 +1,344 @@
+-- dpprof.sweep: the cartesian product of a few variables, each point run in its own child process.
+--
+--   dp.sweep{ base={...experiment config...}, vary={method={...}, seq_len={...}, ...},
+--             out="results/<dir>", name=, timeout=seconds, resume=true, retry_failed=true,
+--             trace=false, order={keys...}, run=function(cfg, vary) ... end, isolate=true, quiet=false }
+--   -> {out=, name=, points={{name=, file=, status=, result=, skipped=}}, counts={status=n}}
+--
+-- Points are named by their values in key order, e.g. "method=ghost,seq_len=4096"; keys are
+-- sorted unless `order` lists them (the first key varies slowest). Each point runs through
+-- dp.isolate (timeout: per point), one progress line per point says how it ended, the elapsed time
+-- and an ETA, and its result is written to <out>/<point>.json at once (temporary file + rename),
+-- with sweep={name, vary}. A rerun with the same out skips points whose file holds status ok or
+-- oom (resume); points that errored, crashed or timed out run again unless retry_failed=false.
+-- One point's failure never stops the sweep. A summary table is printed at the end. The default
+-- run is dp.experiment; `run` replaces it (tests, custom measurements): it gets the point's config
+-- and its vary table and returns a table. Default out: results/run_<timestamp>.
+local dp = require("dpprof")
+local json = dp.json
+local results = require("dpprof.results")
+
+local sweep = {}
+
+local OPTION_KEYS = { "base", "vary", "out", "name", "timeout", "resume", "retry_failed", "trace", "order",
+                      "run", "isolate", "quiet" }
+
+-- Where each vary key lands in the experiment configuration. Keys not listed here may be given as
+-- dotted paths ("model.hidden", "dp.noise_multiplier").
+sweep.KEYS = {
+  method = { "method" }, norms = { "norms" }, clip = { "clip" },
+  seq_len = { "model", "seq_len" }, layers = { "model", "layers" }, batch = { "model", "batch" },
+  hidden = { "model", "hidden" }, heads = { "model", "heads" }, vocab = { "model", "vocab" },
+  arch = { "model", "arch" }, dtype = { "model", "dtype" }, mlp_ratio = { "model", "mlp_ratio" },
+  ffn = { "model", "ffn" }, lora_rank = { "model", "lora", "rank" },
+  max_grad_norm = { "dp", "max_grad_norm" }, noise_multiplier = { "dp", "noise_multiplier" },
+  sample_rate = { "dp", "sample_rate" }, max_physical_batch_size = { "dp", "max_physical_batch_size" },
+  lr = { "optimizer", "lr" }, optimizer = { "optimizer", "name" },
+  iters = { "iters" }, warmup = { "warmup" }, device = { "device" }, seed = { "seed" },
+}
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  return keys
+end
+
+local function deep_copy(t)
+  if type(t) ~= "table" or json.is_null(t) then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = deep_copy(v) end
+  return setmetatable(out, getmetatable(t))
+end
+
+-- A copy without functions (what a failure result echoes as its config).
+local function plain(t)
+  if type(t) == "function" then return nil end
+  if type(t) ~= "table" or json.is_null(t) then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = plain(v) end
+  return setmetatable(out, getmetatable(t))
+end
+
+local function format_value(v)
+  if math.type(v) == "integer" then return string.format("%d", v) end
+  if math.type(v) == "float" then return string.format("%g", v) end
+  return tostring(v)
+end
+
+-- The point's name: "key=value,key=value" in key order, with characters unsafe in file names
+-- replaced by "_".
+function sweep.point_name(keys, vary)
+  local parts = {}
+  for i, k in ipairs(keys) do parts[i] = k .. "=" .. format_value(vary[k]) end
+  return (table.concat(parts, ","):gsub("[^%w_.+=,%-]", "_"))
+end
+
+local function path_of(key)
+  if sweep.KEYS[key] then return sweep.KEYS[key] end
+  if key:find(".", 1, true) then
+    local p = {}
+    for part in key:gmatch("[^.]+") do p[#p + 1] = part end
+    return p
+  end
+  error(string.format("dpprof.sweep: unknown vary key '%s' (valid: %s, or a dotted path such as "
+                      .. "\"model.hidden\")", key, table.concat(sorted_keys(sweep.KEYS), ", ")), 4)
+end
+
+-- Sets value at the path of key in cfg. lora_rank = 0 means no LoRA; a method replaces norms/clip.
+local function apply(cfg, key, value)
+  if key == "lora_rank" then
+    cfg.model = cfg.model or {}
+    if value == 0 then cfg.model.lora = nil return end
+    local lora = deep_copy(cfg.model.lora) or {}
+    lora.rank = value
+    cfg.model.lora = lora
+    return
+  end
+  if key == "method" then cfg.norms, cfg.clip = nil, nil end
+  if key == "norms" or key == "clip" then cfg.method = nil end
+  local path = path_of(key)
+  local t = cfg
+  for i = 1, #path - 1 do
+    if type(t[path[i]]) ~= "table" then t[path[i]] = {} end
+    t = t[path[i]]
+  end
+  t[path[#path]] = value
+end
+
+-- The points of the product, in order: {name=, vary={key=value}, config=}.
+function sweep.points(base, vary, order)
+  local keys = order and { table.unpack(order) } or sorted_keys(vary)
+  local seen = {}
+  for _, k in ipairs(keys) do
+    if vary[k] == nil then error(string.format("dpprof.sweep: order names '%s', which vary does not have", k), 3) end
+    seen[k] = true
+  end
+  for k, values in pairs(vary) do
+    if type(k) ~= "string" then error("dpprof.sweep: vary keys must be names (strings)", 3) end
+    if not seen[k] then error(string.format("dpprof.sweep: order does not name vary key '%s'", k), 3) end
+    if type(values) ~= "table" or #values == 0 then
+      error(string.format("dpprof.sweep: vary.%s must be a non-empty list of values", k), 3)
+    end
+    for i, v in ipairs(values) do
+      local t = type(v)
+      if t ~= "number" and t ~= "string" and t ~= "boolean" then
+        error(string.format("dpprof.sweep: vary.%s[%d] must be a number, string or boolean (got %s)", k, i, t), 3)
+      end
+    end
+    path_of(k)
+  end
+  local points = {}
+  local function rec(i, current)
+    if i > #keys then
+      local cfg = deep_copy(base)
+      local v = {}
+      for _, k in ipairs(keys) do
+        apply(cfg, k, current[k])
+        v[k] = current[k]
+      end
+      points[#points + 1] = { name = #keys > 0 and sweep.point_name(keys, v) or (base.name or "run"), vary = v,
+                              config = cfg }
+      return
+    end
+    for _, value in ipairs(vary[keys[i]]) do
+      current[keys[i]] = value
+      rec(i + 1, current)
+    end
+  end
+  rec(1, {})
+  local names = {}
+  for _, p in ipairs(points) do
+    if names[p.name] then error(string.format("dpprof.sweep: two points are both named '%s'", p.name), 3) end
+    names[p.name] = true
+  end
+  return points
+end
+
+local function format_duration(s)
+  if s < 60 then return string.format("%.1f s", s) end
+  if s < 3600 then return string.format("%d min %02d s", math.floor(s / 60), math.floor(s % 60)) end
+  return string.format("%d h %02d min", math.floor(s / 3600), math.floor(s % 3600 / 60))
+end
+
+local function peak_of(r)
+  if type(r.memory) == "table" and math.type(r.memory.peak_bytes) then return r.memory.peak_bytes end
+  if type(r.peak_memory_mb) == "number" then return math.floor(r.peak_memory_mb * results.MiB + 0.5) end
+end
+
+local function time_of(r)
+  if type(r.timing) == "table" and type(r.timing.avg_ms) == "number" then return r.timing.avg_ms end
+  if type(r.avg_time_ms) == "number" then return r.avg_time_ms end
+end
+
+local function one_line(s, n)
+  s = tostring(s or ""):gsub("%s+", " ")
+  if #s > n then s = s:sub(1, n - 3) .. "..." end
+  return s
+end
+
+-- What a finished point says in its progress line and the summary.
+local function describe(r)
+  local parts = { r.status }
+  local peak, ms = peak_of(r), time_of(r)
+  if r.status == "oom" and type(r.oom) == "table" and math.type(r.oom.requested_bytes) then
+    parts[#parts + 1] = string.format("needed %s more for %s in %s", dp.format_bytes(r.oom.requested_bytes),
+                                      tostring(r.oom.category), tostring(r.oom.module))
+  elseif r.status ~= "ok" then
+    parts[#parts + 1] = one_line(r.message, 100)
+  end
+  if r.status == "ok" and peak then parts[#parts + 1] = "peak " .. dp.format_bytes(peak) end
+  if r.status == "ok" and ms then parts[#parts + 1] = string.format("%.1f ms/iter", ms) end
+  return table.concat(parts, ", ")
+end
+
+local function print_summary(name, out, points)
+  local rows = { { "point", "status", "peak", "ms/iter", "note" } }
+  for _, p in ipairs(points) do
+    local r = p.result or {}
+    local peak, ms = peak_of(r), time_of(r)
+    local note = p.skipped and "done before" or ""
+    if r.status == "oom" and type(r.oom) == "table" and math.type(r.oom.requested_bytes) then
+      note = "needed " .. dp.format_bytes(r.oom.requested_bytes) .. " more"
+    elseif r.status and r.status ~= "ok" then
+      note = one_line(r.message, 60)
+    end
+    rows[#rows + 1] = { p.name, tostring(r.status or p.status), peak and dp.format_bytes(peak) or "-",
+                        ms and string.format("%.1f", ms) or "-", note }
+  end
+  local widths = {}
+  for _, row in ipairs(rows) do
+    for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
+  end
+  print(string.format("\nsweep %s: %d points, results in %s", name, #points, out))
+  for ri, row in ipairs(rows) do
+    local cells = {}
+    for i, cell in ipairs(row) do
+      local right = i == 3 or i == 4
+      cells[i] = i == #row and cell or string.format(right and "%" .. widths[i] .. "s" or "%-" .. widths[i] .. "s", cell)
+    end
+    print((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
+    if ri == 1 then
+      local rule = {}
+      for i, w in ipairs(widths) do rule[i] = string.rep("-", i == #widths and math.max(4, w) or w) end
+      print("  " .. table.concat(rule, "  "))
+    end
+  end
+end
+
+local function default_run(cfg)
+  return require("dpprof.experiment").run(cfg)
+end
+
+-- Runs fn(cfg, vary) in this process (isolate=false): a raised error becomes status "error".
+local function run_here(fn, cfg, vary)
+  local ok, r = xpcall(fn, debug.traceback, cfg, vary)
+  if not ok then return { status = "error", message = tostring(r) } end
+  if type(r) ~= "table" then return { status = "ok", value = r } end
+  if r.status == nil then r.status = "ok" end
+  return r
+end
+
+-- The result file of a point, with what the sweep adds; a result from a child that could not
+-- report (crash, timeout, error outside the experiment) becomes a failure result.
+local function finish_result(r, p, sweep_name)
+  if r.status ~= "ok" and r.schema_version == nil then
+    r = results.failure{ name = p.name, status = r.status, message = r.message, traceback = r.traceback,
+                         oom = r.oom, config = plain(p.config) }
+  end
+  if r.experiment == nil then r.experiment = p.name end
+  r.sweep = { name = sweep_name, vary = p.vary }
+  return r
+end
+
+-- Whether the file of a point holds a result a rerun keeps; returns the result when it does.
+local function done_before(file, retry_failed)
+  local f = io.open(file, "rb")
+  if not f then return nil end
+  f:close()
+  local ok, r = pcall(results.read, file)
+  if not ok or type(r) ~= "table" or type(r.status) ~= "string" then return nil end
+  if r.status == "ok" or r.status == "oom" or not retry_failed then return r end
+  return nil
+end
+
+function sweep.run(opts)
+  if type(opts) ~= "table" then error("dpprof.sweep: expects a table of options", 2) end
+  for k in pairs(opts) do
+    local known = false
+    for _, v in ipairs(OPTION_KEYS) do known = known or v == k end
+    if not known then
+      error(string.format("dpprof.sweep: unknown key '%s' (valid: %s)", tostring(k), table.concat(OPTION_KEYS, ", ")), 2)
+    end
+  end
+  local base = opts.base or {}
+  local vary = opts.vary or {}
+  local run = opts.run or default_run
+  if type(run) ~= "function" then error("dpprof.sweep: run must be a function(cfg, vary)", 2) end
+  local timeout = opts.timeout or 0
+  if type(timeout) ~= "number" or timeout < 0 then error("dpprof.sweep: timeout must be seconds >= 0 (0: none)", 2) end
+  local out = opts.out or ("results/run_" .. os.date("%Y%m%d_%H%M%S"))
+  out = out:gsub("/+$", "")
+  local name = opts.name or out:match("([^/]+)$") or out
+  local resume = opts.resume ~= false
+  local retry_failed = opts.retry_failed ~= false
+  local isolate = opts.isolate ~= false
+  local say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
+
+  local points = sweep.points(base, vary, opts.order)
+  local ok, err = dp.mkdir_p(out)
+  if not ok then error("dpprof.sweep: " .. err, 2) end
+
+  local start = dp.clock()
+  local ran, ran_time = 0, 0
+  local to_run = 0
+  local counts = {}
+  local prior = {}
+  for i, p in ipairs(points) do
+    p.file = out .. "/" .. p.name .. ".json"
+    prior[i] = resume and done_before(p.file, retry_failed) or nil
+    if not prior[i] then to_run = to_run + 1 end
+  end
+  say(string.format("sweep %s: %d points (%d to run) -> %s", name, #points, to_run, out))
+  local width = #tostring(#points)
+  for i, p in ipairs(points) do
+    local tag = string.format("[%" .. width .. "d/%d] %s", i, #points, p.name)
+    local r
+    if prior[i] then
+      r = prior[i]
+      p.skipped = true
+      say(string.format("%s: %s (done before, skipped)", tag, r.status))
+    else
+      local cfg = p.config
+      if run == default_run then
+        cfg.name = p.name
+        if opts.trace then cfg.trace = out .. "/" .. p.name .. ".trace.json" end
+      end
+      local t0 = dp.clock()
+      if isolate then
+        r = dp.isolate(run, cfg, p.vary, { timeout = timeout })
+      else
+        r = run_here(run, cfg, p.vary)
+      end
+      r = finish_result(r, p, name)
+      local wok, werr = pcall(results.write, p.file, r)
+      if not wok then
+        r = finish_result({ status = "error", message = "the result could not be written: " .. tostring(werr) }, p, name)
+        pcall(results.write, p.file, r)
+      end
+      local took = dp.clock() - t0
+      ran, ran_time = ran + 1, ran_time + took
+      local left = to_run - ran
+      say(string.format("%s: %s (%s) | elapsed %s, ETA %s", tag, describe(r), format_duration(took),
+                        format_duration(dp.clock() - start),
+                        left > 0 and format_duration(ran_time / ran * left) or "done"))
+    end
+    p.result = r
+    p.status = r.status
+    counts[r.status] = (counts[r.status] or 0) + 1
+  end
+  if not opts.quiet then print_summary(name, out, points) end
+  return { out = out, name = name, points = points, counts = counts }
+end
+
+return sweep
