@@ -345,8 +345,9 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
     (void)dev;
     DP_TRY(need_float(t, "attention_forward"));
     const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
+    const int64_t work = B * H * T * (T + 1) / 2 * hd; /* multiply-adds of q.k alone */
     int failed = 0;
-#pragma omp parallel
+#pragma omp parallel if (tasks > 1 && work > PAR_MIN)
     {
         /* Q, K, V and the accumulator (block x hd each), one row of scores, m and l */
         float *scratch = malloc(sizeof(float) * (size_t)(4 * ATT_BLOCK * hd + 3 * ATT_BLOCK));
@@ -418,8 +419,9 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
             delta[bh * T + i] = s;
         }
     }
+    const int64_t work = B * H * T * (T + 1) / 2 * hd;
     int failed = 0;
-#pragma omp parallel
+#pragma omp parallel if (tasks > 1 && work > PAR_MIN)
     {
         /* Q, dO, K, V and two gradient accumulators (block x hd each) */
         float *scratch = malloc(sizeof(float) * (size_t)(6 * ATT_BLOCK * hd));

@@ -49,6 +49,17 @@ typedef struct dp_model_config {
 
 /* Fills cfg with defaults for arch (sizes zero: the caller sets them). */
 void dp_model_config_default(dp_model_config *cfg, dp_arch arch);
+/* The arch's name ("gpt", "llama"; "?" when out of range). */
+const char *dp_arch_name(dp_arch arch);
+/* Parses an arch name; returns 0 and sets *out, or -1 when unknown (valid: gpt, llama). */
+int dp_arch_parse(const char *name, dp_arch *out);
+/* Parses a LoRA target name ("qkv", "proj", "fc", "down"); returns 0 and sets *bit, or -1. */
+int dp_lora_target_parse(const char *name, unsigned *bit);
+/* The name of one DP_LORA_* bit ("?" for anything else). */
+const char *dp_lora_target_name(unsigned bit);
+/* The MLP width a configuration gets: ffn, else gpt round(mlp_ratio * hidden), llama
+ * mlp_ratio * hidden rounded up to a multiple of 64. */
+int64_t dp_model_config_ffn(const dp_model_config *cfg);
 /* Checks a configuration; DP_EINVAL with a message naming the key and the valid values. */
 int dp_model_config_check(const dp_model_config *cfg);
 
@@ -105,8 +116,13 @@ typedef struct dp_backward_opts {
 } dp_backward_opts;
 
 /* Builds a model on dev with initialised parameters (normal(0, init_std) for weights and
- * embeddings, ones for norm gains, zeros for biases and LoRA B; GPT-2's 1/sqrt(2L) scaling of
- * residual projections). Allocates under `parameters` with module paths. */
+ * embeddings, ones for norm gains, zeros for biases and LoRA B, LoRA A uniform in
+ * +-1/sqrt(in) as PEFT's kaiming_uniform(a=sqrt(5)); GPT-2's 1/sqrt(2L) scaling of residual
+ * projections). Each parameter draws from its own Philox stream (cfg.seed, a hash of its name),
+ * so adding adapters leaves the base weights unchanged. With LoRA, as in PEFT, every base
+ * parameter is frozen (trainable = 0) and only the adapters train. Allocates under `parameters`
+ * with module paths. bf16 runs on CUDA and plan; on the CPU it exists as a slow reference for
+ * tests (the Lua API refuses it). DP_EINVAL for a bad configuration, DP_EOOM. */
 int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out);
 /* Frees everything the model allocated (parameters, gradients, activations). NULL is a no-op. */
 void dp_model_free(dp_model *m);
@@ -116,12 +132,17 @@ const dp_model_config *dp_model_config_of(const dp_model *m);
 dp_device *dp_model_device(const dp_model *m);
 
 /* Runs the forward pass on inputs/targets (B x T i32 on the model's device, B <= cfg.batch,
- * T == cfg.seq_len), saving what backward needs. Writes the batch loss (mean of per-sample
- * losses) to *loss and, when sample_losses != NULL, L_i for each sample (host array of B). */
+ * T == cfg.seq_len, ids in [0, vocab)), saving what backward needs; activations of an earlier
+ * forward are released first. The model keeps views of inputs and targets for the backward:
+ * they must stay alive until it. Writes the batch loss (mean of per-sample losses) to *loss
+ * and, when sample_losses != NULL, L_i for each sample (host array of B); 0 on plan. */
 int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, float *loss,
                      float *sample_losses);
-/* Runs the backward pass of the last forward (see dp_backward_opts). Frees the activations
- * unless opts->retain. */
+/* Runs the backward pass of the last forward (see dp_backward_opts; opts NULL: scale 1/B,
+ * weight gradients, no hooks). Frees each activation as soon as it has been used, unless
+ * opts->retain; the logits buffer (which becomes the logits' gradient in place) is freed after
+ * the head's backward in any case, and a backward after a retained one recomputes it from the
+ * saved final-norm output. DP_EINVAL when there is no forward to go back through. */
 int dp_model_backward(dp_model *m, const dp_backward_opts *opts);
 /* Frees saved activations of the last forward (after a retained backward). */
 void dp_model_release_activations(dp_model *m);

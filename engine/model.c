@@ -1,0 +1,233 @@
+/* model.c: the model's life cycle and its passes: embeddings, the blocks in order, the final
+ * norm, the LM head and the fused loss; the backward in reverse. */
+#include "model_internal.h"
+
+#include "error.h"
+#include "layers.h"
+#include "ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out) {
+    *out = NULL;
+    DP_TRY(dp_model_config_check(cfg));
+    dp_model *m = calloc(1, sizeof *m);
+    if (!m) return dp_error_set(DP_EOOM, "model: out of host memory");
+    m->dev = dev;
+    m->cfg = *cfg;
+    m->cfg.ffn = dp_model_config_ffn(cfg);
+    if (m->cfg.max_positions == 0) m->cfg.max_positions = cfg->seq_len;
+    if (m->cfg.lora_rank == 0) m->cfg.lora_targets = 0, m->cfg.lora_alpha = 0;
+    m->d = cfg->hidden;
+    m->H = cfg->heads;
+    m->hd = cfg->hidden / cfg->heads;
+    m->F = m->cfg.ffn;
+    m->V = cfg->vocab;
+    m->t = cfg->dtype;
+    m->lora_scale = cfg->lora_rank > 0 ? cfg->lora_alpha / (float)cfg->lora_rank : 0.0f;
+    int rc = dp_model_build_params(m);
+    if (rc != DP_OK) {
+        dp_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return DP_OK;
+}
+
+void dp_model_free(dp_model *m) {
+    if (!m) return;
+    if (m->params) dp_model_release_activations(m);
+    dp_model_free_params(m);
+    free(m);
+}
+
+const dp_model_config *dp_model_config_of(const dp_model *m) { return &m->cfg; }
+
+dp_device *dp_model_device(const dp_model *m) { return m->dev; }
+
+void dp_model_release_activations(dp_model *m) {
+    for (int64_t l = 0; l < m->cfg.layers; l++) {
+        if (m->gpt_acts) dp_gpt_block_release(m, (int)l);
+        if (m->llama_acts) dp_llama_block_release(m, (int)l);
+    }
+    dp_tensor *all[] = {&m->embedded, &m->final_out, &m->final_mean, &m->final_rstd, &m->logits, &m->loss_lse};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) dp_tensor_release(all[i]);
+    memset(&m->ids, 0, sizeof m->ids);
+    memset(&m->targets, 0, sizeof m->targets);
+    m->have_forward = 0;
+}
+
+/* the LM head as a linear: V x d, no bias; wte when tied */
+static dp_linear head_linear(const dp_model *m) {
+    dp_linear lin = {0};
+    lin.w = m->head ? m->head : m->wte;
+    lin.in = m->d;
+    lin.out = m->V;
+    lin.module = m->head_module;
+    return lin;
+}
+
+/* The head's logits (B x T x V, `activations`) from the final norm's output. */
+static int head_forward(dp_model *m) {
+    dp_linear head = head_linear(m);
+    DP_TRY(dp_model_act(m, &m->logits, m->V, DP_CAT_ACTIVATIONS, m->head_module));
+    return dp_linear_forward(m, &head, &m->final_out, &m->logits, NULL);
+}
+
+/* ---- forward --------------------------------------------------------------------------- */
+
+static int check_batch(const dp_model *m, const dp_tensor *t, const char *what) {
+    const int64_t T = m->cfg.seq_len;
+    if (t->dev != m->dev)
+        return dp_error_set(DP_EINVAL, "model forward: %s live on %s, the model on %s", what,
+                            dp_device_kind_name(t->dev ? t->dev->kind : DP_DEV_CPU), dp_device_kind_name(m->dev->kind));
+    if (t->dtype != DP_I32 || t->ndim != 2 || t->shape[1] != T || t->shape[0] < 1 || t->shape[0] > m->cfg.batch)
+        return dp_error_set(DP_EINVAL, "model forward: %s must be i32 B x %lld with 1 <= B <= %lld (batch)", what,
+                            (long long)T, (long long)m->cfg.batch);
+    return DP_OK;
+}
+
+static int forward_body(dp_model *m, float *loss, float *sample_losses) {
+    const int64_t d = m->d, T = m->cfg.seq_len, B = m->B, N = B * T;
+
+    DP_TRY(dp_model_act(m, &m->embedded, d, DP_CAT_ACTIVATIONS, m->embed_module));
+    DP_TRY(dp_layer_embedding_forward(&m->embedded, &m->ids, &m->wte->value, m->wpe ? &m->wpe->value : NULL, T));
+    const dp_tensor *x = &m->embedded;
+    for (int64_t l = 0; l < m->cfg.layers; l++) {
+        if (m->gpt) {
+            DP_TRY(dp_gpt_block_forward(m, (int)l, x));
+            x = &m->gpt_acts[l].res_out;
+        } else {
+            DP_TRY(dp_llama_block_forward(m, (int)l, x));
+            x = &m->llama_acts[l].res_out;
+        }
+    }
+    const uint32_t fm = m->final_norm.module;
+    DP_TRY(dp_model_act(m, &m->final_out, d, DP_CAT_ACTIVATIONS, fm));
+    if (m->final_norm.b) DP_TRY(dp_model_stat(m, &m->final_mean, 0, DP_CAT_ACTIVATIONS, fm));
+    DP_TRY(dp_model_stat(m, &m->final_rstd, 0, DP_CAT_ACTIVATIONS, fm));
+    DP_TRY(dp_norm_forward(m, &m->final_norm, x, &m->final_out, &m->final_mean, &m->final_rstd));
+    DP_TRY(head_forward(m));
+
+    /* the fused loss: per-token losses live only until they reach the host */
+    dp_tensor losses;
+    DP_TRY(dp_model_stat(m, &m->loss_lse, 0, DP_CAT_ACTIVATIONS, m->loss_module));
+    DP_TRY(dp_model_stat(m, &losses, 0, DP_CAT_ACTIVATIONS, m->loss_module));
+    int rc = dp_layer_cross_entropy_forward(&losses, &m->loss_lse, &m->logits, &m->targets);
+    float *host = rc == DP_OK ? malloc((size_t)N * sizeof *host) : NULL;
+    if (rc == DP_OK && !host) rc = dp_error_set(DP_EOOM, "model forward: out of host memory for %lld losses", (long long)N);
+    if (rc == DP_OK) rc = dp_tensor_to_host(&losses, host, (uint64_t)N * sizeof *host);
+    dp_tensor_release(&losses);
+    if (rc == DP_OK) {
+        double total = 0;
+        for (int64_t i = 0; i < B; i++) {
+            double s = 0;
+            for (int64_t t = 0; t < T; t++) s += host[i * T + t];
+            s /= (double)T;
+            if (sample_losses) sample_losses[i] = (float)s;
+            total += s;
+        }
+        *loss = (float)(total / (double)B);
+    }
+    free(host);
+    return rc;
+}
+
+int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, float *loss,
+                     float *sample_losses) {
+    DP_TRY(check_batch(m, inputs, "inputs"));
+    DP_TRY(check_batch(m, targets, "targets"));
+    if (inputs->shape[0] != targets->shape[0])
+        return dp_error_set(DP_EINVAL, "model forward: inputs have %lld samples, targets %lld",
+                            (long long)inputs->shape[0], (long long)targets->shape[0]);
+    dp_model_release_activations(m);
+    m->B = inputs->shape[0];
+    DP_TRY(dp_tensor_view(&m->ids, inputs, 0, 2, inputs->shape));
+    DP_TRY(dp_tensor_view(&m->targets, targets, 0, 2, targets->shape));
+    float dummy;
+    int rc = forward_body(m, loss ? loss : &dummy, sample_losses);
+    if (rc != DP_OK) {
+        dp_model_release_activations(m);
+        return rc;
+    }
+    m->have_forward = 1;
+    return DP_OK;
+}
+
+/* ---- backward -------------------------------------------------------------------------- */
+
+static int backward_body(const dp_bw *bw, const float *sample_scale) {
+    dp_model *m = bw->m;
+    const int64_t d = m->d, T = m->cfg.seq_len, B = m->B;
+    dp_tensor scale = {0}, dfinal = {0}, dres = {0};
+    float *host = NULL;
+    int rc;
+#define TRY(expr) if ((rc = (expr)) != DP_OK) goto done
+
+    /* the loss: the logits (recomputed after a retained backward) become their gradient in
+     * place, row n scaled by s_i / T for its sample i (the 1/T of the per-sample mean) */
+    if (!m->logits.alloc.live) TRY(head_forward(m));
+    host = malloc((size_t)B * sizeof *host);
+    if (!host) TRY(dp_error_set(DP_EOOM, "model backward: out of host memory"));
+    for (int64_t i = 0; i < B; i++) host[i] = (sample_scale ? sample_scale[i] : 1.0f / (float)B) / (float)T;
+    int64_t nb = B;
+    TRY(dp_model_tensor(m, &scale, DP_F32, 1, &nb, DP_CAT_TEMP, m->loss_module));
+    TRY(dp_tensor_from_host(&scale, host, (uint64_t)B * sizeof *host));
+    TRY(dp_layer_cross_entropy_backward(&m->logits, &m->loss_lse, &m->targets, &scale, T));
+    dp_tensor_release(&scale);
+    dp_bw_done(bw, &m->loss_lse);
+
+    /* the head; its N x V buffer goes as soon as it has been used */
+    dp_linear head = head_linear(m);
+    TRY(dp_model_act(m, &dfinal, d, DP_CAT_TEMP, m->head_module));
+    TRY(dp_linear_backward(bw, &head, &m->final_out, &m->logits, &dfinal, 0, NULL));
+    dp_tensor_release(&m->logits);
+    dp_bw_done(bw, &m->final_out);
+
+    /* the final norm, then the blocks in reverse; dres carries the residual stream's gradient */
+    const int64_t L = m->cfg.layers;
+    dp_tensor *x = m->gpt ? &m->gpt_acts[L - 1].res_out : &m->llama_acts[L - 1].res_out;
+    TRY(dp_model_act(m, &dres, d, DP_CAT_TEMP, m->final_norm.module));
+    TRY(dp_norm_backward(bw, &m->final_norm, x, &m->final_mean, &m->final_rstd, &dfinal, &dres, 0));
+    dp_tensor_release(&dfinal);
+    dp_bw_done(bw, &m->final_mean);
+    dp_bw_done(bw, &m->final_rstd);
+    dp_bw_done(bw, x);
+    for (int64_t l = L - 1; l >= 0; l--) {
+        if (m->gpt) {
+            x = l ? &m->gpt_acts[l - 1].res_out : &m->embedded;
+            TRY(dp_gpt_block_backward(bw, (int)l, x, &dres));
+        } else {
+            x = l ? &m->llama_acts[l - 1].res_out : &m->embedded;
+            TRY(dp_llama_block_backward(bw, (int)l, x, &dres));
+        }
+    }
+
+    /* the embeddings */
+    const dp_layer_hooks *hk = bw->hooks;
+    if (hk && hk->embedding && m->wte->trainable) TRY(hk->embedding(hk->ctx, m, m->wte, &m->ids, &dres));
+    if (hk && hk->position && m->wpe && m->wpe->trainable) TRY(hk->position(hk->ctx, m, m->wpe, &dres));
+    dp_tensor *dwte = dp_bw_grad(bw, m->wte, &rc);
+    TRY(rc);
+    dp_tensor *dwpe = dp_bw_grad(bw, m->wpe, &rc);
+    TRY(rc);
+    TRY(dp_layer_embedding_backward(&dres, &m->ids, dwte, dwpe, T));
+#undef TRY
+done:
+    free(host);
+    dp_tensor_release(&scale);
+    dp_tensor_release(&dfinal);
+    dp_tensor_release(&dres);
+    return rc;
+}
+
+int dp_model_backward(dp_model *m, const dp_backward_opts *opts) {
+    if (!m->have_forward)
+        return dp_error_set(DP_EINVAL, "model backward: no saved activations (run forward first; a second "
+                                       "backward needs retain = 1 in the first)");
+    dp_bw bw = {m, opts ? opts->hooks : NULL, opts ? opts->weight_grads : 1, opts ? opts->retain : 0};
+    int rc = backward_body(&bw, opts ? opts->sample_scale : NULL);
+    if (!bw.retain || rc != DP_OK) dp_model_release_activations(m);
+    return rc;
+}

@@ -1,0 +1,112 @@
+/* model_config.c: defaults and validation of a model configuration. */
+#include "model.h"
+
+#include "error.h"
+
+#include <math.h>
+#include <string.h>
+
+static const char *const lora_names[] = {"qkv", "proj", "fc", "down"};
+
+void dp_model_config_default(dp_model_config *cfg, dp_arch arch) {
+    memset(cfg, 0, sizeof *cfg);
+    cfg->arch = arch;
+    cfg->mlp_ratio = arch == DP_ARCH_LLAMA ? 8.0 / 3.0 : 4.0;
+    cfg->tie_head = arch == DP_ARCH_GPT;
+    cfg->dtype = DP_F32;
+    cfg->norm_eps = 1e-5f;
+    cfg->rope_theta = 10000.0f;
+    cfg->init_std = 0.02f;
+    cfg->lora_alpha = 0;
+}
+
+const char *dp_arch_name(dp_arch arch) {
+    switch (arch) {
+    case DP_ARCH_GPT: return "gpt";
+    case DP_ARCH_LLAMA: return "llama";
+    }
+    return "?";
+}
+
+int dp_arch_parse(const char *name, dp_arch *out) {
+    if (strcmp(name, "gpt") == 0) *out = DP_ARCH_GPT;
+    else if (strcmp(name, "llama") == 0) *out = DP_ARCH_LLAMA;
+    else return -1;
+    return 0;
+}
+
+int dp_lora_target_parse(const char *name, unsigned *bit) {
+    for (unsigned i = 0; i < 4; i++)
+        if (strcmp(name, lora_names[i]) == 0) {
+            *bit = 1u << i;
+            return 0;
+        }
+    return -1;
+}
+
+const char *dp_lora_target_name(unsigned bit) {
+    for (unsigned i = 0; i < 4; i++)
+        if (bit == 1u << i) return lora_names[i];
+    return "?";
+}
+
+int64_t dp_model_config_ffn(const dp_model_config *cfg) {
+    if (cfg->ffn > 0) return cfg->ffn;
+    double w = cfg->mlp_ratio * (double)cfg->hidden;
+    if (cfg->arch == DP_ARCH_LLAMA) return (int64_t)ceil(w / 64.0 - 1e-9) * 64;
+    return (int64_t)llround(w);
+}
+
+static int positive(int64_t v, const char *key) {
+    if (v > 0) return DP_OK;
+    return dp_error_set(DP_EINVAL, "model: '%s' must be a positive integer (got %lld)", key, (long long)v);
+}
+
+int dp_model_config_check(const dp_model_config *cfg) {
+    if (cfg->arch != DP_ARCH_GPT && cfg->arch != DP_ARCH_LLAMA)
+        return dp_error_set(DP_EINVAL, "model: unknown 'arch' %d (valid: gpt, llama)", (int)cfg->arch);
+    DP_TRY(positive(cfg->vocab, "vocab"));
+    DP_TRY(positive(cfg->hidden, "hidden"));
+    DP_TRY(positive(cfg->layers, "layers"));
+    DP_TRY(positive(cfg->heads, "heads"));
+    DP_TRY(positive(cfg->seq_len, "seq_len"));
+    DP_TRY(positive(cfg->batch, "batch"));
+    if (cfg->vocab > INT32_MAX)
+        return dp_error_set(DP_EINVAL, "model: 'vocab' %lld does not fit token ids (i32)", (long long)cfg->vocab);
+    if (cfg->hidden % cfg->heads)
+        return dp_error_set(DP_EINVAL, "model: 'heads' (%lld) must divide 'hidden' (%lld)", (long long)cfg->heads,
+                            (long long)cfg->hidden);
+    if (cfg->arch == DP_ARCH_LLAMA && (cfg->hidden / cfg->heads) % 2)
+        return dp_error_set(DP_EINVAL,
+                            "model: llama's rotary embeddings need an even head dimension ('hidden' / 'heads' = %lld)",
+                            (long long)(cfg->hidden / cfg->heads));
+    if (cfg->ffn < 0) return dp_error_set(DP_EINVAL, "model: 'ffn' must be positive (got %lld)", (long long)cfg->ffn);
+    if (cfg->ffn == 0 && !(cfg->mlp_ratio > 0 && isfinite(cfg->mlp_ratio)))
+        return dp_error_set(DP_EINVAL, "model: 'mlp_ratio' must be a positive number (got %g)", cfg->mlp_ratio);
+    if (dp_model_config_ffn(cfg) <= 0)
+        return dp_error_set(DP_EINVAL, "model: 'mlp_ratio' %g gives an empty MLP for 'hidden' %lld", cfg->mlp_ratio,
+                            (long long)cfg->hidden);
+    if (cfg->max_positions < 0 || (cfg->max_positions > 0 && cfg->max_positions < cfg->seq_len))
+        return dp_error_set(DP_EINVAL, "model: 'max_positions' (%lld) must be at least 'seq_len' (%lld), or 0 for seq_len",
+                            (long long)cfg->max_positions, (long long)cfg->seq_len);
+    if (cfg->arch == DP_ARCH_LLAMA && cfg->tie_head)
+        return dp_error_set(DP_EINVAL, "model: 'tie_head' is for gpt only (llama's head is untied)");
+    if (cfg->dtype != DP_F32 && cfg->dtype != DP_BF16)
+        return dp_error_set(DP_EINVAL, "model: 'dtype' must be f32 or bf16 (got %s)", dp_dtype_name(cfg->dtype));
+    if (!(cfg->norm_eps > 0 && isfinite(cfg->norm_eps)))
+        return dp_error_set(DP_EINVAL, "model: 'norm_eps' must be a positive number (got %g)", (double)cfg->norm_eps);
+    if (cfg->arch == DP_ARCH_LLAMA && !(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
+        return dp_error_set(DP_EINVAL, "model: 'rope_theta' must be a positive number (got %g)", (double)cfg->rope_theta);
+    if (!(cfg->init_std >= 0 && isfinite(cfg->init_std)))
+        return dp_error_set(DP_EINVAL, "model: 'init_std' must be a non-negative number (got %g)", (double)cfg->init_std);
+    if (cfg->lora_rank < 0)
+        return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
+    if (cfg->lora_rank > 0) {
+        if (cfg->lora_targets == 0 || (cfg->lora_targets & ~0xfu))
+            return dp_error_set(DP_EINVAL, "model: 'lora.targets' must name at least one of qkv, proj, fc, down");
+        if (!(cfg->lora_alpha > 0 && isfinite(cfg->lora_alpha)))
+            return dp_error_set(DP_EINVAL, "model: 'lora.alpha' must be a positive number (got %g)",
+                                (double)cfg->lora_alpha);
+    }
+    return DP_OK;
+}
