@@ -336,6 +336,7 @@ function experiment.run(cfg_in)
   local privacy
   if priv and priv.method ~= "vanilla" then
     local pok, eps = pcall(priv.epsilon, priv, c.dp.delta)
+    if pok and (eps ~= eps or eps == math.huge) then eps = json.null end -- sigma = 0: no guarantee
     local pstats = priv:stats()
     privacy = { noise_multiplier = c.dp.noise_multiplier, sample_rate = c.dp.sample_rate, delta = c.dp.delta,
                 steps = pstats.steps, epsilon = pok and eps or nil }
@@ -343,7 +344,9 @@ function experiment.run(cfg_in)
   local r = results.assemble{
     name = c.name, status = status, message = not ok and err.message or nil,
     traceback = not ok and err.traceback or nil, oom = oom, config = config,
-    method = priv and priv.method or config.method, norms = priv and priv.norms, clip = priv and priv.clip,
+    method = priv and priv.method or config.method,
+    norms = priv and priv.method ~= "vanilla" and priv.norms or nil,
+    clip = priv and priv.method ~= "vanilla" and priv.clip or nil,
     predicted = kind == "plan",
     snapshots = mem.snapshots(),
     memory = { stats = stats, warmup_peak_bytes = warmup_peak, modules = mem.modules(),

@@ -12,7 +12,8 @@ results.TIMELINE_POINTS = 4096
 results.STATUSES = { "ok", "oom", "error", "crashed", "timeout" }
 results.PHASES = { "forward", "backward", "clip", "noise", "optimizer" }
 results.CATEGORIES = dp.memory.categories
-results.NORMS_KINDS = { "materialize", "ghost", "gram_tile", "grad_tile", "batch1" }
+-- Per-layer formulations of the norms pass (dp_formulation_name in engine/dp.h).
+results.NORMS_KINDS = { "direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1", "grouped" }
 
 -- The legacy breakdown: each field is the sum of these categories live at the peak.
 results.LEGACY_BREAKDOWN = {
@@ -453,9 +454,10 @@ function V:privacy(r, ok)
     return
   end
   if not self:get(r, "privacy", "", "table") then return end
-  for _, k in ipairs({ "noise_multiplier", "sample_rate", "delta", "epsilon" }) do
+  for _, k in ipairs({ "noise_multiplier", "sample_rate", "delta" }) do
     self:nonneg(self:get(p, k, "privacy", "number"), "privacy." .. k)
   end
+  if not json.is_null(p.epsilon) then self:nonneg(self:get(p, "epsilon", "privacy", "number"), "privacy.epsilon") end
   self:nonneg(self:get(p, "steps", "privacy", "integer"), "privacy.steps")
 end
 
