@@ -196,6 +196,9 @@ end
 -- Runs the configured experiment in this process; see the header. Returns the result table.
 function experiment.run(cfg_in)
   local c = experiment.config(cfg_in)
+  for _, api in ipairs({ "model", "batch", "free_batch", "optim", "dp" }) do
+    if dp[api] == nil then error("dpprof.experiment: this dpprof has no dpprof." .. api .. " (model, optimizer and DP bindings)", 2) end
+  end
   local mem = dp.memory
   local info = dp.device(c.device) -- resolves "auto" and makes the device current
   local kind = info.kind

@@ -196,7 +196,8 @@ local function print_summary(name, out, points)
   local rows = { { "point", "status", "peak", "ms/iter", "note" } }
   for _, p in ipairs(points) do
     local r = p.result or {}
-    local peak, ms = peak_of(r), time_of(r)
+    local peak, ms
+    if r.status == "ok" then peak, ms = peak_of(r), time_of(r) end
     local note = p.skipped and "done before" or ""
     if r.status == "oom" and type(r.oom) == "table" and math.type(r.oom.requested_bytes) then
       note = "needed " .. dp.format_bytes(r.oom.requested_bytes) .. " more"

@@ -1,0 +1,72 @@
+-- dpprof.presets: what the scripts in experiments/ share: the small (CPU) and large (GPU) model
+-- configurations, the method lists, reading `dpprof run SCRIPT key=value` arguments, and the
+-- closing step (charts, and where the results went).
+local dp = require("dpprof")
+
+local presets = {}
+
+-- All DP presets, and the three the default comparison shows.
+presets.ALL_METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
+presets.DEFAULT_METHODS = { "vanilla", "ghost", "flash_clip" }
+
+-- small: finishes in a minute or two on 2 CPU cores; large: one long-context model for one GPU.
+presets.MODELS = {
+  small = { model = { arch = "gpt", vocab = 2048, hidden = 128, layers = 2, heads = 4, seq_len = 128, batch = 4 },
+            device = "cpu", seq_lens = { 64, 128, 256, 512 }, layers = { 1, 2, 4, 8 }, timeout = 300 },
+  large = { model = { arch = "gpt", vocab = 32000, hidden = 2048, layers = 20, heads = 16, seq_len = 16384, batch = 1 },
+            device = "cuda", seq_lens = { 1024, 2048, 4096, 8192, 16384 }, layers = { 4, 8, 12, 16, 20 }, timeout = 600 },
+}
+
+-- "a,b,4" -> {"a", "b", 4}
+function presets.list(s)
+  if s == nil then return nil end
+  if type(s) == "number" then return { s } end
+  local out = {}
+  for item in tostring(s):gmatch("[^,]+") do out[#out + 1] = tonumber(item) or item end
+  return out
+end
+
+-- The preset named by args.preset (default small), with args overriding its model keys
+-- (arch=, vocab=, hidden=, layers=, heads=, seq_len=, batch=, dtype=) and the device.
+function presets.choose(args)
+  local name = args.preset or "small"
+  local p = presets.MODELS[name]
+  if not p then error("unknown preset '" .. tostring(name) .. "' (valid: small, large)", 2) end
+  local model = {}
+  for k, v in pairs(p.model) do model[k] = v end
+  for _, k in ipairs({ "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype" }) do
+    if args[k] ~= nil then model[k] = args[k] end
+  end
+  return { name = name, model = model, device = args.device or p.device, seq_lens = p.seq_lens, layers = p.layers,
+           timeout = args.timeout or p.timeout }
+end
+
+-- The methods to run: methods=a,b; all=1 for every preset; else the default three.
+function presets.methods(args)
+  if args.methods then return presets.list(args.methods) end
+  if args.all == 1 or args.all == true then return presets.ALL_METHODS end
+  return presets.DEFAULT_METHODS
+end
+
+-- The experiment configuration every script starts from.
+function presets.base(p, args)
+  return { model = p.model, device = p.device, iters = args.iters or 3, warmup = args.warmup or 2, seed = args.seed or 0,
+           dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01,
+                  max_physical_batch_size = args.physical or p.model.batch } }
+end
+
+-- The output directory: out=DIR, else results/<script>_<preset>_<timestamp>.
+function presets.out(args, script)
+  return args.out or string.format("results/%s_%s_%s", script, args.preset or "small", os.date("%Y%m%d_%H%M%S"))
+end
+
+-- Renders the charts of out and says where everything is.
+function presets.finish(out)
+  local ok, err, messages = dp.plot.render_dir(out)
+  for _, m in ipairs(messages or {}) do print("plot: " .. m) end
+  if not ok then print("charts: not rendered: " .. tostring(err)) end
+  print("results: " .. out .. "/ (one JSON per run; charts and summary.txt beside them)")
+  print("again: dpprof plot " .. out .. "    compare: dpprof compare OLD.json NEW.json")
+end
+
+return presets

@@ -1,0 +1,209 @@
+-- test_results_schema.lua: real small experiments on the CPU, their results checked field by
+-- field against docs/results.md (dpprof.results.validate) and against what we can compute
+-- independently: parameter bytes, the default snapshot names and order, iteration times as sums
+-- of phase spans, epsilon from the accountant, the same bytes in a child as in this process, OOM
+-- results, callbacks, configuration errors, and the Chrome trace.
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+local json = dp.json
+local results = dp.results
+
+-- This test needs the model, the optimizers and the DP wrapper: fail (not skip) while one is missing.
+for _, api in ipairs({ "model", "batch", "free_batch", "optim", "dp" }) do
+  if dp[api] == nil then error("test_results_schema waits on dp." .. api .. " (the model/optim/DP Lua bindings)") end
+end
+
+local MODEL = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 16, batch = 4 }
+local function config(extra)
+  local c = { model = {}, method = "ghost", iters = 2, warmup = 1, device = "cpu",
+              dp = { max_physical_batch_size = 2 } }
+  for k, v in pairs(MODEL) do c.model[k] = v end
+  for k, v in pairs(extra or {}) do c[k] = v end
+  return c
+end
+
+local function assert_valid(r, what)
+  local ok, problems = results.validate(r)
+  check.truthy(ok, what .. " is valid:\n  " .. table.concat(problems or {}, "\n  "))
+end
+
+local function names(r)
+  local out = {}
+  for i, s in ipairs(r.snapshots) do out[i] = s.name end
+  return table.concat(out, " ")
+end
+
+-- parameter bytes, independently of the experiment
+local probe = dp.model{ arch = MODEL.arch, vocab = MODEL.vocab, hidden = MODEL.hidden, layers = MODEL.layers,
+                        heads = MODEL.heads, seq_len = MODEL.seq_len, batch = 2, device = "cpu" }
+local param_bytes = probe:num_params() * 4 -- f32
+probe:free()
+
+---------------------------------------------------------------------------------------------
+-- ghost, two physical batches per step, in this process
+local r = dp.experiment(config())
+check.eq(r.status, "ok", "ghost run: " .. tostring(r.message))
+assert_valid(r, "ghost result")
+check.eq(names(r), "0_model_loaded 1_wrapped_with_dp 2_optimizer_created 3_after_warmup "
+  .. "iter1_before_forward iter1_after_forward iter1_after_backward iter1_after_step "
+  .. "iter2_before_forward iter2_after_forward iter2_after_backward iter2_after_step", "default snapshot schedule")
+check.eq(r.snapshots[1].categories.parameters, param_bytes, "parameters at 0_model_loaded")
+check.eq(r.snapshots[1].allocated_mb * results.MiB, param_bytes, "only parameters after the model loads")
+check.eq(r.memory.categories.parameters.live_at_peak_bytes, param_bytes, "parameters live at the peak")
+check.eq(r.breakdown.model_parameters_mb, param_bytes / results.MiB, "legacy breakdown of parameters")
+-- peaks: the timed peak bounds every timed snapshot; the warm-up peak every earlier one
+local timed = false
+for _, s in ipairs(r.snapshots) do
+  local bytes = math.floor(s.allocated_mb * results.MiB + 0.5)
+  if s.name:match("^iter") then
+    timed = true
+    check.truthy(bytes <= r.memory.peak_bytes, s.name .. " within the timed peak")
+  else
+    check.truthy(bytes <= r.memory.warmup_peak_bytes, s.name .. " within the warm-up peak")
+  end
+end
+check.truthy(timed, "timed snapshots present")
+check.truthy(r.memory.peak_bytes > param_bytes, "training needs more than the parameters")
+check.truthy(r.memory.categories.optimizer_states.live_at_peak_bytes == 2 * param_bytes,
+             "AdamW holds two moments per parameter at the peak")
+-- timing: iterations are sums of their phases; 2 physical batches -> 3*2 + 2 spans per iteration
+check.eq(#r.timing.iter_ms, 2, "timed iterations")
+local per_iter, sums = {}, {}
+for k, s in ipairs(r.timing.spans) do
+  per_iter[s.iter] = (per_iter[s.iter] or 0) + 1
+  sums[s.iter] = (sums[s.iter] or 0) + (s.end_ms - s.start_ms)
+  if k > 1 then check.truthy(s.start_ms >= r.timing.spans[k - 1].end_ms, "spans in order, not overlapping") end
+end
+for it = 0, 2 do check.eq(per_iter[it], 8, "spans of iteration " .. it) end
+for i = 1, 2 do check.near(r.timing.iter_ms[i], sums[i], 1e-9, "iter_ms[" .. i .. "] = sum of its phases") end
+local first_backward
+for _, s in ipairs(r.timing.spans) do
+  if s.iter == 1 and s.phase == "backward" then first_backward = first_backward or s end
+end
+for _, s in ipairs(r.snapshots) do
+  if s.name == "iter1_after_backward" then
+    check.truthy(s.timestamp * 1000 >= first_backward.end_ms, "iter1_after_backward taken after the first backward")
+  end
+end
+-- the ledger, the layers, privacy, configuration echo, environment
+check.truthy(#r.ledger > 0, "ledger has ops")
+local flops = 0
+for _, e in ipairs(r.ledger) do flops = flops + e.flops end
+check.truthy(flops > 0, "flops counted")
+check.truthy(#r.layers > 0, "DP layers reported")
+check.eq(r.method, "ghost")
+check.eq(r.norms, "ghost")
+check.eq(r.clip, "twopass")
+check.eq(r.predicted, false)
+check.eq(r.privacy.steps, 3, "noisy steps: warm-up + timed")
+local eps = dp.privacy.epsilon{ sample_rate = 0.01, noise_multiplier = 1.0, steps = 3, delta = 1e-5 }.epsilon
+check.near(r.privacy.epsilon, eps, 1e-12, "epsilon from the accountant")
+check.eq(r.config.model.batch, 4, "logical batch echoed")
+check.eq(r.config.dp.max_physical_batch_size, 2, "physical batch echoed")
+check.eq(r.config.model.hidden, 32)
+check.eq(r.config.device, "cpu")
+check.eq(r.environment.device, "cpu")
+check.eq(r.environment.cores, dp.environment().cores)
+check.truthy(json.is_null(r.environment.cuda_version), "no CUDA version on the CPU")
+-- the JSON round trip keeps every field and type
+local back = json.decode(json.encode(r, { indent = true }))
+assert_valid(back, "ghost result after a JSON round trip")
+check.eq(math.type(back.memory.peak_bytes), "integer", "peak_bytes stays an integer")
+check.eq(math.type(back.timing.avg_ms), "float", "avg_ms stays a float")
+
+---------------------------------------------------------------------------------------------
+-- the same experiment in a child allocates the same bytes
+local child = dp.isolate(dp.experiment, config(), { timeout = 120 })
+check.eq(child.status, "ok", "isolated run: " .. tostring(child.message))
+assert_valid(child, "isolated result")
+check.eq(child.memory.peak_bytes, r.memory.peak_bytes, "same peak in a child as in this process")
+check.eq(names(child), names(r), "same snapshots in a child")
+for _, c in ipairs(results.CATEGORIES) do
+  check.eq(child.memory.categories[c].live_at_peak_bytes, r.memory.categories[c].live_at_peak_bytes, c .. " at the peak")
+end
+check.truthy(child.snapshots[1].timestamp < 60, "the child's clock starts at its start")
+
+---------------------------------------------------------------------------------------------
+-- vanilla: no wrap snapshot, no privacy, no DP layers
+local v = dp.experiment(config{ method = "vanilla" })
+check.eq(v.status, "ok", "vanilla run: " .. tostring(v.message))
+assert_valid(v, "vanilla result")
+check.eq(names(v), "0_model_loaded 2_optimizer_created 3_after_warmup "
+  .. "iter1_before_forward iter1_after_forward iter1_after_backward iter1_after_step "
+  .. "iter2_before_forward iter2_after_forward iter2_after_backward iter2_after_step", "vanilla schedule")
+check.truthy(json.is_null(v.privacy), "vanilla privacy is null")
+check.truthy(json.is_null(v.norms) and json.is_null(v.clip), "vanilla norms and clip are null")
+check.eq(#v.layers, 0, "no DP layers for vanilla")
+check.eq(v.memory.categories.per_sample_grads.peak_bytes, 0, "vanilla has no per-sample gradients")
+
+---------------------------------------------------------------------------------------------
+-- callbacks and a chosen schedule
+local cb = dp.experiment(config{
+  snapshots = { "0_model_loaded", "iter{i}_after_step" },
+  on = { after_forward = function(ctx, i, k)
+           ctx:snapshot("mine_" .. i .. "_" .. k)
+           ctx.extra.forwards = (ctx.extra.forwards or 0) + 1
+         end },
+})
+check.eq(cb.status, "ok", "callback run: " .. tostring(cb.message))
+assert_valid(cb, "callback result")
+check.eq(names(cb), "0_model_loaded mine_1_1 mine_1_2 iter1_after_step mine_2_1 mine_2_2 iter2_after_step",
+         "own snapshots in place, schedule filtered")
+check.eq(cb.extra.forwards, 4, "extra from ctx.extra (2 iterations x 2 physical batches)")
+local none = dp.experiment(config{ snapshots = "none", iters = 1, warmup = 0 })
+check.eq(#none.snapshots, 0, "snapshots = none")
+assert_valid(none, "result without snapshots")
+
+---------------------------------------------------------------------------------------------
+-- out of memory: a result with status oom and what was measured up to then
+local limit = r.memory.peak_bytes // 2
+local o = dp.experiment(config{ memory_limit = limit })
+check.eq(o.status, "oom", "status under a memory limit")
+assert_valid(o, "OOM result")
+check.truthy(o.oom.requested_bytes > 0, "request recorded")
+check.eq(o.oom.limit_bytes, limit, "the limit that refused it")
+check.truthy(o.oom.total_live_bytes + o.oom.requested_bytes > limit, "the request did not fit")
+check.truthy(o.message:find("out of memory", 1, true), o.message)
+check.truthy(#o.snapshots >= 1 and o.snapshots[1].name == "0_model_loaded", "snapshots before the failure kept")
+check.eq(dp.memory.stats().limit, 0, "the limit is lifted after the run")
+local o2 = dp.isolate(dp.experiment, config{ memory_limit = limit })
+check.eq(o2.status, "oom", "OOM in a child")
+check.eq(o2.oom.requested_bytes, o.oom.requested_bytes, "same failing request in a child")
+
+---------------------------------------------------------------------------------------------
+-- configuration errors name the valid choices
+check.raises(function() dp.experiment(config{ colour = 1 }) end, { "unknown key 'colour'", "iters", "warmup" })
+check.raises(function() dp.experiment(config{ method = "fast" }) end, { "unknown method 'fast'", "flash_clip" })
+check.raises(function() dp.experiment(config{ dp = { max_grad = 1 } }) end, { "dp: unknown key 'max_grad'", "max_grad_norm" })
+check.raises(function() dp.experiment(config{ optimizer = { name = "adam" } }) end, { "unknown optimizer 'adam'", "adamw, sgd" })
+check.raises(function() dp.experiment(config{ on = { after_lunch = print } }) end, { "unknown key 'after_lunch'", "after_step" })
+check.raises(function() dp.experiment(config{ iters = 0 }) end, "iters must be an integer >= 1")
+
+---------------------------------------------------------------------------------------------
+-- the Chrome trace
+local trace_path = os.tmpname()
+local tr = dp.experiment(config{ trace = trace_path })
+check.eq(tr.trace_file, trace_path)
+local t = results.read(trace_path)
+os.remove(trace_path)
+local by_tid, counters = {}, {}
+for _, e in ipairs(t.traceEvents) do
+  if e.ph == "X" then
+    by_tid[e.tid] = by_tid[e.tid] or {}
+    table.insert(by_tid[e.tid], e)
+  elseif e.ph == "C" then
+    counters[e.name] = math.max(counters[e.name] or 0, e.args.bytes)
+  end
+end
+check.eq(#by_tid[1], 3, "one iteration slice per iteration (warm-up + 2)")
+check.eq(#by_tid[2], 24, "one phase slice per span")
+for tid, list in pairs(by_tid) do
+  table.sort(list, function(a, b) return a.ts < b.ts end)
+  for k = 2, #list do
+    check.truthy(list[k].ts >= list[k - 1].ts + list[k - 1].dur - 1e-6, "no overlapping slices on tid " .. tid)
+  end
+end
+check.eq(counters["memory.parameters"], param_bytes, "parameters counter")
+check.truthy(counters.allocated >= tr.memory.peak_bytes, "allocated counter reaches the peak")
+print("ok")
