@@ -407,6 +407,31 @@ static void check_lora(dp_device *dev) {
     }
 }
 
+/* The plan device loads a checkpoint's shapes (no values) and allocates what the CPU does. */
+static void check_plan(dp_device *cpu) {
+    dp_device *plan;
+    if (dp_device_get(DP_DEV_PLAN, &plan) != DP_OK) return;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s/llama", fixtures);
+    dp_model_load_opts o;
+    dp_model_load_opts_default(&o);
+    o.seq_len = 8;
+    dp_model *a = NULL, *b = NULL;
+    dp_mem_stats before[2], after[2];
+    dp_mem_get_stats(cpu->mem, &before[0]);
+    dp_mem_get_stats(plan->mem, &before[1]);
+    CHECK_OK(dp_model_load(cpu, dir, &o, &a));
+    CHECK_OK(dp_model_load(plan, dir, &o, &b));
+    dp_mem_get_stats(cpu->mem, &after[0]);
+    dp_mem_get_stats(plan->mem, &after[1]);
+    CHECK(after[0].current[DP_CAT_PARAMETERS] > before[0].current[DP_CAT_PARAMETERS]);
+    CHECK_EQ_U64(after[1].current[DP_CAT_PARAMETERS] - before[1].current[DP_CAT_PARAMETERS],
+                 after[0].current[DP_CAT_PARAMETERS] - before[0].current[DP_CAT_PARAMETERS]);
+    if (b) CHECK(dp_model_save(b, "/tmp/never-written") == DP_ENOTSUP);
+    dp_model_free(a);
+    dp_model_free(b);
+}
+
 int main(void) {
     find_fixtures();
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dpprof-hf-XXXXXX");
@@ -423,6 +448,7 @@ int main(void) {
     check_model(dev, "llama");
     check_lora(dev);
     check_refusals(dev);
+    check_plan(dev);
     dp_engine_shutdown();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
