@@ -46,6 +46,9 @@ local DATA_KEYS = { "file", "file_dtype" }
 local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
                     "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
 local METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
+-- The presets' two choices (engine/dp.h), for when the wrapper does not report them as strings.
+local PRESETS = { flat = { "materialize", "bk" }, ghost = { "ghost", "twopass" }, mixed_ghost = { "mixed", "twopass" },
+                  bk = { "mixed", "bk" }, flash_clip = { "flash", "bk" } }
 
 -- The default snapshot schedule, in order; {i} is the timed iteration (1-based).
 experiment.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optimizer_created", "3_after_warmup",
@@ -181,6 +184,19 @@ local function wrap_options(c, logical_batch, physical_batch)
   return w
 end
 
+-- The wrapper's method, norms and clip (strings; priv.clip is also the clip method, so a field
+-- that is not a string falls back to the configuration and the presets).
+local function choices(priv, c)
+  local function field(k)
+    local ok, v = pcall(function() return priv[k] end)
+    return ok and type(v) == "string" and v or nil
+  end
+  local method = field("method") or c.method or (c.norms .. "+" .. c.clip)
+  if method == "vanilla" then return method, nil, nil end
+  local preset = PRESETS[method] or {}
+  return method, field("norms") or c.norms or preset[1], field("clip") or c.clip or preset[2]
+end
+
 local function environment(kind, info)
   local env = dp.environment()
   local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores,
@@ -288,7 +304,7 @@ function experiment.run(cfg_in)
     ctx.optimizer = opt
     priv = dp.dp.wrap(model, opt, wrap_options(c, logical, math.min(physical, logical)))
     ctx.priv = priv
-    if priv.method ~= "vanilla" then
+    if choices(priv, c) ~= "vanilla" then
       snap("1_wrapped_with_dp")
       callback("wrapped")
     end
@@ -336,8 +352,10 @@ function experiment.run(cfg_in)
     device = kind, seed = c.seed,
   }
   config.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
+  local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip
+  if priv then method, norms, clip = choices(priv, c) end
   local privacy
-  if priv and priv.method ~= "vanilla" then
+  if priv and method ~= "vanilla" then
     local pok, eps = pcall(priv.epsilon, priv, c.dp.delta)
     if pok and (eps ~= eps or eps == math.huge) then eps = json.null end -- sigma = 0: no guarantee
     local pstats = priv:stats()
@@ -347,9 +365,7 @@ function experiment.run(cfg_in)
   local r = results.assemble{
     name = c.name, status = status, message = not ok and err.message or nil,
     traceback = not ok and err.traceback or nil, oom = oom, config = config,
-    method = priv and priv.method or config.method,
-    norms = priv and priv.method ~= "vanilla" and priv.norms or nil,
-    clip = priv and priv.method ~= "vanilla" and priv.clip or nil,
+    method = method, norms = norms, clip = clip,
     predicted = kind == "plan",
     snapshots = mem.snapshots(),
     memory = { stats = stats, warmup_peak_bytes = warmup_peak, modules = mem.modules(),
