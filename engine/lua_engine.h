@@ -3,6 +3,7 @@
 #ifndef DP_LUA_ENGINE_H
 #define DP_LUA_ENGINE_H
 
+#include "model.h"
 #include "tensor.h"
 
 #include <lua.h>
@@ -18,6 +19,18 @@ void dpl_open_device(lua_State *L);
 void dpl_open_process(lua_State *L);
 /* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
 void dpl_open_json(lua_State *L);
+
+/* Adds dpprof.model (a callable table: dpprof.model{...} builds a model; other bindings add
+ * fields such as dpprof.model.load), the model metatable, dpprof.batch and dpprof.free_batch
+ * (lua_model.c). */
+void dpl_open_model(lua_State *L);
+/* The live model at idx, or an argument error (also for a freed model). */
+dp_model *dpl_check_model(lua_State *L, int idx);
+/* Pushes a model userdata owning m (freed with it, or at once if pushing fails). */
+void dpl_push_model(lua_State *L, dp_model *m);
+
+/* Adds dpprof.dp.wrap and the DP wrapper's metatable (lua_dp.c). */
+void dpl_open_dp(lua_State *L);
 
 /* The live tensor at idx, or an argument error (also for a freed tensor). */
 dp_tensor *dpl_check_tensor(lua_State *L, int idx);

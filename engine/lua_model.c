@@ -1,0 +1,540 @@
+/* lua_model.c: the model as a Lua userdata ("dpprof.model" metatable), dpprof.model{...} (a
+ * callable table, so that other bindings can add dpprof.model.load and friends), dpprof.batch
+ * and dpprof.free_batch.
+ *
+ * As with tensors (liolib's order), the userdata is created empty with its metatable before the
+ * model is built, so an error in between leaks nothing; __gc, __close and :free() share one
+ * idempotent release. The userdata's user value holds the batch of the last forward, so the
+ * tensors the model keeps views of cannot be collected before the backward (and freeing them
+ * by hand is caught there). */
+#include "lua_engine.h"
+
+#include "data.h"
+#include "error.h"
+#include "lua_util.h"
+#include "model.h"
+#include "scope.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+#define MODEL_MT "dpprof.model"
+#define TENSOR_MT "dpprof.tensor"
+
+typedef struct dpl_model {
+    dp_model *m;
+    int64_t last_batch; /* B of the last forward (0: none) */
+} dpl_model;
+
+static dpl_model *to_model(lua_State *L, int idx) { return luaL_checkudata(L, idx, MODEL_MT); }
+
+dp_model *dpl_check_model(lua_State *L, int idx) {
+    dpl_model *u = to_model(L, idx);
+    if (!u->m) luaL_argerror(L, idx, "model was freed");
+    return u->m;
+}
+
+static void gc_hint(lua_State *L, uint64_t bytes) {
+    uint64_t kb = bytes >> 10;
+    if (kb) lua_gc(L, LUA_GCSTEP, (int)(kb > (1u << 20) ? (1u << 20) : kb));
+}
+
+/* An empty model userdata with its metatable and one user value (the last batch). */
+static dpl_model *push_empty(lua_State *L) {
+    dpl_model *u = lua_newuserdatauv(L, sizeof *u, 1);
+    memset(u, 0, sizeof *u);
+    luaL_setmetatable(L, MODEL_MT);
+    return u;
+}
+
+static int push_empty_protected(lua_State *L) {
+    push_empty(L);
+    return 1;
+}
+
+void dpl_push_model(lua_State *L, dp_model *m) {
+    /* the userdata is made under a pcall: if Lua runs out of memory, m is freed, not leaked */
+    lua_pushcfunction(L, push_empty_protected);
+    if (lua_pcall(L, 0, 1, 0) != LUA_OK) {
+        dp_model_free(m);
+        lua_error(L);
+    }
+    ((dpl_model *)lua_touserdata(L, -1))->m = m;
+    gc_hint(L, (uint64_t)dp_model_num_params(m, 0) * 4);
+}
+
+/* ---- configuration ----------------------------------------------------------------------- */
+
+static const char *const model_keys[] = {"arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch",
+                                         "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps",
+                                         "rope_theta", "init_std", "seed", "device", "lora", NULL};
+
+static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
+    if (lua_getfield(L, idx, key) == LUA_TNIL)
+        luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
+    lua_pop(L, 1);
+    return dpl_opt_int_field(L, idx, fname, key, 0);
+}
+
+/* lora = {rank=, alpha=rank, targets={"qkv"}} */
+static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config *cfg) {
+    static const char *const keys[] = {"rank", "alpha", "targets", NULL};
+    int t = lua_getfield(L, idx, "lora");
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (t != LUA_TTABLE) luaL_error(L, "%s: 'lora' must be a table {rank=, alpha=, targets=}", fname);
+    int li = lua_gettop(L);
+    dpl_check_keys(L, li, "dpprof.model: lora", keys);
+    int64_t rank = required_int(L, li, "dpprof.model: lora", "rank");
+    if (rank <= 0 || rank > 1 << 20) luaL_error(L, "%s: 'lora.rank' must be a positive integer (got %d)", fname, (int)rank);
+    cfg->lora_rank = (int)rank;
+    cfg->lora_alpha = (float)dpl_opt_num_field(L, li, fname, "alpha", (double)rank);
+    cfg->lora_targets = 0;
+    t = lua_getfield(L, li, "targets");
+    if (t == LUA_TNIL) {
+        cfg->lora_targets = DP_LORA_QKV;
+    } else if (t != LUA_TTABLE) {
+        luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: qkv, proj, fc, down)", fname);
+    } else {
+        lua_Integer n = luaL_len(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_geti(L, -1, i);
+            const char *name = lua_tostring(L, -1);
+            unsigned bit;
+            if (!name || dp_lora_target_parse(name, &bit) != 0)
+                luaL_error(L, "%s: unknown lora target '%s' (valid: qkv, proj, fc, down)", fname,
+                           name ? name : luaL_typename(L, -1));
+            cfg->lora_targets |= bit;
+            lua_pop(L, 1);
+        }
+        if (!cfg->lora_targets) luaL_error(L, "%s: 'lora.targets' is empty (valid: qkv, proj, fc, down)", fname);
+    }
+    lua_pop(L, 2);
+}
+
+/* Reads the option table at idx into cfg and returns the device it asks for. */
+static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
+    const char *fname = "dpprof.model";
+    luaL_checktype(L, idx, LUA_TTABLE);
+    dpl_check_keys(L, idx, fname, model_keys);
+    const char *arch = dpl_opt_str_field(L, idx, fname, "arch", "gpt");
+    dp_arch a;
+    if (dp_arch_parse(arch, &a) != 0) luaL_error(L, "%s: unknown arch '%s' (valid: gpt, llama)", fname, arch);
+    dp_model_config_default(cfg, a);
+    cfg->vocab = required_int(L, idx, fname, "vocab");
+    cfg->hidden = required_int(L, idx, fname, "hidden");
+    cfg->layers = required_int(L, idx, fname, "layers");
+    cfg->heads = required_int(L, idx, fname, "heads");
+    cfg->seq_len = required_int(L, idx, fname, "seq_len");
+    cfg->batch = dpl_opt_int_field(L, idx, fname, "batch", 1);
+    cfg->mlp_ratio = dpl_opt_num_field(L, idx, fname, "mlp_ratio", cfg->mlp_ratio);
+    cfg->ffn = dpl_opt_int_field(L, idx, fname, "ffn", 0);
+    cfg->max_positions = dpl_opt_int_field(L, idx, fname, "max_positions", 0);
+    cfg->tie_head = dpl_opt_bool_field(L, idx, fname, "tie_head", cfg->tie_head);
+    const char *dt = dpl_opt_str_field(L, idx, fname, "dtype", "f32");
+    if (strcmp(dt, "f32") == 0) cfg->dtype = DP_F32;
+    else if (strcmp(dt, "bf16") == 0) cfg->dtype = DP_BF16;
+    else luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
+    cfg->norm_eps = (float)dpl_opt_num_field(L, idx, fname, "norm_eps", cfg->norm_eps);
+    cfg->rope_theta = (float)dpl_opt_num_field(L, idx, fname, "rope_theta", cfg->rope_theta);
+    cfg->init_std = (float)dpl_opt_num_field(L, idx, fname, "init_std", cfg->init_std);
+    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
+    read_lora(L, idx, fname, cfg);
+    const char *devname = dpl_opt_str_field(L, idx, fname, "device", NULL);
+    dp_device *dev = devname ? dpl_device_named(L, devname) : dpl_current_device(L);
+    if (cfg->dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
+        luaL_error(L, "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or "
+                      "device 'cuda' or 'plan'", fname);
+    return dev;
+}
+
+/* dpprof.model{...} (called as the table dpprof.model, so the options are argument 2) */
+static int l_model_new(lua_State *L) {
+    dp_model_config cfg;
+    dp_device *dev = read_config(L, 2, &cfg);
+    if (dp_model_config_check(&cfg) != DP_OK) return luaL_error(L, "dpprof.%s", dp_error_message());
+    dpl_model *u = push_empty(L);
+    if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return luaL_error(L, "dpprof.%s", dp_error_message());
+    gc_hint(L, (uint64_t)dp_model_num_params(u->m, 0) * 4);
+    return 1;
+}
+
+/* ---- batches ----------------------------------------------------------------------------- */
+
+/* The live tensor at field key of the table at idx, left on the stack. */
+static dp_tensor *batch_tensor(lua_State *L, int idx, const char *key, const char *fname) {
+    lua_getfield(L, idx, key);
+    if (!luaL_testudata(L, -1, TENSOR_MT))
+        luaL_error(L, "%s: batch.%s must be a tensor (got %s); make batches with dpprof.batch", fname, key,
+                   luaL_typename(L, -1));
+    lua_getfield(L, -1, "alive");
+    if (!lua_toboolean(L, -1)) luaL_error(L, "%s: batch.%s was freed", fname, key);
+    lua_pop(L, 1);
+    return dpl_check_tensor(L, lua_gettop(L));
+}
+
+/* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"} */
+static int l_batch(lua_State *L) {
+    static const char *const keys[] = {"model", "size", "seed", "step", "file", "file_dtype", NULL};
+    const char *fname = "dpprof.batch";
+    luaL_checktype(L, 1, LUA_TTABLE);
+    dpl_check_keys(L, 1, fname, keys);
+    lua_getfield(L, 1, "model");
+    if (!luaL_testudata(L, -1, MODEL_MT)) luaL_error(L, "%s: 'model' must be a model (from dpprof.model)", fname);
+    dp_model *m = dpl_check_model(L, lua_gettop(L));
+    lua_pop(L, 1);
+    const dp_model_config *cfg = dp_model_config_of(m);
+    int64_t B = dpl_opt_int_field(L, 1, fname, "size", cfg->batch);
+    if (B < 1 || B > cfg->batch)
+        luaL_error(L, "%s: 'size' (%d) must be between 1 and the model's batch (%d)", fname, (int)B, (int)cfg->batch);
+    uint64_t seed = (uint64_t)dpl_opt_int_field(L, 1, fname, "seed", 0);
+    uint64_t step = (uint64_t)dpl_opt_int_field(L, 1, fname, "step", 0);
+    const char *file = dpl_opt_str_field(L, 1, fname, "file", NULL);
+    const char *fdt = dpl_opt_str_field(L, 1, fname, "file_dtype", NULL);
+    dp_token_dtype tdt = DP_TOKENS_U16;
+    if (fdt && !file) luaL_error(L, "%s: 'file_dtype' needs 'file'", fname);
+    if (fdt && dp_token_dtype_parse(fdt, &tdt) != 0)
+        luaL_error(L, "%s: unknown file_dtype '%s' (valid: uint16, uint32)", fname, fdt);
+    int64_t shape[2] = {B, cfg->seq_len};
+    dp_device *dev = dp_model_device(m);
+    lua_createtable(L, 0, 3);
+    dp_tensor *in = dpl_push_new_tensor(L, dev, DP_I32, 2, shape, DP_CAT_INPUTS);
+    lua_setfield(L, -2, "inputs");
+    dp_tensor *tg = dpl_push_new_tensor(L, dev, DP_I32, 2, shape, DP_CAT_INPUTS);
+    lua_setfield(L, -2, "targets");
+    lua_pushinteger(L, B);
+    lua_setfield(L, -2, "size");
+    int rc = file ? dp_data_from_file(in, tg, file, tdt, cfg->vocab, seed, step)
+                  : dp_data_synthetic(in, tg, cfg->vocab, seed, step);
+    if (rc != DP_OK) dpl_fail(L);
+    return 1;
+}
+
+/* dpprof.free_batch(b): frees both tensors now (idempotent) */
+static int l_free_batch(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    const char *const fields[] = {"inputs", "targets"};
+    for (int i = 0; i < 2; i++) {
+        lua_getfield(L, 1, fields[i]);
+        if (luaL_testudata(L, -1, TENSOR_MT)) {
+            lua_getfield(L, -1, "free");
+            lua_pushvalue(L, -2);
+            lua_call(L, 1, 0);
+        }
+        lua_pop(L, 1);
+    }
+    return 0;
+}
+
+/* ---- methods ----------------------------------------------------------------------------- */
+
+/* m:forward(batch) -> loss, {L_1, ..., L_B} */
+static int l_forward(lua_State *L) {
+    const char *fname = "model:forward";
+    dpl_model *u = to_model(L, 1);
+    dp_model *m = dpl_check_model(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    dp_tensor *in = batch_tensor(L, 2, "inputs", fname);
+    dp_tensor *tg = batch_tensor(L, 2, "targets", fname);
+    const dp_model_config *cfg = dp_model_config_of(m);
+    if (in->dtype != DP_I32 || in->ndim != 2 || in->shape[0] < 1)
+        return luaL_error(L, "%s: batch.inputs must be i32 B x T (make batches with dpprof.batch)", fname);
+    const int64_t B = in->shape[0], n = in->numel;
+    if (dp_model_device(m)->kind == DP_DEV_CPU && in->dev == dp_model_device(m) && tg->numel == n &&
+        tg->dtype == DP_I32) {
+        /* ids index tables: check them where it costs nothing (host memory) */
+        const int32_t *ids[2] = {in->data, tg->data};
+        for (int k = 0; k < 2; k++)
+            for (int64_t i = 0; i < n; i++)
+                if (ids[k][i] < 0 || ids[k][i] >= cfg->vocab)
+                    return luaL_error(L, "%s: batch.%s holds token %d at %d, outside the vocabulary [0, %d)", fname,
+                                      k ? "targets" : "inputs", (int)ids[k][i], (int)i, (int)cfg->vocab);
+    }
+    float *per = lua_newuserdatauv(L, (size_t)B * sizeof *per, 0);
+    float loss;
+    u->last_batch = 0;
+    if (dp_model_forward(m, in, tg, &loss, per) != DP_OK) return dpl_fail(L);
+    u->last_batch = B;
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, 1, 1); /* keep the batch alive until the backward */
+    lua_pushnumber(L, loss);
+    lua_createtable(L, (int)B, 0);
+    for (int64_t i = 0; i < B; i++) {
+        lua_pushnumber(L, per[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 2;
+}
+
+/* m:backward{scale=nil|{s_1..s_B}, weight_grads=true, retain=false} */
+static int l_backward(lua_State *L) {
+    static const char *const keys[] = {"scale", "weight_grads", "retain", NULL};
+    const char *fname = "model:backward";
+    dpl_model *u = to_model(L, 1);
+    dp_model *m = dpl_check_model(L, 1);
+    lua_settop(L, 2);
+    if (lua_isnil(L, 2)) lua_newtable(L), lua_replace(L, 2);
+    dpl_check_keys(L, 2, fname, keys);
+    if (!u->last_batch) return luaL_error(L, "%s: no forward to go back through (call m:forward first)", fname);
+    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE) {
+        batch_tensor(L, lua_gettop(L), "inputs", fname); /* still alive? */
+        batch_tensor(L, lua_gettop(L) - 1, "targets", fname);
+        lua_pop(L, 2);
+    }
+    lua_pop(L, 1);
+    dp_backward_opts o = {NULL, dpl_opt_bool_field(L, 2, fname, "weight_grads", 1),
+                          dpl_opt_bool_field(L, 2, fname, "retain", 0), NULL};
+    int t = lua_getfield(L, 2, "scale");
+    if (t == LUA_TTABLE) {
+        if (luaL_len(L, -1) != u->last_batch)
+            return luaL_error(L, "%s: 'scale' has %d values; the forward had %d samples", fname, (int)luaL_len(L, -1),
+                              (int)u->last_batch);
+        float *s = lua_newuserdatauv(L, (size_t)u->last_batch * sizeof *s, 0);
+        for (int64_t i = 0; i < u->last_batch; i++) {
+            lua_geti(L, -2, i + 1);
+            int isnum;
+            s[i] = (float)lua_tonumberx(L, -1, &isnum);
+            if (!isnum) return luaL_error(L, "%s: scale[%d] is not a number", fname, (int)(i + 1));
+            lua_pop(L, 1);
+        }
+        o.sample_scale = s;
+    } else if (t != LUA_TNIL) {
+        return luaL_error(L, "%s: 'scale' must be a list of %d numbers or nil", fname, (int)u->last_batch);
+    }
+    int rc = dp_model_backward(m, &o);
+    if (!o.retain || rc != DP_OK) {
+        u->last_batch = 0;
+        lua_pushnil(L);
+        lua_setiuservalue(L, 1, 1);
+    }
+    if (rc != DP_OK) return dpl_fail(L);
+    return 0;
+}
+
+static int l_num_params(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    lua_pushinteger(L, dp_model_num_params(m, lua_toboolean(L, 2)));
+    return 1;
+}
+
+static const char *kind_name(dp_param_kind k) {
+    static const char *const names[] = {"embedding", "position", "linear_w", "linear_b", "norm_w",
+                                        "norm_b",    "lora_a",   "lora_b",   "head"};
+    return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
+}
+
+static void push_shape(lua_State *L, const dp_tensor *t) {
+    lua_createtable(L, t->ndim, 0);
+    for (int i = 0; i < t->ndim; i++) {
+        lua_pushinteger(L, t->shape[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+}
+
+/* m:params() -> {{name=, shape=, kind=, trainable=, numel=, module=, hf_transposed=}, ...} */
+static int l_params(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    int n = dp_model_param_count(m);
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        dp_param *p = dp_model_param(m, i);
+        lua_createtable(L, 0, 7);
+        lua_pushstring(L, p->name), lua_setfield(L, -2, "name");
+        push_shape(L, &p->value), lua_setfield(L, -2, "shape");
+        lua_pushstring(L, kind_name(p->kind)), lua_setfield(L, -2, "kind");
+        lua_pushboolean(L, p->trainable), lua_setfield(L, -2, "trainable");
+        lua_pushinteger(L, p->value.numel), lua_setfield(L, -2, "numel");
+        lua_pushstring(L, dp_module_name(p->module)), lua_setfield(L, -2, "module");
+        lua_pushboolean(L, p->hf_transposed), lua_setfield(L, -2, "hf_transposed");
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 1;
+}
+
+static dp_param *check_param(lua_State *L, dp_model *m, int idx, const char *fname) {
+    const char *name = luaL_checkstring(L, idx);
+    dp_param *p = dp_model_param_named(m, name);
+    if (!p) luaL_error(L, "%s: no parameter named '%s' (m:params() lists them)", fname, name);
+    return p;
+}
+
+/* a CPU f32 copy of t (zeros on plan, which holds no values) */
+static void push_cpu_copy(lua_State *L, const dp_tensor *t) {
+    dp_device *cpu;
+    if (dp_device_get(DP_DEV_CPU, &cpu) != DP_OK) dpl_fail(L);
+    dp_tensor *c = dpl_push_new_tensor(L, cpu, DP_F32, t->ndim, t->shape, DP_CAT_OTHER);
+    if (t->dev->kind == DP_DEV_PLAN) {
+        if (dp_tensor_fill(c, 0.0) != DP_OK) dpl_fail(L);
+    } else if (dp_tensor_copy(c, t) != DP_OK) {
+        dpl_fail(L);
+    }
+}
+
+static int l_param(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    push_cpu_copy(L, &check_param(L, m, 2, "model:param")->value);
+    return 1;
+}
+
+static int l_grad(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    dp_param *p = check_param(L, m, 2, "model:grad");
+    if (!p->grad.alloc.live) lua_pushnil(L);
+    else push_cpu_copy(L, &p->grad);
+    return 1;
+}
+
+/* m:set_param(name, t): copies t (f32, any device, same number of elements) into the parameter */
+static int l_set_param(lua_State *L) {
+    const char *fname = "model:set_param";
+    dp_model *m = dpl_check_model(L, 1);
+    dp_param *p = check_param(L, m, 2, fname);
+    dp_tensor *t = dpl_check_tensor(L, 3);
+    if (t->dtype != DP_F32 || t->numel != p->value.numel)
+        return luaL_error(L, "%s: '%s' needs f32 with %d elements (got %s with %d)", fname, p->name,
+                          (int)p->value.numel, dp_dtype_name(t->dtype), (int)t->numel);
+    if (dp_tensor_copy(&p->value, t) != DP_OK) return dpl_fail(L);
+    if (p->compute.alloc.live && dp_tensor_copy(&p->compute, &p->value) != DP_OK) return dpl_fail(L);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int l_zero_grad(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    int set_to_none = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
+    if (dp_model_zero_grad(m, set_to_none) != DP_OK) return dpl_fail(L);
+    return 0;
+}
+
+static int l_release_activations(lua_State *L) {
+    dpl_model *u = to_model(L, 1);
+    dp_model_release_activations(dpl_check_model(L, 1));
+    u->last_batch = 0;
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, 1);
+    return 0;
+}
+
+static int l_sync_compute(lua_State *L) {
+    if (dp_model_sync_compute_weights(dpl_check_model(L, 1)) != DP_OK) return dpl_fail(L);
+    return 0;
+}
+
+/* m:config() -> the configuration with defaults filled in */
+static int l_config(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    const dp_model_config *c = dp_model_config_of(m);
+    lua_createtable(L, 0, 18);
+    lua_pushstring(L, dp_arch_name(c->arch)), lua_setfield(L, -2, "arch");
+    lua_pushinteger(L, c->vocab), lua_setfield(L, -2, "vocab");
+    lua_pushinteger(L, c->hidden), lua_setfield(L, -2, "hidden");
+    lua_pushinteger(L, c->layers), lua_setfield(L, -2, "layers");
+    lua_pushinteger(L, c->heads), lua_setfield(L, -2, "heads");
+    lua_pushinteger(L, c->seq_len), lua_setfield(L, -2, "seq_len");
+    lua_pushinteger(L, c->batch), lua_setfield(L, -2, "batch");
+    lua_pushnumber(L, c->mlp_ratio), lua_setfield(L, -2, "mlp_ratio");
+    lua_pushinteger(L, c->ffn), lua_setfield(L, -2, "ffn");
+    lua_pushinteger(L, c->max_positions), lua_setfield(L, -2, "max_positions");
+    lua_pushboolean(L, c->tie_head), lua_setfield(L, -2, "tie_head");
+    lua_pushstring(L, dp_dtype_name(c->dtype)), lua_setfield(L, -2, "dtype");
+    lua_pushnumber(L, c->norm_eps), lua_setfield(L, -2, "norm_eps");
+    lua_pushnumber(L, c->rope_theta), lua_setfield(L, -2, "rope_theta");
+    lua_pushnumber(L, c->init_std), lua_setfield(L, -2, "init_std");
+    lua_pushinteger(L, (lua_Integer)c->seed), lua_setfield(L, -2, "seed");
+    lua_pushstring(L, dp_device_kind_name(dp_model_device(m)->kind)), lua_setfield(L, -2, "device");
+    if (c->lora_rank > 0) {
+        lua_createtable(L, 0, 3);
+        lua_pushinteger(L, c->lora_rank), lua_setfield(L, -2, "rank");
+        lua_pushnumber(L, c->lora_alpha), lua_setfield(L, -2, "alpha");
+        lua_newtable(L);
+        int n = 0;
+        for (unsigned bit = 1; bit <= DP_LORA_DOWN; bit <<= 1)
+            if (c->lora_targets & bit) lua_pushstring(L, dp_lora_target_name(bit)), lua_rawseti(L, -2, ++n);
+        lua_setfield(L, -2, "targets");
+        lua_setfield(L, -2, "lora");
+    }
+    return 1;
+}
+
+static int l_free(lua_State *L) {
+    dpl_model *u = to_model(L, 1);
+    if (u->m) {
+        dp_model_free(u->m);
+        u->m = NULL;
+        u->last_batch = 0;
+    }
+    return 0;
+}
+
+static int l_tostring(lua_State *L) {
+    dpl_model *u = to_model(L, 1);
+    if (!u->m) {
+        lua_pushliteral(L, "model(freed)");
+        return 1;
+    }
+    const dp_model_config *c = dp_model_config_of(u->m);
+    lua_pushfstring(L, "model(%s, %d layers, hidden %d, heads %d, vocab %d, %I parameters%s, %s, %s)",
+                    dp_arch_name(c->arch), (int)c->layers, (int)c->hidden, (int)c->heads, (int)c->vocab,
+                    (lua_Integer)dp_model_num_params(u->m, 0), c->lora_rank > 0 ? " with LoRA" : "",
+                    dp_dtype_name(c->dtype), dp_device_kind_name(dp_model_device(u->m)->kind));
+    return 1;
+}
+
+static const luaL_Reg methods[] = {{"forward", l_forward},
+                                   {"backward", l_backward},
+                                   {"num_params", l_num_params},
+                                   {"params", l_params},
+                                   {"param", l_param},
+                                   {"grad", l_grad},
+                                   {"set_param", l_set_param},
+                                   {"zero_grad", l_zero_grad},
+                                   {"release_activations", l_release_activations},
+                                   {"sync_compute_weights", l_sync_compute},
+                                   {"config", l_config},
+                                   {"free", l_free},
+                                   {NULL, NULL}};
+
+/* __index: methods first, then read-only fields (alive, device, arch, dtype) */
+static int l_index(lua_State *L) {
+    dpl_model *u = to_model(L, 1);
+    const char *k = luaL_checkstring(L, 2);
+    lua_getmetatable(L, 1);
+    lua_getfield(L, -1, "__methods");
+    if (lua_getfield(L, -1, k) != LUA_TNIL) return 1;
+    lua_pop(L, 3);
+    if (strcmp(k, "alive") == 0) {
+        lua_pushboolean(L, u->m != NULL);
+        return 1;
+    }
+    if (!u->m) return luaL_error(L, "model was freed (reading '%s')", k);
+    const dp_model_config *c = dp_model_config_of(u->m);
+    if (strcmp(k, "device") == 0) lua_pushstring(L, dp_device_kind_name(dp_model_device(u->m)->kind));
+    else if (strcmp(k, "arch") == 0) lua_pushstring(L, dp_arch_name(c->arch));
+    else if (strcmp(k, "dtype") == 0) lua_pushstring(L, dp_dtype_name(c->dtype));
+    else lua_pushnil(L);
+    return 1;
+}
+
+void dpl_open_model(lua_State *L) {
+    if (luaL_newmetatable(L, MODEL_MT)) {
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__methods");
+        static const luaL_Reg meta[] = {{"__index", l_index}, {"__gc", l_free}, {"__close", l_free},
+                                        {"__tostring", l_tostring}, {NULL, NULL}};
+        luaL_setfuncs(L, meta, 0);
+    }
+    lua_pop(L, 1);
+    /* dpprof.model: a table, callable as the constructor, open to dpprof.model.load & co */
+    lua_newtable(L);
+    lua_createtable(L, 0, 1);
+    lua_pushcfunction(L, l_model_new);
+    lua_setfield(L, -2, "__call");
+    lua_setmetatable(L, -2);
+    lua_setfield(L, -2, "model");
+    lua_pushcfunction(L, l_batch);
+    lua_setfield(L, -2, "batch");
+    lua_pushcfunction(L, l_free_batch);
+    lua_setfield(L, -2, "free_batch");
+}
