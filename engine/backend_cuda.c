@@ -3,6 +3,8 @@
  * caches like PyTorch's allocator, and reserved bytes read from the pool's attributes; cuBLAS
  * with its workspace given from the same pool, tagged `workspace`. */
 #include "backend.h"
+#include "backend_cuda.h"
+#include "cuda_layers.h"
 #include "device.h"
 #include "error.h"
 #include "scope.h"
@@ -38,6 +40,13 @@ typedef struct cuda_impl {
     } while (0)
 
 static cuda_impl *impl_of(dp_device *dev) { return (cuda_impl *)dev->impl; }
+
+cudaStream_t dp_cuda_stream(dp_device *dev) { return impl_of(dev)->stream; }
+
+float *dp_cuda_scratch(dp_device *dev, size_t *floats) {
+    *floats = DP_CUDA_SCRATCH_BYTES / sizeof(float);
+    return (float *)impl_of(dev)->scratch.ptr;
+}
 
 int dp_cuda_probe(char *why, size_t n) {
     int count = 0;
@@ -241,4 +250,5 @@ const dp_backend dp_backend_cuda = {
     .scale = cuda_scale,
     .axpy = cuda_axpy,
     .sumsq_rows = cuda_sumsq_rows,
+    .layers = &dp_cuda_layer_ops,
 };
