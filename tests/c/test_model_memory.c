@@ -6,11 +6,13 @@
  *    log-sum-exp per row; no B x H x T x T tensor exists anywhere (nor under `temp`).
  * 2. The peak equals, byte for byte, the sum of what the forward saves (listed per block in
  *    model_internal.h) plus the per-token losses that live until they reach the host.
- * 3. The plan device allocates exactly what the CPU allocates, per category and per module. */
+ * 3. The plan device allocates exactly what the CPU allocates, per category and per module, in
+ *    f32 and in bf16, and records the same ledger (ops, calls, flops, bytes). */
 #include "check.h"
 #include "data.h"
 #include "device.h"
 #include "error.h"
+#include "ledger.h"
 #include "model.h"
 #include "scope.h"
 
@@ -24,6 +26,8 @@ typedef struct {
     uint64_t after[DP_CAT_COUNT];  /* live after the step */
     uint32_t modules;              /* module ids interned so far */
     uint64_t module_peak[512];     /* per module: peak over the step */
+    size_t n_ops;                  /* the ledger of building the model and one step */
+    dp_ledger_entry ops[64];
 } step_stats;
 
 static dp_model_config tiny(dp_arch arch, int64_t T) {
@@ -38,6 +42,7 @@ static dp_model_config tiny(dp_arch arch, int64_t T) {
 static void one_step(dp_device *dev, const dp_model_config *cfg, step_stats *out) {
     memset(out, 0, sizeof *out);
     dp_model *m = NULL;
+    dp_ledger_reset();
     CHECK_OK(dp_model_new(dev, cfg, &m));
     if (!m) return;
     dp_batch bt;
@@ -59,8 +64,31 @@ static void one_step(dp_device *dev, const dp_model_config *cfg, step_stats *out
         uint64_t cur, live;
         dp_mem_module_stats(dev->mem, i, &cur, &out->module_peak[i], &live);
     }
+    out->n_ops = dp_ledger_count() < 64 ? dp_ledger_count() : 64;
+    for (size_t i = 0; i < out->n_ops; i++) out->ops[i] = *dp_ledger_at(i);
     dp_batch_release(&bt);
     dp_model_free(m);
+}
+
+static const dp_ledger_entry *find_op(const step_stats *s, const char *op) {
+    for (size_t i = 0; i < s->n_ops; i++)
+        if (strcmp(s->ops[i].op, op) == 0) return &s->ops[i];
+    return NULL;
+}
+
+static void check_same(const step_stats *a, const step_stats *b) {
+    for (int c = 0; c < DP_CAT_COUNT; c++) {
+        CHECK_EQ_U64(b->peak[c], a->peak[c]);
+        CHECK_EQ_U64(b->after[c], a->after[c]);
+    }
+    CHECK_EQ_U64(b->modules, a->modules);
+    for (uint32_t m = 0; m < a->modules && m < 512; m++) CHECK_EQ_U64(b->module_peak[m], a->module_peak[m]);
+    CHECK_EQ_U64(b->n_ops, a->n_ops);
+    for (size_t i = 0; i < a->n_ops && i < b->n_ops; i++) {
+        CHECK(strcmp(a->ops[i].op, b->ops[i].op) == 0);
+        CHECK_EQ_U64(b->ops[i].calls, a->ops[i].calls);
+        CHECK(b->ops[i].flops == a->ops[i].flops && b->ops[i].bytes == a->ops[i].bytes);
+    }
 }
 
 /* Bytes the forward saves, from model_internal.h's lists, at the moment of its peak (the
@@ -100,14 +128,30 @@ static void check_arch(dp_arch arch, const char *name) {
         /* nothing of the step is left but the gradients */
         CHECK_EQ_U64(s_cpu.after[DP_CAT_ACTIVATIONS], 0);
         CHECK_EQ_U64(s_cpu.after[DP_CAT_TEMP], 0);
-        /* the plan allocates what the CPU allocates */
-        for (int c = 0; c < DP_CAT_COUNT; c++) {
-            CHECK_EQ_U64(s_plan.peak[c], s_cpu.peak[c]);
-            CHECK_EQ_U64(s_plan.after[c], s_cpu.after[c]);
+        /* the plan allocates and records what the CPU does */
+        check_same(&s_cpu, &s_plan);
+        /* the ledger's attention entry: (4 hd + 5) flops per causal (query, key) pair per layer */
+        const dp_ledger_entry *att = find_op(&s_cpu, "attention_fwd");
+        const double pairs = (double)cfg.batch * cfg.heads * seq[i] * (seq[i] + 1) / 2.0;
+        CHECK(att && att->calls == (uint64_t)cfg.layers &&
+              att->flops == cfg.layers * (4.0 * (cfg.hidden / cfg.heads) + 5.0) * pairs);
+        const char *ops[] = {"embedding_fwd", "embedding_bwd", "gemm", "attention_bwd", "cross_entropy_fwd",
+                             "cross_entropy_bwd", arch == DP_ARCH_GPT ? "layernorm_bwd" : "rmsnorm_bwd",
+                             arch == DP_ARCH_GPT ? "gelu_bwd" : "swiglu_bwd"};
+        for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
+            const dp_ledger_entry *e = find_op(&s_cpu, ops[k]);
+            /* a gather without positions (llama's embedding) does no arithmetic */
+            CHECK(e && e->calls > 0 && e->bytes > 0 && (e->flops > 0 || (arch == DP_ARCH_LLAMA && k == 0)));
         }
-        CHECK_EQ_U64(s_plan.modules, s_cpu.modules);
-        for (uint32_t m = 0; m < s_cpu.modules && m < 512; m++) CHECK_EQ_U64(s_plan.module_peak[m], s_cpu.module_peak[m]);
     }
+    /* bf16: the CPU's reference path and the plan also agree byte for byte */
+    dp_model_config cfg = tiny(arch, seq[0]);
+    cfg.dtype = DP_BF16;
+    step_stats b_cpu, b_plan;
+    one_step(cpu, &cfg, &b_cpu);
+    one_step(plan, &cfg, &b_plan);
+    check_same(&b_cpu, &b_plan);
+    CHECK(b_cpu.peak[DP_CAT_ACTIVATIONS] < act[0]); /* bf16 activations (statistics stay f32) */
     /* the quadratic through (T_i, act_i): its T^2 coefficient is the second divided difference
      * ([T2,T3] - [T1,T2]) / (T3 - T1), zero exactly when the slopes agree; checked in integers */
     for (int i = 0; i + 2 < NT; i++) {
