@@ -28,6 +28,14 @@ void dpl_open_model(lua_State *L);
 dp_model *dpl_check_model(lua_State *L, int idx);
 /* Pushes a model userdata owning m (freed with it, or at once if pushing fails). */
 void dpl_push_model(lua_State *L, dp_model *m);
+/* Adds m:save(dir) to the model's methods and dpprof.model.load(dir, {...}) (lua_model_io.c);
+ * call after dpl_open_model. */
+void dpl_open_model_io(lua_State *L);
+
+/* Adds dpprof.optim.adamw / dpprof.optim.sgd and the optimizer metatable (lua_optim.c). */
+void dpl_open_optim(lua_State *L);
+/* The live optimizer at idx (its model checked alive too), or an argument error. */
+struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
 
 /* Adds dpprof.dp.wrap and the DP wrapper's metatable (lua_dp.c). */
 void dpl_open_dp(lua_State *L);

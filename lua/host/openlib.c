@@ -88,6 +88,8 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_process(L);
     dpl_open_json(L);
     dpl_open_model(L);
+    dpl_open_model_io(L);
+    dpl_open_optim(L);
     dpl_open_dp(L);
     dp_lua_privacy_open(L);
     lua_setfield(L, -2, "privacy");

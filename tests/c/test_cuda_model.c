@@ -15,11 +15,12 @@
 #include <string.h>
 
 /* bf16 keeps 8 significant bits (relative rounding 2^-9 = 0.2%) on every activation and on the
- * GEMMs' weight copies; through two blocks the loss moves by a few 1e-3 relative and gradients by
- * up to a few percent of their tensor's largest entry. The bounds leave ~3x room over what an
- * H100 measured (printed by the test). */
+ * GEMMs' weight copies; through two blocks the loss moves by ~1e-3 relative and gradients by a
+ * few percent of their tensor's largest entry (most in the norms' gains and biases, whose
+ * gradients sum many rounded products). An H100 measured: loss 1.2e-4 (gpt2) and 1.6e-3 (llama),
+ * gradients 0.041 (gpt2, h.1.ln_1.bias) and 0.053 (llama, layers.1.input_layernorm.weight). */
 #define BF16_LOSS_REL 1e-2
-#define BF16_GRAD_REL 8e-2
+#define BF16_GRAD_REL 1e-1
 
 static char fixtures[1024];
 

@@ -1,0 +1,97 @@
+/* lua_model_io.c: m:save(dir) and dpprof.model.load(dir, {...}): Hugging Face checkpoints from
+ * scripts (model_io.h). Adds `save` to the model metatable's __methods and `load` to the
+ * dpprof.model table that lua_model.c made. */
+#include "lua_engine.h"
+
+#include "error.h"
+#include "lua_util.h"
+#include "model_io.h"
+
+#include <lauxlib.h>
+#include <string.h>
+
+/* m:save(dir) */
+static int l_save(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    const char *dir = luaL_checkstring(L, 2);
+    if (dp_model_save(m, dir) != DP_OK) luaL_error(L, "model:save: %s", dp_error_message());
+    return 0;
+}
+
+/* The lora={rank=, alpha=, targets={...}} option into opts. */
+static void read_lora(lua_State *L, int idx, const char *fname, dp_model_load_opts *opts) {
+    static const char *const keys[] = {"rank", "alpha", "targets", NULL};
+    if (lua_getfield(L, idx, "lora") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    int t = lua_gettop(L);
+    if (!lua_istable(L, t)) luaL_error(L, "%s: 'lora' must be a table {rank=, alpha=, targets=}", fname);
+    dpl_check_keys(L, t, fname, keys);
+    int64_t rank = dpl_opt_int_field(L, t, fname, "rank", 0);
+    if (rank <= 0 || rank > 1 << 20) luaL_error(L, "%s: 'lora.rank' must be a positive integer", fname);
+    opts->lora_rank = (int)rank;
+    opts->lora_alpha = (float)dpl_opt_num_field(L, t, fname, "alpha", (double)rank);
+    if (lua_getfield(L, t, "targets") != LUA_TNIL) {
+        if (!lua_istable(L, -1)) luaL_error(L, "%s: 'lora.targets' must be a list of qkv, proj, fc, down", fname);
+        lua_Integer n = luaL_len(L, -1);
+        for (lua_Integer i = 1; i <= n; i++) {
+            lua_geti(L, -1, i);
+            const char *name = lua_tostring(L, -1);
+            unsigned bit;
+            if (!name || dp_lora_target_parse(name, &bit) != 0)
+                luaL_error(L, "%s: unknown lora target '%s' (valid: qkv, proj, fc, down)", fname,
+                           name ? name : luaL_typename(L, -1));
+            opts->lora_targets |= bit;
+            lua_pop(L, 1);
+        }
+        if (!opts->lora_targets) luaL_error(L, "%s: 'lora.targets' is empty (valid: qkv, proj, fc, down)", fname);
+    }
+    lua_pop(L, 2);
+}
+
+/* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, lora={rank=, alpha=, targets=}}) */
+static int l_load(lua_State *L) {
+    static const char *const keys[] = {"device", "dtype", "batch", "seq_len", "seed", "lora", NULL};
+    const char *fname = "dpprof.model.load";
+    const char *dir = luaL_checkstring(L, 1);
+    dp_model_load_opts opts;
+    dp_model_load_opts_default(&opts);
+    const char *device = NULL;
+    if (!lua_isnoneornil(L, 2)) {
+        dpl_check_keys(L, 2, fname, keys);
+        device = dpl_opt_str_field(L, 2, fname, "device", NULL);
+        const char *dtype = dpl_opt_str_field(L, 2, fname, "dtype", "f32");
+        if (dp_dtype_parse(dtype, &opts.dtype) != 0 || (opts.dtype != DP_F32 && opts.dtype != DP_BF16))
+            luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dtype);
+        opts.batch = dpl_opt_int_field(L, 2, fname, "batch", 0);
+        opts.seq_len = dpl_opt_int_field(L, 2, fname, "seq_len", 0);
+        if (opts.batch < 0 || opts.seq_len < 0) luaL_error(L, "%s: 'batch' and 'seq_len' must be positive", fname);
+        opts.seed = (uint64_t)dpl_opt_int_field(L, 2, fname, "seed", 0);
+        read_lora(L, 2, fname, &opts);
+    }
+    dp_device *dev = device ? dpl_device_named(L, device) : dpl_current_device(L);
+    if (opts.dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
+        luaL_error(L, "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or device "
+                      "'cuda' or 'plan'", fname);
+    dp_model *m;
+    if (dp_model_load(dev, dir, &opts, &m) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
+    dpl_push_model(L, m); /* owns m from here (frees it if the push fails) */
+    return 1;
+}
+
+void dpl_open_model_io(lua_State *L) {
+    /* m:save */
+    luaL_getmetatable(L, "dpprof.model");
+    if (lua_getfield(L, -1, "__methods") != LUA_TTABLE)
+        luaL_error(L, "dpl_open_model_io: the model metatable has no __methods (call dpl_open_model first)");
+    lua_pushcfunction(L, l_save);
+    lua_setfield(L, -2, "save");
+    lua_pop(L, 2);
+    /* dpprof.model.load */
+    if (lua_getfield(L, -1, "model") != LUA_TTABLE)
+        luaL_error(L, "dpl_open_model_io: dpprof.model is not a table (call dpl_open_model first)");
+    lua_pushcfunction(L, l_load);
+    lua_setfield(L, -2, "load");
+    lua_pop(L, 1);
+}
