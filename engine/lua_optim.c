@@ -25,8 +25,9 @@ struct dp_optimizer *dpl_check_optim(lua_State *L, int idx) {
     dpl_optim *u = luaL_checkudata(L, idx, OPTIM_MT);
     if (!u->o) luaL_argerror(L, idx, "optimizer was freed");
     lua_getiuservalue(L, idx, 1);
-    dpl_check_model(L, -1); /* raises if the model was freed under the optimizer */
-    lua_pop(L, 1);
+    lua_getfield(L, -1, "alive"); /* the model's own view of whether m:free() was called */
+    if (!lua_toboolean(L, -1)) luaL_error(L, "optimizer: its model was freed (m:free()) before the optimizer");
+    lua_pop(L, 2);
     return u->o;
 }
 

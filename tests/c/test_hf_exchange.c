@@ -201,7 +201,6 @@ static void check_round_trip(const char *name, dp_model *m, const char *dir, con
     check_same_tensors(a, b); /* same names, layouts (GPT-2 in x out), no tied lm_head, same bits */
 
     dp_model_config c1, c2;
-    snprintf(a, sizeof a, "%s", dir);
     CHECK_OK(dp_model_config_read(dir, &c1));
     CHECK_OK(dp_model_config_read(out, &c2));
     CHECK(c1.arch == c2.arch && c1.vocab == c2.vocab && c1.hidden == c2.hidden && c1.layers == c2.layers &&

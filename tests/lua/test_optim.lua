@@ -113,7 +113,8 @@ do
   check.raises(function() opt:set_lr(-1) end, { "lr" })
   -- a model freed under its optimizer is reported, not used
   m:free()
-  check.raises(function() opt:step() end, { "freed" })
+  check.raises(function() opt:step() end, { "model was freed" })
+  check.raises(function() opt:zero_grad() end, { "model was freed" })
   opt:free()
 end
 
