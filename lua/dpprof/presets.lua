@@ -12,9 +12,11 @@ presets.DEFAULT_METHODS = { "vanilla", "ghost", "flash_clip" }
 -- small: finishes in a minute or two on 2 CPU cores; large: one long-context model for one GPU.
 presets.MODELS = {
   small = { model = { arch = "gpt", vocab = 2048, hidden = 128, layers = 2, heads = 4, seq_len = 128, batch = 4 },
-            device = "cpu", seq_lens = { 64, 128, 256, 512 }, layers = { 1, 2, 4, 8 }, timeout = 300 },
+            device = "cpu", iters = 2, warmup = 1, seq_lens = { 64, 128, 256, 512 }, layers = { 1, 2, 4, 8 },
+            timeout = 300 },
   large = { model = { arch = "gpt", vocab = 32000, hidden = 2048, layers = 20, heads = 16, seq_len = 16384, batch = 1 },
-            device = "cuda", seq_lens = { 1024, 2048, 4096, 8192, 16384 }, layers = { 4, 8, 12, 16, 20 }, timeout = 600 },
+            device = "cuda", iters = 3, warmup = 2, seq_lens = { 1024, 2048, 4096, 8192, 16384 },
+            layers = { 4, 8, 12, 16, 20 }, timeout = 600 },
 }
 
 -- "a,b,4" -> {"a", "b", 4}
@@ -38,7 +40,7 @@ function presets.choose(args)
     if args[k] ~= nil then model[k] = args[k] end
   end
   return { name = name, model = model, device = args.device or p.device, seq_lens = p.seq_lens, layers = p.layers,
-           timeout = args.timeout or p.timeout }
+           timeout = args.timeout or p.timeout, iters = args.iters or p.iters, warmup = args.warmup or p.warmup }
 end
 
 -- The methods to run: methods=a,b; all=1 for every preset; else the default three.
@@ -50,7 +52,7 @@ end
 
 -- The experiment configuration every script starts from.
 function presets.base(p, args)
-  return { model = p.model, device = p.device, iters = args.iters or 3, warmup = args.warmup or 2, seed = args.seed or 0,
+  return { model = p.model, device = p.device, iters = p.iters, warmup = p.warmup, seed = args.seed or 0,
            dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01,
                   max_physical_batch_size = args.physical or p.model.batch } }
 end
