@@ -6,6 +6,7 @@
 #include "backend_cuda.h"
 #include "cuda_layers.h"
 #include "device.h"
+#include "dp_ops.h"
 #include "error.h"
 #include "scope.h"
 
@@ -251,4 +252,5 @@ const dp_backend dp_backend_cuda = {
     .axpy = cuda_axpy,
     .sumsq_rows = cuda_sumsq_rows,
     .layers = &dp_cuda_layer_ops,
+    .dp = &dp_cuda_dp_ops,
 };
