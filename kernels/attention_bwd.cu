@@ -79,7 +79,7 @@ __global__ void __launch_bounds__(BWD_THREADS)
     bf16 *sV = sK + BK * LDS;                       /* BK x LDS */
     bf16 *sQ = sV + BK * LDS;                       /* 2 x TQ x LDS */
     bf16 *sO = sQ + 2 * TQ * LDS;                   /* dO: 2 x TQ x LDS */
-    float *sL = reinterpret_cast<float *>(sO + 2 * TQ * LDS); /* 2 x TQ: lse * log2(e) */
+    float *sL = reinterpret_cast<float *>(sO + 2 * TQ * LDS); /* 2 x TQ: lse */
     float *sD = sL + 2 * TQ;                                  /* 2 x TQ: delta */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -154,7 +154,7 @@ __global__ void __launch_bounds__(BWD_THREADS)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int ql = j * 8 + (lane & 3) * 2 + (e & 1);
-                    float p = exp2f(s[j][e] * scale_log2 - Lt[ql]);
+                    float p = fast_exp2(s[j][e] * scale_log2 - Lt[ql] * ATT_LOG2E);
                     if (need_mask) {
                         const int key = wk0 + (lane >> 2) + ((e >> 1) << 3), qi = qs + ql;
                         if (qi < key || qi >= T || key >= T) p = 0.0f;
@@ -289,7 +289,7 @@ __global__ void __launch_bounds__(BWD_THREADS)
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     const int hf = e >> 1;
-                    float p = exp2f(s[j][e] * scale_log2 - L2[hf]);
+                    float p = fast_exp2(s[j][e] * scale_log2 - L2[hf]);
                     if (need_mask) {
                         const int row = wq0 + (lane >> 2) + hf * 8, key = ks + j * 8 + (lane & 3) * 2 + (e & 1);
                         if (key > row || key >= T || row >= T) p = 0.0f;
@@ -401,7 +401,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int j = 0; j < RN; j++) {
                 const int key = k0 + ty + 16 * i, ql = tx + 16 * j, qi = qs + ql;
-                float p = exp2f(s[i][j] * scale_log2 - sL[ql]);
+                float p = fast_exp2(s[i][j] * scale_log2 - sL[ql]);
                 if (need_mask && (qi < key || qi >= T_ || key >= T_)) p = 0.0f;
                 sP[(ty + 16 * i) * LDP + ql] = p;
                 sS[(ty + 16 * i) * LDP + ql] = p * (dp[i][j] - sD[ql]);
@@ -488,7 +488,7 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int j = 0; j < RN; j++) {
                 const int row = q0 + ty + 16 * i, key = ks + tx + 16 * j;
-                float p = exp2f(s[i][j] * scale_log2 - L2[i]);
+                float p = fast_exp2(s[i][j] * scale_log2 - L2[i]);
                 if (need_mask && (key > row || key >= T_ || row >= T_)) p = 0.0f;
                 sS[(ty + 16 * i) * LDP + tx + 16 * j] = p * (dp[i][j] - Dl[i]);
             }

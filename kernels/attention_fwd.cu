@@ -130,14 +130,14 @@ __global__ void __launch_bounds__(FWD_THREADS, 1)
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
                 mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
                 const float base = mx == -INFINITY ? 0.0f : mx;
-                const float corr = exp2f(m[hf] - base);
+                const float corr = fast_exp2(m[hf] - base);
                 m[hf] = mx;
                 float rs = 0.0f;
 #pragma unroll
                 for (int j = 0; j < NT; j++)
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
-                        const float p = exp2f(s[j][2 * hf + e] - base);
+                        const float p = fast_exp2(s[j][2 * hf + e] - base);
                         s[j][2 * hf + e] = p;
                         rs += p;
                     }
@@ -265,12 +265,12 @@ __global__ void __launch_bounds__(256, 1)
             }
             mx = half_warp_max(mx);
             const float base = mx == -INFINITY ? 0.0f : mx;
-            const float corr = exp2f(m[i] - base);
+            const float corr = fast_exp2(m[i] - base);
             m[i] = mx;
             float rs = 0.0f;
 #pragma unroll
             for (int j = 0; j < RN; j++) {
-                const float p = exp2f(s[i][j] - base);
+                const float p = fast_exp2(s[i][j] - base);
                 sP[(ty + 16 * i) * LDP + tx + 16 * j] = p;
                 rs += p;
             }

@@ -59,6 +59,14 @@ __device__ __forceinline__ void load4(const float *p, float *v) {
     v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
 }
 
+/* 2^x by the hardware's ex2.approx (about 2 ulp; results below 2^-126 flush to 0; -inf -> 0):
+ * one instruction where exp2f/expf take a dozen, for softmax-style exponentials. */
+__device__ __forceinline__ float fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
 static inline bool dpk_aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
 
 /* ---- deterministic sums: fixed butterfly and fixed warp order ----------------------------- */
