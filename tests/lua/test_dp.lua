@@ -1,0 +1,196 @@
+-- test_dp.lua: dpprof.dp from scripts. Every method's per-sample norms equal the explicit ones
+-- (the model run on each sample alone, relative 1e-4: f32 sums in another order), clip factors
+-- follow min(1, C / (norm + 1e-6)), the layer records name valid formulations; the logical step
+-- plan (fixed and Poisson); epsilon equals the accountant's; errors name the valid choices; the
+-- wrapper refuses phases out of order and use after free.
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+dp.device("cpu")
+
+local T = 6
+
+local function tiny(extra)
+  local cfg = { arch = "gpt", vocab = 19, hidden = 16, layers = 2, heads = 2, seq_len = T, batch = 3, seed = 3,
+                init_std = 0.2 }
+  for k, v in pairs(extra or {}) do cfg[k] = v end
+  return dp.model(cfg)
+end
+
+-- sample i of a batch, as a batch of one
+local function one(batch, i)
+  local function row(t)
+    local all, vals = t:totable(), {}
+    for j = 1, T do vals[j] = all[(i - 1) * T + j] end
+    local r = dp.tensor{ shape = { 1, T }, dtype = "i32", category = "inputs" }
+    r:set(vals)
+    return r
+  end
+  return { inputs = row(batch.inputs), targets = row(batch.targets), size = 1 }
+end
+
+-- ||grad L_i|| over the trainable tensors, from a backward of sample i alone
+local function explicit_norm(m, b1)
+  m:zero_grad()
+  m:forward(b1)
+  m:backward{ scale = { 1 } }
+  local s = 0
+  for _, p in ipairs(m:params()) do
+    if p.trainable then
+      local g = m:grad(p.name)
+      if g then s = s + g:sumsq() end
+    end
+  end
+  m:zero_grad()
+  return math.sqrt(s)
+end
+
+local FORMS = { direct = true, materialize = true, ghost = true, gram_tile = true, grad_tile = true, batch1 = true,
+                grouped = true }
+
+local methods = {
+  { method = "flat", norms = "materialize", clip = "bk" },
+  { method = "ghost", norms = "ghost", clip = "twopass" },
+  { method = "mixed_ghost", norms = "mixed", clip = "twopass" },
+  { method = "bk", norms = "mixed", clip = "bk" },
+  { method = "flash_clip", norms = "flash", clip = "bk" },
+  { norms = "flash", clip = "twopass" },
+}
+
+for _, lora in ipairs({ false, true }) do
+  local m = tiny(lora and { lora = { rank = 2, alpha = 4, targets = { "qkv", "fc" } } } or nil)
+  local batch = dp.batch{ model = m, size = 3, seed = 1 }
+  local want = {}
+  for i = 1, 3 do want[i] = explicit_norm(m, one(batch, i)) end
+  for _, mt in ipairs(methods) do
+    local opt = dp.optim.sgd(m, { lr = 0.1 })
+    local what = (mt.method or (mt.norms .. "+" .. mt.clip)) .. (lora and " lora" or "")
+    local opts = { max_grad_norm = 0.5 * want[1], noise_multiplier = 0, dataset_size = 100 }
+    if mt.method then opts.method = mt.method else opts.norms, opts.clip = mt.norms, mt.clip end
+    local priv = dp.dp.wrap(m, opt, opts)
+    check.eq(priv.method, mt.method or (mt.norms .. "+" .. mt.clip), what .. ": priv.method")
+    check.eq(priv.norms, mt.norms, what .. ": priv.norms")
+    check.eq(priv.clip_method, mt.clip, what .. ": priv.clip_method")
+    check.eq(type(priv.clip), "function", what .. ": priv:clip is the clip phase")
+    local step = priv:next_step()
+    check.eq(step.logical_size, 3, what .. ": fixed logical batch")
+    check.eq(#step.physical, 1, what .. ": one physical batch")
+    local loss, per_sample = priv:forward(batch)
+    check.eq(#per_sample, 3, what .. ": per-sample losses")
+    check.near((per_sample[1] + per_sample[2] + per_sample[3]) / 3, loss, 1e-6, what .. ": loss is their mean")
+    priv:backward()
+    priv:clip()
+    priv:noise()
+    opt:step()
+    opt:zero_grad()
+    local st = priv:stats()
+    check.eq(st.steps, 1, what .. ": steps")
+    check.eq(#st.norms, 3, what .. ": three norms")
+    for i = 1, 3 do
+      check.near(st.norms[i], want[i], 1e-4 * math.min(1, want[i]), what .. ": norm of sample " .. i)
+      local c = math.min(1, opts.max_grad_norm / (st.norms[i] + 1e-6))
+      check.near(st.clip_factors[i], c, 1e-6, what .. ": clip factor of sample " .. i)
+    end
+    check.truthy(st.clip_factors[1] < 1, what .. ": sample 1 is clipped")
+    check.truthy(#st.layers > 0, what .. ": layers recorded")
+    for _, l in ipairs(st.layers) do
+      check.truthy(FORMS[l.norms], what .. ": layer formulation " .. tostring(l.norms))
+      check.eq(type(l.module), "string", what .. ": layer module")
+      check.eq(type(l.kind), "string", what .. ": layer kind")
+    end
+    priv:free()
+    opt:free()
+    -- the step moved the parameters: undo nothing, the next method starts from here (norms are
+    -- recomputed above from the same parameters: refresh them)
+    for i = 1, 3 do want[i] = explicit_norm(m, one(batch, i)) end
+  end
+  dp.free_batch(batch)
+  m:free()
+end
+
+-- vanilla: the same phases, no DP; its backward averages over the logical batch
+do
+  local m = tiny()
+  local priv = dp.dp.wrap(m, nil, { method = "vanilla" })
+  check.eq(priv.method, "vanilla")
+  check.eq(priv.norms, nil, "vanilla has no norms method")
+  local batch = dp.batch{ model = m, size = 3, seed = 2 }
+  priv:next_step()
+  priv:forward(batch)
+  priv:backward()
+  priv:clip()
+  priv:noise()
+  local g = m:grad("transformer.h.0.mlp.c_fc.weight"):sumsq()
+  m:zero_grad()
+  m:forward(batch)
+  m:backward{}
+  check.near(m:grad("transformer.h.0.mlp.c_fc.weight"):sumsq(), g, 1e-6 * g, "vanilla = the mean gradient")
+  check.eq(priv:epsilon(), math.huge, "vanilla: no privacy")
+  check.eq(#priv:stats().norms, 0, "vanilla: no norms")
+  dp.free_batch(batch)
+  priv:free()
+  m:free()
+end
+
+-- the step plan: Poisson sizes split into physical batches; epsilon from the accountant
+do
+  local m = tiny()
+  local priv = dp.dp.wrap(m, nil, { method = "bk", poisson = true, dataset_size = 400, sample_rate = 0.01,
+                                    max_physical_batch_size = 2, noise_multiplier = 1.1, seed = 9 })
+  local total = 0
+  for _ = 1, 50 do
+    local step = priv:next_step()
+    local sum = 0
+    for _, n in ipairs(step.physical) do
+      check.truthy(n >= 1 and n <= 2, "physical batch within max_physical_batch_size")
+      sum = sum + n
+    end
+    check.eq(sum, step.logical_size, "physical batches add up to the logical one")
+    total = total + step.logical_size
+    priv:noise()
+  end
+  check.near(total / 50, 4, 5 * math.sqrt(4 * 0.99 / 50), "mean logical batch q N")
+  check.eq(priv:stats().expected_batch_size, 4, "expected batch int(q N)")
+  local want = dp.privacy.epsilon{ sample_rate = 0.01, noise_multiplier = 1.1, steps = 50, delta = 1e-5 }
+  check.near(priv:epsilon(1e-5), want.epsilon, 1e-12, "epsilon = the accountant's")
+  check.near(priv:epsilon(), want.epsilon, 1e-12, "default delta 1e-5")
+  local want6 = dp.privacy.epsilon{ sample_rate = 0.01, noise_multiplier = 1.1, steps = 50, delta = 1e-6 }
+  check.near(priv:epsilon(1e-6), want6.epsilon, 1e-12, "epsilon at another delta")
+  priv:free()
+  m:free()
+end
+
+-- errors name what is wrong and the valid choices
+do
+  local m = tiny()
+  local wrap = function(o) return function() return dp.dp.wrap(m, nil, o) end end
+  check.raises(wrap{ method = "fast" }, { "dpprof.dp.wrap", "'fast'", "vanilla, flat, ghost, mixed_ghost, bk, flash_clip" })
+  check.raises(wrap{ method = "flat", max_norm = 1 }, { "dpprof.dp.wrap", "max_norm", "max_grad_norm" })
+  check.raises(wrap{ norms = "gram", clip = "bk" }, { "'gram'", "materialize, ghost, mixed, flash" })
+  check.raises(wrap{ norms = "ghost", clip = "once" }, { "'once'", "twopass, bk" })
+  check.raises(wrap{ norms = "ghost" }, { "go together" })
+  check.raises(wrap{ method = "flat", norms = "ghost", clip = "bk" }, { "either" })
+  check.raises(wrap{}, { "'method' is required" })
+  check.raises(wrap{ method = "flat", poisson = true }, { "dataset_size" })
+  check.raises(wrap{ method = "flat", max_grad_norm = -1 }, { "max_grad_norm" })
+  check.raises(wrap{ method = "flat", max_physical_batch_size = 4 }, { "max_physical_batch_size" })
+  check.raises(function() dp.dp.wrap("model", nil, { method = "flat" }) end, { "dpprof.model" })
+  local priv = dp.dp.wrap(m, nil, { method = "flat" })
+  check.raises(function() priv:backward() end, { "priv:backward", "forward first" })
+  check.raises(function() priv:epsilon() end, { "sample_rate or dataset_size" })
+  check.raises(function() priv:epsilon(2) end, { "delta" })
+  local batch = dp.batch{ model = m, size = 3 }
+  priv:forward(batch)
+  priv:backward()
+  check.raises(function() priv:noise() end, { "clip first" })
+  priv:clip()
+  dp.free_batch(batch)
+  priv:free()
+  priv:free() -- idempotent
+  check.raises(function() priv:stats() end, { "freed" })
+  local p2 = dp.dp.wrap(m, nil, { method = "ghost" })
+  m:free()
+  check.raises(function() p2:stats() end, { "model was freed" })
+end
+
+print("test_dp: all checks passed")
