@@ -5,7 +5,7 @@
  *       last argument is taken as options only when it is a table whose keys are all option names
  *   dpprof.oom_details(message) -> {requested_bytes, category, module, live_bytes, total_live_bytes,
  *       limit_bytes, device} when message is the engine's out-of-memory error, else nil
- *   dpprof.cuda_initialised() -> true when CUDA was initialised (or its driver loaded) here
+ *   dpprof.cuda_initialised() -> true when the CUDA driver was initialised in this process
  *   dpprof.time() -> wall-clock seconds since 1970 (for names; dpprof.clock() is for durations)
  *   dpprof.sleep(seconds); dpprof.pid() -> this process's id; dpprof.executable (path)
  *   dpprof.mkdir_p(path) -> true | nil, message
@@ -44,11 +44,11 @@
 #include "version.h"
 
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
 #include <limits.h>
-#include <link.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -72,16 +72,19 @@
 
 /* ---- is CUDA in this process? ------------------------------------------------------------- */
 
-static int find_libcuda(struct dl_phdr_info *info, size_t size, void *data) {
-    (void)size;
-    (void)data;
-    return info->dlpi_name && strstr(info->dlpi_name, "libcuda.so") != NULL;
-}
-
-/* 1 when a CUDA device was initialised here or the CUDA driver was loaded (the runtime loads it
- * at its first call, e.g. a probe for device="auto"): a forked child could not use the GPU. */
+/* 1 when the CUDA driver was initialised here (cuInit: a device was used, or probed, e.g. for
+ * device="auto"): a forked child could not use the GPU. The driver library may be loaded
+ * without being initialised (the runtime loads it early), so ask it: before cuInit, every driver
+ * call returns CUDA_ERROR_NOT_INITIALIZED, and asking initialises nothing. */
 static int cuda_in_process(void) {
-    return dp_device_initialised(DP_DEV_CUDA) || dl_iterate_phdr(find_libcuda, NULL) != 0;
+    if (dp_device_initialised(DP_DEV_CUDA)) return 1;
+    void *lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD); /* only if already loaded */
+    if (!lib) return 0;
+    int (*device_count)(int *);
+    *(void **)&device_count = dlsym(lib, "cuDeviceGetCount");
+    int n = 0, initialised = device_count && device_count(&n) == 0; /* 0: CUDA_SUCCESS */
+    dlclose(lib);
+    return initialised;
 }
 
 static int l_cuda_initialised(lua_State *L) {

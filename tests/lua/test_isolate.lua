@@ -187,14 +187,14 @@ check.eq(json.encode({ b = 1, a = { 2.5, 3 }, c = "x" }), '{"a":[2.5,3],"b":1,"c
 check.eq(math.type(json.decode("3")), "integer", "3 decodes as an integer")
 check.eq(math.type(json.decode("3.5")), "float")
 
--- on a CUDA build where probing loads the driver, isolate must refuse from then on
+-- on a CUDA build where the probe initialises the driver (a GPU is there), isolate must refuse from then on
 if dp.cuda_compiled then
   dp.cuda_available()
   if dp.cuda_initialised() then
     check.raises(function() dp.isolate(function() return {} end) end, "CUDA is already initialised")
     print("checked: isolate refuses once CUDA is in the process")
   else
-    print("note: the CUDA driver did not load here (no GPU); the refusal was not exercised")
+    print("note: the CUDA driver was not initialised here (no GPU); the refusal was not exercised")
   end
 end
 print("ok")
