@@ -184,8 +184,8 @@ local function wrap_options(c, logical_batch, physical_batch)
   return w
 end
 
--- The wrapper's method, norms and clip (strings; priv.clip is also the clip method, so a field
--- that is not a string falls back to the configuration and the presets).
+-- The wrapper's method, norms and clip choice (priv.clip is the clip phase, so the choice is
+-- priv.clip_method; a field that is not a string falls back to the configuration and presets).
 local function choices(priv, c)
   local function field(k)
     local ok, v = pcall(function() return priv[k] end)
@@ -194,7 +194,7 @@ local function choices(priv, c)
   local method = field("method") or c.method or (c.norms .. "+" .. c.clip)
   if method == "vanilla" then return method, nil, nil end
   local preset = PRESETS[method] or {}
-  return method, field("norms") or c.norms or preset[1], field("clip") or c.clip or preset[2]
+  return method, field("norms") or c.norms or preset[1], field("clip_method") or field("clip") or c.clip or preset[2]
 end
 
 local function environment(kind, info)
