@@ -168,8 +168,9 @@ const float *dp_dpsgd_clip_factors(const dp_dpsgd *dp, size_t *n);
  * (B host floats, copied into out), from the norms pass. DP_EINVAL for an unknown or frozen
  * parameter or before any DP backward. */
 int dp_dpsgd_param_sq_norms(const dp_dpsgd *dp, const dp_param *p, float *out, int64_t n);
-/* Number of layers the last DP backward saw, and layer i of them (NULL when out of range). */
+/* Number of layers the last DP backward saw. */
 size_t dp_dpsgd_layer_count(const dp_dpsgd *dp);
+/* Layer i of them, in the order the backward met them (NULL when out of range). */
 const dp_dp_layer *dp_dpsgd_layer(const dp_dpsgd *dp, size_t i);
 
 #endif

@@ -104,26 +104,38 @@ dp_formulation dp_choose_linear(dp_norms_method norms, int64_t B, int64_t T, int
     double mat_f = 2.0 * b * tt * pp * dd + 2.0 * b * pp * dd, mat_b = io + 2.0 * b * pp * dd * 4.0;
     /* flash: the lower triangle of Gram tiles, or the gradient's tiles, operands read once */
     double gram_f = b * tt * (tt + 1.0) * (dd + pp) + b * tt * (tt + 1.0), grad_f = mat_f;
-    dp_formulation f;
-    double cf, cb;
+    dp_formulation f = DP_FORM_DIRECT;
     switch (norms) {
-    case DP_NORMS_MATERIALIZE: f = DP_FORM_MATERIALIZE, cf = mat_f, cb = mat_b; break;
-    case DP_NORMS_GHOST: f = DP_FORM_GHOST, cf = ghost_f, cb = ghost_b; break;
+    case DP_NORMS_MATERIALIZE: f = DP_FORM_MATERIALIZE; break;
+    case DP_NORMS_GHOST: f = DP_FORM_GHOST; break;
     case DP_NORMS_MIXED:
-        if (roofline(ghost_f, ghost_b, t) <= roofline(mat_f, mat_b, t))
-            f = DP_FORM_GHOST, cf = ghost_f, cb = ghost_b;
-        else
-            f = DP_FORM_MATERIALIZE, cf = mat_f, cb = mat_b;
+        f = roofline(ghost_f, ghost_b, t) <= roofline(mat_f, mat_b, t) ? DP_FORM_GHOST : DP_FORM_MATERIALIZE;
         break;
     case DP_NORMS_FLASH:
-        if (B == 1)
-            f = DP_FORM_BATCH1, cf = mat_f, cb = mat_b;
-        else if (gram_f <= grad_f)
-            f = DP_FORM_GRAM_TILE, cf = gram_f, cb = io + 4.0 * b;
-        else
-            f = DP_FORM_GRAD_TILE, cf = grad_f, cb = io + 4.0 * b;
+        f = B == 1 ? DP_FORM_BATCH1 : gram_f <= grad_f ? DP_FORM_GRAM_TILE : DP_FORM_GRAD_TILE;
         break;
-    default: f = DP_FORM_DIRECT, cf = 0.0, cb = 0.0; break;
+    default: break;
+    }
+    double cf = 0.0, cb = 0.0;
+    switch (f) {
+    case DP_FORM_GHOST:
+        cf = ghost_f;
+        cb = ghost_b;
+        break;
+    case DP_FORM_MATERIALIZE:
+    case DP_FORM_BATCH1:
+        cf = mat_f;
+        cb = mat_b;
+        break;
+    case DP_FORM_GRAM_TILE:
+        cf = gram_f;
+        cb = io + 4.0 * b;
+        break;
+    case DP_FORM_GRAD_TILE:
+        cf = grad_f;
+        cb = io + 4.0 * b;
+        break;
+    default: break;
     }
     if (flops) *flops = cf;
     if (bytes) *bytes = cb;

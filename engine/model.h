@@ -89,7 +89,10 @@ typedef struct dp_param {
 typedef struct dp_model dp_model;
 
 /* Hooks that DP methods give the backward. Each is called as soon as the quantities it needs are
- * known, with tensors valid only during the call (copy what must outlive it). All may be NULL. */
+ * known, with tensors valid only during the call (copy what must outlive it). All may be NULL.
+ * One exception, which DP book-keeping relies on: with opts->retain = 1, the A given to `linear`
+ * is a saved activation and stays valid until dp_model_release_activations or the next forward
+ * (bk forms (c (.) G)^T A from it after the backward, without copying A). */
 typedef struct dp_layer_hooks {
     void *ctx;
     /* A linear y = x W^T (+ b): A is its input (B x T x d), G its output gradient (B x T x p),

@@ -3,7 +3,8 @@
  * of 1, for flash's batch-of-one path), clipped with C between the samples' norms so that some
  * are clipped and some are not, noised once, divided by the expected batch size, then one SGD
  * step. Also: vanilla equals DP with no clipping and no noise (the mean gradient of the logical
- * batch), and the phases refuse to run out of order.
+ * batch), the phases refuse to run out of order, and the plan device allocates what the CPU does,
+ * category by category, for every method.
  *
  * Tolerance: 1e-5 relative (L2 over all parameters) on the update; methods differ only in f32
  * summation order (ghost's Gram products against materialized gradients, bk's single GEMM
@@ -202,6 +203,80 @@ static void test_presets_agree(dp_arch arch, int tied, int lora) {
     free(base);
 }
 
+/* The plan device allocates what the CPU allocates, category by category, for every method:
+ * allocation decisions are device independent (norm values, which plan cannot compute, decide
+ * no size). Runs one logical step on each device from a fresh peak. */
+static void peaks_of(dp_device *dev, const method *mt, uint64_t *peak) {
+    dp_mem_reset_peak(dev->mem);
+    dp_mem_stats before;
+    dp_mem_get_stats(dev->mem, &before);
+    dp_model_config cfg;
+    dp_model_config_default(&cfg, DP_ARCH_GPT);
+    cfg.vocab = 19, cfg.hidden = 16, cfg.heads = 2, cfg.layers = 2, cfg.ffn = 24, cfg.seq_len = 9, cfg.batch = 2;
+    cfg.seed = 3;
+    dp_model *m = NULL;
+    CHECK_OK(dp_model_new(dev, &cfg, &m));
+    dp_dpsgd_config dc;
+    dp_dpsgd_config_default(&dc);
+    if (mt->name)
+        CHECK_OK(dp_method_preset(mt->name, &dc.norms, &dc.clip));
+    else
+        dc.norms = mt->norms, dc.clip = mt->clip;
+    dc.expected_batch_size = 3;
+    dp_dpsgd *dp = NULL;
+    CHECK_OK(dp_dpsgd_new(m, &dc, &dp));
+    int64_t shape[2] = {2, 9};
+    dp_tensor in, tg;
+    CHECK_OK(dp_tensor_init(&in, dev, DP_I32, 2, shape, DP_CAT_INPUTS));
+    CHECK_OK(dp_tensor_init(&tg, dev, DP_I32, 2, shape, DP_CAT_INPUTS));
+    CHECK_OK(dp_tensor_fill(&in, 3.0));
+    CHECK_OK(dp_tensor_fill(&tg, 5.0));
+    dp_step_plan plan;
+    CHECK_OK(dp_dpsgd_next_step(dp, &plan));
+    for (int64_t k = 0; k < plan.n_physical; k++) {
+        dp_tensor inv, tgv;
+        int64_t sh[2] = {dp_step_plan_batch(&plan, k), 9};
+        CHECK_OK(dp_tensor_view(&inv, &in, 0, 2, sh));
+        CHECK_OK(dp_tensor_view(&tgv, &tg, 0, 2, sh));
+        float loss;
+        CHECK_OK(dp_dpsgd_forward(dp, &inv, &tgv, &loss, NULL));
+        CHECK_OK(dp_dpsgd_backward(dp));
+        CHECK_OK(dp_dpsgd_clip(dp));
+    }
+    CHECK_OK(dp_dpsgd_noise(dp));
+    dp_mem_stats after;
+    dp_mem_get_stats(dev->mem, &after);
+    for (int c = 0; c < DP_CAT_COUNT; c++) peak[c] = after.peak[c] - before.current[c];
+    dp_dpsgd_free(dp);
+    dp_tensor_release(&in);
+    dp_tensor_release(&tg);
+    dp_model_free(m);
+}
+
+static void test_plan_matches_cpu(void) {
+    dp_device *plan;
+    CHECK_OK(dp_device_get(DP_DEV_PLAN, &plan));
+    /* one allocation first: dp_mem_reset_peak on an allocator that never allocated passes NULL to
+     * memcpy (memory.c; reported) */
+    dp_tensor warm;
+    int64_t one = 1;
+    CHECK_OK(dp_tensor_init(&warm, plan, DP_F32, 1, &one, DP_CAT_TEMP));
+    dp_tensor_release(&warm);
+    for (size_t k = 0; k < N_METHODS; k++) {
+        uint64_t pc[DP_CAT_COUNT], pp[DP_CAT_COUNT];
+        peaks_of(cpu, &methods[k], pc);
+        peaks_of(plan, &methods[k], pp);
+        for (int c = 0; c < DP_CAT_COUNT; c++)
+            if (pc[c] != pp[c]) {
+                fprintf(stderr, "  %s: %s peaked at %llu bytes on the cpu, %llu on plan\n",
+                        methods[k].name ? methods[k].name : dp_norms_name(methods[k].norms),
+                        dp_category_name((dp_category)c), (unsigned long long)pc[c], (unsigned long long)pp[c]);
+                check_failures++;
+            }
+        CHECK(pc[DP_CAT_NORM_SAMPLES] > 0); /* the DP pass did allocate */
+    }
+}
+
 static void test_phase_order(void) {
     dp_model *m = make_model(DP_ARCH_GPT, 1, 0);
     dp_dpsgd_config cfg;
@@ -254,6 +329,7 @@ static void test_phase_order(void) {
 int main(void) {
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     test_phase_order();
+    test_plan_matches_cpu();
     test_presets_agree(DP_ARCH_GPT, 1, 0);
     test_presets_agree(DP_ARCH_GPT, 0, 0);
     test_presets_agree(DP_ARCH_GPT, 1, 1);
