@@ -6,7 +6,7 @@
  * reads x and writes out (2 N d es bytes plus 8 N of statistics); the input-gradient kernel
  * reads x and dout (and dx when accumulating) and writes dx. Rows whose pointers or length do
  * not allow 16-byte packs take a generic block-per-row kernel that re-reads the row from L1/L2.
- * Statistics are f32 sums in a fixed butterfly order; rstd is 1/sqrt in double, as on the CPU.
+ * Statistics are f32 sums in a fixed butterfly order; rstd = 1/sqrt(var + eps) in IEEE f32.
  *
  * Weight and bias gradients are column sums over the N rows, done by the deterministic
  * two-kernel reduction of layer_util.cuh (fixed row chunks, partials in scratch, added in
@@ -36,8 +36,10 @@ template <int VEC> __device__ __forceinline__ void load_params(const float *p, f
     for (int e = 0; e < VEC; e += 4) load4(p + e, v + e);
 }
 
+/* IEEE f32 division and square root (within an ulp of the CPU's double formula, without
+ * double-precision subroutine calls) */
 __device__ __forceinline__ float rstd_of(float sum, int64_t d, float eps) {
-    return (float)(1.0 / sqrt((double)sum / (double)d + (double)eps));
+    return 1.0f / sqrtf(sum / (float)d + eps);
 }
 
 /* ---- forward ------------------------------------------------------------------------------- */

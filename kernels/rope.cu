@@ -2,13 +2,16 @@
  *
  * One warp per (row n, head h); each lane rotates pairs x1 = x[j], x2 = x[j + hd/2] (two
  * consecutive j at a time, 4- or 8-byte accesses, when hd % 4 == 0) by angle = pos * inv_freq[j],
- * pos = n % T. inv_freq[j] = theta^(-(2j)/hd) is computed once per
- * block into shared memory, in double and rounded to f32 (the correctly rounded value the CPU's
- * powf returns in nearly every case); the exponent, the product pos * inv_freq and the rotation
- * are separate f32 roundings as on the CPU, so only sinf/cosf (2 ulp here) differ.
+ * pos = n % T. inv_freq[j] = powf(theta, -(2j)/hd) comes from the host (the CPU backend's
+ * formula and libm, passed as a kernel parameter, copied to shared memory; heads over 256 fall
+ * back to a double pow on the device); the product pos * inv_freq and the rotation are separate
+ * f32 roundings as on the CPU, so only sinf/cosf (2 ulp here) differ.
  * Bytes: 2 N H hd es (each element read and written once). */
 #include "layer_util.cuh"
 #include "layers.h"
+
+#include <math.h>
+#include <string.h>
 
 #define ROPE_THREADS 256
 #define ROPE_MAX_BLOCKS 4096 /* grid-stride; keeps the per-block inv_freq table cheap */
@@ -37,14 +40,25 @@ __device__ __forceinline__ void store2(bf16 *p, float a, float b) {
 
 /* One warp per (row n, head h), rows = N H; lanes walk the pairs j < hd/2, two consecutive
  * pairs per lane with 2-element accesses when PAIRS2 (hd % 4 == 0, rows 2-element aligned). */
-template <typename T, bool PAIRS2>
+/* inv_freq[j] for hd / 2 <= ROPE_TABLE: computed on the host by the CPU backend's own powf, so
+ * the angles are bit-identical to the CPU's */
+#define ROPE_TABLE 128
+struct RopeTable {
+    float inv_freq[ROPE_TABLE];
+};
+
+template <typename T, bool PAIRS2, bool TABLE>
 __global__ void __launch_bounds__(ROPE_THREADS)
-    rope_kernel(T *x, int64_t ld, int rows, int T_, int H, int hd, float theta, int inverse) {
+    rope_kernel(T *x, int64_t ld, int rows, int T_, int H, int hd, float theta, int inverse, RopeTable tab) {
     extern __shared__ float inv_freq[]; /* hd / 2 */
     const int half = hd / 2;
     for (int j = threadIdx.x; j < half; j += ROPE_THREADS) {
-        const float e = -(float)(2 * j) / (float)hd;
-        inv_freq[j] = (float)pow((double)theta, (double)e);
+        if (TABLE) {
+            inv_freq[j] = tab.inv_freq[j];
+        } else { /* larger heads: double pow rounded to f32, the correctly rounded value */
+            const float e = -(float)(2 * j) / (float)hd;
+            inv_freq[j] = (float)pow((double)theta, (double)e);
+        }
     }
     __syncthreads();
     const int lane = threadIdx.x & 31, warps = gridDim.x * (ROPE_THREADS / 32);
@@ -86,10 +100,26 @@ static cudaError_t rope_t(cudaStream_t s, T *x, int64_t ld, int64_t N, int64_t T
     if (blocks > ROPE_MAX_BLOCKS) blocks = ROPE_MAX_BLOCKS;
     const size_t smem = (size_t)(hd / 2) * sizeof(float);
     const bool pairs2 = hd % 4 == 0 && ld % 2 == 0 && ((uintptr_t)x % (2 * sizeof(T))) == 0;
-    if (pairs2)
-        rope_kernel<T, true><<<blocks, ROPE_THREADS, smem, s>>>(x, ld, (int)rows, (int)T_, (int)H, (int)hd, theta, inverse);
-    else
-        rope_kernel<T, false><<<blocks, ROPE_THREADS, smem, s>>>(x, ld, (int)rows, (int)T_, (int)H, (int)hd, theta, inverse);
+    RopeTable tab;
+    memset(&tab, 0, sizeof tab);
+    const bool table = hd / 2 <= ROPE_TABLE;
+    if (table)
+        for (int j = 0; j < hd / 2; j++) tab.inv_freq[j] = powf(theta, -(float)(2 * j) / (float)hd);
+#define ROPE_LAUNCH(P2, TB)                                                                                        \
+    rope_kernel<T, P2, TB><<<blocks, ROPE_THREADS, smem, s>>>(x, ld, (int)rows, (int)T_, (int)H, (int)hd, theta,  \
+                                                              inverse, tab)
+    if (table) {
+        if (pairs2)
+            ROPE_LAUNCH(true, true);
+        else
+            ROPE_LAUNCH(false, true);
+    } else {
+        if (pairs2)
+            ROPE_LAUNCH(true, false);
+        else
+            ROPE_LAUNCH(false, false);
+    }
+#undef ROPE_LAUNCH
     return cudaGetLastError();
 }
 
