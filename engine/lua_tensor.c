@@ -152,7 +152,11 @@ static int l_random(lua_State *L) {
     static const char *const keys[] = {"dist", "seed", "stream", "mean", "std", "low", "high", NULL};
     const char *fname = "tensor:random";
     dp_tensor *t = dpl_check_tensor(L, 1);
-    if (lua_isnoneornil(L, 2)) lua_newtable(L), lua_replace(L, 2);
+    lua_settop(L, 2);
+    if (lua_isnil(L, 2)) {
+        lua_newtable(L);
+        lua_replace(L, 2);
+    }
     dpl_check_keys(L, 2, fname, keys);
     const char *dist = dpl_opt_str_field(L, 2, fname, "dist", "normal");
     uint64_t seed = (uint64_t)dpl_opt_int_field(L, 2, fname, "seed", 0);

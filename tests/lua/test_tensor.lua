@@ -36,6 +36,8 @@ check.eq(table.concat(c:totable(), ","), "4.0,10.0,5.0,11.0")
 local r1 = dp.tensor{ shape = { 1000 } }:random{ dist = "normal", seed = 3, stream = 1 }
 local r2 = dp.tensor{ shape = { 1000 } }:random{ dist = "normal", seed = 3, stream = 1 }
 check.eq(r1:get(777), r2:get(777), "same seed, same numbers")
+local r0 = dp.tensor{ shape = { 8 } }:random() -- defaults: standard normal, seed 0, stream 0
+check.eq(r0:get(1), dp.tensor{ shape = { 8 } }:random{ seed = 0 }:get(1), "random() takes defaults")
 local p = dp.tensor{ shape = { 1 << 15, 1 << 15 }, device = "plan", category = "activations" }
 check.eq(p.bytes, 4 << 30, "plan tensor of 4 GiB")
 check.eq(p:sumsq(), 0.0, "plan tensors read as zeros")
