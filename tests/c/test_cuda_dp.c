@@ -5,6 +5,7 @@
  * - The same two runs on a small gpt (tied) and llama with every norms method: per-parameter
  *   per-sample norms within 1e-4 (floor: 1e-7 of the sample's norm^2) and the noisy update of one
  *   logical step within 1e-4 relative (the noise is the same bits on both devices).
+ * - The bf16 model on CUDA: every method against flat within 1e-2 (see test_step_bf16).
  * - DPPROF_DP_BENCH=1 also times the fused tile kernels against cuBLAS doing the same products
  *   (bf16) and prints achieved TFLOP/s and the ratio.
  * DPPROF_DP_OPS_ONLY=1 runs the op tests alone (for compute-sanitizer).
@@ -215,7 +216,7 @@ static void test_small_ops(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
 
 /* ---- the DP step on both devices ------------------------------------------------------------ */
 
-static dp_model *model_on(dp_device *dev, dp_arch arch) {
+static dp_model *model_on(dp_device *dev, dp_arch arch, dp_dtype dt) {
     dp_model_config cfg;
     dp_model_config_default(&cfg, arch);
     cfg.vocab = 53;
@@ -227,6 +228,7 @@ static dp_model *model_on(dp_device *dev, dp_arch arch) {
     cfg.batch = 3;
     cfg.tie_head = arch == DP_ARCH_GPT;
     cfg.seed = 21;
+    cfg.dtype = dt;
     dp_model *m = NULL;
     CHECK_OK(dp_model_new(dev, &cfg, &m));
     return m;
@@ -234,9 +236,9 @@ static dp_model *model_on(dp_device *dev, dp_arch arch) {
 
 /* One logical step of 5 samples (physical 3 + 2): norms of the last physical batch per
  * parameter (sq: n_tp x 2), the update (params after SGD-free "noise / E" in the grads). */
-static int run_step(dp_device *dev, dp_arch arch, dp_norms_method norms, dp_clip_method clip, float *sq,
-                    float *grads, int64_t cap) {
-    dp_model *m = model_on(dev, arch);
+static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dp_norms_method norms, dp_clip_method clip,
+                    float *sq, float *grads, int64_t cap) {
+    dp_model *m = model_on(dev, arch, dt);
     if (!m) return 0;
     dp_dpsgd_config cfg;
     dp_dpsgd_config_default(&cfg);
@@ -249,15 +251,16 @@ static int run_step(dp_device *dev, dp_arch arch, dp_norms_method norms, dp_clip
     dp_dpsgd *dp = NULL;
     CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
     dp_tensor *ids = host_ids(5, 40, 53, 3), *tg = host_ids(5, 40, 53, 4);
-    dp_tensor *di = dp_tensor_new(dev, DP_I32, 2, ids->shape, DP_CAT_INPUTS), *dt = dp_tensor_new(dev, DP_I32, 2, tg->shape, DP_CAT_INPUTS);
+    dp_tensor *di = dp_tensor_new(dev, DP_I32, 2, ids->shape, DP_CAT_INPUTS);
+    dp_tensor *dtg = dp_tensor_new(dev, DP_I32, 2, tg->shape, DP_CAT_INPUTS);
     CHECK_OK(dp_tensor_copy(di, ids));
-    CHECK_OK(dp_tensor_copy(dt, tg));
+    CHECK_OK(dp_tensor_copy(dtg, tg));
     int64_t first = 0, sizes[2] = {3, 2};
     for (int k = 0; k < 2; k++) {
         int64_t shape[2] = {sizes[k], 40};
         dp_tensor in, t;
         CHECK_OK(dp_tensor_view(&in, di, first * 40, 2, shape));
-        CHECK_OK(dp_tensor_view(&t, dt, first * 40, 2, shape));
+        CHECK_OK(dp_tensor_view(&t, dtg, first * 40, 2, shape));
         float loss;
         CHECK_OK(dp_dpsgd_forward(dp, &in, &t, &loss, NULL));
         CHECK_OK(dp_dpsgd_backward(dp));
@@ -283,7 +286,7 @@ static int run_step(dp_device *dev, dp_arch arch, dp_norms_method norms, dp_clip
     dp_tensor_free(ids);
     dp_tensor_free(tg);
     dp_tensor_free(di);
-    dp_tensor_free(dt);
+    dp_tensor_free(dtg);
     dp_model_free(m);
     return n;
 }
@@ -295,8 +298,8 @@ static void test_step(dp_arch arch) {
     float *sq_c = malloc(1024 * sizeof(float)), *sq_g = malloc(1024 * sizeof(float));
     float *gr_c = malloc(cap * sizeof(float)), *gr_g = malloc(cap * sizeof(float));
     for (int k = 0; k < 4; k++) {
-        int n = run_step(cpu, arch, norms[k], clips[k], sq_c, gr_c, cap);
-        int ng = run_step(gpu, arch, norms[k], clips[k], sq_g, gr_g, cap);
+        int n = run_step(cpu, arch, DP_F32, norms[k], clips[k], sq_c, gr_c, cap);
+        int ng = run_step(gpu, arch, DP_F32, norms[k], clips[k], sq_g, gr_g, cap);
         CHECK(n == ng && n > 0 && 2 * n <= 1024);
         double tot[2] = {0, 0};
         for (int j = 0; j < n; j++) tot[0] += sq_c[2 * j], tot[1] += sq_c[2 * j + 1];
@@ -311,7 +314,7 @@ static void test_step(dp_arch arch) {
         char what[96];
         snprintf(what, sizeof what, "%s %s update (cuda vs cpu)", arch == DP_ARCH_GPT ? "gpt" : "llama",
                  dp_norms_name(norms[k]));
-        dp_model *m = model_on(cpu, arch);
+        dp_model *m = model_on(cpu, arch, DP_F32);
         int64_t nparams = m ? dp_model_num_params(m, 1) : 0;
         dp_model_free(m);
         compare(what, gr_g, gr_c, nparams < cap ? nparams : cap, 1e-4);
@@ -319,6 +322,44 @@ static void test_step(dp_arch arch) {
     free(sq_c);
     free(sq_g);
     free(gr_c);
+    free(gr_g);
+}
+
+/* bf16 on CUDA (the benchmarks' setting): every method against flat on the same device. The
+ * forward and backward are the same code for all, so only the norm algorithms differ: bf16
+ * operands, f32 accumulation in different orders, and bk's clip factors applied to bf16 output
+ * gradients in place (2^-9 rounding): 1e-2 relative on norms and on the update. */
+static void test_step_bf16(dp_arch arch) {
+    static const dp_norms_method norms[] = {DP_NORMS_GHOST, DP_NORMS_MIXED, DP_NORMS_FLASH, DP_NORMS_FLASH};
+    static const dp_clip_method clips[] = {DP_CLIP_TWOPASS, DP_CLIP_BK, DP_CLIP_BK, DP_CLIP_TWOPASS};
+    const int64_t cap = 1 << 20;
+    float *sq_r = malloc(1024 * sizeof(float)), *sq_g = malloc(1024 * sizeof(float));
+    float *gr_r = malloc(cap * sizeof(float)), *gr_g = malloc(cap * sizeof(float));
+    int n = run_step(gpu, arch, DP_BF16, DP_NORMS_MATERIALIZE, DP_CLIP_BK, sq_r, gr_r, cap);
+    dp_model *m = model_on(cpu, arch, DP_F32);
+    int64_t nparams = m ? dp_model_num_params(m, 1) : 0;
+    dp_model_free(m);
+    for (int k = 0; k < 4; k++) {
+        int ng = run_step(gpu, arch, DP_BF16, norms[k], clips[k], sq_g, gr_g, cap);
+        CHECK(n == ng && n > 0);
+        double tot[2] = {0, 0};
+        for (int j = 0; j < n; j++) tot[0] += sq_r[2 * j], tot[1] += sq_r[2 * j + 1];
+        int bad = 0;
+        for (int j = 0; j < 2 * n; j++)
+            if (!(fabs(sq_g[j] - sq_r[j]) <= 1e-2 * fmax(sq_r[j], 1e-3 * tot[j & 1]))) bad++;
+        if (bad) {
+            fprintf(stderr, "  bf16 %s %s+%s: %d per-parameter norms differ from flat's\n",
+                    arch == DP_ARCH_GPT ? "gpt" : "llama", dp_norms_name(norms[k]), dp_clip_name(clips[k]), bad);
+            check_failures++;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "bf16 %s %s+%s update (vs flat)", arch == DP_ARCH_GPT ? "gpt" : "llama",
+                 dp_norms_name(norms[k]), dp_clip_name(clips[k]));
+        compare(what, gr_g, gr_r, nparams < cap ? nparams : cap, 1e-2);
+    }
+    free(sq_r);
+    free(sq_g);
+    free(gr_r);
     free(gr_g);
 }
 
@@ -451,6 +492,8 @@ int main(void) {
     if (!(ops_only && *ops_only == '1')) {
         test_step(DP_ARCH_GPT);
         test_step(DP_ARCH_LLAMA);
+        test_step_bf16(DP_ARCH_GPT);
+        test_step_bf16(DP_ARCH_LLAMA);
     }
     const char *bench_env = getenv("DPPROF_DP_BENCH");
     if (bench_env && *bench_env == '1') benchmark();
