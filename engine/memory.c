@@ -108,7 +108,7 @@ static int ensure_module(dp_mem *m, uint32_t module) {
 static void settle_peak(dp_mem *m) {
     if (!m->peak_pending) return;
     memcpy(m->s.live_at_peak, m->s.current, sizeof m->s.current);
-    memcpy(m->mod_live_at_peak, m->mod_current, m->n_mod * sizeof *m->mod_current);
+    if (m->n_mod) memcpy(m->mod_live_at_peak, m->mod_current, m->n_mod * sizeof *m->mod_current);
     m->peak_pending = 0;
 }
 
@@ -261,8 +261,10 @@ void dp_mem_reset_peak(dp_mem *m) {
     s->peak_t_ns = dp_clock_ns();
     s->reserved_current = reserved_now(m);
     s->reserved_peak = s->reserved_current;
-    memcpy(m->mod_peak, m->mod_current, m->n_mod * sizeof *m->mod_peak);
-    memcpy(m->mod_live_at_peak, m->mod_current, m->n_mod * sizeof *m->mod_live_at_peak);
+    if (m->n_mod) { /* the module arrays are NULL until the first allocation */
+        memcpy(m->mod_peak, m->mod_current, m->n_mod * sizeof *m->mod_peak);
+        memcpy(m->mod_live_at_peak, m->mod_current, m->n_mod * sizeof *m->mod_live_at_peak);
+    }
     m->peak_pending = 0;
 }
 

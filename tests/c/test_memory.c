@@ -150,6 +150,20 @@ static void test_event_compaction_and_timeline(void) {
     dp_mem_destroy(m);
 }
 
+/* a fresh allocator has no module table yet: resetting and reading it must be well defined */
+static void test_fresh_allocator(void) {
+    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_mem *m = dp_mem_new(&raw, 0);
+    dp_mem_reset_peak(m);
+    dp_mem_stats s;
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_peak, 0);
+    uint64_t cur = 1, peak = 1, lap = 1;
+    dp_mem_module_stats(m, 0, &cur, &peak, &lap);
+    CHECK(cur == 0 && peak == 0 && lap == 0);
+    dp_mem_destroy(m);
+}
+
 static void test_limit_and_oom_report(void) {
     dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
     dp_mem *m = dp_mem_new(&raw, 0);
@@ -220,6 +234,7 @@ static void test_device_allocator(void) {
 int main(void) {
     test_exact_figures();
     test_event_compaction_and_timeline();
+    test_fresh_allocator();
     test_limit_and_oom_report();
     test_scopes();
     test_device_allocator();
