@@ -208,4 +208,168 @@ function cli.compare(args)
   return 0
 end
 
+---------------------------------------------------------------------------------------------
+-- dpprof fit key=value ...
+
+local FIT_USAGE = [[
+usage: dpprof fit [key=value ...]
+
+The largest seq_len, batch or layer count that fits a memory budget, per DP method, by search
+over plan runs (exact allocator accounting, no memory touched, no arithmetic: milliseconds a run,
+no GPU needed). Prints one row per method: the largest value that fits, its peak, what the CUDA
+pool would reserve for it, the category that dominates the peak, and the first value that does
+not fit.
+
+  vary=seq_len|batch|layers   what to search over (default seq_len)
+  method=NAME[,NAME...]       vanilla, flat, ghost, mixed_ghost, bk, flash_clip, or norms+clip
+                              (default: all six presets); methods= is the same
+  budget_gb=G                 the card's memory in GiB (default: the device model's)
+  device_model=h100|h200      the modelled device (default h100); its budget is its memory less
+                              the CUDA context; the reserved peak is the allocated one x (1 + overhead)
+  context_mb=M                the CUDA context and libraries outside the pool, MiB (default: the model's)
+  reserve_overhead=F          reserved-but-unused bytes as a fraction of the peak (default: the model's)
+  workspace=true|false        model cuBLAS's workspace and the kernels' scratch (default true)
+  lo=, hi=, granularity=      the range and step of the search (seq_len: 64 .. 1048576 by 64;
+                              batch: 1 .. 65536; layers: 1 .. 1024)
+  preset=large|small          the base model (default large: gpt V=32000 d=2048 L=20 H=16
+                              T=16384 B=1); these override it:
+  arch= vocab= hidden= layers= heads= seq_len= batch= dtype= mlp_ratio= ffn= tie_head= lora_rank=
+  physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
+  optimizer=adamw|sgd         (default adamw)
+  out=FILE.json               also write the answer as JSON
+
+example: dpprof fit method=ghost,flash_clip vary=seq_len budget_gb=80 dtype=bf16
+exit status: 0 answered; 2 bad arguments
+]]
+
+local FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "mlp_ratio", "ffn",
+                         "tie_head" }
+local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead",
+                   "workspace", "lo", "hi", "granularity", "preset", "lora_rank", "physical", "optimizer", "out" }
+
+local function parse_value(v)
+  if v == "true" then return true end
+  if v == "false" then return false end
+  return math.tointeger(tonumber(v)) or tonumber(v) or v
+end
+
+-- Parses key=value arguments into the options of dp.fit; returns opts, out (or nil, message).
+local function fit_options(args)
+  local kv = {}
+  local valid = {}
+  for _, k in ipairs(FIT_KEYS) do valid[k] = true end
+  for _, k in ipairs(FIT_MODEL_KEYS) do valid[k] = true end
+  for _, a in ipairs(args) do
+    local k, v = a:match("^([%w_]+)=(.*)$")
+    if not k then return nil, string.format("argument '%s' is not key=value (see dpprof fit --help)", a) end
+    if not valid[k] then
+      local all = {}
+      for _, x in ipairs(FIT_KEYS) do all[#all + 1] = x end
+      for _, x in ipairs(FIT_MODEL_KEYS) do all[#all + 1] = x end
+      return nil, string.format("unknown key '%s' (valid: %s)", k, table.concat(all, ", "))
+    end
+    kv[k] = parse_value(v)
+  end
+  local presets = require("dpprof.presets")
+  local pname = kv.preset or "large"
+  local p = presets.MODELS[pname]
+  if not p then return nil, string.format("unknown preset '%s' (valid: large, small)", tostring(pname)) end
+  local model = {}
+  for k, v in pairs(p.model) do model[k] = v end
+  for _, k in ipairs(FIT_MODEL_KEYS) do if kv[k] ~= nil then model[k] = kv[k] end end
+  if kv.lora_rank and kv.lora_rank ~= 0 then model.lora = { rank = kv.lora_rank } end
+  local base = { model = model, dp = { max_physical_batch_size = kv.physical } }
+  if kv.optimizer then base.optimizer = { name = kv.optimizer } end
+  local dm = kv.device_model or "h100"
+  if kv.context_mb ~= nil or kv.reserve_overhead ~= nil or kv.workspace ~= nil then
+    dm = { base = dm, reserve_overhead = kv.reserve_overhead, workspace = kv.workspace,
+           context_bytes = kv.context_mb and math.tointeger(kv.context_mb * 1024 * 1024) or nil }
+    if kv.context_mb and not dm.context_bytes then return nil, "context_mb must be a whole number of bytes in MiB" end
+  end
+  local methods = kv.methods or kv.method
+  if methods ~= nil then
+    local list = {}
+    for m in tostring(methods):gmatch("[^,]+") do list[#list + 1] = m end
+    methods = list
+  end
+  return { base = base, methods = methods, vary = kv.vary, budget_gb = kv.budget_gb, device_model = dm,
+           lo = kv.lo, hi = kv.hi, granularity = kv.granularity }, kv.out
+end
+
+local function print_rows(rows, right)
+  local widths = {}
+  for _, row in ipairs(rows) do
+    for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
+  end
+  for ri, row in ipairs(rows) do
+    local cells = {}
+    for i, cell in ipairs(row) do
+      cells[i] = string.format((right[i] and "%" or "%-") .. widths[i] .. "s", cell)
+    end
+    print((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
+    if ri == 1 then
+      local rule = {}
+      for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
+      print("  " .. table.concat(rule, "  "))
+    end
+  end
+end
+
+function cli.fit(args)
+  for _, a in ipairs(args) do
+    if a == "--help" or a == "-h" then
+      io.stdout:write(FIT_USAGE)
+      return 0
+    end
+  end
+  local opts, out = fit_options(args)
+  if not opts then
+    eprint("dpprof fit: ", out)
+    return 2
+  end
+  local ok, f = pcall(dp.fit, opts)
+  if not ok then
+    local msg = tostring(f):gsub("^[^\n]-%.lua:%d+: ", "")
+    eprint(msg)
+    return 2
+  end
+  local m, model = f.device_model, opts.base.model
+  print(string.format("dpprof fit: the largest %s that fits, by plan runs (predicted, not measured)", f.vary))
+  print(string.format("  model: %s V=%d d=%d L=%d H=%d T=%d B=%d %s%s%s", model.arch or "gpt", model.vocab, model.hidden,
+                      model.layers, model.heads, model.seq_len, model.batch, model.dtype or "f32",
+                      model.lora and string.format(", LoRA rank %d", model.lora.rank) or "",
+                      opts.base.dp.max_physical_batch_size and
+                      string.format(", physical batch %d", opts.base.dp.max_physical_batch_size) or ""))
+  print("  device: " .. dp.plan.describe(m))
+  print(string.format("  budget: %s for the pool (%s - %s context); fits when peak x %.3g <= budget",
+                      dp.format_bytes(f.budget_bytes), dp.format_bytes(m.memory_bytes), dp.format_bytes(m.context_bytes),
+                      1 + m.reserve_overhead))
+  print(string.format("  search: %s from %d to %d by %d", f.vary, f.lo, f.hi, f.granularity))
+  print("")
+  local rows = { { "method", "largest " .. f.vary, "peak", "reserved", "dominated by", "first unfit", "its peak", "runs" } }
+  for _, e in ipairs(f.methods) do
+    rows[#rows + 1] = {
+      e.method, e.largest and tostring(e.largest) or "none",
+      e.peak_bytes and dp.format_bytes(e.peak_bytes) or "-",
+      e.predicted_reserved_bytes and dp.format_bytes(e.predicted_reserved_bytes) or "-",
+      e.dominant and string.format("%s (%s)", e.dominant.category, dp.format_bytes(e.dominant.bytes)) or "-",
+      e.first_unfit and tostring(e.first_unfit) or ("> " .. f.hi),
+      e.first_unfit_peak_bytes and dp.format_bytes(e.first_unfit_peak_bytes) or "-",
+      tostring(e.runs),
+    }
+  end
+  print_rows(rows, { false, true, true, true, false, true, true, true })
+  if out then
+    local doc = { vary = f.vary, budget_bytes = f.budget_bytes, device_model = f.device_model, lo = f.lo, hi = f.hi,
+                  granularity = f.granularity, base = opts.base, methods = dp.json.array(f.methods), predicted = true }
+    local wok, werr = pcall(results.write, out, doc)
+    if not wok then
+      eprint("dpprof fit: ", tostring(werr))
+      return 2
+    end
+    print("\nwritten: " .. out)
+  end
+  return 0
+end
+
 return cli

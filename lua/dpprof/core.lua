@@ -23,6 +23,9 @@ dp.results = require("dpprof.results")
 dp.trace = require("dpprof.trace")
 dp.experiment = require("dpprof.experiment").run
 dp.sweep = require("dpprof.sweep").run
+-- Plan-device models and predictions, and the largest config that fits (plan.lua, fit.lua).
+dp.plan = require("dpprof.plan")
+dp.fit = require("dpprof.fit").run
 
 -- Not the module table itself: package.loaded["dpprof.core"] stays `true`, so error messages
 -- name functions through "dpprof", not "dpprof.core".

@@ -6,7 +6,8 @@
 --                  optimizer={name="adamw"|"sgd", lr=, ...}, dp={max_grad_norm=, noise_multiplier=,
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
---                  memory_limit=bytes, data={file=, file_dtype=}, trace=path }
+--                  memory_limit=bytes, data={file=, file_dtype=}, trace=path,
+--                  device_model="h100"|"h200"|{...} (device="plan" only) }
 --
 -- Callbacks on={name=function(ctx, i, k) ... end}: model_loaded, wrapped, optimizer_created,
 -- after_warmup and finished run once; before_forward, after_forward, after_backward, after_clip
@@ -23,9 +24,14 @@
 -- iteration's time is the sum of its phases (batch creation, snapshots and callbacks excluded).
 -- Peaks are reset after warm-up, so memory.peak_bytes describes the timed iterations; the warm-up
 -- peak is kept as memory.warmup_peak_bytes. The ledger is reset after warm-up too.
+--
+-- device="plan" (accounting only, see lua/dpprof/plan.lua): the result is marked predicted; the
+-- memory figures are exact; the phase times are a roofline estimate on device_model (default
+-- h100) from the ledger entries each phase added, and the result gains the budget view `plan`.
 local dp = require("dpprof")
 local json = dp.json
 local results = require("dpprof.results")
+local plan = require("dpprof.plan")
 
 local experiment = {}
 
@@ -33,7 +39,7 @@ local experiment = {}
 -- Configuration
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
-                   "device", "seed", "snapshots", "on", "memory_limit", "data", "trace" }
+                   "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace" }
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "mlp_ratio", "ffn",
                      "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed", "lora" }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
@@ -138,6 +144,14 @@ function experiment.config(cfg)
   if c.trace ~= nil and type(c.trace) ~= "string" then
     error("dpprof.experiment: trace must be the path of the trace file to write", 3)
   end
+  if c.device_model ~= nil then
+    if c.device ~= "plan" then
+      error(string.format("dpprof.experiment: device_model applies to device=\"plan\" only (device is '%s')",
+                          tostring(c.device)), 3)
+    end
+    local ok, err = pcall(plan.device_model, c.device_model)
+    if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
+  end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
   return c
 end
@@ -197,7 +211,7 @@ local function choices(priv, c)
   return method, field("norms") or c.norms or preset[1], field("clip_method") or field("clip") or c.clip or preset[2]
 end
 
-local function environment(kind, info)
+local function environment(kind, info, device_model)
   local env = dp.environment()
   local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores,
               git_commit = env.git_commit, dpprof_version = env.dpprof_version,
@@ -205,6 +219,10 @@ local function environment(kind, info)
   if kind == "cuda" then
     e.driver_version = env.nvidia_driver_version or info.cuda_driver_version or json.null
     e.cuda_version = info.cuda_version or json.null
+  end
+  if device_model then -- a plan run: what it models
+    e.device_name = string.format("plan: %s model (%s)", device_model.name, device_model.description)
+    e.device_model = device_model
   end
   return e
 end
@@ -218,6 +236,11 @@ function experiment.run(cfg_in)
   local mem = dp.memory
   local info = dp.device(c.device) -- resolves "auto" and makes the device current
   local kind = info.kind
+  -- On plan: the device model, and its fixed workspace taken before the peaks are reset (as a
+  -- CUDA device holds it from its start).
+  local device_model = kind == "plan" and plan.device_model(c.device_model) or nil
+  if device_model then plan.prepare(device_model) end
+  local dtype
   dp.sync()
   mem.clear_snapshots()
   mem.clear_events()
@@ -240,15 +263,20 @@ function experiment.run(cfg_in)
     local f = c.on[name]
     if f then f(ctx, i, k) end
   end
-  -- Times fn as one phase of iteration iter (0 = warm-up); adds to acc.
+  -- Times fn as one phase of iteration iter (0 = warm-up); adds to acc. On plan the time added is
+  -- the roofline estimate of the ledger entries the phase made (the span keeps the host's clock,
+  -- on which the memory timeline is drawn).
   local function phase(name, iter, acc, fn)
     dp.sync()
+    local before = device_model and dp.ledger()
     local t0 = dp.clock()
     fn()
     dp.sync()
     local t1 = dp.clock()
     st.spans[#st.spans + 1] = { phase = name, iter = iter, start_ms = t0 * 1000, end_ms = t1 * 1000 }
-    acc[name] = (acc[name] or 0) + (t1 - t0) * 1000
+    local ms = (t1 - t0) * 1000
+    if device_model then ms = plan.estimate(plan.ledger_diff(before, dp.ledger()), device_model, dtype).ms end
+    acc[name] = (acc[name] or 0) + ms
   end
 
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
@@ -295,6 +323,7 @@ function experiment.run(cfg_in)
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
     model = dp.model(mcfg)
+    dtype = model:config().dtype
     ctx.model = model
     logical = c.model.batch or model:config().batch
     physical = physical or logical
@@ -349,7 +378,7 @@ function experiment.run(cfg_in)
   local config = {
     model = model_config or copy(c.model), method = c.method or (c.norms .. "+" .. c.clip),
     optimizer = copy(c.optimizer), dp = copy(c.dp), iters = c.iters, warmup = c.warmup,
-    device = kind, seed = c.seed,
+    device = kind, seed = c.seed, device_model = device_model and copy(c.device_model or device_model.name) or nil,
   }
   config.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
   local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip
@@ -362,6 +391,19 @@ function experiment.run(cfg_in)
     privacy = { noise_multiplier = c.dp.noise_multiplier, sample_rate = c.dp.sample_rate, delta = c.dp.delta,
                 steps = pstats.steps, epsilon = pok and eps or nil }
   end
+  local ledger = dp.ledger()
+  local estimate, budget
+  if device_model and dtype then
+    local e = plan.estimate(ledger, device_model, dtype)
+    local ops = json.array()
+    for i, o in ipairs(e.ops) do ops[i] = o end
+    estimate = { device_model = device_model.name, method = plan.METHOD, dtype = dtype,
+                 peak_flops = device_model.peak_flops[dtype] + 0.0, bandwidth = device_model.bandwidth + 0.0,
+                 label = "estimate: a roofline lower bound, not a measurement", ledger_ms = e.ms, ops = ops }
+    if ok then
+      budget = plan.budget(device_model, math.max(stats.peak, warmup_peak or 0))
+    end
+  end
   local r = results.assemble{
     name = c.name, status = status, message = not ok and err.message or nil,
     traceback = not ok and err.traceback or nil, oom = oom, config = config,
@@ -371,9 +413,11 @@ function experiment.run(cfg_in)
     memory = { stats = stats, warmup_peak_bytes = warmup_peak, modules = mem.modules(),
                timeline = mem.timeline(results.TIMELINE_POINTS) },
     timing = st,
-    ledger = dp.ledger(),
+    estimate = estimate,
+    plan = budget,
+    ledger = ledger,
     layers = priv and priv:stats().layers or {},
-    environment = environment(kind, info),
+    environment = environment(kind, info, device_model),
     privacy = privacy,
     extra = ctx.extra,
   }

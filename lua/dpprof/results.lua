@@ -112,6 +112,7 @@ end
 --   {name, status, message, traceback, oom, config, method, norms, clip, predicted,
 --    memory = {stats, warmup_peak_bytes, modules, timeline}, snapshots (dpprof.memory.snapshots()),
 --    timing = {iter_ms, phase_ms = {{forward=, ...} per timed iteration}, spans},
+--    estimate (plan runs: timing.estimate), plan (plan runs: the budget view),
 --    ledger, layers, environment, privacy, extra}
 -- Fields an experiment that failed early does not have are left out.
 function results.assemble(a)
@@ -133,6 +134,8 @@ function results.assemble(a)
   }
   if a.memory and a.memory.stats then memory_fields(r, a.memory) end
   if a.timing then timing_fields(r, a.timing) end
+  if r.timing and a.estimate then r.timing.estimate = a.estimate end
+  r.plan = a.plan
   if a.ledger then
     r.ledger = array()
     for i, e in ipairs(a.ledger) do r.ledger[i] = { op = e.op, calls = e.calls, flops = e.flops, bytes = e.bytes } end
@@ -408,6 +411,64 @@ function V:timing(r, ok)
   end
 end
 
+-- A plan run's estimate and budget view (docs/results.md, "Predicted results").
+function V:predicted(r, ok)
+  if r.predicted ~= true then
+    if r.plan ~= nil then self:fail("plan", "present in a result that is not predicted") end
+    return
+  end
+  local t = type(r.timing) == "table" and r.timing or nil
+  local e = t and self:get(t, "estimate", "timing", "table", not ok)
+  if e then
+    self:get(e, "device_model", "timing.estimate", "string")
+    local m = self:get(e, "method", "timing.estimate", "string")
+    if m and not m:find("^roofline") then self:fail("timing.estimate.method", "'%s' is not a roofline", m) end
+    self:get(e, "dtype", "timing.estimate", "string")
+    for _, k in ipairs({ "peak_flops", "bandwidth" }) do
+      local v = self:get(e, k, "timing.estimate", "number")
+      if v and v <= 0 then self:fail("timing.estimate." .. k, "not positive") end
+    end
+    self:nonneg(self:get(e, "ledger_ms", "timing.estimate", "number"), "timing.estimate.ledger_ms")
+    self:get(e, "label", "timing.estimate", "string")
+    local ops = self:array(e, "ops", "timing.estimate")
+    for i, o in ipairs(ops or {}) do
+      local p = "timing.estimate.ops[" .. i .. "]"
+      self:get(o, "op", p, "string")
+      self:nonneg(self:get(o, "ms", p, "number"), p .. ".ms")
+      self:one_of(self:get(o, "bound", p, "string"), { "compute", "memory" }, p .. ".bound")
+    end
+  end
+  local b = self:get(r, "plan", "", "table", not ok)
+  if not b then return end
+  self:get(b, "device_model", "plan", "string")
+  local ints = {}
+  for _, k in ipairs({ "memory_bytes", "context_bytes", "peak_bytes", "budget_bytes", "predicted_reserved_bytes" }) do
+    ints[k] = self:nonneg(self:get(b, k, "plan", "integer"), "plan." .. k)
+  end
+  local head = self:get(b, "headroom_bytes", "plan", "integer")
+  local fits = self:get(b, "fits", "plan", "boolean")
+  self:nonneg(self:get(b, "reserve_overhead", "plan", "number"), "plan.reserve_overhead")
+  self:get(b, "workspace", "plan", "boolean")
+  if ints.memory_bytes and ints.context_bytes and ints.budget_bytes
+     and ints.budget_bytes ~= ints.memory_bytes - ints.context_bytes then
+    self:fail("plan.budget_bytes", "is not memory_bytes - context_bytes")
+  end
+  if ints.budget_bytes and ints.predicted_reserved_bytes and head then
+    if head ~= ints.budget_bytes - ints.predicted_reserved_bytes then
+      self:fail("plan.headroom_bytes", "is not budget_bytes - predicted_reserved_bytes")
+    end
+    if fits ~= nil and fits ~= (head >= 0) then self:fail("plan.fits", "disagrees with headroom_bytes") end
+  end
+  if ints.peak_bytes and ints.predicted_reserved_bytes and ints.predicted_reserved_bytes < ints.peak_bytes then
+    self:fail("plan.predicted_reserved_bytes", "below plan.peak_bytes")
+  end
+  local m = type(r.memory) == "table" and r.memory or nil
+  if m and ints.peak_bytes and math.type(m.peak_bytes) and math.type(m.warmup_peak_bytes)
+     and ints.peak_bytes ~= math.max(m.peak_bytes, m.warmup_peak_bytes) then
+    self:fail("plan.peak_bytes", "is not the larger of memory.peak_bytes and memory.warmup_peak_bytes")
+  end
+end
+
 function V:ledger(r, ok)
   local l = self:array(r, "ledger", "", not ok)
   if not l then return end
@@ -507,6 +568,7 @@ function results.validate(r)
   v:memory(r, ok)
   v:breakdown(r, ok)
   v:timing(r, ok)
+  v:predicted(r, ok)
   v:ledger(r, ok)
   v:layers(r, ok)
   v:environment(r, ok)

@@ -1,5 +1,5 @@
 /* main.c: the dpprof command line. `run` executes a Lua script with the dpprof module loaded;
- * `plot` renders charts from a results directory; other commands (compare, fit, ...) live in
+ * `plot` renders charts from a results directory; other commands (compare, fit) live in
  * the Lua module dpprof.cli. */
 #include "dpprof.h"
 #include "dpplot.h"
@@ -20,6 +20,8 @@ static const char *const usage =
     "                                   DIR (default out: DIR; scale 2 doubles the resolution)\n"
     "  compare BASE NEW [--threshold R] compare two results (files or directories); exit 1 when\n"
     "                                   peak memory or step time grew past R (default 1.05)\n"
+    "  fit [key=value ...]              the largest seq_len, batch or layers that fits a memory\n"
+    "                                   budget, per DP method, from plan runs (fit --help)\n"
     "  --help, -h                       this text\n"
     "  --version                        version and build\n"
     "\n"

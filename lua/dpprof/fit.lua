@@ -1,0 +1,243 @@
+-- dpprof.fit: the largest seq_len, batch or layer count that fits a memory budget, per DP method,
+-- found by searching over plan runs (exact allocator accounting, no memory touched, no arithmetic:
+-- a run of the large model takes milliseconds).
+--
+--   dp.fit{ base={...experiment config...}, method="ghost" | methods={...}, vary="seq_len"|"batch"|"layers",
+--           budget_gb=80 | device_model="h100"|"h200"|{...}, lo=, hi=, granularity=, quiet=true }
+--   -> { vary=, budget_bytes=, device_model={...}, lo=, hi=, granularity=,
+--        methods = { {method=, largest=, peak_bytes=, predicted_reserved_bytes=, dominant={category=, bytes=},
+--                     first_unfit=, first_unfit_peak_bytes=, hi_reached=, runs=}, ... },
+--        by_method = { [method] = the same entry } }
+--
+-- A value fits when the plan run's predicted reserved peak (plan.budget: the allocated peak over
+-- warm-up and timed iterations, the modelled CUDA workspace included, times 1 + reserve_overhead)
+-- is at most the budget: the device model's memory less its context. budget_gb sets the card's
+-- memory in GiB (2^30 bytes, as *_mb fields are MiB) on top of device_model (default h100), so
+-- budget_gb=80 asks "on an 80 GiB card".
+--
+-- The search: values are multiples of granularity from lo to hi. lo first; then doubling until a
+-- value does not fit (or hi is passed, clamped to hi); then bisection between the last value that
+-- fitted and the first that did not, down to granularity. `largest` fits and `largest +
+-- granularity` does not (that is `first_unfit`), provided memory grows with the value (it does
+-- for seq_len, batch and layers). largest is nil when lo does not fit; first_unfit is nil when hi
+-- fits (hi_reached = true).
+--
+-- vary: seq_len sets model.seq_len; batch sets model.batch and dp.max_physical_batch_size (the
+-- batch that goes through the model at once); layers sets model.layers. Runs are in-process on
+-- the plan device (one warm-up and one timed iteration unless base says otherwise; snapshots off);
+-- between runs the experiment resets the plan device's peaks, events, snapshots and ledger, and
+-- fit checks that every run gave back all it allocated.
+local dp = require("dpprof")
+local plan = require("dpprof.plan")
+local experiment = require("dpprof.experiment")
+
+local fit = {}
+
+fit.OPTION_KEYS = { "base", "method", "methods", "vary", "budget_gb", "device_model", "lo", "hi", "granularity",
+                    "quiet" }
+fit.VARY = { "seq_len", "batch", "layers" }
+fit.METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
+-- Per vary: {lo, hi, granularity} when not given.
+fit.DEFAULTS = {
+  seq_len = { granularity = 64, hi = 1 << 20 },
+  batch = { granularity = 1, hi = 1 << 16 },
+  layers = { granularity = 1, hi = 1024 },
+}
+
+local GiB = 1024 * 1024 * 1024
+
+local function fail(fmt, ...)
+  error("dpprof.fit: " .. string.format(fmt, ...), 3)
+end
+
+local function copy(t)
+  if type(t) ~= "table" or dp.json.is_null(t) then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = copy(v) end
+  return setmetatable(out, getmetatable(t))
+end
+
+local function contains(list, v)
+  for _, x in ipairs(list) do if x == v then return true end end
+  return false
+end
+
+local function positive_int(v, key)
+  if v ~= nil and (math.type(v) ~= "integer" or v < 1) then fail("%s must be an integer >= 1, got %s", key, tostring(v)) end
+end
+
+-- The configuration of one plan run at value.
+local function point_config(base, method, vary, value, model_spec)
+  local c = copy(base)
+  c.model = c.model or {}
+  c.dp = c.dp or {}
+  if method:find("+", 1, true) then
+    c.method = nil
+    c.norms, c.clip = method:match("^(.-)%+(.*)$")
+  else
+    c.method, c.norms, c.clip = method, nil, nil
+  end
+  if vary == "batch" then
+    c.model.batch = value
+    c.dp.max_physical_batch_size = value
+  else
+    c.model[vary] = value
+  end
+  c.device, c.device_model = "plan", model_spec
+  c.snapshots = "none"
+  c.trace = nil
+  c.iters = base.iters or 1
+  c.warmup = base.warmup or 1
+  c.name = string.format("%s,%s=%d", method, vary, value)
+  return c
+end
+
+-- The category with the most bytes live at the peak.
+local function dominant(r)
+  local best, bytes = nil, -1
+  for _, c in ipairs(dp.results.CATEGORIES) do
+    local e = r.memory.categories[c]
+    if e.live_at_peak_bytes > bytes then best, bytes = c, e.live_at_peak_bytes end
+  end
+  return { category = best, bytes = bytes }
+end
+
+-- Runs one plan point; returns the result. Raises when the run failed or left memory behind.
+local function run_point(cfg)
+  local before = dp.memory.stats("plan")
+  local r = experiment.run(cfg)
+  local after = dp.memory.stats("plan")
+  if after.allocated ~= before.allocated or after.n_live ~= before.n_live then
+    fail("the plan run %s left %d bytes in %d allocation(s) behind (a leak between runs)", cfg.name,
+         after.allocated - before.allocated, after.n_live - before.n_live)
+  end
+  if r.status ~= "ok" then
+    fail("the plan run %s failed (%s): %s", cfg.name, r.status, (tostring(r.message):gsub("^[^\n]-%.lua:%d+: ", "")))
+  end
+  return r
+end
+
+-- The search for one method; see the header.
+local function search(o, method)
+  local g, runs, cache = o.granularity, 0, {}
+  local function probe(v)
+    if cache[v] == nil then
+      local r = run_point(point_config(o.base, method, o.vary, v, o.model_spec))
+      runs = runs + 1
+      local b = r.plan
+      cache[v] = { fits = b.fits, peak = b.peak_bytes, reserved = b.predicted_reserved_bytes, dominant = dominant(r) }
+      if not o.quiet then
+        print(string.format("  %s %s=%d: %s, peak %s, reserved %s", method, o.vary, v, b.fits and "fits" or "does not fit",
+                            dp.format_bytes(b.peak_bytes), dp.format_bytes(b.predicted_reserved_bytes)))
+      end
+    end
+    return cache[v]
+  end
+  local good, bad
+  if probe(o.lo).fits then
+    good = o.lo
+    while true do
+      local v = math.min(good * 2, o.hi)
+      if v == good then break end
+      if probe(v).fits then good = v else bad = v break end
+    end
+    while bad and bad - good > g do
+      local mid = good + ((bad - good) // g // 2) * g
+      if probe(mid).fits then good = mid else bad = mid end
+    end
+  else
+    bad = o.lo
+  end
+  local entry = { method = method, largest = good, first_unfit = bad, hi_reached = bad == nil, runs = runs }
+  if good then
+    local p = cache[good]
+    entry.peak_bytes, entry.predicted_reserved_bytes, entry.dominant = p.peak, p.reserved, p.dominant
+  end
+  if bad then
+    entry.first_unfit_peak_bytes = cache[bad].peak
+    entry.first_unfit_reserved_bytes = cache[bad].reserved
+  end
+  return entry
+end
+
+-- Checks the options and fills in defaults; see the header.
+function fit.options(opts)
+  if type(opts) ~= "table" then fail("expects a table of options") end
+  for k in pairs(opts) do
+    if not contains(fit.OPTION_KEYS, k) then
+      fail("unknown key '%s' (valid: %s)", tostring(k), table.concat(fit.OPTION_KEYS, ", "))
+    end
+  end
+  local o = { base = opts.base or {}, quiet = opts.quiet ~= false }
+  if type(o.base) ~= "table" then fail("base must be an experiment configuration (a table)") end
+  if o.base.device ~= nil and o.base.device ~= "plan" then
+    fail("base.device is '%s': fit runs on the plan device (leave device out)", tostring(o.base.device))
+  end
+  o.vary = opts.vary or "seq_len"
+  if not contains(fit.VARY, o.vary) then
+    fail("unknown vary '%s' (valid: %s)", tostring(o.vary), table.concat(fit.VARY, ", "))
+  end
+  if opts.method ~= nil and opts.methods ~= nil then fail("give method or methods, not both") end
+  local methods = opts.methods or (opts.method and { opts.method })
+  if not methods then
+    if o.base.norms or o.base.clip then
+      methods = { tostring(o.base.norms) .. "+" .. tostring(o.base.clip) }
+    elseif o.base.method then
+      methods = { o.base.method }
+    else
+      methods = fit.METHODS
+    end
+  end
+  if type(methods) ~= "table" or #methods == 0 then fail("methods must be a non-empty list of method names") end
+  for _, m in ipairs(methods) do
+    if type(m) ~= "string" or not (contains(fit.METHODS, m) or m:find("^[%w_]+%+[%w_]+$")) then
+      fail("unknown method '%s' (valid: %s, or \"norms+clip\")", tostring(m), table.concat(fit.METHODS, ", "))
+    end
+  end
+  o.methods = methods
+  local model_spec = opts.device_model or o.base.device_model or plan.DEFAULT_MODEL
+  if opts.budget_gb ~= nil then
+    if type(opts.budget_gb) ~= "number" or opts.budget_gb <= 0 then
+      fail("budget_gb must be a positive number of GiB, got %s", tostring(opts.budget_gb))
+    end
+    if type(model_spec) == "string" then
+      model_spec = { base = model_spec }
+    else
+      model_spec = copy(model_spec)
+      model_spec.memory_bytes = nil
+    end
+    model_spec.memory_gb = opts.budget_gb
+    model_spec.name = string.format("%s@%gGiB", model_spec.name or model_spec.base or "custom", opts.budget_gb)
+  end
+  local ok, model = pcall(plan.device_model, model_spec)
+  if not ok then fail("%s", tostring(model)) end
+  o.model_spec, o.device_model = model_spec, model
+  local d = fit.DEFAULTS[o.vary]
+  positive_int(opts.granularity, "granularity")
+  positive_int(opts.lo, "lo")
+  positive_int(opts.hi, "hi")
+  o.granularity = opts.granularity or d.granularity
+  o.lo = opts.lo or o.granularity
+  o.hi = opts.hi or d.hi
+  if o.lo % o.granularity ~= 0 then fail("lo (%d) must be a multiple of granularity (%d)", o.lo, o.granularity) end
+  o.hi = o.hi - o.hi % o.granularity
+  if o.hi < o.lo then fail("hi (%d) is below lo (%d) at granularity %d", opts.hi or o.hi, o.lo, o.granularity) end
+  local ok_cfg, err = pcall(experiment.config, point_config(o.base, methods[1], o.vary, o.lo, o.model_spec))
+  if not ok_cfg then fail("base: %s", tostring(err)) end
+  return o
+end
+
+function fit.run(opts)
+  local o = fit.options(opts)
+  plan.prepare(o.device_model) -- the workspace the runs will hold, taken before the leak checks
+  local out = { vary = o.vary, budget_bytes = o.device_model.memory_bytes - o.device_model.context_bytes,
+                device_model = o.device_model, lo = o.lo, hi = o.hi, granularity = o.granularity,
+                methods = {}, by_method = {} }
+  for i, m in ipairs(o.methods) do
+    local e = search(o, m)
+    out.methods[i], out.by_method[m] = e, e
+  end
+  return out
+end
+
+return fit

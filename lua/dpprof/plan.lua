@@ -1,0 +1,228 @@
+-- dpprof.plan: device models for the `plan` backend, and what a plan run predicts with them.
+--
+-- A plan run (dp.experiment{device="plan", device_model=...}) does all of the allocator's
+-- accounting and fills the ledger, but touches no memory and does no arithmetic. Its memory
+-- figures are exact (the same bytes as on the CPU or CUDA backends: every allocation is decided
+-- in device-independent code). Two things are modelled on top, and both are stated here as data:
+--
+--   * time: a roofline estimate. Each ledger op costs max(flops / peak_flops[dtype],
+--     bytes / bandwidth); a phase costs the sum over the ops it ran (the experiment diffs the
+--     ledger around each phase). It is a lower bound for a real device (no launch latency, no
+--     occupancy, perfect overlap of compute and memory within an op), clearly labelled an estimate.
+--   * the budget: what a CUDA device holds besides the tagged allocations.
+--       context_bytes     the CUDA context, the kernels' modules and the libraries (cuBLAS), outside
+--                         the memory pool: total device memory minus what the pool may grow to
+--       workspace         true: the plan device takes cuBLAS's workspace and the kernels' scratch
+--                         as real tagged allocations (`workspace`, modules "cublas" and "kernels"),
+--                         exactly as the CUDA backend does at start (dpprof.plan_workspace(true))
+--       reserve_overhead  the pool's reserved-but-unused bytes (rounding, fragmentation), as a
+--                         fraction of the allocated peak: reserved peak = allocated peak * (1 + it)
+--     so budget_bytes = memory_bytes - context_bytes, and a run fits when
+--     ceil(peak * (1 + reserve_overhead)) <= budget_bytes.
+--
+--   plan.MODELS                        the built-in models (h100, h200), as data
+--   plan.device_model(spec)            "h100" | "h200" | {base=, name=, ...overrides} -> a checked copy
+--   plan.prepare(model)                sets the plan device's workspace; returns its bytes
+--   plan.op_ms(entry, model, dtype)    one ledger entry's time: ms, "compute" | "memory"
+--   plan.estimate(ledger, model, dtype) -> {ms=, ops={{op, calls, flops, bytes, ms, bound}...}}
+--   plan.ledger_diff(before, after)    the ledger entries a phase added (two dpprof.ledger() lists)
+--   plan.budget(model, peak_bytes)     -> the result's `plan` object (see docs/results.md)
+--   plan.describe(model)               one line naming the model and its figures
+local dp = require("dpprof")
+
+local plan = {}
+
+local MiB = 1024 * 1024
+local GiB = 1024 * MiB
+
+plan.METHOD = "roofline: sum over ops of max(flops/peak, bytes/bandwidth)"
+
+-- Provisional until measured on the lent H100: a CUDA 12 context with lazy module loading, our
+-- kernels and a cuBLAS handle take about half a GiB on Hopper. experiments/bench_plan.lua measures
+-- it on the card (nvidia-smi's memory.used minus the pool's reserved bytes, with only our process
+-- on the GPU) and prints the figure to put here.
+plan.DEFAULT_CONTEXT_BYTES = 512 * MiB
+-- Provisional until measured: bench_plan.lua prints max(reserved peak / allocated peak) - 1 over
+-- its runs (the CUDA pool with its release threshold at UINT64_MAX, as backend_cuda.c sets it).
+plan.DEFAULT_RESERVE_OVERHEAD = 0.05
+
+-- The built-in models. memory_bytes is what cudaMemGetInfo reports as total (nvidia-smi's
+-- memory.total); peak_flops are dense (no sparsity) per dtype of the model: bf16 on tensor cores,
+-- f32 on the CUDA cores (dpprof's f32 GEMMs are strict f32, no TF32); bandwidth is HBM's.
+plan.MODELS = {
+  h100 = {
+    name = "h100", description = "NVIDIA H100 80GB HBM3 (SXM5)",
+    memory_bytes = 81559 * MiB,
+    peak_flops = { bf16 = 989.4e12, f32 = 66.9e12 },
+    bandwidth = 3.35e12,
+    context_bytes = plan.DEFAULT_CONTEXT_BYTES, workspace = true, reserve_overhead = plan.DEFAULT_RESERVE_OVERHEAD,
+  },
+  h200 = {
+    name = "h200", description = "NVIDIA H200 141GB HBM3e (SXM5)",
+    memory_bytes = 143771 * MiB,
+    peak_flops = { bf16 = 989.4e12, f32 = 66.9e12 },
+    bandwidth = 4.8e12,
+    context_bytes = plan.DEFAULT_CONTEXT_BYTES, workspace = true, reserve_overhead = plan.DEFAULT_RESERVE_OVERHEAD,
+  },
+}
+plan.DEFAULT_MODEL = "h100"
+
+plan.MODEL_KEYS = { "base", "name", "description", "memory_bytes", "memory_gb", "peak_flops", "bandwidth",
+                    "context_bytes", "workspace", "reserve_overhead" }
+plan.DTYPES = { "f32", "bf16" }
+
+local function names(t)
+  local out = {}
+  for k in pairs(t) do out[#out + 1] = k end
+  table.sort(out)
+  return table.concat(out, ", ")
+end
+
+local function bad(fmt, ...)
+  error("dpprof.plan: device_model: " .. string.format(fmt, ...), 0)
+end
+
+local function positive(v, key)
+  if type(v) ~= "number" or v ~= v or v <= 0 or v == math.huge then
+    bad("%s must be a positive number, got %s", key, tostring(v))
+  end
+end
+
+local function nonneg_int(v, key)
+  if math.type(v) ~= "integer" or v < 0 then bad("%s must be an integer >= 0 (bytes), got %s", key, tostring(v)) end
+end
+
+-- The checked, complete copy of a device model: a built-in's name, or a table of fields (all of
+-- them, or base= a built-in plus the fields that differ). Raises naming the key and valid choices.
+function plan.device_model(spec)
+  if spec == nil then spec = plan.DEFAULT_MODEL end
+  if type(spec) == "string" then
+    if not plan.MODELS[spec] then bad("unknown model '%s' (valid: %s, or a table of fields)", spec, names(plan.MODELS)) end
+    spec = { base = spec }
+  end
+  if type(spec) ~= "table" then bad("a model name (%s) or a table expected, got %s", names(plan.MODELS), type(spec)) end
+  local valid = {}
+  for _, k in ipairs(plan.MODEL_KEYS) do valid[k] = true end
+  for k in pairs(spec) do
+    if not valid[k] then bad("unknown key '%s' (valid: %s)", tostring(k), table.concat(plan.MODEL_KEYS, ", ")) end
+  end
+  local m = {}
+  if spec.base ~= nil then
+    local b = plan.MODELS[spec.base]
+    if not b then bad("unknown base '%s' (valid: %s)", tostring(spec.base), names(plan.MODELS)) end
+    for k, v in pairs(b) do m[k] = v end
+    m.peak_flops = {}
+    for k, v in pairs(b.peak_flops) do m.peak_flops[k] = v end
+  else
+    m.context_bytes, m.workspace, m.reserve_overhead = 0, false, 0.0
+  end
+  for k, v in pairs(spec) do
+    if k == "peak_flops" then
+      if type(v) ~= "table" then bad("peak_flops must be a table {f32=, bf16=} of flop/s") end
+      m.peak_flops = m.peak_flops or {}
+      for dt, f in pairs(v) do m.peak_flops[dt] = f end
+    elseif k ~= "base" and k ~= "memory_gb" then
+      m[k] = v
+    end
+  end
+  if spec.memory_gb ~= nil then
+    if spec.memory_bytes ~= nil then bad("give memory_bytes or memory_gb, not both") end
+    positive(spec.memory_gb, "memory_gb")
+    m.memory_bytes = math.floor(spec.memory_gb * GiB)
+  end
+  m.name = m.name or (spec.base and (spec.base .. "+custom")) or "custom"
+  if type(m.name) ~= "string" then bad("name must be a string") end
+  m.description = m.description or m.name
+  if m.memory_bytes == nil then bad("memory_bytes (or memory_gb) is required for a model without base") end
+  nonneg_int(m.memory_bytes, "memory_bytes")
+  if m.memory_bytes == 0 then bad("memory_bytes must be > 0") end
+  nonneg_int(m.context_bytes, "context_bytes")
+  if m.context_bytes >= m.memory_bytes then bad("context_bytes (%d) leaves no room in memory_bytes (%d)", m.context_bytes, m.memory_bytes) end
+  if type(m.workspace) ~= "boolean" then bad("workspace must be true or false, got %s", tostring(m.workspace)) end
+  if type(m.reserve_overhead) ~= "number" or m.reserve_overhead < 0 or m.reserve_overhead ~= m.reserve_overhead then
+    bad("reserve_overhead must be a fraction >= 0, got %s", tostring(m.reserve_overhead))
+  end
+  if type(m.peak_flops) ~= "table" then bad("peak_flops {f32=, bf16=} (flop/s per dtype) is required") end
+  for _, dt in ipairs(plan.DTYPES) do positive(m.peak_flops[dt], "peak_flops." .. dt) end
+  for dt in pairs(m.peak_flops) do
+    local known = false
+    for _, d in ipairs(plan.DTYPES) do known = known or d == dt end
+    if not known then bad("peak_flops.%s: unknown dtype (valid: %s)", tostring(dt), table.concat(plan.DTYPES, ", ")) end
+  end
+  positive(m.bandwidth, "bandwidth")
+  return m
+end
+
+-- Makes the plan device hold (or not) the CUDA backend's fixed workspace, as model says; returns
+-- the bytes it holds for it.
+function plan.prepare(model)
+  dp.plan_workspace(model.workspace)
+  return dp.memory.stats("plan").current.workspace
+end
+
+-- One ledger entry {flops, bytes} on model at dtype: its time in ms and what bounds it.
+function plan.op_ms(entry, model, dtype)
+  local peak = model.peak_flops[dtype]
+  if not peak then
+    error(string.format("dpprof.plan: device model '%s' has no peak_flops for dtype '%s'", model.name, tostring(dtype)), 2)
+  end
+  local compute, memory = entry.flops / peak, entry.bytes / model.bandwidth
+  if compute >= memory then return compute * 1000, "compute" end
+  return memory * 1000, "memory"
+end
+
+-- The roofline estimate of a ledger (a list of {op, calls, flops, bytes}): the total in ms and
+-- each op's share, largest first.
+function plan.estimate(ledger, model, dtype)
+  local ops, total = {}, 0
+  for _, e in ipairs(ledger) do
+    local ms, bound = plan.op_ms(e, model, dtype)
+    ops[#ops + 1] = { op = e.op, calls = e.calls, flops = e.flops, bytes = e.bytes, ms = ms, bound = bound }
+    total = total + ms
+  end
+  table.sort(ops, function(a, b) if a.ms ~= b.ms then return a.ms > b.ms end return a.op < b.op end)
+  return { ms = total, ops = ops }
+end
+
+-- What happened between two dpprof.ledger() lists of the same run: per op, the calls, flops and
+-- bytes added (ops that did not run in between are left out).
+function plan.ledger_diff(before, after)
+  local prior = {}
+  for _, e in ipairs(before) do prior[e.op] = e end
+  local out = {}
+  for _, e in ipairs(after) do
+    local b = prior[e.op]
+    local calls = e.calls - (b and b.calls or 0)
+    if calls > 0 then
+      out[#out + 1] = { op = e.op, calls = calls, flops = e.flops - (b and b.flops or 0),
+                        bytes = e.bytes - (b and b.bytes or 0) }
+    end
+  end
+  return out
+end
+
+-- The budget view of a run whose allocated peak is peak_bytes (the tagged allocations, workspace
+-- included when the model takes it): the result's `plan` object.
+function plan.budget(model, peak_bytes)
+  local budget = model.memory_bytes - model.context_bytes
+  local reserved = math.ceil(peak_bytes * (1 + model.reserve_overhead))
+  reserved = math.tointeger(reserved) or reserved
+  return {
+    device_model = model.name, memory_bytes = model.memory_bytes, context_bytes = model.context_bytes,
+    reserve_overhead = model.reserve_overhead + 0.0, workspace = model.workspace,
+    peak_bytes = peak_bytes, budget_bytes = budget, predicted_reserved_bytes = reserved,
+    fits = reserved <= budget, headroom_bytes = budget - reserved,
+  }
+end
+
+-- "h100 (NVIDIA H100 80GB HBM3 (SXM5)): 79.65 GiB, context 512.00 MiB, workspace, reserve +5%, ..."
+function plan.describe(model)
+  return string.format("%s (%s): %s on the card, %s context, %s, reserved = allocated x %.3g, "
+                       .. "%.4g TFLOP/s bf16, %.4g TFLOP/s f32, %.4g TB/s",
+                       model.name, model.description, dp.format_bytes(model.memory_bytes),
+                       dp.format_bytes(model.context_bytes), model.workspace and "cuBLAS + kernels workspace"
+                       or "no workspace", 1 + model.reserve_overhead, model.peak_flops.bf16 / 1e12,
+                       model.peak_flops.f32 / 1e12, model.bandwidth / 1e12)
+end
+
+return plan
