@@ -17,8 +17,8 @@
 --                         exactly as the CUDA backend does at start (dpprof.plan_workspace(true))
 --       reserve_overhead  the pool's reserved-but-unused bytes (rounding, fragmentation), as a
 --                         fraction of the allocated peak: reserved peak = allocated peak * (1 + it)
---     so budget_bytes = memory_bytes - context_bytes, and a run fits when
---     ceil(peak * (1 + reserve_overhead)) <= budget_bytes.
+--     so budget_bytes = memory_bytes - context_bytes, and a run fits when its predicted reserved
+--     peak, peak + round(peak * reserve_overhead), is at most budget_bytes.
 --
 --   plan.MODELS                        the built-in models (h100, h200), as data
 --   plan.device_model(spec)            "h100" | "h200" | {base=, name=, ...overrides} -> a checked copy
@@ -205,8 +205,7 @@ end
 -- included when the model takes it): the result's `plan` object.
 function plan.budget(model, peak_bytes)
   local budget = model.memory_bytes - model.context_bytes
-  local reserved = math.ceil(peak_bytes * (1 + model.reserve_overhead))
-  reserved = math.tointeger(reserved) or reserved
+  local reserved = peak_bytes + math.floor(peak_bytes * model.reserve_overhead + 0.5)
   return {
     device_model = model.name, memory_bytes = model.memory_bytes, context_bytes = model.context_bytes,
     reserve_overhead = model.reserve_overhead + 0.0, workspace = model.workspace,

@@ -1,0 +1,173 @@
+-- test_fit.lua: dp.fit finds the boundary exactly (the value found fits and value + granularity
+-- does not, checked with separate plan runs), for seq_len, batch and layers; the peak and the
+-- dominating category it reports are those of the run at that value; lo that does not fit and hi
+-- that does; nothing leaks between runs (and a leak is caught); the errors name the valid choices;
+-- the CLI form answers and rejects bad arguments.
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+
+local MODEL = { arch = "gpt", vocab = 256, hidden = 32, layers = 2, heads = 2, seq_len = 16, batch = 2 }
+
+local function copy(t)
+  if type(t) ~= "table" then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = copy(v) end
+  return out
+end
+
+-- An exact budget: no context, no workspace, reserved = allocated.
+local function model_of(bytes)
+  return { name = "exact", memory_bytes = bytes, peak_flops = { f32 = 1e12, bf16 = 1e12 }, bandwidth = 1e12 }
+end
+
+-- One plan run at value, as fit makes it: its result.
+local function plan_run(method, vary, value, device_model, base)
+  local c = { model = copy((base or {}).model or MODEL), method = method, device = "plan", device_model = device_model,
+              iters = 1, warmup = 1, snapshots = "none" }
+  if vary == "batch" then
+    c.model.batch = value
+    c.dp = { max_physical_batch_size = value }
+  else
+    c.model[vary] = value
+  end
+  local r = dp.experiment(c)
+  check.eq(r.status, "ok", string.format("plan run %s %s=%d", method, vary, value))
+  return r
+end
+
+local function peak_at(method, vary, value)
+  return plan_run(method, vary, value, model_of(1 << 40)).plan.peak_bytes
+end
+
+-- The budget that a value exactly fills: the value fits, the next one does not.
+for _, case in ipairs({ { vary = "seq_len", at = 40, g = 1 }, { vary = "seq_len", at = 40, g = 8 },
+                        { vary = "batch", at = 5, g = 1 }, { vary = "layers", at = 6, g = 1 },
+                        { vary = "layers", at = 6, g = 3 } }) do
+  for _, method in ipairs({ "vanilla", "ghost", "flash_clip" }) do
+    local budget = peak_at(method, case.vary, case.at)
+    local dm = model_of(budget)
+    local f = dp.fit{ base = { model = copy(MODEL) }, method = method, vary = case.vary, device_model = dm,
+                      granularity = case.g, hi = 4096 }
+    local e = f.by_method[method]
+    local what = string.format("%s %s granularity %d", method, case.vary, case.g)
+    check.eq(f.methods[1], e, what .. ": methods[1] is by_method[method]")
+    check.eq(e.largest, case.at, what .. ": largest")
+    check.eq(e.first_unfit, case.at + case.g, what .. ": first unfit")
+    check.eq(e.hi_reached, false, what .. ": hi not reached")
+    -- checked independently: the value fits and value + granularity does not
+    local r = plan_run(method, case.vary, e.largest, dm)
+    check.eq(r.plan.fits, true, what .. ": the largest fits")
+    check.eq(e.peak_bytes, r.plan.peak_bytes, what .. ": the peak at the largest")
+    check.eq(e.peak_bytes, budget, what .. ": it fills the budget exactly")
+    local best, bytes = nil, -1
+    for _, c in ipairs(dp.results.CATEGORIES) do
+      local lap = r.memory.categories[c].live_at_peak_bytes
+      if lap > bytes then best, bytes = c, lap end
+    end
+    check.eq(e.dominant.category, best, what .. ": dominating category")
+    check.eq(e.dominant.bytes, bytes, what .. ": its bytes")
+    local r2 = plan_run(method, case.vary, e.first_unfit, dm)
+    check.eq(r2.plan.fits, false, what .. ": largest + granularity does not fit")
+    check.eq(e.first_unfit_peak_bytes, r2.plan.peak_bytes, what .. ": the first unfit peak")
+    check.truthy(e.runs <= 2 * math.ceil(math.log(4096 / case.g, 2)) + 2, what .. ": a logarithmic search")
+  end
+end
+
+-- A budget with overhead and context: fits means peak + round(peak x overhead) <= memory - context.
+do
+  local peak = peak_at("ghost", "seq_len", 64)
+  local dm = { name = "o", memory_bytes = peak + (peak // 10) + 1000, context_bytes = 1000, reserve_overhead = 0.1,
+               peak_flops = { f32 = 1e12, bf16 = 1e12 }, bandwidth = 1e12 }
+  local f = dp.fit{ base = { model = copy(MODEL) }, method = "ghost", device_model = dm, granularity = 1, hi = 1024 }
+  local e = f.by_method.ghost
+  check.truthy(e.largest >= 64, "64 fits with 10% overhead and the context accounted")
+  check.truthy(e.predicted_reserved_bytes <= f.budget_bytes, "reserved within the budget")
+  check.truthy(e.first_unfit_reserved_bytes > f.budget_bytes, "the first unfit's reserved is over it")
+  check.eq(f.budget_bytes, dm.memory_bytes - 1000, "budget = memory - context")
+end
+
+-- lo that does not fit; hi that fits; several methods in one call agree with single calls (no
+-- state carried from one run to the next).
+do
+  local f = dp.fit{ base = { model = copy(MODEL) }, method = "vanilla", device_model = model_of(1000) }
+  check.eq(f.methods[1].largest, nil, "nothing fits 1000 bytes")
+  check.eq(f.methods[1].first_unfit, 64, "lo (the granularity) is the first unfit")
+  check.eq(f.methods[1].runs, 1, "one run")
+  local g = dp.fit{ base = { model = copy(MODEL) }, method = "vanilla", vary = "layers", device_model = model_of(1 << 40),
+                    hi = 12 }
+  check.eq(g.methods[1].largest, 12, "hi fits")
+  check.eq(g.methods[1].first_unfit, nil, "no unfit value")
+  check.eq(g.methods[1].hi_reached, true, "hi reached")
+  local budget = peak_at("bk", "seq_len", 100)
+  local all = dp.fit{ base = { model = copy(MODEL) }, methods = { "flat", "bk", "ghost" }, device_model = model_of(budget),
+                      granularity = 4 }
+  local one = dp.fit{ base = { model = copy(MODEL) }, method = "bk", device_model = model_of(budget), granularity = 4 }
+  check.eq(#all.methods, 3, "three methods")
+  check.eq(all.by_method.bk.largest, one.by_method.bk.largest, "bk alone = bk after flat")
+  check.eq(all.by_method.bk.peak_bytes, one.by_method.bk.peak_bytes, "the same peak")
+  check.eq(all.by_method.bk.largest, 100, "bk: 100 fills the budget")
+  -- budget_gb is the card's memory in GiB on top of the device model
+  local h = dp.fit{ base = { model = copy(MODEL) }, method = "vanilla", budget_gb = 1, vary = "layers", hi = 64 }
+  check.eq(h.device_model.memory_bytes, 1 << 30, "budget_gb = 1 GiB")
+  check.eq(h.budget_bytes, (1 << 30) - h.device_model.context_bytes, "less the h100's context")
+  check.eq(h.device_model.workspace, true, "the h100's workspace is modelled")
+end
+
+-- Nothing leaks between runs: the plan device holds only the workspace afterwards; a script that
+-- keeps an allocation alive across a run is caught.
+do
+  dp.plan_workspace(false)
+  local before = dp.memory.stats("plan")
+  dp.fit{ base = { model = copy(MODEL) }, methods = { "vanilla", "mixed_ghost" }, device_model = model_of(1 << 22) }
+  local after = dp.memory.stats("plan")
+  check.eq(after.allocated, before.allocated, "plan device: nothing left behind")
+  check.eq(after.n_live, before.n_live, "no live allocation left behind")
+  local kept = {}
+  check.raises(function()
+    dp.fit{ base = { model = copy(MODEL), on = { finished = function()
+      kept[#kept + 1] = dp.tensor{ shape = { 10 }, device = "plan", category = "other" }
+    end } }, method = "vanilla", device_model = model_of(1 << 40), vary = "layers", hi = 2 }
+  end, { "left 40 bytes in 1 allocation(s) behind" }, "a leak between runs")
+  kept = nil
+  collectgarbage()
+end
+
+-- Errors name the problem and the valid choices.
+local base = { model = copy(MODEL) }
+check.raises(function() dp.fit{ base = base, vary = "heads" } end, { "unknown vary 'heads'", "seq_len, batch, layers" })
+check.raises(function() dp.fit{ base = base, method = "fast" } end, { "unknown method 'fast'", "flash_clip" })
+check.raises(function() dp.fit{ base = base, budget = 80 } end, { "unknown key 'budget'", "budget_gb" })
+check.raises(function() dp.fit{ base = base, method = "ghost", methods = { "bk" } } end, { "method or methods" })
+check.raises(function() dp.fit{ base = base, budget_gb = -1 } end, { "budget_gb must be a positive number" })
+check.raises(function() dp.fit{ base = base, lo = 100, granularity = 64 } end, { "multiple of granularity" })
+check.raises(function() dp.fit{ base = base, granularity = 0 } end, { "granularity must be an integer >= 1" })
+check.raises(function() dp.fit{ base = { model = copy(MODEL), device = "cuda" } } end, { "fit runs on the plan device" })
+check.raises(function() dp.fit{ base = { model = { arch = "gpt", vocabulary = 10 } } } end, { "unknown key 'vocabulary'" })
+check.raises(function() dp.fit{ base = base, device_model = "tpu" } end, { "unknown model 'tpu'", "h100, h200" })
+check.raises(function() dp.fit{ base = { model = { arch = "gpt", vocab = 64, hidden = 30, layers = 1, heads = 4 } },
+                                method = "vanilla" } end, { "failed", "must divide" })
+
+-- The CLI form: an answer (exit 0) and bad arguments (exit 2).
+local exe = dp.executable
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local out = p:read("a")
+  local _, _, code = p:close()
+  return code, out
+end
+local code, out = sh(string.format("%q fit preset=small method=ghost,vanilla vary=layers budget_gb=1 hi=64", exe))
+check.eq(code, 0, "dpprof fit exits 0: " .. out)
+check.truthy(out:find("largest layers", 1, true), "a table header")
+check.truthy(out:find("\n  ghost ", 1, true) and out:find("\n  vanilla ", 1, true), "a row per method")
+code, out = sh(string.format("%q fit vary=heads", exe))
+check.eq(code, 2, "bad vary: exit 2")
+check.truthy(out:find("seq_len, batch, layers", 1, true), "lists the valid choices: " .. out)
+code, out = sh(string.format("%q fit budget=3", exe))
+check.eq(code, 2, "unknown key: exit 2")
+check.truthy(out:find("unknown key 'budget'", 1, true), "names the key: " .. out)
+code, out = sh(string.format("%q fit --help", exe))
+check.eq(code, 0, "--help")
+check.truthy(out:find("usage: dpprof fit", 1, true), "usage")
+
+print("test_fit: ok")
