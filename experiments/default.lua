@@ -5,6 +5,6 @@ local presets = require("dpprof.presets")
 local args = dp.args or {}
 
 local p = presets.choose(args)
-local out = presets.out(args, "default")
+local out = args.out or ("results/run_" .. os.date("%Y%m%d_%H%M%S")) -- the README's first command lands here
 dp.sweep{ base = presets.base(p, args), vary = { method = presets.methods(args) }, out = out, timeout = p.timeout }
 presets.finish(out)
