@@ -1,12 +1,14 @@
 -- bench_plan.lua: how exact the plan backend's prediction is on a real GPU: predicted peak against measured peak allocated and reserved, every preset, f32 and bf16, two configs.
--- Change it: dpprof run experiments/bench_plan.lua [configs=large,batched] [methods=a,b] [dtypes=f32,bf16] [warmup=0] [iters=1] [batched_layers=16] [device_model=h100] [timeout=180] [budget_s=540] [dry=true] [out=DIR]
+-- Change it: dpprof run experiments/bench_plan.lua [configs=large,batched] [methods=a,b] [dtypes=f32,bf16] [warmup=0] [iters=1] [batched_layers=16] [device_model=h100] [timeout=180] [budget_s=170] [dry=true] [out=DIR]
 --
 -- Each point is measured once on `cuda` in an isolated child and planned once on `plan` with the
 -- device model in this process, both with the same schedule: by default one timed iteration and
 -- no warm-up, which makes every allocation there is (the optimizer's states at its step
 -- included); warmup=1 gives the steady-state peak and doubles the GPU time. Points run cheapest
 -- first (by the plan's estimate); no new point starts once budget_s seconds have gone (the
--- points left are listed as skipped), so one call stays within a device's command limit. The plan
+-- points left are listed as skipped): the default 170 s keeps a call under 3 minutes; budget_s=540
+-- gives all 24 default points room (dry=true prints the roofline's lower bound for them: 42 s of
+-- iterations, before start-up and kernel efficiency), still under a 10-minute command. The plan
 -- runs in this process (the plan never touches CUDA, so the parent stays fit to fork). The table compares
 -- the peak allocated (tagged bytes, the modelled cuBLAS + kernels workspace included on both
 -- sides: they must be equal to the byte) and the pool's reserved peak against the predicted one
@@ -39,7 +41,7 @@ local configs = presets.list(args.configs) or { "large", "batched" }
 local methods = presets.list(args.methods) or presets.ALL_METHODS
 local dtypes = presets.list(args.dtypes) or { "bf16", "f32" }
 local warmup, iters = args.warmup or 0, args.iters or 1
-local budget_s = args.budget_s or 540
+local budget_s = args.budget_s or 170
 local device_model = dp.plan.device_model{ base = args.device_model or "h100", workspace = args.workspace }
 local measure_device = args.measure_device or "cuda"
 local dry = args.dry == true or args.dry == 1

@@ -6,7 +6,7 @@ local results = dp.results
 local args = dp.args or {}
 
 -- Model sizes: hidden, layers, heads (head dimension 128; 64 for the smallest), from 0.11 B to
--- 3.9 B parameters. Training holds 18 bytes a parameter under bf16 (bf16 weights and an f32
+-- 3.8 B parameters. Training holds 18 bytes a parameter under bf16 (bf16 weights and an f32
 -- master copy, f32 gradients, AdamW's two f32 moments), so ~4 B is the most an 80 GB card trains.
 local SIZES = {
   { hidden = 768, layers = 12, heads = 12 },
