@@ -84,8 +84,11 @@ static size_t pick_reference(const dpplot_results *rs, const dpplot_result **ite
   int skip_batch = dpplot_result_vary(best, "batch") != NULL;
   char model[200];
   dpplot_report_context_of(best, skip_seq, skip_batch, model, sizeof model);
-  snprintf(context, clen, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", key,
-           best->sweep_name);
+  if (key[0]) /* the sweep varies more than the method: say which point the charts show */
+    snprintf(context, clen, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", key,
+             best->sweep_name);
+  else
+    snprintf(context, clen, "%s%ssweep '%s'", model, model[0] ? "  ·  " : "", best->sweep_name);
   return n;
 }
 
