@@ -15,7 +15,8 @@ typedef enum {
   DPPLOT_COMP_PARAMETERS,       /* parameters */
   DPPLOT_COMP_GRADIENTS,        /* gradients */
   DPPLOT_COMP_OPTIMIZER_STATES, /* optimizer_states */
-  DPPLOT_COMP_ACTIVATIONS,      /* activations + output_grads (what hooks capture) */
+  DPPLOT_COMP_ACTIVATIONS,      /* activations */
+  DPPLOT_COMP_OUTPUT_GRADS,     /* output_grads (what book-keeping keeps) */
   DPPLOT_COMP_PER_SAMPLE_GRADS, /* per_sample_grads */
   DPPLOT_COMP_NORM_SAMPLES,     /* norm_samples */
   DPPLOT_COMP_TEMP,             /* temp + workspace */

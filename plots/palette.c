@@ -49,16 +49,17 @@ static const unsigned component_colors[DPPLOT_N_COMPONENTS] = {
     0x88CCEE, /* gradients: cyan */
     0x44AA99, /* optimizer states: teal */
     0x117733, /* activations: green */
+    0x999933, /* output grads: olive */
     0xCC6677, /* per-sample grads: rose */
     0x882255, /* norm samples: wine */
     0xDDCC77, /* temporaries: sand */
     0xBBBBBB, /* other: pale grey */
 };
 static const char *const component_labels[DPPLOT_N_COMPONENTS] = {
-    "Parameters",       "Gradients",    "Optimizer states", "Activations",
+    "Parameters",       "Gradients",    "Optimizer states", "Activations", "Output grads",
     "Per-sample grads", "Norm samples", "Temporaries",      "Other"};
 static const char *const component_keys[DPPLOT_N_COMPONENTS] = {
-    "parameters",       "gradients",    "optimizer_states", "activations",
+    "parameters",       "gradients",    "optimizer_states", "activations", "output_grads",
     "per_sample_grads", "norm_samples", "temp",             "other"};
 
 dpplot_rgb dpplot_component_color(dpplot_component c) {

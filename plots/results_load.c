@@ -106,7 +106,7 @@ static dpplot_component component_of(const char *category) {
     dpplot_component c;
   } map[] = {{"parameters", DPPLOT_COMP_PARAMETERS},     {"gradients", DPPLOT_COMP_GRADIENTS},
              {"optimizer_states", DPPLOT_COMP_OPTIMIZER_STATES},
-             {"activations", DPPLOT_COMP_ACTIVATIONS},   {"output_grads", DPPLOT_COMP_ACTIVATIONS},
+             {"activations", DPPLOT_COMP_ACTIVATIONS},   {"output_grads", DPPLOT_COMP_OUTPUT_GRADS},
              {"per_sample_grads", DPPLOT_COMP_PER_SAMPLE_GRADS},
              {"norm_samples", DPPLOT_COMP_NORM_SAMPLES}, {"temp", DPPLOT_COMP_TEMP},
              {"workspace", DPPLOT_COMP_TEMP}};
@@ -182,7 +182,7 @@ static void read_memory(reader *rd, const cJSON *root, dpplot_result *r) {
   if (r->has_components) {
     const double *cb = r->component_bytes;
     double derived[6] = {cb[DPPLOT_COMP_PARAMETERS], cb[DPPLOT_COMP_OPTIMIZER_STATES],
-                         cb[DPPLOT_COMP_GRADIENTS], cb[DPPLOT_COMP_ACTIVATIONS],
+                         cb[DPPLOT_COMP_GRADIENTS], cb[DPPLOT_COMP_ACTIVATIONS] + cb[DPPLOT_COMP_OUTPUT_GRADS],
                          cb[DPPLOT_COMP_NORM_SAMPLES] + cb[DPPLOT_COMP_PER_SAMPLE_GRADS],
                          cb[DPPLOT_COMP_TEMP]};
     for (int k = 0; k < 6; k++)
