@@ -37,14 +37,17 @@ local GiB = 1024 * MiB
 
 plan.METHOD = "roofline: sum over ops of max(flops/peak, bytes/bandwidth)"
 
--- Provisional until measured on the lent H100: a CUDA 12 context with lazy module loading, our
--- kernels and a cuBLAS handle take about half a GiB on Hopper. experiments/bench_plan.lua measures
--- it on the card (nvidia-smi's memory.used minus the pool's reserved bytes, with only our process
--- on the GPU) and prints the figure to put here.
-plan.DEFAULT_CONTEXT_BYTES = 512 * MiB
--- Provisional until measured: bench_plan.lua prints max(reserved peak / allocated peak) - 1 over
--- its runs (the CUDA pool with its release threshold at UINT64_MAX, as backend_cuda.c sets it).
-plan.DEFAULT_RESERVE_OVERHEAD = 0.05
+-- Measured on the lent H100 (driver 580.159.04, CUDA 13.0), 2026-11-23: a dpprof process holding
+-- its CUDA context, cuBLAS handle and pool showed 659 MiB in nvidia-smi's memory.used on an
+-- otherwise empty card, of which 33 MiB is the pool's workspace (a tagged allocation): the rest,
+-- 626 MiB, is context and libraries outside the pool.
+plan.DEFAULT_CONTEXT_BYTES = 626 * MiB
+-- Measured on the same H100 over the 22 bench_dp runs that fitted (large and batched configs, f32
+-- and bf16, every preset): reserved peak / allocated peak - 1 ranged from 0.0024 to 0.0125; this
+-- default is the largest. The pool's fragmentation depends on the allocation pattern: the batched
+-- `flat` runs, with many 1 GiB per-sample buffers, reached 0.036 when they ran out of memory. A
+-- prediction whose headroom is within a few percent of the budget is therefore a margin call.
+plan.DEFAULT_RESERVE_OVERHEAD = 0.0125
 
 -- The built-in models. memory_bytes is what cudaMemGetInfo reports as total (nvidia-smi's
 -- memory.total); peak_flops are dense (no sparsity) per dtype of the model: bf16 on tensor cores,
