@@ -53,6 +53,7 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
     double peak = r->peak_bytes / MIB;
     char name[256];
     row_name(r, name, sizeof name);
+    if (r->predicted) strncat(name, " *", sizeof name - strlen(name) - 1);
     if (r->has_time)
       fprintf(f, "%-30s %20.2f %20.2f %20.2f\n", name, peak, r->avg_ms,
               r->avg_ms > 0 ? peak / r->avg_ms : 0.0);
@@ -111,6 +112,10 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
   fprintf(f, "\n");
   rule(f, '=', 100);
   fprintf(f, "MB = MiB (2^20 bytes), as in the results files. Memory/Time = peak MB / avg ms.\n");
+  int any_predicted = 0;
+  for (size_t i = 0; i < rs->n; i++) any_predicted |= rs->items[i].predicted;
+  if (any_predicted)
+    fprintf(f, "* predicted by the plan backend: memory is exact accounting, time a roofline estimate.\n");
   if (problems && problems->n > 0) {
     fprintf(f, "\nPROBLEMS READING RESULTS:\n");
     for (size_t i = 0; i < problems->n; i++) fprintf(f, "  %s\n", problems->items[i]);

@@ -188,7 +188,9 @@ local function describe(r)
     parts[#parts + 1] = one_line(r.message, 100)
   end
   if r.status == "ok" and peak then parts[#parts + 1] = "peak " .. dp.format_bytes(peak) end
-  if r.status == "ok" and ms then parts[#parts + 1] = string.format("%.1f ms/iter", ms) end
+  if r.status == "ok" and ms then
+    parts[#parts + 1] = string.format("%.1f ms/iter%s", ms, r.predicted and " (estimated)" or "")
+  end
   return table.concat(parts, ", ")
 end
 
@@ -199,6 +201,7 @@ local function print_summary(name, out, points)
     local peak, ms
     if r.status == "ok" then peak, ms = peak_of(r), time_of(r) end
     local note = p.skipped and "done before" or ""
+    if r.status == "ok" and r.predicted then note = note == "" and "plan: time estimated" or note .. "; plan: time estimated" end
     if r.status == "oom" and type(r.oom) == "table" and math.type(r.oom.requested_bytes) then
       note = "needed " .. dp.format_bytes(r.oom.requested_bytes) .. " more"
     elseif r.status and r.status ~= "ok" then
