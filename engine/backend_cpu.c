@@ -5,6 +5,7 @@
 #include "cpu_layers.h"
 #include "device.h"
 #include "dp_ops.h"
+#include "cpu_util.h"
 #include "error.h"
 
 #include "../kernels/philox.h"
@@ -83,22 +84,6 @@ static int cpu_memcpy(dp_device *dev, void *dst, const void *src, size_t bytes, 
     return DP_OK;
 }
 
-static float load(dp_dtype t, const void *x, size_t i) {
-    return t == DP_BF16 ? dp_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
-}
-
-static void store(dp_dtype t, void *x, size_t i, float v) {
-    if (t == DP_BF16)
-        ((uint16_t *)x)[i] = dp_f32_to_bf16(v);
-    else
-        ((float *)x)[i] = v;
-}
-
-static int need_float(dp_dtype t, const char *op) {
-    if (t == DP_F32 || t == DP_BF16) return DP_OK;
-    return dp_error_set(DP_ENOTSUP, "%s: dtype %s is not supported (f32 or bf16)", op, dp_dtype_name(t));
-}
-
 static int cpu_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value) {
     (void)dev;
     if (t == DP_I32) {
@@ -110,14 +95,14 @@ static int cpu_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value)
     }
     float v = (float)value;
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) store(t, x, i, v);
+    for (size_t i = 0; i < n; i++) dp_cpu_st(t, x, i, v);
     return DP_OK;
 }
 
 static int cpu_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b,
                     uint64_t seed, uint64_t stream, uint64_t offset, int accumulate) {
     (void)dev;
-    DP_TRY(need_float(t, "rand"));
+    DP_TRY(dp_cpu_need_float(t, "rand"));
     /* element i of the tensor is element offset+i of the stream */
 #pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
     for (size_t i = 0; i < n; i++) {
@@ -127,7 +112,7 @@ static int cpu_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist 
             r = a + b * dp_philox_normal(seed, stream, e);
         else
             r = a + (b - a) * dp_philox_uniform(seed, stream, e);
-        store(t, x, i, accumulate ? load(t, x, i) + r : r);
+        dp_cpu_st(t, x, i, accumulate ? dp_cpu_ld(t, x, i) + r : r);
     }
     return DP_OK;
 }
@@ -138,10 +123,10 @@ static int cpu_cast(dp_device *dev, dp_dtype dt, void *dst, dp_dtype st, const v
         memcpy(dst, src, n * dp_dtype_size(dt));
         return DP_OK;
     }
-    DP_TRY(need_float(dt, "cast"));
-    DP_TRY(need_float(st, "cast"));
+    DP_TRY(dp_cpu_need_float(dt, "cast"));
+    DP_TRY(dp_cpu_need_float(st, "cast"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) store(dt, dst, i, load(st, src, i));
+    for (size_t i = 0; i < n; i++) dp_cpu_st(dt, dst, i, dp_cpu_ld(st, src, i));
     return DP_OK;
 }
 
@@ -193,63 +178,51 @@ static int cpu_gemm(dp_device *dev, const dp_gemm_args *g) {
 
 static int cpu_add(dp_device *dev, dp_dtype t, size_t n, const void *x, const void *y, void *out) {
     (void)dev;
-    DP_TRY(need_float(t, "add"));
+    DP_TRY(dp_cpu_need_float(t, "add"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) store(t, out, i, load(t, x, i) + load(t, y, i));
+    for (size_t i = 0; i < n; i++) dp_cpu_st(t, out, i, dp_cpu_ld(t, x, i) + dp_cpu_ld(t, y, i));
     return DP_OK;
 }
 
 static int cpu_scale(dp_device *dev, dp_dtype t, size_t n, void *x, float alpha) {
     (void)dev;
-    DP_TRY(need_float(t, "scale"));
+    DP_TRY(dp_cpu_need_float(t, "scale"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) store(t, x, i, load(t, x, i) * alpha);
+    for (size_t i = 0; i < n; i++) dp_cpu_st(t, x, i, dp_cpu_ld(t, x, i) * alpha);
     return DP_OK;
 }
 
 static int cpu_axpy(dp_device *dev, dp_dtype t, size_t n, float alpha, const void *x, void *y) {
     (void)dev;
-    DP_TRY(need_float(t, "axpy"));
+    DP_TRY(dp_cpu_need_float(t, "axpy"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (size_t i = 0; i < n; i++) store(t, y, i, load(t, y, i) + alpha * load(t, x, i));
+    for (size_t i = 0; i < n; i++) dp_cpu_st(t, y, i, dp_cpu_ld(t, y, i) + alpha * dp_cpu_ld(t, x, i));
     return DP_OK;
 }
 
-/* Sum of squares of x[0..n), as fixed SUM_CHUNK chunks added in order. */
+/* Sum of squares of chunk c (SUM_CHUNK elements, fewer at the end) of x[0..n), in double. */
+static double chunk_sumsq(dp_dtype t, const void *x, size_t c, size_t n) {
+    size_t end = (c + 1) * SUM_CHUNK < n ? (c + 1) * SUM_CHUNK : n;
+    double s = 0;
+    for (size_t i = c * SUM_CHUNK; i < end; i++) {
+        double v = dp_cpu_ld(t, x, (int64_t)i);
+        s += v * v;
+    }
+    return s;
+}
+
+/* Sum of squares of x[0..n), as fixed SUM_CHUNK chunks added in order: the same result for any
+ * thread count (and without the partials buffer when the host is out of memory). */
 static double sumsq_span(dp_dtype t, const void *x, size_t n) {
     size_t chunks = (n + SUM_CHUNK - 1) / SUM_CHUNK;
-    if (chunks <= 1) {
-        double s = 0;
-        for (size_t i = 0; i < n; i++) {
-            double v = load(t, x, i);
-            s += v * v;
-        }
-        return s;
-    }
-    double *part = malloc(chunks * sizeof *part);
+    double *part = chunks > 1 ? malloc(chunks * sizeof *part) : NULL;
     double total = 0;
-    if (!part) { /* host OOM: fall back to one serial pass (same chunk order, same result) */
-        for (size_t c = 0; c < chunks; c++) {
-            double s = 0;
-            size_t end = (c + 1) * SUM_CHUNK < n ? (c + 1) * SUM_CHUNK : n;
-            for (size_t i = c * SUM_CHUNK; i < end; i++) {
-                double v = load(t, x, i);
-                s += v * v;
-            }
-            total += s;
-        }
+    if (!part) {
+        for (size_t c = 0; c < chunks; c++) total += chunk_sumsq(t, x, c, n);
         return total;
     }
 #pragma omp parallel for schedule(static)
-    for (size_t c = 0; c < chunks; c++) {
-        double s = 0;
-        size_t end = (c + 1) * SUM_CHUNK < n ? (c + 1) * SUM_CHUNK : n;
-        for (size_t i = c * SUM_CHUNK; i < end; i++) {
-            double v = load(t, x, i);
-            s += v * v;
-        }
-        part[c] = s;
-    }
+    for (size_t c = 0; c < chunks; c++) part[c] = chunk_sumsq(t, x, c, n);
     for (size_t c = 0; c < chunks; c++) total += part[c];
     free(part);
     return total;
@@ -258,7 +231,7 @@ static double sumsq_span(dp_dtype t, const void *x, size_t n) {
 static int cpu_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, const void *x,
                           float *out, int accumulate) {
     (void)dev;
-    DP_TRY(need_float(t, "sumsq_rows"));
+    DP_TRY(dp_cpu_need_float(t, "sumsq_rows"));
     size_t es = dp_dtype_size(t);
     if (rows == 1) {
         double s = sumsq_span(t, x, cols);
@@ -270,7 +243,7 @@ static int cpu_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, 
         const char *row = (const char *)x + r * cols * es;
         double s = 0;
         for (size_t c = 0; c < cols; c++) {
-            double v = load(t, row, c);
+            double v = dp_cpu_ld(t, row, c);
             s += v * v;
         }
         out[r] = (float)(accumulate ? out[r] + s : s);

@@ -6,6 +6,7 @@
 #include "dp_ops.h"
 
 #include "device.h"
+#include "cpu_util.h"
 #include "error.h"
 
 #include <cblas.h>
@@ -14,22 +15,6 @@
 
 #define PAR_MIN 32768  /* below this many elements of work a loop runs on one thread */
 #define DOT_CHUNK 4096 /* elements per partial sum in batched_dot */
-
-static inline float ld(dp_dtype t, const void *x, int64_t i) {
-    return t == DP_BF16 ? dp_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
-}
-
-static inline void st(dp_dtype t, void *x, int64_t i, float v) {
-    if (t == DP_BF16)
-        ((uint16_t *)x)[i] = dp_f32_to_bf16(v);
-    else
-        ((float *)x)[i] = v;
-}
-
-static int need_float(dp_dtype t, const char *op) {
-    if (t == DP_F32 || t == DP_BF16) return DP_OK;
-    return dp_error_set(DP_ENOTSUP, "%s: dtype %s is not supported (f32 or bf16)", op, dp_dtype_name(t));
-}
 
 /* n elements, at least 1 (malloc(0) may return NULL) */
 static size_t nz(int64_t n) { return n > 0 ? (size_t)n : 1; }
@@ -50,8 +35,8 @@ static void finish_partials(int64_t B, int64_t n_parts, const double *partials, 
 static int cpu_batched_dot(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, const void *x, dp_dtype ty,
                            const void *y, float alpha, float *out, int accumulate) {
     (void)dev;
-    DP_TRY(need_float(tx, "batched_dot"));
-    DP_TRY(need_float(ty, "batched_dot"));
+    DP_TRY(dp_cpu_need_float(tx, "batched_dot"));
+    DP_TRY(dp_cpu_need_float(ty, "batched_dot"));
     int64_t parts = n ? (n + DOT_CHUNK - 1) / DOT_CHUNK : 1;
     double *partial = malloc((size_t)(B * parts) * sizeof *partial);
     if (!partial) return host_oom("batched_dot");
@@ -60,7 +45,7 @@ static int cpu_batched_dot(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, co
         int64_t i = item / parts, k = item % parts;
         int64_t begin = k * DOT_CHUNK, end = begin + DOT_CHUNK < n ? begin + DOT_CHUNK : n;
         double s = 0.0;
-        for (int64_t j = begin; j < end; j++) s += (double)ld(tx, x, i * n + j) * (double)ld(ty, y, i * n + j);
+        for (int64_t j = begin; j < end; j++) s += (double)dp_cpu_ld(tx, x, i * n + j) * (double)dp_cpu_ld(ty, y, i * n + j);
         partial[item] = s;
     }
     finish_partials(B, parts, partial, alpha, out, accumulate);
@@ -90,12 +75,12 @@ static int cpu_gram_dot_masked(dp_device *dev, int64_t B, int64_t T, const float
 
 static int cpu_token_sum(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t p, const void *g, float *out) {
     (void)dev;
-    DP_TRY(need_float(t, "token_sum"));
+    DP_TRY(dp_cpu_need_float(t, "token_sum"));
 #pragma omp parallel for schedule(static) if (B * T * p > PAR_MIN)
     for (int64_t ic = 0; ic < B * p; ic++) {
         int64_t i = ic / p, c = ic % p;
         double s = 0.0;
-        for (int64_t tt = 0; tt < T; tt++) s += ld(t, g, (i * T + tt) * p + c);
+        for (int64_t tt = 0; tt < T; tt++) s += dp_cpu_ld(t, g, (i * T + tt) * p + c);
         out[ic] = (float)s;
     }
     return DP_OK;
@@ -104,15 +89,15 @@ static int cpu_token_sum(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64
 static int cpu_norm_grads(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, const void *x,
                           const float *mean, const float *rstd, const void *g, float *dw, float *db) {
     (void)dev;
-    DP_TRY(need_float(t, "norm_grads"));
+    DP_TRY(dp_cpu_need_float(t, "norm_grads"));
 #pragma omp parallel for schedule(static) if (B * T * d > PAR_MIN)
     for (int64_t ic = 0; ic < B * d; ic++) {
         int64_t i = ic / d, c = ic % d;
         double sw = 0.0, sb = 0.0;
         for (int64_t tt = 0; tt < T; tt++) {
             int64_t n = i * T + tt;
-            float xhat = mean ? (ld(t, x, n * d + c) - mean[n]) * rstd[n] : ld(t, x, n * d + c) * rstd[n];
-            float gv = ld(t, g, n * d + c);
+            float xhat = mean ? (dp_cpu_ld(t, x, n * d + c) - mean[n]) * rstd[n] : dp_cpu_ld(t, x, n * d + c) * rstd[n];
+            float gv = dp_cpu_ld(t, g, n * d + c);
             sw += (double)gv * (double)xhat;
             sb += gv;
         }
@@ -124,9 +109,9 @@ static int cpu_norm_grads(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int6
 
 static int cpu_scale_samples(dp_device *dev, dp_dtype t, int64_t B, int64_t n, void *x, const float *c) {
     (void)dev;
-    DP_TRY(need_float(t, "scale_samples"));
+    DP_TRY(dp_cpu_need_float(t, "scale_samples"));
 #pragma omp parallel for schedule(static) if (B * n > PAR_MIN)
-    for (int64_t k = 0; k < B * n; k++) st(t, x, k, ld(t, x, k) * c[k / n]);
+    for (int64_t k = 0; k < B * n; k++) dp_cpu_st(t, x, k, dp_cpu_ld(t, x, k) * c[k / n]);
     return DP_OK;
 }
 
@@ -149,7 +134,7 @@ static int cpu_sort_ids(dp_device *dev, int64_t B, int64_t T, const int32_t *ids
 static int cpu_grouped_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, const void *g,
                              const uint64_t *keys, float alpha, float *out, int accumulate) {
     (void)dev;
-    DP_TRY(need_float(t, "grouped_sumsq"));
+    DP_TRY(dp_cpu_need_float(t, "grouped_sumsq"));
     double *partial = malloc(nz(B) * sizeof *partial);
     double *sums = malloc(nz(B * d) * sizeof *sums);
     if (!partial || !sums) {
@@ -168,7 +153,7 @@ static int cpu_grouped_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, i
             int64_t end = run;
             for (; end < T && (uint32_t)(k[end] >> 32) == id; end++) {
                 int64_t row = i * T + (int64_t)(uint32_t)k[end];
-                for (int64_t c = 0; c < d; c++) sum[c] += ld(t, g, row * d + c);
+                for (int64_t c = 0; c < d; c++) sum[c] += dp_cpu_ld(t, g, row * d + c);
             }
             for (int64_t c = 0; c < d; c++) acc += sum[c] * sum[c];
             run = end;
@@ -184,12 +169,12 @@ static int cpu_grouped_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, i
 static int cpu_scatter_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V,
                             const void *g, const int32_t *ids, float alpha, float *psg) {
     (void)dev;
-    DP_TRY(need_float(t, "scatter_rows"));
+    DP_TRY(dp_cpu_need_float(t, "scatter_rows"));
 #pragma omp parallel for schedule(static) if (B * T * d > PAR_MIN)
     for (int64_t i = 0; i < B; i++)
         for (int64_t tt = 0; tt < T; tt++) {
             float *dst = psg + (i * V + ids[i * T + tt]) * d;
-            for (int64_t c = 0; c < d; c++) dst[c] += alpha * ld(t, g, (i * T + tt) * d + c);
+            for (int64_t c = 0; c < d; c++) dst[c] += alpha * dp_cpu_ld(t, g, (i * T + tt) * d + c);
         }
     return DP_OK;
 }
@@ -197,7 +182,7 @@ static int cpu_scatter_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, in
 static int cpu_gather_cols(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t V, const void *g,
                            const int32_t *ids, void *h) {
     (void)dev;
-    DP_TRY(need_float(t, "gather_cols"));
+    DP_TRY(dp_cpu_need_float(t, "gather_cols"));
     size_t es = dp_dtype_size(t);
 #pragma omp parallel for schedule(static) if (B * T * T > PAR_MIN)
     for (int64_t is = 0; is < B * T; is++) {
@@ -221,7 +206,7 @@ static const float *tile_f32(dp_dtype t, const void *x, int64_t ld_x, int64_t ro
         return (const float *)x + row0 * ld_x + col0;
     }
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) buf[r * cols + c] = ld(t, x, (row0 + r) * ld_x + col0 + c);
+        for (int64_t c = 0; c < cols; c++) buf[r * cols + c] = dp_cpu_ld(t, x, (row0 + r) * ld_x + col0 + c);
     *ld_out = cols;
     return buf;
 }
@@ -235,7 +220,7 @@ static double frob(const float *x, const float *y, int64_t n) {
 static int cpu_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
                                const void *a, const void *g, float alpha, float *out, int accumulate) {
     (void)dev;
-    DP_TRY(need_float(t, "gram_tile_sumsq"));
+    DP_TRY(dp_cpu_need_float(t, "gram_tile_sumsq"));
     const int64_t S = DP_FLASH_TILE, nt = (T + S - 1) / S, pairs = nt * (nt + 1) / 2;
     int64_t kmax = d > p ? d : p;
     double *partial = malloc(nz(B * pairs) * sizeof *partial);
@@ -272,7 +257,7 @@ static int cpu_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T,
 static int cpu_grad_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
                                const void *a, const void *g, float alpha, float *out, int accumulate) {
     (void)dev;
-    DP_TRY(need_float(t, "grad_tile_sumsq"));
+    DP_TRY(dp_cpu_need_float(t, "grad_tile_sumsq"));
     const int64_t S = DP_FLASH_TILE, np = (p + S - 1) / S, nd = (d + S - 1) / S, tiles = np * nd;
     double *partial = malloc(nz(B * tiles) * sizeof *partial);
     float *c = malloc((size_t)(S * S) * sizeof *c);
@@ -301,7 +286,7 @@ static int cpu_grad_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T,
 static int cpu_tied_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V, const void *g,
                          const int32_t *ids, const void *a, float *r) {
     (void)dev;
-    DP_TRY(need_float(t, "tied_rows"));
+    DP_TRY(dp_cpu_need_float(t, "tied_rows"));
     const int64_t S = DP_FLASH_TILE, nt = (T + S - 1) / S;
     size_t es = dp_dtype_size(t);
     float *h = malloc(nz(T * S) * sizeof *h);
@@ -319,7 +304,7 @@ static int cpu_tied_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64
             /* h[s, u] = g[i, s, ids[i, bu*S + u]]: a T x mu strip of the gathered matrix */
             for (int64_t s = 0; s < T; s++)
                 for (int64_t u = 0; u < mu; u++)
-                    h[s * mu + u] = ld(t, g, (i * T + s) * V + ids[i * T + bu * S + u]);
+                    h[s * mu + u] = dp_cpu_ld(t, g, (i * T + s) * V + ids[i * T + bu * S + u]);
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)mu, (blasint)d, (blasint)T, 1.0f, h,
                         (blasint)mu, ai, (blasint)la, 0.0f, r + (i * T + bu * S) * d, (blasint)d);
         }

@@ -10,6 +10,7 @@
  * is bit-identical for any OMP_NUM_THREADS. */
 #include "cpu_layers.h"
 
+#include "cpu_util.h"
 #include "error.h"
 
 #include <math.h>
@@ -20,22 +21,6 @@
 #define PART_ROWS 128     /* rows per partial of a column reduction */
 #define COL_SLICE 64      /* columns per task of the embedding's scatter-add */
 #define ATT_BLOCK 64      /* query rows and key rows per attention block */
-
-static inline float ld(dp_dtype t, const void *x, int64_t i) {
-    return t == DP_BF16 ? dp_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
-}
-
-static inline void st(dp_dtype t, void *x, int64_t i, float v) {
-    if (t == DP_BF16)
-        ((uint16_t *)x)[i] = dp_f32_to_bf16(v);
-    else
-        ((float *)x)[i] = v;
-}
-
-static int need_float(dp_dtype t, const char *op) {
-    if (t == DP_F32 || t == DP_BF16) return DP_OK;
-    return dp_error_set(DP_ENOTSUP, "%s: activation dtype %s is not supported (f32 or bf16)", op, dp_dtype_name(t));
-}
 
 static int64_t n_parts(int64_t rows) { return (rows + PART_ROWS - 1) / PART_ROWS; }
 
@@ -54,12 +39,12 @@ static void add_parts(float *dst, const double *part, int64_t parts, int64_t col
 static int cpu_embedding_forward(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
                                  const float *wpe, int64_t N, int64_t T, int64_t d) {
     (void)dev;
-    DP_TRY(need_float(t, "embedding_forward"));
+    DP_TRY(dp_cpu_need_float(t, "embedding_forward"));
 #pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         const float *e = wte + (int64_t)ids[n] * d;
         const float *p = wpe ? wpe + (n % T) * d : NULL;
-        for (int64_t j = 0; j < d; j++) st(t, out, n * d + j, p ? e[j] + p[j] : e[j]);
+        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, n * d + j, p ? e[j] + p[j] : e[j]);
     }
     return DP_OK;
 }
@@ -67,7 +52,7 @@ static int cpu_embedding_forward(dp_device *dev, dp_dtype t, void *out, const in
 static int cpu_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, const int32_t *ids, float *dwte,
                                   float *dwpe, int64_t N, int64_t T, int64_t d, int64_t V) {
     (void)dev;
-    DP_TRY(need_float(t, "embedding_backward"));
+    DP_TRY(dp_cpu_need_float(t, "embedding_backward"));
     for (int64_t n = 0; n < N; n++)
         if (ids[n] < 0 || ids[n] >= V)
             return dp_error_set(DP_EINVAL, "embedding_backward: token id %d at row %lld is outside [0, %lld)",
@@ -80,7 +65,7 @@ static int cpu_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, 
             int64_t j0 = s * COL_SLICE, j1 = j0 + COL_SLICE < d ? j0 + COL_SLICE : d;
             for (int64_t n = 0; n < N; n++) {
                 float *row = dwte + (int64_t)ids[n] * d;
-                for (int64_t j = j0; j < j1; j++) row[j] += ld(t, dout, n * d + j);
+                for (int64_t j = j0; j < j1; j++) row[j] += dp_cpu_ld(t, dout, n * d + j);
             }
         }
     }
@@ -90,7 +75,7 @@ static int cpu_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, 
         for (int64_t tt = 0; tt < T; tt++)
             for (int64_t j = 0; j < d; j++) {
                 float s = 0;
-                for (int64_t b = 0; b < B; b++) s += ld(t, dout, (b * T + tt) * d + j);
+                for (int64_t b = 0; b < B; b++) s += dp_cpu_ld(t, dout, (b * T + tt) * d + j);
                 dwpe[tt * d + j] += s;
             }
     }
@@ -102,20 +87,20 @@ static int cpu_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, 
 static int cpu_layernorm_forward(dp_device *dev, dp_dtype t, void *out, float *mean, float *rstd, const void *x,
                                  const float *w, const float *b, int64_t N, int64_t d, float eps) {
     (void)dev;
-    DP_TRY(need_float(t, "layernorm_forward"));
+    DP_TRY(dp_cpu_need_float(t, "layernorm_forward"));
 #pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         const int64_t o = n * d;
         double s = 0;
-        for (int64_t j = 0; j < d; j++) s += ld(t, x, o + j);
+        for (int64_t j = 0; j < d; j++) s += dp_cpu_ld(t, x, o + j);
         float mu = (float)(s / (double)d);
         double v = 0;
         for (int64_t j = 0; j < d; j++) {
-            double c = (double)ld(t, x, o + j) - mu;
+            double c = (double)dp_cpu_ld(t, x, o + j) - mu;
             v += c * c;
         }
         float rs = (float)(1.0 / sqrt(v / (double)d + (double)eps));
-        for (int64_t j = 0; j < d; j++) st(t, out, o + j, (ld(t, x, o + j) - mu) * rs * w[j] + b[j]);
+        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, (dp_cpu_ld(t, x, o + j) - mu) * rs * w[j] + b[j]);
         mean[n] = mu;
         rstd[n] = rs;
     }
@@ -142,15 +127,15 @@ static int norm_backward(dp_dtype t, void *dx, float *dw, float *db, const void 
             const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
             double sg = 0, sgx = 0;
             for (int64_t j = 0; j < d; j++) {
-                float xh = (ld(t, x, o + j) - mu) * rs, g = ld(t, dout, o + j) * w[j];
+                float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, g = dp_cpu_ld(t, dout, o + j) * w[j];
                 sg += g;
                 sgx += (double)g * xh;
             }
             const float mg = mean ? (float)(sg / (double)d) : 0.0f, mgx = (float)(sgx / (double)d);
             for (int64_t j = 0; j < d; j++) {
-                float xh = (ld(t, x, o + j) - mu) * rs, go = ld(t, dout, o + j);
+                float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, go = dp_cpu_ld(t, dout, o + j);
                 float v = (go * w[j] - mg - xh * mgx) * rs;
-                st(t, dx, o + j, accumulate ? ld(t, dx, o + j) + v : v);
+                dp_cpu_st(t, dx, o + j, accumulate ? dp_cpu_ld(t, dx, o + j) + v : v);
                 if (pw) pw[c * d + j] += (double)go * xh;
                 if (pb) pb[c * d + j] += go;
             }
@@ -167,24 +152,24 @@ static int cpu_layernorm_backward(dp_device *dev, dp_dtype t, void *dx, float *d
                                   const void *x, const float *w, const float *mean, const float *rstd, int64_t N,
                                   int64_t d, int accumulate) {
     (void)dev;
-    DP_TRY(need_float(t, "layernorm_backward"));
+    DP_TRY(dp_cpu_need_float(t, "layernorm_backward"));
     return norm_backward(t, dx, dw, db, dout, x, w, mean, rstd, N, d, accumulate);
 }
 
 static int cpu_rmsnorm_forward(dp_device *dev, dp_dtype t, void *out, float *rstd, const void *x, const float *w,
                                int64_t N, int64_t d, float eps) {
     (void)dev;
-    DP_TRY(need_float(t, "rmsnorm_forward"));
+    DP_TRY(dp_cpu_need_float(t, "rmsnorm_forward"));
 #pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         const int64_t o = n * d;
         double s = 0;
         for (int64_t j = 0; j < d; j++) {
-            double v = ld(t, x, o + j);
+            double v = dp_cpu_ld(t, x, o + j);
             s += v * v;
         }
         float rs = (float)(1.0 / sqrt(s / (double)d + (double)eps));
-        for (int64_t j = 0; j < d; j++) st(t, out, o + j, ld(t, x, o + j) * rs * w[j]);
+        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, dp_cpu_ld(t, x, o + j) * rs * w[j]);
         rstd[n] = rs;
     }
     return DP_OK;
@@ -193,7 +178,7 @@ static int cpu_rmsnorm_forward(dp_device *dev, dp_dtype t, void *out, float *rst
 static int cpu_rmsnorm_backward(dp_device *dev, dp_dtype t, void *dx, float *dw, const void *dout, const void *x,
                                 const float *w, const float *rstd, int64_t N, int64_t d, int accumulate) {
     (void)dev;
-    DP_TRY(need_float(t, "rmsnorm_backward"));
+    DP_TRY(dp_cpu_need_float(t, "rmsnorm_backward"));
     return norm_backward(t, dx, dw, NULL, dout, x, w, NULL, rstd, N, d, accumulate);
 }
 
@@ -201,16 +186,16 @@ static int cpu_rmsnorm_backward(dp_device *dev, dp_dtype t, void *dx, float *dw,
 
 static int cpu_bias_add(dp_device *dev, dp_dtype t, void *out, const float *bias, int64_t rows, int64_t cols) {
     (void)dev;
-    DP_TRY(need_float(t, "bias_add"));
+    DP_TRY(dp_cpu_need_float(t, "bias_add"));
 #pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
     for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) st(t, out, r * cols + c, ld(t, out, r * cols + c) + bias[c]);
+        for (int64_t c = 0; c < cols; c++) dp_cpu_st(t, out, r * cols + c, dp_cpu_ld(t, out, r * cols + c) + bias[c]);
     return DP_OK;
 }
 
 static int cpu_bias_backward(dp_device *dev, dp_dtype t, float *db, const void *g, int64_t rows, int64_t cols) {
     (void)dev;
-    DP_TRY(need_float(t, "bias_backward"));
+    DP_TRY(dp_cpu_need_float(t, "bias_backward"));
     int64_t parts = n_parts(rows);
     double *part = calloc((size_t)(parts * cols), sizeof *part);
     if (!part) return dp_error_set(DP_EOOM, "bias_backward: out of host memory for partials");
@@ -218,7 +203,7 @@ static int cpu_bias_backward(dp_device *dev, dp_dtype t, float *db, const void *
     for (int64_t c = 0; c < parts; c++) {
         int64_t r1 = (c + 1) * PART_ROWS < rows ? (c + 1) * PART_ROWS : rows;
         for (int64_t r = c * PART_ROWS; r < r1; r++)
-            for (int64_t j = 0; j < cols; j++) part[c * cols + j] += ld(t, g, r * cols + j);
+            for (int64_t j = 0; j < cols; j++) part[c * cols + j] += dp_cpu_ld(t, g, r * cols + j);
     }
     add_parts(db, part, parts, cols);
     free(part);
@@ -229,12 +214,12 @@ static int cpu_bias_backward(dp_device *dev, dp_dtype t, float *db, const void *
 
 static int cpu_gelu_forward(dp_device *dev, dp_dtype t, void *out, const void *x, int64_t n) {
     (void)dev;
-    DP_TRY(need_float(t, "gelu_forward"));
+    DP_TRY(dp_cpu_need_float(t, "gelu_forward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
-        float v = ld(t, x, i);
+        float v = dp_cpu_ld(t, x, i);
         float u = GELU_SCALE * (v + 0.044715f * v * v * v);
-        st(t, out, i, 0.5f * v * (1.0f + tanhf(u)));
+        dp_cpu_st(t, out, i, 0.5f * v * (1.0f + tanhf(u)));
     }
     return DP_OK;
 }
@@ -242,26 +227,26 @@ static int cpu_gelu_forward(dp_device *dev, dp_dtype t, void *out, const void *x
 static int cpu_gelu_backward(dp_device *dev, dp_dtype t, void *dx, const void *dout, const void *x, int64_t n,
                              int accumulate) {
     (void)dev;
-    DP_TRY(need_float(t, "gelu_backward"));
+    DP_TRY(dp_cpu_need_float(t, "gelu_backward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
-        float v = ld(t, x, i), go = ld(t, dout, i); /* read before writing: dx may alias dout */
+        float v = dp_cpu_ld(t, x, i), go = dp_cpu_ld(t, dout, i); /* read before writing: dx may alias dout */
         float th = tanhf(GELU_SCALE * (v + 0.044715f * v * v * v));
         float sech2 = 1.0f - th * th;
         float grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
         float r = go * grad;
-        st(t, dx, i, accumulate ? ld(t, dx, i) + r : r);
+        dp_cpu_st(t, dx, i, accumulate ? dp_cpu_ld(t, dx, i) + r : r);
     }
     return DP_OK;
 }
 
 static int cpu_swiglu_forward(dp_device *dev, dp_dtype t, void *out, const void *gate, const void *up, int64_t n) {
     (void)dev;
-    DP_TRY(need_float(t, "swiglu_forward"));
+    DP_TRY(dp_cpu_need_float(t, "swiglu_forward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
-        float g = ld(t, gate, i);
-        st(t, out, i, g / (1.0f + expf(-g)) * ld(t, up, i));
+        float g = dp_cpu_ld(t, gate, i);
+        dp_cpu_st(t, out, i, g / (1.0f + expf(-g)) * dp_cpu_ld(t, up, i));
     }
     return DP_OK;
 }
@@ -269,13 +254,13 @@ static int cpu_swiglu_forward(dp_device *dev, dp_dtype t, void *out, const void 
 static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *dup, const void *dout, const void *gate,
                                const void *up, int64_t n) {
     (void)dev;
-    DP_TRY(need_float(t, "swiglu_backward"));
+    DP_TRY(dp_cpu_need_float(t, "swiglu_backward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
-        float g = ld(t, gate, i), u = ld(t, up, i), go = ld(t, dout, i); /* dgate may alias dout */
+        float g = dp_cpu_ld(t, gate, i), u = dp_cpu_ld(t, up, i), go = dp_cpu_ld(t, dout, i); /* dgate may alias dout */
         float sig = 1.0f / (1.0f + expf(-g));
-        st(t, dgate, i, go * u * sig * (1.0f + g * (1.0f - sig)));
-        st(t, dup, i, go * g * sig);
+        dp_cpu_st(t, dgate, i, go * u * sig * (1.0f + g * (1.0f - sig)));
+        dp_cpu_st(t, dup, i, go * g * sig);
     }
     return DP_OK;
 }
@@ -285,7 +270,7 @@ static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *du
 static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N, int64_t T, int64_t H, int64_t hd,
                     float theta, int inverse) {
     (void)dev;
-    DP_TRY(need_float(t, "rope"));
+    DP_TRY(dp_cpu_need_float(t, "rope"));
     if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
     const int64_t half = hd / 2;
 #pragma omp parallel for schedule(static) if (N * H * hd > PAR_MIN)
@@ -298,9 +283,9 @@ static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N,
             float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
             for (int64_t h = 0; h < H; h++) {
                 int64_t i1 = n * ldx + h * hd + j, i2 = i1 + half;
-                float x1 = ld(t, x, i1), x2 = ld(t, x, i2);
-                st(t, x, i1, x1 * c - x2 * s);
-                st(t, x, i2, x2 * c + x1 * s);
+                float x1 = dp_cpu_ld(t, x, i1), x2 = dp_cpu_ld(t, x, i2);
+                dp_cpu_st(t, x, i1, x1 * c - x2 * s);
+                dp_cpu_st(t, x, i2, x2 * c + x1 * s);
             }
         }
     }
@@ -321,7 +306,7 @@ static void load_block(dp_dtype t, const void *base, int64_t ldm, int64_t b, int
                        int64_t row0, int64_t nrows, float *dst) {
     for (int64_t r = 0; r < nrows; r++) {
         int64_t o = (b * T + row0 + r) * ldm + h * hd;
-        for (int64_t c = 0; c < hd; c++) dst[r * hd + c] = ld(t, base, o + c);
+        for (int64_t c = 0; c < hd; c++) dst[r * hd + c] = dp_cpu_ld(t, base, o + c);
     }
 }
 
@@ -329,7 +314,7 @@ static void store_block(dp_dtype t, void *base, int64_t ldm, int64_t b, int64_t 
                         int64_t row0, int64_t nrows, const float *src) {
     for (int64_t r = 0; r < nrows; r++) {
         int64_t o = (b * T + row0 + r) * ldm + h * hd;
-        for (int64_t c = 0; c < hd; c++) st(t, base, o + c, src[r * hd + c]);
+        for (int64_t c = 0; c < hd; c++) dp_cpu_st(t, base, o + c, src[r * hd + c]);
     }
 }
 
@@ -343,7 +328,7 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
                                  const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
                                  float scale) {
     (void)dev;
-    DP_TRY(need_float(t, "attention_forward"));
+    DP_TRY(dp_cpu_need_float(t, "attention_forward"));
     const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
     const int64_t work = B * H * T * (T + 1) / 2 * hd; /* multiply-adds of q.k alone */
     int failed = 0;
@@ -406,7 +391,7 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
                                   const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
                                   int64_t hd, float scale) {
     (void)dev;
-    DP_TRY(need_float(t, "attention_backward"));
+    DP_TRY(dp_cpu_need_float(t, "attention_backward"));
     const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
     /* delta = rowsum(dout * out), per (sample, head, row) */
 #pragma omp parallel for schedule(static) if (B * T * ld_out > PAR_MIN)
@@ -415,7 +400,7 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
         for (int64_t i = 0; i < T; i++) {
             const int64_t o = (b * T + i) * ld_out + h * hd;
             float s = 0;
-            for (int64_t e = 0; e < hd; e++) s += ld(t, dout, o + e) * ld(t, out, o + e);
+            for (int64_t e = 0; e < hd; e++) s += dp_cpu_ld(t, dout, o + e) * dp_cpu_ld(t, out, o + e);
             delta[bh * T + i] = s;
         }
     }
@@ -514,21 +499,21 @@ static int check_targets(const int32_t *targets, int64_t N, int64_t V, const cha
 static int cpu_cross_entropy_forward(dp_device *dev, dp_dtype t, float *losses, float *lse, const void *logits,
                                      const int32_t *targets, int64_t N, int64_t V) {
     (void)dev;
-    DP_TRY(need_float(t, "cross_entropy_forward"));
+    DP_TRY(dp_cpu_need_float(t, "cross_entropy_forward"));
     DP_TRY(check_targets(targets, N, V, "cross_entropy_forward"));
 #pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         const int64_t o = n * V;
         float mx = -INFINITY;
         for (int64_t j = 0; j < V; j++) {
-            float x = ld(t, logits, o + j);
+            float x = dp_cpu_ld(t, logits, o + j);
             if (x > mx) mx = x;
         }
         double s = 0;
-        for (int64_t j = 0; j < V; j++) s += expf(ld(t, logits, o + j) - mx);
+        for (int64_t j = 0; j < V; j++) s += expf(dp_cpu_ld(t, logits, o + j) - mx);
         float z = mx + (float)log(s);
         lse[n] = z;
-        losses[n] = z - ld(t, logits, o + targets[n]);
+        losses[n] = z - dp_cpu_ld(t, logits, o + targets[n]);
     }
     return DP_OK;
 }
@@ -537,15 +522,15 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
                                       const int32_t *targets, const float *sample_scale, int64_t N, int64_t T,
                                       int64_t V) {
     (void)dev;
-    DP_TRY(need_float(t, "cross_entropy_backward"));
+    DP_TRY(dp_cpu_need_float(t, "cross_entropy_backward"));
     DP_TRY(check_targets(targets, N, V, "cross_entropy_backward"));
 #pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         const int64_t o = n * V;
         const float s = sample_scale[n / T], z = lse[n];
         for (int64_t j = 0; j < V; j++) {
-            float p = expf(ld(t, logits, o + j) - z);
-            st(t, logits, o + j, (j == targets[n] ? p - 1.0f : p) * s);
+            float p = expf(dp_cpu_ld(t, logits, o + j) - z);
+            dp_cpu_st(t, logits, o + j, (j == targets[n] ? p - 1.0f : p) * s);
         }
     }
     return DP_OK;

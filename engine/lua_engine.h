@@ -46,4 +46,7 @@ dp_tensor *dpl_check_tensor(lua_State *L, int idx);
 dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
                                dp_category cat);
 
+/* The LoRA target bits named by the list at idx, or an error naming fname and the valid names. */
+unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname);
+
 #endif

@@ -77,6 +77,25 @@ static int64_t required_int(lua_State *L, int idx, const char *fname, const char
 }
 
 /* lora = {rank=, alpha=rank, targets={"qkv"}} */
+/* The LoRA target bits named by the list at idx ("qkv", "proj", "fc", "down"); an error naming
+ * fname and the valid names for an unknown or empty list. */
+unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname) {
+    unsigned bits = 0;
+    lua_Integer n = luaL_len(L, idx);
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_geti(L, idx, i);
+        const char *name = lua_tostring(L, -1);
+        unsigned bit;
+        if (!name || dp_lora_target_parse(name, &bit) != 0)
+            luaL_error(L, "%s: unknown lora target '%s' (valid: qkv, proj, fc, down)", fname,
+                       name ? name : luaL_typename(L, -1));
+        bits |= bit;
+        lua_pop(L, 1);
+    }
+    if (!bits) luaL_error(L, "%s: 'lora.targets' is empty (valid: qkv, proj, fc, down)", fname);
+    return bits;
+}
+
 static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config *cfg) {
     static const char *const keys[] = {"rank", "alpha", "targets", NULL};
     int t = lua_getfield(L, idx, "lora");
@@ -98,18 +117,7 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     } else if (t != LUA_TTABLE) {
         luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: qkv, proj, fc, down)", fname);
     } else {
-        lua_Integer n = luaL_len(L, -1);
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_geti(L, -1, i);
-            const char *name = lua_tostring(L, -1);
-            unsigned bit;
-            if (!name || dp_lora_target_parse(name, &bit) != 0)
-                luaL_error(L, "%s: unknown lora target '%s' (valid: qkv, proj, fc, down)", fname,
-                           name ? name : luaL_typename(L, -1));
-            cfg->lora_targets |= bit;
-            lua_pop(L, 1);
-        }
-        if (!cfg->lora_targets) luaL_error(L, "%s: 'lora.targets' is empty (valid: qkv, proj, fc, down)", fname);
+        cfg->lora_targets = dpl_lora_targets(L, lua_gettop(L), fname);
     }
     lua_pop(L, 2);
 }

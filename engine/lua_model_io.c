@@ -34,18 +34,7 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_load_op
     opts->lora_alpha = (float)dpl_opt_num_field(L, t, fname, "alpha", (double)rank);
     if (lua_getfield(L, t, "targets") != LUA_TNIL) {
         if (!lua_istable(L, -1)) luaL_error(L, "%s: 'lora.targets' must be a list of qkv, proj, fc, down", fname);
-        lua_Integer n = luaL_len(L, -1);
-        for (lua_Integer i = 1; i <= n; i++) {
-            lua_geti(L, -1, i);
-            const char *name = lua_tostring(L, -1);
-            unsigned bit;
-            if (!name || dp_lora_target_parse(name, &bit) != 0)
-                luaL_error(L, "%s: unknown lora target '%s' (valid: qkv, proj, fc, down)", fname,
-                           name ? name : luaL_typename(L, -1));
-            opts->lora_targets |= bit;
-            lua_pop(L, 1);
-        }
-        if (!opts->lora_targets) luaL_error(L, "%s: 'lora.targets' is empty (valid: qkv, proj, fc, down)", fname);
+        opts->lora_targets = dpl_lora_targets(L, lua_gettop(L), fname);
     }
     lua_pop(L, 2);
 }
