@@ -10,6 +10,8 @@ jobs=$(nproc)
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DDPPROF_WERROR=ON
 cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
+# ctest reports skipped tests without their reason: show what each one said
+grep -h "^skipped:" build/Testing/Temporary/LastTest.log | sort | uniq -c || true
 [ "${1:-}" = "--no-asan" ] && exit 0
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPPROF_CUDA=OFF -DDPPROF_SANITIZE=ON \
       -DDPPROF_WERROR=ON
