@@ -86,10 +86,22 @@ static int scale_samples(dp_dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
     return DP_DISPATCH_DP(dp->dev, scale_samples, x->dtype, B, n, x->data, c->data);
 }
 
-static int book_per_sample(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
+/* Up to this many samples, the clipped sum of per-sample gradients is B in-order AXPYs with the
+ * host's factors (memory-bound, near the bandwidth roofline, the same bits on CPU and CUDA); a
+ * GEMM with k = B this small and n in the millions runs far below it (measured on an H100: 44 ms
+ * for B = 1 over a 1.07 B-parameter model, against ~4 ms for the AXPYs). */
+#define CLIP_AXPY_MAX_B 8
+
+static int book_per_sample(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c, const float *factors) {
     DP_TRY(dp_ensure_grad(dp, bk->param));
-    int64_t B = bk->psg.shape[0];
-    return weighted_sum(dp, &bk->param->grad, c, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
+    int64_t B = bk->psg.shape[0], n = bk->psg.numel / B;
+    if (B > CLIP_AXPY_MAX_B || bk->psg.dtype != DP_F32)
+        return weighted_sum(dp, &bk->param->grad, c, &bk->psg, B, n, "dp_clip_sum");
+    dp_ledger_add("dp_clip_sum", 2.0 * (double)B * (double)n, 12.0 * (double)B * (double)n);
+    for (int64_t b = 0; b < B; b++)
+        DP_TRY(DP_DISPATCH(dp->dev, axpy, DP_F32, (size_t)n, factors[b], dp_tensor_at(&bk->psg, b * n),
+                           bk->param->grad.data));
+    return DP_OK;
 }
 
 static int book_linear(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
@@ -136,7 +148,7 @@ int dp_clip_books(dp_dpsgd *dp, const float *factors) {
     for (int k = 0; k < dp->n_books; k++) {
         dp_book *bk = &dp->books[k];
         switch (bk->kind) {
-        case DP_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, &dp->clip_dev)); break;
+        case DP_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, &dp->clip_dev, factors)); break;
         case DP_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, &dp->clip_dev)); break;
         case DP_BOOK_EMBEDDING: DP_TRY(book_embedding(dp, bk, &dp->clip_dev)); break;
         }
