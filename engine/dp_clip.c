@@ -3,8 +3,9 @@
  * c_i = min(1, C / (||g_i|| + 1e-6)), ||g_i||^2 the sum over trainable tensors of their rows
  * (added on the host in double, in parameter order). twopass then runs the model's backward
  * again with the loss of sample i scaled by c_i (dp_step.c); bk forms the sum from its books:
- * per-sample gradients give c^T psg (a 1 x B by B x n GEMM), a linear's kept output gradient
- * gives scale (c (.) G)^T A (the rows of G scaled in place, then one GEMM over all B T tokens),
+ * per-sample gradients give c^T psg (B AXPYs for small B, else a 1 x B by B x n GEMM), a
+ * linear's kept output gradient gives scale (c (.) G)^T A (the rows of G scaled in place, then
+ * one GEMM over all B T tokens),
  * an embedding's scales G's rows in place, then scatters them by token id and sums them over the
  * samples for the positions. */
 #include "dp_impl.h"
@@ -43,15 +44,12 @@ int dp_clip_factors(dp_dpsgd *dp, float *factors) {
     if (!host) return dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
     dp->host_sq = host;
     dp->host_batch = B;
-    for (int k = 0; k < dp->n_params; k++) {
+    for (int k = 0; k < dp->n_params; k++)
         if (!dp->sq_written[k])
             return dp_error_set(DP_EINTERNAL, "dp: trainable parameter '%s' got no per-sample norm (no hook "
                                               "covered it in the backward)", dp->params[k]->name);
-        if (dp->dev->kind == DP_DEV_PLAN)
-            memset(host + k * B, 0, (size_t)B * sizeof *host);
-        else
-            DP_TRY(dp_tensor_to_host(&dp->sq_norms[k], host + k * B, (uint64_t)B * sizeof *host));
-    }
+    if (dp->n_params > 0) /* one copy of every row (a plan tensor reads as zeros) */
+        DP_TRY(dp_tensor_to_host(&dp->sq_norms, host, (uint64_t)dp->n_params * (uint64_t)B * sizeof *host));
     float *norms = malloc((size_t)(B ? B : 1) * sizeof *norms);
     if (!norms) return dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
     double C = dp->cfg.max_grad_norm;
@@ -67,9 +65,25 @@ int dp_clip_factors(dp_dpsgd *dp, float *factors) {
     return rc;
 }
 
-/* grad (n floats) += c^T x, x of B x n (f32): the clipped sum of per-sample gradients */
-static int weighted_sum(dp_dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const dp_tensor *x, int64_t B,
-                        int64_t n, const char *op) {
+/* Up to this many samples, c^T x is B in-order AXPYs with the host's weights (memory-bound, near
+ * the bandwidth roofline, the same bits on CPU and CUDA); a GEMM with k = B this small and n in
+ * the millions runs far below it (measured on an H100: 44 ms of clip per step for B = 1 over a
+ * 1.07 B-parameter model, against ~4 ms for the AXPYs). */
+#define CLIP_AXPY_MAX_B 8
+
+static int sum_by_axpy(int64_t B, dp_dtype t) { return B <= CLIP_AXPY_MAX_B && t == DP_F32; }
+
+/* grad (n floats) += c^T x, x of B x n: the clipped sum of per-sample gradients. c_host holds the
+ * B weights on the host; c, the same on the device, is read only by the GEMM path (may be NULL when
+ * sum_by_axpy holds). */
+static int weighted_sum(dp_dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const float *c_host, const dp_tensor *x,
+                        int64_t B, int64_t n, const char *op) {
+    if (sum_by_axpy(B, x->dtype)) {
+        dp_ledger_add(op, 2.0 * (double)B * (double)n, 12.0 * (double)B * (double)n);
+        for (int64_t b = 0; b < B; b++)
+            DP_TRY(DP_DISPATCH(dp->dev, axpy, DP_F32, (size_t)n, c_host[b], dp_tensor_at(x, b * n), grad->data));
+        return DP_OK;
+    }
     dp_gemm_args g = {
         .trans_a = 0, .trans_b = 0, .m = 1, .n = n, .k = B, .alpha = 1.0f, .beta = 1.0f,
         .ab_type = x->dtype, .c_type = DP_F32,
@@ -86,22 +100,10 @@ static int scale_samples(dp_dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
     return DP_DISPATCH_DP(dp->dev, scale_samples, x->dtype, B, n, x->data, c->data);
 }
 
-/* Up to this many samples, the clipped sum of per-sample gradients is B in-order AXPYs with the
- * host's factors (memory-bound, near the bandwidth roofline, the same bits on CPU and CUDA); a
- * GEMM with k = B this small and n in the millions runs far below it (measured on an H100: 44 ms
- * for B = 1 over a 1.07 B-parameter model, against ~4 ms for the AXPYs). */
-#define CLIP_AXPY_MAX_B 8
-
 static int book_per_sample(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c, const float *factors) {
     DP_TRY(dp_ensure_grad(dp, bk->param));
-    int64_t B = bk->psg.shape[0], n = bk->psg.numel / B;
-    if (B > CLIP_AXPY_MAX_B || bk->psg.dtype != DP_F32)
-        return weighted_sum(dp, &bk->param->grad, c, &bk->psg, B, n, "dp_clip_sum");
-    dp_ledger_add("dp_clip_sum", 2.0 * (double)B * (double)n, 12.0 * (double)B * (double)n);
-    for (int64_t b = 0; b < B; b++)
-        DP_TRY(DP_DISPATCH(dp->dev, axpy, DP_F32, (size_t)n, factors[b], dp_tensor_at(&bk->psg, b * n),
-                           bk->param->grad.data));
-    return DP_OK;
+    int64_t B = bk->psg.shape[0];
+    return weighted_sum(dp, &bk->param->grad, c, factors, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
 }
 
 static int book_linear(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
@@ -125,12 +127,19 @@ static int book_embedding(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
     DP_TRY(scale_samples(dp, G, c));
     if (bk->wpe) { /* dwpe[t] += sum_i (c (.) G)[i, t]: rows 0..T-1 of the table */
-        dp_tensor ones;
         DP_TRY(dp_ensure_grad(dp, bk->wpe));
-        DP_TRY(dp_alloc_tensor(dp, &ones, G->dtype, 1, &B, DP_CAT_TEMP, bk->wpe->module));
-        int rc = dp_tensor_fill(&ones, 1.0);
-        if (rc == DP_OK) rc = weighted_sum(dp, &bk->wpe->grad, &ones, G, B, T * d, "dp_clip_sum");
+        float *ones_host = malloc((size_t)B * sizeof *ones_host);
+        if (!ones_host) return dp_error_set(DP_EOOM, "dp: out of host memory");
+        for (int64_t i = 0; i < B; i++) ones_host[i] = 1.0f;
+        dp_tensor ones = {0};
+        int rc = DP_OK;
+        if (!sum_by_axpy(B, G->dtype)) { /* the GEMM path reads the weights on the device */
+            rc = dp_alloc_tensor(dp, &ones, G->dtype, 1, &B, DP_CAT_TEMP, bk->wpe->module);
+            if (rc == DP_OK) rc = dp_tensor_fill(&ones, 1.0);
+        }
+        if (rc == DP_OK) rc = weighted_sum(dp, &bk->wpe->grad, &ones, ones_host, G, B, T * d, "dp_clip_sum");
         dp_tensor_release(&ones);
+        free(ones_host);
         DP_TRY(rc);
     }
     if (!bk->param) return DP_OK;
@@ -171,9 +180,7 @@ void dp_release_batch_state(dp_dpsgd *dp) {
     dp_tensor_release(&dp->tied.psg);
     dp_tensor_release(&dp->tied.rows);
     dp->tied.wte = NULL;
-    for (int k = 0; k < dp->n_params; k++) {
-        dp_tensor_release(&dp->sq_norms[k]);
-        dp->sq_written[k] = 0;
-    }
+    dp_tensor_release(&dp->sq_norms);
+    for (int k = 0; k < dp->n_params; k++) dp->sq_written[k] = 0;
     dp_tensor_release(&dp->clip_dev);
 }

@@ -52,7 +52,9 @@ struct dp_dpsgd {
     int phase;                    /* 0 idle, 1 forward done, 2 backward done */
 
     /* per trainable parameter: sample squared norms of the current physical batch */
-    dp_tensor *sq_norms;          /* B f32 each, `norm_samples`, from backward to clip */
+    dp_tensor sq_norms;           /* n_params x B f32, `norm_samples`, from backward to clip: one
+                                   * allocation and one copy to the host per physical batch */
+    dp_tensor *sq_rows;           /* row k of sq_norms (views, valid while it is allocated) */
     int *sq_written;              /* 1 once a hook wrote the row in this backward */
     float *host_sq;               /* n_params x B host copy of the last batch's rows */
     int64_t host_batch;           /* B of host_sq (0 = none yet) */

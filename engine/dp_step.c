@@ -51,9 +51,9 @@ int dp_dpsgd_new_params(dp_device *dev, const dp_dpsgd_config *cfg, dp_param **p
     size_t np = (size_t)(n_params ? n_params : 1);
     dp->params = calloc(np, sizeof *dp->params);
     dp->offsets = calloc(np, sizeof *dp->offsets);
-    dp->sq_norms = calloc(np, sizeof *dp->sq_norms);
+    dp->sq_rows = calloc(np, sizeof *dp->sq_rows);
     dp->sq_written = calloc(np, sizeof *dp->sq_written);
-    if (rc == DP_OK && (!dp->params || !dp->offsets || !dp->sq_norms || !dp->sq_written))
+    if (rc == DP_OK && (!dp->params || !dp->offsets || !dp->sq_rows || !dp->sq_written))
         rc = dp_error_set(DP_EOOM, "dp: out of host memory");
     if (rc != DP_OK) {
         dp_dpsgd_free(dp);
@@ -84,11 +84,11 @@ int dp_dpsgd_new(dp_model *m, const dp_dpsgd_config *cfg, dp_dpsgd **out) {
 
 void dp_dpsgd_free(dp_dpsgd *dp) {
     if (!dp) return;
-    if (dp->sq_norms) dp_release_batch_state(dp);
+    if (dp->sq_rows) dp_release_batch_state(dp);
     free(dp->books);
     free(dp->params);
     free(dp->offsets);
-    free(dp->sq_norms);
+    free(dp->sq_rows);
     free(dp->sq_written);
     free(dp->host_sq);
     free(dp->layers);
@@ -294,9 +294,13 @@ int dp_alloc_tensor(dp_dpsgd *dp, dp_tensor *t, dp_dtype dt, int ndim, const int
 int dp_norm_row(dp_dpsgd *dp, const dp_param *p, dp_tensor **row, int *accumulate) {
     int k = dp_param_index(dp, p);
     if (k < 0) return dp_error_set(DP_EINTERNAL, "dp: hook for '%s', which is not trainable here", p->name);
-    if (!dp->sq_norms[k].numel) DP_TRY(dp_alloc_tensor(dp, &dp->sq_norms[k], DP_F32, 1, &dp->batch,
-                                                       DP_CAT_NORM_SAMPLES, p->module));
-    *row = &dp->sq_norms[k];
+    if (!dp->sq_norms.alloc.live) { /* the first hook of this backward: every parameter's row */
+        int64_t shape[2] = {dp->n_params, dp->batch};
+        DP_TRY(dp_alloc_tensor(dp, &dp->sq_norms, DP_F32, 2, shape, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
+        for (int j = 0; j < dp->n_params; j++)
+            DP_TRY(dp_tensor_view(&dp->sq_rows[j], &dp->sq_norms, (int64_t)j * dp->batch, 1, &dp->batch));
+    }
+    *row = &dp->sq_rows[k];
     *accumulate = dp->sq_written[k];
     dp->sq_written[k] = 1;
     return DP_OK;
