@@ -6,9 +6,9 @@
  * A tied GPT head/embedding has one per-sample gradient, the sum of both uses, so its squared
  * norm is ||g_head||^2 + ||g_emb||^2 + 2 <g_emb, g_head>. The head's hook runs first (top of the
  * backward): materialized, it leaves the per-sample gradients for the embedding's hook to add its
- * rows to; otherwise it writes ||g_head||^2 and leaves the rows of g_head at the sample's ids,
- * r[u] = g_head[ids_u], so that the embedding's hook adds ||g_emb||^2 and 2 sum_u <G_emb[u], r[u]>
- * (g_emb is the scatter of G_emb's rows by id). */
+ * rows to; otherwise it writes ||g_head||^2, and the embedding's hook adds ||g_emb||^2 and
+ * 2 sum_u <G_emb[u], r[u]> with r[u] = g_head[ids_u], the rows of g_head at the sample's ids (g_emb
+ * is the scatter of G_emb's rows by id): dp_tied.c, which says when r is formed. */
 #include "dp_impl.h"
 
 #include "dispatch.h"
@@ -84,21 +84,11 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
         DP_TRY(dp_ghost_linear(dp, w, A, G, scale, row, acc));
     else
         DP_TRY(dp_flash_linear(dp, f, A, G, scale, row, acc));
-    if (tied) {
-        dp_tensor rows;
-        if (f == DP_FORM_GHOST)
-            DP_TRY(dp_ghost_tied_rows(dp, w, dp->inputs, A, G, &rows));
-        else
-            DP_TRY(dp_flash_tied_rows(dp, w, dp->inputs, A, G, &rows));
-        if (scale != 1.0f) { /* a scaled head (not one we build) scales its rows too */
-            int rc = dp_scale(&rows, scale);
-            if (rc != DP_OK) {
-                dp_tensor_release(&rows);
-                return rc;
-            }
-        }
+    if (tied) { /* bk keeps A and G: the embedding's hook forms the rows from its book (dp_tied.c) */
+        dp->tied.form = f;
+        dp->tied.deferred = dp->cfg.clip == DP_CLIP_BK;
+        if (!dp->tied.deferred) DP_TRY(dp_tied_rows(dp, f, w, dp->inputs, A, G, scale, &dp->tied.rows));
         dp->tied.wte = w;
-        dp->tied.rows = rows;
     }
     if (dp->cfg.clip != DP_CLIP_BK) return DP_OK;
     dp_book *bk = dp_book_add(dp, DP_BOOK_LINEAR);
@@ -225,11 +215,10 @@ static int hook_embedding(void *ctx, dp_model *m, dp_param *wte, const dp_tensor
     else
         DP_TRY(dp_grouped_embedding(dp, wte, ids, G, row, acc));
     if (tied) { /* + 2 sum_u <G[i,u,:], r[i,u,:]> */
-        dp_ledger_add("dp_tied_cross", 2.0 * n, n * (es + 4.0) + 8.0 * (double)B);
-        int rc = DP_DISPATCH_DP(dp->dev, batched_dot, B, T * d, G->dtype, G->data, DP_F32, dp->tied.rows.data, 2.0f,
-                                row->data, 1);
+        int rc = dp_tied_cross(dp, wte, ids, G, row);
         dp_tensor_release(&dp->tied.rows);
         dp->tied.wte = NULL;
+        dp->tied.deferred = 0;
         DP_TRY(rc);
     }
     if (dp->cfg.clip == DP_CLIP_BK) DP_TRY(embedding_book(dp, wte, NULL, ids, G));

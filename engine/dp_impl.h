@@ -32,7 +32,9 @@ typedef struct dp_book {
 typedef struct dp_tied_pending {
     dp_param *wte;       /* NULL when nothing is pending */
     dp_tensor psg;       /* materialized: wte's per-sample gradients B x V x d (head part) */
-    dp_tensor rows;      /* otherwise: r[i,u,:] = (g_head,i)[ids[i,u], :], B x T x d f32 */
+    dp_tensor rows;      /* twopass: r[i,u,:] = (g_head,i)[ids[i,u], :], B x T x d f32 */
+    int deferred;        /* bk: r is formed in the embedding's hook from the head's book */
+    dp_formulation form; /* the head's formulation (GHOST or a flash tile) */
 } dp_tied_pending;
 
 struct dp_dpsgd {
@@ -132,6 +134,14 @@ int dp_grouped_embedding(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids
  * f32 under `per_sample_grads`, wte's module: they are rows of the per-sample head gradient). */
 int dp_flash_tied_rows(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A, const dp_tensor *G,
                        dp_tensor *rows);
+
+/* ---- dp_tied.c ---- */
+/* rows of the tied head's per-sample gradient at the ids, by formulation form, times scale. */
+int dp_tied_rows(dp_dpsgd *dp, dp_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
+                 const dp_tensor *G, float scale, dp_tensor *rows);
+/* row[i] += 2 <G_emb[i], r[i]>: from the rows the head's hook left, or (deferred, bk) formed here
+ * one sample at a time from the head's book. */
+int dp_tied_cross(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row);
 
 /* ---- dp_clip.c ---- */
 /* Clip factors of the current physical batch from the norm rows (host), appended to the stats. */

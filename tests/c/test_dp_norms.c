@@ -407,6 +407,41 @@ static void test_memory_categories(void) {
     dp_tensor_free(G);
 }
 
+/* A tied head's rows of its per-sample gradient at the ids: twopass holds the batch's (B x T x d
+ * f32) from the head's hook to the embedding's; bk forms them there, one sample's at a time. */
+static void test_tied_memory(void) {
+    const int64_t B = 3, T = 7, d = 16, V = 40;
+    int64_t sa[3] = {B, T, d}, sh[3] = {B, T, V}, sw[2] = {V, d};
+    dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *Gh = rand_tensor(DP_F32, 3, sh, 0.3f);
+    dp_tensor *Ge = rand_tensor(DP_F32, 3, sa, 1.0f), *ids = ids_tensor(B, T, V, 7u);
+    const dp_norms_method norms[] = {DP_NORMS_FLASH, DP_NORMS_GHOST};
+    float row[3], factors[3];
+    for (size_t mi = 0; mi < 2; mi++)
+        for (int clip = DP_CLIP_TWOPASS; clip <= DP_CLIP_BK; clip++) {
+            dp_param wte = make_param("mem.wte", DP_PARAM_EMBEDDING, 2, sw);
+            dp_param *ps[1] = {&wte};
+            dp_dpsgd *dp = wrapper(norms[mi], (dp_clip_method)clip, ps, 1, B, T, ids);
+            dp_layer_hooks h = dp_norm_hooks(dp);
+            dp_mem_stats st;
+            CHECK_OK(h.linear(h.ctx, NULL, &wte, NULL, A, Gh, 1.0f));
+            dp_mem_get_stats(cpu->mem, &st);
+            uint64_t held = clip == DP_CLIP_BK ? 0 : (uint64_t)(B * T * d) * 4;
+            CHECK_EQ_U64(st.current[DP_CAT_PER_SAMPLE_GRADS], held);
+            dp_mem_reset_peak(cpu->mem);
+            CHECK_OK(h.embedding(h.ctx, NULL, &wte, ids, Ge));
+            dp_mem_get_stats(cpu->mem, &st);
+            CHECK_EQ_U64(st.peak[DP_CAT_PER_SAMPLE_GRADS], clip == DP_CLIP_BK ? (uint64_t)(T * d) * 4 : held);
+            CHECK_EQ_U64(st.current[DP_CAT_PER_SAMPLE_GRADS], 0);
+            finish(dp, &wte, row, factors);
+            dp_dpsgd_free(dp);
+            free_param(&wte);
+        }
+    dp_tensor_free(A);
+    dp_tensor_free(Gh);
+    dp_tensor_free(Ge);
+    dp_tensor_free(ids);
+}
+
 static void test_cost_model(void) {
     /* mixed: ghost for short sequences, materialize past the crossover T* ~ pd/(p+d) */
     CHECK(dp_choose_linear(DP_NORMS_MIXED, 8, 128, 768, 768, DP_F32, NULL, NULL) == DP_FORM_GHOST);
@@ -606,6 +641,7 @@ int main(void) {
         test_norm_layer(ln, 3, 64, 10);
     }
     test_memory_categories();
+    test_tied_memory();
     const model_case models[] = {
         {DP_ARCH_GPT, 0, 0}, {DP_ARCH_GPT, 1, 0}, {DP_ARCH_GPT, 1, 1}, {DP_ARCH_LLAMA, 0, 0}, {DP_ARCH_LLAMA, 0, 1},
     };
