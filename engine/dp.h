@@ -56,8 +56,13 @@ typedef enum {
     DP_FORM_GRAM_TILE,
     DP_FORM_GRAD_TILE,
     DP_FORM_BATCH1,     /* physical batch of 1: the layer's ordinary gradient */
-    DP_FORM_GROUPED     /* embeddings: equal token ids grouped per sample */
+    DP_FORM_GROUPED,    /* embeddings: equal token ids grouped per sample */
+    DP_FORM_GRAM_STRIP  /* flash_gram = strips: the Gram triangle in strips of backend GEMMs */
 } dp_formulation;
+
+/* How flash norms evaluate the Gram formulation: the fused tile kernel (default), or strips of
+ * S rows through the backend's batched GEMM and a dot into a bounded workspace (dp_strips.c). */
+typedef enum { DP_FLASH_GRAM_TILES = 0, DP_FLASH_GRAM_STRIPS } dp_flash_gram;
 
 /* Parses a preset name ("vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip");
  * DP_EINVAL naming the valid presets. */
@@ -72,8 +77,12 @@ const char *dp_norms_name(dp_norms_method n);
 const char *dp_clip_name(dp_clip_method c);
 /* The preset naming this pair, or NULL when none does (then results say "norms+clip"). */
 const char *dp_method_preset_name(dp_norms_method n, dp_clip_method c);
+/* Parses a flash Gram choice ("tiles", "strips"); DP_EINVAL naming them. */
+int dp_flash_gram_parse(const char *name, dp_flash_gram *out);
+/* The choice's name ("tiles", "strips"). */
+const char *dp_flash_gram_name(dp_flash_gram g);
 /* The formulation's name ("direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1",
- * "grouped"). */
+ * "grouped", "gram_strip"). */
 const char *dp_formulation_name(dp_formulation f);
 
 /* The formulation `norms` uses for a linear's weight with B samples of T tokens, input width d,
@@ -98,6 +107,7 @@ typedef struct dp_dpsgd_config {
     int poisson;                     /* 1: logical batch sizes ~ Binomial(N, q) */
     uint64_t seed;                   /* noise and sampling */
     double delta;                    /* for dp_dpsgd_epsilon's default (1e-5) */
+    dp_flash_gram flash_gram;        /* flash's Gram formulation: tiles (default) or strips */
 } dp_dpsgd_config;
 
 /* One logical step: logical_size samples in n_physical physical batches of physical_size

@@ -59,6 +59,7 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], p = G->shape[2];
     int tied = w->kind == DP_PARAM_EMBEDDING;
     dp_formulation f = dp_choose_linear(dp->cfg.norms, B, T, d, p, A->dtype, NULL, NULL);
+    if (f == DP_FORM_GRAM_TILE && dp->cfg.flash_gram == DP_FLASH_GRAM_STRIPS) f = DP_FORM_GRAM_STRIP;
     if (tied && dp->tied.wte)
         return dp_error_set(DP_EINTERNAL, "dp: tied head '%s' seen twice in one backward", w->name);
     if (tied && (!dp->inputs || dp->inputs->ndim != 2 || dp->inputs->shape[0] != B || dp->inputs->shape[1] != T))
@@ -82,6 +83,8 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
     DP_TRY(dp_norm_row(dp, w, &row, &acc));
     if (f == DP_FORM_GHOST)
         DP_TRY(dp_ghost_linear(dp, w, A, G, scale, row, acc));
+    else if (f == DP_FORM_GRAM_STRIP)
+        DP_TRY(dp_strip_linear(dp, w, A, G, scale, row, acc));
     else
         DP_TRY(dp_flash_linear(dp, f, A, G, scale, row, acc));
     if (tied) { /* bk keeps A and G: the embedding's hook forms the rows from its book (dp_tied.c) */

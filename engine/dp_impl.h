@@ -135,6 +135,16 @@ int dp_grouped_embedding(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids
 int dp_flash_tied_rows(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A, const dp_tensor *G,
                        dp_tensor *rows);
 
+/* ---- dp_strips.c ---- */
+#define DP_STRIP_ROWS 256                  /* strip height S, at most */
+#define DP_STRIP_WORKSPACE (32ull << 20)   /* bytes of the two strip buffers, at most (but one
+                                            * sample's pair at S = 16 when T is huge) */
+/* The strip height *S and the samples per pass *Bc for B samples of T tokens. */
+void dp_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc);
+/* row[i] (+)= scale^2 ||g_i^T a_i||^2 through strips of the Gram triangle (workspace in `temp`). */
+int dp_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+                    dp_tensor *row, int accumulate);
+
 /* ---- dp_tied.c ---- */
 /* rows of the tied head's per-sample gradient at the ids, by formulation form, times scale. */
 int dp_tied_rows(dp_dpsgd *dp, dp_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,

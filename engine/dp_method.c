@@ -22,8 +22,9 @@ static const struct preset {
 
 static const char *const norms_names[] = {"none", "materialize", "ghost", "mixed", "flash"};
 static const char *const clip_names[] = {"none", "twopass", "bk"};
-static const char *const form_names[] = {"direct",    "materialize", "ghost",  "gram_tile",
-                                         "grad_tile", "batch1",      "grouped"};
+static const char *const form_names[] = {"direct", "materialize", "ghost",   "gram_tile",
+                                         "grad_tile", "batch1",    "grouped", "gram_strip"};
+static const char *const flash_gram_names[] = {"tiles", "strips"};
 
 int dp_method_preset(const char *name, dp_norms_method *norms, dp_clip_method *clip) {
     for (size_t i = 0; i < N_PRESETS; i++)
@@ -68,7 +69,20 @@ const char *dp_method_preset_name(dp_norms_method n, dp_clip_method c) {
 }
 
 const char *dp_formulation_name(dp_formulation f) {
-    return (unsigned)f <= DP_FORM_GROUPED ? form_names[f] : "?";
+    return (unsigned)f <= DP_FORM_GRAM_STRIP ? form_names[f] : "?";
+}
+
+int dp_flash_gram_parse(const char *name, dp_flash_gram *out) {
+    for (int i = DP_FLASH_GRAM_TILES; i <= DP_FLASH_GRAM_STRIPS; i++)
+        if (name && strcmp(name, flash_gram_names[i]) == 0) {
+            *out = (dp_flash_gram)i;
+            return DP_OK;
+        }
+    return dp_error_set(DP_EINVAL, "unknown flash_gram '%s' (valid: tiles, strips)", name ? name : "(null)");
+}
+
+const char *dp_flash_gram_name(dp_flash_gram g) {
+    return (unsigned)g <= DP_FLASH_GRAM_STRIPS ? flash_gram_names[g] : "?";
 }
 
 const char *dp_linear_kind(const dp_param *w) {

@@ -6,8 +6,10 @@
  *   per-sample norms within 1e-4 (floor: 1e-7 of the sample's norm^2) and the noisy update of one
  *   logical step within 1e-4 relative (the noise is the same bits on both devices).
  * - The bf16 model on CUDA: every method against flat within 1e-2 (see test_step_bf16).
+ * - flash_gram = strips (cuBLAS strips of the Gram triangle) against the CPU's and the fused tiles.
  * - DPPROF_DP_BENCH=1 also times the fused tile kernels against cuBLAS doing the same products
- *   (bf16) and prints achieved TFLOP/s and the ratio.
+ *   (bf16) and prints achieved TFLOP/s and the ratio; where the Gram side is chosen, the strips
+ *   too (their own flops, the ratio to cuBLAS's full Gram, and the tiles' time over theirs).
  * DPPROF_DP_OPS_ONLY=1 runs the op tests alone (for compute-sanitizer).
  * Skips (exit 77) where no GPU is usable. */
 #include "check.h"
@@ -363,6 +365,61 @@ static void test_step_bf16(dp_arch arch) {
     free(gr_g);
 }
 
+/* flash_gram = strips on both devices (cuBLAS against OpenBLAS strips, and against the fused
+ * Gram tiles): within 1e-4 relative. dev's wrapper is over one parameter that only names the
+ * module the workspace is charged to. */
+static dp_dpsgd *strip_wrapper(dp_device *dev, dp_param *w) {
+    dp_dpsgd_config cfg;
+    dp_dpsgd_config_default(&cfg);
+    cfg.norms = DP_NORMS_FLASH;
+    cfg.clip = DP_CLIP_TWOPASS;
+    cfg.flash_gram = DP_FLASH_GRAM_STRIPS;
+    dp_param *ps[1] = {w};
+    dp_dpsgd *dp = NULL;
+    CHECK_OK(dp_dpsgd_new_params(dev, &cfg, ps, 1, 8, &dp));
+    return dp;
+}
+
+static void test_strips(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p) {
+    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d}, sr[1] = {B};
+    dp_tensor *a = host_rand(t, 3, sa, 1.0f), *g = host_rand(t, 3, sg, 1.0f);
+    dp_tensor *ga = to_gpu(a), *gg = to_gpu(g);
+    dp_param w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.name, sizeof w.name, "strips");
+    w.kind = DP_PARAM_LINEAR_W;
+    w.trainable = 1;
+    w.module = dp_module_intern("strips");
+    CHECK_OK(dp_tensor_init(&w.value, cpu, DP_F32, 2, sw, DP_CAT_PARAMETERS));
+    dp_dpsgd *dc = strip_wrapper(cpu, &w), *dg = strip_wrapper(gpu, &w);
+    dp_tensor *rc = dp_tensor_new(cpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
+    dp_tensor *rg = dp_tensor_new(gpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
+    float *got = malloc((size_t)B * sizeof *got), *tiles = malloc((size_t)B * sizeof *tiles);
+    if (dc && dg && rc && rg) {
+        CHECK_OK(dp_strip_linear(dc, &w, a, g, 1.5f, rc, 0));
+        CHECK_OK(dp_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
+        from_gpu(got, rg->data, (size_t)B * 4);
+        CHECK_OK(DP_DISPATCH_DP(gpu, gram_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f, rg->data, 0));
+        from_gpu(tiles, rg->data, (size_t)B * 4);
+        char what[160];
+        snprintf(what, sizeof what, "gram_strip %s B=%lld T=%lld d=%lld p=%lld", dp_dtype_name(t), (long long)B,
+                 (long long)T, (long long)d, (long long)p);
+        compare(what, got, rc->data, B, 1e-4);
+        compare(what, got, tiles, B, 1e-4);
+    }
+    free(got);
+    free(tiles);
+    dp_tensor_free(rc);
+    dp_tensor_free(rg);
+    dp_dpsgd_free(dc);
+    dp_dpsgd_free(dg);
+    dp_tensor_release(&w.value);
+    dp_tensor_free(a);
+    dp_tensor_free(g);
+    dp_tensor_free(ga);
+    dp_tensor_free(gg);
+}
+
 /* ---- benchmark (DPPROF_DP_BENCH=1) --------------------------------------------------------- */
 
 static double time_ms(int (*fn)(void *), void *arg, int reps) {
@@ -376,17 +433,25 @@ static double time_ms(int (*fn)(void *), void *arg, int reps) {
 
 typedef struct bench {
     int64_t B, T, d, p;
-    dp_tensor *a, *g, *c;
-    float *out;
+    dp_tensor *a, *g, *c, *row;
+    dp_dpsgd *dp;
+    dp_param *w;
 } bench;
 
 static int run_gram(void *x) {
     bench *b = x;
-    return DP_DISPATCH_DP(gpu, gram_tile_sumsq, DP_BF16, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f, b->out, 0);
+    return DP_DISPATCH_DP(gpu, gram_tile_sumsq, DP_BF16, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
+                          b->row->data, 0);
 }
 static int run_grad(void *x) {
     bench *b = x;
-    return DP_DISPATCH_DP(gpu, grad_tile_sumsq, DP_BF16, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f, b->out, 0);
+    return DP_DISPATCH_DP(gpu, grad_tile_sumsq, DP_BF16, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
+                          b->row->data, 0);
+}
+/* flash_gram = strips: cuBLAS strips of the Gram triangle, the dot, the workspace */
+static int run_strips(void *x) {
+    bench *b = x;
+    return dp_strip_linear(b->dp, b->w, b->a, b->g, 1.0f, b->row, 0);
 }
 /* cuBLAS doing the Gram products a a^T and g g^T (full T x T, bf16 in, f32 out) */
 static int run_cublas_gram(void *x) {
@@ -417,7 +482,7 @@ static void benchmark(void) {
     printf("%-22s %-9s %3s %9s %9s %10s %9s %7s\n", "B x T x d x p", "form", "var", "ms", "TFLOP/s", "cuBLAS ms",
            "TFLOP/s", "ratio");
     for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
-        bench b = {shapes[k][0], shapes[k][1], shapes[k][2], shapes[k][3], NULL, NULL, NULL, NULL};
+        bench b = {shapes[k][0], shapes[k][1], shapes[k][2], shapes[k][3], NULL, NULL, NULL, NULL, NULL, NULL};
         int64_t sa[3] = {b.B, b.T, b.d}, sg[3] = {b.B, b.T, b.p};
         b.a = dp_tensor_new(gpu, DP_BF16, 3, sa, DP_CAT_TEMP);
         b.g = dp_tensor_new(gpu, DP_BF16, 3, sg, DP_CAT_TEMP);
@@ -431,7 +496,8 @@ static void benchmark(void) {
         }
         CHECK_OK(dp_tensor_rand(b.a, DP_RAND_NORMAL, 0, 1, 1, 1));
         CHECK_OK(dp_tensor_rand(b.g, DP_RAND_NORMAL, 0, 1, 1, 2));
-        b.out = gpu_floats(b.B);
+        int64_t sr[1] = {b.B};
+        b.row = dp_tensor_new(gpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
         double ref = time_ms(gram ? run_cublas_gram : run_cublas_grad, &b, 20);
         int64_t nt = (b.T + 127) / 128;
         /* flops each executes: whole tiles of the lower triangle, or all of g^T a; cuBLAS the full Gram */
@@ -452,6 +518,33 @@ static void benchmark(void) {
 #ifdef DPPROF_HAVE_CUDA
         dpk_dp_flash_select(0, 0);
 #endif
+        if (gram) { /* the same norms through strips: ratio to cuBLAS on the full Gram products */
+            int64_t sw[2] = {b.p, b.d}, S, Bc;
+            dp_param w;
+            memset(&w, 0, sizeof w);
+            snprintf(w.name, sizeof w.name, "bench");
+            w.kind = DP_PARAM_LINEAR_W;
+            w.trainable = 1;
+            w.module = dp_module_intern("bench");
+            CHECK_OK(dp_tensor_init(&w.value, cpu, DP_F32, 2, sw, DP_CAT_PARAMETERS));
+            b.w = &w;
+            b.dp = strip_wrapper(gpu, &w);
+            dp_strip_shape(b.B, b.T, &S, &Bc);
+            double fs = 0.0; /* what the strips execute: each strip's diagonal and off-diagonal blocks */
+            for (int64_t r0 = 0; r0 < b.T; r0 += S) {
+                int64_t m = b.T - r0 < S ? b.T - r0 : S;
+                fs += 2.0 * b.B * (double)m * (double)(r0 + m) * (double)(b.d + b.p);
+            }
+            if (b.dp) {
+                double ms = time_ms(run_strips, &b, 20);
+                printf("%-22s %-9s %3s %9.3f %9.1f %10.3f %9.1f %7.2f   (S=%lld Bc=%lld; vs tiles %.2fx)\n", name,
+                       "strips", "-", ms, fs / ms * 1e-9, ref, fl_ref / ref * 1e-9, (fs / ms) / (fl_ref / ref),
+                       (long long)S, (long long)Bc, time_ms(run_gram, &b, 20) / ms);
+            }
+            dp_dpsgd_free(b.dp);
+            dp_tensor_release(&w.value);
+        }
+        dp_tensor_free(b.row);
         dp_tensor_free(b.a);
         dp_tensor_free(b.g);
         dp_tensor_free(b.c);
@@ -484,6 +577,9 @@ int main(void) {
     test_tile_ops(DP_F32, 3, 200, 136, 264);
     test_tile_ops(DP_F32, 2, 129, 130, 57);
     test_tied_rows(DP_F32, 2, 150, 70, 101);
+    test_strips(DP_BF16, 3, 600, 136, 264); /* three strips, the last short */
+    test_strips(DP_F32, 2, 300, 72, 40);
+    test_strips(DP_BF16, 5, 4096, 24, 16);  /* samples in passes of 4 */
     for (int t = 0; t < 2; t++) {
         test_small_ops(t ? DP_BF16 : DP_F32, 3, 64, 40, 11);
         test_small_ops(t ? DP_BF16 : DP_F32, 2, 5000, 24, 13); /* global-memory sort, many segments */

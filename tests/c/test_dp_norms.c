@@ -361,6 +361,85 @@ static void test_norm_layer(int layernorm, int64_t B, int64_t T, int64_t d) {
     dp_tensor_free(rstd);
 }
 
+/* flash_gram = strips: the Gram triangle in strips (one, two with a short last one, sixteen with
+ * the samples in passes of Bc), against explicit per-sample gradients, writing and adding; the
+ * workspace is the two strip buffers, freed on return. */
+static void test_strips(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p, int64_t want_S, int64_t want_Bc) {
+    int64_t S, Bc;
+    dp_strip_shape(B, T, &S, &Bc);
+    CHECK(S == want_S && Bc == want_Bc);
+    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
+    dp_tensor *A = rand_tensor(dt, 3, sa, 1.0f), *G = rand_tensor(dt, 3, sg, 1.0f);
+    double *want = malloc((size_t)B * sizeof *want);
+    explicit_linear(A, G, 0.5f, want);
+    char what[128];
+    snprintf(what, sizeof what, "strips %s B=%lld T=%lld d=%lld p=%lld (S=%lld Bc=%lld)", dp_dtype_name(dt),
+             (long long)B, (long long)T, (long long)d, (long long)p, (long long)S, (long long)Bc);
+    dp_param w = make_param("test.strips", DP_PARAM_LINEAR_W, 2, sw);
+    dp_param *ps[1] = {&w};
+    dp_dpsgd *dp = wrapper(DP_NORMS_FLASH, DP_CLIP_TWOPASS, ps, 1, B, T, NULL);
+    int64_t rs[1] = {B};
+    dp_tensor *row = dp_tensor_new(cpu, DP_F32, 1, rs, DP_CAT_NORM_SAMPLES);
+    for (int acc = 0; acc < 2; acc++) {
+        for (int64_t i = 0; i < B; i++) ((float *)row->data)[i] = acc ? 1.0f : 12345.0f;
+        dp_mem_stats before, after;
+        dp_mem_get_stats(cpu->mem, &before);
+        dp_mem_reset_peak(cpu->mem);
+        CHECK_OK(dp_strip_linear(dp, &w, A, G, 0.5f, row, acc));
+        dp_mem_get_stats(cpu->mem, &after);
+        CHECK_EQ_U64(after.peak[DP_CAT_TEMP] - before.current[DP_CAT_TEMP], (uint64_t)(2 * Bc * S * T) * 4);
+        CHECK_EQ_U64(after.current[DP_CAT_TEMP], before.current[DP_CAT_TEMP]);
+        for (int64_t i = 0; i < B; i++)
+            rel_close(((float *)row->data)[i], want[i] + (acc ? 1.0 : 0.0), what, "gram_strip", i);
+    }
+    dp_tensor_free(row);
+    dp_dpsgd_free(dp);
+    free_param(&w);
+    free(want);
+    dp_tensor_free(A);
+    dp_tensor_free(G);
+}
+
+/* the option reaches the hooks: where flash picks the Gram side, strips replace the tiles */
+static void test_strips_chosen(void) {
+    const int64_t B = 3, T = 7, d = 16, p = 24;
+    CHECK(dp_choose_linear(DP_NORMS_FLASH, B, T, d, p, DP_F32, NULL, NULL) == DP_FORM_GRAM_TILE);
+    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
+    dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *G = rand_tensor(DP_F32, 3, sg, 1.0f);
+    double want[3];
+    explicit_linear(A, G, 1.0f, want);
+    dp_param w = make_param("test.strips", DP_PARAM_LINEAR_W, 2, sw);
+    dp_param *ps[1] = {&w};
+    dp_dpsgd_config cfg;
+    dp_dpsgd_config_default(&cfg);
+    cfg.norms = DP_NORMS_FLASH;
+    cfg.clip = DP_CLIP_BK;
+    cfg.flash_gram = DP_FLASH_GRAM_STRIPS;
+    dp_dpsgd *dp = NULL;
+    CHECK_OK(dp_dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
+    if (dp) {
+        dp->batch = B;
+        dp->seq_len = T;
+        CHECK_OK(dp_dpsgd_begin_norms(dp));
+        dp_layer_hooks h = dp_norm_hooks(dp);
+        CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, A, G, 1.0f));
+        CHECK(dp->n_layers == 1 && dp->layers[0].norms == DP_FORM_GRAM_STRIP);
+        float row[3], factors[3];
+        finish(dp, &w, row, factors);
+        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "strips via hooks", "gram_strip", i);
+        dp_dpsgd_free(dp);
+    }
+    cfg.flash_gram = (dp_flash_gram)7;
+    CHECK(dp_dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp) == DP_EINVAL && strstr(dp_error_message(), "tiles, strips"));
+    dp_flash_gram fg;
+    CHECK(dp_flash_gram_parse("fused", &fg) == DP_EINVAL && strstr(dp_error_message(), "valid: tiles, strips"));
+    CHECK_OK(dp_flash_gram_parse("strips", &fg));
+    CHECK(fg == DP_FLASH_GRAM_STRIPS && strcmp(dp_formulation_name(DP_FORM_GRAM_STRIP), "gram_strip") == 0);
+    free_param(&w);
+    dp_tensor_free(A);
+    dp_tensor_free(G);
+}
+
 /* what each method allocates: categories, and nothing left behind */
 static void test_memory_categories(void) {
     const int64_t B = 3, T = 7, d = 16, p = 24;
@@ -536,13 +615,17 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
     explicit_model_norms(m, inputs, targets, tp, n_tp, want);
     for (int k = 0; k < n_tp; k++)
         for (int64_t i = 0; i < B; i++) total[i] += want[k * B + i];
-    static const dp_clip_method clips[] = {DP_CLIP_BK, DP_CLIP_TWOPASS, DP_CLIP_BK, DP_CLIP_BK};
+    /* every norms method, and flash once more with the Gram strips */
+    static const dp_norms_method methods[] = {DP_NORMS_MATERIALIZE, DP_NORMS_GHOST, DP_NORMS_MIXED, DP_NORMS_FLASH,
+                                              DP_NORMS_FLASH};
+    static const dp_clip_method clips[] = {DP_CLIP_BK, DP_CLIP_TWOPASS, DP_CLIP_BK, DP_CLIP_BK, DP_CLIP_TWOPASS};
     float *row = malloc((size_t)B * sizeof *row);
-    for (size_t mi = 0; mi < sizeof all_norms / sizeof *all_norms; mi++) {
+    for (size_t mi = 0; mi < sizeof methods / sizeof *methods; mi++) {
         dp_dpsgd_config cfg;
         dp_dpsgd_config_default(&cfg);
-        cfg.norms = all_norms[mi];
+        cfg.norms = methods[mi];
         cfg.clip = clips[mi];
+        cfg.flash_gram = mi == 4 ? DP_FLASH_GRAM_STRIPS : DP_FLASH_GRAM_TILES;
         dp_dpsgd *dp = NULL;
         CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
         if (!dp) continue;
@@ -642,6 +725,11 @@ int main(void) {
     }
     test_memory_categories();
     test_tied_memory();
+    test_strips(DP_F32, 3, 7, 16, 24, 7, 3);        /* one strip: the diagonal block */
+    test_strips(DP_F32, 2, 300, 9, 13, 256, 2);     /* a full strip and a short one */
+    test_strips(DP_BF16, 2, 300, 16, 8, 256, 2);
+    test_strips(DP_F32, 5, 4096, 3, 5, 256, 4);     /* sixteen strips, samples 4 + 1 */
+    test_strips_chosen();
     const model_case models[] = {
         {DP_ARCH_GPT, 0, 0}, {DP_ARCH_GPT, 1, 0}, {DP_ARCH_GPT, 1, 1}, {DP_ARCH_LLAMA, 0, 0}, {DP_ARCH_LLAMA, 0, 1},
     };
