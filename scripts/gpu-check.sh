@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# gpu-check.sh: on the lent GPU machine, from the repository root with .devcarry/bundle.tar.xz
+# carried (scripts/gpu-bundle.sh made it): the GPU checks and benchmarks the issues ask for, in
+# one call. Verdicts and the key lines go to stdout; every log and result JSON into one tar,
+# $OUT/gpu-check.tar.gz ($OUT: the device tool's return folder; /tmp/gpu-out elsewhere).
+#
+#   usage: bash scripts/gpu-check.sh [tests] [flash] [dp] [large]   (default: tests flash dp)
+#   tests  the four CUDA test programs (CUDA against the CPU, exact or to stated tolerances)
+#   flash  the flash norm kernels against cuBLAS (DPPROF_DP_BENCH=1 test_cuda_dp): tiles, strips
+#   dp     bench_dp.lua's batched config (T=1024 B=16), f32 and bf16, vanilla, flash_clip and bk,
+#          once with flash_gram=tiles and once with strips (ratios to vanilla in each run)
+#   large  the same for the large config (T=16384 B=1)
+set -uo pipefail
+repo=$PWD
+dest=${OUT:-/tmp/gpu-out}
+out=/tmp/gpu-check
+rm -rf "$out" && mkdir -p "$out/logs" "$dest"
+x=/tmp/dpprof-x
+rm -rf "$x"
+mkdir -p "$x"
+if ! tar xJf "$repo/.devcarry/bundle.tar.xz" -C "$x"; then
+  echo "gpu-check: no .devcarry/bundle.tar.xz (run scripts/gpu-bundle.sh where the tree was built)"
+  exit 1
+fi
+export LD_LIBRARY_PATH="$x/lib:/usr/local/cuda/lib64" DPPROF_LUA_PATH="$x/lua" DPPROF_FIXTURES="$repo/tests/fixtures"
+cd /tmp || exit 1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/logs/device.txt"
+echo "bundle commit $(cat "$x/COMMIT")" | tee -a "$out/logs/device.txt"
+steps=${*:-tests flash dp}
+status=0
+run() { # name, command...: logs to $out/logs/name.log, prints the verdict and the time
+  local name=$1; shift
+  local t0=$SECONDS
+  "$@" > "$out/logs/$name.log" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] && status=1
+  echo "$name: rc=$rc ($((SECONDS - t0)) s): $(tail -n 1 "$out/logs/$name.log")"
+}
+for s in $steps; do
+  case $s in
+    tests)
+      for t in test_cuda test_cuda_layers test_cuda_model test_cuda_dp; do run "$t" "$x/bin/$t"; done ;;
+    flash)
+      DPPROF_DP_BENCH=1 DPPROF_DP_OPS_ONLY=1 run flash_bench "$x/bin/test_cuda_dp"
+      grep -E "gram_tile|grad_tile|strips" "$out/logs/flash_bench.log" ;;
+    dp|large)
+      cfg=batched; [ "$s" = large ] && cfg=large
+      for g in tiles strips; do
+        run "bench_dp_${cfg}_$g" "$x/bin/dpprof" run "$repo/experiments/bench_dp.lua" device=cuda configs=$cfg \
+            dtypes=f32,bf16 methods=vanilla,flash_clip,bk iters=2 warmup=1 flash_gram=$g out="$out/bench_dp_${cfg}_$g"
+        grep -E "^$cfg |target" "$out/logs/bench_dp_${cfg}_$g.log"
+      done ;;
+    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large)"; status=2 ;;
+  esac
+done
+tar czf "$dest/gpu-check.tar.gz" -C "$out" .
+echo "gpu-check: logs and results in $dest/gpu-check.tar.gz"
+
+exit $status
