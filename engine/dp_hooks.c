@@ -1,7 +1,8 @@
 /* dp_hooks.c: the backward hooks of a DP method. Each trainable tensor's per-sample squared norms
  * go to its B-float row; the per-layer formulation comes from the cost model; with bk the hook
  * also keeps what the clipped gradient will be formed from (dp_clip.c), everything else it
- * allocated is freed before it returns.
+ * allocated is freed before it returns. An output gradient that the backward allocated to be kept
+ * (`keep_out_grads`) is not copied: the book holds a view until the backward hands it over.
  *
  * A tied GPT head/embedding has one per-sample gradient, the sum of both uses, so its squared
  * norm is ||g_head||^2 + ||g_emb||^2 + 2 <g_emb, g_head>. The head's hook runs first (top of the
@@ -99,7 +100,28 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
     bk->param = w;
     bk->scale = scale;
     DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape)); /* retained by the backward */
+    if (G->alloc.live && G->alloc.category == DP_CAT_OUTPUT_GRADS && G->alloc.module == w->module) {
+        bk->adopting = 1; /* the backward allocated G to be kept: hook_adopt takes it over */
+        return dp_tensor_view(&bk->out_grad, G, 0, G->ndim, G->shape);
+    }
     return copy_kept(dp, G, w->module, &bk->out_grad);
+}
+
+/* The backward is done with w's output gradient G: the book that holds a view of it takes the
+ * allocation over. */
+static int hook_adopt(void *ctx, dp_param *w, dp_tensor *G) {
+    dp_dpsgd *dp = ctx;
+    for (int k = 0; k < dp->n_books; k++) {
+        dp_book *bk = &dp->books[k];
+        if (bk->kind != DP_BOOK_LINEAR || bk->param != w || !bk->adopting) continue;
+        if (bk->out_grad.numel != G->numel || bk->out_grad.data != G->data)
+            return dp_error_set(DP_EINTERNAL, "dp: '%s' hands over an output gradient its hook did not see", w->name);
+        bk->out_grad = *G;
+        *G = (dp_tensor){0};
+        bk->adopting = 0;
+        return DP_OK;
+    }
+    return DP_OK;
 }
 
 static int linear_bias(dp_dpsgd *dp, dp_param *b, const dp_tensor *G) {
@@ -248,6 +270,8 @@ dp_layer_hooks dp_norm_hooks(dp_dpsgd *dp) {
         .norm = hook_norm,
         .embedding = hook_embedding,
         .position = hook_position,
+        .adopt = hook_adopt,
+        .keep_out_grads = dp->cfg.clip == DP_CLIP_BK,
     };
     return h;
 }

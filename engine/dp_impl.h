@@ -26,6 +26,7 @@ typedef struct dp_book {
     dp_tensor input;     /* LINEAR: a view of the retained activation A (owns nothing) */
     const void *source;  /* EMBEDDING: G's data pointer in the hook, to share one copy */
     float scale;         /* LINEAR: LoRA's alpha / r, else 1 */
+    int adopting;        /* LINEAR: out_grad is a view of the backward's G until it hands G over */
 } dp_book;
 
 /* Between a tied head's hook and its embedding's: what the cross term needs. */
@@ -84,7 +85,8 @@ int dp_dpsgd_new_params(dp_device *dev, const dp_dpsgd_config *cfg, dp_param **p
                         int64_t model_batch, dp_dpsgd **out);
 /* Starts a norm pass: frees what the last batch left, clears the layer list. */
 int dp_dpsgd_begin_norms(dp_dpsgd *dp);
-/* Ends a norm pass: DP_EINTERNAL when a tied head's embedding never came. */
+/* Ends a norm pass: DP_EINTERNAL when a tied head's embedding never came, or a kept output
+ * gradient was never handed over. */
 int dp_dpsgd_end_norms(dp_dpsgd *dp);
 
 /* ---- dp_method.c ---- */

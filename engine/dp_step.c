@@ -156,6 +156,10 @@ int dp_dpsgd_end_norms(dp_dpsgd *dp) {
     if (dp->tied.wte)
         return dp_error_set(DP_EINTERNAL, "dp: the tied head '%s' was seen but not its embedding",
                             dp->tied.wte->name);
+    for (int k = 0; k < dp->n_books; k++)
+        if (dp->books[k].adopting)
+            return dp_error_set(DP_EINTERNAL, "dp: the backward kept '%s''s output gradient but never handed it over",
+                                dp->books[k].param->name);
     return DP_OK;
 }
 

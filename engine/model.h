@@ -109,6 +109,13 @@ typedef struct dp_layer_hooks {
     /* Learned positions (gpt): G the gradient of the embedding output (B x T x d); sample i uses
      * row t of wpe at position t. */
     int (*position)(void *ctx, dp_model *m, dp_param *wpe, const dp_tensor *G);
+    /* Optional: with keep_out_grads set, a linear whose weight trains and whose output gradient
+     * the backward frees right after the linear (gpt's fc and qkv, llama's gate, up, q, k, v)
+     * gets that gradient under `output_grads` with the weight's module, and once the backward is
+     * done with it, adopt may move it out of *G (leaving it empty) rather than the hook copying
+     * it; what adopt leaves, the backward releases. */
+    int (*adopt)(void *ctx, dp_param *w, dp_tensor *G);
+    int keep_out_grads;
 } dp_layer_hooks;
 
 typedef struct dp_backward_opts {

@@ -55,14 +55,14 @@ int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *d
 #define TRY(expr) if ((rc = (expr)) != DP_OK) goto done
 
     /* MLP; dres is the gradient of res_out, and becomes that of res_mid */
-    TRY(dp_model_act(m, &dfc, F, DP_CAT_TEMP, b->fc_proj.module));
+    TRY(dp_bw_out_grad(bw, &b->fc, &dfc, F, b->fc_proj.module)); /* fc_proj's dx, then fc's G */
     TRY(dp_linear_backward(bw, &b->fc_proj, &a->gelu, dres, &dfc, 0, &a->fc_proj_lora));
     dp_bw_done(bw, &a->gelu);
     TRY(dp_layer_gelu_backward(&dfc, &dfc, &a->fc, 0)); /* in place: the gradient of fc's output */
     dp_bw_done(bw, &a->fc);
     TRY(dp_model_act(m, &dln, d, DP_CAT_TEMP, b->fc.module));
     TRY(dp_linear_backward(bw, &b->fc, &a->ln_2, &dfc, &dln, 0, &a->fc_lora));
-    dp_tensor_release(&dfc);
+    TRY(dp_bw_out_grad_done(bw, &b->fc, &dfc));
     dp_bw_done(bw, &a->ln_2);
     TRY(dp_norm_backward(bw, &b->ln_2, &a->res_mid, &a->ln_2_mean, &a->ln_2_rstd, &dln, dres, 1));
     dp_tensor_release(&dln);
@@ -73,7 +73,7 @@ int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *d
     /* attention; dres becomes the gradient of the block's input x */
     TRY(dp_model_act(m, &datt, d, DP_CAT_TEMP, b->proj.module));
     TRY(dp_linear_backward(bw, &b->proj, &a->att, dres, &datt, 0, &a->proj_lora));
-    TRY(dp_model_act(m, &dqkv, 3 * d, DP_CAT_TEMP, b->core_module));
+    TRY(dp_bw_out_grad(bw, &b->qkv, &dqkv, 3 * d, b->core_module));
     TRY(dp_model_stat(m, &delta, 1, DP_CAT_TEMP, b->core_module));
     TRY(dp_layer_attention_backward(&dqkv, NULL, NULL, &datt, &a->att, &a->att_lse, &a->qkv, NULL, NULL, &delta,
                                     m->B, T, m->H, scale));
@@ -84,7 +84,7 @@ int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *d
     dp_bw_done(bw, &a->qkv);
     TRY(dp_model_act(m, &dln, d, DP_CAT_TEMP, b->qkv.module));
     TRY(dp_linear_backward(bw, &b->qkv, &a->ln_1, &dqkv, &dln, 0, &a->qkv_lora));
-    dp_tensor_release(&dqkv);
+    TRY(dp_bw_out_grad_done(bw, &b->qkv, &dqkv));
     dp_bw_done(bw, &a->ln_1);
     TRY(dp_norm_backward(bw, &b->ln_1, x, &a->ln_1_mean, &a->ln_1_rstd, &dln, dres, 1));
     dp_bw_done(bw, &a->ln_1_mean);

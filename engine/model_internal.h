@@ -151,6 +151,14 @@ int dp_norm_forward(dp_model *m, const dp_norm *nm, const dp_tensor *x, dp_tenso
 int dp_norm_backward(const dp_bw *bw, const dp_norm *nm, const dp_tensor *x, const dp_tensor *mean,
                      const dp_tensor *rstd, const dp_tensor *G, dp_tensor *dx, int accumulate);
 
+/* Allocates t, the output gradient of linear lin (B x T x cols) that the backward frees right
+ * after lin's backward: under `output_grads` with lin's weight's module when the hooks keep
+ * output gradients (they will adopt it), else under `temp` with temp_module. */
+int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t cols, uint32_t temp_module);
+/* The backward is done with t, lin's output gradient from dp_bw_out_grad: the hooks may adopt it,
+ * what they leave is released. */
+int dp_bw_out_grad_done(const dp_bw *bw, const dp_linear *lin, dp_tensor *t);
+
 /* The blocks, forward and backward (model_gpt.c, model_llama.c). x is the block's input;
  * dres (B x T x d) holds the gradient of the block's output on entry and of its input on
  * return. */

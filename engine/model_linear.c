@@ -95,6 +95,24 @@ static int weight_backward(const dp_bw *bw, dp_param *w, dp_param *b, const dp_t
     return DP_OK;
 }
 
+static int keeps_out_grad(const dp_bw *bw, const dp_linear *lin) {
+    const dp_layer_hooks *hk = bw->hooks;
+    return hk && hk->keep_out_grads && hk->adopt && lin->w->trainable;
+}
+
+int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t cols, uint32_t temp_module) {
+    if (keeps_out_grad(bw, lin)) return dp_model_act(bw->m, t, cols, DP_CAT_OUTPUT_GRADS, lin->w->module);
+    return dp_model_act(bw->m, t, cols, DP_CAT_TEMP, temp_module);
+}
+
+int dp_bw_out_grad_done(const dp_bw *bw, const dp_linear *lin, dp_tensor *t) {
+    int rc = DP_OK;
+    if (keeps_out_grad(bw, lin) && t->alloc.live && t->alloc.category == DP_CAT_OUTPUT_GRADS)
+        rc = bw->hooks->adopt(bw->hooks->ctx, lin->w, t);
+    dp_tensor_release(t); /* a no-op once adopted */
+    return rc;
+}
+
 int dp_linear_backward(const dp_bw *bw, const dp_linear *lin, const dp_tensor *x, const dp_tensor *G, dp_tensor *dx,
                        int accumulate, dp_tensor *lora_u) {
     dp_model *m = bw->m;

@@ -61,18 +61,18 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
 #define TRY(expr) if ((rc = (expr)) != DP_OK) goto done
 
     /* MLP; dres is the gradient of res_out, and becomes that of res_mid */
-    TRY(dp_model_act(m, &dh, F, DP_CAT_TEMP, b->down.module));
+    TRY(dp_bw_out_grad(bw, &b->gate, &dh, F, b->down.module)); /* down's dx, then gate's G */
     TRY(dp_linear_backward(bw, &b->down, &a->h, dres, &dh, 0, &a->down_lora));
     dp_bw_done(bw, &a->h);
-    TRY(dp_model_act(m, &dup, F, DP_CAT_TEMP, b->up.module));
+    TRY(dp_bw_out_grad(bw, &b->up, &dup, F, b->up.module));
     TRY(dp_layer_swiglu_backward(&dh, &dup, &dh, &a->gate, &a->up)); /* dh becomes d gate */
     dp_bw_done(bw, &a->gate);
     dp_bw_done(bw, &a->up);
     TRY(dp_model_act(m, &dxn, d, DP_CAT_TEMP, b->gate.module));
     TRY(dp_linear_backward(bw, &b->gate, &a->xn2, &dh, &dxn, 0, &a->gate_lora));
-    dp_tensor_release(&dh);
+    TRY(dp_bw_out_grad_done(bw, &b->gate, &dh));
     TRY(dp_linear_backward(bw, &b->up, &a->xn2, &dup, &dxn, 1, &a->up_lora));
-    dp_tensor_release(&dup);
+    TRY(dp_bw_out_grad_done(bw, &b->up, &dup));
     dp_bw_done(bw, &a->xn2);
     TRY(dp_norm_backward(bw, &b->post_norm, &a->res_mid, NULL, &a->xn2_rstd, &dxn, dres, 1));
     dp_tensor_release(&dxn);
@@ -82,9 +82,9 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     /* attention; dres becomes the gradient of the block's input x */
     TRY(dp_model_act(m, &datt, d, DP_CAT_TEMP, b->o.module));
     TRY(dp_linear_backward(bw, &b->o, &a->att, dres, &datt, 0, &a->o_lora));
-    TRY(dp_model_act(m, &dq, d, DP_CAT_TEMP, b->core_module));
-    TRY(dp_model_act(m, &dk, d, DP_CAT_TEMP, b->core_module));
-    TRY(dp_model_act(m, &dv, d, DP_CAT_TEMP, b->core_module));
+    TRY(dp_bw_out_grad(bw, &b->q, &dq, d, b->core_module));
+    TRY(dp_bw_out_grad(bw, &b->k, &dk, d, b->core_module));
+    TRY(dp_bw_out_grad(bw, &b->v, &dv, d, b->core_module));
     TRY(dp_model_stat(m, &delta, 1, DP_CAT_TEMP, b->core_module));
     TRY(dp_layer_attention_backward(&dq, &dk, &dv, &datt, &a->att, &a->att_lse, &a->q, &a->k, &a->v, &delta, m->B,
                                     T, m->H, scale));
@@ -99,11 +99,11 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     TRY(dp_layer_rope(&dk, T, m->H, theta, 1));
     TRY(dp_model_act(m, &dxn, d, DP_CAT_TEMP, b->q.module));
     TRY(dp_linear_backward(bw, &b->q, &a->xn, &dq, &dxn, 0, &a->q_lora));
-    dp_tensor_release(&dq);
+    TRY(dp_bw_out_grad_done(bw, &b->q, &dq));
     TRY(dp_linear_backward(bw, &b->k, &a->xn, &dk, &dxn, 1, &a->k_lora));
-    dp_tensor_release(&dk);
+    TRY(dp_bw_out_grad_done(bw, &b->k, &dk));
     TRY(dp_linear_backward(bw, &b->v, &a->xn, &dv, &dxn, 1, &a->v_lora));
-    dp_tensor_release(&dv);
+    TRY(dp_bw_out_grad_done(bw, &b->v, &dv));
     dp_bw_done(bw, &a->xn);
     TRY(dp_norm_backward(bw, &b->input_norm, x, NULL, &a->xn_rstd, &dxn, dres, 1));
     dp_bw_done(bw, &a->xn_rstd);

@@ -361,6 +361,67 @@ static void test_norm_layer(int layernorm, int64_t B, int64_t T, int64_t d) {
     dp_tensor_free(rstd);
 }
 
+/* bk without a copy: an output gradient the backward allocated to be kept (`output_grads`, the
+ * weight's module) is held as a view until adopt takes the allocation over; the clipped sum is
+ * the same, and nothing but G itself is ever allocated under `output_grads`. A G the backward
+ * never hands over is an error at the end of the pass. */
+static void test_adopt(void) {
+    const int64_t B = 3, T = 7, d = 16, p = 24;
+    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
+    dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *G0 = rand_tensor(DP_F32, 3, sg, 0.1f);
+    double want[3];
+    explicit_linear(A, G0, 1.0f, want);
+    for (int handed = 0; handed < 2; handed++) {
+        dp_param w = make_param("test.adopt", DP_PARAM_LINEAR_W, 2, sw);
+        dp_param *ps[1] = {&w};
+        dp_tensor G = {0};
+        dp_mem_stats st0, st;
+        dp_mem_get_stats(cpu->mem, &st0);
+        dp_mem_reset_peak(cpu->mem);
+        dp_dpsgd *dp = wrapper(DP_NORMS_FLASH, DP_CLIP_BK, ps, 1, B, T, NULL);
+        CHECK_OK(dp_alloc_tensor(dp, &G, DP_F32, 3, sg, DP_CAT_OUTPUT_GRADS, w.module));
+        CHECK_OK(dp_tensor_copy(&G, G0));
+        dp_layer_hooks h = dp_norm_hooks(dp);
+        CHECK(h.keep_out_grads == 1 && h.adopt != NULL);
+        CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, A, &G, 1.0f));
+        CHECK(dp->n_books == 1 && dp->books[0].adopting == 1 && !dp->books[0].out_grad.alloc.live);
+        if (!handed) { /* the backward kept G but never handed it over */
+            CHECK(dp_dpsgd_end_norms(dp) == DP_EINTERNAL && strstr(dp_error_message(), "never handed it over"));
+            dp_dpsgd_free(dp);
+            dp_tensor_release(&G);
+            free_param(&w);
+            continue;
+        }
+        CHECK_OK(h.adopt(h.ctx, &w, &G));
+        CHECK(!G.alloc.live && G.data == NULL && dp->books[0].out_grad.alloc.live && !dp->books[0].adopting);
+        dp_mem_get_stats(cpu->mem, &st);
+        CHECK_EQ_U64(st.peak[DP_CAT_OUTPUT_GRADS] - st0.current[DP_CAT_OUTPUT_GRADS], (uint64_t)(B * T * p) * 4);
+        float row[3], factors[3];
+        finish(dp, &w, row, factors);
+        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "adopted G", "flash", i);
+        double num = 0.0, den = 0.0; /* the clipped sum from the adopted G */
+        for (int64_t r = 0; r < p; r++)
+            for (int64_t k = 0; k < d; k++) {
+                double c = 0.0;
+                for (int64_t i = 0; i < B; i++) {
+                    double g = 0.0;
+                    for (int64_t t = 0; t < T; t++) g += val(G0, (i * T + t) * p + r) * val(A, (i * T + t) * d + k);
+                    c += factors[i] * g;
+                }
+                double e = ((float *)w.grad.data)[r * d + k] - c;
+                num += e * e;
+                den += c * c;
+            }
+        CHECK(sqrt(num / den) < 1e-5);
+        dp_dpsgd_free(dp);
+        dp_mem_get_stats(cpu->mem, &st);
+        CHECK_EQ_U64(st.current[DP_CAT_OUTPUT_GRADS], st0.current[DP_CAT_OUTPUT_GRADS]);
+        free_param(&w);
+    }
+    dp_tensor_free(A);
+    dp_tensor_free(G0);
+}
+
 /* flash_gram = strips: the Gram triangle in strips (one, two with a short last one, sixteen with
  * the samples in passes of Bc), against explicit per-sample gradients, writing and adding; the
  * workspace is the two strip buffers, freed on return. */
@@ -725,6 +786,7 @@ int main(void) {
     }
     test_memory_categories();
     test_tied_memory();
+    test_adopt();
     test_strips(DP_F32, 3, 7, 16, 24, 7, 3);        /* one strip: the diagonal block */
     test_strips(DP_F32, 2, 300, 9, 13, 256, 2);     /* a full strip and a short one */
     test_strips(DP_BF16, 2, 300, 16, 8, 256, 2);

@@ -214,7 +214,8 @@ static void check_hooks(dp_model *m, dp_batch *bt) {
     hook_ctx h = {m, bt->inputs.shape[0], bt->inputs.shape[1], calloc((size_t)np, sizeof(double *)),
                   calloc((size_t)np, sizeof(int)), 0};
     for (int i = 0; i < np; i++) h.acc[i] = calloc((size_t)dp_model_param(m, i)->value.numel, sizeof(double));
-    dp_layer_hooks hooks = {&h, on_linear, on_norm, on_embedding, on_position};
+    dp_layer_hooks hooks = {.ctx = &h, .linear = on_linear, .norm = on_norm, .embedding = on_embedding,
+                            .position = on_position};
 
     /* with weight gradients: every trainable parameter's hooks add up to its gradient */
     CHECK_OK(dp_model_zero_grad(m, 1));
