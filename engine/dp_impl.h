@@ -21,7 +21,7 @@ typedef struct dp_book {
     dp_param *param;     /* PER_SAMPLE, LINEAR: the parameter; EMBEDDING: wte (may be NULL) */
     dp_param *wpe;       /* EMBEDDING: the position table (may be NULL) */
     dp_tensor psg;       /* PER_SAMPLE: `per_sample_grads` */
-    dp_tensor out_grad;  /* LINEAR, EMBEDDING: a copy of G, `output_grads` */
+    dp_tensor out_grad;  /* LINEAR, EMBEDDING: G (a copy, or adopted from the backward), `output_grads` */
     dp_tensor ids;       /* EMBEDDING: a copy of the ids, `output_grads` */
     dp_tensor input;     /* LINEAR: a view of the retained activation A (owns nothing) */
     const void *source;  /* EMBEDDING: G's data pointer in the hook, to share one copy */
