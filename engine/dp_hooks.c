@@ -2,7 +2,7 @@
  * go to its B-float row; the per-layer formulation comes from the cost model; with bk the hook
  * also keeps what the clipped gradient will be formed from (dp_clip.c), everything else it
  * allocated is freed before it returns. An output gradient that the backward allocated to be kept
- * (`keep_out_grads`) is not copied: the book holds a view until the backward hands it over.
+ * (keeps_out_grad) is not copied: the book holds a view until the backward hands it over.
  *
  * A tied GPT head/embedding has one per-sample gradient, the sum of both uses, so its squared
  * norm is ||g_head||^2 + ||g_emb||^2 + 2 <g_emb, g_head>. The head's hook runs first (top of the
@@ -56,11 +56,25 @@ static int copy_kept(dp_dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tenso
     return rc;
 }
 
+/* The formulation of a linear's weight under dp's method (flash's Gram side as configured). */
+static dp_formulation linear_form(const dp_dpsgd *dp, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
+    dp_formulation f = dp_choose_linear(dp->cfg.norms, B, T, d, p, t, NULL, NULL);
+    return f == DP_FORM_GRAM_TILE && dp->cfg.flash_gram == DP_FLASH_GRAM_STRIPS ? DP_FORM_GRAM_STRIP : f;
+}
+
+/* bk keeps a linear's output gradient unless the weight's per-sample gradients are materialized
+ * (then it keeps those); a tied head's G is the logits, which the backward goes on using. */
+static int keeps_out_grad(void *ctx, const dp_param *w, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
+    const dp_dpsgd *dp = ctx;
+    if (dp->cfg.clip != DP_CLIP_BK || !w->trainable || w->kind == DP_PARAM_EMBEDDING) return 0;
+    dp_formulation f = linear_form(dp, B, T, d, p, t);
+    return f != DP_FORM_MATERIALIZE && f != DP_FORM_BATCH1;
+}
+
 static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], p = G->shape[2];
     int tied = w->kind == DP_PARAM_EMBEDDING;
-    dp_formulation f = dp_choose_linear(dp->cfg.norms, B, T, d, p, A->dtype, NULL, NULL);
-    if (f == DP_FORM_GRAM_TILE && dp->cfg.flash_gram == DP_FLASH_GRAM_STRIPS) f = DP_FORM_GRAM_STRIP;
+    dp_formulation f = linear_form(dp, B, T, d, p, A->dtype);
     if (tied && dp->tied.wte)
         return dp_error_set(DP_EINTERNAL, "dp: tied head '%s' seen twice in one backward", w->name);
     if (tied && (!dp->inputs || dp->inputs->ndim != 2 || dp->inputs->shape[0] != B || dp->inputs->shape[1] != T))
@@ -270,8 +284,8 @@ dp_layer_hooks dp_norm_hooks(dp_dpsgd *dp) {
         .norm = hook_norm,
         .embedding = hook_embedding,
         .position = hook_position,
+        .keeps_out_grad = keeps_out_grad,
         .adopt = hook_adopt,
-        .keep_out_grads = dp->cfg.clip == DP_CLIP_BK,
     };
     return h;
 }

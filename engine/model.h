@@ -109,13 +109,14 @@ typedef struct dp_layer_hooks {
     /* Learned positions (gpt): G the gradient of the embedding output (B x T x d); sample i uses
      * row t of wpe at position t. */
     int (*position)(void *ctx, dp_model *m, dp_param *wpe, const dp_tensor *G);
-    /* Optional: with keep_out_grads set, a linear whose weight trains and whose output gradient
-     * the backward frees right after the linear (gpt's fc and qkv, llama's gate, up, q, k, v)
-     * gets that gradient under `output_grads` with the weight's module, and once the backward is
-     * done with it, adopt may move it out of *G (leaving it empty) rather than the hook copying
-     * it; what adopt leaves, the backward releases. */
+    /* Optional, both or neither: keeps_out_grad says whether the linear hook of weight w will
+     * keep the output gradient (B x T x p, dtype t; input width d) it is given. Where it will and
+     * the backward frees that gradient right after the linear (gpt's fc and qkv, llama's gate,
+     * up, q, k, v), the backward allocates it under `output_grads` with w's module and, once done
+     * with it, calls adopt, which may move it out of *G (leaving it empty) so that the hook need
+     * not copy it; what adopt leaves, the backward releases. */
+    int (*keeps_out_grad)(void *ctx, const dp_param *w, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t);
     int (*adopt)(void *ctx, dp_param *w, dp_tensor *G);
-    int keep_out_grads;
 } dp_layer_hooks;
 
 typedef struct dp_backward_opts {

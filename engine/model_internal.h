@@ -152,8 +152,8 @@ int dp_norm_backward(const dp_bw *bw, const dp_norm *nm, const dp_tensor *x, con
                      const dp_tensor *rstd, const dp_tensor *G, dp_tensor *dx, int accumulate);
 
 /* Allocates t, the output gradient of linear lin (B x T x cols) that the backward frees right
- * after lin's backward: under `output_grads` with lin's weight's module when the hooks keep
- * output gradients (they will adopt it), else under `temp` with temp_module. */
+ * after lin's backward: under `output_grads` with lin's weight's module when the hooks will keep
+ * it (keeps_out_grad; they adopt it), else under `temp` with temp_module. */
 int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t cols, uint32_t temp_module);
 /* The backward is done with t, lin's output gradient from dp_bw_out_grad: the hooks may adopt it,
  * what they leave is released. */

@@ -97,7 +97,9 @@ static int weight_backward(const dp_bw *bw, dp_param *w, dp_param *b, const dp_t
 
 static int keeps_out_grad(const dp_bw *bw, const dp_linear *lin) {
     const dp_layer_hooks *hk = bw->hooks;
-    return hk && hk->keep_out_grads && hk->adopt && lin->w->trainable;
+    const dp_model *m = bw->m;
+    return hk && hk->keeps_out_grad && hk->adopt && lin->w->trainable &&
+           hk->keeps_out_grad(hk->ctx, lin->w, m->B, m->cfg.seq_len, lin->in, lin->out, m->t);
 }
 
 int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t cols, uint32_t temp_module) {

@@ -382,7 +382,8 @@ static void test_adopt(void) {
         CHECK_OK(dp_alloc_tensor(dp, &G, DP_F32, 3, sg, DP_CAT_OUTPUT_GRADS, w.module));
         CHECK_OK(dp_tensor_copy(&G, G0));
         dp_layer_hooks h = dp_norm_hooks(dp);
-        CHECK(h.keep_out_grads == 1 && h.adopt != NULL);
+        CHECK(h.keeps_out_grad && h.adopt && h.keeps_out_grad(h.ctx, &w, B, T, d, p, DP_F32));
+        CHECK(!h.keeps_out_grad(h.ctx, &w, 1, T, d, p, DP_F32)); /* B = 1: batch1 keeps no G */
         CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, A, &G, 1.0f));
         CHECK(dp->n_books == 1 && dp->books[0].adopting == 1 && !dp->books[0].out_grad.alloc.live);
         if (!handed) { /* the backward kept G but never handed it over */
@@ -691,8 +692,14 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
         CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
         if (!dp) continue;
         float loss;
+        dp_mem_reset_peak(cpu->mem);
         CHECK_OK(dp_dpsgd_forward(dp, inputs, targets, &loss, NULL));
         CHECK_OK(dp_dpsgd_backward(dp));
+        /* under bk, `output_grads` only grows until the clip: what the backward allocates there
+         * is kept (adopted), never a transient of a layer whose per-sample gradients are formed */
+        dp_mem_stats st;
+        dp_mem_get_stats(cpu->mem, &st);
+        CHECK_EQ_U64(st.peak[DP_CAT_OUTPUT_GRADS], st.current[DP_CAT_OUTPUT_GRADS]);
         CHECK_OK(dp_dpsgd_clip(dp));
         char what[160];
         snprintf(what, sizeof what, "%s%s%s B=%lld T=%lld", mc->arch == DP_ARCH_GPT ? "gpt" : "llama",
