@@ -64,9 +64,10 @@ typedef struct dp_backend {
     /* x[i] = value for i < n. */
     int (*fill)(dp_device *dev, dp_dtype t, void *x, size_t n, double value);
     /* x[i] (+)= a + (b - a) u (uniform) or a + b z (normal) for element offset+i of the Philox
-     * stream (seed, stream); accumulate adds instead of storing. f32 or bf16. */
+     * stream (seed, stream); accumulate adds instead of storing; then x[i] *= post (skipped when
+     * post is 1: DP's division by the batch size in the same pass). f32 or bf16. */
     int (*rand)(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b,
-                uint64_t seed, uint64_t stream, uint64_t offset, int accumulate);
+                uint64_t seed, uint64_t stream, uint64_t offset, int accumulate, float post);
     /* dst[i] = (dst_t) src[i], between f32 and bf16 (or a plain copy when the types match). */
     int (*cast)(dp_device *dev, dp_dtype dst_t, void *dst, dp_dtype src_t, const void *src, size_t n);
 

@@ -100,7 +100,7 @@ static int cpu_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value)
 }
 
 static int cpu_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b,
-                    uint64_t seed, uint64_t stream, uint64_t offset, int accumulate) {
+                    uint64_t seed, uint64_t stream, uint64_t offset, int accumulate, float post) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rand"));
     /* element i of the tensor is element offset+i of the stream */
@@ -112,7 +112,9 @@ static int cpu_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist 
             r = a + b * dp_philox_normal(seed, stream, e);
         else
             r = a + (b - a) * dp_philox_uniform(seed, stream, e);
-        dp_cpu_st(t, x, i, accumulate ? dp_cpu_ld(t, x, i) + r : r);
+        float v = accumulate ? dp_cpu_ld(t, x, i) + r : r;
+        if (post != 1.0f) v = v * post; /* rounded as the separate scale would round it */
+        dp_cpu_st(t, x, i, v);
     }
     return DP_OK;
 }

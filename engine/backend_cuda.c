@@ -172,10 +172,10 @@ static int cuda_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value
 }
 
 static int cuda_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b,
-                     uint64_t seed, uint64_t stream, uint64_t offset, int accumulate) {
+                     uint64_t seed, uint64_t stream, uint64_t offset, int accumulate, float post) {
     if (t == DP_I32) return dp_error_set(DP_ENOTSUP, "rand: dtype i32 is not supported (f32 or bf16)");
     LAUNCH_TRY(dpk_rand(impl_of(dev)->stream, (int)t, x, n, dist == DP_RAND_NORMAL, a, b, seed, stream,
-                        offset, accumulate));
+                        offset, accumulate, post));
     return DP_OK;
 }
 

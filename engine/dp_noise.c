@@ -26,12 +26,14 @@ int dp_add_noise(dp_dpsgd *dp) {
         DP_TRY(dp_ensure_grad(dp, p));
         size_t n = (size_t)p->grad.numel;
         if (std > 0.0f) {
-            /* Philox4x32-10 and Box-Muller per 4 elements; counted as 32 flops per element */
-            dp_ledger_add("dp_noise", 32.0 * (double)n, 8.0 * (double)n);
+            /* Philox4x32-10 and Box-Muller per 4 elements (counted as 32 flops per element), added
+             * and divided in one pass: the same roundings as the addition, then dp_scale */
+            dp_ledger_add("dp_noise", 32.0 * (double)n + (double)n, 8.0 * (double)n);
             DP_TRY(DP_DISPATCH(dp->dev, rand, DP_F32, p->grad.data, n, DP_RAND_NORMAL, 0.0f, std, dp->cfg.seed, stream,
-                               (uint64_t)dp->offsets[k], 1));
+                               (uint64_t)dp->offsets[k], 1, inv));
+        } else {
+            DP_TRY(dp_scale(&p->grad, inv));
         }
-        DP_TRY(dp_scale(&p->grad, inv));
     }
     return DP_OK;
 }

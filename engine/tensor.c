@@ -173,5 +173,5 @@ int dp_tensor_rand(dp_tensor *t, dp_rand_dist dist, float a, float b, uint64_t s
     if (!is_float(t->dtype))
         return dp_error_set(DP_EINVAL, "rand: dtype %s is not a float type (f32 or bf16)", dp_dtype_name(t->dtype));
     dp_ledger_add("rand", 0, (double)dp_tensor_bytes(t));
-    return DP_DISPATCH(t->dev, rand, t->dtype, t->data, (size_t)t->numel, dist, a, b, seed, stream, 0, 0);
+    return DP_DISPATCH(t->dev, rand, t->dtype, t->data, (size_t)t->numel, dist, a, b, seed, stream, 0, 0, 1.0f);
 }

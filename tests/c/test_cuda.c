@@ -56,8 +56,13 @@ static void test_rand_bit_identical(void) {
         printf("philox %s: CPU and CUDA bits %s\n", dist ? "normal" : "uniform", diff ? "DIFFER" : "identical");
         CHECK(diff == 0);
         /* noise added in place at an offset, as DP does */
-        CHECK_OK(cpu->ops->rand(cpu, DP_F32, c.data, (size_t)n - 5, d, 0, 1, 7, 3, 5, 1));
-        CHECK_OK(gpu->ops->rand(gpu, DP_F32, g.data, (size_t)n - 5, d, 0, 1, 7, 3, 5, 1));
+        CHECK_OK(cpu->ops->rand(cpu, DP_F32, c.data, (size_t)n - 5, d, 0, 1, 7, 3, 5, 1, 1.0f));
+        CHECK_OK(gpu->ops->rand(gpu, DP_F32, g.data, (size_t)n - 5, d, 0, 1, 7, 3, 5, 1, 1.0f));
+        CHECK_OK(dp_tensor_copy(&back, &g));
+        CHECK(memcmp(c.data, back.data, (size_t)n * 4) == 0);
+        /* and divided in the same pass, as DP's noise is */
+        CHECK_OK(cpu->ops->rand(cpu, DP_F32, c.data, (size_t)n - 5, d, 0, 1, 7, 4, 5, 1, 1.0f / 48.0f));
+        CHECK_OK(gpu->ops->rand(gpu, DP_F32, g.data, (size_t)n - 5, d, 0, 1, 7, 4, 5, 1, 1.0f / 48.0f));
         CHECK_OK(dp_tensor_copy(&back, &g));
         CHECK(memcmp(c.data, back.data, (size_t)n * 4) == 0);
         dp_tensor_release(&c);
