@@ -10,7 +10,8 @@
  *
  * Sizes are functions of the shapes alone (plan = device): S = min(T, 256), halved while one
  * sample's strip pair (2 S T f32) exceeds the workspace bound; samples go Bc at a time so that
- * the two buffers (2 Bc S T f32) stay within DP_STRIP_WORKSPACE. Never a T x T matrix (for
+ * the two buffers (2 Bc S T f32) stay within DP_STRIP_WORKSPACE. Per pass of samples: the
+ * diagonal blocks in one GEMM per matrix when S divides T, then one GEMM per matrix and strip. Never a T x T matrix (for
  * T > S). Flops: sum over strips of 2 m (kS + m) (d + p) per sample, about B T^2 (d + p) (1 + S / T). */
 #include "dp_impl.h"
 
@@ -28,30 +29,31 @@ void dp_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc) {
     *Bc = bc < 1 ? 1 : bc > B ? B : bc;
 }
 
-/* out[b] (m x n, f32) = x[i0 + b][r0 .. r0 + m) x[i0 + b][c0 .. c0 + n)^T for b < nb */
-static int strip_gemm(dp_dpsgd *dp, const dp_tensor *x, int64_t i0, int64_t nb, int64_t r0, int64_t m, int64_t c0,
-                      int64_t n, float *out) {
-    int64_t T = x->shape[1], k = x->shape[2];
+/* out[j] (m x n, f32) = rows [r0 + j s, + m) of x (B T x k, flattened) times rows [c0 + j s, + n)
+ * of x, transposed, for j < count */
+static int strip_gemm(dp_dpsgd *dp, const dp_tensor *x, int64_t r0, int64_t c0, int64_t m, int64_t n, int64_t count,
+                      int64_t s, float *out) {
+    int64_t k = x->shape[2];
     dp_gemm_args g = {
         .trans_a = 0, .trans_b = 1, .m = m, .n = n, .k = k, .alpha = 1.0f, .beta = 0.0f,
         .ab_type = x->dtype, .c_type = DP_F32,
-        .a = dp_tensor_at(x, (i0 * T + r0) * k), .lda = k, .stride_a = T * k,
-        .b = dp_tensor_at(x, (i0 * T + c0) * k), .ldb = k, .stride_b = T * k,
-        .c = out, .ldc = n, .stride_c = m * n, .batch = nb,
+        .a = dp_tensor_at(x, r0 * k), .lda = k, .stride_a = s * k,
+        .b = dp_tensor_at(x, c0 * k), .ldb = k, .stride_b = s * k,
+        .c = out, .ldc = n, .stride_c = m * n, .batch = count,
     };
     return dp_gemm_ex(dp->dev, "dp_strip_gram", &g);
 }
 
-/* The blocks of rows [r0, r0 + m) against columns [c0, c0 + n) of both Gram matrices, for
- * samples [i0, i0 + nb): row[i] (+)= w <block_a, block_g>. */
-static int strip_block(dp_dpsgd *dp, const dp_tensor *A, const dp_tensor *G, int64_t i0, int64_t nb, int64_t r0,
-                       int64_t m, int64_t c0, int64_t n, dp_tensor *wa, dp_tensor *wg, float w, dp_tensor *row,
-                       int accumulate) {
-    DP_TRY(strip_gemm(dp, A, i0, nb, r0, m, c0, n, wa->data));
-    DP_TRY(strip_gemm(dp, G, i0, nb, r0, m, c0, n, wg->data));
-    double e = (double)(nb * m * n);
+/* The same blocks of both Gram matrices (strip_gemm's), then row[i0 + i] (+)= w <block_a, block_g>
+ * summed over the count / nb blocks of each of the nb samples (consecutive in the workspace). */
+static int strip_block(dp_dpsgd *dp, const dp_tensor *A, const dp_tensor *G, int64_t r0, int64_t c0, int64_t m,
+                       int64_t n, int64_t count, int64_t s, dp_tensor *wa, dp_tensor *wg, float w, dp_tensor *row,
+                       int64_t i0, int64_t nb, int accumulate) {
+    DP_TRY(strip_gemm(dp, A, r0, c0, m, n, count, s, wa->data));
+    DP_TRY(strip_gemm(dp, G, r0, c0, m, n, count, s, wg->data));
+    double e = (double)(count * m * n);
     dp_ledger_add("dp_strip_dot", 2.0 * e, 8.0 * e + 4.0 * (double)nb * (accumulate ? 2.0 : 1.0));
-    return DP_DISPATCH_DP(dp->dev, batched_dot, nb, m * n, DP_F32, wa->data, DP_F32, wg->data, w,
+    return DP_DISPATCH_DP(dp->dev, batched_dot, nb, count / nb * m * n, DP_F32, wa->data, DP_F32, wg->data, w,
                           dp_tensor_at(row, i0), accumulate);
 }
 
@@ -68,13 +70,25 @@ int dp_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const d
         return rc;
     }
     const float s2 = scale * scale;
+    const int64_t nt = T / S; /* whole strips */
     for (int64_t i0 = 0; i0 < B && rc == DP_OK; i0 += Bc) {
-        const int64_t nb = B - i0 < Bc ? B - i0 : Bc;
-        for (int64_t r0 = 0; r0 < T && rc == DP_OK; r0 += S) {
-            const int64_t m = T - r0 < S ? T - r0 : S;
-            /* the diagonal block first: strip 0's writes the row (or adds, as the caller says) */
-            rc = strip_block(dp, A, G, i0, nb, r0, m, r0, m, &wa, &wg, s2, row, r0 == 0 ? accumulate : 1);
-            if (rc == DP_OK && r0 > 0) rc = strip_block(dp, A, G, i0, nb, r0, m, 0, r0, &wa, &wg, 2.0f * s2, row, 1);
+        const int64_t nb = B - i0 < Bc ? B - i0 : Bc, base = i0 * T;
+        /* the diagonal blocks first (they write the row, or add as the caller says): when S
+         * divides T, every sample's in one GEMM per matrix (nb nt blocks S rows apart, nb S T
+         * floats), else strip by strip */
+        if (T % S == 0) {
+            rc = strip_block(dp, A, G, base, base, S, S, nb * nt, S, &wa, &wg, s2, row, i0, nb, accumulate);
+        } else {
+            for (int64_t r = 0; r < T && rc == DP_OK; r += S) {
+                const int64_t m = T - r < S ? T - r : S;
+                rc = strip_block(dp, A, G, base + r, base + r, m, m, nb, T, &wa, &wg, s2, row, i0, nb,
+                                 r == 0 ? accumulate : 1);
+            }
+        }
+        /* then strip k's rows against the columns before it, counted twice */
+        for (int64_t r = S; r < T && rc == DP_OK; r += S) {
+            const int64_t m = T - r < S ? T - r : S;
+            rc = strip_block(dp, A, G, base + r, base, m, r, nb, T, &wa, &wg, 2.0f * s2, row, i0, nb, 1);
         }
     }
     dp_tensor_release(&wg);

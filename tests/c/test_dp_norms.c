@@ -423,9 +423,10 @@ static void test_adopt(void) {
     dp_tensor_free(G0);
 }
 
-/* flash_gram = strips: the Gram triangle in strips (one, two with a short last one, sixteen with
- * the samples in passes of Bc), against explicit per-sample gradients, writing and adding; the
- * workspace is the two strip buffers, freed on return. */
+/* flash_gram = strips: the Gram triangle in strips (one; two with a short last one, diagonals
+ * strip by strip; two and sixteen whole ones, diagonals in one GEMM, the samples in passes of
+ * Bc), against explicit per-sample gradients, writing and adding; the workspace is the two strip
+ * buffers, freed on return. */
 static void test_strips(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p, int64_t want_S, int64_t want_Bc) {
     int64_t S, Bc;
     dp_strip_shape(B, T, &S, &Bc);
@@ -797,6 +798,8 @@ int main(void) {
     test_strips(DP_F32, 3, 7, 16, 24, 7, 3);        /* one strip: the diagonal block */
     test_strips(DP_F32, 2, 300, 9, 13, 256, 2);     /* a full strip and a short one */
     test_strips(DP_BF16, 2, 300, 16, 8, 256, 2);
+    test_strips(DP_F32, 3, 512, 5, 4, 256, 3);      /* two strips, the diagonals in one GEMM */
+    test_strips(DP_BF16, 3, 512, 8, 16, 256, 3);
     test_strips(DP_F32, 5, 4096, 3, 5, 256, 4);     /* sixteen strips, samples 4 + 1 */
     test_strips_chosen();
     const model_case models[] = {
