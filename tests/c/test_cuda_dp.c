@@ -368,6 +368,18 @@ static void test_step_bf16(dp_arch arch) {
 /* flash_gram = strips on both devices (cuBLAS against OpenBLAS strips, and against the fused
  * Gram tiles): within 1e-4 relative. dev's wrapper is over one parameter that only names the
  * module the workspace is charged to. */
+/* A trainable linear weight p x d on the CPU: it only names the module charged */
+static dp_param weight_param(const char *name, const int64_t shape[2]) {
+    dp_param w;
+    memset(&w, 0, sizeof w);
+    snprintf(w.name, sizeof w.name, "%s", name);
+    w.kind = DP_PARAM_LINEAR_W;
+    w.trainable = 1;
+    w.module = dp_module_intern(name);
+    CHECK_OK(dp_tensor_init(&w.value, cpu, DP_F32, 2, shape, DP_CAT_PARAMETERS));
+    return w;
+}
+
 static dp_dpsgd *strip_wrapper(dp_device *dev, dp_param *w) {
     dp_dpsgd_config cfg;
     dp_dpsgd_config_default(&cfg);
@@ -384,13 +396,7 @@ static void test_strips(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p) 
     int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d}, sr[1] = {B};
     dp_tensor *a = host_rand(t, 3, sa, 1.0f), *g = host_rand(t, 3, sg, 1.0f);
     dp_tensor *ga = to_gpu(a), *gg = to_gpu(g);
-    dp_param w;
-    memset(&w, 0, sizeof w);
-    snprintf(w.name, sizeof w.name, "strips");
-    w.kind = DP_PARAM_LINEAR_W;
-    w.trainable = 1;
-    w.module = dp_module_intern("strips");
-    CHECK_OK(dp_tensor_init(&w.value, cpu, DP_F32, 2, sw, DP_CAT_PARAMETERS));
+    dp_param w = weight_param("strips", sw);
     dp_dpsgd *dc = strip_wrapper(cpu, &w), *dg = strip_wrapper(gpu, &w);
     dp_tensor *rc = dp_tensor_new(cpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
     dp_tensor *rg = dp_tensor_new(gpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
@@ -520,13 +526,7 @@ static void benchmark(void) {
 #endif
         if (gram) { /* the same norms through strips: ratio to cuBLAS on the full Gram products */
             int64_t sw[2] = {b.p, b.d}, S, Bc;
-            dp_param w;
-            memset(&w, 0, sizeof w);
-            snprintf(w.name, sizeof w.name, "bench");
-            w.kind = DP_PARAM_LINEAR_W;
-            w.trainable = 1;
-            w.module = dp_module_intern("bench");
-            CHECK_OK(dp_tensor_init(&w.value, cpu, DP_F32, 2, sw, DP_CAT_PARAMETERS));
+            dp_param w = weight_param("bench", sw);
             b.w = &w;
             b.dp = strip_wrapper(gpu, &w);
             dp_strip_shape(b.B, b.T, &S, &Bc);
