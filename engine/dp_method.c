@@ -37,23 +37,27 @@ int dp_method_preset(const char *name, dp_norms_method *norms, dp_clip_method *c
                         name ? name : "(null)");
 }
 
+/* Index of name among names[lo..hi], or -1. */
+static int find_name(const char *name, const char *const *names, int lo, int hi) {
+    for (int i = lo; name && i <= hi; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
 int dp_norms_parse(const char *name, dp_norms_method *out) {
-    for (int i = DP_NORMS_MATERIALIZE; i <= DP_NORMS_FLASH; i++)
-        if (name && strcmp(name, norms_names[i]) == 0) {
-            *out = (dp_norms_method)i;
-            return DP_OK;
-        }
-    return dp_error_set(DP_EINVAL, "unknown norms method '%s' (valid: materialize, ghost, mixed, flash)",
-                        name ? name : "(null)");
+    int i = find_name(name, norms_names, DP_NORMS_MATERIALIZE, DP_NORMS_FLASH);
+    if (i < 0)
+        return dp_error_set(DP_EINVAL, "unknown norms method '%s' (valid: materialize, ghost, mixed, flash)",
+                            name ? name : "(null)");
+    *out = (dp_norms_method)i;
+    return DP_OK;
 }
 
 int dp_clip_parse(const char *name, dp_clip_method *out) {
-    for (int i = DP_CLIP_TWOPASS; i <= DP_CLIP_BK; i++)
-        if (name && strcmp(name, clip_names[i]) == 0) {
-            *out = (dp_clip_method)i;
-            return DP_OK;
-        }
-    return dp_error_set(DP_EINVAL, "unknown clip method '%s' (valid: twopass, bk)", name ? name : "(null)");
+    int i = find_name(name, clip_names, DP_CLIP_TWOPASS, DP_CLIP_BK);
+    if (i < 0) return dp_error_set(DP_EINVAL, "unknown clip method '%s' (valid: twopass, bk)", name ? name : "(null)");
+    *out = (dp_clip_method)i;
+    return DP_OK;
 }
 
 const char *dp_norms_name(dp_norms_method n) {
@@ -73,12 +77,10 @@ const char *dp_formulation_name(dp_formulation f) {
 }
 
 int dp_flash_gram_parse(const char *name, dp_flash_gram *out) {
-    for (int i = DP_FLASH_GRAM_TILES; i <= DP_FLASH_GRAM_STRIPS; i++)
-        if (name && strcmp(name, flash_gram_names[i]) == 0) {
-            *out = (dp_flash_gram)i;
-            return DP_OK;
-        }
-    return dp_error_set(DP_EINVAL, "unknown flash_gram '%s' (valid: tiles, strips)", name ? name : "(null)");
+    int i = find_name(name, flash_gram_names, DP_FLASH_GRAM_TILES, DP_FLASH_GRAM_STRIPS);
+    if (i < 0) return dp_error_set(DP_EINVAL, "unknown flash_gram '%s' (valid: tiles, strips)", name ? name : "(null)");
+    *out = (dp_flash_gram)i;
+    return DP_OK;
 }
 
 const char *dp_flash_gram_name(dp_flash_gram g) {
