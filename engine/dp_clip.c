@@ -4,8 +4,8 @@
  * (added on the host in double, in parameter order). twopass then runs the model's backward
  * again with the loss of sample i scaled by c_i (dp_step.c); bk forms the sum from its books:
  * per-sample gradients give c^T psg (B AXPYs for small B, else a 1 x B by B x n GEMM), a
- * linear's kept output gradient gives scale (c (.) G)^T A (the rows of G scaled in place, then
- * one GEMM over all B T tokens),
+ * linear's kept output gradient gives scale (c (.) G)^T A = scale G^T (c (.) A) (the rows of G,
+ * or of a narrower input shared by linears, scaled in place, then one GEMM over all B T tokens),
  * an embedding's scales G's rows in place, then scatters them by token id and sums them over the
  * samples for the positions. */
 #include "dp_impl.h"
@@ -106,10 +106,35 @@ static int book_per_sample(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c, const 
     return weighted_sum(dp, &bk->param->grad, c, factors, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
 }
 
+/* (c (.) G)^T A = G^T (c (.) A): where the linears that share an input (gpt's qkv, llama's q, k,
+ * v and gate, up, a head) have more output columns in all than the input has, scale the input's
+ * rows once instead of every G's (gpt: 2d instead of 7d per token and layer; the head: d instead
+ * of V). The input is a retained activation that nothing reads after the clip. */
+static int scale_shared_inputs(dp_dpsgd *dp, const dp_tensor *c) {
+    for (int k = 0; k < dp->n_books; k++) {
+        dp_book *bk = &dp->books[k];
+        if (bk->kind != DP_BOOK_LINEAR || !bk->input_src) continue;
+        int first = 1;
+        int64_t cols = 0;
+        for (int j = 0; j < dp->n_books; j++) {
+            const dp_book *o = &dp->books[j];
+            if (o->kind != DP_BOOK_LINEAR || o->input_src != bk->input_src) continue;
+            if (j < k) first = 0;
+            cols += o->out_grad.shape[2];
+        }
+        if (!first || bk->input.shape[2] >= cols) continue;
+        DP_TRY(scale_samples(dp, &bk->input, c));
+        for (int j = k; j < dp->n_books; j++)
+            if (dp->books[j].kind == DP_BOOK_LINEAR && dp->books[j].input_src == bk->input_src)
+                dp->books[j].input_scaled = 1;
+    }
+    return DP_OK;
+}
+
 static int book_linear(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
     dp_tensor *G = &bk->out_grad, *A = &bk->input;
     int64_t N = G->shape[0] * G->shape[1], p = G->shape[2], d = A->shape[2];
-    DP_TRY(scale_samples(dp, G, c));
+    if (!bk->input_scaled) DP_TRY(scale_samples(dp, G, c));
     DP_TRY(dp_ensure_grad(dp, bk->param));
     /* grad (p x d) += scale * G^T (p x N) A (N x d): one GEMM over every token of the batch */
     dp_gemm_args g = {
@@ -154,6 +179,7 @@ int dp_clip_books(dp_dpsgd *dp, const float *factors) {
     int64_t B = dp->batch;
     DP_TRY(dp_alloc_tensor(dp, &dp->clip_dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
     DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)B * sizeof *factors));
+    DP_TRY(scale_shared_inputs(dp, &dp->clip_dev));
     for (int k = 0; k < dp->n_books; k++) {
         dp_book *bk = &dp->books[k];
         switch (bk->kind) {

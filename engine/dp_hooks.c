@@ -114,6 +114,7 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
     bk->param = w;
     bk->scale = scale;
     DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape)); /* retained by the backward */
+    bk->input_src = A;
     if (G->alloc.live && G->alloc.category == DP_CAT_OUTPUT_GRADS && G->alloc.module == w->module) {
         bk->adopting = 1; /* the backward allocated G to be kept: hook_adopt takes it over */
         return dp_tensor_view(&bk->out_grad, G, 0, G->ndim, G->shape);

@@ -27,6 +27,8 @@ typedef struct dp_book {
     const void *source;  /* EMBEDDING: G's data pointer in the hook, to share one copy */
     float scale;         /* LINEAR: LoRA's alpha / r, else 1 */
     int adopting;        /* LINEAR: out_grad is a view of the backward's G until it hands G over */
+    const void *input_src; /* LINEAR: the model's tensor A (linears that share an input share it) */
+    int input_scaled;    /* LINEAR: the clip scaled A's rows by c, so G stays as it is */
 } dp_book;
 
 /* Between a tied head's hook and its embedding's: what the cross term needs. */

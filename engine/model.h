@@ -97,7 +97,9 @@ typedef struct dp_layer_hooks {
     void *ctx;
     /* A linear y = x W^T (+ b): A is its input (B x T x d), G its output gradient (B x T x p),
      * both in the compute dtype; scale multiplies W's gradient (LoRA's alpha/r, else 1). For a
-     * tied GPT head, w is wte's parameter (also passed to `embedding`). */
+     * tied GPT head, w is wte's parameter (also passed to `embedding`). When the backward retains
+     * the activations (opts.retain), A stays valid after the hook returns, and the hooks' owner
+     * may overwrite it (DP book-keeping scales its rows in place at the clip, the last use). */
     int (*linear)(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_tensor *A, const dp_tensor *G,
                   float scale);
     /* A LayerNorm (mean != NULL) or RMSNorm (mean == NULL, b == NULL): x its input (B x T x d),
