@@ -206,4 +206,34 @@ for tid, list in pairs(by_tid) do
 end
 check.eq(counters["memory.parameters"], param_bytes, "parameters counter")
 check.truthy(counters.allocated >= tr.memory.peak_bytes, "allocated counter reaches the peak")
+
+-- The chart fixtures (tests/fixtures/results, from generate.lua) are results as this page
+-- describes them, OOM points included; the malformed set breaks exactly what its tests expect.
+do
+  local root = arg[0]:match("(.*/)") .. "../fixtures/results/"
+  local n = 0
+  for _, set in ipairs({ "single", "sweep_seq", "sweep_2d" }) do
+    local ls = assert(io.popen("ls '" .. root .. set .. "'"))
+    for name in ls:lines() do
+      if name:match("%.json$") then
+        local ok, problems = results.validate(results.read(root .. set .. "/" .. name))
+        check.truthy(ok, string.format("fixture %s/%s validates: %s", set, name, table.concat(problems or {}, "; ")))
+        n = n + 1
+      end
+    end
+    ls:close()
+  end
+  check.truthy(n >= 90, "the fixtures were found (" .. n .. ")")
+  local function broken(name, field)
+    local ok, problems = results.validate(results.read(root .. "malformed/" .. name))
+    check.eq(ok, false, "malformed/" .. name .. " fails")
+    check.truthy(problems and problems[1]:find(field, 1, true) == 1, "malformed/" .. name .. " names " .. field ..
+                 ": " .. tostring(problems and problems[1]))
+  end
+  broken("ghost.json", "memory.peak_bytes")
+  broken("flash_clip.json", "memory.timeline.reserved_bytes")
+  for _, name in ipairs({ "vanilla.json", "flat.json", "ghost+twopass.json" }) do
+    check.truthy(results.validate(results.read(root .. "malformed/" .. name)), "malformed/" .. name .. " is itself valid")
+  end
+end
 print("ok")
