@@ -5,8 +5,9 @@
  * the op that caused it.
  *
  * Differences from the CPU reference that the device makes necessary: token ids and targets
- * live on the GPU and are not range-checked on the host (an id outside [0, V) is skipped by the
- * embedding backward and a bad target gives a NaN loss, never an out-of-bounds access). */
+ * live on the GPU, so these ops do not range-check them; the model's forward does, on every
+ * device, before any kernel reads a table (model.c). Called directly with a bad id, the embedding
+ * forward would read outside wte; the embedding backward skips it and the loss gives NaN. */
 #ifdef DPPROF_HAVE_CUDA
 
 #include "cuda_layers.h"

@@ -88,6 +88,36 @@ static int check_batch(const dp_model *m, const dp_tensor *t, const char *what) 
     return DP_OK;
 }
 
+/* Token ids index the tables, so every one must lie in [0, V): on every device, before any
+ * kernel reads a table with them (a GPU kernel would read out of bounds). Device ids are copied
+ * to the host first (B T int32: one small synchronising copy per forward); plan ids hold no
+ * values. */
+static int check_ids(const dp_model *m, const dp_tensor *t, const char *what) {
+    if (!t->data || t->numel == 0) return DP_OK;
+    const int32_t *ids = t->data;
+    int32_t *host = NULL;
+    if (t->dev->kind != DP_DEV_CPU) {
+        host = malloc((size_t)t->numel * sizeof *host);
+        if (!host) return dp_error_set(DP_EOOM, "model forward: out of host memory to check the %s", what);
+        int rc = dp_tensor_to_host(t, host, (uint64_t)t->numel * sizeof *host);
+        if (rc != DP_OK) {
+            free(host);
+            return rc;
+        }
+        ids = host;
+    }
+    int rc = DP_OK;
+    for (int64_t i = 0; i < t->numel; i++)
+        if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
+            rc = dp_error_set(DP_EINVAL, "model forward: %s hold token %d at sample %lld position %lld, outside the "
+                              "vocabulary [0, %lld)", what, (int)ids[i], (long long)(i / t->shape[1]),
+                              (long long)(i % t->shape[1]), (long long)m->cfg.vocab);
+            break;
+        }
+    free(host);
+    return rc;
+}
+
 static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     const int64_t d = m->d, T = m->cfg.seq_len, B = m->B, N = B * T;
 
@@ -138,6 +168,8 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
                      float *sample_losses) {
     DP_TRY(check_batch(m, inputs, "inputs"));
     DP_TRY(check_batch(m, targets, "targets"));
+    DP_TRY(check_ids(m, inputs, "inputs"));
+    DP_TRY(check_ids(m, targets, "targets"));
     if (inputs->shape[0] != targets->shape[0])
         return dp_error_set(DP_EINVAL, "model forward: inputs have %lld samples, targets %lld",
                             (long long)inputs->shape[0], (long long)targets->shape[0]);

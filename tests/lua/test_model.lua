@@ -182,6 +182,29 @@ check.raises(function() dp.batch{ model = m, file = path } end, { "cannot open t
 check.raises(function() dp.batch{ model = m, file = path, file_dtype = "int8" } end,
   { "unknown file_dtype 'int8'", "valid: uint16, uint32" })
 
+-- ids outside the vocabulary are refused before any table is read, naming the sample and the
+-- position (on every device: the engine checks, copying device ids to the host)
+do
+  local function ids(vals)
+    local t = dp.tensor{ shape = { 1, T }, dtype = "i32", category = "inputs" }
+    t:set(vals)
+    return t
+  end
+  local good, over, neg = {}, {}, {}
+  for t = 1, T do good[t], over[t], neg[t] = t % V, t % V, t % V end
+  over[5], neg[T] = V + 3, -1
+  local b1 = { inputs = ids(over), targets = ids(good), size = 1 }
+  check.raises(function() m:forward(b1) end,
+    { "model forward", "inputs hold token 53 at sample 0 position 4", "outside the vocabulary [0, 50)" })
+  local b2 = { inputs = ids(good), targets = ids(neg), size = 1 }
+  check.raises(function() m:forward(b2) end, { "targets hold token -1 at sample 0 position 15" })
+  local priv = dp.dp.wrap(m, nil, { method = "flash_clip" })
+  check.raises(function() priv:forward(b1) end, { "inputs hold token 53", "outside the vocabulary" })
+  priv:free()
+  local loss = m:forward{ inputs = ids(good), targets = ids(good), size = 1 }
+  check.truthy(loss > 0, "in-range ids still run")
+end
+
 -- configuration errors name the key and the valid values
 local function bad(over, substrings)
   local t = {}
