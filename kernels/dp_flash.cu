@@ -18,8 +18,11 @@
  * warps of 64 x 32; the fragments of the next k16 step are loaded before the current step's mma.
  * Measured on an H100 80GB HBM3 against cuBLAS (tests/c/test_cuda_dp.c, DPPROF_DP_BENCH=1):
  * gradient tiles run at 0.42-0.54 of cuBLAS's throughput on the same products (224-313 TFLOP/s),
- * Gram tiles at 0.30-0.32 (158-210 TFLOP/s; two accumulators hold them to one block per SM).
- * Closing the gap needs Hopper's wgmma (sm_90a), not written yet.
+ * Gram tiles at 0.30-0.32 (158-210 TFLOP/s; two accumulators hold them to one block per SM:
+ * 195-216 registers). Variant 3 (gram_tile_stash_bf16, benchmarks only until measured) keeps one
+ * accumulator and stashes a a^T in shared memory: 128 registers (ptxas, sm_90; 112 bytes of
+ * spill), 104 KB of shared memory, so two blocks per SM. Closing the gap for good needs
+ * Hopper's wgmma (sm_90a), not written yet.
  * f32: the same tiles on the CUDA cores (8 x 8 outputs per thread, register double buffering).
  * Per (sample, block) f32 partials go to the scratch and are added in order by a second kernel:
  * deterministic, a partition fixed by the sizes. */
@@ -70,6 +73,8 @@ typedef Cfg<256, 4, 3, 32, true> Cfg8w;      /* 8 warps of 64 x 32, fragments do
 typedef Cfg<256, 4, 3, 64, true> Cfg8w64;    /* the same with BK = 64 */
 typedef Cfg<256, 4, 3, 32, false> Cfg8wNP;   /* 8 warps of 64 x 32, one k16 step at a time */
 typedef Cfg<128, 2, 3, 64, true> Cfg4w64;    /* 4 warps of 64 x 64, BK = 64, fragments double-buffered */
+typedef Cfg<256, 4, 2, 32, false> Cfg8wS2;   /* 8 warps of 64 x 32, 2 stages, one k16 step at a time:
+                                              * the stashed Gram kernel's, two blocks per SM */
 
 template <class C>
 __host__ __device__ constexpr int pipeline_bytes() {
@@ -326,6 +331,54 @@ __global__ void __launch_bounds__(C::NT, 1)
                                 [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rt, k0); });
         /* rows or columns past T are zero in both: they add nothing */
         const float t = frob_acc<C>(acc1, acc2);
+        sum += bs == bt ? t : 2.0f * t;
+    }
+    sum = block_sum<C::NT>(sum);
+    if (threadIdx.x == 0) partial[i * P + blockIdx.x] = sum;
+}
+
+/* Gram tiles with one accumulator: a_s a_t^T is stashed in shared memory (each thread its own
+ * fragments, [element][thread]: conflict-free, no barrier) while g_s g_t^T accumulates in the
+ * same registers, then both meet in the dot. Half the accumulator registers of gram_tile_bf16,
+ * for two blocks per SM instead of one; 64 KB more shared memory per block. */
+template <class C>
+constexpr int stash_bytes() {
+    return C::NT * C::MI * C::NI * 4 * (int)sizeof(float);
+}
+
+template <class C>
+__global__ void __launch_bounds__(C::NT, 2)
+    gram_tile_stash_bf16(int64_t T, int64_t d, int64_t p, const bf16 *a, const bf16 *g, int64_t pairs, int64_t P,
+                         float *partial) {
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    bf16 *smem = (bf16 *)smem_raw;
+    float *stash = (float *)(smem_raw + pipeline_bytes<C>()) + threadIdx.x;
+    const int64_t i = blockIdx.y;
+    const Mat A = {a + i * T * d, d, T, d % 8 == 0 && aligned16(a)};
+    const Mat G = {g + i * T * p, p, T, p % 8 == 0 && aligned16(g)};
+    float sum = 0.0f;
+    for (int64_t q = blockIdx.x; q < pairs; q += P) {
+        int64_t bs, bt;
+        tri_pair(q, &bs, &bt);
+        const int64_t rs = bs * TILE, rt = bt * TILE;
+        float acc[C::MI][C::NI][4];
+        mainloop<C, true, true>(acc, smem, d, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rs, k0); },
+                                [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rt, k0); });
+#pragma unroll
+        for (int mi = 0; mi < C::MI; mi++)
+#pragma unroll
+            for (int ni = 0; ni < C::NI; ni++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) stash[((mi * C::NI + ni) * 4 + e) * C::NT] = acc[mi][ni][e];
+        mainloop<C, true, true>(acc, smem, p, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rs, k0); },
+                                [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rt, k0); });
+        float t = 0.0f; /* rows or columns past T are zero in both: they add nothing */
+#pragma unroll
+        for (int mi = 0; mi < C::MI; mi++)
+#pragma unroll
+            for (int ni = 0; ni < C::NI; ni++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) t = fmaf(stash[((mi * C::NI + ni) * 4 + e) * C::NT], acc[mi][ni][e], t);
         sum += bs == bt ? t : 2.0f * t;
     }
     sum = block_sum<C::NT>(sum);
@@ -590,6 +643,16 @@ cudaError_t launch_gram(dim3 grid, cudaStream_t s, int64_t T, int64_t d, int64_t
 }
 
 template <class C>
+cudaError_t launch_gram_stash(dim3 grid, cudaStream_t s, int64_t T, int64_t d, int64_t p, const bf16 *a,
+                              const bf16 *g, int64_t items, int64_t P, float *partial) {
+    const int bytes = pipeline_bytes<C>() + stash_bytes<C>();
+    cudaError_t e = allow_smem((const void *)gram_tile_stash_bf16<C>, bytes);
+    if (e != cudaSuccess) return e;
+    gram_tile_stash_bf16<C><<<grid, C::NT, bytes, s>>>(T, d, p, a, g, items, P, partial);
+    return cudaGetLastError();
+}
+
+template <class C>
 cudaError_t launch_grad(dim3 grid, cudaStream_t s, int64_t T, int64_t d, int64_t p, const bf16 *a, const bf16 *g,
                         int64_t items, int64_t nd, int64_t P, float *partial) {
     cudaError_t e = allow_smem((const void *)grad_tile_bf16<C>, pipeline_bytes<C>());
@@ -620,6 +683,8 @@ cudaError_t tile_sumsq(int mode, cudaStream_t s, int dtype, int64_t B, int64_t T
                 e = launch_gram<Cfg8w>(grid, s, T, d, p, a16, g16, items, P, scratch);
             else if (gram_variant == 2)
                 e = launch_gram<Cfg8wNP>(grid, s, T, d, p, a16, g16, items, P, scratch);
+            else if (gram_variant == 3)
+                e = launch_gram_stash<Cfg8wS2>(grid, s, T, d, p, a16, g16, items, P, scratch);
             else
                 e = launch_gram<Cfg8w64>(grid, s, T, d, p, a16, g16, items, P, scratch);
         } else if (dtype == DPK_BF16) {

@@ -54,7 +54,8 @@ cudaError_t dpk_dp_tied_rows(cudaStream_t s, int dtype, int64_t B, int64_t T, in
 
 /* Benchmarks only: selects the bf16 tile kernels' configurations. 0 (the default): 8 warps of
  * 64 x 32, K slices of 64, fragments double-buffered; 1: the same with K slices of 32; 2: gram
- * without fragment double-buffering, grad with 4 warps of 64 x 64. Not thread-safe; results agree
+ * without fragment double-buffering, grad with 4 warps of 64 x 64; 3: gram with one accumulator
+ * (a a^T stashed in shared memory, two blocks per SM), grad as 0. Not thread-safe; results agree
  * up to f32 summation order. */
 void dpk_dp_flash_select(int gram, int grad);
 

@@ -513,7 +513,7 @@ static void benchmark(void) {
         char name[64];
         snprintf(name, sizeof name, "%lldx%lldx%lldx%lld", (long long)b.B, (long long)b.T, (long long)b.d,
                  (long long)b.p);
-        for (int v = 0; v < 3; v++) {
+        for (int v = 0; v < 4; v++) {
 #ifdef DPPROF_HAVE_CUDA
             dpk_dp_flash_select(v, v);
 #endif
@@ -560,7 +560,7 @@ int main(void) {
     CHECK_OK(dp_device_get(DP_DEV_CUDA, &gpu));
     /* tile kernels: 16-byte-aligned rows (d, p multiples of 8) and not, tile edges, both dtypes,
      * every bf16 configuration */
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
 #ifdef DPPROF_HAVE_CUDA
         dpk_dp_flash_select(v, v);
 #endif
