@@ -57,12 +57,14 @@ typedef enum {
     DP_FORM_GRAD_TILE,
     DP_FORM_BATCH1,     /* physical batch of 1: the layer's ordinary gradient */
     DP_FORM_GROUPED,    /* embeddings: equal token ids grouped per sample */
-    DP_FORM_GRAM_STRIP  /* flash_gram = strips: the Gram triangle in strips of backend GEMMs */
+    DP_FORM_GRAM_STRIP, /* flash_impl = strips: the Gram triangle in strips of backend GEMMs */
+    DP_FORM_GRAD_STRIP  /* flash_impl = strips: the per-sample gradient in blocks of rows */
 } dp_formulation;
 
-/* How flash norms evaluate the Gram formulation: the fused tile kernel (default), or strips of
- * S rows through the backend's batched GEMM and a dot into a bounded workspace (dp_strips.c). */
-typedef enum { DP_FLASH_GRAM_TILES = 0, DP_FLASH_GRAM_STRIPS } dp_flash_gram;
+/* How flash norms evaluate the formulation they choose: the fused tile kernels (default), or
+ * strips through the backend's batched GEMM and a dot, in a workspace of at most 32 MiB
+ * (dp_strips.c). Either way no T x T matrix and no whole p x d per-sample gradient. */
+typedef enum { DP_FLASH_TILES = 0, DP_FLASH_STRIPS } dp_flash_impl;
 
 /* Parses a preset name ("vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip");
  * DP_EINVAL naming the valid presets. */
@@ -78,11 +80,11 @@ const char *dp_clip_name(dp_clip_method c);
 /* The preset naming this pair, or NULL when none does (then results say "norms+clip"). */
 const char *dp_method_preset_name(dp_norms_method n, dp_clip_method c);
 /* Parses a flash Gram choice ("tiles", "strips"); DP_EINVAL naming them. */
-int dp_flash_gram_parse(const char *name, dp_flash_gram *out);
+int dp_flash_impl_parse(const char *name, dp_flash_impl *out);
 /* The choice's name ("tiles", "strips"). */
-const char *dp_flash_gram_name(dp_flash_gram g);
+const char *dp_flash_impl_name(dp_flash_impl g);
 /* The formulation's name ("direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1",
- * "grouped", "gram_strip"). */
+ * "grouped", "gram_strip", "grad_strip"). */
 const char *dp_formulation_name(dp_formulation f);
 
 /* The formulation `norms` uses for a linear's weight with B samples of T tokens, input width d,
@@ -107,7 +109,7 @@ typedef struct dp_dpsgd_config {
     int poisson;                     /* 1: logical batch sizes ~ Binomial(N, q) */
     uint64_t seed;                   /* noise and sampling */
     double delta;                    /* for dp_dpsgd_epsilon's default (1e-5) */
-    dp_flash_gram flash_gram;        /* flash's Gram formulation: tiles (default) or strips */
+    dp_flash_impl flash_impl;        /* flash's kernels: tiles (default) or strips */
 } dp_dpsgd_config;
 
 /* One logical step: logical_size samples in n_physical physical batches of physical_size

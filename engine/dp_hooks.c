@@ -56,10 +56,11 @@ static int copy_kept(dp_dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tenso
     return rc;
 }
 
-/* The formulation of a linear's weight under dp's method (flash's Gram side as configured). */
+/* The formulation of a linear's weight under dp's method (flash's kernels as configured). */
 static dp_formulation linear_form(const dp_dpsgd *dp, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
     dp_formulation f = dp_choose_linear(dp->cfg.norms, B, T, d, p, t, NULL, NULL);
-    return f == DP_FORM_GRAM_TILE && dp->cfg.flash_gram == DP_FLASH_GRAM_STRIPS ? DP_FORM_GRAM_STRIP : f;
+    if (dp->cfg.flash_impl != DP_FLASH_STRIPS) return f;
+    return f == DP_FORM_GRAM_TILE ? DP_FORM_GRAM_STRIP : f == DP_FORM_GRAD_TILE ? DP_FORM_GRAD_STRIP : f;
 }
 
 /* bk keeps a linear's output gradient unless the weight's per-sample gradients are materialized
@@ -100,6 +101,8 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
         DP_TRY(dp_ghost_linear(dp, w, A, G, scale, row, acc));
     else if (f == DP_FORM_GRAM_STRIP)
         DP_TRY(dp_strip_linear(dp, w, A, G, scale, row, acc));
+    else if (f == DP_FORM_GRAD_STRIP)
+        DP_TRY(dp_grad_strip_linear(dp, w, A, G, scale, row, acc));
     else
         DP_TRY(dp_flash_linear(dp, f, A, G, scale, row, acc));
     if (tied) { /* bk keeps A and G: the embedding's hook forms the rows from its book (dp_tied.c) */

@@ -141,13 +141,21 @@ int dp_flash_tied_rows(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, 
 
 /* ---- dp_strips.c ---- */
 #define DP_STRIP_ROWS 256                  /* strip height S, at most */
-#define DP_STRIP_WORKSPACE (32ull << 20)   /* bytes of the two strip buffers, at most (but one
-                                            * sample's pair at S = 16 when T is huge) */
+#define DP_STRIP_WORKSPACE (32ull << 20)   /* bytes of the strip buffers, at most (but one
+                                            * sample's pair at S = 16 when T is huge, one
+                                            * sample's row when d is) */
 /* The strip height *S and the samples per pass *Bc for B samples of T tokens. */
 void dp_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc);
 /* row[i] (+)= scale^2 ||g_i^T a_i||^2 through strips of the Gram triangle (workspace in `temp`). */
 int dp_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                     dp_tensor *row, int accumulate);
+/* The rows *P of the per-sample gradient per block and the samples per pass *Bc for B samples of
+ * a p x d gradient. */
+void dp_grad_strip_shape(int64_t B, int64_t d, int64_t p, int64_t *P, int64_t *Bc);
+/* row[i] (+)= scale^2 ||g_i^T a_i||^2 through blocks of P rows of the per-sample gradient
+ * (workspace in `temp`). */
+int dp_grad_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+                         dp_tensor *row, int accumulate);
 
 /* ---- dp_tied.c ---- */
 /* rows of the tied head's per-sample gradient at the ids, by formulation form, times scale. */

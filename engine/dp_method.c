@@ -23,8 +23,8 @@ static const struct preset {
 static const char *const norms_names[] = {"none", "materialize", "ghost", "mixed", "flash"};
 static const char *const clip_names[] = {"none", "twopass", "bk"};
 static const char *const form_names[] = {"direct", "materialize", "ghost",   "gram_tile",
-                                         "grad_tile", "batch1",    "grouped", "gram_strip"};
-static const char *const flash_gram_names[] = {"tiles", "strips"};
+                                         "grad_tile", "batch1",    "grouped", "gram_strip", "grad_strip"};
+static const char *const flash_impl_names[] = {"tiles", "strips"};
 
 int dp_method_preset(const char *name, dp_norms_method *norms, dp_clip_method *clip) {
     for (size_t i = 0; i < N_PRESETS; i++)
@@ -73,18 +73,18 @@ const char *dp_method_preset_name(dp_norms_method n, dp_clip_method c) {
 }
 
 const char *dp_formulation_name(dp_formulation f) {
-    return (unsigned)f <= DP_FORM_GRAM_STRIP ? form_names[f] : "?";
+    return (unsigned)f <= DP_FORM_GRAD_STRIP ? form_names[f] : "?";
 }
 
-int dp_flash_gram_parse(const char *name, dp_flash_gram *out) {
-    int i = find_name(name, flash_gram_names, DP_FLASH_GRAM_TILES, DP_FLASH_GRAM_STRIPS);
-    if (i < 0) return dp_error_set(DP_EINVAL, "unknown flash_gram '%s' (valid: tiles, strips)", name ? name : "(null)");
-    *out = (dp_flash_gram)i;
+int dp_flash_impl_parse(const char *name, dp_flash_impl *out) {
+    int i = find_name(name, flash_impl_names, DP_FLASH_TILES, DP_FLASH_STRIPS);
+    if (i < 0) return dp_error_set(DP_EINVAL, "unknown flash_impl '%s' (valid: tiles, strips)", name ? name : "(null)");
+    *out = (dp_flash_impl)i;
     return DP_OK;
 }
 
-const char *dp_flash_gram_name(dp_flash_gram g) {
-    return (unsigned)g <= DP_FLASH_GRAM_STRIPS ? flash_gram_names[g] : "?";
+const char *dp_flash_impl_name(dp_flash_impl g) {
+    return (unsigned)g <= DP_FLASH_STRIPS ? flash_impl_names[g] : "?";
 }
 
 const char *dp_linear_kind(const dp_param *w) {

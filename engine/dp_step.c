@@ -28,8 +28,8 @@ static int check_config(const dp_dpsgd_config *cfg) {
                                        "clip: twopass, bk), or neither for vanilla");
     if ((unsigned)cfg->norms > DP_NORMS_FLASH || (unsigned)cfg->clip > DP_CLIP_BK)
         return dp_error_set(DP_EINVAL, "dp: unknown norms or clip method");
-    if ((unsigned)cfg->flash_gram > DP_FLASH_GRAM_STRIPS)
-        return dp_error_set(DP_EINVAL, "dp: unknown flash_gram (valid: tiles, strips)");
+    if ((unsigned)cfg->flash_impl > DP_FLASH_STRIPS)
+        return dp_error_set(DP_EINVAL, "dp: unknown flash_impl (valid: tiles, strips)");
     if (!(cfg->max_grad_norm > 0.0) || !isfinite(cfg->max_grad_norm))
         return dp_error_set(DP_EINVAL, "dp: max_grad_norm %g must be positive", cfg->max_grad_norm);
     if (!(cfg->noise_multiplier >= 0.0) || !isfinite(cfg->noise_multiplier))

@@ -1,7 +1,7 @@
 /* lua_dp.c: dpprof.dp.wrap and the DP wrapper object ("dpprof.dp" metatable).
  *
  *   local priv = dp.dp.wrap(m, opt, {method=... | norms=..., clip=..., max_grad_norm=, ...,
- *                                    flash_gram="tiles"|"strips"})
+ *                                    flash_impl="tiles"|"strips"})
  *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}}
  *   priv:forward(batch) -> loss, {L_1..L_B}; priv:backward(); priv:clip()   -- per physical batch
  *   priv:noise()                      -- once per logical step, before opt:step()
@@ -54,7 +54,7 @@ static const char *const wrap_keys[] = {"method",          "norms",      "clip",
                                         "max_grad_norm",   "noise_multiplier",
                                         "sample_rate",     "dataset_size", "expected_batch_size",
                                         "max_physical_batch_size",        "poisson",
-                                        "seed",            "delta",      "flash_gram", NULL};
+                                        "seed",            "delta",      "flash_impl", NULL};
 
 static void read_options(lua_State *L, int idx, dp_dpsgd_config *cfg) {
     const char *fname = "dpprof.dp.wrap";
@@ -85,8 +85,8 @@ static void read_options(lua_State *L, int idx, dp_dpsgd_config *cfg) {
     cfg->poisson = dpl_opt_bool_field(L, idx, fname, "poisson", 0);
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     cfg->delta = dpl_opt_num_field(L, idx, fname, "delta", cfg->delta);
-    const char *gram = dpl_opt_str_field(L, idx, fname, "flash_gram", NULL);
-    if (gram && dp_flash_gram_parse(gram, &cfg->flash_gram) != DP_OK) fail(L, fname);
+    const char *impl = dpl_opt_str_field(L, idx, fname, "flash_impl", NULL);
+    if (impl && dp_flash_impl_parse(impl, &cfg->flash_impl) != DP_OK) fail(L, fname);
     if (cfg->sample_rate == 0.0 && lua_getfield(L, idx, "sample_rate") != LUA_TNIL)
         luaL_error(L, "%s: 'sample_rate' must be in (0, 1] (got 0)", fname);
     lua_pop(L, 1);

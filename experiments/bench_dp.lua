@@ -1,5 +1,5 @@
 -- bench_dp.lua: per DP preset, step time and peak memory as ratios to vanilla measured in the same run (each point in its own process), with the extra memory by category.
--- Change it: dpprof run experiments/bench_dp.lua [configs=small|large,batched] [dtypes=f32,bf16] [methods=a,b] [iters=2] [warmup=1] [device=cpu|cuda|plan] [flash_gram=tiles|strips] [out=DIR]
+-- Change it: dpprof run experiments/bench_dp.lua [configs=small|large,batched] [dtypes=f32,bf16] [methods=a,b] [iters=2] [warmup=1] [device=cpu|cuda|plan] [flash_impl=tiles|strips] [out=DIR]
 --
 -- configs: small (V=8192 d=256 L=4 H=4 T=256 B=4, the CPU default); on a GPU large (V=32000
 -- d=2048 L=20 H=16 T=16384 B=1) and batched (the same model at T=1024 B=16). Targets (GPU):
@@ -37,7 +37,7 @@ for _, name in ipairs(configs) do
     local swept = dp.sweep{
       base = { model = model, device = device, iters = args.iters or 2, warmup = args.warmup or 1,
                dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01,
-                      max_physical_batch_size = model.batch, flash_gram = args.flash_gram } },
+                      max_physical_batch_size = model.batch, flash_impl = args.flash_impl } },
       vary = { method = methods }, out = dir, timeout = args.timeout or 900,
     }
     local base
@@ -76,7 +76,7 @@ for _, name in ipairs(configs) do
 end
 
 local f = assert(io.open(out .. "/bench_dp.json", "w"))
-f:write(dp.json.encode({ benchmark = "bench_dp", device = device, flash_gram = args.flash_gram or "tiles", rows = rows,
+f:write(dp.json.encode({ benchmark = "bench_dp", device = device, flash_impl = args.flash_impl or "tiles", rows = rows,
                         targets = checks }, { indent = true }), "\n")
 f:close()
 

@@ -8,7 +8,7 @@
 #   tests  the four CUDA test programs (CUDA against the CPU, exact or to stated tolerances)
 #   flash  the flash norm kernels against cuBLAS (DPPROF_DP_BENCH=1 test_cuda_dp): tiles, strips
 #   dp     bench_dp.lua's batched config (T=1024 B=16), f32 and bf16, vanilla, flash_clip and bk,
-#          once with flash_gram=tiles and once with strips (ratios to vanilla in each run)
+#          once with flash_impl=tiles and once with strips (ratios to vanilla in each run)
 #   large  the same for the large config (T=16384 B=1)
 set -uo pipefail
 repo=$PWD
@@ -47,7 +47,7 @@ for s in $steps; do
       cfg=batched; [ "$s" = large ] && cfg=large
       for g in tiles strips; do
         run "bench_dp_${cfg}_$g" "$x/bin/dpprof" run "$repo/experiments/bench_dp.lua" device=cuda configs=$cfg \
-            dtypes=f32,bf16 methods=vanilla,flash_clip,bk iters=2 warmup=1 flash_gram=$g out="$out/bench_dp_${cfg}_$g"
+            dtypes=f32,bf16 methods=vanilla,flash_clip,bk iters=2 warmup=1 flash_impl=$g out="$out/bench_dp_${cfg}_$g"
         grep -E "^$cfg |target" "$out/logs/bench_dp_${cfg}_$g.log"
       done ;;
     *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large)"; status=2 ;;

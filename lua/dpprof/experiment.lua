@@ -5,7 +5,7 @@
 --   dp.experiment{ name=, model={...dp.model keys...}, method="ghost" | norms=, clip=,
 --                  optimizer={name="adamw"|"sgd", lr=, ...}, dp={max_grad_norm=, noise_multiplier=,
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
---                  flash_gram="tiles"|"strips"}, iters=3, warmup=2,
+--                  flash_impl="tiles"|"strips"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=}, trace=path,
 --                  device_model="h100"|"h200"|{...} (device="plan" only) }
@@ -44,7 +44,7 @@ local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp"
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "mlp_ratio", "ffn",
                      "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed", "lora" }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
-                  "poisson", "dataset_size", "flash_gram" }
+                  "poisson", "dataset_size", "flash_impl" }
 local OPTIMIZER_KEYS = {
   adamw = { "name", "lr", "betas", "eps", "weight_decay" },
   sgd = { "name", "lr", "momentum", "weight_decay" },
@@ -194,7 +194,7 @@ local function wrap_options(c, logical_batch, physical_batch)
   local w = { max_grad_norm = c.dp.max_grad_norm, noise_multiplier = c.dp.noise_multiplier,
               sample_rate = c.dp.sample_rate, dataset_size = c.dp.dataset_size,
               expected_batch_size = logical_batch, max_physical_batch_size = physical_batch,
-              poisson = c.dp.poisson, seed = c.seed, delta = c.dp.delta, flash_gram = c.dp.flash_gram }
+              poisson = c.dp.poisson, seed = c.seed, delta = c.dp.delta, flash_impl = c.dp.flash_impl }
   if c.method then w.method = c.method else w.norms, w.clip = c.norms, c.clip end
   return w
 end

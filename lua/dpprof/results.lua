@@ -14,7 +14,7 @@ results.PHASES = { "forward", "backward", "clip", "noise", "optimizer" }
 results.CATEGORIES = dp.memory.categories
 -- Per-layer formulations of the norms pass (dp_formulation_name in engine/dp.h).
 results.NORMS_KINDS = { "direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1", "grouped",
-                         "gram_strip" }
+                         "gram_strip", "grad_strip" }
 
 -- The legacy breakdown: each field is the sum of these categories live at the peak.
 results.LEGACY_BREAKDOWN = {

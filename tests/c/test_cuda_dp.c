@@ -6,10 +6,11 @@
  *   per-sample norms within 1e-4 (floor: 1e-7 of the sample's norm^2) and the noisy update of one
  *   logical step within 1e-4 relative (the noise is the same bits on both devices).
  * - The bf16 model on CUDA: every method against flat within 1e-2 (see test_step_bf16).
- * - flash_gram = strips (cuBLAS strips of the Gram triangle) against the CPU's and the fused tiles.
+ * - flash_impl = strips (cuBLAS strips of the Gram triangle, blocks of per-sample gradient rows)
+ *   against the CPU's and the fused tiles.
  * - DPPROF_DP_BENCH=1 also times the fused tile kernels against cuBLAS doing the same products
- *   (bf16) and prints achieved TFLOP/s and the ratio; where the Gram side is chosen, the strips
- *   too (their own flops, the ratio to cuBLAS's full Gram, and the tiles' time over theirs).
+ *   (bf16) and prints achieved TFLOP/s and the ratio, then the strips of the same formulation
+ *   (their own flops, the ratio to cuBLAS's reference, and the tiles' time over theirs).
  * DPPROF_DP_OPS_ONLY=1 runs the op tests alone (for compute-sanitizer).
  * Skips (exit 77) where no GPU is usable. */
 #include "check.h"
@@ -365,9 +366,6 @@ static void test_step_bf16(dp_arch arch) {
     free(gr_g);
 }
 
-/* flash_gram = strips on both devices (cuBLAS against OpenBLAS strips, and against the fused
- * Gram tiles): within 1e-4 relative. dev's wrapper is over one parameter that only names the
- * module the workspace is charged to. */
 /* A trainable linear weight p x d on the CPU: it only names the module charged */
 static dp_param weight_param(const char *name, const int64_t shape[2]) {
     dp_param w;
@@ -385,13 +383,16 @@ static dp_dpsgd *strip_wrapper(dp_device *dev, dp_param *w) {
     dp_dpsgd_config_default(&cfg);
     cfg.norms = DP_NORMS_FLASH;
     cfg.clip = DP_CLIP_TWOPASS;
-    cfg.flash_gram = DP_FLASH_GRAM_STRIPS;
+    cfg.flash_impl = DP_FLASH_STRIPS;
     dp_param *ps[1] = {w};
     dp_dpsgd *dp = NULL;
     CHECK_OK(dp_dpsgd_new_params(dev, &cfg, ps, 1, 8, &dp));
     return dp;
 }
 
+/* flash_impl = strips on both devices, both formulations of the same norms: cuBLAS Gram strips
+ * against OpenBLAS's, against the fused Gram tiles, and cuBLAS gradient blocks against both:
+ * within 1e-4 relative. */
 static void test_strips(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p) {
     int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d}, sr[1] = {B};
     dp_tensor *a = host_rand(t, 3, sa, 1.0f), *g = host_rand(t, 3, sg, 1.0f);
@@ -401,20 +402,25 @@ static void test_strips(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p) 
     dp_tensor *rc = dp_tensor_new(cpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
     dp_tensor *rg = dp_tensor_new(gpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
     float *got = malloc((size_t)B * sizeof *got), *tiles = malloc((size_t)B * sizeof *tiles);
+    float *grad = malloc((size_t)B * sizeof *grad);
     if (dc && dg && rc && rg) {
         CHECK_OK(dp_strip_linear(dc, &w, a, g, 1.5f, rc, 0));
         CHECK_OK(dp_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
         from_gpu(got, rg->data, (size_t)B * 4);
         CHECK_OK(DP_DISPATCH_DP(gpu, gram_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f, rg->data, 0));
         from_gpu(tiles, rg->data, (size_t)B * 4);
+        CHECK_OK(dp_grad_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
+        from_gpu(grad, rg->data, (size_t)B * 4);
         char what[160];
-        snprintf(what, sizeof what, "gram_strip %s B=%lld T=%lld d=%lld p=%lld", dp_dtype_name(t), (long long)B,
+        snprintf(what, sizeof what, "strips %s B=%lld T=%lld d=%lld p=%lld", dp_dtype_name(t), (long long)B,
                  (long long)T, (long long)d, (long long)p);
         compare(what, got, rc->data, B, 1e-4);
         compare(what, got, tiles, B, 1e-4);
+        compare(what, grad, rc->data, B, 1e-4);
     }
     free(got);
     free(tiles);
+    free(grad);
     dp_tensor_free(rc);
     dp_tensor_free(rg);
     dp_dpsgd_free(dc);
@@ -454,10 +460,15 @@ static int run_grad(void *x) {
     return DP_DISPATCH_DP(gpu, grad_tile_sumsq, DP_BF16, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
                           b->row->data, 0);
 }
-/* flash_gram = strips: cuBLAS strips of the Gram triangle, the dot, the workspace */
-static int run_strips(void *x) {
+/* flash_impl = strips: cuBLAS strips of the Gram triangle or blocks of the gradient, the dot, the
+ * workspace */
+static int run_gram_strips(void *x) {
     bench *b = x;
     return dp_strip_linear(b->dp, b->w, b->a, b->g, 1.0f, b->row, 0);
+}
+static int run_grad_strips(void *x) {
+    bench *b = x;
+    return dp_grad_strip_linear(b->dp, b->w, b->a, b->g, 1.0f, b->row, 0);
 }
 /* cuBLAS doing the Gram products a a^T and g g^T (full T x T, bf16 in, f32 out) */
 static int run_cublas_gram(void *x) {
@@ -525,22 +536,29 @@ static void benchmark(void) {
 #ifdef DPPROF_HAVE_CUDA
         dpk_dp_flash_select(0, 0);
 #endif
-        if (gram) { /* the same norms through strips: ratio to cuBLAS on the full Gram products */
+        { /* the same norms through strips: ratio to cuBLAS's reference products, and the tiles' time
+           * over the strips' */
             int64_t sw[2] = {b.p, b.d}, S, Bc;
             dp_param w = weight_param("bench", sw);
             b.w = &w;
             b.dp = strip_wrapper(gpu, &w);
-            dp_strip_shape(b.B, b.T, &S, &Bc);
-            double fs = 0.0; /* what the strips execute: each strip's diagonal and off-diagonal blocks */
-            for (int64_t r0 = 0; r0 < b.T; r0 += S) {
-                int64_t m = b.T - r0 < S ? b.T - r0 : S;
-                fs += 2.0 * b.B * (double)m * (double)(r0 + m) * (double)(b.d + b.p);
+            double fs = 0.0; /* what the strips execute */
+            if (gram) { /* each strip's diagonal and off-diagonal blocks */
+                dp_strip_shape(b.B, b.T, &S, &Bc);
+                for (int64_t r0 = 0; r0 < b.T; r0 += S) {
+                    int64_t m = b.T - r0 < S ? b.T - r0 : S;
+                    fs += 2.0 * b.B * (double)m * (double)(r0 + m) * (double)(b.d + b.p);
+                }
+            } else { /* the whole per-sample gradient, block by block */
+                dp_grad_strip_shape(b.B, b.d, b.p, &S, &Bc);
+                fs = fl;
             }
             if (b.dp) {
-                double ms = time_ms(run_strips, &b, 20);
-                printf("%-22s %-9s %3s %9.3f %9.1f %10.3f %9.1f %7.2f   (S=%lld Bc=%lld; vs tiles %.2fx)\n", name,
-                       "strips", "-", ms, fs / ms * 1e-9, ref, fl_ref / ref * 1e-9, (fs / ms) / (fl_ref / ref),
-                       (long long)S, (long long)Bc, time_ms(run_gram, &b, 20) / ms);
+                double ms = time_ms(gram ? run_gram_strips : run_grad_strips, &b, 20);
+                printf("%-22s %-9s %3s %9.3f %9.1f %10.3f %9.1f %7.2f   (%s=%lld Bc=%lld; tiles' time %.2fx)\n",
+                       name, gram ? "gram_strip" : "grad_strip", "-", ms, fs / ms * 1e-9, ref, fl_ref / ref * 1e-9,
+                       (fs / ms) / (fl_ref / ref), gram ? "S" : "P", (long long)S, (long long)Bc,
+                       time_ms(gram ? run_gram : run_grad, &b, 20) / ms);
             }
             dp_dpsgd_free(b.dp);
             dp_tensor_release(&w.value);
@@ -581,6 +599,7 @@ int main(void) {
     test_strips(DP_BF16, 3, 600, 136, 264); /* three strips, the last short */
     test_strips(DP_F32, 2, 300, 72, 40);
     test_strips(DP_BF16, 5, 4096, 24, 16);  /* samples in passes of 4 */
+    test_strips(DP_BF16, 2, 33, 4096, 4100); /* gradient blocks of 2048 + 2048 + 4 rows */
     for (int t = 0; t < 2; t++) {
         test_small_ops(t ? DP_BF16 : DP_F32, 3, 64, 40, 11);
         test_small_ops(t ? DP_BF16 : DP_F32, 2, 5000, 24, 13); /* global-memory sort, many segments */

@@ -438,7 +438,7 @@ static void test_adopt(void) {
     dp_tensor_free(G0);
 }
 
-/* flash_gram = strips: the Gram triangle in strips (one; two with a short last one, diagonals
+/* flash_impl = strips: the Gram triangle in strips (one; two with a short last one, diagonals
  * strip by strip; two and sixteen whole ones, diagonals in one GEMM, the samples in passes of
  * Bc), against explicit per-sample gradients, writing and adding; the workspace is the two strip
  * buffers, freed on return. */
@@ -478,10 +478,49 @@ static void test_strips(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p,
     dp_tensor_free(G);
 }
 
-/* the option reaches the hooks: where flash picks the Gram side, strips replace the tiles */
-static void test_strips_chosen(void) {
-    const int64_t B = 3, T = 7, d = 16, p = 24;
-    CHECK(dp_choose_linear(DP_NORMS_FLASH, B, T, d, p, DP_F32, NULL, NULL) == DP_FORM_GRAM_TILE);
+/* flash_impl = strips, gradient side: blocks of P rows of each per-sample gradient (one block;
+ * three with a short last one; samples in passes of Bc) against explicit per-sample gradients,
+ * writing and adding, with the workspace's bytes exact. */
+static void test_grad_strips(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p, int64_t want_P,
+                             int64_t want_Bc) {
+    int64_t P, Bc;
+    dp_grad_strip_shape(B, d, p, &P, &Bc);
+    CHECK(P == want_P && Bc == want_Bc);
+    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d}, rs[1] = {B};
+    dp_tensor *A = rand_tensor(dt, 3, sa, 1.0f), *G = rand_tensor(dt, 3, sg, 1.0f);
+    double *want = malloc((size_t)B * sizeof *want);
+    explicit_linear(A, G, 0.5f, want);
+    char what[128];
+    snprintf(what, sizeof what, "grad strips %s B=%lld T=%lld d=%lld p=%lld (P=%lld Bc=%lld)", dp_dtype_name(dt),
+             (long long)B, (long long)T, (long long)d, (long long)p, (long long)P, (long long)Bc);
+    dp_param w = make_param("test.grad_strips", DP_PARAM_LINEAR_W, 2, sw);
+    dp_param *ps[1] = {&w};
+    dp_dpsgd *dp = wrapper(DP_NORMS_FLASH, DP_CLIP_TWOPASS, ps, 1, B, T, NULL);
+    dp_tensor *row = dp_tensor_new(cpu, DP_F32, 1, rs, DP_CAT_NORM_SAMPLES);
+    for (int acc = 0; acc < 2; acc++) {
+        for (int64_t i = 0; i < B; i++) ((float *)row->data)[i] = acc ? 1.0f : 12345.0f;
+        dp_mem_stats before, after;
+        dp_mem_get_stats(cpu->mem, &before);
+        dp_mem_reset_peak(cpu->mem);
+        CHECK_OK(dp_grad_strip_linear(dp, &w, A, G, 0.5f, row, acc));
+        dp_mem_get_stats(cpu->mem, &after);
+        CHECK_EQ_U64(after.peak[DP_CAT_TEMP] - before.current[DP_CAT_TEMP], (uint64_t)(Bc * P * d) * 4);
+        CHECK_EQ_U64(after.current[DP_CAT_TEMP], before.current[DP_CAT_TEMP]);
+        for (int64_t i = 0; i < B; i++)
+            rel_close(((float *)row->data)[i], want[i] + (acc ? 1.0 : 0.0), what, "grad_strip", i);
+    }
+    dp_tensor_free(row);
+    dp_dpsgd_free(dp);
+    free_param(&w);
+    free(want);
+    dp_tensor_free(A);
+    dp_tensor_free(G);
+}
+
+/* the option reaches the hooks: whichever side flash picks, strips replace the tiles */
+static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dp_formulation tiles, dp_formulation strips) {
+    const int64_t B = 3;
+    CHECK(dp_choose_linear(DP_NORMS_FLASH, B, T, d, p, DP_F32, NULL, NULL) == tiles);
     int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
     dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *G = rand_tensor(DP_F32, 3, sg, 1.0f);
     double want[3];
@@ -492,7 +531,7 @@ static void test_strips_chosen(void) {
     dp_dpsgd_config_default(&cfg);
     cfg.norms = DP_NORMS_FLASH;
     cfg.clip = DP_CLIP_BK;
-    cfg.flash_gram = DP_FLASH_GRAM_STRIPS;
+    cfg.flash_impl = DP_FLASH_STRIPS;
     dp_dpsgd *dp = NULL;
     CHECK_OK(dp_dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
     if (dp) {
@@ -501,18 +540,19 @@ static void test_strips_chosen(void) {
         CHECK_OK(dp_dpsgd_begin_norms(dp));
         dp_layer_hooks h = dp_norm_hooks(dp);
         CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, A, G, 1.0f));
-        CHECK(dp->n_layers == 1 && dp->layers[0].norms == DP_FORM_GRAM_STRIP);
+        CHECK(dp->n_layers == 1 && dp->layers[0].norms == strips);
         float row[3], factors[3];
         finish(dp, &w, row, factors);
-        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "strips via hooks", "gram_strip", i);
+        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "strips via hooks", dp_formulation_name(strips), i);
         dp_dpsgd_free(dp);
     }
-    cfg.flash_gram = (dp_flash_gram)7;
+    cfg.flash_impl = (dp_flash_impl)7;
     CHECK(dp_dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp) == DP_EINVAL && strstr(dp_error_message(), "tiles, strips"));
-    dp_flash_gram fg;
-    CHECK(dp_flash_gram_parse("fused", &fg) == DP_EINVAL && strstr(dp_error_message(), "valid: tiles, strips"));
-    CHECK_OK(dp_flash_gram_parse("strips", &fg));
-    CHECK(fg == DP_FLASH_GRAM_STRIPS && strcmp(dp_formulation_name(DP_FORM_GRAM_STRIP), "gram_strip") == 0);
+    dp_flash_impl fg;
+    CHECK(dp_flash_impl_parse("fused", &fg) == DP_EINVAL && strstr(dp_error_message(), "valid: tiles, strips"));
+    CHECK_OK(dp_flash_impl_parse("strips", &fg));
+    CHECK(fg == DP_FLASH_STRIPS && strcmp(dp_formulation_name(DP_FORM_GRAM_STRIP), "gram_strip") == 0 &&
+          strcmp(dp_formulation_name(DP_FORM_GRAD_STRIP), "grad_strip") == 0);
     free_param(&w);
     dp_tensor_free(A);
     dp_tensor_free(G);
@@ -703,7 +743,7 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
         dp_dpsgd_config_default(&cfg);
         cfg.norms = methods[mi];
         cfg.clip = clips[mi];
-        cfg.flash_gram = mi == 4 ? DP_FLASH_GRAM_STRIPS : DP_FLASH_GRAM_TILES;
+        cfg.flash_impl = mi == 4 ? DP_FLASH_STRIPS : DP_FLASH_TILES;
         dp_dpsgd *dp = NULL;
         CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
         if (!dp) continue;
@@ -816,7 +856,12 @@ int main(void) {
     test_strips(DP_F32, 3, 512, 5, 4, 256, 3);      /* two strips, the diagonals in one GEMM */
     test_strips(DP_BF16, 3, 512, 8, 16, 256, 3);
     test_strips(DP_F32, 5, 4096, 3, 5, 256, 4);     /* sixteen strips, samples 4 + 1 */
-    test_strips_chosen();
+    test_grad_strips(DP_F32, 3, 9, 12, 20, 20, 3);      /* one block */
+    test_grad_strips(DP_BF16, 2, 5, 24, 40, 40, 2);
+    test_grad_strips(DP_F32, 1, 2, 4096, 4097, 2048, 1); /* 2048 + 2048 + 1 rows */
+    test_grad_strips(DP_F32, 3, 3, 2048, 2048, 2048, 2); /* samples 2 + 1 */
+    test_strips_chosen(7, 16, 24, DP_FORM_GRAM_TILE, DP_FORM_GRAM_STRIP);
+    test_strips_chosen(300, 3, 2, DP_FORM_GRAD_TILE, DP_FORM_GRAD_STRIP);
     const model_case models[] = {
         {DP_ARCH_GPT, 0, 0}, {DP_ARCH_GPT, 1, 0}, {DP_ARCH_GPT, 1, 1}, {DP_ARCH_LLAMA, 0, 0}, {DP_ARCH_LLAMA, 0, 1},
     };

@@ -46,7 +46,7 @@ local function explicit_norm(m, b1)
 end
 
 local FORMS = { direct = true, materialize = true, ghost = true, gram_tile = true, grad_tile = true, batch1 = true,
-                grouped = true, gram_strip = true }
+                grouped = true, gram_strip = true, grad_strip = true }
 
 local methods = {
   { method = "flat", norms = "materialize", clip = "bk" },
@@ -55,7 +55,7 @@ local methods = {
   { method = "bk", norms = "mixed", clip = "bk" },
   { method = "flash_clip", norms = "flash", clip = "bk" },
   { norms = "flash", clip = "twopass" },
-  { method = "flash_clip", norms = "flash", clip = "bk", flash_gram = "strips" },
+  { method = "flash_clip", norms = "flash", clip = "bk", flash_impl = "strips" },
 }
 
 for _, lora in ipairs({ false, true }) do
@@ -65,10 +65,10 @@ for _, lora in ipairs({ false, true }) do
   for i = 1, 3 do want[i] = explicit_norm(m, one(batch, i)) end
   for _, mt in ipairs(methods) do
     local opt = dp.optim.sgd(m, { lr = 0.1 })
-    local what = (mt.method or (mt.norms .. "+" .. mt.clip)) .. (mt.flash_gram and " strips" or "") ..
+    local what = (mt.method or (mt.norms .. "+" .. mt.clip)) .. (mt.flash_impl and " strips" or "") ..
                  (lora and " lora" or "")
     local opts = { max_grad_norm = 0.5 * want[1], noise_multiplier = 0, dataset_size = 100,
-                   flash_gram = mt.flash_gram }
+                   flash_impl = mt.flash_impl }
     if mt.method then opts.method = mt.method else opts.norms, opts.clip = mt.norms, mt.clip end
     local priv = dp.dp.wrap(m, opt, opts)
     check.eq(priv.method, mt.method or (mt.norms .. "+" .. mt.clip), what .. ": priv.method")
@@ -99,12 +99,11 @@ for _, lora in ipairs({ false, true }) do
     local strips = 0
     for _, l in ipairs(st.layers) do
       check.truthy(FORMS[l.norms], what .. ": layer formulation " .. tostring(l.norms))
-      if l.norms == "gram_strip" then strips = strips + 1 end
+      if l.norms == "gram_strip" or l.norms == "grad_strip" then strips = strips + 1 end
       check.eq(type(l.module), "string", what .. ": layer module")
       check.eq(type(l.kind), "string", what .. ": layer kind")
     end
-    -- (with LoRA only the adapters train, and at rank 2 flash picks gradient tiles for them)
-    check.eq(strips > 0, mt.flash_gram == "strips" and not lora, what .. ": Gram strips used exactly where asked")
+    check.eq(strips > 0, mt.flash_impl == "strips", what .. ": strips used exactly where asked")
     priv:free()
     opt:free()
     -- the step moved the parameters: undo nothing, the next method starts from here (norms are
@@ -180,7 +179,7 @@ do
   check.raises(wrap{}, { "'method' is required" })
   check.raises(wrap{ method = "flat", poisson = true }, { "dataset_size" })
   check.raises(wrap{ method = "flat", max_grad_norm = -1 }, { "max_grad_norm" })
-  check.raises(wrap{ method = "flash_clip", flash_gram = "fused" }, { "'fused'", "tiles, strips" })
+  check.raises(wrap{ method = "flash_clip", flash_impl = "fused" }, { "'fused'", "tiles, strips" })
   check.raises(wrap{ method = "flat", max_physical_batch_size = 4 }, { "max_physical_batch_size" })
   check.raises(function() dp.dp.wrap("model", nil, { method = "flat" }) end, { "dpprof.model" })
   local priv = dp.dp.wrap(m, nil, { method = "flat" })

@@ -35,8 +35,11 @@ local CONFIGS = {
     dp = { poisson = true, sample_rate = 0.05, dataset_size = 80, max_physical_batch_size = 3 } },
   { name = "gpt sgd", model = { arch = "gpt", vocab = 128, hidden = 16, layers = 2, heads = 2, seq_len = 8, batch = 2 },
     optimizer = { name = "sgd", lr = 0.1, momentum = 0.9 } },
-  { name = "gpt gram strips", model = { arch = "gpt", vocab = 128, hidden = 32, layers = 1, heads = 2, seq_len = 16,
-                                        batch = 3 }, dp = { flash_gram = "strips" } },
+  { name = "gpt strips", model = { arch = "gpt", vocab = 128, hidden = 32, layers = 1, heads = 2, seq_len = 16,
+                                   batch = 3 }, dp = { flash_impl = "strips" } },
+  { name = "gpt lora strips", model = { arch = "gpt", vocab = 128, hidden = 32, layers = 1, heads = 2, seq_len = 16,
+                                        batch = 3, lora = { rank = 2, targets = { "qkv", "fc" } } },
+    dp = { flash_impl = "strips" } },
 }
 
 local function run(cfg, method, device)
