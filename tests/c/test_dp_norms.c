@@ -438,62 +438,30 @@ static void test_adopt(void) {
     dp_tensor_free(G0);
 }
 
-/* flash_impl = strips: the Gram triangle in strips (one; two with a short last one, diagonals
- * strip by strip; two and sixteen whole ones, diagonals in one GEMM, the samples in passes of
- * Bc), against explicit per-sample gradients, writing and adding; the workspace is the two strip
- * buffers, freed on return. */
-static void test_strips(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p, int64_t want_S, int64_t want_Bc) {
-    int64_t S, Bc;
-    dp_strip_shape(B, T, &S, &Bc);
-    CHECK(S == want_S && Bc == want_Bc);
-    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
-    dp_tensor *A = rand_tensor(dt, 3, sa, 1.0f), *G = rand_tensor(dt, 3, sg, 1.0f);
-    double *want = malloc((size_t)B * sizeof *want);
-    explicit_linear(A, G, 0.5f, want);
-    char what[128];
-    snprintf(what, sizeof what, "strips %s B=%lld T=%lld d=%lld p=%lld (S=%lld Bc=%lld)", dp_dtype_name(dt),
-             (long long)B, (long long)T, (long long)d, (long long)p, (long long)S, (long long)Bc);
-    dp_param w = make_param("test.strips", DP_PARAM_LINEAR_W, 2, sw);
-    dp_param *ps[1] = {&w};
-    dp_dpsgd *dp = wrapper(DP_NORMS_FLASH, DP_CLIP_TWOPASS, ps, 1, B, T, NULL);
-    int64_t rs[1] = {B};
-    dp_tensor *row = dp_tensor_new(cpu, DP_F32, 1, rs, DP_CAT_NORM_SAMPLES);
-    for (int acc = 0; acc < 2; acc++) {
-        for (int64_t i = 0; i < B; i++) ((float *)row->data)[i] = acc ? 1.0f : 12345.0f;
-        dp_mem_stats before, after;
-        dp_mem_get_stats(cpu->mem, &before);
-        dp_mem_reset_peak(cpu->mem);
-        CHECK_OK(dp_strip_linear(dp, &w, A, G, 0.5f, row, acc));
-        dp_mem_get_stats(cpu->mem, &after);
-        CHECK_EQ_U64(after.peak[DP_CAT_TEMP] - before.current[DP_CAT_TEMP], (uint64_t)(2 * Bc * S * T) * 4);
-        CHECK_EQ_U64(after.current[DP_CAT_TEMP], before.current[DP_CAT_TEMP]);
-        for (int64_t i = 0; i < B; i++)
-            rel_close(((float *)row->data)[i], want[i] + (acc ? 1.0 : 0.0), what, "gram_strip", i);
-    }
-    dp_tensor_free(row);
-    dp_dpsgd_free(dp);
-    free_param(&w);
-    free(want);
-    dp_tensor_free(A);
-    dp_tensor_free(G);
-}
-
-/* flash_impl = strips, gradient side: blocks of P rows of each per-sample gradient (one block;
- * three with a short last one; samples in passes of Bc) against explicit per-sample gradients,
- * writing and adding, with the workspace's bytes exact. */
-static void test_grad_strips(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p, int64_t want_P,
-                             int64_t want_Bc) {
-    int64_t P, Bc;
-    dp_grad_strip_shape(B, d, p, &P, &Bc);
-    CHECK(P == want_P && Bc == want_Bc);
+/* flash_impl = strips, against explicit per-sample gradients, writing and adding, with the
+ * workspace's bytes exact and freed on return. Gram side: the triangle in strips of S rows (one;
+ * two with a short last one, diagonals strip by strip; two and sixteen whole ones, diagonals in
+ * one GEMM; samples in passes of Bc); gradient side: blocks of P rows of each per-sample gradient
+ * (one; 2048 + 2048 + 1 rows; samples in passes). want_n is S or P. */
+static void test_strips(dp_formulation form, dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p, int64_t want_n,
+                        int64_t want_Bc) {
+    const int grad = form == DP_FORM_GRAD_STRIP;
+    int64_t n, Bc;
+    if (grad)
+        dp_grad_strip_shape(B, d, p, &n, &Bc);
+    else
+        dp_strip_shape(B, T, &n, &Bc);
+    CHECK(n == want_n && Bc == want_Bc);
+    const uint64_t ws = grad ? (uint64_t)(Bc * n * d) * 4 : (uint64_t)(2 * Bc * n * T) * 4;
     int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d}, rs[1] = {B};
     dp_tensor *A = rand_tensor(dt, 3, sa, 1.0f), *G = rand_tensor(dt, 3, sg, 1.0f);
     double *want = malloc((size_t)B * sizeof *want);
     explicit_linear(A, G, 0.5f, want);
     char what[128];
-    snprintf(what, sizeof what, "grad strips %s B=%lld T=%lld d=%lld p=%lld (P=%lld Bc=%lld)", dp_dtype_name(dt),
-             (long long)B, (long long)T, (long long)d, (long long)p, (long long)P, (long long)Bc);
-    dp_param w = make_param("test.grad_strips", DP_PARAM_LINEAR_W, 2, sw);
+    snprintf(what, sizeof what, "%s %s B=%lld T=%lld d=%lld p=%lld (%s=%lld Bc=%lld)", dp_formulation_name(form),
+             dp_dtype_name(dt), (long long)B, (long long)T, (long long)d, (long long)p, grad ? "P" : "S",
+             (long long)n, (long long)Bc);
+    dp_param w = make_param("test.strips", DP_PARAM_LINEAR_W, 2, sw);
     dp_param *ps[1] = {&w};
     dp_dpsgd *dp = wrapper(DP_NORMS_FLASH, DP_CLIP_TWOPASS, ps, 1, B, T, NULL);
     dp_tensor *row = dp_tensor_new(cpu, DP_F32, 1, rs, DP_CAT_NORM_SAMPLES);
@@ -502,12 +470,15 @@ static void test_grad_strips(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64
         dp_mem_stats before, after;
         dp_mem_get_stats(cpu->mem, &before);
         dp_mem_reset_peak(cpu->mem);
-        CHECK_OK(dp_grad_strip_linear(dp, &w, A, G, 0.5f, row, acc));
+        if (grad)
+            CHECK_OK(dp_grad_strip_linear(dp, &w, A, G, 0.5f, row, acc));
+        else
+            CHECK_OK(dp_strip_linear(dp, &w, A, G, 0.5f, row, acc));
         dp_mem_get_stats(cpu->mem, &after);
-        CHECK_EQ_U64(after.peak[DP_CAT_TEMP] - before.current[DP_CAT_TEMP], (uint64_t)(Bc * P * d) * 4);
+        CHECK_EQ_U64(after.peak[DP_CAT_TEMP] - before.current[DP_CAT_TEMP], ws);
         CHECK_EQ_U64(after.current[DP_CAT_TEMP], before.current[DP_CAT_TEMP]);
         for (int64_t i = 0; i < B; i++)
-            rel_close(((float *)row->data)[i], want[i] + (acc ? 1.0 : 0.0), what, "grad_strip", i);
+            rel_close(((float *)row->data)[i], want[i] + (acc ? 1.0 : 0.0), what, dp_formulation_name(form), i);
     }
     dp_tensor_free(row);
     dp_dpsgd_free(dp);
@@ -850,16 +821,17 @@ int main(void) {
     test_memory_categories();
     test_tied_memory();
     test_adopt();
-    test_strips(DP_F32, 3, 7, 16, 24, 7, 3);        /* one strip: the diagonal block */
-    test_strips(DP_F32, 2, 300, 9, 13, 256, 2);     /* a full strip and a short one */
-    test_strips(DP_BF16, 2, 300, 16, 8, 256, 2);
-    test_strips(DP_F32, 3, 512, 5, 4, 256, 3);      /* two strips, the diagonals in one GEMM */
-    test_strips(DP_BF16, 3, 512, 8, 16, 256, 3);
-    test_strips(DP_F32, 5, 4096, 3, 5, 256, 4);     /* sixteen strips, samples 4 + 1 */
-    test_grad_strips(DP_F32, 3, 9, 12, 20, 20, 3);      /* one block */
-    test_grad_strips(DP_BF16, 2, 5, 24, 40, 40, 2);
-    test_grad_strips(DP_F32, 1, 2, 4096, 4097, 2048, 1); /* 2048 + 2048 + 1 rows */
-    test_grad_strips(DP_F32, 3, 3, 2048, 2048, 2048, 2); /* samples 2 + 1 */
+    const dp_formulation GS = DP_FORM_GRAM_STRIP, PS = DP_FORM_GRAD_STRIP;
+    test_strips(GS, DP_F32, 3, 7, 16, 24, 7, 3);        /* one strip: the diagonal block */
+    test_strips(GS, DP_F32, 2, 300, 9, 13, 256, 2);     /* a full strip and a short one */
+    test_strips(GS, DP_BF16, 2, 300, 16, 8, 256, 2);
+    test_strips(GS, DP_F32, 3, 512, 5, 4, 256, 3);      /* two strips, the diagonals in one GEMM */
+    test_strips(GS, DP_BF16, 3, 512, 8, 16, 256, 3);
+    test_strips(GS, DP_F32, 5, 4096, 3, 5, 256, 4);     /* sixteen strips, samples 4 + 1 */
+    test_strips(PS, DP_F32, 3, 9, 12, 20, 20, 3);       /* one block */
+    test_strips(PS, DP_BF16, 2, 5, 24, 40, 40, 2);
+    test_strips(PS, DP_F32, 1, 2, 4096, 4097, 2048, 1); /* 2048 + 2048 + 1 rows */
+    test_strips(PS, DP_F32, 3, 3, 2048, 2048, 2048, 2); /* samples 2 + 1 */
     test_strips_chosen(7, 16, 24, DP_FORM_GRAM_TILE, DP_FORM_GRAM_STRIP);
     test_strips_chosen(300, 3, 2, DP_FORM_GRAD_TILE, DP_FORM_GRAD_STRIP);
     const model_case models[] = {
