@@ -40,13 +40,12 @@ int dpplot_report_breakdown(const dpplot_selection *sel, const char *path,
   for (size_t k = 0; k < n_ok && vanilla; k++)
     if (sel->items[idx[k]] != vanilla) n_dp++;
 
-  dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
-  if (!cv) return -1;
-  double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-  char context[256], leftout[512];
-  dpplot_report_context(sel, context, sizeof context);
-  dpplot_report_left_out(sel, usable, leftout, sizeof leftout);
-  double top = dpplot_figure_title(cv, "Memory at the peak, by component", context[0] ? context : NULL);
+  dpplot_report_frame f;
+  if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Memory at the peak, by component") < 0) return -1;
+  dpplot_canvas *cv = f.cv;
+  const double W = f.W, H = f.H;
+  double top = f.top;
+  char *leftout = f.leftout;
   dpplot_legend_entry legend[DPPLOT_N_COMPONENTS];
   for (size_t c = 0; c < n_comp; c++)
     legend[c] = (dpplot_legend_entry){dpplot_component_label(comps[c]),

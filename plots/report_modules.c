@@ -55,13 +55,12 @@ int dpplot_report_modules(const dpplot_selection *sel, const char *path,
                                       DPPLOT_SWATCH_BOX, DPPLOT_MARKER_NONE};
     for (size_t g = 0; g < n_groups; g++) values[g * n_ok + k] = r->module_bytes[group_ids[g]];
   }
-  dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
-  if (!cv) return -1;
-  double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-  char context[256], leftout[512];
-  dpplot_report_context(sel, context, sizeof context);
-  dpplot_report_left_out(sel, usable, leftout, sizeof leftout);
-  double top = dpplot_figure_title(cv, "Memory live at the peak, by module", context[0] ? context : NULL);
+  dpplot_report_frame f;
+  if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Memory live at the peak, by module") < 0) return -1;
+  dpplot_canvas *cv = f.cv;
+  const double W = f.W, H = f.H;
+  double top = f.top;
+  char *leftout = f.leftout;
   top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, n_ok) + 10;
   dpplot_bar_spec b = {n_groups, n_ok, values, colors, 0, NULL, 0, DPPLOT_UNIT_BYTES, 0.8};
   double lo, hi;
@@ -80,7 +79,7 @@ int dpplot_report_modules(const dpplot_selection *sel, const char *path,
   }
   if (hidden[0]) {
     size_t used = strlen(leftout);
-    snprintf(leftout + used, sizeof leftout - used, "%sUnder 0.5%% of the largest bar, not drawn: %s",
+    snprintf(leftout + used, sizeof f.leftout - used, "%sUnder 0.5%% of the largest bar, not drawn: %s",
              used ? ".  " : "", hidden);
   }
   dpplot_figure_note(cv, leftout);

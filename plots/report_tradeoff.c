@@ -27,13 +27,12 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path,
                               dpplot_report_basename(path));
     return 0;
   }
-  dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
-  if (!cv) return -1;
-  double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-  char context[256], leftout[512];
-  dpplot_report_context(sel, context, sizeof context);
-  dpplot_report_left_out(sel, usable, leftout, sizeof leftout);
-  double top = dpplot_figure_title(cv, "Peak memory against step time", context[0] ? context : NULL);
+  dpplot_report_frame f;
+  if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Peak memory against step time") < 0) return -1;
+  dpplot_canvas *cv = f.cv;
+  const double W = f.W, H = f.H;
+  double top = f.top;
+  char *leftout = f.leftout;
 
   dpplot_panel p;
   dpplot_panel_spec s = {0};

@@ -1,6 +1,8 @@
 /* report_util.c: canvas sizing, saving, context lines and labels for the standard charts. */
 #include "report_util.h"
 
+#include "dpplot_panel.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +35,21 @@ dpplot_canvas *dpplot_report_canvas(const dpplot_options *opt, const char *path,
     (void)dpplot_strlist_addf(notes, "%s: cannot create a %d×%d canvas at scale %g",
                               dpplot_report_basename(path), o.width, o.height, o.scale);
   return cv;
+}
+
+int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const char *path,
+                        dpplot_strlist *notes, const dpplot_selection *sel, const int *usable,
+                        const char *title) {
+  memset(f, 0, sizeof *f);
+  f->cv = dpplot_report_canvas(opt, path, notes);
+  if (!f->cv) return -1;
+  f->W = dpplot_canvas_width(f->cv);
+  f->H = dpplot_canvas_height(f->cv);
+  char context[256];
+  dpplot_report_context(sel, context, sizeof context);
+  dpplot_report_left_out(sel, usable, f->leftout, sizeof f->leftout);
+  f->top = dpplot_figure_title(f->cv, title, context[0] ? context : NULL);
+  return 0;
 }
 
 int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes) {
