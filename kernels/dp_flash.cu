@@ -19,7 +19,7 @@
  * Measured on an H100 80GB HBM3 against cuBLAS (tests/c/test_cuda_dp.c, DPPROF_DP_BENCH=1):
  * gradient tiles run at 0.42-0.54 of cuBLAS's throughput on the same products (224-313 TFLOP/s),
  * Gram tiles at 0.30-0.32 (158-210 TFLOP/s; two accumulators hold them to one block per SM:
- * 195-216 registers). Variant 3 (gram_tile_stash_bf16, benchmarks only until measured) keeps one
+ * 195-216 registers). Variant 3 (gram_tile_bf16<C, true>, benchmarks only until measured) keeps one
  * accumulator and stashes a a^T in shared memory: 128 registers (ptxas, sm_90; 112 bytes of
  * spill), 104 KB of shared memory, so two blocks per SM. Closing the gap for good needs
  * Hopper's wgmma (sm_90a), not written yet.
@@ -307,9 +307,18 @@ __device__ __forceinline__ float frob_acc(const float (&x)[C::MI][C::NI][4], con
     return t;
 }
 
-/* Gram tiles, both Gram tiles in registers (two accumulators: 64 x 32 warp tiles only). */
+/* Gram tiles. STASH false: both Gram tiles in registers (two accumulators: 64 x 32 warp tiles
+ * only; one block per SM). STASH true (variant 3): a_s a_t^T is stashed in shared memory after
+ * the pipeline's stages (each thread its own fragments, [element][thread]: conflict-free, no
+ * barrier) while g_s g_t^T accumulates in the same registers, then both meet in the dot: half
+ * the accumulator registers, for two blocks per SM; stash_bytes more shared memory per block. */
 template <class C>
-__global__ void __launch_bounds__(C::NT, 1)
+constexpr int stash_bytes() {
+    return C::NT * C::MI * C::NI * 4 * (int)sizeof(float);
+}
+
+template <class C, bool STASH>
+__global__ void __launch_bounds__(C::NT, STASH ? 2 : 1)
     gram_tile_bf16(int64_t T, int64_t d, int64_t p, const bf16 *a, const bf16 *g, int64_t pairs, int64_t P,
                    float *partial) {
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -322,63 +331,38 @@ __global__ void __launch_bounds__(C::NT, 1)
         int64_t bs, bt;
         tri_pair(q, &bs, &bt);
         const int64_t rs = bs * TILE, rt = bt * TILE;
-        /* two pipelines, not one through both products: switching accumulators inside one loop
-         * measured 20% slower on an H100 */
-        float acc1[C::MI][C::NI][4], acc2[C::MI][C::NI][4];
-        mainloop<C, true, true>(acc1, smem, d, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rs, k0); },
-                                [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rt, k0); });
-        mainloop<C, true, true>(acc2, smem, p, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rs, k0); },
-                                [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rt, k0); });
-        /* rows or columns past T are zero in both: they add nothing */
-        const float t = frob_acc<C>(acc1, acc2);
-        sum += bs == bt ? t : 2.0f * t;
-    }
-    sum = block_sum<C::NT>(sum);
-    if (threadIdx.x == 0) partial[i * P + blockIdx.x] = sum;
-}
-
-/* Gram tiles with one accumulator: a_s a_t^T is stashed in shared memory (each thread its own
- * fragments, [element][thread]: conflict-free, no barrier) while g_s g_t^T accumulates in the
- * same registers, then both meet in the dot. Half the accumulator registers of gram_tile_bf16,
- * for two blocks per SM instead of one; 64 KB more shared memory per block. */
-template <class C>
-constexpr int stash_bytes() {
-    return C::NT * C::MI * C::NI * 4 * (int)sizeof(float);
-}
-
-template <class C>
-__global__ void __launch_bounds__(C::NT, 2)
-    gram_tile_stash_bf16(int64_t T, int64_t d, int64_t p, const bf16 *a, const bf16 *g, int64_t pairs, int64_t P,
-                         float *partial) {
-    extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *smem = (bf16 *)smem_raw;
-    float *stash = (float *)(smem_raw + pipeline_bytes<C>()) + threadIdx.x;
-    const int64_t i = blockIdx.y;
-    const Mat A = {a + i * T * d, d, T, d % 8 == 0 && aligned16(a)};
-    const Mat G = {g + i * T * p, p, T, p % 8 == 0 && aligned16(g)};
-    float sum = 0.0f;
-    for (int64_t q = blockIdx.x; q < pairs; q += P) {
-        int64_t bs, bt;
-        tri_pair(q, &bs, &bt);
-        const int64_t rs = bs * TILE, rt = bt * TILE;
-        float acc[C::MI][C::NI][4];
-        mainloop<C, true, true>(acc, smem, d, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rs, k0); },
-                                [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rt, k0); });
+        float t; /* rows or columns past T are zero in both: they add nothing */
+        if constexpr (STASH) {
+            float *stash = (float *)(smem_raw + pipeline_bytes<C>()) + threadIdx.x;
+            float acc[C::MI][C::NI][4];
+            mainloop<C, true, true>(acc, smem, d, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rs, k0); },
+                                    [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rt, k0); });
 #pragma unroll
-        for (int mi = 0; mi < C::MI; mi++)
+            for (int mi = 0; mi < C::MI; mi++)
 #pragma unroll
-            for (int ni = 0; ni < C::NI; ni++)
+                for (int ni = 0; ni < C::NI; ni++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) stash[((mi * C::NI + ni) * 4 + e) * C::NT] = acc[mi][ni][e];
-        mainloop<C, true, true>(acc, smem, p, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rs, k0); },
-                                [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rt, k0); });
-        float t = 0.0f; /* rows or columns past T are zero in both: they add nothing */
+                    for (int e = 0; e < 4; e++) stash[((mi * C::NI + ni) * 4 + e) * C::NT] = acc[mi][ni][e];
+            mainloop<C, true, true>(acc, smem, p, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rs, k0); },
+                                    [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rt, k0); });
+            t = 0.0f;
 #pragma unroll
-        for (int mi = 0; mi < C::MI; mi++)
+            for (int mi = 0; mi < C::MI; mi++)
 #pragma unroll
-            for (int ni = 0; ni < C::NI; ni++)
+                for (int ni = 0; ni < C::NI; ni++)
 #pragma unroll
-                for (int e = 0; e < 4; e++) t = fmaf(stash[((mi * C::NI + ni) * 4 + e) * C::NT], acc[mi][ni][e], t);
+                    for (int e = 0; e < 4; e++)
+                        t = fmaf(stash[((mi * C::NI + ni) * 4 + e) * C::NT], acc[mi][ni][e], t);
+        } else {
+            /* two pipelines, not one through both products: switching accumulators inside one
+             * loop measured 20% slower on an H100 */
+            float acc1[C::MI][C::NI][4], acc2[C::MI][C::NI][4];
+            mainloop<C, true, true>(acc1, smem, d, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rs, k0); },
+                                    [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, A, rt, k0); });
+            mainloop<C, true, true>(acc2, smem, p, [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rs, k0); },
+                                    [&](bf16 *s, int64_t k0) { load_kmajor<C>(s, G, rt, k0); });
+            t = frob_acc<C>(acc1, acc2);
+        }
         sum += bs == bt ? t : 2.0f * t;
     }
     sum = block_sum<C::NT>(sum);
@@ -633,22 +617,13 @@ int64_t blocks_per_sample(int64_t items, int64_t B, size_t scratch_elems) {
     return P > 0 ? P : 1;
 }
 
-template <class C>
+template <class C, bool STASH = false>
 cudaError_t launch_gram(dim3 grid, cudaStream_t s, int64_t T, int64_t d, int64_t p, const bf16 *a, const bf16 *g,
                         int64_t items, int64_t P, float *partial) {
-    cudaError_t e = allow_smem((const void *)gram_tile_bf16<C>, pipeline_bytes<C>());
+    const int bytes = pipeline_bytes<C>() + (STASH ? stash_bytes<C>() : 0);
+    cudaError_t e = allow_smem((const void *)gram_tile_bf16<C, STASH>, bytes);
     if (e != cudaSuccess) return e;
-    gram_tile_bf16<C><<<grid, C::NT, pipeline_bytes<C>(), s>>>(T, d, p, a, g, items, P, partial);
-    return cudaGetLastError();
-}
-
-template <class C>
-cudaError_t launch_gram_stash(dim3 grid, cudaStream_t s, int64_t T, int64_t d, int64_t p, const bf16 *a,
-                              const bf16 *g, int64_t items, int64_t P, float *partial) {
-    const int bytes = pipeline_bytes<C>() + stash_bytes<C>();
-    cudaError_t e = allow_smem((const void *)gram_tile_stash_bf16<C>, bytes);
-    if (e != cudaSuccess) return e;
-    gram_tile_stash_bf16<C><<<grid, C::NT, bytes, s>>>(T, d, p, a, g, items, P, partial);
+    gram_tile_bf16<C, STASH><<<grid, C::NT, bytes, s>>>(T, d, p, a, g, items, P, partial);
     return cudaGetLastError();
 }
 
@@ -684,7 +659,7 @@ cudaError_t tile_sumsq(int mode, cudaStream_t s, int dtype, int64_t B, int64_t T
             else if (gram_variant == 2)
                 e = launch_gram<Cfg8wNP>(grid, s, T, d, p, a16, g16, items, P, scratch);
             else if (gram_variant == 3)
-                e = launch_gram_stash<Cfg8wS2>(grid, s, T, d, p, a16, g16, items, P, scratch);
+                e = launch_gram<Cfg8wS2, true>(grid, s, T, d, p, a16, g16, items, P, scratch);
             else
                 e = launch_gram<Cfg8w64>(grid, s, T, d, p, a16, g16, items, P, scratch);
         } else if (dtype == DPK_BF16) {
