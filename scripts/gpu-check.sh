@@ -8,7 +8,8 @@
 #   tests  the four CUDA test programs (CUDA against the CPU, exact or to stated tolerances)
 #   flash  the flash norm kernels against cuBLAS (DPPROF_DP_BENCH=1 test_cuda_dp): tiles, strips
 #   dp     bench_dp.lua's batched config (T=1024 B=16), f32 and bf16, vanilla, flash_clip and bk,
-#          once with flash_impl=tiles and once with strips (ratios to vanilla in each run)
+#          once with flash_impl=tiles and once with strips (ratios to vanilla in each run), and
+#          the plan backend's peaks for the same points against the measured ones
 #   large  the same for the large config (T=16384 B=1)
 set -uo pipefail
 repo=$PWD
@@ -42,13 +43,18 @@ for s in $steps; do
       for t in test_cuda test_cuda_layers test_cuda_model test_cuda_dp; do run "$t" "$x/bin/$t"; done ;;
     flash)
       DPPROF_DP_BENCH=1 DPPROF_DP_OPS_ONLY=1 run flash_bench "$x/bin/test_cuda_dp"
-      grep -E "gram_tile|grad_tile|strips" "$out/logs/flash_bench.log" ;;
+      grep -E "gram_|grad_" "$out/logs/flash_bench.log" ;;
     dp|large)
       cfg=batched; [ "$s" = large ] && cfg=large
       for g in tiles strips; do
         run "bench_dp_${cfg}_$g" "$x/bin/dpprof" run "$repo/experiments/bench_dp.lua" device=cuda configs=$cfg \
             dtypes=f32,bf16 methods=vanilla,flash_clip,bk iters=2 warmup=1 flash_impl=$g out="$out/bench_dp_${cfg}_$g"
         grep -E "^$cfg |target" "$out/logs/bench_dp_${cfg}_$g.log"
+        # the plan backend's prediction of the same points, peak against peak
+        "$x/bin/dpprof" run "$repo/experiments/bench_dp.lua" device=plan configs=$cfg dtypes=f32,bf16 \
+            methods=vanilla,flash_clip,bk iters=2 warmup=1 flash_impl=$g out="$out/plan_${cfg}_$g" > /dev/null 2>&1
+        "$x/bin/dpprof" run "$repo/scripts/plan-vs-device.lua" device="$out/bench_dp_${cfg}_$g/bench_dp.json" \
+            plan="$out/plan_${cfg}_$g/bench_dp.json" | tail -n 1
       done ;;
     *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large)"; status=2 ;;
   esac
