@@ -206,7 +206,6 @@ void dp_release_batch_state(dp_dpsgd *dp) {
     dp_tensor_release(&dp->tied.psg);
     dp_tensor_release(&dp->tied.rows);
     dp->tied.wte = NULL;
-    dp->tied.deferred = 0;
     dp_tensor_release(&dp->sq_norms);
     for (int k = 0; k < dp->n_params; k++) dp->sq_written[k] = 0;
     dp_tensor_release(&dp->clip_dev);

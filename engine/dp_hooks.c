@@ -107,8 +107,7 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
         DP_TRY(dp_flash_linear(dp, f, A, G, scale, row, acc));
     if (tied) { /* bk keeps A and G: the embedding's hook forms the rows from its book (dp_tied.c) */
         dp->tied.form = f;
-        dp->tied.deferred = dp->cfg.clip == DP_CLIP_BK;
-        if (!dp->tied.deferred) DP_TRY(dp_tied_rows(dp, f, w, dp->inputs, A, G, scale, &dp->tied.rows));
+        if (dp->cfg.clip != DP_CLIP_BK) DP_TRY(dp_tied_rows(dp, f, w, dp->inputs, A, G, scale, &dp->tied.rows));
         dp->tied.wte = w;
     }
     if (dp->cfg.clip != DP_CLIP_BK) return DP_OK;
@@ -261,7 +260,6 @@ static int hook_embedding(void *ctx, dp_model *m, dp_param *wte, const dp_tensor
         int rc = dp_tied_cross(dp, wte, ids, G, row);
         dp_tensor_release(&dp->tied.rows);
         dp->tied.wte = NULL;
-        dp->tied.deferred = 0;
         DP_TRY(rc);
     }
     if (dp->cfg.clip == DP_CLIP_BK) DP_TRY(embedding_book(dp, wte, NULL, ids, G));

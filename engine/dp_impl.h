@@ -35,8 +35,8 @@ typedef struct dp_book {
 typedef struct dp_tied_pending {
     dp_param *wte;       /* NULL when nothing is pending */
     dp_tensor psg;       /* materialized: wte's per-sample gradients B x V x d (head part) */
-    dp_tensor rows;      /* twopass: r[i,u,:] = (g_head,i)[ids[i,u], :], B x T x d f32 */
-    int deferred;        /* bk: r is formed in the embedding's hook from the head's book */
+    dp_tensor rows;      /* twopass: r[i,u,:] = (g_head,i)[ids[i,u], :], B x T x d f32 (bk forms
+                          * them in the embedding's hook from the head's book instead) */
     dp_formulation form; /* the head's formulation (GHOST or a flash tile) */
 } dp_tied_pending;
 
@@ -161,7 +161,7 @@ int dp_grad_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, co
 /* rows of the tied head's per-sample gradient at the ids, by formulation form, times scale. */
 int dp_tied_rows(dp_dpsgd *dp, dp_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
                  const dp_tensor *G, float scale, dp_tensor *rows);
-/* row[i] += 2 <G_emb[i], r[i]>: from the rows the head's hook left, or (deferred, bk) formed here
+/* row[i] += 2 <G_emb[i], r[i]>: from the rows the head's hook left (twopass), or (bk) formed here
  * one sample at a time from the head's book. */
 int dp_tied_cross(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row);
 

@@ -31,24 +31,18 @@ int dp_tied_rows(dp_dpsgd *dp, dp_formulation form, const dp_param *wte, const d
     return rc;
 }
 
-/* row[i] += 2 <G[i], rows> for one sample's rows (T x d f32) */
-static int cross(dp_dpsgd *dp, int64_t i, const dp_tensor *G, const dp_tensor *rows, dp_tensor *row) {
+/* row[i] += 2 <G[i], rows[i - i0]> for the nb samples from i0 (rows: nb x T x d f32) */
+static int cross(dp_dpsgd *dp, int64_t i0, int64_t nb, const dp_tensor *G, const dp_tensor *rows, dp_tensor *row) {
     int64_t T = G->shape[1], d = G->shape[2];
-    double n = (double)(T * d), es = (double)dp_dtype_size(G->dtype);
-    dp_ledger_add("dp_tied_cross", 2.0 * n, n * (es + 4.0) + 8.0);
-    return DP_DISPATCH_DP(dp->dev, batched_dot, 1, T * d, G->dtype, dp_tensor_at(G, i * T * d), DP_F32, rows->data,
-                          2.0f, dp_tensor_at(row, i), 1);
+    double n = (double)(nb * T * d), es = (double)dp_dtype_size(G->dtype);
+    dp_ledger_add("dp_tied_cross", 2.0 * n, n * (es + 4.0) + 8.0 * (double)nb);
+    return DP_DISPATCH_DP(dp->dev, batched_dot, nb, T * d, G->dtype, dp_tensor_at(G, i0 * T * d), DP_F32, rows->data,
+                          2.0f, dp_tensor_at(row, i0), 1);
 }
 
 int dp_tied_cross(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row) {
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
-    if (!dp->tied.deferred) { /* the head's hook left the whole batch's rows */
-        int64_t n = B * T * d;
-        double es = (double)dp_dtype_size(G->dtype);
-        dp_ledger_add("dp_tied_cross", 2.0 * (double)n, (double)n * (es + 4.0) + 8.0 * (double)B);
-        return DP_DISPATCH_DP(dp->dev, batched_dot, B, T * d, G->dtype, G->data, DP_F32, dp->tied.rows.data, 2.0f,
-                              row->data, 1);
-    }
+    if (dp->cfg.clip != DP_CLIP_BK) return cross(dp, 0, B, G, &dp->tied.rows, row); /* the head's hook left them */
     const dp_book *bk = head_book(dp, wte);
     if (!bk)
         return dp_error_set(DP_EINTERNAL, "dp: the tied head '%s' kept no output gradient for its cross term",
@@ -65,7 +59,7 @@ int dp_tied_cross(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const
         DP_TRY(dp_tensor_view(&gi, Gh, i * T * V, 3, sg));
         DP_TRY(dp_tensor_view(&idi, ids, i * T, 2, si));
         DP_TRY(dp_tied_rows(dp, dp->tied.form, wte, &idi, &ai, &gi, bk->scale, &rows));
-        int rc = cross(dp, i, G, &rows, row);
+        int rc = cross(dp, i, 1, G, &rows, row);
         dp_tensor_release(&rows);
         DP_TRY(rc);
     }

@@ -108,8 +108,8 @@ int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t 
 }
 
 int dp_bw_out_grad_done(const dp_bw *bw, const dp_linear *lin, dp_tensor *t) {
-    int rc = DP_OK;
-    if (keeps_out_grad(bw, lin) && t->alloc.live && t->alloc.category == DP_CAT_OUTPUT_GRADS)
+    int rc = DP_OK; /* under output_grads only when dp_bw_out_grad found the hooks keeping it */
+    if (t->alloc.live && t->alloc.category == DP_CAT_OUTPUT_GRADS)
         rc = bw->hooks->adopt(bw->hooks->ctx, lin->w, t);
     dp_tensor_release(t); /* a no-op once adopted */
     return rc;
