@@ -6,10 +6,12 @@
 #include "backend_cuda.h"
 #include "cuda_layers.h"
 #include "device.h"
+#include "dp.h"
 #include "dp_ops.h"
 #include "error.h"
 #include "scope.h"
 
+#include "../kernels/dp_kernels.h"
 #include "../kernels/kernels.h"
 
 #include <cublas_v2.h>
@@ -61,10 +63,23 @@ int dp_cuda_probe(char *why, size_t n) {
     return count;
 }
 
+/* The bf16 flash tile kernels' configuration from DPPROF_FLASH_VARIANT (a benchmark knob: unset is
+ * the default kernels), said on stderr when it is not the default so no result passes for one. */
+static int select_flash_variant(void) {
+    int gram, grad;
+    DP_TRY(dp_flash_variant_parse(getenv("DPPROF_FLASH_VARIANT"), &gram, &grad));
+    dpk_dp_flash_select(gram, grad);
+    if (gram || grad)
+        fprintf(stderr, "dpprof: DPPROF_FLASH_VARIANT: flash tile kernels Gram variant %d, gradient variant %d "
+                        "(not the defaults)\n", gram, grad);
+    return DP_OK;
+}
+
 static int cuda_init(dp_device *dev) {
     char why[256];
     if (dp_cuda_probe(why, sizeof why) <= 0)
         return dp_error_set(DP_EDEVICE, "device 'cuda' is not available: %s", why);
+    DP_TRY(select_flash_variant());
     cuda_impl *im = calloc(1, sizeof *im);
     if (!im) return dp_error_set(DP_EOOM, "out of host memory");
     dev->impl = im;

@@ -83,6 +83,13 @@ const char *dp_method_preset_name(dp_norms_method n, dp_clip_method c);
 int dp_flash_impl_parse(const char *name, dp_flash_impl *out);
 /* The choice's name ("tiles", "strips"). */
 const char *dp_flash_impl_name(dp_flash_impl g);
+/* The bf16 flash tile kernels' configurations on CUDA (kernels/dp_kernels.h, dpk_dp_flash_select):
+ * Gram 0..3, gradient 0..2; 0 is the default, the others exist to be benchmarked. */
+#define DP_FLASH_GRAM_VARIANTS 4
+#define DP_FLASH_GRAD_VARIANTS 3
+/* Parses the benchmark knob DPPROF_FLASH_VARIANT, "GRAM[,GRAD]" (NULL or "": 0, 0); DP_EINVAL
+ * naming the valid ranges. */
+int dp_flash_variant_parse(const char *text, int *gram, int *grad);
 /* The formulation's name ("direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1",
  * "grouped", "gram_strip", "grad_strip"). */
 const char *dp_formulation_name(dp_formulation f);

@@ -4,13 +4,15 @@
 # one call. Verdicts and the key lines go to stdout; every log and result JSON into one tar,
 # $OUT/gpu-check.tar.gz ($OUT: the device tool's return folder; /tmp/gpu-out elsewhere).
 #
-#   usage: bash scripts/gpu-check.sh [tests] [flash] [dp] [large]   (default: tests flash dp)
+#   usage: bash scripts/gpu-check.sh [tests] [flash] [dp] [large] [gram3]   (default: tests flash dp)
 #   tests  the four CUDA test programs (CUDA against the CPU, exact or to stated tolerances)
 #   flash  the flash norm kernels against cuBLAS (DPPROF_DP_BENCH=1 test_cuda_dp): tiles, strips
 #   dp     bench_dp.lua's batched config (T=1024 B=16), f32 and bf16, vanilla, flash_clip and bk,
 #          once with flash_impl=tiles and once with strips (ratios to vanilla in each run), and
 #          the plan backend's peaks for the same points against the measured ones
 #   large  the same for the large config (T=16384 B=1)
+#   gram3  bench_dp batched bf16, vanilla and flash_clip (tiles) with the one-accumulator Gram
+#          kernel (DPPROF_FLASH_VARIANT=3): compare its flash_clip ratio with the dp step's
 set -uo pipefail
 repo=$PWD
 dest=${OUT:-/tmp/gpu-out}
@@ -56,7 +58,12 @@ for s in $steps; do
         "$x/bin/dpprof" run "$repo/scripts/plan-vs-device.lua" device="$out/bench_dp_${cfg}_$g/bench_dp.json" \
             plan="$out/plan_${cfg}_$g/bench_dp.json" | tail -n 1
       done ;;
-    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large)"; status=2 ;;
+    gram3)
+      DPPROF_FLASH_VARIANT=3 run bench_dp_batched_gram3 "$x/bin/dpprof" run "$repo/experiments/bench_dp.lua" \
+          device=cuda configs=batched dtypes=bf16 methods=vanilla,flash_clip iters=2 warmup=1 flash_impl=tiles \
+          out="$out/bench_dp_batched_gram3"
+      grep -E "^batched |target|DPPROF_FLASH_VARIANT" "$out/logs/bench_dp_batched_gram3.log" | sort -u ;;
+    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large, gram3)"; status=2 ;;
   esac
 done
 tar czf "$dest/gpu-check.tar.gz" -C "$out" .

@@ -524,6 +524,18 @@ static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dp_formulation t
     CHECK_OK(dp_flash_impl_parse("strips", &fg));
     CHECK(fg == DP_FLASH_STRIPS && strcmp(dp_formulation_name(DP_FORM_GRAM_STRIP), "gram_strip") == 0 &&
           strcmp(dp_formulation_name(DP_FORM_GRAD_STRIP), "grad_strip") == 0);
+    /* the CUDA benchmark knob DPPROF_FLASH_VARIANT: GRAM[,GRAD], ranges named when wrong */
+    int gv = -1, hv = -1;
+    CHECK_OK(dp_flash_variant_parse(NULL, &gv, &hv));
+    CHECK(gv == 0 && hv == 0);
+    CHECK_OK(dp_flash_variant_parse("3", &gv, &hv));
+    CHECK(gv == 3 && hv == 0);
+    CHECK_OK(dp_flash_variant_parse("1,2", &gv, &hv));
+    CHECK(gv == 1 && hv == 2);
+    const char *bad[] = {"4", "3,3", "-1", "x", "3,", "1,2,0", "2 ", "99999999999999999999"};
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
+        CHECK(dp_flash_variant_parse(bad[k], &gv, &hv) == DP_EINVAL &&
+              strstr(dp_error_message(), "GRAM in 0..3 and GRAD in 0..2"));
     free_param(&w);
     dp_tensor_free(A);
     dp_tensor_free(G);
