@@ -407,7 +407,8 @@ static void test_strips(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p) 
         CHECK_OK(dp_strip_linear(dc, &w, a, g, 1.5f, rc, 0));
         CHECK_OK(dp_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
         from_gpu(got, rg->data, (size_t)B * 4);
-        CHECK_OK(DP_DISPATCH_DP(gpu, gram_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f, rg->data, 0));
+        /* the strips take the scale (they add scale^2 ||.||^2), the tiles the factor alpha itself */
+        CHECK_OK(DP_DISPATCH_DP(gpu, gram_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f * 1.5f, rg->data, 0));
         from_gpu(tiles, rg->data, (size_t)B * 4);
         CHECK_OK(dp_grad_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
         from_gpu(grad, rg->data, (size_t)B * 4);
