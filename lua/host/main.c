@@ -10,10 +10,34 @@
 #include <stdlib.h>
 #include <string.h>
 
+static const char *const run_usage =
+    "usage: dpprof run SCRIPT.lua [key=value ...]\n"
+    "\n"
+    "Runs a Lua script with the dpprof module loaded (require(\"dpprof\")). Each key=value pair\n"
+    "arrives in dpprof.args, numbers and true/false converted; the global `arg` holds the script\n"
+    "(arg[0]) and the pairs as written. The scripts in experiments/ list their keys in their first\n"
+    "lines, e.g. dpprof run experiments/default.lua all=1.\n"
+    "\n"
+    "Errors: one line naming the problem; DPPROF_TRACEBACK=1 adds the whole Lua traceback.\n"
+    "exit status: 0 the script ran to its end; 1 it raised an error; 2 bad arguments\n";
+
+static const char *const plot_usage =
+    "usage: dpprof plot DIR [--out DIR] [--scale S]\n"
+    "\n"
+    "Renders the charts and summaries of the result JSON files in DIR: memory_breakdown_comparison,\n"
+    "memory_timeline, performance_tradeoff, module_breakdown (PNG), sweep_<var>.png and\n"
+    "memory_heatmap.png for sweeps, and summary.txt/.csv/.md/.tex.\n"
+    "\n"
+    "  --out DIR   where to write them (default: DIR itself)\n"
+    "  --scale S   resolution factor in (0, 8] (default 1: 1600x1000 pixels; 2 doubles it)\n"
+    "\n"
+    "exit status: 0 all rendered; 1 a problem, each one named on its line (a malformed file or an\n"
+    "output not written: the rest is still rendered; or nothing to render); 2 bad arguments\n";
+
 static const char *const usage =
     "usage: dpprof COMMAND [ARGS]\n"
     "\n"
-    "commands:\n"
+    "commands (COMMAND --help for each):\n"
     "  run SCRIPT.lua [key=value ...]   run a Lua script with the dpprof module; the pairs are\n"
     "                                   visible as dpprof.args (numbers and true/false converted)\n"
     "  plot DIR [--out DIR] [--scale S] render charts and summaries from the result JSON files in\n"
@@ -27,16 +51,74 @@ static const char *const usage =
     "\n"
     "environment:\n"
     "  DPPROF_DEVICE     default device for tensors made outside experiments (cpu, cuda, plan, auto)\n"
-    "  DPPROF_LUA_PATH   directory holding dpprof/core.lua (default: beside the binary)\n";
+    "  DPPROF_LUA_PATH   directory holding dpprof/core.lua (default: beside the binary)\n"
+    "  DPPROF_TRACEBACK  1: print the whole Lua traceback of an error, dpprof's own frames included\n";
 
-/* Message handler: the error with a traceback (as lua.c does). */
+/* "<lua_dir>/dpprof/": where dpprof's own Lua modules live (set once the module is open). */
+static char own_dir[4096];
+
+/* Whether a chunk's short source (as in "file.lua:12:", possibly shortened to "...e/x.lua") is
+ * one of dpprof's own modules. */
+static int own_source(const char *src, size_t len) {
+    if (!own_dir[0] || len == 0) return 0;
+    const char *name = src + len;
+    while (name > src && name[-1] != '/') name--;
+    char full[sizeof own_dir + 256];
+    int n = snprintf(full, sizeof full, "%s%.*s", own_dir, (int)(src + len - name), name);
+    if (n < 0 || (size_t)n >= sizeof full) return 0;
+    if (len == (size_t)n && strncmp(src, full, len) == 0) return 1;
+    if (len > 3 && strncmp(src, "...", 3) == 0) /* shortened: compare the tail */
+        return len - 3 <= (size_t)n && strncmp(full + n - (len - 3), src + 3, len - 3) == 0;
+    return 0;
+}
+
+/* Whether msg starts with a position ("file.lua:12: ") inside dpprof's own Lua code. */
+static int raised_in_own_code(const char *msg) {
+    const char *colon = strstr(msg, ".lua:");
+    const char *nl = strchr(msg, '\n');
+    if (!colon || (nl && nl < colon)) return 0;
+    return own_source(msg, (size_t)(colon + 4 - msg));
+}
+
+/* Message handler. A mistake dpprof reports (the message names the problem, at the user's line)
+ * gets no traceback through dpprof's insides: only the user's own frames, when there are two or
+ * more. An error raised at a line of dpprof's own Lua code (a bug to report) and
+ * DPPROF_TRACEBACK=1 get the whole traceback, as lua.c prints it. */
 static int msghandler(lua_State *L) {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     }
-    luaL_traceback(L, L, msg, 1);
+    const char *full = getenv("DPPROF_TRACEBACK");
+    if ((full && *full && strcmp(full, "0") != 0) || raised_in_own_code(msg)) {
+        luaL_traceback(L, L, msg, 1);
+        return 1;
+    }
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    int frames = 0;
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++) {
+        if (!lua_getinfo(L, "Sln", &ar) || ar.currentline <= 0) continue; /* C functions */
+        if (own_source(ar.short_src, strlen(ar.short_src))) continue;
+        lua_pushfstring(L, "\n\t%s:%d: in ", ar.short_src, ar.currentline);
+        luaL_addvalue(&b);
+        if (*ar.namewhat)
+            lua_pushfstring(L, "%s '%s'", ar.namewhat, ar.name);
+        else if (*ar.what == 'm')
+            lua_pushliteral(L, "main chunk");
+        else
+            lua_pushfstring(L, "function <%s:%d>", ar.short_src, ar.linedefined);
+        luaL_addvalue(&b);
+        frames++;
+    }
+    luaL_pushresult(&b);
+    if (frames >= 2)
+        lua_pushfstring(L, "%s\nstack traceback (your code; DPPROF_TRACEBACK=1 shows dpprof's too):%s", msg,
+                        lua_tostring(L, -1));
+    else
+        lua_pushstring(L, msg);
     return 1;
 }
 
@@ -48,7 +130,9 @@ static int docall(lua_State *L, int nargs, int nres) {
     int status = lua_pcall(L, nargs, nres, base);
     lua_remove(L, base);
     if (status != LUA_OK) {
-        fprintf(stderr, "dpprof: %s\n", lua_tostring(L, -1));
+        const char *msg = lua_tostring(L, -1);
+        if (!msg) msg = "(error object is not a string)";
+        fprintf(stderr, "%s%s\n", strncmp(msg, "dpprof: ", 8) == 0 ? "" : "dpprof: ", msg);
         lua_pop(L, 1);
     }
     return status;
@@ -57,6 +141,9 @@ static int docall(lua_State *L, int nargs, int nres) {
 static int open_module(lua_State *L) {
     lua_pushcfunction(L, dpprof_openlib);
     if (docall(L, 0, 1) != LUA_OK) return -1;
+    if (lua_getfield(L, -1, "lua_dir") == LUA_TSTRING)
+        snprintf(own_dir, sizeof own_dir, "%s/dpprof/", lua_tostring(L, -1));
+    lua_pop(L, 1);
     lua_setglobal(L, "dpprof");
     return 0;
 }
@@ -73,8 +160,12 @@ static void push_arg_value(lua_State *L, const char *v) {
 
 static int cmd_run(lua_State *L, int argc, char **argv) {
     if (argc < 1) {
-        fprintf(stderr, "dpprof run: missing SCRIPT.lua\n%s", usage);
+        fprintf(stderr, "dpprof run: missing SCRIPT.lua\n%s", run_usage);
         return 2;
+    }
+    if (strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
+        fputs(run_usage, stdout);
+        return 0;
     }
     const char *script = argv[0];
     lua_getglobal(L, "dpprof");
@@ -104,19 +195,29 @@ static int cmd_run(lua_State *L, int argc, char **argv) {
     return docall(L, 0, 0) == LUA_OK ? 0 : 1;
 }
 
+/* Prints each problem and note of dpplot_render_dir; counts them in *user. */
 static void plot_warn(void *user, const char *message) {
-    (void)user;
+    ++*(int *)user;
     fprintf(stderr, "dpprof plot: %s\n", message);
 }
 
 static int cmd_plot(int argc, char **argv) {
     const char *dir = NULL, *out = NULL;
+    int warned = 0;
     dpplot_options opt = dpplot_options_default();
     opt.warn = plot_warn;
+    opt.warn_user = &warned;
     for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "--out") == 0 && i + 1 < argc)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(plot_usage, stdout);
+            return 0;
+        } else if ((strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--scale") == 0) && i + 1 == argc) {
+            fprintf(stderr, "dpprof plot: %s needs a value (%s)\n", argv[i],
+                    argv[i][2] == 'o' ? "--out DIR" : "--scale S, a number in (0, 8]");
+            return 2;
+        } else if (strcmp(argv[i], "--out") == 0)
             out = argv[++i];
-        else if (strcmp(argv[i], "--scale") == 0 && i + 1 < argc) {
+        else if (strcmp(argv[i], "--scale") == 0) {
             char *end;
             opt.scale = strtod(argv[++i], &end);
             if (*end || opt.scale <= 0 || opt.scale > 8) {
@@ -124,7 +225,7 @@ static int cmd_plot(int argc, char **argv) {
                 return 2;
             }
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S)\n", argv[i]);
+            fprintf(stderr, "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --help)\n", argv[i]);
             return 2;
         } else if (!dir)
             dir = argv[i];
@@ -134,12 +235,12 @@ static int cmd_plot(int argc, char **argv) {
         }
     }
     if (!dir) {
-        fprintf(stderr, "dpprof plot: missing DIR\n%s", usage);
+        fprintf(stderr, "dpprof plot: missing DIR\n%s", plot_usage);
         return 2;
     }
     char err[1024] = "";
     int rc = dpplot_render_dir(dir, out ? out : dir, &opt, err, sizeof err);
-    if (rc < 0) fprintf(stderr, "dpprof plot: %s\n", err); /* rc > 0: each problem was warned */
+    if (rc != 0 && warned == 0) fprintf(stderr, "dpprof plot: %s\n", err); /* else each was warned */
     return rc ? 1 : 0;
 }
 
