@@ -116,7 +116,7 @@ end
 
 local function load(path)
   local ok, r = pcall(results.read, path)
-  if not ok then return nil, tostring(r) end
+  if not ok then return nil, dp.error_text(r) end
   if type(r) ~= "table" then return nil, path .. ": not a results document" end
   if r.traceEvents then return nil, path .. ": a trace file, not a result" end
   local valid, problems = results.validate(r)
@@ -182,7 +182,10 @@ function cli.compare(args)
         print("only in BASE: " .. n)
       end
     end
-    for n in pairs(in_new) do print("only in NEW: " .. n) end
+    local only_new = {}
+    for n in pairs(in_new) do only_new[#only_new + 1] = n end
+    table.sort(only_new)
+    for _, n in ipairs(only_new) do print("only in NEW: " .. n) end
     if #pairs_ == 0 then
       eprint("dpprof compare: no result file is in both ", base_path, " and ", new_path)
       return 2

@@ -18,6 +18,28 @@ end
 -- Bytes to MiB (the unit of the `*_mb` result fields).
 function dp.mb(n) return n / MiB end
 
+-- Whether a chunk's short source ("/x/lua/dpprof/sweep.lua", or "...a/dpprof/sweep.lua" when Lua
+-- shortened it) is one of dpprof's own Lua modules (dp.lua_dir .. "/dpprof/").
+function dp.is_own_source(src)
+  if type(src) ~= "string" or type(dp.lua_dir) ~= "string" then return false end
+  local name = src:match("([^/]+%.lua)$")
+  if not name then return false end
+  local full = dp.lua_dir .. "/dpprof/" .. name
+  if src == full then return true end
+  local tail = src:match("^%.%.%.(.+)$")
+  return tail ~= nil and #tail <= #full and full:sub(-#tail) == tail
+end
+
+-- An error message without the "file.lua:12: " position that says where in dpprof's own Lua code
+-- a problem was noticed (an error raised by an engine binding that dpprof's Lua side called):
+-- the user needs the problem, not our line. Positions in the user's scripts are kept.
+function dp.error_text(e)
+  local s = tostring(e)
+  local src, rest = s:match("^([^\n]-%.lua):%d+: (.*)$")
+  if src and dp.is_own_source(src) then return rest end
+  return s
+end
+
 -- Experiments, sweeps and their results JSON (experiment.lua, sweep.lua, results.lua, trace.lua).
 dp.results = require("dpprof.results")
 dp.trace = require("dpprof.trace")

@@ -107,6 +107,10 @@ function experiment.config(cfg)
   check_keys(c.model, MODEL_KEYS, "dpprof.experiment: model")
   if cfg.norms or cfg.clip then
     if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
+    if not (cfg.norms and cfg.clip) then
+      error("dpprof.experiment: norms= and clip= go together (norms: materialize, ghost, mixed, flash; "
+            .. "clip: twopass, bk), or give a method", 3)
+    end
     c.method = nil
   else
     local known = false
@@ -235,7 +239,10 @@ function experiment.run(cfg_in)
     if dp[api] == nil then error("dpprof.experiment: this dpprof has no dpprof." .. api .. " (model, optimizer and DP bindings)", 2) end
   end
   local mem = dp.memory
-  local info = dp.device(c.device) -- resolves "auto" and makes the device current
+  -- resolves "auto" and makes the device current; a device that cannot be had is the caller's
+  -- configuration problem, reported at the caller's line
+  local dok, info = pcall(dp.device, c.device)
+  if not dok then error("dpprof.experiment: " .. dp.error_text(info), 2) end
   local kind = info.kind
   -- On plan: the device model, and its fixed workspace taken before the peaks are reset (as a
   -- CUDA device holds it from its start).
@@ -358,7 +365,7 @@ function experiment.run(cfg_in)
   end
 
   local ok, err = xpcall(body, function(e)
-    return { message = tostring(e), traceback = debug.traceback(tostring(e), 2) }
+    return { message = dp.error_text(e), traceback = debug.traceback(tostring(e), 2) }
   end)
   local stats = mem.stats()
   if c.memory_limit then mem.set_limit(0) end

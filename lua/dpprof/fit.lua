@@ -223,7 +223,7 @@ function fit.options(opts)
   o.hi = o.hi - o.hi % o.granularity
   if o.hi < o.lo then fail("hi (%d) is below lo (%d) at granularity %d", opts.hi or o.hi, o.lo, o.granularity) end
   local ok_cfg, err = pcall(experiment.config, point_config(o.base, methods[1], o.vary, o.lo, o.model_spec))
-  if not ok_cfg then fail("base: %s", tostring(err)) end
+  if not ok_cfg then fail("base: %s", dp.error_text(err)) end
   return o
 end
 

@@ -589,7 +589,9 @@ function results.read(path)
   if not f then error("cannot read " .. err, 2) end
   local text = f:read("a")
   f:close()
-  return json.decode(text, path)
+  local ok, value = pcall(json.decode, text, path)
+  if not ok then error(dp.error_text(value), 2) end -- the file and the place in it, not our line
+  return value
 end
 
 -- Writes value as indented JSON to path through a temporary file and a rename, so the file is
@@ -599,7 +601,7 @@ function results.write(path, value)
   local dir, base = path:match("^(.*)/([^/]+)$")
   local tmp = (dir and (dir .. "/") or "") .. "." .. (base or path) .. ".tmp"
   local f, err = io.open(tmp, "wb")
-  if not f then error("cannot write " .. err, 2) end
+  if not f then error(string.format("cannot write %s (%s)", path, err), 2) end
   local ok, werr = f:write(text)
   local cok, cerr = f:close()
   if not ok or not cok then

@@ -11,7 +11,9 @@
 -- and an ETA, and its result is written to <out>/<point>.json at once (temporary file + rename),
 -- with sweep={name, vary}. A rerun with the same out skips points whose file holds status ok or
 -- oom (resume); points that errored, crashed or timed out run again unless retry_failed=false.
--- One point's failure never stops the sweep. A summary table is printed at the end. The default
+-- One point's failure never stops the sweep; a point whose configuration dp.experiment refuses
+-- (checked for every point before the first runs) stops it before it starts. A summary table is
+-- printed at the end. The default
 -- run is dp.experiment; `run` replaces it (tests, custom measurements): it gets the point's config
 -- and its vary table and returns a table. Default out: results/run_<timestamp>.
 local dp = require("dpprof")
@@ -247,7 +249,8 @@ end
 -- report (crash, timeout, error outside the experiment) becomes a failure result.
 local function finish_result(r, p, sweep_name)
   if r.status ~= "ok" and r.schema_version == nil then
-    r = results.failure{ name = p.name, status = r.status, message = r.message, traceback = r.traceback,
+    r = results.failure{ name = p.name, status = r.status, message = r.message and dp.error_text(r.message),
+                         traceback = r.traceback,
                          oom = r.oom, config = plain(p.config) }
   end
   if r.experiment == nil then r.experiment = p.name end
@@ -290,6 +293,15 @@ function sweep.run(opts)
   local say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
 
   local points = sweep.points(base, vary, opts.order)
+  -- A point the experiment would refuse (a misspelt method or key) stops the sweep before any
+  -- point runs, rather than after the hours the points before it took.
+  if run == default_run then
+    local experiment = require("dpprof.experiment")
+    for _, p in ipairs(points) do
+      local cok, cerr = pcall(experiment.config, p.config)
+      if not cok then error(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr)), 2) end
+    end
+  end
   local ok, err = dp.mkdir_p(out)
   if not ok then error("dpprof.sweep: " .. err, 2) end
 

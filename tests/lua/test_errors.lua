@@ -1,0 +1,117 @@
+-- test_errors.lua: what a user sees when something is wrong. A mistake is one line naming the
+-- problem (and the valid choices), placed at the user's line or at none, never at a line inside
+-- dpprof's own Lua code and never followed by a traceback through it; a sweep refuses a point it
+-- would refuse anyway before any point runs; the CLI's --help and missing values answer plainly.
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+
+local MODEL = { vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2 }
+local function cfg(extra)
+  local c = { model = {}, device = "cpu", iters = 1, warmup = 0, snapshots = "none" }
+  for k, v in pairs(MODEL) do c.model[k] = v end
+  for k, v in pairs(extra or {}) do c[k] = v end
+  return c
+end
+local THIS = arg[0]:match("([^/]+)$")
+local function no_own_position(msg, what)
+  msg = tostring(msg)
+  for src in msg:gmatch("([^%s:]+%.lua):%d+:") do
+    check.truthy(not dp.is_own_source(src), string.format("%s: no position in dpprof's code: %s", what, msg))
+  end
+end
+
+-- dp.error_text: strips a position in dpprof's own modules, keeps the user's and plain messages.
+local own = dp.lua_dir .. "/dpprof/experiment.lua"
+check.eq(dp.error_text(own .. ":326: dpprof.model: bad"), "dpprof.model: bad", "own position stripped")
+check.eq(dp.error_text("..." .. own:sub(-20) .. ":12: x"), "x", "shortened own position stripped")
+check.eq(dp.error_text("my/experiment.lua:3: x"), "my/experiment.lua:3: x", "another file's position kept")
+check.eq(dp.error_text("plain"), "plain", "no position")
+check.truthy(dp.is_own_source(dp.lua_dir .. "/dpprof/sweep.lua"), "sweep.lua is dpprof's")
+check.truthy(not dp.is_own_source("/tmp/dpprof/sweep.lua"), "a user's dpprof/ directory is not")
+
+-- norms= without clip= is a configuration mistake, named (it used to fail inside experiment.lua
+-- with "attempt to concatenate a nil value").
+local err = check.raises(function() dp.experiment(cfg{ norms = "ghost" }) end,
+                         { "norms= and clip= go together", "twopass, bk" }, "norms without clip")
+check.truthy(err:find(THIS, 1, true), "placed at the caller's line: " .. err)
+
+-- A device that cannot be had: at the caller's line, with the valid names.
+err = check.raises(function() dp.experiment(cfg{ device = "gpu" }) end, { "unknown device 'gpu'", "cpu, cuda, plan" })
+check.truthy(err:find(THIS, 1, true), "device error at the caller's line: " .. err)
+no_own_position(err, "device")
+
+-- What the engine refuses while the experiment runs is a status "error" with the engine's words,
+-- without the line in experiment.lua that called it.
+local r = dp.experiment(cfg{ model = { vocab = 64, hidden = 30, layers = 1, heads = 4, seq_len = 8, batch = 2 } })
+check.eq(r.status, "error", "heads not dividing hidden")
+check.truthy(r.message:find("^dpprof%.model: 'heads' %(4%) must divide 'hidden' %(30%)"), "message: " .. r.message)
+r = dp.experiment(cfg{ method = "flash_clip", dp = { flash_impl = "strip" } })
+check.eq(r.status, "error", "bad flash_impl")
+check.truthy(r.message:find("^dpprof%.dp%.wrap: unknown flash_impl 'strip' %(valid: tiles, strips%)"), r.message)
+
+-- A sweep checks every point's configuration before the first runs: nothing is written.
+local out = string.format("/tmp/dpprof-test-errors-%d-%d", dp.pid(), os.time())
+err = check.raises(function()
+  dp.sweep{ base = cfg(), vary = { method = { "vanilla", "gost" } }, out = out, quiet = true }
+end, { "point method=gost", "unknown method 'gost'", "flash_clip" }, "sweep with a misspelt method")
+no_own_position(err, "sweep")
+check.eq(dp.list_dir(out), nil, "no point ran, no directory made")
+
+-- The command line.
+local exe = dp.executable
+local function sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local text = p:read("a")
+  local _, _, code = p:close()
+  return code, text
+end
+local script = out .. ".lua"
+local function run_script(src)
+  local f = assert(io.open(script, "w"))
+  f:write(src)
+  f:close()
+  return sh(string.format("%q run %q", exe, script))
+end
+
+local code, text = sh(string.format("%q run --help", exe))
+check.eq(code, 0, "run --help exits 0: " .. text)
+check.truthy(text:find("usage: dpprof run SCRIPT.lua", 1, true), "run usage: " .. text)
+code, text = sh(string.format("%q plot --help", exe))
+check.eq(code, 0, "plot --help exits 0: " .. text)
+check.truthy(text:find("usage: dpprof plot DIR", 1, true) and text:find("--scale", 1, true), "plot usage: " .. text)
+code, text = sh(string.format("%q plot %q --scale", exe, out))
+check.eq(code, 2, "plot --scale without a value")
+check.truthy(text:find("--scale needs a value", 1, true), "says the value is missing: " .. text)
+code, text = sh(string.format("%q plot %q", exe, out .. "-absent"))
+check.eq(code, 1, "plot of a missing directory")
+local _, lines = text:gsub("cannot open results directory", "")
+check.eq(lines, 1, "the problem said once: " .. text)
+
+-- A mistake dpprof reports: one line, no traceback through dpprof.
+code, text = run_script('local dp = require("dpprof")\ndp.experiment{ methd = "ghost" }\n')
+check.eq(code, 1, "script error exits 1")
+check.truthy(text:find("unknown key 'methd'", 1, true), "names the key: " .. text)
+check.eq(select(2, text:gsub("\n", "")), 1, "one line: " .. text)
+no_own_position(text, "CLI mistake")
+-- A mistake deep in the user's code: their frames only.
+code, text = run_script("local function f(t) return t.x.y end\nlocal function g() f({}) end\ng()\n")
+check.eq(code, 1, "user error exits 1")
+check.truthy(text:find("stack traceback (your code", 1, true) and text:find(":3: in main chunk", 1, true), text)
+check.truthy(not text:find("[C]", 1, true), "no C frames: " .. text)
+-- DPPROF_TRACEBACK=1: everything.
+code, text = sh(string.format("DPPROF_TRACEBACK=1 %q run %q", exe, script))
+check.truthy(text:find("[C]", 1, true) or text:find("stack traceback:", 1, true), "full traceback: " .. text)
+-- compare: a file that is not JSON is named without dpprof's own line.
+local notjson = out .. ".csv"
+local f = assert(io.open(notjson, "w"))
+f:write("a,b\n1,2\n")
+f:close()
+code, text = sh(string.format("%q compare %q %q", exe, notjson, notjson))
+check.eq(code, 2, "compare of a non-JSON file exits 2")
+check.truthy(text:find(notjson .. ": invalid JSON", 1, true), "names the file: " .. text)
+no_own_position(text, "compare")
+os.remove(notjson)
+os.remove(script)
+
+print("test_errors: ok")
