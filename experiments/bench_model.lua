@@ -8,6 +8,8 @@
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local args = dp.args or {}
+presets.check_args(args, "bench_model.lua", { "configs", "dtypes", "arch", "iters", "warmup", "device", "baseline",
+                                              "timeout", "out" })
 
 local CONFIGS = {
   small = { vocab = 8192, hidden = 256, layers = 4, heads = 4, seq_len = 256, batch = 4 },

@@ -28,6 +28,9 @@ local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local results = dp.results
 local args = dp.args or {}
+presets.check_args(args, "bench_plan.lua", { "configs", "methods", "dtypes", "warmup", "iters", "batched_layers",
+                                             "device_model", "workspace", "measure_device", "timeout", "budget_s",
+                                             "dry", "out" })
 
 local MiB = 1024 * 1024
 local CONFIGS = {

@@ -3,6 +3,7 @@
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local args = dp.args or {}
+presets.check_args(args, "sweep_layers.lua", presets.args_without("layers"), { "layer_counts" })
 
 local p = presets.choose(args)
 local out = presets.out(args, "sweep_layers")

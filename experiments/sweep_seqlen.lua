@@ -3,6 +3,7 @@
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local args = dp.args or {}
+presets.check_args(args, "sweep_seqlen.lua", presets.args_without("seq_len"), { "seq_lens" })
 
 local p = presets.choose(args)
 local out = presets.out(args, "sweep_seqlen")

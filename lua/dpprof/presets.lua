@@ -19,6 +19,37 @@ presets.MODELS = {
             layers = { 4, 8, 12, 16, 20 }, timeout = 600 },
 }
 
+-- The arguments presets.choose, presets.methods, presets.base and presets.out read.
+presets.ARGS = { "preset", "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "device",
+                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out" }
+
+-- presets.ARGS less the given names (a sweep's own variable is not a preset override).
+function presets.args_without(...)
+  local drop, out = {}, {}
+  for _, k in ipairs({ ... }) do drop[k] = true end
+  for _, k in ipairs(presets.ARGS) do if not drop[k] then out[#out + 1] = k end end
+  return out
+end
+
+-- Raises when args has a key that is in none of the given lists: a misspelt argument (method=
+-- for methods=, seq_len= for seq_lens=) would otherwise be ignored without a word.
+function presets.check_args(args, script, ...)
+  local valid, known = {}, {}
+  for _, list in ipairs({ ... }) do
+    for _, k in ipairs(list) do
+      if not known[k] then valid[#valid + 1], known[k] = k, true end
+    end
+  end
+  local bad = {}
+  for k in pairs(args or {}) do
+    if not known[k] then bad[#bad + 1] = tostring(k) end
+  end
+  if #bad == 0 then return end
+  table.sort(bad)
+  error(string.format("%s: unknown argument%s %s (valid: %s)", script, #bad > 1 and "s" or "",
+                      "'" .. table.concat(bad, "', '") .. "'", table.concat(valid, ", ")), 0)
+end
+
 -- "a,b,4" -> {"a", "b", 4}
 function presets.list(s)
   if s == nil then return nil end

@@ -102,6 +102,19 @@ check.truthy(not text:find("[C]", 1, true), "no C frames: " .. text)
 -- DPPROF_TRACEBACK=1: everything.
 code, text = sh(string.format("DPPROF_TRACEBACK=1 %q run %q", exe, script))
 check.truthy(text:find("[C]", 1, true) or text:find("stack traceback:", 1, true), "full traceback: " .. text)
+-- The experiment scripts refuse an argument they do not read (it used to be ignored: method=ghost
+-- ran the default three methods, layers=2,4 the default depths), before running anything.
+local experiments = arg[0]:match("(.*/)") .. "../../experiments/"
+for _, case in ipairs({ { "default.lua", "method=ghost", "unknown argument 'method'", "methods" },
+                        { "sweep_layers.lua", "layers=2,4", "unknown argument 'layers'", "layer_counts" },
+                        { "sweep_seqlen.lua", "seq_len=64,128", "unknown argument 'seq_len'", "seq_lens" },
+                        { "fit_frontier.lua", "budget=80", "unknown argument 'budget'", "budget_gb" } }) do
+  code, text = sh(string.format("%q run %q %s out=%q", exe, experiments .. case[1], case[2], out .. "-exp"))
+  check.eq(code, 1, case[1] .. " " .. case[2] .. ": " .. text)
+  check.truthy(text:find(case[3], 1, true) and text:find(case[4], 1, true), "names it and the valid ones: " .. text)
+  check.eq(dp.list_dir(out .. "-exp"), nil, case[1] .. ": nothing ran")
+end
+
 -- compare: a file that is not JSON is named without dpprof's own line.
 local notjson = out .. ".csv"
 local f = assert(io.open(notjson, "w"))
