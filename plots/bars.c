@@ -2,6 +2,7 @@
 #include "dpplot_bars.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Relative luminance (sRGB approximation): picks black or white text on a fill. */
@@ -40,8 +41,10 @@ static void segment(dpplot_panel *p, const dpplot_bar_spec *b, double x0, double
   dpplot_set_color(cr, DPPLOT_WHITE, 1.0);
   cairo_stroke(cr);
   if (!b->label_segments) return;
-  char buf[32];
-  dpplot_format_value(fabs(v1 - v0), b->unit, buf, sizeof buf);
+  char num[32], buf[40];
+  dpplot_format_value(fabs(v1 - v0), b->unit, num, sizeof num);
+  /* a segment below zero is a negative amount (less than the reference), and says so */
+  snprintf(buf, sizeof buf, "%s%s", v1 < v0 ? "-" : "", num);
   /* One of two sizes, so labels look alike; a label that fits neither is left out rather than
    * shown without its unit (the axis unit may differ). */
   double size = DPPLOT_FONT_NOTE - 1;

@@ -110,7 +110,7 @@ int dpplot_report_breakdown(const dpplot_selection *sel, const char *path,
       extra_notes[m] = extra_text[m];
       m++;
     }
-    dpplot_bar_spec eb = {m, n_comp, extra, comp_colors, 1, extra_notes, 1, DPPLOT_UNIT_BYTES, 0.55};
+    dpplot_bar_spec eb = {m, n_comp, extra, comp_colors, 1, extra_notes, 1, DPPLOT_UNIT_BYTES, 0.62};
     dpplot_bars_range(&eb, &lo, &hi);
     dpplot_panel right;
     dpplot_panel_spec rs = {0};
