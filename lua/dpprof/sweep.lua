@@ -184,8 +184,13 @@ local function describe(r)
   local parts = { r.status }
   local peak, ms = peak_of(r), time_of(r)
   if r.status == "oom" and type(r.oom) == "table" and math.type(r.oom.requested_bytes) then
-    parts[#parts + 1] = string.format("needed %s more for %s in %s", dp.format_bytes(r.oom.requested_bytes),
-                                      tostring(r.oom.category), tostring(r.oom.module))
+    -- the request that failed, not the shortfall: what was free is the device's (or limit's) business
+    local live = math.type(r.oom.total_live_bytes) and dp.format_bytes(r.oom.total_live_bytes) .. " live" or nil
+    local limit = math.type(r.oom.limit_bytes) and r.oom.limit_bytes > 0
+                  and "limit " .. dp.format_bytes(r.oom.limit_bytes) or nil
+    local held = (live and limit) and (live .. ", " .. limit) or live or limit
+    parts[#parts + 1] = string.format("a %s request for %s in %s did not fit%s", dp.format_bytes(r.oom.requested_bytes),
+                                      tostring(r.oom.category), tostring(r.oom.module), held and " (" .. held .. ")" or "")
   elseif r.status ~= "ok" then
     parts[#parts + 1] = one_line(r.message, 100)
   end
@@ -205,7 +210,7 @@ local function print_summary(name, out, points)
     local note = p.skipped and "done before" or ""
     if r.status == "ok" and r.predicted then note = note == "" and "plan: time estimated" or note .. "; plan: time estimated" end
     if r.status == "oom" and type(r.oom) == "table" and math.type(r.oom.requested_bytes) then
-      note = "needed " .. dp.format_bytes(r.oom.requested_bytes) .. " more"
+      note = "a " .. dp.format_bytes(r.oom.requested_bytes) .. " request did not fit"
     elseif r.status and r.status ~= "ok" then
       note = one_line(r.message, 60)
     end
@@ -216,7 +221,7 @@ local function print_summary(name, out, points)
   for _, row in ipairs(rows) do
     for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
   end
-  print(string.format("\nsweep %s: %d points, results in %s", name, #points, out))
+  print(string.format("\nsweep %s: %d point%s, results in %s", name, #points, #points == 1 and "" or "s", out))
   for ri, row in ipairs(rows) do
     local cells = {}
     for i, cell in ipairs(row) do
@@ -315,7 +320,7 @@ function sweep.run(opts)
     prior[i] = resume and done_before(p.file, retry_failed) or nil
     if not prior[i] then to_run = to_run + 1 end
   end
-  say(string.format("sweep %s: %d points (%d to run) -> %s", name, #points, to_run, out))
+  say(string.format("sweep %s: %d point%s (%d to run) -> %s", name, #points, #points == 1 and "" or "s", to_run, out))
   local width = #tostring(#points)
   for i, p in ipairs(points) do
     local tag = string.format("[%" .. width .. "d/%d] %s", i, #points, p.name)

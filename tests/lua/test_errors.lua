@@ -115,6 +115,20 @@ for _, case in ipairs({ { "default.lua", "method=ghost", "unknown argument 'meth
   check.eq(dp.list_dir(out .. "-exp"), nil, case[1] .. ": nothing ran")
 end
 
+-- An OOM point says which request did not fit and against what, not "needed N more" (the
+-- request is not the shortfall).
+code, text = run_script(string.format([[
+local dp = require("dpprof")
+dp.sweep{ base = { model = { vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2 }, device = "cpu",
+                   iters = 1, warmup = 0, memory_limit = 20000 }, vary = { method = { "ghost" } }, out = %q }
+]], out .. "-oom"))
+check.eq(code, 0, "an OOM point is a result, not a failure of the script: " .. text)
+check.truthy(text:find("oom, a [%d.]+ [KMG]?i?B request for %a+ in [%w_.()]+ did not fit %([%d.]+ [KMG]?i?B live, limit 19%.53 KiB%)"),
+             "the request, its category and module, what was live and the limit: " .. text)
+check.truthy(text:find("1 point (1 to run)", 1, true), "one point, not 'points': " .. text)
+check.truthy(not text:find("needed", 1, true), "no 'needed ... more': " .. text)
+os.execute("rm -rf " .. out .. "-oom")
+
 -- compare: a file that is not JSON is named without dpprof's own line.
 local notjson = out .. ".csv"
 local f = assert(io.open(notjson, "w"))
