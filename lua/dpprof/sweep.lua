@@ -179,6 +179,18 @@ local function one_line(s, n)
   return s
 end
 
+-- For a plan result that would not fit its modelled device: "does not fit h100 (...)"; else nil.
+local function unfit(r, long)
+  local b = r.predicted and type(r.plan) == "table" and r.plan or nil
+  if not b or b.fits ~= false then return nil end
+  local where = tostring(b.device_model or "the device")
+  if not long or not math.type(b.predicted_reserved_bytes) or not math.type(b.budget_bytes) then
+    return "does not fit " .. where
+  end
+  return string.format("does not fit %s (reserved %s > budget %s)", where, dp.format_bytes(b.predicted_reserved_bytes),
+                       dp.format_bytes(b.budget_bytes))
+end
+
 -- What a finished point says in its progress line and the summary.
 local function describe(r)
   local parts = { r.status }
@@ -198,6 +210,7 @@ local function describe(r)
   if r.status == "ok" and ms then
     parts[#parts + 1] = string.format("%.1f ms/iter%s", ms, r.predicted and " (estimated)" or "")
   end
+  if r.status == "ok" then parts[#parts + 1] = unfit(r, true) end
   return table.concat(parts, ", ")
 end
 
@@ -208,7 +221,10 @@ local function print_summary(name, out, points)
     local peak, ms
     if r.status == "ok" then peak, ms = peak_of(r), time_of(r) end
     local note = p.skipped and "done before" or ""
-    if r.status == "ok" and r.predicted then note = note == "" and "plan: time estimated" or note .. "; plan: time estimated" end
+    if r.status == "ok" and r.predicted then
+      local plan_note = unfit(r) and "plan: " .. unfit(r) .. "; time estimated" or "plan: time estimated"
+      note = note == "" and plan_note or note .. "; " .. plan_note
+    end
     if r.status == "oom" and type(r.oom) == "table" and math.type(r.oom.requested_bytes) then
       note = "a " .. dp.format_bytes(r.oom.requested_bytes) .. " request did not fit"
     elseif r.status and r.status ~= "ok" then

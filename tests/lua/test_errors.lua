@@ -129,6 +129,20 @@ check.truthy(text:find("1 point (1 to run)", 1, true), "one point, not 'points':
 check.truthy(not text:find("needed", 1, true), "no 'needed ... more': " .. text)
 os.execute("rm -rf " .. out .. "-oom")
 
+-- A plan point that would not fit its modelled device says so (its status stays "ok": the plan
+-- ran; plan.fits is false), on the progress line with the figures and in the summary's note.
+code, text = run_script(string.format([[
+local dp = require("dpprof")
+dp.sweep{ base = { model = { vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2 }, device = "plan",
+                   device_model = { base = "h100", name = "small", memory_bytes = 640 * 1024 * 1024 },
+                   iters = 1, warmup = 0 }, vary = { method = { "ghost" } }, out = %q }
+]], out .. "-plan"))
+check.eq(code, 0, "plan sweep: " .. text)
+check.truthy(text:find("does not fit small (reserved ", 1, true) and text:find(" > budget ", 1, true),
+             "the progress line says it does not fit, with the figures: " .. text)
+check.truthy(text:find("plan: does not fit small; time estimated", 1, true), "the summary's note: " .. text)
+os.execute("rm -rf " .. out .. "-plan")
+
 -- compare: a file that is not JSON is named without dpprof's own line.
 local notjson = out .. ".csv"
 local f = assert(io.open(notjson, "w"))
