@@ -445,6 +445,7 @@ static double time_ms(int (*fn)(void *), void *arg, int reps) {
 }
 
 typedef struct bench {
+    dp_dtype t;
     int64_t B, T, d, p;
     dp_tensor *a, *g, *c, *row;
     dp_dpsgd *dp;
@@ -453,12 +454,12 @@ typedef struct bench {
 
 static int run_gram(void *x) {
     bench *b = x;
-    return DP_DISPATCH_DP(gpu, gram_tile_sumsq, DP_BF16, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
+    return DP_DISPATCH_DP(gpu, gram_tile_sumsq, b->t, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
                           b->row->data, 0);
 }
 static int run_grad(void *x) {
     bench *b = x;
-    return DP_DISPATCH_DP(gpu, grad_tile_sumsq, DP_BF16, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
+    return DP_DISPATCH_DP(gpu, grad_tile_sumsq, b->t, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
                           b->row->data, 0);
 }
 /* flash_impl = strips: cuBLAS strips of the Gram triangle or blocks of the gradient, the dot, the
@@ -471,11 +472,11 @@ static int run_grad_strips(void *x) {
     bench *b = x;
     return dp_grad_strip_linear(b->dp, b->w, b->a, b->g, 1.0f, b->row, 0);
 }
-/* cuBLAS doing the Gram products a a^T and g g^T (full T x T, bf16 in, f32 out) */
+/* cuBLAS doing the Gram products a a^T and g g^T (full T x T, bf16 or f32 in, f32 out) */
 static int run_cublas_gram(void *x) {
     bench *b = x;
     dp_gemm_args ga = {.trans_a = 0, .trans_b = 1, .m = b->T, .n = b->T, .k = b->d, .alpha = 1, .beta = 0,
-                       .ab_type = DP_BF16, .c_type = DP_F32, .a = b->a->data, .lda = b->d, .stride_a = b->T * b->d,
+                       .ab_type = b->t, .c_type = DP_F32, .a = b->a->data, .lda = b->d, .stride_a = b->T * b->d,
                        .b = b->a->data, .ldb = b->d, .stride_b = b->T * b->d, .c = b->c->data, .ldc = b->T,
                        .stride_c = b->T * b->T, .batch = b->B};
     DP_TRY(gpu->ops->gemm(gpu, &ga));
@@ -486,30 +487,42 @@ static int run_cublas_gram(void *x) {
 static int run_cublas_grad(void *x) {
     bench *b = x;
     dp_gemm_args ga = {.trans_a = 1, .trans_b = 0, .m = b->p, .n = b->d, .k = b->T, .alpha = 1, .beta = 0,
-                       .ab_type = DP_BF16, .c_type = DP_F32, .a = b->g->data, .lda = b->p, .stride_a = b->T * b->p,
+                       .ab_type = b->t, .c_type = DP_F32, .a = b->g->data, .lda = b->p, .stride_a = b->T * b->p,
                        .b = b->a->data, .ldb = b->d, .stride_b = b->T * b->d, .c = b->c->data, .ldc = b->d,
                        .stride_c = b->p * b->d, .batch = b->B};
     return gpu->ops->gemm(gpu, &ga);
 }
 
+/* Times the tiles (every bf16 variant; f32 has one), cuBLAS on the same products and the strips
+ * at the shapes of the gpt2-size model and of bench_dp's batched config (d = 2048, T = 1024,
+ * B = 16: qkv, attn.proj, mlp.fc, mlp.proj and the tied head, p = V = 32000), bf16 and f32. */
 static void benchmark(void) {
     static const int64_t shapes[][4] = {
-        {8, 512, 768, 2304},  {8, 1024, 768, 3072}, {16, 1024, 768, 768},  {8, 1024, 3072, 768},
-        {8, 2048, 768, 768},  {16, 2048, 1024, 1024}, {8, 4096, 768, 3072}, {4, 4096, 1024, 4096},
+        {8, 512, 768, 2304},      {8, 1024, 768, 3072},     {16, 1024, 768, 768},     {8, 1024, 3072, 768},
+        {8, 2048, 768, 768},      {16, 2048, 1024, 1024},   {8, 4096, 768, 3072},     {4, 4096, 1024, 4096},
+        {16, 1024, 2048, 6144},   {16, 1024, 2048, 2048},   {16, 1024, 2048, 8192},   {16, 1024, 8192, 2048},
+        {16, 1024, 2048, 32000},
     };
-    printf("%-22s %-9s %3s %9s %9s %10s %9s %7s\n", "B x T x d x p", "form", "var", "ms", "TFLOP/s", "cuBLAS ms",
-           "TFLOP/s", "ratio");
-    for (size_t k = 0; k < sizeof shapes / sizeof *shapes; k++) {
-        bench b = {shapes[k][0], shapes[k][1], shapes[k][2], shapes[k][3], NULL, NULL, NULL, NULL, NULL, NULL};
+    const size_t n_shapes = sizeof shapes / sizeof *shapes;
+    printf("%-22s %-5s %-10s %3s %9s %9s %10s %9s %7s\n", "B x T x d x p", "dtype", "form", "var", "ms", "TFLOP/s",
+           "cuBLAS ms", "TFLOP/s", "ratio");
+    for (size_t k = 0; k < 2 * n_shapes; k++) {
+        const int64_t *sh = shapes[k % n_shapes];
+        const dp_dtype t = k < n_shapes ? DP_BF16 : DP_F32;
+        if (t == DP_F32 && sh[2] < 2048) continue; /* f32: the batched config's shapes */
+        bench b = {t, sh[0], sh[1], sh[2], sh[3], NULL, NULL, NULL, NULL, NULL, NULL};
         int64_t sa[3] = {b.B, b.T, b.d}, sg[3] = {b.B, b.T, b.p};
-        b.a = dp_tensor_new(gpu, DP_BF16, 3, sa, DP_CAT_TEMP);
-        b.g = dp_tensor_new(gpu, DP_BF16, 3, sg, DP_CAT_TEMP);
-        int gram = dp_choose_linear(DP_NORMS_FLASH, b.B, b.T, b.d, b.p, DP_BF16, NULL, NULL) == DP_FORM_GRAM_TILE;
+        b.a = dp_tensor_new(gpu, t, 3, sa, DP_CAT_TEMP);
+        b.g = dp_tensor_new(gpu, t, 3, sg, DP_CAT_TEMP);
+        int gram = dp_choose_linear(DP_NORMS_FLASH, b.B, b.T, b.d, b.p, t, NULL, NULL) == DP_FORM_GRAM_TILE;
         int64_t cshape[3] = {b.B, gram ? b.T : b.p, gram ? b.T : b.d};
         b.c = dp_tensor_new(gpu, DP_F32, 3, cshape, DP_CAT_TEMP);
         if (!b.a || !b.g || !b.c) {
             fprintf(stderr, "benchmark: no room for %lld x %lld x %lld x %lld\n", (long long)b.B, (long long)b.T,
                     (long long)b.d, (long long)b.p);
+            dp_tensor_free(b.a);
+            dp_tensor_free(b.g);
+            dp_tensor_free(b.c);
             continue;
         }
         CHECK_OK(dp_tensor_rand(b.a, DP_RAND_NORMAL, 0, 1, 1, 1));
@@ -525,14 +538,15 @@ static void benchmark(void) {
         char name[64];
         snprintf(name, sizeof name, "%lldx%lldx%lldx%lld", (long long)b.B, (long long)b.T, (long long)b.d,
                  (long long)b.p);
-        for (int v = 0; v < 4; v++) {
+        const char *tn = dp_dtype_name(t);
+        for (int v = 0; v < (t == DP_BF16 ? 4 : 1); v++) {
             if (!gram && v == 3) continue; /* variant 3 is Gram's alone */
 #ifdef DPPROF_HAVE_CUDA
             dpk_dp_flash_select(v, v);
 #endif
             double ms = time_ms(gram ? run_gram : run_grad, &b, 20);
-            printf("%-22s %-9s %3d %9.3f %9.1f %10.3f %9.1f %7.2f\n", name, gram ? "gram_tile" : "grad_tile", v, ms,
-                   fl / ms * 1e-9, ref, fl_ref / ref * 1e-9, (fl / ms) / (fl_ref / ref));
+            printf("%-22s %-5s %-10s %3d %9.3f %9.1f %10.3f %9.1f %7.2f\n", name, tn, gram ? "gram_tile" : "grad_tile",
+                   v, ms, fl / ms * 1e-9, ref, fl_ref / ref * 1e-9, (fl / ms) / (fl_ref / ref));
         }
 #ifdef DPPROF_HAVE_CUDA
         dpk_dp_flash_select(0, 0);
@@ -556,8 +570,8 @@ static void benchmark(void) {
             }
             if (b.dp) {
                 double ms = time_ms(gram ? run_gram_strips : run_grad_strips, &b, 20);
-                printf("%-22s %-9s %3s %9.3f %9.1f %10.3f %9.1f %7.2f   (%s=%lld Bc=%lld; tiles' time %.2fx)\n",
-                       name, gram ? "gram_strip" : "grad_strip", "-", ms, fs / ms * 1e-9, ref, fl_ref / ref * 1e-9,
+                printf("%-22s %-5s %-10s %3s %9.3f %9.1f %10.3f %9.1f %7.2f   (%s=%lld Bc=%lld; tiles' time %.2fx)\n",
+                       name, tn, gram ? "gram_strip" : "grad_strip", "-", ms, fs / ms * 1e-9, ref, fl_ref / ref * 1e-9,
                        (fs / ms) / (fl_ref / ref), gram ? "S" : "P", (long long)S, (long long)Bc,
                        time_ms(gram ? run_gram : run_grad, &b, 20) / ms);
             }
