@@ -72,6 +72,10 @@ local function compare_pair(label, base, new, threshold)
     end
     if base.status ~= "ok" or new.status ~= "ok" then return regressions end
   end
+  if (base.predicted == true) ~= (new.predicted == true) then
+    print(string.format("  note: %s is measured, %s is predicted by the plan backend (its times are a roofline estimate)",
+                        base.predicted and "NEW" or "BASE", base.predicted and "BASE" or "NEW"))
+  end
   local rows = {}
   local function row(name, b, n, fmt, gate)
     local r = ratio(b, n)

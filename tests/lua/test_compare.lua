@@ -96,6 +96,17 @@ code, text = compare(base, slower)
 check.eq(code, 1, "step time +10%: " .. text)
 check.truthy(text:find("step time (avg) grew", 1, true), "names the step time: " .. text)
 check.eq(compare(base, faster), 0, "improvements pass")
+-- a measured result against a plan prediction: said, since the times are not alike
+local pr = results.read(same)
+pr.predicted = true
+local predicted = write("predicted.json", pr)
+code, text = compare(base, predicted)
+check.eq(code, 0, "same figures, one predicted: " .. text)
+check.truthy(text:find("BASE is measured, NEW is predicted by the plan backend", 1, true), "says which: " .. text)
+code, text = compare(predicted, base)
+check.truthy(text:find("NEW is measured, BASE is predicted", 1, true), "either way round: " .. text)
+code, text = compare(base, same)
+check.truthy(not text:find("predicted", 1, true), "no note when both are measured: " .. text)
 check.eq(compare(base, slightly), 0, "+4% is within 1.05")
 check.eq(compare(base, slightly, "--threshold", "1.03"), 1, "+4% is past 1.03")
 
