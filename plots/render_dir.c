@@ -80,10 +80,8 @@ static size_t pick_reference(const dpplot_results *rs, const dpplot_result **ite
     if (strcmp(rs->items[j].sweep_name, best->sweep_name) == 0 && strcmp(key, other) == 0)
       items[n++] = &rs->items[j];
   }
-  int skip_seq = dpplot_result_vary(best, "seq_len") != NULL;
-  int skip_batch = dpplot_result_vary(best, "batch") != NULL;
   char model[200];
-  dpplot_report_context_of(best, skip_seq, skip_batch, model, sizeof model);
+  dpplot_report_context_of(best, model, sizeof model);
   if (key[0]) /* the sweep varies more than the method: say which point the charts show */
     snprintf(context, clen, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", key,
              best->sweep_name);

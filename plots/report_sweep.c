@@ -175,8 +175,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
   double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
   char title[160], context[256];
   snprintf(title, sizeof title, "Peak memory and step time against %s", x_key);
-  dpplot_report_context_of(first_point(rs, sweep), strcmp(x_key, "seq_len") == 0,
-                           strcmp(x_key, "batch") == 0, context, sizeof context);
+  dpplot_report_context_of(first_point(rs, sweep), context, sizeof context);
   double top = dpplot_figure_title(cv, title, context[0] ? context : NULL);
   top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, n_legend) + 8;
   double bottom_note = failed[0] ? 30 : 0;
@@ -264,9 +263,7 @@ int dpplot_report_heatmap(const dpplot_results *rs, const char *sweep, const cha
   double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
   char title[160], context[256];
   snprintf(title, sizeof title, "Peak memory over %s × %s", x_key, y_key);
-  int skip_seq = !strcmp(x_key, "seq_len") || !strcmp(y_key, "seq_len");
-  int skip_batch = !strcmp(x_key, "batch") || !strcmp(y_key, "batch");
-  dpplot_report_context_of(first_point(rs, sweep), skip_seq, skip_batch, context, sizeof context);
+  dpplot_report_context_of(first_point(rs, sweep), context, sizeof context);
   double top = dpplot_figure_title(cv, title, context[0] ? context : NULL);
   double bar_space = 190;
   size_t cols = n_m <= 3 ? n_m : (n_m + 1) / 2, rows = (n_m + cols - 1) / cols;

@@ -69,16 +69,23 @@ static void append(char *buf, size_t len, const char *piece) {
   snprintf(buf + used, len - used, "%s%s", used ? "  ·  " : "", piece);
 }
 
-void dpplot_report_context_of(const dpplot_result *r, int skip_seq, int skip_batch, char *buf,
-                              size_t len) {
+/* Whether r's sweep varies model key `key` (named "layers" or "model.layers"). */
+static int swept(const dpplot_result *r, const char *key) {
+  char dotted[64];
+  snprintf(dotted, sizeof dotted, "model.%s", key);
+  return dpplot_result_vary(r, key) != NULL || dpplot_result_vary(r, dotted) != NULL;
+}
+
+void dpplot_report_context_of(const dpplot_result *r, char *buf, size_t len) {
   buf[0] = '\0';
   char piece[96];
-  if (r->arch) append(buf, len, r->arch);
-  if (isfinite(r->layers)) snprintf(piece, sizeof piece, "%.0f layers", r->layers), append(buf, len, piece);
-  if (isfinite(r->hidden)) snprintf(piece, sizeof piece, "d=%.0f", r->hidden), append(buf, len, piece);
-  if (!skip_seq && isfinite(r->seq_len)) snprintf(piece, sizeof piece, "seq %.0f", r->seq_len), append(buf, len, piece);
-  if (!skip_batch && isfinite(r->batch)) snprintf(piece, sizeof piece, "batch %.0f", r->batch), append(buf, len, piece);
-  if (r->dtype) append(buf, len, r->dtype);
+  if (r->arch && !swept(r, "arch")) append(buf, len, r->arch);
+  if (isfinite(r->layers) && !swept(r, "layers"))
+    snprintf(piece, sizeof piece, "%.0f layer%s", r->layers, r->layers == 1 ? "" : "s"), append(buf, len, piece);
+  if (isfinite(r->hidden) && !swept(r, "hidden")) snprintf(piece, sizeof piece, "d=%.0f", r->hidden), append(buf, len, piece);
+  if (isfinite(r->seq_len) && !swept(r, "seq_len")) snprintf(piece, sizeof piece, "seq %.0f", r->seq_len), append(buf, len, piece);
+  if (isfinite(r->batch) && !swept(r, "batch")) snprintf(piece, sizeof piece, "batch %.0f", r->batch), append(buf, len, piece);
+  if (r->dtype && !swept(r, "dtype")) append(buf, len, r->dtype);
   if (r->device_name) append(buf, len, r->device_name);
 }
 
@@ -89,7 +96,7 @@ void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len) {
     return;
   }
   if (sel->n == 0) return;
-  dpplot_report_context_of(sel->items[0], 0, 0, buf, len);
+  dpplot_report_context_of(sel->items[0], buf, len);
   int predicted = 0;
   for (size_t i = 0; i < sel->n; i++) predicted |= sel->items[i]->predicted;
   if (predicted) append(buf, len, "hollow markers: plan-backend estimates");

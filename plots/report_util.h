@@ -26,9 +26,9 @@ int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *note
 /* The context line of a selection: sel->context, or one derived from the first result's config
  * ("gpt2 · 12 layers · d=768 · seq 1024 · batch 4 · f32 · device"). */
 void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len);
-/* Context line of one result's config, leaving out seq and/or batch (when they are swept). */
-void dpplot_report_context_of(const dpplot_result *r, int skip_seq, int skip_batch, char *buf,
-                              size_t len);
+/* Context line of one result's config, leaving out what its sweep varies (a chart over layers
+ * does not say "4 layers": that is one of its points). */
+void dpplot_report_context_of(const dpplot_result *r, char *buf, size_t len);
 /* Chart label of item i: its method when methods in sel are unique, else its experiment. */
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i);
 /* Note listing results of sel left out of a chart (not ok, or lacking data), e.g.
