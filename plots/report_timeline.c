@@ -18,7 +18,9 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
   dpplot_panel_spec s = {0};
   s.title = label;
   s.title_swatch = &color;
-  s.x_label = x_title ? "Time since start" : NULL;
+  /* a plan run's timeline is the host's accounting run, not the modelled device's time */
+  s.x_label = !x_title ? NULL : r->predicted ? "Host time of the plan run, not device time"
+                                            : "Time since start";
   s.y_label = y_title ? "Memory" : NULL;
   s.x_unit = DPPLOT_UNIT_MS, s.y_unit = DPPLOT_UNIT_BYTES;
   s.x_min = 0, s.x_max = t_max;
