@@ -7,6 +7,6 @@ presets.check_args(args, "sweep_layers.lua", presets.args_without("layers"), { "
 
 local p = presets.choose(args)
 local out = presets.out(args, "sweep_layers")
-dp.sweep{ base = presets.base(p, args), out = out, timeout = p.timeout,
+local swept = dp.sweep{ base = presets.base(p, args), out = out, timeout = p.timeout,
           vary = { method = presets.methods(args), layers = presets.list(args.layer_counts) or p.layers } }
-presets.finish(out)
+presets.finish(out, swept)

@@ -7,6 +7,6 @@ presets.check_args(args, "sweep_seqlen.lua", presets.args_without("seq_len"), { 
 
 local p = presets.choose(args)
 local out = presets.out(args, "sweep_seqlen")
-dp.sweep{ base = presets.base(p, args), out = out, timeout = p.timeout,
+local swept = dp.sweep{ base = presets.base(p, args), out = out, timeout = p.timeout,
           vary = { method = presets.methods(args), seq_len = presets.list(args.seq_lens) or p.seq_lens } }
-presets.finish(out)
+presets.finish(out, swept)

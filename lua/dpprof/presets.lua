@@ -93,13 +93,25 @@ function presets.out(args, script)
   return args.out or string.format("results/%s_%s_%s", script, args.preset or "small", os.date("%Y%m%d_%H%M%S"))
 end
 
--- Renders the charts of out and says where everything is.
-function presets.finish(out)
+-- Renders the charts of out and says where everything is. With the sweep's return value, raises
+-- (exit status 1) when a point errored, crashed or timed out, so that a run in CI whose points
+-- all failed does not end as a success; out-of-memory points are results, not failures.
+function presets.finish(out, swept)
   local ok, err, messages = dp.plot.render_dir(out)
   for _, m in ipairs(messages or {}) do print("plot: " .. m) end
   if not ok then print("charts: not rendered: " .. tostring(err)) end
   print("results: " .. out .. "/ (one JSON per run; charts and summary.txt beside them)")
   print("again: dpprof plot " .. out .. "    compare: dpprof compare OLD.json NEW.json")
+  if not swept then return end
+  local failed, how = 0, {}
+  for _, status in ipairs({ "error", "crashed", "timeout" }) do
+    local n = swept.counts[status] or 0
+    if n > 0 then failed, how[#how + 1] = failed + n, string.format("%s: %d", status, n) end
+  end
+  if failed > 0 then
+    error(string.format("%d of %d points did not finish (%s); the sweep's table above and their JSON files say why",
+                        failed, #swept.points, table.concat(how, ", ")), 0)
+  end
 end
 
 return presets

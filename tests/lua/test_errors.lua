@@ -143,6 +143,14 @@ check.truthy(text:find("does not fit small (reserved ", 1, true) and text:find("
 check.truthy(text:find("plan: does not fit small; time estimated", 1, true), "the summary's note: " .. text)
 os.execute("rm -rf " .. out .. "-plan")
 
+-- A suite whose points all failed ends with exit status 1 and says how many (it used to end 0,
+-- so a CI job running scripts/run-default.sh passed with nothing measured).
+code, text = sh(string.format("%q run %q heads=3 out=%q", exe, experiments .. "default.lua", out .. "-h3"))
+check.eq(code, 1, "every point failed: exit 1: " .. text)
+check.truthy(text:find("3 of 3 points did not finish (error: 3)", 1, true), "says how many and how: " .. text)
+check.truthy(text:find("must divide", 1, true), "the sweep's table names the problem: " .. text)
+os.execute("rm -rf " .. out .. "-h3")
+
 -- compare: a file that is not JSON is named without dpprof's own line.
 local notjson = out .. ".csv"
 local f = assert(io.open(notjson, "w"))
