@@ -95,7 +95,9 @@ end
 
 local function check_int(v, where, min)
   if v ~= nil and (math.type(v) ~= "integer" or v < min) then
-    error(string.format("%s must be an integer >= %d, got %s", where, min, tostring(v)), 4)
+    -- a string "3" is shown quoted: "got 3" would not say what is wrong with it
+    error(string.format("%s must be an integer >= %d, got %s", where, min,
+                        type(v) == "string" and string.format("%q (a string)", v) or tostring(v)), 4)
   end
 end
 

@@ -36,6 +36,9 @@ local err = check.raises(function() dp.experiment(cfg{ norms = "ghost" }) end,
                          { "norms= and clip= go together", "twopass, bk" }, "norms without clip")
 check.truthy(err:find(THIS, 1, true), "placed at the caller's line: " .. err)
 
+-- A count given as a string is shown as one ("got 3" said nothing).
+check.raises(function() dp.experiment(cfg{ iters = "3" }) end, { 'iters must be an integer >= 1, got "3" (a string)' })
+
 -- A device that cannot be had: at the caller's line, with the valid names.
 err = check.raises(function() dp.experiment(cfg{ device = "gpu" }) end, { "unknown device 'gpu'", "cpu, cuda, plan" })
 check.truthy(err:find(THIS, 1, true), "device error at the caller's line: " .. err)
