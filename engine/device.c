@@ -124,7 +124,8 @@ int dp_device_current(dp_device **out) {
     if (current < 0) {
         const char *env = getenv("DPPROF_DEVICE");
         dp_device_kind k = DP_DEV_CPU;
-        if (env && *env) DP_TRY(dp_device_parse(env, &k));
+        if (env && *env && dp_device_parse(env, &k) != DP_OK)
+            return dp_error_set(DP_EINVAL, "DPPROF_DEVICE='%s': unknown device (valid: cpu, cuda, plan, auto)", env);
         DP_TRY(dp_device_select(k));
     }
     return dp_device_get((dp_device_kind)current, out);

@@ -39,7 +39,7 @@ static dp_dpsgd *check_dp(lua_State *L, int idx) {
     dpl_dp *u = to_dp(L, idx);
     if (!u->dp) luaL_argerror(L, idx, "DP wrapper was freed");
     lua_getiuservalue(L, idx, UV_MODEL);
-    dpl_check_model(L, lua_gettop(L));
+    if (!dpl_model_or_freed(L, lua_gettop(L))) luaL_error(L, "DP wrapper: its model was freed (m:free())");
     lua_pop(L, 1);
     return u->dp;
 }

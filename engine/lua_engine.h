@@ -26,6 +26,8 @@ void dpl_open_json(lua_State *L);
 void dpl_open_model(lua_State *L);
 /* The live model at idx, or an argument error (also for a freed model). */
 dp_model *dpl_check_model(lua_State *L, int idx);
+/* The model at idx (an argument error when it is no model), or NULL when it was freed. */
+dp_model *dpl_model_or_freed(lua_State *L, int idx);
 /* Pushes a model userdata owning m (freed with it, or at once if pushing fails). */
 void dpl_push_model(lua_State *L, dp_model *m);
 /* Adds m:save(dir) to the model's methods and dpprof.model.load(dir, {...}) (lua_model_io.c);

@@ -34,6 +34,8 @@ dp_model *dpl_check_model(lua_State *L, int idx) {
     return u->m;
 }
 
+dp_model *dpl_model_or_freed(lua_State *L, int idx) { return to_model(L, idx)->m; }
+
 static void gc_hint(lua_State *L, uint64_t bytes) {
     uint64_t kb = bytes >> 10;
     if (kb) lua_gc(L, LUA_GCSTEP, (int)(kb > (1u << 20) ? (1u << 20) : kb));
@@ -191,7 +193,8 @@ static int l_batch(lua_State *L) {
     dpl_check_keys(L, 1, fname, keys);
     lua_getfield(L, 1, "model");
     if (!luaL_testudata(L, -1, MODEL_MT)) luaL_error(L, "%s: 'model' must be a model (from dpprof.model)", fname);
-    dp_model *m = dpl_check_model(L, lua_gettop(L));
+    dp_model *m = dpl_model_or_freed(L, lua_gettop(L));
+    if (!m) luaL_error(L, "%s: 'model' was freed (m:free())", fname);
     lua_pop(L, 1);
     const dp_model_config *cfg = dp_model_config_of(m);
     int64_t B = dpl_opt_int_field(L, 1, fname, "size", cfg->batch);

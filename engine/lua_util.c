@@ -37,7 +37,11 @@ int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *
     if (t != LUA_TNIL) {
         int isint = 0;
         v = (int64_t)lua_tointegerx(L, -1, &isint);
-        if (!isint) luaL_error(L, "%s: '%s' must be an integer (got %s)", fname, key, luaL_typename(L, -1));
+        if (!isint) {
+            if (lua_type(L, -1) == LUA_TNUMBER)
+                luaL_error(L, "%s: '%s' must be an integer (got %s)", fname, key, lua_tostring(L, -1));
+            luaL_error(L, "%s: '%s' must be an integer (got %s)", fname, key, luaL_typename(L, -1));
+        }
     }
     lua_pop(L, 1);
     return v;

@@ -1,5 +1,5 @@
 -- bench_dp.lua: per DP preset, step time and peak memory as ratios to vanilla measured in the same run (each point in its own process), with the extra memory by category.
--- Change it: dpprof run experiments/bench_dp.lua [configs=small|large,batched] [dtypes=f32,bf16] [methods=a,b] [iters=2] [warmup=1] [device=cpu|cuda|plan] [flash_impl=tiles|strips] [out=DIR]
+-- Change it: dpprof run experiments/bench_dp.lua [configs=small|large,batched] [dtypes=f32,bf16] [methods=a,b] [iters=2] [warmup=1] [device=cpu|cuda|plan] [flash_impl=tiles|strips] [arch=gpt|llama] [timeout=900] [out=DIR]
 --
 -- configs: small (V=8192 d=256 L=4 H=4 T=256 B=4, the CPU default); on a GPU large (V=32000
 -- d=2048 L=20 H=16 T=16384 B=1) and batched (the same model at T=1024 B=16). Targets (GPU):
@@ -8,6 +8,8 @@
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local args = dp.args or {}
+presets.check_args(args, "bench_dp.lua", { "configs", "dtypes", "methods", "iters", "warmup", "device", "arch",
+                                           "flash_impl", "timeout", "out" })
 
 local MODEL = { vocab = 32000, hidden = 2048, layers = 20, heads = 16 }
 local CONFIGS = {

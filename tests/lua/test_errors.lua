@@ -164,6 +164,15 @@ check.eq(code, 2, "compare of a non-JSON file exits 2")
 check.truthy(text:find(notjson .. ": invalid JSON", 1, true), "names the file: " .. text)
 no_own_position(text, "compare")
 os.remove(notjson)
+
+-- A bad DPPROF_DEVICE is named as the cause when a tensor needs the default device.
+f = assert(io.open(script, "w"))
+f:write('local dp = require("dpprof")\nlocal t = dp.tensor{ shape = { 2 } }\n')
+f:close()
+code, text = sh(string.format("DPPROF_DEVICE=gpu %q run %q", exe, script))
+check.truthy(code ~= 0, "a bad DPPROF_DEVICE fails the run")
+check.truthy(text:find("DPPROF_DEVICE='gpu': unknown device (valid: cpu, cuda, plan, auto)", 1, true),
+             "names the variable: " .. text)
 os.remove(script)
 
 print("test_errors: ok")
