@@ -112,6 +112,7 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
   fprintf(f, "\n");
   rule(f, '=', 100);
   fprintf(f, "MB = MiB (2^20 bytes), as in the results files. Memory/Time = peak MB / avg ms.\n");
+  fprintf(f, "Components are what was live at the peak; Total Allocated is what was still allocated at the end.\n");
   int any_predicted = 0;
   for (size_t i = 0; i < rs->n; i++) any_predicted |= rs->items[i].predicted;
   if (any_predicted)
