@@ -37,4 +37,12 @@ function check.raises(fn, substrings, what)
   return err
 end
 
+-- Runs a shell command with stderr folded into stdout: its exit code and everything it printed.
+function check.sh(cmd)
+  local p = io.popen(cmd .. " 2>&1")
+  local text = p:read("a")
+  local _, _, code = p:close()
+  return code, text
+end
+
 return check

@@ -63,12 +63,7 @@ check.eq(dp.list_dir(out), nil, "no point ran, no directory made")
 
 -- The command line.
 local exe = dp.executable
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local text = p:read("a")
-  local _, _, code = p:close()
-  return code, text
-end
+local sh = check.sh
 local script = out .. ".lua"
 local function run_script(src)
   local f = assert(io.open(script, "w"))

@@ -150,12 +150,7 @@ check.raises(function() dp.fit{ base = { model = { arch = "gpt", vocab = 64, hid
 
 -- The CLI form: an answer (exit 0) and bad arguments (exit 2).
 local exe = dp.executable
-local function sh(cmd)
-  local p = io.popen(cmd .. " 2>&1")
-  local out = p:read("a")
-  local _, _, code = p:close()
-  return code, out
-end
+local sh = check.sh
 local code, out = sh(string.format("%q fit preset=small method=ghost,vanilla vary=layers budget_gb=1 hi=64", exe))
 check.eq(code, 0, "dpprof fit exits 0: " .. out)
 check.truthy(out:find("largest layers", 1, true), "a table header")
