@@ -229,20 +229,7 @@ print(string.format("\nplan vs measured (GiB; error = (predicted - measured) / m
 local header = { "config", "dtype", "method", "status", "pred peak", "meas peak", "err", "pred resv", "meas resv", "err",
                  "fits", "est ms", "meas ms", "differences" }
 table.insert(rows, 1, header)
-local widths = {}
-for _, r in ipairs(rows) do for i, c in ipairs(r) do widths[i] = math.max(widths[i] or 0, #c) end end
-for ri, r in ipairs(rows) do
-  local cells = {}
-  for i, c in ipairs(r) do
-    cells[i] = i == #r and c or string.format(((i >= 5 and i <= 13) and "%" or "%-") .. widths[i] .. "s", c)
-  end
-  print("  " .. table.concat(cells, "  "))
-  if ri == 1 then
-    local rule = {}
-    for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
-    print("  " .. table.concat(rule, "  "))
-  end
-end
+dp.print_table(rows, { false, false, false, false, true, true, true, true, true, true, true, true, true, false })
 if #contexts > 0 then
   print(string.format("\nmeasured CUDA context + libraries (nvidia-smi used - pool reserved): median %d bytes (%s); "
                       .. "the model's context_bytes is %d", contexts[(#contexts + 1) // 2],

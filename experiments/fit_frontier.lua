@@ -121,19 +121,8 @@ local png = dp.plot.lines{
 print(string.format("\nfit frontier (%s, %s): largest seq_len per method and model size, %.1f s of plan runs",
                     title_model, dtype, took))
 print("  " .. budget_line)
-local widths = {}
 local header = { "params", "model", "method", "largest seq_len", "peak", "dominated by" }
 table.insert(rows, 1, header)
-for _, r in ipairs(rows) do for i, c in ipairs(r) do widths[i] = math.max(widths[i] or 0, #c) end end
-for ri, r in ipairs(rows) do
-  local cells = {}
-  for i, c in ipairs(r) do cells[i] = string.format(((i == 4 or i == 5) and "%" or "%-") .. widths[i] .. "s", c) end
-  print("  " .. table.concat(cells, "  "))
-  if ri == 1 then
-    local rule = {}
-    for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
-    print("  " .. table.concat(rule, "  "))
-  end
-end
+dp.print_table(rows, { false, false, false, true, true, false })
 print(string.format("\nresults: %s/ (one predicted result per point at its largest seq_len, fit_frontier.json)", out))
 print("chart: " .. png)

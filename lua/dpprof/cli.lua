@@ -303,25 +303,6 @@ local function fit_options(args)
            lo = kv.lo, hi = kv.hi, granularity = kv.granularity }, kv.out
 end
 
-local function print_rows(rows, right)
-  local widths = {}
-  for _, row in ipairs(rows) do
-    for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
-  end
-  for ri, row in ipairs(rows) do
-    local cells = {}
-    for i, cell in ipairs(row) do
-      cells[i] = string.format((right[i] and "%" or "%-") .. widths[i] .. "s", cell)
-    end
-    print((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
-    if ri == 1 then
-      local rule = {}
-      for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
-      print("  " .. table.concat(rule, "  "))
-    end
-  end
-end
-
 function cli.fit(args)
   for _, a in ipairs(args) do
     if a == "--help" or a == "-h" then
@@ -365,7 +346,7 @@ function cli.fit(args)
       tostring(e.runs),
     }
   end
-  print_rows(rows, { false, true, true, true, false, true, true, true })
+  dp.print_table(rows, { false, true, true, true, false, true, true, true })
   if out then
     local doc = { vary = f.vary, budget_bytes = f.budget_bytes, device_model = f.device_model, lo = f.lo, hi = f.hi,
                   granularity = f.granularity, base = opts.base, methods = dp.json.array(f.methods), predicted = true }

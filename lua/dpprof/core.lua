@@ -18,6 +18,29 @@ end
 -- Bytes to MiB (the unit of the `*_mb` result fields).
 function dp.mb(n) return n / MiB end
 
+-- Prints a text table: rows[1] is the header, underlined with dashes; each column is as wide as
+-- its widest cell, right-aligned where right[i] is true, two spaces from the next; lines start
+-- with two spaces and end without any.
+function dp.print_table(rows, right)
+  local widths = {}
+  for _, row in ipairs(rows) do
+    for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
+  end
+  for ri, row in ipairs(rows) do
+    local cells = {}
+    for i, cell in ipairs(row) do -- padded by hand: string.format takes widths below 100 only
+      local pad = string.rep(" ", widths[i] - #cell)
+      cells[i] = right[i] and pad .. cell or cell .. pad
+    end
+    print((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
+    if ri == 1 then
+      local rule = {}
+      for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
+      print("  " .. table.concat(rule, "  "))
+    end
+  end
+end
+
 -- Whether a chunk's short source ("/x/lua/dpprof/sweep.lua", or "...a/dpprof/sweep.lua" when Lua
 -- shortened it) is one of dpprof's own Lua modules (dp.lua_dir .. "/dpprof/").
 function dp.is_own_source(src)

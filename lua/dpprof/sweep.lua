@@ -233,24 +233,8 @@ local function print_summary(name, out, points)
     rows[#rows + 1] = { p.name, tostring(r.status or p.status), peak and dp.format_bytes(peak) or "-",
                         ms and string.format("%.1f", ms) or "-", note }
   end
-  local widths = {}
-  for _, row in ipairs(rows) do
-    for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
-  end
   print(string.format("\nsweep %s: %d point%s, results in %s", name, #points, #points == 1 and "" or "s", out))
-  for ri, row in ipairs(rows) do
-    local cells = {}
-    for i, cell in ipairs(row) do
-      local right = i == 3 or i == 4
-      cells[i] = i == #row and cell or string.format(right and "%" .. widths[i] .. "s" or "%-" .. widths[i] .. "s", cell)
-    end
-    print((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
-    if ri == 1 then
-      local rule = {}
-      for i, w in ipairs(widths) do rule[i] = string.rep("-", i == #widths and math.max(4, w) or w) end
-      print("  " .. table.concat(rule, "  "))
-    end
-  end
+  dp.print_table(rows, { false, false, true, true, false })
 end
 
 local function default_run(cfg)
