@@ -3,6 +3,7 @@
  * the allocator tags the workspace and reports the pool's reserved bytes; an allocation larger
  * than the card is an out-of-memory error, not an abort. Skips where no GPU is usable. */
 #include "check.h"
+#include "test_util.h"
 #include "device.h"
 #include "error.h"
 #include "ops.h"
@@ -163,10 +164,7 @@ static void test_memory_and_oom(void) {
 }
 
 int main(void) {
-    if (!dp_cuda_available()) {
-        printf("skipped: no CUDA device%s\n", dp_cuda_compiled() ? "" : " (built without CUDA)");
-        return 77;
-    }
+    if (!test_cuda_or_skip()) return 77;
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     CHECK_OK(dp_device_get(DP_DEV_CUDA, &gpu));
     printf("device: %s, %d SMs, %.1f GiB\n", gpu->info.name, gpu->info.cores,

@@ -14,6 +14,7 @@
  * DPPROF_DP_OPS_ONLY=1 runs the op tests alone (for compute-sanitizer).
  * Skips (exit 77) where no GPU is usable. */
 #include "check.h"
+#include "test_util.h"
 #include "clock.h"
 #include "device.h"
 #include "dispatch.h"
@@ -37,17 +38,6 @@ static uint64_t stream_counter = 300;
 static dp_tensor *host_rand(dp_dtype t, int ndim, const int64_t *shape, float std) {
     dp_tensor *x = dp_tensor_new(cpu, t, ndim, shape, DP_CAT_TEMP);
     CHECK_OK(dp_tensor_rand(x, DP_RAND_NORMAL, 0.0f, std, 17, stream_counter++));
-    return x;
-}
-
-static dp_tensor *host_ids(int64_t B, int64_t T, int64_t V, uint32_t salt) {
-    int64_t shape[2] = {B, T};
-    dp_tensor *x = dp_tensor_new(cpu, DP_I32, 2, shape, DP_CAT_INPUTS);
-    uint32_t h = 2166136261u ^ salt;
-    for (int64_t i = 0; i < B * T; i++) {
-        h = (h ^ (uint32_t)i) * 16777619u;
-        ((int32_t *)x->data)[i] = (int32_t)((h >> 7) % (uint32_t)V);
-    }
     return x;
 }
 
@@ -116,7 +106,7 @@ static void test_tile_ops(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p
 
 static void test_tied_rows(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V) {
     int64_t sa[3] = {B, T, d}, sg[3] = {B, T, V};
-    dp_tensor *a = host_rand(t, 3, sa, 1.0f), *g = host_rand(t, 3, sg, 1.0f), *ids = host_ids(B, T, V, 5);
+    dp_tensor *a = host_rand(t, 3, sa, 1.0f), *g = host_rand(t, 3, sg, 1.0f), *ids = test_ids(cpu, B, T, V, 5);
     dp_tensor *ga = to_gpu(a), *gg = to_gpu(g), *gi = to_gpu(ids);
     float *want = malloc((size_t)(B * T * d) * sizeof *want), *got = malloc((size_t)(B * T * d) * sizeof *got);
     float *dr = gpu_floats(B * T * d);
@@ -145,7 +135,8 @@ static void test_tied_rows(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
 static void test_small_ops(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V) {
     int64_t sg[3] = {B, T, d}, sgram[3] = {B, T, T}, sn[1] = {B * T};
     dp_tensor *g = host_rand(t, 3, sg, 1.0f), *x = host_rand(t, 3, sg, 1.0f), *gram = host_rand(DP_F32, 3, sgram, 1.0f);
-    dp_tensor *rstd = host_rand(DP_F32, 1, sn, 1.0f), *mean = host_rand(DP_F32, 1, sn, 1.0f), *ids = host_ids(B, T, V, 9);
+    dp_tensor *rstd = host_rand(DP_F32, 1, sn, 1.0f), *mean = host_rand(DP_F32, 1, sn, 1.0f);
+    dp_tensor *ids = test_ids(cpu, B, T, V, 9);
     dp_tensor *gg = to_gpu(g), *gx = to_gpu(x), *ggram = to_gpu(gram), *grstd = to_gpu(rstd), *gmean = to_gpu(mean),
               *gids = to_gpu(ids);
     int64_t nmax = B * V * d > B * d * 2 ? B * V * d : B * d * 2;
@@ -253,7 +244,7 @@ static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dp_norms_method n
     cfg.seed = 77;
     dp_dpsgd *dp = NULL;
     CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
-    dp_tensor *ids = host_ids(5, 40, 53, 3), *tg = host_ids(5, 40, 53, 4);
+    dp_tensor *ids = test_ids(cpu, 5, 40, 53, 3), *tg = test_ids(cpu, 5, 40, 53, 4);
     dp_tensor *di = dp_tensor_new(dev, DP_I32, 2, ids->shape, DP_CAT_INPUTS);
     dp_tensor *dtg = dp_tensor_new(dev, DP_I32, 2, tg->shape, DP_CAT_INPUTS);
     CHECK_OK(dp_tensor_copy(di, ids));
@@ -586,10 +577,7 @@ static void benchmark(void) {
 }
 
 int main(void) {
-    if (!dp_cuda_available()) {
-        printf("skipped: no CUDA device\n");
-        return 77;
-    }
+    if (!test_cuda_or_skip()) return 77;
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     CHECK_OK(dp_device_get(DP_DEV_CUDA, &gpu));
     /* tile kernels: 16-byte-aligned rows (d, p multiples of 8) and not, tile edges, both dtypes,

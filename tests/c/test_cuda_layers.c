@@ -24,6 +24,7 @@
  * 67 TFLOP/s f32 SIMT); the byte and flop counts are in bench_* below. Skips (77) without a
  * GPU. */
 #include "check.h"
+#include "test_util.h"
 #include "clock.h"
 #include "device.h"
 #include "error.h"
@@ -735,10 +736,7 @@ static void bench(const char *sel) {
 }
 
 int main(void) {
-    if (!dp_cuda_available()) {
-        printf("skipped: no CUDA device%s\n", dp_cuda_compiled() ? "" : " (built without CUDA)");
-        return 77;
-    }
+    if (!test_cuda_or_skip()) return 77;
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     CHECK_OK(dp_device_get(DP_DEV_CUDA, &gpu));
     if (!cpu->ops->layers || !gpu->ops->layers) {

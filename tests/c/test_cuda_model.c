@@ -3,6 +3,7 @@
  * f32 within the bounds stated below; one AdamW step from the same gradients on both devices.
  * Skipped (exit 77) without a GPU. */
 #include "check.h"
+#include "test_util.h"
 
 #include "device.h"
 #include "error.h"
@@ -23,20 +24,6 @@
 #define BF16_GRAD_REL 1e-1
 
 static char fixtures[1024];
-
-static void find_fixtures(void) {
-    const char *env = getenv("DPPROF_FIXTURES");
-    if (env && *env) {
-        snprintf(fixtures, sizeof fixtures, "%s/hf", env);
-        return;
-    }
-    snprintf(fixtures, sizeof fixtures, "%s", __FILE__);
-    for (int k = 0; k < 2; k++) {
-        char *slash = strrchr(fixtures, '/');
-        if (slash) *slash = '\0';
-    }
-    strncat(fixtures, "/fixtures/hf", sizeof fixtures - strlen(fixtures) - 1);
-}
 
 typedef struct batch {
     int B, T;
@@ -202,11 +189,8 @@ static void check_fixture(dp_device *cpu_dev, dp_device *gpu_dev, const char *na
 }
 
 int main(void) {
-    if (!dp_cuda_available()) {
-        printf("skipped: no usable GPU (or a build without CUDA)\n");
-        return 77;
-    }
-    find_fixtures();
+    if (!test_cuda_or_skip()) return 77;
+    test_fixture_dir(fixtures, sizeof fixtures, "hf");
     dp_device *cpu, *gpu;
     if (dp_device_get(DP_DEV_CPU, &cpu) != DP_OK || dp_device_get(DP_DEV_CUDA, &gpu) != DP_OK) {
         fprintf(stderr, "devices: %s\n", dp_error_message());

@@ -13,6 +13,7 @@
  * float rounding of sums over at most a few thousand terms (~1e-6). bf16 inputs (CPU reference
  * path) are compared against the same bf16 values widened, so they meet the same bar. */
 #include "check.h"
+#include "test_util.h"
 #include "device.h"
 #include "dp_impl.h"
 #include "error.h"
@@ -48,18 +49,6 @@ static dp_tensor *clone(const dp_tensor *x) {
 
 static double val(const dp_tensor *x, int64_t i) {
     return x->dtype == DP_BF16 ? dp_bf16_to_f32(((const uint16_t *)x->data)[i]) : ((const float *)x->data)[i];
-}
-
-static dp_tensor *ids_tensor(int64_t B, int64_t T, int64_t V, uint32_t salt) {
-    int64_t shape[2] = {B, T};
-    dp_tensor *x = dp_tensor_new(cpu, DP_I32, 2, shape, DP_CAT_INPUTS);
-    int32_t *p = x->data;
-    uint32_t h = 2166136261u ^ salt;
-    for (int64_t i = 0; i < B * T; i++) {
-        h = (h ^ (uint32_t)i) * 16777619u;
-        p[i] = (int32_t)((h >> 7) % (uint32_t)V);
-    }
-    return x;
 }
 
 static int rel_close(double got, double want, const char *what, const char *method, int64_t i) {
@@ -254,7 +243,7 @@ static void test_tile_kernels(dp_dtype dt, int64_t B, int64_t T, int64_t d, int6
 
 static void test_embedding(int tied, dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t V) {
     int64_t sg[3] = {B, T, d}, sh[3] = {B, T, V}, sw[2] = {V, d}, sp[2] = {T + 3, d};
-    dp_tensor *Ge = rand_tensor(dt, 3, sg, 1.0f), *ids = ids_tensor(B, T, V, (uint32_t)(T * 31 + V));
+    dp_tensor *Ge = rand_tensor(dt, 3, sg, 1.0f), *ids = test_ids(cpu, B, T, V, (uint32_t)(T * 31 + V));
     dp_tensor *A = tied ? rand_tensor(dt, 3, sg, 1.0f) : NULL, *Gh = tied ? rand_tensor(dt, 3, sh, 0.3f) : NULL;
     double *want = malloc((size_t)B * sizeof *want), *want_pos = malloc((size_t)B * sizeof *want_pos);
     explicit_wte(ids, Ge, A, Gh, V, want);
@@ -593,7 +582,7 @@ static void test_tied_memory(void) {
     const int64_t B = 3, T = 7, d = 16, V = 40;
     int64_t sa[3] = {B, T, d}, sh[3] = {B, T, V}, sw[2] = {V, d};
     dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *Gh = rand_tensor(DP_F32, 3, sh, 0.3f);
-    dp_tensor *Ge = rand_tensor(DP_F32, 3, sa, 1.0f), *ids = ids_tensor(B, T, V, 7u);
+    dp_tensor *Ge = rand_tensor(DP_F32, 3, sa, 1.0f), *ids = test_ids(cpu, B, T, V, 7u);
     const dp_norms_method norms[] = {DP_NORMS_FLASH, DP_NORMS_GHOST};
     float row[3], factors[3];
     for (size_t mi = 0; mi < 2; mi++)
@@ -707,7 +696,8 @@ static void explicit_model_norms(dp_model *m, const dp_tensor *inputs, const dp_
 static void test_model(const model_case *mc, int64_t B, int64_t T) {
     dp_model *m = small_model(mc, T);
     if (!m) return;
-    dp_tensor *inputs = ids_tensor(B, T, 23, (uint32_t)(B * 7 + T)), *targets = ids_tensor(B, T, 23, (uint32_t)(T + 99));
+    dp_tensor *inputs = test_ids(cpu, B, T, 23, (uint32_t)(B * 7 + T));
+    dp_tensor *targets = test_ids(cpu, B, T, 23, (uint32_t)(T + 99));
     int n = dp_model_param_count(m), n_tp = 0;
     dp_param **tp = malloc((size_t)n * sizeof *tp);
     for (int k = 0; k < n; k++)

@@ -10,6 +10,7 @@
  * summation order (ghost's Gram products against materialized gradients, bk's single GEMM
  * against a second backward). */
 #include "check.h"
+#include "test_util.h"
 #include "device.h"
 #include "dp.h"
 #include "error.h"
@@ -36,18 +37,6 @@ static const method methods[] = {
     {NULL, DP_NORMS_FLASH, DP_CLIP_TWOPASS},
 };
 #define N_METHODS (sizeof methods / sizeof *methods)
-
-static dp_tensor *ids_tensor(int64_t B, int64_t T, int64_t V, uint32_t salt) {
-    int64_t shape[2] = {B, T};
-    dp_tensor *x = dp_tensor_new(cpu, DP_I32, 2, shape, DP_CAT_INPUTS);
-    int32_t *p = x->data;
-    uint32_t h = 2166136261u ^ salt;
-    for (int64_t i = 0; i < B * T; i++) {
-        h = (h ^ (uint32_t)i) * 16777619u;
-        p[i] = (int32_t)((h >> 7) % (uint32_t)V);
-    }
-    return x;
-}
 
 static dp_model *make_model(dp_arch arch, int tied, int lora) {
     dp_model_config cfg;
@@ -109,7 +98,7 @@ static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, doub
         for (int64_t k = 0, first = 0; k < plan.n_physical; k++) {
             int64_t nb = dp_step_plan_batch(&plan, k);
             /* sample j of the logical batch has the same tokens whatever the split */
-            dp_tensor *all_in = ids_tensor(5, 9, 19, 17), *all_tg = ids_tensor(5, 9, 19, 23);
+            dp_tensor *all_in = test_ids(cpu, 5, 9, 19, 17), *all_tg = test_ids(cpu, 5, 9, 19, 23);
             int64_t shape[2] = {nb, 9};
             dp_tensor in, tg;
             CHECK_OK(dp_tensor_view(&in, all_in, first * 9, 2, shape));
@@ -286,7 +275,7 @@ static void test_phase_order(void) {
     CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
     CHECK(dp_dpsgd_backward(dp) == DP_EINVAL); /* no forward yet */
     CHECK(dp_dpsgd_clip(dp) == DP_EINVAL);
-    dp_tensor *in = ids_tensor(2, 9, 19, 1), *tg = ids_tensor(2, 9, 19, 2);
+    dp_tensor *in = test_ids(cpu, 2, 9, 19, 1), *tg = test_ids(cpu, 2, 9, 19, 2);
     float loss;
     CHECK_OK(dp_dpsgd_forward(dp, in, tg, &loss, NULL));
     CHECK_OK(dp_dpsgd_backward(dp));

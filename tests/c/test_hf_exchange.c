@@ -5,6 +5,7 @@
  * in x out, its tied head omitted), and a reload is bit-identical; malformed checkpoints are
  * refused naming the file and tensor. */
 #include "check.h"
+#include "test_util.h"
 
 #include "device.h"
 #include "error.h"
@@ -21,20 +22,6 @@
 static char fixtures[1024];
 static char tmpdir[64];
 
-/* <repo>/tests/c/test_hf_exchange.c -> <repo>/tests/fixtures/hf (or $DPPROF_FIXTURES/hf) */
-static void find_fixtures(void) {
-    const char *env = getenv("DPPROF_FIXTURES");
-    if (env && *env) {
-        snprintf(fixtures, sizeof fixtures, "%s/hf", env);
-        return;
-    }
-    snprintf(fixtures, sizeof fixtures, "%s", __FILE__);
-    char *slash = strrchr(fixtures, '/');
-    if (slash) *slash = '\0';
-    slash = strrchr(fixtures, '/');
-    if (slash) *slash = '\0';
-    strncat(fixtures, "/fixtures/hf", sizeof fixtures - strlen(fixtures) - 1);
-}
 
 static cJSON *read_json(const char *path) {
     FILE *fp = fopen(path, "rb");
@@ -432,7 +419,7 @@ static void check_plan(dp_device *cpu) {
 }
 
 int main(void) {
-    find_fixtures();
+    test_fixture_dir(fixtures, sizeof fixtures, "hf");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dpprof-hf-XXXXXX");
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");

@@ -1,0 +1,52 @@
+/* test_util.h: what several C test programs need besides checks: the fixtures folder, token ids,
+ * and the skip of a GPU test without a device. */
+#ifndef DP_TEST_UTIL_H
+#define DP_TEST_UTIL_H
+
+#include "device.h"
+#include "tensor.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* buf = $DPPROF_FIXTURES/sub, else <repo>/tests/fixtures/sub (found from this header's path). */
+static inline void test_fixture_dir(char *buf, size_t n, const char *sub) {
+    const char *env = getenv("DPPROF_FIXTURES");
+    if (env && *env) {
+        snprintf(buf, n, "%s/%s", env, sub);
+        return;
+    }
+    snprintf(buf, n, "%s", __FILE__); /* <repo>/tests/c/test_util.h */
+    for (int k = 0; k < 2; k++) {
+        char *slash = strrchr(buf, '/');
+        if (slash) *slash = '\0';
+    }
+    size_t used = strlen(buf);
+    snprintf(buf + used, n - used, "/fixtures/%s", sub);
+}
+
+/* A B x T i32 tensor on dev (a host device) of ids in [0, V), from an FNV-style hash of salt. */
+static inline dp_tensor *test_ids(dp_device *dev, int64_t B, int64_t T, int64_t V, uint32_t salt) {
+    int64_t shape[2] = {B, T};
+    dp_tensor *x = dp_tensor_new(dev, DP_I32, 2, shape, DP_CAT_INPUTS);
+    if (!x) return NULL;
+    int32_t *p = x->data;
+    uint32_t h = 2166136261u ^ salt;
+    for (int64_t i = 0; i < B * T; i++) {
+        h = (h ^ (uint32_t)i) * 16777619u;
+        p[i] = (int32_t)((h >> 7) % (uint32_t)V);
+    }
+    return x;
+}
+
+/* 1 when a CUDA device can run the test; else prints "skipped: ..." (the reason test.sh shows)
+ * and returns 0, and the program exits 77. */
+static inline int test_cuda_or_skip(void) {
+    if (dp_cuda_available()) return 1;
+    printf("skipped: no CUDA device%s\n", dp_cuda_compiled() ? "" : " (built without CUDA)");
+    return 0;
+}
+
+#endif
