@@ -18,6 +18,14 @@ end
 -- Bytes to MiB (the unit of the `*_mb` result fields).
 function dp.mb(n) return n / MiB end
 
+-- A deep copy of t (tables copied with their metatables; JSON nulls and other values as they are).
+function dp.deep_copy(t)
+  if type(t) ~= "table" or dp.json.is_null(t) then return t end
+  local out = {}
+  for k, v in pairs(t) do out[k] = dp.deep_copy(v) end
+  return setmetatable(out, getmetatable(t))
+end
+
 -- Prints a text table: rows[1] is the header, underlined with dashes; each column is as wide as
 -- its widest cell, right-aligned where right[i] is true, two spaces from the next; lines start
 -- with two spaces and end without any.

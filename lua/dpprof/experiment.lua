@@ -80,12 +80,7 @@ local function check_keys(t, valid, where)
   end
 end
 
-local function copy(t)
-  if type(t) ~= "table" or json.is_null(t) then return t end
-  local out = {}
-  for k, v in pairs(t) do out[k] = copy(v) end
-  return setmetatable(out, getmetatable(t))
-end
+local copy = dp.deep_copy
 
 local function with_defaults(t, defaults)
   local out = copy(defaults)

@@ -50,12 +50,7 @@ local function fail(fmt, ...)
   error("dpprof.fit: " .. string.format(fmt, ...), 3)
 end
 
-local function copy(t)
-  if type(t) ~= "table" or dp.json.is_null(t) then return t end
-  local out = {}
-  for k, v in pairs(t) do out[k] = copy(v) end
-  return setmetatable(out, getmetatable(t))
-end
+local copy = dp.deep_copy
 
 local function contains(list, v)
   for _, x in ipairs(list) do if x == v then return true end end

@@ -46,12 +46,7 @@ local function sorted_keys(t)
   return keys
 end
 
-local function deep_copy(t)
-  if type(t) ~= "table" or json.is_null(t) then return t end
-  local out = {}
-  for k, v in pairs(t) do out[k] = deep_copy(v) end
-  return setmetatable(out, getmetatable(t))
-end
+local deep_copy = dp.deep_copy
 
 -- A copy without functions (what a failure result echoes as its config).
 local function plain(t)

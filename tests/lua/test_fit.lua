@@ -9,12 +9,7 @@ local dp = require("dpprof")
 
 local MODEL = { arch = "gpt", vocab = 256, hidden = 32, layers = 2, heads = 2, seq_len = 16, batch = 2 }
 
-local function copy(t)
-  if type(t) ~= "table" then return t end
-  local out = {}
-  for k, v in pairs(t) do out[k] = copy(v) end
-  return out
-end
+local copy = dp.deep_copy
 
 -- An exact budget: no context, no workspace, reserved = allocated.
 local function model_of(bytes)

@@ -13,12 +13,7 @@ local plan = dp.plan
 local BARE = { base = "h100", workspace = false }
 local METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
 
-local function copy(t)
-  if type(t) ~= "table" then return t end
-  local out = {}
-  for k, v in pairs(t) do out[k] = copy(v) end
-  return out
-end
+local copy = dp.deep_copy
 
 local CONFIGS = {
   { name = "gpt", model = { arch = "gpt", vocab = 256, hidden = 32, layers = 2, heads = 2, seq_len = 16, batch = 3 } },
