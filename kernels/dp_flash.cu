@@ -623,10 +623,12 @@ cudaError_t launch_gram(dim3 grid, cudaStream_t s, int64_t T, int64_t d, int64_t
     const int bytes = pipeline_bytes<C>() + (STASH ? stash_bytes<C>() : 0);
     cudaError_t e = allow_smem((const void *)gram_tile_bf16<C, STASH>, bytes);
     if (e != cudaSuccess) return e;
-    if (STASH) { /* two blocks of 104 KB per SM only with the largest carveout: ask for it (a hint) */
+    static bool carved; /* per instantiation: asked once, as allow_smem does */
+    if (STASH && !carved) { /* two blocks of 104 KB per SM only with the largest carveout: ask (a hint) */
         e = cudaFuncSetAttribute((const void *)gram_tile_bf16<C, STASH>,
                                  cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
         if (e != cudaSuccess) return e;
+        carved = true;
     }
     gram_tile_bf16<C, STASH><<<grid, C::NT, bytes, s>>>(T, d, p, a, g, items, P, partial);
     return cudaGetLastError();
