@@ -7,7 +7,7 @@
  * of layer_util.cuh (reads g once). Outputs may alias inputs element for element (dx = dout):
  * each thread loads all inputs of a pack before storing it. */
 #include "layer_util.cuh"
-#include "layers.h"
+#include "layer_kernels.h"
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 

@@ -28,7 +28,7 @@
  * SIMT kernels (f32, other head dims): the same walks over f32 tiles (attention_common.cuh),
  *    P^T and dS^T (or dS) staged in shared memory for the second product. */
 #include "attention_common.cuh"
-#include "layers.h"
+#include "layer_kernels.h"
 
 /* ---- delta ----------------------------------------------------------------------------------- */
 

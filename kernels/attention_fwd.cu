@@ -34,7 +34,7 @@
  * SIMT kernel (f32, and bf16 with other head dims up to 256): the same blocking with f32 tiles
  * in shared memory and 256 threads of 4 x 4 (or 2 x 2) micro-tiles (attention_common.cuh). */
 #include "attention_common.cuh"
-#include "layers.h"
+#include "layer_kernels.h"
 
 /* ---- tensor cores ---------------------------------------------------------------------------- */
 

@@ -11,7 +11,7 @@
  * 1e-6 relative per term. Two 16-byte loads in flight per thread.
  * Bytes: forward N V es (one read), backward 2 N V es (read and write). */
 #include "layer_util.cuh"
-#include "layers.h"
+#include "layer_kernels.h"
 
 #define CE_THREADS 512
 #define ATT_LOG2E_CE 1.4426950408889634f

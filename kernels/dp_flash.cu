@@ -1,4 +1,4 @@
-/* dp_flash.cu: the fused, tiled per-sample norm kernels of flash clipping (engine/dp_ops.h).
+/* dp_flash.cu: the fused, tiled per-sample norm kernels of flash clipping (engine/core/dpsgd_ops.h).
  *
  * Each is a GEMM whose output tile never leaves registers:
  * - Gram tiles: for sample i and a 128 x 128 tile (s-block >= t-block) of the lower triangle,

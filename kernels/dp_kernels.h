@@ -1,5 +1,5 @@
 /* dp_kernels.h: C entry points of the DP kernels (dp_reduce.cu, dp_sort.cu, dp_flash.cu), the
- * CUDA side of engine/dp_ops.h: see there for what each computes. Each launches on stream s and
+ * CUDA side of engine/core/dpsgd_ops.h: see there for what each computes. Each launches on stream s and
  * returns the launch's cudaError_t. dtype codes as dp_dtype (0 f32, 1 bf16). Entries that reduce
  * take the backend's f32 scratch (scratch_elems floats) for their per-sample partials, which a
  * second kernel adds in a fixed order: no atomics, the same bits for the same sizes. */

@@ -11,7 +11,7 @@
  * Scans of ids cost O(N^2 / 256) loads from L1/L2 (64 KiB of ids at N = 16384); dout is read
  * once. Backward of wpe: one thread per (t, j) adds dout[b*T + t, j] over b in order. */
 #include "layer_util.cuh"
-#include "layers.h"
+#include "layer_kernels.h"
 
 #define EMB_THREADS 256
 #define EMB_LIST 2048 /* rows gathered per pass of an owner block (8 KiB of shared memory) */

@@ -1,4 +1,4 @@
-/* layer_util.cuh: device helpers shared by the layer kernels (kernels/layers.h): typed element
+/* layer_util.cuh: device helpers shared by the layer kernels (kernels/layer_kernels.h): typed element
  * and 16-byte pack loads and stores (f32 or bf16, widened to f32), deterministic warp and block
  * sums, and the deterministic column reduction (per-chunk partials in scratch, then added in
  * chunk order) behind the bias and norm weight gradients. */

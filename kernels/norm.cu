@@ -12,7 +12,7 @@
  * two-kernel reduction of layer_util.cuh (fixed row chunks, partials in scratch, added in
  * chunk order). It runs before the dx kernel, so dx may alias dout. */
 #include "layer_util.cuh"
-#include "layers.h"
+#include "layer_kernels.h"
 
 #define NORM_THREADS 256
 

@@ -8,7 +8,7 @@
  * f32 roundings as on the CPU, so only sinf/cosf (2 ulp here) differ.
  * Bytes: 2 N H hd es (each element read and written once). */
 #include "layer_util.cuh"
-#include "layers.h"
+#include "layer_kernels.h"
 
 #include <math.h>
 #include <string.h>

@@ -18,14 +18,14 @@
 #include "clock.h"
 #include "device.h"
 #include "dispatch.h"
-#include "dp_impl.h"
+#include "dpsgd_impl.h"
 #include "error.h"
 #include "model.h"
 #include "ops.h"
 #include "tensor.h"
 
 #ifdef DPPROF_HAVE_CUDA
-#include "../../kernels/dp_kernels.h"
+#include "dp_kernels.h"
 #endif
 
 #include <math.h>

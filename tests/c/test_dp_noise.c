@@ -11,7 +11,7 @@
  * - epsilon after the steps is the accountant's. */
 #include "check.h"
 #include "device.h"
-#include "dp_impl.h"
+#include "dpsgd_impl.h"
 #include "error.h"
 #include "philox.h"
 #include "privacy.h"

@@ -15,7 +15,7 @@
 #include "check.h"
 #include "test_util.h"
 #include "device.h"
-#include "dp_impl.h"
+#include "dpsgd_impl.h"
 #include "error.h"
 #include "model.h"
 #include "ops.h"
@@ -39,7 +39,7 @@ static dp_tensor *rand_tensor(dp_dtype t, int ndim, const int64_t *shape, float 
     return x;
 }
 
-/* A copy of x: what a backward retains for bk is the clip's to scale in place (dp_clip.c), so a
+/* A copy of x: what a backward retains for bk is the clip's to scale in place (dpsgd_clip.c), so a
  * test that reuses an input hands each run its own. */
 static dp_tensor *clone(const dp_tensor *x) {
     dp_tensor *y = dp_tensor_new(cpu, x->dtype, x->ndim, x->shape, DP_CAT_ACTIVATIONS);

@@ -12,7 +12,7 @@
 #include "check.h"
 #include "test_util.h"
 #include "device.h"
-#include "dp.h"
+#include "dpsgd.h"
 #include "error.h"
 #include "model.h"
 #include "ops.h"

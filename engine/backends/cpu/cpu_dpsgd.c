@@ -1,0 +1,330 @@
+/* cpu_dpsgd.c: the CPU implementation of the DP kernels (dpsgd_ops.h), the specification the CUDA
+ * kernels match. Loops in OpenMP over a partition fixed by the sizes alone; per-sample partial
+ * sums are doubles added in a fixed order, so results do not depend on the thread count. The
+ * fused "flash" entries walk DP_FLASH_TILE tiles, each an OpenBLAS GEMM into a tile-sized host
+ * buffer (bf16 operands widened tile by tile), and keep one partial per (sample, tile). */
+#include "dpsgd_ops.h"
+
+#include "device.h"
+#include "cpu_util.h"
+#include "error.h"
+
+#include <cblas.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define PAR_MIN 32768  /* below this many elements of work a loop runs on one thread */
+#define DOT_CHUNK 4096 /* elements per partial sum in batched_dot */
+
+/* n elements, at least 1 (malloc(0) may return NULL) */
+static size_t nz(int64_t n) { return n > 0 ? (size_t)n : 1; }
+
+static int host_oom(const char *op) { return dp_error_set(DP_EOOM, "%s: out of host memory for partial sums", op); }
+
+/* out[i] = (accumulate ? out[i] : 0) + alpha * (partials[i*n_parts] + ... in order) */
+static void finish_partials(int64_t B, int64_t n_parts, const double *partials, float alpha, float *out,
+                            int accumulate) {
+    for (int64_t i = 0; i < B; i++) {
+        double s = 0.0;
+        for (int64_t k = 0; k < n_parts; k++) s += partials[i * n_parts + k];
+        double v = (double)alpha * s;
+        out[i] = (float)(accumulate ? (double)out[i] + v : v);
+    }
+}
+
+static int cpu_batched_dot(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, const void *x, dp_dtype ty,
+                           const void *y, float alpha, float *out, int accumulate) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(tx, "batched_dot"));
+    DP_TRY(dp_cpu_need_float(ty, "batched_dot"));
+    int64_t parts = n ? (n + DOT_CHUNK - 1) / DOT_CHUNK : 1;
+    double *partial = malloc((size_t)(B * parts) * sizeof *partial);
+    if (!partial) return host_oom("batched_dot");
+#pragma omp parallel for schedule(static) if (B * n > PAR_MIN)
+    for (int64_t item = 0; item < B * parts; item++) {
+        int64_t i = item / parts, k = item % parts;
+        int64_t begin = k * DOT_CHUNK, end = begin + DOT_CHUNK < n ? begin + DOT_CHUNK : n;
+        double s = 0.0;
+        for (int64_t j = begin; j < end; j++) s += (double)dp_cpu_ld(tx, x, i * n + j) * (double)dp_cpu_ld(ty, y, i * n + j);
+        partial[item] = s;
+    }
+    finish_partials(B, parts, partial, alpha, out, accumulate);
+    free(partial);
+    return DP_OK;
+}
+
+static int cpu_gram_dot_masked(dp_device *dev, int64_t B, int64_t T, const float *gram, const int32_t *ids,
+                               float alpha, float *out, int accumulate) {
+    (void)dev;
+    double *partial = malloc(nz(B * T) * sizeof *partial);
+    if (!partial) return host_oom("gram_dot_masked");
+#pragma omp parallel for schedule(static) if (B * T * T > PAR_MIN)
+    for (int64_t item = 0; item < B * T; item++) {
+        int64_t i = item / T, s = item % T;
+        const float *row = gram + (i * T + s) * T;
+        const int32_t *id = ids + i * T;
+        double acc = 0.0;
+        for (int64_t u = 0; u < T; u++)
+            if (id[u] == id[s]) acc += row[u];
+        partial[item] = acc;
+    }
+    finish_partials(B, T, partial, alpha, out, accumulate);
+    free(partial);
+    return DP_OK;
+}
+
+static int cpu_token_sum(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t p, const void *g, float *out) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "token_sum"));
+#pragma omp parallel for schedule(static) if (B * T * p > PAR_MIN)
+    for (int64_t ic = 0; ic < B * p; ic++) {
+        int64_t i = ic / p, c = ic % p;
+        double s = 0.0;
+        for (int64_t tt = 0; tt < T; tt++) s += dp_cpu_ld(t, g, (i * T + tt) * p + c);
+        out[ic] = (float)s;
+    }
+    return DP_OK;
+}
+
+static int cpu_norm_grads(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, const void *x,
+                          const float *mean, const float *rstd, const void *g, float *dw, float *db) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "norm_grads"));
+#pragma omp parallel for schedule(static) if (B * T * d > PAR_MIN)
+    for (int64_t ic = 0; ic < B * d; ic++) {
+        int64_t i = ic / d, c = ic % d;
+        double sw = 0.0, sb = 0.0;
+        for (int64_t tt = 0; tt < T; tt++) {
+            int64_t n = i * T + tt;
+            float xhat = mean ? (dp_cpu_ld(t, x, n * d + c) - mean[n]) * rstd[n] : dp_cpu_ld(t, x, n * d + c) * rstd[n];
+            float gv = dp_cpu_ld(t, g, n * d + c);
+            sw += (double)gv * (double)xhat;
+            sb += gv;
+        }
+        dw[ic] = (float)sw;
+        if (db) db[ic] = (float)sb;
+    }
+    return DP_OK;
+}
+
+static int cpu_scale_samples(dp_device *dev, dp_dtype t, int64_t B, int64_t n, void *x, const float *c) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "scale_samples"));
+#pragma omp parallel for schedule(static) if (B * n > PAR_MIN)
+    for (int64_t k = 0; k < B * n; k++) dp_cpu_st(t, x, k, dp_cpu_ld(t, x, k) * c[k / n]);
+    return DP_OK;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int cpu_sort_ids(dp_device *dev, int64_t B, int64_t T, const int32_t *ids, uint64_t *keys) {
+    (void)dev;
+#pragma omp parallel for schedule(static) if (B * T > 4096)
+    for (int64_t i = 0; i < B; i++) {
+        uint64_t *k = keys + i * T;
+        for (int64_t tt = 0; tt < T; tt++) k[tt] = ((uint64_t)(uint32_t)ids[i * T + tt] << 32) | (uint64_t)tt;
+        qsort(k, (size_t)T, sizeof *k, cmp_u64);
+    }
+    return DP_OK;
+}
+
+static int cpu_grouped_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, const void *g,
+                             const uint64_t *keys, float alpha, float *out, int accumulate) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "grouped_sumsq"));
+    double *partial = malloc(nz(B) * sizeof *partial);
+    double *sums = malloc(nz(B * d) * sizeof *sums);
+    if (!partial || !sums) {
+        free(partial);
+        free(sums);
+        return host_oom("grouped_sumsq");
+    }
+#pragma omp parallel for schedule(static) if (B * T * d > PAR_MIN)
+    for (int64_t i = 0; i < B; i++) {
+        const uint64_t *k = keys + i * T;
+        double *sum = sums + i * d, acc = 0.0;
+        int64_t run = 0;
+        while (run < T) {
+            uint32_t id = (uint32_t)(k[run] >> 32);
+            for (int64_t c = 0; c < d; c++) sum[c] = 0.0;
+            int64_t end = run;
+            for (; end < T && (uint32_t)(k[end] >> 32) == id; end++) {
+                int64_t row = i * T + (int64_t)(uint32_t)k[end];
+                for (int64_t c = 0; c < d; c++) sum[c] += dp_cpu_ld(t, g, row * d + c);
+            }
+            for (int64_t c = 0; c < d; c++) acc += sum[c] * sum[c];
+            run = end;
+        }
+        partial[i] = acc;
+    }
+    finish_partials(B, 1, partial, alpha, out, accumulate);
+    free(partial);
+    free(sums);
+    return DP_OK;
+}
+
+static int cpu_scatter_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V,
+                            const void *g, const int32_t *ids, float alpha, float *psg) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "scatter_rows"));
+#pragma omp parallel for schedule(static) if (B * T * d > PAR_MIN)
+    for (int64_t i = 0; i < B; i++)
+        for (int64_t tt = 0; tt < T; tt++) {
+            float *dst = psg + (i * V + ids[i * T + tt]) * d;
+            for (int64_t c = 0; c < d; c++) dst[c] += alpha * dp_cpu_ld(t, g, (i * T + tt) * d + c);
+        }
+    return DP_OK;
+}
+
+static int cpu_gather_cols(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t V, const void *g,
+                           const int32_t *ids, void *h) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "gather_cols"));
+    size_t es = dp_dtype_size(t);
+#pragma omp parallel for schedule(static) if (B * T * T > PAR_MIN)
+    for (int64_t is = 0; is < B * T; is++) {
+        int64_t i = is / T;
+        const char *row = (const char *)g + (size_t)(is * V) * es;
+        char *dst = (char *)h + (size_t)(is * T) * es;
+        for (int64_t u = 0; u < T; u++) memcpy(dst + u * es, row + (size_t)ids[i * T + u] * es, es);
+    }
+    return DP_OK;
+}
+
+/* ---- flash: tiled, fused norms ------------------------------------------------------------ */
+
+/* rows x cols block of a row-major matrix (row stride ld) as f32: a pointer into x itself when
+ * t is f32, else the block widened into buf (rows*cols floats, row stride cols). *ld_out is the
+ * row stride of the result. */
+static const float *tile_f32(dp_dtype t, const void *x, int64_t ld_x, int64_t row0, int64_t col0, int64_t rows,
+                             int64_t cols, float *buf, int64_t *ld_out) {
+    if (t == DP_F32) {
+        *ld_out = ld_x;
+        return (const float *)x + row0 * ld_x + col0;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) buf[r * cols + c] = dp_cpu_ld(t, x, (row0 + r) * ld_x + col0 + c);
+    *ld_out = cols;
+    return buf;
+}
+
+static double frob(const float *x, const float *y, int64_t n) {
+    double s = 0.0;
+    for (int64_t j = 0; j < n; j++) s += (double)x[j] * (double)(y ? y[j] : x[j]);
+    return s;
+}
+
+static int cpu_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
+                               const void *a, const void *g, float alpha, float *out, int accumulate) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "gram_tile_sumsq"));
+    const int64_t S = DP_FLASH_TILE, nt = (T + S - 1) / S, pairs = nt * (nt + 1) / 2;
+    int64_t kmax = d > p ? d : p;
+    double *partial = malloc(nz(B * pairs) * sizeof *partial);
+    float *c1 = malloc((size_t)(2 * S * S) * sizeof *c1);
+    float *wide = t == DP_BF16 ? malloc((size_t)(2 * S * kmax) * sizeof *wide) : NULL;
+    int rc = DP_OK;
+    if (!partial || !c1 || (t == DP_BF16 && !wide)) rc = host_oom("gram_tile_sumsq");
+    for (int64_t item = 0; rc == DP_OK && item < B * pairs; item++) {
+        int64_t i = item / pairs, q = item % pairs;
+        int64_t bs = 0; /* pair q is (bs, bt) with bt <= bs, in row order of the lower triangle */
+        while ((bs + 1) * (bs + 2) / 2 <= q) bs++;
+        int64_t bt = q - bs * (bs + 1) / 2;
+        int64_t ms = T - bs * S < S ? T - bs * S : S, ns = T - bt * S < S ? T - bt * S : S;
+        float *c2 = c1 + S * S;
+        const void *mats[2] = {a, g};
+        int64_t ks[2] = {d, p};
+        for (int m = 0; m < 2; m++) {
+            int64_t k = ks[m], l1, l2;
+            const char *base = (const char *)mats[m] + (size_t)(i * T * k) * dp_dtype_size(t);
+            const float *x = tile_f32(t, base, k, bs * S, 0, ms, k, wide, &l1);
+            const float *y = tile_f32(t, base, k, bt * S, 0, ns, k, wide ? wide + S * kmax : NULL, &l2);
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)ms, (blasint)ns, (blasint)k, 1.0f, x,
+                        (blasint)l1, y, (blasint)l2, 0.0f, m ? c2 : c1, (blasint)ns);
+        }
+        partial[item] = (bs == bt ? 1.0 : 2.0) * frob(c1, c2, ms * ns);
+    }
+    if (rc == DP_OK) finish_partials(B, pairs, partial, alpha, out, accumulate);
+    free(partial);
+    free(c1);
+    free(wide);
+    return rc;
+}
+
+static int cpu_grad_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
+                               const void *a, const void *g, float alpha, float *out, int accumulate) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "grad_tile_sumsq"));
+    const int64_t S = DP_FLASH_TILE, np = (p + S - 1) / S, nd = (d + S - 1) / S, tiles = np * nd;
+    double *partial = malloc(nz(B * tiles) * sizeof *partial);
+    float *c = malloc((size_t)(S * S) * sizeof *c);
+    float *wide = t == DP_BF16 ? malloc((size_t)(2 * T * S) * sizeof *wide) : NULL;
+    int rc = DP_OK;
+    if (!partial || !c || (t == DP_BF16 && T && !wide)) rc = host_oom("grad_tile_sumsq");
+    size_t es = dp_dtype_size(t);
+    for (int64_t item = 0; rc == DP_OK && item < B * tiles; item++) {
+        int64_t i = item / tiles, bp = (item % tiles) / nd, bd = item % nd;
+        int64_t mp = p - bp * S < S ? p - bp * S : S, md = d - bd * S < S ? d - bd * S : S, lg, la;
+        /* the gradient tile dW[bp, bd] = g_i[:, bp]^T a_i[:, bd]: strips of T rows */
+        const float *gs = tile_f32(t, (const char *)g + (size_t)(i * T * p) * es, p, 0, bp * S, T, mp, wide, &lg);
+        const float *as = tile_f32(t, (const char *)a + (size_t)(i * T * d) * es, d, 0, bd * S, T, md,
+                                   wide ? wide + T * S : NULL, &la);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)mp, (blasint)md, (blasint)T, 1.0f, gs,
+                    (blasint)lg, as, (blasint)la, 0.0f, c, (blasint)md);
+        partial[item] = frob(c, NULL, mp * md);
+    }
+    if (rc == DP_OK) finish_partials(B, tiles, partial, alpha, out, accumulate);
+    free(partial);
+    free(c);
+    free(wide);
+    return rc;
+}
+
+static int cpu_tied_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V, const void *g,
+                         const int32_t *ids, const void *a, float *r) {
+    (void)dev;
+    DP_TRY(dp_cpu_need_float(t, "tied_rows"));
+    const int64_t S = DP_FLASH_TILE, nt = (T + S - 1) / S;
+    size_t es = dp_dtype_size(t);
+    float *h = malloc(nz(T * S) * sizeof *h);
+    float *wide = t == DP_BF16 ? malloc(nz(T * d) * sizeof *wide) : NULL;
+    if (!h || (t == DP_BF16 && !wide)) {
+        free(h);
+        free(wide);
+        return host_oom("tied_rows");
+    }
+    for (int64_t i = 0; i < B; i++) {
+        int64_t la;
+        const float *ai = tile_f32(t, (const char *)a + (size_t)(i * T * d) * es, d, 0, 0, T, d, wide, &la);
+        for (int64_t bu = 0; bu < nt; bu++) {
+            int64_t mu = T - bu * S < S ? T - bu * S : S;
+            /* h[s, u] = g[i, s, ids[i, bu*S + u]]: a T x mu strip of the gathered matrix */
+            for (int64_t s = 0; s < T; s++)
+                for (int64_t u = 0; u < mu; u++)
+                    h[s * mu + u] = dp_cpu_ld(t, g, (i * T + s) * V + ids[i * T + bu * S + u]);
+            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)mu, (blasint)d, (blasint)T, 1.0f, h,
+                        (blasint)mu, ai, (blasint)la, 0.0f, r + (i * T + bu * S) * d, (blasint)d);
+        }
+    }
+    free(h);
+    free(wide);
+    return DP_OK;
+}
+
+const dp_dp_ops dp_cpu_dp_ops = {
+    .batched_dot = cpu_batched_dot,
+    .gram_dot_masked = cpu_gram_dot_masked,
+    .token_sum = cpu_token_sum,
+    .norm_grads = cpu_norm_grads,
+    .scale_samples = cpu_scale_samples,
+    .sort_ids = cpu_sort_ids,
+    .grouped_sumsq = cpu_grouped_sumsq,
+    .scatter_rows = cpu_scatter_rows,
+    .gather_cols = cpu_gather_cols,
+    .gram_tile_sumsq = cpu_gram_tile_sumsq,
+    .grad_tile_sumsq = cpu_grad_tile_sumsq,
+    .tied_rows = cpu_tied_rows,
+};

@@ -1,0 +1,30 @@
+/* cpu_util.h: element access shared by the CPU backend's files (backend_cpu.c, cpu_layers.c,
+ * cpu_dpsgd.c): f32 or bf16 values loaded as f32 and stored with round-to-nearest-even. */
+#ifndef DP_CPU_UTIL_H
+#define DP_CPU_UTIL_H
+
+#include "dtype.h"
+#include "error.h"
+
+#include <stdint.h>
+
+/* Element i of x (f32 or bf16) as f32. */
+static inline float dp_cpu_ld(dp_dtype t, const void *x, int64_t i) {
+    return t == DP_BF16 ? dp_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+}
+
+/* Stores v into element i of x (f32, or bf16 rounded to nearest even). */
+static inline void dp_cpu_st(dp_dtype t, void *x, int64_t i, float v) {
+    if (t == DP_BF16)
+        ((uint16_t *)x)[i] = dp_f32_to_bf16(v);
+    else
+        ((float *)x)[i] = v;
+}
+
+/* DP_OK for f32 and bf16; DP_ENOTSUP naming op and the dtype otherwise. */
+static inline int dp_cpu_need_float(dp_dtype t, const char *op) {
+    if (t == DP_F32 || t == DP_BF16) return DP_OK;
+    return dp_error_set(DP_ENOTSUP, "%s: dtype %s is not supported (f32 or bf16)", op, dp_dtype_name(t));
+}
+
+#endif

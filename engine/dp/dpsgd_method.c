@@ -1,0 +1,194 @@
+/* dpsgd_method.c: the DP methods: presets, names, and the per-layer cost model that picks a norm
+ * formulation. */
+#include "dpsgd_impl.h"
+
+#include "error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const struct preset {
+    const char *name;
+    dp_norms_method norms;
+    dp_clip_method clip;
+} presets[] = {
+    {"vanilla", DP_NORMS_NONE, DP_CLIP_NONE},
+    {"flat", DP_NORMS_MATERIALIZE, DP_CLIP_BK},
+    {"ghost", DP_NORMS_GHOST, DP_CLIP_TWOPASS},
+    {"mixed_ghost", DP_NORMS_MIXED, DP_CLIP_TWOPASS},
+    {"bk", DP_NORMS_MIXED, DP_CLIP_BK},
+    {"flash_clip", DP_NORMS_FLASH, DP_CLIP_BK},
+};
+#define N_PRESETS (sizeof presets / sizeof *presets)
+
+static const char *const norms_names[] = {"none", "materialize", "ghost", "mixed", "flash"};
+static const char *const clip_names[] = {"none", "twopass", "bk"};
+static const char *const form_names[] = {"direct", "materialize", "ghost",   "gram_tile",
+                                         "grad_tile", "batch1",    "grouped", "gram_strip", "grad_strip"};
+static const char *const flash_impl_names[] = {"tiles", "strips"};
+
+int dp_method_preset(const char *name, dp_norms_method *norms, dp_clip_method *clip) {
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (name && strcmp(name, presets[i].name) == 0) {
+            *norms = presets[i].norms;
+            *clip = presets[i].clip;
+            return DP_OK;
+        }
+    return dp_error_set(DP_EINVAL, "unknown DP method '%s' (valid: vanilla, flat, ghost, mixed_ghost, bk, flash_clip)",
+                        name ? name : "(null)");
+}
+
+/* Index of name among names[lo..hi], or -1. */
+static int find_name(const char *name, const char *const *names, int lo, int hi) {
+    for (int i = lo; name && i <= hi; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
+int dp_norms_parse(const char *name, dp_norms_method *out) {
+    int i = find_name(name, norms_names, DP_NORMS_MATERIALIZE, DP_NORMS_FLASH);
+    if (i < 0)
+        return dp_error_set(DP_EINVAL, "unknown norms method '%s' (valid: materialize, ghost, mixed, flash)",
+                            name ? name : "(null)");
+    *out = (dp_norms_method)i;
+    return DP_OK;
+}
+
+int dp_clip_parse(const char *name, dp_clip_method *out) {
+    int i = find_name(name, clip_names, DP_CLIP_TWOPASS, DP_CLIP_BK);
+    if (i < 0) return dp_error_set(DP_EINVAL, "unknown clip method '%s' (valid: twopass, bk)", name ? name : "(null)");
+    *out = (dp_clip_method)i;
+    return DP_OK;
+}
+
+const char *dp_norms_name(dp_norms_method n) {
+    return (unsigned)n <= DP_NORMS_FLASH ? norms_names[n] : "?";
+}
+
+const char *dp_clip_name(dp_clip_method c) { return (unsigned)c <= DP_CLIP_BK ? clip_names[c] : "?"; }
+
+const char *dp_method_preset_name(dp_norms_method n, dp_clip_method c) {
+    for (size_t i = 0; i < N_PRESETS; i++)
+        if (presets[i].norms == n && presets[i].clip == c) return presets[i].name;
+    return NULL;
+}
+
+const char *dp_formulation_name(dp_formulation f) {
+    return (unsigned)f <= DP_FORM_GRAD_STRIP ? form_names[f] : "?";
+}
+
+int dp_flash_impl_parse(const char *name, dp_flash_impl *out) {
+    int i = find_name(name, flash_impl_names, DP_FLASH_TILES, DP_FLASH_STRIPS);
+    if (i < 0) return dp_error_set(DP_EINVAL, "unknown flash_impl '%s' (valid: tiles, strips)", name ? name : "(null)");
+    *out = (dp_flash_impl)i;
+    return DP_OK;
+}
+
+const char *dp_flash_impl_name(dp_flash_impl g) {
+    return (unsigned)g <= DP_FLASH_STRIPS ? flash_impl_names[g] : "?";
+}
+
+/* One variant number in [0, n) at *p, advancing *p past it; -1 when there is none. */
+static long variant_number(const char **p, int n) {
+    if (**p < '0' || **p > '9') return -1;
+    char *end;
+    long v = strtol(*p, &end, 10);
+    *p = end;
+    return v < n ? v : -1;
+}
+
+int dp_flash_variant_parse(const char *text, int *gram, int *grad) {
+    *gram = 0;
+    *grad = 0;
+    if (!text || !*text) return DP_OK;
+    const char *p = text;
+    long g = variant_number(&p, DP_FLASH_GRAM_VARIANTS), h = 0;
+    if (g >= 0 && *p == ',') {
+        p++;
+        h = variant_number(&p, DP_FLASH_GRAD_VARIANTS);
+    }
+    if (g < 0 || h < 0 || *p)
+        return dp_error_set(DP_EINVAL,
+                            "DPPROF_FLASH_VARIANT='%s': expected GRAM[,GRAD] with GRAM in 0..%d and GRAD in 0..%d "
+                            "(0,0: the default kernels)",
+                            text, DP_FLASH_GRAM_VARIANTS - 1, DP_FLASH_GRAD_VARIANTS - 1);
+    *gram = (int)g;
+    *grad = (int)h;
+    return DP_OK;
+}
+
+const char *dp_linear_kind(const dp_param *w) {
+    switch (w->kind) {
+    case DP_PARAM_EMBEDDING: return "tied_head";
+    case DP_PARAM_HEAD: return "head";
+    case DP_PARAM_LORA_A: return "lora_a";
+    case DP_PARAM_LORA_B: return "lora_b";
+    default: return "linear";
+    }
+}
+
+/* The cost model. One nominal device for every backend (a Hopper-class GPU: dense f32 on the
+ * CUDA cores, bf16 on the tensor cores, HBM bandwidth), so that the choice, and with it every
+ * allocation, is a function of the shapes alone: CPU, CUDA and plan runs allocate alike. The
+ * estimate is a roofline, max(flops / rate, bytes / bandwidth); ties go to the Gram side. */
+#define COST_F32_FLOPS 50e12
+#define COST_BF16_FLOPS 600e12
+#define COST_BYTES_PER_S 3.0e12
+
+static double roofline(double flops, double bytes, dp_dtype t) {
+    double f = flops / (t == DP_BF16 ? COST_BF16_FLOPS : COST_F32_FLOPS), b = bytes / COST_BYTES_PER_S;
+    return f > b ? f : b;
+}
+
+dp_formulation dp_choose_linear(dp_norms_method norms, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t,
+                                double *flops, double *bytes) {
+    double b = (double)B, tt = (double)T, dd = (double)d, pp = (double)p, es = (double)dp_dtype_size(t);
+    double io = b * tt * (dd + pp) * es; /* reading A and G once */
+    /* ghost: two T x T Gram GEMMs, written and read back by the dot */
+    double ghost_f = 2.0 * b * tt * tt * (dd + pp) + 2.0 * b * tt * tt, ghost_b = io + 4.0 * b * tt * tt * 4.0;
+    /* materialize: the batched GEMM g_i^T a_i, written and read back by the sum of squares */
+    double mat_f = 2.0 * b * tt * pp * dd + 2.0 * b * pp * dd, mat_b = io + 2.0 * b * pp * dd * 4.0;
+    /* flash: the lower triangle of Gram tiles, or the gradient's tiles, operands read once */
+    double gram_f = b * tt * (tt + 1.0) * (dd + pp) + b * tt * (tt + 1.0), grad_f = mat_f;
+    dp_formulation f = DP_FORM_DIRECT;
+    switch (norms) {
+    case DP_NORMS_MATERIALIZE: f = DP_FORM_MATERIALIZE; break;
+    case DP_NORMS_GHOST: f = DP_FORM_GHOST; break;
+    case DP_NORMS_MIXED:
+        f = roofline(ghost_f, ghost_b, t) <= roofline(mat_f, mat_b, t) ? DP_FORM_GHOST : DP_FORM_MATERIALIZE;
+        break;
+    case DP_NORMS_FLASH:
+        f = B == 1 ? DP_FORM_BATCH1 : gram_f <= grad_f ? DP_FORM_GRAM_TILE : DP_FORM_GRAD_TILE;
+        break;
+    default: break;
+    }
+    double cf = 0.0, cb = 0.0;
+    switch (f) {
+    case DP_FORM_GHOST:
+        cf = ghost_f;
+        cb = ghost_b;
+        break;
+    case DP_FORM_MATERIALIZE:
+    case DP_FORM_BATCH1:
+        cf = mat_f;
+        cb = mat_b;
+        break;
+    case DP_FORM_GRAM_TILE:
+        cf = gram_f;
+        cb = io + 4.0 * b;
+        break;
+    case DP_FORM_GRAD_TILE:
+        cf = grad_f;
+        cb = io + 4.0 * b;
+        break;
+    default: break;
+    }
+    if (flops) *flops = cf;
+    if (bytes) *bytes = cb;
+    return f;
+}
+
+dp_formulation dp_choose_embedding(dp_norms_method norms) {
+    /* grouping costs O(B T d) and a sort, against ghost's 2 B T^2 d: mixed always groups */
+    return norms == DP_NORMS_GHOST ? DP_FORM_GHOST : DP_FORM_GROUPED;
+}

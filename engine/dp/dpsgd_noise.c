@@ -1,0 +1,39 @@
+/* dpsgd_noise.c: the Gaussian mechanism, once per logical step. Every trainable gradient gets
+ * N(0, (sigma C)^2) per coordinate, added in place (no noise buffer) from the Philox stream of
+ * the step under the configured seed; element j of parameter k is element offset_k + j of that
+ * stream (offsets: the trainable tensors concatenated in model order), so the noise is the same
+ * bits on every device and independent of how tensors are laid out. Then the noisy sum is
+ * divided by the expected logical batch size (Opacus's DPOptimizer). */
+#include "dpsgd_impl.h"
+
+#include "dispatch.h"
+#include "error.h"
+#include "ledger.h"
+#include "ops.h"
+
+/* "DPnoise" in the top bytes keeps the noise streams apart from the sampling streams and from
+ * the model's initialisation streams when a script reuses one seed for both. */
+#define NOISE_STREAM_TAG 0x4450000000000000ull
+
+uint64_t dp_noise_stream(int64_t step) { return NOISE_STREAM_TAG | ((uint64_t)step & 0xffffffffffffull); }
+
+int dp_add_noise(dp_dpsgd *dp) {
+    float std = (float)(dp->cfg.noise_multiplier * dp->cfg.max_grad_norm);
+    float inv = (float)(1.0 / (double)dp->cfg.expected_batch_size);
+    uint64_t stream = dp_noise_stream(dp->steps);
+    for (int k = 0; k < dp->n_params; k++) {
+        dp_param *p = dp->params[k];
+        DP_TRY(dp_ensure_grad(dp, p));
+        size_t n = (size_t)p->grad.numel;
+        if (std > 0.0f) {
+            /* Philox4x32-10 and Box-Muller per 4 elements (counted as 32 flops per element), added
+             * and divided in one pass: the same roundings as the addition, then dp_scale */
+            dp_ledger_add("dp_noise", 32.0 * (double)n + (double)n, 8.0 * (double)n);
+            DP_TRY(DP_DISPATCH(dp->dev, rand, DP_F32, p->grad.data, n, DP_RAND_NORMAL, 0.0f, std, dp->cfg.seed, stream,
+                               (uint64_t)dp->offsets[k], 1, inv));
+        } else {
+            DP_TRY(dp_scale(&p->grad, inv));
+        }
+    }
+    return DP_OK;
+}

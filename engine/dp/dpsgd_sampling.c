@@ -1,0 +1,71 @@
+/* dpsgd_sampling.c: logical batches. Poisson sampling (each of the N samples joins with probability
+ * q, Opacus's UniformWithReplacementSampler) draws only the size here: N uniforms from the
+ * Philox stream of the step, counted below q. Fixed batches always have the expected size. A
+ * logical batch is split into physical batches of at most max_physical_batch_size samples
+ * (Opacus's BatchMemoryManager); noise is added once per logical batch. */
+#include "dpsgd_impl.h"
+
+#include "error.h"
+#include "philox.h"
+
+#define SAMPLING_STREAM_TAG 0x5350000000000000ull /* "SP": apart from the noise streams */
+
+int dp_sampling_setup(dp_dpsgd_config *cfg, int64_t model_batch) {
+    if (cfg->sample_rate < 0.0 || cfg->sample_rate > 1.0 || cfg->sample_rate != cfg->sample_rate)
+        return dp_error_set(DP_EINVAL, "dp: sample_rate %g is outside (0, 1]", cfg->sample_rate);
+    if (cfg->dataset_size < 0 || cfg->expected_batch_size < 0 || cfg->max_physical_batch_size < 0)
+        return dp_error_set(DP_EINVAL, "dp: dataset_size, expected_batch_size and max_physical_batch_size must "
+                                       "be positive");
+    if (cfg->poisson) {
+        if (cfg->dataset_size <= 0)
+            return dp_error_set(DP_EINVAL, "dp: poisson sampling needs dataset_size (the N each step samples from)");
+        if (cfg->sample_rate == 0.0) {
+            if (cfg->expected_batch_size <= 0)
+                return dp_error_set(DP_EINVAL, "dp: poisson sampling needs sample_rate or expected_batch_size");
+            cfg->sample_rate = (double)cfg->expected_batch_size / (double)cfg->dataset_size;
+        } else if (cfg->expected_batch_size == 0) {
+            /* Opacus: expected_batch_size = int(len(dataset) * sample_rate) */
+            cfg->expected_batch_size = (int64_t)((double)cfg->dataset_size * cfg->sample_rate);
+        }
+        if (cfg->expected_batch_size < 1)
+            return dp_error_set(DP_EINVAL, "dp: sample_rate %g of dataset_size %lld expects no sample per step",
+                                cfg->sample_rate, (long long)cfg->dataset_size);
+    } else {
+        if (cfg->expected_batch_size == 0) cfg->expected_batch_size = model_batch;
+        if (cfg->sample_rate == 0.0 && cfg->dataset_size > 0)
+            cfg->sample_rate = (double)cfg->expected_batch_size / (double)cfg->dataset_size;
+    }
+    if (cfg->sample_rate > 1.0)
+        return dp_error_set(DP_EINVAL, "dp: expected_batch_size %lld exceeds dataset_size %lld",
+                            (long long)cfg->expected_batch_size, (long long)cfg->dataset_size);
+    if (cfg->max_physical_batch_size == 0) cfg->max_physical_batch_size = model_batch;
+    if (cfg->max_physical_batch_size > model_batch)
+        return dp_error_set(DP_EINVAL, "dp: max_physical_batch_size %lld exceeds the model's batch %lld",
+                            (long long)cfg->max_physical_batch_size, (long long)model_batch);
+    return DP_OK;
+}
+
+int dp_sampling_plan(const dp_dpsgd_config *cfg, int64_t k, dp_step_plan *out) {
+    int64_t n = cfg->expected_batch_size;
+    if (cfg->poisson) {
+        /* threshold on the 23-bit uniforms (2j+1)/2^24: u < q */
+        uint64_t stream = SAMPLING_STREAM_TAG | ((uint64_t)k & 0xffffffffffffull);
+        double q = cfg->sample_rate;
+        int64_t N = cfg->dataset_size;
+        n = 0;
+        for (int64_t blk = 0; blk * 4 < N; blk++) {
+            dp_philox_out o = dp_philox4x32(cfg->seed, stream, (uint64_t)blk);
+            for (int j = 0; j < 4 && blk * 4 + j < N; j++) n += (double)dp_philox_uniform_word(o.v[j]) < q;
+        }
+    }
+    out->logical_size = n;
+    out->physical_size = cfg->max_physical_batch_size;
+    out->n_physical = (n + out->physical_size - 1) / out->physical_size;
+    return DP_OK;
+}
+
+int64_t dp_step_plan_batch(const dp_step_plan *plan, int64_t k) {
+    if (k < 0 || k >= plan->n_physical) return 0;
+    int64_t rest = plan->logical_size - k * plan->physical_size;
+    return rest < plan->physical_size ? rest : plan->physical_size;
+}

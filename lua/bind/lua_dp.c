@@ -1,0 +1,348 @@
+/* lua_dp.c: dpprof.dp.wrap and the DP wrapper object ("dpprof.dp" metatable).
+ *
+ *   local priv = dp.dp.wrap(m, opt, {method=... | norms=..., clip=..., max_grad_norm=, ...,
+ *                                    flash_impl="tiles"|"strips"})
+ *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}}
+ *   priv:forward(batch) -> loss, {L_1..L_B}; priv:backward(); priv:clip()   -- per physical batch
+ *   priv:noise()                      -- once per logical step, before opt:step()
+ *   priv:stats(), priv:epsilon([delta]), priv:free()
+ *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
+ *
+ * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
+ * priv:stats().clip. The wrapper's user values keep the model, the optimizer and the batch of
+ * the current forward alive (the model holds views of the batch until the clip). As with
+ * tensors, the userdata is made empty first and the engine object attached after, so an error in
+ * between leaks nothing; __gc, __close and :free() share one idempotent release. */
+#include "lua_engine.h"
+
+#include "dpsgd.h"
+#include "error.h"
+#include "lua_util.h"
+#include "scope.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <string.h>
+
+#define DP_MT "dpprof.dp"
+
+enum { UV_MODEL = 1, UV_OPTIM = 2, UV_BATCH = 3, N_UV = 3 };
+
+typedef struct dpl_dp {
+    dp_dpsgd *dp;
+} dpl_dp;
+
+static dpl_dp *to_dp(lua_State *L, int idx) { return luaL_checkudata(L, idx, DP_MT); }
+
+/* The live wrapper at idx; also checks that its model was not freed under it. */
+static dp_dpsgd *check_dp(lua_State *L, int idx) {
+    dpl_dp *u = to_dp(L, idx);
+    if (!u->dp) luaL_argerror(L, idx, "DP wrapper was freed");
+    lua_getiuservalue(L, idx, UV_MODEL);
+    if (!dpl_model_or_freed(L, lua_gettop(L))) luaL_error(L, "DP wrapper: its model was freed (m:free())");
+    lua_pop(L, 1);
+    return u->dp;
+}
+
+static int fail(lua_State *L, const char *fname) {
+    return luaL_error(L, "%s: %s", fname, dp_error_message());
+}
+
+/* ---- dpprof.dp.wrap --------------------------------------------------------------------------- */
+
+static const char *const wrap_keys[] = {"method",          "norms",      "clip",
+                                        "max_grad_norm",   "noise_multiplier",
+                                        "sample_rate",     "dataset_size", "expected_batch_size",
+                                        "max_physical_batch_size",        "poisson",
+                                        "seed",            "delta",      "flash_impl", NULL};
+
+static void read_options(lua_State *L, int idx, dp_dpsgd_config *cfg) {
+    const char *fname = "dpprof.dp.wrap";
+    dpl_check_keys(L, idx, fname, wrap_keys);
+    dp_dpsgd_config_default(cfg);
+    const char *method = dpl_opt_str_field(L, idx, fname, "method", NULL);
+    const char *norms = dpl_opt_str_field(L, idx, fname, "norms", NULL);
+    const char *clip = dpl_opt_str_field(L, idx, fname, "clip", NULL);
+    if (method && (norms || clip))
+        luaL_error(L, "%s: give either 'method' or 'norms' and 'clip', not both", fname);
+    if (method) {
+        if (dp_method_preset(method, &cfg->norms, &cfg->clip) != DP_OK) fail(L, fname);
+    } else if (norms || clip) {
+        if (!norms || !clip)
+            luaL_error(L, "%s: 'norms' and 'clip' go together (norms: materialize, ghost, mixed, flash; clip: "
+                          "twopass, bk)", fname);
+        if (dp_norms_parse(norms, &cfg->norms) != DP_OK || dp_clip_parse(clip, &cfg->clip) != DP_OK) fail(L, fname);
+    } else {
+        luaL_error(L, "%s: 'method' is required (valid: vanilla, flat, ghost, mixed_ghost, bk, flash_clip), or "
+                      "'norms' and 'clip'", fname);
+    }
+    cfg->max_grad_norm = dpl_opt_num_field(L, idx, fname, "max_grad_norm", cfg->max_grad_norm);
+    cfg->noise_multiplier = dpl_opt_num_field(L, idx, fname, "noise_multiplier", cfg->noise_multiplier);
+    cfg->sample_rate = dpl_opt_num_field(L, idx, fname, "sample_rate", 0.0);
+    cfg->dataset_size = dpl_opt_int_field(L, idx, fname, "dataset_size", 0);
+    cfg->expected_batch_size = dpl_opt_int_field(L, idx, fname, "expected_batch_size", 0);
+    cfg->max_physical_batch_size = dpl_opt_int_field(L, idx, fname, "max_physical_batch_size", 0);
+    cfg->poisson = dpl_opt_bool_field(L, idx, fname, "poisson", 0);
+    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
+    cfg->delta = dpl_opt_num_field(L, idx, fname, "delta", cfg->delta);
+    const char *impl = dpl_opt_str_field(L, idx, fname, "flash_impl", NULL);
+    if (impl && dp_flash_impl_parse(impl, &cfg->flash_impl) != DP_OK) fail(L, fname);
+    if (cfg->sample_rate == 0.0 && lua_getfield(L, idx, "sample_rate") != LUA_TNIL)
+        luaL_error(L, "%s: 'sample_rate' must be in (0, 1] (got 0)", fname);
+    lua_pop(L, 1);
+}
+
+/* wrap(model, optimizer, options) -> priv */
+static int l_wrap(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    dp_dpsgd_config cfg;
+    read_options(L, 3, &cfg);
+    dpl_dp *u = lua_newuserdatauv(L, sizeof *u, N_UV);
+    u->dp = NULL;
+    luaL_setmetatable(L, DP_MT);
+    lua_pushvalue(L, 1);
+    lua_setiuservalue(L, -2, UV_MODEL);
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, -2, UV_OPTIM);
+    if (dp_dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    return 1;
+}
+
+/* ---- the phases ------------------------------------------------------------------------------- */
+
+/* priv:next_step() -> {logical_size=n, physical={n1, ...}} */
+static int l_next_step(lua_State *L) {
+    dp_dpsgd *dp = check_dp(L, 1);
+    dp_step_plan plan;
+    if (dp_dpsgd_next_step(dp, &plan) != DP_OK) return fail(L, "priv:next_step");
+    lua_createtable(L, 0, 2);
+    lua_pushinteger(L, plan.logical_size);
+    lua_setfield(L, -2, "logical_size");
+    lua_createtable(L, (int)(plan.n_physical < 1 << 20 ? plan.n_physical : 0), 0);
+    for (int64_t k = 0; k < plan.n_physical; k++) {
+        lua_pushinteger(L, dp_step_plan_batch(&plan, k));
+        lua_rawseti(L, -2, k + 1);
+    }
+    lua_setfield(L, -2, "physical");
+    return 1;
+}
+
+static dp_tensor *batch_field(lua_State *L, int idx, const char *key) {
+    lua_getfield(L, idx, key);
+    if (!luaL_testudata(L, -1, "dpprof.tensor"))
+        luaL_error(L, "priv:forward: batch.%s must be a tensor (got %s); make batches with dpprof.batch", key,
+                   luaL_typename(L, -1));
+    dp_tensor *t = dpl_check_tensor(L, lua_gettop(L));
+    lua_pop(L, 1); /* the batch table keeps it alive */
+    return t;
+}
+
+/* priv:forward(batch) -> loss, {L_1, ..., L_B} */
+static int l_forward(lua_State *L) {
+    dp_dpsgd *dp = check_dp(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    dp_tensor *in = batch_field(L, 2, "inputs"), *tg = batch_field(L, 2, "targets");
+    if (in->ndim != 2 || in->dtype != DP_I32)
+        return luaL_error(L, "priv:forward: batch.inputs must be an i32 B x T tensor");
+    int64_t B = in->shape[0];
+    float *losses = lua_newuserdatauv(L, (size_t)(B > 0 ? B : 1) * sizeof *losses, 0); /* owned by Lua */
+    float loss;
+    if (dp_dpsgd_forward(dp, in, tg, &loss, losses) != DP_OK) return fail(L, "priv:forward");
+    lua_pushvalue(L, 2);
+    lua_setiuservalue(L, 1, UV_BATCH); /* the model keeps views of it until the clip */
+    lua_pushnumber(L, loss);
+    lua_createtable(L, (int)B, 0);
+    for (int64_t i = 0; i < B; i++) {
+        lua_pushnumber(L, losses[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    return 2;
+}
+
+static void check_batch_alive(lua_State *L) {
+    if (lua_getiuservalue(L, 1, UV_BATCH) == LUA_TTABLE) {
+        int b = lua_gettop(L);
+        batch_field(L, b, "inputs");
+        batch_field(L, b, "targets");
+    }
+    lua_pop(L, 1);
+}
+
+static int l_backward(lua_State *L) {
+    dp_dpsgd *dp = check_dp(L, 1);
+    check_batch_alive(L);
+    if (dp_dpsgd_backward(dp) != DP_OK) return fail(L, "priv:backward");
+    return 0;
+}
+
+static int l_clip(lua_State *L) {
+    dp_dpsgd *dp = check_dp(L, 1);
+    check_batch_alive(L);
+    int rc = dp_dpsgd_clip(dp);
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, UV_BATCH);
+    if (rc != DP_OK) return fail(L, "priv:clip");
+    return 0;
+}
+
+static int l_noise(lua_State *L) {
+    dp_dpsgd *dp = check_dp(L, 1);
+    if (dp_dpsgd_noise(dp) != DP_OK) return fail(L, "priv:noise");
+    return 0;
+}
+
+/* ---- figures ---------------------------------------------------------------------------------- */
+
+static void push_floats(lua_State *L, const float *v, size_t n) {
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_pushnumber(L, v[i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+static void set_str(lua_State *L, const char *key, const char *v) {
+    if (v) lua_pushstring(L, v);
+    else lua_pushnil(L);
+    lua_setfield(L, -2, key);
+}
+
+static const char *method_name(const dp_dpsgd_config *c) {
+    const char *p = dp_method_preset_name(c->norms, c->clip);
+    return p ? p : NULL;
+}
+
+/* priv:stats() -> {norms=, clip_factors=, layers={{module=, kind=, norms=}}, steps=, method=, ...} */
+static int l_stats(lua_State *L) {
+    dp_dpsgd *dp = check_dp(L, 1);
+    const dp_dpsgd_config *c = dp_dpsgd_config_of(dp);
+    size_t n;
+    lua_createtable(L, 0, 12);
+    const float *norms = dp_dpsgd_norms(dp, &n); /* sets n: not in the same call's arguments */
+    push_floats(L, norms, n);
+    lua_setfield(L, -2, "norms");
+    const float *factors = dp_dpsgd_clip_factors(dp, &n);
+    push_floats(L, factors, n);
+    lua_setfield(L, -2, "clip_factors");
+    size_t nl = dp_dpsgd_layer_count(dp);
+    lua_createtable(L, (int)nl, 0);
+    for (size_t i = 0; i < nl; i++) {
+        const dp_dp_layer *l = dp_dpsgd_layer(dp, i);
+        lua_createtable(L, 0, 3);
+        set_str(L, "module", dp_module_name(l->module));
+        set_str(L, "kind", l->kind);
+        set_str(L, "norms", dp_formulation_name(l->norms));
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "layers");
+    lua_pushinteger(L, dp_dpsgd_steps(dp));
+    lua_setfield(L, -2, "steps");
+    int vanilla = c->norms == DP_NORMS_NONE;
+    const char *preset = method_name(c);
+    if (preset)
+        lua_pushstring(L, preset);
+    else
+        lua_pushfstring(L, "%s+%s", dp_norms_name(c->norms), dp_clip_name(c->clip));
+    lua_setfield(L, -2, "method");
+    set_str(L, "norms_method", vanilla ? NULL : dp_norms_name(c->norms));
+    set_str(L, "clip", vanilla ? NULL : dp_clip_name(c->clip));
+    lua_pushnumber(L, c->max_grad_norm);
+    lua_setfield(L, -2, "max_grad_norm");
+    lua_pushnumber(L, c->noise_multiplier);
+    lua_setfield(L, -2, "noise_multiplier");
+    lua_pushnumber(L, dp_dpsgd_sample_rate(dp));
+    lua_setfield(L, -2, "sample_rate");
+    lua_pushinteger(L, dp_dpsgd_expected_batch_size(dp));
+    lua_setfield(L, -2, "expected_batch_size");
+    lua_pushinteger(L, c->max_physical_batch_size);
+    lua_setfield(L, -2, "max_physical_batch_size");
+    return 1;
+}
+
+/* priv:epsilon([delta]) -> epsilon after the steps taken (math.huge for vanilla or sigma = 0) */
+static int l_epsilon(lua_State *L) {
+    dp_dpsgd *dp = check_dp(L, 1);
+    double delta = luaL_optnumber(L, 2, 0.0);
+    if (!lua_isnoneornil(L, 2) && !(delta > 0.0 && delta < 1.0))
+        return luaL_argerror(L, 2, "delta must be in (0, 1)");
+    double eps;
+    if (dp_dpsgd_epsilon(dp, delta, &eps) != DP_OK) return fail(L, "priv:epsilon");
+    lua_pushnumber(L, eps);
+    return 1;
+}
+
+static int l_free(lua_State *L) {
+    dpl_dp *u = to_dp(L, 1);
+    dp_dpsgd_free(u->dp);
+    u->dp = NULL;
+    for (int k = 1; k <= N_UV; k++) {
+        lua_pushnil(L);
+        lua_setiuservalue(L, 1, k);
+    }
+    return 0;
+}
+
+static int l_tostring(lua_State *L) {
+    dpl_dp *u = to_dp(L, 1);
+    if (!u->dp) {
+        lua_pushliteral(L, "dpprof.dp(freed)");
+        return 1;
+    }
+    const dp_dpsgd_config *c = dp_dpsgd_config_of(u->dp);
+    const char *preset = method_name(c);
+    lua_pushfstring(L, "dpprof.dp(%s: norms %s, clip %s, C %f, sigma %f, steps %d)", preset ? preset : "custom",
+                    dp_norms_name(c->norms), dp_clip_name(c->clip), c->max_grad_norm, c->noise_multiplier,
+                    (int)dp_dpsgd_steps(u->dp));
+    return 1;
+}
+
+static const luaL_Reg methods[] = {
+    {"next_step", l_next_step}, {"forward", l_forward}, {"backward", l_backward}, {"clip", l_clip},
+    {"noise", l_noise},         {"stats", l_stats},     {"epsilon", l_epsilon},   {"free", l_free},
+    {NULL, NULL},
+};
+
+/* __index: the methods, then the choice fields method, norms and clip_method */
+static int l_index(lua_State *L) {
+    const char *key = luaL_checkstring(L, 2);
+    lua_getfield(L, lua_upvalueindex(1), key);
+    if (!lua_isnil(L, -1)) return 1;
+    dpl_dp *u = to_dp(L, 1);
+    if (!u->dp) return 1; /* nil */
+    const dp_dpsgd_config *c = dp_dpsgd_config_of(u->dp);
+    int vanilla = c->norms == DP_NORMS_NONE;
+    if (strcmp(key, "method") == 0) {
+        const char *preset = method_name(c);
+        if (preset) lua_pushstring(L, preset);
+        else lua_pushfstring(L, "%s+%s", dp_norms_name(c->norms), dp_clip_name(c->clip));
+    } else if (strcmp(key, "norms") == 0) {
+        if (vanilla) lua_pushnil(L);
+        else lua_pushstring(L, dp_norms_name(c->norms));
+    } else if (strcmp(key, "clip_method") == 0) {
+        if (vanilla) lua_pushnil(L);
+        else lua_pushstring(L, dp_clip_name(c->clip));
+    } else {
+        lua_pushnil(L);
+    }
+    return 1;
+}
+
+void dpl_open_dp(lua_State *L) {
+    if (luaL_newmetatable(L, DP_MT)) {
+        luaL_newlib(L, methods);
+        lua_pushcclosure(L, l_index, 1);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, l_free);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, l_free);
+        lua_setfield(L, -2, "__close");
+        lua_pushcfunction(L, l_tostring);
+        lua_setfield(L, -2, "__tostring");
+    }
+    lua_pop(L, 1);
+    lua_newtable(L);
+    lua_pushcfunction(L, l_wrap);
+    lua_setfield(L, -2, "wrap");
+    lua_setfield(L, -2, "dp");
+}

@@ -1,0 +1,54 @@
+/* lua_engine.h: the engine's Lua bindings. Each dpl_open_* adds its functions to the module
+ * table on top of the stack (dpprof_openlib in lua/bind assembles the module). */
+#ifndef DP_LUA_ENGINE_H
+#define DP_LUA_ENGINE_H
+
+#include "model.h"
+#include "tensor.h"
+
+#include <lua.h>
+
+/* Adds dpprof.tensor, dpprof.matmul and the tensor metatable. */
+void dpl_open_tensor(lua_State *L);
+/* Adds dpprof.memory (stats, snapshots, scopes, events, timeline, limits, OOM details). */
+void dpl_open_memory(lua_State *L);
+/* Adds device selection and information, sync, the ledger, the clock and the version. */
+void dpl_open_device(lua_State *L);
+/* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,
+ * sleep, pid, mkdir_p, list_dir, environment, executable and testing_crash (lua_process.c). */
+void dpl_open_process(lua_State *L);
+/* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
+void dpl_open_json(lua_State *L);
+
+/* Adds dpprof.model (a callable table: dpprof.model{...} builds a model; other bindings add
+ * fields such as dpprof.model.load), the model metatable, dpprof.batch and dpprof.free_batch
+ * (lua_model.c). */
+void dpl_open_model(lua_State *L);
+/* The live model at idx, or an argument error (also for a freed model). */
+dp_model *dpl_check_model(lua_State *L, int idx);
+/* The model at idx (an argument error when it is no model), or NULL when it was freed. */
+dp_model *dpl_model_or_freed(lua_State *L, int idx);
+/* Pushes a model userdata owning m (freed with it, or at once if pushing fails). */
+void dpl_push_model(lua_State *L, dp_model *m);
+/* Adds m:save(dir) to the model's methods and dpprof.model.load(dir, {...}) (lua_model_io.c);
+ * call after dpl_open_model. */
+void dpl_open_model_io(lua_State *L);
+
+/* Adds dpprof.optim.adamw / dpprof.optim.sgd and the optimizer metatable (lua_optim.c). */
+void dpl_open_optim(lua_State *L);
+/* The live optimizer at idx (its model checked alive too), or an argument error. */
+struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
+
+/* Adds dpprof.dp.wrap and the DP wrapper's metatable (lua_dp.c). */
+void dpl_open_dp(lua_State *L);
+
+/* The live tensor at idx, or an argument error (also for a freed tensor). */
+dp_tensor *dpl_check_tensor(lua_State *L, int idx);
+/* Pushes a new tensor userdata allocated on dev, or raises the engine's error. */
+dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
+                               dp_category cat);
+
+/* The LoRA target bits named by the list at idx, or an error naming fname and the valid names. */
+unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname);
+
+#endif
