@@ -35,7 +35,7 @@ using namespace dpk_dp;
 
 namespace dpk_flash {
 
-constexpr int TILE = 128;        /* = DP_FLASH_TILE */
+constexpr int TILE = 128;        /* = DPSGD_FLASH_TILE */
 constexpr int THREADS = 256;
 constexpr int MAX_BLOCKS = 8192; /* per launch, over all samples: bounds the partials */
 

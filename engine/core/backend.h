@@ -15,7 +15,7 @@
 
 typedef struct dp_device dp_device;
 struct dp_layer_ops; /* layer_ops.h: the transformer layers */
-struct dp_dp_ops;    /* dpsgd_ops.h: per-sample norm and clipping kernels */
+struct dpsgd_ops;  /* dpsgd_ops.h: per-sample norm and clipping kernels */
 
 /* Device memory the CUDA backend takes at start-up, tagged `workspace`: cuBLAS's workspace
  * (module "cublas"; 32 MiB as NVIDIA recommends for Hopper) and the f32 partials of the
@@ -86,7 +86,7 @@ typedef struct dp_backend {
     /* The transformer layers (layer_ops.h); NULL on the plan backend. */
     const struct dp_layer_ops *layers;
     /* The DP kernels (dpsgd_ops.h); NULL on the plan backend. */
-    const struct dp_dp_ops *dp;
+    const struct dpsgd_ops *dpsgd;
 } dp_backend;
 
 /* The CPU backend (C, OpenBLAS, OpenMP). */

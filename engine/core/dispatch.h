@@ -22,10 +22,10 @@
                         (dev)->ops->name))
 
 /* The same for an entry of the DP table (dpsgd_ops.h). */
-#define DP_DISPATCH_DP(dev, entry, ...)                                                           \
+#define DPSGD_DISPATCH(dev, entry, ...)                                                           \
     ((dev)->kind == DP_DEV_PLAN ? DP_OK                                                          \
-     : ((dev)->ops->dp && (dev)->ops->dp->entry)                                                 \
-         ? (dev)->ops->dp->entry((dev), __VA_ARGS__)                                             \
+     : ((dev)->ops->dpsgd && (dev)->ops->dpsgd->entry)                                                 \
+         ? (dev)->ops->dpsgd->entry((dev), __VA_ARGS__)                                             \
          : dp_error_set(DP_ENOTSUP, "dp op '%s' is not implemented on %s", #entry,                \
                         (dev)->ops->name))
 

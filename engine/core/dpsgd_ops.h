@@ -1,5 +1,5 @@
-/* dpsgd_ops.h: the per-sample kernels of DP-SGD each backend implements (dev->ops->dp points at
- * the table; call them through DP_DISPATCH_DP, dispatch.h).
+/* dpsgd_ops.h: the per-sample kernels of DP-SGD each backend implements (dev->ops->dpsgd points at
+ * the table; call them through DPSGD_DISPATCH, dispatch.h).
  *
  * Conventions (cpu_dpsgd.c is the specification the CUDA kernels must match):
  * - A batch of B samples of T tokens: A (the input of a linear) is B x T x d, G (its output
@@ -17,8 +17,8 @@
  *   walk tiles of one, as a GEMM does, and keep only per-sample partial sums. Their flop counts
  *   are in the comments; dpsgd_flash.c records them in the ledger.
  * - Each returns DP_OK or a status with dp_error_set. */
-#ifndef DP_DP_OPS_H
-#define DP_DP_OPS_H
+#ifndef DPSGD_OPS_H
+#define DPSGD_OPS_H
 
 #include "dtype.h"
 
@@ -28,9 +28,9 @@ typedef struct dp_device dp_device;
 
 /* Tile edge of the fused kernels (rows of a Gram tile, rows/columns of a gradient tile). The
  * flop counts of the fused entries assume the work of whole tiles. */
-#define DP_FLASH_TILE 128
+#define DPSGD_FLASH_TILE 128
 
-typedef struct dp_dp_ops {
+typedef struct dpsgd_ops {
     /* out[i] (+)= alpha * sum_j x[i*n + j] * y[i*n + j] for i < B: the Frobenius product of two
      * per-sample matrices (ghost's <a a^T, g g^T>, the tied cross term). tx, ty: f32 or bf16. */
     int (*batched_dot)(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, const void *x, dp_dtype ty,
@@ -67,12 +67,12 @@ typedef struct dp_dp_ops {
                        const int32_t *ids, void *h);
 
     /* Flash, Gram-tile formulation: out[i] (+)= alpha * ||g_i^T a_i||^2 = alpha <a_i a_i^T, g_i g_i^T>,
-     * walking the lower triangle of T x T in DP_FLASH_TILE tiles (off-diagonal tiles count twice):
+     * walking the lower triangle of T x T in DPSGD_FLASH_TILE tiles (off-diagonal tiles count twice):
      * B * T(T+1) * (d+p) flops, no T x T matrix. a: B x T x d, g: B x T x p. */
     int (*gram_tile_sumsq)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
                            const void *a, const void *g, float alpha, float *out, int accumulate);
     /* Flash, gradient-tile formulation: out[i] (+)= alpha * ||g_i^T a_i||^2, forming the p x d
-     * per-sample gradient one DP_FLASH_TILE^2 tile at a time in registers and summing its squares:
+     * per-sample gradient one DPSGD_FLASH_TILE^2 tile at a time in registers and summing its squares:
      * 2 B T p d flops, no p x d buffer. */
     int (*grad_tile_sumsq)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
                            const void *a, const void *g, float alpha, float *out, int accumulate);
@@ -82,13 +82,13 @@ typedef struct dp_dp_ops {
      * fly: 2 B T^2 d flops, no T x T matrix. */
     int (*tied_rows)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V, const void *g,
                      const int32_t *ids, const void *a, float *r);
-} dp_dp_ops;
+} dpsgd_ops;
 
 /* The CPU implementation (cpu_dpsgd.c). */
-extern const dp_dp_ops dp_cpu_dp_ops;
+extern const dpsgd_ops dpsgd_cpu_ops;
 #ifdef DPPROF_HAVE_CUDA
 /* The CUDA implementation (cuda_dpsgd.c, kernels/dp_*.cu). */
-extern const dp_dp_ops dp_cuda_dp_ops;
+extern const dpsgd_ops dpsgd_cuda_ops;
 #endif
 
 #endif

@@ -30,8 +30,8 @@
  * parameter) under `norm_samples`, Gram matrices and sort keys under `temp`, kept output
  * gradients under `output_grads`, each with the module path of its layer and freed as soon as
  * the algorithm allows. */
-#ifndef DP_DP_H
-#define DP_DP_H
+#ifndef DPSGD_H
+#define DPSGD_H
 
 #include "model.h"
 
@@ -39,50 +39,50 @@
 #include <stdint.h>
 
 typedef enum {
-    DP_NORMS_NONE = 0, /* vanilla */
-    DP_NORMS_MATERIALIZE,
-    DP_NORMS_GHOST,
-    DP_NORMS_MIXED,
-    DP_NORMS_FLASH
-} dp_norms_method;
+    DPSGD_NORMS_NONE = 0, /* vanilla */
+    DPSGD_NORMS_MATERIALIZE,
+    DPSGD_NORMS_GHOST,
+    DPSGD_NORMS_MIXED,
+    DPSGD_NORMS_FLASH
+} dpsgd_norms_method;
 
-typedef enum { DP_CLIP_NONE = 0, DP_CLIP_TWOPASS, DP_CLIP_BK } dp_clip_method;
+typedef enum { DPSGD_CLIP_NONE = 0, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK } dpsgd_clip_method;
 
 /* How one layer's per-sample norm was obtained (recorded per layer; docs/results.md `layers`). */
 typedef enum {
-    DP_FORM_DIRECT = 0, /* biases, norm gains, positions: per-sample gradients of d floats */
-    DP_FORM_MATERIALIZE,
-    DP_FORM_GHOST,      /* Gram matrices (embeddings: g g^T with the token-equality mask) */
-    DP_FORM_GRAM_TILE,
-    DP_FORM_GRAD_TILE,
-    DP_FORM_BATCH1,     /* physical batch of 1: the layer's ordinary gradient */
-    DP_FORM_GROUPED,    /* embeddings: equal token ids grouped per sample */
-    DP_FORM_GRAM_STRIP, /* flash_impl = strips: the Gram triangle in strips of backend GEMMs */
-    DP_FORM_GRAD_STRIP  /* flash_impl = strips: the per-sample gradient in blocks of rows */
-} dp_formulation;
+    DPSGD_FORM_DIRECT = 0, /* biases, norm gains, positions: per-sample gradients of d floats */
+    DPSGD_FORM_MATERIALIZE,
+    DPSGD_FORM_GHOST,      /* Gram matrices (embeddings: g g^T with the token-equality mask) */
+    DPSGD_FORM_GRAM_TILE,
+    DPSGD_FORM_GRAD_TILE,
+    DPSGD_FORM_BATCH1,     /* physical batch of 1: the layer's ordinary gradient */
+    DPSGD_FORM_GROUPED,    /* embeddings: equal token ids grouped per sample */
+    DPSGD_FORM_GRAM_STRIP, /* flash_impl = strips: the Gram triangle in strips of backend GEMMs */
+    DPSGD_FORM_GRAD_STRIP  /* flash_impl = strips: the per-sample gradient in blocks of rows */
+} dpsgd_formulation;
 
 /* How flash norms evaluate the formulation they choose: the fused tile kernels (default), or
  * strips through the backend's batched GEMM and a dot, in a workspace of at most 32 MiB
  * (dpsgd_strips.c). Either way no T x T matrix and no whole p x d per-sample gradient. */
-typedef enum { DP_FLASH_TILES = 0, DP_FLASH_STRIPS } dp_flash_impl;
+typedef enum { DPSGD_FLASH_TILES = 0, DPSGD_FLASH_STRIPS } dpsgd_flash_impl;
 
 /* Parses a preset name ("vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip");
  * DP_EINVAL naming the valid presets. */
-int dp_method_preset(const char *name, dp_norms_method *norms, dp_clip_method *clip);
+int dpsgd_method_preset(const char *name, dpsgd_norms_method *norms, dpsgd_clip_method *clip);
 /* Parses a norms choice ("materialize", "ghost", "mixed", "flash"); DP_EINVAL naming them. */
-int dp_norms_parse(const char *name, dp_norms_method *out);
+int dpsgd_norms_parse(const char *name, dpsgd_norms_method *out);
 /* Parses a clip choice ("twopass", "bk"); DP_EINVAL naming them. */
-int dp_clip_parse(const char *name, dp_clip_method *out);
-/* The choice's name ("materialize", ...; "none" for DP_NORMS_NONE). */
-const char *dp_norms_name(dp_norms_method n);
-/* The choice's name ("twopass", "bk"; "none" for DP_CLIP_NONE). */
-const char *dp_clip_name(dp_clip_method c);
+int dpsgd_clip_parse(const char *name, dpsgd_clip_method *out);
+/* The choice's name ("materialize", ...; "none" for DPSGD_NORMS_NONE). */
+const char *dpsgd_norms_name(dpsgd_norms_method n);
+/* The choice's name ("twopass", "bk"; "none" for DPSGD_CLIP_NONE). */
+const char *dpsgd_clip_name(dpsgd_clip_method c);
 /* The preset naming this pair, or NULL when none does (then results say "norms+clip"). */
-const char *dp_method_preset_name(dp_norms_method n, dp_clip_method c);
+const char *dpsgd_method_preset_name(dpsgd_norms_method n, dpsgd_clip_method c);
 /* Parses a flash Gram choice ("tiles", "strips"); DP_EINVAL naming them. */
-int dp_flash_impl_parse(const char *name, dp_flash_impl *out);
+int dpsgd_flash_impl_parse(const char *name, dpsgd_flash_impl *out);
 /* The choice's name ("tiles", "strips"). */
-const char *dp_flash_impl_name(dp_flash_impl g);
+const char *dpsgd_flash_impl_name(dpsgd_flash_impl g);
 /* The bf16 flash tile kernels' configurations on CUDA (kernels/dp_kernels.h, dpk_dp_flash_select):
  * Gram 0..3, gradient 0..2; 0 is the default, the others exist to be benchmarked. */
 #define DP_FLASH_GRAM_VARIANTS 4
@@ -92,21 +92,21 @@ const char *dp_flash_impl_name(dp_flash_impl g);
 int dp_flash_variant_parse(const char *text, int *gram, int *grad);
 /* The formulation's name ("direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1",
  * "grouped", "gram_strip", "grad_strip"). */
-const char *dp_formulation_name(dp_formulation f);
+const char *dpsgd_formulation_name(dpsgd_formulation f);
 
 /* The formulation `norms` uses for a linear's weight with B samples of T tokens, input width d,
  * output width p, compute dtype t: mixed compares the estimated time (a roofline of flops and
  * bytes, the same constants on every device so that CPU, CUDA and plan allocate alike) of
  * ghost and materialize; flash compares the flops of its two tile formulations (batch1 when
  * B == 1). Writes the estimated flops and bytes of the choice when non-NULL. */
-dp_formulation dp_choose_linear(dp_norms_method norms, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t,
+dpsgd_formulation dpsgd_choose_linear(dpsgd_norms_method norms, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t,
                                 double *flops, double *bytes);
 /* The formulation `norms` uses for a token embedding: ghost for ghost, grouped otherwise. */
-dp_formulation dp_choose_embedding(dp_norms_method norms);
+dpsgd_formulation dpsgd_choose_embedding(dpsgd_norms_method norms);
 
-typedef struct dp_dpsgd_config {
-    dp_norms_method norms;           /* DP_NORMS_NONE with DP_CLIP_NONE: vanilla */
-    dp_clip_method clip;
+typedef struct dpsgd_config {
+    dpsgd_norms_method norms;           /* DPSGD_NORMS_NONE with DPSGD_CLIP_NONE: vanilla */
+    dpsgd_clip_method clip;
     double max_grad_norm;            /* C, > 0 (default 1) */
     double noise_multiplier;         /* sigma, >= 0 (default 1) */
     double sample_rate;              /* q in (0, 1]; 0 = expected_batch_size / dataset_size */
@@ -115,81 +115,81 @@ typedef struct dp_dpsgd_config {
     int64_t max_physical_batch_size; /* 0 = the model's batch */
     int poisson;                     /* 1: logical batch sizes ~ Binomial(N, q) */
     uint64_t seed;                   /* noise and sampling */
-    double delta;                    /* for dp_dpsgd_epsilon's default (1e-5) */
-    dp_flash_impl flash_impl;        /* flash's kernels: tiles (default) or strips */
-} dp_dpsgd_config;
+    double delta;                    /* for dpsgd_epsilon's default (1e-5) */
+    dpsgd_flash_impl flash_impl;        /* flash's kernels: tiles (default) or strips */
+} dpsgd_config;
 
 /* One logical step: logical_size samples in n_physical physical batches of physical_size
- * samples each, the last one possibly smaller (see dp_step_plan_batch). */
-typedef struct dp_step_plan {
+ * samples each, the last one possibly smaller (see dpsgd_step_plan_batch). */
+typedef struct dpsgd_step_plan {
     int64_t logical_size, physical_size, n_physical;
-} dp_step_plan;
+} dpsgd_step_plan;
 
 /* Size of physical batch k (0-based) of the plan. */
-int64_t dp_step_plan_batch(const dp_step_plan *plan, int64_t k);
+int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k);
 
 /* One DP layer as the last backward saw it. */
-typedef struct dp_dp_layer {
+typedef struct dpsgd_layer_info {
     uint32_t module;          /* module id (scope.h) of the layer */
     const char *kind;         /* "linear", "head", "tied_head", "lora_a", "lora_b", "embedding",
                                * "position", "layernorm", "rmsnorm" */
-    dp_formulation norms;
-} dp_dp_layer;
+    dpsgd_formulation norms;
+} dpsgd_layer_info;
 
-typedef struct dp_dpsgd dp_dpsgd;
+typedef struct dpsgd dpsgd;
 
 /* Fills cfg with defaults (vanilla, C = 1, sigma = 1, delta = 1e-5, fixed batches). */
-void dp_dpsgd_config_default(dp_dpsgd_config *cfg);
+void dpsgd_config_default(dpsgd_config *cfg);
 /* Wraps model m (not owned; must outlive the wrapper). Checks cfg: DP_EINVAL naming the key and
  * its valid range (a norms choice without a clip choice, C <= 0, q outside (0, 1], a physical
  * batch above the model's, Poisson without a dataset size...). */
-int dp_dpsgd_new(dp_model *m, const dp_dpsgd_config *cfg, dp_dpsgd **out);
+int dpsgd_new(dp_model *m, const dpsgd_config *cfg, dpsgd **out);
 /* Frees the wrapper and whatever it still holds. NULL is a no-op. */
-void dp_dpsgd_free(dp_dpsgd *dp);
+void dpsgd_free(dpsgd *dp);
 /* The configuration with defaults filled in (expected batch size, sample rate). */
-const dp_dpsgd_config *dp_dpsgd_config_of(const dp_dpsgd *dp);
+const dpsgd_config *dpsgd_config_of(const dpsgd *dp);
 
 /* Draws the next logical batch: Poisson (each of N samples with probability q, from the
  * generator keyed by the seed and the step) or fixed (the expected batch size), split into
  * physical batches of at most max_physical_batch_size. */
-int dp_dpsgd_next_step(dp_dpsgd *dp, dp_step_plan *out);
+int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must
- * stay alive until dp_dpsgd_clip). Writes the batch loss and, when non-NULL, the B losses. */
-int dp_dpsgd_forward(dp_dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss,
+ * stay alive until dpsgd_clip). Writes the batch loss and, when non-NULL, the B losses. */
+int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss,
                      float *sample_losses);
 /* Backward of the last forward: vanilla accumulates the gradient of the logical batch's mean
  * loss; DP computes every trainable tensor's per-sample squared norms (and what bk keeps). */
-int dp_dpsgd_backward(dp_dpsgd *dp);
+int dpsgd_backward(dpsgd *dp);
 /* Clip factors from the norms, then the clipped sum added to the parameters' gradients
  * (second backward or book-keeping). Vanilla: nothing. */
-int dp_dpsgd_clip(dp_dpsgd *dp);
+int dpsgd_clip(dpsgd *dp);
 /* Once per logical step: adds N(0, sigma^2 C^2) to every trainable gradient (allocating zero
  * gradients where none exist) and divides by the expected batch size; counts the step.
  * Vanilla: only counts the step. */
-int dp_dpsgd_noise(dp_dpsgd *dp);
+int dpsgd_noise(dpsgd *dp);
 
 /* Logical steps taken (noise calls). */
-int64_t dp_dpsgd_steps(const dp_dpsgd *dp);
+int64_t dpsgd_steps(const dpsgd *dp);
 /* The Poisson rate q used for accounting (0 when unknown). */
-double dp_dpsgd_sample_rate(const dp_dpsgd *dp);
+double dpsgd_sample_rate(const dpsgd *dp);
 /* The expected logical batch size the noisy sum is divided by. */
-int64_t dp_dpsgd_expected_batch_size(const dp_dpsgd *dp);
+int64_t dpsgd_expected_batch_size(const dpsgd *dp);
 /* Epsilon at delta (delta <= 0: the configured one) after the steps taken, from the RDP
  * accountant; INFINITY for vanilla or sigma = 0. DP_EINVAL when q is unknown. */
-int dp_dpsgd_epsilon(const dp_dpsgd *dp, double delta, double *epsilon);
+int dpsgd_epsilon(const dpsgd *dp, double delta, double *epsilon);
 
 /* Per-sample norms ||g_i|| and clip factors c_i of every sample clipped in the current logical
  * step (or the last one once its noise was added), in order; n of each. */
-const float *dp_dpsgd_norms(const dp_dpsgd *dp, size_t *n);
-/* See dp_dpsgd_norms. */
-const float *dp_dpsgd_clip_factors(const dp_dpsgd *dp, size_t *n);
+const float *dpsgd_norms(const dpsgd *dp, size_t *n);
+/* See dpsgd_norms. */
+const float *dpsgd_clip_factors(const dpsgd *dp, size_t *n);
 /* Per-sample squared norms of one trainable parameter's gradient in the last physical batch
  * (B host floats, copied into out), from the norms pass. DP_EINVAL for an unknown or frozen
  * parameter or before any DP backward. */
-int dp_dpsgd_param_sq_norms(const dp_dpsgd *dp, const dp_param *p, float *out, int64_t n);
+int dpsgd_param_sq_norms(const dpsgd *dp, const dp_param *p, float *out, int64_t n);
 /* Number of layers the last DP backward saw. */
-size_t dp_dpsgd_layer_count(const dp_dpsgd *dp);
+size_t dpsgd_layer_count(const dpsgd *dp);
 /* Layer i of them, in the order the backward met them (NULL when out of range). */
-const dp_dp_layer *dp_dpsgd_layer(const dp_dpsgd *dp, size_t i);
+const dpsgd_layer_info *dpsgd_layer(const dpsgd *dp, size_t i);
 
 #endif

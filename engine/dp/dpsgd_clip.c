@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int append_samples(dp_dpsgd *dp, const float *norms, const float *factors, int64_t B) {
+static int append_samples(dpsgd *dp, const float *norms, const float *factors, int64_t B) {
     if (dp->n_samples + (size_t)B > dp->cap_samples) {
         size_t cap = dp->cap_samples ? dp->cap_samples : 64;
         while (cap < dp->n_samples + (size_t)B) cap *= 2;
@@ -38,7 +38,7 @@ static int append_samples(dp_dpsgd *dp, const float *norms, const float *factors
     return DP_OK;
 }
 
-int dp_clip_factors(dp_dpsgd *dp, float *factors) {
+int dpsgd_compute_clip_factors(dpsgd *dp, float *factors) {
     int64_t B = dp->batch;
     float *host = realloc(dp->host_sq, (size_t)(dp->n_params > 0 && B > 0 ? dp->n_params * B : 1) * sizeof *host);
     if (!host) return dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
@@ -76,7 +76,7 @@ static int sum_by_axpy(int64_t B, dp_dtype t) { return B <= CLIP_AXPY_MAX_B && t
 /* grad (n floats) += c^T x, x of B x n: the clipped sum of per-sample gradients. c_host holds the
  * B weights on the host; c, the same on the device, is read only by the GEMM path (may be NULL when
  * sum_by_axpy holds). */
-static int weighted_sum(dp_dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const float *c_host, const dp_tensor *x,
+static int weighted_sum(dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const float *c_host, const dp_tensor *x,
                         int64_t B, int64_t n, const char *op) {
     if (sum_by_axpy(B, x->dtype)) {
         dp_ledger_add(op, 2.0 * (double)B * (double)n, 12.0 * (double)B * (double)n);
@@ -94,14 +94,14 @@ static int weighted_sum(dp_dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const
     return dp_gemm_ex(dp->dev, op, &g);
 }
 
-static int scale_samples(dp_dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
+static int scale_samples(dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
     int64_t B = x->shape[0], n = x->numel / (B ? B : 1);
     dp_ledger_add("dp_scale_samples", (double)x->numel, 2.0 * (double)dp_tensor_bytes(x) + 4.0 * (double)B);
-    return DP_DISPATCH_DP(dp->dev, scale_samples, x->dtype, B, n, x->data, c->data);
+    return DPSGD_DISPATCH(dp->dev, scale_samples, x->dtype, B, n, x->data, c->data);
 }
 
-static int book_per_sample(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c, const float *factors) {
-    DP_TRY(dp_ensure_grad(dp, bk->param));
+static int book_per_sample(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c, const float *factors) {
+    DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     int64_t B = bk->psg.shape[0];
     return weighted_sum(dp, &bk->param->grad, c, factors, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
 }
@@ -110,32 +110,32 @@ static int book_per_sample(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c, const 
  * v and gate, up, a head) have more output columns in all than the input has, scale the input's
  * rows once instead of every G's (gpt: 2d instead of 7d per token and layer; the head: d instead
  * of V). The input is a retained activation that nothing reads after the clip. */
-static int scale_shared_inputs(dp_dpsgd *dp, const dp_tensor *c) {
+static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c) {
     for (int k = 0; k < dp->n_books; k++) {
-        dp_book *bk = &dp->books[k];
-        if (bk->kind != DP_BOOK_LINEAR || !bk->input_src) continue;
+        dpsgd_book *bk = &dp->books[k];
+        if (bk->kind != DPSGD_BOOK_LINEAR || !bk->input_src) continue;
         int first = 1;
         int64_t cols = 0;
         for (int j = 0; j < dp->n_books; j++) {
-            const dp_book *o = &dp->books[j];
-            if (o->kind != DP_BOOK_LINEAR || o->input_src != bk->input_src) continue;
+            const dpsgd_book *o = &dp->books[j];
+            if (o->kind != DPSGD_BOOK_LINEAR || o->input_src != bk->input_src) continue;
             if (j < k) first = 0;
             cols += o->out_grad.shape[2];
         }
         if (!first || bk->input.shape[2] >= cols) continue;
         DP_TRY(scale_samples(dp, &bk->input, c));
         for (int j = k; j < dp->n_books; j++)
-            if (dp->books[j].kind == DP_BOOK_LINEAR && dp->books[j].input_src == bk->input_src)
+            if (dp->books[j].kind == DPSGD_BOOK_LINEAR && dp->books[j].input_src == bk->input_src)
                 dp->books[j].input_scaled = 1;
     }
     return DP_OK;
 }
 
-static int book_linear(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
+static int book_linear(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
     dp_tensor *G = &bk->out_grad, *A = &bk->input;
     int64_t N = G->shape[0] * G->shape[1], p = G->shape[2], d = A->shape[2];
     if (!bk->input_scaled) DP_TRY(scale_samples(dp, G, c));
-    DP_TRY(dp_ensure_grad(dp, bk->param));
+    DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     /* grad (p x d) += scale * G^T (p x N) A (N x d): one GEMM over every token of the batch */
     dp_gemm_args g = {
         .trans_a = 1, .trans_b = 0, .m = p, .n = d, .k = N, .alpha = bk->scale, .beta = 1.0f,
@@ -147,19 +147,19 @@ static int book_linear(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
     return dp_gemm_ex(dp->dev, "dp_clip_gemm", &g);
 }
 
-static int book_embedding(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
+static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
     dp_tensor *G = &bk->out_grad;
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
     DP_TRY(scale_samples(dp, G, c));
     if (bk->wpe) { /* dwpe[t] += sum_i (c (.) G)[i, t]: rows 0..T-1 of the table */
-        DP_TRY(dp_ensure_grad(dp, bk->wpe));
+        DP_TRY(dpsgd_ensure_grad(dp, bk->wpe));
         float *ones_host = malloc((size_t)B * sizeof *ones_host);
         if (!ones_host) return dp_error_set(DP_EOOM, "dp: out of host memory");
         for (int64_t i = 0; i < B; i++) ones_host[i] = 1.0f;
         dp_tensor ones = {0};
         int rc = DP_OK;
         if (!sum_by_axpy(B, G->dtype)) { /* the GEMM path reads the weights on the device */
-            rc = dp_alloc_tensor(dp, &ones, G->dtype, 1, &B, DP_CAT_TEMP, bk->wpe->module);
+            rc = dpsgd_alloc_tensor(dp, &ones, G->dtype, 1, &B, DP_CAT_TEMP, bk->wpe->module);
             if (rc == DP_OK) rc = dp_tensor_fill(&ones, 1.0);
         }
         if (rc == DP_OK) rc = weighted_sum(dp, &bk->wpe->grad, &ones, ones_host, G, B, T * d, "dp_clip_sum");
@@ -168,24 +168,24 @@ static int book_embedding(dp_dpsgd *dp, dp_book *bk, const dp_tensor *c) {
         DP_TRY(rc);
     }
     if (!bk->param) return DP_OK;
-    DP_TRY(dp_ensure_grad(dp, bk->param));
+    DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     double n = (double)(B * T * d);
     dp_ledger_add("dp_clip_embedding", n, n * ((double)dp_dtype_size(G->dtype) + 8.0) + 4.0 * (double)(B * T));
     return DP_DISPATCH_LAYER(dp->dev, embedding_backward, G->dtype, G->data, bk->ids.data, bk->param->grad.data,
                              NULL, B * T, T, d, bk->param->value.shape[0]);
 }
 
-int dp_clip_books(dp_dpsgd *dp, const float *factors) {
+int dpsgd_clip_books(dpsgd *dp, const float *factors) {
     int64_t B = dp->batch;
-    DP_TRY(dp_alloc_tensor(dp, &dp->clip_dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
+    DP_TRY(dpsgd_alloc_tensor(dp, &dp->clip_dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
     DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)B * sizeof *factors));
     DP_TRY(scale_shared_inputs(dp, &dp->clip_dev));
     for (int k = 0; k < dp->n_books; k++) {
-        dp_book *bk = &dp->books[k];
+        dpsgd_book *bk = &dp->books[k];
         switch (bk->kind) {
-        case DP_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, &dp->clip_dev, factors)); break;
-        case DP_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, &dp->clip_dev)); break;
-        case DP_BOOK_EMBEDDING: DP_TRY(book_embedding(dp, bk, &dp->clip_dev)); break;
+        case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, &dp->clip_dev, factors)); break;
+        case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, &dp->clip_dev)); break;
+        case DPSGD_BOOK_EMBEDDING: DP_TRY(book_embedding(dp, bk, &dp->clip_dev)); break;
         }
         /* free each book as soon as its gradient is formed */
         dp_tensor_release(&bk->psg);
@@ -196,7 +196,7 @@ int dp_clip_books(dp_dpsgd *dp, const float *factors) {
     return DP_OK;
 }
 
-void dp_release_batch_state(dp_dpsgd *dp) {
+void dpsgd_release_batch_state(dpsgd *dp) {
     for (int k = 0; k < dp->n_books; k++) {
         dp_tensor_release(&dp->books[k].psg);
         dp_tensor_release(&dp->books[k].out_grad);

@@ -12,10 +12,10 @@
 #include "ops.h"
 
 /* gram[i] = x[i] x[i]^T (B x T x T f32, `temp`) for x of B x T x k */
-static int gram(dp_dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) {
+static int gram(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) {
     int64_t B = x->shape[0], T = x->shape[1], k = x->shape[2];
     int64_t shape[3] = {B, T, T};
-    DP_TRY(dp_alloc_tensor(dp, out, DP_F32, 3, shape, DP_CAT_TEMP, module));
+    DP_TRY(dpsgd_alloc_tensor(dp, out, DP_F32, 3, shape, DP_CAT_TEMP, module));
     dp_gemm_args g = {
         .trans_a = 0, .trans_b = 1, .m = T, .n = T, .k = k, .alpha = 1.0f, .beta = 0.0f,
         .ab_type = x->dtype, .c_type = DP_F32,
@@ -28,7 +28,7 @@ static int gram(dp_dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *ou
     return rc;
 }
 
-int dp_ghost_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+int dpsgd_ghost_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                     dp_tensor *row, int accumulate) {
     int64_t B = A->shape[0], T = A->shape[1];
     dp_tensor ga, gg;
@@ -37,7 +37,7 @@ int dp_ghost_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const d
     if (rc == DP_OK) {
         double n = (double)(B * T * T);
         dp_ledger_add("dp_ghost_dot", 2.0 * n, 8.0 * n + 4.0 * (double)B * (accumulate ? 2.0 : 1.0));
-        rc = DP_DISPATCH_DP(dp->dev, batched_dot, B, T * T, DP_F32, ga.data, DP_F32, gg.data, scale * scale,
+        rc = DPSGD_DISPATCH(dp->dev, batched_dot, B, T * T, DP_F32, ga.data, DP_F32, gg.data, scale * scale,
                             row->data, accumulate);
         dp_tensor_release(&gg);
     }
@@ -45,28 +45,28 @@ int dp_ghost_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const d
     return rc;
 }
 
-int dp_ghost_embedding(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
+int dpsgd_ghost_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
                        dp_tensor *row, int accumulate) {
     int64_t B = G->shape[0], T = G->shape[1];
     dp_tensor gg;
     DP_TRY(gram(dp, G, wte->module, &gg));
     double n = (double)(B * T * T);
     dp_ledger_add("dp_ghost_mask_dot", 2.0 * n, 4.0 * n + 4.0 * (double)(B * T) + 4.0 * (double)B);
-    int rc = DP_DISPATCH_DP(dp->dev, gram_dot_masked, B, T, gg.data, ids->data, 1.0f, row->data, accumulate);
+    int rc = DPSGD_DISPATCH(dp->dev, gram_dot_masked, B, T, gg.data, ids->data, 1.0f, row->data, accumulate);
     dp_tensor_release(&gg);
     return rc;
 }
 
-int dp_ghost_tied_rows(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
+int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
                        const dp_tensor *G, dp_tensor *rows) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], V = G->shape[2];
     int64_t hs[3] = {B, T, T}, rs[3] = {B, T, d};
     dp_tensor h;
-    DP_TRY(dp_alloc_tensor(dp, &h, G->dtype, 3, hs, DP_CAT_TEMP, wte->module));
+    DP_TRY(dpsgd_alloc_tensor(dp, &h, G->dtype, 3, hs, DP_CAT_TEMP, wte->module));
     double es = (double)dp_dtype_size(G->dtype);
     dp_ledger_add("dp_gather_cols", 0.0, 2.0 * (double)(B * T * T) * es + 4.0 * (double)(B * T));
-    int rc = DP_DISPATCH_DP(dp->dev, gather_cols, G->dtype, B, T, V, G->data, ids->data, h.data);
-    if (rc == DP_OK) rc = dp_alloc_tensor(dp, rows, DP_F32, 3, rs, DP_CAT_PER_SAMPLE_GRADS, wte->module);
+    int rc = DPSGD_DISPATCH(dp->dev, gather_cols, G->dtype, B, T, V, G->data, ids->data, h.data);
+    if (rc == DP_OK) rc = dpsgd_alloc_tensor(dp, rows, DP_F32, 3, rs, DP_CAT_PER_SAMPLE_GRADS, wte->module);
     if (rc == DP_OK) {
         /* rows[i] (T x d) = h[i]^T (T x T) a[i] (T x d) */
         dp_gemm_args g = {

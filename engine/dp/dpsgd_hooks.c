@@ -24,19 +24,19 @@ static int bad_shape(const char *hook, const char *what) {
 }
 
 /* sumsq of B rows of x into p's norm row */
-static int row_sumsq(dp_dpsgd *dp, const dp_param *p, const dp_tensor *x) {
+static int row_sumsq(dpsgd *dp, const dp_param *p, const dp_tensor *x) {
     dp_tensor *row;
     int acc;
-    DP_TRY(dp_norm_row(dp, p, &row, &acc));
+    DP_TRY(dpsgd_norm_row(dp, p, &row, &acc));
     return dp_sumsq_rows(row, x, acc);
 }
 
 /* Per-sample gradients psg of p (B x ...): their norms go to p's row; bk keeps them, else they
  * are freed. Takes psg over in every case. */
-static int keep_or_free(dp_dpsgd *dp, dp_param *p, dp_tensor *psg) {
+static int keep_or_free(dpsgd *dp, dp_param *p, dp_tensor *psg) {
     int rc = row_sumsq(dp, p, psg);
-    if (rc == DP_OK && dp->cfg.clip == DP_CLIP_BK) {
-        dp_book *bk = dp_book_add(dp, DP_BOOK_PER_SAMPLE);
+    if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_BK) {
+        dpsgd_book *bk = dpsgd_book_add(dp, DPSGD_BOOK_PER_SAMPLE);
         if (bk) {
             bk->param = p;
             bk->psg = *psg;
@@ -49,43 +49,43 @@ static int keep_or_free(dp_dpsgd *dp, dp_param *p, dp_tensor *psg) {
 }
 
 /* A copy of x under `output_grads` with the given module. */
-static int copy_kept(dp_dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) {
-    DP_TRY(dp_alloc_tensor(dp, out, x->dtype, x->ndim, x->shape, DP_CAT_OUTPUT_GRADS, module));
+static int copy_kept(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) {
+    DP_TRY(dpsgd_alloc_tensor(dp, out, x->dtype, x->ndim, x->shape, DP_CAT_OUTPUT_GRADS, module));
     int rc = dp_tensor_copy(out, x);
     if (rc != DP_OK) dp_tensor_release(out);
     return rc;
 }
 
 /* The formulation of a linear's weight under dp's method (flash's kernels as configured). */
-static dp_formulation linear_form(const dp_dpsgd *dp, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
-    dp_formulation f = dp_choose_linear(dp->cfg.norms, B, T, d, p, t, NULL, NULL);
-    if (dp->cfg.flash_impl != DP_FLASH_STRIPS) return f;
-    return f == DP_FORM_GRAM_TILE ? DP_FORM_GRAM_STRIP : f == DP_FORM_GRAD_TILE ? DP_FORM_GRAD_STRIP : f;
+static dpsgd_formulation linear_form(const dpsgd *dp, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
+    dpsgd_formulation f = dpsgd_choose_linear(dp->cfg.norms, B, T, d, p, t, NULL, NULL);
+    if (dp->cfg.flash_impl != DPSGD_FLASH_STRIPS) return f;
+    return f == DPSGD_FORM_GRAM_TILE ? DPSGD_FORM_GRAM_STRIP : f == DPSGD_FORM_GRAD_TILE ? DPSGD_FORM_GRAD_STRIP : f;
 }
 
 /* bk keeps a linear's output gradient unless the weight's per-sample gradients are materialized
  * (then it keeps those); a tied head's G is the logits, which the backward goes on using. */
 static int keeps_out_grad(void *ctx, const dp_param *w, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
-    const dp_dpsgd *dp = ctx;
-    if (dp->cfg.clip != DP_CLIP_BK || !w->trainable || w->kind == DP_PARAM_EMBEDDING) return 0;
-    dp_formulation f = linear_form(dp, B, T, d, p, t);
-    return f != DP_FORM_MATERIALIZE && f != DP_FORM_BATCH1;
+    const dpsgd *dp = ctx;
+    if (dp->cfg.clip != DPSGD_CLIP_BK || !w->trainable || w->kind == DP_PARAM_EMBEDDING) return 0;
+    dpsgd_formulation f = linear_form(dp, B, T, d, p, t);
+    return f != DPSGD_FORM_MATERIALIZE && f != DPSGD_FORM_BATCH1;
 }
 
-static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale) {
+static int linear_weight(dpsgd *dp, dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], p = G->shape[2];
     int tied = w->kind == DP_PARAM_EMBEDDING;
-    dp_formulation f = linear_form(dp, B, T, d, p, A->dtype);
+    dpsgd_formulation f = linear_form(dp, B, T, d, p, A->dtype);
     if (tied && dp->tied.wte)
         return dp_error_set(DP_EINTERNAL, "dp: tied head '%s' seen twice in one backward", w->name);
     if (tied && (!dp->inputs || dp->inputs->ndim != 2 || dp->inputs->shape[0] != B || dp->inputs->shape[1] != T))
         return dp_error_set(DP_EINVAL, "dp: the tied head '%s' needs the batch's B x T token ids (run the "
                                        "forward through the DP wrapper)", w->name);
-    DP_TRY(dp_record_layer(dp, w->module, dp_linear_kind(w), f));
+    DP_TRY(dpsgd_record_layer(dp, w->module, dpsgd_linear_kind(w), f));
 
-    if (f == DP_FORM_MATERIALIZE || f == DP_FORM_BATCH1) {
+    if (f == DPSGD_FORM_MATERIALIZE || f == DPSGD_FORM_BATCH1) {
         dp_tensor psg;
-        DP_TRY(dp_materialize_linear(dp, w, A, G, scale, &psg));
+        DP_TRY(dpsgd_materialize_linear(dp, w, A, G, scale, &psg));
         if (tied) { /* the embedding's hook adds its rows, then takes the norm */
             dp->tied.wte = w;
             dp->tied.psg = psg;
@@ -96,22 +96,22 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
 
     dp_tensor *row;
     int acc;
-    DP_TRY(dp_norm_row(dp, w, &row, &acc));
-    if (f == DP_FORM_GHOST)
-        DP_TRY(dp_ghost_linear(dp, w, A, G, scale, row, acc));
-    else if (f == DP_FORM_GRAM_STRIP)
-        DP_TRY(dp_strip_linear(dp, w, A, G, scale, row, acc));
-    else if (f == DP_FORM_GRAD_STRIP)
-        DP_TRY(dp_grad_strip_linear(dp, w, A, G, scale, row, acc));
+    DP_TRY(dpsgd_norm_row(dp, w, &row, &acc));
+    if (f == DPSGD_FORM_GHOST)
+        DP_TRY(dpsgd_ghost_linear(dp, w, A, G, scale, row, acc));
+    else if (f == DPSGD_FORM_GRAM_STRIP)
+        DP_TRY(dpsgd_strip_linear(dp, w, A, G, scale, row, acc));
+    else if (f == DPSGD_FORM_GRAD_STRIP)
+        DP_TRY(dpsgd_grad_strip_linear(dp, w, A, G, scale, row, acc));
     else
-        DP_TRY(dp_flash_linear(dp, f, A, G, scale, row, acc));
+        DP_TRY(dpsgd_flash_linear(dp, f, A, G, scale, row, acc));
     if (tied) { /* bk keeps A and G: the embedding's hook forms the rows from its book (dpsgd_tied.c) */
         dp->tied.form = f;
-        if (dp->cfg.clip != DP_CLIP_BK) DP_TRY(dp_tied_rows(dp, f, w, dp->inputs, A, G, scale, &dp->tied.rows));
+        if (dp->cfg.clip != DPSGD_CLIP_BK) DP_TRY(dpsgd_tied_rows(dp, f, w, dp->inputs, A, G, scale, &dp->tied.rows));
         dp->tied.wte = w;
     }
-    if (dp->cfg.clip != DP_CLIP_BK) return DP_OK;
-    dp_book *bk = dp_book_add(dp, DP_BOOK_LINEAR);
+    if (dp->cfg.clip != DPSGD_CLIP_BK) return DP_OK;
+    dpsgd_book *bk = dpsgd_book_add(dp, DPSGD_BOOK_LINEAR);
     if (!bk) return dp_error_code();
     bk->param = w;
     bk->scale = scale;
@@ -127,10 +127,10 @@ static int linear_weight(dp_dpsgd *dp, dp_param *w, const dp_tensor *A, const dp
 /* The backward is done with w's output gradient G: the book that holds a view of it takes the
  * allocation over. */
 static int hook_adopt(void *ctx, dp_param *w, dp_tensor *G) {
-    dp_dpsgd *dp = ctx;
+    dpsgd *dp = ctx;
     for (int k = 0; k < dp->n_books; k++) {
-        dp_book *bk = &dp->books[k];
-        if (bk->kind != DP_BOOK_LINEAR || bk->param != w || !bk->adopting) continue;
+        dpsgd_book *bk = &dp->books[k];
+        if (bk->kind != DPSGD_BOOK_LINEAR || bk->param != w || !bk->adopting) continue;
         if (bk->out_grad.numel != G->numel || bk->out_grad.data != G->data)
             return dp_error_set(DP_EINTERNAL, "dp: '%s' hands over an output gradient its hook did not see", w->name);
         bk->out_grad = *G;
@@ -141,14 +141,14 @@ static int hook_adopt(void *ctx, dp_param *w, dp_tensor *G) {
     return DP_OK;
 }
 
-static int linear_bias(dp_dpsgd *dp, dp_param *b, const dp_tensor *G) {
+static int linear_bias(dpsgd *dp, dp_param *b, const dp_tensor *G) {
     int64_t B = G->shape[0], T = G->shape[1], p = G->shape[2];
     int64_t shape[2] = {B, p};
     dp_tensor psb;
-    DP_TRY(dp_alloc_tensor(dp, &psb, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module));
+    DP_TRY(dpsgd_alloc_tensor(dp, &psb, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module));
     dp_ledger_add("dp_token_sum", (double)(B * T * p),
                   (double)(B * T * p) * (double)dp_dtype_size(G->dtype) + 4.0 * (double)(B * p));
-    int rc = DP_DISPATCH_DP(dp->dev, token_sum, G->dtype, B, T, p, G->data, psb.data);
+    int rc = DPSGD_DISPATCH(dp->dev, token_sum, G->dtype, B, T, p, G->data, psb.data);
     if (rc != DP_OK) {
         dp_tensor_release(&psb);
         return rc;
@@ -158,7 +158,7 @@ static int linear_bias(dp_dpsgd *dp, dp_param *b, const dp_tensor *G) {
 
 static int hook_linear(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_tensor *A, const dp_tensor *G,
                        float scale) {
-    dp_dpsgd *dp = ctx;
+    dpsgd *dp = ctx;
     (void)m;
     if (!is_trainable(w) && !is_trainable(b)) return DP_OK;
     if (A->ndim != 3 || G->ndim != 3 || A->shape[0] != G->shape[0] || A->shape[1] != G->shape[1])
@@ -166,7 +166,7 @@ static int hook_linear(void *ctx, dp_model *m, dp_param *w, dp_param *b, const d
     if (A->dtype != G->dtype) return bad_shape("linear", "A and G must share the compute dtype");
     if (is_trainable(w)) DP_TRY(linear_weight(dp, w, A, G, scale));
     if (is_trainable(b)) {
-        if (!is_trainable(w)) DP_TRY(dp_record_layer(dp, b->module, "linear", DP_FORM_DIRECT));
+        if (!is_trainable(w)) DP_TRY(dpsgd_record_layer(dp, b->module, "linear", DPSGD_FORM_DIRECT));
         DP_TRY(linear_bias(dp, b, G));
     }
     return DP_OK;
@@ -174,7 +174,7 @@ static int hook_linear(void *ctx, dp_model *m, dp_param *w, dp_param *b, const d
 
 static int hook_norm(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_tensor *x, const dp_tensor *mean,
                      const dp_tensor *rstd, const dp_tensor *G) {
-    dp_dpsgd *dp = ctx;
+    dpsgd *dp = ctx;
     (void)m;
     int wt = is_trainable(w), bt = is_trainable(b);
     if (!wt && !bt) return DP_OK;
@@ -183,15 +183,15 @@ static int hook_norm(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_
     int64_t B = x->shape[0], T = x->shape[1], d = x->shape[2];
     int64_t shape[2] = {B, d};
     dp_param *owner = wt ? w : b;
-    DP_TRY(dp_record_layer(dp, owner->module, mean ? "layernorm" : "rmsnorm", DP_FORM_DIRECT));
+    DP_TRY(dpsgd_record_layer(dp, owner->module, mean ? "layernorm" : "rmsnorm", DPSGD_FORM_DIRECT));
     dp_tensor dw, db = {0};
-    DP_TRY(dp_alloc_tensor(dp, &dw, DP_F32, 2, shape, wt ? DP_CAT_PER_SAMPLE_GRADS : DP_CAT_TEMP, owner->module));
-    int rc = bt ? dp_alloc_tensor(dp, &db, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module) : DP_OK;
+    DP_TRY(dpsgd_alloc_tensor(dp, &dw, DP_F32, 2, shape, wt ? DP_CAT_PER_SAMPLE_GRADS : DP_CAT_TEMP, owner->module));
+    int rc = bt ? dpsgd_alloc_tensor(dp, &db, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module) : DP_OK;
     if (rc == DP_OK) {
         double n = (double)(B * T * d), es = (double)dp_dtype_size(x->dtype);
         dp_ledger_add("dp_norm_grads", (mean ? 5.0 : 4.0) * n, 2.0 * n * es + 8.0 * (double)(B * T) +
                                                                     4.0 * (double)(B * d) * (bt ? 2.0 : 1.0));
-        rc = DP_DISPATCH_DP(dp->dev, norm_grads, x->dtype, B, T, d, x->data, mean ? mean->data : NULL, rstd->data,
+        rc = DPSGD_DISPATCH(dp->dev, norm_grads, x->dtype, B, T, d, x->data, mean ? mean->data : NULL, rstd->data,
                             G->data, dw.data, bt ? db.data : NULL);
     }
     if (rc == DP_OK && wt) rc = keep_or_free(dp, w, &dw);
@@ -203,16 +203,16 @@ static int hook_norm(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_
 
 /* bk's book for an embedding sum: one copy of G shared by the token and position tables when
  * their hooks see the same output-gradient tensor. */
-static int embedding_book(dp_dpsgd *dp, dp_param *wte, dp_param *wpe, const dp_tensor *ids, const dp_tensor *G) {
-    dp_book *bk = NULL;
+static int embedding_book(dpsgd *dp, dp_param *wte, dp_param *wpe, const dp_tensor *ids, const dp_tensor *G) {
+    dpsgd_book *bk = NULL;
     for (int k = 0; k < dp->n_books; k++) {
-        dp_book *c = &dp->books[k];
-        if (c->kind == DP_BOOK_EMBEDDING && c->source == (const void *)G && c->out_grad.numel == G->numel &&
+        dpsgd_book *c = &dp->books[k];
+        if (c->kind == DPSGD_BOOK_EMBEDDING && c->source == (const void *)G && c->out_grad.numel == G->numel &&
             ((wte && !c->param) || (wpe && !c->wpe)))
             bk = c;
     }
     if (!bk) {
-        bk = dp_book_add(dp, DP_BOOK_EMBEDDING);
+        bk = dpsgd_book_add(dp, DPSGD_BOOK_EMBEDDING);
         if (!bk) return dp_error_code();
         bk->source = G;
         DP_TRY(copy_kept(dp, G, (wte ? wte : wpe)->module, &bk->out_grad));
@@ -220,14 +220,14 @@ static int embedding_book(dp_dpsgd *dp, dp_param *wte, dp_param *wpe, const dp_t
     if (wpe) bk->wpe = wpe;
     if (wte) {
         bk->param = wte;
-        DP_TRY(dp_alloc_tensor(dp, &bk->ids, DP_I32, ids->ndim, ids->shape, DP_CAT_OUTPUT_GRADS, wte->module));
+        DP_TRY(dpsgd_alloc_tensor(dp, &bk->ids, DP_I32, ids->ndim, ids->shape, DP_CAT_OUTPUT_GRADS, wte->module));
         DP_TRY(dp_tensor_copy(&bk->ids, ids));
     }
     return DP_OK;
 }
 
 static int hook_embedding(void *ctx, dp_model *m, dp_param *wte, const dp_tensor *ids, const dp_tensor *G) {
-    dp_dpsgd *dp = ctx;
+    dpsgd *dp = ctx;
     (void)m;
     int tied = dp->tied.wte && dp->tied.wte == wte;
     if (!is_trainable(wte)) return DP_OK;
@@ -237,9 +237,9 @@ static int hook_embedding(void *ctx, dp_model *m, dp_param *wte, const dp_tensor
     double n = (double)(B * T * d), es = (double)dp_dtype_size(G->dtype);
 
     if (tied && dp->tied.psg.numel) { /* materialized head: add the embedding's rows, then the norm */
-        DP_TRY(dp_record_layer(dp, wte->module, "embedding", DP_FORM_MATERIALIZE));
+        DP_TRY(dpsgd_record_layer(dp, wte->module, "embedding", DPSGD_FORM_MATERIALIZE));
         dp_ledger_add("dp_scatter_rows", n, n * (es + 8.0) + 4.0 * (double)(B * T));
-        DP_TRY(DP_DISPATCH_DP(dp->dev, scatter_rows, G->dtype, B, T, d, V, G->data, ids->data, 1.0f,
+        DP_TRY(DPSGD_DISPATCH(dp->dev, scatter_rows, G->dtype, B, T, d, V, G->data, ids->data, 1.0f,
                               dp->tied.psg.data));
         dp_tensor psg = dp->tied.psg;
         dp->tied.psg = (dp_tensor){0};
@@ -247,39 +247,39 @@ static int hook_embedding(void *ctx, dp_model *m, dp_param *wte, const dp_tensor
         return keep_or_free(dp, wte, &psg);
     }
 
-    dp_formulation f = dp_choose_embedding(dp->cfg.norms);
-    DP_TRY(dp_record_layer(dp, wte->module, "embedding", f));
+    dpsgd_formulation f = dpsgd_choose_embedding(dp->cfg.norms);
+    DP_TRY(dpsgd_record_layer(dp, wte->module, "embedding", f));
     dp_tensor *row;
     int acc;
-    DP_TRY(dp_norm_row(dp, wte, &row, &acc));
-    if (f == DP_FORM_GHOST)
-        DP_TRY(dp_ghost_embedding(dp, wte, ids, G, row, acc));
+    DP_TRY(dpsgd_norm_row(dp, wte, &row, &acc));
+    if (f == DPSGD_FORM_GHOST)
+        DP_TRY(dpsgd_ghost_embedding(dp, wte, ids, G, row, acc));
     else
-        DP_TRY(dp_grouped_embedding(dp, wte, ids, G, row, acc));
+        DP_TRY(dpsgd_grouped_embedding(dp, wte, ids, G, row, acc));
     if (tied) { /* + 2 sum_u <G[i,u,:], r[i,u,:]> */
-        int rc = dp_tied_cross(dp, wte, ids, G, row);
+        int rc = dpsgd_tied_cross(dp, wte, ids, G, row);
         dp_tensor_release(&dp->tied.rows);
         dp->tied.wte = NULL;
         DP_TRY(rc);
     }
-    if (dp->cfg.clip == DP_CLIP_BK) DP_TRY(embedding_book(dp, wte, NULL, ids, G));
+    if (dp->cfg.clip == DPSGD_CLIP_BK) DP_TRY(embedding_book(dp, wte, NULL, ids, G));
     return DP_OK;
 }
 
 static int hook_position(void *ctx, dp_model *m, dp_param *wpe, const dp_tensor *G) {
-    dp_dpsgd *dp = ctx;
+    dpsgd *dp = ctx;
     (void)m;
     if (!is_trainable(wpe)) return DP_OK;
     if (G->ndim != 3 || G->shape[1] > wpe->value.shape[0])
         return bad_shape("position", "G must be B x T x d with T at most the table's rows");
-    DP_TRY(dp_record_layer(dp, wpe->module, "position", DP_FORM_DIRECT));
+    DP_TRY(dpsgd_record_layer(dp, wpe->module, "position", DPSGD_FORM_DIRECT));
     /* sample i's gradient of the table is G_i in rows 0..T-1 (position t for token t) */
     DP_TRY(row_sumsq(dp, wpe, G));
-    if (dp->cfg.clip == DP_CLIP_BK) DP_TRY(embedding_book(dp, NULL, wpe, NULL, G));
+    if (dp->cfg.clip == DPSGD_CLIP_BK) DP_TRY(embedding_book(dp, NULL, wpe, NULL, G));
     return DP_OK;
 }
 
-dp_layer_hooks dp_norm_hooks(dp_dpsgd *dp) {
+dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp) {
     dp_layer_hooks h = {
         .ctx = dp,
         .linear = hook_linear,

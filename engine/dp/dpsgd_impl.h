@@ -1,7 +1,7 @@
 /* dpsgd_impl.h: the DP-SGD wrapper's internals, shared by engine/dp/dpsgd_*.c (and the unit tests, which
  * drive the layer hooks without a model). Not part of the public API: see dpsgd.h. */
-#ifndef DP_DP_IMPL_H
-#define DP_DP_IMPL_H
+#ifndef DPSGD_IMPL_H
+#define DPSGD_IMPL_H
 
 #include "dpsgd.h"
 #include "dpsgd_ops.h"
@@ -9,15 +9,15 @@
 
 /* What bk keeps for one parameter until the clip factors are known. */
 typedef enum {
-    DP_BOOK_PER_SAMPLE, /* per-sample gradients psg (B x numel f32): grad += c^T psg */
-    DP_BOOK_LINEAR,     /* output gradient G (B x T x p) and the retained input A (B x T x d):
+    DPSGD_BOOK_PER_SAMPLE, /* per-sample gradients psg (B x numel f32): grad += c^T psg */
+    DPSGD_BOOK_LINEAR,     /* output gradient G (B x T x p) and the retained input A (B x T x d):
                          * grad += scale (c (.) G)^T A */
-    DP_BOOK_EMBEDDING   /* output gradient G (B x T x d) of the embedding sum and its ids:
+    DPSGD_BOOK_EMBEDDING   /* output gradient G (B x T x d) of the embedding sum and its ids:
                          * dwte[ids] += c (.) G, dwpe[t] += sum_i c_i G_i[t] */
-} dp_book_kind;
+} dpsgd_book_kind;
 
-typedef struct dp_book {
-    dp_book_kind kind;
+typedef struct dpsgd_book {
+    dpsgd_book_kind kind;
     dp_param *param;     /* PER_SAMPLE, LINEAR: the parameter; EMBEDDING: wte (may be NULL) */
     dp_param *wpe;       /* EMBEDDING: the position table (may be NULL) */
     dp_tensor psg;       /* PER_SAMPLE: `per_sample_grads` */
@@ -29,21 +29,21 @@ typedef struct dp_book {
     int adopting;        /* LINEAR: out_grad is a view of the backward's G until it hands G over */
     const void *input_src; /* LINEAR: the model's tensor A (linears that share an input share it) */
     int input_scaled;    /* LINEAR: the clip scaled A's rows by c, so G stays as it is */
-} dp_book;
+} dpsgd_book;
 
 /* Between a tied head's hook and its embedding's: what the cross term needs. */
-typedef struct dp_tied_pending {
+typedef struct dpsgd_tied_pending {
     dp_param *wte;       /* NULL when nothing is pending */
     dp_tensor psg;       /* materialized: wte's per-sample gradients B x V x d (head part) */
     dp_tensor rows;      /* twopass: r[i,u,:] = (g_head,i)[ids[i,u], :], B x T x d f32 (bk forms
                           * them in the embedding's hook from the head's book instead) */
-    dp_formulation form; /* the head's formulation (GHOST or a flash tile) */
-} dp_tied_pending;
+    dpsgd_formulation form; /* the head's formulation (GHOST or a flash tile) */
+} dpsgd_tied_pending;
 
-struct dp_dpsgd {
+struct dpsgd {
     dp_model *model;              /* NULL in unit tests that drive the hooks directly */
     dp_device *dev;
-    dp_dpsgd_config cfg;
+    dpsgd_config cfg;
     int64_t model_batch;          /* the model's batch: physical batches are at most this */
 
     int n_params;                 /* trainable parameters, in the model's order */
@@ -64,12 +64,12 @@ struct dp_dpsgd {
     float *host_sq;               /* n_params x B host copy of the last batch's rows */
     int64_t host_batch;           /* B of host_sq (0 = none yet) */
 
-    dp_book *books;
+    dpsgd_book *books;
     int n_books, cap_books;
-    dp_tied_pending tied;
+    dpsgd_tied_pending tied;
     dp_tensor clip_dev;           /* B clip factors on the device (bk), `norm_samples` */
 
-    dp_dp_layer *layers;          /* as the last backward saw them */
+    dpsgd_layer_info *layers;          /* as the last backward saw them */
     size_t n_layers, cap_layers;
 
     /* per-sample figures of the current logical step */
@@ -82,107 +82,107 @@ struct dp_dpsgd {
 };
 
 /* Builds a wrapper over explicit parameters (the trainable ones are kept, in order) on dev, with
- * no model: dp_dpsgd_new uses it, and unit tests drive the hooks with it. */
-int dp_dpsgd_new_params(dp_device *dev, const dp_dpsgd_config *cfg, dp_param **params, int n_params,
-                        int64_t model_batch, dp_dpsgd **out);
+ * no model: dpsgd_new uses it, and unit tests drive the hooks with it. */
+int dpsgd_new_params(dp_device *dev, const dpsgd_config *cfg, dp_param **params, int n_params,
+                        int64_t model_batch, dpsgd **out);
 /* Starts a norm pass: frees what the last batch left, clears the layer list. */
-int dp_dpsgd_begin_norms(dp_dpsgd *dp);
+int dpsgd_begin_norms(dpsgd *dp);
 /* Ends a norm pass: DP_EINTERNAL when a tied head's embedding never came, or a kept output
  * gradient was never handed over. */
-int dp_dpsgd_end_norms(dp_dpsgd *dp);
+int dpsgd_end_norms(dpsgd *dp);
 
 /* ---- dpsgd_method.c ---- */
 /* The kind string of a linear's weight ("linear", "head", "tied_head", "lora_a", "lora_b"). */
-const char *dp_linear_kind(const dp_param *w);
+const char *dpsgd_linear_kind(const dp_param *w);
 
 /* ---- dpsgd_step.c: shared helpers ---- */
 /* Index of trainable parameter p in dp->params, or -1. */
-int dp_param_index(const dp_dpsgd *dp, const dp_param *p);
+int dpsgd_param_index(const dpsgd *dp, const dp_param *p);
 /* Allocates t on dp's device under category cat and module id `module` (not the scope stack:
  * hooks run inside the model's scopes, allocations belong to the layer). */
-int dp_alloc_tensor(dp_dpsgd *dp, dp_tensor *t, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat,
+int dpsgd_alloc_tensor(dpsgd *dp, dp_tensor *t, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat,
                     uint32_t module);
 /* The B-float squared-norm row of trainable parameter p (`norm_samples`, p's module), allocated
  * on first use in this backward; *accumulate says whether a hook already wrote it (add) or not
  * (write). Marks it written. */
-int dp_norm_row(dp_dpsgd *dp, const dp_param *p, dp_tensor **row, int *accumulate);
+int dpsgd_norm_row(dpsgd *dp, const dp_param *p, dp_tensor **row, int *accumulate);
 /* Appends a layer record for the stats. */
-int dp_record_layer(dp_dpsgd *dp, uint32_t module, const char *kind, dp_formulation f);
+int dpsgd_record_layer(dpsgd *dp, uint32_t module, const char *kind, dpsgd_formulation f);
 /* Appends a book entry (zeroed) and returns it, or NULL (DP_EOOM set). */
-dp_book *dp_book_add(dp_dpsgd *dp, dp_book_kind kind);
+dpsgd_book *dpsgd_book_add(dpsgd *dp, dpsgd_book_kind kind);
 /* The hooks that compute per-sample norms (and keep the books) for dp's method. */
-dp_layer_hooks dp_norm_hooks(dp_dpsgd *dp);
+dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp);
 /* Makes sure p's gradient exists (zeros, `gradients`, p's module), as a backward would. */
-int dp_ensure_grad(dp_dpsgd *dp, dp_param *p);
+int dpsgd_ensure_grad(dpsgd *dp, dp_param *p);
 
 /* ---- per-layer formulas (dpsgd_materialize.c, dpsgd_ghost.c, dpsgd_flash.c) ---- */
 /* psg[i] = scale g_i^T a_i (B x p x d f32, allocated under `per_sample_grads`, w's module). */
-int dp_materialize_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+int dpsgd_materialize_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                           dp_tensor *psg);
 /* row[i] (+)= scale^2 <a_i a_i^T, g_i g_i^T> through two T x T Gram matrices (`temp`). */
-int dp_ghost_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+int dpsgd_ghost_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                     dp_tensor *row, int accumulate);
 /* row[i] (+)= ||g_i||^2 of an embedding through g g^T (`temp`) and the token-equality mask. */
-int dp_ghost_embedding(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
+int dpsgd_ghost_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
                        dp_tensor *row, int accumulate);
 /* rows[i,u,:] = (g_head,i^T a_i)[ids[i,u], :] through the gathered T x T matrix (`temp`). */
-int dp_ghost_tied_rows(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
+int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
                        const dp_tensor *G, dp_tensor *rows);
 /* row[i] (+)= scale^2 ||g_i^T a_i||^2 with a fused tile kernel (form: GRAM_TILE or GRAD_TILE). */
-int dp_flash_linear(dp_dpsgd *dp, dp_formulation form, const dp_tensor *A, const dp_tensor *G, float scale,
+int dpsgd_flash_linear(dpsgd *dp, dpsgd_formulation form, const dp_tensor *A, const dp_tensor *G, float scale,
                     dp_tensor *row, int accumulate);
 /* row[i] (+)= ||g_i||^2 of an embedding, equal ids grouped per sample (sort keys in `temp`). */
-int dp_grouped_embedding(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
+int dpsgd_grouped_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
                          dp_tensor *row, int accumulate);
 /* rows[i,u,:] = (g_head,i^T a_i)[ids[i,u], :] with the fused gathered-GEMM kernel (rows: B x T x d
  * f32 under `per_sample_grads`, wte's module: they are rows of the per-sample head gradient). */
-int dp_flash_tied_rows(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A, const dp_tensor *G,
+int dpsgd_flash_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A, const dp_tensor *G,
                        dp_tensor *rows);
 
 /* ---- dpsgd_strips.c ---- */
-#define DP_STRIP_ROWS 256                  /* strip height S, at most */
-#define DP_STRIP_WORKSPACE (32ull << 20)   /* bytes of the strip buffers, at most (but one
+#define DPSGD_STRIP_ROWS 256                  /* strip height S, at most */
+#define DPSGD_STRIP_WORKSPACE (32ull << 20)   /* bytes of the strip buffers, at most (but one
                                             * sample's pair at S = 16 when T is huge, one
                                             * sample's row when d is) */
 /* The strip height *S and the samples per pass *Bc for B samples of T tokens. */
-void dp_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc);
+void dpsgd_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc);
 /* row[i] (+)= scale^2 ||g_i^T a_i||^2 through strips of the Gram triangle (workspace in `temp`). */
-int dp_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+int dpsgd_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                     dp_tensor *row, int accumulate);
 /* The rows *P of the per-sample gradient per block and the samples per pass *Bc for B samples of
  * a p x d gradient. */
-void dp_grad_strip_shape(int64_t B, int64_t d, int64_t p, int64_t *P, int64_t *Bc);
+void dpsgd_grad_strip_shape(int64_t B, int64_t d, int64_t p, int64_t *P, int64_t *Bc);
 /* row[i] (+)= scale^2 ||g_i^T a_i||^2 through blocks of P rows of the per-sample gradient
  * (workspace in `temp`). */
-int dp_grad_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+int dpsgd_grad_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                          dp_tensor *row, int accumulate);
 
 /* ---- dpsgd_tied.c ---- */
 /* rows of the tied head's per-sample gradient at the ids, by formulation form, times scale. */
-int dp_tied_rows(dp_dpsgd *dp, dp_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
+int dpsgd_tied_rows(dpsgd *dp, dpsgd_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
                  const dp_tensor *G, float scale, dp_tensor *rows);
 /* row[i] += 2 <G_emb[i], r[i]>: from the rows the head's hook left (twopass), or (bk) formed here
  * one sample at a time from the head's book. */
-int dp_tied_cross(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row);
+int dpsgd_tied_cross(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row);
 
 /* ---- dpsgd_clip.c ---- */
 /* Clip factors of the current physical batch from the norm rows (host), appended to the stats. */
-int dp_clip_factors(dp_dpsgd *dp, float *factors);
+int dpsgd_compute_clip_factors(dpsgd *dp, float *factors);
 /* Forms the clipped sum from the books (bk) and releases them. */
-int dp_clip_books(dp_dpsgd *dp, const float *factors);
+int dpsgd_clip_books(dpsgd *dp, const float *factors);
 /* Releases every book, the tied pending state and the norm rows. */
-void dp_release_batch_state(dp_dpsgd *dp);
+void dpsgd_release_batch_state(dpsgd *dp);
 
 /* ---- dpsgd_noise.c ---- */
 /* grad += N(0, (sigma C)^2) for every trainable parameter, then grad /= expected batch size. */
-int dp_add_noise(dp_dpsgd *dp);
+int dpsgd_add_noise(dpsgd *dp);
 /* The Philox stream of logical step `step`'s noise (seed is the configured one). */
-uint64_t dp_noise_stream(int64_t step);
+uint64_t dpsgd_noise_stream(int64_t step);
 
 /* ---- dpsgd_sampling.c ---- */
 /* Fills in the derived sizes (expected batch size, sample rate) and checks them. */
-int dp_sampling_setup(dp_dpsgd_config *cfg, int64_t model_batch);
+int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch);
 /* The plan of logical step number `k` (Poisson draw or the fixed size). */
-int dp_sampling_plan(const dp_dpsgd_config *cfg, int64_t k, dp_step_plan *out);
+int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out);
 
 #endif

@@ -9,15 +9,15 @@
 
 static const struct preset {
     const char *name;
-    dp_norms_method norms;
-    dp_clip_method clip;
+    dpsgd_norms_method norms;
+    dpsgd_clip_method clip;
 } presets[] = {
-    {"vanilla", DP_NORMS_NONE, DP_CLIP_NONE},
-    {"flat", DP_NORMS_MATERIALIZE, DP_CLIP_BK},
-    {"ghost", DP_NORMS_GHOST, DP_CLIP_TWOPASS},
-    {"mixed_ghost", DP_NORMS_MIXED, DP_CLIP_TWOPASS},
-    {"bk", DP_NORMS_MIXED, DP_CLIP_BK},
-    {"flash_clip", DP_NORMS_FLASH, DP_CLIP_BK},
+    {"vanilla", DPSGD_NORMS_NONE, DPSGD_CLIP_NONE},
+    {"flat", DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK},
+    {"ghost", DPSGD_NORMS_GHOST, DPSGD_CLIP_TWOPASS},
+    {"mixed_ghost", DPSGD_NORMS_MIXED, DPSGD_CLIP_TWOPASS},
+    {"bk", DPSGD_NORMS_MIXED, DPSGD_CLIP_BK},
+    {"flash_clip", DPSGD_NORMS_FLASH, DPSGD_CLIP_BK},
 };
 #define N_PRESETS (sizeof presets / sizeof *presets)
 
@@ -27,7 +27,7 @@ static const char *const form_names[] = {"direct", "materialize", "ghost",   "gr
                                          "grad_tile", "batch1",    "grouped", "gram_strip", "grad_strip"};
 static const char *const flash_impl_names[] = {"tiles", "strips"};
 
-int dp_method_preset(const char *name, dp_norms_method *norms, dp_clip_method *clip) {
+int dpsgd_method_preset(const char *name, dpsgd_norms_method *norms, dpsgd_clip_method *clip) {
     for (size_t i = 0; i < N_PRESETS; i++)
         if (name && strcmp(name, presets[i].name) == 0) {
             *norms = presets[i].norms;
@@ -45,47 +45,47 @@ static int find_name(const char *name, const char *const *names, int lo, int hi)
     return -1;
 }
 
-int dp_norms_parse(const char *name, dp_norms_method *out) {
-    int i = find_name(name, norms_names, DP_NORMS_MATERIALIZE, DP_NORMS_FLASH);
+int dpsgd_norms_parse(const char *name, dpsgd_norms_method *out) {
+    int i = find_name(name, norms_names, DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_FLASH);
     if (i < 0)
         return dp_error_set(DP_EINVAL, "unknown norms method '%s' (valid: materialize, ghost, mixed, flash)",
                             name ? name : "(null)");
-    *out = (dp_norms_method)i;
+    *out = (dpsgd_norms_method)i;
     return DP_OK;
 }
 
-int dp_clip_parse(const char *name, dp_clip_method *out) {
-    int i = find_name(name, clip_names, DP_CLIP_TWOPASS, DP_CLIP_BK);
+int dpsgd_clip_parse(const char *name, dpsgd_clip_method *out) {
+    int i = find_name(name, clip_names, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK);
     if (i < 0) return dp_error_set(DP_EINVAL, "unknown clip method '%s' (valid: twopass, bk)", name ? name : "(null)");
-    *out = (dp_clip_method)i;
+    *out = (dpsgd_clip_method)i;
     return DP_OK;
 }
 
-const char *dp_norms_name(dp_norms_method n) {
-    return (unsigned)n <= DP_NORMS_FLASH ? norms_names[n] : "?";
+const char *dpsgd_norms_name(dpsgd_norms_method n) {
+    return (unsigned)n <= DPSGD_NORMS_FLASH ? norms_names[n] : "?";
 }
 
-const char *dp_clip_name(dp_clip_method c) { return (unsigned)c <= DP_CLIP_BK ? clip_names[c] : "?"; }
+const char *dpsgd_clip_name(dpsgd_clip_method c) { return (unsigned)c <= DPSGD_CLIP_BK ? clip_names[c] : "?"; }
 
-const char *dp_method_preset_name(dp_norms_method n, dp_clip_method c) {
+const char *dpsgd_method_preset_name(dpsgd_norms_method n, dpsgd_clip_method c) {
     for (size_t i = 0; i < N_PRESETS; i++)
         if (presets[i].norms == n && presets[i].clip == c) return presets[i].name;
     return NULL;
 }
 
-const char *dp_formulation_name(dp_formulation f) {
-    return (unsigned)f <= DP_FORM_GRAD_STRIP ? form_names[f] : "?";
+const char *dpsgd_formulation_name(dpsgd_formulation f) {
+    return (unsigned)f <= DPSGD_FORM_GRAD_STRIP ? form_names[f] : "?";
 }
 
-int dp_flash_impl_parse(const char *name, dp_flash_impl *out) {
-    int i = find_name(name, flash_impl_names, DP_FLASH_TILES, DP_FLASH_STRIPS);
+int dpsgd_flash_impl_parse(const char *name, dpsgd_flash_impl *out) {
+    int i = find_name(name, flash_impl_names, DPSGD_FLASH_TILES, DPSGD_FLASH_STRIPS);
     if (i < 0) return dp_error_set(DP_EINVAL, "unknown flash_impl '%s' (valid: tiles, strips)", name ? name : "(null)");
-    *out = (dp_flash_impl)i;
+    *out = (dpsgd_flash_impl)i;
     return DP_OK;
 }
 
-const char *dp_flash_impl_name(dp_flash_impl g) {
-    return (unsigned)g <= DP_FLASH_STRIPS ? flash_impl_names[g] : "?";
+const char *dpsgd_flash_impl_name(dpsgd_flash_impl g) {
+    return (unsigned)g <= DPSGD_FLASH_STRIPS ? flash_impl_names[g] : "?";
 }
 
 /* One variant number in [0, n) at *p, advancing *p past it; -1 when there is none. */
@@ -117,7 +117,7 @@ int dp_flash_variant_parse(const char *text, int *gram, int *grad) {
     return DP_OK;
 }
 
-const char *dp_linear_kind(const dp_param *w) {
+const char *dpsgd_linear_kind(const dp_param *w) {
     switch (w->kind) {
     case DP_PARAM_EMBEDDING: return "tied_head";
     case DP_PARAM_HEAD: return "head";
@@ -140,7 +140,7 @@ static double roofline(double flops, double bytes, dp_dtype t) {
     return f > b ? f : b;
 }
 
-dp_formulation dp_choose_linear(dp_norms_method norms, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t,
+dpsgd_formulation dpsgd_choose_linear(dpsgd_norms_method norms, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t,
                                 double *flops, double *bytes) {
     double b = (double)B, tt = (double)T, dd = (double)d, pp = (double)p, es = (double)dp_dtype_size(t);
     double io = b * tt * (dd + pp) * es; /* reading A and G once */
@@ -150,34 +150,34 @@ dp_formulation dp_choose_linear(dp_norms_method norms, int64_t B, int64_t T, int
     double mat_f = 2.0 * b * tt * pp * dd + 2.0 * b * pp * dd, mat_b = io + 2.0 * b * pp * dd * 4.0;
     /* flash: the lower triangle of Gram tiles, or the gradient's tiles, operands read once */
     double gram_f = b * tt * (tt + 1.0) * (dd + pp) + b * tt * (tt + 1.0), grad_f = mat_f;
-    dp_formulation f = DP_FORM_DIRECT;
+    dpsgd_formulation f = DPSGD_FORM_DIRECT;
     switch (norms) {
-    case DP_NORMS_MATERIALIZE: f = DP_FORM_MATERIALIZE; break;
-    case DP_NORMS_GHOST: f = DP_FORM_GHOST; break;
-    case DP_NORMS_MIXED:
-        f = roofline(ghost_f, ghost_b, t) <= roofline(mat_f, mat_b, t) ? DP_FORM_GHOST : DP_FORM_MATERIALIZE;
+    case DPSGD_NORMS_MATERIALIZE: f = DPSGD_FORM_MATERIALIZE; break;
+    case DPSGD_NORMS_GHOST: f = DPSGD_FORM_GHOST; break;
+    case DPSGD_NORMS_MIXED:
+        f = roofline(ghost_f, ghost_b, t) <= roofline(mat_f, mat_b, t) ? DPSGD_FORM_GHOST : DPSGD_FORM_MATERIALIZE;
         break;
-    case DP_NORMS_FLASH:
-        f = B == 1 ? DP_FORM_BATCH1 : gram_f <= grad_f ? DP_FORM_GRAM_TILE : DP_FORM_GRAD_TILE;
+    case DPSGD_NORMS_FLASH:
+        f = B == 1 ? DPSGD_FORM_BATCH1 : gram_f <= grad_f ? DPSGD_FORM_GRAM_TILE : DPSGD_FORM_GRAD_TILE;
         break;
     default: break;
     }
     double cf = 0.0, cb = 0.0;
     switch (f) {
-    case DP_FORM_GHOST:
+    case DPSGD_FORM_GHOST:
         cf = ghost_f;
         cb = ghost_b;
         break;
-    case DP_FORM_MATERIALIZE:
-    case DP_FORM_BATCH1:
+    case DPSGD_FORM_MATERIALIZE:
+    case DPSGD_FORM_BATCH1:
         cf = mat_f;
         cb = mat_b;
         break;
-    case DP_FORM_GRAM_TILE:
+    case DPSGD_FORM_GRAM_TILE:
         cf = gram_f;
         cb = io + 4.0 * b;
         break;
-    case DP_FORM_GRAD_TILE:
+    case DPSGD_FORM_GRAD_TILE:
         cf = grad_f;
         cb = io + 4.0 * b;
         break;
@@ -188,7 +188,7 @@ dp_formulation dp_choose_linear(dp_norms_method norms, int64_t B, int64_t T, int
     return f;
 }
 
-dp_formulation dp_choose_embedding(dp_norms_method norms) {
+dpsgd_formulation dpsgd_choose_embedding(dpsgd_norms_method norms) {
     /* grouping costs O(B T d) and a sort, against ghost's 2 B T^2 d: mixed always groups */
-    return norms == DP_NORMS_GHOST ? DP_FORM_GHOST : DP_FORM_GROUPED;
+    return norms == DPSGD_NORMS_GHOST ? DPSGD_FORM_GHOST : DPSGD_FORM_GROUPED;
 }

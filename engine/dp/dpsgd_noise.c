@@ -15,15 +15,15 @@
  * the model's initialisation streams when a script reuses one seed for both. */
 #define NOISE_STREAM_TAG 0x4450000000000000ull
 
-uint64_t dp_noise_stream(int64_t step) { return NOISE_STREAM_TAG | ((uint64_t)step & 0xffffffffffffull); }
+uint64_t dpsgd_noise_stream(int64_t step) { return NOISE_STREAM_TAG | ((uint64_t)step & 0xffffffffffffull); }
 
-int dp_add_noise(dp_dpsgd *dp) {
+int dpsgd_add_noise(dpsgd *dp) {
     float std = (float)(dp->cfg.noise_multiplier * dp->cfg.max_grad_norm);
     float inv = (float)(1.0 / (double)dp->cfg.expected_batch_size);
-    uint64_t stream = dp_noise_stream(dp->steps);
+    uint64_t stream = dpsgd_noise_stream(dp->steps);
     for (int k = 0; k < dp->n_params; k++) {
         dp_param *p = dp->params[k];
-        DP_TRY(dp_ensure_grad(dp, p));
+        DP_TRY(dpsgd_ensure_grad(dp, p));
         size_t n = (size_t)p->grad.numel;
         if (std > 0.0f) {
             /* Philox4x32-10 and Box-Muller per 4 elements (counted as 32 flops per element), added

@@ -10,7 +10,7 @@
 
 #define SAMPLING_STREAM_TAG 0x5350000000000000ull /* "SP": apart from the noise streams */
 
-int dp_sampling_setup(dp_dpsgd_config *cfg, int64_t model_batch) {
+int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch) {
     if (cfg->sample_rate < 0.0 || cfg->sample_rate > 1.0 || cfg->sample_rate != cfg->sample_rate)
         return dp_error_set(DP_EINVAL, "dp: sample_rate %g is outside (0, 1]", cfg->sample_rate);
     if (cfg->dataset_size < 0 || cfg->expected_batch_size < 0 || cfg->max_physical_batch_size < 0)
@@ -45,7 +45,7 @@ int dp_sampling_setup(dp_dpsgd_config *cfg, int64_t model_batch) {
     return DP_OK;
 }
 
-int dp_sampling_plan(const dp_dpsgd_config *cfg, int64_t k, dp_step_plan *out) {
+int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out) {
     int64_t n = cfg->expected_batch_size;
     if (cfg->poisson) {
         /* threshold on the 23-bit uniforms (2j+1)/2^24: u < q */
@@ -64,7 +64,7 @@ int dp_sampling_plan(const dp_dpsgd_config *cfg, int64_t k, dp_step_plan *out) {
     return DP_OK;
 }
 
-int64_t dp_step_plan_batch(const dp_step_plan *plan, int64_t k) {
+int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k) {
     if (k < 0 || k >= plan->n_physical) return 0;
     int64_t rest = plan->logical_size - k * plan->physical_size;
     return rest < plan->physical_size ? rest : plan->physical_size;

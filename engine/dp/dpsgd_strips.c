@@ -8,14 +8,14 @@
  * diagonal block, both triangles, weight 1): batched GEMMs into two `temp` buffers, reduced into
  * the B-float row by the batched dot. S = min(T, 256), halved while one sample's strip pair
  * (2 S T f32) exceeds the workspace bound; samples go Bc at a time so that the two buffers
- * (2 Bc S T f32) stay within DP_STRIP_WORKSPACE. Per pass of samples: the diagonal blocks in one
+ * (2 Bc S T f32) stay within DPSGD_STRIP_WORKSPACE. Per pass of samples: the diagonal blocks in one
  * GEMM per matrix when S divides T, then one GEMM per matrix and strip. Never a T x T matrix (for
  * T > S). Flops: sum over strips of 2 m (kS + m) (d + p) per sample, about B T^2 (d + p) (1 + S/T).
  *
  * Gradient formulation: ||g_i^T a_i||^2 = sum over blocks of P rows of the per-sample gradient,
  * each (G_i[:, block])^T A_i (P x d, over K = T) formed by a batched GEMM into one `temp` buffer
  * and squared into the row by the dot. P = min(p, 8 Mi / d) and samples Bc at a time keep the
- * buffer (Bc P d f32) within DP_STRIP_WORKSPACE: never the whole p x d gradient of a sample when
+ * buffer (Bc P d f32) within DPSGD_STRIP_WORKSPACE: never the whole p x d gradient of a sample when
  * p d exceeds it. Flops: 2 B T p d (+ 2 B p d for the squares).
  *
  * Sizes are functions of the shapes alone, so plan runs allocate as device runs do. */
@@ -26,9 +26,9 @@
 #include "ledger.h"
 #include "ops.h"
 
-void dp_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc) {
-    const int64_t floats = DP_STRIP_WORKSPACE / 8; /* per buffer pair: 2 x 4 bytes per element */
-    int64_t s = T < DP_STRIP_ROWS ? T : DP_STRIP_ROWS;
+void dpsgd_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc) {
+    const int64_t floats = DPSGD_STRIP_WORKSPACE / 8; /* per buffer pair: 2 x 4 bytes per element */
+    int64_t s = T < DPSGD_STRIP_ROWS ? T : DPSGD_STRIP_ROWS;
     while (s > 16 && s * T > floats) s /= 2;
     int64_t bc = floats / (s * T > 0 ? s * T : 1);
     *S = s > 0 ? s : 1;
@@ -37,7 +37,7 @@ void dp_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc) {
 
 /* out[j] (m x n, f32) = rows [r0 + j s, + m) of x (B T x k, flattened) times rows [c0 + j s, + n)
  * of x, transposed, for j < count */
-static int strip_gemm(dp_dpsgd *dp, const dp_tensor *x, int64_t r0, int64_t c0, int64_t m, int64_t n, int64_t count,
+static int strip_gemm(dpsgd *dp, const dp_tensor *x, int64_t r0, int64_t c0, int64_t m, int64_t n, int64_t count,
                       int64_t s, float *out) {
     int64_t k = x->shape[2];
     dp_gemm_args g = {
@@ -52,25 +52,25 @@ static int strip_gemm(dp_dpsgd *dp, const dp_tensor *x, int64_t r0, int64_t c0, 
 
 /* The same blocks of both Gram matrices (strip_gemm's), then row[i0 + i] (+)= w <block_a, block_g>
  * summed over the count / nb blocks of each of the nb samples (consecutive in the workspace). */
-static int strip_block(dp_dpsgd *dp, const dp_tensor *A, const dp_tensor *G, int64_t r0, int64_t c0, int64_t m,
+static int strip_block(dpsgd *dp, const dp_tensor *A, const dp_tensor *G, int64_t r0, int64_t c0, int64_t m,
                        int64_t n, int64_t count, int64_t s, dp_tensor *wa, dp_tensor *wg, float w, dp_tensor *row,
                        int64_t i0, int64_t nb, int accumulate) {
     DP_TRY(strip_gemm(dp, A, r0, c0, m, n, count, s, wa->data));
     DP_TRY(strip_gemm(dp, G, r0, c0, m, n, count, s, wg->data));
     double e = (double)(count * m * n);
     dp_ledger_add("dp_strip_dot", 2.0 * e, 8.0 * e + 4.0 * (double)nb * (accumulate ? 2.0 : 1.0));
-    return DP_DISPATCH_DP(dp->dev, batched_dot, nb, count / nb * m * n, DP_F32, wa->data, DP_F32, wg->data, w,
+    return DPSGD_DISPATCH(dp->dev, batched_dot, nb, count / nb * m * n, DP_F32, wa->data, DP_F32, wg->data, w,
                           dp_tensor_at(row, i0), accumulate);
 }
 
-int dp_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+int dpsgd_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                     dp_tensor *row, int accumulate) {
     int64_t B = A->shape[0], T = A->shape[1], S, Bc;
-    dp_strip_shape(B, T, &S, &Bc);
+    dpsgd_strip_shape(B, T, &S, &Bc);
     int64_t ws[1] = {Bc * S * T};
     dp_tensor wa, wg;
-    DP_TRY(dp_alloc_tensor(dp, &wa, DP_F32, 1, ws, DP_CAT_TEMP, w->module));
-    int rc = dp_alloc_tensor(dp, &wg, DP_F32, 1, ws, DP_CAT_TEMP, w->module);
+    DP_TRY(dpsgd_alloc_tensor(dp, &wa, DP_F32, 1, ws, DP_CAT_TEMP, w->module));
+    int rc = dpsgd_alloc_tensor(dp, &wg, DP_F32, 1, ws, DP_CAT_TEMP, w->module);
     if (rc != DP_OK) {
         dp_tensor_release(&wa);
         return rc;
@@ -104,8 +104,8 @@ int dp_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const d
 
 /* ---- the gradient formulation -------------------------------------------------------------- */
 
-void dp_grad_strip_shape(int64_t B, int64_t d, int64_t p, int64_t *P, int64_t *Bc) {
-    const int64_t floats = (int64_t)(DP_STRIP_WORKSPACE / 4), dd = d > 0 ? d : 1;
+void dpsgd_grad_strip_shape(int64_t B, int64_t d, int64_t p, int64_t *P, int64_t *Bc) {
+    const int64_t floats = (int64_t)(DPSGD_STRIP_WORKSPACE / 4), dd = d > 0 ? d : 1;
     int64_t rows = floats / dd;
     if (rows > p) rows = p;
     if (rows < 1) rows = 1;
@@ -114,13 +114,13 @@ void dp_grad_strip_shape(int64_t B, int64_t d, int64_t p, int64_t *P, int64_t *B
     *Bc = bc < 1 ? 1 : bc > B ? B : bc;
 }
 
-int dp_grad_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+int dpsgd_grad_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                          dp_tensor *row, int accumulate) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], p = G->shape[2], P, Bc;
-    dp_grad_strip_shape(B, d, p, &P, &Bc);
+    dpsgd_grad_strip_shape(B, d, p, &P, &Bc);
     int64_t ws[1] = {Bc * P * d};
     dp_tensor wk;
-    DP_TRY(dp_alloc_tensor(dp, &wk, DP_F32, 1, ws, DP_CAT_TEMP, w->module));
+    DP_TRY(dpsgd_alloc_tensor(dp, &wk, DP_F32, 1, ws, DP_CAT_TEMP, w->module));
     int rc = DP_OK;
     for (int64_t i0 = 0; i0 < B && rc == DP_OK; i0 += Bc) {
         const int64_t nb = B - i0 < Bc ? B - i0 : Bc;
@@ -138,7 +138,7 @@ int dp_grad_strip_linear(dp_dpsgd *dp, const dp_param *w, const dp_tensor *A, co
             if (rc != DP_OK) break;
             double e = (double)(nb * m * d);
             dp_ledger_add("dp_strip_sumsq", 2.0 * e, 4.0 * e + 4.0 * (double)nb * 2.0);
-            rc = DP_DISPATCH_DP(dp->dev, batched_dot, nb, m * d, DP_F32, wk.data, DP_F32, wk.data, scale * scale,
+            rc = DPSGD_DISPATCH(dp->dev, batched_dot, nb, m * d, DP_F32, wk.data, DP_F32, wk.data, scale * scale,
                                 dp_tensor_at(row, i0), p0 == 0 ? accumulate : 1);
         }
     }

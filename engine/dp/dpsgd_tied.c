@@ -13,18 +13,18 @@
 #include "ops.h"
 
 /* The bk book of the tied head wte, or NULL. */
-static const dp_book *head_book(const dp_dpsgd *dp, const dp_param *wte) {
+static const dpsgd_book *head_book(const dpsgd *dp, const dp_param *wte) {
     for (int k = 0; k < dp->n_books; k++)
-        if (dp->books[k].kind == DP_BOOK_LINEAR && dp->books[k].param == wte) return &dp->books[k];
+        if (dp->books[k].kind == DPSGD_BOOK_LINEAR && dp->books[k].param == wte) return &dp->books[k];
     return NULL;
 }
 
-int dp_tied_rows(dp_dpsgd *dp, dp_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
+int dpsgd_tied_rows(dpsgd *dp, dpsgd_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
                  const dp_tensor *G, float scale, dp_tensor *rows) {
-    if (form == DP_FORM_GHOST)
-        DP_TRY(dp_ghost_tied_rows(dp, wte, ids, A, G, rows));
+    if (form == DPSGD_FORM_GHOST)
+        DP_TRY(dpsgd_ghost_tied_rows(dp, wte, ids, A, G, rows));
     else
-        DP_TRY(dp_flash_tied_rows(dp, wte, ids, A, G, rows));
+        DP_TRY(dpsgd_flash_tied_rows(dp, wte, ids, A, G, rows));
     if (scale == 1.0f) return DP_OK; /* a scaled head (not one we build) scales its rows too */
     int rc = dp_scale(rows, scale);
     if (rc != DP_OK) dp_tensor_release(rows);
@@ -32,18 +32,18 @@ int dp_tied_rows(dp_dpsgd *dp, dp_formulation form, const dp_param *wte, const d
 }
 
 /* row[i] += 2 <G[i], rows[i - i0]> for the nb samples from i0 (rows: nb x T x d f32) */
-static int cross(dp_dpsgd *dp, int64_t i0, int64_t nb, const dp_tensor *G, const dp_tensor *rows, dp_tensor *row) {
+static int cross(dpsgd *dp, int64_t i0, int64_t nb, const dp_tensor *G, const dp_tensor *rows, dp_tensor *row) {
     int64_t T = G->shape[1], d = G->shape[2];
     double n = (double)(nb * T * d), es = (double)dp_dtype_size(G->dtype);
     dp_ledger_add("dp_tied_cross", 2.0 * n, n * (es + 4.0) + 8.0 * (double)nb);
-    return DP_DISPATCH_DP(dp->dev, batched_dot, nb, T * d, G->dtype, dp_tensor_at(G, i0 * T * d), DP_F32, rows->data,
+    return DPSGD_DISPATCH(dp->dev, batched_dot, nb, T * d, G->dtype, dp_tensor_at(G, i0 * T * d), DP_F32, rows->data,
                           2.0f, dp_tensor_at(row, i0), 1);
 }
 
-int dp_tied_cross(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row) {
+int dpsgd_tied_cross(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row) {
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
-    if (dp->cfg.clip != DP_CLIP_BK) return cross(dp, 0, B, G, &dp->tied.rows, row); /* the head's hook left them */
-    const dp_book *bk = head_book(dp, wte);
+    if (dp->cfg.clip != DPSGD_CLIP_BK) return cross(dp, 0, B, G, &dp->tied.rows, row); /* the head's hook left them */
+    const dpsgd_book *bk = head_book(dp, wte);
     if (!bk)
         return dp_error_set(DP_EINTERNAL, "dp: the tied head '%s' kept no output gradient for its cross term",
                             wte->name);
@@ -58,7 +58,7 @@ int dp_tied_cross(dp_dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const
         DP_TRY(dp_tensor_view(&ai, A, i * T * d, 3, sa));
         DP_TRY(dp_tensor_view(&gi, Gh, i * T * V, 3, sg));
         DP_TRY(dp_tensor_view(&idi, ids, i * T, 2, si));
-        DP_TRY(dp_tied_rows(dp, dp->tied.form, wte, &idi, &ai, &gi, bk->scale, &rows));
+        DP_TRY(dpsgd_tied_rows(dp, dp->tied.form, wte, &idi, &ai, &gi, bk->scale, &rows));
         int rc = cross(dp, i, 1, G, &rows, row);
         dp_tensor_release(&rows);
         DP_TRY(rc);

@@ -29,13 +29,13 @@
 enum { UV_MODEL = 1, UV_OPTIM = 2, UV_BATCH = 3, N_UV = 3 };
 
 typedef struct dpl_dp {
-    dp_dpsgd *dp;
+    dpsgd *dp;
 } dpl_dp;
 
 static dpl_dp *to_dp(lua_State *L, int idx) { return luaL_checkudata(L, idx, DP_MT); }
 
 /* The live wrapper at idx; also checks that its model was not freed under it. */
-static dp_dpsgd *check_dp(lua_State *L, int idx) {
+static dpsgd *check_dp(lua_State *L, int idx) {
     dpl_dp *u = to_dp(L, idx);
     if (!u->dp) luaL_argerror(L, idx, "DP wrapper was freed");
     lua_getiuservalue(L, idx, UV_MODEL);
@@ -56,22 +56,22 @@ static const char *const wrap_keys[] = {"method",          "norms",      "clip",
                                         "max_physical_batch_size",        "poisson",
                                         "seed",            "delta",      "flash_impl", NULL};
 
-static void read_options(lua_State *L, int idx, dp_dpsgd_config *cfg) {
+static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     const char *fname = "dpprof.dp.wrap";
     dpl_check_keys(L, idx, fname, wrap_keys);
-    dp_dpsgd_config_default(cfg);
+    dpsgd_config_default(cfg);
     const char *method = dpl_opt_str_field(L, idx, fname, "method", NULL);
     const char *norms = dpl_opt_str_field(L, idx, fname, "norms", NULL);
     const char *clip = dpl_opt_str_field(L, idx, fname, "clip", NULL);
     if (method && (norms || clip))
         luaL_error(L, "%s: give either 'method' or 'norms' and 'clip', not both", fname);
     if (method) {
-        if (dp_method_preset(method, &cfg->norms, &cfg->clip) != DP_OK) fail(L, fname);
+        if (dpsgd_method_preset(method, &cfg->norms, &cfg->clip) != DP_OK) fail(L, fname);
     } else if (norms || clip) {
         if (!norms || !clip)
             luaL_error(L, "%s: 'norms' and 'clip' go together (norms: materialize, ghost, mixed, flash; clip: "
                           "twopass, bk)", fname);
-        if (dp_norms_parse(norms, &cfg->norms) != DP_OK || dp_clip_parse(clip, &cfg->clip) != DP_OK) fail(L, fname);
+        if (dpsgd_norms_parse(norms, &cfg->norms) != DP_OK || dpsgd_clip_parse(clip, &cfg->clip) != DP_OK) fail(L, fname);
     } else {
         luaL_error(L, "%s: 'method' is required (valid: vanilla, flat, ghost, mixed_ghost, bk, flash_clip), or "
                       "'norms' and 'clip'", fname);
@@ -86,7 +86,7 @@ static void read_options(lua_State *L, int idx, dp_dpsgd_config *cfg) {
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     cfg->delta = dpl_opt_num_field(L, idx, fname, "delta", cfg->delta);
     const char *impl = dpl_opt_str_field(L, idx, fname, "flash_impl", NULL);
-    if (impl && dp_flash_impl_parse(impl, &cfg->flash_impl) != DP_OK) fail(L, fname);
+    if (impl && dpsgd_flash_impl_parse(impl, &cfg->flash_impl) != DP_OK) fail(L, fname);
     if (cfg->sample_rate == 0.0 && lua_getfield(L, idx, "sample_rate") != LUA_TNIL)
         luaL_error(L, "%s: 'sample_rate' must be in (0, 1] (got 0)", fname);
     lua_pop(L, 1);
@@ -96,7 +96,7 @@ static void read_options(lua_State *L, int idx, dp_dpsgd_config *cfg) {
 static int l_wrap(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
     luaL_checktype(L, 3, LUA_TTABLE);
-    dp_dpsgd_config cfg;
+    dpsgd_config cfg;
     read_options(L, 3, &cfg);
     dpl_dp *u = lua_newuserdatauv(L, sizeof *u, N_UV);
     u->dp = NULL;
@@ -105,7 +105,7 @@ static int l_wrap(lua_State *L) {
     lua_setiuservalue(L, -2, UV_MODEL);
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, UV_OPTIM);
-    if (dp_dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dp.wrap");
     return 1;
 }
 
@@ -113,15 +113,15 @@ static int l_wrap(lua_State *L) {
 
 /* priv:next_step() -> {logical_size=n, physical={n1, ...}} */
 static int l_next_step(lua_State *L) {
-    dp_dpsgd *dp = check_dp(L, 1);
-    dp_step_plan plan;
-    if (dp_dpsgd_next_step(dp, &plan) != DP_OK) return fail(L, "priv:next_step");
+    dpsgd *dp = check_dp(L, 1);
+    dpsgd_step_plan plan;
+    if (dpsgd_next_step(dp, &plan) != DP_OK) return fail(L, "priv:next_step");
     lua_createtable(L, 0, 2);
     lua_pushinteger(L, plan.logical_size);
     lua_setfield(L, -2, "logical_size");
     lua_createtable(L, (int)(plan.n_physical < 1 << 20 ? plan.n_physical : 0), 0);
     for (int64_t k = 0; k < plan.n_physical; k++) {
-        lua_pushinteger(L, dp_step_plan_batch(&plan, k));
+        lua_pushinteger(L, dpsgd_step_plan_batch(&plan, k));
         lua_rawseti(L, -2, k + 1);
     }
     lua_setfield(L, -2, "physical");
@@ -140,7 +140,7 @@ static dp_tensor *batch_field(lua_State *L, int idx, const char *key) {
 
 /* priv:forward(batch) -> loss, {L_1, ..., L_B} */
 static int l_forward(lua_State *L) {
-    dp_dpsgd *dp = check_dp(L, 1);
+    dpsgd *dp = check_dp(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     dp_tensor *in = batch_field(L, 2, "inputs"), *tg = batch_field(L, 2, "targets");
     if (in->ndim != 2 || in->dtype != DP_I32)
@@ -148,7 +148,7 @@ static int l_forward(lua_State *L) {
     int64_t B = in->shape[0];
     float *losses = lua_newuserdatauv(L, (size_t)(B > 0 ? B : 1) * sizeof *losses, 0); /* owned by Lua */
     float loss;
-    if (dp_dpsgd_forward(dp, in, tg, &loss, losses) != DP_OK) return fail(L, "priv:forward");
+    if (dpsgd_forward(dp, in, tg, &loss, losses) != DP_OK) return fail(L, "priv:forward");
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, 1, UV_BATCH); /* the model keeps views of it until the clip */
     lua_pushnumber(L, loss);
@@ -170,16 +170,16 @@ static void check_batch_alive(lua_State *L) {
 }
 
 static int l_backward(lua_State *L) {
-    dp_dpsgd *dp = check_dp(L, 1);
+    dpsgd *dp = check_dp(L, 1);
     check_batch_alive(L);
-    if (dp_dpsgd_backward(dp) != DP_OK) return fail(L, "priv:backward");
+    if (dpsgd_backward(dp) != DP_OK) return fail(L, "priv:backward");
     return 0;
 }
 
 static int l_clip(lua_State *L) {
-    dp_dpsgd *dp = check_dp(L, 1);
+    dpsgd *dp = check_dp(L, 1);
     check_batch_alive(L);
-    int rc = dp_dpsgd_clip(dp);
+    int rc = dpsgd_clip(dp);
     lua_pushnil(L);
     lua_setiuservalue(L, 1, UV_BATCH);
     if (rc != DP_OK) return fail(L, "priv:clip");
@@ -187,8 +187,8 @@ static int l_clip(lua_State *L) {
 }
 
 static int l_noise(lua_State *L) {
-    dp_dpsgd *dp = check_dp(L, 1);
-    if (dp_dpsgd_noise(dp) != DP_OK) return fail(L, "priv:noise");
+    dpsgd *dp = check_dp(L, 1);
+    if (dpsgd_noise(dp) != DP_OK) return fail(L, "priv:noise");
     return 0;
 }
 
@@ -208,52 +208,52 @@ static void set_str(lua_State *L, const char *key, const char *v) {
     lua_setfield(L, -2, key);
 }
 
-static const char *method_name(const dp_dpsgd_config *c) {
-    const char *p = dp_method_preset_name(c->norms, c->clip);
+static const char *method_name(const dpsgd_config *c) {
+    const char *p = dpsgd_method_preset_name(c->norms, c->clip);
     return p ? p : NULL;
 }
 
 /* priv:stats() -> {norms=, clip_factors=, layers={{module=, kind=, norms=}}, steps=, method=, ...} */
 static int l_stats(lua_State *L) {
-    dp_dpsgd *dp = check_dp(L, 1);
-    const dp_dpsgd_config *c = dp_dpsgd_config_of(dp);
+    dpsgd *dp = check_dp(L, 1);
+    const dpsgd_config *c = dpsgd_config_of(dp);
     size_t n;
     lua_createtable(L, 0, 12);
-    const float *norms = dp_dpsgd_norms(dp, &n); /* sets n: not in the same call's arguments */
+    const float *norms = dpsgd_norms(dp, &n); /* sets n: not in the same call's arguments */
     push_floats(L, norms, n);
     lua_setfield(L, -2, "norms");
-    const float *factors = dp_dpsgd_clip_factors(dp, &n);
+    const float *factors = dpsgd_clip_factors(dp, &n);
     push_floats(L, factors, n);
     lua_setfield(L, -2, "clip_factors");
-    size_t nl = dp_dpsgd_layer_count(dp);
+    size_t nl = dpsgd_layer_count(dp);
     lua_createtable(L, (int)nl, 0);
     for (size_t i = 0; i < nl; i++) {
-        const dp_dp_layer *l = dp_dpsgd_layer(dp, i);
+        const dpsgd_layer_info *l = dpsgd_layer(dp, i);
         lua_createtable(L, 0, 3);
         set_str(L, "module", dp_module_name(l->module));
         set_str(L, "kind", l->kind);
-        set_str(L, "norms", dp_formulation_name(l->norms));
+        set_str(L, "norms", dpsgd_formulation_name(l->norms));
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, dp_dpsgd_steps(dp));
+    lua_pushinteger(L, dpsgd_steps(dp));
     lua_setfield(L, -2, "steps");
-    int vanilla = c->norms == DP_NORMS_NONE;
+    int vanilla = c->norms == DPSGD_NORMS_NONE;
     const char *preset = method_name(c);
     if (preset)
         lua_pushstring(L, preset);
     else
-        lua_pushfstring(L, "%s+%s", dp_norms_name(c->norms), dp_clip_name(c->clip));
+        lua_pushfstring(L, "%s+%s", dpsgd_norms_name(c->norms), dpsgd_clip_name(c->clip));
     lua_setfield(L, -2, "method");
-    set_str(L, "norms_method", vanilla ? NULL : dp_norms_name(c->norms));
-    set_str(L, "clip", vanilla ? NULL : dp_clip_name(c->clip));
+    set_str(L, "norms_method", vanilla ? NULL : dpsgd_norms_name(c->norms));
+    set_str(L, "clip", vanilla ? NULL : dpsgd_clip_name(c->clip));
     lua_pushnumber(L, c->max_grad_norm);
     lua_setfield(L, -2, "max_grad_norm");
     lua_pushnumber(L, c->noise_multiplier);
     lua_setfield(L, -2, "noise_multiplier");
-    lua_pushnumber(L, dp_dpsgd_sample_rate(dp));
+    lua_pushnumber(L, dpsgd_sample_rate(dp));
     lua_setfield(L, -2, "sample_rate");
-    lua_pushinteger(L, dp_dpsgd_expected_batch_size(dp));
+    lua_pushinteger(L, dpsgd_expected_batch_size(dp));
     lua_setfield(L, -2, "expected_batch_size");
     lua_pushinteger(L, c->max_physical_batch_size);
     lua_setfield(L, -2, "max_physical_batch_size");
@@ -262,19 +262,19 @@ static int l_stats(lua_State *L) {
 
 /* priv:epsilon([delta]) -> epsilon after the steps taken (math.huge for vanilla or sigma = 0) */
 static int l_epsilon(lua_State *L) {
-    dp_dpsgd *dp = check_dp(L, 1);
+    dpsgd *dp = check_dp(L, 1);
     double delta = luaL_optnumber(L, 2, 0.0);
     if (!lua_isnoneornil(L, 2) && !(delta > 0.0 && delta < 1.0))
         return luaL_argerror(L, 2, "delta must be in (0, 1)");
     double eps;
-    if (dp_dpsgd_epsilon(dp, delta, &eps) != DP_OK) return fail(L, "priv:epsilon");
+    if (dpsgd_epsilon(dp, delta, &eps) != DP_OK) return fail(L, "priv:epsilon");
     lua_pushnumber(L, eps);
     return 1;
 }
 
 static int l_free(lua_State *L) {
     dpl_dp *u = to_dp(L, 1);
-    dp_dpsgd_free(u->dp);
+    dpsgd_free(u->dp);
     u->dp = NULL;
     for (int k = 1; k <= N_UV; k++) {
         lua_pushnil(L);
@@ -289,11 +289,11 @@ static int l_tostring(lua_State *L) {
         lua_pushliteral(L, "dpprof.dp(freed)");
         return 1;
     }
-    const dp_dpsgd_config *c = dp_dpsgd_config_of(u->dp);
+    const dpsgd_config *c = dpsgd_config_of(u->dp);
     const char *preset = method_name(c);
     lua_pushfstring(L, "dpprof.dp(%s: norms %s, clip %s, C %f, sigma %f, steps %d)", preset ? preset : "custom",
-                    dp_norms_name(c->norms), dp_clip_name(c->clip), c->max_grad_norm, c->noise_multiplier,
-                    (int)dp_dpsgd_steps(u->dp));
+                    dpsgd_norms_name(c->norms), dpsgd_clip_name(c->clip), c->max_grad_norm, c->noise_multiplier,
+                    (int)dpsgd_steps(u->dp));
     return 1;
 }
 
@@ -310,18 +310,18 @@ static int l_index(lua_State *L) {
     if (!lua_isnil(L, -1)) return 1;
     dpl_dp *u = to_dp(L, 1);
     if (!u->dp) return 1; /* nil */
-    const dp_dpsgd_config *c = dp_dpsgd_config_of(u->dp);
-    int vanilla = c->norms == DP_NORMS_NONE;
+    const dpsgd_config *c = dpsgd_config_of(u->dp);
+    int vanilla = c->norms == DPSGD_NORMS_NONE;
     if (strcmp(key, "method") == 0) {
         const char *preset = method_name(c);
         if (preset) lua_pushstring(L, preset);
-        else lua_pushfstring(L, "%s+%s", dp_norms_name(c->norms), dp_clip_name(c->clip));
+        else lua_pushfstring(L, "%s+%s", dpsgd_norms_name(c->norms), dpsgd_clip_name(c->clip));
     } else if (strcmp(key, "norms") == 0) {
         if (vanilla) lua_pushnil(L);
-        else lua_pushstring(L, dp_norms_name(c->norms));
+        else lua_pushstring(L, dpsgd_norms_name(c->norms));
     } else if (strcmp(key, "clip_method") == 0) {
         if (vanilla) lua_pushnil(L);
-        else lua_pushstring(L, dp_clip_name(c->clip));
+        else lua_pushstring(L, dpsgd_clip_name(c->clip));
     } else {
         lua_pushnil(L);
     }

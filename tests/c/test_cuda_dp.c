@@ -85,11 +85,11 @@ static void test_tile_ops(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p
         for (int64_t i = 0; i < B; i++) want[i] = 0.5f;
         CHECK_OK(gpu->ops->memcpy(gpu, dout, want, (size_t)B * 4, DP_COPY_H2D));
         if (form == 0) {
-            CHECK_OK(dp_cpu_dp_ops.gram_tile_sumsq(cpu, t, B, T, d, p, a->data, g->data, 1.5f, want, 1));
-            CHECK_OK(DP_DISPATCH_DP(gpu, gram_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f, dout, 1));
+            CHECK_OK(dpsgd_cpu_ops.gram_tile_sumsq(cpu, t, B, T, d, p, a->data, g->data, 1.5f, want, 1));
+            CHECK_OK(DPSGD_DISPATCH(gpu, gram_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f, dout, 1));
         } else {
-            CHECK_OK(dp_cpu_dp_ops.grad_tile_sumsq(cpu, t, B, T, d, p, a->data, g->data, 1.5f, want, 1));
-            CHECK_OK(DP_DISPATCH_DP(gpu, grad_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f, dout, 1));
+            CHECK_OK(dpsgd_cpu_ops.grad_tile_sumsq(cpu, t, B, T, d, p, a->data, g->data, 1.5f, want, 1));
+            CHECK_OK(DPSGD_DISPATCH(gpu, grad_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f, dout, 1));
         }
         from_gpu(got, dout, (size_t)B * 4);
         snprintf(what, sizeof what, "%s %s B=%lld T=%lld d=%lld p=%lld", form ? "grad_tile" : "gram_tile",
@@ -110,8 +110,8 @@ static void test_tied_rows(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     dp_tensor *ga = to_gpu(a), *gg = to_gpu(g), *gi = to_gpu(ids);
     float *want = malloc((size_t)(B * T * d) * sizeof *want), *got = malloc((size_t)(B * T * d) * sizeof *got);
     float *dr = gpu_floats(B * T * d);
-    CHECK_OK(dp_cpu_dp_ops.tied_rows(cpu, t, B, T, d, V, g->data, ids->data, a->data, want));
-    CHECK_OK(DP_DISPATCH_DP(gpu, tied_rows, t, B, T, d, V, gg->data, gi->data, ga->data, dr));
+    CHECK_OK(dpsgd_cpu_ops.tied_rows(cpu, t, B, T, d, V, g->data, ids->data, a->data, want));
+    CHECK_OK(DPSGD_DISPATCH(gpu, tied_rows, t, B, T, d, V, gg->data, gi->data, ga->data, dr));
     from_gpu(got, dr, (size_t)(B * T * d) * 4);
     char what[128];
     snprintf(what, sizeof what, "tied_rows %s B=%lld T=%lld d=%lld V=%lld", dp_dtype_name(t), (long long)B,
@@ -120,8 +120,8 @@ static void test_tied_rows(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     /* and gather_cols, exactly */
     int64_t sh[3] = {B, T, T};
     dp_tensor *h = dp_tensor_new(cpu, t, 3, sh, DP_CAT_TEMP), *gh = dp_tensor_new(gpu, t, 3, sh, DP_CAT_TEMP);
-    CHECK_OK(dp_cpu_dp_ops.gather_cols(cpu, t, B, T, V, g->data, ids->data, h->data));
-    CHECK_OK(DP_DISPATCH_DP(gpu, gather_cols, t, B, T, V, gg->data, gi->data, gh->data));
+    CHECK_OK(dpsgd_cpu_ops.gather_cols(cpu, t, B, T, V, g->data, ids->data, h->data));
+    CHECK_OK(DPSGD_DISPATCH(gpu, gather_cols, t, B, T, V, gg->data, gi->data, gh->data));
     void *back = malloc((size_t)dp_tensor_bytes(h));
     from_gpu(back, gh->data, (size_t)dp_tensor_bytes(h));
     CHECK(memcmp(back, h->data, (size_t)dp_tensor_bytes(h)) == 0);
@@ -144,25 +144,25 @@ static void test_small_ops(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     float *dout = gpu_floats(nmax);
     char what[96];
     /* batched_dot, mixed dtypes */
-    CHECK_OK(dp_cpu_dp_ops.batched_dot(cpu, B, T * d, t, g->data, t, x->data, 2.0f, want, 0));
-    CHECK_OK(DP_DISPATCH_DP(gpu, batched_dot, B, T * d, t, gg->data, t, gx->data, 2.0f, dout, 0));
+    CHECK_OK(dpsgd_cpu_ops.batched_dot(cpu, B, T * d, t, g->data, t, x->data, 2.0f, want, 0));
+    CHECK_OK(DPSGD_DISPATCH(gpu, batched_dot, B, T * d, t, gg->data, t, gx->data, 2.0f, dout, 0));
     from_gpu(got, dout, (size_t)B * 4);
     snprintf(what, sizeof what, "batched_dot %s", dp_dtype_name(t));
     compare(what, got, want, B, 1e-4);
     /* gram_dot_masked */
-    CHECK_OK(dp_cpu_dp_ops.gram_dot_masked(cpu, B, T, gram->data, ids->data, 1.0f, want, 0));
-    CHECK_OK(DP_DISPATCH_DP(gpu, gram_dot_masked, B, T, ggram->data, gids->data, 1.0f, dout, 0));
+    CHECK_OK(dpsgd_cpu_ops.gram_dot_masked(cpu, B, T, gram->data, ids->data, 1.0f, want, 0));
+    CHECK_OK(DPSGD_DISPATCH(gpu, gram_dot_masked, B, T, ggram->data, gids->data, 1.0f, dout, 0));
     from_gpu(got, dout, (size_t)B * 4);
     compare("gram_dot_masked", got, want, B, 1e-4);
     /* token_sum and norm_grads (LayerNorm and RMSNorm) */
-    CHECK_OK(dp_cpu_dp_ops.token_sum(cpu, t, B, T, d, g->data, want));
-    CHECK_OK(DP_DISPATCH_DP(gpu, token_sum, t, B, T, d, gg->data, dout));
+    CHECK_OK(dpsgd_cpu_ops.token_sum(cpu, t, B, T, d, g->data, want));
+    CHECK_OK(DPSGD_DISPATCH(gpu, token_sum, t, B, T, d, gg->data, dout));
     from_gpu(got, dout, (size_t)(B * d) * 4);
     compare("token_sum", got, want, B * d, 1e-4);
     for (int ln = 0; ln < 2; ln++) {
-        CHECK_OK(dp_cpu_dp_ops.norm_grads(cpu, t, B, T, d, x->data, ln ? mean->data : NULL, rstd->data, g->data, want,
+        CHECK_OK(dpsgd_cpu_ops.norm_grads(cpu, t, B, T, d, x->data, ln ? mean->data : NULL, rstd->data, g->data, want,
                                           want + B * d));
-        CHECK_OK(DP_DISPATCH_DP(gpu, norm_grads, t, B, T, d, gx->data, ln ? gmean->data : NULL, grstd->data, gg->data,
+        CHECK_OK(DPSGD_DISPATCH(gpu, norm_grads, t, B, T, d, gx->data, ln ? gmean->data : NULL, grstd->data, gg->data,
                                 dout, dout + B * d));
         from_gpu(got, dout, (size_t)(2 * B * d) * 4);
         compare(ln ? "layernorm grads" : "rmsnorm grads", got, want, 2 * B * d, 1e-4);
@@ -171,14 +171,14 @@ static void test_small_ops(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     dp_alloc kc, kg;
     CHECK_OK(dp_mem_alloc(cpu->mem, (uint64_t)(B * T) * 8, DP_CAT_TEMP, &kc));
     CHECK_OK(dp_mem_alloc(gpu->mem, (uint64_t)(B * T) * 8, DP_CAT_TEMP, &kg));
-    CHECK_OK(dp_cpu_dp_ops.sort_ids(cpu, B, T, ids->data, kc.ptr));
-    CHECK_OK(DP_DISPATCH_DP(gpu, sort_ids, B, T, gids->data, kg.ptr));
+    CHECK_OK(dpsgd_cpu_ops.sort_ids(cpu, B, T, ids->data, kc.ptr));
+    CHECK_OK(DPSGD_DISPATCH(gpu, sort_ids, B, T, gids->data, kg.ptr));
     uint64_t *kb = malloc((size_t)(B * T) * 8);
     from_gpu(kb, kg.ptr, (size_t)(B * T) * 8);
     CHECK(memcmp(kb, kc.ptr, (size_t)(B * T) * 8) == 0);
     free(kb);
-    CHECK_OK(dp_cpu_dp_ops.grouped_sumsq(cpu, t, B, T, d, g->data, kc.ptr, 1.0f, want, 0));
-    CHECK_OK(DP_DISPATCH_DP(gpu, grouped_sumsq, t, B, T, d, gg->data, kg.ptr, 1.0f, dout, 0));
+    CHECK_OK(dpsgd_cpu_ops.grouped_sumsq(cpu, t, B, T, d, g->data, kc.ptr, 1.0f, want, 0));
+    CHECK_OK(DPSGD_DISPATCH(gpu, grouped_sumsq, t, B, T, d, gg->data, kg.ptr, 1.0f, dout, 0));
     from_gpu(got, dout, (size_t)B * 4);
     snprintf(what, sizeof what, "grouped_sumsq %s T=%lld", dp_dtype_name(t), (long long)T);
     compare(what, got, want, B, 1e-4);
@@ -187,8 +187,8 @@ static void test_small_ops(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     /* scatter_rows into zeroed per-sample gradients */
     memset(want, 0, (size_t)(B * V * d) * sizeof *want);
     CHECK_OK(gpu->ops->memcpy(gpu, dout, want, (size_t)(B * V * d) * 4, DP_COPY_H2D));
-    CHECK_OK(dp_cpu_dp_ops.scatter_rows(cpu, t, B, T, d, V, g->data, ids->data, 0.5f, want));
-    CHECK_OK(DP_DISPATCH_DP(gpu, scatter_rows, t, B, T, d, V, gg->data, gids->data, 0.5f, dout));
+    CHECK_OK(dpsgd_cpu_ops.scatter_rows(cpu, t, B, T, d, V, g->data, ids->data, 0.5f, want));
+    CHECK_OK(DPSGD_DISPATCH(gpu, scatter_rows, t, B, T, d, V, gg->data, gids->data, 0.5f, dout));
     from_gpu(got, dout, (size_t)(B * V * d) * 4);
     compare("scatter_rows", got, want, B * V * d, 1e-5);
     /* scale_samples, exactly */
@@ -196,8 +196,8 @@ static void test_small_ops(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     for (int64_t i = 0; i < B && i < 64; i++) c[i] = 0.25f + 0.125f * (float)i;
     float *dc = gpu_floats(B);
     CHECK_OK(gpu->ops->memcpy(gpu, dc, c, (size_t)B * 4, DP_COPY_H2D));
-    CHECK_OK(dp_cpu_dp_ops.scale_samples(cpu, t, B, T * d, g->data, c));
-    CHECK_OK(DP_DISPATCH_DP(gpu, scale_samples, t, B, T * d, gg->data, dc));
+    CHECK_OK(dpsgd_cpu_ops.scale_samples(cpu, t, B, T * d, g->data, c));
+    CHECK_OK(DPSGD_DISPATCH(gpu, scale_samples, t, B, T * d, gg->data, dc));
     void *back = malloc((size_t)dp_tensor_bytes(g));
     from_gpu(back, gg->data, (size_t)dp_tensor_bytes(g));
     CHECK(memcmp(back, g->data, (size_t)dp_tensor_bytes(g)) == 0);
@@ -230,20 +230,20 @@ static dp_model *model_on(dp_device *dev, dp_arch arch, dp_dtype dt) {
 
 /* One logical step of 5 samples (physical 3 + 2): norms of the last physical batch per
  * parameter (sq: n_tp x 2), the update (params after SGD-free "noise / E" in the grads). */
-static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dp_norms_method norms, dp_clip_method clip,
+static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dpsgd_norms_method norms, dpsgd_clip_method clip,
                     float *sq, float *grads, int64_t cap) {
     dp_model *m = model_on(dev, arch, dt);
     if (!m) return 0;
-    dp_dpsgd_config cfg;
-    dp_dpsgd_config_default(&cfg);
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
     cfg.norms = norms;
     cfg.clip = clip;
     cfg.max_grad_norm = 0.8;
     cfg.noise_multiplier = 0.6;
     cfg.expected_batch_size = 5;
     cfg.seed = 77;
-    dp_dpsgd *dp = NULL;
-    CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
+    dpsgd *dp = NULL;
+    CHECK_OK(dpsgd_new(m, &cfg, &dp));
     dp_tensor *ids = test_ids(cpu, 5, 40, 53, 3), *tg = test_ids(cpu, 5, 40, 53, 4);
     dp_tensor *di = dp_tensor_new(dev, DP_I32, 2, ids->shape, DP_CAT_INPUTS);
     dp_tensor *dtg = dp_tensor_new(dev, DP_I32, 2, tg->shape, DP_CAT_INPUTS);
@@ -256,19 +256,19 @@ static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dp_norms_method n
         CHECK_OK(dp_tensor_view(&in, di, first * 40, 2, shape));
         CHECK_OK(dp_tensor_view(&t, dtg, first * 40, 2, shape));
         float loss;
-        CHECK_OK(dp_dpsgd_forward(dp, &in, &t, &loss, NULL));
-        CHECK_OK(dp_dpsgd_backward(dp));
-        CHECK_OK(dp_dpsgd_clip(dp));
+        CHECK_OK(dpsgd_forward(dp, &in, &t, &loss, NULL));
+        CHECK_OK(dpsgd_backward(dp));
+        CHECK_OK(dpsgd_clip(dp));
         first += sizes[k];
     }
     int n = 0;
     for (int k = 0; k < dp_model_param_count(m); k++) {
         dp_param *p = dp_model_param(m, k);
         if (!p->trainable) continue;
-        CHECK_OK(dp_dpsgd_param_sq_norms(dp, p, sq + 2 * n, 2));
+        CHECK_OK(dpsgd_param_sq_norms(dp, p, sq + 2 * n, 2));
         n++;
     }
-    CHECK_OK(dp_dpsgd_noise(dp));
+    CHECK_OK(dpsgd_noise(dp));
     int64_t off = 0;
     for (int k = 0; k < dp_model_param_count(m); k++) {
         dp_param *p = dp_model_param(m, k);
@@ -276,7 +276,7 @@ static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dp_norms_method n
         if (off + p->grad.numel <= cap) CHECK_OK(dp_tensor_to_host(&p->grad, grads + off, dp_tensor_bytes(&p->grad)));
         off += p->grad.numel;
     }
-    dp_dpsgd_free(dp);
+    dpsgd_free(dp);
     dp_tensor_free(ids);
     dp_tensor_free(tg);
     dp_tensor_free(di);
@@ -286,8 +286,8 @@ static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dp_norms_method n
 }
 
 static void test_step(dp_arch arch) {
-    static const dp_norms_method norms[] = {DP_NORMS_MATERIALIZE, DP_NORMS_GHOST, DP_NORMS_MIXED, DP_NORMS_FLASH};
-    static const dp_clip_method clips[] = {DP_CLIP_BK, DP_CLIP_TWOPASS, DP_CLIP_BK, DP_CLIP_BK};
+    static const dpsgd_norms_method norms[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH};
+    static const dpsgd_clip_method clips[] = {DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK, DPSGD_CLIP_BK};
     const int64_t cap = 1 << 20;
     float *sq_c = malloc(1024 * sizeof(float)), *sq_g = malloc(1024 * sizeof(float));
     float *gr_c = malloc(cap * sizeof(float)), *gr_g = malloc(cap * sizeof(float));
@@ -302,12 +302,12 @@ static void test_step(dp_arch arch) {
             if (!(fabs(sq_g[j] - sq_c[j]) <= 1e-4 * fmax(sq_c[j], 1e-3 * tot[j & 1]))) bad++;
         if (bad) {
             fprintf(stderr, "  %s %s: %d per-parameter norms differ between cuda and cpu\n",
-                    arch == DP_ARCH_GPT ? "gpt" : "llama", dp_norms_name(norms[k]), bad);
+                    arch == DP_ARCH_GPT ? "gpt" : "llama", dpsgd_norms_name(norms[k]), bad);
             check_failures++;
         }
         char what[96];
         snprintf(what, sizeof what, "%s %s update (cuda vs cpu)", arch == DP_ARCH_GPT ? "gpt" : "llama",
-                 dp_norms_name(norms[k]));
+                 dpsgd_norms_name(norms[k]));
         dp_model *m = model_on(cpu, arch, DP_F32);
         int64_t nparams = m ? dp_model_num_params(m, 1) : 0;
         dp_model_free(m);
@@ -324,12 +324,12 @@ static void test_step(dp_arch arch) {
  * operands, f32 accumulation in different orders, and bk's clip factors applied to bf16 output
  * gradients in place (2^-9 rounding): 1e-2 relative on norms and on the update. */
 static void test_step_bf16(dp_arch arch) {
-    static const dp_norms_method norms[] = {DP_NORMS_GHOST, DP_NORMS_MIXED, DP_NORMS_FLASH, DP_NORMS_FLASH};
-    static const dp_clip_method clips[] = {DP_CLIP_TWOPASS, DP_CLIP_BK, DP_CLIP_BK, DP_CLIP_TWOPASS};
+    static const dpsgd_norms_method norms[] = {DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH, DPSGD_NORMS_FLASH};
+    static const dpsgd_clip_method clips[] = {DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK, DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS};
     const int64_t cap = 1 << 20;
     float *sq_r = malloc(1024 * sizeof(float)), *sq_g = malloc(1024 * sizeof(float));
     float *gr_r = malloc(cap * sizeof(float)), *gr_g = malloc(cap * sizeof(float));
-    int n = run_step(gpu, arch, DP_BF16, DP_NORMS_MATERIALIZE, DP_CLIP_BK, sq_r, gr_r, cap);
+    int n = run_step(gpu, arch, DP_BF16, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK, sq_r, gr_r, cap);
     dp_model *m = model_on(cpu, arch, DP_F32);
     int64_t nparams = m ? dp_model_num_params(m, 1) : 0;
     dp_model_free(m);
@@ -343,12 +343,12 @@ static void test_step_bf16(dp_arch arch) {
             if (!(fabs(sq_g[j] - sq_r[j]) <= 1e-2 * fmax(sq_r[j], 1e-3 * tot[j & 1]))) bad++;
         if (bad) {
             fprintf(stderr, "  bf16 %s %s+%s: %d per-parameter norms differ from flat's\n",
-                    arch == DP_ARCH_GPT ? "gpt" : "llama", dp_norms_name(norms[k]), dp_clip_name(clips[k]), bad);
+                    arch == DP_ARCH_GPT ? "gpt" : "llama", dpsgd_norms_name(norms[k]), dpsgd_clip_name(clips[k]), bad);
             check_failures++;
         }
         char what[96];
         snprintf(what, sizeof what, "bf16 %s %s+%s update (vs flat)", arch == DP_ARCH_GPT ? "gpt" : "llama",
-                 dp_norms_name(norms[k]), dp_clip_name(clips[k]));
+                 dpsgd_norms_name(norms[k]), dpsgd_clip_name(clips[k]));
         compare(what, gr_g, gr_r, nparams < cap ? nparams : cap, 1e-2);
     }
     free(sq_r);
@@ -369,15 +369,15 @@ static dp_param weight_param(const char *name, const int64_t shape[2]) {
     return w;
 }
 
-static dp_dpsgd *strip_wrapper(dp_device *dev, dp_param *w) {
-    dp_dpsgd_config cfg;
-    dp_dpsgd_config_default(&cfg);
-    cfg.norms = DP_NORMS_FLASH;
-    cfg.clip = DP_CLIP_TWOPASS;
-    cfg.flash_impl = DP_FLASH_STRIPS;
+static dpsgd *strip_wrapper(dp_device *dev, dp_param *w) {
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    cfg.norms = DPSGD_NORMS_FLASH;
+    cfg.clip = DPSGD_CLIP_TWOPASS;
+    cfg.flash_impl = DPSGD_FLASH_STRIPS;
     dp_param *ps[1] = {w};
-    dp_dpsgd *dp = NULL;
-    CHECK_OK(dp_dpsgd_new_params(dev, &cfg, ps, 1, 8, &dp));
+    dpsgd *dp = NULL;
+    CHECK_OK(dpsgd_new_params(dev, &cfg, ps, 1, 8, &dp));
     return dp;
 }
 
@@ -389,19 +389,19 @@ static void test_strips(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p) 
     dp_tensor *a = host_rand(t, 3, sa, 1.0f), *g = host_rand(t, 3, sg, 1.0f);
     dp_tensor *ga = to_gpu(a), *gg = to_gpu(g);
     dp_param w = weight_param("strips", sw);
-    dp_dpsgd *dc = strip_wrapper(cpu, &w), *dg = strip_wrapper(gpu, &w);
+    dpsgd *dc = strip_wrapper(cpu, &w), *dg = strip_wrapper(gpu, &w);
     dp_tensor *rc = dp_tensor_new(cpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
     dp_tensor *rg = dp_tensor_new(gpu, DP_F32, 1, sr, DP_CAT_NORM_SAMPLES);
     float *got = malloc((size_t)B * sizeof *got), *tiles = malloc((size_t)B * sizeof *tiles);
     float *grad = malloc((size_t)B * sizeof *grad);
     if (dc && dg && rc && rg) {
-        CHECK_OK(dp_strip_linear(dc, &w, a, g, 1.5f, rc, 0));
-        CHECK_OK(dp_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
+        CHECK_OK(dpsgd_strip_linear(dc, &w, a, g, 1.5f, rc, 0));
+        CHECK_OK(dpsgd_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
         from_gpu(got, rg->data, (size_t)B * 4);
         /* the strips take the scale (they add scale^2 ||.||^2), the tiles the factor alpha itself */
-        CHECK_OK(DP_DISPATCH_DP(gpu, gram_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f * 1.5f, rg->data, 0));
+        CHECK_OK(DPSGD_DISPATCH(gpu, gram_tile_sumsq, t, B, T, d, p, ga->data, gg->data, 1.5f * 1.5f, rg->data, 0));
         from_gpu(tiles, rg->data, (size_t)B * 4);
-        CHECK_OK(dp_grad_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
+        CHECK_OK(dpsgd_grad_strip_linear(dg, &w, ga, gg, 1.5f, rg, 0));
         from_gpu(grad, rg->data, (size_t)B * 4);
         char what[160];
         snprintf(what, sizeof what, "strips %s B=%lld T=%lld d=%lld p=%lld", dp_dtype_name(t), (long long)B,
@@ -415,8 +415,8 @@ static void test_strips(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p) 
     free(grad);
     dp_tensor_free(rc);
     dp_tensor_free(rg);
-    dp_dpsgd_free(dc);
-    dp_dpsgd_free(dg);
+    dpsgd_free(dc);
+    dpsgd_free(dg);
     dp_tensor_release(&w.value);
     dp_tensor_free(a);
     dp_tensor_free(g);
@@ -439,29 +439,29 @@ typedef struct bench {
     dp_dtype t;
     int64_t B, T, d, p;
     dp_tensor *a, *g, *c, *row;
-    dp_dpsgd *dp;
+    dpsgd *dp;
     dp_param *w;
 } bench;
 
 static int run_gram(void *x) {
     bench *b = x;
-    return DP_DISPATCH_DP(gpu, gram_tile_sumsq, b->t, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
+    return DPSGD_DISPATCH(gpu, gram_tile_sumsq, b->t, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
                           b->row->data, 0);
 }
 static int run_grad(void *x) {
     bench *b = x;
-    return DP_DISPATCH_DP(gpu, grad_tile_sumsq, b->t, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
+    return DPSGD_DISPATCH(gpu, grad_tile_sumsq, b->t, b->B, b->T, b->d, b->p, b->a->data, b->g->data, 1.0f,
                           b->row->data, 0);
 }
 /* flash_impl = strips: cuBLAS strips of the Gram triangle or blocks of the gradient, the dot, the
  * workspace */
 static int run_gram_strips(void *x) {
     bench *b = x;
-    return dp_strip_linear(b->dp, b->w, b->a, b->g, 1.0f, b->row, 0);
+    return dpsgd_strip_linear(b->dp, b->w, b->a, b->g, 1.0f, b->row, 0);
 }
 static int run_grad_strips(void *x) {
     bench *b = x;
-    return dp_grad_strip_linear(b->dp, b->w, b->a, b->g, 1.0f, b->row, 0);
+    return dpsgd_grad_strip_linear(b->dp, b->w, b->a, b->g, 1.0f, b->row, 0);
 }
 /* cuBLAS doing the Gram products a a^T and g g^T (full T x T, bf16 or f32 in, f32 out) */
 static int run_cublas_gram(void *x) {
@@ -505,7 +505,7 @@ static void benchmark(void) {
         int64_t sa[3] = {b.B, b.T, b.d}, sg[3] = {b.B, b.T, b.p};
         b.a = dp_tensor_new(gpu, t, 3, sa, DP_CAT_TEMP);
         b.g = dp_tensor_new(gpu, t, 3, sg, DP_CAT_TEMP);
-        int gram = dp_choose_linear(DP_NORMS_FLASH, b.B, b.T, b.d, b.p, t, NULL, NULL) == DP_FORM_GRAM_TILE;
+        int gram = dpsgd_choose_linear(DPSGD_NORMS_FLASH, b.B, b.T, b.d, b.p, t, NULL, NULL) == DPSGD_FORM_GRAM_TILE;
         int64_t cshape[3] = {b.B, gram ? b.T : b.p, gram ? b.T : b.d};
         b.c = dp_tensor_new(gpu, DP_F32, 3, cshape, DP_CAT_TEMP);
         if (!b.a || !b.g || !b.c) {
@@ -550,13 +550,13 @@ static void benchmark(void) {
             b.dp = strip_wrapper(gpu, &w);
             double fs = 0.0; /* what the strips execute */
             if (gram) { /* each strip's diagonal and off-diagonal blocks */
-                dp_strip_shape(b.B, b.T, &S, &Bc);
+                dpsgd_strip_shape(b.B, b.T, &S, &Bc);
                 for (int64_t r0 = 0; r0 < b.T; r0 += S) {
                     int64_t m = b.T - r0 < S ? b.T - r0 : S;
                     fs += 2.0 * b.B * (double)m * (double)(r0 + m) * (double)(b.d + b.p);
                 }
             } else { /* the whole per-sample gradient, block by block */
-                dp_grad_strip_shape(b.B, b.d, b.p, &S, &Bc);
+                dpsgd_grad_strip_shape(b.B, b.d, b.p, &S, &Bc);
                 fs = fl;
             }
             if (b.dp) {
@@ -566,7 +566,7 @@ static void benchmark(void) {
                        (fs / ms) / (fl_ref / ref), gram ? "S" : "P", (long long)S, (long long)Bc,
                        time_ms(gram ? run_gram : run_grad, &b, 20) / ms);
             }
-            dp_dpsgd_free(b.dp);
+            dpsgd_free(b.dp);
             dp_tensor_release(&w.value);
         }
         dp_tensor_free(b.row);

@@ -34,16 +34,16 @@ static dp_param make_param(const char *name, int64_t numel) {
     return p;
 }
 
-static dp_dpsgd *noise_wrapper(dp_param **ps, int n, double sigma, double C, int64_t E, uint64_t seed) {
-    dp_dpsgd_config cfg;
-    dp_dpsgd_config_default(&cfg);
-    CHECK_OK(dp_method_preset("flash_clip", &cfg.norms, &cfg.clip));
+static dpsgd *noise_wrapper(dp_param **ps, int n, double sigma, double C, int64_t E, uint64_t seed) {
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    CHECK_OK(dpsgd_method_preset("flash_clip", &cfg.norms, &cfg.clip));
     cfg.noise_multiplier = sigma;
     cfg.max_grad_norm = C;
     cfg.expected_batch_size = E;
     cfg.seed = seed;
-    dp_dpsgd *dp = NULL;
-    CHECK_OK(dp_dpsgd_new_params(cpu, &cfg, ps, n, 8, &dp));
+    dpsgd *dp = NULL;
+    CHECK_OK(dpsgd_new_params(cpu, &cfg, ps, n, 8, &dp));
     return dp;
 }
 
@@ -52,8 +52,8 @@ static void test_moments(void) {
     const double sigma = 1.5, C = 2.0, E = 4.0, s = sigma * C / E;
     dp_param p = make_param("noise.big", n);
     dp_param *ps[1] = {&p};
-    dp_dpsgd *dp = noise_wrapper(ps, 1, sigma, C, (int64_t)E, 9);
-    CHECK_OK(dp_dpsgd_noise(dp));
+    dpsgd *dp = noise_wrapper(ps, 1, sigma, C, (int64_t)E, 9);
+    CHECK_OK(dpsgd_noise(dp));
     const float *x = p.grad.data;
     double sum = 0.0, sq = 0.0;
     int64_t within = 0;
@@ -69,7 +69,7 @@ static void test_moments(void) {
     CHECK(fabs(mean) <= 5.0 * s / sqrt((double)n));
     CHECK(fabs(var - s * s) <= 5.0 * s * s * sqrt(2.0 / (double)(n - 1)));
     CHECK(fabs(frac - p1) <= 5.0 * sqrt(p1 * (1.0 - p1) / (double)n));
-    dp_dpsgd_free(dp);
+    dpsgd_free(dp);
     dp_tensor_release(&p.value);
     dp_tensor_release(&p.grad);
 }
@@ -79,20 +79,20 @@ static void test_exact_bits(void) {
     const int64_t E = 3;
     dp_param a = make_param("noise.a", 1000), b = make_param("noise.b", 777);
     dp_param *ps[2] = {&a, &b};
-    dp_dpsgd *dp = noise_wrapper(ps, 2, sigma, C, E, 1234);
+    dpsgd *dp = noise_wrapper(ps, 2, sigma, C, E, 1234);
     /* an existing gradient: the noise adds to it */
     CHECK_OK(dp_tensor_init(&a.grad, cpu, DP_F32, 1, &a.value.numel, DP_CAT_GRADIENTS));
     CHECK_OK(dp_tensor_fill(&a.grad, 0.5));
-    CHECK_OK(dp_dpsgd_noise(dp)); /* step 0 */
+    CHECK_OK(dpsgd_noise(dp)); /* step 0 */
     float std = (float)(sigma * C), inv = (float)(1.0 / (double)E);
     int bad = 0;
     for (int64_t j = 0; j < 1000; j++) {
-        float z = dp_philox_normal(1234, dp_noise_stream(0), (uint64_t)j);
+        float z = dp_philox_normal(1234, dpsgd_noise_stream(0), (uint64_t)j);
         float want = (0.5f + std * z) * inv;
         bad += ((float *)a.grad.data)[j] != want;
     }
     for (int64_t j = 0; j < 777; j++) {
-        float z = dp_philox_normal(1234, dp_noise_stream(0), (uint64_t)(1000 + j)); /* b follows a */
+        float z = dp_philox_normal(1234, dpsgd_noise_stream(0), (uint64_t)(1000 + j)); /* b follows a */
         float want = (0.0f + std * z) * inv;
         bad += ((float *)b.grad.data)[j] != want;
     }
@@ -100,26 +100,26 @@ static void test_exact_bits(void) {
     /* the same seed and step: the same bits; the next step or another seed: other noise */
     float *first = malloc(777 * sizeof *first);
     memcpy(first, b.grad.data, 777 * sizeof *first);
-    dp_dpsgd *again = noise_wrapper(ps, 2, sigma, C, E, 1234);
+    dpsgd *again = noise_wrapper(ps, 2, sigma, C, E, 1234);
     CHECK_OK(dp_tensor_fill(&b.grad, 0.0));
-    CHECK_OK(dp_dpsgd_noise(again));
+    CHECK_OK(dpsgd_noise(again));
     CHECK(memcmp(first, b.grad.data, 777 * sizeof *first) == 0);
     CHECK_OK(dp_tensor_fill(&b.grad, 0.0));
-    CHECK_OK(dp_dpsgd_noise(again)); /* step 1 */
+    CHECK_OK(dpsgd_noise(again)); /* step 1 */
     double dot = 0.0, n1 = 0.0, n2 = 0.0;
     for (int j = 0; j < 777; j++) {
         double u = first[j], v = ((float *)b.grad.data)[j];
         dot += u * v, n1 += u * u, n2 += v * v;
     }
     CHECK(fabs(dot / sqrt(n1 * n2)) < 5.0 / sqrt(777.0)); /* uncorrelated */
-    dp_dpsgd *other = noise_wrapper(ps, 2, sigma, C, E, 1235);
+    dpsgd *other = noise_wrapper(ps, 2, sigma, C, E, 1235);
     CHECK_OK(dp_tensor_fill(&b.grad, 0.0));
-    CHECK_OK(dp_dpsgd_noise(other));
+    CHECK_OK(dpsgd_noise(other));
     CHECK(memcmp(first, b.grad.data, 777 * sizeof *first) != 0);
     free(first);
-    dp_dpsgd_free(dp);
-    dp_dpsgd_free(again);
-    dp_dpsgd_free(other);
+    dpsgd_free(dp);
+    dpsgd_free(again);
+    dpsgd_free(other);
     dp_tensor_release(&a.value);
     dp_tensor_release(&a.grad);
     dp_tensor_release(&b.value);
@@ -129,26 +129,26 @@ static void test_exact_bits(void) {
 static void test_sampling(void) {
     dp_param p = make_param("sampling", 4);
     dp_param *ps[1] = {&p};
-    dp_dpsgd_config cfg;
-    dp_dpsgd_config_default(&cfg);
-    CHECK_OK(dp_method_preset("ghost", &cfg.norms, &cfg.clip));
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    CHECK_OK(dpsgd_method_preset("ghost", &cfg.norms, &cfg.clip));
     cfg.poisson = 1;
     cfg.dataset_size = 1000;
     cfg.sample_rate = 0.05;
     cfg.max_physical_batch_size = 8;
     cfg.seed = 5;
-    dp_dpsgd *dp = NULL;
-    CHECK_OK(dp_dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
-    CHECK_EQ_U64(dp_dpsgd_expected_batch_size(dp), 50); /* Opacus: int(N q) */
+    dpsgd *dp = NULL;
+    CHECK_OK(dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
+    CHECK_EQ_U64(dpsgd_expected_batch_size(dp), 50); /* Opacus: int(N q) */
     const int steps = 2000;
     double sum = 0.0, sq = 0.0;
     int split_ok = 1;
     for (int s = 0; s < steps; s++) {
-        dp_step_plan plan;
-        CHECK_OK(dp_dpsgd_next_step(dp, &plan));
+        dpsgd_step_plan plan;
+        CHECK_OK(dpsgd_next_step(dp, &plan));
         int64_t total = 0;
         for (int64_t k = 0; k < plan.n_physical; k++) {
-            int64_t nb = dp_step_plan_batch(&plan, k);
+            int64_t nb = dpsgd_step_plan_batch(&plan, k);
             split_ok &= nb >= 1 && nb <= 8;
             total += nb;
         }
@@ -161,24 +161,24 @@ static void test_sampling(void) {
     printf("poisson: mean %.3f (want %.1f), variance %.3f (want %.2f)\n", mean, want, var, wvar);
     CHECK(fabs(mean - want) <= 5.0 * sqrt(wvar / steps));
     CHECK(fabs(var - wvar) <= 5.0 * wvar * sqrt(2.0 / (steps - 1)));
-    dp_dpsgd_free(dp);
+    dpsgd_free(dp);
     /* fixed batches: always E, noise once per logical batch; epsilon from the accountant */
     cfg.poisson = 0;
     cfg.sample_rate = 0;
     cfg.expected_batch_size = 20;
     cfg.noise_multiplier = 1.1;
-    CHECK_OK(dp_dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
-    dp_step_plan plan;
-    CHECK_OK(dp_dpsgd_next_step(dp, &plan));
+    CHECK_OK(dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
+    dpsgd_step_plan plan;
+    CHECK_OK(dpsgd_next_step(dp, &plan));
     CHECK_EQ_U64(plan.logical_size, 20);
     CHECK_EQ_U64(plan.n_physical, 3);
-    CHECK_EQ_U64(dp_step_plan_batch(&plan, 2), 4);
-    for (int s = 0; s < 7; s++) CHECK_OK(dp_dpsgd_noise(dp));
+    CHECK_EQ_U64(dpsgd_step_plan_batch(&plan, 2), 4);
+    for (int s = 0; s < 7; s++) CHECK_OK(dpsgd_noise(dp));
     double eps, want_eps;
-    CHECK_OK(dp_dpsgd_epsilon(dp, 1e-5, &eps));
+    CHECK_OK(dpsgd_epsilon(dp, 1e-5, &eps));
     CHECK(dp_privacy_epsilon(0.02, 1.1, 7, 1e-5, &want_eps, NULL, NULL, 0) == DP_PRIVACY_OK);
     CHECK(eps == want_eps);
-    dp_dpsgd_free(dp);
+    dpsgd_free(dp);
     dp_tensor_release(&p.value);
     dp_tensor_release(&p.grad);
 }

@@ -115,33 +115,33 @@ static void free_param(dp_param *p) {
     dp_tensor_release(&p->grad);
 }
 
-static const dp_norms_method all_norms[] = {DP_NORMS_MATERIALIZE, DP_NORMS_GHOST, DP_NORMS_MIXED, DP_NORMS_FLASH};
+static const dpsgd_norms_method all_norms[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH};
 
 /* A wrapper over params for a batch of B x T (ids may be NULL), norms pass begun. */
-static dp_dpsgd *wrapper(dp_norms_method norms, dp_clip_method clip, dp_param **params, int n, int64_t B,
+static dpsgd *wrapper(dpsgd_norms_method norms, dpsgd_clip_method clip, dp_param **params, int n, int64_t B,
                          int64_t T, const dp_tensor *ids) {
-    dp_dpsgd_config cfg;
-    dp_dpsgd_config_default(&cfg);
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
     cfg.norms = norms;
     cfg.clip = clip;
     cfg.max_grad_norm = 0.5;
-    dp_dpsgd *dp = NULL;
-    CHECK_OK(dp_dpsgd_new_params(cpu, &cfg, params, n, 8, &dp));
+    dpsgd *dp = NULL;
+    CHECK_OK(dpsgd_new_params(cpu, &cfg, params, n, 8, &dp));
     if (!dp) return NULL;
     dp->batch = B;
     dp->seq_len = T;
     dp->inputs = ids;
-    CHECK_OK(dp_dpsgd_begin_norms(dp));
+    CHECK_OK(dpsgd_begin_norms(dp));
     return dp;
 }
 
 /* Ends the pass, computes clip factors (and with bk the clipped sum) and reads p's row. */
-static void finish(dp_dpsgd *dp, const dp_param *p, float *row, float *factors) {
-    CHECK_OK(dp_dpsgd_end_norms(dp));
-    CHECK_OK(dp_clip_factors(dp, factors));
-    if (dp->cfg.clip == DP_CLIP_BK) CHECK_OK(dp_clip_books(dp, factors));
-    dp_release_batch_state(dp);
-    CHECK_OK(dp_dpsgd_param_sq_norms(dp, p, row, dp->batch));
+static void finish(dpsgd *dp, const dp_param *p, float *row, float *factors) {
+    CHECK_OK(dpsgd_end_norms(dp));
+    CHECK_OK(dpsgd_compute_clip_factors(dp, factors));
+    if (dp->cfg.clip == DPSGD_CLIP_BK) CHECK_OK(dpsgd_clip_books(dp, factors));
+    dpsgd_release_batch_state(dp);
+    CHECK_OK(dpsgd_param_sq_norms(dp, p, row, dp->batch));
 }
 
 /* ---- part 1: layers ------------------------------------------------------------------------ */
@@ -173,24 +173,24 @@ static void test_linear(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p,
     }
     float *row = malloc((size_t)B * sizeof *row), *factors = malloc((size_t)B * sizeof *factors);
     for (size_t mi = 0; mi < sizeof all_norms / sizeof *all_norms; mi++)
-        for (int clip = DP_CLIP_TWOPASS; clip <= DP_CLIP_BK; clip++) {
+        for (int clip = DPSGD_CLIP_TWOPASS; clip <= DPSGD_CLIP_BK; clip++) {
             dp_param w = make_param("test.linear", DP_PARAM_LINEAR_W, 2, sw);
             dp_param b = make_param("test.linear.bias", DP_PARAM_LINEAR_B, 1, sb);
             dp_param *ps[2] = {&w, &b};
-            dp_dpsgd *dp = wrapper(all_norms[mi], (dp_clip_method)clip, ps, 2, B, T, NULL);
-            dp_layer_hooks h = dp_norm_hooks(dp);
+            dpsgd *dp = wrapper(all_norms[mi], (dpsgd_clip_method)clip, ps, 2, B, T, NULL);
+            dp_layer_hooks h = dpsgd_norm_hooks(dp);
             dp_tensor *Ai = clone(A);
             CHECK_OK(h.linear(h.ctx, NULL, &w, &b, Ai, G, scale));
             char what[160];
             snprintf(what, sizeof what, "linear %s B=%lld T=%lld d=%lld p=%lld scale=%g (%s)", dp_dtype_name(dt),
                      (long long)B, (long long)T, (long long)d, (long long)p, scale,
-                     dp_formulation_name(dp->layers[0].norms));
+                     dpsgd_formulation_name(dp->layers[0].norms));
             finish(dp, &w, row, factors);
             dp_tensor_free(Ai);
-            for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], what, dp_norms_name(all_norms[mi]), i);
-            CHECK_OK(dp_dpsgd_param_sq_norms(dp, &b, row, B));
+            for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], what, dpsgd_norms_name(all_norms[mi]), i);
+            CHECK_OK(dpsgd_param_sq_norms(dp, &b, row, B));
             for (int64_t i = 0; i < B; i++) rel_close(row[i], want_b[i], what, "bias", i);
-            if (clip == DP_CLIP_BK) {
+            if (clip == DPSGD_CLIP_BK) {
                 double num = 0.0, den = 0.0;
                 for (int64_t k = 0; k < p * d; k++) {
                     double e = ((float *)w.grad.data)[k] - clipped[k];
@@ -200,11 +200,11 @@ static void test_linear(dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p,
                 /* bf16: bk scales the kept G in place in bf16 (2^-9 relative rounding) */
                 if (!(sqrt(num / den) < (dt == DP_BF16 ? 4e-3 : 1e-5))) {
                     fprintf(stderr, "  %s [%s+bk]: clipped sum off by %.3g relative\n", what,
-                            dp_norms_name(all_norms[mi]), sqrt(num / den));
+                            dpsgd_norms_name(all_norms[mi]), sqrt(num / den));
                     check_failures++;
                 }
             }
-            dp_dpsgd_free(dp);
+            dpsgd_free(dp);
             free_param(&w);
             free_param(&b);
         }
@@ -229,10 +229,10 @@ static void test_tile_kernels(dp_dtype dt, int64_t B, int64_t T, int64_t d, int6
              (long long)d, (long long)p);
     for (int acc = 0; acc < 2; acc++) {
         for (int64_t i = 0; i < B; i++) out[i] = acc ? 1.0f : 12345.0f;
-        CHECK_OK(dp_cpu_dp_ops.gram_tile_sumsq(cpu, dt, B, T, d, p, A->data, G->data, 2.0f, out, acc));
+        CHECK_OK(dpsgd_cpu_ops.gram_tile_sumsq(cpu, dt, B, T, d, p, A->data, G->data, 2.0f, out, acc));
         for (int64_t i = 0; i < B; i++) rel_close(out[i], 2.0 * want[i] + (acc ? 1.0 : 0.0), what, "gram_tile", i);
         for (int64_t i = 0; i < B; i++) out[i] = acc ? 1.0f : 12345.0f;
-        CHECK_OK(dp_cpu_dp_ops.grad_tile_sumsq(cpu, dt, B, T, d, p, A->data, G->data, 2.0f, out, acc));
+        CHECK_OK(dpsgd_cpu_ops.grad_tile_sumsq(cpu, dt, B, T, d, p, A->data, G->data, 2.0f, out, acc));
         for (int64_t i = 0; i < B; i++) rel_close(out[i], 2.0 * want[i] + (acc ? 1.0 : 0.0), what, "grad_tile", i);
     }
     free(want);
@@ -254,12 +254,12 @@ static void test_embedding(int tied, dp_dtype dt, int64_t B, int64_t T, int64_t 
     }
     float *row = malloc((size_t)B * sizeof *row), *factors = malloc((size_t)B * sizeof *factors);
     for (size_t mi = 0; mi < sizeof all_norms / sizeof *all_norms; mi++)
-        for (int clip = DP_CLIP_TWOPASS; clip <= DP_CLIP_BK; clip++) {
+        for (int clip = DPSGD_CLIP_TWOPASS; clip <= DPSGD_CLIP_BK; clip++) {
             dp_param wte = make_param("test.wte", DP_PARAM_EMBEDDING, 2, sw);
             dp_param wpe = make_param("test.wpe", DP_PARAM_POSITION, 2, sp);
             dp_param *ps[2] = {&wte, &wpe};
-            dp_dpsgd *dp = wrapper(all_norms[mi], (dp_clip_method)clip, ps, 2, B, T, ids);
-            dp_layer_hooks h = dp_norm_hooks(dp);
+            dpsgd *dp = wrapper(all_norms[mi], (dpsgd_clip_method)clip, ps, 2, B, T, ids);
+            dp_layer_hooks h = dpsgd_norm_hooks(dp);
             dp_tensor *Ai = tied ? clone(A) : NULL;
             if (tied) CHECK_OK(h.linear(h.ctx, NULL, &wte, NULL, Ai, Gh, 1.0f));
             CHECK_OK(h.position(h.ctx, NULL, &wpe, Ge));
@@ -267,14 +267,14 @@ static void test_embedding(int tied, dp_dtype dt, int64_t B, int64_t T, int64_t 
             char what[160];
             snprintf(what, sizeof what, "%s embedding %s B=%lld T=%lld d=%lld V=%lld (%s)", tied ? "tied" : "untied",
                      dp_dtype_name(dt), (long long)B, (long long)T, (long long)d, (long long)V,
-                     dp_formulation_name(dp->layers[dp->n_layers - 1].norms));
+                     dpsgd_formulation_name(dp->layers[dp->n_layers - 1].norms));
             finish(dp, &wte, row, factors);
             dp_tensor_free(Ai);
             for (int64_t i = 0; i < B; i++)
-                rel_close(row[i], want[i], what, dp_norms_name(all_norms[mi]), i);
-            CHECK_OK(dp_dpsgd_param_sq_norms(dp, &wpe, row, B));
+                rel_close(row[i], want[i], what, dpsgd_norms_name(all_norms[mi]), i);
+            CHECK_OK(dpsgd_param_sq_norms(dp, &wpe, row, B));
             for (int64_t i = 0; i < B; i++) rel_close(row[i], want_pos[i], what, "position", i);
-            if (clip == DP_CLIP_BK && !tied) { /* the clipped sums of both tables */
+            if (clip == DPSGD_CLIP_BK && !tied) { /* the clipped sums of both tables */
                 double *ce = calloc((size_t)(V * d), sizeof *ce), *cp = calloc((size_t)(T * d), sizeof *cp);
                 for (int64_t i = 0; i < B; i++) {
                     double c = fmin(1.0, 0.5 / (sqrt(want[i] + want_pos[i]) + 1e-6));
@@ -292,7 +292,7 @@ static void test_embedding(int tied, dp_dtype dt, int64_t B, int64_t T, int64_t 
                 free(ce);
                 free(cp);
             }
-            dp_dpsgd_free(dp);
+            dpsgd_free(dp);
             free_param(&wte);
             free_param(&wpe);
         }
@@ -339,16 +339,16 @@ static void test_norm_layer(int layernorm, int64_t B, int64_t T, int64_t d) {
     for (size_t mi = 0; mi < sizeof all_norms / sizeof *all_norms; mi++) {
         dp_param w = make_param("test.ln", DP_PARAM_NORM_W, 1, sw), b = make_param("test.ln.b", DP_PARAM_NORM_B, 1, sw);
         dp_param *ps[2] = {&w, &b};
-        dp_dpsgd *dp = wrapper(all_norms[mi], DP_CLIP_BK, ps, layernorm ? 2 : 1, B, T, NULL);
-        dp_layer_hooks h = dp_norm_hooks(dp);
+        dpsgd *dp = wrapper(all_norms[mi], DPSGD_CLIP_BK, ps, layernorm ? 2 : 1, B, T, NULL);
+        dp_layer_hooks h = dpsgd_norm_hooks(dp);
         CHECK_OK(h.norm(h.ctx, NULL, &w, layernorm ? &b : NULL, x, layernorm ? mean : NULL, rstd, G));
         finish(dp, &w, row, factors);
         for (int64_t i = 0; i < B; i++) rel_close(row[i], ww[i], layernorm ? "layernorm gain" : "rmsnorm gain", "", i);
         if (layernorm) {
-            CHECK_OK(dp_dpsgd_param_sq_norms(dp, &b, row, B));
+            CHECK_OK(dpsgd_param_sq_norms(dp, &b, row, B));
             for (int64_t i = 0; i < B; i++) rel_close(row[i], wb[i], "layernorm bias", "", i);
         }
-        dp_dpsgd_free(dp);
+        dpsgd_free(dp);
         free_param(&w);
         free_param(&b);
     }
@@ -379,18 +379,18 @@ static void test_adopt(void) {
         dp_mem_stats st0, st;
         dp_mem_get_stats(cpu->mem, &st0);
         dp_mem_reset_peak(cpu->mem);
-        dp_dpsgd *dp = wrapper(DP_NORMS_FLASH, DP_CLIP_BK, ps, 1, B, T, NULL);
-        CHECK_OK(dp_alloc_tensor(dp, &G, DP_F32, 3, sg, DP_CAT_OUTPUT_GRADS, w.module));
+        dpsgd *dp = wrapper(DPSGD_NORMS_FLASH, DPSGD_CLIP_BK, ps, 1, B, T, NULL);
+        CHECK_OK(dpsgd_alloc_tensor(dp, &G, DP_F32, 3, sg, DP_CAT_OUTPUT_GRADS, w.module));
         CHECK_OK(dp_tensor_copy(&G, G0));
-        dp_layer_hooks h = dp_norm_hooks(dp);
+        dp_layer_hooks h = dpsgd_norm_hooks(dp);
         CHECK(h.keeps_out_grad && h.adopt && h.keeps_out_grad(h.ctx, &w, B, T, d, p, DP_F32));
         CHECK(!h.keeps_out_grad(h.ctx, &w, 1, T, d, p, DP_F32)); /* B = 1: batch1 keeps no G */
         dp_tensor *Ai = clone(A);
         CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, Ai, &G, 1.0f));
         CHECK(dp->n_books == 1 && dp->books[0].adopting == 1 && !dp->books[0].out_grad.alloc.live);
         if (!handed) { /* the backward kept G but never handed it over */
-            CHECK(dp_dpsgd_end_norms(dp) == DP_EINTERNAL && strstr(dp_error_message(), "never handed it over"));
-            dp_dpsgd_free(dp);
+            CHECK(dpsgd_end_norms(dp) == DP_EINTERNAL && strstr(dp_error_message(), "never handed it over"));
+            dpsgd_free(dp);
             dp_tensor_release(&G);
             dp_tensor_free(Ai);
             free_param(&w);
@@ -417,7 +417,7 @@ static void test_adopt(void) {
                 den += c * c;
             }
         CHECK(sqrt(num / den) < 1e-5);
-        dp_dpsgd_free(dp);
+        dpsgd_free(dp);
         dp_tensor_free(Ai);
         dp_mem_get_stats(cpu->mem, &st);
         CHECK_EQ_U64(st.current[DP_CAT_OUTPUT_GRADS], st0.current[DP_CAT_OUTPUT_GRADS]);
@@ -432,14 +432,14 @@ static void test_adopt(void) {
  * two with a short last one, diagonals strip by strip; two and sixteen whole ones, diagonals in
  * one GEMM; samples in passes of Bc); gradient side: blocks of P rows of each per-sample gradient
  * (one; 2048 + 2048 + 1 rows; samples in passes). want_n is S or P. */
-static void test_strips(dp_formulation form, dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p, int64_t want_n,
+static void test_strips(dpsgd_formulation form, dp_dtype dt, int64_t B, int64_t T, int64_t d, int64_t p, int64_t want_n,
                         int64_t want_Bc) {
-    const int grad = form == DP_FORM_GRAD_STRIP;
+    const int grad = form == DPSGD_FORM_GRAD_STRIP;
     int64_t n, Bc;
     if (grad)
-        dp_grad_strip_shape(B, d, p, &n, &Bc);
+        dpsgd_grad_strip_shape(B, d, p, &n, &Bc);
     else
-        dp_strip_shape(B, T, &n, &Bc);
+        dpsgd_strip_shape(B, T, &n, &Bc);
     CHECK(n == want_n && Bc == want_Bc);
     const uint64_t ws = grad ? (uint64_t)(Bc * n * d) * 4 : (uint64_t)(2 * Bc * n * T) * 4;
     int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d}, rs[1] = {B};
@@ -447,12 +447,12 @@ static void test_strips(dp_formulation form, dp_dtype dt, int64_t B, int64_t T, 
     double *want = malloc((size_t)B * sizeof *want);
     explicit_linear(A, G, 0.5f, want);
     char what[128];
-    snprintf(what, sizeof what, "%s %s B=%lld T=%lld d=%lld p=%lld (%s=%lld Bc=%lld)", dp_formulation_name(form),
+    snprintf(what, sizeof what, "%s %s B=%lld T=%lld d=%lld p=%lld (%s=%lld Bc=%lld)", dpsgd_formulation_name(form),
              dp_dtype_name(dt), (long long)B, (long long)T, (long long)d, (long long)p, grad ? "P" : "S",
              (long long)n, (long long)Bc);
     dp_param w = make_param("test.strips", DP_PARAM_LINEAR_W, 2, sw);
     dp_param *ps[1] = {&w};
-    dp_dpsgd *dp = wrapper(DP_NORMS_FLASH, DP_CLIP_TWOPASS, ps, 1, B, T, NULL);
+    dpsgd *dp = wrapper(DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS, ps, 1, B, T, NULL);
     dp_tensor *row = dp_tensor_new(cpu, DP_F32, 1, rs, DP_CAT_NORM_SAMPLES);
     for (int acc = 0; acc < 2; acc++) {
         for (int64_t i = 0; i < B; i++) ((float *)row->data)[i] = acc ? 1.0f : 12345.0f;
@@ -460,17 +460,17 @@ static void test_strips(dp_formulation form, dp_dtype dt, int64_t B, int64_t T, 
         dp_mem_get_stats(cpu->mem, &before);
         dp_mem_reset_peak(cpu->mem);
         if (grad)
-            CHECK_OK(dp_grad_strip_linear(dp, &w, A, G, 0.5f, row, acc));
+            CHECK_OK(dpsgd_grad_strip_linear(dp, &w, A, G, 0.5f, row, acc));
         else
-            CHECK_OK(dp_strip_linear(dp, &w, A, G, 0.5f, row, acc));
+            CHECK_OK(dpsgd_strip_linear(dp, &w, A, G, 0.5f, row, acc));
         dp_mem_get_stats(cpu->mem, &after);
         CHECK_EQ_U64(after.peak[DP_CAT_TEMP] - before.current[DP_CAT_TEMP], ws);
         CHECK_EQ_U64(after.current[DP_CAT_TEMP], before.current[DP_CAT_TEMP]);
         for (int64_t i = 0; i < B; i++)
-            rel_close(((float *)row->data)[i], want[i] + (acc ? 1.0 : 0.0), what, dp_formulation_name(form), i);
+            rel_close(((float *)row->data)[i], want[i] + (acc ? 1.0 : 0.0), what, dpsgd_formulation_name(form), i);
     }
     dp_tensor_free(row);
-    dp_dpsgd_free(dp);
+    dpsgd_free(dp);
     free_param(&w);
     free(want);
     dp_tensor_free(A);
@@ -478,41 +478,41 @@ static void test_strips(dp_formulation form, dp_dtype dt, int64_t B, int64_t T, 
 }
 
 /* the option reaches the hooks: whichever side flash picks, strips replace the tiles */
-static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dp_formulation tiles, dp_formulation strips) {
+static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dpsgd_formulation tiles, dpsgd_formulation strips) {
     const int64_t B = 3;
-    CHECK(dp_choose_linear(DP_NORMS_FLASH, B, T, d, p, DP_F32, NULL, NULL) == tiles);
+    CHECK(dpsgd_choose_linear(DPSGD_NORMS_FLASH, B, T, d, p, DP_F32, NULL, NULL) == tiles);
     int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
     dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *G = rand_tensor(DP_F32, 3, sg, 1.0f);
     double want[3];
     explicit_linear(A, G, 1.0f, want);
     dp_param w = make_param("test.strips", DP_PARAM_LINEAR_W, 2, sw);
     dp_param *ps[1] = {&w};
-    dp_dpsgd_config cfg;
-    dp_dpsgd_config_default(&cfg);
-    cfg.norms = DP_NORMS_FLASH;
-    cfg.clip = DP_CLIP_BK;
-    cfg.flash_impl = DP_FLASH_STRIPS;
-    dp_dpsgd *dp = NULL;
-    CHECK_OK(dp_dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    cfg.norms = DPSGD_NORMS_FLASH;
+    cfg.clip = DPSGD_CLIP_BK;
+    cfg.flash_impl = DPSGD_FLASH_STRIPS;
+    dpsgd *dp = NULL;
+    CHECK_OK(dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
     if (dp) {
         dp->batch = B;
         dp->seq_len = T;
-        CHECK_OK(dp_dpsgd_begin_norms(dp));
-        dp_layer_hooks h = dp_norm_hooks(dp);
+        CHECK_OK(dpsgd_begin_norms(dp));
+        dp_layer_hooks h = dpsgd_norm_hooks(dp);
         CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, A, G, 1.0f));
         CHECK(dp->n_layers == 1 && dp->layers[0].norms == strips);
         float row[3], factors[3];
         finish(dp, &w, row, factors);
-        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "strips via hooks", dp_formulation_name(strips), i);
-        dp_dpsgd_free(dp);
+        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "strips via hooks", dpsgd_formulation_name(strips), i);
+        dpsgd_free(dp);
     }
-    cfg.flash_impl = (dp_flash_impl)7;
-    CHECK(dp_dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp) == DP_EINVAL && strstr(dp_error_message(), "tiles, strips"));
-    dp_flash_impl fg;
-    CHECK(dp_flash_impl_parse("fused", &fg) == DP_EINVAL && strstr(dp_error_message(), "valid: tiles, strips"));
-    CHECK_OK(dp_flash_impl_parse("strips", &fg));
-    CHECK(fg == DP_FLASH_STRIPS && strcmp(dp_formulation_name(DP_FORM_GRAM_STRIP), "gram_strip") == 0 &&
-          strcmp(dp_formulation_name(DP_FORM_GRAD_STRIP), "grad_strip") == 0);
+    cfg.flash_impl = (dpsgd_flash_impl)7;
+    CHECK(dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp) == DP_EINVAL && strstr(dp_error_message(), "tiles, strips"));
+    dpsgd_flash_impl fg;
+    CHECK(dpsgd_flash_impl_parse("fused", &fg) == DP_EINVAL && strstr(dp_error_message(), "valid: tiles, strips"));
+    CHECK_OK(dpsgd_flash_impl_parse("strips", &fg));
+    CHECK(fg == DPSGD_FLASH_STRIPS && strcmp(dpsgd_formulation_name(DPSGD_FORM_GRAM_STRIP), "gram_strip") == 0 &&
+          strcmp(dpsgd_formulation_name(DPSGD_FORM_GRAD_STRIP), "grad_strip") == 0);
     /* the CUDA benchmark knob DPPROF_FLASH_VARIANT: GRAM[,GRAD], ranges named when wrong */
     int gv = -1, hv = -1;
     CHECK_OK(dp_flash_variant_parse(NULL, &gv, &hv));
@@ -537,16 +537,16 @@ static void test_memory_categories(void) {
     dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *G = rand_tensor(DP_F32, 3, sg, 1.0f);
     float row[3], factors[3];
     struct {
-        dp_norms_method norms;
-        dp_clip_method clip;
+        dpsgd_norms_method norms;
+        dpsgd_clip_method clip;
         dp_category cat;
         uint64_t peak; /* bytes of cat at its peak during the hook */
     } cases[] = {
-        {DP_NORMS_MATERIALIZE, DP_CLIP_BK, DP_CAT_PER_SAMPLE_GRADS, (uint64_t)(B * p * d + B * p) * 4},
-        {DP_NORMS_GHOST, DP_CLIP_TWOPASS, DP_CAT_TEMP, (uint64_t)(2 * B * T * T) * 4},
-        {DP_NORMS_GHOST, DP_CLIP_BK, DP_CAT_OUTPUT_GRADS, (uint64_t)(B * T * p) * 4},
-        {DP_NORMS_FLASH, DP_CLIP_TWOPASS, DP_CAT_NORM_SAMPLES, (uint64_t)(2 * B) * 4},
-        {DP_NORMS_FLASH, DP_CLIP_TWOPASS, DP_CAT_TEMP, 0},
+        {DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK, DP_CAT_PER_SAMPLE_GRADS, (uint64_t)(B * p * d + B * p) * 4},
+        {DPSGD_NORMS_GHOST, DPSGD_CLIP_TWOPASS, DP_CAT_TEMP, (uint64_t)(2 * B * T * T) * 4},
+        {DPSGD_NORMS_GHOST, DPSGD_CLIP_BK, DP_CAT_OUTPUT_GRADS, (uint64_t)(B * T * p) * 4},
+        {DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS, DP_CAT_NORM_SAMPLES, (uint64_t)(2 * B) * 4},
+        {DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS, DP_CAT_TEMP, 0},
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_mem_stats before, after;
@@ -554,19 +554,19 @@ static void test_memory_categories(void) {
         dp_param w = make_param("mem.linear", DP_PARAM_LINEAR_W, 2, sw), b = make_param("mem.bias", DP_PARAM_LINEAR_B, 1, sb);
         dp_param *ps[2] = {&w, &b};
         dp_mem_reset_peak(cpu->mem);
-        dp_dpsgd *dp = wrapper(cases[k].norms, cases[k].clip, ps, 2, B, T, NULL);
-        dp_layer_hooks h = dp_norm_hooks(dp);
+        dpsgd *dp = wrapper(cases[k].norms, cases[k].clip, ps, 2, B, T, NULL);
+        dp_layer_hooks h = dpsgd_norm_hooks(dp);
         CHECK_OK(h.linear(h.ctx, NULL, &w, &b, A, G, 1.0f));
         dp_mem_stats mid;
         dp_mem_get_stats(cpu->mem, &mid);
         if (mid.peak[cases[k].cat] != cases[k].peak) {
-            fprintf(stderr, "  memory %s+%s: %s peaked at %llu bytes, expected %llu\n", dp_norms_name(cases[k].norms),
-                    dp_clip_name(cases[k].clip), dp_category_name(cases[k].cat),
+            fprintf(stderr, "  memory %s+%s: %s peaked at %llu bytes, expected %llu\n", dpsgd_norms_name(cases[k].norms),
+                    dpsgd_clip_name(cases[k].clip), dp_category_name(cases[k].cat),
                     (unsigned long long)mid.peak[cases[k].cat], (unsigned long long)cases[k].peak);
             check_failures++;
         }
         finish(dp, &w, row, factors);
-        dp_dpsgd_free(dp);
+        dpsgd_free(dp);
         free_param(&w);
         free_param(&b);
         dp_mem_get_stats(cpu->mem, &after);
@@ -583,26 +583,26 @@ static void test_tied_memory(void) {
     int64_t sa[3] = {B, T, d}, sh[3] = {B, T, V}, sw[2] = {V, d};
     dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *Gh = rand_tensor(DP_F32, 3, sh, 0.3f);
     dp_tensor *Ge = rand_tensor(DP_F32, 3, sa, 1.0f), *ids = test_ids(cpu, B, T, V, 7u);
-    const dp_norms_method norms[] = {DP_NORMS_FLASH, DP_NORMS_GHOST};
+    const dpsgd_norms_method norms[] = {DPSGD_NORMS_FLASH, DPSGD_NORMS_GHOST};
     float row[3], factors[3];
     for (size_t mi = 0; mi < 2; mi++)
-        for (int clip = DP_CLIP_TWOPASS; clip <= DP_CLIP_BK; clip++) {
+        for (int clip = DPSGD_CLIP_TWOPASS; clip <= DPSGD_CLIP_BK; clip++) {
             dp_param wte = make_param("mem.wte", DP_PARAM_EMBEDDING, 2, sw);
             dp_param *ps[1] = {&wte};
-            dp_dpsgd *dp = wrapper(norms[mi], (dp_clip_method)clip, ps, 1, B, T, ids);
-            dp_layer_hooks h = dp_norm_hooks(dp);
+            dpsgd *dp = wrapper(norms[mi], (dpsgd_clip_method)clip, ps, 1, B, T, ids);
+            dp_layer_hooks h = dpsgd_norm_hooks(dp);
             dp_mem_stats st;
             CHECK_OK(h.linear(h.ctx, NULL, &wte, NULL, A, Gh, 1.0f));
             dp_mem_get_stats(cpu->mem, &st);
-            uint64_t held = clip == DP_CLIP_BK ? 0 : (uint64_t)(B * T * d) * 4;
+            uint64_t held = clip == DPSGD_CLIP_BK ? 0 : (uint64_t)(B * T * d) * 4;
             CHECK_EQ_U64(st.current[DP_CAT_PER_SAMPLE_GRADS], held);
             dp_mem_reset_peak(cpu->mem);
             CHECK_OK(h.embedding(h.ctx, NULL, &wte, ids, Ge));
             dp_mem_get_stats(cpu->mem, &st);
-            CHECK_EQ_U64(st.peak[DP_CAT_PER_SAMPLE_GRADS], clip == DP_CLIP_BK ? (uint64_t)(T * d) * 4 : held);
+            CHECK_EQ_U64(st.peak[DP_CAT_PER_SAMPLE_GRADS], clip == DPSGD_CLIP_BK ? (uint64_t)(T * d) * 4 : held);
             CHECK_EQ_U64(st.current[DP_CAT_PER_SAMPLE_GRADS], 0);
             finish(dp, &wte, row, factors);
-            dp_dpsgd_free(dp);
+            dpsgd_free(dp);
             free_param(&wte);
         }
     dp_tensor_free(A);
@@ -613,18 +613,18 @@ static void test_tied_memory(void) {
 
 static void test_cost_model(void) {
     /* mixed: ghost for short sequences, materialize past the crossover T* ~ pd/(p+d) */
-    CHECK(dp_choose_linear(DP_NORMS_MIXED, 8, 128, 768, 768, DP_F32, NULL, NULL) == DP_FORM_GHOST);
-    CHECK(dp_choose_linear(DP_NORMS_MIXED, 8, 4096, 768, 768, DP_F32, NULL, NULL) == DP_FORM_MATERIALIZE);
+    CHECK(dpsgd_choose_linear(DPSGD_NORMS_MIXED, 8, 128, 768, 768, DP_F32, NULL, NULL) == DPSGD_FORM_GHOST);
+    CHECK(dpsgd_choose_linear(DPSGD_NORMS_MIXED, 8, 4096, 768, 768, DP_F32, NULL, NULL) == DPSGD_FORM_MATERIALIZE);
     /* flash: Gram tiles while T (p+d) < 2 p d, gradient tiles past it, the ordinary gradient at B = 1 */
-    CHECK(dp_choose_linear(DP_NORMS_FLASH, 8, 256, 768, 768, DP_BF16, NULL, NULL) == DP_FORM_GRAM_TILE);
-    CHECK(dp_choose_linear(DP_NORMS_FLASH, 8, 2048, 768, 768, DP_BF16, NULL, NULL) == DP_FORM_GRAD_TILE);
-    CHECK(dp_choose_linear(DP_NORMS_FLASH, 1, 2048, 768, 768, DP_BF16, NULL, NULL) == DP_FORM_BATCH1);
-    CHECK(dp_choose_embedding(DP_NORMS_GHOST) == DP_FORM_GHOST);
-    CHECK(dp_choose_embedding(DP_NORMS_FLASH) == DP_FORM_GROUPED);
+    CHECK(dpsgd_choose_linear(DPSGD_NORMS_FLASH, 8, 256, 768, 768, DP_BF16, NULL, NULL) == DPSGD_FORM_GRAM_TILE);
+    CHECK(dpsgd_choose_linear(DPSGD_NORMS_FLASH, 8, 2048, 768, 768, DP_BF16, NULL, NULL) == DPSGD_FORM_GRAD_TILE);
+    CHECK(dpsgd_choose_linear(DPSGD_NORMS_FLASH, 1, 2048, 768, 768, DP_BF16, NULL, NULL) == DPSGD_FORM_BATCH1);
+    CHECK(dpsgd_choose_embedding(DPSGD_NORMS_GHOST) == DPSGD_FORM_GHOST);
+    CHECK(dpsgd_choose_embedding(DPSGD_NORMS_FLASH) == DPSGD_FORM_GROUPED);
     double f1, f2;
-    dp_choose_linear(DP_NORMS_GHOST, 2, 10, 3, 5, DP_F32, &f1, NULL);
+    dpsgd_choose_linear(DPSGD_NORMS_GHOST, 2, 10, 3, 5, DP_F32, &f1, NULL);
     CHECK_CLOSE(f1, 2.0 * 2 * 100 * 8 + 2.0 * 2 * 100, 1e-12);
-    dp_choose_linear(DP_NORMS_MATERIALIZE, 2, 10, 3, 5, DP_F32, &f2, NULL);
+    dpsgd_choose_linear(DPSGD_NORMS_MATERIALIZE, 2, 10, 3, 5, DP_F32, &f2, NULL);
     CHECK_CLOSE(f2, 2.0 * 2 * 10 * 15 + 2.0 * 2 * 15, 1e-12);
 }
 
@@ -707,57 +707,57 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
     for (int k = 0; k < n_tp; k++)
         for (int64_t i = 0; i < B; i++) total[i] += want[k * B + i];
     /* every norms method, and flash once more with the Gram strips */
-    static const dp_norms_method methods[] = {DP_NORMS_MATERIALIZE, DP_NORMS_GHOST, DP_NORMS_MIXED, DP_NORMS_FLASH,
-                                              DP_NORMS_FLASH};
-    static const dp_clip_method clips[] = {DP_CLIP_BK, DP_CLIP_TWOPASS, DP_CLIP_BK, DP_CLIP_BK, DP_CLIP_TWOPASS};
+    static const dpsgd_norms_method methods[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH,
+                                              DPSGD_NORMS_FLASH};
+    static const dpsgd_clip_method clips[] = {DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK, DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS};
     float *row = malloc((size_t)B * sizeof *row);
     for (size_t mi = 0; mi < sizeof methods / sizeof *methods; mi++) {
-        dp_dpsgd_config cfg;
-        dp_dpsgd_config_default(&cfg);
+        dpsgd_config cfg;
+        dpsgd_config_default(&cfg);
         cfg.norms = methods[mi];
         cfg.clip = clips[mi];
-        cfg.flash_impl = mi == 4 ? DP_FLASH_STRIPS : DP_FLASH_TILES;
-        dp_dpsgd *dp = NULL;
-        CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
+        cfg.flash_impl = mi == 4 ? DPSGD_FLASH_STRIPS : DPSGD_FLASH_TILES;
+        dpsgd *dp = NULL;
+        CHECK_OK(dpsgd_new(m, &cfg, &dp));
         if (!dp) continue;
         float loss;
         dp_mem_reset_peak(cpu->mem);
-        CHECK_OK(dp_dpsgd_forward(dp, inputs, targets, &loss, NULL));
-        CHECK_OK(dp_dpsgd_backward(dp));
+        CHECK_OK(dpsgd_forward(dp, inputs, targets, &loss, NULL));
+        CHECK_OK(dpsgd_backward(dp));
         /* under bk, `output_grads` only grows until the clip: what the backward allocates there
          * is kept (adopted), never a transient of a layer whose per-sample gradients are formed */
         dp_mem_stats st;
         dp_mem_get_stats(cpu->mem, &st);
         CHECK_EQ_U64(st.peak[DP_CAT_OUTPUT_GRADS], st.current[DP_CAT_OUTPUT_GRADS]);
-        CHECK_OK(dp_dpsgd_clip(dp));
+        CHECK_OK(dpsgd_clip(dp));
         char what[160];
         snprintf(what, sizeof what, "%s%s%s B=%lld T=%lld", mc->arch == DP_ARCH_GPT ? "gpt" : "llama",
                  mc->tied ? " tied" : "", mc->lora ? " lora" : "", (long long)B, (long long)T);
         double *got_total = calloc((size_t)B, sizeof *got_total);
         for (int k = 0; k < n_tp; k++) {
-            CHECK_OK(dp_dpsgd_param_sq_norms(dp, tp[k], row, B));
+            CHECK_OK(dpsgd_param_sq_norms(dp, tp[k], row, B));
             for (int64_t i = 0; i < B; i++) {
                 double w = want[k * B + i], err = fabs(row[i] - w);
                 got_total[i] += row[i];
                 if (!(err <= REL_TOL * fmax(w, 1e-3 * total[i]))) {
-                    fprintf(stderr, "  %s [%s] %s sample %lld: got %.9g want %.9g\n", what, dp_norms_name(cfg.norms),
+                    fprintf(stderr, "  %s [%s] %s sample %lld: got %.9g want %.9g\n", what, dpsgd_norms_name(cfg.norms),
                             tp[k]->name, (long long)i, row[i], w);
                     check_failures++;
                 }
             }
         }
         size_t ns;
-        const float *norms = dp_dpsgd_norms(dp, &ns);
+        const float *norms = dpsgd_norms(dp, &ns);
         CHECK_EQ_U64(ns, B);
         for (int64_t i = 0; i < B; i++) {
-            rel_close(got_total[i], total[i], what, dp_norms_name(cfg.norms), i);
+            rel_close(got_total[i], total[i], what, dpsgd_norms_name(cfg.norms), i);
             if (ns == (size_t)B) rel_close((double)norms[i] * norms[i], total[i], what, "total norm", i);
         }
         free(got_total);
         if (getenv("DP_TEST_VERBOSE"))
-            printf("%s [%s]: %d tensors, total[0] %.6g, %zu layers, first %s\n", what, dp_norms_name(cfg.norms), n_tp,
-                   total[0], dp_dpsgd_layer_count(dp), dp_formulation_name(dp_dpsgd_layer(dp, 0)->norms));
-        dp_dpsgd_free(dp);
+            printf("%s [%s]: %d tensors, total[0] %.6g, %zu layers, first %s\n", what, dpsgd_norms_name(cfg.norms), n_tp,
+                   total[0], dpsgd_layer_count(dp), dpsgd_formulation_name(dpsgd_layer(dp, 0)->norms));
+        dpsgd_free(dp);
         CHECK_OK(dp_model_zero_grad(m, 1));
     }
     free(row);
@@ -773,27 +773,27 @@ static void test_ops_in_isolation(void) {
     /* sort_ids and grouped_sumsq on a hand-made case: ids 3 1 3 3 1 0 */
     int32_t ids[6] = {3, 1, 3, 3, 1, 0};
     uint64_t keys[6];
-    CHECK_OK(dp_cpu_dp_ops.sort_ids(cpu, 1, 6, ids, keys));
+    CHECK_OK(dpsgd_cpu_ops.sort_ids(cpu, 1, 6, ids, keys));
     const uint32_t want_pos[6] = {5, 1, 4, 0, 2, 3};
     for (int k = 0; k < 6; k++) CHECK_EQ_U64((uint32_t)keys[k], want_pos[k]);
     float g[6] = {1, 2, 3, 4, 5, 6}, out = 0; /* d = 1: groups {6}, {2, 5}, {1, 3, 4} */
-    CHECK_OK(dp_cpu_dp_ops.grouped_sumsq(cpu, DP_F32, 1, 6, 1, g, keys, 1.0f, &out, 0));
+    CHECK_OK(dpsgd_cpu_ops.grouped_sumsq(cpu, DP_F32, 1, 6, 1, g, keys, 1.0f, &out, 0));
     CHECK_CLOSE(out, 36.0 + 49.0 + 64.0, 1e-6);
     /* gram_dot_masked: the same norm from g g^T */
     float gram[36];
     for (int s = 0; s < 6; s++)
         for (int t = 0; t < 6; t++) gram[s * 6 + t] = g[s] * g[t];
-    CHECK_OK(dp_cpu_dp_ops.gram_dot_masked(cpu, 1, 6, gram, ids, 1.0f, &out, 0));
+    CHECK_OK(dpsgd_cpu_ops.gram_dot_masked(cpu, 1, 6, gram, ids, 1.0f, &out, 0));
     CHECK_CLOSE(out, 149.0, 1e-6);
     /* scale_samples and token_sum */
     float x[6] = {1, 2, 3, 4, 5, 6}, c[2] = {0.5f, 2.0f}, ts[3];
-    CHECK_OK(dp_cpu_dp_ops.scale_samples(cpu, DP_F32, 2, 3, x, c));
+    CHECK_OK(dpsgd_cpu_ops.scale_samples(cpu, DP_F32, 2, 3, x, c));
     CHECK(x[0] == 0.5f && x[2] == 1.5f && x[3] == 8.0f && x[5] == 12.0f);
-    CHECK_OK(dp_cpu_dp_ops.token_sum(cpu, DP_F32, 1, 2, 3, x, ts));
+    CHECK_OK(dpsgd_cpu_ops.token_sum(cpu, DP_F32, 1, 2, 3, x, ts));
     CHECK(ts[0] == 8.5f && ts[1] == 11.0f && ts[2] == 13.5f);
     /* batched_dot accumulates with alpha */
     float y[6] = {1, 1, 1, 1, 1, 1}, o2[2] = {1, 1};
-    CHECK_OK(dp_cpu_dp_ops.batched_dot(cpu, 2, 3, DP_F32, x, DP_F32, y, 2.0f, o2, 1));
+    CHECK_OK(dpsgd_cpu_ops.batched_dot(cpu, 2, 3, DP_F32, x, DP_F32, y, 2.0f, o2, 1));
     CHECK(o2[0] == 1.0f + 2.0f * 3.0f && o2[1] == 1.0f + 2.0f * 30.0f);
 }
 
@@ -823,7 +823,7 @@ int main(void) {
     test_memory_categories();
     test_tied_memory();
     test_adopt();
-    const dp_formulation GS = DP_FORM_GRAM_STRIP, PS = DP_FORM_GRAD_STRIP;
+    const dpsgd_formulation GS = DPSGD_FORM_GRAM_STRIP, PS = DPSGD_FORM_GRAD_STRIP;
     test_strips(GS, DP_F32, 3, 7, 16, 24, 7, 3);        /* one strip: the diagonal block */
     test_strips(GS, DP_F32, 2, 300, 9, 13, 256, 2);     /* a full strip and a short one */
     test_strips(GS, DP_BF16, 2, 300, 16, 8, 256, 2);
@@ -834,8 +834,8 @@ int main(void) {
     test_strips(PS, DP_BF16, 2, 5, 24, 40, 40, 2);
     test_strips(PS, DP_F32, 1, 2, 4096, 4097, 2048, 1); /* 2048 + 2048 + 1 rows */
     test_strips(PS, DP_F32, 3, 3, 2048, 2048, 2048, 2); /* samples 2 + 1 */
-    test_strips_chosen(7, 16, 24, DP_FORM_GRAM_TILE, DP_FORM_GRAM_STRIP);
-    test_strips_chosen(300, 3, 2, DP_FORM_GRAD_TILE, DP_FORM_GRAD_STRIP);
+    test_strips_chosen(7, 16, 24, DPSGD_FORM_GRAM_TILE, DPSGD_FORM_GRAM_STRIP);
+    test_strips_chosen(300, 3, 2, DPSGD_FORM_GRAD_TILE, DPSGD_FORM_GRAD_STRIP);
     const model_case models[] = {
         {DP_ARCH_GPT, 0, 0}, {DP_ARCH_GPT, 1, 0}, {DP_ARCH_GPT, 1, 1}, {DP_ARCH_LLAMA, 0, 0}, {DP_ARCH_LLAMA, 0, 1},
     };

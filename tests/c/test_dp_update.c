@@ -27,14 +27,14 @@ static dp_device *cpu;
 
 typedef struct method {
     const char *name; /* a preset, or NULL for the pair below */
-    dp_norms_method norms;
-    dp_clip_method clip;
+    dpsgd_norms_method norms;
+    dpsgd_clip_method clip;
 } method;
 
 static const method methods[] = {
     {"flat", 0, 0},        {"ghost", 0, 0},        {"mixed_ghost", 0, 0},          {"bk", 0, 0},
-    {"flash_clip", 0, 0},  {NULL, DP_NORMS_MATERIALIZE, DP_CLIP_TWOPASS},        {NULL, DP_NORMS_GHOST, DP_CLIP_BK},
-    {NULL, DP_NORMS_FLASH, DP_CLIP_TWOPASS},
+    {"flash_clip", 0, 0},  {NULL, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_TWOPASS},        {NULL, DPSGD_NORMS_GHOST, DPSGD_CLIP_BK},
+    {NULL, DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS},
 };
 #define N_METHODS (sizeof methods / sizeof *methods)
 
@@ -71,10 +71,10 @@ static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, doub
     dp_model *m = make_model(arch, tied, lora);
     if (!m) return 0;
     int64_t physical_cfg = physical;
-    dp_dpsgd_config cfg;
-    dp_dpsgd_config_default(&cfg);
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
     if (mt->name)
-        CHECK_OK(dp_method_preset(mt->name, &cfg.norms, &cfg.clip));
+        CHECK_OK(dpsgd_method_preset(mt->name, &cfg.norms, &cfg.clip));
     else
         cfg.norms = mt->norms, cfg.clip = mt->clip;
     cfg.max_grad_norm = C;
@@ -83,20 +83,20 @@ static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, doub
     cfg.max_physical_batch_size = physical_cfg;
     cfg.dataset_size = 1000;
     cfg.seed = 42;
-    dp_dpsgd *dp = NULL;
+    dpsgd *dp = NULL;
     dp_optimizer *opt = NULL;
     dp_optim_opts oo;
     dp_optim_opts_default(&oo, DP_OPTIM_SGD);
     oo.lr = 0.5;
-    CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
+    CHECK_OK(dpsgd_new(m, &cfg, &dp));
     CHECK_OK(dp_optim_new(m, DP_OPTIM_SGD, &oo, &opt));
     int64_t n = 0;
     if (dp && opt) {
-        dp_step_plan plan;
-        CHECK_OK(dp_dpsgd_next_step(dp, &plan));
+        dpsgd_step_plan plan;
+        CHECK_OK(dpsgd_next_step(dp, &plan));
         CHECK_EQ_U64(plan.logical_size, 5);
         for (int64_t k = 0, first = 0; k < plan.n_physical; k++) {
-            int64_t nb = dp_step_plan_batch(&plan, k);
+            int64_t nb = dpsgd_step_plan_batch(&plan, k);
             /* sample j of the logical batch has the same tokens whatever the split */
             dp_tensor *all_in = test_ids(cpu, 5, 9, 19, 17), *all_tg = test_ids(cpu, 5, 9, 19, 23);
             int64_t shape[2] = {nb, 9};
@@ -104,17 +104,17 @@ static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, doub
             CHECK_OK(dp_tensor_view(&in, all_in, first * 9, 2, shape));
             CHECK_OK(dp_tensor_view(&tg, all_tg, first * 9, 2, shape));
             float loss;
-            CHECK_OK(dp_dpsgd_forward(dp, &in, &tg, &loss, NULL));
-            CHECK_OK(dp_dpsgd_backward(dp));
-            CHECK_OK(dp_dpsgd_clip(dp));
+            CHECK_OK(dpsgd_forward(dp, &in, &tg, &loss, NULL));
+            CHECK_OK(dpsgd_backward(dp));
+            CHECK_OK(dpsgd_clip(dp));
             dp_tensor_free(all_in);
             dp_tensor_free(all_tg);
             first += nb;
         }
-        CHECK_OK(dp_dpsgd_noise(dp));
-        if (norms_out && cfg.norms != DP_NORMS_NONE) {
+        CHECK_OK(dpsgd_noise(dp));
+        if (norms_out && cfg.norms != DPSGD_NORMS_NONE) {
             size_t ns;
-            const float *nv = dp_dpsgd_norms(dp, &ns);
+            const float *nv = dpsgd_norms(dp, &ns);
             CHECK_EQ_U64(ns, 5);
             memcpy(norms_out, nv, (ns < 5 ? ns : 5) * sizeof *nv);
         }
@@ -127,7 +127,7 @@ static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, doub
         }
     }
     dp_optim_free(opt);
-    dp_dpsgd_free(dp);
+    dpsgd_free(dp);
     dp_model_free(m);
     return n;
 }
@@ -181,8 +181,8 @@ static void test_presets_agree(dp_arch arch, int tied, int lora) {
                     fprintf(stderr, "  %s%s%s: %s (%s+%s), physical %lld, sigma %g: update differs from flat's by "
                                     "%.3g relative\n",
                             arch == DP_ARCH_GPT ? "gpt" : "llama", tied ? " tied" : "", lora ? " lora" : "",
-                            methods[k].name ? methods[k].name : "-", dp_norms_name(methods[k].norms),
-                            dp_clip_name(methods[k].clip), (long long)phys, sigma, diff);
+                            methods[k].name ? methods[k].name : "-", dpsgd_norms_name(methods[k].norms),
+                            dpsgd_clip_name(methods[k].clip), (long long)phys, sigma, diff);
                     check_failures++;
                 }
             }
@@ -205,38 +205,38 @@ static void peaks_of(dp_device *dev, const method *mt, uint64_t *peak) {
     cfg.seed = 3;
     dp_model *m = NULL;
     CHECK_OK(dp_model_new(dev, &cfg, &m));
-    dp_dpsgd_config dc;
-    dp_dpsgd_config_default(&dc);
+    dpsgd_config dc;
+    dpsgd_config_default(&dc);
     if (mt->name)
-        CHECK_OK(dp_method_preset(mt->name, &dc.norms, &dc.clip));
+        CHECK_OK(dpsgd_method_preset(mt->name, &dc.norms, &dc.clip));
     else
         dc.norms = mt->norms, dc.clip = mt->clip;
     dc.expected_batch_size = 3;
-    dp_dpsgd *dp = NULL;
-    CHECK_OK(dp_dpsgd_new(m, &dc, &dp));
+    dpsgd *dp = NULL;
+    CHECK_OK(dpsgd_new(m, &dc, &dp));
     int64_t shape[2] = {2, 9};
     dp_tensor in, tg;
     CHECK_OK(dp_tensor_init(&in, dev, DP_I32, 2, shape, DP_CAT_INPUTS));
     CHECK_OK(dp_tensor_init(&tg, dev, DP_I32, 2, shape, DP_CAT_INPUTS));
     CHECK_OK(dp_tensor_fill(&in, 3.0));
     CHECK_OK(dp_tensor_fill(&tg, 5.0));
-    dp_step_plan plan;
-    CHECK_OK(dp_dpsgd_next_step(dp, &plan));
+    dpsgd_step_plan plan;
+    CHECK_OK(dpsgd_next_step(dp, &plan));
     for (int64_t k = 0; k < plan.n_physical; k++) {
         dp_tensor inv, tgv;
-        int64_t sh[2] = {dp_step_plan_batch(&plan, k), 9};
+        int64_t sh[2] = {dpsgd_step_plan_batch(&plan, k), 9};
         CHECK_OK(dp_tensor_view(&inv, &in, 0, 2, sh));
         CHECK_OK(dp_tensor_view(&tgv, &tg, 0, 2, sh));
         float loss;
-        CHECK_OK(dp_dpsgd_forward(dp, &inv, &tgv, &loss, NULL));
-        CHECK_OK(dp_dpsgd_backward(dp));
-        CHECK_OK(dp_dpsgd_clip(dp));
+        CHECK_OK(dpsgd_forward(dp, &inv, &tgv, &loss, NULL));
+        CHECK_OK(dpsgd_backward(dp));
+        CHECK_OK(dpsgd_clip(dp));
     }
-    CHECK_OK(dp_dpsgd_noise(dp));
+    CHECK_OK(dpsgd_noise(dp));
     dp_mem_stats after;
     dp_mem_get_stats(dev->mem, &after);
     for (int c = 0; c < DP_CAT_COUNT; c++) peak[c] = after.peak[c] - before.current[c];
-    dp_dpsgd_free(dp);
+    dpsgd_free(dp);
     dp_tensor_release(&in);
     dp_tensor_release(&tg);
     dp_model_free(m);
@@ -258,7 +258,7 @@ static void test_plan_matches_cpu(void) {
         for (int c = 0; c < DP_CAT_COUNT; c++)
             if (pc[c] != pp[c]) {
                 fprintf(stderr, "  %s: %s peaked at %llu bytes on the cpu, %llu on plan\n",
-                        methods[k].name ? methods[k].name : dp_norms_name(methods[k].norms),
+                        methods[k].name ? methods[k].name : dpsgd_norms_name(methods[k].norms),
                         dp_category_name((dp_category)c), (unsigned long long)pc[c], (unsigned long long)pp[c]);
                 check_failures++;
             }
@@ -268,22 +268,22 @@ static void test_plan_matches_cpu(void) {
 
 static void test_phase_order(void) {
     dp_model *m = make_model(DP_ARCH_GPT, 1, 0);
-    dp_dpsgd_config cfg;
-    dp_dpsgd_config_default(&cfg);
-    CHECK_OK(dp_method_preset("bk", &cfg.norms, &cfg.clip));
-    dp_dpsgd *dp = NULL;
-    CHECK_OK(dp_dpsgd_new(m, &cfg, &dp));
-    CHECK(dp_dpsgd_backward(dp) == DP_EINVAL); /* no forward yet */
-    CHECK(dp_dpsgd_clip(dp) == DP_EINVAL);
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    CHECK_OK(dpsgd_method_preset("bk", &cfg.norms, &cfg.clip));
+    dpsgd *dp = NULL;
+    CHECK_OK(dpsgd_new(m, &cfg, &dp));
+    CHECK(dpsgd_backward(dp) == DP_EINVAL); /* no forward yet */
+    CHECK(dpsgd_clip(dp) == DP_EINVAL);
     dp_tensor *in = test_ids(cpu, 2, 9, 19, 1), *tg = test_ids(cpu, 2, 9, 19, 2);
     float loss;
-    CHECK_OK(dp_dpsgd_forward(dp, in, tg, &loss, NULL));
-    CHECK_OK(dp_dpsgd_backward(dp));
-    CHECK(dp_dpsgd_noise(dp) == DP_EINVAL); /* the batch was not clipped */
-    CHECK(dp_dpsgd_forward(dp, in, tg, &loss, NULL) == DP_EINVAL);
-    CHECK_OK(dp_dpsgd_clip(dp));
-    CHECK_OK(dp_dpsgd_noise(dp));
-    CHECK_EQ_U64(dp_dpsgd_steps(dp), 1);
+    CHECK_OK(dpsgd_forward(dp, in, tg, &loss, NULL));
+    CHECK_OK(dpsgd_backward(dp));
+    CHECK(dpsgd_noise(dp) == DP_EINVAL); /* the batch was not clipped */
+    CHECK(dpsgd_forward(dp, in, tg, &loss, NULL) == DP_EINVAL);
+    CHECK_OK(dpsgd_clip(dp));
+    CHECK_OK(dpsgd_noise(dp));
+    CHECK_EQ_U64(dpsgd_steps(dp), 1);
     /* nothing of the DP pass outlives the step: only parameters and gradients are left */
     dp_mem_stats st;
     dp_mem_get_stats(cpu->mem, &st);
@@ -291,27 +291,27 @@ static void test_phase_order(void) {
     CHECK_EQ_U64(st.current[DP_CAT_NORM_SAMPLES], 0);
     CHECK_EQ_U64(st.current[DP_CAT_OUTPUT_GRADS], 0);
     CHECK_EQ_U64(st.current[DP_CAT_ACTIVATIONS], 0);
-    dp_dpsgd_free(dp);
+    dpsgd_free(dp);
     dp_tensor_free(in);
     dp_tensor_free(tg);
     /* bad configurations name what is wrong */
-    dp_dpsgd_config bad = cfg;
-    bad.clip = DP_CLIP_NONE;
-    CHECK(dp_dpsgd_new(m, &bad, &dp) == DP_EINVAL);
+    dpsgd_config bad = cfg;
+    bad.clip = DPSGD_CLIP_NONE;
+    CHECK(dpsgd_new(m, &bad, &dp) == DP_EINVAL);
     bad = cfg;
     bad.max_grad_norm = 0;
-    CHECK(dp_dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "max_grad_norm"));
+    CHECK(dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "max_grad_norm"));
     bad = cfg;
     bad.max_physical_batch_size = 3;
-    CHECK(dp_dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "max_physical_batch_size"));
+    CHECK(dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "max_physical_batch_size"));
     bad = cfg;
     bad.poisson = 1;
-    CHECK(dp_dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "dataset_size"));
-    dp_norms_method nm;
-    dp_clip_method cm;
-    CHECK(dp_method_preset("fast", &nm, &cm) == DP_EINVAL && strstr(dp_error_message(), "flash_clip"));
-    CHECK(dp_norms_parse("gram", &nm) == DP_EINVAL && strstr(dp_error_message(), "materialize, ghost, mixed, flash"));
-    CHECK(dp_clip_parse("once", &cm) == DP_EINVAL && strstr(dp_error_message(), "twopass, bk"));
+    CHECK(dpsgd_new(m, &bad, &dp) == DP_EINVAL && strstr(dp_error_message(), "dataset_size"));
+    dpsgd_norms_method nm;
+    dpsgd_clip_method cm;
+    CHECK(dpsgd_method_preset("fast", &nm, &cm) == DP_EINVAL && strstr(dp_error_message(), "flash_clip"));
+    CHECK(dpsgd_norms_parse("gram", &nm) == DP_EINVAL && strstr(dp_error_message(), "materialize, ghost, mixed, flash"));
+    CHECK(dpsgd_clip_parse("once", &cm) == DP_EINVAL && strstr(dp_error_message(), "twopass, bk"));
     dp_model_free(m);
 }
 

@@ -271,5 +271,5 @@ const dp_backend dp_backend_cpu = {
     .axpy = cpu_axpy,
     .sumsq_rows = cpu_sumsq_rows,
     .layers = &dp_cpu_layer_ops,
-    .dp = &dp_cpu_dp_ops,
+    .dpsgd = &dpsgd_cpu_ops,
 };

@@ -1,7 +1,7 @@
 /* cpu_dpsgd.c: the CPU implementation of the DP kernels (dpsgd_ops.h), the specification the CUDA
  * kernels match. Loops in OpenMP over a partition fixed by the sizes alone; per-sample partial
  * sums are doubles added in a fixed order, so results do not depend on the thread count. The
- * fused "flash" entries walk DP_FLASH_TILE tiles, each an OpenBLAS GEMM into a tile-sized host
+ * fused "flash" entries walk DPSGD_FLASH_TILE tiles, each an OpenBLAS GEMM into a tile-sized host
  * buffer (bf16 operands widened tile by tile), and keep one partial per (sample, tile). */
 #include "dpsgd_ops.h"
 
@@ -221,7 +221,7 @@ static int cpu_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T,
                                const void *a, const void *g, float alpha, float *out, int accumulate) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "gram_tile_sumsq"));
-    const int64_t S = DP_FLASH_TILE, nt = (T + S - 1) / S, pairs = nt * (nt + 1) / 2;
+    const int64_t S = DPSGD_FLASH_TILE, nt = (T + S - 1) / S, pairs = nt * (nt + 1) / 2;
     int64_t kmax = d > p ? d : p;
     double *partial = malloc(nz(B * pairs) * sizeof *partial);
     float *c1 = malloc((size_t)(2 * S * S) * sizeof *c1);
@@ -258,7 +258,7 @@ static int cpu_grad_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T,
                                const void *a, const void *g, float alpha, float *out, int accumulate) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "grad_tile_sumsq"));
-    const int64_t S = DP_FLASH_TILE, np = (p + S - 1) / S, nd = (d + S - 1) / S, tiles = np * nd;
+    const int64_t S = DPSGD_FLASH_TILE, np = (p + S - 1) / S, nd = (d + S - 1) / S, tiles = np * nd;
     double *partial = malloc(nz(B * tiles) * sizeof *partial);
     float *c = malloc((size_t)(S * S) * sizeof *c);
     float *wide = t == DP_BF16 ? malloc((size_t)(2 * T * S) * sizeof *wide) : NULL;
@@ -287,7 +287,7 @@ static int cpu_tied_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64
                          const int32_t *ids, const void *a, float *r) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "tied_rows"));
-    const int64_t S = DP_FLASH_TILE, nt = (T + S - 1) / S;
+    const int64_t S = DPSGD_FLASH_TILE, nt = (T + S - 1) / S;
     size_t es = dp_dtype_size(t);
     float *h = malloc(nz(T * S) * sizeof *h);
     float *wide = t == DP_BF16 ? malloc(nz(T * d) * sizeof *wide) : NULL;
@@ -314,7 +314,7 @@ static int cpu_tied_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64
     return DP_OK;
 }
 
-const dp_dp_ops dp_cpu_dp_ops = {
+const dpsgd_ops dpsgd_cpu_ops = {
     .batched_dot = cpu_batched_dot,
     .gram_dot_masked = cpu_gram_dot_masked,
     .token_sum = cpu_token_sum,

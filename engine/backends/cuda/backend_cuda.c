@@ -267,5 +267,5 @@ const dp_backend dp_backend_cuda = {
     .axpy = cuda_axpy,
     .sumsq_rows = cuda_sumsq_rows,
     .layers = &dp_cuda_layer_ops,
-    .dp = &dp_cuda_dp_ops,
+    .dpsgd = &dpsgd_cuda_ops,
 };

@@ -110,7 +110,7 @@ static int cuda_tied_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int6
     return launched(dpk_dp_tied_rows(dp_cuda_stream(dev), (int)t, B, T, d, V, g, ids, a, r), "tied_rows");
 }
 
-const dp_dp_ops dp_cuda_dp_ops = {
+const dpsgd_ops dpsgd_cuda_ops = {
     .batched_dot = cuda_batched_dot,
     .gram_dot_masked = cuda_gram_dot_masked,
     .token_sum = cuda_token_sum,
