@@ -44,6 +44,9 @@ typedef struct dp_gemm_args {
 
 typedef struct dp_backend {
     const char *name;
+    /* Number of usable devices of this kind, or 0 with the reason in why (n bytes); NULL when
+     * the device is always usable. Must not initialise anything a forked child could not redo. */
+    int (*probe)(char *why, size_t n);
     /* Sets dev->impl and dev->info; DP_EDEVICE when the device cannot be used. */
     int (*init)(dp_device *dev);
     /* Frees what init made. */
@@ -88,14 +91,5 @@ typedef struct dp_backend {
     /* The DP kernels (dpsgd_ops.h); NULL on the plan backend. */
     const struct dpsgd_ops *dpsgd;
 } dp_backend;
-
-/* The CPU backend (C, OpenBLAS, OpenMP). */
-extern const dp_backend dp_backend_cpu;
-/* The plan backend: accounting only, no memory and no arithmetic. */
-extern const dp_backend dp_backend_plan;
-#ifdef DPPROF_HAVE_CUDA
-/* The CUDA backend (cudart stream-ordered pool, cuBLAS, kernels/). */
-extern const dp_backend dp_backend_cuda;
-#endif
 
 #endif

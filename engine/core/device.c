@@ -1,4 +1,4 @@
-/* device.c: lazily initialised devices and the current-device choice. */
+/* device.c: the backend registry, lazily initialised devices and the current-device choice. */
 #include "device.h"
 
 #include "error.h"
@@ -9,10 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef DPPROF_HAVE_CUDA
-int dp_cuda_probe(char *why, size_t n); /* backend_cuda.c: number of usable GPUs, or 0 and why */
-#endif
-
+static const dp_backend *backends[DP_DEV_KIND_COUNT]; /* registered by dp_engine_init */
 static dp_device devices[DP_DEV_KIND_COUNT];
 static int initialised[DP_DEV_KIND_COUNT];
 static int current = -1;
@@ -24,21 +21,25 @@ const char *dp_device_kind_name(dp_device_kind k) {
     return (unsigned)k < DP_DEV_KIND_COUNT ? kind_names[k] : "?";
 }
 
-int dp_cuda_compiled(void) {
-#ifdef DPPROF_HAVE_CUDA
-    return 1;
-#else
-    return 0;
-#endif
+int dp_device_register(dp_device_kind k, const dp_backend *ops) {
+    if ((unsigned)k >= DP_DEV_KIND_COUNT || !ops)
+        return dp_error_set(DP_EINVAL, "dp_device_register: unknown device kind %d or no backend", (int)k);
+    if (backends[k] == ops) return DP_OK;
+    if (initialised[k])
+        return dp_error_set(DP_EINVAL, "device '%s' is in use: its backend cannot change", kind_names[k]);
+    backends[k] = ops;
+    return DP_OK;
 }
 
+int dp_cuda_compiled(void) { return backends[DP_DEV_CUDA] != NULL; }
+
 static int cuda_usable(char *why, size_t n) {
-#ifdef DPPROF_HAVE_CUDA
-    return dp_cuda_probe(why, n) > 0;
-#else
-    snprintf(why, n, "this dpprof was built without CUDA");
-    return 0;
-#endif
+    const dp_backend *ops = backends[DP_DEV_CUDA];
+    if (!ops) {
+        snprintf(why, n, "this dpprof was built without CUDA");
+        return 0;
+    }
+    return !ops->probe || ops->probe(why, n) > 0;
 }
 
 int dp_cuda_available(void) {
@@ -68,27 +69,19 @@ int dp_device_parse(const char *name, dp_device_kind *out) {
     return dp_error_set(DP_EINVAL, "unknown device '%s' (valid: cpu, cuda, plan, auto)", name);
 }
 
-static const dp_backend *backend_of(dp_device_kind k) {
-    switch (k) {
-    case DP_DEV_CPU: return &dp_backend_cpu;
-    case DP_DEV_PLAN: return &dp_backend_plan;
-#ifdef DPPROF_HAVE_CUDA
-    case DP_DEV_CUDA: return &dp_backend_cuda;
-#endif
-    default: return NULL;
-    }
-}
-
 int dp_device_get(dp_device_kind k, dp_device **out) {
     if ((unsigned)k >= DP_DEV_KIND_COUNT)
         return dp_error_set(DP_EINVAL, "unknown device kind %d", (int)k);
     dp_device *dev = &devices[k];
     if (!initialised[k]) {
-        const dp_backend *ops = backend_of(k);
+        const dp_backend *ops = backends[k];
+        if (!ops && !backends[DP_DEV_CPU])
+            return dp_error_set(DP_EDEVICE, "device '%s': no backend is registered (call dp_engine_init first)",
+                                kind_names[k]);
         if (!ops) {
             char why[256];
             cuda_usable(why, sizeof why);
-            return dp_error_set(DP_EDEVICE, "device 'cuda' is not available: %s", why);
+            return dp_error_set(DP_EDEVICE, "device '%s' is not available: %s", kind_names[k], why);
         }
         memset(dev, 0, sizeof *dev);
         dev->kind = k;

@@ -1,6 +1,9 @@
 /* device.h: the devices of this process (cpu, cuda, plan), each with its backend and its own
  * tagged allocator, and the current device that new tensors land on.
  *
+ * The registry knows backends only through their tables: dp_engine_init (dpprof_engine.h)
+ * registers the ones this build has, so core links no backend.
+ *
  * Devices are initialised on first use, never before: a sweep's parent process forks children
  * before anything touches CUDA, and each child initialises its own device. */
 #ifndef DP_DEVICE_H
@@ -35,9 +38,12 @@ const char *dp_device_kind_name(dp_device_kind k);
 /* Parses "cpu", "cuda", "plan" or "auto" ("auto" resolves to cuda when a GPU is usable, else cpu,
  * printing once to stderr why it fell back). Returns DP_OK or DP_EINVAL naming the valid choices. */
 int dp_device_parse(const char *name, dp_device_kind *out);
-/* 1 when this build has the CUDA backend and a GPU is usable (initialises the CUDA runtime). */
+/* Makes ops the backend of kind k. DP_EINVAL once a device of that kind is initialised with
+ * another backend. Registering the same table again is a no-op. */
+int dp_device_register(dp_device_kind k, const dp_backend *ops);
+/* 1 when a CUDA backend is registered and a GPU is usable (initialises the CUDA runtime). */
 int dp_cuda_available(void);
-/* 1 when this build was compiled with the CUDA backend. */
+/* 1 when a CUDA backend is registered (this build has it, and dp_engine_init ran). */
 int dp_cuda_compiled(void);
 
 /* The device of kind k, initialised on first call. DP_EDEVICE when it cannot be used (no GPU). */
@@ -54,12 +60,8 @@ int dp_device_sync(dp_device *dev);
 /* Synchronises and records a named memory snapshot on dev. */
 int dp_device_snapshot(dp_device *dev, const char *name);
 
-/* Makes the plan device model a CUDA device's fixed memory (cuda = 1: cuBLAS's workspace and the
- * kernels' scratch, tagged exactly as the CUDA backend tags them) or none (cuda = 0). */
-int dp_plan_model_workspace(dp_device *plan, int cuda);
-
-/* Shuts every initialised device down and frees process-wide state (scopes, ledger). Tensors
- * still alive must have been freed first. */
+/* Shuts every initialised device down and frees process-wide state (scopes, ledger); the
+ * registered backends stay. Tensors still alive must have been freed first. */
 void dp_engine_shutdown(void);
 
 #endif

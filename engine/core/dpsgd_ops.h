@@ -84,11 +84,4 @@ typedef struct dpsgd_ops {
                      const int32_t *ids, const void *a, float *r);
 } dpsgd_ops;
 
-/* The CPU implementation (cpu_dpsgd.c). */
-extern const dpsgd_ops dpsgd_cpu_ops;
-#ifdef DPPROF_HAVE_CUDA
-/* The CUDA implementation (cuda_dpsgd.c, kernels/dp_*.cu). */
-extern const dpsgd_ops dpsgd_cuda_ops;
-#endif
-
 #endif

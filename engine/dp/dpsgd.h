@@ -83,13 +83,6 @@ const char *dpsgd_method_preset_name(dpsgd_norms_method n, dpsgd_clip_method c);
 int dpsgd_flash_impl_parse(const char *name, dpsgd_flash_impl *out);
 /* The choice's name ("tiles", "strips"). */
 const char *dpsgd_flash_impl_name(dpsgd_flash_impl g);
-/* The bf16 flash tile kernels' configurations on CUDA (kernels/dp_kernels.h, dpk_dp_flash_select):
- * Gram 0..3, gradient 0..2; 0 is the default, the others exist to be benchmarked. */
-#define DP_FLASH_GRAM_VARIANTS 4
-#define DP_FLASH_GRAD_VARIANTS 3
-/* Parses the benchmark knob DPPROF_FLASH_VARIANT, "GRAM[,GRAD]" (NULL or "": 0, 0); DP_EINVAL
- * naming the valid ranges. */
-int dp_flash_variant_parse(const char *text, int *gram, int *grad);
 /* The formulation's name ("direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1",
  * "grouped", "gram_strip", "grad_strip"). */
 const char *dpsgd_formulation_name(dpsgd_formulation f);

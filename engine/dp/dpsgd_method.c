@@ -4,7 +4,6 @@
 
 #include "error.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 static const struct preset {
@@ -86,35 +85,6 @@ int dpsgd_flash_impl_parse(const char *name, dpsgd_flash_impl *out) {
 
 const char *dpsgd_flash_impl_name(dpsgd_flash_impl g) {
     return (unsigned)g <= DPSGD_FLASH_STRIPS ? flash_impl_names[g] : "?";
-}
-
-/* One variant number in [0, n) at *p, advancing *p past it; -1 when there is none. */
-static long variant_number(const char **p, int n) {
-    if (**p < '0' || **p > '9') return -1;
-    char *end;
-    long v = strtol(*p, &end, 10);
-    *p = end;
-    return v < n ? v : -1;
-}
-
-int dp_flash_variant_parse(const char *text, int *gram, int *grad) {
-    *gram = 0;
-    *grad = 0;
-    if (!text || !*text) return DP_OK;
-    const char *p = text;
-    long g = variant_number(&p, DP_FLASH_GRAM_VARIANTS), h = 0;
-    if (g >= 0 && *p == ',') {
-        p++;
-        h = variant_number(&p, DP_FLASH_GRAD_VARIANTS);
-    }
-    if (g < 0 || h < 0 || *p)
-        return dp_error_set(DP_EINVAL,
-                            "DPPROF_FLASH_VARIANT='%s': expected GRAM[,GRAD] with GRAM in 0..%d and GRAD in 0..%d "
-                            "(0,0: the default kernels)",
-                            text, DP_FLASH_GRAM_VARIANTS - 1, DP_FLASH_GRAD_VARIANTS - 1);
-    *gram = (int)g;
-    *grad = (int)h;
-    return DP_OK;
 }
 
 const char *dpsgd_linear_kind(const dp_param *w) {

@@ -1,6 +1,7 @@
 /* lua_device.c: device choice and information, synchronisation, the ledger, the clock, version. */
 #include "lua_engine.h"
 
+#include "backend_plan.h"
 #include "clock.h"
 #include "error.h"
 #include "ledger.h"

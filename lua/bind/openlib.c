@@ -3,6 +3,8 @@
 #include "dpprof.h"
 
 #include "device.h"
+#include "dpprof_engine.h"
+#include "error.h"
 #include "lua_engine.h"
 #include "lua_privacy.h"
 #include "plot_lua.h"
@@ -80,6 +82,7 @@ int dpprof_openlib(lua_State *L) {
         return 1;
     }
     lua_pop(L, 1);
+    if (dp_engine_init() != DP_OK) return luaL_error(L, "dpprof: %s", dp_error_message());
 
     lua_newtable(L);
     dpl_open_tensor(L);

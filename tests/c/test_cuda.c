@@ -5,6 +5,7 @@
 #include "check.h"
 #include "test_util.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "ops.h"
 #include "tensor.h"
@@ -164,6 +165,7 @@ static void test_memory_and_oom(void) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     if (!test_cuda_or_skip()) return 77;
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     CHECK_OK(dp_device_get(DP_DEV_CUDA, &gpu));

@@ -17,6 +17,8 @@
 #include "test_util.h"
 #include "clock.h"
 #include "device.h"
+#include "dpprof_engine.h"
+#include "cpu_dpsgd.h"
 #include "dispatch.h"
 #include "dpsgd_impl.h"
 #include "error.h"
@@ -577,6 +579,7 @@ static void benchmark(void) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     if (!test_cuda_or_skip()) return 77;
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     CHECK_OK(dp_device_get(DP_DEV_CUDA, &gpu));

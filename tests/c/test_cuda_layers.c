@@ -27,6 +27,7 @@
 #include "test_util.h"
 #include "clock.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "layer_ops.h"
 #include "tensor.h"
@@ -736,6 +737,7 @@ static void bench(const char *sel) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     if (!test_cuda_or_skip()) return 77;
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     CHECK_OK(dp_device_get(DP_DEV_CUDA, &gpu));

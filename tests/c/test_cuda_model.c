@@ -6,6 +6,7 @@
 #include "test_util.h"
 
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "model.h"
 #include "model_io.h"
@@ -189,6 +190,7 @@ static void check_fixture(dp_device *cpu_dev, dp_device *gpu_dev, const char *na
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     if (!test_cuda_or_skip()) return 77;
     test_fixture_dir(fixtures, sizeof fixtures, "hf");
     dp_device *cpu, *gpu;

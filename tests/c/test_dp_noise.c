@@ -11,6 +11,7 @@
  * - epsilon after the steps is the accountant's. */
 #include "check.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "dpsgd_impl.h"
 #include "error.h"
 #include "philox.h"
@@ -184,6 +185,7 @@ static void test_sampling(void) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     test_moments();
     test_exact_bits();

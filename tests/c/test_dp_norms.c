@@ -14,7 +14,9 @@
  * path) are compared against the same bf16 values widened, so they meet the same bar. */
 #include "check.h"
 #include "test_util.h"
+#include "cpu_dpsgd.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "dpsgd_impl.h"
 #include "error.h"
 #include "model.h"
@@ -513,18 +515,6 @@ static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dpsgd_formulatio
     CHECK_OK(dpsgd_flash_impl_parse("strips", &fg));
     CHECK(fg == DPSGD_FLASH_STRIPS && strcmp(dpsgd_formulation_name(DPSGD_FORM_GRAM_STRIP), "gram_strip") == 0 &&
           strcmp(dpsgd_formulation_name(DPSGD_FORM_GRAD_STRIP), "grad_strip") == 0);
-    /* the CUDA benchmark knob DPPROF_FLASH_VARIANT: GRAM[,GRAD], ranges named when wrong */
-    int gv = -1, hv = -1;
-    CHECK_OK(dp_flash_variant_parse(NULL, &gv, &hv));
-    CHECK(gv == 0 && hv == 0);
-    CHECK_OK(dp_flash_variant_parse("3", &gv, &hv));
-    CHECK(gv == 3 && hv == 0);
-    CHECK_OK(dp_flash_variant_parse("1,2", &gv, &hv));
-    CHECK(gv == 1 && hv == 2);
-    const char *bad[] = {"4", "3,3", "-1", "x", "3,", "1,2,0", "2 ", "99999999999999999999"};
-    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++)
-        CHECK(dp_flash_variant_parse(bad[k], &gv, &hv) == DP_EINVAL &&
-              strstr(dp_error_message(), "GRAM in 0..3 and GRAD in 0..2"));
     free_param(&w);
     dp_tensor_free(A);
     dp_tensor_free(G);
@@ -798,6 +788,7 @@ static void test_ops_in_isolation(void) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     test_ops_in_isolation();
     test_cost_model();

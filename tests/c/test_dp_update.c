@@ -12,6 +12,7 @@
 #include "check.h"
 #include "test_util.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "dpsgd.h"
 #include "error.h"
 #include "model.h"
@@ -316,6 +317,7 @@ static void test_phase_order(void) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     test_phase_order();
     test_plan_matches_cpu();

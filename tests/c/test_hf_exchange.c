@@ -8,6 +8,7 @@
 #include "test_util.h"
 
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "model.h"
 #include "model_io.h"
@@ -419,6 +420,7 @@ static void check_plan(dp_device *cpu) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     test_fixture_dir(fixtures, sizeof fixtures, "hf");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dpprof-hf-XXXXXX");
     if (!mkdtemp(tmpdir)) {

@@ -13,6 +13,7 @@
 #include "check.h"
 #include "cpu_layers.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "philox.h"
 
@@ -534,6 +535,7 @@ static void test_optimizers(void) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     CHECK(cpu->ops->layers == &dp_cpu_layer_ops);
     set_threads(2);

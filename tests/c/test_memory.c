@@ -3,6 +3,7 @@
  * snapshots, the event log (and its compaction), the timeline, limits and the OOM report. */
 #include "check.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "memory.h"
 #include "scope.h"
@@ -232,6 +233,7 @@ static void test_device_allocator(void) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     test_exact_figures();
     test_event_compaction_and_timeline();
     test_fresh_allocator();

@@ -16,6 +16,7 @@
 #include "check.h"
 #include "data.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "memory.h"
 #include "model.h"
@@ -349,6 +350,7 @@ static void run_case(const char *name, dp_model_config cfg, int with_bf16) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     dp_model_config gpt;
     dp_model_config_default(&gpt, DP_ARCH_GPT);

@@ -11,6 +11,7 @@
 #include "check.h"
 #include "data.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "ledger.h"
 #include "model.h"
@@ -166,6 +167,7 @@ static void check_arch(dp_arch arch, const char *name) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     check_arch(DP_ARCH_GPT, "gpt");
     check_arch(DP_ARCH_LLAMA, "llama");
     dp_engine_shutdown();

@@ -7,6 +7,7 @@
 #include "check.h"
 #include "data.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "model.h"
 #include "ops.h"
@@ -51,6 +52,7 @@ static void overfit(dp_arch arch, const char *name, float lr) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     overfit(DP_ARCH_GPT, "gpt", 1.0f);
     overfit(DP_ARCH_LLAMA, "llama", 1.0f);
     dp_engine_shutdown();

@@ -5,6 +5,7 @@
 #include "check.h"
 
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "ledger.h"
 #include "model.h"
@@ -376,6 +377,7 @@ static void test_errors(dp_device *dev) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     dp_device *dev;
     if (dp_device_get(DP_DEV_CPU, &dev) != DP_OK) {
         fprintf(stderr, "no cpu device: %s\n", dp_error_message());

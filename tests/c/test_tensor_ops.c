@@ -2,6 +2,7 @@
  * exact flop and byte counts, the plan device's accounting, and clear errors for bad input. */
 #include "check.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "ledger.h"
 #include "ops.h"
@@ -198,6 +199,7 @@ static void test_plan_device(void) {
 }
 
 int main(void) {
+    CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     test_gemm();
     test_elementwise_and_ledger();

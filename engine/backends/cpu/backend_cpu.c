@@ -1,10 +1,10 @@
 /* backend_cpu.c: the CPU backend. Memory from aligned_alloc, GEMM from OpenBLAS, element-wise
  * work in OpenMP loops. Reductions split the data into fixed chunks whose partial sums (double)
  * are added in chunk order, so results do not depend on the thread count. */
-#include "backend.h"
+#include "backend_cpu.h"
+#include "cpu_dpsgd.h"
 #include "cpu_layers.h"
 #include "device.h"
-#include "dpsgd_ops.h"
 #include "cpu_util.h"
 #include "error.h"
 

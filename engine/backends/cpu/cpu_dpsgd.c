@@ -3,7 +3,7 @@
  * sums are doubles added in a fixed order, so results do not depend on the thread count. The
  * fused "flash" entries walk DPSGD_FLASH_TILE tiles, each an OpenBLAS GEMM into a tile-sized host
  * buffer (bf16 operands widened tile by tile), and keep one partial per (sample, tile). */
-#include "dpsgd_ops.h"
+#include "cpu_dpsgd.h"
 
 #include "device.h"
 #include "cpu_util.h"

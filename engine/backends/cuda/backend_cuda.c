@@ -2,12 +2,12 @@
  * device's default stream-ordered pool (cudaMallocAsync) with its release threshold raised so it
  * caches like PyTorch's allocator, and reserved bytes read from the pool's attributes; cuBLAS
  * with its workspace given from the same pool, tagged `workspace`. */
-#include "backend.h"
 #include "backend_cuda.h"
+#include "cuda_dpsgd.h"
+#include "cuda_flash_variant.h"
 #include "cuda_layers.h"
+#include "cuda_stream.h"
 #include "device.h"
-#include "dpsgd.h"
-#include "dpsgd_ops.h"
 #include "error.h"
 #include "scope.h"
 
@@ -51,7 +51,7 @@ float *dp_cuda_scratch(dp_device *dev, size_t *floats) {
     return (float *)impl_of(dev)->scratch.ptr;
 }
 
-int dp_cuda_probe(char *why, size_t n) {
+static int cuda_probe(char *why, size_t n) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
@@ -67,7 +67,7 @@ int dp_cuda_probe(char *why, size_t n) {
  * the default kernels), said on stderr when it is not the default so no result passes for one. */
 static int select_flash_variant(void) {
     int gram, grad;
-    DP_TRY(dp_flash_variant_parse(getenv("DPPROF_FLASH_VARIANT"), &gram, &grad));
+    DP_TRY(dp_cuda_flash_variant_parse(getenv("DPPROF_FLASH_VARIANT"), &gram, &grad));
     dpk_dp_flash_select(gram, grad);
     if (gram || grad)
         fprintf(stderr, "dpprof: DPPROF_FLASH_VARIANT: flash tile kernels Gram variant %d, gradient variant %d "
@@ -77,7 +77,7 @@ static int select_flash_variant(void) {
 
 static int cuda_init(dp_device *dev) {
     char why[256];
-    if (dp_cuda_probe(why, sizeof why) <= 0)
+    if (cuda_probe(why, sizeof why) <= 0)
         return dp_error_set(DP_EDEVICE, "device 'cuda' is not available: %s", why);
     DP_TRY(select_flash_variant());
     cuda_impl *im = calloc(1, sizeof *im);
@@ -251,6 +251,7 @@ static int cuda_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols,
 
 const dp_backend dp_backend_cuda = {
     .name = "cuda",
+    .probe = cuda_probe,
     .init = cuda_init,
     .shutdown = cuda_shutdown,
     .raw_alloc = cuda_raw_alloc,

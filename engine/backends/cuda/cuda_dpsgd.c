@@ -3,9 +3,9 @@
  * launch error into DP_EDEVICE naming the op. The kernels are kernels/dp_*.cu. */
 #ifdef DPPROF_HAVE_CUDA
 
-#include "dpsgd_ops.h"
+#include "cuda_dpsgd.h"
 
-#include "backend_cuda.h"
+#include "cuda_stream.h"
 #include "device.h"
 #include "error.h"
 

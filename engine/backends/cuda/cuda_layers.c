@@ -12,7 +12,7 @@
 
 #include "cuda_layers.h"
 
-#include "backend_cuda.h"
+#include "cuda_stream.h"
 #include "error.h"
 
 #include "layer_kernels.h"

@@ -2,7 +2,7 @@
  * touched; its compute entries are all NULL because dispatch (dispatch.h) returns at once on a
  * plan device. The ledger (recorded above the backend) and the allocator's figures are the
  * whole result. */
-#include "backend.h"
+#include "backend_plan.h"
 #include "device.h"
 #include "error.h"
 
