@@ -15,7 +15,7 @@ extern "C" {
 /* x[i] = value for i < n (f32 and bf16 take fvalue, i32 takes ivalue). */
 cudaError_t dpk_fill(cudaStream_t s, int dtype, void *x, size_t n, float fvalue, int32_t ivalue);
 /* x[i] (+)= Philox uniform a + (b-a)u or normal a + b z of element offset+i, then x[i] *= post
- * unless post is 1; bit-identical to the CPU backend (kernels/philox.h). */
+ * unless post is 1; bit-identical to the CPU backend (common/philox.h). */
 cudaError_t dpk_rand(cudaStream_t s, int dtype, void *x, size_t n, int normal, float a, float b,
                      uint64_t seed, uint64_t stream, uint64_t offset, int accumulate, float post);
 /* dst[i] = src[i] converted between f32 and bf16 (round to nearest even). */

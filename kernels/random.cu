@@ -1,4 +1,4 @@
-/* random.cu: Philox fills, bit-identical to the CPU backend (see kernels/philox.h). One thread
+/* random.cu: Philox fills, bit-identical to the CPU backend (see common/philox.h). One thread
  * makes the 4 values of one Philox block. */
 #include "common.cuh"
 #include "kernels.h"

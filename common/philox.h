@@ -1,4 +1,6 @@
-/* philox.h: the counter-based generator shared by the CPU backend and the CUDA kernels.
+/* philox.h: the counter-based generator shared by the engine (CPU backend, data, sampling) and
+ * the CUDA kernels. It lives in common/, which both may include: plain inline C, system headers
+ * only, compiled as C by the engine and as CUDA by kernels/.
  *
  * Philox4x32-10 (Salmon et al., SC'11) keyed by a 64-bit seed; the counter is the element's
  * block index (64 bits) and a 64-bit stream (the caller derives it from the step and tensor),
