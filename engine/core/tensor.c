@@ -28,13 +28,13 @@ int dp_shape_check(int ndim, const int64_t *shape, dp_dtype dt, int64_t *numel) 
     return DP_OK;
 }
 
-int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
-                   dp_category cat) {
+int dp_tensor_init_module(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
+                          dp_category cat, uint32_t module) {
     memset(t, 0, sizeof *t);
     int64_t numel;
     DP_TRY(dp_shape_check(ndim, shape, dt, &numel));
     dp_alloc a;
-    DP_TRY(dp_mem_alloc(dev->mem, (uint64_t)numel * dp_dtype_size(dt), cat, &a));
+    DP_TRY(dp_mem_alloc_module(dev->mem, (uint64_t)numel * dp_dtype_size(dt), cat, module, &a));
     t->dtype = dt;
     t->ndim = ndim;
     for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
@@ -43,6 +43,11 @@ int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const in
     t->alloc = a;
     t->data = a.ptr;
     return DP_OK;
+}
+
+int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
+                   dp_category cat) {
+    return dp_tensor_init_module(t, dev, dt, ndim, shape, cat, dp_scope_current());
 }
 
 void dp_tensor_release(dp_tensor *t) {

@@ -28,8 +28,13 @@ typedef struct dp_tensor {
 /* Validates a shape: 0..4 dimensions, none negative, numel*size fits in 63 bits. Sets *numel. */
 int dp_shape_check(int ndim, const int64_t *shape, dp_dtype dt, int64_t *numel);
 
-/* Allocates t on dev with category cat and the current scope's module. t is left empty
+/* Allocates t on dev with category cat and module id `module` (scope.h): the one tensor
+ * allocation, for callers whose tensors belong to a module other than the current scope's (the
+ * model's absolute paths, DP hooks allocating for their layer). t is left empty
  * (dp_tensor_release-safe) on failure; returns DP_OK, DP_EINVAL (bad shape) or DP_EOOM. */
+int dp_tensor_init_module(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
+                          dp_category cat, uint32_t module);
+/* dp_tensor_init_module with the current scope's module. */
 int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
                    dp_category cat);
 /* Releases t's allocation (idempotent; views just forget their data). */

@@ -159,7 +159,7 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
         dp_tensor ones = {0};
         int rc = DP_OK;
         if (!sum_by_axpy(B, G->dtype)) { /* the GEMM path reads the weights on the device */
-            rc = dpsgd_alloc_tensor(dp, &ones, G->dtype, 1, &B, DP_CAT_TEMP, bk->wpe->module);
+            rc = dp_tensor_init_module(&ones, dp->dev, G->dtype, 1, &B, DP_CAT_TEMP, bk->wpe->module);
             if (rc == DP_OK) rc = dp_tensor_fill(&ones, 1.0);
         }
         if (rc == DP_OK) rc = weighted_sum(dp, &bk->wpe->grad, &ones, ones_host, G, B, T * d, "dp_clip_sum");
@@ -177,7 +177,7 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
 
 int dpsgd_clip_books(dpsgd *dp, const float *factors) {
     int64_t B = dp->batch;
-    DP_TRY(dpsgd_alloc_tensor(dp, &dp->clip_dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
+    DP_TRY(dp_tensor_init_module(&dp->clip_dev, dp->dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
     DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)B * sizeof *factors));
     DP_TRY(scale_shared_inputs(dp, &dp->clip_dev));
     for (int k = 0; k < dp->n_books; k++) {

@@ -54,7 +54,7 @@ int dpsgd_flash_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, 
                        const dp_tensor *G, dp_tensor *rows) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], V = G->shape[2];
     int64_t rs[3] = {B, T, d};
-    DP_TRY(dpsgd_alloc_tensor(dp, rows, DP_F32, 3, rs, DP_CAT_PER_SAMPLE_GRADS, wte->module));
+    DP_TRY(dp_tensor_init_module(rows, dp->dev, DP_F32, 3, rs, DP_CAT_PER_SAMPLE_GRADS, wte->module));
     double b = (double)B, t = (double)T, es = (double)dp_dtype_size(A->dtype);
     dp_ledger_add("dp_flash_tied_rows", 2.0 * b * t * t * (double)d,
                   b * t * t * es + b * t * (double)d * (es + 4.0) + 4.0 * b * t);

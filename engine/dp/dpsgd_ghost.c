@@ -15,7 +15,7 @@
 static int gram(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) {
     int64_t B = x->shape[0], T = x->shape[1], k = x->shape[2];
     int64_t shape[3] = {B, T, T};
-    DP_TRY(dpsgd_alloc_tensor(dp, out, DP_F32, 3, shape, DP_CAT_TEMP, module));
+    DP_TRY(dp_tensor_init_module(out, dp->dev, DP_F32, 3, shape, DP_CAT_TEMP, module));
     dp_gemm_args g = {
         .trans_a = 0, .trans_b = 1, .m = T, .n = T, .k = k, .alpha = 1.0f, .beta = 0.0f,
         .ab_type = x->dtype, .c_type = DP_F32,
@@ -62,11 +62,11 @@ int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, 
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], V = G->shape[2];
     int64_t hs[3] = {B, T, T}, rs[3] = {B, T, d};
     dp_tensor h;
-    DP_TRY(dpsgd_alloc_tensor(dp, &h, G->dtype, 3, hs, DP_CAT_TEMP, wte->module));
+    DP_TRY(dp_tensor_init_module(&h, dp->dev, G->dtype, 3, hs, DP_CAT_TEMP, wte->module));
     double es = (double)dp_dtype_size(G->dtype);
     dp_ledger_add("dp_gather_cols", 0.0, 2.0 * (double)(B * T * T) * es + 4.0 * (double)(B * T));
     int rc = DPSGD_DISPATCH(dp->dev, gather_cols, G->dtype, B, T, V, G->data, ids->data, h.data);
-    if (rc == DP_OK) rc = dpsgd_alloc_tensor(dp, rows, DP_F32, 3, rs, DP_CAT_PER_SAMPLE_GRADS, wte->module);
+    if (rc == DP_OK) rc = dp_tensor_init_module(rows, dp->dev, DP_F32, 3, rs, DP_CAT_PER_SAMPLE_GRADS, wte->module);
     if (rc == DP_OK) {
         /* rows[i] (T x d) = h[i]^T (T x T) a[i] (T x d) */
         dp_gemm_args g = {

@@ -50,7 +50,7 @@ static int keep_or_free(dpsgd *dp, dp_param *p, dp_tensor *psg) {
 
 /* A copy of x under `output_grads` with the given module. */
 static int copy_kept(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) {
-    DP_TRY(dpsgd_alloc_tensor(dp, out, x->dtype, x->ndim, x->shape, DP_CAT_OUTPUT_GRADS, module));
+    DP_TRY(dp_tensor_init_module(out, dp->dev, x->dtype, x->ndim, x->shape, DP_CAT_OUTPUT_GRADS, module));
     int rc = dp_tensor_copy(out, x);
     if (rc != DP_OK) dp_tensor_release(out);
     return rc;
@@ -145,7 +145,7 @@ static int linear_bias(dpsgd *dp, dp_param *b, const dp_tensor *G) {
     int64_t B = G->shape[0], T = G->shape[1], p = G->shape[2];
     int64_t shape[2] = {B, p};
     dp_tensor psb;
-    DP_TRY(dpsgd_alloc_tensor(dp, &psb, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module));
+    DP_TRY(dp_tensor_init_module(&psb, dp->dev, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module));
     dp_ledger_add("dp_token_sum", (double)(B * T * p),
                   (double)(B * T * p) * (double)dp_dtype_size(G->dtype) + 4.0 * (double)(B * p));
     int rc = DPSGD_DISPATCH(dp->dev, token_sum, G->dtype, B, T, p, G->data, psb.data);
@@ -185,8 +185,8 @@ static int hook_norm(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_
     dp_param *owner = wt ? w : b;
     DP_TRY(dpsgd_record_layer(dp, owner->module, mean ? "layernorm" : "rmsnorm", DPSGD_FORM_DIRECT));
     dp_tensor dw, db = {0};
-    DP_TRY(dpsgd_alloc_tensor(dp, &dw, DP_F32, 2, shape, wt ? DP_CAT_PER_SAMPLE_GRADS : DP_CAT_TEMP, owner->module));
-    int rc = bt ? dpsgd_alloc_tensor(dp, &db, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module) : DP_OK;
+    DP_TRY(dp_tensor_init_module(&dw, dp->dev, DP_F32, 2, shape, wt ? DP_CAT_PER_SAMPLE_GRADS : DP_CAT_TEMP, owner->module));
+    int rc = bt ? dp_tensor_init_module(&db, dp->dev, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module) : DP_OK;
     if (rc == DP_OK) {
         double n = (double)(B * T * d), es = (double)dp_dtype_size(x->dtype);
         dp_ledger_add("dp_norm_grads", (mean ? 5.0 : 4.0) * n, 2.0 * n * es + 8.0 * (double)(B * T) +
@@ -220,7 +220,7 @@ static int embedding_book(dpsgd *dp, dp_param *wte, dp_param *wpe, const dp_tens
     if (wpe) bk->wpe = wpe;
     if (wte) {
         bk->param = wte;
-        DP_TRY(dpsgd_alloc_tensor(dp, &bk->ids, DP_I32, ids->ndim, ids->shape, DP_CAT_OUTPUT_GRADS, wte->module));
+        DP_TRY(dp_tensor_init_module(&bk->ids, dp->dev, DP_I32, ids->ndim, ids->shape, DP_CAT_OUTPUT_GRADS, wte->module));
         DP_TRY(dp_tensor_copy(&bk->ids, ids));
     }
     return DP_OK;

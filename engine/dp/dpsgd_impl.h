@@ -98,10 +98,6 @@ const char *dpsgd_linear_kind(const dp_param *w);
 /* ---- dpsgd_step.c: shared helpers ---- */
 /* Index of trainable parameter p in dp->params, or -1. */
 int dpsgd_param_index(const dpsgd *dp, const dp_param *p);
-/* Allocates t on dp's device under category cat and module id `module` (not the scope stack:
- * hooks run inside the model's scopes, allocations belong to the layer). */
-int dpsgd_alloc_tensor(dpsgd *dp, dp_tensor *t, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat,
-                    uint32_t module);
 /* The B-float squared-norm row of trainable parameter p (`norm_samples`, p's module), allocated
  * on first use in this backward; *accumulate says whether a hook already wrote it (add) or not
  * (write). Marks it written. */

@@ -10,7 +10,7 @@ int dpsgd_materialize_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, c
                           dp_tensor *psg) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], p = G->shape[2];
     int64_t shape[3] = {B, p, d};
-    DP_TRY(dpsgd_alloc_tensor(dp, psg, DP_F32, 3, shape, DP_CAT_PER_SAMPLE_GRADS, w->module));
+    DP_TRY(dp_tensor_init_module(psg, dp->dev, DP_F32, 3, shape, DP_CAT_PER_SAMPLE_GRADS, w->module));
     /* psg[i] (p x d) = scale * G[i]^T (p x T) A[i] (T x d) */
     dp_gemm_args g = {
         .trans_a = 1, .trans_b = 0, .m = p, .n = d, .k = T, .alpha = scale, .beta = 0.0f,

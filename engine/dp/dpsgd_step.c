@@ -1,5 +1,5 @@
 /* dpsgd_step.c: the DP-SGD wrapper and its phases: forward, backward with the norm hooks, clip,
- * noise (vanilla through the same phases), plus the small shared helpers of dp_*.c. */
+ * noise (vanilla through the same phases), plus the small shared helpers of dpsgd_*.c. */
 #include "dpsgd_impl.h"
 
 #include "error.h"
@@ -272,7 +272,7 @@ size_t dpsgd_layer_count(const dpsgd *dp) { return dp->n_layers; }
 
 const dpsgd_layer_info *dpsgd_layer(const dpsgd *dp, size_t i) { return i < dp->n_layers ? &dp->layers[i] : NULL; }
 
-/* ---- helpers shared by dp_*.c -------------------------------------------------------------- */
+/* ---- helpers shared by dpsgd_*.c -------------------------------------------------------- */
 
 int dpsgd_param_index(const dpsgd *dp, const dp_param *p) {
     for (int k = 0; k < dp->n_params; k++)
@@ -280,29 +280,12 @@ int dpsgd_param_index(const dpsgd *dp, const dp_param *p) {
     return -1;
 }
 
-int dpsgd_alloc_tensor(dpsgd *dp, dp_tensor *t, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat,
-                    uint32_t module) {
-    memset(t, 0, sizeof *t);
-    int64_t numel;
-    DP_TRY(dp_shape_check(ndim, shape, dt, &numel));
-    dp_alloc a;
-    DP_TRY(dp_mem_alloc_module(dp->dev->mem, (uint64_t)numel * dp_dtype_size(dt), cat, module, &a));
-    t->dtype = dt;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    t->numel = numel;
-    t->dev = dp->dev;
-    t->alloc = a;
-    t->data = a.ptr;
-    return DP_OK;
-}
-
 int dpsgd_norm_row(dpsgd *dp, const dp_param *p, dp_tensor **row, int *accumulate) {
     int k = dpsgd_param_index(dp, p);
     if (k < 0) return dp_error_set(DP_EINTERNAL, "dp: hook for '%s', which is not trainable here", p->name);
     if (!dp->sq_norms.alloc.live) { /* the first hook of this backward: every parameter's row */
         int64_t shape[2] = {dp->n_params, dp->batch};
-        DP_TRY(dpsgd_alloc_tensor(dp, &dp->sq_norms, DP_F32, 2, shape, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
+        DP_TRY(dp_tensor_init_module(&dp->sq_norms, dp->dev, DP_F32, 2, shape, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
         for (int j = 0; j < dp->n_params; j++)
             DP_TRY(dp_tensor_view(&dp->sq_rows[j], &dp->sq_norms, (int64_t)j * dp->batch, 1, &dp->batch));
     }
@@ -344,7 +327,7 @@ dpsgd_book *dpsgd_book_add(dpsgd *dp, dpsgd_book_kind kind) {
 
 int dpsgd_ensure_grad(dpsgd *dp, dp_param *p) {
     if (p->grad.numel) return DP_OK;
-    DP_TRY(dpsgd_alloc_tensor(dp, &p->grad, DP_F32, p->value.ndim, p->value.shape, DP_CAT_GRADIENTS, p->module));
+    DP_TRY(dp_tensor_init_module(&p->grad, dp->dev, DP_F32, p->value.ndim, p->value.shape, DP_CAT_GRADIENTS, p->module));
     int rc = dp_tensor_fill(&p->grad, 0.0);
     if (rc != DP_OK) dp_tensor_release(&p->grad);
     return rc;

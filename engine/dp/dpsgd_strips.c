@@ -69,8 +69,8 @@ int dpsgd_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const d
     dpsgd_strip_shape(B, T, &S, &Bc);
     int64_t ws[1] = {Bc * S * T};
     dp_tensor wa, wg;
-    DP_TRY(dpsgd_alloc_tensor(dp, &wa, DP_F32, 1, ws, DP_CAT_TEMP, w->module));
-    int rc = dpsgd_alloc_tensor(dp, &wg, DP_F32, 1, ws, DP_CAT_TEMP, w->module);
+    DP_TRY(dp_tensor_init_module(&wa, dp->dev, DP_F32, 1, ws, DP_CAT_TEMP, w->module));
+    int rc = dp_tensor_init_module(&wg, dp->dev, DP_F32, 1, ws, DP_CAT_TEMP, w->module);
     if (rc != DP_OK) {
         dp_tensor_release(&wa);
         return rc;
@@ -120,7 +120,7 @@ int dpsgd_grad_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, co
     dpsgd_grad_strip_shape(B, d, p, &P, &Bc);
     int64_t ws[1] = {Bc * P * d};
     dp_tensor wk;
-    DP_TRY(dpsgd_alloc_tensor(dp, &wk, DP_F32, 1, ws, DP_CAT_TEMP, w->module));
+    DP_TRY(dp_tensor_init_module(&wk, dp->dev, DP_F32, 1, ws, DP_CAT_TEMP, w->module));
     int rc = DP_OK;
     for (int64_t i0 = 0; i0 < B && rc == DP_OK; i0 += Bc) {
         const int64_t nb = B - i0 < Bc ? B - i0 : Bc;

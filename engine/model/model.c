@@ -204,7 +204,7 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     if (!host) TRY(dp_error_set(DP_EOOM, "model backward: out of host memory"));
     for (int64_t i = 0; i < B; i++) host[i] = (sample_scale ? sample_scale[i] : 1.0f / (float)B) / (float)T;
     int64_t nb = B;
-    TRY(dp_model_tensor(m, &scale, DP_F32, 1, &nb, DP_CAT_TEMP, m->loss_module));
+    TRY(dp_tensor_init_module(&scale, m->dev, DP_F32, 1, &nb, DP_CAT_TEMP, m->loss_module));
     TRY(dp_tensor_from_host(&scale, host, (uint64_t)B * sizeof *host));
     TRY(dp_layer_cross_entropy_backward(&m->logits, &m->loss_lse, &m->targets, &scale, T));
     dp_tensor_release(&scale);

@@ -120,10 +120,6 @@ typedef struct dp_bw {
     int retain;
 } dp_bw;
 
-/* dp_tensor_init with an explicit module id: the model's paths are absolute, whatever scope
- * the caller is in. */
-int dp_model_tensor(dp_model *m, dp_tensor *t, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat,
-                    uint32_t module);
 /* A B x T x cols activation of the compute dtype (category cat). */
 int dp_model_act(dp_model *m, dp_tensor *t, int64_t cols, dp_category cat, uint32_t module);
 /* A B*T (or B*H*T when heads) f32 vector of statistics. */

@@ -1,5 +1,6 @@
 /* model_linear.c: the pieces every block is made of: linears (with optional LoRA adapters)
- * and norms, forward and backward side by side, and the allocation helpers of the model. */
+ * and norms, forward and backward side by side, and the model's activation helpers (allocated
+ * with dp_tensor_init_module: the model's module paths are absolute, whatever the caller's scope). */
 #include "model_internal.h"
 
 #include "error.h"
@@ -8,31 +9,14 @@
 
 #include <string.h>
 
-int dp_model_tensor(dp_model *m, dp_tensor *t, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat,
-                    uint32_t module) {
-    memset(t, 0, sizeof *t);
-    int64_t numel;
-    DP_TRY(dp_shape_check(ndim, shape, dt, &numel));
-    dp_alloc a;
-    DP_TRY(dp_mem_alloc_module(m->dev->mem, (uint64_t)numel * dp_dtype_size(dt), cat, module, &a));
-    t->dtype = dt;
-    t->ndim = ndim;
-    for (int i = 0; i < ndim; i++) t->shape[i] = shape[i];
-    t->numel = numel;
-    t->dev = m->dev;
-    t->alloc = a;
-    t->data = a.ptr;
-    return DP_OK;
-}
-
 int dp_model_act(dp_model *m, dp_tensor *t, int64_t cols, dp_category cat, uint32_t module) {
     int64_t shape[3] = {m->B, m->cfg.seq_len, cols};
-    return dp_model_tensor(m, t, m->t, 3, shape, cat, module);
+    return dp_tensor_init_module(t, m->dev, m->t, 3, shape, cat, module);
 }
 
 int dp_model_stat(dp_model *m, dp_tensor *t, int heads, dp_category cat, uint32_t module) {
     int64_t shape[3] = {m->B, heads ? m->H : 1, m->cfg.seq_len};
-    return dp_model_tensor(m, t, DP_F32, 3, shape, cat, module);
+    return dp_tensor_init_module(t, m->dev, DP_F32, 3, shape, cat, module);
 }
 
 void dp_bw_done(const dp_bw *bw, dp_tensor *t) {
@@ -43,7 +27,7 @@ dp_tensor *dp_bw_grad(const dp_bw *bw, dp_param *p, int *rc) {
     *rc = DP_OK;
     if (!bw->weight_grads || !p || !p->trainable) return NULL;
     if (!p->grad.alloc.live) {
-        *rc = dp_model_tensor(bw->m, &p->grad, DP_F32, p->value.ndim, p->value.shape, DP_CAT_GRADIENTS, p->module);
+        *rc = dp_tensor_init_module(&p->grad, bw->m->dev, DP_F32, p->value.ndim, p->value.shape, DP_CAT_GRADIENTS, p->module);
         if (*rc == DP_OK) *rc = dp_tensor_fill(&p->grad, 0.0);
         if (*rc != DP_OK) return NULL;
     }

@@ -60,7 +60,7 @@ static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t 
     p->module = module;
     p->trainable = m->cfg.lora_rank > 0 ? (kind == DP_PARAM_LORA_A || kind == DP_PARAM_LORA_B) : 1;
     int64_t shape[2] = {rows, cols};
-    if ((bd->rc = dp_model_tensor(m, &p->value, DP_F32, cols ? 2 : 1, shape, DP_CAT_PARAMETERS, module)) != DP_OK)
+    if ((bd->rc = dp_tensor_init_module(&p->value, m->dev, DP_F32, cols ? 2 : 1, shape, DP_CAT_PARAMETERS, module)) != DP_OK)
         return NULL;
     m->n_params++;
     uint64_t seed = m->cfg.seed, stream = name_stream(name);
@@ -210,7 +210,7 @@ int dp_model_build_params(dp_model *m) {
     for (int i = 0; i < m->n_params && bd.rc == DP_OK; i++) {
         dp_param *p = &m->params[i];
         if (!needs_compute_copy(m, p)) continue;
-        bd.rc = dp_model_tensor(m, &p->compute, DP_BF16, p->value.ndim, p->value.shape, DP_CAT_PARAMETERS, p->module);
+        bd.rc = dp_tensor_init_module(&p->compute, m->dev, DP_BF16, p->value.ndim, p->value.shape, DP_CAT_PARAMETERS, p->module);
         if (bd.rc == DP_OK) bd.rc = dp_tensor_copy(&p->compute, &p->value);
     }
     return bd.rc;

@@ -382,7 +382,7 @@ static void test_adopt(void) {
         dp_mem_get_stats(cpu->mem, &st0);
         dp_mem_reset_peak(cpu->mem);
         dpsgd *dp = wrapper(DPSGD_NORMS_FLASH, DPSGD_CLIP_BK, ps, 1, B, T, NULL);
-        CHECK_OK(dpsgd_alloc_tensor(dp, &G, DP_F32, 3, sg, DP_CAT_OUTPUT_GRADS, w.module));
+        CHECK_OK(dp_tensor_init_module(&G, dp->dev, DP_F32, 3, sg, DP_CAT_OUTPUT_GRADS, w.module));
         CHECK_OK(dp_tensor_copy(&G, G0));
         dp_layer_hooks h = dpsgd_norm_hooks(dp);
         CHECK(h.keeps_out_grad && h.adopt && h.keeps_out_grad(h.ctx, &w, B, T, d, p, DP_F32));
