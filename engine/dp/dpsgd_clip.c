@@ -195,18 +195,3 @@ int dpsgd_clip_books(dpsgd *dp, const float *factors) {
     dp_tensor_release(&dp->clip_dev);
     return DP_OK;
 }
-
-void dpsgd_release_batch_state(dpsgd *dp) {
-    for (int k = 0; k < dp->n_books; k++) {
-        dp_tensor_release(&dp->books[k].psg);
-        dp_tensor_release(&dp->books[k].out_grad);
-        dp_tensor_release(&dp->books[k].ids);
-    }
-    dp->n_books = 0;
-    dp_tensor_release(&dp->tied.psg);
-    dp_tensor_release(&dp->tied.rows);
-    dp->tied.wte = NULL;
-    dp_tensor_release(&dp->sq_norms);
-    for (int k = 0; k < dp->n_params; k++) dp->sq_written[k] = 0;
-    dp_tensor_release(&dp->clip_dev);
-}

@@ -95,7 +95,8 @@ int dpsgd_end_norms(dpsgd *dp);
 /* The kind string of a linear's weight ("linear", "head", "tied_head", "lora_a", "lora_b"). */
 const char *dpsgd_linear_kind(const dp_param *w);
 
-/* ---- dpsgd_step.c: shared helpers ---- */
+/* ---- dpsgd_state.c: the per-batch state; helpers every file may call, which call back
+ * into no other dpsgd_*.c ---- */
 /* Index of trainable parameter p in dp->params, or -1. */
 int dpsgd_param_index(const dpsgd *dp, const dp_param *p);
 /* The B-float squared-norm row of trainable parameter p (`norm_samples`, p's module), allocated
@@ -106,10 +107,14 @@ int dpsgd_norm_row(dpsgd *dp, const dp_param *p, dp_tensor **row, int *accumulat
 int dpsgd_record_layer(dpsgd *dp, uint32_t module, const char *kind, dpsgd_formulation f);
 /* Appends a book entry (zeroed) and returns it, or NULL (DP_EOOM set). */
 dpsgd_book *dpsgd_book_add(dpsgd *dp, dpsgd_book_kind kind);
-/* The hooks that compute per-sample norms (and keep the books) for dp's method. */
-dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp);
 /* Makes sure p's gradient exists (zeros, `gradients`, p's module), as a backward would. */
 int dpsgd_ensure_grad(dpsgd *dp, dp_param *p);
+/* Releases every book, the tied pending state and the norm rows. */
+void dpsgd_release_batch_state(dpsgd *dp);
+
+/* ---- dpsgd_hooks.c ---- */
+/* The hooks that compute per-sample norms (and keep the books) for dp's method. */
+dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp);
 
 /* ---- per-layer formulas (dpsgd_materialize.c, dpsgd_ghost.c, dpsgd_flash.c) ---- */
 /* psg[i] = scale g_i^T a_i (B x p x d f32, allocated under `per_sample_grads`, w's module). */
@@ -166,8 +171,6 @@ int dpsgd_tied_cross(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const
 int dpsgd_compute_clip_factors(dpsgd *dp, float *factors);
 /* Forms the clipped sum from the books (bk) and releases them. */
 int dpsgd_clip_books(dpsgd *dp, const float *factors);
-/* Releases every book, the tied pending state and the norm rows. */
-void dpsgd_release_batch_state(dpsgd *dp);
 
 /* ---- dpsgd_noise.c ---- */
 /* grad += N(0, (sigma C)^2) for every trainable parameter, then grad /= expected batch size. */
