@@ -303,13 +303,15 @@ static const luaL_Reg methods[] = {
     {NULL, NULL},
 };
 
-/* __index: the methods, then the choice fields method, norms and clip_method */
-static int l_index(lua_State *L) {
+/* The choice fields method, norms and clip_method (dpl_new_type's __index looks in the methods
+ * first); nil once freed */
+static int l_fields(lua_State *L) {
     const char *key = luaL_checkstring(L, 2);
-    lua_getfield(L, lua_upvalueindex(1), key);
-    if (!lua_isnil(L, -1)) return 1;
     dpl_dp *u = to_dp(L, 1);
-    if (!u->dp) return 1; /* nil */
+    if (!u->dp) {
+        lua_pushnil(L);
+        return 1;
+    }
     const dpsgd_config *c = dpsgd_config_of(u->dp);
     int vanilla = c->norms == DPSGD_NORMS_NONE;
     if (strcmp(key, "method") == 0) {
@@ -329,18 +331,8 @@ static int l_index(lua_State *L) {
 }
 
 void dpl_open_dp(lua_State *L) {
-    if (luaL_newmetatable(L, DP_MT)) {
-        luaL_newlib(L, methods);
-        lua_pushcclosure(L, l_index, 1);
-        lua_setfield(L, -2, "__index");
-        lua_pushcfunction(L, l_free);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, l_free);
-        lua_setfield(L, -2, "__close");
-        lua_pushcfunction(L, l_tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__gc", l_free}, {"__close", l_free}, {"__tostring", l_tostring}, {NULL, NULL}};
+    dpl_new_type(L, DP_MT, meta, methods, l_fields);
     lua_newtable(L);
     lua_pushcfunction(L, l_wrap);
     lua_setfield(L, -2, "wrap");

@@ -1,5 +1,6 @@
 /* lua_engine.h: the engine's Lua bindings. Each dpl_open_* adds its functions to the module
- * table on top of the stack (dpprof_openlib in lua/bind assembles the module). */
+ * table on top of the stack (dpprof_openlib in openlib.c assembles the module); lua_util.h has
+ * the conventions they share. */
 #ifndef DP_LUA_ENGINE_H
 #define DP_LUA_ENGINE_H
 
@@ -41,6 +42,8 @@ struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
 
 /* Adds dpprof.dp.wrap and the DP wrapper's metatable (lua_dp.c). */
 void dpl_open_dp(lua_State *L);
+/* Adds dpprof.privacy: epsilon and noise_multiplier of the RDP accountant (lua_privacy.c). */
+void dpl_open_privacy(lua_State *L);
 
 /* The live tensor at idx, or an argument error (also for a freed tensor). */
 dp_tensor *dpl_check_tensor(lua_State *L, int idx);

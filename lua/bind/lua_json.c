@@ -42,11 +42,9 @@ static int box_gc(lua_State *L) {
 static json_box *push_box(lua_State *L) {
     json_box *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->tree = NULL;
-    if (luaL_newmetatable(L, JSON_BOX_MT)) {
-        lua_pushcfunction(L, box_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
+    static const luaL_Reg meta[] = {{"__gc", box_gc}, {NULL, NULL}};
+    dpl_new_type(L, JSON_BOX_MT, meta, NULL, NULL);
+    luaL_setmetatable(L, JSON_BOX_MT);
     return b;
 }
 

@@ -496,14 +496,11 @@ static const luaL_Reg methods[] = {{"forward", l_forward},
                                    {"free", l_free},
                                    {NULL, NULL}};
 
-/* __index: methods first, then read-only fields (alive, device, arch, dtype) */
-static int l_index(lua_State *L) {
+/* The read-only fields alive, device, arch, dtype (dpl_new_type's __index looks in the methods
+ * first) */
+static int l_fields(lua_State *L) {
     dpl_model *u = to_model(L, 1);
     const char *k = luaL_checkstring(L, 2);
-    lua_getmetatable(L, 1);
-    lua_getfield(L, -1, "__methods");
-    if (lua_getfield(L, -1, k) != LUA_TNIL) return 1;
-    lua_pop(L, 3);
     if (strcmp(k, "alive") == 0) {
         lua_pushboolean(L, u->m != NULL);
         return 1;
@@ -518,14 +515,8 @@ static int l_index(lua_State *L) {
 }
 
 void dpl_open_model(lua_State *L) {
-    if (luaL_newmetatable(L, MODEL_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__methods");
-        static const luaL_Reg meta[] = {{"__index", l_index}, {"__gc", l_free}, {"__close", l_free},
-                                        {"__tostring", l_tostring}, {NULL, NULL}};
-        luaL_setfuncs(L, meta, 0);
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__gc", l_free}, {"__close", l_free}, {"__tostring", l_tostring}, {NULL, NULL}};
+    dpl_new_type(L, MODEL_MT, meta, methods, l_fields);
     /* dpprof.model: a table, callable as the constructor, open to dpprof.model.load & co */
     lua_newtable(L);
     lua_createtable(L, 0, 1);

@@ -175,11 +175,7 @@ void dpl_open_optim(lua_State *L) {
         {"__gc", l_release}, {"__close", l_release}, {"__tostring", l_tostring}, {NULL, NULL},
     };
     static const luaL_Reg funcs[] = {{"adamw", l_adamw}, {"sgd", l_sgd}, {NULL, NULL}};
-    luaL_newmetatable(L, OPTIM_MT);
-    luaL_setfuncs(L, meta, 0);
-    luaL_newlib(L, methods);
-    lua_setfield(L, -2, "__index");
-    lua_pop(L, 1);
+    dpl_new_type(L, OPTIM_MT, meta, methods, NULL);
     luaL_newlib(L, funcs);
     lua_setfield(L, -2, "optim");
 }

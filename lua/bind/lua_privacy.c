@@ -1,4 +1,17 @@
-/* lua_privacy.c: dpprof.privacy, the Lua face of the RDP accountant.
+/* lua_privacy.c: dpprof.privacy, the Lua face of the RDP accountant (engine/dp/privacy.h).
+ *
+ * dpprof.privacy.epsilon{sample_rate=, noise_multiplier=, steps=, delta=}
+ *   -> result table {epsilon=, delta=, order=, sample_rate=, noise_multiplier=, steps=}
+ *      ε at δ after `steps` Poisson-sampled Gaussian steps, as Opacus's RDPAccountant;
+ *      order is the optimal RDP order (0 when steps = 0); epsilon is math.huge at σ = 0.
+ * dpprof.privacy.noise_multiplier{epsilon=, delta=, sample_rate=, steps=
+ *                                 [, epsilon_tolerance=0.01]}
+ *   -> result table {noise_multiplier=, epsilon=, delta=, order=, sample_rate=, steps=,
+ *                    target_epsilon=}: Opacus's get_noise_multiplier; epsilon is ε at the
+ *      returned σ, within epsilon_tolerance below target_epsilon.
+ * Results print as "epsilon=... at delta=... (order ...)". Unknown or missing keys, wrong
+ * types and out-of-range values raise "script.lua:LINE: dpprof.privacy.<fn>: ..." naming
+ * the key and the valid keys or range; an unreachable target ε raises too.
  *
  * Thin on purpose: check the option table strictly (a misspelt key must not
  * silently fall back to a default privacy parameter), call privacy.c, return
@@ -7,8 +20,9 @@
  * Errors longjmp out of these functions; nothing here owns memory, and the
  * message buffers live on the C stack and are copied by lua_pushfstring first.
  */
-#include "lua_privacy.h"
+#include "lua_engine.h"
 
+#include "lua_util.h"
 #include "privacy.h"
 
 #include <lauxlib.h>
@@ -122,20 +136,17 @@ static int result_tostring(lua_State *L)
     return 1;
 }
 
-int dp_lua_privacy_open(lua_State *L)
+void dpl_open_privacy(lua_State *L)
 {
     static const luaL_Reg functions[] = {
         {"epsilon", privacy_epsilon},
         {"noise_multiplier", privacy_noise_multiplier},
         {NULL, NULL},
     };
-    if (luaL_newmetatable(L, RESULT_METATABLE)) {
-        lua_pushcfunction(L, result_tostring);
-        lua_setfield(L, -2, "__tostring");
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__tostring", result_tostring}, {NULL, NULL}};
+    dpl_new_type(L, RESULT_METATABLE, meta, NULL, NULL);
     luaL_newlib(L, functions);
-    return 1;
+    lua_setfield(L, -2, "privacy");
 }
 
 /* ---- option-table helpers ---------------------------------------------- */

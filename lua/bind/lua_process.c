@@ -276,11 +276,9 @@ static child_box *push_child_box(lua_State *L) {
     child_box *c = lua_newuserdatauv(L, sizeof *c, 0);
     memset(c, 0, sizeof *c);
     c->fd = -1;
-    if (luaL_newmetatable(L, CHILD_MT)) {
-        lua_pushcfunction(L, child_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
+    static const luaL_Reg meta[] = {{"__gc", child_gc}, {NULL, NULL}};
+    dpl_new_type(L, CHILD_MT, meta, NULL, NULL);
+    luaL_setmetatable(L, CHILD_MT);
     return c;
 }
 
@@ -619,11 +617,9 @@ static int l_list_dir(lua_State *L) {
     const char *path = luaL_checkstring(L, 1);
     DIR **d = lua_newuserdatauv(L, sizeof *d, 0); /* closed by __gc if an error comes first */
     *d = NULL;
-    if (luaL_newmetatable(L, DIR_MT)) {
-        lua_pushcfunction(L, dir_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
+    static const luaL_Reg meta[] = {{"__gc", dir_gc}, {NULL, NULL}};
+    dpl_new_type(L, DIR_MT, meta, NULL, NULL);
+    luaL_setmetatable(L, DIR_MT);
     *d = opendir(path);
     if (!*d) return fail_result(L, "cannot list '%s': %s", path, errno);
     lua_newtable(L);

@@ -325,14 +325,10 @@ static const luaL_Reg methods[] = {
     {"copy", l_copy}, {"totable", l_totable}, {"get", l_get}, {"set", l_set}, {"sumsq", l_sumsq},
     {"add", l_add}, {"scale", l_scale}, {"axpy", l_axpy}, {"free", l_release}, {NULL, NULL}};
 
-/* __index: methods first, then the read-only fields */
-static int l_index(lua_State *L) {
+/* The read-only fields (dpl_new_type's __index looks in the methods first) */
+static int l_fields(lua_State *L) {
     dpl_tensor *u = luaL_checkudata(L, 1, TENSOR_MT);
     const char *k = luaL_checkstring(L, 2);
-    lua_getmetatable(L, 1);
-    lua_getfield(L, -1, "__methods");
-    if (lua_getfield(L, -1, k) != LUA_TNIL) return 1;
-    lua_pop(L, 3);
     if (strcmp(k, "alive") == 0) {
         lua_pushboolean(L, u->alive);
         return 1;
@@ -351,14 +347,9 @@ static int l_index(lua_State *L) {
 }
 
 void dpl_open_tensor(lua_State *L) {
-    if (luaL_newmetatable(L, TENSOR_MT)) {
-        luaL_newlib(L, methods);
-        lua_setfield(L, -2, "__methods");
-        static const luaL_Reg meta[] = {{"__index", l_index}, {"__gc", l_release}, {"__close", l_release},
-                                        {"__tostring", l_tostring}, {"__len", l_len}, {NULL, NULL}};
-        luaL_setfuncs(L, meta, 0);
-    }
-    lua_pop(L, 1);
+    static const luaL_Reg meta[] = {{"__gc", l_release}, {"__close", l_release}, {"__tostring", l_tostring},
+                                    {"__len", l_len}, {NULL, NULL}};
+    dpl_new_type(L, TENSOR_MT, meta, methods, l_fields);
     lua_pushcfunction(L, l_tensor);
     lua_setfield(L, -2, "tensor");
     lua_pushcfunction(L, l_matmul);

@@ -5,6 +5,41 @@
 
 #include <string.h>
 
+/* __index of every type: __methods first (any key), then the type's fields function (upvalue
+ * 1, or nil), called directly so that its argument errors name this metamethod as before. */
+static int type_index(lua_State *L) {
+    lua_CFunction fields = lua_tocfunction(L, lua_upvalueindex(1));
+    if (lua_getmetatable(L, 1) && lua_getfield(L, -1, "__methods") == LUA_TTABLE) {
+        lua_pushvalue(L, 2);
+        if (lua_rawget(L, -2) != LUA_TNIL) return 1;
+    }
+    lua_settop(L, 2);
+    if (!fields) {
+        lua_pushnil(L);
+        return 1;
+    }
+    return fields(L);
+}
+
+void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
+                  lua_CFunction fields) {
+    if (luaL_newmetatable(L, name)) {
+        if (meta) luaL_setfuncs(L, meta, 0);
+        if (methods) {
+            lua_newtable(L);
+            luaL_setfuncs(L, methods, 0);
+            lua_setfield(L, -2, "__methods");
+        }
+        if (methods || fields) {
+            if (fields) lua_pushcfunction(L, fields);
+            else lua_pushnil(L);
+            lua_pushcclosure(L, type_index, 1);
+            lua_setfield(L, -2, "__index");
+        }
+    }
+    lua_pop(L, 1);
+}
+
 int dpl_fail(lua_State *L) { return luaL_error(L, "%s", dp_error_message()); }
 
 void dpl_check_keys(lua_State *L, int idx, const char *fname, const char *const *valid) {

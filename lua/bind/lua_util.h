@@ -1,5 +1,10 @@
-/* lua_util.h: helpers shared by the engine's Lua bindings: option tables with checked keys,
- * device and category arguments, and turning an engine status into a Lua error. */
+/* lua_util.h: helpers shared by the engine's Lua bindings: userdata types, option tables with
+ * checked keys, device and category arguments, and turning an engine status into a Lua error.
+ *
+ * Conventions of lua/bind: each binding file has one opener, `void dpl_open_<name>(lua_State *L)`,
+ * that adds its functions to the dpprof module table on top of the stack (openlib.c calls them
+ * in turn); every userdata type is made by dpl_new_type, so its methods live in the metatable's
+ * __methods and its __index is the same function everywhere. */
 #ifndef DP_LUA_UTIL_H
 #define DP_LUA_UTIL_H
 
@@ -10,6 +15,13 @@
 #include <lua.h>
 #include <stdint.h>
 
+/* Creates the metatable `name` of a userdata type unless it exists (luaL_newmetatable): the
+ * metamethods of meta (__gc, __close, __tostring...; may be NULL), the methods in its __methods
+ * table (may be NULL), and, when methods or fields are given, __index: a key found in __methods
+ * first, else fields(L) with the userdata at 1 and the key at 2 pushing one value (NULL: nil).
+ * Leaves the stack as it was. */
+void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
+                  lua_CFunction fields);
 /* Raises a Lua error with the engine's last error message (never returns). */
 int dpl_fail(lua_State *L);
 /* Raises "fname: unknown key 'k' (valid: ...)" unless every string key of the table at idx is

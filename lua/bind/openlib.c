@@ -6,7 +6,6 @@
 #include "dpprof_engine.h"
 #include "error.h"
 #include "lua_engine.h"
-#include "lua_privacy.h"
 #include "plot_lua.h"
 
 #include <lauxlib.h>
@@ -75,6 +74,13 @@ static void register_subtables(lua_State *L) {
     lua_pop(L, 1);
 }
 
+/* Adds dpprof.plot. plots/ is a library of its own whose entry point, like dpprof_openlib's, is
+ * a lua_CFunction pushing its table; here it becomes a dpl_open_* like the others. */
+static void dpl_open_plot(lua_State *L) {
+    dpplot_lua_open(L);
+    lua_setfield(L, -2, "plot");
+}
+
 int dpprof_openlib(lua_State *L) {
     luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
     if (lua_getfield(L, -1, "dpprof") == LUA_TTABLE) {
@@ -94,10 +100,8 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_model_io(L);
     dpl_open_optim(L);
     dpl_open_dp(L);
-    dp_lua_privacy_open(L);
-    lua_setfield(L, -2, "privacy");
-    dpplot_lua_open(L);
-    lua_setfield(L, -2, "plot");
+    dpl_open_privacy(L);
+    dpl_open_plot(L);
 
     /* registered before the Lua side loads, so that its require("dpprof") finds this table */
     lua_pushvalue(L, -1);
