@@ -1,8 +1,54 @@
-/* dpprof_engine.h: the engine as a C library (no Lua). */
+/* dpprof_engine.h: the dpprof engine as a C library, without Lua. Include this header, link the
+ * CMake target dpprof_engine (libdpprof_engine.a and the parts it links), and every byte the
+ * engine allocates is tagged with what it is for and which module asked.
+ *
+ * One DP-SGD step on a small GPT, its memory read back (tests/c/test_engine_api.c runs this):
+ *
+ *   dp_engine_init();                                      registers cpu, plan (and cuda)
+ *   dp_device *dev;      dp_device_get(DP_DEV_CPU, &dev);  or DP_DEV_CUDA, DP_DEV_PLAN
+ *   dp_model_config mc;  dp_model_config_default(&mc, DP_ARCH_GPT);   then set sizes
+ *   dp_model *m;         dp_model_new(dev, &mc, &m);
+ *   dp_optim_opts oo;    dp_optim_opts_default(&oo, DP_OPTIM_ADAMW);
+ *   dp_optimizer *opt;   dp_optim_new(m, DP_OPTIM_ADAMW, &oo, &opt);
+ *   dpsgd_config dc;     dpsgd_config_default(&dc);  dc.norms = DPSGD_NORMS_GHOST;
+ *                        dc.clip = DPSGD_CLIP_TWOPASS;  (or dpsgd_method_preset("bk", ...))
+ *   dpsgd *dp;           dpsgd_new(m, &dc, &dp);
+ *   dp_batch b;          dp_batch_init(&b, dev, mc.batch, mc.seq_len);
+ *   dpsgd_step_plan sp;  dpsgd_next_step(dp, &sp);          one logical step:
+ *   for each physical batch k < sp.n_physical:
+ *       dp_data_synthetic(&b.inputs, &b.targets, mc.vocab, seed, k);
+ *       dpsgd_forward(dp, &b.inputs, &b.targets, &loss, NULL);
+ *       dpsgd_backward(dp);  dpsgd_clip(dp);
+ *   dpsgd_noise(dp);  dp_optim_step(opt);  dp_optim_zero_grad(opt, 1);
+ *   dp_mem_stats st;     dp_mem_get_stats(dev->mem, &st);   bytes per dp_category: now,
+ *                                                            peak, live at the total peak
+ *   dp_batch_release(&b); dpsgd_free(dp); dp_optim_free(opt); dp_model_free(m);
+ *   dp_engine_shutdown();
+ *
+ * Errors are values: every call returns DP_OK or a status code (error.h) whose one-line message,
+ * naming the problem and the valid choices, is dp_error_message(). Nothing aborts; running out of
+ * device memory is DP_EOOM with dp_mem_last_oom() describing the request.
+ *
+ * The headers below are the manuals of the engine's modules, one line per function: */
 #ifndef DPPROF_ENGINE_H
 #define DPPROF_ENGINE_H
 
-#include "device.h"
+#include "error.h"   /* status codes, dp_error_message, DP_TRY */
+#include "dtype.h"   /* f32, bf16, i32 */
+#include "memory.h"  /* the tagged allocator: categories, stats, per-module figures, snapshots, OOM */
+#include "scope.h"   /* module scopes: the dotted paths allocations are tagged with */
+#include "ledger.h"  /* flops and bytes moved per op name */
+#include "clock.h"   /* the monotonic clock of timings and snapshots */
+#include "device.h"  /* devices (cpu, cuda, plan), the current device, sync, snapshots, shutdown */
+#include "tensor.h"  /* tensors on a device: allocate, view, copy, fill, random */
+#include "ops.h"     /* GEMM, add, scale, axpy, sums of squares on tensors */
+#include "model.h"   /* GPT and Llama (LoRA, bf16): build, forward, backward, parameters */
+#include "data.h"    /* token batches: synthetic or from a token file */
+#include "optim.h"   /* AdamW and SGD with PyTorch's rules */
+#include "dpsgd.h"   /* DP-SGD around a model: norms x clip methods, presets, noise, sampling */
+#include "privacy.h" /* the RDP accountant: epsilon at delta, noise multiplier for a target */
+#include "model_io.h" /* Hugging Face checkpoints (safetensors + config.json) in and out */
+#include "version.h" /* the engine's version and build commit */
 
 /* Registers the backends this build has (cpu, plan and, when compiled, cuda) with the device
  * registry. Call once before any device is used; calling again is harmless. DP_OK or the error. */
