@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# gpu-check.sh: on the lent GPU machine, from the repository root with .devcarry/bundle.tar.xz
-# carried (scripts/gpu-bundle.sh made it): the GPU checks and benchmarks the issues ask for, in
-# one call. Verdicts and the key lines go to stdout; every log and result JSON into one tar,
-# $OUT/gpu-check.tar.gz ($OUT: the device tool's return folder; /tmp/gpu-out elsewhere).
+# gpu-check.sh: on a GPU machine, from the repository root, with the bundle scripts/gpu-bundle.sh
+# made: the GPU checks and benchmarks, in one call. Verdicts and the key lines go to stdout;
+# every log and result JSON into one tar, DIR/gpu-check.tar.gz.
 #
-#   usage: bash scripts/gpu-check.sh [tests] [flash] [dp] [large] [gram3]   (default: tests flash dp)
+#   usage: bash scripts/gpu-check.sh [--bundle FILE] [--out DIR] [tests] [flash] [dp] [large] [gram3]
+#          (defaults: dist/dpprof-gpu.tar.xz, /tmp/gpu-out, tests flash dp)
 #   tests  the four CUDA test programs (CUDA against the CPU, exact or to stated tolerances)
 #   flash  the flash norm kernels against cuBLAS (DPPROF_DP_BENCH=1 test_cuda_dp): tiles, strips
 #   dp     bench_dp.lua's batched config (T=1024 B=16), f32 and bf16, vanilla, flash_clip and bk,
@@ -15,14 +15,23 @@
 #          kernel (DPPROF_FLASH_VARIANT=3): compare its flash_clip ratio with the dp step's
 set -uo pipefail
 repo=$PWD
-dest=${OUT:-/tmp/gpu-out}
+bundle=$repo/dist/dpprof-gpu.tar.xz
+dest=/tmp/gpu-out
+while [ $# -gt 0 ]; do
+  case $1 in
+    --bundle) bundle=${2:?gpu-check: --bundle needs a file}; shift 2 ;;
+    --out) dest=${2:?gpu-check: --out needs a folder}; shift 2 ;;
+    *) break ;;
+  esac
+done
 out=/tmp/gpu-check
 rm -rf "$out" && mkdir -p "$out/logs" "$dest"
+dest=$(cd "$dest" && pwd)
 x=/tmp/dpprof-x
 rm -rf "$x"
 mkdir -p "$x"
-if ! tar xJf "$repo/.devcarry/bundle.tar.xz" -C "$x"; then
-  echo "gpu-check: no .devcarry/bundle.tar.xz (run scripts/gpu-bundle.sh where the tree was built)"
+if ! tar xJf "$bundle" -C "$x"; then
+  echo "gpu-check: cannot unpack $bundle (make it with scripts/gpu-bundle.sh where CUDA builds)"
   exit 1
 fi
 export LD_LIBRARY_PATH="$x/lib:/usr/local/cuda/lib64" DPPROF_LUA_PATH="$x/lua" DPPROF_FIXTURES="$repo/tests/fixtures"
