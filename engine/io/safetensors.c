@@ -27,7 +27,7 @@ struct dp_st_file {
     size_t map_bytes;
     const uint8_t *data; /* the data section: map + 8 + header length */
     uint64_t data_bytes;
-    cJSON *header;       /* owns the names and metadata strings */
+    cJSON *header; /* owns the names and metadata strings */
     int n;
     dp_st_tensor *tensors; /* sorted by data offset */
 };
@@ -39,9 +39,8 @@ typedef struct st_dtype {
 
 /* Every dtype of the format, so files holding ones we cannot read still validate. */
 static const st_dtype st_dtypes[] = {
-    {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-    {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},     {"U32", 4},     {"F32", 4},
-    {"F64", 8},  {"I64", 8}, {"U64", 8},
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+    {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8},
 };
 #define ST_DTYPES_LIST "BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64"
 
@@ -91,15 +90,13 @@ static int parse_entry(const char *path, const cJSON *e, dp_st_tensor *t) {
     if (!cJSON_IsArray(shape)) return fail_tensor(path, name, "missing array 'shape'");
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > DP_ST_MAX_DIMS)
-        return dp_error_set(DP_EINVAL, "%s: tensor '%s': %d dimensions (at most %d)", path, name, ndim,
-                            DP_ST_MAX_DIMS);
+        return dp_error_set(DP_EINVAL, "%s: tensor '%s': %d dimensions (at most %d)", path, name, ndim, DP_ST_MAX_DIMS);
     uint64_t numel = 1;
     int overflow = 0;
     for (int i = 0; i < ndim; i++) {
         uint64_t d;
         if (!json_uint(cJSON_GetArrayItem(shape, i), &d))
-            return dp_error_set(DP_EINVAL, "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name,
-                                i);
+            return dp_error_set(DP_EINVAL, "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, i);
         t->shape[i] = (int64_t)d;
         if (d && numel > (UINT64_MAX / 16) / d) overflow = 1;
         numel *= d;
@@ -152,8 +149,9 @@ static int check_layout(dp_st_file *f) {
             return dp_error_set(DP_EINVAL, "%s: tensors '%s' and '%s' overlap (bytes %" PRIu64 " to %" PRIu64 ")",
                                 f->path, prev, t->name, t->begin, pos);
         if (t->begin > pos)
-            return dp_error_set(DP_EINVAL, "%s: bytes %" PRIu64 " to %" PRIu64 " of the data section belong to no tensor (before '%s')",
-                                f->path, pos, t->begin, t->name);
+            return dp_error_set(
+                DP_EINVAL, "%s: bytes %" PRIu64 " to %" PRIu64 " of the data section belong to no tensor (before '%s')",
+                f->path, pos, t->begin, t->name);
         pos = t->end;
         prev = t->name;
     }
@@ -190,8 +188,7 @@ static int parse_header(dp_st_file *f, const char *json, uint64_t len) {
     f->header = cJSON_ParseWithLengthOpts(json, (size_t)len, &end, 0);
     if (!f->header) {
         size_t at = end ? (size_t)(end - json) : 0;
-        return dp_error_set(DP_EINVAL, "%s: header is not valid JSON (near byte %zu of %" PRIu64 ")", f->path, at,
-                            len);
+        return dp_error_set(DP_EINVAL, "%s: header is not valid JSON (near byte %zu of %" PRIu64 ")", f->path, at, len);
     }
     for (const char *p = end; p < json + len; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
@@ -241,7 +238,8 @@ int dp_st_open(const char *path, dp_st_file **out) {
     if (size < 8) {
         close(fd);
         dp_st_close(f);
-        return dp_error_set(DP_EINVAL, "%s: %" PRIu64 " bytes, too short for a safetensors file (8-byte header length first)",
+        return dp_error_set(DP_EINVAL,
+                            "%s: %" PRIu64 " bytes, too short for a safetensors file (8-byte header length first)",
                             path, size);
     }
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -447,8 +445,7 @@ static int64_t entry_numel(const dp_st_entry *e) {
 }
 
 /* The JSON header, padded with spaces to a multiple of 8 bytes. */
-static int build_header(const char *path, const dp_st_entry *entries, int n, const char *const *metadata,
-                        strbuf *b) {
+static int build_header(const char *path, const dp_st_entry *entries, int n, const char *const *metadata, strbuf *b) {
     sb_add(b, "{", 1);
     int first = 1;
     if (metadata && metadata[0]) {

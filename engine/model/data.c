@@ -13,9 +13,12 @@
 #include <sys/stat.h>
 
 int dp_token_dtype_parse(const char *name, dp_token_dtype *out) {
-    if (strcmp(name, "uint16") == 0) *out = DP_TOKENS_U16;
-    else if (strcmp(name, "uint32") == 0) *out = DP_TOKENS_U32;
-    else return -1;
+    if (strcmp(name, "uint16") == 0)
+        *out = DP_TOKENS_U16;
+    else if (strcmp(name, "uint32") == 0)
+        *out = DP_TOKENS_U32;
+    else
+        return -1;
     return 0;
 }
 
@@ -94,8 +97,9 @@ static int read_window(FILE *f, const char *path, int w, int64_t at, int64_t n, 
             uint32_t id = w == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8
                                  : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
             if ((int64_t)id >= vocab)
-                return dp_error_set(DP_EINVAL, "batch: token %u at position %lld of '%s' is outside the vocabulary [0, %lld)",
-                                    id, (long long)(at + done + i), path, (long long)vocab);
+                return dp_error_set(DP_EINVAL,
+                                    "batch: token %u at position %lld of '%s' is outside the vocabulary [0, %lld)", id,
+                                    (long long)(at + done + i), path, (long long)vocab);
             out[done + i] = (int32_t)id;
         }
         done += chunk;

@@ -116,9 +116,7 @@ static cJSON *attach(encoder *e, cJSON *parent, const char *key, cJSON *item) {
     return item;
 }
 
-static int cmp_keys(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_keys(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static void encode_value(encoder *e, int idx, cJSON *parent, const char *key);
 
@@ -421,10 +419,11 @@ void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fna
     if (!b->tree) {
         line_col(text, pos, &line, &col);
         luaL_error(L, "%s: invalid JSON at line %d, column %d%s", fname, line, col,
-                   len == 0 ? " (empty text)" : pos >= len ? " (text ends too early)" : "");
+                   len == 0     ? " (empty text)"
+                   : pos >= len ? " (text ends too early)"
+                                : "");
     }
-    while (pos < len && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
-        pos++;
+    while (pos < len && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r')) pos++;
     if (pos < len) {
         line_col(text, pos, &line, &col);
         luaL_error(L, "%s: invalid JSON at line %d, column %d (characters after the value)", fname, line, col);
@@ -484,7 +483,7 @@ static int l_is_null(lua_State *L) {
 }
 
 void dpl_open_json(lua_State *L) {
-    static const luaL_Reg fns[] = {{"encode", l_encode}, {"decode", l_decode}, {"array", l_array},
+    static const luaL_Reg fns[] = {{"encode", l_encode}, {"decode", l_decode},   {"array", l_array},
                                    {"object", l_object}, {"is_null", l_is_null}, {NULL, NULL}};
     luaL_newlib(L, fns);
     dpl_json_push_null(L);

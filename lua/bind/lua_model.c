@@ -67,13 +67,12 @@ void dpl_push_model(lua_State *L, dp_model *m) {
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
-static const char *const model_keys[] = {"arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch",
-                                         "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps",
-                                         "rope_theta", "init_std", "seed", "device", "lora", NULL};
+static const char *const model_keys[] = {
+    "arch",     "vocab", "hidden",   "layers",     "heads",    "seq_len", "batch",  "mlp_ratio", "ffn", "max_positions",
+    "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed",    "device", "lora",      NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
-    if (lua_getfield(L, idx, key) == LUA_TNIL)
-        luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
+    if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
     lua_pop(L, 1);
     return dpl_opt_int_field(L, idx, fname, key, 0);
 }
@@ -109,7 +108,8 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     int li = lua_gettop(L);
     dpl_check_keys(L, li, "dpprof.model: lora", keys);
     int64_t rank = required_int(L, li, "dpprof.model: lora", "rank");
-    if (rank <= 0 || rank > 1 << 20) luaL_error(L, "%s: 'lora.rank' must be a positive integer (got %d)", fname, (int)rank);
+    if (rank <= 0 || rank > 1 << 20)
+        luaL_error(L, "%s: 'lora.rank' must be a positive integer (got %d)", fname, (int)rank);
     cfg->lora_rank = (int)rank;
     cfg->lora_alpha = (float)dpl_opt_num_field(L, li, fname, "alpha", (double)rank);
     cfg->lora_targets = 0;
@@ -144,9 +144,12 @@ static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
     cfg->max_positions = dpl_opt_int_field(L, idx, fname, "max_positions", 0);
     cfg->tie_head = dpl_opt_bool_field(L, idx, fname, "tie_head", cfg->tie_head);
     const char *dt = dpl_opt_str_field(L, idx, fname, "dtype", "f32");
-    if (strcmp(dt, "f32") == 0) cfg->dtype = DP_F32;
-    else if (strcmp(dt, "bf16") == 0) cfg->dtype = DP_BF16;
-    else luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
+    if (strcmp(dt, "f32") == 0)
+        cfg->dtype = DP_F32;
+    else if (strcmp(dt, "bf16") == 0)
+        cfg->dtype = DP_BF16;
+    else
+        luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
     cfg->norm_eps = (float)dpl_opt_num_field(L, idx, fname, "norm_eps", cfg->norm_eps);
     cfg->rope_theta = (float)dpl_opt_num_field(L, idx, fname, "rope_theta", cfg->rope_theta);
     cfg->init_std = (float)dpl_opt_num_field(L, idx, fname, "init_std", cfg->init_std);
@@ -155,8 +158,10 @@ static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
     const char *devname = dpl_opt_str_field(L, idx, fname, "device", NULL);
     dp_device *dev = devname ? dpl_device_named(L, devname) : dpl_current_device(L);
     if (cfg->dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
-        luaL_error(L, "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or "
-                      "device 'cuda' or 'plan'", fname);
+        luaL_error(L,
+                   "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or "
+                   "device 'cuda' or 'plan'",
+                   fname);
     return dev;
 }
 
@@ -381,8 +386,10 @@ static int l_param(lua_State *L) {
 static int l_grad(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
     dp_param *p = check_param(L, m, 2, "model:grad");
-    if (!p->grad.alloc.live) lua_pushnil(L);
-    else push_cpu_copy(L, &p->grad);
+    if (!p->grad.alloc.live)
+        lua_pushnil(L);
+    else
+        push_cpu_copy(L, &p->grad);
     return 1;
 }
 
@@ -507,10 +514,14 @@ static int l_fields(lua_State *L) {
     }
     if (!u->m) return luaL_error(L, "model was freed (reading '%s')", k);
     const dp_model_config *c = dp_model_config_of(u->m);
-    if (strcmp(k, "device") == 0) lua_pushstring(L, dp_device_kind_name(dp_model_device(u->m)->kind));
-    else if (strcmp(k, "arch") == 0) lua_pushstring(L, dp_arch_name(c->arch));
-    else if (strcmp(k, "dtype") == 0) lua_pushstring(L, dp_dtype_name(c->dtype));
-    else lua_pushnil(L);
+    if (strcmp(k, "device") == 0)
+        lua_pushstring(L, dp_device_kind_name(dp_model_device(u->m)->kind));
+    else if (strcmp(k, "arch") == 0)
+        lua_pushstring(L, dp_arch_name(c->arch));
+    else if (strcmp(k, "dtype") == 0)
+        lua_pushstring(L, dp_dtype_name(c->dtype));
+    else
+        lua_pushnil(L);
     return 1;
 }
 

@@ -19,18 +19,15 @@
  * isolate: the parent never touches the device (it refuses to fork once CUDA is in the process),
  * and ends its OpenMP thread pool before fork (a child cannot use its parent's). The child (its
  * own process group, killed if the parent dies) restarts the engine clock, clears the inherited
- * ledger, peaks, snapshots and event logs, runs fn under a traceback handler, encodes an envelope {status, value | message,
- * traceback, oom} as JSON and writes it to a pipe with an 8-byte length prefix, then _exit()s
- * (the parent's atexit handlers never run twice). The parent reads with poll() against the
- * deadline, stops the child's process group on timeout or on SIGINT/SIGTERM (SIGTERM, then
- * SIGKILL after `grace` seconds), reaps it and maps the outcome to a status:
- *   ok       fn returned: its table, with status = "ok" added when absent ({status, value} for a
- *            value that is not a table)
- *   error    fn raised: {status, message, traceback}
- *   oom      fn raised the engine's out-of-memory error: also oom = oom_details(message)
- *   crashed  the child died by a signal ({signal}) or exited without a result ({exit_code})
- *   timeout  the child ran past timeout seconds and was stopped
- * info = {pid, wall_s, exit_code | signal, killed_with, max_rss_bytes}. */
+ * ledger, peaks, snapshots and event logs, runs fn under a traceback handler, encodes an envelope {status, value |
+ * message, traceback, oom} as JSON and writes it to a pipe with an 8-byte length prefix, then _exit()s (the parent's
+ * atexit handlers never run twice). The parent reads with poll() against the deadline, stops the child's process group
+ * on timeout or on SIGINT/SIGTERM (SIGTERM, then SIGKILL after `grace` seconds), reaps it and maps the outcome to a
+ * status: ok       fn returned: its table, with status = "ok" added when absent ({status, value} for a value that is
+ * not a table) error    fn raised: {status, message, traceback} oom      fn raised the engine's out-of-memory error:
+ * also oom = oom_details(message) crashed  the child died by a signal ({signal}) or exited without a result
+ * ({exit_code}) timeout  the child ran past timeout seconds and was stopped info = {pid, wall_s, exit_code | signal,
+ * killed_with, max_rss_bytes}. */
 #include "lua_engine.h"
 #include "lua_json.h"
 
@@ -488,9 +485,10 @@ static int l_isolate(lua_State *L) {
         lua_settop(L, --top);
     }
     if (cuda_in_process())
-        luaL_error(L, "%s: CUDA is already initialised in this process (a CUDA device was used, or probed "
-                      "by dpprof.cuda_available() or device=\"auto\"), so a forked child could not use the "
-                      "GPU; keep the parent CUDA-free and choose the device inside the isolated function",
+        luaL_error(L,
+                   "%s: CUDA is already initialised in this process (a CUDA device was used, or probed "
+                   "by dpprof.cuda_available() or device=\"auto\"), so a forked child could not use the "
+                   "GPU; keep the parent CUDA-free and choose the device inside the isolated function",
                    fname);
     int nargs = top - 1;
     child_box *c = push_child_box(L);
@@ -734,11 +732,17 @@ static int l_testing_crash(lua_State *L) {
 }
 
 void dpl_open_process(lua_State *L) {
-    static const luaL_Reg fns[] = {{"isolate", l_isolate}, {"oom_details", l_oom_details},
-                                   {"cuda_initialised", l_cuda_initialised}, {"time", l_time},
-                                   {"sleep", l_sleep}, {"pid", l_pid}, {"mkdir_p", l_mkdir_p},
-                                   {"list_dir", l_list_dir}, {"environment", l_environment},
-                                   {"testing_crash", l_testing_crash}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"isolate", l_isolate},
+                                   {"oom_details", l_oom_details},
+                                   {"cuda_initialised", l_cuda_initialised},
+                                   {"time", l_time},
+                                   {"sleep", l_sleep},
+                                   {"pid", l_pid},
+                                   {"mkdir_p", l_mkdir_p},
+                                   {"list_dir", l_list_dir},
+                                   {"environment", l_environment},
+                                   {"testing_crash", l_testing_crash},
+                                   {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

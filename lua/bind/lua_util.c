@@ -21,8 +21,7 @@ static int type_index(lua_State *L) {
     return fields(L);
 }
 
-void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
-                  lua_CFunction fields) {
+void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction fields) {
     if (luaL_newmetatable(L, name)) {
         if (meta) luaL_setfuncs(L, meta, 0);
         if (methods) {
@@ -31,8 +30,10 @@ void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const lu
             lua_setfield(L, -2, "__methods");
         }
         if (methods || fields) {
-            if (fields) lua_pushcfunction(L, fields);
-            else lua_pushnil(L);
+            if (fields)
+                lua_pushcfunction(L, fields);
+            else
+                lua_pushnil(L);
             lua_pushcclosure(L, type_index, 1);
             lua_setfield(L, -2, "__index");
         }

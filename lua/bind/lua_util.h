@@ -20,8 +20,7 @@
  * table (may be NULL), and, when methods or fields are given, __index: a key found in __methods
  * first, else fields(L) with the userdata at 1 and the key at 2 pushing one value (NULL: nil).
  * Leaves the stack as it was. */
-void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
-                  lua_CFunction fields);
+void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction fields);
 /* Raises a Lua error with the engine's last error message (never returns). */
 int dpl_fail(lua_State *L);
 /* Raises "fname: unknown key 'k' (valid: ...)" unless every string key of the table at idx is
