@@ -53,7 +53,7 @@ local DATA_KEYS = { "file", "file_dtype" }
 local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
                     "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
 local METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
--- The presets' two choices (engine/dp.h), for when the wrapper does not report them as strings.
+-- The presets' two choices (engine/dp/dpsgd.h), for when the wrapper does not report them as strings.
 local PRESETS = { flat = { "materialize", "bk" }, ghost = { "ghost", "twopass" }, mixed_ghost = { "mixed", "twopass" },
                   bk = { "mixed", "bk" }, flash_clip = { "flash", "bk" } }
 

@@ -12,7 +12,7 @@ results.TIMELINE_POINTS = 4096
 results.STATUSES = { "ok", "oom", "error", "crashed", "timeout" }
 results.PHASES = { "forward", "backward", "clip", "noise", "optimizer" }
 results.CATEGORIES = dp.memory.categories
--- Per-layer formulations of the norms pass (dp_formulation_name in engine/dp.h).
+-- Per-layer formulations of the norms pass (dpsgd_formulation_name in engine/dp/dpsgd.h).
 results.NORMS_KINDS = { "direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1", "grouped",
                          "gram_strip", "grad_strip" }
 
