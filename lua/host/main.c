@@ -215,8 +215,13 @@ static int cmd_plot(int argc, char **argv) {
             fprintf(stderr, "dpprof plot: %s needs a value (%s)\n", argv[i],
                     argv[i][2] == 'o' ? "--out DIR" : "--scale S, a number in (0, 8]");
             return 2;
-        } else if (strcmp(argv[i], "--out") == 0)
+        } else if (strcmp(argv[i], "--out") == 0) {
             out = argv[++i];
+            if (!*out) {
+                fprintf(stderr, "dpprof plot: --out needs a directory, got an empty string\n");
+                return 2;
+            }
+        }
         else if (strcmp(argv[i], "--scale") == 0) {
             char *end;
             opt.scale = strtod(argv[++i], &end);
