@@ -174,7 +174,8 @@ static int child_body(lua_State *L) {
         lua_pop(L, 1);
         lua_pushstring(L, oom ? "oom" : "error"), lua_setfield(L, -2, "status");
     }
-    dpl_json_encode(L, -1, 0, "dpprof.isolate: the child's result");
+    /* a NaN the function returned (a config echo, ctx.extra) must not cost the whole result */
+    dpl_json_encode(L, -1, DPL_JSON_NONFINITE_STRINGS, "dpprof.isolate: the child's result");
     return 1;
 }
 
