@@ -144,6 +144,9 @@ void dp_dpsgd_config_default(dp_dpsgd_config *cfg);
  * its valid range (a norms choice without a clip choice, C <= 0, q outside (0, 1], a physical
  * batch above the model's, Poisson without a dataset size...). */
 int dp_dpsgd_new(dp_model *m, const dp_dpsgd_config *cfg, dp_dpsgd **out);
+/* The checks dp_dpsgd_new makes of cfg for a model of batch model_batch, without a model:
+ * DP_OK or DP_EINVAL with the message dp_dpsgd_new would give. */
+int dp_dpsgd_config_check(const dp_dpsgd_config *cfg, int64_t model_batch);
 /* Frees the wrapper and whatever it still holds. NULL is a no-op. */
 void dp_dpsgd_free(dp_dpsgd *dp);
 /* The configuration with defaults filled in (expected batch size, sample rate). */

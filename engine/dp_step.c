@@ -39,6 +39,13 @@ static int check_config(const dp_dpsgd_config *cfg) {
     return DP_OK;
 }
 
+int dp_dpsgd_config_check(const dp_dpsgd_config *cfg, int64_t model_batch) {
+    DP_TRY(check_config(cfg));
+    if (model_batch < 1) return dp_error_set(DP_EINVAL, "dp: the model's batch must be at least 1");
+    dp_dpsgd_config filled = *cfg;
+    return dp_sampling_setup(&filled, model_batch);
+}
+
 int dp_dpsgd_new_params(dp_device *dev, const dp_dpsgd_config *cfg, dp_param **params, int n_params,
                         int64_t model_batch, dp_dpsgd **out) {
     *out = NULL;

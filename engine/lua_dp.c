@@ -109,6 +109,18 @@ static int l_wrap(lua_State *L) {
     return 1;
 }
 
+/* dp.check(options, model_batch) -> true: the checks wrap makes of its options (keys, methods,
+ * C, sigma, delta, and sample rate, dataset size and batch agreeing), without a model. */
+static int l_check(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer model_batch = luaL_checkinteger(L, 2);
+    dp_dpsgd_config cfg;
+    read_options(L, 1, &cfg);
+    if (dp_dpsgd_config_check(&cfg, (int64_t)model_batch) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 /* ---- the phases ------------------------------------------------------------------------------- */
 
 /* priv:next_step() -> {logical_size=n, physical={n1, ...}} */
@@ -344,5 +356,7 @@ void dpl_open_dp(lua_State *L) {
     lua_newtable(L);
     lua_pushcfunction(L, l_wrap);
     lua_setfield(L, -2, "wrap");
+    lua_pushcfunction(L, l_check);
+    lua_setfield(L, -2, "check");
     lua_setfield(L, -2, "dp");
 }
