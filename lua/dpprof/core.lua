@@ -63,8 +63,16 @@ end
 
 -- An error message without the "file.lua:12: " position that says where in dpprof's own Lua code
 -- a problem was noticed (an error raised by an engine binding that dpprof's Lua side called):
--- the user needs the problem, not our line. Positions in the user's scripts are kept.
+-- the user needs the problem, not our line. Positions in the user's scripts are kept. An error
+-- object that is not a string says what it is (its __tostring, its `message` field, or its type),
+-- never "table: 0x...".
 function dp.error_text(e)
+  if type(e) ~= "string" and type(e) ~= "number" then
+    local mt = getmetatable(e)
+    if type(mt) == "table" and mt.__tostring then return tostring(e) end
+    if type(e) == "table" and type(e.message) == "string" then return e.message end
+    return string.format("(an error object of type %s, with no message)", type(e))
+  end
   local s = tostring(e)
   local src, rest = s:match("^([^\n]-%.lua):%d+: (.*)$")
   if src and dp.is_own_source(src) then return rest end
