@@ -536,6 +536,9 @@ function V:sweep(r)
   local s = self:get(r, "sweep", "", "table", true)
   if not s then return end
   self:get(s, "name", "sweep", "string")
+  self:get(s, "config", "sweep", "table", true)
+  local h = self:get(s, "config_hash", "sweep", "string", true)
+  if h and not h:match("^fnv1a64:%x+$") then self:fail("sweep.config_hash", "'%s' is not fnv1a64:<hex>", h) end
   local vary = self:get(s, "vary", "sweep", "table")
   for k, v in pairs(vary or {}) do
     local t = type(v)
@@ -583,36 +586,39 @@ end
 ---------------------------------------------------------------------------------------------
 -- Files
 
--- Reads and decodes a JSON file; raises an error naming the file.
+-- Reads and decodes a JSON file; raises an error naming the file. Only a regular file of at most
+-- 256 MiB is read (dpprof.read_file: a FIFO or device planted under a .json name is refused).
 function results.read(path)
-  local f, err = io.open(path, "rb")
-  if not f then error("cannot read " .. err, 2) end
-  local text = f:read("a")
-  f:close()
+  local text, err = dp.read_file(path)
+  if not text then error(err, 2) end
   local ok, value = pcall(json.decode, text, path)
   if not ok then error(dp.error_text(value), 2) end -- the file and the place in it, not our line
   return value
 end
 
--- Writes value as indented JSON to path through a temporary file and a rename, so the file is
--- either absent or complete. Raises an error naming the file.
+-- The JSON text of a result: indented, keys sorted, and numbers JSON cannot hold (NaN and the
+-- infinities a script put in ctx.extra, a vary value or its configuration) written as the strings
+-- "NaN", "Infinity" and "-Infinity", so the record is never lost (docs/results.md).
+function results.encode(value)
+  return json.encode(value, { indent = true, nonfinite = "string" })
+end
+
+-- The hash a sweep records of a point's resolved configuration (sweep.config_hash), to resume only
+-- what was run with the same one: "fnv1a64:" and 16 hex digits of the FNV-1a 64-bit hash of the
+-- canonical JSON text of config (compact, keys sorted, non-finite numbers as strings).
+function results.config_hash(config)
+  local text = json.encode(config, { nonfinite = "string" })
+  local h = 0xcbf29ce484222325 -- FNV-1a offset basis; Lua integers wrap like uint64
+  for i = 1, #text do h = (h ~ text:byte(i)) * 0x100000001b3 end
+  return string.format("fnv1a64:%016x", h)
+end
+
+-- Writes value as JSON (results.encode) to path through a unique temporary file and a rename, so
+-- the file is either absent or complete; never through a link planted at path, never over a
+-- device, FIFO or directory (dpprof.write_file). Raises an error naming the file.
 function results.write(path, value)
-  local text = json.encode(value, { indent = true })
-  local dir, base = path:match("^(.*)/([^/]+)$")
-  local tmp = (dir and (dir .. "/") or "") .. "." .. (base or path) .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then error(string.format("cannot write %s (%s)", path, err), 2) end
-  local ok, werr = f:write(text)
-  local cok, cerr = f:close()
-  if not ok or not cok then
-    os.remove(tmp)
-    error("cannot write " .. tmp .. ": " .. tostring(werr or cerr), 2)
-  end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then
-    os.remove(tmp)
-    error("cannot rename " .. tmp .. " to " .. path .. ": " .. tostring(rerr), 2)
-  end
+  local ok, err = dp.write_file(path, results.encode(value))
+  if not ok then error(err, 2) end
   return path
 end
 
