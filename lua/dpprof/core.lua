@@ -28,8 +28,9 @@ end
 
 -- Prints a text table: rows[1] is the header, underlined with dashes; each column is as wide as
 -- its widest cell, right-aligned where right[i] is true, two spaces from the next; lines start
--- with two spaces and end without any.
-function dp.print_table(rows, right)
+-- with two spaces and end without any. emit (default print) receives each line.
+function dp.print_table(rows, right, emit)
+  emit = emit or print
   local widths = {}
   for _, row in ipairs(rows) do
     for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
@@ -40,11 +41,11 @@ function dp.print_table(rows, right)
       local pad = string.rep(" ", widths[i] - #cell)
       cells[i] = right[i] and pad .. cell or cell .. pad
     end
-    print((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
+    emit((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
     if ri == 1 then
       local rule = {}
       for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
-      print("  " .. table.concat(rule, "  "))
+      emit("  " .. table.concat(rule, "  "))
     end
   end
 end

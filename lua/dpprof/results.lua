@@ -169,10 +169,13 @@ end
 local V = {}
 V.__index = V
 
-local function new_validator() return setmetatable({ problems = {} }, V) end
+local function new_validator() return setmetatable({ problems = {}, said = {} }, V) end
 
 function V:fail(path, fmt, ...)
-  self.problems[#self.problems + 1] = path .. ": " .. string.format(fmt, ...)
+  local line = path .. ": " .. string.format(fmt, ...)
+  if self.said[line] then return end -- one line per problem, however many keys of it were asked for
+  self.said[line] = true
+  self.problems[#self.problems + 1] = line
 end
 
 local function type_name(v)
@@ -183,7 +186,13 @@ end
 
 -- Returns the value at t[key] when its type is kind ("string", "number", "integer", "boolean",
 -- "table"); reports a problem when it is missing (unless optional) or of another type.
+-- t itself must be an object (a table): anything else is reported once, at path. A validator
+-- never raises, whatever the document holds.
 function V:get(t, key, path, kind, optional)
+  if type(t) ~= "table" then
+    self:fail(path == "" and "(top)" or path, "object expected, got %s", type_name(t))
+    return nil
+  end
   local v = t[key]
   local p = path == "" and key or (path .. "." .. key)
   if v == nil then
@@ -227,7 +236,7 @@ end
 
 -- Derived figures must agree with their source; a writer may round MiB and ms to 3 decimals.
 function V:near(got, want, path, what)
-  if got == nil or want == nil then return end
+  if type(got) ~= "number" or type(want) ~= "number" then return end -- a wrong type is reported by get
   if math.abs(got - want) > math.max(1e-9 * math.abs(want), 0.00051) then
     self:fail(path, "%.9g differs from %s (%.9g)", got, what, want)
   end
@@ -279,12 +288,14 @@ function V:snapshots(list)
     self:nonneg(self:get(s, "timestamp", p, "number"), p .. ".timestamp")
     local cats = self:get(s, "categories", p, "table")
     self:category_bytes(cats, p .. ".categories")
-    if cats and s.allocated_mb then
+    if cats and type(s.allocated_mb) == "number" then
       local sum = 0
       for _, c in ipairs(results.CATEGORIES) do sum = sum + (math.type(cats[c]) and cats[c] or 0) end
       self:near(s.allocated_mb, mb(sum), p .. ".allocated_mb", "the sum of its categories")
     end
-    if i > 1 and s.timestamp and list[i - 1].timestamp and s.timestamp < list[i - 1].timestamp then
+    local prev = list[i - 1]
+    if i > 1 and type(s) == "table" and type(prev) == "table" and type(s.timestamp) == "number"
+       and type(prev.timestamp) == "number" and s.timestamp < prev.timestamp then
       self:fail(p .. ".timestamp", "earlier than the snapshot before it")
     end
   end
@@ -325,7 +336,9 @@ function V:memory(r, ok)
       self:get(e, "module", p, "string")
       self:nonneg(self:get(e, "peak_bytes", p, "integer"), p .. ".peak_bytes")
       local lap = self:nonneg(self:get(e, "live_at_peak_bytes", p, "integer"), p .. ".live_at_peak_bytes")
-      if i > 1 and lap and mods[i - 1].live_at_peak_bytes and lap > mods[i - 1].live_at_peak_bytes then
+      local prev = mods[i - 1]
+      if i > 1 and lap and type(prev) == "table" and math.type(prev.live_at_peak_bytes)
+         and lap > prev.live_at_peak_bytes then
         self:fail(p, "modules are not sorted by live_at_peak_bytes, largest first")
       end
     end
@@ -383,11 +396,15 @@ function V:timing(r, ok)
   if not t then return end
   local iters = self:array(t, "iter_ms", "timing")
   if iters then
+    local numbers = true
     for i, v in ipairs(iters) do
-      if type(v) ~= "number" or v < 0 then self:fail("timing.iter_ms[" .. i .. "]", "non-negative number expected") end
+      if type(v) ~= "number" or v < 0 or v ~= v then
+        self:fail("timing.iter_ms[" .. i .. "]", "non-negative number expected, got %s", type_name(v))
+        numbers = false
+      end
     end
-    local want = results.time_stats(iters)
-    if ok and not want then self:fail("timing.iter_ms", "empty in an ok result") end
+    local want = numbers and results.time_stats(iters) or nil
+    if ok and numbers and not want then self:fail("timing.iter_ms", "empty in an ok result") end
     if want then
       for k, v in pairs(want) do self:near(self:get(t, k, "timing", "number"), v, "timing." .. k, "the value over iter_ms") end
       self:near(self:get(r, "avg_time_ms", "", "number"), want.avg_ms, "avg_time_ms", "timing.avg_ms")
