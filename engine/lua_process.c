@@ -531,6 +531,9 @@ static int l_isolate(lua_State *L) {
     interrupted_by = 0;
     sigaction(SIGINT, &act, &old_int);
     sigaction(SIGTERM, &act, &old_term);
+    /* a signal this process ignores (a background job's SIGINT) stays ignored */
+    if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int, NULL);
+    if (old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &old_term, NULL);
     wait_outcome w;
     memset(&w, 0, sizeof w);
     wait_child(c, &w, timeout, grace);
@@ -540,8 +543,11 @@ static int l_isolate(lua_State *L) {
     c->fd = -1;
     if (w.interrupted) {
         int sig = interrupted_by;
-        raise(sig); /* the default action ends the process, as it would have without us */
-        luaL_error(L, "%s: interrupted by signal %d; the child was stopped", fname, sig);
+        /* the handler that was there runs now (dpprof's own makes the interrupt one line); the
+         * default action ends the process, as it would have without us */
+        raise(sig);
+        lua_sethook(L, NULL, 0, 0); /* this error is the interrupt: no second one from a hook */
+        luaL_error(L, "%s: interrupted by %s; the child was stopped", fname, sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
 
     size_t len;

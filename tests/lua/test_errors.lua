@@ -140,6 +140,35 @@ check.truthy(not text:find("[C]", 1, true), "no C frames: " .. text)
 -- DPPROF_TRACEBACK=1: everything.
 code, text = sh(string.format("DPPROF_TRACEBACK=1 %q run %q", exe, script))
 check.truthy(text:find("[C]", 1, true) or text:find("stack traceback:", 1, true), "full traceback: " .. text)
+-- Ctrl-C: one line, no traceback, and the process ends as an interrupted one (it used to print a
+-- traceback through sweep.lua, or nothing). During a sweep the point's child is stopped; the
+-- signal comes here from the point itself, as a terminal would send it to the foreground.
+local t0 = dp.clock()
+code, text = run_script(string.format([[
+local dp = require("dpprof")
+local parent = dp.pid()
+local function inner()
+  dp.sweep{ vary = { method = { "a", "b" } }, out = %q, quiet = true,
+            run = function() os.execute("kill -INT " .. parent) dp.sleep(30) return {} end }
+end
+local function outer() inner() end
+outer()
+]], out .. "-int"))
+check.truthy(code == 2 or code == 130, "ended by SIGINT: " .. tostring(code))
+check.eq(text, "dpprof: dpprof.isolate: interrupted by SIGINT; the child was stopped\n", "one line")
+check.truthy(dp.clock() - t0 < 15, "the sleeping child was stopped")
+os.execute("rm -rf " .. out .. "-int")
+-- in Lua code: at the next instruction
+code, text = run_script([[
+local dp = require("dpprof")
+os.execute("(sleep 0.3; kill -INT " .. dp.pid() .. ") &")
+local function spin() local x = 0 while true do x = x + 1 end end
+local function outer() spin() end
+outer()
+]])
+check.truthy(code == 2 or code == 130, "a loop ended by SIGINT: " .. tostring(code) .. " " .. text)
+check.eq(text, "dpprof: interrupted by SIGINT\n", "one line")
+
 -- The experiment scripts refuse an argument they do not read (it used to be ignored: method=ghost
 -- ran the default three methods, layers=2,4 the default depths), before running anything.
 local experiments = arg[0]:match("(.*/)") .. "../../experiments/"
