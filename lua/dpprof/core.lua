@@ -11,7 +11,7 @@ function dp.format_bytes(n)
   while math.abs(v) >= 1024 and i < #units do
     v, i = v / 1024, i + 1
   end
-  if i == 1 then return string.format("%d B", n) end
+  if i == 1 then return string.format("%s B", math.tointeger(n) or string.format("%.4g", n)) end
   return string.format("%.2f %s", v, units[i])
 end
 

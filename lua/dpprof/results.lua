@@ -409,7 +409,7 @@ function V:timing(r, ok)
       for k, v in pairs(want) do self:near(self:get(t, k, "timing", "number"), v, "timing." .. k, "the value over iter_ms") end
       self:near(self:get(r, "avg_time_ms", "", "number"), want.avg_ms, "avg_time_ms", "timing.avg_ms")
     end
-    if type(r.config) == "table" and math.type(r.config.iters) and ok and #iters ~= r.config.iters then
+    if type(r.config) == "table" and math.type(r.config.iters) == "integer" and ok and #iters ~= r.config.iters then
       self:fail("timing.iter_ms", "has %d entries, config.iters is %d", #iters, r.config.iters)
     end
   end
