@@ -7,6 +7,7 @@
  *   priv:noise()                      -- once per logical step, before opt:step()
  *   priv:stats(), priv:epsilon([delta]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
+ *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *
  * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
  * priv:stats().clip. The wrapper's user values keep the model, the optimizer and the batch of

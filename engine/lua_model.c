@@ -1,6 +1,7 @@
 /* lua_model.c: the model as a Lua userdata ("dpprof.model" metatable), dpprof.model{...} (a
- * callable table, so that other bindings can add dpprof.model.load and friends), dpprof.batch
- * and dpprof.free_batch.
+ * callable table, so that other bindings can add dpprof.model.load and friends),
+ * dpprof.model.check{...} (its option checks, without a device), dpprof.batch and
+ * dpprof.free_batch.
  *
  * As with tensors (liolib's order), the userdata is created empty with its metatable before the
  * model is built, so an error in between leaks nothing; __gc, __close and :free() share one

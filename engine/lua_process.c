@@ -20,7 +20,7 @@
  * and ends its OpenMP thread pool before fork (a child cannot use its parent's). The child (its
  * own process group, killed if the parent dies) restarts the engine clock, clears the inherited
  * ledger, peaks, snapshots and event logs, runs fn under a traceback handler, encodes an envelope {status, value | message,
- * traceback, oom} as JSON and writes it to a pipe with an 8-byte length prefix, then _exit()s
+ * traceback, oom} as JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity") and writes it to a pipe with an 8-byte length prefix, then _exit()s
  * (the parent's atexit handlers never run twice). The parent reads with poll() against the
  * deadline, stops the child's process group on timeout or on SIGINT/SIGTERM (SIGTERM, then
  * SIGKILL after `grace` seconds), reaps it and maps the outcome to a status:

@@ -18,8 +18,12 @@
 -- schedule ("default"), drops it ("none"), or keeps the listed names or patterns.
 --
 -- It runs in the calling process; dp.sweep (or dp.isolate(dp.experiment, cfg)) runs it in a clean
--- child. A failure inside (out of memory, an engine error) does not raise: the result has status
--- "oom" or "error", a message, and what was measured up to the failure. A bad configuration raises.
+-- child. A failure while it runs (out of memory, an engine error, a callback's error) does not
+-- raise: the result has status "oom" or "error", a message, and what was measured up to the
+-- failure. A bad configuration raises before anything is built: unknown keys, wrong types, and
+-- what dpprof.model and dpprof.dp.wrap would refuse (checked without a device), including a
+-- sample_rate x dataset_size that disagrees with the batch; what only building can tell (bf16 on
+-- the CPU) raises too.
 --
 -- Timing: every phase is bracketed by dp.sync() and dp.clock(), so it is device time; an
 -- iteration's time is the sum of its phases (batch creation, snapshots and callbacks excluded).

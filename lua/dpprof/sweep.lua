@@ -9,10 +9,14 @@
 -- sorted unless `order` lists them (the first key varies slowest). Each point runs through
 -- dp.isolate (timeout: per point), one progress line per point says how it ended, the elapsed time
 -- and an ETA, and its result is written to <out>/<point>.json at once (temporary file + rename),
--- with sweep={name, vary}. A rerun with the same out skips points whose file holds status ok or
--- oom (resume); points that errored, crashed or timed out run again unless retry_failed=false.
+-- with sweep={name, vary, config, config_hash}. A rerun with the same out skips points whose file
+-- holds status ok or oom (resume); points that errored, crashed or timed out run again unless
+-- retry_failed=false. A kept file must have been run with the point's resolved configuration
+-- (config_hash): otherwise the sweep refuses, naming what changed (resume=false runs all again).
 -- One point's failure never stops the sweep; a point whose configuration dp.experiment refuses
--- (checked for every point before the first runs) stops it before it starts. A summary table is
+-- (checked for every point before the first runs) stops it before it starts, and so does a file
+-- name too long for out. The sweep holds a lock on out (a second sweep is refused); a result that
+-- cannot be written, twice, stops the sweep with an error holding it. A summary table is
 -- printed at the end. The default
 -- run is dp.experiment; `run` replaces it (tests, custom measurements): it gets the point's config
 -- and its vary table and returns a table. Default out: results/run_<timestamp>.
