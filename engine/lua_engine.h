@@ -17,7 +17,7 @@ void dpl_open_device(lua_State *L);
 /* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,
  * sleep, pid, mkdir_p, list_dir, environment, executable and testing_crash (lua_process.c). */
 void dpl_open_process(lua_State *L);
-/* Adds dpprof.read_file, write_file, lock and name_max: files named by scripts, through
+/* Adds dpprof.read_file, write_file, writable, lock and name_max: files named by scripts, through
  * common/safe_file (lua_files.c). */
 void dpl_open_files(lua_State *L);
 /* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */

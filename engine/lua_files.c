@@ -9,6 +9,8 @@
  *       an exclusive lock on the file at path (created if absent) holding note; when another
  *       process holds it, nil and the note that process left. lock:release() (also __close and
  *       __gc) lets it go; the lock dies with the process too.
+ *   dpprof.writable(path) -> true | nil, message
+ *       whether write_file could replace what is at path: nothing, or a regular file
  *   dpprof.name_max(dir) -> the longest file name dir accepts (bytes) */
 #include "lua_engine.h"
 
@@ -63,6 +65,14 @@ static int l_write_file(lua_State *L) {
     return 1;
 }
 
+static int l_writable(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    char why[1024];
+    if (dpfile_check_target(path, why, sizeof why) != 0) return fail(L, why);
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static int lock_release(lua_State *L) {
     int *fd = luaL_checkudata(L, 1, LOCK_MT);
     if (*fd >= 0) close(*fd);
@@ -105,6 +115,6 @@ void dpl_open_files(lua_State *L) {
     }
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"read_file", l_read_file}, {"write_file", l_write_file}, {"lock", l_lock},
-                                   {"name_max", l_name_max},   {NULL, NULL}};
+                                   {"writable", l_writable},   {"name_max", l_name_max},   {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
 }

@@ -351,6 +351,13 @@ function cli.fit(args)
     eprint("dpprof fit: ", out)
     return 2
   end
+  if out then -- before the search: out=link.json would replace the link
+    local ok, why = dp.writable(tostring(out))
+    if not ok then
+      eprint("dpprof fit: out: ", why)
+      return 2
+    end
+  end
   local ok, f = pcall(dp.fit, opts)
   if not ok then
     local msg = tostring(f):gsub("^[^\n]-%.lua:%d+: ", "")

@@ -183,6 +183,10 @@ function experiment.config(cfg)
   if c.trace ~= nil and type(c.trace) ~= "string" then
     error("dpprof.experiment: trace must be the path of the trace file to write", 3)
   end
+  if c.trace ~= nil then -- refused now, not after the run: trace="/dev/full" would replace the device
+    local ok, why = dp.writable(c.trace)
+    if not ok then error("dpprof.experiment: trace: " .. why, 3) end
+  end
   if c.device_model ~= nil then
     if c.device ~= "plan" then
       error(string.format("dpprof.experiment: device_model applies to device=\"plan\" only (device is '%s')",
