@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define RENDER_EVERY 12
 #define MAX_FIXTURES 512
@@ -239,11 +240,16 @@ static char *mutate_text(const char *text) {
     for (size_t e = 0; e < edits && n > 0; e++) {
         size_t at = below(n);
         switch (below(3)) {
-        case 0: out[at] = "{}[]\",:0123456789.eE-+ntfa\\\x01\xff"[below(31)]; break;
+        case 0: {
+            static const char bytes[] = "{}[]\",:0123456789.eE-+ntfa\\\x01\xff";
+            out[at] = bytes[below(sizeof bytes - 1)];
+            break;
+        }
         case 1: out[at] = '\0', n = at; break; /* cut */
         default: /* insert one byte */
             memmove(out + at + 1, out + at, n - at + 1);
-            out[at] = "{[\",:-0.e9"[below(10)];
+            static const char inserted[] = "{[\",:-0.e9";
+            out[at] = inserted[below(sizeof inserted - 1)];
             n++;
         }
     }
@@ -360,10 +366,14 @@ int main(int argc, char **argv) {
 
         /* dpprof plot, now and then: the mutant beside two fixtures of its directory */
         if (iter % RENDER_EVERY == 0) {
-            char cmd[9000];
-            snprintf(cmd, sizeof cmd, "rm -f '%s'/*.json", render_dir);
-            if (system(cmd) != 0) fail(out, iter, text, "%s failed", cmd);
-            char path[4400];
+            char path[4600];
+            DIR *d = opendir(render_dir);
+            for (struct dirent *e; d && (e = readdir(d));) {
+                if (e->d_name[0] == '.') continue;
+                snprintf(path, sizeof path, "%s/%s", render_dir, e->d_name);
+                unlink(path);
+            }
+            if (d) closedir(d);
             snprintf(path, sizeof path, "%s/%s", render_dir, f->name);
             write_all(path, text);
             for (int k = 0; k < 2; k++) {
