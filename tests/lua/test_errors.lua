@@ -78,6 +78,18 @@ check.eq(r.message, "(an error object of type table, with no message)", "error({
 r = dp.experiment(cfg{ on = { after_step = function() error({ message = "from a table" }) end } })
 check.eq(r.message, "from a table", "an error table's message field")
 
+-- dpprof.model's messages name it: "dpprof.model: out of memory ...", not "dpprof.out of memory"
+-- (the engine's message was glued to "dpprof." for the configuration checks' "model: ..." form).
+dp.device("cpu")
+dp.memory.set_limit(1000)
+local mok, merr = pcall(dp.model, { vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8 })
+dp.memory.set_limit(0)
+check.eq(mok, false, "a model over the limit")
+check.truthy(tostring(merr):find("dpprof.model: out of memory", 1, true), tostring(merr))
+mok, merr = pcall(dp.model, { vocab = 64, hidden = 2 ^ 40, layers = 1, heads = 2, seq_len = 8, device = "plan" })
+check.truthy(tostring(merr):find("dpprof.model: tensor of that shape is too large", 1, true), tostring(merr))
+check.truthy(not tostring(merr):find("dpprof.tensor", 1, true), tostring(merr))
+
 -- Numbers are numbers: a string is refused with the key named, everywhere (model.hidden="16" used
 -- to be taken where iters="3" was refused), and an integral float is an integer (4 * 2^20 used
 -- to be refused as "got 4194304.0").
