@@ -177,7 +177,6 @@ invalid("number.json", "42", "the document is a number")
 invalid("null.json", "null", "the document is null")
 -- a valid result with one field broken, as the hostile-input pass found them (each used to raise
 -- in cli.lua: "attempt to index a number value", or an invalid format '%301s')
-local good = results.read(base)
 local function broken(name, edit, field)
   local r = results.read(base)
   edit(r)
