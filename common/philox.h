@@ -5,9 +5,9 @@
  * Philox4x32-10 (Salmon et al., SC'11) keyed by a 64-bit seed; the counter is the element's
  * block index (64 bits) and a 64-bit stream (the caller derives it from the step and tensor),
  * so element i of a tensor gets the same bits on every device whatever the launch shape.
- * Uniforms are (2k+1)/2^24 for the top 23 bits k of a word, exact in f32. Normals use Box-Muller with log, sin and cos written
- * here from IEEE-rounded +, -, *, / and sqrt only (never fused, never libm), so they are
- * bit-identical on the CPU and the GPU. Accuracy is a few ulp, plenty for noise. */
+ * Uniforms are (2k+1)/2^24 for the top 23 bits k of a word, exact in f32. Normals use Box-Muller with log, sin and cos
+ * written here from IEEE-rounded +, -, *, / and sqrt only (never fused, never libm), so they are bit-identical on the
+ * CPU and the GPU. Accuracy is a few ulp, plenty for noise. */
 #ifndef DP_PHILOX_H
 #define DP_PHILOX_H
 
@@ -35,7 +35,9 @@
 #endif
 #include <math.h>
 
-typedef struct { uint32_t v[4]; } dp_philox_out;
+typedef struct {
+    uint32_t v[4];
+} dp_philox_out;
 
 DP_HD uint32_t dp_philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
     uint64_t p = (uint64_t)a * (uint64_t)b;
@@ -71,7 +73,10 @@ DP_HD float dp_philox_uniform_word(uint32_t w) {
 
 /* log(x) for x in (0, 1], from IEEE-rounded operations only. */
 DP_HD float dp_det_log(float x) {
-    union { float f; uint32_t u; } b;
+    union {
+        float f;
+        uint32_t u;
+    } b;
     b.f = x;
     int e = (int)((b.u >> 23) & 0xffu) - 127;
     b.u = (b.u & 0x7fffffu) | 0x3f800000u; /* mantissa in [1, 2) */
@@ -84,11 +89,11 @@ DP_HD float dp_det_log(float x) {
     float s = DP_DIV(f, DP_ADD(2.0f, f));
     float z = DP_MUL(s, s);
     /* log(m) = 2 atanh(s) = 2 (s + s^3/3 + s^5/5 + ...), |s| <= 0.1716 */
-    float p = 0.181818181818f;                                  /* 2/11 */
-    p = DP_ADD(0.222222222222f, DP_MUL(z, p));                  /* 2/9 */
-    p = DP_ADD(0.285714285714f, DP_MUL(z, p));                  /* 2/7 */
-    p = DP_ADD(0.4f, DP_MUL(z, p));                             /* 2/5 */
-    p = DP_ADD(0.666666666667f, DP_MUL(z, p));                  /* 2/3 */
+    float p = 0.181818181818f;                 /* 2/11 */
+    p = DP_ADD(0.222222222222f, DP_MUL(z, p)); /* 2/9 */
+    p = DP_ADD(0.285714285714f, DP_MUL(z, p)); /* 2/7 */
+    p = DP_ADD(0.4f, DP_MUL(z, p));            /* 2/5 */
+    p = DP_ADD(0.666666666667f, DP_MUL(z, p)); /* 2/3 */
     p = DP_ADD(2.0f, DP_MUL(z, p));
     float logm = DP_MUL(s, p);
     float ef = (float)e;
@@ -112,7 +117,7 @@ DP_HD void dp_det_sincos_small(float x, float *s, float *c) {
 
 /* sin and cos of 2*pi*u for u in [0, 1). */
 DP_HD void dp_det_sincos_turn(float u, float *s, float *c) {
-    int q = (int)DP_MUL(u, 4.0f);                /* quadrant; u*4 is exact */
+    int q = (int)DP_MUL(u, 4.0f);                 /* quadrant; u*4 is exact */
     float r = DP_SUB(u, DP_MUL((float)q, 0.25f)); /* in [0, 0.25), exact */
     int flip = r > 0.125f;
     if (flip) r = DP_SUB(0.25f, r); /* exact */
@@ -121,10 +126,22 @@ DP_HD void dp_det_sincos_turn(float u, float *s, float *c) {
     dp_det_sincos_small(x, &sx, &cx);
     float sp = flip ? cx : sx, cp = flip ? sx : cx; /* sin, cos of the angle within the quadrant */
     switch (q & 3) {
-    case 0: *s = sp; *c = cp; break;
-    case 1: *s = cp; *c = -sp; break;
-    case 2: *s = -sp; *c = -cp; break;
-    default: *s = -cp; *c = sp; break;
+    case 0:
+        *s = sp;
+        *c = cp;
+        break;
+    case 1:
+        *s = cp;
+        *c = -sp;
+        break;
+    case 2:
+        *s = -sp;
+        *c = -cp;
+        break;
+    default:
+        *s = -cp;
+        *c = sp;
+        break;
     }
 }
 

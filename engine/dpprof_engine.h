@@ -33,22 +33,22 @@
 #ifndef DPPROF_ENGINE_H
 #define DPPROF_ENGINE_H
 
-#include "error.h"   /* status codes, dp_error_message, DP_TRY */
-#include "dtype.h"   /* f32, bf16, i32 */
-#include "memory.h"  /* the tagged allocator: categories, stats, per-module figures, snapshots, OOM */
-#include "scope.h"   /* module scopes: the dotted paths allocations are tagged with */
-#include "ledger.h"  /* flops and bytes moved per op name */
-#include "clock.h"   /* the monotonic clock of timings and snapshots */
-#include "device.h"  /* devices (cpu, cuda, plan), the current device, sync, snapshots, shutdown */
-#include "tensor.h"  /* tensors on a device: allocate, view, copy, fill, random */
-#include "ops.h"     /* GEMM, add, scale, axpy, sums of squares on tensors */
-#include "model.h"   /* GPT and Llama (LoRA, bf16): build, forward, backward, parameters */
-#include "data.h"    /* token batches: synthetic or from a token file */
-#include "optim.h"   /* AdamW and SGD with PyTorch's rules */
-#include "dpsgd.h"   /* DP-SGD around a model: norms x clip methods, presets, noise, sampling */
-#include "privacy.h" /* the RDP accountant: epsilon at delta, noise multiplier for a target */
+#include "error.h"    /* status codes, dp_error_message, DP_TRY */
+#include "dtype.h"    /* f32, bf16, i32 */
+#include "memory.h"   /* the tagged allocator: categories, stats, per-module figures, snapshots, OOM */
+#include "scope.h"    /* module scopes: the dotted paths allocations are tagged with */
+#include "ledger.h"   /* flops and bytes moved per op name */
+#include "clock.h"    /* the monotonic clock of timings and snapshots */
+#include "device.h"   /* devices (cpu, cuda, plan), the current device, sync, snapshots, shutdown */
+#include "tensor.h"   /* tensors on a device: allocate, view, copy, fill, random */
+#include "ops.h"      /* GEMM, add, scale, axpy, sums of squares on tensors */
+#include "model.h"    /* GPT and Llama (LoRA, bf16): build, forward, backward, parameters */
+#include "data.h"     /* token batches: synthetic or from a token file */
+#include "optim.h"    /* AdamW and SGD with PyTorch's rules */
+#include "dpsgd.h"    /* DP-SGD around a model: norms x clip methods, presets, noise, sampling */
+#include "privacy.h"  /* the RDP accountant: epsilon at delta, noise multiplier for a target */
 #include "model_io.h" /* Hugging Face checkpoints (safetensors + config.json) in and out */
-#include "version.h" /* the engine's version and build commit */
+#include "version.h"  /* the engine's version and build commit */
 
 /* Registers the backends this build has (cpu, plan and, when compiled, cuda) with the device
  * registry. Call once before any device is used; calling again is harmless. DP_OK or the error. */

@@ -182,7 +182,7 @@ extern "C" cudaError_t dpk_bias_backward(cudaStream_t s, int dtype, float *db, c
                                          int64_t cols, float *scratch, size_t scratch_floats) {
     if (dtype == DPK_BF16)
         return colsum_launch<bf16, COLSUM_BIAS>(s, (const bf16 *)g, NULL, NULL, NULL, rows, cols, db, NULL, scratch,
-                                                 scratch_floats);
+                                                scratch_floats);
     return colsum_launch<float, COLSUM_BIAS>(s, (const float *)g, NULL, NULL, NULL, rows, cols, db, NULL, scratch,
-                                              scratch_floats);
+                                             scratch_floats);
 }

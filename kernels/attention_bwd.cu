@@ -33,9 +33,8 @@
 /* ---- delta ----------------------------------------------------------------------------------- */
 
 template <typename T>
-__global__ void __launch_bounds__(256)
-    attn_delta_kernel(float *__restrict__ delta, const T *__restrict__ dout, const T *__restrict__ out, int64_t N,
-                      int T_, int H, int hd) {
+__global__ void __launch_bounds__(256) attn_delta_kernel(float *__restrict__ delta, const T *__restrict__ dout,
+                                                         const T *__restrict__ out, int64_t N, int T_, int H, int hd) {
     const int lane = threadIdx.x & 31;
     const int64_t warps = (int64_t)gridDim.x * 8;
     for (int64_t w = (int64_t)blockIdx.x * 8 + (threadIdx.x >> 5); w < N * H; w += warps) {
@@ -72,13 +71,12 @@ __global__ void __launch_bounds__(BWD_THREADS)
                              const bf16 *__restrict__ dout, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
                              const bf16 *__restrict__ v, int64_t ld_in, const float *__restrict__ lse,
                              const float *__restrict__ delta, int T, int H, float scale, float scale_log2) {
-    constexpr int BK = BWD_BK, TQ = BwdMma<HD>::TQ, LDS = BwdMma<HD>::LDS, KSTEPS = HD / 16, NQ = TQ / 8,
-                  OT = HD / 8;
+    constexpr int BK = BWD_BK, TQ = BwdMma<HD>::TQ, LDS = BwdMma<HD>::LDS, KSTEPS = HD / 16, NQ = TQ / 8, OT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    bf16 *sK = reinterpret_cast<bf16 *>(smem_raw); /* BK x LDS */
-    bf16 *sV = sK + BK * LDS;                       /* BK x LDS */
-    bf16 *sQ = sV + BK * LDS;                       /* 2 x TQ x LDS */
-    bf16 *sO = sQ + 2 * TQ * LDS;                   /* dO: 2 x TQ x LDS */
+    bf16 *sK = reinterpret_cast<bf16 *>(smem_raw);            /* BK x LDS */
+    bf16 *sV = sK + BK * LDS;                                 /* BK x LDS */
+    bf16 *sQ = sV + BK * LDS;                                 /* 2 x TQ x LDS */
+    bf16 *sO = sQ + 2 * TQ * LDS;                             /* dO: 2 x TQ x LDS */
     float *sL = reinterpret_cast<float *>(sO + 2 * TQ * LDS); /* 2 x TQ: lse */
     float *sD = sL + 2 * TQ;                                  /* 2 x TQ: delta */
 
@@ -159,7 +157,7 @@ __global__ void __launch_bounds__(BWD_THREADS)
                         const int key = wk0 + (lane >> 2) + ((e >> 1) << 3), qi = qs + ql;
                         if (qi < key || qi >= T || key >= T) p = 0.0f;
                     }
-                    s[j][e] = p;                    /* P^T */
+                    s[j][e] = p;                        /* P^T */
                     dp[j][e] = p * (dp[j][e] - Dt[ql]); /* dS^T */
                 }
 #pragma unroll
@@ -192,7 +190,8 @@ __global__ void __launch_bounds__(BWD_THREADS)
 #pragma unroll
             for (int i = 0; i < OT; i++) {
                 const int col = i * 8 + (lane & 3) * 2;
-                *reinterpret_cast<uint32_t *>(dkr + col) = pack_bf16x2(dK[i][2 * hf] * scale, dK[i][2 * hf + 1] * scale);
+                *reinterpret_cast<uint32_t *>(dkr + col) =
+                    pack_bf16x2(dK[i][2 * hf] * scale, dK[i][2 * hf + 1] * scale);
                 *reinterpret_cast<uint32_t *>(dvr + col) = pack_bf16x2(dV[i][2 * hf], dV[i][2 * hf + 1]);
             }
         }
@@ -207,13 +206,12 @@ __global__ void __launch_bounds__(BWD_THREADS)
                            const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
                            int64_t ld_in, const float *__restrict__ lse, const float *__restrict__ delta, int T, int H,
                            float scale, float scale_log2) {
-    constexpr int BQ = BWD_BQ, TK = BwdMma<HD>::TK, LDS = BwdMma<HD>::LDS, KSTEPS = HD / 16, NK = TK / 8,
-                  OT = HD / 8;
+    constexpr int BQ = BWD_BQ, TK = BwdMma<HD>::TK, LDS = BwdMma<HD>::LDS, KSTEPS = HD / 16, NK = TK / 8, OT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw); /* BQ x LDS */
-    bf16 *sO = sQ + BQ * LDS;                       /* dO: BQ x LDS */
-    bf16 *sK = sO + BQ * LDS;                       /* 2 x TK x LDS */
-    bf16 *sV = sK + 2 * TK * LDS;                   /* 2 x TK x LDS */
+    bf16 *sO = sQ + BQ * LDS;                      /* dO: BQ x LDS */
+    bf16 *sK = sO + BQ * LDS;                      /* 2 x TK x LDS */
+    bf16 *sV = sK + 2 * TK * LDS;                  /* 2 x TK x LDS */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nqb = (T + BQ - 1) / BQ, qb = nqb - 1 - (int)blockIdx.x;
@@ -303,7 +301,8 @@ __global__ void __launch_bounds__(BWD_THREADS)
 #pragma unroll
                 for (int c2 = 0; c2 < HD / 16; c2++) {
                     uint32_t kb[4];
-                    ldsm_x4_trans(kb, Kt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + c2 * 16 + (lane >> 4) * 8);
+                    ldsm_x4_trans(kb, Kt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + c2 * 16 +
+                                          (lane >> 4) * 8);
                     mma_bf16(dQ[2 * c2], sa, kb[0], kb[1]);
                     mma_bf16(dQ[2 * c2 + 1], sa, kb[2], kb[3]);
                 }
@@ -320,7 +319,8 @@ __global__ void __launch_bounds__(BWD_THREADS)
 #pragma unroll
             for (int i = 0; i < OT; i++) {
                 const int col = i * 8 + (lane & 3) * 2;
-                *reinterpret_cast<uint32_t *>(dqr + col) = pack_bf16x2(dQ[i][2 * hf] * scale, dQ[i][2 * hf + 1] * scale);
+                *reinterpret_cast<uint32_t *>(dqr + col) =
+                    pack_bf16x2(dQ[i][2 * hf] * scale, dQ[i][2 * hf + 1] * scale);
             }
         }
     }
@@ -329,10 +329,10 @@ __global__ void __launch_bounds__(BWD_THREADS)
 /* ---- SIMT: dK, dV ---------------------------------------------------------------------------- */
 
 template <int HD> struct BwdSimt {
-    static constexpr int BK = HD <= 128 ? 64 : 32;        /* dK/dV block: keys (rows) */
-    static constexpr int TQ = HD == 64 ? 64 : 32;         /* its query tile (columns) */
-    static constexpr int BQ = HD <= 128 ? 64 : 32;        /* dQ block: queries (rows) */
-    static constexpr int TK = HD == 64 ? 64 : 32;         /* its key tile (columns) */
+    static constexpr int BK = HD <= 128 ? 64 : 32; /* dK/dV block: keys (rows) */
+    static constexpr int TQ = HD == 64 ? 64 : 32;  /* its query tile (columns) */
+    static constexpr int BQ = HD <= 128 ? 64 : 32; /* dQ block: queries (rows) */
+    static constexpr int TK = HD == 64 ? 64 : 32;  /* its key tile (columns) */
     static constexpr size_t dkdv_smem =
         ((size_t)(2 * BK + 2 * TQ) * (HD + 4) + (size_t)2 * BK * (TQ + 4) + 2 * TQ) * sizeof(float);
     static constexpr size_t dq_smem = ((size_t)(2 * BQ + 2 * TK) * (HD + 4) + (size_t)BQ * (TK + 4)) * sizeof(float);
@@ -341,20 +341,20 @@ template <int HD> struct BwdSimt {
 template <typename T, int HD>
 __global__ void __launch_bounds__(256, 1)
     attn_bwd_dkdv_simt_kernel(T *__restrict__ dk, T *__restrict__ dv, int64_t ld_grad, const T *__restrict__ dout,
-                              const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v,
-                              int64_t ld_in, const float *__restrict__ lse, const float *__restrict__ delta, int T_,
-                              int H, int hd, float scale, float scale_log2) {
+                              const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, int64_t ld_in,
+                              const float *__restrict__ lse, const float *__restrict__ delta, int T_, int H, int hd,
+                              float scale, float scale_log2) {
     constexpr int BK = BwdSimt<HD>::BK, TQ = BwdSimt<HD>::TQ, LDF = HD + 4, LDP = TQ + 4;
     constexpr int RM = BK / 16, RN = TQ / 16, CO = HD / 64;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float *sK = reinterpret_cast<float *>(smem_raw); /* BK x LDF */
-    float *sV = sK + BK * LDF;                        /* BK x LDF */
-    float *sQ = sV + BK * LDF;                        /* TQ x LDF */
-    float *sO = sQ + TQ * LDF;                        /* dO: TQ x LDF */
-    float *sP = sO + TQ * LDF;                        /* P^T: BK x LDP */
-    float *sS = sP + BK * LDP;                        /* dS^T: BK x LDP */
-    float *sL = sS + BK * LDP;                        /* TQ: lse * log2(e) */
-    float *sD = sL + TQ;                              /* TQ: delta */
+    float *sV = sK + BK * LDF;                       /* BK x LDF */
+    float *sQ = sV + BK * LDF;                       /* TQ x LDF */
+    float *sO = sQ + TQ * LDF;                       /* dO: TQ x LDF */
+    float *sP = sO + TQ * LDF;                       /* P^T: BK x LDP */
+    float *sS = sP + BK * LDP;                       /* dS^T: BK x LDP */
+    float *sL = sS + BK * LDP;                       /* TQ: lse * log2(e) */
+    float *sD = sL + TQ;                             /* TQ: delta */
 
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
@@ -434,18 +434,18 @@ __global__ void __launch_bounds__(256, 1)
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(256, 1)
-    attn_bwd_dq_simt_kernel(T *__restrict__ dq, int64_t ld_grad, const T *__restrict__ dout,
-                            const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, int64_t ld_in,
+    attn_bwd_dq_simt_kernel(T *__restrict__ dq, int64_t ld_grad, const T *__restrict__ dout, const T *__restrict__ q,
+                            const T *__restrict__ k, const T *__restrict__ v, int64_t ld_in,
                             const float *__restrict__ lse, const float *__restrict__ delta, int T_, int H, int hd,
                             float scale, float scale_log2) {
     constexpr int BQ = BwdSimt<HD>::BQ, TK = BwdSimt<HD>::TK, LDF = HD + 4, LDP = TK + 4;
     constexpr int RM = BQ / 16, RN = TK / 16, CO = HD / 64;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float *sQ = reinterpret_cast<float *>(smem_raw); /* BQ x LDF */
-    float *sO = sQ + BQ * LDF;                        /* dO: BQ x LDF */
-    float *sK = sO + BQ * LDF;                        /* TK x LDF */
-    float *sV = sK + TK * LDF;                        /* TK x LDF */
-    float *sS = sV + TK * LDF;                        /* dS: BQ x LDP */
+    float *sO = sQ + BQ * LDF;                       /* dO: BQ x LDF */
+    float *sK = sO + BQ * LDF;                       /* TK x LDF */
+    float *sV = sK + TK * LDF;                       /* TK x LDF */
+    float *sS = sV + TK * LDF;                       /* dS: BQ x LDP */
 
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int nqb = (T_ + BQ - 1) / BQ, qb = nqb - 1 - (int)blockIdx.x;
@@ -540,10 +540,9 @@ template <int HD> static cudaError_t bwd_mma(cudaStream_t s, const BwdArgs &a) {
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     dim3 g2((unsigned)((a.T + BWD_BQ - 1) / BWD_BQ), (unsigned)(a.B * a.H));
-    attn_bwd_dq_mma_kernel<HD><<<g2, BWD_THREADS, C::dq_smem, s>>>((bf16 *)a.dq, a.ld_grad, (const bf16 *)a.dout,
-                                                                   (const bf16 *)a.q, (const bf16 *)a.k,
-                                                                   (const bf16 *)a.v, a.ld_in, a.lse, a.delta, a.T,
-                                                                   a.H, a.scale, sl2);
+    attn_bwd_dq_mma_kernel<HD><<<g2, BWD_THREADS, C::dq_smem, s>>>(
+        (bf16 *)a.dq, a.ld_grad, (const bf16 *)a.dout, (const bf16 *)a.q, (const bf16 *)a.k, (const bf16 *)a.v, a.ld_in,
+        a.lse, a.delta, a.T, a.H, a.scale, sl2);
     return cudaGetLastError();
 }
 
@@ -564,9 +563,9 @@ template <typename T, int HD> static cudaError_t bwd_simt(cudaStream_t s, const 
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     dim3 g2((unsigned)((a.T + C::BQ - 1) / C::BQ), (unsigned)(a.B * a.H));
-    attn_bwd_dq_simt_kernel<T, HD><<<g2, 256, C::dq_smem, s>>>((T *)a.dq, a.ld_grad, (const T *)a.dout,
-                                                              (const T *)a.q, (const T *)a.k, (const T *)a.v, a.ld_in,
-                                                              a.lse, a.delta, a.T, a.H, a.hd, a.scale, sl2);
+    attn_bwd_dq_simt_kernel<T, HD><<<g2, 256, C::dq_smem, s>>>((T *)a.dq, a.ld_grad, (const T *)a.dout, (const T *)a.q,
+                                                               (const T *)a.k, (const T *)a.v, a.ld_in, a.lse, a.delta,
+                                                               a.T, a.H, a.hd, a.scale, sl2);
     return cudaGetLastError();
 }
 
@@ -579,11 +578,10 @@ template <typename T> static cudaError_t bwd_simt_any(cudaStream_t s, const BwdA
     }
 }
 
-extern "C" cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv,
-                                              int64_t ld_grad, const void *dout, const void *out, const float *lse,
-                                              const void *q, const void *k, const void *v, int64_t ld_in,
-                                              float *delta, int64_t B, int64_t T, int64_t H, int64_t hd,
-                                              float scale) {
+extern "C" cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv, int64_t ld_grad,
+                                              const void *dout, const void *out, const float *lse, const void *q,
+                                              const void *k, const void *v, int64_t ld_in, float *delta, int64_t B,
+                                              int64_t T, int64_t H, int64_t hd, float scale) {
     if (B <= 0 || T <= 0 || H <= 0) return cudaSuccess;
     if (hd <= 0 || hd > 256 || ld_in < H * hd || ld_grad < H * hd || B * H > 65535 || B * T > INT32_MAX)
         return cudaErrorInvalidValue;
@@ -591,16 +589,16 @@ extern "C" cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *d
     unsigned dblocks = (unsigned)((N * H + 7) / 8);
     if (dblocks > 65535u * 4u) dblocks = 65535u * 4u;
     if (dtype == DPK_BF16)
-        attn_delta_kernel<bf16><<<dblocks, 256, 0, s>>>(delta, (const bf16 *)dout, (const bf16 *)out, N, (int)T,
-                                                        (int)H, (int)hd);
+        attn_delta_kernel<bf16>
+            <<<dblocks, 256, 0, s>>>(delta, (const bf16 *)dout, (const bf16 *)out, N, (int)T, (int)H, (int)hd);
     else
-        attn_delta_kernel<float><<<dblocks, 256, 0, s>>>(delta, (const float *)dout, (const float *)out, N, (int)T,
-                                                         (int)H, (int)hd);
+        attn_delta_kernel<float>
+            <<<dblocks, 256, 0, s>>>(delta, (const float *)dout, (const float *)out, N, (int)T, (int)H, (int)hd);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     BwdArgs a = {dq, dk, dv, ld_grad, dout, q, k, v, ld_in, lse, delta, (int)B, (int)T, (int)H, (int)hd, scale};
-    const bool grads_ok = ld_grad % 2 == 0 && ((uintptr_t)dq & 3u) == 0 && ((uintptr_t)dk & 3u) == 0 &&
-                          ((uintptr_t)dv & 3u) == 0;
+    const bool grads_ok =
+        ld_grad % 2 == 0 && ((uintptr_t)dq & 3u) == 0 && ((uintptr_t)dk & 3u) == 0 && ((uintptr_t)dv & 3u) == 0;
     if (att_mma_ok(dtype, hd, ld_in, q, k, v) && dpk_aligned16(dout) && grads_ok)
         return hd == 64 ? bwd_mma<64>(s, a) : bwd_mma<128>(s, a);
     return dtype == DPK_BF16 ? bwd_simt_any<bf16>(s, a) : bwd_simt_any<float>(s, a);

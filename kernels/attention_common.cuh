@@ -40,15 +40,13 @@ __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)
 /* 16 bytes global -> shared, or 16 zero bytes when !valid (src is then not read). */
 __device__ __forceinline__ void cp_async16(void *dst, const void *src, bool valid) {
     const int n = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n)
-                 : "memory");
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n) : "memory");
 }
 
 /* 4 bytes global -> shared, or zero when !valid. */
 __device__ __forceinline__ void cp_async4(void *dst, const void *src, bool valid) {
     const int n = valid ? 4 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n)
-                 : "memory");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(n) : "memory");
 }
 
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
@@ -106,8 +104,7 @@ __device__ __forceinline__ void cp_tile(bf16 *dst, const bf16 *src, int64_t ld, 
 /* Rows [r0, r0 + rows) of one head (hd elements from src, row stride ld) widened into an f32
  * tile with row stride HD + 4; rows >= T and columns >= hd become zeros. */
 template <typename T, int HD>
-__device__ __forceinline__ void simt_load_tile(float *dst, const T *src, int64_t ld, int r0, int rows, int T_,
-                                               int hd) {
+__device__ __forceinline__ void simt_load_tile(float *dst, const T *src, int64_t ld, int r0, int rows, int T_, int hd) {
     for (int i = threadIdx.x; i < rows * HD; i += 256) {
         const int r = i / HD, c = i % HD, t = r0 + r;
         dst[r * (HD + 4) + c] = (t < T_ && c < hd) ? ldf(src + (int64_t)t * ld + c) : 0.0f;

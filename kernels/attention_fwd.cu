@@ -52,8 +52,8 @@ __global__ void __launch_bounds__(FWD_THREADS, 1)
     constexpr int BR = FWD_BR, BC = FWD_BC, LDS = HD + 8, KSTEPS = HD / 16, NT = BC / 8, OT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw); /* BR x LDS */
-    bf16 *sK = sQ + BR * LDS;                       /* 2 buffers of BC x LDS */
-    bf16 *sV = sK + 2 * BC * LDS;                   /* 2 buffers of BC x LDS */
+    bf16 *sK = sQ + BR * LDS;                      /* 2 buffers of BC x LDS */
+    bf16 *sV = sK + 2 * BC * LDS;                  /* 2 buffers of BC x LDS */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int nqb = (T + BR - 1) / BR, qb = nqb - 1 - (int)blockIdx.x;
@@ -155,7 +155,8 @@ __global__ void __launch_bounds__(FWD_THREADS, 1)
 #pragma unroll
                 for (int c2 = 0; c2 < HD / 16; c2++) {
                     uint32_t bfr[4];
-                    ldsm_x4_trans(bfr, Vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + c2 * 16 + (lane >> 4) * 8);
+                    ldsm_x4_trans(bfr, Vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LDS + c2 * 16 +
+                                           (lane >> 4) * 8);
                     mma_bf16(o[2 * c2], a, bfr[0], bfr[1]);
                     mma_bf16(o[2 * c2 + 1], a, bfr[2], bfr[3]);
                 }
@@ -208,16 +209,15 @@ template <int HD> struct FwdSimtCfg {
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(256, 1)
-    attn_fwd_simt_kernel(T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ q,
-                         const T *__restrict__ k, const T *__restrict__ v, int64_t ld_in, int T_, int H, int hd,
-                         float scale_log2) {
+    attn_fwd_simt_kernel(T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ q, const T *__restrict__ k,
+                         const T *__restrict__ v, int64_t ld_in, int T_, int H, int hd, float scale_log2) {
     constexpr int BR = FwdSimtCfg<HD>::BR, BC = FwdSimtCfg<HD>::BC, LDF = HD + 4, LDP = BC + 4;
     constexpr int RM = BR / 16, RN = BC / 16, CO = HD / 64;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     float *sQ = reinterpret_cast<float *>(smem_raw); /* BR x LDF */
-    float *sK = sQ + BR * LDF;                        /* BC x LDF */
-    float *sV = sK + BC * LDF;                        /* BC x LDF */
-    float *sP = sV + BC * LDF;                        /* BR x LDP */
+    float *sK = sQ + BR * LDF;                       /* BC x LDF */
+    float *sV = sK + BC * LDF;                       /* BC x LDF */
+    float *sP = sV + BC * LDF;                       /* BR x LDP */
 
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
     const int nqb = (T_ + BR - 1) / BR, qb = nqb - 1 - (int)blockIdx.x;

@@ -10,8 +10,7 @@ namespace { /* each .cu gets its own copy */
 
 /* Sum of v over a block of NT threads (a multiple of 32), in a fixed tree order; the result is
  * valid in thread 0. Uses NT/32 floats of shared memory; ends with the block synchronised. */
-template <int NT>
-__device__ __forceinline__ float block_sum(float v) {
+template <int NT> __device__ __forceinline__ float block_sum(float v) {
     __shared__ float warp_sums[NT / 32];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;

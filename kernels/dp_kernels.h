@@ -34,20 +34,20 @@ cudaError_t dpk_dp_grouped_sumsq(cudaStream_t s, int dtype, int64_t B, int64_t T
                                  const uint64_t *keys, float alpha, float *out, int accumulate, float *scratch,
                                  size_t scratch_elems);
 /* psg[i, ids[i,t], :] += alpha g[i, t, :], t in increasing order. */
-cudaError_t dpk_dp_scatter_rows(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d, int64_t V,
-                                const void *g, const int32_t *ids, float alpha, float *psg);
+cudaError_t dpk_dp_scatter_rows(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d, int64_t V, const void *g,
+                                const int32_t *ids, float alpha, float *psg);
 /* h[i, s, u] = g[i, s, ids[i, u]]. */
 cudaError_t dpk_dp_gather_cols(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t V, const void *g,
                                const int32_t *ids, void *h);
 /* Flash Gram tiles: out[i] (+)= alpha ||g_i^T a_i||^2 from the lower triangle of 128 x 128 tiles
  * of a_i a_i^T and g_i g_i^T (bf16: mma.sync tensor cores; f32: CUDA cores). */
-cudaError_t dpk_dp_gram_tile_sumsq(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d, int64_t p,
-                                   const void *a, const void *g, float alpha, float *out, int accumulate,
-                                   float *scratch, size_t scratch_elems);
+cudaError_t dpk_dp_gram_tile_sumsq(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d, int64_t p, const void *a,
+                                   const void *g, float alpha, float *out, int accumulate, float *scratch,
+                                   size_t scratch_elems);
 /* Flash gradient tiles: out[i] (+)= alpha ||g_i^T a_i||^2 from 128 x 128 tiles of g_i^T a_i. */
-cudaError_t dpk_dp_grad_tile_sumsq(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d, int64_t p,
-                                   const void *a, const void *g, float alpha, float *out, int accumulate,
-                                   float *scratch, size_t scratch_elems);
+cudaError_t dpk_dp_grad_tile_sumsq(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d, int64_t p, const void *a,
+                                   const void *g, float alpha, float *out, int accumulate, float *scratch,
+                                   size_t scratch_elems);
 /* r[i, u, :] = sum_s g[i, s, ids[i, u]] a[i, s, :] (r f32), the gathered operand loaded per tile. */
 cudaError_t dpk_dp_tied_rows(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d, int64_t V, const void *g,
                              const int32_t *ids, const void *a, float *r);

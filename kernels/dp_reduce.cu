@@ -8,9 +8,9 @@
 
 using namespace dpk_dp;
 
-#define RT 256           /* threads per block */
-#define DOT_PART 16384   /* elements per partial, at least, in batched_dot */
-#define ROW_GROUPS 8     /* token groups summed separately, then in order, in token sums */
+#define RT 256         /* threads per block */
+#define DOT_PART 16384 /* elements per partial, at least, in batched_dot */
+#define ROW_GROUPS 8   /* token groups summed separately, then in order, in token sums */
 
 /* ---- batched_dot ------------------------------------------------------------------------- */
 
@@ -180,8 +180,8 @@ extern "C" cudaError_t dpk_dp_scale_samples(cudaStream_t s, int dtype, int64_t B
  * segments at run boundaries: segment k starts at the first run that starts at or after
  * k * T / segs, so a run is never split. Each thread walks its column through the segment's
  * runs in order: the run's sum of g rows, squared, added to its total. */
-__global__ void grouped_sumsq_kernel(int dtype, int64_t T, int64_t d, const void *g, const uint64_t *keys,
-                                     int64_t segs, int64_t chunks, float *partial) {
+__global__ void grouped_sumsq_kernel(int dtype, int64_t T, int64_t d, const void *g, const uint64_t *keys, int64_t segs,
+                                     int64_t chunks, float *partial) {
     const int64_t i = blockIdx.z, seg = blockIdx.y, c = blockIdx.x * (int64_t)RT + threadIdx.x;
     const uint64_t *k = keys + i * T;
     /* the segment's [begin, end): both boundaries moved forward to a run start */
@@ -204,9 +204,9 @@ __global__ void grouped_sumsq_kernel(int dtype, int64_t T, int64_t d, const void
     if (threadIdx.x == 0) partial[(i * segs + seg) * chunks + blockIdx.x] = total;
 }
 
-extern "C" cudaError_t dpk_dp_grouped_sumsq(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d,
-                                            const void *g, const uint64_t *keys, float alpha, float *out,
-                                            int accumulate, float *scratch, size_t scratch_elems) {
+extern "C" cudaError_t dpk_dp_grouped_sumsq(cudaStream_t s, int dtype, int64_t B, int64_t T, int64_t d, const void *g,
+                                            const uint64_t *keys, float alpha, float *out, int accumulate,
+                                            float *scratch, size_t scratch_elems) {
     if (B <= 0) return cudaSuccess;
     int64_t segs = (T + 255) / 256;
     if (segs < 1) segs = 1;

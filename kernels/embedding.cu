@@ -56,8 +56,8 @@ __global__ void embedding_forward_vec4_kernel(T *__restrict__ out, const int32_t
 
 template <typename T>
 __global__ void __launch_bounds__(EMB_THREADS)
-    embedding_backward_wte_kernel(const T *__restrict__ dout, const int32_t *__restrict__ ids, float *dwte,
-                                  int64_t N, int64_t d, int64_t V) {
+    embedding_backward_wte_kernel(const T *__restrict__ dout, const int32_t *__restrict__ ids, float *dwte, int64_t N,
+                                  int64_t d, int64_t V) {
     __shared__ int32_t list[EMB_LIST];
     __shared__ int counts[EMB_THREADS / 32];
     const int64_t n = blockIdx.x;
@@ -112,8 +112,8 @@ __global__ void embedding_backward_wpe_kernel(const T *__restrict__ dout, float 
 }
 
 template <typename T>
-static cudaError_t embedding_forward_t(cudaStream_t s, T *out, const int32_t *ids, const float *wte,
-                                       const float *wpe, int64_t N, int64_t T_, int64_t d) {
+static cudaError_t embedding_forward_t(cudaStream_t s, T *out, const int32_t *ids, const float *wte, const float *wpe,
+                                       int64_t N, int64_t T_, int64_t d) {
     const bool vec = d % 4 == 0 && dpk_aligned16(out) && dpk_aligned16(wte) && (!wpe || dpk_aligned16(wpe));
     if (vec)
         embedding_forward_vec4_kernel<T><<<dpk_blocks((size_t)(N * d / 4)), 256, 0, s>>>(out, ids, wte, wpe, N, T_, d);
@@ -122,8 +122,8 @@ static cudaError_t embedding_forward_t(cudaStream_t s, T *out, const int32_t *id
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, void *out, const int32_t *ids,
-                                             const float *wte, const float *wpe, int64_t N, int64_t T, int64_t d) {
+extern "C" cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, void *out, const int32_t *ids, const float *wte,
+                                             const float *wpe, int64_t N, int64_t T, int64_t d) {
     if (N <= 0 || d <= 0) return cudaSuccess;
     if (T <= 0) return cudaErrorInvalidValue;
     if (dtype == DPK_BF16) return embedding_forward_t(s, (bf16 *)out, ids, wte, wpe, N, T, d);
@@ -131,8 +131,8 @@ extern "C" cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, void *ou
 }
 
 template <typename T>
-static cudaError_t embedding_backward_t(cudaStream_t s, const T *dout, const int32_t *ids, float *dwte,
-                                        float *dwpe, int64_t N, int64_t T_, int64_t d, int64_t V) {
+static cudaError_t embedding_backward_t(cudaStream_t s, const T *dout, const int32_t *ids, float *dwte, float *dwpe,
+                                        int64_t N, int64_t T_, int64_t d, int64_t V) {
     if (dwte) {
         embedding_backward_wte_kernel<T><<<(unsigned)N, EMB_THREADS, 0, s>>>(dout, ids, dwte, N, d, V);
         cudaError_t e = cudaGetLastError();

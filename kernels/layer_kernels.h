@@ -44,8 +44,8 @@ cudaError_t dpk_gelu_forward(cudaStream_t s, int dtype, void *out, const void *x
 cudaError_t dpk_gelu_backward(cudaStream_t s, int dtype, void *dx, const void *dout, const void *x, int64_t n,
                               int accumulate);
 cudaError_t dpk_swiglu_forward(cudaStream_t s, int dtype, void *out, const void *gate, const void *up, int64_t n);
-cudaError_t dpk_swiglu_backward(cudaStream_t s, int dtype, void *dgate, void *dup, const void *dout,
-                                const void *gate, const void *up, int64_t n);
+cudaError_t dpk_swiglu_backward(cudaStream_t s, int dtype, void *dgate, void *dup, const void *dout, const void *gate,
+                                const void *up, int64_t n);
 
 /* rope.cu: rotate-half rotary embedding in place (hd even). */
 cudaError_t dpk_rope(cudaStream_t s, int dtype, void *x, int64_t ld, int64_t N, int64_t T, int64_t H, int64_t hd,
@@ -58,9 +58,9 @@ cudaError_t dpk_attention_forward(cudaStream_t s, int dtype, void *out, float *l
                                   const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
                                   float scale);
 cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                   const void *dout, const void *out, const float *lse, const void *q,
-                                   const void *k, const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T,
-                                   int64_t H, int64_t hd, float scale);
+                                   const void *dout, const void *out, const float *lse, const void *q, const void *k,
+                                   const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
+                                   int64_t hd, float scale);
 /* 1 when attention of this dtype and shape runs on tensor cores (for benchmarks and docs). */
 int dpk_attention_uses_mma(int dtype, int64_t hd, int64_t ld_in, const void *q, const void *k, const void *v);
 

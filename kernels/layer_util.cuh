@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(COLSUM_TX *COLSUM_TY)
 /* dst[o][j0 + jl] += sum over chunks c in order of part[(o * chunks + c) * width + jl]; a NULL
  * destination is skipped. */
 static __global__ void colsum_finish_kernel(const float *__restrict__ part, int chunks, int64_t width, int64_t j0,
-                                     float *dst0, float *dst1) {
+                                            float *dst0, float *dst1) {
     const int64_t jl = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int o = blockIdx.y;
     float *dst = o == 0 ? dst0 : dst1;

@@ -38,9 +38,7 @@ template <int VEC> __device__ __forceinline__ void load_params(const float *p, f
 
 /* IEEE f32 division and square root (within an ulp of the CPU's double formula, without
  * double-precision subroutine calls) */
-__device__ __forceinline__ float rstd_of(float sum, int64_t d, float eps) {
-    return 1.0f / sqrtf(sum / (float)d + eps);
-}
+__device__ __forceinline__ float rstd_of(float sum, int64_t d, float eps) { return 1.0f / sqrtf(sum / (float)d + eps); }
 
 /* ---- forward ------------------------------------------------------------------------------- */
 
@@ -237,10 +235,10 @@ static unsigned norm_blocks(int group, int64_t N) {
     return group == 32 ? (unsigned)((N + NORM_THREADS / 32 - 1) / (NORM_THREADS / 32)) : (unsigned)N;
 }
 
-#define NORM_CASES(GROUP, LAUNCH)                                                                                  \
-    case GROUP * 10 + 1: LAUNCH(GROUP, 1); break;                                                                  \
-    case GROUP * 10 + 2: LAUNCH(GROUP, 2); break;                                                                  \
-    case GROUP * 10 + 4: LAUNCH(GROUP, 4); break;                                                                  \
+#define NORM_CASES(GROUP, LAUNCH)                                                                                      \
+    case GROUP * 10 + 1: LAUNCH(GROUP, 1); break;                                                                      \
+    case GROUP * 10 + 2: LAUNCH(GROUP, 2); break;                                                                      \
+    case GROUP * 10 + 4: LAUNCH(GROUP, 4); break;                                                                      \
     case GROUP * 10 + 8: LAUNCH(GROUP, (Pack<T>::N == 4 ? 8 : 4)); break;
 
 template <typename T, bool RMS>
@@ -248,13 +246,14 @@ static cudaError_t norm_forward_t(cudaStream_t s, T *out, float *mean, float *rs
                                   const float *b, int64_t N, int64_t d, float eps) {
     const bool aligned = dpk_aligned16(out) && dpk_aligned16(x) && dpk_aligned16(w) && (RMS || dpk_aligned16(b));
     const NormPlan pl = norm_plan<T>(d, aligned);
-#define NORM_FWD(GROUP, MAXP)                                                                                      \
-    norm_forward_kernel<T, GROUP, MAXP, RMS><<<norm_blocks(GROUP, N), NORM_THREADS, 0, s>>>(out, mean, rstd, x, w, \
-                                                                                           b, N, d, eps)
+#define NORM_FWD(GROUP, MAXP)                                                                                          \
+    norm_forward_kernel<T, GROUP, MAXP, RMS>                                                                           \
+        <<<norm_blocks(GROUP, N), NORM_THREADS, 0, s>>>(out, mean, rstd, x, w, b, N, d, eps)
     switch (pl.group * 10 + pl.maxp) {
         NORM_CASES(32, NORM_FWD)
         NORM_CASES(256, NORM_FWD)
-    default: norm_forward_generic_kernel<T, RMS><<<(unsigned)N, NORM_THREADS, 0, s>>>(out, mean, rstd, x, w, b, N, d, eps);
+    default:
+        norm_forward_generic_kernel<T, RMS><<<(unsigned)N, NORM_THREADS, 0, s>>>(out, mean, rstd, x, w, b, N, d, eps);
     }
 #undef NORM_FWD
     return cudaGetLastError();
@@ -266,24 +265,23 @@ static cudaError_t norm_backward_t(cudaStream_t s, T *dx, float *dw, float *db, 
                                    int accumulate, float *scratch, size_t scratch_floats) {
     /* column sums first: they read dout, which dx may overwrite */
     if (dw || db) {
-        cudaError_t e = RMS ? colsum_launch<T, COLSUM_RMSNORM>(s, dout, x, mean, rstd, N, d, dw, NULL, scratch,
-                                                                scratch_floats)
-                            : colsum_launch<T, COLSUM_LAYERNORM>(s, dout, x, mean, rstd, N, d, dw, db, scratch,
-                                                                  scratch_floats);
+        cudaError_t e =
+            RMS ? colsum_launch<T, COLSUM_RMSNORM>(s, dout, x, mean, rstd, N, d, dw, NULL, scratch, scratch_floats)
+                : colsum_launch<T, COLSUM_LAYERNORM>(s, dout, x, mean, rstd, N, d, dw, db, scratch, scratch_floats);
         if (e != cudaSuccess) return e;
     }
     const bool aligned = dpk_aligned16(dx) && dpk_aligned16(dout) && dpk_aligned16(x) && dpk_aligned16(w);
     const NormPlan pl = norm_plan<T>(d, aligned);
     /* the packs of x and dout: 2 x 8 x VEC floats per thread at most (MAXP 8 only for f32) */
-#define NORM_BWD(GROUP, MAXP)                                                                                      \
-    norm_backward_dx_kernel<T, GROUP, MAXP, RMS><<<norm_blocks(GROUP, N), NORM_THREADS, 0, s>>>(                   \
-        dx, dout, x, w, mean, rstd, N, d, accumulate)
+#define NORM_BWD(GROUP, MAXP)                                                                                          \
+    norm_backward_dx_kernel<T, GROUP, MAXP, RMS>                                                                       \
+        <<<norm_blocks(GROUP, N), NORM_THREADS, 0, s>>>(dx, dout, x, w, mean, rstd, N, d, accumulate)
     switch (pl.group * 10 + pl.maxp) {
         NORM_CASES(32, NORM_BWD)
         NORM_CASES(256, NORM_BWD)
     default:
-        norm_backward_dx_generic_kernel<T, RMS><<<(unsigned)N, NORM_THREADS, 0, s>>>(dx, dout, x, w, mean, rstd, N,
-                                                                                      d, accumulate);
+        norm_backward_dx_generic_kernel<T, RMS>
+            <<<(unsigned)N, NORM_THREADS, 0, s>>>(dx, dout, x, w, mean, rstd, N, d, accumulate);
     }
 #undef NORM_BWD
     return cudaGetLastError();
@@ -308,8 +306,8 @@ extern "C" cudaError_t dpk_rmsnorm_forward(cudaStream_t s, int dtype, void *out,
 
 extern "C" cudaError_t dpk_layernorm_backward(cudaStream_t s, int dtype, void *dx, float *dw, float *db,
                                               const void *dout, const void *x, const float *w, const float *mean,
-                                              const float *rstd, int64_t N, int64_t d, int accumulate,
-                                              float *scratch, size_t scratch_floats) {
+                                              const float *rstd, int64_t N, int64_t d, int accumulate, float *scratch,
+                                              size_t scratch_floats) {
     if (N <= 0 || d <= 0) return cudaSuccess;
     if (dtype == DPK_BF16)
         return norm_backward_t<bf16, false>(s, (bf16 *)dx, dw, db, (const bf16 *)dout, (const bf16 *)x, w, mean, rstd,

@@ -9,10 +9,10 @@
 #include "layer_kernels.h"
 
 struct AdamwArgs {
-    float decay;       /* 1 - lr * weight_decay */
+    float decay; /* 1 - lr * weight_decay */
     float one_minus_b1, beta2, one_minus_b2;
-    float step_size;   /* lr / (1 - beta1^step) */
-    float bc2_sqrt;    /* sqrt(1 - beta2^step) */
+    float step_size; /* lr / (1 - beta1^step) */
+    float bc2_sqrt;  /* sqrt(1 - beta2^step) */
     float eps;
 };
 
@@ -89,9 +89,8 @@ __global__ void __launch_bounds__(256)
 
 /* Host scalars are computed as the CPU backend computes them (f32 products, double bias
  * corrections). */
-extern "C" cudaError_t dpk_adamw_step(cudaStream_t s, float *p, const float *g, float *m, float *v, int64_t n,
-                                      float lr, float beta1, float beta2, float eps, float weight_decay,
-                                      int64_t step) {
+extern "C" cudaError_t dpk_adamw_step(cudaStream_t s, float *p, const float *g, float *m, float *v, int64_t n, float lr,
+                                      float beta1, float beta2, float eps, float weight_decay, int64_t step) {
     if (n <= 0) return cudaSuccess;
     if (step < 1) return cudaErrorInvalidValue;
     volatile float lr_wd = lr * weight_decay; /* volatile: a separate f32 rounding, never fused */

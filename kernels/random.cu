@@ -4,8 +4,8 @@
 #include "kernels.h"
 #include "philox.h"
 
-__global__ void rand_kernel(int dtype, void *x, size_t n, int normal, float a, float b, uint64_t seed,
-                            uint64_t stream, uint64_t offset, int accumulate, float post) {
+__global__ void rand_kernel(int dtype, void *x, size_t n, int normal, float a, float b, uint64_t seed, uint64_t stream,
+                            uint64_t offset, int accumulate, float post) {
     /* element i of x is element offset+i of the stream; thread t covers stream block first+t */
     uint64_t first = offset >> 2, last = (offset + n - 1) >> 2;
     for (uint64_t blk = first + blockIdx.x * (uint64_t)blockDim.x + threadIdx.x; blk <= last;
@@ -34,7 +34,6 @@ extern "C" cudaError_t dpk_rand(cudaStream_t s, int dtype, void *x, size_t n, in
                                 uint64_t seed, uint64_t stream, uint64_t offset, int accumulate, float post) {
     if (!n) return cudaSuccess;
     size_t blocks4 = (size_t)(((offset + n - 1) >> 2) - (offset >> 2) + 1);
-    rand_kernel<<<dpk_blocks(blocks4), 256, 0, s>>>(dtype, x, n, normal, a, b, seed, stream, offset, accumulate,
-                                                    post);
+    rand_kernel<<<dpk_blocks(blocks4), 256, 0, s>>>(dtype, x, n, normal, a, b, seed, stream, offset, accumulate, post);
     return cudaGetLastError();
 }

@@ -41,8 +41,8 @@ __global__ void sumsq_finish_kernel(size_t rows, size_t parts, const float *part
     }
 }
 
-extern "C" cudaError_t dpk_sumsq_rows(cudaStream_t s, int dtype, size_t rows, size_t cols, const void *x,
-                                      float *out, int accumulate, float *scratch, size_t scratch_elems) {
+extern "C" cudaError_t dpk_sumsq_rows(cudaStream_t s, int dtype, size_t rows, size_t cols, const void *x, float *out,
+                                      int accumulate, float *scratch, size_t scratch_elems) {
     size_t es = dtype == DPK_BF16 ? 2 : 4;
     size_t chunk_rows = rows < 65535 ? rows : 65535; /* grid.y limit; chunks reuse the scratch */
     if (chunk_rows > scratch_elems) chunk_rows = scratch_elems;
@@ -56,7 +56,7 @@ extern "C" cudaError_t dpk_sumsq_rows(cudaStream_t s, int dtype, size_t rows, si
         size_t part_len = (cols + parts - 1) / parts;
         dim3 grid((unsigned)parts, (unsigned)nr);
         sumsq_parts_kernel<<<grid, SUMSQ_THREADS, 0, s>>>(dtype, cols, (const char *)x + r0 * cols * es, parts,
-                                                           part_len ? part_len : 1, scratch);
+                                                          part_len ? part_len : 1, scratch);
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess) return e;
         sumsq_finish_kernel<<<dpk_blocks(nr), 256, 0, s>>>(nr, parts, scratch, out + r0, accumulate);

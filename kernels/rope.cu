@@ -33,7 +33,9 @@ __device__ __forceinline__ void load2(const bf16 *p, float &a, float &b) {
     const __nv_bfloat162 v = *reinterpret_cast<const __nv_bfloat162 *>(p);
     a = __low2float(v), b = __high2float(v);
 }
-__device__ __forceinline__ void store2(float *p, float a, float b) { *reinterpret_cast<float2 *>(p) = make_float2(a, b); }
+__device__ __forceinline__ void store2(float *p, float a, float b) {
+    *reinterpret_cast<float2 *>(p) = make_float2(a, b);
+}
 __device__ __forceinline__ void store2(bf16 *p, float a, float b) {
     *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(a, b);
 }
@@ -105,9 +107,9 @@ static cudaError_t rope_t(cudaStream_t s, T *x, int64_t ld, int64_t N, int64_t T
     const bool table = hd / 2 <= ROPE_TABLE;
     if (table)
         for (int j = 0; j < hd / 2; j++) tab.inv_freq[j] = powf(theta, -(float)(2 * j) / (float)hd);
-#define ROPE_LAUNCH(P2, TB)                                                                                        \
-    rope_kernel<T, P2, TB><<<blocks, ROPE_THREADS, smem, s>>>(x, ld, (int)rows, (int)T_, (int)H, (int)hd, theta,  \
-                                                              inverse, tab)
+#define ROPE_LAUNCH(P2, TB)                                                                                            \
+    rope_kernel<T, P2, TB>                                                                                             \
+        <<<blocks, ROPE_THREADS, smem, s>>>(x, ld, (int)rows, (int)T_, (int)H, (int)hd, theta, inverse, tab)
     if (table) {
         if (pairs2)
             ROPE_LAUNCH(true, true);

@@ -36,7 +36,7 @@
  * written (everything else was still rendered); -1 when nothing could be rendered (directory
  * unreadable, no results, out_dir not creatable). On non-zero, err (if errlen > 0) holds a
  * one-line message naming the file and field of the first problem. */
-int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot_options *opt,
-                      char *err, size_t errlen);
+int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot_options *opt, char *err,
+                      size_t errlen);
 
 #endif

@@ -10,20 +10,24 @@
 #include <cairo.h>
 #include <stddef.h>
 
-typedef struct { double r, g, b; } dpplot_rgb;     /* components in [0, 1] */
-typedef struct { double x, y, w, h; } dpplot_rect; /* logical px, y grows downwards */
+typedef struct {
+    double r, g, b;
+} dpplot_rgb; /* components in [0, 1] */
+typedef struct {
+    double x, y, w, h;
+} dpplot_rect; /* logical px, y grows downwards */
 
 typedef enum { DPPLOT_LEFT, DPPLOT_CENTER, DPPLOT_RIGHT } dpplot_halign;
 typedef enum { DPPLOT_TOP, DPPLOT_MIDDLE, DPPLOT_BOTTOM } dpplot_valign;
 
 /* How one piece of text is drawn; (x, y) passed with it is the anchor. */
 typedef struct {
-  double size;          /* font size, logical px */
-  int bold;             /* 0 or 1 */
-  dpplot_rgb color;
-  dpplot_halign halign; /* anchor position along the text line */
-  dpplot_valign valign; /* anchor position across the text block (all lines) */
-  double angle_deg;     /* counter-clockwise rotation about the anchor */
+    double size; /* font size, logical px */
+    int bold;    /* 0 or 1 */
+    dpplot_rgb color;
+    dpplot_halign halign; /* anchor position along the text line */
+    dpplot_valign valign; /* anchor position across the text block (all lines) */
+    double angle_deg;     /* counter-clockwise rotation about the anchor */
 } dpplot_text_style;
 
 /* Font sizes (logical px) shared by every chart, so all of them read alike. */
@@ -53,18 +57,16 @@ cairo_t *dpplot_canvas_cr(dpplot_canvas *cv);
 double dpplot_canvas_width(const dpplot_canvas *cv);
 /* Logical height of the canvas in px. */
 double dpplot_canvas_height(const dpplot_canvas *cv);
-/* Writes the canvas as PNG to path; 0 on success, -1 when cairo cannot write it. */
-int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path);
+/* Writes the canvas as PNG to path (atomically; never through a link, never over a device or
+ * FIFO); 0 on success, -1 with the reason in err ("PATH: ...") otherwise. */
+int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path, char *err, size_t errlen);
 
 /* A style with no rotation; convenience for the common case. */
-dpplot_text_style dpplot_style(double size, int bold, dpplot_rgb color, dpplot_halign h,
-                               dpplot_valign v);
+dpplot_text_style dpplot_style(double size, int bold, dpplot_rgb color, dpplot_halign h, dpplot_valign v);
 /* Draws text (lines split at '\n') anchored at (x, y); NULL or "" draws nothing. */
-void dpplot_text(dpplot_canvas *cv, double x, double y, const char *text,
-                 const dpplot_text_style *st);
+void dpplot_text(dpplot_canvas *cv, double x, double y, const char *text, const dpplot_text_style *st);
 /* Axis-aligned box dpplot_text would cover with the same arguments (for collision tests). */
-dpplot_rect dpplot_text_bounds(dpplot_canvas *cv, double x, double y, const char *text,
-                               const dpplot_text_style *st);
+dpplot_rect dpplot_text_bounds(dpplot_canvas *cv, double x, double y, const char *text, const dpplot_text_style *st);
 /* Width in logical px of the widest line of text at size/bold. */
 double dpplot_text_width(dpplot_canvas *cv, const char *text, double size, int bold);
 /* Height in logical px of one text line at size (ascent + descent). */
@@ -90,7 +92,7 @@ dpplot_rect dpplot_rect_inset(dpplot_rect r, double left, double top, double rig
 
 #define DPPLOT_WHITE ((dpplot_rgb){1.0, 1.0, 1.0})
 #define DPPLOT_BLACK ((dpplot_rgb){0.0, 0.0, 0.0})
-#define DPPLOT_INK ((dpplot_rgb){0.13, 0.13, 0.13})  /* text and axes */
+#define DPPLOT_INK ((dpplot_rgb){0.13, 0.13, 0.13})   /* text and axes */
 #define DPPLOT_MUTED ((dpplot_rgb){0.40, 0.40, 0.40}) /* secondary text */
 #define DPPLOT_GRID ((dpplot_rgb){0.88, 0.88, 0.88})  /* light grid lines */
 

@@ -7,25 +7,23 @@
 #include "dpplot_lines.h"
 
 typedef enum {
-  DPPLOT_SWATCH_BOX,    /* filled square: bars, heatmap cells */
-  DPPLOT_SWATCH_LINE,   /* line with the entry's marker */
-  DPPLOT_SWATCH_DASHED, /* dashed line: reserved memory */
-  DPPLOT_SWATCH_SHADE,  /* light square: phase spans */
-  DPPLOT_SWATCH_MARKER  /* marker alone: scatter points, OOM crosses */
+    DPPLOT_SWATCH_BOX,    /* filled square: bars, heatmap cells */
+    DPPLOT_SWATCH_LINE,   /* line with the entry's marker */
+    DPPLOT_SWATCH_DASHED, /* dashed line: reserved memory */
+    DPPLOT_SWATCH_SHADE,  /* light square: phase spans */
+    DPPLOT_SWATCH_MARKER  /* marker alone: scatter points, OOM crosses */
 } dpplot_swatch;
 
 typedef struct {
-  const char *label;
-  dpplot_rgb color;
-  dpplot_swatch swatch;
-  dpplot_marker marker; /* for LINE and MARKER swatches */
+    const char *label;
+    dpplot_rgb color;
+    dpplot_swatch swatch;
+    dpplot_marker marker; /* for LINE and MARKER swatches */
 } dpplot_legend_entry;
 
 /* Height in px the entries need when laid out in rows within `width` px (0 when n is 0). */
-double dpplot_legend_height(dpplot_canvas *cv, double width, const dpplot_legend_entry *e,
-                            size_t n);
+double dpplot_legend_height(dpplot_canvas *cv, double width, const dpplot_legend_entry *e, size_t n);
 /* Draws the entries in centred rows from the top of `area`; returns the height used in px. */
-double dpplot_legend_draw(dpplot_canvas *cv, dpplot_rect area, const dpplot_legend_entry *e,
-                          size_t n);
+double dpplot_legend_draw(dpplot_canvas *cv, dpplot_rect area, const dpplot_legend_entry *e, size_t n);
 
 #endif

@@ -6,19 +6,18 @@
 #include "dpplot_panel.h"
 
 typedef enum {
-  DPPLOT_MARKER_NONE,
-  DPPLOT_MARKER_CIRCLE,
-  DPPLOT_MARKER_SQUARE,
-  DPPLOT_MARKER_TRIANGLE,
-  DPPLOT_MARKER_DIAMOND,
-  DPPLOT_MARKER_CROSS, /* ×: used for OOM points */
-  DPPLOT_MARKER_TRIANGLE_DOWN,
-  DPPLOT_MARKER_HEXAGON
+    DPPLOT_MARKER_NONE,
+    DPPLOT_MARKER_CIRCLE,
+    DPPLOT_MARKER_SQUARE,
+    DPPLOT_MARKER_TRIANGLE,
+    DPPLOT_MARKER_DIAMOND,
+    DPPLOT_MARKER_CROSS, /* ×: used for OOM points */
+    DPPLOT_MARKER_TRIANGLE_DOWN,
+    DPPLOT_MARKER_HEXAGON
 } dpplot_marker;
 
 /* Draws a marker of `size` px centred at (x, y); hollow draws the outline only. */
-void dpplot_marker_draw(cairo_t *cr, double x, double y, double size, dpplot_marker m,
-                        dpplot_rgb color, int hollow);
+void dpplot_marker_draw(cairo_t *cr, double x, double y, double size, dpplot_marker m, dpplot_rgb color, int hollow);
 /* A marker shape per method (a second cue beside colour, for greyscale prints). */
 dpplot_marker dpplot_method_marker(const char *method);
 /* Parses "none", "circle", "square", "triangle", "diamond", "cross", "triangle_down",
@@ -27,17 +26,17 @@ int dpplot_marker_parse(const char *s);
 
 /* One line series. Arrays are borrowed; NaN in y leaves a gap. */
 typedef struct {
-  const char *name;
-  dpplot_rgb color;
-  const double *x, *y;
-  size_t n;
-  const unsigned char *oom; /* optional, n flags: 1 where the point did not fit (y ignored);
-                               drawn as a × in the panel's top band, labelled OOM */
-  dpplot_marker marker;
-  int dashed;
-  int step;          /* 1: post-step curve (value holds until the next x) */
-  double line_width; /* px; 0 means 2.5 */
-  double fill_alpha; /* > 0: fill between the curve and the bottom of the plot */
+    const char *name;
+    dpplot_rgb color;
+    const double *x, *y;
+    size_t n;
+    const unsigned char *oom; /* optional, n flags: 1 where the point did not fit (y ignored);
+                                 drawn as a × in the panel's top band, labelled OOM */
+    dpplot_marker marker;
+    int dashed;
+    int step;          /* 1: post-step curve (value holds until the next x) */
+    double line_width; /* px; 0 means 2.5 */
+    double fill_alpha; /* > 0: fill between the curve and the bottom of the plot */
 } dpplot_series;
 
 /* Draws the series into p (clipped to the plot area; OOM crosses in the top band, which needs
@@ -46,16 +45,15 @@ void dpplot_lines_draw(dpplot_panel *p, const dpplot_series *s, size_t n);
 /* Top band height in px that OOM markers of up to n series need. */
 double dpplot_oom_band(size_t n_series);
 /* Range of the series' finite, non-OOM data; returns 0 when there was none. */
-int dpplot_series_range(const dpplot_series *s, size_t n, double *x_min, double *x_max,
-                        double *y_min, double *y_max);
+int dpplot_series_range(const dpplot_series *s, size_t n, double *x_min, double *x_max, double *y_min, double *y_max);
 
 /* One labelled scatter point. */
 typedef struct {
-  double x, y;
-  const char *label; /* may contain '\n'; NULL for none */
-  dpplot_rgb color;
-  dpplot_marker marker;
-  int hollow; /* outline only (e.g. predicted, not measured) */
+    double x, y;
+    const char *label; /* may contain '\n'; NULL for none */
+    dpplot_rgb color;
+    dpplot_marker marker;
+    int hollow; /* outline only (e.g. predicted, not measured) */
 } dpplot_point;
 
 /* Draws points with markers of `marker_size` px and places each label beside its point where it
@@ -65,9 +63,9 @@ void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, dou
 
 /* A shaded span of x values across the whole plot height. */
 typedef struct {
-  double x0, x1;
-  dpplot_rgb color;
-  double alpha;
+    double x0, x1;
+    dpplot_rgb color;
+    double alpha;
 } dpplot_shade;
 
 /* Draws shaded x spans behind the data (call before dpplot_lines_draw). */

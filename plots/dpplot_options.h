@@ -6,10 +6,10 @@
 typedef void (*dpplot_warn_fn)(void *user, const char *message);
 
 typedef struct {
-  int width, height;   /* logical px of each chart; 0 means 1600×1000 */
-  double scale;        /* device px per logical px (2 for high-DPI); 0 means 1 */
-  dpplot_warn_fn warn; /* problems (malformed input) and notes (skipped charts); NULL: silent */
-  void *warn_user;
+    int width, height;   /* logical px of each chart; 0 means 1600×1000 */
+    double scale;        /* device px per logical px (2 for high-DPI); 0 means 1 */
+    dpplot_warn_fn warn; /* problems (malformed input) and notes (skipped charts); NULL: silent */
+    void *warn_user;
 } dpplot_options;
 
 /* Options with every field at its default (1600×1000, scale 1, no warn callback). */

@@ -12,38 +12,38 @@
 
 /* Memory components of the breakdown charts, in stacking order (bottom first). */
 typedef enum {
-  DPPLOT_COMP_PARAMETERS,       /* parameters */
-  DPPLOT_COMP_GRADIENTS,        /* gradients */
-  DPPLOT_COMP_OPTIMIZER_STATES, /* optimizer_states */
-  DPPLOT_COMP_ACTIVATIONS,      /* activations */
-  DPPLOT_COMP_OUTPUT_GRADS,     /* output_grads (what book-keeping keeps) */
-  DPPLOT_COMP_PER_SAMPLE_GRADS, /* per_sample_grads */
-  DPPLOT_COMP_NORM_SAMPLES,     /* norm_samples */
-  DPPLOT_COMP_TEMP,             /* temp + workspace */
-  DPPLOT_COMP_OTHER,            /* inputs + other, and whatever the peak holds beyond the rest */
-  DPPLOT_N_COMPONENTS
+    DPPLOT_COMP_PARAMETERS,       /* parameters */
+    DPPLOT_COMP_GRADIENTS,        /* gradients */
+    DPPLOT_COMP_OPTIMIZER_STATES, /* optimizer_states */
+    DPPLOT_COMP_ACTIVATIONS,      /* activations */
+    DPPLOT_COMP_OUTPUT_GRADS,     /* output_grads (what book-keeping keeps) */
+    DPPLOT_COMP_PER_SAMPLE_GRADS, /* per_sample_grads */
+    DPPLOT_COMP_NORM_SAMPLES,     /* norm_samples */
+    DPPLOT_COMP_TEMP,             /* temp + workspace */
+    DPPLOT_COMP_OTHER,            /* inputs + other, and whatever the peak holds beyond the rest */
+    DPPLOT_N_COMPONENTS
 } dpplot_component;
 
 /* Module groups of module_breakdown.png (docs/results.md, "Module paths"). */
 typedef enum {
-  DPPLOT_MOD_EMBEDDING,
-  DPPLOT_MOD_ATTENTION,
-  DPPLOT_MOD_MLP,
-  DPPLOT_MOD_NORM,
-  DPPLOT_MOD_HEAD,
-  DPPLOT_MOD_LORA,
-  DPPLOT_MOD_OTHER,
-  DPPLOT_N_MODULE_GROUPS
+    DPPLOT_MOD_EMBEDDING,
+    DPPLOT_MOD_ATTENTION,
+    DPPLOT_MOD_MLP,
+    DPPLOT_MOD_NORM,
+    DPPLOT_MOD_HEAD,
+    DPPLOT_MOD_LORA,
+    DPPLOT_MOD_OTHER,
+    DPPLOT_N_MODULE_GROUPS
 } dpplot_module_group;
 
 /* Training phases of timing.spans. */
 typedef enum {
-  DPPLOT_PHASE_FORWARD,
-  DPPLOT_PHASE_BACKWARD,
-  DPPLOT_PHASE_CLIP,
-  DPPLOT_PHASE_NOISE,
-  DPPLOT_PHASE_OPTIMIZER,
-  DPPLOT_N_PHASES
+    DPPLOT_PHASE_FORWARD,
+    DPPLOT_PHASE_BACKWARD,
+    DPPLOT_PHASE_CLIP,
+    DPPLOT_PHASE_NOISE,
+    DPPLOT_PHASE_OPTIMIZER,
+    DPPLOT_N_PHASES
 } dpplot_phase;
 
 /* Number of preset methods with a fixed colour (vanilla ... flash_clip). */

@@ -15,35 +15,34 @@
 
 /* A set of results drawn together (borrowed pointers), and the line that says what they are. */
 typedef struct {
-  const dpplot_result *const *items;
-  size_t n;
-  const char *context; /* subtitle: model and config, e.g. "gpt2 · 12 layers · seq 1024";
-                          NULL to derive it from the results */
+    const dpplot_result *const *items;
+    size_t n;
+    const char *context; /* subtitle: model and config, e.g. "gpt2 · 12 layers · seq 1024";
+                            NULL to derive it from the results */
 } dpplot_selection;
 
 /* memory_breakdown_comparison.png: left, stacked components per method (peak labelled); right,
  * each DP method's extra memory over vanilla by component (omitted without a vanilla run). */
-int dpplot_report_breakdown(const dpplot_selection *sel, const char *path,
-                            const dpplot_options *opt, dpplot_strlist *notes);
+int dpplot_report_breakdown(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                            dpplot_strlist *notes);
 /* memory_timeline.png: a panel per method, allocated and reserved over time on shared axes,
  * phase spans shaded, the peak marked and labelled. */
-int dpplot_report_timeline(const dpplot_selection *sel, const char *path,
-                           const dpplot_options *opt, dpplot_strlist *notes);
+int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                           dpplot_strlist *notes);
 /* performance_tradeoff.png: peak memory against step time, one labelled point per method,
  * with vanilla's values as dashed reference lines and overheads in the labels. */
-int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path,
-                           const dpplot_options *opt, dpplot_strlist *notes);
+int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                           dpplot_strlist *notes);
 /* module_breakdown.png: memory live at the peak per module group, one bar per method. */
-int dpplot_report_modules(const dpplot_selection *sel, const char *path,
-                          const dpplot_options *opt, dpplot_strlist *notes);
+int dpplot_report_modules(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                          dpplot_strlist *notes);
 /* Sweep over one variable x_key: peak memory and step time against it, a line per method, OOM
  * points as crosses at the top; log2 x for seq_len, batch and other power-of-two sweeps. */
-int dpplot_report_sweep(const dpplot_results *rs, const char *sweep_name, const char *x_key,
-                        const char *path, const dpplot_options *opt, dpplot_strlist *notes);
+int dpplot_report_sweep(const dpplot_results *rs, const char *sweep_name, const char *x_key, const char *path,
+                        const dpplot_options *opt, dpplot_strlist *notes);
 /* Sweep over two variables: peak memory heatmaps (x_key across, y_key up), a panel per method,
  * one viridis scale and colorbar for all, OOM cells hatched. */
-int dpplot_report_heatmap(const dpplot_results *rs, const char *sweep_name, const char *x_key,
-                          const char *y_key, const char *path, const dpplot_options *opt,
-                          dpplot_strlist *notes);
+int dpplot_report_heatmap(const dpplot_results *rs, const char *sweep_name, const char *x_key, const char *y_key,
+                          const char *path, const dpplot_options *opt, dpplot_strlist *notes);
 
 #endif

@@ -15,87 +15,87 @@
 #include "dpplot_strlist.h"
 
 typedef enum {
-  DPPLOT_STATUS_OK,
-  DPPLOT_STATUS_OOM,
-  DPPLOT_STATUS_ERROR,
-  DPPLOT_STATUS_CRASHED,
-  DPPLOT_STATUS_TIMEOUT,
-  DPPLOT_STATUS_UNKNOWN
+    DPPLOT_STATUS_OK,
+    DPPLOT_STATUS_OOM,
+    DPPLOT_STATUS_ERROR,
+    DPPLOT_STATUS_CRASHED,
+    DPPLOT_STATUS_TIMEOUT,
+    DPPLOT_STATUS_UNKNOWN
 } dpplot_status;
 
 /* One swept variable of a sweep point: a number or a string. */
 typedef struct {
-  char *key;     /* e.g. "seq_len" */
-  int is_number; /* 1: number holds the value; 0: text does */
-  double number;
-  char *text; /* string value, or the number printed ("%g") */
+    char *key;     /* e.g. "seq_len" */
+    int is_number; /* 1: number holds the value; 0: text does */
+    double number;
+    char *text; /* string value, or the number printed ("%g") */
 } dpplot_vary;
 
 /* One phase span on the timeline's clock. */
 typedef struct {
-  int phase; /* dpplot_phase */
-  int iter;  /* 0 = warm-up */
-  double start_ms, end_ms;
+    int phase; /* dpplot_phase */
+    int iter;  /* 0 = warm-up */
+    double start_ms, end_ms;
 } dpplot_span;
 
 /* The legacy "breakdown" object, in MiB (NaN where absent and not derivable). */
 typedef enum {
-  DPPLOT_LEGACY_MODEL_PARAMETERS,
-  DPPLOT_LEGACY_OPTIMIZER_STATES,
-  DPPLOT_LEGACY_GRADIENTS,
-  DPPLOT_LEGACY_ACTIVATION_HOOKS,
-  DPPLOT_LEGACY_NORM_SAMPLES,
-  DPPLOT_LEGACY_TEMP_MATRICES,
-  DPPLOT_LEGACY_TOTAL_ALLOCATED,
-  DPPLOT_LEGACY_PEAK_ALLOCATED,
-  DPPLOT_N_LEGACY
+    DPPLOT_LEGACY_MODEL_PARAMETERS,
+    DPPLOT_LEGACY_OPTIMIZER_STATES,
+    DPPLOT_LEGACY_GRADIENTS,
+    DPPLOT_LEGACY_ACTIVATION_HOOKS,
+    DPPLOT_LEGACY_NORM_SAMPLES,
+    DPPLOT_LEGACY_TEMP_MATRICES,
+    DPPLOT_LEGACY_TOTAL_ALLOCATED,
+    DPPLOT_LEGACY_PEAK_ALLOCATED,
+    DPPLOT_N_LEGACY
 } dpplot_legacy;
 
 /* One results file. Strings are owned (freed by dpplot_results_release) and never NULL unless
  * noted. */
 typedef struct {
-  char *file;       /* base name, e.g. "ghost.json" */
-  char *experiment; /* "experiment", else the file name without .json */
-  char *method;     /* "method", else config.method, else "unknown" */
-  char *label;      /* short name for charts: the method, or the experiment where methods repeat
-                       (set by dpplot_results_load) */
-  dpplot_status status;
-  char *message;  /* "message" (NULL when absent) */
-  int predicted;  /* 1: plan backend estimate */
+    char *file;       /* base name, e.g. "ghost.json" */
+    char *experiment; /* "experiment", else the file name without .json */
+    char *method;     /* "method", else config.method, else "unknown" */
+    char *label;      /* short name for charts: the method, or the experiment where methods repeat
+                         (set by dpplot_results_load) */
+    dpplot_status status;
+    char *message; /* "message" (NULL when absent) */
+    int predicted; /* 1: plan backend estimate */
 
-  int has_peak;   /* peak_bytes is known */
-  double peak_bytes, reserved_peak_bytes, end_bytes; /* reserved/end: NaN when absent */
-  int has_time;   /* avg_ms is known */
-  double avg_ms;
-  double phase_ms[DPPLOT_N_PHASES]; /* timing.phases_ms, NaN when absent */
+    int has_peak;                                      /* peak_bytes is known */
+    double peak_bytes, reserved_peak_bytes, end_bytes; /* reserved/end: NaN when absent */
+    int has_time;                                      /* avg_ms is known */
+    double avg_ms;
+    double phase_ms[DPPLOT_N_PHASES]; /* timing.phases_ms, NaN when absent */
 
-  int has_components; /* component_bytes is known (from memory.categories or breakdown) */
-  double component_bytes[DPPLOT_N_COMPONENTS]; /* live at the peak; OTHER absorbs the rest */
-  double legacy_mb[DPPLOT_N_LEGACY];           /* the legacy breakdown object, MiB */
-  int has_modules;
-  double module_bytes[DPPLOT_N_MODULE_GROUPS]; /* live at the peak, summed per group */
+    int has_components;                          /* component_bytes is known (from memory.categories or breakdown) */
+    double component_bytes[DPPLOT_N_COMPONENTS]; /* live at the peak; OTHER absorbs the rest */
+    double legacy_mb[DPPLOT_N_LEGACY];           /* the legacy breakdown object, MiB */
+    int has_modules;
+    double module_bytes[DPPLOT_N_MODULE_GROUPS]; /* live at the peak, summed per group */
 
-  size_t n_timeline; /* memory.timeline, else snapshots (timestamp s -> ms) */
-  double *t_ms, *allocated_bytes, *reserved_bytes;
-  size_t n_spans;
-  dpplot_span *spans;
+    size_t n_timeline; /* memory.timeline, else snapshots (timestamp s -> ms) */
+    double *t_ms, *allocated_bytes, *reserved_bytes;
+    size_t n_spans;
+    dpplot_span *spans;
 
-  char *sweep_name; /* NULL when not a sweep point */
-  size_t n_vary;
-  dpplot_vary *vary;
+    char *sweep_name; /* NULL when not a sweep point */
+    size_t n_vary;
+    dpplot_vary *vary;
 
-  double oom_requested_bytes; /* oom.requested_bytes, NaN when absent */
-  char *oom_category, *oom_module; /* NULL when absent */
+    double oom_requested_bytes;      /* oom.requested_bytes, NaN when absent */
+    char *oom_category, *oom_module; /* NULL when absent */
 
-  /* config.model echoes used in titles; NaN / NULL when absent */
-  double seq_len, batch, layers, hidden;
-  char *arch, *dtype;
-  char *device_name; /* environment.device_name, NULL when absent */
+    /* config.model echoes used in titles; NaN / NULL when absent */
+    double seq_len, batch, layers, hidden;
+    char *arch, *dtype;
+    char *device_name; /* environment.device_name, NULL when absent */
 } dpplot_result;
 
 typedef struct {
-  dpplot_result *items; /* sorted: method rank, then method, then sweep values, then file */
-  size_t n;
+    dpplot_result *items; /* sorted: method rank, then method, then sweep values, then file */
+    size_t n;
 } dpplot_results;
 
 /* Reads every *.json in dir (not recursive; Chrome trace files are skipped) into out, sorted.
@@ -106,8 +106,7 @@ int dpplot_results_load(const char *dir, dpplot_results *out, dpplot_strlist *pr
 /* Parses one results document (JSON text) named `file` and appends it to rs; problems as above.
  * Returns 0 when added, 1 when the text was not a results document (skipped), -1 on invalid
  * JSON or out of memory (a problem is recorded). Call dpplot_results_finish after the last. */
-int dpplot_results_add_json(dpplot_results *rs, const char *file, const char *json,
-                            dpplot_strlist *problems);
+int dpplot_results_add_json(dpplot_results *rs, const char *file, const char *json, dpplot_strlist *problems);
 /* Sorts the results and sets their chart labels (done by dpplot_results_load). */
 void dpplot_results_finish(dpplot_results *rs);
 /* Frees everything rs owns; rs is then empty. */

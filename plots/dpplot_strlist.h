@@ -5,8 +5,8 @@
 #include <stddef.h>
 
 typedef struct {
-  char **items; /* owned, NUL-terminated */
-  size_t n, cap;
+    char **items; /* owned, NUL-terminated */
+    size_t n, cap;
 } dpplot_strlist;
 
 /* Appends a printf-formatted string; 0 on success, -1 when out of memory (the list is unchanged). */

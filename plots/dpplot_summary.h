@@ -25,7 +25,7 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f);
 int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f);
 /* Writes summary.txt, .csv, .md and .tex into out_dir; returns the number of files that could
  * not be written (each noted in `notes`). */
-int dpplot_summary_write_all(const dpplot_results *rs, const dpplot_strlist *problems,
-                             const char *out_dir, dpplot_strlist *notes);
+int dpplot_summary_write_all(const dpplot_results *rs, const dpplot_strlist *problems, const char *out_dir,
+                             dpplot_strlist *notes);
 
 #endif

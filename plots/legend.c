@@ -8,93 +8,89 @@
 #define ROW_GAP 6.0
 
 static double swatch_width(dpplot_swatch s) {
-  return s == DPPLOT_SWATCH_LINE || s == DPPLOT_SWATCH_DASHED ? SWATCH_W_LINE : SWATCH_W_BOX;
+    return s == DPPLOT_SWATCH_LINE || s == DPPLOT_SWATCH_DASHED ? SWATCH_W_LINE : SWATCH_W_BOX;
 }
 
 static double entry_width(dpplot_canvas *cv, const dpplot_legend_entry *e) {
-  return swatch_width(e->swatch) + GAP_IN + dpplot_text_width(cv, e->label, DPPLOT_FONT_LEGEND, 0);
+    return swatch_width(e->swatch) + GAP_IN + dpplot_text_width(cv, e->label, DPPLOT_FONT_LEGEND, 0);
 }
 
 /* Number of entries from `first` that fit on one row of `width` px (at least 1). */
-static size_t row_count(dpplot_canvas *cv, double width, const dpplot_legend_entry *e, size_t n,
-                        size_t first, double *row_w) {
-  double w = 0.0;
-  size_t k = 0;
-  for (size_t i = first; i < n; i++) {
-    double ew = entry_width(cv, &e[i]) + (k ? GAP_OUT : 0.0);
-    if (k > 0 && w + ew > width) break;
-    w += ew;
-    k++;
-  }
-  *row_w = w;
-  return k;
+static size_t row_count(dpplot_canvas *cv, double width, const dpplot_legend_entry *e, size_t n, size_t first,
+                        double *row_w) {
+    double w = 0.0;
+    size_t k = 0;
+    for (size_t i = first; i < n; i++) {
+        double ew = entry_width(cv, &e[i]) + (k ? GAP_OUT : 0.0);
+        if (k > 0 && w + ew > width) break;
+        w += ew;
+        k++;
+    }
+    *row_w = w;
+    return k;
 }
 
-double dpplot_legend_height(dpplot_canvas *cv, double width, const dpplot_legend_entry *e,
-                            size_t n) {
-  if (n == 0) return 0.0;
-  double line = dpplot_line_height(cv, DPPLOT_FONT_LEGEND), h = 0.0, rw;
-  for (size_t i = 0; i < n;) {
-    i += row_count(cv, width, e, n, i, &rw);
-    h += line + ROW_GAP;
-  }
-  return h;
+double dpplot_legend_height(dpplot_canvas *cv, double width, const dpplot_legend_entry *e, size_t n) {
+    if (n == 0) return 0.0;
+    double line = dpplot_line_height(cv, DPPLOT_FONT_LEGEND), h = 0.0, rw;
+    for (size_t i = 0; i < n;) {
+        i += row_count(cv, width, e, n, i, &rw);
+        h += line + ROW_GAP;
+    }
+    return h;
 }
 
 static void draw_swatch(cairo_t *cr, const dpplot_legend_entry *e, double x, double cy) {
-  switch (e->swatch) {
-  case DPPLOT_SWATCH_LINE:
-  case DPPLOT_SWATCH_DASHED:
-    cairo_save(cr);
-    cairo_set_line_width(cr, 3.0);
-    if (e->swatch == DPPLOT_SWATCH_DASHED) {
-      double dash[2] = {7.0, 4.0};
-      cairo_set_dash(cr, dash, 2, 0);
+    switch (e->swatch) {
+    case DPPLOT_SWATCH_LINE:
+    case DPPLOT_SWATCH_DASHED:
+        cairo_save(cr);
+        cairo_set_line_width(cr, 3.0);
+        if (e->swatch == DPPLOT_SWATCH_DASHED) {
+            double dash[2] = {7.0, 4.0};
+            cairo_set_dash(cr, dash, 2, 0);
+        }
+        dpplot_set_color(cr, e->color, 1.0);
+        cairo_move_to(cr, x, cy);
+        cairo_line_to(cr, x + SWATCH_W_LINE, cy);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+        if (e->marker != DPPLOT_MARKER_NONE)
+            dpplot_marker_draw(cr, x + SWATCH_W_LINE / 2, cy, 11.0, e->marker, e->color, 0);
+        break;
+    case DPPLOT_SWATCH_MARKER:
+        dpplot_marker_draw(cr, x + SWATCH_W_BOX / 2, cy, 13.0,
+                           e->marker == DPPLOT_MARKER_NONE ? DPPLOT_MARKER_CIRCLE : e->marker, e->color, 0);
+        break;
+    case DPPLOT_SWATCH_SHADE:
+        dpplot_set_color(cr, e->color, 0.35);
+        cairo_rectangle(cr, x, cy - SWATCH_W_BOX / 2, SWATCH_W_BOX, SWATCH_W_BOX);
+        cairo_fill(cr);
+        break;
+    default:
+        dpplot_set_color(cr, e->color, 1.0);
+        cairo_rectangle(cr, x, cy - SWATCH_W_BOX / 2, SWATCH_W_BOX, SWATCH_W_BOX);
+        cairo_fill(cr);
+        break;
     }
-    dpplot_set_color(cr, e->color, 1.0);
-    cairo_move_to(cr, x, cy);
-    cairo_line_to(cr, x + SWATCH_W_LINE, cy);
-    cairo_stroke(cr);
-    cairo_restore(cr);
-    if (e->marker != DPPLOT_MARKER_NONE)
-      dpplot_marker_draw(cr, x + SWATCH_W_LINE / 2, cy, 11.0, e->marker, e->color, 0);
-    break;
-  case DPPLOT_SWATCH_MARKER:
-    dpplot_marker_draw(cr, x + SWATCH_W_BOX / 2, cy, 13.0,
-                       e->marker == DPPLOT_MARKER_NONE ? DPPLOT_MARKER_CIRCLE : e->marker,
-                       e->color, 0);
-    break;
-  case DPPLOT_SWATCH_SHADE:
-    dpplot_set_color(cr, e->color, 0.35);
-    cairo_rectangle(cr, x, cy - SWATCH_W_BOX / 2, SWATCH_W_BOX, SWATCH_W_BOX);
-    cairo_fill(cr);
-    break;
-  default:
-    dpplot_set_color(cr, e->color, 1.0);
-    cairo_rectangle(cr, x, cy - SWATCH_W_BOX / 2, SWATCH_W_BOX, SWATCH_W_BOX);
-    cairo_fill(cr);
-    break;
-  }
 }
 
-double dpplot_legend_draw(dpplot_canvas *cv, dpplot_rect area, const dpplot_legend_entry *e,
-                          size_t n) {
-  if (n == 0) return 0.0;
-  cairo_t *cr = dpplot_canvas_cr(cv);
-  double line = dpplot_line_height(cv, DPPLOT_FONT_LEGEND), y = area.y, rw;
-  dpplot_text_style st =
-      dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_MIDDLE);
-  for (size_t i = 0; i < n;) {
-    size_t k = row_count(cv, area.w, e, n, i, &rw);
-    double x = area.x + (area.w - rw) / 2, cy = y + line / 2;
-    for (size_t j = i; j < i + k; j++) {
-      draw_swatch(cr, &e[j], x, cy);
-      double sw = swatch_width(e[j].swatch);
-      dpplot_text(cv, x + sw + GAP_IN, cy, e[j].label, &st);
-      x += entry_width(cv, &e[j]) + GAP_OUT;
+double dpplot_legend_draw(dpplot_canvas *cv, dpplot_rect area, const dpplot_legend_entry *e, size_t n) {
+    if (n == 0) return 0.0;
+    cairo_t *cr = dpplot_canvas_cr(cv);
+    double line = dpplot_line_height(cv, DPPLOT_FONT_LEGEND), y = area.y, rw;
+    dpplot_text_style st = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_MIDDLE);
+    for (size_t i = 0; i < n;) {
+        size_t k = row_count(cv, area.w, e, n, i, &rw);
+        double x = area.x + (area.w - rw) / 2, cy = y + line / 2;
+        for (size_t j = i; j < i + k; j++) {
+            draw_swatch(cr, &e[j], x, cy);
+            double sw = swatch_width(e[j].swatch);
+            dpplot_text(cv, x + sw + GAP_IN, cy, e[j].label, &st);
+            x += entry_width(cv, &e[j]) + GAP_OUT;
+        }
+        i += k;
+        y += line + ROW_GAP;
     }
-    i += k;
-    y += line + ROW_GAP;
-  }
-  return y - area.y;
+    return y - area.y;
 }

@@ -8,365 +8,357 @@
 #define OOM_ROW 20.0 /* px per stacked OOM cross */
 #define OOM_PAD 14.0
 
-void dpplot_marker_draw(cairo_t *cr, double x, double y, double size, dpplot_marker m,
-                        dpplot_rgb color, int hollow) {
-  if (m == DPPLOT_MARKER_NONE) return;
-  double r = size / 2;
-  cairo_save(cr);
-  cairo_new_path(cr);
-  switch (m) {
-  case DPPLOT_MARKER_SQUARE: cairo_rectangle(cr, x - r * 0.85, y - r * 0.85, r * 1.7, r * 1.7); break;
-  case DPPLOT_MARKER_TRIANGLE:
-    cairo_move_to(cr, x, y - r * 1.1);
-    cairo_line_to(cr, x + r, y + r * 0.75);
-    cairo_line_to(cr, x - r, y + r * 0.75);
-    cairo_close_path(cr);
-    break;
-  case DPPLOT_MARKER_DIAMOND:
-    cairo_move_to(cr, x, y - r * 1.15);
-    cairo_line_to(cr, x + r * 0.9, y);
-    cairo_line_to(cr, x, y + r * 1.15);
-    cairo_line_to(cr, x - r * 0.9, y);
-    cairo_close_path(cr);
-    break;
-  case DPPLOT_MARKER_TRIANGLE_DOWN:
-    cairo_move_to(cr, x, y + r * 1.1);
-    cairo_line_to(cr, x + r, y - r * 0.75);
-    cairo_line_to(cr, x - r, y - r * 0.75);
-    cairo_close_path(cr);
-    break;
-  case DPPLOT_MARKER_HEXAGON:
-    for (int k = 0; k < 6; k++) {
-      double a = DPPLOT_PI / 6 + k * DPPLOT_PI / 3;
-      if (k == 0) cairo_move_to(cr, x + r * 1.05 * cos(a), y + r * 1.05 * sin(a));
-      else cairo_line_to(cr, x + r * 1.05 * cos(a), y + r * 1.05 * sin(a));
+void dpplot_marker_draw(cairo_t *cr, double x, double y, double size, dpplot_marker m, dpplot_rgb color, int hollow) {
+    if (m == DPPLOT_MARKER_NONE) return;
+    double r = size / 2;
+    cairo_save(cr);
+    cairo_new_path(cr);
+    switch (m) {
+    case DPPLOT_MARKER_SQUARE: cairo_rectangle(cr, x - r * 0.85, y - r * 0.85, r * 1.7, r * 1.7); break;
+    case DPPLOT_MARKER_TRIANGLE:
+        cairo_move_to(cr, x, y - r * 1.1);
+        cairo_line_to(cr, x + r, y + r * 0.75);
+        cairo_line_to(cr, x - r, y + r * 0.75);
+        cairo_close_path(cr);
+        break;
+    case DPPLOT_MARKER_DIAMOND:
+        cairo_move_to(cr, x, y - r * 1.15);
+        cairo_line_to(cr, x + r * 0.9, y);
+        cairo_line_to(cr, x, y + r * 1.15);
+        cairo_line_to(cr, x - r * 0.9, y);
+        cairo_close_path(cr);
+        break;
+    case DPPLOT_MARKER_TRIANGLE_DOWN:
+        cairo_move_to(cr, x, y + r * 1.1);
+        cairo_line_to(cr, x + r, y - r * 0.75);
+        cairo_line_to(cr, x - r, y - r * 0.75);
+        cairo_close_path(cr);
+        break;
+    case DPPLOT_MARKER_HEXAGON:
+        for (int k = 0; k < 6; k++) {
+            double a = DPPLOT_PI / 6 + k * DPPLOT_PI / 3;
+            if (k == 0)
+                cairo_move_to(cr, x + r * 1.05 * cos(a), y + r * 1.05 * sin(a));
+            else
+                cairo_line_to(cr, x + r * 1.05 * cos(a), y + r * 1.05 * sin(a));
+        }
+        cairo_close_path(cr);
+        break;
+    case DPPLOT_MARKER_CROSS:
+        cairo_set_line_width(cr, fmax(2.5, size / 4.5));
+        cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
+        dpplot_set_color(cr, color, 1.0);
+        cairo_move_to(cr, x - r, y - r);
+        cairo_line_to(cr, x + r, y + r);
+        cairo_move_to(cr, x - r, y + r);
+        cairo_line_to(cr, x + r, y - r);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+        return;
+    default: cairo_arc(cr, x, y, r, 0, 2 * DPPLOT_PI); break;
     }
-    cairo_close_path(cr);
-    break;
-  case DPPLOT_MARKER_CROSS:
-    cairo_set_line_width(cr, fmax(2.5, size / 4.5));
-    cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
-    dpplot_set_color(cr, color, 1.0);
-    cairo_move_to(cr, x - r, y - r);
-    cairo_line_to(cr, x + r, y + r);
-    cairo_move_to(cr, x - r, y + r);
-    cairo_line_to(cr, x + r, y - r);
-    cairo_stroke(cr);
+    if (hollow) {
+        dpplot_set_color(cr, DPPLOT_WHITE, 1.0);
+        cairo_fill_preserve(cr);
+        cairo_set_line_width(cr, 2.5);
+        dpplot_set_color(cr, color, 1.0);
+        cairo_stroke(cr);
+    } else {
+        dpplot_set_color(cr, color, 1.0);
+        cairo_fill_preserve(cr);
+        cairo_set_line_width(cr, 1.2);
+        dpplot_set_color(cr, DPPLOT_WHITE, 1.0);
+        cairo_stroke(cr);
+    }
     cairo_restore(cr);
-    return;
-  default: cairo_arc(cr, x, y, r, 0, 2 * DPPLOT_PI); break;
-  }
-  if (hollow) {
-    dpplot_set_color(cr, DPPLOT_WHITE, 1.0);
-    cairo_fill_preserve(cr);
-    cairo_set_line_width(cr, 2.5);
-    dpplot_set_color(cr, color, 1.0);
-    cairo_stroke(cr);
-  } else {
-    dpplot_set_color(cr, color, 1.0);
-    cairo_fill_preserve(cr);
-    cairo_set_line_width(cr, 1.2);
-    dpplot_set_color(cr, DPPLOT_WHITE, 1.0);
-    cairo_stroke(cr);
-  }
-  cairo_restore(cr);
 }
 
 dpplot_marker dpplot_method_marker(const char *method) {
-  static const dpplot_marker by_rank[DPPLOT_N_PRESETS] = {
-      DPPLOT_MARKER_CIRCLE,  DPPLOT_MARKER_SQUARE,        DPPLOT_MARKER_TRIANGLE,
-      DPPLOT_MARKER_DIAMOND, DPPLOT_MARKER_TRIANGLE_DOWN, DPPLOT_MARKER_HEXAGON};
-  int rank = dpplot_method_rank(method);
-  return rank < DPPLOT_N_PRESETS ? by_rank[rank] : DPPLOT_MARKER_DIAMOND;
+    static const dpplot_marker by_rank[DPPLOT_N_PRESETS] = {DPPLOT_MARKER_CIRCLE,        DPPLOT_MARKER_SQUARE,
+                                                            DPPLOT_MARKER_TRIANGLE,      DPPLOT_MARKER_DIAMOND,
+                                                            DPPLOT_MARKER_TRIANGLE_DOWN, DPPLOT_MARKER_HEXAGON};
+    int rank = dpplot_method_rank(method);
+    return rank < DPPLOT_N_PRESETS ? by_rank[rank] : DPPLOT_MARKER_DIAMOND;
 }
 
 int dpplot_marker_parse(const char *s) {
-  static const char *const names[] = {"none",    "circle", "square",        "triangle",
-                                      "diamond", "cross",  "triangle_down", "hexagon"};
-  if (!s) return -1;
-  for (int i = 0; i < 8; i++)
-    if (strcmp(s, names[i]) == 0) return i;
-  return -1;
+    static const char *const names[] = {"none",    "circle", "square",        "triangle",
+                                        "diamond", "cross",  "triangle_down", "hexagon"};
+    if (!s) return -1;
+    for (int i = 0; i < 8; i++)
+        if (strcmp(s, names[i]) == 0) return i;
+    return -1;
 }
 
 static int point_ok(const dpplot_series *s, size_t i) {
-  return isfinite(s->x[i]) && isfinite(s->y[i]) && !(s->oom && s->oom[i]);
+    return isfinite(s->x[i]) && isfinite(s->y[i]) && !(s->oom && s->oom[i]);
 }
 
-double dpplot_oom_band(size_t n_series) {
-  return n_series == 0 ? 0.0 : OOM_PAD * 2 + OOM_ROW * (double)(n_series - 1);
-}
+double dpplot_oom_band(size_t n_series) { return n_series == 0 ? 0.0 : OOM_PAD * 2 + OOM_ROW * (double)(n_series - 1); }
 
-int dpplot_series_range(const dpplot_series *s, size_t n, double *x_min, double *x_max,
-                        double *y_min, double *y_max) {
-  int any = 0;
-  *x_min = *y_min = INFINITY;
-  *x_max = *y_max = -INFINITY;
-  for (size_t k = 0; k < n; k++)
-    for (size_t i = 0; i < s[k].n; i++) {
-      if (isfinite(s[k].x[i])) { /* OOM points still claim their x position */
-        *x_min = fmin(*x_min, s[k].x[i]);
-        *x_max = fmax(*x_max, s[k].x[i]);
-      }
-      if (!point_ok(&s[k], i)) continue;
-      *y_min = fmin(*y_min, s[k].y[i]);
-      *y_max = fmax(*y_max, s[k].y[i]);
-      any = 1;
-    }
-  return any;
+int dpplot_series_range(const dpplot_series *s, size_t n, double *x_min, double *x_max, double *y_min, double *y_max) {
+    int any = 0;
+    *x_min = *y_min = INFINITY;
+    *x_max = *y_max = -INFINITY;
+    for (size_t k = 0; k < n; k++)
+        for (size_t i = 0; i < s[k].n; i++) {
+            if (isfinite(s[k].x[i])) { /* OOM points still claim their x position */
+                *x_min = fmin(*x_min, s[k].x[i]);
+                *x_max = fmax(*x_max, s[k].x[i]);
+            }
+            if (!point_ok(&s[k], i)) continue;
+            *y_min = fmin(*y_min, s[k].y[i]);
+            *y_max = fmax(*y_max, s[k].y[i]);
+            any = 1;
+        }
+    return any;
 }
 
 static void trace_series(dpplot_panel *p, const dpplot_series *s, int close_to_bottom) {
-  cairo_t *cr = dpplot_canvas_cr(p->cv);
-  int open = 0;
-  double first_x = 0, last_x = 0, last_y = 0, bottom = p->plot.y + p->plot.h;
-  for (size_t i = 0; i < s->n; i++) {
-    if (!point_ok(s, i)) {
-      if (open && close_to_bottom) {
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    int open = 0;
+    double first_x = 0, last_x = 0, last_y = 0, bottom = p->plot.y + p->plot.h;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!point_ok(s, i)) {
+            if (open && close_to_bottom) {
+                cairo_line_to(cr, last_x, bottom);
+                cairo_line_to(cr, first_x, bottom);
+                cairo_close_path(cr);
+            }
+            open = 0;
+            continue;
+        }
+        double x = dpplot_panel_px(p, s->x[i]), y = dpplot_panel_py(p, s->y[i]);
+        if (!open) {
+            cairo_move_to(cr, x, y);
+            first_x = x;
+            open = 1;
+        } else {
+            if (s->step) cairo_line_to(cr, x, last_y);
+            cairo_line_to(cr, x, y);
+        }
+        last_x = x, last_y = y;
+    }
+    if (open && close_to_bottom) {
         cairo_line_to(cr, last_x, bottom);
         cairo_line_to(cr, first_x, bottom);
         cairo_close_path(cr);
-      }
-      open = 0;
-      continue;
     }
-    double x = dpplot_panel_px(p, s->x[i]), y = dpplot_panel_py(p, s->y[i]);
-    if (!open) {
-      cairo_move_to(cr, x, y);
-      first_x = x;
-      open = 1;
-    } else {
-      if (s->step) cairo_line_to(cr, x, last_y);
-      cairo_line_to(cr, x, y);
-    }
-    last_x = x, last_y = y;
-  }
-  if (open && close_to_bottom) {
-    cairo_line_to(cr, last_x, bottom);
-    cairo_line_to(cr, first_x, bottom);
-    cairo_close_path(cr);
-  }
 }
 
 void dpplot_lines_draw(dpplot_panel *p, const dpplot_series *s, size_t n) {
-  cairo_t *cr = dpplot_canvas_cr(p->cv);
-  dpplot_panel_clip(p);
-  for (size_t k = 0; k < n; k++) {
-    if (s[k].fill_alpha > 0) {
-      cairo_new_path(cr);
-      trace_series(p, &s[k], 1);
-      dpplot_set_color(cr, s[k].color, s[k].fill_alpha);
-      cairo_fill(cr);
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    dpplot_panel_clip(p);
+    for (size_t k = 0; k < n; k++) {
+        if (s[k].fill_alpha > 0) {
+            cairo_new_path(cr);
+            trace_series(p, &s[k], 1);
+            dpplot_set_color(cr, s[k].color, s[k].fill_alpha);
+            cairo_fill(cr);
+        }
     }
-  }
-  for (size_t k = 0; k < n; k++) {
-    cairo_save(cr);
-    cairo_new_path(cr);
-    trace_series(p, &s[k], 0);
-    cairo_set_line_width(cr, s[k].line_width > 0 ? s[k].line_width : 2.5);
-    if (s[k].dashed) {
-      double dash[2] = {8.0, 5.0};
-      cairo_set_dash(cr, dash, 2, 0);
+    for (size_t k = 0; k < n; k++) {
+        cairo_save(cr);
+        cairo_new_path(cr);
+        trace_series(p, &s[k], 0);
+        cairo_set_line_width(cr, s[k].line_width > 0 ? s[k].line_width : 2.5);
+        if (s[k].dashed) {
+            double dash[2] = {8.0, 5.0};
+            cairo_set_dash(cr, dash, 2, 0);
+        }
+        dpplot_set_color(cr, s[k].color, 1.0);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+        for (size_t i = 0; i < s[k].n && s[k].marker != DPPLOT_MARKER_NONE; i++)
+            if (point_ok(&s[k], i))
+                dpplot_marker_draw(cr, dpplot_panel_px(p, s[k].x[i]), dpplot_panel_py(p, s[k].y[i]), 13.0, s[k].marker,
+                                   s[k].color, 0);
     }
-    dpplot_set_color(cr, s[k].color, 1.0);
-    cairo_stroke(cr);
-    cairo_restore(cr);
-    for (size_t i = 0; i < s[k].n && s[k].marker != DPPLOT_MARKER_NONE; i++)
-      if (point_ok(&s[k], i))
-        dpplot_marker_draw(cr, dpplot_panel_px(p, s[k].x[i]), dpplot_panel_py(p, s[k].y[i]), 13.0,
-                           s[k].marker, s[k].color, 0);
-  }
-  dpplot_panel_unclip(p);
+    dpplot_panel_unclip(p);
 
-  /* OOM crosses in the top band; crosses at the same x stack downwards, one row per series. */
-  int any_oom = 0;
-  for (size_t k = 0; k < n; k++) {
-    for (size_t i = 0; i < s[k].n; i++) {
-      if (!s[k].oom || !s[k].oom[i] || !isfinite(s[k].x[i])) continue;
-      int row = 0;
-      for (size_t j = 0; j < k; j++)
-        for (size_t m = 0; m < s[j].n; m++)
-          if (s[j].oom && s[j].oom[m] && s[j].x[m] == s[k].x[i]) row++;
-      double x = dpplot_panel_px(p, s[k].x[i]), y = p->plot.y + OOM_PAD + OOM_ROW * row;
-      dpplot_marker_draw(cr, x, y, 14.0, DPPLOT_MARKER_CROSS, s[k].color, 0);
-      any_oom = 1;
+    /* OOM crosses in the top band; crosses at the same x stack downwards, one row per series. */
+    int any_oom = 0;
+    for (size_t k = 0; k < n; k++) {
+        for (size_t i = 0; i < s[k].n; i++) {
+            if (!s[k].oom || !s[k].oom[i] || !isfinite(s[k].x[i])) continue;
+            int row = 0;
+            for (size_t j = 0; j < k; j++)
+                for (size_t m = 0; m < s[j].n; m++)
+                    if (s[j].oom && s[j].oom[m] && s[j].x[m] == s[k].x[i]) row++;
+            double x = dpplot_panel_px(p, s[k].x[i]), y = p->plot.y + OOM_PAD + OOM_ROW * row;
+            dpplot_marker_draw(cr, x, y, 14.0, DPPLOT_MARKER_CROSS, s[k].color, 0);
+            any_oom = 1;
+        }
     }
-  }
-  if (any_oom) {
-    dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 1, dpplot_rgb_hex(0xB00020), DPPLOT_RIGHT,
-                                        DPPLOT_MIDDLE);
-    dpplot_text(p->cv, p->plot.x - 8, p->plot.y + OOM_PAD, "OOM", &st);
-    cairo_save(cr);
-    double dash[2] = {4.0, 4.0};
-    cairo_set_dash(cr, dash, 2, 0);
-    cairo_set_line_width(cr, 1.0);
-    dpplot_set_color(cr, DPPLOT_MUTED, 1.0);
-    double y = round(p->data.y) - 0.5;
-    cairo_move_to(cr, p->plot.x, y);
-    cairo_line_to(cr, p->plot.x + p->plot.w, y);
-    cairo_stroke(cr);
-    cairo_restore(cr);
-  }
+    if (any_oom) {
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 1, dpplot_rgb_hex(0xB00020), DPPLOT_RIGHT, DPPLOT_MIDDLE);
+        dpplot_text(p->cv, p->plot.x - 8, p->plot.y + OOM_PAD, "OOM", &st);
+        cairo_save(cr);
+        double dash[2] = {4.0, 4.0};
+        cairo_set_dash(cr, dash, 2, 0);
+        cairo_set_line_width(cr, 1.0);
+        dpplot_set_color(cr, DPPLOT_MUTED, 1.0);
+        double y = round(p->data.y) - 0.5;
+        cairo_move_to(cr, p->plot.x, y);
+        cairo_line_to(cr, p->plot.x + p->plot.w, y);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+    }
 }
 
 void dpplot_shades_draw(dpplot_panel *p, const dpplot_shade *s, size_t n) {
-  cairo_t *cr = dpplot_canvas_cr(p->cv);
-  dpplot_panel_clip(p);
-  for (size_t i = 0; i < n; i++) {
-    double x0 = dpplot_panel_px(p, s[i].x0), x1 = dpplot_panel_px(p, s[i].x1);
-    if (x1 < x0) {
-      double t = x0;
-      x0 = x1, x1 = t;
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    dpplot_panel_clip(p);
+    for (size_t i = 0; i < n; i++) {
+        double x0 = dpplot_panel_px(p, s[i].x0), x1 = dpplot_panel_px(p, s[i].x1);
+        if (x1 < x0) {
+            double t = x0;
+            x0 = x1, x1 = t;
+        }
+        if (x1 - x0 < 1.0) x1 = x0 + 1.0; /* a span shorter than a pixel still shows */
+        dpplot_set_color(cr, s[i].color, s[i].alpha > 0 ? s[i].alpha : 0.3);
+        cairo_rectangle(cr, x0, p->plot.y, x1 - x0, p->plot.h);
+        cairo_fill(cr);
     }
-    if (x1 - x0 < 1.0) x1 = x0 + 1.0; /* a span shorter than a pixel still shows */
-    dpplot_set_color(cr, s[i].color, s[i].alpha > 0 ? s[i].alpha : 0.3);
-    cairo_rectangle(cr, x0, p->plot.y, x1 - x0, p->plot.h);
-    cairo_fill(cr);
-  }
-  dpplot_panel_unclip(p);
+    dpplot_panel_unclip(p);
 }
 
 /* Draws a label box: white, slightly transparent background, then the text. */
-static void boxed_text(dpplot_canvas *cv, double x, double y, const char *text,
-                       const dpplot_text_style *st) {
-  dpplot_rect b = dpplot_text_bounds(cv, x, y, text, st);
-  cairo_t *cr = dpplot_canvas_cr(cv);
-  dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
-  cairo_rectangle(cr, b.x - 3, b.y - 1, b.w + 6, b.h + 2);
-  cairo_fill(cr);
-  dpplot_text(cv, x, y, text, st);
+static void boxed_text(dpplot_canvas *cv, double x, double y, const char *text, const dpplot_text_style *st) {
+    dpplot_rect b = dpplot_text_bounds(cv, x, y, text, st);
+    cairo_t *cr = dpplot_canvas_cr(cv);
+    dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
+    cairo_rectangle(cr, b.x - 3, b.y - 1, b.w + 6, b.h + 2);
+    cairo_fill(cr);
+    dpplot_text(cv, x, y, text, st);
 }
 
 /* Nearest point of rectangle r to (x, y): where a leader line ends. */
 static void rect_nearest(dpplot_rect r, double x, double y, double *ox, double *oy) {
-  *ox = fmin(fmax(x, r.x), r.x + r.w);
-  *oy = fmin(fmax(y, r.y), r.y + r.h);
+    *ox = fmin(fmax(x, r.x), r.x + r.w);
+    *oy = fmin(fmax(y, r.y), r.y + r.h);
 }
 
 /* Candidate label anchors around a point, nearest first: offsets in units of `d` px. */
 typedef struct {
-  double dx, dy;
-  dpplot_halign h;
-  dpplot_valign v;
+    double dx, dy;
+    dpplot_halign h;
+    dpplot_valign v;
 } anchor;
 static const anchor anchors[] = {
-    {1, 0, DPPLOT_LEFT, DPPLOT_MIDDLE},     {-1, 0, DPPLOT_RIGHT, DPPLOT_MIDDLE},
-    {0, -1, DPPLOT_CENTER, DPPLOT_BOTTOM},  {0, 1, DPPLOT_CENTER, DPPLOT_TOP},
-    {0.8, -0.8, DPPLOT_LEFT, DPPLOT_BOTTOM}, {0.8, 0.8, DPPLOT_LEFT, DPPLOT_TOP},
+    {1, 0, DPPLOT_LEFT, DPPLOT_MIDDLE},        {-1, 0, DPPLOT_RIGHT, DPPLOT_MIDDLE},
+    {0, -1, DPPLOT_CENTER, DPPLOT_BOTTOM},     {0, 1, DPPLOT_CENTER, DPPLOT_TOP},
+    {0.8, -0.8, DPPLOT_LEFT, DPPLOT_BOTTOM},   {0.8, 0.8, DPPLOT_LEFT, DPPLOT_TOP},
     {-0.8, -0.8, DPPLOT_RIGHT, DPPLOT_BOTTOM}, {-0.8, 0.8, DPPLOT_RIGHT, DPPLOT_TOP},
 };
 #define N_ANCHORS (sizeof anchors / sizeof anchors[0])
 
 /* Finds a free spot for a label near (x, y) avoiding `taken` rectangles; returns the distance
  * multiplier used (1 = right beside the point) and fills the anchor and bounds. */
-static double place_label(dpplot_panel *p, double x, double y, double d, const char *text,
-                          dpplot_text_style *st, const dpplot_rect *taken, size_t n_taken,
-                          double *ax, double *ay, dpplot_rect *bounds) {
-  static const double dist[] = {1.0, 2.0, 3.5, 5.0, 7.0};
-  dpplot_rect area = dpplot_rect_inset(p->plot, 2, 2, 2, 2);
-  for (size_t k = 0; k < sizeof dist / sizeof dist[0]; k++)
-    for (size_t a = 0; a < N_ANCHORS; a++) {
-      st->halign = anchors[a].h, st->valign = anchors[a].v;
-      double cx = x + anchors[a].dx * d * dist[k], cy = y + anchors[a].dy * d * dist[k];
-      dpplot_rect b = dpplot_text_bounds(p->cv, cx, cy, text, st);
-      dpplot_rect padded = dpplot_rect_inset(b, -4, -3, -4, -3);
-      if (!dpplot_rect_inside(padded, area)) continue;
-      int clash = 0;
-      for (size_t t = 0; t < n_taken && !clash; t++) clash = dpplot_rect_overlap(padded, taken[t]);
-      if (clash) continue;
-      *ax = cx, *ay = cy, *bounds = b;
-      return dist[k];
-    }
-  /* Nothing free: right of the point, clamped into the plot. */
-  st->halign = DPPLOT_LEFT, st->valign = DPPLOT_MIDDLE;
-  dpplot_rect b = dpplot_text_bounds(p->cv, x + d, y, text, st);
-  *ax = fmin(x + d, area.x + area.w - b.w), *ay = fmin(fmax(y, area.y + b.h / 2), area.y + area.h - b.h / 2);
-  *bounds = dpplot_text_bounds(p->cv, *ax, *ay, text, st);
-  return 1.0;
+static double place_label(dpplot_panel *p, double x, double y, double d, const char *text, dpplot_text_style *st,
+                          const dpplot_rect *taken, size_t n_taken, double *ax, double *ay, dpplot_rect *bounds) {
+    static const double dist[] = {1.0, 2.0, 3.5, 5.0, 7.0};
+    dpplot_rect area = dpplot_rect_inset(p->plot, 2, 2, 2, 2);
+    for (size_t k = 0; k < sizeof dist / sizeof dist[0]; k++)
+        for (size_t a = 0; a < N_ANCHORS; a++) {
+            st->halign = anchors[a].h, st->valign = anchors[a].v;
+            double cx = x + anchors[a].dx * d * dist[k], cy = y + anchors[a].dy * d * dist[k];
+            dpplot_rect b = dpplot_text_bounds(p->cv, cx, cy, text, st);
+            dpplot_rect padded = dpplot_rect_inset(b, -4, -3, -4, -3);
+            if (!dpplot_rect_inside(padded, area)) continue;
+            int clash = 0;
+            for (size_t t = 0; t < n_taken && !clash; t++) clash = dpplot_rect_overlap(padded, taken[t]);
+            if (clash) continue;
+            *ax = cx, *ay = cy, *bounds = b;
+            return dist[k];
+        }
+    /* Nothing free: right of the point, clamped into the plot. */
+    st->halign = DPPLOT_LEFT, st->valign = DPPLOT_MIDDLE;
+    dpplot_rect b = dpplot_text_bounds(p->cv, x + d, y, text, st);
+    *ax = fmin(x + d, area.x + area.w - b.w), *ay = fmin(fmax(y, area.y + b.h / 2), area.y + area.h - b.h / 2);
+    *bounds = dpplot_text_bounds(p->cv, *ax, *ay, text, st);
+    return 1.0;
 }
 
 #define MAX_SCATTER 256
 
 void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size) {
-  cairo_t *cr = dpplot_canvas_cr(p->cv);
-  if (n > MAX_SCATTER) n = MAX_SCATTER;
-  dpplot_rect taken[2 * MAX_SCATTER];
-  size_t n_taken = 0;
-  double r = marker_size / 2 + 3;
-  for (size_t i = 0; i < n; i++) {
-    double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
-    taken[n_taken++] = (dpplot_rect){x - r, y - r, 2 * r, 2 * r};
-  }
-  /* Labels first (as rectangles), so markers can be drawn over leader lines. */
-  double ax[MAX_SCATTER], ay[MAX_SCATTER], far[MAX_SCATTER];
-  dpplot_text_style st[MAX_SCATTER];
-  for (size_t i = 0; i < n; i++) {
-    far[i] = 0;
-    if (!pts[i].label || !isfinite(pts[i].x) || !isfinite(pts[i].y)) continue;
-    double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
-    st[i] = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_MIDDLE);
-    dpplot_rect b;
-    far[i] = place_label(p, x, y, marker_size / 2 + 10, pts[i].label, &st[i], taken, n_taken,
-                         &ax[i], &ay[i], &b);
-    taken[n_taken++] = dpplot_rect_inset(b, -4, -3, -4, -3);
-  }
-  for (size_t i = 0; i < n; i++) {
-    if (far[i] <= 1.0) continue;
-    double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y), ex, ey;
-    rect_nearest(dpplot_text_bounds(p->cv, ax[i], ay[i], pts[i].label, &st[i]), x, y, &ex, &ey);
-    cairo_save(cr);
-    cairo_set_line_width(cr, 1.2);
-    dpplot_set_color(cr, pts[i].color, 1.0);
-    cairo_move_to(cr, x, y);
-    cairo_line_to(cr, ex, ey);
-    cairo_stroke(cr);
-    cairo_restore(cr);
-  }
-  for (size_t i = 0; i < n; i++)
-    if (isfinite(pts[i].x) && isfinite(pts[i].y))
-      dpplot_marker_draw(cr, dpplot_panel_px(p, pts[i].x), dpplot_panel_py(p, pts[i].y),
-                         marker_size, pts[i].marker == DPPLOT_MARKER_NONE ? DPPLOT_MARKER_CIRCLE
-                                                                          : pts[i].marker,
-                         pts[i].color, pts[i].hollow);
-  for (size_t i = 0; i < n; i++)
-    if (far[i] > 0) boxed_text(p->cv, ax[i], ay[i], pts[i].label, &st[i]);
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    if (n > MAX_SCATTER) n = MAX_SCATTER;
+    dpplot_rect taken[2 * MAX_SCATTER];
+    size_t n_taken = 0;
+    double r = marker_size / 2 + 3;
+    for (size_t i = 0; i < n; i++) {
+        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
+        taken[n_taken++] = (dpplot_rect){x - r, y - r, 2 * r, 2 * r};
+    }
+    /* Labels first (as rectangles), so markers can be drawn over leader lines. */
+    double ax[MAX_SCATTER], ay[MAX_SCATTER], far[MAX_SCATTER];
+    dpplot_text_style st[MAX_SCATTER];
+    for (size_t i = 0; i < n; i++) {
+        far[i] = 0;
+        if (!pts[i].label || !isfinite(pts[i].x) || !isfinite(pts[i].y)) continue;
+        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
+        st[i] = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_MIDDLE);
+        dpplot_rect b;
+        far[i] = place_label(p, x, y, marker_size / 2 + 10, pts[i].label, &st[i], taken, n_taken, &ax[i], &ay[i], &b);
+        taken[n_taken++] = dpplot_rect_inset(b, -4, -3, -4, -3);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (far[i] <= 1.0) continue;
+        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y), ex, ey;
+        rect_nearest(dpplot_text_bounds(p->cv, ax[i], ay[i], pts[i].label, &st[i]), x, y, &ex, &ey);
+        cairo_save(cr);
+        cairo_set_line_width(cr, 1.2);
+        dpplot_set_color(cr, pts[i].color, 1.0);
+        cairo_move_to(cr, x, y);
+        cairo_line_to(cr, ex, ey);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+    }
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(pts[i].x) && isfinite(pts[i].y))
+            dpplot_marker_draw(cr, dpplot_panel_px(p, pts[i].x), dpplot_panel_py(p, pts[i].y), marker_size,
+                               pts[i].marker == DPPLOT_MARKER_NONE ? DPPLOT_MARKER_CIRCLE : pts[i].marker, pts[i].color,
+                               pts[i].hollow);
+    for (size_t i = 0; i < n; i++)
+        if (far[i] > 0) boxed_text(p->cv, ax[i], ay[i], pts[i].label, &st[i]);
 }
 
 void dpplot_annotate(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color) {
-  cairo_t *cr = dpplot_canvas_cr(p->cv);
-  double px = dpplot_panel_px(p, x), py = dpplot_panel_py(p, y);
-  /* Prefer above-left/right of the point, at a distance: peaks sit high, labels go beside. */
-  static const anchor prefs[] = {
-      {-1, 0.6, DPPLOT_RIGHT, DPPLOT_TOP}, {1, 0.6, DPPLOT_LEFT, DPPLOT_TOP},
-      {-1, -0.3, DPPLOT_RIGHT, DPPLOT_BOTTOM}, {1, -0.3, DPPLOT_LEFT, DPPLOT_BOTTOM},
-      {-1, 1.5, DPPLOT_RIGHT, DPPLOT_TOP}, {1, 1.5, DPPLOT_LEFT, DPPLOT_TOP},
-  };
-  dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 1, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_TOP);
-  dpplot_rect area = dpplot_rect_inset(p->plot, 4, 4, 4, 4);
-  double d = 28.0, ax = px + d, ay = py;
-  int placed = 0;
-  for (size_t a = 0; a < sizeof prefs / sizeof prefs[0] && !placed; a++) {
-    st.halign = prefs[a].h, st.valign = prefs[a].v;
-    double cx = px + prefs[a].dx * d, cy = py + prefs[a].dy * d;
-    if (dpplot_rect_inside(dpplot_text_bounds(p->cv, cx, cy, text, &st), area))
-      ax = cx, ay = cy, placed = 1;
-  }
-  if (!placed) {
-    st.halign = DPPLOT_LEFT, st.valign = DPPLOT_TOP;
-    dpplot_rect b = dpplot_text_bounds(p->cv, px, py, text, &st);
-    ax = fmin(fmax(px - b.w / 2, area.x), area.x + area.w - b.w);
-    ay = fmin(fmax(py + 10, area.y), area.y + area.h - b.h);
-  }
-  dpplot_rect b = dpplot_text_bounds(p->cv, ax, ay, text, &st);
-  double ex, ey;
-  rect_nearest(b, px, py, &ex, &ey);
-  cairo_save(cr);
-  cairo_set_line_width(cr, 1.5);
-  dpplot_set_color(cr, DPPLOT_INK, 1.0);
-  cairo_move_to(cr, px, py);
-  cairo_line_to(cr, ex, ey);
-  cairo_stroke(cr);
-  cairo_restore(cr);
-  dpplot_marker_draw(cr, px, py, 11.0, DPPLOT_MARKER_CIRCLE, color, 0);
-  boxed_text(p->cv, ax, ay, text, &st);
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    double px = dpplot_panel_px(p, x), py = dpplot_panel_py(p, y);
+    /* Prefer above-left/right of the point, at a distance: peaks sit high, labels go beside. */
+    static const anchor prefs[] = {
+        {-1, 0.6, DPPLOT_RIGHT, DPPLOT_TOP},     {1, 0.6, DPPLOT_LEFT, DPPLOT_TOP},
+        {-1, -0.3, DPPLOT_RIGHT, DPPLOT_BOTTOM}, {1, -0.3, DPPLOT_LEFT, DPPLOT_BOTTOM},
+        {-1, 1.5, DPPLOT_RIGHT, DPPLOT_TOP},     {1, 1.5, DPPLOT_LEFT, DPPLOT_TOP},
+    };
+    dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 1, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_TOP);
+    dpplot_rect area = dpplot_rect_inset(p->plot, 4, 4, 4, 4);
+    double d = 28.0, ax = px + d, ay = py;
+    int placed = 0;
+    for (size_t a = 0; a < sizeof prefs / sizeof prefs[0] && !placed; a++) {
+        st.halign = prefs[a].h, st.valign = prefs[a].v;
+        double cx = px + prefs[a].dx * d, cy = py + prefs[a].dy * d;
+        if (dpplot_rect_inside(dpplot_text_bounds(p->cv, cx, cy, text, &st), area)) ax = cx, ay = cy, placed = 1;
+    }
+    if (!placed) {
+        st.halign = DPPLOT_LEFT, st.valign = DPPLOT_TOP;
+        dpplot_rect b = dpplot_text_bounds(p->cv, px, py, text, &st);
+        ax = fmin(fmax(px - b.w / 2, area.x), area.x + area.w - b.w);
+        ay = fmin(fmax(py + 10, area.y), area.y + area.h - b.h);
+    }
+    dpplot_rect b = dpplot_text_bounds(p->cv, ax, ay, text, &st);
+    double ex, ey;
+    rect_nearest(b, px, py, &ex, &ey);
+    cairo_save(cr);
+    cairo_set_line_width(cr, 1.5);
+    dpplot_set_color(cr, DPPLOT_INK, 1.0);
+    cairo_move_to(cr, px, py);
+    cairo_line_to(cr, ex, ey);
+    cairo_stroke(cr);
+    cairo_restore(cr);
+    dpplot_marker_draw(cr, px, py, 11.0, DPPLOT_MARKER_CIRCLE, color, 0);
+    boxed_text(p->cv, ax, ay, text, &st);
 }

@@ -22,26 +22,23 @@ static const unsigned fallback_colors[] = {0xCC79A7, 0x332288, 0x882255, 0x99993
 #define N_FALLBACK (sizeof fallback_colors / sizeof fallback_colors[0])
 
 dpplot_rgb dpplot_method_color(const char *method) {
-  if (!method) return dpplot_rgb_hex(0x999999);
-  int rank = dpplot_method_rank(method);
-  if (rank < DPPLOT_N_PRESETS) return dpplot_rgb_hex(preset_colors[rank]);
-  /* FNV-1a: stable across runs and machines, so a custom method keeps its colour. */
-  unsigned long h = 2166136261ul;
-  for (const unsigned char *p = (const unsigned char *)method; *p; p++)
-    h = ((h ^ *p) * 16777619ul) & 0xfffffffful;
-  return dpplot_rgb_hex(fallback_colors[h % N_FALLBACK]);
+    if (!method) return dpplot_rgb_hex(0x999999);
+    int rank = dpplot_method_rank(method);
+    if (rank < DPPLOT_N_PRESETS) return dpplot_rgb_hex(preset_colors[rank]);
+    /* FNV-1a: stable across runs and machines, so a custom method keeps its colour. */
+    unsigned long h = 2166136261ul;
+    for (const unsigned char *p = (const unsigned char *)method; *p; p++) h = ((h ^ *p) * 16777619ul) & 0xfffffffful;
+    return dpplot_rgb_hex(fallback_colors[h % N_FALLBACK]);
 }
 
 int dpplot_method_rank(const char *method) {
-  if (method)
-    for (int i = 0; i < DPPLOT_N_PRESETS; i++)
-      if (strcmp(method, preset_names[i]) == 0) return i;
-  return DPPLOT_N_PRESETS;
+    if (method)
+        for (int i = 0; i < DPPLOT_N_PRESETS; i++)
+            if (strcmp(method, preset_names[i]) == 0) return i;
+    return DPPLOT_N_PRESETS;
 }
 
-const char *dpplot_method_preset(int i) {
-  return i >= 0 && i < DPPLOT_N_PRESETS ? preset_names[i] : NULL;
-}
+const char *dpplot_method_preset(int i) { return i >= 0 && i < DPPLOT_N_PRESETS ? preset_names[i] : NULL; }
 
 /* Paul Tol's "muted" scheme, one colour per component. */
 static const unsigned component_colors[DPPLOT_N_COMPONENTS] = {
@@ -55,45 +52,42 @@ static const unsigned component_colors[DPPLOT_N_COMPONENTS] = {
     0xDDCC77, /* temporaries: sand */
     0xBBBBBB, /* other: pale grey */
 };
-static const char *const component_labels[DPPLOT_N_COMPONENTS] = {
-    "Parameters",       "Gradients",    "Optimizer states", "Activations", "Output grads",
-    "Per-sample grads", "Norm samples", "Temporaries",      "Other"};
-static const char *const component_keys[DPPLOT_N_COMPONENTS] = {
-    "parameters",       "gradients",    "optimizer_states", "activations", "output_grads",
-    "per_sample_grads", "norm_samples", "temp",             "other"};
+static const char *const component_labels[DPPLOT_N_COMPONENTS] = {"Parameters",   "Gradients",    "Optimizer states",
+                                                                  "Activations",  "Output grads", "Per-sample grads",
+                                                                  "Norm samples", "Temporaries",  "Other"};
+static const char *const component_keys[DPPLOT_N_COMPONENTS] = {"parameters",   "gradients",    "optimizer_states",
+                                                                "activations",  "output_grads", "per_sample_grads",
+                                                                "norm_samples", "temp",         "other"};
 
 dpplot_rgb dpplot_component_color(dpplot_component c) {
-  return (unsigned)c < DPPLOT_N_COMPONENTS ? dpplot_rgb_hex(component_colors[c])
-                                           : dpplot_rgb_hex(0xBBBBBB);
+    return (unsigned)c < DPPLOT_N_COMPONENTS ? dpplot_rgb_hex(component_colors[c]) : dpplot_rgb_hex(0xBBBBBB);
 }
 const char *dpplot_component_label(dpplot_component c) {
-  return (unsigned)c < DPPLOT_N_COMPONENTS ? component_labels[c] : "?";
+    return (unsigned)c < DPPLOT_N_COMPONENTS ? component_labels[c] : "?";
 }
 const char *dpplot_component_key(dpplot_component c) {
-  return (unsigned)c < DPPLOT_N_COMPONENTS ? component_keys[c] : "?";
+    return (unsigned)c < DPPLOT_N_COMPONENTS ? component_keys[c] : "?";
 }
 
-static const char *const module_group_names[DPPLOT_N_MODULE_GROUPS] = {
-    "embedding", "attention", "mlp", "norm", "head", "lora", "other"};
+static const char *const module_group_names[DPPLOT_N_MODULE_GROUPS] = {"embedding", "attention", "mlp",  "norm",
+                                                                       "head",      "lora",      "other"};
 
 dpplot_module_group dpplot_module_group_of(const char *path) {
-  if (!path) return DPPLOT_MOD_OTHER;
-  if (strstr(path, ".lora")) return DPPLOT_MOD_LORA;
-  if (strstr(path, "attn")) return DPPLOT_MOD_ATTENTION;
-  if (strstr(path, "mlp")) return DPPLOT_MOD_MLP;
-  if (strstr(path, "ln_") || strstr(path, "norm")) return DPPLOT_MOD_NORM;
-  if (strstr(path, "wte") || strstr(path, "wpe") || strstr(path, "embed"))
-    return DPPLOT_MOD_EMBEDDING;
-  if (strstr(path, "lm_head") || strstr(path, "loss")) return DPPLOT_MOD_HEAD;
-  return DPPLOT_MOD_OTHER;
+    if (!path) return DPPLOT_MOD_OTHER;
+    if (strstr(path, ".lora")) return DPPLOT_MOD_LORA;
+    if (strstr(path, "attn")) return DPPLOT_MOD_ATTENTION;
+    if (strstr(path, "mlp")) return DPPLOT_MOD_MLP;
+    if (strstr(path, "ln_") || strstr(path, "norm")) return DPPLOT_MOD_NORM;
+    if (strstr(path, "wte") || strstr(path, "wpe") || strstr(path, "embed")) return DPPLOT_MOD_EMBEDDING;
+    if (strstr(path, "lm_head") || strstr(path, "loss")) return DPPLOT_MOD_HEAD;
+    return DPPLOT_MOD_OTHER;
 }
 
 const char *dpplot_module_group_name(dpplot_module_group g) {
-  return (unsigned)g < DPPLOT_N_MODULE_GROUPS ? module_group_names[g] : "?";
+    return (unsigned)g < DPPLOT_N_MODULE_GROUPS ? module_group_names[g] : "?";
 }
 
-static const char *const phase_names[DPPLOT_N_PHASES] = {"forward", "backward", "clip", "noise",
-                                                         "optimizer"};
+static const char *const phase_names[DPPLOT_N_PHASES] = {"forward", "backward", "clip", "noise", "optimizer"};
 static const unsigned phase_colors[DPPLOT_N_PHASES] = {
     0x88CCEE, /* forward: cyan */
     0xDDCC77, /* backward: sand */
@@ -103,15 +97,12 @@ static const unsigned phase_colors[DPPLOT_N_PHASES] = {
 };
 
 int dpplot_phase_from_name(const char *name) {
-  if (name)
-    for (int i = 0; i < DPPLOT_N_PHASES; i++)
-      if (strcmp(name, phase_names[i]) == 0) return i;
-  return -1;
+    if (name)
+        for (int i = 0; i < DPPLOT_N_PHASES; i++)
+            if (strcmp(name, phase_names[i]) == 0) return i;
+    return -1;
 }
-const char *dpplot_phase_name(dpplot_phase p) {
-  return (unsigned)p < DPPLOT_N_PHASES ? phase_names[p] : "?";
-}
+const char *dpplot_phase_name(dpplot_phase p) { return (unsigned)p < DPPLOT_N_PHASES ? phase_names[p] : "?"; }
 dpplot_rgb dpplot_phase_color(dpplot_phase p) {
-  return (unsigned)p < DPPLOT_N_PHASES ? dpplot_rgb_hex(phase_colors[p])
-                                       : dpplot_rgb_hex(0xDDDDDD);
+    return (unsigned)p < DPPLOT_N_PHASES ? dpplot_rgb_hex(phase_colors[p]) : dpplot_rgb_hex(0xDDDDDD);
 }

@@ -5,314 +5,302 @@
 #include <stdio.h>
 #include <string.h>
 
-#define PAD 12.0       /* px around a panel's content */
-#define TICK_LEN 6.0   /* px */
-#define TICK_GAP 6.0   /* px between tick and label */
-#define SWATCH 14.0    /* px, category colour swatch */
+#define PAD 12.0     /* px around a panel's content */
+#define TICK_LEN 6.0 /* px */
+#define TICK_GAP 6.0 /* px between tick and label */
+#define SWATCH 14.0  /* px, category colour swatch */
 #define ROTATE_DEG 30.0
 
 static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Axis title with the tick unit appended, e.g. "Peak memory (GiB)". */
 static void axis_title(char *buf, size_t len, const char *label, const char *unit) {
-  if (!label) {
-    buf[0] = '\0';
-    return;
-  }
-  if (!*label) snprintf(buf, len, "%s", unit ? unit : ""); /* "" titles an axis by its unit */
-  else if (unit && *unit) snprintf(buf, len, "%s (%s)", label, unit);
-  else snprintf(buf, len, "%s", label);
+    if (!label) {
+        buf[0] = '\0';
+        return;
+    }
+    if (!*label)
+        snprintf(buf, len, "%s", unit ? unit : ""); /* "" titles an axis by its unit */
+    else if (unit && *unit)
+        snprintf(buf, len, "%s (%s)", label, unit);
+    else
+        snprintf(buf, len, "%s", label);
 }
 
 /* Numeric ticks whose labels fit `extent` px along the axis without touching. */
-static int fit_ticks(dpplot_canvas *cv, double lo, double hi, dpplot_scale scale,
-                     dpplot_unit unit, int extend, double extent, int horizontal,
-                     dpplot_ticks *out) {
-  /* Log axes label every power when they fit (seq_len 256..8192 reads best in full). */
-  int target = scale != DPPLOT_SCALE_LINEAR ? 16 : clampi((int)(extent / (horizontal ? 150.0 : 80.0)), 3, 10);
-  for (; target >= 2; target--) {
-    if (dpplot_ticks_compute(lo, hi, scale, target, unit, extend, out) != 0) return -1;
-    if (out->n < 2) return 0;
-    double widest = 0.0;
-    for (size_t i = 0; i < out->n; i++) {
-      double w = horizontal ? dpplot_text_width(cv, out->label[i], DPPLOT_FONT_TICK, 0)
-                            : dpplot_line_height(cv, DPPLOT_FONT_TICK);
-      if (w > widest) widest = w;
+static int fit_ticks(dpplot_canvas *cv, double lo, double hi, dpplot_scale scale, dpplot_unit unit, int extend,
+                     double extent, int horizontal, dpplot_ticks *out) {
+    /* Log axes label every power when they fit (seq_len 256..8192 reads best in full). */
+    int target = scale != DPPLOT_SCALE_LINEAR ? 16 : clampi((int)(extent / (horizontal ? 150.0 : 80.0)), 3, 10);
+    for (; target >= 2; target--) {
+        if (dpplot_ticks_compute(lo, hi, scale, target, unit, extend, out) != 0) return -1;
+        if (out->n < 2) return 0;
+        double widest = 0.0;
+        for (size_t i = 0; i < out->n; i++) {
+            double w = horizontal ? dpplot_text_width(cv, out->label[i], DPPLOT_FONT_TICK, 0)
+                                  : dpplot_line_height(cv, DPPLOT_FONT_TICK);
+            if (w > widest) widest = w;
+        }
+        if (widest * 1.4 * (double)out->n < extent) return 0;
     }
-    if (widest * 1.4 * (double)out->n < extent) return 0;
-  }
-  return 0;
+    return 0;
 }
 
 /* Layout of categorical x labels: font size and rotation that make them fit their slots. */
 typedef struct {
-  double size;
-  double angle;
-  double height; /* px the labels take below the ticks */
+    double size;
+    double angle;
+    double height; /* px the labels take below the ticks */
 } category_layout;
 
-static category_layout layout_x_categories(dpplot_canvas *cv, const dpplot_panel_spec *s,
-                                           double plot_w) {
-  category_layout lay = {DPPLOT_FONT_TICK, 0.0, 0.0};
-  double slot = plot_w / (double)(s->n_x_categories ? s->n_x_categories : 1);
-  double extra = 0.0; /* swatches sit above the labels, so they cost height, not width */
-  static const double sizes[2] = {DPPLOT_FONT_TICK, DPPLOT_FONT_TICK * 0.85};
-  for (int k = 0; k < 2; k++) {
-    double widest = 0.0;
-    for (size_t i = 0; i < s->n_x_categories; i++) {
-      double w = dpplot_text_width(cv, s->x_categories[i], sizes[k], 0) + extra;
-      if (w > widest) widest = w;
+static category_layout layout_x_categories(dpplot_canvas *cv, const dpplot_panel_spec *s, double plot_w) {
+    category_layout lay = {DPPLOT_FONT_TICK, 0.0, 0.0};
+    double slot = plot_w / (double)(s->n_x_categories ? s->n_x_categories : 1);
+    double extra = 0.0; /* swatches sit above the labels, so they cost height, not width */
+    static const double sizes[2] = {DPPLOT_FONT_TICK, DPPLOT_FONT_TICK * 0.85};
+    for (int k = 0; k < 2; k++) {
+        double widest = 0.0;
+        for (size_t i = 0; i < s->n_x_categories; i++) {
+            double w = dpplot_text_width(cv, s->x_categories[i], sizes[k], 0) + extra;
+            if (w > widest) widest = w;
+        }
+        if (widest <= slot * 0.94) {
+            lay.size = sizes[k];
+            double tallest = 0.0;
+            for (size_t i = 0; i < s->n_x_categories; i++) {
+                dpplot_text_style st = dpplot_style(sizes[k], 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+                dpplot_rect b = dpplot_text_bounds(cv, 0, 0, s->x_categories[i], &st);
+                if (b.h > tallest) tallest = b.h;
+            }
+            lay.height = tallest + (s->x_category_colors ? SWATCH + 4 : 0);
+            return lay;
+        }
     }
-    if (widest <= slot * 0.94) {
-      lay.size = sizes[k];
-      double tallest = 0.0;
-      for (size_t i = 0; i < s->n_x_categories; i++) {
-        dpplot_text_style st =
-            dpplot_style(sizes[k], 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+    lay.size = sizes[1];
+    lay.angle = ROTATE_DEG;
+    double tallest = 0.0;
+    for (size_t i = 0; i < s->n_x_categories; i++) {
+        dpplot_text_style st = dpplot_style(lay.size, 0, DPPLOT_INK, DPPLOT_RIGHT, DPPLOT_TOP);
+        st.angle_deg = lay.angle;
         dpplot_rect b = dpplot_text_bounds(cv, 0, 0, s->x_categories[i], &st);
         if (b.h > tallest) tallest = b.h;
-      }
-      lay.height = tallest + (s->x_category_colors ? SWATCH + 4 : 0);
-      return lay;
     }
-  }
-  lay.size = sizes[1];
-  lay.angle = ROTATE_DEG;
-  double tallest = 0.0;
-  for (size_t i = 0; i < s->n_x_categories; i++) {
-    dpplot_text_style st = dpplot_style(lay.size, 0, DPPLOT_INK, DPPLOT_RIGHT, DPPLOT_TOP);
-    st.angle_deg = lay.angle;
-    dpplot_rect b = dpplot_text_bounds(cv, 0, 0, s->x_categories[i], &st);
-    if (b.h > tallest) tallest = b.h;
-  }
-  lay.height = tallest;
-  if (s->x_category_colors) lay.height += SWATCH + 4;
-  return lay;
+    lay.height = tallest;
+    if (s->x_category_colors) lay.height += SWATCH + 4;
+    return lay;
 }
 
-int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer,
-                       const dpplot_panel_spec *spec) {
-  memset(p, 0, sizeof *p);
-  p->cv = cv;
-  p->outer = outer;
-  p->spec = *spec;
-  const dpplot_panel_spec *s = &p->spec;
-  double tick_h = dpplot_line_height(cv, DPPLOT_FONT_TICK);
-  double label_h = dpplot_line_height(cv, DPPLOT_FONT_LABEL);
-  double title_h = s->title ? dpplot_line_height(cv, DPPLOT_FONT_PANEL) + 12.0 : 4.0;
+int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, const dpplot_panel_spec *spec) {
+    memset(p, 0, sizeof *p);
+    p->cv = cv;
+    p->outer = outer;
+    p->spec = *spec;
+    const dpplot_panel_spec *s = &p->spec;
+    double tick_h = dpplot_line_height(cv, DPPLOT_FONT_TICK);
+    double label_h = dpplot_line_height(cv, DPPLOT_FONT_LABEL);
+    double title_h = s->title ? dpplot_line_height(cv, DPPLOT_FONT_PANEL) + 12.0 : 4.0;
 
-  /* y axis first: its label widths decide the left margin. */
-  double est_plot_h = outer.h - title_h - tick_h - label_h - 3 * PAD;
-  if (est_plot_h < 40.0) return -1;
-  double y_label_w = 0.0;
-  if (s->y_categories) {
-    for (size_t i = 0; i < s->n_y_categories; i++)
-      y_label_w = fmax(y_label_w, dpplot_text_width(cv, s->y_categories[i], DPPLOT_FONT_TICK, 0));
-  } else {
-    if (fit_ticks(cv, s->y_min, s->y_max, s->y_scale, s->y_unit, s->y_extend,
-                  est_plot_h - s->top_band, 0, &p->yt) != 0)
-      return -1;
-    for (size_t i = 0; i < p->yt.n; i++)
-      y_label_w = fmax(y_label_w, dpplot_text_width(cv, p->yt.label[i], DPPLOT_FONT_TICK, 0));
-  }
-  double left = PAD + (s->y_label ? label_h + 10.0 : 0.0) + y_label_w + TICK_LEN + TICK_GAP;
-  double right = PAD * 2;
-  double plot_w = outer.w - left - right;
-  if (plot_w < 40.0) return -1;
+    /* y axis first: its label widths decide the left margin. */
+    double est_plot_h = outer.h - title_h - tick_h - label_h - 3 * PAD;
+    if (est_plot_h < 40.0) return -1;
+    double y_label_w = 0.0;
+    if (s->y_categories) {
+        for (size_t i = 0; i < s->n_y_categories; i++)
+            y_label_w = fmax(y_label_w, dpplot_text_width(cv, s->y_categories[i], DPPLOT_FONT_TICK, 0));
+    } else {
+        if (fit_ticks(cv, s->y_min, s->y_max, s->y_scale, s->y_unit, s->y_extend, est_plot_h - s->top_band, 0,
+                      &p->yt) != 0)
+            return -1;
+        for (size_t i = 0; i < p->yt.n; i++)
+            y_label_w = fmax(y_label_w, dpplot_text_width(cv, p->yt.label[i], DPPLOT_FONT_TICK, 0));
+    }
+    double left = PAD + (s->y_label ? label_h + 10.0 : 0.0) + y_label_w + TICK_LEN + TICK_GAP;
+    double right = PAD * 2;
+    double plot_w = outer.w - left - right;
+    if (plot_w < 40.0) return -1;
 
-  /* x axis: categories (maybe rotated) or numeric ticks fitted to the width. */
-  double x_labels_h = tick_h;
-  category_layout cat = {DPPLOT_FONT_TICK, 0.0, tick_h};
-  if (s->x_categories) {
-    cat = layout_x_categories(cv, s, plot_w);
-    x_labels_h = cat.height;
-  } else {
-    if (fit_ticks(cv, s->x_min, s->x_max, s->x_scale, s->x_unit, s->x_extend, plot_w, 1,
-                  &p->xt) != 0)
-      return -1;
-    /* The last label may overhang the plot's right edge: keep it on the canvas. */
-    if (p->xt.n > 0) {
-      double w = dpplot_text_width(cv, p->xt.label[p->xt.n - 1], DPPLOT_FONT_TICK, 0);
-      if (w / 2 > right) {
-        right = w / 2 + 4;
-        plot_w = outer.w - left - right;
-      }
+    /* x axis: categories (maybe rotated) or numeric ticks fitted to the width. */
+    double x_labels_h = tick_h;
+    category_layout cat = {DPPLOT_FONT_TICK, 0.0, tick_h};
+    if (s->x_categories) {
+        cat = layout_x_categories(cv, s, plot_w);
+        x_labels_h = cat.height;
+    } else {
+        if (fit_ticks(cv, s->x_min, s->x_max, s->x_scale, s->x_unit, s->x_extend, plot_w, 1, &p->xt) != 0) return -1;
+        /* The last label may overhang the plot's right edge: keep it on the canvas. */
+        if (p->xt.n > 0) {
+            double w = dpplot_text_width(cv, p->xt.label[p->xt.n - 1], DPPLOT_FONT_TICK, 0);
+            if (w / 2 > right) {
+                right = w / 2 + 4;
+                plot_w = outer.w - left - right;
+            }
+        }
     }
-  }
-  double bottom = TICK_LEN + TICK_GAP + x_labels_h + (s->x_label ? 10.0 + label_h : 0.0) + PAD;
-  double plot_h = outer.h - title_h - bottom;
-  if (plot_h < 40.0) return -1;
-  p->plot = (dpplot_rect){outer.x + left, outer.y + title_h, plot_w, plot_h};
-  p->data = dpplot_rect_inset(p->plot, 0, s->top_band, 0, 0);
+    double bottom = TICK_LEN + TICK_GAP + x_labels_h + (s->x_label ? 10.0 + label_h : 0.0) + PAD;
+    double plot_h = outer.h - title_h - bottom;
+    if (plot_h < 40.0) return -1;
+    p->plot = (dpplot_rect){outer.x + left, outer.y + title_h, plot_w, plot_h};
+    p->data = dpplot_rect_inset(p->plot, 0, s->top_band, 0, 0);
 
-  /* Axes mapping. */
-  p->x.scale = s->x_categories ? DPPLOT_SCALE_LINEAR : s->x_scale;
-  p->x.lo = s->x_categories ? -0.5 : p->xt.lo;
-  p->x.hi = s->x_categories ? (double)s->n_x_categories - 0.5 : p->xt.hi;
-  p->x.pix_lo = p->plot.x;
-  p->x.pix_hi = p->plot.x + p->plot.w;
-  p->y.scale = s->y_categories ? DPPLOT_SCALE_LINEAR : s->y_scale;
-  p->y.lo = s->y_categories ? -0.5 : p->yt.lo;
-  p->y.hi = s->y_categories ? (double)s->n_y_categories - 0.5 : p->yt.hi;
-  p->y.pix_lo = p->data.y + p->data.h;
-  p->y.pix_hi = p->data.y;
+    /* Axes mapping. */
+    p->x.scale = s->x_categories ? DPPLOT_SCALE_LINEAR : s->x_scale;
+    p->x.lo = s->x_categories ? -0.5 : p->xt.lo;
+    p->x.hi = s->x_categories ? (double)s->n_x_categories - 0.5 : p->xt.hi;
+    p->x.pix_lo = p->plot.x;
+    p->x.pix_hi = p->plot.x + p->plot.w;
+    p->y.scale = s->y_categories ? DPPLOT_SCALE_LINEAR : s->y_scale;
+    p->y.lo = s->y_categories ? -0.5 : p->yt.lo;
+    p->y.hi = s->y_categories ? (double)s->n_y_categories - 0.5 : p->yt.hi;
+    p->y.pix_lo = p->data.y + p->data.h;
+    p->y.pix_hi = p->data.y;
 
-  cairo_t *cr = dpplot_canvas_cr(cv);
-  cairo_save(cr);
-  cairo_set_line_width(cr, 1.0);
-  /* Grid lines (light) and tick marks. */
-  if (!s->no_grid) {
-    dpplot_set_color(cr, DPPLOT_GRID, 1.0);
-    for (size_t i = 0; i < p->yt.n; i++) {
-      double y = round(dpplot_panel_py(p, p->yt.value[i])) + 0.5;
-      cairo_move_to(cr, p->plot.x, y);
-      cairo_line_to(cr, p->plot.x + p->plot.w, y);
+    cairo_t *cr = dpplot_canvas_cr(cv);
+    cairo_save(cr);
+    cairo_set_line_width(cr, 1.0);
+    /* Grid lines (light) and tick marks. */
+    if (!s->no_grid) {
+        dpplot_set_color(cr, DPPLOT_GRID, 1.0);
+        for (size_t i = 0; i < p->yt.n; i++) {
+            double y = round(dpplot_panel_py(p, p->yt.value[i])) + 0.5;
+            cairo_move_to(cr, p->plot.x, y);
+            cairo_line_to(cr, p->plot.x + p->plot.w, y);
+        }
+        for (size_t i = 0; i < p->xt.n; i++) {
+            double x = round(dpplot_panel_px(p, p->xt.value[i])) + 0.5;
+            cairo_move_to(cr, x, p->plot.y);
+            cairo_line_to(cr, x, p->plot.y + p->plot.h);
+        }
+        cairo_stroke(cr);
     }
-    for (size_t i = 0; i < p->xt.n; i++) {
-      double x = round(dpplot_panel_px(p, p->xt.value[i])) + 0.5;
-      cairo_move_to(cr, x, p->plot.y);
-      cairo_line_to(cr, x, p->plot.y + p->plot.h);
-    }
-    cairo_stroke(cr);
-  }
-  /* y tick labels */
-  dpplot_text_style tick_y =
-      dpplot_style(DPPLOT_FONT_TICK, 0, DPPLOT_INK, DPPLOT_RIGHT, DPPLOT_MIDDLE);
-  double label_x = p->plot.x - TICK_LEN - TICK_GAP;
-  dpplot_set_color(cr, DPPLOT_INK, 1.0);
-  if (s->y_categories) {
-    for (size_t i = 0; i < s->n_y_categories; i++)
-      dpplot_text(cv, label_x, dpplot_panel_py(p, (double)i), s->y_categories[i], &tick_y);
-  } else {
-    for (size_t i = 0; i < p->yt.n; i++) {
-      double y = dpplot_panel_py(p, p->yt.value[i]);
-      cairo_move_to(cr, p->plot.x - TICK_LEN, round(y) + 0.5);
-      cairo_line_to(cr, p->plot.x, round(y) + 0.5);
-      dpplot_text(cv, label_x, y, p->yt.label[i], &tick_y);
-    }
+    /* y tick labels */
+    dpplot_text_style tick_y = dpplot_style(DPPLOT_FONT_TICK, 0, DPPLOT_INK, DPPLOT_RIGHT, DPPLOT_MIDDLE);
+    double label_x = p->plot.x - TICK_LEN - TICK_GAP;
     dpplot_set_color(cr, DPPLOT_INK, 1.0);
-    cairo_stroke(cr);
-  }
-  /* x tick labels */
-  double base_y = p->plot.y + p->plot.h;
-  if (s->x_categories) {
-    for (size_t i = 0; i < s->n_x_categories; i++) {
-      double x = dpplot_panel_px(p, (double)i);
-      dpplot_text_style st = dpplot_style(cat.size, 0, DPPLOT_INK,
-                                          cat.angle != 0 ? DPPLOT_RIGHT : DPPLOT_CENTER,
-                                          DPPLOT_TOP);
-      st.angle_deg = cat.angle;
-      double ty = base_y + TICK_LEN + TICK_GAP;
-      if (s->x_category_colors) {
-        /* The swatch sits on the tick, the label below it. */
-        dpplot_set_color(cr, s->x_category_colors[i], 1.0);
-        cairo_rectangle(cr, x - SWATCH / 2, ty, SWATCH, SWATCH);
-        cairo_fill(cr);
-        ty += SWATCH + 4;
-      }
-      dpplot_text(cv, x, ty, s->x_categories[i], &st);
+    if (s->y_categories) {
+        for (size_t i = 0; i < s->n_y_categories; i++)
+            dpplot_text(cv, label_x, dpplot_panel_py(p, (double)i), s->y_categories[i], &tick_y);
+    } else {
+        for (size_t i = 0; i < p->yt.n; i++) {
+            double y = dpplot_panel_py(p, p->yt.value[i]);
+            cairo_move_to(cr, p->plot.x - TICK_LEN, round(y) + 0.5);
+            cairo_line_to(cr, p->plot.x, round(y) + 0.5);
+            dpplot_text(cv, label_x, y, p->yt.label[i], &tick_y);
+        }
+        dpplot_set_color(cr, DPPLOT_INK, 1.0);
+        cairo_stroke(cr);
     }
-  } else {
-    dpplot_text_style st = dpplot_style(DPPLOT_FONT_TICK, 0, DPPLOT_INK, DPPLOT_CENTER,
-                                        DPPLOT_TOP);
-    dpplot_set_color(cr, DPPLOT_INK, 1.0);
-    for (size_t i = 0; i < p->xt.n; i++) {
-      double x = dpplot_panel_px(p, p->xt.value[i]);
-      cairo_move_to(cr, round(x) + 0.5, base_y);
-      cairo_line_to(cr, round(x) + 0.5, base_y + TICK_LEN);
+    /* x tick labels */
+    double base_y = p->plot.y + p->plot.h;
+    if (s->x_categories) {
+        for (size_t i = 0; i < s->n_x_categories; i++) {
+            double x = dpplot_panel_px(p, (double)i);
+            dpplot_text_style st =
+                dpplot_style(cat.size, 0, DPPLOT_INK, cat.angle != 0 ? DPPLOT_RIGHT : DPPLOT_CENTER, DPPLOT_TOP);
+            st.angle_deg = cat.angle;
+            double ty = base_y + TICK_LEN + TICK_GAP;
+            if (s->x_category_colors) {
+                /* The swatch sits on the tick, the label below it. */
+                dpplot_set_color(cr, s->x_category_colors[i], 1.0);
+                cairo_rectangle(cr, x - SWATCH / 2, ty, SWATCH, SWATCH);
+                cairo_fill(cr);
+                ty += SWATCH + 4;
+            }
+            dpplot_text(cv, x, ty, s->x_categories[i], &st);
+        }
+    } else {
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_TICK, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        dpplot_set_color(cr, DPPLOT_INK, 1.0);
+        for (size_t i = 0; i < p->xt.n; i++) {
+            double x = dpplot_panel_px(p, p->xt.value[i]);
+            cairo_move_to(cr, round(x) + 0.5, base_y);
+            cairo_line_to(cr, round(x) + 0.5, base_y + TICK_LEN);
+        }
+        cairo_stroke(cr);
+        for (size_t i = 0; i < p->xt.n; i++)
+            dpplot_text(cv, dpplot_panel_px(p, p->xt.value[i]), base_y + TICK_LEN + TICK_GAP, p->xt.label[i], &st);
     }
-    cairo_stroke(cr);
-    for (size_t i = 0; i < p->xt.n; i++)
-      dpplot_text(cv, dpplot_panel_px(p, p->xt.value[i]), base_y + TICK_LEN + TICK_GAP,
-                  p->xt.label[i], &st);
-  }
-  /* Axis titles and panel title. */
-  char buf[256];
-  if (s->x_label) {
-    axis_title(buf, sizeof buf, s->x_label, s->x_categories ? "" : p->xt.unit);
-    dpplot_text_style st =
-        dpplot_style(DPPLOT_FONT_LABEL, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_BOTTOM);
-    dpplot_text(cv, p->plot.x + p->plot.w / 2, outer.y + outer.h - PAD * 0.5, buf, &st);
-  }
-  if (s->y_label) {
-    axis_title(buf, sizeof buf, s->y_label, s->y_categories ? "" : p->yt.unit);
-    dpplot_text_style st =
-        dpplot_style(DPPLOT_FONT_LABEL, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
-    st.angle_deg = 90.0;
-    dpplot_text(cv, outer.x + PAD, p->plot.y + p->plot.h / 2, buf, &st);
-  }
-  if (s->title) {
-    dpplot_text_style st =
-        dpplot_style(DPPLOT_FONT_PANEL, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
-    double cx = p->plot.x + p->plot.w / 2;
-    if (s->title_swatch) {
-      double w = dpplot_text_width(cv, s->title, st.size, 1), x0 = cx - (w + SWATCH + 8) / 2;
-      double lh = dpplot_line_height(cv, st.size);
-      dpplot_set_color(cr, *s->title_swatch, 1.0);
-      cairo_rectangle(cr, x0, outer.y + (lh - SWATCH) / 2, SWATCH, SWATCH);
-      cairo_fill(cr);
-      st.halign = DPPLOT_LEFT;
-      cx = x0 + SWATCH + 8;
+    /* Axis titles and panel title. */
+    char buf[256];
+    if (s->x_label) {
+        axis_title(buf, sizeof buf, s->x_label, s->x_categories ? "" : p->xt.unit);
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_LABEL, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_BOTTOM);
+        dpplot_text(cv, p->plot.x + p->plot.w / 2, outer.y + outer.h - PAD * 0.5, buf, &st);
     }
-    dpplot_text(cv, cx, outer.y, s->title, &st);
-  }
-  cairo_restore(cr);
-  return 0;
+    if (s->y_label) {
+        axis_title(buf, sizeof buf, s->y_label, s->y_categories ? "" : p->yt.unit);
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_LABEL, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        st.angle_deg = 90.0;
+        dpplot_text(cv, outer.x + PAD, p->plot.y + p->plot.h / 2, buf, &st);
+    }
+    if (s->title) {
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_PANEL, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        double cx = p->plot.x + p->plot.w / 2;
+        if (s->title_swatch) {
+            double w = dpplot_text_width(cv, s->title, st.size, 1), x0 = cx - (w + SWATCH + 8) / 2;
+            double lh = dpplot_line_height(cv, st.size);
+            dpplot_set_color(cr, *s->title_swatch, 1.0);
+            cairo_rectangle(cr, x0, outer.y + (lh - SWATCH) / 2, SWATCH, SWATCH);
+            cairo_fill(cr);
+            st.halign = DPPLOT_LEFT;
+            cx = x0 + SWATCH + 8;
+        }
+        dpplot_text(cv, cx, outer.y, s->title, &st);
+    }
+    cairo_restore(cr);
+    return 0;
 }
 
 void dpplot_panel_end(dpplot_panel *p) {
-  cairo_t *cr = dpplot_canvas_cr(p->cv);
-  cairo_save(cr);
-  cairo_set_line_width(cr, 1.5);
-  dpplot_set_color(cr, DPPLOT_INK, 1.0);
-  double x0 = round(p->plot.x) + 0.25, y1 = round(p->plot.y + p->plot.h) + 0.25;
-  cairo_move_to(cr, x0, p->plot.y);
-  cairo_line_to(cr, x0, y1);
-  cairo_line_to(cr, p->plot.x + p->plot.w, y1);
-  cairo_stroke(cr);
-  /* A zero line when a numeric y range spans both signs (overhead charts). */
-  if (!p->spec.y_categories && p->y.scale == DPPLOT_SCALE_LINEAR && p->y.lo < 0 && p->y.hi > 0) {
-    double y = round(dpplot_panel_py(p, 0.0)) + 0.5;
-    cairo_set_line_width(cr, 1.0);
-    cairo_move_to(cr, p->plot.x, y);
-    cairo_line_to(cr, p->plot.x + p->plot.w, y);
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    cairo_save(cr);
+    cairo_set_line_width(cr, 1.5);
+    dpplot_set_color(cr, DPPLOT_INK, 1.0);
+    double x0 = round(p->plot.x) + 0.25, y1 = round(p->plot.y + p->plot.h) + 0.25;
+    cairo_move_to(cr, x0, p->plot.y);
+    cairo_line_to(cr, x0, y1);
+    cairo_line_to(cr, p->plot.x + p->plot.w, y1);
     cairo_stroke(cr);
-  }
-  cairo_restore(cr);
+    /* A zero line when a numeric y range spans both signs (overhead charts). */
+    if (!p->spec.y_categories && p->y.scale == DPPLOT_SCALE_LINEAR && p->y.lo < 0 && p->y.hi > 0) {
+        double y = round(dpplot_panel_py(p, 0.0)) + 0.5;
+        cairo_set_line_width(cr, 1.0);
+        cairo_move_to(cr, p->plot.x, y);
+        cairo_line_to(cr, p->plot.x + p->plot.w, y);
+        cairo_stroke(cr);
+    }
+    cairo_restore(cr);
 }
 
 double dpplot_panel_px(const dpplot_panel *p, double v) { return dpplot_axis_map(&p->x, v); }
 double dpplot_panel_py(const dpplot_panel *p, double v) { return dpplot_axis_map(&p->y, v); }
 
 void dpplot_panel_clip(const dpplot_panel *p) {
-  cairo_t *cr = dpplot_canvas_cr(p->cv);
-  cairo_save(cr);
-  cairo_rectangle(cr, p->plot.x, p->plot.y, p->plot.w, p->plot.h);
-  cairo_clip(cr);
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    cairo_save(cr);
+    cairo_rectangle(cr, p->plot.x, p->plot.y, p->plot.w, p->plot.h);
+    cairo_clip(cr);
 }
 
 void dpplot_panel_unclip(const dpplot_panel *p) { cairo_restore(dpplot_canvas_cr(p->cv)); }
 
 double dpplot_figure_title(dpplot_canvas *cv, const char *title, const char *subtitle) {
-  double y = PAD * 1.5;
-  double w = dpplot_canvas_width(cv);
-  if (title) {
-    dpplot_text_style st =
-        dpplot_style(DPPLOT_FONT_TITLE, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
-    dpplot_text(cv, w / 2, y, title, &st);
-    y += dpplot_line_height(cv, DPPLOT_FONT_TITLE) + 4;
-  }
-  if (subtitle) {
-    dpplot_text_style st =
-        dpplot_style(DPPLOT_FONT_NOTE, 0, DPPLOT_MUTED, DPPLOT_CENTER, DPPLOT_TOP);
-    dpplot_text(cv, w / 2, y, subtitle, &st);
-    y += dpplot_line_height(cv, DPPLOT_FONT_NOTE) + 4;
-  }
-  return y + 6;
+    double y = PAD * 1.5;
+    double w = dpplot_canvas_width(cv);
+    if (title) {
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_TITLE, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        dpplot_text(cv, w / 2, y, title, &st);
+        y += dpplot_line_height(cv, DPPLOT_FONT_TITLE) + 4;
+    }
+    if (subtitle) {
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 0, DPPLOT_MUTED, DPPLOT_CENTER, DPPLOT_TOP);
+        dpplot_text(cv, w / 2, y, subtitle, &st);
+        y += dpplot_line_height(cv, DPPLOT_FONT_NOTE) + 4;
+    }
+    return y + 6;
 }
 
 void dpplot_figure_note(dpplot_canvas *cv, const char *note) {
-  if (!note || !*note) return;
-  dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 0, DPPLOT_MUTED, DPPLOT_LEFT, DPPLOT_BOTTOM);
-  dpplot_text(cv, PAD, dpplot_canvas_height(cv) - PAD * 0.5, note, &st);
+    if (!note || !*note) return;
+    dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 0, DPPLOT_MUTED, DPPLOT_LEFT, DPPLOT_BOTTOM);
+    dpplot_text(cv, PAD, dpplot_canvas_height(cv) - PAD * 0.5, note, &st);
 }

@@ -12,216 +12,212 @@
 
 /* mkdir -p; 0 when the directory exists afterwards. */
 static int make_dirs(const char *path) {
-  char buf[4096];
-  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
+    char buf[4096];
+    if (!*path) { /* the loop below starts past the first character */
+        errno = ENOENT;
+        return -1;
+    }
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
     if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-    *p = '/';
-  }
-  if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
-  struct stat st;
-  return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
+    struct stat st;
+    return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
 /* The swept values of a point without the method, as "seq_len=2048, batch=4". */
 static void point_key(const dpplot_result *r, char *buf, size_t len) {
-  size_t used = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < r->n_vary; i++) {
-    if (strcmp(r->vary[i].key, "method") == 0) continue;
-    int w = snprintf(buf + used, len - used, "%s%s=%s", used ? ", " : "", r->vary[i].key,
-                     r->vary[i].text);
-    if (w < 0 || (size_t)w >= len - used) break;
-    used += (size_t)w;
-  }
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_vary; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        int w = snprintf(buf + used, len - used, "%s%s=%s", used ? ", " : "", r->vary[i].key, r->vary[i].text);
+        if (w < 0 || (size_t)w >= len - used) break;
+        used += (size_t)w;
+    }
 }
 
 /* Product of a point's numeric swept values: bigger points are the more telling reference. */
 static double point_size(const dpplot_result *r) {
-  double s = 1.0;
-  for (size_t i = 0; i < r->n_vary; i++)
-    if (r->vary[i].is_number && strcmp(r->vary[i].key, "method") != 0) s *= r->vary[i].number;
-  return s;
+    double s = 1.0;
+    for (size_t i = 0; i < r->n_vary; i++)
+        if (r->vary[i].is_number && strcmp(r->vary[i].key, "method") != 0) s *= r->vary[i].number;
+    return s;
 }
 
 /* Standard charts compare methods at one configuration: the single runs of the directory, or,
  * in a sweep directory, the point where the most methods finished (largest such point). Fills
  * items and returns the count; context gets "at seq_len=2048" for sweeps. */
-static size_t pick_reference(const dpplot_results *rs, const dpplot_result **items,
-                             char *context, size_t clen) {
-  size_t n = 0;
-  context[0] = '\0';
-  for (size_t i = 0; i < rs->n; i++)
-    if (!rs->items[i].sweep_name) items[n++] = &rs->items[i];
-  if (n > 0) return n;
-  const dpplot_result *best = NULL;
-  size_t best_ok = 0;
-  char key[256], other[256];
-  for (size_t i = 0; i < rs->n; i++) {
-    const dpplot_result *r = &rs->items[i];
-    point_key(r, key, sizeof key);
-    size_t ok = 0;
-    for (size_t j = 0; j < rs->n; j++) {
-      const dpplot_result *q = &rs->items[j];
-      point_key(q, other, sizeof other);
-      if (strcmp(q->sweep_name, r->sweep_name) == 0 && strcmp(key, other) == 0 &&
-          q->status == DPPLOT_STATUS_OK)
-        ok++;
+static size_t pick_reference(const dpplot_results *rs, const dpplot_result **items, char *context, size_t clen) {
+    size_t n = 0;
+    context[0] = '\0';
+    for (size_t i = 0; i < rs->n; i++)
+        if (!rs->items[i].sweep_name) items[n++] = &rs->items[i];
+    if (n > 0) return n;
+    const dpplot_result *best = NULL;
+    size_t best_ok = 0;
+    char key[256], other[256];
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        point_key(r, key, sizeof key);
+        size_t ok = 0;
+        for (size_t j = 0; j < rs->n; j++) {
+            const dpplot_result *q = &rs->items[j];
+            point_key(q, other, sizeof other);
+            if (strcmp(q->sweep_name, r->sweep_name) == 0 && strcmp(key, other) == 0 && q->status == DPPLOT_STATUS_OK)
+                ok++;
+        }
+        if (!best || ok > best_ok || (ok == best_ok && point_size(r) > point_size(best))) best = r, best_ok = ok;
     }
-    if (!best || ok > best_ok || (ok == best_ok && point_size(r) > point_size(best)))
-      best = r, best_ok = ok;
-  }
-  if (!best) return 0;
-  point_key(best, key, sizeof key);
-  for (size_t j = 0; j < rs->n; j++) {
-    point_key(&rs->items[j], other, sizeof other);
-    if (strcmp(rs->items[j].sweep_name, best->sweep_name) == 0 && strcmp(key, other) == 0)
-      items[n++] = &rs->items[j];
-  }
-  char model[200];
-  dpplot_report_context_of(best, model, sizeof model);
-  if (key[0]) /* the sweep varies more than the method: say which point the charts show */
-    snprintf(context, clen, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", key,
-             best->sweep_name);
-  else
-    snprintf(context, clen, "%s%ssweep '%s'", model, model[0] ? "  ·  " : "", best->sweep_name);
-  return n;
+    if (!best) return 0;
+    point_key(best, key, sizeof key);
+    for (size_t j = 0; j < rs->n; j++) {
+        point_key(&rs->items[j], other, sizeof other);
+        if (strcmp(rs->items[j].sweep_name, best->sweep_name) == 0 && strcmp(key, other) == 0)
+            items[n++] = &rs->items[j];
+    }
+    char model[200];
+    dpplot_report_context_of(best, model, sizeof model);
+    if (key[0]) /* the sweep varies more than the method: say which point the charts show */
+        snprintf(context, clen, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", key, best->sweep_name);
+    else
+        snprintf(context, clen, "%s%ssweep '%s'", model, model[0] ? "  ·  " : "", best->sweep_name);
+    return n;
 }
 
 /* File-name-safe copy of s (letters, digits, '-', '_'; others become '_'). */
 static void safe_name(const char *s, char *buf, size_t len) {
-  size_t i = 0;
-  for (; s[i] && i < len - 1; i++) {
-    char c = s[i];
-    int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-             c == '-' || c == '_';
-    buf[i] = ok ? c : '_';
-  }
-  buf[i] = '\0';
+    size_t i = 0;
+    for (; s[i] && i < len - 1; i++) {
+        char c = s[i];
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
+        buf[i] = ok ? c : '_';
+    }
+    buf[i] = '\0';
 }
 
 /* Renders the charts of each sweep; returns the number of charts that failed to write. */
 static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dpplot_options *o,
                          dpplot_strlist *notes) {
-  const char *sweeps[32];
-  size_t n_sw = 0;
-  int failures = 0;
-  for (size_t i = 0; i < rs->n; i++) {
-    const char *s = rs->items[i].sweep_name;
-    if (!s) continue;
-    size_t k = 0;
-    while (k < n_sw && strcmp(sweeps[k], s) != 0) k++;
-    if (k == n_sw && n_sw < 32) sweeps[n_sw++] = s;
-  }
-  for (size_t w = 0; w < n_sw; w++) {
-    const char *keys[8];
-    size_t nk = 0;
+    const char *sweeps[32];
+    size_t n_sw = 0;
+    int failures = 0;
     for (size_t i = 0; i < rs->n; i++) {
-      const dpplot_result *r = &rs->items[i];
-      if (!r->sweep_name || strcmp(r->sweep_name, sweeps[w]) != 0) continue;
-      for (size_t v = 0; v < r->n_vary; v++) {
-        const char *k = r->vary[v].key;
-        if (strcmp(k, "method") == 0) continue;
-        size_t j = 0;
-        while (j < nk && strcmp(keys[j], k) != 0) j++;
-        if (j == nk && nk < 8) keys[nk++] = k;
-      }
+        const char *s = rs->items[i].sweep_name;
+        if (!s) continue;
+        size_t k = 0;
+        while (k < n_sw && strcmp(sweeps[k], s) != 0) k++;
+        if (k == n_sw && n_sw < 32) sweeps[n_sw++] = s;
     }
-    char prefix[96] = "", safe[64], path[4096], key_safe[64];
-    if (n_sw > 1) {
-      safe_name(sweeps[w], safe, sizeof safe);
-      snprintf(prefix, sizeof prefix, "%s_", safe);
+    for (size_t w = 0; w < n_sw; w++) {
+        const char *keys[8];
+        size_t nk = 0;
+        for (size_t i = 0; i < rs->n; i++) {
+            const dpplot_result *r = &rs->items[i];
+            if (!r->sweep_name || strcmp(r->sweep_name, sweeps[w]) != 0) continue;
+            for (size_t v = 0; v < r->n_vary; v++) {
+                const char *k = r->vary[v].key;
+                if (strcmp(k, "method") == 0) continue;
+                size_t j = 0;
+                while (j < nk && strcmp(keys[j], k) != 0) j++;
+                if (j == nk && nk < 8) keys[nk++] = k;
+            }
+        }
+        char prefix[96] = "", safe[64], path[4096], key_safe[64];
+        if (n_sw > 1) {
+            safe_name(sweeps[w], safe, sizeof safe);
+            snprintf(prefix, sizeof prefix, "%s_", safe);
+        }
+        int rc = 0;
+        if (nk == 1) {
+            safe_name(keys[0], key_safe, sizeof key_safe);
+            snprintf(path, sizeof path, "%s/%ssweep_%s.png", out_dir, prefix, key_safe);
+            rc = dpplot_report_sweep(rs, sweeps[w], keys[0], path, o, notes);
+        } else if (nk == 2) {
+            /* seq_len reads best across; otherwise the first key the files name. */
+            int swap = strcmp(keys[1], "seq_len") == 0;
+            snprintf(path, sizeof path, "%s/%smemory_heatmap.png", out_dir, prefix);
+            rc = dpplot_report_heatmap(rs, sweeps[w], keys[swap], keys[!swap], path, o, notes);
+        } else if (nk > 2) {
+            (void)dpplot_strlist_addf(notes,
+                                      "sweep '%s' varies %zu variables besides method; sweep "
+                                      "charts show one or two",
+                                      sweeps[w], nk);
+        }
+        if (rc < 0) failures++;
     }
-    int rc = 0;
-    if (nk == 1) {
-      safe_name(keys[0], key_safe, sizeof key_safe);
-      snprintf(path, sizeof path, "%s/%ssweep_%s.png", out_dir, prefix, key_safe);
-      rc = dpplot_report_sweep(rs, sweeps[w], keys[0], path, o, notes);
-    } else if (nk == 2) {
-      /* seq_len reads best across; otherwise the first key the files name. */
-      int swap = strcmp(keys[1], "seq_len") == 0;
-      snprintf(path, sizeof path, "%s/%smemory_heatmap.png", out_dir, prefix);
-      rc = dpplot_report_heatmap(rs, sweeps[w], keys[swap], keys[!swap], path, o, notes);
-    } else if (nk > 2) {
-      (void)dpplot_strlist_addf(notes, "sweep '%s' varies %zu variables besides method; sweep "
-                                "charts show one or two", sweeps[w], nk);
-    }
-    if (rc < 0) failures++;
-  }
-  return failures;
+    return failures;
 }
 
 /* Moves the last k notes (the failures a step just reported) to problems; returns k. */
 static int move_last(dpplot_strlist *notes, dpplot_strlist *problems, int k) {
-  if (k <= 0) return k;
-  size_t first = notes->n >= (size_t)k ? notes->n - (size_t)k : 0;
-  for (size_t i = first; i < notes->n; i++) {
-    (void)dpplot_strlist_addf(problems, "%s", notes->items[i]);
-    free(notes->items[i]);
-  }
-  notes->n = first;
-  return k;
+    if (k <= 0) return k;
+    size_t first = notes->n >= (size_t)k ? notes->n - (size_t)k : 0;
+    for (size_t i = first; i < notes->n; i++) {
+        (void)dpplot_strlist_addf(problems, "%s", notes->items[i]);
+        free(notes->items[i]);
+    }
+    notes->n = first;
+    return k;
 }
 
-int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot_options *opt,
-                      char *err, size_t errlen) {
-  dpplot_options o = dpplot_options_resolve(opt);
-  dpplot_strlist problems = {0}, notes = {0};
-  dpplot_results rs = {0};
-  int status = 0, failures = 0;
-  if (err && errlen) err[0] = '\0';
-  if (!out_dir) out_dir = results_dir;
+int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot_options *opt, char *err,
+                      size_t errlen) {
+    dpplot_options o = dpplot_options_resolve(opt);
+    dpplot_strlist problems = {0}, notes = {0};
+    dpplot_results rs = {0};
+    int status = 0, failures = 0;
+    if (err && errlen) err[0] = '\0';
+    if (!out_dir) out_dir = results_dir;
 
-  if (!results_dir || dpplot_results_load(results_dir, &rs, &problems) != 0) {
-    status = -1;
-  } else if (rs.n == 0) {
-    (void)dpplot_strlist_addf(&problems, "%s: no results files (*.json with results) found",
-                              results_dir);
-    status = -1;
-  } else if (make_dirs(out_dir) != 0) {
-    (void)dpplot_strlist_addf(&problems, "%s: cannot create output directory: %s", out_dir,
-                              strerror(errno));
-    status = -1;
-  } else {
-    const dpplot_result **items = malloc(rs.n * sizeof *items);
-    char context[512], path[4096];
-    if (!items) {
-      (void)dpplot_strlist_addf(&problems, "out of memory");
-      status = -1;
+    if (!results_dir || dpplot_results_load(results_dir, &rs, &problems) != 0) {
+        status = -1;
+    } else if (rs.n == 0) {
+        (void)dpplot_strlist_addf(&problems, "%s: no results files (*.json with results) found", results_dir);
+        status = -1;
+    } else if (make_dirs(out_dir) != 0) {
+        (void)dpplot_strlist_addf(&problems, "%s: cannot create output directory: %s", out_dir, strerror(errno));
+        status = -1;
     } else {
-      size_t n = pick_reference(&rs, items, context, sizeof context);
-      dpplot_selection sel = {items, n, context[0] ? context : NULL};
-      static const char *const files[4] = {"memory_breakdown_comparison.png", "memory_timeline.png",
-                                           "performance_tradeoff.png", "module_breakdown.png"};
-      int (*const charts[4])(const dpplot_selection *, const char *, const dpplot_options *,
-                             dpplot_strlist *) = {dpplot_report_breakdown, dpplot_report_timeline,
-                                                  dpplot_report_tradeoff, dpplot_report_modules};
-      for (int c = 0; c < 4; c++) {
-        snprintf(path, sizeof path, "%s/%s", out_dir, files[c]);
-        if (charts[c](&sel, path, &o, &notes) < 0) failures += move_last(&notes, &problems, 1);
-      }
-      free(items);
-      failures += move_last(&notes, &problems, render_sweeps(&rs, out_dir, &o, &notes));
-      failures += move_last(&notes, &problems,
-                            dpplot_summary_write_all(&rs, &problems, out_dir, &notes));
+        const dpplot_result **items = malloc(rs.n * sizeof *items);
+        char context[512], path[4096];
+        if (!items) {
+            (void)dpplot_strlist_addf(&problems, "out of memory");
+            status = -1;
+        } else {
+            size_t n = pick_reference(&rs, items, context, sizeof context);
+            dpplot_selection sel = {items, n, context[0] ? context : NULL};
+            static const char *const files[4] = {"memory_breakdown_comparison.png", "memory_timeline.png",
+                                                 "performance_tradeoff.png", "module_breakdown.png"};
+            int (*const charts[4])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
+                dpplot_report_breakdown, dpplot_report_timeline, dpplot_report_tradeoff, dpplot_report_modules};
+            for (int c = 0; c < 4; c++) {
+                snprintf(path, sizeof path, "%s/%s", out_dir, files[c]);
+                if (charts[c](&sel, path, &o, &notes) < 0) failures += move_last(&notes, &problems, 1);
+            }
+            free(items);
+            failures += move_last(&notes, &problems, render_sweeps(&rs, out_dir, &o, &notes));
+            failures += move_last(&notes, &problems, dpplot_summary_write_all(&rs, &problems, out_dir, &notes));
+        }
     }
-  }
-  if (status == 0 && (problems.n > 0 || failures > 0)) status = 1;
-  if (o.warn) {
-    for (size_t i = 0; i < problems.n; i++) o.warn(o.warn_user, problems.items[i]);
-    for (size_t i = 0; i < notes.n; i++) o.warn(o.warn_user, notes.items[i]);
-  }
-  if (status != 0 && err && errlen) {
-    const char *first = problems.n ? problems.items[0] : notes.n ? notes.items[0] : "failed";
-    if (problems.n > 1)
-      snprintf(err, errlen, "%s (and %zu more problems)", first, problems.n - 1);
-    else
-      snprintf(err, errlen, "%s", first);
-  }
-  dpplot_strlist_release(&problems);
-  dpplot_strlist_release(&notes);
-  dpplot_results_release(&rs);
-  return status;
+    if (status == 0 && (problems.n > 0 || failures > 0)) status = 1;
+    if (o.warn) {
+        for (size_t i = 0; i < problems.n; i++) o.warn(o.warn_user, problems.items[i]);
+        for (size_t i = 0; i < notes.n; i++) o.warn(o.warn_user, notes.items[i]);
+    }
+    if (status != 0 && err && errlen) {
+        const char *first = problems.n ? problems.items[0] : notes.n ? notes.items[0] : "failed";
+        if (problems.n > 1)
+            snprintf(err, errlen, "%s (and %zu more problems)", first, problems.n - 1);
+        else
+            snprintf(err, errlen, "%s", first);
+    }
+    dpplot_strlist_release(&problems);
+    dpplot_strlist_release(&notes);
+    dpplot_results_release(&rs);
+    return status;
 }

@@ -8,82 +8,81 @@
 
 #define MAX_POINTS 128
 
-int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path,
-                           const dpplot_options *opt, dpplot_strlist *notes) {
-  int usable[MAX_POINTS] = {0};
-  size_t n = sel->n < MAX_POINTS ? sel->n : MAX_POINTS, n_ok = 0;
-  const dpplot_result *vanilla = NULL;
-  double max_mem = 0, max_ms = 0;
-  for (size_t i = 0; i < n; i++) {
-    const dpplot_result *r = sel->items[i];
-    usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak && r->has_time;
-    if (!usable[i]) continue;
-    n_ok++;
-    max_mem = fmax(max_mem, r->peak_bytes), max_ms = fmax(max_ms, r->avg_ms);
-    if (!vanilla && dpplot_method_rank(r->method) == 0) vanilla = r;
-  }
-  if (n_ok == 0) {
-    (void)dpplot_strlist_addf(notes, "%s: skipped, no finished run has both peak memory and time",
-                              dpplot_report_basename(path));
-    return 0;
-  }
-  dpplot_report_frame f;
-  if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Peak memory against step time") < 0) return -1;
-  dpplot_canvas *cv = f.cv;
-  const double W = f.W, H = f.H;
-  double top = f.top;
-  char *leftout = f.leftout;
+int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                           dpplot_strlist *notes) {
+    int usable[MAX_POINTS] = {0};
+    size_t n = sel->n < MAX_POINTS ? sel->n : MAX_POINTS, n_ok = 0;
+    const dpplot_result *vanilla = NULL;
+    double max_mem = 0, max_ms = 0;
+    for (size_t i = 0; i < n; i++) {
+        const dpplot_result *r = sel->items[i];
+        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak && r->has_time;
+        if (!usable[i]) continue;
+        n_ok++;
+        max_mem = fmax(max_mem, r->peak_bytes), max_ms = fmax(max_ms, r->avg_ms);
+        if (!vanilla && dpplot_method_rank(r->method) == 0) vanilla = r;
+    }
+    if (n_ok == 0) {
+        (void)dpplot_strlist_addf(notes, "%s: skipped, no finished run has both peak memory and time",
+                                  dpplot_report_basename(path));
+        return 0;
+    }
+    dpplot_report_frame f;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Peak memory against step time") < 0) return -1;
+    dpplot_canvas *cv = f.cv;
+    const double W = f.W, H = f.H;
+    double top = f.top;
+    char *leftout = f.leftout;
 
-  dpplot_panel p;
-  dpplot_panel_spec s = {0};
-  s.x_label = "Peak memory";
-  s.y_label = "Time per step";
-  s.x_unit = DPPLOT_UNIT_BYTES, s.y_unit = DPPLOT_UNIT_MS;
-  /* Both axes from zero, so distances read as proportions; headroom for labels. */
-  s.x_min = 0, s.x_max = max_mem * 1.25, s.x_extend = 1;
-  s.y_min = 0, s.y_max = max_ms * 1.2, s.y_extend = 1;
-  double bottom_note = leftout[0] ? 30 : 0;
-  if (dpplot_panel_begin(&p, cv, (dpplot_rect){10, top, W - 20, H - top - 10 - bottom_note}, &s) !=
-      0) {
-    dpplot_canvas_free(cv);
-    return 0;
-  }
-  cairo_t *cr = dpplot_canvas_cr(cv);
-  if (vanilla && n_ok > 1) { /* vanilla's memory and time as dashed references */
-    cairo_save(cr);
-    double dash[2] = {6.0, 5.0};
-    cairo_set_dash(cr, dash, 2, 0);
-    cairo_set_line_width(cr, 1.5);
-    dpplot_set_color(cr, dpplot_method_color(vanilla->method), 0.7);
-    double x = dpplot_panel_px(&p, vanilla->peak_bytes), y = dpplot_panel_py(&p, vanilla->avg_ms);
-    cairo_move_to(cr, x, p.plot.y);
-    cairo_line_to(cr, x, p.plot.y + p.plot.h);
-    cairo_move_to(cr, p.plot.x, y);
-    cairo_line_to(cr, p.plot.x + p.plot.w, y);
-    cairo_stroke(cr);
-    cairo_restore(cr);
-  }
-  dpplot_point pts[MAX_POINTS];
-  char text[MAX_POINTS][160];
-  size_t m = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (!usable[i]) continue;
-    const dpplot_result *r = sel->items[i];
-    char mem[32], ms[32];
-    dpplot_format_value(r->peak_bytes, DPPLOT_UNIT_BYTES, mem, sizeof mem);
-    dpplot_format_value(r->avg_ms, DPPLOT_UNIT_MS, ms, sizeof ms);
-    if (vanilla && r != vanilla)
-      snprintf(text[m], sizeof text[m], "%s\n%s (%+.0f%%), %s (×%.2f)", dpplot_report_label(sel, i),
-               mem, 100.0 * (r->peak_bytes / vanilla->peak_bytes - 1.0), ms,
-               r->avg_ms / vanilla->avg_ms);
-    else
-      snprintf(text[m], sizeof text[m], "%s\n%s, %s", dpplot_report_label(sel, i), mem, ms);
-    pts[m] = (dpplot_point){r->peak_bytes, r->avg_ms, text[m], dpplot_method_color(r->method),
-                            dpplot_method_marker(r->method), r->predicted};
-    m++;
-  }
-  dpplot_scatter_draw(&p, pts, m, 22.0);
-  dpplot_panel_end(&p);
-  dpplot_figure_note(cv, leftout);
-  return dpplot_report_save(cv, path, notes);
+    dpplot_panel p;
+    dpplot_panel_spec s = {0};
+    s.x_label = "Peak memory";
+    s.y_label = "Time per step";
+    s.x_unit = DPPLOT_UNIT_BYTES, s.y_unit = DPPLOT_UNIT_MS;
+    /* Both axes from zero, so distances read as proportions; headroom for labels. */
+    s.x_min = 0, s.x_max = max_mem * 1.25, s.x_extend = 1;
+    s.y_min = 0, s.y_max = max_ms * 1.2, s.y_extend = 1;
+    double bottom_note = leftout[0] ? 30 : 0;
+    if (dpplot_panel_begin(&p, cv, (dpplot_rect){10, top, W - 20, H - top - 10 - bottom_note}, &s) != 0) {
+        dpplot_canvas_free(cv);
+        return 0;
+    }
+    cairo_t *cr = dpplot_canvas_cr(cv);
+    if (vanilla && n_ok > 1) { /* vanilla's memory and time as dashed references */
+        cairo_save(cr);
+        double dash[2] = {6.0, 5.0};
+        cairo_set_dash(cr, dash, 2, 0);
+        cairo_set_line_width(cr, 1.5);
+        dpplot_set_color(cr, dpplot_method_color(vanilla->method), 0.7);
+        double x = dpplot_panel_px(&p, vanilla->peak_bytes), y = dpplot_panel_py(&p, vanilla->avg_ms);
+        cairo_move_to(cr, x, p.plot.y);
+        cairo_line_to(cr, x, p.plot.y + p.plot.h);
+        cairo_move_to(cr, p.plot.x, y);
+        cairo_line_to(cr, p.plot.x + p.plot.w, y);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+    }
+    dpplot_point pts[MAX_POINTS];
+    char text[MAX_POINTS][160];
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!usable[i]) continue;
+        const dpplot_result *r = sel->items[i];
+        char mem[32], ms[32];
+        dpplot_format_value(r->peak_bytes, DPPLOT_UNIT_BYTES, mem, sizeof mem);
+        dpplot_format_value(r->avg_ms, DPPLOT_UNIT_MS, ms, sizeof ms);
+        if (vanilla && r != vanilla)
+            snprintf(text[m], sizeof text[m], "%s\n%s (%+.0f%%), %s (×%.2f)", dpplot_report_label(sel, i), mem,
+                     100.0 * (r->peak_bytes / vanilla->peak_bytes - 1.0), ms, r->avg_ms / vanilla->avg_ms);
+        else
+            snprintf(text[m], sizeof text[m], "%s\n%s, %s", dpplot_report_label(sel, i), mem, ms);
+        pts[m] = (dpplot_point){
+            r->peak_bytes, r->avg_ms, text[m], dpplot_method_color(r->method), dpplot_method_marker(r->method),
+            r->predicted};
+        m++;
+    }
+    dpplot_scatter_draw(&p, pts, m, 22.0);
+    dpplot_panel_end(&p);
+    dpplot_figure_note(cv, leftout);
+    return dpplot_report_save(cv, path, notes);
 }

@@ -6,21 +6,19 @@
 #include "dpplot_report.h"
 
 /* A canvas sized by the options; NULL (with a note) when it cannot be created. */
-dpplot_canvas *dpplot_report_canvas(const dpplot_options *opt, const char *path,
-                                    dpplot_strlist *notes);
+dpplot_canvas *dpplot_report_canvas(const dpplot_options *opt, const char *path, dpplot_strlist *notes);
 /* What every single-figure report starts with: the canvas and its size, the title with the
  * selection's context line under it (top: the first free y below them), and the note naming
  * the results left out ("" when none). */
 typedef struct dpplot_report_frame {
-  dpplot_canvas *cv;
-  double W, H, top;
-  char leftout[512];
+    dpplot_canvas *cv;
+    double W, H, top;
+    char leftout[512];
 } dpplot_report_frame;
 /* Opens f for a report titled `title` over sel (usable flags the items drawn); 0, or -1 with a
  * note when the canvas cannot be created. */
-int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const char *path,
-                        dpplot_strlist *notes, const dpplot_selection *sel, const int *usable,
-                        const char *title);
+int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const char *path, dpplot_strlist *notes,
+                        const dpplot_selection *sel, const int *usable, const char *title);
 /* Writes cv to path and frees it; 1 when written, -1 (with a note) otherwise. */
 int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes);
 /* The context line of a selection: sel->context, or one derived from the first result's config

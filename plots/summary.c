@@ -6,296 +6,322 @@
 #include <string.h>
 
 #include "dpplot_axis.h"
+#include "safe_file.h"
 
 #define MIB 1048576.0
 
-static const char *const legacy_titles[DPPLOT_N_LEGACY] = {
-    "Model Parameters", "Optimizer States", "Gradients",       "Activation Hooks",
-    "Norm Samples",     "Temp Matrices",    "Total Allocated", "Peak Allocated"};
+static const char *const legacy_titles[DPPLOT_N_LEGACY] = {"Model Parameters", "Optimizer States", "Gradients",
+                                                           "Activation Hooks", "Norm Samples",     "Temp Matrices",
+                                                           "Total Allocated",  "Peak Allocated"};
 
 static void rule(FILE *f, char c, int n) {
-  for (int i = 0; i < n; i++) fputc(c, f);
-  fputc('\n', f);
+    for (int i = 0; i < n; i++) fputc(c, f);
+    fputc('\n', f);
 }
 
 static int in_table(const dpplot_result *r) { return r->status == DPPLOT_STATUS_OK && r->has_peak; }
 
 /* " seq_len=8192 batch=4": the swept values of a point (empty for single runs). */
 static void vary_text(const dpplot_result *r, char *buf, size_t len) {
-  size_t used = 0;
-  buf[0] = '\0';
-  for (size_t i = 0; i < r->n_vary && used < len; i++) {
-    if (strcmp(r->vary[i].key, "method") == 0) continue;
-    int w = snprintf(buf + used, len - used, " %s=%s", r->vary[i].key, r->vary[i].text);
-    if (w < 0) break;
-    used += (size_t)w;
-  }
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_vary && used < len; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        int w = snprintf(buf + used, len - used, " %s=%s", r->vary[i].key, r->vary[i].text);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
 }
 
 /* Row name of a result: a sweep point reads "ghost seq_len=4096", anything else its chart label. */
 static void row_name(const dpplot_result *r, char *buf, size_t len) {
-  char vary[160];
-  vary_text(r, vary, sizeof vary);
-  if (vary[0]) snprintf(buf, len, "%s%s", r->method, vary);
-  else snprintf(buf, len, "%s", r->label);
+    char vary[160];
+    vary_text(r, vary, sizeof vary);
+    if (vary[0])
+        snprintf(buf, len, "%s%s", r->method, vary);
+    else
+        snprintf(buf, len, "%s", r->label);
 }
 
 int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *problems, FILE *f) {
-  rule(f, '=', 100);
-  fprintf(f, "DETAILED MEMORY PROFILING SUMMARY\n");
-  rule(f, '=', 100);
-  fprintf(f, "\n");
-  fprintf(f, "%-30s %20s %20s %20s\n", "Method", "Peak Memory (MB)", "Avg Time (ms)", "Memory/Time");
-  rule(f, '-', 100);
-  for (size_t i = 0; i < rs->n; i++) {
-    const dpplot_result *r = &rs->items[i];
-    if (!in_table(r)) continue;
-    double peak = r->peak_bytes / MIB;
-    char name[256];
-    row_name(r, name, sizeof name);
-    if (r->predicted) strncat(name, " *", sizeof name - strlen(name) - 1);
-    if (r->has_time)
-      fprintf(f, "%-30s %20.2f %20.2f %20.2f\n", name, peak, r->avg_ms,
-              r->avg_ms > 0 ? peak / r->avg_ms : 0.0);
-    else
-      fprintf(f, "%-30s %20.2f %20s %20s\n", name, peak, "n/a", "n/a");
-  }
-  rule(f, '=', 100);
-  int left_out = 0;
-  for (size_t i = 0; i < rs->n; i++) left_out |= !in_table(&rs->items[i]);
-  if (left_out) {
-    fprintf(f, "\nNOT IN THE TABLE (did not finish, or no peak memory):\n");
+    rule(f, '=', 100);
+    fprintf(f, "DETAILED MEMORY PROFILING SUMMARY\n");
+    rule(f, '=', 100);
+    fprintf(f, "\n");
+    fprintf(f, "%-30s %20s %20s %20s\n", "Method", "Peak Memory (MB)", "Avg Time (ms)", "Memory/Time");
+    rule(f, '-', 100);
     for (size_t i = 0; i < rs->n; i++) {
-      const dpplot_result *r = &rs->items[i];
-      if (in_table(r)) continue;
-      char name[256], req[32];
-      row_name(r, name, sizeof name);
-      fprintf(f, "  %s: %s", name, dpplot_status_name(r->status));
-      if (r->status == DPPLOT_STATUS_OOM && isfinite(r->oom_requested_bytes)) {
-        dpplot_format_value(r->oom_requested_bytes, DPPLOT_UNIT_BYTES, req, sizeof req);
-        fprintf(f, ", requested %s", req);
-        if (r->oom_category) fprintf(f, " of %s", r->oom_category);
-        if (r->oom_module) fprintf(f, " in %s", r->oom_module);
-      } else if (r->status == DPPLOT_STATUS_OK) {
-        fprintf(f, " but no peak memory");
-      }
-      if (r->message) {
-        /* first line of the message only: the summary stays one line per run */
-        int len = (int)strcspn(r->message, "\r\n");
-        fprintf(f, " (%.*s)", len, r->message);
-      }
-      fprintf(f, " [%s]\n", r->file);
+        const dpplot_result *r = &rs->items[i];
+        if (!in_table(r)) continue;
+        double peak = r->peak_bytes / MIB;
+        char name[256];
+        row_name(r, name, sizeof name);
+        if (r->predicted) strncat(name, " *", sizeof name - strlen(name) - 1);
+        if (r->has_time)
+            fprintf(f, "%-30s %20.2f %20.2f %20.2f\n", name, peak, r->avg_ms, r->avg_ms > 0 ? peak / r->avg_ms : 0.0);
+        else
+            fprintf(f, "%-30s %20.2f %20s %20s\n", name, peak, "n/a", "n/a");
     }
-  }
-  fprintf(f, "\n");
-  fprintf(f, "COMPONENT-LEVEL BREAKDOWN:\n");
-  fprintf(f, "\n");
-  for (size_t i = 0; i < rs->n; i++) {
-    const dpplot_result *r = &rs->items[i];
-    if (!in_table(r)) continue;
-    char name[256];
-    row_name(r, name, sizeof name);
-    fprintf(f, "\n%s:\n", name);
-    rule(f, '-', 80);
-    /* Largest first, as users know it; ties keep the legacy key order. */
-    int order[DPPLOT_N_LEGACY], n = 0;
-    for (int k = 0; k < DPPLOT_N_LEGACY; k++)
-      if (isfinite(r->legacy_mb[k])) order[n++] = k;
-    for (int a = 1; a < n; a++)
-      for (int b = a; b > 0 && r->legacy_mb[order[b]] > r->legacy_mb[order[b - 1]]; b--) {
-        int t = order[b];
-        order[b] = order[b - 1], order[b - 1] = t;
-      }
-    for (int k = 0; k < n; k++)
-      fprintf(f, "  %-40s %15.2f MB\n", legacy_titles[order[k]], r->legacy_mb[order[k]]);
-  }
-  fprintf(f, "\n");
-  rule(f, '=', 100);
-  fprintf(f, "MB = MiB (2^20 bytes), as in the results files. Memory/Time = peak MB / avg ms.\n");
-  fprintf(f, "Components are what was live at the peak; Total Allocated is what was still allocated at the end.\n");
-  int any_predicted = 0;
-  for (size_t i = 0; i < rs->n; i++) any_predicted |= rs->items[i].predicted;
-  if (any_predicted)
-    fprintf(f, "* predicted by the plan backend: memory is exact accounting, time a roofline estimate.\n");
-  if (problems && problems->n > 0) {
-    fprintf(f, "\nPROBLEMS READING RESULTS:\n");
-    for (size_t i = 0; i < problems->n; i++) fprintf(f, "  %s\n", problems->items[i]);
-  }
-  return ferror(f) ? -1 : 0;
+    rule(f, '=', 100);
+    int left_out = 0;
+    for (size_t i = 0; i < rs->n; i++) left_out |= !in_table(&rs->items[i]);
+    if (left_out) {
+        fprintf(f, "\nNOT IN THE TABLE (did not finish, or no peak memory):\n");
+        for (size_t i = 0; i < rs->n; i++) {
+            const dpplot_result *r = &rs->items[i];
+            if (in_table(r)) continue;
+            char name[256], req[32];
+            row_name(r, name, sizeof name);
+            fprintf(f, "  %s: %s", name, dpplot_status_name(r->status));
+            if (r->status == DPPLOT_STATUS_OOM && isfinite(r->oom_requested_bytes)) {
+                dpplot_format_value(r->oom_requested_bytes, DPPLOT_UNIT_BYTES, req, sizeof req);
+                fprintf(f, ", requested %s", req);
+                if (r->oom_category) fprintf(f, " of %s", r->oom_category);
+                if (r->oom_module) fprintf(f, " in %s", r->oom_module);
+            } else if (r->status == DPPLOT_STATUS_OK) {
+                fprintf(f, " but no peak memory");
+            }
+            if (r->message) {
+                /* first line of the message only: the summary stays one line per run */
+                int len = (int)strcspn(r->message, "\r\n");
+                fprintf(f, " (%.*s)", len, r->message);
+            }
+            fprintf(f, " [%s]\n", r->file);
+        }
+    }
+    fprintf(f, "\n");
+    fprintf(f, "COMPONENT-LEVEL BREAKDOWN:\n");
+    fprintf(f, "\n");
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (!in_table(r)) continue;
+        char name[256];
+        row_name(r, name, sizeof name);
+        fprintf(f, "\n%s:\n", name);
+        rule(f, '-', 80);
+        /* Largest first, as users know it; ties keep the legacy key order. */
+        int order[DPPLOT_N_LEGACY], n = 0;
+        for (int k = 0; k < DPPLOT_N_LEGACY; k++)
+            if (isfinite(r->legacy_mb[k])) order[n++] = k;
+        for (int a = 1; a < n; a++)
+            for (int b = a; b > 0 && r->legacy_mb[order[b]] > r->legacy_mb[order[b - 1]]; b--) {
+                int t = order[b];
+                order[b] = order[b - 1], order[b - 1] = t;
+            }
+        for (int k = 0; k < n; k++) fprintf(f, "  %-40s %15.2f MB\n", legacy_titles[order[k]], r->legacy_mb[order[k]]);
+    }
+    fprintf(f, "\n");
+    rule(f, '=', 100);
+    fprintf(f, "MB = MiB (2^20 bytes), as in the results files. Memory/Time = peak MB / avg ms.\n");
+    fprintf(f, "Components are what was live at the peak; Total Allocated is what was still allocated at the end.\n");
+    int any_predicted = 0;
+    for (size_t i = 0; i < rs->n; i++) any_predicted |= rs->items[i].predicted;
+    if (any_predicted)
+        fprintf(f, "* predicted by the plan backend: memory is exact accounting, time a roofline estimate.\n");
+    if (problems && problems->n > 0) {
+        fprintf(f, "\nPROBLEMS READING RESULTS:\n");
+        for (size_t i = 0; i < problems->n; i++) fprintf(f, "  %s\n", problems->items[i]);
+    }
+    return ferror(f) ? -1 : 0;
 }
 
 /* CSV field, quoted when it holds a comma, quote or line break. */
 static void csv_text(FILE *f, const char *s) {
-  if (!s) return;
-  if (!strpbrk(s, ",\"\r\n")) {
-    fputs(s, f);
-    return;
-  }
-  fputc('"', f);
-  for (const char *p = s; *p; p++) {
-    if (*p == '"') fputc('"', f);
-    fputc(*p, f);
-  }
-  fputc('"', f);
+    if (!s) return;
+    if (!strpbrk(s, ",\"\r\n")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (const char *p = s; *p; p++) {
+        if (*p == '"') fputc('"', f);
+        fputc(*p, f);
+    }
+    fputc('"', f);
 }
 
 static void csv_number(FILE *f, double v, int ok) {
-  if (ok && isfinite(v)) fprintf(f, "%.2f", v);
+    if (ok && isfinite(v)) fprintf(f, "%.2f", v);
 }
 
 /* Sorted, distinct swept keys across all results (method excluded: it has its own column). */
 static size_t vary_keys(const dpplot_results *rs, const char **keys, size_t cap) {
-  size_t n = 0;
-  for (size_t i = 0; i < rs->n; i++)
-    for (size_t v = 0; v < rs->items[i].n_vary; v++) {
-      const char *k = rs->items[i].vary[v].key;
-      if (strcmp(k, "method") == 0) continue;
-      size_t j = 0;
-      while (j < n && strcmp(keys[j], k) != 0) j++;
-      if (j < n || n == cap) continue;
-      size_t at = n++;
-      while (at > 0 && strcmp(keys[at - 1], k) > 0) keys[at] = keys[at - 1], at--;
-      keys[at] = k;
-    }
-  return n;
+    size_t n = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        for (size_t v = 0; v < rs->items[i].n_vary; v++) {
+            const char *k = rs->items[i].vary[v].key;
+            if (strcmp(k, "method") == 0) continue;
+            size_t j = 0;
+            while (j < n && strcmp(keys[j], k) != 0) j++;
+            if (j < n || n == cap) continue;
+            size_t at = n++;
+            while (at > 0 && strcmp(keys[at - 1], k) > 0) keys[at] = keys[at - 1], at--;
+            keys[at] = k;
+        }
+    return n;
 }
 
 int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
-  const char *keys[32];
-  size_t nk = vary_keys(rs, keys, 32);
-  fputs("file,experiment,method,status,predicted,sweep", f);
-  for (size_t k = 0; k < nk; k++) fprintf(f, ",%s", keys[k]);
-  fputs(",peak_memory_mb,reserved_peak_mb,avg_time_ms,memory_per_time", f);
-  for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
-    fprintf(f, ",%s_mb", dpplot_component_key((dpplot_component)c));
-  fputs(",message\n", f);
-  for (size_t i = 0; i < rs->n; i++) {
-    const dpplot_result *r = &rs->items[i];
-    csv_text(f, r->file), fputc(',', f);
-    csv_text(f, r->experiment), fputc(',', f);
-    csv_text(f, r->method), fputc(',', f);
-    fprintf(f, "%s,%s,", dpplot_status_name(r->status), r->predicted ? "true" : "false");
-    csv_text(f, r->sweep_name);
-    for (size_t k = 0; k < nk; k++) {
-      fputc(',', f);
-      const dpplot_vary *v = dpplot_result_vary(r, keys[k]);
-      if (v) csv_text(f, v->text);
+    const char *keys[32];
+    size_t nk = vary_keys(rs, keys, 32);
+    fputs("file,experiment,method,status,predicted,sweep", f);
+    for (size_t k = 0; k < nk; k++) fprintf(f, ",%s", keys[k]);
+    fputs(",peak_memory_mb,reserved_peak_mb,avg_time_ms,memory_per_time", f);
+    for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fprintf(f, ",%s_mb", dpplot_component_key((dpplot_component)c));
+    fputs(",message\n", f);
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        csv_text(f, r->file), fputc(',', f);
+        csv_text(f, r->experiment), fputc(',', f);
+        csv_text(f, r->method), fputc(',', f);
+        fprintf(f, "%s,%s,", dpplot_status_name(r->status), r->predicted ? "true" : "false");
+        csv_text(f, r->sweep_name);
+        for (size_t k = 0; k < nk; k++) {
+            fputc(',', f);
+            const dpplot_vary *v = dpplot_result_vary(r, keys[k]);
+            if (v) csv_text(f, v->text);
+        }
+        fputc(',', f), csv_number(f, r->peak_bytes / MIB, r->has_peak);
+        fputc(',', f), csv_number(f, r->reserved_peak_bytes / MIB, 1);
+        fputc(',', f), csv_number(f, r->avg_ms, r->has_time);
+        fputc(',', f), csv_number(f, r->peak_bytes / MIB / r->avg_ms, r->has_peak && r->has_time && r->avg_ms > 0);
+        for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
+            fputc(',', f), csv_number(f, r->component_bytes[c] / MIB, r->has_components);
+        fputc(',', f);
+        csv_text(f, r->message);
+        fputc('\n', f);
     }
-    fputc(',', f), csv_number(f, r->peak_bytes / MIB, r->has_peak);
-    fputc(',', f), csv_number(f, r->reserved_peak_bytes / MIB, 1);
-    fputc(',', f), csv_number(f, r->avg_ms, r->has_time);
-    fputc(',', f), csv_number(f, r->peak_bytes / MIB / r->avg_ms, r->has_peak && r->has_time && r->avg_ms > 0);
-    for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
-      fputc(',', f), csv_number(f, r->component_bytes[c] / MIB, r->has_components);
-    fputc(',', f);
-    csv_text(f, r->message);
-    fputc('\n', f);
-  }
-  return ferror(f) ? -1 : 0;
+    return ferror(f) ? -1 : 0;
 }
 
 /* Markdown cell text: '|' escaped. */
 static void md_text(FILE *f, const char *s) {
-  for (const char *p = s; *p; p++) {
-    if (*p == '|') fputc('\\', f);
-    fputc(*p == '\n' ? ' ' : *p, f);
-  }
+    for (const char *p = s; *p; p++) {
+        if (*p == '|') fputc('\\', f);
+        fputc(*p == '\n' ? ' ' : *p, f);
+    }
 }
 
 int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
-  fputs("| Method | Status | Peak memory (MiB) | Avg time (ms) | Memory/time (MiB/ms) |", f);
-  for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
-    fprintf(f, " %s (MiB) |", dpplot_component_label((dpplot_component)c));
-  fputs("\n|---|---|--:|--:|--:|", f);
-  for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fputs("--:|", f);
-  fputc('\n', f);
-  for (size_t i = 0; i < rs->n; i++) {
-    const dpplot_result *r = &rs->items[i];
-    char name[256];
-    row_name(r, name, sizeof name);
-    fputs("| ", f);
-    md_text(f, name);
-    fprintf(f, " | %s |", dpplot_status_name(r->status));
-    if (r->has_peak) fprintf(f, " %.2f |", r->peak_bytes / MIB);
-    else fputs(" |", f);
-    if (r->has_time) fprintf(f, " %.2f |", r->avg_ms);
-    else fputs(" |", f);
-    if (r->has_peak && r->has_time && r->avg_ms > 0) fprintf(f, " %.2f |", r->peak_bytes / MIB / r->avg_ms);
-    else fputs(" |", f);
-    for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) {
-      if (r->has_components) fprintf(f, " %.2f |", r->component_bytes[c] / MIB);
-      else fputs(" |", f);
-    }
+    fputs("| Method | Status | Peak memory (MiB) | Avg time (ms) | Memory/time (MiB/ms) |", f);
+    for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
+        fprintf(f, " %s (MiB) |", dpplot_component_label((dpplot_component)c));
+    fputs("\n|---|---|--:|--:|--:|", f);
+    for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fputs("--:|", f);
     fputc('\n', f);
-  }
-  return ferror(f) ? -1 : 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        char name[256];
+        row_name(r, name, sizeof name);
+        fputs("| ", f);
+        md_text(f, name);
+        fprintf(f, " | %s |", dpplot_status_name(r->status));
+        if (r->has_peak)
+            fprintf(f, " %.2f |", r->peak_bytes / MIB);
+        else
+            fputs(" |", f);
+        if (r->has_time)
+            fprintf(f, " %.2f |", r->avg_ms);
+        else
+            fputs(" |", f);
+        if (r->has_peak && r->has_time && r->avg_ms > 0)
+            fprintf(f, " %.2f |", r->peak_bytes / MIB / r->avg_ms);
+        else
+            fputs(" |", f);
+        for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) {
+            if (r->has_components)
+                fprintf(f, " %.2f |", r->component_bytes[c] / MIB);
+            else
+                fputs(" |", f);
+        }
+        fputc('\n', f);
+    }
+    return ferror(f) ? -1 : 0;
 }
 
 static void tex_text(FILE *f, const char *s) {
-  for (const char *p = s; *p; p++) {
-    switch (*p) {
-    case '_': case '&': case '%': case '$': case '#': case '{': case '}':
-      fputc('\\', f), fputc(*p, f);
-      break;
-    case '~': fputs("\\textasciitilde{}", f); break;
-    case '^': fputs("\\textasciicircum{}", f); break;
-    case '\\': fputs("\\textbackslash{}", f); break;
-    default: fputc(*p, f);
+    for (const char *p = s; *p; p++) {
+        switch (*p) {
+        case '_':
+        case '&':
+        case '%':
+        case '$':
+        case '#':
+        case '{':
+        case '}': fputc('\\', f), fputc(*p, f); break;
+        case '~': fputs("\\textasciitilde{}", f); break;
+        case '^': fputs("\\textasciicircum{}", f); break;
+        case '\\': fputs("\\textbackslash{}", f); break;
+        default: fputc(*p, f);
+        }
     }
-  }
 }
 
 int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f) {
-  fputs("% Generated by dpprof plot. Needs \\usepackage{booktabs}. MiB = 2^20 bytes.\n", f);
-  fputs("\\begin{tabular}{lrrrl}\n\\toprule\n", f);
-  fputs("Method & Peak memory (MiB) & Avg time (ms) & Memory/time (MiB/ms) & Status \\\\\n", f);
-  fputs("\\midrule\n", f);
-  for (size_t i = 0; i < rs->n; i++) {
-    const dpplot_result *r = &rs->items[i];
-    char name[256];
-    row_name(r, name, sizeof name);
-    tex_text(f, name);
-    if (r->has_peak) fprintf(f, " & %.2f", r->peak_bytes / MIB);
-    else fputs(" & --", f);
-    if (r->has_time) fprintf(f, " & %.2f", r->avg_ms);
-    else fputs(" & --", f);
-    if (r->has_peak && r->has_time && r->avg_ms > 0) fprintf(f, " & %.2f", r->peak_bytes / MIB / r->avg_ms);
-    else fputs(" & --", f);
-    fprintf(f, " & %s \\\\\n", r->status == DPPLOT_STATUS_OOM ? "OOM" : dpplot_status_name(r->status));
-  }
-  fputs("\\bottomrule\n\\end{tabular}\n", f);
-  return ferror(f) ? -1 : 0;
+    fputs("% Generated by dpprof plot. Needs \\usepackage{booktabs}. MiB = 2^20 bytes.\n", f);
+    fputs("\\begin{tabular}{lrrrl}\n\\toprule\n", f);
+    fputs("Method & Peak memory (MiB) & Avg time (ms) & Memory/time (MiB/ms) & Status \\\\\n", f);
+    fputs("\\midrule\n", f);
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        char name[256];
+        row_name(r, name, sizeof name);
+        tex_text(f, name);
+        if (r->has_peak)
+            fprintf(f, " & %.2f", r->peak_bytes / MIB);
+        else
+            fputs(" & --", f);
+        if (r->has_time)
+            fprintf(f, " & %.2f", r->avg_ms);
+        else
+            fputs(" & --", f);
+        if (r->has_peak && r->has_time && r->avg_ms > 0)
+            fprintf(f, " & %.2f", r->peak_bytes / MIB / r->avg_ms);
+        else
+            fputs(" & --", f);
+        fprintf(f, " & %s \\\\\n", r->status == DPPLOT_STATUS_OOM ? "OOM" : dpplot_status_name(r->status));
+    }
+    fputs("\\bottomrule\n\\end{tabular}\n", f);
+    return ferror(f) ? -1 : 0;
 }
 
-int dpplot_summary_write_all(const dpplot_results *rs, const dpplot_strlist *problems,
-                             const char *out_dir, dpplot_strlist *notes) {
-  static const char *const names[4] = {"summary.txt", "summary.csv", "summary.md", "summary.tex"};
-  int failures = 0;
-  for (int k = 0; k < 4; k++) {
-    size_t len = strlen(out_dir) + strlen(names[k]) + 2;
-    char *path = malloc(len);
-    if (!path) {
-      (void)dpplot_strlist_addf(notes, "%s: out of memory", names[k]);
-      failures++;
-      continue;
+int dpplot_summary_write_all(const dpplot_results *rs, const dpplot_strlist *problems, const char *out_dir,
+                             dpplot_strlist *notes) {
+    static const char *const names[4] = {"summary.txt", "summary.csv", "summary.md", "summary.tex"};
+    int failures = 0;
+    for (int k = 0; k < 4; k++) {
+        size_t len = strlen(out_dir) + strlen(names[k]) + 2;
+        char *path = malloc(len);
+        if (!path) {
+            (void)dpplot_strlist_addf(notes, "%s: out of memory", names[k]);
+            failures++;
+            continue;
+        }
+        snprintf(path, len, "%s/%s", out_dir, names[k]);
+        /* never through a link planted at the name, never over a device or FIFO */
+        dpfile_writer w;
+        char why[1024] = "";
+        int rc = -1;
+        if (dpfile_writer_open(&w, path, why, sizeof why) == 0) {
+            FILE *f = w.fp;
+            switch (k) {
+            case 0: rc = dpplot_summary_write_txt(rs, problems, f); break;
+            case 1: rc = dpplot_summary_write_csv(rs, f); break;
+            case 2: rc = dpplot_summary_write_md(rs, f); break;
+            default: rc = dpplot_summary_write_tex(rs, f); break;
+            }
+            if (rc != 0) {
+                snprintf(why, sizeof why, "%s: cannot write", path);
+                dpfile_writer_abort(&w);
+            } else {
+                rc = dpfile_writer_commit(&w, why, sizeof why);
+            }
+        }
+        if (rc != 0) {
+            (void)dpplot_strlist_addf(notes, "%s", why);
+            failures++;
+        }
+        free(path);
     }
-    snprintf(path, len, "%s/%s", out_dir, names[k]);
-    FILE *f = fopen(path, "w");
-    int rc = -1;
-    if (f) {
-      switch (k) {
-      case 0: rc = dpplot_summary_write_txt(rs, problems, f); break;
-      case 1: rc = dpplot_summary_write_csv(rs, f); break;
-      case 2: rc = dpplot_summary_write_md(rs, f); break;
-      default: rc = dpplot_summary_write_tex(rs, f); break;
-      }
-      if (fclose(f) != 0) rc = -1;
-    }
-    if (rc != 0) {
-      (void)dpplot_strlist_addf(notes, "%s: cannot write", path);
-      failures++;
-    }
-    free(path);
-  }
-  return failures;
+    return failures;
 }

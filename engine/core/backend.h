@@ -15,7 +15,7 @@
 
 typedef struct dp_device dp_device;
 struct dp_layer_ops; /* layer_ops.h: the transformer layers */
-struct dpsgd_ops;  /* dpsgd_ops.h: per-sample norm and clipping kernels */
+struct dpsgd_ops;    /* dpsgd_ops.h: per-sample norm and clipping kernels */
 
 /* Device memory the CUDA backend takes at start-up, tagged `workspace`: cuBLAS's workspace
  * (module "cublas"; 32 MiB as NVIDIA recommends for Hopper) and the f32 partials of the
@@ -36,9 +36,12 @@ typedef struct dp_gemm_args {
     int64_t m, n, k;
     float alpha, beta;
     dp_dtype ab_type, c_type;
-    const void *a; int64_t lda, stride_a;
-    const void *b; int64_t ldb, stride_b;
-    void *c; int64_t ldc, stride_c;
+    const void *a;
+    int64_t lda, stride_a;
+    const void *b;
+    int64_t ldb, stride_b;
+    void *c;
+    int64_t ldc, stride_c;
     int64_t batch;
 } dp_gemm_args;
 
@@ -69,8 +72,8 @@ typedef struct dp_backend {
     /* x[i] (+)= a + (b - a) u (uniform) or a + b z (normal) for element offset+i of the Philox
      * stream (seed, stream); accumulate adds instead of storing; then x[i] *= post (skipped when
      * post is 1: DP's division by the batch size in the same pass). f32 or bf16. */
-    int (*rand)(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b,
-                uint64_t seed, uint64_t stream, uint64_t offset, int accumulate, float post);
+    int (*rand)(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b, uint64_t seed,
+                uint64_t stream, uint64_t offset, int accumulate, float post);
     /* dst[i] = (dst_t) src[i], between f32 and bf16 (or a plain copy when the types match). */
     int (*cast)(dp_device *dev, dp_dtype dst_t, void *dst, dp_dtype src_t, const void *src, size_t n);
 
@@ -83,8 +86,7 @@ typedef struct dp_backend {
     /* y[i] += alpha * x[i]. */
     int (*axpy)(dp_device *dev, dp_dtype t, size_t n, float alpha, const void *x, void *y);
     /* out[r] (+)= sum_c x[r*cols + c]^2 for r < rows; out is f32 on the device. */
-    int (*sumsq_rows)(dp_device *dev, dp_dtype t, size_t rows, size_t cols, const void *x,
-                      float *out, int accumulate);
+    int (*sumsq_rows)(dp_device *dev, dp_dtype t, size_t rows, size_t cols, const void *x, float *out, int accumulate);
 
     /* The transformer layers (layer_ops.h); NULL on the plan backend. */
     const struct dp_layer_ops *layers;

@@ -17,9 +17,7 @@ static int fallback_said;
 
 static const char *const kind_names[DP_DEV_KIND_COUNT] = {"cpu", "cuda", "plan"};
 
-const char *dp_device_kind_name(dp_device_kind k) {
-    return (unsigned)k < DP_DEV_KIND_COUNT ? kind_names[k] : "?";
-}
+const char *dp_device_kind_name(dp_device_kind k) { return (unsigned)k < DP_DEV_KIND_COUNT ? kind_names[k] : "?"; }
 
 int dp_device_register(dp_device_kind k, const dp_backend *ops) {
     if ((unsigned)k >= DP_DEV_KIND_COUNT || !ops)
@@ -70,8 +68,7 @@ int dp_device_parse(const char *name, dp_device_kind *out) {
 }
 
 int dp_device_get(dp_device_kind k, dp_device **out) {
-    if ((unsigned)k >= DP_DEV_KIND_COUNT)
-        return dp_error_set(DP_EINVAL, "unknown device kind %d", (int)k);
+    if ((unsigned)k >= DP_DEV_KIND_COUNT) return dp_error_set(DP_EINVAL, "unknown device kind %d", (int)k);
     dp_device *dev = &devices[k];
     if (!initialised[k]) {
         const dp_backend *ops = backends[k];
@@ -102,9 +99,7 @@ int dp_device_get(dp_device_kind k, dp_device **out) {
     return DP_OK;
 }
 
-int dp_device_initialised(dp_device_kind k) {
-    return (unsigned)k < DP_DEV_KIND_COUNT && initialised[k];
-}
+int dp_device_initialised(dp_device_kind k) { return (unsigned)k < DP_DEV_KIND_COUNT && initialised[k]; }
 
 int dp_device_select(dp_device_kind k) {
     dp_device *dev;

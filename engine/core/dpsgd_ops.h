@@ -33,20 +33,20 @@ typedef struct dp_device dp_device;
 typedef struct dpsgd_ops {
     /* out[i] (+)= alpha * sum_j x[i*n + j] * y[i*n + j] for i < B: the Frobenius product of two
      * per-sample matrices (ghost's <a a^T, g g^T>, the tied cross term). tx, ty: f32 or bf16. */
-    int (*batched_dot)(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, const void *x, dp_dtype ty,
-                       const void *y, float alpha, float *out, int accumulate);
+    int (*batched_dot)(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, const void *x, dp_dtype ty, const void *y,
+                       float alpha, float *out, int accumulate);
     /* out[i] (+)= alpha * sum_{s,t<T} gram[i,s,t] [ids[i,s] == ids[i,t]]: an embedding's ghost
      * norm, the token-equality mask applied on the fly to its f32 Gram matrix g g^T (B x T x T). */
-    int (*gram_dot_masked)(dp_device *dev, int64_t B, int64_t T, const float *gram, const int32_t *ids,
-                           float alpha, float *out, int accumulate);
+    int (*gram_dot_masked)(dp_device *dev, int64_t B, int64_t T, const float *gram, const int32_t *ids, float alpha,
+                           float *out, int accumulate);
     /* out[i, c] = sum_t g[i, t, c] for c < p: the per-sample gradients of a bias (B x p f32). */
     int (*token_sum)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t p, const void *g, float *out);
     /* Per-sample gradients of a norm layer's gain and bias (B x d f32 each):
      * dw[i, c] = sum_t g[i,t,c] xhat[i,t,c], db[i, c] = sum_t g[i,t,c] (db may be NULL), where
      * xhat = (x - mean) * rstd (LayerNorm) or x * rstd when mean is NULL (RMSNorm); mean and
      * rstd are the B*T statistics the forward saved. */
-    int (*norm_grads)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, const void *x,
-                      const float *mean, const float *rstd, const void *g, float *dw, float *db);
+    int (*norm_grads)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, const void *x, const float *mean,
+                      const float *rstd, const void *g, float *dw, float *db);
     /* x[i, j] *= c[i] for i < B, j < n, in place (f32 or bf16): per-sample clip factors applied
      * to a kept output gradient. */
     int (*scale_samples)(dp_device *dev, dp_dtype t, int64_t B, int64_t n, void *x, const float *c);
@@ -63,19 +63,19 @@ typedef struct dpsgd_ops {
                         const int32_t *ids, float alpha, float *psg);
     /* h[i, s, u] = g[i, s, ids[i, u]] for s, u < T (g: B x T x V, h: B x T x T, both dtype t): the
      * columns of a tied head's output gradient at the sample's token ids (ghost's cross term). */
-    int (*gather_cols)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t V, const void *g,
-                       const int32_t *ids, void *h);
+    int (*gather_cols)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t V, const void *g, const int32_t *ids,
+                       void *h);
 
     /* Flash, Gram-tile formulation: out[i] (+)= alpha * ||g_i^T a_i||^2 = alpha <a_i a_i^T, g_i g_i^T>,
      * walking the lower triangle of T x T in DPSGD_FLASH_TILE tiles (off-diagonal tiles count twice):
      * B * T(T+1) * (d+p) flops, no T x T matrix. a: B x T x d, g: B x T x p. */
-    int (*gram_tile_sumsq)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
-                           const void *a, const void *g, float alpha, float *out, int accumulate);
+    int (*gram_tile_sumsq)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p, const void *a,
+                           const void *g, float alpha, float *out, int accumulate);
     /* Flash, gradient-tile formulation: out[i] (+)= alpha * ||g_i^T a_i||^2, forming the p x d
      * per-sample gradient one DPSGD_FLASH_TILE^2 tile at a time in registers and summing its squares:
      * 2 B T p d flops, no p x d buffer. */
-    int (*grad_tile_sumsq)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
-                           const void *a, const void *g, float alpha, float *out, int accumulate);
+    int (*grad_tile_sumsq)(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p, const void *a,
+                           const void *g, float alpha, float *out, int accumulate);
     /* Rows of a tied head's per-sample gradient at the sample's own ids, fused:
      * r[i, u, :] = sum_s g[i, s, ids[i, u]] a[i, s, :] (g: B x T x V, a: B x T x d, r: B x T x d
      * f32), i.e. (g_i^T a_i)[ids[i,u], :], as a tiled GEMM whose left operand is gathered on the

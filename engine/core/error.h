@@ -28,10 +28,10 @@ void dp_error_clear(void);
 const char *dp_status_name(int code);
 
 /* Propagates a non-zero status to the caller. */
-#define DP_TRY(expr)                                                                             \
-    do {                                                                                         \
-        int dp_try_status_ = (expr);                                                             \
-        if (dp_try_status_ != DP_OK) return dp_try_status_;                                      \
+#define DP_TRY(expr)                                                                                                   \
+    do {                                                                                                               \
+        int dp_try_status_ = (expr);                                                                                   \
+        if (dp_try_status_ != DP_OK) return dp_try_status_;                                                            \
     } while (0)
 
 #endif

@@ -43,11 +43,11 @@ typedef struct dp_layer_ops {
     /* dx (+)= LayerNorm's input gradient; dw += sum_n dout*xhat, db += sum_n dout (dw, db may be
      * NULL: frozen). xhat is recomputed from x, mean, rstd. */
     int (*layernorm_backward)(dp_device *dev, dp_dtype t, void *dx, float *dw, float *db, const void *dout,
-                              const void *x, const float *w, const float *mean, const float *rstd, int64_t N,
-                              int64_t d, int accumulate);
+                              const void *x, const float *w, const float *mean, const float *rstd, int64_t N, int64_t d,
+                              int accumulate);
     /* RMSNorm: rstd = 1/sqrt(mean(x^2) + eps), out = x * rstd * w (Hugging Face's LlamaRMSNorm). */
-    int (*rmsnorm_forward)(dp_device *dev, dp_dtype t, void *out, float *rstd, const void *x, const float *w,
-                           int64_t N, int64_t d, float eps);
+    int (*rmsnorm_forward)(dp_device *dev, dp_dtype t, void *out, float *rstd, const void *x, const float *w, int64_t N,
+                           int64_t d, float eps);
     /* dx (+)= RMSNorm's input gradient; dw += sum_n dout * x * rstd (dw may be NULL). */
     int (*rmsnorm_backward)(dp_device *dev, dp_dtype t, void *dx, float *dw, const void *dout, const void *x,
                             const float *w, const float *rstd, int64_t N, int64_t d, int accumulate);
@@ -66,8 +66,8 @@ typedef struct dp_layer_ops {
     int (*swiglu_forward)(dp_device *dev, dp_dtype t, void *out, const void *gate, const void *up, int64_t n);
     /* dgate = dout * up * silu'(gate), dup = dout * silu(gate) (written, not accumulated). dgate
      * may alias dout (the model writes it in place). */
-    int (*swiglu_backward)(dp_device *dev, dp_dtype t, void *dgate, void *dup, const void *dout,
-                           const void *gate, const void *up, int64_t n);
+    int (*swiglu_backward)(dp_device *dev, dp_dtype t, void *dgate, void *dup, const void *dout, const void *gate,
+                           const void *up, int64_t n);
 
     /* Rotary embedding in place on x (N rows of H heads of hd, row stride ld elements), Hugging
      * Face's rotate-half layout: within each head, dimension j < hd/2 pairs with j + hd/2 at
@@ -83,15 +83,14 @@ typedef struct dp_layer_ops {
      * same sample with softmax(scale * q.k). Saves lse[(b*H + h)*T + i] = log-sum-exp of the
      * scaled scores of that row (natural log). */
     int (*attention_forward)(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                             const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
-                             float scale);
+                             const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd, float scale);
     /* Gradients of attention_forward: writes dq, dk, dv (N x H*hd views, row stride ld_grad).
      * delta is caller-provided f32 scratch of B*H*T floats (rowsum(dout * out)). Deterministic:
      * no atomics (dk/dv and dq come from separate passes over the blocks). */
     int (*attention_backward)(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
                               const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                              const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
-                              int64_t hd, float scale);
+                              const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H, int64_t hd,
+                              float scale);
 
     /* Fused softmax cross-entropy, forward: for each of N rows of logits (N x V, dtype t),
      * losses[n] = logsumexp(row) - row[targets[n]] and lse[n] = logsumexp(row) (f32). */
@@ -100,15 +99,14 @@ typedef struct dp_layer_ops {
     /* Backward, in place: logits[n, :] becomes (softmax(row) - onehot(targets[n])) * scale[n / T],
      * using the lse saved by the forward. No second N x V buffer. sample_scale is a device array of
      * B = N / T f32 values; the model passes s_i / T there (the 1/T of the per-sample mean). */
-    int (*cross_entropy_backward)(dp_device *dev, dp_dtype t, void *logits, const float *lse,
-                                  const int32_t *targets, const float *sample_scale, int64_t N, int64_t T,
-                                  int64_t V);
+    int (*cross_entropy_backward)(dp_device *dev, dp_dtype t, void *logits, const float *lse, const int32_t *targets,
+                                  const float *sample_scale, int64_t N, int64_t T, int64_t V);
 
     /* Optimizer steps over n f32 elements (p: parameter, g: gradient, m/v: states).
      * AdamW (PyTorch's): p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps). */
-    int (*adamw_step)(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
-                      float beta1, float beta2, float eps, float weight_decay, int64_t step);
+    int (*adamw_step)(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
+                      float beta2, float eps, float weight_decay, int64_t step);
     /* SGD (PyTorch's): g' = g + wd p; with momentum: buf = mu buf + g' (buf = g' at step 1 when
      * first_step), p -= lr * buf; without (buf NULL): p -= lr g'. */
     int (*sgd_step)(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,

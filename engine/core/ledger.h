@@ -8,10 +8,10 @@
 #include <stdint.h>
 
 typedef struct dp_ledger_entry {
-    const char *op;  /* a string with static storage (op names are literals) */
+    const char *op; /* a string with static storage (op names are literals) */
     uint64_t calls;
     double flops;
-    double bytes;    /* read + written */
+    double bytes; /* read + written */
 } dp_ledger_entry;
 
 /* Adds one call of op (a string literal) with its flops and bytes to the process's ledger. */

@@ -17,8 +17,8 @@
 #define DEFAULT_EVENT_CAPACITY 262144u
 
 static const char *const category_names[DP_CAT_COUNT] = {
-    "parameters", "gradients", "optimizer_states", "activations", "per_sample_grads",
-    "norm_samples", "temp", "output_grads", "inputs", "workspace", "other"};
+    "parameters",   "gradients", "optimizer_states", "activations", "per_sample_grads", "norm_samples", "temp",
+    "output_grads", "inputs",    "workspace",        "other"};
 
 struct dp_mem {
     dp_raw_allocator raw;
@@ -35,14 +35,12 @@ struct dp_mem {
 
     dp_mem_event *events;
     size_t n_events, cap_events;
-    uint64_t stride;       /* raw events per logged event */
-    dp_mem_event pending;  /* raw events merged so far into the next logged one */
+    uint64_t stride;      /* raw events per logged event */
+    dp_mem_event pending; /* raw events merged so far into the next logged one */
     uint64_t n_pending;
 };
 
-const char *dp_category_name(dp_category c) {
-    return (unsigned)c < DP_CAT_COUNT ? category_names[c] : "?";
-}
+const char *dp_category_name(dp_category c) { return (unsigned)c < DP_CAT_COUNT ? category_names[c] : "?"; }
 
 int dp_category_parse(const char *name, dp_category *out) {
     for (int i = 0; i < DP_CAT_COUNT; i++)
@@ -112,9 +110,7 @@ static void settle_peak(dp_mem *m) {
     m->peak_pending = 0;
 }
 
-static uint64_t reserved_now(dp_mem *m) {
-    return m->raw.reserved ? m->raw.reserved(m->raw.ctx) : m->s.total_current;
-}
+static uint64_t reserved_now(dp_mem *m) { return m->raw.reserved ? m->raw.reserved(m->raw.ctx) : m->s.total_current; }
 
 /* Halves the log: each pair of events becomes one (max allocated, summed delta). */
 static void compact_events(dp_mem *m) {
@@ -160,8 +156,8 @@ static void record_oom(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t modu
     size_t off = 0;
     for (int c = 0; c < DP_CAT_COUNT && off < sizeof live; c++) {
         if (!m->s.current[c]) continue;
-        int n = snprintf(live + off, sizeof live - off, "%s%s=%.1f MiB", off ? ", " : "",
-                         category_names[c], (double)m->s.current[c] / 1048576.0);
+        int n = snprintf(live + off, sizeof live - off, "%s%s=%.1f MiB", off ? ", " : "", category_names[c],
+                         (double)m->s.current[c] / 1048576.0);
         if (n > 0) off += (size_t)n;
     }
     if (off == 0) snprintf(live, sizeof live, "nothing");
@@ -170,15 +166,14 @@ static void record_oom(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t modu
     dp_error_set(DP_EOOM,
                  "out of memory%s: requested %llu bytes (%.1f MiB) for %s in module %s; "
                  "live %.1f MiB: %s",
-                 why, (unsigned long long)bytes, (double)bytes / 1048576.0, category_names[cat],
-                 dp_module_name(module), (double)m->s.total_current / 1048576.0, live);
+                 why, (unsigned long long)bytes, (double)bytes / 1048576.0, category_names[cat], dp_module_name(module),
+                 (double)m->s.total_current / 1048576.0, live);
 }
 
 int dp_mem_alloc_module(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t module, dp_alloc *out) {
     memset(out, 0, sizeof *out);
     if ((unsigned)cat >= DP_CAT_COUNT)
-        return dp_error_set(DP_EINVAL, "unknown memory category %d (valid: %s)", (int)cat,
-                            dp_category_list());
+        return dp_error_set(DP_EINVAL, "unknown memory category %d (valid: %s)", (int)cat, dp_category_list());
     if (ensure_module(m, module) != 0) return dp_error_set(DP_EOOM, "out of host memory (module table)");
     if (m->limit && m->s.total_current + bytes > m->limit) {
         record_oom(m, bytes, cat, module, m->limit);
@@ -244,8 +239,7 @@ void dp_mem_get_stats(dp_mem *m, dp_mem_stats *out) {
     *out = m->s;
 }
 
-void dp_mem_module_stats(dp_mem *m, uint32_t module, uint64_t *current, uint64_t *peak,
-                         uint64_t *live_at_peak) {
+void dp_mem_module_stats(dp_mem *m, uint32_t module, uint64_t *current, uint64_t *peak, uint64_t *live_at_peak) {
     settle_peak(m);
     int known = module < m->n_mod;
     if (current) *current = known ? m->mod_current[module] : 0;
@@ -297,9 +291,7 @@ int dp_mem_snapshot_take(dp_mem *m, const char *name) {
 
 size_t dp_mem_snapshot_count(const dp_mem *m) { return m->n_snaps; }
 
-const dp_mem_snapshot *dp_mem_snapshot_at(const dp_mem *m, size_t i) {
-    return i < m->n_snaps ? &m->snaps[i] : NULL;
-}
+const dp_mem_snapshot *dp_mem_snapshot_at(const dp_mem *m, size_t i) { return i < m->n_snaps ? &m->snaps[i] : NULL; }
 
 void dp_mem_clear_snapshots(dp_mem *m) {
     for (size_t i = 0; i < m->n_snaps; i++) free(m->snaps[i].name);
@@ -322,8 +314,7 @@ void dp_mem_clear_events(dp_mem *m) {
     m->stride = 1;
 }
 
-size_t dp_mem_timeline(const dp_mem *m, size_t max_points, int64_t *t_ns, uint64_t *allocated,
-                       uint64_t *reserved) {
+size_t dp_mem_timeline(const dp_mem *m, size_t max_points, int64_t *t_ns, uint64_t *allocated, uint64_t *reserved) {
     size_t n = dp_mem_event_count(m);
     if (max_points == 0 || n == 0) return 0;
     size_t points = n < max_points ? n : max_points;

@@ -68,8 +68,8 @@ typedef struct dp_mem_stats {
 
 typedef struct dp_mem_snapshot {
     char *name;
-    double t_s;          /* dp_clock_s() when taken */
-    uint64_t allocated;  /* total bytes live */
+    double t_s;         /* dp_clock_s() when taken */
+    uint64_t allocated; /* total bytes live */
     uint64_t reserved;
     uint64_t categories[DP_CAT_COUNT];
 } dp_mem_snapshot;
@@ -92,8 +92,8 @@ typedef struct dp_oom_info {
     uint32_t module;
     uint64_t live[DP_CAT_COUNT];
     uint64_t total_live;
-    uint64_t limit;   /* the configured limit that refused it, 0 when the device refused */
-    int valid;        /* 0 until an OOM happened */
+    uint64_t limit; /* the configured limit that refused it, 0 when the device refused */
+    int valid;      /* 0 until an OOM happened */
 } dp_oom_info;
 
 typedef struct dp_mem dp_mem;
@@ -116,8 +116,7 @@ void dp_mem_release(dp_mem *m, dp_alloc *a);
 /* Copies the current figures into *out. */
 void dp_mem_get_stats(dp_mem *m, dp_mem_stats *out);
 /* Per-module figures for module id: bytes live now, its peak, and bytes live at the total peak. */
-void dp_mem_module_stats(dp_mem *m, uint32_t module, uint64_t *current, uint64_t *peak,
-                         uint64_t *live_at_peak);
+void dp_mem_module_stats(dp_mem *m, uint32_t module, uint64_t *current, uint64_t *peak, uint64_t *live_at_peak);
 /* Starts new peaks: every peak and live-at-peak figure becomes the current one. */
 void dp_mem_reset_peak(dp_mem *m);
 
@@ -149,7 +148,6 @@ void dp_mem_clear_events(dp_mem *m);
 /* Downsamples the event log to at most max_points points: t_ns[i], allocated[i] and reserved[i]
  * are each bucket's maxima (taken at the time of its largest allocated figure), so the peak
  * survives. The arrays must hold max_points entries; returns the number of points written. */
-size_t dp_mem_timeline(const dp_mem *m, size_t max_points, int64_t *t_ns, uint64_t *allocated,
-                       uint64_t *reserved);
+size_t dp_mem_timeline(const dp_mem *m, size_t max_points, int64_t *t_ns, uint64_t *allocated, uint64_t *reserved);
 
 #endif

@@ -13,8 +13,8 @@ static int same_device(const dp_tensor *a, const dp_tensor *b, const char *op) {
 
 static int same_numel(const dp_tensor *a, const dp_tensor *b, const char *op) {
     if (a->numel == b->numel && a->dtype == b->dtype) return DP_OK;
-    return dp_error_set(DP_EINVAL, "%s: operands differ (%lld %s and %lld %s elements)", op,
-                        (long long)a->numel, dp_dtype_name(a->dtype), (long long)b->numel, dp_dtype_name(b->dtype));
+    return dp_error_set(DP_EINVAL, "%s: operands differ (%lld %s and %lld %s elements)", op, (long long)a->numel,
+                        dp_dtype_name(a->dtype), (long long)b->numel, dp_dtype_name(b->dtype));
 }
 
 int dp_gemm_ex(dp_device *dev, const char *op, const dp_gemm_args *g) {
@@ -33,15 +33,13 @@ static void mat_dims(const dp_tensor *t, int64_t *rows, int64_t *cols, int64_t *
     *batch = t->ndim == 3 ? t->shape[0] : 1;
 }
 
-int dp_matmul(dp_tensor *C, const dp_tensor *A, int trans_a, const dp_tensor *B, int trans_b, float alpha,
-              float beta) {
+int dp_matmul(dp_tensor *C, const dp_tensor *A, int trans_a, const dp_tensor *B, int trans_b, float alpha, float beta) {
     DP_TRY(same_device(A, B, "matmul"));
     DP_TRY(same_device(A, C, "matmul"));
     const dp_tensor *ts[3] = {A, B, C};
     for (int i = 0; i < 3; i++)
         if (ts[i]->ndim != 2 && ts[i]->ndim != 3)
-            return dp_error_set(DP_EINVAL, "matmul: operand %c has rank %d (expected 2 or 3)", "ABC"[i],
-                                ts[i]->ndim);
+            return dp_error_set(DP_EINVAL, "matmul: operand %c has rank %d (expected 2 or 3)", "ABC"[i], ts[i] -> ndim);
     if (A->dtype != B->dtype || A->dtype == DP_I32 || C->dtype == DP_I32)
         return dp_error_set(DP_EINVAL, "matmul: A and B must share a float dtype (got %s and %s), C f32 or bf16",
                             dp_dtype_name(A->dtype), dp_dtype_name(B->dtype));
@@ -59,11 +57,25 @@ int dp_matmul(dp_tensor *C, const dp_tensor *A, int trans_a, const dp_tensor *B,
         return dp_error_set(DP_EINVAL, "matmul: batch sizes do not agree (A %lld, B %lld, C %lld)", (long long)ba,
                             (long long)bb, (long long)batch);
     dp_gemm_args g = {
-        .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
-        .ab_type = A->dtype, .c_type = C->dtype,
-        .a = A->data, .lda = ac, .stride_a = A->ndim == 3 ? ar * ac : 0,
-        .b = B->data, .ldb = bc, .stride_b = B->ndim == 3 ? br * bc : 0,
-        .c = C->data, .ldc = cc, .stride_c = cr * cc, .batch = batch,
+        .trans_a = trans_a,
+        .trans_b = trans_b,
+        .m = m,
+        .n = n,
+        .k = k,
+        .alpha = alpha,
+        .beta = beta,
+        .ab_type = A->dtype,
+        .c_type = C->dtype,
+        .a = A->data,
+        .lda = ac,
+        .stride_a = A->ndim == 3 ? ar * ac : 0,
+        .b = B->data,
+        .ldb = bc,
+        .stride_b = B->ndim == 3 ? br * bc : 0,
+        .c = C->data,
+        .ldc = cc,
+        .stride_c = cr * cc,
+        .batch = batch,
     };
     return dp_gemm_ex(A->dev, batch > 1 ? "gemm_batched" : "gemm", &g);
 }
@@ -93,8 +105,8 @@ int dp_sumsq_rows(dp_tensor *out, const dp_tensor *x, int accumulate) {
     DP_TRY(same_device(x, out, "sumsq_rows"));
     if (out->dtype != DP_F32) return dp_error_set(DP_EINVAL, "sumsq_rows: out must be f32");
     if (out->numel == 0 || x->numel % out->numel)
-        return dp_error_set(DP_EINVAL, "sumsq_rows: %lld elements do not split into %lld rows",
-                            (long long)x->numel, (long long)out->numel);
+        return dp_error_set(DP_EINVAL, "sumsq_rows: %lld elements do not split into %lld rows", (long long)x->numel,
+                            (long long)out->numel);
     dp_ledger_add("sumsq", 2.0 * (double)x->numel,
                   (double)dp_tensor_bytes(x) + (accumulate ? 2.0 : 1.0) * (double)dp_tensor_bytes(out));
     return DP_DISPATCH(x->dev, sumsq_rows, x->dtype, (size_t)out->numel, (size_t)(x->numel / out->numel), x->data,

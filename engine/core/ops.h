@@ -10,8 +10,7 @@
 int dp_gemm_ex(dp_device *dev, const char *op, const dp_gemm_args *g);
 /* C = alpha op(A) op(B) + beta C. 2-D operands, or 3-D batched over dim 0 where a 2-D A or B is
  * shared by every batch item. Ledger name "gemm" (or "gemm_batched"). */
-int dp_matmul(dp_tensor *C, const dp_tensor *A, int trans_a, const dp_tensor *B, int trans_b, float alpha,
-              float beta);
+int dp_matmul(dp_tensor *C, const dp_tensor *A, int trans_a, const dp_tensor *B, int trans_b, float alpha, float beta);
 /* out = x + y, element-wise (same numel; out may alias x or y). */
 int dp_add(dp_tensor *out, const dp_tensor *x, const dp_tensor *y);
 /* x *= alpha. */

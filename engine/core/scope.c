@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char **paths;        /* id -> path; paths[0] = "(none)" */
+static char **paths; /* id -> path; paths[0] = "(none)" */
 static uint32_t n_paths, cap_paths;
-static uint32_t *slots;     /* hash slot -> id + 1 (0 = empty) */
+static uint32_t *slots; /* hash slot -> id + 1 (0 = empty) */
 static uint32_t n_slots;
 
 static uint32_t stack[DP_SCOPE_MAX_DEPTH + 1]; /* stack[d] = path id at depth d; stack[0] = none */
@@ -82,12 +82,10 @@ uint32_t dp_module_count(void) { return n_paths ? n_paths : 1; }
 int dp_scope_push(const char *name) {
     if (!name || !*name) return dp_error_set(DP_EINVAL, "scope name must be a non-empty string");
     if (depth >= DP_SCOPE_MAX_DEPTH)
-        return dp_error_set(DP_EINVAL, "scope stack is full (%d levels): a scope was not popped?",
-                            DP_SCOPE_MAX_DEPTH);
+        return dp_error_set(DP_EINVAL, "scope stack is full (%d levels): a scope was not popped?", DP_SCOPE_MAX_DEPTH);
     char buf[512];
     const char *parent = depth ? dp_module_name(stack[depth]) : NULL;
-    int n = parent ? snprintf(buf, sizeof buf, "%s.%s", parent, name)
-                   : snprintf(buf, sizeof buf, "%s", name);
+    int n = parent ? snprintf(buf, sizeof buf, "%s.%s", parent, name) : snprintf(buf, sizeof buf, "%s", name);
     if (n < 0 || (size_t)n >= sizeof buf)
         return dp_error_set(DP_EINVAL, "module path too long (%d bytes, at most %zu)", n, sizeof buf - 1);
     uint32_t id = dp_module_intern(buf);

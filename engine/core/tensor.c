@@ -18,8 +18,7 @@ int dp_shape_check(int ndim, const int64_t *shape, dp_dtype dt, int64_t *numel) 
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0)
-            return dp_error_set(DP_EINVAL, "tensor dimension %d is negative (%lld)", i + 1,
-                                (long long)shape[i]);
+            return dp_error_set(DP_EINVAL, "tensor dimension %d is negative (%lld)", i + 1, (long long)shape[i]);
         if (shape[i] && n > (INT64_MAX / 8) / shape[i])
             return dp_error_set(DP_EINVAL, "tensor of that shape is too large");
         n *= shape[i];
@@ -28,8 +27,8 @@ int dp_shape_check(int ndim, const int64_t *shape, dp_dtype dt, int64_t *numel) 
     return DP_OK;
 }
 
-int dp_tensor_init_module(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
-                          dp_category cat, uint32_t module) {
+int dp_tensor_init_module(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat,
+                          uint32_t module) {
     memset(t, 0, sizeof *t);
     int64_t numel;
     DP_TRY(dp_shape_check(ndim, shape, dt, &numel));
@@ -45,8 +44,7 @@ int dp_tensor_init_module(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, c
     return DP_OK;
 }
 
-int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
-                   dp_category cat) {
+int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat) {
     return dp_tensor_init_module(t, dev, dt, ndim, shape, cat, dp_scope_current());
 }
 
@@ -81,8 +79,8 @@ int dp_tensor_view(dp_tensor *view, const dp_tensor *base, int64_t offset, int n
     int64_t numel;
     DP_TRY(dp_shape_check(ndim, shape, base->dtype, &numel));
     if (offset < 0 || offset + numel > base->numel)
-        return dp_error_set(DP_EINVAL, "view [%lld, %lld) is outside its base of %lld elements",
-                            (long long)offset, (long long)(offset + numel), (long long)base->numel);
+        return dp_error_set(DP_EINVAL, "view [%lld, %lld) is outside its base of %lld elements", (long long)offset,
+                            (long long)(offset + numel), (long long)base->numel);
     memset(view, 0, sizeof *view);
     view->dtype = base->dtype;
     view->ndim = ndim;
@@ -136,8 +134,10 @@ int dp_tensor_copy(dp_tensor *dst, const dp_tensor *src) {
         return DP_DISPATCH(dd, memcpy, dst->data, src->data, (size_t)bytes, DP_COPY_D2D);
     }
     if (dst->dtype != src->dtype)
-        return dp_error_set(DP_ENOTSUP, "copy: converting %s to %s across devices is not supported; "
-                            "convert on one device first", dp_dtype_name(src->dtype), dp_dtype_name(dst->dtype));
+        return dp_error_set(DP_ENOTSUP,
+                            "copy: converting %s to %s across devices is not supported; "
+                            "convert on one device first",
+                            dp_dtype_name(src->dtype), dp_dtype_name(dst->dtype));
     if (sd->kind == DP_DEV_PLAN || dd->kind == DP_DEV_PLAN) return DP_OK; /* nothing to move */
     if (sd->kind == DP_DEV_CPU) {
         dp_ledger_add("copy_h2d", 0, (double)bytes);

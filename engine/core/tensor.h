@@ -17,12 +17,12 @@
 
 typedef struct dp_tensor {
     dp_dtype dtype;
-    int ndim;                    /* 0 (a scalar) to DP_MAX_DIMS */
+    int ndim; /* 0 (a scalar) to DP_MAX_DIMS */
     int64_t shape[DP_MAX_DIMS];
     int64_t numel;
     dp_device *dev;
-    void *data;                  /* first element; NULL on plan and for empty tensors */
-    dp_alloc alloc;              /* the owned allocation (alloc.live == 0 for views) */
+    void *data;     /* first element; NULL on plan and for empty tensors */
+    dp_alloc alloc; /* the owned allocation (alloc.live == 0 for views) */
 } dp_tensor;
 
 /* Validates a shape: 0..4 dimensions, none negative, numel*size fits in 63 bits. Sets *numel. */
@@ -32,11 +32,10 @@ int dp_shape_check(int ndim, const int64_t *shape, dp_dtype dt, int64_t *numel);
  * allocation, for callers whose tensors belong to a module other than the current scope's (the
  * model's absolute paths, DP hooks allocating for their layer). t is left empty
  * (dp_tensor_release-safe) on failure; returns DP_OK, DP_EINVAL (bad shape) or DP_EOOM. */
-int dp_tensor_init_module(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
-                          dp_category cat, uint32_t module);
+int dp_tensor_init_module(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat,
+                          uint32_t module);
 /* dp_tensor_init_module with the current scope's module. */
-int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
-                   dp_category cat);
+int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat);
 /* Releases t's allocation (idempotent; views just forget their data). */
 void dp_tensor_release(dp_tensor *t);
 /* Heap-allocated form of dp_tensor_init; NULL on failure (see dp_error_message). */

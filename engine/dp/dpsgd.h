@@ -52,7 +52,7 @@ typedef enum { DPSGD_CLIP_NONE = 0, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK } dpsgd_cl
 typedef enum {
     DPSGD_FORM_DIRECT = 0, /* biases, norm gains, positions: per-sample gradients of d floats */
     DPSGD_FORM_MATERIALIZE,
-    DPSGD_FORM_GHOST,      /* Gram matrices (embeddings: g g^T with the token-equality mask) */
+    DPSGD_FORM_GHOST, /* Gram matrices (embeddings: g g^T with the token-equality mask) */
     DPSGD_FORM_GRAM_TILE,
     DPSGD_FORM_GRAD_TILE,
     DPSGD_FORM_BATCH1,     /* physical batch of 1: the layer's ordinary gradient */
@@ -93,12 +93,12 @@ const char *dpsgd_formulation_name(dpsgd_formulation f);
  * ghost and materialize; flash compares the flops of its two tile formulations (batch1 when
  * B == 1). Writes the estimated flops and bytes of the choice when non-NULL. */
 dpsgd_formulation dpsgd_choose_linear(dpsgd_norms_method norms, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t,
-                                double *flops, double *bytes);
+                                      double *flops, double *bytes);
 /* The formulation `norms` uses for a token embedding: ghost for ghost, grouped otherwise. */
 dpsgd_formulation dpsgd_choose_embedding(dpsgd_norms_method norms);
 
 typedef struct dpsgd_config {
-    dpsgd_norms_method norms;           /* DPSGD_NORMS_NONE with DPSGD_CLIP_NONE: vanilla */
+    dpsgd_norms_method norms; /* DPSGD_NORMS_NONE with DPSGD_CLIP_NONE: vanilla */
     dpsgd_clip_method clip;
     double max_grad_norm;            /* C, > 0 (default 1) */
     double noise_multiplier;         /* sigma, >= 0 (default 1) */
@@ -109,7 +109,7 @@ typedef struct dpsgd_config {
     int poisson;                     /* 1: logical batch sizes ~ Binomial(N, q) */
     uint64_t seed;                   /* noise and sampling */
     double delta;                    /* for dpsgd_epsilon's default (1e-5) */
-    dpsgd_flash_impl flash_impl;        /* flash's kernels: tiles (default) or strips */
+    dpsgd_flash_impl flash_impl;     /* flash's kernels: tiles (default) or strips */
 } dpsgd_config;
 
 /* One logical step: logical_size samples in n_physical physical batches of physical_size
@@ -123,9 +123,9 @@ int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k);
 
 /* One DP layer as the last backward saw it. */
 typedef struct dpsgd_layer_info {
-    uint32_t module;          /* module id (scope.h) of the layer */
-    const char *kind;         /* "linear", "head", "tied_head", "lora_a", "lora_b", "embedding",
-                               * "position", "layernorm", "rmsnorm" */
+    uint32_t module;  /* module id (scope.h) of the layer */
+    const char *kind; /* "linear", "head", "tied_head", "lora_a", "lora_b", "embedding",
+                       * "position", "layernorm", "rmsnorm" */
     dpsgd_formulation norms;
 } dpsgd_layer_info;
 
@@ -137,6 +137,9 @@ void dpsgd_config_default(dpsgd_config *cfg);
  * its valid range (a norms choice without a clip choice, C <= 0, q outside (0, 1], a physical
  * batch above the model's, Poisson without a dataset size...). */
 int dpsgd_new(dp_model *m, const dpsgd_config *cfg, dpsgd **out);
+/* The checks dpsgd_new makes of cfg for a model of batch model_batch, without a model:
+ * DP_OK or DP_EINVAL with the message dpsgd_new would give. */
+int dpsgd_config_check(const dpsgd_config *cfg, int64_t model_batch);
 /* Frees the wrapper and whatever it still holds. NULL is a no-op. */
 void dpsgd_free(dpsgd *dp);
 /* The configuration with defaults filled in (expected batch size, sample rate). */
@@ -148,8 +151,7 @@ const dpsgd_config *dpsgd_config_of(const dpsgd *dp);
 int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must
  * stay alive until dpsgd_clip). Writes the batch loss and, when non-NULL, the B losses. */
-int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss,
-                     float *sample_losses);
+int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses);
 /* Backward of the last forward: vanilla accumulates the gradient of the logical batch's mean
  * loss; DP computes every trainable tensor's per-sample squared norms (and what bk keeps). */
 int dpsgd_backward(dpsgd *dp);

@@ -46,8 +46,10 @@ int dpsgd_compute_clip_factors(dpsgd *dp, float *factors) {
     dp->host_batch = B;
     for (int k = 0; k < dp->n_params; k++)
         if (!dp->sq_written[k])
-            return dp_error_set(DP_EINTERNAL, "dp: trainable parameter '%s' got no per-sample norm (no hook "
-                                              "covered it in the backward)", dp->params[k]->name);
+            return dp_error_set(DP_EINTERNAL,
+                                "dp: trainable parameter '%s' got no per-sample norm (no hook "
+                                "covered it in the backward)",
+                                dp->params[k]->name);
     if (dp->n_params > 0) /* one copy of every row (a plan tensor reads as zeros) */
         DP_TRY(dp_tensor_to_host(&dp->sq_norms, host, (uint64_t)dp->n_params * (uint64_t)B * sizeof *host));
     float *norms = malloc((size_t)(B ? B : 1) * sizeof *norms);
@@ -85,11 +87,25 @@ static int weighted_sum(dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const fl
         return DP_OK;
     }
     dp_gemm_args g = {
-        .trans_a = 0, .trans_b = 0, .m = 1, .n = n, .k = B, .alpha = 1.0f, .beta = 1.0f,
-        .ab_type = x->dtype, .c_type = DP_F32,
-        .a = c->data, .lda = B, .stride_a = 0,
-        .b = x->data, .ldb = n, .stride_b = 0,
-        .c = grad->data, .ldc = n, .stride_c = 0, .batch = 1,
+        .trans_a = 0,
+        .trans_b = 0,
+        .m = 1,
+        .n = n,
+        .k = B,
+        .alpha = 1.0f,
+        .beta = 1.0f,
+        .ab_type = x->dtype,
+        .c_type = DP_F32,
+        .a = c->data,
+        .lda = B,
+        .stride_a = 0,
+        .b = x->data,
+        .ldb = n,
+        .stride_b = 0,
+        .c = grad->data,
+        .ldc = n,
+        .stride_c = 0,
+        .batch = 1,
     };
     return dp_gemm_ex(dp->dev, op, &g);
 }
@@ -138,11 +154,25 @@ static int book_linear(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
     DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     /* grad (p x d) += scale * G^T (p x N) A (N x d): one GEMM over every token of the batch */
     dp_gemm_args g = {
-        .trans_a = 1, .trans_b = 0, .m = p, .n = d, .k = N, .alpha = bk->scale, .beta = 1.0f,
-        .ab_type = G->dtype, .c_type = DP_F32,
-        .a = G->data, .lda = p, .stride_a = 0,
-        .b = A->data, .ldb = d, .stride_b = 0,
-        .c = bk->param->grad.data, .ldc = d, .stride_c = 0, .batch = 1,
+        .trans_a = 1,
+        .trans_b = 0,
+        .m = p,
+        .n = d,
+        .k = N,
+        .alpha = bk->scale,
+        .beta = 1.0f,
+        .ab_type = G->dtype,
+        .c_type = DP_F32,
+        .a = G->data,
+        .lda = p,
+        .stride_a = 0,
+        .b = A->data,
+        .ldb = d,
+        .stride_b = 0,
+        .c = bk->param->grad.data,
+        .ldc = d,
+        .stride_c = 0,
+        .batch = 1,
     };
     return dp_gemm_ex(dp->dev, "dp_clip_gemm", &g);
 }
@@ -171,8 +201,8 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
     DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     double n = (double)(B * T * d);
     dp_ledger_add("dp_clip_embedding", n, n * ((double)dp_dtype_size(G->dtype) + 8.0) + 4.0 * (double)(B * T));
-    return DP_DISPATCH_LAYER(dp->dev, embedding_backward, G->dtype, G->data, bk->ids.data, bk->param->grad.data,
-                             NULL, B * T, T, d, bk->param->value.shape[0]);
+    return DP_DISPATCH_LAYER(dp->dev, embedding_backward, G->dtype, G->data, bk->ids.data, bk->param->grad.data, NULL,
+                             B * T, T, d, bk->param->value.shape[0]);
 }
 
 int dpsgd_clip_books(dpsgd *dp, const float *factors) {

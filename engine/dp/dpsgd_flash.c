@@ -13,7 +13,7 @@
 #include <math.h>
 
 int dpsgd_flash_linear(dpsgd *dp, dpsgd_formulation form, const dp_tensor *A, const dp_tensor *G, float scale,
-                    dp_tensor *row, int accumulate) {
+                       dp_tensor *row, int accumulate) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], p = G->shape[2];
     double b = (double)B, t = (double)T, es = (double)dp_dtype_size(A->dtype);
     double bytes = b * t * (double)(d + p) * es + 4.0 * b * (accumulate ? 2.0 : 1.0);
@@ -32,8 +32,8 @@ int dpsgd_flash_linear(dpsgd *dp, dpsgd_formulation form, const dp_tensor *A, co
                         dpsgd_formulation_name(form));
 }
 
-int dpsgd_grouped_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
-                         dp_tensor *row, int accumulate) {
+int dpsgd_grouped_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row,
+                            int accumulate) {
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
     dp_alloc keys;
     DP_TRY(dp_mem_alloc_module(dp->dev->mem, (uint64_t)(B * T) * sizeof(uint64_t), DP_CAT_TEMP, wte->module, &keys));
@@ -43,15 +43,14 @@ int dpsgd_grouped_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids
     if (rc == DP_OK) {
         dp_ledger_add("dp_grouped_sumsq", 2.0 * n * (double)d,
                       n * (double)d * (double)dp_dtype_size(G->dtype) + 8.0 * n + 4.0 * (double)B);
-        rc = DPSGD_DISPATCH(dp->dev, grouped_sumsq, G->dtype, B, T, d, G->data, keys.ptr, 1.0f, row->data,
-                            accumulate);
+        rc = DPSGD_DISPATCH(dp->dev, grouped_sumsq, G->dtype, B, T, d, G->data, keys.ptr, 1.0f, row->data, accumulate);
     }
     dp_mem_release(dp->dev->mem, &keys);
     return rc;
 }
 
-int dpsgd_flash_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
-                       const dp_tensor *G, dp_tensor *rows) {
+int dpsgd_flash_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A, const dp_tensor *G,
+                          dp_tensor *rows) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], V = G->shape[2];
     int64_t rs[3] = {B, T, d};
     DP_TRY(dp_tensor_init_module(rows, dp->dev, DP_F32, 3, rs, DP_CAT_PER_SAMPLE_GRADS, wte->module));

@@ -17,11 +17,25 @@ static int gram(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) 
     int64_t shape[3] = {B, T, T};
     DP_TRY(dp_tensor_init_module(out, dp->dev, DP_F32, 3, shape, DP_CAT_TEMP, module));
     dp_gemm_args g = {
-        .trans_a = 0, .trans_b = 1, .m = T, .n = T, .k = k, .alpha = 1.0f, .beta = 0.0f,
-        .ab_type = x->dtype, .c_type = DP_F32,
-        .a = x->data, .lda = k, .stride_a = T * k,
-        .b = x->data, .ldb = k, .stride_b = T * k,
-        .c = out->data, .ldc = T, .stride_c = T * T, .batch = B,
+        .trans_a = 0,
+        .trans_b = 1,
+        .m = T,
+        .n = T,
+        .k = k,
+        .alpha = 1.0f,
+        .beta = 0.0f,
+        .ab_type = x->dtype,
+        .c_type = DP_F32,
+        .a = x->data,
+        .lda = k,
+        .stride_a = T * k,
+        .b = x->data,
+        .ldb = k,
+        .stride_b = T * k,
+        .c = out->data,
+        .ldc = T,
+        .stride_c = T * T,
+        .batch = B,
     };
     int rc = dp_gemm_ex(dp->dev, "dp_ghost_gram", &g);
     if (rc != DP_OK) dp_tensor_release(out);
@@ -29,7 +43,7 @@ static int gram(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) 
 }
 
 int dpsgd_ghost_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
-                    dp_tensor *row, int accumulate) {
+                       dp_tensor *row, int accumulate) {
     int64_t B = A->shape[0], T = A->shape[1];
     dp_tensor ga, gg;
     DP_TRY(gram(dp, A, w->module, &ga));
@@ -37,16 +51,16 @@ int dpsgd_ghost_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const d
     if (rc == DP_OK) {
         double n = (double)(B * T * T);
         dp_ledger_add("dp_ghost_dot", 2.0 * n, 8.0 * n + 4.0 * (double)B * (accumulate ? 2.0 : 1.0));
-        rc = DPSGD_DISPATCH(dp->dev, batched_dot, B, T * T, DP_F32, ga.data, DP_F32, gg.data, scale * scale,
-                            row->data, accumulate);
+        rc = DPSGD_DISPATCH(dp->dev, batched_dot, B, T * T, DP_F32, ga.data, DP_F32, gg.data, scale * scale, row->data,
+                            accumulate);
         dp_tensor_release(&gg);
     }
     dp_tensor_release(&ga);
     return rc;
 }
 
-int dpsgd_ghost_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
-                       dp_tensor *row, int accumulate) {
+int dpsgd_ghost_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row,
+                          int accumulate) {
     int64_t B = G->shape[0], T = G->shape[1];
     dp_tensor gg;
     DP_TRY(gram(dp, G, wte->module, &gg));
@@ -57,8 +71,8 @@ int dpsgd_ghost_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, 
     return rc;
 }
 
-int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
-                       const dp_tensor *G, dp_tensor *rows) {
+int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A, const dp_tensor *G,
+                          dp_tensor *rows) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], V = G->shape[2];
     int64_t hs[3] = {B, T, T}, rs[3] = {B, T, d};
     dp_tensor h;
@@ -70,11 +84,25 @@ int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, 
     if (rc == DP_OK) {
         /* rows[i] (T x d) = h[i]^T (T x T) a[i] (T x d) */
         dp_gemm_args g = {
-            .trans_a = 1, .trans_b = 0, .m = T, .n = d, .k = T, .alpha = 1.0f, .beta = 0.0f,
-            .ab_type = A->dtype, .c_type = DP_F32,
-            .a = h.data, .lda = T, .stride_a = T * T,
-            .b = A->data, .ldb = d, .stride_b = T * d,
-            .c = rows->data, .ldc = d, .stride_c = T * d, .batch = B,
+            .trans_a = 1,
+            .trans_b = 0,
+            .m = T,
+            .n = d,
+            .k = T,
+            .alpha = 1.0f,
+            .beta = 0.0f,
+            .ab_type = A->dtype,
+            .c_type = DP_F32,
+            .a = h.data,
+            .lda = T,
+            .stride_a = T * T,
+            .b = A->data,
+            .ldb = d,
+            .stride_b = T * d,
+            .c = rows->data,
+            .ldc = d,
+            .stride_c = T * d,
+            .batch = B,
         };
         rc = dp_gemm_ex(dp->dev, "dp_tied_rows", &g);
         if (rc != DP_OK) dp_tensor_release(rows);

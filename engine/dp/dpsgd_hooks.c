@@ -79,8 +79,10 @@ static int linear_weight(dpsgd *dp, dp_param *w, const dp_tensor *A, const dp_te
     if (tied && dp->tied.wte)
         return dp_error_set(DP_EINTERNAL, "dp: tied head '%s' seen twice in one backward", w->name);
     if (tied && (!dp->inputs || dp->inputs->ndim != 2 || dp->inputs->shape[0] != B || dp->inputs->shape[1] != T))
-        return dp_error_set(DP_EINVAL, "dp: the tied head '%s' needs the batch's B x T token ids (run the "
-                                       "forward through the DP wrapper)", w->name);
+        return dp_error_set(DP_EINVAL,
+                            "dp: the tied head '%s' needs the batch's B x T token ids (run the "
+                            "forward through the DP wrapper)",
+                            w->name);
     DP_TRY(dpsgd_record_layer(dp, w->module, dpsgd_linear_kind(w), f));
 
     if (f == DPSGD_FORM_MATERIALIZE || f == DPSGD_FORM_BATCH1) {
@@ -185,19 +187,24 @@ static int hook_norm(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_
     dp_param *owner = wt ? w : b;
     DP_TRY(dpsgd_record_layer(dp, owner->module, mean ? "layernorm" : "rmsnorm", DPSGD_FORM_DIRECT));
     dp_tensor dw, db = {0};
-    DP_TRY(dp_tensor_init_module(&dw, dp->dev, DP_F32, 2, shape, wt ? DP_CAT_PER_SAMPLE_GRADS : DP_CAT_TEMP, owner->module));
+    DP_TRY(dp_tensor_init_module(&dw, dp->dev, DP_F32, 2, shape, wt ? DP_CAT_PER_SAMPLE_GRADS : DP_CAT_TEMP,
+                                 owner->module));
     int rc = bt ? dp_tensor_init_module(&db, dp->dev, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module) : DP_OK;
     if (rc == DP_OK) {
         double n = (double)(B * T * d), es = (double)dp_dtype_size(x->dtype);
-        dp_ledger_add("dp_norm_grads", (mean ? 5.0 : 4.0) * n, 2.0 * n * es + 8.0 * (double)(B * T) +
-                                                                    4.0 * (double)(B * d) * (bt ? 2.0 : 1.0));
+        dp_ledger_add("dp_norm_grads", (mean ? 5.0 : 4.0) * n,
+                      2.0 * n * es + 8.0 * (double)(B * T) + 4.0 * (double)(B * d) * (bt ? 2.0 : 1.0));
         rc = DPSGD_DISPATCH(dp->dev, norm_grads, x->dtype, B, T, d, x->data, mean ? mean->data : NULL, rstd->data,
                             G->data, dw.data, bt ? db.data : NULL);
     }
-    if (rc == DP_OK && wt) rc = keep_or_free(dp, w, &dw);
-    else dp_tensor_release(&dw);
-    if (rc == DP_OK && bt) rc = keep_or_free(dp, b, &db);
-    else dp_tensor_release(&db);
+    if (rc == DP_OK && wt)
+        rc = keep_or_free(dp, w, &dw);
+    else
+        dp_tensor_release(&dw);
+    if (rc == DP_OK && bt)
+        rc = keep_or_free(dp, b, &db);
+    else
+        dp_tensor_release(&db);
     return rc;
 }
 
@@ -220,7 +227,8 @@ static int embedding_book(dpsgd *dp, dp_param *wte, dp_param *wpe, const dp_tens
     if (wpe) bk->wpe = wpe;
     if (wte) {
         bk->param = wte;
-        DP_TRY(dp_tensor_init_module(&bk->ids, dp->dev, DP_I32, ids->ndim, ids->shape, DP_CAT_OUTPUT_GRADS, wte->module));
+        DP_TRY(
+            dp_tensor_init_module(&bk->ids, dp->dev, DP_I32, ids->ndim, ids->shape, DP_CAT_OUTPUT_GRADS, wte->module));
         DP_TRY(dp_tensor_copy(&bk->ids, ids));
     }
     return DP_OK;
@@ -239,8 +247,8 @@ static int hook_embedding(void *ctx, dp_model *m, dp_param *wte, const dp_tensor
     if (tied && dp->tied.psg.numel) { /* materialized head: add the embedding's rows, then the norm */
         DP_TRY(dpsgd_record_layer(dp, wte->module, "embedding", DPSGD_FORM_MATERIALIZE));
         dp_ledger_add("dp_scatter_rows", n, n * (es + 8.0) + 4.0 * (double)(B * T));
-        DP_TRY(DPSGD_DISPATCH(dp->dev, scatter_rows, G->dtype, B, T, d, V, G->data, ids->data, 1.0f,
-                              dp->tied.psg.data));
+        DP_TRY(
+            DPSGD_DISPATCH(dp->dev, scatter_rows, G->dtype, B, T, d, V, G->data, ids->data, 1.0f, dp->tied.psg.data));
         dp_tensor psg = dp->tied.psg;
         dp->tied.psg = (dp_tensor){0};
         dp->tied.wte = NULL;

@@ -11,80 +11,80 @@
 typedef enum {
     DPSGD_BOOK_PER_SAMPLE, /* per-sample gradients psg (B x numel f32): grad += c^T psg */
     DPSGD_BOOK_LINEAR,     /* output gradient G (B x T x p) and the retained input A (B x T x d):
-                         * grad += scale (c (.) G)^T A */
+                            * grad += scale (c (.) G)^T A */
     DPSGD_BOOK_EMBEDDING   /* output gradient G (B x T x d) of the embedding sum and its ids:
-                         * dwte[ids] += c (.) G, dwpe[t] += sum_i c_i G_i[t] */
+                            * dwte[ids] += c (.) G, dwpe[t] += sum_i c_i G_i[t] */
 } dpsgd_book_kind;
 
 typedef struct dpsgd_book {
     dpsgd_book_kind kind;
-    dp_param *param;     /* PER_SAMPLE, LINEAR: the parameter; EMBEDDING: wte (may be NULL) */
-    dp_param *wpe;       /* EMBEDDING: the position table (may be NULL) */
-    dp_tensor psg;       /* PER_SAMPLE: `per_sample_grads` */
-    dp_tensor out_grad;  /* LINEAR, EMBEDDING: G (a copy, or adopted from the backward), `output_grads` */
-    dp_tensor ids;       /* EMBEDDING: a copy of the ids, `output_grads` */
-    dp_tensor input;     /* LINEAR: a view of the retained activation A (owns nothing) */
-    const void *source;  /* EMBEDDING: G's data pointer in the hook, to share one copy */
-    float scale;         /* LINEAR: LoRA's alpha / r, else 1 */
-    int adopting;        /* LINEAR: out_grad is a view of the backward's G until it hands G over */
+    dp_param *param;       /* PER_SAMPLE, LINEAR: the parameter; EMBEDDING: wte (may be NULL) */
+    dp_param *wpe;         /* EMBEDDING: the position table (may be NULL) */
+    dp_tensor psg;         /* PER_SAMPLE: `per_sample_grads` */
+    dp_tensor out_grad;    /* LINEAR, EMBEDDING: G (a copy, or adopted from the backward), `output_grads` */
+    dp_tensor ids;         /* EMBEDDING: a copy of the ids, `output_grads` */
+    dp_tensor input;       /* LINEAR: a view of the retained activation A (owns nothing) */
+    const void *source;    /* EMBEDDING: G's data pointer in the hook, to share one copy */
+    float scale;           /* LINEAR: LoRA's alpha / r, else 1 */
+    int adopting;          /* LINEAR: out_grad is a view of the backward's G until it hands G over */
     const void *input_src; /* LINEAR: the model's tensor A (linears that share an input share it) */
-    int input_scaled;    /* LINEAR: the clip scaled A's rows by c, so G stays as it is */
+    int input_scaled;      /* LINEAR: the clip scaled A's rows by c, so G stays as it is */
 } dpsgd_book;
 
 /* Between a tied head's hook and its embedding's: what the cross term needs. */
 typedef struct dpsgd_tied_pending {
-    dp_param *wte;       /* NULL when nothing is pending */
-    dp_tensor psg;       /* materialized: wte's per-sample gradients B x V x d (head part) */
-    dp_tensor rows;      /* twopass: r[i,u,:] = (g_head,i)[ids[i,u], :], B x T x d f32 (bk forms
-                          * them in the embedding's hook from the head's book instead) */
+    dp_param *wte;          /* NULL when nothing is pending */
+    dp_tensor psg;          /* materialized: wte's per-sample gradients B x V x d (head part) */
+    dp_tensor rows;         /* twopass: r[i,u,:] = (g_head,i)[ids[i,u], :], B x T x d f32 (bk forms
+                             * them in the embedding's hook from the head's book instead) */
     dpsgd_formulation form; /* the head's formulation (GHOST or a flash tile) */
 } dpsgd_tied_pending;
 
 struct dpsgd {
-    dp_model *model;              /* NULL in unit tests that drive the hooks directly */
+    dp_model *model; /* NULL in unit tests that drive the hooks directly */
     dp_device *dev;
     dpsgd_config cfg;
-    int64_t model_batch;          /* the model's batch: physical batches are at most this */
+    int64_t model_batch; /* the model's batch: physical batches are at most this */
 
-    int n_params;                 /* trainable parameters, in the model's order */
+    int n_params; /* trainable parameters, in the model's order */
     dp_param **params;
-    int64_t *offsets;             /* element offset of each in the concatenation (noise) */
+    int64_t *offsets; /* element offset of each in the concatenation (noise) */
 
     /* the current physical batch */
-    const dp_tensor *inputs;      /* ids of the last forward (the caller keeps them alive) */
-    int64_t batch, seq_len;       /* B, T of the last forward */
-    int64_t logical_size;         /* of the current logical step (0 = unknown: use B) */
-    int phase;                    /* 0 idle, 1 forward done, 2 backward done */
+    const dp_tensor *inputs; /* ids of the last forward (the caller keeps them alive) */
+    int64_t batch, seq_len;  /* B, T of the last forward */
+    int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
+    int phase;               /* 0 idle, 1 forward done, 2 backward done */
 
     /* per trainable parameter: sample squared norms of the current physical batch */
-    dp_tensor sq_norms;           /* n_params x B f32, `norm_samples`, from backward to clip: one
-                                   * allocation and one copy to the host per physical batch */
-    dp_tensor *sq_rows;           /* row k of sq_norms (views, valid while it is allocated) */
-    int *sq_written;              /* 1 once a hook wrote the row in this backward */
-    float *host_sq;               /* n_params x B host copy of the last batch's rows */
-    int64_t host_batch;           /* B of host_sq (0 = none yet) */
+    dp_tensor sq_norms; /* n_params x B f32, `norm_samples`, from backward to clip: one
+                         * allocation and one copy to the host per physical batch */
+    dp_tensor *sq_rows; /* row k of sq_norms (views, valid while it is allocated) */
+    int *sq_written;    /* 1 once a hook wrote the row in this backward */
+    float *host_sq;     /* n_params x B host copy of the last batch's rows */
+    int64_t host_batch; /* B of host_sq (0 = none yet) */
 
     dpsgd_book *books;
     int n_books, cap_books;
     dpsgd_tied_pending tied;
-    dp_tensor clip_dev;           /* B clip factors on the device (bk), `norm_samples` */
+    dp_tensor clip_dev; /* B clip factors on the device (bk), `norm_samples` */
 
-    dpsgd_layer_info *layers;          /* as the last backward saw them */
+    dpsgd_layer_info *layers; /* as the last backward saw them */
     size_t n_layers, cap_layers;
 
     /* per-sample figures of the current logical step */
     float *norms, *factors;
     size_t n_samples, cap_samples;
-    int step_open;                /* 0 after noise: the next clip starts a new list */
+    int step_open; /* 0 after noise: the next clip starts a new list */
 
-    int64_t steps;                /* logical steps taken */
-    int64_t plans;                /* next_step calls (keys the sampling stream) */
+    int64_t steps; /* logical steps taken */
+    int64_t plans; /* next_step calls (keys the sampling stream) */
 };
 
 /* Builds a wrapper over explicit parameters (the trainable ones are kept, in order) on dev, with
  * no model: dpsgd_new uses it, and unit tests drive the hooks with it. */
-int dpsgd_new_params(dp_device *dev, const dpsgd_config *cfg, dp_param **params, int n_params,
-                        int64_t model_batch, dpsgd **out);
+int dpsgd_new_params(dp_device *dev, const dpsgd_config *cfg, dp_param **params, int n_params, int64_t model_batch,
+                     dpsgd **out);
 /* Starts a norm pass: frees what the last batch left, clears the layer list. */
 int dpsgd_begin_norms(dpsgd *dp);
 /* Ends a norm pass: DP_EINTERNAL when a tied head's embedding never came, or a kept output
@@ -119,49 +119,50 @@ dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp);
 /* ---- per-layer formulas (dpsgd_materialize.c, dpsgd_ghost.c, dpsgd_flash.c) ---- */
 /* psg[i] = scale g_i^T a_i (B x p x d f32, allocated under `per_sample_grads`, w's module). */
 int dpsgd_materialize_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
-                          dp_tensor *psg);
+                             dp_tensor *psg);
 /* row[i] (+)= scale^2 <a_i a_i^T, g_i g_i^T> through two T x T Gram matrices (`temp`). */
 int dpsgd_ghost_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
-                    dp_tensor *row, int accumulate);
-/* row[i] (+)= ||g_i||^2 of an embedding through g g^T (`temp`) and the token-equality mask. */
-int dpsgd_ghost_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
                        dp_tensor *row, int accumulate);
+/* row[i] (+)= ||g_i||^2 of an embedding through g g^T (`temp`) and the token-equality mask. */
+int dpsgd_ghost_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row,
+                          int accumulate);
 /* rows[i,u,:] = (g_head,i^T a_i)[ids[i,u], :] through the gathered T x T matrix (`temp`). */
-int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
-                       const dp_tensor *G, dp_tensor *rows);
+int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A, const dp_tensor *G,
+                          dp_tensor *rows);
 /* row[i] (+)= scale^2 ||g_i^T a_i||^2 with a fused tile kernel (form: GRAM_TILE or GRAD_TILE). */
 int dpsgd_flash_linear(dpsgd *dp, dpsgd_formulation form, const dp_tensor *A, const dp_tensor *G, float scale,
-                    dp_tensor *row, int accumulate);
+                       dp_tensor *row, int accumulate);
 /* row[i] (+)= ||g_i||^2 of an embedding, equal ids grouped per sample (sort keys in `temp`). */
-int dpsgd_grouped_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G,
-                         dp_tensor *row, int accumulate);
+int dpsgd_grouped_embedding(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row,
+                            int accumulate);
 /* rows[i,u,:] = (g_head,i^T a_i)[ids[i,u], :] with the fused gathered-GEMM kernel (rows: B x T x d
  * f32 under `per_sample_grads`, wte's module: they are rows of the per-sample head gradient). */
 int dpsgd_flash_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A, const dp_tensor *G,
-                       dp_tensor *rows);
+                          dp_tensor *rows);
 
 /* ---- dpsgd_strips.c ---- */
-#define DPSGD_STRIP_ROWS 256                  /* strip height S, at most */
-#define DPSGD_STRIP_WORKSPACE (32ull << 20)   /* bytes of the strip buffers, at most (but one
-                                            * sample's pair at S = 16 when T is huge, one
-                                            * sample's row when d is) */
+#define DPSGD_STRIP_ROWS 256 /* strip height S, at most */
+#define DPSGD_STRIP_WORKSPACE                                                                                          \
+    (32ull << 20) /* bytes of the strip buffers, at most (but one                                                      \
+                   * sample's pair at S = 16 when T is huge, one                                                       \
+                   * sample's row when d is) */
 /* The strip height *S and the samples per pass *Bc for B samples of T tokens. */
 void dpsgd_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc);
 /* row[i] (+)= scale^2 ||g_i^T a_i||^2 through strips of the Gram triangle (workspace in `temp`). */
 int dpsgd_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
-                    dp_tensor *row, int accumulate);
+                       dp_tensor *row, int accumulate);
 /* The rows *P of the per-sample gradient per block and the samples per pass *Bc for B samples of
  * a p x d gradient. */
 void dpsgd_grad_strip_shape(int64_t B, int64_t d, int64_t p, int64_t *P, int64_t *Bc);
 /* row[i] (+)= scale^2 ||g_i^T a_i||^2 through blocks of P rows of the per-sample gradient
  * (workspace in `temp`). */
 int dpsgd_grad_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
-                         dp_tensor *row, int accumulate);
+                            dp_tensor *row, int accumulate);
 
 /* ---- dpsgd_tied.c ---- */
 /* rows of the tied head's per-sample gradient at the ids, by formulation form, times scale. */
 int dpsgd_tied_rows(dpsgd *dp, dpsgd_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
-                 const dp_tensor *G, float scale, dp_tensor *rows);
+                    const dp_tensor *G, float scale, dp_tensor *rows);
 /* row[i] += 2 <G_emb[i], r[i]>: from the rows the head's hook left (twopass), or (bk) formed here
  * one sample at a time from the head's book. */
 int dpsgd_tied_cross(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row);

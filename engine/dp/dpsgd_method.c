@@ -11,19 +11,16 @@ static const struct preset {
     dpsgd_norms_method norms;
     dpsgd_clip_method clip;
 } presets[] = {
-    {"vanilla", DPSGD_NORMS_NONE, DPSGD_CLIP_NONE},
-    {"flat", DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK},
-    {"ghost", DPSGD_NORMS_GHOST, DPSGD_CLIP_TWOPASS},
-    {"mixed_ghost", DPSGD_NORMS_MIXED, DPSGD_CLIP_TWOPASS},
-    {"bk", DPSGD_NORMS_MIXED, DPSGD_CLIP_BK},
-    {"flash_clip", DPSGD_NORMS_FLASH, DPSGD_CLIP_BK},
+    {"vanilla", DPSGD_NORMS_NONE, DPSGD_CLIP_NONE},   {"flat", DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK},
+    {"ghost", DPSGD_NORMS_GHOST, DPSGD_CLIP_TWOPASS}, {"mixed_ghost", DPSGD_NORMS_MIXED, DPSGD_CLIP_TWOPASS},
+    {"bk", DPSGD_NORMS_MIXED, DPSGD_CLIP_BK},         {"flash_clip", DPSGD_NORMS_FLASH, DPSGD_CLIP_BK},
 };
 #define N_PRESETS (sizeof presets / sizeof *presets)
 
 static const char *const norms_names[] = {"none", "materialize", "ghost", "mixed", "flash"};
 static const char *const clip_names[] = {"none", "twopass", "bk"};
-static const char *const form_names[] = {"direct", "materialize", "ghost",   "gram_tile",
-                                         "grad_tile", "batch1",    "grouped", "gram_strip", "grad_strip"};
+static const char *const form_names[] = {"direct", "materialize", "ghost",      "gram_tile", "grad_tile",
+                                         "batch1", "grouped",     "gram_strip", "grad_strip"};
 static const char *const flash_impl_names[] = {"tiles", "strips"};
 
 int dpsgd_method_preset(const char *name, dpsgd_norms_method *norms, dpsgd_clip_method *clip) {
@@ -60,9 +57,7 @@ int dpsgd_clip_parse(const char *name, dpsgd_clip_method *out) {
     return DP_OK;
 }
 
-const char *dpsgd_norms_name(dpsgd_norms_method n) {
-    return (unsigned)n <= DPSGD_NORMS_FLASH ? norms_names[n] : "?";
-}
+const char *dpsgd_norms_name(dpsgd_norms_method n) { return (unsigned)n <= DPSGD_NORMS_FLASH ? norms_names[n] : "?"; }
 
 const char *dpsgd_clip_name(dpsgd_clip_method c) { return (unsigned)c <= DPSGD_CLIP_BK ? clip_names[c] : "?"; }
 
@@ -111,7 +106,7 @@ static double roofline(double flops, double bytes, dp_dtype t) {
 }
 
 dpsgd_formulation dpsgd_choose_linear(dpsgd_norms_method norms, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t,
-                                double *flops, double *bytes) {
+                                      double *flops, double *bytes) {
     double b = (double)B, tt = (double)T, dd = (double)d, pp = (double)p, es = (double)dp_dtype_size(t);
     double io = b * tt * (dd + pp) * es; /* reading A and G once */
     /* ghost: two T x T Gram GEMMs, written and read back by the dot */

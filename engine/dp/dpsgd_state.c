@@ -61,7 +61,8 @@ dpsgd_book *dpsgd_book_add(dpsgd *dp, dpsgd_book_kind kind) {
 
 int dpsgd_ensure_grad(dpsgd *dp, dp_param *p) {
     if (p->grad.numel) return DP_OK;
-    DP_TRY(dp_tensor_init_module(&p->grad, dp->dev, DP_F32, p->value.ndim, p->value.shape, DP_CAT_GRADIENTS, p->module));
+    DP_TRY(
+        dp_tensor_init_module(&p->grad, dp->dev, DP_F32, p->value.ndim, p->value.shape, DP_CAT_GRADIENTS, p->module));
     int rc = dp_tensor_fill(&p->grad, 0.0);
     if (rc != DP_OK) dp_tensor_release(&p->grad);
     return rc;

@@ -40,8 +40,15 @@ static int check_config(const dpsgd_config *cfg) {
     return DP_OK;
 }
 
-int dpsgd_new_params(dp_device *dev, const dpsgd_config *cfg, dp_param **params, int n_params,
-                        int64_t model_batch, dpsgd **out) {
+int dpsgd_config_check(const dpsgd_config *cfg, int64_t model_batch) {
+    DP_TRY(check_config(cfg));
+    if (model_batch < 1) return dp_error_set(DP_EINVAL, "dp: the model's batch must be at least 1");
+    dpsgd_config filled = *cfg;
+    return dpsgd_sampling_setup(&filled, model_batch);
+}
+
+int dpsgd_new_params(dp_device *dev, const dpsgd_config *cfg, dp_param **params, int n_params, int64_t model_batch,
+                     dpsgd **out) {
     *out = NULL;
     DP_TRY(check_config(cfg));
     if (model_batch < 1) return dp_error_set(DP_EINVAL, "dp: the model's batch must be at least 1");
@@ -117,8 +124,7 @@ int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out) {
     return DP_OK;
 }
 
-int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss,
-                     float *sample_losses) {
+int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses) {
     if (!dp->model) return dp_error_set(DP_EINVAL, "dp: forward needs a model");
     if (dp->phase == 2 && !is_vanilla(dp))
         return dp_error_set(DP_EINVAL, "dp: forward before the last backward was clipped (call clip first)");
@@ -141,7 +147,7 @@ int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, 
 static int needs_retained_inputs(const dpsgd *dp) {
     if (dp->cfg.clip == DPSGD_CLIP_TWOPASS) return 1; /* the second backward needs everything */
     if (dp->cfg.clip != DPSGD_CLIP_BK) return 0;
-    if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0;           /* books: per-sample gradients */
+    if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0;             /* books: per-sample gradients */
     if (dp->cfg.norms == DPSGD_NORMS_FLASH && dp->batch == 1) return 0; /* batch1: the same */
     return 1;
 }
@@ -155,8 +161,7 @@ int dpsgd_begin_norms(dpsgd *dp) {
 
 int dpsgd_end_norms(dpsgd *dp) {
     if (dp->tied.wte)
-        return dp_error_set(DP_EINTERNAL, "dp: the tied head '%s' was seen but not its embedding",
-                            dp->tied.wte->name);
+        return dp_error_set(DP_EINTERNAL, "dp: the tied head '%s' was seen but not its embedding", dp->tied.wte->name);
     for (int k = 0; k < dp->n_books; k++)
         if (dp->books[k].adopting)
             return dp_error_set(DP_EINTERNAL, "dp: the backward kept '%s''s output gradient but never handed it over",
@@ -178,8 +183,8 @@ int dpsgd_backward(dpsgd *dp) {
     } else { /* s_i = 1: each sample's share of G is its own gradient's */
         for (int64_t i = 0; i < B; i++) scale[i] = 1.0f;
         dp_layer_hooks hooks = dpsgd_norm_hooks(dp);
-        dp_backward_opts o = {.sample_scale = scale, .weight_grads = 0, .retain = needs_retained_inputs(dp),
-                              .hooks = &hooks};
+        dp_backward_opts o = {
+            .sample_scale = scale, .weight_grads = 0, .retain = needs_retained_inputs(dp), .hooks = &hooks};
         rc = dpsgd_begin_norms(dp);
         if (rc == DP_OK) rc = dp_model_backward(dp->model, &o);
         if (rc == DP_OK) rc = dpsgd_end_norms(dp);

@@ -41,20 +41,34 @@ static int strip_gemm(dpsgd *dp, const dp_tensor *x, int64_t r0, int64_t c0, int
                       int64_t s, float *out) {
     int64_t k = x->shape[2];
     dp_gemm_args g = {
-        .trans_a = 0, .trans_b = 1, .m = m, .n = n, .k = k, .alpha = 1.0f, .beta = 0.0f,
-        .ab_type = x->dtype, .c_type = DP_F32,
-        .a = dp_tensor_at(x, r0 * k), .lda = k, .stride_a = s * k,
-        .b = dp_tensor_at(x, c0 * k), .ldb = k, .stride_b = s * k,
-        .c = out, .ldc = n, .stride_c = m * n, .batch = count,
+        .trans_a = 0,
+        .trans_b = 1,
+        .m = m,
+        .n = n,
+        .k = k,
+        .alpha = 1.0f,
+        .beta = 0.0f,
+        .ab_type = x->dtype,
+        .c_type = DP_F32,
+        .a = dp_tensor_at(x, r0 * k),
+        .lda = k,
+        .stride_a = s * k,
+        .b = dp_tensor_at(x, c0 * k),
+        .ldb = k,
+        .stride_b = s * k,
+        .c = out,
+        .ldc = n,
+        .stride_c = m * n,
+        .batch = count,
     };
     return dp_gemm_ex(dp->dev, "dp_strip_gram", &g);
 }
 
 /* The same blocks of both Gram matrices (strip_gemm's), then row[i0 + i] (+)= w <block_a, block_g>
  * summed over the count / nb blocks of each of the nb samples (consecutive in the workspace). */
-static int strip_block(dpsgd *dp, const dp_tensor *A, const dp_tensor *G, int64_t r0, int64_t c0, int64_t m,
-                       int64_t n, int64_t count, int64_t s, dp_tensor *wa, dp_tensor *wg, float w, dp_tensor *row,
-                       int64_t i0, int64_t nb, int accumulate) {
+static int strip_block(dpsgd *dp, const dp_tensor *A, const dp_tensor *G, int64_t r0, int64_t c0, int64_t m, int64_t n,
+                       int64_t count, int64_t s, dp_tensor *wa, dp_tensor *wg, float w, dp_tensor *row, int64_t i0,
+                       int64_t nb, int accumulate) {
     DP_TRY(strip_gemm(dp, A, r0, c0, m, n, count, s, wa->data));
     DP_TRY(strip_gemm(dp, G, r0, c0, m, n, count, s, wg->data));
     double e = (double)(count * m * n);
@@ -64,7 +78,7 @@ static int strip_block(dpsgd *dp, const dp_tensor *A, const dp_tensor *G, int64_
 }
 
 int dpsgd_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
-                    dp_tensor *row, int accumulate) {
+                       dp_tensor *row, int accumulate) {
     int64_t B = A->shape[0], T = A->shape[1], S, Bc;
     dpsgd_strip_shape(B, T, &S, &Bc);
     int64_t ws[1] = {Bc * S * T};
@@ -115,7 +129,7 @@ void dpsgd_grad_strip_shape(int64_t B, int64_t d, int64_t p, int64_t *P, int64_t
 }
 
 int dpsgd_grad_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
-                         dp_tensor *row, int accumulate) {
+                            dp_tensor *row, int accumulate) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], p = G->shape[2], P, Bc;
     dpsgd_grad_strip_shape(B, d, p, &P, &Bc);
     int64_t ws[1] = {Bc * P * d};
@@ -128,11 +142,25 @@ int dpsgd_grad_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, co
             const int64_t m = p - p0 < P ? p - p0 : P;
             /* wk[i] (m x d) = G_i[:, p0 .. p0 + m)^T A_i: rows p0.. of sample i's gradient */
             dp_gemm_args g = {
-                .trans_a = 1, .trans_b = 0, .m = m, .n = d, .k = T, .alpha = 1.0f, .beta = 0.0f,
-                .ab_type = A->dtype, .c_type = DP_F32,
-                .a = dp_tensor_at(G, i0 * T * p + p0), .lda = p, .stride_a = T * p,
-                .b = dp_tensor_at(A, i0 * T * d), .ldb = d, .stride_b = T * d,
-                .c = wk.data, .ldc = d, .stride_c = m * d, .batch = nb,
+                .trans_a = 1,
+                .trans_b = 0,
+                .m = m,
+                .n = d,
+                .k = T,
+                .alpha = 1.0f,
+                .beta = 0.0f,
+                .ab_type = A->dtype,
+                .c_type = DP_F32,
+                .a = dp_tensor_at(G, i0 * T * p + p0),
+                .lda = p,
+                .stride_a = T * p,
+                .b = dp_tensor_at(A, i0 * T * d),
+                .ldb = d,
+                .stride_b = T * d,
+                .c = wk.data,
+                .ldc = d,
+                .stride_c = m * d,
+                .batch = nb,
             };
             rc = dp_gemm_ex(dp->dev, "dp_strip_grad", &g);
             if (rc != DP_OK) break;

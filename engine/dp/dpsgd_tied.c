@@ -20,7 +20,7 @@ static const dpsgd_book *head_book(const dpsgd *dp, const dp_param *wte) {
 }
 
 int dpsgd_tied_rows(dpsgd *dp, dpsgd_formulation form, const dp_param *wte, const dp_tensor *ids, const dp_tensor *A,
-                 const dp_tensor *G, float scale, dp_tensor *rows) {
+                    const dp_tensor *G, float scale, dp_tensor *rows) {
     if (form == DPSGD_FORM_GHOST)
         DP_TRY(dpsgd_ghost_tied_rows(dp, wte, ids, A, G, rows));
     else

@@ -35,33 +35,26 @@ static double log_a_int(double q, double sigma, int alpha);
 static int log_a_frac(double q, double sigma, double alpha, double *out);
 static int rdp_one_step(double q, double sigma, double alpha, double *out);
 
-void dp_privacy_default_orders(double orders[DP_PRIVACY_N_DEFAULT_ORDERS])
-{
+void dp_privacy_default_orders(double orders[DP_PRIVACY_N_DEFAULT_ORDERS]) {
     /* Same arithmetic as Python's `1 + x / 10.0`, so 2.0, ..., 10.0 come out
      * exactly integral and take the integer series, as in Opacus. */
     size_t n = 0;
-    for (int x = 1; x < 100; x++)
-        orders[n++] = 1.0 + (double)x / 10.0;
-    for (int a = 12; a < 64; a++)
-        orders[n++] = (double)a;
+    for (int x = 1; x < 100; x++) orders[n++] = 1.0 + (double)x / 10.0;
+    for (int a = 12; a < 64; a++) orders[n++] = (double)a;
 }
 
-int dp_privacy_rdp(double sample_rate, double noise_multiplier, int64_t steps,
-                   const double *orders, size_t n_orders, double *rdp,
-                   char *err, size_t errlen)
-{
+int dp_privacy_rdp(double sample_rate, double noise_multiplier, int64_t steps, const double *orders, size_t n_orders,
+                   double *rdp, char *err, size_t errlen) {
     int rc;
     if ((rc = check_sample_rate(sample_rate, err, errlen)) != DP_PRIVACY_OK ||
         (rc = check_noise_multiplier(noise_multiplier, err, errlen)) != DP_PRIVACY_OK ||
         (rc = check_steps(steps, err, errlen)) != DP_PRIVACY_OK)
         return rc;
     if (orders == NULL || rdp == NULL || n_orders == 0)
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "orders must be a non-empty array (got %zu orders)", n_orders);
+        return fail(err, errlen, DP_PRIVACY_EINVAL, "orders must be a non-empty array (got %zu orders)", n_orders);
     for (size_t k = 0; k < n_orders; k++)
         if (!(orders[k] > 1.0 && orders[k] <= DP_PRIVACY_MAX_ORDER))
-            return fail(err, errlen, DP_PRIVACY_EINVAL,
-                        "orders[%zu] must be in (1, %g] (got %g)", k,
+            return fail(err, errlen, DP_PRIVACY_EINVAL, "orders[%zu] must be in (1, %g] (got %g)", k,
                         DP_PRIVACY_MAX_ORDER, orders[k]);
 
     for (size_t k = 0; k < n_orders; k++) {
@@ -76,21 +69,15 @@ int dp_privacy_rdp(double sample_rate, double noise_multiplier, int64_t steps,
     return DP_PRIVACY_OK;
 }
 
-int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp,
-                                size_t n_orders, double delta,
-                                double *epsilon, double *order,
-                                char *err, size_t errlen)
-{
+int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp, size_t n_orders, double delta, double *epsilon,
+                                double *order, char *err, size_t errlen) {
     int rc;
-    if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK)
-        return rc;
+    if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK) return rc;
     if (orders == NULL || rdp == NULL || n_orders == 0)
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "orders must be a non-empty array (got %zu orders)", n_orders);
+        return fail(err, errlen, DP_PRIVACY_EINVAL, "orders must be a non-empty array (got %zu orders)", n_orders);
     for (size_t k = 0; k < n_orders; k++)
         if (!(orders[k] > 1.0))
-            return fail(err, errlen, DP_PRIVACY_EINVAL,
-                        "orders[%zu] must be > 1 (got %g)", k, orders[k]);
+            return fail(err, errlen, DP_PRIVACY_EINVAL, "orders[%zu] must be > 1 (got %g)", k, orders[k]);
 
     /* Balle et al. 2020, Theorem 21, as Opacus's get_privacy_spent:
      * ε(α) = rdp(α) - (log δ + log α)/(α - 1) + log((α - 1)/α),
@@ -100,8 +87,7 @@ int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp,
     for (size_t k = 0; k < n_orders; k++) {
         double a = orders[k];
         double eps = rdp[k] - (log(delta) + log(a)) / (a - 1.0) + log((a - 1.0) / a);
-        if (isnan(eps))
-            continue;
+        if (isnan(eps)) continue;
         if (!found || eps < best_eps) {
             best_eps = eps;
             best_order = a;
@@ -109,15 +95,12 @@ int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp,
         }
     }
     *epsilon = best_eps;
-    if (order != NULL)
-        *order = best_order;
+    if (order != NULL) *order = best_order;
     return DP_PRIVACY_OK;
 }
 
-int dp_privacy_epsilon(double sample_rate, double noise_multiplier, int64_t steps,
-                       double delta, double *epsilon, double *order,
-                       char *err, size_t errlen)
-{
+int dp_privacy_epsilon(double sample_rate, double noise_multiplier, int64_t steps, double delta, double *epsilon,
+                       double *order, char *err, size_t errlen) {
     int rc;
     if ((rc = check_sample_rate(sample_rate, err, errlen)) != DP_PRIVACY_OK ||
         (rc = check_noise_multiplier(noise_multiplier, err, errlen)) != DP_PRIVACY_OK ||
@@ -126,41 +109,31 @@ int dp_privacy_epsilon(double sample_rate, double noise_multiplier, int64_t step
         return rc;
     if (steps == 0) { /* nothing released: RDPAccountant with no history says (0, 0) */
         *epsilon = 0.0;
-        if (order != NULL)
-            *order = 0.0;
+        if (order != NULL) *order = 0.0;
         return DP_PRIVACY_OK;
     }
     double orders[DP_PRIVACY_N_DEFAULT_ORDERS], rdp[DP_PRIVACY_N_DEFAULT_ORDERS];
     dp_privacy_default_orders(orders);
-    if ((rc = dp_privacy_rdp(sample_rate, noise_multiplier, steps, orders,
-                             DP_PRIVACY_N_DEFAULT_ORDERS, rdp, err, errlen)) != DP_PRIVACY_OK)
+    if ((rc = dp_privacy_rdp(sample_rate, noise_multiplier, steps, orders, DP_PRIVACY_N_DEFAULT_ORDERS, rdp, err,
+                             errlen)) != DP_PRIVACY_OK)
         return rc;
-    return dp_privacy_epsilon_from_rdp(orders, rdp, DP_PRIVACY_N_DEFAULT_ORDERS, delta,
-                                       epsilon, order, err, errlen);
+    return dp_privacy_epsilon_from_rdp(orders, rdp, DP_PRIVACY_N_DEFAULT_ORDERS, delta, epsilon, order, err, errlen);
 }
 
-int dp_privacy_noise_multiplier(double target_epsilon, double delta,
-                                double sample_rate, int64_t steps,
-                                double epsilon_tolerance, double *noise_multiplier,
-                                double *epsilon, double *order,
-                                char *err, size_t errlen)
-{
+int dp_privacy_noise_multiplier(double target_epsilon, double delta, double sample_rate, int64_t steps,
+                                double epsilon_tolerance, double *noise_multiplier, double *epsilon, double *order,
+                                char *err, size_t errlen) {
     int rc;
     if (!(isfinite(target_epsilon) && target_epsilon > 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "epsilon must be finite and > 0 (got %g)", target_epsilon);
-    if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK)
-        return rc;
+        return fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon must be finite and > 0 (got %g)", target_epsilon);
+    if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK) return rc;
     /* Opacus would loop forever on q = 0 or steps = 0: ε does not depend on σ. */
     if (!(sample_rate > 0.0 && sample_rate <= 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "sample_rate must be in (0, 1] (got %g)", sample_rate);
-    if (steps < 1)
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "steps must be >= 1 (got %lld)", (long long)steps);
+        return fail(err, errlen, DP_PRIVACY_EINVAL, "sample_rate must be in (0, 1] (got %g)", sample_rate);
+    if (steps < 1) return fail(err, errlen, DP_PRIVACY_EINVAL, "steps must be >= 1 (got %lld)", (long long)steps);
     if (!(isfinite(epsilon_tolerance) && epsilon_tolerance > 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "epsilon_tolerance must be finite and > 0 (got %g)", epsilon_tolerance);
+        return fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon_tolerance must be finite and > 0 (got %g)",
+                    epsilon_tolerance);
 
     /* opacus.accountants.utils.get_noise_multiplier: double σ from 20 until
      * ε(σ) <= target, then bisect [σ_low, σ_high] keeping ε(σ_high) <= target. */
@@ -168,23 +141,21 @@ int dp_privacy_noise_multiplier(double target_epsilon, double delta,
     double sigma_low = 0.0, sigma_high = 10.0;
     while (eps_high > target_epsilon) {
         sigma_high = 2.0 * sigma_high;
-        if ((rc = dp_privacy_epsilon(sample_rate, sigma_high, steps, delta,
-                                     &eps_high, &order_high, err, errlen)) != DP_PRIVACY_OK)
+        if ((rc = dp_privacy_epsilon(sample_rate, sigma_high, steps, delta, &eps_high, &order_high, err, errlen)) !=
+            DP_PRIVACY_OK)
             return rc;
         if (sigma_high > DP_PRIVACY_MAX_NOISE_MULTIPLIER)
             return fail(err, errlen, DP_PRIVACY_EBUDGET,
                         "epsilon=%g at delta=%g is out of reach: it needs "
                         "noise_multiplier > %g for sample_rate=%g, steps=%lld",
-                        target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER,
-                        sample_rate, (long long)steps);
+                        target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER, sample_rate, (long long)steps);
     }
     while (target_epsilon - eps_high > epsilon_tolerance) {
         double sigma = (sigma_low + sigma_high) / 2.0;
         if (!(sigma > sigma_low && sigma < sigma_high))
             break; /* interval spent in double precision; Opacus would spin here */
         double eps, eps_order;
-        if ((rc = dp_privacy_epsilon(sample_rate, sigma, steps, delta,
-                                     &eps, &eps_order, err, errlen)) != DP_PRIVACY_OK)
+        if ((rc = dp_privacy_epsilon(sample_rate, sigma, steps, delta, &eps, &eps_order, err, errlen)) != DP_PRIVACY_OK)
             return rc;
         if (eps < target_epsilon) {
             sigma_high = sigma;
@@ -195,28 +166,23 @@ int dp_privacy_noise_multiplier(double target_epsilon, double delta,
         }
     }
     *noise_multiplier = sigma_high;
-    if (epsilon != NULL)
-        *epsilon = eps_high;
-    if (order != NULL)
-        *order = order_high;
+    if (epsilon != NULL) *epsilon = eps_high;
+    if (order != NULL) *order = order_high;
     return DP_PRIVACY_OK;
 }
 
-double dp_privacy_log_erfc(double x)
-{
+double dp_privacy_log_erfc(double x) {
     if (!(x >= LOG_ERFC_CF_FROM)) /* also NaN */
         return log(erfc(x));
     /* erfc(x) = exp(-x²)·erfcx(x), erfcx(x) = 1/(√π·K(x)) with Laplace's
      * continued fraction K(x) = x + (1/2)/(x + 1/(x + (3/2)/(x + 2/(x + ...)))),
      * evaluated bottom-up; log(erfc) = -x² - log(√π·K). */
     double k = x;
-    for (int n = LOG_ERFC_CF_TERMS; n >= 1; n--)
-        k = x + (0.5 * n) / k;
+    for (int n = LOG_ERFC_CF_TERMS; n >= 1; n--) k = x + (0.5 * n) / k;
     return -x * x - LOG_SQRT_PI - log(k);
 }
 
-const char *dp_privacy_status_name(int status)
-{
+const char *dp_privacy_status_name(int status) {
     switch (status) {
     case DP_PRIVACY_OK: return "ok";
     case DP_PRIVACY_EINVAL: return "invalid argument";
@@ -228,8 +194,7 @@ const char *dp_privacy_status_name(int status)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int fail(char *err, size_t errlen, int status, const char *fmt, ...)
-{
+static int fail(char *err, size_t errlen, int status, const char *fmt, ...) {
     if (err != NULL && errlen > 0) {
         va_list ap;
         va_start(ap, fmt);
@@ -239,52 +204,39 @@ static int fail(char *err, size_t errlen, int status, const char *fmt, ...)
     return status;
 }
 
-static int check_sample_rate(double q, char *err, size_t errlen)
-{
+static int check_sample_rate(double q, char *err, size_t errlen) {
     if (!(q >= 0.0 && q <= 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "sample_rate must be in [0, 1] (got %g)", q);
+        return fail(err, errlen, DP_PRIVACY_EINVAL, "sample_rate must be in [0, 1] (got %g)", q);
     return DP_PRIVACY_OK;
 }
 
-static int check_noise_multiplier(double sigma, char *err, size_t errlen)
-{
+static int check_noise_multiplier(double sigma, char *err, size_t errlen) {
     if (!(isfinite(sigma) && sigma >= 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "noise_multiplier must be finite and >= 0 (got %g)", sigma);
+        return fail(err, errlen, DP_PRIVACY_EINVAL, "noise_multiplier must be finite and >= 0 (got %g)", sigma);
     return DP_PRIVACY_OK;
 }
 
-static int check_steps(int64_t steps, char *err, size_t errlen)
-{
-    if (steps < 0)
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "steps must be >= 0 (got %lld)", (long long)steps);
+static int check_steps(int64_t steps, char *err, size_t errlen) {
+    if (steps < 0) return fail(err, errlen, DP_PRIVACY_EINVAL, "steps must be >= 0 (got %lld)", (long long)steps);
     return DP_PRIVACY_OK;
 }
 
-static int check_delta(double delta, char *err, size_t errlen)
-{
+static int check_delta(double delta, char *err, size_t errlen) {
     if (!(delta > 0.0 && delta < 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "delta must be in (0, 1) (got %g)", delta);
+        return fail(err, errlen, DP_PRIVACY_EINVAL, "delta must be in (0, 1) (got %g)", delta);
     return DP_PRIVACY_OK;
 }
 
 /* log(e^logx + e^logy); -inf stands for 0. */
-static double log_add(double logx, double logy)
-{
+static double log_add(double logx, double logy) {
     double a = fmin(logx, logy), b = fmax(logx, logy);
-    if (a == -INFINITY)
-        return b;
+    if (a == -INFINITY) return b;
     return log1p(exp(a - b)) + b;
 }
 
 /* log(e^logx - e^logy) into *out; -1 if the difference would be negative. */
-static int log_sub(double logx, double logy, double *out)
-{
-    if (logx < logy)
-        return -1;
+static int log_sub(double logx, double logy, double *out) {
+    if (logx < logy) return -1;
     if (logy == -INFINITY) {
         *out = logx;
         return 0;
@@ -301,8 +253,7 @@ static int log_sub(double logx, double logy, double *out)
 
 /* log A_α for integer α, 0 < q < 1 (Mironov et al. 2019, section 3.3):
  * A_α = Σ_{i=0..α} C(α,i) q^i (1-q)^(α-i) exp((i² - i)/(2σ²)). */
-static double log_a_int(double q, double sigma, int alpha)
-{
+static double log_a_int(double q, double sigma, int alpha) {
     double log_a = -INFINITY;
     double binom = 1.0; /* C(alpha, i) by the multiplicative recurrence */
     for (int i = 0; i <= alpha; i++) {
@@ -316,8 +267,7 @@ static double log_a_int(double q, double sigma, int alpha)
 
 /* log A_α for fractional α, 0 < q < 1: the two halves of the integral split at
  * z0, each a binomial series whose terms alternate in sign once i > α. */
-static int log_a_frac(double q, double sigma, double alpha, double *out)
-{
+static int log_a_frac(double q, double sigma, double alpha, double *out) {
     double log_a0 = -INFINITY, log_a1 = -INFINITY;
     double z0 = sigma * sigma * log(1.0 / q - 1.0) + 0.5;
     double coef = 1.0; /* C(alpha, i), generalised binomial coefficient */
@@ -334,14 +284,12 @@ static int log_a_frac(double q, double sigma, double alpha, double *out)
 
         double log_s0 = log_t0 + (di * di - di) / (2.0 * (sigma * sigma)) + log_e0;
         double log_s1 = log_t1 + (j * j - j) / (2.0 * (sigma * sigma)) + log_e1;
-        if (isnan(log_s0) || isnan(log_s1))
-            return -1;
+        if (isnan(log_s0) || isnan(log_s1)) return -1;
 
         if (coef > 0.0) {
             log_a0 = log_add(log_a0, log_s0);
             log_a1 = log_add(log_a1, log_s1);
-        } else if (log_sub(log_a0, log_s0, &log_a0) != 0 ||
-                   log_sub(log_a1, log_s1, &log_a1) != 0) {
+        } else if (log_sub(log_a0, log_s0, &log_a0) != 0 || log_sub(log_a1, log_s1, &log_a1) != 0) {
             return -1;
         }
 
@@ -355,8 +303,7 @@ static int log_a_frac(double q, double sigma, double alpha, double *out)
 }
 
 /* RDP of one step at order α (> 1), Opacus's _compute_rdp with its special cases. */
-static int rdp_one_step(double q, double sigma, double alpha, double *out)
-{
+static int rdp_one_step(double q, double sigma, double alpha, double *out) {
     if (q == 0.0) {
         *out = 0.0;
     } else if (sigma == 0.0) {
@@ -367,8 +314,7 @@ static int rdp_one_step(double q, double sigma, double alpha, double *out)
         *out = log_a_int(q, sigma, (int)alpha) / (alpha - 1.0);
     } else {
         double log_a;
-        if (log_a_frac(q, sigma, alpha, &log_a) != 0)
-            return -1;
+        if (log_a_frac(q, sigma, alpha, &log_a) != 0) return -1;
         *out = log_a / (alpha - 1.0);
     }
     return 0;

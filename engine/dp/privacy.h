@@ -45,35 +45,29 @@ void dp_privacy_default_orders(double orders[DP_PRIVACY_N_DEFAULT_ORDERS]);
  * (1, DP_PRIVACY_MAX_ORDER]) into rdp[n_orders]; INFINITY where σ = 0 (NaN if also
  * steps = 0, as in Opacus). Returns EINVAL on a bad q (not in [0,1]), σ (< 0 or not
  * finite), steps (< 0) or order; ENUMERIC if the fractional-order series fails. */
-int dp_privacy_rdp(double sample_rate, double noise_multiplier, int64_t steps,
-                   const double *orders, size_t n_orders, double *rdp,
-                   char *err, size_t errlen);
+int dp_privacy_rdp(double sample_rate, double noise_multiplier, int64_t steps, const double *orders, size_t n_orders,
+                   double *rdp, char *err, size_t errlen);
 
 /* Converts RDP values to ε at delta, minimising over the orders; writes ε and the
  * order attaining it (the first on ties; ε = INFINITY, order = NAN if every value
  * is NaN). Returns EINVAL if delta is not in (0,1), n_orders is 0 or an order is <= 1. */
-int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp,
-                                size_t n_orders, double delta,
-                                double *epsilon, double *order,
-                                char *err, size_t errlen);
+int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp, size_t n_orders, double delta, double *epsilon,
+                                double *order, char *err, size_t errlen);
 
 /* ε at delta after `steps` steps at (q, σ), over the default orders; writes ε and
  * the optimal order (order may be NULL). steps = 0 gives ε = 0, order = 0 (Opacus's
  * accountant with an empty history); σ = 0 gives ε = INFINITY. Returns EINVAL on a
  * bad argument, ENUMERIC if the series fails. */
-int dp_privacy_epsilon(double sample_rate, double noise_multiplier, int64_t steps,
-                       double delta, double *epsilon, double *order,
-                       char *err, size_t errlen);
+int dp_privacy_epsilon(double sample_rate, double noise_multiplier, int64_t steps, double delta, double *epsilon,
+                       double *order, char *err, size_t errlen);
 
 /* Smallest σ found by Opacus's search (doubling from 20, then bisection until
  * target - ε <= epsilon_tolerance) with ε(σ) <= target_epsilon at delta; also writes
  * that ε and its order (either may be NULL). Requires q in (0,1] and steps >= 1
  * (Opacus loops forever otherwise). Returns EINVAL on a bad argument, EBUDGET if σ
  * would exceed DP_PRIVACY_MAX_NOISE_MULTIPLIER, ENUMERIC if the series fails. */
-int dp_privacy_noise_multiplier(double target_epsilon, double delta,
-                                double sample_rate, int64_t steps,
-                                double epsilon_tolerance, double *noise_multiplier,
-                                double *epsilon, double *order,
+int dp_privacy_noise_multiplier(double target_epsilon, double delta, double sample_rate, int64_t steps,
+                                double epsilon_tolerance, double *noise_multiplier, double *epsilon, double *order,
                                 char *err, size_t errlen);
 
 /* log(erfc(x)) accurate to a few ulp for all x, where erfc itself underflows

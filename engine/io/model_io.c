@@ -3,6 +3,7 @@
 #include "model_io.h"
 
 #include "error.h"
+#include "safe_file.h"
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -34,36 +35,12 @@ static int file_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Reads a whole text file into a NUL-terminated malloc'd buffer. */
+/* Reads a whole text file into a NUL-terminated malloc'd buffer: a regular file only (never a
+ * FIFO or device planted under the name), at most DPFILE_MAX_READ bytes. */
 static int read_text(const char *path, char **out) {
-    *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return dp_error_set(DP_EIO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 8192;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                free(buf);
-                fclose(fp);
-                return dp_error_set(DP_EOOM, "%s: out of host memory", path);
-            }
-            buf = p;
-        }
-        size_t k = fread(buf + len, 1, 4096, fp);
-        len += k;
-        if (k < 4096) break;
-    }
-    int bad = ferror(fp);
-    fclose(fp);
-    if (bad) {
-        free(buf);
-        return dp_error_set(DP_EIO, "%s: read failed", path);
-    }
-    buf[len] = '\0';
-    *out = buf;
+    char why[1024];
+    if (dpfile_read(path, DPFILE_MAX_READ, out, NULL, why, sizeof why) != 0)
+        return dp_error_set(errno == ENOMEM ? DP_EOOM : DP_EIO, "%s", why);
     return DP_OK;
 }
 
@@ -80,21 +57,18 @@ static int read_json(const char *path, cJSON **out) {
     return DP_OK;
 }
 
-/* Writes text to path through a temporary file renamed over it. */
+/* Writes text and a newline to path through a unique temporary renamed over it; never through a
+ * link at path, never over anything but a regular file (common/safe_file). */
 static int write_text(const char *path, const char *text) {
-    char tmp[4200];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return dp_error_set(DP_EINVAL, "path too long: %s", path);
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) return dp_error_set(DP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    dpfile_writer w;
+    char why[1024];
+    if (dpfile_writer_open(&w, path, why, sizeof why) != 0) return dp_error_set(DP_EIO, "%s", why);
     size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, fp) == n && fputc('\n', fp) != EOF;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return dp_error_set(DP_EIO, "%s: write failed: %s", path, strerror(e));
+    if (fwrite(text, 1, n, w.fp) != n || fputc('\n', w.fp) == EOF) {
+        dpfile_writer_abort(&w);
+        return dp_error_set(DP_EIO, "%s: write failed: %s", path, strerror(errno));
     }
+    if (dpfile_writer_commit(&w, why, sizeof why) != 0) return dp_error_set(DP_EIO, "%s", why);
     return DP_OK;
 }
 
@@ -160,14 +134,17 @@ static int read_gpt2(const char *path, const cJSON *root, dp_model_config *cfg) 
 
     const char *act = cfg_str(root, "activation_function", "gelu_new");
     if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
-        return dp_error_set(DP_ENOTSUP, "%s: activation_function '%s' is not supported (dpprof's GPT uses the "
-                                        "tanh GELU: gelu_new or gelu_pytorch_tanh)", path, act);
+        return dp_error_set(DP_ENOTSUP,
+                            "%s: activation_function '%s' is not supported (dpprof's GPT uses the "
+                            "tanh GELU: gelu_new or gelu_pytorch_tanh)",
+                            path, act);
     int scale_weights = 1, by_layer = 0;
     DP_TRY(cfg_bool(path, root, "scale_attn_weights", &scale_weights));
     DP_TRY(cfg_bool(path, root, "scale_attn_by_inverse_layer_idx", &by_layer));
     if (!scale_weights || by_layer)
-        return dp_error_set(DP_ENOTSUP, "%s: attention scaling other than 1/sqrt(head_dim) is not supported "
-                                        "(scale_attn_weights must be true, scale_attn_by_inverse_layer_idx false)",
+        return dp_error_set(DP_ENOTSUP,
+                            "%s: attention scaling other than 1/sqrt(head_dim) is not supported "
+                            "(scale_attn_weights must be true, scale_attn_by_inverse_layer_idx false)",
                             path);
     return DP_OK;
 }
@@ -185,8 +162,10 @@ static int read_rope(const char *path, const cJSON *root, float *theta) {
             return dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, i ? "rope_scaling" : "rope_parameters");
         const char *type = cfg_str(o, "rope_type", cfg_str(o, "type", "default"));
         if (strcmp(type, "default") != 0)
-            return dp_error_set(DP_ENOTSUP, "%s: rope type '%s' is not supported (only the default rotary "
-                                            "embedding, without scaling)", path, type);
+            return dp_error_set(DP_ENOTSUP,
+                                "%s: rope type '%s' is not supported (only the default rotary "
+                                "embedding, without scaling)",
+                                path, type);
         DP_TRY(cfg_num(path, o, "rope_theta", theta));
     }
     return DP_OK;
@@ -203,9 +182,11 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
     int64_t kv_heads = cfg->heads, head_dim = 0, positions = 0;
     DP_TRY(cfg_int(path, root, "num_key_value_heads", 0, &kv_heads));
     if (kv_heads != cfg->heads)
-        return dp_error_set(DP_ENOTSUP, "%s: num_key_value_heads=%lld differs from num_attention_heads=%lld: "
-                                        "grouped-query attention is not supported (dpprof's llama has one key/value "
-                                        "head per query head)", path, (long long)kv_heads, (long long)cfg->heads);
+        return dp_error_set(DP_ENOTSUP,
+                            "%s: num_key_value_heads=%lld differs from num_attention_heads=%lld: "
+                            "grouped-query attention is not supported (dpprof's llama has one key/value "
+                            "head per query head)",
+                            path, (long long)kv_heads, (long long)cfg->heads);
     DP_TRY(cfg_int(path, root, "head_dim", 0, &head_dim));
     if (head_dim && head_dim * cfg->heads != cfg->hidden)
         return dp_error_set(DP_ENOTSUP, "%s: head_dim=%lld is not hidden_size / num_attention_heads = %lld", path,
@@ -220,8 +201,8 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
 
     const char *act = cfg_str(root, "hidden_act", "silu");
     if (strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
-        return dp_error_set(DP_ENOTSUP, "%s: hidden_act '%s' is not supported (dpprof's llama uses SwiGLU: silu)",
-                            path, act);
+        return dp_error_set(DP_ENOTSUP, "%s: hidden_act '%s' is not supported (dpprof's llama uses SwiGLU: silu)", path,
+                            act);
     int attention_bias = 0, mlp_bias = 0, tie = 0;
     DP_TRY(cfg_bool(path, root, "attention_bias", &attention_bias));
     DP_TRY(cfg_bool(path, root, "mlp_bias", &mlp_bias));
@@ -230,8 +211,10 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
                             path);
     DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &tie));
     if (tie)
-        return dp_error_set(DP_ENOTSUP, "%s: tie_word_embeddings=true is not supported for llama (dpprof's llama "
-                                        "has its own lm_head)", path);
+        return dp_error_set(DP_ENOTSUP,
+                            "%s: tie_word_embeddings=true is not supported for llama (dpprof's llama "
+                            "has its own lm_head)",
+                            path);
     cfg->tie_head = 0;
     return DP_OK;
 }
@@ -335,7 +318,9 @@ static unsigned lora_target_of(dp_arch arch, const char *module) {
     static const struct {
         const char *suffix;
         unsigned target;
-    } gpt[] = {{".attn.c_attn", DP_LORA_QKV}, {".attn.c_proj", DP_LORA_PROJ}, {".mlp.c_fc", DP_LORA_FC},
+    } gpt[] = {{".attn.c_attn", DP_LORA_QKV},
+               {".attn.c_proj", DP_LORA_PROJ},
+               {".mlp.c_fc", DP_LORA_FC},
                {".mlp.c_proj", DP_LORA_DOWN}},
       llama[] = {{".self_attn.q_proj", DP_LORA_QKV}, {".self_attn.k_proj", DP_LORA_QKV},
                  {".self_attn.v_proj", DP_LORA_QKV}, {".self_attn.o_proj", DP_LORA_PROJ},
@@ -346,7 +331,8 @@ static unsigned lora_target_of(dp_arch arch, const char *module) {
     for (size_t i = 0; i < n; i++) {
         const char *s = arch == DP_ARCH_GPT ? gpt[i].suffix : llama[i].suffix;
         size_t sl = strlen(s);
-        if (len >= sl && strcmp(module + len - sl, s) == 0) return arch == DP_ARCH_GPT ? gpt[i].target : llama[i].target;
+        if (len >= sl && strcmp(module + len - sl, s) == 0)
+            return arch == DP_ARCH_GPT ? gpt[i].target : llama[i].target;
     }
     return 0;
 }
@@ -612,8 +598,7 @@ static int load_param(weight_files *w, dp_param *p, const char *key, const char 
     const dp_st_tensor *t = weights_find(w, key, &f);
     size_t pl = strlen(prefix);
     if (!t && pl && strncmp(key, prefix, pl) == 0) t = weights_find(w, key + pl, &f);
-    if (!t)
-        return dp_error_set(DP_EINVAL, "%s: tensor '%s' is missing", w->n ? dp_st_path(w->files[0]) : "?", key);
+    if (!t) return dp_error_set(DP_EINVAL, "%s: tensor '%s' is missing", w->n ? dp_st_path(w->files[0]) : "?", key);
 
     const dp_tensor *v = &p->value;
     int64_t want[2] = {v->ndim > 0 ? v->shape[0] : 0, v->ndim > 1 ? v->shape[1] : 0};
@@ -626,7 +611,8 @@ static int load_param(weight_files *w, dp_param *p, const char *key, const char 
     if (!ok) {
         char got[96] = "", exp[96] = "";
         for (int d = 0, a = 0, b = 0; d < t->ndim || d < v->ndim; d++) {
-            if (d < t->ndim) a += snprintf(got + a, sizeof got - (size_t)a, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
+            if (d < t->ndim)
+                a += snprintf(got + a, sizeof got - (size_t)a, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
             if (d < v->ndim)
                 b += snprintf(exp + b, sizeof exp - (size_t)b, "%s%lld", d ? "x" : "",
                               (long long)(d < 2 ? want[d] : v->shape[d]));
@@ -677,8 +663,8 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     if (rc == DP_OK) rc = cfg_bool(path, root, "use_rslora", &rslora);
     if (rc == DP_OK) rc = cfg_bool(path, root, "use_dora", &dora);
     if (rc == DP_OK && (rslora || dora))
-        rc = dp_error_set(DP_ENOTSUP, "%s: use_rslora and use_dora are not supported (plain LoRA, scale alpha/r)",
-                          path);
+        rc =
+            dp_error_set(DP_ENOTSUP, "%s: use_rslora and use_dora are not supported (plain LoRA, scale alpha/r)", path);
     if (rc == DP_OK && strcmp(cfg_str(root, "bias", "none"), "none") != 0)
         rc = dp_error_set(DP_ENOTSUP, "%s: trained biases (bias != \"none\") are not supported", path);
     cJSON_Delete(root);
@@ -697,8 +683,7 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
         char module[256];
         snprintf(module, sizeof module, "%.*s", (int)(len - pl - sl), name + pl);
         unsigned t = strncmp(name, PEFT_PREFIX, pl) == 0 ? lora_target_of(cfg->arch, module) : 0;
-        if (!t)
-            rc = dp_error_set(DP_ENOTSUP, "%s: adapter '%s' is on a linear dpprof cannot adapt", weights, name);
+        if (!t) rc = dp_error_set(DP_ENOTSUP, "%s: adapter '%s' is on a linear dpprof cannot adapt", weights, name);
         targets |= t;
     }
     dp_st_close(f);

@@ -20,12 +20,12 @@
 
 /* What a checkpoint does not say: runtime choices of the loaded model. */
 typedef struct dp_model_load_opts {
-    int64_t seq_len;  /* T; 0 = the checkpoint's maximum positions (n_positions, max_position_embeddings) */
-    int64_t batch;    /* maximum batch size; 0 = 1 */
-    dp_dtype dtype;   /* compute dtype: DP_F32 (default) or DP_BF16 */
-    uint64_t seed;    /* seeds fresh LoRA adapters (lora_rank > 0 without saved adapters) */
-    int lora_rank;    /* 0: none, unless the directory holds adapters (then theirs are loaded) */
-    float lora_alpha; /* 0 = rank (scale 1) */
+    int64_t seq_len;       /* T; 0 = the checkpoint's maximum positions (n_positions, max_position_embeddings) */
+    int64_t batch;         /* maximum batch size; 0 = 1 */
+    dp_dtype dtype;        /* compute dtype: DP_F32 (default) or DP_BF16 */
+    uint64_t seed;         /* seeds fresh LoRA adapters (lora_rank > 0 without saved adapters) */
+    int lora_rank;         /* 0: none, unless the directory holds adapters (then theirs are loaded) */
+    float lora_alpha;      /* 0 = rank (scale 1) */
     unsigned lora_targets; /* DP_LORA_* bits; 0 = qkv */
 } dp_model_load_opts;
 

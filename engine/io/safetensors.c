@@ -3,6 +3,7 @@
 #include "safetensors.h"
 
 #include "error.h"
+#include "safe_file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -27,7 +28,7 @@ struct dp_st_file {
     size_t map_bytes;
     const uint8_t *data; /* the data section: map + 8 + header length */
     uint64_t data_bytes;
-    cJSON *header;       /* owns the names and metadata strings */
+    cJSON *header; /* owns the names and metadata strings */
     int n;
     dp_st_tensor *tensors; /* sorted by data offset */
 };
@@ -39,9 +40,8 @@ typedef struct st_dtype {
 
 /* Every dtype of the format, so files holding ones we cannot read still validate. */
 static const st_dtype st_dtypes[] = {
-    {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-    {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},     {"U32", 4},     {"F32", 4},
-    {"F64", 8},  {"I64", 8}, {"U64", 8},
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+    {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8},
 };
 #define ST_DTYPES_LIST "BOOL, U8, I8, F8_E5M2, F8_E4M3, I16, U16, F16, BF16, I32, U32, F32, F64, I64, U64"
 
@@ -91,15 +91,13 @@ static int parse_entry(const char *path, const cJSON *e, dp_st_tensor *t) {
     if (!cJSON_IsArray(shape)) return fail_tensor(path, name, "missing array 'shape'");
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > DP_ST_MAX_DIMS)
-        return dp_error_set(DP_EINVAL, "%s: tensor '%s': %d dimensions (at most %d)", path, name, ndim,
-                            DP_ST_MAX_DIMS);
+        return dp_error_set(DP_EINVAL, "%s: tensor '%s': %d dimensions (at most %d)", path, name, ndim, DP_ST_MAX_DIMS);
     uint64_t numel = 1;
     int overflow = 0;
     for (int i = 0; i < ndim; i++) {
         uint64_t d;
         if (!json_uint(cJSON_GetArrayItem(shape, i), &d))
-            return dp_error_set(DP_EINVAL, "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name,
-                                i);
+            return dp_error_set(DP_EINVAL, "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, i);
         t->shape[i] = (int64_t)d;
         if (d && numel > (UINT64_MAX / 16) / d) overflow = 1;
         numel *= d;
@@ -152,8 +150,9 @@ static int check_layout(dp_st_file *f) {
             return dp_error_set(DP_EINVAL, "%s: tensors '%s' and '%s' overlap (bytes %" PRIu64 " to %" PRIu64 ")",
                                 f->path, prev, t->name, t->begin, pos);
         if (t->begin > pos)
-            return dp_error_set(DP_EINVAL, "%s: bytes %" PRIu64 " to %" PRIu64 " of the data section belong to no tensor (before '%s')",
-                                f->path, pos, t->begin, t->name);
+            return dp_error_set(
+                DP_EINVAL, "%s: bytes %" PRIu64 " to %" PRIu64 " of the data section belong to no tensor (before '%s')",
+                f->path, pos, t->begin, t->name);
         pos = t->end;
         prev = t->name;
     }
@@ -190,8 +189,7 @@ static int parse_header(dp_st_file *f, const char *json, uint64_t len) {
     f->header = cJSON_ParseWithLengthOpts(json, (size_t)len, &end, 0);
     if (!f->header) {
         size_t at = end ? (size_t)(end - json) : 0;
-        return dp_error_set(DP_EINVAL, "%s: header is not valid JSON (near byte %zu of %" PRIu64 ")", f->path, at,
-                            len);
+        return dp_error_set(DP_EINVAL, "%s: header is not valid JSON (near byte %zu of %" PRIu64 ")", f->path, at, len);
     }
     for (const char *p = end; p < json + len; p++)
         if (*p != ' ' && *p != '\t' && *p != '\n' && *p != '\r')
@@ -241,7 +239,8 @@ int dp_st_open(const char *path, dp_st_file **out) {
     if (size < 8) {
         close(fd);
         dp_st_close(f);
-        return dp_error_set(DP_EINVAL, "%s: %" PRIu64 " bytes, too short for a safetensors file (8-byte header length first)",
+        return dp_error_set(DP_EINVAL,
+                            "%s: %" PRIu64 " bytes, too short for a safetensors file (8-byte header length first)",
                             path, size);
     }
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -447,8 +446,7 @@ static int64_t entry_numel(const dp_st_entry *e) {
 }
 
 /* The JSON header, padded with spaces to a multiple of 8 bytes. */
-static int build_header(const char *path, const dp_st_entry *entries, int n, const char *const *metadata,
-                        strbuf *b) {
+static int build_header(const char *path, const dp_st_entry *entries, int n, const char *const *metadata, strbuf *b) {
     sb_add(b, "{", 1);
     int first = 1;
     if (metadata && metadata[0]) {
@@ -496,21 +494,20 @@ int dp_st_write_f32(const char *path, const dp_st_entry *entries, int n, const c
         return rc;
     }
 
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp = malloc(tmp_len);
     float *buf = malloc((size_t)(max_numel ? max_numel : 1) * sizeof *buf);
-    if (!tmp || !buf) {
-        free(tmp);
-        free(buf);
+    if (!buf) {
         free(header.s);
         return dp_error_set(DP_EOOM, "%s: out of host memory (%" PRId64 " floats)", path, max_numel);
     }
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        rc = dp_error_set(DP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    /* a unique temporary renamed over path: never through a link, never over a non-regular file */
+    dpfile_writer w;
+    char why[1024];
+    if (dpfile_writer_open(&w, path, why, sizeof why) != 0) {
+        rc = dp_error_set(DP_EIO, "%s", why);
         goto done;
     }
+    FILE *fp = w.fp;
+    const char *tmp = path;
     uint8_t len_le[8];
     for (int i = 0; i < 8; i++) len_le[i] = (uint8_t)((uint64_t)header.len >> (8 * i));
     if (!write_all(fp, len_le, 8) || !write_all(fp, header.s, header.len)) {
@@ -522,12 +519,11 @@ int dp_st_write_f32(const char *path, const dp_st_entry *entries, int n, const c
         if (rc == DP_OK && !write_all(fp, buf, (size_t)numel * sizeof *buf))
             rc = dp_error_set(DP_EIO, "%s: write failed: %s", tmp, strerror(errno));
     }
-    if (fclose(fp) != 0 && rc == DP_OK) rc = dp_error_set(DP_EIO, "%s: write failed: %s", tmp, strerror(errno));
-    if (rc == DP_OK && rename(tmp, path) != 0)
-        rc = dp_error_set(DP_EIO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    if (rc != DP_OK) unlink(tmp);
+    if (rc != DP_OK)
+        dpfile_writer_abort(&w);
+    else if (dpfile_writer_commit(&w, why, sizeof why) != 0)
+        rc = dp_error_set(DP_EIO, "%s", why);
 done:
-    free(tmp);
     free(buf);
     free(header.s);
     return rc;

@@ -22,11 +22,11 @@
 /* One tensor entry of an opened file. */
 typedef struct dp_st_tensor {
     const char *name;
-    char dtype[12];                 /* as written: "F32", "BF16", "F16", "I64", ... */
+    char dtype[12]; /* as written: "F32", "BF16", "F16", "I64", ... */
     int ndim;
     int64_t shape[DP_ST_MAX_DIMS];
     int64_t numel;
-    uint64_t begin, end;            /* byte range within the data section */
+    uint64_t begin, end; /* byte range within the data section */
 } dp_st_tensor;
 
 typedef struct dp_st_file dp_st_file;

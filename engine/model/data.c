@@ -5,6 +5,7 @@
 #include "error.h"
 #include "ledger.h"
 #include "philox.h"
+#include "safe_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,9 +14,12 @@
 #include <sys/stat.h>
 
 int dp_token_dtype_parse(const char *name, dp_token_dtype *out) {
-    if (strcmp(name, "uint16") == 0) *out = DP_TOKENS_U16;
-    else if (strcmp(name, "uint32") == 0) *out = DP_TOKENS_U32;
-    else return -1;
+    if (strcmp(name, "uint16") == 0)
+        *out = DP_TOKENS_U16;
+    else if (strcmp(name, "uint32") == 0)
+        *out = DP_TOKENS_U32;
+    else
+        return -1;
     return 0;
 }
 
@@ -94,8 +98,9 @@ static int read_window(FILE *f, const char *path, int w, int64_t at, int64_t n, 
             uint32_t id = w == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8
                                  : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
             if ((int64_t)id >= vocab)
-                return dp_error_set(DP_EINVAL, "batch: token %u at position %lld of '%s' is outside the vocabulary [0, %lld)",
-                                    id, (long long)(at + done + i), path, (long long)vocab);
+                return dp_error_set(DP_EINVAL,
+                                    "batch: token %u at position %lld of '%s' is outside the vocabulary [0, %lld)", id,
+                                    (long long)(at + done + i), path, (long long)vocab);
             out[done + i] = (int32_t)id;
         }
         done += chunk;
@@ -109,8 +114,9 @@ int dp_data_from_file(dp_tensor *inputs, dp_tensor *targets, const char *path, d
     DP_TRY(check_pair(inputs, targets, vocab, fn));
     const int64_t B = inputs->shape[0], T = inputs->shape[1];
     const int w = dt == DP_TOKENS_U32 ? 4 : 2;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dp_error_set(DP_EIO, "batch: cannot open token file '%s': %s", path, strerror(errno));
+    char why[1024];
+    FILE *f = dpfile_open_read(path, why, sizeof why); /* a regular file: a FIFO would hang the read */
+    if (!f) return dp_error_set(DP_EIO, "batch: cannot open token file %s", why);
     struct stat st;
     memset(&st, 0, sizeof st);
     int rc = DP_OK;

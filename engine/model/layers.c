@@ -17,7 +17,8 @@ static int is_act(const dp_tensor *t) { return t->dtype == DP_F32 || t->dtype ==
 /* x holds rows of d elements of a float dtype */
 static int rows_of(const dp_tensor *x, int64_t d, const char *op, int64_t *rows) {
     *rows = 0;
-    if (!is_act(x)) return dp_error_set(DP_EINVAL, "%s: activations must be f32 or bf16 (got %s)", op, dp_dtype_name(x->dtype));
+    if (!is_act(x))
+        return dp_error_set(DP_EINVAL, "%s: activations must be f32 or bf16 (got %s)", op, dp_dtype_name(x->dtype));
     if (d <= 0 || x->numel % d)
         return dp_error_set(DP_EINVAL, "%s: %lld elements are not rows of %lld", op, (long long)x->numel, (long long)d);
     *rows = x->numel / d;
@@ -97,8 +98,8 @@ int dp_layer_norm_backward(dp_tensor *dx, dp_tensor *dw, dp_tensor *db, const dp
     double nd = (double)N * (double)d;
     /* xhat (2) and g = dout w (1) twice, the two row sums (3), dx (5); dw and db 2 each */
     double flops = (layer ? 14.0 : 12.0) * nd + (dw ? 2.0 * nd : 0) + (db ? 2.0 * nd : 0);
-    double bytes = es(x) * nd * (accumulate ? 4.0 : 3.0) + 4.0 * ((layer ? 2.0 : 1.0) * N + d) +
-                   (dw ? 8.0 * d : 0) + (db ? 8.0 * d : 0);
+    double bytes = es(x) * nd * (accumulate ? 4.0 : 3.0) + 4.0 * ((layer ? 2.0 : 1.0) * N + d) + (dw ? 8.0 * d : 0) +
+                   (db ? 8.0 * d : 0);
     dp_ledger_add(op, flops, bytes);
     if (layer)
         return DP_DISPATCH_LAYER(x->dev, layernorm_backward, x->dtype, dx->data, dw ? dw->data : NULL,
@@ -177,8 +178,8 @@ static double causal_pairs(int64_t B, int64_t T, int64_t H) {
 }
 
 /* The q, k, v pointers and their row stride: three tensors, or one fused N x 3d tensor. */
-static int qkv_layout(const dp_tensor *q, const dp_tensor *k, const dp_tensor *v, int64_t d, int64_t N,
-                      const char *op, const void **pq, const void **pk, const void **pv, int64_t *ld) {
+static int qkv_layout(const dp_tensor *q, const dp_tensor *k, const dp_tensor *v, int64_t d, int64_t N, const char *op,
+                      const void **pq, const void **pk, const void **pv, int64_t *ld) {
     if (!k) {
         DP_TRY(need(is_act(q) && q->numel == 3 * N * d, op, "fused qkv must be N x 3d"));
         *pq = q->data, *pk = dp_tensor_at(q, d), *pv = dp_tensor_at(q, 2 * d), *ld = 3 * d;
@@ -195,8 +196,7 @@ int dp_layer_attention_forward(dp_tensor *out, dp_tensor *lse, const dp_tensor *
                                const dp_tensor *v, int64_t B, int64_t T, int64_t H, float scale) {
     const char *op = "attention_fwd";
     int64_t N = B * T, d = N > 0 ? out->numel / N : 0;
-    DP_TRY(need(B > 0 && T > 0 && H > 0 && d > 0 && d % H == 0 && out->numel == N * d, op,
-                "out must be B*T x H*hd"));
+    DP_TRY(need(B > 0 && T > 0 && H > 0 && d > 0 && d % H == 0 && out->numel == N * d, op, "out must be B*T x H*hd"));
     DP_TRY(f32_of(lse, B * H * T, op, "lse"));
     const void *pq, *pk, *pv;
     int64_t ld;
@@ -206,8 +206,8 @@ int dp_layer_attention_forward(dp_tensor *out, dp_tensor *lse, const dp_tensor *
     const double pairs = causal_pairs(B, T, H), nd = (double)N * (double)d;
     /* q.k and p v (2 hd each) plus scale, max, exp, sum and correction (5) per pair */
     dp_ledger_add(op, (4.0 * hd + 5.0) * pairs, 4.0 * es(out) * nd + 4.0 * (double)lse->numel);
-    return DP_DISPATCH_LAYER(out->dev, attention_forward, out->dtype, out->data, lse->data, pq, pk, pv, ld, B, T, H,
-                             hd, scale);
+    return DP_DISPATCH_LAYER(out->dev, attention_forward, out->dtype, out->data, lse->data, pq, pk, pv, ld, B, T, H, hd,
+                             scale);
 }
 
 int dp_layer_attention_backward(dp_tensor *dq, dp_tensor *dk, dp_tensor *dv, const dp_tensor *dout,
@@ -215,8 +215,7 @@ int dp_layer_attention_backward(dp_tensor *dq, dp_tensor *dk, dp_tensor *dv, con
                                 const dp_tensor *v, dp_tensor *delta, int64_t B, int64_t T, int64_t H, float scale) {
     const char *op = "attention_bwd";
     int64_t N = B * T, d = N > 0 ? out->numel / N : 0;
-    DP_TRY(need(B > 0 && T > 0 && H > 0 && d > 0 && d % H == 0 && out->numel == N * d, op,
-                "out must be B*T x H*hd"));
+    DP_TRY(need(B > 0 && T > 0 && H > 0 && d > 0 && d % H == 0 && out->numel == N * d, op, "out must be B*T x H*hd"));
     DP_TRY(same(dout, out, op));
     DP_TRY(f32_of(lse, B * H * T, op, "lse"));
     DP_TRY(f32_of(delta, B * H * T, op, "delta"));
@@ -262,6 +261,6 @@ int dp_layer_cross_entropy_backward(dp_tensor *logits, const dp_tensor *lse, con
     double nv = (double)N * (double)V;
     /* subtract, exp, one-hot, scale per element */
     dp_ledger_add(op, 4.0 * nv, 2.0 * es(logits) * nv + 8.0 * N + 4.0 * (double)(N / T));
-    return DP_DISPATCH_LAYER(logits->dev, cross_entropy_backward, logits->dtype, logits->data, lse->data,
-                             targets->data, sample_scale->data, N, T, V);
+    return DP_DISPATCH_LAYER(logits->dev, cross_entropy_backward, logits->dtype, logits->data, lse->data, targets->data,
+                             sample_scale->data, N, T, V);
 }

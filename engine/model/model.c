@@ -109,9 +109,11 @@ static int check_ids(const dp_model *m, const dp_tensor *t, const char *what) {
     int rc = DP_OK;
     for (int64_t i = 0; i < t->numel; i++)
         if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
-            rc = dp_error_set(DP_EINVAL, "model forward: %s hold token %d at sample %lld position %lld, outside the "
-                              "vocabulary [0, %lld)", what, (int)ids[i], (long long)(i / t->shape[1]),
-                              (long long)(i % t->shape[1]), (long long)m->cfg.vocab);
+            rc = dp_error_set(DP_EINVAL,
+                              "model forward: %s hold token %d at sample %lld position %lld, outside the "
+                              "vocabulary [0, %lld)",
+                              what, (int)ids[i], (long long)(i / t->shape[1]), (long long)(i % t->shape[1]),
+                              (long long)m->cfg.vocab);
             break;
         }
     free(host);
@@ -146,7 +148,8 @@ static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     DP_TRY(dp_model_stat(m, &losses, 0, DP_CAT_ACTIVATIONS, m->loss_module));
     int rc = dp_layer_cross_entropy_forward(&losses, &m->loss_lse, &m->logits, &m->targets);
     float *host = rc == DP_OK ? malloc((size_t)N * sizeof *host) : NULL;
-    if (rc == DP_OK && !host) rc = dp_error_set(DP_EOOM, "model forward: out of host memory for %lld losses", (long long)N);
+    if (rc == DP_OK && !host)
+        rc = dp_error_set(DP_EOOM, "model forward: out of host memory for %lld losses", (long long)N);
     if (rc == DP_OK) rc = dp_tensor_to_host(&losses, host, (uint64_t)N * sizeof *host);
     dp_tensor_release(&losses);
     if (rc == DP_OK) {
@@ -195,7 +198,8 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     dp_tensor scale = {0}, dfinal = {0}, dres = {0};
     float *host = NULL;
     int rc;
-#define TRY(expr) if ((rc = (expr)) != DP_OK) goto done
+#define TRY(expr)                                                                                                      \
+    if ((rc = (expr)) != DP_OK) goto done
 
     /* the loss: the logits (recomputed after a retained backward) become their gradient in
      * place, row n scaled by s_i / T for its sample i (the 1/T of the per-sample mean) */

@@ -64,26 +64,26 @@ int64_t dp_model_config_ffn(const dp_model_config *cfg);
 int dp_model_config_check(const dp_model_config *cfg);
 
 typedef enum {
-    DP_PARAM_EMBEDDING,  /* token embedding V x d */
-    DP_PARAM_POSITION,   /* learned positions P x d (gpt) */
-    DP_PARAM_LINEAR_W,   /* p x d (out x in, nn.Linear layout in memory) */
-    DP_PARAM_LINEAR_B,   /* p */
-    DP_PARAM_NORM_W,     /* d */
-    DP_PARAM_NORM_B,     /* d */
-    DP_PARAM_LORA_A,     /* r x d */
-    DP_PARAM_LORA_B,     /* p x r */
-    DP_PARAM_HEAD        /* untied LM head V x d */
+    DP_PARAM_EMBEDDING, /* token embedding V x d */
+    DP_PARAM_POSITION,  /* learned positions P x d (gpt) */
+    DP_PARAM_LINEAR_W,  /* p x d (out x in, nn.Linear layout in memory) */
+    DP_PARAM_LINEAR_B,  /* p */
+    DP_PARAM_NORM_W,    /* d */
+    DP_PARAM_NORM_B,    /* d */
+    DP_PARAM_LORA_A,    /* r x d */
+    DP_PARAM_LORA_B,    /* p x r */
+    DP_PARAM_HEAD       /* untied LM head V x d */
 } dp_param_kind;
 
 typedef struct dp_param {
-    char name[128];      /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
+    char name[128]; /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
     dp_param_kind kind;
-    dp_tensor value;     /* f32 master, `parameters` */
-    dp_tensor compute;   /* bf16 copy of a weight matrix in bf16 mode (else empty) */
-    dp_tensor grad;      /* f32 `gradients`; empty until a backward allocates it */
-    int trainable;       /* 0 for LoRA-frozen base weights: no gradient, no optimizer state */
-    int hf_transposed;   /* stored in x out in the HF file (GPT-2 Conv1D) */
-    uint32_t module;     /* module id of the layer that owns it */
+    dp_tensor value;   /* f32 master, `parameters` */
+    dp_tensor compute; /* bf16 copy of a weight matrix in bf16 mode (else empty) */
+    dp_tensor grad;    /* f32 `gradients`; empty until a backward allocates it */
+    int trainable;     /* 0 for LoRA-frozen base weights: no gradient, no optimizer state */
+    int hf_transposed; /* stored in x out in the HF file (GPT-2 Conv1D) */
+    uint32_t module;   /* module id of the layer that owns it */
 } dp_param;
 
 typedef struct dp_model dp_model;
@@ -149,8 +149,7 @@ dp_device *dp_model_device(const dp_model *m);
  * forward are released first. The model keeps views of inputs and targets for the backward:
  * they must stay alive until it. Writes the batch loss (mean of per-sample losses) to *loss
  * and, when sample_losses != NULL, L_i for each sample (host array of B); 0 on plan. */
-int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, float *loss,
-                     float *sample_losses);
+int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses);
 /* Runs the backward pass of the last forward (see dp_backward_opts; opts NULL: scale 1/B,
  * weight gradients, no hooks). Frees each activation as soon as it has been used, unless
  * opts->retain; the logits buffer (which becomes the logits' gradient in place) is freed after

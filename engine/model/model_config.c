@@ -29,9 +29,12 @@ const char *dp_arch_name(dp_arch arch) {
 }
 
 int dp_arch_parse(const char *name, dp_arch *out) {
-    if (strcmp(name, "gpt") == 0) *out = DP_ARCH_GPT;
-    else if (strcmp(name, "llama") == 0) *out = DP_ARCH_LLAMA;
-    else return -1;
+    if (strcmp(name, "gpt") == 0)
+        *out = DP_ARCH_GPT;
+    else if (strcmp(name, "llama") == 0)
+        *out = DP_ARCH_LLAMA;
+    else
+        return -1;
     return 0;
 }
 
@@ -87,7 +90,8 @@ int dp_model_config_check(const dp_model_config *cfg) {
         return dp_error_set(DP_EINVAL, "model: 'mlp_ratio' %g gives an empty MLP for 'hidden' %lld", cfg->mlp_ratio,
                             (long long)cfg->hidden);
     if (cfg->max_positions < 0 || (cfg->max_positions > 0 && cfg->max_positions < cfg->seq_len))
-        return dp_error_set(DP_EINVAL, "model: 'max_positions' (%lld) must be at least 'seq_len' (%lld), or 0 for seq_len",
+        return dp_error_set(DP_EINVAL,
+                            "model: 'max_positions' (%lld) must be at least 'seq_len' (%lld), or 0 for seq_len",
                             (long long)cfg->max_positions, (long long)cfg->seq_len);
     if (cfg->arch == DP_ARCH_LLAMA && cfg->tie_head)
         return dp_error_set(DP_EINVAL, "model: 'tie_head' is for gpt only (llama's head is untied)");
@@ -96,9 +100,11 @@ int dp_model_config_check(const dp_model_config *cfg) {
     if (!(cfg->norm_eps > 0 && isfinite(cfg->norm_eps)))
         return dp_error_set(DP_EINVAL, "model: 'norm_eps' must be a positive number (got %g)", (double)cfg->norm_eps);
     if (cfg->arch == DP_ARCH_LLAMA && !(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
-        return dp_error_set(DP_EINVAL, "model: 'rope_theta' must be a positive number (got %g)", (double)cfg->rope_theta);
+        return dp_error_set(DP_EINVAL, "model: 'rope_theta' must be a positive number (got %g)",
+                            (double)cfg->rope_theta);
     if (!(cfg->init_std >= 0 && isfinite(cfg->init_std)))
-        return dp_error_set(DP_EINVAL, "model: 'init_std' must be a non-negative number (got %g)", (double)cfg->init_std);
+        return dp_error_set(DP_EINVAL, "model: 'init_std' must be a non-negative number (got %g)",
+                            (double)cfg->init_std);
     if (cfg->lora_rank < 0)
         return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
     if (cfg->lora_rank > 0) {

@@ -52,7 +52,8 @@ int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *d
     const float scale = 1.0f / sqrtf((float)m->hd);
     dp_tensor dfc = {0}, dln = {0}, datt = {0}, dqkv = {0}, delta = {0};
     int rc;
-#define TRY(expr) if ((rc = (expr)) != DP_OK) goto done
+#define TRY(expr)                                                                                                      \
+    if ((rc = (expr)) != DP_OK) goto done
 
     /* MLP; dres is the gradient of res_out, and becomes that of res_mid */
     TRY(dp_bw_out_grad(bw, &b->fc, &dfc, F, b->fc_proj.module)); /* fc_proj's dx, then fc's G */
@@ -75,8 +76,8 @@ int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *d
     TRY(dp_linear_backward(bw, &b->proj, &a->att, dres, &datt, 0, &a->proj_lora));
     TRY(dp_bw_out_grad(bw, &b->qkv, &dqkv, 3 * d, b->core_module));
     TRY(dp_model_stat(m, &delta, 1, DP_CAT_TEMP, b->core_module));
-    TRY(dp_layer_attention_backward(&dqkv, NULL, NULL, &datt, &a->att, &a->att_lse, &a->qkv, NULL, NULL, &delta,
-                                    m->B, T, m->H, scale));
+    TRY(dp_layer_attention_backward(&dqkv, NULL, NULL, &datt, &a->att, &a->att_lse, &a->qkv, NULL, NULL, &delta, m->B,
+                                    T, m->H, scale));
     dp_tensor_release(&datt);
     dp_tensor_release(&delta);
     dp_bw_done(bw, &a->att);
@@ -102,8 +103,8 @@ done:
 
 void dp_gpt_block_release(dp_model *m, int layer) {
     gpt_block_acts *a = &m->gpt_acts[layer];
-    dp_tensor *all[] = {&a->ln_1, &a->ln_1_mean, &a->ln_1_rstd, &a->qkv, &a->qkv_lora, &a->att, &a->att_lse,
-                        &a->proj_lora, &a->res_mid, &a->ln_2, &a->ln_2_mean, &a->ln_2_rstd, &a->fc, &a->fc_lora,
-                        &a->gelu, &a->fc_proj_lora, &a->res_out};
+    dp_tensor *all[] = {&a->ln_1,    &a->ln_1_mean, &a->ln_1_rstd, &a->qkv,          &a->qkv_lora,  &a->att,
+                        &a->att_lse, &a->proj_lora, &a->res_mid,   &a->ln_2,         &a->ln_2_mean, &a->ln_2_rstd,
+                        &a->fc,      &a->fc_lora,   &a->gelu,      &a->fc_proj_lora, &a->res_out};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) dp_tensor_release(all[i]);
 }

@@ -17,12 +17,12 @@
 
 /* y = x W^T (+ b) (+ (alpha/r) (x A^T) B^T) */
 typedef struct dp_linear {
-    dp_param *w;       /* out x in */
-    dp_param *b;       /* out, or NULL (llama) */
-    dp_param *lora_a;  /* r x in, or NULL without an adapter */
-    dp_param *lora_b;  /* out x r */
+    dp_param *w;      /* out x in */
+    dp_param *b;      /* out, or NULL (llama) */
+    dp_param *lora_a; /* r x in, or NULL without an adapter */
+    dp_param *lora_b; /* out x r */
     int64_t in, out;
-    uint32_t module;   /* "layers.0.attn.qkv" */
+    uint32_t module;      /* "layers.0.attn.qkv" */
     uint32_t lora_module; /* "layers.0.attn.qkv.lora_a": the adapter's saved x A^T */
 } dp_linear;
 
@@ -35,8 +35,8 @@ typedef struct dp_norm {
 /* A GPT-2 block: x += proj(attn(ln_1(x))); x += mlp.proj(gelu(mlp.fc(ln_2(x)))). */
 typedef struct gpt_block {
     dp_norm ln_1;
-    dp_linear qkv;     /* attn.c_attn: 3d x d, rows q, k, v */
-    dp_linear proj;    /* attn.c_proj: d x d */
+    dp_linear qkv;  /* attn.c_attn: 3d x d, rows q, k, v */
+    dp_linear proj; /* attn.c_proj: d x d */
     dp_norm ln_2;
     dp_linear fc;      /* mlp.c_fc: F x d */
     dp_linear fc_proj; /* mlp.c_proj: d x F */
@@ -64,52 +64,52 @@ typedef struct llama_block {
     dp_norm input_norm;
     dp_linear q, k, v, o; /* d x d each */
     dp_norm post_norm;
-    dp_linear gate, up;   /* F x d */
-    dp_linear down;       /* d x F */
+    dp_linear gate, up; /* F x d */
+    dp_linear down;     /* d x F */
     uint32_t core_module;
 } llama_block;
 
 typedef struct llama_block_acts {
-    dp_tensor xn, xn_rstd;               /* B x T x d, N: input_norm output (q, k, v's input) */
-    dp_tensor q, k, v;                   /* B x T x d each; q and k rotated */
-    dp_tensor q_lora, k_lora, v_lora;    /* B x T x r */
-    dp_tensor att, att_lse;              /* B x T x d (o's input); B x H x T */
+    dp_tensor xn, xn_rstd;            /* B x T x d, N: input_norm output (q, k, v's input) */
+    dp_tensor q, k, v;                /* B x T x d each; q and k rotated */
+    dp_tensor q_lora, k_lora, v_lora; /* B x T x r */
+    dp_tensor att, att_lse;           /* B x T x d (o's input); B x H x T */
     dp_tensor o_lora;
-    dp_tensor res_mid;                   /* B x T x d (post_norm's input) */
-    dp_tensor xn2, xn2_rstd;             /* B x T x d, N: post_norm output */
+    dp_tensor res_mid;                      /* B x T x d (post_norm's input) */
+    dp_tensor xn2, xn2_rstd;                /* B x T x d, N: post_norm output */
     dp_tensor gate, up, gate_lora, up_lora; /* B x T x F each; B x T x r */
-    dp_tensor h;                         /* B x T x F: silu(gate) * up (down's input) */
+    dp_tensor h;                            /* B x T x F: silu(gate) * up (down's input) */
     dp_tensor down_lora;
-    dp_tensor res_out;                   /* B x T x d */
+    dp_tensor res_out; /* B x T x d */
 } llama_block_acts;
 
 struct dp_model {
     dp_device *dev;
-    dp_model_config cfg;  /* defaults resolved: ffn, max_positions set */
+    dp_model_config cfg; /* defaults resolved: ffn, max_positions set */
     int64_t d, H, hd, F, V;
-    dp_dtype t;           /* compute dtype */
-    float lora_scale;     /* alpha / r */
+    dp_dtype t;       /* compute dtype */
+    float lora_scale; /* alpha / r */
 
     int n_params;
-    dp_param *params;     /* in Hugging Face order */
-    dp_param *wte;        /* V x d (also the head when tied) */
-    dp_param *wpe;        /* P x d (gpt) */
-    dp_norm final_norm;   /* ln_f / norm */
-    dp_param *head;       /* V x d untied head, or NULL */
-    gpt_block *gpt;       /* L blocks (gpt) */
-    llama_block *llama;   /* L blocks (llama) */
+    dp_param *params;   /* in Hugging Face order */
+    dp_param *wte;      /* V x d (also the head when tied) */
+    dp_param *wpe;      /* P x d (gpt) */
+    dp_norm final_norm; /* ln_f / norm */
+    dp_param *head;     /* V x d untied head, or NULL */
+    gpt_block *gpt;     /* L blocks (gpt) */
+    llama_block *llama; /* L blocks (llama) */
     uint32_t embed_module, wpe_module, head_module, loss_module;
 
     /* the last forward: views of its batch and everything its backward needs */
     int have_forward;
     int64_t B;
-    dp_tensor ids, targets;      /* views, B x T i32 */
-    dp_tensor embedded;          /* B x T x d: the first block's input */
+    dp_tensor ids, targets; /* views, B x T i32 */
+    dp_tensor embedded;     /* B x T x d: the first block's input */
     gpt_block_acts *gpt_acts;
     llama_block_acts *llama_acts;
     dp_tensor final_out, final_mean, final_rstd; /* B x T x d (the head's input), N, N */
-    dp_tensor logits;            /* B x T x V; the logits' gradient after the loss backward */
-    dp_tensor loss_lse;          /* N */
+    dp_tensor logits;                            /* B x T x V; the logits' gradient after the loss backward */
+    dp_tensor loss_lse;                          /* N */
 };
 
 /* What a backward pass carries through every layer. */

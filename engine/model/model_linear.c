@@ -27,7 +27,8 @@ dp_tensor *dp_bw_grad(const dp_bw *bw, dp_param *p, int *rc) {
     *rc = DP_OK;
     if (!bw->weight_grads || !p || !p->trainable) return NULL;
     if (!p->grad.alloc.live) {
-        *rc = dp_tensor_init_module(&p->grad, bw->m->dev, DP_F32, p->value.ndim, p->value.shape, DP_CAT_GRADIENTS, p->module);
+        *rc = dp_tensor_init_module(&p->grad, bw->m->dev, DP_F32, p->value.ndim, p->value.shape, DP_CAT_GRADIENTS,
+                                    p->module);
         if (*rc == DP_OK) *rc = dp_tensor_fill(&p->grad, 0.0);
         if (*rc != DP_OK) return NULL;
     }
@@ -93,8 +94,7 @@ int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t 
 
 int dp_bw_out_grad_done(const dp_bw *bw, const dp_linear *lin, dp_tensor *t) {
     int rc = DP_OK; /* under output_grads only when dp_bw_out_grad found the hooks keeping it */
-    if (t->alloc.live && t->alloc.category == DP_CAT_OUTPUT_GRADS)
-        rc = bw->hooks->adopt(bw->hooks->ctx, lin->w, t);
+    if (t->alloc.live && t->alloc.category == DP_CAT_OUTPUT_GRADS) rc = bw->hooks->adopt(bw->hooks->ctx, lin->w, t);
     dp_tensor_release(t); /* a no-op once adopted */
     return rc;
 }

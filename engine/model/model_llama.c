@@ -58,7 +58,8 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     const float scale = 1.0f / sqrtf((float)m->hd), theta = m->cfg.rope_theta;
     dp_tensor dh = {0}, dup = {0}, dxn = {0}, datt = {0}, dq = {0}, dk = {0}, dv = {0}, delta = {0};
     int rc;
-#define TRY(expr) if ((rc = (expr)) != DP_OK) goto done
+#define TRY(expr)                                                                                                      \
+    if ((rc = (expr)) != DP_OK) goto done
 
     /* MLP; dres is the gradient of res_out, and becomes that of res_mid */
     TRY(dp_bw_out_grad(bw, &b->gate, &dh, F, b->down.module)); /* down's dx, then gate's G */
@@ -86,8 +87,8 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     TRY(dp_bw_out_grad(bw, &b->k, &dk, d, b->core_module));
     TRY(dp_bw_out_grad(bw, &b->v, &dv, d, b->core_module));
     TRY(dp_model_stat(m, &delta, 1, DP_CAT_TEMP, b->core_module));
-    TRY(dp_layer_attention_backward(&dq, &dk, &dv, &datt, &a->att, &a->att_lse, &a->q, &a->k, &a->v, &delta, m->B,
-                                    T, m->H, scale));
+    TRY(dp_layer_attention_backward(&dq, &dk, &dv, &datt, &a->att, &a->att_lse, &a->q, &a->k, &a->v, &delta, m->B, T,
+                                    m->H, scale));
     dp_tensor_release(&datt);
     dp_tensor_release(&delta);
     dp_bw_done(bw, &a->att);
@@ -123,8 +124,8 @@ done:
 
 void dp_llama_block_release(dp_model *m, int layer) {
     llama_block_acts *a = &m->llama_acts[layer];
-    dp_tensor *all[] = {&a->xn, &a->xn_rstd, &a->q, &a->k, &a->v, &a->q_lora, &a->k_lora, &a->v_lora, &a->att,
-                        &a->att_lse, &a->o_lora, &a->res_mid, &a->xn2, &a->xn2_rstd, &a->gate, &a->up,
-                        &a->gate_lora, &a->up_lora, &a->h, &a->down_lora, &a->res_out};
+    dp_tensor *all[] = {&a->xn,     &a->xn_rstd, &a->q,         &a->k,       &a->v,       &a->q_lora,    &a->k_lora,
+                        &a->v_lora, &a->att,     &a->att_lse,   &a->o_lora,  &a->res_mid, &a->xn2,       &a->xn2_rstd,
+                        &a->gate,   &a->up,      &a->gate_lora, &a->up_lora, &a->h,       &a->down_lora, &a->res_out};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) dp_tensor_release(all[i]);
 }

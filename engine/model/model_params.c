@@ -60,7 +60,8 @@ static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t 
     p->module = module;
     p->trainable = m->cfg.lora_rank > 0 ? (kind == DP_PARAM_LORA_A || kind == DP_PARAM_LORA_B) : 1;
     int64_t shape[2] = {rows, cols};
-    if ((bd->rc = dp_tensor_init_module(&p->value, m->dev, DP_F32, cols ? 2 : 1, shape, DP_CAT_PARAMETERS, module)) != DP_OK)
+    if ((bd->rc = dp_tensor_init_module(&p->value, m->dev, DP_F32, cols ? 2 : 1, shape, DP_CAT_PARAMETERS, module)) !=
+        DP_OK)
         return NULL;
     m->n_params++;
     uint64_t seed = m->cfg.seed, stream = name_stream(name);
@@ -80,8 +81,8 @@ static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t 
 }
 
 /* A linear (and its adapter when the config targets it). hf: the HF module name. */
-static void add_linear(builder *bd, dp_linear *lin, const char *hf, const char *path, int64_t in, int64_t out,
-                       int bias, int hf_transposed, unsigned lora_bit, float std) {
+static void add_linear(builder *bd, dp_linear *lin, const char *hf, const char *path, int64_t in, int64_t out, int bias,
+                       int hf_transposed, unsigned lora_bit, float std) {
     dp_model *m = bd->m;
     char name[128];
     lin->in = in;
@@ -126,8 +127,9 @@ static void build_gpt(builder *bd) {
     m->wpe = add(bd, "transformer.wpe.weight", DP_PARAM_POSITION, m->cfg.max_positions, d, m->wpe_module, std);
     for (int64_t i = 0; i < L && bd->rc == DP_OK; i++) {
         gpt_block *b = &m->gpt[i];
-#define NAMES(h, p) (snprintf(hf, sizeof hf, "transformer.h.%lld.%s", (long long)i, h), \
-                     snprintf(path, sizeof path, "layers.%lld.%s", (long long)i, p))
+#define NAMES(h, p)                                                                                                    \
+    (snprintf(hf, sizeof hf, "transformer.h.%lld.%s", (long long)i, h),                                                \
+     snprintf(path, sizeof path, "layers.%lld.%s", (long long)i, p))
         NAMES("ln_1", "ln_1"), add_norm(bd, &b->ln_1, hf, path, 1);
         NAMES("attn.c_attn", "attn.qkv"), add_linear(bd, &b->qkv, hf, path, d, 3 * d, 1, 1, DP_LORA_QKV, std);
         NAMES("attn.c_proj", "attn.proj"), add_linear(bd, &b->proj, hf, path, d, d, 1, 1, DP_LORA_PROJ, resid_std);
@@ -152,8 +154,9 @@ static void build_llama(builder *bd) {
     m->wte = add(bd, "model.embed_tokens.weight", DP_PARAM_EMBEDDING, m->V, d, m->embed_module, std);
     for (int64_t i = 0; i < L && bd->rc == DP_OK; i++) {
         llama_block *b = &m->llama[i];
-#define NAMES(h, p) (snprintf(hf, sizeof hf, "model.layers.%lld.%s", (long long)i, h), \
-                     snprintf(path, sizeof path, "layers.%lld.%s", (long long)i, p))
+#define NAMES(h, p)                                                                                                    \
+    (snprintf(hf, sizeof hf, "model.layers.%lld.%s", (long long)i, h),                                                 \
+     snprintf(path, sizeof path, "layers.%lld.%s", (long long)i, p))
         /* Hugging Face's order: attention, MLP, then the two norms */
         NAMES("self_attn.q_proj", "attn.q"), add_linear(bd, &b->q, hf, path, d, d, 0, 0, DP_LORA_QKV, std);
         NAMES("self_attn.k_proj", "attn.k"), add_linear(bd, &b->k, hf, path, d, d, 0, 0, DP_LORA_QKV, std);
@@ -210,7 +213,8 @@ int dp_model_build_params(dp_model *m) {
     for (int i = 0; i < m->n_params && bd.rc == DP_OK; i++) {
         dp_param *p = &m->params[i];
         if (!needs_compute_copy(m, p)) continue;
-        bd.rc = dp_tensor_init_module(&p->compute, m->dev, DP_BF16, p->value.ndim, p->value.shape, DP_CAT_PARAMETERS, p->module);
+        bd.rc = dp_tensor_init_module(&p->compute, m->dev, DP_BF16, p->value.ndim, p->value.shape, DP_CAT_PARAMETERS,
+                                      p->module);
         if (bd.rc == DP_OK) bd.rc = dp_tensor_copy(&p->compute, &p->value);
     }
     return bd.rc;

@@ -13,8 +13,8 @@
 
 /* Per parameter: the states PyTorch keeps in optimizer.state[p]. */
 typedef struct param_state {
-    int64_t step;        /* steps this parameter has taken (AdamW's bias correction uses it) */
-    dp_tensor exp_avg;   /* AdamW first moment, or SGD's momentum buffer */
+    int64_t step;         /* steps this parameter has taken (AdamW's bias correction uses it) */
+    dp_tensor exp_avg;    /* AdamW first moment, or SGD's momentum buffer */
     dp_tensor exp_avg_sq; /* AdamW second moment */
 } param_state;
 
@@ -23,7 +23,7 @@ struct dp_optimizer {
     dp_optim_kind kind;
     dp_optim_opts opts;
     int64_t steps;
-    int n;               /* the model's parameter count; states[i] belongs to parameter i */
+    int n; /* the model's parameter count; states[i] belongs to parameter i */
     param_state *states;
 };
 
@@ -159,8 +159,8 @@ static int sgd_param(dp_optimizer *o, dp_param *p, param_state *s) {
     dp_ledger_add("sgd_step", flops * (double)n, bytes * (double)n);
     dp_device *dev = p->value.dev;
     return DP_DISPATCH_LAYER(dev, sgd_step, p->value.data, p->grad.data,
-                             h->momentum != 0.0 ? (float *)s->exp_avg.data : NULL, n, (float)h->lr,
-                             (float)h->momentum, (float)h->weight_decay, first);
+                             h->momentum != 0.0 ? (float *)s->exp_avg.data : NULL, n, (float)h->lr, (float)h->momentum,
+                             (float)h->weight_decay, first);
 }
 
 int dp_optim_step(dp_optimizer *o) {

@@ -91,10 +91,15 @@ static int l_plan_workspace(lua_State *L) {
 }
 
 void dpl_open_device(lua_State *L) {
-    static const luaL_Reg fns[] = {{"device", l_device}, {"device_info", l_device_info},
-                                   {"cuda_available", l_cuda_available}, {"sync", l_sync},
-                                   {"ledger", l_ledger}, {"ledger_reset", l_ledger_reset},
-                                   {"clock", l_clock}, {"plan_workspace", l_plan_workspace}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"device", l_device},
+                                   {"device_info", l_device_info},
+                                   {"cuda_available", l_cuda_available},
+                                   {"sync", l_sync},
+                                   {"ledger", l_ledger},
+                                   {"ledger_reset", l_ledger_reset},
+                                   {"clock", l_clock},
+                                   {"plan_workspace", l_plan_workspace},
+                                   {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     lua_pushboolean(L, dp_cuda_compiled()), lua_setfield(L, -2, "cuda_compiled");
     lua_pushstring(L, DPPROF_VERSION), lua_setfield(L, -2, "version");

@@ -7,6 +7,7 @@
  *   priv:noise()                      -- once per logical step, before opt:step()
  *   priv:stats(), priv:epsilon([delta]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
+ *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *
  * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
  * priv:stats().clip. The wrapper's user values keep the model, the optimizer and the batch of
@@ -44,17 +45,24 @@ static dpsgd *check_dp(lua_State *L, int idx) {
     return u->dp;
 }
 
-static int fail(lua_State *L, const char *fname) {
-    return luaL_error(L, "%s: %s", fname, dp_error_message());
-}
+static int fail(lua_State *L, const char *fname) { return luaL_error(L, "%s: %s", fname, dp_error_message()); }
 
 /* ---- dpprof.dp.wrap --------------------------------------------------------------------------- */
 
-static const char *const wrap_keys[] = {"method",          "norms",      "clip",
-                                        "max_grad_norm",   "noise_multiplier",
-                                        "sample_rate",     "dataset_size", "expected_batch_size",
-                                        "max_physical_batch_size",        "poisson",
-                                        "seed",            "delta",      "flash_impl", NULL};
+static const char *const wrap_keys[] = {"method",
+                                        "norms",
+                                        "clip",
+                                        "max_grad_norm",
+                                        "noise_multiplier",
+                                        "sample_rate",
+                                        "dataset_size",
+                                        "expected_batch_size",
+                                        "max_physical_batch_size",
+                                        "poisson",
+                                        "seed",
+                                        "delta",
+                                        "flash_impl",
+                                        NULL};
 
 static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     const char *fname = "dpprof.dp.wrap";
@@ -63,18 +71,22 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     const char *method = dpl_opt_str_field(L, idx, fname, "method", NULL);
     const char *norms = dpl_opt_str_field(L, idx, fname, "norms", NULL);
     const char *clip = dpl_opt_str_field(L, idx, fname, "clip", NULL);
-    if (method && (norms || clip))
-        luaL_error(L, "%s: give either 'method' or 'norms' and 'clip', not both", fname);
+    if (method && (norms || clip)) luaL_error(L, "%s: give either 'method' or 'norms' and 'clip', not both", fname);
     if (method) {
         if (dpsgd_method_preset(method, &cfg->norms, &cfg->clip) != DP_OK) fail(L, fname);
     } else if (norms || clip) {
         if (!norms || !clip)
-            luaL_error(L, "%s: 'norms' and 'clip' go together (norms: materialize, ghost, mixed, flash; clip: "
-                          "twopass, bk)", fname);
-        if (dpsgd_norms_parse(norms, &cfg->norms) != DP_OK || dpsgd_clip_parse(clip, &cfg->clip) != DP_OK) fail(L, fname);
+            luaL_error(L,
+                       "%s: 'norms' and 'clip' go together (norms: materialize, ghost, mixed, flash; clip: "
+                       "twopass, bk)",
+                       fname);
+        if (dpsgd_norms_parse(norms, &cfg->norms) != DP_OK || dpsgd_clip_parse(clip, &cfg->clip) != DP_OK)
+            fail(L, fname);
     } else {
-        luaL_error(L, "%s: 'method' is required (valid: vanilla, flat, ghost, mixed_ghost, bk, flash_clip), or "
-                      "'norms' and 'clip'", fname);
+        luaL_error(L,
+                   "%s: 'method' is required (valid: vanilla, flat, ghost, mixed_ghost, bk, flash_clip), or "
+                   "'norms' and 'clip'",
+                   fname);
     }
     cfg->max_grad_norm = dpl_opt_num_field(L, idx, fname, "max_grad_norm", cfg->max_grad_norm);
     cfg->noise_multiplier = dpl_opt_num_field(L, idx, fname, "noise_multiplier", cfg->noise_multiplier);
@@ -106,6 +118,18 @@ static int l_wrap(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, UV_OPTIM);
     if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    return 1;
+}
+
+/* dp.check(options, model_batch) -> true: the checks wrap makes of its options (keys, methods,
+ * C, sigma, delta, and sample rate, dataset size and batch agreeing), without a model. */
+static int l_check(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer model_batch = luaL_checkinteger(L, 2);
+    dpsgd_config cfg;
+    read_options(L, 1, &cfg);
+    if (dpsgd_config_check(&cfg, (int64_t)model_batch) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    lua_pushboolean(L, 1);
     return 1;
 }
 
@@ -203,8 +227,10 @@ static void push_floats(lua_State *L, const float *v, size_t n) {
 }
 
 static void set_str(lua_State *L, const char *key, const char *v) {
-    if (v) lua_pushstring(L, v);
-    else lua_pushnil(L);
+    if (v)
+        lua_pushstring(L, v);
+    else
+        lua_pushnil(L);
     lua_setfield(L, -2, key);
 }
 
@@ -264,8 +290,7 @@ static int l_stats(lua_State *L) {
 static int l_epsilon(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
     double delta = luaL_optnumber(L, 2, 0.0);
-    if (!lua_isnoneornil(L, 2) && !(delta > 0.0 && delta < 1.0))
-        return luaL_argerror(L, 2, "delta must be in (0, 1)");
+    if (!lua_isnoneornil(L, 2) && !(delta > 0.0 && delta < 1.0)) return luaL_argerror(L, 2, "delta must be in (0, 1)");
     double eps;
     if (dpsgd_epsilon(dp, delta, &eps) != DP_OK) return fail(L, "priv:epsilon");
     lua_pushnumber(L, eps);
@@ -298,9 +323,8 @@ static int l_tostring(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"next_step", l_next_step}, {"forward", l_forward}, {"backward", l_backward}, {"clip", l_clip},
-    {"noise", l_noise},         {"stats", l_stats},     {"epsilon", l_epsilon},   {"free", l_free},
-    {NULL, NULL},
+    {"next_step", l_next_step}, {"forward", l_forward}, {"backward", l_backward}, {"clip", l_clip}, {"noise", l_noise},
+    {"stats", l_stats},         {"epsilon", l_epsilon}, {"free", l_free},         {NULL, NULL},
 };
 
 /* The choice fields method, norms and clip_method (dpl_new_type's __index looks in the methods
@@ -316,14 +340,20 @@ static int l_fields(lua_State *L) {
     int vanilla = c->norms == DPSGD_NORMS_NONE;
     if (strcmp(key, "method") == 0) {
         const char *preset = method_name(c);
-        if (preset) lua_pushstring(L, preset);
-        else lua_pushfstring(L, "%s+%s", dpsgd_norms_name(c->norms), dpsgd_clip_name(c->clip));
+        if (preset)
+            lua_pushstring(L, preset);
+        else
+            lua_pushfstring(L, "%s+%s", dpsgd_norms_name(c->norms), dpsgd_clip_name(c->clip));
     } else if (strcmp(key, "norms") == 0) {
-        if (vanilla) lua_pushnil(L);
-        else lua_pushstring(L, dpsgd_norms_name(c->norms));
+        if (vanilla)
+            lua_pushnil(L);
+        else
+            lua_pushstring(L, dpsgd_norms_name(c->norms));
     } else if (strcmp(key, "clip_method") == 0) {
-        if (vanilla) lua_pushnil(L);
-        else lua_pushstring(L, dpsgd_clip_name(c->clip));
+        if (vanilla)
+            lua_pushnil(L);
+        else
+            lua_pushstring(L, dpsgd_clip_name(c->clip));
     } else {
         lua_pushnil(L);
     }
@@ -336,5 +366,7 @@ void dpl_open_dp(lua_State *L) {
     lua_newtable(L);
     lua_pushcfunction(L, l_wrap);
     lua_setfield(L, -2, "wrap");
+    lua_pushcfunction(L, l_check);
+    lua_setfield(L, -2, "check");
     lua_setfield(L, -2, "dp");
 }

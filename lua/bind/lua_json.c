@@ -68,6 +68,7 @@ typedef struct encoder {
     char path[512]; /* key path of the value being encoded, e.g. "timing.iter_ms[3]" */
     size_t path_len;
     int depth;
+    int nonfinite_strings; /* write NaN and infinities as "NaN", "Infinity", "-Infinity" */
 } encoder;
 
 static int enc_fail(encoder *e, const char *fmt, ...) {
@@ -116,9 +117,7 @@ static cJSON *attach(encoder *e, cJSON *parent, const char *key, cJSON *item) {
     return item;
 }
 
-static int cmp_keys(const void *a, const void *b) {
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
+static int cmp_keys(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
 static void encode_value(encoder *e, int idx, cJSON *parent, const char *key);
 
@@ -203,6 +202,10 @@ static void encode_value(encoder *e, int idx, cJSON *parent, const char *key) {
             attach(e, parent, key, cJSON_CreateRaw(buf)); /* exact, even past 2^53 */
         } else {
             double v = lua_tonumber(L, idx);
+            if (!isfinite(v) && e->nonfinite_strings) {
+                attach(e, parent, key, cJSON_CreateString(isnan(v) ? "NaN" : v < 0 ? "-Infinity" : "Infinity"));
+                break;
+            }
             if (isnan(v)) enc_fail(e, "is NaN (JSON has no NaN)");
             if (isinf(v)) enc_fail(e, "is %sinfinite (JSON has no infinity)", v < 0 ? "-" : "+");
             attach(e, parent, key, cJSON_CreateNumber(v));
@@ -300,9 +303,14 @@ static void print_item(luaL_Buffer *b, const cJSON *it, int indent) {
     }
 }
 
-void dpl_json_encode(lua_State *L, int idx, int indent, const char *fname) {
+void dpl_json_encode(lua_State *L, int idx, int flags, const char *fname) {
     idx = lua_absindex(L, idx);
-    encoder e = {.L = L, .fname = fname, .path_len = 0, .depth = 0};
+    int indent = flags & DPL_JSON_INDENT;
+    encoder e = {.L = L,
+                 .fname = fname,
+                 .path_len = 0,
+                 .depth = 0,
+                 .nonfinite_strings = (flags & DPL_JSON_NONFINITE_STRINGS) != 0};
     e.path[0] = '\0';
     e.box = push_box(L);
     encode_value(&e, idx, NULL, NULL);
@@ -421,10 +429,11 @@ void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fna
     if (!b->tree) {
         line_col(text, pos, &line, &col);
         luaL_error(L, "%s: invalid JSON at line %d, column %d%s", fname, line, col,
-                   len == 0 ? " (empty text)" : pos >= len ? " (text ends too early)" : "");
+                   len == 0     ? " (empty text)"
+                   : pos >= len ? " (text ends too early)"
+                                : "");
     }
-    while (pos < len && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r'))
-        pos++;
+    while (pos < len && (text[pos] == ' ' || text[pos] == '\t' || text[pos] == '\n' || text[pos] == '\r')) pos++;
     if (pos < len) {
         line_col(text, pos, &line, &col);
         luaL_error(L, "%s: invalid JSON at line %d, column %d (characters after the value)", fname, line, col);
@@ -437,18 +446,23 @@ void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fna
 
 /* ---- dpprof.json ------------------------------------------------------------------------- */
 
-/* json.encode(value [, {indent=false}]) -> text */
+/* json.encode(value [, {indent=false, nonfinite="error"|"string"}]) -> text */
 static int l_encode(lua_State *L) {
-    static const char *const keys[] = {"indent", NULL};
+    static const char *const keys[] = {"indent", "nonfinite", NULL};
     const char *fname = "dpprof.json.encode";
     luaL_checkany(L, 1);
-    int indent = 0;
+    int flags = 0;
     if (!lua_isnoneornil(L, 2)) {
         dpl_check_keys(L, 2, fname, keys);
-        indent = dpl_opt_bool_field(L, 2, fname, "indent", 0);
+        if (dpl_opt_bool_field(L, 2, fname, "indent", 0)) flags |= DPL_JSON_INDENT;
+        const char *nf = dpl_opt_str_field(L, 2, fname, "nonfinite", "error");
+        if (strcmp(nf, "string") == 0)
+            flags |= DPL_JSON_NONFINITE_STRINGS;
+        else if (strcmp(nf, "error") != 0)
+            luaL_error(L, "%s: 'nonfinite' must be \"error\" or \"string\" (got '%s')", fname, nf);
     }
     lua_settop(L, 1);
-    dpl_json_encode(L, 1, indent, fname);
+    dpl_json_encode(L, 1, flags, fname);
     return 1;
 }
 
@@ -484,7 +498,7 @@ static int l_is_null(lua_State *L) {
 }
 
 void dpl_open_json(lua_State *L) {
-    static const luaL_Reg fns[] = {{"encode", l_encode}, {"decode", l_decode}, {"array", l_array},
+    static const luaL_Reg fns[] = {{"encode", l_encode}, {"decode", l_decode},   {"array", l_array},
                                    {"object", l_object}, {"is_null", l_is_null}, {NULL, NULL}};
     luaL_newlib(L, fns);
     dpl_json_push_null(L);

@@ -146,8 +146,10 @@ static int l_timeline(lua_State *L) {
     for (int k = 0; k < 3; k++) {
         lua_createtable(L, (int)n, 0);
         for (size_t i = 0; i < n; i++) {
-            if (k == 0) lua_pushnumber(L, (double)t[i] * 1e-6);
-            else dpl_push_bytes(L, k == 1 ? a[i] : r[i]);
+            if (k == 0)
+                lua_pushnumber(L, (double)t[i] * 1e-6);
+            else
+                dpl_push_bytes(L, k == 1 ? a[i] : r[i]);
             lua_rawseti(L, -2, (lua_Integer)i + 1);
         }
         lua_setfield(L, -2, names[k]);
@@ -214,8 +216,8 @@ static int l_scope(lua_State *L) {
     luaL_checktype(L, 2, LUA_TFUNCTION);
     int depth = dp_scope_depth();
     if (dp_scope_push(name) != DP_OK) dpl_fail(L);
-    lua_remove(L, 1);     /* fn, args... */
-    lua_pushnil(L);       /* keep slot 1 for scope_finish's count */
+    lua_remove(L, 1); /* fn, args... */
+    lua_pushnil(L);   /* keep slot 1 for scope_finish's count */
     lua_insert(L, 1);
     int nargs = lua_gettop(L) - 2;
     int status = lua_pcallk(L, nargs, LUA_MULTRET, 0, depth, scope_finish);
@@ -223,12 +225,22 @@ static int l_scope(lua_State *L) {
 }
 
 void dpl_open_memory(lua_State *L) {
-    static const luaL_Reg fns[] = {
-        {"stats", l_stats}, {"snapshot", l_snapshot}, {"snapshots", l_snapshots},
-        {"clear_snapshots", l_clear_snapshots}, {"reset_peak", l_reset_peak}, {"modules", l_modules},
-        {"events", l_events}, {"timeline", l_timeline}, {"clear_events", l_clear_events},
-        {"set_limit", l_set_limit}, {"last_oom", l_last_oom}, {"push_scope", l_push_scope},
-        {"pop_scope", l_pop_scope}, {"current_scope", l_current_scope}, {"scope", l_scope}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"stats", l_stats},
+                                   {"snapshot", l_snapshot},
+                                   {"snapshots", l_snapshots},
+                                   {"clear_snapshots", l_clear_snapshots},
+                                   {"reset_peak", l_reset_peak},
+                                   {"modules", l_modules},
+                                   {"events", l_events},
+                                   {"timeline", l_timeline},
+                                   {"clear_events", l_clear_events},
+                                   {"set_limit", l_set_limit},
+                                   {"last_oom", l_last_oom},
+                                   {"push_scope", l_push_scope},
+                                   {"pop_scope", l_pop_scope},
+                                   {"current_scope", l_current_scope},
+                                   {"scope", l_scope},
+                                   {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_createtable(L, DP_CAT_COUNT, 0);
     for (int c = 0; c < DP_CAT_COUNT; c++) {

@@ -1,6 +1,7 @@
 /* lua_model.c: the model as a Lua userdata ("dpprof.model" metatable), dpprof.model{...} (a
- * callable table, so that other bindings can add dpprof.model.load and friends), dpprof.batch
- * and dpprof.free_batch.
+ * callable table, so that other bindings can add dpprof.model.load and friends),
+ * dpprof.model.check{...} (its option checks, without a device), dpprof.batch and
+ * dpprof.free_batch.
  *
  * As with tensors (liolib's order), the userdata is created empty with its metatable before the
  * model is built, so an error in between leaks nothing; __gc, __close and :free() share one
@@ -67,13 +68,12 @@ void dpl_push_model(lua_State *L, dp_model *m) {
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
-static const char *const model_keys[] = {"arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch",
-                                         "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps",
-                                         "rope_theta", "init_std", "seed", "device", "lora", NULL};
+static const char *const model_keys[] = {
+    "arch",     "vocab", "hidden",   "layers",     "heads",    "seq_len", "batch",  "mlp_ratio", "ffn", "max_positions",
+    "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed",    "device", "lora",      NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
-    if (lua_getfield(L, idx, key) == LUA_TNIL)
-        luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
+    if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
     lua_pop(L, 1);
     return dpl_opt_int_field(L, idx, fname, key, 0);
 }
@@ -109,7 +109,8 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     int li = lua_gettop(L);
     dpl_check_keys(L, li, "dpprof.model: lora", keys);
     int64_t rank = required_int(L, li, "dpprof.model: lora", "rank");
-    if (rank <= 0 || rank > 1 << 20) luaL_error(L, "%s: 'lora.rank' must be a positive integer (got %d)", fname, (int)rank);
+    if (rank <= 0 || rank > 1 << 20)
+        luaL_error(L, "%s: 'lora.rank' must be a positive integer (got %d)", fname, (int)rank);
     cfg->lora_rank = (int)rank;
     cfg->lora_alpha = (float)dpl_opt_num_field(L, li, fname, "alpha", (double)rank);
     cfg->lora_targets = 0;
@@ -124,8 +125,8 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     lua_pop(L, 2);
 }
 
-/* Reads the option table at idx into cfg and returns the device it asks for. */
-static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
+/* Reads the option table at idx into cfg (all but the device). */
+static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     const char *fname = "dpprof.model";
     luaL_checktype(L, idx, LUA_TTABLE);
     dpl_check_keys(L, idx, fname, model_keys);
@@ -144,30 +145,60 @@ static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
     cfg->max_positions = dpl_opt_int_field(L, idx, fname, "max_positions", 0);
     cfg->tie_head = dpl_opt_bool_field(L, idx, fname, "tie_head", cfg->tie_head);
     const char *dt = dpl_opt_str_field(L, idx, fname, "dtype", "f32");
-    if (strcmp(dt, "f32") == 0) cfg->dtype = DP_F32;
-    else if (strcmp(dt, "bf16") == 0) cfg->dtype = DP_BF16;
-    else luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
+    if (strcmp(dt, "f32") == 0)
+        cfg->dtype = DP_F32;
+    else if (strcmp(dt, "bf16") == 0)
+        cfg->dtype = DP_BF16;
+    else
+        luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
     cfg->norm_eps = (float)dpl_opt_num_field(L, idx, fname, "norm_eps", cfg->norm_eps);
     cfg->rope_theta = (float)dpl_opt_num_field(L, idx, fname, "rope_theta", cfg->rope_theta);
     cfg->init_std = (float)dpl_opt_num_field(L, idx, fname, "init_std", cfg->init_std);
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     read_lora(L, idx, fname, cfg);
+}
+
+/* Reads the option table at idx into cfg and returns the device it asks for. */
+static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
+    const char *fname = "dpprof.model";
+    read_fields(L, idx, cfg);
     const char *devname = dpl_opt_str_field(L, idx, fname, "device", NULL);
     dp_device *dev = devname ? dpl_device_named(L, devname) : dpl_current_device(L);
     if (cfg->dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
-        luaL_error(L, "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or "
-                      "device 'cuda' or 'plan'", fname);
+        luaL_error(L,
+                   "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or "
+                   "device 'cuda' or 'plan'",
+                   fname);
     return dev;
+}
+
+/* Raises the engine's error as dpprof.model's: "dpprof.model: ..." (the configuration checks
+ * already say "model: ..."; an allocation failure does not). */
+static int model_fail(lua_State *L) {
+    const char *msg = dp_error_message();
+    if (strncmp(msg, "model: ", 7) == 0) return luaL_error(L, "dpprof.%s", msg);
+    return luaL_error(L, "dpprof.model: %s", msg);
 }
 
 /* dpprof.model{...} (called as the table dpprof.model, so the options are argument 2) */
 static int l_model_new(lua_State *L) {
     dp_model_config cfg;
     dp_device *dev = read_config(L, 2, &cfg);
-    if (dp_model_config_check(&cfg) != DP_OK) return luaL_error(L, "dpprof.%s", dp_error_message());
+    if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
     dpl_model *u = push_empty(L);
-    if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return luaL_error(L, "dpprof.%s", dp_error_message());
+    if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return model_fail(L);
     gc_hint(L, (uint64_t)dp_model_num_params(u->m, 0) * 4);
+    return 1;
+}
+
+/* dpprof.model.check{...} -> true: the checks dpprof.model makes of its options (keys, types,
+ * sizes that fit together), raising the same errors, without a device and without building
+ * anything (the device key, when given, is not looked at). */
+static int l_model_check(lua_State *L) {
+    dp_model_config cfg;
+    read_fields(L, 1, &cfg);
+    if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
+    lua_pushboolean(L, 1);
     return 1;
 }
 
@@ -381,8 +412,10 @@ static int l_param(lua_State *L) {
 static int l_grad(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
     dp_param *p = check_param(L, m, 2, "model:grad");
-    if (!p->grad.alloc.live) lua_pushnil(L);
-    else push_cpu_copy(L, &p->grad);
+    if (!p->grad.alloc.live)
+        lua_pushnil(L);
+    else
+        push_cpu_copy(L, &p->grad);
     return 1;
 }
 
@@ -507,10 +540,14 @@ static int l_fields(lua_State *L) {
     }
     if (!u->m) return luaL_error(L, "model was freed (reading '%s')", k);
     const dp_model_config *c = dp_model_config_of(u->m);
-    if (strcmp(k, "device") == 0) lua_pushstring(L, dp_device_kind_name(dp_model_device(u->m)->kind));
-    else if (strcmp(k, "arch") == 0) lua_pushstring(L, dp_arch_name(c->arch));
-    else if (strcmp(k, "dtype") == 0) lua_pushstring(L, dp_dtype_name(c->dtype));
-    else lua_pushnil(L);
+    if (strcmp(k, "device") == 0)
+        lua_pushstring(L, dp_device_kind_name(dp_model_device(u->m)->kind));
+    else if (strcmp(k, "arch") == 0)
+        lua_pushstring(L, dp_arch_name(c->arch));
+    else if (strcmp(k, "dtype") == 0)
+        lua_pushstring(L, dp_dtype_name(c->dtype));
+    else
+        lua_pushnil(L);
     return 1;
 }
 
@@ -523,6 +560,8 @@ void dpl_open_model(lua_State *L) {
     lua_pushcfunction(L, l_model_new);
     lua_setfield(L, -2, "__call");
     lua_setmetatable(L, -2);
+    lua_pushcfunction(L, l_model_check);
+    lua_setfield(L, -2, "check");
     lua_setfield(L, -2, "model");
     lua_pushcfunction(L, l_batch);
     lua_setfield(L, -2, "batch");

@@ -160,19 +160,27 @@ static int l_tostring(lua_State *L) {
         return 1;
     }
     const dp_optim_opts *h = dp_optim_opts_of(u->o);
-    lua_pushfstring(L, "optimizer(%s, lr=%f, steps=%I, state=%I bytes)", dp_optim_name(dp_optim_kind_of(u->o)),
-                    h->lr, (lua_Integer)dp_optim_steps(u->o), (lua_Integer)dp_optim_state_bytes(u->o));
+    lua_pushfstring(L, "optimizer(%s, lr=%f, steps=%I, state=%I bytes)", dp_optim_name(dp_optim_kind_of(u->o)), h->lr,
+                    (lua_Integer)dp_optim_steps(u->o), (lua_Integer)dp_optim_state_bytes(u->o));
     return 1;
 }
 
 void dpl_open_optim(lua_State *L) {
     static const luaL_Reg methods[] = {
-        {"step", l_step},     {"zero_grad", l_zero_grad}, {"state_bytes", l_state_bytes},
-        {"steps", l_steps},   {"set_lr", l_set_lr},       {"config", l_config},
-        {"free", l_release},  {NULL, NULL},
+        {"step", l_step},
+        {"zero_grad", l_zero_grad},
+        {"state_bytes", l_state_bytes},
+        {"steps", l_steps},
+        {"set_lr", l_set_lr},
+        {"config", l_config},
+        {"free", l_release},
+        {NULL, NULL},
     };
     static const luaL_Reg meta[] = {
-        {"__gc", l_release}, {"__close", l_release}, {"__tostring", l_tostring}, {NULL, NULL},
+        {"__gc", l_release},
+        {"__close", l_release},
+        {"__tostring", l_tostring},
+        {NULL, NULL},
     };
     static const luaL_Reg funcs[] = {{"adamw", l_adamw}, {"sgd", l_sgd}, {NULL, NULL}};
     dpl_new_type(L, OPTIM_MT, meta, methods, NULL);

@@ -32,19 +32,17 @@
 
 #define RESULT_METATABLE "dpprof.privacy.result"
 
-static const char *const EPSILON_KEYS[] = {
-    "sample_rate", "noise_multiplier", "steps", "delta", NULL};
+static const char *const EPSILON_KEYS[] = {"sample_rate", "noise_multiplier", "steps", "delta", NULL};
 static const char EPSILON_KEY_LIST[] = "sample_rate, noise_multiplier, steps, delta";
 
-static const char *const NOISE_KEYS[] = {
-    "epsilon", "delta", "sample_rate", "steps", "epsilon_tolerance", NULL};
+static const char *const NOISE_KEYS[] = {"epsilon", "delta", "sample_rate", "steps", "epsilon_tolerance", NULL};
 static const char NOISE_KEY_LIST[] = "epsilon, delta, sample_rate, steps, epsilon_tolerance";
 
 /* Which function and keys an option table is checked for, for the messages. */
 typedef struct options {
-    const char *function;         /* "dpprof.privacy.epsilon" */
-    const char *const *valid;     /* NULL-terminated */
-    const char *key_list;         /* the valid keys, comma separated */
+    const char *function;     /* "dpprof.privacy.epsilon" */
+    const char *const *valid; /* NULL-terminated */
+    const char *key_list;     /* the valid keys, comma separated */
 } options;
 
 static const options EPSILON_OPTIONS = {"dpprof.privacy.epsilon", EPSILON_KEYS, EPSILON_KEY_LIST};
@@ -53,14 +51,12 @@ static const options NOISE_OPTIONS = {"dpprof.privacy.noise_multiplier", NOISE_K
 static int option_error(lua_State *L, const options *o, const char *fmt, ...);
 static void check_keys(lua_State *L, const options *o);
 static lua_Number field_number(lua_State *L, const options *o, const char *key);
-static lua_Number field_number_or(lua_State *L, const options *o, const char *key,
-                                  lua_Number fallback);
+static lua_Number field_number_or(lua_State *L, const options *o, const char *key, lua_Number fallback);
 static lua_Integer field_integer(lua_State *L, const options *o, const char *key);
 static void set_number(lua_State *L, const char *key, lua_Number value);
 
 /* epsilon{sample_rate=, noise_multiplier=, steps=, delta=} -> result table */
-static int privacy_epsilon(lua_State *L)
-{
+static int privacy_epsilon(lua_State *L) {
     const options *o = &EPSILON_OPTIONS;
     check_keys(L, o);
     lua_Number sample_rate = field_number(L, o, "sample_rate");
@@ -70,8 +66,8 @@ static int privacy_epsilon(lua_State *L)
 
     char err[256];
     double epsilon, order;
-    if (dp_privacy_epsilon(sample_rate, noise_multiplier, (int64_t)steps, delta,
-                           &epsilon, &order, err, sizeof err) != DP_PRIVACY_OK)
+    if (dp_privacy_epsilon(sample_rate, noise_multiplier, (int64_t)steps, delta, &epsilon, &order, err, sizeof err) !=
+        DP_PRIVACY_OK)
         return option_error(L, o, "%s", err);
 
     lua_createtable(L, 0, 6);
@@ -87,22 +83,19 @@ static int privacy_epsilon(lua_State *L)
 }
 
 /* noise_multiplier{epsilon=, delta=, sample_rate=, steps= [, epsilon_tolerance=]} -> result */
-static int privacy_noise_multiplier(lua_State *L)
-{
+static int privacy_noise_multiplier(lua_State *L) {
     const options *o = &NOISE_OPTIONS;
     check_keys(L, o);
     lua_Number target_epsilon = field_number(L, o, "epsilon");
     lua_Number delta = field_number(L, o, "delta");
     lua_Number sample_rate = field_number(L, o, "sample_rate");
     lua_Integer steps = field_integer(L, o, "steps");
-    lua_Number tolerance = field_number_or(L, o, "epsilon_tolerance",
-                                           DP_PRIVACY_EPSILON_TOLERANCE);
+    lua_Number tolerance = field_number_or(L, o, "epsilon_tolerance", DP_PRIVACY_EPSILON_TOLERANCE);
 
     char err[256];
     double noise_multiplier, epsilon, order;
-    if (dp_privacy_noise_multiplier(target_epsilon, delta, sample_rate, (int64_t)steps,
-                                    tolerance, &noise_multiplier, &epsilon, &order,
-                                    err, sizeof err) != DP_PRIVACY_OK)
+    if (dp_privacy_noise_multiplier(target_epsilon, delta, sample_rate, (int64_t)steps, tolerance, &noise_multiplier,
+                                    &epsilon, &order, err, sizeof err) != DP_PRIVACY_OK)
         return option_error(L, o, "%s", err);
 
     lua_createtable(L, 0, 7);
@@ -119,25 +112,22 @@ static int privacy_noise_multiplier(lua_State *L)
 }
 
 /* __tostring: "[noise_multiplier=σ: ]epsilon=ε at delta=δ (order α)" */
-static int result_tostring(lua_State *L)
-{
+static int result_tostring(lua_State *L) {
     luaL_checktype(L, 1, LUA_TTABLE);
     char text[160];
     int n = 0;
-    if (lua_getfield(L, 1, "noise_multiplier") == LUA_TNUMBER &&
-        lua_getfield(L, 1, "target_epsilon") == LUA_TNUMBER)
+    if (lua_getfield(L, 1, "noise_multiplier") == LUA_TNUMBER && lua_getfield(L, 1, "target_epsilon") == LUA_TNUMBER)
         n = snprintf(text, sizeof text, "noise_multiplier=%.10g: ", lua_tonumber(L, -2));
     lua_getfield(L, 1, "epsilon");
     lua_getfield(L, 1, "delta");
     lua_getfield(L, 1, "order");
-    snprintf(text + n, sizeof text - (size_t)n, "epsilon=%.10g at delta=%g (order %g)",
-             lua_tonumber(L, -3), lua_tonumber(L, -2), lua_tonumber(L, -1));
+    snprintf(text + n, sizeof text - (size_t)n, "epsilon=%.10g at delta=%g (order %g)", lua_tonumber(L, -3),
+             lua_tonumber(L, -2), lua_tonumber(L, -1));
     lua_pushstring(L, text);
     return 1;
 }
 
-void dpl_open_privacy(lua_State *L)
-{
+void dpl_open_privacy(lua_State *L) {
     static const luaL_Reg functions[] = {
         {"epsilon", privacy_epsilon},
         {"noise_multiplier", privacy_noise_multiplier},
@@ -154,8 +144,7 @@ void dpl_open_privacy(lua_State *L)
 /* Raises "<where>dpprof.privacy.<fn>: <message>", where is the calling script's
  * line; named here rather than by luaL_argerror, which cannot name a function
  * reached through dp.privacy. */
-static int option_error(lua_State *L, const options *o, const char *fmt, ...)
-{
+static int option_error(lua_State *L, const options *o, const char *fmt, ...) {
     va_list ap;
     luaL_where(L, 1); /* the script line calling the C function */
     lua_pushfstring(L, "%s: ", o->function);
@@ -167,41 +156,31 @@ static int option_error(lua_State *L, const options *o, const char *fmt, ...)
 }
 
 /* Argument 1 must be a table whose keys are all in o->valid. */
-static void check_keys(lua_State *L, const options *o)
-{
+static void check_keys(lua_State *L, const options *o) {
     if (lua_type(L, 1) != LUA_TTABLE)
-        option_error(L, o, "expects a table of options {%s} (got %s)", o->key_list,
-                     luaL_typename(L, 1));
+        option_error(L, o, "expects a table of options {%s} (got %s)", o->key_list, luaL_typename(L, 1));
     lua_pushnil(L);
     while (lua_next(L, 1) != 0) {
-        lua_pop(L, 1); /* keep the key for lua_next */
+        lua_pop(L, 1);                      /* keep the key for lua_next */
         if (lua_type(L, -1) != LUA_TSTRING) /* no lua_tostring: it would confuse lua_next */
-            option_error(L, o, "unexpected %s key (valid keys: %s)", luaL_typename(L, -1),
-                         o->key_list);
+            option_error(L, o, "unexpected %s key (valid keys: %s)", luaL_typename(L, -1), o->key_list);
         const char *key = lua_tostring(L, -1);
         int known = 0;
-        for (const char *const *v = o->valid; *v != NULL && !known; v++)
-            known = strcmp(*v, key) == 0;
-        if (!known)
-            option_error(L, o, "unknown key '%s' (valid keys: %s)", key, o->key_list);
+        for (const char *const *v = o->valid; *v != NULL && !known; v++) known = strcmp(*v, key) == 0;
+        if (!known) option_error(L, o, "unknown key '%s' (valid keys: %s)", key, o->key_list);
     }
 }
 
-static lua_Number field_number(lua_State *L, const options *o, const char *key)
-{
+static lua_Number field_number(lua_State *L, const options *o, const char *key) {
     int type = lua_getfield(L, 1, key);
-    if (type == LUA_TNIL)
-        option_error(L, o, "missing key '%s' (valid keys: %s)", key, o->key_list);
-    if (type != LUA_TNUMBER)
-        option_error(L, o, "'%s' must be a number (got %s)", key, luaL_typename(L, -1));
+    if (type == LUA_TNIL) option_error(L, o, "missing key '%s' (valid keys: %s)", key, o->key_list);
+    if (type != LUA_TNUMBER) option_error(L, o, "'%s' must be a number (got %s)", key, luaL_typename(L, -1));
     lua_Number value = lua_tonumber(L, -1);
     lua_pop(L, 1);
     return value;
 }
 
-static lua_Number field_number_or(lua_State *L, const options *o, const char *key,
-                                  lua_Number fallback)
-{
+static lua_Number field_number_or(lua_State *L, const options *o, const char *key, lua_Number fallback) {
     if (lua_getfield(L, 1, key) == LUA_TNIL) {
         lua_pop(L, 1);
         return fallback;
@@ -211,23 +190,18 @@ static lua_Number field_number_or(lua_State *L, const options *o, const char *ke
 }
 
 /* An integer, or a float with an exact integer value (1e5 is accepted). */
-static lua_Integer field_integer(lua_State *L, const options *o, const char *key)
-{
+static lua_Integer field_integer(lua_State *L, const options *o, const char *key) {
     int type = lua_getfield(L, 1, key);
-    if (type == LUA_TNIL)
-        option_error(L, o, "missing key '%s' (valid keys: %s)", key, o->key_list);
-    if (type != LUA_TNUMBER)
-        option_error(L, o, "'%s' must be an integer (got %s)", key, luaL_typename(L, -1));
+    if (type == LUA_TNIL) option_error(L, o, "missing key '%s' (valid keys: %s)", key, o->key_list);
+    if (type != LUA_TNUMBER) option_error(L, o, "'%s' must be an integer (got %s)", key, luaL_typename(L, -1));
     int is_integer;
     lua_Integer value = lua_tointegerx(L, -1, &is_integer);
-    if (!is_integer)
-        option_error(L, o, "'%s' must be an integer (got %f)", key, lua_tonumber(L, -1));
+    if (!is_integer) option_error(L, o, "'%s' must be an integer (got %f)", key, lua_tonumber(L, -1));
     lua_pop(L, 1);
     return value;
 }
 
-static void set_number(lua_State *L, const char *key, lua_Number value)
-{
+static void set_number(lua_State *L, const char *key, lua_Number value) {
     lua_pushnumber(L, value);
     lua_setfield(L, -2, key);
 }

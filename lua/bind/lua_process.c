@@ -19,10 +19,10 @@
  * isolate: the parent never touches the device (it refuses to fork once CUDA is in the process),
  * and ends its OpenMP thread pool before fork (a child cannot use its parent's). The child (its
  * own process group, killed if the parent dies) restarts the engine clock, clears the inherited
- * ledger, peaks, snapshots and event logs, runs fn under a traceback handler, encodes an envelope {status, value | message,
- * traceback, oom} as JSON and writes it to a pipe with an 8-byte length prefix, then _exit()s
- * (the parent's atexit handlers never run twice). The parent reads with poll() against the
- * deadline, stops the child's process group on timeout or on SIGINT/SIGTERM (SIGTERM, then
+ * ledger, peaks, snapshots and event logs, runs fn under a traceback handler, encodes an envelope {status, value |
+ * message, traceback, oom} as JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity") and writes it to
+ * a pipe with an 8-byte length prefix, then _exit()s (the parent's atexit handlers never run twice). The parent reads
+ * with poll() against the deadline, stops the child's process group on timeout or on SIGINT/SIGTERM (SIGTERM, then
  * SIGKILL after `grace` seconds), reaps it and maps the outcome to a status:
  *   ok       fn returned: its table, with status = "ok" added when absent ({status, value} for a
  *            value that is not a table)
@@ -174,7 +174,8 @@ static int child_body(lua_State *L) {
         lua_pop(L, 1);
         lua_pushstring(L, oom ? "oom" : "error"), lua_setfield(L, -2, "status");
     }
-    dpl_json_encode(L, -1, 0, "dpprof.isolate: the child's result");
+    /* a NaN the function returned (a config echo, ctx.extra) must not cost the whole result */
+    dpl_json_encode(L, -1, DPL_JSON_NONFINITE_STRINGS, "dpprof.isolate: the child's result");
     return 1;
 }
 
@@ -488,9 +489,10 @@ static int l_isolate(lua_State *L) {
         lua_settop(L, --top);
     }
     if (cuda_in_process())
-        luaL_error(L, "%s: CUDA is already initialised in this process (a CUDA device was used, or probed "
-                      "by dpprof.cuda_available() or device=\"auto\"), so a forked child could not use the "
-                      "GPU; keep the parent CUDA-free and choose the device inside the isolated function",
+        luaL_error(L,
+                   "%s: CUDA is already initialised in this process (a CUDA device was used, or probed "
+                   "by dpprof.cuda_available() or device=\"auto\"), so a forked child could not use the "
+                   "GPU; keep the parent CUDA-free and choose the device inside the isolated function",
                    fname);
     int nargs = top - 1;
     child_box *c = push_child_box(L);
@@ -528,6 +530,9 @@ static int l_isolate(lua_State *L) {
     interrupted_by = 0;
     sigaction(SIGINT, &act, &old_int);
     sigaction(SIGTERM, &act, &old_term);
+    /* a signal this process ignores (a background job's SIGINT) stays ignored */
+    if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int, NULL);
+    if (old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &old_term, NULL);
     wait_outcome w;
     memset(&w, 0, sizeof w);
     wait_child(c, &w, timeout, grace);
@@ -537,8 +542,11 @@ static int l_isolate(lua_State *L) {
     c->fd = -1;
     if (w.interrupted) {
         int sig = interrupted_by;
-        raise(sig); /* the default action ends the process, as it would have without us */
-        luaL_error(L, "%s: interrupted by signal %d; the child was stopped", fname, sig);
+        /* the handler that was there runs now (dpprof's own makes the interrupt one line); the
+         * default action ends the process, as it would have without us */
+        raise(sig);
+        lua_sethook(L, NULL, 0, 0); /* this error is the interrupt: no second one from a hook */
+        luaL_error(L, "%s: interrupted by %s; the child was stopped", fname, sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
 
     size_t len;
@@ -734,11 +742,17 @@ static int l_testing_crash(lua_State *L) {
 }
 
 void dpl_open_process(lua_State *L) {
-    static const luaL_Reg fns[] = {{"isolate", l_isolate}, {"oom_details", l_oom_details},
-                                   {"cuda_initialised", l_cuda_initialised}, {"time", l_time},
-                                   {"sleep", l_sleep}, {"pid", l_pid}, {"mkdir_p", l_mkdir_p},
-                                   {"list_dir", l_list_dir}, {"environment", l_environment},
-                                   {"testing_crash", l_testing_crash}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"isolate", l_isolate},
+                                   {"oom_details", l_oom_details},
+                                   {"cuda_initialised", l_cuda_initialised},
+                                   {"time", l_time},
+                                   {"sleep", l_sleep},
+                                   {"pid", l_pid},
+                                   {"mkdir_p", l_mkdir_p},
+                                   {"list_dir", l_list_dir},
+                                   {"environment", l_environment},
+                                   {"testing_crash", l_testing_crash},
+                                   {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

@@ -179,8 +179,8 @@ static int l_random(lua_State *L) {
 static int l_to(lua_State *L) {
     dp_tensor *t = dpl_check_tensor(L, 1);
     dp_device *dev = dpl_device_named(L, luaL_checkstring(L, 2));
-    dp_category cat = lua_isnoneornil(L, 3) ? (dp_category)t->alloc.category
-                                            : dpl_category(L, luaL_checkstring(L, 3), "tensor:to");
+    dp_category cat =
+        lua_isnoneornil(L, 3) ? (dp_category)t->alloc.category : dpl_category(L, luaL_checkstring(L, 3), "tensor:to");
     if (!t->alloc.live) cat = DP_CAT_OTHER;
     dp_tensor *c = dpl_push_new_tensor(L, dev, t->dtype, t->ndim, t->shape, cat);
     if (dp_tensor_copy(c, t) != DP_OK) dpl_fail(L);
@@ -321,9 +321,9 @@ static int l_matmul(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"shape", l_shape}, {"size", l_size}, {"fill", l_fill}, {"random", l_random}, {"to", l_to},
-    {"copy", l_copy}, {"totable", l_totable}, {"get", l_get}, {"set", l_set}, {"sumsq", l_sumsq},
-    {"add", l_add}, {"scale", l_scale}, {"axpy", l_axpy}, {"free", l_release}, {NULL, NULL}};
+    {"shape", l_shape}, {"size", l_size},       {"fill", l_fill}, {"random", l_random}, {"to", l_to},
+    {"copy", l_copy},   {"totable", l_totable}, {"get", l_get},   {"set", l_set},       {"sumsq", l_sumsq},
+    {"add", l_add},     {"scale", l_scale},     {"axpy", l_axpy}, {"free", l_release},  {NULL, NULL}};
 
 /* The read-only fields (dpl_new_type's __index looks in the methods first) */
 static int l_fields(lua_State *L) {
@@ -335,20 +335,28 @@ static int l_fields(lua_State *L) {
     }
     if (!u->alive) return luaL_error(L, "tensor was freed (reading '%s')", k);
     dp_tensor *t = &u->t;
-    if (strcmp(k, "dtype") == 0) lua_pushstring(L, dp_dtype_name(t->dtype));
-    else if (strcmp(k, "device") == 0) lua_pushstring(L, dp_device_kind_name(t->dev->kind));
-    else if (strcmp(k, "category") == 0) lua_pushstring(L, dp_category_name((dp_category)t->alloc.category));
-    else if (strcmp(k, "module") == 0) lua_pushstring(L, dp_module_name(t->alloc.module));
-    else if (strcmp(k, "bytes") == 0) dpl_push_bytes(L, dp_tensor_bytes(t));
-    else if (strcmp(k, "numel") == 0) lua_pushinteger(L, t->numel);
-    else if (strcmp(k, "ndim") == 0) lua_pushinteger(L, t->ndim);
-    else lua_pushnil(L);
+    if (strcmp(k, "dtype") == 0)
+        lua_pushstring(L, dp_dtype_name(t->dtype));
+    else if (strcmp(k, "device") == 0)
+        lua_pushstring(L, dp_device_kind_name(t->dev->kind));
+    else if (strcmp(k, "category") == 0)
+        lua_pushstring(L, dp_category_name((dp_category)t->alloc.category));
+    else if (strcmp(k, "module") == 0)
+        lua_pushstring(L, dp_module_name(t->alloc.module));
+    else if (strcmp(k, "bytes") == 0)
+        dpl_push_bytes(L, dp_tensor_bytes(t));
+    else if (strcmp(k, "numel") == 0)
+        lua_pushinteger(L, t->numel);
+    else if (strcmp(k, "ndim") == 0)
+        lua_pushinteger(L, t->ndim);
+    else
+        lua_pushnil(L);
     return 1;
 }
 
 void dpl_open_tensor(lua_State *L) {
-    static const luaL_Reg meta[] = {{"__gc", l_release}, {"__close", l_release}, {"__tostring", l_tostring},
-                                    {"__len", l_len}, {NULL, NULL}};
+    static const luaL_Reg meta[] = {
+        {"__gc", l_release}, {"__close", l_release}, {"__tostring", l_tostring}, {"__len", l_len}, {NULL, NULL}};
     dpl_new_type(L, TENSOR_MT, meta, methods, l_fields);
     lua_pushcfunction(L, l_tensor);
     lua_setfield(L, -2, "tensor");

@@ -21,8 +21,7 @@ static int type_index(lua_State *L) {
     return fields(L);
 }
 
-void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
-                  lua_CFunction fields) {
+void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction fields) {
     if (luaL_newmetatable(L, name)) {
         if (meta) luaL_setfuncs(L, meta, 0);
         if (methods) {
@@ -31,8 +30,10 @@ void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const lu
             lua_setfield(L, -2, "__methods");
         }
         if (methods || fields) {
-            if (fields) lua_pushcfunction(L, fields);
-            else lua_pushnil(L);
+            if (fields)
+                lua_pushcfunction(L, fields);
+            else
+                lua_pushnil(L);
             lua_pushcclosure(L, type_index, 1);
             lua_setfield(L, -2, "__index");
         }
@@ -71,7 +72,9 @@ int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *
     int64_t v = def;
     if (t != LUA_TNIL) {
         int isint = 0;
-        v = (int64_t)lua_tointegerx(L, -1, &isint);
+        /* a number only: "16" is refused as it is for number fields (lua_tointegerx would take
+         * it); an integral float (4 * 2^20) is an integer */
+        if (t == LUA_TNUMBER) v = (int64_t)lua_tointegerx(L, -1, &isint);
         if (!isint) {
             if (lua_type(L, -1) == LUA_TNUMBER)
                 luaL_error(L, "%s: '%s' must be an integer (got %s)", fname, key, lua_tostring(L, -1));

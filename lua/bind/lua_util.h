@@ -20,15 +20,14 @@
  * table (may be NULL), and, when methods or fields are given, __index: a key found in __methods
  * first, else fields(L) with the userdata at 1 and the key at 2 pushing one value (NULL: nil).
  * Leaves the stack as it was. */
-void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods,
-                  lua_CFunction fields);
+void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction fields);
 /* Raises a Lua error with the engine's last error message (never returns). */
 int dpl_fail(lua_State *L);
 /* Raises "fname: unknown key 'k' (valid: ...)" unless every string key of the table at idx is
  * in the NULL-terminated list valid. A non-table at idx is an argument error. */
 void dpl_check_keys(lua_State *L, int idx, const char *fname, const char *const *valid);
 /* The integer field key of the table at idx, or def when absent; an error naming fname and key
- * when present but not an integer. */
+ * when present but not an integer (an integral float is one; a string never is). */
 int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *key, int64_t def);
 /* The number field key of the table at idx, or def when absent (error when not a number). */
 double dpl_opt_num_field(lua_State *L, int idx, const char *fname, const char *key, double def);

@@ -95,6 +95,7 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_memory(L);
     dpl_open_device(L);
     dpl_open_process(L);
+    dpl_open_files(L);
     dpl_open_json(L);
     dpl_open_model(L);
     dpl_open_model_io(L);
@@ -112,10 +113,13 @@ int dpprof_openlib(lua_State *L) {
     if (!find_lua_dir(dir, sizeof dir)) {
         const char *env = getenv("DPPROF_LUA_PATH");
         if (env && *env)
-            return luaL_error(L, "dpprof: DPPROF_LUA_PATH is '%s', which holds no dpprof/core.lua; set it to "
-                                 "the repository's lua/ directory or unset it", env);
-        return luaL_error(L, "dpprof: cannot find its Lua modules (dpprof/core.lua) beside the binary "
-                             "or in '%s'; set DPPROF_LUA_PATH to the repository's lua/ directory",
+            return luaL_error(L,
+                              "dpprof: DPPROF_LUA_PATH is '%s', which holds no dpprof/core.lua; set it to "
+                              "the repository's lua/ directory or unset it",
+                              env);
+        return luaL_error(L,
+                          "dpprof: cannot find its Lua modules (dpprof/core.lua) beside the binary "
+                          "or in '%s'; set DPPROF_LUA_PATH to the repository's lua/ directory",
                           DPPROF_SOURCE_LUA_DIR);
     }
     lua_pushstring(L, dir);

@@ -288,7 +288,8 @@ static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dpsgd_norms_metho
 }
 
 static void test_step(dp_arch arch) {
-    static const dpsgd_norms_method norms[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH};
+    static const dpsgd_norms_method norms[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED,
+                                               DPSGD_NORMS_FLASH};
     static const dpsgd_clip_method clips[] = {DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK, DPSGD_CLIP_BK};
     const int64_t cap = 1 << 20;
     float *sq_c = malloc(1024 * sizeof(float)), *sq_g = malloc(1024 * sizeof(float));
@@ -326,7 +327,8 @@ static void test_step(dp_arch arch) {
  * operands, f32 accumulation in different orders, and bk's clip factors applied to bf16 output
  * gradients in place (2^-9 rounding): 1e-2 relative on norms and on the update. */
 static void test_step_bf16(dp_arch arch) {
-    static const dpsgd_norms_method norms[] = {DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH, DPSGD_NORMS_FLASH};
+    static const dpsgd_norms_method norms[] = {DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH,
+                                               DPSGD_NORMS_FLASH};
     static const dpsgd_clip_method clips[] = {DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK, DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS};
     const int64_t cap = 1 << 20;
     float *sq_r = malloc(1024 * sizeof(float)), *sq_g = malloc(1024 * sizeof(float));
@@ -468,10 +470,25 @@ static int run_grad_strips(void *x) {
 /* cuBLAS doing the Gram products a a^T and g g^T (full T x T, bf16 or f32 in, f32 out) */
 static int run_cublas_gram(void *x) {
     bench *b = x;
-    dp_gemm_args ga = {.trans_a = 0, .trans_b = 1, .m = b->T, .n = b->T, .k = b->d, .alpha = 1, .beta = 0,
-                       .ab_type = b->t, .c_type = DP_F32, .a = b->a->data, .lda = b->d, .stride_a = b->T * b->d,
-                       .b = b->a->data, .ldb = b->d, .stride_b = b->T * b->d, .c = b->c->data, .ldc = b->T,
-                       .stride_c = b->T * b->T, .batch = b->B};
+    dp_gemm_args ga = {.trans_a = 0,
+                       .trans_b = 1,
+                       .m = b->T,
+                       .n = b->T,
+                       .k = b->d,
+                       .alpha = 1,
+                       .beta = 0,
+                       .ab_type = b->t,
+                       .c_type = DP_F32,
+                       .a = b->a->data,
+                       .lda = b->d,
+                       .stride_a = b->T * b->d,
+                       .b = b->a->data,
+                       .ldb = b->d,
+                       .stride_b = b->T * b->d,
+                       .c = b->c->data,
+                       .ldc = b->T,
+                       .stride_c = b->T * b->T,
+                       .batch = b->B};
     DP_TRY(gpu->ops->gemm(gpu, &ga));
     ga.k = b->p, ga.a = ga.b = b->g->data, ga.lda = ga.ldb = b->p, ga.stride_a = ga.stride_b = b->T * b->p;
     return gpu->ops->gemm(gpu, &ga);
@@ -479,10 +496,25 @@ static int run_cublas_gram(void *x) {
 /* cuBLAS forming the per-sample gradients g_i^T a_i (p x d, f32 out) */
 static int run_cublas_grad(void *x) {
     bench *b = x;
-    dp_gemm_args ga = {.trans_a = 1, .trans_b = 0, .m = b->p, .n = b->d, .k = b->T, .alpha = 1, .beta = 0,
-                       .ab_type = b->t, .c_type = DP_F32, .a = b->g->data, .lda = b->p, .stride_a = b->T * b->p,
-                       .b = b->a->data, .ldb = b->d, .stride_b = b->T * b->d, .c = b->c->data, .ldc = b->d,
-                       .stride_c = b->p * b->d, .batch = b->B};
+    dp_gemm_args ga = {.trans_a = 1,
+                       .trans_b = 0,
+                       .m = b->p,
+                       .n = b->d,
+                       .k = b->T,
+                       .alpha = 1,
+                       .beta = 0,
+                       .ab_type = b->t,
+                       .c_type = DP_F32,
+                       .a = b->g->data,
+                       .lda = b->p,
+                       .stride_a = b->T * b->p,
+                       .b = b->a->data,
+                       .ldb = b->d,
+                       .stride_b = b->T * b->d,
+                       .c = b->c->data,
+                       .ldc = b->d,
+                       .stride_c = b->p * b->d,
+                       .batch = b->B};
     return gpu->ops->gemm(gpu, &ga);
 }
 
@@ -491,9 +523,9 @@ static int run_cublas_grad(void *x) {
  * B = 16: qkv, attn.proj, mlp.fc, mlp.proj and the tied head, p = V = 32000), bf16 and f32. */
 static void benchmark(void) {
     static const int64_t shapes[][4] = {
-        {8, 512, 768, 2304},      {8, 1024, 768, 3072},     {16, 1024, 768, 768},     {8, 1024, 3072, 768},
-        {8, 2048, 768, 768},      {16, 2048, 1024, 1024},   {8, 4096, 768, 3072},     {4, 4096, 1024, 4096},
-        {16, 1024, 2048, 6144},   {16, 1024, 2048, 2048},   {16, 1024, 2048, 8192},   {16, 1024, 8192, 2048},
+        {8, 512, 768, 2304},     {8, 1024, 768, 3072},   {16, 1024, 768, 768},   {8, 1024, 3072, 768},
+        {8, 2048, 768, 768},     {16, 2048, 1024, 1024}, {8, 4096, 768, 3072},   {4, 4096, 1024, 4096},
+        {16, 1024, 2048, 6144},  {16, 1024, 2048, 2048}, {16, 1024, 2048, 8192}, {16, 1024, 8192, 2048},
         {16, 1024, 2048, 32000},
     };
     const size_t n_shapes = sizeof shapes / sizeof *shapes;
@@ -551,7 +583,7 @@ static void benchmark(void) {
             b.w = &w;
             b.dp = strip_wrapper(gpu, &w);
             double fs = 0.0; /* what the strips execute */
-            if (gram) { /* each strip's diagonal and off-diagonal blocks */
+            if (gram) {      /* each strip's diagonal and off-diagonal blocks */
                 dpsgd_strip_shape(b.B, b.T, &S, &Bc);
                 for (int64_t r0 = 0; r0 < b.T; r0 += S) {
                     int64_t m = b.T - r0 < S ? b.T - r0 : S;
@@ -604,7 +636,7 @@ int main(void) {
     test_tied_rows(DP_F32, 2, 150, 70, 101);
     test_strips(DP_BF16, 3, 600, 136, 264); /* three strips, the last short */
     test_strips(DP_F32, 2, 300, 72, 40);
-    test_strips(DP_BF16, 5, 4096, 24, 16);  /* samples in passes of 4 */
+    test_strips(DP_BF16, 5, 4096, 24, 16);   /* samples in passes of 4 */
     test_strips(DP_BF16, 2, 33, 4096, 4100); /* gradient blocks of 2048 + 2048 + 4 rows */
     for (int t = 0; t < 2; t++) {
         test_small_ops(t ? DP_BF16 : DP_F32, 3, 64, 40, 11);

@@ -170,8 +170,10 @@ static void test_embedding(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     pair_rand(&wte, DP_F32, V * d, 0, 1);
     pair_rand(&wpe, DP_F32, T * d, 0, 1);
     pair_nan(&out, t, N * d);
-    CHECK_OK(CPU_L->embedding_forward(cpu, t, out.c.data, id.c.data, wte.c.data, with_wpe ? wpe.c.data : NULL, N, T, d));
-    CHECK_OK(GPU_L->embedding_forward(gpu, t, out.g.data, id.g.data, wte.g.data, with_wpe ? wpe.g.data : NULL, N, T, d));
+    CHECK_OK(
+        CPU_L->embedding_forward(cpu, t, out.c.data, id.c.data, wte.c.data, with_wpe ? wpe.c.data : NULL, N, T, d));
+    CHECK_OK(
+        GPU_L->embedding_forward(gpu, t, out.g.data, id.g.data, wte.g.data, with_wpe ? wpe.g.data : NULL, N, T, d));
     snprintf(what, sizeof what, "embedding_forward %s N=%lld T=%lld d=%lld V=%lld%s", dp_dtype_name(t), (long long)N,
              (long long)T, (long long)d, (long long)V, with_wpe ? "" : " no wpe");
     report(what, pair_err(&out), 0); /* a gather and one f32 add: exact */
@@ -208,16 +210,18 @@ static void test_norm(dp_dtype t, int rms, int64_t N, int64_t d, int accumulate,
     pair_nan(&mean, DP_F32, N);
     pair_nan(&rstd, DP_F32, N);
     if (rms) {
-        CHECK_OK(CPU_L->rmsnorm_forward(cpu, t, at_c(&out, offset), rstd.c.data, at_c(&x, offset), w.c.data, N, d, eps));
-        CHECK_OK(GPU_L->rmsnorm_forward(gpu, t, at_g(&out, offset), rstd.g.data, at_g(&x, offset), w.g.data, N, d, eps));
+        CHECK_OK(
+            CPU_L->rmsnorm_forward(cpu, t, at_c(&out, offset), rstd.c.data, at_c(&x, offset), w.c.data, N, d, eps));
+        CHECK_OK(
+            GPU_L->rmsnorm_forward(gpu, t, at_g(&out, offset), rstd.g.data, at_g(&x, offset), w.g.data, N, d, eps));
     } else {
         CHECK_OK(CPU_L->layernorm_forward(cpu, t, at_c(&out, offset), mean.c.data, rstd.c.data, at_c(&x, offset),
                                           w.c.data, b.c.data, N, d, eps));
         CHECK_OK(GPU_L->layernorm_forward(gpu, t, at_g(&out, offset), mean.g.data, rstd.g.data, at_g(&x, offset),
                                           w.g.data, b.g.data, N, d, eps));
     }
-    snprintf(what, sizeof what, "%s_forward %s N=%lld d=%lld%s out", name, dp_dtype_name(t), (long long)N,
-             (long long)d, offset ? " unaligned" : "");
+    snprintf(what, sizeof what, "%s_forward %s N=%lld d=%lld%s out", name, dp_dtype_name(t), (long long)N, (long long)d,
+             offset ? " unaligned" : "");
     report(what, pair_err_part(&out, offset, 1, N * d, N * d), tol_of(t));
     snprintf(what, sizeof what, "%s_forward %s N=%lld d=%lld rstd", name, dp_dtype_name(t), (long long)N, (long long)d);
     report(what, pair_err(&rstd), 1e-5);
@@ -474,8 +478,8 @@ static void test_optim(int64_t n, int offset) {
             CHECK_OK(GPU_L->sgd_step(gpu, at_g(&p, offset), at_g(&g, offset), mom ? at_g(&m, offset) : NULL, n, 0.1f,
                                      0.9f, step ? 0.01f : 0.0f, step == 0));
         }
-        snprintf(what, sizeof what, "sgd_step x2 n=%lld%s%s (bit-identical)", (long long)n,
-                 mom ? " momentum" : "", offset ? " unaligned" : "");
+        snprintf(what, sizeof what, "sgd_step x2 n=%lld%s%s (bit-identical)", (long long)n, mom ? " momentum" : "",
+                 offset ? " unaligned" : "");
         report(what, fmax(pair_err(&p), pair_err(&m)), 0);
     }
     pair *ps[] = {&p, &g, &m, &v};
@@ -484,9 +488,9 @@ static void test_optim(int64_t n, int offset) {
 
 /* ---- benchmarks (DPPROF_BENCH=1) --------------------------------------------------------------- */
 
-#define HBM_GBS 3350.0    /* H100 SXM HBM3, GB/s */
-#define TC_TFLOPS 989.0   /* dense bf16 tensor cores */
-#define SIMT_TFLOPS 67.0  /* f32 FMA */
+#define HBM_GBS 3350.0   /* H100 SXM HBM3, GB/s */
+#define TC_TFLOPS 989.0  /* dense bf16 tensor cores */
+#define SIMT_TFLOPS 67.0 /* f32 FMA */
 
 typedef struct {
     const char *name;
@@ -561,13 +565,12 @@ static int b_emb_fwd(void *p) {
 }
 static int b_emb_bwd(void *p) {
     bench_ctx *c = p;
-    return GPU_L->embedding_backward(gpu, c->t, c->x.data, c->ids.data, c->big.data, c->w.data, c->N, c->T, c->d,
-                                     c->V);
+    return GPU_L->embedding_backward(gpu, c->t, c->x.data, c->ids.data, c->big.data, c->w.data, c->N, c->T, c->d, c->V);
 }
 static int b_ln_fwd(void *p) {
     bench_ctx *c = p;
-    return GPU_L->layernorm_forward(gpu, c->t, c->y.data, c->s1.data, c->s2.data, c->x.data, c->w.data, c->b.data,
-                                    c->N, c->d, 1e-5f);
+    return GPU_L->layernorm_forward(gpu, c->t, c->y.data, c->s1.data, c->s2.data, c->x.data, c->w.data, c->b.data, c->N,
+                                    c->d, 1e-5f);
 }
 static int b_ln_bwd(void *p) {
     bench_ctx *c = p;
@@ -717,7 +720,7 @@ static void bench_config(const bench_cfg *cfg, dp_dtype t) {
         bench_report_bytes("adamw_step (V x d)", cn, t, bench_time(b_adamw, &c), 28 * V * d);
         bench_report_bytes("sgd_step momentum (V x d)", cn, t, bench_time(b_sgd, &c), 20 * V * d);
     }
-    dp_tensor *ts[] = {&c.x,  &c.y,   &c.z,   &c.out,  &c.w,   &c.b,   &c.dw,    &c.db,  &c.s1,
+    dp_tensor *ts[] = {&c.x,  &c.y,    &c.z,   &c.out, &c.w,    &c.b,   &c.dw,    &c.db,  &c.s1,
                        &c.s2, &c.ones, &c.ids, &c.qkv, &c.dqkv, &c.lse, &c.delta, &c.big, &c.logits};
     for (size_t i = 0; i < sizeof ts / sizeof *ts; i++) dp_tensor_release(ts[i]);
 }
@@ -758,11 +761,10 @@ int main(void) {
             test_embedding(t, 3, 7, 48, 5, 1, 0);     /* frozen token embedding */
         }
         if (RUN(norm)) {
-            static const int64_t shapes[][2] = {{1, 48}, {7, 772}, {300, 48}, {300, 772}, {37, 2048},
-                                                {5, 3000}, {9, 50}, {600, 256}};
+            static const int64_t shapes[][2] = {{1, 48},    {7, 772},  {300, 48}, {300, 772},
+                                                {37, 2048}, {5, 3000}, {9, 50},   {600, 256}};
             for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++)
-                for (int rms = 0; rms < 2; rms++)
-                    test_norm(t, rms, shapes[s][0], shapes[s][1], (int)(s & 1), 1, 0);
+                for (int rms = 0; rms < 2; rms++) test_norm(t, rms, shapes[s][0], shapes[s][1], (int)(s & 1), 1, 0);
             test_norm(t, 0, 33, 768, 1, 0, 0); /* frozen */
             test_norm(t, 0, 33, 768, 0, 1, 1); /* unaligned rows */
             test_norm(t, 1, 33, 768, 1, 1, 1);

@@ -79,8 +79,8 @@ static void explicit_linear(const dp_tensor *A, const dp_tensor *G, float scale,
 }
 
 /* explicit per-sample gradient of an embedding (+ a tied head): dense V x d in double */
-static void explicit_wte(const dp_tensor *ids, const dp_tensor *Ge, const dp_tensor *A, const dp_tensor *Gh,
-                         int64_t V, double *out) {
+static void explicit_wte(const dp_tensor *ids, const dp_tensor *Ge, const dp_tensor *A, const dp_tensor *Gh, int64_t V,
+                         double *out) {
     int64_t B = Ge->shape[0], T = Ge->shape[1], d = Ge->shape[2];
     double *g = malloc((size_t)(V * d) * sizeof *g);
     for (int64_t i = 0; i < B; i++) {
@@ -92,7 +92,8 @@ static void explicit_wte(const dp_tensor *ids, const dp_tensor *Ge, const dp_ten
         if (Gh)
             for (int64_t v = 0; v < V; v++)
                 for (int64_t c = 0; c < d; c++)
-                    for (int64_t t = 0; t < T; t++) g[v * d + c] += val(Gh, (i * T + t) * V + v) * val(A, (i * T + t) * d + c);
+                    for (int64_t t = 0; t < T; t++)
+                        g[v * d + c] += val(Gh, (i * T + t) * V + v) * val(A, (i * T + t) * d + c);
         double s = 0.0;
         for (int64_t k = 0; k < V * d; k++) s += g[k] * g[k];
         out[i] = s;
@@ -117,11 +118,12 @@ static void free_param(dp_param *p) {
     dp_tensor_release(&p->grad);
 }
 
-static const dpsgd_norms_method all_norms[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH};
+static const dpsgd_norms_method all_norms[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED,
+                                               DPSGD_NORMS_FLASH};
 
 /* A wrapper over params for a batch of B x T (ids may be NULL), norms pass begun. */
-static dpsgd *wrapper(dpsgd_norms_method norms, dpsgd_clip_method clip, dp_param **params, int n, int64_t B,
-                         int64_t T, const dp_tensor *ids) {
+static dpsgd *wrapper(dpsgd_norms_method norms, dpsgd_clip_method clip, dp_param **params, int n, int64_t B, int64_t T,
+                      const dp_tensor *ids) {
     dpsgd_config cfg;
     dpsgd_config_default(&cfg);
     cfg.norms = norms;
@@ -272,8 +274,7 @@ static void test_embedding(int tied, dp_dtype dt, int64_t B, int64_t T, int64_t 
                      dpsgd_formulation_name(dp->layers[dp->n_layers - 1].norms));
             finish(dp, &wte, row, factors);
             dp_tensor_free(Ai);
-            for (int64_t i = 0; i < B; i++)
-                rel_close(row[i], want[i], what, dpsgd_norms_name(all_norms[mi]), i);
+            for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], what, dpsgd_norms_name(all_norms[mi]), i);
             CHECK_OK(dpsgd_param_sq_norms(dp, &wpe, row, B));
             for (int64_t i = 0; i < B; i++) rel_close(row[i], want_pos[i], what, "position", i);
             if (clip == DPSGD_CLIP_BK && !tied) { /* the clipped sums of both tables */
@@ -328,8 +329,8 @@ static void test_norm_layer(int layernorm, int64_t B, int64_t T, int64_t d) {
             double sw_ = 0.0, sb_ = 0.0;
             for (int64_t t = 0; t < T; t++) {
                 int64_t n = i * T + t;
-                double xh = (val(x, n * d + c) - (layernorm ? ((float *)mean->data)[n] : 0.0f)) *
-                            ((float *)rstd->data)[n];
+                double xh =
+                    (val(x, n * d + c) - (layernorm ? ((float *)mean->data)[n] : 0.0f)) * ((float *)rstd->data)[n];
                 sw_ += val(G, n * d + c) * xh;
                 sb_ += val(G, n * d + c);
             }
@@ -450,8 +451,8 @@ static void test_strips(dpsgd_formulation form, dp_dtype dt, int64_t B, int64_t 
     explicit_linear(A, G, 0.5f, want);
     char what[128];
     snprintf(what, sizeof what, "%s %s B=%lld T=%lld d=%lld p=%lld (%s=%lld Bc=%lld)", dpsgd_formulation_name(form),
-             dp_dtype_name(dt), (long long)B, (long long)T, (long long)d, (long long)p, grad ? "P" : "S",
-             (long long)n, (long long)Bc);
+             dp_dtype_name(dt), (long long)B, (long long)T, (long long)d, (long long)p, grad ? "P" : "S", (long long)n,
+             (long long)Bc);
     dp_param w = make_param("test.strips", DP_PARAM_LINEAR_W, 2, sw);
     dp_param *ps[1] = {&w};
     dpsgd *dp = wrapper(DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS, ps, 1, B, T, NULL);
@@ -505,7 +506,8 @@ static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dpsgd_formulatio
         CHECK(dp->n_layers == 1 && dp->layers[0].norms == strips);
         float row[3], factors[3];
         finish(dp, &w, row, factors);
-        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "strips via hooks", dpsgd_formulation_name(strips), i);
+        for (int64_t i = 0; i < B; i++)
+            rel_close(row[i], want[i], "strips via hooks", dpsgd_formulation_name(strips), i);
         dpsgd_free(dp);
     }
     cfg.flash_impl = (dpsgd_flash_impl)7;
@@ -541,7 +543,8 @@ static void test_memory_categories(void) {
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         dp_mem_stats before, after;
         dp_mem_get_stats(cpu->mem, &before);
-        dp_param w = make_param("mem.linear", DP_PARAM_LINEAR_W, 2, sw), b = make_param("mem.bias", DP_PARAM_LINEAR_B, 1, sb);
+        dp_param w = make_param("mem.linear", DP_PARAM_LINEAR_W, 2, sw),
+                 b = make_param("mem.bias", DP_PARAM_LINEAR_B, 1, sb);
         dp_param *ps[2] = {&w, &b};
         dp_mem_reset_peak(cpu->mem);
         dpsgd *dp = wrapper(cases[k].norms, cases[k].clip, ps, 2, B, T, NULL);
@@ -550,8 +553,8 @@ static void test_memory_categories(void) {
         dp_mem_stats mid;
         dp_mem_get_stats(cpu->mem, &mid);
         if (mid.peak[cases[k].cat] != cases[k].peak) {
-            fprintf(stderr, "  memory %s+%s: %s peaked at %llu bytes, expected %llu\n", dpsgd_norms_name(cases[k].norms),
-                    dpsgd_clip_name(cases[k].clip), dp_category_name(cases[k].cat),
+            fprintf(stderr, "  memory %s+%s: %s peaked at %llu bytes, expected %llu\n",
+                    dpsgd_norms_name(cases[k].norms), dpsgd_clip_name(cases[k].clip), dp_category_name(cases[k].cat),
                     (unsigned long long)mid.peak[cases[k].cat], (unsigned long long)cases[k].peak);
             check_failures++;
         }
@@ -697,9 +700,10 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
     for (int k = 0; k < n_tp; k++)
         for (int64_t i = 0; i < B; i++) total[i] += want[k * B + i];
     /* every norms method, and flash once more with the Gram strips */
-    static const dpsgd_norms_method methods[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED, DPSGD_NORMS_FLASH,
-                                              DPSGD_NORMS_FLASH};
-    static const dpsgd_clip_method clips[] = {DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK, DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS};
+    static const dpsgd_norms_method methods[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED,
+                                                 DPSGD_NORMS_FLASH, DPSGD_NORMS_FLASH};
+    static const dpsgd_clip_method clips[] = {DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK, DPSGD_CLIP_BK,
+                                              DPSGD_CLIP_TWOPASS};
     float *row = malloc((size_t)B * sizeof *row);
     for (size_t mi = 0; mi < sizeof methods / sizeof *methods; mi++) {
         dpsgd_config cfg;
@@ -745,8 +749,8 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
         }
         free(got_total);
         if (getenv("DP_TEST_VERBOSE"))
-            printf("%s [%s]: %d tensors, total[0] %.6g, %zu layers, first %s\n", what, dpsgd_norms_name(cfg.norms), n_tp,
-                   total[0], dpsgd_layer_count(dp), dpsgd_formulation_name(dpsgd_layer(dp, 0)->norms));
+            printf("%s [%s]: %d tensors, total[0] %.6g, %zu layers, first %s\n", what, dpsgd_norms_name(cfg.norms),
+                   n_tp, total[0], dpsgd_layer_count(dp), dpsgd_formulation_name(dpsgd_layer(dp, 0)->norms));
         dpsgd_free(dp);
         CHECK_OK(dp_model_zero_grad(m, 1));
     }
@@ -815,13 +819,13 @@ int main(void) {
     test_tied_memory();
     test_adopt();
     const dpsgd_formulation GS = DPSGD_FORM_GRAM_STRIP, PS = DPSGD_FORM_GRAD_STRIP;
-    test_strips(GS, DP_F32, 3, 7, 16, 24, 7, 3);        /* one strip: the diagonal block */
-    test_strips(GS, DP_F32, 2, 300, 9, 13, 256, 2);     /* a full strip and a short one */
+    test_strips(GS, DP_F32, 3, 7, 16, 24, 7, 3);    /* one strip: the diagonal block */
+    test_strips(GS, DP_F32, 2, 300, 9, 13, 256, 2); /* a full strip and a short one */
     test_strips(GS, DP_BF16, 2, 300, 16, 8, 256, 2);
-    test_strips(GS, DP_F32, 3, 512, 5, 4, 256, 3);      /* two strips, the diagonals in one GEMM */
+    test_strips(GS, DP_F32, 3, 512, 5, 4, 256, 3); /* two strips, the diagonals in one GEMM */
     test_strips(GS, DP_BF16, 3, 512, 8, 16, 256, 3);
-    test_strips(GS, DP_F32, 5, 4096, 3, 5, 256, 4);     /* sixteen strips, samples 4 + 1 */
-    test_strips(PS, DP_F32, 3, 9, 12, 20, 20, 3);       /* one block */
+    test_strips(GS, DP_F32, 5, 4096, 3, 5, 256, 4); /* sixteen strips, samples 4 + 1 */
+    test_strips(PS, DP_F32, 3, 9, 12, 20, 20, 3);   /* one block */
     test_strips(PS, DP_BF16, 2, 5, 24, 40, 40, 2);
     test_strips(PS, DP_F32, 1, 2, 4096, 4097, 2048, 1); /* 2048 + 2048 + 1 rows */
     test_strips(PS, DP_F32, 3, 3, 2048, 2048, 2048, 2); /* samples 2 + 1 */

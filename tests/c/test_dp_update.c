@@ -33,8 +33,13 @@ typedef struct method {
 } method;
 
 static const method methods[] = {
-    {"flat", 0, 0},        {"ghost", 0, 0},        {"mixed_ghost", 0, 0},          {"bk", 0, 0},
-    {"flash_clip", 0, 0},  {NULL, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_TWOPASS},        {NULL, DPSGD_NORMS_GHOST, DPSGD_CLIP_BK},
+    {"flat", 0, 0},
+    {"ghost", 0, 0},
+    {"mixed_ghost", 0, 0},
+    {"bk", 0, 0},
+    {"flash_clip", 0, 0},
+    {NULL, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_TWOPASS},
+    {NULL, DPSGD_NORMS_GHOST, DPSGD_CLIP_BK},
     {NULL, DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS},
 };
 #define N_METHODS (sizeof methods / sizeof *methods)
@@ -67,8 +72,8 @@ static dp_model *make_model(dp_arch arch, int tied, int lora) {
 
 /* Runs one logical step of `physical`-sized batches with method mt; writes the concatenated
  * trainable parameters after one SGD step (lr 0.5) into out (n floats) and returns n. */
-static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, double C, double sigma,
-                        int64_t physical, float *out, int64_t cap, float *norms_out) {
+static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, double C, double sigma, int64_t physical,
+                        float *out, int64_t cap, float *norms_out) {
     dp_model *m = make_model(arch, tied, lora);
     if (!m) return 0;
     int64_t physical_cfg = physical;
@@ -179,8 +184,9 @@ static void test_presets_agree(dp_arch arch, int tied, int lora) {
                 CHECK_EQ_U64(nk, n0);
                 double diff = update_diff(got, ref, base, n0);
                 if (!(diff < 1e-5)) {
-                    fprintf(stderr, "  %s%s%s: %s (%s+%s), physical %lld, sigma %g: update differs from flat's by "
-                                    "%.3g relative\n",
+                    fprintf(stderr,
+                            "  %s%s%s: %s (%s+%s), physical %lld, sigma %g: update differs from flat's by "
+                            "%.3g relative\n",
                             arch == DP_ARCH_GPT ? "gpt" : "llama", tied ? " tied" : "", lora ? " lora" : "",
                             methods[k].name ? methods[k].name : "-", dpsgd_norms_name(methods[k].norms),
                             dpsgd_clip_name(methods[k].clip), (long long)phys, sigma, diff);
@@ -311,7 +317,8 @@ static void test_phase_order(void) {
     dpsgd_norms_method nm;
     dpsgd_clip_method cm;
     CHECK(dpsgd_method_preset("fast", &nm, &cm) == DP_EINVAL && strstr(dp_error_message(), "flash_clip"));
-    CHECK(dpsgd_norms_parse("gram", &nm) == DP_EINVAL && strstr(dp_error_message(), "materialize, ghost, mixed, flash"));
+    CHECK(dpsgd_norms_parse("gram", &nm) == DP_EINVAL &&
+          strstr(dp_error_message(), "materialize, ghost, mixed, flash"));
     CHECK(dpsgd_clip_parse("once", &cm) == DP_EINVAL && strstr(dp_error_message(), "twopass, bk"));
     dp_model_free(m);
 }

@@ -7,14 +7,13 @@
 #include <lualib.h>
 #include <string.h>
 
-static const char *script =
-    "local dp = require('dpprof')\n"
-    "dp.device('cpu')\n"
-    "local w <close> = dp.tensor{shape={256, 64}, category='parameters', module='embed'}\n"
-    "local a = dp.tensor{shape={1000}, category='activations'}\n"
-    "a:free()\n"
-    "local s = dp.memory.stats()\n"
-    "return s.current.parameters, s.peaks.activations, s.peak, dp.version\n";
+static const char *script = "local dp = require('dpprof')\n"
+                            "dp.device('cpu')\n"
+                            "local w <close> = dp.tensor{shape={256, 64}, category='parameters', module='embed'}\n"
+                            "local a = dp.tensor{shape={1000}, category='activations'}\n"
+                            "a:free()\n"
+                            "local s = dp.memory.stats()\n"
+                            "return s.current.parameters, s.peaks.activations, s.peak, dp.version\n";
 
 int main(void) {
     lua_State *L = luaL_newstate();

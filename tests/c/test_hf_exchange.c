@@ -23,7 +23,6 @@
 static char fixtures[1024];
 static char tmpdir[64];
 
-
 static cJSON *read_json(const char *path) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return NULL;
@@ -166,8 +165,8 @@ static void check_same_tensors(const char *a_path, const char *b_path) {
                 check_failures++;
                 continue;
             }
-            int same = strcmp(x->dtype, y->dtype) == 0 && x->ndim == y->ndim && x->end - x->begin == y->end - y->begin &&
-                       memcmp(x->shape, y->shape, sizeof x->shape) == 0 &&
+            int same = strcmp(x->dtype, y->dtype) == 0 && x->ndim == y->ndim &&
+                       x->end - x->begin == y->end - y->begin && memcmp(x->shape, y->shape, sizeof x->shape) == 0 &&
                        memcmp(dp_st_data(a, x), dp_st_data(b, y), x->end - x->begin) == 0;
             if (!same) {
                 fprintf(stderr, "'%s' differs between %s and %s\n", x->name, a_path, b_path);

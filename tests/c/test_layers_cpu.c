@@ -114,8 +114,8 @@ static double norm_loss(void *p) {
 static void test_norm(int rms) {
     printf("%s\n", rms ? "rmsnorm" : "layernorm");
     const int64_t N = 6, d = 16;
-    norm_ctx c = {rms, N, d, randn(N * d, 1), randn(d, 0.5f), randn(d, 0.5f), randn(N * d, 1), zeros(N * d),
-                  zeros(N), zeros(N)};
+    norm_ctx c = {rms,          N,        d,       randn(N * d, 1), randn(d, 0.5f), randn(d, 0.5f), randn(N * d, 1),
+                  zeros(N * d), zeros(N), zeros(N)};
     for (int64_t j = 0; j < d; j++) c.w[j] += 1.0f;
     for (int64_t i = 0; i < N * d; i++) c.x[i] += 0.3f; /* a non-zero mean */
     norm_loss(&c);
@@ -288,7 +288,7 @@ static void test_rope(void) {
                 worst = fmax(worst, fmax(fabs(x[i1] - r1), fabs(x[i2] - r2)));
             }
     printf("  forward max error %.3g\n", worst);
-    CHECK(worst < 1e-5); /* f32 angles up to 8 rad: a few ulps of the angle */
+    CHECK(worst < 1e-5);            /* f32 angles up to 8 rad: a few ulps of the angle */
     for (int64_t n = 0; n < N; n++) /* the other half of each row is untouched */
         for (int64_t i = H * hd; i < ldx; i++) CHECK(x[n * ldx + i] == x0[n * ldx + i]);
     /* the inverse is the adjoint (a rotation): <R, rope(x)> == <rope^-1(R), x> */
@@ -317,8 +317,8 @@ typedef struct {
 static double att_loss(void *p) {
     att_ctx *c = p;
     const int64_t d = c->H * c->hd;
-    CHECK_OK(ops->attention_forward(cpu, DP_F32, c->out, c->lse, c->qkv, c->qkv + d, c->qkv + 2 * d, c->ld, c->B,
-                                    c->T, c->H, c->hd, c->scale));
+    CHECK_OK(ops->attention_forward(cpu, DP_F32, c->out, c->lse, c->qkv, c->qkv + d, c->qkv + 2 * d, c->ld, c->B, c->T,
+                                    c->H, c->hd, c->scale));
     return dot_fd(c->R, c->out, c->B * c->T * d);
 }
 
@@ -385,14 +385,14 @@ static void test_attention(void) {
     set_threads(1);
     att_loss(&e);
     float *g1 = zeros(N2 * e.ld), *dl = zeros(nl);
-    CHECK_OK(ops->attention_backward(cpu, DP_F32, g1, g1 + d2, g1 + 2 * d2, e.ld, e.R, e.out, e.lse, e.qkv,
-                                     e.qkv + d2, e.qkv + 2 * d2, e.ld, dl, e.B, e.T, e.H, e.hd, e.scale));
+    CHECK_OK(ops->attention_backward(cpu, DP_F32, g1, g1 + d2, g1 + 2 * d2, e.ld, e.R, e.out, e.lse, e.qkv, e.qkv + d2,
+                                     e.qkv + 2 * d2, e.ld, dl, e.B, e.T, e.H, e.hd, e.scale));
     float *out1 = copy_of(e.out, N2 * d2);
     set_threads(4);
     att_loss(&e);
     float *g4 = zeros(N2 * e.ld);
-    CHECK_OK(ops->attention_backward(cpu, DP_F32, g4, g4 + d2, g4 + 2 * d2, e.ld, e.R, e.out, e.lse, e.qkv,
-                                     e.qkv + d2, e.qkv + 2 * d2, e.ld, dl, e.B, e.T, e.H, e.hd, e.scale));
+    CHECK_OK(ops->attention_backward(cpu, DP_F32, g4, g4 + d2, g4 + 2 * d2, e.ld, e.R, e.out, e.lse, e.qkv, e.qkv + d2,
+                                     e.qkv + 2 * d2, e.ld, dl, e.B, e.T, e.H, e.hd, e.scale));
     set_threads(2);
     CHECK(memcmp(out1, e.out, (size_t)(N2 * d2) * sizeof(float)) == 0);
     CHECK(memcmp(g1, g4, (size_t)(N2 * e.ld) * sizeof(float)) == 0);
@@ -406,10 +406,10 @@ static void test_attention(void) {
     round_bf16(e.qkv, qh, e.qkv, N2 * e.ld);
     att_loss(&e);
     float *lh = zeros(nl);
-    CHECK_OK(ops->attention_forward(cpu, DP_BF16, oh, lh, qh, qh + d2, qh + 2 * d2, e.ld, e.B, e.T, e.H, e.hd,
-                                    e.scale));
+    CHECK_OK(
+        ops->attention_forward(cpu, DP_BF16, oh, lh, qh, qh + d2, qh + 2 * d2, e.ld, e.B, e.T, e.H, e.hd, e.scale));
     for (int64_t i = 0; i < N2 * d2; i++) CHECK(oh[i] == dp_f32_to_bf16(e.out[i])); /* one rounding */
-    for (int64_t i = 0; i < nl; i++) CHECK(lh[i] == e.lse[i]); /* the same f32 arithmetic */
+    for (int64_t i = 0; i < nl; i++) CHECK(lh[i] == e.lse[i]);                      /* the same f32 arithmetic */
     free(qh), free(oh), free(lh), free(ro), free(rl), free(g1), free(g4), free(dl), free(out1);
     free(e.qkv), free(e.R), free(e.out), free(e.lse);
 }

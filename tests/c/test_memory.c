@@ -34,8 +34,8 @@ static void test_exact_figures(void) {
     CHECK_OK(dp_mem_alloc_module(m, 300, DP_CAT_ACTIVATIONS, fc, &a1));
     CHECK_OK(dp_mem_alloc_module(m, 700, DP_CAT_ACTIVATIONS, fc, &a2));
     CHECK_OK(dp_mem_alloc_module(m, 5000, DP_CAT_TEMP, fc, &t1)); /* total 9000: the peak */
-    dp_mem_release(m, &t1);                                        /* 4000 */
-    dp_mem_release(m, &a1);                                        /* 3700 */
+    dp_mem_release(m, &t1);                                       /* 4000 */
+    dp_mem_release(m, &a1);                                       /* 3700 */
     dp_alloc g1;
     CHECK_OK(dp_mem_alloc_module(m, 3000, DP_CAT_GRADIENTS, emb, &g1)); /* 6700 */
     dp_mem_stats s;
@@ -135,7 +135,7 @@ static void test_event_compaction_and_timeline(void) {
         if (cur > peak) peak = cur;
     }
     for (int i = 0; i < 20; i += 2) dp_mem_release(m, &a[i]);
-    CHECK(dp_mem_event_count(m) <= 9); /* 8 logged and one partly merged */
+    CHECK(dp_mem_event_count(m) <= 9);  /* 8 logged and one partly merged */
     CHECK(dp_mem_event_stride(m) >= 4); /* 30 raw events in at most 8 slots */
     uint64_t logged_max = 0;
     for (size_t i = 0; i < dp_mem_event_count(m); i++)

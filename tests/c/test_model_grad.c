@@ -212,11 +212,15 @@ static void hook_reset(hook_ctx *h) {
 
 static void check_hooks(dp_model *m, dp_batch *bt) {
     const int np = dp_model_param_count(m);
-    hook_ctx h = {m, bt->inputs.shape[0], bt->inputs.shape[1], calloc((size_t)np, sizeof(double *)),
-                  calloc((size_t)np, sizeof(int)), 0};
+    hook_ctx h = {m,
+                  bt->inputs.shape[0],
+                  bt->inputs.shape[1],
+                  calloc((size_t)np, sizeof(double *)),
+                  calloc((size_t)np, sizeof(int)),
+                  0};
     for (int i = 0; i < np; i++) h.acc[i] = calloc((size_t)dp_model_param(m, i)->value.numel, sizeof(double));
-    dp_layer_hooks hooks = {.ctx = &h, .linear = on_linear, .norm = on_norm, .embedding = on_embedding,
-                            .position = on_position};
+    dp_layer_hooks hooks = {
+        .ctx = &h, .linear = on_linear, .norm = on_norm, .embedding = on_embedding, .position = on_position};
 
     /* with weight gradients: every trainable parameter's hooks add up to its gradient */
     CHECK_OK(dp_model_zero_grad(m, 1));
@@ -327,7 +331,7 @@ static void check_bf16(dp_model *m32, const dp_model_config *cfg, dp_batch *bt) 
     }
     double cosine = dot / sqrt(n32 * n16);
     printf("  bf16: loss %.5f vs f32 %.5f, gradient cosine %.5f\n", l16, l32, cosine);
-    CHECK_CLOSE(l16, l32, 2e-2);   /* bf16 activations: ~3 significant digits through 2 blocks */
+    CHECK_CLOSE(l16, l32, 2e-2); /* bf16 activations: ~3 significant digits through 2 blocks */
     CHECK(cosine > 0.99);
     dp_model_free(m);
 }

@@ -23,11 +23,11 @@
 static const int64_t seq[NT] = {256, 512, 1024, 2048};
 
 typedef struct {
-    uint64_t peak[DP_CAT_COUNT];   /* each category's peak over the step, above its level before */
-    uint64_t after[DP_CAT_COUNT];  /* live after the step */
-    uint32_t modules;              /* module ids interned so far */
-    uint64_t module_peak[512];     /* per module: peak over the step */
-    size_t n_ops;                  /* the ledger of building the model and one step */
+    uint64_t peak[DP_CAT_COUNT];  /* each category's peak over the step, above its level before */
+    uint64_t after[DP_CAT_COUNT]; /* live after the step */
+    uint32_t modules;             /* module ids interned so far */
+    uint64_t module_peak[512];    /* per module: peak over the step */
+    size_t n_ops;                 /* the ledger of building the model and one step */
     dp_ledger_entry ops[64];
 } step_stats;
 
@@ -136,8 +136,13 @@ static void check_arch(dp_arch arch, const char *name) {
         const double pairs = (double)cfg.batch * cfg.heads * seq[i] * (seq[i] + 1) / 2.0;
         CHECK(att && att->calls == (uint64_t)cfg.layers &&
               att->flops == cfg.layers * (4.0 * (cfg.hidden / cfg.heads) + 5.0) * pairs);
-        const char *ops[] = {"embedding_fwd", "embedding_bwd", "gemm", "attention_bwd", "cross_entropy_fwd",
-                             "cross_entropy_bwd", arch == DP_ARCH_GPT ? "layernorm_bwd" : "rmsnorm_bwd",
+        const char *ops[] = {"embedding_fwd",
+                             "embedding_bwd",
+                             "gemm",
+                             "attention_bwd",
+                             "cross_entropy_fwd",
+                             "cross_entropy_bwd",
+                             arch == DP_ARCH_GPT ? "layernorm_bwd" : "rmsnorm_bwd",
                              arch == DP_ARCH_GPT ? "gelu_bwd" : "swiglu_bwd"};
         for (size_t k = 0; k < sizeof ops / sizeof *ops; k++) {
             const dp_ledger_entry *e = find_op(&s_cpu, ops[k]);

@@ -9,11 +9,10 @@
 
 static void test_known_answers(void) {
     /* Random123 kat_vectors: counter words c0..c3, key k0 k1 -> 4 output words */
-    static const uint32_t kat[3][10] = {
-        {0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
-        {~0u, ~0u, ~0u, ~0u, ~0u, ~0u, 0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
-        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0, 0xd16cfe09, 0x94fdcceb,
-         0x5001e420, 0x24126ea1}};
+    static const uint32_t kat[3][10] = {{0, 0, 0, 0, 0, 0, 0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8},
+                                        {~0u, ~0u, ~0u, ~0u, ~0u, ~0u, 0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd},
+                                        {0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344, 0xa4093822, 0x299f31d0,
+                                         0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}};
     for (int i = 0; i < 3; i++) {
         const uint32_t *v = kat[i];
         uint64_t block = (uint64_t)v[1] << 32 | v[0], stream = (uint64_t)v[3] << 32 | v[2];
@@ -53,7 +52,10 @@ static void test_moments(void) {
         suu += u * u;
         double z = dp_philox_normal(42, 7, (uint64_t)i);
         if ((i & 3) == 0) dp_philox_normal4(42, 7, (uint64_t)i >> 2, z4);
-        if (z != z4[i & 3]) { CHECK(z == z4[i & 3]); break; }
+        if (z != z4[i & 3]) {
+            CHECK(z == z4[i & 3]);
+            break;
+        }
         sz += z;
         szz += z * z;
         sz4 += z * z * z * z;

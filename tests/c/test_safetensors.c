@@ -186,16 +186,15 @@ static void test_malformed(void) {
     expect_refused("duplicate", hdr, 8, DP_EINVAL, WANT("'a'"));
     expect_refused("negative dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, DP_EINVAL,
                    WANT("'a'", "shape[0]"));
-    expect_refused("fractional dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8,
-                   DP_EINVAL, WANT("'a'", "shape[0]"));
+    expect_refused("fractional dim", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8, DP_EINVAL,
+                   WANT("'a'", "shape[0]"));
     expect_refused("no offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, DP_EINVAL,
                    WANT("'a'", "data_offsets"));
-    expect_refused("reversed offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}", 8,
-                   DP_EINVAL, WANT("'a'", "end before"));
+    expect_refused("reversed offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[8,0]}}", 8, DP_EINVAL,
+                   WANT("'a'", "end before"));
     expect_refused("no dtype", "{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, DP_EINVAL, WANT("'a'", "dtype"));
     expect_refused("entry not object", "{\"a\":3}", 0, DP_EINVAL, WANT("'a'", "not a JSON object"));
-    expect_refused("metadata value", "{\"__metadata__\":{\"format\":1}}", 0, DP_EINVAL,
-                   WANT("__metadata__", "format"));
+    expect_refused("metadata value", "{\"__metadata__\":{\"format\":1}}", 0, DP_EINVAL, WANT("__metadata__", "format"));
 
     /* raw length fields the JSON never gets to */
     char path[128];

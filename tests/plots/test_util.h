@@ -31,8 +31,8 @@ size_t tu_image_count_color(const tu_image *img, dpplot_rgb c, int tol);
 
 /* Checks a rendered chart: exists, has the expected size, a non-blank plot area, and each of
  * the named methods' colours (at least min_pixels pixels of each). */
-void tu_check_chart(const char *path, int width, int height, const char *const *methods,
-                    size_t n_methods, size_t min_pixels);
+void tu_check_chart(const char *path, int width, int height, const char *const *methods, size_t n_methods,
+                    size_t min_pixels);
 
 /* Compares file `actual` with `golden`; when DPPLOT_UPDATE_GOLDEN=1 is set, copies actual over
  * golden instead. Prints the first differing line on mismatch. */

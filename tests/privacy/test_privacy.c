@@ -23,8 +23,7 @@
 
 static int n_passed, n_failed;
 
-static void check(int ok, const char *what)
-{
+static void check(int ok, const char *what) {
     if (ok) {
         n_passed++;
     } else {
@@ -34,42 +33,35 @@ static void check(int ok, const char *what)
 }
 
 /* Relative difference; 0 when both are the same infinity. */
-static double rel_diff(double got, double want)
-{
-    if (isinf(got) || isinf(want))
-        return got == want ? 0.0 : INFINITY;
+static double rel_diff(double got, double want) {
+    if (isinf(got) || isinf(want)) return got == want ? 0.0 : INFINITY;
     return fabs(got - want) / fmax(fabs(want), 1e-300);
 }
 
 /* Splits a CSV line in place into at most max_fields fields; returns the count. */
-static int split_csv(char *line, char **fields, int max_fields)
-{
+static int split_csv(char *line, char **fields, int max_fields) {
     int n = 0;
     line[strcspn(line, "\r\n")] = '\0';
     char *p = line;
     while (n < max_fields) {
         fields[n++] = p;
         char *comma = strchr(p, ',');
-        if (comma == NULL)
-            break;
+        if (comma == NULL) break;
         *comma = '\0';
         p = comma + 1;
     }
     return n;
 }
 
-static FILE *open_fixture(const char *name)
-{
+static FILE *open_fixture(const char *name) {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", DP_PRIVACY_FIXTURE_DIR, name);
     FILE *f = fopen(path, "r");
-    if (f == NULL)
-        printf("FAIL: cannot open %s\n", path);
+    if (f == NULL) printf("FAIL: cannot open %s\n", path);
     return f;
 }
 
-static void test_against_opacus(void)
-{
+static void test_against_opacus(void) {
     FILE *f = open_fixture("opacus_rdp.csv");
     if (f == NULL) {
         n_failed++;
@@ -79,8 +71,7 @@ static void test_against_opacus(void)
     double max_eps = 0.0, max_sigma = 0.0, max_noise_eps = 0.0;
     int n_eps = 0, n_noise = 0, n_raises = 0, header_seen = 0;
     while (fgets(line, sizeof line, f) != NULL) {
-        if (line[0] == '#' || line[0] == '\n')
-            continue;
+        if (line[0] == '#' || line[0] == '\n') continue;
         if (!header_seen) { /* kind,sample_rate,noise_multiplier,steps,delta,target_epsilon,epsilon,order */
             header_seen = 1;
             continue;
@@ -103,14 +94,13 @@ static void test_against_opacus(void)
             n_eps++;
             snprintf(what, sizeof what,
                      "epsilon q=%g sigma=%g steps=%lld delta=%g: got %.17g (order %g, rc %d %s), "
-                     "opacus %.17g (order %g)", q, sigma, steps, delta, eps, order, rc,
-                     rc ? err : "", want_eps, want_order);
+                     "opacus %.17g (order %g)",
+                     q, sigma, steps, delta, eps, order, rc, rc ? err : "", want_eps, want_order);
             check(d <= OPACUS_REL_TOL && order == want_order, what);
         } else if (strcmp(c[0], "noise") == 0) {
             double got_sigma = NAN, eps = NAN, order = NAN;
-            int rc = dp_privacy_noise_multiplier(target, delta, q, steps,
-                                                 DP_PRIVACY_EPSILON_TOLERANCE,
-                                                 &got_sigma, &eps, &order, err, sizeof err);
+            int rc = dp_privacy_noise_multiplier(target, delta, q, steps, DP_PRIVACY_EPSILON_TOLERANCE, &got_sigma,
+                                                 &eps, &order, err, sizeof err);
             double ds = rc == DP_PRIVACY_OK ? rel_diff(got_sigma, sigma) : INFINITY;
             double de = rc == DP_PRIVACY_OK ? rel_diff(eps, want_eps) : INFINITY;
             max_sigma = fmax(max_sigma, ds);
@@ -118,17 +108,18 @@ static void test_against_opacus(void)
             n_noise++;
             snprintf(what, sizeof what,
                      "noise_multiplier eps=%g delta=%g q=%g steps=%lld: got sigma %.17g eps %.17g "
-                     "(rc %d %s), opacus sigma %.17g eps %.17g", target, delta, q, steps,
-                     got_sigma, eps, rc, rc ? err : "", sigma, want_eps);
+                     "(rc %d %s), opacus sigma %.17g eps %.17g",
+                     target, delta, q, steps, got_sigma, eps, rc, rc ? err : "", sigma, want_eps);
             check(ds <= OPACUS_REL_TOL && de <= OPACUS_REL_TOL && order == want_order, what);
         } else if (strcmp(c[0], "noise_raises") == 0) {
             double got_sigma;
-            int rc = dp_privacy_noise_multiplier(target, delta, q, steps,
-                                                 DP_PRIVACY_EPSILON_TOLERANCE,
-                                                 &got_sigma, NULL, NULL, err, sizeof err);
+            int rc = dp_privacy_noise_multiplier(target, delta, q, steps, DP_PRIVACY_EPSILON_TOLERANCE, &got_sigma,
+                                                 NULL, NULL, err, sizeof err);
             n_raises++;
-            snprintf(what, sizeof what, "noise_multiplier eps=%g q=%g steps=%lld: want "
-                     "EBUDGET as Opacus raises, got rc %d", target, q, steps, rc);
+            snprintf(what, sizeof what,
+                     "noise_multiplier eps=%g q=%g steps=%lld: want "
+                     "EBUDGET as Opacus raises, got rc %d",
+                     target, q, steps, rc);
             check(rc == DP_PRIVACY_EBUDGET && strstr(err, "noise_multiplier") != NULL, what);
         } else {
             check(0, "opacus_rdp.csv: unknown row kind");
@@ -136,15 +127,13 @@ static void test_against_opacus(void)
     }
     fclose(f);
     check(n_eps > 0 && n_noise > 0 && n_raises > 0, "opacus_rdp.csv has every row kind");
-    printf("opacus epsilon:          %3d rows, max rel diff %.3e (tol %.0e)\n",
-           n_eps, max_eps, OPACUS_REL_TOL);
-    printf("opacus noise_multiplier: %3d rows, max rel diff sigma %.3e, eps %.3e (tol %.0e)\n",
-           n_noise, max_sigma, max_noise_eps, OPACUS_REL_TOL);
+    printf("opacus epsilon:          %3d rows, max rel diff %.3e (tol %.0e)\n", n_eps, max_eps, OPACUS_REL_TOL);
+    printf("opacus noise_multiplier: %3d rows, max rel diff sigma %.3e, eps %.3e (tol %.0e)\n", n_noise, max_sigma,
+           max_noise_eps, OPACUS_REL_TOL);
     printf("opacus budget too low:   %3d rows, all EBUDGET\n", n_raises);
 }
 
-static void test_log_erfc(void)
-{
+static void test_log_erfc(void) {
     FILE *f = open_fixture("log_erfc_mpmath.csv");
     if (f == NULL) {
         n_failed++;
@@ -154,8 +143,7 @@ static void test_log_erfc(void)
     double max_d = 0.0;
     int n = 0, header_seen = 0;
     while (fgets(line, sizeof line, f) != NULL) {
-        if (line[0] == '#' || line[0] == '\n')
-            continue;
+        if (line[0] == '#' || line[0] == '\n') continue;
         if (!header_seen) { /* x,log_erfc */
             header_seen = 1;
             continue;
@@ -177,14 +165,11 @@ static void test_log_erfc(void)
     fclose(f);
     check(n > 0, "log_erfc_mpmath.csv has rows");
     /* The trap: erfc underflows to 0 past x ~ 27.2, so log(erfc(x)) would be -inf. */
-    check(isfinite(dp_privacy_log_erfc(40.0)) && erfc(40.0) == 0.0,
-          "log_erfc stays finite where erfc underflows");
-    printf("mpmath log_erfc:         %3d rows, max rel diff %.3e (tol %.0e)\n",
-           n, max_d, LOG_ERFC_REL_TOL);
+    check(isfinite(dp_privacy_log_erfc(40.0)) && erfc(40.0) == 0.0, "log_erfc stays finite where erfc underflows");
+    printf("mpmath log_erfc:         %3d rows, max rel diff %.3e (tol %.0e)\n", n, max_d, LOG_ERFC_REL_TOL);
 }
 
-static void test_published(void)
-{
+static void test_published(void) {
     char err[256];
     double eps, order, sigma;
 
@@ -197,13 +182,13 @@ static void test_published(void)
 
     /* Same file, test_get_noise_multiplier_rdp_epochs: ε = 8, δ = 1e-5, q = 0.04,
      * 90 epochs (2250 steps) -> σ = 1.416 (4 places). */
-    rc = dp_privacy_noise_multiplier(8.0, 1e-5, 0.04, 2250, DP_PRIVACY_EPSILON_TOLERANCE,
-                                     &sigma, NULL, NULL, err, sizeof err);
+    rc = dp_privacy_noise_multiplier(8.0, 1e-5, 0.04, 2250, DP_PRIVACY_EPSILON_TOLERANCE, &sigma, NULL, NULL, err,
+                                     sizeof err);
     check(rc == DP_PRIVACY_OK && fabs(sigma - 1.416) < 5e-5,
           "published: Opacus test_get_noise_multiplier_rdp_epochs sigma 1.416");
     /* test_get_noise_multiplier_rdp_steps: 2000 steps -> σ = 1.3562 (4 places). */
-    rc = dp_privacy_noise_multiplier(8.0, 1e-5, 0.04, 2000, DP_PRIVACY_EPSILON_TOLERANCE,
-                                     &sigma, NULL, NULL, err, sizeof err);
+    rc = dp_privacy_noise_multiplier(8.0, 1e-5, 0.04, 2000, DP_PRIVACY_EPSILON_TOLERANCE, &sigma, NULL, NULL, err,
+                                     sizeof err);
     check(rc == DP_PRIVACY_OK && fabs(sigma - 1.3562) < 5e-5,
           "published: Opacus test_get_noise_multiplier_rdp_steps sigma 1.3562");
 
@@ -211,27 +196,24 @@ static void test_published(void)
      * composing (q, σ, steps) = (1e-5, 1.0, 10) and (1e-4, 3.0, 4) over orders 2..32
      * at δ = 1e-5 gives (ε, order) = (0.336, 23). Checks composition by adding RDP. */
     double orders[31], rdp_a[31], rdp_b[31], rdp_sum[31];
-    for (int k = 0; k < 31; k++)
-        orders[k] = 2.0 + k;
+    for (int k = 0; k < 31; k++) orders[k] = 2.0 + k;
     int rc_a = dp_privacy_rdp(1e-5, 1.0, 10, orders, 31, rdp_a, err, sizeof err);
     int rc_b = dp_privacy_rdp(1e-4, 3.0, 4, orders, 31, rdp_b, err, sizeof err);
-    for (int k = 0; k < 31; k++)
-        rdp_sum[k] = rdp_a[k] + rdp_b[k];
+    for (int k = 0; k < 31; k++) rdp_sum[k] = rdp_a[k] + rdp_b[k];
     rc = dp_privacy_epsilon_from_rdp(orders, rdp_sum, 31, 1e-5, &eps, &order, err, sizeof err);
-    check(rc_a == DP_PRIVACY_OK && rc_b == DP_PRIVACY_OK && rc == DP_PRIVACY_OK &&
-          fabs(eps - 0.336) < 5e-4 && order == 23.0,
+    check(rc_a == DP_PRIVACY_OK && rc_b == DP_PRIVACY_OK && rc == DP_PRIVACY_OK && fabs(eps - 0.336) < 5e-4 &&
+              order == 23.0,
           "published: Opacus rdp.py docstring (0.336, 23)");
     printf("published Opacus rdp.py docstring: eps %.4f order %g (want 0.336, 23)\n", eps, order);
 }
 
-static void test_edges(void)
-{
+static void test_edges(void) {
     char err[256];
     double eps, order, orders[DP_PRIVACY_N_DEFAULT_ORDERS];
 
     dp_privacy_default_orders(orders);
-    check(orders[0] == 1.1 && orders[9] == 2.0 && orders[98] == 10.9 &&
-          orders[99] == 12.0 && orders[DP_PRIVACY_N_DEFAULT_ORDERS - 1] == 63.0,
+    check(orders[0] == 1.1 && orders[9] == 2.0 && orders[98] == 10.9 && orders[99] == 12.0 &&
+              orders[DP_PRIVACY_N_DEFAULT_ORDERS - 1] == 63.0,
           "default orders are Opacus's DEFAULT_ALPHAS");
 
     int rc = dp_privacy_epsilon(0.01, 1.0, 0, 1e-5, &eps, &order, err, sizeof err);
@@ -249,25 +231,22 @@ static void test_edges(void)
 }
 
 /* Expects rc EINVAL (or want_rc) and a message naming `name`. */
-static void expect_error(int rc, int want_rc, const char *err, const char *name, const char *what)
-{
+static void expect_error(int rc, int want_rc, const char *err, const char *name, const char *what) {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s: rc %d (want %d), message \"%s\" should name %s",
-             what, rc, want_rc, err, name);
+    snprintf(msg, sizeof msg, "%s: rc %d (want %d), message \"%s\" should name %s", what, rc, want_rc, err, name);
     check(rc == want_rc && strstr(err, name) != NULL, msg);
 }
 
-static void test_errors(void)
-{
+static void test_errors(void) {
     char err[256];
     double eps = -1.0, sigma = -1.0, rdp[1];
     const double bad_orders[1] = {1.0};
 
-#define EPS_ERR(q, s, n, d, name)                                                       \
-    do {                                                                                \
-        err[0] = '\0';                                                                  \
-        int rc_ = dp_privacy_epsilon((q), (s), (n), (d), &eps, NULL, err, sizeof err);  \
-        expect_error(rc_, DP_PRIVACY_EINVAL, err, (name), "epsilon(" #q "," #s "," #n "," #d ")"); \
+#define EPS_ERR(q, s, n, d, name)                                                                                      \
+    do {                                                                                                               \
+        err[0] = '\0';                                                                                                 \
+        int rc_ = dp_privacy_epsilon((q), (s), (n), (d), &eps, NULL, err, sizeof err);                                 \
+        expect_error(rc_, DP_PRIVACY_EINVAL, err, (name), "epsilon(" #q "," #s "," #n "," #d ")");                     \
     } while (0)
     EPS_ERR(-0.1, 1.0, 10, 1e-5, "sample_rate");
     EPS_ERR(1.5, 1.0, 10, 1e-5, "sample_rate");
@@ -281,13 +260,11 @@ static void test_errors(void)
 #undef EPS_ERR
     check(eps == -1.0, "out parameters untouched on failure");
 
-#define NM_ERR(e, d, q, n, tol, name)                                                   \
-    do {                                                                                \
-        err[0] = '\0';                                                                  \
-        int rc_ = dp_privacy_noise_multiplier((e), (d), (q), (n), (tol), &sigma, NULL, NULL, \
-                                              err, sizeof err);                         \
-        expect_error(rc_, DP_PRIVACY_EINVAL, err, (name),                               \
-                     "noise_multiplier(" #e "," #d "," #q "," #n "," #tol ")");         \
+#define NM_ERR(e, d, q, n, tol, name)                                                                                  \
+    do {                                                                                                               \
+        err[0] = '\0';                                                                                                 \
+        int rc_ = dp_privacy_noise_multiplier((e), (d), (q), (n), (tol), &sigma, NULL, NULL, err, sizeof err);         \
+        expect_error(rc_, DP_PRIVACY_EINVAL, err, (name), "noise_multiplier(" #e "," #d "," #q "," #n "," #tol ")");   \
     } while (0)
     NM_ERR(0.0, 1e-5, 0.01, 100, 0.01, "epsilon");
     NM_ERR(-1.0, 1e-5, 0.01, 100, 0.01, "epsilon");
@@ -307,8 +284,8 @@ static void test_errors(void)
     rc = dp_privacy_epsilon_from_rdp(bad_orders, rdp, 1, 1e-5, &eps, NULL, err, sizeof err);
     expect_error(rc, DP_PRIVACY_EINVAL, err, "orders", "epsilon_from_rdp at order 1");
 
-    rc = dp_privacy_noise_multiplier(0.01, 1e-5, 1.0, 100000, DP_PRIVACY_EPSILON_TOLERANCE,
-                                     &sigma, NULL, NULL, err, sizeof err);
+    rc = dp_privacy_noise_multiplier(0.01, 1e-5, 1.0, 100000, DP_PRIVACY_EPSILON_TOLERANCE, &sigma, NULL, NULL, err,
+                                     sizeof err);
     expect_error(rc, DP_PRIVACY_EBUDGET, err, "noise_multiplier", "budget too low");
 
     /* A NULL or tiny buffer is fine: the status still says what happened. */
@@ -319,11 +296,11 @@ static void test_errors(void)
     check(rc == DP_PRIVACY_EINVAL && strlen(tiny) == 3 && strncmp(tiny, "sam", 3) == 0,
           "a short err buffer is truncated and terminated");
     check(strcmp(dp_privacy_status_name(DP_PRIVACY_EBUDGET), "privacy budget out of reach") == 0 &&
-          strcmp(dp_privacy_status_name(42), "unknown status") == 0, "status names");
+              strcmp(dp_privacy_status_name(42), "unknown status") == 0,
+          "status names");
 }
 
-int main(void)
-{
+int main(void) {
     test_log_erfc();
     test_against_opacus();
     test_published();

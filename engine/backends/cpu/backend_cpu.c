@@ -20,8 +20,8 @@
 #endif
 
 #define CPU_ALIGN 64
-#define PAR_MIN 32768      /* below this many elements a loop runs on one thread */
-#define SUM_CHUNK 4096     /* elements per partial sum in reductions */
+#define PAR_MIN 32768  /* below this many elements a loop runs on one thread */
+#define SUM_CHUNK 4096 /* elements per partial sum in reductions */
 
 static void read_cpu_model(char *out, size_t n) {
     snprintf(out, n, "unknown CPU");
@@ -99,8 +99,8 @@ static int cpu_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value)
     return DP_OK;
 }
 
-static int cpu_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b,
-                    uint64_t seed, uint64_t stream, uint64_t offset, int accumulate, float post) {
+static int cpu_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b, uint64_t seed,
+                    uint64_t stream, uint64_t offset, int accumulate, float post) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rand"));
     /* element i of the tensor is element offset+i of the stream */
@@ -165,8 +165,8 @@ static int cpu_gemm(dp_device *dev, const dp_gemm_args *g) {
         CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
         for (int64_t b = 0; b < g->batch; b++)
             cblas_sgemm(CblasRowMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k, g->alpha,
-                        A + b * g->stride_a, (blasint)g->lda, B + b * g->stride_b, (blasint)g->ldb,
-                        g->beta, C + b * g->stride_c, (blasint)g->ldc);
+                        A + b * g->stride_a, (blasint)g->lda, B + b * g->stride_b, (blasint)g->ldb, g->beta,
+                        C + b * g->stride_c, (blasint)g->ldc);
         if (wc) {
             size_t n = (size_t)((g->batch - 1) * g->stride_c + g->m * g->ldc);
             for (size_t i = 0; i < n; i++) ((uint16_t *)g->c)[i] = dp_f32_to_bf16(wc[i]);
@@ -230,8 +230,8 @@ static double sumsq_span(dp_dtype t, const void *x, size_t n) {
     return total;
 }
 
-static int cpu_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, const void *x,
-                          float *out, int accumulate) {
+static int cpu_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, const void *x, float *out,
+                          int accumulate) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "sumsq_rows"));
     size_t es = dp_dtype_size(t);

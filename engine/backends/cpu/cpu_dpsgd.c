@@ -32,8 +32,8 @@ static void finish_partials(int64_t B, int64_t n_parts, const double *partials, 
     }
 }
 
-static int cpu_batched_dot(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, const void *x, dp_dtype ty,
-                           const void *y, float alpha, float *out, int accumulate) {
+static int cpu_batched_dot(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, const void *x, dp_dtype ty, const void *y,
+                           float alpha, float *out, int accumulate) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(tx, "batched_dot"));
     DP_TRY(dp_cpu_need_float(ty, "batched_dot"));
@@ -45,7 +45,8 @@ static int cpu_batched_dot(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, co
         int64_t i = item / parts, k = item % parts;
         int64_t begin = k * DOT_CHUNK, end = begin + DOT_CHUNK < n ? begin + DOT_CHUNK : n;
         double s = 0.0;
-        for (int64_t j = begin; j < end; j++) s += (double)dp_cpu_ld(tx, x, i * n + j) * (double)dp_cpu_ld(ty, y, i * n + j);
+        for (int64_t j = begin; j < end; j++)
+            s += (double)dp_cpu_ld(tx, x, i * n + j) * (double)dp_cpu_ld(ty, y, i * n + j);
         partial[item] = s;
     }
     finish_partials(B, parts, partial, alpha, out, accumulate);
@@ -53,8 +54,8 @@ static int cpu_batched_dot(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, co
     return DP_OK;
 }
 
-static int cpu_gram_dot_masked(dp_device *dev, int64_t B, int64_t T, const float *gram, const int32_t *ids,
-                               float alpha, float *out, int accumulate) {
+static int cpu_gram_dot_masked(dp_device *dev, int64_t B, int64_t T, const float *gram, const int32_t *ids, float alpha,
+                               float *out, int accumulate) {
     (void)dev;
     double *partial = malloc(nz(B * T) * sizeof *partial);
     if (!partial) return host_oom("gram_dot_masked");
@@ -86,8 +87,8 @@ static int cpu_token_sum(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64
     return DP_OK;
 }
 
-static int cpu_norm_grads(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, const void *x,
-                          const float *mean, const float *rstd, const void *g, float *dw, float *db) {
+static int cpu_norm_grads(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, const void *x, const float *mean,
+                          const float *rstd, const void *g, float *dw, float *db) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "norm_grads"));
 #pragma omp parallel for schedule(static) if (B * T * d > PAR_MIN)
@@ -166,8 +167,8 @@ static int cpu_grouped_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, i
     return DP_OK;
 }
 
-static int cpu_scatter_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V,
-                            const void *g, const int32_t *ids, float alpha, float *psg) {
+static int cpu_scatter_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V, const void *g,
+                            const int32_t *ids, float alpha, float *psg) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "scatter_rows"));
 #pragma omp parallel for schedule(static) if (B * T * d > PAR_MIN)
@@ -217,8 +218,8 @@ static double frob(const float *x, const float *y, int64_t n) {
     return s;
 }
 
-static int cpu_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
-                               const void *a, const void *g, float alpha, float *out, int accumulate) {
+static int cpu_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p, const void *a,
+                               const void *g, float alpha, float *out, int accumulate) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "gram_tile_sumsq"));
     const int64_t S = DPSGD_FLASH_TILE, nt = (T + S - 1) / S, pairs = nt * (nt + 1) / 2;
@@ -254,8 +255,8 @@ static int cpu_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T,
     return rc;
 }
 
-static int cpu_grad_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
-                               const void *a, const void *g, float alpha, float *out, int accumulate) {
+static int cpu_grad_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p, const void *a,
+                               const void *g, float alpha, float *out, int accumulate) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "grad_tile_sumsq"));
     const int64_t S = DPSGD_FLASH_TILE, np = (p + S - 1) / S, nd = (d + S - 1) / S, tiles = np * nd;

@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PAR_MIN 16384     /* elements below which a loop runs on one thread */
-#define PART_ROWS 128     /* rows per partial of a column reduction */
-#define COL_SLICE 64      /* columns per task of the embedding's scatter-add */
-#define ATT_BLOCK 64      /* query rows and key rows per attention block */
+#define PAR_MIN 16384 /* elements below which a loop runs on one thread */
+#define PART_ROWS 128 /* rows per partial of a column reduction */
+#define COL_SLICE 64  /* columns per task of the embedding's scatter-add */
+#define ATT_BLOCK 64  /* query rows and key rows per attention block */
 
 static int64_t n_parts(int64_t rows) { return (rows + PART_ROWS - 1) / PART_ROWS; }
 
@@ -310,8 +310,8 @@ static void load_block(dp_dtype t, const void *base, int64_t ldm, int64_t b, int
     }
 }
 
-static void store_block(dp_dtype t, void *base, int64_t ldm, int64_t b, int64_t T, int64_t h, int64_t hd,
-                        int64_t row0, int64_t nrows, const float *src) {
+static void store_block(dp_dtype t, void *base, int64_t ldm, int64_t b, int64_t T, int64_t h, int64_t hd, int64_t row0,
+                        int64_t nrows, const float *src) {
     for (int64_t r = 0; r < nrows; r++) {
         int64_t o = (b * T + row0 + r) * ldm + h * hd;
         for (int64_t c = 0; c < hd; c++) dp_cpu_st(t, base, o + c, src[r * hd + c]);

@@ -28,18 +28,17 @@ typedef struct cuda_impl {
     dp_alloc scratch; /* f32 partials of deterministic reductions */
 } cuda_impl;
 
-#define CUDA_TRY(call)                                                                            \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            return dp_error_set(DP_EDEVICE, "%s failed: %s", #call, cudaGetErrorString(e_));      \
+#define CUDA_TRY(call)                                                                                                 \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) return dp_error_set(DP_EDEVICE, "%s failed: %s", #call, cudaGetErrorString(e_));        \
     } while (0)
 
-#define CUBLAS_TRY(call)                                                                          \
-    do {                                                                                          \
-        cublasStatus_t s_ = (call);                                                               \
-        if (s_ != CUBLAS_STATUS_SUCCESS)                                                          \
-            return dp_error_set(DP_EDEVICE, "%s failed: cuBLAS status %d", #call, (int)s_);       \
+#define CUBLAS_TRY(call)                                                                                               \
+    do {                                                                                                               \
+        cublasStatus_t s_ = (call);                                                                                    \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                               \
+            return dp_error_set(DP_EDEVICE, "%s failed: cuBLAS status %d", #call, (int)s_);                            \
     } while (0)
 
 static cuda_impl *impl_of(dp_device *dev) { return (cuda_impl *)dev->impl; }
@@ -70,15 +69,16 @@ static int select_flash_variant(void) {
     DP_TRY(dp_cuda_flash_variant_parse(getenv("DPPROF_FLASH_VARIANT"), &gram, &grad));
     dpk_dp_flash_select(gram, grad);
     if (gram || grad)
-        fprintf(stderr, "dpprof: DPPROF_FLASH_VARIANT: flash tile kernels Gram variant %d, gradient variant %d "
-                        "(not the defaults)\n", gram, grad);
+        fprintf(stderr,
+                "dpprof: DPPROF_FLASH_VARIANT: flash tile kernels Gram variant %d, gradient variant %d "
+                "(not the defaults)\n",
+                gram, grad);
     return DP_OK;
 }
 
 static int cuda_init(dp_device *dev) {
     char why[256];
-    if (cuda_probe(why, sizeof why) <= 0)
-        return dp_error_set(DP_EDEVICE, "device 'cuda' is not available: %s", why);
+    if (cuda_probe(why, sizeof why) <= 0) return dp_error_set(DP_EDEVICE, "device 'cuda' is not available: %s", why);
     DP_TRY(select_flash_variant());
     cuda_impl *im = calloc(1, sizeof *im);
     if (!im) return dp_error_set(DP_EOOM, "out of host memory");
@@ -106,11 +106,10 @@ static int cuda_init(dp_device *dev) {
     CUBLAS_TRY(cublasSetStream(im->cublas, im->stream));
     /* the workspaces are allocations like any other, so that budgets and plans see them */
     uint32_t id = dp_module_intern("cublas");
-    DP_TRY(dp_mem_alloc_module(dev->mem, DP_CUDA_CUBLAS_WORKSPACE_BYTES, DP_CAT_WORKSPACE, id,
-                               &im->cublas_workspace));
+    DP_TRY(dp_mem_alloc_module(dev->mem, DP_CUDA_CUBLAS_WORKSPACE_BYTES, DP_CAT_WORKSPACE, id, &im->cublas_workspace));
     CUBLAS_TRY(cublasSetWorkspace(im->cublas, im->cublas_workspace.ptr, DP_CUDA_CUBLAS_WORKSPACE_BYTES));
-    DP_TRY(dp_mem_alloc_module(dev->mem, DP_CUDA_SCRATCH_BYTES, DP_CAT_WORKSPACE,
-                               dp_module_intern("kernels"), &im->scratch));
+    DP_TRY(dp_mem_alloc_module(dev->mem, DP_CUDA_SCRATCH_BYTES, DP_CAT_WORKSPACE, dp_module_intern("kernels"),
+                               &im->scratch));
     return DP_OK;
 }
 
@@ -174,11 +173,10 @@ static int cuda_memcpy(dp_device *dev, void *dst, const void *src, size_t bytes,
     return DP_OK;
 }
 
-#define LAUNCH_TRY(call)                                                                          \
-    do {                                                                                          \
-        cudaError_t e_ = (call);                                                                  \
-        if (e_ != cudaSuccess)                                                                    \
-            return dp_error_set(DP_EDEVICE, "kernel %s failed: %s", #call, cudaGetErrorString(e_)); \
+#define LAUNCH_TRY(call)                                                                                               \
+    do {                                                                                                               \
+        cudaError_t e_ = (call);                                                                                       \
+        if (e_ != cudaSuccess) return dp_error_set(DP_EDEVICE, "kernel %s failed: %s", #call, cudaGetErrorString(e_)); \
     } while (0)
 
 static int cuda_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value) {
@@ -186,11 +184,11 @@ static int cuda_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value
     return DP_OK;
 }
 
-static int cuda_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b,
-                     uint64_t seed, uint64_t stream, uint64_t offset, int accumulate, float post) {
+static int cuda_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b, uint64_t seed,
+                     uint64_t stream, uint64_t offset, int accumulate, float post) {
     if (t == DP_I32) return dp_error_set(DP_ENOTSUP, "rand: dtype i32 is not supported (f32 or bf16)");
-    LAUNCH_TRY(dpk_rand(impl_of(dev)->stream, (int)t, x, n, dist == DP_RAND_NORMAL, a, b, seed, stream,
-                        offset, accumulate, post));
+    LAUNCH_TRY(dpk_rand(impl_of(dev)->stream, (int)t, x, n, dist == DP_RAND_NORMAL, a, b, seed, stream, offset,
+                        accumulate, post));
     return DP_OK;
 }
 

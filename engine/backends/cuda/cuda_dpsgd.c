@@ -27,18 +27,18 @@ static int cuda_batched_dot(dp_device *dev, int64_t B, int64_t n, dp_dtype tx, c
     DP_TRY(need_float(ty, "batched_dot"));
     size_t elems;
     float *scratch = dp_cuda_scratch(dev, &elems);
-    return launched(dpk_dp_batched_dot(dp_cuda_stream(dev), B, n, (int)tx, x, (int)ty, y, alpha, out, accumulate,
-                                       scratch, elems),
-                    "batched_dot");
+    return launched(
+        dpk_dp_batched_dot(dp_cuda_stream(dev), B, n, (int)tx, x, (int)ty, y, alpha, out, accumulate, scratch, elems),
+        "batched_dot");
 }
 
 static int cuda_gram_dot_masked(dp_device *dev, int64_t B, int64_t T, const float *gram, const int32_t *ids,
                                 float alpha, float *out, int accumulate) {
     size_t elems;
     float *scratch = dp_cuda_scratch(dev, &elems);
-    return launched(dpk_dp_gram_dot_masked(dp_cuda_stream(dev), B, T, gram, ids, alpha, out, accumulate, scratch,
-                                           elems),
-                    "gram_dot_masked");
+    return launched(
+        dpk_dp_gram_dot_masked(dp_cuda_stream(dev), B, T, gram, ids, alpha, out, accumulate, scratch, elems),
+        "gram_dot_masked");
 }
 
 static int cuda_token_sum(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t p, const void *g, float *out) {
@@ -66,16 +66,15 @@ static int cuda_grouped_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, 
     DP_TRY(need_float(t, "grouped_sumsq"));
     size_t elems;
     float *scratch = dp_cuda_scratch(dev, &elems);
-    return launched(dpk_dp_grouped_sumsq(dp_cuda_stream(dev), (int)t, B, T, d, g, keys, alpha, out, accumulate,
-                                         scratch, elems),
-                    "grouped_sumsq");
+    return launched(
+        dpk_dp_grouped_sumsq(dp_cuda_stream(dev), (int)t, B, T, d, g, keys, alpha, out, accumulate, scratch, elems),
+        "grouped_sumsq");
 }
 
 static int cuda_scatter_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V, const void *g,
                              const int32_t *ids, float alpha, float *psg) {
     DP_TRY(need_float(t, "scatter_rows"));
-    return launched(dpk_dp_scatter_rows(dp_cuda_stream(dev), (int)t, B, T, d, V, g, ids, alpha, psg),
-                    "scatter_rows");
+    return launched(dpk_dp_scatter_rows(dp_cuda_stream(dev), (int)t, B, T, d, V, g, ids, alpha, psg), "scatter_rows");
 }
 
 static int cuda_gather_cols(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t V, const void *g,
@@ -84,24 +83,24 @@ static int cuda_gather_cols(dp_device *dev, dp_dtype t, int64_t B, int64_t T, in
     return launched(dpk_dp_gather_cols(dp_cuda_stream(dev), (int)t, B, T, V, g, ids, h), "gather_cols");
 }
 
-static int cuda_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
-                                const void *a, const void *g, float alpha, float *out, int accumulate) {
+static int cuda_gram_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p, const void *a,
+                                const void *g, float alpha, float *out, int accumulate) {
     DP_TRY(need_float(t, "gram_tile_sumsq"));
     size_t elems;
     float *scratch = dp_cuda_scratch(dev, &elems);
-    return launched(dpk_dp_gram_tile_sumsq(dp_cuda_stream(dev), (int)t, B, T, d, p, a, g, alpha, out, accumulate,
-                                           scratch, elems),
-                    "gram_tile_sumsq");
+    return launched(
+        dpk_dp_gram_tile_sumsq(dp_cuda_stream(dev), (int)t, B, T, d, p, a, g, alpha, out, accumulate, scratch, elems),
+        "gram_tile_sumsq");
 }
 
-static int cuda_grad_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p,
-                                const void *a, const void *g, float alpha, float *out, int accumulate) {
+static int cuda_grad_tile_sumsq(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t p, const void *a,
+                                const void *g, float alpha, float *out, int accumulate) {
     DP_TRY(need_float(t, "grad_tile_sumsq"));
     size_t elems;
     float *scratch = dp_cuda_scratch(dev, &elems);
-    return launched(dpk_dp_grad_tile_sumsq(dp_cuda_stream(dev), (int)t, B, T, d, p, a, g, alpha, out, accumulate,
-                                           scratch, elems),
-                    "grad_tile_sumsq");
+    return launched(
+        dpk_dp_grad_tile_sumsq(dp_cuda_stream(dev), (int)t, B, T, d, p, a, g, alpha, out, accumulate, scratch, elems),
+        "grad_tile_sumsq");
 }
 
 static int cuda_tied_rows(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V, const void *g,

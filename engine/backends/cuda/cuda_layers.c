@@ -73,9 +73,10 @@ static int cuda_embedding_backward(dp_device *dev, dp_dtype t, const void *dout,
     DP_TRY(need_float(t, "embedding_backward"));
     DP_TRY(need_sizes("embedding_backward", N, T, d));
     if (N > 0 && (T <= 0 || N % T != 0))
-        return dp_error_set(DP_EINVAL, "embedding_backward: N = %lld rows is not a multiple of T = %lld",
-                            (long long)N, (long long)T);
-    if (N > INT32_MAX) return dp_error_set(DP_EINVAL, "embedding_backward: N = %lld rows exceeds 2^31 - 1", (long long)N);
+        return dp_error_set(DP_EINVAL, "embedding_backward: N = %lld rows is not a multiple of T = %lld", (long long)N,
+                            (long long)T);
+    if (N > INT32_MAX)
+        return dp_error_set(DP_EINVAL, "embedding_backward: N = %lld rows exceeds 2^31 - 1", (long long)N);
     return launched(dev, "embedding_backward",
                     dpk_embedding_backward(dp_cuda_stream(dev), (int)t, dout, ids, dwte, dwpe, N, T, d, V));
 }
@@ -106,7 +107,8 @@ static int cuda_rmsnorm_forward(dp_device *dev, dp_dtype t, void *out, float *rs
                                 int64_t N, int64_t d, float eps) {
     DP_TRY(need_float(t, "rmsnorm_forward"));
     DP_TRY(need_sizes("rmsnorm_forward", N, d, 0));
-    return launched(dev, "rmsnorm_forward", dpk_rmsnorm_forward(dp_cuda_stream(dev), (int)t, out, rstd, x, w, N, d, eps));
+    return launched(dev, "rmsnorm_forward",
+                    dpk_rmsnorm_forward(dp_cuda_stream(dev), (int)t, out, rstd, x, w, N, d, eps));
 }
 
 static int cuda_rmsnorm_backward(dp_device *dev, dp_dtype t, void *dx, float *dw, const void *dout, const void *x,
@@ -115,9 +117,9 @@ static int cuda_rmsnorm_backward(dp_device *dev, dp_dtype t, void *dx, float *dw
     DP_TRY(need_sizes("rmsnorm_backward", N, d, 0));
     size_t nf;
     float *scratch = scratch_of(dev, &nf);
-    return launched(dev, "rmsnorm_backward",
-                    dpk_rmsnorm_backward(dp_cuda_stream(dev), (int)t, dx, dw, dout, x, w, rstd, N, d, accumulate,
-                                         scratch, nf));
+    return launched(
+        dev, "rmsnorm_backward",
+        dpk_rmsnorm_backward(dp_cuda_stream(dev), (int)t, dx, dw, dout, x, w, rstd, N, d, accumulate, scratch, nf));
 }
 
 /* ---- bias, GELU, SwiGLU ---------------------------------------------------------------------- */
@@ -133,7 +135,8 @@ static int cuda_bias_backward(dp_device *dev, dp_dtype t, float *db, const void 
     DP_TRY(need_sizes("bias_backward", rows, cols, 0));
     size_t nf;
     float *scratch = scratch_of(dev, &nf);
-    return launched(dev, "bias_backward", dpk_bias_backward(dp_cuda_stream(dev), (int)t, db, g, rows, cols, scratch, nf));
+    return launched(dev, "bias_backward",
+                    dpk_bias_backward(dp_cuda_stream(dev), (int)t, db, g, rows, cols, scratch, nf));
 }
 
 static int cuda_gelu_forward(dp_device *dev, dp_dtype t, void *out, const void *x, int64_t n) {
@@ -152,8 +155,8 @@ static int cuda_swiglu_forward(dp_device *dev, dp_dtype t, void *out, const void
     return launched(dev, "swiglu_forward", dpk_swiglu_forward(dp_cuda_stream(dev), (int)t, out, gate, up, n));
 }
 
-static int cuda_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *dup, const void *dout,
-                                const void *gate, const void *up, int64_t n) {
+static int cuda_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *dup, const void *dout, const void *gate,
+                                const void *up, int64_t n) {
     DP_TRY(need_float(t, "swiglu_backward"));
     return launched(dev, "swiglu_backward",
                     dpk_swiglu_backward(dp_cuda_stream(dev), (int)t, dgate, dup, dout, gate, up, n));
@@ -184,8 +187,7 @@ static int attention_check(const char *op, int64_t ld, int64_t B, int64_t T, int
     if (ld < H * hd)
         return dp_error_set(DP_EINVAL, "%s: row stride %lld is less than H*hd = %lld", op, (long long)ld,
                             (long long)(H * hd));
-    if (B * H > 65535)
-        return dp_error_set(DP_ENOTSUP, "%s: B*H = %lld exceeds 65535 on cuda", op, (long long)(B * H));
+    if (B * H > 65535) return dp_error_set(DP_ENOTSUP, "%s: B*H = %lld exceeds 65535 on cuda", op, (long long)(B * H));
     if (B * T > INT32_MAX) return dp_error_set(DP_ENOTSUP, "%s: B*T = %lld exceeds 2^31 - 1", op, (long long)(B * T));
     return DP_OK;
 }
@@ -237,9 +239,9 @@ static int cuda_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits,
     DP_TRY(ce_check("cross_entropy_backward", N, V));
     if (N > 0 && T <= 0)
         return dp_error_set(DP_EINVAL, "cross_entropy_backward: T = %lld must be positive", (long long)T);
-    return launched(dev, "cross_entropy_backward",
-                    dpk_cross_entropy_backward(dp_cuda_stream(dev), (int)t, logits, lse, targets, sample_scale, N, T,
-                                               V));
+    return launched(
+        dev, "cross_entropy_backward",
+        dpk_cross_entropy_backward(dp_cuda_stream(dev), (int)t, logits, lse, targets, sample_scale, N, T, V));
 }
 
 /* ---- optimizers ------------------------------------------------------------------------------ */

@@ -43,8 +43,8 @@ int dp_plan_model_workspace(dp_device *dev, int cuda) {
     dp_mem_release(dev->mem, &im->scratch);
     if (!cuda) return DP_OK;
     /* the same allocations, in the same order and with the same tags, as cuda_init's */
-    DP_TRY(dp_mem_alloc_module(dev->mem, DP_CUDA_CUBLAS_WORKSPACE_BYTES, DP_CAT_WORKSPACE,
-                               dp_module_intern("cublas"), &im->cublas_workspace));
+    DP_TRY(dp_mem_alloc_module(dev->mem, DP_CUDA_CUBLAS_WORKSPACE_BYTES, DP_CAT_WORKSPACE, dp_module_intern("cublas"),
+                               &im->cublas_workspace));
     return dp_mem_alloc_module(dev->mem, DP_CUDA_SCRATCH_BYTES, DP_CAT_WORKSPACE, dp_module_intern("kernels"),
                                &im->scratch);
 }
