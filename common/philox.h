@@ -127,10 +127,22 @@ DP_HD void dp_det_sincos_turn(float u, float *s, float *c) {
     float sp = flip ? cx : sx, cp = flip ? sx : cx; /* sin, cos of the angle within the quadrant */
     /* clang-format off */
     switch (q & 3) {
-    case 0: *s = sp; *c = cp; break;
-    case 1: *s = cp; *c = -sp; break;
-    case 2: *s = -sp; *c = -cp; break;
-    default: *s = -cp; *c = sp; break;
+    case 0:
+        *s = sp;
+        *c = cp;
+        break;
+    case 1:
+        *s = cp;
+        *c = -sp;
+        break;
+    case 2:
+        *s = -sp;
+        *c = -cp;
+        break;
+    default:
+        *s = -cp;
+        *c = sp;
+        break;
     }
     /* clang-format on */
 }

@@ -1,5 +1,6 @@
 /* canvas.c: surface, pinned font and text layout. */
 #include "dpplot_canvas.h"
+#include "safe_file.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -63,9 +64,21 @@ cairo_t *dpplot_canvas_cr(dpplot_canvas *cv) { return cv->cr; }
 double dpplot_canvas_width(const dpplot_canvas *cv) { return cv->width; }
 double dpplot_canvas_height(const dpplot_canvas *cv) { return cv->height; }
 
-int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path) {
+static cairo_status_t png_to_stream(void *closure, const unsigned char *data, unsigned int length) {
+    return fwrite(data, 1, length, closure) == length ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+}
+
+int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path, char *err, size_t errlen) {
     cairo_surface_flush(cv->surface);
-    return cairo_surface_write_to_png(cv->surface, path) == CAIRO_STATUS_SUCCESS ? 0 : -1;
+    /* cairo_surface_write_to_png would follow a link planted at path: write through safe_file */
+    dpfile_writer w;
+    if (dpfile_writer_open(&w, path, err, errlen) != 0) return -1;
+    if (cairo_surface_write_to_png_stream(cv->surface, png_to_stream, w.fp) != CAIRO_STATUS_SUCCESS) {
+        dpfile_writer_abort(&w);
+        if (err && errlen) snprintf(err, errlen, "%s: cannot write the PNG", path);
+        return -1;
+    }
+    return dpfile_writer_commit(&w, err, errlen);
 }
 
 dpplot_text_style dpplot_style(double size, int bold, dpplot_rgb color, dpplot_halign h, dpplot_valign v) {

@@ -57,8 +57,9 @@ cairo_t *dpplot_canvas_cr(dpplot_canvas *cv);
 double dpplot_canvas_width(const dpplot_canvas *cv);
 /* Logical height of the canvas in px. */
 double dpplot_canvas_height(const dpplot_canvas *cv);
-/* Writes the canvas as PNG to path; 0 on success, -1 when cairo cannot write it. */
-int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path);
+/* Writes the canvas as PNG to path (atomically; never through a link, never over a device or
+ * FIFO); 0 on success, -1 with the reason in err ("PATH: ...") otherwise. */
+int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path, char *err, size_t errlen);
 
 /* A style with no rotation; convenience for the common case. */
 dpplot_text_style dpplot_style(double size, int bold, dpplot_rgb color, dpplot_halign h, dpplot_valign v);

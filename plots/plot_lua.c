@@ -319,7 +319,7 @@ static int render(ctx *c, const chart_common *cc, draw_fn draw, void *data) {
             snprintf(msg, sizeof msg,
                      "the axes do not fit the canvas or a range is unusable "
                      "(a log scale over values <= 0?)");
-        else if (dpplot_canvas_write_png(cv, cc->out) != 0)
+        else if (dpplot_canvas_write_png(cv, cc->out, msg, sizeof msg) != 0 && !msg[0])
             snprintf(msg, sizeof msg, "cannot write '%s'", cc->out);
         dpplot_canvas_free(cv);
     }

@@ -13,6 +13,10 @@
 /* mkdir -p; 0 when the directory exists afterwards. */
 static int make_dirs(const char *path) {
     char buf[4096];
+    if (!*path) { /* the loop below starts past the first character */
+        errno = ENOENT;
+        return -1;
+    }
     if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;

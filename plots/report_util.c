@@ -51,10 +51,11 @@ int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const
 }
 
 int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes) {
-    int rc = dpplot_canvas_write_png(cv, path);
+    char why[1024];
+    int rc = dpplot_canvas_write_png(cv, path, why, sizeof why);
     dpplot_canvas_free(cv);
     if (rc != 0) {
-        (void)dpplot_strlist_addf(notes, "%s: cannot write the PNG", path);
+        (void)dpplot_strlist_addf(notes, "%s", why);
         return -1;
     }
     return 1;

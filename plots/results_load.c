@@ -1,6 +1,7 @@
 /* results_load.c: reading a results directory with cJSON into dpplot_results. */
 #define _POSIX_C_SOURCE 200809L
 #include "dpplot_results.h"
+#include "safe_file.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -11,7 +12,6 @@
 #include <string.h>
 
 #define MIB 1048576.0
-#define MAX_FILE_BYTES (256L * 1024 * 1024) /* refuse anything larger than a results file can be */
 
 /* Where problems go while one file is read. */
 typedef struct {
@@ -565,30 +565,6 @@ const dpplot_vary *dpplot_result_vary(const dpplot_result *r, const char *key) {
 
 static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Reads a whole file into a NUL-terminated buffer (caller frees); NULL with errno set. */
-static char *read_file(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    char *buf = NULL;
-    if (fseek(f, 0, SEEK_END) == 0) {
-        long len = ftell(f);
-        if (len >= 0 && len <= MAX_FILE_BYTES && fseek(f, 0, SEEK_SET) == 0) {
-            buf = malloc((size_t)len + 1);
-            if (buf && fread(buf, 1, (size_t)len, f) != (size_t)len) {
-                free(buf);
-                buf = NULL;
-                errno = EIO;
-            } else if (buf) {
-                buf[len] = '\0';
-            }
-        } else {
-            errno = EFBIG;
-        }
-    }
-    fclose(f);
-    return buf;
-}
-
 int dpplot_results_load(const char *dir, dpplot_results *out, dpplot_strlist *problems) {
     memset(out, 0, sizeof *out);
     DIR *d = opendir(dir);
@@ -614,9 +590,10 @@ int dpplot_results_load(const char *dir, dpplot_results *out, dpplot_strlist *pr
             break;
         }
         snprintf(path, plen, "%s/%s", dir, names.items[i]);
-        char *text = read_file(path);
-        if (!text) {
-            (void)dpplot_strlist_addf(problems, "%s: cannot read: %s", names.items[i], strerror(errno));
+        char *text, why[1024];
+        /* only regular files, never blocking on a FIFO, at most DPFILE_MAX_READ bytes */
+        if (dpfile_read(path, DPFILE_MAX_READ, &text, NULL, why, sizeof why) != 0) {
+            (void)dpplot_strlist_addf(problems, "%s", why);
         } else {
             (void)dpplot_results_add_json(out, names.items[i], text, problems);
             free(text);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dpplot_axis.h"
+#include "safe_file.h"
 
 #define MIB 1048576.0
 
@@ -297,19 +298,27 @@ int dpplot_summary_write_all(const dpplot_results *rs, const dpplot_strlist *pro
             continue;
         }
         snprintf(path, len, "%s/%s", out_dir, names[k]);
-        FILE *f = fopen(path, "w");
+        /* never through a link planted at the name, never over a device or FIFO */
+        dpfile_writer w;
+        char why[1024] = "";
         int rc = -1;
-        if (f) {
+        if (dpfile_writer_open(&w, path, why, sizeof why) == 0) {
+            FILE *f = w.fp;
             switch (k) {
             case 0: rc = dpplot_summary_write_txt(rs, problems, f); break;
             case 1: rc = dpplot_summary_write_csv(rs, f); break;
             case 2: rc = dpplot_summary_write_md(rs, f); break;
             default: rc = dpplot_summary_write_tex(rs, f); break;
             }
-            if (fclose(f) != 0) rc = -1;
+            if (rc != 0) {
+                snprintf(why, sizeof why, "%s: cannot write", path);
+                dpfile_writer_abort(&w);
+            } else {
+                rc = dpfile_writer_commit(&w, why, sizeof why);
+            }
         }
         if (rc != 0) {
-            (void)dpplot_strlist_addf(notes, "%s: cannot write", path);
+            (void)dpplot_strlist_addf(notes, "%s", why);
             failures++;
         }
         free(path);

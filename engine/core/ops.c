@@ -58,11 +58,25 @@ int dp_matmul(dp_tensor *C, const dp_tensor *A, int trans_a, const dp_tensor *B,
                             (long long)bb, (long long)batch);
     /* clang-format off */
     dp_gemm_args g = {
-        .trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
-        .ab_type = A->dtype, .c_type = C->dtype,
-        .a = A->data, .lda = ac, .stride_a = A->ndim == 3 ? ar * ac : 0,
-        .b = B->data, .ldb = bc, .stride_b = B->ndim == 3 ? br * bc : 0,
-        .c = C->data, .ldc = cc, .stride_c = cr * cc, .batch = batch,
+        .trans_a = trans_a,
+        .trans_b = trans_b,
+        .m = m,
+        .n = n,
+        .k = k,
+        .alpha = alpha,
+        .beta = beta,
+        .ab_type = A->dtype,
+        .c_type = C->dtype,
+        .a = A->data,
+        .lda = ac,
+        .stride_a = A->ndim == 3 ? ar * ac : 0,
+        .b = B->data,
+        .ldb = bc,
+        .stride_b = B->ndim == 3 ? br * bc : 0,
+        .c = C->data,
+        .ldc = cc,
+        .stride_c = cr * cc,
+        .batch = batch,
     };
     /* clang-format on */
     return dp_gemm_ex(A->dev, batch > 1 ? "gemm_batched" : "gemm", &g);

@@ -137,6 +137,9 @@ void dpsgd_config_default(dpsgd_config *cfg);
  * its valid range (a norms choice without a clip choice, C <= 0, q outside (0, 1], a physical
  * batch above the model's, Poisson without a dataset size...). */
 int dpsgd_new(dp_model *m, const dpsgd_config *cfg, dpsgd **out);
+/* The checks dpsgd_new makes of cfg for a model of batch model_batch, without a model:
+ * DP_OK or DP_EINVAL with the message dpsgd_new would give. */
+int dpsgd_config_check(const dpsgd_config *cfg, int64_t model_batch);
 /* Frees the wrapper and whatever it still holds. NULL is a no-op. */
 void dpsgd_free(dpsgd *dp);
 /* The configuration with defaults filled in (expected batch size, sample rate). */

@@ -88,11 +88,25 @@ static int weighted_sum(dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const fl
     }
     /* clang-format off */
     dp_gemm_args g = {
-        .trans_a = 0, .trans_b = 0, .m = 1, .n = n, .k = B, .alpha = 1.0f, .beta = 1.0f,
-        .ab_type = x->dtype, .c_type = DP_F32,
-        .a = c->data, .lda = B, .stride_a = 0,
-        .b = x->data, .ldb = n, .stride_b = 0,
-        .c = grad->data, .ldc = n, .stride_c = 0, .batch = 1,
+        .trans_a = 0,
+        .trans_b = 0,
+        .m = 1,
+        .n = n,
+        .k = B,
+        .alpha = 1.0f,
+        .beta = 1.0f,
+        .ab_type = x->dtype,
+        .c_type = DP_F32,
+        .a = c->data,
+        .lda = B,
+        .stride_a = 0,
+        .b = x->data,
+        .ldb = n,
+        .stride_b = 0,
+        .c = grad->data,
+        .ldc = n,
+        .stride_c = 0,
+        .batch = 1,
     };
     /* clang-format on */
     return dp_gemm_ex(dp->dev, op, &g);
@@ -143,11 +157,25 @@ static int book_linear(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
     /* grad (p x d) += scale * G^T (p x N) A (N x d): one GEMM over every token of the batch */
     /* clang-format off */
     dp_gemm_args g = {
-        .trans_a = 1, .trans_b = 0, .m = p, .n = d, .k = N, .alpha = bk->scale, .beta = 1.0f,
-        .ab_type = G->dtype, .c_type = DP_F32,
-        .a = G->data, .lda = p, .stride_a = 0,
-        .b = A->data, .ldb = d, .stride_b = 0,
-        .c = bk->param->grad.data, .ldc = d, .stride_c = 0, .batch = 1,
+        .trans_a = 1,
+        .trans_b = 0,
+        .m = p,
+        .n = d,
+        .k = N,
+        .alpha = bk->scale,
+        .beta = 1.0f,
+        .ab_type = G->dtype,
+        .c_type = DP_F32,
+        .a = G->data,
+        .lda = p,
+        .stride_a = 0,
+        .b = A->data,
+        .ldb = d,
+        .stride_b = 0,
+        .c = bk->param->grad.data,
+        .ldc = d,
+        .stride_c = 0,
+        .batch = 1,
     };
     /* clang-format on */
     return dp_gemm_ex(dp->dev, "dp_clip_gemm", &g);

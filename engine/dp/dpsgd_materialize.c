@@ -14,11 +14,25 @@ int dpsgd_materialize_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, c
     /* psg[i] (p x d) = scale * G[i]^T (p x T) A[i] (T x d) */
     /* clang-format off */
     dp_gemm_args g = {
-        .trans_a = 1, .trans_b = 0, .m = p, .n = d, .k = T, .alpha = scale, .beta = 0.0f,
-        .ab_type = A->dtype, .c_type = DP_F32,
-        .a = G->data, .lda = p, .stride_a = T * p,
-        .b = A->data, .ldb = d, .stride_b = T * d,
-        .c = psg->data, .ldc = d, .stride_c = p * d, .batch = B,
+        .trans_a = 1,
+        .trans_b = 0,
+        .m = p,
+        .n = d,
+        .k = T,
+        .alpha = scale,
+        .beta = 0.0f,
+        .ab_type = A->dtype,
+        .c_type = DP_F32,
+        .a = G->data,
+        .lda = p,
+        .stride_a = T * p,
+        .b = A->data,
+        .ldb = d,
+        .stride_b = T * d,
+        .c = psg->data,
+        .ldc = d,
+        .stride_c = p * d,
+        .batch = B,
     };
     /* clang-format on */
     int rc = dp_gemm_ex(dp->dev, "dp_per_sample_grad", &g);

@@ -8,6 +8,8 @@
 #include "error.h"
 #include "philox.h"
 
+#include <math.h>
+
 #define SAMPLING_STREAM_TAG 0x5350000000000000ull /* "SP": apart from the noise streams */
 
 int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch) {
@@ -38,6 +40,19 @@ int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch) {
     if (cfg->sample_rate > 1.0)
         return dp_error_set(DP_EINVAL, "dp: expected_batch_size %lld exceeds dataset_size %lld",
                             (long long)cfg->expected_batch_size, (long long)cfg->dataset_size);
+    /* The accountant takes q, the noise is divided by the expected batch size, and Poisson draws
+     * about q N samples a step: given all three, they must agree (Opacus: expected = int(q N)). */
+    if (cfg->dataset_size > 0) {
+        double qn = cfg->sample_rate * (double)cfg->dataset_size;
+        if (!(fabs(qn - (double)cfg->expected_batch_size) < 1.0))
+            return dp_error_set(DP_EINVAL,
+                                "dp: sample_rate %g x dataset_size %lld = %g samples a step, but the expected "
+                                "batch size is %lld: the accountant's q, the sampler and the noise's divisor "
+                                "must agree (give dataset_size %.0f for this batch, or leave sample_rate out "
+                                "to derive it from the batch)",
+                                cfg->sample_rate, (long long)cfg->dataset_size, qn, (long long)cfg->expected_batch_size,
+                                floor((double)cfg->expected_batch_size / cfg->sample_rate + 0.5));
+    }
     if (cfg->max_physical_batch_size == 0) cfg->max_physical_batch_size = model_batch;
     if (cfg->max_physical_batch_size > model_batch)
         return dp_error_set(DP_EINVAL, "dp: max_physical_batch_size %lld exceeds the model's batch %lld",

@@ -40,6 +40,13 @@ static int check_config(const dpsgd_config *cfg) {
     return DP_OK;
 }
 
+int dpsgd_config_check(const dpsgd_config *cfg, int64_t model_batch) {
+    DP_TRY(check_config(cfg));
+    if (model_batch < 1) return dp_error_set(DP_EINVAL, "dp: the model's batch must be at least 1");
+    dpsgd_config filled = *cfg;
+    return dpsgd_sampling_setup(&filled, model_batch);
+}
+
 int dpsgd_new_params(dp_device *dev, const dpsgd_config *cfg, dp_param **params, int n_params, int64_t model_batch,
                      dpsgd **out) {
     *out = NULL;

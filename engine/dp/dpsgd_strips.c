@@ -42,11 +42,25 @@ static int strip_gemm(dpsgd *dp, const dp_tensor *x, int64_t r0, int64_t c0, int
     int64_t k = x->shape[2];
     /* clang-format off */
     dp_gemm_args g = {
-        .trans_a = 0, .trans_b = 1, .m = m, .n = n, .k = k, .alpha = 1.0f, .beta = 0.0f,
-        .ab_type = x->dtype, .c_type = DP_F32,
-        .a = dp_tensor_at(x, r0 * k), .lda = k, .stride_a = s * k,
-        .b = dp_tensor_at(x, c0 * k), .ldb = k, .stride_b = s * k,
-        .c = out, .ldc = n, .stride_c = m * n, .batch = count,
+        .trans_a = 0,
+        .trans_b = 1,
+        .m = m,
+        .n = n,
+        .k = k,
+        .alpha = 1.0f,
+        .beta = 0.0f,
+        .ab_type = x->dtype,
+        .c_type = DP_F32,
+        .a = dp_tensor_at(x, r0 * k),
+        .lda = k,
+        .stride_a = s * k,
+        .b = dp_tensor_at(x, c0 * k),
+        .ldb = k,
+        .stride_b = s * k,
+        .c = out,
+        .ldc = n,
+        .stride_c = m * n,
+        .batch = count,
     };
     /* clang-format on */
     return dp_gemm_ex(dp->dev, "dp_strip_gram", &g);
@@ -131,11 +145,25 @@ int dpsgd_grad_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, co
             /* wk[i] (m x d) = G_i[:, p0 .. p0 + m)^T A_i: rows p0.. of sample i's gradient */
             /* clang-format off */
             dp_gemm_args g = {
-                .trans_a = 1, .trans_b = 0, .m = m, .n = d, .k = T, .alpha = 1.0f, .beta = 0.0f,
-                .ab_type = A->dtype, .c_type = DP_F32,
-                .a = dp_tensor_at(G, i0 * T * p + p0), .lda = p, .stride_a = T * p,
-                .b = dp_tensor_at(A, i0 * T * d), .ldb = d, .stride_b = T * d,
-                .c = wk.data, .ldc = d, .stride_c = m * d, .batch = nb,
+                .trans_a = 1,
+                .trans_b = 0,
+                .m = m,
+                .n = d,
+                .k = T,
+                .alpha = 1.0f,
+                .beta = 0.0f,
+                .ab_type = A->dtype,
+                .c_type = DP_F32,
+                .a = dp_tensor_at(G, i0 * T * p + p0),
+                .lda = p,
+                .stride_a = T * p,
+                .b = dp_tensor_at(A, i0 * T * d),
+                .ldb = d,
+                .stride_b = T * d,
+                .c = wk.data,
+                .ldc = d,
+                .stride_c = m * d,
+                .batch = nb,
             };
             /* clang-format on */
             rc = dp_gemm_ex(dp->dev, "dp_strip_grad", &g);

@@ -3,6 +3,7 @@
 #include "model_io.h"
 
 #include "error.h"
+#include "safe_file.h"
 #include "safetensors.h"
 
 #include <cjson/cJSON.h>
@@ -34,36 +35,12 @@ static int file_exists(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
-/* Reads a whole text file into a NUL-terminated malloc'd buffer. */
+/* Reads a whole text file into a NUL-terminated malloc'd buffer: a regular file only (never a
+ * FIFO or device planted under the name), at most DPFILE_MAX_READ bytes. */
 static int read_text(const char *path, char **out) {
-    *out = NULL;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return dp_error_set(DP_EIO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 8192;
-            char *p = realloc(buf, cap);
-            if (!p) {
-                free(buf);
-                fclose(fp);
-                return dp_error_set(DP_EOOM, "%s: out of host memory", path);
-            }
-            buf = p;
-        }
-        size_t k = fread(buf + len, 1, 4096, fp);
-        len += k;
-        if (k < 4096) break;
-    }
-    int bad = ferror(fp);
-    fclose(fp);
-    if (bad) {
-        free(buf);
-        return dp_error_set(DP_EIO, "%s: read failed", path);
-    }
-    buf[len] = '\0';
-    *out = buf;
+    char why[1024];
+    if (dpfile_read(path, DPFILE_MAX_READ, out, NULL, why, sizeof why) != 0)
+        return dp_error_set(errno == ENOMEM ? DP_EOOM : DP_EIO, "%s", why);
     return DP_OK;
 }
 
@@ -80,21 +57,18 @@ static int read_json(const char *path, cJSON **out) {
     return DP_OK;
 }
 
-/* Writes text to path through a temporary file renamed over it. */
+/* Writes text and a newline to path through a unique temporary renamed over it; never through a
+ * link at path, never over anything but a regular file (common/safe_file). */
 static int write_text(const char *path, const char *text) {
-    char tmp[4200];
-    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp)
-        return dp_error_set(DP_EINVAL, "path too long: %s", path);
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) return dp_error_set(DP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    dpfile_writer w;
+    char why[1024];
+    if (dpfile_writer_open(&w, path, why, sizeof why) != 0) return dp_error_set(DP_EIO, "%s", why);
     size_t n = strlen(text);
-    int ok = fwrite(text, 1, n, fp) == n && fputc('\n', fp) != EOF;
-    ok = (fclose(fp) == 0) && ok;
-    if (!ok || rename(tmp, path) != 0) {
-        int e = errno;
-        unlink(tmp);
-        return dp_error_set(DP_EIO, "%s: write failed: %s", path, strerror(e));
+    if (fwrite(text, 1, n, w.fp) != n || fputc('\n', w.fp) == EOF) {
+        dpfile_writer_abort(&w);
+        return dp_error_set(DP_EIO, "%s: write failed: %s", path, strerror(errno));
     }
+    if (dpfile_writer_commit(&w, why, sizeof why) != 0) return dp_error_set(DP_EIO, "%s", why);
     return DP_OK;
 }
 

@@ -3,6 +3,7 @@
 #include "safetensors.h"
 
 #include "error.h"
+#include "safe_file.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -493,21 +494,20 @@ int dp_st_write_f32(const char *path, const dp_st_entry *entries, int n, const c
         return rc;
     }
 
-    size_t tmp_len = strlen(path) + 32;
-    char *tmp = malloc(tmp_len);
     float *buf = malloc((size_t)(max_numel ? max_numel : 1) * sizeof *buf);
-    if (!tmp || !buf) {
-        free(tmp);
-        free(buf);
+    if (!buf) {
         free(header.s);
         return dp_error_set(DP_EOOM, "%s: out of host memory (%" PRId64 " floats)", path, max_numel);
     }
-    snprintf(tmp, tmp_len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *fp = fopen(tmp, "wb");
-    if (!fp) {
-        rc = dp_error_set(DP_EIO, "%s: cannot create: %s", tmp, strerror(errno));
+    /* a unique temporary renamed over path: never through a link, never over a non-regular file */
+    dpfile_writer w;
+    char why[1024];
+    if (dpfile_writer_open(&w, path, why, sizeof why) != 0) {
+        rc = dp_error_set(DP_EIO, "%s", why);
         goto done;
     }
+    FILE *fp = w.fp;
+    const char *tmp = path;
     uint8_t len_le[8];
     for (int i = 0; i < 8; i++) len_le[i] = (uint8_t)((uint64_t)header.len >> (8 * i));
     if (!write_all(fp, len_le, 8) || !write_all(fp, header.s, header.len)) {
@@ -519,12 +519,11 @@ int dp_st_write_f32(const char *path, const dp_st_entry *entries, int n, const c
         if (rc == DP_OK && !write_all(fp, buf, (size_t)numel * sizeof *buf))
             rc = dp_error_set(DP_EIO, "%s: write failed: %s", tmp, strerror(errno));
     }
-    if (fclose(fp) != 0 && rc == DP_OK) rc = dp_error_set(DP_EIO, "%s: write failed: %s", tmp, strerror(errno));
-    if (rc == DP_OK && rename(tmp, path) != 0)
-        rc = dp_error_set(DP_EIO, "%s: cannot rename %s over it: %s", path, tmp, strerror(errno));
-    if (rc != DP_OK) unlink(tmp);
+    if (rc != DP_OK)
+        dpfile_writer_abort(&w);
+    else if (dpfile_writer_commit(&w, why, sizeof why) != 0)
+        rc = dp_error_set(DP_EIO, "%s", why);
 done:
-    free(tmp);
     free(buf);
     free(header.s);
     return rc;

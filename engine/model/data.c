@@ -5,6 +5,7 @@
 #include "error.h"
 #include "ledger.h"
 #include "philox.h"
+#include "safe_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -113,8 +114,9 @@ int dp_data_from_file(dp_tensor *inputs, dp_tensor *targets, const char *path, d
     DP_TRY(check_pair(inputs, targets, vocab, fn));
     const int64_t B = inputs->shape[0], T = inputs->shape[1];
     const int w = dt == DP_TOKENS_U32 ? 4 : 2;
-    FILE *f = fopen(path, "rb");
-    if (!f) return dp_error_set(DP_EIO, "batch: cannot open token file '%s': %s", path, strerror(errno));
+    char why[1024];
+    FILE *f = dpfile_open_read(path, why, sizeof why); /* a regular file: a FIFO would hang the read */
+    if (!f) return dp_error_set(DP_EIO, "batch: cannot open token file %s", why);
     struct stat st;
     memset(&st, 0, sizeof st);
     int rc = DP_OK;

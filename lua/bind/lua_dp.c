@@ -7,6 +7,7 @@
  *   priv:noise()                      -- once per logical step, before opt:step()
  *   priv:stats(), priv:epsilon([delta]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
+ *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *
  * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
  * priv:stats().clip. The wrapper's user values keep the model, the optimizer and the batch of
@@ -117,6 +118,18 @@ static int l_wrap(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, UV_OPTIM);
     if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    return 1;
+}
+
+/* dp.check(options, model_batch) -> true: the checks wrap makes of its options (keys, methods,
+ * C, sigma, delta, and sample rate, dataset size and batch agreeing), without a model. */
+static int l_check(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TTABLE);
+    lua_Integer model_batch = luaL_checkinteger(L, 2);
+    dpsgd_config cfg;
+    read_options(L, 1, &cfg);
+    if (dpsgd_config_check(&cfg, (int64_t)model_batch) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    lua_pushboolean(L, 1);
     return 1;
 }
 
@@ -353,5 +366,7 @@ void dpl_open_dp(lua_State *L) {
     lua_newtable(L);
     lua_pushcfunction(L, l_wrap);
     lua_setfield(L, -2, "wrap");
+    lua_pushcfunction(L, l_check);
+    lua_setfield(L, -2, "check");
     lua_setfield(L, -2, "dp");
 }

@@ -18,12 +18,15 @@ void dpl_open_device(lua_State *L);
 /* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,
  * sleep, pid, mkdir_p, list_dir, environment, executable and testing_crash (lua_process.c). */
 void dpl_open_process(lua_State *L);
+/* Adds dpprof.read_file, write_file, writable, lock and name_max: files named by scripts, through
+ * common/safe_file (lua_files.c). */
+void dpl_open_files(lua_State *L);
 /* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
 void dpl_open_json(lua_State *L);
 
-/* Adds dpprof.model (a callable table: dpprof.model{...} builds a model; other bindings add
- * fields such as dpprof.model.load), the model metatable, dpprof.batch and dpprof.free_batch
- * (lua_model.c). */
+/* Adds dpprof.model (a callable table: dpprof.model{...} builds a model, dpprof.model.check{...}
+ * checks its options without a device; other bindings add fields such as dpprof.model.load), the model metatable,
+ * dpprof.batch and dpprof.free_batch (lua_model.c). */
 void dpl_open_model(lua_State *L);
 /* The live model at idx, or an argument error (also for a freed model). */
 dp_model *dpl_check_model(lua_State *L, int idx);
@@ -40,7 +43,7 @@ void dpl_open_optim(lua_State *L);
 /* The live optimizer at idx (its model checked alive too), or an argument error. */
 struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
 
-/* Adds dpprof.dp.wrap and the DP wrapper's metatable (lua_dp.c). */
+/* Adds dpprof.dp.wrap, dpprof.dp.check and the DP wrapper's metatable (lua_dp.c). */
 void dpl_open_dp(lua_State *L);
 /* Adds dpprof.privacy: epsilon and noise_multiplier of the RDP accountant (lua_privacy.c). */
 void dpl_open_privacy(lua_State *L);

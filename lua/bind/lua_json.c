@@ -68,6 +68,7 @@ typedef struct encoder {
     char path[512]; /* key path of the value being encoded, e.g. "timing.iter_ms[3]" */
     size_t path_len;
     int depth;
+    int nonfinite_strings; /* write NaN and infinities as "NaN", "Infinity", "-Infinity" */
 } encoder;
 
 static int enc_fail(encoder *e, const char *fmt, ...) {
@@ -201,6 +202,10 @@ static void encode_value(encoder *e, int idx, cJSON *parent, const char *key) {
             attach(e, parent, key, cJSON_CreateRaw(buf)); /* exact, even past 2^53 */
         } else {
             double v = lua_tonumber(L, idx);
+            if (!isfinite(v) && e->nonfinite_strings) {
+                attach(e, parent, key, cJSON_CreateString(isnan(v) ? "NaN" : v < 0 ? "-Infinity" : "Infinity"));
+                break;
+            }
             if (isnan(v)) enc_fail(e, "is NaN (JSON has no NaN)");
             if (isinf(v)) enc_fail(e, "is %sinfinite (JSON has no infinity)", v < 0 ? "-" : "+");
             attach(e, parent, key, cJSON_CreateNumber(v));
@@ -298,9 +303,14 @@ static void print_item(luaL_Buffer *b, const cJSON *it, int indent) {
     }
 }
 
-void dpl_json_encode(lua_State *L, int idx, int indent, const char *fname) {
+void dpl_json_encode(lua_State *L, int idx, int flags, const char *fname) {
     idx = lua_absindex(L, idx);
-    encoder e = {.L = L, .fname = fname, .path_len = 0, .depth = 0};
+    int indent = flags & DPL_JSON_INDENT;
+    encoder e = {.L = L,
+                 .fname = fname,
+                 .path_len = 0,
+                 .depth = 0,
+                 .nonfinite_strings = (flags & DPL_JSON_NONFINITE_STRINGS) != 0};
     e.path[0] = '\0';
     e.box = push_box(L);
     encode_value(&e, idx, NULL, NULL);
@@ -436,18 +446,23 @@ void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fna
 
 /* ---- dpprof.json ------------------------------------------------------------------------- */
 
-/* json.encode(value [, {indent=false}]) -> text */
+/* json.encode(value [, {indent=false, nonfinite="error"|"string"}]) -> text */
 static int l_encode(lua_State *L) {
-    static const char *const keys[] = {"indent", NULL};
+    static const char *const keys[] = {"indent", "nonfinite", NULL};
     const char *fname = "dpprof.json.encode";
     luaL_checkany(L, 1);
-    int indent = 0;
+    int flags = 0;
     if (!lua_isnoneornil(L, 2)) {
         dpl_check_keys(L, 2, fname, keys);
-        indent = dpl_opt_bool_field(L, 2, fname, "indent", 0);
+        if (dpl_opt_bool_field(L, 2, fname, "indent", 0)) flags |= DPL_JSON_INDENT;
+        const char *nf = dpl_opt_str_field(L, 2, fname, "nonfinite", "error");
+        if (strcmp(nf, "string") == 0)
+            flags |= DPL_JSON_NONFINITE_STRINGS;
+        else if (strcmp(nf, "error") != 0)
+            luaL_error(L, "%s: 'nonfinite' must be \"error\" or \"string\" (got '%s')", fname, nf);
     }
     lua_settop(L, 1);
-    dpl_json_encode(L, 1, indent, fname);
+    dpl_json_encode(L, 1, flags, fname);
     return 1;
 }
 

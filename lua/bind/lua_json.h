@@ -3,7 +3,8 @@
  *
  * Lua -> JSON: keys are written sorted (byte order) so files are stable; Lua integers are written
  * exactly; floats with the fewest digits (15 or 17) that read back as the same double, and with
- * ".0" when integral, so they read back as floats; NaN and infinities are refused. A table whose
+ * ".0" when integral, so they read back as floats; NaN and infinities are refused, or written as
+ * the strings "NaN", "Infinity" and "-Infinity" with DPL_JSON_NONFINITE_STRINGS. A table whose
  * keys are exactly 1..n is an array, one with string keys an object; an empty table is an object
  * unless marked as an array (dpprof.json.array). dpprof.json.null stands for JSON null. Values
  * JSON cannot hold (functions, userdata, mixed or sparse tables, cycles) raise an error naming
@@ -18,10 +19,12 @@
 #include <lua.h>
 #include <stddef.h>
 
-/* Pushes the JSON text of the value at idx (indent: pretty-printed with two spaces, else compact).
- * Raises a Lua error, naming fname and the key path, for a value JSON cannot hold; owns nothing
- * when it raises. */
-void dpl_json_encode(lua_State *L, int idx, int indent, const char *fname);
+/* dpl_json_encode flags: pretty-print with two spaces (else compact); non-finite numbers as strings. */
+enum { DPL_JSON_INDENT = 1, DPL_JSON_NONFINITE_STRINGS = 2 };
+
+/* Pushes the JSON text of the value at idx (flags: DPL_JSON_*). Raises a Lua error, naming fname
+ * and the key path, for a value JSON cannot hold; owns nothing when it raises. */
+void dpl_json_encode(lua_State *L, int idx, int flags, const char *fname);
 /* Pushes the value decoded from text[0..len). Raises "fname: invalid JSON at line L, column C"
  * on a syntax error (or trailing characters); owns nothing when it raises. */
 void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fname);

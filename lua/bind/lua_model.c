@@ -1,6 +1,7 @@
 /* lua_model.c: the model as a Lua userdata ("dpprof.model" metatable), dpprof.model{...} (a
- * callable table, so that other bindings can add dpprof.model.load and friends), dpprof.batch
- * and dpprof.free_batch.
+ * callable table, so that other bindings can add dpprof.model.load and friends),
+ * dpprof.model.check{...} (its option checks, without a device), dpprof.batch and
+ * dpprof.free_batch.
  *
  * As with tensors (liolib's order), the userdata is created empty with its metatable before the
  * model is built, so an error in between leaks nothing; __gc, __close and :free() share one
@@ -124,8 +125,8 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     lua_pop(L, 2);
 }
 
-/* Reads the option table at idx into cfg and returns the device it asks for. */
-static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
+/* Reads the option table at idx into cfg (all but the device). */
+static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     const char *fname = "dpprof.model";
     luaL_checktype(L, idx, LUA_TTABLE);
     dpl_check_keys(L, idx, fname, model_keys);
@@ -155,6 +156,12 @@ static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
     cfg->init_std = (float)dpl_opt_num_field(L, idx, fname, "init_std", cfg->init_std);
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     read_lora(L, idx, fname, cfg);
+}
+
+/* Reads the option table at idx into cfg and returns the device it asks for. */
+static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
+    const char *fname = "dpprof.model";
+    read_fields(L, idx, cfg);
     const char *devname = dpl_opt_str_field(L, idx, fname, "device", NULL);
     dp_device *dev = devname ? dpl_device_named(L, devname) : dpl_current_device(L);
     if (cfg->dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
@@ -165,14 +172,33 @@ static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
     return dev;
 }
 
+/* Raises the engine's error as dpprof.model's: "dpprof.model: ..." (the configuration checks
+ * already say "model: ..."; an allocation failure does not). */
+static int model_fail(lua_State *L) {
+    const char *msg = dp_error_message();
+    if (strncmp(msg, "model: ", 7) == 0) return luaL_error(L, "dpprof.%s", msg);
+    return luaL_error(L, "dpprof.model: %s", msg);
+}
+
 /* dpprof.model{...} (called as the table dpprof.model, so the options are argument 2) */
 static int l_model_new(lua_State *L) {
     dp_model_config cfg;
     dp_device *dev = read_config(L, 2, &cfg);
-    if (dp_model_config_check(&cfg) != DP_OK) return luaL_error(L, "dpprof.%s", dp_error_message());
+    if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
     dpl_model *u = push_empty(L);
-    if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return luaL_error(L, "dpprof.%s", dp_error_message());
+    if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return model_fail(L);
     gc_hint(L, (uint64_t)dp_model_num_params(u->m, 0) * 4);
+    return 1;
+}
+
+/* dpprof.model.check{...} -> true: the checks dpprof.model makes of its options (keys, types,
+ * sizes that fit together), raising the same errors, without a device and without building
+ * anything (the device key, when given, is not looked at). */
+static int l_model_check(lua_State *L) {
+    dp_model_config cfg;
+    read_fields(L, 1, &cfg);
+    if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
+    lua_pushboolean(L, 1);
     return 1;
 }
 
@@ -534,6 +560,8 @@ void dpl_open_model(lua_State *L) {
     lua_pushcfunction(L, l_model_new);
     lua_setfield(L, -2, "__call");
     lua_setmetatable(L, -2);
+    lua_pushcfunction(L, l_model_check);
+    lua_setfield(L, -2, "check");
     lua_setfield(L, -2, "model");
     lua_pushcfunction(L, l_batch);
     lua_setfield(L, -2, "batch");

@@ -20,14 +20,17 @@
  * and ends its OpenMP thread pool before fork (a child cannot use its parent's). The child (its
  * own process group, killed if the parent dies) restarts the engine clock, clears the inherited
  * ledger, peaks, snapshots and event logs, runs fn under a traceback handler, encodes an envelope {status, value |
- * message, traceback, oom} as JSON and writes it to a pipe with an 8-byte length prefix, then _exit()s (the parent's
- * atexit handlers never run twice). The parent reads with poll() against the deadline, stops the child's process group
- * on timeout or on SIGINT/SIGTERM (SIGTERM, then SIGKILL after `grace` seconds), reaps it and maps the outcome to a
- * status: ok       fn returned: its table, with status = "ok" added when absent ({status, value} for a value that is
- * not a table) error    fn raised: {status, message, traceback} oom      fn raised the engine's out-of-memory error:
- * also oom = oom_details(message) crashed  the child died by a signal ({signal}) or exited without a result
- * ({exit_code}) timeout  the child ran past timeout seconds and was stopped info = {pid, wall_s, exit_code | signal,
- * killed_with, max_rss_bytes}. */
+ * message, traceback, oom} as JSON (NaN and infinities as the strings "NaN", "Infinity", "-Infinity") and writes it to
+ * a pipe with an 8-byte length prefix, then _exit()s (the parent's atexit handlers never run twice). The parent reads
+ * with poll() against the deadline, stops the child's process group on timeout or on SIGINT/SIGTERM (SIGTERM, then
+ * SIGKILL after `grace` seconds), reaps it and maps the outcome to a status:
+ *   ok       fn returned: its table, with status = "ok" added when absent ({status, value} for a
+ *            value that is not a table)
+ *   error    fn raised: {status, message, traceback}
+ *   oom      fn raised the engine's out-of-memory error: also oom = oom_details(message)
+ *   crashed  the child died by a signal ({signal}) or exited without a result ({exit_code})
+ *   timeout  the child ran past timeout seconds and was stopped
+ * info = {pid, wall_s, exit_code | signal, killed_with, max_rss_bytes}. */
 #include "lua_engine.h"
 #include "lua_json.h"
 
@@ -171,7 +174,8 @@ static int child_body(lua_State *L) {
         lua_pop(L, 1);
         lua_pushstring(L, oom ? "oom" : "error"), lua_setfield(L, -2, "status");
     }
-    dpl_json_encode(L, -1, 0, "dpprof.isolate: the child's result");
+    /* a NaN the function returned (a config echo, ctx.extra) must not cost the whole result */
+    dpl_json_encode(L, -1, DPL_JSON_NONFINITE_STRINGS, "dpprof.isolate: the child's result");
     return 1;
 }
 
@@ -526,6 +530,9 @@ static int l_isolate(lua_State *L) {
     interrupted_by = 0;
     sigaction(SIGINT, &act, &old_int);
     sigaction(SIGTERM, &act, &old_term);
+    /* a signal this process ignores (a background job's SIGINT) stays ignored */
+    if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int, NULL);
+    if (old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &old_term, NULL);
     wait_outcome w;
     memset(&w, 0, sizeof w);
     wait_child(c, &w, timeout, grace);
@@ -535,8 +542,11 @@ static int l_isolate(lua_State *L) {
     c->fd = -1;
     if (w.interrupted) {
         int sig = interrupted_by;
-        raise(sig); /* the default action ends the process, as it would have without us */
-        luaL_error(L, "%s: interrupted by signal %d; the child was stopped", fname, sig);
+        /* the handler that was there runs now (dpprof's own makes the interrupt one line); the
+         * default action ends the process, as it would have without us */
+        raise(sig);
+        lua_sethook(L, NULL, 0, 0); /* this error is the interrupt: no second one from a hook */
+        luaL_error(L, "%s: interrupted by %s; the child was stopped", fname, sig == SIGINT ? "SIGINT" : "SIGTERM");
     }
 
     size_t len;

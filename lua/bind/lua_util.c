@@ -72,7 +72,9 @@ int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *
     int64_t v = def;
     if (t != LUA_TNIL) {
         int isint = 0;
-        v = (int64_t)lua_tointegerx(L, -1, &isint);
+        /* a number only: "16" is refused as it is for number fields (lua_tointegerx would take
+         * it); an integral float (4 * 2^20) is an integer */
+        if (t == LUA_TNUMBER) v = (int64_t)lua_tointegerx(L, -1, &isint);
         if (!isint) {
             if (lua_type(L, -1) == LUA_TNUMBER)
                 luaL_error(L, "%s: '%s' must be an integer (got %s)", fname, key, lua_tostring(L, -1));

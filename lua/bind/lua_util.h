@@ -27,7 +27,7 @@ int dpl_fail(lua_State *L);
  * in the NULL-terminated list valid. A non-table at idx is an argument error. */
 void dpl_check_keys(lua_State *L, int idx, const char *fname, const char *const *valid);
 /* The integer field key of the table at idx, or def when absent; an error naming fname and key
- * when present but not an integer. */
+ * when present but not an integer (an integral float is one; a string never is). */
 int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *key, int64_t def);
 /* The number field key of the table at idx, or def when absent (error when not a number). */
 double dpl_opt_num_field(lua_State *L, int idx, const char *fname, const char *key, double def);

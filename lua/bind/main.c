@@ -6,6 +6,7 @@
 
 #include <lauxlib.h>
 #include <lualib.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,8 @@ static const char *const usage =
     "  plot DIR [--out DIR] [--scale S] render charts and summaries from the result JSON files in\n"
     "                                   DIR (default out: DIR; scale 2 doubles the resolution)\n"
     "  compare BASE NEW [--threshold R] compare two results (files or directories); exit 1 when\n"
-    "                                   peak memory or step time grew past R (default 1.05)\n"
+    "                                   peak memory or step time grew past R (default 1.05) or a\n"
+    "                                   pair could not be compared, 2 for an invalid file\n"
     "  fit [key=value ...]              the largest seq_len, batch or layers that fits a memory\n"
     "                                   budget, per DP method, from plan runs (fit --help)\n"
     "  --help, -h                       this text\n"
@@ -80,7 +82,40 @@ static int raised_in_own_code(const char *msg) {
     return own_source(msg, (size_t)(colon + 4 - msg));
 }
 
-/* Message handler. A mistake dpprof reports (the message names the problem, at the user's line)
+/* ---- Ctrl-C: one line, as lua.c does it (a hook raises at the next Lua instruction) ---------- */
+
+static volatile sig_atomic_t interrupted; /* a SIGINT arrived while a script ran */
+static lua_State *running;                /* the state the hook is set on */
+
+static void interrupt_hook(lua_State *L, lua_Debug *ar) {
+    (void)ar;
+    lua_sethook(L, NULL, 0, 0);
+    luaL_error(L, "interrupted by SIGINT");
+}
+
+static void on_sigint(int sig) {
+    interrupted = 1;
+    signal(sig, SIG_DFL); /* a second Ctrl-C ends the process at once */
+    lua_sethook(running, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+/* Whether SIGINT was ignored when dpprof started (a background job): then it stays ignored. */
+static int sigint_ignored(void) {
+    struct sigaction old;
+    return sigaction(SIGINT, NULL, &old) == 0 && old.sa_handler == SIG_IGN;
+}
+
+/* msg without a leading "file.lua:12: " position. */
+static const char *without_position(const char *msg) {
+    const char *colon = strstr(msg, ".lua:");
+    if (!colon) return msg;
+    const char *p = colon + 5;
+    while (*p >= '0' && *p <= '9') p++;
+    return p[0] == ':' && p[1] == ' ' ? p + 2 : msg;
+}
+
+/* Message handler. An interrupt is one line: what was interrupted, no position, no traceback. A
+ * mistake dpprof reports (the message names the problem, at the user's line)
  * gets no traceback through dpprof's insides: only the user's own frames, when there are two or
  * more. An error raised at a line of dpprof's own Lua code (a bug to report) and
  * DPPROF_TRACEBACK=1 get the whole traceback, as lua.c prints it. */
@@ -89,6 +124,10 @@ static int msghandler(lua_State *L) {
     if (msg == NULL) {
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
+    }
+    if (interrupted) {
+        lua_pushstring(L, without_position(msg));
+        return 1;
     }
     const char *full = getenv("DPPROF_TRACEBACK");
     if ((full && *full && strcmp(full, "0") != 0) || raised_in_own_code(msg)) {
@@ -127,7 +166,11 @@ static int docall(lua_State *L, int nargs, int nres) {
     int base = lua_gettop(L) - nargs;
     lua_pushcfunction(L, msghandler);
     lua_insert(L, base);
+    int catch_sigint = !sigint_ignored();
+    running = L;
+    if (catch_sigint) signal(SIGINT, on_sigint);
     int status = lua_pcall(L, nargs, nres, base);
+    if (catch_sigint) signal(SIGINT, SIG_DFL);
     lua_remove(L, base);
     if (status != LUA_OK) {
         const char *msg = lua_tostring(L, -1);
@@ -215,9 +258,13 @@ static int cmd_plot(int argc, char **argv) {
             fprintf(stderr, "dpprof plot: %s needs a value (%s)\n", argv[i],
                     argv[i][2] == 'o' ? "--out DIR" : "--scale S, a number in (0, 8]");
             return 2;
-        } else if (strcmp(argv[i], "--out") == 0)
+        } else if (strcmp(argv[i], "--out") == 0) {
             out = argv[++i];
-        else if (strcmp(argv[i], "--scale") == 0) {
+            if (!*out) {
+                fprintf(stderr, "dpprof plot: --out needs a directory, got an empty string\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--scale") == 0) {
             char *end;
             opt.scale = strtod(argv[++i], &end);
             if (*end || opt.scale <= 0 || opt.scale > 8) {
@@ -292,5 +339,10 @@ int main(int argc, char **argv) {
         rc = cmd_lua(L, argv[1], argc - 2, argv + 2);
     lua_close(L); /* collects the script's tensors before the devices go */
     dpprof_shutdown();
+    if (interrupted) { /* end as an interrupted process does, so a calling shell stops too */
+        fflush(NULL);
+        signal(SIGINT, SIG_DFL);
+        raise(SIGINT);
+    }
     return rc;
 }

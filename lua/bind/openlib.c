@@ -95,6 +95,7 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_memory(L);
     dpl_open_device(L);
     dpl_open_process(L);
+    dpl_open_files(L);
     dpl_open_json(L);
     dpl_open_model(L);
     dpl_open_model_io(L);

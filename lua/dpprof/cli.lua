@@ -12,19 +12,17 @@ local COMPARE_USAGE = [[
 usage: dpprof compare BASE NEW [--threshold R]
 
 Compares two results: two result JSON files, or two directories of them (files matched by name).
-Prints peak memory, step time, per-phase times and per-category memory side by side, and the
-configuration keys that differ.
+Every file is checked against the results schema (docs/results.md) when it is read. Prints peak
+memory, step time, per-phase times and per-category memory side by side, and the configuration
+keys that differ.
 
   --threshold R   the largest allowed ratio NEW/BASE of peak memory and of step time (avg_ms);
                   default 1.05 (5% growth)
 
-exit status: 0 no regression; 1 peak memory or step time grew past R, or a run that was ok
-in BASE is not in NEW; 2 bad arguments or unreadable/invalid files
+exit status: 0 every pair was compared (both runs ok) and none grew past R; 1 peak memory or step
+time grew past R, or a pair could not be compared (a run that is not ok, a file only in BASE);
+2 bad arguments, or a file that is unreadable or not a valid result (the file and field named)
 ]]
-
-local function eprint(...)
-  io.stderr:write(table.concat({ ... }, ""), "\n")
-end
 
 local function is_dir(path)
   return dp.list_dir(path) ~= nil
@@ -50,82 +48,85 @@ local function flatten(t, prefix, out)
   return out
 end
 
-local function peak_bytes(r)
-  if type(r.memory) == "table" and math.type(r.memory.peak_bytes) then return r.memory.peak_bytes end
-  if type(r.peak_memory_mb) == "number" then return r.peak_memory_mb * results.MiB end
-end
-
-local function step_ms(r)
-  if type(r.timing) == "table" and type(r.timing.avg_ms) == "number" then return r.timing.avg_ms end
-  if type(r.avg_time_ms) == "number" then return r.avg_time_ms end
-end
-
--- Compares one pair; prints the table and returns the list of regressions (strings).
-local function compare_pair(label, base, new, threshold)
-  local regressions = {}
-  print(label)
+-- Compares one pair of valid results; prints through say and returns the regressions and the
+-- reasons the pair was not compared (lists of strings).
+local function compare_pair(label, base, new, threshold, say)
+  local regressions, uncompared = {}, {}
+  say(label)
   if base.status ~= "ok" or new.status ~= "ok" then
-    print(string.format("  status: %s -> %s", tostring(base.status), tostring(new.status)))
-    if base.status == "ok" and new.status ~= "ok" then
-      regressions[#regressions + 1] = string.format("%s: ok in BASE, %s in NEW (%s)", label, tostring(new.status),
-                                                    tostring(new.message))
+    say(string.format("  status: %s -> %s", base.status, new.status))
+    if base.status == "ok" then
+      regressions[#regressions + 1] = string.format("%s: ok in BASE, %s in NEW (%s)", label, new.status,
+                                                    (tostring(new.message):gsub("%s+", " ")))
+    else
+      uncompared[#uncompared + 1] = string.format("%s: not compared: %s in BASE, %s in NEW (only ok runs have "
+                                                  .. "figures to compare)", label, base.status, new.status)
     end
-    if base.status ~= "ok" or new.status ~= "ok" then return regressions end
+    return regressions, uncompared
   end
   if (base.predicted == true) ~= (new.predicted == true) then
-    print(string.format("  note: %s is measured, %s is predicted by the plan backend (its times are a roofline estimate)",
-                        base.predicted and "NEW" or "BASE", base.predicted and "BASE" or "NEW"))
+    say(string.format("  note: %s is measured, %s is predicted by the plan backend (its times are a roofline estimate)",
+                      base.predicted and "NEW" or "BASE", base.predicted and "BASE" or "NEW"))
   end
-  local rows = {}
+  local rows = { { "", "BASE", "NEW", "ratio", "" } }
   local function row(name, b, n, fmt, gate)
     local r = ratio(b, n)
     local flag = ""
     if gate and r and r > threshold then
-      flag = string.format("  REGRESSION (> %g)", threshold)
+      flag = string.format("REGRESSION (> %g)", threshold)
       regressions[#regressions + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), past the threshold %g",
                                                     label, name, (r - 1) * 100, fmt(b), fmt(n), threshold)
     end
     rows[#rows + 1] = { name, fmt(b), fmt(n), r and (r == math.huge and "inf" or string.format("%.3f", r)) or "-", flag }
   end
-  row("peak memory", peak_bytes(base), peak_bytes(new), fmt_bytes, true)
-  row("step time (avg)", step_ms(base), step_ms(new), fmt_ms, true)
-  local bt, nt = base.timing or {}, new.timing or {}
-  row("step time (median)", bt.median_ms, nt.median_ms, fmt_ms, false)
-  local bp, np = bt.phases_ms or {}, nt.phases_ms or {}
-  for _, p in ipairs(results.PHASES) do row("  " .. p, bp[p], np[p], fmt_ms, false) end
-  local bm, nm = base.memory or {}, new.memory or {}
-  row("reserved peak", bm.reserved_peak_bytes, nm.reserved_peak_bytes, fmt_bytes, false)
-  local bc, nc = bm.categories or {}, nm.categories or {}
+  row("peak memory", base.memory.peak_bytes, new.memory.peak_bytes, fmt_bytes, true)
+  row("step time (avg)", base.timing.avg_ms, new.timing.avg_ms, fmt_ms, true)
+  row("step time (median)", base.timing.median_ms, new.timing.median_ms, fmt_ms, false)
+  for _, p in ipairs(results.PHASES) do row("  " .. p, base.timing.phases_ms[p], new.timing.phases_ms[p], fmt_ms, false) end
+  row("reserved peak", base.memory.reserved_peak_bytes, new.memory.reserved_peak_bytes, fmt_bytes, false)
+  local bc, nc = base.memory.categories, new.memory.categories
   for _, c in ipairs(results.CATEGORIES) do
-    local b = type(bc[c]) == "table" and bc[c].live_at_peak_bytes or nil
-    local n = type(nc[c]) == "table" and nc[c].live_at_peak_bytes or nil
-    if (b or 0) ~= 0 or (n or 0) ~= 0 then row("  " .. c .. " at peak", b, n, fmt_bytes, false) end
+    local b, n = bc[c].live_at_peak_bytes, nc[c].live_at_peak_bytes
+    if b ~= 0 or n ~= 0 then row("  " .. c .. " at peak", b, n, fmt_bytes, false) end
   end
-  local widths = { 0, 0, 0, 0 }
-  for _, r in ipairs(rows) do for i = 1, 4 do widths[i] = math.max(widths[i], #r[i]) end end
-  for _, r in ipairs(rows) do
-    print(string.format("  %-" .. widths[1] .. "s  %" .. widths[2] .. "s  %" .. widths[3] .. "s  %" .. widths[4] .. "s%s",
-                        r[1], r[2], r[3], r[4], r[5]))
-  end
+  -- padded by hand (dp.print_table): string.format widths stop at 99, and a figure can be wider
+  dp.print_table(rows, { false, true, true, true, false }, say)
   local fb, fn = flatten(base.config or {}, ""), flatten(new.config or {}, "")
   local keys, seen = {}, {}
   for k in pairs(fb) do keys[#keys + 1], seen[k] = k, true end
   for k in pairs(fn) do if not seen[k] then keys[#keys + 1] = k end end
   table.sort(keys)
   for _, k in ipairs(keys) do
-    if fb[k] ~= fn[k] then print(string.format("  config %s: %s -> %s", k, fb[k] or "(absent)", fn[k] or "(absent)")) end
+    if fb[k] ~= fn[k] then say(string.format("  config %s: %s -> %s", k, fb[k] or "(absent)", fn[k] or "(absent)")) end
   end
-  return regressions
+  return regressions, uncompared
 end
 
-local function load(path)
+-- Reads and validates one result file (once): the result, or nil and the reason, one line naming
+-- the file and the field. In a directory (listed = true), a JSON document that is not meant as a
+-- result (no key of the schema's at its top) is skipped: returns false and the reason.
+local function load(path, listed)
   local ok, r = pcall(results.read, path)
   if not ok then return nil, dp.error_text(r) end
-  if type(r) ~= "table" then return nil, path .. ": not a results document" end
-  if r.traceEvents then return nil, path .. ": a trace file, not a result" end
+  if type(r) ~= "table" or getmetatable(r) == getmetatable(dp.json.array()) then
+    local what = type(r) == "table" and "an array" or dp.json.is_null(r) and "null" or "a " .. type(r)
+    return nil, string.format("%s: not a result: the document is %s, not an object", path, what)
+  end
+  if r.traceEvents ~= nil then
+    if listed then return false, "a trace file" end
+    return nil, path .. ": a trace file, not a result"
+  end
+  if listed then
+    local any = false
+    for _, k in ipairs({ "schema_version", "experiment", "status", "memory", "peak_memory_mb", "breakdown" }) do
+      any = any or r[k] ~= nil
+    end
+    if not any then return false, "no key of a result at its top" end
+  end
   local valid, problems = results.validate(r)
-  if not valid and r.status == "ok" and (peak_bytes(r) == nil or step_ms(r) == nil) then
-    return nil, path .. ": not a valid result: " .. problems[1]
+  if not valid then
+    return nil, string.format("%s: not a valid result: %s%s", path, problems[1],
+                              #problems > 1 and string.format(" (and %d more problems)", #problems - 1) or "")
   end
   return r
 end
@@ -138,13 +139,17 @@ local function json_files(dir)
   return out
 end
 
-function cli.compare(args)
+-- dpprof compare. io_ (optional, for tests) = {out = function(line), err = function(line)}; by
+-- default lines go to stdout and stderr.
+function cli.compare(args, io_)
+  local say = io_ and io_.out or function(line) io.stdout:write(line, "\n") end
+  local complain = io_ and io_.err or function(line) io.stderr:write(line, "\n") end
   local paths, threshold = {}, 1.05
   local i = 1
   while i <= #args do
     local a = args[i]
     if a == "--help" or a == "-h" then
-      io.stdout:write(COMPARE_USAGE)
+      say((COMPARE_USAGE:gsub("\n$", "")))
       return 0
     elseif a == "--threshold" or a:match("^%-%-threshold=") then
       local v = a:match("^%-%-threshold=(.*)$")
@@ -153,12 +158,12 @@ function cli.compare(args)
         v = args[i]
       end
       threshold = tonumber(v or "")
-      if not threshold or threshold <= 0 then
-        eprint("dpprof compare: --threshold needs a ratio > 0, e.g. 1.05 (got '", tostring(v), "')")
+      if not threshold or not (threshold > 0 and threshold < math.huge) then
+        complain("dpprof compare: --threshold needs a finite ratio > 0, e.g. 1.05 (got '" .. tostring(v) .. "')")
         return 2
       end
     elseif a:sub(1, 1) == "-" and a ~= "-" then
-      eprint("dpprof compare: unknown option '", a, "' (valid: --threshold R, --help)")
+      complain("dpprof compare: unknown option '" .. a .. "' (valid: --threshold R, --help)")
       return 2
     else
       paths[#paths + 1] = a
@@ -166,57 +171,88 @@ function cli.compare(args)
     i = i + 1
   end
   if #paths ~= 2 then
-    eprint("dpprof compare: expected BASE and NEW, got ", #paths, " path(s)\n", COMPARE_USAGE)
+    complain("dpprof compare: expected BASE and NEW, got " .. #paths .. " path(s)\n" .. COMPARE_USAGE)
     return 2
   end
   local base_path, new_path = paths[1], paths[2]
-  local pairs_ = {}
+  local pairs_, notes, uncompared = {}, {}, {}
   if is_dir(base_path) ~= is_dir(new_path) then
-    eprint("dpprof compare: BASE and NEW must both be files or both be directories")
+    complain("dpprof compare: BASE and NEW must both be files or both be directories")
     return 2
   end
+  -- every document is read and checked once, before anything is compared
+  local loaded = {}
+  local function get(path, listed)
+    local r, why = load(path, listed)
+    if r == nil then return nil, why end
+    if r == false then notes[#notes + 1] = string.format("skipped %s: %s", path, why) end
+    loaded[path] = r
+    return true
+  end
   if is_dir(base_path) then
+    local base_files, new_files = json_files(base_path), json_files(new_path)
+    for _, side in ipairs({ { base_path, base_files }, { new_path, new_files } }) do
+      for _, n in ipairs(side[2]) do
+        local ok, why = get(side[1] .. "/" .. n, true)
+        if not ok then complain("dpprof compare: " .. why) return 2 end
+      end
+    end
     local in_new = {}
-    for _, n in ipairs(json_files(new_path)) do in_new[n] = true end
-    for _, n in ipairs(json_files(base_path)) do
-      if in_new[n] then
-        pairs_[#pairs_ + 1] = { n, base_path .. "/" .. n, new_path .. "/" .. n }
-        in_new[n] = nil
-      else
-        print("only in BASE: " .. n)
+    for _, n in ipairs(new_files) do if loaded[new_path .. "/" .. n] then in_new[n] = true end end
+    for _, n in ipairs(base_files) do
+      if loaded[base_path .. "/" .. n] then
+        if in_new[n] then
+          pairs_[#pairs_ + 1] = { n, base_path .. "/" .. n, new_path .. "/" .. n }
+          in_new[n] = nil
+        else
+          uncompared[#uncompared + 1] = n .. ": only in BASE, not compared"
+        end
       end
     end
     local only_new = {}
     for n in pairs(in_new) do only_new[#only_new + 1] = n end
     table.sort(only_new)
-    for _, n in ipairs(only_new) do print("only in NEW: " .. n) end
+    for _, n in ipairs(only_new) do notes[#notes + 1] = "only in NEW: " .. n end
     if #pairs_ == 0 then
-      eprint("dpprof compare: no result file is in both ", base_path, " and ", new_path)
+      complain("dpprof compare: no result file is in both " .. base_path .. " and " .. new_path)
       return 2
     end
   else
+    for _, path in ipairs({ base_path, new_path }) do
+      local ok, why = get(path, false)
+      if not ok then complain("dpprof compare: " .. why) return 2 end
+    end
     pairs_[1] = { base_path .. " -> " .. new_path, base_path, new_path }
   end
   local regressions = {}
-  print(string.format("dpprof compare (threshold %g)", threshold))
+  say(string.format("dpprof compare (threshold %g)", threshold))
+  for _, n in ipairs(notes) do say(n) end
   for _, p in ipairs(pairs_) do
-    local base, err = load(p[2])
-    if not base then eprint("dpprof compare: ", err) return 2 end
-    local new, err2 = load(p[3])
-    if not new then eprint("dpprof compare: ", err2) return 2 end
-    for _, r in ipairs(compare_pair(p[1], base, new, threshold)) do regressions[#regressions + 1] = r end
+    local reg, unc = compare_pair(p[1], loaded[p[2]], loaded[p[3]], threshold, say)
+    for _, r in ipairs(reg) do regressions[#regressions + 1] = r end
+    for _, u in ipairs(unc) do uncompared[#uncompared + 1] = u end
   end
-  if #regressions > 0 then
-    print(string.format("\n%d regression(s):", #regressions))
-    for _, r in ipairs(regressions) do print("  " .. r) end
+  if #regressions > 0 or #uncompared > 0 then
+    if #regressions > 0 then
+      say(string.format("\n%d regression(s):", #regressions))
+      for _, r in ipairs(regressions) do say("  " .. r) end
+    end
+    if #uncompared > 0 then
+      say(string.format("\n%d not compared (a comparison that did not happen is not a pass):", #uncompared))
+      for _, u in ipairs(uncompared) do say("  " .. u) end
+    end
     return 1
   end
-  print("\nno regression")
+  say("\nno regression")
   return 0
 end
 
 ---------------------------------------------------------------------------------------------
 -- dpprof fit key=value ...
+
+local function eprint(...)
+  io.stderr:write(table.concat({ ... }, ""), "\n")
+end
 
 local FIT_USAGE = [[
 usage: dpprof fit [key=value ...]
@@ -314,6 +350,13 @@ function cli.fit(args)
   if not opts then
     eprint("dpprof fit: ", out)
     return 2
+  end
+  if out then -- before the search: out=link.json would replace the link
+    local ok, why = dp.writable(tostring(out))
+    if not ok then
+      eprint("dpprof fit: out: ", why)
+      return 2
+    end
   end
   local ok, f = pcall(dp.fit, opts)
   if not ok then

@@ -11,7 +11,7 @@ function dp.format_bytes(n)
   while math.abs(v) >= 1024 and i < #units do
     v, i = v / 1024, i + 1
   end
-  if i == 1 then return string.format("%d B", n) end
+  if i == 1 then return string.format("%s B", math.tointeger(n) or string.format("%.4g", n)) end
   return string.format("%.2f %s", v, units[i])
 end
 
@@ -28,8 +28,9 @@ end
 
 -- Prints a text table: rows[1] is the header, underlined with dashes; each column is as wide as
 -- its widest cell, right-aligned where right[i] is true, two spaces from the next; lines start
--- with two spaces and end without any.
-function dp.print_table(rows, right)
+-- with two spaces and end without any. emit (default print) receives each line.
+function dp.print_table(rows, right, emit)
+  emit = emit or print
   local widths = {}
   for _, row in ipairs(rows) do
     for i, cell in ipairs(row) do widths[i] = math.max(widths[i] or 0, #cell) end
@@ -40,11 +41,11 @@ function dp.print_table(rows, right)
       local pad = string.rep(" ", widths[i] - #cell)
       cells[i] = right[i] and pad .. cell or cell .. pad
     end
-    print((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
+    emit((("  " .. table.concat(cells, "  ")):gsub("%s+$", "")))
     if ri == 1 then
       local rule = {}
       for i, w in ipairs(widths) do rule[i] = string.rep("-", w) end
-      print("  " .. table.concat(rule, "  "))
+      emit("  " .. table.concat(rule, "  "))
     end
   end
 end
@@ -63,8 +64,16 @@ end
 
 -- An error message without the "file.lua:12: " position that says where in dpprof's own Lua code
 -- a problem was noticed (an error raised by an engine binding that dpprof's Lua side called):
--- the user needs the problem, not our line. Positions in the user's scripts are kept.
+-- the user needs the problem, not our line. Positions in the user's scripts are kept. An error
+-- object that is not a string says what it is (its __tostring, its `message` field, or its type),
+-- never "table: 0x...".
 function dp.error_text(e)
+  if type(e) ~= "string" and type(e) ~= "number" then
+    local mt = getmetatable(e)
+    if type(mt) == "table" and mt.__tostring then return tostring(e) end
+    if type(e) == "table" and type(e.message) == "string" then return e.message end
+    return string.format("(an error object of type %s, with no message)", type(e))
+  end
   local s = tostring(e)
   local src, rest = s:match("^([^\n]-%.lua):%d+: (.*)$")
   if src and dp.is_own_source(src) then return rest end

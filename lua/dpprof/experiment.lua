@@ -18,8 +18,12 @@
 -- schedule ("default"), drops it ("none"), or keeps the listed names or patterns.
 --
 -- It runs in the calling process; dp.sweep (or dp.isolate(dp.experiment, cfg)) runs it in a clean
--- child. A failure inside (out of memory, an engine error) does not raise: the result has status
--- "oom" or "error", a message, and what was measured up to the failure. A bad configuration raises.
+-- child. A failure while it runs (out of memory, an engine error, a callback's error) does not
+-- raise: the result has status "oom" or "error", a message, and what was measured up to the
+-- failure. A bad configuration raises before anything is built: unknown keys, wrong types, and
+-- what dpprof.model and dpprof.dp.wrap would refuse (checked without a device), including a
+-- sample_rate x dataset_size that disagrees with the batch; what only building can tell (bf16 on
+-- the CPU) raises too.
 --
 -- Timing: every phase is bracketed by dp.sync() and dp.clock(), so it is device time; an
 -- iteration's time is the sum of its phases (batch creation, snapshots and callbacks excluded).
@@ -88,12 +92,35 @@ local function with_defaults(t, defaults)
   return out
 end
 
-local function check_int(v, where, min)
-  if v ~= nil and (math.type(v) ~= "integer" or v < min) then
+-- Checks t[key] is an integer >= min, or absent; an integral float (4 * 2^20) is one and is stored
+-- as an integer. A number written as a string ("3") is refused, as everywhere in dpprof.
+local function check_int(t, key, where, min)
+  local v = t[key]
+  local i = type(v) == "number" and math.tointeger(v) or nil
+  if v ~= nil and (not i or i < min) then
     -- a string "3" is shown quoted: "got 3" would not say what is wrong with it
     error(string.format("%s must be an integer >= %d, got %s", where, min,
                         type(v) == "string" and string.format("%q (a string)", v) or tostring(v)), 4)
   end
+  t[key] = i
+end
+
+-- The integer keys of a model: integral floats (hidden = 2^8) stored as integers, so the
+-- configuration a result echoes has the types docs/results.md gives.
+local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "seq_len", "batch", "ffn", "max_positions", "seed" }
+
+-- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
+-- a device, so a configuration that cannot run raises before anything is built (and a sweep
+-- refuses it before its first point). The batch the model is built with is the physical one.
+local function check_model_and_dp(c)
+  local mcfg = copy(c.model)
+  local logical = c.model.batch or 1
+  local physical = math.min(c.dp.max_physical_batch_size or logical, logical)
+  mcfg.batch = c.dp.max_physical_batch_size or logical
+  local ok, err = pcall(dp.model.check, mcfg)
+  if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
+  ok, err = pcall(dp.dp.check, experiment.wrap_options(c, logical, physical), mcfg.batch)
+  if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
 end
 
 -- Checks cfg's keys and fills in defaults; returns the normalised copy. Raises on a bad key or value.
@@ -126,12 +153,22 @@ function experiment.config(cfg)
   check_keys(c.optimizer, okeys, "dpprof.experiment: optimizer")
   c.dp = with_defaults(cfg.dp, experiment.DEFAULTS.dp)
   check_keys(c.dp, DP_KEYS, "dpprof.experiment: dp")
-  check_int(c.iters, "dpprof.experiment: iters", 1)
-  check_int(c.warmup, "dpprof.experiment: warmup", 0)
-  check_int(c.seed, "dpprof.experiment: seed", 0)
-  check_int(c.dp.max_physical_batch_size, "dpprof.experiment: dp.max_physical_batch_size", 1)
-  check_int(c.model.batch, "dpprof.experiment: model.batch", 1)
-  check_int(c.memory_limit, "dpprof.experiment: memory_limit", 0)
+  check_int(c, "iters", "dpprof.experiment: iters", 1)
+  check_int(c, "warmup", "dpprof.experiment: warmup", 0)
+  check_int(c, "seed", "dpprof.experiment: seed", 0)
+  check_int(c.dp, "max_physical_batch_size", "dpprof.experiment: dp.max_physical_batch_size", 1)
+  check_int(c.dp, "dataset_size", "dpprof.experiment: dp.dataset_size", 1)
+  check_int(c.model, "batch", "dpprof.experiment: model.batch", 1)
+  check_int(c, "memory_limit", "dpprof.experiment: memory_limit", 0)
+  for _, k in ipairs(MODEL_INT_KEYS) do
+    local i = type(c.model[k]) == "number" and math.tointeger(c.model[k])
+    if i then c.model[k] = i end
+  end
+  -- A dataset size without a sample rate: q is the batch over it (not the default rate, which
+  -- would contradict the batch).
+  if c.dp.dataset_size and (cfg.dp == nil or cfg.dp.sample_rate == nil) then
+    c.dp.sample_rate = (c.model.batch or 1) / c.dp.dataset_size
+  end
   if c.data then check_keys(c.data, DATA_KEYS, "dpprof.experiment: data") end
   c.on = cfg.on or {}
   check_keys(c.on, CALLBACKS, "dpprof.experiment: on")
@@ -146,6 +183,10 @@ function experiment.config(cfg)
   if c.trace ~= nil and type(c.trace) ~= "string" then
     error("dpprof.experiment: trace must be the path of the trace file to write", 3)
   end
+  if c.trace ~= nil then -- refused now, not after the run: trace="/dev/full" would replace the device
+    local ok, why = dp.writable(c.trace)
+    if not ok then error("dpprof.experiment: trace: " .. why, 3) end
+  end
   if c.device_model ~= nil then
     if c.device ~= "plan" then
       error(string.format("dpprof.experiment: device_model applies to device=\"plan\" only (device is '%s')",
@@ -155,6 +196,7 @@ function experiment.config(cfg)
     if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
   end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
+  check_model_and_dp(c)
   return c
 end
 
@@ -191,7 +233,7 @@ local function build_optimizer(m, o)
   return dp.optim[o.name](m, opts)
 end
 
-local function wrap_options(c, logical_batch, physical_batch)
+function experiment.wrap_options(c, logical_batch, physical_batch)
   local w = { max_grad_norm = c.dp.max_grad_norm, noise_multiplier = c.dp.noise_multiplier,
               sample_rate = c.dp.sample_rate, dataset_size = c.dp.dataset_size,
               expected_batch_size = logical_batch, max_physical_batch_size = physical_batch,
@@ -321,7 +363,11 @@ function experiment.run(cfg_in)
   end
 
   local warmup_peak
+  -- true while the model, optimizer and DP wrapper are being built: what fails there, other than
+  -- an allocation, is the configuration's fault and raises rather than becoming a result
+  local building = false
   local function body()
+    building = true
     local mcfg = copy(c.model)
     physical = c.dp.max_physical_batch_size or mcfg.batch
     mcfg.batch = physical
@@ -332,11 +378,14 @@ function experiment.run(cfg_in)
     ctx.model = model
     logical = c.model.batch or model:config().batch
     physical = physical or logical
+    building = false
     snap("0_model_loaded")
     callback("model_loaded")
+    building = true
     opt = build_optimizer(model, c.optimizer)
     ctx.optimizer = opt
-    priv = dp.dp.wrap(model, opt, wrap_options(c, logical, math.min(physical, logical)))
+    priv = dp.dp.wrap(model, opt, experiment.wrap_options(c, logical, math.min(physical, logical)))
+    building = false
     ctx.priv = priv
     if choices(priv, c) ~= "vanilla" then
       snap("1_wrapped_with_dp")
@@ -362,7 +411,8 @@ function experiment.run(cfg_in)
   end
 
   local ok, err = xpcall(body, function(e)
-    return { message = dp.error_text(e), traceback = debug.traceback(tostring(e), 2) }
+    local message = dp.error_text(e)
+    return { message = message, traceback = debug.traceback(message, 2), building = building }
   end)
   local stats = mem.stats()
   if c.memory_limit then mem.set_limit(0) end
@@ -371,6 +421,13 @@ function experiment.run(cfg_in)
   if not ok then
     oom = dp.oom_details(err.message)
     status = oom and "oom" or "error"
+  end
+  if not ok and not oom and err.building then
+    -- a configuration the checks above let through (callbacks run in between are the script's)
+    release(priv)
+    release(opt)
+    release(model)
+    error("dpprof.experiment: " .. err.message, 2)
   end
   local model_config
   if model then
@@ -393,7 +450,8 @@ function experiment.run(cfg_in)
     local pok, eps = pcall(priv.epsilon, priv, c.dp.delta)
     if pok and (eps ~= eps or eps == math.huge) then eps = json.null end -- sigma = 0: no guarantee
     local pstats = priv:stats()
-    privacy = { noise_multiplier = c.dp.noise_multiplier, sample_rate = c.dp.sample_rate, delta = c.dp.delta,
+    -- the q the accountant used (the engine's: derived from dataset_size when not given)
+    privacy = { noise_multiplier = c.dp.noise_multiplier, sample_rate = pstats.sample_rate, delta = c.dp.delta,
                 steps = pstats.steps, epsilon = pok and eps or nil }
   end
   local ledger = dp.ledger()

@@ -169,10 +169,13 @@ end
 local V = {}
 V.__index = V
 
-local function new_validator() return setmetatable({ problems = {} }, V) end
+local function new_validator() return setmetatable({ problems = {}, said = {} }, V) end
 
 function V:fail(path, fmt, ...)
-  self.problems[#self.problems + 1] = path .. ": " .. string.format(fmt, ...)
+  local line = path .. ": " .. string.format(fmt, ...)
+  if self.said[line] then return end -- one line per problem, however many keys of it were asked for
+  self.said[line] = true
+  self.problems[#self.problems + 1] = line
 end
 
 local function type_name(v)
@@ -183,7 +186,13 @@ end
 
 -- Returns the value at t[key] when its type is kind ("string", "number", "integer", "boolean",
 -- "table"); reports a problem when it is missing (unless optional) or of another type.
+-- t itself must be an object (a table): anything else is reported once, at path. A validator
+-- never raises, whatever the document holds.
 function V:get(t, key, path, kind, optional)
+  if type(t) ~= "table" then
+    self:fail(path == "" and "(top)" or path, "object expected, got %s", type_name(t))
+    return nil
+  end
   local v = t[key]
   local p = path == "" and key or (path .. "." .. key)
   if v == nil then
@@ -227,7 +236,7 @@ end
 
 -- Derived figures must agree with their source; a writer may round MiB and ms to 3 decimals.
 function V:near(got, want, path, what)
-  if got == nil or want == nil then return end
+  if type(got) ~= "number" or type(want) ~= "number" then return end -- a wrong type is reported by get
   if math.abs(got - want) > math.max(1e-9 * math.abs(want), 0.00051) then
     self:fail(path, "%.9g differs from %s (%.9g)", got, what, want)
   end
@@ -279,12 +288,14 @@ function V:snapshots(list)
     self:nonneg(self:get(s, "timestamp", p, "number"), p .. ".timestamp")
     local cats = self:get(s, "categories", p, "table")
     self:category_bytes(cats, p .. ".categories")
-    if cats and s.allocated_mb then
+    if cats and type(s.allocated_mb) == "number" then
       local sum = 0
       for _, c in ipairs(results.CATEGORIES) do sum = sum + (math.type(cats[c]) and cats[c] or 0) end
       self:near(s.allocated_mb, mb(sum), p .. ".allocated_mb", "the sum of its categories")
     end
-    if i > 1 and s.timestamp and list[i - 1].timestamp and s.timestamp < list[i - 1].timestamp then
+    local prev = list[i - 1]
+    if i > 1 and type(s) == "table" and type(prev) == "table" and type(s.timestamp) == "number"
+       and type(prev.timestamp) == "number" and s.timestamp < prev.timestamp then
       self:fail(p .. ".timestamp", "earlier than the snapshot before it")
     end
   end
@@ -325,7 +336,9 @@ function V:memory(r, ok)
       self:get(e, "module", p, "string")
       self:nonneg(self:get(e, "peak_bytes", p, "integer"), p .. ".peak_bytes")
       local lap = self:nonneg(self:get(e, "live_at_peak_bytes", p, "integer"), p .. ".live_at_peak_bytes")
-      if i > 1 and lap and mods[i - 1].live_at_peak_bytes and lap > mods[i - 1].live_at_peak_bytes then
+      local prev = mods[i - 1]
+      if i > 1 and lap and type(prev) == "table" and math.type(prev.live_at_peak_bytes)
+         and lap > prev.live_at_peak_bytes then
         self:fail(p, "modules are not sorted by live_at_peak_bytes, largest first")
       end
     end
@@ -383,16 +396,20 @@ function V:timing(r, ok)
   if not t then return end
   local iters = self:array(t, "iter_ms", "timing")
   if iters then
+    local numbers = true
     for i, v in ipairs(iters) do
-      if type(v) ~= "number" or v < 0 then self:fail("timing.iter_ms[" .. i .. "]", "non-negative number expected") end
+      if type(v) ~= "number" or v < 0 or v ~= v then
+        self:fail("timing.iter_ms[" .. i .. "]", "non-negative number expected, got %s", type_name(v))
+        numbers = false
+      end
     end
-    local want = results.time_stats(iters)
-    if ok and not want then self:fail("timing.iter_ms", "empty in an ok result") end
+    local want = numbers and results.time_stats(iters) or nil
+    if ok and numbers and not want then self:fail("timing.iter_ms", "empty in an ok result") end
     if want then
       for k, v in pairs(want) do self:near(self:get(t, k, "timing", "number"), v, "timing." .. k, "the value over iter_ms") end
       self:near(self:get(r, "avg_time_ms", "", "number"), want.avg_ms, "avg_time_ms", "timing.avg_ms")
     end
-    if type(r.config) == "table" and math.type(r.config.iters) and ok and #iters ~= r.config.iters then
+    if type(r.config) == "table" and math.type(r.config.iters) == "integer" and ok and #iters ~= r.config.iters then
       self:fail("timing.iter_ms", "has %d entries, config.iters is %d", #iters, r.config.iters)
     end
   end
@@ -536,6 +553,9 @@ function V:sweep(r)
   local s = self:get(r, "sweep", "", "table", true)
   if not s then return end
   self:get(s, "name", "sweep", "string")
+  self:get(s, "config", "sweep", "table", true)
+  local h = self:get(s, "config_hash", "sweep", "string", true)
+  if h and not h:match("^fnv1a64:%x+$") then self:fail("sweep.config_hash", "'%s' is not fnv1a64:<hex>", h) end
   local vary = self:get(s, "vary", "sweep", "table")
   for k, v in pairs(vary or {}) do
     local t = type(v)
@@ -583,36 +603,39 @@ end
 ---------------------------------------------------------------------------------------------
 -- Files
 
--- Reads and decodes a JSON file; raises an error naming the file.
+-- Reads and decodes a JSON file; raises an error naming the file. Only a regular file of at most
+-- 256 MiB is read (dpprof.read_file: a FIFO or device planted under a .json name is refused).
 function results.read(path)
-  local f, err = io.open(path, "rb")
-  if not f then error("cannot read " .. err, 2) end
-  local text = f:read("a")
-  f:close()
+  local text, err = dp.read_file(path)
+  if not text then error(err, 2) end
   local ok, value = pcall(json.decode, text, path)
   if not ok then error(dp.error_text(value), 2) end -- the file and the place in it, not our line
   return value
 end
 
--- Writes value as indented JSON to path through a temporary file and a rename, so the file is
--- either absent or complete. Raises an error naming the file.
+-- The JSON text of a result: indented, keys sorted, and numbers JSON cannot hold (NaN and the
+-- infinities a script put in ctx.extra, a vary value or its configuration) written as the strings
+-- "NaN", "Infinity" and "-Infinity", so the record is never lost (docs/results.md).
+function results.encode(value)
+  return json.encode(value, { indent = true, nonfinite = "string" })
+end
+
+-- The hash a sweep records of a point's resolved configuration (sweep.config_hash), to resume only
+-- what was run with the same one: "fnv1a64:" and 16 hex digits of the FNV-1a 64-bit hash of the
+-- canonical JSON text of config (compact, keys sorted, non-finite numbers as strings).
+function results.config_hash(config)
+  local text = json.encode(config, { nonfinite = "string" })
+  local h = 0xcbf29ce484222325 -- FNV-1a offset basis; Lua integers wrap like uint64
+  for i = 1, #text do h = (h ~ text:byte(i)) * 0x100000001b3 end
+  return string.format("fnv1a64:%016x", h)
+end
+
+-- Writes value as JSON (results.encode) to path through a unique temporary file and a rename, so
+-- the file is either absent or complete; never through a link planted at path, never over a
+-- device, FIFO or directory (dpprof.write_file). Raises an error naming the file.
 function results.write(path, value)
-  local text = json.encode(value, { indent = true })
-  local dir, base = path:match("^(.*)/([^/]+)$")
-  local tmp = (dir and (dir .. "/") or "") .. "." .. (base or path) .. ".tmp"
-  local f, err = io.open(tmp, "wb")
-  if not f then error(string.format("cannot write %s (%s)", path, err), 2) end
-  local ok, werr = f:write(text)
-  local cok, cerr = f:close()
-  if not ok or not cok then
-    os.remove(tmp)
-    error("cannot write " .. tmp .. ": " .. tostring(werr or cerr), 2)
-  end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then
-    os.remove(tmp)
-    error("cannot rename " .. tmp .. " to " .. path .. ": " .. tostring(rerr), 2)
-  end
+  local ok, err = dp.write_file(path, results.encode(value))
+  if not ok then error(err, 2) end
   return path
 end
 

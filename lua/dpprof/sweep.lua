@@ -9,10 +9,14 @@
 -- sorted unless `order` lists them (the first key varies slowest). Each point runs through
 -- dp.isolate (timeout: per point), one progress line per point says how it ended, the elapsed time
 -- and an ETA, and its result is written to <out>/<point>.json at once (temporary file + rename),
--- with sweep={name, vary}. A rerun with the same out skips points whose file holds status ok or
--- oom (resume); points that errored, crashed or timed out run again unless retry_failed=false.
+-- with sweep={name, vary, config, config_hash}. A rerun with the same out skips points whose file
+-- holds status ok or oom (resume); points that errored, crashed or timed out run again unless
+-- retry_failed=false. A kept file must have been run with the point's resolved configuration
+-- (config_hash): otherwise the sweep refuses, naming what changed (resume=false runs all again).
 -- One point's failure never stops the sweep; a point whose configuration dp.experiment refuses
--- (checked for every point before the first runs) stops it before it starts. A summary table is
+-- (checked for every point before the first runs) stops it before it starts, and so does a file
+-- name too long for out. The sweep holds a lock on out (a second sweep is refused); a result that
+-- cannot be written, twice, stops the sweep with an error holding it. A summary table is
 -- printed at the end. The default
 -- run is dp.experiment; `run` replaces it (tests, custom measurements): it gets the point's config
 -- and its vary table and returns a table. Default out: results/run_<timestamp>.
@@ -21,6 +25,9 @@ local json = dp.json
 local results = require("dpprof.results")
 
 local sweep = {}
+
+-- The lock file a running sweep holds in its out directory.
+sweep.LOCK_FILE = ".dpprof-sweep.lock"
 
 local OPTION_KEYS = { "base", "vary", "out", "name", "timeout", "resume", "retry_failed", "trace", "order",
                       "run", "isolate", "quiet" }
@@ -63,12 +70,17 @@ local function format_value(v)
   return tostring(v)
 end
 
--- The point's name: "key=value,key=value" in key order, with characters unsafe in file names
--- replaced by "_".
+-- s made safe as a file name inside out: characters other than letters, digits and _.+=,-
+-- become "_", and so does a leading "." (no hidden files, no ".."), so a name never leaves out.
+function sweep.safe_name(s)
+  return (tostring(s):gsub("[^%w_.+=,%-]", "_"):gsub("^%.", "_"))
+end
+
+-- The point's name: "key=value,key=value" in key order, made safe as a file name.
 function sweep.point_name(keys, vary)
   local parts = {}
   for i, k in ipairs(keys) do parts[i] = k .. "=" .. format_value(vary[k]) end
-  return (table.concat(parts, ","):gsub("[^%w_.+=,%-]", "_"))
+  return sweep.safe_name(table.concat(parts, ","))
 end
 
 local function path_of(key)
@@ -134,8 +146,8 @@ function sweep.points(base, vary, order)
         apply(cfg, k, current[k])
         v[k] = current[k]
       end
-      points[#points + 1] = { name = #keys > 0 and sweep.point_name(keys, v) or (base.name or "run"), vary = v,
-                              config = cfg }
+      local name = #keys > 0 and sweep.point_name(keys, v) or sweep.safe_name(base.name or "run")
+      points[#points + 1] = { name = name, vary = v, config = cfg }
       return
     end
     for _, value in ipairs(vary[keys[i]]) do
@@ -238,8 +250,8 @@ end
 
 -- Runs fn(cfg, vary) in this process (isolate=false): a raised error becomes status "error".
 local function run_here(fn, cfg, vary)
-  local ok, r = xpcall(fn, debug.traceback, cfg, vary)
-  if not ok then return { status = "error", message = tostring(r) } end
+  local ok, r = xpcall(fn, function(e) return debug.traceback(dp.error_text(e), 2) end, cfg, vary)
+  if not ok then return { status = "error", message = r } end
   if type(r) ~= "table" then return { status = "ok", value = r } end
   if r.status == nil then r.status = "ok" end
   return r
@@ -254,19 +266,87 @@ local function finish_result(r, p, sweep_name)
                          oom = r.oom, config = plain(p.config) }
   end
   if r.experiment == nil then r.experiment = p.name end
-  r.sweep = { name = sweep_name, vary = p.vary }
+  r.sweep = { name = sweep_name, vary = p.vary, config = p.resolved, config_hash = p.config_hash }
   return r
 end
 
--- Whether the file of a point holds a result a rerun keeps; returns the result when it does.
-local function done_before(file, retry_failed)
-  local f = io.open(file, "rb")
-  if not f then return nil end
-  f:close()
-  local ok, r = pcall(results.read, file)
+-- The configuration a point resolves to, as recorded for resume: for the default run the
+-- experiment's normalised configuration (every default filled in) less what does not change the
+-- measurement (its name and trace file) and what cannot be compared (callbacks); for a custom
+-- run, the point's configuration less functions.
+local function resolved_config(p, default_config)
+  local c = plain(default_config or p.config)
+  if default_config then c.name, c.trace, c.on = nil, nil, nil end
+  return c
+end
+
+-- Flattens a configuration into {"a.b.c" = "value"} (JSON text of each leaf).
+local function flatten(t, prefix, out)
+  out = out or {}
+  if type(t) ~= "table" or json.is_null(t) then
+    out[prefix] = json.is_null(t) and "null" or json.encode(t, { nonfinite = "string" })
+    return out
+  end
+  for k, v in pairs(t) do flatten(v, prefix == "" and tostring(k) or (prefix .. "." .. tostring(k)), out) end
+  return out
+end
+
+-- What differs between two configurations: "model.seq_len 32 -> 64" (at most three, then a count).
+local function config_changes(old, new)
+  local a, b = flatten(old, ""), flatten(new, "")
+  local keys, seen = {}, {}
+  for k in pairs(a) do keys[#keys + 1], seen[k] = k, true end
+  for k in pairs(b) do if not seen[k] then keys[#keys + 1] = k end end
+  table.sort(keys)
+  local changes = {}
+  for _, k in ipairs(keys) do
+    if a[k] ~= b[k] then changes[#changes + 1] = string.format("%s %s -> %s", k, a[k] or "(absent)", b[k] or "(absent)") end
+  end
+  if #changes > 3 then changes = { changes[1], changes[2], changes[3], string.format("%d more", #changes - 3) } end
+  return table.concat(changes, ", ")
+end
+
+-- The result a rerun keeps for a point, or nil to run it: a file whose status is ok or oom (any
+-- status with retry_failed=false). A kept result must have been run with this point's resolved
+-- configuration; when it was not, returns nil and what changed.
+local function done_before(p, retry_failed)
+  local text = dp.read_file(p.file)
+  if not text then return nil end
+  local ok, r = pcall(json.decode, text, p.file)
   if not ok or type(r) ~= "table" or type(r.status) ~= "string" then return nil end
-  if r.status == "ok" or r.status == "oom" or not retry_failed then return r end
-  return nil
+  if not (r.status == "ok" or r.status == "oom" or not retry_failed) then return nil end
+  local s = type(r.sweep) == "table" and r.sweep or {}
+  if s.config_hash == p.config_hash then return r end
+  if type(s.config) ~= "table" or type(s.config_hash) ~= "string" then
+    return nil, "its file records no configuration (an older dpprof wrote it)"
+  end
+  return nil, config_changes(s.config, p.resolved)
+end
+
+-- The error that stops a sweep whose result could not be written: its message says what was done
+-- and how to go on; `result` keeps the measurement that could not be written.
+local function write_failure(p, r, err, points, i, out)
+  local written = 0
+  for k = 1, i - 1 do if points[k].result then written = written + 1 end end
+  local message = string.format(
+    "dpprof.sweep: the result of point %s (%s) could not be written, twice: %s. The sweep stops: %d point%s "
+    .. "before it finished and %s in %s, %d did not run; the unwritten result is in this error's `result`. "
+    .. "Free space or fix %s and run the sweep again to resume.",
+    p.name, describe(r), err, written, written == 1 and "" or "s", written == 1 and "is" or "are", out,
+    #points - i, out)
+  return setmetatable({ message = message, result = r, point = p.name, points = points },
+                      { __tostring = function(e) return e.message end })
+end
+
+-- Writes a point's result; on failure waits a moment and tries once more. Returns true, or
+-- false and the reason.
+local function write_result(file, r)
+  local ok, err = pcall(results.write, file, r)
+  if ok then return true end
+  dp.sleep(0.2)
+  ok, err = pcall(results.write, file, r)
+  if ok then return true end
+  return false, dp.error_text(err)
 end
 
 function sweep.run(opts)
@@ -285,6 +365,9 @@ function sweep.run(opts)
   local timeout = opts.timeout or 0
   if type(timeout) ~= "number" or timeout < 0 then error("dpprof.sweep: timeout must be seconds >= 0 (0: none)", 2) end
   local out = opts.out or ("results/run_" .. os.date("%Y%m%d_%H%M%S"))
+  if type(out) ~= "string" or out:gsub("/+$", "") == "" then
+    error("dpprof.sweep: out must name a directory (got " .. (type(out) == "string" and "\"" .. out .. "\"" or type(out)) .. ")", 2)
+  end
   out = out:gsub("/+$", "")
   local name = opts.name or out:match("([^/]+)$") or out
   local resume = opts.resume ~= false
@@ -293,27 +376,64 @@ function sweep.run(opts)
   local say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
 
   local points = sweep.points(base, vary, opts.order)
-  -- A point the experiment would refuse (a misspelt method or key) stops the sweep before any
-  -- point runs, rather than after the hours the points before it took.
-  if run == default_run then
-    local experiment = require("dpprof.experiment")
-    for _, p in ipairs(points) do
+  -- A point the experiment would refuse (a misspelt method or key, a model that cannot be built)
+  -- stops the sweep before any point runs, rather than after the hours the points before it took.
+  local experiment = run == default_run and require("dpprof.experiment") or nil
+  for _, p in ipairs(points) do
+    local resolved
+    if experiment then
       local cok, cerr = pcall(experiment.config, p.config)
       if not cok then error(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr)), 2) end
+      resolved = cerr
     end
+    p.resolved = resolved_config(p, resolved)
+    local hok, hash = pcall(results.config_hash, p.resolved)
+    if not hok then
+      error(string.format("dpprof.sweep: point %s: its configuration cannot be recorded: %s", p.name,
+                          dp.error_text(hash)), 2)
+    end
+    p.config_hash = hash
   end
   local ok, err = dp.mkdir_p(out)
   if not ok then error("dpprof.sweep: " .. err, 2) end
+  -- Every file a point writes must be nameable here: checked before the first point runs.
+  local name_max = dp.name_max(out)
+  for _, p in ipairs(points) do
+    local longest = p.name .. (opts.trace and ".trace.json" or ".json")
+    if #longest > name_max then
+      error(string.format("dpprof.sweep: point %s: its file name '%s' is %d bytes, longer than the %d %s allows; "
+                          .. "shorten the vary values or give fewer keys", p.name, longest, #longest, name_max, out), 2)
+    end
+  end
+  -- One sweep at a time in a directory: a second one would overwrite the first one's files.
+  local note = string.format("pid %d on %s since %s (sweep '%s')", dp.pid(), dp.environment().hostname or "?",
+                             os.date("%Y-%m-%d %H:%M:%S"), name)
+  local lock <close>, holder = dp.lock(out .. "/" .. sweep.LOCK_FILE, note)
+  if not lock then
+    error(string.format("dpprof.sweep: %s is in use by another sweep: %s; wait for it to end or give another out",
+                        out, holder), 2)
+  end
 
   local start = dp.clock()
   local ran, ran_time = 0, 0
   local to_run = 0
   local counts = {}
-  local prior = {}
+  local prior, stale = {}, {}
   for i, p in ipairs(points) do
     p.file = out .. "/" .. p.name .. ".json"
-    prior[i] = resume and done_before(p.file, retry_failed) or nil
+    if resume then
+      local why
+      prior[i], why = done_before(p, retry_failed)
+      if why then stale[#stale + 1] = string.format("point %s: %s", p.name, why) end
+    end
     if not prior[i] then to_run = to_run + 1 end
+  end
+  if #stale > 0 then
+    error(string.format("dpprof.sweep: %s holds results run with another configuration, which this sweep will not "
+                        .. "reuse: %s%s. To start afresh give another out, remove %s, or pass resume=false to run "
+                        .. "every point again", out, stale[1],
+                        #stale > 1 and string.format(" (and %d more point%s)", #stale - 1, #stale > 2 and "s" or "") or "",
+                        out), 2)
   end
   say(string.format("sweep %s: %d point%s (%d to run) -> %s", name, #points, #points == 1 and "" or "s", to_run, out))
   local width = #tostring(#points)
@@ -337,11 +457,8 @@ function sweep.run(opts)
         r = run_here(run, cfg, p.vary)
       end
       r = finish_result(r, p, name)
-      local wok, werr = pcall(results.write, p.file, r)
-      if not wok then
-        r = finish_result({ status = "error", message = "the result could not be written: " .. tostring(werr) }, p, name)
-        pcall(results.write, p.file, r)
-      end
+      local wok, werr = write_result(p.file, r)
+      if not wok then error(write_failure(p, r, werr, points, i, out), 2) end
       local took = dp.clock() - t0
       ran, ran_time = ran + 1, ran_time + took
       local left = to_run - ran

@@ -470,12 +470,25 @@ static int run_grad_strips(void *x) {
 /* cuBLAS doing the Gram products a a^T and g g^T (full T x T, bf16 or f32 in, f32 out) */
 static int run_cublas_gram(void *x) {
     bench *b = x;
-    /* clang-format off */
-    dp_gemm_args ga = {.trans_a = 0, .trans_b = 1, .m = b->T, .n = b->T, .k = b->d, .alpha = 1, .beta = 0,
-                       .ab_type = b->t, .c_type = DP_F32, .a = b->a->data, .lda = b->d, .stride_a = b->T * b->d,
-                       .b = b->a->data, .ldb = b->d, .stride_b = b->T * b->d, .c = b->c->data, .ldc = b->T,
-                       .stride_c = b->T * b->T, .batch = b->B};
-    /* clang-format on */
+    dp_gemm_args ga = {.trans_a = 0,
+                       .trans_b = 1,
+                       .m = b->T,
+                       .n = b->T,
+                       .k = b->d,
+                       .alpha = 1,
+                       .beta = 0,
+                       .ab_type = b->t,
+                       .c_type = DP_F32,
+                       .a = b->a->data,
+                       .lda = b->d,
+                       .stride_a = b->T * b->d,
+                       .b = b->a->data,
+                       .ldb = b->d,
+                       .stride_b = b->T * b->d,
+                       .c = b->c->data,
+                       .ldc = b->T,
+                       .stride_c = b->T * b->T,
+                       .batch = b->B};
     DP_TRY(gpu->ops->gemm(gpu, &ga));
     ga.k = b->p, ga.a = ga.b = b->g->data, ga.lda = ga.ldb = b->p, ga.stride_a = ga.stride_b = b->T * b->p;
     return gpu->ops->gemm(gpu, &ga);
@@ -483,12 +496,25 @@ static int run_cublas_gram(void *x) {
 /* cuBLAS forming the per-sample gradients g_i^T a_i (p x d, f32 out) */
 static int run_cublas_grad(void *x) {
     bench *b = x;
-    /* clang-format off */
-    dp_gemm_args ga = {.trans_a = 1, .trans_b = 0, .m = b->p, .n = b->d, .k = b->T, .alpha = 1, .beta = 0,
-                       .ab_type = b->t, .c_type = DP_F32, .a = b->g->data, .lda = b->p, .stride_a = b->T * b->p,
-                       .b = b->a->data, .ldb = b->d, .stride_b = b->T * b->d, .c = b->c->data, .ldc = b->d,
-                       .stride_c = b->p * b->d, .batch = b->B};
-    /* clang-format on */
+    dp_gemm_args ga = {.trans_a = 1,
+                       .trans_b = 0,
+                       .m = b->p,
+                       .n = b->d,
+                       .k = b->T,
+                       .alpha = 1,
+                       .beta = 0,
+                       .ab_type = b->t,
+                       .c_type = DP_F32,
+                       .a = b->g->data,
+                       .lda = b->p,
+                       .stride_a = b->T * b->p,
+                       .b = b->a->data,
+                       .ldb = b->d,
+                       .stride_b = b->T * b->d,
+                       .c = b->c->data,
+                       .ldc = b->d,
+                       .stride_c = b->p * b->d,
+                       .batch = b->B};
     return gpu->ops->gemm(gpu, &ga);
 }
 

@@ -47,11 +47,11 @@ backend_plan  core
 backend_cuda  core kernels
 model         core common
 dp            model core common
-io            model core
+io            model core common
 engine        core model dp io backend_cpu backend_plan backend_cuda
 kernels       common
-plots
-bind          engine core model dp io backend_plan plots
+plots         common
+bind          engine core model dp io backend_plan plots common
 embed_test    engine core model dp io
 EOF
 # system headers (by prefix) and the parts that may include them; others are free

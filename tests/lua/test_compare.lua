@@ -1,6 +1,8 @@
--- test_compare.lua: `dpprof compare BASE NEW [--threshold R]` exit codes, run as users' CI runs
--- it: the dpprof binary on result files. 0: no regression; 1: peak memory or step time grew past
--- the threshold, or an ok run is no longer ok; 2: bad arguments or unreadable/invalid input.
+-- test_compare.lua: `dpprof compare BASE NEW [--threshold R]` exit codes on result files, through
+-- dpprof.cli.compare in this process (the binary itself twice, at the end). 0: every pair compared
+-- and none regressed; 1: peak memory or step time grew past the threshold, an ok run is no longer
+-- ok, or a pair could not be compared; 2: bad arguments, or a file that is unreadable or not a
+-- valid result, named with its field (every document is validated once, when it is read).
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -62,18 +64,15 @@ local function write(name, r)
   return results.write(dir .. "/" .. name, r)
 end
 
--- dpprof compare ARGS; returns the exit code (output kept in a file for the failure message)
+-- dpprof compare ARGS, in this process; returns the exit status and everything it printed. It
+-- must never raise, whatever the files hold.
+local cli = require("dpprof.cli")
 local function compare(...)
-  local args = {}
-  for i, a in ipairs({ ... }) do args[i] = string.format("%q", a) end
-  local log = dir .. "/out.txt"
-  local cmd = string.format("%q compare %s > %q 2>&1", dp.executable, table.concat(args, " "), log)
-  local _, how, code = os.execute(cmd)
-  check.eq(how, "exit", "compare ended by exit")
-  local f = io.open(log)
-  local text = f and f:read("a") or ""
-  if f then f:close() end
-  return code, text
+  local lines = {}
+  local function add(line) lines[#lines + 1] = line end
+  local ok, code = pcall(cli.compare, { ... }, { out = add, err = add })
+  check.truthy(ok, "compare raised: " .. tostring(code))
+  return code, table.concat(lines, "\n")
 end
 
 local MiB = 1 << 20
@@ -98,7 +97,14 @@ check.truthy(text:find("step time (avg) grew", 1, true), "names the step time: "
 check.eq(compare(base, faster), 0, "improvements pass")
 -- a measured result against a plan prediction: said, since the times are not alike
 local pr = results.read(same)
-pr.predicted = true
+pr.predicted = true -- with what docs/results.md requires of a predicted result
+pr.timing.estimate = { device_model = "h100", method = "roofline: sum over ops of max(flops/peak, bytes/bandwidth)",
+                       dtype = "f32", peak_flops = 1e12, bandwidth = 1e9, ledger_ms = 30.0, label = "estimate",
+                       ops = dp.json.array() }
+local peak = pr.memory.peak_bytes
+pr.plan = { device_model = "h100", memory_bytes = 1 << 30, context_bytes = 1 << 20, workspace = true,
+            reserve_overhead = 0.0, peak_bytes = peak, budget_bytes = (1 << 30) - (1 << 20),
+            predicted_reserved_bytes = peak, fits = true, headroom_bytes = (1 << 30) - (1 << 20) - peak }
 local predicted = write("predicted.json", pr)
 code, text = compare(base, predicted)
 check.eq(code, 0, "same figures, one predicted: " .. text)
@@ -110,7 +116,8 @@ check.truthy(not text:find("predicted", 1, true), "no note when both are measure
 check.eq(compare(base, slightly), 0, "+4% is within 1.05")
 check.eq(compare(base, slightly, "--threshold", "1.03"), 1, "+4% is past 1.03")
 
--- an ok run that no longer fits is a regression; a failure that now runs is not
+-- an ok run that no longer fits is a regression; a pair with a failed BASE was not compared, and a
+-- comparison that did not happen does not pass
 local oom = results.failure{ name = "synthetic", status = "oom", message = "out of memory",
                              oom = { requested_bytes = 4096, category = "activations", module = "layers.0.attn.qkv",
                                      live_bytes = {} } }
@@ -119,7 +126,11 @@ local oom_file = write("oom.json", oom)
 code, text = compare(base, oom_file)
 check.eq(code, 1, "ok -> oom: " .. text)
 check.truthy(text:find("ok in BASE, oom in NEW", 1, true), text)
-check.eq(compare(oom_file, base), 0, "oom -> ok")
+code, text = compare(oom_file, base)
+check.eq(code, 1, "oom -> ok is not a comparison: " .. text)
+check.truthy(text:find("not compared: oom in BASE, ok in NEW", 1, true), text)
+code, text = compare(oom_file, oom_file)
+check.eq(code, 1, "oom -> oom: " .. text)
 
 -- bad input: exit 2 with a message
 code, text = compare(base)
@@ -138,9 +149,71 @@ check.truthy(text:find("invalid JSON", 1, true), text)
 local nofields = write("nofields.json", { schema_version = 1, status = "ok", experiment = "x" })
 code, text = compare(base, nofields)
 check.eq(code, 2, "an ok result without peak and time")
-check.truthy(text:find("not a valid result", 1, true), text)
+check.truthy(text:find("nofields.json: not a valid result: ", 1, true), text)
+
+-- Documents that are not valid results: exit 2, the file and the field named. Two legacy files
+-- (no schema_version, no status) used to print "status: nil -> nil" and pass with 5x the peak;
+-- {} and [1,2,3] printed "ok in BASE, nil in NEW" and exited 1.
+local function raw(name, text)
+  assert(dp.write_file(dir .. "/" .. name, text))
+  return dir .. "/" .. name
+end
+local legacy_a = raw("legacy_a.json", '{"experiment":"a","peak_memory_mb":100,"avg_time_ms":10}')
+local legacy_b = raw("legacy_b.json", '{"experiment":"a","peak_memory_mb":500,"avg_time_ms":90}')
+code, text = compare(legacy_a, legacy_b)
+check.eq(code, 2, "legacy documents: " .. text)
+check.truthy(text:find("legacy_a.json: not a valid result: schema_version: missing", 1, true), text)
+local function invalid(name, doc, field)
+  local path = raw(name, doc)
+  local c, t = compare(base, path)
+  check.eq(c, 2, name .. ": " .. t)
+  check.truthy(t:find(name .. ": not a", 1, true) and t:find(field, 1, true), name .. " names " .. field .. ": " .. t)
+  c, t = compare(path, base)
+  check.eq(c, 2, name .. " as BASE: " .. t)
+end
+invalid("empty.json", "{}", "schema_version: missing")
+invalid("array.json", "[1,2,3]", "the document is an array")
+invalid("number.json", "42", "the document is a number")
+invalid("null.json", "null", "the document is null")
+-- a valid result with one field broken, as the hostile-input pass found them (each used to raise
+-- in cli.lua: "attempt to index a number value", or an invalid format '%301s')
+local function broken(name, edit, field)
+  local r = results.read(base)
+  edit(r)
+  invalid(name, results.encode(r), field)
+end
+broken("exploded.json", function(r) r.status = "exploded" end, "status: 'exploded' is not one of ok, oom")
+broken("timing5.json", function(r) r.timing = 5 end, "timing: table expected, got integer")
+broken("spans0.json", function(r) r.timing.spans = dp.json.array{ 0 } end, "timing.spans[1]: object expected, got integer")
+broken("frac.json", function(r) r.memory.categories.activations.live_at_peak_bytes = 1.5 end,
+       "memory.categories.activations.live_at_peak_bytes: integer expected, got float")
+broken("huge.json", function(r) r.peak_memory_mb = 1e300 end, "peak_memory_mb: 1e+300 differs from memory.peak_bytes")
+broken("cats.json", function(r) r.memory.categories = dp.json.array{ 1, 2 } end, "memory.categories")
+broken("snap.json", function(r) r.snapshots = dp.json.array{ "x", 3 } end, "snapshots[1]: object expected, got string")
+broken("iters.json", function(r) r.timing.iter_ms = dp.json.array{ "1", 2 } end, "timing.iter_ms[1]")
+broken("mods.json", function(r) r.memory.modules = dp.json.array{ 7, { module = "x" } } end, "memory.modules[1]")
+broken("phases.json", function(r) r.timing.phases_ms = "fast" end, "timing.phases_ms: table expected, got string")
+broken("nan.json", function(r) r.avg_time_ms = 0 / 0 end, "avg_time_ms: number expected, got string")
+-- figures far larger than any run are printed, not a crash
+local big = results.read(base)
+big.memory.peak_bytes = math.maxinteger
+for _, c in ipairs(dp.memory.categories) do big.memory.categories[c].live_at_peak_bytes = 0 end
+big.memory.categories.other.live_at_peak_bytes = math.maxinteger
+big.memory.categories.other.peak_bytes = math.maxinteger
+big.memory.reserved_peak_bytes = math.maxinteger
+big.peak_memory_mb = math.maxinteger / MiB
+big.breakdown.peak_allocated_mb = big.peak_memory_mb
+for k in pairs(results.LEGACY_BREAKDOWN) do big.breakdown[k] = 0.0 end
+big.memory.warmup_peak_bytes = math.maxinteger
+local vok, problems = results.validate(big)
+check.truthy(vok, "a huge but valid result: " .. table.concat(problems or {}, "; "))
+code, text = compare(base, write("big.json", big))
+check.eq(code, 1, "a huge peak is a regression: " .. text)
+check.truthy(text:find("8388608.00 TiB", 1, true), "printed in full: " .. text)
+check.eq(compare(write("big2.json", big), write("big3.json", big)), 0, "huge against huge")
 check.eq(compare(base, same, "--threshold", "zero"), 2, "threshold not a number")
 check.eq(compare(base, same, "--threshold", "-1"), 2, "threshold not positive")
+check.eq(compare(base, same, "--threshold", "1e999"), 2, "threshold not finite")
 check.eq(compare(base, same, "--frobnicate"), 2, "unknown option")
 check.eq(compare("--help"), 0, "--help")
 
@@ -158,6 +231,39 @@ code, text = compare(d1, d2)
 check.eq(code, 1, "one file regressed: " .. text)
 check.truthy(text:find("flat.json: peak memory grew", 1, true), "names the file: " .. text)
 check.eq(compare(d1, base), 2, "a directory and a file")
+-- a result only in BASE was not compared: exit 1; one only in NEW is noted; a JSON document that
+-- is no result (no key of the schema's at its top) and a trace file are skipped, but a result
+-- that is invalid stops the comparison
+results.write(d2 .. "/flat.json", result(100 * MiB, { 10.0 }))
+results.write(d1 .. "/bk.json", result(100 * MiB, { 10.0 }))
+code, text = compare(d1, d2)
+check.eq(code, 1, "bk.json only in BASE: " .. text)
+check.truthy(text:find("bk.json: only in BASE, not compared", 1, true), text)
+os.remove(d1 .. "/bk.json")
+results.write(d2 .. "/mixed_ghost.json", result(100 * MiB, { 10.0 }))
+assert(dp.write_file(d1 .. "/bench.json", '{"rows": [1, 2]}'))
+assert(dp.write_file(d1 .. "/run.trace.json", '{"traceEvents": []}'))
+code, text = compare(d1, d2)
+check.eq(code, 0, "only in NEW, a bench file, a trace: " .. text)
+check.truthy(text:find("only in NEW: mixed_ghost.json", 1, true), text)
+check.truthy(text:find("skipped " .. d1 .. "/bench.json: no key of a result at its top", 1, true), text)
+assert(dp.write_file(d2 .. "/ghost.json", '{"status": "ok"}'))
+code, text = compare(d1, d2)
+check.eq(code, 2, "an invalid result in a directory: " .. text)
+check.truthy(text:find(d2 .. "/ghost.json: not a valid result: schema_version: missing", 1, true), text)
+
+-- the binary: the exit status reaches the shell
+local function binary(...)
+  local args = {}
+  for i, a in ipairs({ ... }) do args[i] = string.format("%q", a) end
+  return check.sh(string.format("%q compare %s", dp.executable, table.concat(args, " ")))
+end
+code, text = binary(base, bigger)
+check.eq(code, 1, "dpprof compare, a regression: " .. text)
+check.truthy(text:find("peak memory grew 10.0%", 1, true), text)
+code, text = binary(base, legacy_b)
+check.eq(code, 2, "dpprof compare, an invalid file: " .. text)
+check.truthy(text:find("legacy_b.json: not a valid result: schema_version: missing", 1, true), text)
 
 os.execute("rm -rf " .. dir)
 print("ok")

@@ -200,4 +200,45 @@ do
   check.raises(function() p2:stats() end, { "model was freed" })
 end
 
+-- Privacy bookkeeping: the accountant's q, the sampler and the noise's divisor (the expected batch
+-- size) agree, or the run says why not. dp.experiment used to pass the model's batch as the
+-- expected size whatever sample_rate x dataset_size was: sample_rate=0.001, dataset_size=100,
+-- batch=2 ran "ok", accounted q = 0.001 and divided the noise by 2 where 0.1 samples were expected.
+do
+  local m = tiny() -- batch 3
+  local wrap = function(o) return function() return dp.dp.wrap(m, nil, o) end end
+  check.raises(wrap{ method = "flat", sample_rate = 0.001, dataset_size = 100 },
+               { "sample_rate 0.001 x dataset_size 100 = 0.1 samples a step, but the expected batch size is 3",
+                 "give dataset_size 3000 for this batch" }, "fixed batches")
+  check.raises(wrap{ method = "flat", sample_rate = 0.1, dataset_size = 10000, expected_batch_size = 3, poisson = true },
+               { "= 1000 samples a step, but the expected batch size is 3" }, "Poisson far above the batch")
+  check.raises(function() dp.dp.check({ method = "flat", sample_rate = 0.001, dataset_size = 100 }, 3) end,
+               { "= 0.1 samples a step" }, "dp.dp.check: the same check without a model")
+  -- agreeing figures: q N within one sample of the batch (Opacus takes int(q N))
+  local p1 = dp.dp.wrap(m, nil, { method = "flat", sample_rate = 0.01, dataset_size = 300 })
+  check.eq(p1:stats().expected_batch_size, 3, "q N = 3")
+  local p2 = dp.dp.wrap(m, nil, { method = "flat", sample_rate = 0.0299, dataset_size = 100 })
+  check.eq(p2:stats().expected_batch_size, 3, "q N = 2.99: the batch of 3 agrees")
+  local p3 = dp.dp.wrap(m, nil, { method = "flat", dataset_size = 600 })
+  check.near(p3:stats().sample_rate, 3 / 600, 1e-15, "q derived from the batch")
+  p1:free() p2:free() p3:free()
+  -- through dp.experiment: refused before anything is built, and a dataset size alone derives q
+  local cfg = { model = { vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2 }, device = "plan",
+                iters = 1, warmup = 0, snapshots = "none", method = "ghost" }
+  cfg.dp = { sample_rate = 0.001, dataset_size = 100 }
+  check.raises(function() dp.experiment(cfg) end,
+               { "dpprof.experiment: dpprof.dp.wrap: dp: sample_rate 0.001 x dataset_size 100 = 0.1 samples a step" },
+               "the issue's configuration")
+  cfg.dp = { sample_rate = 0.1, dataset_size = 10000, poisson = true }
+  check.raises(function() dp.experiment(cfg) end, { "= 1000 samples a step, but the expected batch size is 2" },
+               "Poisson with q N far above the batch")
+  cfg.dp = { dataset_size = 200 }
+  local r = dp.experiment(cfg)
+  check.eq(r.status, "ok", tostring(r.message))
+  check.eq(r.config.dp.sample_rate, 0.01, "q = batch / dataset_size, not the default rate")
+  check.eq(r.privacy.sample_rate, 0.01, "the accountant's q")
+  local want = dp.privacy.epsilon{ sample_rate = 0.01, noise_multiplier = 1.0, steps = 1, delta = 1e-5 }.epsilon
+  check.near(r.privacy.epsilon, want, 1e-12, "epsilon at the derived q")
+end
+
 print("test_dp: all checks passed")

@@ -44,14 +44,66 @@ err = check.raises(function() dp.experiment(cfg{ device = "gpu" }) end, { "unkno
 check.truthy(err:find(THIS, 1, true), "device error at the caller's line: " .. err)
 no_own_position(err, "device")
 
--- What the engine refuses while the experiment runs is a status "error" with the engine's words,
--- without the line in experiment.lua that called it.
-local r = dp.experiment(cfg{ model = { vocab = 64, hidden = 30, layers = 1, heads = 4, seq_len = 8, batch = 2 } })
-check.eq(r.status, "error", "heads not dividing hidden")
-check.truthy(r.message:find("^dpprof%.model: 'heads' %(4%) must divide 'hidden' %(30%)"), "message: " .. r.message)
-r = dp.experiment(cfg{ method = "flash_clip", dp = { flash_impl = "strip" } })
-check.eq(r.status, "error", "bad flash_impl")
-check.truthy(r.message:find("^dpprof%.dp%.wrap: unknown flash_impl 'strip' %(valid: tiles, strips%)"), r.message)
+-- A configuration the engine would refuse raises at the caller's line, in the engine's words,
+-- before anything is built (it used to come back as status "error" while the script went on to
+-- exit 0); only what fails while running (out of memory, a callback's error) is a result.
+local function model(extra)
+  local m = {}
+  for k, v in pairs(MODEL) do m[k] = v end
+  for k, v in pairs(extra) do m[k] = v end
+  return m
+end
+err = check.raises(function() dp.experiment(cfg{ model = model{ hidden = 30, heads = 4 } }) end,
+                   { "dpprof.experiment: dpprof.model: 'heads' (4) must divide 'hidden' (30)" }, "heads not dividing hidden")
+check.truthy(err:find(THIS, 1, true), "at the caller's line: " .. err)
+no_own_position(err, "model check")
+check.raises(function() dp.experiment(cfg{ model = model{ max_positions = 64, seq_len = 128 } }) end,
+             { "'max_positions' (64) must be at least 'seq_len' (128)" }, "max_positions below seq_len")
+check.raises(function() dp.experiment(cfg{ method = "flash_clip", dp = { flash_impl = "strip" } }) end,
+             { "dpprof.dp.wrap: unknown flash_impl 'strip' (valid: tiles, strips)" }, "bad flash_impl")
+check.raises(function() dp.experiment(cfg{ dp = { max_grad_norm = -1 } }) end, { "max_grad_norm -1 must be positive" })
+-- what only the device can tell (bf16 is CUDA-only) raises too, from the building of the model
+err = check.raises(function() dp.experiment(cfg{ model = model{ dtype = "bf16" } }) end,
+                   { "dpprof.experiment: dpprof.model: dtype 'bf16' is CUDA-only" }, "bf16 on the CPU")
+check.truthy(err:find(THIS, 1, true), "at the caller's line: " .. err)
+check.eq(dp.memory.stats("cpu").allocated, 0, "nothing left allocated after the refused build")
+-- a callback's error is the run's: a result with status "error" and the message
+local r = dp.experiment(cfg{ on = { after_step = function() error("boom in a callback") end } })
+check.eq(r.status, "error", "a callback's error is a result")
+check.truthy(r.message:find("boom in a callback", 1, true), r.message)
+-- an error object that is not a string says what it is, never "table: 0x..."
+r = dp.experiment(cfg{ on = { after_step = function() error({}) end } })
+check.eq(r.status, "error", "error({}) in a callback")
+check.eq(r.message, "(an error object of type table, with no message)", "error({}) message")
+r = dp.experiment(cfg{ on = { after_step = function() error({ message = "from a table" }) end } })
+check.eq(r.message, "from a table", "an error table's message field")
+
+-- dpprof.model's messages name it: "dpprof.model: out of memory ...", not "dpprof.out of memory"
+-- (the engine's message was glued to "dpprof." for the configuration checks' "model: ..." form).
+dp.device("cpu")
+dp.memory.set_limit(1000)
+local mok, merr = pcall(dp.model, { vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8 })
+dp.memory.set_limit(0)
+check.eq(mok, false, "a model over the limit")
+check.truthy(tostring(merr):find("dpprof.model: out of memory", 1, true), tostring(merr))
+mok, merr = pcall(dp.model, { vocab = 64, hidden = 2 ^ 40, layers = 1, heads = 2, seq_len = 8, device = "plan" })
+check.truthy(tostring(merr):find("dpprof.model: tensor of that shape is too large", 1, true), tostring(merr))
+check.truthy(not tostring(merr):find("dpprof.tensor", 1, true), tostring(merr))
+
+-- Numbers are numbers: a string is refused with the key named, everywhere (model.hidden="16" used
+-- to be taken where iters="3" was refused), and an integral float is an integer (4 * 2^20 used
+-- to be refused as "got 4194304.0").
+check.raises(function() dp.experiment(cfg{ model = model{ hidden = "16" } }) end,
+             { "dpprof.model: 'hidden' must be an integer (got string)" }, "hidden as a string")
+check.raises(function() dp.model{ vocab = 64, hidden = 16, layers = "1", heads = 2, seq_len = 8 } end,
+             { "'layers' must be an integer (got string)" }, "dpprof.model directly")
+r = dp.experiment(cfg{ memory_limit = 4 * 2 ^ 20, iters = 2.0, model = model{ hidden = 2 ^ 4 } })
+check.eq(r.status, "ok", "integral floats accepted: " .. tostring(r.message))
+check.eq(math.type(r.config.iters), "integer", "iters stored as an integer")
+check.eq(r.config.iters, 2, "iters")
+check.eq(#r.timing.iter_ms, 2, "two timed iterations")
+check.eq(math.type(r.config.model.hidden), "integer", "hidden echoed as an integer")
+check.raises(function() dp.experiment(cfg{ memory_limit = 4.5 }) end, { "memory_limit must be an integer >= 0, got 4.5" })
 
 -- A sweep checks every point's configuration before the first runs: nothing is written.
 local out = string.format("/tmp/dpprof-test-errors-%d-%d", dp.pid(), os.time())
@@ -100,6 +152,35 @@ check.truthy(not text:find("[C]", 1, true), "no C frames: " .. text)
 -- DPPROF_TRACEBACK=1: everything.
 code, text = sh(string.format("DPPROF_TRACEBACK=1 %q run %q", exe, script))
 check.truthy(text:find("[C]", 1, true) or text:find("stack traceback:", 1, true), "full traceback: " .. text)
+-- Ctrl-C: one line, no traceback, and the process ends as an interrupted one (it used to print a
+-- traceback through sweep.lua, or nothing). During a sweep the point's child is stopped; the
+-- signal comes here from the point itself, as a terminal would send it to the foreground.
+local t0 = dp.clock()
+code, text = run_script(string.format([[
+local dp = require("dpprof")
+local parent = dp.pid()
+local function inner()
+  dp.sweep{ vary = { method = { "a", "b" } }, out = %q, quiet = true,
+            run = function() os.execute("kill -INT " .. parent) dp.sleep(30) return {} end }
+end
+local function outer() inner() end
+outer()
+]], out .. "-int"))
+check.truthy(code == 2 or code == 130, "ended by SIGINT: " .. tostring(code))
+check.eq(text, "dpprof: dpprof.isolate: interrupted by SIGINT; the child was stopped\n", "one line")
+check.truthy(dp.clock() - t0 < 15, "the sleeping child was stopped")
+os.execute("rm -rf " .. out .. "-int")
+-- in Lua code: at the next instruction
+code, text = run_script([[
+local dp = require("dpprof")
+os.execute("(sleep 0.3; kill -INT " .. dp.pid() .. ") &")
+local function spin() local x = 0 while true do x = x + 1 end end
+local function outer() spin() end
+outer()
+]])
+check.truthy(code == 2 or code == 130, "a loop ended by SIGINT: " .. tostring(code) .. " " .. text)
+check.eq(text, "dpprof: interrupted by SIGINT\n", "one line")
+
 -- The experiment scripts refuse an argument they do not read (it used to be ignored: method=ghost
 -- ran the default three methods, layers=2,4 the default depths), before running anything.
 local experiments = arg[0]:match("(.*/)") .. "../../experiments/"
@@ -143,11 +224,16 @@ os.execute("rm -rf " .. out .. "-plan")
 
 -- A suite whose points all failed ends with exit status 1 and says how many (it used to end 0,
 -- so a CI job running scripts/run-default.sh passed with nothing measured).
-code, text = sh(string.format("%q run %q heads=3 out=%q", exe, experiments .. "default.lua", out .. "-h3"))
+code, text = sh(string.format("%q run %q timeout=0.001 out=%q", exe, experiments .. "default.lua", out .. "-t"))
 check.eq(code, 1, "every point failed: exit 1: " .. text)
-check.truthy(text:find("3 of 3 points did not finish (error: 3)", 1, true), "says how many and how: " .. text)
-check.truthy(text:find("must divide", 1, true), "the sweep's table names the problem: " .. text)
-os.execute("rm -rf " .. out .. "-h3")
+check.truthy(text:find("3 of 3 points did not finish (timeout: 3)", 1, true), "says how many and how: " .. text)
+check.truthy(text:find("timed out after", 1, true), "the sweep's table names the problem: " .. text)
+os.execute("rm -rf " .. out .. "-t")
+-- A configuration no point could run with is refused before any runs.
+code, text = sh(string.format("%q run %q heads=3 out=%q", exe, experiments .. "default.lua", out .. "-h3"))
+check.eq(code, 1, "heads=3: exit 1: " .. text)
+check.truthy(text:find("must divide", 1, true) and text:find("point method=", 1, true), "names the point: " .. text)
+check.eq(dp.list_dir(out .. "-h3"), nil, "heads=3: nothing ran")
 
 -- compare: a file that is not JSON is named without dpprof's own line.
 local notjson = out .. ".csv"

@@ -141,7 +141,7 @@ check.raises(function() dp.fit{ base = { model = copy(MODEL), device = "cuda" } 
 check.raises(function() dp.fit{ base = { model = { arch = "gpt", vocabulary = 10 } } } end, { "unknown key 'vocabulary'" })
 check.raises(function() dp.fit{ base = base, device_model = "tpu" } end, { "unknown model 'tpu'", "h100, h200" })
 check.raises(function() dp.fit{ base = { model = { arch = "gpt", vocab = 64, hidden = 30, layers = 1, heads = 4 } },
-                                method = "vanilla" } end, { "failed", "must divide" })
+                                method = "vanilla" } end, { "base: dpprof.experiment: dpprof.model:", "must divide" })
 
 -- The CLI form: an answer (exit 0) and bad arguments (exit 2).
 local exe = dp.executable

@@ -1,6 +1,7 @@
 -- test_sweep.lua: dp.sweep with plain functions: the cartesian product and its stable names,
 -- one file per point written as soon as the point ends, failures (error, crash, timeout, OOM)
--- recorded without losing the other points, and resume (done points skipped, failed ones rerun).
+-- recorded without losing the other points, and resume: done points skipped, failed ones rerun
+-- (or kept with retry_failed=false), and a point whose configuration changed never reused.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -8,15 +9,18 @@ local dp = require("dpprof")
 local out = string.format("/tmp/dpprof-test-sweep-%d-%d", dp.pid(), os.time())
 os.execute("rm -rf " .. out)
 
--- Each point's behaviour is chosen by its values; `attempt` (in base) lets a rerun succeed.
+-- Each point's behaviour is chosen by its values; the attempt (a file beside out, not the
+-- configuration, so a rerun resumes the same sweep) lets a rerun succeed.
+local attempt_file = out .. ".attempt"
 local function run(cfg, vary)
+  local attempt = dp.read_file(attempt_file) and 2 or 1
   -- the files of the points before this one are on disk already (written as each point ended)
   local files = 0
   for _, name in ipairs(dp.list_dir(cfg.out_dir) or {}) do
     if name:match("%.json$") and not name:match("^%.") then files = files + 1 end
   end
   local m, T = vary.method, vary.seq_len
-  if cfg.attempt == 1 then
+  if attempt == 1 then
     if m == "b" and T == 2 then error("point b,2 fails") end
     if m == "c" and T == 1 then dp.testing_crash("segv") end
     if m == "c" and T == 2 then dp.sleep(30) end
@@ -27,20 +31,21 @@ local function run(cfg, vary)
     local t = dp.tensor{ shape = { 1000 }, category = "activations" }
     return { t = t }
   end
-  return { value = T * 10, model_seq_len = cfg.model.seq_len, method = cfg.method, attempt = cfg.attempt,
+  return { value = T * 10, model_seq_len = cfg.model.seq_len, method = cfg.method, attempt = attempt,
            files_before = files, pid = dp.pid() }
 end
 
-local function sweep(attempt, extra)
-  local opts = { base = { attempt = attempt, out_dir = out, model = { hidden = 8 } },
+local function sweep(extra)
+  local opts = { base = { out_dir = out, model = { hidden = 8 } },
                  vary = { method = { "a", "b", "c" }, seq_len = { 1, 2 } },
                  out = out, run = run, timeout = 1, quiet = true }
   for k, v in pairs(extra or {}) do opts[k] = v end
   return dp.sweep(opts)
 end
 
+os.remove(attempt_file)
 local t0 = dp.clock()
-local s = sweep(1)
+local s = sweep()
 check.eq(#s.points, 6, "3 x 2 points")
 local want_names = { "method=a,seq_len=1", "method=a,seq_len=2", "method=b,seq_len=1", "method=b,seq_len=2",
                      "method=c,seq_len=1", "method=c,seq_len=2" }
@@ -86,20 +91,29 @@ check.truthy(dp.clock() - t0 < 20, "the timed-out point was stopped")
 -- no temporary file is left behind
 for _, name in ipairs(dp.list_dir(out)) do check.truthy(not name:match("%.tmp$"), "leftover " .. name) end
 
--- resume: ok and oom points are skipped (their files untouched); failed ones run again
+-- every file records the configuration it was run with and its hash
+local b1 = dp.results.read(out .. "/method=b,seq_len=1.json")
+check.eq(b1.sweep.config.model.seq_len, 1, "sweep.config: the point's resolved configuration")
+check.eq(b1.sweep.config_hash, dp.results.config_hash(b1.sweep.config), "sweep.config_hash is the hash of sweep.config")
+check.truthy(b1.sweep.config_hash:match("^fnv1a64:%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x%x$"), b1.sweep.config_hash)
 local before = {}
-for _, n in ipairs(want_names) do
-  local f = assert(io.open(out .. "/" .. n .. ".json"))
-  before[n] = f:read("a")
-  f:close()
+for _, n in ipairs(want_names) do before[n] = assert(dp.read_file(out .. "/" .. n .. ".json")) end
+
+-- resume with retry_failed=false: every point is kept, failures too, and no file changes
+local s_keep = sweep{ retry_failed = false }
+for i, p in ipairs(s_keep.points) do
+  check.truthy(p.skipped, p.name .. " kept with retry_failed=false")
+  check.eq(p.status, want_status[i], p.name .. " keeps its status")
+  check.eq(dp.read_file(p.file), before[p.name], p.name .. " file untouched")
 end
-local s2 = sweep(2)
+
+-- resume: ok and oom points are skipped (their files untouched); failed ones run again
+assert(dp.write_file(attempt_file, "2"))
+local s2 = sweep()
 local skipped = {}
 for _, p in ipairs(s2.points) do skipped[p.name] = p.skipped or false end
 for i, n in ipairs(want_names) do
-  local f = assert(io.open(out .. "/" .. n .. ".json"))
-  local now = f:read("a")
-  f:close()
+  local now = dp.read_file(out .. "/" .. n .. ".json")
   local kept = want_status[i] == "ok" or want_status[i] == "oom"
   check.eq(skipped[n], kept, n .. " skipped on resume")
   check.eq(now == before[n], kept, n .. " file untouched on resume")
@@ -112,9 +126,33 @@ end
 check.eq(s2.counts.ok, 5)
 check.eq(s2.counts.oom, 1)
 
--- a third run has nothing to do; retry_failed=false keeps failures too
-local s3 = sweep(1)
+-- a third run has nothing to do
+local s3 = sweep()
 for _, p in ipairs(s3.points) do check.truthy(p.skipped, p.name .. " skipped the third time") end
+
+-- a changed configuration is never reused: the sweep refuses, naming what changed and how to
+-- start afresh, and touches nothing (it used to skip every point as "done before")
+for _, n in ipairs(want_names) do before[n] = dp.read_file(out .. "/" .. n .. ".json") end
+local err = check.raises(function()
+  sweep{ base = { out_dir = out, model = { hidden = 16 } } }
+end, { "holds results run with another configuration", "point method=a,seq_len=1: model.hidden 8 -> 16",
+       "(and 5 more points)", "resume=false" }, "changed base")
+for _, n in ipairs(want_names) do check.eq(dp.read_file(out .. "/" .. n .. ".json"), before[n], n .. " untouched") end
+-- resume=false runs every point again with the new configuration; then it resumes again
+local s4 = sweep{ base = { out_dir = out, model = { hidden = 16 } }, resume = false }
+for _, p in ipairs(s4.points) do
+  check.truthy(not p.skipped, p.name .. " rerun with resume=false")
+  check.eq(dp.results.read(p.file).sweep.config.model.hidden, 16, p.name .. " records the new configuration")
+end
+local s5 = sweep{ base = { out_dir = out, model = { hidden = 16 } } }
+for _, p in ipairs(s5.points) do check.truthy(p.skipped, p.name .. " resumed with the new configuration") end
+-- a file from before configurations were recorded is not reused either
+local old = dp.results.read(out .. "/method=a,seq_len=1.json")
+old.sweep.config, old.sweep.config_hash = nil, nil
+dp.results.write(out .. "/method=a,seq_len=1.json", old)
+check.raises(function() sweep{ base = { out_dir = out, model = { hidden = 16 } } } end,
+             { "point method=a,seq_len=1: its file records no configuration" }, "file without a configuration")
+os.remove(attempt_file)
 
 -- names: floats, strings, three keys, explicit order; unknown keys are refused
 local pts = require("dpprof.sweep").points({}, { sample_rate = { 0.01 }, method = { "ghost" }, layers = { 4, 8 } })

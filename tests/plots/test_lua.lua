@@ -86,7 +86,20 @@ end
 
 -- utilities
 check(plot.method_color("ghost") == "#0072b2", "ghost is Okabe-Ito blue")
-check(plot.method_color("flash+twopass") == plot.method_color("flash+twopass"), "custom colour stable")
+-- A custom method's colour is fallback_colors[FNV-1a-32(name) % 8] (plots/palette.c), the same on
+-- every machine and run: computed here from that rule, not compared with itself.
+local fallback = {"#cc79a7", "#332288", "#882255", "#999933", "#44aa99", "#aa4499", "#117733", "#000000"}
+local function fnv_colour(name)
+  local h = 2166136261
+  for i = 1, #name do h = ((h ~ name:byte(i)) * 16777619) & 0xffffffff end
+  return fallback[h % #fallback + 1]
+end
+for _, name in ipairs({"flash+twopass", "ghost+bk", "materialize+twopass", "my_method"}) do
+  check(plot.method_color(name) == fnv_colour(name),
+        name .. ": " .. plot.method_color(name) .. ", FNV-1a gives " .. fnv_colour(name))
+end
+check(plot.method_color("flash+twopass") == "#aa4499", "flash+twopass: FNV-1a-32 % 8 = 5, #aa4499")
+check(plot.method_color("ghost+bk") == "#117733", "ghost+bk: FNV-1a-32 % 8 = 6, #117733")
 local values, labels, unit = plot.ticks(0, 6.3e9, "linear", "bytes")
 check(unit == "GiB" and labels[1] == "0" and #values == #labels, "ticks in GiB")
 values, labels = plot.ticks(256, 8192, "log2")

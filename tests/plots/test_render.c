@@ -104,7 +104,7 @@ static void test_toolkit(void) {
     ax.y_unit = DPPLOT_UNIT_BYTES;
     tu_check(dpplot_chart_lines(cv, &ax, &s, 1) == 0, "line chart draws");
     const char *path = DPPLOT_TEST_OUT "/toolkit_lines.png";
-    tu_check(dpplot_canvas_write_png(cv, path) == 0, "line chart written");
+    tu_check(dpplot_canvas_write_png(cv, path, NULL, 0) == 0, "line chart written");
     dpplot_canvas_free(cv);
     const char *one[] = {"ghost"};
     tu_check_chart(path, 800, 500, one, 1, 50);

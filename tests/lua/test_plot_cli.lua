@@ -1,0 +1,87 @@
+-- test_plot_cli.lua: `dpprof plot DIR` itself (the binary, not a test renderer): its success path
+-- on the fixtures (every chart and summary written, at the asked size), and a directory planted
+-- with hostile names: a link named like an output (it used to overwrite the link's target), a
+-- dangling link named like a chart (it used to create a file wherever it pointed), a FIFO named
+-- *.json (it used to hang) and a link to /dev/zero (it used to read until memory ran out).
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+
+local fixtures = arg[0]:match("(.*/)") .. "../fixtures/results"
+local root = string.format("/tmp/dpprof-test-plot-cli-%d-%d", dp.pid(), os.time())
+os.execute("rm -rf " .. root)
+assert(dp.mkdir_p(root))
+local exe = dp.executable
+
+-- PNG width and height from the IHDR chunk
+local function png_size(path)
+  local head = dp.read_file(path)
+  if not head or #head < 24 or head:sub(2, 4) ~= "PNG" then return nil end
+  return string.unpack(">I4I4", head, 17)
+end
+
+local CHARTS = { "memory_breakdown_comparison.png", "memory_timeline.png", "performance_tradeoff.png",
+                 "module_breakdown.png" }
+local SUMMARIES = { "summary.txt", "summary.csv", "summary.md", "summary.tex" }
+
+-- The success path: exit 0, nothing on stderr, every output, the default size and --scale.
+do
+  local out = root .. "/single"
+  local code, text = check.sh(string.format("%q plot %q --out %q", exe, fixtures .. "/single", out))
+  check.eq(code, 0, "dpprof plot single/: " .. text)
+  check.truthy(not text:find("dpprof plot:", 1, true), "nothing to say: " .. text)
+  for _, f in ipairs(CHARTS) do
+    local w, h = png_size(out .. "/" .. f)
+    check.eq(w, 1600, f .. " width")
+    check.eq(h, 1000, f .. " height")
+  end
+  local csv = assert(dp.read_file(out .. "/summary.csv"))
+  local rows = select(2, csv:gsub("\n", ""))
+  check.eq(rows, 1 + 6, "summary.csv: a header and one row per fixture file")
+  for _, f in ipairs(SUMMARIES) do check.truthy(dp.read_file(out .. "/" .. f), f .. " written") end
+  code, text = check.sh(string.format("%q plot %q --out %q --scale 0.5", exe, fixtures .. "/single", out .. "-half"))
+  check.eq(code, 0, "--scale 0.5: " .. text)
+  check.eq(png_size(out .. "-half/memory_timeline.png"), 800, "--scale 0.5 halves the width")
+  -- a sweep directory draws its sweep chart too
+  code, text = check.sh(string.format("%q plot %q --out %q", exe, fixtures .. "/sweep_seq", root .. "/sweep"))
+  check.eq(code, 0, "sweep_seq/: " .. text)
+  check.eq(png_size(root .. "/sweep/sweep_seq_len.png"), 1600, "sweep_seq_len.png")
+  -- --out "" is refused (it used to read past the end of the string)
+  code, text = check.sh(string.format("%q plot %q --out ''", exe, fixtures .. "/single"))
+  check.eq(code, 2, "--out '': " .. text)
+  check.truthy(text:find("--out needs a directory, got an empty string", 1, true), text)
+end
+
+-- A hostile directory: the plot refuses what is planted, leaves it alone, renders the rest.
+do
+  local dir = root .. "/planted"
+  assert(dp.mkdir_p(dir))
+  for _, name in ipairs(dp.list_dir(fixtures .. "/single")) do
+    assert(dp.write_file(dir .. "/" .. name, assert(dp.read_file(fixtures .. "/single/" .. name))))
+  end
+  assert(dp.write_file(root .. "/victim.txt", "precious"))
+  local function sh(cmd) check.eq(os.execute(cmd), true, cmd) end
+  sh(string.format("ln -s %q %q", root .. "/victim.txt", dir .. "/summary.txt"))
+  sh(string.format("ln -s %q %q", root .. "/elsewhere.png", dir .. "/memory_timeline.png"))
+  sh(string.format("mkfifo %q", dir .. "/zz.json"))
+  sh(string.format("ln -s /dev/zero %q", dir .. "/big.json"))
+  local t0 = dp.clock()
+  local code, text = check.sh(string.format("timeout 60 %q plot %q", exe, dir))
+  check.truthy(dp.clock() - t0 < 30, "no hang on the FIFO")
+  check.eq(code, 1, "problems are exit 1: " .. text)
+  check.truthy(text:find("summary.txt: refusing to write: it is a symbolic link", 1, true), "the link named: " .. text)
+  check.truthy(text:find("memory_timeline.png: refusing to write: it is a symbolic link", 1, true), text)
+  check.truthy(text:find("zz.json: cannot read: a FIFO, not a regular file", 1, true), "the FIFO named: " .. text)
+  check.truthy(text:find("big.json: cannot read: a character device, not a regular file", 1, true), text)
+  check.eq(dp.read_file(root .. "/victim.txt"), "precious", "the link's target untouched")
+  check.eq(dp.read_file(root .. "/elsewhere.png"), nil, "nothing created where the dangling link points")
+  check.eq(os.execute(string.format("test -L %q", dir .. "/summary.txt")), true, "the link itself left alone")
+  check.eq(png_size(dir .. "/memory_breakdown_comparison.png"), 1600, "the rest is rendered")
+  check.truthy(dp.read_file(dir .. "/summary.csv"), "summary.csv written")
+  local tmp = 0
+  for _, name in ipairs(dp.list_dir(dir)) do if name:match("%.tmp$") then tmp = tmp + 1 end end
+  check.eq(tmp, 0, "no temporary left behind")
+end
+
+os.execute("rm -rf " .. root)
+print("test_plot_cli: ok")
