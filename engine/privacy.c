@@ -35,6 +35,21 @@ static double log_a_int(double q, double sigma, int alpha);
 static int log_a_frac(double q, double sigma, double alpha, double *out);
 static int rdp_one_step(double q, double sigma, double alpha, double *out);
 
+/* dp_privacy_noise_multiplier's setting, for the search's callback. */
+typedef struct rdp_search {
+    double sample_rate;
+    int64_t steps;
+    double delta;
+    double order;
+} rdp_search;
+
+static int rdp_at_sigma(double sigma, void *ctx, double *epsilon, char *err, size_t errlen)
+{
+    rdp_search *s = ctx;
+    return dp_privacy_epsilon(s->sample_rate, sigma, s->steps, s->delta, epsilon, &s->order, err,
+                              errlen);
+}
+
 void dp_privacy_default_orders(double orders[DP_PRIVACY_N_DEFAULT_ORDERS])
 {
     /* Same arithmetic as Python's `1 + x / 10.0`, so 2.0, ..., 10.0 come out
@@ -162,34 +177,59 @@ int dp_privacy_noise_multiplier(double target_epsilon, double delta,
         return fail(err, errlen, DP_PRIVACY_EINVAL,
                     "epsilon_tolerance must be finite and > 0 (got %g)", epsilon_tolerance);
 
+    rdp_search ctx = {sample_rate, steps, delta, NAN};
+    double sigma, eps;
+    rc = dp_privacy_search_noise(rdp_at_sigma, &ctx, target_epsilon, epsilon_tolerance, &sigma,
+                                 &eps, err, errlen);
+    if (rc == DP_PRIVACY_EBUDGET)
+        return fail(err, errlen, rc,
+                    "epsilon=%g at delta=%g is out of reach: it needs "
+                    "noise_multiplier > %g for sample_rate=%g, steps=%lld",
+                    target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER,
+                    sample_rate, (long long)steps);
+    if (rc != DP_PRIVACY_OK)
+        return rc;
+    /* The order at σ_high: recomputed, the search remembers only ε. */
+    if ((rc = dp_privacy_epsilon(sample_rate, sigma, steps, delta, &eps, &ctx.order, err,
+                                 errlen)) != DP_PRIVACY_OK)
+        return rc;
+    *noise_multiplier = sigma;
+    if (epsilon != NULL)
+        *epsilon = eps;
+    if (order != NULL)
+        *order = ctx.order;
+    return DP_PRIVACY_OK;
+}
+
+int dp_privacy_search_noise(dp_privacy_epsilon_fn fn, void *ctx, double target_epsilon,
+                            double epsilon_tolerance, double *noise_multiplier, double *epsilon,
+                            char *err, size_t errlen)
+{
     /* opacus.accountants.utils.get_noise_multiplier: double σ from 20 until
      * ε(σ) <= target, then bisect [σ_low, σ_high] keeping ε(σ_high) <= target. */
-    double eps_high = INFINITY, order_high = NAN;
+    int rc;
+    double eps_high = INFINITY;
     double sigma_low = 0.0, sigma_high = 10.0;
     while (eps_high > target_epsilon) {
         sigma_high = 2.0 * sigma_high;
-        if ((rc = dp_privacy_epsilon(sample_rate, sigma_high, steps, delta,
-                                     &eps_high, &order_high, err, errlen)) != DP_PRIVACY_OK)
+        if ((rc = fn(sigma_high, ctx, &eps_high, err, errlen)) != DP_PRIVACY_OK)
             return rc;
         if (sigma_high > DP_PRIVACY_MAX_NOISE_MULTIPLIER)
-            return fail(err, errlen, DP_PRIVACY_EBUDGET,
-                        "epsilon=%g at delta=%g is out of reach: it needs "
-                        "noise_multiplier > %g for sample_rate=%g, steps=%lld",
-                        target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER,
-                        sample_rate, (long long)steps);
+            return DP_PRIVACY_EBUDGET;
     }
     while (target_epsilon - eps_high > epsilon_tolerance) {
         double sigma = (sigma_low + sigma_high) / 2.0;
         if (!(sigma > sigma_low && sigma < sigma_high))
             break; /* interval spent in double precision; Opacus would spin here */
-        double eps, eps_order;
-        if ((rc = dp_privacy_epsilon(sample_rate, sigma, steps, delta,
-                                     &eps, &eps_order, err, errlen)) != DP_PRIVACY_OK)
+        double eps;
+        rc = fn(sigma, ctx, &eps, err, errlen);
+        if (rc == DP_PRIVACY_ESIZE)
+            eps = INFINITY; /* far too little noise for a grid that fits: ε > target */
+        else if (rc != DP_PRIVACY_OK)
             return rc;
         if (eps < target_epsilon) {
             sigma_high = sigma;
             eps_high = eps;
-            order_high = eps_order;
         } else {
             sigma_low = sigma;
         }
@@ -197,8 +237,6 @@ int dp_privacy_noise_multiplier(double target_epsilon, double delta,
     *noise_multiplier = sigma_high;
     if (epsilon != NULL)
         *epsilon = eps_high;
-    if (order != NULL)
-        *order = order_high;
     return DP_PRIVACY_OK;
 }
 
@@ -222,6 +260,7 @@ const char *dp_privacy_status_name(int status)
     case DP_PRIVACY_EINVAL: return "invalid argument";
     case DP_PRIVACY_EBUDGET: return "privacy budget out of reach";
     case DP_PRIVACY_ENUMERIC: return "numerical failure";
+    case DP_PRIVACY_ESIZE: return "grid too large";
     default: return "unknown status";
     }
 }
