@@ -33,6 +33,7 @@
 #ifndef DP_DP_H
 #define DP_DP_H
 
+#include "accountant.h"
 #include "model.h"
 
 #include <stddef.h>
@@ -174,9 +175,10 @@ int64_t dp_dpsgd_steps(const dp_dpsgd *dp);
 double dp_dpsgd_sample_rate(const dp_dpsgd *dp);
 /* The expected logical batch size the noisy sum is divided by. */
 int64_t dp_dpsgd_expected_batch_size(const dp_dpsgd *dp);
-/* Epsilon at delta (delta <= 0: the configured one) after the steps taken, from the RDP
- * accountant; INFINITY for vanilla or sigma = 0. DP_EINVAL when q is unknown. */
-int dp_dpsgd_epsilon(const dp_dpsgd *dp, double delta, double *epsilon);
+/* Epsilon at delta (delta <= 0: the configured one) after the steps taken, from the accountant
+ * (accountant.h, default options); 0 before the first step, INFINITY for vanilla or sigma = 0.
+ * DP_EINVAL when q is unknown or the accountant fails. */
+int dp_dpsgd_epsilon(const dp_dpsgd *dp, double delta, dp_acct_kind accountant, double *epsilon);
 
 /* Per-sample norms ||g_i|| and clip factors c_i of every sample clipped in the current logical
  * step (or the last one once its noise was added), in order; n of each. */

@@ -1,17 +1,21 @@
-/* lua_privacy.c: dpprof.privacy, the Lua face of the RDP accountant.
+/* lua_privacy.c: dpprof.privacy, the Lua face of the accountants (accountant.h).
  *
  * Thin on purpose: check the option table strictly (a misspelt key must not
- * silently fall back to a default privacy parameter), call privacy.c, return
- * a plain table that carries ε together with the δ it holds at.
+ * silently fall back to a default privacy parameter), call the accountant, return
+ * a plain table that carries ε together with the δ it holds at and the accountant
+ * that says so.
  *
- * Errors longjmp out of these functions; nothing here owns memory, and the
- * message buffers live on the C stack and are copied by lua_pushfstring first.
+ * Errors longjmp out of these functions; what they allocate is Lua's (the history's
+ * segments are a userdata), and the message buffers live on the C stack and are
+ * copied by lua_pushfstring first.
  */
 #include "lua_privacy.h"
 
+#include "accountant.h"
 #include "privacy.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -19,12 +23,21 @@
 #define RESULT_METATABLE "dpprof.privacy.result"
 
 static const char *const EPSILON_KEYS[] = {
-    "sample_rate", "noise_multiplier", "steps", "delta", NULL};
-static const char EPSILON_KEY_LIST[] = "sample_rate, noise_multiplier, steps, delta";
+    "accountant", "sample_rate", "noise_multiplier", "steps", "history", "delta",
+    "eps_error", "delta_error", "value_discretization_interval", NULL};
+static const char EPSILON_KEY_LIST[] =
+    "accountant, sample_rate, noise_multiplier, steps, history, delta, eps_error, delta_error, "
+    "value_discretization_interval";
 
 static const char *const NOISE_KEYS[] = {
-    "epsilon", "delta", "sample_rate", "steps", "epsilon_tolerance", NULL};
-static const char NOISE_KEY_LIST[] = "epsilon, delta, sample_rate, steps, epsilon_tolerance";
+    "accountant", "epsilon", "delta", "sample_rate", "steps", "epsilon_tolerance",
+    "eps_error", "delta_error", "value_discretization_interval", NULL};
+static const char NOISE_KEY_LIST[] =
+    "accountant, epsilon, delta, sample_rate, steps, epsilon_tolerance, eps_error, delta_error, "
+    "value_discretization_interval";
+
+static const char *const SEGMENT_KEYS[] = {"noise_multiplier", "sample_rate", "steps", NULL};
+static const char SEGMENT_KEY_LIST[] = "noise_multiplier, sample_rate, steps";
 
 /* Which function and keys an option table is checked for, for the messages. */
 typedef struct options {
@@ -37,87 +50,110 @@ static const options EPSILON_OPTIONS = {"dpprof.privacy.epsilon", EPSILON_KEYS, 
 static const options NOISE_OPTIONS = {"dpprof.privacy.noise_multiplier", NOISE_KEYS, NOISE_KEY_LIST};
 
 static int option_error(lua_State *L, const options *o, const char *fmt, ...);
-static void check_keys(lua_State *L, const options *o);
-static lua_Number field_number(lua_State *L, const options *o, const char *key);
+static void check_keys(lua_State *L, int idx, const options *o);
+static lua_Number field_number(lua_State *L, int idx, const options *o, const char *key);
 static lua_Number field_number_or(lua_State *L, const options *o, const char *key,
                                   lua_Number fallback);
-static lua_Integer field_integer(lua_State *L, const options *o, const char *key);
+static lua_Integer field_integer(lua_State *L, int idx, const options *o, const char *key);
 static void set_number(lua_State *L, const char *key, lua_Number value);
+static dp_acct_kind field_accountant(lua_State *L, const options *o, dp_acct_options *opt);
+static size_t field_history(lua_State *L, const options *o, dp_acct_segment **history);
+static void push_result(lua_State *L, dp_acct_kind kind, double epsilon, double delta,
+                        const dp_acct_options *opt, const dp_acct_detail *d, int n_fields);
 
-/* epsilon{sample_rate=, noise_multiplier=, steps=, delta=} -> result table */
+/* epsilon{[accountant=,] sample_rate=, noise_multiplier=, steps= | history={...}, delta=,
+ *         [eps_error=, delta_error= | value_discretization_interval=]} -> result table */
 static int privacy_epsilon(lua_State *L)
 {
     const options *o = &EPSILON_OPTIONS;
-    check_keys(L, o);
-    lua_Number sample_rate = field_number(L, o, "sample_rate");
-    lua_Number noise_multiplier = field_number(L, o, "noise_multiplier");
-    lua_Integer steps = field_integer(L, o, "steps");
-    lua_Number delta = field_number(L, o, "delta");
+    check_keys(L, 1, o);
+    dp_acct_options opt;
+    dp_acct_kind kind = field_accountant(L, o, &opt);
+    lua_Number delta = field_number(L, 1, o, "delta");
+    dp_acct_segment one, *history = &one;
+    size_t n = field_history(L, o, &history);
+    if (n == 0) {
+        one.sample_rate = field_number(L, 1, o, "sample_rate");
+        one.noise_multiplier = field_number(L, 1, o, "noise_multiplier");
+        one.steps = (int64_t)field_integer(L, 1, o, "steps");
+        n = 1;
+    }
 
     char err[256];
-    double epsilon, order;
-    if (dp_privacy_epsilon(sample_rate, noise_multiplier, (int64_t)steps, delta,
-                           &epsilon, &order, err, sizeof err) != DP_PRIVACY_OK)
+    double epsilon;
+    dp_acct_detail detail;
+    if (dp_acct_epsilon(kind, history, n, delta, &opt, &epsilon, &detail, err, sizeof err) !=
+        DP_PRIVACY_OK)
         return option_error(L, o, "%s", err);
 
-    lua_createtable(L, 0, 6);
-    set_number(L, "epsilon", epsilon);
-    set_number(L, "delta", delta);
-    set_number(L, "order", order);
-    set_number(L, "sample_rate", sample_rate);
-    set_number(L, "noise_multiplier", noise_multiplier);
-    lua_pushinteger(L, steps);
-    lua_setfield(L, -2, "steps");
-    luaL_setmetatable(L, RESULT_METATABLE);
+    push_result(L, kind, epsilon, delta, &opt, &detail, 9);
+    if (history == &one) {
+        set_number(L, "sample_rate", one.sample_rate);
+        set_number(L, "noise_multiplier", one.noise_multiplier);
+        lua_pushinteger(L, one.steps);
+        lua_setfield(L, -2, "steps");
+    } else {
+        lua_getfield(L, 1, "history");
+        lua_setfield(L, -2, "history");
+    }
     return 1;
 }
 
-/* noise_multiplier{epsilon=, delta=, sample_rate=, steps= [, epsilon_tolerance=]} -> result */
+/* noise_multiplier{[accountant=,] epsilon=, delta=, sample_rate=, steps= [, epsilon_tolerance=,
+ *                  accountant options]} -> result */
 static int privacy_noise_multiplier(lua_State *L)
 {
     const options *o = &NOISE_OPTIONS;
-    check_keys(L, o);
-    lua_Number target_epsilon = field_number(L, o, "epsilon");
-    lua_Number delta = field_number(L, o, "delta");
-    lua_Number sample_rate = field_number(L, o, "sample_rate");
-    lua_Integer steps = field_integer(L, o, "steps");
+    check_keys(L, 1, o);
+    dp_acct_options opt;
+    dp_acct_kind kind = field_accountant(L, o, &opt);
+    lua_Number target_epsilon = field_number(L, 1, o, "epsilon");
+    lua_Number delta = field_number(L, 1, o, "delta");
+    lua_Number sample_rate = field_number(L, 1, o, "sample_rate");
+    lua_Integer steps = field_integer(L, 1, o, "steps");
     lua_Number tolerance = field_number_or(L, o, "epsilon_tolerance",
                                            DP_PRIVACY_EPSILON_TOLERANCE);
 
     char err[256];
-    double noise_multiplier, epsilon, order;
-    if (dp_privacy_noise_multiplier(target_epsilon, delta, sample_rate, (int64_t)steps,
-                                    tolerance, &noise_multiplier, &epsilon, &order,
-                                    err, sizeof err) != DP_PRIVACY_OK)
+    double noise_multiplier, epsilon;
+    if (dp_acct_noise_multiplier(kind, target_epsilon, delta, sample_rate, (int64_t)steps,
+                                 tolerance, &opt, &noise_multiplier, &epsilon, err,
+                                 sizeof err) != DP_PRIVACY_OK)
+        return option_error(L, o, "%s", err);
+    /* What the accountant reports besides ε (the order, PRV's estimate), at the σ found. */
+    dp_acct_segment at = {noise_multiplier, sample_rate, (int64_t)steps};
+    dp_acct_detail detail;
+    if (dp_acct_epsilon(kind, &at, 1, delta, &opt, &epsilon, &detail, err, sizeof err) !=
+        DP_PRIVACY_OK)
         return option_error(L, o, "%s", err);
 
-    lua_createtable(L, 0, 7);
+    push_result(L, kind, epsilon, delta, &opt, &detail, 10);
     set_number(L, "noise_multiplier", noise_multiplier);
-    set_number(L, "epsilon", epsilon);
-    set_number(L, "delta", delta);
-    set_number(L, "order", order);
     set_number(L, "sample_rate", sample_rate);
     lua_pushinteger(L, steps);
     lua_setfield(L, -2, "steps");
     set_number(L, "target_epsilon", target_epsilon);
-    luaL_setmetatable(L, RESULT_METATABLE);
     return 1;
 }
 
-/* __tostring: "[noise_multiplier=σ: ]epsilon=ε at delta=δ (order α)" */
+/* __tostring: "[noise_multiplier=σ: ]epsilon=ε at delta=δ (accountant[, order α])" */
 static int result_tostring(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
-    char text[160];
+    char text[200];
     int n = 0;
     if (lua_getfield(L, 1, "noise_multiplier") == LUA_TNUMBER &&
         lua_getfield(L, 1, "target_epsilon") == LUA_TNUMBER)
         n = snprintf(text, sizeof text, "noise_multiplier=%.10g: ", lua_tonumber(L, -2));
     lua_getfield(L, 1, "epsilon");
     lua_getfield(L, 1, "delta");
-    lua_getfield(L, 1, "order");
-    snprintf(text + n, sizeof text - (size_t)n, "epsilon=%.10g at delta=%g (order %g)",
-             lua_tonumber(L, -3), lua_tonumber(L, -2), lua_tonumber(L, -1));
+    lua_getfield(L, 1, "accountant");
+    n += snprintf(text + n, sizeof text - (size_t)n, "epsilon=%.10g at delta=%g (%s",
+                  lua_tonumber(L, -3), lua_tonumber(L, -2), luaL_optstring(L, -1, "rdp"));
+    if (lua_getfield(L, 1, "order") == LUA_TNUMBER && n < (int)sizeof text)
+        n += snprintf(text + n, sizeof text - (size_t)n, ", order %g", lua_tonumber(L, -1));
+    if (n < (int)sizeof text)
+        snprintf(text + n, sizeof text - (size_t)n, ")");
     lua_pushstring(L, text);
     return 1;
 }
@@ -135,7 +171,118 @@ int dp_lua_privacy_open(lua_State *L)
     }
     lua_pop(L, 1);
     luaL_newlib(L, functions);
+    lua_createtable(L, 3, 0);
+    for (int k = DP_ACCT_RDP; k <= DP_ACCT_PLD; k++) {
+        lua_pushstring(L, dp_acct_name((dp_acct_kind)k));
+        lua_rawseti(L, -2, k + 1);
+    }
+    lua_setfield(L, -2, "accountants");
+    lua_pushstring(L, dp_acct_name(DP_ACCT_DEFAULT));
+    lua_setfield(L, -2, "default_accountant");
     return 1;
+}
+
+/* ---- accountants, histories, results ------------------------------------------------------ */
+
+/* The accountant named by `accountant` (default DP_ACCT_DEFAULT) and its options; an option of
+ * another accountant is an error. */
+static dp_acct_kind field_accountant(lua_State *L, const options *o, dp_acct_options *opt)
+{
+    static const struct {
+        const char *key;
+        dp_acct_kind kind;
+    } owned[] = {{"eps_error", DP_ACCT_PRV},
+                 {"delta_error", DP_ACCT_PRV},
+                 {"value_discretization_interval", DP_ACCT_PLD}};
+    dp_acct_kind kind = DP_ACCT_DEFAULT;
+    int type = lua_getfield(L, 1, "accountant");
+    if (type != LUA_TNIL) {
+        char err[128];
+        if (type != LUA_TSTRING)
+            option_error(L, o, "'accountant' must be a string (valid: %s; got %s)",
+                         DP_ACCT_NAMES, luaL_typename(L, -1));
+        if (dp_acct_parse(lua_tostring(L, -1), &kind, err, sizeof err) != DP_PRIVACY_OK)
+            option_error(L, o, "%s", err);
+    }
+    lua_pop(L, 1);
+    for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++) {
+        lua_getfield(L, 1, owned[k].key);
+        if (!lua_isnil(L, -1) && kind != owned[k].kind)
+            option_error(L, o, "'%s' applies to accountant '%s' only (accountant is '%s')",
+                         owned[k].key, dp_acct_name(owned[k].kind), dp_acct_name(kind));
+        lua_pop(L, 1);
+    }
+    dp_acct_options_default(opt);
+    opt->eps_error = field_number_or(L, o, "eps_error", opt->eps_error);
+    opt->delta_error = field_number_or(L, o, "delta_error", opt->delta_error);
+    if (lua_getfield(L, 1, "delta_error") != LUA_TNIL && !(opt->delta_error > 0.0))
+        option_error(L, o, "delta_error must be in (0, delta) (got %f)", opt->delta_error);
+    lua_pop(L, 1);
+    opt->interval = field_number_or(L, o, "value_discretization_interval", opt->interval);
+    return kind;
+}
+
+/* The `history` option, {{noise_multiplier=, sample_rate=, steps=}, ...}, into a userdata left
+ * on the stack; 0 (and nothing pushed) when absent. With it, the one-segment keys are errors. */
+static size_t field_history(lua_State *L, const options *o, dp_acct_segment **history)
+{
+    if (lua_getfield(L, 1, "history") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return 0;
+    }
+    if (!lua_istable(L, -1))
+        option_error(L, o, "'history' must be a list of {%s} (got %s)", SEGMENT_KEY_LIST,
+                     luaL_typename(L, -1));
+    static const char *const single[] = {"sample_rate", "noise_multiplier", "steps"};
+    for (size_t k = 0; k < 3; k++)
+        if (lua_getfield(L, 1, single[k]) != LUA_TNIL)
+            option_error(L, o, "give either 'history' or sample_rate, noise_multiplier, steps "
+                         "(got both 'history' and '%s')", single[k]);
+        else
+            lua_pop(L, 1);
+    int hist = lua_gettop(L);
+    size_t n = (size_t)luaL_len(L, hist);
+    if (n == 0)
+        option_error(L, o, "history is empty: give at least one segment {%s}", SEGMENT_KEY_LIST);
+    dp_acct_segment *h = lua_newuserdatauv(L, n * sizeof *h, 0);
+    const options seg = {o->function, SEGMENT_KEYS, SEGMENT_KEY_LIST};
+    for (size_t k = 0; k < n; k++) {
+        if (lua_geti(L, hist, (lua_Integer)k + 1) != LUA_TTABLE)
+            option_error(L, o, "history[%d] must be a table {%s} (got %s)", (int)k + 1,
+                         SEGMENT_KEY_LIST, luaL_typename(L, -1));
+        int top = lua_gettop(L);
+        check_keys(L, top, &seg);
+        h[k].noise_multiplier = field_number(L, top, &seg, "noise_multiplier");
+        h[k].sample_rate = field_number(L, top, &seg, "sample_rate");
+        h[k].steps = (int64_t)field_integer(L, top, &seg, "steps");
+        lua_pop(L, 1);
+    }
+    *history = h;
+    return n;
+}
+
+/* Pushes the result table: epsilon, delta, accountant and what the accountant reports. */
+static void push_result(lua_State *L, dp_acct_kind kind, double epsilon, double delta,
+                        const dp_acct_options *opt, const dp_acct_detail *d, int n_fields)
+{
+    lua_createtable(L, 0, n_fields);
+    set_number(L, "epsilon", epsilon);
+    set_number(L, "delta", delta);
+    lua_pushstring(L, dp_acct_name(kind));
+    lua_setfield(L, -2, "accountant");
+    if (kind == DP_ACCT_RDP) {
+        set_number(L, "order", d->order);
+    } else if (kind == DP_ACCT_PRV) {
+        set_number(L, "eps_error", opt->eps_error);
+        set_number(L, "delta_error", d->delta_error);
+        set_number(L, "epsilon_estimate", d->epsilon_estimate);
+        set_number(L, "epsilon_lower", d->epsilon_lower);
+    } else {
+        set_number(L, "value_discretization_interval", opt->interval);
+        lua_pushboolean(L, 1);
+        lua_setfield(L, -2, "pessimistic");
+    }
+    luaL_setmetatable(L, RESULT_METATABLE);
 }
 
 /* ---- option-table helpers ---------------------------------------------- */
@@ -155,14 +302,14 @@ static int option_error(lua_State *L, const options *o, const char *fmt, ...)
     return lua_error(L);
 }
 
-/* Argument 1 must be a table whose keys are all in o->valid. */
-static void check_keys(lua_State *L, const options *o)
+/* The value at idx must be a table whose keys are all in o->valid. */
+static void check_keys(lua_State *L, int idx, const options *o)
 {
-    if (lua_type(L, 1) != LUA_TTABLE)
+    if (lua_type(L, idx) != LUA_TTABLE)
         option_error(L, o, "expects a table of options {%s} (got %s)", o->key_list,
-                     luaL_typename(L, 1));
+                     luaL_typename(L, idx));
     lua_pushnil(L);
-    while (lua_next(L, 1) != 0) {
+    while (lua_next(L, idx) != 0) {
         lua_pop(L, 1); /* keep the key for lua_next */
         if (lua_type(L, -1) != LUA_TSTRING) /* no lua_tostring: it would confuse lua_next */
             option_error(L, o, "unexpected %s key (valid keys: %s)", luaL_typename(L, -1),
@@ -176,9 +323,9 @@ static void check_keys(lua_State *L, const options *o)
     }
 }
 
-static lua_Number field_number(lua_State *L, const options *o, const char *key)
+static lua_Number field_number(lua_State *L, int idx, const options *o, const char *key)
 {
-    int type = lua_getfield(L, 1, key);
+    int type = lua_getfield(L, idx, key);
     if (type == LUA_TNIL)
         option_error(L, o, "missing key '%s' (valid keys: %s)", key, o->key_list);
     if (type != LUA_TNUMBER)
@@ -196,13 +343,13 @@ static lua_Number field_number_or(lua_State *L, const options *o, const char *ke
         return fallback;
     }
     lua_pop(L, 1);
-    return field_number(L, o, key);
+    return field_number(L, 1, o, key);
 }
 
 /* An integer, or a float with an exact integer value (1e5 is accepted). */
-static lua_Integer field_integer(lua_State *L, const options *o, const char *key)
+static lua_Integer field_integer(lua_State *L, int idx, const options *o, const char *key)
 {
-    int type = lua_getfield(L, 1, key);
+    int type = lua_getfield(L, idx, key);
     if (type == LUA_TNIL)
         option_error(L, o, "missing key '%s' (valid keys: %s)", key, o->key_list);
     if (type != LUA_TNUMBER)
