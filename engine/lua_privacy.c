@@ -179,6 +179,11 @@ int dp_lua_privacy_open(lua_State *L)
     lua_setfield(L, -2, "accountants");
     lua_pushstring(L, dp_acct_name(DP_ACCT_DEFAULT));
     lua_setfield(L, -2, "default_accountant");
+    lua_createtable(L, 0, 3);
+    set_number(L, "eps_error", DP_ACCT_PRV_EPS_ERROR);
+    set_number(L, "delta_error_fraction", DP_ACCT_PRV_DELTA_ERROR_FRACTION);
+    set_number(L, "value_discretization_interval", DP_ACCT_PLD_INTERVAL);
+    lua_setfield(L, -2, "defaults");
     return 1;
 }
 

@@ -15,7 +15,9 @@
  *   -> the epsilon result at the σ found, plus noise_multiplier= and target_epsilon=: Opacus's
  *      get_noise_multiplier with that accountant; epsilon is within epsilon_tolerance below the
  *      target.
- * dpprof.privacy.accountants = {"rdp", "prv", "pld"}; dpprof.privacy.default_accountant = "prv".
+ * dpprof.privacy.accountants = {"rdp", "prv", "pld"}; dpprof.privacy.default_accountant = "prv";
+ * dpprof.privacy.defaults = {eps_error=0.01, delta_error_fraction=0.001 (delta_error = that·δ),
+ *                            value_discretization_interval=1e-4}.
  * Results print as "epsilon=... at delta=... (prv)" ("(rdp, order 12)"). Unknown or missing keys,
  * wrong types, out-of-range values, an unknown accountant and an option of another accountant
  * raise "script.lua:LINE: dpprof.privacy.<fn>: ..." naming the key and the valid keys, names or
@@ -26,8 +28,8 @@
 
 #include <lua.h>
 
-/* Pushes the dpprof.privacy table {epsilon=, noise_multiplier=, accountants=, default_accountant=};
- * returns 1 (a lua_CFunction, usable with luaL_requiref). Raises a Lua error only on OOM. */
+/* Pushes the dpprof.privacy table {epsilon=, noise_multiplier=, accountants=, default_accountant=,
+ * defaults=}; returns 1 (a lua_CFunction, usable with luaL_requiref). Raises a Lua error only on OOM. */
 int dp_lua_privacy_open(lua_State *L);
 
 #endif /* DP_LUA_PRIVACY_H */

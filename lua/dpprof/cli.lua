@@ -12,8 +12,9 @@ local COMPARE_USAGE = [[
 usage: dpprof compare BASE NEW [--threshold R]
 
 Compares two results: two result JSON files, or two directories of them (files matched by name).
-Prints peak memory, step time, per-phase times and per-category memory side by side, and the
-configuration keys that differ.
+Prints peak memory, step time, per-phase times and per-category memory side by side, epsilon
+with its accountant (noting fixed batches, for which it is understated), and the configuration
+keys that differ.
 
   --threshold R   the largest allowed ratio NEW/BASE of peak memory and of step time (avg_ms);
                   default 1.05 (5% growth)
@@ -107,6 +108,8 @@ local function compare_pair(label, base, new, threshold)
     print(string.format("  %-" .. widths[1] .. "s  %" .. widths[2] .. "s  %" .. widths[3] .. "s  %" .. widths[4] .. "s%s",
                         r[1], r[2], r[3], r[4], r[5]))
   end
+  local be, ne = results.epsilon_text(base.privacy), results.epsilon_text(new.privacy)
+  if be or ne then print(string.format("  privacy: %s -> %s", be or "-", ne or "-")) end
   local fb, fn = flatten(base.config or {}, ""), flatten(new.config or {}, "")
   local keys, seen = {}, {}
   for k in pairs(fb) do keys[#keys + 1], seen[k] = k, true end
