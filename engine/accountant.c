@@ -5,7 +5,6 @@
 #include "privacy.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -21,17 +20,6 @@ typedef struct noise_search {
 
 static int epsilon_at_sigma(double sigma, void *ctx, double *epsilon, char *err, size_t errlen);
 
-int dp_acct_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
-
 void dp_acct_options_default(dp_acct_options *opt)
 {
     opt->eps_error = DP_ACCT_PRV_EPS_ERROR;
@@ -46,8 +34,8 @@ int dp_acct_parse(const char *name, dp_acct_kind *kind, char *err, size_t errlen
             *kind = (dp_acct_kind)k;
             return DP_PRIVACY_OK;
         }
-    return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL, "unknown accountant '%s' (valid: %s)",
-                        name != NULL ? name : "(null)", DP_ACCT_NAMES);
+    return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "unknown accountant '%s' (valid: %s)",
+                           name != NULL ? name : "(null)", DP_ACCT_NAMES);
 }
 
 const char *dp_acct_name(dp_acct_kind kind)
@@ -58,26 +46,37 @@ const char *dp_acct_name(dp_acct_kind kind)
 int dp_acct_check_history(const dp_acct_segment *history, size_t n, char *err, size_t errlen)
 {
     if (history == NULL || n == 0)
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL,
-                            "history is empty: give at least one segment "
-                            "(noise_multiplier, sample_rate, steps)");
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "history is empty: give at least one segment "
+                               "(noise_multiplier, sample_rate, steps)");
     for (size_t k = 0; k < n; k++) {
         const dp_acct_segment *s = &history[k];
         char where[32] = "";
         if (n > 1)
             snprintf(where, sizeof where, "history[%zu]: ", k + 1);
         if (!(isfinite(s->noise_multiplier) && s->noise_multiplier >= 0.0))
-            return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL,
-                                "%snoise_multiplier must be finite and >= 0 (got %g)", where,
-                                s->noise_multiplier);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                                   "%snoise_multiplier must be finite and >= 0 (got %g)", where,
+                                   s->noise_multiplier);
         if (!(s->sample_rate > 0.0 && s->sample_rate <= 1.0))
-            return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL,
-                                "%ssample_rate must be in (0, 1] (got %g)", where, s->sample_rate);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                                   "%ssample_rate must be in (0, 1] (got %g)", where,
+                                   s->sample_rate);
         if (s->steps < 1)
-            return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL, "%ssteps must be >= 1 (got %lld)",
-                                where, (long long)s->steps);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                                   "%ssteps must be >= 1 (got %lld)", where, (long long)s->steps);
     }
     return DP_PRIVACY_OK;
+}
+
+int dp_acct_check_args(const dp_acct_segment *history, size_t n, double delta, char *err,
+                       size_t errlen)
+{
+    int rc = dp_acct_check_history(history, n, err, errlen);
+    if (rc == DP_PRIVACY_OK && !(delta > 0.0 && delta < 1.0))
+        rc = dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "delta must be in (0, 1) (got %g)",
+                             delta);
+    return rc;
 }
 
 int dp_acct_rdp_epsilon(const dp_acct_segment *history, size_t n, double delta, double *epsilon,
@@ -109,8 +108,8 @@ int dp_acct_rdp_epsilon(const dp_acct_segment *history, size_t n, double delta, 
 }
 
 int dp_acct_epsilon(dp_acct_kind kind, const dp_acct_segment *history, size_t n, double delta,
-                    const dp_acct_options *opt, double *epsilon, dp_acct_detail *detail,
-                    char *err, size_t errlen)
+                    const dp_acct_options *opt, double *epsilon, dp_acct_detail *detail, char *err,
+                    size_t errlen)
 {
     dp_acct_options defaults;
     if (opt == NULL) {
@@ -118,49 +117,46 @@ int dp_acct_epsilon(dp_acct_kind kind, const dp_acct_segment *history, size_t n,
         opt = &defaults;
     }
     switch (kind) {
-    case DP_ACCT_RDP:
-        return dp_acct_rdp_epsilon(history, n, delta, epsilon, detail, err, errlen);
+    case DP_ACCT_RDP: return dp_acct_rdp_epsilon(history, n, delta, epsilon, detail, err, errlen);
     case DP_ACCT_PRV: {
-        double delta_error = opt->delta_error > 0.0 ? opt->delta_error
-                                                    : delta * DP_ACCT_PRV_DELTA_ERROR_FRACTION;
+        double delta_error =
+            opt->delta_error > 0.0 ? opt->delta_error : delta * DP_ACCT_PRV_DELTA_ERROR_FRACTION;
         return dp_acct_prv_epsilon(history, n, delta, opt->eps_error, delta_error, epsilon, detail,
                                    err, errlen);
     }
     case DP_ACCT_PLD:
         return dp_acct_pld_epsilon(history, n, delta, opt->interval, epsilon, detail, err, errlen);
     }
-    return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL, "unknown accountant %d (valid: %s)",
-                        (int)kind, DP_ACCT_NAMES);
+    return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "unknown accountant %d (valid: %s)",
+                           (int)kind, DP_ACCT_NAMES);
 }
 
 int dp_acct_noise_multiplier(dp_acct_kind kind, double target_epsilon, double delta,
                              double sample_rate, int64_t steps, double epsilon_tolerance,
-                             const dp_acct_options *opt, double *noise_multiplier,
-                             double *epsilon, char *err, size_t errlen)
+                             const dp_acct_options *opt, double *noise_multiplier, double *epsilon,
+                             char *err, size_t errlen)
 {
     if (!(isfinite(target_epsilon) && target_epsilon > 0.0))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL,
-                            "epsilon must be finite and > 0 (got %g)", target_epsilon);
-    if (!(delta > 0.0 && delta < 1.0))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL, "delta must be in (0, 1) (got %g)",
-                            delta);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "epsilon must be finite and > 0 (got %g)", target_epsilon);
     if (!(isfinite(epsilon_tolerance) && epsilon_tolerance > 0.0))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL,
-                            "epsilon_tolerance must be finite and > 0 (got %g)",
-                            epsilon_tolerance);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "epsilon_tolerance must be finite and > 0 (got %g)",
+                               epsilon_tolerance);
     dp_acct_segment one = {1.0, sample_rate, steps};
-    int rc = dp_acct_check_history(&one, 1, err, errlen);
+    int rc = dp_acct_check_args(&one, 1, delta, err, errlen);
     if (rc != DP_PRIVACY_OK)
         return rc;
     noise_search ctx = {kind, sample_rate, delta, steps, opt};
     rc = dp_privacy_search_noise(epsilon_at_sigma, &ctx, target_epsilon, epsilon_tolerance,
                                  noise_multiplier, epsilon, err, errlen);
     if (rc == DP_PRIVACY_EBUDGET)
-        return dp_acct_fail(err, errlen, rc,
-                            "epsilon=%g at delta=%g is out of reach: it needs noise_multiplier > "
-                            "%g for sample_rate=%g, steps=%lld (accountant %s)",
-                            target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER, sample_rate,
-                            (long long)steps, dp_acct_name(kind));
+        return dp_privacy_fail(
+            err, errlen, rc,
+            "epsilon=%g at delta=%g is out of reach: it needs noise_multiplier > "
+            "%g for sample_rate=%g, steps=%lld (accountant %s)",
+            target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER, sample_rate, (long long)steps,
+            dp_acct_name(kind));
     return rc;
 }
 

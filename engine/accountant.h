@@ -82,8 +82,8 @@ int dp_acct_check_history(const dp_acct_segment *history, size_t n, char *err, s
  * detail (may be NULL) gets what else the accountant reports. A σ = 0 segment gives INFINITY.
  * EINVAL on a bad argument, ENUMERIC where the method breaks down, ESIZE past DP_ACCT_MAX_GRID. */
 int dp_acct_epsilon(dp_acct_kind kind, const dp_acct_segment *history, size_t n, double delta,
-                    const dp_acct_options *opt, double *epsilon, dp_acct_detail *detail,
-                    char *err, size_t errlen);
+                    const dp_acct_options *opt, double *epsilon, dp_acct_detail *detail, char *err,
+                    size_t errlen);
 
 /* Opacus's get_noise_multiplier with the accountant `kind`: σ doubles from 20 until
  * ε(σ) <= target, then bisection keeps ε(σ_high) <= target until target - ε <= tolerance; writes
@@ -91,13 +91,13 @@ int dp_acct_epsilon(dp_acct_kind kind, const dp_acct_segment *history, size_t n,
  * counts as ε > target (it lies far below any σ the target allows). EBUDGET past σ = 1e6. */
 int dp_acct_noise_multiplier(dp_acct_kind kind, double target_epsilon, double delta,
                              double sample_rate, int64_t steps, double epsilon_tolerance,
-                             const dp_acct_options *opt, double *noise_multiplier,
-                             double *epsilon, char *err, size_t errlen);
+                             const dp_acct_options *opt, double *noise_multiplier, double *epsilon,
+                             char *err, size_t errlen);
 
 /* PRV (Opacus's PRVAccountant.get_epsilon): writes the upper bound into *epsilon. */
 int dp_acct_prv_epsilon(const dp_acct_segment *history, size_t n, double delta, double eps_error,
-                        double delta_error, double *epsilon, dp_acct_detail *detail,
-                        char *err, size_t errlen);
+                        double delta_error, double *epsilon, dp_acct_detail *detail, char *err,
+                        size_t errlen);
 
 /* PLD (dp_accounting's PLDAccountant.get_epsilon, pessimistic connect-the-dots). */
 int dp_acct_pld_epsilon(const dp_acct_segment *history, size_t n, double delta, double interval,

@@ -2,10 +2,13 @@
 #ifndef DP_ACCOUNTANT_IMPL_H
 #define DP_ACCOUNTANT_IMPL_H
 
+#include "accountant.h"
+
 #include <stddef.h>
 
-/* Writes the formatted message into err (if err != NULL and errlen > 0); returns status. */
-int dp_acct_fail(char *err, size_t errlen, int status, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+/* Checks what every accountant is given: the history (dp_acct_check_history) and delta in (0, 1).
+ */
+int dp_acct_check_args(const dp_acct_segment *history, size_t n, double delta, char *err,
+                       size_t errlen);
 
 #endif /* DP_ACCOUNTANT_IMPL_H */

@@ -75,16 +75,13 @@ static int grid_check(size_t n, run *r, const char *what);
 int dp_acct_pld_epsilon(const dp_acct_segment *history, size_t n, double delta, double interval,
                         double *epsilon, dp_acct_detail *detail, char *err, size_t errlen)
 {
-    int rc = dp_acct_check_history(history, n, err, errlen);
+    int rc = dp_acct_check_args(history, n, delta, err, errlen);
     if (rc != DP_PRIVACY_OK)
         return rc;
-    if (!(delta > 0.0 && delta < 1.0))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL, "delta must be in (0, 1) (got %g)",
-                            delta);
     if (!(isfinite(interval) && interval > 0.0))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL,
-                            "value_discretization_interval must be finite and > 0 (got %g)",
-                            interval);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "value_discretization_interval must be finite and > 0 (got %g)",
+                               interval);
     int symmetric = 1;
     for (size_t k = 0; k < n; k++) {
         if (history[k].noise_multiplier == 0.0) { /* a non-private event */
@@ -100,7 +97,7 @@ int dp_acct_pld_epsilon(const dp_acct_segment *history, size_t n, double delta, 
     for (int adj = REMOVE; adj <= (symmetric ? REMOVE : ADD) && rc == DP_PRIVACY_OK; adj++) {
         pmf acc = {0, malloc(sizeof(double)), 1, 0.0, 1}; /* the identity: loss 0 surely */
         if (acc.probs == NULL)
-            return dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
         acc.probs[0] = 1.0;
         for (size_t k = 0; k < n && rc == DP_PRIVACY_OK; k++) {
             const dp_acct_segment *s = &history[k];
@@ -128,7 +125,10 @@ int dp_acct_pld_epsilon(const dp_acct_segment *history, size_t n, double delta, 
 /* ---- the Gaussian ------------------------------------------------------------------------- */
 
 /* Φ(x), scipy's ndtr. */
-static double ndtr(double x) { return 0.5 * erfc(-x / SQRT2); }
+static double ndtr(double x)
+{
+    return 0.5 * erfc(-x / SQRT2);
+}
 
 /* np.logaddexp */
 static double log_add_exp(double a, double b)
@@ -238,8 +238,8 @@ static double delta_for_epsilon(const gauss *g, double eps)
                                  : log_add_exp(log1p(-q) + log_ndtr(x / s),
                                                log(q) + log_ndtr((x - 1.0) / s));
         } else { /* mu_upper = (1-q)N(0, σ²) + qN(-1, σ²), mu_lower = N(0, σ²) */
-            upper = q == 1.0 ? ndtr((x + 1.0) / s)
-                             : (1.0 - q) * ndtr(x / s) + q * ndtr((x + 1.0) / s);
+            upper =
+                q == 1.0 ? ndtr((x + 1.0) / s) : (1.0 - q) * ndtr(x / s) + q * ndtr((x + 1.0) / s);
             log_lower = log_ndtr(x / s);
         }
         d = upper - exp(eps + log_lower);
@@ -252,10 +252,10 @@ static double delta_for_epsilon(const gauss *g, double eps)
 static int grid_check(size_t n, run *r, const char *what)
 {
     if (n > DP_ACCT_MAX_GRID)
-        return dp_acct_fail(r->err, r->errlen, DP_PRIVACY_ESIZE,
-                            "pld: %s needs %zu points (more than %zu): raise "
-                            "value_discretization_interval, or use accountant 'prv' or 'rdp'",
-                            what, n, DP_ACCT_MAX_GRID);
+        return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ESIZE,
+                               "pld: %s needs %zu points (more than %zu): raise "
+                               "value_discretization_interval, or use accountant 'prv' or 'rdp'",
+                               what, n, DP_ACCT_MAX_GRID);
     if (n > r->largest)
         r->largest = n;
     return DP_PRIVACY_OK;
@@ -274,9 +274,9 @@ static int connect_dots(const gauss *g, run *r, pmf *out)
     double d = r->interval;
     double hi = ceil(privacy_loss(g, lower_x) / d), lo = floor(privacy_loss(g, upper_x) / d);
     if (!(isfinite(hi) && isfinite(lo) && hi >= lo))
-        return dp_acct_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC,
-                            "pld: privacy loss bounds [%g, %g] at noise_multiplier=%g",
-                            lo * d, hi * d, g->sigma);
+        return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC,
+                               "pld: privacy loss bounds [%g, %g] at noise_multiplier=%g", lo * d,
+                               hi * d, g->sigma);
     if (hi - lo + 1.0 > (double)DP_ACCT_MAX_GRID)
         return grid_check(DP_ACCT_MAX_GRID + 1, r, "one step's privacy loss distribution");
     size_t n = (size_t)(hi - lo) + 1;
@@ -285,9 +285,9 @@ static int connect_dots(const gauss *g, run *r, pmf *out)
     if (rc != DP_PRIVACY_OK || deltas == NULL || probs == NULL) {
         free(deltas);
         free(probs);
-        return rc != DP_PRIVACY_OK ? rc
-                                   : dp_acct_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC,
-                                                  "pld: out of memory");
+        return rc != DP_PRIVACY_OK
+                   ? rc
+                   : dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
     }
     int64_t k0 = (int64_t)lo;
     for (size_t i = 0; i < n; i++)
@@ -296,9 +296,10 @@ static int connect_dots(const gauss *g, run *r, pmf *out)
         if (deltas[i] - deltas[i - 1] > DELTA_DIFF_TOLERANCE) {
             free(deltas);
             free(probs);
-            return dp_acct_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC,
-                                "pld: hockey-stick divergence increases with epsilon at "
-                                "noise_multiplier=%g, sample_rate=%g", g->sigma, g->q);
+            return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC,
+                                   "pld: hockey-stick divergence increases with epsilon at "
+                                   "noise_multiplier=%g, sample_rate=%g",
+                                   g->sigma, g->q);
         }
         deltas[i] = fmin(deltas[i], deltas[i - 1]); /* np.minimum.accumulate */
     }
@@ -347,7 +348,7 @@ static int compose(pmf *acc, const pmf *other, run *r)
         return rc;
     double *probs = convolve(acc, other, sparse);
     if (probs == NULL)
-        return dp_acct_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+        return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
     double a = acc->inf_mass, b = other->inf_mass;
     free(acc->probs);
     *acc = (pmf){acc->lower + other->lower, probs, acc->n + other->n - 1, a + b - a * b, sparse};
@@ -390,13 +391,14 @@ static int self_compose(pmf *p, int64_t count, run *r)
     if (p->sparse && (double)count * log((double)p->n) <= log((double)MAX_SPARSE)) {
         pmf base = *p, acc = {p->lower, malloc(p->n * sizeof(double)), p->n, p->inf_mass, 1};
         if (acc.probs == NULL)
-            return dp_acct_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+            return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
         memcpy(acc.probs, p->probs, p->n * sizeof(double));
         for (int64_t i = 2; i <= count; i++) { /* truncation on the last composition only */
             double *probs = convolve(&acc, &base, 1);
             if (probs == NULL) {
                 free(acc.probs);
-                return dp_acct_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+                return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC,
+                                       "pld: out of memory");
             }
             double a = acc.inf_mass, b = base.inf_mass;
             free(acc.probs);
@@ -419,7 +421,7 @@ static int self_compose(pmf *p, int64_t count, run *r)
     if (circ == NULL || probs == NULL || acct_fft_self_convolve(p->probs, p->n, len, count, circ)) {
         free(circ);
         free(probs);
-        return dp_acct_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+        return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
     }
     for (size_t i = 0; i < out_len; i++) /* np.roll(circ, -lo)[:out_len] */
         probs[i] = circ[((size_t)lo + i) % len];

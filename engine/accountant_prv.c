@@ -71,21 +71,18 @@ static int compute_epsilon(const dprv *d, double delta, double delta_error, doub
                            double out[3], char *err, size_t errlen);
 
 int dp_acct_prv_epsilon(const dp_acct_segment *history, size_t n, double delta, double eps_error,
-                        double delta_error, double *epsilon, dp_acct_detail *detail,
-                        char *err, size_t errlen)
+                        double delta_error, double *epsilon, dp_acct_detail *detail, char *err,
+                        size_t errlen)
 {
-    int rc = dp_acct_check_history(history, n, err, errlen);
+    int rc = dp_acct_check_args(history, n, delta, err, errlen);
     if (rc != DP_PRIVACY_OK)
         return rc;
-    if (!(delta > 0.0 && delta < 1.0))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL, "delta must be in (0, 1) (got %g)",
-                            delta);
     if (!(isfinite(eps_error) && eps_error > 0.0))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL,
-                            "eps_error must be finite and > 0 (got %g)", eps_error);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "eps_error must be finite and > 0 (got %g)", eps_error);
     if (!(delta_error > 0.0 && delta_error < delta))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_EINVAL,
-                            "delta_error must be in (0, delta=%g) (got %g)", delta, delta_error);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "delta_error must be in (0, delta=%g) (got %g)", delta, delta_error);
     for (size_t k = 0; k < n; k++)
         if (history[k].noise_multiplier == 0.0) { /* no noise: no privacy */
             *epsilon = INFINITY;
@@ -106,20 +103,25 @@ int dp_acct_prv_epsilon(const dp_acct_segment *history, size_t n, double delta, 
 
     dprv *parts = calloc(n, sizeof *parts);
     if (parts == NULL)
-        return dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
     for (size_t k = 0; k < n && rc == DP_PRIVACY_OK; k++) {
         const dp_acct_segment *s = &history[k];
-        prv p = {s->sample_rate, s->noise_multiplier, log(1.0 - s->sample_rate),
-                 dom.t_min, dom.t_max, 0.0, 0.0};
+        prv p = {s->sample_rate,
+                 s->noise_multiplier,
+                 log(1.0 - s->sample_rate),
+                 dom.t_min,
+                 dom.t_max,
+                 0.0,
+                 0.0};
         p.cdf_min = prv_cdf(&p, p.t_min);
         p.mass = prv_cdf(&p, p.t_max) - p.cdf_min;
         if ((rc = discretize(&p, &dom, &parts[k], err, errlen)) != DP_PRIVACY_OK)
             break;
         if (compose_fourier(&parts[k], s->steps) != 0)
-            rc = dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+            rc = dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
     }
     if (rc == DP_PRIVACY_OK && compose_tree(parts, n) != 0)
-        rc = dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+        rc = dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
     double eps[3];
     if (rc == DP_PRIVACY_OK)
         rc = compute_epsilon(&parts[0], delta, delta_error, eps_error, eps, err, errlen);
@@ -262,7 +264,10 @@ static double quad(const prv *p, double a, double b)
 
 /* ---- the domain (domain.py) ---------------------------------------------------------------- */
 
-static double domain_dt(const domain *d) { return (d->t_max - d->t_min) / (double)(d->size - 1); }
+static double domain_dt(const domain *d)
+{
+    return (d->t_max - d->t_min) / (double)(d->size - 1);
+}
 
 /* np.linspace(t_min, t_max, size)[i] */
 static double domain_t(const domain *d, size_t i)
@@ -278,10 +283,10 @@ static int create_domain(double l, double mesh, domain *d, char *err, size_t err
     double t_min = floor(-l / mesh) * mesh, t_max = ceil(l / mesh) * mesh;
     double points = nearbyint((t_max - t_min) / mesh) + 1.0; /* np.round: half to even */
     if (!(points <= (double)DP_ACCT_MAX_GRID - 1.0))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_ESIZE,
-                            "prv: the domain [-%g, %g] at mesh %g needs %.3g points (more than "
-                            "%zu): raise eps_error, or use accountant 'pld' or 'rdp'",
-                            l, l, mesh, points, DP_ACCT_MAX_GRID);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_ESIZE,
+                               "prv: the domain [-%g, %g] at mesh %g needs %.3g points (more than "
+                               "%zu): raise eps_error, or use accountant 'pld' or 'rdp'",
+                               l, l, mesh, points, DP_ACCT_MAX_GRID);
     size_t size = (size_t)points;
     if (size % 2 == 1) {
         size++;
@@ -289,8 +294,8 @@ static int create_domain(double l, double mesh, domain *d, char *err, size_t err
     }
     *d = (domain){t_min, t_max, size, 0.0};
     if (!(fabs(domain_dt(d) - mesh) / mesh < 1e-8))
-        return dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                            "prv: domain of %zu points does not keep mesh %g", size, mesh);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
+                               "prv: domain of %zu points does not keep mesh %g", size, mesh);
     return DP_PRIVACY_OK;
 }
 
@@ -323,7 +328,7 @@ static int discretize(const prv *p, const domain *d, dprv *out, char *err, size_
     double dt = domain_dt(d);
     double *pmf = malloc(n * sizeof *pmf);
     if (pmf == NULL)
-        return dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
     double top = (1.0 - p->cdf_min) / p->mass; /* tprv_cdf where the PRV's CDF is exactly 1 */
     int saturated = 0; /* the CDF reached `top` at a right edge: no mass left before t_max */
     double mean_d = 0.0;
@@ -341,10 +346,11 @@ static int discretize(const prv *p, const domain *d, dprv *out, char *err, size_
     double shift = tprv_mean(p) - mean_d;
     if (!(fabs(shift) < dt / 2.0)) {
         free(pmf);
-        return dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                            "prv: discrete mean differs from the continuous one by %g (more than "
-                            "half the mesh %g) at noise_multiplier=%g, sample_rate=%g",
-                            shift, dt, p->sigma, p->q);
+        return dp_privacy_fail(
+            err, errlen, DP_PRIVACY_ENUMERIC,
+            "prv: discrete mean differs from the continuous one by %g (more than "
+            "half the mesh %g) at noise_multiplier=%g, sample_rate=%g",
+            shift, dt, p->sigma, p->q);
     }
     out->pmf = pmf;
     out->dom = (domain){d->t_min + shift, d->t_max + shift, d->size, d->shifts + shift};
@@ -431,14 +437,15 @@ static int compute_epsilon(const dprv *d, double delta, double delta_error, doub
 {
     size_t n = d->dom.size;
     if ((double)LDBL_EPSILON * (double)n > delta - delta_error)
-        return dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                            "prv: floating-point error dominates at delta=%g with %zu points: "
-                            "raise delta or eps_error", delta, n);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
+                               "prv: floating-point error dominates at delta=%g with %zu points: "
+                               "raise delta or eps_error",
+                               delta, n);
     double *d1 = malloc(n * sizeof *d1), *d2 = malloc(n * sizeof *d2);
     if (d1 == NULL || d2 == NULL) {
         free(d1);
         free(d2);
-        return dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
     }
     double s1 = 0.0, s2 = 0.0, decay = exp(-domain_dt(&d->dom));
     for (size_t i = n; i-- > 0;) {
@@ -459,9 +466,11 @@ static int compute_epsilon(const dprv *d, double delta, double delta_error, doub
                 hi = mid;
         }
         if (lo == 0 || lo == n)
-            rc = dp_acct_fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                              "prv: cannot compute epsilon at delta=%g: the domain holds no cell "
-                              "with that divergence", targets[k]);
+            rc =
+                dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
+                                "prv: cannot compute epsilon at delta=%g: the domain holds no cell "
+                                "with that divergence",
+                                targets[k]);
         else
             out[k] = log((d1[lo] - targets[k]) / d2[lo]) + domain_t(&d->dom, lo);
     }

@@ -24,7 +24,6 @@
 #define LOG_ERFC_CF_TERMS 64
 #define LOG_SQRT_PI 0.57236494292470008707171367567652935
 
-static int fail(char *err, size_t errlen, int status, const char *fmt, ...);
 static int check_sample_rate(double q, char *err, size_t errlen);
 static int check_noise_multiplier(double sigma, char *err, size_t errlen);
 static int check_steps(int64_t steps, char *err, size_t errlen);
@@ -71,21 +70,21 @@ int dp_privacy_rdp(double sample_rate, double noise_multiplier, int64_t steps,
         (rc = check_steps(steps, err, errlen)) != DP_PRIVACY_OK)
         return rc;
     if (orders == NULL || rdp == NULL || n_orders == 0)
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "orders must be a non-empty array (got %zu orders)", n_orders);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "orders must be a non-empty array (got %zu orders)", n_orders);
     for (size_t k = 0; k < n_orders; k++)
         if (!(orders[k] > 1.0 && orders[k] <= DP_PRIVACY_MAX_ORDER))
-            return fail(err, errlen, DP_PRIVACY_EINVAL,
-                        "orders[%zu] must be in (1, %g] (got %g)", k,
-                        DP_PRIVACY_MAX_ORDER, orders[k]);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                                   "orders[%zu] must be in (1, %g] (got %g)", k,
+                                   DP_PRIVACY_MAX_ORDER, orders[k]);
 
     for (size_t k = 0; k < n_orders; k++) {
         double one_step;
         if (rdp_one_step(sample_rate, noise_multiplier, orders[k], &one_step) != 0)
-            return fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                        "RDP series failed at order %g for sample_rate=%g, "
-                        "noise_multiplier=%g (log of a negative sum)",
-                        orders[k], sample_rate, noise_multiplier);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
+                                   "RDP series failed at order %g for sample_rate=%g, "
+                                   "noise_multiplier=%g (log of a negative sum)",
+                                   orders[k], sample_rate, noise_multiplier);
         rdp[k] = one_step * (double)steps; /* RDP composes additively */
     }
     return DP_PRIVACY_OK;
@@ -100,12 +99,12 @@ int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp,
     if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK)
         return rc;
     if (orders == NULL || rdp == NULL || n_orders == 0)
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "orders must be a non-empty array (got %zu orders)", n_orders);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "orders must be a non-empty array (got %zu orders)", n_orders);
     for (size_t k = 0; k < n_orders; k++)
         if (!(orders[k] > 1.0))
-            return fail(err, errlen, DP_PRIVACY_EINVAL,
-                        "orders[%zu] must be > 1 (got %g)", k, orders[k]);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                                   "orders[%zu] must be > 1 (got %g)", k, orders[k]);
 
     /* Balle et al. 2020, Theorem 21, as Opacus's get_privacy_spent:
      * ε(α) = rdp(α) - (log δ + log α)/(α - 1) + log((α - 1)/α),
@@ -162,31 +161,32 @@ int dp_privacy_noise_multiplier(double target_epsilon, double delta,
 {
     int rc;
     if (!(isfinite(target_epsilon) && target_epsilon > 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "epsilon must be finite and > 0 (got %g)", target_epsilon);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "epsilon must be finite and > 0 (got %g)", target_epsilon);
     if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK)
         return rc;
     /* Opacus would loop forever on q = 0 or steps = 0: ε does not depend on σ. */
     if (!(sample_rate > 0.0 && sample_rate <= 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "sample_rate must be in (0, 1] (got %g)", sample_rate);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "sample_rate must be in (0, 1] (got %g)", sample_rate);
     if (steps < 1)
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "steps must be >= 1 (got %lld)", (long long)steps);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "steps must be >= 1 (got %lld)", (long long)steps);
     if (!(isfinite(epsilon_tolerance) && epsilon_tolerance > 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "epsilon_tolerance must be finite and > 0 (got %g)", epsilon_tolerance);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "epsilon_tolerance must be finite and > 0 (got %g)",
+                               epsilon_tolerance);
 
     rdp_search ctx = {sample_rate, steps, delta, NAN};
     double sigma, eps;
     rc = dp_privacy_search_noise(rdp_at_sigma, &ctx, target_epsilon, epsilon_tolerance, &sigma,
                                  &eps, err, errlen);
     if (rc == DP_PRIVACY_EBUDGET)
-        return fail(err, errlen, rc,
-                    "epsilon=%g at delta=%g is out of reach: it needs "
-                    "noise_multiplier > %g for sample_rate=%g, steps=%lld",
-                    target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER,
-                    sample_rate, (long long)steps);
+        return dp_privacy_fail(err, errlen, rc,
+                               "epsilon=%g at delta=%g is out of reach: it needs "
+                               "noise_multiplier > %g for sample_rate=%g, steps=%lld",
+                               target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER,
+                               sample_rate, (long long)steps);
     if (rc != DP_PRIVACY_OK)
         return rc;
     /* The order at σ_high: recomputed, the search remembers only ε. */
@@ -267,7 +267,7 @@ const char *dp_privacy_status_name(int status)
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int fail(char *err, size_t errlen, int status, const char *fmt, ...)
+int dp_privacy_fail(char *err, size_t errlen, int status, const char *fmt, ...)
 {
     if (err != NULL && errlen > 0) {
         va_list ap;
@@ -281,32 +281,32 @@ static int fail(char *err, size_t errlen, int status, const char *fmt, ...)
 static int check_sample_rate(double q, char *err, size_t errlen)
 {
     if (!(q >= 0.0 && q <= 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "sample_rate must be in [0, 1] (got %g)", q);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "sample_rate must be in [0, 1] (got %g)", q);
     return DP_PRIVACY_OK;
 }
 
 static int check_noise_multiplier(double sigma, char *err, size_t errlen)
 {
     if (!(isfinite(sigma) && sigma >= 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "noise_multiplier must be finite and >= 0 (got %g)", sigma);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "noise_multiplier must be finite and >= 0 (got %g)", sigma);
     return DP_PRIVACY_OK;
 }
 
 static int check_steps(int64_t steps, char *err, size_t errlen)
 {
     if (steps < 0)
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "steps must be >= 0 (got %lld)", (long long)steps);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "steps must be >= 0 (got %lld)", (long long)steps);
     return DP_PRIVACY_OK;
 }
 
 static int check_delta(double delta, char *err, size_t errlen)
 {
     if (!(delta > 0.0 && delta < 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL,
-                    "delta must be in (0, 1) (got %g)", delta);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
+                               "delta must be in (0, 1) (got %g)", delta);
     return DP_PRIVACY_OK;
 }
 

@@ -93,6 +93,11 @@ int dp_privacy_search_noise(dp_privacy_epsilon_fn fn, void *ctx, double target_e
  * (x > 26.5) too; what scipy's log_ndtr gives Opacus. Exposed for the tests. */
 double dp_privacy_log_erfc(double x);
 
+/* Writes the printf-formatted message into err (when err != NULL and errlen > 0, truncated and
+ * NUL-terminated); returns status. For the accountants' messages. */
+int dp_privacy_fail(char *err, size_t errlen, int status, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Static name of a status ("ok", "invalid argument", ...); "unknown status" otherwise. */
 const char *dp_privacy_status_name(int status);
 

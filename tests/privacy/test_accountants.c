@@ -12,48 +12,17 @@
 #include "accountant.h"
 #include "privacy.h"
 
+#include "privacy_check.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef DP_PRIVACY_FIXTURE_DIR
-#error "define DP_PRIVACY_FIXTURE_DIR as the absolute path of tests/fixtures/privacy"
-#endif
-
 #define PRV_ABS_TOL 0.01 /* the bar: Opacus's eps_error */
 #define PLD_REL_TOL 0.005
 #define RDP_REL_TOL 1e-6
 #define MAX_SEGMENTS 8
-
-static int n_passed, n_failed;
-
-static void check(int ok, const char *what)
-{
-    if (ok) {
-        n_passed++;
-    } else {
-        n_failed++;
-        printf("FAIL: %s\n", what);
-    }
-}
-
-/* Splits a CSV line in place into at most max_fields fields; returns the count. */
-static int split(char *line, char sep, char **fields, int max_fields)
-{
-    int n = 0;
-    line[strcspn(line, "\r\n")] = '\0';
-    char *p = line;
-    while (n < max_fields) {
-        fields[n++] = p;
-        char *at = strchr(p, sep);
-        if (at == NULL)
-            break;
-        *at = '\0';
-        p = at + 1;
-    }
-    return n;
-}
 
 /* "σ:q:steps;σ:q:steps" into h; returns the segment count (0 on a malformed field). */
 static size_t parse_history(char *text, dp_acct_segment *h)
@@ -82,12 +51,12 @@ static double eps_of(dp_acct_kind kind, const dp_acct_segment *h, size_t n, doub
 
 static void test_against_references(void)
 {
-    char path[1024], line[512], what[1024];
-    snprintf(path, sizeof path, "%s/accountants.csv", DP_PRIVACY_FIXTURE_DIR);
-    FILE *f = fopen(path, "r");
-    check(f != NULL, "open accountants.csv");
-    if (f == NULL)
+    char line[512], what[1024];
+    FILE *f = open_fixture("accountants.csv");
+    if (f == NULL) {
+        n_failed++;
         return;
+    }
     double max_prv = 0, max_pld = 0, max_rdp = 0, max_sigma = 0;
     int n_eps = 0, n_noise = 0, header_seen = 0, ref_order_ok = 1;
     while (fgets(line, sizeof line, f) != NULL) {
@@ -119,8 +88,8 @@ static void test_against_references(void)
             n_eps++;
             snprintf(what, sizeof what,
                      "history %s: rdp %.10g (opacus %.10g), prv %.10g (opacus %.10g), "
-                     "pld %.10g (dp_accounting %.10g)", hist_text, rdp, want_rdp, prv, want_prv,
-                     pld, want_pld);
+                     "pld %.10g (dp_accounting %.10g)",
+                     hist_text, rdp, want_rdp, prv, want_prv, pld, want_pld);
             check(d_prv <= PRV_ABS_TOL && d_pld <= PLD_REL_TOL && d_rdp <= RDP_REL_TOL, what);
             snprintf(what, sizeof what, "history %s: PLD %.6g <= PRV %.6g <= RDP %.6g", hist_text,
                      pld, prv, rdp);
@@ -131,16 +100,16 @@ static void test_against_references(void)
             double want_eps = strtod(kind == DP_ACCT_PRV ? c[7] : c[8], NULL), sigma, eps;
             char err[256];
             int rc = dp_acct_noise_multiplier(kind, target, delta, h[0].sample_rate, h[0].steps,
-                                              DP_PRIVACY_EPSILON_TOLERANCE, NULL, &sigma, &eps,
-                                              err, sizeof err);
+                                              DP_PRIVACY_EPSILON_TOLERANCE, NULL, &sigma, &eps, err,
+                                              sizeof err);
             double ds = rc == DP_PRIVACY_OK ? fabs(sigma - h[0].noise_multiplier) : INFINITY;
             max_sigma = fmax(max_sigma, ds / h[0].noise_multiplier);
             n_noise++;
             snprintf(what, sizeof what,
                      "%s target %g q=%g steps=%lld delta=%g: sigma %.12g eps %.10g (rc %d %s), "
-                     "reference sigma %.12g eps %.10g", c[0], target, h[0].sample_rate,
-                     (long long)h[0].steps, delta, sigma, eps, rc, rc ? err : "",
-                     h[0].noise_multiplier, want_eps);
+                     "reference sigma %.12g eps %.10g",
+                     c[0], target, h[0].sample_rate, (long long)h[0].steps, delta, sigma, eps, rc,
+                     rc ? err : "", h[0].noise_multiplier, want_eps);
             /* the same bisection on the same ε: the same dyadic σ */
             check(ds <= 1e-12 * h[0].noise_multiplier && eps <= target &&
                       target - eps <= DP_PRIVACY_EPSILON_TOLERANCE,
@@ -153,8 +122,8 @@ static void test_against_references(void)
     check(n_eps >= 40 && n_noise >= 10, "accountants.csv has its epsilon and noise rows");
     check(ref_order_ok, "the references themselves order PLD <= PRV <= RDP on every row");
     printf("epsilon rows: %d; max |PRV - opacus upper| %.3e (tol %g), max PLD rel diff %.3e "
-           "(tol %g), max RDP rel diff %.3e\n", n_eps, max_prv, PRV_ABS_TOL, max_pld,
-           PLD_REL_TOL, max_rdp);
+           "(tol %g), max RDP rel diff %.3e\n",
+           n_eps, max_prv, PRV_ABS_TOL, max_pld, PLD_REL_TOL, max_rdp);
     printf("noise rows: %d; max sigma rel diff %.3e\n", n_noise, max_sigma);
 }
 
@@ -198,7 +167,8 @@ static void test_published(void)
     double rdp = eps_of(DP_ACCT_RDP, &h, 1, 1e-5), prv = eps_of(DP_ACCT_PRV, &h, 1, 1e-5);
     double pld = eps_of(DP_ACCT_PLD, &h, 1, 1e-5), prv3 = eps_of(DP_ACCT_PRV, &h3, 1, 1e-5);
     printf("published: rdp %.4f (2.10), prv %.4f (1.84), pld %.4f (1.83); q=0.001 prv %.4f "
-           "(0.16)\n", rdp, prv, pld, prv3);
+           "(0.16)\n",
+           rdp, prv, pld, prv3);
     check(fabs(rdp - 2.10) < 0.005, "published RDP 2.10");
     check(fabs(prv - 1.84) < 0.005, "published PRV 1.84");
     check(fabs(pld - 1.83) < 0.005, "published PLD 1.83");
@@ -244,9 +214,9 @@ static void test_details_and_options(void)
     double eps, eps2;
     dp_acct_detail d;
     int rc = dp_acct_epsilon(DP_ACCT_PRV, &h, 1, 1e-5, NULL, &eps, &d, err, sizeof err);
-    check(rc == DP_PRIVACY_OK && d.epsilon_lower < d.epsilon_estimate &&
-              d.epsilon_estimate < eps && fabs(eps - d.epsilon_estimate - 0.01) < 0.001 &&
-              d.delta_error == 1e-8 && d.grid_points > 0,
+    check(rc == DP_PRIVACY_OK && d.epsilon_lower < d.epsilon_estimate && d.epsilon_estimate < eps &&
+              fabs(eps - d.epsilon_estimate - 0.01) < 0.001 && d.delta_error == 1e-8 &&
+              d.grid_points > 0,
           "prv detail: lower < estimate < upper = estimate + about eps_error, delta_error δ/1000");
     dp_acct_options opt;
     dp_acct_options_default(&opt);
@@ -280,8 +250,8 @@ static void test_details_and_options(void)
 static void expect(int rc, int want, const char *err, const char *needle, const char *what)
 {
     char msg[512];
-    snprintf(msg, sizeof msg, "%s: rc %d (want %d), message \"%s\" should contain \"%s\"", what,
-             rc, want, err, needle);
+    snprintf(msg, sizeof msg, "%s: rc %d (want %d), message \"%s\" should contain \"%s\"", what, rc,
+             want, err, needle);
     check(rc == want && strstr(err, needle) != NULL, msg);
 }
 
@@ -295,11 +265,11 @@ static void test_errors(void)
         dp_acct_segment qnan = {1.0, NAN, 10}, steps0 = {1.0, 0.01, 0};
         dp_acct_segment second_bad[2] = {{1.0, 0.01, 10}, {1.0, 0.01, -3}};
         int rc;
-#define EXPECT(call, want, needle)                                                             \
-    do {                                                                                       \
-        err[0] = '\0';                                                                         \
-        rc = (call);                                                                           \
-        expect(rc, (want), err, (needle), #call);                                              \
+#define EXPECT(call, want, needle)                                                                 \
+    do {                                                                                           \
+        err[0] = '\0';                                                                             \
+        rc = (call);                                                                               \
+        expect(rc, (want), err, (needle), #call);                                                  \
     } while (0)
         EXPECT(dp_acct_epsilon(kind, &bad_sigma, 1, 1e-5, NULL, &eps, NULL, err, sizeof err),
                DP_PRIVACY_EINVAL, "noise_multiplier must be finite and >= 0 (got -1)");
@@ -341,21 +311,20 @@ static void test_errors(void)
            DP_PRIVACY_EINVAL, "eps_error must be finite and > 0");
     EXPECT(dp_acct_prv_epsilon(&h, 1, 1e-5, 0.01, 1e-5, &eps, NULL, err, sizeof err),
            DP_PRIVACY_EINVAL, "delta_error must be in (0, delta=1e-05)");
-    EXPECT(dp_acct_pld_epsilon(&h, 1, 1e-5, -1e-4, &eps, NULL, err, sizeof err),
-           DP_PRIVACY_EINVAL, "value_discretization_interval must be finite and > 0");
+    EXPECT(dp_acct_pld_epsilon(&h, 1, 1e-5, -1e-4, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+           "value_discretization_interval must be finite and > 0");
     /* Past the grid limit: a clear error naming the way out, not an allocation of gigabytes. */
     dp_acct_segment tiny_noise = {0.05, 1.0, 1000000};
     EXPECT(dp_acct_prv_epsilon(&tiny_noise, 1, 1e-5, 0.01, 1e-8, &eps, NULL, err, sizeof err),
            DP_PRIVACY_ESIZE, "raise eps_error, or use accountant 'pld' or 'rdp'");
     EXPECT(dp_acct_pld_epsilon(&tiny_noise, 1, 1e-5, 1e-4, &eps, NULL, err, sizeof err),
            DP_PRIVACY_ESIZE, "use accountant 'prv' or 'rdp'");
-    EXPECT(dp_acct_noise_multiplier(DP_ACCT_PRV, 0.005, 1e-5, 0.01, 1, 0.01, NULL, &sigma,
-                                    NULL, err, sizeof err),
+    EXPECT(dp_acct_noise_multiplier(DP_ACCT_PRV, 0.005, 1e-5, 0.01, 1, 0.01, NULL, &sigma, NULL,
+                                    err, sizeof err),
            DP_PRIVACY_EBUDGET, "is out of reach");
 #undef EXPECT
     check(eps == -1.0 && sigma == -1.0, "out parameters untouched on failure");
-    check(strcmp(dp_privacy_status_name(DP_PRIVACY_ESIZE), "grid too large") == 0,
-          "ESIZE's name");
+    check(strcmp(dp_privacy_status_name(DP_PRIVACY_ESIZE), "grid too large") == 0, "ESIZE's name");
 }
 
 int main(void)
