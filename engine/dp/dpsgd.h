@@ -33,6 +33,7 @@
 #ifndef DPSGD_H
 #define DPSGD_H
 
+#include "accountant.h"
 #include "model.h"
 
 #include <stddef.h>
@@ -169,9 +170,10 @@ int64_t dpsgd_steps(const dpsgd *dp);
 double dpsgd_sample_rate(const dpsgd *dp);
 /* The expected logical batch size the noisy sum is divided by. */
 int64_t dpsgd_expected_batch_size(const dpsgd *dp);
-/* Epsilon at delta (delta <= 0: the configured one) after the steps taken, from the RDP
- * accountant; INFINITY for vanilla or sigma = 0. DP_EINVAL when q is unknown. */
-int dpsgd_epsilon(const dpsgd *dp, double delta, double *epsilon);
+/* Epsilon at delta (delta <= 0: the configured one) after the steps taken, from the accountant
+ * (accountant.h, default options); 0 before the first step, INFINITY for vanilla or sigma = 0.
+ * DP_EINVAL when q is unknown or the accountant fails. */
+int dpsgd_epsilon(const dpsgd *dp, double delta, dp_acct_kind accountant, double *epsilon);
 
 /* Per-sample norms ||g_i|| and clip factors c_i of every sample clipped in the current logical
  * step (or the last one once its noise was added), in order; n of each. */

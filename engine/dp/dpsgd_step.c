@@ -238,7 +238,7 @@ double dpsgd_sample_rate(const dpsgd *dp) { return dp->cfg.sample_rate; }
 
 int64_t dpsgd_expected_batch_size(const dpsgd *dp) { return dp->cfg.expected_batch_size; }
 
-int dpsgd_epsilon(const dpsgd *dp, double delta, double *epsilon) {
+int dpsgd_epsilon(const dpsgd *dp, double delta, dp_acct_kind accountant, double *epsilon) {
     if (delta <= 0.0) delta = dp->cfg.delta;
     if (is_vanilla(dp)) {
         *epsilon = INFINITY;
@@ -246,9 +246,13 @@ int dpsgd_epsilon(const dpsgd *dp, double delta, double *epsilon) {
     }
     if (!(dp->cfg.sample_rate > 0.0))
         return dp_error_set(DP_EINVAL, "dp: epsilon needs the sample rate: give sample_rate or dataset_size");
+    if (dp->steps == 0) { /* nothing released yet */
+        *epsilon = 0.0;
+        return DP_OK;
+    }
     char err[256];
-    if (dp_privacy_epsilon(dp->cfg.sample_rate, dp->cfg.noise_multiplier, dp->steps, delta, epsilon, NULL, err,
-                           sizeof err) != DP_PRIVACY_OK)
+    dp_acct_segment history = {dp->cfg.noise_multiplier, dp->cfg.sample_rate, dp->steps};
+    if (dp_acct_epsilon(accountant, &history, 1, delta, NULL, epsilon, NULL, err, sizeof err) != DP_PRIVACY_OK)
         return dp_error_set(DP_EINVAL, "dp: epsilon: %s", err);
     return DP_OK;
 }

@@ -5,7 +5,7 @@
  *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}}
  *   priv:forward(batch) -> loss, {L_1..L_B}; priv:backward(); priv:clip()   -- per physical batch
  *   priv:noise()                      -- once per logical step, before opt:step()
- *   priv:stats(), priv:epsilon([delta]), priv:free()
+ *   priv:stats(), priv:epsilon([delta [, accountant]]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
  *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *
@@ -286,13 +286,18 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
-/* priv:epsilon([delta]) -> epsilon after the steps taken (math.huge for vanilla or sigma = 0) */
+/* priv:epsilon([delta [, accountant]]) -> epsilon after the steps taken, by the accountant
+ * ("prv" by default, "rdp", "pld"); math.huge for vanilla or sigma = 0 */
 static int l_epsilon(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
     double delta = luaL_optnumber(L, 2, 0.0);
     if (!lua_isnoneornil(L, 2) && !(delta > 0.0 && delta < 1.0)) return luaL_argerror(L, 2, "delta must be in (0, 1)");
+    dp_acct_kind kind = DP_ACCT_DEFAULT;
+    char err[128];
+    if (!lua_isnoneornil(L, 3) && dp_acct_parse(luaL_checkstring(L, 3), &kind, err, sizeof err) != 0)
+        return luaL_argerror(L, 3, err);
     double eps;
-    if (dpsgd_epsilon(dp, delta, &eps) != DP_OK) return fail(L, "priv:epsilon");
+    if (dpsgd_epsilon(dp, delta, kind, &eps) != DP_OK) return fail(L, "priv:epsilon");
     lua_pushnumber(L, eps);
     return 1;
 }

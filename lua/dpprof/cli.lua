@@ -13,7 +13,8 @@ usage: dpprof compare BASE NEW [--threshold R]
 
 Compares two results: two result JSON files, or two directories of them (files matched by name).
 Every file is checked against the results schema (docs/results.md) when it is read. Prints peak
-memory, step time, per-phase times and per-category memory side by side, and the configuration
+memory, step time, per-phase times and per-category memory side by side, epsilon with its
+accountant (noting fixed batches, for which it is understated), and the configuration
 keys that differ.
 
   --threshold R   the largest allowed ratio NEW/BASE of peak memory and of step time (avg_ms);
@@ -91,6 +92,8 @@ local function compare_pair(label, base, new, threshold, say)
   end
   -- padded by hand (dp.print_table): string.format widths stop at 99, and a figure can be wider
   dp.print_table(rows, { false, true, true, true, false }, say)
+  local be, ne = results.epsilon_text(base.privacy), results.epsilon_text(new.privacy)
+  if be or ne then say(string.format("  privacy: %s -> %s", be or "-", ne or "-")) end
   local fb, fn = flatten(base.config or {}, ""), flatten(new.config or {}, "")
   local keys, seen = {}, {}
   for k in pairs(fb) do keys[#keys + 1], seen[k] = k, true end

@@ -5,7 +5,7 @@
 --   dp.experiment{ name=, model={...dp.model keys...}, method="ghost" | norms=, clip=,
 --                  optimizer={name="adamw"|"sgd", lr=, ...}, dp={max_grad_norm=, noise_multiplier=,
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
---                  flash_impl="tiles"|"strips"}, iters=3, warmup=2,
+--                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=}, trace=path,
 --                  device_model="h100"|"h200"|{...} (device="plan" only) }
@@ -48,7 +48,7 @@ local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp"
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "mlp_ratio", "ffn",
                      "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed", "lora" }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
-                  "poisson", "dataset_size", "flash_impl" }
+                  "poisson", "dataset_size", "flash_impl", "accountant" }
 local OPTIMIZER_KEYS = {
   adamw = { "name", "lr", "betas", "eps", "weight_decay" },
   sgd = { "name", "lr", "momentum", "weight_decay" },
@@ -69,7 +69,8 @@ experiment.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optim
 experiment.DEFAULTS = {
   method = "ghost",
   optimizer = { name = "adamw", lr = 1e-4, weight_decay = 0.01 },
-  dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01, delta = 1e-5, poisson = false },
+  dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01, delta = 1e-5, poisson = false,
+         accountant = dp.privacy.default_accountant },
   iters = 3, warmup = 2, device = "auto", seed = 0, snapshots = "default",
 }
 
@@ -153,6 +154,12 @@ function experiment.config(cfg)
   check_keys(c.optimizer, okeys, "dpprof.experiment: optimizer")
   c.dp = with_defaults(cfg.dp, experiment.DEFAULTS.dp)
   check_keys(c.dp, DP_KEYS, "dpprof.experiment: dp")
+  local known = false
+  for _, a in ipairs(dp.privacy.accountants) do known = known or a == c.dp.accountant end
+  if not known then
+    error(string.format("dpprof.experiment: dp.accountant: unknown accountant '%s' (valid: %s)", tostring(c.dp.accountant),
+                        table.concat(dp.privacy.accountants, ", ")), 3)
+  end
   check_int(c, "iters", "dpprof.experiment: iters", 1)
   check_int(c, "warmup", "dpprof.experiment: warmup", 0)
   check_int(c, "seed", "dpprof.experiment: seed", 0)
@@ -240,6 +247,32 @@ function experiment.wrap_options(c, logical_batch, physical_batch)
               poisson = c.dp.poisson, seed = c.seed, delta = c.dp.delta, flash_impl = c.dp.flash_impl }
   if c.method then w.method = c.method else w.norms, w.clip = c.norms, c.clip end
   return w
+end
+
+-- The result's privacy: epsilon at dp.delta by dp.accountant after the noisy steps taken, the
+-- accountant's parameters (its defaults), and how batches were sampled (fixed ones carry the caveat).
+local function accountant_params(accountant, delta)
+  local d = dp.privacy.defaults
+  if accountant == "prv" then return { eps_error = d.eps_error, delta_error = delta * d.delta_error_fraction } end
+  if accountant == "pld" then return { value_discretization_interval = d.value_discretization_interval, pessimistic = true } end
+  return { orders = "opacus_default" }
+end
+
+local function privacy_of(priv, c)
+  local s = priv:stats()
+  local p = { noise_multiplier = s.noise_multiplier, sample_rate = s.sample_rate, steps = s.steps, delta = c.dp.delta,
+              accountant = c.dp.accountant, accountant_params = accountant_params(c.dp.accountant, c.dp.delta),
+              sampling = c.dp.poisson and "poisson" or "fixed",
+              caveat = not c.dp.poisson and results.FIXED_BATCH_CAVEAT or nil }
+  local ok, e = pcall(dp.privacy.epsilon, { accountant = c.dp.accountant, sample_rate = s.sample_rate,
+                                            noise_multiplier = s.noise_multiplier, steps = s.steps, delta = c.dp.delta })
+  if ok then
+    p.epsilon = e.epsilon == math.huge and json.null or e.epsilon -- sigma = 0: no guarantee
+  else -- no step taken, no sample rate, or the accountant's grid too large: no epsilon, and why
+    p.epsilon = json.null
+    p.epsilon_error = (tostring(e):gsub("^[^\n]-%.lua:%d+: ", ""))
+  end
+  return p
 end
 
 -- The wrapper's method, norms and clip choice (priv.clip is the clip phase, so the choice is
@@ -446,14 +479,7 @@ function experiment.run(cfg_in)
   local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip
   if priv then method, norms, clip = choices(priv, c) end
   local privacy
-  if priv and method ~= "vanilla" then
-    local pok, eps = pcall(priv.epsilon, priv, c.dp.delta)
-    if pok and (eps ~= eps or eps == math.huge) then eps = json.null end -- sigma = 0: no guarantee
-    local pstats = priv:stats()
-    -- the q the accountant used (the engine's: derived from dataset_size when not given)
-    privacy = { noise_multiplier = c.dp.noise_multiplier, sample_rate = pstats.sample_rate, delta = c.dp.delta,
-                steps = pstats.steps, epsilon = pok and eps or nil }
-  end
+  if priv and method ~= "vanilla" then privacy = privacy_of(priv, c) end
   local ledger = dp.ledger()
   local estimate, budget
   if device_model and dtype then

@@ -26,6 +26,22 @@ results.LEGACY_BREAKDOWN = {
   temp_matrices_mb = { "temp", "workspace" },
 }
 
+-- What dpprof says next to epsilon when an experiment took fixed (shuffled) batches: the accountants
+-- assume Poisson sampling, and for shuffled batches that understates epsilon (Chua et al., ICML 2024).
+results.FIXED_BATCH_CAVEAT = "fixed (shuffled) batches accounted as Poisson sampling: epsilon understates "
+                             .. "the privacy loss (Chua et al., ICML 2024)"
+
+-- One line on a result's privacy for the CLI: "epsilon 1.838 at delta 1e-05 (prv)", with
+-- "; fixed batches: understated" after the accountant when the batches were fixed; nil without
+-- privacy. Results from before accountants were named carry no accountant: RDP.
+function results.epsilon_text(p)
+  if type(p) ~= "table" or json.is_null(p) then return nil end
+  local eps = type(p.epsilon) == "number" and string.format("%.4g", p.epsilon)
+              or (p.epsilon_error and "unknown" or "infinite")
+  return string.format("epsilon %s at delta %g (%s%s)", eps, tonumber(p.delta) or 0, tostring(p.accountant or "rdp"),
+                       p.sampling == "fixed" and "; fixed batches: understated" or "")
+end
+
 local function array(t) return json.array(t or {}) end
 local function null_if_nil(v) if v == nil then return json.null end return v end
 local function mb(bytes) return bytes / results.MiB end
@@ -538,6 +554,21 @@ function V:privacy(r, ok)
   end
   if not json.is_null(p.epsilon) then self:nonneg(self:get(p, "epsilon", "privacy", "number"), "privacy.epsilon") end
   self:nonneg(self:get(p, "steps", "privacy", "integer"), "privacy.steps")
+  -- accountant and sampling: absent in results written before accountants could be chosen (RDP)
+  local a = self:get(p, "accountant", "privacy", "string", true)
+  if a then
+    local known = false
+    for _, name in ipairs(dp.privacy.accountants) do known = known or name == a end
+    if not known then
+      self:fail("privacy.accountant", "'%s' (valid: %s)", a, table.concat(dp.privacy.accountants, ", "))
+    end
+    self:get(p, "accountant_params", "privacy", "table")
+  end
+  local s = self:get(p, "sampling", "privacy", "string", true)
+  if s and s ~= "poisson" and s ~= "fixed" then self:fail("privacy.sampling", "'%s' (valid: poisson, fixed)", s) end
+  local caveat = self:get(p, "caveat", "privacy", "string", s ~= "fixed")
+  if caveat and s ~= "fixed" then self:fail("privacy.caveat", "only for fixed batches (sampling is %s)", tostring(s)) end
+  self:get(p, "epsilon_error", "privacy", "string", true)
 end
 
 function V:oom(r)

@@ -42,6 +42,7 @@ sweep.KEYS = {
   ffn = { "model", "ffn" }, lora_rank = { "model", "lora", "rank" },
   max_grad_norm = { "dp", "max_grad_norm" }, noise_multiplier = { "dp", "noise_multiplier" },
   sample_rate = { "dp", "sample_rate" }, max_physical_batch_size = { "dp", "max_physical_batch_size" },
+  accountant = { "dp", "accountant" },
   lr = { "optimizer", "lr" }, optimizer = { "optimizer", "name" },
   iters = { "iters" }, warmup = { "warmup" }, device = { "device" }, seed = { "seed" },
 }
@@ -218,11 +219,13 @@ local function describe(r)
     parts[#parts + 1] = string.format("%.1f ms/iter%s", ms, r.predicted and " (estimated)" or "")
   end
   if r.status == "ok" then parts[#parts + 1] = unfit(r, true) end
+  if r.status == "ok" then parts[#parts + 1] = results.epsilon_text(r.privacy) end
   return table.concat(parts, ", ")
 end
 
 local function print_summary(name, out, points)
-  local rows = { { "point", "status", "peak", "ms/iter", "note" } }
+  local rows = { { "point", "status", "peak", "ms/iter", "epsilon", "note" } }
+  local fixed = false
   for _, p in ipairs(points) do
     local r = p.result or {}
     local peak, ms
@@ -237,11 +240,20 @@ local function print_summary(name, out, points)
     elseif r.status and r.status ~= "ok" then
       note = one_line(r.message, 60)
     end
+    local eps = "-"
+    if r.status == "ok" and type(r.privacy) == "table" and not json.is_null(r.privacy) then
+      local e = r.privacy.epsilon
+      local value = type(e) == "number" and string.format("%.4g", e) or (r.privacy.epsilon_error and "-" or "inf")
+      eps = string.format("%s (%s)%s", value,
+                          tostring(r.privacy.accountant or "rdp"), r.privacy.sampling == "fixed" and "*" or "")
+      fixed = fixed or r.privacy.sampling == "fixed"
+    end
     rows[#rows + 1] = { p.name, tostring(r.status or p.status), peak and dp.format_bytes(peak) or "-",
-                        ms and string.format("%.1f", ms) or "-", note }
+                        ms and string.format("%.1f", ms) or "-", eps, note }
   end
   print(string.format("\nsweep %s: %d point%s, results in %s", name, #points, #points == 1 and "" or "s", out))
-  dp.print_table(rows, { false, false, true, true, false })
+  dp.print_table(rows, { false, false, true, true, true, false })
+  if fixed then print("* " .. results.FIXED_BATCH_CAVEAT) end
 end
 
 local function default_run(cfg)

@@ -99,6 +99,28 @@ check.eq(r.predicted, false)
 check.eq(r.privacy.steps, 3, "noisy steps: warm-up + timed")
 local eps = dp.privacy.epsilon{ sample_rate = 0.01, noise_multiplier = 1.0, steps = 3, delta = 1e-5 }.epsilon
 check.near(r.privacy.epsilon, eps, 1e-12, "epsilon from the accountant")
+check.eq(r.privacy.accountant, "prv", "PRV by default, as Opacus's PrivacyEngine")
+check.eq(r.privacy.accountant_params.eps_error, 0.01, "PRV's eps_error")
+check.near(r.privacy.accountant_params.delta_error, 1e-8, 1e-20, "PRV's delta_error: delta / 1000")
+check.eq(r.config.dp.accountant, "prv", "the accountant echoed in the configuration")
+check.eq(r.privacy.sampling, "fixed", "fixed batches by default")
+check.eq(r.privacy.caveat, results.FIXED_BATCH_CAVEAT, "fixed batches carry the caveat")
+check.eq(results.epsilon_text(r.privacy), string.format("epsilon %.4g at delta 1e-05 (prv; fixed batches: understated)",
+                                                        eps), "the CLI's epsilon line says so")
+do -- the validator holds the privacy fields to the page
+  local function broken(change, field)
+    local b = dp.deep_copy(r)
+    change(b.privacy)
+    local ok, problems = results.validate(b)
+    check.truthy(not ok and table.concat(problems, "; "):find(field, 1, true), field .. ": " ..
+                 table.concat(problems or {}, "; "))
+  end
+  broken(function(p) p.accountant = "moments" end, "privacy.accountant: 'moments' (valid: rdp, prv, pld)")
+  broken(function(p) p.caveat = nil end, "privacy.caveat: missing")
+  broken(function(p) p.sampling = "poisson" end, "privacy.caveat: only for fixed batches")
+  broken(function(p) p.sampling = "shuffled" end, "privacy.sampling: 'shuffled'")
+  broken(function(p) p.accountant_params = nil end, "privacy.accountant_params: missing")
+end
 check.eq(r.config.model.batch, 4, "logical batch echoed")
 check.eq(r.config.dp.max_physical_batch_size, 2, "physical batch echoed")
 check.eq(r.config.model.hidden, 32)
@@ -136,6 +158,21 @@ check.truthy(json.is_null(v.privacy), "vanilla privacy is null")
 check.truthy(json.is_null(v.norms) and json.is_null(v.clip), "vanilla norms and clip are null")
 check.eq(#v.layers, 0, "no DP layers for vanilla")
 check.eq(v.memory.categories.per_sample_grads.peak_bytes, 0, "vanilla has no per-sample gradients")
+
+---------------------------------------------------------------------------------------------
+-- Poisson sampling accounted by PLD: no caveat, the accountant's epsilon and parameters
+local pl = dp.experiment(config{ dp = { max_physical_batch_size = 2, accountant = "pld", poisson = true,
+                                        dataset_size = 400 } })
+check.eq(pl.status, "ok", "PLD run: " .. tostring(pl.message))
+assert_valid(pl, "PLD result")
+check.eq(pl.privacy.accountant, "pld")
+check.eq(pl.privacy.sampling, "poisson")
+check.eq(pl.privacy.caveat, nil, "no caveat for Poisson sampling")
+check.eq(pl.privacy.accountant_params.value_discretization_interval, 1e-4)
+check.near(pl.privacy.epsilon, dp.privacy.epsilon{ accountant = "pld", sample_rate = 0.01, noise_multiplier = 1.0,
+                                                   steps = pl.privacy.steps, delta = 1e-5 }.epsilon, 1e-12,
+           "epsilon from the PLD accountant")
+check.eq(results.epsilon_text(pl.privacy), string.format("epsilon %.4g at delta 1e-05 (pld)", pl.privacy.epsilon))
 
 ---------------------------------------------------------------------------------------------
 -- callbacks and a chosen schedule
@@ -179,6 +216,8 @@ check.raises(function() dp.experiment(config{ dp = { max_grad = 1 } }) end, { "d
 check.raises(function() dp.experiment(config{ optimizer = { name = "adam" } }) end, { "unknown optimizer 'adam'", "adamw, sgd" })
 check.raises(function() dp.experiment(config{ on = { after_lunch = print } }) end, { "unknown key 'after_lunch'", "after_step" })
 check.raises(function() dp.experiment(config{ iters = 0 }) end, "iters must be an integer >= 1")
+check.raises(function() dp.experiment(config{ dp = { accountant = "moments" } }) end,
+             "dp.accountant: unknown accountant 'moments' (valid: rdp, prv, pld)")
 
 ---------------------------------------------------------------------------------------------
 -- the Chrome trace
