@@ -52,6 +52,7 @@ struct dpsgd {
 
     /* the current physical batch */
     const dp_tensor *inputs; /* ids of the last forward (the caller keeps them alive) */
+    uint64_t forward_id;     /* the model's id of that forward (dp_model_forward_id) */
     int64_t batch, seq_len;  /* B, T of the last forward */
     int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
     int phase;               /* 0 idle, 1 forward done, 2 backward done */

@@ -56,7 +56,10 @@ void dp_model_release_activations(dp_model *m) {
     memset(&m->ids, 0, sizeof m->ids);
     memset(&m->targets, 0, sizeof m->targets);
     m->have_forward = 0;
+    m->forward_id = 0;
 }
+
+uint64_t dp_model_forward_id(const dp_model *m) { return m->have_forward ? m->forward_id : 0; }
 
 /* the LM head as a linear: V x d, no bias; wte when tied */
 static dp_linear head_linear(const dp_model *m) {
@@ -187,6 +190,7 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
         return rc;
     }
     m->have_forward = 1;
+    m->forward_id = ++m->forwards_run;
     return DP_OK;
 }
 
