@@ -62,7 +62,7 @@ struct dpsgd {
                          * allocation and one copy to the host per physical batch */
     dp_tensor *sq_rows; /* row k of sq_norms (views, valid while it is allocated) */
     int *sq_written;    /* 1 once a hook wrote the row in this backward */
-    float *host_sq;     /* n_params x B host copy of the last batch's rows */
+    float *host_sq;     /* n_params x B host copy of the last batch's rows (none on plan: zeros) */
     int64_t host_batch; /* B of host_sq (0 = none yet) */
 
     dpsgd_book *books;

@@ -288,7 +288,10 @@ int dpsgd_param_sq_norms(const dpsgd *dp, const dp_param *p, float *out, int64_t
     if (n != dp->host_batch)
         return dp_error_set(DP_EINVAL, "dp: the last batch had %lld samples, not %lld", (long long)dp->host_batch,
                             (long long)n);
-    memcpy(out, dp->host_sq + (int64_t)k * n, (size_t)n * sizeof *out);
+    if (dp->dev->kind == DP_DEV_PLAN) /* no values: zeros, as a plan tensor reads */
+        memset(out, 0, (size_t)n * sizeof *out);
+    else
+        memcpy(out, dp->host_sq + (int64_t)k * n, (size_t)n * sizeof *out);
     return DP_OK;
 }
 
