@@ -722,6 +722,23 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     if (rc == DP_OK) rc = cfg_str(path, root, "bias", "none", &bias);
     if (rc == DP_OK && strcmp(bias, "none") != 0)
         rc = dp_error_set(DP_ENOTSUP, "%s: trained biases (bias != \"none\") are not supported", path);
+    int lora_bias = 0;
+    if (rc == DP_OK) rc = cfg_bool(path, root, "lora_bias", &lora_bias);
+    if (rc == DP_OK && lora_bias)
+        rc = dp_error_set(DP_ENOTSUP, "%s: lora_bias (a bias on lora_B) is not supported", path);
+    /* per-module ranks or alphas: one alpha/r for every adapter is all dpprof has, and a scale
+     * read wrong would load without an error */
+    static const char *const patterns[] = {"rank_pattern", "alpha_pattern"};
+    for (int i = 0; i < 2 && rc == DP_OK; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, patterns[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsObject(v))
+            rc = dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, patterns[i]);
+        else if (v && v->child)
+            rc = dp_error_set(DP_ENOTSUP,
+                              "%s: '%s' gives some modules their own %s; not supported (one r and lora_alpha for "
+                              "every adapter)",
+                              path, patterns[i], i ? "lora_alpha" : "rank");
+    }
     cJSON_Delete(root);
     DP_TRY(rc);
 
