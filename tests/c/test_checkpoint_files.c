@@ -13,6 +13,7 @@
  *     non-string hidden_act, rope_type, model_type or peft_type used to fall back silently to the
  *     default). */
 #include "check.h"
+#include "test_hf_ref.h"
 #include "test_util.h"
 
 #include "device.h"
@@ -35,40 +36,6 @@ static char tmpdir[64];
 static dp_device *cpu;
 
 static void path_in(char *out, size_t n, const char *dir, const char *name) { snprintf(out, n, "%s/%s", dir, name); }
-
-static void write_file(const char *path, const char *text) {
-    FILE *fp = fopen(path, "wb");
-    CHECK(fp != NULL);
-    if (!fp) return;
-    fputs(text, fp);
-    fclose(fp);
-}
-
-static void copy_file(const char *from, const char *to) {
-    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
-    CHECK(in && out);
-    char buf[65536];
-    size_t n;
-    while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0) CHECK(fwrite(buf, 1, n, out) == n);
-    if (in) fclose(in);
-    if (out) fclose(out);
-}
-
-/* dp_model_load must fail with code and a message holding word1 (and word2). */
-static void expect_load_error(const char *dir, int code, const char *word1, const char *word2) {
-    dp_model *m = NULL;
-    dp_model_load_opts o;
-    dp_model_load_opts_default(&o);
-    o.seq_len = 8;
-    int rc = dp_model_load(cpu, dir, &o, &m);
-    const char *msg = dp_error_message();
-    if (rc != code || m != NULL || !strstr(msg, word1) || (word2 && !strstr(msg, word2))) {
-        fprintf(stderr, "load of %s: status %d (want %d), message '%s' (want '%s', '%s')\n", dir, rc, code, msg, word1,
-                word2 ? word2 : "");
-        check_failures++;
-    }
-    dp_model_free(m);
-}
 
 /* ---- shards --------------------------------------------------------------------------------- */
 
@@ -152,24 +119,24 @@ static void test_shards(void) {
     path_in(fifo, sizeof fifo, dir, "fifo.safetensors");
     CHECK(mkfifo(fifo, 0600) == 0);
     write_index(index, f, split, 10, "fifo.safetensors");
-    expect_load_error(dir, DP_EIO, "fifo.safetensors", "a FIFO");
+    expect_load_error(cpu, dir, DP_EIO, "fifo.safetensors", "a FIFO");
     path_in(path, sizeof path, dir, "subdir.safetensors");
     CHECK(mkdir(path, 0777) == 0);
     write_index(index, f, split, 10, "subdir.safetensors");
-    expect_load_error(dir, DP_EIO, "subdir.safetensors", "a directory");
+    expect_load_error(cpu, dir, DP_EIO, "subdir.safetensors", "a directory");
     write_index(index, f, split, 10, "../gpt2.safetensors");
-    expect_load_error(dir, DP_EINVAL, "'extra.weight' maps to a bad file name", NULL);
+    expect_load_error(cpu, dir, DP_EINVAL, "'extra.weight' maps to a bad file name", NULL);
     write_index(index, f, split, 10, "");
-    expect_load_error(dir, DP_EINVAL, "'extra.weight' maps to a bad file name", NULL);
+    expect_load_error(cpu, dir, DP_EINVAL, "'extra.weight' maps to a bad file name", NULL);
     /* the single weights file as a FIFO: not taken for weights (it is no regular file) */
     unlink(index);
     path_in(path, sizeof path, dir, "model.safetensors");
     CHECK(mkfifo(path, 0600) == 0);
-    expect_load_error(dir, DP_EIO, "no weights", NULL);
+    expect_load_error(cpu, dir, DP_EIO, "no weights", NULL);
     unlink(path);
     /* a single weights file that does not open: nothing leaks (LeakSanitizer) */
     write_file(path, "short");
-    expect_load_error(dir, DP_EINVAL, "too short for a safetensors file", NULL);
+    expect_load_error(cpu, dir, DP_EINVAL, "too short for a safetensors file", NULL);
     unlink(path);
     dp_st_close(f);
     dp_model_free(a);
@@ -203,7 +170,7 @@ static void test_key_types(void) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         snprintf(text, sizeof text, "%s%s", cases[i].base, cases[i].extra);
         write_file(path, text);
-        expect_load_error(dir, DP_EINVAL, path, cases[i].key);
+        expect_load_error(cpu, dir, DP_EINVAL, path, cases[i].key);
     }
     /* a valid config beside them loads (the cases fail for their key alone) */
     snprintf(text, sizeof text, "%s, \"hidden_act\": \"silu\", \"rope_scaling\": null}", llama);
@@ -217,9 +184,9 @@ static void test_key_types(void) {
     char adapter[512];
     path_in(adapter, sizeof adapter, dir, "adapter_config.json");
     write_file(adapter, "{\"peft_type\": 3, \"r\": 2}");
-    expect_load_error(dir, DP_EINVAL, adapter, "'peft_type' must be a string");
+    expect_load_error(cpu, dir, DP_EINVAL, adapter, "'peft_type' must be a string");
     write_file(adapter, "{\"peft_type\": \"LORA\", \"r\": 2, \"bias\": false}");
-    expect_load_error(dir, DP_EINVAL, adapter, "'bias' must be a string");
+    expect_load_error(cpu, dir, DP_EINVAL, adapter, "'bias' must be a string");
     unlink(adapter);
 }
 

@@ -20,6 +20,7 @@
  * float rounding of sums over at most a few thousand terms (~1e-6). bf16 inputs (CPU reference
  * path) are compared against the same bf16 values widened, so they meet the same bar. */
 #include "check.h"
+#include "test_hf_ref.h"
 #include "test_util.h"
 #include "cpu_dpsgd.h"
 #include "device.h"
@@ -27,11 +28,9 @@
 #include "dpsgd_impl.h"
 #include "error.h"
 #include "model.h"
-#include "model_io.h"
 #include "ops.h"
 #include "tensor.h"
 
-#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -776,110 +775,19 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
 
 #define TORCH_REL_TOL 1e-5
 
-/* reference.json of fixture `name`: B x (T+1) tokens and PyTorch's per-sample gradient norms */
-typedef struct torch_ref {
-    int64_t B, T;
-    int32_t *inputs, *targets;
-    double norm[8];
-} torch_ref;
-
-static int read_torch_ref(const char *dir, torch_ref *r) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/reference.json", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    fclose(fp);
-    text[n] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    if (!j) return -1;
-    r->B = cJSON_GetObjectItem(j, "batch")->valueint;
-    r->T = cJSON_GetObjectItem(j, "seq_len")->valueint;
-    const cJSON *tokens = cJSON_GetObjectItem(j, "tokens"), *norms = cJSON_GetObjectItem(j, "per_sample_grad_norm");
-    if (r->B > 8 || cJSON_GetArraySize(norms) != r->B) {
-        cJSON_Delete(j);
-        return -1;
-    }
-    r->inputs = malloc((size_t)(r->B * r->T) * sizeof *r->inputs);
-    r->targets = malloc((size_t)(r->B * r->T) * sizeof *r->targets);
-    for (int64_t i = 0; i < r->B; i++) {
-        const cJSON *row = cJSON_GetArrayItem(tokens, (int)i);
-        for (int64_t t = 0; t < r->T; t++) {
-            r->inputs[i * r->T + t] = cJSON_GetArrayItem(row, (int)t)->valueint;
-            r->targets[i * r->T + t] = cJSON_GetArrayItem(row, (int)t + 1)->valueint;
-        }
-        r->norm[i] = cJSON_GetArrayItem(norms, (int)i)->valuedouble;
-    }
-    cJSON_Delete(j);
-    return 0;
-}
-
 static void test_against_torch(const char *name) {
     char dir[1100];
     test_fixture_dir(dir, sizeof dir, "hf");
     size_t used = strlen(dir);
     snprintf(dir + used, sizeof dir - used, "/%s", name);
-    torch_ref r;
-    if (read_torch_ref(dir, &r) != 0) {
-        fprintf(stderr, "cannot read %s/reference.json\n", dir);
+    test_hf_ref r;
+    if (test_hf_ref_read(dir, &r) != 0) {
         check_failures++;
         return;
     }
-    dp_model_load_opts o;
-    dp_model_load_opts_default(&o);
-    o.seq_len = r.T;
-    o.batch = r.B;
-    dp_model *m = NULL;
-    CHECK_OK(dp_model_load(cpu, dir, &o, &m));
-    int64_t shape[2] = {r.B, r.T};
-    dp_tensor *in = dp_tensor_new(cpu, DP_I32, 2, shape, DP_CAT_INPUTS);
-    dp_tensor *tg = dp_tensor_new(cpu, DP_I32, 2, shape, DP_CAT_INPUTS);
-    if (m && in && tg) {
-        memcpy(in->data, r.inputs, (size_t)(r.B * r.T) * sizeof *r.inputs);
-        memcpy(tg->data, r.targets, (size_t)(r.B * r.T) * sizeof *r.targets);
-        static const char *const presets[] = {"flat", "ghost", "mixed_ghost", "bk", "flash_clip"};
-        for (size_t k = 0; k < sizeof presets / sizeof *presets + 2; k++) {
-            dpsgd_config cfg;
-            dpsgd_config_default(&cfg);
-            cfg.max_grad_norm = 1e9; /* nothing clipped: the norms are what is compared */
-            if (k < sizeof presets / sizeof *presets)
-                CHECK_OK(dpsgd_method_preset(presets[k], &cfg.norms, &cfg.clip));
-            else /* flash with the Gram strips, and materialized norms clipped in two passes */
-                cfg.norms = k % 2 ? DPSGD_NORMS_FLASH : DPSGD_NORMS_MATERIALIZE, cfg.clip = DPSGD_CLIP_TWOPASS,
-                cfg.flash_impl = DPSGD_FLASH_STRIPS;
-            dpsgd *dp = NULL;
-            CHECK_OK(dpsgd_new(m, &cfg, &dp));
-            if (!dp) continue;
-            float loss;
-            CHECK_OK(dpsgd_forward(dp, in, tg, &loss, NULL));
-            CHECK_OK(dpsgd_backward(dp));
-            CHECK_OK(dpsgd_clip(dp));
-            size_t ns;
-            const float *norms = dpsgd_norms(dp, &ns);
-            CHECK_EQ_U64(ns, r.B);
-            for (int64_t i = 0; i < r.B && ns == (size_t)r.B; i++) {
-                double err = fabs(norms[i] - r.norm[i]) / r.norm[i];
-                if (getenv("DP_TEST_VERBOSE"))
-                    printf("%s [%s+%s] sample %lld: %.9g vs PyTorch %.9g (rel %.2g)\n", name,
-                           dpsgd_norms_name(cfg.norms), dpsgd_clip_name(cfg.clip), (long long)i, norms[i], r.norm[i],
-                           err);
-                if (!(err <= TORCH_REL_TOL)) {
-                    fprintf(stderr, "  %s [%s+%s] sample %lld: norm %.9g, PyTorch's %.9g (rel %.3g)\n", name,
-                            dpsgd_norms_name(cfg.norms), dpsgd_clip_name(cfg.clip), (long long)i, norms[i], r.norm[i],
-                            err);
-                    check_failures++;
-                }
-            }
-            dpsgd_free(dp);
-            CHECK_OK(dp_model_zero_grad(m, 1));
-        }
-    }
-    dp_tensor_free(in);
-    dp_tensor_free(tg);
+    dp_model *m = test_hf_load(cpu, dir, &r, DP_F32);
+    if (m) test_hf_check_dp_norms(m, &r, TORCH_REL_TOL, name);
     dp_model_free(m);
-    free(r.inputs);
-    free(r.targets);
 }
 
 static void test_ops_in_isolation(void) {
