@@ -151,7 +151,10 @@ const dpsgd_config *dpsgd_config_of(const dpsgd *dp);
  * physical batches of at most max_physical_batch_size. */
 int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must
- * stay alive until dpsgd_clip). Writes the batch loss and, when non-NULL, the B losses. */
+ * stay alive and unchanged until dpsgd_clip). Writes the batch loss and, when non-NULL, the B
+ * losses. Backward and clip check that the model still holds this forward (dp_model_forward_id):
+ * another forward on the model in between, or a release of its activations, makes them fail
+ * with DP_EINVAL rather than go back through another batch's state. */
 int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses);
 /* Backward of the last forward: vanilla accumulates the gradient of the logical batch's mean
  * loss; DP computes every trainable tensor's per-sample squared norms (and what bk keeps). */

@@ -52,6 +52,7 @@ struct dpsgd {
 
     /* the current physical batch */
     const dp_tensor *inputs; /* ids of the last forward (the caller keeps them alive) */
+    uint64_t forward_id;     /* the model's id of that forward (dp_model_forward_id) */
     int64_t batch, seq_len;  /* B, T of the last forward */
     int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
     int phase;               /* 0 idle, 1 forward done, 2 backward done */
@@ -61,7 +62,7 @@ struct dpsgd {
                          * allocation and one copy to the host per physical batch */
     dp_tensor *sq_rows; /* row k of sq_norms (views, valid while it is allocated) */
     int *sq_written;    /* 1 once a hook wrote the row in this backward */
-    float *host_sq;     /* n_params x B host copy of the last batch's rows */
+    float *host_sq;     /* n_params x B host copy of the last batch's rows (none on plan: zeros) */
     int64_t host_batch; /* B of host_sq (0 = none yet) */
 
     dpsgd_book *books;

@@ -136,6 +136,7 @@ int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, 
                             (long long)inputs->shape[0], (long long)dp->cfg.max_physical_batch_size);
     dp->phase = 0;
     DP_TRY(dp_model_forward(dp->model, inputs, targets, loss, sample_losses));
+    dp->forward_id = dp_model_forward_id(dp->model);
     dp->inputs = inputs;
     dp->batch = inputs->shape[0];
     dp->seq_len = inputs->shape[1];
@@ -169,8 +170,24 @@ int dpsgd_end_norms(dpsgd *dp) {
     return DP_OK;
 }
 
+/* DP_OK when the model still holds this wrapper's forward. Another forward on the model since
+ * (a script's m:forward between priv:forward and priv:backward) or a release replaced it: going
+ * back through that state would mix two batches (another B, ids that may be freed), so the phase
+ * ends here, leaving the model's state (someone else's) alone. */
+static int check_own_forward(dpsgd *dp, const char *what) {
+    if (dp_model_forward_id(dp->model) == dp->forward_id) return DP_OK;
+    dpsgd_release_batch_state(dp);
+    dp->phase = 0;
+    dp->inputs = NULL;
+    return dp_error_set(DP_EINVAL,
+                        "dp: %s: the model no longer holds this wrapper's forward (another forward ran on it, or its "
+                        "activations were released, after the wrapper's forward); run the wrapper's forward again",
+                        what);
+}
+
 int dpsgd_backward(dpsgd *dp) {
     if (dp->phase != 1) return dp_error_set(DP_EINVAL, "dp: backward needs a forward first");
+    DP_TRY(check_own_forward(dp, "backward"));
     int64_t B = dp->batch;
     float *scale = malloc((size_t)(B ? B : 1) * sizeof *scale);
     if (!scale) return dp_error_set(DP_EOOM, "dp: out of host memory");
@@ -202,11 +219,12 @@ int dpsgd_clip(dpsgd *dp) {
     if (dp->phase != 2) return dp_error_set(DP_EINVAL, "dp: clip needs a backward first");
     dp->phase = 0;
     if (is_vanilla(dp)) return DP_OK;
+    int retained = needs_retained_inputs(dp); /* the clip goes back through the model's state */
+    if (retained) DP_TRY(check_own_forward(dp, "clip"));
     int64_t B = dp->batch;
     float *factors = malloc((size_t)(B ? B : 1) * sizeof *factors);
     if (!factors) return dp_error_set(DP_EOOM, "dp: out of host memory");
     int rc = dpsgd_compute_clip_factors(dp, factors);
-    int retained = needs_retained_inputs(dp);
     if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS) {
         dpsgd_release_batch_state(dp); /* nothing of the norm pass is needed by the second */
         dp_backward_opts o = {.sample_scale = factors, .weight_grads = 1, .retain = 0, .hooks = NULL};
@@ -274,7 +292,10 @@ int dpsgd_param_sq_norms(const dpsgd *dp, const dp_param *p, float *out, int64_t
     if (n != dp->host_batch)
         return dp_error_set(DP_EINVAL, "dp: the last batch had %lld samples, not %lld", (long long)dp->host_batch,
                             (long long)n);
-    memcpy(out, dp->host_sq + (int64_t)k * n, (size_t)n * sizeof *out);
+    if (dp->dev->kind == DP_DEV_PLAN) /* no values: zeros, as a plan tensor reads */
+        memset(out, 0, (size_t)n * sizeof *out);
+    else
+        memcpy(out, dp->host_sq + (int64_t)k * n, (size_t)n * sizeof *out);
     return DP_OK;
 }
 

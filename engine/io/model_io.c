@@ -107,10 +107,14 @@ static int cfg_bool(const char *path, const cJSON *root, const char *key, int *o
     return DP_OK;
 }
 
-/* A string key, or def when absent. */
-static const char *cfg_str(const cJSON *root, const char *key, const char *def) {
+/* A string key; absent (or null) gives def. */
+static int cfg_str(const char *path, const cJSON *root, const char *key, const char *def, const char **out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    return cJSON_IsString(v) ? v->valuestring : def;
+    *out = def;
+    if (!v || cJSON_IsNull(v)) return DP_OK;
+    if (!cJSON_IsString(v)) return dp_error_set(DP_EINVAL, "%s: '%s' must be a string", path, key);
+    *out = v->valuestring;
+    return DP_OK;
 }
 
 /* GPT2Config: n_embd, n_layer, n_head, n_positions, n_inner, layer_norm_epsilon, ... */
@@ -132,7 +136,8 @@ static int read_gpt2(const char *path, const cJSON *root, dp_model_config *cfg) 
     cfg->tie_head = 1;
     DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
 
-    const char *act = cfg_str(root, "activation_function", "gelu_new");
+    const char *act;
+    DP_TRY(cfg_str(path, root, "activation_function", "gelu_new", &act));
     if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
         return dp_error_set(DP_ENOTSUP,
                             "%s: activation_function '%s' is not supported (dpprof's GPT uses the "
@@ -160,7 +165,9 @@ static int read_rope(const char *path, const cJSON *root, float *theta) {
         if (!o || cJSON_IsNull(o)) continue;
         if (!cJSON_IsObject(o))
             return dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, i ? "rope_scaling" : "rope_parameters");
-        const char *type = cfg_str(o, "rope_type", cfg_str(o, "type", "default"));
+        const char *type, *legacy;
+        DP_TRY(cfg_str(path, o, "type", "default", &legacy));
+        DP_TRY(cfg_str(path, o, "rope_type", legacy, &type));
         if (strcmp(type, "default") != 0)
             return dp_error_set(DP_ENOTSUP,
                                 "%s: rope type '%s' is not supported (only the default rotary "
@@ -199,7 +206,8 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
     DP_TRY(read_rope(path, root, &cfg->rope_theta));
     DP_TRY(cfg_num(path, root, "initializer_range", &cfg->init_std));
 
-    const char *act = cfg_str(root, "hidden_act", "silu");
+    const char *act;
+    DP_TRY(cfg_str(path, root, "hidden_act", "silu", &act));
     if (strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
         return dp_error_set(DP_ENOTSUP, "%s: hidden_act '%s' is not supported (dpprof's llama uses SwiGLU: silu)", path,
                             act);
@@ -224,16 +232,18 @@ int dp_model_config_read(const char *dir, dp_model_config *cfg) {
     DP_TRY(join(path, sizeof path, dir, "config.json"));
     cJSON *root;
     DP_TRY(read_json(path, &root));
-    const char *type = cfg_str(root, "model_type", NULL);
-    int rc;
-    if (!type)
-        rc = dp_error_set(DP_EINVAL, "%s: missing 'model_type' (valid: gpt2, llama)", path);
-    else if (strcmp(type, "gpt2") == 0)
-        rc = read_gpt2(path, root, cfg);
-    else if (strcmp(type, "llama") == 0)
-        rc = read_llama(path, root, cfg);
-    else
-        rc = dp_error_set(DP_ENOTSUP, "%s: model_type '%s' is not supported (valid: gpt2, llama)", path, type);
+    const char *type;
+    int rc = cfg_str(path, root, "model_type", NULL, &type);
+    if (rc == DP_OK) {
+        if (!type)
+            rc = dp_error_set(DP_EINVAL, "%s: missing 'model_type' (valid: gpt2, llama)", path);
+        else if (strcmp(type, "gpt2") == 0)
+            rc = read_gpt2(path, root, cfg);
+        else if (strcmp(type, "llama") == 0)
+            rc = read_llama(path, root, cfg);
+        else
+            rc = dp_error_set(DP_ENOTSUP, "%s: model_type '%s' is not supported (valid: gpt2, llama)", path, type);
+    }
     cJSON_Delete(root);
     return rc;
 }
@@ -523,12 +533,53 @@ static int weights_add(weight_files *w, const char *path) {
     return DP_OK;
 }
 
-/* Opens dir/<file> or, failing that, the shards listed by dir/<file>.index.json. */
+/* A weight_map entry: its file name and its place in the map. */
+typedef struct shard_ref {
+    const char *file;
+    size_t at;
+} shard_ref;
+
+static int by_file_then_place(const void *a, const void *b) {
+    const shard_ref *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+    return c ? c : (x->at < y->at ? -1 : x->at > y->at);
+}
+
+/* The distinct shard names of a checked weight_map in order of first appearance (a sort, not a
+ * scan of the map per entry: maps have a hundred thousand entries). first[i] is 1 for entry i
+ * when it is its file's first; *n gets the number of entries. */
+static int first_appearances(const char *index, const cJSON *map, unsigned char **first, size_t *n) {
+    size_t count = 0;
+    for (const cJSON *e = map->child; e; e = e->next) count++;
+    *n = count;
+    shard_ref *refs = malloc((count ? count : 1) * sizeof *refs);
+    *first = calloc(count ? count : 1, 1);
+    if (!refs || !*first) {
+        free(refs);
+        free(*first);
+        *first = NULL;
+        return dp_error_set(DP_EOOM, "%s: out of host memory", index);
+    }
+    size_t i = 0;
+    for (const cJSON *e = map->child; e; e = e->next, i++) refs[i] = (shard_ref){e->valuestring, i};
+    qsort(refs, count, sizeof *refs, by_file_then_place);
+    for (i = 0; i < count; i++)
+        if (i == 0 || strcmp(refs[i - 1].file, refs[i].file) != 0) (*first)[refs[i].at] = 1;
+    free(refs);
+    return DP_OK;
+}
+
+/* Opens dir/<file> or, failing that, the shards listed by dir/<file>.index.json. On failure w
+ * holds nothing. */
 static int weights_open(const char *dir, const char *file, weight_files *w) {
     memset(w, 0, sizeof *w);
     char path[4096];
     DP_TRY(join(path, sizeof path, dir, file));
-    if (file_exists(path)) return weights_add(w, path);
+    if (file_exists(path)) {
+        int rc = weights_add(w, path);
+        if (rc != DP_OK) weights_close(w);
+        return rc;
+    }
     char index[4200];
     snprintf(index, sizeof index, "%s.index.json", path);
     if (!file_exists(index))
@@ -538,18 +589,20 @@ static int weights_open(const char *dir, const char *file, weight_files *w) {
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     int rc = DP_OK;
     if (!cJSON_IsObject(map)) rc = dp_error_set(DP_EINVAL, "%s: missing object 'weight_map'", index);
-    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next) {
-        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || strcmp(e->valuestring, "..") == 0) {
+    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next)
+        if (!cJSON_IsString(e) || !*e->valuestring || strchr(e->valuestring, '/') || strcmp(e->valuestring, ".") == 0 ||
+            strcmp(e->valuestring, "..") == 0)
             rc = dp_error_set(DP_EINVAL, "%s: tensor '%s' maps to a bad file name", index, e->string);
-            break;
-        }
-        int seen = 0; /* shards repeat across the map: open each once */
-        for (const cJSON *p = map->child; p != e; p = p->next)
-            if (cJSON_IsString(p) && strcmp(p->valuestring, e->valuestring) == 0) seen = 1;
-        if (seen) continue;
+    unsigned char *first = NULL;
+    size_t n = 0;
+    if (rc == DP_OK) rc = first_appearances(index, map, &first, &n);
+    size_t i = 0; /* shards repeat across the map: open each once */
+    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next, i++) {
+        if (!first[i]) continue;
         rc = join(path, sizeof path, dir, e->valuestring);
         if (rc == DP_OK) rc = weights_add(w, path);
     }
+    free(first);
     cJSON_Delete(root);
     if (rc != DP_OK) weights_close(w);
     return rc;
@@ -652,8 +705,9 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     int64_t rank = 0;
     float alpha = 0.0f;
     int rslora = 0, dora = 0;
-    const char *type = cfg_str(root, "peft_type", "");
-    if (strcmp(type, "LORA") != 0)
+    const char *type, *bias = "none";
+    rc = cfg_str(path, root, "peft_type", "", &type);
+    if (rc == DP_OK && strcmp(type, "LORA") != 0)
         rc = dp_error_set(DP_ENOTSUP, "%s: peft_type '%s' is not supported (valid: LORA)", path, type);
     if (rc == DP_OK) rc = cfg_int(path, root, "r", 1, &rank);
     if (rc == DP_OK) {
@@ -665,8 +719,26 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     if (rc == DP_OK && (rslora || dora))
         rc =
             dp_error_set(DP_ENOTSUP, "%s: use_rslora and use_dora are not supported (plain LoRA, scale alpha/r)", path);
-    if (rc == DP_OK && strcmp(cfg_str(root, "bias", "none"), "none") != 0)
+    if (rc == DP_OK) rc = cfg_str(path, root, "bias", "none", &bias);
+    if (rc == DP_OK && strcmp(bias, "none") != 0)
         rc = dp_error_set(DP_ENOTSUP, "%s: trained biases (bias != \"none\") are not supported", path);
+    int lora_bias = 0;
+    if (rc == DP_OK) rc = cfg_bool(path, root, "lora_bias", &lora_bias);
+    if (rc == DP_OK && lora_bias)
+        rc = dp_error_set(DP_ENOTSUP, "%s: lora_bias (a bias on lora_B) is not supported", path);
+    /* per-module ranks or alphas: one alpha/r for every adapter is all dpprof has, and a scale
+     * read wrong would load without an error */
+    static const char *const patterns[] = {"rank_pattern", "alpha_pattern"};
+    for (int i = 0; i < 2 && rc == DP_OK; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, patterns[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsObject(v))
+            rc = dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, patterns[i]);
+        else if (v && v->child)
+            rc = dp_error_set(DP_ENOTSUP,
+                              "%s: '%s' gives some modules their own %s; not supported (one r and lora_alpha for "
+                              "every adapter)",
+                              path, patterns[i], i ? "lora_alpha" : "rank");
+    }
     cJSON_Delete(root);
     DP_TRY(rc);
 

@@ -6,7 +6,8 @@
  *   model.safetensors  the weights under their HF names and layouts (GPT-2's Conv1D weights are
  *                      in x out; a tied GPT-2 head is not stored, as HF does); F32 when written,
  *                      F32/BF16/F16 when read. A sharded checkpoint
- *                      (model.safetensors.index.json and its shards) is read too.
+ *                      (model.safetensors.index.json and its shards: bare file names in the
+ *                      directory, regular files) is read too, in time near-linear in its map.
  * and, for a model with LoRA adapters, PEFT's files:
  *   adapter_config.json        peft_type LORA, r, lora_alpha, target_modules
  *   adapter_model.safetensors  base_model.model.<linear>.lora_A.weight (r x in) and
@@ -39,8 +40,8 @@ int dp_model_save(dp_model *m, const char *dir);
 
 /* Reads dir/config.json into cfg (arch, sizes, eps, rope theta, tie, init std); runtime fields
  * (seq_len, batch, dtype, LoRA) keep cfg's defaults. DP_EIO when missing, DP_EINVAL naming the
- * key when malformed, DP_ENOTSUP naming what dpprof does not model (grouped-query attention,
- * rope scaling, another activation, biases in Llama linears, a tied Llama head). */
+ * key when malformed (a value of the wrong type included), DP_ENOTSUP naming what dpprof does not model (grouped-query
+ * attention, rope scaling, another activation, biases in Llama linears, a tied Llama head). */
 int dp_model_config_read(const char *dir, dp_model_config *cfg);
 
 /* Builds a model on dev from the checkpoint in dir: sizes from config.json, runtime choices from

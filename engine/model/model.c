@@ -56,7 +56,10 @@ void dp_model_release_activations(dp_model *m) {
     memset(&m->ids, 0, sizeof m->ids);
     memset(&m->targets, 0, sizeof m->targets);
     m->have_forward = 0;
+    m->forward_id = 0;
 }
+
+uint64_t dp_model_forward_id(const dp_model *m) { return m->have_forward ? m->forward_id : 0; }
 
 /* the LM head as a linear: V x d, no bias; wte when tied */
 static dp_linear head_linear(const dp_model *m) {
@@ -147,6 +150,12 @@ static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     DP_TRY(dp_model_stat(m, &m->loss_lse, 0, DP_CAT_ACTIVATIONS, m->loss_module));
     DP_TRY(dp_model_stat(m, &losses, 0, DP_CAT_ACTIVATIONS, m->loss_module));
     int rc = dp_layer_cross_entropy_forward(&losses, &m->loss_lse, &m->logits, &m->targets);
+    if (m->dev->kind == DP_DEV_PLAN) { /* no values: losses are 0, and no B x T host buffer is made */
+        dp_tensor_release(&losses);
+        if (sample_losses) memset(sample_losses, 0, (size_t)B * sizeof *sample_losses);
+        *loss = 0.0f;
+        return rc;
+    }
     float *host = rc == DP_OK ? malloc((size_t)N * sizeof *host) : NULL;
     if (rc == DP_OK && !host)
         rc = dp_error_set(DP_EOOM, "model forward: out of host memory for %lld losses", (long long)N);
@@ -187,6 +196,7 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
         return rc;
     }
     m->have_forward = 1;
+    m->forward_id = ++m->forwards_run;
     return DP_OK;
 }
 

@@ -147,7 +147,9 @@ dp_device *dp_model_device(const dp_model *m);
 /* Runs the forward pass on inputs/targets (B x T i32 on the model's device, B <= cfg.batch,
  * T == cfg.seq_len, ids in [0, vocab)), saving what backward needs; activations of an earlier
  * forward are released first. The model keeps views of inputs and targets for the backward:
- * they must stay alive until it. Writes the batch loss (mean of per-sample losses) to *loss
+ * they must stay alive and unchanged until it (the ids are checked here only; the backward and
+ * the DP hooks index tables with them), which the Lua bindings enforce by refusing writes to and
+ * frees of a batch a pending backward reads. Writes the batch loss (mean of per-sample losses) to *loss
  * and, when sample_losses != NULL, L_i for each sample (host array of B); 0 on plan. */
 int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses);
 /* Runs the backward pass of the last forward (see dp_backward_opts; opts NULL: scale 1/B,
@@ -158,6 +160,11 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
 int dp_model_backward(dp_model *m, const dp_backward_opts *opts);
 /* Frees saved activations of the last forward (after a retained backward). */
 void dp_model_release_activations(dp_model *m);
+/* The id of the forward whose state the model holds (what a backward goes back through), 0 when
+ * it holds none. Ids are never reused: a new forward, a backward that does not retain and
+ * dp_model_release_activations all change it, so a caller that remembers the id of its own
+ * forward knows whether that state is still the one saved (dpsgd does, and the bindings). */
+uint64_t dp_model_forward_id(const dp_model *m);
 
 /* Number of parameter tensors. */
 int dp_model_param_count(const dp_model *m);

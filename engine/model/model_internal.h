@@ -102,6 +102,8 @@ struct dp_model {
 
     /* the last forward: views of its batch and everything its backward needs */
     int have_forward;
+    uint64_t forward_id;   /* the saved forward's id (dp_model_forward_id), 0 when none */
+    uint64_t forwards_run; /* forwards started: the source of ids */
     int64_t B;
     dp_tensor ids, targets; /* views, B x T i32 */
     dp_tensor embedded;     /* B x T x d: the first block's input */

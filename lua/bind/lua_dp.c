@@ -10,8 +10,10 @@
  *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *
  * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
- * priv:stats().clip. The wrapper's user values keep the model, the optimizer and the batch of
- * the current forward alive (the model holds views of the batch until the clip). As with
+ * priv:stats().clip. The wrapper's user values keep the model and the optimizer alive; the
+ * batch of the current forward is held and pinned by the model's userdata like one of
+ * m:forward's (lua_model.c), and after every phase the pins follow what the model still holds.
+ * The engine refuses a backward or clip whose forward the model no longer holds. As with
  * tensors, the userdata is made empty first and the engine object attached after, so an error in
  * between leaks nothing; __gc, __close and :free() share one idempotent release. */
 #include "lua_engine.h"
@@ -27,7 +29,7 @@
 
 #define DP_MT "dpprof.dp"
 
-enum { UV_MODEL = 1, UV_OPTIM = 2, UV_BATCH = 3, N_UV = 3 };
+enum { UV_MODEL = 1, UV_OPTIM = 2, N_UV = 2 };
 
 typedef struct dpl_dp {
     dpsgd *dp;
@@ -152,29 +154,29 @@ static int l_next_step(lua_State *L) {
     return 1;
 }
 
-static dp_tensor *batch_field(lua_State *L, int idx, const char *key) {
-    lua_getfield(L, idx, key);
-    if (!luaL_testudata(L, -1, "dpprof.tensor"))
-        luaL_error(L, "priv:forward: batch.%s must be a tensor (got %s); make batches with dpprof.batch", key,
-                   luaL_typename(L, -1));
-    dp_tensor *t = dpl_check_tensor(L, lua_gettop(L));
-    lua_pop(L, 1); /* the batch table keeps it alive */
-    return t;
+/* After a phase: the model's pins follow the state it still holds. */
+static void sync_model(lua_State *L) {
+    lua_getiuservalue(L, 1, UV_MODEL);
+    dpl_model_sync_batch(L, lua_gettop(L));
+    lua_pop(L, 1);
 }
 
 /* priv:forward(batch) -> loss, {L_1, ..., L_B} */
 static int l_forward(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    dp_tensor *in = batch_field(L, 2, "inputs"), *tg = batch_field(L, 2, "targets");
+    dp_tensor *in, *tg;
+    int held = dpl_batch_prepare(L, 2, "priv:forward", &in, &tg);
     if (in->ndim != 2 || in->dtype != DP_I32)
         return luaL_error(L, "priv:forward: batch.inputs must be an i32 B x T tensor");
     int64_t B = in->shape[0];
     float *losses = lua_newuserdatauv(L, (size_t)(B > 0 ? B : 1) * sizeof *losses, 0); /* owned by Lua */
     float loss;
-    if (dpsgd_forward(dp, in, tg, &loss, losses) != DP_OK) return fail(L, "priv:forward");
-    lua_pushvalue(L, 2);
-    lua_setiuservalue(L, 1, UV_BATCH); /* the model keeps views of it until the clip */
+    int rc = dpsgd_forward(dp, in, tg, &loss, losses);
+    sync_model(L);
+    if (rc != DP_OK) return fail(L, "priv:forward");
+    lua_getiuservalue(L, 1, UV_MODEL);
+    dpl_model_hold_batch(L, lua_gettop(L), held); /* the model keeps views of it until the clip */
+    lua_pop(L, 1);
     lua_pushnumber(L, loss);
     lua_createtable(L, (int)B, 0);
     for (int64_t i = 0; i < B; i++) {
@@ -184,28 +186,18 @@ static int l_forward(lua_State *L) {
     return 2;
 }
 
-static void check_batch_alive(lua_State *L) {
-    if (lua_getiuservalue(L, 1, UV_BATCH) == LUA_TTABLE) {
-        int b = lua_gettop(L);
-        batch_field(L, b, "inputs");
-        batch_field(L, b, "targets");
-    }
-    lua_pop(L, 1);
-}
-
 static int l_backward(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
-    check_batch_alive(L);
-    if (dpsgd_backward(dp) != DP_OK) return fail(L, "priv:backward");
+    int rc = dpsgd_backward(dp);
+    sync_model(L);
+    if (rc != DP_OK) return fail(L, "priv:backward");
     return 0;
 }
 
 static int l_clip(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
-    check_batch_alive(L);
     int rc = dpsgd_clip(dp);
-    lua_pushnil(L);
-    lua_setiuservalue(L, 1, UV_BATCH);
+    sync_model(L);
     if (rc != DP_OK) return fail(L, "priv:clip");
     return 0;
 }

@@ -34,6 +34,17 @@ dp_model *dpl_check_model(lua_State *L, int idx);
 dp_model *dpl_model_or_freed(lua_State *L, int idx);
 /* Pushes a model userdata owning m (freed with it, or at once if pushing fails). */
 void dpl_push_model(lua_State *L, dp_model *m);
+/* Checks the batch table at idx (live tensors batch.inputs and batch.targets, else an error
+ * naming fname), sets *inputs and *targets, and pushes what dpl_model_hold_batch takes; returns
+ * its index. Call before the forward: holding after it then allocates nothing. */
+int dpl_batch_prepare(lua_State *L, int idx, const char *fname, dp_tensor **inputs, dp_tensor **targets);
+/* After a successful forward of the model at idx (by any binding) on the batch prepared at
+ * prepared: the model holds that batch, pinned (dpl_tensor_pin) until its state goes. */
+void dpl_model_hold_batch(lua_State *L, int idx, int prepared);
+/* After any engine call that may change the saved state of the model at idx (forward, backward,
+ * release, free, a DP phase): unpins the batch it held when the engine no longer holds its
+ * forward. */
+void dpl_model_sync_batch(lua_State *L, int idx);
 /* Adds m:save(dir) to the model's methods and dpprof.model.load(dir, {...}) (lua_model_io.c);
  * call after dpl_open_model. */
 void dpl_open_model_io(lua_State *L);
@@ -50,6 +61,9 @@ void dpl_open_privacy(lua_State *L);
 
 /* The live tensor at idx, or an argument error (also for a freed tensor). */
 dp_tensor *dpl_check_tensor(lua_State *L, int idx);
+/* Adds delta (+1 or -1) to the pins of the tensor at idx: while pinned (a batch whose ids a
+ * pending backward reads), its writing methods and :free() raise an error naming why. */
+void dpl_tensor_pin(lua_State *L, int idx, int delta);
 /* Pushes a new tensor userdata allocated on dev, or raises the engine's error. */
 dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
                                dp_category cat);

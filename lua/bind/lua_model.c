@@ -5,9 +5,15 @@
  *
  * As with tensors (liolib's order), the userdata is created empty with its metatable before the
  * model is built, so an error in between leaks nothing; __gc, __close and :free() share one
- * idempotent release. The userdata's user value holds the batch of the last forward, so the
- * tensors the model keeps views of cannot be collected before the backward (and freeing them
- * by hand is caught there). */
+ * idempotent release.
+ *
+ * The userdata's user value holds the two tensors (not the script's table, whose fields a script
+ * may reassign) of the batch whose forward the model holds, whoever ran it (m:forward or a DP
+ * wrapper's), and pins them: while the model holds that forward, the tensors cannot be collected,
+ * freed or written (lua_tensor.c), since its backward indexes tables with the ids the forward
+ * checked. The pins go as soon as the engine no longer holds that forward (a backward that does
+ * not retain, another forward, release_activations, free), which every binding that can change
+ * the model's saved state checks after its call (dpl_model_sync_batch). */
 #include "lua_engine.h"
 
 #include "data.h"
@@ -24,7 +30,8 @@
 
 typedef struct dpl_model {
     dp_model *m;
-    int64_t last_batch; /* B of the last forward (0: none) */
+    int64_t last_batch; /* B of the forward whose batch is held (0: none) */
+    uint64_t held_id;   /* the engine's id of that forward (dp_model_forward_id; 0: none) */
 } dpl_model;
 
 static dpl_model *to_model(lua_State *L, int idx) { return luaL_checkudata(L, idx, MODEL_MT); }
@@ -216,6 +223,54 @@ static dp_tensor *batch_tensor(lua_State *L, int idx, const char *key, const cha
     return dpl_check_tensor(L, lua_gettop(L));
 }
 
+int dpl_batch_prepare(lua_State *L, int batch, const char *fname, dp_tensor **inputs, dp_tensor **targets) {
+    batch = lua_absindex(L, batch);
+    luaL_checktype(L, batch, LUA_TTABLE);
+    lua_createtable(L, 2, 0);
+    *inputs = batch_tensor(L, batch, "inputs", fname);
+    lua_rawseti(L, -2, 1);
+    *targets = batch_tensor(L, batch, "targets", fname);
+    lua_rawseti(L, -2, 2);
+    return lua_gettop(L);
+}
+
+/* Unpins and forgets the batch the model userdata at idx holds. */
+static void drop_batch(lua_State *L, int idx) {
+    dpl_model *u = to_model(L, idx);
+    if (lua_getiuservalue(L, idx, 1) == LUA_TTABLE)
+        for (int i = 1; i <= 2; i++) {
+            if (lua_rawgeti(L, -1, i) == LUA_TUSERDATA) dpl_tensor_pin(L, lua_gettop(L), -1);
+            lua_pop(L, 1);
+        }
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_setiuservalue(L, idx, 1);
+    u->last_batch = 0;
+    u->held_id = 0;
+}
+
+void dpl_model_sync_batch(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    dpl_model *u = to_model(L, idx);
+    if (u->held_id && (!u->m || dp_model_forward_id(u->m) != u->held_id)) drop_batch(L, idx);
+}
+
+void dpl_model_hold_batch(lua_State *L, int idx, int prepared) {
+    idx = lua_absindex(L, idx);
+    prepared = lua_absindex(L, prepared);
+    dpl_model *u = to_model(L, idx);
+    drop_batch(L, idx); /* nothing below allocates: the pins cannot be left half made */
+    for (int i = 1; i <= 2; i++) {
+        lua_rawgeti(L, prepared, i);
+        dpl_tensor_pin(L, lua_gettop(L), 1);
+        if (i == 1) u->last_batch = dpl_check_tensor(L, lua_gettop(L))->shape[0];
+        lua_pop(L, 1);
+    }
+    lua_pushvalue(L, prepared);
+    lua_setiuservalue(L, idx, 1);
+    u->held_id = dp_model_forward_id(u->m);
+}
+
 /* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"} */
 static int l_batch(lua_State *L) {
     static const char *const keys[] = {"model", "size", "seed", "step", "file", "file_dtype", NULL};
@@ -275,21 +330,18 @@ static int l_free_batch(lua_State *L) {
 /* m:forward(batch) -> loss, {L_1, ..., L_B} */
 static int l_forward(lua_State *L) {
     const char *fname = "model:forward";
-    dpl_model *u = to_model(L, 1);
     dp_model *m = dpl_check_model(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    dp_tensor *in = batch_tensor(L, 2, "inputs", fname);
-    dp_tensor *tg = batch_tensor(L, 2, "targets", fname);
+    dp_tensor *in, *tg;
+    int held = dpl_batch_prepare(L, 2, fname, &in, &tg);
     if (in->dtype != DP_I32 || in->ndim != 2 || in->shape[0] < 1)
         return luaL_error(L, "%s: batch.inputs must be i32 B x T (make batches with dpprof.batch)", fname);
     const int64_t B = in->shape[0]; /* ids outside the vocabulary: dp_model_forward says which */
     float *per = lua_newuserdatauv(L, (size_t)B * sizeof *per, 0);
     float loss;
-    u->last_batch = 0;
-    if (dp_model_forward(m, in, tg, &loss, per) != DP_OK) return dpl_fail(L);
-    u->last_batch = B;
-    lua_pushvalue(L, 2);
-    lua_setiuservalue(L, 1, 1); /* keep the batch alive until the backward */
+    int rc = dp_model_forward(m, in, tg, &loss, per);
+    dpl_model_sync_batch(L, 1); /* the earlier forward's state is gone either way */
+    if (rc != DP_OK) return dpl_fail(L);
+    dpl_model_hold_batch(L, 1, held);
     lua_pushnumber(L, loss);
     lua_createtable(L, (int)B, 0);
     for (int64_t i = 0; i < B; i++) {
@@ -308,13 +360,8 @@ static int l_backward(lua_State *L) {
     lua_settop(L, 2);
     if (lua_isnil(L, 2)) lua_newtable(L), lua_replace(L, 2);
     dpl_check_keys(L, 2, fname, keys);
-    if (!u->last_batch) return luaL_error(L, "%s: no forward to go back through (call m:forward first)", fname);
-    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE) {
-        batch_tensor(L, lua_gettop(L), "inputs", fname); /* still alive? */
-        batch_tensor(L, lua_gettop(L) - 1, "targets", fname);
-        lua_pop(L, 2);
-    }
-    lua_pop(L, 1);
+    dpl_model_sync_batch(L, 1);
+    if (!u->held_id) return luaL_error(L, "%s: no forward to go back through (call m:forward first)", fname);
     dp_backward_opts o = {NULL, dpl_opt_bool_field(L, 2, fname, "weight_grads", 1),
                           dpl_opt_bool_field(L, 2, fname, "retain", 0), NULL};
     int t = lua_getfield(L, 2, "scale");
@@ -335,11 +382,7 @@ static int l_backward(lua_State *L) {
         return luaL_error(L, "%s: 'scale' must be a list of %d numbers or nil", fname, (int)u->last_batch);
     }
     int rc = dp_model_backward(m, &o);
-    if (!o.retain || rc != DP_OK) {
-        u->last_batch = 0;
-        lua_pushnil(L);
-        lua_setiuservalue(L, 1, 1);
-    }
+    dpl_model_sync_batch(L, 1); /* unpinned unless retained */
     if (rc != DP_OK) return dpl_fail(L);
     return 0;
 }
@@ -442,11 +485,8 @@ static int l_zero_grad(lua_State *L) {
 }
 
 static int l_release_activations(lua_State *L) {
-    dpl_model *u = to_model(L, 1);
     dp_model_release_activations(dpl_check_model(L, 1));
-    u->last_batch = 0;
-    lua_pushnil(L);
-    lua_setiuservalue(L, 1, 1);
+    dpl_model_sync_batch(L, 1);
     return 0;
 }
 
@@ -496,7 +536,7 @@ static int l_free(lua_State *L) {
     if (u->m) {
         dp_model_free(u->m);
         u->m = NULL;
-        u->last_batch = 0;
+        dpl_model_sync_batch(L, 1);
     }
     return 0;
 }

@@ -3,6 +3,7 @@
  * f32 within the bounds stated below; one AdamW step from the same gradients on both devices.
  * Skipped (exit 77) without a GPU. */
 #include "check.h"
+#include "test_hf_ref.h"
 #include "test_util.h"
 
 #include "device.h"
@@ -26,44 +27,7 @@
 
 static char fixtures[1024];
 
-typedef struct batch {
-    int B, T;
-    int32_t inputs[64], targets[64];
-} batch;
-
-static int read_batch(const char *dir, batch *b) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/reference.json", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    fclose(fp);
-    text[n] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    if (!j) return -1;
-    b->B = cJSON_GetObjectItem(j, "batch")->valueint;
-    b->T = cJSON_GetObjectItem(j, "seq_len")->valueint;
-    const cJSON *tok = cJSON_GetObjectItem(j, "tokens");
-    for (int i = 0; i < b->B; i++)
-        for (int t = 0; t < b->T; t++) {
-            b->inputs[i * b->T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, i), t)->valueint;
-            b->targets[i * b->T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, i), t + 1)->valueint;
-        }
-    cJSON_Delete(j);
-    return b->B * b->T <= 64 ? 0 : -1;
-}
-
-static dp_model *load(dp_device *dev, const char *dir, const batch *b, dp_dtype dtype) {
-    dp_model_load_opts o;
-    dp_model_load_opts_default(&o);
-    o.seq_len = b->T;
-    o.batch = b->B;
-    o.dtype = dtype;
-    dp_model *m = NULL;
-    CHECK_OK(dp_model_load(dev, dir, &o, &m));
-    return m;
-}
+typedef test_hf_ref batch;
 
 static float forward_backward(dp_model *m, const batch *b) {
     dp_device *dev = dp_model_device(m);
@@ -160,13 +124,13 @@ static void check_fixture(dp_device *cpu_dev, dp_device *gpu_dev, const char *na
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/%s", fixtures, name);
     batch b;
-    if (read_batch(dir, &b) != 0) {
+    if (test_hf_ref_read(dir, &b) != 0) {
         fprintf(stderr, "cannot read %s/reference.json\n", dir);
         check_failures++;
         return;
     }
-    dp_model *cpu = load(cpu_dev, dir, &b, DP_F32), *gpu = load(gpu_dev, dir, &b, DP_F32);
-    dp_model *gpu_bf16 = load(gpu_dev, dir, &b, DP_BF16);
+    dp_model *cpu = test_hf_load(cpu_dev, dir, &b, DP_F32), *gpu = test_hf_load(gpu_dev, dir, &b, DP_F32);
+    dp_model *gpu_bf16 = test_hf_load(gpu_dev, dir, &b, DP_BF16);
     if (!cpu || !gpu || !gpu_bf16) return;
     char label[64];
 

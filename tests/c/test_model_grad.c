@@ -329,10 +329,23 @@ static void check_bf16(dp_model *m32, const dp_model_config *cfg, dp_batch *bt) 
             dot += x * y, n32 += x * x, n16 += y * y;
         }
     }
-    double cosine = dot / sqrt(n32 * n16);
-    printf("  bf16: loss %.5f vs f32 %.5f, gradient cosine %.5f\n", l16, l32, cosine);
-    CHECK_CLOSE(l16, l32, 2e-2); /* bf16 activations: ~3 significant digits through 2 blocks */
-    CHECK(cosine > 0.99);
+    double cosine = dot / sqrt(n32 * n16), grad_err = sqrt(fmax(n32 + n16 - 2 * dot, 0.0) / n32);
+    double loss_err = fabs(l16 - l32) / fabs(l32);
+    printf("  bf16: loss %.5f vs f32 %.5f (relative %.2g), gradient relative error %.3g, cosine %.5f\n", l16, l32,
+           loss_err, grad_err, cosine);
+    /* Bounds in u = 2^-8, bf16's unit roundoff (8 significant bits, round to nearest: one
+     * rounding moves a value by at most u relative). Every sum is accumulated in f32; what is
+     * rounded is each stored activation and the weights' compute copies, so the error is a sum
+     * of independent first-order terms of at most u each, and the loss, a mean over B T tokens
+     * of d-term dot products, averages them: it must agree with f32's within one rounding, u
+     * (measured 4.1e-4 to 1.2e-3). The gradient goes through the same roundings twice (forward
+     * values, backward gradients) in each of the two blocks, about eight rounded tensors each
+     * way: relative error at most 16 u = 2^-4 (measured 0.014 to 0.036), hence a cosine of at
+     * least 1 - (16 u)^2 / 2 = 1 - 2^-9 (measured 0.99937 to 0.99990). */
+    const double u = 1.0 / 256;
+    CHECK(loss_err <= u);
+    CHECK(grad_err <= 16 * u);
+    CHECK(cosine >= 1.0 - (16 * u) * (16 * u) / 2);
     dp_model_free(m);
 }
 

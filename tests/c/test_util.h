@@ -1,8 +1,9 @@
 /* test_util.h: what several C test programs need besides checks: the fixtures folder, token ids,
- * and the skip of a GPU test without a device. */
+ * writing and copying files, and the skip of a GPU test without a device. */
 #ifndef DP_TEST_UTIL_H
 #define DP_TEST_UTIL_H
 
+#include "check.h"
 #include "device.h"
 #include "tensor.h"
 
@@ -39,6 +40,26 @@ static inline dp_tensor *test_ids(dp_device *dev, int64_t B, int64_t T, int64_t 
         p[i] = (int32_t)((h >> 7) % (uint32_t)V);
     }
     return x;
+}
+
+/* Writes text to path (replacing it); a failed check when it cannot. */
+static inline void write_file(const char *path, const char *text) {
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    CHECK(fputs(text, fp) >= 0);
+    CHECK(fclose(fp) == 0);
+}
+
+/* Copies the file from to the file to; a failed check when it cannot. */
+static inline void copy_file(const char *from, const char *to) {
+    FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
+    CHECK(in && out);
+    char buf[65536];
+    size_t n;
+    while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0) CHECK(fwrite(buf, 1, n, out) == n);
+    if (in) fclose(in);
+    if (out) CHECK(fclose(out) == 0);
 }
 
 /* 1 when a CUDA device can run the test; else prints "skipped: ..." (the reason test.sh shows)

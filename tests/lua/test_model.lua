@@ -107,10 +107,34 @@ check.raises(function() m:param("nope") end, { "model:param", "no parameter name
 check.raises(function() m:set_param("transformer.ln_f.weight", dp.tensor{ shape = { 3 } }) end,
   { "model:set_param", "needs f32 with 32 elements" })
 
--- the batch of a forward must outlive the backward
+-- the batch of a forward must outlive the backward, unchanged (issue 13 item 5: the backward
+-- indexes the embedding table and the logits with the ids the forward checked): while a backward
+-- may still read it, writes and frees are refused; a retained backward keeps it, the last one
+-- (or release_activations, or another forward) lets it go
+local PINNED = { "a batch that a pending backward reads" }
+local bad = {}
+for i = 1, B * T do bad[i] = V + 1000 end
 m:forward(b)
+check.raises(function() b.targets:set(bad) end, PINNED, "targets index the logits in the loss backward")
+check.raises(function() b.inputs:fill(V + 1000) end, PINNED, "inputs index wte in the embedding backward")
+check.raises(function() dp.free_batch(b) end, PINNED)
+m:backward{ retain = true }
+check.raises(function() b.inputs:set(bad) end, PINNED, "a retained backward still needs them")
+m:backward()
+local saved = b.inputs:totable()
+b.inputs:set(bad) -- the script's again
+b.inputs:set(saved)
+m:forward(b)
+m:release_activations()
+b.targets:set(b.targets:totable())
+m:forward(b)
+local b9 = dp.batch{ model = m, seed = 9 }
+m:forward(b9)
+b.targets:set(b.targets:totable()) -- another forward let it go
+m:release_activations()
+dp.free_batch(b9)
 dp.free_batch(b)
-check.raises(function() m:backward() end, { "model:backward", "batch.inputs was freed" })
+check.raises(function() m:backward() end, { "model:backward", "no forward to go back through" })
 check.raises(function() m:forward(b) end, { "model:forward", "batch.inputs was freed" })
 check.raises(function() m:forward{ inputs = 1, targets = 2 } end, { "batch.inputs must be a tensor" })
 check.raises(function() dp.batch{ model = m, size = B + 1 } end, { "dpprof.batch", "'size' (5)", "between 1 and" })
