@@ -43,6 +43,7 @@ function results.epsilon_text(p)
 end
 
 local function array(t) return json.array(t or {}) end
+local memory_phase_fields -- defined with the issue 17 fields below
 local function null_if_nil(v) if v == nil then return json.null end return v end
 local function mb(bytes) return bytes / results.MiB end
 
@@ -60,7 +61,7 @@ function results.snapshots(snaps)
   local out = array()
   for i, s in ipairs(snaps) do
     out[i] = { name = s.name, allocated_mb = mb(s.allocated), reserved_mb = mb(s.reserved),
-               timestamp = s.timestamp, categories = category_map(s.categories) }
+               timestamp = s.timestamp, categories = category_map(s.categories), custom = s.custom or nil }
   end
   return out
 end
@@ -74,6 +75,27 @@ function results.time_stats(list)
   local n = #sorted
   local median = n % 2 == 1 and sorted[(n + 1) // 2] or (sorted[n // 2] + sorted[n // 2 + 1]) / 2
   return { avg_ms = sum / n, median_ms = median, min_ms = sorted[1], max_ms = sorted[n] }
+end
+
+---------------------------------------------------------------------------------------------
+-- Issue 17 fields (memory by phase, host memory, per-op profile): assembled here, validated in
+-- the block of the same name below, documented in docs/results.md.
+
+-- memory.phases (each phase's peak and end in the timed iterations, by category) and the host's
+-- peak resident memory.
+memory_phase_fields = function(out, m)
+  if m.phases and next(m.phases) then
+    local phases = {}
+    for name, p in pairs(m.phases) do
+      phases[name] = { peak_bytes = p.peak_bytes, live_at_peak = category_map(p.live_at_peak),
+                       end_bytes = p.end_bytes, live_at_end = category_map(p.live_at_end) }
+    end
+    out.phases = phases
+  end
+  if math.type(m.host_peak_rss_bytes) then
+    out.host_peak_rss_bytes = m.host_peak_rss_bytes
+    out.host_peak_rss_since = m.host_peak_rss_since
+  end
 end
 
 -- The memory object and the legacy breakdown from dpprof.memory.stats() taken after the timed
@@ -99,6 +121,7 @@ local function memory_fields(r, m)
     timeline = { t_ms = array(tl.t_ms), allocated_bytes = array(tl.allocated_bytes),
                  reserved_bytes = array(tl.reserved_bytes) },
   }
+  memory_phase_fields(r.memory, m)
   r.peak_memory_mb = mb(s.peak)
   local bd = { total_allocated_mb = mb(s.allocated), peak_allocated_mb = mb(s.peak) }
   for key, list in pairs(results.LEGACY_BREAKDOWN) do
@@ -130,6 +153,7 @@ end
 --    memory = {stats, warmup_peak_bytes, modules, timeline}, snapshots (dpprof.memory.snapshots()),
 --    timing = {iter_ms, phase_ms = {{forward=, ...} per timed iteration}, spans},
 --    estimate (plan runs: timing.estimate), plan (plan runs: the budget view),
+--    profile (profile="ops": dpprof.ops.finish's object),
 --    ledger, layers, environment, privacy, extra}
 -- Fields an experiment that failed early does not have are left out.
 function results.assemble(a)
@@ -153,6 +177,7 @@ function results.assemble(a)
   if a.timing then timing_fields(r, a.timing) end
   if r.timing and a.estimate then r.timing.estimate = a.estimate end
   r.plan = a.plan
+  r.profile = a.profile
   if a.ledger then
     r.ledger = array()
     for i, e in ipairs(a.ledger) do r.ledger[i] = { op = e.op, calls = e.calls, flops = e.flops, bytes = e.bytes } end
@@ -596,6 +621,142 @@ function V:sweep(r)
   end
 end
 
+---------------------------------------------------------------------------------------------
+-- Validation of the issue 17 fields: memory.phases, memory.host_peak_rss_bytes, snapshots[i].custom,
+-- profile, repeats (docs/results.md: "Memory by phase", "Per-op profile", "Repeats").
+
+results.HOST_RSS_SINCE = { "experiment", "process" }
+results.OP_CATEGORIES = { "matmul", "attention", "norm", "per_sample_norms", "clip", "noise", "optimizer", "other" }
+
+function V:category_sum(t, total, path, what)
+  if type(t) ~= "table" or not math.type(total) then return end
+  local sum = 0
+  for _, c in ipairs(results.CATEGORIES) do sum = sum + (math.type(t[c]) and t[c] or 0) end
+  if sum ~= total then self:fail(path, "sums to %d, not %s %d", sum, what, total) end
+end
+
+function V:memory_phases(r)
+  local m = type(r.memory) == "table" and r.memory or nil
+  if not m then return end
+  local ph = self:get(m, "phases", "memory", "table", true)
+  for name, p in pairs(ph or {}) do
+    local path = "memory.phases." .. tostring(name)
+    self:one_of(name, results.PHASES, path)
+    local peak = self:nonneg(self:get(p, "peak_bytes", path, "integer"), path .. ".peak_bytes")
+    local last = self:nonneg(self:get(p, "end_bytes", path, "integer"), path .. ".end_bytes")
+    local lap = self:get(p, "live_at_peak", path, "table")
+    local lae = self:get(p, "live_at_end", path, "table")
+    self:category_bytes(lap, path .. ".live_at_peak")
+    self:category_bytes(lae, path .. ".live_at_end")
+    self:category_sum(lap, peak, path .. ".live_at_peak", "peak_bytes")
+    self:category_sum(lae, last, path .. ".live_at_end", "end_bytes")
+    if peak and last and last > peak then self:fail(path .. ".end_bytes", "above the phase's peak_bytes") end
+    if peak and math.type(m.peak_bytes) and peak > m.peak_bytes then
+      self:fail(path .. ".peak_bytes", "above memory.peak_bytes")
+    end
+  end
+  if m.host_peak_rss_bytes ~= nil then
+    self:nonneg(self:get(m, "host_peak_rss_bytes", "memory", "integer"), "memory.host_peak_rss_bytes")
+    self:one_of(self:get(m, "host_peak_rss_since", "memory", "string"), results.HOST_RSS_SINCE,
+                "memory.host_peak_rss_since")
+  end
+end
+
+function V:profile(r)
+  local p = self:get(r, "profile", "", "table", true)
+  if not p then return end
+  self:one_of(self:get(p, "mode", "profile", "string"), { "ops" }, "profile.mode")
+  self:get(p, "predicted", "profile", "boolean")
+  local iters = self:get(p, "iters", "profile", "integer")
+  if iters and iters < 1 then self:fail("profile.iters", "below 1") end
+  self:get(p, "dtype", "profile", "string")
+  if not json.is_null(p.peak) then
+    local pk = self:get(p, "peak", "profile", "table")
+    if pk then
+      for _, k in ipairs({ "flops", "bandwidth" }) do
+        local v = self:get(pk, k, "profile.peak", "number")
+        if v and v <= 0 then self:fail("profile.peak." .. k, "not positive") end
+      end
+      self:get(pk, "how", "profile.peak", "string")
+    end
+  else
+    self:get(p, "peak_error", "profile", "string")
+  end
+  local o = self:get(p, "overhead", "profile", "table")
+  if o then
+    for _, k in ipairs({ "ns_per_call", "calls_per_iter", "ms_per_iter" }) do
+      self:nonneg(self:get(o, k, "profile.overhead", "number"), "profile.overhead." .. k)
+    end
+  end
+  self:nonneg(self:get(p, "calls_dropped", "profile", "integer"), "profile.calls_dropped")
+  local phases = self:get(p, "phases", "profile", "table")
+  for name, ph in pairs(phases or {}) do
+    local path = "profile.phases." .. tostring(name)
+    self:one_of(name, results.PHASES, path)
+    local ms = self:nonneg(self:get(ph, "ms", path, "number"), path .. ".ms")
+    local op = self:nonneg(self:get(ph, "ops_ms", path, "number"), path .. ".ops_ms")
+    self:nonneg(self:get(ph, "outside_ops_ms", path, "number"), path .. ".outside_ops_ms")
+    -- a device-timed call (events) may end after the host's phase clock saw it end by a rounding
+    if ms and op and op > ms * 1.001 + 1e-3 then self:fail(path .. ".ops_ms", "above the phase's time") end
+  end
+  local list = self:array(p, "ops", "profile")
+  for i, e in ipairs(list or {}) do
+    local path = "profile.ops[" .. i .. "]"
+    self:get(e, "op", path, "string")
+    self:one_of(self:get(e, "category", path, "string"), results.OP_CATEGORIES, path .. ".category")
+    for _, k in ipairs({ "calls", "timed_calls", "alloc_bytes", "freed_bytes" }) do
+      self:nonneg(self:get(e, k, path, "integer"), path .. "." .. k)
+    end
+    for _, k in ipairs({ "ms", "flops", "bytes" }) do self:nonneg(self:get(e, k, path, "number"), path .. "." .. k) end
+    for _, k in ipairs({ "flops_per_s", "bytes_per_s", "flops_fraction", "bandwidth_fraction" }) do
+      if not json.is_null(e[k]) then self:nonneg(self:get(e, k, path, "number"), path .. "." .. k) end
+    end
+    local prev = list[i - 1]
+    if i > 1 and type(prev) == "table" and type(prev.ms) == "number" and type(e.ms) == "number" and e.ms > prev.ms then
+      self:fail(path, "ops are not sorted by ms, largest first")
+    end
+  end
+end
+
+function V:repeats(r)
+  local rep = self:get(r, "repeats", "", "table", true)
+  if not rep then return end
+  local n = self:get(rep, "n", "repeats", "integer")
+  if n and n < 1 then self:fail("repeats.n", "below 1") end
+  local runs = self:array(rep, "runs", "repeats")
+  if runs and n and #runs ~= n then self:fail("repeats.runs", "has %d runs, repeats.n is %d", #runs, n) end
+  local times = {}
+  for i, run in ipairs(runs or {}) do
+    local p = "repeats.runs[" .. i .. "]"
+    local st = self:get(run, "status", p, "string")
+    self:one_of(st, results.STATUSES, p .. ".status")
+    local avg = run.avg_ms ~= nil and self:nonneg(self:get(run, "avg_ms", p, "number"), p .. ".avg_ms")
+    if st == "ok" and avg then times[#times + 1] = avg end
+    if run.peak_bytes ~= nil then self:nonneg(self:get(run, "peak_bytes", p, "integer"), p .. ".peak_bytes") end
+    if run.iter_ms ~= nil then self:array(run, "iter_ms", p) end
+  end
+  local a = self:get(rep, "avg_ms", "repeats", "table", #times == 0)
+  if a then
+    local want = results.time_stats(times)
+    if want then
+      self:near(self:get(a, "median", "repeats.avg_ms", "number"), want.median_ms, "repeats.avg_ms.median", "the runs' median")
+      self:near(self:get(a, "min", "repeats.avg_ms", "number"), want.min_ms, "repeats.avg_ms.min", "the runs' minimum")
+      self:near(self:get(a, "max", "repeats.avg_ms", "number"), want.max_ms, "repeats.avg_ms.max", "the runs' maximum")
+    end
+  end
+  local pk = self:get(rep, "peak_bytes", "repeats", "table", true)
+  if pk then
+    local lo, hi = self:get(pk, "min", "repeats.peak_bytes", "integer"), self:get(pk, "max", "repeats.peak_bytes", "integer")
+    if lo and hi and lo > hi then self:fail("repeats.peak_bytes", "min above max") end
+  end
+end
+
+function V:custom_snapshots(list)
+  for i, s in ipairs(list or {}) do
+    if type(s) == "table" and s.custom ~= nil then self:get(s, "custom", "snapshots[" .. i .. "]", "boolean") end
+  end
+end
+
 -- Checks every documented field of r (docs/results.md). An ok result must have them all; a
 -- failed one must have status, message (and oom for status "oom"), and whatever else it carries
 -- must be right. Returns true, or false and the list of problems (one line each, naming the field).
@@ -627,6 +788,11 @@ function results.validate(r)
   v:privacy(r, ok)
   v:oom(r)
   v:sweep(r)
+  -- issue 17 fields
+  v:memory_phases(r)
+  v:profile(r)
+  v:repeats(r)
+  v:custom_snapshots(type(r.snapshots) == "table" and r.snapshots or nil)
   if #v.problems > 0 then return false, v.problems end
   return true
 end

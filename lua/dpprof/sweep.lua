@@ -2,7 +2,8 @@
 --
 --   dp.sweep{ base={...experiment config...}, vary={method={...}, seq_len={...}, ...},
 --             out="results/<dir>", name=, timeout=seconds, resume=true, retry_failed=true,
---             trace=false, order={keys...}, run=function(cfg, vary) ... end, isolate=true, quiet=false }
+--             trace=false, order={keys...}, run=function(cfg, vary) ... end, isolate=true, quiet=false,
+--             repeats=1 }
 --   -> {out=, name=, points={{name=, file=, status=, result=, skipped=}}, counts={status=n}}
 --
 -- Points are named by their values in key order, e.g. "method=ghost,seq_len=4096"; keys are
@@ -20,6 +21,8 @@
 -- printed at the end. The default
 -- run is dp.experiment; `run` replaces it (tests, custom measurements): it gets the point's config
 -- and its vary table and returns a table. Default out: results/run_<timestamp>.
+-- repeats=N runs each point N times, each in a fresh process (see with_repeats below); the point's
+-- file is its first ok run with `repeats` added: every run's timing and peak, and their spread.
 local dp = require("dpprof")
 local json = dp.json
 local results = require("dpprof.results")
@@ -30,7 +33,7 @@ local sweep = {}
 sweep.LOCK_FILE = ".dpprof-sweep.lock"
 
 local OPTION_KEYS = { "base", "vary", "out", "name", "timeout", "resume", "retry_failed", "trace", "order",
-                      "run", "isolate", "quiet" }
+                      "run", "isolate", "quiet", "repeats" }
 
 -- Where each vary key lands in the experiment configuration. Keys not listed here may be given as
 -- dotted paths ("model.hidden", "dp.noise_multiplier").
@@ -218,6 +221,10 @@ local function describe(r)
   if r.status == "ok" and ms then
     parts[#parts + 1] = string.format("%.1f ms/iter%s", ms, r.predicted and " (estimated)" or "")
   end
+  local rep = type(r.repeats) == "table" and r.repeats.avg_ms
+  if r.status == "ok" and type(rep) == "table" then
+    parts[#parts + 1] = string.format("%d runs: median %.1f, %.1f-%.1f ms/iter", r.repeats.n, rep.median, rep.min, rep.max)
+  end
   if r.status == "ok" then parts[#parts + 1] = unfit(r, true) end
   if r.status == "ok" then parts[#parts + 1] = results.epsilon_text(r.privacy) end
   return table.concat(parts, ", ")
@@ -318,6 +325,47 @@ local function config_changes(old, new)
   return table.concat(changes, ", ")
 end
 
+---------------------------------------------------------------------------------------------
+-- repeats = N (issue 17): a point run N times, each run in its own process.
+
+-- What each run keeps in the point's `repeats.runs` (docs/results.md, "Repeats").
+local function run_record(r)
+  local t = type(r.timing) == "table" and r.timing or {}
+  local m = type(r.memory) == "table" and r.memory or {}
+  return { status = r.status, avg_ms = t.avg_ms, median_ms = t.median_ms, min_ms = t.min_ms, max_ms = t.max_ms,
+           iter_ms = t.iter_ms, phases_ms = t.phases_ms, peak_bytes = m.peak_bytes,
+           host_peak_rss_bytes = m.host_peak_rss_bytes }
+end
+
+-- Runs one point n times through once(); returns the first ok run's result (else the first run's)
+-- with `repeats`: {n, runs = every run's record, avg_ms = {median, min, max} over the ok runs,
+-- peak_bytes = {min, max}}.
+local function with_repeats(n, once)
+  if n == 1 then return once() end
+  local runs, first, first_ok = json.array(), nil, nil
+  local times, peaks = {}, {}
+  for k = 1, n do
+    local r = once()
+    first = first or r
+    if r.status == "ok" then
+      first_ok = first_ok or r
+      if type(r.timing) == "table" and type(r.timing.avg_ms) == "number" then times[#times + 1] = r.timing.avg_ms end
+      if type(r.memory) == "table" and math.type(r.memory.peak_bytes) then peaks[#peaks + 1] = r.memory.peak_bytes end
+    end
+    runs[k] = run_record(r)
+  end
+  local r = first_ok or first
+  local rep = { n = n, runs = runs }
+  local st = results.time_stats(times)
+  if st then rep.avg_ms = { median = st.median_ms, min = st.min_ms, max = st.max_ms } end
+  if #peaks > 0 then
+    table.sort(peaks)
+    rep.peak_bytes = { min = peaks[1], max = peaks[#peaks] }
+  end
+  r.repeats = rep
+  return r
+end
+
 -- The result a rerun keeps for a point, or nil to run it: a file whose status is ok or oom (any
 -- status with retry_failed=false). A kept result must have been run with this point's resolved
 -- configuration; when it was not, returns nil and what changed.
@@ -328,7 +376,11 @@ local function done_before(p, retry_failed)
   if not ok or type(r) ~= "table" or type(r.status) ~= "string" then return nil end
   if not (r.status == "ok" or r.status == "oom" or not retry_failed) then return nil end
   local s = type(r.sweep) == "table" and r.sweep or {}
-  if s.config_hash == p.config_hash then return r end
+  if s.config_hash == p.config_hash then
+    local runs = type(r.repeats) == "table" and math.type(r.repeats.n) or 1
+    if r.status == "ok" and runs < p.repeats then return nil end -- fewer runs than asked for now
+    return r
+  end
   if type(s.config) ~= "table" or type(s.config_hash) ~= "string" then
     return nil, "its file records no configuration (an older dpprof wrote it)"
   end
@@ -385,6 +437,10 @@ function sweep.run(opts)
   local resume = opts.resume ~= false
   local retry_failed = opts.retry_failed ~= false
   local isolate = opts.isolate ~= false
+  local repeats = opts.repeats or 1
+  if math.type(repeats) ~= "integer" or repeats < 1 then
+    error("dpprof.sweep: repeats must be an integer >= 1 (runs of each point), got " .. tostring(opts.repeats), 2)
+  end
   local say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
 
   local points = sweep.points(base, vary, opts.order)
@@ -433,6 +489,7 @@ function sweep.run(opts)
   local prior, stale = {}, {}
   for i, p in ipairs(points) do
     p.file = out .. "/" .. p.name .. ".json"
+    p.repeats = repeats
     if resume then
       local why
       prior[i], why = done_before(p, retry_failed)
@@ -463,11 +520,10 @@ function sweep.run(opts)
         if opts.trace then cfg.trace = out .. "/" .. p.name .. ".trace.json" end
       end
       local t0 = dp.clock()
-      if isolate then
-        r = dp.isolate(run, cfg, p.vary, { timeout = timeout })
-      else
-        r = run_here(run, cfg, p.vary)
-      end
+      r = with_repeats(repeats, function()
+        if isolate then return dp.isolate(run, cfg, p.vary, { timeout = timeout }) end
+        return run_here(run, cfg, p.vary)
+      end)
       r = finish_result(r, p, name)
       local wok, werr = write_result(p.file, r)
       if not wok then error(write_failure(p, r, werr, points, i, out), 2) end

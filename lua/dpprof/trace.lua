@@ -1,12 +1,13 @@
 -- dpprof.trace: a run as a Chrome trace-event file (opens in Perfetto and chrome://tracing).
 --
---   trace.build(result, events [, {max_points=4096, initial={category=bytes}}]) -> {traceEvents=...}
+--   trace.build(result, events [, {max_points=4096, initial={category=bytes}, op_calls=}]) -> {traceEvents=...}
 --   trace.write(path, result, events [, opts]) -> path
 --
 -- result is an experiment's result table (docs/results.md); events is dpprof.memory.events()
 -- from the same run (same clock as the result's spans). What the file holds:
 --   tid 1 "iterations": one slice per iteration (warm-up, iter 1, ...)
---   tid 2 "phases":     forward, backward, clip, noise, optimizer slices
+--   tid 2 "phases":     forward, backward, clip, noise, optimizer slices, and with profile="ops" the
+--                       op slices nested in them (op_calls: dpprof.profile.calls(), category in cat)
 --   tid 3 "snapshots":  an instant event per snapshot
 --   counters "allocated" and "reserved" (bytes) and one "memory.<category>" counter per category
 -- Slices on one tid never overlap (Perfetto rejects that), so iterations and phases have their own.
@@ -52,10 +53,19 @@ local function phase_slices(out, spans)
   end
 end
 
+-- Op slices (profile="ops"): on the phases' thread, where each lies inside its phase's slice.
+local function op_slices(out, calls)
+  local ops = require("dpprof.ops")
+  for _, c in ipairs(calls or {}) do
+    out[#out + 1] = { ph = "X", pid = PID, tid = TID_PHASES, name = c.op, cat = ops.category(c.op),
+                      ts = us(c.start_ms), dur = us(c.end_ms - c.start_ms) }
+  end
+end
+
 local function snapshot_instants(out, snapshots)
   for _, s in ipairs(snapshots or {}) do
     out[#out + 1] = { ph = "i", s = "t", pid = PID, tid = TID_SNAPSHOTS, name = s.name,
-                      ts = us(s.timestamp * 1000), args = { allocated_mb = s.allocated_mb } }
+                      ts = us(s.timestamp * 1000), args = { allocated_mb = s.allocated_mb, custom = s.custom } }
   end
 end
 
@@ -110,6 +120,7 @@ function trace.build(result, events, opts)
   local spans = result.timing and result.timing.spans or {}
   iteration_slices(out, spans)
   phase_slices(out, spans)
+  op_slices(out, opts.op_calls)
   snapshot_instants(out, result.snapshots)
   counters(out, events or {}, opts.initial, opts.max_points or 4096)
   return { traceEvents = out, displayTimeUnit = "ms",
