@@ -650,6 +650,16 @@ static int l_render_dir(lua_State *L) {
             }
             lua_pop(L, 1);
         }
+        /* point = "key=value,...", heatmap = "x_key,y_key" (dpplot_options); kept alive by the table */
+        static const char *const strs[2] = {"point", "heatmap"};
+        for (int k = 0; k < 2; k++) {
+            int ty = lua_getfield(L, 3, strs[k]);
+            if (ty != LUA_TNIL && ty != LUA_TSTRING)
+                luaL_error(L, "bad argument #3 to 'dpprof.plot.render_dir' (field '%s' must be a string, got %s)",
+                           strs[k], luaL_typename(L, -1));
+            if (ty == LUA_TSTRING) *(k == 0 ? &opt.point : &opt.heatmap) = lua_tostring(L, -1);
+            lua_pop(L, 1);
+        }
     }
     message_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     memset(box, 0, sizeof *box);

@@ -403,6 +403,136 @@ static int read_sweep(reader *rd, const cJSON *root, dpplot_result *r) {
     return 0;
 }
 
+/* ---- Issue 17 fields: step-time spread, memory by phase, host RSS, the per-op profile, the
+ * script's own snapshots (docs/results.md: "Memory by phase", "Per-op profile", "Repeats"). */
+
+static void read_spread(reader *rd, const cJSON *root, dpplot_result *r) {
+    double v, lo, hi;
+    r->time_mid_ms = r->time_lo_ms = r->time_hi_ms = NAN;
+    if (number_at(rd, root, "repeats.n", &v) == 1 && v > 1 && number_at(rd, root, "repeats.avg_ms.median", &v) == 1 &&
+        number_at(rd, root, "repeats.avg_ms.min", &lo) == 1 && number_at(rd, root, "repeats.avg_ms.max", &hi) == 1) {
+        double n = 0;
+        (void)number_at(rd, root, "repeats.n", &n);
+        r->n_runs = (int)n;
+        r->time_mid_ms = v, r->time_lo_ms = lo, r->time_hi_ms = hi;
+        return;
+    }
+    r->n_runs = 1;
+    if (number_at(rd, root, "timing.median_ms", &v) == 1 && number_at(rd, root, "timing.min_ms", &lo) == 1 &&
+        number_at(rd, root, "timing.max_ms", &hi) == 1)
+        r->time_mid_ms = v, r->time_lo_ms = lo, r->time_hi_ms = hi;
+}
+
+static void read_phase_memory(reader *rd, const cJSON *root, dpplot_result *r) {
+    double v;
+    for (int p = 0; p < DPPLOT_N_PHASES; p++) {
+        r->phase_peak_bytes[p] = r->phase_end_bytes[p] = NAN;
+        char path[128];
+        const char *name = dpplot_phase_name((dpplot_phase)p);
+        snprintf(path, sizeof path, "memory.phases.%s.peak_bytes", name);
+        if (number_at(rd, root, path, &v) != 1) continue;
+        r->phase_peak_bytes[p] = v;
+        r->has_phase_memory = 1;
+        snprintf(path, sizeof path, "memory.phases.%s.end_bytes", name);
+        if (number_at(rd, root, path, &v) == 1) r->phase_end_bytes[p] = v;
+        snprintf(path, sizeof path, "memory.phases.%s.live_at_peak", name);
+        const cJSON *cats = at(root, path), *cat;
+        if (cats && !cJSON_IsObject(cats))
+            PROBLEM(rd, "%s: field '%s' is %s, expected an object", rd->file, path, type_name(cats));
+        if (cJSON_IsObject(cats)) cJSON_ArrayForEach(cat, cats) {
+                if (cJSON_IsNumber(cat)) r->phase_components[p][component_of(cat->string)] += cat->valuedouble;
+            }
+    }
+    r->host_peak_rss_bytes = NAN;
+    if (number_at(rd, root, "memory.host_peak_rss_bytes", &v) == 1) r->host_peak_rss_bytes = v;
+}
+
+static double number_or_nan(const cJSON *obj, const char *key) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    return cJSON_IsNumber(it) ? it->valuedouble : NAN;
+}
+
+static int read_profile(reader *rd, const cJSON *root, dpplot_result *r) {
+    double v;
+    r->profile_overhead_ms = NAN;
+    const cJSON *list = at(root, "profile.ops");
+    if (!list) return 0;
+    if (!cJSON_IsArray(list)) {
+        PROBLEM(rd, "%s: field 'profile.ops' is %s, expected an array", rd->file, type_name(list));
+        return 0;
+    }
+    r->profile_iters = number_at(rd, root, "profile.iters", &v) == 1 && v >= 1 ? v : 1;
+    r->profile_predicted = cJSON_IsTrue(at(root, "profile.predicted"));
+    if (number_at(rd, root, "profile.overhead.ms_per_iter", &v) == 1) r->profile_overhead_ms = v;
+    size_t n = (size_t)cJSON_GetArraySize(list);
+    r->ops = calloc(n ? n : 1, sizeof *r->ops);
+    if (!r->ops) return -1;
+    const cJSON *it;
+    int index = 0, reported = 0;
+    cJSON_ArrayForEach(it, list) {
+        const cJSON *op = cJSON_GetObjectItemCaseSensitive(it, "op");
+        const cJSON *cat = cJSON_GetObjectItemCaseSensitive(it, "category");
+        double ms = number_or_nan(it, "ms"), bytes = number_or_nan(it, "bytes");
+        if (!cJSON_IsString(op) || !isfinite(ms) || !isfinite(bytes)) {
+            if (!reported)
+                PROBLEM(rd, "%s: field 'profile.ops[%d]' needs a string 'op' and numbers 'ms', 'bytes'", rd->file,
+                        index);
+            reported = 1;
+        } else {
+            dpplot_op *o = &r->ops[r->n_ops];
+            if (!(o->op = dup_str(op->valuestring))) return -1;
+            o->category = dpplot_op_category_from_name(cJSON_IsString(cat) ? cat->valuestring : NULL);
+            o->ms = ms, o->bytes = bytes;
+            o->calls = number_or_nan(it, "calls"), o->flops = number_or_nan(it, "flops");
+            o->flops_per_s = number_or_nan(it, "flops_per_s"), o->bytes_per_s = number_or_nan(it, "bytes_per_s");
+            o->flops_fraction = number_or_nan(it, "flops_fraction");
+            o->bandwidth_fraction = number_or_nan(it, "bandwidth_fraction");
+            o->alloc_bytes = number_or_nan(it, "alloc_bytes");
+            r->opcat_ms[o->category] += ms / r->profile_iters;
+            r->opcat_bytes[o->category] += bytes / r->profile_iters;
+            r->n_ops++;
+        }
+        index++;
+    }
+    return 0;
+}
+
+static int read_marks(const cJSON *root, dpplot_result *r) {
+    const cJSON *snaps = at(root, "snapshots"), *s;
+    if (!cJSON_IsArray(snaps)) return 0;
+    size_t n = 0;
+    cJSON_ArrayForEach(s, snaps) n += cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "custom"));
+    if (n == 0) return 0;
+    r->marks = calloc(n, sizeof *r->marks);
+    if (!r->marks) return -1;
+    cJSON_ArrayForEach(s, snaps) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
+        const cJSON *ts = cJSON_GetObjectItemCaseSensitive(s, "timestamp");
+        if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(s, "custom")) || !cJSON_IsString(name) ||
+            !cJSON_IsNumber(ts))
+            continue;
+        dpplot_mark *m = &r->marks[r->n_marks];
+        if (!(m->name = dup_str(name->valuestring))) return -1;
+        m->t_ms = ts->valuedouble * 1000.0;
+        r->n_marks++;
+    }
+    return 0;
+}
+
+static int read_issue17(reader *rd, const cJSON *root, dpplot_result *r) {
+    read_spread(rd, root, r);
+    read_phase_memory(rd, root, r);
+    if (read_profile(rd, root, r) != 0) return -1;
+    return read_marks(root, r);
+}
+
+static void free_issue17(dpplot_result *r) {
+    for (size_t i = 0; i < r->n_ops; i++) free(r->ops[i].op);
+    free(r->ops);
+    for (size_t i = 0; i < r->n_marks; i++) free(r->marks[i].name);
+    free(r->marks);
+}
+
 static void result_free(dpplot_result *r) {
     free(r->file), free(r->experiment), free(r->method), free(r->label), free(r->message);
     free(r->t_ms), free(r->allocated_bytes), free(r->reserved_bytes), free(r->spans);
@@ -410,6 +540,7 @@ static void result_free(dpplot_result *r) {
     for (size_t i = 0; i < r->n_vary; i++) free(r->vary[i].key), free(r->vary[i].text);
     free(r->vary);
     free(r->oom_category), free(r->oom_module), free(r->arch), free(r->dtype), free(r->device_name);
+    free_issue17(r);
     memset(r, 0, sizeof *r);
 }
 
@@ -463,6 +594,7 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
     read_timing(rd, root, r);
     if (read_timeline(rd, root, r) != 0) return -1;
     if (read_sweep(rd, root, r) != 0) return -1;
+    if (read_issue17(rd, root, r) != 0) return -1;
 
     if (number_at(rd, root, "oom.requested_bytes", &v) == 1) r->oom_requested_bytes = v;
     const char *s;

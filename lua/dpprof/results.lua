@@ -629,9 +629,9 @@ results.HOST_RSS_SINCE = { "experiment", "process" }
 results.OP_CATEGORIES = { "matmul", "attention", "norm", "per_sample_norms", "clip", "noise", "optimizer", "other" }
 
 function V:category_sum(t, total, path, what)
-  if type(t) ~= "table" or not math.type(total) then return end
+  if type(t) ~= "table" or math.type(total) ~= "integer" then return end
   local sum = 0
-  for _, c in ipairs(results.CATEGORIES) do sum = sum + (math.type(t[c]) and t[c] or 0) end
+  for _, c in ipairs(results.CATEGORIES) do sum = sum + (math.type(t[c]) == "integer" and t[c] or 0) end
   if sum ~= total then self:fail(path, "sums to %d, not %s %d", sum, what, total) end
 end
 
@@ -651,7 +651,7 @@ function V:memory_phases(r)
     self:category_sum(lap, peak, path .. ".live_at_peak", "peak_bytes")
     self:category_sum(lae, last, path .. ".live_at_end", "end_bytes")
     if peak and last and last > peak then self:fail(path .. ".end_bytes", "above the phase's peak_bytes") end
-    if peak and math.type(m.peak_bytes) and peak > m.peak_bytes then
+    if peak and math.type(m.peak_bytes) == "integer" and peak > m.peak_bytes then
       self:fail(path .. ".peak_bytes", "above memory.peak_bytes")
     end
   end
@@ -712,7 +712,8 @@ function V:profile(r)
       if not json.is_null(e[k]) then self:nonneg(self:get(e, k, path, "number"), path .. "." .. k) end
     end
     local prev = list[i - 1]
-    if i > 1 and type(prev) == "table" and type(prev.ms) == "number" and type(e.ms) == "number" and e.ms > prev.ms then
+    if i > 1 and type(prev) == "table" and type(e) == "table" and type(prev.ms) == "number" and type(e.ms) == "number"
+       and e.ms > prev.ms then
       self:fail(path, "ops are not sorted by ms, largest first")
     end
   end
@@ -730,10 +731,11 @@ function V:repeats(r)
     local p = "repeats.runs[" .. i .. "]"
     local st = self:get(run, "status", p, "string")
     self:one_of(st, results.STATUSES, p .. ".status")
-    local avg = run.avg_ms ~= nil and self:nonneg(self:get(run, "avg_ms", p, "number"), p .. ".avg_ms")
+    local t = type(run) == "table" and run or {}
+    local avg = t.avg_ms ~= nil and self:nonneg(self:get(t, "avg_ms", p, "number"), p .. ".avg_ms")
     if st == "ok" and avg then times[#times + 1] = avg end
-    if run.peak_bytes ~= nil then self:nonneg(self:get(run, "peak_bytes", p, "integer"), p .. ".peak_bytes") end
-    if run.iter_ms ~= nil then self:array(run, "iter_ms", p) end
+    if t.peak_bytes ~= nil then self:nonneg(self:get(t, "peak_bytes", p, "integer"), p .. ".peak_bytes") end
+    if t.iter_ms ~= nil then self:array(t, "iter_ms", p) end
   end
   local a = self:get(rep, "avg_ms", "repeats", "table", #times == 0)
   if a then

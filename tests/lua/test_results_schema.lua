@@ -251,7 +251,7 @@ check.truthy(counters.allocated >= tr.memory.peak_bytes, "allocated counter reac
 do
   local root = arg[0]:match("(.*/)") .. "../fixtures/results/"
   local n = 0
-  for _, set in ipairs({ "single", "sweep_seq", "sweep_2d" }) do
+  for _, set in ipairs({ "single", "sweep_seq", "sweep_2d", "sweep_3d" }) do
     local ls = assert(io.popen("ls '" .. root .. set .. "'"))
     for name in ls:lines() do
       if name:match("%.json$") then
