@@ -110,7 +110,8 @@ local function counters(out, events, initial, max_points)
 end
 
 function trace.build(result, events, opts)
-  opts = opts or {}
+  -- not a table: none given (trace.write(path, r, dp.memory.events()) passes events' stride here)
+  if type(opts) ~= "table" then opts = {} end
   local out = json.array()
   local name = result.experiment or "experiment"
   metadata(out, "process_name", 0, "dpprof " .. name)
