@@ -42,6 +42,8 @@ typedef struct {
                                   repeated runs); NaN leaves a point without one */
     int hollow;                /* markers: 1 outlined on white, 2 a ring (one under it shows through) */
     double marker_size;        /* px; 0 means 13 */
+    const unsigned char *ring; /* optional, n flags: 1 draws that point's marker as a ring of 21 px
+                                  (it coincides with another series' point, which shows inside) */
 } dpplot_series;
 
 /* Line patterns of dpplot_series.dashed. */

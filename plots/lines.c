@@ -212,10 +212,12 @@ void dpplot_lines_draw(dpplot_panel *p, const dpplot_series *s, size_t n) {
         cairo_restore(cr);
         draw_whiskers(p, &s[k]);
         double size = s[k].marker_size > 0 ? s[k].marker_size : 13.0;
-        for (size_t i = 0; i < s[k].n && s[k].marker != DPPLOT_MARKER_NONE; i++)
-            if (point_ok(&s[k], i))
-                dpplot_marker_draw(cr, dpplot_panel_px(p, s[k].x[i]), dpplot_panel_py(p, s[k].y[i]), size, s[k].marker,
-                                   s[k].color, s[k].hollow);
+        for (size_t i = 0; i < s[k].n && s[k].marker != DPPLOT_MARKER_NONE; i++) {
+            if (!point_ok(&s[k], i)) continue;
+            int ring = s[k].ring && s[k].ring[i];
+            dpplot_marker_draw(cr, dpplot_panel_px(p, s[k].x[i]), dpplot_panel_py(p, s[k].y[i]), ring ? 21.0 : size,
+                               s[k].marker, s[k].color, ring ? 2 : s[k].hollow);
+        }
     }
     dpplot_panel_unclip(p);
 

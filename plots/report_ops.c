@@ -67,7 +67,7 @@ int dpplot_report_ops(const dpplot_selection *sel, const char *path, const dpplo
             snprintf(ms_text[k], sizeof ms_text[k], "%s", v);
         dpplot_format_value(b, DPPLOT_UNIT_BYTES, bytes_text[k], sizeof bytes_text[k]);
         ms_notes[k] = ms_text[k], bytes_notes[k] = bytes_text[k];
-        if (isfinite(r->profile_overhead_ms) && used < sizeof overhead - 1) {
+        if (!r->profile_predicted && isfinite(r->profile_overhead_ms) && used < sizeof overhead - 1) {
             dpplot_format_value(r->profile_overhead_ms, DPPLOT_UNIT_MS, v, sizeof v);
             int w = snprintf(overhead + used, sizeof overhead - used, "%s%s %s", used ? ", " : "", labels[k], v);
             if (w > 0) used += (size_t)w;

@@ -15,44 +15,49 @@
 #define MAX_METHODS DPPLOT_SWEEP_MAX_METHODS
 #define MAX_VALUES DPPLOT_SWEEP_MAX_VALUES
 
-/* Whether series a and b show the same values wherever both have one (within 0.1%), at two
- * points or more (or all of them when fewer): drawn as they are, one would hide the other. */
-static int coincide(const dpplot_series *a, const dpplot_series *b) {
-    size_t both = 0, n = a->n < b->n ? a->n : b->n;
-    for (size_t i = 0; i < n; i++) {
-        int fa = isfinite(a->y[i]) && !(a->oom && a->oom[i]), fb = isfinite(b->y[i]) && !(b->oom && b->oom[i]);
-        if (fa != fb) continue;
-        if (!fa) continue;
-        if (fabs(a->y[i] - b->y[i]) > 1e-3 * fmax(fabs(a->y[i]), fabs(b->y[i]))) return 0;
-        both++;
-    }
-    return both >= 2 || (both >= 1 && both == n);
+/* Whether a and b show the same value at point i (within 0.1%). */
+static int same_at(const dpplot_series *a, const dpplot_series *b, size_t i) {
+    if (i >= a->n || i >= b->n) return 0;
+    int fa = isfinite(a->y[i]) && !(a->oom && a->oom[i]), fb = isfinite(b->y[i]) && !(b->oom && b->oom[i]);
+    return fa && fb && fabs(a->y[i] - b->y[i]) <= 1e-3 * fmax(fabs(a->y[i]), fabs(b->y[i]));
 }
 
-/* Marks each series that coincides with one before it in s (the canonical method order, so the
- * DP method is marked, not vanilla): dotted, with rings around the other's markers, drawn last
- * (order[], the drawing order, is rewritten so). Adds "ghost = vanilla (what)" to notes; returns
- * how many series were marked. */
-static size_t mark_coinciding(dpplot_series *s, size_t n, size_t *order, const char *what, char *notes, size_t len) {
+/* Keeps series that coincide visible. A point of s[i] equal to the point of a series before it
+ * (the canonical method order, so the DP method is marked, not vanilla) is drawn as a ring around
+ * the other's marker (ring[i][k]); a series equal at every point is also drawn dotted and last
+ * (order[], the drawing order, is rewritten so). Adds "ghost = vanilla (what)" (or "... at 3 of 4
+ * points") to notes; returns how many series coincide somewhere. */
+static size_t mark_coinciding(dpplot_series *s, size_t n, size_t *order, unsigned char ring[][MAX_VALUES],
+                              const char *what, char *notes, size_t len) {
     size_t marked = 0;
-    int is_marked[MAX_METHODS] = {0};
+    int whole[MAX_METHODS] = {0};
     for (size_t i = 0; i < n; i++) {
-        size_t with = n;
-        for (size_t j = 0; j < i && with == n; j++)
-            if (!is_marked[j] && coincide(&s[i], &s[j])) with = j;
-        if (with == n) continue;
-        is_marked[i] = 1;
-        s[i].dashed = DPPLOT_DASH_DOTTED;
-        s[i].hollow = 2;
-        s[i].marker_size = 21;
+        size_t rings = 0, finite = 0, with = n;
+        for (size_t k = 0; k < s[i].n; k++) {
+            ring[i][k] = 0;
+            if (!isfinite(s[i].y[k]) || (s[i].oom && s[i].oom[k])) continue;
+            finite++;
+            for (size_t j = 0; j < i && !ring[i][k]; j++)
+                if (same_at(&s[i], &s[j], k)) ring[i][k] = 1, with = with == n ? j : with;
+            rings += ring[i][k];
+        }
+        if (rings == 0) continue;
+        s[i].ring = ring[i];
         size_t used = strlen(notes);
-        snprintf(notes + used, len - used, "%s%s = %s (%s)", used ? "; " : "", s[i].name, s[with].name, what);
+        if (rings == finite) {
+            whole[i] = 1;
+            s[i].dashed = DPPLOT_DASH_DOTTED;
+            snprintf(notes + used, len - used, "%s%s = %s (%s)", used ? "; " : "", s[i].name, s[with].name, what);
+        } else {
+            snprintf(notes + used, len - used, "%s%s = %s at %zu of %zu points (%s)", used ? "; " : "", s[i].name,
+                     s[with].name, rings, finite, what);
+        }
         marked++;
     }
     size_t out[MAX_METHODS], k = 0;
     for (int pass = 0; pass < 2; pass++)
         for (size_t j = 0; j < n; j++)
-            if (is_marked[order[j]] == pass) out[k++] = order[j];
+            if (whole[order[j]] == pass) out[k++] = order[j];
     memcpy(order, out, n * sizeof *order);
     return marked;
 }
@@ -138,8 +143,9 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         ms_s[m].y = ms[m], ms_s[m].y_lo = ms_lo[m], ms_s[m].y_hi = ms_hi[m];
     }
     char same[512] = "";
-    size_t n_same = mark_coinciding(mem_s, n_m, mem_order, "peak memory", same, sizeof same);
-    n_same += mark_coinciding(ms_s, n_m, ms_order, "step time", same, sizeof same);
+    unsigned char mem_ring[MAX_METHODS][MAX_VALUES], ms_ring[MAX_METHODS][MAX_VALUES];
+    size_t n_same = mark_coinciding(mem_s, n_m, mem_order, mem_ring, "peak memory", same, sizeof same);
+    n_same += mark_coinciding(ms_s, n_m, ms_order, ms_ring, "step time", same, sizeof same);
     dpplot_legend_entry legend[MAX_METHODS + 3];
     for (size_t m = 0; m < n_m; m++)
         legend[m] = (dpplot_legend_entry){methods[m], dpplot_method_color(methods[m]),
@@ -160,10 +166,9 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
     }
     char same_note[560];
     if (n_same) /* said on the command line too: the figures are the same, not missing */
-        (void)dpplot_strlist_addf(notes, "%s: %s; drawn dotted with rings so both show", dpplot_report_basename(path),
-                                  same);
+        (void)dpplot_strlist_addf(notes, "%s: %s; drawn with rings so both show", dpplot_report_basename(path), same);
     if (n_same) {
-        snprintf(same_note, sizeof same_note, "%s: dotted, ringed", same);
+        snprintf(same_note, sizeof same_note, "%s: ringed", same);
         legend[n_legend++] = (dpplot_legend_entry){same_note, DPPLOT_INK, DPPLOT_SWATCH_DOTTED, DPPLOT_MARKER_CIRCLE};
     }
 

@@ -7,10 +7,10 @@
 
 static int64_t epoch_ns = -1;
 
-/* The modelled clock: its time is model_base_ns (the real time when it was started) plus the
- * modelled nanoseconds of the work recorded since, kept as a double so rounding never drifts. */
+/* The modelled clock: the modelled nanoseconds of the work recorded since it was started (it
+ * starts at 0: a plan run's times are the modelled device's from the run's start), kept as a
+ * double so rounding never drifts. */
 static double model_flops, model_bandwidth, model_ns;
-static int64_t model_base_ns;
 
 static int64_t raw_ns(void) {
     struct timespec ts;
@@ -25,7 +25,7 @@ static int64_t real_ns(void) {
 }
 
 int64_t dp_clock_ns(void) {
-    if (model_flops > 0) return model_base_ns + (int64_t)llround(model_ns);
+    if (model_flops > 0) return (int64_t)llround(model_ns);
     return real_ns();
 }
 
@@ -35,7 +35,6 @@ void dp_clock_reset(void) { epoch_ns = raw_ns(); }
 
 void dp_clock_model(double peak_flops, double bandwidth) {
     if (peak_flops > 0 && bandwidth > 0) {
-        model_base_ns = real_ns();
         model_ns = 0;
         model_flops = peak_flops;
         model_bandwidth = bandwidth;

@@ -17,9 +17,9 @@ double dp_clock_s(void);
 /* Restarts the epoch at now (a forked child calls this so its timeline starts at zero). */
 void dp_clock_reset(void);
 
-/* Makes the clock modelled from now on: each op recorded costs max(flops / peak_flops,
- * bytes / bandwidth) seconds (a roofline). peak_flops <= 0 or bandwidth <= 0 makes it real again
- * (it then reads the host's time, which may be behind or ahead of the modelled one). */
+/* Makes the clock modelled from now on, starting at 0: each op recorded then costs
+ * max(flops / peak_flops, bytes / bandwidth) seconds (a roofline). peak_flops <= 0 or
+ * bandwidth <= 0 makes it real again (the host's time since the epoch). */
 void dp_clock_model(double peak_flops, double bandwidth);
 /* 1 while the clock is modelled. */
 int dp_clock_modelled(void);

@@ -377,7 +377,7 @@ local function done_before(p, retry_failed)
   if not (r.status == "ok" or r.status == "oom" or not retry_failed) then return nil end
   local s = type(r.sweep) == "table" and r.sweep or {}
   if s.config_hash == p.config_hash then
-    local runs = type(r.repeats) == "table" and math.type(r.repeats.n) or 1
+    local runs = type(r.repeats) == "table" and math.type(r.repeats.n) == "integer" and r.repeats.n or 1
     if r.status == "ok" and runs < p.repeats then return nil end -- fewer runs than asked for now
     return r
   end

@@ -1,6 +1,7 @@
 /* cuda_profile.c: CUDA events as op timers, and the device's theoretical peaks. */
 #include "cuda_profile.h"
 #include "cuda_stream.h"
+#include "device.h"
 #include "error.h"
 
 #include <cuda_runtime_api.h>
