@@ -30,18 +30,6 @@ static int make_dirs(const char *path) {
     return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-/* The swept values of a point without the method, as "seq_len=2048, batch=4". */
-static void point_key(const dpplot_result *r, char *buf, size_t len) {
-    size_t used = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < r->n_vary; i++) {
-        if (strcmp(r->vary[i].key, "method") == 0) continue;
-        int w = snprintf(buf + used, len - used, "%s%s=%s", used ? ", " : "", r->vary[i].key, r->vary[i].text);
-        if (w < 0 || (size_t)w >= len - used) break;
-        used += (size_t)w;
-    }
-}
-
 /* Product of a point's numeric swept values: bigger points are the more telling reference. */
 static double point_size(const dpplot_result *r) {
     double s = 1.0;
@@ -67,20 +55,20 @@ static size_t pick_reference(const dpplot_results *rs, const char *point, const 
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
         if (!dpplot_point_matches(r, point)) continue;
-        point_key(r, key, sizeof key);
+        dpplot_point_label(r, key, sizeof key);
         size_t ok = 0;
         for (size_t j = 0; j < rs->n; j++) {
             const dpplot_result *q = &rs->items[j];
-            point_key(q, other, sizeof other);
+            dpplot_point_label(q, other, sizeof other);
             if (strcmp(q->sweep_name, r->sweep_name) == 0 && strcmp(key, other) == 0 && q->status == DPPLOT_STATUS_OK)
                 ok++;
         }
         if (!best || ok > best_ok || (ok == best_ok && point_size(r) > point_size(best))) best = r, best_ok = ok;
     }
     if (!best) return 0;
-    point_key(best, key, sizeof key);
+    dpplot_point_label(best, key, sizeof key);
     for (size_t j = 0; j < rs->n; j++) {
-        point_key(&rs->items[j], other, sizeof other);
+        dpplot_point_label(&rs->items[j], other, sizeof other);
         if (strcmp(rs->items[j].sweep_name, best->sweep_name) == 0 && strcmp(key, other) == 0)
             items[n++] = &rs->items[j];
     }

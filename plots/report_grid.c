@@ -160,15 +160,8 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 120}, legend, nl) + 6;
     size_t cols = cs.n, rows = rws.n;
     double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10) / (double)rows;
-    double xmin = x[0], xmax = x[xs.n - 1];
-    if (!xs.numeric)
-        xmin = -0.5, xmax = (double)xs.n - 0.5;
-    else if (log2x)
-        xmin /= pow(2, 0.35), xmax *= pow(2, 0.35);
-    else {
-        double pad = (xmax - xmin) * 0.06 + (xmax == xmin ? 1 : 0);
-        xmin -= pad, xmax += pad;
-    }
+    double xmin, xmax;
+    dpplot_sweep_x_range(&xs, x, log2x, 0.06, &xmin, &xmax);
     for (size_t kr = 0; kr < rows; kr++)
         for (size_t kc = 0; kc < cols; kc++) {
             char ptitle[200];

@@ -182,15 +182,8 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 120}, legend, n_legend) + 8;
     double bottom_note = failed[0] ? 30 : 0;
 
-    double xmin = x[0], xmax = x[xs.n - 1];
-    if (!xs.numeric)
-        xmin = -0.5, xmax = (double)xs.n - 0.5;
-    else if (log2x)
-        xmin /= pow(2, 0.35), xmax *= pow(2, 0.35);
-    else {
-        double pad = (xmax - xmin) * 0.05 + (xmax == xmin ? 1 : 0);
-        xmin -= pad, xmax += pad;
-    }
+    double xmin, xmax;
+    dpplot_sweep_x_range(&xs, x, log2x, 0.05, &xmin, &xmax);
     dpplot_series *sets[2] = {mem_s, ms_s};
     size_t *orders[2] = {mem_order, ms_order};
     const char *titles[2] = {"Peak memory", "Time per step"};

@@ -174,18 +174,6 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
 #define MAX_POINT_PANELS 30
 #define MAX_POINT_METHODS 8
 
-/* The swept values of r but the method, "batch=8, lora_rank=0" (what names its point). */
-static void point_label(const dpplot_result *r, char *buf, size_t len) {
-    size_t used = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < r->n_vary; i++) {
-        if (strcmp(r->vary[i].key, "method") == 0) continue;
-        int w = snprintf(buf + used, len - used, "%s%s=%s", used ? ", " : "", r->vary[i].key, r->vary[i].text);
-        if (w < 0 || (size_t)w >= len - used) break;
-        used += (size_t)w;
-    }
-}
-
 int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, const char *filter, const char *path,
                                   const dpplot_options *opt, dpplot_strlist *notes) {
     /* Points in the results' order (method rank first, then the swept values): group by label. */
@@ -202,7 +190,7 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
             !dpplot_point_matches(r, filter))
             continue;
         char label[160];
-        point_label(r, label, sizeof label);
+        dpplot_point_label(r, label, sizeof label);
         size_t k = 0;
         while (k < n_p && strcmp(labels[k], label) != 0) k++;
         if (k == n_p) {

@@ -92,6 +92,30 @@ int dpplot_wants_log2(const char *key, const dpplot_value_set *vs) {
     return 1;
 }
 
+void dpplot_sweep_x_range(const dpplot_value_set *xs, const double *x, int log2x, double pad, double *xmin,
+                          double *xmax) {
+    *xmin = x[0], *xmax = x[xs->n - 1];
+    if (!xs->numeric) {
+        *xmin = -0.5, *xmax = (double)xs->n - 0.5;
+    } else if (log2x) {
+        *xmin /= pow(2, 0.35), *xmax *= pow(2, 0.35);
+    } else {
+        double d = (*xmax - *xmin) * pad + (*xmax == *xmin ? 1 : 0);
+        *xmin -= d, *xmax += d;
+    }
+}
+
+void dpplot_point_label(const dpplot_result *r, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_vary; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        int w = snprintf(buf + used, len - used, "%s%s=%s", used ? ", " : "", r->vary[i].key, r->vary[i].text);
+        if (w < 0 || (size_t)w >= len - used) break;
+        used += (size_t)w;
+    }
+}
+
 int dpplot_point_matches(const dpplot_result *r, const char *filter) {
     if (!filter || !*filter) return 1;
     const char *p = filter;

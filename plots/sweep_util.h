@@ -33,6 +33,12 @@ const dpplot_result *dpplot_sweep_first(const dpplot_results *rs, const char *sw
 /* log2 suits sizes that double from point to point: seq_len, batch, hidden, and any all-powers-of-
  * two variable spanning at least 4x. */
 int dpplot_wants_log2(const char *key, const dpplot_value_set *vs);
+/* The x range of a sweep chart over xs (x: the positions drawn): categories at -0.5 .. n-0.5, a
+ * log2 axis widened by 2^0.35 each way, a linear one by pad (a fraction of the span). */
+void dpplot_sweep_x_range(const dpplot_value_set *xs, const double *x, int log2x, double pad, double *xmin,
+                          double *xmax);
+/* The swept values of r but the method, "seq_len=2048, batch=4" (what names its point). */
+void dpplot_point_label(const dpplot_result *r, char *buf, size_t len);
 /* 1 when r's swept values agree with `filter`, a list "key=value,key=value" (NULL or "": all);
  * a key r does not vary never matches. */
 int dpplot_point_matches(const dpplot_result *r, const char *filter);

@@ -6,6 +6,7 @@
  *     allocated and freed since the call before; nested calls count once; off, nothing is charged;
  *   - on the plan device: a call lasts the modelled time of its op. */
 #include "check.h"
+#include "test_util.h"
 #include "clock.h"
 #include "device.h"
 #include "dpprof_engine.h"
@@ -19,20 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int raw_alloc(void *ctx, size_t bytes, void **ptr) {
-    (void)ctx;
-    *ptr = bytes ? malloc(bytes) : NULL;
-    return bytes && !*ptr ? DP_EOOM : DP_OK;
-}
-
-static void raw_free(void *ctx, void *ptr, size_t bytes) {
-    (void)ctx;
-    (void)bytes;
-    free(ptr);
-}
-
 static void test_window(void) {
-    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_raw_allocator raw = {NULL, test_raw_alloc, test_raw_free, NULL};
     dp_mem *m = dp_mem_new(&raw, 0);
     dp_alloc p, a, t;
     CHECK_OK(dp_mem_alloc(m, 1000, DP_CAT_PARAMETERS, &p));
