@@ -286,6 +286,12 @@ static size_t parse_series(ctx *c, dpplot_series *out, int timeline) {
             luaL_error(L, "dpprof.plot.%s: field '%sy' has %d values but '%s%s' has %d", c->fn, prefix, (int)ny, prefix,
                        xk, (int)nx);
         s->n = nx;
+        size_t nlo, nhi; /* whiskers: lo and hi values per point (false for none) */
+        s->y_lo = number_field(c, t, prefix, "lo", 0, 1, &nlo);
+        s->y_hi = number_field(c, t, prefix, "hi", 0, 1, &nhi);
+        if ((s->y_lo && nlo != nx) || (s->y_hi && nhi != nx) || !s->y_lo != !s->y_hi)
+            luaL_error(L, "dpprof.plot.%s: fields '%slo' and '%shi' go together, with a value per point", c->fn, prefix,
+                       prefix);
         s->oom = bool_field(c, t, prefix, "oom", &no);
         if (s->oom && no != nx)
             luaL_error(L, "dpprof.plot.%s: field '%soom' has %d flags but '%s%s' has %d", c->fn, prefix, (int)no,

@@ -51,9 +51,10 @@ static const char *const usage =
     "                                   visible as dpprof.args (numbers and true/false converted)\n"
     "  plot DIR [--out DIR] [--scale S] render charts and summaries from the result JSON files in\n"
     "       [--point K=V] [--heatmap X,Y] DIR (default out: DIR; scale 2 doubles the resolution)\n"
-    "  compare BASE NEW [--threshold R] compare two results (files or directories); exit 1 when\n"
-    "                                   peak memory or step time grew past R (default 1.05) or a\n"
-    "                                   pair could not be compared, 2 for an invalid file\n"
+    "  compare BASE NEW [--memory R]    compare two results (files or directories); exit 1 when\n"
+    "       [--time R] [--threshold R]  peak memory grew past --memory, step time past --time\n"
+    "                                   beyond the runs' measured spread (default 1.05 each), or\n"
+    "                                   a pair could not be compared, 2 for an invalid file\n"
     "  fit [key=value ...]              the largest seq_len, batch or layers that fits a memory\n"
     "                                   budget, per DP method, from plan runs (fit --help)\n"
     "  --help, -h                       this text\n"
@@ -276,8 +277,10 @@ static int cmd_plot(int argc, char **argv) {
             for (const char *p = opt.point; *p;) { /* every item key=value, both non-empty */
                 size_t len = strcspn(p, ","), eq = strcspn(p, "=");
                 if (eq == 0 || eq >= len - (len > 0) || len == 0) {
-                    fprintf(stderr, "dpprof plot: --point takes KEY=VALUE items joined by commas (e.g. "
-                                    "batch=8,lora_rank=0), got '%s'\n", opt.point);
+                    fprintf(stderr,
+                            "dpprof plot: --point takes KEY=VALUE items joined by commas (e.g. "
+                            "batch=8,lora_rank=0), got '%s'\n",
+                            opt.point);
                     return 2;
                 }
                 p += len + (p[len] == ',');
@@ -290,8 +293,10 @@ static int cmd_plot(int argc, char **argv) {
             opt.heatmap = argv[++i];
             const char *comma = strchr(opt.heatmap, ',');
             if (!comma || comma == opt.heatmap || !comma[1] || strchr(comma + 1, ',')) {
-                fprintf(stderr, "dpprof plot: --heatmap takes two swept variables, X,Y (e.g. seq_len,batch), "
-                                "got '%s'\n", opt.heatmap);
+                fprintf(stderr,
+                        "dpprof plot: --heatmap takes two swept variables, X,Y (e.g. seq_len,batch), "
+                        "got '%s'\n",
+                        opt.heatmap);
                 return 2;
             }
         } else if (strcmp(argv[i], "--out") == 0) {
