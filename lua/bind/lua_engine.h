@@ -56,7 +56,8 @@ struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
 
 /* Adds dpprof.dp.wrap, dpprof.dp.check and the DP wrapper's metatable (lua_dp.c). */
 void dpl_open_dp(lua_State *L);
-/* Adds dpprof.privacy: epsilon and noise_multiplier of the RDP accountant (lua_privacy.c). */
+/* Adds dpprof.privacy: epsilon and noise_multiplier by the RDP, PRV or PLD accountant
+ * (lua_privacy.c). */
 void dpl_open_privacy(lua_State *L);
 
 /* The live tensor at idx, or an argument error (also for a freed tensor). */

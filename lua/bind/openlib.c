@@ -1,5 +1,5 @@
 /* openlib.c: assembles the dpprof module from the engine's bindings (lua/bind/lua_*.c), the
- * privacy accountant, the charts (plots/) and the Lua-side modules (lua/dpprof/). */
+ * privacy accountants, the charts (plots/) and the Lua-side modules (lua/dpprof/). */
 #include "dpprof.h"
 
 #include "device.h"
