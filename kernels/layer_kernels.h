@@ -51,18 +51,21 @@ cudaError_t dpk_swiglu_backward(cudaStream_t s, int dtype, void *dgate, void *du
 cudaError_t dpk_rope(cudaStream_t s, int dtype, void *x, int64_t ld, int64_t N, int64_t T, int64_t H, int64_t hd,
                      float theta, int inverse);
 
-/* attention_fwd.cu / attention_bwd.cu: causal FlashAttention-2 (hd <= 256). bf16 with hd 64
- * or 128 (and 16-byte aligned rows) runs on tensor cores; everything else on a tiled SIMT
- * kernel. The backward writes delta (B*H*T f32) itself. */
+/* attention_fwd.cu / attention_bwd.cu: causal FlashAttention-2 (hd <= 256), grouped-query
+ * (query head h reads kv head h / (H / Hkv); q and dq have row strides ld_q / ld_dq, k, v and
+ * dk, dv ld_kv / ld_dkv). bf16 with hd 64 or 128 (and 16-byte aligned rows) runs on tensor
+ * cores; everything else on a tiled SIMT kernel. The backward writes delta (B*H*T f32) itself;
+ * a kv head's dk, dv sum its group's query heads in one block, in order (no atomics). */
 cudaError_t dpk_attention_forward(cudaStream_t s, int dtype, void *out, float *lse, const void *q, const void *k,
-                                  const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
-                                  float scale);
-cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                   const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                                   const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
-                                   int64_t hd, float scale);
+                                  const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H,
+                                  int64_t Hkv, int64_t hd, float scale);
+cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv, int64_t ld_dq,
+                                   int64_t ld_dkv, const void *dout, const void *out, const float *lse, const void *q,
+                                   const void *k, const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B,
+                                   int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale);
 /* 1 when attention of this dtype and shape runs on tensor cores (for benchmarks and docs). */
-int dpk_attention_uses_mma(int dtype, int64_t hd, int64_t ld_in, const void *q, const void *k, const void *v);
+int dpk_attention_uses_mma(int dtype, int64_t hd, int64_t ld_q, int64_t ld_kv, const void *q, const void *k,
+                           const void *v);
 
 /* cross_entropy.cu: one block per row of V logits. */
 cudaError_t dpk_cross_entropy_forward(cudaStream_t s, int dtype, float *losses, float *lse, const void *logits,

@@ -78,19 +78,24 @@ typedef struct dp_layer_ops {
                 float theta, int inverse);
 
     /* Causal self-attention, FlashAttention-2 style: never a T x T matrix in device memory.
-     * q, k, v are N x (H*hd) views with row stride ld_in (e.g. 3d inside a fused qkv tensor);
-     * out is N x (H*hd) contiguous (row stride H*hd). Row i of head h attends to keys j <= i of the
-     * same sample with softmax(scale * q.k). Saves lse[(b*H + h)*T + i] = log-sum-exp of the
-     * scaled scores of that row (natural log). */
+     * Grouped-query: H query heads share Hkv key/value heads (H a multiple of Hkv; Hkv = H is
+     * ordinary multi-head attention, Hkv = 1 multi-query); query head h reads kv head
+     * h / (H / Hkv), as transformers' repeat_kv, and the repeat is never materialised. q is an
+     * N x (H*hd) view with row stride ld_q, k and v are N x (Hkv*hd) views with row stride ld_kv
+     * (e.g. both 3d inside GPT's fused qkv); out is N x (H*hd) contiguous (row stride H*hd).
+     * Row i of head h attends to keys j <= i of the same sample with softmax(scale * q.k).
+     * Saves lse[(b*H + h)*T + i] = log-sum-exp of the scaled scores of that row (natural log). */
     int (*attention_forward)(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                             const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd, float scale);
-    /* Gradients of attention_forward: writes dq, dk, dv (N x H*hd views, row stride ld_grad).
-     * delta is caller-provided f32 scratch of B*H*T floats (rowsum(dout * out)). Deterministic:
-     * no atomics (dk/dv and dq come from separate passes over the blocks). */
-    int (*attention_backward)(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
+                             const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                             int64_t hd, float scale);
+    /* Gradients of attention_forward: writes dq (row stride ld_dq) and dk, dv (ld_dkv), laid out
+     * like q, k, v. delta is caller-provided f32 scratch of B*H*T floats (rowsum(dout * out)).
+     * Deterministic: no atomics (dk/dv and dq come from separate passes over the blocks; a kv
+     * head's dk and dv sum the H / Hkv query heads of its group in increasing order). */
+    int (*attention_backward)(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq, int64_t ld_dkv,
                               const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                              const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H, int64_t hd,
-                              float scale);
+                              const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B, int64_t T, int64_t H,
+                              int64_t Hkv, int64_t hd, float scale);
 
     /* Fused softmax cross-entropy, forward: for each of N rows of logits (N x V, dtype t),
      * losses[n] = logsumexp(row) - row[targets[n]] and lse[n] = logsumexp(row) (f32). */

@@ -179,18 +179,15 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
     DP_TRY(cfg_int(path, root, "intermediate_size", 1, &cfg->ffn));
     DP_TRY(cfg_int(path, root, "num_hidden_layers", 1, &cfg->layers));
     DP_TRY(cfg_int(path, root, "num_attention_heads", 1, &cfg->heads));
-    int64_t kv_heads = cfg->heads, head_dim = 0, positions = 0;
-    DP_TRY(cfg_int(path, root, "num_key_value_heads", 0, &kv_heads));
-    if (kv_heads != cfg->heads)
-        return dp_error_set(DP_ENOTSUP,
-                            "%s: num_key_value_heads=%lld differs from num_attention_heads=%lld: "
-                            "grouped-query attention is not supported (dpprof's llama has one key/value "
-                            "head per query head)",
-                            path, (long long)kv_heads, (long long)cfg->heads);
-    DP_TRY(cfg_int(path, root, "head_dim", 0, &head_dim));
-    if (head_dim && head_dim * cfg->heads != cfg->hidden)
-        return dp_error_set(DP_ENOTSUP, "%s: head_dim=%lld is not hidden_size / num_attention_heads = %lld", path,
-                            (long long)head_dim, (long long)(cfg->hidden / cfg->heads));
+    int64_t positions = 0;
+    cfg->kv_heads = cfg->heads; /* LlamaConfig: num_key_value_heads None means num_attention_heads */
+    DP_TRY(cfg_int(path, root, "num_key_value_heads", 0, &cfg->kv_heads));
+    if (cfg->heads % cfg->kv_heads)
+        return dp_error_set(DP_EINVAL,
+                            "%s: num_attention_heads (%lld) must be a multiple of num_key_value_heads (%lld): each "
+                            "key/value head serves a group of query heads",
+                            path, (long long)cfg->heads, (long long)cfg->kv_heads);
+    DP_TRY(cfg_int(path, root, "head_dim", 0, &cfg->head_dim));
     DP_TRY(cfg_int(path, root, "max_position_embeddings", 0, &positions));
     cfg->max_positions = positions;
     cfg->norm_eps = 1e-6f; /* LlamaConfig's default */
@@ -291,8 +288,8 @@ static cJSON *config_json(dp_model *m) {
         cJSON_AddNumberToObject(j, "intermediate_size", (double)rows_of(m, "model.layers.0.mlp.gate_proj.weight"));
         cJSON_AddNumberToObject(j, "num_hidden_layers", (double)c->layers);
         cJSON_AddNumberToObject(j, "num_attention_heads", (double)c->heads);
-        cJSON_AddNumberToObject(j, "num_key_value_heads", (double)c->heads);
-        cJSON_AddNumberToObject(j, "head_dim", (double)(c->hidden / c->heads));
+        cJSON_AddNumberToObject(j, "num_key_value_heads", (double)c->kv_heads);
+        cJSON_AddNumberToObject(j, "head_dim", (double)c->head_dim);
         cJSON_AddNumberToObject(j, "max_position_embeddings", (double)positions);
         cJSON_AddStringToObject(j, "hidden_act", "silu");
         cJSON_AddNumberToObject(j, "rms_norm_eps", short_decimal(c->norm_eps));

@@ -21,7 +21,10 @@ int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out) {
     if (m->cfg.lora_rank == 0) m->cfg.lora_targets = 0, m->cfg.lora_alpha = 0;
     m->d = cfg->hidden;
     m->H = cfg->heads;
-    m->hd = cfg->hidden / cfg->heads;
+    m->Hkv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
+    m->hd = cfg->head_dim > 0 ? cfg->head_dim : cfg->hidden / cfg->heads;
+    m->cfg.kv_heads = m->Hkv;
+    m->cfg.head_dim = m->hd;
     m->F = m->cfg.ffn;
     m->V = cfg->vocab;
     m->t = cfg->dtype;

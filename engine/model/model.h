@@ -32,11 +32,15 @@ enum {
 typedef struct dp_model_config {
     dp_arch arch;
     int64_t vocab, hidden, layers, heads, seq_len, batch;
+    int64_t kv_heads;      /* llama: key/value heads (grouped-query attention: heads a multiple of it; 1 =
+                            * multi-query); 0 = heads */
+    int64_t head_dim;      /* llama: the attention heads' width (q is heads x head_dim, k and v kv_heads x
+                            * head_dim); 0 = hidden / heads */
     double mlp_ratio;      /* MLP width / hidden: gpt default 4; llama default 8/3 (rounded up to a multiple of 64 as
                             * intermediate_size is in Llama configs) */
     int64_t ffn;           /* MLP width; 0 = from mlp_ratio */
     int64_t max_positions; /* gpt: rows of wpe (0 = seq_len) */
-    int tie_head;          /* gpt: LM head shares wte (default 1); llama: always 0 */
+    int tie_head;          /* the LM head shares the token embedding (gpt default 1, llama default 0) */
     dp_dtype dtype;        /* compute dtype: f32, or bf16 on CUDA */
     float norm_eps;        /* 1e-5 (both archs, as GPT-2 and Llama-2 configs) */
     float rope_theta;      /* llama: 10000 */

@@ -65,6 +65,42 @@ static int positive(int64_t v, const char *key) {
     return dp_error_set(DP_EINVAL, "model: '%s' must be a positive integer (got %lld)", key, (long long)v);
 }
 
+/* heads, kv_heads, head_dim: gpt's fused qkv has H heads of hidden / H for q, k and v alike;
+ * llama's H query heads are groups of kv_heads key/value heads, of width head_dim (even: the
+ * rotary pairs). */
+static int check_heads(const dp_model_config *cfg) {
+    const long long H = cfg->heads, kv = cfg->kv_heads, hd = cfg->head_dim;
+    if (kv < 0) return dp_error_set(DP_EINVAL, "model: 'kv_heads' must be positive, or 0 for 'heads' (got %lld)", kv);
+    if (hd < 0)
+        return dp_error_set(DP_EINVAL, "model: 'head_dim' must be positive, or 0 for hidden / heads (got %lld)", hd);
+    if (hd == 0 && cfg->hidden % cfg->heads)
+        return dp_error_set(DP_EINVAL, "model: 'heads' (%lld) must divide 'hidden' (%lld), or give 'head_dim'", H,
+                            (long long)cfg->hidden);
+    const long long width = hd ? hd : (long long)(cfg->hidden / cfg->heads);
+    if (cfg->arch == DP_ARCH_GPT) {
+        if (kv && kv != H)
+            return dp_error_set(DP_EINVAL,
+                                "model: 'kv_heads' (%lld) must equal 'heads' (%lld) for gpt (its fused qkv has one "
+                                "key/value head per query head; grouped-query attention is llama's)",
+                                kv, H);
+        if (hd && hd * H != cfg->hidden)
+            return dp_error_set(DP_EINVAL, "model: 'head_dim' (%lld) must be 'hidden' / 'heads' = %lld for gpt", hd,
+                                (long long)(cfg->hidden / cfg->heads));
+        return DP_OK;
+    }
+    if (kv && (kv > H || H % kv))
+        return dp_error_set(DP_EINVAL,
+                            "model: 'heads' (%lld) must be a multiple of 'kv_heads' (%lld): each key/value head "
+                            "serves a group of query heads",
+                            H, kv);
+    if (width % 2)
+        return dp_error_set(DP_EINVAL, "model: llama's rotary embeddings need an even head dimension (got %lld)",
+                            width);
+    if (width > 1 << 20 || H * width > (long long)1 << 30)
+        return dp_error_set(DP_EINVAL, "model: 'heads' x head dimension (%lld x %lld) is too large", H, width);
+    return DP_OK;
+}
+
 int dp_model_config_check(const dp_model_config *cfg) {
     if (cfg->arch != DP_ARCH_GPT && cfg->arch != DP_ARCH_LLAMA)
         return dp_error_set(DP_EINVAL, "model: unknown 'arch' %d (valid: gpt, llama)", (int)cfg->arch);
@@ -76,13 +112,7 @@ int dp_model_config_check(const dp_model_config *cfg) {
     DP_TRY(positive(cfg->batch, "batch"));
     if (cfg->vocab > INT32_MAX)
         return dp_error_set(DP_EINVAL, "model: 'vocab' %lld does not fit token ids (i32)", (long long)cfg->vocab);
-    if (cfg->hidden % cfg->heads)
-        return dp_error_set(DP_EINVAL, "model: 'heads' (%lld) must divide 'hidden' (%lld)", (long long)cfg->heads,
-                            (long long)cfg->hidden);
-    if (cfg->arch == DP_ARCH_LLAMA && (cfg->hidden / cfg->heads) % 2)
-        return dp_error_set(DP_EINVAL,
-                            "model: llama's rotary embeddings need an even head dimension ('hidden' / 'heads' = %lld)",
-                            (long long)(cfg->hidden / cfg->heads));
+    DP_TRY(check_heads(cfg));
     if (cfg->ffn < 0) return dp_error_set(DP_EINVAL, "model: 'ffn' must be positive (got %lld)", (long long)cfg->ffn);
     if (cfg->ffn == 0 && !(cfg->mlp_ratio > 0 && isfinite(cfg->mlp_ratio)))
         return dp_error_set(DP_EINVAL, "model: 'mlp_ratio' must be a positive number (got %g)", cfg->mlp_ratio);

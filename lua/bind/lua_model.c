@@ -68,9 +68,10 @@ void dpl_push_model(lua_State *L, dp_model *m) {
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
-static const char *const model_keys[] = {
-    "arch",     "vocab", "hidden",   "layers",     "heads",    "seq_len", "batch",  "mlp_ratio", "ffn", "max_positions",
-    "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed",    "device", "lora",      NULL};
+static const char *const model_keys[] = {"arch",     "vocab",   "hidden",   "layers",     "heads",    "kv_heads",
+                                         "head_dim", "seq_len", "batch",    "mlp_ratio",  "ffn",      "max_positions",
+                                         "tie_head", "dtype",   "norm_eps", "rope_theta", "init_std", "seed",
+                                         "device",   "lora",    NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
@@ -138,6 +139,8 @@ static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     cfg->hidden = required_int(L, idx, fname, "hidden");
     cfg->layers = required_int(L, idx, fname, "layers");
     cfg->heads = required_int(L, idx, fname, "heads");
+    cfg->kv_heads = dpl_opt_int_field(L, idx, fname, "kv_heads", 0);
+    cfg->head_dim = dpl_opt_int_field(L, idx, fname, "head_dim", 0);
     cfg->seq_len = required_int(L, idx, fname, "seq_len");
     cfg->batch = dpl_opt_int_field(L, idx, fname, "batch", 1);
     cfg->mlp_ratio = dpl_opt_num_field(L, idx, fname, "mlp_ratio", cfg->mlp_ratio);
@@ -465,6 +468,8 @@ static int l_config(lua_State *L) {
     lua_pushinteger(L, c->hidden), lua_setfield(L, -2, "hidden");
     lua_pushinteger(L, c->layers), lua_setfield(L, -2, "layers");
     lua_pushinteger(L, c->heads), lua_setfield(L, -2, "heads");
+    lua_pushinteger(L, c->kv_heads), lua_setfield(L, -2, "kv_heads");
+    lua_pushinteger(L, c->head_dim), lua_setfield(L, -2, "head_dim");
     lua_pushinteger(L, c->seq_len), lua_setfield(L, -2, "seq_len");
     lua_pushinteger(L, c->batch), lua_setfield(L, -2, "batch");
     lua_pushnumber(L, c->mlp_ratio), lua_setfield(L, -2, "mlp_ratio");

@@ -45,8 +45,9 @@ local experiment = {}
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace" }
-local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "mlp_ratio", "ffn",
-                     "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed", "lora" }
+local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
+                     "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std",
+                     "seed", "lora" }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
                   "poisson", "dataset_size", "flash_impl" }
 local OPTIMIZER_KEYS = {
@@ -107,7 +108,8 @@ end
 
 -- The integer keys of a model: integral floats (hidden = 2^8) stored as integers, so the
 -- configuration a result echoes has the types docs/results.md gives.
-local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "seq_len", "batch", "ffn", "max_positions", "seed" }
+local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch", "ffn",
+                         "max_positions", "seed" }
 
 -- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
 -- a device, so a configuration that cannot run raises before anything is built (and a sweep

@@ -366,21 +366,23 @@ static void test_rope(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t hd) {
 
 /* ---- attention --------------------------------------------------------------------------------- */
 
-static void test_attention(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t hd) {
-    char what[200], shape[96];
-    const int64_t N = B * T, d = H * hd, ld = 3 * d;
+/* q, k and v side by side in rows of (H + 2 Hkv) hd (GPT-2's fused qkv when Hkv == H); Hkv < H
+ * is grouped-query attention (the dk, dv of a kv head sum its group's query heads) */
+static void test_attention(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hd) {
+    char what[200], shape[120];
+    const int64_t N = B * T, d = H * hd, dkv = Hkv * hd, ld = d + 2 * dkv;
     const float scale = 1.0f / sqrtf((float)hd);
     const double tol = t == DP_BF16 ? 2e-2 : 1e-5;
-    snprintf(shape, sizeof shape, "%s B=%lld T=%lld H=%lld hd=%lld", dp_dtype_name(t), (long long)B, (long long)T,
-             (long long)H, (long long)hd);
+    snprintf(shape, sizeof shape, "%s B=%lld T=%lld H=%lld Hkv=%lld hd=%lld", dp_dtype_name(t), (long long)B,
+             (long long)T, (long long)H, (long long)Hkv, (long long)hd);
     pair qkv, out, lse, dout, dqkv, delta;
     pair_rand(&qkv, t, N * ld, 0, 1);
     pair_nan(&out, t, N * d);
     pair_nan(&lse, DP_F32, B * H * T);
-    CHECK_OK(CPU_L->attention_forward(cpu, t, out.c.data, lse.c.data, at_c(&qkv, 0), at_c(&qkv, d), at_c(&qkv, 2 * d),
-                                      ld, B, T, H, hd, scale));
-    CHECK_OK(GPU_L->attention_forward(gpu, t, out.g.data, lse.g.data, at_g(&qkv, 0), at_g(&qkv, d), at_g(&qkv, 2 * d),
-                                      ld, B, T, H, hd, scale));
+    CHECK_OK(CPU_L->attention_forward(cpu, t, out.c.data, lse.c.data, at_c(&qkv, 0), at_c(&qkv, d), at_c(&qkv, d + dkv),
+                                      ld, ld, B, T, H, Hkv, hd, scale));
+    CHECK_OK(GPU_L->attention_forward(gpu, t, out.g.data, lse.g.data, at_g(&qkv, 0), at_g(&qkv, d), at_g(&qkv, d + dkv),
+                                      ld, ld, B, T, H, Hkv, hd, scale));
     snprintf(what, sizeof what, "attention_forward %s out", shape);
     report(what, pair_err(&out), tol);
     snprintf(what, sizeof what, "attention_forward %s lse", shape);
@@ -391,16 +393,17 @@ static void test_attention(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t 
     pair_rand(&dout, t, N * d, 0, 1);
     pair_nan(&dqkv, t, N * ld);
     pair_nan(&delta, DP_F32, B * H * T);
-    CHECK_OK(CPU_L->attention_backward(cpu, t, at_c(&dqkv, 0), at_c(&dqkv, d), at_c(&dqkv, 2 * d), ld, dout.c.data,
-                                       out.c.data, lse.c.data, at_c(&qkv, 0), at_c(&qkv, d), at_c(&qkv, 2 * d), ld,
-                                       delta.c.data, B, T, H, hd, scale));
-    CHECK_OK(GPU_L->attention_backward(gpu, t, at_g(&dqkv, 0), at_g(&dqkv, d), at_g(&dqkv, 2 * d), ld, dout.g.data,
-                                       out.g.data, lse.g.data, at_g(&qkv, 0), at_g(&qkv, d), at_g(&qkv, 2 * d), ld,
-                                       delta.g.data, B, T, H, hd, scale));
+    CHECK_OK(CPU_L->attention_backward(cpu, t, at_c(&dqkv, 0), at_c(&dqkv, d), at_c(&dqkv, d + dkv), ld, ld,
+                                       dout.c.data, out.c.data, lse.c.data, at_c(&qkv, 0), at_c(&qkv, d),
+                                       at_c(&qkv, d + dkv), ld, ld, delta.c.data, B, T, H, Hkv, hd, scale));
+    CHECK_OK(GPU_L->attention_backward(gpu, t, at_g(&dqkv, 0), at_g(&dqkv, d), at_g(&dqkv, d + dkv), ld, ld,
+                                       dout.g.data, out.g.data, lse.g.data, at_g(&qkv, 0), at_g(&qkv, d),
+                                       at_g(&qkv, d + dkv), ld, ld, delta.g.data, B, T, H, Hkv, hd, scale));
     const char *names[3] = {"dq", "dk", "dv"};
+    const int64_t off[3] = {0, d, d + dkv}, width[3] = {d, dkv, dkv};
     for (int part = 0; part < 3; part++) {
         snprintf(what, sizeof what, "attention_backward %s %s", shape, names[part]);
-        report(what, pair_err_part(&dqkv, part * d, N, d, ld), t == DP_BF16 ? 3e-2 : 2e-5);
+        report(what, pair_err_part(&dqkv, off[part], N, width[part], ld), t == DP_BF16 ? 3e-2 : 2e-5);
     }
     snprintf(what, sizeof what, "attention_backward %s delta", shape);
     report(what, pair_err(&delta), 1e-5);
@@ -624,15 +627,15 @@ static int b_att_fwd(void *p) {
     size_t es = dp_dtype_size(c->t);
     char *q = c->qkv.data;
     return GPU_L->attention_forward(gpu, c->t, c->out.data, c->lse.data, q, q + c->d * es, q + 2 * c->d * es, 3 * c->d,
-                                    c->B, c->T, c->H, c->hd, 1.0f / sqrtf((float)c->hd));
+                                    3 * c->d, c->B, c->T, c->H, c->H, c->hd, 1.0f / sqrtf((float)c->hd));
 }
 static int b_att_bwd(void *p) {
     bench_ctx *c = p;
     size_t es = dp_dtype_size(c->t);
     char *q = c->qkv.data, *dq = c->dqkv.data;
-    return GPU_L->attention_backward(gpu, c->t, dq, dq + c->d * es, dq + 2 * c->d * es, 3 * c->d, c->y.data,
-                                     c->out.data, c->lse.data, q, q + c->d * es, q + 2 * c->d * es, 3 * c->d,
-                                     c->delta.data, c->B, c->T, c->H, c->hd, 1.0f / sqrtf((float)c->hd));
+    return GPU_L->attention_backward(gpu, c->t, dq, dq + c->d * es, dq + 2 * c->d * es, 3 * c->d, 3 * c->d, c->y.data,
+                                     c->out.data, c->lse.data, q, q + c->d * es, q + 2 * c->d * es, 3 * c->d, 3 * c->d,
+                                     c->delta.data, c->B, c->T, c->H, c->H, c->hd, 1.0f / sqrtf((float)c->hd));
 }
 static int b_ce_fwd(void *p) {
     bench_ctx *c = p;
@@ -787,13 +790,17 @@ int main(void) {
             test_rope(t, 1, 5, 1, 300); /* hd / 2 > 128: inv_freq computed on the device */
         }
         if (RUN(attention)) {
-            test_attention(t, 2, 300, 3, 64);  /* T not a multiple of any tile */
-            test_attention(t, 1, 600, 2, 128); /* several tiles deep */
-            test_attention(t, 2, 256, 2, 64);  /* whole tiles */
-            test_attention(t, 2, 1, 2, 128);   /* T = 1: one key */
-            test_attention(t, 1, 7, 2, 16);    /* small head dim */
-            test_attention(t, 1, 77, 3, 48);   /* hd not a power of two */
-            test_attention(t, 1, 130, 1, 256); /* the largest head dim */
+            test_attention(t, 2, 300, 3, 3, 64);  /* T not a multiple of any tile */
+            test_attention(t, 1, 600, 2, 2, 128); /* several tiles deep */
+            test_attention(t, 2, 256, 2, 2, 64);  /* whole tiles */
+            test_attention(t, 2, 1, 2, 2, 128);   /* T = 1: one key */
+            test_attention(t, 1, 7, 2, 2, 16);    /* small head dim */
+            test_attention(t, 1, 77, 3, 3, 48);   /* hd not a power of two */
+            test_attention(t, 1, 130, 1, 1, 256); /* the largest head dim */
+            test_attention(t, 2, 300, 4, 2, 64);  /* grouped-query: 2 query heads per kv head */
+            test_attention(t, 1, 200, 8, 2, 128); /* groups of 4 (Llama-3-8B's 32 / 8) */
+            test_attention(t, 2, 77, 3, 1, 48);   /* multi-query, SIMT */
+            test_attention(t, 1, 130, 4, 1, 64);  /* multi-query, tensor cores in bf16 */
         }
         if (RUN(cross_entropy)) {
             test_cross_entropy(t, 7, 1, 50257);

@@ -626,6 +626,7 @@ static void test_cost_model(void) {
 typedef struct model_case {
     dp_arch arch;
     int tied, lora;
+    int64_t heads, kv_heads, head_dim; /* 0: 2 heads, one kv head each, of hidden / heads */
 } model_case;
 
 static dp_model *small_model(const model_case *mc, int64_t T) {
@@ -633,7 +634,9 @@ static dp_model *small_model(const model_case *mc, int64_t T) {
     dp_model_config_default(&cfg, mc->arch);
     cfg.vocab = 23;
     cfg.hidden = 16;
-    cfg.heads = 2;
+    cfg.heads = mc->heads ? mc->heads : 2;
+    cfg.kv_heads = mc->kv_heads;
+    cfg.head_dim = mc->head_dim;
     cfg.layers = 2;
     cfg.ffn = 24;
     cfg.seq_len = T;
@@ -725,8 +728,9 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
         CHECK_EQ_U64(st.peak[DP_CAT_OUTPUT_GRADS], st.current[DP_CAT_OUTPUT_GRADS]);
         CHECK_OK(dpsgd_clip(dp));
         char what[160];
-        snprintf(what, sizeof what, "%s%s%s B=%lld T=%lld", mc->arch == DP_ARCH_GPT ? "gpt" : "llama",
-                 mc->tied ? " tied" : "", mc->lora ? " lora" : "", (long long)B, (long long)T);
+        snprintf(what, sizeof what, "%s%s%s kv_heads=%lld/%lld B=%lld T=%lld",
+                 mc->arch == DP_ARCH_GPT ? "gpt" : "llama", mc->tied ? " tied" : "", mc->lora ? " lora" : "",
+                 (long long)mc->kv_heads, (long long)mc->heads, (long long)B, (long long)T);
         double *got_total = calloc((size_t)B, sizeof *got_total);
         for (int k = 0; k < n_tp; k++) {
             CHECK_OK(dpsgd_param_sq_norms(dp, tp[k], row, B));
@@ -831,8 +835,12 @@ int main(void) {
     test_strips(PS, DP_F32, 3, 3, 2048, 2048, 2048, 2); /* samples 2 + 1 */
     test_strips_chosen(7, 16, 24, DPSGD_FORM_GRAM_TILE, DPSGD_FORM_GRAM_STRIP);
     test_strips_chosen(300, 3, 2, DPSGD_FORM_GRAD_TILE, DPSGD_FORM_GRAD_STRIP);
+    /* llama with grouped-query attention (k, v of width kv_heads x head_dim, head_dim apart from
+     * hidden / heads) and multi-query attention: k and v are ordinary linears for every method */
     const model_case models[] = {
-        {DP_ARCH_GPT, 0, 0}, {DP_ARCH_GPT, 1, 0}, {DP_ARCH_GPT, 1, 1}, {DP_ARCH_LLAMA, 0, 0}, {DP_ARCH_LLAMA, 0, 1},
+        {DP_ARCH_GPT, 0, 0, 0, 0, 0},   {DP_ARCH_GPT, 1, 0, 0, 0, 0},   {DP_ARCH_GPT, 1, 1, 0, 0, 0},
+        {DP_ARCH_LLAMA, 0, 0, 0, 0, 0}, {DP_ARCH_LLAMA, 0, 1, 0, 0, 0}, {DP_ARCH_LLAMA, 0, 1, 4, 2, 6},
+        {DP_ARCH_LLAMA, 0, 0, 4, 1, 0},
     };
     const int64_t model_Ts[3] = {1, 7, 64};
     for (size_t k = 0; k < sizeof models / sizeof *models; k++)

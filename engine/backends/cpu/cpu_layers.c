@@ -324,11 +324,20 @@ static float dot(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+/* Grouped-query attention: query head h reads kv head h / (H / Hkv) (transformers' repeat_kv). */
+static int check_groups(const char *op, int64_t H, int64_t Hkv) {
+    if (Hkv > 0 && H % Hkv == 0) return DP_OK;
+    return dp_error_set(DP_EINVAL, "%s: %lld query heads are not groups of %lld key/value heads", op, (long long)H,
+                        (long long)Hkv);
+}
+
 static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
-                                 float scale) {
+                                 const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H,
+                                 int64_t Hkv, int64_t hd, float scale) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "attention_forward"));
+    DP_TRY(check_groups("attention_forward", H, Hkv));
+    const int64_t group = H / Hkv;
     const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
     const int64_t work = B * H * T * (T + 1) / 2 * hd; /* multiply-adds of q.k alone */
     int failed = 0;
@@ -345,15 +354,15 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
             if (!scratch) continue;
             float *Q = scratch, *K = Q + ATT_BLOCK * hd, *Vb = K + ATT_BLOCK * hd, *acc = Vb + ATT_BLOCK * hd;
             float *S = acc + ATT_BLOCK * hd, *m = S + ATT_BLOCK, *l = m + ATT_BLOCK;
-            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H), kvh = h / group;
             const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-            load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+            load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
             for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
             memset(acc, 0, sizeof(float) * (size_t)(nr * hd));
             for (int64_t kb = 0; kb <= qb; kb++) {
                 const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-                load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-                load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+                load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
+                load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
                 for (int64_t r = 0; r < nr; r++) {
                     const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc; /* keys j <= i */
                     float mx = m[r];
@@ -386,13 +395,14 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
     return DP_OK;
 }
 
-static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                  const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                                  const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
-                                  int64_t hd, float scale) {
+static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq,
+                                  int64_t ld_dkv, const void *dout, const void *out, const float *lse, const void *q,
+                                  const void *k, const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B,
+                                  int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "attention_backward"));
-    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
+    DP_TRY(check_groups("attention_backward", H, Hkv));
+    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd, group = H / Hkv;
     /* delta = rowsum(dout * out), per (sample, head, row) */
 #pragma omp parallel for schedule(static) if (B * T * ld_out > PAR_MIN)
     for (int64_t bh = 0; bh < B * H; bh++) {
@@ -419,21 +429,23 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
             dO = Q + ATT_BLOCK * hd, K = dO + ATT_BLOCK * hd, Vb = K + ATT_BLOCK * hd;
             g1 = Vb + ATT_BLOCK * hd, g2 = g1 + ATT_BLOCK * hd;
         }
-        /* pass 1: dK and dV of each key block, from every query block at or after it */
+        /* pass 1: dK and dV of each key block of kv head kvh, from every query block at or after
+         * it of each query head of its group, the heads in increasing order */
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
+        for (int64_t task = 0; task < B * Hkv * nb; task++) {
             if (!scratch) continue;
-            const int64_t kb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t kb = task % nb, kvh = (task / nb) % Hkv, b = task / (nb * Hkv);
             const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-            const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
             float *dK = g1, *dV = g2;
-            load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-            load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+            load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
+            load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
             memset(dK, 0, sizeof(float) * (size_t)(nc * hd));
             memset(dV, 0, sizeof(float) * (size_t)(nc * hd));
-            for (int64_t qb = kb; qb < nb; qb++) {
+            for (int64_t it = 0; it < group * (nb - kb); it++) {
+                const int64_t h = kvh * group + it / (nb - kb), qb = kb + it % (nb - kb);
+                const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
                 const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-                load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+                load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
                 load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
                 for (int64_t r = 0; r < nr; r++) {
                     const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
@@ -449,24 +461,24 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
                     }
                 }
             }
-            store_block(t, dk, ld_grad, b, T, h, hd, j0, nc, dK);
-            store_block(t, dv, ld_grad, b, T, h, hd, j0, nc, dV);
+            store_block(t, dk, ld_dkv, b, T, kvh, hd, j0, nc, dK);
+            store_block(t, dv, ld_dkv, b, T, kvh, hd, j0, nc, dV);
         }
         /* pass 2: dQ of each query block, from every key block at or before it */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             if (!scratch) continue;
-            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H), kvh = h / group;
             const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
             const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
             float *dQ = g1;
-            load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+            load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
             load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
             memset(dQ, 0, sizeof(float) * (size_t)(nr * hd));
             for (int64_t kb = 0; kb <= qb; kb++) {
                 const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-                load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-                load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+                load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
+                load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
                 for (int64_t r = 0; r < nr; r++) {
                     const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
                     const float *qr = Q + r * hd, *dor = dO + r * hd;
@@ -478,7 +490,7 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
                     }
                 }
             }
-            store_block(t, dq, ld_grad, b, T, h, hd, i0, nr, dQ);
+            store_block(t, dq, ld_dq, b, T, h, hd, i0, nr, dQ);
         }
         free(scratch);
     }

@@ -179,40 +179,47 @@ static int cuda_rope(dp_device *dev, dp_dtype t, void *x, int64_t ld, int64_t N,
 
 /* ---- attention ------------------------------------------------------------------------------- */
 
-static int attention_check(const char *op, int64_t ld, int64_t B, int64_t T, int64_t H, int64_t hd) {
+static int attention_check(const char *op, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                           int64_t hd) {
     DP_TRY(need_sizes(op, B, T, H));
     if (hd <= 0 || hd > 256)
         return dp_error_set(DP_ENOTSUP, "%s: head dimension %lld is not supported on cuda (1 to 256)", op,
                             (long long)hd);
-    if (ld < H * hd)
-        return dp_error_set(DP_EINVAL, "%s: row stride %lld is less than H*hd = %lld", op, (long long)ld,
-                            (long long)(H * hd));
+    if (Hkv <= 0 || H % Hkv)
+        return dp_error_set(DP_EINVAL, "%s: %lld query heads are not groups of %lld key/value heads", op, (long long)H,
+                            (long long)Hkv);
+    if (ld_q < H * hd || ld_kv < Hkv * hd)
+        return dp_error_set(DP_EINVAL,
+                            "%s: row strides %lld (q) and %lld (k, v) are less than H*hd = %lld and Hkv*hd = %lld", op,
+                            (long long)ld_q, (long long)ld_kv, (long long)(H * hd), (long long)(Hkv * hd));
     if (B * H > 65535) return dp_error_set(DP_ENOTSUP, "%s: B*H = %lld exceeds 65535 on cuda", op, (long long)(B * H));
     if (B * T > INT32_MAX) return dp_error_set(DP_ENOTSUP, "%s: B*T = %lld exceeds 2^31 - 1", op, (long long)(B * T));
     return DP_OK;
 }
 
 static int cuda_attention_forward(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                                  const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
-                                  float scale) {
+                                  const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H,
+                                  int64_t Hkv, int64_t hd, float scale) {
     DP_TRY(need_float(t, "attention_forward"));
-    DP_TRY(attention_check("attention_forward", ld_in, B, T, H, hd));
-    return launched(dev, "attention_forward",
-                    dpk_attention_forward(dp_cuda_stream(dev), (int)t, out, lse, q, k, v, ld_in, B, T, H, hd, scale));
+    DP_TRY(attention_check("attention_forward", ld_q, ld_kv, B, T, H, Hkv, hd));
+    return launched(
+        dev, "attention_forward",
+        dpk_attention_forward(dp_cuda_stream(dev), (int)t, out, lse, q, k, v, ld_q, ld_kv, B, T, H, Hkv, hd, scale));
 }
 
-static int cuda_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                   const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                                   const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
-                                   int64_t hd, float scale) {
+static int cuda_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq,
+                                   int64_t ld_dkv, const void *dout, const void *out, const float *lse, const void *q,
+                                   const void *k, const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B,
+                                   int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale) {
     DP_TRY(need_float(t, "attention_backward"));
-    DP_TRY(attention_check("attention_backward", ld_in, B, T, H, hd));
-    if (ld_grad < H * hd)
-        return dp_error_set(DP_EINVAL, "attention_backward: gradient row stride %lld is less than H*hd = %lld",
-                            (long long)ld_grad, (long long)(H * hd));
+    DP_TRY(attention_check("attention_backward", ld_q, ld_kv, B, T, H, Hkv, hd));
+    if (ld_dq < H * hd || ld_dkv < Hkv * hd)
+        return dp_error_set(DP_EINVAL,
+                            "attention_backward: gradient row strides %lld (dq) and %lld (dk, dv) are too small",
+                            (long long)ld_dq, (long long)ld_dkv);
     return launched(dev, "attention_backward",
-                    dpk_attention_backward(dp_cuda_stream(dev), (int)t, dq, dk, dv, ld_grad, dout, out, lse, q, k, v,
-                                           ld_in, delta, B, T, H, hd, scale));
+                    dpk_attention_backward(dp_cuda_stream(dev), (int)t, dq, dk, dv, ld_dq, ld_dkv, dout, out, lse, q, k,
+                                           v, ld_q, ld_kv, delta, B, T, H, Hkv, hd, scale));
 }
 
 /* ---- cross-entropy --------------------------------------------------------------------------- */
