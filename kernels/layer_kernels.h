@@ -47,9 +47,11 @@ cudaError_t dpk_swiglu_forward(cudaStream_t s, int dtype, void *out, const void 
 cudaError_t dpk_swiglu_backward(cudaStream_t s, int dtype, void *dgate, void *dup, const void *dout, const void *gate,
                                 const void *up, int64_t n);
 
-/* rope.cu: rotate-half rotary embedding in place (hd even). */
+/* rope.cu: rotate-half rotary embedding in place (hd even, hd / 2 <= DPK_ROPE_MAX_PAIRS) at the
+ * host's hd / 2 inverse frequencies, cos and sin times scale. */
+#define DPK_ROPE_MAX_PAIRS 256
 cudaError_t dpk_rope(cudaStream_t s, int dtype, void *x, int64_t ld, int64_t N, int64_t T, int64_t H, int64_t hd,
-                     float theta, int inverse);
+                     const float *inv_freq, float scale, int inverse);
 
 /* attention_fwd.cu / attention_bwd.cu: causal FlashAttention-2 (hd <= 256), grouped-query
  * (query head h reads kv head h / (H / Hkv); q and dq have row strides ld_q / ld_dq, k, v and

@@ -71,11 +71,14 @@ typedef struct dp_layer_ops {
 
     /* Rotary embedding in place on x (N rows of H heads of hd, row stride ld elements), Hugging
      * Face's rotate-half layout: within each head, dimension j < hd/2 pairs with j + hd/2 at
-     * angle pos * theta^(-2j/hd), pos = n % T. inverse = 1 rotates by the opposite angle (the
-     * backward of the forward rotation). Angles are computed in f32 from the same formula on
-     * every device: inv_freq = theta^(-2j/hd) with powf, angle = pos * inv_freq, then cosf/sinf. */
+     * angle pos * inv_freq[j], pos = n % T, rotated by (c, s) = (cos, sin)(angle) * scale.
+     * inv_freq is a host array of hd/2 f32 (the model computes it once, with the rope scaling:
+     * model_rope.c); scale is yarn's attention factor (1 otherwise). inverse = 1 applies the
+     * transpose, (c, -s): the backward of the forward. Rounding points, the same on every device:
+     * angle = pos * inv_freq[j] (f32), cosf and sinf, each times scale (f32), then
+     * x1 c - x2 s and x2 c + x1 s (f32, each product rounded). */
     int (*rope)(dp_device *dev, dp_dtype t, void *x, int64_t ld, int64_t N, int64_t T, int64_t H, int64_t hd,
-                float theta, int inverse);
+                const float *inv_freq, float scale, int inverse);
 
     /* Causal self-attention, FlashAttention-2 style: never a T x T matrix in device memory.
      * Grouped-query: H query heads share Hkv key/value heads (H a multiple of Hkv; Hkv = H is

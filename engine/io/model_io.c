@@ -149,25 +149,65 @@ static int read_gpt2(const char *path, const cJSON *root, dp_model_config *cfg) 
     return DP_OK;
 }
 
-/* The rotary base from rope_theta or transformers 5's rope_parameters; only the default rope. */
-static int read_rope(const char *path, const cJSON *root, float *theta) {
-    DP_TRY(cfg_num(path, root, "rope_theta", theta));
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    const cJSON *objs[2] = {params, scaling};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *o = objs[i];
-        if (!o || cJSON_IsNull(o)) continue;
-        if (!cJSON_IsObject(o))
-            return dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, i ? "rope_scaling" : "rope_parameters");
-        const char *type = cfg_str(o, "rope_type", cfg_str(o, "type", "default"));
-        if (strcmp(type, "default") != 0)
-            return dp_error_set(DP_ENOTSUP,
-                                "%s: rope type '%s' is not supported (only the default rotary "
-                                "embedding, without scaling)",
-                                path, type);
-        DP_TRY(cfg_num(path, o, "rope_theta", theta));
+/* A number key of a rope object, when present: positive (or >= 0 when zero_ok). */
+static int rope_num(const char *path, const cJSON *o, const char *where, const char *key, int zero_ok, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return DP_OK;
+    if (!cJSON_IsNumber(v) || !(zero_ok ? v->valuedouble >= 0.0 : v->valuedouble > 0.0) || isinf(v->valuedouble))
+        return dp_error_set(DP_EINVAL, "%s: '%s.%s' must be a %s number", path, where, key,
+                            zero_ok ? "non-negative" : "positive");
+    *out = v->valuedouble;
+    return DP_OK;
+}
+
+/* The rotary embedding as transformers 5 reads it: the parameters from `rope_scaling` (older
+ * files; it wins when both are given, as in transformers' convert_rope_params_to_dict) or
+ * `rope_parameters`, the base from their rope_theta or the top-level one, the type from
+ * rope_type (or the older "type"), original_max_position_embeddings from the top level, the
+ * object, or max_position_embeddings, in that order (standardize_rope_params). */
+static int read_rope(const char *path, const cJSON *root, int64_t max_positions, dp_model_config *cfg) {
+    dp_rope_scaling *r = &cfg->rope;
+    dp_rope_scaling_default(r);
+    DP_TRY(cfg_num(path, root, "rope_theta", &cfg->rope_theta));
+    const char *where = "rope_scaling";
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, where);
+    if (!o || cJSON_IsNull(o) || (cJSON_IsObject(o) && !o->child)) {
+        where = "rope_parameters";
+        o = cJSON_GetObjectItemCaseSensitive(root, where);
     }
+    if (!o || cJSON_IsNull(o)) return DP_OK;
+    if (!cJSON_IsObject(o)) return dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, where);
+    DP_TRY(cfg_num(path, o, "rope_theta", &cfg->rope_theta));
+    const char *type = cfg_str(o, "rope_type", cfg_str(o, "type", "default"));
+    if (dp_rope_type_parse(type, &r->type) != 0)
+        return dp_error_set(
+            DP_ENOTSUP, "%s: rope type '%s' is not supported (supported: default, linear, llama3, yarn)", path, type);
+    double prf = 1.0;
+    DP_TRY(rope_num(path, o, where, "partial_rotary_factor", 0, &prf));
+    if (prf != 1.0)
+        return dp_error_set(DP_ENOTSUP,
+                            "%s: '%s.partial_rotary_factor' %g is not supported (dpprof rotates whole heads)", path,
+                            where, prf);
+    if (r->type == DP_ROPE_DEFAULT) return DP_OK;
+    double orig = (double)max_positions;
+    DP_TRY(rope_num(path, o, where, "original_max_position_embeddings", 0, &orig));
+    DP_TRY(rope_num(path, root, "config", "original_max_position_embeddings", 0, &orig));
+    r->original_max_positions = (int64_t)orig;
+    r->factor = 0.0;
+    DP_TRY(rope_num(path, o, where, "factor", 0, &r->factor));
+    if (r->factor == 0.0 && r->type == DP_ROPE_YARN && orig > 0) r->factor = (double)max_positions / orig;
+    if (r->factor == 0.0) return dp_error_set(DP_EINVAL, "%s: rope type '%s' needs '%s.factor'", path, type, where);
+    DP_TRY(rope_num(path, o, where, "low_freq_factor", 0, &r->low_freq_factor));
+    DP_TRY(rope_num(path, o, where, "high_freq_factor", 0, &r->high_freq_factor));
+    DP_TRY(rope_num(path, o, where, "beta_fast", 0, &r->beta_fast));
+    DP_TRY(rope_num(path, o, where, "beta_slow", 0, &r->beta_slow));
+    DP_TRY(rope_num(path, o, where, "mscale", 1, &r->mscale));
+    DP_TRY(rope_num(path, o, where, "mscale_all_dim", 1, &r->mscale_all_dim));
+    DP_TRY(rope_num(path, o, where, "attention_factor", 1, &r->attention_factor));
+    DP_TRY(cfg_bool(path, o, "truncate", &r->truncate));
+    if (r->type == DP_ROPE_LLAMA3 && (r->low_freq_factor == 0.0 || r->high_freq_factor == 0.0))
+        return dp_error_set(DP_EINVAL, "%s: rope type 'llama3' needs '%s.low_freq_factor' and 'high_freq_factor'", path,
+                            where);
     return DP_OK;
 }
 
@@ -193,7 +233,7 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
     cfg->norm_eps = 1e-6f; /* LlamaConfig's default */
     DP_TRY(cfg_num(path, root, "rms_norm_eps", &cfg->norm_eps));
     cfg->rope_theta = 10000.0f;
-    DP_TRY(read_rope(path, root, &cfg->rope_theta));
+    DP_TRY(read_rope(path, root, positions, cfg));
     DP_TRY(cfg_num(path, root, "initializer_range", &cfg->init_std));
 
     const char *act = cfg_str(root, "hidden_act", "silu");
@@ -249,6 +289,28 @@ static double short_decimal(float f) {
 
 static int is_lora(const dp_param *p) { return p->kind == DP_PARAM_LORA_A || p->kind == DP_PARAM_LORA_B; }
 
+/* rope_scaling as transformers reads it (null for the default rope). */
+static cJSON *rope_json(const dp_rope_scaling *r) {
+    if (r->type == DP_ROPE_DEFAULT) return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "rope_type", dp_rope_type_name(r->type));
+    cJSON_AddNumberToObject(o, "factor", r->factor);
+    if (r->type == DP_ROPE_LINEAR) return o;
+    cJSON_AddNumberToObject(o, "original_max_position_embeddings", (double)r->original_max_positions);
+    if (r->type == DP_ROPE_LLAMA3) {
+        cJSON_AddNumberToObject(o, "low_freq_factor", r->low_freq_factor);
+        cJSON_AddNumberToObject(o, "high_freq_factor", r->high_freq_factor);
+        return o;
+    }
+    cJSON_AddNumberToObject(o, "beta_fast", r->beta_fast);
+    cJSON_AddNumberToObject(o, "beta_slow", r->beta_slow);
+    if (r->mscale > 0) cJSON_AddNumberToObject(o, "mscale", r->mscale);
+    if (r->mscale_all_dim > 0) cJSON_AddNumberToObject(o, "mscale_all_dim", r->mscale_all_dim);
+    if (r->attention_factor > 0) cJSON_AddNumberToObject(o, "attention_factor", r->attention_factor);
+    cJSON_AddBoolToObject(o, "truncate", r->truncate);
+    return o;
+}
+
 /* Rows of the parameter named name (its value's first dimension), or 0 when absent. */
 static int64_t rows_of(dp_model *m, const char *name) {
     dp_param *p = dp_model_param_named(m, name);
@@ -294,7 +356,7 @@ static cJSON *config_json(dp_model *m) {
         cJSON_AddStringToObject(j, "hidden_act", "silu");
         cJSON_AddNumberToObject(j, "rms_norm_eps", short_decimal(c->norm_eps));
         cJSON_AddNumberToObject(j, "rope_theta", short_decimal(c->rope_theta));
-        cJSON_AddNullToObject(j, "rope_scaling");
+        cJSON_AddItemToObject(j, "rope_scaling", rope_json(&c->rope));
         cJSON_AddBoolToObject(j, "attention_bias", 0);
         cJSON_AddBoolToObject(j, "mlp_bias", 0);
         cJSON_AddNumberToObject(j, "attention_dropout", 0.0);

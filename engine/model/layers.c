@@ -160,16 +160,18 @@ int dp_layer_swiglu_backward(dp_tensor *dgate, dp_tensor *dup, const dp_tensor *
                              up->data, gate->numel);
 }
 
-int dp_layer_rope(dp_tensor *x, int64_t T, int64_t H, float theta, int inverse) {
+int dp_layer_rope(dp_tensor *x, int64_t T, int64_t H, const float *inv_freq, float scale, int inverse) {
     const char *op = inverse ? "rope_bwd" : "rope_fwd";
     int64_t d = x->shape[x->ndim - 1], N;
     DP_TRY(rows_of(x, d, op, &N));
     DP_TRY(need(H > 0 && d % H == 0 && (d / H) % 2 == 0 && T > 0 && N % T == 0, op,
                 "rows must hold H heads of an even head dimension, N a multiple of T"));
     double nd = (double)N * (double)d;
-    /* 3 flops per element (a rotation of a pair is 6), and pow, cos, sin, * per (row, pair) */
-    dp_ledger_add(op, 3.0 * nd + 2.0 * (double)N * (double)(d / H), 2.0 * es(x) * nd);
-    return DP_DISPATCH_LAYER(x->dev, rope, x->dtype, x->data, d, N, T, H, d / H, theta, inverse);
+    DP_TRY(need(inv_freq != NULL, op, "the inverse frequencies are missing"));
+    /* 3 flops per element (a rotation of a pair is 6), and the angle, cos, sin and the two
+     * scales per (row, pair) */
+    dp_ledger_add(op, 3.0 * nd + 2.5 * (double)N * (double)(d / H), 2.0 * es(x) * nd);
+    return DP_DISPATCH_LAYER(x->dev, rope, x->dtype, x->data, d, N, T, H, d / H, inv_freq, scale, inverse);
 }
 
 /* causal (query, key) pairs of B*H heads of T rows */

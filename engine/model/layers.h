@@ -46,9 +46,10 @@ int dp_layer_swiglu_forward(dp_tensor *out, const dp_tensor *gate, const dp_tens
 int dp_layer_swiglu_backward(dp_tensor *dgate, dp_tensor *dup, const dp_tensor *dout, const dp_tensor *gate,
                              const dp_tensor *up);
 
-/* Rotary embedding in place on x (N x H*hd, contiguous), positions n % T; inverse = 1 for the
- * backward. "rope_fwd" / "rope_bwd". */
-int dp_layer_rope(dp_tensor *x, int64_t T, int64_t H, float theta, int inverse);
+/* Rotary embedding in place on x (N x H*hd, contiguous), positions n % T, at the hd/2 inverse
+ * frequencies inv_freq (host f32) with cos and sin times scale; inverse = 1 for the backward.
+ * "rope_fwd" / "rope_bwd". */
+int dp_layer_rope(dp_tensor *x, int64_t T, int64_t H, const float *inv_freq, float scale, int inverse);
 
 /* Causal attention, grouped-query: q N x H*hd, k and v N x Hkv*hd (H a multiple of Hkv; query
  * head h reads kv head h / (H / Hkv)), or, with k and v NULL, q is one N x 3*H*hd tensor whose

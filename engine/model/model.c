@@ -29,7 +29,13 @@ int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out) {
     m->V = cfg->vocab;
     m->t = cfg->dtype;
     m->lora_scale = cfg->lora_rank > 0 ? cfg->lora_alpha / (float)cfg->lora_rank : 0.0f;
-    int rc = dp_model_build_params(m);
+    int rc = DP_OK;
+    if (cfg->arch == DP_ARCH_LLAMA) {
+        m->rope_inv_freq = malloc((size_t)(m->hd / 2) * sizeof *m->rope_inv_freq);
+        rc = m->rope_inv_freq ? dp_rope_inv_freq(&m->cfg, m->hd, m->rope_inv_freq, &m->rope_scale)
+                              : dp_error_set(DP_EOOM, "model: out of host memory");
+    }
+    if (rc == DP_OK) rc = dp_model_build_params(m);
     if (rc != DP_OK) {
         dp_model_free(m);
         return rc;
@@ -42,6 +48,7 @@ void dp_model_free(dp_model *m) {
     if (!m) return;
     if (m->params) dp_model_release_activations(m);
     dp_model_free_params(m);
+    free(m->rope_inv_freq);
     free(m);
 }
 

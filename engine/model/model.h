@@ -29,6 +29,21 @@ enum {
     DP_LORA_DOWN = 1u << 3, /* gpt: mlp.proj; llama: down */
 };
 
+/* Rotary-embedding scaling, as transformers computes the inverse frequencies (its
+ * modeling_rope_utils.py: default, linear, llama3, yarn). */
+typedef enum { DP_ROPE_DEFAULT = 0, DP_ROPE_LINEAR, DP_ROPE_LLAMA3, DP_ROPE_YARN } dp_rope_type;
+
+typedef struct dp_rope_scaling {
+    dp_rope_type type;
+    double factor;                            /* linear, llama3, yarn (> 0) */
+    double low_freq_factor, high_freq_factor; /* llama3 (1, 4 in Llama-3.1) */
+    int64_t original_max_positions;           /* llama3, yarn: original_max_position_embeddings */
+    double beta_fast, beta_slow;              /* yarn (32, 1) */
+    double mscale, mscale_all_dim;            /* yarn (0: not given) */
+    double attention_factor;                  /* yarn: the scale of cos and sin (0: from factor and mscale) */
+    int truncate;                             /* yarn: floor/ceil the correction range (1) */
+} dp_rope_scaling;
+
 typedef struct dp_model_config {
     dp_arch arch;
     int64_t vocab, hidden, layers, heads, seq_len, batch;
@@ -44,6 +59,7 @@ typedef struct dp_model_config {
     dp_dtype dtype;        /* compute dtype: f32, or bf16 on CUDA */
     float norm_eps;        /* 1e-5 (both archs, as GPT-2 and Llama-2 configs) */
     float rope_theta;      /* llama: 10000 */
+    dp_rope_scaling rope;  /* llama: the rotary scaling (type default: none) */
     float init_std;        /* 0.02 */
     uint64_t seed;         /* initialisation seed */
     int lora_rank;         /* 0 = no LoRA */
@@ -66,6 +82,20 @@ const char *dp_lora_target_name(unsigned bit);
 int64_t dp_model_config_ffn(const dp_model_config *cfg);
 /* Checks a configuration; DP_EINVAL with a message naming the key and the valid values. */
 int dp_model_config_check(const dp_model_config *cfg);
+
+/* Fills r with no scaling (type default) and yarn's defaults (beta 32 / 1, truncate). */
+void dp_rope_scaling_default(dp_rope_scaling *r);
+/* The rope type's name ("default", "linear", "llama3", "yarn"; "?" when out of range). */
+const char *dp_rope_type_name(dp_rope_type t);
+/* Parses a rope type; returns 0 and sets *out, or -1 when unknown (valid: default, linear,
+ * llama3, yarn). */
+int dp_rope_type_parse(const char *name, dp_rope_type *out);
+/* Checks cfg's rope scaling; DP_EINVAL naming the key ('rope_scaling.factor', ...). */
+int dp_rope_scaling_check(const dp_model_config *cfg);
+/* The hd / 2 inverse frequencies of cfg's rotary embedding over heads of width hd, computed in
+ * double and rounded to f32 once, and the scale of cos and sin (yarn's attention factor, else
+ * 1), as transformers' _compute_*_parameters. DP_EINVAL for a bad scaling. */
+int dp_rope_inv_freq(const dp_model_config *cfg, int64_t hd, float *inv_freq, float *cos_sin_scale);
 
 typedef enum {
     DP_PARAM_EMBEDDING, /* token embedding V x d */

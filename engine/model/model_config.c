@@ -16,6 +16,7 @@ void dp_model_config_default(dp_model_config *cfg, dp_arch arch) {
     cfg->dtype = DP_F32;
     cfg->norm_eps = 1e-5f;
     cfg->rope_theta = 10000.0f;
+    dp_rope_scaling_default(&cfg->rope);
     cfg->init_std = 0.02f;
     cfg->lora_alpha = 0;
 }
@@ -132,6 +133,7 @@ int dp_model_config_check(const dp_model_config *cfg) {
     if (cfg->arch == DP_ARCH_LLAMA && !(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
         return dp_error_set(DP_EINVAL, "model: 'rope_theta' must be a positive number (got %g)",
                             (double)cfg->rope_theta);
+    DP_TRY(dp_rope_scaling_check(cfg));
     if (!(cfg->init_std >= 0 && isfinite(cfg->init_std)))
         return dp_error_set(DP_EINVAL, "model: 'init_std' must be a non-negative number (got %g)",
                             (double)cfg->init_std);

@@ -89,8 +89,10 @@ struct dp_model {
     dp_device *dev;
     dp_model_config cfg; /* defaults resolved: ffn, max_positions set */
     int64_t d, H, Hkv, hd, F, V;
-    dp_dtype t;       /* compute dtype */
-    float lora_scale; /* alpha / r */
+    dp_dtype t;           /* compute dtype */
+    float lora_scale;     /* alpha / r */
+    float *rope_inv_freq; /* llama: hd / 2 host f32, from the config's rope scaling */
+    float rope_scale;     /* llama: the scale of cos and sin (yarn's attention factor, else 1) */
 
     int n_params;
     dp_param *params;   /* in Hugging Face order */

@@ -68,10 +68,10 @@ void dpl_push_model(lua_State *L, dp_model *m) {
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
-static const char *const model_keys[] = {"arch",     "vocab",   "hidden",   "layers",     "heads",    "kv_heads",
-                                         "head_dim", "seq_len", "batch",    "mlp_ratio",  "ffn",      "max_positions",
-                                         "tie_head", "dtype",   "norm_eps", "rope_theta", "init_std", "seed",
-                                         "device",   "lora",    NULL};
+static const char *const model_keys[] = {
+    "arch",         "vocab",     "hidden", "layers",        "heads",    "kv_heads", "head_dim", "seq_len",
+    "batch",        "mlp_ratio", "ffn",    "max_positions", "tie_head", "dtype",    "norm_eps", "rope_theta",
+    "rope_scaling", "init_std",  "seed",   "device",        "lora",     NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
@@ -97,6 +97,40 @@ unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname) {
     }
     if (!bits) luaL_error(L, "%s: 'lora.targets' is empty (valid: qkv, proj, fc, down)", fname);
     return bits;
+}
+
+/* rope_scaling = {rope_type=, factor=, ...}: transformers' keys (Llama-3.1: rope_type="llama3",
+ * factor=8, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192) */
+static void read_rope_scaling(lua_State *L, int idx, const char *fname, dp_model_config *cfg) {
+    static const char *const keys[] = {
+        "rope_type", "factor",    "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+        "beta_fast", "beta_slow", "mscale",          "mscale_all_dim",   "attention_factor",
+        "truncate",  NULL};
+    dp_rope_scaling_default(&cfg->rope);
+    int t = lua_getfield(L, idx, "rope_scaling");
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (t != LUA_TTABLE)
+        luaL_error(L, "%s: 'rope_scaling' must be a table {rope_type=, factor=, ...} (transformers' keys)", fname);
+    int r = lua_gettop(L);
+    dpl_check_keys(L, r, "dpprof.model: rope_scaling", keys);
+    const char *type = dpl_opt_str_field(L, r, fname, "rope_type", "default");
+    if (dp_rope_type_parse(type, &cfg->rope.type) != 0)
+        luaL_error(L, "%s: rope type '%s' is not supported (supported: default, linear, llama3, yarn)", fname, type);
+    dp_rope_scaling *s = &cfg->rope;
+    s->factor = dpl_opt_num_field(L, r, fname, "factor", s->factor);
+    s->low_freq_factor = dpl_opt_num_field(L, r, fname, "low_freq_factor", s->low_freq_factor);
+    s->high_freq_factor = dpl_opt_num_field(L, r, fname, "high_freq_factor", s->high_freq_factor);
+    s->original_max_positions = dpl_opt_int_field(L, r, fname, "original_max_position_embeddings", 0);
+    s->beta_fast = dpl_opt_num_field(L, r, fname, "beta_fast", s->beta_fast);
+    s->beta_slow = dpl_opt_num_field(L, r, fname, "beta_slow", s->beta_slow);
+    s->mscale = dpl_opt_num_field(L, r, fname, "mscale", 0);
+    s->mscale_all_dim = dpl_opt_num_field(L, r, fname, "mscale_all_dim", 0);
+    s->attention_factor = dpl_opt_num_field(L, r, fname, "attention_factor", 0);
+    s->truncate = dpl_opt_bool_field(L, r, fname, "truncate", 1);
+    lua_pop(L, 1);
 }
 
 static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config *cfg) {
@@ -156,6 +190,7 @@ static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
         luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
     cfg->norm_eps = (float)dpl_opt_num_field(L, idx, fname, "norm_eps", cfg->norm_eps);
     cfg->rope_theta = (float)dpl_opt_num_field(L, idx, fname, "rope_theta", cfg->rope_theta);
+    read_rope_scaling(L, idx, fname, cfg);
     cfg->init_std = (float)dpl_opt_num_field(L, idx, fname, "init_std", cfg->init_std);
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     read_lora(L, idx, fname, cfg);
@@ -458,6 +493,31 @@ static int l_sync_compute(lua_State *L) {
     return 0;
 }
 
+/* rope_scaling as dpprof.model takes it (nil for the default rope) */
+static void push_rope_scaling(lua_State *L, const dp_rope_scaling *r) {
+    if (r->type == DP_ROPE_DEFAULT) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_createtable(L, 0, 11);
+    lua_pushstring(L, dp_rope_type_name(r->type)), lua_setfield(L, -2, "rope_type");
+    lua_pushnumber(L, r->factor), lua_setfield(L, -2, "factor");
+    if (r->type == DP_ROPE_LINEAR) return;
+    lua_pushinteger(L, r->original_max_positions), lua_setfield(L, -2, "original_max_position_embeddings");
+    if (r->type == DP_ROPE_LLAMA3) {
+        lua_pushnumber(L, r->low_freq_factor), lua_setfield(L, -2, "low_freq_factor");
+        lua_pushnumber(L, r->high_freq_factor), lua_setfield(L, -2, "high_freq_factor");
+        return;
+    }
+    lua_pushnumber(L, r->beta_fast), lua_setfield(L, -2, "beta_fast");
+    lua_pushnumber(L, r->beta_slow), lua_setfield(L, -2, "beta_slow");
+    const double opt[3] = {r->mscale, r->mscale_all_dim, r->attention_factor};
+    const char *const names[3] = {"mscale", "mscale_all_dim", "attention_factor"};
+    for (int i = 0; i < 3; i++)
+        if (opt[i] > 0) lua_pushnumber(L, opt[i]), lua_setfield(L, -2, names[i]);
+    lua_pushboolean(L, r->truncate), lua_setfield(L, -2, "truncate");
+}
+
 /* m:config() -> the configuration with defaults filled in */
 static int l_config(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
@@ -479,6 +539,8 @@ static int l_config(lua_State *L) {
     lua_pushstring(L, dp_dtype_name(c->dtype)), lua_setfield(L, -2, "dtype");
     lua_pushnumber(L, c->norm_eps), lua_setfield(L, -2, "norm_eps");
     lua_pushnumber(L, c->rope_theta), lua_setfield(L, -2, "rope_theta");
+    push_rope_scaling(L, &c->rope);
+    lua_setfield(L, -2, "rope_scaling");
     lua_pushnumber(L, c->init_std), lua_setfield(L, -2, "init_std");
     lua_pushinteger(L, (lua_Integer)c->seed), lua_setfield(L, -2, "seed");
     lua_pushstring(L, dp_device_kind_name(dp_model_device(m)->kind)), lua_setfield(L, -2, "device");

@@ -46,8 +46,8 @@ local experiment = {}
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace" }
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
-                     "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std",
-                     "seed", "lora" }
+                     "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
+                     "rope_scaling", "init_std", "seed", "lora" }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
                   "poisson", "dataset_size", "flash_impl" }
 local OPTIMIZER_KEYS = {

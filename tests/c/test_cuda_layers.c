@@ -30,6 +30,7 @@
 #include "dpprof_engine.h"
 #include "error.h"
 #include "layer_ops.h"
+#include "model.h"
 #include "tensor.h"
 
 #include <math.h>
@@ -40,6 +41,7 @@
 
 static dp_device *cpu, *gpu;
 static uint64_t next_stream = 1; /* a fresh Philox stream for every input */
+#define ROPE_MAX_PAIRS 256       /* the CUDA rope's largest head: 512 */
 
 /* ---- paired buffers: the same contents on the CPU and the GPU -------------------------------- */
 
@@ -347,18 +349,35 @@ static void test_gelu_swiglu(dp_dtype t, int64_t n, int offset) {
 
 /* ---- rope -------------------------------------------------------------------------------------- */
 
-static void test_rope(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t hd) {
-    char what[160];
+/* inv_freq of Llama-3.1's rope (theta 500000, llama3 scaling factor 8 / low 1 / high 4 /
+ * original 8192), or the default rope (theta 10000), computed by the model's own code */
+static void rope_table(int64_t hd, int llama3, float *inv_freq, float *scale) {
+    dp_model_config c;
+    dp_model_config_default(&c, DP_ARCH_LLAMA);
+    if (llama3) {
+        c.rope_theta = 500000.0f;
+        c.rope.type = DP_ROPE_LLAMA3;
+        c.rope.factor = 8, c.rope.low_freq_factor = 1, c.rope.high_freq_factor = 4;
+        c.rope.original_max_positions = 8192;
+    }
+    CHECK_OK(dp_rope_inv_freq(&c, hd, inv_freq, scale));
+}
+
+static void test_rope(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t hd, int llama3, float scale) {
+    char what[200];
     const int64_t N = B * T, d = H * hd, ld = 3 * d; /* q and k inside a fused qkv row */
+    float inv_freq[ROPE_MAX_PAIRS], unused;
+    rope_table(hd, llama3, inv_freq, &unused);
     pair qkv;
     pair_rand(&qkv, t, N * ld, 0, 1);
     for (int inverse = 0; inverse < 2; inverse++) {
         for (int part = 0; part < 2; part++) {
-            CHECK_OK(CPU_L->rope(cpu, t, at_c(&qkv, part * d), ld, N, T, H, hd, 10000.0f, inverse));
-            CHECK_OK(GPU_L->rope(gpu, t, at_g(&qkv, part * d), ld, N, T, H, hd, 10000.0f, inverse));
+            CHECK_OK(CPU_L->rope(cpu, t, at_c(&qkv, part * d), ld, N, T, H, hd, inv_freq, scale, inverse));
+            CHECK_OK(GPU_L->rope(gpu, t, at_g(&qkv, part * d), ld, N, T, H, hd, inv_freq, scale, inverse));
         }
-        snprintf(what, sizeof what, "rope%s %s B=%lld T=%lld H=%lld hd=%lld (q, k in fused qkv)",
-                 inverse ? " inverse" : "", dp_dtype_name(t), (long long)B, (long long)T, (long long)H, (long long)hd);
+        snprintf(what, sizeof what, "rope%s%s %s B=%lld T=%lld H=%lld hd=%lld scale=%g (q, k in fused qkv)",
+                 llama3 ? " llama3" : "", inverse ? " inverse" : "", dp_dtype_name(t), (long long)B, (long long)T,
+                 (long long)H, (long long)hd, (double)scale);
         report(what, pair_err(&qkv), tol_of(t));
     }
     pair_free(&qkv);
@@ -617,10 +636,12 @@ static int b_swiglu_bwd(void *p) {
 }
 static int b_rope(void *p) {
     bench_ctx *c = p;
-    int rc = GPU_L->rope(gpu, c->t, c->qkv.data, 3 * c->d, c->N, c->T, c->H, c->hd, 10000.0f, 0);
+    float inv_freq[ROPE_MAX_PAIRS], scale;
+    rope_table(c->hd, 0, inv_freq, &scale);
+    int rc = GPU_L->rope(gpu, c->t, c->qkv.data, 3 * c->d, c->N, c->T, c->H, c->hd, inv_freq, scale, 0);
     if (rc) return rc;
     return GPU_L->rope(gpu, c->t, (char *)c->qkv.data + c->d * dp_dtype_size(c->t), 3 * c->d, c->N, c->T, c->H, c->hd,
-                       10000.0f, 0);
+                       inv_freq, scale, 0);
 }
 static int b_att_fwd(void *p) {
     bench_ctx *c = p;
@@ -783,11 +804,13 @@ int main(void) {
             test_gelu_swiglu(t, 4099, 1);
         }
         if (RUN(rope)) {
-            test_rope(t, 2, 300, 3, 64);
-            test_rope(t, 1, 7, 2, 16);
-            test_rope(t, 1, 33, 2, 128);
-            test_rope(t, 1, 9, 3, 10);  /* hd % 4 == 2: one pair per access */
-            test_rope(t, 1, 5, 1, 300); /* hd / 2 > 128: inv_freq computed on the device */
+            test_rope(t, 2, 300, 3, 64, 0, 1.0f);
+            test_rope(t, 1, 7, 2, 16, 0, 1.0f);
+            test_rope(t, 1, 33, 2, 128, 0, 1.0f);
+            test_rope(t, 1, 9, 3, 10, 0, 1.0f);        /* hd % 4 == 2: one pair per access */
+            test_rope(t, 1, 300, 2, 128, 1, 1.0f);     /* Llama-3.1's scaled frequencies */
+            test_rope(t, 2, 77, 3, 64, 1, 1.2079442f); /* cos and sin scaled (yarn) */
+            test_rope(t, 1, 5, 1, 512, 0, 1.0f);       /* the largest head on cuda */
         }
         if (RUN(attention)) {
             test_attention(t, 2, 300, 3, 3, 64);  /* T not a multiple of any tile */

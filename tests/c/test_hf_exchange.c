@@ -268,8 +268,9 @@ static void check_refusals(dp_device *dev) {
     expect_load_error(dev, dir, DP_EINVAL, "'n_embd'", NULL);
     write_file(path, "{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": 32, \"intermediate_size\": 88,"
                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16,"
-                     "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}");
-    expect_load_error(dev, dir, DP_ENOTSUP, "'yarn'", NULL);
+                     "\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}}");
+    expect_load_error(dev, dir, DP_ENOTSUP, "rope type 'dynamic' is not supported",
+                      "(supported: default, linear, llama3, yarn)");
 
     /* the fixture's config with a wrong number of layers: tensors of layer 2 are missing */
     write_file(path, "{\"model_type\": \"gpt2\", \"vocab_size\": 96, \"n_embd\": 32, \"n_layer\": 3, \"n_head\": 4,"

@@ -272,37 +272,41 @@ static void test_embedding(void) {
 
 /* ---- rotary embedding ------------------------------------------------------------------- */
 
-static void test_rope(void) {
-    printf("rope\n");
+/* the rotation by the given inverse frequencies, cos and sin times scale (yarn's attention
+ * factor; 1 for every other rope) */
+static void test_rope(float scale) {
+    printf("rope, cos and sin scaled by %g\n", (double)scale);
     const int64_t B = 2, T = 9, N = B * T, H = 3, hd = 8, ldx = 2 * H * hd; /* a strided view */
-    const float theta = 10000.0f;
+    const float inv_freq[4] = {1.0f, 0.3f, 0.07f, 0.0011f};
     float *x = randn(N * ldx, 1), *x0 = copy_of(x, N * ldx);
-    CHECK_OK(ops->rope(cpu, DP_F32, x, ldx, N, T, H, hd, theta, 0));
+    CHECK_OK(ops->rope(cpu, DP_F32, x, ldx, N, T, H, hd, inv_freq, scale, 0));
     double worst = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t j = 0; j < hd / 2; j++) {
-                double a = (double)(n % T) * pow(theta, -2.0 * (double)j / (double)hd);
+                double a = (double)(n % T) * inv_freq[j], c = scale * cos(a), s = scale * sin(a);
                 int64_t i1 = n * ldx + h * hd + j, i2 = i1 + hd / 2;
-                double r1 = x0[i1] * cos(a) - x0[i2] * sin(a), r2 = x0[i2] * cos(a) + x0[i1] * sin(a);
+                double r1 = x0[i1] * c - x0[i2] * s, r2 = x0[i2] * c + x0[i1] * s;
                 worst = fmax(worst, fmax(fabs(x[i1] - r1), fabs(x[i2] - r2)));
             }
     printf("  forward max error %.3g\n", worst);
     CHECK(worst < 1e-5);            /* f32 angles up to 8 rad: a few ulps of the angle */
     for (int64_t n = 0; n < N; n++) /* the other half of each row is untouched */
         for (int64_t i = H * hd; i < ldx; i++) CHECK(x[n * ldx + i] == x0[n * ldx + i]);
-    /* the inverse is the adjoint (a rotation): <R, rope(x)> == <rope^-1(R), x> */
+    /* the inverse is the adjoint (a scaled rotation): <R, rope(x)> == <rope^-1(R), x> */
     float *R = randn(N * ldx, 1);
     double lhs = dot_fd(R, x, N * ldx) - 0, rhs;
     for (int64_t n = 0; n < N; n++) /* drop the untouched half from both sides */
         for (int64_t i = H * hd; i < ldx; i++) lhs -= (double)R[n * ldx + i] * x[n * ldx + i];
-    CHECK_OK(ops->rope(cpu, DP_F32, R, ldx, N, T, H, hd, theta, 1));
+    CHECK_OK(ops->rope(cpu, DP_F32, R, ldx, N, T, H, hd, inv_freq, scale, 1));
     rhs = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t i = 0; i < H * hd; i++) rhs += (double)R[n * ldx + i] * x0[n * ldx + i];
     CHECK_CLOSE(lhs, rhs, 1e-5);
-    CHECK_OK(ops->rope(cpu, DP_F32, x, ldx, N, T, H, hd, theta, 1));
-    for (int64_t i = 0; i < N * ldx; i++) CHECK_CLOSE(x[i], x0[i], 1e-5);
+    CHECK_OK(ops->rope(cpu, DP_F32, x, ldx, N, T, H, hd, inv_freq, scale, 1));
+    for (int64_t n = 0; n < N; n++) /* scale^2 times x: rotated back, scaled twice */
+        for (int64_t i = 0; i < ldx; i++)
+            CHECK_CLOSE(x[n * ldx + i], i < H * hd ? scale * scale * x0[n * ldx + i] : x0[n * ldx + i], 1e-5);
     free(x), free(x0), free(R);
 }
 
@@ -591,7 +595,8 @@ int main(void) {
     test_norm(1);
     test_activations();
     test_embedding();
-    test_rope();
+    test_rope(1.0f);
+    test_rope(1.2079442f); /* yarn's attention factor at factor 8: 0.1 ln 8 + 1 */
     test_attention();
     test_attention_gqa(4, 2);
     test_attention_gqa(3, 1);

@@ -205,6 +205,29 @@ do
   check.truthy(loss > 0, "in-range ids still run")
 end
 
+-- Llama-3's shapes: grouped-query attention (k and v kv_heads x head_dim wide), an explicit
+-- head_dim, Llama-3.1's rope scaling in transformers' keys
+local g = dp.model{ arch = "llama", vocab = V, hidden = d, layers = 1, heads = 4, kv_heads = 2, head_dim = 16,
+                    ffn = 48, seq_len = T, batch = 2,
+                    rope_theta = 500000, rope_scaling = { rope_type = "llama3", factor = 8, low_freq_factor = 1,
+                                                          high_freq_factor = 4, original_max_position_embeddings = 64 } }
+local gs = {}
+for _, p in ipairs(g:params()) do gs[p.name] = p end
+check.eq(table.concat(gs["model.layers.0.self_attn.q_proj.weight"].shape, "x"), "64x32", "q: heads x head_dim")
+check.eq(table.concat(gs["model.layers.0.self_attn.k_proj.weight"].shape, "x"), "32x32", "k: kv_heads x head_dim")
+check.eq(table.concat(gs["model.layers.0.self_attn.o_proj.weight"].shape, "x"), "32x64", "o: back to hidden")
+local gc = g:config()
+check.eq(gc.kv_heads, 2)
+check.eq(gc.head_dim, 16)
+check.eq(gc.rope_scaling.rope_type, "llama3")
+check.eq(gc.rope_scaling.original_max_position_embeddings, 64)
+check.eq(lc.rope_scaling, nil, "the default rope has no scaling")
+check.eq(lc.kv_heads, H, "kv_heads defaults to heads")
+local gl = g:forward(dp.batch{ model = g })
+check.truthy(gl > 0 and gl == gl, "a grouped-query llama runs: loss " .. tostring(gl))
+g:backward()
+g:free()
+
 -- configuration errors name the key and the valid values
 local function bad(over, substrings)
   local t = {}
@@ -223,6 +246,13 @@ bad({ hidden = 2.5 }, { "'hidden' must be an integer (got 2.5)" })
 bad({ max_positions = 8 }, { "'max_positions' (8) must be at least 'seq_len' (16)" })
 bad({ arch = "llama", tie_head = true }, { "'tie_head' is for gpt only" })
 bad({ arch = "llama", heads = 32 }, { "even head dimension" })
+bad({ arch = "llama", kv_heads = 3 }, { "'heads' (4) must be a multiple of 'kv_heads' (3)" })
+bad({ kv_heads = 2 }, { "'kv_heads' (2) must equal 'heads' (4) for gpt" })
+bad({ arch = "llama", rope_scaling = { rope_type = "dynamic", factor = 2 } },
+    { "rope type 'dynamic' is not supported", "supported: default, linear, llama3, yarn" })
+bad({ arch = "llama", rope_scaling = { rope_type = "llama3", factor = 8 } },
+    { "'rope_scaling.original_max_position_embeddings'" })
+bad({ arch = "llama", rope_scaling = { type = "linear" } }, { "unknown key 'type'", "valid: rope_type" })
 bad({ lora = { rank = 2, targets = { "qkv", "ffn" } } }, { "unknown lora target 'ffn'", "valid: qkv, proj, fc, down" })
 bad({ lora = { rank = 0 } }, { "'lora.rank' must be a positive integer" })
 bad({ lora = { rank = 2, dropout = 0.1 } }, { "unknown key 'dropout'", "valid: rank, alpha, targets" })

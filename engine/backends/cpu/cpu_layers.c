@@ -268,7 +268,7 @@ static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *du
 /* ---- rotary embedding ------------------------------------------------------------------- */
 
 static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N, int64_t T, int64_t H, int64_t hd,
-                    float theta, int inverse) {
+                    const float *inv_freq, float scale, int inverse) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rope"));
     if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
@@ -277,10 +277,9 @@ static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N,
     for (int64_t n = 0; n < N; n++) {
         const float pos = (float)(n % T);
         for (int64_t j = 0; j < half; j++) {
-            /* the angle formula of layer_ops.h, in f32 on every device */
-            float inv_freq = powf(theta, -(float)(2 * j) / (float)hd);
-            float angle = pos * inv_freq;
-            float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
+            /* the rounding points of layer_ops.h, the same on every device */
+            const float angle = pos * inv_freq[j], sn = sinf(angle) * scale;
+            const float c = cosf(angle) * scale, s = inverse ? -sn : sn;
             for (int64_t h = 0; h < H; h++) {
                 int64_t i1 = n * ldx + h * hd + j, i2 = i1 + half;
                 float x1 = dp_cpu_ld(t, x, i1), x2 = dp_cpu_ld(t, x, i2);

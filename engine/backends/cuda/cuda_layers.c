@@ -165,7 +165,7 @@ static int cuda_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *d
 /* ---- rotary embedding ------------------------------------------------------------------------ */
 
 static int cuda_rope(dp_device *dev, dp_dtype t, void *x, int64_t ld, int64_t N, int64_t T, int64_t H, int64_t hd,
-                     float theta, int inverse) {
+                     const float *inv_freq, float scale, int inverse) {
     DP_TRY(need_float(t, "rope"));
     DP_TRY(need_sizes("rope", N, H, hd));
     if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
@@ -173,8 +173,10 @@ static int cuda_rope(dp_device *dev, dp_dtype t, void *x, int64_t ld, int64_t N,
     if (ld < H * hd)
         return dp_error_set(DP_EINVAL, "rope: row stride %lld is less than H*hd = %lld", (long long)ld,
                             (long long)(H * hd));
-    if (hd > 24576) return dp_error_set(DP_EINVAL, "rope: head dimension %lld exceeds 24576", (long long)hd);
-    return launched(dev, "rope", dpk_rope(dp_cuda_stream(dev), (int)t, x, ld, N, T, H, hd, theta, inverse));
+    if (hd / 2 > DPK_ROPE_MAX_PAIRS)
+        return dp_error_set(DP_ENOTSUP, "rope: head dimension %lld exceeds %d on cuda", (long long)hd,
+                            2 * DPK_ROPE_MAX_PAIRS);
+    return launched(dev, "rope", dpk_rope(dp_cuda_stream(dev), (int)t, x, ld, N, T, H, hd, inv_freq, scale, inverse));
 }
 
 /* ---- attention ------------------------------------------------------------------------------- */
