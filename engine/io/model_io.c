@@ -240,19 +240,14 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
     if (strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
         return dp_error_set(DP_ENOTSUP, "%s: hidden_act '%s' is not supported (dpprof's llama uses SwiGLU: silu)", path,
                             act);
-    int attention_bias = 0, mlp_bias = 0, tie = 0;
+    int attention_bias = 0, mlp_bias = 0;
     DP_TRY(cfg_bool(path, root, "attention_bias", &attention_bias));
     DP_TRY(cfg_bool(path, root, "mlp_bias", &mlp_bias));
     if (attention_bias || mlp_bias)
         return dp_error_set(DP_ENOTSUP, "%s: biases in llama linears (attention_bias, mlp_bias) are not supported",
                             path);
-    DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &tie));
-    if (tie)
-        return dp_error_set(DP_ENOTSUP,
-                            "%s: tie_word_embeddings=true is not supported for llama (dpprof's llama "
-                            "has its own lm_head)",
-                            path);
-    cfg->tie_head = 0;
+    cfg->tie_head = 0; /* LlamaConfig's default; Llama-3.2-1B/3B tie the head to embed_tokens */
+    DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
     return DP_OK;
 }
 
@@ -361,7 +356,7 @@ static cJSON *config_json(dp_model *m) {
         cJSON_AddBoolToObject(j, "mlp_bias", 0);
         cJSON_AddNumberToObject(j, "attention_dropout", 0.0);
         cJSON_AddNumberToObject(j, "initializer_range", short_decimal(c->init_std));
-        cJSON_AddBoolToObject(j, "tie_word_embeddings", 0);
+        cJSON_AddBoolToObject(j, "tie_word_embeddings", dp_model_param_named(m, "lm_head.weight") == NULL);
     }
     cJSON_AddStringToObject(j, "torch_dtype", "float32");
     return j;
@@ -635,7 +630,7 @@ static int ignorable(const dp_model_config *c, const char *name) {
         size_t sl = strlen(suffixes[i]);
         if (len >= sl && strcmp(name + len - sl, suffixes[i]) == 0) return 1;
     }
-    return c->arch == DP_ARCH_GPT && c->tie_head && strcmp(name, "lm_head.weight") == 0; /* tied: wte's copy */
+    return c->tie_head && strcmp(name, "lm_head.weight") == 0; /* tied: the embedding's copy */
 }
 
 /* Fails naming the first tensor of the files that nothing used. */

@@ -40,7 +40,7 @@ int dp_model_save(dp_model *m, const char *dir);
 /* Reads dir/config.json into cfg (arch, sizes, key/value heads and head_dim, eps, rope theta,
  * tie, init std); runtime fields (seq_len, batch, dtype, LoRA) keep cfg's defaults. DP_EIO when
  * missing, DP_EINVAL naming the key when malformed, DP_ENOTSUP naming what dpprof does not model
- * (rope scaling, another activation, biases in Llama linears, a tied Llama head). */
+ * (another rope type, another activation, biases in Llama linears). */
 int dp_model_config_read(const char *dir, dp_model_config *cfg);
 
 /* Builds a model on dev from the checkpoint in dir: sizes from config.json, runtime choices from

@@ -55,7 +55,8 @@ typedef struct dp_model_config {
                             * intermediate_size is in Llama configs) */
     int64_t ffn;           /* MLP width; 0 = from mlp_ratio */
     int64_t max_positions; /* gpt: rows of wpe (0 = seq_len) */
-    int tie_head;          /* the LM head shares the token embedding (gpt default 1, llama default 0) */
+    int tie_head;          /* the LM head shares the token embedding (gpt default 1, llama default 0: Llama-3.2-1B/3B
+                            * tie it, tie_word_embeddings) */
     dp_dtype dtype;        /* compute dtype: f32, or bf16 on CUDA */
     float norm_eps;        /* 1e-5 (both archs, as GPT-2 and Llama-2 configs) */
     float rope_theta;      /* llama: 10000 */

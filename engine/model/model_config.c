@@ -124,8 +124,6 @@ int dp_model_config_check(const dp_model_config *cfg) {
         return dp_error_set(DP_EINVAL,
                             "model: 'max_positions' (%lld) must be at least 'seq_len' (%lld), or 0 for seq_len",
                             (long long)cfg->max_positions, (long long)cfg->seq_len);
-    if (cfg->arch == DP_ARCH_LLAMA && cfg->tie_head)
-        return dp_error_set(DP_EINVAL, "model: 'tie_head' is for gpt only (llama's head is untied)");
     if (cfg->dtype != DP_F32 && cfg->dtype != DP_BF16)
         return dp_error_set(DP_EINVAL, "model: 'dtype' must be f32 or bf16 (got %s)", dp_dtype_name(cfg->dtype));
     if (!(cfg->norm_eps > 0 && isfinite(cfg->norm_eps)))

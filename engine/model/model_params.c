@@ -173,7 +173,7 @@ static void build_llama(builder *bd) {
     }
     add_norm(bd, &m->final_norm, "model.norm", "norm", 0);
     m->head_module = dp_module_intern("lm_head");
-    m->head = add(bd, "lm_head.weight", DP_PARAM_HEAD, m->V, d, m->head_module, std);
+    if (!m->cfg.tie_head) m->head = add(bd, "lm_head.weight", DP_PARAM_HEAD, m->V, d, m->head_module, std);
 }
 
 /* the weights a GEMM reads: bf16 copies of them in bf16 mode */

@@ -641,7 +641,7 @@ static dp_model *small_model(const model_case *mc, int64_t T) {
     cfg.ffn = 24;
     cfg.seq_len = T;
     cfg.batch = 3;
-    cfg.tie_head = mc->arch == DP_ARCH_GPT ? mc->tied : 0;
+    cfg.tie_head = mc->tied;
     cfg.seed = 11;
     if (mc->lora) {
         cfg.lora_rank = 2;
@@ -840,7 +840,7 @@ int main(void) {
     const model_case models[] = {
         {DP_ARCH_GPT, 0, 0, 0, 0, 0},   {DP_ARCH_GPT, 1, 0, 0, 0, 0},   {DP_ARCH_GPT, 1, 1, 0, 0, 0},
         {DP_ARCH_LLAMA, 0, 0, 0, 0, 0}, {DP_ARCH_LLAMA, 0, 1, 0, 0, 0}, {DP_ARCH_LLAMA, 0, 1, 4, 2, 6},
-        {DP_ARCH_LLAMA, 0, 0, 4, 1, 0},
+        {DP_ARCH_LLAMA, 0, 0, 4, 1, 0}, {DP_ARCH_LLAMA, 1, 0, 4, 2, 0}, {DP_ARCH_LLAMA, 1, 1, 0, 0, 0},
     };
     const int64_t model_Ts[3] = {1, 7, 64};
     for (size_t k = 0; k < sizeof models / sizeof *models; k++)
