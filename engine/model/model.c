@@ -68,6 +68,10 @@ void dp_model_release_activations(dp_model *m) {
     m->have_forward = 0;
 }
 
+const dp_tensor *dp_model_logits(const dp_model *m) {
+    return m->have_forward && m->logits.alloc.live ? &m->logits : NULL;
+}
+
 /* the LM head as a linear: V x d, no bias; wte when tied */
 static dp_linear head_linear(const dp_model *m) {
     dp_linear lin = {0};

@@ -193,6 +193,9 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
 int dp_model_backward(dp_model *m, const dp_backward_opts *opts);
 /* Frees saved activations of the last forward (after a retained backward). */
 void dp_model_release_activations(dp_model *m);
+/* The logits of the last forward (B x T x V, the compute dtype), valid until the backward turns
+ * them into their gradient; NULL when there are none. */
+const dp_tensor *dp_model_logits(const dp_model *m);
 
 /* Number of parameter tensors. */
 int dp_model_param_count(const dp_model *m);

@@ -200,6 +200,8 @@ int main(void) {
     }
     check_fixture(cpu, gpu, "gpt2");
     check_fixture(cpu, gpu, "llama");
+    check_fixture(cpu, gpu, "llama3");     /* grouped-query attention, llama3 rope, tied head */
+    check_fixture(cpu, gpu, "llama3_mqa"); /* multi-query attention, yarn rope */
     dp_engine_shutdown();
     return check_report("test_cuda_model");
 }

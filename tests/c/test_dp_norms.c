@@ -659,32 +659,6 @@ static dp_model *small_model(const model_case *mc, int64_t T) {
     return m;
 }
 
-/* want[k * B + i]: squared norm of trainable parameter k's gradient of sample i alone */
-static void explicit_model_norms(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, dp_param **tp,
-                                 int n_tp, double *want) {
-    int64_t B = inputs->shape[0], T = inputs->shape[1];
-    for (int64_t i = 0; i < B; i++) {
-        int64_t one[2] = {1, T};
-        dp_tensor in1, tg1;
-        CHECK_OK(dp_tensor_view(&in1, inputs, i * T, 2, one));
-        CHECK_OK(dp_tensor_view(&tg1, targets, i * T, 2, one));
-        float loss, s = 1.0f;
-        CHECK_OK(dp_model_forward(m, &in1, &tg1, &loss, NULL));
-        dp_backward_opts o = {.sample_scale = &s, .weight_grads = 1, .retain = 0, .hooks = NULL};
-        CHECK_OK(dp_model_backward(m, &o));
-        for (int k = 0; k < n_tp; k++) {
-            double v = 0.0;
-            if (tp[k]->grad.numel)
-                for (int64_t j = 0; j < tp[k]->grad.numel; j++) {
-                    double g = ((float *)tp[k]->grad.data)[j];
-                    v += g * g;
-                }
-            want[k * B + i] = v;
-        }
-        CHECK_OK(dp_model_zero_grad(m, 1));
-    }
-}
-
 /* Every trainable tensor of the model, every sample, every norms method. A tensor's squared norm
  * is held to 1e-4 relative, or to 1e-7 of the sample's whole squared norm when it is that small
  * (with T = 1 attention's q and k get no gradient: both sides are rounding noise); each sample's
@@ -699,7 +673,7 @@ static void test_model(const model_case *mc, int64_t B, int64_t T) {
     for (int k = 0; k < n; k++)
         if (dp_model_param(m, k)->trainable) tp[n_tp++] = dp_model_param(m, k);
     double *want = malloc((size_t)(n_tp * B) * sizeof *want), *total = calloc((size_t)B, sizeof *total);
-    explicit_model_norms(m, inputs, targets, tp, n_tp, want);
+    CHECK_OK(test_explicit_norms(m, inputs, targets, tp, n_tp, want));
     for (int k = 0; k < n_tp; k++)
         for (int64_t i = 0; i < B; i++) total[i] += want[k * B + i];
     /* every norms method, and flash once more with the Gram strips */
