@@ -17,8 +17,8 @@ extern "C" {
 #endif
 
 /* embedding.cu: out[n, :] = wte[ids[n], :] (+ wpe[n % T, :]). */
-cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, void *out, const int32_t *ids, const float *wte,
-                                  const float *wpe, int64_t N, int64_t T, int64_t d);
+cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, int wdtype, void *out, const int32_t *ids, const void *wte,
+                                  const void *wpe, int64_t N, int64_t T, int64_t d);
 /* dwte[ids[n], :] += dout[n, :] in increasing n (rows of one id are added by one block, in
  * order; ids outside [0, V) are skipped), dwpe[t, :] += sum over b in order (either may be NULL). */
 cudaError_t dpk_embedding_backward(cudaStream_t s, int dtype, const void *dout, const int32_t *ids, float *dwte,
@@ -77,10 +77,10 @@ cudaError_t dpk_cross_entropy_backward(cudaStream_t s, int dtype, void *logits, 
                                        int64_t V);
 
 /* optim_steps.cu: PyTorch's AdamW and SGD, operation for operation (no fused multiply-add). */
-cudaError_t dpk_adamw_step(cudaStream_t s, float *p, const float *g, float *m, float *v, int64_t n, float lr,
+cudaError_t dpk_adamw_step(cudaStream_t s, int pdtype, void *p, const float *g, float *m, float *v, int64_t n, float lr,
                            float beta1, float beta2, float eps, float weight_decay, int64_t step);
-cudaError_t dpk_sgd_step(cudaStream_t s, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                         float weight_decay, int first_step);
+cudaError_t dpk_sgd_step(cudaStream_t s, int pdtype, void *p, const float *g, float *buf, int64_t n, float lr,
+                         float momentum, float weight_decay, int first_step);
 
 #ifdef __cplusplus
 }

@@ -4,8 +4,9 @@
  * Conventions, shared by every entry (the CPU implementation in cpu_layers.c is the
  * specification the CUDA kernels must match):
  * - Activations are row-major, token-major: a B x T x d tensor is N = B*T rows of d. Their dtype
- *   `t` is f32 or bf16 (the model's compute dtype). Parameters (weights, gains, biases,
- *   embeddings) and their gradients are always f32. Statistics saved for backward (mean, rstd,
+ *   `t` is f32 or bf16 (the model's compute dtype). Gains and biases are f32 (the model widens a
+ *   bf16 one first), embedding tables f32 or bf16 (wt), parameters the optimizers update f32 or
+ *   bf16 (pt); parameter gradients are always f32. Statistics saved for backward (mean, rstd,
  *   log-sum-exp) are f32.
  * - Arithmetic is f32 whatever `t` is; bf16 values are widened on load and rounded (nearest
  *   even) on store.
@@ -28,9 +29,10 @@ typedef struct dp_device dp_device;
 
 typedef struct dp_layer_ops {
     /* out[n, :] = wte[ids[n], :] (+ wpe[n % T, :] when wpe != NULL) for n < N = B*T; ids are
-     * i32 in [0, V). out has dtype t. */
-    int (*embedding_forward)(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
-                             const float *wpe, int64_t N, int64_t T, int64_t d);
+     * i32 in [0, V). out has dtype t; the tables have dtype wt (f32, or bf16: a bf16 model's
+     * frozen or master-less embeddings), the sum taken in f32. */
+    int (*embedding_forward)(dp_device *dev, dp_dtype t, dp_dtype wt, void *out, const int32_t *ids, const void *wte,
+                             const void *wpe, int64_t N, int64_t T, int64_t d);
     /* dwte[ids[n], :] += dout[n, :] for n in increasing order (dwte may be NULL: frozen);
      * dwpe[tt, :] += sum over b of dout[b*T + tt, :] (when dwpe != NULL). */
     int (*embedding_backward)(dp_device *dev, dp_dtype t, const void *dout, const int32_t *ids, float *dwte,
@@ -110,15 +112,16 @@ typedef struct dp_layer_ops {
     int (*cross_entropy_backward)(dp_device *dev, dp_dtype t, void *logits, const float *lse, const int32_t *targets,
                                   const float *sample_scale, int64_t N, int64_t T, int64_t V);
 
-    /* Optimizer steps over n f32 elements (p: parameter, g: gradient, m/v: states).
+    /* Optimizer steps over n elements (p: parameter of dtype pt, f32 or bf16 widened and rounded
+     * once at the end; g: gradient, m/v/buf: states, f32).
      * AdamW (PyTorch's): p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps). */
-    int (*adamw_step)(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
-                      float beta2, float eps, float weight_decay, int64_t step);
+    int (*adamw_step)(dp_device *dev, dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, int64_t step);
     /* SGD (PyTorch's): g' = g + wd p; with momentum: buf = mu buf + g' (buf = g' at step 1 when
      * first_step), p -= lr * buf; without (buf NULL): p -= lr g'. */
-    int (*sgd_step)(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                    float weight_decay, int first_step);
+    int (*sgd_step)(dp_device *dev, dp_dtype pt, void *p, const float *g, float *buf, int64_t n, float lr,
+                    float momentum, float weight_decay, int first_step);
 } dp_layer_ops;
 
 #endif

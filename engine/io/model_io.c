@@ -446,9 +446,8 @@ typedef struct save_ctx {
 static int get_param(void *vctx, int index, float *dst, int64_t numel) {
     save_ctx *ctx = vctx;
     const dp_param *p = ctx->params[index];
-    uint64_t bytes = (uint64_t)numel * sizeof(float);
-    if (!p->hf_transposed) return dp_tensor_to_host(&p->value, dst, bytes);
-    DP_TRY(dp_tensor_to_host(&p->value, ctx->scratch, bytes));
+    if (!p->hf_transposed) return dp_tensor_to_host_f32(&p->value, dst, numel); /* bf16 values widen exactly */
+    DP_TRY(dp_tensor_to_host_f32(&p->value, ctx->scratch, numel));
     int64_t rows = p->value.shape[0], cols = p->value.shape[1];
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = ctx->scratch[r * cols + c];
@@ -688,7 +687,7 @@ static int load_param(weight_files *w, dp_param *p, const char *key, const char 
             for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = host[c * rows + r];
         src = dst;
     }
-    if (rc == DP_OK) rc = dp_tensor_from_host(&p->value, src, (uint64_t)v->numel * sizeof(float));
+    if (rc == DP_OK) rc = dp_tensor_from_host_f32(&p->value, src, v->numel); /* a bf16 parameter rounds once */
     free(host);
     return rc;
 }

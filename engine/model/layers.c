@@ -44,9 +44,10 @@ int dp_layer_embedding_forward(dp_tensor *out, const dp_tensor *ids, const dp_te
     DP_TRY(rows_of(out, d, op, &N));
     DP_TRY(need(ids->dtype == DP_I32 && ids->numel == N && T > 0 && N % T == 0, op, "ids must be N = B*T i32"));
     if (wpe) DP_TRY(need(wpe->ndim == 2 && wpe->shape[1] == d && wpe->shape[0] >= T, op, "wpe must be P x d, P >= T"));
+    DP_TRY(need(is_act(wte) && (!wpe || wpe->dtype == wte->dtype), op, "the tables must be f32 or bf16, both alike"));
     double nd = (double)N * (double)d;
-    dp_ledger_add(op, wpe ? nd : 0, 4.0 * N + 4.0 * nd + (wpe ? 4.0 * nd : 0) + es(out) * nd);
-    return DP_DISPATCH_LAYER(out->dev, embedding_forward, out->dtype, out->data, ids->data, wte->data,
+    dp_ledger_add(op, wpe ? nd : 0, 4.0 * N + es(wte) * nd + (wpe ? es(wpe) * nd : 0) + es(out) * nd);
+    return DP_DISPATCH_LAYER(out->dev, embedding_forward, out->dtype, wte->dtype, out->data, ids->data, wte->data,
                              wpe ? wpe->data : NULL, N, T, d);
 }
 

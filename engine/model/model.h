@@ -2,10 +2,15 @@
  *
  * Every saved activation is an explicit allocation under `activations` with the module path of
  * the layer that saved it (docs/results.md lists the paths); whatever backward does not need is
- * freed as soon as possible. Parameters are f32 under `parameters`; in bf16 mode the model also
- * keeps a bf16 copy of each weight matrix for the GEMMs (also `parameters`, refreshed by
- * dp_model_sync_compute_weights after an optimizer step). Gradients are f32 under `gradients`,
- * allocated by the first backward that needs them and freed by dp_model_zero_grad(set_to_none).
+ * freed as soon as possible. Parameters live under `parameters`: f32 in an f32 model. In a bf16
+ * model, as PEFT and PyTorch users run it, a frozen parameter (LoRA's base weights) is bf16 only
+ * (no f32 master, no gradient, no state); a trainable one keeps an f32 master plus, for the
+ * matrices the GEMMs read, a bf16 copy (refreshed by dp_model_sync_compute_weights after an
+ * optimizer step), unless master_weights = 0: then it is bf16 only too and the optimizer updates
+ * it in bf16 (an update below half a bf16 ulp of the weight, ~0.2% of it, is lost: long runs
+ * with small learning rates stall). Gradients are f32 under `gradients`, allocated by the first
+ * backward that needs them and freed by dp_model_zero_grad(set_to_none). Kernels that take f32
+ * gains and biases read a bf16 one through a transient f32 copy (`temp`, d floats).
  *
  * Loss convention (as Hugging Face and Opacus): sample i's loss L_i is the mean cross-entropy
  * over its T positions; the batch loss is the mean of the L_i. The backward takes a per-sample
@@ -57,7 +62,8 @@ typedef struct dp_model_config {
     int64_t max_positions; /* gpt: rows of wpe (0 = seq_len) */
     int tie_head;          /* the LM head shares the token embedding (gpt default 1, llama default 0: Llama-3.2-1B/3B
                             * tie it, tie_word_embeddings) */
-    dp_dtype dtype;        /* compute dtype: f32, or bf16 on CUDA */
+    dp_dtype dtype;        /* compute dtype: f32 or bf16 (CUDA; the CPU's bf16 is a slow exact reference) */
+    int master_weights;    /* bf16: trainable parameters keep an f32 master (1, default) or train in bf16 (0) */
     float norm_eps;        /* 1e-5 (both archs, as GPT-2 and Llama-2 configs) */
     float rope_theta;      /* llama: 10000 */
     dp_rope_scaling rope;  /* llama: the rotary scaling (type default: none) */
@@ -113,8 +119,8 @@ typedef enum {
 typedef struct dp_param {
     char name[128]; /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
     dp_param_kind kind;
-    dp_tensor value;   /* f32 master, `parameters` */
-    dp_tensor compute; /* bf16 copy of a weight matrix in bf16 mode (else empty) */
+    dp_tensor value;   /* `parameters`: f32, or bf16 when the model keeps it in bf16 only (see above) */
+    dp_tensor compute; /* bf16 copy of an f32 weight matrix in bf16 mode (else empty) */
     dp_tensor grad;    /* f32 `gradients`; empty until a backward allocates it */
     int trainable;     /* 0 for LoRA-frozen base weights: no gradient, no optimizer state */
     int hf_transposed; /* stored in x out in the HF file (GPT-2 Conv1D) */

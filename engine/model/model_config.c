@@ -14,6 +14,7 @@ void dp_model_config_default(dp_model_config *cfg, dp_arch arch) {
     cfg->mlp_ratio = arch == DP_ARCH_LLAMA ? 8.0 / 3.0 : 4.0;
     cfg->tie_head = arch == DP_ARCH_GPT;
     cfg->dtype = DP_F32;
+    cfg->master_weights = 1;
     cfg->norm_eps = 1e-5f;
     cfg->rope_theta = 10000.0f;
     dp_rope_scaling_default(&cfg->rope);
@@ -126,6 +127,9 @@ int dp_model_config_check(const dp_model_config *cfg) {
                             (long long)cfg->max_positions, (long long)cfg->seq_len);
     if (cfg->dtype != DP_F32 && cfg->dtype != DP_BF16)
         return dp_error_set(DP_EINVAL, "model: 'dtype' must be f32 or bf16 (got %s)", dp_dtype_name(cfg->dtype));
+    if (!cfg->master_weights && cfg->dtype != DP_BF16)
+        return dp_error_set(DP_EINVAL, "model: 'master_weights' = false needs dtype bf16 (an f32 model's weights are "
+                                       "their own masters)");
     if (!(cfg->norm_eps > 0 && isfinite(cfg->norm_eps)))
         return dp_error_set(DP_EINVAL, "model: 'norm_eps' must be a positive number (got %g)", (double)cfg->norm_eps);
     if (cfg->arch == DP_ARCH_LLAMA && !(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))

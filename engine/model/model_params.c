@@ -39,6 +39,11 @@ static int fail_module(uint32_t module) {
     return module == UINT32_MAX ? dp_error_set(DP_EOOM, "model: out of host memory for module paths") : DP_OK;
 }
 
+/* What a parameter is stored in: bf16 only in a bf16 model when frozen or without masters. */
+static dp_dtype param_dtype(const dp_model *m, const dp_param *p) {
+    return m->t == DP_BF16 && (!p->trainable || !m->cfg.master_weights) ? DP_BF16 : DP_F32;
+}
+
 /* Adds parameter `name` (rows x cols; cols 0 for a vector) under module, initialised for its
  * kind (std: the normal's standard deviation for weights). NULL after the first failure. */
 static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t rows, int64_t cols, uint32_t module,
@@ -60,8 +65,8 @@ static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t 
     p->module = module;
     p->trainable = m->cfg.lora_rank > 0 ? (kind == DP_PARAM_LORA_A || kind == DP_PARAM_LORA_B) : 1;
     int64_t shape[2] = {rows, cols};
-    if ((bd->rc = dp_tensor_init_module(&p->value, m->dev, DP_F32, cols ? 2 : 1, shape, DP_CAT_PARAMETERS, module)) !=
-        DP_OK)
+    if ((bd->rc = dp_tensor_init_module(&p->value, m->dev, param_dtype(m, p), cols ? 2 : 1, shape, DP_CAT_PARAMETERS,
+                                        module)) != DP_OK)
         return NULL;
     m->n_params++;
     uint64_t seed = m->cfg.seed, stream = name_stream(name);
@@ -176,9 +181,9 @@ static void build_llama(builder *bd) {
     if (!m->cfg.tie_head) m->head = add(bd, "lm_head.weight", DP_PARAM_HEAD, m->V, d, m->head_module, std);
 }
 
-/* the weights a GEMM reads: bf16 copies of them in bf16 mode */
+/* the weights a GEMM reads: bf16 copies of the f32 masters in bf16 mode */
 static int needs_compute_copy(const dp_model *m, const dp_param *p) {
-    if (m->t != DP_BF16) return 0;
+    if (m->t != DP_BF16 || p->value.dtype != DP_F32) return 0;
     switch (p->kind) {
     case DP_PARAM_LINEAR_W:
     case DP_PARAM_LORA_A:

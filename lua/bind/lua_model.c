@@ -69,9 +69,9 @@ void dpl_push_model(lua_State *L, dp_model *m) {
 /* ---- configuration ----------------------------------------------------------------------- */
 
 static const char *const model_keys[] = {
-    "arch",         "vocab",     "hidden", "layers",        "heads",    "kv_heads", "head_dim", "seq_len",
-    "batch",        "mlp_ratio", "ffn",    "max_positions", "tie_head", "dtype",    "norm_eps", "rope_theta",
-    "rope_scaling", "init_std",  "seed",   "device",        "lora",     NULL};
+    "arch",         "vocab",     "hidden", "layers",        "heads",    "kv_heads",       "head_dim", "seq_len",
+    "batch",        "mlp_ratio", "ffn",    "max_positions", "tie_head", "dtype",          "norm_eps", "rope_theta",
+    "rope_scaling", "init_std",  "seed",   "device",        "lora",     "master_weights", NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
@@ -188,6 +188,7 @@ static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
         cfg->dtype = DP_BF16;
     else
         luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
+    cfg->master_weights = dpl_opt_bool_field(L, idx, fname, "master_weights", 1);
     cfg->norm_eps = (float)dpl_opt_num_field(L, idx, fname, "norm_eps", cfg->norm_eps);
     cfg->rope_theta = (float)dpl_opt_num_field(L, idx, fname, "rope_theta", cfg->rope_theta);
     read_rope_scaling(L, idx, fname, cfg);
@@ -537,6 +538,7 @@ static int l_config(lua_State *L) {
     lua_pushinteger(L, c->max_positions), lua_setfield(L, -2, "max_positions");
     lua_pushboolean(L, c->tie_head), lua_setfield(L, -2, "tie_head");
     lua_pushstring(L, dp_dtype_name(c->dtype)), lua_setfield(L, -2, "dtype");
+    lua_pushboolean(L, c->master_weights), lua_setfield(L, -2, "master_weights");
     lua_pushnumber(L, c->norm_eps), lua_setfield(L, -2, "norm_eps");
     lua_pushnumber(L, c->rope_theta), lua_setfield(L, -2, "rope_theta");
     push_rope_scaling(L, &c->rope);

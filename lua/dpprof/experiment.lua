@@ -47,7 +47,7 @@ local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp"
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace" }
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
                      "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
-                     "rope_scaling", "init_std", "seed", "lora" }
+                     "rope_scaling", "init_std", "seed", "lora", "master_weights" }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
                   "poisson", "dataset_size", "flash_impl" }
 local OPTIMIZER_KEYS = {

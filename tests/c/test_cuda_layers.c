@@ -161,7 +161,8 @@ static int32_t rand_below(int64_t n) {
 
 /* ---- embeddings ------------------------------------------------------------------------------ */
 
-static void test_embedding(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V, int with_wpe, int with_dwte) {
+static void test_embedding(dp_dtype t, dp_dtype wt, int64_t B, int64_t T, int64_t d, int64_t V, int with_wpe,
+                           int with_dwte) {
     const int64_t N = B * T;
     char what[160];
     int32_t *ids = malloc((size_t)N * sizeof *ids);
@@ -169,15 +170,15 @@ static void test_embedding(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     ipair id;
     ipair_init(&id, ids, N);
     pair wte, wpe, out, dout, dwte, dwpe;
-    pair_rand(&wte, DP_F32, V * d, 0, 1);
-    pair_rand(&wpe, DP_F32, T * d, 0, 1);
+    pair_rand(&wte, wt, V * d, 0, 1); /* bf16 tables: a bf16 model's frozen embeddings */
+    pair_rand(&wpe, wt, T * d, 0, 1);
     pair_nan(&out, t, N * d);
     CHECK_OK(
-        CPU_L->embedding_forward(cpu, t, out.c.data, id.c.data, wte.c.data, with_wpe ? wpe.c.data : NULL, N, T, d));
+        CPU_L->embedding_forward(cpu, t, wt, out.c.data, id.c.data, wte.c.data, with_wpe ? wpe.c.data : NULL, N, T, d));
     CHECK_OK(
-        GPU_L->embedding_forward(gpu, t, out.g.data, id.g.data, wte.g.data, with_wpe ? wpe.g.data : NULL, N, T, d));
-    snprintf(what, sizeof what, "embedding_forward %s N=%lld T=%lld d=%lld V=%lld%s", dp_dtype_name(t), (long long)N,
-             (long long)T, (long long)d, (long long)V, with_wpe ? "" : " no wpe");
+        GPU_L->embedding_forward(gpu, t, wt, out.g.data, id.g.data, wte.g.data, with_wpe ? wpe.g.data : NULL, N, T, d));
+    snprintf(what, sizeof what, "embedding_forward %s (tables %s) N=%lld T=%lld d=%lld V=%lld%s", dp_dtype_name(t),
+             dp_dtype_name(wt), (long long)N, (long long)T, (long long)d, (long long)V, with_wpe ? "" : " no wpe");
     report(what, pair_err(&out), 0); /* a gather and one f32 add: exact */
 
     pair_rand(&dout, t, N * d, 0, 1);
@@ -468,10 +469,11 @@ static void test_cross_entropy(dp_dtype t, int64_t B, int64_t T, int64_t V) {
 
 /* ---- optimizers -------------------------------------------------------------------------------- */
 
-static void test_optim(int64_t n, int offset) {
+/* pt: the parameters' dtype (bf16: a bf16 model without f32 masters) */
+static void test_optim(dp_dtype pt, int64_t n, int offset) {
     char what[160];
     pair p, g, m, v;
-    pair_rand(&p, DP_F32, n + offset, 0, 1);
+    pair_rand(&p, pt, n + offset, 0, 1);
     pair_rand(&g, DP_F32, n + offset, 0, 0.1f);
     pair_rand(&m, DP_F32, n + offset, 0, 0.01f);
     pair_rand(&v, DP_F32, n + offset, 0.01f, 0.001f);
@@ -484,21 +486,22 @@ static void test_optim(int64_t n, int offset) {
         free(h);
     }
     for (int64_t step = 1; step <= 3; step++) {
-        CHECK_OK(CPU_L->adamw_step(cpu, at_c(&p, offset), at_c(&g, offset), at_c(&m, offset), at_c(&v, offset), n,
+        CHECK_OK(CPU_L->adamw_step(cpu, pt, at_c(&p, offset), at_c(&g, offset), at_c(&m, offset), at_c(&v, offset), n,
                                    1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step));
-        CHECK_OK(GPU_L->adamw_step(gpu, at_g(&p, offset), at_g(&g, offset), at_g(&m, offset), at_g(&v, offset), n,
+        CHECK_OK(GPU_L->adamw_step(gpu, pt, at_g(&p, offset), at_g(&g, offset), at_g(&m, offset), at_g(&v, offset), n,
                                    1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step));
     }
-    snprintf(what, sizeof what, "adamw_step x3 n=%lld%s p (bit-identical)", (long long)n, offset ? " unaligned" : "");
+    snprintf(what, sizeof what, "adamw_step x3 n=%lld%s %s p (bit-identical)", (long long)n, offset ? " unaligned" : "",
+             dp_dtype_name(pt));
     report(what, pair_err(&p), 0);
     snprintf(what, sizeof what, "adamw_step x3 n=%lld%s m, v", (long long)n, offset ? " unaligned" : "");
     report(what, fmax(pair_err(&m), pair_err(&v)), 0);
     for (int mom = 0; mom < 2; mom++) {
         for (int step = 0; step < 2; step++) {
-            CHECK_OK(CPU_L->sgd_step(cpu, at_c(&p, offset), at_c(&g, offset), mom ? at_c(&m, offset) : NULL, n, 0.1f,
-                                     0.9f, step ? 0.01f : 0.0f, step == 0));
-            CHECK_OK(GPU_L->sgd_step(gpu, at_g(&p, offset), at_g(&g, offset), mom ? at_g(&m, offset) : NULL, n, 0.1f,
-                                     0.9f, step ? 0.01f : 0.0f, step == 0));
+            CHECK_OK(CPU_L->sgd_step(cpu, pt, at_c(&p, offset), at_c(&g, offset), mom ? at_c(&m, offset) : NULL, n,
+                                     0.1f, 0.9f, step ? 0.01f : 0.0f, step == 0));
+            CHECK_OK(GPU_L->sgd_step(gpu, pt, at_g(&p, offset), at_g(&g, offset), mom ? at_g(&m, offset) : NULL, n,
+                                     0.1f, 0.9f, step ? 0.01f : 0.0f, step == 0));
         }
         snprintf(what, sizeof what, "sgd_step x2 n=%lld%s%s (bit-identical)", (long long)n, mom ? " momentum" : "",
                  offset ? " unaligned" : "");
@@ -583,7 +586,8 @@ typedef struct {
 
 static int b_emb_fwd(void *p) {
     bench_ctx *c = p;
-    return GPU_L->embedding_forward(gpu, c->t, c->x.data, c->ids.data, c->big.data, c->w.data, c->N, c->T, c->d);
+    return GPU_L->embedding_forward(gpu, c->t, DP_F32, c->x.data, c->ids.data, c->big.data, c->w.data, c->N, c->T,
+                                    c->d);
 }
 static int b_emb_bwd(void *p) {
     bench_ctx *c = p;
@@ -671,13 +675,14 @@ static int b_adamw(void *p) { /* over V x d parameters (the embedding) */
     bench_ctx *c = p;
     int64_t n = c->V * c->d;
     float *base = c->big.data;
-    return GPU_L->adamw_step(gpu, base, base + n, base + 2 * n, base + 3 * n, n, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 3);
+    return GPU_L->adamw_step(gpu, DP_F32, base, base + n, base + 2 * n, base + 3 * n, n, 1e-4f, 0.9f, 0.999f, 1e-8f,
+                             0.01f, 3);
 }
 static int b_sgd(void *p) {
     bench_ctx *c = p;
     int64_t n = c->V * c->d;
     float *base = c->big.data;
-    return GPU_L->sgd_step(gpu, base, base + n, base + 2 * n, n, 1e-4f, 0.9f, 0.0f, 0);
+    return GPU_L->sgd_step(gpu, DP_F32, base, base + n, base + 2 * n, n, 1e-4f, 0.9f, 0.0f, 0);
 }
 
 static void bench_config(const bench_cfg *cfg, dp_dtype t) {
@@ -779,10 +784,11 @@ int main(void) {
     for (int ti = 0; ti < 2; ti++) {
         const dp_dtype t = ti ? DP_BF16 : DP_F32;
         if (RUN(embedding)) {
-            test_embedding(t, 2, 300, 772, 13, 1, 1); /* many rows per id */
-            test_embedding(t, 1, 7, 50, 50257, 1, 1); /* d not a multiple of 4 */
-            test_embedding(t, 3, 7, 48, 5, 0, 1);     /* no position embedding */
-            test_embedding(t, 3, 7, 48, 5, 1, 0);     /* frozen token embedding */
+            test_embedding(t, DP_F32, 2, 300, 772, 13, 1, 1);
+            test_embedding(t, DP_BF16, 2, 300, 772, 13, 1, 0); /* bf16 tables */ /* many rows per id */
+            test_embedding(t, DP_F32, 1, 7, 50, 50257, 1, 1);                    /* d not a multiple of 4 */
+            test_embedding(t, DP_F32, 3, 7, 48, 5, 0, 1);                        /* no position embedding */
+            test_embedding(t, DP_F32, 3, 7, 48, 5, 1, 0);                        /* frozen token embedding */
         }
         if (RUN(norm)) {
             static const int64_t shapes[][2] = {{1, 48},    {7, 772},  {300, 48}, {300, 772},
@@ -831,8 +837,9 @@ int main(void) {
             test_cross_entropy(t, 2, 2, 31);
         }
         if (ti == 0 && RUN(optim)) {
-            test_optim(1000003, 0);
-            test_optim(4099, 1);
+            test_optim(DP_F32, 1000003, 0);
+            test_optim(DP_BF16, 4099, 1); /* bf16 parameters (no f32 masters) */
+            test_optim(DP_F32, 4099, 1);
         }
     }
     const char *b = getenv("DPPROF_BENCH");

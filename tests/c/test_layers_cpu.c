@@ -247,10 +247,10 @@ static void test_embedding(void) {
     for (int64_t n = 0; n < N; n++) ids[n] = (int32_t)((n * 7 + 3) % V);
     ids[4] = ids[9] = 2; /* repeated ids accumulate */
     float *wte = randn(V * d, 1), *wpe = randn(T * d, 1), *out = zeros(N * d);
-    CHECK_OK(ops->embedding_forward(cpu, DP_F32, out, ids, wte, wpe, N, T, d));
+    CHECK_OK(ops->embedding_forward(cpu, DP_F32, DP_F32, out, ids, wte, wpe, N, T, d));
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < d; j++) CHECK(out[n * d + j] == wte[ids[n] * d + j] + wpe[(n % T) * d + j]);
-    CHECK_OK(ops->embedding_forward(cpu, DP_F32, out, ids, wte, NULL, N, T, d));
+    CHECK_OK(ops->embedding_forward(cpu, DP_F32, DP_F32, out, ids, wte, NULL, N, T, d));
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < d; j++) CHECK(out[n * d + j] == wte[ids[n] * d + j]);
     /* backward: the adjoint of the gather, summed in row order */
@@ -555,7 +555,8 @@ static void test_optimizers(void) {
     const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
     for (int step = 1; step <= 3; step++) {
         float *g = randn(n, 1);
-        CHECK_OK(ops->adamw_step(cpu, p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step));
+        CHECK_OK(
+            ops->adamw_step(cpu, DP_F32, p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step));
         for (int64_t i = 0; i < n; i++) {
             rp[i] *= 1 - lr * wd;
             rm[i] = b1 * rm[i] + (1 - b1) * g[i];
@@ -565,12 +566,12 @@ static void test_optimizers(void) {
         free(g);
     }
     for (int64_t i = 0; i < n; i++) CHECK_CLOSE(p[i], rp[i], 1e-5);
-    CHECK(ops->adamw_step(cpu, p, p, m, v, n, 0.1f, 0.9f, 0.99f, 1e-8f, 0, 0) == DP_EINVAL);
+    CHECK(ops->adamw_step(cpu, DP_F32, p, p, m, v, n, 0.1f, 0.9f, 0.99f, 1e-8f, 0, 0) == DP_EINVAL);
     for (int64_t i = 0; i < n; i++) rp[i] = p[i];
     double rb[50];
     for (int step = 1; step <= 3; step++) {
         float *g = randn(n, 1);
-        CHECK_OK(ops->sgd_step(cpu, p, g, buf, n, 0.1f, 0.9f, 0.01f, step == 1));
+        CHECK_OK(ops->sgd_step(cpu, DP_F32, p, g, buf, n, 0.1f, 0.9f, 0.01f, step == 1));
         for (int64_t i = 0; i < n; i++) {
             double dd = g[i] + 0.01 * rp[i];
             rb[i] = step == 1 ? dd : 0.9 * rb[i] + dd;
@@ -581,8 +582,19 @@ static void test_optimizers(void) {
     for (int64_t i = 0; i < n; i++) CHECK_CLOSE(p[i], rp[i], 1e-5);
     float *g = randn(n, 1);
     for (int64_t i = 0; i < n; i++) rp[i] = p[i] - 0.5 * g[i];
-    CHECK_OK(ops->sgd_step(cpu, p, g, NULL, n, 0.5f, 0, 0, 0));
+    CHECK_OK(ops->sgd_step(cpu, DP_F32, p, g, NULL, n, 0.5f, 0, 0, 0));
     for (int64_t i = 0; i < n; i++) CHECK_CLOSE(p[i], rp[i], 1e-6);
+    /* bf16 parameters (no f32 master): the f32 step on the widened value, rounded once */
+    uint16_t ph[50];
+    float pf[50], mf[50] = {0}, vf[50] = {0}, m2[50] = {0}, v2[50] = {0};
+    round_bf16(p, ph, pf, n);
+    CHECK_OK(ops->adamw_step(cpu, DP_BF16, ph, g, m2, v2, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1));
+    CHECK_OK(ops->adamw_step(cpu, DP_F32, pf, g, mf, vf, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1));
+    for (int64_t i = 0; i < n; i++) CHECK(ph[i] == dp_f32_to_bf16(pf[i]) && m2[i] == mf[i] && v2[i] == vf[i]);
+    round_bf16(pf, ph, pf, n);
+    CHECK_OK(ops->sgd_step(cpu, DP_BF16, ph, g, NULL, n, 0.5f, 0, 0.01f, 0));
+    CHECK_OK(ops->sgd_step(cpu, DP_F32, pf, g, NULL, n, 0.5f, 0, 0.01f, 0));
+    for (int64_t i = 0; i < n; i++) CHECK(ph[i] == dp_f32_to_bf16(pf[i]));
     free(g), free(p), free(m), free(v), free(buf);
 }
 

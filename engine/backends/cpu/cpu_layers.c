@@ -36,15 +36,18 @@ static void add_parts(float *dst, const double *part, int64_t parts, int64_t col
 
 /* ---- embeddings ------------------------------------------------------------------------- */
 
-static int cpu_embedding_forward(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
-                                 const float *wpe, int64_t N, int64_t T, int64_t d) {
+static int cpu_embedding_forward(dp_device *dev, dp_dtype t, dp_dtype wt, void *out, const int32_t *ids,
+                                 const void *wte, const void *wpe, int64_t N, int64_t T, int64_t d) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "embedding_forward"));
+    DP_TRY(dp_cpu_need_float(wt, "embedding_forward"));
 #pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const float *e = wte + (int64_t)ids[n] * d;
-        const float *p = wpe ? wpe + (n % T) * d : NULL;
-        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, n * d + j, p ? e[j] + p[j] : e[j]);
+        const int64_t e = (int64_t)ids[n] * d, p = (n % T) * d;
+        for (int64_t j = 0; j < d; j++) {
+            const float v = dp_cpu_ld(wt, wte, e + j);
+            dp_cpu_st(t, out, n * d + j, wpe ? v + dp_cpu_ld(wt, wpe, p + j) : v);
+        }
     }
     return DP_OK;
 }
@@ -550,9 +553,10 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
 /* ---- optimizers ------------------------------------------------------------------------- */
 
 /* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps). */
-static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
+static int cpu_adamw_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t n, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int64_t step) {
     (void)dev;
+    DP_TRY(dp_cpu_need_float(pt, "adamw_step"));
     if (step < 1) return dp_error_set(DP_EINVAL, "adamw_step: step %lld (counts from 1)", (long long)step);
     const float decay = 1.0f - lr * weight_decay;
     const double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
@@ -560,28 +564,30 @@ static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, fl
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
-        float pi = p[i] * decay;
+        float pi = dp_cpu_ld(pt, p, i) * decay;
         float mi = m[i] + (1.0f - beta1) * (gi - m[i]);
         float vi = v[i] * beta2 + (1.0f - beta2) * gi * gi;
         float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi - step_size * (mi / denom);
+        dp_cpu_st(pt, p, i, pi - step_size * (mi / denom));
         m[i] = mi;
         v[i] = vi;
     }
     return DP_OK;
 }
 
-static int cpu_sgd_step(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                        float weight_decay, int first_step) {
+static int cpu_sgd_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *buf, int64_t n, float lr,
+                        float momentum, float weight_decay, int first_step) {
     (void)dev;
+    DP_TRY(dp_cpu_need_float(pt, "sgd_step"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
-        float d = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
+        const float pi = dp_cpu_ld(pt, p, i);
+        float d = weight_decay != 0.0f ? g[i] + weight_decay * pi : g[i];
         if (buf) {
             buf[i] = first_step ? d : momentum * buf[i] + d;
             d = buf[i];
         }
-        p[i] -= lr * d;
+        dp_cpu_st(pt, p, i, pi - lr * d);
     }
     return DP_OK;
 }

@@ -59,13 +59,14 @@ static float *scratch_of(dp_device *dev, size_t *floats) { return dp_cuda_scratc
 
 /* ---- embeddings ------------------------------------------------------------------------------ */
 
-static int cuda_embedding_forward(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
-                                  const float *wpe, int64_t N, int64_t T, int64_t d) {
+static int cuda_embedding_forward(dp_device *dev, dp_dtype t, dp_dtype wt, void *out, const int32_t *ids,
+                                  const void *wte, const void *wpe, int64_t N, int64_t T, int64_t d) {
     DP_TRY(need_float(t, "embedding_forward"));
+    DP_TRY(need_float(wt, "embedding_forward"));
     DP_TRY(need_sizes("embedding_forward", N, T, d));
     if (N > 0 && T <= 0) return dp_error_set(DP_EINVAL, "embedding_forward: T = %lld must be positive", (long long)T);
     return launched(dev, "embedding_forward",
-                    dpk_embedding_forward(dp_cuda_stream(dev), (int)t, out, ids, wte, wpe, N, T, d));
+                    dpk_embedding_forward(dp_cuda_stream(dev), (int)t, (int)wt, out, ids, wte, wpe, N, T, d));
 }
 
 static int cuda_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, const int32_t *ids, float *dwte,
@@ -255,17 +256,20 @@ static int cuda_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits,
 
 /* ---- optimizers ------------------------------------------------------------------------------ */
 
-static int cuda_adamw_step(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
-                           float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+static int cuda_adamw_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t n,
+                           float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+    DP_TRY(need_float(pt, "adamw_step"));
     if (step < 1) return dp_error_set(DP_EINVAL, "adamw_step: step %lld (counts from 1)", (long long)step);
-    return launched(dev, "adamw_step",
-                    dpk_adamw_step(dp_cuda_stream(dev), p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step));
+    return launched(
+        dev, "adamw_step",
+        dpk_adamw_step(dp_cuda_stream(dev), (int)pt, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step));
 }
 
-static int cuda_sgd_step(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                         float weight_decay, int first_step) {
+static int cuda_sgd_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *buf, int64_t n, float lr,
+                         float momentum, float weight_decay, int first_step) {
+    DP_TRY(need_float(pt, "sgd_step"));
     return launched(dev, "sgd_step",
-                    dpk_sgd_step(dp_cuda_stream(dev), p, g, buf, n, lr, momentum, weight_decay, first_step));
+                    dpk_sgd_step(dp_cuda_stream(dev), (int)pt, p, g, buf, n, lr, momentum, weight_decay, first_step));
 }
 
 const dp_layer_ops dp_cuda_layer_ops = {
