@@ -175,8 +175,9 @@ typedef struct dp_backward_opts {
  * projections). Each parameter draws from its own Philox stream (cfg.seed, a hash of its name),
  * so adding adapters leaves the base weights unchanged. With LoRA, as in PEFT, every base
  * parameter is frozen (trainable = 0) and only the adapters train. Allocates under `parameters`
- * with module paths. bf16 runs on CUDA and plan; on the CPU it exists as a slow reference for
- * tests (the Lua API refuses it). DP_EINVAL for a bad configuration, DP_EOOM. */
+ * with module paths. bf16 runs on CUDA and plan, and on the CPU as a slow exact reference (bf16
+ * storage, f32 arithmetic, rounded where the CUDA kernels round: cpu_layers.c) that tests hold
+ * CUDA's bf16 to. DP_EINVAL for a bad configuration, DP_EOOM. */
 int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out);
 /* Frees everything the model allocated (parameters, gradients, activations). NULL is a no-op. */
 void dp_model_free(dp_model *m);

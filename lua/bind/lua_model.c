@@ -202,13 +202,8 @@ static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
     const char *fname = "dpprof.model";
     read_fields(L, idx, cfg);
     const char *devname = dpl_opt_str_field(L, idx, fname, "device", NULL);
-    dp_device *dev = devname ? dpl_device_named(L, devname) : dpl_current_device(L);
-    if (cfg->dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
-        luaL_error(L,
-                   "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or "
-                   "device 'cuda' or 'plan'",
-                   fname);
-    return dev;
+    /* bf16 on the CPU is the slow exact reference of CUDA's bf16 (cpu_layers.c) */
+    return devname ? dpl_device_named(L, devname) : dpl_current_device(L);
 }
 
 /* Raises the engine's error as dpprof.model's: "dpprof.model: ..." (the configuration checks

@@ -60,11 +60,6 @@ static int l_load(lua_State *L) {
         read_lora(L, 2, fname, &opts);
     }
     dp_device *dev = device ? dpl_device_named(L, device) : dpl_current_device(L);
-    if (opts.dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
-        luaL_error(L,
-                   "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or device "
-                   "'cuda' or 'plan'",
-                   fname);
     dp_model *m;
     if (dp_model_load(dev, dir, &opts, &m) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
     dpl_push_model(L, m); /* owns m from here (frees it if the push fails) */

@@ -13,7 +13,21 @@
  *    and materialize and flash picks Gram and gradient tiles, each at one of the two lengths
  *    (checked); at T = 16 the total norm also against PyTorch's (1e-4).
  * 3. Saving writes the fixture's tensors bit for bit (no lm_head when tied) and a config.json
- *    that reads back the same (kv heads, head_dim, rope scaling, tie). */
+ *    that reads back the same (kv heads, head_dim, rope scaling, tie).
+ * 4. The CPU's bf16 reference path (what CUDA's bf16 is held to) against its f32, within the
+ *    bounds below; and bf16 LoRA (frozen base weights bf16 only) against the same.
+ *
+ * The bf16 bounds: bf16 keeps 8 significant bits, so every stored activation (and weight copy)
+ * is off by at most 2^-9 = 0.2% relative. A block rounds ~10 stored tensors in sequence (norm,
+ * q/k/v, rope, attention, o, residual, norm, gate/up, SwiGLU, down, residual), so through 2
+ * blocks and the head ~25 roundings: worst case 25 x 0.2% = 5%, with independent signs
+ * sqrt(25) x 0.2% = 1% on the loss. A gradient is a product of ~2 x 25 rounded factors (the
+ * forward's activations and the backward's), 10% with independent signs, times the
+ * fixture's sensitivity: its weights are drawn large (std 0.3) so attention is nearly one-hot
+ * and the logits span ~+-10, which amplifies a relative change of a score by up to ~2x.
+ * Bounds: loss 2e-2 relative; each gradient tensor 0.25 relative in L2 (measured: 0.12 at
+ * worst, llama3's first-layer k_proj adapter); all gradients together at cosine > 0.99
+ * (measured 0.996). A missing rounding point moves none of these; a wrong kernel moves all. */
 #include "check.h"
 #include "test_util.h"
 
@@ -304,6 +318,60 @@ static void check_save(const char *name, dp_model *m, const char *dir) {
     CHECK(memcmp(&c1.rope, &c2.rope, sizeof c1.rope) == 0);
 }
 
+#define BF16_LOSS_REL 2e-2
+#define BF16_GRAD_REL 0.25
+#define BF16_COSINE 0.99
+
+/* loss and every gradient of the model loaded in f32 and in bf16 (with lora_rank > 0: adapters
+ * on every linear, B drawn non-zero, the base frozen in bf16) on the reference batch */
+static void check_bf16(const char *name, const char *dir, const reference *r, int lora_rank) {
+    dp_model *m[2];
+    float loss[2];
+    for (int k = 0; k < 2; k++) {
+        dp_model_load_opts o;
+        dp_model_load_opts_default(&o);
+        o.seq_len = r->T, o.batch = r->B, o.dtype = k ? DP_BF16 : DP_F32;
+        o.lora_rank = lora_rank, o.lora_alpha = 2.0f * (float)lora_rank, o.seed = 5;
+        o.lora_targets = DP_LORA_QKV | DP_LORA_PROJ | DP_LORA_FC | DP_LORA_DOWN;
+        m[k] = NULL;
+        CHECK_OK(dp_model_load(cpu, dir, &o, &m[k]));
+        if (!m[k]) return;
+        for (int i = 0; i < dp_model_param_count(m[k]); i++) { /* B = 0 would leave A without a gradient */
+            dp_param *p = dp_model_param(m[k], i);
+            if (p->kind == DP_PARAM_LORA_B)
+                CHECK_OK(dp_tensor_rand(&p->value, DP_RAND_NORMAL, 0, 0.3f, 7, (uint64_t)i));
+        }
+        CHECK_OK(dp_model_sync_compute_weights(m[k]));
+        dp_tensor x, y;
+        batch_of(r, &x, &y);
+        CHECK_OK(dp_model_forward(m[k], &x, &y, &loss[k], NULL));
+        CHECK_OK(dp_model_backward(m[k], NULL));
+        dp_tensor_release(&x);
+        dp_tensor_release(&y);
+    }
+    double worst = 0, dot = 0, n32 = 0, n16 = 0;
+    for (int i = 0; i < dp_model_param_count(m[0]); i++) {
+        dp_param *a = dp_model_param(m[0], i), *b = dp_model_param(m[1], i);
+        CHECK(a->trainable == b->trainable && (a->grad.numel != 0) == (b->grad.numel != 0));
+        if (!a->grad.numel || a->grad.numel != b->grad.numel) continue;
+        const float *ga = a->grad.data, *gb = b->grad.data;
+        double diff = 0, ref = 0;
+        for (int64_t j = 0; j < a->grad.numel; j++) {
+            dot += (double)ga[j] * gb[j], n32 += (double)ga[j] * ga[j], n16 += (double)gb[j] * gb[j];
+            diff += ((double)gb[j] - ga[j]) * ((double)gb[j] - ga[j]), ref += (double)ga[j] * ga[j];
+        }
+        if (getenv("DP_TEST_VERBOSE")) printf("  %s: %.3g\n", a->name, sqrt(diff / ref));
+        worst = fmax(worst, sqrt(diff / fmax(ref, 1e-300)));
+    }
+    const double cosine = dot / sqrt(n32 * n16), lrel = fabs(loss[1] - loss[0]) / loss[0];
+    printf("%s bf16%s (CPU reference) vs f32: loss %.6f vs %.6f (relative %.2g, bound %g), worst gradient %.3g "
+           "(bound %g), cosine %.5f\n",
+           name, lora_rank ? " LoRA" : "", loss[1], loss[0], lrel, BF16_LOSS_REL, worst, BF16_GRAD_REL, cosine);
+    CHECK(lrel <= BF16_LOSS_REL && worst <= BF16_GRAD_REL && cosine > BF16_COSINE);
+    dp_model_free(m[0]);
+    dp_model_free(m[1]);
+}
+
 static void check_fixture(const char *name, int kv_heads, dp_rope_type rope, int tied) {
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/%s", fixtures, name);
@@ -322,6 +390,8 @@ static void check_fixture(const char *name, int kv_heads, dp_rope_type rope, int
     check_save(name, m, dir);
     dp_model_free(m);
     check_methods(name, dir, &r);
+    check_bf16(name, dir, &r, 0);
+    check_bf16(name, dir, &r, 4);
 }
 
 int main(void) {

@@ -62,9 +62,9 @@ check.raises(function() dp.experiment(cfg{ model = model{ max_positions = 64, se
 check.raises(function() dp.experiment(cfg{ method = "flash_clip", dp = { flash_impl = "strip" } }) end,
              { "dpprof.dp.wrap: unknown flash_impl 'strip' (valid: tiles, strips)" }, "bad flash_impl")
 check.raises(function() dp.experiment(cfg{ dp = { max_grad_norm = -1 } }) end, { "max_grad_norm -1 must be positive" })
--- what only the device can tell (bf16 is CUDA-only) raises too, from the building of the model
-err = check.raises(function() dp.experiment(cfg{ model = model{ dtype = "bf16" } }) end,
-                   { "dpprof.experiment: dpprof.model: dtype 'bf16' is CUDA-only" }, "bf16 on the CPU")
+-- what only building can tell (the layer table's size) raises too, from the building of the model
+err = check.raises(function() dp.experiment(cfg{ model = model{ layers = 200000 } }) end,
+                   { "dpprof.experiment: dpprof.model: 'layers' 200000 is too many" }, "too many layers")
 check.truthy(err:find(THIS, 1, true), "at the caller's line: " .. err)
 check.eq(dp.memory.stats("cpu").allocated, 0, "nothing left allocated after the refused build")
 -- a callback's error is the run's: a result with status "error" and the message

@@ -326,6 +326,17 @@ static float dot(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+/* The rounding points of CUDA's tensor-core attention (kernels/attention_*.cu, taken for bf16
+ * with head dims 64 and 128 and rows of a multiple of 8 elements: att_mma_ok): P, and in the
+ * backward dS, are rounded to bf16 before their products with V, dO, Q and K (the mma operands);
+ * sums stay f32. Elsewhere (f32, other head dims: the SIMT kernels) nothing is rounded in
+ * between, here as there. x rounded to bf16 and back when round is set: */
+static inline float mma_operand(int round, float x) { return round ? dp_bf16_to_f32(dp_f32_to_bf16(x)) : x; }
+
+static int mma_rounding(dp_dtype t, int64_t hd, int64_t ld_q, int64_t ld_kv) {
+    return t == DP_BF16 && (hd == 64 || hd == 128) && ld_q % 8 == 0 && ld_kv % 8 == 0;
+}
+
 /* Grouped-query attention: query head h reads kv head h / (H / Hkv) (transformers' repeat_kv). */
 static int check_groups(const char *op, int64_t H, int64_t Hkv) {
     if (Hkv > 0 && H % Hkv == 0) return DP_OK;
@@ -340,6 +351,7 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
     DP_TRY(dp_cpu_need_float(t, "attention_forward"));
     DP_TRY(check_groups("attention_forward", H, Hkv));
     const int64_t group = H / Hkv;
+    const int round = mma_rounding(t, hd, ld_q, ld_kv);
     const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
     const int64_t work = B * H * T * (T + 1) / 2 * hd; /* multiply-adds of q.k alone */
     int failed = 0;
@@ -376,9 +388,9 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
                     float *a = acc + r * hd, sum = 0.0f;
                     for (int64_t e = 0; e < hd; e++) a[e] *= corr;
                     for (int64_t c = 0; c < cend; c++) {
-                        float p = expf(S[c] - mx);
+                        float p = expf(S[c] - mx), pr = mma_operand(round, p);
                         sum += p;
-                        for (int64_t e = 0; e < hd; e++) a[e] += p * Vb[c * hd + e];
+                        for (int64_t e = 0; e < hd; e++) a[e] += pr * Vb[c * hd + e];
                     }
                     l[r] = l[r] * corr + sum;
                     m[r] = mx;
@@ -405,6 +417,7 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
     DP_TRY(dp_cpu_need_float(t, "attention_backward"));
     DP_TRY(check_groups("attention_backward", H, Hkv));
     const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd, group = H / Hkv;
+    const int round = mma_rounding(t, hd, ld_q, ld_kv);
     /* delta = rowsum(dout * out), per (sample, head, row) */
 #pragma omp parallel for schedule(static) if (B * T * ld_out > PAR_MIN)
     for (int64_t bh = 0; bh < B * H; bh++) {
@@ -455,10 +468,11 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
                     for (int64_t c = 0; c < cend; c++) {
                         float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
                         float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
+                        const float pr = mma_operand(round, p), dsr = mma_operand(round, ds);
                         float *dvc = dV + c * hd, *dkc = dK + c * hd;
                         for (int64_t e = 0; e < hd; e++) {
-                            dvc[e] += p * dor[e];
-                            dkc[e] += scale * ds * qr[e];
+                            dvc[e] += pr * dor[e];
+                            dkc[e] += scale * dsr * qr[e];
                         }
                     }
                 }
@@ -487,7 +501,7 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
                     float *dqr = dQ + r * hd;
                     for (int64_t c = 0; c < cend; c++) {
                         float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
-                        float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
+                        float ds = mma_operand(round, p * (dot(dor, Vb + c * hd, hd) - D[i]));
                         for (int64_t e = 0; e < hd; e++) dqr[e] += scale * ds * K[c * hd + e];
                     }
                 }
