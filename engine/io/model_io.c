@@ -376,9 +376,8 @@ static unsigned lora_target_of(dp_arch arch, const char *module) {
                {".attn.c_proj", DP_LORA_PROJ},
                {".mlp.c_fc", DP_LORA_FC},
                {".mlp.c_proj", DP_LORA_DOWN}},
-      llama[] = {{".self_attn.q_proj", DP_LORA_QKV}, {".self_attn.k_proj", DP_LORA_QKV},
-                 {".self_attn.v_proj", DP_LORA_QKV}, {".self_attn.o_proj", DP_LORA_PROJ},
-                 {".mlp.gate_proj", DP_LORA_FC},     {".mlp.up_proj", DP_LORA_FC},
+      llama[] = {{".self_attn.q_proj", DP_LORA_Q}, {".self_attn.k_proj", DP_LORA_K}, {".self_attn.v_proj", DP_LORA_V},
+                 {".self_attn.o_proj", DP_LORA_O}, {".mlp.gate_proj", DP_LORA_GATE}, {".mlp.up_proj", DP_LORA_UP},
                  {".mlp.down_proj", DP_LORA_DOWN}};
     size_t len = strlen(module);
     size_t n = arch == DP_ARCH_GPT ? sizeof gpt / sizeof *gpt : sizeof llama / sizeof *llama;
@@ -397,9 +396,10 @@ static cJSON *peft_targets(dp_arch arch, unsigned targets) {
     if (arch == DP_ARCH_GPT) {
         char re[160] = ".*\\.(";
         const char *alt[4] = {"attn\\.c_attn", "attn\\.c_proj", "mlp\\.c_fc", "mlp\\.c_proj"};
+        const unsigned group[4] = {DP_LORA_QKV, DP_LORA_PROJ, DP_LORA_FC, DP_LORA_DOWN};
         int first = 1;
         for (int i = 0; i < 4; i++)
-            if (targets & (1u << i)) {
+            if (targets & group[i]) {
                 strcat(re, first ? "" : "|");
                 strcat(re, alt[i]);
                 first = 0;
@@ -408,10 +408,8 @@ static cJSON *peft_targets(dp_arch arch, unsigned targets) {
         return cJSON_CreateString(re);
     }
     cJSON *list = cJSON_CreateArray();
-    const char *names[4][3] = {{"q_proj", "k_proj", "v_proj"}, {"o_proj"}, {"gate_proj", "up_proj"}, {"down_proj"}};
-    for (int i = 0; i < 4; i++)
-        if (targets & (1u << i))
-            for (int k = 0; k < 3 && names[i][k]; k++) cJSON_AddItemToArray(list, cJSON_CreateString(names[i][k]));
+    for (unsigned bit = 1; bit <= DP_LORA_DOWN; bit <<= 1) /* PEFT's names, one per linear */
+        if (targets & bit) cJSON_AddItemToArray(list, cJSON_CreateString(dp_lora_target_name(arch, bit)));
     return list;
 }
 

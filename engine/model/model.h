@@ -26,12 +26,20 @@
 
 typedef enum { DP_ARCH_GPT = 0, DP_ARCH_LLAMA = 1 } dp_arch;
 
-/* LoRA targets, as bits: which linears get adapters. */
+/* LoRA targets, as bits: which linears get adapters, one bit per linear of a llama block (PEFT's
+ * names); gpt's fused c_attn is q, k and v together, its c_fc gate and up together. */
 enum {
-    DP_LORA_QKV = 1u << 0,  /* gpt: attn.qkv; llama: q, k, v */
-    DP_LORA_PROJ = 1u << 1, /* gpt: attn.proj; llama: o */
-    DP_LORA_FC = 1u << 2,   /* gpt: mlp.fc; llama: gate, up */
-    DP_LORA_DOWN = 1u << 3, /* gpt: mlp.proj; llama: down */
+    DP_LORA_Q = 1u << 0,                             /* llama: self_attn.q_proj */
+    DP_LORA_K = 1u << 1,                             /* llama: self_attn.k_proj */
+    DP_LORA_V = 1u << 2,                             /* llama: self_attn.v_proj */
+    DP_LORA_O = 1u << 3,                             /* llama: self_attn.o_proj; gpt: attn.c_proj */
+    DP_LORA_GATE = 1u << 4,                          /* llama: mlp.gate_proj */
+    DP_LORA_UP = 1u << 5,                            /* llama: mlp.up_proj */
+    DP_LORA_DOWN = 1u << 6,                          /* llama: mlp.down_proj; gpt: mlp.c_proj */
+    DP_LORA_QKV = DP_LORA_Q | DP_LORA_K | DP_LORA_V, /* "qkv"; gpt: attn.c_attn */
+    DP_LORA_PROJ = DP_LORA_O,                        /* "proj" */
+    DP_LORA_FC = DP_LORA_GATE | DP_LORA_UP,          /* "fc"; gpt: mlp.c_fc */
+    DP_LORA_ALL = DP_LORA_QKV | DP_LORA_PROJ | DP_LORA_FC | DP_LORA_DOWN
 };
 
 /* Rotary-embedding scaling, as transformers computes the inverse frequencies (its
@@ -80,10 +88,18 @@ void dp_model_config_default(dp_model_config *cfg, dp_arch arch);
 const char *dp_arch_name(dp_arch arch);
 /* Parses an arch name; returns 0 and sets *out, or -1 when unknown (valid: gpt, llama). */
 int dp_arch_parse(const char *name, dp_arch *out);
-/* Parses a LoRA target name ("qkv", "proj", "fc", "down"); returns 0 and sets *bit, or -1. */
-int dp_lora_target_parse(const char *name, unsigned *bit);
-/* The name of one DP_LORA_* bit ("?" for anything else). */
-const char *dp_lora_target_name(unsigned bit);
+/* Parses a LoRA target name into its DP_LORA_* bits: dpprof's groups "qkv", "proj", "fc",
+ * "down", PEFT's llama names "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+ * "down_proj", or PEFT's gpt2 names "c_attn", "c_fc"; returns 0, or -1 when unknown. */
+int dp_lora_target_parse(const char *name, unsigned *bits);
+/* The names of LoRA targets, for messages (DP_LORA_TARGET_NAMES). */
+#define DP_LORA_TARGET_NAMES                                                                                           \
+    "qkv, proj, fc, down, or PEFT's q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (llama), "           \
+    "c_attn, c_fc (gpt)"
+/* The name of one single-linear bit for arch: PEFT's llama names ("q_proj", ...), or for gpt
+ * the group names of dpprof ("qkv", "proj", "fc", "down" for DP_LORA_Q, O, GATE, DOWN); NULL
+ * for a bit gpt has no name of its own for (k, v, up: part of a group). */
+const char *dp_lora_target_name(dp_arch arch, unsigned bit);
 /* The MLP width a configuration gets: ffn, else gpt round(mlp_ratio * hidden), llama
  * mlp_ratio * hidden rounded up to a multiple of 64. */
 int64_t dp_model_config_ffn(const dp_model_config *cfg);

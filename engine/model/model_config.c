@@ -6,7 +6,15 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const lora_names[] = {"qkv", "proj", "fc", "down"};
+static const struct {
+    const char *name;
+    unsigned bits;
+} lora_names[] = {{"qkv", DP_LORA_QKV},    {"proj", DP_LORA_PROJ},      {"fc", DP_LORA_FC},
+                  {"down", DP_LORA_DOWN},  {"q_proj", DP_LORA_Q},       {"k_proj", DP_LORA_K},
+                  {"v_proj", DP_LORA_V},   {"o_proj", DP_LORA_O},       {"gate_proj", DP_LORA_GATE},
+                  {"up_proj", DP_LORA_UP}, {"down_proj", DP_LORA_DOWN}, {"c_attn", DP_LORA_QKV},
+                  {"c_fc", DP_LORA_FC}};
+#define N_LORA_NAMES (sizeof lora_names / sizeof *lora_names)
 
 void dp_model_config_default(dp_model_config *cfg, dp_arch arch) {
     memset(cfg, 0, sizeof *cfg);
@@ -40,19 +48,21 @@ int dp_arch_parse(const char *name, dp_arch *out) {
     return 0;
 }
 
-int dp_lora_target_parse(const char *name, unsigned *bit) {
-    for (unsigned i = 0; i < 4; i++)
-        if (strcmp(name, lora_names[i]) == 0) {
-            *bit = 1u << i;
+int dp_lora_target_parse(const char *name, unsigned *bits) {
+    for (size_t i = 0; name && i < N_LORA_NAMES; i++)
+        if (strcmp(name, lora_names[i].name) == 0) {
+            *bits = lora_names[i].bits;
             return 0;
         }
     return -1;
 }
 
-const char *dp_lora_target_name(unsigned bit) {
-    for (unsigned i = 0; i < 4; i++)
-        if (bit == 1u << i) return lora_names[i];
-    return "?";
+const char *dp_lora_target_name(dp_arch arch, unsigned bit) {
+    static const char *const llama[7] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    static const char *const gpt[7] = {"qkv", NULL, NULL, "proj", "fc", NULL, "down"};
+    for (unsigned i = 0; i < 7; i++)
+        if (bit == 1u << i) return arch == DP_ARCH_GPT ? gpt[i] : llama[i];
+    return NULL;
 }
 
 int64_t dp_model_config_ffn(const dp_model_config *cfg) {
@@ -142,8 +152,13 @@ int dp_model_config_check(const dp_model_config *cfg) {
     if (cfg->lora_rank < 0)
         return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
     if (cfg->lora_rank > 0) {
-        if (cfg->lora_targets == 0 || (cfg->lora_targets & ~0xfu))
-            return dp_error_set(DP_EINVAL, "model: 'lora.targets' must name at least one of qkv, proj, fc, down");
+        const unsigned t = cfg->lora_targets;
+        if (t == 0 || (t & ~(unsigned)DP_LORA_ALL))
+            return dp_error_set(DP_EINVAL, "model: 'lora.targets' must name at least one of " DP_LORA_TARGET_NAMES);
+        if (cfg->arch == DP_ARCH_GPT && (((t & DP_LORA_QKV) && (t & DP_LORA_QKV) != DP_LORA_QKV) ||
+                                         ((t & DP_LORA_FC) && (t & DP_LORA_FC) != DP_LORA_FC)))
+            return dp_error_set(DP_EINVAL, "model: gpt's attn.c_attn computes q, k and v in one linear, and its "
+                                           "mlp.c_fc is one linear: target qkv (c_attn) and fc (c_fc) whole");
         if (!(cfg->lora_alpha > 0 && isfinite(cfg->lora_alpha)))
             return dp_error_set(DP_EINVAL, "model: 'lora.alpha' must be a positive number (got %g)",
                                 (double)cfg->lora_alpha);

@@ -163,12 +163,12 @@ static void build_llama(builder *bd) {
     (snprintf(hf, sizeof hf, "model.layers.%lld.%s", (long long)i, h),                                                 \
      snprintf(path, sizeof path, "layers.%lld.%s", (long long)i, p))
         /* Hugging Face's order: attention, MLP, then the two norms */
-        NAMES("self_attn.q_proj", "attn.q"), add_linear(bd, &b->q, hf, path, d, dq, 0, 0, DP_LORA_QKV, std);
-        NAMES("self_attn.k_proj", "attn.k"), add_linear(bd, &b->k, hf, path, d, dkv, 0, 0, DP_LORA_QKV, std);
-        NAMES("self_attn.v_proj", "attn.v"), add_linear(bd, &b->v, hf, path, d, dkv, 0, 0, DP_LORA_QKV, std);
-        NAMES("self_attn.o_proj", "attn.o"), add_linear(bd, &b->o, hf, path, dq, d, 0, 0, DP_LORA_PROJ, std);
-        NAMES("mlp.gate_proj", "mlp.gate"), add_linear(bd, &b->gate, hf, path, d, F, 0, 0, DP_LORA_FC, std);
-        NAMES("mlp.up_proj", "mlp.up"), add_linear(bd, &b->up, hf, path, d, F, 0, 0, DP_LORA_FC, std);
+        NAMES("self_attn.q_proj", "attn.q"), add_linear(bd, &b->q, hf, path, d, dq, 0, 0, DP_LORA_Q, std);
+        NAMES("self_attn.k_proj", "attn.k"), add_linear(bd, &b->k, hf, path, d, dkv, 0, 0, DP_LORA_K, std);
+        NAMES("self_attn.v_proj", "attn.v"), add_linear(bd, &b->v, hf, path, d, dkv, 0, 0, DP_LORA_V, std);
+        NAMES("self_attn.o_proj", "attn.o"), add_linear(bd, &b->o, hf, path, dq, d, 0, 0, DP_LORA_O, std);
+        NAMES("mlp.gate_proj", "mlp.gate"), add_linear(bd, &b->gate, hf, path, d, F, 0, 0, DP_LORA_GATE, std);
+        NAMES("mlp.up_proj", "mlp.up"), add_linear(bd, &b->up, hf, path, d, F, 0, 0, DP_LORA_UP, std);
         NAMES("mlp.down_proj", "mlp.down"), add_linear(bd, &b->down, hf, path, F, d, 0, 0, DP_LORA_DOWN, std);
         NAMES("input_layernorm", "input_norm"), add_norm(bd, &b->input_norm, hf, path, 0);
         NAMES("post_attention_layernorm", "post_norm"), add_norm(bd, &b->post_norm, hf, path, 0);

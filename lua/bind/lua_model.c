@@ -80,8 +80,9 @@ static int64_t required_int(lua_State *L, int idx, const char *fname, const char
 }
 
 /* lora = {rank=, alpha=rank, targets={"qkv"}} */
-/* The LoRA target bits named by the list at idx ("qkv", "proj", "fc", "down"); an error naming
- * fname and the valid names for an unknown or empty list. */
+/* The LoRA target bits named by the list at idx (dpprof's groups or PEFT's module names:
+ * DP_LORA_TARGET_NAMES); an error naming fname and the valid names for an unknown or empty
+ * list. */
 unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname) {
     unsigned bits = 0;
     lua_Integer n = luaL_len(L, idx);
@@ -90,12 +91,12 @@ unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname) {
         const char *name = lua_tostring(L, -1);
         unsigned bit;
         if (!name || dp_lora_target_parse(name, &bit) != 0)
-            luaL_error(L, "%s: unknown lora target '%s' (valid: qkv, proj, fc, down)", fname,
+            luaL_error(L, "%s: unknown lora target '%s' (valid: " DP_LORA_TARGET_NAMES ")", fname,
                        name ? name : luaL_typename(L, -1));
         bits |= bit;
         lua_pop(L, 1);
     }
-    if (!bits) luaL_error(L, "%s: 'lora.targets' is empty (valid: qkv, proj, fc, down)", fname);
+    if (!bits) luaL_error(L, "%s: 'lora.targets' is empty (valid: " DP_LORA_TARGET_NAMES ")", fname);
     return bits;
 }
 
@@ -153,7 +154,7 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     if (t == LUA_TNIL) {
         cfg->lora_targets = DP_LORA_QKV;
     } else if (t != LUA_TTABLE) {
-        luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: qkv, proj, fc, down)", fname);
+        luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: " DP_LORA_TARGET_NAMES ")", fname);
     } else {
         cfg->lora_targets = dpl_lora_targets(L, lua_gettop(L), fname);
     }
@@ -547,8 +548,9 @@ static int l_config(lua_State *L) {
         lua_pushnumber(L, c->lora_alpha), lua_setfield(L, -2, "alpha");
         lua_newtable(L);
         int n = 0;
-        for (unsigned bit = 1; bit <= DP_LORA_DOWN; bit <<= 1)
-            if (c->lora_targets & bit) lua_pushstring(L, dp_lora_target_name(bit)), lua_rawseti(L, -2, ++n);
+        for (unsigned bit = 1; bit <= DP_LORA_DOWN; bit <<= 1) /* llama: PEFT's names; gpt: its groups */
+            if ((c->lora_targets & bit) && dp_lora_target_name(c->arch, bit))
+                lua_pushstring(L, dp_lora_target_name(c->arch, bit)), lua_rawseti(L, -2, ++n);
         lua_setfield(L, -2, "targets");
         lua_setfield(L, -2, "lora");
     }

@@ -33,7 +33,8 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_load_op
     opts->lora_rank = (int)rank;
     opts->lora_alpha = (float)dpl_opt_num_field(L, t, fname, "alpha", (double)rank);
     if (lua_getfield(L, t, "targets") != LUA_TNIL) {
-        if (!lua_istable(L, -1)) luaL_error(L, "%s: 'lora.targets' must be a list of qkv, proj, fc, down", fname);
+        if (!lua_istable(L, -1))
+            luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: " DP_LORA_TARGET_NAMES ")", fname);
         opts->lora_targets = dpl_lora_targets(L, lua_gettop(L), fname);
     }
     lua_pop(L, 2);

@@ -27,7 +27,8 @@
  * and the logits span ~+-10, which amplifies a relative change of a score by up to ~2x.
  * Bounds: loss 2e-2 relative; each gradient tensor 0.25 relative in L2 (measured: 0.12 at
  * worst, llama3's first-layer k_proj adapter); all gradients together at cosine > 0.99
- * (measured 0.996). A missing rounding point moves none of these; a wrong kernel moves all. */
+ * (measured 0.996). A missing rounding point moves none of these; a wrong kernel moves all.
+ * 5. A LoRA adapter saved by PEFT, read and written in PEFT's names (check_peft). */
 #include "check.h"
 #include "test_util.h"
 
@@ -394,6 +395,83 @@ static void check_fixture(const char *name, int kv_heads, dp_rope_type rope, int
     check_bf16(name, dir, &r, 4);
 }
 
+/* 5. A LoRA adapter PEFT saved (llama3_mqa_lora: r 4, alpha 8, q_proj and v_proj, PEFT's default
+ *    targets for llama): found beside the base, read as PEFT wrote it (one target per linear in
+ *    PEFT's names), the loss and the adapters' gradients PyTorch's to 1e-5; saved again, the
+ *    adapter file holds PEFT's names and bits and adapter_config.json PEFT's target_modules. */
+static void check_peft(void) {
+    char dir[1100], out[256], path[1200], mine[600];
+    snprintf(dir, sizeof dir, "%s/llama3_mqa_lora", fixtures);
+    reference r;
+    if (read_reference(dir, &r) != 0) {
+        fprintf(stderr, "cannot read %s/reference.json\n", dir);
+        check_failures++;
+        return;
+    }
+    dp_model *m = load(dir, r.T, r.B);
+    if (!m) return;
+    const dp_model_config *c = dp_model_config_of(m);
+    CHECK(c->lora_rank == 4 && c->lora_alpha == 8.0f && c->lora_targets == (DP_LORA_Q | DP_LORA_V));
+    CHECK(dp_model_num_params(m, 1) == 4 * (32 + 64) + 4 * (32 + 16)); /* q: 32 -> 64, v: 32 -> 16 */
+    dp_tensor x, y;
+    batch_of(&r, &x, &y);
+    float loss;
+    CHECK_OK(dp_model_forward(m, &x, &y, &loss, NULL));
+    CHECK_OK(dp_model_backward(m, NULL));
+    printf("llama3_mqa_lora (PEFT's adapter): loss %.9g, PyTorch %.9g\n", loss, r.loss);
+    CHECK(fabs(loss - r.loss) <= HF_TOL * r.loss);
+    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+    dp_st_file *f = NULL;
+    CHECK_OK(dp_st_open(path, &f));
+    for (int i = 0; f && i < dp_st_count(f); i++) {
+        const dp_st_tensor *t = dp_st_at(f, i);
+        const char *prefix = "base_model.model.";
+        dp_param *p =
+            strncmp(t->name, prefix, strlen(prefix)) == 0 ? dp_model_param_named(m, t->name + strlen(prefix)) : NULL;
+        CHECK(p && p->trainable && p->grad.numel == t->numel);
+        if (!p || p->grad.numel != t->numel) continue;
+        float *want = malloc((size_t)t->numel * sizeof *want);
+        CHECK_OK(dp_st_read_f32(f, t, want, t->numel));
+        double e = rel_err(p->grad.data, want, t->numel);
+        printf("  %s: relative error %.3g\n", t->name, e);
+        CHECK(e <= HF_TOL);
+        free(want);
+    }
+    dp_st_close(f);
+    snprintf(out, sizeof out, "%s/peft", tmpdir);
+    CHECK_OK(dp_model_save(m, out));
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
+    snprintf(mine, sizeof mine, "%s/adapter_model.safetensors", out);
+    dp_st_file *a = NULL, *b = NULL;
+    CHECK_OK(dp_st_open(path, &a));
+    CHECK_OK(dp_st_open(mine, &b));
+    if (a && b) {
+        CHECK_EQ_U64(dp_st_count(a), dp_st_count(b));
+        for (int i = 0; i < dp_st_count(a); i++) {
+            const dp_st_tensor *ta = dp_st_at(a, i), *tb = dp_st_find(b, ta->name);
+            CHECK(tb && ta->end - ta->begin == tb->end - tb->begin &&
+                  memcmp(dp_st_data(a, ta), dp_st_data(b, tb), ta->end - ta->begin) == 0);
+        }
+    }
+    dp_st_close(a);
+    dp_st_close(b);
+    snprintf(mine, sizeof mine, "%s/adapter_config.json", out);
+    FILE *fp = fopen(mine, "rb");
+    char text[4096] = "";
+    if (fp) {
+        size_t n = fread(text, 1, sizeof text - 1, fp);
+        text[n] = '\0';
+        fclose(fp);
+    }
+    cJSON *j = cJSON_Parse(text), *tm = j ? cJSON_GetObjectItem(j, "target_modules") : NULL;
+    CHECK(cJSON_GetArraySize(tm) == 2 && strcmp(cJSON_GetArrayItem(tm, 0)->valuestring, "q_proj") == 0 &&
+          strcmp(cJSON_GetArrayItem(tm, 1)->valuestring, "v_proj") == 0);
+    cJSON_Delete(j);
+    dp_tensor_release(&x);
+    dp_tensor_release(&y);
+    dp_model_free(m);
+}
+
 int main(void) {
     CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
@@ -405,6 +483,7 @@ int main(void) {
     }
     check_fixture("llama3", 2, DP_ROPE_LLAMA3, 1);
     check_fixture("llama3_mqa", 1, DP_ROPE_YARN, 0);
+    check_peft();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);

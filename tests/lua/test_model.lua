@@ -125,7 +125,7 @@ check.eq(lm:num_params(true), lora_params, "trainable = adapters")
 local lc = lm:config()
 check.eq(lc.lora.rank, 2)
 check.eq(lc.lora.alpha, 8.0)
-check.eq(table.concat(lc.lora.targets, ","), "qkv,down")
+check.eq(table.concat(lc.lora.targets, ","), "q_proj,k_proj,v_proj,down_proj", "llama's targets in PEFT's names")
 check.eq(lc.tie_head, false)
 local seen = {}
 for _, p in ipairs(lm:params()) do seen[p.name] = p end
@@ -205,6 +205,25 @@ do
   check.truthy(loss > 0, "in-range ids still run")
 end
 
+-- LoRA targets in PEFT's names (PEFT's default for llama: q_proj and v_proj), one linear each
+local pm = dp.model{ arch = "llama", vocab = V, hidden = d, layers = 1, heads = H, seq_len = T, ffn = 48,
+                     lora = { rank = 2, targets = { "q_proj", "v_proj" } } }
+local pn = {}
+for _, p in ipairs(pm:params()) do pn[p.name] = p end
+check.truthy(pn["model.layers.0.self_attn.q_proj.lora_A.weight"] and pn["model.layers.0.self_attn.v_proj.lora_B.weight"],
+             "q_proj and v_proj adapted")
+check.eq(pn["model.layers.0.self_attn.k_proj.lora_A.weight"], nil, "k_proj not adapted")
+check.eq(table.concat(pm:config().lora.targets, ","), "q_proj,v_proj")
+check.eq(pm:num_params(true), 2 * (2 * d + d * 2), "two adapters of rank 2")
+pm:free()
+check.raises(function() dp.model{ arch = "gpt", vocab = V, hidden = d, layers = 1, heads = H, seq_len = T,
+                                  lora = { rank = 2, targets = { "q_proj" } } } end,
+             { "gpt's attn.c_attn computes q, k and v in one linear" })
+local gm = dp.model{ arch = "gpt", vocab = V, hidden = d, layers = 1, heads = H, seq_len = T,
+                     lora = { rank = 2, targets = { "c_attn", "down" } } }
+check.eq(table.concat(gm:config().lora.targets, ","), "qkv,down", "gpt's targets as its groups")
+gm:free()
+
 -- Llama-3's shapes: grouped-query attention (k and v kv_heads x head_dim wide), an explicit
 -- head_dim, Llama-3.1's rope scaling in transformers' keys
 local g = dp.model{ arch = "llama", vocab = V, hidden = d, layers = 1, heads = 4, kv_heads = 2, head_dim = 16,
@@ -265,7 +284,7 @@ bad({ arch = "llama", rope_scaling = { rope_type = "dynamic", factor = 2 } },
 bad({ arch = "llama", rope_scaling = { rope_type = "llama3", factor = 8 } },
     { "'rope_scaling.original_max_position_embeddings'" })
 bad({ arch = "llama", rope_scaling = { type = "linear" } }, { "unknown key 'type'", "valid: rope_type" })
-bad({ lora = { rank = 2, targets = { "qkv", "ffn" } } }, { "unknown lora target 'ffn'", "valid: qkv, proj, fc, down" })
+bad({ lora = { rank = 2, targets = { "qkv", "ffn" } } }, { "unknown lora target 'ffn'", "valid: qkv, proj, fc, down, or PEFT's q_proj" })
 bad({ lora = { rank = 0 } }, { "'lora.rank' must be a positive integer" })
 bad({ lora = { rank = 2, dropout = 0.1 } }, { "unknown key 'dropout'", "valid: rank, alpha, targets" })
 bad({ lora = { rank = 2, alpha = -1 } }, { "'lora.alpha' must be a positive number" })
