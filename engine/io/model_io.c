@@ -20,6 +20,7 @@
 void dp_model_load_opts_default(dp_model_load_opts *opts) {
     memset(opts, 0, sizeof *opts);
     opts->dtype = DP_F32;
+    opts->master_weights = 1;
 }
 
 /* ---- small file helpers ------------------------------------------------------------------- */
@@ -799,6 +800,7 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
         return dp_error_set(DP_EINVAL, "%s: config.json gives no maximum positions: pass seq_len", dir);
     cfg.batch = opts->batch ? opts->batch : 1;
     cfg.dtype = opts->dtype;
+    cfg.master_weights = opts->master_weights;
     if (opts->seed) cfg.seed = opts->seed;
     DP_TRY(dp_model_config_check(&cfg));
 

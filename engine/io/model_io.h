@@ -27,9 +27,10 @@ typedef struct dp_model_load_opts {
     int lora_rank;         /* 0: none, unless the directory holds adapters (then theirs are loaded) */
     float lora_alpha;      /* 0 = rank (scale 1) */
     unsigned lora_targets; /* DP_LORA_* bits; 0 = qkv */
+    int master_weights;    /* bf16: f32 masters for trainable parameters (1, default) */
 } dp_model_load_opts;
 
-/* Fills opts with the defaults (all zero but dtype DP_F32). */
+/* Fills opts with the defaults (all zero but dtype DP_F32 and master_weights 1). */
 void dp_model_load_opts_default(dp_model_load_opts *opts);
 
 /* Writes m as a checkpoint into dir (created if missing; its parent must exist): config.json,

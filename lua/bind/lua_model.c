@@ -515,23 +515,20 @@ static void push_rope_scaling(lua_State *L, const dp_rope_scaling *r) {
     lua_pushboolean(L, r->truncate), lua_setfield(L, -2, "truncate");
 }
 
-/* m:config() -> the configuration with defaults filled in */
-static int l_config(lua_State *L) {
-    dp_model *m = dpl_check_model(L, 1);
-    const dp_model_config *c = dp_model_config_of(m);
-    lua_createtable(L, 0, 18);
+void dpl_push_model_config(lua_State *L, const dp_model_config *c) {
+    lua_createtable(L, 0, 24);
     lua_pushstring(L, dp_arch_name(c->arch)), lua_setfield(L, -2, "arch");
     lua_pushinteger(L, c->vocab), lua_setfield(L, -2, "vocab");
     lua_pushinteger(L, c->hidden), lua_setfield(L, -2, "hidden");
     lua_pushinteger(L, c->layers), lua_setfield(L, -2, "layers");
     lua_pushinteger(L, c->heads), lua_setfield(L, -2, "heads");
-    lua_pushinteger(L, c->kv_heads), lua_setfield(L, -2, "kv_heads");
-    lua_pushinteger(L, c->head_dim), lua_setfield(L, -2, "head_dim");
-    lua_pushinteger(L, c->seq_len), lua_setfield(L, -2, "seq_len");
-    lua_pushinteger(L, c->batch), lua_setfield(L, -2, "batch");
+    if (c->kv_heads) lua_pushinteger(L, c->kv_heads), lua_setfield(L, -2, "kv_heads");
+    if (c->head_dim) lua_pushinteger(L, c->head_dim), lua_setfield(L, -2, "head_dim");
+    if (c->seq_len) lua_pushinteger(L, c->seq_len), lua_setfield(L, -2, "seq_len");
+    if (c->batch) lua_pushinteger(L, c->batch), lua_setfield(L, -2, "batch");
     lua_pushnumber(L, c->mlp_ratio), lua_setfield(L, -2, "mlp_ratio");
-    lua_pushinteger(L, c->ffn), lua_setfield(L, -2, "ffn");
-    lua_pushinteger(L, c->max_positions), lua_setfield(L, -2, "max_positions");
+    if (c->ffn) lua_pushinteger(L, c->ffn), lua_setfield(L, -2, "ffn");
+    if (c->max_positions) lua_pushinteger(L, c->max_positions), lua_setfield(L, -2, "max_positions");
     lua_pushboolean(L, c->tie_head), lua_setfield(L, -2, "tie_head");
     lua_pushstring(L, dp_dtype_name(c->dtype)), lua_setfield(L, -2, "dtype");
     lua_pushboolean(L, c->master_weights), lua_setfield(L, -2, "master_weights");
@@ -541,7 +538,6 @@ static int l_config(lua_State *L) {
     lua_setfield(L, -2, "rope_scaling");
     lua_pushnumber(L, c->init_std), lua_setfield(L, -2, "init_std");
     lua_pushinteger(L, (lua_Integer)c->seed), lua_setfield(L, -2, "seed");
-    lua_pushstring(L, dp_device_kind_name(dp_model_device(m)->kind)), lua_setfield(L, -2, "device");
     if (c->lora_rank > 0) {
         lua_createtable(L, 0, 3);
         lua_pushinteger(L, c->lora_rank), lua_setfield(L, -2, "rank");
@@ -554,6 +550,13 @@ static int l_config(lua_State *L) {
         lua_setfield(L, -2, "targets");
         lua_setfield(L, -2, "lora");
     }
+}
+
+/* m:config() -> the configuration with defaults filled in */
+static int l_config(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    dpl_push_model_config(L, dp_model_config_of(m));
+    lua_pushstring(L, dp_device_kind_name(dp_model_device(m)->kind)), lua_setfield(L, -2, "device");
     return 1;
 }
 

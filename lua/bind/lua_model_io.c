@@ -40,9 +40,23 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_load_op
     lua_pop(L, 2);
 }
 
-/* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, lora={rank=, alpha=, targets=}}) */
+/* dpprof.model.read_config(dir) -> the options dpprof.model takes, from dir/config.json alone
+ * (sizes, heads, rope, tie; no runtime choices: seq_len, batch, dtype, LoRA are the caller's) */
+static int l_read_config(lua_State *L) {
+    const char *dir = luaL_checkstring(L, 1);
+    dp_model_config cfg;
+    if (dp_model_config_read(dir, &cfg) != DP_OK) luaL_error(L, "dpprof.model.read_config: %s", dp_error_message());
+    cfg.lora_rank = 0;
+    dpl_push_model_config(L, &cfg);
+    static const char *const runtime[] = {"dtype", "master_weights", "seed", "mlp_ratio"};
+    for (size_t i = 0; i < sizeof runtime / sizeof *runtime; i++) lua_pushnil(L), lua_setfield(L, -2, runtime[i]);
+    return 1;
+}
+
+/* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
+ * lora={rank=, alpha=, targets=}}) */
 static int l_load(lua_State *L) {
-    static const char *const keys[] = {"device", "dtype", "batch", "seq_len", "seed", "lora", NULL};
+    static const char *const keys[] = {"device", "dtype", "batch", "seq_len", "seed", "master_weights", "lora", NULL};
     const char *fname = "dpprof.model.load";
     const char *dir = luaL_checkstring(L, 1);
     dp_model_load_opts opts;
@@ -58,6 +72,7 @@ static int l_load(lua_State *L) {
         opts.seq_len = dpl_opt_int_field(L, 2, fname, "seq_len", 0);
         if (opts.batch < 0 || opts.seq_len < 0) luaL_error(L, "%s: 'batch' and 'seq_len' must be positive", fname);
         opts.seed = (uint64_t)dpl_opt_int_field(L, 2, fname, "seed", 0);
+        opts.master_weights = dpl_opt_bool_field(L, 2, fname, "master_weights", 1);
         read_lora(L, 2, fname, &opts);
     }
     dp_device *dev = device ? dpl_device_named(L, device) : dpl_current_device(L);
@@ -80,5 +95,7 @@ void dpl_open_model_io(lua_State *L) {
         luaL_error(L, "dpl_open_model_io: dpprof.model is not a table (call dpl_open_model first)");
     lua_pushcfunction(L, l_load);
     lua_setfield(L, -2, "load");
+    lua_pushcfunction(L, l_read_config);
+    lua_setfield(L, -2, "read_config");
     lua_pop(L, 1);
 }
