@@ -187,12 +187,26 @@ local experiments = arg[0]:match("(.*/)") .. "../../experiments/"
 for _, case in ipairs({ { "default.lua", "method=ghost", "unknown argument 'method'", "methods" },
                         { "sweep_layers.lua", "layers=2,4", "unknown argument 'layers'", "layer_counts" },
                         { "sweep_seqlen.lua", "seq_len=64,128", "unknown argument 'seq_len'", "seq_lens" },
-                        { "fit_frontier.lua", "budget=80", "unknown argument 'budget'", "budget_gb" } }) do
+                        { "fit_frontier.lua", "budget=80", "unknown argument 'budget'", "budget_gb" },
+                        { "llama3_lora.lua", "seq_len=1024", "unknown argument 'seq_len'", "seq_lens" } }) do
   code, text = sh(string.format("%q run %q %s out=%q", exe, experiments .. case[1], case[2], out .. "-exp"))
   check.eq(code, 1, case[1] .. " " .. case[2] .. ": " .. text)
   check.truthy(text:find(case[3], 1, true) and text:find(case[4], 1, true), "names it and the valid ones: " .. text)
   check.eq(dp.list_dir(out .. "-exp"), nil, case[1] .. ": nothing ran")
 end
+
+-- llama3_lora.lua on the plan device: Llama-3.1-8B's config.json alone, every point ok
+code, text = sh(string.format("%q run %q seq_lens=512 batches=1,2 physicals=1 ranks=8 methods=bk,flash_clip out=%q", exe,
+                              experiments .. "llama3_lora.lua", out .. "-l3"))
+check.eq(code, 0, "llama3_lora.lua on plan: " .. text)
+local oks = 0
+for _ in text:gmatch("seq_len=512: ok,") do oks = oks + 1 end
+check.eq(oks, 4, "four plan points, each ok: " .. text)
+local l3 = dp.results.read(out .. "-l3/method=bk,lora_rank=8,batch=2,max_physical_batch_size=1,seq_len=512.json")
+check.eq(l3.config.model.kv_heads, 8, "the 8B's grouped-query attention")
+check.eq(l3.config.model.lora.rank, 8)
+check.eq(l3.predicted, true)
+os.execute("rm -rf " .. out .. "-l3")
 
 -- An OOM point says which request did not fit and against what, not "needed N more" (the
 -- request is not the shortfall).
