@@ -39,26 +39,10 @@ typedef struct batch {
 } batch;
 
 static int read_batch(const char *dir, batch *b) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/reference.json", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    fclose(fp);
-    text[n] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    if (!j) return -1;
-    b->B = cJSON_GetObjectItem(j, "batch")->valueint;
-    b->T = cJSON_GetObjectItem(j, "seq_len")->valueint;
-    const cJSON *tok = cJSON_GetObjectItem(j, "tokens");
-    for (int i = 0; i < b->B; i++)
-        for (int t = 0; t < b->T; t++) {
-            b->inputs[i * b->T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, i), t)->valueint;
-            b->targets[i * b->T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, i), t + 1)->valueint;
-        }
+    cJSON *j = test_read_reference(dir);
+    int rc = j ? test_reference_batch(j, &b->B, &b->T, b->inputs, b->targets, 64) : -1;
     cJSON_Delete(j);
-    return b->B * b->T <= 64 ? 0 : -1;
+    return rc;
 }
 
 static dp_model *load(dp_device *dev, const char *dir, const batch *b, dp_dtype dtype) {

@@ -58,27 +58,13 @@ typedef struct reference {
 } reference;
 
 static int read_reference(const char *dir, reference *r) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/reference.json", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    fclose(fp);
-    text[n] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    if (!j) return -1;
-    r->B = cJSON_GetObjectItem(j, "batch")->valueint;
-    r->T = cJSON_GetObjectItem(j, "seq_len")->valueint;
-    r->loss = cJSON_GetObjectItem(j, "loss")->valuedouble;
-    int ok = r->B <= 4 && r->B * r->T <= 64;
-    const cJSON *tok = cJSON_GetObjectItem(j, "tokens");
-    for (int b = 0; ok && b < r->B; b++) {
-        r->per_sample[b] = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "per_sample_loss"), b)->valuedouble;
-        r->norms[b] = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "per_sample_grad_norm"), b)->valuedouble;
-        for (int t = 0; t < r->T; t++) {
-            r->inputs[b * r->T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, b), t)->valueint;
-            r->targets[b * r->T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, b), t + 1)->valueint;
+    cJSON *j = test_read_reference(dir);
+    int ok = j && test_reference_batch(j, &r->B, &r->T, r->inputs, r->targets, 64) == 0 && r->B <= 4;
+    if (ok) {
+        r->loss = cJSON_GetObjectItem(j, "loss")->valuedouble;
+        for (int b = 0; b < r->B; b++) {
+            r->per_sample[b] = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "per_sample_loss"), b)->valuedouble;
+            r->norms[b] = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "per_sample_grad_norm"), b)->valuedouble;
         }
     }
     cJSON_Delete(j);
@@ -292,17 +278,13 @@ static void check_methods(const char *name, const char *dir, const reference *r)
 
 /* ---- 3. saving ------------------------------------------------------------------------------ */
 
-static void check_save(const char *name, dp_model *m, const char *dir) {
-    char out[256], a[1200], b[1200];
-    snprintf(out, sizeof out, "%s/%s", tmpdir, name);
-    CHECK_OK(dp_model_save(m, out));
-    snprintf(a, sizeof a, "%s/model.safetensors", dir);
-    snprintf(b, sizeof b, "%s/model.safetensors", out);
+/* Files a and b hold the same tensors: names, sizes and bytes, and no more. */
+static void same_tensors(const char *a, const char *b) {
     dp_st_file *fa = NULL, *fb = NULL;
     CHECK_OK(dp_st_open(a, &fa));
     CHECK_OK(dp_st_open(b, &fb));
     if (fa && fb) {
-        CHECK_EQ_U64(dp_st_count(fa), dp_st_count(fb)); /* a tied head is not saved, as transformers does */
+        CHECK_EQ_U64(dp_st_count(fa), dp_st_count(fb));
         for (int i = 0; i < dp_st_count(fa); i++) {
             const dp_st_tensor *x = dp_st_at(fa, i), *y = dp_st_find(fb, x->name);
             CHECK(y && x->end - x->begin == y->end - y->begin &&
@@ -311,6 +293,15 @@ static void check_save(const char *name, dp_model *m, const char *dir) {
     }
     dp_st_close(fa);
     dp_st_close(fb);
+}
+
+static void check_save(const char *name, dp_model *m, const char *dir) {
+    char out[256], a[1200], b[1200];
+    snprintf(out, sizeof out, "%s/%s", tmpdir, name);
+    CHECK_OK(dp_model_save(m, out));
+    snprintf(a, sizeof a, "%s/model.safetensors", dir);
+    snprintf(b, sizeof b, "%s/model.safetensors", out);
+    same_tensors(a, b); /* a tied head is not saved, as transformers does */
     dp_model_config c1, c2;
     CHECK_OK(dp_model_config_read(dir, &c1));
     CHECK_OK(dp_model_config_read(out, &c2));
@@ -373,16 +364,21 @@ static void check_bf16(const char *name, const char *dir, const reference *r, in
     dp_model_free(m[1]);
 }
 
-static void check_fixture(const char *name, int kv_heads, dp_rope_type rope, int tied) {
-    char dir[1100];
-    snprintf(dir, sizeof dir, "%s/%s", fixtures, name);
-    reference r;
-    if (read_reference(dir, &r) != 0) {
+/* Fixture name's directory into dir, its reference into r, and the model loaded at its batch. */
+static dp_model *load_fixture(const char *name, char *dir, size_t n, reference *r) {
+    snprintf(dir, n, "%s/%s", fixtures, name);
+    if (read_reference(dir, r) != 0) {
         fprintf(stderr, "cannot read %s/reference.json\n", dir);
         check_failures++;
-        return;
+        return NULL;
     }
-    dp_model *m = load(dir, r.T, r.B);
+    return load(dir, r->T, r->B);
+}
+
+static void check_fixture(const char *name, int kv_heads, dp_rope_type rope, int tied) {
+    char dir[1100];
+    reference r;
+    dp_model *m = load_fixture(name, dir, sizeof dir, &r);
     if (!m) return;
     const dp_model_config *c = dp_model_config_of(m);
     CHECK(c->heads == 4 && c->kv_heads == kv_heads && c->head_dim == 16 && c->rope.type == rope && c->tie_head == tied);
@@ -401,14 +397,8 @@ static void check_fixture(const char *name, int kv_heads, dp_rope_type rope, int
  *    adapter file holds PEFT's names and bits and adapter_config.json PEFT's target_modules. */
 static void check_peft(void) {
     char dir[1100], out[256], path[1200], mine[600];
-    snprintf(dir, sizeof dir, "%s/llama3_mqa_lora", fixtures);
     reference r;
-    if (read_reference(dir, &r) != 0) {
-        fprintf(stderr, "cannot read %s/reference.json\n", dir);
-        check_failures++;
-        return;
-    }
-    dp_model *m = load(dir, r.T, r.B);
+    dp_model *m = load_fixture("llama3_mqa_lora", dir, sizeof dir, &r);
     if (!m) return;
     const dp_model_config *c = dp_model_config_of(m);
     CHECK(c->lora_rank == 4 && c->lora_alpha == 8.0f && c->lora_targets == (DP_LORA_Q | DP_LORA_V));
@@ -442,19 +432,7 @@ static void check_peft(void) {
     CHECK_OK(dp_model_save(m, out));
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", dir);
     snprintf(mine, sizeof mine, "%s/adapter_model.safetensors", out);
-    dp_st_file *a = NULL, *b = NULL;
-    CHECK_OK(dp_st_open(path, &a));
-    CHECK_OK(dp_st_open(mine, &b));
-    if (a && b) {
-        CHECK_EQ_U64(dp_st_count(a), dp_st_count(b));
-        for (int i = 0; i < dp_st_count(a); i++) {
-            const dp_st_tensor *ta = dp_st_at(a, i), *tb = dp_st_find(b, ta->name);
-            CHECK(tb && ta->end - ta->begin == tb->end - tb->begin &&
-                  memcmp(dp_st_data(a, ta), dp_st_data(b, tb), ta->end - ta->begin) == 0);
-        }
-    }
-    dp_st_close(a);
-    dp_st_close(b);
+    same_tensors(path, mine);
     snprintf(mine, sizeof mine, "%s/adapter_config.json", out);
     FILE *fp = fopen(mine, "rb");
     char text[4096] = "";
