@@ -748,8 +748,19 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     return DP_OK;
 }
 
+/* Whether dir holds file or its shards' index. */
+static int weights_present(const char *dir, const char *file) {
+    char path[4096], index[4200];
+    if (join(path, sizeof path, dir, file) != DP_OK) return 0;
+    snprintf(index, sizeof index, "%s.index.json", path);
+    return file_exists(path) || file_exists(index);
+}
+
 static int load_all(dp_model *m, const char *dir, int adapters) {
     const dp_model_config *c = dp_model_config_of(m);
+    /* the plan device holds no values: a checkpoint without its weights (config.json alone) is
+     * all it needs; weights that are there are still checked against the config's shapes */
+    if (dp_model_device(m)->kind == DP_DEV_PLAN && !weights_present(dir, "model.safetensors")) return DP_OK;
     weight_files w;
     DP_TRY(weights_open(dir, "model.safetensors", &w));
     const char *prefix = c->arch == DP_ARCH_GPT ? "transformer." : "model.";
@@ -803,6 +814,12 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
     cfg.master_weights = opts->master_weights;
     if (opts->seed) cfg.seed = opts->seed;
     DP_TRY(dp_model_config_check(&cfg));
+    if (dev->kind != DP_DEV_PLAN && !weights_present(dir, "model.safetensors")) /* before allocating the model */
+        return dp_error_set(DP_EIO,
+                            "%s: no weights (neither model.safetensors nor model.safetensors.index.json; "
+                            "the plan device, or weights = \"random\" in an experiment, needs config.json "
+                            "alone)",
+                            dir);
 
     dp_model *m;
     DP_TRY(dp_model_new(dev, &cfg, &m));

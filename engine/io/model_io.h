@@ -47,7 +47,9 @@ int dp_model_config_read(const char *dir, dp_model_config *cfg);
 /* Builds a model on dev from the checkpoint in dir: sizes from config.json, runtime choices from
  * opts (NULL = defaults), every parameter from model.safetensors (missing or misshapen tensors are
  * errors naming them; unknown tensors too, except HF's non-parameter buffers such as GPT-2's
- * attn.bias masks). Returns DP_OK and *out, or a status with a message naming the file. */
+ * attn.bias masks). On the plan device config.json alone will do (no weights: no values to
+ * hold); weights that are there are checked against it. Returns DP_OK and *out, or a status with a message naming the
+ * file. */
 int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opts, dp_model **out);
 
 #endif

@@ -41,6 +41,15 @@ check.eq(res.config.model.kv_heads, 8)
 -- f32 masters for everything would be 3x: what the issue measured before
 check.truthy(cat.parameters.peak_bytes < 0.35 * (6 * base), "not f32 masters plus bf16 copies")
 
+-- dpprof.model.load on the plan device: config.json alone (the 8B's weights are not here)
+do
+  local pm8 <close> = dp.model.load(DIR, { device = "plan", seq_len = 1024, dtype = "bf16" })
+  check.eq(pm8:num_params(), base + 0, "the 8B from config.json alone")
+end
+-- elsewhere the weights are needed: refused before the model is allocated
+check.raises(function() dp.model.load(DIR, { device = "cpu", seq_len = 16 }) end, { "no weights" })
+check.eq(dp.memory.stats("cpu").allocated, 0, "nothing allocated for the refused load")
+
 -- 2. plan against CPU, byte for byte
 local function run(device, method, over)
   local model = { path = DIR, hidden = 64, layers = 2, heads = 4, kv_heads = 2, ffn = 96, vocab = 128,
