@@ -1,6 +1,6 @@
-/* lua_model_io.c: m:save(dir) and dpprof.model.load(dir, {...}): Hugging Face checkpoints from
- * scripts (model_io.h). Adds `save` to the model metatable's __methods and `load` to the
- * dpprof.model table that lua_model.c made. */
+/* lua_model_io.c: m:save(dir), dpprof.model.load(dir, {...}) and dpprof.model.read_config(dir):
+ * Hugging Face checkpoints from scripts (model_io.h). Adds `save` to the model metatable's
+ * __methods and `load` and `read_config` to the dpprof.model table that lua_model.c made. */
 #include "lua_engine.h"
 
 #include "error.h"
