@@ -279,19 +279,29 @@ not fit.
                               batch: 1 .. 65536; layers: 1 .. 1024)
   preset=large|small          the base model (default large: gpt V=32000 d=2048 L=20 H=16
                               T=16384 B=1); these override it:
-  arch= vocab= hidden= layers= heads= seq_len= batch= dtype= mlp_ratio= ffn= tie_head= lora_rank=
+  path=DIR                    instead of a preset, a Hugging Face checkpoint's config.json (only
+                              that file is read: no weights needed; B=1 unless batch= is given;
+                              seq_len searched up to its max_position_embeddings unless hi=)
+  arch= vocab= hidden= layers= heads= kv_heads= head_dim= seq_len= batch= dtype= mlp_ratio= ffn=
+  tie_head= master_weights=   (dtype=bf16 keeps LoRA's frozen base in bf16 only)
+  lora_rank=R lora_alpha=A    LoRA adapters of rank R (alpha default R)
+  lora_targets=N[,N...]       qkv, proj, fc, down or PEFT's q_proj, k_proj, v_proj, o_proj,
+                              gate_proj, up_proj, down_proj (default qkv)
   physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
   optimizer=adamw|sgd         (default adamw)
   out=FILE.json               also write the answer as JSON
 
 example: dpprof fit method=ghost,flash_clip vary=seq_len budget_gb=80 dtype=bf16
+         dpprof fit path=tests/fixtures/llama3_8b dtype=bf16 lora_rank=16 \
+             lora_targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
 exit status: 0 answered; 2 bad arguments
 ]]
 
-local FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "mlp_ratio", "ffn",
-                         "tie_head" }
+local FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
+                         "dtype", "mlp_ratio", "ffn", "tie_head", "master_weights" }
 local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead",
-                   "workspace", "lo", "hi", "granularity", "preset", "lora_rank", "physical", "optimizer", "out" }
+                   "workspace", "lo", "hi", "granularity", "preset", "path", "lora_rank", "lora_alpha", "lora_targets",
+                   "physical", "optimizer", "out" }
 
 local function parse_value(v)
   if v == "true" then return true end
@@ -316,14 +326,27 @@ local function fit_options(args)
     end
     kv[k] = parse_value(v)
   end
-  local presets = require("dpprof.presets")
-  local pname = kv.preset or "large"
-  local p = presets.MODELS[pname]
-  if not p then return nil, string.format("unknown preset '%s' (valid: large, small)", tostring(pname)) end
   local model = {}
-  for k, v in pairs(p.model) do model[k] = v end
+  if kv.path ~= nil then
+    if kv.preset ~= nil then return nil, "give preset= or path=, not both" end
+    model = { path = tostring(kv.path), batch = 1 }
+  else
+    local presets = require("dpprof.presets")
+    local pname = kv.preset or "large"
+    local p = presets.MODELS[pname]
+    if not p then return nil, string.format("unknown preset '%s' (valid: large, small)", tostring(pname)) end
+    for k, v in pairs(p.model) do model[k] = v end
+  end
   for _, k in ipairs(FIT_MODEL_KEYS) do if kv[k] ~= nil then model[k] = kv[k] end end
-  if kv.lora_rank and kv.lora_rank ~= 0 then model.lora = { rank = kv.lora_rank } end
+  if kv.lora_rank and kv.lora_rank ~= 0 then
+    model.lora = { rank = kv.lora_rank, alpha = kv.lora_alpha }
+    if kv.lora_targets ~= nil then
+      model.lora.targets = {}
+      for t in tostring(kv.lora_targets):gmatch("[^,]+") do model.lora.targets[#model.lora.targets + 1] = t end
+    end
+  elseif kv.lora_alpha ~= nil or kv.lora_targets ~= nil then
+    return nil, "lora_alpha= and lora_targets= need lora_rank="
+  end
   local base = { model = model, dp = { max_physical_batch_size = kv.physical } }
   if kv.optimizer then base.optimizer = { name = kv.optimizer } end
   local dm = kv.device_model or "h100"
@@ -367,11 +390,15 @@ function cli.fit(args)
     eprint(msg)
     return 2
   end
-  local m, model = f.device_model, opts.base.model
+  local m, model = f.device_model, require("dpprof.experiment").model_options(opts.base.model, "plan")
   print(string.format("dpprof fit: the largest %s that fits, by plan runs (predicted, not measured)", f.vary))
-  print(string.format("  model: %s V=%d d=%d L=%d H=%d T=%d B=%d %s%s%s", model.arch or "gpt", model.vocab, model.hidden,
-                      model.layers, model.heads, model.seq_len, model.batch, model.dtype or "f32",
-                      model.lora and string.format(", LoRA rank %d", model.lora.rank) or "",
+  print(string.format("  model: %s%s V=%d d=%d L=%d H=%d%s T=%s B=%d %s%s%s", opts.base.model.path and
+                      (opts.base.model.path .. ": ") or "", model.arch or "gpt", model.vocab, model.hidden,
+                      model.layers, model.heads, model.kv_heads and model.kv_heads ~= model.heads and
+                      string.format(" (kv %d)", model.kv_heads) or "", tostring(model.seq_len or f.vary),
+                      model.batch or 1, model.dtype or "f32",
+                      model.lora and string.format(", LoRA rank %d on %s", model.lora.rank,
+                                                   table.concat(model.lora.targets or { "qkv" }, ",")) or "",
                       opts.base.dp.max_physical_batch_size and
                       string.format(", physical batch %d", opts.base.dp.max_physical_batch_size) or ""))
   print("  device: " .. dp.plan.describe(m))

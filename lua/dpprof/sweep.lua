@@ -38,6 +38,7 @@ sweep.KEYS = {
   method = { "method" }, norms = { "norms" }, clip = { "clip" },
   seq_len = { "model", "seq_len" }, layers = { "model", "layers" }, batch = { "model", "batch" },
   hidden = { "model", "hidden" }, heads = { "model", "heads" }, vocab = { "model", "vocab" },
+  kv_heads = { "model", "kv_heads" }, head_dim = { "model", "head_dim" },
   arch = { "model", "arch" }, dtype = { "model", "dtype" }, mlp_ratio = { "model", "mlp_ratio" },
   ffn = { "model", "ffn" }, lora_rank = { "model", "lora", "rank" },
   max_grad_norm = { "dp", "max_grad_norm" }, noise_multiplier = { "dp", "noise_multiplier" },

@@ -5,8 +5,11 @@
 
 #include "check.h"
 #include "device.h"
+#include "error.h"
+#include "model.h"
 #include "tensor.h"
 
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +29,35 @@ static inline void test_fixture_dir(char *buf, size_t n, const char *sub) {
     }
     size_t used = strlen(buf);
     snprintf(buf + used, n - used, "/fixtures/%s", sub);
+}
+
+/* dir/reference.json of a Hugging Face fixture (gen_fixtures.py), parsed; NULL when missing or
+ * malformed. The caller frees it with cJSON_Delete. */
+static inline cJSON *test_read_reference(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/reference.json", dir);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    static char text[1 << 16];
+    size_t n = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    text[n] = '\0';
+    return cJSON_Parse(text);
+}
+
+/* The reference's batch: *B samples of *T tokens, inputs[b*T + t] = tokens[b][t] and targets the
+ * next tokens (at most cap of each). 0, or -1 when it does not fit cap. */
+static inline int test_reference_batch(const cJSON *j, int *B, int *T, int32_t *inputs, int32_t *targets, int cap) {
+    *B = cJSON_GetObjectItem(j, "batch")->valueint;
+    *T = cJSON_GetObjectItem(j, "seq_len")->valueint;
+    if (*B * *T > cap) return -1;
+    const cJSON *tok = cJSON_GetObjectItem(j, "tokens");
+    for (int b = 0; b < *B; b++)
+        for (int t = 0; t < *T; t++) {
+            inputs[b * *T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, b), t)->valueint;
+            targets[b * *T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, b), t + 1)->valueint;
+        }
+    return 0;
 }
 
 /* A B x T i32 tensor on dev (a host device) of ids in [0, V), from an FNV-style hash of salt. */
@@ -60,6 +92,36 @@ static inline void copy_file(const char *from, const char *to) {
     while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0) CHECK(fwrite(buf, 1, n, out) == n);
     if (in) fclose(in);
     if (out) CHECK(fclose(out) == 0);
+}
+
+/* want[k * B + i]: the squared norm of parameter tp[k]'s gradient of sample i alone, from the
+ * model run once per sample with B = 1 and scale 1 (the explicit per-sample gradients every DP
+ * method's norms are held to). Returns DP_OK or the first failing call's status. */
+static inline int test_explicit_norms(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, dp_param **tp,
+                                      int n_tp, double *want) {
+    int64_t B = inputs->shape[0], T = inputs->shape[1];
+    for (int64_t i = 0; i < B; i++) {
+        int64_t one[2] = {1, T};
+        dp_tensor in1, tg1;
+        int rc = dp_tensor_view(&in1, inputs, i * T, 2, one);
+        if (rc == DP_OK) rc = dp_tensor_view(&tg1, targets, i * T, 2, one);
+        float loss, s = 1.0f;
+        if (rc == DP_OK) rc = dp_model_forward(m, &in1, &tg1, &loss, NULL);
+        dp_backward_opts o = {.sample_scale = &s, .weight_grads = 1, .retain = 0, .hooks = NULL};
+        if (rc == DP_OK) rc = dp_model_backward(m, &o);
+        if (rc != DP_OK) return rc;
+        for (int k = 0; k < n_tp; k++) {
+            double v = 0.0;
+            if (tp[k]->grad.numel)
+                for (int64_t j = 0; j < tp[k]->grad.numel; j++) {
+                    double g = ((float *)tp[k]->grad.data)[j];
+                    v += g * g;
+                }
+            want[k * B + i] = v;
+        }
+        if ((rc = dp_model_zero_grad(m, 1)) != DP_OK) return rc;
+    }
+    return DP_OK;
 }
 
 /* 1 when a CUDA device can run the test; else prints "skipped: ..." (the reason test.sh shows)
