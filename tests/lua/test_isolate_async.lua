@@ -7,13 +7,7 @@ package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
 
-local function alive(pid)
-  local f = io.open("/proc/" .. pid .. "/stat", "r")
-  if not f then return false end
-  local stat = f:read("a")
-  f:close()
-  return stat:match("^%d+ %b() (%a)") ~= "Z"
-end
+local alive = check.alive
 
 -- Waits until every child of the list has finished; returns their results by position.
 local function wait_all(children)

@@ -228,13 +228,7 @@ check.truthy(#running >= 1, "a child was running")
 local parent_pid = dp.read_file(root .. "/kill/parent.pid")
 os.execute("kill -9 " .. parent_pid)
 dp.sleep(0.5)
-local function alive(pid)
-  local fh = io.open("/proc/" .. pid .. "/stat", "r")
-  if not fh then return false end
-  local stat = fh:read("a")
-  fh:close()
-  return stat:match("^%d+ %b() (%a)") ~= "Z"
-end
+local alive = check.alive
 check.eq(alive(parent_pid), false, "the parent is dead")
 for _, seed in ipairs(dp.list_dir(root .. "/kill/pids")) do
   local pid = dp.read_file(root .. "/kill/pids/" .. seed)
