@@ -330,6 +330,7 @@ end
 local function environment(kind, info, device_model)
   local env = dp.environment()
   local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores,
+              threads = env.threads, blas_threads = env.blas_threads,
               git_commit = env.git_commit, dpprof_version = env.dpprof_version,
               hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null }
   if kind == "cuda" then

@@ -21,7 +21,7 @@ presets.MODELS = {
 
 -- The arguments presets.choose, presets.methods, presets.base and presets.out read.
 presets.ARGS = { "preset", "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "device",
-                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out" }
+                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel" }
 
 -- presets.ARGS less the given names (a sweep's own variable is not a preset override).
 function presets.args_without(...)
@@ -97,6 +97,14 @@ end
 -- (exit status 1) when a point errored, crashed or timed out, so that a run in CI whose points
 -- all failed does not end as a success; out-of-memory points are results, not failures.
 function presets.finish(out, swept)
+  if swept and swept.passed_over then return end -- `dpprof sweep` acts on another sweep of the script
+  if swept and swept.slurm then
+    print(string.format("results: %s/ as the Slurm tasks end; charts when the array has ended (%s)", swept.out,
+                        swept.slurm.collect_job_id and "job " .. swept.slurm.collect_job_id
+                        or "dpprof sweep collect " .. swept.out))
+    print("follow it: dpprof sweep status " .. swept.out)
+    return
+  end
   local ok, err, messages = dp.plot.render_dir(out)
   for _, m in ipairs(messages or {}) do print("plot: " .. m) end
   if not ok then print("charts: not rendered: " .. tostring(err)) end

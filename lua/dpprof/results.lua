@@ -268,30 +268,33 @@ function V:category_bytes(t, path)
   end
 end
 
-function V:config(c)
+-- A failed run's configuration is what was asked for (a sweep's point before the experiment
+-- filled in its defaults): its keys are checked when present, not required.
+function V:config(c, ok)
   if not c then return end
-  local m = self:get(c, "model", "config", "table")
+  local opt = not ok
+  local m = self:get(c, "model", "config", "table", opt)
   if m then
     for _, k in ipairs({ "layers", "hidden", "heads", "seq_len", "batch", "vocab" }) do
-      self:nonneg(self:get(m, k, "config.model", "integer"), "config.model." .. k)
+      self:nonneg(self:get(m, k, "config.model", "integer", opt), "config.model." .. k)
     end
-    self:get(m, "arch", "config.model", "string")
-    self:get(m, "dtype", "config.model", "string")
+    self:get(m, "arch", "config.model", "string", opt)
+    self:get(m, "dtype", "config.model", "string", opt)
   end
-  self:get(c, "method", "config", "string")
-  local o = self:get(c, "optimizer", "config", "table")
-  if o then self:get(o, "name", "config.optimizer", "string"); self:get(o, "lr", "config.optimizer", "number") end
-  local d = not (c.method == "vanilla" and json.is_null(c.dp)) and self:get(c, "dp", "config", "table")
+  self:get(c, "method", "config", "string", opt)
+  local o = self:get(c, "optimizer", "config", "table", opt)
+  if o then self:get(o, "name", "config.optimizer", "string", opt); self:get(o, "lr", "config.optimizer", "number", opt) end
+  local d = not (c.method == "vanilla" and json.is_null(c.dp)) and self:get(c, "dp", "config", "table", opt)
   if d then
     for _, k in ipairs({ "max_grad_norm", "noise_multiplier", "sample_rate", "delta" }) do
-      self:get(d, k, "config.dp", "number")
+      self:get(d, k, "config.dp", "number", opt)
     end
-    self:get(d, "max_physical_batch_size", "config.dp", "integer")
+    self:get(d, "max_physical_batch_size", "config.dp", "integer", opt)
   end
-  self:nonneg(self:get(c, "iters", "config", "integer"), "config.iters")
-  self:nonneg(self:get(c, "warmup", "config", "integer"), "config.warmup")
-  self:get(c, "device", "config", "string")
-  self:get(c, "seed", "config", "integer")
+  self:nonneg(self:get(c, "iters", "config", "integer", opt), "config.iters")
+  self:nonneg(self:get(c, "warmup", "config", "integer", opt), "config.warmup")
+  self:get(c, "device", "config", "string", opt)
+  self:get(c, "seed", "config", "integer", opt)
 end
 
 function V:snapshots(list)
@@ -533,6 +536,9 @@ function V:environment(r, ok)
     self:get(e, k, "environment", "string")
   end
   self:nonneg(self:get(e, "cores", "environment", "integer"), "environment.cores")
+  for _, k in ipairs({ "threads", "blas_threads" }) do
+    if e[k] ~= nil then self:nonneg(self:get(e, k, "environment", "integer"), "environment." .. k) end
+  end
   for _, k in ipairs({ "driver_version", "cuda_version" }) do
     if not json.is_null(e[k]) then self:get(e, k, "environment", "string") end
   end
@@ -572,7 +578,10 @@ function V:privacy(r, ok)
 end
 
 function V:oom(r)
-  local o = self:get(r, "oom", "", "table", r.status ~= "oom")
+  -- a task that Slurm stopped for its memory (OUT_OF_MEMORY) has no allocation to describe
+  local slurm_oom = type(r.sweep) == "table" and type(r.sweep.placement) == "table"
+                    and type(r.sweep.placement.slurm) == "table" and r.sweep.placement.slurm.state == "OUT_OF_MEMORY"
+  local o = self:get(r, "oom", "", "table", r.status ~= "oom" or slurm_oom)
   if not o then return end
   self:nonneg(self:get(o, "requested_bytes", "oom", "integer"), "oom.requested_bytes")
   self:get(o, "category", "oom", "string")
@@ -594,6 +603,19 @@ function V:sweep(r)
       self:fail("sweep.vary." .. tostring(k), "number, string or boolean expected, got %s", type_name(v))
     end
   end
+  local p = self:get(s, "placement", "sweep", "table", true)
+  if not p then return end
+  for _, k in ipairs({ "host", "cuda_visible_devices" }) do self:get(p, k, "sweep.placement", "string", true) end
+  for _, k in ipairs({ "slot", "slots", "threads" }) do
+    local n = self:get(p, k, "sweep.placement", "integer", true)
+    if n and n < 1 then self:fail("sweep.placement." .. k, "%d, >= 1 expected", n) end
+  end
+  local sl = self:get(p, "slurm", "sweep.placement", "table", true)
+  if not sl then return end
+  for _, k in ipairs({ "job_id", "task_job_id", "node", "cluster", "state", "exit_code", "state_source" }) do
+    self:get(sl, k, "sweep.placement.slurm", "string", true)
+  end
+  self:nonneg(self:get(sl, "array_task_id", "sweep.placement.slurm", "integer", true), "sweep.placement.slurm.array_task_id")
 end
 
 -- Checks every documented field of r (docs/results.md). An ok result must have them all; a
@@ -609,7 +631,7 @@ function results.validate(r)
   local ok = status == "ok"
   v:get(r, "experiment", "", "string")
   v:get(r, "message", "", "string", ok)
-  v:config(v:get(r, "config", "", "table", not ok))
+  v:config(v:get(r, "config", "", "table", not ok), ok)
   v:get(r, "method", "", "string", not ok)
   for _, k in ipairs({ "norms", "clip" }) do
     if r[k] ~= nil and not json.is_null(r[k]) then v:get(r, k, "", "string") end

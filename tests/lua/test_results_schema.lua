@@ -275,4 +275,24 @@ do
     check.truthy(results.validate(results.read(root .. "malformed/" .. name)), "malformed/" .. name .. " is itself valid")
   end
 end
+-- A failed run's configuration is what was asked for: a sweep's crashed or timed-out point
+-- records its point's configuration, before the experiment filled in its defaults (dtype,
+-- max_physical_batch_size...). Such a file used to fail validation, so `dpprof compare` refused
+-- a sweep directory with a timed-out point. What is there is still checked, and an ok result
+-- still needs every key.
+do
+  local asked = { model = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 2 },
+                  device = "cpu", iters = 1, warmup = 0, method = "ghost" }
+  local failed = results.failure{ name = "p", status = "timeout", message = "timed out", config = asked }
+  assert_valid(failed, "a timed-out point with the configuration it asked for")
+  failed.config.model.seq_len = "8"
+  local ok, problems = results.validate(failed)
+  check.eq(ok, false, "a wrong type in a failed run's configuration is still refused")
+  check.truthy(problems[1]:find("config.model.seq_len", 1, true) == 1, tostring(problems[1]))
+  local good = dp.experiment(config({ iters = 1, warmup = 0 }))
+  good.config.model.dtype = nil
+  ok, problems = results.validate(good)
+  check.eq(ok, false, "an ok result without config.model.dtype")
+  check.truthy(problems[1]:find("config.model.dtype: missing", 1, true) == 1, tostring(problems[1]))
+end
 print("ok")
