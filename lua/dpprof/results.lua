@@ -12,9 +12,8 @@ results.TIMELINE_POINTS = 4096
 results.STATUSES = { "ok", "oom", "error", "crashed", "timeout" }
 results.PHASES = { "forward", "backward", "clip", "noise", "optimizer" }
 results.CATEGORIES = dp.memory.categories
--- Per-layer formulations of the norms pass (dpsgd_formulation_name in engine/dp/dpsgd.h).
-results.NORMS_KINDS = { "direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1", "grouped",
-                         "gram_strip", "grad_strip" }
+-- Per-layer formulations of the norms pass: the engine's list (dpprof.dp.FORMULATIONS).
+results.NORMS_KINDS = dp.dp.FORMULATIONS
 
 -- The legacy breakdown: each field is the sum of these categories live at the peak.
 results.LEGACY_BREAKDOWN = {
