@@ -100,12 +100,13 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     }
     cfg->max_grad_norm = dpl_opt_num_field(L, idx, fname, "max_grad_norm", cfg->max_grad_norm);
     cfg->noise_multiplier = dpl_opt_num_field(L, idx, fname, "noise_multiplier", cfg->noise_multiplier);
-    cfg->sample_rate = dpl_opt_num_field(L, idx, fname, "sample_rate", 0.0);
-    cfg->dataset_size = dpl_opt_int_field(L, idx, fname, "dataset_size", 0);
-    cfg->expected_batch_size = dpl_opt_int_field(L, idx, fname, "expected_batch_size", 0);
-    cfg->max_physical_batch_size = dpl_opt_int_field(L, idx, fname, "max_physical_batch_size", 0);
-    cfg->poisson = dpl_opt_bool_field(L, idx, fname, "poisson", 0);
-    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
+    cfg->sample_rate = dpl_opt_num_field(L, idx, fname, "sample_rate", cfg->sample_rate);
+    cfg->dataset_size = dpl_opt_int_field(L, idx, fname, "dataset_size", cfg->dataset_size);
+    cfg->expected_batch_size = dpl_opt_int_field(L, idx, fname, "expected_batch_size", cfg->expected_batch_size);
+    cfg->max_physical_batch_size =
+        dpl_opt_int_field(L, idx, fname, "max_physical_batch_size", cfg->max_physical_batch_size);
+    cfg->poisson = dpl_opt_bool_field(L, idx, fname, "poisson", cfg->poisson);
+    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", (lua_Integer)cfg->seed);
     cfg->delta = dpl_opt_num_field(L, idx, fname, "delta", cfg->delta);
     const char *impl = dpl_opt_str_field(L, idx, fname, "flash_impl", NULL);
     if (impl && dpsgd_flash_impl_parse(impl, &cfg->flash_impl) != DP_OK) fail(L, fname);
