@@ -134,6 +134,16 @@ const char *dpsgd_linear_kind(const dp_param *w) {
 #define COST_BF16_FLOPS 600e12
 #define COST_BYTES_PER_S 3.0e12
 
+double dpsgd_gram_tile_flops(int64_t B, int64_t T, int64_t d, int64_t p) {
+    double b = (double)B, t = (double)T;
+    return b * t * (t + 1.0) * ((double)d + (double)p) + b * t * (t + 1.0);
+}
+
+double dpsgd_grad_tile_flops(int64_t B, int64_t T, int64_t d, int64_t p) {
+    double b = (double)B, pp = (double)p, dd = (double)d;
+    return 2.0 * b * (double)T * pp * dd + 2.0 * b * pp * dd;
+}
+
 static double roofline(double flops, double bytes, dp_dtype t) {
     double f = flops / (t == DP_BF16 ? COST_BF16_FLOPS : COST_F32_FLOPS), b = bytes / COST_BYTES_PER_S;
     return f > b ? f : b;
@@ -146,9 +156,9 @@ dpsgd_formulation dpsgd_choose_linear(dpsgd_norms_method norms, int64_t B, int64
     /* ghost: two T x T Gram GEMMs, written and read back by the dot */
     double ghost_f = 2.0 * b * tt * tt * (dd + pp) + 2.0 * b * tt * tt, ghost_b = io + 4.0 * b * tt * tt * 4.0;
     /* materialize: the batched GEMM g_i^T a_i, written and read back by the sum of squares */
-    double mat_f = 2.0 * b * tt * pp * dd + 2.0 * b * pp * dd, mat_b = io + 2.0 * b * pp * dd * 4.0;
+    double mat_f = dpsgd_grad_tile_flops(B, T, d, p), mat_b = io + 2.0 * b * pp * dd * 4.0;
     /* flash: the lower triangle of Gram tiles, or the gradient's tiles, operands read once */
-    double gram_f = b * tt * (tt + 1.0) * (dd + pp) + b * tt * (tt + 1.0), grad_f = mat_f;
+    double gram_f = dpsgd_gram_tile_flops(B, T, d, p), grad_f = mat_f;
     dpsgd_formulation f = DPSGD_FORM_DIRECT;
     switch (norms) {
     case DPSGD_NORMS_MATERIALIZE: f = DPSGD_FORM_MATERIALIZE; break;
