@@ -13,6 +13,10 @@
 void dpl_open_tensor(lua_State *L);
 /* Adds dpprof.memory (stats, snapshots, scopes, events, timeline, limits, OOM details). */
 void dpl_open_memory(lua_State *L);
+/* Pushes the OOM record, the one shape memory.last_oom, oom_details and a result's `oom` share:
+ * {requested_bytes, category, module, live_bytes={category=bytes}, total_live_bytes, limit_bytes,
+ * device} (docs/results.md). */
+void dpl_push_oom(lua_State *L, const dp_oom_info *o, const char *device);
 /* Adds device selection and information, sync, the ledger, the clock and the version. */
 void dpl_open_device(lua_State *L);
 /* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,

@@ -3,8 +3,9 @@
  *   dpprof.isolate(fn, ... [, {timeout=, grace=}]) -> result, info
  *       runs fn(...) in a forked child and returns what it returned (a table: see below); the
  *       last argument is taken as options only when it is a table whose keys are all option names
- *   dpprof.oom_details(message) -> {requested_bytes, category, module, live_bytes, total_live_bytes,
- *       limit_bytes, device} when message is the engine's out-of-memory error, else nil
+ *   dpprof.oom_details(message) -> the OOM record {requested_bytes, category, module, live_bytes,
+ *       total_live_bytes, limit_bytes, device} (dpl_push_oom, as memory.last_oom) when message is
+ *       the engine's out-of-memory error, else nil
  *   dpprof.cuda_initialised() -> true when the CUDA driver was initialised in this process
  *   dpprof.time() -> wall-clock seconds since 1970 (for names; dpprof.clock() is for durations)
  *   dpprof.sleep(seconds); dpprof.pid() -> this process's id; dpprof.executable (path)
@@ -94,14 +95,6 @@ static int l_cuda_initialised(lua_State *L) {
 
 /* ---- out-of-memory details --------------------------------------------------------------- */
 
-static void push_category_map(lua_State *L, const uint64_t *v) {
-    lua_createtable(L, 0, DP_CAT_COUNT);
-    for (int c = 0; c < DP_CAT_COUNT; c++) {
-        dpl_push_bytes(L, v[c]);
-        lua_setfield(L, -2, dp_category_name((dp_category)c));
-    }
-}
-
 /* Pushes the OOM details and returns 1 when msg carries the engine's last error and that error
  * is an out-of-memory one recorded by an initialised device's allocator; else pushes nothing. */
 static int push_oom_details(lua_State *L, const char *msg) {
@@ -113,14 +106,7 @@ static int push_oom_details(lua_State *L, const char *msg) {
         if (!dp_device_initialised(order[i]) || dp_device_get(order[i], &dev) != DP_OK) continue;
         const dp_oom_info *o = dp_mem_last_oom(dev->mem);
         if (!o->valid) continue;
-        lua_createtable(L, 0, 7);
-        dpl_push_bytes(L, o->requested), lua_setfield(L, -2, "requested_bytes");
-        lua_pushstring(L, dp_category_name(o->category)), lua_setfield(L, -2, "category");
-        lua_pushstring(L, dp_module_name(o->module)), lua_setfield(L, -2, "module");
-        push_category_map(L, o->live), lua_setfield(L, -2, "live_bytes");
-        dpl_push_bytes(L, o->total_live), lua_setfield(L, -2, "total_live_bytes");
-        dpl_push_bytes(L, o->limit), lua_setfield(L, -2, "limit_bytes");
-        lua_pushstring(L, dp_device_kind_name(order[i])), lua_setfield(L, -2, "device");
+        dpl_push_oom(L, o, dp_device_kind_name(order[i]));
         return 1;
     }
     return 0;
