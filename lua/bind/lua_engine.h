@@ -27,6 +27,9 @@ void dpl_open_process(lua_State *L);
 void dpl_open_files(lua_State *L);
 /* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
 void dpl_open_json(lua_State *L);
+/* Adds dpprof.results_schema: the result JSON's one description (common/results_schema.h) as
+ * tables, which lua/dpprof/results.lua validates by (lua_results_schema.c). */
+void dpl_open_results_schema(lua_State *L);
 
 /* Adds dpprof.model (a callable table: dpprof.model{...} builds a model, dpprof.model.check{...}
  * checks its options without a device; other bindings add fields such as dpprof.model.load), the model metatable,

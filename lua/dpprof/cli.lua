@@ -121,7 +121,7 @@ local function load(path, listed)
   end
   if listed then
     local any = false
-    for _, k in ipairs({ "schema_version", "experiment", "status", "memory", "peak_memory_mb", "breakdown" }) do
+    for _, k in ipairs(results.MARK_KEYS) do
       any = any or r[k] ~= nil
     end
     if not any then return false, "no key of a result at its top" end
