@@ -13,6 +13,7 @@
 #define DPPLOT_PALETTE_H
 
 #include "dpplot_canvas.h"
+#include "results_schema.h"
 
 /* Memory components of the breakdown charts, in stacking order (bottom first). */
 typedef enum {
@@ -40,14 +41,12 @@ typedef enum {
     DPPLOT_N_MODULE_GROUPS
 } dpplot_module_group;
 
-/* Training phases of timing.spans. */
+/* Training phases of timing.spans: the schema's (common/results_schema.h), in its order. */
 typedef enum {
-    DPPLOT_PHASE_FORWARD,
-    DPPLOT_PHASE_BACKWARD,
-    DPPLOT_PHASE_CLIP,
-    DPPLOT_PHASE_NOISE,
-    DPPLOT_PHASE_OPTIMIZER,
-    DPPLOT_N_PHASES
+#define DPPLOT_PHASE_ENUM(id, name) DPPLOT_PHASE_##id,
+    DPR_PHASES(DPPLOT_PHASE_ENUM)
+#undef DPPLOT_PHASE_ENUM
+        DPPLOT_N_PHASES
 } dpplot_phase;
 
 /* Number of names with a fixed colour and rank (vanilla ... flash_clip; see above). */

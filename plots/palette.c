@@ -93,7 +93,10 @@ const char *dpplot_module_group_name(dpplot_module_group g) {
     return (unsigned)g < DPPLOT_N_MODULE_GROUPS ? module_group_names[g] : "?";
 }
 
-static const char *const phase_names[DPPLOT_N_PHASES] = {"forward", "backward", "clip", "noise", "optimizer"};
+#define DPPLOT_PHASE_NAME(id, name) name,
+static const char *const phase_names[DPPLOT_N_PHASES] = {DPR_PHASES(DPPLOT_PHASE_NAME)};
+#undef DPPLOT_PHASE_NAME
+_Static_assert(DPPLOT_N_PHASES == 5, "a colour per phase of the schema below");
 static const unsigned phase_colors[DPPLOT_N_PHASES] = {
     0x88CCEE, /* forward: cyan */
     0xDDCC77, /* backward: sand */
