@@ -284,6 +284,14 @@ end
 
 local function join(path, key) return path == "" and key or path .. "." .. key end
 
+-- The keys of t as strings, sorted (so problems come in the same order every time).
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  return keys
+end
+
 -- Checks value v of node at path; returns false when v has the wrong type or value.
 function V:check(node, v, path)
   local f = node.field
@@ -333,16 +341,13 @@ function V:children(node, t, path)
     local names = KEYS[key]
     if names then
       for _, k in ipairs(names) do self:check(child, t[k], join(path, k)) end
-      for k in pairs(t) do
+      for _, k in ipairs(sorted_keys(t)) do
         if not member(names, k) then
-          self:fail(join(path, tostring(k)), "unknown %s (valid: %s)", key:sub(2, -2), table.concat(names, ", "))
+          self:fail(join(path, k), "unknown %s (valid: %s)", key:sub(2, -2), table.concat(names, ", "))
         end
       end
     elseif key == "*" then
-      local keys = {}
-      for k in pairs(t) do keys[#keys + 1] = tostring(k) end
-      table.sort(keys)
-      for _, k in ipairs(keys) do self:check(child, t[k], join(path, k)) end
+      for _, k in ipairs(sorted_keys(t)) do self:check(child, t[k], join(path, k)) end
     else
       self:check(child, t[key], join(path, key))
     end
