@@ -492,10 +492,25 @@ static int l_isolate(lua_State *L) {
      * not copied and its first parallel region hangs): end the pool; the next region makes one. */
     omp_pause_resource_all(omp_pause_hard);
 #endif
+    /* The handlers go in before the fork: a signal sent as soon as the child runs (by the child
+     * itself, or a Ctrl-C) must find them, not the handlers they replace (the child puts the
+     * defaults back first thing). */
+    struct sigaction act, old_int, old_term;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_interrupt; /* no SA_RESTART: poll returns EINTR at once */
+    sigemptyset(&act.sa_mask);
+    interrupted_by = 0;
+    sigaction(SIGINT, &act, &old_int);
+    sigaction(SIGTERM, &act, &old_term);
+    /* a signal this process ignores (a background job's SIGINT) stays ignored */
+    if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int, NULL);
+    if (old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &old_term, NULL);
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
         close(fds[0]);
         close(fds[1]);
         luaL_error(L, "%s: fork failed: %s", fname, strerror(e));
@@ -509,16 +524,6 @@ static int l_isolate(lua_State *L) {
     c->fd = fds[0];
     setpgid(pid, pid); /* also done by the child; whichever runs first wins the race */
 
-    struct sigaction act, old_int, old_term;
-    memset(&act, 0, sizeof act);
-    act.sa_handler = on_interrupt; /* no SA_RESTART: poll returns EINTR at once */
-    sigemptyset(&act.sa_mask);
-    interrupted_by = 0;
-    sigaction(SIGINT, &act, &old_int);
-    sigaction(SIGTERM, &act, &old_term);
-    /* a signal this process ignores (a background job's SIGINT) stays ignored */
-    if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int, NULL);
-    if (old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &old_term, NULL);
     wait_outcome w;
     memset(&w, 0, sizeof w);
     wait_child(c, &w, timeout, grace);
