@@ -13,8 +13,9 @@
  *   dpprof.isolate_wait(children [, seconds]) -> how many of the list have finished: waits until
  *       one has (or seconds passed), reading their pipes and stopping those past their timeout;
  *       SIGINT or SIGTERM stops them all and raises, as for isolate
- *   dpprof.oom_details(message) -> {requested_bytes, category, module, live_bytes, total_live_bytes,
- *       limit_bytes, device} when message is the engine's out-of-memory error, else nil
+ *   dpprof.oom_details(message) -> the OOM record {requested_bytes, category, module, live_bytes,
+ *       total_live_bytes, limit_bytes, device} (dpl_push_oom, as memory.last_oom) when message is
+ *       the engine's out-of-memory error, else nil
  *   dpprof.cuda_initialised() -> true when the CUDA driver was initialised in this process
  *   dpprof.time() -> wall-clock seconds since 1970 (for names; dpprof.clock() is for durations)
  *   dpprof.sleep(seconds); dpprof.pid() -> this process's id; dpprof.executable (path)
@@ -568,7 +569,33 @@ static void check_env_option(lua_State *L, int idx, const char *fname) {
 
 /* Forks the child that runs fn(args...): the stack is fn, args..., [options]. Leaves the box
  * (the child's handle) at index 1, the function and its arguments above it, the options gone. */
-static child_box *spawn_child(lua_State *L, const char *fname) {
+/* While a parent waits, SIGINT and SIGTERM only set interrupted_by (poll returns at once); a
+ * signal this process ignores (a background job's SIGINT) stays ignored. */
+typedef struct saved_signals {
+    struct sigaction old_int, old_term;
+} saved_signals;
+
+static void catch_interrupts(saved_signals *s) {
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_interrupt; /* no SA_RESTART: poll returns EINTR at once */
+    sigemptyset(&act.sa_mask);
+    interrupted_by = 0;
+    sigaction(SIGINT, &act, &s->old_int);
+    sigaction(SIGTERM, &act, &s->old_term);
+    if (s->old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &s->old_int, NULL);
+    if (s->old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &s->old_term, NULL);
+}
+
+static void restore_interrupts(const saved_signals *s) {
+    sigaction(SIGINT, &s->old_int, NULL);
+    sigaction(SIGTERM, &s->old_term, NULL);
+}
+
+/* Forks the child. With sig, the SIGINT/SIGTERM handlers go in (catch_interrupts) before the
+ * fork: a signal sent as soon as the child runs (by the child itself, or a Ctrl-C) must find
+ * them, not the handlers they replace (the child puts the defaults back first thing). */
+static child_box *spawn_child(lua_State *L, const char *fname, saved_signals *sig) {
     luaL_checktype(L, 1, LUA_TFUNCTION);
     double timeout = 0, grace = 2;
     int threads = 0, has_options = 0;
@@ -611,9 +638,11 @@ static child_box *spawn_child(lua_State *L, const char *fname) {
     omp_pause_resource_all(omp_pause_hard);
 #endif
     pid_t parent = getpid();
+    if (sig) catch_interrupts(sig);
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
+        if (sig) restore_interrupts(sig);
         close(fds[0]);
         close(fds[1]);
         luaL_error(L, "%s: fork failed: %s", fname, strerror(e));
@@ -637,29 +666,6 @@ static child_box *spawn_child(lua_State *L, const char *fname) {
     return c;
 }
 
-/* While a parent waits, SIGINT and SIGTERM only set interrupted_by (poll returns at once); a
- * signal this process ignores (a background job's SIGINT) stays ignored. */
-typedef struct saved_signals {
-    struct sigaction old_int, old_term;
-} saved_signals;
-
-static void catch_interrupts(saved_signals *s) {
-    struct sigaction act;
-    memset(&act, 0, sizeof act);
-    act.sa_handler = on_interrupt; /* no SA_RESTART: poll returns EINTR at once */
-    sigemptyset(&act.sa_mask);
-    interrupted_by = 0;
-    sigaction(SIGINT, &act, &s->old_int);
-    sigaction(SIGTERM, &act, &s->old_term);
-    if (s->old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &s->old_int, NULL);
-    if (s->old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &s->old_term, NULL);
-}
-
-static void restore_interrupts(const saved_signals *s) {
-    sigaction(SIGINT, &s->old_int, NULL);
-    sigaction(SIGTERM, &s->old_term, NULL);
-}
-
 /* After an interrupt stopped the children: lets the handler that was there run (dpprof's own
  * makes the interrupt one line; the default action ends the process, as it would have without
  * us), then raises. */
@@ -673,9 +679,8 @@ static _Noreturn void raise_interrupt(lua_State *L, const char *fname, const cha
 
 static int l_isolate(lua_State *L) {
     const char *fname = "dpprof.isolate";
-    child_box *c = spawn_child(L, fname);
     saved_signals saved;
-    catch_interrupts(&saved);
+    child_box *c = spawn_child(L, fname, &saved);
     while (!c->finished && !interrupted_by) child_advance(c, 200);
     if (interrupted_by) child_stop(c);
     restore_interrupts(&saved);
@@ -688,7 +693,7 @@ static int l_isolate(lua_State *L) {
 static child_box *check_child(lua_State *L, int idx) { return luaL_checkudata(L, idx, CHILD_MT); }
 
 static int l_isolate_start(lua_State *L) {
-    spawn_child(L, "dpprof.isolate_start");
+    spawn_child(L, "dpprof.isolate_start", NULL);
     lua_settop(L, 1);
     return 1;
 }

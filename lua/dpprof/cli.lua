@@ -121,7 +121,7 @@ local function load(path, listed)
   end
   if listed then
     local any = false
-    for _, k in ipairs({ "schema_version", "experiment", "status", "memory", "peak_memory_mb", "breakdown" }) do
+    for _, k in ipairs(results.MARK_KEYS) do
       any = any or r[k] ~= nil
     end
     if not any then return false, "no key of a result at its top" end
@@ -267,8 +267,7 @@ pool would reserve for it, the category that dominates the peak, and the first v
 not fit.
 
   vary=seq_len|batch|layers   what to search over (default seq_len)
-  method=NAME[,NAME...]       vanilla, flat, ghost, mixed_ghost, bk, flash_clip, or norms+clip
-                              (default: all six presets); methods= is the same
+  method=NAME[,NAME...]       @METHODS@
   budget_gb=G                 the card's memory in GiB (default: the device model's)
   device_model=h100|h200      the modelled device (default h100); its budget is its memory less
                               the CUDA context; the reserved peak is the allocated one x (1 + overhead)
@@ -296,6 +295,29 @@ example: dpprof fit method=ghost,flash_clip vary=seq_len budget_gb=80 dtype=bf16
              lora_targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
 exit status: 0 answered; 2 bad arguments
 ]]
+
+-- Words joined by spaces into lines of at most width characters, every line after the first
+-- indented by indent spaces.
+local function wrap(words, indent, width)
+  local lines, line = {}, ""
+  for _, w in ipairs(words) do
+    if line ~= "" and indent + #line + 1 + #w > width then lines[#lines + 1], line = line, w
+    else line = line == "" and w or line .. " " .. w end
+  end
+  lines[#lines + 1] = line
+  return table.concat(lines, "\n" .. string.rep(" ", indent))
+end
+
+-- FIT_USAGE with the method choices from the engine's list (dpprof.dp.METHODS).
+function cli.fit_usage()
+  local words = {}
+  for _, m in ipairs(dp.dp.METHODS) do words[#words + 1] = m .. "," end
+  for w in string.format("or norms+clip (default: all %d presets); methods= is the same", #dp.dp.METHODS):gmatch("%S+") do
+    words[#words + 1] = w
+  end
+  local text = wrap(words, 30, 102)
+  return (FIT_USAGE:gsub("@METHODS@", function() return text end))
+end
 
 local FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
                          "dtype", "mlp_ratio", "ffn", "tie_head", "master_weights" }
@@ -368,7 +390,7 @@ end
 function cli.fit(args)
   for _, a in ipairs(args) do
     if a == "--help" or a == "-h" then
-      io.stdout:write(FIT_USAGE)
+      io.stdout:write(cli.fit_usage())
       return 0
     end
   end
