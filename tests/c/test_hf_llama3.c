@@ -30,6 +30,7 @@
  * (measured 0.996). A missing rounding point moves none of these; a wrong kernel moves all.
  * 5. A LoRA adapter saved by PEFT, read and written in PEFT's names (check_peft). */
 #include "check.h"
+#include "test_hf_ref.h"
 #include "test_util.h"
 
 #include "dpprof_engine.h"
@@ -51,25 +52,7 @@
 static char fixtures[1024], tmpdir[64];
 static dp_device *cpu;
 
-typedef struct reference {
-    int B, T;
-    int32_t inputs[64], targets[64];
-    double loss, per_sample[4], norms[4];
-} reference;
-
-static int read_reference(const char *dir, reference *r) {
-    cJSON *j = test_read_reference(dir);
-    int ok = j && test_reference_batch(j, &r->B, &r->T, r->inputs, r->targets, 64) == 0 && r->B <= 4;
-    if (ok) {
-        r->loss = cJSON_GetObjectItem(j, "loss")->valuedouble;
-        for (int b = 0; b < r->B; b++) {
-            r->per_sample[b] = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "per_sample_loss"), b)->valuedouble;
-            r->norms[b] = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "per_sample_grad_norm"), b)->valuedouble;
-        }
-    }
-    cJSON_Delete(j);
-    return ok ? 0 : -1;
-}
+typedef test_hf_ref reference;
 
 static dp_model *load(const char *dir, int64_t T, int64_t B) {
     dp_model_load_opts o;
@@ -109,7 +92,8 @@ static void check_against_pytorch(const char *name, dp_model *m, const reference
     printf("%s: loss %.9g, PyTorch (float64) %.9g, relative error %.2g\n", name, loss, r->loss,
            fabs(loss - r->loss) / r->loss);
     CHECK(fabs(loss - r->loss) <= HF_TOL * fabs(r->loss));
-    for (int b = 0; b < r->B; b++) CHECK(fabs(per_sample[b] - r->per_sample[b]) <= HF_TOL * fabs(r->per_sample[b]));
+    for (int b = 0; b < r->B; b++)
+        CHECK(fabs(per_sample[b] - r->per_sample_loss[b]) <= HF_TOL * fabs(r->per_sample_loss[b]));
 
     char path[1200];
     snprintf(path, sizeof path, "%s/logits.safetensors", dir);
@@ -255,7 +239,7 @@ static void check_methods(const char *name, const char *dir, const reference *r)
         for (int k = 0; k < n; k++) tp[k] = dp_model_param(m, k);
         double *want = malloc((size_t)(n * r->B) * sizeof *want);
         CHECK_OK(test_explicit_norms(m, xi, yi, tp, n, want));
-        check_norms(name, m, xi, yi, tp, n, want, ti == 0 ? r->norms : NULL);
+        check_norms(name, m, xi, yi, tp, n, want, ti == 0 ? r->per_sample_grad_norm : NULL);
         free(want);
         free(tp);
         if (ti == 0) {
@@ -367,7 +351,7 @@ static void check_bf16(const char *name, const char *dir, const reference *r, in
 /* Fixture name's directory into dir, its reference into r, and the model loaded at its batch. */
 static dp_model *load_fixture(const char *name, char *dir, size_t n, reference *r) {
     snprintf(dir, n, "%s/%s", fixtures, name);
-    if (read_reference(dir, r) != 0) {
+    if (test_hf_ref_read(dir, r) != 0) {
         fprintf(stderr, "cannot read %s/reference.json\n", dir);
         check_failures++;
         return NULL;

@@ -9,7 +9,6 @@
 #include "model.h"
 #include "tensor.h"
 
-#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,35 +28,6 @@ static inline void test_fixture_dir(char *buf, size_t n, const char *sub) {
     }
     size_t used = strlen(buf);
     snprintf(buf + used, n - used, "/fixtures/%s", sub);
-}
-
-/* dir/reference.json of a Hugging Face fixture (gen_fixtures.py), parsed; NULL when missing or
- * malformed. The caller frees it with cJSON_Delete. */
-static inline cJSON *test_read_reference(const char *dir) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/reference.json", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    fclose(fp);
-    text[n] = '\0';
-    return cJSON_Parse(text);
-}
-
-/* The reference's batch: *B samples of *T tokens, inputs[b*T + t] = tokens[b][t] and targets the
- * next tokens (at most cap of each). 0, or -1 when it does not fit cap. */
-static inline int test_reference_batch(const cJSON *j, int *B, int *T, int32_t *inputs, int32_t *targets, int cap) {
-    *B = cJSON_GetObjectItem(j, "batch")->valueint;
-    *T = cJSON_GetObjectItem(j, "seq_len")->valueint;
-    if (*B * *T > cap) return -1;
-    const cJSON *tok = cJSON_GetObjectItem(j, "tokens");
-    for (int b = 0; b < *B; b++)
-        for (int t = 0; t < *T; t++) {
-            inputs[b * *T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, b), t)->valueint;
-            targets[b * *T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, b), t + 1)->valueint;
-        }
-    return 0;
 }
 
 /* A B x T i32 tensor on dev (a host device) of ids in [0, V), from an FNV-style hash of salt. */
