@@ -13,14 +13,14 @@
 
 #include "dpplot_palette.h"
 #include "dpplot_strlist.h"
+#include "results_schema.h"
 
+/* A result's status: the schema's statuses (common/results_schema.h) in its order, then UNKNOWN. */
 typedef enum {
-    DPPLOT_STATUS_OK,
-    DPPLOT_STATUS_OOM,
-    DPPLOT_STATUS_ERROR,
-    DPPLOT_STATUS_CRASHED,
-    DPPLOT_STATUS_TIMEOUT,
-    DPPLOT_STATUS_UNKNOWN
+#define DPPLOT_STATUS_ENUM(id, name) DPPLOT_STATUS_##id,
+    DPR_STATUSES(DPPLOT_STATUS_ENUM)
+#undef DPPLOT_STATUS_ENUM
+        DPPLOT_STATUS_UNKNOWN
 } dpplot_status;
 
 /* One swept variable of a sweep point: a number or a string. */
@@ -108,7 +108,7 @@ typedef struct {
     char *arch, *dtype;
     char *device_name; /* environment.device_name, NULL when absent */
 
-    /* Issue 17 fields (read in results_load.c's block of that name). */
+    /* The analyses beyond peak and time (results_load.c, read_analyses). */
     /* The step time's spread: over repeated runs (repeats.avg_ms, n_runs > 1), else over the
      * iterations (timing.median_ms, min_ms, max_ms); NaN when unknown. */
     int n_runs;

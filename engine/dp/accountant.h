@@ -1,12 +1,13 @@
 /* accountant.h: privacy accountants for DP-SGD's Poisson-subsampled Gaussian, chosen by name.
  *
- *   rdp  Rényi DP, Opacus's RDPAccountant (engine/privacy.h): a loose upper bound, fast.
+ *   rdp  Rényi DP, Opacus's RDPAccountant (privacy.h; over a history in accountant_rdp.c): a loose
+ *        upper bound, fast.
  *   prv  numerical composition of privacy random variables (Gopi, Lee, Wutschitz 2021) as
  *        Opacus 1.6's PRVAccountant, its PrivacyEngine's default: the upper end of an estimate
- *        whose error is eps_error in ε and delta_error in δ (engine/accountant_prv.c).
+ *        whose error is eps_error in ε and delta_error in δ (accountant_prv.c).
  *   pld  privacy loss distributions with pessimistic connect-the-dots discretisation
  *        (Doroshenko et al. 2022) as Google's dp_accounting PLDAccountant, add-or-remove
- *        neighbours (engine/accountant_pld.c).
+ *        neighbours (accountant_pld.c).
  *
  * A history is a list of segments (σ, q, steps): `steps` steps at noise multiplier σ and Poisson
  * sampling rate q, one after the other (a noise schedule, a change of batch size). Segments need

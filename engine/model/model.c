@@ -21,12 +21,21 @@ int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out) {
     if (m->cfg.lora_rank == 0) m->cfg.lora_targets = 0, m->cfg.lora_alpha = 0;
     m->d = cfg->hidden;
     m->H = cfg->heads;
-    m->hd = cfg->hidden / cfg->heads;
+    m->Hkv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
+    m->hd = cfg->head_dim > 0 ? cfg->head_dim : cfg->hidden / cfg->heads;
+    m->cfg.kv_heads = m->Hkv;
+    m->cfg.head_dim = m->hd;
     m->F = m->cfg.ffn;
     m->V = cfg->vocab;
     m->t = cfg->dtype;
     m->lora_scale = cfg->lora_rank > 0 ? cfg->lora_alpha / (float)cfg->lora_rank : 0.0f;
-    int rc = dp_model_build_params(m);
+    int rc = DP_OK;
+    if (cfg->arch == DP_ARCH_LLAMA) {
+        m->rope_inv_freq = malloc((size_t)(m->hd / 2) * sizeof *m->rope_inv_freq);
+        rc = m->rope_inv_freq ? dp_rope_inv_freq(&m->cfg, m->hd, m->rope_inv_freq, &m->rope_scale)
+                              : dp_error_set(DP_EOOM, "model: out of host memory");
+    }
+    if (rc == DP_OK) rc = dp_model_build_params(m);
     if (rc != DP_OK) {
         dp_model_free(m);
         return rc;
@@ -39,6 +48,7 @@ void dp_model_free(dp_model *m) {
     if (!m) return;
     if (m->params) dp_model_release_activations(m);
     dp_model_free_params(m);
+    free(m->rope_inv_freq);
     free(m);
 }
 
@@ -60,6 +70,10 @@ void dp_model_release_activations(dp_model *m) {
 }
 
 uint64_t dp_model_forward_id(const dp_model *m) { return m->have_forward ? m->forward_id : 0; }
+
+const dp_tensor *dp_model_logits(const dp_model *m) {
+    return m->have_forward && m->logits.alloc.live ? &m->logits : NULL;
+}
 
 /* the LM head as a linear: V x d, no bias; wte when tied */
 static dp_linear head_linear(const dp_model *m) {

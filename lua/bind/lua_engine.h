@@ -13,6 +13,10 @@
 void dpl_open_tensor(lua_State *L);
 /* Adds dpprof.memory (stats, snapshots, scopes, events, timeline, limits, OOM details). */
 void dpl_open_memory(lua_State *L);
+/* Pushes the OOM record, the one shape memory.last_oom, oom_details and a result's `oom` share:
+ * {requested_bytes, category, module, live_bytes={category=bytes}, total_live_bytes, limit_bytes,
+ * device} (docs/results.md). */
+void dpl_push_oom(lua_State *L, const dp_oom_info *o, const char *device);
 /* Adds device selection and information, sync, the ledger, the clock and the version. */
 void dpl_open_device(lua_State *L);
 /* Adds dpprof.profile (per-op timing: enable, collect, calls, overhead, the device's peak),
@@ -26,6 +30,9 @@ void dpl_open_process(lua_State *L);
 void dpl_open_files(lua_State *L);
 /* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
 void dpl_open_json(lua_State *L);
+/* Adds dpprof.results_schema: the result JSON's one description (common/results_schema.h) as
+ * tables, which lua/dpprof/results.lua validates by (lua_results_schema.c). */
+void dpl_open_results_schema(lua_State *L);
 
 /* Adds dpprof.model (a callable table: dpprof.model{...} builds a model, dpprof.model.check{...}
  * checks its options without a device; other bindings add fields such as dpprof.model.load), the model metatable,
@@ -59,7 +66,8 @@ struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
 
 /* Adds dpprof.dp.wrap, dpprof.dp.check and the DP wrapper's metatable (lua_dp.c). */
 void dpl_open_dp(lua_State *L);
-/* Adds dpprof.privacy: epsilon and noise_multiplier of the RDP accountant (lua_privacy.c). */
+/* Adds dpprof.privacy: epsilon and noise_multiplier by the RDP, PRV or PLD accountant
+ * (lua_privacy.c). */
 void dpl_open_privacy(lua_State *L);
 
 /* The live tensor at idx, or an argument error (also for a freed tensor). */
@@ -73,5 +81,7 @@ dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int nd
 
 /* The LoRA target bits named by the list at idx, or an error naming fname and the valid names. */
 unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname);
+/* Pushes c as the table dpprof.model takes (its keys; zero sizes left out) (lua_model.c). */
+void dpl_push_model_config(lua_State *L, const dp_model_config *c);
 
 #endif

@@ -2,13 +2,21 @@
 -- warm-up and timed iterations through the DP phases, takes snapshots, and returns a result table
 -- exactly as docs/results.md describes (validated by dpprof.results.validate).
 --
---   dp.experiment{ name=, model={...dp.model keys...}, method="ghost" | norms=, clip=,
+--   dp.experiment{ name=, model={...dp.model keys...} | {path="DIR", ...}, method="ghost" | norms=, clip=,
 --                  optimizer={name="adamw"|"sgd", lr=, ...}, dp={max_grad_norm=, noise_multiplier=,
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, profile="none"|"ops",
 --                  device_model="h100"|"h200"|{...} (device="plan" only) }
+--
+-- A checkpoint as the model: model = { path = "DIR", seq_len=, batch=, lora=, dtype=, ... }. The
+-- sizes come from DIR/config.json (dpprof.model.read_config); any dp.model key given beside path
+-- overrides the file's by name (layers = 2 for a short study). The weights are DIR's
+-- (dpprof.model.load, sharded too) unless weights = "random" (built from config.json alone, for
+-- memory and time studies where values do not matter); on the plan device only config.json is
+-- read, whatever weights says. With the file's weights, only runtime keys may differ from it
+-- (seq_len, batch, dtype, master_weights, seed, lora): others change the shapes the weights have.
 --
 -- Callbacks on={name=function(ctx, i, k) ... end}: model_loaded, wrapped, optimizer_created,
 -- after_warmup and finished run once; before_forward, after_forward, after_backward, after_clip
@@ -51,9 +59,12 @@ local experiment = {}
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile" }
-experiment.PROFILES = { "none", "ops" }
-local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "mlp_ratio", "ffn",
-                     "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed", "lora" }
+experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
+local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
+                     "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
+                     "rope_scaling", "init_std", "seed", "lora", "master_weights", "path", "weights" }
+-- What a model read with its weights from a checkpoint may set besides the file (dpprof.model.load).
+local RUNTIME_KEYS = { seq_len = true, batch = true, dtype = true, master_weights = true, seed = true, lora = true }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
                   "poisson", "dataset_size", "flash_impl", "accountant" }
 local OPTIMIZER_KEYS = {
@@ -63,22 +74,24 @@ local OPTIMIZER_KEYS = {
 local DATA_KEYS = { "file", "file_dtype" }
 local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
                     "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
-local METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
--- The presets' two choices (engine/dp/dpsgd.h), for when the wrapper does not report them as strings.
-local PRESETS = { flat = { "materialize", "bk" }, ghost = { "ghost", "twopass" }, mixed_ghost = { "mixed", "twopass" },
-                  bk = { "mixed", "bk" }, flash_clip = { "flash", "bk" } }
+-- The methods by name and each one's two choices: the engine's one table (dpprof.dp.METHODS, PRESETS).
+local METHODS, PRESETS = dp.dp.METHODS, dp.dp.PRESETS
 
 -- The default snapshot schedule, in order; {i} is the timed iteration (1-based).
 experiment.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optimizer_created", "3_after_warmup",
                                  "iter{i}_before_forward", "iter{i}_after_forward", "iter{i}_after_backward",
                                  "iter{i}_after_step" }
 
+-- What an experiment takes when not told. The DP options wrap also has (C, sigma, delta, Poisson
+-- sampling, the seed, the accountant) are the engine's (dpprof.dp.DEFAULTS); the sample rate,
+-- which the engine derives from a dataset size instead, and the rest are an experiment's own.
+local ENGINE = dp.dp.DEFAULTS
 experiment.DEFAULTS = {
   method = "ghost",
   optimizer = { name = "adamw", lr = 1e-4, weight_decay = 0.01 },
-  dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01, delta = 1e-5, poisson = false,
-         accountant = dp.privacy.default_accountant },
-  iters = 3, warmup = 2, device = "auto", seed = 0, snapshots = "default",
+  dp = { max_grad_norm = ENGINE.max_grad_norm, noise_multiplier = ENGINE.noise_multiplier, sample_rate = 0.01,
+         delta = ENGINE.delta, poisson = ENGINE.poisson, accountant = ENGINE.accountant },
+  iters = 3, warmup = 2, device = "auto", seed = ENGINE.seed, snapshots = "default",
 }
 
 local function check_keys(t, valid, where)
@@ -115,13 +128,41 @@ end
 
 -- The integer keys of a model: integral floats (hidden = 2^8) stored as integers, so the
 -- configuration a result echoes has the types docs/results.md gives.
-local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "seq_len", "batch", "ffn", "max_positions", "seed" }
+local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch", "ffn",
+                         "max_positions", "seed" }
+
+-- The dp.model options of model spec m: m itself, or with path, DIR/config.json's with m's keys
+-- over them. Also whether the weights come from the files (path, weights ~= "random", not plan).
+function experiment.model_options(m, device)
+  if m.path == nil then
+    if m.weights ~= nil then error("dpprof.experiment: model.weights needs model.path (a checkpoint directory)", 0) end
+    return copy(m), false
+  end
+  if type(m.path) ~= "string" then error("dpprof.experiment: model.path must be a checkpoint directory (a string)", 0) end
+  if m.weights ~= nil and m.weights ~= "file" and m.weights ~= "random" then
+    error(string.format("dpprof.experiment: unknown model.weights '%s' (valid: file, random)", tostring(m.weights)), 0)
+  end
+  local ok, file = pcall(dp.model.read_config, m.path)
+  if not ok then error("dpprof.experiment: model.path: " .. dp.error_text(file), 0) end
+  local load = m.weights ~= "random" and device ~= "plan"
+  for k, v in pairs(m) do
+    if k ~= "path" and k ~= "weights" then
+      if load and not RUNTIME_KEYS[k] and file[k] ~= v then
+        error(string.format("dpprof.experiment: model.%s overrides %s/config.json, whose weights have the file's "
+                            .. "shapes: give weights = \"random\" (or run on the plan device) to study it", k, m.path), 0)
+      end
+      file[k] = copy(v)
+    end
+  end
+  return file, load
+end
 
 -- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
 -- a device, so a configuration that cannot run raises before anything is built (and a sweep
 -- refuses it before its first point). The batch the model is built with is the physical one.
 local function check_model_and_dp(c)
-  local mcfg = copy(c.model)
+  local okm, mcfg = pcall(experiment.model_options, c.model, c.device)
+  if not okm then error(dp.error_text(mcfg), 4) end
   local logical = c.model.batch or 1
   local physical = math.min(c.dp.max_physical_batch_size or logical, logical)
   mcfg.batch = c.dp.max_physical_batch_size or logical
@@ -140,8 +181,8 @@ function experiment.config(cfg)
   if cfg.norms or cfg.clip then
     if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
     if not (cfg.norms and cfg.clip) then
-      error("dpprof.experiment: norms= and clip= go together (norms: materialize, ghost, mixed, flash; "
-            .. "clip: twopass, bk), or give a method", 3)
+      error(string.format("dpprof.experiment: norms= and clip= go together (norms: %s; clip: %s), or give a method",
+                          table.concat(dp.dp.NORMS, ", "), table.concat(dp.dp.CLIPS, ", ")), 3)
     end
     c.method = nil
   else
@@ -299,12 +340,13 @@ local function choices(priv, c)
   local method = field("method") or c.method or (c.norms .. "+" .. c.clip)
   if method == "vanilla" then return method, nil, nil end
   local preset = PRESETS[method] or {}
-  return method, field("norms") or c.norms or preset[1], field("clip_method") or field("clip") or c.clip or preset[2]
+  return method, field("norms") or c.norms or preset.norms, field("clip_method") or field("clip") or c.clip or preset.clip
 end
 
 local function environment(kind, info, device_model)
   local env = dp.environment()
   local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores,
+              threads = env.threads, blas_threads = env.blas_threads,
               git_commit = env.git_commit, dpprof_version = env.dpprof_version,
               hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null }
   if kind == "cuda" then
@@ -436,12 +478,18 @@ function experiment.run(cfg_in)
   local building = false
   local function body()
     building = true
-    local mcfg = copy(c.model)
+    local mcfg, load = experiment.model_options(c.model, kind)
     physical = c.dp.max_physical_batch_size or mcfg.batch
     mcfg.batch = physical
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
-    model = dp.model(mcfg)
+    if load then -- the checkpoint's weights (what model_options allowed beside them are runtime choices)
+      model = dp.model.load(c.model.path, { device = kind, seq_len = mcfg.seq_len, batch = mcfg.batch,
+                                            dtype = mcfg.dtype, master_weights = mcfg.master_weights,
+                                            seed = mcfg.seed, lora = mcfg.lora })
+    else
+      model = dp.model(mcfg)
+    end
     dtype = model:config().dtype
     ctx.model = model
     logical = c.model.batch or model:config().batch
@@ -512,6 +560,7 @@ function experiment.run(cfg_in)
     model_config.device = nil
     model_config.seed = nil
     if model_config.lora == nil then model_config.lora = json.null end
+    if c.model.path then model_config.path, model_config.weights = c.model.path, c.model.weights or "file" end
   end
   local config = {
     model = model_config or copy(c.model), method = c.method or (c.norms .. "+" .. c.clip),

@@ -21,7 +21,8 @@ local json = dp.json
 
 local ops = {}
 
-ops.CATEGORIES = { "matmul", "attention", "norm", "per_sample_norms", "clip", "noise", "optimizer", "other" }
+-- The schema's list (common/results_schema.h, DPR_OP_CATEGORIES), which the charts read too.
+ops.CATEGORIES = dp.results_schema.choices.op_categories
 
 -- Exact names first, then prefixes; everything else is "other" (embeddings, activations, the loss,
 -- copies, fills, element-wise arithmetic).

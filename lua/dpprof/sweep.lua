@@ -3,7 +3,7 @@
 --   dp.sweep{ base={...experiment config...}, vary={method={...}, seq_len={...}, ...},
 --             out="results/<dir>", name=, timeout=seconds, resume=true, retry_failed=true,
 --             trace=false, order={keys...}, run=function(cfg, vary) ... end, isolate=true, quiet=false,
---             repeats=1 }
+--             parallel=nil, backend="local", slurm={...}, repeats=1 }
 --   -> {out=, name=, points={{name=, file=, status=, result=, skipped=}}, counts={status=n}}
 --
 -- Points are named by their values in key order, e.g. "method=ghost,seq_len=4096"; keys are
@@ -21,11 +21,26 @@
 -- printed at the end. The default
 -- run is dp.experiment; `run` replaces it (tests, custom measurements): it gets the point's config
 -- and its vary table and returns a table. Default out: results/run_<timestamp>.
--- repeats=N runs each point N times, each in a fresh process (see with_repeats below); the point's
--- file is its first ok run with `repeats` added: every run's timing and peak, and their spread.
+--
+-- parallel = N runs up to N points at once, each still in a child of its own; parallel = "gpus"
+-- runs one per GPU. On CUDA each child sees only its own GPU; on the CPU the thread budget is
+-- split so points never share a core (dpprof.parallel). Files, resume and the lock are as for one
+-- at a time; progress lines come as points finish. backend = "slurm" (with slurm = {partition=,
+-- account=, time=, gpus_per_task=, cpus_per_task=, mem=, max_parallel=, extra={...}}) submits the
+-- points as one Slurm job array instead of running them (dpprof.slurm; `dpprof sweep submit`).
+-- Every result records where it ran: sweep.placement = {host, slot, slots, threads,
+-- cuda_visible_devices, slurm} (the fields that apply).
+--
+-- repeats = N runs each point N times, each run one more job of the sweep (in a fresh process
+-- unless isolate=false; side by side with parallel; one more array task on Slurm), kept in
+-- <out>/runs/ as it ends; the point's file is its first ok run with `repeats` added: every run's
+-- timing, peak and placement, and their spread (dpprof.repeats). A rerun keeps a point whose
+-- file has as many runs as asked for, and the runs done of one that has not.
 local dp = require("dpprof")
 local json = dp.json
 local results = require("dpprof.results")
+local parallel = require("dpprof.parallel")
+local repeats_of = require("dpprof.repeats")
 
 local sweep = {}
 
@@ -33,7 +48,18 @@ local sweep = {}
 sweep.LOCK_FILE = ".dpprof-sweep.lock"
 
 local OPTION_KEYS = { "base", "vary", "out", "name", "timeout", "resume", "retry_failed", "trace", "order",
-                      "run", "isolate", "quiet", "repeats" }
+                      "run", "isolate", "quiet", "parallel", "backend", "slurm", "repeats" }
+
+-- What a `dpprof sweep` command (dpprof.cli) asks of the sweeps of the script it runs, or nil:
+-- {mode = "submit" | "resubmit" | "task", call =, dir =, index =, slurm =, script =, args =}
+-- (dpprof.slurm says what each mode does).
+sweep.session = nil
+
+-- dp.sweep calls in this process so far: a Slurm sweep's manifest names its sweep by this count.
+local calls = 0
+
+-- What a Slurm task raises once its point's result is written, to end the script there.
+sweep.TASK_DONE = setmetatable({}, { __tostring = function() return "dpprof.sweep: the Slurm task's point is done" end })
 
 -- Where each vary key lands in the experiment configuration. Keys not listed here may be given as
 -- dotted paths ("model.hidden", "dp.noise_multiplier").
@@ -41,6 +67,7 @@ sweep.KEYS = {
   method = { "method" }, norms = { "norms" }, clip = { "clip" },
   seq_len = { "model", "seq_len" }, layers = { "model", "layers" }, batch = { "model", "batch" },
   hidden = { "model", "hidden" }, heads = { "model", "heads" }, vocab = { "model", "vocab" },
+  kv_heads = { "model", "kv_heads" }, head_dim = { "model", "head_dim" },
   arch = { "model", "arch" }, dtype = { "model", "dtype" }, mlp_ratio = { "model", "mlp_ratio" },
   ffn = { "model", "ffn" }, lora_rank = { "model", "lora", "rank" },
   max_grad_norm = { "dp", "max_grad_norm" }, noise_multiplier = { "dp", "noise_multiplier" },
@@ -278,16 +305,18 @@ end
 
 -- The result file of a point, with what the sweep adds; a result from a child that could not
 -- report (crash, timeout, error outside the experiment) becomes a failure result.
-local function finish_result(r, p, sweep_name)
+local function finish_result(r, p, sweep_name, placement)
   if r.status ~= "ok" and r.schema_version == nil then
     r = results.failure{ name = p.name, status = r.status, message = r.message and dp.error_text(r.message),
                          traceback = r.traceback,
                          oom = r.oom, config = plain(p.config) }
   end
   if r.experiment == nil then r.experiment = p.name end
-  r.sweep = { name = sweep_name, vary = p.vary, config = p.resolved, config_hash = p.config_hash }
+  r.sweep = { name = sweep_name, vary = p.vary, config = p.resolved, config_hash = p.config_hash,
+              placement = placement }
   return r
 end
+sweep.finish_result = finish_result
 
 -- The configuration a point resolves to, as recorded for resume: for the default run the
 -- experiment's normalised configuration (every default filled in) less what does not change the
@@ -325,47 +354,6 @@ local function config_changes(old, new)
   return table.concat(changes, ", ")
 end
 
----------------------------------------------------------------------------------------------
--- repeats = N (issue 17): a point run N times, each run in its own process.
-
--- What each run keeps in the point's `repeats.runs` (docs/results.md, "Repeats").
-local function run_record(r)
-  local t = type(r.timing) == "table" and r.timing or {}
-  local m = type(r.memory) == "table" and r.memory or {}
-  return { status = r.status, avg_ms = t.avg_ms, median_ms = t.median_ms, min_ms = t.min_ms, max_ms = t.max_ms,
-           iter_ms = t.iter_ms, phases_ms = t.phases_ms, peak_bytes = m.peak_bytes,
-           host_peak_rss_bytes = m.host_peak_rss_bytes }
-end
-
--- Runs one point n times through once(); returns the first ok run's result (else the first run's)
--- with `repeats`: {n, runs = every run's record, avg_ms = {median, min, max} over the ok runs,
--- peak_bytes = {min, max}}.
-local function with_repeats(n, once)
-  if n == 1 then return once() end
-  local runs, first, first_ok = json.array(), nil, nil
-  local times, peaks = {}, {}
-  for k = 1, n do
-    local r = once()
-    first = first or r
-    if r.status == "ok" then
-      first_ok = first_ok or r
-      if type(r.timing) == "table" and type(r.timing.avg_ms) == "number" then times[#times + 1] = r.timing.avg_ms end
-      if type(r.memory) == "table" and math.type(r.memory.peak_bytes) then peaks[#peaks + 1] = r.memory.peak_bytes end
-    end
-    runs[k] = run_record(r)
-  end
-  local r = first_ok or first
-  local rep = { n = n, runs = runs }
-  local st = results.time_stats(times)
-  if st then rep.avg_ms = { median = st.median_ms, min = st.min_ms, max = st.max_ms } end
-  if #peaks > 0 then
-    table.sort(peaks)
-    rep.peak_bytes = { min = peaks[1], max = peaks[#peaks] }
-  end
-  r.repeats = rep
-  return r
-end
-
 -- The result a rerun keeps for a point, or nil to run it: a file whose status is ok or oom (any
 -- status with retry_failed=false). A kept result must have been run with this point's resolved
 -- configuration; when it was not, returns nil and what changed.
@@ -377,8 +365,12 @@ local function done_before(p, retry_failed)
   if not (r.status == "ok" or r.status == "oom" or not retry_failed) then return nil end
   local s = type(r.sweep) == "table" and r.sweep or {}
   if s.config_hash == p.config_hash then
-    local runs = type(r.repeats) == "table" and math.type(r.repeats.n) == "integer" and r.repeats.n or 1
+    local rep = type(r.repeats) == "table" and r.repeats or {}
+    local runs = math.type(rep.n) == "integer" and rep.n or 1
     if r.status == "ok" and runs < p.repeats then return nil end -- fewer runs than asked for now
+    for _, run in ipairs(retry_failed and type(rep.runs) == "table" and rep.runs or {}) do
+      if type(run) == "table" and run.status ~= "ok" and run.status ~= "oom" then return nil end -- a run to retry
+    end
     return r
   end
   if type(s.config) ~= "table" or type(s.config_hash) ~= "string" then
@@ -389,15 +381,15 @@ end
 
 -- The error that stops a sweep whose result could not be written: its message says what was done
 -- and how to go on; `result` keeps the measurement that could not be written.
-local function write_failure(p, r, err, points, i, out)
+local function write_failure(p, r, err, points, out)
   local written = 0
-  for k = 1, i - 1 do if points[k].result then written = written + 1 end end
+  for _, q in ipairs(points) do if q.result then written = written + 1 end end
   local message = string.format(
     "dpprof.sweep: the result of point %s (%s) could not be written, twice: %s. The sweep stops: %d point%s "
     .. "before it finished and %s in %s, %d did not run; the unwritten result is in this error's `result`. "
     .. "Free space or fix %s and run the sweep again to resume.",
     p.name, describe(r), err, written, written == 1 and "" or "s", written == 1 and "is" or "are", out,
-    #points - i, out)
+    #points - written - 1, out)
   return setmetatable({ message = message, result = r, point = p.name, points = points },
                       { __tostring = function(e) return e.message end })
 end
@@ -411,6 +403,16 @@ local function write_result(file, r)
   ok, err = pcall(results.write, file, r)
   if ok then return true end
   return false, dp.error_text(err)
+end
+
+sweep.write_result = write_result
+sweep.describe = describe
+sweep.print_summary = print_summary
+
+-- The result of a sweep call that a `dpprof sweep` command passes over (another call of the
+-- script is the one it acts on).
+local function passed_over(out, name)
+  return { out = out, name = name, points = {}, counts = {}, passed_over = true }
 end
 
 function sweep.run(opts)
@@ -437,11 +439,32 @@ function sweep.run(opts)
   local resume = opts.resume ~= false
   local retry_failed = opts.retry_failed ~= false
   local isolate = opts.isolate ~= false
-  local repeats = opts.repeats or 1
-  if math.type(repeats) ~= "integer" or repeats < 1 then
-    error("dpprof.sweep: repeats must be an integer >= 1 (runs of each point), got " .. tostring(opts.repeats), 2)
-  end
+  local rok, repeats = pcall(repeats_of.count, opts.repeats)
+  if not rok then error(repeats, 2) end
   local say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
+  local session = sweep.session
+  local backend = session and "slurm" or opts.backend or "local"
+  if backend ~= "local" and backend ~= "slurm" then
+    error(string.format("dpprof.sweep: unknown backend '%s' (valid: local, slurm)", tostring(backend)), 2)
+  end
+  if opts.slurm ~= nil and type(opts.slurm) ~= "table" then error("dpprof.sweep: slurm must be a table of options", 2) end
+  if opts.parallel ~= nil and not isolate then
+    error("dpprof.sweep: parallel needs isolated points (isolate=false runs them in this process, one at a time)", 2)
+  end
+  calls = calls + 1
+  local call = calls
+  -- a `dpprof sweep` command for one sweep of a script passes the others over; its sweep's files
+  -- are where the command says (the script's own default out may hold a timestamp)
+  if session and session.call and session.call ~= call then return passed_over(out, name) end
+  if session then session.reached = true end
+  if session and session.dir then out = session.dir end
+  local slurm = backend == "slurm" and require("dpprof.slurm") or nil
+  local slurm_options
+  if slurm then
+    local sok, checked = pcall(slurm.options, opts.slurm, session and session.slurm)
+    if not sok then error(checked, 2) end
+    slurm_options = checked
+  end
 
   local points = sweep.points(base, vary, opts.order)
   -- A point the experiment would refuse (a misspelt method or key, a model that cannot be built)
@@ -462,19 +485,78 @@ function sweep.run(opts)
     end
     p.config_hash = hash
   end
-  local ok, err = dp.mkdir_p(out)
+  local plan
+  if backend == "local" then
+    local pok, planned = pcall(parallel.plan, opts.parallel, points)
+    if not pok then error(planned, 2) end
+    plan = planned
+  end
+  local ok, err = dp.mkdir_p(repeats > 1 and out .. "/" .. repeats_of.DIR or out)
   if not ok then error("dpprof.sweep: " .. err, 2) end
   -- Every file a point writes must be nameable here: checked before the first point runs.
   local name_max = dp.name_max(out)
   for _, p in ipairs(points) do
-    local longest = p.name .. (opts.trace and ".trace.json" or ".json")
+    local longest = p.name .. (repeats > 1 and ".run" .. repeats or "") .. (opts.trace and ".trace.json" or ".json")
     if #longest > name_max then
       error(string.format("dpprof.sweep: point %s: its file name '%s' is %d bytes, longer than the %d %s allows; "
                           .. "shorten the vary values or give fewer keys", p.name, longest, #longest, name_max, out), 2)
     end
   end
+  local host = dp.environment().hostname or "unknown"
+  -- The configuration of run k of point p (its trace beside its file).
+  local function prepare(p, k)
+    p.file = out .. "/" .. p.name .. ".json"
+    local cfg = p.config
+    if run == default_run then
+      cfg.name = p.name
+      if opts.trace then
+        cfg.trace = (repeats > 1 and repeats_of.run_file(out, p.name, k) or p.file):gsub("%.json$", ".trace.json")
+      end
+    end
+    return cfg
+  end
+  -- A Slurm array task runs one point, writes its file and ends the script (tasks of one array
+  -- run side by side, each on its own file: no lock).
+  if session and session.mode == "task" then
+    local n = session.manifest.repeats or 1
+    local i, k = repeats_of.task(session.index, n)
+    local tok, p = pcall(slurm.task_point, session, points, i)
+    if not tok then
+      -- the point's file says why, or collect would only see a task that ended without one
+      local q = session.manifest.points[i]
+      if q then
+        local r = results.failure{ name = q.name, status = "error", message = p, config = q.config }
+        write_result(out .. "/" .. q.file, finish_result(r, { name = q.name, vary = q.vary, resolved = q.config,
+                                                              config_hash = q.config_hash }, name,
+                                                         (slurm.task_placement(host))))
+      end
+      error(p, 2)
+    end
+    local cfg = prepare(p, k)
+    local placement, threads = slurm.task_placement(host)
+    local r = dp.isolate(run, cfg, p.vary, { timeout = timeout, threads = threads })
+    r = finish_result(r, p, name, placement)
+    -- a repeated point's run goes to its own file; the task that finds every run there writes the
+    -- point's (each task writes its run before it looks, so the last one to end sees them all)
+    local file = n > 1 and repeats_of.run_file(out, p.name, k) or p.file
+    local wok, werr = write_result(file, r)
+    if not wok then error(string.format("dpprof.sweep: the result of point %s could not be written: %s", p.name, werr), 2) end
+    say(string.format("[%d/%d] %s%s: %s", i, #points, p.name, n > 1 and string.format(" run %d/%d", k, n) or "",
+                      describe(r)))
+    if n > 1 then
+      local runs = repeats_of.kept(out, p.name, n, p.config_hash, false)
+      runs[k] = r
+      if repeats_of.have(runs, n) == n then
+        local all = repeats_of.combine(runs, n)
+        wok, werr = write_result(p.file, all)
+        if not wok then error(string.format("dpprof.sweep: the result of point %s could not be written: %s", p.name, werr), 2) end
+        say(string.format("%s: %s", p.name, describe(all)))
+      end
+    end
+    error(sweep.TASK_DONE, 0)
+  end
   -- One sweep at a time in a directory: a second one would overwrite the first one's files.
-  local note = string.format("pid %d on %s since %s (sweep '%s')", dp.pid(), dp.environment().hostname or "?",
+  local note = string.format("pid %d on %s since %s (sweep '%s')", dp.pid(), host,
                              os.date("%Y-%m-%d %H:%M:%S"), name)
   local lock <close>, holder = dp.lock(out .. "/" .. sweep.LOCK_FILE, note)
   if not lock then
@@ -485,7 +567,6 @@ function sweep.run(opts)
   local start = dp.clock()
   local ran, ran_time = 0, 0
   local to_run = 0
-  local counts = {}
   local prior, stale = {}, {}
   for i, p in ipairs(points) do
     p.file = out .. "/" .. p.name .. ".json"
@@ -495,7 +576,11 @@ function sweep.run(opts)
       prior[i], why = done_before(p, retry_failed)
       if why then stale[#stale + 1] = string.format("point %s: %s", p.name, why) end
     end
-    if not prior[i] then to_run = to_run + 1 end
+    if not prior[i] then
+      -- the runs a repeated point has done already (each kept in its own file)
+      p.runs = repeats > 1 and resume and repeats_of.kept(out, p.name, repeats, p.config_hash, retry_failed) or {}
+      to_run = to_run + repeats - repeats_of.have(p.runs, repeats)
+    end
   end
   if #stale > 0 then
     error(string.format("dpprof.sweep: %s holds results run with another configuration, which this sweep will not "
@@ -504,39 +589,95 @@ function sweep.run(opts)
                         #stale > 1 and string.format(" (and %d more point%s)", #stale - 1, #stale > 2 and "s" or "") or "",
                         out), 2)
   end
-  say(string.format("sweep %s: %d point%s (%d to run) -> %s", name, #points, #points == 1 and "" or "s", to_run, out))
+  if slurm then
+    local sok, submitted = pcall(slurm.submit, {
+      out = out, name = name, points = points, prior = prior, call = call, options = slurm_options,
+      session = session, timeout = timeout, say = say, quiet = opts.quiet, repeats = repeats })
+    if not sok then error(submitted, 2) end
+    return submitted
+  end
+  say(string.format("sweep %s: %d point%s (%d %s%s) -> %s", name, #points, #points == 1 and "" or "s", to_run,
+                    repeats > 1 and string.format("run%s to run, %d per point", to_run == 1 and "" or "s", repeats)
+                    or "to run",
+                    plan and string.format(", %d at a time%s, %d thread%s each", plan.slots,
+                                           plan.gpus and " on GPUs " .. table.concat(plan.gpus, ",") or "",
+                                           plan.threads, plan.threads == 1 and "" or "s") or "", out))
   local width = #tostring(#points)
-  for i, p in ipairs(points) do
-    local tag = string.format("[%" .. width .. "d/%d] %s", i, #points, p.name)
-    local r
-    if prior[i] then
-      r = prior[i]
-      p.skipped = true
-      say(string.format("%s: %s (done before, skipped)", tag, r.status))
-    else
-      local cfg = p.config
-      if run == default_run then
-        cfg.name = p.name
-        if opts.trace then cfg.trace = out .. "/" .. p.name .. ".trace.json" end
-      end
-      local t0 = dp.clock()
-      r = with_repeats(repeats, function()
-        if isolate then return dp.isolate(run, cfg, p.vary, { timeout = timeout }) end
-        return run_here(run, cfg, p.vary)
-      end)
-      r = finish_result(r, p, name)
-      local wok, werr = write_result(p.file, r)
-      if not wok then error(write_failure(p, r, werr, points, i, out), 2) end
-      local took = dp.clock() - t0
-      ran, ran_time = ran + 1, ran_time + took
-      local left = to_run - ran
-      say(string.format("%s: %s (%s) | elapsed %s, ETA %s", tag, describe(r), format_duration(took),
-                        format_duration(dp.clock() - start),
-                        left > 0 and format_duration(ran_time / ran * left) or "done"))
-    end
+  local function tag(i) return string.format("[%" .. width .. "d/%d] %s", i, #points, points[i].name) end
+  -- A repeated point's runs are all in: its file, from them, then one line.
+  local function complete(i)
+    local p = points[i]
+    local r = repeats_of.combine(p.runs, repeats)
+    local wok, werr = write_result(p.file, r)
+    if not wok then error(write_failure(p, r, werr, points, out), 0) end
+    say(string.format("%s: %s", tag(i), describe(r)))
     p.result = r
-    p.status = r.status
-    counts[r.status] = (counts[r.status] or 0) + 1
+  end
+  -- A job's child has ended (run k of point i): its file is written at once, then one progress
+  -- line; a repeated point's own file once its last run is in.
+  local function finished(job, r, took, placement)
+    local i, k = job.point, job.run
+    local p = points[i]
+    r = finish_result(r, p, name, placement)
+    local wok, werr = write_result(repeats > 1 and repeats_of.run_file(out, p.name, k) or p.file, r)
+    if not wok then error(write_failure(p, r, werr, points, out), 0) end
+    ran, ran_time = ran + 1, ran_time + took
+    local left = to_run - ran
+    say(string.format("%s%s: %s (%s) | elapsed %s, ETA %s", tag(i),
+                      repeats > 1 and string.format(" run %d/%d", k, repeats) or "", describe(r), format_duration(took),
+                      format_duration(dp.clock() - start),
+                      left > 0 and format_duration(ran_time / ran * left / (plan and plan.slots or 1)) or "done"))
+    if repeats == 1 then
+      p.result = r
+      return
+    end
+    p.runs[k] = r
+    if repeats_of.have(p.runs, repeats) == repeats then complete(i) end
+  end
+  local jobs = {}
+  for i, p in ipairs(points) do
+    if prior[i] then
+      p.result = prior[i]
+      p.skipped = true
+      say(string.format("%s: %s (done before, skipped)", tag(i), prior[i].status))
+    else
+      local kept = repeats_of.have(p.runs, repeats)
+      if kept > 0 then say(string.format("%s: %d of %d runs done before, kept", tag(i), kept, repeats)) end
+      if kept == repeats then complete(i) end
+      for k = 1, repeats do
+        if not p.runs[k] then jobs[#jobs + 1] = { point = i, run = k } end
+      end
+    end
+  end
+  if plan then
+    local placements, started = {}, {}
+    parallel.run(plan, jobs, function(job, slot)
+      local options, placement = parallel.slot_options(plan, slot, timeout)
+      placement.host = host
+      placements[job], started[job] = placement, dp.clock()
+      local p = points[job.point]
+      return dp.isolate_start(run, prepare(p, job.run), p.vary, options)
+    end, function(job, r)
+      finished(job, r, dp.clock() - started[job], placements[job])
+    end)
+  else
+    for _, job in ipairs(jobs) do
+      local p = points[job.point]
+      local cfg = prepare(p, job.run)
+      local t0 = dp.clock()
+      local r
+      if isolate then
+        r = dp.isolate(run, cfg, p.vary, { timeout = timeout })
+      else
+        r = run_here(run, cfg, p.vary)
+      end
+      finished(job, r, dp.clock() - t0, { host = host })
+    end
+  end
+  local counts = {}
+  for _, p in ipairs(points) do
+    p.status = p.result.status
+    counts[p.status] = (counts[p.status] or 0) + 1
   end
   if not opts.quiet then print_summary(name, out, points) end
   return { out = out, name = name, points = points, counts = counts }

@@ -182,8 +182,9 @@ static void check_refusals(dp_device *dev) {
 
     snprintf(path, sizeof path, "%s/config.json", dir);
     write_file(path, "{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": 32, \"intermediate_size\": 88,"
-                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2}");
-    expect_load_error(dev, dir, DP_ENOTSUP, "num_key_value_heads=2", "grouped-query");
+                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 3}");
+    expect_load_error(dev, dir, DP_EINVAL, "num_attention_heads (4) must be a multiple of num_key_value_heads (3)",
+                      NULL);
     write_file(path, "{\"model_type\": \"bert\"}");
     expect_load_error(dev, dir, DP_ENOTSUP, "'bert'", "gpt2, llama");
     write_file(path, "{\"model_type\": \"gpt2\", \"vocab_size\": 96, \"n_embd\": 32, \"n_layer\": 2, \"n_head\": 4,"
@@ -193,8 +194,9 @@ static void check_refusals(dp_device *dev) {
     expect_load_error(dev, dir, DP_EINVAL, "'n_embd'", NULL);
     write_file(path, "{\"model_type\": \"llama\", \"vocab_size\": 96, \"hidden_size\": 32, \"intermediate_size\": 88,"
                      "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16,"
-                     "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}}");
-    expect_load_error(dev, dir, DP_ENOTSUP, "'yarn'", NULL);
+                     "\"rope_scaling\": {\"rope_type\": \"dynamic\", \"factor\": 4.0}}");
+    expect_load_error(dev, dir, DP_ENOTSUP, "rope type 'dynamic' is not supported",
+                      "(supported: default, linear, llama3, yarn)");
 
     /* the fixture's config with a wrong number of layers: tensors of layer 2 are missing */
     write_file(path, "{\"model_type\": \"gpt2\", \"vocab_size\": 96, \"n_embd\": 32, \"n_layer\": 3, \"n_head\": 4,"

@@ -393,6 +393,15 @@ int main(void) {
     c = llama;
     c.lora_rank = 3, c.lora_alpha = 6, c.lora_targets = DP_LORA_QKV | DP_LORA_FC | DP_LORA_DOWN | DP_LORA_PROJ;
     run_case("llama, LoRA on every linear", c, 0);
+    c = llama;
+    c.heads = 4, c.kv_heads = 2, c.head_dim = 6; /* q 24 wide, k and v 12: groups of 2 query heads */
+    run_case("llama, grouped-query attention, head_dim 6", c, 1);
+    c.kv_heads = 1, c.seq_len = 67;
+    c.lora_rank = 2, c.lora_alpha = 2, c.lora_targets = DP_LORA_QKV | DP_LORA_PROJ;
+    run_case("llama, multi-query attention with LoRA, T = 67", c, 0);
+    c = llama;
+    c.tie_head = 1, c.kv_heads = 1; /* Llama-3.2-1B's tied head: embed_tokens gets both uses' gradient */
+    run_case("llama, tied head", c, 1);
     dp_engine_shutdown();
     return check_report("test_model_grad");
 }

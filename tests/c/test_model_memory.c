@@ -14,7 +14,8 @@
  * 4. The plan allocates nothing real on the host either (issue 13 item 11): a step at B = T =
  *    2^20 (a 4 TiB B x T host buffer of losses, which the plan once made and zero-filled, could
  *    not be allocated), and a DP step whose n_params x B norms the plan once copied to the host,
- *    grows the process's resident set by less than that copy. */
+ *    grows the process's resident set by less than that copy.
+ * 5. Weight precision (check_weight_precision): bf16 LoRA keeps the frozen base in bf16 only. */
 #include "check.h"
 #include "data.h"
 #include "device.h"
@@ -245,11 +246,85 @@ static void check_plan_host_memory(void) {
     dp_model_free(m);
 }
 
+/* `parameters` bytes of a model built on dev (what its construction added) */
+static uint64_t param_bytes(dp_device *dev, const dp_model_config *cfg, dp_model **out) {
+    dp_mem_stats before, after;
+    dp_mem_get_stats(dev->mem, &before);
+    *out = NULL;
+    CHECK_OK(dp_model_new(dev, cfg, out));
+    dp_mem_get_stats(dev->mem, &after);
+    return after.current[DP_CAT_PARAMETERS] - before.current[DP_CAT_PARAMETERS];
+}
+
+/* 5. Weight precision as users run bf16 LoRA: the frozen base weights are bf16 only (2 bytes
+ *    each: no f32 master, no gradient, no state), the adapters keep f32 masters (4 bytes) and
+ *    the bf16 copies their GEMMs read (2 bytes), so `parameters` is exactly
+ *    2 x base + (4 + 2) x adapters; after a backward only the adapters have gradients (4 bytes
+ *    each). With master_weights = 0 every parameter is bf16 only: 2 x all. f32 models: 4 x all.
+ *    The plan device allocates the same per category and module as the CPU. */
+static void check_weight_precision(void) {
+    dp_device *cpu, *plan;
+    CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
+    CHECK_OK(dp_device_get(DP_DEV_PLAN, &plan));
+    dp_model_config cfg = tiny(DP_ARCH_LLAMA, 64);
+    cfg.heads = 4, cfg.kv_heads = 2;
+    cfg.lora_rank = 4, cfg.lora_alpha = 8;
+    cfg.lora_targets = DP_LORA_QKV | DP_LORA_PROJ | DP_LORA_FC | DP_LORA_DOWN;
+    cfg.dtype = DP_BF16;
+    dp_model *m;
+    uint64_t got = param_bytes(cpu, &cfg, &m);
+    if (!m) return;
+    const uint64_t all = (uint64_t)dp_model_num_params(m, 0), adapters = (uint64_t)dp_model_num_params(m, 1);
+    printf("weight precision: llama LoRA bf16: %llu base + %llu adapter parameters, %llu bytes\n",
+           (unsigned long long)(all - adapters), (unsigned long long)adapters, (unsigned long long)got);
+    CHECK_EQ_U64(got, 2 * (all - adapters) + (4 + 2) * adapters);
+    for (int i = 0; i < dp_model_param_count(m); i++) {
+        const dp_param *p = dp_model_param(m, i);
+        CHECK(p->trainable ? p->value.dtype == DP_F32 && p->compute.alloc.live
+                           : p->value.dtype == DP_BF16 && !p->compute.alloc.live);
+    }
+    dp_batch bt;
+    CHECK_OK(dp_batch_init(&bt, cpu, cfg.batch, cfg.seq_len));
+    CHECK_OK(dp_data_synthetic(&bt.inputs, &bt.targets, cfg.vocab, 1, 0));
+    dp_mem_stats before, st;
+    dp_mem_get_stats(cpu->mem, &before);
+    float loss;
+    CHECK_OK(dp_model_forward(m, &bt.inputs, &bt.targets, &loss, NULL));
+    CHECK_OK(dp_model_backward(m, NULL));
+    dp_mem_get_stats(cpu->mem, &st);
+    CHECK_EQ_U64(st.current[DP_CAT_GRADIENTS] - before.current[DP_CAT_GRADIENTS], 4 * adapters);
+    CHECK(loss > 0 && loss == loss);
+    dp_batch_release(&bt);
+    dp_model_free(m);
+    step_stats s_cpu, s_plan; /* the plan's step allocates what the CPU's does */
+    one_step(cpu, &cfg, &s_cpu);
+    one_step(plan, &cfg, &s_plan);
+    check_same(&s_cpu, &s_plan);
+    CHECK_EQ_U64(param_bytes(plan, &cfg, &m), got);
+    dp_model_free(m);
+
+    cfg.master_weights = 0; /* pure bf16 training */
+    got = param_bytes(plan, &cfg, &m);
+    CHECK_EQ_U64(got, 2 * all);
+    dp_model_free(m);
+    cfg.lora_rank = 0;
+    got = param_bytes(cpu, &cfg, &m);
+    CHECK_EQ_U64(got, 2 * (uint64_t)dp_model_num_params(m, 0));
+    dp_model_free(m);
+    cfg.dtype = DP_F32, cfg.master_weights = 1;
+    got = param_bytes(cpu, &cfg, &m);
+    CHECK_EQ_U64(got, 4 * (uint64_t)dp_model_num_params(m, 0));
+    dp_model_free(m);
+    cfg.master_weights = 0;
+    CHECK(dp_model_new(cpu, &cfg, &m) == DP_EINVAL && strstr(dp_error_message(), "'master_weights' = false needs"));
+}
+
 int main(void) {
     CHECK_OK(dp_engine_init());
     check_plan_host_memory(); /* first: the resident set's high-water mark is still low */
     check_arch(DP_ARCH_GPT, "gpt");
     check_arch(DP_ARCH_LLAMA, "llama");
+    check_weight_precision();
     dp_engine_shutdown();
     return check_report("test_model_memory");
 }

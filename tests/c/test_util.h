@@ -7,6 +7,7 @@
 #include "check.h"
 #include "device.h"
 #include "error.h"
+#include "model.h"
 #include "tensor.h"
 
 #include <stdint.h>
@@ -76,6 +77,36 @@ static inline void copy_file(const char *from, const char *to) {
     while (in && out && (n = fread(buf, 1, sizeof buf, in)) > 0) CHECK(fwrite(buf, 1, n, out) == n);
     if (in) fclose(in);
     if (out) CHECK(fclose(out) == 0);
+}
+
+/* want[k * B + i]: the squared norm of parameter tp[k]'s gradient of sample i alone, from the
+ * model run once per sample with B = 1 and scale 1 (the explicit per-sample gradients every DP
+ * method's norms are held to). Returns DP_OK or the first failing call's status. */
+static inline int test_explicit_norms(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, dp_param **tp,
+                                      int n_tp, double *want) {
+    int64_t B = inputs->shape[0], T = inputs->shape[1];
+    for (int64_t i = 0; i < B; i++) {
+        int64_t one[2] = {1, T};
+        dp_tensor in1, tg1;
+        int rc = dp_tensor_view(&in1, inputs, i * T, 2, one);
+        if (rc == DP_OK) rc = dp_tensor_view(&tg1, targets, i * T, 2, one);
+        float loss, s = 1.0f;
+        if (rc == DP_OK) rc = dp_model_forward(m, &in1, &tg1, &loss, NULL);
+        dp_backward_opts o = {.sample_scale = &s, .weight_grads = 1, .retain = 0, .hooks = NULL};
+        if (rc == DP_OK) rc = dp_model_backward(m, &o);
+        if (rc != DP_OK) return rc;
+        for (int k = 0; k < n_tp; k++) {
+            double v = 0.0;
+            if (tp[k]->grad.numel)
+                for (int64_t j = 0; j < tp[k]->grad.numel; j++) {
+                    double g = ((float *)tp[k]->grad.data)[j];
+                    v += g * g;
+                }
+            want[k * B + i] = v;
+        }
+        if ((rc = dp_model_zero_grad(m, 1)) != DP_OK) return rc;
+    }
+    return DP_OK;
 }
 
 /* 1 when a CUDA device can run the test; else prints "skipped: ..." (the reason test.sh shows)

@@ -1,6 +1,8 @@
 -- test_docs.lua: the Lua reference (docs/lua.md) and the README cannot drift from the code.
 --   * every ```lua block of docs/lua.md and README.md is a complete script and runs to its end
 --     (`dpprof run`, each in a fresh, empty directory, on the CPU);
+--   * a block fenced ```lua not-run (it needs a GPU, weights or a cluster) parses, and the line
+--     before it says that it is not run;
 --   * every function and field of the dpprof module, and every method of its engine objects
 --     (tensor, model, optimizer, DP wrapper, lock), appears in a lua block of docs/lua.md.
 -- Usage: dpprof run tests/lua/test_docs.lua [only=N] (only: run block N of docs/lua.md alone).
@@ -20,7 +22,24 @@ end
 
 local lua_md = blocks_of(root .. "docs/lua.md")
 local readme = blocks_of(root .. "README.md")
+
+-- The examples shown but not run: each parses, and the line before its fence says it is not run.
+local shown = 0
+for _, path in ipairs({ "docs/lua.md", "README.md" }) do
+  local text = assert(dp.read_file(root .. path))
+  local here = 0
+  for before, code in text:gmatch("\n([^\n]*)\n\n```lua not%-run\n(.-)\n```") do
+    here = here + 1
+    local ok, err = load(code, "=" .. path .. " not-run example " .. here)
+    check.truthy(ok, path .. ": a not-run example does not parse: " .. tostring(err))
+    check.truthy(before:find("not run", 1, true), path .. ": the line before a not-run example says why: " .. before)
+  end
+  local fences = select(2, text:gsub("\n```lua not%-run\n", ""))
+  check.eq(here, fences, path .. ": not-run examples after a paragraph saying why")
+  shown = shown + here
+end
 check.truthy(#lua_md >= 15, "docs/lua.md has its examples (" .. #lua_md .. ")")
+check.truthy(shown >= 2, "docs/lua.md shows its GPU and cluster examples (" .. shown .. ")")
 check.truthy(#readme >= 2, "README.md has its examples (" .. #readme .. ")")
 
 -- Each block in its own empty directory, by the dpprof binary running this test.

@@ -36,15 +36,18 @@ static void add_parts(float *dst, const double *part, int64_t parts, int64_t col
 
 /* ---- embeddings ------------------------------------------------------------------------- */
 
-static int cpu_embedding_forward(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
-                                 const float *wpe, int64_t N, int64_t T, int64_t d) {
+static int cpu_embedding_forward(dp_device *dev, dp_dtype t, dp_dtype wt, void *out, const int32_t *ids,
+                                 const void *wte, const void *wpe, int64_t N, int64_t T, int64_t d) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "embedding_forward"));
+    DP_TRY(dp_cpu_need_float(wt, "embedding_forward"));
 #pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const float *e = wte + (int64_t)ids[n] * d;
-        const float *p = wpe ? wpe + (n % T) * d : NULL;
-        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, n * d + j, p ? e[j] + p[j] : e[j]);
+        const int64_t e = (int64_t)ids[n] * d, p = (n % T) * d;
+        for (int64_t j = 0; j < d; j++) {
+            const float v = dp_cpu_ld(wt, wte, e + j);
+            dp_cpu_st(t, out, n * d + j, wpe ? v + dp_cpu_ld(wt, wpe, p + j) : v);
+        }
     }
     return DP_OK;
 }
@@ -268,7 +271,7 @@ static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *du
 /* ---- rotary embedding ------------------------------------------------------------------- */
 
 static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N, int64_t T, int64_t H, int64_t hd,
-                    float theta, int inverse) {
+                    const float *inv_freq, float scale, int inverse) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rope"));
     if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
@@ -277,10 +280,9 @@ static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N,
     for (int64_t n = 0; n < N; n++) {
         const float pos = (float)(n % T);
         for (int64_t j = 0; j < half; j++) {
-            /* the angle formula of layer_ops.h, in f32 on every device */
-            float inv_freq = powf(theta, -(float)(2 * j) / (float)hd);
-            float angle = pos * inv_freq;
-            float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
+            /* the rounding points of layer_ops.h, the same on every device */
+            const float angle = pos * inv_freq[j], sn = sinf(angle) * scale;
+            const float c = cosf(angle) * scale, s = inverse ? -sn : sn;
             for (int64_t h = 0; h < H; h++) {
                 int64_t i1 = n * ldx + h * hd + j, i2 = i1 + half;
                 float x1 = dp_cpu_ld(t, x, i1), x2 = dp_cpu_ld(t, x, i2);
@@ -324,11 +326,32 @@ static float dot(const float *a, const float *b, int64_t n) {
     return s;
 }
 
+/* The rounding points of CUDA's tensor-core attention (kernels/attention_*.cu, taken for bf16
+ * with head dims 64 and 128 and rows of a multiple of 8 elements: att_mma_ok): P, and in the
+ * backward dS, are rounded to bf16 before their products with V, dO, Q and K (the mma operands);
+ * sums stay f32. Elsewhere (f32, other head dims: the SIMT kernels) nothing is rounded in
+ * between, here as there. x rounded to bf16 and back when round is set: */
+static inline float mma_operand(int round, float x) { return round ? dp_bf16_to_f32(dp_f32_to_bf16(x)) : x; }
+
+static int mma_rounding(dp_dtype t, int64_t hd, int64_t ld_q, int64_t ld_kv) {
+    return t == DP_BF16 && (hd == 64 || hd == 128) && ld_q % 8 == 0 && ld_kv % 8 == 0;
+}
+
+/* Grouped-query attention: query head h reads kv head h / (H / Hkv) (transformers' repeat_kv). */
+static int check_groups(const char *op, int64_t H, int64_t Hkv) {
+    if (Hkv > 0 && H % Hkv == 0) return DP_OK;
+    return dp_error_set(DP_EINVAL, "%s: %lld query heads are not groups of %lld key/value heads", op, (long long)H,
+                        (long long)Hkv);
+}
+
 static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
-                                 float scale) {
+                                 const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H,
+                                 int64_t Hkv, int64_t hd, float scale) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "attention_forward"));
+    DP_TRY(check_groups("attention_forward", H, Hkv));
+    const int64_t group = H / Hkv;
+    const int round = mma_rounding(t, hd, ld_q, ld_kv);
     const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
     const int64_t work = B * H * T * (T + 1) / 2 * hd; /* multiply-adds of q.k alone */
     int failed = 0;
@@ -345,15 +368,15 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
             if (!scratch) continue;
             float *Q = scratch, *K = Q + ATT_BLOCK * hd, *Vb = K + ATT_BLOCK * hd, *acc = Vb + ATT_BLOCK * hd;
             float *S = acc + ATT_BLOCK * hd, *m = S + ATT_BLOCK, *l = m + ATT_BLOCK;
-            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H), kvh = h / group;
             const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-            load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+            load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
             for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
             memset(acc, 0, sizeof(float) * (size_t)(nr * hd));
             for (int64_t kb = 0; kb <= qb; kb++) {
                 const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-                load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-                load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+                load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
+                load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
                 for (int64_t r = 0; r < nr; r++) {
                     const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc; /* keys j <= i */
                     float mx = m[r];
@@ -365,9 +388,9 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
                     float *a = acc + r * hd, sum = 0.0f;
                     for (int64_t e = 0; e < hd; e++) a[e] *= corr;
                     for (int64_t c = 0; c < cend; c++) {
-                        float p = expf(S[c] - mx);
+                        float p = expf(S[c] - mx), pr = mma_operand(round, p);
                         sum += p;
-                        for (int64_t e = 0; e < hd; e++) a[e] += p * Vb[c * hd + e];
+                        for (int64_t e = 0; e < hd; e++) a[e] += pr * Vb[c * hd + e];
                     }
                     l[r] = l[r] * corr + sum;
                     m[r] = mx;
@@ -386,13 +409,15 @@ static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *l
     return DP_OK;
 }
 
-static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                  const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                                  const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
-                                  int64_t hd, float scale) {
+static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq,
+                                  int64_t ld_dkv, const void *dout, const void *out, const float *lse, const void *q,
+                                  const void *k, const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B,
+                                  int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "attention_backward"));
-    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
+    DP_TRY(check_groups("attention_backward", H, Hkv));
+    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd, group = H / Hkv;
+    const int round = mma_rounding(t, hd, ld_q, ld_kv);
     /* delta = rowsum(dout * out), per (sample, head, row) */
 #pragma omp parallel for schedule(static) if (B * T * ld_out > PAR_MIN)
     for (int64_t bh = 0; bh < B * H; bh++) {
@@ -419,21 +444,23 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
             dO = Q + ATT_BLOCK * hd, K = dO + ATT_BLOCK * hd, Vb = K + ATT_BLOCK * hd;
             g1 = Vb + ATT_BLOCK * hd, g2 = g1 + ATT_BLOCK * hd;
         }
-        /* pass 1: dK and dV of each key block, from every query block at or after it */
+        /* pass 1: dK and dV of each key block of kv head kvh, from every query block at or after
+         * it of each query head of its group, the heads in increasing order */
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
+        for (int64_t task = 0; task < B * Hkv * nb; task++) {
             if (!scratch) continue;
-            const int64_t kb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t kb = task % nb, kvh = (task / nb) % Hkv, b = task / (nb * Hkv);
             const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-            const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
             float *dK = g1, *dV = g2;
-            load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-            load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+            load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
+            load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
             memset(dK, 0, sizeof(float) * (size_t)(nc * hd));
             memset(dV, 0, sizeof(float) * (size_t)(nc * hd));
-            for (int64_t qb = kb; qb < nb; qb++) {
+            for (int64_t it = 0; it < group * (nb - kb); it++) {
+                const int64_t h = kvh * group + it / (nb - kb), qb = kb + it % (nb - kb);
+                const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
                 const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-                load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+                load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
                 load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
                 for (int64_t r = 0; r < nr; r++) {
                     const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
@@ -441,44 +468,45 @@ static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk
                     for (int64_t c = 0; c < cend; c++) {
                         float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
                         float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
+                        const float pr = mma_operand(round, p), dsr = mma_operand(round, ds);
                         float *dvc = dV + c * hd, *dkc = dK + c * hd;
                         for (int64_t e = 0; e < hd; e++) {
-                            dvc[e] += p * dor[e];
-                            dkc[e] += scale * ds * qr[e];
+                            dvc[e] += pr * dor[e];
+                            dkc[e] += scale * dsr * qr[e];
                         }
                     }
                 }
             }
-            store_block(t, dk, ld_grad, b, T, h, hd, j0, nc, dK);
-            store_block(t, dv, ld_grad, b, T, h, hd, j0, nc, dV);
+            store_block(t, dk, ld_dkv, b, T, kvh, hd, j0, nc, dK);
+            store_block(t, dv, ld_dkv, b, T, kvh, hd, j0, nc, dV);
         }
         /* pass 2: dQ of each query block, from every key block at or before it */
 #pragma omp for schedule(dynamic, 1)
         for (int64_t task = 0; task < tasks; task++) {
             if (!scratch) continue;
-            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H);
+            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H), kvh = h / group;
             const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
             const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
             float *dQ = g1;
-            load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
+            load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
             load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
             memset(dQ, 0, sizeof(float) * (size_t)(nr * hd));
             for (int64_t kb = 0; kb <= qb; kb++) {
                 const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-                load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-                load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
+                load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
+                load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
                 for (int64_t r = 0; r < nr; r++) {
                     const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
                     const float *qr = Q + r * hd, *dor = dO + r * hd;
                     float *dqr = dQ + r * hd;
                     for (int64_t c = 0; c < cend; c++) {
                         float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
-                        float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
+                        float ds = mma_operand(round, p * (dot(dor, Vb + c * hd, hd) - D[i]));
                         for (int64_t e = 0; e < hd; e++) dqr[e] += scale * ds * K[c * hd + e];
                     }
                 }
             }
-            store_block(t, dq, ld_grad, b, T, h, hd, i0, nr, dQ);
+            store_block(t, dq, ld_dq, b, T, h, hd, i0, nr, dQ);
         }
         free(scratch);
     }
@@ -539,9 +567,10 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
 /* ---- optimizers ------------------------------------------------------------------------- */
 
 /* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps). */
-static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
+static int cpu_adamw_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t n, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int64_t step) {
     (void)dev;
+    DP_TRY(dp_cpu_need_float(pt, "adamw_step"));
     if (step < 1) return dp_error_set(DP_EINVAL, "adamw_step: step %lld (counts from 1)", (long long)step);
     const float decay = 1.0f - lr * weight_decay;
     const double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
@@ -549,28 +578,30 @@ static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, fl
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
         float gi = g[i];
-        float pi = p[i] * decay;
+        float pi = dp_cpu_ld(pt, p, i) * decay;
         float mi = m[i] + (1.0f - beta1) * (gi - m[i]);
         float vi = v[i] * beta2 + (1.0f - beta2) * gi * gi;
         float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi - step_size * (mi / denom);
+        dp_cpu_st(pt, p, i, pi - step_size * (mi / denom));
         m[i] = mi;
         v[i] = vi;
     }
     return DP_OK;
 }
 
-static int cpu_sgd_step(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                        float weight_decay, int first_step) {
+static int cpu_sgd_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *buf, int64_t n, float lr,
+                        float momentum, float weight_decay, int first_step) {
     (void)dev;
+    DP_TRY(dp_cpu_need_float(pt, "sgd_step"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
-        float d = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
+        const float pi = dp_cpu_ld(pt, p, i);
+        float d = weight_decay != 0.0f ? g[i] + weight_decay * pi : g[i];
         if (buf) {
             buf[i] = first_step ? d : momentum * buf[i] + d;
             d = buf[i];
         }
-        p[i] -= lr * d;
+        dp_cpu_st(pt, p, i, pi - lr * d);
     }
     return DP_OK;
 }
