@@ -426,6 +426,17 @@ function INVARIANTS.snapshots(self, r)
   end
 end
 
+-- The objects of list (at path) come largest key first.
+function V:largest_first(list, key, path, what)
+  list = is_array(list) and list or {}
+  for i = 2, #list do
+    local a, b = tbl(list[i - 1]), tbl(list[i])
+    if a and b and num(a[key]) and num(b[key]) and b[key] > a[key] then
+      self:fail(path .. "[" .. i .. "]", "%s are not sorted by %s, largest first", what, key)
+    end
+  end
+end
+
 -- Each phase's live bytes add up to its peak and its end, which lie within the run's peak.
 function V:phase_memory(m, peak)
   local phases = tbl(m.phases) or {}
@@ -471,13 +482,7 @@ function INVARIANTS.memory(self, r)
   if m.host_peak_rss_bytes ~= nil and m.host_peak_rss_since == nil then
     self:fail("memory.host_peak_rss_since", "missing (string expected with host_peak_rss_bytes)")
   end
-  local mods = is_array(m.modules) and m.modules or {}
-  for i = 2, #mods do
-    local lap, prev = tbl(mods[i]) and int(mods[i].live_at_peak_bytes), tbl(mods[i - 1])
-    if lap and prev and int(prev.live_at_peak_bytes) and lap > prev.live_at_peak_bytes then
-      self:fail("memory.modules[" .. i .. "]", "modules are not sorted by live_at_peak_bytes, largest first")
-    end
-  end
+  self:largest_first(m.modules, "live_at_peak_bytes", "memory.modules", "modules")
   local tl, n = tbl(m.timeline) or {}, nil
   for _, k in ipairs({ "t_ms", "allocated_bytes", "reserved_bytes" }) do
     local a = is_array(tl[k]) and tl[k]
@@ -626,13 +631,7 @@ function INVARIANTS.profile(self, r)
       self:fail("profile.phases." .. name .. ".ops_ms", "above the phase's time (%.6g > %.6g ms)", ph.ops_ms, ph.ms)
     end
   end
-  local list = is_array(p.ops) and p.ops or {}
-  for i = 2, #list do
-    local a, b = tbl(list[i - 1]), tbl(list[i])
-    if a and b and num(a.ms) and num(b.ms) and b.ms > a.ms then
-      self:fail("profile.ops[" .. i .. "]", "ops are not sorted by ms, largest first")
-    end
-  end
+  self:largest_first(p.ops, "ms", "profile.ops", "ops")
 end
 
 -- Repeated runs (docs/results.md, "Repeats"): as many runs as n, and the spread over the ok ones.

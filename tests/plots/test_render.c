@@ -98,7 +98,12 @@ static void test_toolkit(void) {
     if (!tu_check(cv != NULL, "canvas")) return;
     double x[] = {256, 512, 1024, 2048}, y[] = {1e9, 2e9, 4e9, NAN};
     unsigned char oom[] = {0, 0, 0, 1};
-    dpplot_series s = {.name = "ghost", .color = dpplot_method_color("ghost"), .x = x, .y = y, .n = 4, .oom = oom,
+    dpplot_series s = {.name = "ghost",
+                       .color = dpplot_method_color("ghost"),
+                       .x = x,
+                       .y = y,
+                       .n = 4,
+                       .oom = oom,
                        .marker = DPPLOT_MARKER_TRIANGLE};
     dpplot_chart_axes ax = dpplot_chart_axes_default();
     ax.title = "toolkit";
@@ -135,7 +140,7 @@ static size_t pixels(const char *out, const char *file, dpplot_rgb c) {
 /* The issue-17 charts of the single runs: time and bytes by op category, memory by phase, the
  * script's snapshot on the timeline, the kernel table. */
 static void test_single_profiles(void) {
-    const char *out = DPPLOT_TEST_OUT "/render_single"; /* rendered by test_single */
+    const char *out = DPPLOT_TEST_OUT "/render_single";     /* rendered by test_single */
     chart(out, "op_breakdown.png", 1600, 1000, six, 6, 60); /* category labels carry method swatches */
     for (int c = 0; c < DPPLOT_N_OPCATS; c++) {
         if (c == DPPLOT_OPCAT_NOISE || c == DPPLOT_OPCAT_OPTIMIZER) continue; /* thin slices: legend only */
@@ -151,7 +156,8 @@ static void test_single_profiles(void) {
     char path[1024];
     snprintf(path, sizeof path, "%s/summary.txt", out);
     char *txt = tu_read_file(path);
-    tu_check(txt && strstr(txt, "KERNEL TABLE") && strstr(txt, "dp_flash_gram_tile"), "summary.txt has the kernel table");
+    tu_check(txt && strstr(txt, "KERNEL TABLE") && strstr(txt, "dp_flash_gram_tile"),
+             "summary.txt has the kernel table");
     free(txt);
     snprintf(path, sizeof path, "%s/summary.md", out);
     char *md = tu_read_file(path);
