@@ -265,6 +265,14 @@ local function print_summary(name, out, points)
     local peak, ms
     if r.status == "ok" then peak, ms = peak_of(r), time_of(r) end
     local note = p.skipped and "done before" or ""
+    -- a repeated point's time is the median of its runs, their range in the note
+    local spread = r.status == "ok" and type(r.repeats) == "table" and type(r.repeats.avg_ms) == "table"
+                   and r.repeats.avg_ms or nil
+    if spread then
+      ms = spread.median
+      local runs = string.format("%d runs: %.1f-%.1f ms", r.repeats.n, spread.min, spread.max)
+      note = note == "" and runs or note .. "; " .. runs
+    end
     if r.status == "ok" and r.predicted then
       local plan_note = unfit(r) and "plan: " .. unfit(r) .. "; time estimated" or "plan: time estimated"
       note = note == "" and plan_note or note .. "; " .. plan_note

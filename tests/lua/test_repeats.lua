@@ -108,6 +108,11 @@ print = real_print -- luacheck: ignore
 check.truthy(not more.points[1].skipped and more.points[1].result.repeats.n == 3, "rerun for 3 runs")
 check.truthy(lines[1]:find("(1 run to run, 3 per point)", 1, true), lines[1])
 check.truthy(table.concat(lines, "\n"):find("2 of 3 runs done before, kept", 1, true), table.concat(lines, "\n"))
+local rep3 = more.points[1].result.repeats
+local row = string.format("%%s+%.1f +%%-? +[^\n]*3 runs: %.1f%%-%.1f ms", rep3.avg_ms.median, rep3.avg_ms.min,
+                          rep3.avg_ms.max)
+check.truthy(table.concat(lines, "\n"):find(row), "the summary shows the runs' median and range: "
+             .. table.concat(lines, "\n"))
 check.eq(more.points[1].result.repeats.runs[1].avg_ms, sw.points[1].result.repeats.runs[1].avg_ms,
          "the kept runs are the runs before")
 
