@@ -43,6 +43,7 @@ typedef enum {
     DPPLOT_PHASE_CLIP,
     DPPLOT_PHASE_NOISE,
     DPPLOT_PHASE_OPTIMIZER,
+    DPPLOT_PHASE_RECOMPUTE, /* activation checkpointing, nested in backward or clip */
     DPPLOT_N_PHASES
 } dpplot_phase;
 

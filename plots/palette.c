@@ -87,13 +87,15 @@ const char *dpplot_module_group_name(dpplot_module_group g) {
     return (unsigned)g < DPPLOT_N_MODULE_GROUPS ? module_group_names[g] : "?";
 }
 
-static const char *const phase_names[DPPLOT_N_PHASES] = {"forward", "backward", "clip", "noise", "optimizer"};
+static const char *const phase_names[DPPLOT_N_PHASES] = {"forward", "backward",  "clip",
+                                                         "noise",   "optimizer", "recompute"};
 static const unsigned phase_colors[DPPLOT_N_PHASES] = {
     0x88CCEE, /* forward: cyan */
     0xDDCC77, /* backward: sand */
     0xCC6677, /* clip: rose */
     0xAA4499, /* noise: purple */
     0x44AA99, /* optimizer: teal */
+    0x999933, /* recompute: olive */
 };
 
 int dpplot_phase_from_name(const char *name) {

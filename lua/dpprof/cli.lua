@@ -83,7 +83,11 @@ local function compare_pair(label, base, new, threshold, say)
   row("peak memory", base.memory.peak_bytes, new.memory.peak_bytes, fmt_bytes, true)
   row("step time (avg)", base.timing.avg_ms, new.timing.avg_ms, fmt_ms, true)
   row("step time (median)", base.timing.median_ms, new.timing.median_ms, fmt_ms, false)
-  for _, p in ipairs(results.PHASES) do row("  " .. p, base.timing.phases_ms[p], new.timing.phases_ms[p], fmt_ms, false) end
+  for _, p in ipairs(results.PHASES) do
+    local b, n = base.timing.phases_ms[p], new.timing.phases_ms[p]
+    if results.OPTIONAL_PHASES[p] then b, n = b or 0, n or 0 end -- absent from older results
+    if not (results.OPTIONAL_PHASES[p] and b == 0 and n == 0) then row("  " .. p, b, n, fmt_ms, false) end
+  end
   row("reserved peak", base.memory.reserved_peak_bytes, new.memory.reserved_peak_bytes, fmt_bytes, false)
   local bc, nc = base.memory.categories, new.memory.categories
   for _, c in ipairs(results.CATEGORIES) do

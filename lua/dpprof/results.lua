@@ -10,7 +10,10 @@ results.SCHEMA_VERSION = 1
 results.MiB = 1024 * 1024
 results.TIMELINE_POINTS = 4096
 results.STATUSES = { "ok", "oom", "error", "crashed", "timeout" }
-results.PHASES = { "forward", "backward", "clip", "noise", "optimizer" }
+results.PHASES = { "forward", "backward", "clip", "noise", "optimizer", "recompute" }
+-- Phases a result may lack: "recompute" (activation checkpointing, issue 16) is absent from results
+-- written before it existed, which read it as 0.
+results.OPTIONAL_PHASES = { recompute = true }
 results.CATEGORIES = dp.memory.categories
 -- Per-layer formulations of the norms pass (dpsgd_formulation_name in engine/dp/dpsgd.h).
 results.NORMS_KINDS = { "direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1", "grouped",
@@ -431,7 +434,11 @@ function V:timing(r, ok)
   end
   local ph = self:get(t, "phases_ms", "timing", "table")
   if ph then
-    for _, p in ipairs(results.PHASES) do self:nonneg(self:get(ph, p, "timing.phases_ms", "number"), "timing.phases_ms." .. p) end
+    for _, p in ipairs(results.PHASES) do
+      if not (results.OPTIONAL_PHASES[p] and ph[p] == nil) then
+        self:nonneg(self:get(ph, p, "timing.phases_ms", "number"), "timing.phases_ms." .. p)
+      end
+    end
   end
   local spans = self:array(t, "spans", "timing")
   if spans then

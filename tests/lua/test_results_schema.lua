@@ -246,6 +246,58 @@ end
 check.eq(counters["memory.parameters"], param_bytes, "parameters counter")
 check.truthy(counters.allocated >= tr.memory.peak_bytes, "allocated counter reaches the peak")
 
+---------------------------------------------------------------------------------------------
+-- activation checkpointing (issue 16): recompute is a phase of its own, its spans nested in the
+-- backward (and bk's clip) that ran them, on a thread of their own in the trace; the iteration
+-- is still the sum of its phases; the configuration echoes the setting
+do
+  local path = os.tmpname()
+  local model = {}
+  for k, v in pairs(MODEL) do model[k] = v end
+  model.checkpoint = "blocks"
+  for _, method in ipairs({ "ghost", "bk", "vanilla" }) do
+    local c = config{ method = method, trace = path }
+    c.model = model
+    local rc = dp.experiment(c)
+    check.eq(rc.status, "ok", "checkpointed " .. method .. ": " .. tostring(rc.message))
+    assert_valid(rc, "checkpointed " .. method)
+    check.eq(rc.config.model.checkpoint, "blocks", "the setting echoed")
+    check.truthy(rc.timing.phases_ms.recompute > 0, method .. ": recompute time measured")
+    local recomputes, outer, sums = 0, {}, {}
+    for _, s in ipairs(rc.timing.spans) do
+      if s.phase == "recompute" then
+        recomputes = recomputes + 1
+        local host = outer[#outer]
+        check.truthy(host and host.iter == s.iter and s.start_ms >= host.start_ms and s.end_ms <= host.end_ms and
+                     (host.phase == "backward" or (host.phase == "clip" and method ~= "vanilla")),
+                     method .. ": a recomputation nests in its backward or clip")
+      else
+        outer[#outer + 1] = s
+        sums[s.iter] = (sums[s.iter] or 0) + (s.end_ms - s.start_ms)
+      end
+    end
+    -- 3 iterations x 2 physical batches x 2 blocks x passes: ghost recomputes in its second
+    -- backward, bk in its clip, vanilla once
+    check.eq(recomputes, 3 * 2 * 2 * (method == "vanilla" and 1 or 2), method .. ": recompute spans")
+    for i = 1, 2 do
+      check.near(rc.timing.iter_ms[i], sums[i], 1e-6, method .. ": iter_ms[" .. i .. "] = its phases, recompute moved")
+    end
+    local t = results.read(path)
+    local slices = 0
+    for _, e in ipairs(t.traceEvents) do
+      if e.ph == "X" and e.name == "recompute" then
+        check.eq(e.tid, 4, "recompute slices on their own thread")
+        slices = slices + 1
+      end
+    end
+    check.eq(slices, recomputes, method .. ": a trace slice per recomputation")
+    local ops = 0
+    for _, e in ipairs(rc.ledger) do if e.op:find("^recompute:") then ops = ops + e.flops end end
+    check.truthy(ops > 0, method .. ": the recomputation's flops in the ledger")
+  end
+  os.remove(path)
+end
+
 -- The chart fixtures (tests/fixtures/results, from generate.lua) are results as this page
 -- describes them, OOM points included; the malformed set breaks exactly what its tests expect.
 do
