@@ -1,11 +1,12 @@
 -- bench_checkpoint.lua: activation checkpointing's trade per DP preset: peak memory and step time with checkpointing every block, every 2nd and every 4th block, as ratios to the same method without it (each point in its own process), and the recompute phase against the forward.
--- Change it: dpprof run experiments/bench_checkpoint.lua [configs=small|large,llama3_8b_lora] [methods=a,b] [settings=blocks,2,4] [iters=5] [warmup=1] [repeats=1] [device=cpu|cuda|plan] [timeout=900] [out=DIR]
+-- Change it: dpprof run experiments/bench_checkpoint.lua [configs=small|large,llama3_8b_lora] [methods=a,b] [settings=blocks,2,4] [seq_len=T] [iters=5] [warmup=1] [repeats=1] [device=cpu|cuda|plan] [timeout=900] [out=DIR]
 --
 -- configs: small (V=8192 d=256 L=4 H=4 T=256 B=4, f32, the CPU default); on a GPU large (V=32000
 -- d=2048 L=20 H=16 T=16384 B=1, f32) and llama3_8b_lora (tests/fixtures/llama3_8b's shapes, random
 -- weights, bf16, LoRA r=16 on all seven linears, T=8192 B=1). Step time is the best of the timed
 -- iterations (timing.min_ms) and, with repeats=R, of R sweeps: the figure least disturbed by other
--- work on a shared machine.
+-- work on a shared machine. seq_len=T runs every config at T (T=32768 measures the planned target;
+-- a point that does not fit is an OOM result, its ratios "-").
 -- Targets: recompute adds at most one forward: with checkpointing every block, vanilla's and
 -- flash_clip's step time at most 1.4x theirs without it (and the recompute phase at most the
 -- forward's). And, planned: flash_clip with checkpointing every block fits T=32768 at B=1 for the
@@ -14,8 +15,8 @@
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local args = dp.args or {}
-presets.check_args(args, "bench_checkpoint.lua", { "configs", "methods", "settings", "iters", "warmup", "repeats",
-                                                   "device", "timeout", "out" })
+presets.check_args(args, "bench_checkpoint.lua", { "configs", "methods", "settings", "seq_len", "iters", "warmup",
+                                                   "repeats", "device", "timeout", "out" })
 
 local here = (arg and arg[0] or ""):match("(.*/)experiments/[^/]*$") or ""
 local LARGE = { arch = "gpt", vocab = 32000, hidden = 2048, layers = 20, heads = 16, seq_len = 16384, batch = 1,
@@ -53,8 +54,9 @@ end
 
 local rows, checks = {}, {}
 for _, name in ipairs(configs) do
-  local model = CONFIGS[name]
+  local model = dp.deep_copy(CONFIGS[name])
   if not model then error(string.format("unknown config '%s' (valid: small, large, llama3_8b_lora)", tostring(name))) end
+  model.seq_len = args.seq_len or model.seq_len
   -- best of repeats: the fastest run of each point over the sweeps
   local best = {}
   for rep = 1, repeats do

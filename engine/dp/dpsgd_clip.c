@@ -7,7 +7,9 @@
  * linear's kept output gradient gives scale (c (.) G)^T A = scale G^T (c (.) A) (the rows of G,
  * or of a narrower input shared by linears, scaled in place, then one GEMM over all B T tokens),
  * an embedding's scales G's rows in place, then scatters them by token id and sums them over the
- * samples for the positions. */
+ * samples for the positions. Books whose input the backward recomputed (a checkpointed block's)
+ * are formed last, block by block: the model recomputes the block, its books are formed, the
+ * block is freed. */
 #include "dpsgd_impl.h"
 
 #include "dispatch.h"
