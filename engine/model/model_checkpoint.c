@@ -75,6 +75,7 @@ int dp_model_recompute_block(dp_model *m, int64_t layer) {
                             "model: block %lld's input is gone (recompute needs the forward's state, kept "
                             "by a retained backward)",
                             (long long)layer);
+    dp_model_block_release(m, layer, 0); /* a second call recomputes, it does not leak the first */
     return dp_model_recompute(m, layer);
 }
 

@@ -443,6 +443,11 @@ static void check_errors(void) {
     float loss;
     CHECK_OK(dp_model_forward(m, in, tg, &loss, NULL));
     CHECK(dp_model_recompute_block(m, 1) == DP_OK); /* after the forward, its input is there */
+    dp_mem_stats once, twice;
+    dp_mem_get_stats(cpu->mem, &once);
+    CHECK(dp_model_recompute_block(m, 1) == DP_OK); /* again: recomputed, not held twice */
+    dp_mem_get_stats(cpu->mem, &twice);
+    CHECK_EQ_U64(twice.current[DP_CAT_ACTIVATIONS], once.current[DP_CAT_ACTIVATIONS]);
     dp_model_release_block(m, 1);
     CHECK_OK(dp_model_backward(m, NULL));
     CHECK(dp_model_recompute_block(m, 1) == DP_EINVAL);
