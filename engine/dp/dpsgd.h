@@ -15,8 +15,8 @@
  *   or the per-sample gradients the norm pass produced anyway (`per_sample_grads`: materialized
  *   weights, biases, norm gains), giving c^T g. With `materialize` norms, bk is exactly Opacus's
  *   hooks mode: per-sample gradients kept until the clip factors are known, then summed.
- * Presets: vanilla (no DP), flat (materialize + bk), ghost (ghost + twopass), mixed_ghost
- * (mixed + twopass), bk (mixed + bk), flash_clip (flash + bk).
+ * Presets (named pairs; the list is dpsgd_method.c's): vanilla (no DP), flat (materialize + bk),
+ * ghost (ghost + twopass), mixed_ghost (mixed + twopass), bk (mixed + bk), flash_clip (flash + bk).
  *
  * The step (NOTES.md): per-sample gradient g_i = grad L_i (L_i the mean loss over the sample's
  * tokens); c_i = min(1, C / (||g_i|| + 1e-6)) with ||g_i|| over every trainable tensor (flat
@@ -72,8 +72,31 @@ typedef enum {
  * (dpsgd_strips.c). Either way no T x T matrix and no whole p x d per-sample gradient. */
 typedef enum { DPSGD_FLASH_TILES = 0, DPSGD_FLASH_STRIPS } dpsgd_flash_impl;
 
-/* Parses a preset name ("vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip");
- * DP_EINVAL naming the valid presets. */
+/* How many values each enum has ("none" included for norms and clip). */
+#define DPSGD_N_NORMS (DPSGD_NORMS_FLASH + 1)
+#define DPSGD_N_CLIPS (DPSGD_CLIP_BK + 1)
+#define DPSGD_N_FORMULATIONS (DPSGD_FORM_GRAD_STRIP + 1)
+#define DPSGD_N_FLASH_IMPLS (DPSGD_FLASH_STRIPS + 1)
+
+/* The lists of names a user chooses from (dpsgd_method.c holds each once; the Lua module's
+ * dpprof.dp.METHODS, PRESETS, NORMS, CLIPS, FORMULATIONS and FLASH_IMPLS are made from them). */
+typedef enum {
+    DPSGD_LIST_PRESETS,      /* the methods by name, vanilla first: "vanilla", "flat", "ghost", ... */
+    DPSGD_LIST_NORMS,        /* norms choices: "materialize", "ghost", "mixed", "flash" */
+    DPSGD_LIST_CLIPS,        /* clip choices: "twopass", "bk" */
+    DPSGD_LIST_FORMULATIONS, /* per-layer formulations, by dpsgd_formulation value */
+    DPSGD_LIST_FLASH_IMPLS   /* flash_impl choices, by dpsgd_flash_impl value */
+} dpsgd_list;
+
+/* The i-th name of a list (0-based), or NULL past its end. */
+const char *dpsgd_list_name(dpsgd_list list, size_t i);
+/* The names of a list joined by ", " into buf (at most n bytes, NUL included); returns buf. */
+const char *dpsgd_list_join(dpsgd_list list, char *buf, size_t n);
+/* "norms: materialize, ghost, mixed, flash; clip: twopass, bk" into buf; returns buf. */
+const char *dpsgd_choices_text(char *buf, size_t n);
+
+/* Parses a preset name (one of DPSGD_LIST_PRESETS) into its two choices ("vanilla": none and
+ * none); DP_EINVAL naming the valid presets. */
 int dpsgd_method_preset(const char *name, dpsgd_norms_method *norms, dpsgd_clip_method *clip);
 /* Parses a norms choice ("materialize", "ghost", "mixed", "flash"); DP_EINVAL naming them. */
 int dpsgd_norms_parse(const char *name, dpsgd_norms_method *out);

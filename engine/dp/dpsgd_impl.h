@@ -96,6 +96,13 @@ int dpsgd_begin_norms(dpsgd *dp);
 int dpsgd_end_norms(dpsgd *dp);
 
 /* ---- dpsgd_method.c ---- */
+/* Flops of flash's Gram-tile formulation of a linear's norms, B samples of T tokens, widths d
+ * in and p out: B T (T+1) (d+p) for the lower triangles of a a^T and g g^T, B T (T+1) for their
+ * product; the cost model and the ledger both count this. */
+double dpsgd_gram_tile_flops(int64_t B, int64_t T, int64_t d, int64_t p);
+/* Flops of forming and squaring the per-sample gradient g_i^T a_i (materialize, and flash's
+ * gradient tiles): 2 B T p d + 2 B p d. */
+double dpsgd_grad_tile_flops(int64_t B, int64_t T, int64_t d, int64_t p);
 /* The kind string of a linear's weight ("linear", "head", "tied_head", "lora_a", "lora_b"). */
 const char *dpsgd_linear_kind(const dp_param *w);
 

@@ -24,13 +24,16 @@ void dpsgd_config_default(dpsgd_config *cfg) {
 static int is_vanilla(const dpsgd *dp) { return dp->cfg.norms == DPSGD_NORMS_NONE; }
 
 static int check_config(const dpsgd_config *cfg) {
+    char valid[256];
     if ((cfg->norms == DPSGD_NORMS_NONE) != (cfg->clip == DPSGD_CLIP_NONE))
-        return dp_error_set(DP_EINVAL, "dp: norms and clip go together (norms: materialize, ghost, mixed, flash; "
-                                       "clip: twopass, bk), or neither for vanilla");
-    if ((unsigned)cfg->norms > DPSGD_NORMS_FLASH || (unsigned)cfg->clip > DPSGD_CLIP_BK)
-        return dp_error_set(DP_EINVAL, "dp: unknown norms or clip method");
-    if ((unsigned)cfg->flash_impl > DPSGD_FLASH_STRIPS)
-        return dp_error_set(DP_EINVAL, "dp: unknown flash_impl (valid: tiles, strips)");
+        return dp_error_set(DP_EINVAL, "dp: norms and clip go together (%s), or neither for vanilla",
+                            dpsgd_choices_text(valid, sizeof valid));
+    if ((unsigned)cfg->norms >= DPSGD_N_NORMS || (unsigned)cfg->clip >= DPSGD_N_CLIPS)
+        return dp_error_set(DP_EINVAL, "dp: unknown norms or clip method (%s)",
+                            dpsgd_choices_text(valid, sizeof valid));
+    if ((unsigned)cfg->flash_impl >= DPSGD_N_FLASH_IMPLS)
+        return dp_error_set(DP_EINVAL, "dp: unknown flash_impl (valid: %s)",
+                            dpsgd_list_join(DPSGD_LIST_FLASH_IMPLS, valid, sizeof valid));
     if (!(cfg->max_grad_norm > 0.0) || !isfinite(cfg->max_grad_norm))
         return dp_error_set(DP_EINVAL, "dp: max_grad_norm %g must be positive", cfg->max_grad_norm);
     if (!(cfg->noise_multiplier >= 0.0) || !isfinite(cfg->noise_multiplier))

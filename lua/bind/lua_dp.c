@@ -9,6 +9,16 @@
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
  *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *
+ * The engine's lists and defaults, made from its one table of each (engine/dp/dpsgd_method.c,
+ * dpsgd_config_default), which every Lua module and the CLI read rather than keep their own:
+ *   dp.dp.METHODS       the presets' names in order, vanilla first: {"vanilla", "flat", ...}
+ *   dp.dp.PRESETS       {name = {norms=, clip=}} (vanilla: {}, neither)
+ *   dp.dp.NORMS, CLIPS  the norms and clip choices of norms=/clip=
+ *   dp.dp.FORMULATIONS  the per-layer formulations stats().layers[i].norms names
+ *   dp.dp.FLASH_IMPLS   flash_impl's choices
+ *   dp.dp.DEFAULTS      {max_grad_norm=, noise_multiplier=, delta=, poisson=, seed=, flash_impl=,
+ *                        accountant=}: what wrap (and an experiment) take when not told
+ *
  * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
  * priv:stats().clip. The wrapper's user values keep the model and the optimizer alive; the
  * batch of the current forward is held and pinned by the model's userdata like one of
@@ -77,27 +87,26 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     if (method) {
         if (dpsgd_method_preset(method, &cfg->norms, &cfg->clip) != DP_OK) fail(L, fname);
     } else if (norms || clip) {
+        char choices[256];
         if (!norms || !clip)
-            luaL_error(L,
-                       "%s: 'norms' and 'clip' go together (norms: materialize, ghost, mixed, flash; clip: "
-                       "twopass, bk)",
-                       fname);
+            luaL_error(L, "%s: 'norms' and 'clip' go together (%s)", fname,
+                       dpsgd_choices_text(choices, sizeof choices));
         if (dpsgd_norms_parse(norms, &cfg->norms) != DP_OK || dpsgd_clip_parse(clip, &cfg->clip) != DP_OK)
             fail(L, fname);
     } else {
-        luaL_error(L,
-                   "%s: 'method' is required (valid: vanilla, flat, ghost, mixed_ghost, bk, flash_clip), or "
-                   "'norms' and 'clip'",
-                   fname);
+        char valid[256];
+        luaL_error(L, "%s: 'method' is required (valid: %s), or 'norms' and 'clip'", fname,
+                   dpsgd_list_join(DPSGD_LIST_PRESETS, valid, sizeof valid));
     }
     cfg->max_grad_norm = dpl_opt_num_field(L, idx, fname, "max_grad_norm", cfg->max_grad_norm);
     cfg->noise_multiplier = dpl_opt_num_field(L, idx, fname, "noise_multiplier", cfg->noise_multiplier);
-    cfg->sample_rate = dpl_opt_num_field(L, idx, fname, "sample_rate", 0.0);
-    cfg->dataset_size = dpl_opt_int_field(L, idx, fname, "dataset_size", 0);
-    cfg->expected_batch_size = dpl_opt_int_field(L, idx, fname, "expected_batch_size", 0);
-    cfg->max_physical_batch_size = dpl_opt_int_field(L, idx, fname, "max_physical_batch_size", 0);
-    cfg->poisson = dpl_opt_bool_field(L, idx, fname, "poisson", 0);
-    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
+    cfg->sample_rate = dpl_opt_num_field(L, idx, fname, "sample_rate", cfg->sample_rate);
+    cfg->dataset_size = dpl_opt_int_field(L, idx, fname, "dataset_size", cfg->dataset_size);
+    cfg->expected_batch_size = dpl_opt_int_field(L, idx, fname, "expected_batch_size", cfg->expected_batch_size);
+    cfg->max_physical_batch_size =
+        dpl_opt_int_field(L, idx, fname, "max_physical_batch_size", cfg->max_physical_batch_size);
+    cfg->poisson = dpl_opt_bool_field(L, idx, fname, "poisson", cfg->poisson);
+    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", (lua_Integer)cfg->seed);
     cfg->delta = dpl_opt_num_field(L, idx, fname, "delta", cfg->delta);
     const char *impl = dpl_opt_str_field(L, idx, fname, "flash_impl", NULL);
     if (impl && dpsgd_flash_impl_parse(impl, &cfg->flash_impl) != DP_OK) fail(L, fname);
@@ -357,6 +366,54 @@ static int l_fields(lua_State *L) {
     return 1;
 }
 
+/* ---- the engine's lists and defaults ---------------------------------------------------------- */
+
+/* Sets t[key] (t on top) to the names of list, in order. */
+static void set_list(lua_State *L, const char *key, dpsgd_list list) {
+    lua_newtable(L);
+    for (size_t i = 0; dpsgd_list_name(list, i); i++) {
+        lua_pushstring(L, dpsgd_list_name(list, i));
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, key);
+}
+
+/* PRESETS = {name = {norms=, clip=}} (vanilla: {}), from the engine's one table. */
+static void set_presets(lua_State *L) {
+    lua_newtable(L);
+    for (size_t i = 0; dpsgd_list_name(DPSGD_LIST_PRESETS, i); i++) {
+        const char *name = dpsgd_list_name(DPSGD_LIST_PRESETS, i);
+        dpsgd_norms_method n;
+        dpsgd_clip_method c;
+        if (dpsgd_method_preset(name, &n, &c) != DP_OK) luaL_error(L, "dpprof.dp: %s", dp_error_message());
+        lua_createtable(L, 0, 2);
+        set_str(L, "norms", n == DPSGD_NORMS_NONE ? NULL : dpsgd_norms_name(n));
+        set_str(L, "clip", c == DPSGD_CLIP_NONE ? NULL : dpsgd_clip_name(c));
+        lua_setfield(L, -2, name);
+    }
+    lua_setfield(L, -2, "PRESETS");
+}
+
+/* DEFAULTS: wrap's option defaults (dpsgd_config_default) and the default accountant. */
+static void set_defaults(lua_State *L) {
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    lua_createtable(L, 0, 7);
+    lua_pushnumber(L, cfg.max_grad_norm);
+    lua_setfield(L, -2, "max_grad_norm");
+    lua_pushnumber(L, cfg.noise_multiplier);
+    lua_setfield(L, -2, "noise_multiplier");
+    lua_pushnumber(L, cfg.delta);
+    lua_setfield(L, -2, "delta");
+    lua_pushboolean(L, cfg.poisson);
+    lua_setfield(L, -2, "poisson");
+    lua_pushinteger(L, (lua_Integer)cfg.seed);
+    lua_setfield(L, -2, "seed");
+    set_str(L, "flash_impl", dpsgd_flash_impl_name(cfg.flash_impl));
+    set_str(L, "accountant", dp_acct_name(DP_ACCT_DEFAULT));
+    lua_setfield(L, -2, "DEFAULTS");
+}
+
 void dpl_open_dp(lua_State *L) {
     static const luaL_Reg meta[] = {{"__gc", l_free}, {"__close", l_free}, {"__tostring", l_tostring}, {NULL, NULL}};
     dpl_new_type(L, DP_MT, meta, methods, l_fields);
@@ -365,5 +422,12 @@ void dpl_open_dp(lua_State *L) {
     lua_setfield(L, -2, "wrap");
     lua_pushcfunction(L, l_check);
     lua_setfield(L, -2, "check");
+    set_list(L, "METHODS", DPSGD_LIST_PRESETS);
+    set_presets(L);
+    set_list(L, "NORMS", DPSGD_LIST_NORMS);
+    set_list(L, "CLIPS", DPSGD_LIST_CLIPS);
+    set_list(L, "FORMULATIONS", DPSGD_LIST_FORMULATIONS);
+    set_list(L, "FLASH_IMPLS", DPSGD_LIST_FLASH_IMPLS);
+    set_defaults(L);
     lua_setfield(L, -2, "dp");
 }

@@ -13,6 +13,10 @@
 void dpl_open_tensor(lua_State *L);
 /* Adds dpprof.memory (stats, snapshots, scopes, events, timeline, limits, OOM details). */
 void dpl_open_memory(lua_State *L);
+/* Pushes the OOM record, the one shape memory.last_oom, oom_details and a result's `oom` share:
+ * {requested_bytes, category, module, live_bytes={category=bytes}, total_live_bytes, limit_bytes,
+ * device} (docs/results.md). */
+void dpl_push_oom(lua_State *L, const dp_oom_info *o, const char *device);
 /* Adds device selection and information, sync, the ledger, the clock and the version. */
 void dpl_open_device(lua_State *L);
 /* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,
@@ -23,6 +27,9 @@ void dpl_open_process(lua_State *L);
 void dpl_open_files(lua_State *L);
 /* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
 void dpl_open_json(lua_State *L);
+/* Adds dpprof.results_schema: the result JSON's one description (common/results_schema.h) as
+ * tables, which lua/dpprof/results.lua validates by (lua_results_schema.c). */
+void dpl_open_results_schema(lua_State *L);
 
 /* Adds dpprof.model (a callable table: dpprof.model{...} builds a model, dpprof.model.check{...}
  * checks its options without a device; other bindings add fields such as dpprof.model.load), the model metatable,

@@ -70,22 +70,24 @@ local OPTIMIZER_KEYS = {
 local DATA_KEYS = { "file", "file_dtype" }
 local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
                     "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
-local METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
--- The presets' two choices (engine/dp/dpsgd.h), for when the wrapper does not report them as strings.
-local PRESETS = { flat = { "materialize", "bk" }, ghost = { "ghost", "twopass" }, mixed_ghost = { "mixed", "twopass" },
-                  bk = { "mixed", "bk" }, flash_clip = { "flash", "bk" } }
+-- The methods by name and each one's two choices: the engine's one table (dpprof.dp.METHODS, PRESETS).
+local METHODS, PRESETS = dp.dp.METHODS, dp.dp.PRESETS
 
 -- The default snapshot schedule, in order; {i} is the timed iteration (1-based).
 experiment.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optimizer_created", "3_after_warmup",
                                  "iter{i}_before_forward", "iter{i}_after_forward", "iter{i}_after_backward",
                                  "iter{i}_after_step" }
 
+-- What an experiment takes when not told. The DP options wrap also has (C, sigma, delta, Poisson
+-- sampling, the seed, the accountant) are the engine's (dpprof.dp.DEFAULTS); the sample rate,
+-- which the engine derives from a dataset size instead, and the rest are an experiment's own.
+local ENGINE = dp.dp.DEFAULTS
 experiment.DEFAULTS = {
   method = "ghost",
   optimizer = { name = "adamw", lr = 1e-4, weight_decay = 0.01 },
-  dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01, delta = 1e-5, poisson = false,
-         accountant = dp.privacy.default_accountant },
-  iters = 3, warmup = 2, device = "auto", seed = 0, snapshots = "default",
+  dp = { max_grad_norm = ENGINE.max_grad_norm, noise_multiplier = ENGINE.noise_multiplier, sample_rate = 0.01,
+         delta = ENGINE.delta, poisson = ENGINE.poisson, accountant = ENGINE.accountant },
+  iters = 3, warmup = 2, device = "auto", seed = ENGINE.seed, snapshots = "default",
 }
 
 local function check_keys(t, valid, where)
@@ -175,8 +177,8 @@ function experiment.config(cfg)
   if cfg.norms or cfg.clip then
     if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
     if not (cfg.norms and cfg.clip) then
-      error("dpprof.experiment: norms= and clip= go together (norms: materialize, ghost, mixed, flash; "
-            .. "clip: twopass, bk), or give a method", 3)
+      error(string.format("dpprof.experiment: norms= and clip= go together (norms: %s; clip: %s), or give a method",
+                          table.concat(dp.dp.NORMS, ", "), table.concat(dp.dp.CLIPS, ", ")), 3)
     end
     c.method = nil
   else
@@ -327,12 +329,13 @@ local function choices(priv, c)
   local method = field("method") or c.method or (c.norms .. "+" .. c.clip)
   if method == "vanilla" then return method, nil, nil end
   local preset = PRESETS[method] or {}
-  return method, field("norms") or c.norms or preset[1], field("clip_method") or field("clip") or c.clip or preset[2]
+  return method, field("norms") or c.norms or preset.norms, field("clip_method") or field("clip") or c.clip or preset.clip
 end
 
 local function environment(kind, info, device_model)
   local env = dp.environment()
   local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores,
+              threads = env.threads, blas_threads = env.blas_threads,
               git_commit = env.git_commit, dpprof_version = env.dpprof_version,
               hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null }
   if kind == "cuda" then

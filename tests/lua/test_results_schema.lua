@@ -261,6 +261,7 @@ do
     local rc = dp.experiment(c)
     check.eq(rc.status, "ok", "checkpointed " .. method .. ": " .. tostring(rc.message))
     assert_valid(rc, "checkpointed " .. method)
+    if method == "ghost" then checkpointed = rc end
     check.eq(rc.config.model.checkpoint, "blocks", "the setting echoed")
     check.truthy(rc.timing.phases_ms.recompute > 0, method .. ": recompute time measured")
     local recomputes, outer, sums = 0, {}, {}
@@ -298,10 +299,157 @@ do
   os.remove(path)
 end
 
+-- The one schema (common/results_schema.h, dpprof.results_schema) against what is written and
+-- what is validated: every field a real result carries is described (the writer cannot add one
+-- the chart reader and the validator do not know), and the validator checks every described
+-- field (a field of the wrong type or value is named). tests/plots/test_schema.c holds the chart
+-- reader to the same table.
+local fixture_root = arg[0]:match("(.*/)") .. "../fixtures/results/"
+local schema = dp.results_schema
+check.eq(schema.version, results.SCHEMA_VERSION, "the validator reads the schema's version")
+-- a plan run (timing.estimate, plan, environment.device_model, config.dp.flash_impl) and a sweep
+-- point (sweep.*), beside the CPU runs above: ghost (r), vanilla (v), Poisson/PLD (pl), callbacks
+-- with extra (cb), out of memory (o) and the trace (tr)
+local planned = dp.experiment(config{ method = "flash_clip", device = "plan", device_model = "h100",
+                                      dp = { max_physical_batch_size = 2, flash_impl = "strips" } })
+check.eq(planned.status, "ok", "plan run: " .. tostring(planned.message))
+assert_valid(planned, "plan result")
+local sweep_out = os.tmpname()
+os.remove(sweep_out)
+local swept = dp.sweep{ base = config{ device = "plan", iters = 1, warmup = 0 }, vary = { method = { "bk" } },
+                        out = sweep_out, isolate = false, quiet = true }
+local point = swept.points[1].result
+assert_valid(point, "sweep point")
+check.truthy(type(point.sweep) == "table" and point.sweep.config_hash, "a sweep point carries sweep")
+for _, n in ipairs(dp.list_dir(sweep_out)) do os.remove(sweep_out .. "/" .. n) end
+os.remove(sweep_out)
+-- a point as a parallel sweep on a GPU node of a Slurm array places it (sweep.placement.*: the
+-- fields lua/dpprof/parallel.lua and slurm.lua write)
+local placed = dp.deep_copy(point)
+placed.sweep.placement = { host = "node1", slot = 1, slots = 2, threads = 1, cuda_visible_devices = "0",
+                           slurm = { job_id = "17", task_job_id = "18", node = "node1", cluster = "c",
+                                     state = "COMPLETED", exit_code = "0:0", state_source = "sacct",
+                                     array_task_id = 0 } }
+assert_valid(placed, "a placed sweep point")
+local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
+                    placed = placed, checkpointed = checkpointed }
+
+local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
+local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
+
+-- Every path of a document is described: the node for each key, or below an OPEN object.
+local function undescribed(node, value, path, out)
+  if type(value) ~= "table" or json.is_null(value) then return end
+  local f = node.field
+  if f and f.type == "any" then return end
+  local is_list = #value > 0 or getmetatable(value) == getmetatable(json.array())
+  for k, x in pairs(value) do
+    local key, child = tostring(k), nil
+    if is_list and math.type(k) == "integer" then
+      child, key = node.children["[]"], path .. "[" .. k .. "]"
+    else
+      child = node.children[key] or (is_category(key) and node.children["{category}"])
+              or (is_phase(key) and node.children["{phase}"]) or node.children["*"]
+      key = path == "" and key or path .. "." .. key
+    end
+    if child then
+      undescribed(child, x, key, out)
+    elseif not (f and f.open) then
+      out[#out + 1] = key
+    end
+  end
+  return out
+end
+for name, doc in pairs(documents) do
+  local missing = undescribed(results.SCHEMA.tree, doc, "", {})
+  table.sort(missing)
+  check.eq(#missing, 0, name .. " result: fields the schema does not describe: " .. table.concat(missing, ", "))
+end
+for _, set in ipairs({ "single", "sweep_seq", "sweep_2d" }) do
+  local doc = results.read(fixture_root .. set .. "/" .. (set == "single" and "ghost.json" or
+                                                             set == "sweep_seq" and "ghost_seq1024.json" or
+                                                             "ghost_seq1024_b1.json"))
+  local missing = undescribed(results.SCHEMA.tree, doc, "", {})
+  check.eq(#missing, 0, "fixture " .. set .. ": fields the schema does not describe: " .. table.concat(missing, ", "))
+end
+
+-- Every described field is checked: in a document holding its parent, a value of the wrong type
+-- (and, for a field with choices, a value outside them) is named by the validator.
+local BAD = { string = 12345, integer = 1.5, number = "x", boolean = "x", object = "x", array = "x", scalar = { 1 } }
+local SAMPLE = { ["{category}"] = results.CATEGORIES[1], ["{phase}"] = results.PHASES[1], ["*"] = "x" }
+-- The concrete path of a schema path (placeholders and [] at their first instance), as a list of
+-- keys; nil when doc has no parent for it.
+local function locate(doc, f)
+  local t, shown, parts = doc, "", {}
+  for part in f.path:gmatch("[^.]+") do
+    local name, arrays = part:gsub("%[%]", "")
+    parts[#parts + 1] = SAMPLE[name] or name
+    for _ = 1, arrays do parts[#parts + 1] = 1 end
+  end
+  for i = 1, #parts - 1 do
+    t = type(t) == "table" and not json.is_null(t) and t[parts[i]] or nil
+    if t == nil then return nil end
+  end
+  if type(t) ~= "table" or json.is_null(t) then return nil end
+  for _, k in ipairs(parts) do
+    shown = math.type(k) and shown .. "[" .. k .. "]" or (shown == "" and k or shown .. "." .. k)
+  end
+  return t, parts[#parts], shown
+end
+local checked = 0
+for _, f in ipairs(schema.fields) do
+  if f.type ~= "any" then
+    local found = false
+    for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla" }) do
+      local doc = dp.deep_copy(documents[name])
+      local parent, key, shown = locate(doc, f)
+      if parent then
+        found = true
+        for _, bad in ipairs({ BAD[f.type], f.choices and f.type == "string" and "no-such-choice" or nil }) do
+          parent[key] = bad
+          local ok, problems = results.validate(doc)
+          local named = false
+          for _, line in ipairs(problems or {}) do named = named or line:find(shown .. ":", 1, true) == 1 end
+          check.truthy(not ok and named, string.format("%s = %s in the %s result is named: %s", shown, tostring(bad),
+                                                      name, table.concat(problems or {}, "; ")))
+        end
+        checked = checked + 1
+        break
+      end
+    end
+    check.truthy(found, f.path .. ": no document holds its parent")
+  end
+end
+check.truthy(checked >= #schema.fields - 1, "every field was tried (" .. checked .. ")")
+
+-- recompute is the one phase a result may lack (results written before activation checkpointing
+-- have none), forward is not; config.model.checkpoint is false, "blocks" or N >= 1
+do
+  local older = dp.deep_copy(checkpointed)
+  older.timing.phases_ms.recompute = nil
+  assert_valid(older, "a result without the recompute phase")
+  older.timing.phases_ms.forward = nil
+  local ok, problems = results.validate(older)
+  check.truthy(not ok and problems[1] == "timing.phases_ms.forward: missing (number expected)",
+               "a missing forward phase is named: " .. table.concat(problems or {}, "; "))
+  local doc = dp.deep_copy(checkpointed)
+  for _, good in ipairs({ false, "blocks", 1, 4 }) do
+    doc.config.model.checkpoint = good
+    assert_valid(doc, "checkpoint = " .. tostring(good))
+  end
+  for _, bad in ipairs({ "every", 0, 2.5, true }) do
+    doc.config.model.checkpoint = bad
+    ok, problems = results.validate(doc)
+    check.truthy(not ok and problems[1] == string.format("config.model.checkpoint: '%s' (valid: false, \"blocks\", "
+                                                         .. "an integer N >= 1)", tostring(bad)),
+                 "checkpoint = " .. tostring(bad) .. " is named: " .. table.concat(problems or {}, "; "))
+  end
+end
+
 -- The chart fixtures (tests/fixtures/results, from generate.lua) are results as this page
 -- describes them, OOM points included; the malformed set breaks exactly what its tests expect.
 do
-  local root = arg[0]:match("(.*/)") .. "../fixtures/results/"
+  local root = fixture_root
   local n = 0
   for _, set in ipairs({ "single", "sweep_seq", "sweep_2d" }) do
     local ls = assert(io.popen("ls '" .. root .. set .. "'"))
@@ -326,5 +474,25 @@ do
   for _, name in ipairs({ "vanilla.json", "flat.json", "ghost+twopass.json" }) do
     check.truthy(results.validate(results.read(root .. "malformed/" .. name)), "malformed/" .. name .. " is itself valid")
   end
+end
+-- A failed run's configuration is what was asked for: a sweep's crashed or timed-out point
+-- records its point's configuration, before the experiment filled in its defaults (dtype,
+-- max_physical_batch_size...). Such a file used to fail validation, so `dpprof compare` refused
+-- a sweep directory with a timed-out point. What is there is still checked, and an ok result
+-- still needs every key.
+do
+  local asked = { model = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 2 },
+                  device = "cpu", iters = 1, warmup = 0, method = "ghost" }
+  local failed = results.failure{ name = "p", status = "timeout", message = "timed out", config = asked }
+  assert_valid(failed, "a timed-out point with the configuration it asked for")
+  failed.config.model.seq_len = "8"
+  local ok, problems = results.validate(failed)
+  check.eq(ok, false, "a wrong type in a failed run's configuration is still refused")
+  check.truthy(problems[1]:find("config.model.seq_len", 1, true) == 1, tostring(problems[1]))
+  local good = dp.experiment(config({ iters = 1, warmup = 0 }))
+  good.config.model.dtype = nil
+  ok, problems = results.validate(good)
+  check.eq(ok, false, "an ok result without config.model.dtype")
+  check.truthy(problems[1]:find("config.model.dtype: missing", 1, true) == 1, tostring(problems[1]))
 end
 print("ok")
