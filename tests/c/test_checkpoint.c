@@ -2,10 +2,12 @@
  *
  * 1. The model alone: loss, per-sample losses and every gradient are the same bits with and
  *    without checkpointing (every block, every 2nd), for gpt (tied and untied) and llama
- *    (grouped-query attention, llama3 rope scaling), with and without LoRA (adapters on the
- *    block's output projection too, whose recomputation makes only the adapter's input), f32 and
- *    bf16 (a bf16 LoRA model: frozen base weights bf16 only). Nothing is left allocated after it.
- * 2. DP-SGD: for every preset and the other norms x clip pairs, one logical step of 5 samples in
+ *    (grouped-query attention with kv_heads < heads, head_dim given or not, llama3 rope
+ *    scaling), with and without LoRA (adapters on the block's output projection too, whose
+ *    recomputation makes only the adapter's input), f32 and bf16 (a bf16 LoRA model: frozen base
+ *    weights bf16 only). Nothing is left allocated after it.
+ * 2. DP-SGD, for each of those models: for vanilla and every norms x clip pair of the engine's
+ *    lists (every preset among them; flash in strips too), one logical step of 5 samples in
  *    physical batches of 2, 2 and 1, noised: the per-sample norms, each parameter's squared norms
  *    of the last batch and the updated parameters are the same bits with and without
  *    checkpointing. Twopass recomputes in both backwards, book-keeping in its backward and, block
@@ -37,12 +39,13 @@ static dp_device *cpu;
 typedef struct variant {
     dp_arch arch;
     int tied, lora, bf16;
+    int64_t head_dim; /* llama: 0 = hidden / heads */
 } variant;
 
 static const char *variant_name(const variant *v) {
     static char buf[64];
-    snprintf(buf, sizeof buf, "%s%s%s%s", v->arch == DP_ARCH_GPT ? "gpt" : "llama", v->tied ? " tied" : "",
-             v->lora ? " lora" : "", v->bf16 ? " bf16" : "");
+    snprintf(buf, sizeof buf, "%s%s%s%s%s", v->arch == DP_ARCH_GPT ? "gpt" : "llama", v->tied ? " tied" : "",
+             v->lora ? " lora" : "", v->bf16 ? " bf16" : "", v->head_dim ? " head_dim" : "");
     return buf;
 }
 
@@ -52,7 +55,8 @@ static dp_model_config config_of(const variant *v, int checkpoint, int64_t batch
     c.vocab = 19, c.hidden = 16, c.layers = 3, c.ffn = 24, c.seq_len = 9, c.batch = batch, c.seed = 3;
     c.heads = 2;
     if (v->arch == DP_ARCH_LLAMA) {
-        c.heads = 4, c.kv_heads = 2; /* grouped-query attention, head width 4 */
+        c.heads = 4, c.kv_heads = 2; /* grouped-query attention, head width 4 (or head_dim) */
+        c.head_dim = v->head_dim;
         c.rope.type = DP_ROPE_LLAMA3, c.rope.factor = 8.0, c.rope.low_freq_factor = 1.0;
         c.rope.high_freq_factor = 4.0, c.rope.original_max_positions = 4;
     }
@@ -131,47 +135,68 @@ out:
 
 /* ---- 2. DP-SGD ----------------------------------------------------------------------------- */
 
+/* A DP method: vanilla, or a norms x clip pair with flash's implementation. */
 typedef struct method {
-    const char *name; /* a preset, or NULL for the pair below */
     dpsgd_norms_method norms;
     dpsgd_clip_method clip;
+    dpsgd_flash_impl flash_impl;
 } method;
 
-static const method methods[] = {
-    {"vanilla", 0, 0},
-    {"flat", 0, 0},
-    {"ghost", 0, 0},
-    {"mixed_ghost", 0, 0},
-    {"bk", 0, 0},
-    {"flash_clip", 0, 0},
-    {NULL, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_TWOPASS},
-    {NULL, DPSGD_NORMS_GHOST, DPSGD_CLIP_BK},
-    {NULL, DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS},
-};
-#define N_METHODS (sizeof methods / sizeof *methods)
+/* vanilla and every norms x clip pair of the engine's lists (so every preset: list_methods checks
+ * that each is one of them), flash in strips too */
+#define MAX_METHODS 32
+static method methods[MAX_METHODS];
+static size_t n_methods;
 
+static void list_methods(void) {
+    methods[n_methods++] = (method){DPSGD_NORMS_NONE, DPSGD_CLIP_NONE, DPSGD_FLASH_TILES};
+    for (size_t i = 0; dpsgd_list_name(DPSGD_LIST_NORMS, i); i++)
+        for (size_t j = 0; dpsgd_list_name(DPSGD_LIST_CLIPS, j) && n_methods + 2 <= MAX_METHODS; j++) {
+            method mt = {DPSGD_NORMS_NONE, DPSGD_CLIP_NONE, DPSGD_FLASH_TILES};
+            CHECK_OK(dpsgd_norms_parse(dpsgd_list_name(DPSGD_LIST_NORMS, i), &mt.norms));
+            CHECK_OK(dpsgd_clip_parse(dpsgd_list_name(DPSGD_LIST_CLIPS, j), &mt.clip));
+            methods[n_methods++] = mt;
+            if (mt.norms == DPSGD_NORMS_FLASH) {
+                mt.flash_impl = DPSGD_FLASH_STRIPS;
+                methods[n_methods++] = mt;
+            }
+        }
+    size_t presets = 0;
+    for (const char *name; (name = dpsgd_list_name(DPSGD_LIST_PRESETS, presets)) != NULL; presets++) {
+        method p = {DPSGD_NORMS_NONE, DPSGD_CLIP_NONE, DPSGD_FLASH_TILES};
+        CHECK_OK(dpsgd_method_preset(name, &p.norms, &p.clip));
+        int found = 0;
+        for (size_t k = 0; k < n_methods; k++) found |= methods[k].norms == p.norms && methods[k].clip == p.clip;
+        if (!found) fprintf(stderr, "  the preset %s is not among the methods tested\n", name);
+        CHECK(found);
+    }
+    CHECK(presets >= 6 && n_methods >= presets);
+}
+
+/* The preset's name, or norms+clip; " (strips)" for flash in strips. */
 static const char *method_name(const method *mt) {
-    static char buf[48];
-    if (mt->name) return mt->name;
-    snprintf(buf, sizeof buf, "%s+%s", dpsgd_norms_name(mt->norms), dpsgd_clip_name(mt->clip));
+    static char buf[64];
+    const char *preset = dpsgd_method_preset_name(mt->norms, mt->clip);
+    if (preset)
+        snprintf(buf, sizeof buf, "%s", preset);
+    else
+        snprintf(buf, sizeof buf, "%s+%s", dpsgd_norms_name(mt->norms), dpsgd_clip_name(mt->clip));
+    if (mt->flash_impl == DPSGD_FLASH_STRIPS) snprintf(buf + strlen(buf), sizeof buf - strlen(buf), " (strips)");
     return buf;
 }
 
 static void method_config(const method *mt, dpsgd_config *cfg) {
     dpsgd_config_default(cfg);
-    if (mt->name)
-        CHECK_OK(dpsgd_method_preset(mt->name, &cfg->norms, &cfg->clip));
-    else
-        cfg->norms = mt->norms, cfg->clip = mt->clip;
+    cfg->norms = mt->norms, cfg->clip = mt->clip, cfg->flash_impl = mt->flash_impl;
 }
 
 /* What one logical step leaves: the per-sample norms, the last batch's squared norms per
  * parameter, and the trainable parameters after an SGD step. */
 typedef struct step_out {
     float norms[5];
-    float *sq;     /* n_trainable x (last batch) */
-    float *params; /* concatenated */
-    int64_t n_sq, n_params;
+    float *sq;              /* n_trainable x (last batch) */
+    unsigned char *params;  /* the trainable values' bytes, concatenated (a bf16-only one's bf16) */
+    int64_t n_sq, n_params; /* n_params: bytes */
 } step_out;
 
 static void step_out_free(step_out *s) {
@@ -241,9 +266,9 @@ static void run_step(const variant *v, const method *mt, int checkpoint, step_ou
         dp_param *p = dp_model_param(m, k);
         if (!p->trainable) continue;
         n_tr++;
-        out->n_params += p->value.numel;
+        out->n_params += dp_tensor_bytes(&p->value);
     }
-    out->params = malloc((size_t)out->n_params * sizeof *out->params);
+    out->params = malloc((size_t)out->n_params);
     out->sq = calloc((size_t)(n_tr * last + 1), sizeof *out->sq);
     CHECK_OK(dp_optim_step(opt));
     for (int k = 0, j = 0; k < dp_model_param_count(m); k++) {
@@ -251,9 +276,9 @@ static void run_step(const variant *v, const method *mt, int checkpoint, step_ou
         if (!p->trainable) continue;
         if (cfg.norms != DPSGD_NORMS_NONE) CHECK_OK(dpsgd_param_sq_norms(dp, p, out->sq + out->n_sq, last));
         out->n_sq += last;
-        const int64_t bytes = p->value.numel * (int64_t)sizeof(float);
-        if (p->value.dtype == DP_F32) memcpy(out->params + j, p->value.data, (size_t)bytes);
-        j += (int)p->value.numel;
+        const int64_t bytes = dp_tensor_bytes(&p->value);
+        memcpy(out->params + j, p->value.data, (size_t)bytes);
+        j += (int)bytes;
     }
     dp_tensor_free(all_in);
     dp_tensor_free(all_tg);
@@ -264,7 +289,7 @@ done:
 }
 
 static void check_dp(const variant *v) {
-    for (size_t k = 0; k < N_METHODS; k++) {
+    for (size_t k = 0; k < n_methods; k++) {
         step_out ref;
         run_step(v, &methods[k], 0, &ref);
         for (int checkpoint = 1; checkpoint <= 2; checkpoint++) {
@@ -272,8 +297,7 @@ static void check_dp(const variant *v) {
             run_step(v, &methods[k], checkpoint, &got);
             int norms = memcmp(ref.norms, got.norms, sizeof ref.norms) == 0;
             int sq = ref.n_sq == got.n_sq && memcmp(ref.sq, got.sq, (size_t)ref.n_sq * sizeof *ref.sq) == 0;
-            int params = ref.n_params == got.n_params &&
-                         memcmp(ref.params, got.params, (size_t)ref.n_params * sizeof *ref.params) == 0;
+            int params = ref.n_params == got.n_params && memcmp(ref.params, got.params, (size_t)ref.n_params) == 0;
             if (!norms || !sq || !params) {
                 fprintf(stderr, "  %s, %s, checkpoint %d: %s%s%s differ from no checkpointing\n", variant_name(v),
                         method_name(&methods[k]), checkpoint, norms ? "" : "norms ", sq ? "" : "squared norms ",
@@ -347,7 +371,7 @@ static void measure(dp_device *dev, const variant *v, const method *mt, int chec
 }
 
 static void check_plan(const variant *v, dp_device *plan) {
-    for (size_t k = 0; k < N_METHODS; k++)
+    for (size_t k = 0; k < n_methods; k++)
         for (int checkpoint = 1; checkpoint <= 2; checkpoint++) {
             static step_mem c, p;
             measure(cpu, v, &methods[k], checkpoint, &c);
@@ -372,7 +396,7 @@ static void check_plan(const variant *v, dp_device *plan) {
 }
 
 /* Bytes of one block's activations (model_internal.h's lists): `inner` without its output,
- * which is B x T x d; values in the compute dtype (f32 here), statistics f32. */
+ * which is B x T x d; values in the compute dtype (2 bytes for bf16), statistics f32. */
 static void block_bytes(const dp_model_config *c, uint64_t *inner, uint64_t *output) {
     const uint64_t N = (uint64_t)(c->batch * c->seq_len), d = (uint64_t)c->hidden, H = (uint64_t)c->heads;
     const uint64_t F = (uint64_t)dp_model_config_ffn(c), r = (uint64_t)c->lora_rank;
@@ -384,18 +408,19 @@ static void block_bytes(const dp_model_config *c, uint64_t *inner, uint64_t *out
         values = N * (7 * d + 2 * F);
         stats = N * (4 + H);
     } else {
-        const uint64_t hd = d / H, dq = H * hd, dkv = (uint64_t)c->kv_heads * hd;
+        const uint64_t hd = c->head_dim ? (uint64_t)c->head_dim : d / H, dq = H * hd, dkv = (uint64_t)c->kv_heads * hd;
         /* xn, q, k, v, att, res_mid, xn2; gate, up, h (F); stats: two rstd, lse (H) */
         values = N * (3 * d + 2 * dq + 2 * dkv + 3 * F);
         stats = N * (2 + H);
     }
     if (c->lora_rank) values += N * r * adapters;
-    *inner = 4 * values + 4 * stats;
-    *output = 4 * N * d;
+    const uint64_t value_bytes = c->dtype == DP_BF16 ? 2 : 4;
+    *inner = value_bytes * values + 4 * stats;
+    *output = value_bytes * N * d;
 }
 
 static void check_formula(const variant *v, dp_device *plan) {
-    for (size_t k = 0; k < N_METHODS; k++)
+    for (size_t k = 0; k < n_methods; k++)
         for (int checkpoint = 1; checkpoint <= 2; checkpoint++) {
             dp_model_config c = config_of(v, checkpoint, 2);
             const uint64_t N = 18, L = 3;
@@ -433,7 +458,7 @@ static void check_formula(const variant *v, dp_device *plan) {
 /* ---- 5. bad values ------------------------------------------------------------------------- */
 
 static void check_errors(void) {
-    variant v = {DP_ARCH_GPT, 1, 0, 0};
+    variant v = {DP_ARCH_GPT, 1, 0, 0, 0};
     dp_model_config c = config_of(&v, -1, 2);
     CHECK(dp_model_config_check(&c) == DP_EINVAL);
     CHECK(strstr(dp_error_message(), "checkpoint") != NULL);
@@ -466,15 +491,17 @@ int main(void) {
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     dp_device *plan;
     CHECK_OK(dp_device_get(DP_DEV_PLAN, &plan));
+    list_methods();
+    /* llama: grouped-query attention (4 heads, 2 kv heads), one with head_dim != hidden / heads;
+     * bf16 with LoRA: the frozen base weights bf16 only */
     const variant variants[] = {
-        {DP_ARCH_GPT, 1, 0, 0},   {DP_ARCH_GPT, 0, 0, 0},   {DP_ARCH_GPT, 1, 1, 0},
-        {DP_ARCH_LLAMA, 0, 0, 0}, {DP_ARCH_LLAMA, 0, 1, 0},
+        {DP_ARCH_GPT, 1, 0, 0, 0},   {DP_ARCH_GPT, 0, 0, 0, 0},   {DP_ARCH_GPT, 1, 1, 0, 0},
+        {DP_ARCH_LLAMA, 0, 0, 0, 0}, {DP_ARCH_LLAMA, 0, 0, 0, 6}, {DP_ARCH_LLAMA, 0, 1, 0, 0},
+        {DP_ARCH_GPT, 1, 1, 1, 0},   {DP_ARCH_LLAMA, 0, 1, 1, 0},
     };
     const size_t nv = sizeof variants / sizeof *variants;
     for (size_t i = 0; i < nv; i++)
         for (int checkpoint = 1; checkpoint <= 2; checkpoint++) check_model(&variants[i], checkpoint);
-    variant bf16 = {DP_ARCH_LLAMA, 0, 1, 1};
-    check_model(&bf16, 1);
     printf("model: gradients identical with checkpointing\n");
     for (size_t i = 0; i < nv; i++) check_dp(&variants[i]);
     printf("dp: norms and updates identical with checkpointing, every method\n");
