@@ -205,8 +205,16 @@ check.truthy(out:find("seq_len, batch, layers", 1, true), "lists the valid choic
 code, out = sh(string.format("%q fit budget=3", exe))
 check.eq(code, 2, "unknown key: exit 2")
 check.truthy(out:find("unknown key 'budget'", 1, true), "names the key: " .. out)
+local _, unknown = sh(string.format("%q fit budget=3", exe))
 code, out = sh(string.format("%q fit --help", exe))
 check.eq(code, 0, "--help")
 check.truthy(out:find("usage: dpprof fit", 1, true), "usage")
+-- every key fit takes (the list its error gives) is in its usage, checkpoint= among them
+local keys = unknown:match("%(valid: ([^)]*)%)")
+check.truthy(keys and keys:find("checkpoint", 1, true), "the valid keys, checkpoint among them: " .. unknown)
+local described = out:match("^(.-)\nexample:") or out -- the keys' descriptions, not the examples
+for key in (keys or ""):gmatch("[%w_]+") do
+  check.truthy(described:find("%f[%w_]" .. key .. "="), "the usage describes " .. key .. "=")
+end
 
 print("test_fit: ok")
