@@ -123,10 +123,10 @@ for _, p in ipairs(planned) do
                                       p.checkpoint == "blocks" and (p.fits and ", target met" or ", target MISSED") or "")
 end
 
-local f = assert(io.open(out .. "/bench_checkpoint.json", "w"))
-f:write(dp.json.encode({ benchmark = "bench_checkpoint", device = device, repeats = repeats, rows = rows,
-                        planned = planned, targets = checks }, { indent = true }), "\n")
-f:close()
+-- through dpprof.write_file: never through a link planted at the path
+require("dpprof.results").write(out .. "/bench_checkpoint.json", { benchmark = "bench_checkpoint", device = device,
+                                                                   repeats = repeats, rows = rows, planned = planned,
+                                                                   targets = checks })
 
 local function mib(b) return b and string.format("%.1f", b / 2 ^ 20) or "-" end
 print(string.format("\nstep: best of %d timed iteration(s) x %d sweep(s)%s", args.iters or 5, repeats,
