@@ -209,20 +209,11 @@ static void run_step(const variant *v, const method *mt, int checkpoint, step_ou
     dp_model *m = make_model(cpu, v, checkpoint, 2);
     dpsgd_config cfg;
     method_config(mt, &cfg);
-    /* C between the samples' norms (LoRA's 0.25 to 1, the others' 1.9 to 3.3): some clipped, some not */
-    cfg.max_grad_norm = v->lora ? 0.45 : v->arch == DP_ARCH_LLAMA ? 2.2 : 2.5;
-    cfg.noise_multiplier = 0.7;
-    cfg.expected_batch_size = 5;
-    cfg.max_physical_batch_size = 2;
-    cfg.dataset_size = 1000;
-    cfg.seed = 42;
     dpsgd *dp = NULL;
     dp_optimizer *opt = NULL;
-    dp_optim_opts oo;
-    dp_optim_opts_default(&oo, DP_OPTIM_SGD);
-    oo.lr = 0.5;
-    if (m) CHECK_OK(dpsgd_new(m, &cfg, &dp));
-    if (m) CHECK_OK(dp_optim_new(m, DP_OPTIM_SGD, &oo, &opt));
+    /* C between the samples' norms (LoRA's 0.25 to 1, the others' 1.9 to 3.3): some clipped, some not */
+    const double C = v->lora ? 0.45 : v->arch == DP_ARCH_LLAMA ? 2.2 : 2.5;
+    if (m) CHECK_OK(test_dp_sgd(m, &cfg, C, 0.7, 2, &dp, &opt));
     if (!dp || !opt) goto done;
     dp_tensor *all_in = test_ids(cpu, 5, 9, 19, 17), *all_tg = test_ids(cpu, 5, 9, 19, 23);
     dpsgd_step_plan plan;
