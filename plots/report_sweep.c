@@ -21,6 +21,35 @@ typedef struct {
     const char *text[MAX_VALUES];
 } value_set;
 
+/* Where a value of `checkpoint` (activation checkpointing: false, "blocks" or every N-th block)
+ * sorts: by the share of blocks it recomputes, 0 for off to 1 for every block, so the axis runs
+ * from the most memory to the least. */
+static double checkpoint_share(const char *text) {
+    if (strcmp(text, "blocks") == 0) return 1.0;
+    char *end;
+    double n = strtod(text, &end);
+    return *end == '\0' && n >= 1 ? 1.0 / n : 0.0;
+}
+
+/* The axis label of a checkpoint value: "off", "every block", "every 2nd", "every 4th". */
+static void checkpoint_label(const char *text, char *out, size_t n) {
+    double share = checkpoint_share(text);
+    if (share == 0.0)
+        snprintf(out, n, "off");
+    else if (share == 1.0)
+        snprintf(out, n, "every block");
+    else {
+        long k = lround(1.0 / share);
+        const char *suffix = k % 10 == 2 && k % 100 != 12 ? "nd" : k % 10 == 3 && k % 100 != 13 ? "rd" : "th";
+        snprintf(out, n, "every %ld%s", k, suffix);
+    }
+}
+
+static int value_before(const value_set *vs, const char *key, size_t a, size_t b) {
+    if (strcmp(key, "checkpoint") == 0) return checkpoint_share(vs->text[a]) < checkpoint_share(vs->text[b]);
+    return vs->numeric ? vs->number[a] < vs->number[b] : strcmp(vs->text[a], vs->text[b]) < 0;
+}
+
 static void collect_values(const dpplot_results *rs, const char *sweep, const char *key, value_set *vs) {
     memset(vs, 0, sizeof *vs);
     vs->numeric = 1;
@@ -39,7 +68,7 @@ static void collect_values(const dpplot_results *rs, const char *sweep, const ch
     /* insertion sort: a handful of values */
     for (size_t i = 1; i < vs->n; i++)
         for (size_t j = i; j > 0; j--) {
-            int swap = vs->numeric ? vs->number[j] < vs->number[j - 1] : strcmp(vs->text[j], vs->text[j - 1]) < 0;
+            int swap = value_before(vs, key, j, j - 1);
             if (!swap) break;
             double tn = vs->number[j];
             const char *tt = vs->text[j];
@@ -103,6 +132,17 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
     static const double nan_init = NAN;
     double x[MAX_VALUES], mem[MAX_METHODS][MAX_VALUES], ms[MAX_METHODS][MAX_VALUES];
     unsigned char oom[MAX_METHODS][MAX_VALUES];
+    /* checkpoint: off, every N-th, every block as categories */
+    const int is_checkpoint = strcmp(x_key, "checkpoint") == 0;
+    char label_text[MAX_VALUES][24];
+    const char *labels[MAX_VALUES];
+    if (is_checkpoint) {
+        xs.numeric = 0;
+        for (size_t k = 0; k < xs.n; k++) {
+            checkpoint_label(xs.text[k], label_text[k], sizeof label_text[k]);
+            labels[k] = label_text[k];
+        }
+    }
     int log2x = wants_log2(x_key, &xs);
     for (size_t k = 0; k < xs.n; k++) x[k] = xs.numeric ? xs.number[k] : (double)k;
     for (size_t m = 0; m < n_m; m++)
@@ -201,7 +241,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         s.x_min = xmin, s.x_max = xmax;
         s.y_unit = units[panel];
         s.y_min = 0, s.y_max = d * 1.08, s.y_extend = 1;
-        if (!xs.numeric) s.x_categories = xs.text, s.n_x_categories = xs.n;
+        if (!xs.numeric) s.x_categories = is_checkpoint ? labels : xs.text, s.n_x_categories = xs.n;
         s.top_band = dpplot_oom_band(n_oom_series);
         dpplot_rect outer = {10 + (W - 20) / 2 * panel, top, (W - 20) / 2 - 10, H - top - 10 - bottom_note};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;
