@@ -8,8 +8,8 @@
  * A path names a field below the top of the document: keys joined by ".", "[]" for each element
  * of an array ("snapshots[].name"), "{category}" for each of the engine's memory categories
  * (every one is required, no other key is allowed: dpprof.memory.categories), "{phase}" for each
- * of DPR_PHASES (every one required, unless the row's when is OPTIONAL: then the phases that ran;
- * no other key is allowed), "*" for any key. A field's parent is described before it.
+ * of DPR_PHASES (every one required but those of DPR_OPTIONAL_PHASES; under a row whose when is
+ * OPTIONAL, none: the phases that ran), "*" for any key. A field's parent is described before it.
  *
  * when (below the top: wherever the parent is present): ALWAYS required; OK required in an ok
  * result (a failed run's config is what was asked for, before defaults: checked, not required);
@@ -37,7 +37,11 @@
 /* The lists the schema holds, as X(ID, "name"). */
 #define DPR_STATUSES(X) X(OK, "ok") X(OOM, "oom") X(ERROR, "error") X(CRASHED, "crashed") X(TIMEOUT, "timeout")
 #define DPR_PHASES(X)                                                                                                  \
-    X(FORWARD, "forward") X(BACKWARD, "backward") X(CLIP, "clip") X(NOISE, "noise") X(OPTIMIZER, "optimizer")
+    X(FORWARD, "forward")                                                                                              \
+    X(BACKWARD, "backward") X(CLIP, "clip") X(NOISE, "noise") X(OPTIMIZER, "optimizer") X(RECOMPUTE, "recompute")
+/* The phases a result may lack, read as 0 ms: those results written before them do not have
+ * (recompute: activation checkpointing's recomputation of blocks, issue 16). */
+#define DPR_OPTIONAL_PHASES(X) X(RECOMPUTE, "recompute")
 #define DPR_SAMPLINGS(X) X(POISSON, "poisson") X(FIXED, "fixed")
 #define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory")
 /* config.profile and profile.mode (a result carries `profile` only for "ops"). */
@@ -97,6 +101,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(CONFIG_MODEL_VOCAB, "config.model.vocab", INTEGER, OK, DPR_NONNEG, NULL)                                         \
     X(CONFIG_MODEL_ARCH, "config.model.arch", STRING, OK, 0, NULL)                                                     \
     X(CONFIG_MODEL_DTYPE, "config.model.dtype", STRING, OK, 0, NULL)                                                   \
+    X(CONFIG_MODEL_CHECKPOINT, "config.model.checkpoint", SCALAR, OPTIONAL, 0, NULL) /* false, "blocks" or N */        \
     X(CONFIG_METHOD, "config.method", STRING, OK, 0, NULL)                                                             \
     X(CONFIG_OPTIMIZER, "config.optimizer", OBJECT, OK, DPR_OPEN, NULL)                                                \
     X(CONFIG_OPTIMIZER_NAME, "config.optimizer.name", STRING, OK, 0, NULL)                                             \

@@ -41,7 +41,8 @@ typedef enum {
     DPPLOT_N_MODULE_GROUPS
 } dpplot_module_group;
 
-/* Training phases of timing.spans: the schema's (common/results_schema.h), in its order. */
+/* Training phases of timing.spans: the schema's (common/results_schema.h), in its order; recompute
+ * (activation checkpointing) nests in a backward or clip span. */
 typedef enum {
 #define DPPLOT_PHASE_ENUM(id, name) DPPLOT_PHASE_##id,
     DPR_PHASES(DPPLOT_PHASE_ENUM)

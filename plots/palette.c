@@ -96,13 +96,14 @@ const char *dpplot_module_group_name(dpplot_module_group g) {
 #define DPPLOT_PHASE_NAME(id, name) name,
 static const char *const phase_names[DPPLOT_N_PHASES] = {DPR_PHASES(DPPLOT_PHASE_NAME)};
 #undef DPPLOT_PHASE_NAME
-_Static_assert(DPPLOT_N_PHASES == 5, "a colour per phase of the schema below");
+_Static_assert(DPPLOT_N_PHASES == 6, "a colour per phase of the schema below");
 static const unsigned phase_colors[DPPLOT_N_PHASES] = {
     0x88CCEE, /* forward: cyan */
     0xDDCC77, /* backward: sand */
     0xCC6677, /* clip: rose */
     0xAA4499, /* noise: purple */
     0x44AA99, /* optimizer: teal */
+    0x999933, /* recompute: olive */
 };
 
 int dpplot_phase_from_name(const char *name) {

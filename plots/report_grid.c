@@ -195,7 +195,7 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
             sp.x_min = xmin, sp.x_max = xmax;
             sp.y_unit = dpplot_metric_unit(metric);
             sp.y_min = y_min < 0 ? y_min * 1.1 : 0, sp.y_max = (y_max > 0 ? y_max : 1) * 1.08, sp.y_extend = 1;
-            if (!xs.numeric) sp.x_categories = xs.text, sp.n_x_categories = xs.n;
+            if (!xs.numeric) sp.x_categories = xs.label, sp.n_x_categories = xs.n;
             sp.top_band = any_oom ? dpplot_oom_band(n_series) : 0;
             dpplot_rect outer = {10 + cell_w * (double)kc, top + cell_h * (double)kr, cell_w - 10, cell_h - 6};
             if (dpplot_panel_begin(&p, cv, outer, &sp) != 0) {

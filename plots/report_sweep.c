@@ -203,7 +203,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         s.x_min = xmin, s.x_max = xmax;
         s.y_unit = units[panel];
         s.y_min = 0, s.y_max = d * 1.08, s.y_extend = 1;
-        if (!xs.numeric) s.x_categories = xs.text, s.n_x_categories = xs.n;
+        if (!xs.numeric) s.x_categories = xs.label, s.n_x_categories = xs.n;
         s.top_band = dpplot_oom_band(n_oom_series);
         dpplot_rect outer = {10 + (W - 20) / 2 * panel, top, (W - 20) / 2 - 10, H - top - 10 - bottom_note};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;
@@ -344,8 +344,8 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
         s.title_swatch = &color;
         s.x_label = row == rows - 1 || k + cols >= n_p ? x_key : NULL;
         s.y_label = col == 0 ? y_key : NULL;
-        s.x_categories = xs.text, s.n_x_categories = xs.n;
-        s.y_categories = ys.text, s.n_y_categories = ys.n;
+        s.x_categories = xs.label, s.n_x_categories = xs.n;
+        s.y_categories = ys.label, s.n_y_categories = ys.n;
         s.no_grid = 1;
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 10, cell_h - 8};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;

@@ -12,9 +12,39 @@ int dpplot_in_sweep(const dpplot_result *r, const char *sweep) {
     return r->sweep_name && strcmp(r->sweep_name, sweep) == 0;
 }
 
+/* Where a value of `checkpoint` (activation checkpointing: false, "blocks" or every N-th block)
+ * sorts: by the share of blocks it recomputes, 0 for off to 1 for every block, so the axis runs
+ * from the most memory to the least. */
+static double checkpoint_share(const char *text) {
+    if (strcmp(text, "blocks") == 0) return 1.0;
+    char *end;
+    double n = strtod(text, &end);
+    return *end == '\0' && n >= 1 ? 1.0 / n : 0.0;
+}
+
+/* The axis label of a checkpoint value: "off", "every block", "every 2nd", "every 4th". */
+static void checkpoint_label(const char *text, char *out, size_t n) {
+    double share = checkpoint_share(text);
+    if (share == 0.0)
+        snprintf(out, n, "off");
+    else if (share == 1.0)
+        snprintf(out, n, "every block");
+    else {
+        long k = lround(1.0 / share);
+        const char *suffix = k % 10 == 2 && k % 100 != 12 ? "nd" : k % 10 == 3 && k % 100 != 13 ? "rd" : "th";
+        snprintf(out, n, "every %ld%s", k, suffix);
+    }
+}
+
+static int value_before(const dpplot_value_set *vs, int checkpoint, size_t a, size_t b) {
+    if (checkpoint) return checkpoint_share(vs->text[a]) < checkpoint_share(vs->text[b]);
+    return vs->numeric ? vs->number[a] < vs->number[b] : strcmp(vs->text[a], vs->text[b]) < 0;
+}
+
 void dpplot_sweep_values(const dpplot_results *rs, const char *sweep, const char *key, dpplot_value_set *vs) {
     memset(vs, 0, sizeof *vs);
-    vs->numeric = 1;
+    const int checkpoint = strcmp(key, "checkpoint") == 0;
+    vs->numeric = !checkpoint; /* checkpoint: off, every N-th, every block as categories */
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
         if (!dpplot_in_sweep(r, sweep)) continue;
@@ -30,13 +60,20 @@ void dpplot_sweep_values(const dpplot_results *rs, const char *sweep, const char
     /* insertion sort: a handful of values */
     for (size_t i = 1; i < vs->n; i++)
         for (size_t j = i; j > 0; j--) {
-            int swap = vs->numeric ? vs->number[j] < vs->number[j - 1] : strcmp(vs->text[j], vs->text[j - 1]) < 0;
+            int swap = value_before(vs, checkpoint, j, j - 1);
             if (!swap) break;
             double tn = vs->number[j];
             const char *tt = vs->text[j];
             vs->number[j] = vs->number[j - 1], vs->text[j] = vs->text[j - 1];
             vs->number[j - 1] = tn, vs->text[j - 1] = tt;
         }
+    for (size_t k = 0; k < vs->n; k++) {
+        vs->label[k] = vs->text[k];
+        if (checkpoint) {
+            checkpoint_label(vs->text[k], vs->label_text[k], sizeof vs->label_text[k]);
+            vs->label[k] = vs->label_text[k];
+        }
+    }
 }
 
 size_t dpplot_value_index(const dpplot_value_set *vs, const dpplot_vary *v) {

@@ -10,12 +10,16 @@
 #define DPPLOT_SWEEP_MAX_VALUES 64
 #define DPPLOT_SWEEP_MAX_KEYS 8
 
-/* Distinct values of one swept variable across a sweep, sorted (numbers ascending, else text). */
+/* Distinct values of one swept variable across a sweep, sorted (numbers ascending, else text;
+ * `checkpoint`, activation checkpointing, from off to every block, as categories), with the labels
+ * an axis shows ("every 2nd" for checkpoint = 2; the text otherwise). */
 typedef struct {
     size_t n;
     int numeric;
     double number[DPPLOT_SWEEP_MAX_VALUES];
     const char *text[DPPLOT_SWEEP_MAX_VALUES];
+    const char *label[DPPLOT_SWEEP_MAX_VALUES];
+    char label_text[DPPLOT_SWEEP_MAX_VALUES][24];
 } dpplot_value_set;
 
 /* The values of key across the points of sweep. */

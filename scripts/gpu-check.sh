@@ -3,7 +3,7 @@
 # made: the GPU checks and benchmarks, in one call. Verdicts and the key lines go to stdout;
 # every log and result JSON into one tar, DIR/gpu-check.tar.gz.
 #
-#   usage: bash scripts/gpu-check.sh [--bundle FILE] [--out DIR] [tests] [flash] [dp] [large] [gram3]
+#   usage: bash scripts/gpu-check.sh [--bundle FILE] [--out DIR] [tests] [flash] [dp] [large] [gram3] [checkpoint]
 #          (defaults: dist/dpprof-gpu.tar.xz, /tmp/gpu-out, tests flash dp)
 #   tests  the four CUDA test programs (CUDA against the CPU, exact or to stated tolerances)
 #   flash  the flash norm kernels against cuBLAS (DPPROF_DP_BENCH=1 test_cuda_dp): tiles, strips
@@ -13,6 +13,10 @@
 #   large  the same for the large config (T=16384 B=1)
 #   gram3  bench_dp batched bf16, vanilla and flash_clip (tiles) with the one-accumulator Gram
 #          kernel (DPPROF_FLASH_VARIANT=3): compare its flash_clip ratio with the dp step's
+#   checkpoint  bench_checkpoint.lua on the large config and Llama-3 8B + LoRA (bf16, T=8192):
+#          peak and step time with activation checkpointing every block, 2nd and 4th block as
+#          ratios to none, per preset; then flash_clip with checkpointing at T=32768 B=1 (the
+#          issue's target, planned by the bench) measured
 set -uo pipefail
 repo=$PWD
 bundle=$repo/dist/dpprof-gpu.tar.xz
@@ -72,7 +76,14 @@ for s in $steps; do
           device=cuda configs=batched dtypes=bf16 methods=vanilla,flash_clip iters=2 warmup=1 flash_impl=tiles \
           out="$out/bench_dp_batched_gram3"
       grep -E "^batched |target|DPPROF_FLASH_VARIANT" "$out/logs/bench_dp_batched_gram3.log" | sort -u ;;
-    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large, gram3)"; status=2 ;;
+    checkpoint)
+      run bench_checkpoint "$x/bin/dpprof" run "$repo/experiments/bench_checkpoint.lua" device=cuda \
+          configs=large,llama3_8b_lora iters=3 warmup=1 out="$out/bench_checkpoint"
+      grep -E "target|planned" "$out/logs/bench_checkpoint.log"
+      run checkpoint_32k "$x/bin/dpprof" run "$repo/experiments/bench_checkpoint.lua" device=cuda configs=large \
+          methods=flash_clip settings=blocks seq_len=32768 iters=2 warmup=1 out="$out/checkpoint_32k"
+      grep -E "^large " "$out/logs/checkpoint_32k.log" ;;
+    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large, gram3, checkpoint)"; status=2 ;;
   esac
 done
 tar czf "$dest/gpu-check.tar.gz" -C "$out" .

@@ -1,24 +1,39 @@
 /* ledger.c: a small array of entries; op names are compared by pointer first (literals), then
- * by content, so the same name from two translation units still lands in one entry. */
+ * by content, so the same name from two translation units still lands in one entry. An entry of a
+ * section owns its "<section>:<op>" name. */
 #include "ledger.h"
 
 #include "clock.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static dp_ledger_entry *entries;
 static size_t n_entries, cap_entries;
 static size_t last = SIZE_MAX;
+static const char *open_section;
+
+static int same(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
+
+/* "<section>:<op>", or op itself outside a section; NULL when out of host memory */
+static const char *entry_name(const char *op, const char *section) {
+    if (!section) return op;
+    size_t n = strlen(section) + strlen(op) + 2;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s:%s", section, op);
+    return s;
+}
 
 void dp_ledger_add(const char *op, double flops, double bytes) {
     dp_clock_advance(flops, bytes);
+    const char *section = open_section;
     size_t i;
     for (i = 0; i < n_entries; i++)
-        if (entries[i].op == op) break;
+        if (entries[i].base == op && entries[i].section == section) break;
     if (i == n_entries)
         for (i = 0; i < n_entries; i++)
-            if (strcmp(entries[i].op, op) == 0) break;
+            if (same(entries[i].base, op) && same(entries[i].section, section)) break;
     if (i == n_entries) {
         if (n_entries == cap_entries) {
             size_t n = cap_entries ? 2 * cap_entries : 64;
@@ -27,12 +42,20 @@ void dp_ledger_add(const char *op, double flops, double bytes) {
             entries = p;
             cap_entries = n;
         }
-        entries[n_entries++] = (dp_ledger_entry){.op = op};
+        const char *name = entry_name(op, section);
+        if (!name) return;
+        entries[n_entries++] = (dp_ledger_entry){.op = name, .base = op, .section = section};
     }
     entries[i].calls++;
     entries[i].flops += flops;
     entries[i].bytes += bytes;
     last = i;
+}
+
+const char *dp_ledger_section(const char *section) {
+    const char *was = open_section;
+    open_section = section;
+    return was;
 }
 
 size_t dp_ledger_count(void) { return n_entries; }
@@ -60,13 +83,17 @@ void dp_ledger_totals(double *flops, double *bytes) {
 }
 
 void dp_ledger_reset(void) {
+    for (size_t i = 0; i < n_entries; i++)
+        if (entries[i].section) free((char *)entries[i].op);
     n_entries = 0;
     last = SIZE_MAX;
 }
 
 void dp_ledger_shutdown(void) {
+    dp_ledger_reset();
     free(entries);
     entries = NULL;
     n_entries = cap_entries = 0;
     last = SIZE_MAX;
+    open_section = NULL;
 }

@@ -2,7 +2,11 @@
  * bytes it reads plus writes in device memory, keyed by op name. The ledger is device
  * independent, so the plan backend fills it exactly as the CPU and CUDA backends do. With
  * profile = "ops" (profile.h) each entry also gathers the measured time of its calls and the
- * tagged bytes allocated and freed for them. */
+ * tagged bytes allocated and freed for them.
+ *
+ * A section (dp_ledger_section) sets work apart: while one is open, an op is recorded under
+ * "<section>:<op>" ("recompute:gemm" for an activation checkpoint's recomputed forward), so the
+ * same op inside and outside it are two entries. */
 #ifndef DP_LEDGER_H
 #define DP_LEDGER_H
 
@@ -10,7 +14,9 @@
 #include <stdint.h>
 
 typedef struct dp_ledger_entry {
-    const char *op; /* a string with static storage (op names are literals) */
+    const char *op;      /* the name: the op's literal, or "<section>:<op>" (owned by the ledger) */
+    const char *base;    /* the op's literal */
+    const char *section; /* the section's literal it was recorded in, or NULL */
     uint64_t calls;
     double flops;
     double bytes; /* read + written */
@@ -34,6 +40,9 @@ size_t dp_ledger_last(void);
 void dp_ledger_measure(size_t i, uint64_t calls, double time_ns, uint64_t alloc_bytes, uint64_t freed_bytes);
 /* Sums over all ops into *flops and *bytes (either may be NULL). */
 void dp_ledger_totals(double *flops, double *bytes);
+/* Opens section (a string literal; NULL closes it) for the ops recorded from now on; returns the
+ * section that was open, to restore it. */
+const char *dp_ledger_section(const char *section);
 /* Forgets every entry. */
 void dp_ledger_reset(void);
 /* Frees the ledger's storage (process end). */

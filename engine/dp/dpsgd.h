@@ -29,7 +29,12 @@
  * Memory: per-sample gradients under `per_sample_grads`, per-sample squared norms (B floats per
  * parameter) under `norm_samples`, Gram matrices and sort keys under `temp`, kept output
  * gradients under `output_grads`, each with the module path of its layer and freed as soon as
- * the algorithm allows. */
+ * the algorithm allows.
+ *
+ * Activation checkpointing (the model's cfg.checkpoint) composes with every method: the hooks
+ * take a linear's input and output gradient from the block the backward recomputed; twopass's
+ * second backward recomputes again; bk keeps its output gradients as always and, in the clip,
+ * has each checkpointed block's inputs recomputed one block at a time (docs/architecture.md). */
 #ifndef DPSGD_H
 #define DPSGD_H
 

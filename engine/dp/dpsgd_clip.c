@@ -7,7 +7,9 @@
  * linear's kept output gradient gives scale (c (.) G)^T A = scale G^T (c (.) A) (the rows of G,
  * or of a narrower input shared by linears, scaled in place, then one GEMM over all B T tokens),
  * an embedding's scales G's rows in place, then scatters them by token id and sums them over the
- * samples for the positions. */
+ * samples for the positions. Books whose input the backward recomputed (a checkpointed block's)
+ * are formed last, block by block: the model recomputes the block, its books are formed, the
+ * block is freed. */
 #include "dpsgd_impl.h"
 
 #include "dispatch.h"
@@ -132,11 +134,12 @@ static int book_per_sample(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c, const 
 /* (c (.) G)^T A = G^T (c (.) A): where the linears that share an input (gpt's qkv, llama's q, k,
  * v and gate, up, a head) have more output columns in all than the input has, scale the input's
  * rows once instead of every G's (gpt: 2d instead of 7d per token and layer; the head: d instead
- * of V). The input is a retained activation that nothing reads after the clip. */
-static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c) {
+ * of V). The input is a retained (or recomputed) activation that nothing reads after the clip.
+ * Only the books of one stage (block: -1 the retained inputs, else that recomputed block). */
+static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c, int block) {
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
-        if (bk->kind != DPSGD_BOOK_LINEAR || !bk->input_src) continue;
+        if (bk->kind != DPSGD_BOOK_LINEAR || !bk->input_src || bk->block != block) continue;
         int first = 1;
         int64_t cols = 0;
         for (int j = 0; j < dp->n_books; j++) {
@@ -214,13 +217,18 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
                              B * T, T, d, bk->param->value.shape[0]);
 }
 
-int dpsgd_clip_books(dpsgd *dp, const float *factors) {
-    int64_t B = dp->batch;
-    DP_TRY(dp_tensor_init_module(&dp->clip_dev, dp->dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
-    DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)B * sizeof *factors));
-    DP_TRY(scale_shared_inputs(dp, &dp->clip_dev));
+/* The clipped sums of the books of one stage (block: -1 those whose inputs the backward retained,
+ * else those of that recomputed block, whose inputs are live again), each freed once formed. */
+static int clip_stage(dpsgd *dp, const float *factors, int block) {
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
+        if (bk->kind == DPSGD_BOOK_LINEAR && bk->block == block && block >= 0)
+            DP_TRY(dp_tensor_view(&bk->input, bk->input_src, 0, bk->input_src->ndim, bk->input_src->shape));
+    }
+    DP_TRY(scale_shared_inputs(dp, &dp->clip_dev, block));
+    for (int k = 0; k < dp->n_books; k++) {
+        dpsgd_book *bk = &dp->books[k];
+        if (bk->block != block) continue;
         switch (bk->kind) {
         case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, &dp->clip_dev, factors)); break;
         case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, &dp->clip_dev)); break;
@@ -230,6 +238,25 @@ int dpsgd_clip_books(dpsgd *dp, const float *factors) {
         dp_tensor_release(&bk->psg);
         dp_tensor_release(&bk->out_grad);
         dp_tensor_release(&bk->ids);
+        bk->input = (dp_tensor){0};
+    }
+    return DP_OK;
+}
+
+int dpsgd_clip_books(dpsgd *dp, const float *factors) {
+    int64_t B = dp->batch;
+    DP_TRY(dp_tensor_init_module(&dp->clip_dev, dp->dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
+    DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)B * sizeof *factors));
+    DP_TRY(clip_stage(dp, factors, -1));
+    /* the books of checkpointed blocks, one block at a time: recompute its inputs, form, free */
+    for (int k = 0; k < dp->n_books; k++) {
+        int block = dp->books[k].block;
+        if (block < 0 || !dp->books[k].out_grad.alloc.live) continue; /* none, or its stage is done */
+        if (!dp->model) return dp_error_set(DP_EINTERNAL, "dp: a book of a recomputed block without a model");
+        DP_TRY(dp_model_recompute_block(dp->model, block));
+        int rc = clip_stage(dp, factors, block);
+        dp_model_release_block(dp->model, block);
+        DP_TRY(rc);
     }
     dp_tensor_release(&dp->clip_dev);
     return DP_OK;

@@ -72,7 +72,7 @@ static int keeps_out_grad(void *ctx, const dp_param *w, int64_t B, int64_t T, in
     return f != DPSGD_FORM_MATERIALIZE && f != DPSGD_FORM_BATCH1;
 }
 
-static int linear_weight(dpsgd *dp, dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale) {
+static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale) {
     int64_t B = A->shape[0], T = A->shape[1], d = A->shape[2], p = G->shape[2];
     int tied = w->kind == DP_PARAM_EMBEDDING;
     dpsgd_formulation f = linear_form(dp, B, T, d, p, A->dtype);
@@ -117,8 +117,9 @@ static int linear_weight(dpsgd *dp, dp_param *w, const dp_tensor *A, const dp_te
     if (!bk) return dp_error_code();
     bk->param = w;
     bk->scale = scale;
-    DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape)); /* retained by the backward */
     bk->input_src = A;
+    bk->block = dp_model_recomputed_block(m, A); /* freed after its use: the clip recomputes it */
+    if (bk->block < 0) DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape)); /* retained by the backward */
     if (G->alloc.live && G->alloc.category == DP_CAT_OUTPUT_GRADS && G->alloc.module == w->module) {
         bk->adopting = 1; /* the backward allocated G to be kept: hook_adopt takes it over */
         return dp_tensor_view(&bk->out_grad, G, 0, G->ndim, G->shape);
@@ -161,12 +162,11 @@ static int linear_bias(dpsgd *dp, dp_param *b, const dp_tensor *G) {
 static int hook_linear(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_tensor *A, const dp_tensor *G,
                        float scale) {
     dpsgd *dp = ctx;
-    (void)m;
     if (!is_trainable(w) && !is_trainable(b)) return DP_OK;
     if (A->ndim != 3 || G->ndim != 3 || A->shape[0] != G->shape[0] || A->shape[1] != G->shape[1])
         return bad_shape("linear", "A must be B x T x d and G B x T x p");
     if (A->dtype != G->dtype) return bad_shape("linear", "A and G must share the compute dtype");
-    if (is_trainable(w)) DP_TRY(linear_weight(dp, w, A, G, scale));
+    if (is_trainable(w)) DP_TRY(linear_weight(dp, m, w, A, G, scale));
     if (is_trainable(b)) {
         if (!is_trainable(w)) DP_TRY(dpsgd_record_layer(dp, b->module, "linear", DPSGD_FORM_DIRECT));
         DP_TRY(linear_bias(dp, b, G));

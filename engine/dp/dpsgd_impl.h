@@ -18,17 +18,20 @@ typedef enum {
 
 typedef struct dpsgd_book {
     dpsgd_book_kind kind;
-    dp_param *param;       /* PER_SAMPLE, LINEAR: the parameter; EMBEDDING: wte (may be NULL) */
-    dp_param *wpe;         /* EMBEDDING: the position table (may be NULL) */
-    dp_tensor psg;         /* PER_SAMPLE: `per_sample_grads` */
-    dp_tensor out_grad;    /* LINEAR, EMBEDDING: G (a copy, or adopted from the backward), `output_grads` */
-    dp_tensor ids;         /* EMBEDDING: a copy of the ids, `output_grads` */
-    dp_tensor input;       /* LINEAR: a view of the retained activation A (owns nothing) */
-    const void *source;    /* EMBEDDING: G's data pointer in the hook, to share one copy */
-    float scale;           /* LINEAR: LoRA's alpha / r, else 1 */
-    int adopting;          /* LINEAR: out_grad is a view of the backward's G until it hands G over */
-    const void *input_src; /* LINEAR: the model's tensor A (linears that share an input share it) */
-    int input_scaled;      /* LINEAR: the clip scaled A's rows by c, so G stays as it is */
+    dp_param *param;            /* PER_SAMPLE, LINEAR: the parameter; EMBEDDING: wte (may be NULL) */
+    dp_param *wpe;              /* EMBEDDING: the position table (may be NULL) */
+    dp_tensor psg;              /* PER_SAMPLE: `per_sample_grads` */
+    dp_tensor out_grad;         /* LINEAR, EMBEDDING: G (a copy, or adopted from the backward), `output_grads` */
+    dp_tensor ids;              /* EMBEDDING: a copy of the ids, `output_grads` */
+    dp_tensor input;            /* LINEAR: a view of the retained activation A (owns nothing); empty between
+                                 * the backward and the clip when A was recomputed (block >= 0) */
+    const void *source;         /* EMBEDDING: G's data pointer in the hook, to share one copy */
+    float scale;                /* LINEAR: LoRA's alpha / r, else 1 */
+    int adopting;               /* LINEAR: out_grad is a view of the backward's G until it hands G over */
+    const dp_tensor *input_src; /* LINEAR: the model's tensor A (linears that share an input share it) */
+    int input_scaled;           /* LINEAR: the clip scaled A's rows by c, so G stays as it is */
+    int block;                  /* LINEAR: the checkpointed block that recomputed A, which the clip recomputes
+                                 * again (dp_model_recompute_block); -1 when A is retained */
 } dpsgd_book;
 
 /* Between a tied head's hook and its embedding's: what the cross term needs. */

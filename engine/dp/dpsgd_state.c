@@ -56,6 +56,7 @@ dpsgd_book *dpsgd_book_add(dpsgd *dp, dpsgd_book_kind kind) {
     memset(b, 0, sizeof *b);
     b->kind = kind;
     b->scale = 1.0f;
+    b->block = -1;
     return b;
 }
 

@@ -884,6 +884,7 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
     cfg.batch = opts->batch ? opts->batch : 1;
     cfg.dtype = opts->dtype;
     cfg.master_weights = opts->master_weights;
+    cfg.checkpoint = opts->checkpoint;
     if (opts->seed) cfg.seed = opts->seed;
     DP_TRY(dp_model_config_check(&cfg));
     if (dev->kind != DP_DEV_PLAN && !weights_present(dir, "model.safetensors")) /* before allocating the model */

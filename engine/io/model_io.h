@@ -29,6 +29,7 @@ typedef struct dp_model_load_opts {
     float lora_alpha;      /* 0 = rank (scale 1) */
     unsigned lora_targets; /* DP_LORA_* bits; 0 = qkv */
     int master_weights;    /* bf16: f32 masters for trainable parameters (1, default) */
+    int checkpoint;        /* activation checkpointing (dp_model_config.checkpoint): 0 off (default) */
 } dp_model_load_opts;
 
 /* Fills opts with the defaults (all zero but dtype DP_F32 and master_weights 1). */

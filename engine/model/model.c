@@ -49,6 +49,7 @@ void dp_model_free(dp_model *m) {
     if (m->params) dp_model_release_activations(m);
     dp_model_free_params(m);
     free(m->rope_inv_freq);
+    free(m->spans);
     free(m);
 }
 
@@ -57,10 +58,7 @@ const dp_model_config *dp_model_config_of(const dp_model *m) { return &m->cfg; }
 dp_device *dp_model_device(const dp_model *m) { return m->dev; }
 
 void dp_model_release_activations(dp_model *m) {
-    for (int64_t l = 0; l < m->cfg.layers; l++) {
-        if (m->gpt_acts) dp_gpt_block_release(m, (int)l);
-        if (m->llama_acts) dp_llama_block_release(m, (int)l);
-    }
+    for (int64_t l = 0; l < m->cfg.layers; l++) dp_model_block_release(m, l, 1);
     dp_tensor *all[] = {&m->embedded, &m->final_out, &m->final_mean, &m->final_rstd, &m->logits, &m->loss_lse};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) dp_tensor_release(all[i]);
     memset(&m->ids, 0, sizeof m->ids);
@@ -140,18 +138,13 @@ static int check_ids(const dp_model *m, const dp_tensor *t, const char *what) {
 static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     const int64_t d = m->d, T = m->cfg.seq_len, B = m->B, N = B * T;
 
-    DP_TRY(dp_model_act(m, &m->embedded, d, DP_CAT_ACTIVATIONS, m->embed_module));
+    DP_TRY(dp_model_act(m, &m->embedded, d, DP_CAT_ACTIVATIONS, dp_model_block_output_module(m, -1, m->embed_module)));
     DP_TRY(dp_layer_embedding_forward(&m->embedded, &m->ids, &m->wte->value, m->wpe ? &m->wpe->value : NULL, T));
-    const dp_tensor *x = &m->embedded;
     for (int64_t l = 0; l < m->cfg.layers; l++) {
-        if (m->gpt) {
-            DP_TRY(dp_gpt_block_forward(m, (int)l, x));
-            x = &m->gpt_acts[l].res_out;
-        } else {
-            DP_TRY(dp_llama_block_forward(m, (int)l, x));
-            x = &m->llama_acts[l].res_out;
-        }
+        DP_TRY(dp_model_block_forward(m, l, 0));
+        if (dp_model_checkpointed(m, l)) dp_model_block_release(m, l, 0); /* its input is what it keeps */
     }
+    const dp_tensor *x = dp_model_block_output(m, m->cfg.layers - 1);
     const uint32_t fm = m->final_norm.module;
     DP_TRY(dp_model_act(m, &m->final_out, d, DP_CAT_ACTIVATIONS, fm));
     if (m->final_norm.b) DP_TRY(dp_model_stat(m, &m->final_mean, 0, DP_CAT_ACTIVATIONS, fm));
@@ -245,9 +238,10 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     dp_tensor_release(&m->logits);
     dp_bw_done(bw, &m->final_out);
 
-    /* the final norm, then the blocks in reverse; dres carries the residual stream's gradient */
+    /* the final norm, then the blocks in reverse; dres carries the residual stream's gradient; a
+     * checkpointed block is recomputed first and frees what it recomputed as it goes */
     const int64_t L = m->cfg.layers;
-    dp_tensor *x = m->gpt ? &m->gpt_acts[L - 1].res_out : &m->llama_acts[L - 1].res_out;
+    dp_tensor *x = dp_model_block_output(m, L - 1);
     TRY(dp_model_act(m, &dres, d, DP_CAT_TEMP, m->final_norm.module));
     TRY(dp_norm_backward(bw, &m->final_norm, x, &m->final_mean, &m->final_rstd, &dfinal, &dres, 0));
     dp_tensor_release(&dfinal);
@@ -255,13 +249,10 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     dp_bw_done(bw, &m->final_rstd);
     dp_bw_done(bw, x);
     for (int64_t l = L - 1; l >= 0; l--) {
-        if (m->gpt) {
-            x = l ? &m->gpt_acts[l - 1].res_out : &m->embedded;
-            TRY(dp_gpt_block_backward(bw, (int)l, x, &dres));
-        } else {
-            x = l ? &m->llama_acts[l - 1].res_out : &m->embedded;
-            TRY(dp_llama_block_backward(bw, (int)l, x, &dres));
-        }
+        dp_bw block = *bw;
+        block.recomputed = dp_model_checkpointed(m, l);
+        if (block.recomputed) TRY(dp_model_recompute(m, l));
+        TRY(dp_model_block_backward(&block, l, &dres));
     }
 
     /* the embeddings */
@@ -286,7 +277,7 @@ int dp_model_backward(dp_model *m, const dp_backward_opts *opts) {
     if (!m->have_forward)
         return dp_error_set(DP_EINVAL, "model backward: no saved activations (run forward first; a second "
                                        "backward needs retain = 1 in the first)");
-    dp_bw bw = {m, opts ? opts->hooks : NULL, opts ? opts->weight_grads : 1, opts ? opts->retain : 0};
+    dp_bw bw = {m, opts ? opts->hooks : NULL, opts ? opts->weight_grads : 1, opts ? opts->retain : 0, 0};
     int rc = backward_body(&bw, opts ? opts->sample_scale : NULL);
     if (!bw.retain || rc != DP_OK) dp_model_release_activations(m);
     return rc;

@@ -80,6 +80,8 @@ typedef struct dp_model_config {
     int lora_rank;         /* 0 = no LoRA */
     float lora_alpha;
     unsigned lora_targets; /* DP_LORA_* bits */
+    int checkpoint;        /* activation checkpointing: 0 off; N >= 1 checkpoints blocks 0, N, 2N, ... (1: every
+                            * block, "blocks"): see dp_model_forward */
 } dp_model_config;
 
 /* Fills cfg with defaults for arch (sizes zero: the caller sets them). */
@@ -202,13 +204,22 @@ const dp_model_config *dp_model_config_of(const dp_model *m);
 /* The device the model lives on. */
 dp_device *dp_model_device(const dp_model *m);
 
+/* Whether block `layer` is checkpointed (cfg.checkpoint N > 0 and layer a multiple of N). */
+int dp_model_checkpointed(const dp_model *m, int64_t layer);
+
 /* Runs the forward pass on inputs/targets (B x T i32 on the model's device, B <= cfg.batch,
  * T == cfg.seq_len, ids in [0, vocab)), saving what backward needs; activations of an earlier
  * forward are released first. The model keeps views of inputs and targets for the backward:
  * they must stay alive and unchanged until it (the ids are checked here only; the backward and
  * the DP hooks index tables with them), which the Lua bindings enforce by refusing writes to and
  * frees of a batch a pending backward reads. Writes the batch loss (mean of per-sample losses) to *loss
- * and, when sample_losses != NULL, L_i for each sample (host array of B); 0 on plan. */
+ * and, when sample_losses != NULL, L_i for each sample (host array of B); 0 on plan.
+ * Activation checkpointing (cfg.checkpoint): a checkpointed block keeps only its input (B x T x d
+ * under `activations`, module "layers.<i>", the block) once its forward is done; every backward
+ * recomputes the block's forward from it (all but its output, which the next block holds) just
+ * before the block's backward and frees what it recomputed as soon as it is used, even when the
+ * backward retains the rest. The recomputation is logged (dp_model_recompute_log) and its ops
+ * recorded in the ledger's "recompute" section. */
 int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses);
 /* Runs the backward pass of the last forward (see dp_backward_opts; opts NULL: scale 1/B,
  * weight gradients, no hooks). Frees each activation as soon as it has been used, unless
@@ -218,6 +229,30 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
 int dp_model_backward(dp_model *m, const dp_backward_opts *opts);
 /* Frees saved activations of the last forward (after a retained backward). */
 void dp_model_release_activations(dp_model *m);
+
+/* The checkpointed block whose recomputed activation t is (t points at the model's own tensor, as
+ * the hooks receive it), or -1 when t is none (a saved activation, or no checkpointing). A hook
+ * that keeps t past its call (DP book-keeping) must get it back with dp_model_recompute_block. */
+int dp_model_recomputed_block(const dp_model *m, const dp_tensor *t);
+/* Recomputes checkpointed block `layer`'s activations of the saved forward (after a retained
+ * backward: its input is kept), as the backward does; the tensors the hooks were given are valid
+ * again, with the same values, until dp_model_release_block. DP_EINVAL when the block is not
+ * checkpointed or its input is gone. */
+int dp_model_recompute_block(dp_model *m, int64_t layer);
+/* Frees what dp_model_recompute_block recomputed for block `layer`. */
+void dp_model_release_block(dp_model *m, int64_t layer);
+
+/* One recomputation of a block: dp_clock_ns() at its start and end (the device synchronised at
+ * both, so it is device time). */
+typedef struct dp_model_span {
+    int64_t start_ns, end_ns;
+} dp_model_span;
+#define DP_MODEL_SPAN_LOG 4096 /* spans logged between two clears, at most (later ones are counted in the total) */
+/* The recomputations since the last dp_model_clear_recompute_log: *n spans (at most
+ * DP_MODEL_SPAN_LOG) and *total_ns, the time of all of them. */
+const dp_model_span *dp_model_recompute_log(const dp_model *m, size_t *n, int64_t *total_ns);
+/* Empties the recompute log. */
+void dp_model_clear_recompute_log(dp_model *m);
 /* The id of the forward whose state the model holds (what a backward goes back through), 0 when
  * it holds none. Ids are never reused: a new forward, a backward that does not retain and
  * dp_model_release_activations all change it, so a caller that remembers the id of its own

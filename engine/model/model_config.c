@@ -149,6 +149,10 @@ int dp_model_config_check(const dp_model_config *cfg) {
     if (!(cfg->init_std >= 0 && isfinite(cfg->init_std)))
         return dp_error_set(DP_EINVAL, "model: 'init_std' must be a non-negative number (got %g)",
                             (double)cfg->init_std);
+    if (cfg->checkpoint < 0)
+        return dp_error_set(DP_EINVAL,
+                            "model: 'checkpoint' must be off (0), every block (1) or every N-th block (N >= 1), got %d",
+                            cfg->checkpoint);
     if (cfg->lora_rank < 0)
         return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
     if (cfg->lora_rank > 0) {

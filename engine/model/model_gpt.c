@@ -10,7 +10,7 @@
 
 #define ACT DP_CAT_ACTIVATIONS
 
-int dp_gpt_block_forward(dp_model *m, int layer, const dp_tensor *x) {
+int dp_gpt_block_forward(dp_model *m, int layer, const dp_tensor *x, int recompute) {
     const gpt_block *b = &m->gpt[layer];
     gpt_block_acts *a = &m->gpt_acts[layer];
     const int64_t d = m->d, F = m->F, T = m->cfg.seq_len;
@@ -39,7 +39,8 @@ int dp_gpt_block_forward(dp_model *m, int layer, const dp_tensor *x) {
     DP_TRY(dp_linear_forward(m, &b->fc, &a->ln_2, &a->fc, &a->fc_lora));
     DP_TRY(dp_model_act(m, &a->gelu, F, ACT, b->fc.module));
     DP_TRY(dp_layer_gelu_forward(&a->gelu, &a->fc));
-    DP_TRY(dp_model_act(m, &a->res_out, d, ACT, b->fc_proj.module));
+    if (recompute) return dp_linear_forward(m, &b->fc_proj, &a->gelu, NULL, &a->fc_proj_lora);
+    DP_TRY(dp_model_act(m, &a->res_out, d, ACT, dp_model_block_output_module(m, layer, b->fc_proj.module)));
     DP_TRY(dp_linear_forward(m, &b->fc_proj, &a->gelu, &a->res_out, &a->fc_proj_lora));
     return dp_add(&a->res_out, &a->res_out, &a->res_mid);
 }
@@ -90,7 +91,7 @@ int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *d
     TRY(dp_norm_backward(bw, &b->ln_1, x, &a->ln_1_mean, &a->ln_1_rstd, &dln, dres, 1));
     dp_bw_done(bw, &a->ln_1_mean);
     dp_bw_done(bw, &a->ln_1_rstd);
-    dp_bw_done(bw, x);
+    dp_bw_done_input(bw, x);
 #undef TRY
 done:
     dp_tensor_release(&dfc);
@@ -101,10 +102,11 @@ done:
     return rc;
 }
 
-void dp_gpt_block_release(dp_model *m, int layer) {
+void dp_gpt_block_release(dp_model *m, int layer, int output) {
     gpt_block_acts *a = &m->gpt_acts[layer];
-    dp_tensor *all[] = {&a->ln_1,    &a->ln_1_mean, &a->ln_1_rstd, &a->qkv,          &a->qkv_lora,  &a->att,
-                        &a->att_lse, &a->proj_lora, &a->res_mid,   &a->ln_2,         &a->ln_2_mean, &a->ln_2_rstd,
-                        &a->fc,      &a->fc_lora,   &a->gelu,      &a->fc_proj_lora, &a->res_out};
+    dp_tensor *all[] = {&a->ln_1,    &a->ln_1_mean, &a->ln_1_rstd, &a->qkv,         &a->qkv_lora,  &a->att,
+                        &a->att_lse, &a->proj_lora, &a->res_mid,   &a->ln_2,        &a->ln_2_mean, &a->ln_2_rstd,
+                        &a->fc,      &a->fc_lora,   &a->gelu,      &a->fc_proj_lora};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) dp_tensor_release(all[i]);
+    if (output) dp_tensor_release(&a->res_out);
 }

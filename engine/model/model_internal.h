@@ -42,6 +42,7 @@ typedef struct gpt_block {
     dp_linear fc;      /* mlp.c_fc: F x d */
     dp_linear fc_proj; /* mlp.c_proj: d x F */
     uint32_t core_module;
+    uint32_t module; /* "layers.i": the block (a checkpointed block's kept input) */
 } gpt_block;
 
 /* What one GPT block's backward needs, saved by its forward. The block's input is the previous
@@ -69,6 +70,7 @@ typedef struct llama_block {
     dp_linear gate, up; /* F x d */
     dp_linear down;     /* d x F */
     uint32_t core_module;
+    uint32_t module; /* "layers.i" */
 } llama_block;
 
 typedef struct llama_block_acts {
@@ -116,6 +118,11 @@ struct dp_model {
     dp_tensor final_out, final_mean, final_rstd; /* B x T x d (the head's input), N, N */
     dp_tensor logits;                            /* B x T x V; the logits' gradient after the loss backward */
     dp_tensor loss_lse;                          /* N */
+
+    /* recomputations of checkpointed blocks (dp_model_recompute_log) */
+    dp_model_span *spans;
+    size_t n_spans;
+    int64_t recompute_ns;
 };
 
 /* What a backward pass carries through every layer. */
@@ -123,15 +130,19 @@ typedef struct dp_bw {
     dp_model *m;
     const dp_layer_hooks *hooks;
     int weight_grads;
-    int retain;
+    int retain;     /* keep what the forward saved for another pass */
+    int recomputed; /* the block's activations were recomputed: free them once used, retained or not */
 } dp_bw;
 
 /* A B x T x cols activation of the compute dtype (category cat). */
 int dp_model_act(dp_model *m, dp_tensor *t, int64_t cols, dp_category cat, uint32_t module);
 /* A B*T (or B*H*T when heads) f32 vector of statistics. */
 int dp_model_stat(dp_model *m, dp_tensor *t, int heads, dp_category cat, uint32_t module);
-/* Releases a saved activation once the backward has used it, unless the pass retains them. */
+/* Releases a block's activation once the backward has used it, unless the pass retains them (a
+ * recomputed one is released in any case). */
 void dp_bw_done(const dp_bw *bw, dp_tensor *t);
+/* Releases a block's input once the backward has used it, unless the pass retains them. */
+void dp_bw_done_input(const dp_bw *bw, dp_tensor *t);
 /* The parameter's gradient, allocated (zeroed, `gradients`) on first use; NULL when the pass
  * computes no weight gradients or the parameter is frozen. *rc gets the allocation's status. */
 dp_tensor *dp_bw_grad(const dp_bw *bw, dp_param *p, int *rc);
@@ -140,7 +151,8 @@ const dp_tensor *dp_model_gemm_weight(const dp_param *p);
 /* Interns a module path (printf-style); UINT32_MAX when out of host memory. */
 uint32_t dp_model_module(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* y = x W^T (+ b) (+ adapter), saving the adapter's x A^T in *lora_u (activations). */
+/* y = x W^T (+ b) (+ adapter), saving the adapter's x A^T in *lora_u (activations); y NULL: only
+ * the adapter's x A^T (a recomputation that does not need y). */
 int dp_linear_forward(dp_model *m, const dp_linear *lin, const dp_tensor *x, dp_tensor *y, dp_tensor *lora_u);
 /* Its backward for output gradient G: hooks, weight gradients, and dx written (accumulate = 0)
  * or added (1). Releases *lora_u when done (unless retained). */
@@ -163,13 +175,30 @@ int dp_bw_out_grad_done(const dp_bw *bw, const dp_linear *lin, dp_tensor *t);
 
 /* The blocks, forward and backward (model_gpt.c, model_llama.c). x is the block's input;
  * dres (B x T x d) holds the gradient of the block's output on entry and of its input on
- * return. */
-int dp_gpt_block_forward(dp_model *m, int layer, const dp_tensor *x);
+ * return. A recomputing forward (recompute = 1) makes everything the backward needs but not the
+ * block's output (res_out, which the next block holds as its input). Release frees the block's
+ * activations; its output too when `output`. */
+int dp_gpt_block_forward(dp_model *m, int layer, const dp_tensor *x, int recompute);
 int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *dres);
-void dp_gpt_block_release(dp_model *m, int layer);
-int dp_llama_block_forward(dp_model *m, int layer, const dp_tensor *x);
+void dp_gpt_block_release(dp_model *m, int layer, int output);
+int dp_llama_block_forward(dp_model *m, int layer, const dp_tensor *x, int recompute);
 int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *dres);
-void dp_llama_block_release(dp_model *m, int layer);
+void dp_llama_block_release(dp_model *m, int layer, int output);
+/* The module block `layer`'s output is allocated under: the next block's ("layers.<i+1>") when
+ * that one is checkpointed (its kept input), else own (the linear whose branch the sum adds). */
+uint32_t dp_model_block_output_module(const dp_model *m, int layer, uint32_t own);
+
+/* The blocks whatever the arch (model_checkpoint.c): block `layer`'s input (the previous block's
+ * output, or the embeddings), its output, and the calls above. */
+dp_tensor *dp_model_block_input(dp_model *m, int64_t layer);
+dp_tensor *dp_model_block_output(dp_model *m, int64_t layer);
+int dp_model_block_forward(dp_model *m, int64_t layer, int recompute);
+int dp_model_block_backward(const dp_bw *bw, int64_t layer, dp_tensor *dres);
+void dp_model_block_release(dp_model *m, int64_t layer, int output);
+/* Recomputes checkpointed block `layer` from its kept input (dp_model_recompute_block without the
+ * checks): timed into the recompute log, its ops in the ledger's "recompute" section; on failure
+ * what it made is freed. */
+int dp_model_recompute(dp_model *m, int64_t layer);
 
 /* Parameters (model_params.c): builds the parameter list and the layer structures of m (cfg
  * set); frees them. */

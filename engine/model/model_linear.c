@@ -20,6 +20,10 @@ int dp_model_stat(dp_model *m, dp_tensor *t, int heads, dp_category cat, uint32_
 }
 
 void dp_bw_done(const dp_bw *bw, dp_tensor *t) {
+    if (!bw->retain || bw->recomputed) dp_tensor_release(t);
+}
+
+void dp_bw_done_input(const dp_bw *bw, dp_tensor *t) {
     if (!bw->retain) dp_tensor_release(t);
 }
 
@@ -56,9 +60,9 @@ static int mat(const dp_tensor *t, int64_t cols, dp_tensor *out) {
 int dp_linear_forward(dp_model *m, const dp_linear *lin, const dp_tensor *x, dp_tensor *y, dp_tensor *lora_u) {
     dp_tensor x2, y2;
     DP_TRY(mat(x, lin->in, &x2));
-    DP_TRY(mat(y, lin->out, &y2));
-    DP_TRY(dp_matmul(&y2, &x2, 0, dp_model_gemm_weight(lin->w), 1, 1.0f, 0.0f)); /* x W^T */
-    if (lin->b) {
+    if (y) DP_TRY(mat(y, lin->out, &y2));
+    if (y) DP_TRY(dp_matmul(&y2, &x2, 0, dp_model_gemm_weight(lin->w), 1, 1.0f, 0.0f)); /* x W^T */
+    if (y && lin->b) {
         dp_tensor tmp = {0};
         const dp_tensor *b;
         int rc = f32_param(m, lin->b, &tmp, &b);
@@ -73,6 +77,7 @@ int dp_linear_forward(dp_model *m, const dp_linear *lin, const dp_tensor *x, dp_
     DP_TRY(dp_model_act(m, lora_u, r, DP_CAT_ACTIVATIONS, lin->lora_module));
     DP_TRY(mat(lora_u, r, &u2));
     DP_TRY(dp_matmul(&u2, &x2, 0, dp_model_gemm_weight(lin->lora_a), 1, 1.0f, 0.0f));
+    if (!y) return DP_OK;
     return dp_matmul(&y2, &u2, 0, dp_model_gemm_weight(lin->lora_b), 1, m->lora_scale, 1.0f);
 }
 

@@ -10,7 +10,7 @@
 
 #define ACT DP_CAT_ACTIVATIONS
 
-int dp_llama_block_forward(dp_model *m, int layer, const dp_tensor *x) {
+int dp_llama_block_forward(dp_model *m, int layer, const dp_tensor *x, int recompute) {
     const llama_block *b = &m->llama[layer];
     llama_block_acts *a = &m->llama_acts[layer];
     const int64_t d = m->d, F = m->F, T = m->cfg.seq_len, dq = m->H * m->hd, dkv = m->Hkv * m->hd;
@@ -45,7 +45,8 @@ int dp_llama_block_forward(dp_model *m, int layer, const dp_tensor *x) {
     DP_TRY(dp_linear_forward(m, &b->up, &a->xn2, &a->up, &a->up_lora));
     DP_TRY(dp_model_act(m, &a->h, F, ACT, b->up.module));
     DP_TRY(dp_layer_swiglu_forward(&a->h, &a->gate, &a->up));
-    DP_TRY(dp_model_act(m, &a->res_out, d, ACT, b->down.module));
+    if (recompute) return dp_linear_forward(m, &b->down, &a->h, NULL, &a->down_lora);
+    DP_TRY(dp_model_act(m, &a->res_out, d, ACT, dp_model_block_output_module(m, layer, b->down.module)));
     DP_TRY(dp_linear_forward(m, &b->down, &a->h, &a->res_out, &a->down_lora));
     return dp_add(&a->res_out, &a->res_out, &a->res_mid);
 }
@@ -109,7 +110,7 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     dp_bw_done(bw, &a->xn);
     TRY(dp_norm_backward(bw, &b->input_norm, x, NULL, &a->xn_rstd, &dxn, dres, 1));
     dp_bw_done(bw, &a->xn_rstd);
-    dp_bw_done(bw, x);
+    dp_bw_done_input(bw, x);
 #undef TRY
 done:
     dp_tensor_release(&dh);
@@ -123,10 +124,11 @@ done:
     return rc;
 }
 
-void dp_llama_block_release(dp_model *m, int layer) {
+void dp_llama_block_release(dp_model *m, int layer, int output) {
     llama_block_acts *a = &m->llama_acts[layer];
-    dp_tensor *all[] = {&a->xn,     &a->xn_rstd, &a->q,         &a->k,       &a->v,       &a->q_lora,    &a->k_lora,
-                        &a->v_lora, &a->att,     &a->att_lse,   &a->o_lora,  &a->res_mid, &a->xn2,       &a->xn2_rstd,
-                        &a->gate,   &a->up,      &a->gate_lora, &a->up_lora, &a->h,       &a->down_lora, &a->res_out};
+    dp_tensor *all[] = {&a->xn,     &a->xn_rstd, &a->q,         &a->k,       &a->v,       &a->q_lora,   &a->k_lora,
+                        &a->v_lora, &a->att,     &a->att_lse,   &a->o_lora,  &a->res_mid, &a->xn2,      &a->xn2_rstd,
+                        &a->gate,   &a->up,      &a->gate_lora, &a->up_lora, &a->h,       &a->down_lora};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) dp_tensor_release(all[i]);
+    if (output) dp_tensor_release(&a->res_out);
 }

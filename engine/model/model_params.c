@@ -144,6 +144,8 @@ static void build_gpt(builder *bd) {
 #undef NAMES
         b->core_module = dp_model_module("layers.%lld.attn.core", (long long)i);
         if (bd->rc == DP_OK) bd->rc = fail_module(b->core_module);
+        b->module = dp_model_module("layers.%lld", (long long)i);
+        if (bd->rc == DP_OK) bd->rc = fail_module(b->module);
     }
     add_norm(bd, &m->final_norm, "transformer.ln_f", "ln_f", 1);
     m->head_module = dp_module_intern("lm_head");
@@ -175,6 +177,8 @@ static void build_llama(builder *bd) {
 #undef NAMES
         b->core_module = dp_model_module("layers.%lld.attn.core", (long long)i);
         if (bd->rc == DP_OK) bd->rc = fail_module(b->core_module);
+        b->module = dp_model_module("layers.%lld", (long long)i);
+        if (bd->rc == DP_OK) bd->rc = fail_module(b->module);
     }
     add_norm(bd, &m->final_norm, "model.norm", "norm", 0);
     m->head_module = dp_module_intern("lm_head");

@@ -81,6 +81,11 @@ dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int nd
 
 /* The LoRA target bits named by the list at idx, or an error naming fname and the valid names. */
 unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname);
+/* The checkpoint option (false | "blocks" | N) of the table at idx as dp_model_config.checkpoint
+ * (absent: 0); an error naming fname and the valid values otherwise. */
+int dpl_checkpoint_option(lua_State *L, int idx, const char *fname);
+/* Pushes a checkpoint setting as scripts write it: false, "blocks" (1) or N. */
+void dpl_push_checkpoint(lua_State *L, int n);
 /* Pushes c as the table dpprof.model takes (its keys; zero sizes left out) (lua_model.c). */
 void dpl_push_model_config(lua_State *L, const dp_model_config *c);
 

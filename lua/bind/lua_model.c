@@ -76,9 +76,9 @@ void dpl_push_model(lua_State *L, dp_model *m) {
 /* ---- configuration ----------------------------------------------------------------------- */
 
 static const char *const model_keys[] = {
-    "arch",         "vocab",     "hidden", "layers",        "heads",    "kv_heads",       "head_dim", "seq_len",
-    "batch",        "mlp_ratio", "ffn",    "max_positions", "tie_head", "dtype",          "norm_eps", "rope_theta",
-    "rope_scaling", "init_std",  "seed",   "device",        "lora",     "master_weights", NULL};
+    "arch",         "vocab",     "hidden", "layers",        "heads",    "kv_heads",       "head_dim",   "seq_len",
+    "batch",        "mlp_ratio", "ffn",    "max_positions", "tie_head", "dtype",          "norm_eps",   "rope_theta",
+    "rope_scaling", "init_std",  "seed",   "device",        "lora",     "master_weights", "checkpoint", NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
@@ -168,6 +168,37 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     lua_pop(L, 2);
 }
 
+/* checkpoint = false | "blocks" | N at idx (absent: false): 0, 1 or N, as dp_model_config's. */
+int dpl_checkpoint_option(lua_State *L, int idx, const char *fname) {
+    int t = lua_getfield(L, idx, "checkpoint");
+    int n = -1;
+    if (t == LUA_TNIL || (t == LUA_TBOOLEAN && !lua_toboolean(L, -1)))
+        n = 0;
+    else if (t == LUA_TSTRING && strcmp(lua_tostring(L, -1), "blocks") == 0)
+        n = 1;
+    else if (lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 && lua_tointeger(L, -1) <= 1 << 20)
+        n = (int)lua_tointeger(L, -1);
+    if (n < 0) {
+        const char *got = luaL_tolstring(L, -1, NULL);
+        luaL_error(L,
+                   "%s: 'checkpoint' must be false, \"blocks\" (every block) or an integer N >= 1 (every N-th "
+                   "block), got %s%s%s",
+                   fname, t == LUA_TSTRING ? "\"" : "", got, t == LUA_TSTRING ? "\"" : "");
+    }
+    lua_pop(L, 1);
+    return n;
+}
+
+/* Pushes checkpoint n as scripts write it: false, "blocks" or N. */
+void dpl_push_checkpoint(lua_State *L, int n) {
+    if (n == 0)
+        lua_pushboolean(L, 0);
+    else if (n == 1)
+        lua_pushliteral(L, "blocks");
+    else
+        lua_pushinteger(L, n);
+}
+
 /* Reads the option table at idx into cfg (all but the device). */
 static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     const char *fname = "dpprof.model";
@@ -203,6 +234,7 @@ static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     cfg->init_std = (float)dpl_opt_num_field(L, idx, fname, "init_std", cfg->init_std);
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     read_lora(L, idx, fname, cfg);
+    cfg->checkpoint = dpl_checkpoint_option(L, idx, fname);
 }
 
 /* Reads the option table at idx into cfg and returns the device it asks for. */
@@ -578,6 +610,7 @@ void dpl_push_model_config(lua_State *L, const dp_model_config *c) {
     lua_setfield(L, -2, "rope_scaling");
     lua_pushnumber(L, c->init_std), lua_setfield(L, -2, "init_std");
     lua_pushinteger(L, (lua_Integer)c->seed), lua_setfield(L, -2, "seed");
+    dpl_push_checkpoint(L, c->checkpoint), lua_setfield(L, -2, "checkpoint");
     if (c->lora_rank > 0) {
         lua_createtable(L, 0, 3);
         lua_pushinteger(L, c->lora_rank), lua_setfield(L, -2, "rank");
@@ -597,6 +630,28 @@ static int l_config(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
     dpl_push_model_config(L, dp_model_config_of(m));
     lua_pushstring(L, dp_device_kind_name(dp_model_device(m)->kind)), lua_setfield(L, -2, "device");
+    return 1;
+}
+
+/* m:recompute_log() -> {total_ms=, spans={{start_ms=, end_ms=}...}}: the checkpointed blocks'
+ * recomputations since the last call, on dpprof.clock()'s time line in ms (device-synchronised);
+ * empties the log. spans holds at most the engine's DP_MODEL_SPAN_LOG; total_ms counts them all. */
+static int l_recompute_log(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    size_t n;
+    int64_t total;
+    const dp_model_span *spans = dp_model_recompute_log(m, &n, &total);
+    lua_createtable(L, 0, 2);
+    lua_pushnumber(L, (double)total / 1e6), lua_setfield(L, -2, "total_ms");
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 0, 2);
+        lua_pushnumber(L, (double)spans[i].start_ns / 1e6), lua_setfield(L, -2, "start_ms");
+        lua_pushnumber(L, (double)spans[i].end_ns / 1e6), lua_setfield(L, -2, "end_ms");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "spans");
+    dp_model_clear_recompute_log(m);
     return 1;
 }
 
@@ -635,6 +690,7 @@ static const luaL_Reg methods[] = {{"forward", l_forward},
                                    {"release_activations", l_release_activations},
                                    {"sync_compute_weights", l_sync_compute},
                                    {"config", l_config},
+                                   {"recompute_log", l_recompute_log},
                                    {"free", l_free},
                                    {NULL, NULL}};
 

@@ -48,15 +48,16 @@ static int l_read_config(lua_State *L) {
     if (dp_model_config_read(dir, &cfg) != DP_OK) luaL_error(L, "dpprof.model.read_config: %s", dp_error_message());
     cfg.lora_rank = 0;
     dpl_push_model_config(L, &cfg);
-    static const char *const runtime[] = {"dtype", "master_weights", "seed", "mlp_ratio"};
+    static const char *const runtime[] = {"dtype", "master_weights", "seed", "mlp_ratio", "checkpoint"};
     for (size_t i = 0; i < sizeof runtime / sizeof *runtime; i++) lua_pushnil(L), lua_setfield(L, -2, runtime[i]);
     return 1;
 }
 
 /* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
- * lora={rank=, alpha=, targets=}}) */
+ * lora={rank=, alpha=, targets=}, checkpoint=}) */
 static int l_load(lua_State *L) {
-    static const char *const keys[] = {"device", "dtype", "batch", "seq_len", "seed", "master_weights", "lora", NULL};
+    static const char *const keys[] = {"device",         "dtype", "batch",      "seq_len", "seed",
+                                       "master_weights", "lora",  "checkpoint", NULL};
     const char *fname = "dpprof.model.load";
     const char *dir = luaL_checkstring(L, 1);
     dp_model_load_opts opts;
@@ -74,6 +75,7 @@ static int l_load(lua_State *L) {
         opts.seed = (uint64_t)dpl_opt_int_field(L, 2, fname, "seed", 0);
         opts.master_weights = dpl_opt_bool_field(L, 2, fname, "master_weights", 1);
         read_lora(L, 2, fname, &opts);
+        opts.checkpoint = dpl_checkpoint_option(L, 2, fname);
     }
     dp_device *dev = device ? dpl_device_named(L, device) : dpl_current_device(L);
     dp_model *m;

@@ -4,8 +4,8 @@
  *   dpprof.results_schema = {
  *     version = 1,
  *     fields = {{path=, type=, when=, nonneg=, nullable=, open=, marks=, choices=}, ...}, -- in order
- *     choices = {statuses = {...}, phases = {...}, samplings = {...}, bounds = {...}, profiles = {...},
- *                op_categories = {...}, rss_since = {...}},
+ *     choices = {statuses = {...}, phases = {...}, optional_phases = {...}, samplings = {...},
+ *                bounds = {...}, profiles = {...}, op_categories = {...}, rss_since = {...}},
  *   }
  *
  * type is "string", "integer", "number", "boolean", "object", "array", "scalar" or "any"; when is
@@ -36,6 +36,7 @@ void dpl_open_results_schema(lua_State *L) {
 #define DPL_NAME(id, name) name,
     static const char *const statuses[] = {DPR_STATUSES(DPL_NAME) NULL};
     static const char *const phases[] = {DPR_PHASES(DPL_NAME) NULL};
+    static const char *const optional_phases[] = {DPR_OPTIONAL_PHASES(DPL_NAME) NULL};
     static const char *const samplings[] = {DPR_SAMPLINGS(DPL_NAME) NULL};
     static const char *const bounds[] = {DPR_BOUNDS(DPL_NAME) NULL};
     static const char *const profiles[] = {DPR_PROFILES(DPL_NAME) NULL};
@@ -66,9 +67,10 @@ void dpl_open_results_schema(lua_State *L) {
         lua_rawseti(L, -2, id + 1);
     }
     lua_setfield(L, -2, "fields");
-    lua_createtable(L, 0, 7);
+    lua_createtable(L, 0, 8);
     set_names(L, "statuses", statuses);
     set_names(L, "phases", phases);
+    set_names(L, "optional_phases", optional_phases);
     set_names(L, "samplings", samplings);
     set_names(L, "bounds", bounds);
     set_names(L, "profiles", profiles);

@@ -120,7 +120,11 @@ local function compare_pair(label, base, new, thresholds, say)
   row("peak memory", base.memory.peak_bytes, new.memory.peak_bytes, fmt_bytes, "memory")
   row("step time (avg)", base.timing.avg_ms, new.timing.avg_ms, fmt_ms, "time")
   row("step time (median)", base.timing.median_ms, new.timing.median_ms, fmt_ms, false)
-  for _, p in ipairs(results.PHASES) do row("  " .. p, base.timing.phases_ms[p], new.timing.phases_ms[p], fmt_ms, false) end
+  for _, p in ipairs(results.PHASES) do
+    local b, n = base.timing.phases_ms[p], new.timing.phases_ms[p]
+    if results.OPTIONAL_PHASES[p] then b, n = b or 0, n or 0 end -- absent from older results
+    if not (results.OPTIONAL_PHASES[p] and b == 0 and n == 0) then row("  " .. p, b, n, fmt_ms, false) end
+  end
   row("reserved peak", base.memory.reserved_peak_bytes, new.memory.reserved_peak_bytes, fmt_bytes, false)
   local bc, nc = base.memory.categories, new.memory.categories
   for _, c in ipairs(results.CATEGORIES) do
@@ -333,9 +337,12 @@ not fit.
                               gate_proj, up_proj, down_proj (default qkv)
   physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
   optimizer=adamw|sgd         (default adamw)
+  checkpoint=S[,S...]         activation checkpointing settings to search with, each its own row:
+                              off, blocks (every block) or N (every N-th block); default off,blocks
   out=FILE.json               also write the answer as JSON
 
 example: dpprof fit method=ghost,flash_clip vary=seq_len budget_gb=80 dtype=bf16
+         dpprof fit method=flash_clip checkpoint=off,blocks,2,4
          dpprof fit path=tests/fixtures/llama3_8b dtype=bf16 lora_rank=16 \
              lora_targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
 exit status: 0 answered; 2 bad arguments
@@ -368,7 +375,7 @@ local FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads
                          "dtype", "mlp_ratio", "ffn", "tie_head", "master_weights" }
 local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead",
                    "workspace", "lo", "hi", "granularity", "preset", "path", "lora_rank", "lora_alpha", "lora_targets",
-                   "physical", "optimizer", "out" }
+                   "physical", "optimizer", "checkpoint", "out" }
 
 local function parse_value(v)
   if v == "true" then return true end
@@ -428,8 +435,17 @@ local function fit_options(args)
     for m in tostring(methods):gmatch("[^,]+") do list[#list + 1] = m end
     methods = list
   end
+  local checkpoint = { false, "blocks" } -- on and off, unless said
+  if kv.checkpoint ~= nil then
+    checkpoint = {}
+    for v in tostring(kv.checkpoint):gmatch("[^,]+") do
+      local setting = math.tointeger(tonumber(v)) or v
+      if v == "off" or v == "false" then setting = false end
+      checkpoint[#checkpoint + 1] = setting
+    end
+  end
   return { base = base, methods = methods, vary = kv.vary, budget_gb = kv.budget_gb, device_model = dm,
-           lo = kv.lo, hi = kv.hi, granularity = kv.granularity }, kv.out
+           lo = kv.lo, hi = kv.hi, granularity = kv.granularity, checkpoint = checkpoint }, kv.out
 end
 
 function cli.fit(args)
@@ -474,22 +490,30 @@ function cli.fit(args)
                       1 + m.reserve_overhead))
   print(string.format("  search: %s from %d to %d by %d", f.vary, f.lo, f.hi, f.granularity))
   print("")
-  local rows = { { "method", "largest " .. f.vary, "peak", "reserved", "dominated by", "first unfit", "its peak", "runs" } }
+  local rows = { { "method", "checkpoint", "largest " .. f.vary, "peak", "reserved", "step (est.)", "dominated by",
+                   "first unfit", "its peak", "runs" } }
   for _, e in ipairs(f.methods) do
     rows[#rows + 1] = {
-      e.method, e.largest and tostring(e.largest) or "none",
+      e.method .. (#f.checkpoints > 1 and f.by_method[e.method] == e and " *" or ""),
+      require("dpprof.fit").checkpoint_name(e.checkpoint), e.largest and tostring(e.largest) or "none",
       e.peak_bytes and dp.format_bytes(e.peak_bytes) or "-",
       e.predicted_reserved_bytes and dp.format_bytes(e.predicted_reserved_bytes) or "-",
+      e.step_ms and string.format("%.1f ms", e.step_ms) or "-",
       e.dominant and string.format("%s (%s)", e.dominant.category, dp.format_bytes(e.dominant.bytes)) or "-",
       e.first_unfit and tostring(e.first_unfit) or ("> " .. f.hi),
       e.first_unfit_peak_bytes and dp.format_bytes(e.first_unfit_peak_bytes) or "-",
       tostring(e.runs),
     }
   end
-  dp.print_table(rows, { false, true, true, true, false, true, true, true })
+  dp.print_table(rows, { false, false, true, true, true, true, false, true, true, true })
+  if #f.checkpoints > 1 then
+    print("  * the method's answer: the largest value (on a tie, the faster estimated step); step (est.) is the "
+          .. "plan's roofline step time at that value")
+  end
   if out then
     local doc = { vary = f.vary, budget_bytes = f.budget_bytes, device_model = f.device_model, lo = f.lo, hi = f.hi,
-                  granularity = f.granularity, base = opts.base, methods = dp.json.array(f.methods), predicted = true }
+                  granularity = f.granularity, base = opts.base, methods = dp.json.array(f.methods), predicted = true,
+                  checkpoints = dp.json.array(f.checkpoints) }
     local wok, werr = pcall(results.write, out, doc)
     if not wok then
       eprint("dpprof fit: ", tostring(werr))

@@ -16,7 +16,7 @@
 -- (dpprof.model.load, sharded too) unless weights = "random" (built from config.json alone, for
 -- memory and time studies where values do not matter); on the plan device only config.json is
 -- read, whatever weights says. With the file's weights, only runtime keys may differ from it
--- (seq_len, batch, dtype, master_weights, seed, lora): others change the shapes the weights have.
+-- (seq_len, batch, dtype, master_weights, seed, lora, checkpoint): others change the shapes the weights have.
 --
 -- Callbacks on={name=function(ctx, i, k) ... end}: model_loaded, wrapped, optimizer_created,
 -- after_warmup and finished run once; before_forward, after_forward, after_backward, after_clip
@@ -35,6 +35,8 @@
 --
 -- Timing: every phase is bracketed by dp.sync() and dp.clock(), so it is device time; an
 -- iteration's time is the sum of its phases (batch creation, snapshots and callbacks excluded).
+-- With model.checkpoint, the recomputation of checkpointed blocks (in the backward, and in bk's
+-- clip) is the phase `recompute`, taken out of the phase it ran in.
 -- Peaks are reset after warm-up, so memory.peak_bytes describes the timed iterations; the warm-up
 -- peak is kept as memory.warmup_peak_bytes. The ledger is reset after warm-up too. Each phase
 -- also has its own peak (memory.phases: what was live at it and at the phase's end), and the
@@ -62,9 +64,10 @@ local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp"
 experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
                      "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
-                     "rope_scaling", "init_std", "seed", "lora", "master_weights", "path", "weights" }
+                     "rope_scaling", "init_std", "seed", "lora", "master_weights", "checkpoint", "path", "weights" }
 -- What a model read with its weights from a checkpoint may set besides the file (dpprof.model.load).
-local RUNTIME_KEYS = { seq_len = true, batch = true, dtype = true, master_weights = true, seed = true, lora = true }
+local RUNTIME_KEYS = { seq_len = true, batch = true, dtype = true, master_weights = true, seed = true, lora = true,
+                       checkpoint = true }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
                   "poisson", "dataset_size", "flash_impl", "accountant" }
 local OPTIMIZER_KEYS = {
@@ -380,6 +383,7 @@ function experiment.run(cfg_in)
   -- profile="ops": the overhead and the device's peak are measured before anything of the run
   -- (the CPU's peak takes a GEMM and a copy, whose host memory must not count in the run's RSS)
   local profiling = c.profile == "ops" and ops.start(kind, c.model.dtype or "f32", device_model) or nil
+  if profiling then profiling.recomputes = c.model.checkpoint ~= nil and c.model.checkpoint ~= false end
   local rss_since = dp.host_memory_reset_peak() and "experiment" or "process"
   -- On plan the engine clock is the modelled device's for the run (turned back at every exit).
   if device_model then
@@ -419,9 +423,14 @@ function experiment.run(cfg_in)
   end
   -- Times fn as one phase of iteration iter (0 = warm-up); adds to acc. On plan the clock is the
   -- modelled one, so the time is the roofline estimate of the ops the phase ran.
+  -- Activation checkpointing: what the phase spent recomputing blocks (the model's recompute log,
+  -- on the same clock) moves from the phase to `recompute`, with a span of its own for each
+  -- recomputation, nested in the phase's; so does the op time of the profile (its "recompute:"
+  -- ops). Memory by phase keeps the phase as bracketed, recomputation included.
   local function phase(name, iter, acc, fn)
     dp.sync()
     if iter > 0 then mem.window_reset() end
+    if model then model:recompute_log() end -- empties it: what follows is this phase's
     local token = profiling and iter > 0 and ops.phase_begin(profiling)
     local t0 = dp.clock()
     fn()
@@ -429,17 +438,23 @@ function experiment.run(cfg_in)
     local t1 = dp.clock()
     st.spans[#st.spans + 1] = { phase = name, iter = iter, start_ms = t0 * 1000, end_ms = t1 * 1000 }
     local ms = (t1 - t0) * 1000
-    acc[name] = (acc[name] or 0) + ms
+    local log = model and model:recompute_log() or { total_ms = 0, spans = {} }
+    local recompute_ms = math.min(log.total_ms, ms)
+    for _, s in ipairs(log.spans) do
+      st.spans[#st.spans + 1] = { phase = "recompute", iter = iter, start_ms = s.start_ms, end_ms = s.end_ms }
+    end
+    acc[name] = (acc[name] or 0) + ms - recompute_ms
+    acc.recompute = (acc.recompute or 0) + recompute_ms
     if iter > 0 then
       record_phase_memory(name)
-      if token then ops.phase_end(profiling, name, token, ms) end
+      if token then ops.phase_end(profiling, name, token, ms - recompute_ms, recompute_ms) end
     end
   end
 
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
   -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
   local function iteration(i, step)
-    local acc = { forward = 0, backward = 0, clip = 0, noise = 0, optimizer = 0 }
+    local acc = { forward = 0, backward = 0, clip = 0, noise = 0, optimizer = 0, recompute = 0 }
     local iter = i or 0
     ctx.iter, ctx.warmup = iter, i == nil
     local plan = priv:next_step()
@@ -486,7 +501,7 @@ function experiment.run(cfg_in)
     if load then -- the checkpoint's weights (what model_options allowed beside them are runtime choices)
       model = dp.model.load(c.model.path, { device = kind, seq_len = mcfg.seq_len, batch = mcfg.batch,
                                             dtype = mcfg.dtype, master_weights = mcfg.master_weights,
-                                            seed = mcfg.seed, lora = mcfg.lora })
+                                            seed = mcfg.seed, lora = mcfg.lora, checkpoint = mcfg.checkpoint })
     else
       model = dp.model(mcfg)
     end

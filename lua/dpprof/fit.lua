@@ -3,11 +3,20 @@
 -- a run of the large model takes milliseconds).
 --
 --   dp.fit{ base={...experiment config...}, method="ghost" | methods={...}, vary="seq_len"|"batch"|"layers",
---           budget_gb=80 | device_model="h100"|"h200"|{...}, lo=, hi=, granularity=, quiet=true }
---   -> { vary=, budget_bytes=, device_model={...}, lo=, hi=, granularity=,
---        methods = { {method=, largest=, peak_bytes=, predicted_reserved_bytes=, dominant={category=, bytes=},
---                     first_unfit=, first_unfit_peak_bytes=, hi_reached=, runs=}, ... },
---        by_method = { [method] = the same entry } }
+--           budget_gb=80 | device_model="h100"|"h200"|{...}, lo=, hi=, granularity=, quiet=true,
+--           checkpoint=false|"blocks"|N | {settings...} }
+--   -> { vary=, budget_bytes=, device_model={...}, lo=, hi=, granularity=, checkpoints={...},
+--        methods = { {method=, checkpoint=, largest=, peak_bytes=, predicted_reserved_bytes=,
+--                     dominant={category=, bytes=}, step_ms=, first_unfit=, first_unfit_peak_bytes=, hi_reached=,
+--                     runs=}, ... },
+--        by_method = { [method] = its best entry } }
+--
+-- checkpoint: the activation checkpointing settings to search with (model.checkpoint: false off,
+-- "blocks" every block, N every N-th block), one search each; default base.model.checkpoint
+-- (off when not given). `methods` holds one entry per method and setting, in that order, each
+-- saying its setting; by_method the one with the largest value (on a tie, the one whose run at
+-- that value has the lower estimated step time: recomputation costs time). step_ms is the plan's
+-- roofline estimate of a step at `largest`.
 --
 -- A value fits when the plan run's predicted reserved peak (plan.budget: the allocated peak over
 -- warm-up and timed iterations, the modelled CUDA workspace included, times 1 + reserve_overhead)
@@ -37,7 +46,7 @@ local experiment = require("dpprof.experiment")
 local fit = {}
 
 fit.OPTION_KEYS = { "base", "method", "methods", "vary", "budget_gb", "device_model", "lo", "hi", "granularity",
-                    "quiet" }
+                    "quiet", "checkpoint" }
 fit.VARY = { "seq_len", "batch", "layers" }
 fit.METHODS = dp.dp.METHODS -- the engine's presets
 -- Per vary: {lo, hi, granularity} when not given.
@@ -64,10 +73,18 @@ local function positive_int(v, key)
   if v ~= nil and (math.type(v) ~= "integer" or v < 1) then fail("%s must be an integer >= 1, got %s", key, tostring(v)) end
 end
 
--- The configuration of one plan run at value.
-local function point_config(base, method, vary, value, model_spec)
+-- A checkpoint setting as results and the table show it: "off", "blocks" or "every N".
+function fit.checkpoint_name(ck)
+  if ck == false or ck == nil then return "off" end
+  if ck == "blocks" then return "blocks" end
+  return "every " .. tostring(ck)
+end
+
+-- The configuration of one plan run at value (checkpoint: the setting, nil to keep base's).
+local function point_config(base, method, vary, value, model_spec, checkpoint)
   local c = copy(base)
   c.model = c.model or {}
+  if checkpoint ~= nil then c.model.checkpoint = checkpoint end
   c.dp = c.dp or {}
   if method:find("+", 1, true) then
     c.method = nil
@@ -86,7 +103,8 @@ local function point_config(base, method, vary, value, model_spec)
   c.trace = nil
   c.iters = base.iters or 1
   c.warmup = base.warmup or 1
-  c.name = string.format("%s,%s=%d", method, vary, value)
+  c.name = string.format("%s,%s=%d%s", method, vary, value,
+                         checkpoint and string.format(",checkpoint=%s", tostring(checkpoint)) or "")
   return c
 end
 
@@ -115,17 +133,19 @@ local function run_point(cfg)
   return r
 end
 
--- The search for one method; see the header.
-local function search(o, method)
+-- The search for one method and checkpoint setting; see the header.
+local function search(o, method, checkpoint)
   local g, runs, cache = o.granularity, 0, {}
   local function probe(v)
     if cache[v] == nil then
-      local r = run_point(point_config(o.base, method, o.vary, v, o.model_spec))
+      local r = run_point(point_config(o.base, method, o.vary, v, o.model_spec, checkpoint))
       runs = runs + 1
       local b = r.plan
-      cache[v] = { fits = b.fits, peak = b.peak_bytes, reserved = b.predicted_reserved_bytes, dominant = dominant(r) }
+      cache[v] = { fits = b.fits, peak = b.peak_bytes, reserved = b.predicted_reserved_bytes, dominant = dominant(r),
+                   step_ms = r.timing.avg_ms }
       if not o.quiet then
-        print(string.format("  %s %s=%d: %s, peak %s, reserved %s", method, o.vary, v, b.fits and "fits" or "does not fit",
+        print(string.format("  %s (checkpoint %s) %s=%d: %s, peak %s, reserved %s", method,
+                            fit.checkpoint_name(checkpoint), o.vary, v, b.fits and "fits" or "does not fit",
                             dp.format_bytes(b.peak_bytes), dp.format_bytes(b.predicted_reserved_bytes)))
       end
     end
@@ -146,10 +166,12 @@ local function search(o, method)
   else
     bad = o.lo
   end
-  local entry = { method = method, largest = good, first_unfit = bad, hi_reached = bad == nil, runs = runs }
+  local entry = { method = method, checkpoint = checkpoint or false, largest = good, first_unfit = bad,
+                  hi_reached = bad == nil, runs = runs }
   if good then
     local p = cache[good]
     entry.peak_bytes, entry.predicted_reserved_bytes, entry.dominant = p.peak, p.reserved, p.dominant
+    entry.step_ms = p.step_ms
   end
   if bad then
     entry.first_unfit_peak_bytes = cache[bad].peak
@@ -193,6 +215,17 @@ function fit.options(opts)
     end
   end
   o.methods = methods
+  local ck = opts.checkpoint
+  if ck == nil then ck = o.base.model and o.base.model.checkpoint or false end
+  if type(ck) ~= "table" then ck = { ck } end
+  if #ck == 0 then fail("checkpoint must be a setting or a non-empty list of them (false, \"blocks\", N)") end
+  for _, v in ipairs(ck) do
+    if not (v == false or v == "blocks" or (math.type(v) == "integer" and v >= 1)) then
+      fail("checkpoint: '%s' is not a setting (valid: false (off), \"blocks\" (every block), an integer N >= 1 "
+           .. "(every N-th block))", tostring(v))
+    end
+  end
+  o.checkpoints = ck
   local model_spec = opts.device_model or o.base.device_model or plan.DEFAULT_MODEL
   if opts.budget_gb ~= nil then
     if type(opts.budget_gb) ~= "number" or opts.budget_gb <= 0 then
@@ -226,7 +259,8 @@ function fit.options(opts)
   if o.lo % o.granularity ~= 0 then fail("lo (%d) must be a multiple of granularity (%d)", o.lo, o.granularity) end
   o.hi = o.hi - o.hi % o.granularity
   if o.hi < o.lo then fail("hi (%d) is below lo (%d) at granularity %d", opts.hi or o.hi, o.lo, o.granularity) end
-  local ok_cfg, err = pcall(experiment.config, point_config(o.base, methods[1], o.vary, o.lo, o.model_spec))
+  local ok_cfg, err = pcall(experiment.config, point_config(o.base, methods[1], o.vary, o.lo, o.model_spec,
+                                                           o.checkpoints[1]))
   if not ok_cfg then fail("base: %s", dp.error_text(err)) end
   return o
 end
@@ -236,10 +270,17 @@ function fit.run(opts)
   plan.prepare(o.device_model) -- the workspace the runs will hold, taken before the leak checks
   local out = { vary = o.vary, budget_bytes = o.device_model.memory_bytes - o.device_model.context_bytes,
                 device_model = o.device_model, lo = o.lo, hi = o.hi, granularity = o.granularity,
-                methods = {}, by_method = {} }
-  for i, m in ipairs(o.methods) do
-    local e = search(o, m)
-    out.methods[i], out.by_method[m] = e, e
+                checkpoints = o.checkpoints, methods = {}, by_method = {} }
+  for _, m in ipairs(o.methods) do
+    for _, ck in ipairs(o.checkpoints) do
+      local e = search(o, m, ck)
+      out.methods[#out.methods + 1] = e
+      local best = out.by_method[m]
+      if not best or (e.largest or -1) > (best.largest or -1)
+         or (e.largest and e.largest == best.largest and e.step_ms < best.step_ms) then
+        out.by_method[m] = e
+      end
+    end
   end
   return out
 end

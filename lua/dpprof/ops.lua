@@ -1,12 +1,14 @@
 -- dpprof.ops: per-op measurement of an experiment (profile = "ops"), the result's `profile`.
 --
 --   ops.CATEGORIES             the op categories charts group by, in their order
---   ops.category(op)           the category of a ledger op name
+--   ops.category(op)           the category of a ledger op name ("recompute:gemm" is gemm's)
 --   ops.start(kind, dtype, device_model) -> state   measures the overhead, finds the device's
 --                              peak, turns per-op timing on (after warm-up: the ledger is reset then)
---   ops.phase_begin(state)     before a phase; ops.phase_end(state, name, token, phase_ms) after it
---                              (its device synchronised): reads the device timers, adds up the
---                              phase's op time
+--   ops.phase_begin(state)     before a phase; ops.phase_end(state, name, token, phase_ms,
+--                              recompute_ms) after it (its device synchronised): reads the device
+--                              timers, adds up the phase's op time; what it spent recomputing
+--                              checkpointed blocks (their "recompute:" ops) goes to `recompute`
+--                              (state.recomputes = true: the model checkpoints activations)
 --   ops.finish(state, ledger, iters) -> the result's profile object (and turns timing off)
 --
 -- Every backend call is timed (engine/core/profile.h): on the CPU by the engine clock around the
@@ -35,7 +37,10 @@ local EXACT = {
 }
 local PREFIXES = { { "dp_clip", "clip" }, { "dp_noise", "noise" }, { "dp_", "per_sample_norms" } }
 
+-- The category of a ledger op name; an op recorded in a ledger section ("recompute:gemm", an
+-- activation checkpoint's recomputed forward) is in its op's category.
 function ops.category(op)
+  op = op:match("^[%w_]+:(.+)$") or op
   if EXACT[op] then return EXACT[op] end
   for _, p in ipairs(PREFIXES) do
     if op:sub(1, #p[1]) == p[1] then return p[2] end
@@ -65,19 +70,34 @@ function ops.enable(state)
   dp.profile.enable(true, state.kind)
 end
 
-function ops.phase_begin(state)
-  return dp.profile.total_ms()
+-- The measured time of the ops recorded in the ledger's "recompute" section so far, ms.
+local function recompute_ops_ms()
+  local ms = 0.0
+  for _, e in ipairs(dp.ledger()) do
+    if e.time_ms and e.op:find("^recompute:") then ms = ms + e.time_ms end
+  end
+  return ms
 end
 
-function ops.phase_end(state, name, token, phase_ms)
-  dp.profile.collect(state.kind)
+function ops.phase_begin(state)
+  return { total = dp.profile.total_ms(), recompute = state.recomputes and recompute_ops_ms() or 0 }
+end
+
+local function add_phase(state, name, ms, ops_ms)
   local p = state.phases[name]
   if not p then
     p = { ms = 0, ops_ms = 0 }
     state.phases[name] = p
   end
-  p.ms = p.ms + phase_ms
-  p.ops_ms = p.ops_ms + (dp.profile.total_ms() - token)
+  p.ms, p.ops_ms = p.ms + ms, p.ops_ms + ops_ms
+end
+
+-- phase_ms: the phase's time less its recomputation, which took recompute_ms (0 without one).
+function ops.phase_end(state, name, token, phase_ms, recompute_ms)
+  dp.profile.collect(state.kind)
+  local recomputed = state.recomputes and recompute_ops_ms() - token.recompute or 0
+  add_phase(state, name, phase_ms, dp.profile.total_ms() - token.total - recomputed)
+  if (recompute_ms or 0) > 0 then add_phase(state, "recompute", recompute_ms, recomputed) end
 end
 
 local function rate(amount, ms)

@@ -26,6 +26,7 @@
 --   plan.op_ms(entry, model, dtype)    one ledger entry's time: ms, "compute" | "memory"
 --   plan.estimate(ledger, model, dtype) -> {ms=, ops={{op, calls, flops, bytes, ms, bound}...}}
 --   plan.ledger_diff(before, after)    the ledger entries a phase added (two dpprof.ledger() lists)
+--   plan.split_recompute(ledger)       -> own, recomputed: the "recompute:" entries set apart
 --   plan.budget(model, peak_bytes)     -> the result's `plan` object (see docs/results.md)
 --   plan.describe(model)               one line naming the model and its figures
 local dp = require("dpprof")
@@ -202,6 +203,17 @@ function plan.ledger_diff(before, after)
     end
   end
   return out
+end
+
+-- A ledger diff split in two: the ops an activation checkpoint's recomputation made ("recompute:"
+-- entries, engine/core/ledger.h's section) and the others.
+function plan.split_recompute(ledger)
+  local own, recomputed = {}, {}
+  for _, e in ipairs(ledger) do
+    local list = e.op:find("^recompute:") and recomputed or own
+    list[#list + 1] = e
+  end
+  return own, recomputed
 end
 
 -- The budget view of a run whose allocated peak is peak_bytes (the tagged allocations, workspace

@@ -13,6 +13,10 @@ results.MiB = 1024 * 1024
 results.TIMELINE_POINTS = 4096
 results.STATUSES = dp.results_schema.choices.statuses
 results.PHASES = dp.results_schema.choices.phases
+-- Phases a result may lack (absent: 0 ms), as a set: "recompute" (activation checkpointing, issue
+-- 16) is absent from results written before it existed.
+results.OPTIONAL_PHASES = {}
+for _, p in ipairs(dp.results_schema.choices.optional_phases) do results.OPTIONAL_PHASES[p] = true end
 -- The categories a per-op profile groups ops by, and since when a host peak RSS counts.
 results.OP_CATEGORIES = dp.results_schema.choices.op_categories
 results.HOST_RSS_SINCE = dp.results_schema.choices.rss_since
@@ -240,8 +244,10 @@ local CHOICES = {
   formulations = dp.dp.FORMULATIONS, accountants = dp.privacy.accountants,
   flash_impls = dp.dp.FLASH_IMPLS,
 }
--- The key sets of the placeholders: {category} and {phase} (every one required).
+-- The key sets of the placeholders: {category} and {phase} (every one required but the optional
+-- phases).
 local KEYS = { ["{category}"] = results.CATEGORIES, ["{phase}"] = results.PHASES }
+local OPTIONAL_KEYS = { ["{phase}"] = results.OPTIONAL_PHASES }
 
 -- The top-level keys whose presence marks a JSON document as meant to be a result.
 results.MARK_KEYS = {}
@@ -374,7 +380,10 @@ function V:children(node, t, path)
     local key = child.key
     local names = KEYS[key]
     if names then
-      for _, k in ipairs(names) do self:check(child, t[k], join(path, k)) end
+      local optional = OPTIONAL_KEYS[key] or {}
+      for _, k in ipairs(names) do
+        if not (optional[k] and t[k] == nil) then self:check(child, t[k], join(path, k)) end
+      end
       for _, k in ipairs(sorted_keys(t)) do
         if not member(names, k) then
           self:fail(join(path, k), "unknown %s (valid: %s)", key:sub(2, -2), table.concat(names, ", "))
@@ -407,6 +416,10 @@ end
 function INVARIANTS.config(self, r)
   local c = tbl(r.config)
   if c and json.is_null(c.dp) and c.method ~= "vanilla" then self:fail("config.dp", "object expected, got null") end
+  local ck = c and tbl(c.model) and c.model.checkpoint
+  if ck and ck ~= "blocks" and not (int(ck) and ck >= 1) then
+    self:fail("config.model.checkpoint", "'%s' (valid: false, \"blocks\", an integer N >= 1)", tostring(ck))
+  end
 end
 
 function INVARIANTS.snapshots(self, r)

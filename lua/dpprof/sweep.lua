@@ -69,7 +69,7 @@ sweep.KEYS = {
   hidden = { "model", "hidden" }, heads = { "model", "heads" }, vocab = { "model", "vocab" },
   kv_heads = { "model", "kv_heads" }, head_dim = { "model", "head_dim" },
   arch = { "model", "arch" }, dtype = { "model", "dtype" }, mlp_ratio = { "model", "mlp_ratio" },
-  ffn = { "model", "ffn" }, lora_rank = { "model", "lora", "rank" },
+  ffn = { "model", "ffn" }, lora_rank = { "model", "lora", "rank" }, checkpoint = { "model", "checkpoint" },
   max_grad_norm = { "dp", "max_grad_norm" }, noise_multiplier = { "dp", "noise_multiplier" },
   sample_rate = { "dp", "sample_rate" }, max_physical_batch_size = { "dp", "max_physical_batch_size" },
   accountant = { "dp", "accountant" },

@@ -9,6 +9,8 @@
 --   tid 2 "phases":     forward, backward, clip, noise, optimizer slices, and with profile="ops" the
 --                       op slices nested in them (op_calls: dpprof.profile.calls(), category in cat)
 --   tid 3 "snapshots":  an instant event per snapshot
+--   tid 4 "recompute":  activation checkpointing's recomputation of a block (inside a backward or
+--                       clip slice), present when the run recomputed
 --   counters "allocated" and "reserved" (bytes) and one "memory.<category>" counter per category
 -- Slices on one tid never overlap (Perfetto rejects that), so iterations and phases have their own.
 -- Long event logs are reduced to max_points time buckets per counter, each keeping its maximum so
@@ -19,7 +21,7 @@ local json = dp.json
 local trace = {}
 
 local PID = 1
-local TID_ITERATIONS, TID_PHASES, TID_SNAPSHOTS = 1, 2, 3
+local TID_ITERATIONS, TID_PHASES, TID_SNAPSHOTS, TID_RECOMPUTE = 1, 2, 3, 4
 
 local function us(ms) return ms * 1000 end
 
@@ -46,11 +48,16 @@ local function iteration_slices(out, spans)
   end
 end
 
+-- Phase slices; a recomputation nests in the phase that ran it, so it has a thread of its own.
 local function phase_slices(out, spans)
+  local recomputed = false
   for _, s in ipairs(spans) do
-    out[#out + 1] = { ph = "X", pid = PID, tid = TID_PHASES, name = s.phase, cat = "phase",
+    local own = s.phase == "recompute"
+    recomputed = recomputed or own
+    out[#out + 1] = { ph = "X", pid = PID, tid = own and TID_RECOMPUTE or TID_PHASES, name = s.phase, cat = "phase",
                       ts = us(s.start_ms), dur = us(s.end_ms - s.start_ms), args = { iter = s.iter } }
   end
+  if recomputed then metadata(out, "thread_name", TID_RECOMPUTE, "recompute") end
 end
 
 -- Op slices (profile="ops"): on the phases' thread, where each lies inside its phase's slice.

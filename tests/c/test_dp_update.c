@@ -84,19 +84,9 @@ static int64_t run_step(dp_arch arch, int tied, int lora, const method *mt, doub
         CHECK_OK(dpsgd_method_preset(mt->name, &cfg.norms, &cfg.clip));
     else
         cfg.norms = mt->norms, cfg.clip = mt->clip;
-    cfg.max_grad_norm = C;
-    cfg.noise_multiplier = sigma;
-    cfg.expected_batch_size = 5;
-    cfg.max_physical_batch_size = physical_cfg;
-    cfg.dataset_size = 1000;
-    cfg.seed = 42;
     dpsgd *dp = NULL;
     dp_optimizer *opt = NULL;
-    dp_optim_opts oo;
-    dp_optim_opts_default(&oo, DP_OPTIM_SGD);
-    oo.lr = 0.5;
-    CHECK_OK(dpsgd_new(m, &cfg, &dp));
-    CHECK_OK(dp_optim_new(m, DP_OPTIM_SGD, &oo, &opt));
+    CHECK_OK(test_dp_sgd(m, &cfg, C, sigma, physical_cfg, &dp, &opt));
     int64_t n = 0;
     if (dp && opt) {
         dpsgd_step_plan plan;

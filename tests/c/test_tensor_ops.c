@@ -200,6 +200,33 @@ static void test_plan_device(void) {
     CHECK_EQ_U64(st.total_peak, (2ull << 30) + 4); /* + dp_sumsq's 4-byte result */
 }
 
+/* The ledger's sections (activation checkpointing's "recompute"): an op inside one is its own
+ * entry, "<section>:<op>", beside the same op outside; closing restores the previous section;
+ * totals count both; a reset frees the names it made. */
+static void test_ledger_sections(void) {
+    dp_ledger_reset();
+    dp_ledger_add("gemm", 10.0, 4.0);
+    const char *was = dp_ledger_section("recompute");
+    CHECK(was == NULL);
+    dp_ledger_add("gemm", 3.0, 1.0);
+    dp_ledger_add("gemm", 3.0, 1.0);
+    dp_ledger_add("attention_fwd", 7.0, 2.0);
+    CHECK(dp_ledger_section(was) != NULL);
+    dp_ledger_add("gemm", 10.0, 4.0);
+    CHECK_EQ_U64(dp_ledger_count(), 3);
+    const dp_ledger_entry *plain = ledger("gemm"), *again = ledger("recompute:gemm"),
+                          *att = ledger("recompute:attention_fwd");
+    CHECK(plain && plain->calls == 2 && plain->flops == 20.0 && plain->section == NULL);
+    CHECK(again && again->calls == 2 && again->flops == 6.0 && again->bytes == 2.0 &&
+          strcmp(again->section, "recompute") == 0 && strcmp(again->base, "gemm") == 0);
+    CHECK(att && att->calls == 1 && att->flops == 7.0);
+    double flops, bytes;
+    dp_ledger_totals(&flops, &bytes);
+    CHECK(flops == 33.0 && bytes == 12.0);
+    dp_ledger_reset();
+    CHECK_EQ_U64(dp_ledger_count(), 0);
+}
+
 int main(void) {
     CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
@@ -208,6 +235,7 @@ int main(void) {
     test_bf16_and_copy();
     test_bad_shapes();
     test_plan_device();
+    test_ledger_sections();
     dp_engine_shutdown();
     return check_report("test_tensor_ops");
 }

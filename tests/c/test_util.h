@@ -6,8 +6,10 @@
 
 #include "check.h"
 #include "device.h"
+#include "dpsgd.h"
 #include "error.h"
 #include "model.h"
+#include "optim.h"
 #include "tensor.h"
 
 #include <stdint.h>
@@ -107,6 +109,24 @@ static inline int test_explicit_norms(dp_model *m, const dp_tensor *inputs, cons
         if ((rc = dp_model_zero_grad(m, 1)) != DP_OK) return rc;
     }
     return DP_OK;
+}
+
+/* The DP step the update tests share: cfg (its method already chosen) gets C, sigma, an expected
+ * logical batch of 5 from a dataset of 1000, physical batches of at most `physical` and seed 42;
+ * then DP-SGD over m and plain SGD at lr 0.5. DP_OK or the first failing call's status. */
+static inline int test_dp_sgd(dp_model *m, dpsgd_config *cfg, double C, double sigma, int64_t physical, dpsgd **dp,
+                              dp_optimizer **opt) {
+    cfg->max_grad_norm = C;
+    cfg->noise_multiplier = sigma;
+    cfg->expected_batch_size = 5;
+    cfg->max_physical_batch_size = physical;
+    cfg->dataset_size = 1000;
+    cfg->seed = 42;
+    dp_optim_opts oo;
+    dp_optim_opts_default(&oo, DP_OPTIM_SGD);
+    oo.lr = 0.5;
+    int rc = dpsgd_new(m, cfg, dp);
+    return rc == DP_OK ? dp_optim_new(m, DP_OPTIM_SGD, &oo, opt) : rc;
 }
 
 /* 1 when a CUDA device can run the test; else prints "skipped: ..." (the reason test.sh shows)

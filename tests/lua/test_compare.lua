@@ -27,7 +27,8 @@ local function result(peak_bytes, iter_ms)
   local spans, phase_ms = {}, {}
   local t = 0
   for i, ms in ipairs(iter_ms) do
-    local per = { forward = ms * 0.3, backward = ms * 0.5, clip = ms * 0.1, noise = ms * 0.05, optimizer = ms * 0.05 }
+    local per = { forward = ms * 0.3, backward = ms * 0.5, clip = ms * 0.1, noise = ms * 0.05, optimizer = ms * 0.05,
+                  recompute = 0 }
     for _, p in ipairs(results.PHASES) do
       spans[#spans + 1] = { phase = p, iter = i, start_ms = t, end_ms = t + per[p] }
       t = t + per[p]

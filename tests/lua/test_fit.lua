@@ -109,6 +109,47 @@ do
   check.eq(h.device_model.workspace, true, "the h100's workspace is modelled")
 end
 
+-- Activation checkpointing: one search per setting, each entry saying its setting, its boundary
+-- exact under that setting; checkpointing every block fits a longer sequence than none, every 2nd
+-- block in between; by_method is the largest.
+do
+  local model = copy(MODEL)
+  model.layers = 4
+  local dm = model_of(plan_run("flash_clip", "seq_len", 96, model_of(1 << 40), { model = model }).plan.peak_bytes)
+  local f = dp.fit{ base = { model = model }, method = "flash_clip", device_model = dm, granularity = 4,
+                    checkpoint = { false, "blocks", 2 } }
+  check.eq(#f.methods, 3, "one entry per setting")
+  local by = {}
+  for i, e in ipairs(f.methods) do
+    check.eq(e.method, "flash_clip", "entry " .. i .. " method")
+    by[tostring(e.checkpoint)] = e
+    -- independently: largest fits and largest + granularity does not, with that setting
+    local m2 = copy(model)
+    m2.checkpoint = e.checkpoint
+    local r = plan_run("flash_clip", "seq_len", e.largest, dm, { model = m2 })
+    check.eq(r.plan.fits, true, tostring(e.checkpoint) .. ": the largest fits")
+    check.eq(e.peak_bytes, r.plan.peak_bytes, tostring(e.checkpoint) .. ": its peak")
+    check.eq(e.step_ms, r.timing.avg_ms, tostring(e.checkpoint) .. ": its estimated step")
+    check.eq(plan_run("flash_clip", "seq_len", e.first_unfit, dm, { model = m2 }).plan.fits, false,
+             tostring(e.checkpoint) .. ": largest + granularity does not")
+  end
+  check.eq(by["false"].largest, 96, "off: 96 fills the budget")
+  check.truthy(by.blocks.largest > by["2"].largest and by["2"].largest > by["false"].largest,
+               string.format("blocks %d > every 2nd %d > off %d", by.blocks.largest, by["2"].largest,
+                             by["false"].largest))
+  check.truthy(f.by_method.flash_clip == by.blocks, "the answer is the largest")
+  check.eq(f.checkpoints[2], "blocks", "the settings searched")
+  -- default: the base's own setting, one entry
+  model.checkpoint = 2
+  local g = dp.fit{ base = { model = model }, method = "flash_clip", device_model = dm, granularity = 4 }
+  check.eq(#g.methods, 1, "one setting by default")
+  check.eq(g.methods[1].checkpoint, 2, "base.model.checkpoint's")
+  check.eq(g.methods[1].largest, by["2"].largest, "the same answer")
+  check.raises(function() dp.fit{ base = { model = copy(MODEL) }, checkpoint = { false, "every" } } end,
+               { "checkpoint: 'every' is not a setting", "\"blocks\"", "N >= 1" })
+  check.raises(function() dp.fit{ base = { model = copy(MODEL) }, checkpoint = {} } end, { "non-empty list" })
+end
+
 -- Nothing leaks between runs: the plan device holds only the workspace afterwards; a script that
 -- keeps an allocation alive across a run is caught.
 do
@@ -150,14 +191,30 @@ local code, out = sh(string.format("%q fit preset=small method=ghost,vanilla var
 check.eq(code, 0, "dpprof fit exits 0: " .. out)
 check.truthy(out:find("largest layers", 1, true), "a table header")
 check.truthy(out:find("\n  ghost ", 1, true) and out:find("\n  vanilla ", 1, true), "a row per method")
+check.truthy(out:find("checkpoint", 1, true) and out:find("blocks", 1, true) and out:find(" off ", 1, true),
+             "searched with checkpointing off and on by default, the setting in its column: " .. out)
+code, out = sh(string.format("%q fit preset=small method=flash_clip budget_gb=1 checkpoint=2,off", exe))
+check.eq(code, 0, "checkpoint=2,off: " .. out)
+check.truthy(out:find("every 2", 1, true) and out:find(" off ", 1, true), "the settings given: " .. out)
+code, out = sh(string.format("%q fit preset=small checkpoint=sometimes", exe))
+check.eq(code, 2, "bad checkpoint: exit 2")
+check.truthy(out:find("'sometimes' is not a setting", 1, true), "names the value: " .. out)
 code, out = sh(string.format("%q fit vary=heads", exe))
 check.eq(code, 2, "bad vary: exit 2")
 check.truthy(out:find("seq_len, batch, layers", 1, true), "lists the valid choices: " .. out)
 code, out = sh(string.format("%q fit budget=3", exe))
 check.eq(code, 2, "unknown key: exit 2")
 check.truthy(out:find("unknown key 'budget'", 1, true), "names the key: " .. out)
+local _, unknown = sh(string.format("%q fit budget=3", exe))
 code, out = sh(string.format("%q fit --help", exe))
 check.eq(code, 0, "--help")
 check.truthy(out:find("usage: dpprof fit", 1, true), "usage")
+-- every key fit takes (the list its error gives) is in its usage, checkpoint= among them
+local keys = unknown:match("%(valid: ([^)]*)%)")
+check.truthy(keys and keys:find("checkpoint", 1, true), "the valid keys, checkpoint among them: " .. unknown)
+local described = out:match("^(.-)\nexample:") or out -- the keys' descriptions, not the examples
+for key in (keys or ""):gmatch("[%w_]+") do
+  check.truthy(described:find("%f[%w_]" .. key .. "="), "the usage describes " .. key .. "=")
+end
 
 print("test_fit: ok")

@@ -338,4 +338,36 @@ check.eq(m.alive, false)
 check.raises(function() m:forward(b) end, { "model was freed" })
 check.raises(function() dp.batch{ model = m } end, { "dpprof.batch: 'model' was freed" })
 check.eq(tostring(m), "model(freed)")
+-- activation checkpointing: false | "blocks" | N, echoed as given; the same gradients; the
+-- recompute log; anything else refused naming the valid values
+do
+  local cfg = { arch = "llama", vocab = 50, hidden = 16, layers = 3, heads = 4, kv_heads = 2, seq_len = 8, batch = 2,
+                device = "cpu", lora = { rank = 2, targets = { "q_proj", "down_proj" } } }
+  local grads = {}
+  for _, ck in ipairs({ false, "blocks", 2 }) do
+    cfg.checkpoint = ck
+    local mm = dp.model(cfg)
+    check.eq(mm:config().checkpoint, ck, "checkpoint echoed")
+    local bb = dp.batch{ model = mm, seed = 3 }
+    mm:forward(bb)
+    mm:backward()
+    local log = mm:recompute_log()
+    check.eq(#log.spans, ck == false and 0 or ck == "blocks" and 3 or 2, "a recomputation per checkpointed block")
+    check.truthy(ck == false and log.total_ms == 0 or log.total_ms > 0, "recompute time")
+    check.eq(#mm:recompute_log().spans, 0, "reading the log empties it")
+    local bits = {} -- every element, exactly (%a)
+    local function flat(t) for _, v in ipairs(t) do if type(v) == "table" then flat(v) else bits[#bits + 1] = string.format("%a", v) end end end
+    for _, name in ipairs({ "model.layers.2.mlp.down_proj.lora_B.weight", "model.layers.1.self_attn.q_proj.lora_B.weight" }) do
+      flat(mm:grad(name):totable())
+    end
+    grads[#grads + 1] = table.concat(bits, " ")
+    dp.free_batch(bb)
+    mm:free()
+  end
+  for k = 2, 3 do check.eq(grads[k], grads[1], "the same gradient with checkpointing") end
+  for _, bad in ipairs({ true, 0, -2, 1.5, "every" }) do
+    cfg.checkpoint = bad
+    check.raises(function() dp.model(cfg) end, { "'checkpoint' must be false, \"blocks\" (every block) or an integer N >= 1" })
+  end
+end
 print("test_model.lua: all checks passed")

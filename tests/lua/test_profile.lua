@@ -25,6 +25,12 @@ local function run(extra)
   return r
 end
 
+-- The phases every run has (recompute only with activation checkpointing).
+local PHASES = {}
+for _, name in ipairs(results.PHASES) do
+  if not results.OPTIONAL_PHASES[name] then PHASES[#PHASES + 1] = name end
+end
+
 local trace_path = os.tmpname()
 local plain = run()
 local r = run{ profile = "ops", trace = trace_path }
@@ -58,7 +64,7 @@ check.near(g.flops_fraction, g.flops_per_s / r.profile.peak.flops, 1e-12, "fract
 local total_ops = 0
 for _, o in ipairs(r.profile.ops) do total_ops = total_ops + o.ms end
 local in_phases = 0
-for _, name in ipairs(results.PHASES) do
+for _, name in ipairs(PHASES) do
   local p = r.profile.phases[name]
   check.truthy(p, "phase " .. name .. " profiled")
   check.near(p.ms, r.timing.phases_ms[name], 1e-9, name .. ": the phase time is the timing's")
@@ -80,7 +86,7 @@ check.near(o.calls_per_iter, calls / r.profile.iters, 1e-12, "calls per iteratio
 -- Memory: profiling changes nothing; phases add up.
 check.eq(r.memory.peak_bytes, plain.memory.peak_bytes, "profiling leaves the peak as it is")
 local highest = 0
-for _, name in ipairs(results.PHASES) do
+for _, name in ipairs(PHASES) do
   local p = r.memory.phases[name]
   check.truthy(p, "memory.phases." .. name)
   highest = math.max(highest, p.peak_bytes)
@@ -118,7 +124,7 @@ os.remove(trace_path)
 -- The plan device: the clock is modelled, so ops make up each phase exactly.
 local pr = run{ device = "plan", device_model = { base = "h100", workspace = false }, profile = "ops" }
 check.eq(pr.profile.predicted, true, "a plan profile is predicted")
-for _, name in ipairs(results.PHASES) do
+for _, name in ipairs(PHASES) do
   local p = pr.profile.phases[name]
   check.near(p.ops_ms, p.ms, 1e-6, name .. ": modelled ops make up the modelled phase")
 end
@@ -130,4 +136,24 @@ check.near(spans[#spans].end_ms - spans[1].start_ms, pr.timing.estimate.ledger_m
   return s
 end)(), 0.05, "the spans are on the modelled device's time (warm-up + the timed iterations' ops)")
 check.truthy(dp.clock() < 1e6, "the clock is real again after the run")
+
+-- Activation checkpointing: the recomputed blocks' ops (the ledger's "recompute:" section) are
+-- the profile's `recompute` phase, as their time is the timing's; the phases they ran in keep the
+-- rest, on the CPU and on the plan device.
+for _, device in ipairs({ "cpu", "plan" }) do
+  local model = dp.deep_copy(MODEL)
+  model.checkpoint = "blocks"
+  local c = run{ model = model, profile = "ops", device = device }
+  local rc = c.profile.phases.recompute
+  check.truthy(rc and rc.ms > 0, device .. ": a recompute phase profiled")
+  for _, name in ipairs({ "recompute", "backward" }) do
+    local p = c.profile.phases[name]
+    check.near(p.ms, c.timing.phases_ms[name], 1e-9, device .. " " .. name .. ": the phase time is the timing's")
+    check.truthy(p.ops_ms <= p.ms * (1 + 1e-9) + 1e-9, device .. " " .. name .. ": its ops take no longer than it")
+    if device == "plan" then check.near(p.ops_ms, p.ms, 1e-6, name .. ": modelled ops make up the modelled phase") end
+  end
+  local gemm
+  for _, o in ipairs(c.profile.ops) do if o.op == "recompute:gemm" then gemm = o end end
+  check.truthy(gemm and gemm.category == "matmul" and gemm.ms > 0, device .. ": recomputed GEMMs are matmuls, timed")
+end
 print("test_profile: ok")

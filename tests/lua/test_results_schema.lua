@@ -247,6 +247,58 @@ check.eq(counters["memory.parameters"], param_bytes, "parameters counter")
 check.truthy(counters.allocated >= tr.memory.peak_bytes, "allocated counter reaches the peak")
 
 ---------------------------------------------------------------------------------------------
+-- activation checkpointing (issue 16): recompute is a phase of its own, its spans nested in the
+-- backward (and bk's clip) that ran them, on a thread of their own in the trace; the iteration
+-- is still the sum of its phases; the configuration echoes the setting
+do
+  local path = os.tmpname()
+  local model = {}
+  for k, v in pairs(MODEL) do model[k] = v end
+  model.checkpoint = "blocks"
+  for _, method in ipairs({ "ghost", "bk", "vanilla" }) do
+    local c = config{ method = method, trace = path }
+    c.model = model
+    local rc = dp.experiment(c)
+    check.eq(rc.status, "ok", "checkpointed " .. method .. ": " .. tostring(rc.message))
+    assert_valid(rc, "checkpointed " .. method)
+    if method == "ghost" then checkpointed = rc end
+    check.eq(rc.config.model.checkpoint, "blocks", "the setting echoed")
+    check.truthy(rc.timing.phases_ms.recompute > 0, method .. ": recompute time measured")
+    local recomputes, outer, sums = 0, {}, {}
+    for _, s in ipairs(rc.timing.spans) do
+      if s.phase == "recompute" then
+        recomputes = recomputes + 1
+        local host = outer[#outer]
+        check.truthy(host and host.iter == s.iter and s.start_ms >= host.start_ms and s.end_ms <= host.end_ms and
+                     (host.phase == "backward" or (host.phase == "clip" and method ~= "vanilla")),
+                     method .. ": a recomputation nests in its backward or clip")
+      else
+        outer[#outer + 1] = s
+        sums[s.iter] = (sums[s.iter] or 0) + (s.end_ms - s.start_ms)
+      end
+    end
+    -- 3 iterations x 2 physical batches x 2 blocks x passes: ghost recomputes in its second
+    -- backward, bk in its clip, vanilla once
+    check.eq(recomputes, 3 * 2 * 2 * (method == "vanilla" and 1 or 2), method .. ": recompute spans")
+    for i = 1, 2 do
+      check.near(rc.timing.iter_ms[i], sums[i], 1e-6, method .. ": iter_ms[" .. i .. "] = its phases, recompute moved")
+    end
+    local t = results.read(path)
+    local slices = 0
+    for _, e in ipairs(t.traceEvents) do
+      if e.ph == "X" and e.name == "recompute" then
+        check.eq(e.tid, 4, "recompute slices on their own thread")
+        slices = slices + 1
+      end
+    end
+    check.eq(slices, recomputes, method .. ": a trace slice per recomputation")
+    local ops = 0
+    for _, e in ipairs(rc.ledger) do if e.op:find("^recompute:") then ops = ops + e.flops end end
+    check.truthy(ops > 0, method .. ": the recomputation's flops in the ledger")
+  end
+  os.remove(path)
+end
+
 -- The one schema (common/results_schema.h, dpprof.results_schema) against what is written and
 -- what is validated: every field a real result carries is described (the writer cannot add one
 -- the chart reader and the validator do not know), and the validator checks every described
@@ -315,7 +367,7 @@ do -- the invariants of these fields
   broken(repeated, function(b) b.repeats.avg_ms = nil end, "repeats.avg_ms: missing")
 end
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
-                    placed = placed, profiled = profiled, repeated = repeated }
+                    placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -406,6 +458,30 @@ for _, f in ipairs(schema.fields) do
   end
 end
 check.truthy(checked >= #schema.fields - 1, "every field was tried (" .. checked .. ")")
+
+-- recompute is the one phase a result may lack (results written before activation checkpointing
+-- have none), forward is not; config.model.checkpoint is false, "blocks" or N >= 1
+do
+  local older = dp.deep_copy(checkpointed)
+  older.timing.phases_ms.recompute = nil
+  assert_valid(older, "a result without the recompute phase")
+  older.timing.phases_ms.forward = nil
+  local ok, problems = results.validate(older)
+  check.truthy(not ok and problems[1] == "timing.phases_ms.forward: missing (number expected)",
+               "a missing forward phase is named: " .. table.concat(problems or {}, "; "))
+  local doc = dp.deep_copy(checkpointed)
+  for _, good in ipairs({ false, "blocks", 1, 4 }) do
+    doc.config.model.checkpoint = good
+    assert_valid(doc, "checkpoint = " .. tostring(good))
+  end
+  for _, bad in ipairs({ "every", 0, 2.5, true }) do
+    doc.config.model.checkpoint = bad
+    ok, problems = results.validate(doc)
+    check.truthy(not ok and problems[1] == string.format("config.model.checkpoint: '%s' (valid: false, \"blocks\", "
+                                                         .. "an integer N >= 1)", tostring(bad)),
+                 "checkpoint = " .. tostring(bad) .. " is named: " .. table.concat(problems or {}, "; "))
+  end
+end
 
 -- The chart fixtures (tests/fixtures/results, from generate.lua) are results as this page
 -- describes them, OOM points included; the malformed set breaks exactly what its tests expect.

@@ -197,5 +197,29 @@ dp.sweep{ base = { model = { arch = "gpt", vocab = 64, hidden = 16, layers = 1, 
   check.truthy(text:find("* " .. dp.results.FIXED_BATCH_CAVEAT, 1, true), "and explains the mark: " .. text)
 end
 
+-- checkpoint is a vary key (model.checkpoint): the trade of activation checkpointing, off, every
+-- 4th, every 2nd and every block, peaks falling in that order; its chart has the four categories
+do
+  local cdir = out .. "-checkpoint"
+  local s = dp.sweep{ base = { model = { arch = "gpt", vocab = 64, hidden = 32, layers = 4, heads = 2, seq_len = 64,
+                                         batch = 2 }, method = "flash_clip", device = "plan",
+                               device_model = { base = "h100", workspace = false }, iters = 1, warmup = 0,
+                               snapshots = "none" },
+                      vary = { checkpoint = { false, 4, 2, "blocks" } }, out = cdir, isolate = false, quiet = true }
+  local peak = {}
+  for _, p in ipairs(s.points) do
+    check.eq(p.status, "ok", p.name)
+    check.eq(p.result.config.model.checkpoint, p.vary.checkpoint, p.name .. ": the setting ran")
+    peak[tostring(p.vary.checkpoint)] = p.result.memory.categories.activations.peak_bytes
+  end
+  check.truthy(s.points[1].name == "checkpoint=false" and s.points[4].name == "checkpoint=blocks", "point names")
+  check.truthy(peak["false"] > peak["4"] and peak["4"] > peak["2"] and peak["2"] > peak.blocks,
+               "activations fall as more blocks are checkpointed")
+  local ok, err = dp.plot.render_dir(cdir)
+  check.truthy(ok, "charts: " .. tostring(err))
+  check.truthy(dp.read_file(cdir .. "/sweep_checkpoint.png"), "the checkpoint chart")
+  os.execute("rm -rf " .. cdir)
+end
+
 os.execute("rm -rf " .. out)
 print("ok")
