@@ -8,8 +8,8 @@
  * A path names a field below the top of the document: keys joined by ".", "[]" for each element
  * of an array ("snapshots[].name"), "{category}" for each of the engine's memory categories
  * (every one is required, no other key is allowed: dpprof.memory.categories), "{phase}" for each
- * of DPR_PHASES (every one required but those of DPR_OPTIONAL_PHASES), "*" for any key. A field's
- * parent is described before it.
+ * of DPR_PHASES (every one required but those of DPR_OPTIONAL_PHASES; under a row whose when is
+ * OPTIONAL, none: the phases that ran), "*" for any key. A field's parent is described before it.
  *
  * when (below the top: wherever the parent is present): ALWAYS required; OK required in an ok
  * result (a failed run's config is what was asked for, before defaults: checked, not required);
@@ -24,8 +24,8 @@
  * (a key whose presence at the top marks a JSON document as meant to be a result).
  *
  * choices: NULL, or the name of the list the value must be in: the schema's own (statuses,
- * phases, samplings, bounds, below) or the engine's (formulations, accountants, flash_impls: the
- * Lua side takes them from dpprof.dp and dpprof.privacy; the chart reader does not check them). */
+ * phases, samplings, bounds, profiles, op_categories, rss_since, below) or the engine's (formulations, accountants,
+ * flash_impls: the Lua side takes them from dpprof.dp and dpprof.privacy; the chart reader does not check them). */
 #ifndef DPPROF_RESULTS_SCHEMA_H
 #define DPPROF_RESULTS_SCHEMA_H
 
@@ -44,6 +44,22 @@
 #define DPR_OPTIONAL_PHASES(X) X(RECOMPUTE, "recompute")
 #define DPR_SAMPLINGS(X) X(POISSON, "poisson") X(FIXED, "fixed")
 #define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory")
+/* config.profile and profile.mode (a result carries `profile` only for "ops"). */
+#define DPR_PROFILES(X) X(NONE, "none") X(OPS, "ops")
+/* The categories a per-op profile groups ops by (profile.ops[].category), in the charts' order;
+ * which op falls in which is the writer's table (lua/dpprof/ops.lua). */
+#define DPR_OP_CATEGORIES(X)                                                                                           \
+    X(MATMUL, "matmul")                                                                                                \
+    X(ATTENTION, "attention")                                                                                          \
+    X(NORM, "norm")                                                                                                    \
+    X(PER_SAMPLE_NORMS, "per_sample_norms")                                                                            \
+    X(CLIP, "clip")                                                                                                    \
+    X(NOISE, "noise")                                                                                                  \
+    X(OPTIMIZER, "optimizer")                                                                                          \
+    X(OTHER, "other")
+/* Since when memory.host_peak_rss_bytes is the peak: the experiment's start (the kernel's peak was
+ * reset) or the process's (it could not be). */
+#define DPR_RSS_SINCE(X) X(EXPERIMENT, "experiment") X(PROCESS, "process")
 
 typedef enum {
     DPR_T_STRING,
@@ -104,6 +120,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(CONFIG_WARMUP, "config.warmup", INTEGER, OK, DPR_NONNEG, NULL)                                                   \
     X(CONFIG_DEVICE, "config.device", STRING, OK, 0, NULL)                                                             \
     X(CONFIG_SEED, "config.seed", INTEGER, OK, 0, NULL)                                                                \
+    X(CONFIG_PROFILE, "config.profile", STRING, OPTIONAL, 0, "profiles")                                               \
     X(METHOD, "method", STRING, OK, 0, NULL)                                                                           \
     X(NORMS, "norms", STRING, OK, DPR_NULLABLE, NULL)                                                                  \
     X(CLIP, "clip", STRING, OK, DPR_NULLABLE, NULL)                                                                    \
@@ -116,6 +133,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(SNAPSHOT_TIMESTAMP, "snapshots[].timestamp", NUMBER, PARENT, DPR_NONNEG, NULL)                                   \
     X(SNAPSHOT_CATEGORIES, "snapshots[].categories", OBJECT, PARENT, 0, NULL)                                          \
     X(SNAPSHOT_CATEGORY, "snapshots[].categories.{category}", INTEGER, PARENT, DPR_NONNEG, NULL)                       \
+    X(SNAPSHOT_CUSTOM, "snapshots[].custom", BOOLEAN, OPTIONAL, 0, NULL) /* the script's own (ctx:snapshot) */         \
     X(MEMORY, "memory", OBJECT, OK, DPR_MARKS, NULL)                                                                   \
     X(MEMORY_PEAK_BYTES, "memory.peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                       \
     X(MEMORY_WARMUP_PEAK_BYTES, "memory.warmup_peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                         \
@@ -139,6 +157,18 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(MEMORY_TIMELINE_ALLOCATED_BYTES_ITEM, "memory.timeline.allocated_bytes[]", INTEGER, PARENT, 0, NULL)             \
     X(MEMORY_TIMELINE_RESERVED_BYTES, "memory.timeline.reserved_bytes", ARRAY, PARENT, 0, NULL)                        \
     X(MEMORY_TIMELINE_RESERVED_BYTES_ITEM, "memory.timeline.reserved_bytes[]", INTEGER, PARENT, 0, NULL)               \
+    X(MEMORY_PHASES, "memory.phases", OBJECT, OPTIONAL, 0, NULL) /* the phases that ran in the timed iterations */     \
+    X(MEMORY_PHASE, "memory.phases.{phase}", OBJECT, OPTIONAL, 0, NULL)                                                \
+    X(MEMORY_PHASE_PEAK_BYTES, "memory.phases.{phase}.peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                  \
+    X(MEMORY_PHASE_LIVE_AT_PEAK, "memory.phases.{phase}.live_at_peak", OBJECT, PARENT, 0, NULL)                        \
+    X(MEMORY_PHASE_LIVE_AT_PEAK_CATEGORY, "memory.phases.{phase}.live_at_peak.{category}", INTEGER, PARENT,            \
+      DPR_NONNEG, NULL)                                                                                                \
+    X(MEMORY_PHASE_END_BYTES, "memory.phases.{phase}.end_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                    \
+    X(MEMORY_PHASE_LIVE_AT_END, "memory.phases.{phase}.live_at_end", OBJECT, PARENT, 0, NULL)                          \
+    X(MEMORY_PHASE_LIVE_AT_END_CATEGORY, "memory.phases.{phase}.live_at_end.{category}", INTEGER, PARENT, DPR_NONNEG,  \
+      NULL)                                                                                                            \
+    X(MEMORY_HOST_PEAK_RSS_BYTES, "memory.host_peak_rss_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                   \
+    X(MEMORY_HOST_PEAK_RSS_SINCE, "memory.host_peak_rss_since", STRING, OPTIONAL, 0, "rss_since") /* with the above */ \
     X(PEAK_MEMORY_MB, "peak_memory_mb", NUMBER, OK, DPR_MARKS, NULL)                                                   \
     X(BREAKDOWN, "breakdown", OBJECT, OK, DPR_MARKS, NULL)                                                             \
     X(BREAKDOWN_MODEL_PARAMETERS_MB, "breakdown.model_parameters_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                \
@@ -257,6 +287,66 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(SWEEP_PLACEMENT_SLURM_EXIT_CODE, "sweep.placement.slurm.exit_code", STRING, OPTIONAL, 0, NULL)                   \
     X(SWEEP_PLACEMENT_SLURM_STATE_SOURCE, "sweep.placement.slurm.state_source", STRING, OPTIONAL, 0, NULL)             \
     X(SWEEP_PLACEMENT_SLURM_ARRAY_TASK_ID, "sweep.placement.slurm.array_task_id", INTEGER, OPTIONAL, DPR_NONNEG, NULL) \
+    X(PROFILE, "profile", OBJECT, OPTIONAL, 0, NULL) /* profile = "ops" only */                                        \
+    X(PROFILE_MODE, "profile.mode", STRING, PARENT, 0, "profiles")                                                     \
+    X(PROFILE_PREDICTED, "profile.predicted", BOOLEAN, PARENT, 0, NULL)                                                \
+    X(PROFILE_ITERS, "profile.iters", INTEGER, PARENT, 0, NULL) /* >= 1 */                                             \
+    X(PROFILE_DTYPE, "profile.dtype", STRING, PARENT, 0, NULL)                                                         \
+    X(PROFILE_PEAK, "profile.peak", OBJECT, PARENT, DPR_NULLABLE, NULL)          /* null: peak_error says why */       \
+    X(PROFILE_PEAK_FLOPS, "profile.peak.flops", NUMBER, PARENT, 0, NULL)         /* > 0 */                             \
+    X(PROFILE_PEAK_BANDWIDTH, "profile.peak.bandwidth", NUMBER, PARENT, 0, NULL) /* > 0 */                             \
+    X(PROFILE_PEAK_HOW, "profile.peak.how", STRING, PARENT, 0, NULL)                                                   \
+    X(PROFILE_PEAK_ERROR, "profile.peak_error", STRING, OPTIONAL, 0, NULL)                                             \
+    X(PROFILE_OVERHEAD, "profile.overhead", OBJECT, PARENT, 0, NULL)                                                   \
+    X(PROFILE_OVERHEAD_NS_PER_CALL, "profile.overhead.ns_per_call", NUMBER, PARENT, DPR_NONNEG, NULL)                  \
+    X(PROFILE_OVERHEAD_CALLS_PER_ITER, "profile.overhead.calls_per_iter", NUMBER, PARENT, DPR_NONNEG, NULL)            \
+    X(PROFILE_OVERHEAD_MS_PER_ITER, "profile.overhead.ms_per_iter", NUMBER, PARENT, DPR_NONNEG, NULL)                  \
+    X(PROFILE_CALLS_DROPPED, "profile.calls_dropped", INTEGER, PARENT, DPR_NONNEG, NULL)                               \
+    X(PROFILE_PHASES, "profile.phases", OBJECT, PARENT, 0, NULL)                                                       \
+    X(PROFILE_PHASE, "profile.phases.{phase}", OBJECT, OPTIONAL, 0, NULL) /* the phases that ran */                    \
+    X(PROFILE_PHASE_MS, "profile.phases.{phase}.ms", NUMBER, PARENT, DPR_NONNEG, NULL)                                 \
+    X(PROFILE_PHASE_OPS_MS, "profile.phases.{phase}.ops_ms", NUMBER, PARENT, DPR_NONNEG, NULL)                         \
+    X(PROFILE_PHASE_OUTSIDE_OPS_MS, "profile.phases.{phase}.outside_ops_ms", NUMBER, PARENT, DPR_NONNEG, NULL)         \
+    X(PROFILE_OPS, "profile.ops", ARRAY, PARENT, 0, NULL) /* largest ms first */                                       \
+    X(PROFILE_OP, "profile.ops[]", OBJECT, PARENT, 0, NULL)                                                            \
+    X(PROFILE_OP_OP, "profile.ops[].op", STRING, PARENT, 0, NULL)                                                      \
+    X(PROFILE_OP_CATEGORY, "profile.ops[].category", STRING, PARENT, 0, "op_categories")                               \
+    X(PROFILE_OP_CALLS, "profile.ops[].calls", INTEGER, PARENT, DPR_NONNEG, NULL)                                      \
+    X(PROFILE_OP_TIMED_CALLS, "profile.ops[].timed_calls", INTEGER, PARENT, DPR_NONNEG, NULL)                          \
+    X(PROFILE_OP_MS, "profile.ops[].ms", NUMBER, PARENT, DPR_NONNEG, NULL)                                             \
+    X(PROFILE_OP_FLOPS, "profile.ops[].flops", NUMBER, PARENT, DPR_NONNEG, NULL)                                       \
+    X(PROFILE_OP_BYTES, "profile.ops[].bytes", NUMBER, PARENT, DPR_NONNEG, NULL)                                       \
+    X(PROFILE_OP_FLOPS_PER_S, "profile.ops[].flops_per_s", NUMBER, PARENT, DPR_NONNEG | DPR_NULLABLE, NULL)            \
+    X(PROFILE_OP_BYTES_PER_S, "profile.ops[].bytes_per_s", NUMBER, PARENT, DPR_NONNEG | DPR_NULLABLE, NULL)            \
+    X(PROFILE_OP_FLOPS_FRACTION, "profile.ops[].flops_fraction", NUMBER, PARENT, DPR_NONNEG | DPR_NULLABLE, NULL)      \
+    X(PROFILE_OP_BANDWIDTH_FRACTION, "profile.ops[].bandwidth_fraction", NUMBER, PARENT, DPR_NONNEG | DPR_NULLABLE,    \
+      NULL)                                                                                                            \
+    X(PROFILE_OP_ALLOC_BYTES, "profile.ops[].alloc_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                          \
+    X(PROFILE_OP_FREED_BYTES, "profile.ops[].freed_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                          \
+    X(REPEATS, "repeats", OBJECT, OPTIONAL, 0, NULL)    /* sweep points run with repeats = N > 1 */                    \
+    X(REPEATS_N, "repeats.n", INTEGER, PARENT, 0, NULL) /* >= 1, the number of runs */                                 \
+    X(REPEATS_RUNS, "repeats.runs", ARRAY, PARENT, 0, NULL)                                                            \
+    X(REPEATS_RUN, "repeats.runs[]", OBJECT, PARENT, 0, NULL)                                                          \
+    X(REPEATS_RUN_STATUS, "repeats.runs[].status", STRING, PARENT, 0, "statuses")                                      \
+    X(REPEATS_RUN_MESSAGE, "repeats.runs[].message", STRING, OPTIONAL, 0, NULL) /* a failed run's first line */        \
+    X(REPEATS_RUN_AVG_MS, "repeats.runs[].avg_ms", NUMBER, OPTIONAL, DPR_NONNEG, NULL)                                 \
+    X(REPEATS_RUN_MEDIAN_MS, "repeats.runs[].median_ms", NUMBER, OPTIONAL, DPR_NONNEG, NULL)                           \
+    X(REPEATS_RUN_MIN_MS, "repeats.runs[].min_ms", NUMBER, OPTIONAL, DPR_NONNEG, NULL)                                 \
+    X(REPEATS_RUN_MAX_MS, "repeats.runs[].max_ms", NUMBER, OPTIONAL, DPR_NONNEG, NULL)                                 \
+    X(REPEATS_RUN_ITER_MS, "repeats.runs[].iter_ms", ARRAY, OPTIONAL, 0, NULL)                                         \
+    X(REPEATS_RUN_ITER_MS_ITEM, "repeats.runs[].iter_ms[]", NUMBER, PARENT, DPR_NONNEG, NULL)                          \
+    X(REPEATS_RUN_PHASES_MS, "repeats.runs[].phases_ms", OBJECT, OPTIONAL, 0, NULL)                                    \
+    X(REPEATS_RUN_PHASE_MS, "repeats.runs[].phases_ms.{phase}", NUMBER, PARENT, DPR_NONNEG, NULL)                      \
+    X(REPEATS_RUN_PEAK_BYTES, "repeats.runs[].peak_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                        \
+    X(REPEATS_RUN_HOST_PEAK_RSS_BYTES, "repeats.runs[].host_peak_rss_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)      \
+    X(REPEATS_RUN_PLACEMENT, "repeats.runs[].placement", OBJECT, OPTIONAL, DPR_OPEN, NULL) /* as sweep.placement */    \
+    X(REPEATS_AVG_MS, "repeats.avg_ms", OBJECT, OPTIONAL, 0, NULL) /* over the ok runs; with any */                    \
+    X(REPEATS_AVG_MS_MEDIAN, "repeats.avg_ms.median", NUMBER, PARENT, DPR_NONNEG, NULL)                                \
+    X(REPEATS_AVG_MS_MIN, "repeats.avg_ms.min", NUMBER, PARENT, DPR_NONNEG, NULL)                                      \
+    X(REPEATS_AVG_MS_MAX, "repeats.avg_ms.max", NUMBER, PARENT, DPR_NONNEG, NULL)                                      \
+    X(REPEATS_PEAK_BYTES, "repeats.peak_bytes", OBJECT, OPTIONAL, 0, NULL)                                             \
+    X(REPEATS_PEAK_BYTES_MIN, "repeats.peak_bytes.min", INTEGER, PARENT, DPR_NONNEG, NULL)                             \
+    X(REPEATS_PEAK_BYTES_MAX, "repeats.peak_bytes.max", INTEGER, PARENT, DPR_NONNEG, NULL)                             \
     X(TRACE_FILE, "trace_file", STRING, OPTIONAL, 0, NULL)                                                             \
     X(EXTRA, "extra", ANY, OPTIONAL, DPR_OPEN, NULL)
 

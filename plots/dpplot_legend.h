@@ -7,12 +7,19 @@
 #include "dpplot_lines.h"
 
 typedef enum {
-    DPPLOT_SWATCH_BOX,    /* filled square: bars, heatmap cells */
-    DPPLOT_SWATCH_LINE,   /* line with the entry's marker */
-    DPPLOT_SWATCH_DASHED, /* dashed line: reserved memory */
-    DPPLOT_SWATCH_SHADE,  /* light square: phase spans */
-    DPPLOT_SWATCH_MARKER  /* marker alone: scatter points, OOM crosses */
+    DPPLOT_SWATCH_BOX,     /* filled square: bars, heatmap cells */
+    DPPLOT_SWATCH_LINE,    /* line with the entry's marker */
+    DPPLOT_SWATCH_DASHED,  /* dashed line: reserved memory */
+    DPPLOT_SWATCH_SHADE,   /* light square: phase spans */
+    DPPLOT_SWATCH_MARKER,  /* marker alone: scatter points, OOM crosses */
+    DPPLOT_SWATCH_DOTTED,  /* dotted line with the entry's marker (hollow) */
+    DPPLOT_SWATCH_DASHDOT, /* dash-dot line with the entry's marker */
+    DPPLOT_SWATCH_WHISKER, /* an I-bar: the min-max whiskers of a spread */
+    DPPLOT_SWATCH_NOTE     /* no swatch: a note about the chart in the legend's row */
 } dpplot_swatch;
+
+/* The line swatch of a series' dash pattern (dpplot_series.dashed). */
+dpplot_swatch dpplot_swatch_of_dash(int dash);
 
 typedef struct {
     const char *label;

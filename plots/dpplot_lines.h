@@ -16,7 +16,8 @@ typedef enum {
     DPPLOT_MARKER_HEXAGON
 } dpplot_marker;
 
-/* Draws a marker of `size` px centred at (x, y); hollow draws the outline only. */
+/* Draws a marker of `size` px centred at (x, y); hollow 1 draws the outline on white, 2 the
+ * outline alone (what lies under it shows through). */
 void dpplot_marker_draw(cairo_t *cr, double x, double y, double size, dpplot_marker m, dpplot_rgb color, int hollow);
 /* A marker shape per method (a second cue beside colour, for greyscale prints). */
 dpplot_marker dpplot_method_marker(const char *method);
@@ -33,11 +34,22 @@ typedef struct {
     const unsigned char *oom; /* optional, n flags: 1 where the point did not fit (y ignored);
                                  drawn as a × in the panel's top band, labelled OOM */
     dpplot_marker marker;
-    int dashed;
-    int step;          /* 1: post-step curve (value holds until the next x) */
-    double line_width; /* px; 0 means 2.5 */
-    double fill_alpha; /* > 0: fill between the curve and the bottom of the plot */
+    int dashed;                /* line pattern: 0 solid, 1 dashed, 2 dotted, 3 dash-dot (dpplot_dash) */
+    int step;                  /* 1: post-step curve (value holds until the next x) */
+    double line_width;         /* px; 0 means 2.5 */
+    double fill_alpha;         /* > 0: fill between the curve and the bottom of the plot */
+    const double *y_lo, *y_hi; /* optional, n values: whiskers from y_lo to y_hi (the spread of
+                                  repeated runs); NaN leaves a point without one */
+    int hollow;                /* markers: 1 outlined on white, 2 a ring (one under it shows through) */
+    double marker_size;        /* px; 0 means 13 */
+    const unsigned char *ring; /* optional, n flags: 1 draws that point's marker as a ring of 21 px
+                                  (it coincides with another series' point, which shows inside) */
 } dpplot_series;
+
+/* Line patterns of dpplot_series.dashed. */
+typedef enum { DPPLOT_DASH_SOLID, DPPLOT_DASH_DASHED, DPPLOT_DASH_DOTTED, DPPLOT_DASH_DASHDOT } dpplot_dash;
+/* Sets cr's dash pattern to `dash` (scaled to line width w). */
+void dpplot_set_dash(cairo_t *cr, int dash, double w);
 
 /* Draws the series into p (clipped to the plot area; OOM crosses in the top band, which needs
  * spec.top_band >= dpplot_oom_band(n)). */

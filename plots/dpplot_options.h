@@ -10,9 +10,13 @@ typedef struct {
     double scale;        /* device px per logical px (2 for high-DPI); 0 means 1 */
     dpplot_warn_fn warn; /* problems (malformed input) and notes (skipped charts); NULL: silent */
     void *warn_user;
+    const char *point;   /* "key=value,..." (NULL: none): the sweep point(s) the standard charts
+                            show, and the values heatmaps hold fixed */
+    const char *heatmap; /* "x_key,y_key" (NULL: the first two swept keys): the heatmaps' axes */
 } dpplot_options;
 
-/* Options with every field at its default (1600×1000, scale 1, no warn callback). */
+/* Options with every field at its default (1600×1000, scale 1, no warn callback, no point or
+ * heatmap axes chosen). */
 dpplot_options dpplot_options_default(void);
 /* opt with zero fields replaced by defaults (opt may be NULL). */
 dpplot_options dpplot_options_resolve(const dpplot_options *opt);

@@ -50,6 +50,15 @@ typedef enum {
         DPPLOT_N_PHASES
 } dpplot_phase;
 
+/* Op categories of a per-op profile (profile.ops[].category): the schema's (common/results_schema.h),
+ * in its order, which is the charts'. */
+typedef enum {
+#define DPPLOT_OPCAT_ENUM(id, name) DPPLOT_OPCAT_##id,
+    DPR_OP_CATEGORIES(DPPLOT_OPCAT_ENUM)
+#undef DPPLOT_OPCAT_ENUM
+        DPPLOT_N_OPCATS
+} dpplot_op_category;
+
 /* Number of names with a fixed colour and rank (vanilla ... flash_clip; see above). */
 #define DPPLOT_N_PRESETS 6
 
@@ -79,6 +88,15 @@ int dpplot_phase_from_name(const char *name);
 const char *dpplot_phase_name(dpplot_phase p);
 /* Shading colour of a phase span (draw it light: alpha about 0.3). */
 dpplot_rgb dpplot_phase_color(dpplot_phase p);
+
+/* Op category by name ("matmul", ...); DPPLOT_OPCAT_OTHER when unknown or NULL. */
+dpplot_op_category dpplot_op_category_from_name(const char *name);
+/* Name of an op category as results write it ("per_sample_norms"); "?" when out of range. */
+const char *dpplot_op_category_name(dpplot_op_category c);
+/* Human label of an op category ("Per-sample norms"); "?" when out of range. */
+const char *dpplot_op_category_label(dpplot_op_category c);
+/* Fill colour of an op category (Paul Tol's "bright" scheme and greys). */
+dpplot_rgb dpplot_op_category_color(dpplot_op_category c);
 
 /* Viridis colour at t in [0, 1] (clamped; NaN gives the low end), from the 256-entry table. */
 dpplot_rgb dpplot_viridis(double t);

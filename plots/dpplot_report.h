@@ -36,6 +36,17 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
 /* module_breakdown.png: memory live at the peak per module group, one bar per method. */
 int dpplot_report_modules(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                           dpplot_strlist *notes);
+/* op_breakdown.png: the per-op profile (profile = "ops") of each method: time per step and bytes
+ * moved per step, stacked by op category (matmul, attention, norm, per-sample norms, clip, noise,
+ * optimizer, other); the profile's own cost in a note. */
+int dpplot_report_ops(const dpplot_selection *sel, const char *path, const dpplot_options *opt, dpplot_strlist *notes);
+/* operation_level_breakdown.png: a panel per method, memory live at the peak of each phase by
+ * component, the phase's end marked; the host's peak RSS in a note. */
+int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                         dpplot_strlist *notes);
+/* The note "Host peak RSS: vanilla 1.25 GiB, ..." of a selection's finished runs ("" when none
+ * has memory.host_peak_rss_bytes). */
+void dpplot_report_rss_note(const dpplot_selection *sel, char *buf, size_t len);
 /* Sweep over one variable x_key: peak memory and step time against it, a line per method, OOM
  * points as crosses at the top; log2 x for seq_len, batch and other power-of-two sweeps. */
 int dpplot_report_sweep(const dpplot_results *rs, const char *sweep_name, const char *x_key, const char *path,
@@ -44,5 +55,24 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep_name, const 
  * one viridis scale and colorbar for all, OOM cells hatched. */
 int dpplot_report_heatmap(const dpplot_results *rs, const char *sweep_name, const char *x_key, const char *y_key,
                           const char *path, const dpplot_options *opt, dpplot_strlist *notes);
+/* The same for a metric (dpplot_metric in sweep_util.h: 0 peak, 1 time, 2 extra memory over vanilla,
+ * 3 tokens per second) over the points matching filter ("key=value,...", NULL: all): a panel per
+ * method and combination of the other swept values (facets, at most 24). */
+int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep_name, const char *x_key, const char *y_key,
+                                 int metric, const char *filter, const char *path, const dpplot_options *opt,
+                                 dpplot_strlist *notes);
+
+/* Sweep over three or four variables, small multiples (sweep_grid_<metric>.png): the metric
+ * (dpplot_metric in sweep_util.h) against keys[0], a line per value of keys[1] (and per method),
+ * one panel per value of keys[2] (columns) and keys[3] (rows), shared axes; the points matching
+ * filter ("key=value,...", NULL: all). */
+int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep_name, const char *const *keys, size_t nk,
+                             int metric, const char *filter, const char *path, const dpplot_options *opt,
+                             dpplot_strlist *notes);
+/* memory_timeline_points.png: one timeline panel per point of a sweep (its swept values but the
+ * method), the methods' allocated memory overlaid, a shared memory axis; the points matching
+ * filter; at most 30 panels. */
+int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep_name, const char *filter,
+                                  const char *path, const dpplot_options *opt, dpplot_strlist *notes);
 
 #endif

@@ -38,6 +38,22 @@ typedef struct {
     double start_ms, end_ms;
 } dpplot_span;
 
+/* One op of a per-op profile (profile.ops[]); totals over the profile's timed iterations. */
+typedef struct {
+    char *op;
+    dpplot_op_category category;
+    double calls, ms, flops, bytes;
+    double flops_per_s, bytes_per_s;           /* NaN when not measured */
+    double flops_fraction, bandwidth_fraction; /* of the device's peak; NaN when unknown */
+    double alloc_bytes;
+} dpplot_op;
+
+/* A snapshot the script took itself (snapshots[i].custom), marked on timelines. */
+typedef struct {
+    char *name;
+    double t_ms;
+} dpplot_mark;
+
 /* The legacy "breakdown" object, in MiB (NaN where absent and not derivable). */
 typedef enum {
     DPPLOT_LEGACY_MODEL_PARAMETERS,
@@ -91,6 +107,28 @@ typedef struct {
     double seq_len, batch, layers, hidden;
     char *arch, *dtype;
     char *device_name; /* environment.device_name, NULL when absent */
+
+    /* The analyses beyond peak and time (results_load.c, read_analyses). */
+    /* The step time's spread: over repeated runs (repeats.avg_ms, n_runs > 1), else over the
+     * iterations (timing.median_ms, min_ms, max_ms); NaN when unknown. */
+    int n_runs;
+    double time_mid_ms, time_lo_ms, time_hi_ms;
+    /* Memory by phase (memory.phases): bytes live at each phase's peak by component, the peak and
+     * the end; NaN where a phase is absent. has_phase_memory: any phase read. */
+    int has_phase_memory;
+    double phase_peak_bytes[DPPLOT_N_PHASES], phase_end_bytes[DPPLOT_N_PHASES];
+    double phase_components[DPPLOT_N_PHASES][DPPLOT_N_COMPONENTS];
+    double host_peak_rss_bytes; /* memory.host_peak_rss_bytes, NaN when absent */
+    /* The per-op profile (profile = "ops"): ops largest time first; per-iteration sums by category. */
+    size_t n_ops;
+    dpplot_op *ops;
+    double profile_iters; /* 0 without a profile */
+    int profile_predicted;
+    double profile_overhead_ms;          /* per iteration, NaN when absent */
+    double opcat_ms[DPPLOT_N_OPCATS];    /* per iteration */
+    double opcat_bytes[DPPLOT_N_OPCATS]; /* bytes moved per iteration */
+    size_t n_marks;
+    dpplot_mark *marks;
 } dpplot_result;
 
 typedef struct {

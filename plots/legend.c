@@ -7,8 +7,19 @@
 #define GAP_OUT 28.0 /* entry to entry */
 #define ROW_GAP 6.0
 
+static int is_line(dpplot_swatch s) {
+    return s == DPPLOT_SWATCH_LINE || s == DPPLOT_SWATCH_DASHED || s == DPPLOT_SWATCH_DOTTED ||
+           s == DPPLOT_SWATCH_DASHDOT;
+}
+
 static double swatch_width(dpplot_swatch s) {
-    return s == DPPLOT_SWATCH_LINE || s == DPPLOT_SWATCH_DASHED ? SWATCH_W_LINE : SWATCH_W_BOX;
+    return is_line(s) ? SWATCH_W_LINE : s == DPPLOT_SWATCH_NOTE ? -GAP_IN : SWATCH_W_BOX;
+}
+
+dpplot_swatch dpplot_swatch_of_dash(int dash) {
+    static const dpplot_swatch by_dash[4] = {DPPLOT_SWATCH_LINE, DPPLOT_SWATCH_DASHED, DPPLOT_SWATCH_DOTTED,
+                                             DPPLOT_SWATCH_DASHDOT};
+    return dash >= 0 && dash < 4 ? by_dash[dash] : DPPLOT_SWATCH_LINE;
 }
 
 static double entry_width(dpplot_canvas *cv, const dpplot_legend_entry *e) {
@@ -44,24 +55,43 @@ static void draw_swatch(cairo_t *cr, const dpplot_legend_entry *e, double x, dou
     switch (e->swatch) {
     case DPPLOT_SWATCH_LINE:
     case DPPLOT_SWATCH_DASHED:
+    case DPPLOT_SWATCH_DOTTED:
+    case DPPLOT_SWATCH_DASHDOT: {
+        static const int dash_of[] = {[DPPLOT_SWATCH_LINE] = DPPLOT_DASH_SOLID,
+                                      [DPPLOT_SWATCH_DASHED] = DPPLOT_DASH_DASHED,
+                                      [DPPLOT_SWATCH_DOTTED] = DPPLOT_DASH_DOTTED,
+                                      [DPPLOT_SWATCH_DASHDOT] = DPPLOT_DASH_DASHDOT};
         cairo_save(cr);
         cairo_set_line_width(cr, 3.0);
-        if (e->swatch == DPPLOT_SWATCH_DASHED) {
-            double dash[2] = {7.0, 4.0};
-            cairo_set_dash(cr, dash, 2, 0);
-        }
+        dpplot_set_dash(cr, dash_of[e->swatch], 3.0);
         dpplot_set_color(cr, e->color, 1.0);
         cairo_move_to(cr, x, cy);
         cairo_line_to(cr, x + SWATCH_W_LINE, cy);
         cairo_stroke(cr);
         cairo_restore(cr);
         if (e->marker != DPPLOT_MARKER_NONE)
-            dpplot_marker_draw(cr, x + SWATCH_W_LINE / 2, cy, 11.0, e->marker, e->color, 0);
+            dpplot_marker_draw(cr, x + SWATCH_W_LINE / 2, cy, 11.0, e->marker, e->color,
+                               e->swatch == DPPLOT_SWATCH_DOTTED);
         break;
+    }
     case DPPLOT_SWATCH_MARKER:
         dpplot_marker_draw(cr, x + SWATCH_W_BOX / 2, cy, 13.0,
                            e->marker == DPPLOT_MARKER_NONE ? DPPLOT_MARKER_CIRCLE : e->marker, e->color, 0);
         break;
+    case DPPLOT_SWATCH_WHISKER:
+        cairo_save(cr);
+        cairo_set_line_width(cr, 2.0);
+        dpplot_set_color(cr, e->color, 1.0);
+        cairo_move_to(cr, x + SWATCH_W_BOX / 2, cy - 9);
+        cairo_line_to(cr, x + SWATCH_W_BOX / 2, cy + 9);
+        cairo_move_to(cr, x + 3, cy - 9);
+        cairo_line_to(cr, x + SWATCH_W_BOX - 3, cy - 9);
+        cairo_move_to(cr, x + 3, cy + 9);
+        cairo_line_to(cr, x + SWATCH_W_BOX - 3, cy + 9);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+        break;
+    case DPPLOT_SWATCH_NOTE: break;
     case DPPLOT_SWATCH_SHADE:
         dpplot_set_color(cr, e->color, 0.35);
         cairo_rectangle(cr, x, cy - SWATCH_W_BOX / 2, SWATCH_W_BOX, SWATCH_W_BOX);

@@ -57,7 +57,11 @@ void dpplot_marker_draw(cairo_t *cr, double x, double y, double size, dpplot_mar
         return;
     default: cairo_arc(cr, x, y, r, 0, 2 * DPPLOT_PI); break;
     }
-    if (hollow) {
+    if (hollow == 2) { /* a ring: whatever is under it shows through */
+        cairo_set_line_width(cr, 2.5);
+        dpplot_set_color(cr, color, 1.0);
+        cairo_stroke(cr);
+    } else if (hollow) {
         dpplot_set_color(cr, DPPLOT_WHITE, 1.0);
         cairo_fill_preserve(cr);
         cairo_set_line_width(cr, 2.5);
@@ -97,6 +101,7 @@ static int point_ok(const dpplot_series *s, size_t i) {
 double dpplot_oom_band(size_t n_series) { return n_series == 0 ? 0.0 : OOM_PAD * 2 + OOM_ROW * (double)(n_series - 1); }
 
 int dpplot_series_range(const dpplot_series *s, size_t n, double *x_min, double *x_max, double *y_min, double *y_max) {
+    /* whiskers count: the axis must hold the whole spread */
     int any = 0;
     *x_min = *y_min = INFINITY;
     *x_max = *y_max = -INFINITY;
@@ -109,6 +114,8 @@ int dpplot_series_range(const dpplot_series *s, size_t n, double *x_min, double 
             if (!point_ok(&s[k], i)) continue;
             *y_min = fmin(*y_min, s[k].y[i]);
             *y_max = fmax(*y_max, s[k].y[i]);
+            if (s[k].y_lo && isfinite(s[k].y_lo[i])) *y_min = fmin(*y_min, s[k].y_lo[i]);
+            if (s[k].y_hi && isfinite(s[k].y_hi[i])) *y_max = fmax(*y_max, s[k].y_hi[i]);
             any = 1;
         }
     return any;
@@ -146,6 +153,42 @@ static void trace_series(dpplot_panel *p, const dpplot_series *s, int close_to_b
     }
 }
 
+void dpplot_set_dash(cairo_t *cr, int dash, double w) {
+    double f = w > 2.5 ? w / 2.5 : 1.0;
+    double dashed[2] = {8.0 * f, 5.0 * f}, dotted[2] = {1.0 * f, 4.5 * f}, dashdot[4] = {9 * f, 4 * f, 1 * f, 4 * f};
+    switch (dash) {
+    case DPPLOT_DASH_DASHED: cairo_set_dash(cr, dashed, 2, 0); break;
+    case DPPLOT_DASH_DOTTED:
+        cairo_set_line_cap(cr, CAIRO_LINE_CAP_ROUND);
+        cairo_set_dash(cr, dotted, 2, 0);
+        break;
+    case DPPLOT_DASH_DASHDOT: cairo_set_dash(cr, dashdot, 4, 0); break;
+    default: cairo_set_dash(cr, NULL, 0, 0); break;
+    }
+}
+
+/* Vertical whiskers with caps from y_lo to y_hi at each point of s that has both. */
+static void draw_whiskers(dpplot_panel *p, const dpplot_series *s) {
+    if (!s->y_lo || !s->y_hi) return;
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    cairo_save(cr);
+    cairo_set_line_width(cr, 1.8);
+    dpplot_set_color(cr, s->color, 0.9);
+    for (size_t i = 0; i < s->n; i++) {
+        if (!point_ok(s, i) || !isfinite(s->y_lo[i]) || !isfinite(s->y_hi[i])) continue;
+        double x = dpplot_panel_px(p, s->x[i]);
+        double y0 = dpplot_panel_py(p, s->y_lo[i]), y1 = dpplot_panel_py(p, s->y_hi[i]);
+        cairo_move_to(cr, x, y0);
+        cairo_line_to(cr, x, y1);
+        cairo_move_to(cr, x - 6, y0);
+        cairo_line_to(cr, x + 6, y0);
+        cairo_move_to(cr, x - 6, y1);
+        cairo_line_to(cr, x + 6, y1);
+    }
+    cairo_stroke(cr);
+    cairo_restore(cr);
+}
+
 void dpplot_lines_draw(dpplot_panel *p, const dpplot_series *s, size_t n) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
     dpplot_panel_clip(p);
@@ -161,18 +204,20 @@ void dpplot_lines_draw(dpplot_panel *p, const dpplot_series *s, size_t n) {
         cairo_save(cr);
         cairo_new_path(cr);
         trace_series(p, &s[k], 0);
-        cairo_set_line_width(cr, s[k].line_width > 0 ? s[k].line_width : 2.5);
-        if (s[k].dashed) {
-            double dash[2] = {8.0, 5.0};
-            cairo_set_dash(cr, dash, 2, 0);
-        }
+        double w = s[k].line_width > 0 ? s[k].line_width : 2.5;
+        cairo_set_line_width(cr, w);
+        dpplot_set_dash(cr, s[k].dashed, w);
         dpplot_set_color(cr, s[k].color, 1.0);
         cairo_stroke(cr);
         cairo_restore(cr);
-        for (size_t i = 0; i < s[k].n && s[k].marker != DPPLOT_MARKER_NONE; i++)
-            if (point_ok(&s[k], i))
-                dpplot_marker_draw(cr, dpplot_panel_px(p, s[k].x[i]), dpplot_panel_py(p, s[k].y[i]), 13.0, s[k].marker,
-                                   s[k].color, 0);
+        draw_whiskers(p, &s[k]);
+        double size = s[k].marker_size > 0 ? s[k].marker_size : 13.0;
+        for (size_t i = 0; i < s[k].n && s[k].marker != DPPLOT_MARKER_NONE; i++) {
+            if (!point_ok(&s[k], i)) continue;
+            int ring = s[k].ring && s[k].ring[i];
+            dpplot_marker_draw(cr, dpplot_panel_px(p, s[k].x[i]), dpplot_panel_py(p, s[k].y[i]), ring ? 21.0 : size,
+                               s[k].marker, s[k].color, ring ? 2 : s[k].hollow);
+        }
     }
     dpplot_panel_unclip(p);
 

@@ -116,3 +116,36 @@ const char *dpplot_phase_name(dpplot_phase p) { return (unsigned)p < DPPLOT_N_PH
 dpplot_rgb dpplot_phase_color(dpplot_phase p) {
     return (unsigned)p < DPPLOT_N_PHASES ? dpplot_rgb_hex(phase_colors[p]) : dpplot_rgb_hex(0xDDDDDD);
 }
+
+#define DPPLOT_OPCAT_NAME(id, name) name,
+static const char *const opcat_names[DPPLOT_N_OPCATS] = {DPR_OP_CATEGORIES(DPPLOT_OPCAT_NAME)};
+#undef DPPLOT_OPCAT_NAME
+_Static_assert(DPPLOT_N_OPCATS == 8, "a label and a colour per op category of the schema below");
+static const char *const opcat_labels[DPPLOT_N_OPCATS] = {"Matmul", "Attention", "Norm",      "Per-sample norms",
+                                                          "Clip",   "Noise",     "Optimizer", "Other"};
+static const unsigned opcat_colors[DPPLOT_N_OPCATS] = {
+    0x4477AA, /* matmul: blue */
+    0x66CCEE, /* attention: cyan */
+    0x228833, /* norm: green */
+    0xCCBB44, /* per-sample norms: yellow */
+    0xEE6677, /* clip: red */
+    0xAA3377, /* noise: purple */
+    0x555555, /* optimizer: dark grey */
+    0xBBBBBB, /* other: pale grey */
+};
+
+dpplot_op_category dpplot_op_category_from_name(const char *name) {
+    if (name)
+        for (int i = 0; i < DPPLOT_N_OPCATS; i++)
+            if (strcmp(name, opcat_names[i]) == 0) return (dpplot_op_category)i;
+    return DPPLOT_OPCAT_OTHER;
+}
+const char *dpplot_op_category_name(dpplot_op_category c) {
+    return (unsigned)c < DPPLOT_N_OPCATS ? opcat_names[c] : "?";
+}
+const char *dpplot_op_category_label(dpplot_op_category c) {
+    return (unsigned)c < DPPLOT_N_OPCATS ? opcat_labels[c] : "?";
+}
+dpplot_rgb dpplot_op_category_color(dpplot_op_category c) {
+    return (unsigned)c < DPPLOT_N_OPCATS ? dpplot_rgb_hex(opcat_colors[c]) : dpplot_rgb_hex(0xBBBBBB);
+}

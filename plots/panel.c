@@ -234,7 +234,14 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
     }
     if (s->title) {
         dpplot_text_style st = dpplot_style(DPPLOT_FONT_PANEL, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        /* a long title (a small multiple's values) shrinks to its panel's width rather than
+         * running into the next panel's */
+        double room = outer.w - (s->title_swatch ? SWATCH + 8 : 0);
+        while (st.size > 11.0 && dpplot_text_width(cv, s->title, st.size, 1) > room) st.size -= 1.0;
         double cx = p->plot.x + p->plot.w / 2;
+        double tw = dpplot_text_width(cv, s->title, st.size, 1);
+        if (cx - tw / 2 < outer.x) cx = outer.x + tw / 2; /* keep it inside the panel */
+        if (cx + tw / 2 > outer.x + outer.w) cx = outer.x + outer.w - tw / 2;
         if (s->title_swatch) {
             double w = dpplot_text_width(cv, s->title, st.size, 1), x0 = cx - (w + SWATCH + 8) / 2;
             double lh = dpplot_line_height(cv, st.size);

@@ -286,6 +286,12 @@ static size_t parse_series(ctx *c, dpplot_series *out, int timeline) {
             luaL_error(L, "dpprof.plot.%s: field '%sy' has %d values but '%s%s' has %d", c->fn, prefix, (int)ny, prefix,
                        xk, (int)nx);
         s->n = nx;
+        size_t nlo, nhi; /* whiskers: lo and hi values per point (false for none) */
+        s->y_lo = number_field(c, t, prefix, "lo", 0, 1, &nlo);
+        s->y_hi = number_field(c, t, prefix, "hi", 0, 1, &nhi);
+        if ((s->y_lo && nlo != nx) || (s->y_hi && nhi != nx) || !s->y_lo != !s->y_hi)
+            luaL_error(L, "dpprof.plot.%s: fields '%slo' and '%shi' go together, with a value per point", c->fn, prefix,
+                       prefix);
         s->oom = bool_field(c, t, prefix, "oom", &no);
         if (s->oom && no != nx)
             luaL_error(L, "dpprof.plot.%s: field '%soom' has %d flags but '%s%s' has %d", c->fn, prefix, (int)no,
@@ -648,6 +654,16 @@ static int l_render_dir(lua_State *L) {
                 else
                     opt.scale = v;
             }
+            lua_pop(L, 1);
+        }
+        /* point = "key=value,...", heatmap = "x_key,y_key" (dpplot_options); kept alive by the table */
+        static const char *const strs[2] = {"point", "heatmap"};
+        for (int k = 0; k < 2; k++) {
+            int ty = lua_getfield(L, 3, strs[k]);
+            if (ty != LUA_TNIL && ty != LUA_TSTRING)
+                luaL_error(L, "bad argument #3 to 'dpprof.plot.render_dir' (field '%s' must be a string, got %s)",
+                           strs[k], luaL_typename(L, -1));
+            if (ty == LUA_TSTRING) *(k == 0 ? &opt.point : &opt.heatmap) = lua_tostring(L, -1);
             lua_pop(L, 1);
         }
     }

@@ -9,6 +9,7 @@
 
 #include "dpplot.h"
 #include "report_util.h"
+#include "sweep_util.h"
 
 /* mkdir -p; 0 when the directory exists afterwards. */
 static int make_dirs(const char *path) {
@@ -29,18 +30,6 @@ static int make_dirs(const char *path) {
     return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
-/* The swept values of a point without the method, as "seq_len=2048, batch=4". */
-static void point_key(const dpplot_result *r, char *buf, size_t len) {
-    size_t used = 0;
-    buf[0] = '\0';
-    for (size_t i = 0; i < r->n_vary; i++) {
-        if (strcmp(r->vary[i].key, "method") == 0) continue;
-        int w = snprintf(buf + used, len - used, "%s%s=%s", used ? ", " : "", r->vary[i].key, r->vary[i].text);
-        if (w < 0 || (size_t)w >= len - used) break;
-        used += (size_t)w;
-    }
-}
-
 /* Product of a point's numeric swept values: bigger points are the more telling reference. */
 static double point_size(const dpplot_result *r) {
     double s = 1.0;
@@ -50,9 +39,11 @@ static double point_size(const dpplot_result *r) {
 }
 
 /* Standard charts compare methods at one configuration: the single runs of the directory, or,
- * in a sweep directory, the point where the most methods finished (largest such point). Fills
- * items and returns the count; context gets "at seq_len=2048" for sweeps. */
-static size_t pick_reference(const dpplot_results *rs, const dpplot_result **items, char *context, size_t clen) {
+ * in a sweep directory, the point where the most methods finished (largest such point), among
+ * those matching `point` ("key=value,...", NULL: any). Fills items and returns the count; context
+ * gets "at seq_len=2048" for sweeps. */
+static size_t pick_reference(const dpplot_results *rs, const char *point, const dpplot_result **items, char *context,
+                             size_t clen) {
     size_t n = 0;
     context[0] = '\0';
     for (size_t i = 0; i < rs->n; i++)
@@ -63,20 +54,21 @@ static size_t pick_reference(const dpplot_results *rs, const dpplot_result **ite
     char key[256], other[256];
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
-        point_key(r, key, sizeof key);
+        if (!dpplot_point_matches(r, point)) continue;
+        dpplot_point_label(r, key, sizeof key);
         size_t ok = 0;
         for (size_t j = 0; j < rs->n; j++) {
             const dpplot_result *q = &rs->items[j];
-            point_key(q, other, sizeof other);
+            dpplot_point_label(q, other, sizeof other);
             if (strcmp(q->sweep_name, r->sweep_name) == 0 && strcmp(key, other) == 0 && q->status == DPPLOT_STATUS_OK)
                 ok++;
         }
         if (!best || ok > best_ok || (ok == best_ok && point_size(r) > point_size(best))) best = r, best_ok = ok;
     }
     if (!best) return 0;
-    point_key(best, key, sizeof key);
+    dpplot_point_label(best, key, sizeof key);
     for (size_t j = 0; j < rs->n; j++) {
-        point_key(&rs->items[j], other, sizeof other);
+        dpplot_point_label(&rs->items[j], other, sizeof other);
         if (strcmp(rs->items[j].sweep_name, best->sweep_name) == 0 && strcmp(key, other) == 0)
             items[n++] = &rs->items[j];
     }
@@ -100,6 +92,34 @@ static void safe_name(const char *s, char *buf, size_t len) {
     buf[i] = '\0';
 }
 
+/* Puts the keys named by axes ("x,y") first, in that order; a name the sweep does not vary is
+ * noted and left. Without axes, seq_len goes first when swept (it reads best across). */
+static void order_keys(const char **keys, size_t nk, const char *axes, const char *sweep, dpplot_strlist *notes) {
+    char want[2][96] = {"", ""};
+    if (axes && *axes) {
+        const char *comma = strchr(axes, ',');
+        size_t len = comma ? (size_t)(comma - axes) : strlen(axes);
+        snprintf(want[0], sizeof want[0], "%.*s", (int)(len < 95 ? len : 95), axes);
+        if (comma) snprintf(want[1], sizeof want[1], "%s", comma + 1);
+    } else {
+        snprintf(want[0], sizeof want[0], "seq_len");
+    }
+    size_t placed = 0;
+    for (int w = 0; w < 2; w++) {
+        if (!want[w][0]) continue;
+        size_t j = placed;
+        while (j < nk && strcmp(keys[j], want[w]) != 0) j++;
+        if (j == nk) {
+            if (axes && *axes)
+                (void)dpplot_strlist_addf(notes, "--heatmap: sweep '%s' does not vary '%s'", sweep, want[w]);
+            continue;
+        }
+        const char *k = keys[j];
+        memmove(keys + placed + 1, keys + placed, (j - placed) * sizeof *keys);
+        keys[placed++] = k;
+    }
+}
+
 /* Renders the charts of each sweep; returns the number of charts that failed to write. */
 static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dpplot_options *o,
                          dpplot_strlist *notes) {
@@ -114,41 +134,50 @@ static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dp
         if (k == n_sw && n_sw < 32) sweeps[n_sw++] = s;
     }
     for (size_t w = 0; w < n_sw; w++) {
-        const char *keys[8];
-        size_t nk = 0;
-        for (size_t i = 0; i < rs->n; i++) {
-            const dpplot_result *r = &rs->items[i];
-            if (!r->sweep_name || strcmp(r->sweep_name, sweeps[w]) != 0) continue;
-            for (size_t v = 0; v < r->n_vary; v++) {
-                const char *k = r->vary[v].key;
-                if (strcmp(k, "method") == 0) continue;
-                size_t j = 0;
-                while (j < nk && strcmp(keys[j], k) != 0) j++;
-                if (j == nk && nk < 8) keys[nk++] = k;
-            }
-        }
+        const char *keys[DPPLOT_SWEEP_MAX_KEYS];
+        size_t nk = dpplot_sweep_keys(rs, sweeps[w], keys, DPPLOT_SWEEP_MAX_KEYS);
+        order_keys(keys, nk, o->heatmap, sweeps[w], notes);
         char prefix[96] = "", safe[64], path[4096], key_safe[64];
         if (n_sw > 1) {
             safe_name(sweeps[w], safe, sizeof safe);
             snprintf(prefix, sizeof prefix, "%s_", safe);
         }
-        int rc = 0;
+        int rc;
         if (nk == 1) {
             safe_name(keys[0], key_safe, sizeof key_safe);
             snprintf(path, sizeof path, "%s/%ssweep_%s.png", out_dir, prefix, key_safe);
-            rc = dpplot_report_sweep(rs, sweeps[w], keys[0], path, o, notes);
-        } else if (nk == 2) {
-            /* seq_len reads best across; otherwise the first key the files name. */
-            int swap = strcmp(keys[1], "seq_len") == 0;
-            snprintf(path, sizeof path, "%s/%smemory_heatmap.png", out_dir, prefix);
-            rc = dpplot_report_heatmap(rs, sweeps[w], keys[swap], keys[!swap], path, o, notes);
-        } else if (nk > 2) {
-            (void)dpplot_strlist_addf(notes,
-                                      "sweep '%s' varies %zu variables besides method; sweep "
-                                      "charts show one or two",
-                                      sweeps[w], nk);
+            if (dpplot_report_sweep(rs, sweeps[w], keys[0], path, o, notes) < 0) failures++;
         }
-        if (rc < 0) failures++;
+        if (nk >= 2) { /* heatmaps of every metric over the first two keys, the others faceted */
+            static const char *const files[DPPLOT_N_METRICS] = {"memory_heatmap", "heatmap_time", "heatmap_extra",
+                                                                "heatmap_tokens_per_s"};
+            for (int m = 0; m < DPPLOT_N_METRICS; m++) {
+                snprintf(path, sizeof path, "%s/%s%s.png", out_dir, prefix, files[m]);
+                size_t before = notes->n;
+                rc = dpplot_report_heatmap_metric(rs, sweeps[w], keys[0], keys[1], m, o->point, path, o, notes);
+                if (rc < 0) failures++;
+                /* extra memory needs vanilla at the same points: no note when the sweep has none */
+                if (rc == 0 && m == DPPLOT_METRIC_EXTRA && notes->n == before + 1) {
+                    free(notes->items[--notes->n]);
+                }
+            }
+        }
+        if (nk >= 3) { /* small multiples: a panel per value of the third (and fourth) key */
+            for (int m = 0; m < 2; m++) {
+                snprintf(path, sizeof path, "%s/%ssweep_grid_%s.png", out_dir, prefix, dpplot_metric_name(m));
+                if (dpplot_report_sweep_grid(rs, sweeps[w], keys, nk < 4 ? nk : 4, m, o->point, path, o, notes) < 0)
+                    failures++;
+            }
+            if (nk > 4)
+                (void)dpplot_strlist_addf(notes,
+                                          "sweep '%s' varies %zu variables besides method; the small multiples "
+                                          "show four (fix the rest with --point KEY=VALUE)",
+                                          sweeps[w], nk);
+        }
+        if (nk >= 1) {
+            snprintf(path, sizeof path, "%s/%smemory_timeline_points.png", out_dir, prefix);
+            if (dpplot_report_timeline_points(rs, sweeps[w], o->point, path, o, notes) < 0) failures++;
+        }
     }
     return failures;
 }
@@ -189,13 +218,23 @@ int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot
             (void)dpplot_strlist_addf(&problems, "out of memory");
             status = -1;
         } else {
-            size_t n = pick_reference(&rs, items, context, sizeof context);
+            size_t n = pick_reference(&rs, o.point, items, context, sizeof context);
+            if (n == 0 && o.point)
+                (void)dpplot_strlist_addf(&notes,
+                                          "--point %s: no sweep point matches; the standard charts are "
+                                          "not drawn",
+                                          o.point);
             dpplot_selection sel = {items, n, context[0] ? context : NULL};
-            static const char *const files[4] = {"memory_breakdown_comparison.png", "memory_timeline.png",
-                                                 "performance_tradeoff.png", "module_breakdown.png"};
-            int (*const charts[4])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
-                dpplot_report_breakdown, dpplot_report_timeline, dpplot_report_tradeoff, dpplot_report_modules};
-            for (int c = 0; c < 4; c++) {
+            static const char *const files[6] = {"memory_breakdown_comparison.png",
+                                                 "memory_timeline.png",
+                                                 "performance_tradeoff.png",
+                                                 "module_breakdown.png",
+                                                 "op_breakdown.png",
+                                                 "operation_level_breakdown.png"};
+            int (*const charts[6])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
+                dpplot_report_breakdown, dpplot_report_timeline, dpplot_report_tradeoff,
+                dpplot_report_modules,   dpplot_report_ops,      dpplot_report_phases};
+            for (int c = 0; c < (n > 0 ? 6 : 0); c++) {
                 snprintf(path, sizeof path, "%s/%s", out_dir, files[c]);
                 if (charts[c](&sel, path, &o, &notes) < 0) failures += move_last(&notes, &problems, 1);
             }

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dpplot_bars.h"
 #include "dpplot_legend.h"
@@ -51,6 +52,12 @@ int dpplot_report_breakdown(const dpplot_selection *sel, const char *path, const
         legend[c] = (dpplot_legend_entry){dpplot_component_label(comps[c]), dpplot_component_color(comps[c]),
                                           DPPLOT_SWATCH_BOX, DPPLOT_MARKER_NONE};
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, n_comp) + 10;
+    char rss[600];
+    dpplot_report_rss_note(sel, rss, sizeof rss); /* CPU and plan runs live in host memory */
+    if (rss[0]) {
+        if (leftout[0]) strncat(leftout, ".  ", sizeof f.leftout - strlen(leftout) - 1);
+        strncat(leftout, rss, sizeof f.leftout - strlen(leftout) - 1);
+    }
     double bottom_note = leftout[0] ? 30 : 0;
 
     /* Left: stacked components per method. */

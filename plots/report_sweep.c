@@ -1,4 +1,5 @@
-/* report_sweep.c: sweep_<var>.png (one swept variable) and memory_heatmap.png (two). */
+/* report_sweep.c: sweep_<var>.png (one swept variable) and the metric heatmaps (two, the rest
+ * fixed or faceted). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,159 +10,95 @@
 #include "dpplot_lines.h"
 #include "dpplot_palette.h"
 #include "report_util.h"
+#include "sweep_util.h"
 
-#define MAX_METHODS 16
-#define MAX_VALUES 64
+#define MAX_METHODS DPPLOT_SWEEP_MAX_METHODS
+#define MAX_VALUES DPPLOT_SWEEP_MAX_VALUES
 
-/* Distinct values of one swept variable across a sweep, sorted (numbers ascending, else text). */
-typedef struct {
-    size_t n;
-    int numeric;
-    double number[MAX_VALUES];
-    const char *text[MAX_VALUES];
-} value_set;
-
-/* Where a value of `checkpoint` (activation checkpointing: false, "blocks" or every N-th block)
- * sorts: by the share of blocks it recomputes, 0 for off to 1 for every block, so the axis runs
- * from the most memory to the least. */
-static double checkpoint_share(const char *text) {
-    if (strcmp(text, "blocks") == 0) return 1.0;
-    char *end;
-    double n = strtod(text, &end);
-    return *end == '\0' && n >= 1 ? 1.0 / n : 0.0;
+/* Whether a and b show the same value at point i (within 0.1%). */
+static int same_at(const dpplot_series *a, const dpplot_series *b, size_t i) {
+    if (i >= a->n || i >= b->n) return 0;
+    int fa = isfinite(a->y[i]) && !(a->oom && a->oom[i]), fb = isfinite(b->y[i]) && !(b->oom && b->oom[i]);
+    return fa && fb && fabs(a->y[i] - b->y[i]) <= 1e-3 * fmax(fabs(a->y[i]), fabs(b->y[i]));
 }
 
-/* The axis label of a checkpoint value: "off", "every block", "every 2nd", "every 4th". */
-static void checkpoint_label(const char *text, char *out, size_t n) {
-    double share = checkpoint_share(text);
-    if (share == 0.0)
-        snprintf(out, n, "off");
-    else if (share == 1.0)
-        snprintf(out, n, "every block");
-    else {
-        long k = lround(1.0 / share);
-        const char *suffix = k % 10 == 2 && k % 100 != 12 ? "nd" : k % 10 == 3 && k % 100 != 13 ? "rd" : "th";
-        snprintf(out, n, "every %ld%s", k, suffix);
-    }
-}
-
-static int value_before(const value_set *vs, const char *key, size_t a, size_t b) {
-    if (strcmp(key, "checkpoint") == 0) return checkpoint_share(vs->text[a]) < checkpoint_share(vs->text[b]);
-    return vs->numeric ? vs->number[a] < vs->number[b] : strcmp(vs->text[a], vs->text[b]) < 0;
-}
-
-static void collect_values(const dpplot_results *rs, const char *sweep, const char *key, value_set *vs) {
-    memset(vs, 0, sizeof *vs);
-    vs->numeric = 1;
-    for (size_t i = 0; i < rs->n; i++) {
-        const dpplot_result *r = &rs->items[i];
-        if (!r->sweep_name || strcmp(r->sweep_name, sweep) != 0) continue;
-        const dpplot_vary *v = dpplot_result_vary(r, key);
-        if (!v) continue;
-        if (!v->is_number) vs->numeric = 0;
-        size_t k = 0;
-        while (k < vs->n && strcmp(vs->text[k], v->text) != 0) k++;
-        if (k < vs->n || vs->n == MAX_VALUES) continue;
-        vs->number[vs->n] = v->is_number ? v->number : NAN;
-        vs->text[vs->n++] = v->text;
-    }
-    /* insertion sort: a handful of values */
-    for (size_t i = 1; i < vs->n; i++)
-        for (size_t j = i; j > 0; j--) {
-            int swap = value_before(vs, key, j, j - 1);
-            if (!swap) break;
-            double tn = vs->number[j];
-            const char *tt = vs->text[j];
-            vs->number[j] = vs->number[j - 1], vs->text[j] = vs->text[j - 1];
-            vs->number[j - 1] = tn, vs->text[j - 1] = tt;
+/* Keeps series that coincide visible. A point of s[i] equal to the point of a series before it
+ * (the canonical method order, so the DP method is marked, not vanilla) is drawn as a ring around
+ * the other's marker (ring[i][k]); a series equal at every point is also drawn dotted and last
+ * (order[], the drawing order, is rewritten so). Adds "ghost = vanilla (what)" (or "... at 3 of 4
+ * points") to notes; returns how many series coincide somewhere. */
+static size_t mark_coinciding(dpplot_series *s, size_t n, size_t *order, unsigned char ring[][MAX_VALUES],
+                              const char *what, char *notes, size_t len) {
+    size_t marked = 0;
+    int whole[MAX_METHODS] = {0};
+    for (size_t i = 0; i < n; i++) {
+        size_t rings = 0, finite = 0, with = n;
+        for (size_t k = 0; k < s[i].n; k++) {
+            ring[i][k] = 0;
+            if (!isfinite(s[i].y[k]) || (s[i].oom && s[i].oom[k])) continue;
+            finite++;
+            for (size_t j = 0; j < i && !ring[i][k]; j++)
+                if (same_at(&s[i], &s[j], k)) ring[i][k] = 1, with = with == n ? j : with;
+            rings += ring[i][k];
         }
-}
-
-static size_t value_index(const value_set *vs, const dpplot_vary *v) {
-    for (size_t k = 0; k < vs->n; k++)
-        if (strcmp(vs->text[k], v->text) == 0) return k;
-    return vs->n;
-}
-
-/* Methods of a sweep in the results' (canonical) order. */
-static size_t collect_methods(const dpplot_results *rs, const char *sweep, const char **methods) {
-    size_t n = 0;
-    for (size_t i = 0; i < rs->n; i++) {
-        const dpplot_result *r = &rs->items[i];
-        if (!r->sweep_name || strcmp(r->sweep_name, sweep) != 0) continue;
-        size_t k = 0;
-        while (k < n && strcmp(methods[k], r->method) != 0) k++;
-        if (k == n && n < MAX_METHODS) methods[n++] = r->method;
+        if (rings == 0) continue;
+        s[i].ring = ring[i];
+        size_t used = strlen(notes);
+        if (rings == finite) {
+            whole[i] = 1;
+            s[i].dashed = DPPLOT_DASH_DOTTED;
+            snprintf(notes + used, len - used, "%s%s = %s (%s)", used ? "; " : "", s[i].name, s[with].name, what);
+        } else {
+            snprintf(notes + used, len - used, "%s%s = %s at %zu of %zu points (%s)", used ? "; " : "", s[i].name,
+                     s[with].name, rings, finite, what);
+        }
+        marked++;
     }
-    return n;
-}
-
-/* log2 suits sizes that double from point to point: seq_len, batch, hidden, and any all-powers-of-
- * two sweep spanning at least 4×. */
-static int wants_log2(const char *key, const value_set *vs) {
-    if (!vs->numeric || vs->n < 2) return 0;
-    for (size_t k = 0; k < vs->n; k++)
-        if (!(vs->number[k] > 0)) return 0;
-    if (vs->number[vs->n - 1] / vs->number[0] < 4) return 0;
-    if (strcmp(key, "seq_len") == 0 || strcmp(key, "batch") == 0 || strcmp(key, "hidden") == 0) return 1;
-    for (size_t k = 0; k < vs->n; k++) {
-        double l = log2(vs->number[k]);
-        if (fabs(l - round(l)) > 1e-9) return 0;
-    }
-    return 1;
-}
-
-static const dpplot_result *first_point(const dpplot_results *rs, const char *sweep) {
-    for (size_t i = 0; i < rs->n; i++)
-        if (rs->items[i].sweep_name && strcmp(rs->items[i].sweep_name, sweep) == 0) return &rs->items[i];
-    return NULL;
+    size_t out[MAX_METHODS], k = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t j = 0; j < n; j++)
+            if (whole[order[j]] == pass) out[k++] = order[j];
+    memcpy(order, out, n * sizeof *order);
+    return marked;
 }
 
 int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char *x_key, const char *path,
                         const dpplot_options *opt, dpplot_strlist *notes) {
-    value_set xs;
-    collect_values(rs, sweep, x_key, &xs);
+    dpplot_value_set xs;
+    dpplot_sweep_values(rs, sweep, x_key, &xs);
     const char *methods[MAX_METHODS];
-    size_t n_m = collect_methods(rs, sweep, methods);
+    size_t n_m = dpplot_sweep_methods(rs, sweep, methods);
     if (xs.n == 0 || n_m == 0) {
         (void)dpplot_strlist_addf(notes, "%s: skipped, sweep '%s' has no values of '%s'", dpplot_report_basename(path),
                                   sweep, x_key);
         return 0;
     }
-    /* Per method: memory, time and OOM flag at each x position. */
+    /* Per method: memory, time (median, min, max) and OOM flag at each x position. */
     static const double nan_init = NAN;
     double x[MAX_VALUES], mem[MAX_METHODS][MAX_VALUES], ms[MAX_METHODS][MAX_VALUES];
+    double ms_lo[MAX_METHODS][MAX_VALUES], ms_hi[MAX_METHODS][MAX_VALUES];
     unsigned char oom[MAX_METHODS][MAX_VALUES];
-    /* checkpoint: off, every N-th, every block as categories */
-    const int is_checkpoint = strcmp(x_key, "checkpoint") == 0;
-    char label_text[MAX_VALUES][24];
-    const char *labels[MAX_VALUES];
-    if (is_checkpoint) {
-        xs.numeric = 0;
-        for (size_t k = 0; k < xs.n; k++) {
-            checkpoint_label(xs.text[k], label_text[k], sizeof label_text[k]);
-            labels[k] = label_text[k];
-        }
-    }
-    int log2x = wants_log2(x_key, &xs);
+    int log2x = dpplot_wants_log2(x_key, &xs);
     for (size_t k = 0; k < xs.n; k++) x[k] = xs.numeric ? xs.number[k] : (double)k;
     for (size_t m = 0; m < n_m; m++)
-        for (size_t k = 0; k < xs.n; k++) mem[m][k] = ms[m][k] = nan_init, oom[m][k] = 0;
+        for (size_t k = 0; k < xs.n; k++) mem[m][k] = ms[m][k] = ms_lo[m][k] = ms_hi[m][k] = nan_init, oom[m][k] = 0;
     char failed[512] = "";
     size_t failed_len = 0, n_oom_series = 0;
-    int any_point = 0;
+    int any_point = 0, predicted = 0, max_runs = 1;
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
-        if (!r->sweep_name || strcmp(r->sweep_name, sweep) != 0) continue;
+        if (!dpplot_in_sweep(r, sweep)) continue;
         const dpplot_vary *v = dpplot_result_vary(r, x_key);
-        size_t k = v ? value_index(&xs, v) : xs.n, m = 0;
+        size_t k = dpplot_value_index(&xs, v), m = 0;
         while (m < n_m && strcmp(methods[m], r->method) != 0) m++;
         if (k >= xs.n || m >= n_m) continue;
         if (r->status == DPPLOT_STATUS_OOM) {
             oom[m][k] = 1;
         } else if (r->status == DPPLOT_STATUS_OK) {
             if (r->has_peak) mem[m][k] = r->peak_bytes, any_point = 1;
-            if (r->has_time) ms[m][k] = r->avg_ms;
+            ms[m][k] = dpplot_metric_value(rs, r, DPPLOT_METRIC_TIME, &ms_lo[m][k], &ms_hi[m][k]);
+            predicted |= r->predicted;
+            if (r->n_runs > max_runs) max_runs = r->n_runs;
         } else if (failed_len < sizeof failed - 1) {
             int w = snprintf(failed + failed_len, sizeof failed - failed_len, "%s%s %s=%s (%s)",
                              failed_len ? ", " : "Failed, not drawn: ", r->method, x_key, v->text,
@@ -180,150 +117,239 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         return 0;
     }
     dpplot_series mem_s[MAX_METHODS], ms_s[MAX_METHODS];
-    dpplot_legend_entry legend[MAX_METHODS + 1];
-    /* The vanilla baseline is drawn last and dashed, so a method that matches it (flash_clip's
-     * memory often does) does not hide it. Series order stays canonical in the legend. */
-    size_t order[MAX_METHODS], n_order = 0;
+    /* The vanilla baseline is drawn dashed after the others; a series that coincides with one
+     * drawn before it (ghost's peak is often vanilla's) is dotted with rings around the markers,
+     * drawn last, and named in the legend. */
+    size_t mem_order[MAX_METHODS], ms_order[MAX_METHODS], n_order = 0;
     for (size_t m = 0; m < n_m; m++)
-        if (dpplot_method_rank(methods[m]) != 0) order[n_order++] = m;
+        if (dpplot_method_rank(methods[m]) != 0) mem_order[n_order++] = m;
     for (size_t m = 0; m < n_m; m++)
-        if (dpplot_method_rank(methods[m]) == 0) order[n_order++] = m;
+        if (dpplot_method_rank(methods[m]) == 0) mem_order[n_order++] = m;
+    memcpy(ms_order, mem_order, sizeof mem_order);
     for (size_t m = 0; m < n_m; m++) {
         dpplot_rgb c = dpplot_method_color(methods[m]);
         dpplot_marker mk = dpplot_method_marker(methods[m]);
         int baseline = dpplot_method_rank(methods[m]) == 0;
-        legend[m] = (dpplot_legend_entry){methods[m], c, baseline ? DPPLOT_SWATCH_DASHED : DPPLOT_SWATCH_LINE, mk};
+        mem_s[m] = (dpplot_series){.name = methods[m],
+                                   .color = c,
+                                   .x = x,
+                                   .y = mem[m],
+                                   .n = xs.n,
+                                   .oom = oom[m],
+                                   .marker = mk,
+                                   .dashed = baseline,
+                                   .line_width = 2.5};
+        ms_s[m] = mem_s[m];
+        ms_s[m].y = ms[m], ms_s[m].y_lo = ms_lo[m], ms_s[m].y_hi = ms_hi[m];
     }
-    for (size_t k = 0; k < n_m; k++) {
-        size_t m = order[k];
-        dpplot_rgb c = dpplot_method_color(methods[m]);
-        dpplot_marker mk = dpplot_method_marker(methods[m]);
-        int baseline = dpplot_method_rank(methods[m]) == 0;
-        mem_s[k] = (dpplot_series){methods[m], c, x, mem[m], xs.n, oom[m], mk, baseline, 0, 2.5, 0};
-        ms_s[k] = (dpplot_series){methods[m], c, x, ms[m], xs.n, oom[m], mk, baseline, 0, 2.5, 0};
-    }
+    char same[512] = "";
+    unsigned char mem_ring[MAX_METHODS][MAX_VALUES], ms_ring[MAX_METHODS][MAX_VALUES];
+    size_t n_same = mark_coinciding(mem_s, n_m, mem_order, mem_ring, "peak memory", same, sizeof same);
+    n_same += mark_coinciding(ms_s, n_m, ms_order, ms_ring, "step time", same, sizeof same);
+    dpplot_legend_entry legend[MAX_METHODS + 3];
+    for (size_t m = 0; m < n_m; m++)
+        legend[m] = (dpplot_legend_entry){methods[m], dpplot_method_color(methods[m]),
+                                          dpplot_swatch_of_dash(dpplot_method_rank(methods[m]) == 0),
+                                          dpplot_method_marker(methods[m])};
     size_t n_legend = n_m;
     if (n_oom_series)
         legend[n_legend++] =
             (dpplot_legend_entry){"out of memory", DPPLOT_MUTED, DPPLOT_SWATCH_MARKER, DPPLOT_MARKER_CROSS};
+    int any_spread = 0;
+    for (size_t m = 0; m < n_m; m++)
+        for (size_t k = 0; k < xs.n; k++) any_spread |= isfinite(ms_lo[m][k]) && ms_hi[m][k] > ms_lo[m][k];
+    char spread[96];
+    if (any_spread) {
+        snprintf(spread, sizeof spread, "time: median, whiskers min-max of %s",
+                 max_runs > 1 ? "the repeated runs" : "the iterations");
+        legend[n_legend++] = (dpplot_legend_entry){spread, DPPLOT_INK, DPPLOT_SWATCH_WHISKER, DPPLOT_MARKER_NONE};
+    }
+    char same_note[560];
+    if (n_same) /* said on the command line too: the figures are the same, not missing */
+        (void)dpplot_strlist_addf(notes, "%s: %s; drawn with rings so both show", dpplot_report_basename(path), same);
+    if (n_same) {
+        snprintf(same_note, sizeof same_note, "%s: ringed", same);
+        legend[n_legend++] = (dpplot_legend_entry){same_note, DPPLOT_INK, DPPLOT_SWATCH_DOTTED, DPPLOT_MARKER_CIRCLE};
+    }
 
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
     if (!cv) return -1;
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
     char title[160], context[256];
     snprintf(title, sizeof title, "Peak memory and step time against %s", x_key);
-    dpplot_report_context_of(first_point(rs, sweep), context, sizeof context);
+    dpplot_report_context_of(dpplot_sweep_first(rs, sweep), context, sizeof context);
     double top = dpplot_figure_title(cv, title, context[0] ? context : NULL);
-    top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, n_legend) + 8;
+    top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 120}, legend, n_legend) + 8;
     double bottom_note = failed[0] ? 30 : 0;
 
-    double xmin = x[0], xmax = x[xs.n - 1];
-    if (!xs.numeric)
-        xmin = -0.5, xmax = (double)xs.n - 0.5;
-    else if (log2x)
-        xmin /= pow(2, 0.35), xmax *= pow(2, 0.35);
-    else {
-        double pad = (xmax - xmin) * 0.05 + (xmax == xmin ? 1 : 0);
-        xmin -= pad, xmax += pad;
-    }
-    const dpplot_series *sets[2] = {mem_s, ms_s};
+    double xmin, xmax;
+    dpplot_sweep_x_range(&xs, x, log2x, 0.05, &xmin, &xmax);
+    dpplot_series *sets[2] = {mem_s, ms_s};
+    size_t *orders[2] = {mem_order, ms_order};
     const char *titles[2] = {"Peak memory", "Time per step"};
+    const char *y_titles[2] = {"Peak memory", dpplot_metric_title(DPPLOT_METRIC_TIME, predicted)};
     dpplot_unit units[2] = {DPPLOT_UNIT_BYTES, DPPLOT_UNIT_MS};
     for (int panel = 0; panel < 2; panel++) {
+        dpplot_series drawn[MAX_METHODS];
+        for (size_t k = 0; k < n_m; k++) drawn[k] = sets[panel][orders[panel][k]];
         double a, b, c, d;
-        if (!dpplot_series_range(sets[panel], n_m, &a, &b, &c, &d)) d = 1;
+        if (!dpplot_series_range(drawn, n_m, &a, &b, &c, &d)) d = 1;
         dpplot_panel p;
         dpplot_panel_spec s = {0};
         s.title = titles[panel];
         s.x_label = x_key;
-        s.y_label = titles[panel];
+        s.y_label = y_titles[panel];
         s.x_scale = log2x ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
         s.x_min = xmin, s.x_max = xmax;
         s.y_unit = units[panel];
         s.y_min = 0, s.y_max = d * 1.08, s.y_extend = 1;
-        if (!xs.numeric) s.x_categories = is_checkpoint ? labels : xs.text, s.n_x_categories = xs.n;
+        if (!xs.numeric) s.x_categories = xs.label, s.n_x_categories = xs.n;
         s.top_band = dpplot_oom_band(n_oom_series);
         dpplot_rect outer = {10 + (W - 20) / 2 * panel, top, (W - 20) / 2 - 10, H - top - 10 - bottom_note};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;
-        dpplot_lines_draw(&p, sets[panel], n_m);
+        dpplot_lines_draw(&p, drawn, n_m);
         dpplot_panel_end(&p);
     }
     dpplot_figure_note(cv, failed);
     return dpplot_report_save(cv, path, notes);
 }
 
-int dpplot_report_heatmap(const dpplot_results *rs, const char *sweep, const char *x_key, const char *y_key,
-                          const char *path, const dpplot_options *opt, dpplot_strlist *notes) {
-    value_set xs, ys;
-    collect_values(rs, sweep, x_key, &xs);
-    collect_values(rs, sweep, y_key, &ys);
-    const char *methods[MAX_METHODS];
-    size_t n_m = collect_methods(rs, sweep, methods);
-    if (xs.n == 0 || ys.n == 0 || n_m == 0) {
+/* One heatmap panel: a method at one combination of the other keys (a facet). */
+typedef struct {
+    const char *method;
+    char facet[160]; /* "lora_rank=8, max_physical_batch_size=2" ("" without facets) */
+    double *values;
+    unsigned char *oom;
+} heat_panel;
+
+/* The facet of r: its values of the keys other than x, y and method, "k=v, k=v". */
+static void facet_of(const dpplot_result *r, const char *x_key, const char *y_key, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_vary; i++) {
+        const char *k = r->vary[i].key;
+        if (!strcmp(k, "method") || !strcmp(k, x_key) || !strcmp(k, y_key)) continue;
+        int w = snprintf(buf + used, len - used, "%s%s=%s", used ? ", " : "", k, r->vary[i].text);
+        if (w < 0 || (size_t)w >= len - used) break;
+        used += (size_t)w;
+    }
+}
+
+#define MAX_HEAT_PANELS 24
+
+int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, const char *x_key, const char *y_key,
+                                 int metric_i, const char *filter, const char *path, const dpplot_options *opt,
+                                 dpplot_strlist *notes) {
+    dpplot_metric metric = (dpplot_metric)metric_i;
+    dpplot_value_set xs, ys;
+    dpplot_sweep_values(rs, sweep, x_key, &xs);
+    dpplot_sweep_values(rs, sweep, y_key, &ys);
+    if (xs.n == 0 || ys.n == 0) {
         (void)dpplot_strlist_addf(notes, "%s: skipped, sweep '%s' lacks values of '%s' or '%s'",
                                   dpplot_report_basename(path), sweep, x_key, y_key);
         return 0;
     }
-    size_t cells = xs.n * ys.n;
-    double *values = malloc(n_m * cells * sizeof *values);
-    unsigned char *oom = calloc(n_m * cells, 1);
-    if (!values || !oom) {
-        free(values), free(oom);
-        (void)dpplot_strlist_addf(notes, "%s: out of memory", dpplot_report_basename(path));
-        return -1;
-    }
-    for (size_t i = 0; i < n_m * cells; i++) values[i] = NAN;
+    size_t cells = xs.n * ys.n, n_p = 0, dropped = 0;
+    heat_panel panels[MAX_HEAT_PANELS];
     double vmin = INFINITY, vmax = -INFINITY;
+    int predicted = 0, any_value = 0;
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
-        if (!r->sweep_name || strcmp(r->sweep_name, sweep) != 0) continue;
+        if (!dpplot_in_sweep(r, sweep) || !dpplot_point_matches(r, filter)) continue;
+        if (metric == DPPLOT_METRIC_EXTRA && dpplot_method_rank(r->method) == 0) continue; /* its own baseline */
         const dpplot_vary *vx = dpplot_result_vary(r, x_key), *vy = dpplot_result_vary(r, y_key);
-        if (!vx || !vy) continue;
-        size_t cx = value_index(&xs, vx), cy = value_index(&ys, vy), m = 0;
-        while (m < n_m && strcmp(methods[m], r->method) != 0) m++;
-        if (cx >= xs.n || cy >= ys.n || m >= n_m) continue;
-        size_t at = m * cells + cy * xs.n + cx;
-        if (r->status == DPPLOT_STATUS_OOM)
-            oom[at] = 1;
-        else if (r->status == DPPLOT_STATUS_OK && r->has_peak) {
-            values[at] = r->peak_bytes;
-            vmin = fmin(vmin, r->peak_bytes), vmax = fmax(vmax, r->peak_bytes);
+        size_t cx = dpplot_value_index(&xs, vx), cy = dpplot_value_index(&ys, vy);
+        if (cx >= xs.n || cy >= ys.n) continue;
+        char facet[160];
+        facet_of(r, x_key, y_key, facet, sizeof facet);
+        size_t k = 0;
+        while (k < n_p && !(strcmp(panels[k].method, r->method) == 0 && strcmp(panels[k].facet, facet) == 0)) k++;
+        if (k == n_p) {
+            if (n_p == MAX_HEAT_PANELS) {
+                dropped++;
+                continue;
+            }
+            panels[k].method = r->method;
+            snprintf(panels[k].facet, sizeof panels[k].facet, "%s", facet);
+            panels[k].values = malloc(cells * sizeof(double));
+            panels[k].oom = calloc(cells, 1);
+            if (!panels[k].values || !panels[k].oom) {
+                free(panels[k].values), free(panels[k].oom);
+                for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom);
+                (void)dpplot_strlist_addf(notes, "%s: out of memory", dpplot_report_basename(path));
+                return -1;
+            }
+            for (size_t c = 0; c < cells; c++) panels[k].values[c] = NAN;
+            n_p++;
         }
+        size_t at = cy * xs.n + cx;
+        if (r->status == DPPLOT_STATUS_OOM) {
+            panels[k].oom[at] = 1;
+            continue;
+        }
+        double v = dpplot_metric_value(rs, r, metric, NULL, NULL);
+        if (!isfinite(v)) continue;
+        panels[k].values[at] = v;
+        vmin = fmin(vmin, v), vmax = fmax(vmax, v);
+        predicted |= r->predicted;
+        any_value = 1;
     }
-    if (!(vmax >= vmin)) vmin = 0, vmax = 1;
-    if (vmax == vmin) vmin *= 0.5, vmax = vmax * 1.5 + 1;
+    if (!any_value) {
+        for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom);
+        (void)dpplot_strlist_addf(notes, "%s: skipped, sweep '%s' has no %s values%s", dpplot_report_basename(path),
+                                  sweep, dpplot_metric_name(metric),
+                                  metric == DPPLOT_METRIC_EXTRA ? " (no vanilla run at the same points)" : "");
+        return 0;
+    }
+    if (dropped)
+        (void)dpplot_strlist_addf(notes,
+                                  "%s: %d panels at most; %zu point(s) of further panels left out (fix a "
+                                  "variable with --point KEY=VALUE)",
+                                  dpplot_report_basename(path), MAX_HEAT_PANELS, dropped);
+    /* extra memory can be negative: a linear scale from the lowest; others log2 over a wide range */
+    if (vmax == vmin) vmin = vmin > 0 ? vmin * 0.5 : vmin - 1, vmax = vmax * 1.5 + 1;
     dpplot_scale cscale = vmin > 0 && vmax / vmin > 4 ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
+    dpplot_unit unit = dpplot_metric_unit(metric);
 
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
     if (!cv) {
-        free(values), free(oom);
+        for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom);
         return -1;
     }
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-    char title[160], context[256];
-    snprintf(title, sizeof title, "Peak memory over %s × %s", x_key, y_key);
-    dpplot_report_context_of(first_point(rs, sweep), context, sizeof context);
+    char title[200], context[256];
+    snprintf(title, sizeof title, "%s over %s × %s", dpplot_metric_title(metric, predicted), x_key, y_key);
+    dpplot_report_context_of(dpplot_sweep_first(rs, sweep), context, sizeof context);
+    if (filter && *filter) {
+        size_t used = strlen(context);
+        snprintf(context + used, sizeof context - used, "%sat %s", used ? "  ·  " : "", filter);
+    }
     double top = dpplot_figure_title(cv, title, context[0] ? context : NULL);
     double bar_space = 190;
-    size_t cols = n_m <= 3 ? n_m : (n_m + 1) / 2, rows = (n_m + cols - 1) / cols;
+    size_t cols = n_p <= 3 ? n_p : n_p <= 4 ? 2 : n_p <= 9 ? 3 : 4, rows = (n_p + cols - 1) / cols;
     double cell_w = (W - 20 - bar_space) / (double)cols, cell_h = (H - top - 10) / (double)rows;
     double plot_top = INFINITY, plot_bottom = -INFINITY;
-    for (size_t m = 0; m < n_m; m++) {
-        size_t row = m / cols, col = m % cols;
-        dpplot_rgb color = dpplot_method_color(methods[m]);
+    int show_values = cells * n_p <= 240; /* numbers in the cells while they stay readable */
+    for (size_t k = 0; k < n_p; k++) {
+        size_t row = k / cols, col = k % cols;
+        dpplot_rgb color = dpplot_method_color(panels[k].method);
+        char ptitle[220];
+        if (panels[k].facet[0])
+            snprintf(ptitle, sizeof ptitle, "%s · %s", panels[k].method, panels[k].facet);
+        else
+            snprintf(ptitle, sizeof ptitle, "%s", panels[k].method);
         dpplot_panel p;
         dpplot_panel_spec s = {0};
-        s.title = methods[m];
+        s.title = ptitle;
         s.title_swatch = &color;
-        s.x_label = x_key;
+        s.x_label = row == rows - 1 || k + cols >= n_p ? x_key : NULL;
         s.y_label = col == 0 ? y_key : NULL;
-        s.x_categories = xs.text, s.n_x_categories = xs.n;
-        s.y_categories = ys.text, s.n_y_categories = ys.n;
+        s.x_categories = xs.label, s.n_x_categories = xs.n;
+        s.y_categories = ys.label, s.n_y_categories = ys.n;
         s.no_grid = 1;
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 10, cell_h - 8};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;
-        dpplot_heatmap_spec h = {xs.n, ys.n, values + m * cells, oom + m * cells, vmin, vmax, cscale, DPPLOT_UNIT_BYTES,
-                                 1};
+        dpplot_heatmap_spec h = {xs.n, ys.n, panels[k].values, panels[k].oom, vmin, vmax, cscale, unit, show_values};
         dpplot_heatmap_draw(&p, &h);
         dpplot_panel_end(&p);
         plot_top = fmin(plot_top, p.plot.y), plot_bottom = fmax(plot_bottom, p.plot.y + p.plot.h);
@@ -331,7 +357,12 @@ int dpplot_report_heatmap(const dpplot_results *rs, const char *sweep, const cha
     if (!(plot_bottom > plot_top)) plot_top = top + 40, plot_bottom = H - 90;
     /* The colorbar spans the panels' plot areas, so its ends line up with the cells. */
     dpplot_colorbar_draw(cv, (dpplot_rect){W - bar_space + 10, plot_top, 24, plot_bottom - plot_top}, vmin, vmax,
-                         cscale, DPPLOT_UNIT_BYTES, "Peak memory");
-    free(values), free(oom);
+                         cscale, unit, dpplot_metric_title(metric, predicted));
+    for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom);
     return dpplot_report_save(cv, path, notes);
+}
+
+int dpplot_report_heatmap(const dpplot_results *rs, const char *sweep, const char *x_key, const char *y_key,
+                          const char *path, const dpplot_options *opt, dpplot_strlist *notes) {
+    return dpplot_report_heatmap_metric(rs, sweep, x_key, y_key, DPPLOT_METRIC_PEAK, NULL, path, opt, notes);
 }

@@ -1,14 +1,53 @@
-/* report_timeline.c: memory_timeline.png. */
+/* report_timeline.c: memory_timeline.png (a panel per method) and memory_timeline_points.png (a
+ * panel per point of a sweep). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dpplot_legend.h"
 #include "dpplot_lines.h"
 #include "dpplot_palette.h"
 #include "report_util.h"
+#include "sweep_util.h"
 
 #define MAX_PANELS 12
+
+/* The script's own snapshots (ctx:snapshot) as dashed verticals labelled at the top. */
+static void draw_marks(dpplot_panel *p, const dpplot_result *r) {
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    double last_right = -INFINITY;
+    for (size_t i = 0; i < r->n_marks; i++) {
+        double x = dpplot_panel_px(p, r->marks[i].t_ms);
+        if (!(x >= p->plot.x && x <= p->plot.x + p->plot.w)) continue;
+        cairo_save(cr);
+        dpplot_set_dash(cr, DPPLOT_DASH_DASHED, 1.5);
+        cairo_set_line_width(cr, 1.5);
+        dpplot_set_color(cr, DPPLOT_INK, 0.8);
+        cairo_move_to(cr, round(x) + 0.5, p->plot.y);
+        cairo_line_to(cr, round(x) + 0.5, p->plot.y + p->plot.h);
+        cairo_stroke(cr);
+        cairo_restore(cr);
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 0, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_TOP);
+        dpplot_rect b = dpplot_text_bounds(p->cv, x + 4, p->plot.y + 4, r->marks[i].name, &st);
+        if (b.x + b.w > p->plot.x + p->plot.w) { /* no room on the right: the label goes left of the line */
+            st.halign = DPPLOT_RIGHT;
+            b = dpplot_text_bounds(p->cv, x - 4, p->plot.y + 4, r->marks[i].name, &st);
+        }
+        double y = p->plot.y + 4 + (b.x < last_right ? b.h + 2 : 0); /* a second row when they would touch */
+        dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
+        cairo_rectangle(cr, b.x - 2, y - 1, b.w + 4, b.h + 2);
+        cairo_fill(cr);
+        dpplot_text(p->cv, st.halign == DPPLOT_RIGHT ? x - 4 : x + 4, y, r->marks[i].name, &st);
+        last_right = b.x + b.w;
+    }
+}
+
+/* The x axis title of a timeline: a plan run's time is the modelled device's (its engine clock
+ * advances by each op's roofline time), an estimate. */
+static const char *time_title(const dpplot_result *r) {
+    return r->predicted ? "Modelled device time (estimated: roofline of each op)" : "Time since start";
+}
 
 /* Draws one method's panel; returns 0, or -1 when the panel did not fit. */
 static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result *r, const char *label, double t_max,
@@ -18,8 +57,7 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
     dpplot_panel_spec s = {0};
     s.title = label;
     s.title_swatch = &color;
-    /* a plan run's timeline is the host's accounting run, not the modelled device's time */
-    s.x_label = !x_title ? NULL : r->predicted ? "Host time of the plan run, not device time" : "Time since start";
+    s.x_label = !x_title ? NULL : time_title(r);
     s.y_label = y_title ? "Memory" : NULL;
     s.x_unit = DPPLOT_UNIT_MS, s.y_unit = DPPLOT_UNIT_BYTES;
     s.x_min = 0, s.x_max = t_max;
@@ -32,11 +70,25 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
                                         dpplot_phase_color((dpplot_phase)r->spans[i].phase), 0.30};
     dpplot_shades_draw(&p, shades, n_sh);
     dpplot_series series[2] = {
-        {"reserved", dpplot_rgb_mix(color, DPPLOT_INK, 0.35), r->t_ms, r->reserved_bytes, r->n_timeline, NULL,
-         DPPLOT_MARKER_NONE, 1, 1, 1.8, 0.0},
-        {"allocated", color, r->t_ms, r->allocated_bytes, r->n_timeline, NULL, DPPLOT_MARKER_NONE, 0, 1, 2.6, 0.15},
+        {.name = "reserved",
+         .color = dpplot_rgb_mix(color, DPPLOT_INK, 0.35),
+         .x = r->t_ms,
+         .y = r->reserved_bytes,
+         .n = r->n_timeline,
+         .dashed = DPPLOT_DASH_DASHED,
+         .step = 1,
+         .line_width = 1.8},
+        {.name = "allocated",
+         .color = color,
+         .x = r->t_ms,
+         .y = r->allocated_bytes,
+         .n = r->n_timeline,
+         .step = 1,
+         .line_width = 2.6,
+         .fill_alpha = 0.15},
     };
     dpplot_lines_draw(&p, series, 2);
+    draw_marks(&p, r);
     size_t peak = 0;
     for (size_t i = 0; i < r->n_timeline; i++)
         if (isfinite(r->allocated_bytes[i]) &&
@@ -79,7 +131,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
     const double W = f.W, H = f.H;
     double top = f.top;
     char *leftout = f.leftout;
-    dpplot_legend_entry legend[DPPLOT_N_PHASES + 2];
+    dpplot_legend_entry legend[DPPLOT_N_PHASES + 3];
     size_t nl = 0;
     legend[nl++] = (dpplot_legend_entry){"allocated", DPPLOT_MUTED, DPPLOT_SWATCH_LINE, DPPLOT_MARKER_NONE};
     legend[nl++] = (dpplot_legend_entry){"reserved", DPPLOT_MUTED, DPPLOT_SWATCH_DASHED, DPPLOT_MARKER_NONE};
@@ -94,6 +146,11 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
                 (dpplot_legend_entry){dpplot_phase_name((dpplot_phase)ph), dpplot_phase_color((dpplot_phase)ph),
                                       DPPLOT_SWATCH_SHADE, DPPLOT_MARKER_NONE};
     }
+    int any_marks = 0;
+    for (size_t k = 0; k < n_ok; k++) any_marks |= sel->items[idx[k]]->n_marks > 0;
+    if (any_marks)
+        legend[nl++] =
+            (dpplot_legend_entry){"snapshot taken by the script", DPPLOT_INK, DPPLOT_SWATCH_DASHED, DPPLOT_MARKER_NONE};
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 6;
     double bottom_note = leftout[0] ? 30 : 0;
     size_t cols = n_ok <= 3 ? 1 : 2, rows = (n_ok + cols - 1) / cols;
@@ -109,5 +166,110 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
                                       dpplot_report_basename(path), dpplot_report_label(sel, idx[k]));
     }
     dpplot_figure_note(cv, leftout);
+    return dpplot_report_save(cv, path, notes);
+}
+
+/* ---- memory_timeline_points.png */
+
+#define MAX_POINT_PANELS 30
+#define MAX_POINT_METHODS 8
+
+int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, const char *filter, const char *path,
+                                  const dpplot_options *opt, dpplot_strlist *notes) {
+    /* Points in the results' order (method rank first, then the swept values): group by label. */
+    char labels[MAX_POINT_PANELS][160];
+    const dpplot_result *members[MAX_POINT_PANELS][MAX_POINT_METHODS];
+    size_t n_members[MAX_POINT_PANELS] = {0}, n_p = 0, dropped = 0;
+    const char *methods[MAX_POINT_METHODS];
+    size_t n_m = 0;
+    double y_max = 0;
+    int predicted = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (!r->sweep_name || strcmp(r->sweep_name, sweep) != 0 || r->status != DPPLOT_STATUS_OK || r->n_timeline < 2 ||
+            !dpplot_point_matches(r, filter))
+            continue;
+        char label[160];
+        dpplot_point_label(r, label, sizeof label);
+        size_t k = 0;
+        while (k < n_p && strcmp(labels[k], label) != 0) k++;
+        if (k == n_p) {
+            if (n_p == MAX_POINT_PANELS) {
+                dropped++;
+                continue;
+            }
+            snprintf(labels[n_p++], sizeof labels[0], "%s", label);
+        }
+        if (n_members[k] < MAX_POINT_METHODS) members[k][n_members[k]++] = r;
+        size_t m = 0;
+        while (m < n_m && strcmp(methods[m], r->method) != 0) m++;
+        if (m == n_m && n_m < MAX_POINT_METHODS) methods[n_m++] = r->method;
+        for (size_t j = 0; j < r->n_timeline; j++)
+            if (isfinite(r->allocated_bytes[j])) y_max = fmax(y_max, r->allocated_bytes[j]);
+        predicted |= r->predicted;
+    }
+    if (n_p < 2 || !(y_max > 0)) {
+        (void)dpplot_strlist_addf(notes, "%s: skipped, sweep '%s' has fewer than two finished points with a timeline",
+                                  dpplot_report_basename(path), sweep);
+        return 0;
+    }
+    if (dropped)
+        (void)dpplot_strlist_addf(notes,
+                                  "%s: %d panels at most; %zu further run(s) left out (choose points with "
+                                  "--point KEY=VALUE)",
+                                  dpplot_report_basename(path), MAX_POINT_PANELS, dropped);
+    dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
+    if (!cv) return -1;
+    double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
+    char context[300];
+    dpplot_report_context_of(members[0][0], context, sizeof context);
+    double top = dpplot_figure_title(cv, "Memory over time, one panel per point", context[0] ? context : NULL);
+    dpplot_legend_entry legend[MAX_POINT_METHODS + 1];
+    for (size_t m = 0; m < n_m; m++)
+        legend[m] =
+            (dpplot_legend_entry){methods[m], dpplot_method_color(methods[m]), DPPLOT_SWATCH_LINE, DPPLOT_MARKER_NONE};
+    size_t nl = n_m;
+    char axis_note[160];
+    snprintf(axis_note, sizeof axis_note, "x: %s, each panel its own; memory axis shared",
+             predicted ? "modelled device time (estimated)" : "time since start");
+    legend[nl++] = (dpplot_legend_entry){axis_note, DPPLOT_MUTED, DPPLOT_SWATCH_NOTE, DPPLOT_MARKER_NONE};
+    top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 4;
+    size_t cols = n_p <= 4 ? n_p : n_p <= 9 ? 3 : n_p <= 16 ? 4 : n_p <= 25 ? 5 : 6;
+    size_t rows = (n_p + cols - 1) / cols;
+    double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10) / (double)rows;
+    for (size_t k = 0; k < n_p; k++) {
+        double t_max = 0;
+        dpplot_series s[MAX_POINT_METHODS];
+        for (size_t j = 0; j < n_members[k]; j++) {
+            const dpplot_result *r = members[k][j];
+            for (size_t i = 0; i < r->n_timeline; i++)
+                if (isfinite(r->t_ms[i])) t_max = fmax(t_max, r->t_ms[i]);
+            s[j] = (dpplot_series){.name = r->method,
+                                   .color = dpplot_method_color(r->method),
+                                   .x = r->t_ms,
+                                   .y = r->allocated_bytes,
+                                   .n = r->n_timeline,
+                                   .step = 1,
+                                   .line_width = 2.0,
+                                   .fill_alpha = n_members[k] == 1 ? 0.15 : 0.0};
+        }
+        size_t row = k / cols, col = k % cols;
+        dpplot_panel p;
+        dpplot_panel_spec sp = {0};
+        sp.title = labels[k];
+        sp.x_unit = DPPLOT_UNIT_MS, sp.y_unit = DPPLOT_UNIT_BYTES;
+        sp.x_min = 0, sp.x_max = t_max > 0 ? t_max : 1;
+        sp.y_min = 0, sp.y_max = y_max * 1.1, sp.y_extend = 1;
+        sp.y_label = col == 0 ? "" : NULL;
+        sp.x_label = row == rows - 1 || k + cols >= n_p ? "" : NULL;
+        dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 8, cell_h - 6};
+        if (dpplot_panel_begin(&p, cv, outer, &sp) != 0) {
+            (void)dpplot_strlist_addf(notes, "%s: panel %s did not fit; use a larger --height or --point",
+                                      dpplot_report_basename(path), labels[k]);
+            continue;
+        }
+        dpplot_lines_draw(&p, s, n_members[k]);
+        dpplot_panel_end(&p);
+    }
     return dpplot_report_save(cv, path, notes);
 }

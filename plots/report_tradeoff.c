@@ -5,6 +5,7 @@
 #include "dpplot_lines.h"
 #include "dpplot_palette.h"
 #include "report_util.h"
+#include "sweep_util.h"
 
 #define MAX_POINTS 128
 
@@ -36,8 +37,22 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
 
     dpplot_panel p;
     dpplot_panel_spec s = {0};
+    int predicted = 0, spread = 0, runs = 1;
+    for (size_t i = 0; i < n; i++)
+        if (usable[i]) {
+            const dpplot_result *r = sel->items[i];
+            predicted |= r->predicted;
+            spread |= isfinite(r->time_lo_ms) && r->time_hi_ms > r->time_lo_ms;
+            if (r->n_runs > runs) runs = r->n_runs;
+            if (isfinite(r->time_hi_ms)) max_ms = fmax(max_ms, r->time_hi_ms);
+        }
+    char y_title[96];
+    snprintf(y_title, sizeof y_title, "%s%s", predicted ? "Time per step (estimated)" : "Time per step",
+             !spread    ? ""
+             : runs > 1 ? ": median, min-max of the runs"
+                        : ": median, min-max of the iterations");
     s.x_label = "Peak memory";
-    s.y_label = "Time per step";
+    s.y_label = y_title;
     s.x_unit = DPPLOT_UNIT_BYTES, s.y_unit = DPPLOT_UNIT_MS;
     /* Both axes from zero, so distances read as proportions; headroom for labels. */
     s.x_min = 0, s.x_max = max_mem * 1.25, s.x_extend = 1;
@@ -54,7 +69,8 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
         cairo_set_dash(cr, dash, 2, 0);
         cairo_set_line_width(cr, 1.5);
         dpplot_set_color(cr, dpplot_method_color(vanilla->method), 0.7);
-        double x = dpplot_panel_px(&p, vanilla->peak_bytes), y = dpplot_panel_py(&p, vanilla->avg_ms);
+        double x = dpplot_panel_px(&p, vanilla->peak_bytes);
+        double y = dpplot_panel_py(&p, dpplot_metric_value(NULL, vanilla, DPPLOT_METRIC_TIME, NULL, NULL));
         cairo_move_to(cr, x, p.plot.y);
         cairo_line_to(cr, x, p.plot.y + p.plot.h);
         cairo_move_to(cr, p.plot.x, y);
@@ -65,20 +81,32 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
     dpplot_point pts[MAX_POINTS];
     char text[MAX_POINTS][160];
     size_t m = 0;
+    double vanilla_ms = vanilla ? dpplot_metric_value(NULL, vanilla, DPPLOT_METRIC_TIME, NULL, NULL) : NAN;
     for (size_t i = 0; i < n; i++) {
         if (!usable[i]) continue;
         const dpplot_result *r = sel->items[i];
+        double lo, hi, t = dpplot_metric_value(NULL, r, DPPLOT_METRIC_TIME, &lo, &hi);
         char mem[32], ms[32];
         dpplot_format_value(r->peak_bytes, DPPLOT_UNIT_BYTES, mem, sizeof mem);
-        dpplot_format_value(r->avg_ms, DPPLOT_UNIT_MS, ms, sizeof ms);
+        dpplot_format_value(t, DPPLOT_UNIT_MS, ms, sizeof ms);
         if (vanilla && r != vanilla)
             snprintf(text[m], sizeof text[m], "%s\n%s (%+.0f%%), %s (×%.2f)", dpplot_report_label(sel, i), mem,
-                     100.0 * (r->peak_bytes / vanilla->peak_bytes - 1.0), ms, r->avg_ms / vanilla->avg_ms);
+                     100.0 * (r->peak_bytes / vanilla->peak_bytes - 1.0), ms, t / vanilla_ms);
         else
             snprintf(text[m], sizeof text[m], "%s\n%s, %s", dpplot_report_label(sel, i), mem, ms);
         pts[m] = (dpplot_point){
-            r->peak_bytes, r->avg_ms, text[m], dpplot_method_color(r->method), dpplot_method_marker(r->method),
-            r->predicted};
+            r->peak_bytes, t, text[m], dpplot_method_color(r->method), dpplot_method_marker(r->method), r->predicted};
+        if (isfinite(lo) && hi > lo) { /* the spread as a whisker through the point */
+            double x = dpplot_panel_px(&p, r->peak_bytes), y0 = dpplot_panel_py(&p, lo), y1 = dpplot_panel_py(&p, hi);
+            cairo_save(cr);
+            cairo_set_line_width(cr, 2.0);
+            dpplot_set_color(cr, dpplot_method_color(r->method), 0.9);
+            cairo_move_to(cr, x, y0), cairo_line_to(cr, x, y1);
+            cairo_move_to(cr, x - 7, y0), cairo_line_to(cr, x + 7, y0);
+            cairo_move_to(cr, x - 7, y1), cairo_line_to(cr, x + 7, y1);
+            cairo_stroke(cr);
+            cairo_restore(cr);
+        }
         m++;
     }
     dpplot_scatter_draw(&p, pts, m, 22.0);

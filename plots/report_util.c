@@ -8,7 +8,7 @@
 #include <string.h>
 
 dpplot_options dpplot_options_default(void) {
-    dpplot_options o = {DPPLOT_DEFAULT_WIDTH, DPPLOT_DEFAULT_HEIGHT, 1.0, NULL, NULL};
+    dpplot_options o = {DPPLOT_DEFAULT_WIDTH, DPPLOT_DEFAULT_HEIGHT, 1.0, NULL, NULL, NULL, NULL};
     return o;
 }
 
@@ -19,6 +19,7 @@ dpplot_options dpplot_options_resolve(const dpplot_options *opt) {
     if (opt->height > 0) o.height = opt->height;
     if (opt->scale > 0) o.scale = opt->scale;
     o.warn = opt->warn, o.warn_user = opt->warn_user;
+    o.point = opt->point, o.heatmap = opt->heatmap;
     return o;
 }
 

@@ -479,6 +479,143 @@ static int read_sweep(reader *rd, const cJSON *root, dpplot_result *r) {
     return 0;
 }
 
+/* ---- The step-time spread, memory by phase, host RSS, the per-op profile and the script's own
+ * snapshots (docs/results.md: "Memory by phase", "Per-op profile", "Repeats"). */
+
+static void read_spread(reader *rd, const cJSON *root, dpplot_result *r) {
+    double n, v, lo, hi;
+    r->time_mid_ms = r->time_lo_ms = r->time_hi_ms = NAN;
+    if (number_at(rd, root, DPR_REPEATS_N, NULL, &n) == 1 && n > 1 &&
+        number_at(rd, root, DPR_REPEATS_AVG_MS_MEDIAN, NULL, &v) == 1 &&
+        number_at(rd, root, DPR_REPEATS_AVG_MS_MIN, NULL, &lo) == 1 &&
+        number_at(rd, root, DPR_REPEATS_AVG_MS_MAX, NULL, &hi) == 1) {
+        r->n_runs = (int)n;
+        r->time_mid_ms = v, r->time_lo_ms = lo, r->time_hi_ms = hi;
+        return;
+    }
+    r->n_runs = 1;
+    if (number_at(rd, root, DPR_TIMING_MEDIAN_MS, NULL, &v) == 1 &&
+        number_at(rd, root, DPR_TIMING_MIN_MS, NULL, &lo) == 1 &&
+        number_at(rd, root, DPR_TIMING_MAX_MS, NULL, &hi) == 1)
+        r->time_mid_ms = v, r->time_lo_ms = lo, r->time_hi_ms = hi;
+}
+
+/* Number of member id of object item (its last key), NaN when absent or not a number. */
+static double number_member(reader *rd, const cJSON *item, int id) {
+    const cJSON *it = member_of(rd, item, id, AS_NUMBER);
+    return cJSON_IsNumber(it) ? it->valuedouble : NAN;
+}
+
+static void read_phase_memory(reader *rd, const cJSON *root, dpplot_result *r) {
+    double v;
+    for (int p = 0; p < DPPLOT_N_PHASES; p++) {
+        r->phase_peak_bytes[p] = r->phase_end_bytes[p] = NAN;
+        const char *name = dpplot_phase_name((dpplot_phase)p);
+        if (number_at(rd, root, DPR_MEMORY_PHASE_PEAK_BYTES, name, &v) != 1) continue;
+        r->phase_peak_bytes[p] = v;
+        r->has_phase_memory = 1;
+        if (number_at(rd, root, DPR_MEMORY_PHASE_END_BYTES, name, &v) == 1) r->phase_end_bytes[p] = v;
+        const cJSON *cats = field_at(rd, root, DPR_MEMORY_PHASE_LIVE_AT_PEAK, name, AS_OBJECT), *cat;
+        if (cats && !cJSON_IsObject(cats)) {
+            char path[256];
+            PROBLEM(rd, "%s: field '%s' is %s, expected an object", rd->file,
+                    path_of(DPR_MEMORY_PHASE_LIVE_AT_PEAK, name, path, sizeof path), type_name(cats));
+        }
+        expect(rd, DPR_MEMORY_PHASE_LIVE_AT_PEAK_CATEGORY, AS_NUMBER);
+        if (cJSON_IsObject(cats)) cJSON_ArrayForEach(cat, cats) {
+                if (cJSON_IsNumber(cat)) r->phase_components[p][component_of(cat->string)] += cat->valuedouble;
+            }
+    }
+    r->host_peak_rss_bytes = NAN;
+    if (number_at(rd, root, DPR_MEMORY_HOST_PEAK_RSS_BYTES, NULL, &v) == 1) r->host_peak_rss_bytes = v;
+}
+
+static int read_profile(reader *rd, const cJSON *root, dpplot_result *r) {
+    double v;
+    r->profile_overhead_ms = NAN;
+    const cJSON *list = field_at(rd, root, DPR_PROFILE_OPS, NULL, AS_ARRAY);
+    if (!list) return 0;
+    if (!cJSON_IsArray(list)) {
+        PROBLEM(rd, "%s: field '%s' is %s, expected an array", rd->file, dpr_field_of(DPR_PROFILE_OPS)->path,
+                type_name(list));
+        return 0;
+    }
+    r->profile_iters = number_at(rd, root, DPR_PROFILE_ITERS, NULL, &v) == 1 && v >= 1 ? v : 1;
+    r->profile_predicted = cJSON_IsTrue(field_at(rd, root, DPR_PROFILE_PREDICTED, NULL, AS_BOOLEAN));
+    if (number_at(rd, root, DPR_PROFILE_OVERHEAD_MS_PER_ITER, NULL, &v) == 1) r->profile_overhead_ms = v;
+    size_t n = (size_t)cJSON_GetArraySize(list);
+    r->ops = calloc(n ? n : 1, sizeof *r->ops);
+    if (!r->ops) return -1;
+    const cJSON *it;
+    int index = 0, reported = 0;
+    cJSON_ArrayForEach(it, list) {
+        const cJSON *op = member_of(rd, it, DPR_PROFILE_OP_OP, AS_STRING);
+        const cJSON *cat = member_of(rd, it, DPR_PROFILE_OP_CATEGORY, AS_STRING);
+        double ms = number_member(rd, it, DPR_PROFILE_OP_MS), bytes = number_member(rd, it, DPR_PROFILE_OP_BYTES);
+        if (!cJSON_IsString(op) || !isfinite(ms) || !isfinite(bytes)) {
+            if (!reported)
+                PROBLEM(rd, "%s: field '%s[%d]' needs a string '%s' and numbers '%s', '%s'", rd->file,
+                        dpr_field_of(DPR_PROFILE_OPS)->path, index, key_of(DPR_PROFILE_OP_OP),
+                        key_of(DPR_PROFILE_OP_MS), key_of(DPR_PROFILE_OP_BYTES));
+            reported = 1;
+        } else {
+            dpplot_op *o = &r->ops[r->n_ops];
+            if (!(o->op = dup_str(op->valuestring))) return -1;
+            o->category = dpplot_op_category_from_name(cJSON_IsString(cat) ? cat->valuestring : NULL);
+            o->ms = ms, o->bytes = bytes;
+            o->calls = number_member(rd, it, DPR_PROFILE_OP_CALLS);
+            o->flops = number_member(rd, it, DPR_PROFILE_OP_FLOPS);
+            o->flops_per_s = number_member(rd, it, DPR_PROFILE_OP_FLOPS_PER_S);
+            o->bytes_per_s = number_member(rd, it, DPR_PROFILE_OP_BYTES_PER_S);
+            o->flops_fraction = number_member(rd, it, DPR_PROFILE_OP_FLOPS_FRACTION);
+            o->bandwidth_fraction = number_member(rd, it, DPR_PROFILE_OP_BANDWIDTH_FRACTION);
+            o->alloc_bytes = number_member(rd, it, DPR_PROFILE_OP_ALLOC_BYTES);
+            r->opcat_ms[o->category] += ms / r->profile_iters;
+            r->opcat_bytes[o->category] += bytes / r->profile_iters;
+            r->n_ops++;
+        }
+        index++;
+    }
+    return 0;
+}
+
+/* The snapshots a script took itself (snapshots[].custom), as marks on the timelines. */
+static int read_marks(reader *rd, const cJSON *root, dpplot_result *r) {
+    const cJSON *snaps = field_at(rd, root, DPR_SNAPSHOTS, NULL, AS_ARRAY), *s;
+    if (!cJSON_IsArray(snaps)) return 0;
+    size_t n = 0;
+    cJSON_ArrayForEach(s, snaps) n += cJSON_IsTrue(member_of(rd, s, DPR_SNAPSHOT_CUSTOM, AS_BOOLEAN));
+    if (n == 0) return 0;
+    r->marks = calloc(n, sizeof *r->marks);
+    if (!r->marks) return -1;
+    cJSON_ArrayForEach(s, snaps) {
+        const cJSON *name = member_of(rd, s, DPR_SNAPSHOT_NAME, AS_STRING);
+        const cJSON *ts = member_of(rd, s, DPR_SNAPSHOT_TIMESTAMP, AS_NUMBER);
+        if (!cJSON_IsTrue(member_of(rd, s, DPR_SNAPSHOT_CUSTOM, AS_BOOLEAN)) || !cJSON_IsString(name) ||
+            !cJSON_IsNumber(ts))
+            continue;
+        dpplot_mark *m = &r->marks[r->n_marks];
+        if (!(m->name = dup_str(name->valuestring))) return -1;
+        m->t_ms = ts->valuedouble * 1000.0;
+        r->n_marks++;
+    }
+    return 0;
+}
+
+static int read_analyses(reader *rd, const cJSON *root, dpplot_result *r) {
+    read_spread(rd, root, r);
+    read_phase_memory(rd, root, r);
+    if (read_profile(rd, root, r) != 0) return -1;
+    return read_marks(rd, root, r);
+}
+
+static void free_analyses(dpplot_result *r) {
+    for (size_t i = 0; i < r->n_ops; i++) free(r->ops[i].op);
+    free(r->ops);
+    for (size_t i = 0; i < r->n_marks; i++) free(r->marks[i].name);
+    free(r->marks);
+}
+
 static void result_free(dpplot_result *r) {
     free(r->file), free(r->experiment), free(r->method), free(r->label), free(r->message);
     free(r->t_ms), free(r->allocated_bytes), free(r->reserved_bytes), free(r->spans);
@@ -486,6 +623,7 @@ static void result_free(dpplot_result *r) {
     for (size_t i = 0; i < r->n_vary; i++) free(r->vary[i].key), free(r->vary[i].text);
     free(r->vary);
     free(r->oom_category), free(r->oom_module), free(r->arch), free(r->dtype), free(r->device_name);
+    free_analyses(r);
     memset(r, 0, sizeof *r);
 }
 
@@ -540,6 +678,7 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
     read_timing(rd, root, r);
     if (read_timeline(rd, root, r) != 0) return -1;
     if (read_sweep(rd, root, r) != 0) return -1;
+    if (read_analyses(rd, root, r) != 0) return -1;
 
     if (number_at(rd, root, DPR_OOM_REQUESTED_BYTES, NULL, &v) == 1) r->oom_requested_bytes = v;
     const char *s;

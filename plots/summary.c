@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "dpplot_axis.h"
+#include "dpplot_palette.h"
 #include "safe_file.h"
 
 #define MIB 1048576.0
@@ -41,6 +42,96 @@ static void row_name(const dpplot_result *r, char *buf, size_t len) {
         snprintf(buf, len, "%s%s", r->method, vary);
     else
         snprintf(buf, len, "%s", r->label);
+}
+
+/* Markdown cell text: '|' escaped. */
+static void md_text(FILE *f, const char *s) {
+    for (const char *p = s; *p; p++) {
+        if (*p == '|') fputc('\\', f);
+        fputc(*p == '\n' ? ' ' : *p, f);
+    }
+}
+
+/* ---- The kernel table (issue 17): each profiled run's top ops by time, per step. */
+
+#define KERNEL_ROWS 10
+
+/* "12.3" or "-" for a value that is not a finite number. */
+static void num_or_dash(char *buf, size_t n, const char *fmt, double v) {
+    if (isfinite(v))
+        snprintf(buf, n, fmt, v);
+    else
+        snprintf(buf, n, "-");
+}
+
+/* One row's cells: op, category, calls/step, ms/step, % of step, GFLOP/s, % of peak flops, GB/s,
+ * % of peak bandwidth, MiB allocated per step. */
+static void kernel_cells(const dpplot_result *r, const dpplot_op *o, char cells[10][48]) {
+    double it = r->profile_iters > 0 ? r->profile_iters : 1;
+    snprintf(cells[0], 48, "%s", o->op);
+    snprintf(cells[1], 48, "%s", dpplot_op_category_name(o->category));
+    num_or_dash(cells[2], 48, "%.1f", o->calls / it);
+    num_or_dash(cells[3], 48, "%.3f", o->ms / it);
+    num_or_dash(cells[4], 48, "%.1f", r->has_time && r->avg_ms > 0 ? 100.0 * o->ms / it / r->avg_ms : NAN);
+    num_or_dash(cells[5], 48, "%.1f", o->flops_per_s / 1e9);
+    num_or_dash(cells[6], 48, "%.1f", 100.0 * o->flops_fraction);
+    num_or_dash(cells[7], 48, "%.1f", o->bytes_per_s / 1e9);
+    num_or_dash(cells[8], 48, "%.1f", 100.0 * o->bandwidth_fraction);
+    num_or_dash(cells[9], 48, "%.2f", o->alloc_bytes / it / MIB);
+}
+
+static const char *const kernel_header[10] = {"op",      "category", "calls/step", "ms/step",   "% step",
+                                              "GFLOP/s", "% peak",   "GB/s",       "% peak BW", "alloc MiB/step"};
+
+static void write_kernel_table_txt(const dpplot_results *rs, FILE *f) {
+    int any = 0;
+    for (size_t i = 0; i < rs->n; i++) any |= rs->items[i].status == DPPLOT_STATUS_OK && rs->items[i].n_ops > 0;
+    if (!any) return;
+    fprintf(f, "\nKERNEL TABLE (profile = \"ops\"): the %d ops taking the most time, per step\n", KERNEL_ROWS);
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (r->status != DPPLOT_STATUS_OK || r->n_ops == 0) continue;
+        char name[256];
+        row_name(r, name, sizeof name);
+        fprintf(f, "\n%s%s:\n", name, r->profile_predicted ? " (modelled per op: estimated)" : "");
+        fprintf(f, "  %-22s %-16s %10s %10s %7s %9s %7s %9s %9s %14s\n", kernel_header[0], kernel_header[1],
+                kernel_header[2], kernel_header[3], kernel_header[4], kernel_header[5], kernel_header[6],
+                kernel_header[7], kernel_header[8], kernel_header[9]);
+        for (size_t k = 0; k < r->n_ops && k < KERNEL_ROWS; k++) {
+            char c[10][48];
+            kernel_cells(r, &r->ops[k], c);
+            fprintf(f, "  %-22s %-16s %10s %10s %7s %9s %7s %9s %9s %14s\n", c[0], c[1], c[2], c[3], c[4], c[5], c[6],
+                    c[7], c[8], c[9]);
+        }
+        if (r->n_ops > KERNEL_ROWS) fprintf(f, "  (%zu more ops)\n", r->n_ops - KERNEL_ROWS);
+    }
+    fprintf(f, "\n%% step = the op's share of the step time; %% peak = achieved rate over the device's peak (the\n"
+               "result's profile.peak says how it was obtained); alloc = tagged bytes made for the op.\n");
+}
+
+static void write_kernel_table_md(const dpplot_results *rs, FILE *f) {
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (r->status != DPPLOT_STATUS_OK || r->n_ops == 0) continue;
+        char name[256];
+        row_name(r, name, sizeof name);
+        fputs("\n### Kernel table: ", f);
+        md_text(f, name);
+        fprintf(f, "%s\n\n|", r->profile_predicted ? " (modelled, estimated)" : "");
+        for (int c = 0; c < 10; c++) fprintf(f, " %s |", kernel_header[c]);
+        fputs("\n|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n", f);
+        for (size_t k = 0; k < r->n_ops && k < KERNEL_ROWS; k++) {
+            char c[10][48];
+            kernel_cells(r, &r->ops[k], c);
+            fputs("|", f);
+            for (int j = 0; j < 10; j++) {
+                fputc(' ', f);
+                md_text(f, c[j]);
+                fputs(" |", f);
+            }
+            fputc('\n', f);
+        }
+    }
 }
 
 int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *problems, FILE *f) {
@@ -110,6 +201,7 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
             }
         for (int k = 0; k < n; k++) fprintf(f, "  %-40s %15.2f MB\n", legacy_titles[order[k]], r->legacy_mb[order[k]]);
     }
+    write_kernel_table_txt(rs, f);
     fprintf(f, "\n");
     rule(f, '=', 100);
     fprintf(f, "MB = MiB (2^20 bytes), as in the results files. Memory/Time = peak MB / avg ms.\n");
@@ -194,14 +286,6 @@ int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
     return ferror(f) ? -1 : 0;
 }
 
-/* Markdown cell text: '|' escaped. */
-static void md_text(FILE *f, const char *s) {
-    for (const char *p = s; *p; p++) {
-        if (*p == '|') fputc('\\', f);
-        fputc(*p == '\n' ? ' ' : *p, f);
-    }
-}
-
 int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
     fputs("| Method | Status | Peak memory (MiB) | Avg time (ms) | Memory/time (MiB/ms) |", f);
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
@@ -236,6 +320,7 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
         }
         fputc('\n', f);
     }
+    write_kernel_table_md(rs, f);
     return ferror(f) ? -1 : 0;
 }
 

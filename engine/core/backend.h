@@ -88,6 +88,17 @@ typedef struct dp_backend {
     /* out[r] (+)= sum_c x[r*cols + c]^2 for r < rows; out is f32 on the device. */
     int (*sumsq_rows)(dp_device *dev, dp_dtype t, size_t rows, size_t cols, const void *x, float *out, int accumulate);
 
+    /* Timers for profile = "ops" (profile.h); NULL on a synchronous backend, whose calls the host
+     * clock times. timer_mark records a mark at the current point of the device's queue into
+     * *mark; timer_ms is the device time in ms between two marks the queue has passed (after a
+     * sync); timer_release frees a mark. */
+    int (*timer_mark)(dp_device *dev, void **mark);
+    double (*timer_ms)(dp_device *dev, void *from, void *to);
+    void (*timer_release)(dp_device *dev, void *mark);
+    /* The device's peak flop/s for dtype t and its memory bandwidth in bytes/s, with how they
+     * were obtained in how (one line); DP_ENOTSUP when unknown. NULL: unknown. */
+    int (*peak)(dp_device *dev, dp_dtype t, double *flops, double *bandwidth, char *how, size_t n);
+
     /* The transformer layers (layer_ops.h); NULL on the plan backend. */
     const struct dp_layer_ops *layers;
     /* The DP kernels (dpsgd_ops.h); NULL on the plan backend. */

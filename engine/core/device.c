@@ -3,6 +3,7 @@
 
 #include "error.h"
 #include "ledger.h"
+#include "profile.h"
 #include "scope.h"
 
 #include <stdio.h>
@@ -127,6 +128,7 @@ int dp_device_snapshot(dp_device *dev, const char *name) {
 }
 
 void dp_engine_shutdown(void) {
+    dp_profile_shutdown(); /* first: pending device timers belong to a device still up */
     for (int k = 0; k < DP_DEV_KIND_COUNT; k++) {
         if (!initialised[k]) continue;
         dp_device *dev = &devices[k];

@@ -3,12 +3,15 @@
  * section owns its "<section>:<op>" name. */
 #include "ledger.h"
 
+#include "clock.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static dp_ledger_entry *entries;
 static size_t n_entries, cap_entries;
+static size_t last = SIZE_MAX;
 static const char *open_section;
 
 static int same(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
@@ -23,6 +26,7 @@ static const char *entry_name(const char *op, const char *section) {
 }
 
 void dp_ledger_add(const char *op, double flops, double bytes) {
+    dp_clock_advance(flops, bytes);
     const char *section = open_section;
     size_t i;
     for (i = 0; i < n_entries; i++)
@@ -40,11 +44,12 @@ void dp_ledger_add(const char *op, double flops, double bytes) {
         }
         const char *name = entry_name(op, section);
         if (!name) return;
-        entries[n_entries++] = (dp_ledger_entry){name, op, section, 0, 0.0, 0.0};
+        entries[n_entries++] = (dp_ledger_entry){.op = name, .base = op, .section = section};
     }
     entries[i].calls++;
     entries[i].flops += flops;
     entries[i].bytes += bytes;
+    last = i;
 }
 
 const char *dp_ledger_section(const char *section) {
@@ -56,6 +61,16 @@ const char *dp_ledger_section(const char *section) {
 size_t dp_ledger_count(void) { return n_entries; }
 
 const dp_ledger_entry *dp_ledger_at(size_t i) { return i < n_entries ? &entries[i] : NULL; }
+
+size_t dp_ledger_last(void) { return last; }
+
+void dp_ledger_measure(size_t i, uint64_t calls, double time_ns, uint64_t alloc_bytes, uint64_t freed_bytes) {
+    if (i >= n_entries) return;
+    entries[i].timed_calls += calls;
+    entries[i].time_ns += time_ns;
+    entries[i].alloc_bytes += alloc_bytes;
+    entries[i].freed_bytes += freed_bytes;
+}
 
 void dp_ledger_totals(double *flops, double *bytes) {
     double f = 0, b = 0;
@@ -71,6 +86,7 @@ void dp_ledger_reset(void) {
     for (size_t i = 0; i < n_entries; i++)
         if (entries[i].section) free((char *)entries[i].op);
     n_entries = 0;
+    last = SIZE_MAX;
 }
 
 void dp_ledger_shutdown(void) {
@@ -78,5 +94,6 @@ void dp_ledger_shutdown(void) {
     free(entries);
     entries = NULL;
     n_entries = cap_entries = 0;
+    last = SIZE_MAX;
     open_section = NULL;
 }

@@ -1,6 +1,8 @@
 /* ledger.h: per-run accounting of work. Every op adds its floating-point operations and the
  * bytes it reads plus writes in device memory, keyed by op name. The ledger is device
- * independent, so the plan backend fills it exactly as the CPU and CUDA backends do.
+ * independent, so the plan backend fills it exactly as the CPU and CUDA backends do. With
+ * profile = "ops" (profile.h) each entry also gathers the measured time of its calls and the
+ * tagged bytes allocated and freed for them.
  *
  * A section (dp_ledger_section) sets work apart: while one is open, an op is recorded under
  * "<section>:<op>" ("recompute:gemm" for an activation checkpoint's recomputed forward), so the
@@ -18,14 +20,24 @@ typedef struct dp_ledger_entry {
     uint64_t calls;
     double flops;
     double bytes; /* read + written */
+    /* measured (profile.h), zero unless profiling was on: */
+    uint64_t timed_calls;              /* backend calls timed for this op */
+    double time_ns;                    /* their device time, ns */
+    uint64_t alloc_bytes, freed_bytes; /* tagged bytes allocated / freed for them */
 } dp_ledger_entry;
 
-/* Adds one call of op (a string literal) with its flops and bytes to the process's ledger. */
+/* Adds one call of op (a string literal) with its flops and bytes to the process's ledger, and
+ * advances a modelled clock (clock.h) by its roofline time. */
 void dp_ledger_add(const char *op, double flops, double bytes);
 /* Number of distinct ops recorded. */
 size_t dp_ledger_count(void);
 /* Entry i, in order of first use; NULL when out of range. */
 const dp_ledger_entry *dp_ledger_at(size_t i);
+/* Index of the entry dp_ledger_add touched last; SIZE_MAX when none since the last reset. */
+size_t dp_ledger_last(void);
+/* Adds a measurement to entry i (ignored when out of range): calls timed, their time in ns, the
+ * tagged bytes allocated and freed for them. */
+void dp_ledger_measure(size_t i, uint64_t calls, double time_ns, uint64_t alloc_bytes, uint64_t freed_bytes);
 /* Sums over all ops into *flops and *bytes (either may be NULL). */
 void dp_ledger_totals(double *flops, double *bytes);
 /* Opens section (a string literal; NULL closes it) for the ops recorded from now on; returns the

@@ -24,6 +24,9 @@ struct dp_mem {
     dp_raw_allocator raw;
     dp_mem_stats s;
     int peak_pending;
+    dp_mem_window win;
+    int win_pending; /* as peak_pending, for the window */
+    uint64_t allocated_total, released_total;
     uint64_t limit;
     dp_oom_info oom;
 
@@ -104,6 +107,10 @@ static int ensure_module(dp_mem *m, uint32_t module) {
 }
 
 static void settle_peak(dp_mem *m) {
+    if (m->win_pending) {
+        memcpy(m->win.live_at_peak, m->s.current, sizeof m->s.current);
+        m->win_pending = 0;
+    }
     if (!m->peak_pending) return;
     memcpy(m->s.live_at_peak, m->s.current, sizeof m->s.current);
     if (m->n_mod) memcpy(m->mod_live_at_peak, m->mod_current, m->n_mod * sizeof *m->mod_current);
@@ -204,6 +211,12 @@ int dp_mem_alloc_module(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t mod
         s->peak_t_ns = dp_clock_ns();
         m->peak_pending = 1;
     }
+    if (s->total_current > m->win.peak) {
+        m->win.peak = s->total_current;
+        m->win.peak_t_ns = dp_clock_ns();
+        m->win_pending = 1;
+    }
+    m->allocated_total += bytes;
     s->reserved_current = reserved_now(m);
     if (s->reserved_current > s->reserved_peak) s->reserved_peak = s->reserved_current;
     s->n_allocs++;
@@ -228,6 +241,7 @@ void dp_mem_release(dp_mem *m, dp_alloc *a) {
     if (s->reserved_current > s->reserved_peak) s->reserved_peak = s->reserved_current;
     s->n_frees++;
     s->n_live--;
+    m->released_total += a->bytes;
     log_event(m, -(int64_t)a->bytes, a->category, a->module);
     memset(a, 0, sizeof *a);
 }
@@ -260,6 +274,23 @@ void dp_mem_reset_peak(dp_mem *m) {
         memcpy(m->mod_live_at_peak, m->mod_current, m->n_mod * sizeof *m->mod_live_at_peak);
     }
     m->peak_pending = 0;
+}
+
+void dp_mem_window_reset(dp_mem *m) {
+    m->win.peak = m->s.total_current;
+    memcpy(m->win.live_at_peak, m->s.current, sizeof m->win.live_at_peak);
+    m->win.peak_t_ns = dp_clock_ns();
+    m->win_pending = 0;
+}
+
+void dp_mem_window_get(dp_mem *m, dp_mem_window *out) {
+    settle_peak(m);
+    *out = m->win;
+}
+
+void dp_mem_traffic(const dp_mem *m, uint64_t *allocated, uint64_t *released) {
+    if (allocated) *allocated = m->allocated_total;
+    if (released) *released = m->released_total;
 }
 
 void dp_mem_set_limit(dp_mem *m, uint64_t limit) { m->limit = limit; }

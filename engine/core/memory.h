@@ -120,6 +120,21 @@ void dp_mem_module_stats(dp_mem *m, uint32_t module, uint64_t *current, uint64_t
 /* Starts new peaks: every peak and live-at-peak figure becomes the current one. */
 void dp_mem_reset_peak(dp_mem *m);
 
+/* A window's figures (e.g. one training phase): the highest total since dp_mem_window_reset and
+ * the bytes live per category at that moment. Independent of the peaks above. */
+typedef struct dp_mem_window {
+    uint64_t peak;
+    uint64_t live_at_peak[DP_CAT_COUNT];
+    int64_t peak_t_ns; /* clock time of the window's peak */
+} dp_mem_window;
+
+/* Starts a new window at the current figures. */
+void dp_mem_window_reset(dp_mem *m);
+/* Copies the window's figures into *out. */
+void dp_mem_window_get(dp_mem *m, dp_mem_window *out);
+/* Bytes allocated and released since the allocator was made (monotonic; either may be NULL). */
+void dp_mem_traffic(const dp_mem *m, uint64_t *allocated, uint64_t *released);
+
 /* Refuses allocations that would take the total past limit bytes (0 = no limit). */
 void dp_mem_set_limit(dp_mem *m, uint64_t limit);
 /* The configured limit (0 = none). */

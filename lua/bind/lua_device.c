@@ -54,7 +54,8 @@ static int l_sync(lua_State *L) {
     return 0;
 }
 
-/* dpprof.ledger() -> list of {op, calls, flops, bytes} in order of first use */
+/* dpprof.ledger() -> list of {op, calls, flops, bytes} in order of first use; entries measured by
+ * profile = "ops" also have timed_calls, time_ms, alloc_bytes and freed_bytes */
 static int l_ledger(lua_State *L) {
     size_t n = dp_ledger_count();
     lua_createtable(L, (int)n, 0);
@@ -65,6 +66,12 @@ static int l_ledger(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)e->calls), lua_setfield(L, -2, "calls");
         lua_pushnumber(L, e->flops), lua_setfield(L, -2, "flops");
         lua_pushnumber(L, e->bytes), lua_setfield(L, -2, "bytes");
+        if (e->timed_calls || e->alloc_bytes || e->freed_bytes) {
+            lua_pushinteger(L, (lua_Integer)e->timed_calls), lua_setfield(L, -2, "timed_calls");
+            lua_pushnumber(L, e->time_ns * 1e-6), lua_setfield(L, -2, "time_ms");
+            dpl_push_bytes(L, e->alloc_bytes), lua_setfield(L, -2, "alloc_bytes");
+            dpl_push_bytes(L, e->freed_bytes), lua_setfield(L, -2, "freed_bytes");
+        }
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     return 1;

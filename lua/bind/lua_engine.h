@@ -19,6 +19,9 @@ void dpl_open_memory(lua_State *L);
 void dpl_push_oom(lua_State *L, const dp_oom_info *o, const char *device);
 /* Adds device selection and information, sync, the ledger, the clock and the version. */
 void dpl_open_device(lua_State *L);
+/* Adds dpprof.profile (per-op timing: enable, collect, calls, overhead, the device's peak),
+ * dpprof.clock_model and dpprof.host_memory (lua_profile.c). */
+void dpl_open_profile(lua_State *L);
 /* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,
  * sleep, pid, mkdir_p, list_dir, environment, executable and testing_crash (lua_process.c). */
 void dpl_open_process(lua_State *L);

@@ -82,6 +82,27 @@ static int l_reset_peak(lua_State *L) {
     return 0;
 }
 
+/* memory.window_reset([device]): starts a window (a phase) whose own peak memory.window reports */
+static int l_window_reset(lua_State *L) {
+    dp_device *dev = dpl_opt_device(L, 1);
+    if (dp_device_sync(dev) != DP_OK) dpl_fail(L);
+    dp_mem_window_reset(dev->mem);
+    return 0;
+}
+
+/* memory.window([device]) -> {peak, peak_time, live_at_peak={cat=bytes}} since window_reset */
+static int l_window(lua_State *L) {
+    dp_device *dev = dpl_opt_device(L, 1);
+    if (dp_device_sync(dev) != DP_OK) dpl_fail(L);
+    dp_mem_window w;
+    dp_mem_window_get(dev->mem, &w);
+    lua_createtable(L, 0, 3);
+    dpl_push_bytes(L, w.peak), lua_setfield(L, -2, "peak");
+    lua_pushnumber(L, (double)w.peak_t_ns * 1e-9), lua_setfield(L, -2, "peak_time");
+    push_category_map(L, w.live_at_peak), lua_setfield(L, -2, "live_at_peak");
+    return 1;
+}
+
 /* memory.modules([device]) -> list of {module, current, peak, live_at_peak}, largest live-at-peak
  * first, for every module that ever held memory */
 static int l_modules(lua_State *L) {
@@ -237,6 +258,8 @@ void dpl_open_memory(lua_State *L) {
                                    {"snapshots", l_snapshots},
                                    {"clear_snapshots", l_clear_snapshots},
                                    {"reset_peak", l_reset_peak},
+                                   {"window_reset", l_window_reset},
+                                   {"window", l_window},
                                    {"modules", l_modules},
                                    {"events", l_events},
                                    {"timeline", l_timeline},

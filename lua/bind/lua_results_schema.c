@@ -5,7 +5,7 @@
  *     version = 1,
  *     fields = {{path=, type=, when=, nonneg=, nullable=, open=, marks=, choices=}, ...}, -- in order
  *     choices = {statuses = {...}, phases = {...}, optional_phases = {...}, samplings = {...},
- *                bounds = {...}},
+ *                bounds = {...}, profiles = {...}, op_categories = {...}, rss_since = {...}},
  *   }
  *
  * type is "string", "integer", "number", "boolean", "object", "array", "scalar" or "any"; when is
@@ -39,6 +39,9 @@ void dpl_open_results_schema(lua_State *L) {
     static const char *const optional_phases[] = {DPR_OPTIONAL_PHASES(DPL_NAME) NULL};
     static const char *const samplings[] = {DPR_SAMPLINGS(DPL_NAME) NULL};
     static const char *const bounds[] = {DPR_BOUNDS(DPL_NAME) NULL};
+    static const char *const profiles[] = {DPR_PROFILES(DPL_NAME) NULL};
+    static const char *const op_categories[] = {DPR_OP_CATEGORIES(DPL_NAME) NULL};
+    static const char *const rss_since[] = {DPR_RSS_SINCE(DPL_NAME) NULL};
 #undef DPL_NAME
     lua_createtable(L, 0, 3);
     lua_pushinteger(L, DPR_VERSION);
@@ -64,12 +67,15 @@ void dpl_open_results_schema(lua_State *L) {
         lua_rawseti(L, -2, id + 1);
     }
     lua_setfield(L, -2, "fields");
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 8);
     set_names(L, "statuses", statuses);
     set_names(L, "phases", phases);
     set_names(L, "optional_phases", optional_phases);
     set_names(L, "samplings", samplings);
     set_names(L, "bounds", bounds);
+    set_names(L, "profiles", profiles);
+    set_names(L, "op_categories", op_categories);
+    set_names(L, "rss_since", rss_since);
     lua_setfield(L, -2, "choices");
     lua_setfield(L, -2, "results_schema");
 }

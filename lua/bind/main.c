@@ -23,14 +23,22 @@ static const char *const run_usage =
     "exit status: 0 the script ran to its end; 1 it raised an error; 2 bad arguments\n";
 
 static const char *const plot_usage =
-    "usage: dpprof plot DIR [--out DIR] [--scale S]\n"
+    "usage: dpprof plot DIR [--out DIR] [--scale S] [--point KEY=VALUE,...] [--heatmap X,Y]\n"
     "\n"
     "Renders the charts and summaries of the result JSON files in DIR: memory_breakdown_comparison,\n"
-    "memory_timeline, performance_tradeoff, module_breakdown (PNG), sweep_<var>.png and\n"
-    "memory_heatmap.png for sweeps, and summary.txt/.csv/.md/.tex.\n"
+    "memory_timeline, performance_tradeoff, module_breakdown, op_breakdown (runs with\n"
+    "profile=\"ops\") and operation_level_breakdown (PNG), and summary.txt/.csv/.md/.tex (with the\n"
+    "kernel table of profiled runs). For sweeps: sweep_<var>.png (one variable); memory_heatmap,\n"
+    "heatmap_time, heatmap_extra (over vanilla) and heatmap_tokens_per_s (two or more, the rest\n"
+    "faceted); sweep_grid_peak and sweep_grid_time, small multiples (three or four);\n"
+    "memory_timeline_points, a timeline per point.\n"
     "\n"
-    "  --out DIR   where to write them (default: DIR itself)\n"
-    "  --scale S   resolution factor in (0, 8] (default 1: 1600x1000 pixels; 2 doubles it)\n"
+    "  --out DIR        where to write them (default: DIR itself)\n"
+    "  --scale S        resolution factor in (0, 8] (default 1: 1600x1000 pixels; 2 doubles it)\n"
+    "  --point K=V,...  the sweep point the standard charts show (default: the largest point where\n"
+    "                   the most methods finished); heatmaps and grids keep only matching points\n"
+    "  --heatmap X,Y    the swept variables across and up the heatmaps (and x and lines of the\n"
+    "                   small multiples); default: seq_len across when swept, else the first two\n"
     "\n"
     "exit status: 0 all rendered; 1 a problem, each one named on its line (a malformed file or an\n"
     "output not written: the rest is still rendered; or nothing to render); 2 bad arguments\n";
@@ -42,10 +50,11 @@ static const char *const usage =
     "  run SCRIPT.lua [key=value ...]   run a Lua script with the dpprof module; the pairs are\n"
     "                                   visible as dpprof.args (numbers and true/false converted)\n"
     "  plot DIR [--out DIR] [--scale S] render charts and summaries from the result JSON files in\n"
-    "                                   DIR (default out: DIR; scale 2 doubles the resolution)\n"
-    "  compare BASE NEW [--threshold R] compare two results (files or directories); exit 1 when\n"
-    "                                   peak memory or step time grew past R (default 1.05) or a\n"
-    "                                   pair could not be compared, 2 for an invalid file\n"
+    "       [--point K=V] [--heatmap X,Y] DIR (default out: DIR; scale 2 doubles the resolution)\n"
+    "  compare BASE NEW [--memory R]    compare two results (files or directories); exit 1 when\n"
+    "       [--time R] [--threshold R]  peak memory grew past --memory, step time past --time\n"
+    "                                   beyond the runs' measured spread (default 1.05 each), or\n"
+    "                                   a pair could not be compared, 2 for an invalid file\n"
     "  fit [key=value ...]              the largest seq_len, batch or layers that fits a memory\n"
     "                                   budget, per DP method, from plan runs (fit --help)\n"
     "  sweep submit|status|collect ...  run a script's sweeps as Slurm job arrays: submit SCRIPT\n"
@@ -256,10 +265,42 @@ static int cmd_plot(int argc, char **argv) {
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(plot_usage, stdout);
             return 0;
-        } else if ((strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--scale") == 0) && i + 1 == argc) {
+        } else if ((strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--scale") == 0 ||
+                    strcmp(argv[i], "--point") == 0 || strcmp(argv[i], "--heatmap") == 0) &&
+                   i + 1 == argc) {
             fprintf(stderr, "dpprof plot: %s needs a value (%s)\n", argv[i],
-                    argv[i][2] == 'o' ? "--out DIR" : "--scale S, a number in (0, 8]");
+                    argv[i][2] == 'o'   ? "--out DIR"
+                    : argv[i][2] == 's' ? "--scale S, a number in (0, 8]"
+                    : argv[i][2] == 'p' ? "--point KEY=VALUE,..."
+                                        : "--heatmap X,Y");
             return 2;
+        } else if (strcmp(argv[i], "--point") == 0) {
+            opt.point = argv[++i];
+            for (const char *p = opt.point; *p;) { /* every item key=value, both non-empty */
+                size_t len = strcspn(p, ","), eq = strcspn(p, "=");
+                if (eq == 0 || eq >= len - (len > 0) || len == 0) {
+                    fprintf(stderr,
+                            "dpprof plot: --point takes KEY=VALUE items joined by commas (e.g. "
+                            "batch=8,lora_rank=0), got '%s'\n",
+                            opt.point);
+                    return 2;
+                }
+                p += len + (p[len] == ',');
+            }
+            if (!*opt.point) {
+                fprintf(stderr, "dpprof plot: --point needs KEY=VALUE, got an empty string\n");
+                return 2;
+            }
+        } else if (strcmp(argv[i], "--heatmap") == 0) {
+            opt.heatmap = argv[++i];
+            const char *comma = strchr(opt.heatmap, ',');
+            if (!comma || comma == opt.heatmap || !comma[1] || strchr(comma + 1, ',')) {
+                fprintf(stderr,
+                        "dpprof plot: --heatmap takes two swept variables, X,Y (e.g. seq_len,batch), "
+                        "got '%s'\n",
+                        opt.heatmap);
+                return 2;
+            }
         } else if (strcmp(argv[i], "--out") == 0) {
             out = argv[++i];
             if (!*out) {
@@ -274,7 +315,10 @@ static int cmd_plot(int argc, char **argv) {
                 return 2;
             }
         } else if (argv[i][0] == '-') {
-            fprintf(stderr, "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --help)\n", argv[i]);
+            fprintf(stderr,
+                    "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --point K=V,..., --heatmap X,Y, "
+                    "--help)\n",
+                    argv[i]);
             return 2;
         } else if (!dir)
             dir = argv[i];

@@ -94,6 +94,7 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_tensor(L);
     dpl_open_memory(L);
     dpl_open_device(L);
+    dpl_open_profile(L);
     dpl_open_process(L);
     dpl_open_files(L);
     dpl_open_json(L);

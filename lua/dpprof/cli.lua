@@ -6,10 +6,10 @@ local results = require("dpprof.results")
 local cli = {}
 
 ---------------------------------------------------------------------------------------------
--- dpprof compare BASE NEW [--threshold R]
+-- dpprof compare BASE NEW [--memory R] [--time R] [--threshold R]
 
 local COMPARE_USAGE = [[
-usage: dpprof compare BASE NEW [--threshold R]
+usage: dpprof compare BASE NEW [--memory R] [--time R] [--threshold R]
 
 Compares two results: two result JSON files, or two directories of them (files matched by name).
 Every file is checked against the results schema (docs/results.md) when it is read. Prints peak
@@ -17,12 +17,17 @@ memory, step time, per-phase times and per-category memory side by side, epsilon
 accountant (noting fixed batches, for which it is understated), and the configuration
 keys that differ.
 
-  --threshold R   the largest allowed ratio NEW/BASE of peak memory and of step time (avg_ms);
-                  default 1.05 (5% growth)
+  --memory R      the largest allowed ratio NEW/BASE of peak memory (exact: any growth past R
+                  is a regression); default 1.05 (5% growth)
+  --time R        the largest allowed ratio NEW/BASE of step time (avg_ms); default 1.05. Time is
+                  judged against the measured spread: a NEW whose fastest run (repeats=N) or
+                  iteration is within BASE's slowest is noise, not a regression, and is said so
+  --threshold R   sets both
 
-exit status: 0 every pair was compared (both runs ok) and none grew past R; 1 peak memory or step
-time grew past R, or a pair could not be compared (a run that is not ok, a file only in BASE);
-2 bad arguments, or a file that is unreadable or not a valid result (the file and field named)
+exit status: 0 every pair was compared (both runs ok) and none grew past its threshold; 1 peak
+memory grew past --memory, step time grew past --time beyond the spread, or a pair could not be
+compared (a run that is not ok, a file only in BASE); 2 bad arguments, or a file that is
+unreadable or not a valid result (the file and field named)
 ]]
 
 local function is_dir(path)
@@ -49,9 +54,24 @@ local function flatten(t, prefix, out)
   return out
 end
 
+-- The measured spread of a result's step time: over its repeated runs (repeats.avg_ms, a sweep's
+-- repeats=N), else over its timed iterations: {lo, hi, n, what}.
+local function time_spread(r)
+  local rep = type(r.repeats) == "table" and r.repeats or nil
+  if rep and type(rep.avg_ms) == "table" and math.type(rep.n) and rep.n > 1 then
+    return { lo = rep.avg_ms.min, hi = rep.avg_ms.max, n = rep.n, what = "runs" }
+  end
+  return { lo = r.timing.min_ms, hi = r.timing.max_ms, n = #r.timing.iter_ms, what = "iterations" }
+end
+
+local function spread_text(s)
+  return string.format("%s-%s over %d %s", fmt_ms(s.lo), fmt_ms(s.hi), s.n,
+                       s.n == 1 and s.what:gsub("s$", "") or s.what)
+end
+
 -- Compares one pair of valid results; prints through say and returns the regressions and the
--- reasons the pair was not compared (lists of strings).
-local function compare_pair(label, base, new, threshold, say)
+-- reasons the pair was not compared (lists of strings). thresholds = {memory=, time=}.
+local function compare_pair(label, base, new, thresholds, say)
   local regressions, uncompared = {}, {}
   say(label)
   if base.status ~= "ok" or new.status ~= "ok" then
@@ -70,18 +90,35 @@ local function compare_pair(label, base, new, threshold, say)
                       base.predicted and "NEW" or "BASE", base.predicted and "BASE" or "NEW"))
   end
   local rows = { { "", "BASE", "NEW", "ratio", "" } }
+  local judgements = {}
+  -- gate: nil (shown only), "memory" (exact) or "time" (against the measured spread)
   local function row(name, b, n, fmt, gate)
     local r = ratio(b, n)
     local flag = ""
+    local threshold = gate and thresholds[gate]
     if gate and r and r > threshold then
-      flag = string.format("REGRESSION (> %g)", threshold)
-      regressions[#regressions + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), past the threshold %g",
-                                                    label, name, (r - 1) * 100, fmt(b), fmt(n), threshold)
+      local bs, ns = gate == "time" and time_spread(base), gate == "time" and time_spread(new)
+      if gate == "time" and ns.lo <= bs.hi and (bs.n > 1 or ns.n > 1) then
+        flag = "within the spread"
+        judgements[#judgements + 1] = string.format(
+          "%s: %s grew %.1f%% (%s -> %s), past %g but not a regression: NEW's fastest is within BASE's slowest "
+          .. "(BASE %s, NEW %s)", label, name, (r - 1) * 100, fmt(b), fmt(n), threshold, spread_text(bs), spread_text(ns))
+      else
+        flag = string.format("REGRESSION (> %g)", threshold)
+        local why = ""
+        if gate == "time" then
+          why = (bs.n > 1 or ns.n > 1)
+                and string.format(", outside the measured spread (BASE %s, NEW %s)", spread_text(bs), spread_text(ns))
+                or " (no spread measured, one iteration each: judged on the ratio alone; repeats=N measures it)"
+        end
+        regressions[#regressions + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), past the threshold %g%s",
+                                                      label, name, (r - 1) * 100, fmt(b), fmt(n), threshold, why)
+      end
     end
     rows[#rows + 1] = { name, fmt(b), fmt(n), r and (r == math.huge and "inf" or string.format("%.3f", r)) or "-", flag }
   end
-  row("peak memory", base.memory.peak_bytes, new.memory.peak_bytes, fmt_bytes, true)
-  row("step time (avg)", base.timing.avg_ms, new.timing.avg_ms, fmt_ms, true)
+  row("peak memory", base.memory.peak_bytes, new.memory.peak_bytes, fmt_bytes, "memory")
+  row("step time (avg)", base.timing.avg_ms, new.timing.avg_ms, fmt_ms, "time")
   row("step time (median)", base.timing.median_ms, new.timing.median_ms, fmt_ms, false)
   for _, p in ipairs(results.PHASES) do
     local b, n = base.timing.phases_ms[p], new.timing.phases_ms[p]
@@ -96,6 +133,9 @@ local function compare_pair(label, base, new, threshold, say)
   end
   -- padded by hand (dp.print_table): string.format widths stop at 99, and a figure can be wider
   dp.print_table(rows, { false, true, true, true, false }, say)
+  local bs, ns = time_spread(base), time_spread(new)
+  say(string.format("  step time spread: BASE %s, NEW %s", spread_text(bs), spread_text(ns)))
+  for _, j in ipairs(judgements) do say("  note: " .. j) end
   local be, ne = results.epsilon_text(base.privacy), results.epsilon_text(new.privacy)
   if be or ne then say(string.format("  privacy: %s -> %s", be or "-", ne or "-")) end
   local fb, fn = flatten(base.config or {}, ""), flatten(new.config or {}, "")
@@ -151,26 +191,30 @@ end
 function cli.compare(args, io_)
   local say = io_ and io_.out or function(line) io.stdout:write(line, "\n") end
   local complain = io_ and io_.err or function(line) io.stderr:write(line, "\n") end
-  local paths, threshold = {}, 1.05
+  local paths, thresholds = {}, { memory = 1.05, time = 1.05 }
   local i = 1
   while i <= #args do
     local a = args[i]
+    local opt, inline = a:match("^%-%-(%a+)=(.*)$")
+    opt = opt or a:match("^%-%-(%a+)$")
     if a == "--help" or a == "-h" then
       say((COMPARE_USAGE:gsub("\n$", "")))
       return 0
-    elseif a == "--threshold" or a:match("^%-%-threshold=") then
-      local v = a:match("^%-%-threshold=(.*)$")
+    elseif opt == "threshold" or opt == "memory" or opt == "time" then
+      local v = inline
       if not v then
         i = i + 1
         v = args[i]
       end
-      threshold = tonumber(v or "")
-      if not threshold or not (threshold > 0 and threshold < math.huge) then
-        complain("dpprof compare: --threshold needs a finite ratio > 0, e.g. 1.05 (got '" .. tostring(v) .. "')")
+      local t = tonumber(v or "")
+      if not t or not (t > 0 and t < math.huge) then
+        complain(string.format("dpprof compare: --%s needs a finite ratio > 0, e.g. 1.05 (got '%s')", opt, tostring(v)))
         return 2
       end
+      if opt ~= "time" then thresholds.memory = t end
+      if opt ~= "memory" then thresholds.time = t end
     elseif a:sub(1, 1) == "-" and a ~= "-" then
-      complain("dpprof compare: unknown option '" .. a .. "' (valid: --threshold R, --help)")
+      complain("dpprof compare: unknown option '" .. a .. "' (valid: --memory R, --time R, --threshold R, --help)")
       return 2
     else
       paths[#paths + 1] = a
@@ -232,10 +276,11 @@ function cli.compare(args, io_)
     pairs_[1] = { base_path .. " -> " .. new_path, base_path, new_path }
   end
   local regressions = {}
-  say(string.format("dpprof compare (threshold %g)", threshold))
+  say(string.format("dpprof compare (memory threshold %g, exact; time threshold %g, against the measured spread)",
+                    thresholds.memory, thresholds.time))
   for _, n in ipairs(notes) do say(n) end
   for _, p in ipairs(pairs_) do
-    local reg, unc = compare_pair(p[1], loaded[p[2]], loaded[p[3]], threshold, say)
+    local reg, unc = compare_pair(p[1], loaded[p[2]], loaded[p[3]], thresholds, say)
     for _, r in ipairs(reg) do regressions[#regressions + 1] = r end
     for _, u in ipairs(unc) do uncompared[#uncompared + 1] = u end
   end

@@ -83,6 +83,8 @@ end
 -- Experiments, sweeps and their results JSON (experiment.lua, sweep.lua, results.lua, trace.lua).
 dp.results = require("dpprof.results")
 dp.trace = require("dpprof.trace")
+-- Per-op measurement (profile = "ops"): op categories and the result's profile (ops.lua).
+dp.ops = require("dpprof.ops")
 dp.experiment = require("dpprof.experiment").run
 dp.sweep = require("dpprof.sweep").run
 -- Plan-device models and predictions, and the largest config that fits (plan.lua, fit.lua).

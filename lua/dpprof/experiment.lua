@@ -7,7 +7,7 @@
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
---                  memory_limit=bytes, data={file=, file_dtype=}, trace=path,
+--                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, profile="none"|"ops",
 --                  device_model="h100"|"h200"|{...} (device="plan" only) }
 --
 -- A checkpoint as the model: model = { path = "DIR", seq_len=, batch=, lora=, dtype=, ... }. The
@@ -38,15 +38,21 @@
 -- With model.checkpoint, the recomputation of checkpointed blocks (in the backward, and in bk's
 -- clip) is the phase `recompute`, taken out of the phase it ran in.
 -- Peaks are reset after warm-up, so memory.peak_bytes describes the timed iterations; the warm-up
--- peak is kept as memory.warmup_peak_bytes. The ledger is reset after warm-up too.
+-- peak is kept as memory.warmup_peak_bytes. The ledger is reset after warm-up too. Each phase
+-- also has its own peak (memory.phases: what was live at it and at the phase's end), and the
+-- process's peak resident memory since the experiment started is memory.host_peak_rss_bytes.
+-- profile="ops" times every engine op of the timed iterations (lua/dpprof/ops.lua): the result's
+-- `profile`, and op slices in the trace.
 --
 -- device="plan" (accounting only, see lua/dpprof/plan.lua): the result is marked predicted; the
--- memory figures are exact; the phase times are a roofline estimate on device_model (default
--- h100) from the ledger entries each phase added, and the result gains the budget view `plan`.
+-- memory figures are exact; the engine clock is modelled for the run (each op recorded advances
+-- it by its roofline time on device_model, default h100), so phase times, spans, snapshots and
+-- the memory timeline are on the modelled device's time; the result gains the budget view `plan`.
 local dp = require("dpprof")
 local json = dp.json
 local results = require("dpprof.results")
 local plan = require("dpprof.plan")
+local ops = require("dpprof.ops")
 
 local experiment = {}
 
@@ -54,7 +60,8 @@ local experiment = {}
 -- Configuration
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
-                   "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace" }
+                   "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile" }
+experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
                      "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
                      "rope_scaling", "init_std", "seed", "lora", "master_weights", "checkpoint", "path", "weights" }
@@ -231,6 +238,10 @@ function experiment.config(cfg)
     error("dpprof.experiment: snapshots must be \"default\", \"none\" or a list of snapshot names "
           .. "(patterns such as \"iter{i}_after_backward\" allowed)", 3)
   end
+  if c.profile ~= nil and c.profile ~= "none" and c.profile ~= "ops" then
+    error(string.format("dpprof.experiment: unknown profile '%s' (valid: %s)", tostring(c.profile),
+                        table.concat(experiment.PROFILES, ", ")), 3)
+  end
   if c.trace ~= nil and type(c.trace) ~= "string" then
     error("dpprof.experiment: trace must be the path of the trace file to write", 3)
   end
@@ -257,9 +268,12 @@ end
 local Ctx = {}
 Ctx.__index = Ctx
 
--- ctx:snapshot(name): a named memory snapshot (after synchronising the device).
+-- ctx:snapshot(name): a named memory snapshot (after synchronising the device), marked in the
+-- result as the script's own (snapshots[i].custom), so timelines show it.
 function Ctx:snapshot(name)
-  return dp.memory.snapshot(name)
+  local s = dp.memory.snapshot(name)
+  self._custom[#self._custom + 1] = s
+  return s
 end
 
 local function release(obj)
@@ -366,6 +380,16 @@ function experiment.run(cfg_in)
   local device_model = kind == "plan" and plan.device_model(c.device_model) or nil
   if device_model then plan.prepare(device_model) end
   local dtype
+  -- profile="ops": the overhead and the device's peak are measured before anything of the run
+  -- (the CPU's peak takes a GEMM and a copy, whose host memory must not count in the run's RSS)
+  local profiling = c.profile == "ops" and ops.start(kind, c.model.dtype or "f32", device_model) or nil
+  if profiling then profiling.recomputes = c.model.checkpoint ~= nil and c.model.checkpoint ~= false end
+  local rss_since = dp.host_memory_reset_peak() and "experiment" or "process"
+  -- On plan the engine clock is the modelled device's for the run (turned back at every exit).
+  if device_model then
+    dp.clock_model(device_model.peak_flops[c.model.dtype or "f32"] or device_model.peak_flops.f32,
+                   device_model.bandwidth)
+  end
   dp.sync()
   mem.clear_snapshots()
   mem.clear_events()
@@ -375,8 +399,8 @@ function experiment.run(cfg_in)
   if c.memory_limit then mem.set_limit(c.memory_limit) end
 
   local take = snapshot_filter(c.snapshots)
-  local st = { iter_ms = {}, phase_ms = {}, spans = {} }
-  local ctx = setmetatable({ config = c, extra = {}, device = kind }, Ctx)
+  local st = { iter_ms = {}, phase_ms = {}, spans = {}, phase_memory = {} }
+  local ctx = setmetatable({ config = c, extra = {}, device = kind, _custom = {} }, Ctx)
   local model, opt, priv
   local physical, logical
 
@@ -388,16 +412,26 @@ function experiment.run(cfg_in)
     local f = c.on[name]
     if f then f(ctx, i, k) end
   end
-  -- Times fn as one phase of iteration iter (0 = warm-up); adds to acc. On plan the time added is
-  -- the roofline estimate of the ledger entries the phase made (the span keeps the host's clock,
-  -- on which the memory timeline is drawn).
-  -- Activation checkpointing: what the phase spent recomputing blocks (the model's recompute log;
-  -- on plan, its "recompute:" ledger entries) moves from the phase to `recompute`, with a span of
-  -- its own for each recomputation, nested in the phase's.
+  -- What was live at a phase's peak and at its end, in the timed iterations: the instance of the
+  -- phase with the highest peak (a phase runs once per physical batch).
+  local function record_phase_memory(name)
+    local w, s = mem.window(), mem.stats()
+    local prev = st.phase_memory[name]
+    if prev and prev.peak_bytes >= w.peak then return end
+    st.phase_memory[name] = { peak_bytes = w.peak, live_at_peak = w.live_at_peak, end_bytes = s.allocated,
+                              live_at_end = s.current }
+  end
+  -- Times fn as one phase of iteration iter (0 = warm-up); adds to acc. On plan the clock is the
+  -- modelled one, so the time is the roofline estimate of the ops the phase ran.
+  -- Activation checkpointing: what the phase spent recomputing blocks (the model's recompute log,
+  -- on the same clock) moves from the phase to `recompute`, with a span of its own for each
+  -- recomputation, nested in the phase's; so does the op time of the profile (its "recompute:"
+  -- ops). Memory by phase keeps the phase as bracketed, recomputation included.
   local function phase(name, iter, acc, fn)
     dp.sync()
-    local before = device_model and dp.ledger()
+    if iter > 0 then mem.window_reset() end
     if model then model:recompute_log() end -- empties it: what follows is this phase's
+    local token = profiling and iter > 0 and ops.phase_begin(profiling)
     local t0 = dp.clock()
     fn()
     dp.sync()
@@ -405,18 +439,16 @@ function experiment.run(cfg_in)
     st.spans[#st.spans + 1] = { phase = name, iter = iter, start_ms = t0 * 1000, end_ms = t1 * 1000 }
     local ms = (t1 - t0) * 1000
     local log = model and model:recompute_log() or { total_ms = 0, spans = {} }
-    local recompute_ms = log.total_ms
-    if device_model then
-      local own, recomputed = plan.split_recompute(plan.ledger_diff(before, dp.ledger()))
-      ms, recompute_ms = plan.estimate(own, device_model, dtype).ms, plan.estimate(recomputed, device_model, dtype).ms
-    else
-      ms = math.max(0, ms - recompute_ms)
-    end
+    local recompute_ms = math.min(log.total_ms, ms)
     for _, s in ipairs(log.spans) do
       st.spans[#st.spans + 1] = { phase = "recompute", iter = iter, start_ms = s.start_ms, end_ms = s.end_ms }
     end
-    acc[name] = (acc[name] or 0) + ms
+    acc[name] = (acc[name] or 0) + ms - recompute_ms
     acc.recompute = (acc.recompute or 0) + recompute_ms
+    if iter > 0 then
+      record_phase_memory(name)
+      if token then ops.phase_end(profiling, name, token, ms - recompute_ms, recompute_ms) end
+    end
   end
 
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
@@ -501,6 +533,7 @@ function experiment.run(cfg_in)
     warmup_peak = mem.stats().peak
     mem.reset_peak()
     dp.ledger_reset()
+    if profiling then ops.enable(profiling) end
     callback("after_warmup")
     for i = 1, c.iters do
       iteration(i, step)
@@ -515,6 +548,13 @@ function experiment.run(cfg_in)
   end)
   local stats = mem.stats()
   if c.memory_limit then mem.set_limit(0) end
+  if device_model then dp.clock_model(false) end
+  local host = dp.host_memory()
+  local op_calls = profiling and c.trace and dp.profile.calls() or nil
+  local profile = nil
+  if profiling then
+    if ok then profile = ops.finish(profiling, dp.ledger(), c.iters) else dp.profile.enable(false) end
+  end
 
   local status, oom = "ok", nil
   if not ok then
@@ -541,6 +581,7 @@ function experiment.run(cfg_in)
     model = model_config or copy(c.model), method = c.method or (c.norms .. "+" .. c.clip),
     optimizer = copy(c.optimizer), dp = copy(c.dp), iters = c.iters, warmup = c.warmup,
     device = kind, seed = c.seed, device_model = device_model and copy(c.device_model or device_model.name) or nil,
+    profile = c.profile,
   }
   config.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
   local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip
@@ -560,14 +601,22 @@ function experiment.run(cfg_in)
       budget = plan.budget(device_model, math.max(stats.peak, warmup_peak or 0))
     end
   end
+  local snaps = mem.snapshots()
+  for _, s in ipairs(snaps) do -- the script's own snapshots (ctx:snapshot), for the timelines
+    for _, cs in ipairs(ctx._custom) do
+      if cs.name == s.name and cs.timestamp == s.timestamp then s.custom = true end
+    end
+  end
   local r = results.assemble{
     name = c.name, status = status, message = not ok and err.message or nil,
     traceback = not ok and err.traceback or nil, oom = oom, config = config,
     method = method, norms = norms, clip = clip,
     predicted = kind == "plan",
-    snapshots = mem.snapshots(),
+    snapshots = snaps,
     memory = { stats = stats, warmup_peak_bytes = warmup_peak, modules = mem.modules(),
-               timeline = mem.timeline(results.TIMELINE_POINTS) },
+               timeline = mem.timeline(results.TIMELINE_POINTS), phases = st.phase_memory,
+               host_peak_rss_bytes = host.peak_rss_bytes, host_peak_rss_since = rss_since },
+    profile = profile,
     timing = st,
     estimate = estimate,
     plan = budget,
@@ -582,7 +631,7 @@ function experiment.run(cfg_in)
   end
   if c.trace then
     local trace = require("dpprof.trace")
-    trace.write(c.trace, r, mem.events(), { initial = initial })
+    trace.write(c.trace, r, mem.events(), { initial = initial, op_calls = op_calls })
     r.trace_file = c.trace
   end
   release(priv)

@@ -21,7 +21,7 @@ presets.MODELS = {
 
 -- The arguments presets.choose, presets.methods, presets.base and presets.out read.
 presets.ARGS = { "preset", "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "device",
-                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel" }
+                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel", "repeats" }
 
 -- presets.ARGS less the given names (a sweep's own variable is not a preset override).
 function presets.args_without(...)

@@ -17,6 +17,9 @@ results.PHASES = dp.results_schema.choices.phases
 -- 16) is absent from results written before it existed.
 results.OPTIONAL_PHASES = {}
 for _, p in ipairs(dp.results_schema.choices.optional_phases) do results.OPTIONAL_PHASES[p] = true end
+-- The categories a per-op profile groups ops by, and since when a host peak RSS counts.
+results.OP_CATEGORIES = dp.results_schema.choices.op_categories
+results.HOST_RSS_SINCE = dp.results_schema.choices.rss_since
 results.CATEGORIES = dp.memory.categories
 -- Per-layer formulations of the norms pass: the engine's list (dpprof.dp.FORMULATIONS).
 results.NORMS_KINDS = dp.dp.FORMULATIONS
@@ -68,7 +71,7 @@ function results.snapshots(snaps)
   local out = array()
   for i, s in ipairs(snaps) do
     out[i] = { name = s.name, allocated_mb = mb(s.allocated), reserved_mb = mb(s.reserved),
-               timestamp = s.timestamp, categories = category_map(s.categories) }
+               timestamp = s.timestamp, categories = category_map(s.categories), custom = s.custom or nil }
   end
   return out
 end
@@ -82,6 +85,23 @@ function results.time_stats(list)
   local n = #sorted
   local median = n % 2 == 1 and sorted[(n + 1) // 2] or (sorted[n // 2] + sorted[n // 2 + 1]) / 2
   return { avg_ms = sum / n, median_ms = median, min_ms = sorted[1], max_ms = sorted[n] }
+end
+
+-- memory.phases (each phase's peak and end in the timed iterations, by category) and the host's
+-- peak resident memory.
+local function memory_phase_fields(out, m)
+  if m.phases and next(m.phases) then
+    local phases = {}
+    for name, p in pairs(m.phases) do
+      phases[name] = { peak_bytes = p.peak_bytes, live_at_peak = category_map(p.live_at_peak),
+                       end_bytes = p.end_bytes, live_at_end = category_map(p.live_at_end) }
+    end
+    out.phases = phases
+  end
+  if math.type(m.host_peak_rss_bytes) then
+    out.host_peak_rss_bytes = m.host_peak_rss_bytes
+    out.host_peak_rss_since = m.host_peak_rss_since
+  end
 end
 
 -- The memory object and the legacy breakdown from dpprof.memory.stats() taken after the timed
@@ -107,6 +127,7 @@ local function memory_fields(r, m)
     timeline = { t_ms = array(tl.t_ms), allocated_bytes = array(tl.allocated_bytes),
                  reserved_bytes = array(tl.reserved_bytes) },
   }
+  memory_phase_fields(r.memory, m)
   r.peak_memory_mb = mb(s.peak)
   local bd = { total_allocated_mb = mb(s.allocated), peak_allocated_mb = mb(s.peak) }
   for key, list in pairs(results.LEGACY_BREAKDOWN) do
@@ -138,6 +159,7 @@ end
 --    memory = {stats, warmup_peak_bytes, modules, timeline}, snapshots (dpprof.memory.snapshots()),
 --    timing = {iter_ms, phase_ms = {{forward=, ...} per timed iteration}, spans},
 --    estimate (plan runs: timing.estimate), plan (plan runs: the budget view),
+--    profile (profile="ops": dpprof.ops.finish's object),
 --    ledger, layers, environment, privacy, extra}
 -- Fields an experiment that failed early does not have are left out.
 function results.assemble(a)
@@ -161,6 +183,7 @@ function results.assemble(a)
   if a.timing then timing_fields(r, a.timing) end
   if r.timing and a.estimate then r.timing.estimate = a.estimate end
   r.plan = a.plan
+  r.profile = a.profile
   if a.ledger then
     r.ledger = array()
     for i, e in ipairs(a.ledger) do r.ledger[i] = { op = e.op, calls = e.calls, flops = e.flops, bytes = e.bytes } end
@@ -216,7 +239,9 @@ results.SCHEMA.tree, results.SCHEMA.by_path = schema_tree(dp.results_schema.fiel
 -- The value lists a field's `choices` names: the schema's own and the engine's.
 local CHOICES = {
   statuses = results.STATUSES, phases = results.PHASES, samplings = dp.results_schema.choices.samplings,
-  bounds = dp.results_schema.choices.bounds, formulations = dp.dp.FORMULATIONS, accountants = dp.privacy.accountants,
+  bounds = dp.results_schema.choices.bounds, profiles = dp.results_schema.choices.profiles,
+  op_categories = dp.results_schema.choices.op_categories, rss_since = dp.results_schema.choices.rss_since,
+  formulations = dp.dp.FORMULATIONS, accountants = dp.privacy.accountants,
   flash_impls = dp.dp.FLASH_IMPLS,
 }
 -- The key sets of the placeholders: {category} and {phase} (every one required but the optional
@@ -414,6 +439,38 @@ function INVARIANTS.snapshots(self, r)
   end
 end
 
+-- The objects of list (at path) come largest key first.
+function V:largest_first(list, key, path, what)
+  list = is_array(list) and list or {}
+  for i = 2, #list do
+    local a, b = tbl(list[i - 1]), tbl(list[i])
+    if a and b and num(a[key]) and num(b[key]) and b[key] > a[key] then
+      self:fail(path .. "[" .. i .. "]", "%s are not sorted by %s, largest first", what, key)
+    end
+  end
+end
+
+-- Each phase's live bytes add up to its peak and its end, which lie within the run's peak.
+function V:phase_memory(m, peak)
+  local phases = tbl(m.phases) or {}
+  for _, name in ipairs(results.PHASES) do
+    local p, path = tbl(phases[name]), "memory.phases." .. name
+    if p then
+      for _, at in ipairs({ { "live_at_peak", "peak_bytes" }, { "live_at_end", "end_bytes" } }) do
+        local cats, total = tbl(p[at[1]]), int(p[at[2]])
+        if cats and total then
+          local sum = 0
+          for _, c in ipairs(results.CATEGORIES) do sum = sum + (int(cats[c]) or 0) end
+          if sum ~= total then self:fail(path .. "." .. at[1], "sums to %d, not %s %d", sum, at[2], total) end
+        end
+      end
+      local pk, last = int(p.peak_bytes), int(p.end_bytes)
+      if pk and last and last > pk then self:fail(path .. ".end_bytes", "above the phase's peak_bytes") end
+      if pk and peak and pk > peak then self:fail(path .. ".peak_bytes", "above memory.peak_bytes") end
+    end
+  end
+end
+
 function INVARIANTS.memory(self, r)
   local m = tbl(r.memory)
   if not m then return end
@@ -434,13 +491,11 @@ function INVARIANTS.memory(self, r)
       self:fail("memory.categories", "live_at_peak_bytes sum to %d, not peak_bytes %d", live_sum, peak)
     end
   end
-  local mods = is_array(m.modules) and m.modules or {}
-  for i = 2, #mods do
-    local lap, prev = tbl(mods[i]) and int(mods[i].live_at_peak_bytes), tbl(mods[i - 1])
-    if lap and prev and int(prev.live_at_peak_bytes) and lap > prev.live_at_peak_bytes then
-      self:fail("memory.modules[" .. i .. "]", "modules are not sorted by live_at_peak_bytes, largest first")
-    end
+  self:phase_memory(m, peak)
+  if m.host_peak_rss_bytes ~= nil and m.host_peak_rss_since == nil then
+    self:fail("memory.host_peak_rss_since", "missing (string expected with host_peak_rss_bytes)")
   end
+  self:largest_first(m.modules, "live_at_peak_bytes", "memory.modules", "modules")
   local tl, n = tbl(m.timeline) or {}, nil
   for _, k in ipairs({ "t_ms", "allocated_bytes", "reserved_bytes" }) do
     local a = is_array(tl[k]) and tl[k]
@@ -565,6 +620,54 @@ function INVARIANTS.sweep(self, r)
     local n = pl and int(pl[k])
     if n and n < 1 then self:fail("sweep.placement." .. k, "%d, >= 1 expected", n) end
   end
+end
+
+-- The per-op profile (docs/results.md, "Per-op profile"): a mode that profiled, positive peaks
+-- (or why there are none), op time within its phase's, ops largest time first.
+function INVARIANTS.profile(self, r)
+  local p = tbl(r.profile)
+  if not p then return end
+  if p.mode == "none" then self:fail("profile.mode", "'none' in a result that carries a profile") end
+  if int(p.iters) and p.iters < 1 then self:fail("profile.iters", "%d, >= 1 expected", p.iters) end
+  local pk = tbl(p.peak)
+  if pk and not json.is_null(pk) then
+    for _, k in ipairs({ "flops", "bandwidth" }) do
+      if num(pk[k]) and pk[k] <= 0 then self:fail("profile.peak." .. k, "not positive") end
+    end
+  elseif json.is_null(p.peak) and p.peak_error == nil then
+    self:fail("profile.peak_error", "missing (string expected: why profile.peak is null)")
+  end
+  for _, name in ipairs(results.PHASES) do
+    local ph = tbl(p.phases) and tbl(p.phases[name])
+    -- a device-timed call (events) may end after the host's phase clock saw it end, by a rounding
+    if ph and num(ph.ms) and num(ph.ops_ms) and ph.ops_ms > ph.ms * 1.001 + 1e-3 then
+      self:fail("profile.phases." .. name .. ".ops_ms", "above the phase's time (%.6g > %.6g ms)", ph.ops_ms, ph.ms)
+    end
+  end
+  self:largest_first(p.ops, "ms", "profile.ops", "ops")
+end
+
+-- Repeated runs (docs/results.md, "Repeats"): as many runs as n, and the spread over the ok ones.
+function INVARIANTS.repeats(self, r)
+  local rep = tbl(r.repeats)
+  if not rep then return end
+  local n, runs = int(rep.n), is_array(rep.runs) and rep.runs or nil
+  if n and n < 1 then self:fail("repeats.n", "%d, >= 1 expected", n) end
+  if n and runs and #runs ~= n then self:fail("repeats.runs", "has %d runs, repeats.n is %d", #runs, n) end
+  local times = {}
+  for _, run in ipairs(runs or {}) do
+    if tbl(run) and run.status == "ok" and num(run.avg_ms) then times[#times + 1] = run.avg_ms end
+  end
+  local want = results.time_stats(times)
+  local a = tbl(rep.avg_ms)
+  if want and rep.avg_ms == nil then self:fail("repeats.avg_ms", "missing (object expected: the ok runs' spread)") end
+  if want and a then
+    self:near(a.median, want.median_ms, "repeats.avg_ms.median", "the runs' median")
+    self:near(a.min, want.min_ms, "repeats.avg_ms.min", "the runs' minimum")
+    self:near(a.max, want.max_ms, "repeats.avg_ms.max", "the runs' maximum")
+  end
+  local pk = tbl(rep.peak_bytes)
+  if pk and int(pk.min) and int(pk.max) and pk.min > pk.max then self:fail("repeats.peak_bytes.min", "above max") end
 end
 
 -- Checks every field of r the schema describes (docs/results.md) and the invariants between

@@ -18,8 +18,14 @@
 -- memory of recent jobs (`scontrol show job`, kept MinJobAge seconds), else from the
 -- job-completion log (JobCompType=jobcomp/filetxt, its JobCompLoc file, when readable).
 -- `out`, the script and the dpprof binary must be on a filesystem every node shares.
+--
+-- With repeats = N each run is a task of its own: task t runs run t % N + 1 of point t // N
+-- (dpprof.repeats), writes <out>/runs/<point>.run<k>.json, and the task that finds every run of
+-- its point there writes the point's file; collect gives a run whose task ended without a file
+-- one from its end state, then the point its file. The manifest's submissions list the tasks.
 local dp = require("dpprof")
 local results = require("dpprof.results")
+local repeats = require("dpprof.repeats")
 
 local slurm = {}
 
@@ -331,13 +337,14 @@ function slurm.submit(ctx)
   end
   script = absolute(script, here)
   local points = ctx.points
-  if #points > 1001 then
-    error(string.format("dpprof.sweep: %d points: more than one Slurm array holds by default (MaxArraySize 1001); "
-                        .. "split the sweep", #points), 0)
+  local n = ctx.repeats or 1
+  if #points * n > 1001 then
+    error(string.format("dpprof.sweep: %d points%s: more than one Slurm array holds by default (MaxArraySize 1001); "
+                        .. "split the sweep", #points, n > 1 and string.format(" x %d runs", n) or ""), 0)
   end
   local m = slurm.read_manifest(dir)
   if m then
-    local same = #m.points == #points
+    local same = #m.points == #points and (m.repeats or 1) == n
     for i, p in ipairs(points) do
       local q = m.points[i]
       same = same and q and q.name == p.name and q.config_hash == p.config_hash
@@ -351,12 +358,13 @@ function slurm.submit(ctx)
   end
   m.name, m.out, m.cwd, m.script, m.args, m.call = ctx.name, dir, here, script, dp.json.array(args), ctx.call
   m.dpprof = dp.executable
+  m.repeats = n > 1 and n or nil
   m.points = {}
   for i, p in ipairs(points) do
     m.points[i] = { index = i - 1, name = p.name, file = p.name .. ".json", vary = p.vary, config = p.resolved,
                     config_hash = p.config_hash }
   end
-  -- what runs: every point without a kept result, less those whose task has not ended
+  -- what runs: every point (each run of it) without a kept result, less those whose task has not ended
   local latest = latest_tasks(m)
   local states = {}
   if #m.submissions > 0 then states = slurm.states(job_ids(m)) end
@@ -365,15 +373,22 @@ function slurm.submit(ctx)
     if ctx.prior[i] then
       status_of[i] = ctx.prior[i].status
     else
-      local t = latest[i - 1]
-      local s = t and states[t.job_id .. "_" .. t.task]
-      if s and slurm.ACTIVE_STATES[s.state] then
-        active[#active + 1] = string.format("%s (%s_%d %s)", p.name, t.job_id, t.task, s.state:lower())
-        status_of[i] = s.state:lower()
-      else
-        todo[#todo + 1] = i - 1
-        status_of[i] = "submitted"
+      for k = 1, n do
+        if not (p.runs and p.runs[k]) then
+          local task = repeats.task_of(i, k, n)
+          local t = latest[task]
+          local s = t and states[t.job_id .. "_" .. t.task]
+          if s and slurm.ACTIVE_STATES[s.state] then
+            active[#active + 1] = string.format("%s%s (%s_%d %s)", p.name, n > 1 and " run " .. k or "", t.job_id,
+                                                t.task, s.state:lower())
+            status_of[i] = status_of[i] or s.state:lower()
+          else
+            todo[#todo + 1] = task
+            status_of[i] = "submitted"
+          end
+        end
       end
+      status_of[i] = status_of[i] or "runs done" -- every run kept: collect writes the point's file
     end
   end
   local say = ctx.say
@@ -442,8 +457,9 @@ function slurm.submit(ctx)
   submission.collect_job_id = collect_job
   write_manifest(dir, m)
   result.slurm.job_id, result.slurm.collect_job_id, result.slurm.tasks = job, collect_job, array
-  say(string.format("sweep %s: %d of %d point%s submitted as Slurm array job %s (tasks %s) -> %s", ctx.name, #todo,
-                    #points, #points == 1 and "" or "s", job, array, dir))
+  say(string.format("sweep %s: %d of %d %s submitted as Slurm array job %s (tasks %s) -> %s", ctx.name, #todo,
+                    #points * n, n > 1 and string.format("runs (%d per point)", n) or #points == 1 and "point" or "points",
+                    job, array, dir))
   if collect_job then
     say(string.format("  job %s collects the results and renders the charts when the array ends", collect_job))
   else
@@ -457,17 +473,16 @@ end
 ---------------------------------------------------------------------------------------------
 -- A task
 
--- The point a Slurm array task runs, checked against the manifest (the script must still make
--- the sweep it made when it was submitted).
-function slurm.task_point(session, points)
-  local i = session.index + 1
+-- Point i (1-based) of a Slurm array task, checked against the manifest (the script must still
+-- make the sweep it made when it was submitted).
+function slurm.task_point(session, points, i)
   local want = session.manifest.points[i]
   local p = points[i]
-  if not want then error(string.format("dpprof sweep task: the manifest has no point %d", session.index), 0) end
+  if not want then error(string.format("dpprof sweep task: the manifest has no point %d", i - 1), 0) end
   if not p or p.name ~= want.name or p.config_hash ~= want.config_hash then
     error(string.format("dpprof sweep task: point %d of the script's sweep is now %s, not %s (%s) as when it was "
                         .. "submitted: the script or its files changed; submit it again to another out",
-                        session.index, p and (p.name .. " (" .. p.config_hash .. ")") or "absent", want.name,
+                        i - 1, p and (p.name .. " (" .. p.config_hash .. ")") or "absent", want.name,
                         want.config_hash), 0)
   end
   return p
@@ -490,23 +505,39 @@ end
 ---------------------------------------------------------------------------------------------
 -- Status and collect
 
+-- The result in file that was run with config_hash, or nil.
+local function result_in(file, config_hash)
+  local text = dp.read_file(file)
+  if not text then return nil end
+  local ok, r = pcall(dp.json.decode, text, file)
+  if ok and type(r) == "table" and type(r.sweep) == "table" and r.sweep.config_hash == config_hash then return r end
+end
+
 -- Where each point of the sweep in dir stands: a list of {point (manifest entry), result (its
 -- file, when it has one run with its configuration), task = {job_id, task} | nil, state = Slurm's
--- | nil}.
+-- | nil, runs (with repeats: a row as this one per run, without runs)}.
 local function survey(dir, m)
   local latest = latest_tasks(m)
   local states = slurm.states(job_ids(m))
+  local n = m.repeats or 1
   local rows = {}
   for i, q in ipairs(m.points) do
-    local row = { point = q, task = latest[i - 1] }
-    local text = dp.read_file(dir .. "/" .. q.file)
-    if text then
-      local ok, r = pcall(dp.json.decode, text, q.file)
-      if ok and type(r) == "table" and type(r.sweep) == "table" and r.sweep.config_hash == q.config_hash then
-        row.result = r
-      end
+    local row = { point = q, result = result_in(dir .. "/" .. q.file, q.config_hash) }
+    local function place(r, task)
+      r.task = latest[task]
+      if r.task then r.state = states[r.task.job_id .. "_" .. r.task.task] end
+      return r
     end
-    if row.task then row.state = states[row.task.job_id .. "_" .. row.task.task] end
+    if n == 1 then
+      place(row, i - 1)
+    else
+      row.runs = {}
+      for k = 1, n do
+        row.runs[k] = place({ result = result_in(repeats.run_file(dir, q.name, k), q.config_hash) },
+                            repeats.task_of(i, k, n))
+      end
+      row.task = row.runs[1].task
+    end
     rows[i] = row
   end
   return rows
@@ -514,6 +545,13 @@ end
 
 local function row_status(row)
   if row.result then return row.result.status end
+  if row.runs then
+    local done, states = 0, {}
+    for _, run in ipairs(row.runs) do
+      if run.result then done = done + 1 else states[#states + 1] = row_status(run) end
+    end
+    return string.format("%d/%d runs%s", done, #row.runs, #states > 0 and ", " .. states[1] or "")
+  end
   if not row.task then return "not submitted" end
   if not row.state then return "unknown" end
   if slurm.ACTIVE_STATES[row.state.state] then return row.state.state:lower() end
@@ -580,33 +618,61 @@ function slurm.collect(dir, say)
     return 1
   end
   local rows = survey(dir, m)
+  local n = m.repeats or 1
   local written, waiting = 0, {}
   local points = {}
+  -- A result for a task (row: the point's, or one run's) that ended without one, from its end state.
+  local function from_state(q, row, file)
+    local s = row.state
+    local status, meaning = slurm.end_status(s.state)
+    local message = string.format("Slurm task %s_%d%s ended %s%s (exit code %s; state from %s); its log: %s",
+                                  row.task.job_id, row.task.task, s.node and " on " .. s.node or "", s.state,
+                                  meaning and ", " .. meaning or "", tostring(s.exit_code or "?"), s.source,
+                                  log_of(dir, row.task.job_id, row.task.task))
+    local r = results.failure{ name = q.name, status = status, message = message, config = q.config }
+    r = sweep.finish_result(r, { name = q.name, vary = q.vary, resolved = q.config, config_hash = q.config_hash },
+                            m.name, { host = s.node, slurm = { job_id = row.task.job_id, array_task_id = row.task.task,
+                                                               state = s.state, exit_code = s.exit_code,
+                                                               state_source = s.source } })
+    local ok, err = sweep.write_result(file, r)
+    if not ok then return nil, err end
+    row.result = r
+    written = written + 1
+    say(string.format("%s: %s (%s)", q.name, status, message))
+    return r
+  end
+  local function ended(row) return not row.result and row.state and not slurm.ACTIVE_STATES[row.state.state] end
   for i, row in ipairs(rows) do
     local q = row.point
-    if not row.result and row.state and not slurm.ACTIVE_STATES[row.state.state] then
-      local s = row.state
-      local status, meaning = slurm.end_status(s.state)
-      local message = string.format("Slurm task %s_%d%s ended %s%s (exit code %s; state from %s); its log: %s",
-                                    row.task.job_id, row.task.task, s.node and " on " .. s.node or "", s.state,
-                                    meaning and ", " .. meaning or "", tostring(s.exit_code or "?"), s.source,
-                                    log_of(dir, row.task.job_id, row.task.task))
-      local r = results.failure{ name = q.name, status = status, message = message, config = q.config }
-      r = sweep.finish_result(r, { name = q.name, vary = q.vary, resolved = q.config, config_hash = q.config_hash },
-                              m.name, { host = s.node, slurm = { job_id = row.task.job_id, array_task_id = row.task.task,
-                                                                 state = s.state, exit_code = s.exit_code,
-                                                                 state_source = s.source } })
-      local ok, err = sweep.write_result(dir .. "/" .. q.file, r)
+    if row.runs and not row.result then
+      local runs = {}
+      for k, run in ipairs(row.runs) do
+        if ended(run) then
+          local ok, err = from_state(q, run, repeats.run_file(dir, q.name, k))
+          if not ok then
+            io.stderr:write("dpprof sweep collect: ", err, "\n")
+            return 1
+          end
+        end
+        runs[k] = run.result
+      end
+      if repeats.have(runs, n) == n then
+        local r = repeats.combine(runs, n)
+        local ok, err = sweep.write_result(dir .. "/" .. q.file, r)
+        if not ok then
+          io.stderr:write("dpprof sweep collect: ", err, "\n")
+          return 1
+        end
+        row.result = r
+      end
+    elseif ended(row) then
+      local ok, err = from_state(q, row, dir .. "/" .. q.file)
       if not ok then
         io.stderr:write("dpprof sweep collect: ", err, "\n")
         return 1
       end
-      row.result = r
-      written = written + 1
-      say(string.format("%s: %s (%s)", q.name, status, message))
-    elseif not row.result then
-      waiting[#waiting + 1] = string.format("%s (%s)", q.name, row_status(row))
     end
+    if not row.result then waiting[#waiting + 1] = string.format("%s (%s)", q.name, row_status(row)) end
     points[i] = { name = q.name, result = row.result, status = row.result and row.result.status }
   end
   if #waiting > 0 then

@@ -2,7 +2,8 @@
 --
 --   dp.sweep{ base={...experiment config...}, vary={method={...}, seq_len={...}, ...},
 --             out="results/<dir>", name=, timeout=seconds, resume=true, retry_failed=true,
---             trace=false, order={keys...}, run=function(cfg, vary) ... end, isolate=true, quiet=false }
+--             trace=false, order={keys...}, run=function(cfg, vary) ... end, isolate=true, quiet=false,
+--             parallel=nil, backend="local", slurm={...}, repeats=1 }
 --   -> {out=, name=, points={{name=, file=, status=, result=, skipped=}}, counts={status=n}}
 --
 -- Points are named by their values in key order, e.g. "method=ghost,seq_len=4096"; keys are
@@ -29,10 +30,17 @@
 -- points as one Slurm job array instead of running them (dpprof.slurm; `dpprof sweep submit`).
 -- Every result records where it ran: sweep.placement = {host, slot, slots, threads,
 -- cuda_visible_devices, slurm} (the fields that apply).
+--
+-- repeats = N runs each point N times, each run one more job of the sweep (in a fresh process
+-- unless isolate=false; side by side with parallel; one more array task on Slurm), kept in
+-- <out>/runs/ as it ends; the point's file is its first ok run with `repeats` added: every run's
+-- timing, peak and placement, and their spread (dpprof.repeats). A rerun keeps a point whose
+-- file has as many runs as asked for, and the runs done of one that has not.
 local dp = require("dpprof")
 local json = dp.json
 local results = require("dpprof.results")
 local parallel = require("dpprof.parallel")
+local repeats_of = require("dpprof.repeats")
 
 local sweep = {}
 
@@ -40,7 +48,7 @@ local sweep = {}
 sweep.LOCK_FILE = ".dpprof-sweep.lock"
 
 local OPTION_KEYS = { "base", "vary", "out", "name", "timeout", "resume", "retry_failed", "trace", "order",
-                      "run", "isolate", "quiet", "parallel", "backend", "slurm" }
+                      "run", "isolate", "quiet", "parallel", "backend", "slurm", "repeats" }
 
 -- What a `dpprof sweep` command (dpprof.cli) asks of the sweeps of the script it runs, or nil:
 -- {mode = "submit" | "resubmit" | "task", call =, dir =, index =, slurm =, script =, args =}
@@ -240,6 +248,10 @@ local function describe(r)
   if r.status == "ok" and ms then
     parts[#parts + 1] = string.format("%.1f ms/iter%s", ms, r.predicted and " (estimated)" or "")
   end
+  local rep = type(r.repeats) == "table" and r.repeats.avg_ms
+  if r.status == "ok" and type(rep) == "table" then
+    parts[#parts + 1] = string.format("%d runs: median %.1f, %.1f-%.1f ms/iter", r.repeats.n, rep.median, rep.min, rep.max)
+  end
   if r.status == "ok" then parts[#parts + 1] = unfit(r, true) end
   if r.status == "ok" then parts[#parts + 1] = results.epsilon_text(r.privacy) end
   return table.concat(parts, ", ")
@@ -253,6 +265,14 @@ local function print_summary(name, out, points)
     local peak, ms
     if r.status == "ok" then peak, ms = peak_of(r), time_of(r) end
     local note = p.skipped and "done before" or ""
+    -- a repeated point's time is the median of its runs, their range in the note
+    local spread = r.status == "ok" and type(r.repeats) == "table" and type(r.repeats.avg_ms) == "table"
+                   and r.repeats.avg_ms or nil
+    if spread then
+      ms = spread.median
+      local runs = string.format("%d runs: %.1f-%.1f ms", r.repeats.n, spread.min, spread.max)
+      note = note == "" and runs or note .. "; " .. runs
+    end
     if r.status == "ok" and r.predicted then
       local plan_note = unfit(r) and "plan: " .. unfit(r) .. "; time estimated" or "plan: time estimated"
       note = note == "" and plan_note or note .. "; " .. plan_note
@@ -352,7 +372,15 @@ local function done_before(p, retry_failed)
   if not ok or type(r) ~= "table" or type(r.status) ~= "string" then return nil end
   if not (r.status == "ok" or r.status == "oom" or not retry_failed) then return nil end
   local s = type(r.sweep) == "table" and r.sweep or {}
-  if s.config_hash == p.config_hash then return r end
+  if s.config_hash == p.config_hash then
+    local rep = type(r.repeats) == "table" and r.repeats or {}
+    local runs = math.type(rep.n) == "integer" and rep.n or 1
+    if r.status == "ok" and runs < p.repeats then return nil end -- fewer runs than asked for now
+    for _, run in ipairs(retry_failed and type(rep.runs) == "table" and rep.runs or {}) do
+      if type(run) == "table" and run.status ~= "ok" and run.status ~= "oom" then return nil end -- a run to retry
+    end
+    return r
+  end
   if type(s.config) ~= "table" or type(s.config_hash) ~= "string" then
     return nil, "its file records no configuration (an older dpprof wrote it)"
   end
@@ -419,6 +447,8 @@ function sweep.run(opts)
   local resume = opts.resume ~= false
   local retry_failed = opts.retry_failed ~= false
   local isolate = opts.isolate ~= false
+  local rok, repeats = pcall(repeats_of.count, opts.repeats)
+  if not rok then error(repeats, 2) end
   local say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
   local session = sweep.session
   local backend = session and "slurm" or opts.backend or "local"
@@ -469,34 +499,39 @@ function sweep.run(opts)
     if not pok then error(planned, 2) end
     plan = planned
   end
-  local ok, err = dp.mkdir_p(out)
+  local ok, err = dp.mkdir_p(repeats > 1 and out .. "/" .. repeats_of.DIR or out)
   if not ok then error("dpprof.sweep: " .. err, 2) end
   -- Every file a point writes must be nameable here: checked before the first point runs.
   local name_max = dp.name_max(out)
   for _, p in ipairs(points) do
-    local longest = p.name .. (opts.trace and ".trace.json" or ".json")
+    local longest = p.name .. (repeats > 1 and ".run" .. repeats or "") .. (opts.trace and ".trace.json" or ".json")
     if #longest > name_max then
       error(string.format("dpprof.sweep: point %s: its file name '%s' is %d bytes, longer than the %d %s allows; "
                           .. "shorten the vary values or give fewer keys", p.name, longest, #longest, name_max, out), 2)
     end
   end
   local host = dp.environment().hostname or "unknown"
-  local function prepare(p)
+  -- The configuration of run k of point p (its trace beside its file).
+  local function prepare(p, k)
     p.file = out .. "/" .. p.name .. ".json"
     local cfg = p.config
     if run == default_run then
       cfg.name = p.name
-      if opts.trace then cfg.trace = out .. "/" .. p.name .. ".trace.json" end
+      if opts.trace then
+        cfg.trace = (repeats > 1 and repeats_of.run_file(out, p.name, k) or p.file):gsub("%.json$", ".trace.json")
+      end
     end
     return cfg
   end
   -- A Slurm array task runs one point, writes its file and ends the script (tasks of one array
   -- run side by side, each on its own file: no lock).
   if session and session.mode == "task" then
-    local tok, p = pcall(slurm.task_point, session, points)
+    local n = session.manifest.repeats or 1
+    local i, k = repeats_of.task(session.index, n)
+    local tok, p = pcall(slurm.task_point, session, points, i)
     if not tok then
       -- the point's file says why, or collect would only see a task that ended without one
-      local q = session.manifest.points[session.index + 1]
+      local q = session.manifest.points[i]
       if q then
         local r = results.failure{ name = q.name, status = "error", message = p, config = q.config }
         write_result(out .. "/" .. q.file, finish_result(r, { name = q.name, vary = q.vary, resolved = q.config,
@@ -505,13 +540,27 @@ function sweep.run(opts)
       end
       error(p, 2)
     end
-    local cfg = prepare(p)
+    local cfg = prepare(p, k)
     local placement, threads = slurm.task_placement(host)
     local r = dp.isolate(run, cfg, p.vary, { timeout = timeout, threads = threads })
     r = finish_result(r, p, name, placement)
-    local wok, werr = write_result(p.file, r)
+    -- a repeated point's run goes to its own file; the task that finds every run there writes the
+    -- point's (each task writes its run before it looks, so the last one to end sees them all)
+    local file = n > 1 and repeats_of.run_file(out, p.name, k) or p.file
+    local wok, werr = write_result(file, r)
     if not wok then error(string.format("dpprof.sweep: the result of point %s could not be written: %s", p.name, werr), 2) end
-    say(string.format("[%d/%d] %s: %s", session.index + 1, #points, p.name, describe(r)))
+    say(string.format("[%d/%d] %s%s: %s", i, #points, p.name, n > 1 and string.format(" run %d/%d", k, n) or "",
+                      describe(r)))
+    if n > 1 then
+      local runs = repeats_of.kept(out, p.name, n, p.config_hash, false)
+      runs[k] = r
+      if repeats_of.have(runs, n) == n then
+        local all = repeats_of.combine(runs, n)
+        wok, werr = write_result(p.file, all)
+        if not wok then error(string.format("dpprof.sweep: the result of point %s could not be written: %s", p.name, werr), 2) end
+        say(string.format("%s: %s", p.name, describe(all)))
+      end
+    end
     error(sweep.TASK_DONE, 0)
   end
   -- One sweep at a time in a directory: a second one would overwrite the first one's files.
@@ -529,12 +578,17 @@ function sweep.run(opts)
   local prior, stale = {}, {}
   for i, p in ipairs(points) do
     p.file = out .. "/" .. p.name .. ".json"
+    p.repeats = repeats
     if resume then
       local why
       prior[i], why = done_before(p, retry_failed)
       if why then stale[#stale + 1] = string.format("point %s: %s", p.name, why) end
     end
-    if not prior[i] then to_run = to_run + 1 end
+    if not prior[i] then
+      -- the runs a repeated point has done already (each kept in its own file)
+      p.runs = repeats > 1 and resume and repeats_of.kept(out, p.name, repeats, p.config_hash, retry_failed) or {}
+      to_run = to_run + repeats - repeats_of.have(p.runs, repeats)
+    end
   end
   if #stale > 0 then
     error(string.format("dpprof.sweep: %s holds results run with another configuration, which this sweep will not "
@@ -546,39 +600,78 @@ function sweep.run(opts)
   if slurm then
     local sok, submitted = pcall(slurm.submit, {
       out = out, name = name, points = points, prior = prior, call = call, options = slurm_options,
-      session = session, timeout = timeout, say = say, quiet = opts.quiet })
+      session = session, timeout = timeout, say = say, quiet = opts.quiet, repeats = repeats })
     if not sok then error(submitted, 2) end
     return submitted
   end
-  say(string.format("sweep %s: %d point%s (%d to run%s) -> %s", name, #points, #points == 1 and "" or "s", to_run,
+  say(string.format("sweep %s: %d point%s (%d %s%s) -> %s", name, #points, #points == 1 and "" or "s", to_run,
+                    repeats > 1 and string.format("run%s to run, %d per point", to_run == 1 and "" or "s", repeats)
+                    or "to run",
                     plan and string.format(", %d at a time%s, %d thread%s each", plan.slots,
                                            plan.gpus and " on GPUs " .. table.concat(plan.gpus, ",") or "",
                                            plan.threads, plan.threads == 1 and "" or "s") or "", out))
   local width = #tostring(#points)
   local function tag(i) return string.format("[%" .. width .. "d/%d] %s", i, #points, points[i].name) end
-  -- A point's child has ended: its file is written at once, then one progress line.
-  local function finished(i, r, took, placement)
+  -- A repeated point's runs are all in: its file, from them, then one line.
+  local function complete(i)
+    local p = points[i]
+    local r = repeats_of.combine(p.runs, repeats)
+    local wok, werr = write_result(p.file, r)
+    if not wok then error(write_failure(p, r, werr, points, out), 0) end
+    say(string.format("%s: %s", tag(i), describe(r)))
+    p.result = r
+  end
+  -- A job's child has ended (run k of point i): its file is written at once, then one progress
+  -- line; a repeated point's own file once its last run is in.
+  local function finished(job, r, took, placement)
+    local i, k = job.point, job.run
     local p = points[i]
     r = finish_result(r, p, name, placement)
-    local wok, werr = write_result(p.file, r)
+    local wok, werr = write_result(repeats > 1 and repeats_of.run_file(out, p.name, k) or p.file, r)
     if not wok then error(write_failure(p, r, werr, points, out), 0) end
     ran, ran_time = ran + 1, ran_time + took
     local left = to_run - ran
-    say(string.format("%s: %s (%s) | elapsed %s, ETA %s", tag(i), describe(r), format_duration(took),
+    say(string.format("%s%s: %s (%s) | elapsed %s, ETA %s", tag(i),
+                      repeats > 1 and string.format(" run %d/%d", k, repeats) or "", describe(r), format_duration(took),
                       format_duration(dp.clock() - start),
                       left > 0 and format_duration(ran_time / ran * left / (plan and plan.slots or 1)) or "done"))
-    p.result = r
+    if repeats == 1 then
+      p.result = r
+      return
+    end
+    p.runs[k] = r
+    if repeats_of.have(p.runs, repeats) == repeats then complete(i) end
   end
-  local todo = {}
+  local jobs = {}
   for i, p in ipairs(points) do
     if prior[i] then
       p.result = prior[i]
       p.skipped = true
       say(string.format("%s: %s (done before, skipped)", tag(i), prior[i].status))
-    elseif plan then
-      todo[#todo + 1] = i
     else
-      local cfg = prepare(p)
+      local kept = repeats_of.have(p.runs, repeats)
+      if kept > 0 then say(string.format("%s: %d of %d runs done before, kept", tag(i), kept, repeats)) end
+      if kept == repeats then complete(i) end
+      for k = 1, repeats do
+        if not p.runs[k] then jobs[#jobs + 1] = { point = i, run = k } end
+      end
+    end
+  end
+  if plan then
+    local placements, started = {}, {}
+    parallel.run(plan, jobs, function(job, slot)
+      local options, placement = parallel.slot_options(plan, slot, timeout)
+      placement.host = host
+      placements[job], started[job] = placement, dp.clock()
+      local p = points[job.point]
+      return dp.isolate_start(run, prepare(p, job.run), p.vary, options)
+    end, function(job, r)
+      finished(job, r, dp.clock() - started[job], placements[job])
+    end)
+  else
+    for _, job in ipairs(jobs) do
+      local p = points[job.point]
+      local cfg = prepare(p, job.run)
       local t0 = dp.clock()
       local r
       if isolate then
@@ -586,19 +679,8 @@ function sweep.run(opts)
       else
         r = run_here(run, cfg, p.vary)
       end
-      finished(i, r, dp.clock() - t0, { host = host })
+      finished(job, r, dp.clock() - t0, { host = host })
     end
-  end
-  if plan then
-    local placements, started = {}, {}
-    parallel.run(plan, todo, function(i, slot)
-      local options, placement = parallel.slot_options(plan, slot, timeout)
-      placement.host = host
-      placements[i], started[i] = placement, dp.clock()
-      return dp.isolate_start(run, prepare(points[i]), points[i].vary, options)
-    end, function(i, r)
-      finished(i, r, dp.clock() - started[i], placements[i])
-    end)
   end
   local counts = {}
   for _, p in ipairs(points) do

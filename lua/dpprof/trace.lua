@@ -1,12 +1,13 @@
 -- dpprof.trace: a run as a Chrome trace-event file (opens in Perfetto and chrome://tracing).
 --
---   trace.build(result, events [, {max_points=4096, initial={category=bytes}}]) -> {traceEvents=...}
+--   trace.build(result, events [, {max_points=4096, initial={category=bytes}, op_calls=}]) -> {traceEvents=...}
 --   trace.write(path, result, events [, opts]) -> path
 --
 -- result is an experiment's result table (docs/results.md); events is dpprof.memory.events()
 -- from the same run (same clock as the result's spans). What the file holds:
 --   tid 1 "iterations": one slice per iteration (warm-up, iter 1, ...)
---   tid 2 "phases":     forward, backward, clip, noise, optimizer slices
+--   tid 2 "phases":     forward, backward, clip, noise, optimizer slices, and with profile="ops" the
+--                       op slices nested in them (op_calls: dpprof.profile.calls(), category in cat)
 --   tid 3 "snapshots":  an instant event per snapshot
 --   tid 4 "recompute":  activation checkpointing's recomputation of a block (inside a backward or
 --                       clip slice), present when the run recomputed
@@ -59,10 +60,19 @@ local function phase_slices(out, spans)
   if recomputed then metadata(out, "thread_name", TID_RECOMPUTE, "recompute") end
 end
 
+-- Op slices (profile="ops"): on the phases' thread, where each lies inside its phase's slice.
+local function op_slices(out, calls)
+  local ops = require("dpprof.ops")
+  for _, c in ipairs(calls or {}) do
+    out[#out + 1] = { ph = "X", pid = PID, tid = TID_PHASES, name = c.op, cat = ops.category(c.op),
+                      ts = us(c.start_ms), dur = us(c.end_ms - c.start_ms) }
+  end
+end
+
 local function snapshot_instants(out, snapshots)
   for _, s in ipairs(snapshots or {}) do
     out[#out + 1] = { ph = "i", s = "t", pid = PID, tid = TID_SNAPSHOTS, name = s.name,
-                      ts = us(s.timestamp * 1000), args = { allocated_mb = s.allocated_mb } }
+                      ts = us(s.timestamp * 1000), args = { allocated_mb = s.allocated_mb, custom = s.custom } }
   end
 end
 
@@ -107,7 +117,8 @@ local function counters(out, events, initial, max_points)
 end
 
 function trace.build(result, events, opts)
-  opts = opts or {}
+  -- not a table: none given (trace.write(path, r, dp.memory.events()) passes events' stride here)
+  if type(opts) ~= "table" then opts = {} end
   local out = json.array()
   local name = result.experiment or "experiment"
   metadata(out, "process_name", 0, "dpprof " .. name)
@@ -117,6 +128,7 @@ function trace.build(result, events, opts)
   local spans = result.timing and result.timing.spans or {}
   iteration_slices(out, spans)
   phase_slices(out, spans)
+  op_slices(out, opts.op_calls)
   snapshot_instants(out, result.snapshots)
   counters(out, events or {}, opts.initial, opts.max_points or 4096)
   return { traceEvents = out, displayTimeUnit = "ms",

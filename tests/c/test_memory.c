@@ -2,6 +2,7 @@
  * categories and modules; every current, peak and live-at-peak byte count is asserted, as are
  * snapshots, the event log (and its compaction), the timeline, limits and the OOM report. */
 #include "check.h"
+#include "test_util.h"
 #include "device.h"
 #include "dpprof_engine.h"
 #include "error.h"
@@ -11,20 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int raw_alloc(void *ctx, size_t bytes, void **ptr) {
-    (void)ctx;
-    *ptr = bytes ? malloc(bytes) : NULL;
-    return bytes && !*ptr ? DP_EOOM : DP_OK;
-}
-
-static void raw_free(void *ctx, void *ptr, size_t bytes) {
-    (void)ctx;
-    (void)bytes;
-    free(ptr);
-}
-
 static void test_exact_figures(void) {
-    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_raw_allocator raw = {NULL, test_raw_alloc, test_raw_free, NULL};
     dp_mem *m = dp_mem_new(&raw, 0);
     CHECK(m != NULL);
     uint32_t emb = dp_module_intern("wte"), fc = dp_module_intern("layers.0.mlp.fc");
@@ -125,7 +114,7 @@ static void test_exact_figures(void) {
 }
 
 static void test_event_compaction_and_timeline(void) {
-    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_raw_allocator raw = {NULL, test_raw_alloc, test_raw_free, NULL};
     dp_mem *m = dp_mem_new(&raw, 8); /* a tiny log, to force compaction */
     dp_alloc a[20];
     uint64_t peak = 0, cur = 0;
@@ -153,7 +142,7 @@ static void test_event_compaction_and_timeline(void) {
 
 /* a fresh allocator has no module table yet: resetting and reading it must be well defined */
 static void test_fresh_allocator(void) {
-    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_raw_allocator raw = {NULL, test_raw_alloc, test_raw_free, NULL};
     dp_mem *m = dp_mem_new(&raw, 0);
     dp_mem_reset_peak(m);
     dp_mem_stats s;
@@ -166,7 +155,7 @@ static void test_fresh_allocator(void) {
 }
 
 static void test_limit_and_oom_report(void) {
-    dp_raw_allocator raw = {NULL, raw_alloc, raw_free, NULL};
+    dp_raw_allocator raw = {NULL, test_raw_alloc, test_raw_free, NULL};
     dp_mem *m = dp_mem_new(&raw, 0);
     dp_mem_set_limit(m, 4096);
     dp_alloc a, b;

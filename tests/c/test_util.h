@@ -1,5 +1,6 @@
 /* test_util.h: what several C test programs need besides checks: the fixtures folder, token ids,
- * writing and copying files, and the skip of a GPU test without a device. */
+ * writing and copying files, the skip of a GPU test without a device, and a malloc-backed raw
+ * allocator for allocator tests. */
 #ifndef DP_TEST_UTIL_H
 #define DP_TEST_UTIL_H
 
@@ -15,6 +16,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* A dp_raw_allocator's alloc over malloc (for tests of the tagged allocator alone). */
+static inline int test_raw_alloc(void *ctx, size_t bytes, void **ptr) {
+    (void)ctx;
+    *ptr = bytes ? malloc(bytes) : NULL;
+    return bytes && !*ptr ? DP_EOOM : DP_OK;
+}
+
+/* Its free. */
+static inline void test_raw_free(void *ctx, void *ptr, size_t bytes) {
+    (void)ctx;
+    (void)bytes;
+    free(ptr);
+}
 
 /* buf = $DPPROF_FIXTURES/sub, else <repo>/tests/fixtures/sub (found from this header's path). */
 static inline void test_fixture_dir(char *buf, size_t n, const char *sub) {

@@ -266,5 +266,45 @@ code, text = binary(base, legacy_b)
 check.eq(code, 2, "dpprof compare, an invalid file: " .. text)
 check.truthy(text:find("legacy_b.json: not a valid result: schema_version: missing", 1, true), text)
 
+-- Memory and time have their own thresholds; time is judged against the measured spread (the
+-- runs of repeats=N, else the iterations), memory exactly.
+check.eq(compare(base, bigger, "--memory", "1.2"), 0, "--memory 1.2 lets peak +10% pass")
+check.eq(compare(base, bigger, "--time", "1.2"), 1, "--time does not loosen memory")
+check.eq(compare(base, slower, "--time", "1.2"), 0, "--time 1.2 lets time +10% pass")
+check.eq(compare(base, slower, "--memory=1.2"), 1, "--memory does not loosen time")
+check.eq(compare(base, slower, "--time", "0"), 2, "--time must be a ratio > 0")
+local noisy_base = write("noisy_base.json", result(100 * MiB, { 10.0, 14.0, 12.0 }))
+local noisy_new = write("noisy_new.json", result(100 * MiB, { 13.0, 13.5, 14.0 })) -- avg x1.125
+code, text = compare(noisy_base, noisy_new)
+check.eq(code, 0, "a slower mean inside the iterations' spread is noise: " .. text)
+check.truthy(text:find("not a regression", 1, true) and text:find("within BASE's slowest", 1, true),
+             "and says so: " .. text)
+local apart = write("apart.json", result(100 * MiB, { 14.5, 15.0, 15.5 }))
+code, text = compare(noisy_base, apart)
+check.eq(code, 1, "a slower run whose fastest iteration is past BASE's slowest regressed: " .. text)
+check.truthy(text:find("outside the measured spread", 1, true), "says it is outside the spread: " .. text)
+-- repeated runs: their spread, not the iterations', decides
+local function repeated(name, iter_ms, run_avgs)
+  local r = result(100 * MiB, iter_ms)
+  local runs, sorted = dp.json.array(), {}
+  for k, avg in ipairs(run_avgs) do
+    runs[k] = { status = "ok", avg_ms = avg, iter_ms = dp.json.array({ avg }), peak_bytes = r.memory.peak_bytes }
+    sorted[k] = avg
+  end
+  table.sort(sorted)
+  local st = results.time_stats(sorted)
+  r.repeats = { n = #run_avgs, runs = runs, avg_ms = { median = st.median_ms, min = st.min_ms, max = st.max_ms },
+                peak_bytes = { min = r.memory.peak_bytes, max = r.memory.peak_bytes } }
+  local ok, problems = results.validate(r)
+  check.truthy(ok, "repeated result valid: " .. table.concat(problems or {}, "; "))
+  return write(name, r)
+end
+local runs_base = repeated("runs_base.json", { 10.0, 10.0 }, { 10.0, 14.0, 12.0 })
+local runs_new = repeated("runs_new.json", { 13.0, 13.0 }, { 13.0, 13.5, 14.0 })
+code, text = compare(runs_base, runs_new)
+check.eq(code, 0, "within the runs' spread (iterations alone would not be): " .. text)
+check.truthy(text:find("over 3 runs", 1, true), "names the runs: " .. text)
+
 os.execute("rm -rf " .. dir)
+
 print("ok")

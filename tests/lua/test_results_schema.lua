@@ -331,8 +331,43 @@ placed.sweep.placement = { host = "node1", slot = 1, slots = 2, threads = 1, cud
                                      state = "COMPLETED", exit_code = "0:0", state_source = "sacct",
                                      array_task_id = 0 } }
 assert_valid(placed, "a placed sweep point")
+-- the per-op profile and memory by phase (profile = "ops"), and a point run twice (repeats)
+local profiled = dp.experiment(config{ profile = "ops" })
+check.eq(profiled.status, "ok", "profiled run: " .. tostring(profiled.message))
+assert_valid(profiled, "profiled result")
+local rep_out = os.tmpname()
+os.remove(rep_out)
+local repeated = dp.sweep{ base = config{ device = "plan", iters = 1, warmup = 0 }, vary = { method = { "bk" } },
+                           out = rep_out, repeats = 2, quiet = true }.points[1].result
+assert_valid(repeated, "a repeated sweep point")
+check.eq(#repeated.repeats.runs, 2, "a repeated point keeps both runs")
+os.execute("rm -rf '" .. rep_out .. "'")
+do -- the invariants of these fields
+  local function broken(doc, change, field)
+    local b = dp.deep_copy(doc)
+    change(b)
+    local ok, problems = results.validate(b)
+    check.truthy(not ok and table.concat(problems, "; "):find(field, 1, true), field .. ": " ..
+                 table.concat(problems or {}, "; "))
+  end
+  broken(profiled, function(b) b.memory.phases.forward.live_at_peak.parameters = 0 end,
+         "memory.phases.forward.live_at_peak: sums to")
+  broken(profiled, function(b) b.memory.phases.forward.end_bytes = b.memory.phases.forward.peak_bytes + 1 end,
+         "memory.phases.forward.end_bytes: above the phase's peak_bytes")
+  broken(profiled, function(b) b.memory.phases.clip = nil; b.memory.phases.nosuch = b.memory.phases.forward end,
+         "memory.phases.nosuch: unknown phase")
+  broken(profiled, function(b) b.memory.host_peak_rss_since = nil end, "memory.host_peak_rss_since: missing")
+  broken(profiled, function(b) b.profile.ops[1], b.profile.ops[2] = b.profile.ops[2], b.profile.ops[1] end,
+         "profile.ops[2]: ops are not sorted by ms")
+  broken(profiled, function(b) b.profile.phases.forward.ops_ms = b.profile.phases.forward.ms * 2 + 1 end,
+         "profile.phases.forward.ops_ms: above the phase's time")
+  broken(profiled, function(b) b.profile.peak = json.null end, "profile.peak_error: missing")
+  broken(repeated, function(b) b.repeats.n = 3 end, "repeats.runs: has 2 runs, repeats.n is 3")
+  broken(repeated, function(b) b.repeats.avg_ms.max = b.repeats.avg_ms.max + 1 end, "repeats.avg_ms.max: ")
+  broken(repeated, function(b) b.repeats.avg_ms = nil end, "repeats.avg_ms: missing")
+end
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
-                    placed = placed, checkpointed = checkpointed }
+                    placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -365,10 +400,11 @@ for name, doc in pairs(documents) do
   table.sort(missing)
   check.eq(#missing, 0, name .. " result: fields the schema does not describe: " .. table.concat(missing, ", "))
 end
-for _, set in ipairs({ "single", "sweep_seq", "sweep_2d" }) do
+for _, set in ipairs({ "single", "sweep_seq", "sweep_2d", "sweep_3d" }) do
   local doc = results.read(fixture_root .. set .. "/" .. (set == "single" and "ghost.json" or
                                                              set == "sweep_seq" and "ghost_seq1024.json" or
-                                                             "ghost_seq1024_b1.json"))
+                                                             set == "sweep_2d" and "ghost_seq1024_b1.json" or
+                                                             "batch=4,lora_rank=8,max_physical_batch_size=2.json"))
   local missing = undescribed(results.SCHEMA.tree, doc, "", {})
   check.eq(#missing, 0, "fixture " .. set .. ": fields the schema does not describe: " .. table.concat(missing, ", "))
 end
@@ -400,7 +436,8 @@ local checked = 0
 for _, f in ipairs(schema.fields) do
   if f.type ~= "any" then
     local found = false
-    for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla" }) do
+    for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
+                            "repeated" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then
@@ -451,7 +488,7 @@ end
 do
   local root = fixture_root
   local n = 0
-  for _, set in ipairs({ "single", "sweep_seq", "sweep_2d" }) do
+  for _, set in ipairs({ "single", "sweep_seq", "sweep_2d", "sweep_3d" }) do
     local ls = assert(io.popen("ls '" .. root .. set .. "'"))
     for name in ls:lines() do
       if name:match("%.json$") then

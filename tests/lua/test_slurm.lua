@@ -232,6 +232,49 @@ code, text = sh(string.format("%s sweep submit %s out=%s", exe, script, out))
 check.eq(code, 1, "a changed sweep into the old directory")
 check.truthy(text:find("holds a Slurm sweep of other points", 1, true), text)
 
+-- repeats = 2: each run one task (task t runs point t // 2, run t % 2 + 1); the task that finds
+-- both runs in out/runs writes the point's file; collect fills a run whose task ended without a
+-- file and then the point's; a resubmission sends only the run that failed.
+write(root .. "/rep.lua", [[
+local dp = require("dpprof")
+dp.sweep{ vary = { seed = { 1, 2 } }, out = dp.args.out, backend = "slurm", repeats = 2,
+          run = function(cfg, vary) return { seed = vary.seed } end }
+]])
+local rep = root .. "/rep"
+code, text = sh(string.format("%s sweep submit %s/rep.lua out=%s", exe, root, rep))
+check.eq(code, 0, "submit with repeats: " .. text)
+local rj = text:match("4 of 4 runs %(2 per point%) submitted as Slurm array job (%d+) %(tasks 0%-3%)")
+check.truthy(rj, text)
+check.eq(assert(slurm.read_manifest(rep)).repeats, 2, "the manifest says how many runs")
+local function task(t) return sh(string.format("SLURM_ARRAY_TASK_ID=%d SLURM_ARRAY_JOB_ID=%s %s sweep task %s", t, rj, exe, rep)) end
+code, text = task(0)
+check.eq(code, 0, "task 0: " .. text)
+check.eq(dp.results.read(rep .. "/runs/seed=1.run1.json").seed, 1, "task 0 ran run 1 of point 0")
+check.eq(dp.list_dir(rep .. "/seed=1.json"), nil, "no point file with one run of two")
+code, text = task(1)
+check.eq(code, 0, "task 1: " .. text)
+local rp = dp.results.read(rep .. "/seed=1.json")
+check.eq(rp.repeats.n, 2, "the task with the last run wrote the point's file")
+check.eq(rp.repeats.runs[1].placement.slurm.array_task_id, 0, "run 1 ran as task 0")
+check.eq(rp.repeats.runs[2].placement.slurm.array_task_id, 1, "run 2 ran as task 1")
+code, text = task(2)
+check.eq(code, 0, "task 2: " .. text)
+write(fake .. "/sacct.txt", string.format("%s_0|COMPLETED|0:0|n1\n%s_1|COMPLETED|0:0|n1\n%s_2|COMPLETED|0:0|n1\n"
+                                          .. "%s_3|RUNNING|0:0|n2\n", rj, rj, rj, rj))
+code, text = sh(string.format("%s sweep collect %s", exe, rep))
+check.eq(code, 1, "collect with a run still running: " .. text)
+check.truthy(text:find("seed=2 (1/2 runs, running)", 1, true), text)
+write(fake .. "/sacct.txt", string.format("%s_0|COMPLETED|0:0|n1\n%s_1|COMPLETED|0:0|n1\n%s_2|COMPLETED|0:0|n1\n"
+                                          .. "%s_3|FAILED|1:0|n2\n", rj, rj, rj, rj))
+code, text = sh(string.format("%s sweep collect %s", exe, rep))
+check.eq(code, 0, "collect once every run ended: " .. text)
+local r2p = dp.results.read(rep .. "/seed=2.json")
+check.eq(r2p.repeats.runs[2].status, "crashed", "the failed run's task, from its end state")
+check.eq(r2p.status, "ok", "the point is its ok run")
+code, text = sh(string.format("%s sweep submit %s", exe, rep))
+check.eq(code, 0, "resubmit with repeats: " .. text)
+check.truthy(text:find("1 of 4 runs %(2 per point%) submitted as Slurm array job %d+ %(tasks 3%)"), text)
+
 -- refusals
 code, text = sh(string.format("PATH=/nonexistent %s sweep submit %s out=%s/nosbatch", exe, script, root))
 check.eq(code, 1, "no sbatch")

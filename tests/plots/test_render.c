@@ -2,6 +2,7 @@
  * image size (also at scale 2), a plot area that is not blank, and every method's colour. */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "test_util.h"
@@ -97,7 +98,13 @@ static void test_toolkit(void) {
     if (!tu_check(cv != NULL, "canvas")) return;
     double x[] = {256, 512, 1024, 2048}, y[] = {1e9, 2e9, 4e9, NAN};
     unsigned char oom[] = {0, 0, 0, 1};
-    dpplot_series s = {"ghost", dpplot_method_color("ghost"), x, y, 4, oom, DPPLOT_MARKER_TRIANGLE, 0, 0, 0, 0};
+    dpplot_series s = {.name = "ghost",
+                       .color = dpplot_method_color("ghost"),
+                       .x = x,
+                       .y = y,
+                       .n = 4,
+                       .oom = oom,
+                       .marker = DPPLOT_MARKER_TRIANGLE};
     dpplot_chart_axes ax = dpplot_chart_axes_default();
     ax.title = "toolkit";
     ax.x_scale = DPPLOT_SCALE_LOG2;
@@ -111,7 +118,7 @@ static void test_toolkit(void) {
     /* bad input is refused, not drawn wrong: a log axis over non-positive values */
     cv = dpplot_canvas_new(800, 500, 1.0);
     double bad_x[] = {-1, 0};
-    dpplot_series b = {"x", dpplot_method_color("x"), bad_x, bad_x, 2, NULL, 0, 0, 0, 0, 0};
+    dpplot_series b = {.name = "x", .color = dpplot_method_color("x"), .x = bad_x, .y = bad_x, .n = 2};
     tu_check(dpplot_chart_lines(cv, &ax, &b, 1) != 0, "log axis over values <= 0 refused");
     dpplot_canvas_free(cv);
     tu_check(dpplot_canvas_new(10, 10, 1.0) == NULL && dpplot_canvas_new(1600, 1000, 0) == NULL &&
@@ -119,8 +126,118 @@ static void test_toolkit(void) {
              "impossible canvases refused");
 }
 
+/* Count of pixels of colour c in the chart at out/file (0 when it cannot be read). */
+static size_t pixels(const char *out, const char *file, dpplot_rgb c) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", out, file);
+    tu_image *img = tu_image_load(path);
+    if (!img) return 0;
+    size_t n = tu_image_count_color(img, c, 2);
+    tu_image_free(img);
+    return n;
+}
+
+/* The issue-17 charts of the single runs: time and bytes by op category, memory by phase, the
+ * script's snapshot on the timeline, the kernel table. */
+static void test_single_profiles(void) {
+    const char *out = DPPLOT_TEST_OUT "/render_single";     /* rendered by test_single */
+    chart(out, "op_breakdown.png", 1600, 1000, six, 6, 60); /* category labels carry method swatches */
+    for (int c = 0; c < DPPLOT_N_OPCATS; c++) {
+        if (c == DPPLOT_OPCAT_NOISE || c == DPPLOT_OPCAT_OPTIMIZER) continue; /* thin slices: legend only */
+        tu_check(pixels(out, "op_breakdown.png", dpplot_op_category_color((dpplot_op_category)c)) > 2000,
+                 "op_breakdown shows %s in quantity", dpplot_op_category_name((dpplot_op_category)c));
+    }
+    chart(out, "operation_level_breakdown.png", 1600, 1000, six, 6, 60); /* panel title swatches */
+    dpplot_component comps[] = {DPPLOT_COMP_PARAMETERS, DPPLOT_COMP_OPTIMIZER_STATES, DPPLOT_COMP_ACTIVATIONS,
+                                DPPLOT_COMP_OUTPUT_GRADS, DPPLOT_COMP_PER_SAMPLE_GRADS};
+    for (size_t i = 0; i < sizeof comps / sizeof comps[0]; i++)
+        tu_check(pixels(out, "operation_level_breakdown.png", dpplot_component_color(comps[i])) > 300,
+                 "operation_level_breakdown shows %s", dpplot_component_label(comps[i]));
+    char path[1024];
+    snprintf(path, sizeof path, "%s/summary.txt", out);
+    char *txt = tu_read_file(path);
+    tu_check(txt && strstr(txt, "KERNEL TABLE") && strstr(txt, "dp_flash_gram_tile"),
+             "summary.txt has the kernel table");
+    free(txt);
+    snprintf(path, sizeof path, "%s/summary.md", out);
+    char *md = tu_read_file(path);
+    tu_check(md && strstr(md, "### Kernel table: ghost"), "summary.md has a kernel table per method");
+    free(md);
+}
+
+/* Many-variable sweeps (batch x max_physical_batch_size x lora_rank, one method, 3 runs a point):
+ * heatmaps of each metric with the third variable faceted, small multiples with whiskers, a
+ * timeline per point. */
+static void test_sweep_3d(void) {
+    const char *out = DPPLOT_TEST_OUT "/render_sweep_3d";
+    render("sweep_3d", out, 1.0);
+    static const char *const one[] = {"flash_clip"};
+    const char *heatmaps[] = {"memory_heatmap.png", "heatmap_time.png", "heatmap_tokens_per_s.png"};
+    for (int i = 0; i < 3; i++) {
+        chart(out, heatmaps[i], 1600, 1000, one, 1, 20); /* a title swatch per facet */
+        for (double t = 0.0; t <= 1.0; t += 0.5)
+            tu_check(pixels(out, heatmaps[i], dpplot_viridis(t)) > 10, "%s shows viridis(%.1f)", heatmaps[i], t);
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/heatmap_extra.png", out);
+    tu_check(tu_read_file(path) == NULL, "no extra-over-vanilla heatmap without vanilla");
+    /* small multiples: one line colour per lora_rank (viridis ends), two panels */
+    const char *grids[] = {"sweep_grid_peak.png", "sweep_grid_time.png"};
+    for (int i = 0; i < 2; i++) {
+        chart(out, grids[i], 1600, 1000, NULL, 0, 0);
+        tu_check(pixels(out, grids[i], dpplot_viridis(0.0)) > 300 && pixels(out, grids[i], dpplot_viridis(0.78)) > 300,
+                 "%s draws a line per lora_rank", grids[i]);
+    }
+    chart(out, "memory_timeline_points.png", 1600, 1000, one, 1, 3000);
+    /* the standard charts still show one point: --point chooses which */
+    dpplot_options opt = dpplot_options_default();
+    opt.point = "batch=16,lora_rank=8,max_physical_batch_size=4";
+    char err[512], dir[1024];
+    snprintf(dir, sizeof dir, "%s/sweep_3d", DPPLOT_FIXTURES);
+    const char *picked = DPPLOT_TEST_OUT "/render_sweep_3d_point";
+    tu_check(dpplot_render_dir(dir, picked, &opt, err, sizeof err) == 0, "render with --point: %s", err);
+    snprintf(path, sizeof path, "%s/memory_breakdown_comparison.png", picked);
+    tu_image *img = tu_image_load(path);
+    tu_check(img != NULL, "breakdown at the chosen point");
+    tu_image_free(img);
+}
+
+/* Collects warnings and notes of dpplot_render_dir into a strlist. */
+static void collect(void *user, const char *message) { (void)dpplot_strlist_addf(user, "%s", message); }
+
+/* Coinciding series stay visible: flash_clip's peak is vanilla's at every seq_len of sweep_seq,
+ * so it is drawn dotted with rings around vanilla's markers, and the chart (and the command line)
+ * says "flash_clip = vanilla"; both colours show in the memory panel. */
+static void test_coinciding(void) {
+    dpplot_strlist said = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.warn = collect, opt.warn_user = &said;
+    char err[512];
+    const char *out = DPPLOT_TEST_OUT "/render_sweep_seq_coincide";
+    tu_check(dpplot_render_dir(DPPLOT_FIXTURES "/sweep_seq", out, &opt, err, sizeof err) == 0, "render: %s", err);
+    int noted = 0;
+    for (size_t i = 0; i < said.n; i++)
+        noted |= strstr(said.items[i], "sweep_seq_len.png: flash_clip = vanilla (peak memory)") != NULL;
+    tu_check(noted, "the coinciding series are named");
+    for (size_t i = 0; i < said.n; i++)
+        tu_check(!strstr(said.items[i], "step time)"), "times differ, so no time note: %s", said.items[i]);
+    dpplot_strlist_release(&said);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sweep_seq_len.png", out);
+    tu_image *img = tu_image_load(path);
+    if (img) {
+        tu_check(tu_image_count_color(img, dpplot_method_color("flash_clip"), 2) > 800 &&
+                     tu_image_count_color(img, dpplot_method_color("vanilla"), 2) > 400,
+                 "flash_clip and vanilla both show");
+        tu_image_free(img);
+    }
+}
+
 int main(void) {
     test_single();
+    test_single_profiles();
+    test_sweep_3d();
+    test_coinciding();
     test_high_dpi();
     test_sweep_seq();
     test_sweep_2d();

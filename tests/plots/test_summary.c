@@ -176,8 +176,9 @@ int main(void) {
     check_dir("single", 0);
     check_dir("sweep_seq", 0);
     check_dir("sweep_2d", 0);
-    static const char *const valid[] = {"single", "sweep_seq", "sweep_2d"};
-    for (int i = 0; i < 3; i++) {
+    check_dir("sweep_3d", 0);
+    static const char *const valid[] = {"single", "sweep_seq", "sweep_2d", "sweep_3d"};
+    for (int i = 0; i < 4; i++) {
         char out[1024];
         snprintf(out, sizeof out, "%s/summary_%s", DPPLOT_TEST_OUT, valid[i]);
         check_values(valid[i], out);

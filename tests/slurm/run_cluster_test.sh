@@ -7,7 +7,8 @@
 # cgroup-free (proctrack/linuxproc, task/none), no accounting database (so no sacct: end states
 # come from scontrol and the jobcomp/filetxt log), KillWait 2 s. Then submits tests/slurm/sweep.lua
 # (6 points, time limit 1 minute), cancels one running task with scancel, lets Slurm time out
-# another, resubmits the failed ones, and checks every file on the way (check.lua). Prints
+# another, resubmits the failed ones, and checks every file on the way (check.lua); then a sweep
+# whose points run twice each (sweep_repeats.lua, check_repeats.lua). Prints
 # "skipped: ..." (exit 77) only when the packages are missing or the daemons cannot start here,
 # saying why. The daemons, and any job left, are stopped on every exit. A Slurm time limit is
 # checked every 30 s, so the timeout alone takes 60-90 s of the test's ~100 s.
@@ -206,4 +207,14 @@ grep -q "charts: rendered in $OUT" "$OUT/slurm/collect_$C3.out" || fail "collect
 [ -f "$OUT/summary.txt" ] && [ ! "$OUT/$SLOW.json" -nt "$OUT/summary.txt" ] || fail "summary.txt is older than the last result"
 [ -f "$OUT/sweep_seq_len.png" ] || fail "the collect job did not render sweep_seq_len.png"
 text=$("$DPPROF" sweep collect "$OUT" 2>&1) || fail "a last collect: $text"
+
+# repeats: each run of a point is one task of the array; the task that ends last writes the point
+ROUT=$T/run/repeats
+text=$("$DPPROF" sweep submit "$HERE/sweep_repeats.lua" out="$ROUT" 2>&1) || fail "repeats submit: $text"
+echo "$text"
+JR=$(echo "$text" | sed -n 's/.*4 of 4 runs (2 per point) submitted as Slurm array job \([0-9]*\) (tasks 0-3).*/\1/p')
+[ -n "$JR" ] || fail "the repeated sweep was not submitted as four tasks"
+wait_for 60 sh -c "[ -f '$ROUT/method=ghost.json' ] && [ -f '$ROUT/method=vanilla.json' ]" \
+  || fail "the repeated points left no result in 60 s"
+"$DPPROF" run "$HERE/check_repeats.lua" out="$ROUT" job="$JR" || fail "check_repeats.lua"
 echo "slurm sweep test: passed"

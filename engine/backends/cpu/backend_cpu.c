@@ -4,6 +4,7 @@
 #include "backend_cpu.h"
 #include "cpu_dpsgd.h"
 #include "cpu_layers.h"
+#include "cpu_peak.h"
 #include "device.h"
 #include "cpu_util.h"
 #include "error.h"
@@ -271,6 +272,7 @@ const dp_backend dp_backend_cpu = {
     .scale = cpu_scale,
     .axpy = cpu_axpy,
     .sumsq_rows = cpu_sumsq_rows,
+    .peak = dp_cpu_peak,
     .layers = &dp_cpu_layer_ops,
     .dpsgd = &dpsgd_cpu_ops,
 };

@@ -6,6 +6,7 @@
 #include "cuda_dpsgd.h"
 #include "cuda_flash_variant.h"
 #include "cuda_layers.h"
+#include "cuda_profile.h"
 #include "cuda_stream.h"
 #include "device.h"
 #include "error.h"
@@ -265,6 +266,10 @@ const dp_backend dp_backend_cuda = {
     .scale = cuda_scale,
     .axpy = cuda_axpy,
     .sumsq_rows = cuda_sumsq_rows,
+    .timer_mark = dp_cuda_timer_mark,
+    .timer_ms = dp_cuda_timer_ms,
+    .timer_release = dp_cuda_timer_release,
+    .peak = dp_cuda_peak,
     .layers = &dp_cuda_layer_ops,
     .dpsgd = &dpsgd_cuda_ops,
 };

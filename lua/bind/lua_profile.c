@@ -1,0 +1,162 @@
+/* lua_profile.c: dpprof.profile, per-op measurement (engine/core/profile.h), and dpprof.host_memory,
+ * the process's resident memory. Functions that take a device take its name as an optional
+ * argument (default: the current device). */
+#include "lua_engine.h"
+
+#include "clock.h"
+#include "error.h"
+#include "ledger.h"
+#include "lua_util.h"
+#include "profile.h"
+
+#include <lauxlib.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* profile.enable(on [, device]): per-op timing on (true) or off (false); turning it on forgets
+ * the call log, and charges the device's allocations to the calls from now on */
+static int l_enable(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    dp_profile_enable(dpl_opt_device(L, 2), lua_toboolean(L, 1));
+    return 0;
+}
+
+static int l_enabled(lua_State *L) {
+    lua_pushboolean(L, dp_profile_active);
+    return 1;
+}
+
+/* profile.collect([device]): synchronises the device and reads its timers into the ledger */
+static int l_collect(lua_State *L) {
+    dp_device *dev = dpl_opt_device(L, 1);
+    if (dp_device_sync(dev) != DP_OK || dp_profile_collect(dev) != DP_OK) dpl_fail(L);
+    return 0;
+}
+
+/* profile.total_ms() -> the time of every call charged so far, ms */
+static int l_total_ms(lua_State *L) {
+    lua_pushnumber(L, dp_profile_total_ns() * 1e-6);
+    return 1;
+}
+
+/* profile.calls() -> list of {op, start_ms, end_ms} on the engine clock, oldest first, and the
+ * number of calls the full log dropped */
+static int l_calls(lua_State *L) {
+    size_t n = dp_profile_call_count();
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        const dp_profile_call *c = dp_profile_call_at(i);
+        const dp_ledger_entry *e = dp_ledger_at(c->entry);
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, e ? e->op : "(no op)"), lua_setfield(L, -2, "op");
+        lua_pushnumber(L, (double)c->start_ns * 1e-6), lua_setfield(L, -2, "start_ms");
+        lua_pushnumber(L, (double)c->end_ns * 1e-6), lua_setfield(L, -2, "end_ms");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    dpl_push_bytes(L, dp_profile_calls_dropped());
+    return 2;
+}
+
+/* profile.dropped() -> calls timed but not logged (the log holds DP_PROFILE_MAX_CALLS) */
+static int l_dropped(lua_State *L) {
+    dpl_push_bytes(L, dp_profile_calls_dropped());
+    return 1;
+}
+
+/* profile.overhead_ns([device [, n=2000]]) -> host ns one timed call adds (mean of n) */
+static int l_overhead_ns(lua_State *L) {
+    dp_device *dev = dpl_opt_device(L, 1);
+    lua_Integer n = luaL_optinteger(L, 2, 2000);
+    luaL_argcheck(L, n >= 1 && n <= 10000000, 2, "n must be in 1..10000000");
+    lua_pushnumber(L, dp_profile_overhead_ns(dev, (int)n));
+    return 1;
+}
+
+/* profile.peak(dtype [, device]) -> {flops, bandwidth, how}, or nil and why when unknown */
+static int l_peak(lua_State *L) {
+    const char *name = luaL_checkstring(L, 1);
+    dp_dtype t;
+    if (dp_dtype_parse(name, &t) != 0) return luaL_argerror(L, 1, "unknown dtype (valid: f32, bf16)");
+    dp_device *dev = dpl_opt_device(L, 2);
+    double flops = 0, bw = 0;
+    char how[512] = "";
+    if (!dev->ops->peak) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "the %s backend states no peak", dev->ops->name);
+        return 2;
+    }
+    if (dev->ops->peak(dev, t, &flops, &bw, how, sizeof how) != DP_OK) {
+        lua_pushnil(L);
+        lua_pushstring(L, dp_error_message());
+        return 2;
+    }
+    lua_createtable(L, 0, 3);
+    lua_pushnumber(L, flops), lua_setfield(L, -2, "flops");
+    lua_pushnumber(L, bw), lua_setfield(L, -2, "bandwidth");
+    lua_pushstring(L, how), lua_setfield(L, -2, "how");
+    return 1;
+}
+
+/* dpprof.clock_model(peak_flops, bandwidth): the engine clock advances by the roofline time of
+ * each op recorded (a plan run's device time); clock_model(false) makes it real again */
+static int l_clock_model(lua_State *L) {
+    if (lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
+        dp_clock_model(0, 0);
+        return 0;
+    }
+    double f = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2);
+    luaL_argcheck(L, f > 0 && f < HUGE_VAL, 1, "peak flop/s must be a positive number");
+    luaL_argcheck(L, b > 0 && b < HUGE_VAL, 2, "bandwidth must be a positive number of bytes/s");
+    dp_clock_model(f, b);
+    return 0;
+}
+
+/* One "Key:   1234 kB" line of /proc/self/status, in bytes; -1 when absent. */
+static long long status_kb(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long long v = -1;
+    size_t k = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, k) == 0 && line[k] == ':') {
+            if (sscanf(line + k + 1, "%lld", &v) != 1) v = -1;
+            break;
+        }
+    fclose(f);
+    return v < 0 ? -1 : v * 1024;
+}
+
+/* dpprof.host_memory() -> {rss_bytes, peak_rss_bytes} of this process (/proc/self/status VmRSS and
+ * VmHWM); fields absent where the system does not say */
+static int l_host_memory(lua_State *L) {
+    lua_createtable(L, 0, 2);
+    long long rss = status_kb("VmRSS"), hwm = status_kb("VmHWM");
+    if (rss >= 0) lua_pushinteger(L, rss), lua_setfield(L, -2, "rss_bytes");
+    if (hwm >= 0) lua_pushinteger(L, hwm), lua_setfield(L, -2, "peak_rss_bytes");
+    return 1;
+}
+
+/* dpprof.host_memory_reset_peak() -> true when this process's peak RSS now starts from its current
+ * RSS (Linux: "5" written to /proc/self/clear_refs), false when the system does not allow it */
+static int l_host_memory_reset_peak(lua_State *L) {
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    int ok = f && fputs("5", f) >= 0;
+    if (f && fclose(f) != 0) ok = 0;
+    lua_pushboolean(L, ok);
+    return 1;
+}
+
+void dpl_open_profile(lua_State *L) {
+    static const luaL_Reg fns[] = {{"enable", l_enable},           {"enabled", l_enabled}, {"collect", l_collect},
+                                   {"total_ms", l_total_ms},       {"calls", l_calls},     {"dropped", l_dropped},
+                                   {"overhead_ns", l_overhead_ns}, {"peak", l_peak},       {NULL, NULL}};
+    luaL_newlib(L, fns);
+    lua_setfield(L, -2, "profile");
+    static const luaL_Reg top[] = {{"clock_model", l_clock_model},
+                                   {"host_memory", l_host_memory},
+                                   {"host_memory_reset_peak", l_host_memory_reset_peak},
+                                   {NULL, NULL}};
+    luaL_setfuncs(L, top, 0);
+}
