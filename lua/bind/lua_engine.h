@@ -13,7 +13,8 @@
 void dpl_open_tensor(lua_State *L);
 /* Adds dpprof.memory (stats, snapshots, scopes, events, timeline, limits, OOM details). */
 void dpl_open_memory(lua_State *L);
-/* Adds device selection and information, sync, the ledger, the clock and the version. */
+/* Adds device selection and information, sync, the ledger, the clock, the version and the CPU
+ * backend's thread count (dpprof.threads). */
 void dpl_open_device(lua_State *L);
 /* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,
  * sleep, pid, mkdir_p, list_dir, environment, executable and testing_crash (lua_process.c). */

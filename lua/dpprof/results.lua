@@ -276,6 +276,8 @@ function V:config(c)
   self:nonneg(self:get(c, "warmup", "config", "integer"), "config.warmup")
   self:get(c, "device", "config", "string")
   self:get(c, "seed", "config", "integer")
+  local n = self:get(c, "threads", "config", "integer", true)
+  if n and n < 1 then self:fail("config.threads", "%d, a thread count is at least 1", n) end
 end
 
 function V:snapshots(list)
@@ -517,6 +519,9 @@ function V:environment(r, ok)
     self:get(e, k, "environment", "string")
   end
   self:nonneg(self:get(e, "cores", "environment", "integer"), "environment.cores")
+  -- optional: results written before the thread count was recorded lack it
+  local n = self:get(e, "threads", "environment", "integer", true)
+  if n and n < 1 then self:fail("environment.threads", "%d, a thread count is at least 1", n) end
   for _, k in ipairs({ "driver_version", "cuda_version" }) do
     if not json.is_null(e[k]) then self:get(e, k, "environment", "string") end
   end

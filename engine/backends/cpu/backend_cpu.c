@@ -4,13 +4,13 @@
 #include "backend_cpu.h"
 #include "cpu_dpsgd.h"
 #include "cpu_layers.h"
-#include "device.h"
+#include "cpu_threads.h"
 #include "cpu_util.h"
+#include "device.h"
 #include "error.h"
 
 #include "philox.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +42,7 @@ static void read_cpu_model(char *out, size_t n) {
 }
 
 static int cpu_init(dp_device *dev) {
+    dp_cpu_threads_init();
     read_cpu_model(dev->info.cpu, sizeof dev->info.cpu);
     snprintf(dev->info.name, sizeof dev->info.name, "%.200s", dev->info.cpu);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -161,12 +162,8 @@ static int cpu_gemm(dp_device *dev, const dp_gemm_args *g) {
         C = wc;
     }
     if (rc == DP_OK) {
-        CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
-        CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
-        for (int64_t b = 0; b < g->batch; b++)
-            cblas_sgemm(CblasRowMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k, g->alpha,
-                        A + b * g->stride_a, (blasint)g->lda, B + b * g->stride_b, (blasint)g->ldb, g->beta,
-                        C + b * g->stride_c, (blasint)g->ldc);
+        dp_cpu_sgemm_batched(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, A, g->lda, g->stride_a, B, g->ldb,
+                             g->stride_b, g->beta, C, g->ldc, g->stride_c, g->batch);
         if (wc) {
             size_t n = (size_t)((g->batch - 1) * g->stride_c + g->m * g->ldc);
             for (size_t i = 0; i < n; i++) ((uint16_t *)g->c)[i] = dp_f32_to_bf16(wc[i]);
