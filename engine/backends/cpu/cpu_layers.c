@@ -11,6 +11,7 @@
 #include "cpu_layers.h"
 
 #include "cpu_util.h"
+#include "cpu_vmath.h"
 #include "error.h"
 
 #include <math.h>
@@ -19,8 +20,8 @@
 
 #define PAR_MIN 16384 /* elements below which a loop runs on one thread */
 #define PART_ROWS 128 /* rows per partial of a column reduction */
-#define COL_SLICE 64  /* columns per task of the embedding's scatter-add */
 #define ATT_BLOCK 64  /* query rows and key rows per attention block */
+#define COL_SLICE 64  /* columns per task of the embedding's scatter-add */
 
 static int64_t n_parts(int64_t rows) { return (rows + PART_ROWS - 1) / PART_ROWS; }
 
@@ -212,14 +213,63 @@ static int cpu_bias_backward(dp_device *dev, dp_dtype t, float *db, const void *
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
+/* The element-wise loops below run in spans of ELEM_SPAN elements across the team. Each span
+ * function takes the dtype as an argument and is inlined into a branch where it is the literal
+ * DP_F32, so the f32 loop loses its per-element dtype test and vectorises (cpu_vmath.h); bf16 goes
+ * through the same arithmetic with widening loads and rounding stores. */
+#define ELEM_SPAN 4096
+#define SPANS(n) (((n) + ELEM_SPAN - 1) / ELEM_SPAN)
+#define SPAN_END(c, n) ((c + 1) * ELEM_SPAN < (n) ? (c + 1) * ELEM_SPAN : (n))
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE float gelu_value(float v) { return 0.5f * v * (1.0f + dp_vtanh(GELU_SCALE * (v + 0.044715f * v * v * v))); }
+
+INLINE float gelu_grad(float v) {
+    float th = dp_vtanh(GELU_SCALE * (v + 0.044715f * v * v * v));
+    float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
+INLINE void gelu_forward_span(dp_dtype t, void *out, const void *x, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) dp_cpu_st(t, out, i, gelu_value(dp_cpu_ld(t, x, i)));
+}
+
+/* dx may alias dout: each element is read before it is written */
+INLINE void gelu_backward_span(dp_dtype t, void *dx, const void *dout, const void *x, int accumulate, int64_t i0,
+                               int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+        float r = dp_cpu_ld(t, dout, i) * gelu_grad(dp_cpu_ld(t, x, i));
+        dp_cpu_st(t, dx, i, accumulate ? dp_cpu_ld(t, dx, i) + r : r);
+    }
+}
+
+INLINE void swiglu_forward_span(dp_dtype t, void *out, const void *gate, const void *up, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+        float g = dp_cpu_ld(t, gate, i);
+        dp_cpu_st(t, out, i, g * dp_vsigmoid(g) * dp_cpu_ld(t, up, i));
+    }
+}
+
+/* dgate may alias dout */
+INLINE void swiglu_backward_span(dp_dtype t, void *dgate, void *dup, const void *dout, const void *gate, const void *up,
+                                 int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+        float g = dp_cpu_ld(t, gate, i), u = dp_cpu_ld(t, up, i), go = dp_cpu_ld(t, dout, i);
+        float sig = dp_vsigmoid(g);
+        dp_cpu_st(t, dgate, i, go * u * sig * (1.0f + g * (1.0f - sig)));
+        dp_cpu_st(t, dup, i, go * g * sig);
+    }
+}
+
 static int cpu_gelu_forward(dp_device *dev, dp_dtype t, void *out, const void *x, int64_t n) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "gelu_forward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = dp_cpu_ld(t, x, i);
-        float u = GELU_SCALE * (v + 0.044715f * v * v * v);
-        dp_cpu_st(t, out, i, 0.5f * v * (1.0f + tanhf(u)));
+    for (int64_t c = 0; c < SPANS(n); c++) {
+        if (t == DP_F32)
+            gelu_forward_span(DP_F32, out, x, c * ELEM_SPAN, SPAN_END(c, n));
+        else
+            gelu_forward_span(t, out, x, c * ELEM_SPAN, SPAN_END(c, n));
     }
     return DP_OK;
 }
@@ -229,13 +279,11 @@ static int cpu_gelu_backward(dp_device *dev, dp_dtype t, void *dx, const void *d
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "gelu_backward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = dp_cpu_ld(t, x, i), go = dp_cpu_ld(t, dout, i); /* read before writing: dx may alias dout */
-        float th = tanhf(GELU_SCALE * (v + 0.044715f * v * v * v));
-        float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
-        float r = go * grad;
-        dp_cpu_st(t, dx, i, accumulate ? dp_cpu_ld(t, dx, i) + r : r);
+    for (int64_t c = 0; c < SPANS(n); c++) {
+        if (t == DP_F32)
+            gelu_backward_span(DP_F32, dx, dout, x, accumulate, c * ELEM_SPAN, SPAN_END(c, n));
+        else
+            gelu_backward_span(t, dx, dout, x, accumulate, c * ELEM_SPAN, SPAN_END(c, n));
     }
     return DP_OK;
 }
@@ -244,9 +292,11 @@ static int cpu_swiglu_forward(dp_device *dev, dp_dtype t, void *out, const void 
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "swiglu_forward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float g = dp_cpu_ld(t, gate, i);
-        dp_cpu_st(t, out, i, g / (1.0f + expf(-g)) * dp_cpu_ld(t, up, i));
+    for (int64_t c = 0; c < SPANS(n); c++) {
+        if (t == DP_F32)
+            swiglu_forward_span(DP_F32, out, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
+        else
+            swiglu_forward_span(t, out, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
     }
     return DP_OK;
 }
@@ -256,11 +306,11 @@ static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *du
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "swiglu_backward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float g = dp_cpu_ld(t, gate, i), u = dp_cpu_ld(t, up, i), go = dp_cpu_ld(t, dout, i); /* dgate may alias dout */
-        float sig = 1.0f / (1.0f + expf(-g));
-        dp_cpu_st(t, dgate, i, go * u * sig * (1.0f + g * (1.0f - sig)));
-        dp_cpu_st(t, dup, i, go * g * sig);
+    for (int64_t c = 0; c < SPANS(n); c++) {
+        if (t == DP_F32)
+            swiglu_backward_span(DP_F32, dgate, dup, dout, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
+        else
+            swiglu_backward_span(t, dgate, dup, dout, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
     }
     return DP_OK;
 }
@@ -496,24 +546,57 @@ static int check_targets(const int32_t *targets, int64_t N, int64_t V, const cha
     return DP_OK;
 }
 
+#define LANES 16 /* independent partial maxima and sums per row: a fixed order that vectorises */
+
+/* max of row[0..V) (f32 or bf16; NaN ignored as by a > test) */
+INLINE float row_max(dp_dtype t, const void *row, int64_t V) {
+    float m[LANES];
+    for (int l = 0; l < LANES; l++) m[l] = -INFINITY;
+    int64_t j = 0;
+    for (; j + LANES <= V; j += LANES)
+        for (int l = 0; l < LANES; l++) {
+            float x = dp_cpu_ld(t, row, j + l);
+            m[l] = x > m[l] ? x : m[l];
+        }
+    float mx = -INFINITY;
+    for (int l = 0; l < LANES; l++) mx = m[l] > mx ? m[l] : mx;
+    for (; j < V; j++) mx = dp_cpu_ld(t, row, j) > mx ? dp_cpu_ld(t, row, j) : mx;
+    return mx;
+}
+
+/* sum of e^(row[j] - mx) in double: LANES partial sums in a fixed order */
+INLINE double row_sum_exp(dp_dtype t, const void *row, int64_t V, float mx) {
+    double acc[LANES] = {0};
+    int64_t j = 0;
+    for (; j + LANES <= V; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += (double)dp_vexp(dp_cpu_ld(t, row, j + l) - mx);
+    double s = 0;
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (; j < V; j++) s += (double)dp_vexp(dp_cpu_ld(t, row, j) - mx);
+    return s;
+}
+
+/* row[j] = (softmax_j - [j == target]) * s, from the row's lse z */
+INLINE void row_softmax_grad(dp_dtype t, void *row, int64_t V, float z, int32_t target, float s) {
+    float pt = dp_vexp(dp_cpu_ld(t, row, target) - z);
+    for (int64_t j = 0; j < V; j++) dp_cpu_st(t, row, j, dp_vexp(dp_cpu_ld(t, row, j) - z) * s);
+    dp_cpu_st(t, row, target, (pt - 1.0f) * s);
+}
+
 static int cpu_cross_entropy_forward(dp_device *dev, dp_dtype t, float *losses, float *lse, const void *logits,
                                      const int32_t *targets, int64_t N, int64_t V) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "cross_entropy_forward"));
     DP_TRY(check_targets(targets, N, V, "cross_entropy_forward"));
+    size_t es = dp_dtype_size(t);
 #pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const int64_t o = n * V;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < V; j++) {
-            float x = dp_cpu_ld(t, logits, o + j);
-            if (x > mx) mx = x;
-        }
-        double s = 0;
-        for (int64_t j = 0; j < V; j++) s += expf(dp_cpu_ld(t, logits, o + j) - mx);
+        const char *row = (const char *)logits + (size_t)(n * V) * es;
+        float mx = t == DP_F32 ? row_max(DP_F32, row, V) : row_max(t, row, V);
+        double s = t == DP_F32 ? row_sum_exp(DP_F32, row, V, mx) : row_sum_exp(t, row, V, mx);
         float z = mx + (float)log(s);
         lse[n] = z;
-        losses[n] = z - dp_cpu_ld(t, logits, o + targets[n]);
+        losses[n] = z - dp_cpu_ld(t, row, targets[n]);
     }
     return DP_OK;
 }
@@ -524,14 +607,14 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "cross_entropy_backward"));
     DP_TRY(check_targets(targets, N, V, "cross_entropy_backward"));
+    size_t es = dp_dtype_size(t);
 #pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const int64_t o = n * V;
-        const float s = sample_scale[n / T], z = lse[n];
-        for (int64_t j = 0; j < V; j++) {
-            float p = expf(dp_cpu_ld(t, logits, o + j) - z);
-            dp_cpu_st(t, logits, o + j, (j == targets[n] ? p - 1.0f : p) * s);
-        }
+        char *row = (char *)logits + (size_t)(n * V) * es;
+        if (t == DP_F32)
+            row_softmax_grad(DP_F32, row, V, lse[n], targets[n], sample_scale[n / T]);
+        else
+            row_softmax_grad(t, row, V, lse[n], targets[n], sample_scale[n / T]);
     }
     return DP_OK;
 }
