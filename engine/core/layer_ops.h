@@ -86,7 +86,8 @@ typedef struct dp_layer_ops {
                              const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd, float scale);
     /* Gradients of attention_forward: writes dq, dk, dv (N x H*hd views, row stride ld_grad).
      * delta is caller-provided f32 scratch of B*H*T floats (rowsum(dout * out)). Deterministic:
-     * no atomics (dk/dv and dq come from separate passes over the blocks). */
+     * no atomics (CUDA: dk/dv and dq from separate passes over the blocks; the CPU: one thread
+     * per (sample, head) walks the blocks in a fixed order). */
     int (*attention_backward)(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
                               const void *dout, const void *out, const float *lse, const void *q, const void *k,
                               const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H, int64_t hd,

@@ -350,6 +350,69 @@ static void att_reference(const att_ctx *c, double *out, double *lse) {
     free(s);
 }
 
+/* dq, dk, dv of sum(R * out) from explicit T x T matrices in double (gq, gk, gv: N x d), and the
+ * same sums over the absolute values of their terms (aq, ak, av): the scale of the rounding
+ * error an f32 evaluation may make */
+static void att_backward_reference(const att_ctx *c, double *gq, double *gk, double *gv, double *aq, double *ak,
+                                   double *av) {
+    const int64_t d = c->H * c->hd, T = c->T, hd = c->hd, N = c->B * T;
+    memset(gq, 0, (size_t)(N * d) * sizeof *gq), memset(gk, 0, (size_t)(N * d) * sizeof *gk);
+    memset(gv, 0, (size_t)(N * d) * sizeof *gv), memset(aq, 0, (size_t)(N * d) * sizeof *aq);
+    memset(ak, 0, (size_t)(N * d) * sizeof *ak), memset(av, 0, (size_t)(N * d) * sizeof *av);
+    double *p = malloc((size_t)T * sizeof *p), *dp = malloc((size_t)T * sizeof *dp);
+#define QKV(row, part, e) ((double)c->qkv[(b * T + (row)) * c->ld + (part)*d + h * hd + (e)])
+#define AT(g, row, e) g[(b * T + (row)) * d + h * hd + (e)]
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < c->H; h++)
+            for (int64_t i = 0; i < T; i++) {
+                double mx = -INFINITY, z = 0, D = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    p[j] = 0;
+                    for (int64_t e = 0; e < hd; e++) p[j] += QKV(i, 0, e) * QKV(j, 1, e);
+                    p[j] *= c->scale;
+                    mx = fmax(mx, p[j]);
+                }
+                for (int64_t j = 0; j <= i; j++) z += exp(p[j] - mx);
+                for (int64_t j = 0; j <= i; j++) {
+                    p[j] = exp(p[j] - mx) / z;
+                    dp[j] = 0;
+                    for (int64_t e = 0; e < hd; e++) dp[j] += (double)AT(c->R, i, e) * QKV(j, 2, e);
+                    D += p[j] * dp[j];
+                }
+                for (int64_t j = 0; j <= i; j++) {
+                    double ds = c->scale * p[j] * (dp[j] - D), as = c->scale * p[j] * (fabs(dp[j]) + fabs(D));
+                    for (int64_t e = 0; e < hd; e++) {
+                        AT(gq, i, e) += ds * QKV(j, 1, e), AT(aq, i, e) += as * fabs(QKV(j, 1, e));
+                        AT(gk, j, e) += ds * QKV(i, 0, e), AT(ak, j, e) += as * fabs(QKV(i, 0, e));
+                        AT(gv, j, e) += p[j] * AT(c->R, i, e), AT(av, j, e) += p[j] * fabs(AT(c->R, i, e));
+                    }
+                }
+            }
+#undef QKV
+#undef AT
+    free(p), free(dp);
+}
+
+/* max over q, k, v of |g - ref| / (u (T + hd) |terms|): 1 is the classic bound on a sum of T + hd
+ * f32 roundings (u = 2^-24) of terms whose absolute values sum to |terms| */
+static double att_backward_error(const att_ctx *c, const float *g) {
+    const int64_t d = c->H * c->hd, N = c->B * c->T;
+    double *r[3], *a[3];
+    for (int k = 0; k < 3; k++)
+        r[k] = malloc((size_t)(N * d) * sizeof(double)), a[k] = malloc((size_t)(N * d) * sizeof(double));
+    att_backward_reference(c, r[0], r[1], r[2], a[0], a[1], a[2]);
+    const double u = ldexp(1.0, -24) * (double)(c->T + c->hd);
+    double worst = 0;
+    for (int k = 0; k < 3; k++)
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t e = 0; e < d; e++) {
+                double err = fabs(g[n * c->ld + k * d + e] - r[k][n * d + e]) / (u * a[k][n * d + e] + 1e-30);
+                worst = fmax(worst, err);
+            }
+    for (int k = 0; k < 3; k++) free(r[k]), free(a[k]);
+    return worst;
+}
+
 static void test_attention(void) {
     printf("attention\n");
     /* T = 70: two query/key blocks of 64, the second partial; q, k, v strided inside one qkv */
@@ -370,6 +433,10 @@ static void test_attention(void) {
     float *dqkv = zeros(N * c.ld), *delta = zeros(c.B * c.H * c.T);
     CHECK_OK(ops->attention_backward(cpu, DP_F32, dqkv, dqkv + d, dqkv + 2 * d, c.ld, c.R, c.out, c.lse, c.qkv,
                                      c.qkv + d, c.qkv + 2 * d, c.ld, delta, c.B, c.T, c.H, c.hd, c.scale));
+    /* every element against explicit T x T matrices in double, within the f32 rounding bound */
+    double eb = att_backward_error(&c, dqkv);
+    printf("  dq, dk, dv vs explicit T x T: max error / rounding bound %.3f\n", eb);
+    CHECK(eb < 1.0);
     /* every 7th element of q, k and v (both blocks, both heads, both samples) */
     fd_check("dq, dk, dv (every 7th)", c.qkv, N * c.ld, 7, att_loss, &c, dqkv);
     free(dqkv), free(delta), free(ro), free(rl);
@@ -401,6 +468,9 @@ static void test_attention(void) {
     eo = 0;
     for (int64_t i = 0; i < N2 * d2; i++) eo = fmax(eo, fabs(e.out[i] - ro[i]));
     CHECK(eo < 1e-5);
+    eb = att_backward_error(&e, g1);
+    printf("  three blocks, 3 heads: backward error / rounding bound %.3f\n", eb);
+    CHECK(eb < 1.0);
     /* bf16 storage: the f32 arithmetic on the rounded inputs, the output rounded once */
     uint16_t *qh = malloc((size_t)(N2 * e.ld) * 2), *oh = malloc((size_t)(N2 * d2) * 2);
     round_bf16(e.qkv, qh, e.qkv, N2 * e.ld);

@@ -197,19 +197,10 @@ static int cpu_gather_cols(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int
 
 /* ---- flash: tiled, fused norms ------------------------------------------------------------ */
 
-/* rows x cols block of a row-major matrix (row stride ld) as f32: a pointer into x itself when
- * t is f32, else the block widened into buf (rows*cols floats, row stride cols). *ld_out is the
- * row stride of the result. */
+/* rows x cols block at (row0, col0) of a row-major matrix (row stride ld) as f32 (cpu_util.h) */
 static const float *tile_f32(dp_dtype t, const void *x, int64_t ld_x, int64_t row0, int64_t col0, int64_t rows,
                              int64_t cols, float *buf, int64_t *ld_out) {
-    if (t == DP_F32) {
-        *ld_out = ld_x;
-        return (const float *)x + row0 * ld_x + col0;
-    }
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) buf[r * cols + c] = dp_cpu_ld(t, x, (row0 + r) * ld_x + col0 + c);
-    *ld_out = cols;
-    return buf;
+    return dp_cpu_f32_block(t, x, ld_x, row0 * ld_x + col0, rows, cols, buf, ld_out);
 }
 
 static double frob(const float *x, const float *y, int64_t n) {

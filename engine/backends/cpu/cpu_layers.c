@@ -4,12 +4,13 @@
  * Arithmetic is f32 (bf16 values widened on load, rounded to nearest even on store); sums over a
  * row (LayerNorm statistics, the softmax denominator of the cross-entropy) are taken in double,
  * which makes this the more accurate side of any CPU/GPU comparison. Parallel loops split the
- * work into fixed pieces (rows, column slices, fixed row chunks, attention blocks) whose results
+ * work into fixed pieces (rows, column slices, fixed row chunks) whose results
  * never depend on which thread ran them: column reductions (weight and bias gradients) keep one
  * partial per fixed chunk of PART_ROWS rows and add the partials in chunk order, so every result
  * is bit-identical for any OMP_NUM_THREADS. */
 #include "cpu_layers.h"
 
+#include "cpu_attention.h"
 #include "cpu_util.h"
 #include "cpu_vmath.h"
 #include "error.h"
@@ -20,7 +21,6 @@
 
 #define PAR_MIN 16384 /* elements below which a loop runs on one thread */
 #define PART_ROWS 128 /* rows per partial of a column reduction */
-#define ATT_BLOCK 64  /* query rows and key rows per attention block */
 #define COL_SLICE 64  /* columns per task of the embedding's scatter-add */
 
 static int64_t n_parts(int64_t rows) { return (rows + PART_ROWS - 1) / PART_ROWS; }
@@ -342,200 +342,6 @@ static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N,
     return DP_OK;
 }
 
-/* ---- causal self-attention, FlashAttention-2 style -------------------------------------- *
- * The scores of one (sample, head) are visited block by block: ATT_BLOCK query rows against
- * ATT_BLOCK key rows at a time, with an online softmax (running max m and sum l per row).
- * Memory beyond the inputs and outputs is per-thread host scratch of O(ATT_BLOCK^2 +
- * ATT_BLOCK * hd) floats, the CPU's counterpart of a kernel's registers and shared memory:
- * no T x T buffer exists anywhere. Each task (sample, head, block) is computed by one thread in
- * a fixed order, so results do not depend on the thread count or the schedule. */
-
-/* rows [row0, row0 + nrows) of head h of a N x (H*hd) view with row stride ldm, for sample b,
- * widened into dst (nrows x hd). */
-static void load_block(dp_dtype t, const void *base, int64_t ldm, int64_t b, int64_t T, int64_t h, int64_t hd,
-                       int64_t row0, int64_t nrows, float *dst) {
-    for (int64_t r = 0; r < nrows; r++) {
-        int64_t o = (b * T + row0 + r) * ldm + h * hd;
-        for (int64_t c = 0; c < hd; c++) dst[r * hd + c] = dp_cpu_ld(t, base, o + c);
-    }
-}
-
-static void store_block(dp_dtype t, void *base, int64_t ldm, int64_t b, int64_t T, int64_t h, int64_t hd, int64_t row0,
-                        int64_t nrows, const float *src) {
-    for (int64_t r = 0; r < nrows; r++) {
-        int64_t o = (b * T + row0 + r) * ldm + h * hd;
-        for (int64_t c = 0; c < hd; c++) dp_cpu_st(t, base, o + c, src[r * hd + c]);
-    }
-}
-
-static float dot(const float *a, const float *b, int64_t n) {
-    float s = 0;
-    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
-static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
-                                 float scale) {
-    (void)dev;
-    DP_TRY(dp_cpu_need_float(t, "attention_forward"));
-    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
-    const int64_t work = B * H * T * (T + 1) / 2 * hd; /* multiply-adds of q.k alone */
-    int failed = 0;
-#pragma omp parallel if (tasks > 1 && work > PAR_MIN)
-    {
-        /* Q, K, V and the accumulator (block x hd each), one row of scores, m and l */
-        float *scratch = malloc(sizeof(float) * (size_t)(4 * ATT_BLOCK * hd + 3 * ATT_BLOCK));
-        if (!scratch) {
-#pragma omp atomic write
-            failed = 1;
-        }
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            if (!scratch) continue;
-            float *Q = scratch, *K = Q + ATT_BLOCK * hd, *Vb = K + ATT_BLOCK * hd, *acc = Vb + ATT_BLOCK * hd;
-            float *S = acc + ATT_BLOCK * hd, *m = S + ATT_BLOCK, *l = m + ATT_BLOCK;
-            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H);
-            const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-            load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
-            for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
-            memset(acc, 0, sizeof(float) * (size_t)(nr * hd));
-            for (int64_t kb = 0; kb <= qb; kb++) {
-                const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-                load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-                load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
-                for (int64_t r = 0; r < nr; r++) {
-                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc; /* keys j <= i */
-                    float mx = m[r];
-                    for (int64_t c = 0; c < cend; c++) {
-                        S[c] = scale * dot(Q + r * hd, K + c * hd, hd);
-                        if (S[c] > mx) mx = S[c];
-                    }
-                    const float corr = expf(m[r] - mx); /* 0 on the first block (m = -inf) */
-                    float *a = acc + r * hd, sum = 0.0f;
-                    for (int64_t e = 0; e < hd; e++) a[e] *= corr;
-                    for (int64_t c = 0; c < cend; c++) {
-                        float p = expf(S[c] - mx);
-                        sum += p;
-                        for (int64_t e = 0; e < hd; e++) a[e] += p * Vb[c * hd + e];
-                    }
-                    l[r] = l[r] * corr + sum;
-                    m[r] = mx;
-                }
-            }
-            for (int64_t r = 0; r < nr; r++) {
-                const float inv = 1.0f / l[r];
-                for (int64_t e = 0; e < hd; e++) acc[r * hd + e] *= inv;
-                lse[(b * H + h) * T + i0 + r] = m[r] + logf(l[r]);
-            }
-            store_block(t, out, ld_out, b, T, h, hd, i0, nr, acc);
-        }
-        free(scratch);
-    }
-    if (failed) return dp_error_set(DP_EOOM, "attention_forward: out of host memory for block scratch");
-    return DP_OK;
-}
-
-static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                  const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                                  const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
-                                  int64_t hd, float scale) {
-    (void)dev;
-    DP_TRY(dp_cpu_need_float(t, "attention_backward"));
-    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
-    /* delta = rowsum(dout * out), per (sample, head, row) */
-#pragma omp parallel for schedule(static) if (B * T * ld_out > PAR_MIN)
-    for (int64_t bh = 0; bh < B * H; bh++) {
-        const int64_t b = bh / H, h = bh % H;
-        for (int64_t i = 0; i < T; i++) {
-            const int64_t o = (b * T + i) * ld_out + h * hd;
-            float s = 0;
-            for (int64_t e = 0; e < hd; e++) s += dp_cpu_ld(t, dout, o + e) * dp_cpu_ld(t, out, o + e);
-            delta[bh * T + i] = s;
-        }
-    }
-    const int64_t work = B * H * T * (T + 1) / 2 * hd;
-    int failed = 0;
-#pragma omp parallel if (tasks > 1 && work > PAR_MIN)
-    {
-        /* Q, dO, K, V and two gradient accumulators (block x hd each) */
-        float *scratch = malloc(sizeof(float) * (size_t)(6 * ATT_BLOCK * hd));
-        if (!scratch) {
-#pragma omp atomic write
-            failed = 1;
-        }
-        float *Q = scratch, *dO = NULL, *K = NULL, *Vb = NULL, *g1 = NULL, *g2 = NULL;
-        if (scratch) {
-            dO = Q + ATT_BLOCK * hd, K = dO + ATT_BLOCK * hd, Vb = K + ATT_BLOCK * hd;
-            g1 = Vb + ATT_BLOCK * hd, g2 = g1 + ATT_BLOCK * hd;
-        }
-        /* pass 1: dK and dV of each key block, from every query block at or after it */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            if (!scratch) continue;
-            const int64_t kb = task % nb, h = (task / nb) % H, b = task / (nb * H);
-            const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-            const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
-            float *dK = g1, *dV = g2;
-            load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-            load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
-            memset(dK, 0, sizeof(float) * (size_t)(nc * hd));
-            memset(dV, 0, sizeof(float) * (size_t)(nc * hd));
-            for (int64_t qb = kb; qb < nb; qb++) {
-                const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-                load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
-                load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
-                for (int64_t r = 0; r < nr; r++) {
-                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
-                    const float *qr = Q + r * hd, *dor = dO + r * hd;
-                    for (int64_t c = 0; c < cend; c++) {
-                        float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
-                        float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
-                        float *dvc = dV + c * hd, *dkc = dK + c * hd;
-                        for (int64_t e = 0; e < hd; e++) {
-                            dvc[e] += p * dor[e];
-                            dkc[e] += scale * ds * qr[e];
-                        }
-                    }
-                }
-            }
-            store_block(t, dk, ld_grad, b, T, h, hd, j0, nc, dK);
-            store_block(t, dv, ld_grad, b, T, h, hd, j0, nc, dV);
-        }
-        /* pass 2: dQ of each query block, from every key block at or before it */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            if (!scratch) continue;
-            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H);
-            const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-            const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
-            float *dQ = g1;
-            load_block(t, q, ld_in, b, T, h, hd, i0, nr, Q);
-            load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
-            memset(dQ, 0, sizeof(float) * (size_t)(nr * hd));
-            for (int64_t kb = 0; kb <= qb; kb++) {
-                const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-                load_block(t, k, ld_in, b, T, h, hd, j0, nc, K);
-                load_block(t, v, ld_in, b, T, h, hd, j0, nc, Vb);
-                for (int64_t r = 0; r < nr; r++) {
-                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
-                    const float *qr = Q + r * hd, *dor = dO + r * hd;
-                    float *dqr = dQ + r * hd;
-                    for (int64_t c = 0; c < cend; c++) {
-                        float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
-                        float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
-                        for (int64_t e = 0; e < hd; e++) dqr[e] += scale * ds * K[c * hd + e];
-                    }
-                }
-            }
-            store_block(t, dq, ld_grad, b, T, h, hd, i0, nr, dQ);
-        }
-        free(scratch);
-    }
-    if (failed) return dp_error_set(DP_EOOM, "attention_backward: out of host memory for block scratch");
-    return DP_OK;
-}
-
 /* ---- fused softmax cross-entropy -------------------------------------------------------- */
 
 static int check_targets(const int32_t *targets, int64_t N, int64_t V, const char *op) {
@@ -672,8 +478,8 @@ const dp_layer_ops dp_cpu_layer_ops = {
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
     .rope = cpu_rope,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
+    .attention_forward = dp_cpu_attention_forward,
+    .attention_backward = dp_cpu_attention_backward,
     .cross_entropy_forward = cpu_cross_entropy_forward,
     .cross_entropy_backward = cpu_cross_entropy_backward,
     .adamw_step = cpu_adamw_step,

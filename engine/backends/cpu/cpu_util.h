@@ -1,5 +1,6 @@
 /* cpu_util.h: element access shared by the CPU backend's files (backend_cpu.c, cpu_layers.c,
- * cpu_dpsgd.c): f32 or bf16 values loaded as f32 and stored with round-to-nearest-even. */
+ * cpu_dpsgd.c, cpu_attention.c): f32 or bf16 values loaded as f32 and stored with
+ * round-to-nearest-even, and blocks of either seen as f32. */
 #ifndef DP_CPU_UTIL_H
 #define DP_CPU_UTIL_H
 
@@ -19,6 +20,21 @@ static inline void dp_cpu_st(dp_dtype t, void *x, int64_t i, float v) {
         ((uint16_t *)x)[i] = dp_f32_to_bf16(v);
     else
         ((float *)x)[i] = v;
+}
+
+/* rows x cols block at element offset `at` of a row-major matrix x (row stride ld) as f32: a
+ * pointer into x itself when t is f32 (*ld_out = ld), else the block widened into buf (rows * cols
+ * floats, *ld_out = cols). */
+static inline const float *dp_cpu_f32_block(dp_dtype t, const void *x, int64_t ld, int64_t at, int64_t rows,
+                                            int64_t cols, float *buf, int64_t *ld_out) {
+    if (t == DP_F32) {
+        *ld_out = ld;
+        return (const float *)x + at;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) buf[r * cols + c] = dp_cpu_ld(t, x, at + r * ld + c);
+    *ld_out = cols;
+    return buf;
 }
 
 /* DP_OK for f32 and bf16; DP_ENOTSUP naming op and the dtype otherwise. */
