@@ -100,22 +100,55 @@ static int cpu_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value)
     return DP_OK;
 }
 
+#define RAND_BATCH 256 /* Philox blocks (4 values each) per batch: 4 KiB of stack */
+
+/* z[4j .. 4j+3] = dist's 4 values of block block0 + j for j < nb, as a + b z (normal) or
+ * a + (b - a) u (uniform). Branch-free Philox and Box-Muller (philox.h): the loop vectorises. */
+DP_CPU_CLONES static void rand_blocks(dp_rand_dist dist, float a, float b, uint64_t seed, uint64_t stream,
+                                      uint64_t block0, int64_t nb, float *restrict z) {
+    if (dist == DP_RAND_NORMAL) {
+        for (int64_t j = 0; j < nb; j++) dp_philox_normal4(seed, stream, block0 + (uint64_t)j, z + 4 * j);
+        for (int64_t j = 0; j < 4 * nb; j++) z[j] = a + b * z[j];
+    } else {
+        for (int64_t j = 0; j < nb; j++) {
+            dp_philox_out o = dp_philox4x32(seed, stream, block0 + (uint64_t)j);
+            for (int k = 0; k < 4; k++) z[4 * j + k] = a + (b - a) * dp_philox_uniform_word(o.v[k]);
+        }
+    }
+}
+
+/* x[i] (+)= r[i], then *= post, for i in [i0, i1) */
+static inline __attribute__((always_inline)) void rand_apply(dp_dtype t, void *x, const float *r, int64_t i0,
+                                                             int64_t i1, int accumulate, float post) {
+    for (int64_t i = i0; i < i1; i++) {
+        float v = accumulate ? dp_cpu_ld(t, x, i) + r[i - i0] : r[i - i0];
+        v = post != 1.0f ? v * post : v; /* rounded as the separate scale would round it */
+        dp_cpu_st(t, x, i, v);
+    }
+}
+
 static int cpu_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b, uint64_t seed,
                     uint64_t stream, uint64_t offset, int accumulate, float post) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rand"));
-    /* element i of the tensor is element offset+i of the stream */
+    if (n == 0) return DP_OK;
+    /* element i of the tensor is element offset+i of the stream, value (offset+i) % 4 of block
+     * (offset+i) / 4: each block is generated once, in batches of RAND_BATCH blocks */
+    const uint64_t first = offset >> 2, blocks = ((offset + n - 1) >> 2) - first + 1;
+    const int64_t batches = (int64_t)((blocks + RAND_BATCH - 1) / RAND_BATCH);
 #pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
-    for (size_t i = 0; i < n; i++) {
-        uint64_t e = offset + i;
-        float r;
-        if (dist == DP_RAND_NORMAL)
-            r = a + b * dp_philox_normal(seed, stream, e);
+    for (int64_t c = 0; c < batches; c++) {
+        float z[4 * RAND_BATCH];
+        uint64_t b0 = first + (uint64_t)c * RAND_BATCH, nb = blocks - (uint64_t)c * RAND_BATCH;
+        nb = nb < RAND_BATCH ? nb : RAND_BATCH;
+        rand_blocks(dist, a, b, seed, stream, b0, (int64_t)nb, z);
+        /* the tensor's elements among the batch's values: stream elements [4 b0, 4 (b0 + nb)) */
+        uint64_t e0 = 4 * b0 > offset ? 4 * b0 : offset, e1 = 4 * (b0 + nb) < offset + n ? 4 * (b0 + nb) : offset + n;
+        const float *r = z + (e0 - 4 * b0);
+        if (t == DP_F32)
+            rand_apply(DP_F32, x, r, (int64_t)(e0 - offset), (int64_t)(e1 - offset), accumulate, post);
         else
-            r = a + (b - a) * dp_philox_uniform(seed, stream, e);
-        float v = accumulate ? dp_cpu_ld(t, x, i) + r : r;
-        if (post != 1.0f) v = v * post; /* rounded as the separate scale would round it */
-        dp_cpu_st(t, x, i, v);
+            rand_apply(t, x, r, (int64_t)(e0 - offset), (int64_t)(e1 - offset), accumulate, post);
     }
     return DP_OK;
 }

@@ -9,6 +9,15 @@
 
 #include <stdint.h>
 
+/* Compiles a hot loop for AVX-512, AVX2 and the baseline, the loader picking the best the CPU has
+ * (GCC's target_clones, x86-64 with ifunc). Contraction stays off and only IEEE-rounded
+ * operations are used, so every variant gives the same bits. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define DP_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define DP_CPU_CLONES
+#endif
+
 /* Element i of x (f32 or bf16) as f32. */
 static inline float dp_cpu_ld(dp_dtype t, const void *x, int64_t i) {
     return t == DP_BF16 ? dp_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
