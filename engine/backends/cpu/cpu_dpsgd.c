@@ -75,15 +75,23 @@ static int cpu_gram_dot_masked(dp_device *dev, int64_t B, int64_t T, const float
     return DP_OK;
 }
 
+#define COL_CHUNK 256 /* columns per task of the per-sample column sums */
+
+/* The per-sample column sums walk each sample's T rows in order over a chunk of COL_CHUNK columns
+ * (contiguous, vectorised), in double: the same order, hence the same bits, as a sum per column. */
 static int cpu_token_sum(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int64_t p, const void *g, float *out) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "token_sum"));
+    const int64_t chunks = (p + COL_CHUNK - 1) / COL_CHUNK;
 #pragma omp parallel for schedule(static) if (B * T * p > PAR_MIN)
-    for (int64_t ic = 0; ic < B * p; ic++) {
-        int64_t i = ic / p, c = ic % p;
-        double s = 0.0;
-        for (int64_t tt = 0; tt < T; tt++) s += dp_cpu_ld(t, g, (i * T + tt) * p + c);
-        out[ic] = (float)s;
+    for (int64_t task = 0; task < B * chunks; task++) {
+        const int64_t i = task / chunks, c0 = task % chunks * COL_CHUNK, nc = p - c0 < COL_CHUNK ? p - c0 : COL_CHUNK;
+        double s[COL_CHUNK] = {0};
+        for (int64_t tt = 0; tt < T; tt++) {
+            const int64_t row = (i * T + tt) * p + c0;
+            for (int64_t c = 0; c < nc; c++) s[c] += dp_cpu_ld(t, g, row + c);
+        }
+        for (int64_t c = 0; c < nc; c++) out[i * p + c0 + c] = (float)s[c];
     }
     return DP_OK;
 }
@@ -92,19 +100,25 @@ static int cpu_norm_grads(dp_device *dev, dp_dtype t, int64_t B, int64_t T, int6
                           const float *rstd, const void *g, float *dw, float *db) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "norm_grads"));
+    const int64_t chunks = (d + COL_CHUNK - 1) / COL_CHUNK;
 #pragma omp parallel for schedule(static) if (B * T * d > PAR_MIN)
-    for (int64_t ic = 0; ic < B * d; ic++) {
-        int64_t i = ic / d, c = ic % d;
-        double sw = 0.0, sb = 0.0;
+    for (int64_t task = 0; task < B * chunks; task++) {
+        const int64_t i = task / chunks, c0 = task % chunks * COL_CHUNK, nc = d - c0 < COL_CHUNK ? d - c0 : COL_CHUNK;
+        double sw[COL_CHUNK] = {0}, sb[COL_CHUNK] = {0};
         for (int64_t tt = 0; tt < T; tt++) {
-            int64_t n = i * T + tt;
-            float xhat = mean ? (dp_cpu_ld(t, x, n * d + c) - mean[n]) * rstd[n] : dp_cpu_ld(t, x, n * d + c) * rstd[n];
-            float gv = dp_cpu_ld(t, g, n * d + c);
-            sw += (double)gv * (double)xhat;
-            sb += gv;
+            const int64_t n = i * T + tt, row = n * d + c0;
+            const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
+            for (int64_t c = 0; c < nc; c++) {
+                float xv = dp_cpu_ld(t, x, row + c), xhat = mean ? (xv - mu) * rs : xv * rs;
+                float gv = dp_cpu_ld(t, g, row + c);
+                sw[c] += (double)gv * (double)xhat;
+                sb[c] += gv;
+            }
         }
-        dw[ic] = (float)sw;
-        if (db) db[ic] = (float)sb;
+        for (int64_t c = 0; c < nc; c++) {
+            dw[i * d + c0 + c] = (float)sw[c];
+            if (db) db[i * d + c0 + c] = (float)sb[c];
+        }
     }
     return DP_OK;
 }
