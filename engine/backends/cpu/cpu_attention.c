@@ -73,8 +73,8 @@ static void scores(int64_t nr, int64_t nc, int64_t hd, float scale, const float 
 /* One block of the online softmax for the rows of a query block: folds the scores S of key block
  * j0 into the running max m and sum l, rescales the output accumulator acc (nr x hd) and turns S
  * into the block's probabilities (0 where a key is masked), ready for acc += P V. */
-static void online_softmax(float *S, int64_t nr, int64_t nc, int64_t i0, int64_t j0, float *m, float *l, float *acc,
-                           int64_t hd) {
+DP_CPU_CLONES static void online_softmax(float *S, int64_t nr, int64_t nc, int64_t i0, int64_t j0, float *m, float *l,
+                                         float *acc, int64_t hd) {
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * nc;
         const int64_t cend = visible(i0, r, j0, nc);
@@ -149,8 +149,8 @@ static int attention_forward(dp_dtype t, void *out, float *lse, const void *q, c
 
 /* The gradient of the scores of one block, from its probabilities: P (nr x nc) = exp(S - lse)
  * (0 where masked) in place of S, and dS = scale P (dP - delta) in place of dP. */
-static void score_grads(float *S, float *dP, int64_t nr, int64_t nc, int64_t i0, int64_t j0, const float *L,
-                        const float *D, float scale) {
+DP_CPU_CLONES static void score_grads(float *S, float *dP, int64_t nr, int64_t nc, int64_t i0, int64_t j0,
+                                      const float *L, const float *D, float scale) {
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * nc, *dp = dP + r * nc;
         const int64_t cend = visible(i0, r, j0, nc);

@@ -261,13 +261,32 @@ INLINE void swiglu_backward_span(dp_dtype t, void *dgate, void *dup, const void 
     }
 }
 
+/* The f32 spans, compiled per instruction set (cpu_util.h: the same bits on each). */
+DP_CPU_CLONES static void gelu_forward_f32(void *out, const void *x, int64_t i0, int64_t i1) {
+    gelu_forward_span(DP_F32, out, x, i0, i1);
+}
+
+DP_CPU_CLONES static void gelu_backward_f32(void *dx, const void *dout, const void *x, int accumulate, int64_t i0,
+                                            int64_t i1) {
+    gelu_backward_span(DP_F32, dx, dout, x, accumulate, i0, i1);
+}
+
+DP_CPU_CLONES static void swiglu_forward_f32(void *out, const void *gate, const void *up, int64_t i0, int64_t i1) {
+    swiglu_forward_span(DP_F32, out, gate, up, i0, i1);
+}
+
+DP_CPU_CLONES static void swiglu_backward_f32(void *dgate, void *dup, const void *dout, const void *gate,
+                                              const void *up, int64_t i0, int64_t i1) {
+    swiglu_backward_span(DP_F32, dgate, dup, dout, gate, up, i0, i1);
+}
+
 static int cpu_gelu_forward(dp_device *dev, dp_dtype t, void *out, const void *x, int64_t n) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "gelu_forward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t c = 0; c < SPANS(n); c++) {
         if (t == DP_F32)
-            gelu_forward_span(DP_F32, out, x, c * ELEM_SPAN, SPAN_END(c, n));
+            gelu_forward_f32(out, x, c * ELEM_SPAN, SPAN_END(c, n));
         else
             gelu_forward_span(t, out, x, c * ELEM_SPAN, SPAN_END(c, n));
     }
@@ -281,7 +300,7 @@ static int cpu_gelu_backward(dp_device *dev, dp_dtype t, void *dx, const void *d
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t c = 0; c < SPANS(n); c++) {
         if (t == DP_F32)
-            gelu_backward_span(DP_F32, dx, dout, x, accumulate, c * ELEM_SPAN, SPAN_END(c, n));
+            gelu_backward_f32(dx, dout, x, accumulate, c * ELEM_SPAN, SPAN_END(c, n));
         else
             gelu_backward_span(t, dx, dout, x, accumulate, c * ELEM_SPAN, SPAN_END(c, n));
     }
@@ -294,7 +313,7 @@ static int cpu_swiglu_forward(dp_device *dev, dp_dtype t, void *out, const void 
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t c = 0; c < SPANS(n); c++) {
         if (t == DP_F32)
-            swiglu_forward_span(DP_F32, out, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
+            swiglu_forward_f32(out, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
         else
             swiglu_forward_span(t, out, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
     }
@@ -308,7 +327,7 @@ static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *du
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t c = 0; c < SPANS(n); c++) {
         if (t == DP_F32)
-            swiglu_backward_span(DP_F32, dgate, dup, dout, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
+            swiglu_backward_f32(dgate, dup, dout, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
         else
             swiglu_backward_span(t, dgate, dup, dout, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
     }
@@ -389,6 +408,16 @@ INLINE void row_softmax_grad(dp_dtype t, void *row, int64_t V, float z, int32_t 
     dp_cpu_st(t, row, target, (pt - 1.0f) * s);
 }
 
+/* The f32 rows, compiled per instruction set: the log-sum-exp's max and sum, and the gradient. */
+DP_CPU_CLONES static double row_max_sum_f32(const void *row, int64_t V, float *mx) {
+    *mx = row_max(DP_F32, row, V);
+    return row_sum_exp(DP_F32, row, V, *mx);
+}
+
+DP_CPU_CLONES static void row_softmax_grad_f32(void *row, int64_t V, float z, int32_t target, float s) {
+    row_softmax_grad(DP_F32, row, V, z, target, s);
+}
+
 static int cpu_cross_entropy_forward(dp_device *dev, dp_dtype t, float *losses, float *lse, const void *logits,
                                      const int32_t *targets, int64_t N, int64_t V) {
     (void)dev;
@@ -398,8 +427,14 @@ static int cpu_cross_entropy_forward(dp_device *dev, dp_dtype t, float *losses, 
 #pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         const char *row = (const char *)logits + (size_t)(n * V) * es;
-        float mx = t == DP_F32 ? row_max(DP_F32, row, V) : row_max(t, row, V);
-        double s = t == DP_F32 ? row_sum_exp(DP_F32, row, V, mx) : row_sum_exp(t, row, V, mx);
+        float mx;
+        double s;
+        if (t == DP_F32) {
+            s = row_max_sum_f32(row, V, &mx);
+        } else {
+            mx = row_max(t, row, V);
+            s = row_sum_exp(t, row, V, mx);
+        }
         float z = mx + (float)log(s);
         lse[n] = z;
         losses[n] = z - dp_cpu_ld(t, row, targets[n]);
@@ -418,7 +453,7 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
     for (int64_t n = 0; n < N; n++) {
         char *row = (char *)logits + (size_t)(n * V) * es;
         if (t == DP_F32)
-            row_softmax_grad(DP_F32, row, V, lse[n], targets[n], sample_scale[n / T]);
+            row_softmax_grad_f32(row, V, lse[n], targets[n], sample_scale[n / T]);
         else
             row_softmax_grad(t, row, V, lse[n], targets[n], sample_scale[n / T]);
     }
@@ -427,16 +462,11 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
 
 /* ---- optimizers ------------------------------------------------------------------------- */
 
-/* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps). */
-static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
-                          float beta1, float beta2, float eps, float weight_decay, int64_t step) {
-    (void)dev;
-    if (step < 1) return dp_error_set(DP_EINVAL, "adamw_step: step %lld (counts from 1)", (long long)step);
-    const float decay = 1.0f - lr * weight_decay;
-    const double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
-    const float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-#pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
+/* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps), on
+ * elements [i0, i1); compiled per instruction set. */
+DP_CPU_CLONES static void adamw_span(float *p, const float *g, float *m, float *v, int64_t i0, int64_t i1, float beta1,
+                                     float beta2, float eps, float decay, float step_size, float bc2_sqrt) {
+    for (int64_t i = i0; i < i1; i++) {
         float gi = g[i];
         float pi = p[i] * decay;
         float mi = m[i] + (1.0f - beta1) * (gi - m[i]);
@@ -446,6 +476,18 @@ static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, fl
         m[i] = mi;
         v[i] = vi;
     }
+}
+
+static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
+                          float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+    (void)dev;
+    if (step < 1) return dp_error_set(DP_EINVAL, "adamw_step: step %lld (counts from 1)", (long long)step);
+    const float decay = 1.0f - lr * weight_decay;
+    const double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
+    const float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+#pragma omp parallel for schedule(static) if (n > PAR_MIN)
+    for (int64_t c = 0; c < SPANS(n); c++)
+        adamw_span(p, g, m, v, c * ELEM_SPAN, SPAN_END(c, n), beta1, beta2, eps, decay, step_size, bc2_sqrt);
     return DP_OK;
 }
 
