@@ -341,23 +341,33 @@ static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N,
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rope"));
     if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
-    const int64_t half = hd / 2;
+    const int64_t half = hd / 2, P = N < T ? N : T;
+    /* cos and sin of each (position, j) once: T x half of each, not N x half x H calls */
+    float *cs = malloc((size_t)(2 * P * half) * sizeof *cs);
+    if (!cs) return dp_error_set(DP_EOOM, "rope: out of host memory for the %lld angles", (long long)(P * half));
+#pragma omp parallel for schedule(static) if (P * half > PAR_MIN / 16)
+    for (int64_t pj = 0; pj < P * half; pj++) {
+        const float pos = (float)(pj / half);
+        const int64_t j = pj % half;
+        /* the angle formula of layer_ops.h, in f32 on every device */
+        float inv_freq = powf(theta, -(float)(2 * j) / (float)hd);
+        float angle = pos * inv_freq;
+        cs[2 * pj] = cosf(angle);
+        cs[2 * pj + 1] = inverse ? -sinf(angle) : sinf(angle);
+    }
 #pragma omp parallel for schedule(static) if (N * H * hd > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const float pos = (float)(n % T);
-        for (int64_t j = 0; j < half; j++) {
-            /* the angle formula of layer_ops.h, in f32 on every device */
-            float inv_freq = powf(theta, -(float)(2 * j) / (float)hd);
-            float angle = pos * inv_freq;
-            float c = cosf(angle), s = inverse ? -sinf(angle) : sinf(angle);
-            for (int64_t h = 0; h < H; h++) {
+        const float *row = cs + 2 * (n % T) * half;
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t j = 0; j < half; j++) {
+                const float c = row[2 * j], s = row[2 * j + 1];
                 int64_t i1 = n * ldx + h * hd + j, i2 = i1 + half;
                 float x1 = dp_cpu_ld(t, x, i1), x2 = dp_cpu_ld(t, x, i2);
                 dp_cpu_st(t, x, i1, x1 * c - x2 * s);
                 dp_cpu_st(t, x, i2, x2 * c + x1 * s);
             }
-        }
     }
+    free(cs);
     return DP_OK;
 }
 
