@@ -22,6 +22,8 @@
 #define PAR_MIN 16384 /* elements below which a loop runs on one thread */
 #define PART_ROWS 128 /* rows per partial of a column reduction */
 #define COL_SLICE 64  /* columns per task of the embedding's scatter-add */
+#define LANES 16      /* independent partial maxima and sums per row: a fixed order that vectorises */
+#define INLINE static inline __attribute__((always_inline))
 
 static int64_t n_parts(int64_t rows) { return (rows + PART_ROWS - 1) / PART_ROWS; }
 
@@ -83,33 +85,112 @@ static int cpu_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, 
     return DP_OK;
 }
 
-/* ---- LayerNorm and RMSNorm -------------------------------------------------------------- */
+/* ---- LayerNorm and RMSNorm -------------------------------------------------------------- *
+ * A row's sums run in LANES double partial sums added in a fixed order (vectorised); the f32 rows
+ * are compiled per instruction set (the same bits on each). */
+
+/* sum over j < d of (x[o + j] - centre), or of its squares, in double */
+INLINE double row_sum(dp_dtype t, const void *x, int64_t o, int64_t d, int squares, float centre) {
+    double acc[LANES] = {0};
+    int64_t j = 0;
+    for (; j + LANES <= d; j += LANES)
+        for (int l = 0; l < LANES; l++) {
+            double v = (double)dp_cpu_ld(t, x, o + j + l) - centre;
+            acc[l] += squares ? v * v : v;
+        }
+    double s = 0;
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (; j < d; j++) {
+        double v = (double)dp_cpu_ld(t, x, o + j) - centre;
+        s += squares ? v * v : v;
+    }
+    return s;
+}
+
+/* rows [n0, n1) of LayerNorm (b != NULL: mean saved) or RMSNorm (b == NULL) */
+INLINE void norm_forward_rows(dp_dtype t, void *out, float *mean, float *rstd, const void *x, const float *w,
+                              const float *b, int64_t n0, int64_t n1, int64_t d, float eps) {
+    for (int64_t n = n0; n < n1; n++) {
+        const int64_t o = n * d;
+        const float mu = b ? (float)(row_sum(t, x, o, d, 0, 0.0f) / (double)d) : 0.0f;
+        const float rs = (float)(1.0 / sqrt(row_sum(t, x, o, d, 1, mu) / (double)d + (double)eps));
+        if (b) {
+            for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, (dp_cpu_ld(t, x, o + j) - mu) * rs * w[j] + b[j]);
+            mean[n] = mu;
+        } else {
+            for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, dp_cpu_ld(t, x, o + j) * rs * w[j]);
+        }
+        rstd[n] = rs;
+    }
+}
+
+DP_CPU_CLONES static void norm_forward_rows_f32(void *out, float *mean, float *rstd, const void *x, const float *w,
+                                                const float *b, int64_t n0, int64_t n1, int64_t d, float eps) {
+    norm_forward_rows(DP_F32, out, mean, rstd, x, w, b, n0, n1, d, eps);
+}
+
+static int norm_forward(dp_dtype t, void *out, float *mean, float *rstd, const void *x, const float *w, const float *b,
+                        int64_t N, int64_t d, float eps) {
+    const int64_t rows = PART_ROWS / 4, chunks = (N + rows - 1) / rows;
+#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t n0 = c * rows, n1 = n0 + rows < N ? n0 + rows : N;
+        if (t == DP_F32)
+            norm_forward_rows_f32(out, mean, rstd, x, w, b, n0, n1, d, eps);
+        else
+            norm_forward_rows(t, out, mean, rstd, x, w, b, n0, n1, d, eps);
+    }
+    return DP_OK;
+}
 
 static int cpu_layernorm_forward(dp_device *dev, dp_dtype t, void *out, float *mean, float *rstd, const void *x,
                                  const float *w, const float *b, int64_t N, int64_t d, float eps) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "layernorm_forward"));
-#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
-    for (int64_t n = 0; n < N; n++) {
-        const int64_t o = n * d;
-        double s = 0;
-        for (int64_t j = 0; j < d; j++) s += dp_cpu_ld(t, x, o + j);
-        float mu = (float)(s / (double)d);
-        double v = 0;
-        for (int64_t j = 0; j < d; j++) {
-            double c = (double)dp_cpu_ld(t, x, o + j) - mu;
-            v += c * c;
-        }
-        float rs = (float)(1.0 / sqrt(v / (double)d + (double)eps));
-        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, (dp_cpu_ld(t, x, o + j) - mu) * rs * w[j] + b[j]);
-        mean[n] = mu;
-        rstd[n] = rs;
-    }
-    return DP_OK;
+    return norm_forward(t, out, mean, rstd, x, w, b, N, d, eps);
 }
 
-/* dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * w; for RMSNorm (mean == NULL) the
- * mean(g) term is absent and xhat = x rstd. Also the fixed-chunk partials of dw and db. */
+/* The rows of partial chunk c: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * w; for
+ * RMSNorm (mean == NULL) the mean(g) term is absent and xhat = x rstd. pw, pb: the chunk's
+ * partials of dw and db (either may be NULL). */
+INLINE void norm_backward_rows(dp_dtype t, void *dx, double *pw, double *pb, const void *dout, const void *x,
+                               const float *w, const float *mean, const float *rstd, int64_t n0, int64_t n1, int64_t d,
+                               int accumulate) {
+    for (int64_t n = n0; n < n1; n++) {
+        const int64_t o = n * d;
+        const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
+        double ag[LANES] = {0}, agx[LANES] = {0}, sg = 0, sgx = 0;
+        int64_t j = 0;
+        for (; j + LANES <= d; j += LANES)
+            for (int l = 0; l < LANES; l++) {
+                float xh = (dp_cpu_ld(t, x, o + j + l) - mu) * rs, g = dp_cpu_ld(t, dout, o + j + l) * w[j + l];
+                ag[l] += g;
+                agx[l] += (double)g * xh;
+            }
+        for (int l = 0; l < LANES; l++) sg += ag[l], sgx += agx[l];
+        for (; j < d; j++) {
+            float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, g = dp_cpu_ld(t, dout, o + j) * w[j];
+            sg += g;
+            sgx += (double)g * xh;
+        }
+        const float mg = mean ? (float)(sg / (double)d) : 0.0f, mgx = (float)(sgx / (double)d);
+        for (j = 0; j < d; j++) { /* dout read before dx is written: they may alias */
+            float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, go = dp_cpu_ld(t, dout, o + j);
+            float v = (go * w[j] - mg - xh * mgx) * rs;
+            dp_cpu_st(t, dx, o + j, accumulate ? dp_cpu_ld(t, dx, o + j) + v : v);
+            if (pw) pw[j] += (double)go * xh;
+            if (pb) pb[j] += go;
+        }
+    }
+}
+
+DP_CPU_CLONES static void norm_backward_rows_f32(void *dx, double *pw, double *pb, const void *dout, const void *x,
+                                                 const float *w, const float *mean, const float *rstd, int64_t n0,
+                                                 int64_t n1, int64_t d, int accumulate) {
+    norm_backward_rows(DP_F32, dx, pw, pb, dout, x, w, mean, rstd, n0, n1, d, accumulate);
+}
+
+/* The backward of both norms, with the fixed-chunk partials of dw and db. */
 static int norm_backward(dp_dtype t, void *dx, float *dw, float *db, const void *dout, const void *x, const float *w,
                          const float *mean, const float *rstd, int64_t N, int64_t d, int accumulate) {
     int64_t parts = n_parts(N);
@@ -122,25 +203,12 @@ static int norm_backward(dp_dtype t, void *dx, float *dw, float *db, const void 
     }
 #pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
     for (int64_t c = 0; c < parts; c++) {
-        int64_t n1 = (c + 1) * PART_ROWS < N ? (c + 1) * PART_ROWS : N;
-        for (int64_t n = c * PART_ROWS; n < n1; n++) {
-            const int64_t o = n * d;
-            const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
-            double sg = 0, sgx = 0;
-            for (int64_t j = 0; j < d; j++) {
-                float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, g = dp_cpu_ld(t, dout, o + j) * w[j];
-                sg += g;
-                sgx += (double)g * xh;
-            }
-            const float mg = mean ? (float)(sg / (double)d) : 0.0f, mgx = (float)(sgx / (double)d);
-            for (int64_t j = 0; j < d; j++) {
-                float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, go = dp_cpu_ld(t, dout, o + j);
-                float v = (go * w[j] - mg - xh * mgx) * rs;
-                dp_cpu_st(t, dx, o + j, accumulate ? dp_cpu_ld(t, dx, o + j) + v : v);
-                if (pw) pw[c * d + j] += (double)go * xh;
-                if (pb) pb[c * d + j] += go;
-            }
-        }
+        int64_t n0 = c * PART_ROWS, n1 = (c + 1) * PART_ROWS < N ? (c + 1) * PART_ROWS : N;
+        double *cw = pw ? pw + c * d : NULL, *cb = pb ? pb + c * d : NULL;
+        if (t == DP_F32)
+            norm_backward_rows_f32(dx, cw, cb, dout, x, w, mean, rstd, n0, n1, d, accumulate);
+        else
+            norm_backward_rows(t, dx, cw, cb, dout, x, w, mean, rstd, n0, n1, d, accumulate);
     }
     if (pw) add_parts(dw, pw, parts, d);
     if (pb) add_parts(db, pb, parts, d);
@@ -161,19 +229,7 @@ static int cpu_rmsnorm_forward(dp_device *dev, dp_dtype t, void *out, float *rst
                                int64_t N, int64_t d, float eps) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rmsnorm_forward"));
-#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
-    for (int64_t n = 0; n < N; n++) {
-        const int64_t o = n * d;
-        double s = 0;
-        for (int64_t j = 0; j < d; j++) {
-            double v = dp_cpu_ld(t, x, o + j);
-            s += v * v;
-        }
-        float rs = (float)(1.0 / sqrt(s / (double)d + (double)eps));
-        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, dp_cpu_ld(t, x, o + j) * rs * w[j]);
-        rstd[n] = rs;
-    }
-    return DP_OK;
+    return norm_forward(t, out, NULL, rstd, x, w, NULL, N, d, eps);
 }
 
 static int cpu_rmsnorm_backward(dp_device *dev, dp_dtype t, void *dx, float *dw, const void *dout, const void *x,
@@ -220,8 +276,6 @@ static int cpu_bias_backward(dp_device *dev, dp_dtype t, float *db, const void *
 #define ELEM_SPAN 4096
 #define SPANS(n) (((n) + ELEM_SPAN - 1) / ELEM_SPAN)
 #define SPAN_END(c, n) ((c + 1) * ELEM_SPAN < (n) ? (c + 1) * ELEM_SPAN : (n))
-#define INLINE static inline __attribute__((always_inline))
-
 INLINE float gelu_value(float v) { return 0.5f * v * (1.0f + dp_vtanh(GELU_SCALE * (v + 0.044715f * v * v * v))); }
 
 INLINE float gelu_grad(float v) {
@@ -380,8 +434,6 @@ static int check_targets(const int32_t *targets, int64_t N, int64_t V, const cha
                                 (long long)n, (long long)V);
     return DP_OK;
 }
-
-#define LANES 16 /* independent partial maxima and sums per row: a fixed order that vectorises */
 
 /* max of row[0..V) (f32 or bf16; NaN ignored as by a > test) */
 INLINE float row_max(dp_dtype t, const void *row, int64_t V) {
