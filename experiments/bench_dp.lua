@@ -23,7 +23,7 @@ local device = args.device or "cpu"
 local on_gpu = device == "cuda"
 local configs = presets.list(args.configs) or (on_gpu and { "large", "batched" } or { "small" })
 local dtypes = presets.list(args.dtypes) or (on_gpu and { "f32", "bf16" } or { "f32" })
-local methods = presets.list(args.methods) or presets.ALL_METHODS
+local methods = presets.methods{ methods = args.methods, all = true } -- a new list: vanilla goes first below
 if methods[1] ~= "vanilla" then table.insert(methods, 1, "vanilla") end -- ratios need it, run first
 local out = args.out or string.format("results/bench_dp_%s", os.date("%Y%m%d_%H%M%S"))
 
@@ -38,8 +38,7 @@ for _, name in ipairs(configs) do
     local dir = string.format("%s/%s_%s", out, name, dtype)
     local swept = dp.sweep{
       base = { model = model, device = device, iters = args.iters or 2, warmup = args.warmup or 1,
-               dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01,
-                      max_physical_batch_size = model.batch, flash_impl = args.flash_impl } },
+               dp = { max_physical_batch_size = model.batch, flash_impl = args.flash_impl } }, -- C, sigma, q: defaults
       vary = { method = methods }, out = dir, timeout = args.timeout or 900,
     }
     local base

@@ -1,5 +1,5 @@
 -- sweep_layers.lua: how peak memory and step time grow with depth, per method (CPU: 1..8 layers; preset=large on a GPU: 4..20 layers at T = 16384).
--- Change it: dpprof run experiments/sweep_layers.lua [preset=large] [layer_counts=2,4,8] [methods=a,b | all=1] [device=] [out=DIR]
+-- Change it: dpprof run experiments/sweep_layers.lua [preset=large] [layer_counts=2,4,8] [methods=a,b | all=1] [device=] [parallel=N|gpus] [out=DIR]
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local args = dp.args or {}
@@ -7,6 +7,6 @@ presets.check_args(args, "sweep_layers.lua", presets.args_without("layers"), { "
 
 local p = presets.choose(args)
 local out = presets.out(args, "sweep_layers")
-local swept = dp.sweep{ base = presets.base(p, args), out = out, timeout = p.timeout,
+local swept = dp.sweep{ base = presets.base(p, args), out = out, timeout = p.timeout, parallel = args.parallel,
           vary = { method = presets.methods(args), layers = presets.list(args.layer_counts) or p.layers } }
 presets.finish(out, swept)

@@ -1,20 +1,23 @@
 /* attention_bwd.cu: causal self-attention backward, FlashAttention-2 style, deterministic: no
  * atomics. Three launches:
  *   delta   delta[bh, i] = rowsum(dout_i * out_i), one warp per (token, head);
- *   dK, dV  one block per key block, walking the query blocks at or after it:
+ *   dK, dV  one block per key block of a kv head, walking the query blocks at or after it of
+ *           each query head of its group in turn (grouped-query: H / Hkv heads per kv head):
  *             S^T = K Q^T, P^T = exp(scale S^T - lse), dV += P^T dO,
  *             dP^T = V dO^T, dS^T = P^T (dP^T - delta), dK += scale dS^T Q;
  *   dQ      one block per query block, walking the key blocks at or before it:
  *             S = Q K^T, P, dP = dO V^T, dS = P (dP - delta), dQ += scale dS K.
- * Each gradient row is owned by one block, so it is written once, in a fixed order. The price
+ * Each gradient row is owned by one block, so it is written once, in a fixed order (a kv head's
+ * dK, dV sum its group's heads in increasing order in that block's registers). The price
  * is recomputing S and dP in the dQ pass: 7 instead of FA2's 5 block products, i.e. about
  * 3.5 B T^2 d flops per layer over the causal triangle (2.5 B T^2 d with atomics).
  *
  * Tensor-core kernels (bf16, hd 64/128), desk check:
- *  dK/dV: grid (T / 64 key blocks, B H), 4 warps; warp w owns keys k0 + 16w .. + 15 as the
+ *  dK/dV: grid (T / 64 key blocks, B Hkv), 4 warps; warp w owns keys k0 + 16w .. + 15 as the
  *    m16 rows of S^T, dP^T, dK and dV (f32 accumulators for dK, dV stay in registers for the
  *    whole walk). Query tiles of BQ (32 at hd 128, 64 at hd 64) from the tile holding key k0
- *    to the end; Q, dO, lse and delta tiles double-buffered with cp.async (same group
+ *    to the end, for each query head of the kv head's group in turn (one flat walk of
+ *    G x tiles steps); Q, dO, lse and delta tiles double-buffered with cp.async (same group
  *    accounting as the forward); K and V tiles are read by ldmatrix every tile (registers
  *    are spent on the accumulators). A warp skips a query tile whose last query precedes its
  *    first key. The mask (query < key, query >= T, key >= T) sets P to 0 exactly, and only in
@@ -67,10 +70,10 @@ template <int HD> struct BwdMma {
 
 template <int HD>
 __global__ void __launch_bounds__(BWD_THREADS)
-    attn_bwd_dkdv_mma_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, int64_t ld_grad,
+    attn_bwd_dkdv_mma_kernel(bf16 *__restrict__ dk, bf16 *__restrict__ dv, int64_t ld_dkv,
                              const bf16 *__restrict__ dout, const bf16 *__restrict__ q, const bf16 *__restrict__ k,
-                             const bf16 *__restrict__ v, int64_t ld_in, const float *__restrict__ lse,
-                             const float *__restrict__ delta, int T, int H, float scale, float scale_log2) {
+                             const bf16 *__restrict__ v, int64_t ld_q, int64_t ld_kv, const float *__restrict__ lse,
+                             const float *__restrict__ delta, int T, int H, int G, float scale, float scale_log2) {
     constexpr int BK = BWD_BK, TQ = BwdMma<HD>::TQ, LDS = BwdMma<HD>::LDS, KSTEPS = HD / 16, NQ = TQ / 8, OT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sK = reinterpret_cast<bf16 *>(smem_raw);            /* BK x LDS */
@@ -81,19 +84,20 @@ __global__ void __launch_bounds__(BWD_THREADS)
     float *sD = sL + 2 * TQ;                                  /* 2 x TQ: delta */
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int Hkv = H / G, b = blockIdx.y / Hkv, kvh = blockIdx.y % Hkv;
     const int k0 = blockIdx.x * BK;
     const int64_t row0 = (int64_t)b * T, ld_out = (int64_t)H * HD;
-    const bf16 *qg = q + row0 * ld_in + (int64_t)h * HD;
-    const bf16 *kg = k + row0 * ld_in + (int64_t)h * HD;
-    const bf16 *vg = v + row0 * ld_in + (int64_t)h * HD;
-    const bf16 *og = dout + row0 * ld_out + (int64_t)h * HD;
-    const float *Lg = lse + (int64_t)bh * T, *Dg = delta + (int64_t)bh * T;
-    const int qt0 = k0 / TQ, nqt = (T + TQ - 1) / TQ;
+    const bf16 *kg = k + row0 * ld_kv + (int64_t)kvh * HD;
+    const bf16 *vg = v + row0 * ld_kv + (int64_t)kvh * HD;
+    const int qt0 = k0 / TQ, nqt = (T + TQ - 1) / TQ, nper = nqt - qt0;
 
-    auto load_q_tile = [&](int qt, int buf) {
-        const int qs = qt * TQ;
-        cp_tile<HD, TQ, BWD_THREADS>(sQ + buf * TQ * LDS, qg, ld_in, qs, T);
+    /* step it of the walk: query tile qt0 + it % nper of the group's head it / nper */
+    auto load_q_tile = [&](int it, int buf) {
+        const int h = kvh * G + it / nper, qs = (qt0 + it % nper) * TQ;
+        const bf16 *qg = q + row0 * ld_q + (int64_t)h * HD;
+        const bf16 *og = dout + row0 * ld_out + (int64_t)h * HD;
+        const float *Lg = lse + ((int64_t)b * H + h) * T, *Dg = delta + ((int64_t)b * H + h) * T;
+        cp_tile<HD, TQ, BWD_THREADS>(sQ + buf * TQ * LDS, qg, ld_q, qs, T);
         cp_tile<HD, TQ, BWD_THREADS>(sO + buf * TQ * LDS, og, ld_out, qs, T);
         for (int i = threadIdx.x; i < TQ; i += BWD_THREADS) {
             const bool ok = qs + i < T;
@@ -102,9 +106,9 @@ __global__ void __launch_bounds__(BWD_THREADS)
         }
     };
 
-    cp_tile<HD, BK, BWD_THREADS>(sK, kg, ld_in, k0, T);
-    cp_tile<HD, BK, BWD_THREADS>(sV, vg, ld_in, k0, T);
-    load_q_tile(qt0, 0);
+    cp_tile<HD, BK, BWD_THREADS>(sK, kg, ld_kv, k0, T);
+    cp_tile<HD, BK, BWD_THREADS>(sV, vg, ld_kv, k0, T);
+    load_q_tile(0, 0);
     cp_async_commit();
 
     const int wk0 = k0 + warp * 16; /* first key of this warp */
@@ -114,13 +118,13 @@ __global__ void __launch_bounds__(BWD_THREADS)
 #pragma unroll
         for (int e = 0; e < 4; e++) dK[i][e] = dV[i][e] = 0.0f;
 
-    for (int qt = qt0; qt < nqt; qt++) {
-        const int buf = (qt - qt0) & 1;
-        if (qt + 1 < nqt) load_q_tile(qt + 1, buf ^ 1);
+    for (int it = 0; it < G * nper; it++) {
+        const int buf = it & 1;
+        if (it + 1 < G * nper) load_q_tile(it + 1, buf ^ 1);
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
-        const int qs = qt * TQ;
+        const int qs = (qt0 + it % nper) * TQ;
         if (wk0 < T && qs + TQ - 1 >= wk0) {
             const bf16 *Qt = sQ + buf * TQ * LDS, *Ot = sO + buf * TQ * LDS;
             const float *Lt = sL + buf * TQ, *Dt = sD + buf * TQ;
@@ -185,8 +189,8 @@ __global__ void __launch_bounds__(BWD_THREADS)
     for (int hf = 0; hf < 2; hf++) {
         const int key = wk0 + (lane >> 2) + hf * 8;
         if (key < T) {
-            bf16 *dkr = dk + (row0 + key) * ld_grad + (int64_t)h * HD;
-            bf16 *dvr = dv + (row0 + key) * ld_grad + (int64_t)h * HD;
+            bf16 *dkr = dk + (row0 + key) * ld_dkv + (int64_t)kvh * HD;
+            bf16 *dvr = dv + (row0 + key) * ld_dkv + (int64_t)kvh * HD;
 #pragma unroll
             for (int i = 0; i < OT; i++) {
                 const int col = i * 8 + (lane & 3) * 2;
@@ -202,10 +206,10 @@ __global__ void __launch_bounds__(BWD_THREADS)
 
 template <int HD>
 __global__ void __launch_bounds__(BWD_THREADS)
-    attn_bwd_dq_mma_kernel(bf16 *__restrict__ dq, int64_t ld_grad, const bf16 *__restrict__ dout,
+    attn_bwd_dq_mma_kernel(bf16 *__restrict__ dq, int64_t ld_dq, const bf16 *__restrict__ dout,
                            const bf16 *__restrict__ q, const bf16 *__restrict__ k, const bf16 *__restrict__ v,
-                           int64_t ld_in, const float *__restrict__ lse, const float *__restrict__ delta, int T, int H,
-                           float scale, float scale_log2) {
+                           int64_t ld_q, int64_t ld_kv, const float *__restrict__ lse, const float *__restrict__ delta,
+                           int T, int H, int G, float scale, float scale_log2) {
     constexpr int BQ = BWD_BQ, TK = BwdMma<HD>::TK, LDS = BwdMma<HD>::LDS, KSTEPS = HD / 16, NK = TK / 8, OT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw); /* BQ x LDS */
@@ -218,16 +222,16 @@ __global__ void __launch_bounds__(BWD_THREADS)
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int q0 = qb * BQ;
     const int64_t row0 = (int64_t)b * T, ld_out = (int64_t)H * HD;
-    const bf16 *qg = q + row0 * ld_in + (int64_t)h * HD;
-    const bf16 *kg = k + row0 * ld_in + (int64_t)h * HD;
-    const bf16 *vg = v + row0 * ld_in + (int64_t)h * HD;
+    const bf16 *qg = q + row0 * ld_q + (int64_t)h * HD;
+    const bf16 *kg = k + row0 * ld_kv + (int64_t)(h / G) * HD; /* the group's kv head */
+    const bf16 *vg = v + row0 * ld_kv + (int64_t)(h / G) * HD;
     const bf16 *og = dout + row0 * ld_out + (int64_t)h * HD;
     const int nkt = (min(q0 + BQ, T) - 1) / TK + 1;
 
-    cp_tile<HD, BQ, BWD_THREADS>(sQ, qg, ld_in, q0, T);
+    cp_tile<HD, BQ, BWD_THREADS>(sQ, qg, ld_q, q0, T);
     cp_tile<HD, BQ, BWD_THREADS>(sO, og, ld_out, q0, T);
-    cp_tile<HD, TK, BWD_THREADS>(sK, kg, ld_in, 0, T);
-    cp_tile<HD, TK, BWD_THREADS>(sV, vg, ld_in, 0, T);
+    cp_tile<HD, TK, BWD_THREADS>(sK, kg, ld_kv, 0, T);
+    cp_tile<HD, TK, BWD_THREADS>(sV, vg, ld_kv, 0, T);
     cp_async_commit();
 
     const int wq0 = q0 + warp * 16;
@@ -246,8 +250,8 @@ __global__ void __launch_bounds__(BWD_THREADS)
     for (int kt = 0; kt < nkt; kt++) {
         const int buf = kt & 1;
         if (kt + 1 < nkt) {
-            cp_tile<HD, TK, BWD_THREADS>(sK + (buf ^ 1) * TK * LDS, kg, ld_in, (kt + 1) * TK, T);
-            cp_tile<HD, TK, BWD_THREADS>(sV + (buf ^ 1) * TK * LDS, vg, ld_in, (kt + 1) * TK, T);
+            cp_tile<HD, TK, BWD_THREADS>(sK + (buf ^ 1) * TK * LDS, kg, ld_kv, (kt + 1) * TK, T);
+            cp_tile<HD, TK, BWD_THREADS>(sV + (buf ^ 1) * TK * LDS, vg, ld_kv, (kt + 1) * TK, T);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -315,7 +319,7 @@ __global__ void __launch_bounds__(BWD_THREADS)
     for (int hf = 0; hf < 2; hf++) {
         const int row = wq0 + (lane >> 2) + hf * 8;
         if (row < T) {
-            bf16 *dqr = dq + (row0 + row) * ld_grad + (int64_t)h * HD;
+            bf16 *dqr = dq + (row0 + row) * ld_dq + (int64_t)h * HD;
 #pragma unroll
             for (int i = 0; i < OT; i++) {
                 const int col = i * 8 + (lane & 3) * 2;
@@ -340,10 +344,10 @@ template <int HD> struct BwdSimt {
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(256, 1)
-    attn_bwd_dkdv_simt_kernel(T *__restrict__ dk, T *__restrict__ dv, int64_t ld_grad, const T *__restrict__ dout,
-                              const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, int64_t ld_in,
-                              const float *__restrict__ lse, const float *__restrict__ delta, int T_, int H, int hd,
-                              float scale, float scale_log2) {
+    attn_bwd_dkdv_simt_kernel(T *__restrict__ dk, T *__restrict__ dv, int64_t ld_dkv, const T *__restrict__ dout,
+                              const T *__restrict__ q, const T *__restrict__ k, const T *__restrict__ v, int64_t ld_q,
+                              int64_t ld_kv, const float *__restrict__ lse, const float *__restrict__ delta, int T_,
+                              int H, int G, int hd, float scale, float scale_log2) {
     constexpr int BK = BwdSimt<HD>::BK, TQ = BwdSimt<HD>::TQ, LDF = HD + 4, LDP = TQ + 4;
     constexpr int RM = BK / 16, RN = TQ / 16, CO = HD / 64;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -357,17 +361,14 @@ __global__ void __launch_bounds__(256, 1)
     float *sD = sL + TQ;                             /* TQ: delta */
 
     const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
-    const int bh = blockIdx.y, b = bh / H, h = bh % H;
+    const int Hkv = H / G, b = blockIdx.y / Hkv, kvh = blockIdx.y % Hkv;
     const int k0 = blockIdx.x * BK;
     const int64_t row0 = (int64_t)b * T_, ld_out = (int64_t)H * hd;
-    const T *qg = q + row0 * ld_in + (int64_t)h * hd;
-    const T *kg = k + row0 * ld_in + (int64_t)h * hd;
-    const T *vg = v + row0 * ld_in + (int64_t)h * hd;
-    const T *og = dout + row0 * ld_out + (int64_t)h * hd;
-    const float *Lg = lse + (int64_t)bh * T_, *Dg = delta + (int64_t)bh * T_;
+    const T *kg = k + row0 * ld_kv + (int64_t)kvh * hd;
+    const T *vg = v + row0 * ld_kv + (int64_t)kvh * hd;
 
-    simt_load_tile<T, HD>(sK, kg, ld_in, k0, BK, T_, hd);
-    simt_load_tile<T, HD>(sV, vg, ld_in, k0, BK, T_, hd);
+    simt_load_tile<T, HD>(sK, kg, ld_kv, k0, BK, T_, hd);
+    simt_load_tile<T, HD>(sV, vg, ld_kv, k0, BK, T_, hd);
     float dK[RM][CO][4], dV[RM][CO][4];
 #pragma unroll
     for (int i = 0; i < RM; i++)
@@ -376,11 +377,14 @@ __global__ void __launch_bounds__(256, 1)
 #pragma unroll
             for (int e = 0; e < 4; e++) dK[i][cc][e] = dV[i][cc][e] = 0.0f;
 
-    const int nqt = (T_ + TQ - 1) / TQ;
-    for (int qt = k0 / TQ; qt < nqt; qt++) {
-        const int qs = qt * TQ;
+    const int nqt = (T_ + TQ - 1) / TQ, qt0 = k0 / TQ, nper = nqt - qt0;
+    for (int it = 0; it < G * nper; it++) { /* the group's heads in turn, each over its query tiles */
+        const int h = kvh * G + it / nper, qs = (qt0 + it % nper) * TQ;
+        const T *qg = q + row0 * ld_q + (int64_t)h * hd;
+        const T *og = dout + row0 * ld_out + (int64_t)h * hd;
+        const float *Lg = lse + ((int64_t)b * H + h) * T_, *Dg = delta + ((int64_t)b * H + h) * T_;
         __syncthreads(); /* the previous tile is consumed */
-        simt_load_tile<T, HD>(sQ, qg, ld_in, qs, TQ, T_, hd);
+        simt_load_tile<T, HD>(sQ, qg, ld_q, qs, TQ, T_, hd);
         simt_load_tile<T, HD>(sO, og, ld_out, qs, TQ, T_, hd);
         for (int i = threadIdx.x; i < TQ; i += 256) {
             const bool ok = qs + i < T_;
@@ -414,8 +418,8 @@ __global__ void __launch_bounds__(256, 1)
     for (int i = 0; i < RM; i++) {
         const int key = k0 + ty + 16 * i;
         if (key < T_) {
-            T *dkr = dk + (row0 + key) * ld_grad + (int64_t)h * hd;
-            T *dvr = dv + (row0 + key) * ld_grad + (int64_t)h * hd;
+            T *dkr = dk + (row0 + key) * ld_dkv + (int64_t)kvh * hd;
+            T *dvr = dv + (row0 + key) * ld_dkv + (int64_t)kvh * hd;
 #pragma unroll
             for (int cc = 0; cc < CO; cc++)
 #pragma unroll
@@ -434,10 +438,10 @@ __global__ void __launch_bounds__(256, 1)
 
 template <typename T, int HD>
 __global__ void __launch_bounds__(256, 1)
-    attn_bwd_dq_simt_kernel(T *__restrict__ dq, int64_t ld_grad, const T *__restrict__ dout, const T *__restrict__ q,
-                            const T *__restrict__ k, const T *__restrict__ v, int64_t ld_in,
-                            const float *__restrict__ lse, const float *__restrict__ delta, int T_, int H, int hd,
-                            float scale, float scale_log2) {
+    attn_bwd_dq_simt_kernel(T *__restrict__ dq, int64_t ld_dq, const T *__restrict__ dout, const T *__restrict__ q,
+                            const T *__restrict__ k, const T *__restrict__ v, int64_t ld_q, int64_t ld_kv,
+                            const float *__restrict__ lse, const float *__restrict__ delta, int T_, int H, int G,
+                            int hd, float scale, float scale_log2) {
     constexpr int BQ = BwdSimt<HD>::BQ, TK = BwdSimt<HD>::TK, LDF = HD + 4, LDP = TK + 4;
     constexpr int RM = BQ / 16, RN = TK / 16, CO = HD / 64;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -452,12 +456,12 @@ __global__ void __launch_bounds__(256, 1)
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int q0 = qb * BQ;
     const int64_t row0 = (int64_t)b * T_, ld_out = (int64_t)H * hd;
-    const T *qg = q + row0 * ld_in + (int64_t)h * hd;
-    const T *kg = k + row0 * ld_in + (int64_t)h * hd;
-    const T *vg = v + row0 * ld_in + (int64_t)h * hd;
+    const T *qg = q + row0 * ld_q + (int64_t)h * hd;
+    const T *kg = k + row0 * ld_kv + (int64_t)(h / G) * hd; /* the group's kv head */
+    const T *vg = v + row0 * ld_kv + (int64_t)(h / G) * hd;
     const T *og = dout + row0 * ld_out + (int64_t)h * hd;
 
-    simt_load_tile<T, HD>(sQ, qg, ld_in, q0, BQ, T_, hd);
+    simt_load_tile<T, HD>(sQ, qg, ld_q, q0, BQ, T_, hd);
     simt_load_tile<T, HD>(sO, og, ld_out, q0, BQ, T_, hd);
     float L2[RM], Dl[RM], dQ[RM][CO][4];
 #pragma unroll
@@ -472,8 +476,8 @@ __global__ void __launch_bounds__(256, 1)
     for (int kt = 0; kt < nkt; kt++) {
         const int ks = kt * TK;
         __syncthreads();
-        simt_load_tile<T, HD>(sK, kg, ld_in, ks, TK, T_, hd);
-        simt_load_tile<T, HD>(sV, vg, ld_in, ks, TK, T_, hd);
+        simt_load_tile<T, HD>(sK, kg, ld_kv, ks, TK, T_, hd);
+        simt_load_tile<T, HD>(sV, vg, ld_kv, ks, TK, T_, hd);
         __syncthreads();
         float s[RM][RN], dp[RM][RN];
 #pragma unroll
@@ -499,7 +503,7 @@ __global__ void __launch_bounds__(256, 1)
     for (int i = 0; i < RM; i++) {
         const int row = q0 + ty + 16 * i;
         if (row < T_) {
-            T *dqr = dq + (row0 + row) * ld_grad + (int64_t)h * hd;
+            T *dqr = dq + (row0 + row) * ld_dq + (int64_t)h * hd;
 #pragma unroll
             for (int cc = 0; cc < CO; cc++)
 #pragma unroll
@@ -515,11 +519,11 @@ __global__ void __launch_bounds__(256, 1)
 
 struct BwdArgs {
     void *dq, *dk, *dv;
-    int64_t ld_grad;
+    int64_t ld_dq, ld_dkv;
     const void *dout, *q, *k, *v;
-    int64_t ld_in;
+    int64_t ld_q, ld_kv;
     const float *lse, *delta;
-    int B, T, H, hd;
+    int B, T, H, G, hd;
     float scale;
 };
 
@@ -533,16 +537,16 @@ template <int HD> static cudaError_t bwd_mma(cudaStream_t s, const BwdArgs &a) {
         limit_set = true;
     }
     const float sl2 = a.scale * ATT_LOG2E;
-    dim3 g1((unsigned)((a.T + BWD_BK - 1) / BWD_BK), (unsigned)(a.B * a.H));
+    dim3 g1((unsigned)((a.T + BWD_BK - 1) / BWD_BK), (unsigned)(a.B * (a.H / a.G)));
     attn_bwd_dkdv_mma_kernel<HD><<<g1, BWD_THREADS, C::dkdv_smem, s>>>(
-        (bf16 *)a.dk, (bf16 *)a.dv, a.ld_grad, (const bf16 *)a.dout, (const bf16 *)a.q, (const bf16 *)a.k,
-        (const bf16 *)a.v, a.ld_in, a.lse, a.delta, a.T, a.H, a.scale, sl2);
+        (bf16 *)a.dk, (bf16 *)a.dv, a.ld_dkv, (const bf16 *)a.dout, (const bf16 *)a.q, (const bf16 *)a.k,
+        (const bf16 *)a.v, a.ld_q, a.ld_kv, a.lse, a.delta, a.T, a.H, a.G, a.scale, sl2);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     dim3 g2((unsigned)((a.T + BWD_BQ - 1) / BWD_BQ), (unsigned)(a.B * a.H));
     attn_bwd_dq_mma_kernel<HD><<<g2, BWD_THREADS, C::dq_smem, s>>>(
-        (bf16 *)a.dq, a.ld_grad, (const bf16 *)a.dout, (const bf16 *)a.q, (const bf16 *)a.k, (const bf16 *)a.v, a.ld_in,
-        a.lse, a.delta, a.T, a.H, a.scale, sl2);
+        (bf16 *)a.dq, a.ld_dq, (const bf16 *)a.dout, (const bf16 *)a.q, (const bf16 *)a.k, (const bf16 *)a.v, a.ld_q,
+        a.ld_kv, a.lse, a.delta, a.T, a.H, a.G, a.scale, sl2);
     return cudaGetLastError();
 }
 
@@ -556,16 +560,16 @@ template <typename T, int HD> static cudaError_t bwd_simt(cudaStream_t s, const 
         limit_set = true;
     }
     const float sl2 = a.scale * ATT_LOG2E;
-    dim3 g1((unsigned)((a.T + C::BK - 1) / C::BK), (unsigned)(a.B * a.H));
+    dim3 g1((unsigned)((a.T + C::BK - 1) / C::BK), (unsigned)(a.B * (a.H / a.G)));
     attn_bwd_dkdv_simt_kernel<T, HD><<<g1, 256, C::dkdv_smem, s>>>(
-        (T *)a.dk, (T *)a.dv, a.ld_grad, (const T *)a.dout, (const T *)a.q, (const T *)a.k, (const T *)a.v, a.ld_in,
-        a.lse, a.delta, a.T, a.H, a.hd, a.scale, sl2);
+        (T *)a.dk, (T *)a.dv, a.ld_dkv, (const T *)a.dout, (const T *)a.q, (const T *)a.k, (const T *)a.v, a.ld_q,
+        a.ld_kv, a.lse, a.delta, a.T, a.H, a.G, a.hd, a.scale, sl2);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
     dim3 g2((unsigned)((a.T + C::BQ - 1) / C::BQ), (unsigned)(a.B * a.H));
-    attn_bwd_dq_simt_kernel<T, HD><<<g2, 256, C::dq_smem, s>>>((T *)a.dq, a.ld_grad, (const T *)a.dout, (const T *)a.q,
-                                                               (const T *)a.k, (const T *)a.v, a.ld_in, a.lse, a.delta,
-                                                               a.T, a.H, a.hd, a.scale, sl2);
+    attn_bwd_dq_simt_kernel<T, HD><<<g2, 256, C::dq_smem, s>>>((T *)a.dq, a.ld_dq, (const T *)a.dout, (const T *)a.q,
+                                                               (const T *)a.k, (const T *)a.v, a.ld_q, a.ld_kv, a.lse,
+                                                               a.delta, a.T, a.H, a.G, a.hd, a.scale, sl2);
     return cudaGetLastError();
 }
 
@@ -578,12 +582,14 @@ template <typename T> static cudaError_t bwd_simt_any(cudaStream_t s, const BwdA
     }
 }
 
-extern "C" cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                              const void *dout, const void *out, const float *lse, const void *q,
-                                              const void *k, const void *v, int64_t ld_in, float *delta, int64_t B,
-                                              int64_t T, int64_t H, int64_t hd, float scale) {
+extern "C" cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv, int64_t ld_dq,
+                                              int64_t ld_dkv, const void *dout, const void *out, const float *lse,
+                                              const void *q, const void *k, const void *v, int64_t ld_q, int64_t ld_kv,
+                                              float *delta, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hd,
+                                              float scale) {
     if (B <= 0 || T <= 0 || H <= 0) return cudaSuccess;
-    if (hd <= 0 || hd > 256 || ld_in < H * hd || ld_grad < H * hd || B * H > 65535 || B * T > INT32_MAX)
+    if (hd <= 0 || hd > 256 || Hkv <= 0 || H % Hkv || ld_q < H * hd || ld_kv < Hkv * hd || ld_dq < H * hd ||
+        ld_dkv < Hkv * hd || B * H > 65535 || B * T > INT32_MAX)
         return cudaErrorInvalidValue;
     const int64_t N = B * T;
     unsigned dblocks = (unsigned)((N * H + 7) / 8);
@@ -596,10 +602,11 @@ extern "C" cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *d
             <<<dblocks, 256, 0, s>>>(delta, (const float *)dout, (const float *)out, N, (int)T, (int)H, (int)hd);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) return e;
-    BwdArgs a = {dq, dk, dv, ld_grad, dout, q, k, v, ld_in, lse, delta, (int)B, (int)T, (int)H, (int)hd, scale};
-    const bool grads_ok =
-        ld_grad % 2 == 0 && ((uintptr_t)dq & 3u) == 0 && ((uintptr_t)dk & 3u) == 0 && ((uintptr_t)dv & 3u) == 0;
-    if (att_mma_ok(dtype, hd, ld_in, q, k, v) && dpk_aligned16(dout) && grads_ok)
+    BwdArgs a = {dq,  dk,    dv,     ld_dq,  ld_dkv, dout,           q,       k,    v, ld_q, ld_kv,
+                 lse, delta, (int)B, (int)T, (int)H, (int)(H / Hkv), (int)hd, scale};
+    const bool grads_ok = ld_dq % 2 == 0 && ld_dkv % 2 == 0 && ((uintptr_t)dq & 3u) == 0 && ((uintptr_t)dk & 3u) == 0 &&
+                          ((uintptr_t)dv & 3u) == 0;
+    if (att_mma_ok(dtype, hd, ld_q, ld_kv, q, k, v) && dpk_aligned16(dout) && grads_ok)
         return hd == 64 ? bwd_mma<64>(s, a) : bwd_mma<128>(s, a);
     return dtype == DPK_BF16 ? bwd_simt_any<bf16>(s, a) : bwd_simt_any<float>(s, a);
 }

@@ -181,9 +181,10 @@ template <typename K> static cudaError_t att_smem_limit(K kernel, size_t bytes) 
 }
 
 /* Whether the tensor-core kernels can take this problem (bf16, hd 64/128, 16-byte rows). */
-static inline bool att_mma_ok(int dtype, int64_t hd, int64_t ld_in, const void *q, const void *k, const void *v) {
-    return dtype == DPK_BF16 && (hd == 64 || hd == 128) && ld_in % 8 == 0 && dpk_aligned16(q) && dpk_aligned16(k) &&
-           dpk_aligned16(v);
+static inline bool att_mma_ok(int dtype, int64_t hd, int64_t ld_q, int64_t ld_kv, const void *q, const void *k,
+                              const void *v) {
+    return dtype == DPK_BF16 && (hd == 64 || hd == 128) && ld_q % 8 == 0 && ld_kv % 8 == 0 && dpk_aligned16(q) &&
+           dpk_aligned16(k) && dpk_aligned16(v);
 }
 
 /* The padded head dim of the SIMT kernels, or 0 when hd is too large. */

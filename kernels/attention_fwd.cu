@@ -47,8 +47,8 @@ template <int HD> static constexpr size_t fwd_mma_smem() { return (size_t)(FWD_B
 template <int HD>
 __global__ void __launch_bounds__(FWD_THREADS, 1)
     attn_fwd_mma_kernel(bf16 *__restrict__ out, float *__restrict__ lse, const bf16 *__restrict__ q,
-                        const bf16 *__restrict__ k, const bf16 *__restrict__ v, int64_t ld_in, int T, int H,
-                        float scale_log2) {
+                        const bf16 *__restrict__ k, const bf16 *__restrict__ v, int64_t ld_q, int64_t ld_kv, int T,
+                        int H, int G, float scale_log2) {
     constexpr int BR = FWD_BR, BC = FWD_BC, LDS = HD + 8, KSTEPS = HD / 16, NT = BC / 8, OT = HD / 8;
     extern __shared__ __align__(16) unsigned char smem_raw[];
     bf16 *sQ = reinterpret_cast<bf16 *>(smem_raw); /* BR x LDS */
@@ -60,15 +60,15 @@ __global__ void __launch_bounds__(FWD_THREADS, 1)
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int q0 = qb * BR;
     const int64_t row0 = (int64_t)b * T; /* token row of (b, t = 0) */
-    const bf16 *qg = q + row0 * ld_in + (int64_t)h * HD;
-    const bf16 *kg = k + row0 * ld_in + (int64_t)h * HD;
-    const bf16 *vg = v + row0 * ld_in + (int64_t)h * HD;
+    const bf16 *qg = q + row0 * ld_q + (int64_t)h * HD;
+    const bf16 *kg = k + row0 * ld_kv + (int64_t)(h / G) * HD; /* the group's kv head */
+    const bf16 *vg = v + row0 * ld_kv + (int64_t)(h / G) * HD;
     const int q_last = min(q0 + BR, T) - 1;
     const int nkb = q_last / BC + 1;
 
-    cp_tile<HD, BR, FWD_THREADS>(sQ, qg, ld_in, q0, T);
-    cp_tile<HD, BC, FWD_THREADS>(sK, kg, ld_in, 0, T);
-    cp_tile<HD, BC, FWD_THREADS>(sV, vg, ld_in, 0, T);
+    cp_tile<HD, BR, FWD_THREADS>(sQ, qg, ld_q, q0, T);
+    cp_tile<HD, BC, FWD_THREADS>(sK, kg, ld_kv, 0, T);
+    cp_tile<HD, BC, FWD_THREADS>(sV, vg, ld_kv, 0, T);
     cp_async_commit();
 
     const int wq0 = q0 + warp * 16; /* first query row of this warp */
@@ -82,8 +82,8 @@ __global__ void __launch_bounds__(FWD_THREADS, 1)
     for (int kb = 0; kb < nkb; kb++) {
         const int buf = kb & 1;
         if (kb + 1 < nkb) {
-            cp_tile<HD, BC, FWD_THREADS>(sK + (buf ^ 1) * BC * LDS, kg, ld_in, (kb + 1) * BC, T);
-            cp_tile<HD, BC, FWD_THREADS>(sV + (buf ^ 1) * BC * LDS, vg, ld_in, (kb + 1) * BC, T);
+            cp_tile<HD, BC, FWD_THREADS>(sK + (buf ^ 1) * BC * LDS, kg, ld_kv, (kb + 1) * BC, T);
+            cp_tile<HD, BC, FWD_THREADS>(sV + (buf ^ 1) * BC * LDS, vg, ld_kv, (kb + 1) * BC, T);
         }
         cp_async_commit();
         cp_async_wait<1>();
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(FWD_THREADS, 1)
 
 template <int HD>
 static cudaError_t fwd_mma_launch(cudaStream_t s, bf16 *out, float *lse, const bf16 *q, const bf16 *k, const bf16 *v,
-                                  int64_t ld_in, int B, int T, int H, float scale) {
+                                  int64_t ld_q, int64_t ld_kv, int B, int T, int H, int G, float scale) {
     const size_t smem = fwd_mma_smem<HD>();
     static bool limit_set = false;
     if (!limit_set) {
@@ -196,7 +196,7 @@ static cudaError_t fwd_mma_launch(cudaStream_t s, bf16 *out, float *lse, const b
         limit_set = true;
     }
     dim3 grid((unsigned)((T + FWD_BR - 1) / FWD_BR), (unsigned)(B * H));
-    attn_fwd_mma_kernel<HD><<<grid, FWD_THREADS, smem, s>>>(out, lse, q, k, v, ld_in, T, H, scale * ATT_LOG2E);
+    attn_fwd_mma_kernel<HD><<<grid, FWD_THREADS, smem, s>>>(out, lse, q, k, v, ld_q, ld_kv, T, H, G, scale * ATT_LOG2E);
     return cudaGetLastError();
 }
 
@@ -210,7 +210,8 @@ template <int HD> struct FwdSimtCfg {
 template <typename T, int HD>
 __global__ void __launch_bounds__(256, 1)
     attn_fwd_simt_kernel(T *__restrict__ out, float *__restrict__ lse, const T *__restrict__ q, const T *__restrict__ k,
-                         const T *__restrict__ v, int64_t ld_in, int T_, int H, int hd, float scale_log2) {
+                         const T *__restrict__ v, int64_t ld_q, int64_t ld_kv, int T_, int H, int G, int hd,
+                         float scale_log2) {
     constexpr int BR = FwdSimtCfg<HD>::BR, BC = FwdSimtCfg<HD>::BC, LDF = HD + 4, LDP = BC + 4;
     constexpr int RM = BR / 16, RN = BC / 16, CO = HD / 64;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -224,12 +225,12 @@ __global__ void __launch_bounds__(256, 1)
     const int bh = blockIdx.y, b = bh / H, h = bh % H;
     const int q0 = qb * BR;
     const int64_t row0 = (int64_t)b * T_;
-    const T *qg = q + row0 * ld_in + (int64_t)h * hd;
-    const T *kg = k + row0 * ld_in + (int64_t)h * hd;
-    const T *vg = v + row0 * ld_in + (int64_t)h * hd;
+    const T *qg = q + row0 * ld_q + (int64_t)h * hd;
+    const T *kg = k + row0 * ld_kv + (int64_t)(h / G) * hd; /* the group's kv head */
+    const T *vg = v + row0 * ld_kv + (int64_t)(h / G) * hd;
     const int nkb = (min(q0 + BR, T_) - 1) / BC + 1;
 
-    simt_load_tile<T, HD>(sQ, qg, ld_in, q0, BR, T_, hd);
+    simt_load_tile<T, HD>(sQ, qg, ld_q, q0, BR, T_, hd);
     float o[RM][CO][4], m[RM], l[RM];
 #pragma unroll
     for (int i = 0; i < RM; i++) {
@@ -241,8 +242,8 @@ __global__ void __launch_bounds__(256, 1)
     for (int kb = 0; kb < nkb; kb++) {
         const int k0 = kb * BC;
         __syncthreads(); /* the previous block's sK, sV, sP are consumed */
-        simt_load_tile<T, HD>(sK, kg, ld_in, k0, BC, T_, hd);
-        simt_load_tile<T, HD>(sV, vg, ld_in, k0, BC, T_, hd);
+        simt_load_tile<T, HD>(sK, kg, ld_kv, k0, BC, T_, hd);
+        simt_load_tile<T, HD>(sV, vg, ld_kv, k0, BC, T_, hd);
         __syncthreads();
         float s[RM][RN];
 #pragma unroll
@@ -304,8 +305,8 @@ __global__ void __launch_bounds__(256, 1)
 }
 
 template <typename T, int HD>
-static cudaError_t fwd_simt_launch(cudaStream_t s, T *out, float *lse, const T *q, const T *k, const T *v,
-                                   int64_t ld_in, int B, int T_, int H, int hd, float scale) {
+static cudaError_t fwd_simt_launch(cudaStream_t s, T *out, float *lse, const T *q, const T *k, const T *v, int64_t ld_q,
+                                   int64_t ld_kv, int B, int T_, int H, int G, int hd, float scale) {
     const size_t smem = FwdSimtCfg<HD>::smem;
     static bool limit_set = false;
     if (!limit_set) {
@@ -314,41 +315,45 @@ static cudaError_t fwd_simt_launch(cudaStream_t s, T *out, float *lse, const T *
         limit_set = true;
     }
     dim3 grid((unsigned)((T_ + FwdSimtCfg<HD>::BR - 1) / FwdSimtCfg<HD>::BR), (unsigned)(B * H));
-    attn_fwd_simt_kernel<T, HD><<<grid, 256, smem, s>>>(out, lse, q, k, v, ld_in, T_, H, hd, scale * ATT_LOG2E);
+    attn_fwd_simt_kernel<T, HD>
+        <<<grid, 256, smem, s>>>(out, lse, q, k, v, ld_q, ld_kv, T_, H, G, hd, scale * ATT_LOG2E);
     return cudaGetLastError();
 }
 
 template <typename T>
-static cudaError_t fwd_simt(cudaStream_t s, T *out, float *lse, const T *q, const T *k, const T *v, int64_t ld_in,
-                            int B, int T_, int H, int hd, float scale) {
+static cudaError_t fwd_simt(cudaStream_t s, T *out, float *lse, const T *q, const T *k, const T *v, int64_t ld_q,
+                            int64_t ld_kv, int B, int T_, int H, int G, int hd, float scale) {
     switch (att_simt_hd(hd)) {
-    case 64: return fwd_simt_launch<T, 64>(s, out, lse, q, k, v, ld_in, B, T_, H, hd, scale);
-    case 128: return fwd_simt_launch<T, 128>(s, out, lse, q, k, v, ld_in, B, T_, H, hd, scale);
-    case 256: return fwd_simt_launch<T, 256>(s, out, lse, q, k, v, ld_in, B, T_, H, hd, scale);
+    case 64: return fwd_simt_launch<T, 64>(s, out, lse, q, k, v, ld_q, ld_kv, B, T_, H, G, hd, scale);
+    case 128: return fwd_simt_launch<T, 128>(s, out, lse, q, k, v, ld_q, ld_kv, B, T_, H, G, hd, scale);
+    case 256: return fwd_simt_launch<T, 256>(s, out, lse, q, k, v, ld_q, ld_kv, B, T_, H, G, hd, scale);
     default: return cudaErrorInvalidValue;
     }
 }
 
-extern "C" int dpk_attention_uses_mma(int dtype, int64_t hd, int64_t ld_in, const void *q, const void *k,
+extern "C" int dpk_attention_uses_mma(int dtype, int64_t hd, int64_t ld_q, int64_t ld_kv, const void *q, const void *k,
                                       const void *v) {
-    return att_mma_ok(dtype, hd, ld_in, q, k, v);
+    return att_mma_ok(dtype, hd, ld_q, ld_kv, q, k, v);
 }
 
 extern "C" cudaError_t dpk_attention_forward(cudaStream_t s, int dtype, void *out, float *lse, const void *q,
-                                             const void *k, const void *v, int64_t ld_in, int64_t B, int64_t T,
-                                             int64_t H, int64_t hd, float scale) {
+                                             const void *k, const void *v, int64_t ld_q, int64_t ld_kv, int64_t B,
+                                             int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale) {
     if (B <= 0 || T <= 0 || H <= 0) return cudaSuccess;
-    if (hd <= 0 || hd > 256 || ld_in < H * hd || B * H > 65535 || B * T > INT32_MAX) return cudaErrorInvalidValue;
-    if (att_mma_ok(dtype, hd, ld_in, q, k, v) && ((uintptr_t)out & 3u) == 0) {
+    if (hd <= 0 || hd > 256 || Hkv <= 0 || H % Hkv || ld_q < H * hd || ld_kv < Hkv * hd || B * H > 65535 ||
+        B * T > INT32_MAX)
+        return cudaErrorInvalidValue;
+    const int G = (int)(H / Hkv);
+    if (att_mma_ok(dtype, hd, ld_q, ld_kv, q, k, v) && ((uintptr_t)out & 3u) == 0) {
         if (hd == 64)
-            return fwd_mma_launch<64>(s, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_in,
-                                      (int)B, (int)T, (int)H, scale);
-        return fwd_mma_launch<128>(s, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_in,
-                                   (int)B, (int)T, (int)H, scale);
+            return fwd_mma_launch<64>(s, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_q,
+                                      ld_kv, (int)B, (int)T, (int)H, G, scale);
+        return fwd_mma_launch<128>(s, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_q, ld_kv,
+                                   (int)B, (int)T, (int)H, G, scale);
     }
     if (dtype == DPK_BF16)
-        return fwd_simt<bf16>(s, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_in, (int)B,
-                              (int)T, (int)H, (int)hd, scale);
-    return fwd_simt<float>(s, (float *)out, lse, (const float *)q, (const float *)k, (const float *)v, ld_in, (int)B,
-                           (int)T, (int)H, (int)hd, scale);
+        return fwd_simt<bf16>(s, (bf16 *)out, lse, (const bf16 *)q, (const bf16 *)k, (const bf16 *)v, ld_q, ld_kv,
+                              (int)B, (int)T, (int)H, G, (int)hd, scale);
+    return fwd_simt<float>(s, (float *)out, lse, (const float *)q, (const float *)k, (const float *)v, ld_q, ld_kv,
+                           (int)B, (int)T, (int)H, G, (int)hd, scale);
 }

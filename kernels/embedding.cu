@@ -1,7 +1,8 @@
 /* embedding.cu: token (+ position) embedding, forward and deterministic backward.
  *
- * Forward: one pass over N x d; wte and wpe rows are f32 (16-byte loads when d % 4 == 0).
- * Bytes: N d (4 + 4 + es) (wpe rows are re-read per sample but sit in L2).
+ * Forward: one pass over N x d; wte and wpe rows are f32 (16-byte loads when d % 4 == 0) or bf16
+ * (a bf16 model's frozen tables: one element per thread, widened, summed in f32).
+ * Bytes: N d (2 wes + es) (wpe rows are re-read per sample but sit in L2).
  *
  * Backward of wte, deterministic without sorting: block n owns token id ids[n] when n is the
  * first row carrying that id (it checks ids[0..n) for an earlier one and leaves otherwise). The
@@ -16,15 +17,15 @@
 #define EMB_THREADS 256
 #define EMB_LIST 2048 /* rows gathered per pass of an owner block (8 KiB of shared memory) */
 
-template <typename T>
+template <typename T, typename W>
 __global__ void embedding_forward_kernel(T *__restrict__ out, const int32_t *__restrict__ ids,
-                                         const float *__restrict__ wte, const float *__restrict__ wpe, int64_t N,
-                                         int64_t T_, int64_t d) {
+                                         const W *__restrict__ wte, const W *__restrict__ wpe, int64_t N, int64_t T_,
+                                         int64_t d) {
     const int64_t total = N * d, stride = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total; i += stride) {
         const int64_t n = i / d, j = i - n * d;
-        float v = wte[(int64_t)ids[n] * d + j];
-        if (wpe) v += wpe[(n % T_) * d + j];
+        float v = ldf(wte + (int64_t)ids[n] * d + j);
+        if (wpe) v += ldf(wpe + (n % T_) * d + j);
         stf(out + i, v);
     }
 }
@@ -112,22 +113,28 @@ __global__ void embedding_backward_wpe_kernel(const T *__restrict__ dout, float 
 }
 
 template <typename T>
-static cudaError_t embedding_forward_t(cudaStream_t s, T *out, const int32_t *ids, const float *wte, const float *wpe,
-                                       int64_t N, int64_t T_, int64_t d) {
-    const bool vec = d % 4 == 0 && dpk_aligned16(out) && dpk_aligned16(wte) && (!wpe || dpk_aligned16(wpe));
+static cudaError_t embedding_forward_t(cudaStream_t s, T *out, const int32_t *ids, int wdtype, const void *wte,
+                                       const void *wpe, int64_t N, int64_t T_, int64_t d) {
+    if (wdtype == DPK_BF16) {
+        embedding_forward_kernel<T, bf16>
+            <<<dpk_blocks((size_t)(N * d)), 256, 0, s>>>(out, ids, (const bf16 *)wte, (const bf16 *)wpe, N, T_, d);
+        return cudaGetLastError();
+    }
+    const float *fte = (const float *)wte, *fpe = (const float *)wpe;
+    const bool vec = d % 4 == 0 && dpk_aligned16(out) && dpk_aligned16(fte) && (!fpe || dpk_aligned16(fpe));
     if (vec)
-        embedding_forward_vec4_kernel<T><<<dpk_blocks((size_t)(N * d / 4)), 256, 0, s>>>(out, ids, wte, wpe, N, T_, d);
+        embedding_forward_vec4_kernel<T><<<dpk_blocks((size_t)(N * d / 4)), 256, 0, s>>>(out, ids, fte, fpe, N, T_, d);
     else
-        embedding_forward_kernel<T><<<dpk_blocks((size_t)(N * d)), 256, 0, s>>>(out, ids, wte, wpe, N, T_, d);
+        embedding_forward_kernel<T, float><<<dpk_blocks((size_t)(N * d)), 256, 0, s>>>(out, ids, fte, fpe, N, T_, d);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, void *out, const int32_t *ids, const float *wte,
-                                             const float *wpe, int64_t N, int64_t T, int64_t d) {
+extern "C" cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, int wdtype, void *out, const int32_t *ids,
+                                             const void *wte, const void *wpe, int64_t N, int64_t T, int64_t d) {
     if (N <= 0 || d <= 0) return cudaSuccess;
     if (T <= 0) return cudaErrorInvalidValue;
-    if (dtype == DPK_BF16) return embedding_forward_t(s, (bf16 *)out, ids, wte, wpe, N, T, d);
-    return embedding_forward_t(s, (float *)out, ids, wte, wpe, N, T, d);
+    if (dtype == DPK_BF16) return embedding_forward_t(s, (bf16 *)out, ids, wdtype, wte, wpe, N, T, d);
+    return embedding_forward_t(s, (float *)out, ids, wdtype, wte, wpe, N, T, d);
 }
 
 template <typename T>

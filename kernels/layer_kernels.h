@@ -17,8 +17,8 @@ extern "C" {
 #endif
 
 /* embedding.cu: out[n, :] = wte[ids[n], :] (+ wpe[n % T, :]). */
-cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, void *out, const int32_t *ids, const float *wte,
-                                  const float *wpe, int64_t N, int64_t T, int64_t d);
+cudaError_t dpk_embedding_forward(cudaStream_t s, int dtype, int wdtype, void *out, const int32_t *ids, const void *wte,
+                                  const void *wpe, int64_t N, int64_t T, int64_t d);
 /* dwte[ids[n], :] += dout[n, :] in increasing n (rows of one id are added by one block, in
  * order; ids outside [0, V) are skipped), dwpe[t, :] += sum over b in order (either may be NULL). */
 cudaError_t dpk_embedding_backward(cudaStream_t s, int dtype, const void *dout, const int32_t *ids, float *dwte,
@@ -47,22 +47,27 @@ cudaError_t dpk_swiglu_forward(cudaStream_t s, int dtype, void *out, const void 
 cudaError_t dpk_swiglu_backward(cudaStream_t s, int dtype, void *dgate, void *dup, const void *dout, const void *gate,
                                 const void *up, int64_t n);
 
-/* rope.cu: rotate-half rotary embedding in place (hd even). */
+/* rope.cu: rotate-half rotary embedding in place (hd even, hd / 2 <= DPK_ROPE_MAX_PAIRS) at the
+ * host's hd / 2 inverse frequencies, cos and sin times scale. */
+#define DPK_ROPE_MAX_PAIRS 256
 cudaError_t dpk_rope(cudaStream_t s, int dtype, void *x, int64_t ld, int64_t N, int64_t T, int64_t H, int64_t hd,
-                     float theta, int inverse);
+                     const float *inv_freq, float scale, int inverse);
 
-/* attention_fwd.cu / attention_bwd.cu: causal FlashAttention-2 (hd <= 256). bf16 with hd 64
- * or 128 (and 16-byte aligned rows) runs on tensor cores; everything else on a tiled SIMT
- * kernel. The backward writes delta (B*H*T f32) itself. */
+/* attention_fwd.cu / attention_bwd.cu: causal FlashAttention-2 (hd <= 256), grouped-query
+ * (query head h reads kv head h / (H / Hkv); q and dq have row strides ld_q / ld_dq, k, v and
+ * dk, dv ld_kv / ld_dkv). bf16 with hd 64 or 128 (and 16-byte aligned rows) runs on tensor
+ * cores; everything else on a tiled SIMT kernel. The backward writes delta (B*H*T f32) itself;
+ * a kv head's dk, dv sum its group's query heads in one block, in order (no atomics). */
 cudaError_t dpk_attention_forward(cudaStream_t s, int dtype, void *out, float *lse, const void *q, const void *k,
-                                  const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
-                                  float scale);
-cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                   const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                                   const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
-                                   int64_t hd, float scale);
+                                  const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H,
+                                  int64_t Hkv, int64_t hd, float scale);
+cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk, void *dv, int64_t ld_dq,
+                                   int64_t ld_dkv, const void *dout, const void *out, const float *lse, const void *q,
+                                   const void *k, const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B,
+                                   int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale);
 /* 1 when attention of this dtype and shape runs on tensor cores (for benchmarks and docs). */
-int dpk_attention_uses_mma(int dtype, int64_t hd, int64_t ld_in, const void *q, const void *k, const void *v);
+int dpk_attention_uses_mma(int dtype, int64_t hd, int64_t ld_q, int64_t ld_kv, const void *q, const void *k,
+                           const void *v);
 
 /* cross_entropy.cu: one block per row of V logits. */
 cudaError_t dpk_cross_entropy_forward(cudaStream_t s, int dtype, float *losses, float *lse, const void *logits,
@@ -72,10 +77,10 @@ cudaError_t dpk_cross_entropy_backward(cudaStream_t s, int dtype, void *logits, 
                                        int64_t V);
 
 /* optim_steps.cu: PyTorch's AdamW and SGD, operation for operation (no fused multiply-add). */
-cudaError_t dpk_adamw_step(cudaStream_t s, float *p, const float *g, float *m, float *v, int64_t n, float lr,
+cudaError_t dpk_adamw_step(cudaStream_t s, int pdtype, void *p, const float *g, float *m, float *v, int64_t n, float lr,
                            float beta1, float beta2, float eps, float weight_decay, int64_t step);
-cudaError_t dpk_sgd_step(cudaStream_t s, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                         float weight_decay, int first_step);
+cudaError_t dpk_sgd_step(cudaStream_t s, int pdtype, void *p, const float *g, float *buf, int64_t n, float lr,
+                         float momentum, float weight_decay, int first_step);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,8 @@
 /* optim_steps.cu: AdamW and SGD steps over f32 parameters, PyTorch's single-tensor formulas written
  * operation for operation as the CPU backend does (engine/backends/cpu/cpu_layers.c), each rounded
- * separately (__f*_rn: no fused multiply-add), so both devices give the same bits.
+ * separately (__f*_rn: no fused multiply-add), so both devices give the same bits. A bf16
+ * parameter (a bf16 model without f32 masters) is widened, stepped in f32 and rounded once (one
+ * element per thread).
  *
  * Grid-stride over float4s when every pointer is 16-byte aligned, then the tail.
  * Bytes per element: AdamW reads p, g, m, v and writes p, m, v (28 B); SGD with momentum reads
@@ -87,10 +89,36 @@ __global__ void __launch_bounds__(256)
     }
 }
 
+/* bf16 parameters: the f32 step on the widened value, rounded once */
+__global__ void __launch_bounds__(256)
+    adamw_bf16_kernel(bf16 *p, const float *__restrict__ g, float *m, float *v, int64_t n, AdamwArgs a) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        float pv = ldf(p + i);
+        adamw_elem(pv, g[i], m[i], v[i], a);
+        stf(p + i, pv);
+    }
+}
+
+__global__ void __launch_bounds__(256) sgd_bf16_kernel(bf16 *p, const float *__restrict__ g, float *buf, int64_t n,
+                                                       float lr, float momentum, float weight_decay, int first_step) {
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const float pv = ldf(p + i);
+        float d = weight_decay != 0.0f ? __fadd_rn(g[i], __fmul_rn(weight_decay, pv)) : g[i];
+        if (buf) {
+            buf[i] = first_step ? d : __fadd_rn(__fmul_rn(momentum, buf[i]), d);
+            d = buf[i];
+        }
+        stf(p + i, __fsub_rn(pv, __fmul_rn(lr, d)));
+    }
+}
+
 /* Host scalars are computed as the CPU backend computes them (f32 products, double bias
  * corrections). */
-extern "C" cudaError_t dpk_adamw_step(cudaStream_t s, float *p, const float *g, float *m, float *v, int64_t n, float lr,
-                                      float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+extern "C" cudaError_t dpk_adamw_step(cudaStream_t s, int pdtype, void *pv, const float *g, float *m, float *v,
+                                      int64_t n, float lr, float beta1, float beta2, float eps, float weight_decay,
+                                      int64_t step) {
     if (n <= 0) return cudaSuccess;
     if (step < 1) return cudaErrorInvalidValue;
     volatile float lr_wd = lr * weight_decay; /* volatile: a separate f32 rounding, never fused */
@@ -103,14 +131,25 @@ extern "C" cudaError_t dpk_adamw_step(cudaStream_t s, float *p, const float *g, 
     a.step_size = (float)((double)lr / bc1);
     a.bc2_sqrt = (float)sqrt(bc2);
     a.eps = eps;
+    if (pdtype == DPK_BF16) {
+        adamw_bf16_kernel<<<dpk_blocks((size_t)n), 256, 0, s>>>((bf16 *)pv, g, m, v, n, a);
+        return cudaGetLastError();
+    }
+    float *p = (float *)pv;
     const int vec = dpk_aligned16(p) && dpk_aligned16(g) && dpk_aligned16(m) && dpk_aligned16(v);
     adamw_kernel<<<dpk_blocks((size_t)(vec ? n / 4 + 4 : n)), 256, 0, s>>>(p, g, m, v, n, vec, a);
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t dpk_sgd_step(cudaStream_t s, float *p, const float *g, float *buf, int64_t n, float lr,
-                                    float momentum, float weight_decay, int first_step) {
+extern "C" cudaError_t dpk_sgd_step(cudaStream_t s, int pdtype, void *pv, const float *g, float *buf, int64_t n,
+                                    float lr, float momentum, float weight_decay, int first_step) {
     if (n <= 0) return cudaSuccess;
+    if (pdtype == DPK_BF16) {
+        sgd_bf16_kernel<<<dpk_blocks((size_t)n), 256, 0, s>>>((bf16 *)pv, g, buf, n, lr, momentum, weight_decay,
+                                                              first_step);
+        return cudaGetLastError();
+    }
+    float *p = (float *)pv;
     SgdArgs a = {lr, momentum, weight_decay, first_step};
     const int vec = dpk_aligned16(p) && dpk_aligned16(g) && (!buf || dpk_aligned16(buf));
     sgd_kernel<<<dpk_blocks((size_t)(vec ? n / 4 + 4 : n)), 256, 0, s>>>(p, g, buf, n, vec, a);

@@ -1,14 +1,19 @@
 /* dpplot_palette.h: fixed colours for methods, memory components, phases; viridis.
  *
- * A method has the same colour in every chart dpprof draws: the six presets take Okabe-Ito
- * colours (colour-blind safe) in the order vanilla, flat, ghost, mixed_ghost, bk, flash_clip;
- * any other name (e.g. "flash+twopass") takes one of the fallback colours chosen by a hash of
- * its name, so it too keeps its colour from chart to chart. Components and phases use Paul
- * Tol's "muted" scheme, which is colour-blind safe and distinct from the method colours. */
+ * A method has the same colour in every chart dpprof draws, by a rule that needs no list of
+ * methods (plots/ reads result JSON only; the engine's list is dpprof.dp.METHODS): the six
+ * names charts have always drawn keep their Okabe-Ito colours (colour-blind safe) and order,
+ * vanilla, flat, ghost, mixed_ghost, bk, flash_clip, so existing charts do not change; any
+ * other name (a preset added later, "flash+twopass") takes one of eight fallback colours, none
+ * of them one of the six, chosen by a hash of its name, so it too keeps its colour from chart
+ * to chart. tests/lua/test_methods_known.lua checks that every preset of the engine's table
+ * gets a colour no other preset has. Components and phases use Paul Tol's "muted" scheme,
+ * which is colour-blind safe and distinct from the method colours. */
 #ifndef DPPLOT_PALETTE_H
 #define DPPLOT_PALETTE_H
 
 #include "dpplot_canvas.h"
+#include "results_schema.h"
 
 /* Memory components of the breakdown charts, in stacking order (bottom first). */
 typedef enum {
@@ -36,17 +41,15 @@ typedef enum {
     DPPLOT_N_MODULE_GROUPS
 } dpplot_module_group;
 
-/* Training phases of timing.spans. */
+/* Training phases of timing.spans: the schema's (common/results_schema.h), in its order. */
 typedef enum {
-    DPPLOT_PHASE_FORWARD,
-    DPPLOT_PHASE_BACKWARD,
-    DPPLOT_PHASE_CLIP,
-    DPPLOT_PHASE_NOISE,
-    DPPLOT_PHASE_OPTIMIZER,
-    DPPLOT_N_PHASES
+#define DPPLOT_PHASE_ENUM(id, name) DPPLOT_PHASE_##id,
+    DPR_PHASES(DPPLOT_PHASE_ENUM)
+#undef DPPLOT_PHASE_ENUM
+        DPPLOT_N_PHASES
 } dpplot_phase;
 
-/* Number of preset methods with a fixed colour (vanilla ... flash_clip). */
+/* Number of names with a fixed colour and rank (vanilla ... flash_clip; see above). */
 #define DPPLOT_N_PRESETS 6
 
 /* Colour of a method by name: fixed for presets, a name-hashed fallback otherwise (NULL: grey). */

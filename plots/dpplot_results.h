@@ -13,14 +13,14 @@
 
 #include "dpplot_palette.h"
 #include "dpplot_strlist.h"
+#include "results_schema.h"
 
+/* A result's status: the schema's statuses (common/results_schema.h) in its order, then UNKNOWN. */
 typedef enum {
-    DPPLOT_STATUS_OK,
-    DPPLOT_STATUS_OOM,
-    DPPLOT_STATUS_ERROR,
-    DPPLOT_STATUS_CRASHED,
-    DPPLOT_STATUS_TIMEOUT,
-    DPPLOT_STATUS_UNKNOWN
+#define DPPLOT_STATUS_ENUM(id, name) DPPLOT_STATUS_##id,
+    DPR_STATUSES(DPPLOT_STATUS_ENUM)
+#undef DPPLOT_STATUS_ENUM
+        DPPLOT_STATUS_UNKNOWN
 } dpplot_status;
 
 /* One swept variable of a sweep point: a number or a string. */

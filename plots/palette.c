@@ -3,6 +3,11 @@
 
 #include <string.h>
 
+/* The colours (and the order) the charts have always given these six names, kept so that charts
+ * do not change. This is not the list of DP methods: plots/ reads result JSON only and never sees
+ * the engine's (dpprof.dp.METHODS). Every other name a result carries, a preset added to the
+ * engine later included, takes its colour by the rule in dpplot_method_color, which needs no
+ * entry here. */
 static const char *const preset_names[DPPLOT_N_PRESETS] = {"vanilla",     "flat", "ghost",
                                                            "mixed_ghost", "bk",   "flash_clip"};
 
@@ -16,7 +21,8 @@ static const unsigned preset_colors[DPPLOT_N_PRESETS] = {
     0xD55E00, /* flash_clip: vermillion */
 };
 
-/* Fallbacks for other names: Okabe-Ito's reddish purple, then Tol colours far from the above. */
+/* Every other name: one of these by a hash of the name (Okabe-Ito's reddish purple, then Tol
+ * colours far from the above), none of them a colour of the six. */
 static const unsigned fallback_colors[] = {0xCC79A7, 0x332288, 0x882255, 0x999933,
                                            0x44AA99, 0xAA4499, 0x117733, 0x000000};
 #define N_FALLBACK (sizeof fallback_colors / sizeof fallback_colors[0])
@@ -87,7 +93,10 @@ const char *dpplot_module_group_name(dpplot_module_group g) {
     return (unsigned)g < DPPLOT_N_MODULE_GROUPS ? module_group_names[g] : "?";
 }
 
-static const char *const phase_names[DPPLOT_N_PHASES] = {"forward", "backward", "clip", "noise", "optimizer"};
+#define DPPLOT_PHASE_NAME(id, name) name,
+static const char *const phase_names[DPPLOT_N_PHASES] = {DPR_PHASES(DPPLOT_PHASE_NAME)};
+#undef DPPLOT_PHASE_NAME
+_Static_assert(DPPLOT_N_PHASES == 5, "a colour per phase of the schema below");
 static const unsigned phase_colors[DPPLOT_N_PHASES] = {
     0x88CCEE, /* forward: cyan */
     0xDDCC77, /* backward: sand */

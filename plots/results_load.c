@@ -1,6 +1,12 @@
-/* results_load.c: reading a results directory with cJSON into dpplot_results. */
+/* results_load.c: reading a results directory with cJSON into dpplot_results.
+ *
+ * Every field is read by its id in the result schema (common/results_schema.h, the description
+ * the writer's validator walks too), never by a name of this file's own; each read checks that
+ * the schema types the field as the reader takes it, and a disagreement is reported as a problem
+ * naming both (tests/plots/test_schema.c fails on one). */
 #define _POSIX_C_SOURCE 200809L
 #include "dpplot_results.h"
+#include "results_schema.h"
 #include "safe_file.h"
 
 #include <cjson/cJSON.h>
@@ -55,41 +61,96 @@ static const cJSON *at(const cJSON *obj, const char *path) {
     return cur;
 }
 
-/* Number at path: 1 when read into *out, 0 when absent (or null), -1 when of another type
- * (a problem is recorded naming the field). */
-static int number_at(reader *rd, const cJSON *root, const char *path, double *out) {
-    const cJSON *it = at(root, path);
+/* How the reader takes a field. */
+typedef enum { AS_NUMBER, AS_STRING, AS_BOOLEAN, AS_OBJECT, AS_ARRAY, AS_SCALAR } read_as;
+
+/* Checks that the schema types field id as the reader takes it; records a problem otherwise. */
+static void expect(reader *rd, int id, read_as as) {
+    static const char *const names[] = {"a number", "a string", "a boolean", "an object", "an array", "a scalar"};
+    dpr_type t = dpr_field_of(id)->type;
+    int ok = as == AS_NUMBER    ? t == DPR_T_NUMBER || t == DPR_T_INTEGER
+             : as == AS_STRING  ? t == DPR_T_STRING
+             : as == AS_BOOLEAN ? t == DPR_T_BOOLEAN
+             : as == AS_OBJECT  ? t == DPR_T_OBJECT
+             : as == AS_ARRAY   ? t == DPR_T_ARRAY
+                                : t == DPR_T_SCALAR;
+    if (!ok)
+        PROBLEM(rd, "%s: plots reads '%s' as %s, but common/results_schema.h types it %s (reader and schema disagree)",
+                rd->file, dpr_field_of(id)->path, names[as], dpr_type_name(t));
+}
+
+/* Field id's path with its placeholder ("{category}", "{phase}", "*") replaced by key (when
+ * non-NULL), into buf. */
+static const char *path_of(int id, const char *key, char *buf, size_t n) {
+    const char *p = dpr_field_of(id)->path, *open = key ? strpbrk(p, "{*") : NULL;
+    if (!open) {
+        snprintf(buf, n, "%s", p);
+        return buf;
+    }
+    const char *close = *open == '*' ? open + 1 : strchr(open, '}');
+    snprintf(buf, n, "%.*s%s%s", (int)(open - p), p, key, close ? close + (*open != '*') : "");
+    return buf;
+}
+
+/* The last key of field id's path ("module" of "memory.modules[].module"). */
+static const char *key_of(int id) {
+    const char *p = dpr_field_of(id)->path, *dot = strrchr(p, '.');
+    return dot ? dot + 1 : p;
+}
+
+/* Item of field id (its placeholder replaced by key) below root, taken as `as`; NULL when absent. */
+static const cJSON *field_at(reader *rd, const cJSON *root, int id, const char *key, read_as as) {
+    char path[256];
+    expect(rd, id, as);
+    return at(root, path_of(id, key, path, sizeof path));
+}
+
+/* Member of an array element (or another object) `item`: field id's last key, taken as `as`. */
+static const cJSON *member_of(reader *rd, const cJSON *item, int id, read_as as) {
+    expect(rd, id, as);
+    return cJSON_IsObject(item) ? cJSON_GetObjectItemCaseSensitive(item, key_of(id)) : NULL;
+}
+
+/* Number of field id (key as in field_at): 1 when read into *out, 0 when absent (or null), -1
+ * when of another type (a problem is recorded naming the field). */
+static int number_at(reader *rd, const cJSON *root, int id, const char *key, double *out) {
+    char path[256];
+    const cJSON *it = field_at(rd, root, id, key, AS_NUMBER);
     if (!it || cJSON_IsNull(it)) return 0;
     if (!cJSON_IsNumber(it)) {
-        PROBLEM(rd, "%s: field '%s' is %s, expected a number", rd->file, path, type_name(it));
+        PROBLEM(rd, "%s: field '%s' is %s, expected a number", rd->file, path_of(id, key, path, sizeof path),
+                type_name(it));
         return -1;
     }
     *out = it->valuedouble;
     return 1;
 }
 
-/* String at path, borrowed from the tree: NULL when absent or null; a problem when of another
+/* String of field id, borrowed from the tree: NULL when absent or null; a problem when of another
  * type. */
-static const char *string_at(reader *rd, const cJSON *root, const char *path) {
-    const cJSON *it = at(root, path);
+static const char *string_at(reader *rd, const cJSON *root, int id) {
+    const cJSON *it = field_at(rd, root, id, NULL, AS_STRING);
     if (!it || cJSON_IsNull(it)) return NULL;
     if (!cJSON_IsString(it)) {
-        PROBLEM(rd, "%s: field '%s' is %s, expected a string", rd->file, path, type_name(it));
+        PROBLEM(rd, "%s: field '%s' is %s, expected a string", rd->file, dpr_field_of(id)->path, type_name(it));
         return NULL;
     }
     return it->valuestring;
 }
 
 const char *dpplot_status_name(dpplot_status s) {
-    static const char *const names[] = {"ok", "oom", "error", "crashed", "timeout", "unknown"};
+#define DPPLOT_STATUS_NAME(id, name) name,
+    static const char *const names[] = {DPR_STATUSES(DPPLOT_STATUS_NAME) "unknown"};
+#undef DPPLOT_STATUS_NAME
     return (unsigned)s <= DPPLOT_STATUS_UNKNOWN ? names[s] : "unknown";
 }
 
 static dpplot_status parse_status(reader *rd, const cJSON *root, int dpprof_file) {
-    const char *s = string_at(rd, root, "status");
+    const char *s = string_at(rd, root, DPR_STATUS);
     if (!s) {
         /* Files from before dpprof carry no status: they only exist when the run finished. */
-        if (dpprof_file && !at(root, "status")) PROBLEM(rd, "%s: field 'status' missing; assuming ok", rd->file);
+        if (dpprof_file && !field_at(rd, root, DPR_STATUS, NULL, AS_STRING))
+            PROBLEM(rd, "%s: field '%s' missing; assuming ok", rd->file, dpr_field_of(DPR_STATUS)->path);
         return DPPLOT_STATUS_OK;
     }
     for (int i = 0; i < DPPLOT_STATUS_UNKNOWN; i++)
@@ -117,53 +178,55 @@ static dpplot_component component_of(const char *category) {
     return DPPLOT_COMP_OTHER;
 }
 
-static const char *const legacy_keys[DPPLOT_N_LEGACY] = {
-    "model_parameters_mb", "optimizer_states_mb", "gradients_mb",       "activation_hooks_mb",
-    "norm_samples_mb",     "temp_matrices_mb",    "total_allocated_mb", "peak_allocated_mb"};
+/* The legacy breakdown's fields, in dpplot_legacy's order. */
+static const int legacy_fields[DPPLOT_N_LEGACY] = {DPR_BREAKDOWN_MODEL_PARAMETERS_MB, DPR_BREAKDOWN_OPTIMIZER_STATES_MB,
+                                                   DPR_BREAKDOWN_GRADIENTS_MB,        DPR_BREAKDOWN_ACTIVATION_HOOKS_MB,
+                                                   DPR_BREAKDOWN_NORM_SAMPLES_MB,     DPR_BREAKDOWN_TEMP_MATRICES_MB,
+                                                   DPR_BREAKDOWN_TOTAL_ALLOCATED_MB,  DPR_BREAKDOWN_PEAK_ALLOCATED_MB};
 
 static void read_memory(reader *rd, const cJSON *root, dpplot_result *r) {
     double v;
-    int got = number_at(rd, root, "memory.peak_bytes", &v);
+    int got = number_at(rd, root, DPR_MEMORY_PEAK_BYTES, NULL, &v);
     if (got == 1) {
         r->peak_bytes = v, r->has_peak = 1;
-    } else if (number_at(rd, root, "peak_memory_mb", &v) == 1) {
+    } else if (number_at(rd, root, DPR_PEAK_MEMORY_MB, NULL, &v) == 1) {
         r->peak_bytes = v * MIB, r->has_peak = 1;
-    } else if (got == 0 && r->status == DPPLOT_STATUS_OK && !at(root, "peak_memory_mb")) {
-        PROBLEM(rd, "%s: field 'memory.peak_bytes' missing (and no 'peak_memory_mb')", rd->file);
+    } else if (got == 0 && r->status == DPPLOT_STATUS_OK && !field_at(rd, root, DPR_PEAK_MEMORY_MB, NULL, AS_NUMBER)) {
+        PROBLEM(rd, "%s: field '%s' missing (and no '%s')", rd->file, dpr_field_of(DPR_MEMORY_PEAK_BYTES)->path,
+                dpr_field_of(DPR_PEAK_MEMORY_MB)->path);
     }
-    if (number_at(rd, root, "memory.reserved_peak_bytes", &v) == 1) r->reserved_peak_bytes = v;
-    if (number_at(rd, root, "memory.end_bytes", &v) == 1) r->end_bytes = v;
+    if (number_at(rd, root, DPR_MEMORY_RESERVED_PEAK_BYTES, NULL, &v) == 1) r->reserved_peak_bytes = v;
+    if (number_at(rd, root, DPR_MEMORY_END_BYTES, NULL, &v) == 1) r->end_bytes = v;
 
     /* Components: exact categories first, the legacy breakdown second. */
-    const cJSON *cats = at(root, "memory.categories");
+    const cJSON *cats = field_at(rd, root, DPR_MEMORY_CATEGORIES, NULL, AS_OBJECT);
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) r->component_bytes[c] = 0.0;
     if (cats && cJSON_IsObject(cats)) {
         const cJSON *cat;
         int any = 0;
         cJSON_ArrayForEach(cat, cats) {
-            char path[128];
-            snprintf(path, sizeof path, "memory.categories.%s.live_at_peak_bytes", cat->string);
-            if (number_at(rd, root, path, &v) == 1) {
+            int id = DPR_MEMORY_CATEGORY_LIVE_AT_PEAK_BYTES;
+            if (number_at(rd, root, id, cat->string, &v) == 1) {
                 r->component_bytes[component_of(cat->string)] += v;
                 any = 1;
-            } else if (!at(root, path) && cJSON_IsObject(cat)) {
-                PROBLEM(rd, "%s: field '%s' missing", rd->file, path);
+            } else if (!field_at(rd, root, id, cat->string, AS_NUMBER) && cJSON_IsObject(cat)) {
+                char path[256];
+                PROBLEM(rd, "%s: field '%s' missing", rd->file, path_of(id, cat->string, path, sizeof path));
             }
         }
         r->has_components = any;
     } else if (cats) {
-        PROBLEM(rd, "%s: field 'memory.categories' is %s, expected an object", rd->file, type_name(cats));
+        PROBLEM(rd, "%s: field '%s' is %s, expected an object", rd->file, dpr_field_of(DPR_MEMORY_CATEGORIES)->path,
+                type_name(cats));
     }
-    const cJSON *bd = at(root, "breakdown");
+    const cJSON *bd = field_at(rd, root, DPR_BREAKDOWN, NULL, AS_OBJECT);
     for (int k = 0; k < DPPLOT_N_LEGACY; k++) r->legacy_mb[k] = NAN;
     if (bd && !cJSON_IsObject(bd))
-        PROBLEM(rd, "%s: field 'breakdown' is %s, expected an object", rd->file, type_name(bd));
+        PROBLEM(rd, "%s: field '%s' is %s, expected an object", rd->file, dpr_field_of(DPR_BREAKDOWN)->path,
+                type_name(bd));
     if (bd && cJSON_IsObject(bd)) {
-        for (int k = 0; k < DPPLOT_N_LEGACY; k++) {
-            char path[64];
-            snprintf(path, sizeof path, "breakdown.%s", legacy_keys[k]);
-            if (number_at(rd, root, path, &v) == 1) r->legacy_mb[k] = v;
-        }
+        for (int k = 0; k < DPPLOT_N_LEGACY; k++)
+            if (number_at(rd, root, legacy_fields[k], NULL, &v) == 1) r->legacy_mb[k] = v;
     }
     if (!r->has_components && bd && cJSON_IsObject(bd)) {
         static const dpplot_component from_legacy[6] = {DPPLOT_COMP_PARAMETERS,   DPPLOT_COMP_OPTIMIZER_STATES,
@@ -198,21 +261,21 @@ static void read_memory(reader *rd, const cJSON *root, dpplot_result *r) {
         r->legacy_mb[DPPLOT_LEGACY_PEAK_ALLOCATED] = r->peak_bytes / MIB;
 
     /* Modules, grouped. */
-    const cJSON *mods = at(root, "memory.modules");
+    const cJSON *mods = field_at(rd, root, DPR_MEMORY_MODULES, NULL, AS_ARRAY);
     if (mods && !cJSON_IsArray(mods)) {
-        PROBLEM(rd, "%s: field 'memory.modules' is %s, expected an array", rd->file, type_name(mods));
+        PROBLEM(rd, "%s: field '%s' is %s, expected an array", rd->file, dpr_field_of(DPR_MEMORY_MODULES)->path,
+                type_name(mods));
     } else if (mods) {
         int index = 0, reported = 0;
         const cJSON *m;
         cJSON_ArrayForEach(m, mods) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(m, "module");
-            const cJSON *live = cJSON_GetObjectItemCaseSensitive(m, "live_at_peak_bytes");
+            const cJSON *name = member_of(rd, m, DPR_MEMORY_MODULE_MODULE, AS_STRING);
+            const cJSON *live = member_of(rd, m, DPR_MEMORY_MODULE_LIVE_AT_PEAK_BYTES, AS_NUMBER);
             if (!cJSON_IsString(name) || !cJSON_IsNumber(live)) {
                 if (!reported)
-                    PROBLEM(rd,
-                            "%s: field 'memory.modules[%d]' needs a string 'module' and a number "
-                            "'live_at_peak_bytes'",
-                            rd->file, index);
+                    PROBLEM(rd, "%s: field '%s[%d]' needs a string '%s' and a number '%s'", rd->file,
+                            dpr_field_of(DPR_MEMORY_MODULES)->path, index, key_of(DPR_MEMORY_MODULE_MODULE),
+                            key_of(DPR_MEMORY_MODULE_LIVE_AT_PEAK_BYTES));
                 reported = 1;
             } else {
                 r->module_bytes[dpplot_module_group_of(name->valuestring)] += live->valuedouble;
@@ -225,24 +288,27 @@ static void read_memory(reader *rd, const cJSON *root, dpplot_result *r) {
 
 static void read_timing(reader *rd, const cJSON *root, dpplot_result *r) {
     double v;
-    int got = number_at(rd, root, "timing.avg_ms", &v);
+    int got = number_at(rd, root, DPR_TIMING_AVG_MS, NULL, &v);
     if (got == 1) {
         r->avg_ms = v, r->has_time = 1;
-    } else if (number_at(rd, root, "avg_time_ms", &v) == 1) {
+    } else if (number_at(rd, root, DPR_AVG_TIME_MS, NULL, &v) == 1) {
         r->avg_ms = v, r->has_time = 1;
-    } else if (got == 0 && r->status == DPPLOT_STATUS_OK && !at(root, "avg_time_ms")) {
-        PROBLEM(rd, "%s: field 'timing.avg_ms' missing (and no 'avg_time_ms')", rd->file);
+    } else if (got == 0 && r->status == DPPLOT_STATUS_OK && !field_at(rd, root, DPR_AVG_TIME_MS, NULL, AS_NUMBER)) {
+        PROBLEM(rd, "%s: field '%s' missing (and no '%s')", rd->file, dpr_field_of(DPR_TIMING_AVG_MS)->path,
+                dpr_field_of(DPR_AVG_TIME_MS)->path);
     }
     for (int p = 0; p < DPPLOT_N_PHASES; p++) {
-        char path[64];
-        snprintf(path, sizeof path, "timing.phases_ms.%s", dpplot_phase_name((dpplot_phase)p));
         r->phase_ms[p] = NAN;
-        if (number_at(rd, root, path, &v) == 1) r->phase_ms[p] = v;
+        if (number_at(rd, root, DPR_TIMING_PHASE_MS, dpplot_phase_name((dpplot_phase)p), &v) == 1) r->phase_ms[p] = v;
     }
 }
 
-/* Numbers of a JSON array into a new array of n doubles (NaN for non-numbers). */
-static double *numbers(reader *rd, const cJSON *arr, const char *path, size_t n) {
+/* Numbers of a JSON array into a new array of n doubles (NaN for non-numbers); item is the
+ * schema's id of the array's elements ("memory.timeline.t_ms[]"). */
+static double *numbers(reader *rd, const cJSON *arr, int item, size_t n) {
+    expect(rd, item, AS_NUMBER);
+    const char *path = dpr_field_of(item)->path;
+    int len = (int)strlen(path) - 2; /* without "[]" */
     double *out = malloc((n ? n : 1) * sizeof *out);
     if (!out) return NULL;
     size_t i = 0;
@@ -255,7 +321,7 @@ static double *numbers(reader *rd, const cJSON *arr, const char *path, size_t n)
         } else {
             out[i] = NAN;
             if (!reported)
-                PROBLEM(rd, "%s: field '%s[%zu]' is %s, expected a number", rd->file, path, i, type_name(it));
+                PROBLEM(rd, "%s: field '%.*s[%zu]' is %s, expected a number", rd->file, len, path, i, type_name(it));
             reported = 1;
         }
         i++;
@@ -264,35 +330,40 @@ static double *numbers(reader *rd, const cJSON *arr, const char *path, size_t n)
 }
 
 static int read_timeline(reader *rd, const cJSON *root, dpplot_result *r) {
-    const cJSON *tl = at(root, "memory.timeline");
+    const cJSON *tl = field_at(rd, root, DPR_MEMORY_TIMELINE, NULL, AS_OBJECT);
     if (tl) {
-        const cJSON *t = at(tl, "t_ms"), *a = at(tl, "allocated_bytes"), *res = at(tl, "reserved_bytes");
+        const cJSON *t = member_of(rd, tl, DPR_MEMORY_TIMELINE_T_MS, AS_ARRAY);
+        const cJSON *a = member_of(rd, tl, DPR_MEMORY_TIMELINE_ALLOCATED_BYTES, AS_ARRAY);
+        const cJSON *res = member_of(rd, tl, DPR_MEMORY_TIMELINE_RESERVED_BYTES, AS_ARRAY);
+        const char *t_key = key_of(DPR_MEMORY_TIMELINE_T_MS);
         if (!cJSON_IsArray(t) || !cJSON_IsArray(a)) {
-            PROBLEM(rd, "%s: field 'memory.timeline' needs arrays 't_ms' and 'allocated_bytes'", rd->file);
+            PROBLEM(rd, "%s: field '%s' needs arrays '%s' and '%s'", rd->file, dpr_field_of(DPR_MEMORY_TIMELINE)->path,
+                    t_key, key_of(DPR_MEMORY_TIMELINE_ALLOCATED_BYTES));
             return 0;
         }
         size_t nt = (size_t)cJSON_GetArraySize(t), na = (size_t)cJSON_GetArraySize(a);
         size_t n = nt < na ? nt : na;
         if (nt != na)
-            PROBLEM(rd, "%s: field 'memory.timeline.allocated_bytes' has %zu entries but 't_ms' has %zu", rd->file, na,
-                    nt);
+            PROBLEM(rd, "%s: field '%s' has %zu entries but '%s' has %zu", rd->file,
+                    dpr_field_of(DPR_MEMORY_TIMELINE_ALLOCATED_BYTES)->path, na, t_key, nt);
         if (res && cJSON_IsArray(res) && (size_t)cJSON_GetArraySize(res) != nt)
-            PROBLEM(rd, "%s: field 'memory.timeline.reserved_bytes' has %d entries but 't_ms' has %zu", rd->file,
-                    cJSON_GetArraySize(res), nt);
-        r->t_ms = numbers(rd, t, "memory.timeline.t_ms", n);
-        r->allocated_bytes = numbers(rd, a, "memory.timeline.allocated_bytes", n);
-        r->reserved_bytes = res && cJSON_IsArray(res) ? numbers(rd, res, "memory.timeline.reserved_bytes", n)
-                                                      : numbers(rd, a, "memory.timeline.allocated_bytes", n);
+            PROBLEM(rd, "%s: field '%s' has %d entries but '%s' has %zu", rd->file,
+                    dpr_field_of(DPR_MEMORY_TIMELINE_RESERVED_BYTES)->path, cJSON_GetArraySize(res), t_key, nt);
+        r->t_ms = numbers(rd, t, DPR_MEMORY_TIMELINE_T_MS_ITEM, n);
+        r->allocated_bytes = numbers(rd, a, DPR_MEMORY_TIMELINE_ALLOCATED_BYTES_ITEM, n);
+        r->reserved_bytes = res && cJSON_IsArray(res) ? numbers(rd, res, DPR_MEMORY_TIMELINE_RESERVED_BYTES_ITEM, n)
+                                                      : numbers(rd, a, DPR_MEMORY_TIMELINE_ALLOCATED_BYTES_ITEM, n);
         if (!r->t_ms || !r->allocated_bytes || !r->reserved_bytes) return -1;
         /* reserved shorter than t_ms: pad with NaN (gap) */
         if (res && cJSON_IsArray(res))
             for (size_t i = (size_t)cJSON_GetArraySize(res); i < n; i++) r->reserved_bytes[i] = NAN;
         r->n_timeline = n;
     } else {
-        const cJSON *snaps = at(root, "snapshots");
+        const cJSON *snaps = field_at(rd, root, DPR_SNAPSHOTS, NULL, AS_ARRAY);
         if (!snaps) return 0;
         if (!cJSON_IsArray(snaps)) {
-            PROBLEM(rd, "%s: field 'snapshots' is %s, expected an array", rd->file, type_name(snaps));
+            PROBLEM(rd, "%s: field '%s' is %s, expected an array", rd->file, dpr_field_of(DPR_SNAPSHOTS)->path,
+                    type_name(snaps));
             return 0;
         }
         size_t n = (size_t)cJSON_GetArraySize(snaps);
@@ -305,12 +376,14 @@ static int read_timeline(reader *rd, const cJSON *root, dpplot_result *r) {
         int reported = 0;
         const cJSON *s;
         cJSON_ArrayForEach(s, snaps) {
-            const cJSON *ts = cJSON_GetObjectItemCaseSensitive(s, "timestamp");
-            const cJSON *al = cJSON_GetObjectItemCaseSensitive(s, "allocated_mb");
-            const cJSON *re = cJSON_GetObjectItemCaseSensitive(s, "reserved_mb");
+            const cJSON *ts = member_of(rd, s, DPR_SNAPSHOT_TIMESTAMP, AS_NUMBER);
+            const cJSON *al = member_of(rd, s, DPR_SNAPSHOT_ALLOCATED_MB, AS_NUMBER);
+            const cJSON *re = member_of(rd, s, DPR_SNAPSHOT_RESERVED_MB, AS_NUMBER);
             if (!cJSON_IsNumber(ts) || !cJSON_IsNumber(al)) {
                 if (!reported)
-                    PROBLEM(rd, "%s: field 'snapshots[%zu]' needs numbers 'timestamp' and 'allocated_mb'", rd->file, i);
+                    PROBLEM(rd, "%s: field '%s[%zu]' needs numbers '%s' and '%s'", rd->file,
+                            dpr_field_of(DPR_SNAPSHOTS)->path, i, key_of(DPR_SNAPSHOT_TIMESTAMP),
+                            key_of(DPR_SNAPSHOT_ALLOCATED_MB));
                 reported = 1;
                 r->t_ms[i] = r->allocated_bytes[i] = r->reserved_bytes[i] = NAN;
             } else {
@@ -324,7 +397,7 @@ static int read_timeline(reader *rd, const cJSON *root, dpplot_result *r) {
         }
         r->n_timeline = n;
     }
-    const cJSON *spans = at(root, "timing.spans");
+    const cJSON *spans = field_at(rd, root, DPR_TIMING_SPANS, NULL, AS_ARRAY);
     if (spans && cJSON_IsArray(spans)) {
         size_t n = (size_t)cJSON_GetArraySize(spans);
         r->spans = malloc((n ? n : 1) * sizeof *r->spans);
@@ -332,17 +405,16 @@ static int read_timeline(reader *rd, const cJSON *root, dpplot_result *r) {
         const cJSON *s;
         int index = 0, reported = 0;
         cJSON_ArrayForEach(s, spans) {
-            const cJSON *ph = cJSON_GetObjectItemCaseSensitive(s, "phase");
-            const cJSON *st = cJSON_GetObjectItemCaseSensitive(s, "start_ms");
-            const cJSON *en = cJSON_GetObjectItemCaseSensitive(s, "end_ms");
-            const cJSON *it = cJSON_GetObjectItemCaseSensitive(s, "iter");
+            const cJSON *ph = member_of(rd, s, DPR_TIMING_SPAN_PHASE, AS_STRING);
+            const cJSON *st = member_of(rd, s, DPR_TIMING_SPAN_START_MS, AS_NUMBER);
+            const cJSON *en = member_of(rd, s, DPR_TIMING_SPAN_END_MS, AS_NUMBER);
+            const cJSON *it = member_of(rd, s, DPR_TIMING_SPAN_ITER, AS_NUMBER);
             int phase = cJSON_IsString(ph) ? dpplot_phase_from_name(ph->valuestring) : -1;
             if (phase < 0 || !cJSON_IsNumber(st) || !cJSON_IsNumber(en)) {
                 if (!reported)
-                    PROBLEM(rd,
-                            "%s: field 'timing.spans[%d]' needs a known 'phase' and numbers "
-                            "'start_ms', 'end_ms'",
-                            rd->file, index);
+                    PROBLEM(rd, "%s: field '%s[%d]' needs a known '%s' and numbers '%s', '%s'", rd->file,
+                            dpr_field_of(DPR_TIMING_SPANS)->path, index, key_of(DPR_TIMING_SPAN_PHASE),
+                            key_of(DPR_TIMING_SPAN_START_MS), key_of(DPR_TIMING_SPAN_END_MS));
                 reported = 1;
             } else {
                 dpplot_span *sp = &r->spans[r->n_spans++];
@@ -353,26 +425,29 @@ static int read_timeline(reader *rd, const cJSON *root, dpplot_result *r) {
             index++;
         }
     } else if (spans) {
-        PROBLEM(rd, "%s: field 'timing.spans' is %s, expected an array", rd->file, type_name(spans));
+        PROBLEM(rd, "%s: field '%s' is %s, expected an array", rd->file, dpr_field_of(DPR_TIMING_SPANS)->path,
+                type_name(spans));
     }
     return 0;
 }
 
 static int read_sweep(reader *rd, const cJSON *root, dpplot_result *r) {
-    const cJSON *sw = at(root, "sweep");
+    const cJSON *sw = field_at(rd, root, DPR_SWEEP, NULL, AS_OBJECT);
     if (!sw || cJSON_IsNull(sw)) return 0;
     if (!cJSON_IsObject(sw)) {
-        PROBLEM(rd, "%s: field 'sweep' is %s, expected an object", rd->file, type_name(sw));
+        PROBLEM(rd, "%s: field '%s' is %s, expected an object", rd->file, dpr_field_of(DPR_SWEEP)->path, type_name(sw));
         return 0;
     }
-    const char *name = string_at(rd, root, "sweep.name");
+    const char *name = string_at(rd, root, DPR_SWEEP_NAME);
     r->sweep_name = dup_str(name ? name : "sweep");
     if (!r->sweep_name) return -1;
-    const cJSON *vary = at(root, "sweep.vary");
+    const cJSON *vary = field_at(rd, root, DPR_SWEEP_VARY, NULL, AS_OBJECT);
     if (!cJSON_IsObject(vary)) {
-        PROBLEM(rd, "%s: field 'sweep.vary' is %s, expected an object", rd->file, vary ? type_name(vary) : "missing");
+        PROBLEM(rd, "%s: field '%s' is %s, expected an object", rd->file, dpr_field_of(DPR_SWEEP_VARY)->path,
+                vary ? type_name(vary) : "missing");
         return 0;
     }
+    expect(rd, DPR_SWEEP_VARY_VALUE, AS_SCALAR);
     size_t n = (size_t)cJSON_GetArraySize(vary);
     r->vary = calloc(n ? n : 1, sizeof *r->vary);
     if (!r->vary) return -1;
@@ -389,8 +464,9 @@ static int read_sweep(reader *rd, const cJSON *root, dpplot_result *r) {
         } else if (cJSON_IsBool(v)) {
             dv->text = dup_str(cJSON_IsTrue(v) ? "true" : "false");
         } else {
-            PROBLEM(rd, "%s: field 'sweep.vary.%s' is %s, expected a number or string", rd->file, v->string,
-                    type_name(v));
+            char path[256];
+            PROBLEM(rd, "%s: field '%s' is %s, expected a number or string", rd->file,
+                    path_of(DPR_SWEEP_VARY_VALUE, v->string, path, sizeof path), type_name(v));
             continue;
         }
         dv->key = dup_str(v->string);
@@ -413,12 +489,11 @@ static void result_free(dpplot_result *r) {
     memset(r, 0, sizeof *r);
 }
 
-/* 1 when root looks like a results document (any key the contract defines at the top). */
+/* 1 when root looks like a results document (any top-level key the schema marks as a result's). */
 static int is_results_doc(const cJSON *root) {
-    static const char *const keys[] = {"schema_version", "experiment",     "status",
-                                       "memory",         "peak_memory_mb", "breakdown"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
-        if (cJSON_GetObjectItemCaseSensitive(root, keys[i])) return 1;
+    for (int id = 0; id < DPR_N_FIELDS; id++)
+        if ((dpr_field_of(id)->flags & DPR_MARKS) && cJSON_GetObjectItemCaseSensitive(root, dpr_field_of(id)->path))
+            return 1;
     return 0;
 }
 
@@ -433,29 +508,31 @@ static void line_col(const char *text, const char *pos, int *line, int *col) {
 }
 
 static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
-    int dpprof_file = at(root, "schema_version") != NULL;
+    int dpprof_file = field_at(rd, root, DPR_SCHEMA_VERSION, NULL, AS_NUMBER) != NULL;
     r->status = parse_status(rd, root, dpprof_file);
     r->reserved_peak_bytes = r->end_bytes = NAN;
     r->oom_requested_bytes = NAN;
     r->seq_len = r->batch = r->layers = r->hidden = NAN;
     double v;
-    if (dpprof_file && number_at(rd, root, "schema_version", &v) == 1 && v != 1)
-        PROBLEM(rd, "%s: field 'schema_version' is %g; this reader knows version 1", rd->file, v);
+    if (dpprof_file && number_at(rd, root, DPR_SCHEMA_VERSION, NULL, &v) == 1 && v != DPR_VERSION)
+        PROBLEM(rd, "%s: field '%s' is %g; this reader knows version %d", rd->file,
+                dpr_field_of(DPR_SCHEMA_VERSION)->path, v, DPR_VERSION);
 
-    const char *experiment = string_at(rd, root, "experiment");
+    const char *experiment = string_at(rd, root, DPR_EXPERIMENT);
     char stem[256];
     snprintf(stem, sizeof stem, "%s", rd->file);
     size_t sl = strlen(stem);
     if (sl > 5 && strcmp(stem + sl - 5, ".json") == 0) stem[sl - 5] = '\0';
     r->experiment = dup_str(experiment ? experiment : stem);
-    const char *method = string_at(rd, root, "method");
-    if (!method) method = string_at(rd, root, "config.method");
-    if (!method && dpprof_file) PROBLEM(rd, "%s: field 'method' missing; using the experiment name", rd->file);
+    const char *method = string_at(rd, root, DPR_METHOD);
+    if (!method) method = string_at(rd, root, DPR_CONFIG_METHOD);
+    if (!method && dpprof_file)
+        PROBLEM(rd, "%s: field '%s' missing; using the experiment name", rd->file, dpr_field_of(DPR_METHOD)->path);
     if (!method) method = r->experiment ? r->experiment : "unknown";
     r->method = dup_str(method);
-    const char *msg = string_at(rd, root, "message");
+    const char *msg = string_at(rd, root, DPR_MESSAGE);
     r->message = dup_str(msg);
-    const cJSON *pred = at(root, "predicted");
+    const cJSON *pred = field_at(rd, root, DPR_PREDICTED, NULL, AS_BOOLEAN);
     r->predicted = cJSON_IsTrue(pred);
     if (!r->experiment || !r->method || (msg && !r->message)) return -1;
 
@@ -464,17 +541,17 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
     if (read_timeline(rd, root, r) != 0) return -1;
     if (read_sweep(rd, root, r) != 0) return -1;
 
-    if (number_at(rd, root, "oom.requested_bytes", &v) == 1) r->oom_requested_bytes = v;
+    if (number_at(rd, root, DPR_OOM_REQUESTED_BYTES, NULL, &v) == 1) r->oom_requested_bytes = v;
     const char *s;
-    if ((s = string_at(rd, root, "oom.category")) && !(r->oom_category = dup_str(s))) return -1;
-    if ((s = string_at(rd, root, "oom.module")) && !(r->oom_module = dup_str(s))) return -1;
-    if (number_at(rd, root, "config.model.seq_len", &v) == 1) r->seq_len = v;
-    if (number_at(rd, root, "config.model.batch", &v) == 1) r->batch = v;
-    if (number_at(rd, root, "config.model.layers", &v) == 1) r->layers = v;
-    if (number_at(rd, root, "config.model.hidden", &v) == 1) r->hidden = v;
-    if ((s = string_at(rd, root, "config.model.arch")) && !(r->arch = dup_str(s))) return -1;
-    if ((s = string_at(rd, root, "config.model.dtype")) && !(r->dtype = dup_str(s))) return -1;
-    if ((s = string_at(rd, root, "environment.device_name")) && !(r->device_name = dup_str(s))) return -1;
+    if ((s = string_at(rd, root, DPR_OOM_CATEGORY)) && !(r->oom_category = dup_str(s))) return -1;
+    if ((s = string_at(rd, root, DPR_OOM_MODULE)) && !(r->oom_module = dup_str(s))) return -1;
+    if (number_at(rd, root, DPR_CONFIG_MODEL_SEQ_LEN, NULL, &v) == 1) r->seq_len = v;
+    if (number_at(rd, root, DPR_CONFIG_MODEL_BATCH, NULL, &v) == 1) r->batch = v;
+    if (number_at(rd, root, DPR_CONFIG_MODEL_LAYERS, NULL, &v) == 1) r->layers = v;
+    if (number_at(rd, root, DPR_CONFIG_MODEL_HIDDEN, NULL, &v) == 1) r->hidden = v;
+    if ((s = string_at(rd, root, DPR_CONFIG_MODEL_ARCH)) && !(r->arch = dup_str(s))) return -1;
+    if ((s = string_at(rd, root, DPR_CONFIG_MODEL_DTYPE)) && !(r->dtype = dup_str(s))) return -1;
+    if ((s = string_at(rd, root, DPR_ENVIRONMENT_DEVICE_NAME)) && !(r->device_name = dup_str(s))) return -1;
     return 0;
 }
 

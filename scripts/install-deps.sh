@@ -3,7 +3,9 @@
 # Runs apt-get as root, or through sudo when not root. The CUDA toolkit is optional and
 # never installed here: CMake enables the CUDA backend when it finds nvcc.
 set -eu
-pkgs="build-essential cmake pkg-config liblua5.4-dev libcjson-dev libcairo2-dev libopenblas-dev fonts-dejavu-core"
+# slurm-wlm and munge: the test that starts a one-node Slurm cluster (tests/slurm)
+pkgs="build-essential cmake pkg-config liblua5.4-dev libcjson-dev libcairo2-dev libopenblas-dev libfftw3-dev fonts-dejavu-core
+      slurm-wlm munge"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -12,6 +12,10 @@ int dp_error_set(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(last_message, sizeof last_message, fmt, ap);
     va_end(ap);
+    /* one line whatever the message quotes: a tensor name from a file may hold a newline or an
+     * escape sequence, shown as '?' (as ls -q does) */
+    for (char *c = last_message; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f) *c = '?';
     last_code = code;
     return code;
 }

@@ -16,7 +16,8 @@ enum {
     DP_EINTERNAL = 6 /* a broken invariant: a bug in dpprof */
 };
 
-/* Records code and a printf-style message as the thread's last error; returns code. */
+/* Records code and a printf-style message as the thread's last error (one line: control
+ * characters, such as a newline in a name read from a file, become '?'); returns code. */
 int dp_error_set(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The thread's last error message ("" when none). Valid until the next dp_error_set. */
 const char *dp_error_message(void);

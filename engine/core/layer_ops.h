@@ -4,8 +4,9 @@
  * Conventions, shared by every entry (the CPU implementation in cpu_layers.c is the
  * specification the CUDA kernels must match):
  * - Activations are row-major, token-major: a B x T x d tensor is N = B*T rows of d. Their dtype
- *   `t` is f32 or bf16 (the model's compute dtype). Parameters (weights, gains, biases,
- *   embeddings) and their gradients are always f32. Statistics saved for backward (mean, rstd,
+ *   `t` is f32 or bf16 (the model's compute dtype). Gains and biases are f32 (the model widens a
+ *   bf16 one first), embedding tables f32 or bf16 (wt), parameters the optimizers update f32 or
+ *   bf16 (pt); parameter gradients are always f32. Statistics saved for backward (mean, rstd,
  *   log-sum-exp) are f32.
  * - Arithmetic is f32 whatever `t` is; bf16 values are widened on load and rounded (nearest
  *   even) on store.
@@ -28,9 +29,10 @@ typedef struct dp_device dp_device;
 
 typedef struct dp_layer_ops {
     /* out[n, :] = wte[ids[n], :] (+ wpe[n % T, :] when wpe != NULL) for n < N = B*T; ids are
-     * i32 in [0, V). out has dtype t. */
-    int (*embedding_forward)(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
-                             const float *wpe, int64_t N, int64_t T, int64_t d);
+     * i32 in [0, V). out has dtype t; the tables have dtype wt (f32, or bf16: a bf16 model's
+     * frozen or master-less embeddings), the sum taken in f32. */
+    int (*embedding_forward)(dp_device *dev, dp_dtype t, dp_dtype wt, void *out, const int32_t *ids, const void *wte,
+                             const void *wpe, int64_t N, int64_t T, int64_t d);
     /* dwte[ids[n], :] += dout[n, :] for n in increasing order (dwte may be NULL: frozen);
      * dwpe[tt, :] += sum over b of dout[b*T + tt, :] (when dwpe != NULL). */
     int (*embedding_backward)(dp_device *dev, dp_dtype t, const void *dout, const int32_t *ids, float *dwte,
@@ -71,27 +73,35 @@ typedef struct dp_layer_ops {
 
     /* Rotary embedding in place on x (N rows of H heads of hd, row stride ld elements), Hugging
      * Face's rotate-half layout: within each head, dimension j < hd/2 pairs with j + hd/2 at
-     * angle pos * theta^(-2j/hd), pos = n % T. inverse = 1 rotates by the opposite angle (the
-     * backward of the forward rotation). Angles are computed in f32 from the same formula on
-     * every device: inv_freq = theta^(-2j/hd) with powf, angle = pos * inv_freq, then cosf/sinf. */
+     * angle pos * inv_freq[j], pos = n % T, rotated by (c, s) = (cos, sin)(angle) * scale.
+     * inv_freq is a host array of hd/2 f32 (the model computes it once, with the rope scaling:
+     * model_rope.c); scale is yarn's attention factor (1 otherwise). inverse = 1 applies the
+     * transpose, (c, -s): the backward of the forward. Rounding points, the same on every device:
+     * angle = pos * inv_freq[j] (f32), cosf and sinf, each times scale (f32), then
+     * x1 c - x2 s and x2 c + x1 s (f32, each product rounded). */
     int (*rope)(dp_device *dev, dp_dtype t, void *x, int64_t ld, int64_t N, int64_t T, int64_t H, int64_t hd,
-                float theta, int inverse);
+                const float *inv_freq, float scale, int inverse);
 
     /* Causal self-attention, FlashAttention-2 style: never a T x T matrix in device memory.
-     * q, k, v are N x (H*hd) views with row stride ld_in (e.g. 3d inside a fused qkv tensor);
-     * out is N x (H*hd) contiguous (row stride H*hd). Row i of head h attends to keys j <= i of the
-     * same sample with softmax(scale * q.k). Saves lse[(b*H + h)*T + i] = log-sum-exp of the
-     * scaled scores of that row (natural log). */
+     * Grouped-query: H query heads share Hkv key/value heads (H a multiple of Hkv; Hkv = H is
+     * ordinary multi-head attention, Hkv = 1 multi-query); query head h reads kv head
+     * h / (H / Hkv), as transformers' repeat_kv, and the repeat is never materialised. q is an
+     * N x (H*hd) view with row stride ld_q, k and v are N x (Hkv*hd) views with row stride ld_kv
+     * (e.g. both 3d inside GPT's fused qkv); out is N x (H*hd) contiguous (row stride H*hd).
+     * Row i of head h attends to keys j <= i of the same sample with softmax(scale * q.k).
+     * Saves lse[(b*H + h)*T + i] = log-sum-exp of the scaled scores of that row (natural log). */
     int (*attention_forward)(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                             const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd, float scale);
-    /* Gradients of attention_forward: writes dq, dk, dv (N x H*hd views, row stride ld_grad).
-     * delta is caller-provided f32 scratch of B*H*T floats (rowsum(dout * out)). Deterministic:
-     * no atomics (CUDA: dk/dv and dq from separate passes over the blocks; the CPU: one thread
-     * per (sample, head) walks the blocks in a fixed order). */
-    int (*attention_backward)(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
+                             const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                             int64_t hd, float scale);
+    /* Gradients of attention_forward: writes dq (row stride ld_dq) and dk, dv (ld_dkv), laid out
+     * like q, k, v. delta is caller-provided f32 scratch of B*H*T floats (rowsum(dout * out)).
+     * Deterministic: no atomics (CUDA: dk/dv and dq from separate passes over the blocks; the CPU:
+     * one thread per (sample, kv head) walks the blocks in a fixed order); a kv head's dk and dv
+     * sum the H / Hkv query heads of its group in increasing order. */
+    int (*attention_backward)(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq, int64_t ld_dkv,
                               const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                              const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H, int64_t hd,
-                              float scale);
+                              const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B, int64_t T, int64_t H,
+                              int64_t Hkv, int64_t hd, float scale);
 
     /* Fused softmax cross-entropy, forward: for each of N rows of logits (N x V, dtype t),
      * losses[n] = logsumexp(row) - row[targets[n]] and lse[n] = logsumexp(row) (f32). */
@@ -103,15 +113,16 @@ typedef struct dp_layer_ops {
     int (*cross_entropy_backward)(dp_device *dev, dp_dtype t, void *logits, const float *lse, const int32_t *targets,
                                   const float *sample_scale, int64_t N, int64_t T, int64_t V);
 
-    /* Optimizer steps over n f32 elements (p: parameter, g: gradient, m/v: states).
+    /* Optimizer steps over n elements (p: parameter of dtype pt, f32 or bf16 widened and rounded
+     * once at the end; g: gradient, m/v/buf: states, f32).
      * AdamW (PyTorch's): p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
      * p -= lr * (m / (1 - b1^step)) / (sqrt(v / (1 - b2^step)) + eps). */
-    int (*adamw_step)(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr, float beta1,
-                      float beta2, float eps, float weight_decay, int64_t step);
+    int (*adamw_step)(dp_device *dev, dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t n, float lr,
+                      float beta1, float beta2, float eps, float weight_decay, int64_t step);
     /* SGD (PyTorch's): g' = g + wd p; with momentum: buf = mu buf + g' (buf = g' at step 1 when
      * first_step), p -= lr * buf; without (buf NULL): p -= lr g'. */
-    int (*sgd_step)(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                    float weight_decay, int first_step);
+    int (*sgd_step)(dp_device *dev, dp_dtype pt, void *p, const float *g, float *buf, int64_t n, float lr,
+                    float momentum, float weight_decay, int first_step);
 } dp_layer_ops;
 
 #endif

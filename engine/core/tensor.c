@@ -169,6 +169,34 @@ int dp_tensor_from_host(dp_tensor *t, const void *host, uint64_t bytes) {
     return DP_DISPATCH(t->dev, memcpy, t->data, host, (size_t)bytes, DP_COPY_H2D);
 }
 
+static int f32_host_check(const dp_tensor *t, int64_t n, const char *op) {
+    if (n == t->numel && (t->dtype == DP_F32 || t->dtype == DP_BF16)) return DP_OK;
+    return dp_error_set(DP_EINVAL, "%s: %lld f32 values for a %s tensor of %lld elements", op, (long long)n,
+                        dp_dtype_name(t->dtype), (long long)t->numel);
+}
+
+int dp_tensor_from_host_f32(dp_tensor *t, const float *host, int64_t n) {
+    DP_TRY(f32_host_check(t, n, "from_host_f32"));
+    if (t->dtype == DP_F32) return dp_tensor_from_host(t, host, (uint64_t)n * sizeof(float));
+    uint16_t *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+    if (!h) return dp_error_set(DP_EOOM, "from_host_f32: out of host memory for %lld values", (long long)n);
+    for (int64_t i = 0; i < n; i++) h[i] = dp_f32_to_bf16(host[i]);
+    int rc = dp_tensor_from_host(t, h, (uint64_t)n * sizeof *h);
+    free(h);
+    return rc;
+}
+
+int dp_tensor_to_host_f32(const dp_tensor *t, float *host, int64_t n) {
+    DP_TRY(f32_host_check(t, n, "to_host_f32"));
+    if (t->dtype == DP_F32) return dp_tensor_to_host(t, host, (uint64_t)n * sizeof(float));
+    uint16_t *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+    if (!h) return dp_error_set(DP_EOOM, "to_host_f32: out of host memory for %lld values", (long long)n);
+    int rc = dp_tensor_to_host(t, h, (uint64_t)n * sizeof *h);
+    for (int64_t i = 0; rc == DP_OK && i < n; i++) host[i] = dp_bf16_to_f32(h[i]);
+    free(h);
+    return rc;
+}
+
 int dp_tensor_fill(dp_tensor *t, double value) {
     dp_ledger_add("fill", 0, (double)dp_tensor_bytes(t));
     return DP_DISPATCH(t->dev, fill, t->dtype, t->data, (size_t)t->numel, value);

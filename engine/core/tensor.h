@@ -58,6 +58,11 @@ int dp_tensor_copy(dp_tensor *dst, const dp_tensor *src);
 int dp_tensor_to_host(const dp_tensor *t, void *host, uint64_t bytes);
 /* Copies host memory into t's elements (bytes must equal dp_tensor_bytes). */
 int dp_tensor_from_host(dp_tensor *t, const void *host, uint64_t bytes);
+/* Reads n f32 values from the host into t (f32, or bf16 rounded to nearest even through a host
+ * buffer). DP_EINVAL when n is not t's element count or t is not a float tensor; DP_EOOM. */
+int dp_tensor_from_host_f32(dp_tensor *t, const float *host, int64_t n);
+/* Writes t's n values to the host as f32 (bf16 widened exactly; zeros on plan). As above. */
+int dp_tensor_to_host_f32(const dp_tensor *t, float *host, int64_t n);
 /* Sets every element to value. */
 int dp_tensor_fill(dp_tensor *t, double value);
 /* Fills t from the Philox stream (seed, stream): uniform in [a, b) or normal with mean a and

@@ -15,8 +15,8 @@
  *   or the per-sample gradients the norm pass produced anyway (`per_sample_grads`: materialized
  *   weights, biases, norm gains), giving c^T g. With `materialize` norms, bk is exactly Opacus's
  *   hooks mode: per-sample gradients kept until the clip factors are known, then summed.
- * Presets: vanilla (no DP), flat (materialize + bk), ghost (ghost + twopass), mixed_ghost
- * (mixed + twopass), bk (mixed + bk), flash_clip (flash + bk).
+ * Presets (named pairs; the list is dpsgd_method.c's): vanilla (no DP), flat (materialize + bk),
+ * ghost (ghost + twopass), mixed_ghost (mixed + twopass), bk (mixed + bk), flash_clip (flash + bk).
  *
  * The step (NOTES.md): per-sample gradient g_i = grad L_i (L_i the mean loss over the sample's
  * tokens); c_i = min(1, C / (||g_i|| + 1e-6)) with ||g_i|| over every trainable tensor (flat
@@ -33,6 +33,7 @@
 #ifndef DPSGD_H
 #define DPSGD_H
 
+#include "accountant.h"
 #include "model.h"
 
 #include <stddef.h>
@@ -66,8 +67,31 @@ typedef enum {
  * (dpsgd_strips.c). Either way no T x T matrix and no whole p x d per-sample gradient. */
 typedef enum { DPSGD_FLASH_TILES = 0, DPSGD_FLASH_STRIPS } dpsgd_flash_impl;
 
-/* Parses a preset name ("vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip");
- * DP_EINVAL naming the valid presets. */
+/* How many values each enum has ("none" included for norms and clip). */
+#define DPSGD_N_NORMS (DPSGD_NORMS_FLASH + 1)
+#define DPSGD_N_CLIPS (DPSGD_CLIP_BK + 1)
+#define DPSGD_N_FORMULATIONS (DPSGD_FORM_GRAD_STRIP + 1)
+#define DPSGD_N_FLASH_IMPLS (DPSGD_FLASH_STRIPS + 1)
+
+/* The lists of names a user chooses from (dpsgd_method.c holds each once; the Lua module's
+ * dpprof.dp.METHODS, PRESETS, NORMS, CLIPS, FORMULATIONS and FLASH_IMPLS are made from them). */
+typedef enum {
+    DPSGD_LIST_PRESETS,      /* the methods by name, vanilla first: "vanilla", "flat", "ghost", ... */
+    DPSGD_LIST_NORMS,        /* norms choices: "materialize", "ghost", "mixed", "flash" */
+    DPSGD_LIST_CLIPS,        /* clip choices: "twopass", "bk" */
+    DPSGD_LIST_FORMULATIONS, /* per-layer formulations, by dpsgd_formulation value */
+    DPSGD_LIST_FLASH_IMPLS   /* flash_impl choices, by dpsgd_flash_impl value */
+} dpsgd_list;
+
+/* The i-th name of a list (0-based), or NULL past its end. */
+const char *dpsgd_list_name(dpsgd_list list, size_t i);
+/* The names of a list joined by ", " into buf (at most n bytes, NUL included); returns buf. */
+const char *dpsgd_list_join(dpsgd_list list, char *buf, size_t n);
+/* "norms: materialize, ghost, mixed, flash; clip: twopass, bk" into buf; returns buf. */
+const char *dpsgd_choices_text(char *buf, size_t n);
+
+/* Parses a preset name (one of DPSGD_LIST_PRESETS) into its two choices ("vanilla": none and
+ * none); DP_EINVAL naming the valid presets. */
 int dpsgd_method_preset(const char *name, dpsgd_norms_method *norms, dpsgd_clip_method *clip);
 /* Parses a norms choice ("materialize", "ghost", "mixed", "flash"); DP_EINVAL naming them. */
 int dpsgd_norms_parse(const char *name, dpsgd_norms_method *out);
@@ -150,7 +174,10 @@ const dpsgd_config *dpsgd_config_of(const dpsgd *dp);
  * physical batches of at most max_physical_batch_size. */
 int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must
- * stay alive until dpsgd_clip). Writes the batch loss and, when non-NULL, the B losses. */
+ * stay alive and unchanged until dpsgd_clip). Writes the batch loss and, when non-NULL, the B
+ * losses. Backward and clip check that the model still holds this forward (dp_model_forward_id):
+ * another forward on the model in between, or a release of its activations, makes them fail
+ * with DP_EINVAL rather than go back through another batch's state. */
 int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses);
 /* Backward of the last forward: vanilla accumulates the gradient of the logical batch's mean
  * loss; DP computes every trainable tensor's per-sample squared norms (and what bk keeps). */
@@ -169,9 +196,10 @@ int64_t dpsgd_steps(const dpsgd *dp);
 double dpsgd_sample_rate(const dpsgd *dp);
 /* The expected logical batch size the noisy sum is divided by. */
 int64_t dpsgd_expected_batch_size(const dpsgd *dp);
-/* Epsilon at delta (delta <= 0: the configured one) after the steps taken, from the RDP
- * accountant; INFINITY for vanilla or sigma = 0. DP_EINVAL when q is unknown. */
-int dpsgd_epsilon(const dpsgd *dp, double delta, double *epsilon);
+/* Epsilon at delta (delta <= 0: the configured one) after the steps taken, from the accountant
+ * (accountant.h, default options); 0 before the first step, INFINITY for vanilla or sigma = 0.
+ * DP_EINVAL when q is unknown or the accountant fails. */
+int dpsgd_epsilon(const dpsgd *dp, double delta, dp_acct_kind accountant, double *epsilon);
 
 /* Per-sample norms ||g_i|| and clip factors c_i of every sample clipped in the current logical
  * step (or the last one once its noise was added), in order; n of each. */

@@ -40,24 +40,29 @@ static int append_samples(dpsgd *dp, const float *norms, const float *factors, i
 
 int dpsgd_compute_clip_factors(dpsgd *dp, float *factors) {
     int64_t B = dp->batch;
-    float *host = realloc(dp->host_sq, (size_t)(dp->n_params > 0 && B > 0 ? dp->n_params * B : 1) * sizeof *host);
-    if (!host) return dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
-    dp->host_sq = host;
-    dp->host_batch = B;
     for (int k = 0; k < dp->n_params; k++)
         if (!dp->sq_written[k])
             return dp_error_set(DP_EINTERNAL,
                                 "dp: trainable parameter '%s' got no per-sample norm (no hook "
                                 "covered it in the backward)",
                                 dp->params[k]->name);
-    if (dp->n_params > 0) /* one copy of every row (a plan tensor reads as zeros) */
+    /* the plan's norms are all 0 (no values): no n_params x B host copy of them is made */
+    int plan = dp->dev->kind == DP_DEV_PLAN;
+    float *host = NULL;
+    if (!plan) {
+        host = realloc(dp->host_sq, (size_t)(dp->n_params > 0 && B > 0 ? dp->n_params * B : 1) * sizeof *host);
+        if (!host) return dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
+        dp->host_sq = host;
+    }
+    dp->host_batch = B;
+    if (dp->n_params > 0 && !plan) /* one copy of every row */
         DP_TRY(dp_tensor_to_host(&dp->sq_norms, host, (uint64_t)dp->n_params * (uint64_t)B * sizeof *host));
     float *norms = malloc((size_t)(B ? B : 1) * sizeof *norms);
     if (!norms) return dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
     double C = dp->cfg.max_grad_norm;
     for (int64_t i = 0; i < B; i++) {
         double s = 0.0;
-        for (int k = 0; k < dp->n_params; k++) s += host[k * B + i];
+        for (int k = 0; k < dp->n_params && host; k++) s += host[k * B + i];
         double n = sqrt(s), c = C / (n + 1e-6);
         norms[i] = (float)n;
         factors[i] = (float)(c < 1.0 ? c : 1.0);

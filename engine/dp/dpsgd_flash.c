@@ -19,12 +19,12 @@ int dpsgd_flash_linear(dpsgd *dp, dpsgd_formulation form, const dp_tensor *A, co
     double bytes = b * t * (double)(d + p) * es + 4.0 * b * (accumulate ? 2.0 : 1.0);
     float alpha = scale * scale;
     if (form == DPSGD_FORM_GRAM_TILE) {
-        dp_ledger_add("dp_flash_gram_tile", b * t * (t + 1.0) * (double)(d + p) + b * t * (t + 1.0), bytes);
+        dp_ledger_add("dp_flash_gram_tile", dpsgd_gram_tile_flops(B, T, d, p), bytes);
         return DPSGD_DISPATCH(dp->dev, gram_tile_sumsq, A->dtype, B, T, d, p, A->data, G->data, alpha, row->data,
                               accumulate);
     }
     if (form == DPSGD_FORM_GRAD_TILE) {
-        dp_ledger_add("dp_flash_grad_tile", 2.0 * b * t * (double)p * (double)d + 2.0 * b * (double)(p * d), bytes);
+        dp_ledger_add("dp_flash_grad_tile", dpsgd_grad_tile_flops(B, T, d, p), bytes);
         return DPSGD_DISPATCH(dp->dev, grad_tile_sumsq, A->dtype, B, T, d, p, A->data, G->data, alpha, row->data,
                               accumulate);
     }

@@ -52,6 +52,7 @@ struct dpsgd {
 
     /* the current physical batch */
     const dp_tensor *inputs; /* ids of the last forward (the caller keeps them alive) */
+    uint64_t forward_id;     /* the model's id of that forward (dp_model_forward_id) */
     int64_t batch, seq_len;  /* B, T of the last forward */
     int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
     int phase;               /* 0 idle, 1 forward done, 2 backward done */
@@ -61,7 +62,7 @@ struct dpsgd {
                          * allocation and one copy to the host per physical batch */
     dp_tensor *sq_rows; /* row k of sq_norms (views, valid while it is allocated) */
     int *sq_written;    /* 1 once a hook wrote the row in this backward */
-    float *host_sq;     /* n_params x B host copy of the last batch's rows */
+    float *host_sq;     /* n_params x B host copy of the last batch's rows (none on plan: zeros) */
     int64_t host_batch; /* B of host_sq (0 = none yet) */
 
     dpsgd_book *books;
@@ -92,6 +93,13 @@ int dpsgd_begin_norms(dpsgd *dp);
 int dpsgd_end_norms(dpsgd *dp);
 
 /* ---- dpsgd_method.c ---- */
+/* Flops of flash's Gram-tile formulation of a linear's norms, B samples of T tokens, widths d
+ * in and p out: B T (T+1) (d+p) for the lower triangles of a a^T and g g^T, B T (T+1) for their
+ * product; the cost model and the ledger both count this. */
+double dpsgd_gram_tile_flops(int64_t B, int64_t T, int64_t d, int64_t p);
+/* Flops of forming and squaring the per-sample gradient g_i^T a_i (materialize, and flash's
+ * gradient tiles): 2 B T p d + 2 B p d. */
+double dpsgd_grad_tile_flops(int64_t B, int64_t T, int64_t d, int64_t p);
 /* The kind string of a linear's weight ("linear", "head", "tied_head", "lora_a", "lora_b"). */
 const char *dpsgd_linear_kind(const dp_param *w);
 

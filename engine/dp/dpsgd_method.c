@@ -4,8 +4,12 @@
 
 #include "error.h"
 
+#include <stdio.h>
 #include <string.h>
 
+/* The presets: the one list of DP methods by name, in the order results and charts show them
+ * (vanilla, the baseline, first). dpprof.dp.METHODS and dpprof.dp.PRESETS are made from it, and
+ * every Lua module and the CLI read those: a preset added here is known everywhere. */
 static const struct preset {
     const char *name;
     dpsgd_norms_method norms;
@@ -17,49 +21,79 @@ static const struct preset {
 };
 #define N_PRESETS (sizeof presets / sizeof *presets)
 
-static const char *const norms_names[] = {"none", "materialize", "ghost", "mixed", "flash"};
-static const char *const clip_names[] = {"none", "twopass", "bk"};
-static const char *const form_names[] = {"direct", "materialize", "ghost",      "gram_tile", "grad_tile",
-                                         "batch1", "grouped",     "gram_strip", "grad_strip"};
-static const char *const flash_impl_names[] = {"tiles", "strips"};
+/* Names by enum value; index 0 of norms and clip is vanilla's "none", which no one chooses. */
+static const char *const norms_names[DPSGD_N_NORMS] = {"none", "materialize", "ghost", "mixed", "flash"};
+static const char *const clip_names[DPSGD_N_CLIPS] = {"none", "twopass", "bk"};
+static const char *const form_names[DPSGD_N_FORMULATIONS] = {
+    "direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1", "grouped", "gram_strip", "grad_strip"};
+static const char *const flash_impl_names[DPSGD_N_FLASH_IMPLS] = {"tiles", "strips"};
 
-int dpsgd_method_preset(const char *name, dpsgd_norms_method *norms, dpsgd_clip_method *clip) {
-    for (size_t i = 0; i < N_PRESETS; i++)
-        if (name && strcmp(name, presets[i].name) == 0) {
-            *norms = presets[i].norms;
-            *clip = presets[i].clip;
-            return DP_OK;
-        }
-    return dp_error_set(DP_EINVAL, "unknown DP method '%s' (valid: vanilla, flat, ghost, mixed_ghost, bk, flash_clip)",
-                        name ? name : "(null)");
+const char *dpsgd_list_name(dpsgd_list list, size_t i) {
+    switch (list) {
+    case DPSGD_LIST_PRESETS: return i < N_PRESETS ? presets[i].name : NULL;
+    case DPSGD_LIST_NORMS: return i + 1 < DPSGD_N_NORMS ? norms_names[i + 1] : NULL;
+    case DPSGD_LIST_CLIPS: return i + 1 < DPSGD_N_CLIPS ? clip_names[i + 1] : NULL;
+    case DPSGD_LIST_FORMULATIONS: return i < DPSGD_N_FORMULATIONS ? form_names[i] : NULL;
+    case DPSGD_LIST_FLASH_IMPLS: return i < DPSGD_N_FLASH_IMPLS ? flash_impl_names[i] : NULL;
+    }
+    return NULL;
 }
 
-/* Index of name among names[lo..hi], or -1. */
-static int find_name(const char *name, const char *const *names, int lo, int hi) {
-    for (int i = lo; name && i <= hi; i++)
-        if (strcmp(name, names[i]) == 0) return i;
-    return -1;
+const char *dpsgd_list_join(dpsgd_list list, char *buf, size_t n) {
+    size_t used = 0;
+    if (n) buf[0] = '\0';
+    for (size_t i = 0; dpsgd_list_name(list, i) && used < n; i++) {
+        int w = snprintf(buf + used, n - used, "%s%s", i ? ", " : "", dpsgd_list_name(list, i));
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return buf;
+}
+
+/* Parses name among list's names; DP_EINVAL "unknown <what> '<name>' (valid: ...)". */
+static int parse(dpsgd_list list, const char *what, const char *name, size_t *index) {
+    for (size_t i = 0; name && dpsgd_list_name(list, i); i++)
+        if (strcmp(name, dpsgd_list_name(list, i)) == 0) {
+            *index = i;
+            return DP_OK;
+        }
+    char valid[256];
+    return dp_error_set(DP_EINVAL, "unknown %s '%s' (valid: %s)", what, name ? name : "(null)",
+                        dpsgd_list_join(list, valid, sizeof valid));
+}
+
+int dpsgd_method_preset(const char *name, dpsgd_norms_method *norms, dpsgd_clip_method *clip) {
+    size_t i = 0;
+    DP_TRY(parse(DPSGD_LIST_PRESETS, "DP method", name, &i));
+    *norms = presets[i].norms;
+    *clip = presets[i].clip;
+    return DP_OK;
 }
 
 int dpsgd_norms_parse(const char *name, dpsgd_norms_method *out) {
-    int i = find_name(name, norms_names, DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_FLASH);
-    if (i < 0)
-        return dp_error_set(DP_EINVAL, "unknown norms method '%s' (valid: materialize, ghost, mixed, flash)",
-                            name ? name : "(null)");
-    *out = (dpsgd_norms_method)i;
+    size_t i = 0;
+    DP_TRY(parse(DPSGD_LIST_NORMS, "norms method", name, &i));
+    *out = (dpsgd_norms_method)(i + 1);
     return DP_OK;
 }
 
 int dpsgd_clip_parse(const char *name, dpsgd_clip_method *out) {
-    int i = find_name(name, clip_names, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK);
-    if (i < 0) return dp_error_set(DP_EINVAL, "unknown clip method '%s' (valid: twopass, bk)", name ? name : "(null)");
-    *out = (dpsgd_clip_method)i;
+    size_t i = 0;
+    DP_TRY(parse(DPSGD_LIST_CLIPS, "clip method", name, &i));
+    *out = (dpsgd_clip_method)(i + 1);
     return DP_OK;
 }
 
-const char *dpsgd_norms_name(dpsgd_norms_method n) { return (unsigned)n <= DPSGD_NORMS_FLASH ? norms_names[n] : "?"; }
+const char *dpsgd_choices_text(char *buf, size_t n) {
+    char norms[128], clips[64];
+    snprintf(buf, n, "norms: %s; clip: %s", dpsgd_list_join(DPSGD_LIST_NORMS, norms, sizeof norms),
+             dpsgd_list_join(DPSGD_LIST_CLIPS, clips, sizeof clips));
+    return buf;
+}
 
-const char *dpsgd_clip_name(dpsgd_clip_method c) { return (unsigned)c <= DPSGD_CLIP_BK ? clip_names[c] : "?"; }
+const char *dpsgd_norms_name(dpsgd_norms_method n) { return (unsigned)n < DPSGD_N_NORMS ? norms_names[n] : "?"; }
+
+const char *dpsgd_clip_name(dpsgd_clip_method c) { return (unsigned)c < DPSGD_N_CLIPS ? clip_names[c] : "?"; }
 
 const char *dpsgd_method_preset_name(dpsgd_norms_method n, dpsgd_clip_method c) {
     for (size_t i = 0; i < N_PRESETS; i++)
@@ -68,18 +102,18 @@ const char *dpsgd_method_preset_name(dpsgd_norms_method n, dpsgd_clip_method c) 
 }
 
 const char *dpsgd_formulation_name(dpsgd_formulation f) {
-    return (unsigned)f <= DPSGD_FORM_GRAD_STRIP ? form_names[f] : "?";
+    return (unsigned)f < DPSGD_N_FORMULATIONS ? form_names[f] : "?";
 }
 
 int dpsgd_flash_impl_parse(const char *name, dpsgd_flash_impl *out) {
-    int i = find_name(name, flash_impl_names, DPSGD_FLASH_TILES, DPSGD_FLASH_STRIPS);
-    if (i < 0) return dp_error_set(DP_EINVAL, "unknown flash_impl '%s' (valid: tiles, strips)", name ? name : "(null)");
+    size_t i = 0;
+    DP_TRY(parse(DPSGD_LIST_FLASH_IMPLS, "flash_impl", name, &i));
     *out = (dpsgd_flash_impl)i;
     return DP_OK;
 }
 
 const char *dpsgd_flash_impl_name(dpsgd_flash_impl g) {
-    return (unsigned)g <= DPSGD_FLASH_STRIPS ? flash_impl_names[g] : "?";
+    return (unsigned)g < DPSGD_N_FLASH_IMPLS ? flash_impl_names[g] : "?";
 }
 
 const char *dpsgd_linear_kind(const dp_param *w) {
@@ -100,6 +134,16 @@ const char *dpsgd_linear_kind(const dp_param *w) {
 #define COST_BF16_FLOPS 600e12
 #define COST_BYTES_PER_S 3.0e12
 
+double dpsgd_gram_tile_flops(int64_t B, int64_t T, int64_t d, int64_t p) {
+    double b = (double)B, t = (double)T;
+    return b * t * (t + 1.0) * ((double)d + (double)p) + b * t * (t + 1.0);
+}
+
+double dpsgd_grad_tile_flops(int64_t B, int64_t T, int64_t d, int64_t p) {
+    double b = (double)B, pp = (double)p, dd = (double)d;
+    return 2.0 * b * (double)T * pp * dd + 2.0 * b * pp * dd;
+}
+
 static double roofline(double flops, double bytes, dp_dtype t) {
     double f = flops / (t == DP_BF16 ? COST_BF16_FLOPS : COST_F32_FLOPS), b = bytes / COST_BYTES_PER_S;
     return f > b ? f : b;
@@ -112,9 +156,9 @@ dpsgd_formulation dpsgd_choose_linear(dpsgd_norms_method norms, int64_t B, int64
     /* ghost: two T x T Gram GEMMs, written and read back by the dot */
     double ghost_f = 2.0 * b * tt * tt * (dd + pp) + 2.0 * b * tt * tt, ghost_b = io + 4.0 * b * tt * tt * 4.0;
     /* materialize: the batched GEMM g_i^T a_i, written and read back by the sum of squares */
-    double mat_f = 2.0 * b * tt * pp * dd + 2.0 * b * pp * dd, mat_b = io + 2.0 * b * pp * dd * 4.0;
+    double mat_f = dpsgd_grad_tile_flops(B, T, d, p), mat_b = io + 2.0 * b * pp * dd * 4.0;
     /* flash: the lower triangle of Gram tiles, or the gradient's tiles, operands read once */
-    double gram_f = b * tt * (tt + 1.0) * (dd + pp) + b * tt * (tt + 1.0), grad_f = mat_f;
+    double gram_f = dpsgd_gram_tile_flops(B, T, d, p), grad_f = mat_f;
     dpsgd_formulation f = DPSGD_FORM_DIRECT;
     switch (norms) {
     case DPSGD_NORMS_MATERIALIZE: f = DPSGD_FORM_MATERIALIZE; break;

@@ -24,13 +24,16 @@ void dpsgd_config_default(dpsgd_config *cfg) {
 static int is_vanilla(const dpsgd *dp) { return dp->cfg.norms == DPSGD_NORMS_NONE; }
 
 static int check_config(const dpsgd_config *cfg) {
+    char valid[256];
     if ((cfg->norms == DPSGD_NORMS_NONE) != (cfg->clip == DPSGD_CLIP_NONE))
-        return dp_error_set(DP_EINVAL, "dp: norms and clip go together (norms: materialize, ghost, mixed, flash; "
-                                       "clip: twopass, bk), or neither for vanilla");
-    if ((unsigned)cfg->norms > DPSGD_NORMS_FLASH || (unsigned)cfg->clip > DPSGD_CLIP_BK)
-        return dp_error_set(DP_EINVAL, "dp: unknown norms or clip method");
-    if ((unsigned)cfg->flash_impl > DPSGD_FLASH_STRIPS)
-        return dp_error_set(DP_EINVAL, "dp: unknown flash_impl (valid: tiles, strips)");
+        return dp_error_set(DP_EINVAL, "dp: norms and clip go together (%s), or neither for vanilla",
+                            dpsgd_choices_text(valid, sizeof valid));
+    if ((unsigned)cfg->norms >= DPSGD_N_NORMS || (unsigned)cfg->clip >= DPSGD_N_CLIPS)
+        return dp_error_set(DP_EINVAL, "dp: unknown norms or clip method (%s)",
+                            dpsgd_choices_text(valid, sizeof valid));
+    if ((unsigned)cfg->flash_impl >= DPSGD_N_FLASH_IMPLS)
+        return dp_error_set(DP_EINVAL, "dp: unknown flash_impl (valid: %s)",
+                            dpsgd_list_join(DPSGD_LIST_FLASH_IMPLS, valid, sizeof valid));
     if (!(cfg->max_grad_norm > 0.0) || !isfinite(cfg->max_grad_norm))
         return dp_error_set(DP_EINVAL, "dp: max_grad_norm %g must be positive", cfg->max_grad_norm);
     if (!(cfg->noise_multiplier >= 0.0) || !isfinite(cfg->noise_multiplier))
@@ -136,6 +139,7 @@ int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, 
                             (long long)inputs->shape[0], (long long)dp->cfg.max_physical_batch_size);
     dp->phase = 0;
     DP_TRY(dp_model_forward(dp->model, inputs, targets, loss, sample_losses));
+    dp->forward_id = dp_model_forward_id(dp->model);
     dp->inputs = inputs;
     dp->batch = inputs->shape[0];
     dp->seq_len = inputs->shape[1];
@@ -169,8 +173,24 @@ int dpsgd_end_norms(dpsgd *dp) {
     return DP_OK;
 }
 
+/* DP_OK when the model still holds this wrapper's forward. Another forward on the model since
+ * (a script's m:forward between priv:forward and priv:backward) or a release replaced it: going
+ * back through that state would mix two batches (another B, ids that may be freed), so the phase
+ * ends here, leaving the model's state (someone else's) alone. */
+static int check_own_forward(dpsgd *dp, const char *what) {
+    if (dp_model_forward_id(dp->model) == dp->forward_id) return DP_OK;
+    dpsgd_release_batch_state(dp);
+    dp->phase = 0;
+    dp->inputs = NULL;
+    return dp_error_set(DP_EINVAL,
+                        "dp: %s: the model no longer holds this wrapper's forward (another forward ran on it, or its "
+                        "activations were released, after the wrapper's forward); run the wrapper's forward again",
+                        what);
+}
+
 int dpsgd_backward(dpsgd *dp) {
     if (dp->phase != 1) return dp_error_set(DP_EINVAL, "dp: backward needs a forward first");
+    DP_TRY(check_own_forward(dp, "backward"));
     int64_t B = dp->batch;
     float *scale = malloc((size_t)(B ? B : 1) * sizeof *scale);
     if (!scale) return dp_error_set(DP_EOOM, "dp: out of host memory");
@@ -202,11 +222,12 @@ int dpsgd_clip(dpsgd *dp) {
     if (dp->phase != 2) return dp_error_set(DP_EINVAL, "dp: clip needs a backward first");
     dp->phase = 0;
     if (is_vanilla(dp)) return DP_OK;
+    int retained = needs_retained_inputs(dp); /* the clip goes back through the model's state */
+    if (retained) DP_TRY(check_own_forward(dp, "clip"));
     int64_t B = dp->batch;
     float *factors = malloc((size_t)(B ? B : 1) * sizeof *factors);
     if (!factors) return dp_error_set(DP_EOOM, "dp: out of host memory");
     int rc = dpsgd_compute_clip_factors(dp, factors);
-    int retained = needs_retained_inputs(dp);
     if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS) {
         dpsgd_release_batch_state(dp); /* nothing of the norm pass is needed by the second */
         dp_backward_opts o = {.sample_scale = factors, .weight_grads = 1, .retain = 0, .hooks = NULL};
@@ -238,7 +259,7 @@ double dpsgd_sample_rate(const dpsgd *dp) { return dp->cfg.sample_rate; }
 
 int64_t dpsgd_expected_batch_size(const dpsgd *dp) { return dp->cfg.expected_batch_size; }
 
-int dpsgd_epsilon(const dpsgd *dp, double delta, double *epsilon) {
+int dpsgd_epsilon(const dpsgd *dp, double delta, dp_acct_kind accountant, double *epsilon) {
     if (delta <= 0.0) delta = dp->cfg.delta;
     if (is_vanilla(dp)) {
         *epsilon = INFINITY;
@@ -246,9 +267,13 @@ int dpsgd_epsilon(const dpsgd *dp, double delta, double *epsilon) {
     }
     if (!(dp->cfg.sample_rate > 0.0))
         return dp_error_set(DP_EINVAL, "dp: epsilon needs the sample rate: give sample_rate or dataset_size");
+    if (dp->steps == 0) { /* nothing released yet */
+        *epsilon = 0.0;
+        return DP_OK;
+    }
     char err[256];
-    if (dp_privacy_epsilon(dp->cfg.sample_rate, dp->cfg.noise_multiplier, dp->steps, delta, epsilon, NULL, err,
-                           sizeof err) != DP_PRIVACY_OK)
+    dp_acct_segment history = {dp->cfg.noise_multiplier, dp->cfg.sample_rate, dp->steps};
+    if (dp_acct_epsilon(accountant, &history, 1, delta, NULL, epsilon, NULL, err, sizeof err) != DP_PRIVACY_OK)
         return dp_error_set(DP_EINVAL, "dp: epsilon: %s", err);
     return DP_OK;
 }
@@ -270,7 +295,10 @@ int dpsgd_param_sq_norms(const dpsgd *dp, const dp_param *p, float *out, int64_t
     if (n != dp->host_batch)
         return dp_error_set(DP_EINVAL, "dp: the last batch had %lld samples, not %lld", (long long)dp->host_batch,
                             (long long)n);
-    memcpy(out, dp->host_sq + (int64_t)k * n, (size_t)n * sizeof *out);
+    if (dp->dev->kind == DP_DEV_PLAN) /* no values: zeros, as a plan tensor reads */
+        memset(out, 0, (size_t)n * sizeof *out);
+    else
+        memcpy(out, dp->host_sq + (int64_t)k * n, (size_t)n * sizeof *out);
     return DP_OK;
 }
 

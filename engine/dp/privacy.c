@@ -24,7 +24,6 @@
 #define LOG_ERFC_CF_TERMS 64
 #define LOG_SQRT_PI 0.57236494292470008707171367567652935
 
-static int fail(char *err, size_t errlen, int status, const char *fmt, ...);
 static int check_sample_rate(double q, char *err, size_t errlen);
 static int check_noise_multiplier(double sigma, char *err, size_t errlen);
 static int check_steps(int64_t steps, char *err, size_t errlen);
@@ -34,6 +33,19 @@ static int log_sub(double logx, double logy, double *out);
 static double log_a_int(double q, double sigma, int alpha);
 static int log_a_frac(double q, double sigma, double alpha, double *out);
 static int rdp_one_step(double q, double sigma, double alpha, double *out);
+
+/* dp_privacy_noise_multiplier's setting, for the search's callback. */
+typedef struct rdp_search {
+    double sample_rate;
+    int64_t steps;
+    double delta;
+    double order;
+} rdp_search;
+
+static int rdp_at_sigma(double sigma, void *ctx, double *epsilon, char *err, size_t errlen) {
+    rdp_search *s = ctx;
+    return dp_privacy_epsilon(s->sample_rate, sigma, s->steps, s->delta, epsilon, &s->order, err, errlen);
+}
 
 void dp_privacy_default_orders(double orders[DP_PRIVACY_N_DEFAULT_ORDERS]) {
     /* Same arithmetic as Python's `1 + x / 10.0`, so 2.0, ..., 10.0 come out
@@ -51,19 +63,20 @@ int dp_privacy_rdp(double sample_rate, double noise_multiplier, int64_t steps, c
         (rc = check_steps(steps, err, errlen)) != DP_PRIVACY_OK)
         return rc;
     if (orders == NULL || rdp == NULL || n_orders == 0)
-        return fail(err, errlen, DP_PRIVACY_EINVAL, "orders must be a non-empty array (got %zu orders)", n_orders);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "orders must be a non-empty array (got %zu orders)",
+                               n_orders);
     for (size_t k = 0; k < n_orders; k++)
         if (!(orders[k] > 1.0 && orders[k] <= DP_PRIVACY_MAX_ORDER))
-            return fail(err, errlen, DP_PRIVACY_EINVAL, "orders[%zu] must be in (1, %g] (got %g)", k,
-                        DP_PRIVACY_MAX_ORDER, orders[k]);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "orders[%zu] must be in (1, %g] (got %g)", k,
+                                   DP_PRIVACY_MAX_ORDER, orders[k]);
 
     for (size_t k = 0; k < n_orders; k++) {
         double one_step;
         if (rdp_one_step(sample_rate, noise_multiplier, orders[k], &one_step) != 0)
-            return fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                        "RDP series failed at order %g for sample_rate=%g, "
-                        "noise_multiplier=%g (log of a negative sum)",
-                        orders[k], sample_rate, noise_multiplier);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
+                                   "RDP series failed at order %g for sample_rate=%g, "
+                                   "noise_multiplier=%g (log of a negative sum)",
+                                   orders[k], sample_rate, noise_multiplier);
         rdp[k] = one_step * (double)steps; /* RDP composes additively */
     }
     return DP_PRIVACY_OK;
@@ -74,10 +87,11 @@ int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp, size_t 
     int rc;
     if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK) return rc;
     if (orders == NULL || rdp == NULL || n_orders == 0)
-        return fail(err, errlen, DP_PRIVACY_EINVAL, "orders must be a non-empty array (got %zu orders)", n_orders);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "orders must be a non-empty array (got %zu orders)",
+                               n_orders);
     for (size_t k = 0; k < n_orders; k++)
         if (!(orders[k] > 1.0))
-            return fail(err, errlen, DP_PRIVACY_EINVAL, "orders[%zu] must be > 1 (got %g)", k, orders[k]);
+            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "orders[%zu] must be > 1 (got %g)", k, orders[k]);
 
     /* Balle et al. 2020, Theorem 21, as Opacus's get_privacy_spent:
      * ε(α) = rdp(α) - (log δ + log α)/(α - 1) + log((α - 1)/α),
@@ -125,49 +139,67 @@ int dp_privacy_noise_multiplier(double target_epsilon, double delta, double samp
                                 char *err, size_t errlen) {
     int rc;
     if (!(isfinite(target_epsilon) && target_epsilon > 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon must be finite and > 0 (got %g)", target_epsilon);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon must be finite and > 0 (got %g)",
+                               target_epsilon);
     if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK) return rc;
     /* Opacus would loop forever on q = 0 or steps = 0: ε does not depend on σ. */
     if (!(sample_rate > 0.0 && sample_rate <= 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL, "sample_rate must be in (0, 1] (got %g)", sample_rate);
-    if (steps < 1) return fail(err, errlen, DP_PRIVACY_EINVAL, "steps must be >= 1 (got %lld)", (long long)steps);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "sample_rate must be in (0, 1] (got %g)", sample_rate);
+    if (steps < 1)
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "steps must be >= 1 (got %lld)", (long long)steps);
     if (!(isfinite(epsilon_tolerance) && epsilon_tolerance > 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon_tolerance must be finite and > 0 (got %g)",
-                    epsilon_tolerance);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon_tolerance must be finite and > 0 (got %g)",
+                               epsilon_tolerance);
 
+    rdp_search ctx = {sample_rate, steps, delta, NAN};
+    double sigma, eps;
+    rc = dp_privacy_search_noise(rdp_at_sigma, &ctx, target_epsilon, epsilon_tolerance, &sigma, &eps, err, errlen);
+    if (rc == DP_PRIVACY_EBUDGET)
+        return dp_privacy_fail(err, errlen, rc,
+                               "epsilon=%g at delta=%g is out of reach: it needs "
+                               "noise_multiplier > %g for sample_rate=%g, steps=%lld",
+                               target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER, sample_rate, (long long)steps);
+    if (rc != DP_PRIVACY_OK) return rc;
+    /* The order at σ_high: recomputed, the search remembers only ε. */
+    if ((rc = dp_privacy_epsilon(sample_rate, sigma, steps, delta, &eps, &ctx.order, err, errlen)) != DP_PRIVACY_OK)
+        return rc;
+    *noise_multiplier = sigma;
+    if (epsilon != NULL) *epsilon = eps;
+    if (order != NULL) *order = ctx.order;
+    return DP_PRIVACY_OK;
+}
+
+int dp_privacy_search_noise(dp_privacy_epsilon_fn fn, void *ctx, double target_epsilon, double epsilon_tolerance,
+                            double *noise_multiplier, double *epsilon, char *err, size_t errlen) {
     /* opacus.accountants.utils.get_noise_multiplier: double σ from 20 until
      * ε(σ) <= target, then bisect [σ_low, σ_high] keeping ε(σ_high) <= target. */
-    double eps_high = INFINITY, order_high = NAN;
+    int rc;
+    double eps_high = INFINITY;
     double sigma_low = 0.0, sigma_high = 10.0;
     while (eps_high > target_epsilon) {
         sigma_high = 2.0 * sigma_high;
-        if ((rc = dp_privacy_epsilon(sample_rate, sigma_high, steps, delta, &eps_high, &order_high, err, errlen)) !=
-            DP_PRIVACY_OK)
-            return rc;
-        if (sigma_high > DP_PRIVACY_MAX_NOISE_MULTIPLIER)
-            return fail(err, errlen, DP_PRIVACY_EBUDGET,
-                        "epsilon=%g at delta=%g is out of reach: it needs "
-                        "noise_multiplier > %g for sample_rate=%g, steps=%lld",
-                        target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER, sample_rate, (long long)steps);
+        if ((rc = fn(sigma_high, ctx, &eps_high, err, errlen)) != DP_PRIVACY_OK) return rc;
+        if (sigma_high > DP_PRIVACY_MAX_NOISE_MULTIPLIER) return DP_PRIVACY_EBUDGET;
     }
     while (target_epsilon - eps_high > epsilon_tolerance) {
         double sigma = (sigma_low + sigma_high) / 2.0;
         if (!(sigma > sigma_low && sigma < sigma_high))
             break; /* interval spent in double precision; Opacus would spin here */
-        double eps, eps_order;
-        if ((rc = dp_privacy_epsilon(sample_rate, sigma, steps, delta, &eps, &eps_order, err, errlen)) != DP_PRIVACY_OK)
+        double eps;
+        rc = fn(sigma, ctx, &eps, err, errlen);
+        if (rc == DP_PRIVACY_ESIZE)
+            eps = INFINITY; /* far too little noise for a grid that fits: ε > target */
+        else if (rc != DP_PRIVACY_OK)
             return rc;
         if (eps < target_epsilon) {
             sigma_high = sigma;
             eps_high = eps;
-            order_high = eps_order;
         } else {
             sigma_low = sigma;
         }
     }
     *noise_multiplier = sigma_high;
     if (epsilon != NULL) *epsilon = eps_high;
-    if (order != NULL) *order = order_high;
     return DP_PRIVACY_OK;
 }
 
@@ -188,13 +220,14 @@ const char *dp_privacy_status_name(int status) {
     case DP_PRIVACY_EINVAL: return "invalid argument";
     case DP_PRIVACY_EBUDGET: return "privacy budget out of reach";
     case DP_PRIVACY_ENUMERIC: return "numerical failure";
+    case DP_PRIVACY_ESIZE: return "grid too large";
     default: return "unknown status";
     }
 }
 
 /* ---- helpers ------------------------------------------------------------ */
 
-static int fail(char *err, size_t errlen, int status, const char *fmt, ...) {
+int dp_privacy_fail(char *err, size_t errlen, int status, const char *fmt, ...) {
     if (err != NULL && errlen > 0) {
         va_list ap;
         va_start(ap, fmt);
@@ -206,24 +239,26 @@ static int fail(char *err, size_t errlen, int status, const char *fmt, ...) {
 
 static int check_sample_rate(double q, char *err, size_t errlen) {
     if (!(q >= 0.0 && q <= 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL, "sample_rate must be in [0, 1] (got %g)", q);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "sample_rate must be in [0, 1] (got %g)", q);
     return DP_PRIVACY_OK;
 }
 
 static int check_noise_multiplier(double sigma, char *err, size_t errlen) {
     if (!(isfinite(sigma) && sigma >= 0.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL, "noise_multiplier must be finite and >= 0 (got %g)", sigma);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "noise_multiplier must be finite and >= 0 (got %g)",
+                               sigma);
     return DP_PRIVACY_OK;
 }
 
 static int check_steps(int64_t steps, char *err, size_t errlen) {
-    if (steps < 0) return fail(err, errlen, DP_PRIVACY_EINVAL, "steps must be >= 0 (got %lld)", (long long)steps);
+    if (steps < 0)
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "steps must be >= 0 (got %lld)", (long long)steps);
     return DP_PRIVACY_OK;
 }
 
 static int check_delta(double delta, char *err, size_t errlen) {
     if (!(delta > 0.0 && delta < 1.0))
-        return fail(err, errlen, DP_PRIVACY_EINVAL, "delta must be in (0, 1) (got %g)", delta);
+        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "delta must be in (0, 1) (got %g)", delta);
     return DP_PRIVACY_OK;
 }
 

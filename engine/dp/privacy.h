@@ -27,6 +27,7 @@ typedef enum dp_privacy_status {
     DP_PRIVACY_EINVAL = 1,   /* an argument is outside its valid range */
     DP_PRIVACY_EBUDGET = 2,  /* target ε unreachable with σ <= DP_PRIVACY_MAX_NOISE_MULTIPLIER */
     DP_PRIVACY_ENUMERIC = 3, /* the RDP series broke down (Opacus raises there too) */
+    DP_PRIVACY_ESIZE = 4,    /* a PRV or PLD grid would pass DP_ACCT_MAX_GRID (accountant.h) */
 } dp_privacy_status;
 
 /* Opacus's RDPAccountant.DEFAULT_ALPHAS: 1.1, 1.2, ..., 10.9, then 12, ..., 63. */
@@ -70,9 +71,23 @@ int dp_privacy_noise_multiplier(double target_epsilon, double delta, double samp
                                 double epsilon_tolerance, double *noise_multiplier, double *epsilon, double *order,
                                 char *err, size_t errlen);
 
+/* ε at noise multiplier σ for a noise search (ctx is the caller's); a dp_privacy_status. */
+typedef int (*dp_privacy_epsilon_fn)(double sigma, void *ctx, double *epsilon, char *err, size_t errlen);
+
+/* get_noise_multiplier's search around any accountant: σ doubles from 20 until fn's ε <= target,
+ * then bisection keeps ε(σ_high) <= target until target - ε <= tolerance. fn's DP_PRIVACY_ESIZE
+ * during the bisection counts as ε > target. Writes σ_high and ε (may be NULL); EBUDGET past
+ * DP_PRIVACY_MAX_NOISE_MULTIPLIER (err not written then: the caller knows the setting). */
+int dp_privacy_search_noise(dp_privacy_epsilon_fn fn, void *ctx, double target_epsilon, double epsilon_tolerance,
+                            double *noise_multiplier, double *epsilon, char *err, size_t errlen);
+
 /* log(erfc(x)) accurate to a few ulp for all x, where erfc itself underflows
  * (x > 26.5) too; what scipy's log_ndtr gives Opacus. Exposed for the tests. */
 double dp_privacy_log_erfc(double x);
+
+/* Writes the printf-formatted message into err (when err != NULL and errlen > 0, truncated and
+ * NUL-terminated); returns status. For the accountants' messages. */
+int dp_privacy_fail(char *err, size_t errlen, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* Static name of a status ("ok", "invalid argument", ...); "unknown status" otherwise. */
 const char *dp_privacy_status_name(int status);

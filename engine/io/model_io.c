@@ -20,6 +20,7 @@
 void dp_model_load_opts_default(dp_model_load_opts *opts) {
     memset(opts, 0, sizeof *opts);
     opts->dtype = DP_F32;
+    opts->master_weights = 1;
 }
 
 /* ---- small file helpers ------------------------------------------------------------------- */
@@ -107,10 +108,14 @@ static int cfg_bool(const char *path, const cJSON *root, const char *key, int *o
     return DP_OK;
 }
 
-/* A string key, or def when absent. */
-static const char *cfg_str(const cJSON *root, const char *key, const char *def) {
+/* A string key; absent (or null) gives def. */
+static int cfg_str(const char *path, const cJSON *root, const char *key, const char *def, const char **out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
-    return cJSON_IsString(v) ? v->valuestring : def;
+    *out = def;
+    if (!v || cJSON_IsNull(v)) return DP_OK;
+    if (!cJSON_IsString(v)) return dp_error_set(DP_EINVAL, "%s: '%s' must be a string", path, key);
+    *out = v->valuestring;
+    return DP_OK;
 }
 
 /* GPT2Config: n_embd, n_layer, n_head, n_positions, n_inner, layer_norm_epsilon, ... */
@@ -132,7 +137,8 @@ static int read_gpt2(const char *path, const cJSON *root, dp_model_config *cfg) 
     cfg->tie_head = 1;
     DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
 
-    const char *act = cfg_str(root, "activation_function", "gelu_new");
+    const char *act;
+    DP_TRY(cfg_str(path, root, "activation_function", "gelu_new", &act));
     if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
         return dp_error_set(DP_ENOTSUP,
                             "%s: activation_function '%s' is not supported (dpprof's GPT uses the "
@@ -149,25 +155,67 @@ static int read_gpt2(const char *path, const cJSON *root, dp_model_config *cfg) 
     return DP_OK;
 }
 
-/* The rotary base from rope_theta or transformers 5's rope_parameters; only the default rope. */
-static int read_rope(const char *path, const cJSON *root, float *theta) {
-    DP_TRY(cfg_num(path, root, "rope_theta", theta));
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-    const cJSON *scaling = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    const cJSON *objs[2] = {params, scaling};
-    for (int i = 0; i < 2; i++) {
-        const cJSON *o = objs[i];
-        if (!o || cJSON_IsNull(o)) continue;
-        if (!cJSON_IsObject(o))
-            return dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, i ? "rope_scaling" : "rope_parameters");
-        const char *type = cfg_str(o, "rope_type", cfg_str(o, "type", "default"));
-        if (strcmp(type, "default") != 0)
-            return dp_error_set(DP_ENOTSUP,
-                                "%s: rope type '%s' is not supported (only the default rotary "
-                                "embedding, without scaling)",
-                                path, type);
-        DP_TRY(cfg_num(path, o, "rope_theta", theta));
+/* A number key of a rope object, when present: positive (or >= 0 when zero_ok). */
+static int rope_num(const char *path, const cJSON *o, const char *where, const char *key, int zero_ok, double *out) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (!v || cJSON_IsNull(v)) return DP_OK;
+    if (!cJSON_IsNumber(v) || !(zero_ok ? v->valuedouble >= 0.0 : v->valuedouble > 0.0) || isinf(v->valuedouble))
+        return dp_error_set(DP_EINVAL, "%s: '%s.%s' must be a %s number", path, where, key,
+                            zero_ok ? "non-negative" : "positive");
+    *out = v->valuedouble;
+    return DP_OK;
+}
+
+/* The rotary embedding as transformers 5 reads it: the parameters from `rope_scaling` (older
+ * files; it wins when both are given, as in transformers' convert_rope_params_to_dict) or
+ * `rope_parameters`, the base from their rope_theta or the top-level one, the type from
+ * rope_type (or the older "type"), original_max_position_embeddings from the top level, the
+ * object, or max_position_embeddings, in that order (standardize_rope_params). */
+static int read_rope(const char *path, const cJSON *root, int64_t max_positions, dp_model_config *cfg) {
+    dp_rope_scaling *r = &cfg->rope;
+    dp_rope_scaling_default(r);
+    DP_TRY(cfg_num(path, root, "rope_theta", &cfg->rope_theta));
+    const char *where = "rope_scaling";
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, where);
+    if (!o || cJSON_IsNull(o) || (cJSON_IsObject(o) && !o->child)) {
+        where = "rope_parameters";
+        o = cJSON_GetObjectItemCaseSensitive(root, where);
     }
+    if (!o || cJSON_IsNull(o)) return DP_OK;
+    if (!cJSON_IsObject(o)) return dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, where);
+    DP_TRY(cfg_num(path, o, "rope_theta", &cfg->rope_theta));
+    const char *legacy, *type;
+    DP_TRY(cfg_str(path, o, "type", "default", &legacy));
+    DP_TRY(cfg_str(path, o, "rope_type", legacy, &type));
+    if (dp_rope_type_parse(type, &r->type) != 0)
+        return dp_error_set(
+            DP_ENOTSUP, "%s: rope type '%s' is not supported (supported: default, linear, llama3, yarn)", path, type);
+    double prf = 1.0;
+    DP_TRY(rope_num(path, o, where, "partial_rotary_factor", 0, &prf));
+    if (prf != 1.0)
+        return dp_error_set(DP_ENOTSUP,
+                            "%s: '%s.partial_rotary_factor' %g is not supported (dpprof rotates whole heads)", path,
+                            where, prf);
+    if (r->type == DP_ROPE_DEFAULT) return DP_OK;
+    double orig = (double)max_positions;
+    DP_TRY(rope_num(path, o, where, "original_max_position_embeddings", 0, &orig));
+    DP_TRY(rope_num(path, root, "config", "original_max_position_embeddings", 0, &orig));
+    r->original_max_positions = (int64_t)orig;
+    r->factor = 0.0;
+    DP_TRY(rope_num(path, o, where, "factor", 0, &r->factor));
+    if (r->factor == 0.0 && r->type == DP_ROPE_YARN && orig > 0) r->factor = (double)max_positions / orig;
+    if (r->factor == 0.0) return dp_error_set(DP_EINVAL, "%s: rope type '%s' needs '%s.factor'", path, type, where);
+    DP_TRY(rope_num(path, o, where, "low_freq_factor", 0, &r->low_freq_factor));
+    DP_TRY(rope_num(path, o, where, "high_freq_factor", 0, &r->high_freq_factor));
+    DP_TRY(rope_num(path, o, where, "beta_fast", 0, &r->beta_fast));
+    DP_TRY(rope_num(path, o, where, "beta_slow", 0, &r->beta_slow));
+    DP_TRY(rope_num(path, o, where, "mscale", 1, &r->mscale));
+    DP_TRY(rope_num(path, o, where, "mscale_all_dim", 1, &r->mscale_all_dim));
+    DP_TRY(rope_num(path, o, where, "attention_factor", 1, &r->attention_factor));
+    DP_TRY(cfg_bool(path, o, "truncate", &r->truncate));
+    if (r->type == DP_ROPE_LLAMA3 && (r->low_freq_factor == 0.0 || r->high_freq_factor == 0.0))
+        return dp_error_set(DP_EINVAL, "%s: rope type 'llama3' needs '%s.low_freq_factor' and 'high_freq_factor'", path,
+                            where);
     return DP_OK;
 }
 
@@ -179,43 +227,36 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
     DP_TRY(cfg_int(path, root, "intermediate_size", 1, &cfg->ffn));
     DP_TRY(cfg_int(path, root, "num_hidden_layers", 1, &cfg->layers));
     DP_TRY(cfg_int(path, root, "num_attention_heads", 1, &cfg->heads));
-    int64_t kv_heads = cfg->heads, head_dim = 0, positions = 0;
-    DP_TRY(cfg_int(path, root, "num_key_value_heads", 0, &kv_heads));
-    if (kv_heads != cfg->heads)
-        return dp_error_set(DP_ENOTSUP,
-                            "%s: num_key_value_heads=%lld differs from num_attention_heads=%lld: "
-                            "grouped-query attention is not supported (dpprof's llama has one key/value "
-                            "head per query head)",
-                            path, (long long)kv_heads, (long long)cfg->heads);
-    DP_TRY(cfg_int(path, root, "head_dim", 0, &head_dim));
-    if (head_dim && head_dim * cfg->heads != cfg->hidden)
-        return dp_error_set(DP_ENOTSUP, "%s: head_dim=%lld is not hidden_size / num_attention_heads = %lld", path,
-                            (long long)head_dim, (long long)(cfg->hidden / cfg->heads));
+    int64_t positions = 0;
+    cfg->kv_heads = cfg->heads; /* LlamaConfig: num_key_value_heads None means num_attention_heads */
+    DP_TRY(cfg_int(path, root, "num_key_value_heads", 0, &cfg->kv_heads));
+    if (cfg->heads % cfg->kv_heads)
+        return dp_error_set(DP_EINVAL,
+                            "%s: num_attention_heads (%lld) must be a multiple of num_key_value_heads (%lld): each "
+                            "key/value head serves a group of query heads",
+                            path, (long long)cfg->heads, (long long)cfg->kv_heads);
+    DP_TRY(cfg_int(path, root, "head_dim", 0, &cfg->head_dim));
     DP_TRY(cfg_int(path, root, "max_position_embeddings", 0, &positions));
     cfg->max_positions = positions;
     cfg->norm_eps = 1e-6f; /* LlamaConfig's default */
     DP_TRY(cfg_num(path, root, "rms_norm_eps", &cfg->norm_eps));
     cfg->rope_theta = 10000.0f;
-    DP_TRY(read_rope(path, root, &cfg->rope_theta));
+    DP_TRY(read_rope(path, root, positions, cfg));
     DP_TRY(cfg_num(path, root, "initializer_range", &cfg->init_std));
 
-    const char *act = cfg_str(root, "hidden_act", "silu");
+    const char *act;
+    DP_TRY(cfg_str(path, root, "hidden_act", "silu", &act));
     if (strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
         return dp_error_set(DP_ENOTSUP, "%s: hidden_act '%s' is not supported (dpprof's llama uses SwiGLU: silu)", path,
                             act);
-    int attention_bias = 0, mlp_bias = 0, tie = 0;
+    int attention_bias = 0, mlp_bias = 0;
     DP_TRY(cfg_bool(path, root, "attention_bias", &attention_bias));
     DP_TRY(cfg_bool(path, root, "mlp_bias", &mlp_bias));
     if (attention_bias || mlp_bias)
         return dp_error_set(DP_ENOTSUP, "%s: biases in llama linears (attention_bias, mlp_bias) are not supported",
                             path);
-    DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &tie));
-    if (tie)
-        return dp_error_set(DP_ENOTSUP,
-                            "%s: tie_word_embeddings=true is not supported for llama (dpprof's llama "
-                            "has its own lm_head)",
-                            path);
-    cfg->tie_head = 0;
+    cfg->tie_head = 0; /* LlamaConfig's default; Llama-3.2-1B/3B tie the head to embed_tokens */
+    DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
     return DP_OK;
 }
 
@@ -224,16 +265,18 @@ int dp_model_config_read(const char *dir, dp_model_config *cfg) {
     DP_TRY(join(path, sizeof path, dir, "config.json"));
     cJSON *root;
     DP_TRY(read_json(path, &root));
-    const char *type = cfg_str(root, "model_type", NULL);
-    int rc;
-    if (!type)
-        rc = dp_error_set(DP_EINVAL, "%s: missing 'model_type' (valid: gpt2, llama)", path);
-    else if (strcmp(type, "gpt2") == 0)
-        rc = read_gpt2(path, root, cfg);
-    else if (strcmp(type, "llama") == 0)
-        rc = read_llama(path, root, cfg);
-    else
-        rc = dp_error_set(DP_ENOTSUP, "%s: model_type '%s' is not supported (valid: gpt2, llama)", path, type);
+    const char *type;
+    int rc = cfg_str(path, root, "model_type", NULL, &type);
+    if (rc == DP_OK) {
+        if (!type)
+            rc = dp_error_set(DP_EINVAL, "%s: missing 'model_type' (valid: gpt2, llama)", path);
+        else if (strcmp(type, "gpt2") == 0)
+            rc = read_gpt2(path, root, cfg);
+        else if (strcmp(type, "llama") == 0)
+            rc = read_llama(path, root, cfg);
+        else
+            rc = dp_error_set(DP_ENOTSUP, "%s: model_type '%s' is not supported (valid: gpt2, llama)", path, type);
+    }
     cJSON_Delete(root);
     return rc;
 }
@@ -251,6 +294,28 @@ static double short_decimal(float f) {
 }
 
 static int is_lora(const dp_param *p) { return p->kind == DP_PARAM_LORA_A || p->kind == DP_PARAM_LORA_B; }
+
+/* rope_scaling as transformers reads it (null for the default rope). */
+static cJSON *rope_json(const dp_rope_scaling *r) {
+    if (r->type == DP_ROPE_DEFAULT) return cJSON_CreateNull();
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "rope_type", dp_rope_type_name(r->type));
+    cJSON_AddNumberToObject(o, "factor", r->factor);
+    if (r->type == DP_ROPE_LINEAR) return o;
+    cJSON_AddNumberToObject(o, "original_max_position_embeddings", (double)r->original_max_positions);
+    if (r->type == DP_ROPE_LLAMA3) {
+        cJSON_AddNumberToObject(o, "low_freq_factor", r->low_freq_factor);
+        cJSON_AddNumberToObject(o, "high_freq_factor", r->high_freq_factor);
+        return o;
+    }
+    cJSON_AddNumberToObject(o, "beta_fast", r->beta_fast);
+    cJSON_AddNumberToObject(o, "beta_slow", r->beta_slow);
+    if (r->mscale > 0) cJSON_AddNumberToObject(o, "mscale", r->mscale);
+    if (r->mscale_all_dim > 0) cJSON_AddNumberToObject(o, "mscale_all_dim", r->mscale_all_dim);
+    if (r->attention_factor > 0) cJSON_AddNumberToObject(o, "attention_factor", r->attention_factor);
+    cJSON_AddBoolToObject(o, "truncate", r->truncate);
+    return o;
+}
 
 /* Rows of the parameter named name (its value's first dimension), or 0 when absent. */
 static int64_t rows_of(dp_model *m, const char *name) {
@@ -291,18 +356,18 @@ static cJSON *config_json(dp_model *m) {
         cJSON_AddNumberToObject(j, "intermediate_size", (double)rows_of(m, "model.layers.0.mlp.gate_proj.weight"));
         cJSON_AddNumberToObject(j, "num_hidden_layers", (double)c->layers);
         cJSON_AddNumberToObject(j, "num_attention_heads", (double)c->heads);
-        cJSON_AddNumberToObject(j, "num_key_value_heads", (double)c->heads);
-        cJSON_AddNumberToObject(j, "head_dim", (double)(c->hidden / c->heads));
+        cJSON_AddNumberToObject(j, "num_key_value_heads", (double)c->kv_heads);
+        cJSON_AddNumberToObject(j, "head_dim", (double)c->head_dim);
         cJSON_AddNumberToObject(j, "max_position_embeddings", (double)positions);
         cJSON_AddStringToObject(j, "hidden_act", "silu");
         cJSON_AddNumberToObject(j, "rms_norm_eps", short_decimal(c->norm_eps));
         cJSON_AddNumberToObject(j, "rope_theta", short_decimal(c->rope_theta));
-        cJSON_AddNullToObject(j, "rope_scaling");
+        cJSON_AddItemToObject(j, "rope_scaling", rope_json(&c->rope));
         cJSON_AddBoolToObject(j, "attention_bias", 0);
         cJSON_AddBoolToObject(j, "mlp_bias", 0);
         cJSON_AddNumberToObject(j, "attention_dropout", 0.0);
         cJSON_AddNumberToObject(j, "initializer_range", short_decimal(c->init_std));
-        cJSON_AddBoolToObject(j, "tie_word_embeddings", 0);
+        cJSON_AddBoolToObject(j, "tie_word_embeddings", dp_model_param_named(m, "lm_head.weight") == NULL);
     }
     cJSON_AddStringToObject(j, "torch_dtype", "float32");
     return j;
@@ -322,9 +387,8 @@ static unsigned lora_target_of(dp_arch arch, const char *module) {
                {".attn.c_proj", DP_LORA_PROJ},
                {".mlp.c_fc", DP_LORA_FC},
                {".mlp.c_proj", DP_LORA_DOWN}},
-      llama[] = {{".self_attn.q_proj", DP_LORA_QKV}, {".self_attn.k_proj", DP_LORA_QKV},
-                 {".self_attn.v_proj", DP_LORA_QKV}, {".self_attn.o_proj", DP_LORA_PROJ},
-                 {".mlp.gate_proj", DP_LORA_FC},     {".mlp.up_proj", DP_LORA_FC},
+      llama[] = {{".self_attn.q_proj", DP_LORA_Q}, {".self_attn.k_proj", DP_LORA_K}, {".self_attn.v_proj", DP_LORA_V},
+                 {".self_attn.o_proj", DP_LORA_O}, {".mlp.gate_proj", DP_LORA_GATE}, {".mlp.up_proj", DP_LORA_UP},
                  {".mlp.down_proj", DP_LORA_DOWN}};
     size_t len = strlen(module);
     size_t n = arch == DP_ARCH_GPT ? sizeof gpt / sizeof *gpt : sizeof llama / sizeof *llama;
@@ -343,9 +407,10 @@ static cJSON *peft_targets(dp_arch arch, unsigned targets) {
     if (arch == DP_ARCH_GPT) {
         char re[160] = ".*\\.(";
         const char *alt[4] = {"attn\\.c_attn", "attn\\.c_proj", "mlp\\.c_fc", "mlp\\.c_proj"};
+        const unsigned group[4] = {DP_LORA_QKV, DP_LORA_PROJ, DP_LORA_FC, DP_LORA_DOWN};
         int first = 1;
         for (int i = 0; i < 4; i++)
-            if (targets & (1u << i)) {
+            if (targets & group[i]) {
                 strcat(re, first ? "" : "|");
                 strcat(re, alt[i]);
                 first = 0;
@@ -354,10 +419,8 @@ static cJSON *peft_targets(dp_arch arch, unsigned targets) {
         return cJSON_CreateString(re);
     }
     cJSON *list = cJSON_CreateArray();
-    const char *names[4][3] = {{"q_proj", "k_proj", "v_proj"}, {"o_proj"}, {"gate_proj", "up_proj"}, {"down_proj"}};
-    for (int i = 0; i < 4; i++)
-        if (targets & (1u << i))
-            for (int k = 0; k < 3 && names[i][k]; k++) cJSON_AddItemToArray(list, cJSON_CreateString(names[i][k]));
+    for (unsigned bit = 1; bit <= DP_LORA_DOWN; bit <<= 1) /* PEFT's names, one per linear */
+        if (targets & bit) cJSON_AddItemToArray(list, cJSON_CreateString(dp_lora_target_name(arch, bit)));
     return list;
 }
 
@@ -392,9 +455,8 @@ typedef struct save_ctx {
 static int get_param(void *vctx, int index, float *dst, int64_t numel) {
     save_ctx *ctx = vctx;
     const dp_param *p = ctx->params[index];
-    uint64_t bytes = (uint64_t)numel * sizeof(float);
-    if (!p->hf_transposed) return dp_tensor_to_host(&p->value, dst, bytes);
-    DP_TRY(dp_tensor_to_host(&p->value, ctx->scratch, bytes));
+    if (!p->hf_transposed) return dp_tensor_to_host_f32(&p->value, dst, numel); /* bf16 values widen exactly */
+    DP_TRY(dp_tensor_to_host_f32(&p->value, ctx->scratch, numel));
     int64_t rows = p->value.shape[0], cols = p->value.shape[1];
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dst[c * rows + r] = ctx->scratch[r * cols + c];
@@ -523,12 +585,53 @@ static int weights_add(weight_files *w, const char *path) {
     return DP_OK;
 }
 
-/* Opens dir/<file> or, failing that, the shards listed by dir/<file>.index.json. */
+/* A weight_map entry: its file name and its place in the map. */
+typedef struct shard_ref {
+    const char *file;
+    size_t at;
+} shard_ref;
+
+static int by_file_then_place(const void *a, const void *b) {
+    const shard_ref *x = a, *y = b;
+    int c = strcmp(x->file, y->file);
+    return c ? c : (x->at < y->at ? -1 : x->at > y->at);
+}
+
+/* The distinct shard names of a checked weight_map in order of first appearance (a sort, not a
+ * scan of the map per entry: maps have a hundred thousand entries). first[i] is 1 for entry i
+ * when it is its file's first; *n gets the number of entries. */
+static int first_appearances(const char *index, const cJSON *map, unsigned char **first, size_t *n) {
+    size_t count = 0;
+    for (const cJSON *e = map->child; e; e = e->next) count++;
+    *n = count;
+    shard_ref *refs = malloc((count ? count : 1) * sizeof *refs);
+    *first = calloc(count ? count : 1, 1);
+    if (!refs || !*first) {
+        free(refs);
+        free(*first);
+        *first = NULL;
+        return dp_error_set(DP_EOOM, "%s: out of host memory", index);
+    }
+    size_t i = 0;
+    for (const cJSON *e = map->child; e; e = e->next, i++) refs[i] = (shard_ref){e->valuestring, i};
+    qsort(refs, count, sizeof *refs, by_file_then_place);
+    for (i = 0; i < count; i++)
+        if (i == 0 || strcmp(refs[i - 1].file, refs[i].file) != 0) (*first)[refs[i].at] = 1;
+    free(refs);
+    return DP_OK;
+}
+
+/* Opens dir/<file> or, failing that, the shards listed by dir/<file>.index.json. On failure w
+ * holds nothing. */
 static int weights_open(const char *dir, const char *file, weight_files *w) {
     memset(w, 0, sizeof *w);
     char path[4096];
     DP_TRY(join(path, sizeof path, dir, file));
-    if (file_exists(path)) return weights_add(w, path);
+    if (file_exists(path)) {
+        int rc = weights_add(w, path);
+        if (rc != DP_OK) weights_close(w);
+        return rc;
+    }
     char index[4200];
     snprintf(index, sizeof index, "%s.index.json", path);
     if (!file_exists(index))
@@ -538,18 +641,20 @@ static int weights_open(const char *dir, const char *file, weight_files *w) {
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     int rc = DP_OK;
     if (!cJSON_IsObject(map)) rc = dp_error_set(DP_EINVAL, "%s: missing object 'weight_map'", index);
-    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next) {
-        if (!cJSON_IsString(e) || strchr(e->valuestring, '/') || strcmp(e->valuestring, "..") == 0) {
+    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next)
+        if (!cJSON_IsString(e) || !*e->valuestring || strchr(e->valuestring, '/') || strcmp(e->valuestring, ".") == 0 ||
+            strcmp(e->valuestring, "..") == 0)
             rc = dp_error_set(DP_EINVAL, "%s: tensor '%s' maps to a bad file name", index, e->string);
-            break;
-        }
-        int seen = 0; /* shards repeat across the map: open each once */
-        for (const cJSON *p = map->child; p != e; p = p->next)
-            if (cJSON_IsString(p) && strcmp(p->valuestring, e->valuestring) == 0) seen = 1;
-        if (seen) continue;
+    unsigned char *first = NULL;
+    size_t n = 0;
+    if (rc == DP_OK) rc = first_appearances(index, map, &first, &n);
+    size_t i = 0; /* shards repeat across the map: open each once */
+    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next, i++) {
+        if (!first[i]) continue;
         rc = join(path, sizeof path, dir, e->valuestring);
         if (rc == DP_OK) rc = weights_add(w, path);
     }
+    free(first);
     cJSON_Delete(root);
     if (rc != DP_OK) weights_close(w);
     return rc;
@@ -576,7 +681,7 @@ static int ignorable(const dp_model_config *c, const char *name) {
         size_t sl = strlen(suffixes[i]);
         if (len >= sl && strcmp(name + len - sl, suffixes[i]) == 0) return 1;
     }
-    return c->arch == DP_ARCH_GPT && c->tie_head && strcmp(name, "lm_head.weight") == 0; /* tied: wte's copy */
+    return c->tie_head && strcmp(name, "lm_head.weight") == 0; /* tied: the embedding's copy */
 }
 
 /* Fails naming the first tensor of the files that nothing used. */
@@ -634,7 +739,7 @@ static int load_param(weight_files *w, dp_param *p, const char *key, const char 
             for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = host[c * rows + r];
         src = dst;
     }
-    if (rc == DP_OK) rc = dp_tensor_from_host(&p->value, src, (uint64_t)v->numel * sizeof(float));
+    if (rc == DP_OK) rc = dp_tensor_from_host_f32(&p->value, src, v->numel); /* a bf16 parameter rounds once */
     free(host);
     return rc;
 }
@@ -652,8 +757,9 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     int64_t rank = 0;
     float alpha = 0.0f;
     int rslora = 0, dora = 0;
-    const char *type = cfg_str(root, "peft_type", "");
-    if (strcmp(type, "LORA") != 0)
+    const char *type, *bias = "none";
+    rc = cfg_str(path, root, "peft_type", "", &type);
+    if (rc == DP_OK && strcmp(type, "LORA") != 0)
         rc = dp_error_set(DP_ENOTSUP, "%s: peft_type '%s' is not supported (valid: LORA)", path, type);
     if (rc == DP_OK) rc = cfg_int(path, root, "r", 1, &rank);
     if (rc == DP_OK) {
@@ -665,8 +771,26 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     if (rc == DP_OK && (rslora || dora))
         rc =
             dp_error_set(DP_ENOTSUP, "%s: use_rslora and use_dora are not supported (plain LoRA, scale alpha/r)", path);
-    if (rc == DP_OK && strcmp(cfg_str(root, "bias", "none"), "none") != 0)
+    if (rc == DP_OK) rc = cfg_str(path, root, "bias", "none", &bias);
+    if (rc == DP_OK && strcmp(bias, "none") != 0)
         rc = dp_error_set(DP_ENOTSUP, "%s: trained biases (bias != \"none\") are not supported", path);
+    int lora_bias = 0;
+    if (rc == DP_OK) rc = cfg_bool(path, root, "lora_bias", &lora_bias);
+    if (rc == DP_OK && lora_bias)
+        rc = dp_error_set(DP_ENOTSUP, "%s: lora_bias (a bias on lora_B) is not supported", path);
+    /* per-module ranks or alphas: one alpha/r for every adapter is all dpprof has, and a scale
+     * read wrong would load without an error */
+    static const char *const patterns[] = {"rank_pattern", "alpha_pattern"};
+    for (int i = 0; i < 2 && rc == DP_OK; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, patterns[i]);
+        if (v && !cJSON_IsNull(v) && !cJSON_IsObject(v))
+            rc = dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, patterns[i]);
+        else if (v && v->child)
+            rc = dp_error_set(DP_ENOTSUP,
+                              "%s: '%s' gives some modules their own %s; not supported (one r and lora_alpha for "
+                              "every adapter)",
+                              path, patterns[i], i ? "lora_alpha" : "rank");
+    }
     cJSON_Delete(root);
     DP_TRY(rc);
 
@@ -696,8 +820,19 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     return DP_OK;
 }
 
+/* Whether dir holds file or its shards' index. */
+static int weights_present(const char *dir, const char *file) {
+    char path[4096], index[4200];
+    if (join(path, sizeof path, dir, file) != DP_OK) return 0;
+    snprintf(index, sizeof index, "%s.index.json", path);
+    return file_exists(path) || file_exists(index);
+}
+
 static int load_all(dp_model *m, const char *dir, int adapters) {
     const dp_model_config *c = dp_model_config_of(m);
+    /* the plan device holds no values: a checkpoint without its weights (config.json alone) is
+     * all it needs; weights that are there are still checked against the config's shapes */
+    if (dp_model_device(m)->kind == DP_DEV_PLAN && !weights_present(dir, "model.safetensors")) return DP_OK;
     weight_files w;
     DP_TRY(weights_open(dir, "model.safetensors", &w));
     const char *prefix = c->arch == DP_ARCH_GPT ? "transformer." : "model.";
@@ -748,8 +883,15 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
         return dp_error_set(DP_EINVAL, "%s: config.json gives no maximum positions: pass seq_len", dir);
     cfg.batch = opts->batch ? opts->batch : 1;
     cfg.dtype = opts->dtype;
+    cfg.master_weights = opts->master_weights;
     if (opts->seed) cfg.seed = opts->seed;
     DP_TRY(dp_model_config_check(&cfg));
+    if (dev->kind != DP_DEV_PLAN && !weights_present(dir, "model.safetensors")) /* before allocating the model */
+        return dp_error_set(DP_EIO,
+                            "%s: no weights (neither model.safetensors nor model.safetensors.index.json; "
+                            "the plan device, or weights = \"random\" in an experiment, needs config.json "
+                            "alone)",
+                            dir);
 
     dp_model *m;
     DP_TRY(dp_model_new(dev, &cfg, &m));

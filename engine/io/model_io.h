@@ -6,7 +6,8 @@
  *   model.safetensors  the weights under their HF names and layouts (GPT-2's Conv1D weights are
  *                      in x out; a tied GPT-2 head is not stored, as HF does); F32 when written,
  *                      F32/BF16/F16 when read. A sharded checkpoint
- *                      (model.safetensors.index.json and its shards) is read too.
+ *                      (model.safetensors.index.json and its shards: bare file names in the
+ *                      directory, regular files) is read too, in time near-linear in its map.
  * and, for a model with LoRA adapters, PEFT's files:
  *   adapter_config.json        peft_type LORA, r, lora_alpha, target_modules
  *   adapter_model.safetensors  base_model.model.<linear>.lora_A.weight (r x in) and
@@ -27,9 +28,10 @@ typedef struct dp_model_load_opts {
     int lora_rank;         /* 0: none, unless the directory holds adapters (then theirs are loaded) */
     float lora_alpha;      /* 0 = rank (scale 1) */
     unsigned lora_targets; /* DP_LORA_* bits; 0 = qkv */
+    int master_weights;    /* bf16: f32 masters for trainable parameters (1, default) */
 } dp_model_load_opts;
 
-/* Fills opts with the defaults (all zero but dtype DP_F32). */
+/* Fills opts with the defaults (all zero but dtype DP_F32 and master_weights 1). */
 void dp_model_load_opts_default(dp_model_load_opts *opts);
 
 /* Writes m as a checkpoint into dir (created if missing; its parent must exist): config.json,
@@ -37,16 +39,19 @@ void dp_model_load_opts_default(dp_model_load_opts *opts);
  * replaced atomically. DP_EIO naming the file, DP_ENOTSUP on the plan device (no values). */
 int dp_model_save(dp_model *m, const char *dir);
 
-/* Reads dir/config.json into cfg (arch, sizes, eps, rope theta, tie, init std); runtime fields
- * (seq_len, batch, dtype, LoRA) keep cfg's defaults. DP_EIO when missing, DP_EINVAL naming the
- * key when malformed, DP_ENOTSUP naming what dpprof does not model (grouped-query attention,
- * rope scaling, another activation, biases in Llama linears, a tied Llama head). */
+/* Reads dir/config.json into cfg (arch, sizes, key/value heads and head_dim, eps, rope theta and
+ * scaling, tie, init std); runtime fields (seq_len, batch, dtype, LoRA) keep cfg's defaults. DP_EIO
+ * when missing, DP_EINVAL naming the key when malformed (a value of the wrong type included),
+ * DP_ENOTSUP naming what dpprof does not model (another rope type, another activation, biases in
+ * Llama linears). */
 int dp_model_config_read(const char *dir, dp_model_config *cfg);
 
 /* Builds a model on dev from the checkpoint in dir: sizes from config.json, runtime choices from
  * opts (NULL = defaults), every parameter from model.safetensors (missing or misshapen tensors are
  * errors naming them; unknown tensors too, except HF's non-parameter buffers such as GPT-2's
- * attn.bias masks). Returns DP_OK and *out, or a status with a message naming the file. */
+ * attn.bias masks). On the plan device config.json alone will do (no weights: no values to
+ * hold); weights that are there are checked against it. Returns DP_OK and *out, or a status with a message naming the
+ * file. */
 int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opts, dp_model **out);
 
 #endif

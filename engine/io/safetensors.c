@@ -30,7 +30,8 @@ struct dp_st_file {
     uint64_t data_bytes;
     cJSON *header; /* owns the names and metadata strings */
     int n;
-    dp_st_tensor *tensors; /* sorted by data offset */
+    dp_st_tensor *tensors;        /* sorted by data offset */
+    const dp_st_tensor **by_name; /* the same, sorted by name (dp_st_find's binary search) */
 };
 
 typedef struct st_dtype {
@@ -160,19 +161,14 @@ static int check_layout(dp_st_file *f) {
         return dp_error_set(DP_EINVAL, "%s: the data section has %" PRIu64 " bytes but the tensors cover %" PRIu64,
                             f->path, f->data_bytes, pos);
 
-    if (f->n > 1) {
-        const dp_st_tensor **names = malloc((size_t)f->n * sizeof *names);
-        if (!names) return dp_error_set(DP_EOOM, "%s: out of host memory", f->path);
-        for (int i = 0; i < f->n; i++) names[i] = &f->tensors[i];
-        qsort(names, (size_t)f->n, sizeof *names, by_name);
-        for (int i = 1; i < f->n; i++)
-            if (strcmp(names[i - 1]->name, names[i]->name) == 0) {
-                const char *dup = names[i]->name;
-                free(names);
-                return dp_error_set(DP_EINVAL, "%s: tensor '%s' appears twice in the header", f->path, dup);
-            }
-        free(names);
-    }
+    const dp_st_tensor **names = malloc((f->n > 0 ? (size_t)f->n : 1) * sizeof *names);
+    if (!names) return dp_error_set(DP_EOOM, "%s: out of host memory", f->path);
+    f->by_name = names; /* freed by dp_st_close */
+    for (int i = 0; i < f->n; i++) names[i] = &f->tensors[i];
+    qsort(names, (size_t)f->n, sizeof *names, by_name);
+    for (int i = 1; i < f->n; i++)
+        if (strcmp(names[i - 1]->name, names[i]->name) == 0)
+            return dp_error_set(DP_EINVAL, "%s: tensor '%s' appears twice in the header", f->path, names[i]->name);
     return DP_OK;
 }
 
@@ -223,21 +219,23 @@ int dp_st_open(const char *path, dp_st_file **out) {
         free(f);
         return dp_error_set(DP_EOOM, "%s: out of host memory", path);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        int e = errno;
+    /* a regular file only: a FIFO, device or directory at the name is refused without blocking */
+    char why[1024];
+    FILE *fp = dpfile_open_read(path, why, sizeof why);
+    if (!fp) {
         dp_st_close(f);
-        return dp_error_set(DP_EIO, "%s: cannot open: %s", path, strerror(e));
+        return dp_error_set(DP_EIO, "%s", why);
     }
+    int fd = fileno(fp);
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
+        fclose(fp);
         dp_st_close(f);
         return dp_error_set(DP_EIO, "%s: not a regular file", path);
     }
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8) {
-        close(fd);
+        fclose(fp);
         dp_st_close(f);
         return dp_error_set(DP_EINVAL,
                             "%s: %" PRIu64 " bytes, too short for a safetensors file (8-byte header length first)",
@@ -245,7 +243,7 @@ int dp_st_open(const char *path, dp_st_file **out) {
     }
     void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
     int e = errno;
-    close(fd);
+    fclose(fp);
     if (map == MAP_FAILED) {
         dp_st_close(f);
         return dp_error_set(DP_EIO, "%s: cannot map: %s", path, strerror(e));
@@ -281,6 +279,7 @@ void dp_st_close(dp_st_file *f) {
     if (!f) return;
     if (f->map) munmap((void *)f->map, f->map_bytes);
     cJSON_Delete(f->header);
+    free(f->by_name);
     free(f->tensors);
     free(f->path);
     free(f);
@@ -292,10 +291,14 @@ int dp_st_count(const dp_st_file *f) { return f->n; }
 
 const dp_st_tensor *dp_st_at(const dp_st_file *f, int i) { return i >= 0 && i < f->n ? &f->tensors[i] : NULL; }
 
+static int name_vs_tensor(const void *key, const void *elem) {
+    return strcmp(key, (*(const dp_st_tensor *const *)elem)->name);
+}
+
 const dp_st_tensor *dp_st_find(const dp_st_file *f, const char *name) {
-    for (int i = 0; i < f->n; i++)
-        if (strcmp(f->tensors[i].name, name) == 0) return &f->tensors[i];
-    return NULL;
+    const dp_st_tensor *const *hit =
+        f->n ? bsearch(name, f->by_name, (size_t)f->n, sizeof *f->by_name, name_vs_tensor) : NULL;
+    return hit ? *hit : NULL;
 }
 
 const char *dp_st_metadata(const dp_st_file *f, const char *key) {

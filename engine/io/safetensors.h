@@ -31,8 +31,10 @@ typedef struct dp_st_tensor {
 
 typedef struct dp_st_file dp_st_file;
 
-/* Opens and validates path (mapped read-only). Returns DP_OK and *out, or DP_EIO / DP_EINVAL /
- * DP_EOOM with a message naming the file (and the tensor at fault). Close with dp_st_close. */
+/* Opens and validates path (mapped read-only): a regular file only (links followed; a FIFO,
+ * device or directory is refused without blocking, common/safe_file). Returns DP_OK and *out, or
+ * DP_EIO / DP_EINVAL / DP_EOOM with a message naming the file (and the tensor at fault). Close
+ * with dp_st_close. */
 int dp_st_open(const char *path, dp_st_file **out);
 /* Unmaps and frees an opened file. NULL is a no-op. */
 void dp_st_close(dp_st_file *f);
@@ -42,7 +44,7 @@ const char *dp_st_path(const dp_st_file *f);
 int dp_st_count(const dp_st_file *f);
 /* Tensor i (0-based, in order of data offset), NULL when out of range. */
 const dp_st_tensor *dp_st_at(const dp_st_file *f, int i);
-/* The tensor named name, or NULL. */
+/* The tensor named name, or NULL (a binary search: O(log n)). */
 const dp_st_tensor *dp_st_find(const dp_st_file *f, const char *name);
 /* The value of key in __metadata__, or NULL (valid until dp_st_close). */
 const char *dp_st_metadata(const dp_st_file *f, const char *key);

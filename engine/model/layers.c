@@ -44,9 +44,10 @@ int dp_layer_embedding_forward(dp_tensor *out, const dp_tensor *ids, const dp_te
     DP_TRY(rows_of(out, d, op, &N));
     DP_TRY(need(ids->dtype == DP_I32 && ids->numel == N && T > 0 && N % T == 0, op, "ids must be N = B*T i32"));
     if (wpe) DP_TRY(need(wpe->ndim == 2 && wpe->shape[1] == d && wpe->shape[0] >= T, op, "wpe must be P x d, P >= T"));
+    DP_TRY(need(is_act(wte) && (!wpe || wpe->dtype == wte->dtype), op, "the tables must be f32 or bf16, both alike"));
     double nd = (double)N * (double)d;
-    dp_ledger_add(op, wpe ? nd : 0, 4.0 * N + 4.0 * nd + (wpe ? 4.0 * nd : 0) + es(out) * nd);
-    return DP_DISPATCH_LAYER(out->dev, embedding_forward, out->dtype, out->data, ids->data, wte->data,
+    dp_ledger_add(op, wpe ? nd : 0, 4.0 * N + es(wte) * nd + (wpe ? es(wpe) * nd : 0) + es(out) * nd);
+    return DP_DISPATCH_LAYER(out->dev, embedding_forward, out->dtype, wte->dtype, out->data, ids->data, wte->data,
                              wpe ? wpe->data : NULL, N, T, d);
 }
 
@@ -160,16 +161,18 @@ int dp_layer_swiglu_backward(dp_tensor *dgate, dp_tensor *dup, const dp_tensor *
                              up->data, gate->numel);
 }
 
-int dp_layer_rope(dp_tensor *x, int64_t T, int64_t H, float theta, int inverse) {
+int dp_layer_rope(dp_tensor *x, int64_t T, int64_t H, const float *inv_freq, float scale, int inverse) {
     const char *op = inverse ? "rope_bwd" : "rope_fwd";
     int64_t d = x->shape[x->ndim - 1], N;
     DP_TRY(rows_of(x, d, op, &N));
     DP_TRY(need(H > 0 && d % H == 0 && (d / H) % 2 == 0 && T > 0 && N % T == 0, op,
                 "rows must hold H heads of an even head dimension, N a multiple of T"));
     double nd = (double)N * (double)d;
-    /* 3 flops per element (a rotation of a pair is 6), and pow, cos, sin, * per (row, pair) */
-    dp_ledger_add(op, 3.0 * nd + 2.0 * (double)N * (double)(d / H), 2.0 * es(x) * nd);
-    return DP_DISPATCH_LAYER(x->dev, rope, x->dtype, x->data, d, N, T, H, d / H, theta, inverse);
+    DP_TRY(need(inv_freq != NULL, op, "the inverse frequencies are missing"));
+    /* 3 flops per element (a rotation of a pair is 6), and the angle, cos, sin and the two
+     * scales per (row, pair) */
+    dp_ledger_add(op, 3.0 * nd + 2.5 * (double)N * (double)(d / H), 2.0 * es(x) * nd);
+    return DP_DISPATCH_LAYER(x->dev, rope, x->dtype, x->data, d, N, T, H, d / H, inv_freq, scale, inverse);
 }
 
 /* causal (query, key) pairs of B*H heads of T rows */
@@ -177,61 +180,79 @@ static double causal_pairs(int64_t B, int64_t T, int64_t H) {
     return (double)B * (double)H * (double)T * (double)(T + 1) / 2.0;
 }
 
-/* The q, k, v pointers and their row stride: three tensors, or one fused N x 3d tensor. */
-static int qkv_layout(const dp_tensor *q, const dp_tensor *k, const dp_tensor *v, int64_t d, int64_t N, const char *op,
-                      const void **pq, const void **pk, const void **pv, int64_t *ld) {
+/* The q, k, v pointers and their row strides: three tensors (q N x H*hd, k and v N x Hkv*hd),
+ * or one fused N x 3d tensor (H == Hkv). */
+static int qkv_layout(const dp_tensor *q, const dp_tensor *k, const dp_tensor *v, int64_t H, int64_t Hkv, int64_t hd,
+                      int64_t N, const char *op, const void **pq, const void **pk, const void **pv, int64_t *ld_q,
+                      int64_t *ld_kv) {
+    const int64_t d = H * hd, dkv = Hkv * hd;
     if (!k) {
+        DP_TRY(need(H == Hkv, op, "a fused qkv tensor has as many key/value heads as query heads"));
         DP_TRY(need(is_act(q) && q->numel == 3 * N * d, op, "fused qkv must be N x 3d"));
-        *pq = q->data, *pk = dp_tensor_at(q, d), *pv = dp_tensor_at(q, 2 * d), *ld = 3 * d;
+        *pq = q->data, *pk = dp_tensor_at(q, d), *pv = dp_tensor_at(q, 2 * d), *ld_q = *ld_kv = 3 * d;
         return DP_OK;
     }
-    DP_TRY(need(is_act(q) && q->numel == N * d, op, "q must be N x d"));
-    DP_TRY(same(k, q, op));
-    DP_TRY(same(v, q, op));
-    *pq = q->data, *pk = k->data, *pv = v->data, *ld = d;
+    DP_TRY(need(is_act(q) && q->numel == N * d, op, "q must be N x H*hd"));
+    DP_TRY(need(k->dtype == q->dtype && k->dev == q->dev && k->numel == N * dkv, op, "k must be N x Hkv*hd"));
+    DP_TRY(same(v, k, op));
+    *pq = q->data, *pk = k->data, *pv = v->data, *ld_q = d, *ld_kv = dkv;
+    return DP_OK;
+}
+
+/* out is B*T x H*hd, H a multiple of Hkv; sets *hd */
+static int attention_shape(const dp_tensor *out, int64_t B, int64_t T, int64_t H, int64_t Hkv, const char *op,
+                           int64_t *hd) {
+    int64_t N = B * T, d = N > 0 ? out->numel / N : 0;
+    DP_TRY(need(B > 0 && T > 0 && H > 0 && d > 0 && d % H == 0 && out->numel == N * d, op, "out must be B*T x H*hd"));
+    DP_TRY(need(Hkv > 0 && H % Hkv == 0, op, "the query heads must be groups of the key/value heads (H % Hkv == 0)"));
+    *hd = d / H;
     return DP_OK;
 }
 
 int dp_layer_attention_forward(dp_tensor *out, dp_tensor *lse, const dp_tensor *q, const dp_tensor *k,
-                               const dp_tensor *v, int64_t B, int64_t T, int64_t H, float scale) {
+                               const dp_tensor *v, int64_t B, int64_t T, int64_t H, int64_t Hkv, float scale) {
     const char *op = "attention_fwd";
-    int64_t N = B * T, d = N > 0 ? out->numel / N : 0;
-    DP_TRY(need(B > 0 && T > 0 && H > 0 && d > 0 && d % H == 0 && out->numel == N * d, op, "out must be B*T x H*hd"));
+    int64_t hd, N = B * T;
+    DP_TRY(attention_shape(out, B, T, H, Hkv, op, &hd));
     DP_TRY(f32_of(lse, B * H * T, op, "lse"));
     const void *pq, *pk, *pv;
-    int64_t ld;
-    DP_TRY(qkv_layout(q, k, v, d, N, op, &pq, &pk, &pv, &ld));
+    int64_t ld_q, ld_kv;
+    DP_TRY(qkv_layout(q, k, v, H, Hkv, hd, N, op, &pq, &pk, &pv, &ld_q, &ld_kv));
     DP_TRY(need(q->dtype == out->dtype, op, "q, k, v and out must share a dtype"));
-    const int64_t hd = d / H;
-    const double pairs = causal_pairs(B, T, H), nd = (double)N * (double)d;
-    /* q.k and p v (2 hd each) plus scale, max, exp, sum and correction (5) per pair */
-    dp_ledger_add(op, (4.0 * hd + 5.0) * pairs, 4.0 * es(out) * nd + 4.0 * (double)lse->numel);
-    return DP_DISPATCH_LAYER(out->dev, attention_forward, out->dtype, out->data, lse->data, pq, pk, pv, ld, B, T, H, hd,
-                             scale);
+    const double pairs = causal_pairs(B, T, H), nhd = (double)N * (double)hd;
+    /* q.k and p v (2 hd each) plus scale, max, exp, sum and correction (5) per pair; bytes: q and
+     * out (H heads), k and v (Hkv heads), lse */
+    dp_ledger_add(op, (4.0 * hd + 5.0) * pairs,
+                  es(out) * nhd * (2.0 * (double)H + 2.0 * (double)Hkv) + 4.0 * (double)lse->numel);
+    return DP_DISPATCH_LAYER(out->dev, attention_forward, out->dtype, out->data, lse->data, pq, pk, pv, ld_q, ld_kv, B,
+                             T, H, Hkv, hd, scale);
 }
 
 int dp_layer_attention_backward(dp_tensor *dq, dp_tensor *dk, dp_tensor *dv, const dp_tensor *dout,
                                 const dp_tensor *out, const dp_tensor *lse, const dp_tensor *q, const dp_tensor *k,
-                                const dp_tensor *v, dp_tensor *delta, int64_t B, int64_t T, int64_t H, float scale) {
+                                const dp_tensor *v, dp_tensor *delta, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                                float scale) {
     const char *op = "attention_bwd";
-    int64_t N = B * T, d = N > 0 ? out->numel / N : 0;
-    DP_TRY(need(B > 0 && T > 0 && H > 0 && d > 0 && d % H == 0 && out->numel == N * d, op, "out must be B*T x H*hd"));
+    int64_t hd, N = B * T;
+    DP_TRY(attention_shape(out, B, T, H, Hkv, op, &hd));
     DP_TRY(same(dout, out, op));
     DP_TRY(f32_of(lse, B * H * T, op, "lse"));
     DP_TRY(f32_of(delta, B * H * T, op, "delta"));
     const void *pq, *pk, *pv, *gq, *gk, *gv;
-    int64_t ld, ldg;
-    DP_TRY(qkv_layout(q, k, v, d, N, op, &pq, &pk, &pv, &ld));
-    DP_TRY(qkv_layout(dq, dk, dv, d, N, op, &gq, &gk, &gv, &ldg));
+    int64_t ld_q, ld_kv, ld_dq, ld_dkv;
+    DP_TRY(qkv_layout(q, k, v, H, Hkv, hd, N, op, &pq, &pk, &pv, &ld_q, &ld_kv));
+    DP_TRY(qkv_layout(dq, dk, dv, H, Hkv, hd, N, op, &gq, &gk, &gv, &ld_dq, &ld_dkv));
     DP_TRY(need(q->dtype == out->dtype && dq->dtype == out->dtype, op, "all operands must share a dtype"));
-    const int64_t hd = d / H;
-    const double pairs = causal_pairs(B, T, H), nd = (double)N * (double)d;
+    const double pairs = causal_pairs(B, T, H), nhd = (double)N * (double)hd;
     /* pass 1 (dk, dv): s, p, dv, dp, ds, dk = 8 hd + 6; pass 2 (dq): s, p, dp, ds, dq = 6 hd + 5;
-     * delta = rowsum(dout * out): 2 per element */
-    dp_ledger_add(op, (14.0 * hd + 11.0) * pairs + 2.0 * nd,
-                  8.0 * es(out) * nd + 4.0 * (double)lse->numel + 8.0 * (double)delta->numel);
-    return DP_DISPATCH_LAYER(out->dev, attention_backward, out->dtype, (void *)gq, (void *)gk, (void *)gv, ldg,
-                             dout->data, out->data, lse->data, pq, pk, pv, ld, delta->data, B, T, H, hd, scale);
+     * delta = rowsum(dout * out): 2 per element. Bytes: q, out, dout, dq (H heads), k, v, dk, dv
+     * (Hkv heads), lse and delta */
+    dp_ledger_add(op, (14.0 * hd + 11.0) * pairs + 2.0 * nhd * (double)H,
+                  es(out) * nhd * (4.0 * (double)H + 4.0 * (double)Hkv) + 4.0 * (double)lse->numel +
+                      8.0 * (double)delta->numel);
+    return DP_DISPATCH_LAYER(out->dev, attention_backward, out->dtype, (void *)gq, (void *)gk, (void *)gv, ld_dq,
+                             ld_dkv, dout->data, out->data, lse->data, pq, pk, pv, ld_q, ld_kv, delta->data, B, T, H,
+                             Hkv, hd, scale);
 }
 
 int dp_layer_cross_entropy_forward(dp_tensor *losses, dp_tensor *lse, const dp_tensor *logits,

@@ -46,20 +46,23 @@ int dp_layer_swiglu_forward(dp_tensor *out, const dp_tensor *gate, const dp_tens
 int dp_layer_swiglu_backward(dp_tensor *dgate, dp_tensor *dup, const dp_tensor *dout, const dp_tensor *gate,
                              const dp_tensor *up);
 
-/* Rotary embedding in place on x (N x H*hd, contiguous), positions n % T; inverse = 1 for the
- * backward. "rope_fwd" / "rope_bwd". */
-int dp_layer_rope(dp_tensor *x, int64_t T, int64_t H, float theta, int inverse);
+/* Rotary embedding in place on x (N x H*hd, contiguous), positions n % T, at the hd/2 inverse
+ * frequencies inv_freq (host f32) with cos and sin times scale; inverse = 1 for the backward.
+ * "rope_fwd" / "rope_bwd". */
+int dp_layer_rope(dp_tensor *x, int64_t T, int64_t H, const float *inv_freq, float scale, int inverse);
 
-/* Causal attention of q, k, v: N x H*hd each, or, with k and v NULL, q is one N x 3*H*hd
- * tensor whose rows hold q, k and v (GPT-2's c_attn output). out N x H*hd, lse B*H*T f32.
+/* Causal attention, grouped-query: q N x H*hd, k and v N x Hkv*hd (H a multiple of Hkv; query
+ * head h reads kv head h / (H / Hkv)), or, with k and v NULL, q is one N x 3*H*hd tensor whose
+ * rows hold q, k and v (GPT-2's c_attn output; Hkv == H). out N x H*hd, lse B*H*T f32.
  * "attention_fwd". */
 int dp_layer_attention_forward(dp_tensor *out, dp_tensor *lse, const dp_tensor *q, const dp_tensor *k,
-                               const dp_tensor *v, int64_t B, int64_t T, int64_t H, float scale);
+                               const dp_tensor *v, int64_t B, int64_t T, int64_t H, int64_t Hkv, float scale);
 /* Its backward: dq, dk, dv laid out like q, k, v (one N x 3*H*hd tensor when k is NULL); delta
  * is f32 scratch of B*H*T. "attention_bwd". */
 int dp_layer_attention_backward(dp_tensor *dq, dp_tensor *dk, dp_tensor *dv, const dp_tensor *dout,
                                 const dp_tensor *out, const dp_tensor *lse, const dp_tensor *q, const dp_tensor *k,
-                                const dp_tensor *v, dp_tensor *delta, int64_t B, int64_t T, int64_t H, float scale);
+                                const dp_tensor *v, dp_tensor *delta, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                                float scale);
 
 /* losses[n], lse[n] of the rows of logits (N x V) against targets; "cross_entropy_fwd". */
 int dp_layer_cross_entropy_forward(dp_tensor *losses, dp_tensor *lse, const dp_tensor *logits,

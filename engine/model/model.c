@@ -21,12 +21,21 @@ int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out) {
     if (m->cfg.lora_rank == 0) m->cfg.lora_targets = 0, m->cfg.lora_alpha = 0;
     m->d = cfg->hidden;
     m->H = cfg->heads;
-    m->hd = cfg->hidden / cfg->heads;
+    m->Hkv = cfg->kv_heads > 0 ? cfg->kv_heads : cfg->heads;
+    m->hd = cfg->head_dim > 0 ? cfg->head_dim : cfg->hidden / cfg->heads;
+    m->cfg.kv_heads = m->Hkv;
+    m->cfg.head_dim = m->hd;
     m->F = m->cfg.ffn;
     m->V = cfg->vocab;
     m->t = cfg->dtype;
     m->lora_scale = cfg->lora_rank > 0 ? cfg->lora_alpha / (float)cfg->lora_rank : 0.0f;
-    int rc = dp_model_build_params(m);
+    int rc = DP_OK;
+    if (cfg->arch == DP_ARCH_LLAMA) {
+        m->rope_inv_freq = malloc((size_t)(m->hd / 2) * sizeof *m->rope_inv_freq);
+        rc = m->rope_inv_freq ? dp_rope_inv_freq(&m->cfg, m->hd, m->rope_inv_freq, &m->rope_scale)
+                              : dp_error_set(DP_EOOM, "model: out of host memory");
+    }
+    if (rc == DP_OK) rc = dp_model_build_params(m);
     if (rc != DP_OK) {
         dp_model_free(m);
         return rc;
@@ -39,6 +48,7 @@ void dp_model_free(dp_model *m) {
     if (!m) return;
     if (m->params) dp_model_release_activations(m);
     dp_model_free_params(m);
+    free(m->rope_inv_freq);
     free(m);
 }
 
@@ -56,6 +66,13 @@ void dp_model_release_activations(dp_model *m) {
     memset(&m->ids, 0, sizeof m->ids);
     memset(&m->targets, 0, sizeof m->targets);
     m->have_forward = 0;
+    m->forward_id = 0;
+}
+
+uint64_t dp_model_forward_id(const dp_model *m) { return m->have_forward ? m->forward_id : 0; }
+
+const dp_tensor *dp_model_logits(const dp_model *m) {
+    return m->have_forward && m->logits.alloc.live ? &m->logits : NULL;
 }
 
 /* the LM head as a linear: V x d, no bias; wte when tied */
@@ -147,6 +164,12 @@ static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     DP_TRY(dp_model_stat(m, &m->loss_lse, 0, DP_CAT_ACTIVATIONS, m->loss_module));
     DP_TRY(dp_model_stat(m, &losses, 0, DP_CAT_ACTIVATIONS, m->loss_module));
     int rc = dp_layer_cross_entropy_forward(&losses, &m->loss_lse, &m->logits, &m->targets);
+    if (m->dev->kind == DP_DEV_PLAN) { /* no values: losses are 0, and no B x T host buffer is made */
+        dp_tensor_release(&losses);
+        if (sample_losses) memset(sample_losses, 0, (size_t)B * sizeof *sample_losses);
+        *loss = 0.0f;
+        return rc;
+    }
     float *host = rc == DP_OK ? malloc((size_t)N * sizeof *host) : NULL;
     if (rc == DP_OK && !host)
         rc = dp_error_set(DP_EOOM, "model forward: out of host memory for %lld losses", (long long)N);
@@ -187,6 +210,7 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
         return rc;
     }
     m->have_forward = 1;
+    m->forward_id = ++m->forwards_run;
     return DP_OK;
 }
 

@@ -2,10 +2,15 @@
  *
  * Every saved activation is an explicit allocation under `activations` with the module path of
  * the layer that saved it (docs/results.md lists the paths); whatever backward does not need is
- * freed as soon as possible. Parameters are f32 under `parameters`; in bf16 mode the model also
- * keeps a bf16 copy of each weight matrix for the GEMMs (also `parameters`, refreshed by
- * dp_model_sync_compute_weights after an optimizer step). Gradients are f32 under `gradients`,
- * allocated by the first backward that needs them and freed by dp_model_zero_grad(set_to_none).
+ * freed as soon as possible. Parameters live under `parameters`: f32 in an f32 model. In a bf16
+ * model, as PEFT and PyTorch users run it, a frozen parameter (LoRA's base weights) is bf16 only
+ * (no f32 master, no gradient, no state); a trainable one keeps an f32 master plus, for the
+ * matrices the GEMMs read, a bf16 copy (refreshed by dp_model_sync_compute_weights after an
+ * optimizer step), unless master_weights = 0: then it is bf16 only too and the optimizer updates
+ * it in bf16 (an update below half a bf16 ulp of the weight, ~0.2% of it, is lost: long runs
+ * with small learning rates stall). Gradients are f32 under `gradients`, allocated by the first
+ * backward that needs them and freed by dp_model_zero_grad(set_to_none). Kernels that take f32
+ * gains and biases read a bf16 one through a transient f32 copy (`temp`, d floats).
  *
  * Loss convention (as Hugging Face and Opacus): sample i's loss L_i is the mean cross-entropy
  * over its T positions; the batch loss is the mean of the L_i. The backward takes a per-sample
@@ -21,25 +26,55 @@
 
 typedef enum { DP_ARCH_GPT = 0, DP_ARCH_LLAMA = 1 } dp_arch;
 
-/* LoRA targets, as bits: which linears get adapters. */
+/* LoRA targets, as bits: which linears get adapters, one bit per linear of a llama block (PEFT's
+ * names); gpt's fused c_attn is q, k and v together, its c_fc gate and up together. */
 enum {
-    DP_LORA_QKV = 1u << 0,  /* gpt: attn.qkv; llama: q, k, v */
-    DP_LORA_PROJ = 1u << 1, /* gpt: attn.proj; llama: o */
-    DP_LORA_FC = 1u << 2,   /* gpt: mlp.fc; llama: gate, up */
-    DP_LORA_DOWN = 1u << 3, /* gpt: mlp.proj; llama: down */
+    DP_LORA_Q = 1u << 0,                             /* llama: self_attn.q_proj */
+    DP_LORA_K = 1u << 1,                             /* llama: self_attn.k_proj */
+    DP_LORA_V = 1u << 2,                             /* llama: self_attn.v_proj */
+    DP_LORA_O = 1u << 3,                             /* llama: self_attn.o_proj; gpt: attn.c_proj */
+    DP_LORA_GATE = 1u << 4,                          /* llama: mlp.gate_proj */
+    DP_LORA_UP = 1u << 5,                            /* llama: mlp.up_proj */
+    DP_LORA_DOWN = 1u << 6,                          /* llama: mlp.down_proj; gpt: mlp.c_proj */
+    DP_LORA_QKV = DP_LORA_Q | DP_LORA_K | DP_LORA_V, /* "qkv"; gpt: attn.c_attn */
+    DP_LORA_PROJ = DP_LORA_O,                        /* "proj" */
+    DP_LORA_FC = DP_LORA_GATE | DP_LORA_UP,          /* "fc"; gpt: mlp.c_fc */
+    DP_LORA_ALL = DP_LORA_QKV | DP_LORA_PROJ | DP_LORA_FC | DP_LORA_DOWN
 };
+
+/* Rotary-embedding scaling, as transformers computes the inverse frequencies (its
+ * modeling_rope_utils.py: default, linear, llama3, yarn). */
+typedef enum { DP_ROPE_DEFAULT = 0, DP_ROPE_LINEAR, DP_ROPE_LLAMA3, DP_ROPE_YARN } dp_rope_type;
+
+typedef struct dp_rope_scaling {
+    dp_rope_type type;
+    double factor;                            /* linear, llama3, yarn (> 0) */
+    double low_freq_factor, high_freq_factor; /* llama3 (1, 4 in Llama-3.1) */
+    int64_t original_max_positions;           /* llama3, yarn: original_max_position_embeddings */
+    double beta_fast, beta_slow;              /* yarn (32, 1) */
+    double mscale, mscale_all_dim;            /* yarn (0: not given) */
+    double attention_factor;                  /* yarn: the scale of cos and sin (0: from factor and mscale) */
+    int truncate;                             /* yarn: floor/ceil the correction range (1) */
+} dp_rope_scaling;
 
 typedef struct dp_model_config {
     dp_arch arch;
     int64_t vocab, hidden, layers, heads, seq_len, batch;
+    int64_t kv_heads;      /* llama: key/value heads (grouped-query attention: heads a multiple of it; 1 =
+                            * multi-query); 0 = heads */
+    int64_t head_dim;      /* llama: the attention heads' width (q is heads x head_dim, k and v kv_heads x
+                            * head_dim); 0 = hidden / heads */
     double mlp_ratio;      /* MLP width / hidden: gpt default 4; llama default 8/3 (rounded up to a multiple of 64 as
                             * intermediate_size is in Llama configs) */
     int64_t ffn;           /* MLP width; 0 = from mlp_ratio */
     int64_t max_positions; /* gpt: rows of wpe (0 = seq_len) */
-    int tie_head;          /* gpt: LM head shares wte (default 1); llama: always 0 */
-    dp_dtype dtype;        /* compute dtype: f32, or bf16 on CUDA */
+    int tie_head;          /* the LM head shares the token embedding (gpt default 1, llama default 0: Llama-3.2-1B/3B
+                            * tie it, tie_word_embeddings) */
+    dp_dtype dtype;        /* compute dtype: f32 or bf16 (CUDA; the CPU's bf16 is a slow exact reference) */
+    int master_weights;    /* bf16: trainable parameters keep an f32 master (1, default) or train in bf16 (0) */
     float norm_eps;        /* 1e-5 (both archs, as GPT-2 and Llama-2 configs) */
     float rope_theta;      /* llama: 10000 */
+    dp_rope_scaling rope;  /* llama: the rotary scaling (type default: none) */
     float init_std;        /* 0.02 */
     uint64_t seed;         /* initialisation seed */
     int lora_rank;         /* 0 = no LoRA */
@@ -53,15 +88,37 @@ void dp_model_config_default(dp_model_config *cfg, dp_arch arch);
 const char *dp_arch_name(dp_arch arch);
 /* Parses an arch name; returns 0 and sets *out, or -1 when unknown (valid: gpt, llama). */
 int dp_arch_parse(const char *name, dp_arch *out);
-/* Parses a LoRA target name ("qkv", "proj", "fc", "down"); returns 0 and sets *bit, or -1. */
-int dp_lora_target_parse(const char *name, unsigned *bit);
-/* The name of one DP_LORA_* bit ("?" for anything else). */
-const char *dp_lora_target_name(unsigned bit);
+/* Parses a LoRA target name into its DP_LORA_* bits: dpprof's groups "qkv", "proj", "fc",
+ * "down", PEFT's llama names "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+ * "down_proj", or PEFT's gpt2 names "c_attn", "c_fc"; returns 0, or -1 when unknown. */
+int dp_lora_target_parse(const char *name, unsigned *bits);
+/* The names of LoRA targets, for messages (DP_LORA_TARGET_NAMES). */
+#define DP_LORA_TARGET_NAMES                                                                                           \
+    "qkv, proj, fc, down, or PEFT's q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj (llama), "           \
+    "c_attn, c_fc (gpt)"
+/* The name of one single-linear bit for arch: PEFT's llama names ("q_proj", ...), or for gpt
+ * the group names of dpprof ("qkv", "proj", "fc", "down" for DP_LORA_Q, O, GATE, DOWN); NULL
+ * for a bit gpt has no name of its own for (k, v, up: part of a group). */
+const char *dp_lora_target_name(dp_arch arch, unsigned bit);
 /* The MLP width a configuration gets: ffn, else gpt round(mlp_ratio * hidden), llama
  * mlp_ratio * hidden rounded up to a multiple of 64. */
 int64_t dp_model_config_ffn(const dp_model_config *cfg);
 /* Checks a configuration; DP_EINVAL with a message naming the key and the valid values. */
 int dp_model_config_check(const dp_model_config *cfg);
+
+/* Fills r with no scaling (type default) and yarn's defaults (beta 32 / 1, truncate). */
+void dp_rope_scaling_default(dp_rope_scaling *r);
+/* The rope type's name ("default", "linear", "llama3", "yarn"; "?" when out of range). */
+const char *dp_rope_type_name(dp_rope_type t);
+/* Parses a rope type; returns 0 and sets *out, or -1 when unknown (valid: default, linear,
+ * llama3, yarn). */
+int dp_rope_type_parse(const char *name, dp_rope_type *out);
+/* Checks cfg's rope scaling; DP_EINVAL naming the key ('rope_scaling.factor', ...). */
+int dp_rope_scaling_check(const dp_model_config *cfg);
+/* The hd / 2 inverse frequencies of cfg's rotary embedding over heads of width hd, computed in
+ * double and rounded to f32 once, and the scale of cos and sin (yarn's attention factor, else
+ * 1), as transformers' _compute_*_parameters. DP_EINVAL for a bad scaling. */
+int dp_rope_inv_freq(const dp_model_config *cfg, int64_t hd, float *inv_freq, float *cos_sin_scale);
 
 typedef enum {
     DP_PARAM_EMBEDDING, /* token embedding V x d */
@@ -78,8 +135,8 @@ typedef enum {
 typedef struct dp_param {
     char name[128]; /* Hugging Face name, e.g. "transformer.h.0.attn.c_attn.weight" */
     dp_param_kind kind;
-    dp_tensor value;   /* f32 master, `parameters` */
-    dp_tensor compute; /* bf16 copy of a weight matrix in bf16 mode (else empty) */
+    dp_tensor value;   /* `parameters`: f32, or bf16 when the model keeps it in bf16 only (see above) */
+    dp_tensor compute; /* bf16 copy of an f32 weight matrix in bf16 mode (else empty) */
     dp_tensor grad;    /* f32 `gradients`; empty until a backward allocates it */
     int trainable;     /* 0 for LoRA-frozen base weights: no gradient, no optimizer state */
     int hf_transposed; /* stored in x out in the HF file (GPT-2 Conv1D) */
@@ -134,8 +191,9 @@ typedef struct dp_backward_opts {
  * projections). Each parameter draws from its own Philox stream (cfg.seed, a hash of its name),
  * so adding adapters leaves the base weights unchanged. With LoRA, as in PEFT, every base
  * parameter is frozen (trainable = 0) and only the adapters train. Allocates under `parameters`
- * with module paths. bf16 runs on CUDA and plan; on the CPU it exists as a slow reference for
- * tests (the Lua API refuses it). DP_EINVAL for a bad configuration, DP_EOOM. */
+ * with module paths. bf16 runs on CUDA and plan, and on the CPU as a slow exact reference (bf16
+ * storage, f32 arithmetic, rounded where the CUDA kernels round: cpu_layers.c) that tests hold
+ * CUDA's bf16 to. DP_EINVAL for a bad configuration, DP_EOOM. */
 int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out);
 /* Frees everything the model allocated (parameters, gradients, activations). NULL is a no-op. */
 void dp_model_free(dp_model *m);
@@ -147,7 +205,9 @@ dp_device *dp_model_device(const dp_model *m);
 /* Runs the forward pass on inputs/targets (B x T i32 on the model's device, B <= cfg.batch,
  * T == cfg.seq_len, ids in [0, vocab)), saving what backward needs; activations of an earlier
  * forward are released first. The model keeps views of inputs and targets for the backward:
- * they must stay alive until it. Writes the batch loss (mean of per-sample losses) to *loss
+ * they must stay alive and unchanged until it (the ids are checked here only; the backward and
+ * the DP hooks index tables with them), which the Lua bindings enforce by refusing writes to and
+ * frees of a batch a pending backward reads. Writes the batch loss (mean of per-sample losses) to *loss
  * and, when sample_losses != NULL, L_i for each sample (host array of B); 0 on plan. */
 int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses);
 /* Runs the backward pass of the last forward (see dp_backward_opts; opts NULL: scale 1/B,
@@ -158,6 +218,14 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
 int dp_model_backward(dp_model *m, const dp_backward_opts *opts);
 /* Frees saved activations of the last forward (after a retained backward). */
 void dp_model_release_activations(dp_model *m);
+/* The id of the forward whose state the model holds (what a backward goes back through), 0 when
+ * it holds none. Ids are never reused: a new forward, a backward that does not retain and
+ * dp_model_release_activations all change it, so a caller that remembers the id of its own
+ * forward knows whether that state is still the one saved (dpsgd does, and the bindings). */
+uint64_t dp_model_forward_id(const dp_model *m);
+/* The logits of the last forward (B x T x V, the compute dtype), valid until the backward turns
+ * them into their gradient; NULL when there are none. */
+const dp_tensor *dp_model_logits(const dp_model *m);
 
 /* Number of parameter tensors. */
 int dp_model_param_count(const dp_model *m);

@@ -6,7 +6,15 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const lora_names[] = {"qkv", "proj", "fc", "down"};
+static const struct {
+    const char *name;
+    unsigned bits;
+} lora_names[] = {{"qkv", DP_LORA_QKV},    {"proj", DP_LORA_PROJ},      {"fc", DP_LORA_FC},
+                  {"down", DP_LORA_DOWN},  {"q_proj", DP_LORA_Q},       {"k_proj", DP_LORA_K},
+                  {"v_proj", DP_LORA_V},   {"o_proj", DP_LORA_O},       {"gate_proj", DP_LORA_GATE},
+                  {"up_proj", DP_LORA_UP}, {"down_proj", DP_LORA_DOWN}, {"c_attn", DP_LORA_QKV},
+                  {"c_fc", DP_LORA_FC}};
+#define N_LORA_NAMES (sizeof lora_names / sizeof *lora_names)
 
 void dp_model_config_default(dp_model_config *cfg, dp_arch arch) {
     memset(cfg, 0, sizeof *cfg);
@@ -14,8 +22,10 @@ void dp_model_config_default(dp_model_config *cfg, dp_arch arch) {
     cfg->mlp_ratio = arch == DP_ARCH_LLAMA ? 8.0 / 3.0 : 4.0;
     cfg->tie_head = arch == DP_ARCH_GPT;
     cfg->dtype = DP_F32;
+    cfg->master_weights = 1;
     cfg->norm_eps = 1e-5f;
     cfg->rope_theta = 10000.0f;
+    dp_rope_scaling_default(&cfg->rope);
     cfg->init_std = 0.02f;
     cfg->lora_alpha = 0;
 }
@@ -38,19 +48,21 @@ int dp_arch_parse(const char *name, dp_arch *out) {
     return 0;
 }
 
-int dp_lora_target_parse(const char *name, unsigned *bit) {
-    for (unsigned i = 0; i < 4; i++)
-        if (strcmp(name, lora_names[i]) == 0) {
-            *bit = 1u << i;
+int dp_lora_target_parse(const char *name, unsigned *bits) {
+    for (size_t i = 0; name && i < N_LORA_NAMES; i++)
+        if (strcmp(name, lora_names[i].name) == 0) {
+            *bits = lora_names[i].bits;
             return 0;
         }
     return -1;
 }
 
-const char *dp_lora_target_name(unsigned bit) {
-    for (unsigned i = 0; i < 4; i++)
-        if (bit == 1u << i) return lora_names[i];
-    return "?";
+const char *dp_lora_target_name(dp_arch arch, unsigned bit) {
+    static const char *const llama[7] = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+    static const char *const gpt[7] = {"qkv", NULL, NULL, "proj", "fc", NULL, "down"};
+    for (unsigned i = 0; i < 7; i++)
+        if (bit == 1u << i) return arch == DP_ARCH_GPT ? gpt[i] : llama[i];
+    return NULL;
 }
 
 int64_t dp_model_config_ffn(const dp_model_config *cfg) {
@@ -65,6 +77,42 @@ static int positive(int64_t v, const char *key) {
     return dp_error_set(DP_EINVAL, "model: '%s' must be a positive integer (got %lld)", key, (long long)v);
 }
 
+/* heads, kv_heads, head_dim: gpt's fused qkv has H heads of hidden / H for q, k and v alike;
+ * llama's H query heads are groups of kv_heads key/value heads, of width head_dim (even: the
+ * rotary pairs). */
+static int check_heads(const dp_model_config *cfg) {
+    const long long H = cfg->heads, kv = cfg->kv_heads, hd = cfg->head_dim;
+    if (kv < 0) return dp_error_set(DP_EINVAL, "model: 'kv_heads' must be positive, or 0 for 'heads' (got %lld)", kv);
+    if (hd < 0)
+        return dp_error_set(DP_EINVAL, "model: 'head_dim' must be positive, or 0 for hidden / heads (got %lld)", hd);
+    if (hd == 0 && cfg->hidden % cfg->heads)
+        return dp_error_set(DP_EINVAL, "model: 'heads' (%lld) must divide 'hidden' (%lld), or give 'head_dim'", H,
+                            (long long)cfg->hidden);
+    const long long width = hd ? hd : (long long)(cfg->hidden / cfg->heads);
+    if (cfg->arch == DP_ARCH_GPT) {
+        if (kv && kv != H)
+            return dp_error_set(DP_EINVAL,
+                                "model: 'kv_heads' (%lld) must equal 'heads' (%lld) for gpt (its fused qkv has one "
+                                "key/value head per query head; grouped-query attention is llama's)",
+                                kv, H);
+        if (hd && hd * H != cfg->hidden)
+            return dp_error_set(DP_EINVAL, "model: 'head_dim' (%lld) must be 'hidden' / 'heads' = %lld for gpt", hd,
+                                (long long)(cfg->hidden / cfg->heads));
+        return DP_OK;
+    }
+    if (kv && (kv > H || H % kv))
+        return dp_error_set(DP_EINVAL,
+                            "model: 'heads' (%lld) must be a multiple of 'kv_heads' (%lld): each key/value head "
+                            "serves a group of query heads",
+                            H, kv);
+    if (width % 2)
+        return dp_error_set(DP_EINVAL, "model: llama's rotary embeddings need an even head dimension (got %lld)",
+                            width);
+    if (width > 1 << 20 || H * width > (long long)1 << 30)
+        return dp_error_set(DP_EINVAL, "model: 'heads' x head dimension (%lld x %lld) is too large", H, width);
+    return DP_OK;
+}
+
 int dp_model_config_check(const dp_model_config *cfg) {
     if (cfg->arch != DP_ARCH_GPT && cfg->arch != DP_ARCH_LLAMA)
         return dp_error_set(DP_EINVAL, "model: unknown 'arch' %d (valid: gpt, llama)", (int)cfg->arch);
@@ -76,13 +124,7 @@ int dp_model_config_check(const dp_model_config *cfg) {
     DP_TRY(positive(cfg->batch, "batch"));
     if (cfg->vocab > INT32_MAX)
         return dp_error_set(DP_EINVAL, "model: 'vocab' %lld does not fit token ids (i32)", (long long)cfg->vocab);
-    if (cfg->hidden % cfg->heads)
-        return dp_error_set(DP_EINVAL, "model: 'heads' (%lld) must divide 'hidden' (%lld)", (long long)cfg->heads,
-                            (long long)cfg->hidden);
-    if (cfg->arch == DP_ARCH_LLAMA && (cfg->hidden / cfg->heads) % 2)
-        return dp_error_set(DP_EINVAL,
-                            "model: llama's rotary embeddings need an even head dimension ('hidden' / 'heads' = %lld)",
-                            (long long)(cfg->hidden / cfg->heads));
+    DP_TRY(check_heads(cfg));
     if (cfg->ffn < 0) return dp_error_set(DP_EINVAL, "model: 'ffn' must be positive (got %lld)", (long long)cfg->ffn);
     if (cfg->ffn == 0 && !(cfg->mlp_ratio > 0 && isfinite(cfg->mlp_ratio)))
         return dp_error_set(DP_EINVAL, "model: 'mlp_ratio' must be a positive number (got %g)", cfg->mlp_ratio);
@@ -93,23 +135,30 @@ int dp_model_config_check(const dp_model_config *cfg) {
         return dp_error_set(DP_EINVAL,
                             "model: 'max_positions' (%lld) must be at least 'seq_len' (%lld), or 0 for seq_len",
                             (long long)cfg->max_positions, (long long)cfg->seq_len);
-    if (cfg->arch == DP_ARCH_LLAMA && cfg->tie_head)
-        return dp_error_set(DP_EINVAL, "model: 'tie_head' is for gpt only (llama's head is untied)");
     if (cfg->dtype != DP_F32 && cfg->dtype != DP_BF16)
         return dp_error_set(DP_EINVAL, "model: 'dtype' must be f32 or bf16 (got %s)", dp_dtype_name(cfg->dtype));
+    if (!cfg->master_weights && cfg->dtype != DP_BF16)
+        return dp_error_set(DP_EINVAL, "model: 'master_weights' = false needs dtype bf16 (an f32 model's weights are "
+                                       "their own masters)");
     if (!(cfg->norm_eps > 0 && isfinite(cfg->norm_eps)))
         return dp_error_set(DP_EINVAL, "model: 'norm_eps' must be a positive number (got %g)", (double)cfg->norm_eps);
     if (cfg->arch == DP_ARCH_LLAMA && !(cfg->rope_theta > 0 && isfinite(cfg->rope_theta)))
         return dp_error_set(DP_EINVAL, "model: 'rope_theta' must be a positive number (got %g)",
                             (double)cfg->rope_theta);
+    DP_TRY(dp_rope_scaling_check(cfg));
     if (!(cfg->init_std >= 0 && isfinite(cfg->init_std)))
         return dp_error_set(DP_EINVAL, "model: 'init_std' must be a non-negative number (got %g)",
                             (double)cfg->init_std);
     if (cfg->lora_rank < 0)
         return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
     if (cfg->lora_rank > 0) {
-        if (cfg->lora_targets == 0 || (cfg->lora_targets & ~0xfu))
-            return dp_error_set(DP_EINVAL, "model: 'lora.targets' must name at least one of qkv, proj, fc, down");
+        const unsigned t = cfg->lora_targets;
+        if (t == 0 || (t & ~(unsigned)DP_LORA_ALL))
+            return dp_error_set(DP_EINVAL, "model: 'lora.targets' must name at least one of " DP_LORA_TARGET_NAMES);
+        if (cfg->arch == DP_ARCH_GPT && (((t & DP_LORA_QKV) && (t & DP_LORA_QKV) != DP_LORA_QKV) ||
+                                         ((t & DP_LORA_FC) && (t & DP_LORA_FC) != DP_LORA_FC)))
+            return dp_error_set(DP_EINVAL, "model: gpt's attn.c_attn computes q, k and v in one linear, and its "
+                                           "mlp.c_fc is one linear: target qkv (c_attn) and fc (c_fc) whole");
         if (!(cfg->lora_alpha > 0 && isfinite(cfg->lora_alpha)))
             return dp_error_set(DP_EINVAL, "model: 'lora.alpha' must be a positive number (got %g)",
                                 (double)cfg->lora_alpha);

@@ -25,7 +25,7 @@ int dp_gpt_block_forward(dp_model *m, int layer, const dp_tensor *x) {
     DP_TRY(dp_linear_forward(m, &b->qkv, &a->ln_1, &a->qkv, &a->qkv_lora));
     DP_TRY(dp_model_act(m, &a->att, d, ACT, b->core_module));
     DP_TRY(dp_model_stat(m, &a->att_lse, 1, ACT, b->core_module));
-    DP_TRY(dp_layer_attention_forward(&a->att, &a->att_lse, &a->qkv, NULL, NULL, m->B, T, m->H, scale));
+    DP_TRY(dp_layer_attention_forward(&a->att, &a->att_lse, &a->qkv, NULL, NULL, m->B, T, m->H, m->H, scale));
     DP_TRY(dp_model_act(m, &a->res_mid, d, ACT, b->proj.module));
     DP_TRY(dp_linear_forward(m, &b->proj, &a->att, &a->res_mid, &a->proj_lora));
     DP_TRY(dp_add(&a->res_mid, &a->res_mid, x));
@@ -77,7 +77,7 @@ int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *d
     TRY(dp_bw_out_grad(bw, &b->qkv, &dqkv, 3 * d, b->core_module));
     TRY(dp_model_stat(m, &delta, 1, DP_CAT_TEMP, b->core_module));
     TRY(dp_layer_attention_backward(&dqkv, NULL, NULL, &datt, &a->att, &a->att_lse, &a->qkv, NULL, NULL, &delta, m->B,
-                                    T, m->H, scale));
+                                    T, m->H, m->H, scale));
     dp_tensor_release(&datt);
     dp_tensor_release(&delta);
     dp_bw_done(bw, &a->att);

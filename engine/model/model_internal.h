@@ -1,8 +1,9 @@
 /* model_internal.h: the model's private structures, shared by model_*.c.
  *
- * Sizes: B samples of T tokens, N = B*T rows; d = hidden, H heads of hd = d/H, F = MLP width,
- * V = vocab, r = LoRA rank. Activations are B x T x c tensors of the compute dtype (f32 or
- * bf16); statistics (mean, rstd, log-sum-exp) are f32.
+ * Sizes: B samples of T tokens, N = B*T rows; d = hidden, H query heads and Hkv key/value heads
+ * of width hd (d / H unless the config gives head_dim), F = MLP width, V = vocab, r = LoRA rank.
+ * Llama's q and attention output are H*hd wide, k and v Hkv*hd (grouped-query attention). Activations are B x T x c
+ * tensors of the compute dtype (f32 or bf16); statistics (mean, rstd, log-sum-exp) are f32.
  *
  * Module paths (docs/results.md): every parameter and every saved activation is tagged with the
  * module that produced it. An activation function's output belongs to the linear before it
@@ -62,7 +63,8 @@ typedef struct gpt_block_acts {
  * post_norm(x). */
 typedef struct llama_block {
     dp_norm input_norm;
-    dp_linear q, k, v, o; /* d x d each */
+    dp_linear q, k, v; /* H*hd x d, Hkv*hd x d, Hkv*hd x d */
+    dp_linear o;       /* d x H*hd */
     dp_norm post_norm;
     dp_linear gate, up; /* F x d */
     dp_linear down;     /* d x F */
@@ -71,9 +73,9 @@ typedef struct llama_block {
 
 typedef struct llama_block_acts {
     dp_tensor xn, xn_rstd;            /* B x T x d, N: input_norm output (q, k, v's input) */
-    dp_tensor q, k, v;                /* B x T x d each; q and k rotated */
+    dp_tensor q, k, v;                /* B x T x H*hd, Hkv*hd, Hkv*hd; q and k rotated */
     dp_tensor q_lora, k_lora, v_lora; /* B x T x r */
-    dp_tensor att, att_lse;           /* B x T x d (o's input); B x H x T */
+    dp_tensor att, att_lse;           /* B x T x H*hd (o's input); B x H x T */
     dp_tensor o_lora;
     dp_tensor res_mid;                      /* B x T x d (post_norm's input) */
     dp_tensor xn2, xn2_rstd;                /* B x T x d, N: post_norm output */
@@ -86,9 +88,11 @@ typedef struct llama_block_acts {
 struct dp_model {
     dp_device *dev;
     dp_model_config cfg; /* defaults resolved: ffn, max_positions set */
-    int64_t d, H, hd, F, V;
-    dp_dtype t;       /* compute dtype */
-    float lora_scale; /* alpha / r */
+    int64_t d, H, Hkv, hd, F, V;
+    dp_dtype t;           /* compute dtype */
+    float lora_scale;     /* alpha / r */
+    float *rope_inv_freq; /* llama: hd / 2 host f32, from the config's rope scaling */
+    float rope_scale;     /* llama: the scale of cos and sin (yarn's attention factor, else 1) */
 
     int n_params;
     dp_param *params;   /* in Hugging Face order */
@@ -102,6 +106,8 @@ struct dp_model {
 
     /* the last forward: views of its batch and everything its backward needs */
     int have_forward;
+    uint64_t forward_id;   /* the saved forward's id (dp_model_forward_id), 0 when none */
+    uint64_t forwards_run; /* forwards started: the source of ids */
     int64_t B;
     dp_tensor ids, targets; /* views, B x T i32 */
     dp_tensor embedded;     /* B x T x d: the first block's input */

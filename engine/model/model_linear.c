@@ -35,6 +35,16 @@ dp_tensor *dp_bw_grad(const dp_bw *bw, dp_param *p, int *rc) {
     return &p->grad;
 }
 
+/* The f32 tensor a kernel that takes f32 gains or biases reads for p: its value, or a transient
+ * f32 copy of a bf16 one in *tmp (`temp`, p's module; the caller releases it). */
+static int f32_param(dp_model *m, const dp_param *p, dp_tensor *tmp, const dp_tensor **out) {
+    *out = &p->value;
+    if (p->value.dtype == DP_F32) return DP_OK;
+    DP_TRY(dp_tensor_init_module(tmp, m->dev, DP_F32, p->value.ndim, p->value.shape, DP_CAT_TEMP, p->module));
+    *out = tmp;
+    return dp_tensor_copy(tmp, &p->value);
+}
+
 /* t (any shape, rows of cols) as a rows x cols matrix */
 static int mat(const dp_tensor *t, int64_t cols, dp_tensor *out) {
     int64_t shape[2] = {cols ? t->numel / cols : 0, cols};
@@ -48,7 +58,14 @@ int dp_linear_forward(dp_model *m, const dp_linear *lin, const dp_tensor *x, dp_
     DP_TRY(mat(x, lin->in, &x2));
     DP_TRY(mat(y, lin->out, &y2));
     DP_TRY(dp_matmul(&y2, &x2, 0, dp_model_gemm_weight(lin->w), 1, 1.0f, 0.0f)); /* x W^T */
-    if (lin->b) DP_TRY(dp_layer_bias_add(y, &lin->b->value));
+    if (lin->b) {
+        dp_tensor tmp = {0};
+        const dp_tensor *b;
+        int rc = f32_param(m, lin->b, &tmp, &b);
+        if (rc == DP_OK) rc = dp_layer_bias_add(y, b);
+        dp_tensor_release(&tmp);
+        DP_TRY(rc);
+    }
     if (!lin->lora_a) return DP_OK;
     /* the adapter: u = x A^T is saved for B's weight gradient; y += (alpha/r) u B^T */
     const int64_t r = m->cfg.lora_rank;
@@ -128,8 +145,14 @@ int dp_linear_backward(const dp_bw *bw, const dp_linear *lin, const dp_tensor *x
 
 int dp_norm_forward(dp_model *m, const dp_norm *nm, const dp_tensor *x, dp_tensor *out, dp_tensor *mean,
                     dp_tensor *rstd) {
-    return dp_layer_norm_forward(out, nm->b ? mean : NULL, rstd, x, &nm->w->value, nm->b ? &nm->b->value : NULL,
-                                 m->cfg.norm_eps);
+    dp_tensor tw = {0}, tb = {0};
+    const dp_tensor *w, *b = NULL;
+    int rc = f32_param(m, nm->w, &tw, &w);
+    if (rc == DP_OK && nm->b) rc = f32_param(m, nm->b, &tb, &b);
+    if (rc == DP_OK) rc = dp_layer_norm_forward(out, nm->b ? mean : NULL, rstd, x, w, b, m->cfg.norm_eps);
+    dp_tensor_release(&tb);
+    dp_tensor_release(&tw);
+    return rc;
 }
 
 int dp_norm_backward(const dp_bw *bw, const dp_norm *nm, const dp_tensor *x, const dp_tensor *mean,
@@ -142,5 +165,10 @@ int dp_norm_backward(const dp_bw *bw, const dp_norm *nm, const dp_tensor *x, con
     DP_TRY(rc);
     dp_tensor *db = dp_bw_grad(bw, nm->b, &rc);
     DP_TRY(rc);
-    return dp_layer_norm_backward(dx, dw, db, G, x, &nm->w->value, mu, rstd, accumulate);
+    dp_tensor tw = {0};
+    const dp_tensor *w;
+    rc = f32_param(bw->m, nm->w, &tw, &w);
+    if (rc == DP_OK) rc = dp_layer_norm_backward(dx, dw, db, G, x, w, mu, rstd, accumulate);
+    dp_tensor_release(&tw);
+    return rc;
 }

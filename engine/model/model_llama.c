@@ -13,24 +13,24 @@
 int dp_llama_block_forward(dp_model *m, int layer, const dp_tensor *x) {
     const llama_block *b = &m->llama[layer];
     llama_block_acts *a = &m->llama_acts[layer];
-    const int64_t d = m->d, F = m->F, T = m->cfg.seq_len;
-    const float scale = 1.0f / sqrtf((float)m->hd), theta = m->cfg.rope_theta;
+    const int64_t d = m->d, F = m->F, T = m->cfg.seq_len, dq = m->H * m->hd, dkv = m->Hkv * m->hd;
+    const float scale = 1.0f / sqrtf((float)m->hd);
 
     /* attention: res_mid = x + o(attn(rope(q(xn)), rope(k(xn)), v(xn))), xn = input_norm(x) */
     DP_TRY(dp_model_act(m, &a->xn, d, ACT, b->input_norm.module));
     DP_TRY(dp_model_stat(m, &a->xn_rstd, 0, ACT, b->input_norm.module));
     DP_TRY(dp_norm_forward(m, &b->input_norm, x, &a->xn, NULL, &a->xn_rstd));
-    DP_TRY(dp_model_act(m, &a->q, d, ACT, b->q.module));
+    DP_TRY(dp_model_act(m, &a->q, dq, ACT, b->q.module));
     DP_TRY(dp_linear_forward(m, &b->q, &a->xn, &a->q, &a->q_lora));
-    DP_TRY(dp_layer_rope(&a->q, T, m->H, theta, 0));
-    DP_TRY(dp_model_act(m, &a->k, d, ACT, b->k.module));
+    DP_TRY(dp_layer_rope(&a->q, T, m->H, m->rope_inv_freq, m->rope_scale, 0));
+    DP_TRY(dp_model_act(m, &a->k, dkv, ACT, b->k.module));
     DP_TRY(dp_linear_forward(m, &b->k, &a->xn, &a->k, &a->k_lora));
-    DP_TRY(dp_layer_rope(&a->k, T, m->H, theta, 0));
-    DP_TRY(dp_model_act(m, &a->v, d, ACT, b->v.module));
+    DP_TRY(dp_layer_rope(&a->k, T, m->Hkv, m->rope_inv_freq, m->rope_scale, 0));
+    DP_TRY(dp_model_act(m, &a->v, dkv, ACT, b->v.module));
     DP_TRY(dp_linear_forward(m, &b->v, &a->xn, &a->v, &a->v_lora));
-    DP_TRY(dp_model_act(m, &a->att, d, ACT, b->core_module));
+    DP_TRY(dp_model_act(m, &a->att, dq, ACT, b->core_module));
     DP_TRY(dp_model_stat(m, &a->att_lse, 1, ACT, b->core_module));
-    DP_TRY(dp_layer_attention_forward(&a->att, &a->att_lse, &a->q, &a->k, &a->v, m->B, T, m->H, scale));
+    DP_TRY(dp_layer_attention_forward(&a->att, &a->att_lse, &a->q, &a->k, &a->v, m->B, T, m->H, m->Hkv, scale));
     DP_TRY(dp_model_act(m, &a->res_mid, d, ACT, b->o.module));
     DP_TRY(dp_linear_forward(m, &b->o, &a->att, &a->res_mid, &a->o_lora));
     DP_TRY(dp_add(&a->res_mid, &a->res_mid, x));
@@ -54,8 +54,8 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     dp_model *m = bw->m;
     const llama_block *b = &m->llama[layer];
     llama_block_acts *a = &m->llama_acts[layer];
-    const int64_t d = m->d, F = m->F, T = m->cfg.seq_len;
-    const float scale = 1.0f / sqrtf((float)m->hd), theta = m->cfg.rope_theta;
+    const int64_t d = m->d, F = m->F, T = m->cfg.seq_len, dq_w = m->H * m->hd, dkv = m->Hkv * m->hd;
+    const float scale = 1.0f / sqrtf((float)m->hd);
     dp_tensor dh = {0}, dup = {0}, dxn = {0}, datt = {0}, dq = {0}, dk = {0}, dv = {0}, delta = {0};
     int rc;
 #define TRY(expr)                                                                                                      \
@@ -81,14 +81,14 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     dp_bw_done(bw, &a->res_mid);
 
     /* attention; dres becomes the gradient of the block's input x */
-    TRY(dp_model_act(m, &datt, d, DP_CAT_TEMP, b->o.module));
+    TRY(dp_model_act(m, &datt, dq_w, DP_CAT_TEMP, b->o.module));
     TRY(dp_linear_backward(bw, &b->o, &a->att, dres, &datt, 0, &a->o_lora));
-    TRY(dp_bw_out_grad(bw, &b->q, &dq, d, b->core_module));
-    TRY(dp_bw_out_grad(bw, &b->k, &dk, d, b->core_module));
-    TRY(dp_bw_out_grad(bw, &b->v, &dv, d, b->core_module));
+    TRY(dp_bw_out_grad(bw, &b->q, &dq, dq_w, b->core_module));
+    TRY(dp_bw_out_grad(bw, &b->k, &dk, dkv, b->core_module));
+    TRY(dp_bw_out_grad(bw, &b->v, &dv, dkv, b->core_module));
     TRY(dp_model_stat(m, &delta, 1, DP_CAT_TEMP, b->core_module));
     TRY(dp_layer_attention_backward(&dq, &dk, &dv, &datt, &a->att, &a->att_lse, &a->q, &a->k, &a->v, &delta, m->B, T,
-                                    m->H, scale));
+                                    m->H, m->Hkv, scale));
     dp_tensor_release(&datt);
     dp_tensor_release(&delta);
     dp_bw_done(bw, &a->att);
@@ -96,8 +96,9 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     dp_bw_done(bw, &a->q);
     dp_bw_done(bw, &a->k);
     dp_bw_done(bw, &a->v);
-    TRY(dp_layer_rope(&dq, T, m->H, theta, 1)); /* back to the gradients of q's and k's outputs */
-    TRY(dp_layer_rope(&dk, T, m->H, theta, 1));
+    TRY(dp_layer_rope(&dq, T, m->H, m->rope_inv_freq, m->rope_scale,
+                      1)); /* back to the gradients of q's and k's outputs */
+    TRY(dp_layer_rope(&dk, T, m->Hkv, m->rope_inv_freq, m->rope_scale, 1));
     TRY(dp_model_act(m, &dxn, d, DP_CAT_TEMP, b->q.module));
     TRY(dp_linear_backward(bw, &b->q, &a->xn, &dq, &dxn, 0, &a->q_lora));
     TRY(dp_bw_out_grad_done(bw, &b->q, &dq));

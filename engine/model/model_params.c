@@ -39,6 +39,11 @@ static int fail_module(uint32_t module) {
     return module == UINT32_MAX ? dp_error_set(DP_EOOM, "model: out of host memory for module paths") : DP_OK;
 }
 
+/* What a parameter is stored in: bf16 only in a bf16 model when frozen or without masters. */
+static dp_dtype param_dtype(const dp_model *m, const dp_param *p) {
+    return m->t == DP_BF16 && (!p->trainable || !m->cfg.master_weights) ? DP_BF16 : DP_F32;
+}
+
 /* Adds parameter `name` (rows x cols; cols 0 for a vector) under module, initialised for its
  * kind (std: the normal's standard deviation for weights). NULL after the first failure. */
 static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t rows, int64_t cols, uint32_t module,
@@ -60,8 +65,8 @@ static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t 
     p->module = module;
     p->trainable = m->cfg.lora_rank > 0 ? (kind == DP_PARAM_LORA_A || kind == DP_PARAM_LORA_B) : 1;
     int64_t shape[2] = {rows, cols};
-    if ((bd->rc = dp_tensor_init_module(&p->value, m->dev, DP_F32, cols ? 2 : 1, shape, DP_CAT_PARAMETERS, module)) !=
-        DP_OK)
+    if ((bd->rc = dp_tensor_init_module(&p->value, m->dev, param_dtype(m, p), cols ? 2 : 1, shape, DP_CAT_PARAMETERS,
+                                        module)) != DP_OK)
         return NULL;
     m->n_params++;
     uint64_t seed = m->cfg.seed, stream = name_stream(name);
@@ -147,7 +152,7 @@ static void build_gpt(builder *bd) {
 
 static void build_llama(builder *bd) {
     dp_model *m = bd->m;
-    const int64_t d = m->d, F = m->F, L = m->cfg.layers;
+    const int64_t d = m->d, F = m->F, L = m->cfg.layers, dq = m->H * m->hd, dkv = m->Hkv * m->hd;
     const float std = m->cfg.init_std;
     char hf[96], path[96];
     m->embed_module = dp_module_intern("embed");
@@ -158,12 +163,12 @@ static void build_llama(builder *bd) {
     (snprintf(hf, sizeof hf, "model.layers.%lld.%s", (long long)i, h),                                                 \
      snprintf(path, sizeof path, "layers.%lld.%s", (long long)i, p))
         /* Hugging Face's order: attention, MLP, then the two norms */
-        NAMES("self_attn.q_proj", "attn.q"), add_linear(bd, &b->q, hf, path, d, d, 0, 0, DP_LORA_QKV, std);
-        NAMES("self_attn.k_proj", "attn.k"), add_linear(bd, &b->k, hf, path, d, d, 0, 0, DP_LORA_QKV, std);
-        NAMES("self_attn.v_proj", "attn.v"), add_linear(bd, &b->v, hf, path, d, d, 0, 0, DP_LORA_QKV, std);
-        NAMES("self_attn.o_proj", "attn.o"), add_linear(bd, &b->o, hf, path, d, d, 0, 0, DP_LORA_PROJ, std);
-        NAMES("mlp.gate_proj", "mlp.gate"), add_linear(bd, &b->gate, hf, path, d, F, 0, 0, DP_LORA_FC, std);
-        NAMES("mlp.up_proj", "mlp.up"), add_linear(bd, &b->up, hf, path, d, F, 0, 0, DP_LORA_FC, std);
+        NAMES("self_attn.q_proj", "attn.q"), add_linear(bd, &b->q, hf, path, d, dq, 0, 0, DP_LORA_Q, std);
+        NAMES("self_attn.k_proj", "attn.k"), add_linear(bd, &b->k, hf, path, d, dkv, 0, 0, DP_LORA_K, std);
+        NAMES("self_attn.v_proj", "attn.v"), add_linear(bd, &b->v, hf, path, d, dkv, 0, 0, DP_LORA_V, std);
+        NAMES("self_attn.o_proj", "attn.o"), add_linear(bd, &b->o, hf, path, dq, d, 0, 0, DP_LORA_O, std);
+        NAMES("mlp.gate_proj", "mlp.gate"), add_linear(bd, &b->gate, hf, path, d, F, 0, 0, DP_LORA_GATE, std);
+        NAMES("mlp.up_proj", "mlp.up"), add_linear(bd, &b->up, hf, path, d, F, 0, 0, DP_LORA_UP, std);
         NAMES("mlp.down_proj", "mlp.down"), add_linear(bd, &b->down, hf, path, F, d, 0, 0, DP_LORA_DOWN, std);
         NAMES("input_layernorm", "input_norm"), add_norm(bd, &b->input_norm, hf, path, 0);
         NAMES("post_attention_layernorm", "post_norm"), add_norm(bd, &b->post_norm, hf, path, 0);
@@ -173,12 +178,12 @@ static void build_llama(builder *bd) {
     }
     add_norm(bd, &m->final_norm, "model.norm", "norm", 0);
     m->head_module = dp_module_intern("lm_head");
-    m->head = add(bd, "lm_head.weight", DP_PARAM_HEAD, m->V, d, m->head_module, std);
+    if (!m->cfg.tie_head) m->head = add(bd, "lm_head.weight", DP_PARAM_HEAD, m->V, d, m->head_module, std);
 }
 
-/* the weights a GEMM reads: bf16 copies of them in bf16 mode */
+/* the weights a GEMM reads: bf16 copies of the f32 masters in bf16 mode */
 static int needs_compute_copy(const dp_model *m, const dp_param *p) {
-    if (m->t != DP_BF16) return 0;
+    if (m->t != DP_BF16 || p->value.dtype != DP_F32) return 0;
     switch (p->kind) {
     case DP_PARAM_LINEAR_W:
     case DP_PARAM_LORA_A:

@@ -138,11 +138,12 @@ static int adamw_param(dp_optimizer *o, dp_param *p, param_state *s) {
     s->step++;
     const dp_optim_opts *h = &o->opts;
     int64_t n = p->value.numel;
-    dp_ledger_add("adamw_step", ADAMW_FLOPS_PER_ELEMENT * (double)n, ADAMW_BYTES_PER_ELEMENT * (double)n);
+    const double pb = 2.0 * (double)dp_dtype_size(p->value.dtype) - 8.0; /* a bf16 parameter moves 4 bytes, not 8 */
+    dp_ledger_add("adamw_step", ADAMW_FLOPS_PER_ELEMENT * (double)n, (ADAMW_BYTES_PER_ELEMENT + pb) * (double)n);
     dp_device *dev = p->value.dev;
-    return DP_DISPATCH_LAYER(dev, adamw_step, p->value.data, p->grad.data, s->exp_avg.data, s->exp_avg_sq.data, n,
-                             (float)h->lr, (float)h->beta1, (float)h->beta2, (float)h->eps, (float)h->weight_decay,
-                             s->step);
+    return DP_DISPATCH_LAYER(dev, adamw_step, p->value.dtype, p->value.data, p->grad.data, s->exp_avg.data,
+                             s->exp_avg_sq.data, n, (float)h->lr, (float)h->beta1, (float)h->beta2, (float)h->eps,
+                             (float)h->weight_decay, s->step);
 }
 
 static int sgd_param(dp_optimizer *o, dp_param *p, param_state *s) {
@@ -155,10 +156,10 @@ static int sgd_param(dp_optimizer *o, dp_param *p, param_state *s) {
     s->step++;
     int64_t n = p->value.numel;
     double flops = 2.0 + (h->weight_decay != 0.0 ? 2.0 : 0.0) + (h->momentum != 0.0 ? 2.0 : 0.0);
-    double bytes = h->momentum != 0.0 ? 20.0 : 12.0;
+    double bytes = (h->momentum != 0.0 ? 20.0 : 12.0) + 2.0 * (double)dp_dtype_size(p->value.dtype) - 8.0;
     dp_ledger_add("sgd_step", flops * (double)n, bytes * (double)n);
     dp_device *dev = p->value.dev;
-    return DP_DISPATCH_LAYER(dev, sgd_step, p->value.data, p->grad.data,
+    return DP_DISPATCH_LAYER(dev, sgd_step, p->value.dtype, p->value.data, p->grad.data,
                              h->momentum != 0.0 ? (float *)s->exp_avg.data : NULL, n, (float)h->lr, (float)h->momentum,
                              (float)h->weight_decay, first);
 }

@@ -5,13 +5,25 @@
  *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}}
  *   priv:forward(batch) -> loss, {L_1..L_B}; priv:backward(); priv:clip()   -- per physical batch
  *   priv:noise()                      -- once per logical step, before opt:step()
- *   priv:stats(), priv:epsilon([delta]), priv:free()
+ *   priv:stats(), priv:epsilon([delta [, accountant]]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
  *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *
+ * The engine's lists and defaults, made from its one table of each (engine/dp/dpsgd_method.c,
+ * dpsgd_config_default), which every Lua module and the CLI read rather than keep their own:
+ *   dp.dp.METHODS       the presets' names in order, vanilla first: {"vanilla", "flat", ...}
+ *   dp.dp.PRESETS       {name = {norms=, clip=}} (vanilla: {}, neither)
+ *   dp.dp.NORMS, CLIPS  the norms and clip choices of norms=/clip=
+ *   dp.dp.FORMULATIONS  the per-layer formulations stats().layers[i].norms names
+ *   dp.dp.FLASH_IMPLS   flash_impl's choices
+ *   dp.dp.DEFAULTS      {max_grad_norm=, noise_multiplier=, delta=, poisson=, seed=, flash_impl=,
+ *                        accountant=}: what wrap (and an experiment) take when not told
+ *
  * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
- * priv:stats().clip. The wrapper's user values keep the model, the optimizer and the batch of
- * the current forward alive (the model holds views of the batch until the clip). As with
+ * priv:stats().clip. The wrapper's user values keep the model and the optimizer alive; the
+ * batch of the current forward is held and pinned by the model's userdata like one of
+ * m:forward's (lua_model.c), and after every phase the pins follow what the model still holds.
+ * The engine refuses a backward or clip whose forward the model no longer holds. As with
  * tensors, the userdata is made empty first and the engine object attached after, so an error in
  * between leaks nothing; __gc, __close and :free() share one idempotent release. */
 #include "lua_engine.h"
@@ -27,7 +39,7 @@
 
 #define DP_MT "dpprof.dp"
 
-enum { UV_MODEL = 1, UV_OPTIM = 2, UV_BATCH = 3, N_UV = 3 };
+enum { UV_MODEL = 1, UV_OPTIM = 2, N_UV = 2 };
 
 typedef struct dpl_dp {
     dpsgd *dp;
@@ -75,27 +87,26 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     if (method) {
         if (dpsgd_method_preset(method, &cfg->norms, &cfg->clip) != DP_OK) fail(L, fname);
     } else if (norms || clip) {
+        char choices[256];
         if (!norms || !clip)
-            luaL_error(L,
-                       "%s: 'norms' and 'clip' go together (norms: materialize, ghost, mixed, flash; clip: "
-                       "twopass, bk)",
-                       fname);
+            luaL_error(L, "%s: 'norms' and 'clip' go together (%s)", fname,
+                       dpsgd_choices_text(choices, sizeof choices));
         if (dpsgd_norms_parse(norms, &cfg->norms) != DP_OK || dpsgd_clip_parse(clip, &cfg->clip) != DP_OK)
             fail(L, fname);
     } else {
-        luaL_error(L,
-                   "%s: 'method' is required (valid: vanilla, flat, ghost, mixed_ghost, bk, flash_clip), or "
-                   "'norms' and 'clip'",
-                   fname);
+        char valid[256];
+        luaL_error(L, "%s: 'method' is required (valid: %s), or 'norms' and 'clip'", fname,
+                   dpsgd_list_join(DPSGD_LIST_PRESETS, valid, sizeof valid));
     }
     cfg->max_grad_norm = dpl_opt_num_field(L, idx, fname, "max_grad_norm", cfg->max_grad_norm);
     cfg->noise_multiplier = dpl_opt_num_field(L, idx, fname, "noise_multiplier", cfg->noise_multiplier);
-    cfg->sample_rate = dpl_opt_num_field(L, idx, fname, "sample_rate", 0.0);
-    cfg->dataset_size = dpl_opt_int_field(L, idx, fname, "dataset_size", 0);
-    cfg->expected_batch_size = dpl_opt_int_field(L, idx, fname, "expected_batch_size", 0);
-    cfg->max_physical_batch_size = dpl_opt_int_field(L, idx, fname, "max_physical_batch_size", 0);
-    cfg->poisson = dpl_opt_bool_field(L, idx, fname, "poisson", 0);
-    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
+    cfg->sample_rate = dpl_opt_num_field(L, idx, fname, "sample_rate", cfg->sample_rate);
+    cfg->dataset_size = dpl_opt_int_field(L, idx, fname, "dataset_size", cfg->dataset_size);
+    cfg->expected_batch_size = dpl_opt_int_field(L, idx, fname, "expected_batch_size", cfg->expected_batch_size);
+    cfg->max_physical_batch_size =
+        dpl_opt_int_field(L, idx, fname, "max_physical_batch_size", cfg->max_physical_batch_size);
+    cfg->poisson = dpl_opt_bool_field(L, idx, fname, "poisson", cfg->poisson);
+    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", (lua_Integer)cfg->seed);
     cfg->delta = dpl_opt_num_field(L, idx, fname, "delta", cfg->delta);
     const char *impl = dpl_opt_str_field(L, idx, fname, "flash_impl", NULL);
     if (impl && dpsgd_flash_impl_parse(impl, &cfg->flash_impl) != DP_OK) fail(L, fname);
@@ -152,29 +163,29 @@ static int l_next_step(lua_State *L) {
     return 1;
 }
 
-static dp_tensor *batch_field(lua_State *L, int idx, const char *key) {
-    lua_getfield(L, idx, key);
-    if (!luaL_testudata(L, -1, "dpprof.tensor"))
-        luaL_error(L, "priv:forward: batch.%s must be a tensor (got %s); make batches with dpprof.batch", key,
-                   luaL_typename(L, -1));
-    dp_tensor *t = dpl_check_tensor(L, lua_gettop(L));
-    lua_pop(L, 1); /* the batch table keeps it alive */
-    return t;
+/* After a phase: the model's pins follow the state it still holds. */
+static void sync_model(lua_State *L) {
+    lua_getiuservalue(L, 1, UV_MODEL);
+    dpl_model_sync_batch(L, lua_gettop(L));
+    lua_pop(L, 1);
 }
 
 /* priv:forward(batch) -> loss, {L_1, ..., L_B} */
 static int l_forward(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    dp_tensor *in = batch_field(L, 2, "inputs"), *tg = batch_field(L, 2, "targets");
+    dp_tensor *in, *tg;
+    int held = dpl_batch_prepare(L, 2, "priv:forward", &in, &tg);
     if (in->ndim != 2 || in->dtype != DP_I32)
         return luaL_error(L, "priv:forward: batch.inputs must be an i32 B x T tensor");
     int64_t B = in->shape[0];
     float *losses = lua_newuserdatauv(L, (size_t)(B > 0 ? B : 1) * sizeof *losses, 0); /* owned by Lua */
     float loss;
-    if (dpsgd_forward(dp, in, tg, &loss, losses) != DP_OK) return fail(L, "priv:forward");
-    lua_pushvalue(L, 2);
-    lua_setiuservalue(L, 1, UV_BATCH); /* the model keeps views of it until the clip */
+    int rc = dpsgd_forward(dp, in, tg, &loss, losses);
+    sync_model(L);
+    if (rc != DP_OK) return fail(L, "priv:forward");
+    lua_getiuservalue(L, 1, UV_MODEL);
+    dpl_model_hold_batch(L, lua_gettop(L), held); /* the model keeps views of it until the clip */
+    lua_pop(L, 1);
     lua_pushnumber(L, loss);
     lua_createtable(L, (int)B, 0);
     for (int64_t i = 0; i < B; i++) {
@@ -184,28 +195,18 @@ static int l_forward(lua_State *L) {
     return 2;
 }
 
-static void check_batch_alive(lua_State *L) {
-    if (lua_getiuservalue(L, 1, UV_BATCH) == LUA_TTABLE) {
-        int b = lua_gettop(L);
-        batch_field(L, b, "inputs");
-        batch_field(L, b, "targets");
-    }
-    lua_pop(L, 1);
-}
-
 static int l_backward(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
-    check_batch_alive(L);
-    if (dpsgd_backward(dp) != DP_OK) return fail(L, "priv:backward");
+    int rc = dpsgd_backward(dp);
+    sync_model(L);
+    if (rc != DP_OK) return fail(L, "priv:backward");
     return 0;
 }
 
 static int l_clip(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
-    check_batch_alive(L);
     int rc = dpsgd_clip(dp);
-    lua_pushnil(L);
-    lua_setiuservalue(L, 1, UV_BATCH);
+    sync_model(L);
     if (rc != DP_OK) return fail(L, "priv:clip");
     return 0;
 }
@@ -286,13 +287,18 @@ static int l_stats(lua_State *L) {
     return 1;
 }
 
-/* priv:epsilon([delta]) -> epsilon after the steps taken (math.huge for vanilla or sigma = 0) */
+/* priv:epsilon([delta [, accountant]]) -> epsilon after the steps taken, by the accountant
+ * ("prv" by default, "rdp", "pld"); math.huge for vanilla or sigma = 0 */
 static int l_epsilon(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
     double delta = luaL_optnumber(L, 2, 0.0);
     if (!lua_isnoneornil(L, 2) && !(delta > 0.0 && delta < 1.0)) return luaL_argerror(L, 2, "delta must be in (0, 1)");
+    dp_acct_kind kind = DP_ACCT_DEFAULT;
+    char err[128];
+    if (!lua_isnoneornil(L, 3) && dp_acct_parse(luaL_checkstring(L, 3), &kind, err, sizeof err) != 0)
+        return luaL_argerror(L, 3, err);
     double eps;
-    if (dpsgd_epsilon(dp, delta, &eps) != DP_OK) return fail(L, "priv:epsilon");
+    if (dpsgd_epsilon(dp, delta, kind, &eps) != DP_OK) return fail(L, "priv:epsilon");
     lua_pushnumber(L, eps);
     return 1;
 }
@@ -360,6 +366,54 @@ static int l_fields(lua_State *L) {
     return 1;
 }
 
+/* ---- the engine's lists and defaults ---------------------------------------------------------- */
+
+/* Sets t[key] (t on top) to the names of list, in order. */
+static void set_list(lua_State *L, const char *key, dpsgd_list list) {
+    lua_newtable(L);
+    for (size_t i = 0; dpsgd_list_name(list, i); i++) {
+        lua_pushstring(L, dpsgd_list_name(list, i));
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, key);
+}
+
+/* PRESETS = {name = {norms=, clip=}} (vanilla: {}), from the engine's one table. */
+static void set_presets(lua_State *L) {
+    lua_newtable(L);
+    for (size_t i = 0; dpsgd_list_name(DPSGD_LIST_PRESETS, i); i++) {
+        const char *name = dpsgd_list_name(DPSGD_LIST_PRESETS, i);
+        dpsgd_norms_method n;
+        dpsgd_clip_method c;
+        if (dpsgd_method_preset(name, &n, &c) != DP_OK) luaL_error(L, "dpprof.dp: %s", dp_error_message());
+        lua_createtable(L, 0, 2);
+        set_str(L, "norms", n == DPSGD_NORMS_NONE ? NULL : dpsgd_norms_name(n));
+        set_str(L, "clip", c == DPSGD_CLIP_NONE ? NULL : dpsgd_clip_name(c));
+        lua_setfield(L, -2, name);
+    }
+    lua_setfield(L, -2, "PRESETS");
+}
+
+/* DEFAULTS: wrap's option defaults (dpsgd_config_default) and the default accountant. */
+static void set_defaults(lua_State *L) {
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    lua_createtable(L, 0, 7);
+    lua_pushnumber(L, cfg.max_grad_norm);
+    lua_setfield(L, -2, "max_grad_norm");
+    lua_pushnumber(L, cfg.noise_multiplier);
+    lua_setfield(L, -2, "noise_multiplier");
+    lua_pushnumber(L, cfg.delta);
+    lua_setfield(L, -2, "delta");
+    lua_pushboolean(L, cfg.poisson);
+    lua_setfield(L, -2, "poisson");
+    lua_pushinteger(L, (lua_Integer)cfg.seed);
+    lua_setfield(L, -2, "seed");
+    set_str(L, "flash_impl", dpsgd_flash_impl_name(cfg.flash_impl));
+    set_str(L, "accountant", dp_acct_name(DP_ACCT_DEFAULT));
+    lua_setfield(L, -2, "DEFAULTS");
+}
+
 void dpl_open_dp(lua_State *L) {
     static const luaL_Reg meta[] = {{"__gc", l_free}, {"__close", l_free}, {"__tostring", l_tostring}, {NULL, NULL}};
     dpl_new_type(L, DP_MT, meta, methods, l_fields);
@@ -368,5 +422,12 @@ void dpl_open_dp(lua_State *L) {
     lua_setfield(L, -2, "wrap");
     lua_pushcfunction(L, l_check);
     lua_setfield(L, -2, "check");
+    set_list(L, "METHODS", DPSGD_LIST_PRESETS);
+    set_presets(L);
+    set_list(L, "NORMS", DPSGD_LIST_NORMS);
+    set_list(L, "CLIPS", DPSGD_LIST_CLIPS);
+    set_list(L, "FORMULATIONS", DPSGD_LIST_FORMULATIONS);
+    set_list(L, "FLASH_IMPLS", DPSGD_LIST_FLASH_IMPLS);
+    set_defaults(L);
     lua_setfield(L, -2, "dp");
 }

@@ -13,6 +13,10 @@
 void dpl_open_tensor(lua_State *L);
 /* Adds dpprof.memory (stats, snapshots, scopes, events, timeline, limits, OOM details). */
 void dpl_open_memory(lua_State *L);
+/* Pushes the OOM record, the one shape memory.last_oom, oom_details and a result's `oom` share:
+ * {requested_bytes, category, module, live_bytes={category=bytes}, total_live_bytes, limit_bytes,
+ * device} (docs/results.md). */
+void dpl_push_oom(lua_State *L, const dp_oom_info *o, const char *device);
 /* Adds device selection and information, sync, the ledger, the clock, the version and the CPU
  * backend's thread count (dpprof.threads). */
 void dpl_open_device(lua_State *L);
@@ -24,6 +28,9 @@ void dpl_open_process(lua_State *L);
 void dpl_open_files(lua_State *L);
 /* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
 void dpl_open_json(lua_State *L);
+/* Adds dpprof.results_schema: the result JSON's one description (common/results_schema.h) as
+ * tables, which lua/dpprof/results.lua validates by (lua_results_schema.c). */
+void dpl_open_results_schema(lua_State *L);
 
 /* Adds dpprof.model (a callable table: dpprof.model{...} builds a model, dpprof.model.check{...}
  * checks its options without a device; other bindings add fields such as dpprof.model.load), the model metatable,
@@ -35,6 +42,17 @@ dp_model *dpl_check_model(lua_State *L, int idx);
 dp_model *dpl_model_or_freed(lua_State *L, int idx);
 /* Pushes a model userdata owning m (freed with it, or at once if pushing fails). */
 void dpl_push_model(lua_State *L, dp_model *m);
+/* Checks the batch table at idx (live tensors batch.inputs and batch.targets, else an error
+ * naming fname), sets *inputs and *targets, and pushes what dpl_model_hold_batch takes; returns
+ * its index. Call before the forward: holding after it then allocates nothing. */
+int dpl_batch_prepare(lua_State *L, int idx, const char *fname, dp_tensor **inputs, dp_tensor **targets);
+/* After a successful forward of the model at idx (by any binding) on the batch prepared at
+ * prepared: the model holds that batch, pinned (dpl_tensor_pin) until its state goes. */
+void dpl_model_hold_batch(lua_State *L, int idx, int prepared);
+/* After any engine call that may change the saved state of the model at idx (forward, backward,
+ * release, free, a DP phase): unpins the batch it held when the engine no longer holds its
+ * forward. */
+void dpl_model_sync_batch(lua_State *L, int idx);
 /* Adds m:save(dir) to the model's methods and dpprof.model.load(dir, {...}) (lua_model_io.c);
  * call after dpl_open_model. */
 void dpl_open_model_io(lua_State *L);
@@ -46,16 +64,22 @@ struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
 
 /* Adds dpprof.dp.wrap, dpprof.dp.check and the DP wrapper's metatable (lua_dp.c). */
 void dpl_open_dp(lua_State *L);
-/* Adds dpprof.privacy: epsilon and noise_multiplier of the RDP accountant (lua_privacy.c). */
+/* Adds dpprof.privacy: epsilon and noise_multiplier by the RDP, PRV or PLD accountant
+ * (lua_privacy.c). */
 void dpl_open_privacy(lua_State *L);
 
 /* The live tensor at idx, or an argument error (also for a freed tensor). */
 dp_tensor *dpl_check_tensor(lua_State *L, int idx);
+/* Adds delta (+1 or -1) to the pins of the tensor at idx: while pinned (a batch whose ids a
+ * pending backward reads), its writing methods and :free() raise an error naming why. */
+void dpl_tensor_pin(lua_State *L, int idx, int delta);
 /* Pushes a new tensor userdata allocated on dev, or raises the engine's error. */
 dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
                                dp_category cat);
 
 /* The LoRA target bits named by the list at idx, or an error naming fname and the valid names. */
 unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname);
+/* Pushes c as the table dpprof.model takes (its keys; zero sizes left out) (lua_model.c). */
+void dpl_push_model_config(lua_State *L, const dp_model_config *c);
 
 #endif

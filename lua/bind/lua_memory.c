@@ -170,20 +170,27 @@ static int l_set_limit(lua_State *L) {
     return 0;
 }
 
-/* memory.last_oom([device]) -> {requested, category, module, limit, live={cat=bytes}, total_live} or nil */
+void dpl_push_oom(lua_State *L, const dp_oom_info *o, const char *device) {
+    lua_createtable(L, 0, 7);
+    dpl_push_bytes(L, o->requested), lua_setfield(L, -2, "requested_bytes");
+    lua_pushstring(L, dp_category_name(o->category)), lua_setfield(L, -2, "category");
+    lua_pushstring(L, dp_module_name(o->module)), lua_setfield(L, -2, "module");
+    push_category_map(L, o->live), lua_setfield(L, -2, "live_bytes");
+    dpl_push_bytes(L, o->total_live), lua_setfield(L, -2, "total_live_bytes");
+    dpl_push_bytes(L, o->limit), lua_setfield(L, -2, "limit_bytes");
+    lua_pushstring(L, device), lua_setfield(L, -2, "device");
+}
+
+/* memory.last_oom([device]) -> the OOM record (dpl_push_oom) of the device's last refused
+ * allocation, or nil */
 static int l_last_oom(lua_State *L) {
-    const dp_oom_info *o = dp_mem_last_oom(dpl_opt_device(L, 1)->mem);
+    dp_device *dev = dpl_opt_device(L, 1);
+    const dp_oom_info *o = dp_mem_last_oom(dev->mem);
     if (!o->valid) {
         lua_pushnil(L);
         return 1;
     }
-    lua_createtable(L, 0, 6);
-    dpl_push_bytes(L, o->requested), lua_setfield(L, -2, "requested");
-    lua_pushstring(L, dp_category_name(o->category)), lua_setfield(L, -2, "category");
-    lua_pushstring(L, dp_module_name(o->module)), lua_setfield(L, -2, "module");
-    dpl_push_bytes(L, o->limit), lua_setfield(L, -2, "limit");
-    dpl_push_bytes(L, o->total_live), lua_setfield(L, -2, "total_live");
-    push_category_map(L, o->live), lua_setfield(L, -2, "live");
+    dpl_push_oom(L, o, dp_device_kind_name(dev->kind));
     return 1;
 }
 

@@ -5,9 +5,15 @@
  *
  * As with tensors (liolib's order), the userdata is created empty with its metatable before the
  * model is built, so an error in between leaks nothing; __gc, __close and :free() share one
- * idempotent release. The userdata's user value holds the batch of the last forward, so the
- * tensors the model keeps views of cannot be collected before the backward (and freeing them
- * by hand is caught there). */
+ * idempotent release.
+ *
+ * The userdata's user value holds the two tensors (not the script's table, whose fields a script
+ * may reassign) of the batch whose forward the model holds, whoever ran it (m:forward or a DP
+ * wrapper's), and pins them: while the model holds that forward, the tensors cannot be collected,
+ * freed or written (lua_tensor.c), since its backward indexes tables with the ids the forward
+ * checked. The pins go as soon as the engine no longer holds that forward (a backward that does
+ * not retain, another forward, release_activations, free), which every binding that can change
+ * the model's saved state checks after its call (dpl_model_sync_batch). */
 #include "lua_engine.h"
 
 #include "data.h"
@@ -24,7 +30,8 @@
 
 typedef struct dpl_model {
     dp_model *m;
-    int64_t last_batch; /* B of the last forward (0: none) */
+    int64_t last_batch; /* B of the forward whose batch is held (0: none) */
+    uint64_t held_id;   /* the engine's id of that forward (dp_model_forward_id; 0: none) */
 } dpl_model;
 
 static dpl_model *to_model(lua_State *L, int idx) { return luaL_checkudata(L, idx, MODEL_MT); }
@@ -69,8 +76,9 @@ void dpl_push_model(lua_State *L, dp_model *m) {
 /* ---- configuration ----------------------------------------------------------------------- */
 
 static const char *const model_keys[] = {
-    "arch",     "vocab", "hidden",   "layers",     "heads",    "seq_len", "batch",  "mlp_ratio", "ffn", "max_positions",
-    "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed",    "device", "lora",      NULL};
+    "arch",         "vocab",     "hidden", "layers",        "heads",    "kv_heads",       "head_dim", "seq_len",
+    "batch",        "mlp_ratio", "ffn",    "max_positions", "tie_head", "dtype",          "norm_eps", "rope_theta",
+    "rope_scaling", "init_std",  "seed",   "device",        "lora",     "master_weights", NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
@@ -79,8 +87,9 @@ static int64_t required_int(lua_State *L, int idx, const char *fname, const char
 }
 
 /* lora = {rank=, alpha=rank, targets={"qkv"}} */
-/* The LoRA target bits named by the list at idx ("qkv", "proj", "fc", "down"); an error naming
- * fname and the valid names for an unknown or empty list. */
+/* The LoRA target bits named by the list at idx (dpprof's groups or PEFT's module names:
+ * DP_LORA_TARGET_NAMES); an error naming fname and the valid names for an unknown or empty
+ * list. */
 unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname) {
     unsigned bits = 0;
     lua_Integer n = luaL_len(L, idx);
@@ -89,13 +98,47 @@ unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname) {
         const char *name = lua_tostring(L, -1);
         unsigned bit;
         if (!name || dp_lora_target_parse(name, &bit) != 0)
-            luaL_error(L, "%s: unknown lora target '%s' (valid: qkv, proj, fc, down)", fname,
+            luaL_error(L, "%s: unknown lora target '%s' (valid: " DP_LORA_TARGET_NAMES ")", fname,
                        name ? name : luaL_typename(L, -1));
         bits |= bit;
         lua_pop(L, 1);
     }
-    if (!bits) luaL_error(L, "%s: 'lora.targets' is empty (valid: qkv, proj, fc, down)", fname);
+    if (!bits) luaL_error(L, "%s: 'lora.targets' is empty (valid: " DP_LORA_TARGET_NAMES ")", fname);
     return bits;
+}
+
+/* rope_scaling = {rope_type=, factor=, ...}: transformers' keys (Llama-3.1: rope_type="llama3",
+ * factor=8, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192) */
+static void read_rope_scaling(lua_State *L, int idx, const char *fname, dp_model_config *cfg) {
+    static const char *const keys[] = {
+        "rope_type", "factor",    "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+        "beta_fast", "beta_slow", "mscale",          "mscale_all_dim",   "attention_factor",
+        "truncate",  NULL};
+    dp_rope_scaling_default(&cfg->rope);
+    int t = lua_getfield(L, idx, "rope_scaling");
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (t != LUA_TTABLE)
+        luaL_error(L, "%s: 'rope_scaling' must be a table {rope_type=, factor=, ...} (transformers' keys)", fname);
+    int r = lua_gettop(L);
+    dpl_check_keys(L, r, "dpprof.model: rope_scaling", keys);
+    const char *type = dpl_opt_str_field(L, r, fname, "rope_type", "default");
+    if (dp_rope_type_parse(type, &cfg->rope.type) != 0)
+        luaL_error(L, "%s: rope type '%s' is not supported (supported: default, linear, llama3, yarn)", fname, type);
+    dp_rope_scaling *s = &cfg->rope;
+    s->factor = dpl_opt_num_field(L, r, fname, "factor", s->factor);
+    s->low_freq_factor = dpl_opt_num_field(L, r, fname, "low_freq_factor", s->low_freq_factor);
+    s->high_freq_factor = dpl_opt_num_field(L, r, fname, "high_freq_factor", s->high_freq_factor);
+    s->original_max_positions = dpl_opt_int_field(L, r, fname, "original_max_position_embeddings", 0);
+    s->beta_fast = dpl_opt_num_field(L, r, fname, "beta_fast", s->beta_fast);
+    s->beta_slow = dpl_opt_num_field(L, r, fname, "beta_slow", s->beta_slow);
+    s->mscale = dpl_opt_num_field(L, r, fname, "mscale", 0);
+    s->mscale_all_dim = dpl_opt_num_field(L, r, fname, "mscale_all_dim", 0);
+    s->attention_factor = dpl_opt_num_field(L, r, fname, "attention_factor", 0);
+    s->truncate = dpl_opt_bool_field(L, r, fname, "truncate", 1);
+    lua_pop(L, 1);
 }
 
 static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config *cfg) {
@@ -118,7 +161,7 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     if (t == LUA_TNIL) {
         cfg->lora_targets = DP_LORA_QKV;
     } else if (t != LUA_TTABLE) {
-        luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: qkv, proj, fc, down)", fname);
+        luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: " DP_LORA_TARGET_NAMES ")", fname);
     } else {
         cfg->lora_targets = dpl_lora_targets(L, lua_gettop(L), fname);
     }
@@ -138,6 +181,8 @@ static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     cfg->hidden = required_int(L, idx, fname, "hidden");
     cfg->layers = required_int(L, idx, fname, "layers");
     cfg->heads = required_int(L, idx, fname, "heads");
+    cfg->kv_heads = dpl_opt_int_field(L, idx, fname, "kv_heads", 0);
+    cfg->head_dim = dpl_opt_int_field(L, idx, fname, "head_dim", 0);
     cfg->seq_len = required_int(L, idx, fname, "seq_len");
     cfg->batch = dpl_opt_int_field(L, idx, fname, "batch", 1);
     cfg->mlp_ratio = dpl_opt_num_field(L, idx, fname, "mlp_ratio", cfg->mlp_ratio);
@@ -151,8 +196,10 @@ static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
         cfg->dtype = DP_BF16;
     else
         luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
+    cfg->master_weights = dpl_opt_bool_field(L, idx, fname, "master_weights", 1);
     cfg->norm_eps = (float)dpl_opt_num_field(L, idx, fname, "norm_eps", cfg->norm_eps);
     cfg->rope_theta = (float)dpl_opt_num_field(L, idx, fname, "rope_theta", cfg->rope_theta);
+    read_rope_scaling(L, idx, fname, cfg);
     cfg->init_std = (float)dpl_opt_num_field(L, idx, fname, "init_std", cfg->init_std);
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     read_lora(L, idx, fname, cfg);
@@ -163,13 +210,8 @@ static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
     const char *fname = "dpprof.model";
     read_fields(L, idx, cfg);
     const char *devname = dpl_opt_str_field(L, idx, fname, "device", NULL);
-    dp_device *dev = devname ? dpl_device_named(L, devname) : dpl_current_device(L);
-    if (cfg->dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
-        luaL_error(L,
-                   "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or "
-                   "device 'cuda' or 'plan'",
-                   fname);
-    return dev;
+    /* bf16 on the CPU is the slow exact reference of CUDA's bf16 (cpu_layers.c) */
+    return devname ? dpl_device_named(L, devname) : dpl_current_device(L);
 }
 
 /* Raises the engine's error as dpprof.model's: "dpprof.model: ..." (the configuration checks
@@ -214,6 +256,54 @@ static dp_tensor *batch_tensor(lua_State *L, int idx, const char *key, const cha
     if (!lua_toboolean(L, -1)) luaL_error(L, "%s: batch.%s was freed", fname, key);
     lua_pop(L, 1);
     return dpl_check_tensor(L, lua_gettop(L));
+}
+
+int dpl_batch_prepare(lua_State *L, int batch, const char *fname, dp_tensor **inputs, dp_tensor **targets) {
+    batch = lua_absindex(L, batch);
+    luaL_checktype(L, batch, LUA_TTABLE);
+    lua_createtable(L, 2, 0);
+    *inputs = batch_tensor(L, batch, "inputs", fname);
+    lua_rawseti(L, -2, 1);
+    *targets = batch_tensor(L, batch, "targets", fname);
+    lua_rawseti(L, -2, 2);
+    return lua_gettop(L);
+}
+
+/* Unpins and forgets the batch the model userdata at idx holds. */
+static void drop_batch(lua_State *L, int idx) {
+    dpl_model *u = to_model(L, idx);
+    if (lua_getiuservalue(L, idx, 1) == LUA_TTABLE)
+        for (int i = 1; i <= 2; i++) {
+            if (lua_rawgeti(L, -1, i) == LUA_TUSERDATA) dpl_tensor_pin(L, lua_gettop(L), -1);
+            lua_pop(L, 1);
+        }
+    lua_pop(L, 1);
+    lua_pushnil(L);
+    lua_setiuservalue(L, idx, 1);
+    u->last_batch = 0;
+    u->held_id = 0;
+}
+
+void dpl_model_sync_batch(lua_State *L, int idx) {
+    idx = lua_absindex(L, idx);
+    dpl_model *u = to_model(L, idx);
+    if (u->held_id && (!u->m || dp_model_forward_id(u->m) != u->held_id)) drop_batch(L, idx);
+}
+
+void dpl_model_hold_batch(lua_State *L, int idx, int prepared) {
+    idx = lua_absindex(L, idx);
+    prepared = lua_absindex(L, prepared);
+    dpl_model *u = to_model(L, idx);
+    drop_batch(L, idx); /* nothing below allocates: the pins cannot be left half made */
+    for (int i = 1; i <= 2; i++) {
+        lua_rawgeti(L, prepared, i);
+        dpl_tensor_pin(L, lua_gettop(L), 1);
+        if (i == 1) u->last_batch = dpl_check_tensor(L, lua_gettop(L))->shape[0];
+        lua_pop(L, 1);
+    }
+    lua_pushvalue(L, prepared);
+    lua_setiuservalue(L, idx, 1);
+    u->held_id = dp_model_forward_id(u->m);
 }
 
 /* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"} */
@@ -275,21 +365,18 @@ static int l_free_batch(lua_State *L) {
 /* m:forward(batch) -> loss, {L_1, ..., L_B} */
 static int l_forward(lua_State *L) {
     const char *fname = "model:forward";
-    dpl_model *u = to_model(L, 1);
     dp_model *m = dpl_check_model(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    dp_tensor *in = batch_tensor(L, 2, "inputs", fname);
-    dp_tensor *tg = batch_tensor(L, 2, "targets", fname);
+    dp_tensor *in, *tg;
+    int held = dpl_batch_prepare(L, 2, fname, &in, &tg);
     if (in->dtype != DP_I32 || in->ndim != 2 || in->shape[0] < 1)
         return luaL_error(L, "%s: batch.inputs must be i32 B x T (make batches with dpprof.batch)", fname);
     const int64_t B = in->shape[0]; /* ids outside the vocabulary: dp_model_forward says which */
     float *per = lua_newuserdatauv(L, (size_t)B * sizeof *per, 0);
     float loss;
-    u->last_batch = 0;
-    if (dp_model_forward(m, in, tg, &loss, per) != DP_OK) return dpl_fail(L);
-    u->last_batch = B;
-    lua_pushvalue(L, 2);
-    lua_setiuservalue(L, 1, 1); /* keep the batch alive until the backward */
+    int rc = dp_model_forward(m, in, tg, &loss, per);
+    dpl_model_sync_batch(L, 1); /* the earlier forward's state is gone either way */
+    if (rc != DP_OK) return dpl_fail(L);
+    dpl_model_hold_batch(L, 1, held);
     lua_pushnumber(L, loss);
     lua_createtable(L, (int)B, 0);
     for (int64_t i = 0; i < B; i++) {
@@ -308,13 +395,8 @@ static int l_backward(lua_State *L) {
     lua_settop(L, 2);
     if (lua_isnil(L, 2)) lua_newtable(L), lua_replace(L, 2);
     dpl_check_keys(L, 2, fname, keys);
-    if (!u->last_batch) return luaL_error(L, "%s: no forward to go back through (call m:forward first)", fname);
-    if (lua_getiuservalue(L, 1, 1) == LUA_TTABLE) {
-        batch_tensor(L, lua_gettop(L), "inputs", fname); /* still alive? */
-        batch_tensor(L, lua_gettop(L) - 1, "targets", fname);
-        lua_pop(L, 2);
-    }
-    lua_pop(L, 1);
+    dpl_model_sync_batch(L, 1);
+    if (!u->held_id) return luaL_error(L, "%s: no forward to go back through (call m:forward first)", fname);
     dp_backward_opts o = {NULL, dpl_opt_bool_field(L, 2, fname, "weight_grads", 1),
                           dpl_opt_bool_field(L, 2, fname, "retain", 0), NULL};
     int t = lua_getfield(L, 2, "scale");
@@ -335,11 +417,7 @@ static int l_backward(lua_State *L) {
         return luaL_error(L, "%s: 'scale' must be a list of %d numbers or nil", fname, (int)u->last_batch);
     }
     int rc = dp_model_backward(m, &o);
-    if (!o.retain || rc != DP_OK) {
-        u->last_batch = 0;
-        lua_pushnil(L);
-        lua_setiuservalue(L, 1, 1);
-    }
+    dpl_model_sync_batch(L, 1); /* unpinned unless retained */
     if (rc != DP_OK) return dpl_fail(L);
     return 0;
 }
@@ -442,11 +520,8 @@ static int l_zero_grad(lua_State *L) {
 }
 
 static int l_release_activations(lua_State *L) {
-    dpl_model *u = to_model(L, 1);
     dp_model_release_activations(dpl_check_model(L, 1));
-    u->last_batch = 0;
-    lua_pushnil(L);
-    lua_setiuservalue(L, 1, 1);
+    dpl_model_sync_batch(L, 1);
     return 0;
 }
 
@@ -455,39 +530,73 @@ static int l_sync_compute(lua_State *L) {
     return 0;
 }
 
-/* m:config() -> the configuration with defaults filled in */
-static int l_config(lua_State *L) {
-    dp_model *m = dpl_check_model(L, 1);
-    const dp_model_config *c = dp_model_config_of(m);
-    lua_createtable(L, 0, 18);
+/* rope_scaling as dpprof.model takes it (nil for the default rope) */
+static void push_rope_scaling(lua_State *L, const dp_rope_scaling *r) {
+    if (r->type == DP_ROPE_DEFAULT) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_createtable(L, 0, 11);
+    lua_pushstring(L, dp_rope_type_name(r->type)), lua_setfield(L, -2, "rope_type");
+    lua_pushnumber(L, r->factor), lua_setfield(L, -2, "factor");
+    if (r->type == DP_ROPE_LINEAR) return;
+    lua_pushinteger(L, r->original_max_positions), lua_setfield(L, -2, "original_max_position_embeddings");
+    if (r->type == DP_ROPE_LLAMA3) {
+        lua_pushnumber(L, r->low_freq_factor), lua_setfield(L, -2, "low_freq_factor");
+        lua_pushnumber(L, r->high_freq_factor), lua_setfield(L, -2, "high_freq_factor");
+        return;
+    }
+    lua_pushnumber(L, r->beta_fast), lua_setfield(L, -2, "beta_fast");
+    lua_pushnumber(L, r->beta_slow), lua_setfield(L, -2, "beta_slow");
+    const double opt[3] = {r->mscale, r->mscale_all_dim, r->attention_factor};
+    const char *const names[3] = {"mscale", "mscale_all_dim", "attention_factor"};
+    for (int i = 0; i < 3; i++)
+        if (opt[i] > 0) lua_pushnumber(L, opt[i]), lua_setfield(L, -2, names[i]);
+    lua_pushboolean(L, r->truncate), lua_setfield(L, -2, "truncate");
+}
+
+void dpl_push_model_config(lua_State *L, const dp_model_config *c) {
+    lua_createtable(L, 0, 24);
     lua_pushstring(L, dp_arch_name(c->arch)), lua_setfield(L, -2, "arch");
     lua_pushinteger(L, c->vocab), lua_setfield(L, -2, "vocab");
     lua_pushinteger(L, c->hidden), lua_setfield(L, -2, "hidden");
     lua_pushinteger(L, c->layers), lua_setfield(L, -2, "layers");
     lua_pushinteger(L, c->heads), lua_setfield(L, -2, "heads");
-    lua_pushinteger(L, c->seq_len), lua_setfield(L, -2, "seq_len");
-    lua_pushinteger(L, c->batch), lua_setfield(L, -2, "batch");
+    if (c->kv_heads) lua_pushinteger(L, c->kv_heads), lua_setfield(L, -2, "kv_heads");
+    if (c->head_dim) lua_pushinteger(L, c->head_dim), lua_setfield(L, -2, "head_dim");
+    if (c->seq_len) lua_pushinteger(L, c->seq_len), lua_setfield(L, -2, "seq_len");
+    if (c->batch) lua_pushinteger(L, c->batch), lua_setfield(L, -2, "batch");
     lua_pushnumber(L, c->mlp_ratio), lua_setfield(L, -2, "mlp_ratio");
-    lua_pushinteger(L, c->ffn), lua_setfield(L, -2, "ffn");
-    lua_pushinteger(L, c->max_positions), lua_setfield(L, -2, "max_positions");
+    if (c->ffn) lua_pushinteger(L, c->ffn), lua_setfield(L, -2, "ffn");
+    if (c->max_positions) lua_pushinteger(L, c->max_positions), lua_setfield(L, -2, "max_positions");
     lua_pushboolean(L, c->tie_head), lua_setfield(L, -2, "tie_head");
     lua_pushstring(L, dp_dtype_name(c->dtype)), lua_setfield(L, -2, "dtype");
+    lua_pushboolean(L, c->master_weights), lua_setfield(L, -2, "master_weights");
     lua_pushnumber(L, c->norm_eps), lua_setfield(L, -2, "norm_eps");
     lua_pushnumber(L, c->rope_theta), lua_setfield(L, -2, "rope_theta");
+    push_rope_scaling(L, &c->rope);
+    lua_setfield(L, -2, "rope_scaling");
     lua_pushnumber(L, c->init_std), lua_setfield(L, -2, "init_std");
     lua_pushinteger(L, (lua_Integer)c->seed), lua_setfield(L, -2, "seed");
-    lua_pushstring(L, dp_device_kind_name(dp_model_device(m)->kind)), lua_setfield(L, -2, "device");
     if (c->lora_rank > 0) {
         lua_createtable(L, 0, 3);
         lua_pushinteger(L, c->lora_rank), lua_setfield(L, -2, "rank");
         lua_pushnumber(L, c->lora_alpha), lua_setfield(L, -2, "alpha");
         lua_newtable(L);
         int n = 0;
-        for (unsigned bit = 1; bit <= DP_LORA_DOWN; bit <<= 1)
-            if (c->lora_targets & bit) lua_pushstring(L, dp_lora_target_name(bit)), lua_rawseti(L, -2, ++n);
+        for (unsigned bit = 1; bit <= DP_LORA_DOWN; bit <<= 1) /* llama: PEFT's names; gpt: its groups */
+            if ((c->lora_targets & bit) && dp_lora_target_name(c->arch, bit))
+                lua_pushstring(L, dp_lora_target_name(c->arch, bit)), lua_rawseti(L, -2, ++n);
         lua_setfield(L, -2, "targets");
         lua_setfield(L, -2, "lora");
     }
+}
+
+/* m:config() -> the configuration with defaults filled in */
+static int l_config(lua_State *L) {
+    dp_model *m = dpl_check_model(L, 1);
+    dpl_push_model_config(L, dp_model_config_of(m));
+    lua_pushstring(L, dp_device_kind_name(dp_model_device(m)->kind)), lua_setfield(L, -2, "device");
     return 1;
 }
 
@@ -496,7 +605,7 @@ static int l_free(lua_State *L) {
     if (u->m) {
         dp_model_free(u->m);
         u->m = NULL;
-        u->last_batch = 0;
+        dpl_model_sync_batch(L, 1);
     }
     return 0;
 }

@@ -1,6 +1,6 @@
-/* lua_model_io.c: m:save(dir) and dpprof.model.load(dir, {...}): Hugging Face checkpoints from
- * scripts (model_io.h). Adds `save` to the model metatable's __methods and `load` to the
- * dpprof.model table that lua_model.c made. */
+/* lua_model_io.c: m:save(dir), dpprof.model.load(dir, {...}) and dpprof.model.read_config(dir):
+ * Hugging Face checkpoints from scripts (model_io.h). Adds `save` to the model metatable's
+ * __methods and `load` and `read_config` to the dpprof.model table that lua_model.c made. */
 #include "lua_engine.h"
 
 #include "error.h"
@@ -33,15 +33,30 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_load_op
     opts->lora_rank = (int)rank;
     opts->lora_alpha = (float)dpl_opt_num_field(L, t, fname, "alpha", (double)rank);
     if (lua_getfield(L, t, "targets") != LUA_TNIL) {
-        if (!lua_istable(L, -1)) luaL_error(L, "%s: 'lora.targets' must be a list of qkv, proj, fc, down", fname);
+        if (!lua_istable(L, -1))
+            luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: " DP_LORA_TARGET_NAMES ")", fname);
         opts->lora_targets = dpl_lora_targets(L, lua_gettop(L), fname);
     }
     lua_pop(L, 2);
 }
 
-/* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, lora={rank=, alpha=, targets=}}) */
+/* dpprof.model.read_config(dir) -> the options dpprof.model takes, from dir/config.json alone
+ * (sizes, heads, rope, tie; no runtime choices: seq_len, batch, dtype, LoRA are the caller's) */
+static int l_read_config(lua_State *L) {
+    const char *dir = luaL_checkstring(L, 1);
+    dp_model_config cfg;
+    if (dp_model_config_read(dir, &cfg) != DP_OK) luaL_error(L, "dpprof.model.read_config: %s", dp_error_message());
+    cfg.lora_rank = 0;
+    dpl_push_model_config(L, &cfg);
+    static const char *const runtime[] = {"dtype", "master_weights", "seed", "mlp_ratio"};
+    for (size_t i = 0; i < sizeof runtime / sizeof *runtime; i++) lua_pushnil(L), lua_setfield(L, -2, runtime[i]);
+    return 1;
+}
+
+/* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
+ * lora={rank=, alpha=, targets=}}) */
 static int l_load(lua_State *L) {
-    static const char *const keys[] = {"device", "dtype", "batch", "seq_len", "seed", "lora", NULL};
+    static const char *const keys[] = {"device", "dtype", "batch", "seq_len", "seed", "master_weights", "lora", NULL};
     const char *fname = "dpprof.model.load";
     const char *dir = luaL_checkstring(L, 1);
     dp_model_load_opts opts;
@@ -57,14 +72,10 @@ static int l_load(lua_State *L) {
         opts.seq_len = dpl_opt_int_field(L, 2, fname, "seq_len", 0);
         if (opts.batch < 0 || opts.seq_len < 0) luaL_error(L, "%s: 'batch' and 'seq_len' must be positive", fname);
         opts.seed = (uint64_t)dpl_opt_int_field(L, 2, fname, "seed", 0);
+        opts.master_weights = dpl_opt_bool_field(L, 2, fname, "master_weights", 1);
         read_lora(L, 2, fname, &opts);
     }
     dp_device *dev = device ? dpl_device_named(L, device) : dpl_current_device(L);
-    if (opts.dtype == DP_BF16 && dev->kind == DP_DEV_CPU)
-        luaL_error(L,
-                   "%s: dtype 'bf16' is CUDA-only (device is cpu); use dtype 'f32' on the CPU, or device "
-                   "'cuda' or 'plan'",
-                   fname);
     dp_model *m;
     if (dp_model_load(dev, dir, &opts, &m) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
     dpl_push_model(L, m); /* owns m from here (frees it if the push fails) */
@@ -84,5 +95,7 @@ void dpl_open_model_io(lua_State *L) {
         luaL_error(L, "dpl_open_model_io: dpprof.model is not a table (call dpl_open_model first)");
     lua_pushcfunction(L, l_load);
     lua_setfield(L, -2, "load");
+    lua_pushcfunction(L, l_read_config);
+    lua_setfield(L, -2, "read_config");
     lua_pop(L, 1);
 }

@@ -1,18 +1,30 @@
 /* lua_process.c: processes and the host, as scripts see them.
  *
- *   dpprof.isolate(fn, ... [, {timeout=, grace=}]) -> result, info
+ *   dpprof.isolate(fn, ... [, {timeout=, grace=, env=, threads=}]) -> result, info
  *       runs fn(...) in a forked child and returns what it returned (a table: see below); the
- *       last argument is taken as options only when it is a table whose keys are all option names
- *   dpprof.oom_details(message) -> {requested_bytes, category, module, live_bytes, total_live_bytes,
- *       limit_bytes, device} when message is the engine's out-of-memory error, else nil
+ *       last argument is taken as options only when it is a table whose keys are all option names.
+ *       env = {NAME = value}: set in the child before fn runs (CUDA_VISIBLE_DEVICES: the parent
+ *       never started CUDA, so the child's CUDA sees only those devices); threads = n: the child's
+ *       CPU thread count, as dpprof.threads(n) (and OMP_NUM_THREADS)
+ *   dpprof.isolate_start(fn, ... [, options]) -> child: the same child, without waiting for it;
+ *       child:finished(), child:pid(), child:result() -> result, info once finished (once; nil
+ *       before), child:stop() (SIGTERM, SIGKILL after grace); closing or collecting an unfinished
+ *       child kills it
+ *   dpprof.isolate_wait(children [, seconds]) -> how many of the list have finished: waits until
+ *       one has (or seconds passed), reading their pipes and stopping those past their timeout;
+ *       SIGINT or SIGTERM stops them all and raises, as for isolate
+ *   dpprof.oom_details(message) -> the OOM record {requested_bytes, category, module, live_bytes,
+ *       total_live_bytes, limit_bytes, device} (dpl_push_oom, as memory.last_oom) when message is
+ *       the engine's out-of-memory error, else nil
  *   dpprof.cuda_initialised() -> true when the CUDA driver was initialised in this process
  *   dpprof.time() -> wall-clock seconds since 1970 (for names; dpprof.clock() is for durations)
  *   dpprof.sleep(seconds); dpprof.pid() -> this process's id; dpprof.executable (path)
  *   dpprof.mkdir_p(path) -> true | nil, message
  *   dpprof.list_dir(path) -> sorted list of names | nil, message
- *   dpprof.environment() -> {hostname, cpu, cores, os, dpprof_version, git_commit, lua_version,
- *       nvidia_driver_version, devices={<kind>={...}}}; devices lists initialised devices only,
- *       so calling it never initialises one
+ *   dpprof.environment() -> {hostname, cpu, cores, threads, os, dpprof_version, git_commit,
+ *       lua_version, nvidia_driver_version, devices={<kind>={...}}}; threads is the CPU
+ *       backend's thread count (dpprof.threads()); devices lists
+ *       initialised devices only, so calling it never initialises one
  *   dpprof.testing_crash(how) kills this process with SIGSEGV ("segv"), abort() ("abort") or
  *       SIGKILL ("kill"): for the tests of isolate only
  *
@@ -36,6 +48,7 @@
 
 #include "clock.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "ledger.h"
 #include "lua_util.h"
@@ -214,6 +227,30 @@ static void child_fresh_start(void) {
     }
 }
 
+/* Sets this process's CPU thread count to n: the CPU backend's one count (dpprof.threads: the
+ * OpenMP team, OpenBLAS single-threaded inside it), and the variable a program started later reads. */
+static void set_cpu_threads(int n) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", n);
+    setenv("OMP_NUM_THREADS", v, 1);
+    (void)dp_engine_set_threads(n); /* n was checked: 1 .. 4096 */
+}
+
+/* In the child, before anything else runs: the options' env (CUDA_VISIBLE_DEVICES must be set
+ * before CUDA starts, and the parent never started it) and the thread count. */
+static void child_apply_options(lua_State *L, int options, int threads) {
+    if (lua_getfield(L, options, "env") == LUA_TTABLE) {
+        lua_pushnil(L);
+        while (lua_next(L, -2)) {
+            lua_pushvalue(L, -1); /* a number stays a number in the table: convert a copy */
+            setenv(lua_tostring(L, -3), lua_tostring(L, -1), 1);
+            lua_pop(L, 2);
+        }
+    }
+    lua_pop(L, 1);
+    if (threads > 0) set_cpu_threads(threads);
+}
+
 /* The child: runs fn (top of the stack: fn, nargs arguments), writes the result, exits. Never
  * returns to the parent's Lua code. */
 static _Noreturn void child_main(lua_State *L, int fd, int nargs, pid_t parent) {
@@ -244,13 +281,27 @@ static _Noreturn void child_main(lua_State *L, int fd, int nargs, pid_t parent) 
 
 /* ---- the parent --------------------------------------------------------------------------- */
 
-/* Owns the child until it is reaped and the pipe's bytes; __gc stops and reaps a child left
- * behind by an error, so no zombie or orphan outlives the call. */
+typedef struct wait_outcome {
+    int reaped, status; /* waitpid status when reaped */
+    int timed_out, killed_with, no_memory;
+    struct rusage usage;
+    double wall_s;
+} wait_outcome;
+
+/* Owns the child until it is reaped and the pipe's bytes; __gc (and __close) stops and reaps a
+ * child left behind by an error, so no zombie or orphan outlives its handle. */
 typedef struct child_box {
-    pid_t pid; /* > 0 until reaped */
-    int fd;    /* read end of the pipe, -1 when closed */
+    pid_t pid;       /* > 0 until reaped */
+    pid_t first_pid; /* the child's id, kept after it is reaped */
+    pid_t owner;     /* the process that forked it: a sibling forked later holds a copy of this box */
+    int fd;          /* read end of the pipe, -1 when closed */
+    int reading;     /* the pipe may still bring bytes */
+    int finished;    /* reaped: the outcome below is final */
+    int taken;       /* result() has turned the bytes into a result */
     char *buf;
     size_t len, cap;
+    double start, timeout, grace; /* monotonic seconds; timeout <= 0: none */
+    wait_outcome w;
 } child_box;
 
 static void kill_group(pid_t pid, int sig) {
@@ -262,7 +313,7 @@ static int child_gc(lua_State *L) {
     child_box *c = lua_touserdata(L, 1);
     if (c->fd >= 0) close(c->fd);
     c->fd = -1;
-    if (c->pid > 0) {
+    if (c->pid > 0 && c->owner == getpid()) { /* never a sibling's: only its parent stops it */
         kill_group(c->pid, SIGKILL);
         while (waitpid(c->pid, NULL, 0) < 0 && errno == EINTR) {}
         c->pid = 0;
@@ -271,16 +322,6 @@ static int child_gc(lua_State *L) {
     c->buf = NULL;
     c->len = c->cap = 0;
     return 0;
-}
-
-static child_box *push_child_box(lua_State *L) {
-    child_box *c = lua_newuserdatauv(L, sizeof *c, 0);
-    memset(c, 0, sizeof *c);
-    c->fd = -1;
-    static const luaL_Reg meta[] = {{"__gc", child_gc}, {NULL, NULL}};
-    dpl_new_type(L, CHILD_MT, meta, NULL, NULL);
-    luaL_setmetatable(L, CHILD_MT);
-    return c;
 }
 
 static double mono_s(void) {
@@ -292,13 +333,6 @@ static double mono_s(void) {
 static volatile sig_atomic_t interrupted_by;
 
 static void on_interrupt(int sig) { interrupted_by = sig; }
-
-typedef struct wait_outcome {
-    int reaped, status; /* waitpid status when reaped */
-    int timed_out, interrupted, killed_with, no_memory;
-    struct rusage usage;
-    double wall_s;
-} wait_outcome;
 
 static int try_reap(child_box *c, wait_outcome *w, int options) {
     for (;;) {
@@ -348,40 +382,51 @@ static void stop_child(child_box *c, wait_outcome *w, double grace) {
     kill(-pid, SIGKILL);
 }
 
-/* Waits for the child's result and its end, or the deadline (timeout <= 0: none). Raises
- * nothing: the caller restores the state and reports. */
-static void wait_child(child_box *c, wait_outcome *w, double timeout, double grace) {
-    double start = mono_s();
-    int reading = 1;
-    while (!w->reaped) {
-        if (interrupted_by) {
-            w->interrupted = 1;
-            break;
-        }
-        double left = timeout > 0 ? start + timeout - mono_s() : 1e9;
-        if (left <= 0) {
-            w->timed_out = 1;
-            break;
-        }
-        int wait_ms = left < 0.2 ? (int)(left * 1000) + 1 : 200;
-        if (reading) {
-            struct pollfd p = {.fd = c->fd, .events = POLLIN};
-            if (poll(&p, 1, wait_ms) > 0 && read_some(c, w) == 0) reading = 0;
-        } else {
-            poll(NULL, 0, wait_ms < 20 ? wait_ms : 20);
-        }
-        /* a grandchild may hold the pipe open after the child ended: check the child too, and
-         * once it is reaped take what is left in the pipe without waiting for end of file */
-        if (try_reap(c, w, WNOHANG) && reading) {
-            int fl = fcntl(c->fd, F_GETFL);
-            if (fl >= 0) fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
-            while (read_some(c, w) == 1) {}
-            reading = 0;
-        }
-        if (w->no_memory) break;
+/* Marks the child finished once reaped: its wall time, and the pipe closed. */
+static void child_settle(child_box *c) {
+    if (!c->w.reaped || c->finished) return;
+    c->finished = 1;
+    c->w.wall_s = mono_s() - c->start;
+    if (c->fd >= 0) close(c->fd);
+    c->fd = -1;
+}
+
+/* Stops an unfinished child (its deadline passed, the parent ran out of memory for its bytes,
+ * or the parent was interrupted) and settles it. */
+static void child_stop(child_box *c) {
+    if (c->finished) return;
+    if (!c->w.reaped) stop_child(c, &c->w, c->grace);
+    child_settle(c);
+}
+
+/* One step of waiting for a child: reads what the pipe has (waiting up to wait_ms for it), reaps
+ * the child when it ended, and stops it past its deadline. Raises nothing. */
+static void child_advance(child_box *c, int wait_ms) {
+    wait_outcome *w = &c->w;
+    if (c->finished) return;
+    double left = c->timeout > 0 ? c->start + c->timeout - mono_s() : 1e9;
+    if (left <= 0) {
+        w->timed_out = 1;
+        child_stop(c);
+        return;
     }
-    if (!w->reaped) stop_child(c, w, grace);
-    w->wall_s = mono_s() - start;
+    if (left < 0.2 && wait_ms > (int)(left * 1000) + 1) wait_ms = (int)(left * 1000) + 1;
+    if (c->reading) {
+        struct pollfd p = {.fd = c->fd, .events = POLLIN};
+        if (poll(&p, 1, wait_ms) > 0 && read_some(c, w) == 0) c->reading = 0;
+    } else if (wait_ms > 0) {
+        poll(NULL, 0, wait_ms < 20 ? wait_ms : 20);
+    }
+    /* a grandchild may hold the pipe open after the child ended: check the child too, and once it
+     * is reaped take what is left in the pipe without waiting for end of file */
+    if (try_reap(c, w, WNOHANG) && c->reading) {
+        int fl = fcntl(c->fd, F_GETFL);
+        if (fl >= 0) fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+        while (read_some(c, w) == 1) {}
+        c->reading = 0;
+    }
+    if (w->no_memory) child_stop(c);
+    child_settle(c);
 }
 
 /* The 8-byte length and the message after it, when complete. */
@@ -459,6 +504,26 @@ static void push_info(lua_State *L, pid_t pid, const wait_outcome *w) {
     dpl_push_bytes(L, (uint64_t)w->usage.ru_maxrss * 1024u), lua_setfield(L, -2, "max_rss_bytes");
 }
 
+/* Pushes the finished child's result and info (the bytes are freed: once only). */
+static int push_child_result(lua_State *L, child_box *c) {
+    size_t len;
+    const char *msg = complete_message(c, &len);
+    c->taken = 1;
+    if (msg) {
+        dpl_json_decode(L, msg, len, "dpprof.isolate: the child's result");
+        envelope_to_result(L);
+    } else {
+        push_failure(L, &c->w, c->timeout);
+    }
+    free(c->buf);
+    c->buf = NULL;
+    c->len = c->cap = 0;
+    push_info(L, c->first_pid, &c->w);
+    return 2;
+}
+
+static const char *const option_names[] = {"timeout", "grace", "env", "threads", NULL};
+
 /* 1 when the table at idx has only option keys (and at least one). */
 static int is_options(lua_State *L, int idx) {
     if (!lua_istable(L, idx) || lua_getmetatable(L, idx)) {
@@ -470,23 +535,79 @@ static int is_options(lua_State *L, int idx) {
     while (lua_next(L, idx)) {
         lua_pop(L, 1);
         const char *k = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
-        if (!k || (strcmp(k, "timeout") != 0 && strcmp(k, "grace") != 0)) only = 0;
+        int known = 0;
+        for (int i = 0; k && option_names[i]; i++) known |= strcmp(k, option_names[i]) == 0;
+        if (!known) only = 0;
         n++;
     }
     return n > 0 && only;
 }
 
-static int l_isolate(lua_State *L) {
-    const char *fname = "dpprof.isolate";
+/* Checks the env option of the options table at idx: names to strings (or numbers), each name a
+ * valid environment variable name. */
+static void check_env_option(lua_State *L, int idx, const char *fname) {
+    if (lua_getfield(L, idx, "env") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: 'env' must be a table of NAME = value strings", fname);
+    lua_pushnil(L);
+    while (lua_next(L, -2)) {
+        const char *k = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        if (!k || !*k || strchr(k, '=')) luaL_error(L, "%s: 'env' names must be non-empty strings without '='", fname);
+        if (lua_type(L, -1) != LUA_TSTRING && lua_type(L, -1) != LUA_TNUMBER)
+            luaL_error(L, "%s: env.%s must be a string or a number, got %s", fname, k, luaL_typename(L, -1));
+        lua_pop(L, 1);
+    }
+    lua_pop(L, 1);
+}
+
+/* Forks the child that runs fn(args...): the stack is fn, args..., [options]. Leaves the box
+ * (the child's handle) at index 1, the function and its arguments above it, the options gone. */
+/* While a parent waits, SIGINT and SIGTERM only set interrupted_by (poll returns at once); a
+ * signal this process ignores (a background job's SIGINT) stays ignored. */
+typedef struct saved_signals {
+    struct sigaction old_int, old_term;
+} saved_signals;
+
+static void catch_interrupts(saved_signals *s) {
+    struct sigaction act;
+    memset(&act, 0, sizeof act);
+    act.sa_handler = on_interrupt; /* no SA_RESTART: poll returns EINTR at once */
+    sigemptyset(&act.sa_mask);
+    interrupted_by = 0;
+    sigaction(SIGINT, &act, &s->old_int);
+    sigaction(SIGTERM, &act, &s->old_term);
+    if (s->old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &s->old_int, NULL);
+    if (s->old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &s->old_term, NULL);
+}
+
+static void restore_interrupts(const saved_signals *s) {
+    sigaction(SIGINT, &s->old_int, NULL);
+    sigaction(SIGTERM, &s->old_term, NULL);
+}
+
+/* Forks the child. With sig, the SIGINT/SIGTERM handlers go in (catch_interrupts) before the
+ * fork: a signal sent as soon as the child runs (by the child itself, or a Ctrl-C) must find
+ * them, not the handlers they replace (the child puts the defaults back first thing). */
+static child_box *spawn_child(lua_State *L, const char *fname, saved_signals *sig) {
     luaL_checktype(L, 1, LUA_TFUNCTION);
     double timeout = 0, grace = 2;
+    int threads = 0, has_options = 0;
     int top = lua_gettop(L);
     if (top >= 2 && is_options(L, top)) {
         timeout = dpl_opt_num_field(L, top, fname, "timeout", 0);
         grace = dpl_opt_num_field(L, top, fname, "grace", 2);
+        int64_t t = dpl_opt_int_field(L, top, fname, "threads", 0);
         if (timeout < 0) luaL_error(L, "%s: 'timeout' must be >= 0 seconds (0: none), got %f", fname, timeout);
         if (grace < 0) luaL_error(L, "%s: 'grace' must be >= 0 seconds, got %f", fname, grace);
-        lua_settop(L, --top);
+        int given = lua_getfield(L, top, "threads") != LUA_TNIL;
+        lua_pop(L, 1);
+        if (given && (t < 1 || t > 4096))
+            luaL_error(L, "%s: 'threads' must be 1 .. 4096 (absent: as the parent), got %d", fname, (int)t);
+        threads = (int)t;
+        check_env_option(L, top, fname);
+        has_options = 1;
     }
     if (cuda_in_process())
         luaL_error(L,
@@ -494,10 +615,15 @@ static int l_isolate(lua_State *L) {
                    "by dpprof.cuda_available() or device=\"auto\"), so a forked child could not use the "
                    "GPU; keep the parent CUDA-free and choose the device inside the isolated function",
                    fname);
-    int nargs = top - 1;
-    child_box *c = push_child_box(L);
-    lua_insert(L, 1); /* box, fn, args... */
+    int nargs = top - 1 - has_options;
+    child_box *c = lua_newuserdatauv(L, sizeof *c, 0);
+    memset(c, 0, sizeof *c);
+    c->fd = -1;
+    luaL_setmetatable(L, CHILD_MT); /* made by dpl_open_process */
+    lua_insert(L, 1);               /* box, fn, args..., [options] */
     luaL_checkstack(L, 8, fname);
+    c->timeout = timeout;
+    c->grace = grace;
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) luaL_error(L, "%s: pipe failed: %s", fname, strerror(errno));
     fflush(NULL); /* or the child would write the parent's pending output again */
@@ -507,61 +633,142 @@ static int l_isolate(lua_State *L) {
     omp_pause_resource_all(omp_pause_hard);
 #endif
     pid_t parent = getpid();
+    if (sig) catch_interrupts(sig);
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
+        if (sig) restore_interrupts(sig);
         close(fds[0]);
         close(fds[1]);
         luaL_error(L, "%s: fork failed: %s", fname, strerror(e));
     }
     if (pid == 0) {
         close(fds[0]);
+        if (has_options) {
+            child_apply_options(L, lua_gettop(L), threads);
+            lua_pop(L, 1);
+        }
         child_main(L, fds[1], nargs, parent);
     }
     close(fds[1]);
-    c->pid = pid;
+    if (has_options) lua_pop(L, 1);
+    c->pid = c->first_pid = pid;
+    c->owner = parent;
     c->fd = fds[0];
+    c->reading = 1;
+    c->start = mono_s();
     setpgid(pid, pid); /* also done by the child; whichever runs first wins the race */
+    return c;
+}
 
-    struct sigaction act, old_int, old_term;
-    memset(&act, 0, sizeof act);
-    act.sa_handler = on_interrupt; /* no SA_RESTART: poll returns EINTR at once */
-    sigemptyset(&act.sa_mask);
-    interrupted_by = 0;
-    sigaction(SIGINT, &act, &old_int);
-    sigaction(SIGTERM, &act, &old_term);
-    /* a signal this process ignores (a background job's SIGINT) stays ignored */
-    if (old_int.sa_handler == SIG_IGN) sigaction(SIGINT, &old_int, NULL);
-    if (old_term.sa_handler == SIG_IGN) sigaction(SIGTERM, &old_term, NULL);
-    wait_outcome w;
-    memset(&w, 0, sizeof w);
-    wait_child(c, &w, timeout, grace);
-    sigaction(SIGINT, &old_int, NULL);
-    sigaction(SIGTERM, &old_term, NULL);
-    close(c->fd);
-    c->fd = -1;
-    if (w.interrupted) {
-        int sig = interrupted_by;
-        /* the handler that was there runs now (dpprof's own makes the interrupt one line); the
-         * default action ends the process, as it would have without us */
-        raise(sig);
-        lua_sethook(L, NULL, 0, 0); /* this error is the interrupt: no second one from a hook */
-        luaL_error(L, "%s: interrupted by %s; the child was stopped", fname, sig == SIGINT ? "SIGINT" : "SIGTERM");
-    }
+/* After an interrupt stopped the children: lets the handler that was there run (dpprof's own
+ * makes the interrupt one line; the default action ends the process, as it would have without
+ * us), then raises. */
+static _Noreturn void raise_interrupt(lua_State *L, const char *fname, const char *what) {
+    int sig = interrupted_by;
+    raise(sig);
+    lua_sethook(L, NULL, 0, 0); /* this error is the interrupt: no second one from a hook */
+    luaL_error(L, "%s: interrupted by %s; %s", fname, sig == SIGINT ? "SIGINT" : "SIGTERM", what);
+    abort(); /* not reached: luaL_error does not return */
+}
 
-    size_t len;
-    const char *msg = complete_message(c, &len);
-    if (msg) {
-        dpl_json_decode(L, msg, len, "dpprof.isolate: the child's result");
-        envelope_to_result(L);
-    } else {
-        push_failure(L, &w, timeout);
+static int l_isolate(lua_State *L) {
+    const char *fname = "dpprof.isolate";
+    saved_signals saved;
+    child_box *c = spawn_child(L, fname, &saved);
+    while (!c->finished && !interrupted_by) child_advance(c, 200);
+    if (interrupted_by) child_stop(c);
+    restore_interrupts(&saved);
+    if (interrupted_by) raise_interrupt(L, fname, "the child was stopped");
+    return push_child_result(L, c);
+}
+
+/* ---- children running side by side -------------------------------------------------------- */
+
+static child_box *check_child(lua_State *L, int idx) { return luaL_checkudata(L, idx, CHILD_MT); }
+
+static int l_isolate_start(lua_State *L) {
+    spawn_child(L, "dpprof.isolate_start", NULL);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int child_finished(lua_State *L) {
+    lua_pushboolean(L, check_child(L, 1)->finished);
+    return 1;
+}
+
+static int child_pid(lua_State *L) {
+    lua_pushinteger(L, check_child(L, 1)->first_pid);
+    return 1;
+}
+
+static int child_result(lua_State *L) {
+    child_box *c = check_child(L, 1);
+    if (!c->finished) return 0;
+    if (c->taken) luaL_error(L, "dpprof.isolate: child %d: its result was already taken", (int)c->first_pid);
+    return push_child_result(L, c);
+}
+
+static int child_stop_method(lua_State *L) {
+    child_box *c = check_child(L, 1);
+    child_stop(c);
+    return 0;
+}
+
+/* dpprof.isolate_wait(children [, seconds]): waits until one of the children has finished (or
+ * seconds passed), reading their pipes and stopping those past their deadline; returns how many
+ * of them have finished. */
+static int l_isolate_wait(lua_State *L) {
+    const char *fname = "dpprof.isolate_wait";
+    luaL_checktype(L, 1, LUA_TTABLE);
+    double seconds = luaL_optnumber(L, 2, -1);
+    lua_Integer n = luaL_len(L, 1);
+    luaL_argcheck(L, n >= 0 && n <= 4096, 1, "at most 4096 children");
+    child_box **kids = lua_newuserdatauv(L, sizeof *kids * (size_t)(n ? n : 1), 0);
+    struct pollfd *fds = lua_newuserdatauv(L, sizeof *fds * (size_t)(n ? n : 1), 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_geti(L, 1, i + 1);
+        kids[i] = luaL_testudata(L, -1, CHILD_MT);
+        if (!kids[i]) luaL_error(L, "%s: children[%d] is not a child of dpprof.isolate_start", fname, (int)i + 1);
+        lua_pop(L, 1);
     }
-    free(c->buf);
-    c->buf = NULL;
-    c->len = c->cap = 0;
-    push_info(L, pid, &w);
-    return 2;
+    double until = seconds >= 0 ? mono_s() + seconds : 0;
+    saved_signals saved;
+    catch_interrupts(&saved);
+    int done = 0;
+    for (;;) {
+        done = 0;
+        for (lua_Integer i = 0; i < n; i++) done += kids[i]->finished;
+        if (done > 0 || done == n || interrupted_by) break;
+        double now = mono_s();
+        if (seconds >= 0 && now >= until) break;
+        double wait = 0.2;
+        if (seconds >= 0 && until - now < wait) wait = until - now;
+        nfds_t k = 0;
+        for (lua_Integer i = 0; i < n; i++) {
+            child_box *c = kids[i];
+            if (c->timeout > 0 && c->start + c->timeout - now < wait) wait = c->start + c->timeout - now;
+            if (c->reading)
+                fds[k++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+            else if (!c->finished && wait > 0.02)
+                wait = 0.02; /* its pipe is closed: look for its end often */
+        }
+        int wait_ms = wait <= 0 ? 0 : (int)(wait * 1000) + 1;
+        if (k > 0)
+            poll(fds, k, wait_ms);
+        else
+            poll(NULL, 0, wait_ms < 20 ? wait_ms : 20);
+        for (lua_Integer i = 0; i < n; i++) child_advance(kids[i], 0);
+    }
+    if (interrupted_by) {
+        for (lua_Integer i = 0; i < n; i++) child_stop(kids[i]);
+        restore_interrupts(&saved);
+        raise_interrupt(L, fname, "the children were stopped");
+    }
+    restore_interrupts(&saved);
+    lua_pushinteger(L, done);
+    return 1;
 }
 
 /* ---- host utilities ----------------------------------------------------------------------- */
@@ -718,6 +925,7 @@ static int l_environment(lua_State *L) {
     set_str(L, "git_commit", dp_build_commit());
     set_str(L, "lua_version", LUA_RELEASE);
     if (nvidia_driver_version(buf, sizeof buf)) set_str(L, "nvidia_driver_version", buf);
+    lua_pushinteger(L, dp_engine_threads()), lua_setfield(L, -2, "threads");
     lua_newtable(L);
     for (int k = 0; k < DP_DEV_KIND_COUNT; k++) {
         dp_device *dev;
@@ -742,7 +950,16 @@ static int l_testing_crash(lua_State *L) {
 }
 
 void dpl_open_process(lua_State *L) {
+    static const luaL_Reg child_meta[] = {{"__gc", child_gc}, {"__close", child_gc}, {NULL, NULL}};
+    static const luaL_Reg child_methods[] = {{"finished", child_finished},
+                                             {"pid", child_pid},
+                                             {"result", child_result},
+                                             {"stop", child_stop_method},
+                                             {NULL, NULL}};
+    dpl_new_type(L, CHILD_MT, child_meta, child_methods, NULL);
     static const luaL_Reg fns[] = {{"isolate", l_isolate},
+                                   {"isolate_start", l_isolate_start},
+                                   {"isolate_wait", l_isolate_wait},
                                    {"oom_details", l_oom_details},
                                    {"cuda_initialised", l_cuda_initialised},
                                    {"time", l_time},

@@ -3,7 +3,12 @@
  * Following liolib, the userdata is created empty and given its metatable before the device
  * memory is allocated, so an error in between leaks nothing; __gc, __close and :free() share one
  * idempotent release. Device memory is invisible to Lua's GC, so creation tells the collector
- * about the bytes (a GC step proportional to them). */
+ * about the bytes (a GC step proportional to them).
+ *
+ * A tensor can be pinned: a batch whose ids a pending backward reads (lua_model.c pins the batch
+ * of the forward a model holds, until that state goes). Ids index the embedding tables, the
+ * logits and the DP kernels' rows; they are checked once, at the forward, so while pinned every
+ * method that writes into the tensor and :free() raise an error instead (on every device). */
 #include "lua_engine.h"
 
 #include "error.h"
@@ -19,12 +24,32 @@
 typedef struct dpl_tensor {
     dp_tensor t;
     int alive;
+    int pins; /* pending backwards reading it (a batch a model holds): no write, no free */
 } dpl_tensor;
 
 dp_tensor *dpl_check_tensor(lua_State *L, int idx) {
     dpl_tensor *u = luaL_checkudata(L, idx, TENSOR_MT);
     if (!u->alive) luaL_argerror(L, idx, "tensor was freed");
     return &u->t;
+}
+
+void dpl_tensor_pin(lua_State *L, int idx, int delta) {
+    dpl_tensor *u = luaL_checkudata(L, idx, TENSOR_MT);
+    u->pins += delta;
+    if (u->pins < 0) u->pins = 0;
+}
+
+/* The live tensor at idx that fname is about to write into or free: refused while a pending
+ * backward reads it, since the backward indexes tables with the ids its forward checked. */
+static dp_tensor *check_writable(lua_State *L, int idx, const char *fname) {
+    dp_tensor *t = dpl_check_tensor(L, idx);
+    if (((dpl_tensor *)lua_touserdata(L, idx))->pins > 0)
+        luaL_error(L,
+                   "%s: the tensor is a batch that a pending backward reads (a model's forward saved it); it "
+                   "cannot change or be freed until that backward (and the DP clip) is done, or "
+                   "m:release_activations() drops it",
+                   fname);
+    return t;
 }
 
 /* Pushes an empty tensor userdata with its metatable. */
@@ -96,6 +121,7 @@ static int l_tensor(lua_State *L) {
     return 1;
 }
 
+/* __gc: a pinned tensor is garbage only together with the model that pins it */
 static int l_release(lua_State *L) {
     dpl_tensor *u = luaL_checkudata(L, 1, TENSOR_MT);
     if (u->alive) {
@@ -103,6 +129,21 @@ static int l_release(lua_State *L) {
         u->alive = 0;
     }
     return 0;
+}
+
+/* __close: as __gc, except that a pinned tensor is left to the collector (a to-be-closed
+ * variable going out of scope must not free a batch a pending backward reads, nor raise while
+ * an error may be unwinding) */
+static int l_close(lua_State *L) {
+    dpl_tensor *u = luaL_checkudata(L, 1, TENSOR_MT);
+    return u->pins > 0 ? 0 : l_release(L);
+}
+
+/* t:free(): now (idempotent), unless a pending backward reads it */
+static int l_free(lua_State *L) {
+    dpl_tensor *u = luaL_checkudata(L, 1, TENSOR_MT);
+    if (u->alive) check_writable(L, 1, "tensor:free");
+    return l_release(L);
 }
 
 static int l_tostring(lua_State *L) {
@@ -141,7 +182,7 @@ static int l_size(lua_State *L) {
 }
 
 static int l_fill(lua_State *L) {
-    dp_tensor *t = dpl_check_tensor(L, 1);
+    dp_tensor *t = check_writable(L, 1, "tensor:fill");
     if (dp_tensor_fill(t, luaL_checknumber(L, 2)) != DP_OK) dpl_fail(L);
     lua_settop(L, 1);
     return 1;
@@ -151,7 +192,7 @@ static int l_fill(lua_State *L) {
 static int l_random(lua_State *L) {
     static const char *const keys[] = {"dist", "seed", "stream", "mean", "std", "low", "high", NULL};
     const char *fname = "tensor:random";
-    dp_tensor *t = dpl_check_tensor(L, 1);
+    dp_tensor *t = check_writable(L, 1, fname);
     lua_settop(L, 2);
     if (lua_isnil(L, 2)) {
         lua_newtable(L);
@@ -188,7 +229,7 @@ static int l_to(lua_State *L) {
 }
 
 static int l_copy(lua_State *L) {
-    dp_tensor *dst = dpl_check_tensor(L, 1), *src = dpl_check_tensor(L, 2);
+    dp_tensor *dst = check_writable(L, 1, "tensor:copy"), *src = dpl_check_tensor(L, 2);
     if (dp_tensor_copy(dst, src) != DP_OK) dpl_fail(L);
     lua_settop(L, 1);
     return 1;
@@ -245,7 +286,7 @@ static int l_get(lua_State *L) {
 
 /* t:set(list) -> t, from a flat list of numel numbers */
 static int l_set(lua_State *L) {
-    dp_tensor *t = dpl_check_tensor(L, 1);
+    dp_tensor *t = check_writable(L, 1, "tensor:set");
     luaL_checktype(L, 2, LUA_TTABLE);
     if (luaL_len(L, 2) != t->numel)
         return luaL_error(L, "tensor:set: list has %d values, tensor has %d elements", (int)luaL_len(L, 2),
@@ -281,20 +322,20 @@ static int l_sumsq(lua_State *L) {
 }
 
 static int l_add(lua_State *L) {
-    dp_tensor *t = dpl_check_tensor(L, 1), *x = dpl_check_tensor(L, 2);
+    dp_tensor *t = check_writable(L, 1, "tensor:add"), *x = dpl_check_tensor(L, 2);
     if (dp_add(t, t, x) != DP_OK) dpl_fail(L);
     lua_settop(L, 1);
     return 1;
 }
 
 static int l_scale(lua_State *L) {
-    if (dp_scale(dpl_check_tensor(L, 1), (float)luaL_checknumber(L, 2)) != DP_OK) dpl_fail(L);
+    if (dp_scale(check_writable(L, 1, "tensor:scale"), (float)luaL_checknumber(L, 2)) != DP_OK) dpl_fail(L);
     lua_settop(L, 1);
     return 1;
 }
 
 static int l_axpy(lua_State *L) {
-    dp_tensor *t = dpl_check_tensor(L, 1);
+    dp_tensor *t = check_writable(L, 1, "tensor:axpy");
     float a = (float)luaL_checknumber(L, 2);
     if (dp_axpy(t, a, dpl_check_tensor(L, 3)) != DP_OK) dpl_fail(L);
     lua_settop(L, 1);
@@ -305,7 +346,7 @@ static int l_axpy(lua_State *L) {
 static int l_matmul(lua_State *L) {
     static const char *const keys[] = {"trans_a", "trans_b", "alpha", "beta", NULL};
     const char *fname = "dpprof.matmul";
-    dp_tensor *C = dpl_check_tensor(L, 1), *A = dpl_check_tensor(L, 2), *B = dpl_check_tensor(L, 3);
+    dp_tensor *C = check_writable(L, 1, fname), *A = dpl_check_tensor(L, 2), *B = dpl_check_tensor(L, 3);
     int ta = 0, tb = 0;
     double alpha = 1, beta = 0;
     if (!lua_isnoneornil(L, 4)) {
@@ -323,7 +364,7 @@ static int l_matmul(lua_State *L) {
 static const luaL_Reg methods[] = {
     {"shape", l_shape}, {"size", l_size},       {"fill", l_fill}, {"random", l_random}, {"to", l_to},
     {"copy", l_copy},   {"totable", l_totable}, {"get", l_get},   {"set", l_set},       {"sumsq", l_sumsq},
-    {"add", l_add},     {"scale", l_scale},     {"axpy", l_axpy}, {"free", l_release},  {NULL, NULL}};
+    {"add", l_add},     {"scale", l_scale},     {"axpy", l_axpy}, {"free", l_free},     {NULL, NULL}};
 
 /* The read-only fields (dpl_new_type's __index looks in the methods first) */
 static int l_fields(lua_State *L) {
@@ -356,7 +397,7 @@ static int l_fields(lua_State *L) {
 
 void dpl_open_tensor(lua_State *L) {
     static const luaL_Reg meta[] = {
-        {"__gc", l_release}, {"__close", l_release}, {"__tostring", l_tostring}, {"__len", l_len}, {NULL, NULL}};
+        {"__gc", l_release}, {"__close", l_close}, {"__tostring", l_tostring}, {"__len", l_len}, {NULL, NULL}};
     dpl_new_type(L, TENSOR_MT, meta, methods, l_fields);
     lua_pushcfunction(L, l_tensor);
     lua_setfield(L, -2, "tensor");

@@ -1,5 +1,5 @@
 /* main.c: the dpprof command line. `run` executes a Lua script with the dpprof module loaded;
- * `plot` renders charts from a results directory; other commands (compare, fit) live in
+ * `plot` renders charts from a results directory; other commands (compare, fit, sweep) live in
  * the Lua module dpprof.cli. */
 #include "dpprof.h"
 #include "dpplot.h"
@@ -48,6 +48,8 @@ static const char *const usage =
     "                                   pair could not be compared, 2 for an invalid file\n"
     "  fit [key=value ...]              the largest seq_len, batch or layers that fits a memory\n"
     "                                   budget, per DP method, from plan runs (fit --help)\n"
+    "  sweep submit|status|collect ...  run a script's sweeps as Slurm job arrays: submit SCRIPT\n"
+    "                                   [key=value], status DIR, collect DIR (sweep --help)\n"
     "  --help, -h                       this text\n"
     "  --version                        version and build\n"
     "\n"

@@ -1,5 +1,5 @@
 /* openlib.c: assembles the dpprof module from the engine's bindings (lua/bind/lua_*.c), the
- * privacy accountant, the charts (plots/) and the Lua-side modules (lua/dpprof/). */
+ * privacy accountants, the charts (plots/) and the Lua-side modules (lua/dpprof/). */
 #include "dpprof.h"
 
 #include "device.h"
@@ -97,6 +97,7 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_process(L);
     dpl_open_files(L);
     dpl_open_json(L);
+    dpl_open_results_schema(L);
     dpl_open_model(L);
     dpl_open_model_io(L);
     dpl_open_optim(L);

@@ -13,7 +13,8 @@ usage: dpprof compare BASE NEW [--threshold R]
 
 Compares two results: two result JSON files, or two directories of them (files matched by name).
 Every file is checked against the results schema (docs/results.md) when it is read. Prints peak
-memory, step time, per-phase times and per-category memory side by side, and the configuration
+memory, step time, per-phase times and per-category memory side by side, epsilon with its
+accountant (noting fixed batches, for which it is understated), and the configuration
 keys that differ.
 
   --threshold R   the largest allowed ratio NEW/BASE of peak memory and of step time (avg_ms);
@@ -91,6 +92,8 @@ local function compare_pair(label, base, new, threshold, say)
   end
   -- padded by hand (dp.print_table): string.format widths stop at 99, and a figure can be wider
   dp.print_table(rows, { false, true, true, true, false }, say)
+  local be, ne = results.epsilon_text(base.privacy), results.epsilon_text(new.privacy)
+  if be or ne then say(string.format("  privacy: %s -> %s", be or "-", ne or "-")) end
   local fb, fn = flatten(base.config or {}, ""), flatten(new.config or {}, "")
   local keys, seen = {}, {}
   for k in pairs(fb) do keys[#keys + 1], seen[k] = k, true end
@@ -118,7 +121,7 @@ local function load(path, listed)
   end
   if listed then
     local any = false
-    for _, k in ipairs({ "schema_version", "experiment", "status", "memory", "peak_memory_mb", "breakdown" }) do
+    for _, k in ipairs(results.MARK_KEYS) do
       any = any or r[k] ~= nil
     end
     if not any then return false, "no key of a result at its top" end
@@ -264,8 +267,7 @@ pool would reserve for it, the category that dominates the peak, and the first v
 not fit.
 
   vary=seq_len|batch|layers   what to search over (default seq_len)
-  method=NAME[,NAME...]       vanilla, flat, ghost, mixed_ghost, bk, flash_clip, or norms+clip
-                              (default: all six presets); methods= is the same
+  method=NAME[,NAME...]       @METHODS@
   budget_gb=G                 the card's memory in GiB (default: the device model's)
   device_model=h100|h200      the modelled device (default h100); its budget is its memory less
                               the CUDA context; the reserved peak is the allocated one x (1 + overhead)
@@ -276,19 +278,52 @@ not fit.
                               batch: 1 .. 65536; layers: 1 .. 1024)
   preset=large|small          the base model (default large: gpt V=32000 d=2048 L=20 H=16
                               T=16384 B=1); these override it:
-  arch= vocab= hidden= layers= heads= seq_len= batch= dtype= mlp_ratio= ffn= tie_head= lora_rank=
+  path=DIR                    instead of a preset, a Hugging Face checkpoint's config.json (only
+                              that file is read: no weights needed; B=1 unless batch= is given;
+                              seq_len searched up to its max_position_embeddings unless hi=)
+  arch= vocab= hidden= layers= heads= kv_heads= head_dim= seq_len= batch= dtype= mlp_ratio= ffn=
+  tie_head= master_weights=   (dtype=bf16 keeps LoRA's frozen base in bf16 only)
+  lora_rank=R lora_alpha=A    LoRA adapters of rank R (alpha default R)
+  lora_targets=N[,N...]       qkv, proj, fc, down or PEFT's q_proj, k_proj, v_proj, o_proj,
+                              gate_proj, up_proj, down_proj (default qkv)
   physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
   optimizer=adamw|sgd         (default adamw)
   out=FILE.json               also write the answer as JSON
 
 example: dpprof fit method=ghost,flash_clip vary=seq_len budget_gb=80 dtype=bf16
+         dpprof fit path=tests/fixtures/llama3_8b dtype=bf16 lora_rank=16 \
+             lora_targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
 exit status: 0 answered; 2 bad arguments
 ]]
 
-local FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "mlp_ratio", "ffn",
-                         "tie_head" }
+-- Words joined by spaces into lines of at most width characters, every line after the first
+-- indented by indent spaces.
+local function wrap(words, indent, width)
+  local lines, line = {}, ""
+  for _, w in ipairs(words) do
+    if line ~= "" and indent + #line + 1 + #w > width then lines[#lines + 1], line = line, w
+    else line = line == "" and w or line .. " " .. w end
+  end
+  lines[#lines + 1] = line
+  return table.concat(lines, "\n" .. string.rep(" ", indent))
+end
+
+-- FIT_USAGE with the method choices from the engine's list (dpprof.dp.METHODS).
+function cli.fit_usage()
+  local words = {}
+  for _, m in ipairs(dp.dp.METHODS) do words[#words + 1] = m .. "," end
+  for w in string.format("or norms+clip (default: all %d presets); methods= is the same", #dp.dp.METHODS):gmatch("%S+") do
+    words[#words + 1] = w
+  end
+  local text = wrap(words, 30, 102)
+  return (FIT_USAGE:gsub("@METHODS@", function() return text end))
+end
+
+local FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
+                         "dtype", "mlp_ratio", "ffn", "tie_head", "master_weights" }
 local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead",
-                   "workspace", "lo", "hi", "granularity", "preset", "lora_rank", "physical", "optimizer", "out" }
+                   "workspace", "lo", "hi", "granularity", "preset", "path", "lora_rank", "lora_alpha", "lora_targets",
+                   "physical", "optimizer", "out" }
 
 local function parse_value(v)
   if v == "true" then return true end
@@ -313,14 +348,27 @@ local function fit_options(args)
     end
     kv[k] = parse_value(v)
   end
-  local presets = require("dpprof.presets")
-  local pname = kv.preset or "large"
-  local p = presets.MODELS[pname]
-  if not p then return nil, string.format("unknown preset '%s' (valid: large, small)", tostring(pname)) end
   local model = {}
-  for k, v in pairs(p.model) do model[k] = v end
+  if kv.path ~= nil then
+    if kv.preset ~= nil then return nil, "give preset= or path=, not both" end
+    model = { path = tostring(kv.path), batch = 1 }
+  else
+    local presets = require("dpprof.presets")
+    local pname = kv.preset or "large"
+    local p = presets.MODELS[pname]
+    if not p then return nil, string.format("unknown preset '%s' (valid: large, small)", tostring(pname)) end
+    for k, v in pairs(p.model) do model[k] = v end
+  end
   for _, k in ipairs(FIT_MODEL_KEYS) do if kv[k] ~= nil then model[k] = kv[k] end end
-  if kv.lora_rank and kv.lora_rank ~= 0 then model.lora = { rank = kv.lora_rank } end
+  if kv.lora_rank and kv.lora_rank ~= 0 then
+    model.lora = { rank = kv.lora_rank, alpha = kv.lora_alpha }
+    if kv.lora_targets ~= nil then
+      model.lora.targets = {}
+      for t in tostring(kv.lora_targets):gmatch("[^,]+") do model.lora.targets[#model.lora.targets + 1] = t end
+    end
+  elseif kv.lora_alpha ~= nil or kv.lora_targets ~= nil then
+    return nil, "lora_alpha= and lora_targets= need lora_rank="
+  end
   local base = { model = model, dp = { max_physical_batch_size = kv.physical } }
   if kv.optimizer then base.optimizer = { name = kv.optimizer } end
   local dm = kv.device_model or "h100"
@@ -342,7 +390,7 @@ end
 function cli.fit(args)
   for _, a in ipairs(args) do
     if a == "--help" or a == "-h" then
-      io.stdout:write(FIT_USAGE)
+      io.stdout:write(cli.fit_usage())
       return 0
     end
   end
@@ -364,11 +412,15 @@ function cli.fit(args)
     eprint(msg)
     return 2
   end
-  local m, model = f.device_model, opts.base.model
+  local m, model = f.device_model, require("dpprof.experiment").model_options(opts.base.model, "plan")
   print(string.format("dpprof fit: the largest %s that fits, by plan runs (predicted, not measured)", f.vary))
-  print(string.format("  model: %s V=%d d=%d L=%d H=%d T=%d B=%d %s%s%s", model.arch or "gpt", model.vocab, model.hidden,
-                      model.layers, model.heads, model.seq_len, model.batch, model.dtype or "f32",
-                      model.lora and string.format(", LoRA rank %d", model.lora.rank) or "",
+  print(string.format("  model: %s%s V=%d d=%d L=%d H=%d%s T=%s B=%d %s%s%s", opts.base.model.path and
+                      (opts.base.model.path .. ": ") or "", model.arch or "gpt", model.vocab, model.hidden,
+                      model.layers, model.heads, model.kv_heads and model.kv_heads ~= model.heads and
+                      string.format(" (kv %d)", model.kv_heads) or "", tostring(model.seq_len or f.vary),
+                      model.batch or 1, model.dtype or "f32",
+                      model.lora and string.format(", LoRA rank %d on %s", model.lora.rank,
+                                                   table.concat(model.lora.targets or { "qkv" }, ",")) or "",
                       opts.base.dp.max_physical_batch_size and
                       string.format(", physical batch %d", opts.base.dp.max_physical_batch_size) or ""))
   print("  device: " .. dp.plan.describe(m))
@@ -401,6 +453,198 @@ function cli.fit(args)
     print("\nwritten: " .. out)
   end
   return 0
+end
+
+---------------------------------------------------------------------------------------------
+-- dpprof sweep submit | status | collect | task
+
+local SWEEP_USAGE = [[
+usage: dpprof sweep submit SCRIPT [key=value ...]
+       dpprof sweep submit DIR [key=value ...]
+       dpprof sweep status DIR
+       dpprof sweep collect DIR
+
+Runs the sweeps of a script on a Slurm cluster, one job array per sweep (docs/cluster.md).
+
+  submit SCRIPT  runs SCRIPT as `dpprof run` does, but each dp.sweep in it submits its points as
+                 one Slurm array job (task i runs point i and writes <out>/<point>.json) and one
+                 job that collects them when the array ends; out's points with a result are not
+                 submitted. The key=value pairs go to the script, except these sbatch options,
+                 which override the script's dp.sweep{slurm=}:
+                   partition=NAME  account=NAME  time=MINUTES|[D-]HH:MM:SS  mem=MIB|16G
+                   gpus_per_task=N  cpus_per_task=N  max_parallel=N (tasks at once)
+                   extra="--qos=high --constraint=a100" (more sbatch options)
+  submit DIR     submits again the points of the sweep in DIR with no result or a failed one
+                 (error, crashed, timeout), never one still queued or running; the sbatch
+                 options above may change (the last ones are kept otherwise)
+  status DIR     each point's result, or its task's Slurm state, and the job ids
+  collect DIR    a result for each point whose task ended without writing one, from Slurm's end
+                 state (OUT_OF_MEMORY: oom; TIMEOUT, DEADLINE: timeout; CANCELLED, NODE_FAIL,
+                 FAILED, ...: crashed, the state named), then the charts once every point has one
+  task DIR       what array task $SLURM_ARRAY_TASK_ID runs (DIR/slurm/task.sh calls it)
+
+DIR, the script and the dpprof binary must be on a filesystem every node shares. End states come
+from sacct, else from scontrol (recent jobs), else from a jobcomp/filetxt log.
+exit status: 0 done (collect: every point has a result); 1 an error, or (collect) points still
+without a result; 2 bad arguments, or DIR is not a Slurm sweep
+]]
+
+-- A key=value argument's value as `dpprof run` gives it to a script (dpprof.args).
+local function script_value(v)
+  if v == "true" then return true end
+  if v == "false" then return false end
+  local n = tonumber(v)
+  if n ~= nil then return n end
+  return v
+end
+
+-- Loads SCRIPT and sets dpprof.args and the global arg as `dpprof run SCRIPT raw...` does.
+-- Returns the chunk, or nil and why.
+local function load_script(script, raw)
+  local args, argt = {}, { [0] = script }
+  for i, a in ipairs(raw) do
+    local k, v = tostring(a):match("^([^=]+)=(.*)$")
+    if not k then return nil, string.format("argument '%s' is not key=value", tostring(a)) end
+    args[k], argt[i] = script_value(v), a
+  end
+  local chunk, err = loadfile(script, "t")
+  if not chunk then return nil, err end
+  dp.args = args
+  _G.arg = argt
+  return chunk
+end
+
+local function is_slurm_key(k)
+  for _, name in ipairs(require("dpprof.slurm").OPTION_KEYS) do
+    if name == k then return true end
+  end
+  return false
+end
+
+local function sweep_submit(rest)
+  local slurm = require("dpprof.slurm")
+  local sweep = require("dpprof.sweep")
+  local target = rest[1]
+  local options, raw = {}, {}
+  for i = 2, #rest do
+    local k, v = rest[i]:match("^([^=]+)=(.*)$")
+    if not k then
+      eprint("dpprof sweep submit: argument '", rest[i], "' is not key=value")
+      return 2
+    end
+    if is_slurm_key(k) then options[k] = script_value(v) else raw[#raw + 1] = rest[i] end
+  end
+  local ok, err = pcall(slurm.options, nil, options)
+  if not ok then
+    eprint("dpprof sweep submit: ", (tostring(err):gsub("^dpprof%.sweep: ", "")))
+    return 2
+  end
+  local session
+  if dp.list_dir(target) then
+    local m, why = slurm.read_manifest(target)
+    if not m then
+      eprint("dpprof sweep submit: ", why)
+      return 2
+    end
+    if #raw > 0 then
+      eprint("dpprof sweep submit: ", target, " is a sweep: only sbatch options may be given (",
+             table.concat(slurm.OPTION_KEYS, ", "), "), not '", raw[1], "'")
+      return 2
+    end
+    for k, v in pairs(m.slurm or {}) do if options[k] == nil then options[k] = v end end
+    session = { mode = "resubmit", call = m.call, dir = m.out, cwd = m.cwd, slurm = options, script = m.script,
+                args = m.args }
+  else
+    session = { mode = "submit", slurm = options, script = target, args = raw }
+  end
+  local chunk, why = load_script(session.script, session.args)
+  if not chunk then
+    eprint("dpprof sweep submit: ", why)
+    return 2
+  end
+  sweep.session = session
+  chunk() -- an error goes to the command line's handler, with the script's own lines
+  sweep.session = nil
+  if not session.reached then
+    if session.mode == "resubmit" then
+      eprint("dpprof sweep submit: ", session.script, " no longer reaches its dp.sweep call #", tostring(session.call),
+             " that made ", target)
+    else
+      eprint("dpprof sweep submit: ", target, " ran to its end without calling dp.sweep: nothing was submitted")
+    end
+    return 1
+  end
+  return 0
+end
+
+local function sweep_task(dir)
+  local slurm = require("dpprof.slurm")
+  local sweep = require("dpprof.sweep")
+  local m, why = slurm.read_manifest(dir)
+  if not m then
+    eprint("dpprof sweep task: ", why)
+    return 2
+  end
+  local index = math.tointeger(tonumber(os.getenv("SLURM_ARRAY_TASK_ID") or ""))
+  if not index then
+    eprint("dpprof sweep task: SLURM_ARRAY_TASK_ID is not set: this is what a Slurm array task of ", dir, " runs")
+    return 2
+  end
+  local chunk, err = load_script(m.script, m.args)
+  if not chunk then
+    eprint("dpprof sweep task: ", err)
+    return 1
+  end
+  sweep.session = { mode = "task", call = m.call, dir = m.out, index = index, manifest = m }
+  local ok, e = xpcall(chunk, function(e)
+    if e == sweep.TASK_DONE then return e end
+    return debug.traceback(dp.error_text(e), 2)
+  end)
+  sweep.session = nil
+  if ok or e == sweep.TASK_DONE then
+    if ok then
+      eprint("dpprof sweep task: ", m.script, " ran to its end without reaching its dp.sweep call #", tostring(m.call))
+      return 1
+    end
+    return 0
+  end
+  eprint("dpprof sweep task: ", tostring(e))
+  return 1
+end
+
+function cli.sweep(args)
+  local sub = args[1]
+  if sub == nil or sub == "--help" or sub == "-h" then
+    io.stdout:write(SWEEP_USAGE)
+    return sub == nil and 2 or 0
+  end
+  local rest = { table.unpack(args, 2) }
+  for _, a in ipairs(rest) do
+    if a == "--help" or a == "-h" then
+      io.stdout:write(SWEEP_USAGE)
+      return 0
+    end
+  end
+  local say = function(line) io.stdout:write(line, "\n") io.stdout:flush() end
+  local slurm = require("dpprof.slurm")
+  if sub == "submit" then
+    if #rest < 1 then
+      eprint("dpprof sweep submit: missing SCRIPT or DIR\n", SWEEP_USAGE)
+      return 2
+    end
+    return sweep_submit(rest)
+  end
+  if sub ~= "status" and sub ~= "collect" and sub ~= "task" then
+    eprint("dpprof sweep: unknown subcommand '", sub, "' (valid: submit, status, collect; see dpprof sweep --help)")
+    return 2
+  end
+  if #rest ~= 1 then
+    eprint("dpprof sweep ", sub, ": expected DIR, got ", #rest, " argument(s)")
+    return 2
+  end
+  if sub == "status" then return slurm.status(rest[1], say) end
+  if sub == "collect" then return slurm.collect(rest[1], say) end
+  return sweep_task(rest[1])
 end
 
 return cli

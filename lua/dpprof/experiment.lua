@@ -2,13 +2,21 @@
 -- warm-up and timed iterations through the DP phases, takes snapshots, and returns a result table
 -- exactly as docs/results.md describes (validated by dpprof.results.validate).
 --
---   dp.experiment{ name=, model={...dp.model keys...}, method="ghost" | norms=, clip=,
+--   dp.experiment{ name=, model={...dp.model keys...} | {path="DIR", ...}, method="ghost" | norms=, clip=,
 --                  optimizer={name="adamw"|"sgd", lr=, ...}, dp={max_grad_norm=, noise_multiplier=,
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
---                  flash_impl="tiles"|"strips"}, iters=3, warmup=2,
+--                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, threads=n,
 --                  device_model="h100"|"h200"|{...} (device="plan" only) }
+--
+-- A checkpoint as the model: model = { path = "DIR", seq_len=, batch=, lora=, dtype=, ... }. The
+-- sizes come from DIR/config.json (dpprof.model.read_config); any dp.model key given beside path
+-- overrides the file's by name (layers = 2 for a short study). The weights are DIR's
+-- (dpprof.model.load, sharded too) unless weights = "random" (built from config.json alone, for
+-- memory and time studies where values do not matter); on the plan device only config.json is
+-- read, whatever weights says. With the file's weights, only runtime keys may differ from it
+-- (seq_len, batch, dtype, master_weights, seed, lora): others change the shapes the weights have.
 --
 -- Callbacks on={name=function(ctx, i, k) ... end}: model_loaded, wrapped, optimizer_created,
 -- after_warmup and finished run once; before_forward, after_forward, after_backward, after_clip
@@ -49,10 +57,13 @@ local experiment = {}
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "threads" }
-local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "mlp_ratio", "ffn",
-                     "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta", "init_std", "seed", "lora" }
+local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
+                     "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
+                     "rope_scaling", "init_std", "seed", "lora", "master_weights", "path", "weights" }
+-- What a model read with its weights from a checkpoint may set besides the file (dpprof.model.load).
+local RUNTIME_KEYS = { seq_len = true, batch = true, dtype = true, master_weights = true, seed = true, lora = true }
 local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
-                  "poisson", "dataset_size", "flash_impl" }
+                  "poisson", "dataset_size", "flash_impl", "accountant" }
 local OPTIMIZER_KEYS = {
   adamw = { "name", "lr", "betas", "eps", "weight_decay" },
   sgd = { "name", "lr", "momentum", "weight_decay" },
@@ -60,21 +71,24 @@ local OPTIMIZER_KEYS = {
 local DATA_KEYS = { "file", "file_dtype" }
 local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
                     "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
-local METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
--- The presets' two choices (engine/dp/dpsgd.h), for when the wrapper does not report them as strings.
-local PRESETS = { flat = { "materialize", "bk" }, ghost = { "ghost", "twopass" }, mixed_ghost = { "mixed", "twopass" },
-                  bk = { "mixed", "bk" }, flash_clip = { "flash", "bk" } }
+-- The methods by name and each one's two choices: the engine's one table (dpprof.dp.METHODS, PRESETS).
+local METHODS, PRESETS = dp.dp.METHODS, dp.dp.PRESETS
 
 -- The default snapshot schedule, in order; {i} is the timed iteration (1-based).
 experiment.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optimizer_created", "3_after_warmup",
                                  "iter{i}_before_forward", "iter{i}_after_forward", "iter{i}_after_backward",
                                  "iter{i}_after_step" }
 
+-- What an experiment takes when not told. The DP options wrap also has (C, sigma, delta, Poisson
+-- sampling, the seed, the accountant) are the engine's (dpprof.dp.DEFAULTS); the sample rate,
+-- which the engine derives from a dataset size instead, and the rest are an experiment's own.
+local ENGINE = dp.dp.DEFAULTS
 experiment.DEFAULTS = {
   method = "ghost",
   optimizer = { name = "adamw", lr = 1e-4, weight_decay = 0.01 },
-  dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01, delta = 1e-5, poisson = false },
-  iters = 3, warmup = 2, device = "auto", seed = 0, snapshots = "default",
+  dp = { max_grad_norm = ENGINE.max_grad_norm, noise_multiplier = ENGINE.noise_multiplier, sample_rate = 0.01,
+         delta = ENGINE.delta, poisson = ENGINE.poisson, accountant = ENGINE.accountant },
+  iters = 3, warmup = 2, device = "auto", seed = ENGINE.seed, snapshots = "default",
 }
 
 local function check_keys(t, valid, where)
@@ -111,13 +125,41 @@ end
 
 -- The integer keys of a model: integral floats (hidden = 2^8) stored as integers, so the
 -- configuration a result echoes has the types docs/results.md gives.
-local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "seq_len", "batch", "ffn", "max_positions", "seed" }
+local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch", "ffn",
+                         "max_positions", "seed" }
+
+-- The dp.model options of model spec m: m itself, or with path, DIR/config.json's with m's keys
+-- over them. Also whether the weights come from the files (path, weights ~= "random", not plan).
+function experiment.model_options(m, device)
+  if m.path == nil then
+    if m.weights ~= nil then error("dpprof.experiment: model.weights needs model.path (a checkpoint directory)", 0) end
+    return copy(m), false
+  end
+  if type(m.path) ~= "string" then error("dpprof.experiment: model.path must be a checkpoint directory (a string)", 0) end
+  if m.weights ~= nil and m.weights ~= "file" and m.weights ~= "random" then
+    error(string.format("dpprof.experiment: unknown model.weights '%s' (valid: file, random)", tostring(m.weights)), 0)
+  end
+  local ok, file = pcall(dp.model.read_config, m.path)
+  if not ok then error("dpprof.experiment: model.path: " .. dp.error_text(file), 0) end
+  local load = m.weights ~= "random" and device ~= "plan"
+  for k, v in pairs(m) do
+    if k ~= "path" and k ~= "weights" then
+      if load and not RUNTIME_KEYS[k] and file[k] ~= v then
+        error(string.format("dpprof.experiment: model.%s overrides %s/config.json, whose weights have the file's "
+                            .. "shapes: give weights = \"random\" (or run on the plan device) to study it", k, m.path), 0)
+      end
+      file[k] = copy(v)
+    end
+  end
+  return file, load
+end
 
 -- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
 -- a device, so a configuration that cannot run raises before anything is built (and a sweep
 -- refuses it before its first point). The batch the model is built with is the physical one.
 local function check_model_and_dp(c)
-  local mcfg = copy(c.model)
+  local okm, mcfg = pcall(experiment.model_options, c.model, c.device)
+  if not okm then error(dp.error_text(mcfg), 4) end
   local logical = c.model.batch or 1
   local physical = math.min(c.dp.max_physical_batch_size or logical, logical)
   mcfg.batch = c.dp.max_physical_batch_size or logical
@@ -136,8 +178,8 @@ function experiment.config(cfg)
   if cfg.norms or cfg.clip then
     if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
     if not (cfg.norms and cfg.clip) then
-      error("dpprof.experiment: norms= and clip= go together (norms: materialize, ghost, mixed, flash; "
-            .. "clip: twopass, bk), or give a method", 3)
+      error(string.format("dpprof.experiment: norms= and clip= go together (norms: %s; clip: %s), or give a method",
+                          table.concat(dp.dp.NORMS, ", "), table.concat(dp.dp.CLIPS, ", ")), 3)
     end
     c.method = nil
   else
@@ -157,6 +199,12 @@ function experiment.config(cfg)
   check_keys(c.optimizer, okeys, "dpprof.experiment: optimizer")
   c.dp = with_defaults(cfg.dp, experiment.DEFAULTS.dp)
   check_keys(c.dp, DP_KEYS, "dpprof.experiment: dp")
+  local known = false
+  for _, a in ipairs(dp.privacy.accountants) do known = known or a == c.dp.accountant end
+  if not known then
+    error(string.format("dpprof.experiment: dp.accountant: unknown accountant '%s' (valid: %s)", tostring(c.dp.accountant),
+                        table.concat(dp.privacy.accountants, ", ")), 3)
+  end
   check_int(c, "iters", "dpprof.experiment: iters", 1)
   check_int(c, "warmup", "dpprof.experiment: warmup", 0)
   check_int(c, "seed", "dpprof.experiment: seed", 0)
@@ -247,6 +295,32 @@ function experiment.wrap_options(c, logical_batch, physical_batch)
   return w
 end
 
+-- The result's privacy: epsilon at dp.delta by dp.accountant after the noisy steps taken, the
+-- accountant's parameters (its defaults), and how batches were sampled (fixed ones carry the caveat).
+local function accountant_params(accountant, delta)
+  local d = dp.privacy.defaults
+  if accountant == "prv" then return { eps_error = d.eps_error, delta_error = delta * d.delta_error_fraction } end
+  if accountant == "pld" then return { value_discretization_interval = d.value_discretization_interval, pessimistic = true } end
+  return { orders = "opacus_default" }
+end
+
+local function privacy_of(priv, c)
+  local s = priv:stats()
+  local p = { noise_multiplier = s.noise_multiplier, sample_rate = s.sample_rate, steps = s.steps, delta = c.dp.delta,
+              accountant = c.dp.accountant, accountant_params = accountant_params(c.dp.accountant, c.dp.delta),
+              sampling = c.dp.poisson and "poisson" or "fixed",
+              caveat = not c.dp.poisson and results.FIXED_BATCH_CAVEAT or nil }
+  local ok, e = pcall(dp.privacy.epsilon, { accountant = c.dp.accountant, sample_rate = s.sample_rate,
+                                            noise_multiplier = s.noise_multiplier, steps = s.steps, delta = c.dp.delta })
+  if ok then
+    p.epsilon = e.epsilon == math.huge and json.null or e.epsilon -- sigma = 0: no guarantee
+  else -- no step taken, no sample rate, or the accountant's grid too large: no epsilon, and why
+    p.epsilon = json.null
+    p.epsilon_error = (tostring(e):gsub("^[^\n]-%.lua:%d+: ", ""))
+  end
+  return p
+end
+
 -- The wrapper's method, norms and clip choice (priv.clip is the clip phase, so the choice is
 -- priv.clip_method; a field that is not a string falls back to the configuration and presets).
 local function choices(priv, c)
@@ -257,7 +331,7 @@ local function choices(priv, c)
   local method = field("method") or c.method or (c.norms .. "+" .. c.clip)
   if method == "vanilla" then return method, nil, nil end
   local preset = PRESETS[method] or {}
-  return method, field("norms") or c.norms or preset[1], field("clip_method") or field("clip") or c.clip or preset[2]
+  return method, field("norms") or c.norms or preset.norms, field("clip_method") or field("clip") or c.clip or preset.clip
 end
 
 local function environment(kind, info, device_model, threads)
@@ -373,12 +447,18 @@ function experiment.run(cfg_in)
   local building = false
   local function body()
     building = true
-    local mcfg = copy(c.model)
+    local mcfg, load = experiment.model_options(c.model, kind)
     physical = c.dp.max_physical_batch_size or mcfg.batch
     mcfg.batch = physical
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
-    model = dp.model(mcfg)
+    if load then -- the checkpoint's weights (what model_options allowed beside them are runtime choices)
+      model = dp.model.load(c.model.path, { device = kind, seq_len = mcfg.seq_len, batch = mcfg.batch,
+                                            dtype = mcfg.dtype, master_weights = mcfg.master_weights,
+                                            seed = mcfg.seed, lora = mcfg.lora })
+    else
+      model = dp.model(mcfg)
+    end
     dtype = model:config().dtype
     ctx.model = model
     logical = c.model.batch or model:config().batch
@@ -445,6 +525,7 @@ function experiment.run(cfg_in)
     model_config.device = nil
     model_config.seed = nil
     if model_config.lora == nil then model_config.lora = json.null end
+    if c.model.path then model_config.path, model_config.weights = c.model.path, c.model.weights or "file" end
   end
   local config = {
     model = model_config or copy(c.model), method = c.method or (c.norms .. "+" .. c.clip),
@@ -456,14 +537,7 @@ function experiment.run(cfg_in)
   local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip
   if priv then method, norms, clip = choices(priv, c) end
   local privacy
-  if priv and method ~= "vanilla" then
-    local pok, eps = pcall(priv.epsilon, priv, c.dp.delta)
-    if pok and (eps ~= eps or eps == math.huge) then eps = json.null end -- sigma = 0: no guarantee
-    local pstats = priv:stats()
-    -- the q the accountant used (the engine's: derived from dataset_size when not given)
-    privacy = { noise_multiplier = c.dp.noise_multiplier, sample_rate = pstats.sample_rate, delta = c.dp.delta,
-                steps = pstats.steps, epsilon = pok and eps or nil }
-  end
+  if priv and method ~= "vanilla" then privacy = privacy_of(priv, c) end
   local ledger = dp.ledger()
   local estimate, budget
   if device_model and dtype then

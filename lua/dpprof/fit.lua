@@ -22,6 +22,9 @@
 -- for seq_len, batch and layers). largest is nil when lo does not fit; first_unfit is nil when hi
 -- fits (hi_reached = true).
 --
+-- base.model may be a checkpoint ({path="DIR", ...}: dp.experiment's); the plan runs read its
+-- config.json alone, and seq_len is searched up to its max_position_embeddings unless hi says.
+--
 -- vary: seq_len sets model.seq_len; batch sets model.batch and dp.max_physical_batch_size (the
 -- batch that goes through the model at once); layers sets model.layers. Runs are in-process on
 -- the plan device (one warm-up and one timed iteration unless base says otherwise; snapshots off);
@@ -36,7 +39,7 @@ local fit = {}
 fit.OPTION_KEYS = { "base", "method", "methods", "vary", "budget_gb", "device_model", "lo", "hi", "granularity",
                     "quiet" }
 fit.VARY = { "seq_len", "batch", "layers" }
-fit.METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
+fit.METHODS = dp.dp.METHODS -- the engine's presets
 -- Per vary: {lo, hi, granularity} when not given.
 fit.DEFAULTS = {
   seq_len = { granularity = 64, hi = 1 << 20 },
@@ -214,6 +217,12 @@ function fit.options(opts)
   o.granularity = opts.granularity or d.granularity
   o.lo = opts.lo or o.granularity
   o.hi = opts.hi or d.hi
+  if opts.hi == nil and o.vary == "seq_len" and o.base.model and o.base.model.path then
+    -- a checkpoint's context bounds the search (config.json's max_position_embeddings)
+    local okm, mcfg = pcall(experiment.model_options, o.base.model, "plan")
+    if not okm then fail("base: %s", dp.error_text(mcfg)) end
+    if mcfg.max_positions then o.hi = math.min(o.hi, mcfg.max_positions) end
+  end
   if o.lo % o.granularity ~= 0 then fail("lo (%d) must be a multiple of granularity (%d)", o.lo, o.granularity) end
   o.hi = o.hi - o.hi % o.granularity
   if o.hi < o.lo then fail("hi (%d) is below lo (%d) at granularity %d", opts.hi or o.hi, o.lo, o.granularity) end

@@ -5,8 +5,8 @@ local dp = require("dpprof")
 
 local presets = {}
 
--- All DP presets, and the three the default comparison shows.
-presets.ALL_METHODS = { "vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip" }
+-- All DP presets (the engine's list, dpprof.dp.METHODS), and the three the default comparison shows.
+presets.ALL_METHODS = dp.dp.METHODS
 presets.DEFAULT_METHODS = { "vanilla", "ghost", "flash_clip" }
 
 -- small: finishes in a minute or two on 2 CPU cores; large: one long-context model for one GPU.
@@ -21,7 +21,7 @@ presets.MODELS = {
 
 -- The arguments presets.choose, presets.methods, presets.base and presets.out read.
 presets.ARGS = { "preset", "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "device",
-                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out" }
+                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel" }
 
 -- presets.ARGS less the given names (a sweep's own variable is not a preset override).
 function presets.args_without(...)
@@ -74,18 +74,17 @@ function presets.choose(args)
            timeout = args.timeout or p.timeout, iters = args.iters or p.iters, warmup = args.warmup or p.warmup }
 end
 
--- The methods to run: methods=a,b; all=1 for every preset; else the default three.
+-- The methods to run (a new list): methods=a,b; all=1 for every preset; else the default three.
 function presets.methods(args)
   if args.methods then return presets.list(args.methods) end
-  if args.all == 1 or args.all == true then return presets.ALL_METHODS end
-  return presets.DEFAULT_METHODS
+  return dp.deep_copy((args.all == 1 or args.all == true) and presets.ALL_METHODS or presets.DEFAULT_METHODS)
 end
 
--- The experiment configuration every script starts from.
+-- The experiment configuration every script starts from: the preset's model, device and
+-- iterations, the physical batch; C, sigma, q, delta and the seed are dpprof.experiment's defaults.
 function presets.base(p, args)
-  return { model = p.model, device = p.device, iters = p.iters, warmup = p.warmup, seed = args.seed or 0,
-           dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01,
-                  max_physical_batch_size = args.physical or p.model.batch } }
+  return { model = p.model, device = p.device, iters = p.iters, warmup = p.warmup, seed = args.seed,
+           dp = { max_physical_batch_size = args.physical or p.model.batch } }
 end
 
 -- The output directory: out=DIR, else results/<script>_<preset>_<timestamp>.
@@ -97,6 +96,14 @@ end
 -- (exit status 1) when a point errored, crashed or timed out, so that a run in CI whose points
 -- all failed does not end as a success; out-of-memory points are results, not failures.
 function presets.finish(out, swept)
+  if swept and swept.passed_over then return end -- `dpprof sweep` acts on another sweep of the script
+  if swept and swept.slurm then
+    print(string.format("results: %s/ as the Slurm tasks end; charts when the array has ended (%s)", swept.out,
+                        swept.slurm.collect_job_id and "job " .. swept.slurm.collect_job_id
+                        or "dpprof sweep collect " .. swept.out))
+    print("follow it: dpprof sweep status " .. swept.out)
+    return
+  end
   local ok, err, messages = dp.plot.render_dir(out)
   for _, m in ipairs(messages or {}) do print("plot: " .. m) end
   if not ok then print("charts: not rendered: " .. tostring(err)) end

@@ -6,15 +6,16 @@ local json = dp.json
 
 local results = {}
 
-results.SCHEMA_VERSION = 1
+-- The schema (common/results_schema.h, the one description the chart reader uses too): its
+-- version, statuses and phases; the categories are the engine's.
+results.SCHEMA_VERSION = dp.results_schema.version
 results.MiB = 1024 * 1024
 results.TIMELINE_POINTS = 4096
-results.STATUSES = { "ok", "oom", "error", "crashed", "timeout" }
-results.PHASES = { "forward", "backward", "clip", "noise", "optimizer" }
+results.STATUSES = dp.results_schema.choices.statuses
+results.PHASES = dp.results_schema.choices.phases
 results.CATEGORIES = dp.memory.categories
--- Per-layer formulations of the norms pass (dpsgd_formulation_name in engine/dp/dpsgd.h).
-results.NORMS_KINDS = { "direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1", "grouped",
-                         "gram_strip", "grad_strip" }
+-- Per-layer formulations of the norms pass: the engine's list (dpprof.dp.FORMULATIONS).
+results.NORMS_KINDS = dp.dp.FORMULATIONS
 
 -- The legacy breakdown: each field is the sum of these categories live at the peak.
 results.LEGACY_BREAKDOWN = {
@@ -25,6 +26,25 @@ results.LEGACY_BREAKDOWN = {
   norm_samples_mb = { "norm_samples", "per_sample_grads" },
   temp_matrices_mb = { "temp", "workspace" },
 }
+results.LEGACY_BREAKDOWN_KEYS = {} -- its keys, sorted
+for k in pairs(results.LEGACY_BREAKDOWN) do results.LEGACY_BREAKDOWN_KEYS[#results.LEGACY_BREAKDOWN_KEYS + 1] = k end
+table.sort(results.LEGACY_BREAKDOWN_KEYS)
+
+-- What dpprof says next to epsilon when an experiment took fixed (shuffled) batches: the accountants
+-- assume Poisson sampling, and for shuffled batches that understates epsilon (Chua et al., ICML 2024).
+results.FIXED_BATCH_CAVEAT = "fixed (shuffled) batches accounted as Poisson sampling: epsilon understates "
+                             .. "the privacy loss (Chua et al., ICML 2024)"
+
+-- One line on a result's privacy for the CLI: "epsilon 1.838 at delta 1e-05 (prv)", with
+-- "; fixed batches: understated" after the accountant when the batches were fixed; nil without
+-- privacy. Results from before accountants were named carry no accountant: RDP.
+function results.epsilon_text(p)
+  if type(p) ~= "table" or json.is_null(p) then return nil end
+  local eps = type(p.epsilon) == "number" and string.format("%.4g", p.epsilon)
+              or (p.epsilon_error and "unknown" or "infinite")
+  return string.format("epsilon %s at delta %g (%s%s)", eps, tonumber(p.delta) or 0, tostring(p.accountant or "rdp"),
+                       p.sampling == "fixed" and "; fixed batches: understated" or "")
+end
 
 local function array(t) return json.array(t or {}) end
 local function null_if_nil(v) if v == nil then return json.null end return v end
@@ -164,12 +184,63 @@ function results.failure(f)
 end
 
 ---------------------------------------------------------------------------------------------
--- Validation: every documented field, its type, and the invariants that tie fields together.
+-- Validation: the schema's fields (common/results_schema.h, as dpprof.results_schema), walked in
+-- its order, each present one checked for its type, sign and choices and each required one for
+-- its presence; then, after each top-level field, the invariants that tie fields together.
+
+-- The schema as a tree: node = {field=, key=, order={children in order}, children={[key]=node}}.
+local function schema_tree(fields)
+  local root, by_path = { order = {}, children = {} }, {}
+  by_path[""] = root
+  for _, f in ipairs(fields) do
+    local parent, key = f.path:match("^(.*)(%[%])$")
+    if not parent then
+      parent, key = f.path:match("^(.*)%.([^.]+)$")
+      if not parent then parent, key = "", f.path end
+    end
+    local p = by_path[parent]
+    if not p then error("results schema: " .. f.path .. " comes before its parent " .. parent) end
+    local node = { field = f, key = key, order = {}, children = {} }
+    p.order[#p.order + 1], p.children[key], by_path[f.path] = node, node, node
+  end
+  return root, by_path
+end
+
+results.SCHEMA = { tree = nil, by_path = nil }
+results.SCHEMA.tree, results.SCHEMA.by_path = schema_tree(dp.results_schema.fields)
+
+-- The value lists a field's `choices` names: the schema's own and the engine's.
+local CHOICES = {
+  statuses = results.STATUSES, phases = results.PHASES, samplings = dp.results_schema.choices.samplings,
+  bounds = dp.results_schema.choices.bounds, formulations = dp.dp.FORMULATIONS, accountants = dp.privacy.accountants,
+  flash_impls = dp.dp.FLASH_IMPLS,
+}
+-- The key sets of the placeholders: {category} and {phase} (every one required).
+local KEYS = { ["{category}"] = results.CATEGORIES, ["{phase}"] = results.PHASES }
+
+-- The top-level keys whose presence marks a JSON document as meant to be a result.
+results.MARK_KEYS = {}
+for _, f in ipairs(dp.results_schema.fields) do
+  if f.marks then results.MARK_KEYS[#results.MARK_KEYS + 1] = f.path end
+end
 
 local V = {}
 V.__index = V
 
-local function new_validator() return setmetatable({ problems = {}, said = {} }, V) end
+-- A task that Slurm stopped for its memory (OUT_OF_MEMORY) has no allocation to describe: its
+-- result is an oom without the `oom` record.
+local function slurm_oom(r)
+  local sw = type(r) == "table" and r.sweep
+  local pl = type(sw) == "table" and sw.placement
+  local sl = type(pl) == "table" and pl.slurm
+  return type(sl) == "table" and sl.state == "OUT_OF_MEMORY"
+end
+
+local function new_validator(r)
+  local status = type(r) == "table" and r.status or nil
+  return setmetatable({ problems = {}, said = {}, ok = status == "ok", oom = status == "oom" and not slurm_oom(r),
+                        predicted = type(r) == "table" and r.predicted == true }, V)
+end
 
 function V:fail(path, fmt, ...)
   local line = path .. ": " .. string.format(fmt, ...)
@@ -184,423 +255,328 @@ local function type_name(v)
   return type(v)
 end
 
--- Returns the value at t[key] when its type is kind ("string", "number", "integer", "boolean",
--- "table"); reports a problem when it is missing (unless optional) or of another type.
--- t itself must be an object (a table): anything else is reported once, at path. A validator
--- never raises, whatever the document holds.
-function V:get(t, key, path, kind, optional)
-  if type(t) ~= "table" then
-    self:fail(path == "" and "(top)" or path, "object expected, got %s", type_name(t))
-    return nil
-  end
-  local v = t[key]
-  local p = path == "" and key or (path .. "." .. key)
+local function is_array(v) return type(v) == "table" and (next(v) == nil or #v > 0) end
+local function int(v) return math.type(v) == "integer" and v or nil end
+local function num(v) return type(v) == "number" and v == v and v ~= math.huge and v ~= -math.huge and v or nil end
+local function tbl(v) return type(v) == "table" and v or nil end
+local function member(list, v)
+  for _, x in ipairs(list) do if x == v then return true end end
+  return false
+end
+
+local KIND = { scalar = "number, string or boolean" }
+local function kind_text(f)
+  local k = KIND[f.type] or f.type
+  return f.nullable and k .. " or null" or k
+end
+
+local TYPE_OK = {
+  string = function(v) return type(v) == "string" end,
+  integer = function(v) return math.type(v) == "integer" end,
+  number = function(v) return type(v) == "number" end,
+  boolean = function(v) return type(v) == "boolean" end,
+  object = function(v) return type(v) == "table" and not json.is_null(v) end,
+  array = function(v) return type(v) == "table" and not json.is_null(v) end,
+  scalar = function(v) local t = type(v) return t == "number" or t == "string" or t == "boolean" end,
+  any = function() return true end,
+}
+
+function V:required(f)
+  local w = f.when
+  if w == "always" or w == "parent" then return true end
+  if w == "ok" then return self.ok end
+  if w == "failed" then return not self.ok end
+  if w == "oom" then return self.oom end
+  if w == "predicted" then return self.ok and self.predicted end
+  return false
+end
+
+local function join(path, key) return path == "" and key or path .. "." .. key end
+
+-- The keys of t as strings, sorted (so problems come in the same order every time).
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = tostring(k) end
+  table.sort(keys)
+  return keys
+end
+
+-- Checks value v of node at path; returns false when v has the wrong type or value.
+function V:check(node, v, path)
+  local f = node.field
   if v == nil then
-    if not optional then self:fail(p, "missing (%s expected)", kind) end
-    return nil
+    if self:required(f) then self:fail(path, "missing (%s expected)", kind_text(f)) end
+    return true
   end
-  local ok
-  if kind == "integer" then ok = math.type(v) == "integer"
-  elseif kind == "number" then ok = type(v) == "number"
-  else ok = type(v) == kind and not json.is_null(v) end
-  if not ok then
-    self:fail(p, "%s expected, got %s", kind, type_name(v))
-    return nil
+  if f.nullable and json.is_null(v) then return true end
+  if not TYPE_OK[f.type](v) then
+    self:fail(path, "%s expected, got %s", kind_text(f), type_name(v))
+    return false
   end
-  if kind == "number" and (v ~= v or v == math.huge or v == -math.huge) then
-    self:fail(p, "not a finite number")
-    return nil
+  if type(v) == "number" then
+    if v ~= v or v == math.huge or v == -math.huge then
+      self:fail(path, "not a finite number")
+      return false
+    end
+    if f.nonneg and v < 0 then
+      self:fail(path, "negative (%s)", tostring(v))
+      return false
+    end
   end
-  return v
+  if f.choices and not member(CHOICES[f.choices], v) then
+    self:fail(path, "'%s' (valid: %s)", tostring(v), table.concat(CHOICES[f.choices], ", "))
+    return false
+  end
+  if f.type == "array" then
+    if not is_array(v) then
+      self:fail(path, "array expected, got an object")
+      return false
+    end
+    local item = node.children["[]"]
+    for i, x in ipairs(item and v or {}) do
+      -- of an array of numbers, only the first wrong one is reported
+      if not self:check(item, x, path .. "[" .. i .. "]") and item.field.type ~= "object" then break end
+    end
+  elseif f.type == "object" then
+    self:children(node, v, path)
+  end
+  return true
 end
 
-function V:nonneg(v, path)
-  if v and v < 0 then self:fail(path, "negative (%s)", tostring(v)) end
-  return v
-end
-
-function V:array(t, key, path, optional)
-  local v = self:get(t, key, path, "table", optional)
-  if v and next(v) ~= nil and #v == 0 then
-    self:fail(path .. "." .. key, "array expected, got an object")
-    return nil
+-- Checks the described children of object t (node's) at path.
+function V:children(node, t, path)
+  for _, child in ipairs(node.order) do
+    local key = child.key
+    local names = KEYS[key]
+    if names then
+      for _, k in ipairs(names) do self:check(child, t[k], join(path, k)) end
+      for _, k in ipairs(sorted_keys(t)) do
+        if not member(names, k) then
+          self:fail(join(path, k), "unknown %s (valid: %s)", key:sub(2, -2), table.concat(names, ", "))
+        end
+      end
+    elseif key == "*" then
+      for _, k in ipairs(sorted_keys(t)) do self:check(child, t[k], join(path, k)) end
+    else
+      self:check(child, t[key], join(path, key))
+    end
   end
-  return v
-end
-
-function V:one_of(v, list, path)
-  if v == nil then return end
-  for _, x in ipairs(list) do if v == x then return end end
-  self:fail(path, "'%s' is not one of %s", tostring(v), table.concat(list, ", "))
 end
 
 -- Derived figures must agree with their source; a writer may round MiB and ms to 3 decimals.
 function V:near(got, want, path, what)
-  if type(got) ~= "number" or type(want) ~= "number" then return end -- a wrong type is reported by get
+  if type(got) ~= "number" or type(want) ~= "number" then return end -- a wrong type is reported by check
   if math.abs(got - want) > math.max(1e-9 * math.abs(want), 0.00051) then
     self:fail(path, "%.9g differs from %s (%.9g)", got, what, want)
   end
 end
 
-function V:category_bytes(t, path)
-  if not t then return end
-  for _, c in ipairs(results.CATEGORIES) do self:nonneg(self:get(t, c, path, "integer"), path .. "." .. c) end
-  for k in pairs(t) do
-    local known = false
-    for _, c in ipairs(results.CATEGORIES) do known = known or c == k end
-    if not known then self:fail(path .. "." .. k, "unknown category (valid: %s)", table.concat(results.CATEGORIES, ", ")) end
-  end
+-- The invariants, run after the top-level field they are named by.
+local INVARIANTS = {}
+
+function INVARIANTS.schema_version(self, r)
+  local sv = int(r.schema_version)
+  if sv and sv ~= results.SCHEMA_VERSION then self:fail("schema_version", "%d, this dpprof reads %d", sv, results.SCHEMA_VERSION) end
 end
 
-function V:config(c)
-  if not c then return end
-  local m = self:get(c, "model", "config", "table")
-  if m then
-    for _, k in ipairs({ "layers", "hidden", "heads", "seq_len", "batch", "vocab" }) do
-      self:nonneg(self:get(m, k, "config.model", "integer"), "config.model." .. k)
-    end
-    self:get(m, "arch", "config.model", "string")
-    self:get(m, "dtype", "config.model", "string")
-  end
-  self:get(c, "method", "config", "string")
-  local o = self:get(c, "optimizer", "config", "table")
-  if o then self:get(o, "name", "config.optimizer", "string"); self:get(o, "lr", "config.optimizer", "number") end
-  local d = not (c.method == "vanilla" and json.is_null(c.dp)) and self:get(c, "dp", "config", "table")
-  if d then
-    for _, k in ipairs({ "max_grad_norm", "noise_multiplier", "sample_rate", "delta" }) do
-      self:get(d, k, "config.dp", "number")
-    end
-    self:get(d, "max_physical_batch_size", "config.dp", "integer")
-  end
-  self:nonneg(self:get(c, "iters", "config", "integer"), "config.iters")
-  self:nonneg(self:get(c, "warmup", "config", "integer"), "config.warmup")
-  self:get(c, "device", "config", "string")
-  self:get(c, "seed", "config", "integer")
-  local n = self:get(c, "threads", "config", "integer", true)
-  if n and n < 1 then self:fail("config.threads", "%d, a thread count is at least 1", n) end
+-- A thread count (config.threads, environment.threads, sweep.placement.threads) is at least 1.
+local function thread_count(self, n, path)
+  if int(n) and n < 1 then self:fail(path, "%d, a thread count is at least 1", n) end
 end
 
-function V:snapshots(list)
-  if not list then return end
+function INVARIANTS.config(self, r)
+  local c = tbl(r.config)
+  if c and json.is_null(c.dp) and c.method ~= "vanilla" then self:fail("config.dp", "object expected, got null") end
+  thread_count(self, c and c.threads, "config.threads")
+end
+
+function INVARIANTS.environment(self, r)
+  thread_count(self, tbl(r.environment) and r.environment.threads, "environment.threads")
+end
+
+function INVARIANTS.snapshots(self, r)
+  local list = is_array(r.snapshots) and r.snapshots or {}
   for i, s in ipairs(list) do
     local p = "snapshots[" .. i .. "]"
-    self:get(s, "name", p, "string")
-    self:nonneg(self:get(s, "allocated_mb", p, "number"), p .. ".allocated_mb")
-    self:nonneg(self:get(s, "reserved_mb", p, "number"), p .. ".reserved_mb")
-    self:nonneg(self:get(s, "timestamp", p, "number"), p .. ".timestamp")
-    local cats = self:get(s, "categories", p, "table")
-    self:category_bytes(cats, p .. ".categories")
+    local cats = tbl(s) and tbl(s.categories)
     if cats and type(s.allocated_mb) == "number" then
       local sum = 0
-      for _, c in ipairs(results.CATEGORIES) do sum = sum + (math.type(cats[c]) and cats[c] or 0) end
+      for _, c in ipairs(results.CATEGORIES) do sum = sum + (int(cats[c]) or 0) end
       self:near(s.allocated_mb, mb(sum), p .. ".allocated_mb", "the sum of its categories")
     end
     local prev = list[i - 1]
-    if i > 1 and type(s) == "table" and type(prev) == "table" and type(s.timestamp) == "number"
-       and type(prev.timestamp) == "number" and s.timestamp < prev.timestamp then
+    if i > 1 and tbl(s) and tbl(prev) and num(s.timestamp) and num(prev.timestamp) and s.timestamp < prev.timestamp then
       self:fail(p .. ".timestamp", "earlier than the snapshot before it")
     end
   end
 end
 
-function V:memory(r, ok)
-  local m = self:get(r, "memory", "", "table", not ok)
+function INVARIANTS.memory(self, r)
+  local m = tbl(r.memory)
   if not m then return end
-  local peak = self:nonneg(self:get(m, "peak_bytes", "memory", "integer"), "memory.peak_bytes")
-  self:nonneg(self:get(m, "warmup_peak_bytes", "memory", "integer"), "memory.warmup_peak_bytes")
-  local rpeak = self:nonneg(self:get(m, "reserved_peak_bytes", "memory", "integer"), "memory.reserved_peak_bytes")
-  local end_bytes = self:nonneg(self:get(m, "end_bytes", "memory", "integer"), "memory.end_bytes")
+  local peak, rpeak, end_bytes = int(m.peak_bytes), int(m.reserved_peak_bytes), int(m.end_bytes)
   if peak and rpeak and rpeak < peak then self:fail("memory.reserved_peak_bytes", "below peak_bytes") end
   if peak and end_bytes and end_bytes > peak then self:fail("memory.end_bytes", "above peak_bytes") end
-  local cats = self:get(m, "categories", "memory", "table")
+  local cats = tbl(m.categories)
   if cats then
     local live_sum = 0
     for _, c in ipairs(results.CATEGORIES) do
-      local p = "memory.categories." .. c
-      local e = self:get(cats, c, "memory.categories", "table")
-      if e then
-        local cur = self:nonneg(self:get(e, "current_bytes", p, "integer"), p .. ".current_bytes")
-        local pk = self:nonneg(self:get(e, "peak_bytes", p, "integer"), p .. ".peak_bytes")
-        local lap = self:nonneg(self:get(e, "live_at_peak_bytes", p, "integer"), p .. ".live_at_peak_bytes")
-        if pk and lap and lap > pk then self:fail(p .. ".live_at_peak_bytes", "above the category's peak") end
-        if pk and cur and cur > pk then self:fail(p .. ".current_bytes", "above the category's peak") end
-        live_sum = live_sum + (lap or 0)
-      end
+      local p, e = "memory.categories." .. c, tbl(cats[c]) or {}
+      local cur, pk, lap = int(e.current_bytes), int(e.peak_bytes), int(e.live_at_peak_bytes)
+      if pk and lap and lap > pk then self:fail(p .. ".live_at_peak_bytes", "above the category's peak") end
+      if pk and cur and cur > pk then self:fail(p .. ".current_bytes", "above the category's peak") end
+      live_sum = live_sum + (lap or 0)
     end
     if peak and live_sum ~= peak then
       self:fail("memory.categories", "live_at_peak_bytes sum to %d, not peak_bytes %d", live_sum, peak)
     end
   end
-  local mods = self:array(m, "modules", "memory")
-  if mods then
-    for i, e in ipairs(mods) do
-      local p = "memory.modules[" .. i .. "]"
-      self:get(e, "module", p, "string")
-      self:nonneg(self:get(e, "peak_bytes", p, "integer"), p .. ".peak_bytes")
-      local lap = self:nonneg(self:get(e, "live_at_peak_bytes", p, "integer"), p .. ".live_at_peak_bytes")
-      local prev = mods[i - 1]
-      if i > 1 and lap and type(prev) == "table" and math.type(prev.live_at_peak_bytes)
-         and lap > prev.live_at_peak_bytes then
-        self:fail(p, "modules are not sorted by live_at_peak_bytes, largest first")
-      end
+  local mods = is_array(m.modules) and m.modules or {}
+  for i = 2, #mods do
+    local lap, prev = tbl(mods[i]) and int(mods[i].live_at_peak_bytes), tbl(mods[i - 1])
+    if lap and prev and int(prev.live_at_peak_bytes) and lap > prev.live_at_peak_bytes then
+      self:fail("memory.modules[" .. i .. "]", "modules are not sorted by live_at_peak_bytes, largest first")
     end
   end
-  local tl = self:get(m, "timeline", "memory", "table")
-  if tl then
-    local n
-    for _, k in ipairs({ "t_ms", "allocated_bytes", "reserved_bytes" }) do
-      local a = self:array(tl, k, "memory.timeline")
-      if a then
-        if n and #a ~= n then self:fail("memory.timeline." .. k, "has %d points, t_ms has %d", #a, n) end
-        n = n or #a
-        if #a > results.TIMELINE_POINTS then
-          self:fail("memory.timeline." .. k, "has %d points (at most %d)", #a, results.TIMELINE_POINTS)
-        end
-        for i, v in ipairs(a) do
-          local ok_type = k == "t_ms" and type(v) == "number" or math.type(v) == "integer"
-          if not ok_type then
-            self:fail(string.format("memory.timeline.%s[%d]", k, i), "%s expected, got %s",
-                      k == "t_ms" and "number" or "integer", type_name(v))
-            break
-          end
-        end
+  local tl, n = tbl(m.timeline) or {}, nil
+  for _, k in ipairs({ "t_ms", "allocated_bytes", "reserved_bytes" }) do
+    local a = is_array(tl[k]) and tl[k]
+    if a then
+      if n and #a ~= n then self:fail("memory.timeline." .. k, "has %d points, t_ms has %d", #a, n) end
+      n = n or #a
+      if #a > results.TIMELINE_POINTS then
+        self:fail("memory.timeline." .. k, "has %d points (at most %d)", #a, results.TIMELINE_POINTS)
       end
     end
-  end
-  if peak then
-    self:near(self:get(r, "peak_memory_mb", "", "number", not ok), mb(peak), "peak_memory_mb", "memory.peak_bytes in MiB")
   end
 end
 
-function V:breakdown(r, ok)
-  local b = self:get(r, "breakdown", "", "table", not ok)
+function INVARIANTS.peak_memory_mb(self, r)
+  local peak = tbl(r.memory) and int(r.memory.peak_bytes)
+  if peak then self:near(r.peak_memory_mb, mb(peak), "peak_memory_mb", "memory.peak_bytes in MiB") end
+end
+
+function INVARIANTS.breakdown(self, r)
+  local b = tbl(r.breakdown)
   if not b then return end
-  local keys = { "total_allocated_mb", "peak_allocated_mb" }
-  for k in pairs(results.LEGACY_BREAKDOWN) do keys[#keys + 1] = k end
-  for _, k in ipairs(keys) do self:nonneg(self:get(b, k, "breakdown", "number"), "breakdown." .. k) end
   self:near(b.peak_allocated_mb, r.peak_memory_mb, "breakdown.peak_allocated_mb", "peak_memory_mb")
-  local m = type(r.memory) == "table" and r.memory or nil
-  if m and type(m.categories) == "table" then
-    for key, list in pairs(results.LEGACY_BREAKDOWN) do
+  local m = tbl(r.memory)
+  if m and tbl(m.categories) then
+    for _, key in ipairs(results.LEGACY_BREAKDOWN_KEYS) do
       local sum = 0
-      for _, c in ipairs(list) do
+      for _, c in ipairs(results.LEGACY_BREAKDOWN[key]) do
         local e = m.categories[c]
         sum = sum + (type(e) == "table" and type(e.live_at_peak_bytes) == "number" and e.live_at_peak_bytes or 0)
       end
       self:near(b[key], mb(sum), "breakdown." .. key, "memory.categories live at the peak")
     end
-    if math.type(m.end_bytes) then self:near(b.total_allocated_mb, mb(m.end_bytes), "breakdown.total_allocated_mb", "memory.end_bytes") end
+    if int(m.end_bytes) then self:near(b.total_allocated_mb, mb(m.end_bytes), "breakdown.total_allocated_mb", "memory.end_bytes") end
   end
 end
 
-function V:timing(r, ok)
-  local t = self:get(r, "timing", "", "table", not ok)
+-- The statistics over iter_ms and avg_time_ms: required and agreeing whenever iterations ran.
+function INVARIANTS.timing(self, r)
+  local t = tbl(r.timing)
   if not t then return end
-  local iters = self:array(t, "iter_ms", "timing")
+  local iters = is_array(t.iter_ms) and t.iter_ms
   if iters then
     local numbers = true
-    for i, v in ipairs(iters) do
-      if type(v) ~= "number" or v < 0 or v ~= v then
-        self:fail("timing.iter_ms[" .. i .. "]", "non-negative number expected, got %s", type_name(v))
-        numbers = false
-      end
-    end
+    for _, v in ipairs(iters) do numbers = numbers and num(v) ~= nil and v >= 0 end
     local want = numbers and results.time_stats(iters) or nil
-    if ok and numbers and not want then self:fail("timing.iter_ms", "empty in an ok result") end
+    if self.ok and numbers and not want then self:fail("timing.iter_ms", "empty in an ok result") end
     if want then
-      for k, v in pairs(want) do self:near(self:get(t, k, "timing", "number"), v, "timing." .. k, "the value over iter_ms") end
-      self:near(self:get(r, "avg_time_ms", "", "number"), want.avg_ms, "avg_time_ms", "timing.avg_ms")
+      for _, k in ipairs({ "avg_ms", "median_ms", "min_ms", "max_ms" }) do
+        if t[k] == nil then self:fail("timing." .. k, "missing (number expected)") end
+        self:near(t[k], want[k], "timing." .. k, "the value over iter_ms")
+      end
+      if r.avg_time_ms == nil then self:fail("avg_time_ms", "missing (number expected)") end
+      self:near(r.avg_time_ms, want.avg_ms, "avg_time_ms", "timing.avg_ms")
     end
-    if type(r.config) == "table" and math.type(r.config.iters) == "integer" and ok and #iters ~= r.config.iters then
+    if tbl(r.config) and int(r.config.iters) and self.ok and #iters ~= r.config.iters then
       self:fail("timing.iter_ms", "has %d entries, config.iters is %d", #iters, r.config.iters)
     end
   end
-  local ph = self:get(t, "phases_ms", "timing", "table")
-  if ph then
-    for _, p in ipairs(results.PHASES) do self:nonneg(self:get(ph, p, "timing.phases_ms", "number"), "timing.phases_ms." .. p) end
-  end
-  local spans = self:array(t, "spans", "timing")
-  if spans then
-    for i, s in ipairs(spans) do
-      local p = "timing.spans[" .. i .. "]"
-      self:one_of(self:get(s, "phase", p, "string"), results.PHASES, p .. ".phase")
-      self:nonneg(self:get(s, "iter", p, "integer"), p .. ".iter")
-      local a, b = self:get(s, "start_ms", p, "number"), self:get(s, "end_ms", p, "number")
-      if a and b and b < a then self:fail(p, "ends before it starts") end
+  for i, s in ipairs(is_array(t.spans) and t.spans or {}) do
+    if tbl(s) and num(s.start_ms) and num(s.end_ms) and s.end_ms < s.start_ms then
+      self:fail("timing.spans[" .. i .. "]", "ends before it starts")
     end
   end
 end
 
 -- A plan run's estimate and budget view (docs/results.md, "Predicted results").
-function V:predicted(r, ok)
-  if r.predicted ~= true then
+function INVARIANTS.plan(self, r)
+  if not self.predicted then
     if r.plan ~= nil then self:fail("plan", "present in a result that is not predicted") end
     return
   end
-  local t = type(r.timing) == "table" and r.timing or nil
-  local e = t and self:get(t, "estimate", "timing", "table", not ok)
+  local e = tbl(r.timing) and tbl(r.timing.estimate)
   if e then
-    self:get(e, "device_model", "timing.estimate", "string")
-    local m = self:get(e, "method", "timing.estimate", "string")
-    if m and not m:find("^roofline") then self:fail("timing.estimate.method", "'%s' is not a roofline", m) end
-    self:get(e, "dtype", "timing.estimate", "string")
+    if type(e.method) == "string" and not e.method:find("^roofline") then
+      self:fail("timing.estimate.method", "'%s' is not a roofline", e.method)
+    end
     for _, k in ipairs({ "peak_flops", "bandwidth" }) do
-      local v = self:get(e, k, "timing.estimate", "number")
-      if v and v <= 0 then self:fail("timing.estimate." .. k, "not positive") end
-    end
-    self:nonneg(self:get(e, "ledger_ms", "timing.estimate", "number"), "timing.estimate.ledger_ms")
-    self:get(e, "label", "timing.estimate", "string")
-    local ops = self:array(e, "ops", "timing.estimate")
-    for i, o in ipairs(ops or {}) do
-      local p = "timing.estimate.ops[" .. i .. "]"
-      self:get(o, "op", p, "string")
-      self:nonneg(self:get(o, "ms", p, "number"), p .. ".ms")
-      self:one_of(self:get(o, "bound", p, "string"), { "compute", "memory" }, p .. ".bound")
+      if num(e[k]) and e[k] <= 0 then self:fail("timing.estimate." .. k, "not positive") end
     end
   end
-  local b = self:get(r, "plan", "", "table", not ok)
+  local b = tbl(r.plan)
   if not b then return end
-  self:get(b, "device_model", "plan", "string")
-  local ints = {}
-  for _, k in ipairs({ "memory_bytes", "context_bytes", "peak_bytes", "budget_bytes", "predicted_reserved_bytes" }) do
-    ints[k] = self:nonneg(self:get(b, k, "plan", "integer"), "plan." .. k)
+  local mem, ctx, pk, budget, reserved, head = int(b.memory_bytes), int(b.context_bytes), int(b.peak_bytes),
+    int(b.budget_bytes), int(b.predicted_reserved_bytes), int(b.headroom_bytes)
+  if mem and ctx and budget and budget ~= mem - ctx then self:fail("plan.budget_bytes", "is not memory_bytes - context_bytes") end
+  if budget and reserved and head then
+    if head ~= budget - reserved then self:fail("plan.headroom_bytes", "is not budget_bytes - predicted_reserved_bytes") end
+    if type(b.fits) == "boolean" and b.fits ~= (head >= 0) then self:fail("plan.fits", "disagrees with headroom_bytes") end
   end
-  local head = self:get(b, "headroom_bytes", "plan", "integer")
-  local fits = self:get(b, "fits", "plan", "boolean")
-  self:nonneg(self:get(b, "reserve_overhead", "plan", "number"), "plan.reserve_overhead")
-  self:get(b, "workspace", "plan", "boolean")
-  if ints.memory_bytes and ints.context_bytes and ints.budget_bytes
-     and ints.budget_bytes ~= ints.memory_bytes - ints.context_bytes then
-    self:fail("plan.budget_bytes", "is not memory_bytes - context_bytes")
-  end
-  if ints.budget_bytes and ints.predicted_reserved_bytes and head then
-    if head ~= ints.budget_bytes - ints.predicted_reserved_bytes then
-      self:fail("plan.headroom_bytes", "is not budget_bytes - predicted_reserved_bytes")
-    end
-    if fits ~= nil and fits ~= (head >= 0) then self:fail("plan.fits", "disagrees with headroom_bytes") end
-  end
-  if ints.peak_bytes and ints.predicted_reserved_bytes and ints.predicted_reserved_bytes < ints.peak_bytes then
-    self:fail("plan.predicted_reserved_bytes", "below plan.peak_bytes")
-  end
-  local m = type(r.memory) == "table" and r.memory or nil
-  if m and ints.peak_bytes and math.type(m.peak_bytes) and math.type(m.warmup_peak_bytes)
-     and ints.peak_bytes ~= math.max(m.peak_bytes, m.warmup_peak_bytes) then
+  if pk and reserved and reserved < pk then self:fail("plan.predicted_reserved_bytes", "below plan.peak_bytes") end
+  local m = tbl(r.memory)
+  if m and pk and int(m.peak_bytes) and int(m.warmup_peak_bytes) and pk ~= math.max(m.peak_bytes, m.warmup_peak_bytes) then
     self:fail("plan.peak_bytes", "is not the larger of memory.peak_bytes and memory.warmup_peak_bytes")
   end
 end
 
-function V:ledger(r, ok)
-  local l = self:array(r, "ledger", "", not ok)
-  if not l then return end
-  for i, e in ipairs(l) do
-    local p = "ledger[" .. i .. "]"
-    self:get(e, "op", p, "string")
-    self:nonneg(self:get(e, "calls", p, "integer"), p .. ".calls")
-    self:nonneg(self:get(e, "flops", p, "number"), p .. ".flops")
-    self:nonneg(self:get(e, "bytes", p, "number"), p .. ".bytes")
-  end
-end
-
-function V:layers(r, ok)
-  local l = self:array(r, "layers", "", not ok)
-  if not l then return end
-  for i, e in ipairs(l) do
-    local p = "layers[" .. i .. "]"
-    self:get(e, "module", p, "string")
-    self:get(e, "kind", p, "string")
-    self:one_of(self:get(e, "norms", p, "string"), results.NORMS_KINDS, p .. ".norms")
-  end
-end
-
-function V:environment(r, ok)
-  local e = self:get(r, "environment", "", "table", not ok)
-  if not e then return end
-  for _, k in ipairs({ "device", "device_name", "cpu", "git_commit", "dpprof_version", "hostname" }) do
-    self:get(e, k, "environment", "string")
-  end
-  self:nonneg(self:get(e, "cores", "environment", "integer"), "environment.cores")
-  -- optional: results written before the thread count was recorded lack it
-  local n = self:get(e, "threads", "environment", "integer", true)
-  if n and n < 1 then self:fail("environment.threads", "%d, a thread count is at least 1", n) end
-  for _, k in ipairs({ "driver_version", "cuda_version" }) do
-    if not json.is_null(e[k]) then self:get(e, k, "environment", "string") end
-  end
-end
-
-function V:privacy(r, ok)
+-- Null only for vanilla; the accountant's parameters with the accountant; the caveat with fixed
+-- batches and only then.
+function INVARIANTS.privacy(self, r)
   local p = r.privacy
-  if p == nil then
-    if ok then self:fail("privacy", "missing (object or null expected)") end
-    return
-  end
   if json.is_null(p) then
-    if ok and r.method and r.method ~= "vanilla" then self:fail("privacy", "null for the DP method '%s'", r.method) end
+    if self.ok and r.method and r.method ~= "vanilla" then self:fail("privacy", "null for the DP method '%s'", r.method) end
     return
   end
-  if not self:get(r, "privacy", "", "table") then return end
-  for _, k in ipairs({ "noise_multiplier", "sample_rate", "delta" }) do
-    self:nonneg(self:get(p, k, "privacy", "number"), "privacy." .. k)
+  if not tbl(p) then return end
+  if type(p.accountant) == "string" and p.accountant_params == nil then
+    self:fail("privacy.accountant_params", "missing (object expected)")
   end
-  if not json.is_null(p.epsilon) then self:nonneg(self:get(p, "epsilon", "privacy", "number"), "privacy.epsilon") end
-  self:nonneg(self:get(p, "steps", "privacy", "integer"), "privacy.steps")
-end
-
-function V:oom(r)
-  local o = self:get(r, "oom", "", "table", r.status ~= "oom")
-  if not o then return end
-  self:nonneg(self:get(o, "requested_bytes", "oom", "integer"), "oom.requested_bytes")
-  self:get(o, "category", "oom", "string")
-  self:get(o, "module", "oom", "string")
-  self:category_bytes(self:get(o, "live_bytes", "oom", "table"), "oom.live_bytes")
-end
-
-function V:sweep(r)
-  local s = self:get(r, "sweep", "", "table", true)
-  if not s then return end
-  self:get(s, "name", "sweep", "string")
-  self:get(s, "config", "sweep", "table", true)
-  local h = self:get(s, "config_hash", "sweep", "string", true)
-  if h and not h:match("^fnv1a64:%x+$") then self:fail("sweep.config_hash", "'%s' is not fnv1a64:<hex>", h) end
-  local vary = self:get(s, "vary", "sweep", "table")
-  for k, v in pairs(vary or {}) do
-    local t = type(v)
-    if t ~= "number" and t ~= "string" and t ~= "boolean" then
-      self:fail("sweep.vary." .. tostring(k), "number, string or boolean expected, got %s", type_name(v))
-    end
+  if p.sampling == "fixed" and p.caveat == nil then self:fail("privacy.caveat", "missing (string expected)") end
+  if type(p.caveat) == "string" and p.sampling ~= "fixed" then
+    self:fail("privacy.caveat", "only for fixed batches (sampling is %s)", tostring(p.sampling))
   end
 end
 
--- Checks every documented field of r (docs/results.md). An ok result must have them all; a
--- failed one must have status, message (and oom for status "oom"), and whatever else it carries
--- must be right. Returns true, or false and the list of problems (one line each, naming the field).
+function INVARIANTS.sweep(self, r)
+  local h = tbl(r.sweep) and r.sweep.config_hash
+  if type(h) == "string" and not h:match("^fnv1a64:%x+$") then
+    self:fail("sweep.config_hash", "'%s' is not fnv1a64:<hex>", h)
+  end
+  local pl = tbl(r.sweep) and tbl(r.sweep.placement)
+  for _, k in ipairs({ "slot", "slots" }) do
+    local n = pl and int(pl[k])
+    if n and n < 1 then self:fail("sweep.placement." .. k, "%d, >= 1 expected", n) end
+  end
+  thread_count(self, pl and pl.threads, "sweep.placement.threads")
+end
+
+-- Checks every field of r the schema describes (docs/results.md) and the invariants between
+-- them. An ok result must have them all; a failed one must have status, message (and oom for
+-- status "oom"), and whatever else it carries must be right. Returns true, or false and the list
+-- of problems (one line each, naming the field). It never raises, whatever the document holds.
 function results.validate(r)
-  local v = new_validator()
-  if type(r) ~= "table" then return false, { "(top): table expected, got " .. type_name(r) } end
-  local sv = v:get(r, "schema_version", "", "integer")
-  if sv and sv ~= results.SCHEMA_VERSION then v:fail("schema_version", "%d, this dpprof reads %d", sv, results.SCHEMA_VERSION) end
-  local status = v:get(r, "status", "", "string")
-  v:one_of(status, results.STATUSES, "status")
-  local ok = status == "ok"
-  v:get(r, "experiment", "", "string")
-  v:get(r, "message", "", "string", ok)
-  v:config(v:get(r, "config", "", "table", not ok))
-  v:get(r, "method", "", "string", not ok)
-  for _, k in ipairs({ "norms", "clip" }) do
-    if r[k] ~= nil and not json.is_null(r[k]) then v:get(r, k, "", "string") end
-    if ok and r[k] == nil then v:fail(k, "missing (string or null expected)") end
+  if type(r) ~= "table" then return false, { "(top): object expected, got " .. type_name(r) } end
+  local v = new_validator(r)
+  for _, node in ipairs(results.SCHEMA.tree.order) do
+    v:check(node, r[node.key], node.key)
+    local after = INVARIANTS[node.key]
+    if after then after(v, r) end
   end
-  v:get(r, "predicted", "", "boolean", not ok)
-  v:snapshots(v:array(r, "snapshots", "", not ok))
-  v:memory(r, ok)
-  v:breakdown(r, ok)
-  v:timing(r, ok)
-  v:predicted(r, ok)
-  v:ledger(r, ok)
-  v:layers(r, ok)
-  v:environment(r, ok)
-  v:privacy(r, ok)
-  v:oom(r)
-  v:sweep(r)
   if #v.problems > 0 then return false, v.problems end
   return true
 end

@@ -20,9 +20,19 @@
 -- printed at the end. The default
 -- run is dp.experiment; `run` replaces it (tests, custom measurements): it gets the point's config
 -- and its vary table and returns a table. Default out: results/run_<timestamp>.
+--
+-- parallel = N runs up to N points at once, each still in a child of its own; parallel = "gpus"
+-- runs one per GPU. On CUDA each child sees only its own GPU; on the CPU the thread budget is
+-- split so points never share a core (dpprof.parallel). Files, resume and the lock are as for one
+-- at a time; progress lines come as points finish. backend = "slurm" (with slurm = {partition=,
+-- account=, time=, gpus_per_task=, cpus_per_task=, mem=, max_parallel=, extra={...}}) submits the
+-- points as one Slurm job array instead of running them (dpprof.slurm; `dpprof sweep submit`).
+-- Every result records where it ran: sweep.placement = {host, slot, slots, threads,
+-- cuda_visible_devices, slurm} (the fields that apply).
 local dp = require("dpprof")
 local json = dp.json
 local results = require("dpprof.results")
+local parallel = require("dpprof.parallel")
 
 local sweep = {}
 
@@ -30,7 +40,18 @@ local sweep = {}
 sweep.LOCK_FILE = ".dpprof-sweep.lock"
 
 local OPTION_KEYS = { "base", "vary", "out", "name", "timeout", "resume", "retry_failed", "trace", "order",
-                      "run", "isolate", "quiet" }
+                      "run", "isolate", "quiet", "parallel", "backend", "slurm" }
+
+-- What a `dpprof sweep` command (dpprof.cli) asks of the sweeps of the script it runs, or nil:
+-- {mode = "submit" | "resubmit" | "task", call =, dir =, index =, slurm =, script =, args =}
+-- (dpprof.slurm says what each mode does).
+sweep.session = nil
+
+-- dp.sweep calls in this process so far: a Slurm sweep's manifest names its sweep by this count.
+local calls = 0
+
+-- What a Slurm task raises once its point's result is written, to end the script there.
+sweep.TASK_DONE = setmetatable({}, { __tostring = function() return "dpprof.sweep: the Slurm task's point is done" end })
 
 -- Where each vary key lands in the experiment configuration. Keys not listed here may be given as
 -- dotted paths ("model.hidden", "dp.noise_multiplier").
@@ -38,10 +59,12 @@ sweep.KEYS = {
   method = { "method" }, norms = { "norms" }, clip = { "clip" },
   seq_len = { "model", "seq_len" }, layers = { "model", "layers" }, batch = { "model", "batch" },
   hidden = { "model", "hidden" }, heads = { "model", "heads" }, vocab = { "model", "vocab" },
+  kv_heads = { "model", "kv_heads" }, head_dim = { "model", "head_dim" },
   arch = { "model", "arch" }, dtype = { "model", "dtype" }, mlp_ratio = { "model", "mlp_ratio" },
   ffn = { "model", "ffn" }, lora_rank = { "model", "lora", "rank" },
   max_grad_norm = { "dp", "max_grad_norm" }, noise_multiplier = { "dp", "noise_multiplier" },
   sample_rate = { "dp", "sample_rate" }, max_physical_batch_size = { "dp", "max_physical_batch_size" },
+  accountant = { "dp", "accountant" },
   lr = { "optimizer", "lr" }, optimizer = { "optimizer", "name" },
   iters = { "iters" }, warmup = { "warmup" }, device = { "device" }, seed = { "seed" },
 }
@@ -218,11 +241,13 @@ local function describe(r)
     parts[#parts + 1] = string.format("%.1f ms/iter%s", ms, r.predicted and " (estimated)" or "")
   end
   if r.status == "ok" then parts[#parts + 1] = unfit(r, true) end
+  if r.status == "ok" then parts[#parts + 1] = results.epsilon_text(r.privacy) end
   return table.concat(parts, ", ")
 end
 
 local function print_summary(name, out, points)
-  local rows = { { "point", "status", "peak", "ms/iter", "note" } }
+  local rows = { { "point", "status", "peak", "ms/iter", "epsilon", "note" } }
+  local fixed = false
   for _, p in ipairs(points) do
     local r = p.result or {}
     local peak, ms
@@ -237,11 +262,20 @@ local function print_summary(name, out, points)
     elseif r.status and r.status ~= "ok" then
       note = one_line(r.message, 60)
     end
+    local eps = "-"
+    if r.status == "ok" and type(r.privacy) == "table" and not json.is_null(r.privacy) then
+      local e = r.privacy.epsilon
+      local value = type(e) == "number" and string.format("%.4g", e) or (r.privacy.epsilon_error and "-" or "inf")
+      eps = string.format("%s (%s)%s", value,
+                          tostring(r.privacy.accountant or "rdp"), r.privacy.sampling == "fixed" and "*" or "")
+      fixed = fixed or r.privacy.sampling == "fixed"
+    end
     rows[#rows + 1] = { p.name, tostring(r.status or p.status), peak and dp.format_bytes(peak) or "-",
-                        ms and string.format("%.1f", ms) or "-", note }
+                        ms and string.format("%.1f", ms) or "-", eps, note }
   end
   print(string.format("\nsweep %s: %d point%s, results in %s", name, #points, #points == 1 and "" or "s", out))
-  dp.print_table(rows, { false, false, true, true, false })
+  dp.print_table(rows, { false, false, true, true, true, false })
+  if fixed then print("* " .. results.FIXED_BATCH_CAVEAT) end
 end
 
 local function default_run(cfg)
@@ -259,16 +293,18 @@ end
 
 -- The result file of a point, with what the sweep adds; a result from a child that could not
 -- report (crash, timeout, error outside the experiment) becomes a failure result.
-local function finish_result(r, p, sweep_name)
+local function finish_result(r, p, sweep_name, placement)
   if r.status ~= "ok" and r.schema_version == nil then
     r = results.failure{ name = p.name, status = r.status, message = r.message and dp.error_text(r.message),
                          traceback = r.traceback,
                          oom = r.oom, config = plain(p.config) }
   end
   if r.experiment == nil then r.experiment = p.name end
-  r.sweep = { name = sweep_name, vary = p.vary, config = p.resolved, config_hash = p.config_hash }
+  r.sweep = { name = sweep_name, vary = p.vary, config = p.resolved, config_hash = p.config_hash,
+              placement = placement }
   return r
 end
+sweep.finish_result = finish_result
 
 -- The configuration a point resolves to, as recorded for resume: for the default run the
 -- experiment's normalised configuration (every default filled in) less what does not change the
@@ -325,15 +361,15 @@ end
 
 -- The error that stops a sweep whose result could not be written: its message says what was done
 -- and how to go on; `result` keeps the measurement that could not be written.
-local function write_failure(p, r, err, points, i, out)
+local function write_failure(p, r, err, points, out)
   local written = 0
-  for k = 1, i - 1 do if points[k].result then written = written + 1 end end
+  for _, q in ipairs(points) do if q.result then written = written + 1 end end
   local message = string.format(
     "dpprof.sweep: the result of point %s (%s) could not be written, twice: %s. The sweep stops: %d point%s "
     .. "before it finished and %s in %s, %d did not run; the unwritten result is in this error's `result`. "
     .. "Free space or fix %s and run the sweep again to resume.",
     p.name, describe(r), err, written, written == 1 and "" or "s", written == 1 and "is" or "are", out,
-    #points - i, out)
+    #points - written - 1, out)
   return setmetatable({ message = message, result = r, point = p.name, points = points },
                       { __tostring = function(e) return e.message end })
 end
@@ -347,6 +383,16 @@ local function write_result(file, r)
   ok, err = pcall(results.write, file, r)
   if ok then return true end
   return false, dp.error_text(err)
+end
+
+sweep.write_result = write_result
+sweep.describe = describe
+sweep.print_summary = print_summary
+
+-- The result of a sweep call that a `dpprof sweep` command passes over (another call of the
+-- script is the one it acts on).
+local function passed_over(out, name)
+  return { out = out, name = name, points = {}, counts = {}, passed_over = true }
 end
 
 function sweep.run(opts)
@@ -374,6 +420,29 @@ function sweep.run(opts)
   local retry_failed = opts.retry_failed ~= false
   local isolate = opts.isolate ~= false
   local say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
+  local session = sweep.session
+  local backend = session and "slurm" or opts.backend or "local"
+  if backend ~= "local" and backend ~= "slurm" then
+    error(string.format("dpprof.sweep: unknown backend '%s' (valid: local, slurm)", tostring(backend)), 2)
+  end
+  if opts.slurm ~= nil and type(opts.slurm) ~= "table" then error("dpprof.sweep: slurm must be a table of options", 2) end
+  if opts.parallel ~= nil and not isolate then
+    error("dpprof.sweep: parallel needs isolated points (isolate=false runs them in this process, one at a time)", 2)
+  end
+  calls = calls + 1
+  local call = calls
+  -- a `dpprof sweep` command for one sweep of a script passes the others over; its sweep's files
+  -- are where the command says (the script's own default out may hold a timestamp)
+  if session and session.call and session.call ~= call then return passed_over(out, name) end
+  if session then session.reached = true end
+  if session and session.dir then out = session.dir end
+  local slurm = backend == "slurm" and require("dpprof.slurm") or nil
+  local slurm_options
+  if slurm then
+    local sok, checked = pcall(slurm.options, opts.slurm, session and session.slurm)
+    if not sok then error(checked, 2) end
+    slurm_options = checked
+  end
 
   local points = sweep.points(base, vary, opts.order)
   -- A point the experiment would refuse (a misspelt method or key, a model that cannot be built)
@@ -394,6 +463,12 @@ function sweep.run(opts)
     end
     p.config_hash = hash
   end
+  local plan
+  if backend == "local" then
+    local pok, planned = pcall(parallel.plan, opts.parallel, points)
+    if not pok then error(planned, 2) end
+    plan = planned
+  end
   local ok, err = dp.mkdir_p(out)
   if not ok then error("dpprof.sweep: " .. err, 2) end
   -- Every file a point writes must be nameable here: checked before the first point runs.
@@ -405,8 +480,42 @@ function sweep.run(opts)
                           .. "shorten the vary values or give fewer keys", p.name, longest, #longest, name_max, out), 2)
     end
   end
+  local host = dp.environment().hostname or "unknown"
+  local function prepare(p)
+    p.file = out .. "/" .. p.name .. ".json"
+    local cfg = p.config
+    if run == default_run then
+      cfg.name = p.name
+      if opts.trace then cfg.trace = out .. "/" .. p.name .. ".trace.json" end
+    end
+    return cfg
+  end
+  -- A Slurm array task runs one point, writes its file and ends the script (tasks of one array
+  -- run side by side, each on its own file: no lock).
+  if session and session.mode == "task" then
+    local tok, p = pcall(slurm.task_point, session, points)
+    if not tok then
+      -- the point's file says why, or collect would only see a task that ended without one
+      local q = session.manifest.points[session.index + 1]
+      if q then
+        local r = results.failure{ name = q.name, status = "error", message = p, config = q.config }
+        write_result(out .. "/" .. q.file, finish_result(r, { name = q.name, vary = q.vary, resolved = q.config,
+                                                              config_hash = q.config_hash }, name,
+                                                         (slurm.task_placement(host))))
+      end
+      error(p, 2)
+    end
+    local cfg = prepare(p)
+    local placement, threads = slurm.task_placement(host)
+    local r = dp.isolate(run, cfg, p.vary, { timeout = timeout, threads = threads })
+    r = finish_result(r, p, name, placement)
+    local wok, werr = write_result(p.file, r)
+    if not wok then error(string.format("dpprof.sweep: the result of point %s could not be written: %s", p.name, werr), 2) end
+    say(string.format("[%d/%d] %s: %s", session.index + 1, #points, p.name, describe(r)))
+    error(sweep.TASK_DONE, 0)
+  end
   -- One sweep at a time in a directory: a second one would overwrite the first one's files.
-  local note = string.format("pid %d on %s since %s (sweep '%s')", dp.pid(), dp.environment().hostname or "?",
+  local note = string.format("pid %d on %s since %s (sweep '%s')", dp.pid(), host,
                              os.date("%Y-%m-%d %H:%M:%S"), name)
   local lock <close>, holder = dp.lock(out .. "/" .. sweep.LOCK_FILE, note)
   if not lock then
@@ -417,7 +526,6 @@ function sweep.run(opts)
   local start = dp.clock()
   local ran, ran_time = 0, 0
   local to_run = 0
-  local counts = {}
   local prior, stale = {}, {}
   for i, p in ipairs(points) do
     p.file = out .. "/" .. p.name .. ".json"
@@ -435,40 +543,67 @@ function sweep.run(opts)
                         #stale > 1 and string.format(" (and %d more point%s)", #stale - 1, #stale > 2 and "s" or "") or "",
                         out), 2)
   end
-  say(string.format("sweep %s: %d point%s (%d to run) -> %s", name, #points, #points == 1 and "" or "s", to_run, out))
+  if slurm then
+    local sok, submitted = pcall(slurm.submit, {
+      out = out, name = name, points = points, prior = prior, call = call, options = slurm_options,
+      session = session, timeout = timeout, say = say, quiet = opts.quiet })
+    if not sok then error(submitted, 2) end
+    return submitted
+  end
+  say(string.format("sweep %s: %d point%s (%d to run%s) -> %s", name, #points, #points == 1 and "" or "s", to_run,
+                    plan and string.format(", %d at a time%s, %d thread%s each", plan.slots,
+                                           plan.gpus and " on GPUs " .. table.concat(plan.gpus, ",") or "",
+                                           plan.threads, plan.threads == 1 and "" or "s") or "", out))
   local width = #tostring(#points)
+  local function tag(i) return string.format("[%" .. width .. "d/%d] %s", i, #points, points[i].name) end
+  -- A point's child has ended: its file is written at once, then one progress line.
+  local function finished(i, r, took, placement)
+    local p = points[i]
+    r = finish_result(r, p, name, placement)
+    local wok, werr = write_result(p.file, r)
+    if not wok then error(write_failure(p, r, werr, points, out), 0) end
+    ran, ran_time = ran + 1, ran_time + took
+    local left = to_run - ran
+    say(string.format("%s: %s (%s) | elapsed %s, ETA %s", tag(i), describe(r), format_duration(took),
+                      format_duration(dp.clock() - start),
+                      left > 0 and format_duration(ran_time / ran * left / (plan and plan.slots or 1)) or "done"))
+    p.result = r
+  end
+  local todo = {}
   for i, p in ipairs(points) do
-    local tag = string.format("[%" .. width .. "d/%d] %s", i, #points, p.name)
-    local r
     if prior[i] then
-      r = prior[i]
+      p.result = prior[i]
       p.skipped = true
-      say(string.format("%s: %s (done before, skipped)", tag, r.status))
+      say(string.format("%s: %s (done before, skipped)", tag(i), prior[i].status))
+    elseif plan then
+      todo[#todo + 1] = i
     else
-      local cfg = p.config
-      if run == default_run then
-        cfg.name = p.name
-        if opts.trace then cfg.trace = out .. "/" .. p.name .. ".trace.json" end
-      end
+      local cfg = prepare(p)
       local t0 = dp.clock()
+      local r
       if isolate then
         r = dp.isolate(run, cfg, p.vary, { timeout = timeout })
       else
         r = run_here(run, cfg, p.vary)
       end
-      r = finish_result(r, p, name)
-      local wok, werr = write_result(p.file, r)
-      if not wok then error(write_failure(p, r, werr, points, i, out), 2) end
-      local took = dp.clock() - t0
-      ran, ran_time = ran + 1, ran_time + took
-      local left = to_run - ran
-      say(string.format("%s: %s (%s) | elapsed %s, ETA %s", tag, describe(r), format_duration(took),
-                        format_duration(dp.clock() - start),
-                        left > 0 and format_duration(ran_time / ran * left) or "done"))
+      finished(i, r, dp.clock() - t0, { host = host })
     end
-    p.result = r
-    p.status = r.status
-    counts[r.status] = (counts[r.status] or 0) + 1
+  end
+  if plan then
+    local placements, started = {}, {}
+    parallel.run(plan, todo, function(i, slot)
+      local options, placement = parallel.slot_options(plan, slot, timeout)
+      placement.host = host
+      placements[i], started[i] = placement, dp.clock()
+      return dp.isolate_start(run, prepare(points[i]), points[i].vary, options)
+    end, function(i, r)
+      finished(i, r, dp.clock() - started[i], placements[i])
+    end)
+  end
+  local counts = {}
+  for _, p in ipairs(points) do
+    p.status = p.result.status
+    counts[p.status] = (counts[p.status] or 0) + 1
   end
   if not opts.quiet then print_summary(name, out, points) end
   return { out = out, name = name, points = points, counts = counts }

@@ -8,6 +8,7 @@
 #include "error.h"
 #include "philox.h"
 
+#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -103,6 +104,8 @@ int main(void) {
     CHECK(dp_cpu_set_threads(0) == DP_EINVAL);
     CHECK(strstr(dp_error_message(), "threads: 0") != NULL);
     CHECK(dp_cpu_set_threads(-3) == DP_EINVAL);
+    /* one pool: OpenBLAS's own pthreads stay at one whatever the team's size */
+    CHECK(openblas_get_parallel() != 1 || openblas_get_num_threads() == 1);
 #ifdef _OPENMP
     CHECK(dp_cpu_threads() == 2); /* a refused count changes nothing */
 #endif

@@ -1,7 +1,9 @@
-/* test_cuda.c: the CUDA backend against the CPU. Philox fills are bit-identical; GEMM (plain,
- * transposed, batched, bf16), element-wise ops and sums of squares agree within float rounding;
- * the allocator tags the workspace and reports the pool's reserved bytes; an allocation larger
- * than the card is an out-of-memory error, not an abort. Skips where no GPU is usable. */
+/* test_cuda.c: the CUDA backend against the CPU. Philox fills are bit-identical, and are the
+ * distribution asked for (moments within 5 standard errors: two devices writing zeros would agree
+ * too); GEMM (plain, transposed, batched, bf16), element-wise ops and sums of squares agree within
+ * float rounding; the allocator tags the workspace and reports the pool's reserved bytes; an
+ * allocation larger than the card is an out-of-memory error, not an abort, that leaves the
+ * allocator's figures as they were. Skips where no GPU is usable. */
 #include "check.h"
 #include "test_util.h"
 #include "device.h"
@@ -10,6 +12,7 @@
 #include "ops.h"
 #include "tensor.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,6 +46,19 @@ static double max_rel_diff(const dp_tensor *g, const dp_tensor *c) {
     return worst;
 }
 
+/* The sample mean and variance of x[0..n) within 5 standard errors of mean and var (the
+ * variance's standard error for a normal sample; the uniform's is smaller). */
+static void check_moments(const float *x, int64_t n, double mean, double var, const char *what) {
+    double sum = 0.0, sq = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += x[i];
+    double m = sum / (double)n;
+    for (int64_t i = 0; i < n; i++) sq += (x[i] - m) * (x[i] - m);
+    double v = sq / (double)(n - 1);
+    printf("philox %s: mean %.5f (want %.5f), variance %.5f (want %.5f)\n", what, m, mean, v, var);
+    CHECK(fabs(m - mean) <= 5.0 * sqrt(var / (double)n));
+    CHECK(fabs(v - var) <= 5.0 * var * sqrt(2.0 / (double)(n - 1)));
+}
+
 static void test_rand_bit_identical(void) {
     int64_t n = 1000003;
     for (int dist = 0; dist < 2; dist++) {
@@ -57,6 +73,11 @@ static void test_rand_bit_identical(void) {
         int diff = memcmp(c.data, back.data, (size_t)n * 4);
         printf("philox %s: CPU and CUDA bits %s\n", dist ? "normal" : "uniform", diff ? "DIFFER" : "identical");
         CHECK(diff == 0);
+        /* uniform on [-0.5, 2): mean 0.75, variance 2.5^2 / 12; normal: mean -0.5, variance 4 */
+        if (dist)
+            check_moments(back.data, n, -0.5, 4.0, "normal");
+        else
+            check_moments(back.data, n, 0.75, 2.5 * 2.5 / 12.0, "uniform");
         /* noise added in place at an offset, as DP does */
         CHECK_OK(cpu->ops->rand(cpu, DP_F32, c.data, (size_t)n - 5, d, 0, 1, 7, 3, 5, 1, 1.0f));
         CHECK_OK(gpu->ops->rand(gpu, DP_F32, g.data, (size_t)n - 5, d, 0, 1, 7, 3, 5, 1, 1.0f));
@@ -143,7 +164,7 @@ static void test_elementwise_and_sumsq(void) {
 }
 
 static void test_memory_and_oom(void) {
-    dp_mem_stats s;
+    dp_mem_stats s, after;
     dp_mem_get_stats(gpu->mem, &s);
     CHECK_EQ_U64(s.current[DP_CAT_WORKSPACE], DP_CUDA_CUBLAS_WORKSPACE_BYTES + DP_CUDA_SCRATCH_BYTES);
     CHECK(s.reserved_current >= s.total_current);
@@ -154,6 +175,11 @@ static void test_memory_and_oom(void) {
     printf("OOM message: %s\n", dp_error_message());
     CHECK(strstr(dp_error_message(), "requested 4398046511104 bytes") != NULL);
     CHECK(strstr(dp_error_message(), "workspace=") != NULL);
+    /* the failed allocation left nothing allocated: every category as before, activations 0 */
+    dp_mem_get_stats(gpu->mem, &after);
+    CHECK_EQ_U64(after.current[DP_CAT_ACTIVATIONS], 0);
+    for (int c = 0; c < DP_CAT_COUNT; c++) CHECK_EQ_U64(after.current[c], s.current[c]);
+    CHECK_EQ_U64(after.total_current, s.total_current);
     /* the device still works after the failed allocation */
     int64_t n = 1024;
     CHECK_OK(dp_tensor_init(&t, gpu, DP_F32, 1, &n, DP_CAT_ACTIVATIONS));
@@ -162,6 +188,9 @@ static void test_memory_and_oom(void) {
     CHECK_OK(dp_sumsq(&t, &ss));
     CHECK_CLOSE(ss, 4096.0, 1e-6);
     dp_tensor_release(&t);
+    dp_mem_get_stats(gpu->mem, &after);
+    CHECK_EQ_U64(after.current[DP_CAT_ACTIVATIONS], 0);
+    CHECK_EQ_U64(after.total_current, s.total_current);
 }
 
 int main(void) {

@@ -223,6 +223,10 @@ static dp_model *model_on(dp_device *dev, dp_arch arch, dp_dtype dt) {
     cfg.seq_len = 40;
     cfg.batch = 3;
     cfg.tie_head = arch == DP_ARCH_GPT;
+    if (arch == DP_ARCH_LLAMA) { /* grouped-query attention, heads of 64: the tensor-core kernels in bf16 */
+        cfg.kv_heads = 2;
+        cfg.head_dim = 64;
+    }
     cfg.seed = 21;
     cfg.dtype = dt;
     dp_model *m = NULL;

@@ -30,6 +30,7 @@
 #include "dpprof_engine.h"
 #include "error.h"
 #include "layer_ops.h"
+#include "model.h"
 #include "tensor.h"
 
 #include <math.h>
@@ -40,6 +41,7 @@
 
 static dp_device *cpu, *gpu;
 static uint64_t next_stream = 1; /* a fresh Philox stream for every input */
+#define ROPE_MAX_PAIRS 256       /* the CUDA rope's largest head: 512 */
 
 /* ---- paired buffers: the same contents on the CPU and the GPU -------------------------------- */
 
@@ -159,7 +161,8 @@ static int32_t rand_below(int64_t n) {
 
 /* ---- embeddings ------------------------------------------------------------------------------ */
 
-static void test_embedding(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t V, int with_wpe, int with_dwte) {
+static void test_embedding(dp_dtype t, dp_dtype wt, int64_t B, int64_t T, int64_t d, int64_t V, int with_wpe,
+                           int with_dwte) {
     const int64_t N = B * T;
     char what[160];
     int32_t *ids = malloc((size_t)N * sizeof *ids);
@@ -167,15 +170,15 @@ static void test_embedding(dp_dtype t, int64_t B, int64_t T, int64_t d, int64_t 
     ipair id;
     ipair_init(&id, ids, N);
     pair wte, wpe, out, dout, dwte, dwpe;
-    pair_rand(&wte, DP_F32, V * d, 0, 1);
-    pair_rand(&wpe, DP_F32, T * d, 0, 1);
+    pair_rand(&wte, wt, V * d, 0, 1); /* bf16 tables: a bf16 model's frozen embeddings */
+    pair_rand(&wpe, wt, T * d, 0, 1);
     pair_nan(&out, t, N * d);
     CHECK_OK(
-        CPU_L->embedding_forward(cpu, t, out.c.data, id.c.data, wte.c.data, with_wpe ? wpe.c.data : NULL, N, T, d));
+        CPU_L->embedding_forward(cpu, t, wt, out.c.data, id.c.data, wte.c.data, with_wpe ? wpe.c.data : NULL, N, T, d));
     CHECK_OK(
-        GPU_L->embedding_forward(gpu, t, out.g.data, id.g.data, wte.g.data, with_wpe ? wpe.g.data : NULL, N, T, d));
-    snprintf(what, sizeof what, "embedding_forward %s N=%lld T=%lld d=%lld V=%lld%s", dp_dtype_name(t), (long long)N,
-             (long long)T, (long long)d, (long long)V, with_wpe ? "" : " no wpe");
+        GPU_L->embedding_forward(gpu, t, wt, out.g.data, id.g.data, wte.g.data, with_wpe ? wpe.g.data : NULL, N, T, d));
+    snprintf(what, sizeof what, "embedding_forward %s (tables %s) N=%lld T=%lld d=%lld V=%lld%s", dp_dtype_name(t),
+             dp_dtype_name(wt), (long long)N, (long long)T, (long long)d, (long long)V, with_wpe ? "" : " no wpe");
     report(what, pair_err(&out), 0); /* a gather and one f32 add: exact */
 
     pair_rand(&dout, t, N * d, 0, 1);
@@ -347,18 +350,35 @@ static void test_gelu_swiglu(dp_dtype t, int64_t n, int offset) {
 
 /* ---- rope -------------------------------------------------------------------------------------- */
 
-static void test_rope(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t hd) {
-    char what[160];
+/* inv_freq of Llama-3.1's rope (theta 500000, llama3 scaling factor 8 / low 1 / high 4 /
+ * original 8192), or the default rope (theta 10000), computed by the model's own code */
+static void rope_table(int64_t hd, int llama3, float *inv_freq, float *scale) {
+    dp_model_config c;
+    dp_model_config_default(&c, DP_ARCH_LLAMA);
+    if (llama3) {
+        c.rope_theta = 500000.0f;
+        c.rope.type = DP_ROPE_LLAMA3;
+        c.rope.factor = 8, c.rope.low_freq_factor = 1, c.rope.high_freq_factor = 4;
+        c.rope.original_max_positions = 8192;
+    }
+    CHECK_OK(dp_rope_inv_freq(&c, hd, inv_freq, scale));
+}
+
+static void test_rope(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t hd, int llama3, float scale) {
+    char what[200];
     const int64_t N = B * T, d = H * hd, ld = 3 * d; /* q and k inside a fused qkv row */
+    float inv_freq[ROPE_MAX_PAIRS], unused;
+    rope_table(hd, llama3, inv_freq, &unused);
     pair qkv;
     pair_rand(&qkv, t, N * ld, 0, 1);
     for (int inverse = 0; inverse < 2; inverse++) {
         for (int part = 0; part < 2; part++) {
-            CHECK_OK(CPU_L->rope(cpu, t, at_c(&qkv, part * d), ld, N, T, H, hd, 10000.0f, inverse));
-            CHECK_OK(GPU_L->rope(gpu, t, at_g(&qkv, part * d), ld, N, T, H, hd, 10000.0f, inverse));
+            CHECK_OK(CPU_L->rope(cpu, t, at_c(&qkv, part * d), ld, N, T, H, hd, inv_freq, scale, inverse));
+            CHECK_OK(GPU_L->rope(gpu, t, at_g(&qkv, part * d), ld, N, T, H, hd, inv_freq, scale, inverse));
         }
-        snprintf(what, sizeof what, "rope%s %s B=%lld T=%lld H=%lld hd=%lld (q, k in fused qkv)",
-                 inverse ? " inverse" : "", dp_dtype_name(t), (long long)B, (long long)T, (long long)H, (long long)hd);
+        snprintf(what, sizeof what, "rope%s%s %s B=%lld T=%lld H=%lld hd=%lld scale=%g (q, k in fused qkv)",
+                 llama3 ? " llama3" : "", inverse ? " inverse" : "", dp_dtype_name(t), (long long)B, (long long)T,
+                 (long long)H, (long long)hd, (double)scale);
         report(what, pair_err(&qkv), tol_of(t));
     }
     pair_free(&qkv);
@@ -366,21 +386,23 @@ static void test_rope(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t hd) {
 
 /* ---- attention --------------------------------------------------------------------------------- */
 
-static void test_attention(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t hd) {
-    char what[200], shape[96];
-    const int64_t N = B * T, d = H * hd, ld = 3 * d;
+/* q, k and v side by side in rows of (H + 2 Hkv) hd (GPT-2's fused qkv when Hkv == H); Hkv < H
+ * is grouped-query attention (the dk, dv of a kv head sum its group's query heads) */
+static void test_attention(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hd) {
+    char what[200], shape[120];
+    const int64_t N = B * T, d = H * hd, dkv = Hkv * hd, ld = d + 2 * dkv;
     const float scale = 1.0f / sqrtf((float)hd);
     const double tol = t == DP_BF16 ? 2e-2 : 1e-5;
-    snprintf(shape, sizeof shape, "%s B=%lld T=%lld H=%lld hd=%lld", dp_dtype_name(t), (long long)B, (long long)T,
-             (long long)H, (long long)hd);
+    snprintf(shape, sizeof shape, "%s B=%lld T=%lld H=%lld Hkv=%lld hd=%lld", dp_dtype_name(t), (long long)B,
+             (long long)T, (long long)H, (long long)Hkv, (long long)hd);
     pair qkv, out, lse, dout, dqkv, delta;
     pair_rand(&qkv, t, N * ld, 0, 1);
     pair_nan(&out, t, N * d);
     pair_nan(&lse, DP_F32, B * H * T);
-    CHECK_OK(CPU_L->attention_forward(cpu, t, out.c.data, lse.c.data, at_c(&qkv, 0), at_c(&qkv, d), at_c(&qkv, 2 * d),
-                                      ld, B, T, H, hd, scale));
-    CHECK_OK(GPU_L->attention_forward(gpu, t, out.g.data, lse.g.data, at_g(&qkv, 0), at_g(&qkv, d), at_g(&qkv, 2 * d),
-                                      ld, B, T, H, hd, scale));
+    CHECK_OK(CPU_L->attention_forward(cpu, t, out.c.data, lse.c.data, at_c(&qkv, 0), at_c(&qkv, d), at_c(&qkv, d + dkv),
+                                      ld, ld, B, T, H, Hkv, hd, scale));
+    CHECK_OK(GPU_L->attention_forward(gpu, t, out.g.data, lse.g.data, at_g(&qkv, 0), at_g(&qkv, d), at_g(&qkv, d + dkv),
+                                      ld, ld, B, T, H, Hkv, hd, scale));
     snprintf(what, sizeof what, "attention_forward %s out", shape);
     report(what, pair_err(&out), tol);
     snprintf(what, sizeof what, "attention_forward %s lse", shape);
@@ -391,16 +413,17 @@ static void test_attention(dp_dtype t, int64_t B, int64_t T, int64_t H, int64_t 
     pair_rand(&dout, t, N * d, 0, 1);
     pair_nan(&dqkv, t, N * ld);
     pair_nan(&delta, DP_F32, B * H * T);
-    CHECK_OK(CPU_L->attention_backward(cpu, t, at_c(&dqkv, 0), at_c(&dqkv, d), at_c(&dqkv, 2 * d), ld, dout.c.data,
-                                       out.c.data, lse.c.data, at_c(&qkv, 0), at_c(&qkv, d), at_c(&qkv, 2 * d), ld,
-                                       delta.c.data, B, T, H, hd, scale));
-    CHECK_OK(GPU_L->attention_backward(gpu, t, at_g(&dqkv, 0), at_g(&dqkv, d), at_g(&dqkv, 2 * d), ld, dout.g.data,
-                                       out.g.data, lse.g.data, at_g(&qkv, 0), at_g(&qkv, d), at_g(&qkv, 2 * d), ld,
-                                       delta.g.data, B, T, H, hd, scale));
+    CHECK_OK(CPU_L->attention_backward(cpu, t, at_c(&dqkv, 0), at_c(&dqkv, d), at_c(&dqkv, d + dkv), ld, ld,
+                                       dout.c.data, out.c.data, lse.c.data, at_c(&qkv, 0), at_c(&qkv, d),
+                                       at_c(&qkv, d + dkv), ld, ld, delta.c.data, B, T, H, Hkv, hd, scale));
+    CHECK_OK(GPU_L->attention_backward(gpu, t, at_g(&dqkv, 0), at_g(&dqkv, d), at_g(&dqkv, d + dkv), ld, ld,
+                                       dout.g.data, out.g.data, lse.g.data, at_g(&qkv, 0), at_g(&qkv, d),
+                                       at_g(&qkv, d + dkv), ld, ld, delta.g.data, B, T, H, Hkv, hd, scale));
     const char *names[3] = {"dq", "dk", "dv"};
+    const int64_t off[3] = {0, d, d + dkv}, width[3] = {d, dkv, dkv};
     for (int part = 0; part < 3; part++) {
         snprintf(what, sizeof what, "attention_backward %s %s", shape, names[part]);
-        report(what, pair_err_part(&dqkv, part * d, N, d, ld), t == DP_BF16 ? 3e-2 : 2e-5);
+        report(what, pair_err_part(&dqkv, off[part], N, width[part], ld), t == DP_BF16 ? 3e-2 : 2e-5);
     }
     snprintf(what, sizeof what, "attention_backward %s delta", shape);
     report(what, pair_err(&delta), 1e-5);
@@ -446,10 +469,11 @@ static void test_cross_entropy(dp_dtype t, int64_t B, int64_t T, int64_t V) {
 
 /* ---- optimizers -------------------------------------------------------------------------------- */
 
-static void test_optim(int64_t n, int offset) {
+/* pt: the parameters' dtype (bf16: a bf16 model without f32 masters) */
+static void test_optim(dp_dtype pt, int64_t n, int offset) {
     char what[160];
     pair p, g, m, v;
-    pair_rand(&p, DP_F32, n + offset, 0, 1);
+    pair_rand(&p, pt, n + offset, 0, 1);
     pair_rand(&g, DP_F32, n + offset, 0, 0.1f);
     pair_rand(&m, DP_F32, n + offset, 0, 0.01f);
     pair_rand(&v, DP_F32, n + offset, 0.01f, 0.001f);
@@ -462,21 +486,22 @@ static void test_optim(int64_t n, int offset) {
         free(h);
     }
     for (int64_t step = 1; step <= 3; step++) {
-        CHECK_OK(CPU_L->adamw_step(cpu, at_c(&p, offset), at_c(&g, offset), at_c(&m, offset), at_c(&v, offset), n,
+        CHECK_OK(CPU_L->adamw_step(cpu, pt, at_c(&p, offset), at_c(&g, offset), at_c(&m, offset), at_c(&v, offset), n,
                                    1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step));
-        CHECK_OK(GPU_L->adamw_step(gpu, at_g(&p, offset), at_g(&g, offset), at_g(&m, offset), at_g(&v, offset), n,
+        CHECK_OK(GPU_L->adamw_step(gpu, pt, at_g(&p, offset), at_g(&g, offset), at_g(&m, offset), at_g(&v, offset), n,
                                    1e-3f, 0.9f, 0.999f, 1e-8f, 0.01f, step));
     }
-    snprintf(what, sizeof what, "adamw_step x3 n=%lld%s p (bit-identical)", (long long)n, offset ? " unaligned" : "");
+    snprintf(what, sizeof what, "adamw_step x3 n=%lld%s %s p (bit-identical)", (long long)n, offset ? " unaligned" : "",
+             dp_dtype_name(pt));
     report(what, pair_err(&p), 0);
     snprintf(what, sizeof what, "adamw_step x3 n=%lld%s m, v", (long long)n, offset ? " unaligned" : "");
     report(what, fmax(pair_err(&m), pair_err(&v)), 0);
     for (int mom = 0; mom < 2; mom++) {
         for (int step = 0; step < 2; step++) {
-            CHECK_OK(CPU_L->sgd_step(cpu, at_c(&p, offset), at_c(&g, offset), mom ? at_c(&m, offset) : NULL, n, 0.1f,
-                                     0.9f, step ? 0.01f : 0.0f, step == 0));
-            CHECK_OK(GPU_L->sgd_step(gpu, at_g(&p, offset), at_g(&g, offset), mom ? at_g(&m, offset) : NULL, n, 0.1f,
-                                     0.9f, step ? 0.01f : 0.0f, step == 0));
+            CHECK_OK(CPU_L->sgd_step(cpu, pt, at_c(&p, offset), at_c(&g, offset), mom ? at_c(&m, offset) : NULL, n,
+                                     0.1f, 0.9f, step ? 0.01f : 0.0f, step == 0));
+            CHECK_OK(GPU_L->sgd_step(gpu, pt, at_g(&p, offset), at_g(&g, offset), mom ? at_g(&m, offset) : NULL, n,
+                                     0.1f, 0.9f, step ? 0.01f : 0.0f, step == 0));
         }
         snprintf(what, sizeof what, "sgd_step x2 n=%lld%s%s (bit-identical)", (long long)n, mom ? " momentum" : "",
                  offset ? " unaligned" : "");
@@ -561,7 +586,8 @@ typedef struct {
 
 static int b_emb_fwd(void *p) {
     bench_ctx *c = p;
-    return GPU_L->embedding_forward(gpu, c->t, c->x.data, c->ids.data, c->big.data, c->w.data, c->N, c->T, c->d);
+    return GPU_L->embedding_forward(gpu, c->t, DP_F32, c->x.data, c->ids.data, c->big.data, c->w.data, c->N, c->T,
+                                    c->d);
 }
 static int b_emb_bwd(void *p) {
     bench_ctx *c = p;
@@ -614,25 +640,27 @@ static int b_swiglu_bwd(void *p) {
 }
 static int b_rope(void *p) {
     bench_ctx *c = p;
-    int rc = GPU_L->rope(gpu, c->t, c->qkv.data, 3 * c->d, c->N, c->T, c->H, c->hd, 10000.0f, 0);
+    float inv_freq[ROPE_MAX_PAIRS], scale;
+    rope_table(c->hd, 0, inv_freq, &scale);
+    int rc = GPU_L->rope(gpu, c->t, c->qkv.data, 3 * c->d, c->N, c->T, c->H, c->hd, inv_freq, scale, 0);
     if (rc) return rc;
     return GPU_L->rope(gpu, c->t, (char *)c->qkv.data + c->d * dp_dtype_size(c->t), 3 * c->d, c->N, c->T, c->H, c->hd,
-                       10000.0f, 0);
+                       inv_freq, scale, 0);
 }
 static int b_att_fwd(void *p) {
     bench_ctx *c = p;
     size_t es = dp_dtype_size(c->t);
     char *q = c->qkv.data;
     return GPU_L->attention_forward(gpu, c->t, c->out.data, c->lse.data, q, q + c->d * es, q + 2 * c->d * es, 3 * c->d,
-                                    c->B, c->T, c->H, c->hd, 1.0f / sqrtf((float)c->hd));
+                                    3 * c->d, c->B, c->T, c->H, c->H, c->hd, 1.0f / sqrtf((float)c->hd));
 }
 static int b_att_bwd(void *p) {
     bench_ctx *c = p;
     size_t es = dp_dtype_size(c->t);
     char *q = c->qkv.data, *dq = c->dqkv.data;
-    return GPU_L->attention_backward(gpu, c->t, dq, dq + c->d * es, dq + 2 * c->d * es, 3 * c->d, c->y.data,
-                                     c->out.data, c->lse.data, q, q + c->d * es, q + 2 * c->d * es, 3 * c->d,
-                                     c->delta.data, c->B, c->T, c->H, c->hd, 1.0f / sqrtf((float)c->hd));
+    return GPU_L->attention_backward(gpu, c->t, dq, dq + c->d * es, dq + 2 * c->d * es, 3 * c->d, 3 * c->d, c->y.data,
+                                     c->out.data, c->lse.data, q, q + c->d * es, q + 2 * c->d * es, 3 * c->d, 3 * c->d,
+                                     c->delta.data, c->B, c->T, c->H, c->H, c->hd, 1.0f / sqrtf((float)c->hd));
 }
 static int b_ce_fwd(void *p) {
     bench_ctx *c = p;
@@ -647,13 +675,14 @@ static int b_adamw(void *p) { /* over V x d parameters (the embedding) */
     bench_ctx *c = p;
     int64_t n = c->V * c->d;
     float *base = c->big.data;
-    return GPU_L->adamw_step(gpu, base, base + n, base + 2 * n, base + 3 * n, n, 1e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 3);
+    return GPU_L->adamw_step(gpu, DP_F32, base, base + n, base + 2 * n, base + 3 * n, n, 1e-4f, 0.9f, 0.999f, 1e-8f,
+                             0.01f, 3);
 }
 static int b_sgd(void *p) {
     bench_ctx *c = p;
     int64_t n = c->V * c->d;
     float *base = c->big.data;
-    return GPU_L->sgd_step(gpu, base, base + n, base + 2 * n, n, 1e-4f, 0.9f, 0.0f, 0);
+    return GPU_L->sgd_step(gpu, DP_F32, base, base + n, base + 2 * n, n, 1e-4f, 0.9f, 0.0f, 0);
 }
 
 static void bench_config(const bench_cfg *cfg, dp_dtype t) {
@@ -755,10 +784,11 @@ int main(void) {
     for (int ti = 0; ti < 2; ti++) {
         const dp_dtype t = ti ? DP_BF16 : DP_F32;
         if (RUN(embedding)) {
-            test_embedding(t, 2, 300, 772, 13, 1, 1); /* many rows per id */
-            test_embedding(t, 1, 7, 50, 50257, 1, 1); /* d not a multiple of 4 */
-            test_embedding(t, 3, 7, 48, 5, 0, 1);     /* no position embedding */
-            test_embedding(t, 3, 7, 48, 5, 1, 0);     /* frozen token embedding */
+            test_embedding(t, DP_F32, 2, 300, 772, 13, 1, 1);
+            test_embedding(t, DP_BF16, 2, 300, 772, 13, 1, 0); /* bf16 tables */ /* many rows per id */
+            test_embedding(t, DP_F32, 1, 7, 50, 50257, 1, 1);                    /* d not a multiple of 4 */
+            test_embedding(t, DP_F32, 3, 7, 48, 5, 0, 1);                        /* no position embedding */
+            test_embedding(t, DP_F32, 3, 7, 48, 5, 1, 0);                        /* frozen token embedding */
         }
         if (RUN(norm)) {
             static const int64_t shapes[][2] = {{1, 48},    {7, 772},  {300, 48}, {300, 772},
@@ -780,20 +810,26 @@ int main(void) {
             test_gelu_swiglu(t, 4099, 1);
         }
         if (RUN(rope)) {
-            test_rope(t, 2, 300, 3, 64);
-            test_rope(t, 1, 7, 2, 16);
-            test_rope(t, 1, 33, 2, 128);
-            test_rope(t, 1, 9, 3, 10);  /* hd % 4 == 2: one pair per access */
-            test_rope(t, 1, 5, 1, 300); /* hd / 2 > 128: inv_freq computed on the device */
+            test_rope(t, 2, 300, 3, 64, 0, 1.0f);
+            test_rope(t, 1, 7, 2, 16, 0, 1.0f);
+            test_rope(t, 1, 33, 2, 128, 0, 1.0f);
+            test_rope(t, 1, 9, 3, 10, 0, 1.0f);        /* hd % 4 == 2: one pair per access */
+            test_rope(t, 1, 300, 2, 128, 1, 1.0f);     /* Llama-3.1's scaled frequencies */
+            test_rope(t, 2, 77, 3, 64, 1, 1.2079442f); /* cos and sin scaled (yarn) */
+            test_rope(t, 1, 5, 1, 512, 0, 1.0f);       /* the largest head on cuda */
         }
         if (RUN(attention)) {
-            test_attention(t, 2, 300, 3, 64);  /* T not a multiple of any tile */
-            test_attention(t, 1, 600, 2, 128); /* several tiles deep */
-            test_attention(t, 2, 256, 2, 64);  /* whole tiles */
-            test_attention(t, 2, 1, 2, 128);   /* T = 1: one key */
-            test_attention(t, 1, 7, 2, 16);    /* small head dim */
-            test_attention(t, 1, 77, 3, 48);   /* hd not a power of two */
-            test_attention(t, 1, 130, 1, 256); /* the largest head dim */
+            test_attention(t, 2, 300, 3, 3, 64);  /* T not a multiple of any tile */
+            test_attention(t, 1, 600, 2, 2, 128); /* several tiles deep */
+            test_attention(t, 2, 256, 2, 2, 64);  /* whole tiles */
+            test_attention(t, 2, 1, 2, 2, 128);   /* T = 1: one key */
+            test_attention(t, 1, 7, 2, 2, 16);    /* small head dim */
+            test_attention(t, 1, 77, 3, 3, 48);   /* hd not a power of two */
+            test_attention(t, 1, 130, 1, 1, 256); /* the largest head dim */
+            test_attention(t, 2, 300, 4, 2, 64);  /* grouped-query: 2 query heads per kv head */
+            test_attention(t, 1, 200, 8, 2, 128); /* groups of 4 (Llama-3-8B's 32 / 8) */
+            test_attention(t, 2, 77, 3, 1, 48);   /* multi-query, SIMT */
+            test_attention(t, 1, 130, 4, 1, 64);  /* multi-query, tensor cores in bf16 */
         }
         if (RUN(cross_entropy)) {
             test_cross_entropy(t, 7, 1, 50257);
@@ -801,8 +837,9 @@ int main(void) {
             test_cross_entropy(t, 2, 2, 31);
         }
         if (ti == 0 && RUN(optim)) {
-            test_optim(1000003, 0);
-            test_optim(4099, 1);
+            test_optim(DP_F32, 1000003, 0);
+            test_optim(DP_BF16, 4099, 1); /* bf16 parameters (no f32 masters) */
+            test_optim(DP_F32, 4099, 1);
         }
     }
     const char *b = getenv("DPPROF_BENCH");

@@ -1,8 +1,9 @@
 /* test_cuda_model.c: the Hugging Face fixtures (tests/fixtures/hf) on CUDA against the CPU:
  * the loss and every parameter gradient in f32 (1e-4 relative), and in bf16 against the CPU's
- * f32 within the bounds stated below; one AdamW step from the same gradients on both devices.
- * Skipped (exit 77) without a GPU. */
+ * f32 and against the CPU's bf16 reference within the bounds stated below; one AdamW step from
+ * the same gradients on both devices. Skipped (exit 77) without a GPU. */
 #include "check.h"
+#include "test_hf_ref.h"
 #include "test_util.h"
 
 #include "device.h"
@@ -23,47 +24,17 @@
  * gradients 0.041 (gpt2, h.1.ln_1.bias) and 0.053 (llama, layers.1.input_layernorm.weight). */
 #define BF16_LOSS_REL 1e-2
 #define BF16_GRAD_REL 1e-1
+/* bf16 on CUDA against the CPU's bf16 reference, which rounds at the same points (stored
+ * activations, GEMM outputs, attention's P and dS on the tensor-core path): what differs is the
+ * order of f32 sums and exp2/sinf approximations, so an output rounds one bf16 ulp the other
+ * way now and then; the loss stays within a few ulps of 2^-9 relative, gradients within a
+ * fraction of the bf16-vs-f32 bounds. Not yet measured on a GPU (written without one). */
+#define BF16_CPU_LOSS_REL 2e-3
+#define BF16_CPU_GRAD_REL 5e-2
 
 static char fixtures[1024];
 
-typedef struct batch {
-    int B, T;
-    int32_t inputs[64], targets[64];
-} batch;
-
-static int read_batch(const char *dir, batch *b) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/reference.json", dir);
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return -1;
-    static char text[1 << 16];
-    size_t n = fread(text, 1, sizeof text - 1, fp);
-    fclose(fp);
-    text[n] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    if (!j) return -1;
-    b->B = cJSON_GetObjectItem(j, "batch")->valueint;
-    b->T = cJSON_GetObjectItem(j, "seq_len")->valueint;
-    const cJSON *tok = cJSON_GetObjectItem(j, "tokens");
-    for (int i = 0; i < b->B; i++)
-        for (int t = 0; t < b->T; t++) {
-            b->inputs[i * b->T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, i), t)->valueint;
-            b->targets[i * b->T + t] = cJSON_GetArrayItem(cJSON_GetArrayItem(tok, i), t + 1)->valueint;
-        }
-    cJSON_Delete(j);
-    return b->B * b->T <= 64 ? 0 : -1;
-}
-
-static dp_model *load(dp_device *dev, const char *dir, const batch *b, dp_dtype dtype) {
-    dp_model_load_opts o;
-    dp_model_load_opts_default(&o);
-    o.seq_len = b->T;
-    o.batch = b->B;
-    o.dtype = dtype;
-    dp_model *m = NULL;
-    CHECK_OK(dp_model_load(dev, dir, &o, &m));
-    return m;
-}
+typedef test_hf_ref batch;
 
 static float forward_backward(dp_model *m, const batch *b) {
     dp_device *dev = dp_model_device(m);
@@ -160,14 +131,14 @@ static void check_fixture(dp_device *cpu_dev, dp_device *gpu_dev, const char *na
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/%s", fixtures, name);
     batch b;
-    if (read_batch(dir, &b) != 0) {
+    if (test_hf_ref_read(dir, &b) != 0) {
         fprintf(stderr, "cannot read %s/reference.json\n", dir);
         check_failures++;
         return;
     }
-    dp_model *cpu = load(cpu_dev, dir, &b, DP_F32), *gpu = load(gpu_dev, dir, &b, DP_F32);
-    dp_model *gpu_bf16 = load(gpu_dev, dir, &b, DP_BF16);
-    if (!cpu || !gpu || !gpu_bf16) return;
+    dp_model *cpu = test_hf_load(cpu_dev, dir, &b, DP_F32), *gpu = test_hf_load(gpu_dev, dir, &b, DP_F32);
+    dp_model *gpu_bf16 = test_hf_load(gpu_dev, dir, &b, DP_BF16), *cpu_bf16 = test_hf_load(cpu_dev, dir, &b, DP_BF16);
+    if (!cpu || !gpu || !gpu_bf16 || !cpu_bf16) return;
     char label[64];
 
     float lc = forward_backward(cpu, &b), lg = forward_backward(gpu, &b);
@@ -183,7 +154,15 @@ static void check_fixture(dp_device *cpu_dev, dp_device *gpu_dev, const char *na
     snprintf(label, sizeof label, "%s bf16", name);
     compare_grads(label, gpu_bf16, cpu, BF16_GRAD_REL);
 
+    float lcb = forward_backward(cpu_bf16, &b);
+    printf("%s bf16: loss cuda %.9g against the cpu's bf16 reference %.9g (relative %.3g, bound %g)\n", name, lb, lcb,
+           fabs(lb - lcb) / fabs(lcb), BF16_CPU_LOSS_REL);
+    CHECK(fabs(lb - lcb) <= BF16_CPU_LOSS_REL * fabs(lcb));
+    snprintf(label, sizeof label, "%s bf16 vs cpu bf16", name);
+    compare_grads(label, gpu_bf16, cpu_bf16, BF16_CPU_GRAD_REL);
+
     check_adamw(gpu, cpu);
+    dp_model_free(cpu_bf16);
     dp_model_free(gpu_bf16);
     dp_model_free(gpu);
     dp_model_free(cpu);
@@ -200,6 +179,8 @@ int main(void) {
     }
     check_fixture(cpu, gpu, "gpt2");
     check_fixture(cpu, gpu, "llama");
+    check_fixture(cpu, gpu, "llama3");     /* grouped-query attention, llama3 rope, tied head */
+    check_fixture(cpu, gpu, "llama3_mqa"); /* multi-query attention, yarn rope */
     dp_engine_shutdown();
     return check_report("test_cuda_model");
 }

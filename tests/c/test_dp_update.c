@@ -3,7 +3,8 @@
  * of 1, for flash's batch-of-one path), clipped with C between the samples' norms so that some
  * are clipped and some are not, noised once, divided by the expected batch size, then one SGD
  * step. Also: vanilla equals DP with no clipping and no noise (the mean gradient of the logical
- * batch), the phases refuse to run out of order, and the plan device allocates what the CPU does,
+ * batch), the phases refuse to run out of order or over a forward the model no longer holds (issue
+ * 13 item 6: another forward in between), and the plan device allocates what the CPU does,
  * category by category, for every method.
  *
  * Tolerance: 1e-5 relative (L2 over all parameters) on the update; methods differ only in f32
@@ -323,10 +324,65 @@ static void test_phase_order(void) {
     dp_model_free(m);
 }
 
+/* A forward on the model between the wrapper's forward and its backward (or, for a clip that
+ * goes back through the retained state, between backward and clip) replaces the state the
+ * wrapper would go back through: with another batch size, and ids the caller may have freed.
+ * Backward and clip refuse it, for every method, and the wrapper then runs again. */
+static void test_stale_forward(void) {
+    dp_model *m = make_model(DP_ARCH_GPT, 1, 0);
+    dp_tensor *in = test_ids(cpu, 2, 9, 19, 1), *tg = test_ids(cpu, 2, 9, 19, 2);
+    dp_tensor *in1 = test_ids(cpu, 1, 9, 19, 3), *tg1 = test_ids(cpu, 1, 9, 19, 4);
+    float loss;
+    CHECK(dp_model_forward_id(m) == 0);
+    CHECK_OK(dp_model_forward(m, in, tg, &loss, NULL));
+    uint64_t first = dp_model_forward_id(m);
+    CHECK(first != 0);
+    CHECK_OK(dp_model_forward(m, in, tg, &loss, NULL));
+    CHECK(dp_model_forward_id(m) != first && dp_model_forward_id(m) != 0); /* never reused */
+    dp_model_release_activations(m);
+    CHECK(dp_model_forward_id(m) == 0);
+    for (size_t k = 0; k < N_METHODS; k++) {
+        dpsgd_config cfg;
+        dpsgd_config_default(&cfg);
+        if (methods[k].name)
+            CHECK_OK(dpsgd_method_preset(methods[k].name, &cfg.norms, &cfg.clip));
+        else
+            cfg.norms = methods[k].norms, cfg.clip = methods[k].clip;
+        dpsgd *dp = NULL;
+        CHECK_OK(dpsgd_new(m, &cfg, &dp));
+        CHECK_OK(dpsgd_forward(dp, in, tg, &loss, NULL));
+        CHECK_OK(dp_model_forward(m, in1, tg1, &loss, NULL)); /* B = 1 replaces B = 2 */
+        CHECK(dpsgd_backward(dp) == DP_EINVAL && strstr(dp_error_message(), "no longer holds"));
+        CHECK(dpsgd_clip(dp) == DP_EINVAL);   /* the phase was ended */
+        CHECK_OK(dp_model_backward(m, NULL)); /* the model's own forward is intact */
+        CHECK_OK(dpsgd_forward(dp, in, tg, &loss, NULL));
+        CHECK_OK(dpsgd_backward(dp));
+        int retained = dp_model_forward_id(m) != 0; /* twopass, and bk over retained inputs */
+        if (retained) {
+            CHECK_OK(dp_model_forward(m, in1, tg1, &loss, NULL));
+            CHECK(dpsgd_clip(dp) == DP_EINVAL && strstr(dp_error_message(), "no longer holds"));
+            dp_model_release_activations(m);
+            CHECK_OK(dpsgd_forward(dp, in, tg, &loss, NULL));
+            CHECK_OK(dpsgd_backward(dp));
+        }
+        CHECK_OK(dpsgd_clip(dp));
+        CHECK_OK(dpsgd_noise(dp));
+        CHECK(dp_model_forward_id(m) == 0);
+        dpsgd_free(dp);
+        dp_model_zero_grad(m, 1);
+    }
+    dp_tensor_free(in);
+    dp_tensor_free(tg);
+    dp_tensor_free(in1);
+    dp_tensor_free(tg1);
+    dp_model_free(m);
+}
+
 int main(void) {
     CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     test_phase_order();
+    test_stale_forward();
     test_plan_matches_cpu();
     test_presets_agree(DP_ARCH_GPT, 1, 0);
     test_presets_agree(DP_ARCH_GPT, 0, 0);

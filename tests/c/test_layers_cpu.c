@@ -247,10 +247,10 @@ static void test_embedding(void) {
     for (int64_t n = 0; n < N; n++) ids[n] = (int32_t)((n * 7 + 3) % V);
     ids[4] = ids[9] = 2; /* repeated ids accumulate */
     float *wte = randn(V * d, 1), *wpe = randn(T * d, 1), *out = zeros(N * d);
-    CHECK_OK(ops->embedding_forward(cpu, DP_F32, out, ids, wte, wpe, N, T, d));
+    CHECK_OK(ops->embedding_forward(cpu, DP_F32, DP_F32, out, ids, wte, wpe, N, T, d));
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < d; j++) CHECK(out[n * d + j] == wte[ids[n] * d + j] + wpe[(n % T) * d + j]);
-    CHECK_OK(ops->embedding_forward(cpu, DP_F32, out, ids, wte, NULL, N, T, d));
+    CHECK_OK(ops->embedding_forward(cpu, DP_F32, DP_F32, out, ids, wte, NULL, N, T, d));
     for (int64_t n = 0; n < N; n++)
         for (int64_t j = 0; j < d; j++) CHECK(out[n * d + j] == wte[ids[n] * d + j]);
     /* backward: the adjoint of the gather, summed in row order */
@@ -272,67 +272,74 @@ static void test_embedding(void) {
 
 /* ---- rotary embedding ------------------------------------------------------------------- */
 
-static void test_rope(void) {
-    printf("rope\n");
+/* the rotation by the given inverse frequencies, cos and sin times scale (yarn's attention
+ * factor; 1 for every other rope) */
+static void test_rope(float scale) {
+    printf("rope, cos and sin scaled by %g\n", (double)scale);
     const int64_t B = 2, T = 9, N = B * T, H = 3, hd = 8, ldx = 2 * H * hd; /* a strided view */
-    const float theta = 10000.0f;
+    const float inv_freq[4] = {1.0f, 0.3f, 0.07f, 0.0011f};
     float *x = randn(N * ldx, 1), *x0 = copy_of(x, N * ldx);
-    CHECK_OK(ops->rope(cpu, DP_F32, x, ldx, N, T, H, hd, theta, 0));
+    CHECK_OK(ops->rope(cpu, DP_F32, x, ldx, N, T, H, hd, inv_freq, scale, 0));
     double worst = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t h = 0; h < H; h++)
             for (int64_t j = 0; j < hd / 2; j++) {
-                double a = (double)(n % T) * pow(theta, -2.0 * (double)j / (double)hd);
+                double a = (double)(n % T) * inv_freq[j], c = scale * cos(a), s = scale * sin(a);
                 int64_t i1 = n * ldx + h * hd + j, i2 = i1 + hd / 2;
-                double r1 = x0[i1] * cos(a) - x0[i2] * sin(a), r2 = x0[i2] * cos(a) + x0[i1] * sin(a);
+                double r1 = x0[i1] * c - x0[i2] * s, r2 = x0[i2] * c + x0[i1] * s;
                 worst = fmax(worst, fmax(fabs(x[i1] - r1), fabs(x[i2] - r2)));
             }
     printf("  forward max error %.3g\n", worst);
     CHECK(worst < 1e-5);            /* f32 angles up to 8 rad: a few ulps of the angle */
     for (int64_t n = 0; n < N; n++) /* the other half of each row is untouched */
         for (int64_t i = H * hd; i < ldx; i++) CHECK(x[n * ldx + i] == x0[n * ldx + i]);
-    /* the inverse is the adjoint (a rotation): <R, rope(x)> == <rope^-1(R), x> */
+    /* the inverse is the adjoint (a scaled rotation): <R, rope(x)> == <rope^-1(R), x> */
     float *R = randn(N * ldx, 1);
     double lhs = dot_fd(R, x, N * ldx) - 0, rhs;
     for (int64_t n = 0; n < N; n++) /* drop the untouched half from both sides */
         for (int64_t i = H * hd; i < ldx; i++) lhs -= (double)R[n * ldx + i] * x[n * ldx + i];
-    CHECK_OK(ops->rope(cpu, DP_F32, R, ldx, N, T, H, hd, theta, 1));
+    CHECK_OK(ops->rope(cpu, DP_F32, R, ldx, N, T, H, hd, inv_freq, scale, 1));
     rhs = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t i = 0; i < H * hd; i++) rhs += (double)R[n * ldx + i] * x0[n * ldx + i];
     CHECK_CLOSE(lhs, rhs, 1e-5);
-    CHECK_OK(ops->rope(cpu, DP_F32, x, ldx, N, T, H, hd, theta, 1));
-    for (int64_t i = 0; i < N * ldx; i++) CHECK_CLOSE(x[i], x0[i], 1e-5);
+    CHECK_OK(ops->rope(cpu, DP_F32, x, ldx, N, T, H, hd, inv_freq, scale, 1));
+    for (int64_t n = 0; n < N; n++) /* scale^2 times x: rotated back, scaled twice */
+        for (int64_t i = 0; i < ldx; i++)
+            CHECK_CLOSE(x[n * ldx + i], i < H * hd ? scale * scale * x0[n * ldx + i] : x0[n * ldx + i], 1e-5);
     free(x), free(x0), free(R);
 }
 
 /* ---- attention -------------------------------------------------------------------------- */
 
+/* q (N x H*hd, row stride ld_q), k and v (N x Hkv*hd, row stride ld_kv): GPT-2's fused qkv
+ * (q, k, v inside one buffer, ld 3d) or grouped-query attention's separate tensors */
 typedef struct {
-    int64_t B, T, H, hd, ld;
+    int64_t B, T, H, Hkv, hd, ld_q, ld_kv;
     float scale;
-    float *qkv, *R, *out, *lse;
+    float *q, *k, *v, *R, *out, *lse;
 } att_ctx;
 
 static double att_loss(void *p) {
     att_ctx *c = p;
-    const int64_t d = c->H * c->hd;
-    CHECK_OK(ops->attention_forward(cpu, DP_F32, c->out, c->lse, c->qkv, c->qkv + d, c->qkv + 2 * d, c->ld, c->B, c->T,
-                                    c->H, c->hd, c->scale));
-    return dot_fd(c->R, c->out, c->B * c->T * d);
+    CHECK_OK(ops->attention_forward(cpu, DP_F32, c->out, c->lse, c->q, c->k, c->v, c->ld_q, c->ld_kv, c->B, c->T, c->H,
+                                    c->Hkv, c->hd, c->scale));
+    return dot_fd(c->R, c->out, c->B * c->T * c->H * c->hd);
 }
 
-/* out and lse from an explicit T x T softmax in double */
+/* out and lse from an explicit T x T softmax in double, the kv heads repeated as transformers'
+ * repeat_kv does (query head h reads kv head h / (H / Hkv)) */
 static void att_reference(const att_ctx *c, double *out, double *lse) {
-    const int64_t d = c->H * c->hd, T = c->T;
+    const int64_t d = c->H * c->hd, T = c->T, group = c->H / c->Hkv;
     double *s = malloc((size_t)T * sizeof *s);
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t h = 0; h < c->H; h++)
             for (int64_t i = 0; i < T; i++) {
-                const float *q = c->qkv + (b * T + i) * c->ld + h * c->hd;
+                const float *q = c->q + (b * T + i) * c->ld_q + h * c->hd;
+                const int64_t kv = (h / group) * c->hd;
                 double mx = -INFINITY, z = 0;
                 for (int64_t j = 0; j <= i; j++) {
-                    const float *k = c->qkv + (b * T + j) * c->ld + d + h * c->hd;
+                    const float *k = c->k + (b * T + j) * c->ld_kv + kv;
                     s[j] = 0;
                     for (int64_t e = 0; e < c->hd; e++) s[j] += (double)q[e] * k[e];
                     s[j] *= c->scale;
@@ -342,33 +349,48 @@ static void att_reference(const att_ctx *c, double *out, double *lse) {
                 lse[(b * c->H + h) * T + i] = mx + log(z);
                 for (int64_t e = 0; e < c->hd; e++) {
                     double o = 0;
-                    for (int64_t j = 0; j <= i; j++)
-                        o += exp(s[j] - mx) / z * c->qkv[(b * T + j) * c->ld + 2 * d + h * c->hd + e];
+                    for (int64_t j = 0; j <= i; j++) o += exp(s[j] - mx) / z * c->v[(b * T + j) * c->ld_kv + kv + e];
                     out[(b * T + i) * d + h * c->hd + e] = o;
                 }
             }
     free(s);
 }
 
-/* dq, dk, dv of sum(R * out) from explicit T x T matrices in double (gq, gk, gv: N x d), and the
- * same sums over the absolute values of their terms (aq, ak, av): the scale of the rounding
- * error an f32 evaluation may make */
-static void att_backward_reference(const att_ctx *c, double *gq, double *gk, double *gv, double *aq, double *ak,
-                                   double *av) {
-    const int64_t d = c->H * c->hd, T = c->T, hd = c->hd, N = c->B * T;
-    memset(gq, 0, (size_t)(N * d) * sizeof *gq), memset(gk, 0, (size_t)(N * d) * sizeof *gk);
-    memset(gv, 0, (size_t)(N * d) * sizeof *gv), memset(aq, 0, (size_t)(N * d) * sizeof *aq);
-    memset(ak, 0, (size_t)(N * d) * sizeof *ak), memset(av, 0, (size_t)(N * d) * sizeof *av);
+/* max |out - reference| and max |lse - reference| */
+static void att_errors(const att_ctx *c, double *eo, double *el) {
+    const int64_t n = c->B * c->T * c->H * c->hd, nl = c->B * c->H * c->T;
+    double *ro = malloc((size_t)n * sizeof *ro), *rl = malloc((size_t)nl * sizeof *rl);
+    att_reference(c, ro, rl);
+    *eo = *el = 0;
+    for (int64_t i = 0; i < n; i++) *eo = fmax(*eo, fabs(c->out[i] - ro[i]));
+    for (int64_t i = 0; i < nl; i++) *el = fmax(*el, fabs(c->lse[i] - rl[i]));
+    free(ro), free(rl);
+}
+
+/* dq, dk, dv of sum(R * out) from explicit T x T matrices in double, the kv heads repeated
+ * (g[0]: N x H*hd, g[1] and g[2]: N x Hkv*hd, contiguous), and the same sums over the absolute
+ * values of their terms (a[0..2]): the scale of the rounding error an f32 evaluation may make */
+static void att_backward_reference(const att_ctx *c, double *g[3], double *a[3]) {
+    const int64_t d = c->H * c->hd, dkv = c->Hkv * c->hd, T = c->T, hd = c->hd, N = c->B * T, group = c->H / c->Hkv;
+    for (int k = 0; k < 3; k++) {
+        memset(g[k], 0, (size_t)(N * (k ? dkv : d)) * sizeof(double));
+        memset(a[k], 0, (size_t)(N * (k ? dkv : d)) * sizeof(double));
+    }
     double *p = malloc((size_t)T * sizeof *p), *dp = malloc((size_t)T * sizeof *dp);
-#define QKV(row, part, e) ((double)c->qkv[(b * T + (row)) * c->ld + (part)*d + h * hd + (e)])
-#define AT(g, row, e) g[(b * T + (row)) * d + h * hd + (e)]
+#define Q(row, e) ((double)c->q[(b * T + (row)) * c->ld_q + h * hd + (e)])
+#define K(row, e) ((double)c->k[(b * T + (row)) * c->ld_kv + kv * hd + (e)])
+#define V(row, e) ((double)c->v[(b * T + (row)) * c->ld_kv + kv * hd + (e)])
+#define RO(row, e) ((double)c->R[(b * T + (row)) * d + h * hd + (e)])
+#define GQ(x, row, e) x[0][(b * T + (row)) * d + h * hd + (e)]
+#define GKV(x, k, row, e) x[k][(b * T + (row)) * dkv + kv * hd + (e)]
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t h = 0; h < c->H; h++)
             for (int64_t i = 0; i < T; i++) {
+                const int64_t kv = h / group;
                 double mx = -INFINITY, z = 0, D = 0;
                 for (int64_t j = 0; j <= i; j++) {
                     p[j] = 0;
-                    for (int64_t e = 0; e < hd; e++) p[j] += QKV(i, 0, e) * QKV(j, 1, e);
+                    for (int64_t e = 0; e < hd; e++) p[j] += Q(i, e) * K(j, e);
                     p[j] *= c->scale;
                     mx = fmax(mx, p[j]);
                 }
@@ -376,39 +398,50 @@ static void att_backward_reference(const att_ctx *c, double *gq, double *gk, dou
                 for (int64_t j = 0; j <= i; j++) {
                     p[j] = exp(p[j] - mx) / z;
                     dp[j] = 0;
-                    for (int64_t e = 0; e < hd; e++) dp[j] += (double)AT(c->R, i, e) * QKV(j, 2, e);
+                    for (int64_t e = 0; e < hd; e++) dp[j] += RO(i, e) * V(j, e);
                     D += p[j] * dp[j];
                 }
                 for (int64_t j = 0; j <= i; j++) {
                     double ds = c->scale * p[j] * (dp[j] - D), as = c->scale * p[j] * (fabs(dp[j]) + fabs(D));
                     for (int64_t e = 0; e < hd; e++) {
-                        AT(gq, i, e) += ds * QKV(j, 1, e), AT(aq, i, e) += as * fabs(QKV(j, 1, e));
-                        AT(gk, j, e) += ds * QKV(i, 0, e), AT(ak, j, e) += as * fabs(QKV(i, 0, e));
-                        AT(gv, j, e) += p[j] * AT(c->R, i, e), AT(av, j, e) += p[j] * fabs(AT(c->R, i, e));
+                        GQ(g, i, e) += ds * K(j, e), GQ(a, i, e) += as * fabs(K(j, e));
+                        GKV(g, 1, j, e) += ds * Q(i, e), GKV(a, 1, j, e) += as * fabs(Q(i, e));
+                        GKV(g, 2, j, e) += p[j] * RO(i, e), GKV(a, 2, j, e) += p[j] * fabs(RO(i, e));
                     }
                 }
             }
-#undef QKV
-#undef AT
+#undef Q
+#undef K
+#undef V
+#undef RO
+#undef GQ
+#undef GKV
     free(p), free(dp);
 }
 
-/* max over q, k, v of |g - ref| / (u (T + hd) |terms|): 1 is the classic bound on a sum of T + hd
- * f32 roundings (u = 2^-24) of terms whose absolute values sum to |terms| */
-static double att_backward_error(const att_ctx *c, const float *g) {
-    const int64_t d = c->H * c->hd, N = c->B * c->T;
+/* max over dq, dk, dv (row strides ld_dq, ld_dkv) of |g - ref| / (u (T + group hd) |terms|): 1 is
+ * the classic bound on a sum of that many f32 roundings (u = 2^-24) of terms whose absolute values
+ * sum to |terms| (a kv head's gradient sums the T rows of each of its group's heads) */
+static double att_backward_error(const att_ctx *c, const float *dq, const float *dk, const float *dv, int64_t ld_dq,
+                                 int64_t ld_dkv) {
+    const int64_t d = c->H * c->hd, dkv = c->Hkv * c->hd, N = c->B * c->T;
     double *r[3], *a[3];
-    for (int k = 0; k < 3; k++)
-        r[k] = malloc((size_t)(N * d) * sizeof(double)), a[k] = malloc((size_t)(N * d) * sizeof(double));
-    att_backward_reference(c, r[0], r[1], r[2], a[0], a[1], a[2]);
-    const double u = ldexp(1.0, -24) * (double)(c->T + c->hd);
+    for (int k = 0; k < 3; k++) {
+        r[k] = malloc((size_t)(N * (k ? dkv : d)) * sizeof(double));
+        a[k] = malloc((size_t)(N * (k ? dkv : d)) * sizeof(double));
+    }
+    att_backward_reference(c, r, a);
+    const double u = ldexp(1.0, -24) * (double)(c->H / c->Hkv * c->T + c->hd);
+    const float *got[3] = {dq, dk, dv};
     double worst = 0;
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 3; k++) {
+        const int64_t w = k ? dkv : d, ld = k ? ld_dkv : ld_dq;
         for (int64_t n = 0; n < N; n++)
-            for (int64_t e = 0; e < d; e++) {
-                double err = fabs(g[n * c->ld + k * d + e] - r[k][n * d + e]) / (u * a[k][n * d + e] + 1e-30);
+            for (int64_t e = 0; e < w; e++) {
+                double err = fabs(got[k][n * ld + e] - r[k][n * w + e]) / (u * a[k][n * w + e] + 1e-30);
                 worst = fmax(worst, err);
             }
+    }
     for (int k = 0; k < 3; k++) free(r[k]), free(a[k]);
     return worst;
 }
@@ -416,72 +449,110 @@ static double att_backward_error(const att_ctx *c, const float *g) {
 static void test_attention(void) {
     printf("attention\n");
     /* T = 70: two query/key blocks of 64, the second partial; q, k, v strided inside one qkv */
-    att_ctx c = {2, 70, 2, 8, 0, 0, NULL, NULL, NULL, NULL};
-    const int64_t d = c.H * c.hd, N = c.B * c.T;
-    c.ld = 3 * d;
+    att_ctx c = {2, 70, 2, 2, 8, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+    const int64_t d = c.H * c.hd, N = c.B * c.T, ld = 3 * d;
+    c.ld_q = c.ld_kv = ld;
     c.scale = 1.0f / sqrtf((float)c.hd);
-    c.qkv = randn(N * c.ld, 1.5f), c.R = randn(N * d, 1), c.out = zeros(N * d), c.lse = zeros(c.B * c.H * c.T);
+    float *qkv = randn(N * ld, 1.5f);
+    c.q = qkv, c.k = qkv + d, c.v = qkv + 2 * d;
+    c.R = randn(N * d, 1), c.out = zeros(N * d), c.lse = zeros(c.B * c.H * c.T);
     att_loss(&c);
-    double *ro = malloc((size_t)(N * d) * sizeof *ro), *rl = malloc((size_t)(c.B * c.H * c.T) * sizeof *rl);
-    att_reference(&c, ro, rl);
-    double eo = 0, el = 0;
-    for (int64_t i = 0; i < N * d; i++) eo = fmax(eo, fabs(c.out[i] - ro[i]));
-    for (int64_t i = 0; i < c.B * c.H * c.T; i++) el = fmax(el, fabs(c.lse[i] - rl[i]));
+    double eo, el;
+    att_errors(&c, &eo, &el);
     printf("  forward vs explicit softmax: max |out err| %.3g, max |lse err| %.3g\n", eo, el);
     CHECK(eo < 1e-5 && el < 1e-5); /* f32 dot products of 8 terms and sums of <= 70 terms */
     /* backward: dq, dk, dv written into a strided gradient buffer like the model's */
-    float *dqkv = zeros(N * c.ld), *delta = zeros(c.B * c.H * c.T);
-    CHECK_OK(ops->attention_backward(cpu, DP_F32, dqkv, dqkv + d, dqkv + 2 * d, c.ld, c.R, c.out, c.lse, c.qkv,
-                                     c.qkv + d, c.qkv + 2 * d, c.ld, delta, c.B, c.T, c.H, c.hd, c.scale));
+    float *dqkv = zeros(N * ld), *delta = zeros(c.B * c.H * c.T);
+    CHECK_OK(ops->attention_backward(cpu, DP_F32, dqkv, dqkv + d, dqkv + 2 * d, ld, ld, c.R, c.out, c.lse, c.q, c.k,
+                                     c.v, ld, ld, delta, c.B, c.T, c.H, c.Hkv, c.hd, c.scale));
     /* every element against explicit T x T matrices in double, within the f32 rounding bound */
-    double eb = att_backward_error(&c, dqkv);
+    double eb = att_backward_error(&c, dqkv, dqkv + d, dqkv + 2 * d, ld, ld);
     printf("  dq, dk, dv vs explicit T x T: max error / rounding bound %.3f\n", eb);
     CHECK(eb < 1.0);
     /* every 7th element of q, k and v (both blocks, both heads, both samples) */
-    fd_check("dq, dk, dv (every 7th)", c.qkv, N * c.ld, 7, att_loss, &c, dqkv);
-    free(dqkv), free(delta), free(ro), free(rl);
-    free(c.qkv), free(c.R), free(c.out), free(c.lse);
+    fd_check("dq, dk, dv (every 7th)", qkv, N * ld, 7, att_loss, &c, dqkv);
+    free(dqkv), free(delta), free(qkv), free(c.R), free(c.out), free(c.lse);
 
     /* three blocks (T = 130), contiguous q, k, v: forward against the reference, bf16 storage
      * within rounding, and bit-identical results for 1 and 4 threads */
-    att_ctx e = {1, 130, 3, 16, 0, 0, NULL, NULL, NULL, NULL};
-    const int64_t d2 = e.H * e.hd, N2 = e.B * e.T, nl = e.B * e.H * e.T;
-    e.ld = 3 * d2;
+    att_ctx e = {1, 130, 3, 3, 16, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+    const int64_t d2 = e.H * e.hd, N2 = e.B * e.T, nl = e.B * e.H * e.T, ld2 = 3 * d2;
+    e.ld_q = e.ld_kv = ld2;
     e.scale = 0.25f;
-    e.qkv = randn(N2 * e.ld, 1), e.R = randn(N2 * d2, 1), e.out = zeros(N2 * d2), e.lse = zeros(nl);
+    float *qkv2 = randn(N2 * ld2, 1);
+    e.q = qkv2, e.k = qkv2 + d2, e.v = qkv2 + 2 * d2;
+    e.R = randn(N2 * d2, 1), e.out = zeros(N2 * d2), e.lse = zeros(nl);
     set_threads(1);
     att_loss(&e);
-    float *g1 = zeros(N2 * e.ld), *dl = zeros(nl);
-    CHECK_OK(ops->attention_backward(cpu, DP_F32, g1, g1 + d2, g1 + 2 * d2, e.ld, e.R, e.out, e.lse, e.qkv, e.qkv + d2,
-                                     e.qkv + 2 * d2, e.ld, dl, e.B, e.T, e.H, e.hd, e.scale));
+    float *g1 = zeros(N2 * ld2), *dl = zeros(nl);
+    CHECK_OK(ops->attention_backward(cpu, DP_F32, g1, g1 + d2, g1 + 2 * d2, ld2, ld2, e.R, e.out, e.lse, e.q, e.k, e.v,
+                                     ld2, ld2, dl, e.B, e.T, e.H, e.Hkv, e.hd, e.scale));
     float *out1 = copy_of(e.out, N2 * d2);
     set_threads(4);
     att_loss(&e);
-    float *g4 = zeros(N2 * e.ld);
-    CHECK_OK(ops->attention_backward(cpu, DP_F32, g4, g4 + d2, g4 + 2 * d2, e.ld, e.R, e.out, e.lse, e.qkv, e.qkv + d2,
-                                     e.qkv + 2 * d2, e.ld, dl, e.B, e.T, e.H, e.hd, e.scale));
+    float *g4 = zeros(N2 * ld2);
+    CHECK_OK(ops->attention_backward(cpu, DP_F32, g4, g4 + d2, g4 + 2 * d2, ld2, ld2, e.R, e.out, e.lse, e.q, e.k, e.v,
+                                     ld2, ld2, dl, e.B, e.T, e.H, e.Hkv, e.hd, e.scale));
     set_threads(2);
     CHECK(memcmp(out1, e.out, (size_t)(N2 * d2) * sizeof(float)) == 0);
-    CHECK(memcmp(g1, g4, (size_t)(N2 * e.ld) * sizeof(float)) == 0);
-    ro = malloc((size_t)(N2 * d2) * sizeof *ro), rl = malloc((size_t)nl * sizeof *rl);
-    att_reference(&e, ro, rl);
-    eo = 0;
-    for (int64_t i = 0; i < N2 * d2; i++) eo = fmax(eo, fabs(e.out[i] - ro[i]));
+    CHECK(memcmp(g1, g4, (size_t)(N2 * ld2) * sizeof(float)) == 0);
+    att_errors(&e, &eo, &el);
     CHECK(eo < 1e-5);
-    eb = att_backward_error(&e, g1);
+    eb = att_backward_error(&e, g1, g1 + d2, g1 + 2 * d2, ld2, ld2);
     printf("  three blocks, 3 heads: backward error / rounding bound %.3f\n", eb);
     CHECK(eb < 1.0);
     /* bf16 storage: the f32 arithmetic on the rounded inputs, the output rounded once */
-    uint16_t *qh = malloc((size_t)(N2 * e.ld) * 2), *oh = malloc((size_t)(N2 * d2) * 2);
-    round_bf16(e.qkv, qh, e.qkv, N2 * e.ld);
+    uint16_t *qh = malloc((size_t)(N2 * ld2) * 2), *oh = malloc((size_t)(N2 * d2) * 2);
+    round_bf16(qkv2, qh, qkv2, N2 * ld2);
     att_loss(&e);
     float *lh = zeros(nl);
-    CHECK_OK(
-        ops->attention_forward(cpu, DP_BF16, oh, lh, qh, qh + d2, qh + 2 * d2, e.ld, e.B, e.T, e.H, e.hd, e.scale));
+    CHECK_OK(ops->attention_forward(cpu, DP_BF16, oh, lh, qh, qh + d2, qh + 2 * d2, ld2, ld2, e.B, e.T, e.H, e.Hkv,
+                                    e.hd, e.scale));
     for (int64_t i = 0; i < N2 * d2; i++) CHECK(oh[i] == dp_f32_to_bf16(e.out[i])); /* one rounding */
     for (int64_t i = 0; i < nl; i++) CHECK(lh[i] == e.lse[i]);                      /* the same f32 arithmetic */
-    free(qh), free(oh), free(lh), free(ro), free(rl), free(g1), free(g4), free(dl), free(out1);
-    free(e.qkv), free(e.R), free(e.out), free(e.lse);
+    free(qh), free(oh), free(lh), free(g1), free(g4), free(dl), free(out1);
+    free(qkv2), free(e.R), free(e.out), free(e.lse);
+}
+
+/* Grouped-query attention (H query heads over Hkv key/value heads; Hkv = 1 is multi-query): q in
+ * its own buffer with padded rows, k and v interleaved in another (ld_kv = 2 Hkv hd), as they
+ * never are in the model (different strides catch a mixed-up one). Forward against the explicit
+ * softmax with the kv heads repeated; the backward against finite differences (dk, dv sum the
+ * group's heads); bit-identical for 1 and 3 threads. */
+static void test_attention_gqa(int64_t H, int64_t Hkv) {
+    printf("attention, %lld query heads over %lld key/value heads\n", (long long)H, (long long)Hkv);
+    att_ctx c = {2, 70, H, Hkv, 8, 0, 0, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+    const int64_t d = H * c.hd, dkv = Hkv * c.hd, N = c.B * c.T, nl = c.B * H * c.T;
+    c.ld_q = d + 3, c.ld_kv = 2 * dkv;
+    c.scale = 1.0f / sqrtf((float)c.hd);
+    float *q = randn(N * c.ld_q, 1.5f), *kv = randn(N * c.ld_kv, 1.5f);
+    c.q = q, c.k = kv, c.v = kv + dkv;
+    c.R = randn(N * d, 1), c.out = zeros(N * d), c.lse = zeros(nl);
+    att_loss(&c);
+    double eo, el;
+    att_errors(&c, &eo, &el);
+    printf("  forward vs explicit softmax (kv repeated): max |out err| %.3g, max |lse err| %.3g\n", eo, el);
+    CHECK(eo < 1e-5 && el < 1e-5);
+    float *dq = zeros(N * c.ld_q), *dkvb = zeros(N * c.ld_kv), *delta = zeros(nl);
+    set_threads(1);
+    CHECK_OK(ops->attention_backward(cpu, DP_F32, dq, dkvb, dkvb + dkv, c.ld_q, c.ld_kv, c.R, c.out, c.lse, c.q, c.k,
+                                     c.v, c.ld_q, c.ld_kv, delta, c.B, c.T, H, Hkv, c.hd, c.scale));
+    float *dq3 = zeros(N * c.ld_q), *dkv3 = zeros(N * c.ld_kv);
+    set_threads(3);
+    CHECK_OK(ops->attention_backward(cpu, DP_F32, dq3, dkv3, dkv3 + dkv, c.ld_q, c.ld_kv, c.R, c.out, c.lse, c.q, c.k,
+                                     c.v, c.ld_q, c.ld_kv, delta, c.B, c.T, H, Hkv, c.hd, c.scale));
+    set_threads(2);
+    CHECK(memcmp(dq, dq3, (size_t)(N * c.ld_q) * sizeof(float)) == 0);
+    CHECK(memcmp(dkvb, dkv3, (size_t)(N * c.ld_kv) * sizeof(float)) == 0);
+    for (int64_t n = 0; n < N; n++) /* the padding of q's rows is not written */
+        for (int64_t i = d; i < c.ld_q; i++) CHECK(dq[n * c.ld_q + i] == 0.0f);
+    double eb = att_backward_error(&c, dq, dkvb, dkvb + dkv, c.ld_q, c.ld_kv);
+    printf("  dq, dk, dv vs explicit T x T (kv repeated): max error / rounding bound %.3f\n", eb);
+    CHECK(eb < 1.0);
+    fd_check("dq (every 5th)", q, N * c.ld_q, 5, att_loss, &c, dq);
+    fd_check("dk, dv (every 5th)", kv, N * c.ld_kv, 5, att_loss, &c, dkvb);
+    free(q), free(kv), free(dq), free(dkvb), free(dq3), free(dkv3), free(delta);
+    free(c.R), free(c.out), free(c.lse);
 }
 
 /* ---- cross-entropy ---------------------------------------------------------------------- */
@@ -573,7 +644,8 @@ static void test_optimizers(void) {
     const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.1;
     for (int step = 1; step <= 3; step++) {
         float *g = randn(n, 1);
-        CHECK_OK(ops->adamw_step(cpu, p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step));
+        CHECK_OK(
+            ops->adamw_step(cpu, DP_F32, p, g, m, v, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, step));
         for (int64_t i = 0; i < n; i++) {
             rp[i] *= 1 - lr * wd;
             rm[i] = b1 * rm[i] + (1 - b1) * g[i];
@@ -583,12 +655,12 @@ static void test_optimizers(void) {
         free(g);
     }
     for (int64_t i = 0; i < n; i++) CHECK_CLOSE(p[i], rp[i], 1e-5);
-    CHECK(ops->adamw_step(cpu, p, p, m, v, n, 0.1f, 0.9f, 0.99f, 1e-8f, 0, 0) == DP_EINVAL);
+    CHECK(ops->adamw_step(cpu, DP_F32, p, p, m, v, n, 0.1f, 0.9f, 0.99f, 1e-8f, 0, 0) == DP_EINVAL);
     for (int64_t i = 0; i < n; i++) rp[i] = p[i];
     double rb[50];
     for (int step = 1; step <= 3; step++) {
         float *g = randn(n, 1);
-        CHECK_OK(ops->sgd_step(cpu, p, g, buf, n, 0.1f, 0.9f, 0.01f, step == 1));
+        CHECK_OK(ops->sgd_step(cpu, DP_F32, p, g, buf, n, 0.1f, 0.9f, 0.01f, step == 1));
         for (int64_t i = 0; i < n; i++) {
             double dd = g[i] + 0.01 * rp[i];
             rb[i] = step == 1 ? dd : 0.9 * rb[i] + dd;
@@ -599,8 +671,19 @@ static void test_optimizers(void) {
     for (int64_t i = 0; i < n; i++) CHECK_CLOSE(p[i], rp[i], 1e-5);
     float *g = randn(n, 1);
     for (int64_t i = 0; i < n; i++) rp[i] = p[i] - 0.5 * g[i];
-    CHECK_OK(ops->sgd_step(cpu, p, g, NULL, n, 0.5f, 0, 0, 0));
+    CHECK_OK(ops->sgd_step(cpu, DP_F32, p, g, NULL, n, 0.5f, 0, 0, 0));
     for (int64_t i = 0; i < n; i++) CHECK_CLOSE(p[i], rp[i], 1e-6);
+    /* bf16 parameters (no f32 master): the f32 step on the widened value, rounded once */
+    uint16_t ph[50];
+    float pf[50], mf[50] = {0}, vf[50] = {0}, m2[50] = {0}, v2[50] = {0};
+    round_bf16(p, ph, pf, n);
+    CHECK_OK(ops->adamw_step(cpu, DP_BF16, ph, g, m2, v2, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1));
+    CHECK_OK(ops->adamw_step(cpu, DP_F32, pf, g, mf, vf, n, 1e-2f, 0.9f, 0.999f, 1e-8f, 0.1f, 1));
+    for (int64_t i = 0; i < n; i++) CHECK(ph[i] == dp_f32_to_bf16(pf[i]) && m2[i] == mf[i] && v2[i] == vf[i]);
+    round_bf16(pf, ph, pf, n);
+    CHECK_OK(ops->sgd_step(cpu, DP_BF16, ph, g, NULL, n, 0.5f, 0, 0.01f, 0));
+    CHECK_OK(ops->sgd_step(cpu, DP_F32, pf, g, NULL, n, 0.5f, 0, 0.01f, 0));
+    for (int64_t i = 0; i < n; i++) CHECK(ph[i] == dp_f32_to_bf16(pf[i]));
     free(g), free(p), free(m), free(v), free(buf);
 }
 
@@ -613,8 +696,11 @@ int main(void) {
     test_norm(1);
     test_activations();
     test_embedding();
-    test_rope();
+    test_rope(1.0f);
+    test_rope(1.2079442f); /* yarn's attention factor at factor 8: 0.1 ln 8 + 1 */
     test_attention();
+    test_attention_gqa(4, 2);
+    test_attention_gqa(3, 1);
     test_cross_entropy();
     test_thread_independence();
     test_optimizers();

@@ -195,6 +195,12 @@ static void test_malformed(void) {
     expect_refused("no dtype", "{\"a\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, DP_EINVAL, WANT("'a'", "dtype"));
     expect_refused("entry not object", "{\"a\":3}", 0, DP_EINVAL, WANT("'a'", "not a JSON object"));
     expect_refused("metadata value", "{\"__metadata__\":{\"format\":1}}", 0, DP_EINVAL, WANT("__metadata__", "format"));
+    /* a name holding a newline and an escape sequence: the message stays one line (found by
+     * fuzz_checkpoints: control characters are shown as '?') */
+    expect_refused("control characters",
+                   "{\"a\\nb\\u001b[2J\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, DP_EINVAL,
+                   WANT("'a?b?[2J'", "unknown dtype"));
+    CHECK(strchr(dp_error_message(), '\n') == NULL && strchr(dp_error_message(), 0x1b) == NULL);
 
     /* raw length fields the JSON never gets to */
     char path[128];

@@ -65,6 +65,7 @@ cblas.h      backend_cpu
 omp.h        backend_cpu bind
 cjson/       io bind plots
 cairo        plots
+fftw3        dp
 EOF
 
 # ---- files and their parts --------------------------------------------------------------

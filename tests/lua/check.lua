@@ -45,4 +45,13 @@ function check.sh(cmd)
   return code, text
 end
 
+-- Whether process pid is alive: it exists and is not a zombie waiting to be reaped.
+function check.alive(pid)
+  local f = io.open("/proc/" .. tostring(pid) .. "/stat", "r")
+  if not f then return false end
+  local stat = f:read("a")
+  f:close()
+  return stat:match("^%d+ %b() (%a)") ~= "Z"
+end
+
 return check

@@ -182,8 +182,8 @@ local function broken(name, edit, field)
   edit(r)
   invalid(name, results.encode(r), field)
 end
-broken("exploded.json", function(r) r.status = "exploded" end, "status: 'exploded' is not one of ok, oom")
-broken("timing5.json", function(r) r.timing = 5 end, "timing: table expected, got integer")
+broken("exploded.json", function(r) r.status = "exploded" end, "status: 'exploded' (valid: ok, oom")
+broken("timing5.json", function(r) r.timing = 5 end, "timing: object expected, got integer")
 broken("spans0.json", function(r) r.timing.spans = dp.json.array{ 0 } end, "timing.spans[1]: object expected, got integer")
 broken("frac.json", function(r) r.memory.categories.activations.live_at_peak_bytes = 1.5 end,
        "memory.categories.activations.live_at_peak_bytes: integer expected, got float")
@@ -192,7 +192,7 @@ broken("cats.json", function(r) r.memory.categories = dp.json.array{ 1, 2 } end,
 broken("snap.json", function(r) r.snapshots = dp.json.array{ "x", 3 } end, "snapshots[1]: object expected, got string")
 broken("iters.json", function(r) r.timing.iter_ms = dp.json.array{ "1", 2 } end, "timing.iter_ms[1]")
 broken("mods.json", function(r) r.memory.modules = dp.json.array{ 7, { module = "x" } } end, "memory.modules[1]")
-broken("phases.json", function(r) r.timing.phases_ms = "fast" end, "timing.phases_ms: table expected, got string")
+broken("phases.json", function(r) r.timing.phases_ms = "fast" end, "timing.phases_ms: object expected, got string")
 broken("nan.json", function(r) r.avg_time_ms = 0 / 0 end, "avg_time_ms: number expected, got string")
 -- figures far larger than any run are printed, not a crash
 local big = results.read(base)

@@ -62,9 +62,9 @@ check.raises(function() dp.experiment(cfg{ model = model{ max_positions = 64, se
 check.raises(function() dp.experiment(cfg{ method = "flash_clip", dp = { flash_impl = "strip" } }) end,
              { "dpprof.dp.wrap: unknown flash_impl 'strip' (valid: tiles, strips)" }, "bad flash_impl")
 check.raises(function() dp.experiment(cfg{ dp = { max_grad_norm = -1 } }) end, { "max_grad_norm -1 must be positive" })
--- what only the device can tell (bf16 is CUDA-only) raises too, from the building of the model
-err = check.raises(function() dp.experiment(cfg{ model = model{ dtype = "bf16" } }) end,
-                   { "dpprof.experiment: dpprof.model: dtype 'bf16' is CUDA-only" }, "bf16 on the CPU")
+-- what only building can tell (the layer table's size) raises too, from the building of the model
+err = check.raises(function() dp.experiment(cfg{ model = model{ layers = 200000 } }) end,
+                   { "dpprof.experiment: dpprof.model: 'layers' 200000 is too many" }, "too many layers")
 check.truthy(err:find(THIS, 1, true), "at the caller's line: " .. err)
 check.eq(dp.memory.stats("cpu").allocated, 0, "nothing left allocated after the refused build")
 -- a callback's error is the run's: a result with status "error" and the message
@@ -187,12 +187,26 @@ local experiments = arg[0]:match("(.*/)") .. "../../experiments/"
 for _, case in ipairs({ { "default.lua", "method=ghost", "unknown argument 'method'", "methods" },
                         { "sweep_layers.lua", "layers=2,4", "unknown argument 'layers'", "layer_counts" },
                         { "sweep_seqlen.lua", "seq_len=64,128", "unknown argument 'seq_len'", "seq_lens" },
-                        { "fit_frontier.lua", "budget=80", "unknown argument 'budget'", "budget_gb" } }) do
+                        { "fit_frontier.lua", "budget=80", "unknown argument 'budget'", "budget_gb" },
+                        { "llama3_lora.lua", "seq_len=1024", "unknown argument 'seq_len'", "seq_lens" } }) do
   code, text = sh(string.format("%q run %q %s out=%q", exe, experiments .. case[1], case[2], out .. "-exp"))
   check.eq(code, 1, case[1] .. " " .. case[2] .. ": " .. text)
   check.truthy(text:find(case[3], 1, true) and text:find(case[4], 1, true), "names it and the valid ones: " .. text)
   check.eq(dp.list_dir(out .. "-exp"), nil, case[1] .. ": nothing ran")
 end
+
+-- llama3_lora.lua on the plan device: Llama-3.1-8B's config.json alone, every point ok
+code, text = sh(string.format("%q run %q seq_lens=512 batches=1,2 physicals=1 ranks=8 methods=bk,flash_clip out=%q", exe,
+                              experiments .. "llama3_lora.lua", out .. "-l3"))
+check.eq(code, 0, "llama3_lora.lua on plan: " .. text)
+local oks = 0
+for _ in text:gmatch("seq_len=512: ok,") do oks = oks + 1 end
+check.eq(oks, 4, "four plan points, each ok: " .. text)
+local l3 = dp.results.read(out .. "-l3/method=bk,lora_rank=8,batch=2,max_physical_batch_size=1,seq_len=512.json")
+check.eq(l3.config.model.kv_heads, 8, "the 8B's grouped-query attention")
+check.eq(l3.config.model.lora.rank, 8)
+check.eq(l3.predicted, true)
+os.execute("rm -rf " .. out .. "-l3")
 
 -- An OOM point says which request did not fit and against what, not "needed N more" (the
 -- request is not the shortfall).

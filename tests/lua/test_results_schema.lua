@@ -99,6 +99,28 @@ check.eq(r.predicted, false)
 check.eq(r.privacy.steps, 3, "noisy steps: warm-up + timed")
 local eps = dp.privacy.epsilon{ sample_rate = 0.01, noise_multiplier = 1.0, steps = 3, delta = 1e-5 }.epsilon
 check.near(r.privacy.epsilon, eps, 1e-12, "epsilon from the accountant")
+check.eq(r.privacy.accountant, "prv", "PRV by default, as Opacus's PrivacyEngine")
+check.eq(r.privacy.accountant_params.eps_error, 0.01, "PRV's eps_error")
+check.near(r.privacy.accountant_params.delta_error, 1e-8, 1e-20, "PRV's delta_error: delta / 1000")
+check.eq(r.config.dp.accountant, "prv", "the accountant echoed in the configuration")
+check.eq(r.privacy.sampling, "fixed", "fixed batches by default")
+check.eq(r.privacy.caveat, results.FIXED_BATCH_CAVEAT, "fixed batches carry the caveat")
+check.eq(results.epsilon_text(r.privacy), string.format("epsilon %.4g at delta 1e-05 (prv; fixed batches: understated)",
+                                                        eps), "the CLI's epsilon line says so")
+do -- the validator holds the privacy fields to the page
+  local function broken(change, field)
+    local b = dp.deep_copy(r)
+    change(b.privacy)
+    local ok, problems = results.validate(b)
+    check.truthy(not ok and table.concat(problems, "; "):find(field, 1, true), field .. ": " ..
+                 table.concat(problems or {}, "; "))
+  end
+  broken(function(p) p.accountant = "moments" end, "privacy.accountant: 'moments' (valid: rdp, prv, pld)")
+  broken(function(p) p.caveat = nil end, "privacy.caveat: missing")
+  broken(function(p) p.sampling = "poisson" end, "privacy.caveat: only for fixed batches")
+  broken(function(p) p.sampling = "shuffled" end, "privacy.sampling: 'shuffled'")
+  broken(function(p) p.accountant_params = nil end, "privacy.accountant_params: missing")
+end
 check.eq(r.config.model.batch, 4, "logical batch echoed")
 check.eq(r.config.dp.max_physical_batch_size, 2, "physical batch echoed")
 check.eq(r.config.model.hidden, 32)
@@ -151,6 +173,21 @@ check.eq(#v.layers, 0, "no DP layers for vanilla")
 check.eq(v.memory.categories.per_sample_grads.peak_bytes, 0, "vanilla has no per-sample gradients")
 
 ---------------------------------------------------------------------------------------------
+-- Poisson sampling accounted by PLD: no caveat, the accountant's epsilon and parameters
+local pl = dp.experiment(config{ dp = { max_physical_batch_size = 2, accountant = "pld", poisson = true,
+                                        dataset_size = 400 } })
+check.eq(pl.status, "ok", "PLD run: " .. tostring(pl.message))
+assert_valid(pl, "PLD result")
+check.eq(pl.privacy.accountant, "pld")
+check.eq(pl.privacy.sampling, "poisson")
+check.eq(pl.privacy.caveat, nil, "no caveat for Poisson sampling")
+check.eq(pl.privacy.accountant_params.value_discretization_interval, 1e-4)
+check.near(pl.privacy.epsilon, dp.privacy.epsilon{ accountant = "pld", sample_rate = 0.01, noise_multiplier = 1.0,
+                                                   steps = pl.privacy.steps, delta = 1e-5 }.epsilon, 1e-12,
+           "epsilon from the PLD accountant")
+check.eq(results.epsilon_text(pl.privacy), string.format("epsilon %.4g at delta 1e-05 (pld)", pl.privacy.epsilon))
+
+---------------------------------------------------------------------------------------------
 -- callbacks and a chosen schedule
 local cb = dp.experiment(config{
   snapshots = { "0_model_loaded", "iter{i}_after_step" },
@@ -192,6 +229,8 @@ check.raises(function() dp.experiment(config{ dp = { max_grad = 1 } }) end, { "d
 check.raises(function() dp.experiment(config{ optimizer = { name = "adam" } }) end, { "unknown optimizer 'adam'", "adamw, sgd" })
 check.raises(function() dp.experiment(config{ on = { after_lunch = print } }) end, { "unknown key 'after_lunch'", "after_step" })
 check.raises(function() dp.experiment(config{ iters = 0 }) end, "iters must be an integer >= 1")
+check.raises(function() dp.experiment(config{ dp = { accountant = "moments" } }) end,
+             "dp.accountant: unknown accountant 'moments' (valid: rdp, prv, pld)")
 
 ---------------------------------------------------------------------------------------------
 -- the Chrome trace
@@ -220,10 +259,134 @@ end
 check.eq(counters["memory.parameters"], param_bytes, "parameters counter")
 check.truthy(counters.allocated >= tr.memory.peak_bytes, "allocated counter reaches the peak")
 
+---------------------------------------------------------------------------------------------
+-- The one schema (common/results_schema.h, dpprof.results_schema) against what is written and
+-- what is validated: every field a real result carries is described (the writer cannot add one
+-- the chart reader and the validator do not know), and the validator checks every described
+-- field (a field of the wrong type or value is named). tests/plots/test_schema.c holds the chart
+-- reader to the same table.
+local fixture_root = arg[0]:match("(.*/)") .. "../fixtures/results/"
+local schema = dp.results_schema
+check.eq(schema.version, results.SCHEMA_VERSION, "the validator reads the schema's version")
+-- a plan run (timing.estimate, plan, environment.device_model, config.dp.flash_impl) and a sweep
+-- point (sweep.*), beside the CPU runs above: ghost (r), vanilla (v), Poisson/PLD (pl), callbacks
+-- with extra (cb), out of memory (o) and the trace (tr)
+local planned = dp.experiment(config{ method = "flash_clip", device = "plan", device_model = "h100",
+                                      dp = { max_physical_batch_size = 2, flash_impl = "strips" } })
+check.eq(planned.status, "ok", "plan run: " .. tostring(planned.message))
+assert_valid(planned, "plan result")
+local sweep_out = os.tmpname()
+os.remove(sweep_out)
+local swept = dp.sweep{ base = config{ device = "plan", iters = 1, warmup = 0 }, vary = { method = { "bk" } },
+                        out = sweep_out, isolate = false, quiet = true }
+local point = swept.points[1].result
+assert_valid(point, "sweep point")
+check.truthy(type(point.sweep) == "table" and point.sweep.config_hash, "a sweep point carries sweep")
+for _, n in ipairs(dp.list_dir(sweep_out)) do os.remove(sweep_out .. "/" .. n) end
+os.remove(sweep_out)
+-- a point as a parallel sweep on a GPU node of a Slurm array places it (sweep.placement.*: the
+-- fields lua/dpprof/parallel.lua and slurm.lua write)
+local placed = dp.deep_copy(point)
+placed.sweep.placement = { host = "node1", slot = 1, slots = 2, threads = 1, cuda_visible_devices = "0",
+                           slurm = { job_id = "17", task_job_id = "18", node = "node1", cluster = "c",
+                                     state = "COMPLETED", exit_code = "0:0", state_source = "sacct",
+                                     array_task_id = 0 } }
+assert_valid(placed, "a placed sweep point")
+local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
+                    placed = placed }
+
+local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
+local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
+
+-- Every path of a document is described: the node for each key, or below an OPEN object.
+local function undescribed(node, value, path, out)
+  if type(value) ~= "table" or json.is_null(value) then return end
+  local f = node.field
+  if f and f.type == "any" then return end
+  local is_list = #value > 0 or getmetatable(value) == getmetatable(json.array())
+  for k, x in pairs(value) do
+    local key, child = tostring(k), nil
+    if is_list and math.type(k) == "integer" then
+      child, key = node.children["[]"], path .. "[" .. k .. "]"
+    else
+      child = node.children[key] or (is_category(key) and node.children["{category}"])
+              or (is_phase(key) and node.children["{phase}"]) or node.children["*"]
+      key = path == "" and key or path .. "." .. key
+    end
+    if child then
+      undescribed(child, x, key, out)
+    elseif not (f and f.open) then
+      out[#out + 1] = key
+    end
+  end
+  return out
+end
+for name, doc in pairs(documents) do
+  local missing = undescribed(results.SCHEMA.tree, doc, "", {})
+  table.sort(missing)
+  check.eq(#missing, 0, name .. " result: fields the schema does not describe: " .. table.concat(missing, ", "))
+end
+for _, set in ipairs({ "single", "sweep_seq", "sweep_2d" }) do
+  local doc = results.read(fixture_root .. set .. "/" .. (set == "single" and "ghost.json" or
+                                                             set == "sweep_seq" and "ghost_seq1024.json" or
+                                                             "ghost_seq1024_b1.json"))
+  local missing = undescribed(results.SCHEMA.tree, doc, "", {})
+  check.eq(#missing, 0, "fixture " .. set .. ": fields the schema does not describe: " .. table.concat(missing, ", "))
+end
+
+-- Every described field is checked: in a document holding its parent, a value of the wrong type
+-- (and, for a field with choices, a value outside them) is named by the validator.
+local BAD = { string = 12345, integer = 1.5, number = "x", boolean = "x", object = "x", array = "x", scalar = { 1 } }
+local SAMPLE = { ["{category}"] = results.CATEGORIES[1], ["{phase}"] = results.PHASES[1], ["*"] = "x" }
+-- The concrete path of a schema path (placeholders and [] at their first instance), as a list of
+-- keys; nil when doc has no parent for it.
+local function locate(doc, f)
+  local t, shown, parts = doc, "", {}
+  for part in f.path:gmatch("[^.]+") do
+    local name, arrays = part:gsub("%[%]", "")
+    parts[#parts + 1] = SAMPLE[name] or name
+    for _ = 1, arrays do parts[#parts + 1] = 1 end
+  end
+  for i = 1, #parts - 1 do
+    t = type(t) == "table" and not json.is_null(t) and t[parts[i]] or nil
+    if t == nil then return nil end
+  end
+  if type(t) ~= "table" or json.is_null(t) then return nil end
+  for _, k in ipairs(parts) do
+    shown = math.type(k) and shown .. "[" .. k .. "]" or (shown == "" and k or shown .. "." .. k)
+  end
+  return t, parts[#parts], shown
+end
+local checked = 0
+for _, f in ipairs(schema.fields) do
+  if f.type ~= "any" then
+    local found = false
+    for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla" }) do
+      local doc = dp.deep_copy(documents[name])
+      local parent, key, shown = locate(doc, f)
+      if parent then
+        found = true
+        for _, bad in ipairs({ BAD[f.type], f.choices and f.type == "string" and "no-such-choice" or nil }) do
+          parent[key] = bad
+          local ok, problems = results.validate(doc)
+          local named = false
+          for _, line in ipairs(problems or {}) do named = named or line:find(shown .. ":", 1, true) == 1 end
+          check.truthy(not ok and named, string.format("%s = %s in the %s result is named: %s", shown, tostring(bad),
+                                                      name, table.concat(problems or {}, "; ")))
+        end
+        checked = checked + 1
+        break
+      end
+    end
+    check.truthy(found, f.path .. ": no document holds its parent")
+  end
+end
+check.truthy(checked >= #schema.fields - 1, "every field was tried (" .. checked .. ")")
+
 -- The chart fixtures (tests/fixtures/results, from generate.lua) are results as this page
 -- describes them, OOM points included; the malformed set breaks exactly what its tests expect.
 do
-  local root = arg[0]:match("(.*/)") .. "../fixtures/results/"
+  local root = fixture_root
   local n = 0
   for _, set in ipairs({ "single", "sweep_seq", "sweep_2d" }) do
     local ls = assert(io.popen("ls '" .. root .. set .. "'"))
@@ -248,5 +411,25 @@ do
   for _, name in ipairs({ "vanilla.json", "flat.json", "ghost+twopass.json" }) do
     check.truthy(results.validate(results.read(root .. "malformed/" .. name)), "malformed/" .. name .. " is itself valid")
   end
+end
+-- A failed run's configuration is what was asked for: a sweep's crashed or timed-out point
+-- records its point's configuration, before the experiment filled in its defaults (dtype,
+-- max_physical_batch_size...). Such a file used to fail validation, so `dpprof compare` refused
+-- a sweep directory with a timed-out point. What is there is still checked, and an ok result
+-- still needs every key.
+do
+  local asked = { model = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 2 },
+                  device = "cpu", iters = 1, warmup = 0, method = "ghost" }
+  local failed = results.failure{ name = "p", status = "timeout", message = "timed out", config = asked }
+  assert_valid(failed, "a timed-out point with the configuration it asked for")
+  failed.config.model.seq_len = "8"
+  local ok, problems = results.validate(failed)
+  check.eq(ok, false, "a wrong type in a failed run's configuration is still refused")
+  check.truthy(problems[1]:find("config.model.seq_len", 1, true) == 1, tostring(problems[1]))
+  local good = dp.experiment(config({ iters = 1, warmup = 0 }))
+  good.config.model.dtype = nil
+  ok, problems = results.validate(good)
+  check.eq(ok, false, "an ok result without config.model.dtype")
+  check.truthy(problems[1]:find("config.model.dtype: missing", 1, true) == 1, tostring(problems[1]))
 end
 print("ok")

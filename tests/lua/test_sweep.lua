@@ -172,6 +172,30 @@ check.raises(function() dp.sweep{ vary = { colour = { 1 } }, out = out, run = ru
              { "unknown vary key 'colour'", "seq_len", "method" })
 check.raises(function() dp.sweep{ vary = { seq_len = {} }, out = out, quiet = true } end, "non-empty list")
 check.raises(function() dp.sweep{ bogus = 1 } end, { "unknown key 'bogus'", "vary" })
+check.eq(require("dpprof.sweep").points({}, { accountant = { "pld" } })[1].config.dp.accountant, "pld",
+         "accountant went to config.dp")
+
+-- The CLI says epsilon, its accountant, and that fixed batches understate it (plan runs: fast).
+do
+  local script = out .. "-accountants.lua"
+  local f = assert(io.open(script, "w"))
+  f:write(string.format([[
+local dp = require("dpprof")
+dp.sweep{ base = { model = { arch = "gpt", vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2 },
+                   device = "plan", iters = 1, warmup = 0, snapshots = "none" },
+          vary = { accountant = { "prv", "pld" } }, out = %q, isolate = false }
+]], out .. "-acct"))
+  f:close()
+  local code, text = check.sh(string.format("%q run %q", dp.executable, script))
+  os.remove(script)
+  os.execute("rm -rf " .. out .. "-acct")
+  check.eq(code, 0, "the sweep runs: " .. text)
+  local eps = dp.privacy.epsilon{ sample_rate = 0.01, noise_multiplier = 1, steps = 1, delta = 1e-5 }.epsilon
+  check.truthy(text:find(string.format("epsilon %.4g at delta 1e-05 (prv; fixed batches: understated)", eps), 1, true),
+               "the progress line gives epsilon and the caveat: " .. text)
+  check.truthy(text:find("(pld)*", 1, true), "the summary's epsilon column marks fixed batches: " .. text)
+  check.truthy(text:find("* " .. dp.results.FIXED_BATCH_CAVEAT, 1, true), "and explains the mark: " .. text)
+end
 
 os.execute("rm -rf " .. out)
 print("ok")

@@ -35,7 +35,20 @@ check.eq(table.concat(c:totable(), ","), "4.0,10.0,5.0,11.0")
 -- random fills are reproducible and the plan device holds no data
 local r1 = dp.tensor{ shape = { 1000 } }:random{ dist = "normal", seed = 3, stream = 1 }
 local r2 = dp.tensor{ shape = { 1000 } }:random{ dist = "normal", seed = 3, stream = 1 }
-check.eq(r1:get(777), r2:get(777), "same seed, same numbers")
+local v1, v2 = r1:totable(), r2:totable()
+for i = 1, 1000 do check.eq(v1[i], v2[i], "same seed, same numbers") end
+-- and they are normal(0, 1) draws, not a fill both sides share (all zeros would pass the above):
+-- mean within 5 standard errors (1 / sqrt(n)), variance within 5 of its (sqrt(2 / (n - 1)))
+local sum, sq = 0, 0
+for i = 1, 1000 do sum = sum + v1[i] end
+local mean = sum / 1000
+for i = 1, 1000 do sq = sq + (v1[i] - mean) ^ 2 end
+check.near(mean, 0, 5 / math.sqrt(1000), "normal draws: mean")
+check.near(sq / 999, 1, 5 * math.sqrt(2 / 999), "normal draws: variance")
+local r3 = dp.tensor{ shape = { 1000 } }:random{ dist = "normal", seed = 4, stream = 1 }:totable()
+local same = 0
+for i = 1, 1000 do if r3[i] == v1[i] then same = same + 1 end end
+check.eq(same, 0, "another seed, other numbers")
 local r0 = dp.tensor{ shape = { 8 } }:random() -- defaults: standard normal, seed 0, stream 0
 check.eq(r0:get(1), dp.tensor{ shape = { 8 } }:random{ seed = 0 }:get(1), "random() takes defaults")
 local p = dp.tensor{ shape = { 1 << 15, 1 << 15 }, device = "plan", category = "activations" }

@@ -9,56 +9,20 @@
  */
 #include "privacy.h"
 
+#include "privacy_check.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#ifndef DP_PRIVACY_FIXTURE_DIR
-#error "define DP_PRIVACY_FIXTURE_DIR as the absolute path of tests/fixtures/privacy"
-#endif
-
 #define OPACUS_REL_TOL 1e-6
 #define LOG_ERFC_REL_TOL 1e-13
-
-static int n_passed, n_failed;
-
-static void check(int ok, const char *what) {
-    if (ok) {
-        n_passed++;
-    } else {
-        n_failed++;
-        printf("FAIL: %s\n", what);
-    }
-}
 
 /* Relative difference; 0 when both are the same infinity. */
 static double rel_diff(double got, double want) {
     if (isinf(got) || isinf(want)) return got == want ? 0.0 : INFINITY;
     return fabs(got - want) / fmax(fabs(want), 1e-300);
-}
-
-/* Splits a CSV line in place into at most max_fields fields; returns the count. */
-static int split_csv(char *line, char **fields, int max_fields) {
-    int n = 0;
-    line[strcspn(line, "\r\n")] = '\0';
-    char *p = line;
-    while (n < max_fields) {
-        fields[n++] = p;
-        char *comma = strchr(p, ',');
-        if (comma == NULL) break;
-        *comma = '\0';
-        p = comma + 1;
-    }
-    return n;
-}
-
-static FILE *open_fixture(const char *name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", DP_PRIVACY_FIXTURE_DIR, name);
-    FILE *f = fopen(path, "r");
-    if (f == NULL) printf("FAIL: cannot open %s\n", path);
-    return f;
 }
 
 static void test_against_opacus(void) {
@@ -77,7 +41,7 @@ static void test_against_opacus(void) {
             continue;
         }
         char *c[8];
-        if (split_csv(line, c, 8) != 8) {
+        if (split(line, ',', c, 8) != 8) {
             check(0, "opacus_rdp.csv: row without 8 fields");
             continue;
         }
@@ -149,7 +113,7 @@ static void test_log_erfc(void) {
             continue;
         }
         char *c[2];
-        if (split_csv(line, c, 2) != 2) {
+        if (split(line, ',', c, 2) != 2) {
             check(0, "log_erfc_mpmath.csv: row without 2 fields");
             continue;
         }

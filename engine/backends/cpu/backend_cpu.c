@@ -166,8 +166,9 @@ static int cpu_cast(dp_device *dev, dp_dtype dt, void *dst, dp_dtype st, const v
     return DP_OK;
 }
 
-/* A bf16 matrix widened to a host f32 copy (CPU bf16 exists for tests; the model's bf16 path is
- * CUDA's). rows x cols with row stride ld, per batch item at stride. */
+/* A bf16 matrix widened to a host f32 copy: the CPU's bf16 GEMM is the slow exact reference of
+ * cuBLAS's (bf16 operands and C read, f32 accumulation, the result rounded once). rows x cols with row stride ld, per
+ * batch item at stride. */
 static float *widen(const void *src, int64_t batch, int64_t stride, int64_t rows, int64_t ld) {
     size_t n = (size_t)((batch - 1) * stride + rows * ld);
     float *f = malloc(n * sizeof *f);

@@ -13,8 +13,14 @@
  * that fixed order (no second pass recomputing the scores for dQ, no atomics). Results do not
  * depend on the thread count or the schedule.
  *
- * Grouped-query attention: query head h reads kv head kv_head(h, H, Hkv); the entry points pass
- * Hkv = H (every head its own K and V) until layer_ops.h carries a kv head count. */
+ * Grouped-query attention: query head h reads kv head kv_head(h, H, Hkv); the backward's task for
+ * kv head g walks the H / Hkv query heads of its group in increasing order, so dK and dV sum them
+ * without atomics and the repeat is never materialised.
+ *
+ * bf16 follows the rounding points of CUDA's tensor-core attention (kernels/attention_*.cu, taken
+ * for head dims 64 and 128 with rows of a multiple of 8 elements: mma_rounding): P, and in the
+ * backward dS, are rounded to bf16 before their products with V, dO, Q and K (the mma operands);
+ * sums stay f32. Elsewhere (f32, other head dims: the SIMT kernels) nothing is rounded between. */
 #include "cpu_attention.h"
 
 #include "cpu_util.h"
@@ -33,6 +39,21 @@
 /* The kv head query head h reads: H / Hkv consecutive query heads share one (transformers'
  * repeat_kv order). The one place a head's K and V are found. */
 static int64_t kv_head(int64_t h, int64_t H, int64_t Hkv) { return h / (H / Hkv); }
+
+/* Query heads in groups of Hkv key/value heads, or DP_EINVAL naming both counts. */
+static int check_groups(const char *op, int64_t H, int64_t Hkv) {
+    if (Hkv > 0 && H % Hkv == 0) return DP_OK;
+    return dp_error_set(DP_EINVAL, "%s: %lld query heads are not groups of %lld key/value heads", op, (long long)H,
+                        (long long)Hkv);
+}
+
+/* Whether P and dS are rounded to bf16 before their GEMMs, as CUDA's tensor-core kernels do. */
+static int mma_rounding(dp_dtype t, int64_t hd, int64_t ld_q, int64_t ld_kv) {
+    return t == DP_BF16 && (hd == 64 || hd == 128) && ld_q % 8 == 0 && ld_kv % 8 == 0;
+}
+
+/* x rounded to bf16 and back */
+static inline float bf16_round(float x) { return dp_bf16_to_f32(dp_f32_to_bf16(x)); }
 
 /* Element offset of row i of sample b in head h of a B*T x (heads * hd) view with row stride ld. */
 static int64_t head_row(int64_t ld, int64_t b, int64_t T, int64_t i, int64_t h, int64_t hd) {
@@ -72,9 +93,10 @@ static void scores(int64_t nr, int64_t nc, int64_t hd, float scale, const float 
 
 /* One block of the online softmax for the rows of a query block: folds the scores S of key block
  * j0 into the running max m and sum l, rescales the output accumulator acc (nr x hd) and turns S
- * into the block's probabilities (0 where a key is masked), ready for acc += P V. */
+ * into the block's probabilities (0 where a key is masked; rounded to bf16 after the sum when
+ * round is set), ready for acc += P V. */
 DP_CPU_CLONES static void online_softmax(float *S, int64_t nr, int64_t nc, int64_t i0, int64_t j0, float *m, float *l,
-                                         float *acc, int64_t hd) {
+                                         float *acc, int64_t hd, int round) {
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * nc;
         const int64_t cend = visible(i0, r, j0, nc);
@@ -90,6 +112,8 @@ DP_CPU_CLONES static void online_softmax(float *S, int64_t nr, int64_t nc, int64
             s[c] = dp_vexp(s[c] - mx);
             sum += s[c];
         }
+        if (round)
+            for (int64_t c = 0; c < cend; c++) s[c] = bf16_round(s[c]);
         for (int64_t c = cend; c < nc; c++) s[c] = 0.0f;
         float *a = acc + r * hd;
         for (int64_t e = 0; e < hd; e++) a[e] *= corr;
@@ -99,10 +123,11 @@ DP_CPU_CLONES static void online_softmax(float *S, int64_t nr, int64_t nc, int64
 }
 
 static int attention_forward(dp_dtype t, void *out, float *lse, const void *q, const void *k, const void *v,
-                             int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale) {
+                             int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hd,
+                             float scale) {
     const int64_t nqb = (T + ATT_BQ - 1) / ATT_BQ, tasks = B * H * nqb, ld_out = H * hd;
     const int64_t work = B * H * T * (T + 1) / 2 * hd; /* multiply-adds of q.k alone */
-    const int wide = t != DP_F32;
+    const int wide = t != DP_F32, round = mma_rounding(t, hd, ld_q, ld_kv);
     int failed = 0;
 #pragma omp parallel if (tasks > 1 && work > ATT_PAR_MIN)
     {
@@ -122,15 +147,15 @@ static int attention_forward(dp_dtype t, void *out, float *lse, const void *q, c
             const int64_t qb = task % nqb, h = (task / nqb) % H, b = task / (nqb * H), g = kv_head(h, H, Hkv);
             const int64_t i0 = qb * ATT_BQ, nr = block_rows(T, i0, ATT_BQ);
             int64_t ldq, ldk, ldv;
-            const float *Q = head_block(t, q, ld_in, b, T, h, hd, i0, nr, wq, &ldq);
+            const float *Q = head_block(t, q, ld_q, b, T, h, hd, i0, nr, wq, &ldq);
             for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
             memset(acc, 0, sizeof(float) * (size_t)(nr * hd));
             for (int64_t j0 = 0; j0 <= i0 + nr - 1; j0 += ATT_BK) {
                 const int64_t nc = block_rows(T, j0, ATT_BK);
-                const float *K = head_block(t, k, ld_in, b, T, g, hd, j0, nc, wk, &ldk);
-                const float *V = head_block(t, v, ld_in, b, T, g, hd, j0, nc, wv, &ldv);
+                const float *K = head_block(t, k, ld_kv, b, T, g, hd, j0, nc, wk, &ldk);
+                const float *V = head_block(t, v, ld_kv, b, T, g, hd, j0, nc, wv, &ldv);
                 scores(nr, nc, hd, scale, Q, ldq, K, ldk, S);
-                online_softmax(S, nr, nc, i0, j0, m, l, acc, hd);
+                online_softmax(S, nr, nc, i0, j0, m, l, acc, hd, round);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)nr, (blasint)hd, (blasint)nc, 1.0f, S,
                             (blasint)nc, V, (blasint)ldv, 1.0f, acc, (blasint)hd);
             }
@@ -148,25 +173,33 @@ static int attention_forward(dp_dtype t, void *out, float *lse, const void *q, c
 }
 
 /* The gradient of the scores of one block, from its probabilities: P (nr x nc) = exp(S - lse)
- * (0 where masked) in place of S, and dS = scale P (dP - delta) in place of dP. */
+ * (0 where masked) in place of S, and dS = scale P (dP - delta) in place of dP; with round, P and
+ * P (dP - delta) are rounded to bf16 (after dS took the unrounded P), as CUDA's mma operands. */
 DP_CPU_CLONES static void score_grads(float *S, float *dP, int64_t nr, int64_t nc, int64_t i0, int64_t j0,
-                                      const float *L, const float *D, float scale) {
+                                      const float *L, const float *D, float scale, int round) {
     for (int64_t r = 0; r < nr; r++) {
         float *s = S + r * nc, *dp = dP + r * nc;
         const int64_t cend = visible(i0, r, j0, nc);
         const float li = L[i0 + r], di = D[i0 + r];
-        for (int64_t c = 0; c < cend; c++) {
-            s[c] = dp_vexp(s[c] - li);
-            dp[c] = scale * (s[c] * (dp[c] - di));
-        }
+        if (round)
+            for (int64_t c = 0; c < cend; c++) {
+                const float p = dp_vexp(s[c] - li);
+                dp[c] = scale * bf16_round(p * (dp[c] - di));
+                s[c] = bf16_round(p);
+            }
+        else
+            for (int64_t c = 0; c < cend; c++) {
+                s[c] = dp_vexp(s[c] - li);
+                dp[c] = scale * (s[c] * (dp[c] - di));
+            }
         for (int64_t c = cend; c < nc; c++) s[c] = 0.0f, dp[c] = 0.0f;
     }
 }
 
-static int attention_backward(dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad, const void *dout,
+static int attention_backward(dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq, int64_t ld_dkv, const void *dout,
                               const void *out, const float *lse, const void *q, const void *k, const void *v,
-                              int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H, int64_t Hkv, int64_t hd,
-                              float scale) {
+                              int64_t ld_q, int64_t ld_kv, float *delta, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                              int64_t hd, float scale) {
     const int64_t ld_out = H * hd, group = H / Hkv, tasks = B * Hkv;
     /* delta = rowsum(dout * out), per (sample, head, row) */
 #pragma omp parallel for schedule(static) if (B * T * ld_out > ATT_PAR_MIN)
@@ -180,7 +213,7 @@ static int attention_backward(dp_dtype t, void *dq, void *dk, void *dv, int64_t 
         }
     }
     const int64_t work = B * H * T * (T + 1) / 2 * hd;
-    const int wide = t != DP_F32;
+    const int wide = t != DP_F32, round = mma_rounding(t, hd, ld_q, ld_kv);
     int failed = 0;
 #pragma omp parallel if (tasks > 1 && work > ATT_PAR_MIN)
     {
@@ -207,19 +240,19 @@ static int attention_backward(dp_dtype t, void *dq, void *dk, void *dv, int64_t 
                 for (int64_t j0 = 0; j0 < T; j0 += ATT_BK) {
                     const int64_t nc = block_rows(T, j0, ATT_BK);
                     int64_t ldk, ldv, ldq, ldo;
-                    const float *K = head_block(t, k, ld_in, b, T, g, hd, j0, nc, wk, &ldk);
-                    const float *V = head_block(t, v, ld_in, b, T, g, hd, j0, nc, wv, &ldv);
+                    const float *K = head_block(t, k, ld_kv, b, T, g, hd, j0, nc, wk, &ldk);
+                    const float *V = head_block(t, v, ld_kv, b, T, g, hd, j0, nc, wv, &ldv);
                     float *dKb = dK + j0 * hd, *dVb = dV + j0 * hd;
                     for (int64_t i0 = j0 / ATT_BQ * ATT_BQ; i0 < T; i0 += ATT_BQ) {
                         const int64_t nr = block_rows(T, i0, ATT_BQ);
                         if (i0 + nr - 1 < j0) continue; /* every key of the block is after every query */
-                        const float *Q = head_block(t, q, ld_in, b, T, h, hd, i0, nr, wq, &ldq);
+                        const float *Q = head_block(t, q, ld_q, b, T, h, hd, i0, nr, wq, &ldq);
                         const float *dO = head_block(t, dout, ld_out, b, T, h, hd, i0, nr, wo, &ldo);
                         scores(nr, nc, hd, scale, Q, ldq, K, ldk, S);
                         /* dP = dO V^T */
                         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)nr, (blasint)nc, (blasint)hd,
                                     1.0f, dO, (blasint)ldo, V, (blasint)ldv, 0.0f, dP, (blasint)nc);
-                        score_grads(S, dP, nr, nc, i0, j0, L, D, scale);
+                        score_grads(S, dP, nr, nc, i0, j0, L, D, scale, round);
                         /* dV += P^T dO, dK += dS^T Q, dQ += dS K */
                         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)nc, (blasint)hd, (blasint)nr,
                                     1.0f, S, (blasint)nc, dO, (blasint)ldo, 1.0f, dVb, (blasint)hd);
@@ -229,10 +262,10 @@ static int attention_backward(dp_dtype t, void *dq, void *dk, void *dv, int64_t 
                                     1.0f, dP, (blasint)nc, K, (blasint)ldk, 1.0f, dQ + i0 * hd, (blasint)hd);
                     }
                 }
-                store_head_block(t, dq, ld_grad, b, T, h, hd, 0, T, dQ);
+                store_head_block(t, dq, ld_dq, b, T, h, hd, 0, T, dQ);
             }
-            store_head_block(t, dk, ld_grad, b, T, g, hd, 0, T, dK);
-            store_head_block(t, dv, ld_grad, b, T, g, hd, 0, T, dV);
+            store_head_block(t, dk, ld_dkv, b, T, g, hd, 0, T, dK);
+            store_head_block(t, dv, ld_dkv, b, T, g, hd, 0, T, dV);
         }
         free(scratch);
     }
@@ -241,17 +274,21 @@ static int attention_backward(dp_dtype t, void *dq, void *dk, void *dv, int64_t 
 }
 
 int dp_cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                             const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd, float scale) {
+                             const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                             int64_t hd, float scale) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "attention_forward"));
-    return attention_forward(t, out, lse, q, k, v, ld_in, B, T, H, H, hd, scale);
+    DP_TRY(check_groups("attention_forward", H, Hkv));
+    return attention_forward(t, out, lse, q, k, v, ld_q, ld_kv, B, T, H, Hkv, hd, scale);
 }
 
-int dp_cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
+int dp_cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq, int64_t ld_dkv,
                               const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                              const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H, int64_t hd,
-                              float scale) {
+                              const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B, int64_t T, int64_t H,
+                              int64_t Hkv, int64_t hd, float scale) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "attention_backward"));
-    return attention_backward(t, dq, dk, dv, ld_grad, dout, out, lse, q, k, v, ld_in, delta, B, T, H, H, hd, scale);
+    DP_TRY(check_groups("attention_backward", H, Hkv));
+    return attention_backward(t, dq, dk, dv, ld_dq, ld_dkv, dout, out, lse, q, k, v, ld_q, ld_kv, delta, B, T, H, Hkv,
+                              hd, scale);
 }

@@ -39,15 +39,18 @@ static void add_parts(float *dst, const double *part, int64_t parts, int64_t col
 
 /* ---- embeddings ------------------------------------------------------------------------- */
 
-static int cpu_embedding_forward(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
-                                 const float *wpe, int64_t N, int64_t T, int64_t d) {
+static int cpu_embedding_forward(dp_device *dev, dp_dtype t, dp_dtype wt, void *out, const int32_t *ids,
+                                 const void *wte, const void *wpe, int64_t N, int64_t T, int64_t d) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "embedding_forward"));
+    DP_TRY(dp_cpu_need_float(wt, "embedding_forward"));
 #pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const float *e = wte + (int64_t)ids[n] * d;
-        const float *p = wpe ? wpe + (n % T) * d : NULL;
-        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, n * d + j, p ? e[j] + p[j] : e[j]);
+        const int64_t e = (int64_t)ids[n] * d, p = (n % T) * d;
+        for (int64_t j = 0; j < d; j++) {
+            const float v = dp_cpu_ld(wt, wte, e + j);
+            dp_cpu_st(t, out, n * d + j, wpe ? v + dp_cpu_ld(wt, wpe, p + j) : v);
+        }
     }
     return DP_OK;
 }
@@ -391,7 +394,7 @@ static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *du
 /* ---- rotary embedding ------------------------------------------------------------------- */
 
 static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N, int64_t T, int64_t H, int64_t hd,
-                    float theta, int inverse) {
+                    const float *inv_freq, float scale, int inverse) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rope"));
     if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
@@ -403,11 +406,10 @@ static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N,
     for (int64_t pj = 0; pj < P * half; pj++) {
         const float pos = (float)(pj / half);
         const int64_t j = pj % half;
-        /* the angle formula of layer_ops.h, in f32 on every device */
-        float inv_freq = powf(theta, -(float)(2 * j) / (float)hd);
-        float angle = pos * inv_freq;
-        cs[2 * pj] = cosf(angle);
-        cs[2 * pj + 1] = inverse ? -sinf(angle) : sinf(angle);
+        /* the rounding points of layer_ops.h, the same on every device */
+        const float angle = pos * inv_freq[j], sn = sinf(angle) * scale;
+        cs[2 * pj] = cosf(angle) * scale;
+        cs[2 * pj + 1] = inverse ? -sn : sn;
     }
 #pragma omp parallel for schedule(static) if (N * H * hd > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
@@ -524,46 +526,64 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
 
 /* ---- optimizers ------------------------------------------------------------------------- */
 
-/* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps), on
- * elements [i0, i1); compiled per instruction set. */
-DP_CPU_CLONES static void adamw_span(float *p, const float *g, float *m, float *v, int64_t i0, int64_t i1, float beta1,
-                                     float beta2, float eps, float decay, float step_size, float bc2_sqrt) {
+/* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps),
+ * for one element: updates m and v in place and returns the new parameter. */
+static inline float adamw_elem(float pi, float gi, float *m, float *v, float beta1, float beta2, float eps, float decay,
+                               float step_size, float bc2_sqrt) {
+    pi *= decay;
+    const float mi = *m + (1.0f - beta1) * (gi - *m);
+    const float vi = *v * beta2 + (1.0f - beta2) * gi * gi;
+    const float denom = sqrtf(vi) / bc2_sqrt + eps;
+    *m = mi;
+    *v = vi;
+    return pi - step_size * (mi / denom);
+}
+
+/* AdamW on elements [i0, i1) of a parameter of dtype pt (f32 in a loop that vectorises, bf16
+ * widened and rounded once); compiled per instruction set. */
+DP_CPU_CLONES static void adamw_span(dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t i0, int64_t i1,
+                                     float beta1, float beta2, float eps, float decay, float step_size,
+                                     float bc2_sqrt) {
+    if (pt == DP_F32) {
+        float *pf = p;
+        for (int64_t i = i0; i < i1; i++)
+            pf[i] = adamw_elem(pf[i], g[i], m + i, v + i, beta1, beta2, eps, decay, step_size, bc2_sqrt);
+        return;
+    }
     for (int64_t i = i0; i < i1; i++) {
-        float gi = g[i];
-        float pi = p[i] * decay;
-        float mi = m[i] + (1.0f - beta1) * (gi - m[i]);
-        float vi = v[i] * beta2 + (1.0f - beta2) * gi * gi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        p[i] = pi - step_size * (mi / denom);
-        m[i] = mi;
-        v[i] = vi;
+        const float pi =
+            adamw_elem(dp_cpu_ld(pt, p, i), g[i], m + i, v + i, beta1, beta2, eps, decay, step_size, bc2_sqrt);
+        dp_cpu_st(pt, p, i, pi);
     }
 }
 
-static int cpu_adamw_step(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
+static int cpu_adamw_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t n, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int64_t step) {
     (void)dev;
+    DP_TRY(dp_cpu_need_float(pt, "adamw_step"));
     if (step < 1) return dp_error_set(DP_EINVAL, "adamw_step: step %lld (counts from 1)", (long long)step);
     const float decay = 1.0f - lr * weight_decay;
     const double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
     const float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t c = 0; c < SPANS(n); c++)
-        adamw_span(p, g, m, v, c * ELEM_SPAN, SPAN_END(c, n), beta1, beta2, eps, decay, step_size, bc2_sqrt);
+        adamw_span(pt, p, g, m, v, c * ELEM_SPAN, SPAN_END(c, n), beta1, beta2, eps, decay, step_size, bc2_sqrt);
     return DP_OK;
 }
 
-static int cpu_sgd_step(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                        float weight_decay, int first_step) {
+static int cpu_sgd_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *buf, int64_t n, float lr,
+                        float momentum, float weight_decay, int first_step) {
     (void)dev;
+    DP_TRY(dp_cpu_need_float(pt, "sgd_step"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
     for (int64_t i = 0; i < n; i++) {
-        float d = weight_decay != 0.0f ? g[i] + weight_decay * p[i] : g[i];
+        const float pi = dp_cpu_ld(pt, p, i);
+        float d = weight_decay != 0.0f ? g[i] + weight_decay * pi : g[i];
         if (buf) {
             buf[i] = first_step ? d : momentum * buf[i] + d;
             d = buf[i];
         }
-        p[i] -= lr * d;
+        dp_cpu_st(pt, p, i, pi - lr * d);
     }
     return DP_OK;
 }

@@ -59,13 +59,14 @@ static float *scratch_of(dp_device *dev, size_t *floats) { return dp_cuda_scratc
 
 /* ---- embeddings ------------------------------------------------------------------------------ */
 
-static int cuda_embedding_forward(dp_device *dev, dp_dtype t, void *out, const int32_t *ids, const float *wte,
-                                  const float *wpe, int64_t N, int64_t T, int64_t d) {
+static int cuda_embedding_forward(dp_device *dev, dp_dtype t, dp_dtype wt, void *out, const int32_t *ids,
+                                  const void *wte, const void *wpe, int64_t N, int64_t T, int64_t d) {
     DP_TRY(need_float(t, "embedding_forward"));
+    DP_TRY(need_float(wt, "embedding_forward"));
     DP_TRY(need_sizes("embedding_forward", N, T, d));
     if (N > 0 && T <= 0) return dp_error_set(DP_EINVAL, "embedding_forward: T = %lld must be positive", (long long)T);
     return launched(dev, "embedding_forward",
-                    dpk_embedding_forward(dp_cuda_stream(dev), (int)t, out, ids, wte, wpe, N, T, d));
+                    dpk_embedding_forward(dp_cuda_stream(dev), (int)t, (int)wt, out, ids, wte, wpe, N, T, d));
 }
 
 static int cuda_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, const int32_t *ids, float *dwte,
@@ -165,7 +166,7 @@ static int cuda_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *d
 /* ---- rotary embedding ------------------------------------------------------------------------ */
 
 static int cuda_rope(dp_device *dev, dp_dtype t, void *x, int64_t ld, int64_t N, int64_t T, int64_t H, int64_t hd,
-                     float theta, int inverse) {
+                     const float *inv_freq, float scale, int inverse) {
     DP_TRY(need_float(t, "rope"));
     DP_TRY(need_sizes("rope", N, H, hd));
     if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
@@ -173,46 +174,55 @@ static int cuda_rope(dp_device *dev, dp_dtype t, void *x, int64_t ld, int64_t N,
     if (ld < H * hd)
         return dp_error_set(DP_EINVAL, "rope: row stride %lld is less than H*hd = %lld", (long long)ld,
                             (long long)(H * hd));
-    if (hd > 24576) return dp_error_set(DP_EINVAL, "rope: head dimension %lld exceeds 24576", (long long)hd);
-    return launched(dev, "rope", dpk_rope(dp_cuda_stream(dev), (int)t, x, ld, N, T, H, hd, theta, inverse));
+    if (hd / 2 > DPK_ROPE_MAX_PAIRS)
+        return dp_error_set(DP_ENOTSUP, "rope: head dimension %lld exceeds %d on cuda", (long long)hd,
+                            2 * DPK_ROPE_MAX_PAIRS);
+    return launched(dev, "rope", dpk_rope(dp_cuda_stream(dev), (int)t, x, ld, N, T, H, hd, inv_freq, scale, inverse));
 }
 
 /* ---- attention ------------------------------------------------------------------------------- */
 
-static int attention_check(const char *op, int64_t ld, int64_t B, int64_t T, int64_t H, int64_t hd) {
+static int attention_check(const char *op, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H, int64_t Hkv,
+                           int64_t hd) {
     DP_TRY(need_sizes(op, B, T, H));
     if (hd <= 0 || hd > 256)
         return dp_error_set(DP_ENOTSUP, "%s: head dimension %lld is not supported on cuda (1 to 256)", op,
                             (long long)hd);
-    if (ld < H * hd)
-        return dp_error_set(DP_EINVAL, "%s: row stride %lld is less than H*hd = %lld", op, (long long)ld,
-                            (long long)(H * hd));
+    if (Hkv <= 0 || H % Hkv)
+        return dp_error_set(DP_EINVAL, "%s: %lld query heads are not groups of %lld key/value heads", op, (long long)H,
+                            (long long)Hkv);
+    if (ld_q < H * hd || ld_kv < Hkv * hd)
+        return dp_error_set(DP_EINVAL,
+                            "%s: row strides %lld (q) and %lld (k, v) are less than H*hd = %lld and Hkv*hd = %lld", op,
+                            (long long)ld_q, (long long)ld_kv, (long long)(H * hd), (long long)(Hkv * hd));
     if (B * H > 65535) return dp_error_set(DP_ENOTSUP, "%s: B*H = %lld exceeds 65535 on cuda", op, (long long)(B * H));
     if (B * T > INT32_MAX) return dp_error_set(DP_ENOTSUP, "%s: B*T = %lld exceeds 2^31 - 1", op, (long long)(B * T));
     return DP_OK;
 }
 
 static int cuda_attention_forward(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                                  const void *v, int64_t ld_in, int64_t B, int64_t T, int64_t H, int64_t hd,
-                                  float scale) {
+                                  const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H,
+                                  int64_t Hkv, int64_t hd, float scale) {
     DP_TRY(need_float(t, "attention_forward"));
-    DP_TRY(attention_check("attention_forward", ld_in, B, T, H, hd));
-    return launched(dev, "attention_forward",
-                    dpk_attention_forward(dp_cuda_stream(dev), (int)t, out, lse, q, k, v, ld_in, B, T, H, hd, scale));
+    DP_TRY(attention_check("attention_forward", ld_q, ld_kv, B, T, H, Hkv, hd));
+    return launched(
+        dev, "attention_forward",
+        dpk_attention_forward(dp_cuda_stream(dev), (int)t, out, lse, q, k, v, ld_q, ld_kv, B, T, H, Hkv, hd, scale));
 }
 
-static int cuda_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_grad,
-                                   const void *dout, const void *out, const float *lse, const void *q, const void *k,
-                                   const void *v, int64_t ld_in, float *delta, int64_t B, int64_t T, int64_t H,
-                                   int64_t hd, float scale) {
+static int cuda_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq,
+                                   int64_t ld_dkv, const void *dout, const void *out, const float *lse, const void *q,
+                                   const void *k, const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B,
+                                   int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale) {
     DP_TRY(need_float(t, "attention_backward"));
-    DP_TRY(attention_check("attention_backward", ld_in, B, T, H, hd));
-    if (ld_grad < H * hd)
-        return dp_error_set(DP_EINVAL, "attention_backward: gradient row stride %lld is less than H*hd = %lld",
-                            (long long)ld_grad, (long long)(H * hd));
+    DP_TRY(attention_check("attention_backward", ld_q, ld_kv, B, T, H, Hkv, hd));
+    if (ld_dq < H * hd || ld_dkv < Hkv * hd)
+        return dp_error_set(DP_EINVAL,
+                            "attention_backward: gradient row strides %lld (dq) and %lld (dk, dv) are too small",
+                            (long long)ld_dq, (long long)ld_dkv);
     return launched(dev, "attention_backward",
-                    dpk_attention_backward(dp_cuda_stream(dev), (int)t, dq, dk, dv, ld_grad, dout, out, lse, q, k, v,
-                                           ld_in, delta, B, T, H, hd, scale));
+                    dpk_attention_backward(dp_cuda_stream(dev), (int)t, dq, dk, dv, ld_dq, ld_dkv, dout, out, lse, q, k,
+                                           v, ld_q, ld_kv, delta, B, T, H, Hkv, hd, scale));
 }
 
 /* ---- cross-entropy --------------------------------------------------------------------------- */
@@ -246,17 +256,20 @@ static int cuda_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits,
 
 /* ---- optimizers ------------------------------------------------------------------------------ */
 
-static int cuda_adamw_step(dp_device *dev, float *p, const float *g, float *m, float *v, int64_t n, float lr,
-                           float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+static int cuda_adamw_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t n,
+                           float lr, float beta1, float beta2, float eps, float weight_decay, int64_t step) {
+    DP_TRY(need_float(pt, "adamw_step"));
     if (step < 1) return dp_error_set(DP_EINVAL, "adamw_step: step %lld (counts from 1)", (long long)step);
-    return launched(dev, "adamw_step",
-                    dpk_adamw_step(dp_cuda_stream(dev), p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step));
+    return launched(
+        dev, "adamw_step",
+        dpk_adamw_step(dp_cuda_stream(dev), (int)pt, p, g, m, v, n, lr, beta1, beta2, eps, weight_decay, step));
 }
 
-static int cuda_sgd_step(dp_device *dev, float *p, const float *g, float *buf, int64_t n, float lr, float momentum,
-                         float weight_decay, int first_step) {
+static int cuda_sgd_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *buf, int64_t n, float lr,
+                         float momentum, float weight_decay, int first_step) {
+    DP_TRY(need_float(pt, "sgd_step"));
     return launched(dev, "sgd_step",
-                    dpk_sgd_step(dp_cuda_stream(dev), p, g, buf, n, lr, momentum, weight_decay, first_step));
+                    dpk_sgd_step(dp_cuda_stream(dev), (int)pt, p, g, buf, n, lr, momentum, weight_decay, first_step));
 }
 
 const dp_layer_ops dp_cuda_layer_ops = {

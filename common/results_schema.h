@@ -1,0 +1,296 @@
+/* results_schema.h: the result JSON's fields (docs/results.md, schema_version 1), described once.
+ *
+ * Both sides of a result read this table: the writer's validator (lua/dpprof/results.lua walks it,
+ * through dpprof.results_schema, made by lua/bind/lua_results_schema.c) and the chart reader
+ * (plots/results_load.c reads each field by its id, DPR_<ID>, and checks that the type it reads
+ * is the type described here). A field is added, renamed or retyped here, once.
+ *
+ * A path names a field below the top of the document: keys joined by ".", "[]" for each element
+ * of an array ("snapshots[].name"), "{category}" for each of the engine's memory categories
+ * (every one is required, no other key is allowed: dpprof.memory.categories), "{phase}" for each
+ * of DPR_PHASES (every one required), "*" for any key. A field's parent is described before it.
+ *
+ * when (below the top: wherever the parent is present): ALWAYS required; OK required in an ok
+ * result (a failed run's config is what was asked for, before defaults: checked, not required);
+ * FAILED required when status is not ok; OOM required when status is oom (except a Slurm task
+ * stopped for its memory, which has no allocation to describe); PREDICTED required in an ok predicted (plan) result;
+ * PARENT required wherever its parent is present; OPTIONAL never required. Whatever is present is checked, whatever
+ * `when` says. Invariants that tie fields together (sums, orders, the plan's arithmetic, requirements that depend on
+ * other fields' values) are the validator's code.
+ *
+ * flags: NONNEG (a number >= 0), NULLABLE (null allowed), OPEN (an object whose keys beyond
+ * those described are part of the result too: configuration echoes, free-form fields), MARKS
+ * (a key whose presence at the top marks a JSON document as meant to be a result).
+ *
+ * choices: NULL, or the name of the list the value must be in: the schema's own (statuses,
+ * phases, samplings, bounds, below) or the engine's (formulations, accountants, flash_impls: the
+ * Lua side takes them from dpprof.dp and dpprof.privacy; the chart reader does not check them). */
+#ifndef DPPROF_RESULTS_SCHEMA_H
+#define DPPROF_RESULTS_SCHEMA_H
+
+#include <stddef.h>
+
+/* The schema_version this table describes. */
+#define DPR_VERSION 1
+
+/* The lists the schema holds, as X(ID, "name"). */
+#define DPR_STATUSES(X) X(OK, "ok") X(OOM, "oom") X(ERROR, "error") X(CRASHED, "crashed") X(TIMEOUT, "timeout")
+#define DPR_PHASES(X)                                                                                                  \
+    X(FORWARD, "forward") X(BACKWARD, "backward") X(CLIP, "clip") X(NOISE, "noise") X(OPTIMIZER, "optimizer")
+#define DPR_SAMPLINGS(X) X(POISSON, "poisson") X(FIXED, "fixed")
+#define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory")
+
+typedef enum {
+    DPR_T_STRING,
+    DPR_T_INTEGER,
+    DPR_T_NUMBER,
+    DPR_T_BOOLEAN,
+    DPR_T_OBJECT,
+    DPR_T_ARRAY,
+    DPR_T_SCALAR, /* a number, string or boolean */
+    DPR_T_ANY
+} dpr_type;
+
+typedef enum {
+    DPR_W_ALWAYS,
+    DPR_W_OK,
+    DPR_W_FAILED,
+    DPR_W_OOM,
+    DPR_W_PREDICTED,
+    DPR_W_PARENT,
+    DPR_W_OPTIONAL
+} dpr_when;
+
+enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
+
+/* X(ID, path, type, when, flags, choices) per field, parents first. */
+#define DPR_FIELDS(X)                                                                                                  \
+    X(SCHEMA_VERSION, "schema_version", INTEGER, ALWAYS, DPR_MARKS, NULL)                                              \
+    X(STATUS, "status", STRING, ALWAYS, DPR_MARKS, "statuses")                                                         \
+    X(EXPERIMENT, "experiment", STRING, ALWAYS, DPR_MARKS, NULL)                                                       \
+    X(MESSAGE, "message", STRING, FAILED, 0, NULL)                                                                     \
+    X(TRACEBACK, "traceback", STRING, OPTIONAL, 0, NULL)                                                               \
+    X(CONFIG, "config", OBJECT, OK, DPR_OPEN, NULL)                                                                    \
+    X(CONFIG_MODEL, "config.model", OBJECT, OK, DPR_OPEN, NULL)                                                        \
+    X(CONFIG_MODEL_LAYERS, "config.model.layers", INTEGER, OK, DPR_NONNEG, NULL)                                       \
+    X(CONFIG_MODEL_HIDDEN, "config.model.hidden", INTEGER, OK, DPR_NONNEG, NULL)                                       \
+    X(CONFIG_MODEL_HEADS, "config.model.heads", INTEGER, OK, DPR_NONNEG, NULL)                                         \
+    X(CONFIG_MODEL_SEQ_LEN, "config.model.seq_len", INTEGER, OK, DPR_NONNEG, NULL)                                     \
+    X(CONFIG_MODEL_BATCH, "config.model.batch", INTEGER, OK, DPR_NONNEG, NULL)                                         \
+    X(CONFIG_MODEL_VOCAB, "config.model.vocab", INTEGER, OK, DPR_NONNEG, NULL)                                         \
+    X(CONFIG_MODEL_ARCH, "config.model.arch", STRING, OK, 0, NULL)                                                     \
+    X(CONFIG_MODEL_DTYPE, "config.model.dtype", STRING, OK, 0, NULL)                                                   \
+    X(CONFIG_METHOD, "config.method", STRING, OK, 0, NULL)                                                             \
+    X(CONFIG_OPTIMIZER, "config.optimizer", OBJECT, OK, DPR_OPEN, NULL)                                                \
+    X(CONFIG_OPTIMIZER_NAME, "config.optimizer.name", STRING, OK, 0, NULL)                                             \
+    X(CONFIG_OPTIMIZER_LR, "config.optimizer.lr", NUMBER, OK, 0, NULL)                                                 \
+    X(CONFIG_DP, "config.dp", OBJECT, OK, DPR_NULLABLE, NULL) /* null only for vanilla */                              \
+    X(CONFIG_DP_MAX_GRAD_NORM, "config.dp.max_grad_norm", NUMBER, OK, 0, NULL)                                         \
+    X(CONFIG_DP_NOISE_MULTIPLIER, "config.dp.noise_multiplier", NUMBER, OK, 0, NULL)                                   \
+    X(CONFIG_DP_SAMPLE_RATE, "config.dp.sample_rate", NUMBER, OK, 0, NULL)                                             \
+    X(CONFIG_DP_DELTA, "config.dp.delta", NUMBER, OK, 0, NULL)                                                         \
+    X(CONFIG_DP_MAX_PHYSICAL_BATCH_SIZE, "config.dp.max_physical_batch_size", INTEGER, OK, 0, NULL)                    \
+    X(CONFIG_DP_POISSON, "config.dp.poisson", BOOLEAN, OPTIONAL, 0, NULL)                                              \
+    X(CONFIG_DP_ACCOUNTANT, "config.dp.accountant", STRING, OPTIONAL, 0, "accountants")                                \
+    X(CONFIG_DP_DATASET_SIZE, "config.dp.dataset_size", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                           \
+    X(CONFIG_DP_FLASH_IMPL, "config.dp.flash_impl", STRING, OPTIONAL, 0, "flash_impls")                                \
+    X(CONFIG_ITERS, "config.iters", INTEGER, OK, DPR_NONNEG, NULL)                                                     \
+    X(CONFIG_WARMUP, "config.warmup", INTEGER, OK, DPR_NONNEG, NULL)                                                   \
+    X(CONFIG_DEVICE, "config.device", STRING, OK, 0, NULL)                                                             \
+    X(CONFIG_SEED, "config.seed", INTEGER, OK, 0, NULL)                                                                \
+    X(CONFIG_THREADS, "config.threads", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* >= 1; when the experiment set it */    \
+    X(METHOD, "method", STRING, OK, 0, NULL)                                                                           \
+    X(NORMS, "norms", STRING, OK, DPR_NULLABLE, NULL)                                                                  \
+    X(CLIP, "clip", STRING, OK, DPR_NULLABLE, NULL)                                                                    \
+    X(PREDICTED, "predicted", BOOLEAN, OK, 0, NULL)                                                                    \
+    X(SNAPSHOTS, "snapshots", ARRAY, OK, 0, NULL)                                                                      \
+    X(SNAPSHOT, "snapshots[]", OBJECT, PARENT, 0, NULL)                                                                \
+    X(SNAPSHOT_NAME, "snapshots[].name", STRING, PARENT, 0, NULL)                                                      \
+    X(SNAPSHOT_ALLOCATED_MB, "snapshots[].allocated_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                             \
+    X(SNAPSHOT_RESERVED_MB, "snapshots[].reserved_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                               \
+    X(SNAPSHOT_TIMESTAMP, "snapshots[].timestamp", NUMBER, PARENT, DPR_NONNEG, NULL)                                   \
+    X(SNAPSHOT_CATEGORIES, "snapshots[].categories", OBJECT, PARENT, 0, NULL)                                          \
+    X(SNAPSHOT_CATEGORY, "snapshots[].categories.{category}", INTEGER, PARENT, DPR_NONNEG, NULL)                       \
+    X(MEMORY, "memory", OBJECT, OK, DPR_MARKS, NULL)                                                                   \
+    X(MEMORY_PEAK_BYTES, "memory.peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                       \
+    X(MEMORY_WARMUP_PEAK_BYTES, "memory.warmup_peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                         \
+    X(MEMORY_RESERVED_PEAK_BYTES, "memory.reserved_peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                     \
+    X(MEMORY_END_BYTES, "memory.end_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                         \
+    X(MEMORY_CATEGORIES, "memory.categories", OBJECT, PARENT, 0, NULL)                                                 \
+    X(MEMORY_CATEGORY, "memory.categories.{category}", OBJECT, PARENT, 0, NULL)                                        \
+    X(MEMORY_CATEGORY_CURRENT_BYTES, "memory.categories.{category}.current_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)  \
+    X(MEMORY_CATEGORY_PEAK_BYTES, "memory.categories.{category}.peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)        \
+    X(MEMORY_CATEGORY_LIVE_AT_PEAK_BYTES, "memory.categories.{category}.live_at_peak_bytes", INTEGER, PARENT,          \
+      DPR_NONNEG, NULL)                                                                                                \
+    X(MEMORY_MODULES, "memory.modules", ARRAY, PARENT, 0, NULL)                                                        \
+    X(MEMORY_MODULE, "memory.modules[]", OBJECT, PARENT, 0, NULL)                                                      \
+    X(MEMORY_MODULE_MODULE, "memory.modules[].module", STRING, PARENT, 0, NULL)                                        \
+    X(MEMORY_MODULE_PEAK_BYTES, "memory.modules[].peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                      \
+    X(MEMORY_MODULE_LIVE_AT_PEAK_BYTES, "memory.modules[].live_at_peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)      \
+    X(MEMORY_TIMELINE, "memory.timeline", OBJECT, PARENT, 0, NULL)                                                     \
+    X(MEMORY_TIMELINE_T_MS, "memory.timeline.t_ms", ARRAY, PARENT, 0, NULL)                                            \
+    X(MEMORY_TIMELINE_T_MS_ITEM, "memory.timeline.t_ms[]", NUMBER, PARENT, 0, NULL)                                    \
+    X(MEMORY_TIMELINE_ALLOCATED_BYTES, "memory.timeline.allocated_bytes", ARRAY, PARENT, 0, NULL)                      \
+    X(MEMORY_TIMELINE_ALLOCATED_BYTES_ITEM, "memory.timeline.allocated_bytes[]", INTEGER, PARENT, 0, NULL)             \
+    X(MEMORY_TIMELINE_RESERVED_BYTES, "memory.timeline.reserved_bytes", ARRAY, PARENT, 0, NULL)                        \
+    X(MEMORY_TIMELINE_RESERVED_BYTES_ITEM, "memory.timeline.reserved_bytes[]", INTEGER, PARENT, 0, NULL)               \
+    X(PEAK_MEMORY_MB, "peak_memory_mb", NUMBER, OK, DPR_MARKS, NULL)                                                   \
+    X(BREAKDOWN, "breakdown", OBJECT, OK, DPR_MARKS, NULL)                                                             \
+    X(BREAKDOWN_MODEL_PARAMETERS_MB, "breakdown.model_parameters_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                \
+    X(BREAKDOWN_OPTIMIZER_STATES_MB, "breakdown.optimizer_states_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                \
+    X(BREAKDOWN_GRADIENTS_MB, "breakdown.gradients_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                              \
+    X(BREAKDOWN_ACTIVATION_HOOKS_MB, "breakdown.activation_hooks_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                \
+    X(BREAKDOWN_NORM_SAMPLES_MB, "breakdown.norm_samples_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                        \
+    X(BREAKDOWN_TEMP_MATRICES_MB, "breakdown.temp_matrices_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                      \
+    X(BREAKDOWN_TOTAL_ALLOCATED_MB, "breakdown.total_allocated_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                  \
+    X(BREAKDOWN_PEAK_ALLOCATED_MB, "breakdown.peak_allocated_mb", NUMBER, PARENT, DPR_NONNEG, NULL)                    \
+    X(AVG_TIME_MS, "avg_time_ms", NUMBER, OPTIONAL, 0, NULL) /* required with timing.iter_ms */                        \
+    X(TIMING, "timing", OBJECT, OK, 0, NULL)                                                                           \
+    X(TIMING_ITER_MS, "timing.iter_ms", ARRAY, PARENT, 0, NULL)                                                        \
+    X(TIMING_ITER_MS_ITEM, "timing.iter_ms[]", NUMBER, PARENT, DPR_NONNEG, NULL)                                       \
+    X(TIMING_AVG_MS, "timing.avg_ms", NUMBER, OPTIONAL, 0, NULL) /* these four: required with iter_ms */               \
+    X(TIMING_MEDIAN_MS, "timing.median_ms", NUMBER, OPTIONAL, 0, NULL)                                                 \
+    X(TIMING_MIN_MS, "timing.min_ms", NUMBER, OPTIONAL, 0, NULL)                                                       \
+    X(TIMING_MAX_MS, "timing.max_ms", NUMBER, OPTIONAL, 0, NULL)                                                       \
+    X(TIMING_PHASES_MS, "timing.phases_ms", OBJECT, PARENT, 0, NULL)                                                   \
+    X(TIMING_PHASE_MS, "timing.phases_ms.{phase}", NUMBER, PARENT, DPR_NONNEG, NULL)                                   \
+    X(TIMING_SPANS, "timing.spans", ARRAY, PARENT, 0, NULL)                                                            \
+    X(TIMING_SPAN, "timing.spans[]", OBJECT, PARENT, 0, NULL)                                                          \
+    X(TIMING_SPAN_PHASE, "timing.spans[].phase", STRING, PARENT, 0, "phases")                                          \
+    X(TIMING_SPAN_ITER, "timing.spans[].iter", INTEGER, PARENT, DPR_NONNEG, NULL)                                      \
+    X(TIMING_SPAN_START_MS, "timing.spans[].start_ms", NUMBER, PARENT, 0, NULL)                                        \
+    X(TIMING_SPAN_END_MS, "timing.spans[].end_ms", NUMBER, PARENT, 0, NULL)                                            \
+    X(ESTIMATE, "timing.estimate", OBJECT, PREDICTED, 0, NULL)                                                         \
+    X(ESTIMATE_DEVICE_MODEL, "timing.estimate.device_model", STRING, PARENT, 0, NULL)                                  \
+    X(ESTIMATE_METHOD, "timing.estimate.method", STRING, PARENT, 0, NULL)                                              \
+    X(ESTIMATE_DTYPE, "timing.estimate.dtype", STRING, PARENT, 0, NULL)                                                \
+    X(ESTIMATE_PEAK_FLOPS, "timing.estimate.peak_flops", NUMBER, PARENT, 0, NULL)                                      \
+    X(ESTIMATE_BANDWIDTH, "timing.estimate.bandwidth", NUMBER, PARENT, 0, NULL)                                        \
+    X(ESTIMATE_LEDGER_MS, "timing.estimate.ledger_ms", NUMBER, PARENT, DPR_NONNEG, NULL)                               \
+    X(ESTIMATE_LABEL, "timing.estimate.label", STRING, PARENT, 0, NULL)                                                \
+    X(ESTIMATE_OPS, "timing.estimate.ops", ARRAY, PARENT, 0, NULL)                                                     \
+    X(ESTIMATE_OP, "timing.estimate.ops[]", OBJECT, PARENT, 0, NULL)                                                   \
+    X(ESTIMATE_OP_OP, "timing.estimate.ops[].op", STRING, PARENT, 0, NULL)                                             \
+    X(ESTIMATE_OP_CALLS, "timing.estimate.ops[].calls", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                           \
+    X(ESTIMATE_OP_FLOPS, "timing.estimate.ops[].flops", NUMBER, OPTIONAL, DPR_NONNEG, NULL)                            \
+    X(ESTIMATE_OP_BYTES, "timing.estimate.ops[].bytes", NUMBER, OPTIONAL, DPR_NONNEG, NULL)                            \
+    X(ESTIMATE_OP_MS, "timing.estimate.ops[].ms", NUMBER, PARENT, DPR_NONNEG, NULL)                                    \
+    X(ESTIMATE_OP_BOUND, "timing.estimate.ops[].bound", STRING, PARENT, 0, "bounds")                                   \
+    X(PLAN, "plan", OBJECT, PREDICTED, 0, NULL) /* predicted results only */                                           \
+    X(PLAN_DEVICE_MODEL, "plan.device_model", STRING, PARENT, 0, NULL)                                                 \
+    X(PLAN_MEMORY_BYTES, "plan.memory_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                       \
+    X(PLAN_CONTEXT_BYTES, "plan.context_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                     \
+    X(PLAN_PEAK_BYTES, "plan.peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                           \
+    X(PLAN_BUDGET_BYTES, "plan.budget_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                       \
+    X(PLAN_PREDICTED_RESERVED_BYTES, "plan.predicted_reserved_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)               \
+    X(PLAN_HEADROOM_BYTES, "plan.headroom_bytes", INTEGER, PARENT, 0, NULL)                                            \
+    X(PLAN_FITS, "plan.fits", BOOLEAN, PARENT, 0, NULL)                                                                \
+    X(PLAN_RESERVE_OVERHEAD, "plan.reserve_overhead", NUMBER, PARENT, DPR_NONNEG, NULL)                                \
+    X(PLAN_WORKSPACE, "plan.workspace", BOOLEAN, PARENT, 0, NULL)                                                      \
+    X(LEDGER, "ledger", ARRAY, OK, 0, NULL)                                                                            \
+    X(LEDGER_ENTRY, "ledger[]", OBJECT, PARENT, 0, NULL)                                                               \
+    X(LEDGER_OP, "ledger[].op", STRING, PARENT, 0, NULL)                                                               \
+    X(LEDGER_CALLS, "ledger[].calls", INTEGER, PARENT, DPR_NONNEG, NULL)                                               \
+    X(LEDGER_FLOPS, "ledger[].flops", NUMBER, PARENT, DPR_NONNEG, NULL)                                                \
+    X(LEDGER_BYTES, "ledger[].bytes", NUMBER, PARENT, DPR_NONNEG, NULL)                                                \
+    X(LAYERS, "layers", ARRAY, OK, 0, NULL)                                                                            \
+    X(LAYER, "layers[]", OBJECT, PARENT, 0, NULL)                                                                      \
+    X(LAYER_MODULE, "layers[].module", STRING, PARENT, 0, NULL)                                                        \
+    X(LAYER_KIND, "layers[].kind", STRING, PARENT, 0, NULL)                                                            \
+    X(LAYER_NORMS, "layers[].norms", STRING, PARENT, 0, "formulations")                                                \
+    X(ENVIRONMENT, "environment", OBJECT, OK, 0, NULL)                                                                 \
+    X(ENVIRONMENT_DEVICE, "environment.device", STRING, PARENT, 0, NULL)                                               \
+    X(ENVIRONMENT_DEVICE_NAME, "environment.device_name", STRING, PARENT, 0, NULL)                                     \
+    X(ENVIRONMENT_CPU, "environment.cpu", STRING, PARENT, 0, NULL)                                                     \
+    X(ENVIRONMENT_GIT_COMMIT, "environment.git_commit", STRING, PARENT, 0, NULL)                                       \
+    X(ENVIRONMENT_DPPROF_VERSION, "environment.dpprof_version", STRING, PARENT, 0, NULL)                               \
+    X(ENVIRONMENT_HOSTNAME, "environment.hostname", STRING, PARENT, 0, NULL)                                           \
+    X(ENVIRONMENT_CORES, "environment.cores", INTEGER, PARENT, DPR_NONNEG, NULL)                                       \
+    X(ENVIRONMENT_THREADS, "environment.threads", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* >= 1; absent: older */       \
+    X(ENVIRONMENT_DRIVER_VERSION, "environment.driver_version", STRING, PARENT, DPR_NULLABLE, NULL)                    \
+    X(ENVIRONMENT_CUDA_VERSION, "environment.cuda_version", STRING, PARENT, DPR_NULLABLE, NULL)                        \
+    X(ENVIRONMENT_DEVICE_MODEL, "environment.device_model", OBJECT, OPTIONAL, DPR_OPEN, NULL) /* plan runs */          \
+    X(PRIVACY, "privacy", OBJECT, OK, DPR_NULLABLE, NULL) /* null for vanilla only */                                  \
+    X(PRIVACY_NOISE_MULTIPLIER, "privacy.noise_multiplier", NUMBER, PARENT, DPR_NONNEG, NULL)                          \
+    X(PRIVACY_SAMPLE_RATE, "privacy.sample_rate", NUMBER, PARENT, DPR_NONNEG, NULL)                                    \
+    X(PRIVACY_DELTA, "privacy.delta", NUMBER, PARENT, DPR_NONNEG, NULL)                                                \
+    X(PRIVACY_EPSILON, "privacy.epsilon", NUMBER, PARENT, DPR_NONNEG | DPR_NULLABLE, NULL)                             \
+    X(PRIVACY_STEPS, "privacy.steps", INTEGER, PARENT, DPR_NONNEG, NULL)                                               \
+    X(PRIVACY_ACCOUNTANT, "privacy.accountant", STRING, OPTIONAL, 0, "accountants") /* absent: RDP, older results */   \
+    X(PRIVACY_ACCOUNTANT_PARAMS, "privacy.accountant_params", OBJECT, OPTIONAL, DPR_OPEN, NULL) /* with accountant */  \
+    X(PRIVACY_SAMPLING, "privacy.sampling", STRING, OPTIONAL, 0, "samplings")                                          \
+    X(PRIVACY_CAVEAT, "privacy.caveat", STRING, OPTIONAL, 0, NULL) /* with fixed sampling, only then */                \
+    X(PRIVACY_EPSILON_ERROR, "privacy.epsilon_error", STRING, OPTIONAL, 0, NULL)                                       \
+    X(OOM, "oom", OBJECT, OOM, 0, NULL)                                                                                \
+    X(OOM_REQUESTED_BYTES, "oom.requested_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                   \
+    X(OOM_CATEGORY, "oom.category", STRING, PARENT, 0, NULL)                                                           \
+    X(OOM_MODULE, "oom.module", STRING, PARENT, 0, NULL)                                                               \
+    X(OOM_LIVE_BYTES, "oom.live_bytes", OBJECT, PARENT, 0, NULL)                                                       \
+    X(OOM_LIVE_BYTES_CATEGORY, "oom.live_bytes.{category}", INTEGER, PARENT, DPR_NONNEG, NULL)                         \
+    X(OOM_TOTAL_LIVE_BYTES, "oom.total_live_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                               \
+    X(OOM_LIMIT_BYTES, "oom.limit_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                                         \
+    X(OOM_DEVICE, "oom.device", STRING, OPTIONAL, 0, NULL)                                                             \
+    X(SWEEP, "sweep", OBJECT, OPTIONAL, 0, NULL) /* sweep points only */                                               \
+    X(SWEEP_NAME, "sweep.name", STRING, PARENT, 0, NULL)                                                               \
+    X(SWEEP_CONFIG, "sweep.config", OBJECT, OPTIONAL, DPR_OPEN, NULL)                                                  \
+    X(SWEEP_CONFIG_HASH, "sweep.config_hash", STRING, OPTIONAL, 0, NULL)                                               \
+    X(SWEEP_VARY, "sweep.vary", OBJECT, PARENT, 0, NULL)                                                               \
+    X(SWEEP_VARY_VALUE, "sweep.vary.*", SCALAR, OPTIONAL, 0, NULL)                                                     \
+    X(SWEEP_PLACEMENT, "sweep.placement", OBJECT, OPTIONAL, 0, NULL) /* where the point ran */                         \
+    X(SWEEP_PLACEMENT_HOST, "sweep.placement.host", STRING, OPTIONAL, 0, NULL)                                         \
+    X(SWEEP_PLACEMENT_CUDA_VISIBLE_DEVICES, "sweep.placement.cuda_visible_devices", STRING, OPTIONAL, 0, NULL)         \
+    X(SWEEP_PLACEMENT_SLOT, "sweep.placement.slot", INTEGER, OPTIONAL, 0, NULL) /* >= 1 */                             \
+    X(SWEEP_PLACEMENT_SLOTS, "sweep.placement.slots", INTEGER, OPTIONAL, 0, NULL)                                      \
+    X(SWEEP_PLACEMENT_THREADS, "sweep.placement.threads", INTEGER, OPTIONAL, 0, NULL)                                  \
+    X(SWEEP_PLACEMENT_SLURM, "sweep.placement.slurm", OBJECT, OPTIONAL, 0, NULL) /* Slurm array tasks */               \
+    X(SWEEP_PLACEMENT_SLURM_JOB_ID, "sweep.placement.slurm.job_id", STRING, OPTIONAL, 0, NULL)                         \
+    X(SWEEP_PLACEMENT_SLURM_TASK_JOB_ID, "sweep.placement.slurm.task_job_id", STRING, OPTIONAL, 0, NULL)               \
+    X(SWEEP_PLACEMENT_SLURM_NODE, "sweep.placement.slurm.node", STRING, OPTIONAL, 0, NULL)                             \
+    X(SWEEP_PLACEMENT_SLURM_CLUSTER, "sweep.placement.slurm.cluster", STRING, OPTIONAL, 0, NULL)                       \
+    X(SWEEP_PLACEMENT_SLURM_STATE, "sweep.placement.slurm.state", STRING, OPTIONAL, 0, NULL)                           \
+    X(SWEEP_PLACEMENT_SLURM_EXIT_CODE, "sweep.placement.slurm.exit_code", STRING, OPTIONAL, 0, NULL)                   \
+    X(SWEEP_PLACEMENT_SLURM_STATE_SOURCE, "sweep.placement.slurm.state_source", STRING, OPTIONAL, 0, NULL)             \
+    X(SWEEP_PLACEMENT_SLURM_ARRAY_TASK_ID, "sweep.placement.slurm.array_task_id", INTEGER, OPTIONAL, DPR_NONNEG, NULL) \
+    X(TRACE_FILE, "trace_file", STRING, OPTIONAL, 0, NULL)                                                             \
+    X(EXTRA, "extra", ANY, OPTIONAL, DPR_OPEN, NULL)
+
+/* The fields by id: DPR_<ID> (DPR_MEMORY_PEAK_BYTES), in the table's order. */
+typedef enum {
+#define DPR_ENUM_ID(id, path, type, when, flags, choices) DPR_##id,
+    DPR_FIELDS(DPR_ENUM_ID)
+#undef DPR_ENUM_ID
+        DPR_N_FIELDS
+} dpr_id;
+
+/* One field's description. */
+typedef struct dpr_field {
+    const char *path;
+    dpr_type type;
+    dpr_when when;
+    unsigned flags;
+    const char *choices; /* NULL or a list's name */
+} dpr_field;
+
+/* The description of field id (NULL when out of range). */
+static inline const dpr_field *dpr_field_of(int id) {
+    static const dpr_field fields[DPR_N_FIELDS] = {
+#define DPR_ENTRY(id, path, type, when, flags, choices) {path, DPR_T_##type, DPR_W_##when, flags, choices},
+        DPR_FIELDS(DPR_ENTRY)
+#undef DPR_ENTRY
+    };
+    return id >= 0 && id < DPR_N_FIELDS ? &fields[id] : NULL;
+}
+
+/* The name of a type ("integer"; "scalar" is a number, string or boolean), as the Lua side has it. */
+static inline const char *dpr_type_name(dpr_type t) {
+    static const char *const names[] = {"string", "integer", "number", "boolean", "object", "array", "scalar", "any"};
+    return (unsigned)t <= DPR_T_ANY ? names[t] : "?";
+}
+
+/* The name of a `when` ("always", "ok", "failed", "oom", "predicted", "parent", "optional"). */
+static inline const char *dpr_when_name(dpr_when w) {
+    static const char *const names[] = {"always", "ok", "failed", "oom", "predicted", "parent", "optional"};
+    return (unsigned)w <= DPR_W_OPTIONAL ? names[w] : "?";
+}
+
+#endif

@@ -1,0 +1,625 @@
+-- dpprof.slurm: a sweep's points as one Slurm job array (dp.sweep{backend="slurm"}, and the
+-- `dpprof sweep submit | status | collect | task` commands).
+--
+-- Submitting writes the sweep's manifest, <out>/.dpprof-sweep.json (the script and its
+-- arguments, the working directory, which dp.sweep call of the script it is, every point's name,
+-- vary values, resolved configuration and hash, and each submission's job ids), then one
+-- `sbatch --array`: array task i runs `dpprof sweep task <out>`, which runs the script again up
+-- to that sweep call and runs point i (0-based, in the sweep's order) through the same isolated
+-- child as a local sweep, writing <out>/<point>.json; then one job with an afterany dependency on
+-- the array runs `dpprof sweep collect <out>`. Collect gives every point whose task ended without
+-- a result file one from Slurm's end state (OUT_OF_MEMORY -> oom, TIMEOUT and DEADLINE ->
+-- timeout, any other -> crashed, the state named) and renders the charts once every point has a
+-- file. Submitting again submits only the points with no file or a failed one (error, crashed,
+-- timeout), and never one whose task is still queued or running. Slurm does placement, retries
+-- and limits: nothing here schedules.
+--
+-- End states come from `sacct` (Slurm's accounting database), else from the controller's
+-- memory of recent jobs (`scontrol show job`, kept MinJobAge seconds), else from the
+-- job-completion log (JobCompType=jobcomp/filetxt, its JobCompLoc file, when readable).
+-- `out`, the script and the dpprof binary must be on a filesystem every node shares.
+local dp = require("dpprof")
+local results = require("dpprof.results")
+
+local slurm = {}
+
+slurm.MANIFEST_FILE = ".dpprof-sweep.json"
+slurm.MANIFEST_FORMAT = "dpprof sweep manifest"
+slurm.MANIFEST_VERSION = 1
+
+-- The keys of dp.sweep's slurm table (and of `dpprof sweep submit`'s key=value pairs).
+slurm.OPTION_KEYS = { "partition", "account", "time", "gpus_per_task", "cpus_per_task", "mem", "max_parallel",
+                      "extra" }
+
+-- States of a task that has not ended.
+slurm.ACTIVE_STATES = { PENDING = true, RUNNING = true, CONFIGURING = true, COMPLETING = true, SUSPENDED = true,
+                        REQUEUED = true, REQUEUE_FED = true, REQUEUE_HOLD = true, RESIZING = true, SIGNALING = true,
+                        STAGE_OUT = true, STOPPED = true, RESV_DEL_HOLD = true }
+
+---------------------------------------------------------------------------------------------
+-- Options
+
+local function positive_integer(v) return math.type(v) == "integer" and v >= 1 end
+
+-- The checked options: those of the script's dp.sweep{slurm=} with the command line's on top.
+-- Raises naming a key that is unknown or of the wrong kind.
+function slurm.options(from_script, from_command)
+  local o = {}
+  for _, source in ipairs({ from_script or {}, from_command or {} }) do
+    for k, v in pairs(source) do
+      local known = false
+      for _, name in ipairs(slurm.OPTION_KEYS) do known = known or name == k end
+      if not known then
+        error(string.format("dpprof.sweep: unknown slurm option '%s' (valid: %s)", tostring(k),
+                            table.concat(slurm.OPTION_KEYS, ", ")), 0)
+      end
+      o[k] = v
+    end
+  end
+  for _, k in ipairs({ "partition", "account" }) do
+    if o[k] ~= nil and (type(o[k]) ~= "string" or o[k] == "") then
+      error(string.format("dpprof.sweep: slurm.%s must be a name (a non-empty string)", k), 0)
+    end
+  end
+  if o.time ~= nil and not (positive_integer(o.time) or (type(o.time) == "string" and o.time:match("^[%d:-]+$"))) then
+    error("dpprof.sweep: slurm.time must be minutes (an integer) or Slurm's [days-]hours:minutes:seconds text, "
+          .. "e.g. \"01:30:00\" (got " .. tostring(o.time) .. ")", 0)
+  end
+  if o.mem ~= nil and not (positive_integer(o.mem) or (type(o.mem) == "string" and o.mem:match("^%d+[KMGT]?$"))) then
+    error("dpprof.sweep: slurm.mem must be MiB (an integer) or a size such as \"16G\" (got " .. tostring(o.mem) .. ")", 0)
+  end
+  for _, k in ipairs({ "gpus_per_task", "cpus_per_task", "max_parallel" }) do
+    if o[k] ~= nil and not positive_integer(o[k]) then
+      error(string.format("dpprof.sweep: slurm.%s must be an integer >= 1 (got %s)", k, tostring(o[k])), 0)
+    end
+  end
+  if type(o.extra) == "string" then
+    local list = {}
+    for word in o.extra:gmatch("%S+") do list[#list + 1] = word end
+    o.extra = list
+  end
+  if o.extra ~= nil then
+    if type(o.extra) ~= "table" then error("dpprof.sweep: slurm.extra must be a list of sbatch options", 0) end
+    for i, v in ipairs(o.extra) do
+      if type(v) ~= "string" or not v:match("^%-") then
+        error(string.format("dpprof.sweep: slurm.extra[%d] must be an sbatch option such as \"--qos=high\" (got %s)",
+                            i, tostring(v)), 0)
+      end
+    end
+  end
+  return o
+end
+
+-- The sbatch options the options ask for (every task is one point: --ntasks=1).
+function slurm.sbatch_options(o)
+  local args = { "--ntasks=1" }
+  if o.partition then args[#args + 1] = "--partition=" .. o.partition end
+  if o.account then args[#args + 1] = "--account=" .. o.account end
+  if o.time then args[#args + 1] = "--time=" .. tostring(o.time) end
+  if o.gpus_per_task then args[#args + 1] = "--gpus-per-task=" .. o.gpus_per_task end
+  if o.cpus_per_task then args[#args + 1] = "--cpus-per-task=" .. o.cpus_per_task end
+  if o.mem then args[#args + 1] = "--mem=" .. tostring(o.mem) end
+  for _, v in ipairs(o.extra or {}) do args[#args + 1] = v end
+  return args
+end
+
+---------------------------------------------------------------------------------------------
+-- Commands
+
+local function quote(s)
+  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+end
+
+-- Runs argv (a list) through the shell: its exit code and everything it printed.
+local function command(argv)
+  local parts = {}
+  for i, a in ipairs(argv) do parts[i] = quote(a) end
+  local p = io.popen(table.concat(parts, " ") .. " 2>&1")
+  local text = p:read("a")
+  local _, _, code = p:close()
+  return code, text
+end
+slurm.command = command
+
+local function have(program)
+  return command({ "command", "-v", program }) == 0
+end
+
+local function cwd()
+  local p = io.popen("pwd -P")
+  local dir = p:read("l")
+  p:close()
+  return dir
+end
+
+local function absolute(path, from)
+  if path:sub(1, 1) == "/" then return path end
+  return (from .. "/" .. path):gsub("/%./", "/"):gsub("/+", "/")
+end
+
+-- "0-3,5,7-8" for the sorted indices given.
+function slurm.ranges(indices)
+  local parts, i = {}, 1
+  while i <= #indices do
+    local j = i
+    while j < #indices and indices[j + 1] == indices[j] + 1 do j = j + 1 end
+    parts[#parts + 1] = i == j and tostring(indices[i]) or (indices[i] .. "-" .. indices[j])
+    i = j + 1
+  end
+  return table.concat(parts, ",")
+end
+
+-- The task ids of "4", "[0-3,5%2]", "0-3,5%2" (an array's pending remainder).
+local function expand_tasks(text)
+  local out = {}
+  text = text:gsub("^%[", ""):gsub("%]$", ""):gsub("%%%d+$", "")
+  for part in text:gmatch("[^,]+") do
+    local a, b = part:match("^(%d+)%-(%d+)$")
+    if a then
+      for t = tonumber(a), tonumber(b) do out[#out + 1] = t end
+    elseif part:match("^%d+$") then
+      out[#out + 1] = tonumber(part)
+    end
+  end
+  return out
+end
+
+local function record(states, job, task, state, exit_code, node, source)
+  for _, t in ipairs(expand_tasks(task)) do
+    local key = job .. "_" .. t
+    if not states[key] then
+      states[key] = { state = state, exit_code = exit_code, node = node, source = source }
+    end
+  end
+end
+
+-- Parses `sacct -n -P -X -o JobID,State,ExitCode,NodeList` lines ("12_4|TIMEOUT|0:0|node1",
+-- "12_[5-7]|PENDING|0:0|None assigned", "12_3|CANCELLED by 0|0:15|node1") into states.
+function slurm.parse_sacct(text, states)
+  for line in text:gmatch("[^\n]+") do
+    local id, state, exit_code, node = line:match("^([^|]*)|([^|]*)|([^|]*)|([^|]*)")
+    local job, task = (id or ""):match("^(%d+)_(.+)$")
+    if job and state ~= "" then
+      record(states, job, task, state:match("^(%S+)"), exit_code, node ~= "" and node or nil, "sacct")
+    end
+  end
+  return states
+end
+
+-- The key=value words of one line of `scontrol -o show job` or of the job-completion log.
+local function fields(line)
+  local f = {}
+  for k, v in line:gmatch("(%w+)=(%S*)") do
+    if f[k] == nil then f[k] = v end
+  end
+  return f
+end
+
+-- Parses `scontrol -o show job` lines, or the lines of a jobcomp/filetxt log (source names
+-- which), into states: each names ArrayJobId, ArrayTaskId, JobState, ExitCode and NodeList.
+function slurm.parse_job_lines(text, states, source)
+  for line in text:gmatch("[^\n]+") do
+    local f = fields(line)
+    if f.ArrayJobId and f.ArrayTaskId and f.JobState then
+      record(states, f.ArrayJobId, f.ArrayTaskId, f.JobState, f.ExitCode,
+             f.NodeList ~= "" and f.NodeList ~= "(null)" and f.NodeList or nil, source)
+    end
+  end
+  return states
+end
+
+-- The job-completion log's path when Slurm writes one as text (jobcomp/filetxt), else nil.
+local function jobcomp_file()
+  local code, text = command({ "scontrol", "show", "config" })
+  if code ~= 0 then return nil end
+  local kind = text:match("\nJobCompType%s*=%s*(%S+)")
+  local loc = text:match("\nJobCompLoc%s*=%s*(%S+)")
+  if kind == "jobcomp/filetxt" and loc and loc:sub(1, 1) == "/" then return loc end
+end
+
+-- The state of every task of the given array jobs that Slurm still knows:
+-- {["<job>_<task>"] = {state, exit_code, node, source}}, each from the first source that knows
+-- it: sacct, then scontrol (recent jobs), then the job-completion log.
+function slurm.states(job_ids)
+  local states = {}
+  if #job_ids == 0 then return states end
+  local code, text = command({ "sacct", "-n", "-P", "-X", "-j", table.concat(job_ids, ","), "-o",
+                               "JobID,State,ExitCode,NodeList" })
+  if code == 0 then slurm.parse_sacct(text, states) end
+  local missing = {}
+  for _, job in ipairs(job_ids) do
+    code, text = command({ "scontrol", "-o", "show", "job", job })
+    if code == 0 then slurm.parse_job_lines(text, states, "scontrol") else missing[#missing + 1] = job end
+  end
+  if #missing > 0 then
+    local file = jobcomp_file()
+    local log = file and dp.read_file(file)
+    if log then slurm.parse_job_lines(log, states, "jobcomp") end
+  end
+  return states
+end
+
+-- A point's result status for a Slurm end state (a task that left no file), and what the
+-- state means, when it says more than its name.
+function slurm.end_status(state)
+  if state == "OUT_OF_MEMORY" then return "oom", "past its memory limit (slurm.mem)" end
+  if state == "TIMEOUT" or state == "DEADLINE" then return "timeout", "past its time limit (slurm.time)" end
+  if state == "COMPLETED" then return "crashed", "without writing a result" end
+  return "crashed", nil
+end
+
+---------------------------------------------------------------------------------------------
+-- The manifest
+
+function slurm.manifest_path(dir) return dir .. "/" .. slurm.MANIFEST_FILE end
+
+-- The manifest of the Slurm sweep in dir, or nil and why.
+function slurm.read_manifest(dir)
+  if not dp.list_dir(dir) then return nil, dir .. ": no such directory" end
+  local path = slurm.manifest_path(dir)
+  local text = dp.read_file(path)
+  if not text then
+    return nil, string.format("%s is not a Slurm sweep: it has no %s (dpprof sweep submit writes it)", dir,
+                              slurm.MANIFEST_FILE)
+  end
+  local ok, m = pcall(dp.json.decode, text, path)
+  if not ok then return nil, dp.error_text(m) end
+  if type(m) ~= "table" or m.format ~= slurm.MANIFEST_FORMAT or type(m.points) ~= "table" then
+    return nil, path .. ": not a dpprof sweep manifest"
+  end
+  if m.version ~= slurm.MANIFEST_VERSION then
+    return nil, string.format("%s: manifest version %s, this dpprof reads %d", path, tostring(m.version),
+                              slurm.MANIFEST_VERSION)
+  end
+  m.submissions = m.submissions or {}
+  return m
+end
+
+local function write_manifest(dir, m)
+  results.write(slurm.manifest_path(dir), m)
+end
+
+-- The latest submission of each point (by 0-based index): {job_id=, task=}.
+local function latest_tasks(m)
+  local latest = {}
+  for _, s in ipairs(m.submissions) do
+    for _, i in ipairs(s.points or {}) do latest[i] = { job_id = s.job_id, task = i } end
+  end
+  return latest
+end
+
+local function job_ids(m)
+  local ids, seen = {}, {}
+  for _, s in ipairs(m.submissions) do
+    if s.job_id and not seen[s.job_id] then ids[#ids + 1], seen[s.job_id] = s.job_id, true end
+  end
+  return ids
+end
+
+-- The log file of a task.
+local function log_of(dir, job, task) return string.format("%s/slurm/%s_%d.out", dir, job, task) end
+
+---------------------------------------------------------------------------------------------
+-- Submitting (dp.sweep with backend = "slurm")
+
+local function write_text(path, text)
+  local ok, err = dp.write_file(path, text)
+  if not ok then error("dpprof.sweep: " .. err, 0) end
+end
+
+-- The submitted job's id from `sbatch --parsable` ("123" or "123;cluster").
+local function job_id_of(text)
+  return text:match("^%s*(%d+)") or text:match("\n%s*(%d+)%s*$")
+end
+
+-- Submits the points of a sweep that have no result yet (ctx from dpprof.sweep: out, name,
+-- points, prior, call, options, session, timeout, say, quiet). Returns the sweep's result table
+-- with slurm = {job_id, collect_job_id, tasks, submitted, active, manifest}.
+function slurm.submit(ctx)
+  local session = ctx.session or {}
+  local here = session.cwd or cwd()
+  local dir = absolute(ctx.out, here)
+  local script, args = session.script, session.args
+  if not script then
+    script = rawget(_G, "arg") and _G.arg[0]
+    args = {}
+    for i = 1, #(rawget(_G, "arg") or {}) do args[i] = _G.arg[i] end
+  end
+  if type(script) ~= "string" then
+    error("dpprof.sweep: backend=\"slurm\" needs the sweep's script, which each task runs again: run it with "
+          .. "`dpprof run SCRIPT` or `dpprof sweep submit SCRIPT`", 0)
+  end
+  script = absolute(script, here)
+  local points = ctx.points
+  if #points > 1001 then
+    error(string.format("dpprof.sweep: %d points: more than one Slurm array holds by default (MaxArraySize 1001); "
+                        .. "split the sweep", #points), 0)
+  end
+  local m = slurm.read_manifest(dir)
+  if m then
+    local same = #m.points == #points
+    for i, p in ipairs(points) do
+      local q = m.points[i]
+      same = same and q and q.name == p.name and q.config_hash == p.config_hash
+    end
+    if not same then
+      error(string.format("dpprof.sweep: %s holds a Slurm sweep of other points (its %s); give another out or "
+                          .. "remove it", dir, slurm.MANIFEST_FILE), 0)
+    end
+  else
+    m = { format = slurm.MANIFEST_FORMAT, version = slurm.MANIFEST_VERSION, submissions = {} }
+  end
+  m.name, m.out, m.cwd, m.script, m.args, m.call = ctx.name, dir, here, script, dp.json.array(args), ctx.call
+  m.dpprof = dp.executable
+  m.points = {}
+  for i, p in ipairs(points) do
+    m.points[i] = { index = i - 1, name = p.name, file = p.name .. ".json", vary = p.vary, config = p.resolved,
+                    config_hash = p.config_hash }
+  end
+  -- what runs: every point without a kept result, less those whose task has not ended
+  local latest = latest_tasks(m)
+  local states = {}
+  if #m.submissions > 0 then states = slurm.states(job_ids(m)) end
+  local todo, active, status_of = {}, {}, {}
+  for i, p in ipairs(points) do
+    if ctx.prior[i] then
+      status_of[i] = ctx.prior[i].status
+    else
+      local t = latest[i - 1]
+      local s = t and states[t.job_id .. "_" .. t.task]
+      if s and slurm.ACTIVE_STATES[s.state] then
+        active[#active + 1] = string.format("%s (%s_%d %s)", p.name, t.job_id, t.task, s.state:lower())
+        status_of[i] = s.state:lower()
+      else
+        todo[#todo + 1] = i - 1
+        status_of[i] = "submitted"
+      end
+    end
+  end
+  local say = ctx.say
+  local result = { out = ctx.out, name = ctx.name, points = points, counts = {},
+                   slurm = { submitted = #todo, active = #active, manifest = slurm.manifest_path(dir) } }
+  for i, p in ipairs(points) do
+    p.status = status_of[i]
+    p.result = ctx.prior[i]
+    p.skipped = ctx.prior[i] ~= nil
+    result.counts[p.status] = (result.counts[p.status] or 0) + 1
+  end
+  if #active > 0 then
+    say(string.format("sweep %s: %d point%s still queued or running, not submitted again: %s", ctx.name, #active,
+                      #active == 1 and " is" or "s are", table.concat(active, ", ")))
+  end
+  if #todo == 0 then
+    write_manifest(dir, m)
+    say(string.format("sweep %s: nothing to submit (%d point%s with a result, %d queued or running) -> %s", ctx.name,
+                      #points - #active, #points - #active == 1 and "" or "s", #active, dir))
+    return result
+  end
+  if not have("sbatch") then
+    error("dpprof.sweep: backend=\"slurm\": sbatch is not on PATH (run this on a Slurm login node, or "
+          .. "apt-get install slurm-client)", 0)
+  end
+  local ok, err = dp.mkdir_p(dir .. "/slurm")
+  if not ok then error("dpprof.sweep: " .. err, 0) end
+  local exe = dp.executable or "dpprof"
+  local task_script = dir .. "/slurm/task.sh"
+  local collect_script = dir .. "/slurm/collect.sh"
+  write_text(task_script, string.format(
+    "#!/bin/sh\n# dpprof sweep %s: Slurm array task i runs point i (0-based) of %s\nexec %s sweep task %s\n",
+    ctx.name, dir, quote(exe), quote(dir)))
+  write_text(collect_script, string.format(
+    "#!/bin/sh\n# dpprof sweep %s: once the array has ended, results for the tasks that left none, and the charts\n"
+    .. "exec %s sweep collect %s\n", ctx.name, quote(exe), quote(dir)))
+  -- the manifest first: a task that starts at once reads it
+  write_manifest(dir, m)
+  local o = ctx.options
+  local array = slurm.ranges(todo) .. (o.max_parallel and "%" .. o.max_parallel or "")
+  local argv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name, "--array=" .. array,
+                 "--output=" .. dir .. "/slurm/%A_%a.out", "--chdir=" .. here }
+  for _, a in ipairs(slurm.sbatch_options(o)) do argv[#argv + 1] = a end
+  argv[#argv + 1] = task_script
+  local code, text = command(argv)
+  local job = code == 0 and job_id_of(text) or nil
+  if not job then
+    error(string.format("dpprof.sweep: sbatch refused the array (exit %s): %s", tostring(code),
+                        (text:gsub("%s+$", ""):gsub("\n", " | "))), 0)
+  end
+  local submission = { job_id = job, array = array, points = dp.json.array(todo), sbatch = dp.json.array(argv),
+                       submitted = os.date("!%Y-%m-%dT%H:%M:%SZ"), options = o }
+  m.submissions[#m.submissions + 1] = submission
+  m.slurm = o
+  write_manifest(dir, m)
+  -- charts when the array has ended, however it ended
+  local cargv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name .. "-collect",
+                  "--dependency=afterany:" .. job, "--output=" .. dir .. "/slurm/collect_%j.out", "--chdir=" .. here,
+                  "--ntasks=1" }
+  for _, k in ipairs({ "partition", "account", "time" }) do
+    if o[k] then cargv[#cargv + 1] = "--" .. k .. "=" .. tostring(o[k]) end
+  end
+  cargv[#cargv + 1] = collect_script
+  local ccode, ctext = command(cargv)
+  local collect_job = ccode == 0 and job_id_of(ctext) or nil
+  submission.collect_job_id = collect_job
+  write_manifest(dir, m)
+  result.slurm.job_id, result.slurm.collect_job_id, result.slurm.tasks = job, collect_job, array
+  say(string.format("sweep %s: %d of %d point%s submitted as Slurm array job %s (tasks %s) -> %s", ctx.name, #todo,
+                    #points, #points == 1 and "" or "s", job, array, dir))
+  if collect_job then
+    say(string.format("  job %s collects the results and renders the charts when the array ends", collect_job))
+  else
+    say("  the collect job was not submitted (" .. (ctext:gsub("%s+$", "")) .. "): run dpprof sweep collect "
+        .. dir .. " once the array has ended")
+  end
+  say("  follow it: dpprof sweep status " .. dir)
+  return result
+end
+
+---------------------------------------------------------------------------------------------
+-- A task
+
+-- The point a Slurm array task runs, checked against the manifest (the script must still make
+-- the sweep it made when it was submitted).
+function slurm.task_point(session, points)
+  local i = session.index + 1
+  local want = session.manifest.points[i]
+  local p = points[i]
+  if not want then error(string.format("dpprof sweep task: the manifest has no point %d", session.index), 0) end
+  if not p or p.name ~= want.name or p.config_hash ~= want.config_hash then
+    error(string.format("dpprof sweep task: point %d of the script's sweep is now %s, not %s (%s) as when it was "
+                        .. "submitted: the script or its files changed; submit it again to another out",
+                        session.index, p and (p.name .. " (" .. p.config_hash .. ")") or "absent", want.name,
+                        want.config_hash), 0)
+  end
+  return p
+end
+
+-- Where a task runs: the placement its result records, and the CPU threads its child gets
+-- (Slurm's cpus_per_task, when the job asked for it).
+function slurm.task_placement(host)
+  local threads = math.tointeger(tonumber(os.getenv("SLURM_CPUS_PER_TASK") or ""))
+  return {
+    host = host,
+    threads = threads,
+    cuda_visible_devices = os.getenv("CUDA_VISIBLE_DEVICES"),
+    slurm = { job_id = os.getenv("SLURM_ARRAY_JOB_ID"), array_task_id = math.tointeger(tonumber(
+                os.getenv("SLURM_ARRAY_TASK_ID") or "")), task_job_id = os.getenv("SLURM_JOB_ID"),
+              node = os.getenv("SLURMD_NODENAME"), cluster = os.getenv("SLURM_CLUSTER_NAME") },
+  }, threads
+end
+
+---------------------------------------------------------------------------------------------
+-- Status and collect
+
+-- Where each point of the sweep in dir stands: a list of {point (manifest entry), result (its
+-- file, when it has one run with its configuration), task = {job_id, task} | nil, state = Slurm's
+-- | nil}.
+local function survey(dir, m)
+  local latest = latest_tasks(m)
+  local states = slurm.states(job_ids(m))
+  local rows = {}
+  for i, q in ipairs(m.points) do
+    local row = { point = q, task = latest[i - 1] }
+    local text = dp.read_file(dir .. "/" .. q.file)
+    if text then
+      local ok, r = pcall(dp.json.decode, text, q.file)
+      if ok and type(r) == "table" and type(r.sweep) == "table" and r.sweep.config_hash == q.config_hash then
+        row.result = r
+      end
+    end
+    if row.task then row.state = states[row.task.job_id .. "_" .. row.task.task] end
+    rows[i] = row
+  end
+  return rows
+end
+
+local function row_status(row)
+  if row.result then return row.result.status end
+  if not row.task then return "not submitted" end
+  if not row.state then return "unknown" end
+  if slurm.ACTIVE_STATES[row.state.state] then return row.state.state:lower() end
+  return "ended " .. row.state.state
+end
+
+local function print_rows(rows, say)
+  local table_rows = { { "point", "status", "job", "node", "note" } }
+  local counts, order = {}, {}
+  for _, row in ipairs(rows) do
+    local status = row_status(row)
+    if not counts[status] then order[#order + 1] = status end
+    counts[status] = (counts[status] or 0) + 1
+    local note = ""
+    if row.result and row.result.status ~= "ok" then
+      note = tostring(row.result.message or ""):gsub("%s+", " "):sub(1, 70)
+    elseif not row.result and row.state and not slurm.ACTIVE_STATES[row.state.state] then
+      note = "no result file yet: dpprof sweep collect writes one"
+    end
+    local placement = row.result and type(row.result.sweep) == "table" and row.result.sweep.placement or {}
+    local node = placement.host or (row.state and row.state.node) or "-"
+    table_rows[#table_rows + 1] = { row.point.name, status,
+                                    row.task and (row.task.job_id .. "_" .. row.task.task) or "-", tostring(node), note }
+  end
+  dp.print_table(table_rows, { false, false, false, false, false }, say)
+  local parts = {}
+  for _, s in ipairs(order) do parts[#parts + 1] = string.format("%s %d", s, counts[s]) end
+  say("points: " .. table.concat(parts, ", "))
+end
+
+-- dpprof sweep status DIR: each point's result or Slurm state. Returns the exit status.
+function slurm.status(dir, say)
+  local m, why = slurm.read_manifest(dir)
+  if not m then
+    io.stderr:write("dpprof sweep status: ", why, "\n")
+    return 2
+  end
+  local jobs = {}
+  for _, s in ipairs(m.submissions) do
+    jobs[#jobs + 1] = string.format("%s (tasks %s%s)", s.job_id, s.array,
+                                    s.collect_job_id and ", collect " .. s.collect_job_id or "")
+  end
+  say(string.format("sweep %s in %s: %d point%s; Slurm job%s %s", m.name, dir, #m.points, #m.points == 1 and "" or "s",
+                    #jobs == 1 and "" or "s", #jobs > 0 and table.concat(jobs, ", ") or "none submitted"))
+  print_rows(survey(dir, m), say)
+  return 0
+end
+
+-- dpprof sweep collect DIR: a result for every point whose task ended without one, from its
+-- Slurm end state; the charts once every point has one. Returns the exit status: 0 every point
+-- has a result, 1 some have none yet (queued, running, or their end unknown), 2 not a sweep.
+function slurm.collect(dir, say)
+  local sweep = require("dpprof.sweep")
+  local m, why = slurm.read_manifest(dir)
+  if not m then
+    io.stderr:write("dpprof sweep collect: ", why, "\n")
+    return 2
+  end
+  local note = string.format("pid %d on %s since %s (dpprof sweep collect)", dp.pid(),
+                             dp.environment().hostname or "?", os.date("%Y-%m-%d %H:%M:%S"))
+  local lock <close>, holder = dp.lock(dir .. "/" .. sweep.LOCK_FILE, note)
+  if not lock then
+    io.stderr:write("dpprof sweep collect: ", dir, " is in use: ", holder, "\n")
+    return 1
+  end
+  local rows = survey(dir, m)
+  local written, waiting = 0, {}
+  local points = {}
+  for i, row in ipairs(rows) do
+    local q = row.point
+    if not row.result and row.state and not slurm.ACTIVE_STATES[row.state.state] then
+      local s = row.state
+      local status, meaning = slurm.end_status(s.state)
+      local message = string.format("Slurm task %s_%d%s ended %s%s (exit code %s; state from %s); its log: %s",
+                                    row.task.job_id, row.task.task, s.node and " on " .. s.node or "", s.state,
+                                    meaning and ", " .. meaning or "", tostring(s.exit_code or "?"), s.source,
+                                    log_of(dir, row.task.job_id, row.task.task))
+      local r = results.failure{ name = q.name, status = status, message = message, config = q.config }
+      r = sweep.finish_result(r, { name = q.name, vary = q.vary, resolved = q.config, config_hash = q.config_hash },
+                              m.name, { host = s.node, slurm = { job_id = row.task.job_id, array_task_id = row.task.task,
+                                                                 state = s.state, exit_code = s.exit_code,
+                                                                 state_source = s.source } })
+      local ok, err = sweep.write_result(dir .. "/" .. q.file, r)
+      if not ok then
+        io.stderr:write("dpprof sweep collect: ", err, "\n")
+        return 1
+      end
+      row.result = r
+      written = written + 1
+      say(string.format("%s: %s (%s)", q.name, status, message))
+    elseif not row.result then
+      waiting[#waiting + 1] = string.format("%s (%s)", q.name, row_status(row))
+    end
+    points[i] = { name = q.name, result = row.result, status = row.result and row.result.status }
+  end
+  if #waiting > 0 then
+    say(string.format("sweep %s: %d result%s written; %d point%s without one yet: %s", m.name, written,
+                      written == 1 and "" or "s", #waiting, #waiting == 1 and "" or "s", table.concat(waiting, ", ")))
+    say("charts: when every point has a result (dpprof sweep collect " .. dir .. " again)")
+    return 1
+  end
+  sweep.print_summary(m.name, dir, points)
+  local ok, err, messages = dp.plot.render_dir(dir)
+  for _, msg in ipairs(messages or {}) do say("plot: " .. msg) end
+  if ok then say("charts: rendered in " .. dir) else say("charts: not rendered: " .. tostring(err)) end
+  return 0
+end
+
+return slurm
