@@ -32,9 +32,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ATT_BQ 64         /* query rows per block */
-#define ATT_BK 64         /* key rows per block */
-#define ATT_PAR_MIN 16384 /* multiply-adds of q.k below which attention runs on one thread */
+#define ATT_BQ 64             /* query rows per block */
+#define ATT_BK 64             /* key rows per block */
+#define ATT_PAR_MIN (1 << 17) /* multiply-adds of q.k below which attention runs on one thread (~60 us) */
 
 /* The kv head query head h reads: H / Hkv consecutive query heads share one (transformers'
  * repeat_kv order). The one place a head's K and V are found. */
