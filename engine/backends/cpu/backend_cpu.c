@@ -4,6 +4,7 @@
 #include "backend_cpu.h"
 #include "cpu_dpsgd.h"
 #include "cpu_layers.h"
+#include "cpu_sums.h"
 #include "cpu_threads.h"
 #include "cpu_util.h"
 #include "device.h"
@@ -236,12 +237,7 @@ static int cpu_axpy(dp_device *dev, dp_dtype t, size_t n, float alpha, const voi
 /* Sum of squares of chunk c (SUM_CHUNK elements, fewer at the end) of x[0..n), in double. */
 static double chunk_sumsq(dp_dtype t, const void *x, size_t c, size_t n) {
     size_t end = (c + 1) * SUM_CHUNK < n ? (c + 1) * SUM_CHUNK : n;
-    double s = 0;
-    for (size_t i = c * SUM_CHUNK; i < end; i++) {
-        double v = dp_cpu_ld(t, x, (int64_t)i);
-        s += v * v;
-    }
-    return s;
+    return dp_cpu_dot(t, x, t, NULL, (int64_t)(c * SUM_CHUNK), (int64_t)(end - c * SUM_CHUNK));
 }
 
 /* Sum of squares of x[0..n), as fixed SUM_CHUNK chunks added in order: the same result for any
@@ -265,7 +261,6 @@ static int cpu_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, 
                           int accumulate) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "sumsq_rows"));
-    size_t es = dp_dtype_size(t);
     if (rows == 1) {
         double s = sumsq_span(t, x, cols);
         out[0] = (float)(accumulate ? out[0] + s : s);
@@ -273,12 +268,7 @@ static int cpu_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, 
     }
 #pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
-        const char *row = (const char *)x + r * cols * es;
-        double s = 0;
-        for (size_t c = 0; c < cols; c++) {
-            double v = dp_cpu_ld(t, row, c);
-            s += v * v;
-        }
+        double s = dp_cpu_dot(t, x, t, NULL, (int64_t)(r * cols), (int64_t)cols);
         out[r] = (float)(accumulate ? out[r] + s : s);
     }
     return DP_OK;
