@@ -9,6 +9,7 @@
 -- Opacus hooks and ghost) once per round and thread count, alternating with dpprof's points (the
 -- order flips every round), so both see the same load; baseline=FILE reads its JSON lines from an
 -- earlier run instead. Every figure is the median over the rounds of each run's median step.
+-- Prints, and writes beside bench_cpu.json as bench_cpu.md, the README's table ready to paste.
 --
 -- Targets (issue 18; a benchmark, not a test): vanilla <= 1.0x PyTorch eager's step time for gpt
 -- and llama; every DP preset <= 1.3x dpprof vanilla. twopass presets (ghost, mixed_ghost) run a
@@ -76,9 +77,12 @@ local function run_dpprof(arch, n)
   end
 end
 
+local versions = {} -- torch and opacus, from the baseline's lines
+
 local function take_torch_line(line)
   if not line:match("^%s*{") then return end
   local row = dp.json.decode(line)
+  versions.torch, versions.opacus = row.torch or versions.torch, row.opacus or versions.opacus
   local key = string.format("torch/%s/%d/%s", row.arch, row.threads, row.mode)
   add(key, row.step_ms)
   runs[#runs + 1] = { what = key, status = "ok", step_ms = row.step_ms, torch = row.torch, opacus = row.opacus }
@@ -151,14 +155,54 @@ for _, arch in ipairs(archs) do
   end
 end
 
-local env = dp.environment()
-assert(dp.write_file(out .. "/bench_cpu.json", dp.json.encode({
-  benchmark = "bench_cpu", shape = SHAPE, rounds = rounds, iters = iters, warmup = warmup, rows = rows, runs = runs,
-  targets = checks, cpu = env.cpu, cores = env.cores, git_commit = env.git_commit,
-}, { indent = true }) .. "\n"))
-
 local function ms(v) return v and string.format("%.0f", v) or "-" end
 local function x(v) return v and string.format("%.2fx", v) or "-" end
+
+-- The README's table (markdown): one row per model and thread count, step times with their ratios
+-- (Opacus and dpprof vanilla against PyTorch eager, each DP preset against dpprof vanilla).
+local env = dp.environment()
+-- this run's command line, for the table's caption
+local command = string.format("dpprof run experiments/bench_cpu.lua rounds=%d iters=%d warmup=%d threads=%s archs=%s%s%s",
+  rounds, iters, warmup, table.concat(threads, ","), table.concat(archs, ","),
+  args.methods and " methods=" .. table.concat(methods, ",") or "",
+  args.torch and string.format(' torch="%s"', args.torch) or args.baseline and " baseline=" .. args.baseline or "")
+local function markdown()
+  local function cell(v, ratio) return v and (ratio and string.format("%.0f ms (%.2f×)", v, ratio) or string.format("%.0f ms", v)) or "–" end
+  local head, align = { "model, threads", "PyTorch eager", "Opacus hooks", "Opacus ghost" }, { "---", "---:", "---:", "---:" }
+  for _, m in ipairs(methods) do head[#head + 1], align[#align + 1] = "dpprof " .. m, "---:" end
+  head[#head + 1], align[#align + 1] = "Opacus ghost / flash_clip", "---:"
+  head[#head + 1], align[#align + 1] = "noise phase", "---:"
+  local lines = {
+    string.format("Step time, median over %d round%s of each run's median of %d steps after %d warm-up (`%s`), "
+                  .. "%s, %d CPU threads on the host, dpprof %s, PyTorch %s, Opacus %s. In brackets: Opacus and "
+                  .. "dpprof vanilla against PyTorch eager, each DP preset against dpprof vanilla. Noise phase: "
+                  .. "dpprof flash_clip's (normals for every parameter, added to the gradient).",
+                  rounds, rounds > 1 and "s" or "", iters, warmup, command, env.cpu, env.cores, env.git_commit,
+                  versions.torch or "–", versions.opacus or "–"),
+    "",
+    "| " .. table.concat(head, " | ") .. " |",
+    "| " .. table.concat(align, " | ") .. " |",
+  }
+  for _, r in ipairs(rows) do
+    local c = { string.format("%s, %d", r.arch, r.threads), cell(r.torch_ms.eager),
+                cell(r.torch_ms.opacus_hooks, r.opacus_hooks_vs_eager), cell(r.torch_ms.opacus_ghost, r.opacus_ghost_vs_eager) }
+    for _, m in ipairs(methods) do
+      c[#c + 1] = cell(r.dpprof_ms[m], m == "vanilla" and r.vanilla_vs_eager or r.ratio_vs_vanilla[m])
+    end
+    c[#c + 1] = r.opacus_ghost_vs_flash_clip and string.format("%.2f×", r.opacus_ghost_vs_flash_clip) or "–"
+    c[#c + 1] = cell(r.noise_ms.flash_clip)
+    lines[#lines + 1] = "| " .. table.concat(c, " | ") .. " |"
+  end
+  return table.concat(lines, "\n") .. "\n"
+end
+local table_md = markdown()
+assert(dp.write_file(out .. "/bench_cpu.json", dp.json.encode({
+  benchmark = "bench_cpu", shape = SHAPE, rounds = rounds, iters = iters, warmup = warmup, rows = rows, runs = runs,
+  targets = checks, cpu = env.cpu, cores = env.cores, git_commit = env.git_commit, torch = versions.torch,
+  opacus = versions.opacus, markdown = table_md,
+}, { indent = true }) .. "\n"))
+assert(dp.write_file(out .. "/bench_cpu.md", table_md))
+
 print(string.format("\nmedian step ms over %d round%s (%d timed steps after %d warm-up each); x: dpprof vanilla = 1",
                     rounds, rounds > 1 and "s" or "", iters, warmup))
 for _, r in ipairs(rows) do
@@ -175,4 +219,6 @@ for _, r in ipairs(rows) do
 end
 print("")
 for _, c in ipairs(checks) do print(c) end
-print("results: " .. out .. "/bench_cpu.json")
+print("\nthe README's table (README.md, \"Measured on the CPU against PyTorch and Opacus\"):\n")
+io.write(table_md)
+print("\nresults: " .. out .. "/bench_cpu.json, " .. out .. "/bench_cpu.md")
