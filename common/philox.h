@@ -81,10 +81,9 @@ DP_HD float dp_det_log(float x) {
     int e = (int)((b.u >> 23) & 0xffu) - 127;
     b.u = (b.u & 0x7fffffu) | 0x3f800000u; /* mantissa in [1, 2) */
     float m = b.f;
-    if (m > 1.41421356f) {
-        m = DP_MUL(m, 0.5f); /* exact */
-        e += 1;
-    }
+    int big = m > 1.41421356f;     /* selects, not branches: the CPU loop over blocks vectorises */
+    m = big ? DP_MUL(m, 0.5f) : m; /* exact */
+    e += big;
     float f = DP_SUB(m, 1.0f); /* exact (Sterbenz) */
     float s = DP_DIV(f, DP_ADD(2.0f, f));
     float z = DP_MUL(s, s);
@@ -115,36 +114,22 @@ DP_HD void dp_det_sincos_small(float x, float *s, float *c) {
     *c = DP_ADD(1.0f, DP_MUL(z, pc));
 }
 
-/* sin and cos of 2*pi*u for u in [0, 1). */
+/* sin and cos of 2*pi*u for u in [0, 1). Branch-free (the quadrant picks by selects), so a CPU
+ * loop over many of them vectorises; the same values as a branchy version. */
 DP_HD void dp_det_sincos_turn(float u, float *s, float *c) {
     int q = (int)DP_MUL(u, 4.0f);                 /* quadrant; u*4 is exact */
     float r = DP_SUB(u, DP_MUL((float)q, 0.25f)); /* in [0, 0.25), exact */
     int flip = r > 0.125f;
-    if (flip) r = DP_SUB(0.25f, r); /* exact */
+    r = flip ? DP_SUB(0.25f, r) : r; /* exact */
     float x = DP_MUL(r, 6.28318530717958647692f);
     float sx, cx;
     dp_det_sincos_small(x, &sx, &cx);
     float sp = flip ? cx : sx, cp = flip ? sx : cx; /* sin, cos of the angle within the quadrant */
-    /* clang-format off */
-    switch (q & 3) {
-    case 0:
-        *s = sp;
-        *c = cp;
-        break;
-    case 1:
-        *s = cp;
-        *c = -sp;
-        break;
-    case 2:
-        *s = -sp;
-        *c = -cp;
-        break;
-    default:
-        *s = -cp;
-        *c = sp;
-        break;
-    }
-    /* clang-format on */
+    /* quadrant 0: (sp, cp); 1: (cp, -sp); 2: (-sp, -cp); 3: (-cp, sp) */
+    int odd = q & 1, neg_s = (q & 3) >= 2, neg_c = q == 1 || q == 2;
+    float sv = odd ? cp : sp, cv = odd ? sp : cp;
+    *s = neg_s ? -sv : sv;
+    *c = neg_c ? -cv : cv;
 }
 
 /* Uniform in (0, 1) for element i of (seed, stream). */

@@ -121,6 +121,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(CONFIG_DEVICE, "config.device", STRING, OK, 0, NULL)                                                             \
     X(CONFIG_SEED, "config.seed", INTEGER, OK, 0, NULL)                                                                \
     X(CONFIG_PROFILE, "config.profile", STRING, OPTIONAL, 0, "profiles")                                               \
+    X(CONFIG_THREADS, "config.threads", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* >= 1; when the experiment set it */    \
     X(METHOD, "method", STRING, OK, 0, NULL)                                                                           \
     X(NORMS, "norms", STRING, OK, DPR_NULLABLE, NULL)                                                                  \
     X(CLIP, "clip", STRING, OK, DPR_NULLABLE, NULL)                                                                    \
@@ -241,8 +242,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(ENVIRONMENT_DPPROF_VERSION, "environment.dpprof_version", STRING, PARENT, 0, NULL)                               \
     X(ENVIRONMENT_HOSTNAME, "environment.hostname", STRING, PARENT, 0, NULL)                                           \
     X(ENVIRONMENT_CORES, "environment.cores", INTEGER, PARENT, DPR_NONNEG, NULL)                                       \
-    X(ENVIRONMENT_THREADS, "environment.threads", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                                 \
-    X(ENVIRONMENT_BLAS_THREADS, "environment.blas_threads", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                       \
+    X(ENVIRONMENT_THREADS, "environment.threads", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* >= 1; absent: older */       \
     X(ENVIRONMENT_DRIVER_VERSION, "environment.driver_version", STRING, PARENT, DPR_NULLABLE, NULL)                    \
     X(ENVIRONMENT_CUDA_VERSION, "environment.cuda_version", STRING, PARENT, DPR_NULLABLE, NULL)                        \
     X(ENVIRONMENT_DEVICE_MODEL, "environment.device_model", OBJECT, OPTIONAL, DPR_OPEN, NULL) /* plan runs */          \

@@ -54,4 +54,12 @@
  * registry. Call once before any device is used; calling again is harmless. DP_OK or the error. */
 int dp_engine_init(void);
 
+/* Threads of the CPU backend (its parallel loops and GEMMs share one OpenMP team; OpenBLAS runs
+ * single-threaded inside it): OMP_NUM_THREADS, else the CPU count, until dp_engine_set_threads. */
+int dp_engine_threads(void);
+
+/* Sets the CPU backend's thread count (n >= 1) for this process and the children it forks after.
+ * DP_OK, or DP_EINVAL naming n and the valid range. */
+int dp_engine_set_threads(int n);
+
 #endif

@@ -4,6 +4,7 @@
 
 #include "backend_cpu.h"
 #include "backend_plan.h"
+#include "cpu_threads.h"
 #include "error.h"
 #ifdef DPPROF_HAVE_CUDA
 #include "backend_cuda.h"
@@ -17,3 +18,7 @@ int dp_engine_init(void) {
 #endif
     return DP_OK;
 }
+
+int dp_engine_threads(void) { return dp_cpu_threads(); }
+
+int dp_engine_set_threads(int n) { return dp_cpu_set_threads(n); }

@@ -95,8 +95,9 @@ typedef struct dp_layer_ops {
                              int64_t hd, float scale);
     /* Gradients of attention_forward: writes dq (row stride ld_dq) and dk, dv (ld_dkv), laid out
      * like q, k, v. delta is caller-provided f32 scratch of B*H*T floats (rowsum(dout * out)).
-     * Deterministic: no atomics (dk/dv and dq come from separate passes over the blocks; a kv
-     * head's dk and dv sum the H / Hkv query heads of its group in increasing order). */
+     * Deterministic: no atomics (CUDA: dk/dv and dq from separate passes over the blocks; the CPU:
+     * one thread per (sample, kv head) walks the blocks in a fixed order); a kv head's dk and dv
+     * sum the H / Hkv query heads of its group in increasing order. */
     int (*attention_backward)(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq, int64_t ld_dkv,
                               const void *dout, const void *out, const float *lse, const void *q, const void *k,
                               const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B, int64_t T, int64_t H,

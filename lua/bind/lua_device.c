@@ -1,8 +1,10 @@
-/* lua_device.c: device choice and information, synchronisation, the ledger, the clock, version. */
+/* lua_device.c: device choice and information, synchronisation, the ledger, the clock, version,
+ * the CPU thread count. */
 #include "lua_engine.h"
 
 #include "backend_plan.h"
 #include "clock.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "ledger.h"
 #include "lua_util.h"
@@ -97,6 +99,18 @@ static int l_plan_workspace(lua_State *L) {
     return 0;
 }
 
+/* dpprof.threads([n]) -> the CPU backend's thread count, after setting it to n (an integer >= 1)
+ * when given: for this process and the children it forks afterwards */
+static int l_threads(lua_State *L) {
+    if (!lua_isnoneornil(L, 1)) {
+        lua_Integer n = luaL_checkinteger(L, 1);
+        if (n < 1 || n > 4096) return luaL_argerror(L, 1, "a thread count from 1 to 4096 expected");
+        if (dp_engine_set_threads((int)n) != DP_OK) dpl_fail(L);
+    }
+    lua_pushinteger(L, dp_engine_threads());
+    return 1;
+}
+
 void dpl_open_device(lua_State *L) {
     static const luaL_Reg fns[] = {{"device", l_device},
                                    {"device_info", l_device_info},
@@ -106,6 +120,7 @@ void dpl_open_device(lua_State *L) {
                                    {"ledger_reset", l_ledger_reset},
                                    {"clock", l_clock},
                                    {"plan_workspace", l_plan_workspace},
+                                   {"threads", l_threads},
                                    {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     lua_pushboolean(L, dp_cuda_compiled()), lua_setfield(L, -2, "cuda_compiled");

@@ -5,7 +5,7 @@
  *       last argument is taken as options only when it is a table whose keys are all option names.
  *       env = {NAME = value}: set in the child before fn runs (CUDA_VISIBLE_DEVICES: the parent
  *       never started CUDA, so the child's CUDA sees only those devices); threads = n: the child's
- *       OpenMP and OpenBLAS thread counts (and OMP_NUM_THREADS, OPENBLAS_NUM_THREADS)
+ *       CPU thread count, as dpprof.threads(n) (and OMP_NUM_THREADS)
  *   dpprof.isolate_start(fn, ... [, options]) -> child: the same child, without waiting for it;
  *       child:finished(), child:pid(), child:result() -> result, info once finished (once; nil
  *       before), child:stop() (SIGTERM, SIGKILL after grace); closing or collecting an unfinished
@@ -21,9 +21,9 @@
  *   dpprof.sleep(seconds); dpprof.pid() -> this process's id; dpprof.executable (path)
  *   dpprof.mkdir_p(path) -> true | nil, message
  *   dpprof.list_dir(path) -> sorted list of names | nil, message
- *   dpprof.environment() -> {hostname, cpu, cores, threads, blas_threads, os, dpprof_version,
- *       git_commit, lua_version, nvidia_driver_version, devices={<kind>={...}}}; threads is
- *       OpenMP's count for the next parallel region, blas_threads OpenBLAS's; devices lists
+ *   dpprof.environment() -> {hostname, cpu, cores, threads, os, dpprof_version, git_commit,
+ *       lua_version, nvidia_driver_version, devices={<kind>={...}}}; threads is the CPU
+ *       backend's thread count (dpprof.threads()); devices lists
  *       initialised devices only, so calling it never initialises one
  *   dpprof.testing_crash(how) kills this process with SIGSEGV ("segv"), abort() ("abort") or
  *       SIGKILL ("kill"): for the tests of isolate only
@@ -48,6 +48,7 @@
 
 #include "clock.h"
 #include "device.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "ledger.h"
 #include "lua_util.h"
@@ -226,19 +227,13 @@ static void child_fresh_start(void) {
     }
 }
 
-/* Limits this process's CPU threads to n: OpenMP's and OpenBLAS's (looked up at run time, so
- * the bindings need no link to it), and the variables a library started later would read. */
+/* Sets this process's CPU thread count to n: the CPU backend's one count (dpprof.threads: the
+ * OpenMP team, OpenBLAS single-threaded inside it), and the variable a program started later reads. */
 static void set_cpu_threads(int n) {
     char v[16];
     snprintf(v, sizeof v, "%d", n);
     setenv("OMP_NUM_THREADS", v, 1);
-    setenv("OPENBLAS_NUM_THREADS", v, 1);
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#endif
-    void (*blas_set)(int);
-    *(void **)&blas_set = dlsym(RTLD_DEFAULT, "openblas_set_num_threads");
-    if (blas_set) blas_set(n);
+    (void)dp_engine_set_threads(n); /* n was checked: 1 .. 4096 */
 }
 
 /* In the child, before anything else runs: the options' env (CUDA_VISIBLE_DEVICES must be set
@@ -930,14 +925,7 @@ static int l_environment(lua_State *L) {
     set_str(L, "git_commit", dp_build_commit());
     set_str(L, "lua_version", LUA_RELEASE);
     if (nvidia_driver_version(buf, sizeof buf)) set_str(L, "nvidia_driver_version", buf);
-#ifdef _OPENMP
-    lua_pushinteger(L, omp_get_max_threads()), lua_setfield(L, -2, "threads");
-#else
-    lua_pushinteger(L, 1), lua_setfield(L, -2, "threads");
-#endif
-    int (*blas_get)(void);
-    *(void **)&blas_get = dlsym(RTLD_DEFAULT, "openblas_get_num_threads");
-    if (blas_get) lua_pushinteger(L, blas_get()), lua_setfield(L, -2, "blas_threads");
+    lua_pushinteger(L, dp_engine_threads()), lua_setfield(L, -2, "threads");
     lua_newtable(L);
     for (int k = 0; k < DP_DEV_KIND_COUNT; k++) {
         dp_device *dev;

@@ -65,7 +65,9 @@ static const char *const usage =
     "environment:\n"
     "  DPPROF_DEVICE     default device for tensors made outside experiments (cpu, cuda, plan, auto)\n"
     "  DPPROF_LUA_PATH   directory holding dpprof/core.lua (default: beside the binary)\n"
-    "  DPPROF_TRACEBACK  1: print the whole Lua traceback of an error, dpprof's own frames included\n";
+    "  DPPROF_TRACEBACK  1: print the whole Lua traceback of an error, dpprof's own frames included\n"
+    "  OMP_NUM_THREADS   threads of the CPU backend (default: the CPU count); dpprof.threads(n) and an\n"
+    "                    experiment's threads= change it. OpenBLAS runs single-threaded inside them\n";
 
 /* "<lua_dir>/dpprof/": where dpprof's own Lua modules live (set once the module is open). */
 static char own_dir[4096];

@@ -7,7 +7,7 @@
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
---                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, profile="none"|"ops",
+--                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, profile="none"|"ops", threads=n,
 --                  device_model="h100"|"h200"|{...} (device="plan" only) }
 --
 -- A checkpoint as the model: model = { path = "DIR", seq_len=, batch=, lora=, dtype=, ... }. The
@@ -32,6 +32,10 @@
 -- what dpprof.model and dpprof.dp.wrap would refuse (checked without a device), including a
 -- sample_rate x dataset_size that disagrees with the batch; what only building can tell (bf16 on
 -- the CPU) raises too.
+--
+-- threads: the CPU backend's thread count for the run (default: dpprof.threads(), i.e.
+-- OMP_NUM_THREADS or the CPU count); the count used is recorded as environment.threads, and the
+-- process's own count is restored afterwards.
 --
 -- Timing: every phase is bracketed by dp.sync() and dp.clock(), so it is device time; an
 -- iteration's time is the sum of its phases (batch creation, snapshots and callbacks excluded).
@@ -60,7 +64,8 @@ local experiment = {}
 -- Configuration
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
-                   "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile" }
+                   "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile",
+                   "threads" }
 experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
                      "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
@@ -214,6 +219,7 @@ function experiment.config(cfg)
   check_int(c, "iters", "dpprof.experiment: iters", 1)
   check_int(c, "warmup", "dpprof.experiment: warmup", 0)
   check_int(c, "seed", "dpprof.experiment: seed", 0)
+  check_int(c, "threads", "dpprof.experiment: threads", 1)
   check_int(c.dp, "max_physical_batch_size", "dpprof.experiment: dp.max_physical_batch_size", 1)
   check_int(c.dp, "dataset_size", "dpprof.experiment: dp.dataset_size", 1)
   check_int(c.model, "batch", "dpprof.experiment: model.batch", 1)
@@ -346,10 +352,9 @@ local function choices(priv, c)
   return method, field("norms") or c.norms or preset.norms, field("clip_method") or field("clip") or c.clip or preset.clip
 end
 
-local function environment(kind, info, device_model)
+local function environment(kind, info, device_model, threads)
   local env = dp.environment()
-  local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores,
-              threads = env.threads, blas_threads = env.blas_threads,
+  local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores, threads = threads,
               git_commit = env.git_commit, dpprof_version = env.dpprof_version,
               hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null }
   if kind == "cuda" then
@@ -542,10 +547,14 @@ function experiment.run(cfg_in)
     callback("finished")
   end
 
+  local threads_before = dp.threads()
+  if c.threads then dp.threads(c.threads) end
   local ok, err = xpcall(body, function(e)
     local message = dp.error_text(e)
     return { message = message, traceback = debug.traceback(message, 2), building = building }
   end)
+  local threads = dp.threads()
+  dp.threads(threads_before)
   local stats = mem.stats()
   if c.memory_limit then mem.set_limit(0) end
   if device_model then dp.clock_model(false) end
@@ -582,6 +591,7 @@ function experiment.run(cfg_in)
     optimizer = copy(c.optimizer), dp = copy(c.dp), iters = c.iters, warmup = c.warmup,
     device = kind, seed = c.seed, device_model = device_model and copy(c.device_model or device_model.name) or nil,
     profile = c.profile,
+    threads = c.threads,
   }
   config.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
   local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip
@@ -622,7 +632,7 @@ function experiment.run(cfg_in)
     plan = budget,
     ledger = ledger,
     layers = priv and priv:stats().layers or {},
-    environment = environment(kind, info, device_model),
+    environment = environment(kind, info, device_model, threads),
     privacy = privacy,
     extra = ctx.extra,
   }

@@ -9,8 +9,8 @@
 -- dp.isolate); the parent waits for several at once and never starts CUDA. A slot is one place
 -- to run: with GPUs, slot k's child sees only GPU k (CUDA_VISIBLE_DEVICES, set in the child before
 -- CUDA starts); on the CPU, the parent's thread budget (OpenMP's count: the cores, or
--- OMP_NUM_THREADS) is split evenly, each child getting budget / slots threads for OpenMP and
--- OpenBLAS, so points never share a core. What a child was given is recorded with its result
+-- OMP_NUM_THREADS) is split evenly, each child getting budget / slots threads (dpprof.threads:
+-- the CPU backend's one team, OpenBLAS single-threaded inside it), so points never share a core. What a child was given is recorded with its result
 -- (sweep.placement).
 local dp = require("dpprof")
 

@@ -413,6 +413,11 @@ function INVARIANTS.schema_version(self, r)
   if sv and sv ~= results.SCHEMA_VERSION then self:fail("schema_version", "%d, this dpprof reads %d", sv, results.SCHEMA_VERSION) end
 end
 
+-- A thread count (config.threads, environment.threads, sweep.placement.threads) is at least 1.
+local function thread_count(self, n, path)
+  if int(n) and n < 1 then self:fail(path, "%d, a thread count is at least 1", n) end
+end
+
 function INVARIANTS.config(self, r)
   local c = tbl(r.config)
   if c and json.is_null(c.dp) and c.method ~= "vanilla" then self:fail("config.dp", "object expected, got null") end
@@ -420,6 +425,11 @@ function INVARIANTS.config(self, r)
   if ck and ck ~= "blocks" and not (int(ck) and ck >= 1) then
     self:fail("config.model.checkpoint", "'%s' (valid: false, \"blocks\", an integer N >= 1)", tostring(ck))
   end
+  thread_count(self, c and c.threads, "config.threads")
+end
+
+function INVARIANTS.environment(self, r)
+  thread_count(self, tbl(r.environment) and r.environment.threads, "environment.threads")
 end
 
 function INVARIANTS.snapshots(self, r)
@@ -616,10 +626,11 @@ function INVARIANTS.sweep(self, r)
     self:fail("sweep.config_hash", "'%s' is not fnv1a64:<hex>", h)
   end
   local pl = tbl(r.sweep) and tbl(r.sweep.placement)
-  for _, k in ipairs({ "slot", "slots", "threads" }) do
+  for _, k in ipairs({ "slot", "slots" }) do
     local n = pl and int(pl[k])
     if n and n < 1 then self:fail("sweep.placement." .. k, "%d, >= 1 expected", n) end
   end
+  thread_count(self, pl and pl.threads, "sweep.placement.threads")
 end
 
 -- The per-op profile (docs/results.md, "Per-op profile"): a mode that profiled, positive peaks

@@ -78,7 +78,8 @@ static void test_moments(void) {
 static void test_exact_bits(void) {
     const double sigma = 0.8, C = 1.25;
     const int64_t E = 3;
-    dp_param a = make_param("noise.a", 1000), b = make_param("noise.b", 777);
+    /* 1003 elements: b starts inside a Philox block and spans the CPU's batches of 1024 values */
+    dp_param a = make_param("noise.a", 1003), b = make_param("noise.b", 777);
     dp_param *ps[2] = {&a, &b};
     dpsgd *dp = noise_wrapper(ps, 2, sigma, C, E, 1234);
     /* an existing gradient: the noise adds to it */
@@ -87,13 +88,13 @@ static void test_exact_bits(void) {
     CHECK_OK(dpsgd_noise(dp)); /* step 0 */
     float std = (float)(sigma * C), inv = (float)(1.0 / (double)E);
     int bad = 0;
-    for (int64_t j = 0; j < 1000; j++) {
+    for (int64_t j = 0; j < 1003; j++) {
         float z = dp_philox_normal(1234, dpsgd_noise_stream(0), (uint64_t)j);
         float want = (0.5f + std * z) * inv;
         bad += ((float *)a.grad.data)[j] != want;
     }
     for (int64_t j = 0; j < 777; j++) {
-        float z = dp_philox_normal(1234, dpsgd_noise_stream(0), (uint64_t)(1000 + j)); /* b follows a */
+        float z = dp_philox_normal(1234, dpsgd_noise_stream(0), (uint64_t)(1003 + j)); /* b follows a */
         float want = (0.0f + std * z) * inv;
         bad += ((float *)b.grad.data)[j] != want;
     }

@@ -23,6 +23,7 @@
 #include "test_hf_ref.h"
 #include "test_util.h"
 #include "cpu_dpsgd.h"
+#include "cpu_threads.h"
 #include "device.h"
 #include "dpprof_engine.h"
 #include "dpsgd_impl.h"
@@ -247,6 +248,18 @@ static void test_tile_kernels(dp_dtype dt, int64_t B, int64_t T, int64_t d, int6
         CHECK_OK(dpsgd_cpu_ops.grad_tile_sumsq(cpu, dt, B, T, d, p, A->data, G->data, 2.0f, out, acc));
         for (int64_t i = 0; i < B; i++) rel_close(out[i], 2.0 * want[i] + (acc ? 1.0 : 0.0), what, "grad_tile", i);
     }
+    /* the items run across the team: the same bits on 1 and 3 threads */
+    float *one = malloc((size_t)(2 * B) * sizeof *one), *three = malloc((size_t)(2 * B) * sizeof *three);
+    float *runs[2] = {one, three};
+    for (int r = 0; r < 2; r++) {
+        CHECK_OK(dp_cpu_set_threads(r ? 3 : 1));
+        CHECK_OK(dpsgd_cpu_ops.gram_tile_sumsq(cpu, dt, B, T, d, p, A->data, G->data, 1.0f, runs[r], 0));
+        CHECK_OK(dpsgd_cpu_ops.grad_tile_sumsq(cpu, dt, B, T, d, p, A->data, G->data, 1.0f, runs[r] + B, 0));
+    }
+    CHECK_OK(dp_cpu_set_threads(2));
+    CHECK(memcmp(one, three, (size_t)(2 * B) * sizeof *one) == 0);
+    free(one);
+    free(three);
     free(want);
     free(out);
     dp_tensor_free(A);

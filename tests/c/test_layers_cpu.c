@@ -367,6 +367,85 @@ static void att_errors(const att_ctx *c, double *eo, double *el) {
     free(ro), free(rl);
 }
 
+/* dq, dk, dv of sum(R * out) from explicit T x T matrices in double, the kv heads repeated
+ * (g[0]: N x H*hd, g[1] and g[2]: N x Hkv*hd, contiguous), and the same sums over the absolute
+ * values of their terms (a[0..2]): the scale of the rounding error an f32 evaluation may make */
+static void att_backward_reference(const att_ctx *c, double *g[3], double *a[3]) {
+    const int64_t d = c->H * c->hd, dkv = c->Hkv * c->hd, T = c->T, hd = c->hd, N = c->B * T, group = c->H / c->Hkv;
+    for (int k = 0; k < 3; k++) {
+        memset(g[k], 0, (size_t)(N * (k ? dkv : d)) * sizeof(double));
+        memset(a[k], 0, (size_t)(N * (k ? dkv : d)) * sizeof(double));
+    }
+    double *p = malloc((size_t)T * sizeof *p), *dp = malloc((size_t)T * sizeof *dp);
+#define Q(row, e) ((double)c->q[(b * T + (row)) * c->ld_q + h * hd + (e)])
+#define K(row, e) ((double)c->k[(b * T + (row)) * c->ld_kv + kv * hd + (e)])
+#define V(row, e) ((double)c->v[(b * T + (row)) * c->ld_kv + kv * hd + (e)])
+#define RO(row, e) ((double)c->R[(b * T + (row)) * d + h * hd + (e)])
+#define GQ(x, row, e) x[0][(b * T + (row)) * d + h * hd + (e)]
+#define GKV(x, k, row, e) x[k][(b * T + (row)) * dkv + kv * hd + (e)]
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t h = 0; h < c->H; h++)
+            for (int64_t i = 0; i < T; i++) {
+                const int64_t kv = h / group;
+                double mx = -INFINITY, z = 0, D = 0;
+                for (int64_t j = 0; j <= i; j++) {
+                    p[j] = 0;
+                    for (int64_t e = 0; e < hd; e++) p[j] += Q(i, e) * K(j, e);
+                    p[j] *= c->scale;
+                    mx = fmax(mx, p[j]);
+                }
+                for (int64_t j = 0; j <= i; j++) z += exp(p[j] - mx);
+                for (int64_t j = 0; j <= i; j++) {
+                    p[j] = exp(p[j] - mx) / z;
+                    dp[j] = 0;
+                    for (int64_t e = 0; e < hd; e++) dp[j] += RO(i, e) * V(j, e);
+                    D += p[j] * dp[j];
+                }
+                for (int64_t j = 0; j <= i; j++) {
+                    double ds = c->scale * p[j] * (dp[j] - D), as = c->scale * p[j] * (fabs(dp[j]) + fabs(D));
+                    for (int64_t e = 0; e < hd; e++) {
+                        GQ(g, i, e) += ds * K(j, e), GQ(a, i, e) += as * fabs(K(j, e));
+                        GKV(g, 1, j, e) += ds * Q(i, e), GKV(a, 1, j, e) += as * fabs(Q(i, e));
+                        GKV(g, 2, j, e) += p[j] * RO(i, e), GKV(a, 2, j, e) += p[j] * fabs(RO(i, e));
+                    }
+                }
+            }
+#undef Q
+#undef K
+#undef V
+#undef RO
+#undef GQ
+#undef GKV
+    free(p), free(dp);
+}
+
+/* max over dq, dk, dv (row strides ld_dq, ld_dkv) of |g - ref| / (u (T + group hd) |terms|): 1 is
+ * the classic bound on a sum of that many f32 roundings (u = 2^-24) of terms whose absolute values
+ * sum to |terms| (a kv head's gradient sums the T rows of each of its group's heads) */
+static double att_backward_error(const att_ctx *c, const float *dq, const float *dk, const float *dv, int64_t ld_dq,
+                                 int64_t ld_dkv) {
+    const int64_t d = c->H * c->hd, dkv = c->Hkv * c->hd, N = c->B * c->T;
+    double *r[3], *a[3];
+    for (int k = 0; k < 3; k++) {
+        r[k] = malloc((size_t)(N * (k ? dkv : d)) * sizeof(double));
+        a[k] = malloc((size_t)(N * (k ? dkv : d)) * sizeof(double));
+    }
+    att_backward_reference(c, r, a);
+    const double u = ldexp(1.0, -24) * (double)(c->H / c->Hkv * c->T + c->hd);
+    const float *got[3] = {dq, dk, dv};
+    double worst = 0;
+    for (int k = 0; k < 3; k++) {
+        const int64_t w = k ? dkv : d, ld = k ? ld_dkv : ld_dq;
+        for (int64_t n = 0; n < N; n++)
+            for (int64_t e = 0; e < w; e++) {
+                double err = fabs(got[k][n * ld + e] - r[k][n * w + e]) / (u * a[k][n * w + e] + 1e-30);
+                worst = fmax(worst, err);
+            }
+    }
+    for (int k = 0; k < 3; k++) free(r[k]), free(a[k]);
+    return worst;
+}
+
 static void test_attention(void) {
     printf("attention\n");
     /* T = 70: two query/key blocks of 64, the second partial; q, k, v strided inside one qkv */
@@ -386,6 +465,10 @@ static void test_attention(void) {
     float *dqkv = zeros(N * ld), *delta = zeros(c.B * c.H * c.T);
     CHECK_OK(ops->attention_backward(cpu, DP_F32, dqkv, dqkv + d, dqkv + 2 * d, ld, ld, c.R, c.out, c.lse, c.q, c.k,
                                      c.v, ld, ld, delta, c.B, c.T, c.H, c.Hkv, c.hd, c.scale));
+    /* every element against explicit T x T matrices in double, within the f32 rounding bound */
+    double eb = att_backward_error(&c, dqkv, dqkv + d, dqkv + 2 * d, ld, ld);
+    printf("  dq, dk, dv vs explicit T x T: max error / rounding bound %.3f\n", eb);
+    CHECK(eb < 1.0);
     /* every 7th element of q, k and v (both blocks, both heads, both samples) */
     fd_check("dq, dk, dv (every 7th)", qkv, N * ld, 7, att_loss, &c, dqkv);
     free(dqkv), free(delta), free(qkv), free(c.R), free(c.out), free(c.lse);
@@ -415,6 +498,9 @@ static void test_attention(void) {
     CHECK(memcmp(g1, g4, (size_t)(N2 * ld2) * sizeof(float)) == 0);
     att_errors(&e, &eo, &el);
     CHECK(eo < 1e-5);
+    eb = att_backward_error(&e, g1, g1 + d2, g1 + 2 * d2, ld2, ld2);
+    printf("  three blocks, 3 heads: backward error / rounding bound %.3f\n", eb);
+    CHECK(eb < 1.0);
     /* bf16 storage: the f32 arithmetic on the rounded inputs, the output rounded once */
     uint16_t *qh = malloc((size_t)(N2 * ld2) * 2), *oh = malloc((size_t)(N2 * d2) * 2);
     round_bf16(qkv2, qh, qkv2, N2 * ld2);
@@ -460,6 +546,9 @@ static void test_attention_gqa(int64_t H, int64_t Hkv) {
     CHECK(memcmp(dkvb, dkv3, (size_t)(N * c.ld_kv) * sizeof(float)) == 0);
     for (int64_t n = 0; n < N; n++) /* the padding of q's rows is not written */
         for (int64_t i = d; i < c.ld_q; i++) CHECK(dq[n * c.ld_q + i] == 0.0f);
+    double eb = att_backward_error(&c, dq, dkvb, dkvb + dkv, c.ld_q, c.ld_kv);
+    printf("  dq, dk, dv vs explicit T x T (kv repeated): max error / rounding bound %.3f\n", eb);
+    CHECK(eb < 1.0);
     fd_check("dq (every 5th)", q, N * c.ld_q, 5, att_loss, &c, dq);
     fd_check("dk, dv (every 5th)", kv, N * c.ld_kv, 5, att_loss, &c, dkvb);
     free(q), free(kv), free(dq), free(dkvb), free(dq3), free(dkv3), free(delta);

@@ -181,6 +181,24 @@ check.eq(mm.v, 1024, "the child's matmul (256 * 2 * 2)")
 a:free()
 c:free()
 
+-- the thread count: a child inherits the parent's, its own setting stays in the child, and its
+-- fresh pool runs a GEMM split across that many threads
+check.eq(dp.threads(3), 3, "dpprof.threads sets and returns the count")
+local th = dp.isolate(function()
+  local inherited = dp.threads()
+  dp.threads(2)
+  local x = dp.tensor{ shape = { 512, 512 }, fill = 1 }
+  local y = dp.tensor{ shape = { 512, 512 } }
+  dp.matmul(y, x, x)
+  return { inherited = inherited, now = dp.threads(), v = y:get(1) }
+end, { timeout = 60 })
+check.eq(th.status, "ok", "child with its own thread count: " .. tostring(th.message))
+check.eq(th.inherited, 3, "the child starts with the parent's count")
+check.eq(th.now, 2, "the child's own count")
+check.eq(th.v, 512, "the child's split matmul")
+check.eq(dp.threads(), 3, "the child's setting stays in the child")
+check.raises(function() dp.threads(0) end, "thread count from 1 to 4096")
+
 -- json: encode refusals name the path; decode errors give line and column
 check.raises(function() json.encode({ a = { b = 0 / 0 } }) end, { "a.b", "NaN" })
 check.raises(function() json.encode({ 1, 2, nil, 4 }) end, "sparse array")

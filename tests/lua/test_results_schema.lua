@@ -145,6 +145,19 @@ for _, c in ipairs(results.CATEGORIES) do
   check.eq(child.memory.categories[c].live_at_peak_bytes, r.memory.categories[c].live_at_peak_bytes, c .. " at the peak")
 end
 check.truthy(child.snapshots[1].timestamp < 60, "the child's clock starts at its start")
+check.eq(child.environment.threads, dp.threads(), "the child ran with the parent's thread count")
+
+-- threads: the run's count recorded and echoed, the process's own count restored after it
+local before = dp.threads()
+local one = dp.experiment(config{ method = "vanilla", threads = 1, iters = 1, warmup = 0 })
+assert_valid(one, "result of a 1-thread run")
+check.eq(one.environment.threads, 1, "environment.threads is the run's count")
+check.eq(one.config.threads, 1, "config.threads echoed")
+check.eq(dp.threads(), before, "the process's thread count restored after the run")
+check.raises(function() dp.experiment(config{ threads = 0 }) end, "threads must be an integer >= 1")
+local bad = json.decode(json.encode(one))
+bad.environment.threads = 0
+check.truthy(not results.validate(bad), "environment.threads 0 refused")
 
 ---------------------------------------------------------------------------------------------
 -- vanilla: no wrap snapshot, no privacy, no DP layers

@@ -5,13 +5,14 @@
 #include "cpu_dpsgd.h"
 #include "cpu_layers.h"
 #include "cpu_peak.h"
-#include "device.h"
+#include "cpu_sums.h"
+#include "cpu_threads.h"
 #include "cpu_util.h"
+#include "device.h"
 #include "error.h"
 
 #include "philox.h"
 
-#include <cblas.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,6 +44,7 @@ static void read_cpu_model(char *out, size_t n) {
 }
 
 static int cpu_init(dp_device *dev) {
+    dp_cpu_threads_init();
     read_cpu_model(dev->info.cpu, sizeof dev->info.cpu);
     snprintf(dev->info.name, sizeof dev->info.name, "%.200s", dev->info.cpu);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
@@ -100,22 +102,55 @@ static int cpu_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value)
     return DP_OK;
 }
 
+#define RAND_BATCH 256 /* Philox blocks (4 values each) per batch: 4 KiB of stack */
+
+/* z[4j .. 4j+3] = dist's 4 values of block block0 + j for j < nb, as a + b z (normal) or
+ * a + (b - a) u (uniform). Branch-free Philox and Box-Muller (philox.h): the loop vectorises. */
+DP_CPU_CLONES static void rand_blocks(dp_rand_dist dist, float a, float b, uint64_t seed, uint64_t stream,
+                                      uint64_t block0, int64_t nb, float *restrict z) {
+    if (dist == DP_RAND_NORMAL) {
+        for (int64_t j = 0; j < nb; j++) dp_philox_normal4(seed, stream, block0 + (uint64_t)j, z + 4 * j);
+        for (int64_t j = 0; j < 4 * nb; j++) z[j] = a + b * z[j];
+    } else {
+        for (int64_t j = 0; j < nb; j++) {
+            dp_philox_out o = dp_philox4x32(seed, stream, block0 + (uint64_t)j);
+            for (int k = 0; k < 4; k++) z[4 * j + k] = a + (b - a) * dp_philox_uniform_word(o.v[k]);
+        }
+    }
+}
+
+/* x[i] (+)= r[i], then *= post, for i in [i0, i1) */
+static inline __attribute__((always_inline)) void rand_apply(dp_dtype t, void *x, const float *r, int64_t i0,
+                                                             int64_t i1, int accumulate, float post) {
+    for (int64_t i = i0; i < i1; i++) {
+        float v = accumulate ? dp_cpu_ld(t, x, i) + r[i - i0] : r[i - i0];
+        v = post != 1.0f ? v * post : v; /* rounded as the separate scale would round it */
+        dp_cpu_st(t, x, i, v);
+    }
+}
+
 static int cpu_rand(dp_device *dev, dp_dtype t, void *x, size_t n, dp_rand_dist dist, float a, float b, uint64_t seed,
                     uint64_t stream, uint64_t offset, int accumulate, float post) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rand"));
-    /* element i of the tensor is element offset+i of the stream */
+    if (n == 0) return DP_OK;
+    /* element i of the tensor is element offset+i of the stream, value (offset+i) % 4 of block
+     * (offset+i) / 4: each block is generated once, in batches of RAND_BATCH blocks */
+    const uint64_t first = offset >> 2, blocks = ((offset + n - 1) >> 2) - first + 1;
+    const int64_t batches = (int64_t)((blocks + RAND_BATCH - 1) / RAND_BATCH);
 #pragma omp parallel for schedule(static) if (n > PAR_MIN / 8)
-    for (size_t i = 0; i < n; i++) {
-        uint64_t e = offset + i;
-        float r;
-        if (dist == DP_RAND_NORMAL)
-            r = a + b * dp_philox_normal(seed, stream, e);
+    for (int64_t c = 0; c < batches; c++) {
+        float z[4 * RAND_BATCH];
+        uint64_t b0 = first + (uint64_t)c * RAND_BATCH, nb = blocks - (uint64_t)c * RAND_BATCH;
+        nb = nb < RAND_BATCH ? nb : RAND_BATCH;
+        rand_blocks(dist, a, b, seed, stream, b0, (int64_t)nb, z);
+        /* the tensor's elements among the batch's values: stream elements [4 b0, 4 (b0 + nb)) */
+        uint64_t e0 = 4 * b0 > offset ? 4 * b0 : offset, e1 = 4 * (b0 + nb) < offset + n ? 4 * (b0 + nb) : offset + n;
+        const float *r = z + (e0 - 4 * b0);
+        if (t == DP_F32)
+            rand_apply(DP_F32, x, r, (int64_t)(e0 - offset), (int64_t)(e1 - offset), accumulate, post);
         else
-            r = a + (b - a) * dp_philox_uniform(seed, stream, e);
-        float v = accumulate ? dp_cpu_ld(t, x, i) + r : r;
-        if (post != 1.0f) v = v * post; /* rounded as the separate scale would round it */
-        dp_cpu_st(t, x, i, v);
+            rand_apply(t, x, r, (int64_t)(e0 - offset), (int64_t)(e1 - offset), accumulate, post);
     }
     return DP_OK;
 }
@@ -163,12 +198,8 @@ static int cpu_gemm(dp_device *dev, const dp_gemm_args *g) {
         C = wc;
     }
     if (rc == DP_OK) {
-        CBLAS_TRANSPOSE ta = g->trans_a ? CblasTrans : CblasNoTrans;
-        CBLAS_TRANSPOSE tb = g->trans_b ? CblasTrans : CblasNoTrans;
-        for (int64_t b = 0; b < g->batch; b++)
-            cblas_sgemm(CblasRowMajor, ta, tb, (blasint)g->m, (blasint)g->n, (blasint)g->k, g->alpha,
-                        A + b * g->stride_a, (blasint)g->lda, B + b * g->stride_b, (blasint)g->ldb, g->beta,
-                        C + b * g->stride_c, (blasint)g->ldc);
+        dp_cpu_sgemm_batched(g->trans_a, g->trans_b, g->m, g->n, g->k, g->alpha, A, g->lda, g->stride_a, B, g->ldb,
+                             g->stride_b, g->beta, C, g->ldc, g->stride_c, g->batch);
         if (wc) {
             size_t n = (size_t)((g->batch - 1) * g->stride_c + g->m * g->ldc);
             for (size_t i = 0; i < n; i++) ((uint16_t *)g->c)[i] = dp_f32_to_bf16(wc[i]);
@@ -207,12 +238,7 @@ static int cpu_axpy(dp_device *dev, dp_dtype t, size_t n, float alpha, const voi
 /* Sum of squares of chunk c (SUM_CHUNK elements, fewer at the end) of x[0..n), in double. */
 static double chunk_sumsq(dp_dtype t, const void *x, size_t c, size_t n) {
     size_t end = (c + 1) * SUM_CHUNK < n ? (c + 1) * SUM_CHUNK : n;
-    double s = 0;
-    for (size_t i = c * SUM_CHUNK; i < end; i++) {
-        double v = dp_cpu_ld(t, x, (int64_t)i);
-        s += v * v;
-    }
-    return s;
+    return dp_cpu_dot(t, x, t, NULL, (int64_t)(c * SUM_CHUNK), (int64_t)(end - c * SUM_CHUNK));
 }
 
 /* Sum of squares of x[0..n), as fixed SUM_CHUNK chunks added in order: the same result for any
@@ -236,7 +262,6 @@ static int cpu_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, 
                           int accumulate) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "sumsq_rows"));
-    size_t es = dp_dtype_size(t);
     if (rows == 1) {
         double s = sumsq_span(t, x, cols);
         out[0] = (float)(accumulate ? out[0] + s : s);
@@ -244,12 +269,7 @@ static int cpu_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, 
     }
 #pragma omp parallel for schedule(static) if (rows * cols > PAR_MIN)
     for (size_t r = 0; r < rows; r++) {
-        const char *row = (const char *)x + r * cols * es;
-        double s = 0;
-        for (size_t c = 0; c < cols; c++) {
-            double v = dp_cpu_ld(t, row, c);
-            s += v * v;
-        }
+        double s = dp_cpu_dot(t, x, t, NULL, (int64_t)(r * cols), (int64_t)cols);
         out[r] = (float)(accumulate ? out[r] + s : s);
     }
     return DP_OK;

@@ -4,13 +4,15 @@
  * Arithmetic is f32 (bf16 values widened on load, rounded to nearest even on store); sums over a
  * row (LayerNorm statistics, the softmax denominator of the cross-entropy) are taken in double,
  * which makes this the more accurate side of any CPU/GPU comparison. Parallel loops split the
- * work into fixed pieces (rows, column slices, fixed row chunks, attention blocks) whose results
+ * work into fixed pieces (rows, column slices, fixed row chunks) whose results
  * never depend on which thread ran them: column reductions (weight and bias gradients) keep one
  * partial per fixed chunk of PART_ROWS rows and add the partials in chunk order, so every result
  * is bit-identical for any OMP_NUM_THREADS. */
 #include "cpu_layers.h"
 
+#include "cpu_attention.h"
 #include "cpu_util.h"
+#include "cpu_vmath.h"
 #include "error.h"
 
 #include <math.h>
@@ -20,7 +22,8 @@
 #define PAR_MIN 16384 /* elements below which a loop runs on one thread */
 #define PART_ROWS 128 /* rows per partial of a column reduction */
 #define COL_SLICE 64  /* columns per task of the embedding's scatter-add */
-#define ATT_BLOCK 64  /* query rows and key rows per attention block */
+#define LANES 16      /* independent partial maxima and sums per row: a fixed order that vectorises */
+#define INLINE static inline __attribute__((always_inline))
 
 static int64_t n_parts(int64_t rows) { return (rows + PART_ROWS - 1) / PART_ROWS; }
 
@@ -85,33 +88,112 @@ static int cpu_embedding_backward(dp_device *dev, dp_dtype t, const void *dout, 
     return DP_OK;
 }
 
-/* ---- LayerNorm and RMSNorm -------------------------------------------------------------- */
+/* ---- LayerNorm and RMSNorm -------------------------------------------------------------- *
+ * A row's sums run in LANES double partial sums added in a fixed order (vectorised); the f32 rows
+ * are compiled per instruction set (the same bits on each). */
+
+/* sum over j < d of (x[o + j] - centre), or of its squares, in double */
+INLINE double row_sum(dp_dtype t, const void *x, int64_t o, int64_t d, int squares, float centre) {
+    double acc[LANES] = {0};
+    int64_t j = 0;
+    for (; j + LANES <= d; j += LANES)
+        for (int l = 0; l < LANES; l++) {
+            double v = (double)dp_cpu_ld(t, x, o + j + l) - centre;
+            acc[l] += squares ? v * v : v;
+        }
+    double s = 0;
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (; j < d; j++) {
+        double v = (double)dp_cpu_ld(t, x, o + j) - centre;
+        s += squares ? v * v : v;
+    }
+    return s;
+}
+
+/* rows [n0, n1) of LayerNorm (b != NULL: mean saved) or RMSNorm (b == NULL) */
+INLINE void norm_forward_rows(dp_dtype t, void *out, float *mean, float *rstd, const void *x, const float *w,
+                              const float *b, int64_t n0, int64_t n1, int64_t d, float eps) {
+    for (int64_t n = n0; n < n1; n++) {
+        const int64_t o = n * d;
+        const float mu = b ? (float)(row_sum(t, x, o, d, 0, 0.0f) / (double)d) : 0.0f;
+        const float rs = (float)(1.0 / sqrt(row_sum(t, x, o, d, 1, mu) / (double)d + (double)eps));
+        if (b) {
+            for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, (dp_cpu_ld(t, x, o + j) - mu) * rs * w[j] + b[j]);
+            mean[n] = mu;
+        } else {
+            for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, dp_cpu_ld(t, x, o + j) * rs * w[j]);
+        }
+        rstd[n] = rs;
+    }
+}
+
+DP_CPU_CLONES static void norm_forward_rows_f32(void *out, float *mean, float *rstd, const void *x, const float *w,
+                                                const float *b, int64_t n0, int64_t n1, int64_t d, float eps) {
+    norm_forward_rows(DP_F32, out, mean, rstd, x, w, b, n0, n1, d, eps);
+}
+
+static int norm_forward(dp_dtype t, void *out, float *mean, float *rstd, const void *x, const float *w, const float *b,
+                        int64_t N, int64_t d, float eps) {
+    const int64_t rows = PART_ROWS / 4, chunks = (N + rows - 1) / rows;
+#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
+    for (int64_t c = 0; c < chunks; c++) {
+        int64_t n0 = c * rows, n1 = n0 + rows < N ? n0 + rows : N;
+        if (t == DP_F32)
+            norm_forward_rows_f32(out, mean, rstd, x, w, b, n0, n1, d, eps);
+        else
+            norm_forward_rows(t, out, mean, rstd, x, w, b, n0, n1, d, eps);
+    }
+    return DP_OK;
+}
 
 static int cpu_layernorm_forward(dp_device *dev, dp_dtype t, void *out, float *mean, float *rstd, const void *x,
                                  const float *w, const float *b, int64_t N, int64_t d, float eps) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "layernorm_forward"));
-#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
-    for (int64_t n = 0; n < N; n++) {
-        const int64_t o = n * d;
-        double s = 0;
-        for (int64_t j = 0; j < d; j++) s += dp_cpu_ld(t, x, o + j);
-        float mu = (float)(s / (double)d);
-        double v = 0;
-        for (int64_t j = 0; j < d; j++) {
-            double c = (double)dp_cpu_ld(t, x, o + j) - mu;
-            v += c * c;
-        }
-        float rs = (float)(1.0 / sqrt(v / (double)d + (double)eps));
-        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, (dp_cpu_ld(t, x, o + j) - mu) * rs * w[j] + b[j]);
-        mean[n] = mu;
-        rstd[n] = rs;
-    }
-    return DP_OK;
+    return norm_forward(t, out, mean, rstd, x, w, b, N, d, eps);
 }
 
-/* dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * w; for RMSNorm (mean == NULL) the
- * mean(g) term is absent and xhat = x rstd. Also the fixed-chunk partials of dw and db. */
+/* The rows of partial chunk c: dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout * w; for
+ * RMSNorm (mean == NULL) the mean(g) term is absent and xhat = x rstd. pw, pb: the chunk's
+ * partials of dw and db (either may be NULL). */
+INLINE void norm_backward_rows(dp_dtype t, void *dx, double *pw, double *pb, const void *dout, const void *x,
+                               const float *w, const float *mean, const float *rstd, int64_t n0, int64_t n1, int64_t d,
+                               int accumulate) {
+    for (int64_t n = n0; n < n1; n++) {
+        const int64_t o = n * d;
+        const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
+        double ag[LANES] = {0}, agx[LANES] = {0}, sg = 0, sgx = 0;
+        int64_t j = 0;
+        for (; j + LANES <= d; j += LANES)
+            for (int l = 0; l < LANES; l++) {
+                float xh = (dp_cpu_ld(t, x, o + j + l) - mu) * rs, g = dp_cpu_ld(t, dout, o + j + l) * w[j + l];
+                ag[l] += g;
+                agx[l] += (double)g * xh;
+            }
+        for (int l = 0; l < LANES; l++) sg += ag[l], sgx += agx[l];
+        for (; j < d; j++) {
+            float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, g = dp_cpu_ld(t, dout, o + j) * w[j];
+            sg += g;
+            sgx += (double)g * xh;
+        }
+        const float mg = mean ? (float)(sg / (double)d) : 0.0f, mgx = (float)(sgx / (double)d);
+        for (j = 0; j < d; j++) { /* dout read before dx is written: they may alias */
+            float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, go = dp_cpu_ld(t, dout, o + j);
+            float v = (go * w[j] - mg - xh * mgx) * rs;
+            dp_cpu_st(t, dx, o + j, accumulate ? dp_cpu_ld(t, dx, o + j) + v : v);
+            if (pw) pw[j] += (double)go * xh;
+            if (pb) pb[j] += go;
+        }
+    }
+}
+
+DP_CPU_CLONES static void norm_backward_rows_f32(void *dx, double *pw, double *pb, const void *dout, const void *x,
+                                                 const float *w, const float *mean, const float *rstd, int64_t n0,
+                                                 int64_t n1, int64_t d, int accumulate) {
+    norm_backward_rows(DP_F32, dx, pw, pb, dout, x, w, mean, rstd, n0, n1, d, accumulate);
+}
+
+/* The backward of both norms, with the fixed-chunk partials of dw and db. */
 static int norm_backward(dp_dtype t, void *dx, float *dw, float *db, const void *dout, const void *x, const float *w,
                          const float *mean, const float *rstd, int64_t N, int64_t d, int accumulate) {
     int64_t parts = n_parts(N);
@@ -124,25 +206,12 @@ static int norm_backward(dp_dtype t, void *dx, float *dw, float *db, const void 
     }
 #pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
     for (int64_t c = 0; c < parts; c++) {
-        int64_t n1 = (c + 1) * PART_ROWS < N ? (c + 1) * PART_ROWS : N;
-        for (int64_t n = c * PART_ROWS; n < n1; n++) {
-            const int64_t o = n * d;
-            const float mu = mean ? mean[n] : 0.0f, rs = rstd[n];
-            double sg = 0, sgx = 0;
-            for (int64_t j = 0; j < d; j++) {
-                float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, g = dp_cpu_ld(t, dout, o + j) * w[j];
-                sg += g;
-                sgx += (double)g * xh;
-            }
-            const float mg = mean ? (float)(sg / (double)d) : 0.0f, mgx = (float)(sgx / (double)d);
-            for (int64_t j = 0; j < d; j++) {
-                float xh = (dp_cpu_ld(t, x, o + j) - mu) * rs, go = dp_cpu_ld(t, dout, o + j);
-                float v = (go * w[j] - mg - xh * mgx) * rs;
-                dp_cpu_st(t, dx, o + j, accumulate ? dp_cpu_ld(t, dx, o + j) + v : v);
-                if (pw) pw[c * d + j] += (double)go * xh;
-                if (pb) pb[c * d + j] += go;
-            }
-        }
+        int64_t n0 = c * PART_ROWS, n1 = (c + 1) * PART_ROWS < N ? (c + 1) * PART_ROWS : N;
+        double *cw = pw ? pw + c * d : NULL, *cb = pb ? pb + c * d : NULL;
+        if (t == DP_F32)
+            norm_backward_rows_f32(dx, cw, cb, dout, x, w, mean, rstd, n0, n1, d, accumulate);
+        else
+            norm_backward_rows(t, dx, cw, cb, dout, x, w, mean, rstd, n0, n1, d, accumulate);
     }
     if (pw) add_parts(dw, pw, parts, d);
     if (pb) add_parts(db, pb, parts, d);
@@ -163,19 +232,7 @@ static int cpu_rmsnorm_forward(dp_device *dev, dp_dtype t, void *out, float *rst
                                int64_t N, int64_t d, float eps) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rmsnorm_forward"));
-#pragma omp parallel for schedule(static) if (N * d > PAR_MIN)
-    for (int64_t n = 0; n < N; n++) {
-        const int64_t o = n * d;
-        double s = 0;
-        for (int64_t j = 0; j < d; j++) {
-            double v = dp_cpu_ld(t, x, o + j);
-            s += v * v;
-        }
-        float rs = (float)(1.0 / sqrt(s / (double)d + (double)eps));
-        for (int64_t j = 0; j < d; j++) dp_cpu_st(t, out, o + j, dp_cpu_ld(t, x, o + j) * rs * w[j]);
-        rstd[n] = rs;
-    }
-    return DP_OK;
+    return norm_forward(t, out, NULL, rstd, x, w, NULL, N, d, eps);
 }
 
 static int cpu_rmsnorm_backward(dp_device *dev, dp_dtype t, void *dx, float *dw, const void *dout, const void *x,
@@ -215,14 +272,80 @@ static int cpu_bias_backward(dp_device *dev, dp_dtype t, float *db, const void *
 
 #define GELU_SCALE 0.7978845608028654f /* sqrt(2/pi) */
 
+/* The element-wise loops below run in spans of ELEM_SPAN elements across the team. Each span
+ * function takes the dtype as an argument and is inlined into a branch where it is the literal
+ * DP_F32, so the f32 loop loses its per-element dtype test and vectorises (cpu_vmath.h); bf16 goes
+ * through the same arithmetic with widening loads and rounding stores. */
+#define ELEM_SPAN 4096
+#define SPANS(n) (((n) + ELEM_SPAN - 1) / ELEM_SPAN)
+#define SPAN_END(c, n) ((c + 1) * ELEM_SPAN < (n) ? (c + 1) * ELEM_SPAN : (n))
+INLINE float gelu_value(float v) { return 0.5f * v * (1.0f + dp_vtanh(GELU_SCALE * (v + 0.044715f * v * v * v))); }
+
+INLINE float gelu_grad(float v) {
+    float th = dp_vtanh(GELU_SCALE * (v + 0.044715f * v * v * v));
+    float sech2 = 1.0f - th * th;
+    return 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
+}
+
+INLINE void gelu_forward_span(dp_dtype t, void *out, const void *x, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) dp_cpu_st(t, out, i, gelu_value(dp_cpu_ld(t, x, i)));
+}
+
+/* dx may alias dout: each element is read before it is written */
+INLINE void gelu_backward_span(dp_dtype t, void *dx, const void *dout, const void *x, int accumulate, int64_t i0,
+                               int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+        float r = dp_cpu_ld(t, dout, i) * gelu_grad(dp_cpu_ld(t, x, i));
+        dp_cpu_st(t, dx, i, accumulate ? dp_cpu_ld(t, dx, i) + r : r);
+    }
+}
+
+INLINE void swiglu_forward_span(dp_dtype t, void *out, const void *gate, const void *up, int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+        float g = dp_cpu_ld(t, gate, i);
+        dp_cpu_st(t, out, i, g * dp_vsigmoid(g) * dp_cpu_ld(t, up, i));
+    }
+}
+
+/* dgate may alias dout */
+INLINE void swiglu_backward_span(dp_dtype t, void *dgate, void *dup, const void *dout, const void *gate, const void *up,
+                                 int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; i++) {
+        float g = dp_cpu_ld(t, gate, i), u = dp_cpu_ld(t, up, i), go = dp_cpu_ld(t, dout, i);
+        float sig = dp_vsigmoid(g);
+        dp_cpu_st(t, dgate, i, go * u * sig * (1.0f + g * (1.0f - sig)));
+        dp_cpu_st(t, dup, i, go * g * sig);
+    }
+}
+
+/* The f32 spans, compiled per instruction set (cpu_util.h: the same bits on each). */
+DP_CPU_CLONES static void gelu_forward_f32(void *out, const void *x, int64_t i0, int64_t i1) {
+    gelu_forward_span(DP_F32, out, x, i0, i1);
+}
+
+DP_CPU_CLONES static void gelu_backward_f32(void *dx, const void *dout, const void *x, int accumulate, int64_t i0,
+                                            int64_t i1) {
+    gelu_backward_span(DP_F32, dx, dout, x, accumulate, i0, i1);
+}
+
+DP_CPU_CLONES static void swiglu_forward_f32(void *out, const void *gate, const void *up, int64_t i0, int64_t i1) {
+    swiglu_forward_span(DP_F32, out, gate, up, i0, i1);
+}
+
+DP_CPU_CLONES static void swiglu_backward_f32(void *dgate, void *dup, const void *dout, const void *gate,
+                                              const void *up, int64_t i0, int64_t i1) {
+    swiglu_backward_span(DP_F32, dgate, dup, dout, gate, up, i0, i1);
+}
+
 static int cpu_gelu_forward(dp_device *dev, dp_dtype t, void *out, const void *x, int64_t n) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "gelu_forward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = dp_cpu_ld(t, x, i);
-        float u = GELU_SCALE * (v + 0.044715f * v * v * v);
-        dp_cpu_st(t, out, i, 0.5f * v * (1.0f + tanhf(u)));
+    for (int64_t c = 0; c < SPANS(n); c++) {
+        if (t == DP_F32)
+            gelu_forward_f32(out, x, c * ELEM_SPAN, SPAN_END(c, n));
+        else
+            gelu_forward_span(t, out, x, c * ELEM_SPAN, SPAN_END(c, n));
     }
     return DP_OK;
 }
@@ -232,13 +355,11 @@ static int cpu_gelu_backward(dp_device *dev, dp_dtype t, void *dx, const void *d
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "gelu_backward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float v = dp_cpu_ld(t, x, i), go = dp_cpu_ld(t, dout, i); /* read before writing: dx may alias dout */
-        float th = tanhf(GELU_SCALE * (v + 0.044715f * v * v * v));
-        float sech2 = 1.0f - th * th;
-        float grad = 0.5f * (1.0f + th) + 0.5f * v * sech2 * GELU_SCALE * (1.0f + 3.0f * 0.044715f * v * v);
-        float r = go * grad;
-        dp_cpu_st(t, dx, i, accumulate ? dp_cpu_ld(t, dx, i) + r : r);
+    for (int64_t c = 0; c < SPANS(n); c++) {
+        if (t == DP_F32)
+            gelu_backward_f32(dx, dout, x, accumulate, c * ELEM_SPAN, SPAN_END(c, n));
+        else
+            gelu_backward_span(t, dx, dout, x, accumulate, c * ELEM_SPAN, SPAN_END(c, n));
     }
     return DP_OK;
 }
@@ -247,9 +368,11 @@ static int cpu_swiglu_forward(dp_device *dev, dp_dtype t, void *out, const void 
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "swiglu_forward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float g = dp_cpu_ld(t, gate, i);
-        dp_cpu_st(t, out, i, g / (1.0f + expf(-g)) * dp_cpu_ld(t, up, i));
+    for (int64_t c = 0; c < SPANS(n); c++) {
+        if (t == DP_F32)
+            swiglu_forward_f32(out, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
+        else
+            swiglu_forward_span(t, out, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
     }
     return DP_OK;
 }
@@ -259,11 +382,11 @@ static int cpu_swiglu_backward(dp_device *dev, dp_dtype t, void *dgate, void *du
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "swiglu_backward"));
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float g = dp_cpu_ld(t, gate, i), u = dp_cpu_ld(t, up, i), go = dp_cpu_ld(t, dout, i); /* dgate may alias dout */
-        float sig = 1.0f / (1.0f + expf(-g));
-        dp_cpu_st(t, dgate, i, go * u * sig * (1.0f + g * (1.0f - sig)));
-        dp_cpu_st(t, dup, i, go * g * sig);
+    for (int64_t c = 0; c < SPANS(n); c++) {
+        if (t == DP_F32)
+            swiglu_backward_f32(dgate, dup, dout, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
+        else
+            swiglu_backward_span(t, dgate, dup, dout, gate, up, c * ELEM_SPAN, SPAN_END(c, n));
     }
     return DP_OK;
 }
@@ -275,242 +398,32 @@ static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N,
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "rope"));
     if (hd % 2) return dp_error_set(DP_EINVAL, "rope: head dimension %lld is odd", (long long)hd);
-    const int64_t half = hd / 2;
+    const int64_t half = hd / 2, P = N < T ? N : T;
+    /* cos and sin of each (position, j) once: T x half of each, not N x half x H calls */
+    float *cs = malloc((size_t)(2 * P * half) * sizeof *cs);
+    if (!cs) return dp_error_set(DP_EOOM, "rope: out of host memory for the %lld angles", (long long)(P * half));
+#pragma omp parallel for schedule(static) if (P * half > PAR_MIN / 16)
+    for (int64_t pj = 0; pj < P * half; pj++) {
+        const float pos = (float)(pj / half);
+        const int64_t j = pj % half;
+        /* the rounding points of layer_ops.h, the same on every device */
+        const float angle = pos * inv_freq[j], sn = sinf(angle) * scale;
+        cs[2 * pj] = cosf(angle) * scale;
+        cs[2 * pj + 1] = inverse ? -sn : sn;
+    }
 #pragma omp parallel for schedule(static) if (N * H * hd > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const float pos = (float)(n % T);
-        for (int64_t j = 0; j < half; j++) {
-            /* the rounding points of layer_ops.h, the same on every device */
-            const float angle = pos * inv_freq[j], sn = sinf(angle) * scale;
-            const float c = cosf(angle) * scale, s = inverse ? -sn : sn;
-            for (int64_t h = 0; h < H; h++) {
+        const float *row = cs + 2 * (n % T) * half;
+        for (int64_t h = 0; h < H; h++)
+            for (int64_t j = 0; j < half; j++) {
+                const float c = row[2 * j], s = row[2 * j + 1];
                 int64_t i1 = n * ldx + h * hd + j, i2 = i1 + half;
                 float x1 = dp_cpu_ld(t, x, i1), x2 = dp_cpu_ld(t, x, i2);
                 dp_cpu_st(t, x, i1, x1 * c - x2 * s);
                 dp_cpu_st(t, x, i2, x2 * c + x1 * s);
             }
-        }
     }
-    return DP_OK;
-}
-
-/* ---- causal self-attention, FlashAttention-2 style -------------------------------------- *
- * The scores of one (sample, head) are visited block by block: ATT_BLOCK query rows against
- * ATT_BLOCK key rows at a time, with an online softmax (running max m and sum l per row).
- * Memory beyond the inputs and outputs is per-thread host scratch of O(ATT_BLOCK^2 +
- * ATT_BLOCK * hd) floats, the CPU's counterpart of a kernel's registers and shared memory:
- * no T x T buffer exists anywhere. Each task (sample, head, block) is computed by one thread in
- * a fixed order, so results do not depend on the thread count or the schedule. */
-
-/* rows [row0, row0 + nrows) of head h of a N x (H*hd) view with row stride ldm, for sample b,
- * widened into dst (nrows x hd). */
-static void load_block(dp_dtype t, const void *base, int64_t ldm, int64_t b, int64_t T, int64_t h, int64_t hd,
-                       int64_t row0, int64_t nrows, float *dst) {
-    for (int64_t r = 0; r < nrows; r++) {
-        int64_t o = (b * T + row0 + r) * ldm + h * hd;
-        for (int64_t c = 0; c < hd; c++) dst[r * hd + c] = dp_cpu_ld(t, base, o + c);
-    }
-}
-
-static void store_block(dp_dtype t, void *base, int64_t ldm, int64_t b, int64_t T, int64_t h, int64_t hd, int64_t row0,
-                        int64_t nrows, const float *src) {
-    for (int64_t r = 0; r < nrows; r++) {
-        int64_t o = (b * T + row0 + r) * ldm + h * hd;
-        for (int64_t c = 0; c < hd; c++) dp_cpu_st(t, base, o + c, src[r * hd + c]);
-    }
-}
-
-static float dot(const float *a, const float *b, int64_t n) {
-    float s = 0;
-    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
-/* The rounding points of CUDA's tensor-core attention (kernels/attention_*.cu, taken for bf16
- * with head dims 64 and 128 and rows of a multiple of 8 elements: att_mma_ok): P, and in the
- * backward dS, are rounded to bf16 before their products with V, dO, Q and K (the mma operands);
- * sums stay f32. Elsewhere (f32, other head dims: the SIMT kernels) nothing is rounded in
- * between, here as there. x rounded to bf16 and back when round is set: */
-static inline float mma_operand(int round, float x) { return round ? dp_bf16_to_f32(dp_f32_to_bf16(x)) : x; }
-
-static int mma_rounding(dp_dtype t, int64_t hd, int64_t ld_q, int64_t ld_kv) {
-    return t == DP_BF16 && (hd == 64 || hd == 128) && ld_q % 8 == 0 && ld_kv % 8 == 0;
-}
-
-/* Grouped-query attention: query head h reads kv head h / (H / Hkv) (transformers' repeat_kv). */
-static int check_groups(const char *op, int64_t H, int64_t Hkv) {
-    if (Hkv > 0 && H % Hkv == 0) return DP_OK;
-    return dp_error_set(DP_EINVAL, "%s: %lld query heads are not groups of %lld key/value heads", op, (long long)H,
-                        (long long)Hkv);
-}
-
-static int cpu_attention_forward(dp_device *dev, dp_dtype t, void *out, float *lse, const void *q, const void *k,
-                                 const void *v, int64_t ld_q, int64_t ld_kv, int64_t B, int64_t T, int64_t H,
-                                 int64_t Hkv, int64_t hd, float scale) {
-    (void)dev;
-    DP_TRY(dp_cpu_need_float(t, "attention_forward"));
-    DP_TRY(check_groups("attention_forward", H, Hkv));
-    const int64_t group = H / Hkv;
-    const int round = mma_rounding(t, hd, ld_q, ld_kv);
-    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd;
-    const int64_t work = B * H * T * (T + 1) / 2 * hd; /* multiply-adds of q.k alone */
-    int failed = 0;
-#pragma omp parallel if (tasks > 1 && work > PAR_MIN)
-    {
-        /* Q, K, V and the accumulator (block x hd each), one row of scores, m and l */
-        float *scratch = malloc(sizeof(float) * (size_t)(4 * ATT_BLOCK * hd + 3 * ATT_BLOCK));
-        if (!scratch) {
-#pragma omp atomic write
-            failed = 1;
-        }
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            if (!scratch) continue;
-            float *Q = scratch, *K = Q + ATT_BLOCK * hd, *Vb = K + ATT_BLOCK * hd, *acc = Vb + ATT_BLOCK * hd;
-            float *S = acc + ATT_BLOCK * hd, *m = S + ATT_BLOCK, *l = m + ATT_BLOCK;
-            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H), kvh = h / group;
-            const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-            load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
-            for (int64_t r = 0; r < nr; r++) m[r] = -INFINITY, l[r] = 0.0f;
-            memset(acc, 0, sizeof(float) * (size_t)(nr * hd));
-            for (int64_t kb = 0; kb <= qb; kb++) {
-                const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-                load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
-                load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
-                for (int64_t r = 0; r < nr; r++) {
-                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc; /* keys j <= i */
-                    float mx = m[r];
-                    for (int64_t c = 0; c < cend; c++) {
-                        S[c] = scale * dot(Q + r * hd, K + c * hd, hd);
-                        if (S[c] > mx) mx = S[c];
-                    }
-                    const float corr = expf(m[r] - mx); /* 0 on the first block (m = -inf) */
-                    float *a = acc + r * hd, sum = 0.0f;
-                    for (int64_t e = 0; e < hd; e++) a[e] *= corr;
-                    for (int64_t c = 0; c < cend; c++) {
-                        float p = expf(S[c] - mx), pr = mma_operand(round, p);
-                        sum += p;
-                        for (int64_t e = 0; e < hd; e++) a[e] += pr * Vb[c * hd + e];
-                    }
-                    l[r] = l[r] * corr + sum;
-                    m[r] = mx;
-                }
-            }
-            for (int64_t r = 0; r < nr; r++) {
-                const float inv = 1.0f / l[r];
-                for (int64_t e = 0; e < hd; e++) acc[r * hd + e] *= inv;
-                lse[(b * H + h) * T + i0 + r] = m[r] + logf(l[r]);
-            }
-            store_block(t, out, ld_out, b, T, h, hd, i0, nr, acc);
-        }
-        free(scratch);
-    }
-    if (failed) return dp_error_set(DP_EOOM, "attention_forward: out of host memory for block scratch");
-    return DP_OK;
-}
-
-static int cpu_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *dk, void *dv, int64_t ld_dq,
-                                  int64_t ld_dkv, const void *dout, const void *out, const float *lse, const void *q,
-                                  const void *k, const void *v, int64_t ld_q, int64_t ld_kv, float *delta, int64_t B,
-                                  int64_t T, int64_t H, int64_t Hkv, int64_t hd, float scale) {
-    (void)dev;
-    DP_TRY(dp_cpu_need_float(t, "attention_backward"));
-    DP_TRY(check_groups("attention_backward", H, Hkv));
-    const int64_t nb = (T + ATT_BLOCK - 1) / ATT_BLOCK, tasks = B * H * nb, ld_out = H * hd, group = H / Hkv;
-    const int round = mma_rounding(t, hd, ld_q, ld_kv);
-    /* delta = rowsum(dout * out), per (sample, head, row) */
-#pragma omp parallel for schedule(static) if (B * T * ld_out > PAR_MIN)
-    for (int64_t bh = 0; bh < B * H; bh++) {
-        const int64_t b = bh / H, h = bh % H;
-        for (int64_t i = 0; i < T; i++) {
-            const int64_t o = (b * T + i) * ld_out + h * hd;
-            float s = 0;
-            for (int64_t e = 0; e < hd; e++) s += dp_cpu_ld(t, dout, o + e) * dp_cpu_ld(t, out, o + e);
-            delta[bh * T + i] = s;
-        }
-    }
-    const int64_t work = B * H * T * (T + 1) / 2 * hd;
-    int failed = 0;
-#pragma omp parallel if (tasks > 1 && work > PAR_MIN)
-    {
-        /* Q, dO, K, V and two gradient accumulators (block x hd each) */
-        float *scratch = malloc(sizeof(float) * (size_t)(6 * ATT_BLOCK * hd));
-        if (!scratch) {
-#pragma omp atomic write
-            failed = 1;
-        }
-        float *Q = scratch, *dO = NULL, *K = NULL, *Vb = NULL, *g1 = NULL, *g2 = NULL;
-        if (scratch) {
-            dO = Q + ATT_BLOCK * hd, K = dO + ATT_BLOCK * hd, Vb = K + ATT_BLOCK * hd;
-            g1 = Vb + ATT_BLOCK * hd, g2 = g1 + ATT_BLOCK * hd;
-        }
-        /* pass 1: dK and dV of each key block of kv head kvh, from every query block at or after
-         * it of each query head of its group, the heads in increasing order */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < B * Hkv * nb; task++) {
-            if (!scratch) continue;
-            const int64_t kb = task % nb, kvh = (task / nb) % Hkv, b = task / (nb * Hkv);
-            const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-            float *dK = g1, *dV = g2;
-            load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
-            load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
-            memset(dK, 0, sizeof(float) * (size_t)(nc * hd));
-            memset(dV, 0, sizeof(float) * (size_t)(nc * hd));
-            for (int64_t it = 0; it < group * (nb - kb); it++) {
-                const int64_t h = kvh * group + it / (nb - kb), qb = kb + it % (nb - kb);
-                const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
-                const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-                load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
-                load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
-                for (int64_t r = 0; r < nr; r++) {
-                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
-                    const float *qr = Q + r * hd, *dor = dO + r * hd;
-                    for (int64_t c = 0; c < cend; c++) {
-                        float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
-                        float ds = p * (dot(dor, Vb + c * hd, hd) - D[i]);
-                        const float pr = mma_operand(round, p), dsr = mma_operand(round, ds);
-                        float *dvc = dV + c * hd, *dkc = dK + c * hd;
-                        for (int64_t e = 0; e < hd; e++) {
-                            dvc[e] += pr * dor[e];
-                            dkc[e] += scale * dsr * qr[e];
-                        }
-                    }
-                }
-            }
-            store_block(t, dk, ld_dkv, b, T, kvh, hd, j0, nc, dK);
-            store_block(t, dv, ld_dkv, b, T, kvh, hd, j0, nc, dV);
-        }
-        /* pass 2: dQ of each query block, from every key block at or before it */
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < tasks; task++) {
-            if (!scratch) continue;
-            const int64_t qb = task % nb, h = (task / nb) % H, b = task / (nb * H), kvh = h / group;
-            const int64_t i0 = qb * ATT_BLOCK, nr = T - i0 < ATT_BLOCK ? T - i0 : ATT_BLOCK;
-            const float *L = lse + (b * H + h) * T, *D = delta + (b * H + h) * T;
-            float *dQ = g1;
-            load_block(t, q, ld_q, b, T, h, hd, i0, nr, Q);
-            load_block(t, dout, ld_out, b, T, h, hd, i0, nr, dO);
-            memset(dQ, 0, sizeof(float) * (size_t)(nr * hd));
-            for (int64_t kb = 0; kb <= qb; kb++) {
-                const int64_t j0 = kb * ATT_BLOCK, nc = T - j0 < ATT_BLOCK ? T - j0 : ATT_BLOCK;
-                load_block(t, k, ld_kv, b, T, kvh, hd, j0, nc, K);
-                load_block(t, v, ld_kv, b, T, kvh, hd, j0, nc, Vb);
-                for (int64_t r = 0; r < nr; r++) {
-                    const int64_t i = i0 + r, cend = i - j0 + 1 < nc ? i - j0 + 1 : nc;
-                    const float *qr = Q + r * hd, *dor = dO + r * hd;
-                    float *dqr = dQ + r * hd;
-                    for (int64_t c = 0; c < cend; c++) {
-                        float p = expf(scale * dot(qr, K + c * hd, hd) - L[i]);
-                        float ds = mma_operand(round, p * (dot(dor, Vb + c * hd, hd) - D[i]));
-                        for (int64_t e = 0; e < hd; e++) dqr[e] += scale * ds * K[c * hd + e];
-                    }
-                }
-            }
-            store_block(t, dq, ld_dq, b, T, h, hd, i0, nr, dQ);
-        }
-        free(scratch);
-    }
-    if (failed) return dp_error_set(DP_EOOM, "attention_backward: out of host memory for block scratch");
+    free(cs);
     return DP_OK;
 }
 
@@ -524,24 +437,71 @@ static int check_targets(const int32_t *targets, int64_t N, int64_t V, const cha
     return DP_OK;
 }
 
+/* max of row[0..V) (f32 or bf16; NaN ignored as by a > test) */
+INLINE float row_max(dp_dtype t, const void *row, int64_t V) {
+    float m[LANES];
+    for (int l = 0; l < LANES; l++) m[l] = -INFINITY;
+    int64_t j = 0;
+    for (; j + LANES <= V; j += LANES)
+        for (int l = 0; l < LANES; l++) {
+            float x = dp_cpu_ld(t, row, j + l);
+            m[l] = x > m[l] ? x : m[l];
+        }
+    float mx = -INFINITY;
+    for (int l = 0; l < LANES; l++) mx = m[l] > mx ? m[l] : mx;
+    for (; j < V; j++) mx = dp_cpu_ld(t, row, j) > mx ? dp_cpu_ld(t, row, j) : mx;
+    return mx;
+}
+
+/* sum of e^(row[j] - mx) in double: LANES partial sums in a fixed order */
+INLINE double row_sum_exp(dp_dtype t, const void *row, int64_t V, float mx) {
+    double acc[LANES] = {0};
+    int64_t j = 0;
+    for (; j + LANES <= V; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += (double)dp_vexp(dp_cpu_ld(t, row, j + l) - mx);
+    double s = 0;
+    for (int l = 0; l < LANES; l++) s += acc[l];
+    for (; j < V; j++) s += (double)dp_vexp(dp_cpu_ld(t, row, j) - mx);
+    return s;
+}
+
+/* row[j] = (softmax_j - [j == target]) * s, from the row's lse z */
+INLINE void row_softmax_grad(dp_dtype t, void *row, int64_t V, float z, int32_t target, float s) {
+    float pt = dp_vexp(dp_cpu_ld(t, row, target) - z);
+    for (int64_t j = 0; j < V; j++) dp_cpu_st(t, row, j, dp_vexp(dp_cpu_ld(t, row, j) - z) * s);
+    dp_cpu_st(t, row, target, (pt - 1.0f) * s);
+}
+
+/* The f32 rows, compiled per instruction set: the log-sum-exp's max and sum, and the gradient. */
+DP_CPU_CLONES static double row_max_sum_f32(const void *row, int64_t V, float *mx) {
+    *mx = row_max(DP_F32, row, V);
+    return row_sum_exp(DP_F32, row, V, *mx);
+}
+
+DP_CPU_CLONES static void row_softmax_grad_f32(void *row, int64_t V, float z, int32_t target, float s) {
+    row_softmax_grad(DP_F32, row, V, z, target, s);
+}
+
 static int cpu_cross_entropy_forward(dp_device *dev, dp_dtype t, float *losses, float *lse, const void *logits,
                                      const int32_t *targets, int64_t N, int64_t V) {
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "cross_entropy_forward"));
     DP_TRY(check_targets(targets, N, V, "cross_entropy_forward"));
+    size_t es = dp_dtype_size(t);
 #pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const int64_t o = n * V;
-        float mx = -INFINITY;
-        for (int64_t j = 0; j < V; j++) {
-            float x = dp_cpu_ld(t, logits, o + j);
-            if (x > mx) mx = x;
+        const char *row = (const char *)logits + (size_t)(n * V) * es;
+        float mx;
+        double s;
+        if (t == DP_F32) {
+            s = row_max_sum_f32(row, V, &mx);
+        } else {
+            mx = row_max(t, row, V);
+            s = row_sum_exp(t, row, V, mx);
         }
-        double s = 0;
-        for (int64_t j = 0; j < V; j++) s += expf(dp_cpu_ld(t, logits, o + j) - mx);
         float z = mx + (float)log(s);
         lse[n] = z;
-        losses[n] = z - dp_cpu_ld(t, logits, o + targets[n]);
+        losses[n] = z - dp_cpu_ld(t, row, targets[n]);
     }
     return DP_OK;
 }
@@ -552,21 +512,51 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
     (void)dev;
     DP_TRY(dp_cpu_need_float(t, "cross_entropy_backward"));
     DP_TRY(check_targets(targets, N, V, "cross_entropy_backward"));
+    size_t es = dp_dtype_size(t);
 #pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
-        const int64_t o = n * V;
-        const float s = sample_scale[n / T], z = lse[n];
-        for (int64_t j = 0; j < V; j++) {
-            float p = expf(dp_cpu_ld(t, logits, o + j) - z);
-            dp_cpu_st(t, logits, o + j, (j == targets[n] ? p - 1.0f : p) * s);
-        }
+        char *row = (char *)logits + (size_t)(n * V) * es;
+        if (t == DP_F32)
+            row_softmax_grad_f32(row, V, lse[n], targets[n], sample_scale[n / T]);
+        else
+            row_softmax_grad(t, row, V, lse[n], targets[n], sample_scale[n / T]);
     }
     return DP_OK;
 }
 
 /* ---- optimizers ------------------------------------------------------------------------- */
 
-/* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps). */
+/* PyTorch's single-tensor AdamW, operation for operation (lerp for m, sqrt(v)/sqrt(bc2) + eps),
+ * for one element: updates m and v in place and returns the new parameter. */
+static inline float adamw_elem(float pi, float gi, float *m, float *v, float beta1, float beta2, float eps, float decay,
+                               float step_size, float bc2_sqrt) {
+    pi *= decay;
+    const float mi = *m + (1.0f - beta1) * (gi - *m);
+    const float vi = *v * beta2 + (1.0f - beta2) * gi * gi;
+    const float denom = sqrtf(vi) / bc2_sqrt + eps;
+    *m = mi;
+    *v = vi;
+    return pi - step_size * (mi / denom);
+}
+
+/* AdamW on elements [i0, i1) of a parameter of dtype pt (f32 in a loop that vectorises, bf16
+ * widened and rounded once); compiled per instruction set. */
+DP_CPU_CLONES static void adamw_span(dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t i0, int64_t i1,
+                                     float beta1, float beta2, float eps, float decay, float step_size,
+                                     float bc2_sqrt) {
+    if (pt == DP_F32) {
+        float *pf = p;
+        for (int64_t i = i0; i < i1; i++)
+            pf[i] = adamw_elem(pf[i], g[i], m + i, v + i, beta1, beta2, eps, decay, step_size, bc2_sqrt);
+        return;
+    }
+    for (int64_t i = i0; i < i1; i++) {
+        const float pi =
+            adamw_elem(dp_cpu_ld(pt, p, i), g[i], m + i, v + i, beta1, beta2, eps, decay, step_size, bc2_sqrt);
+        dp_cpu_st(pt, p, i, pi);
+    }
+}
+
 static int cpu_adamw_step(dp_device *dev, dp_dtype pt, void *p, const float *g, float *m, float *v, int64_t n, float lr,
                           float beta1, float beta2, float eps, float weight_decay, int64_t step) {
     (void)dev;
@@ -576,16 +566,8 @@ static int cpu_adamw_step(dp_device *dev, dp_dtype pt, void *p, const float *g, 
     const double bc1 = 1.0 - pow((double)beta1, (double)step), bc2 = 1.0 - pow((double)beta2, (double)step);
     const float step_size = (float)((double)lr / bc1), bc2_sqrt = (float)sqrt(bc2);
 #pragma omp parallel for schedule(static) if (n > PAR_MIN)
-    for (int64_t i = 0; i < n; i++) {
-        float gi = g[i];
-        float pi = dp_cpu_ld(pt, p, i) * decay;
-        float mi = m[i] + (1.0f - beta1) * (gi - m[i]);
-        float vi = v[i] * beta2 + (1.0f - beta2) * gi * gi;
-        float denom = sqrtf(vi) / bc2_sqrt + eps;
-        dp_cpu_st(pt, p, i, pi - step_size * (mi / denom));
-        m[i] = mi;
-        v[i] = vi;
-    }
+    for (int64_t c = 0; c < SPANS(n); c++)
+        adamw_span(pt, p, g, m, v, c * ELEM_SPAN, SPAN_END(c, n), beta1, beta2, eps, decay, step_size, bc2_sqrt);
     return DP_OK;
 }
 
@@ -620,8 +602,8 @@ const dp_layer_ops dp_cpu_layer_ops = {
     .swiglu_forward = cpu_swiglu_forward,
     .swiglu_backward = cpu_swiglu_backward,
     .rope = cpu_rope,
-    .attention_forward = cpu_attention_forward,
-    .attention_backward = cpu_attention_backward,
+    .attention_forward = dp_cpu_attention_forward,
+    .attention_backward = dp_cpu_attention_backward,
     .cross_entropy_forward = cpu_cross_entropy_forward,
     .cross_entropy_backward = cpu_cross_entropy_backward,
     .adamw_step = cpu_adamw_step,
