@@ -60,7 +60,10 @@ local g = by_op.gemm
 check.near(g.flops_per_s, g.flops / (g.ms / 1000), 1e-12, "achieved flop/s")
 check.near(g.flops_fraction, g.flops_per_s / r.profile.peak.flops, 1e-12, "fraction of the peak")
 
--- Phases: op time within the phase's time, and nearly all of it.
+-- Phases: op time within the phase's time, and nearly all of it: 80% of the heavy phases (99%
+-- is typical in a Release build), 60% under ASan+UBSan, whose instrumented host code between the
+-- calls runs several times slower while OpenBLAS inside them does not (tests/CMakeLists.txt).
+local COVER = os.getenv("DPPROF_TEST_SANITIZED") and 0.6 or 0.8
 local total_ops = 0
 for _, o in ipairs(r.profile.ops) do total_ops = total_ops + o.ms end
 local in_phases = 0
@@ -72,7 +75,7 @@ for _, name in ipairs(PHASES) do
   check.near(p.outside_ops_ms, p.ms - p.ops_ms, 1e-9, name .. ": outside = phase - ops")
   in_phases = in_phases + p.ops_ms * r.profile.iters
   if name == "forward" or name == "backward" or name == "clip" then
-    check.truthy(p.ops_ms >= 0.8 * p.ms, string.format("%s: ops cover %.1f%% of the phase", name, 100 * p.ops_ms / p.ms))
+    check.truthy(p.ops_ms >= COVER * p.ms, string.format("%s: ops cover %.1f%% of the phase", name, 100 * p.ops_ms / p.ms))
   end
 end
 check.truthy(total_ops >= in_phases * (1 - 1e-9), "every op time in a phase is an op's")
