@@ -107,14 +107,6 @@ static int l_cuda_initialised(lua_State *L) {
 
 /* ---- out-of-memory details --------------------------------------------------------------- */
 
-static void push_category_map(lua_State *L, const uint64_t *v) {
-    lua_createtable(L, 0, DP_CAT_COUNT);
-    for (int c = 0; c < DP_CAT_COUNT; c++) {
-        dpl_push_bytes(L, v[c]);
-        lua_setfield(L, -2, dp_category_name((dp_category)c));
-    }
-}
-
 /* Pushes the OOM details and returns 1 when msg carries the engine's last error and that error
  * is an out-of-memory one recorded by an initialised device's allocator; else pushes nothing. */
 static int push_oom_details(lua_State *L, const char *msg) {
@@ -126,14 +118,7 @@ static int push_oom_details(lua_State *L, const char *msg) {
         if (!dp_device_initialised(order[i]) || dp_device_get(order[i], &dev) != DP_OK) continue;
         const dp_oom_info *o = dp_mem_last_oom(dev->mem);
         if (!o->valid) continue;
-        lua_createtable(L, 0, 7);
-        dpl_push_bytes(L, o->requested), lua_setfield(L, -2, "requested_bytes");
-        lua_pushstring(L, dp_category_name(o->category)), lua_setfield(L, -2, "category");
-        lua_pushstring(L, dp_module_name(o->module)), lua_setfield(L, -2, "module");
-        push_category_map(L, o->live), lua_setfield(L, -2, "live_bytes");
-        dpl_push_bytes(L, o->total_live), lua_setfield(L, -2, "total_live_bytes");
-        dpl_push_bytes(L, o->limit), lua_setfield(L, -2, "limit_bytes");
-        lua_pushstring(L, dp_device_kind_name(order[i])), lua_setfield(L, -2, "device");
+        dpl_push_oom(L, o, dp_device_kind_name(order[i]));
         return 1;
     }
     return 0;
