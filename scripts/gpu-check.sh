@@ -3,8 +3,9 @@
 # made: the GPU checks and benchmarks, in one call. Verdicts and the key lines go to stdout;
 # every log and result JSON into one tar, DIR/gpu-check.tar.gz.
 #
-#   usage: bash scripts/gpu-check.sh [--bundle FILE] [--out DIR] [tests] [flash] [dp] [large] [gram3] [checkpoint]
-#          (defaults: dist/dpprof-gpu.tar.xz, /tmp/gpu-out, tests flash dp)
+#   usage: bash scripts/gpu-check.sh [--bundle FILE] [--out DIR] [--step-limit S] [tests] [flash] [dp] [large]
+#          [gram3] [checkpoint] [lora] [profile]
+#          (defaults: dist/dpprof-gpu.tar.xz, /tmp/gpu-out, 300 s a program, tests flash dp)
 #   tests  the four CUDA test programs (CUDA against the CPU, exact or to stated tolerances)
 #   flash  the flash norm kernels against cuBLAS (DPPROF_DP_BENCH=1 test_cuda_dp): tiles, strips
 #   dp     bench_dp.lua's batched config (T=1024 B=16), f32 and bf16, vanilla, flash_clip and bk,
@@ -15,16 +16,23 @@
 #          kernel (DPPROF_FLASH_VARIANT=3): compare its flash_clip ratio with the dp step's
 #   checkpoint  bench_checkpoint.lua on the large config and Llama-3 8B + LoRA (bf16, T=8192):
 #          peak and step time with activation checkpointing every block, 2nd and 4th block as
-#          ratios to none, per preset; then flash_clip with checkpointing at T=32768 B=1 (the
-#          issue's target, planned by the bench) measured
+#          ratios to none, for vanilla and flash_clip (the bench's targets); then flash_clip with
+#          checkpointing at T=32768 B=1 (the target the plan device set) measured
+#   lora   llama3_lora.lua on the GPU (Llama-3.1-8B shapes, random weights, bf16, LoRA r=16, T=4096
+#          and 1024, B=4; the plan says T=4096 does not fit an H100) for vanilla, ghost, bk and flash_clip, and the plan backend's peaks for the same
+#          points (compare with scripts/plan-vs-device.lua after fetching the results)
+#   profile  bench_profile.lua on the GPU (gpt2 config): profile="ops" with CUDA events, its cost
+#          and coverage
 set -uo pipefail
 repo=$PWD
 bundle=$repo/dist/dpprof-gpu.tar.xz
 dest=/tmp/gpu-out
+limit=300
 while [ $# -gt 0 ]; do
   case $1 in
     --bundle) bundle=${2:?gpu-check: --bundle needs a file}; shift 2 ;;
     --out) dest=${2:?gpu-check: --out needs a folder}; shift 2 ;;
+    --step-limit) limit=${2:?gpu-check: --step-limit needs seconds}; shift 2 ;;
     *) break ;;
   esac
 done
@@ -44,10 +52,10 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | 
 echo "bundle commit $(cat "$x/COMMIT")" | tee -a "$out/logs/device.txt"
 steps=${*:-tests flash dp}
 status=0
-run() { # name, command...: logs to $out/logs/name.log, prints the verdict and the time
+run() { # name, command...: logs to $out/logs/name.log, prints the verdict and the time (rc 124: over the limit)
   local name=$1; shift
   local t0=$SECONDS
-  "$@" > "$out/logs/$name.log" 2>&1
+  timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1
   local rc=$?
   [ $rc -ne 0 ] && status=1
   echo "$name: rc=$rc ($((SECONDS - t0)) s): $(tail -n 1 "$out/logs/$name.log")"
@@ -78,12 +86,22 @@ for s in $steps; do
       grep -E "^batched |target|DPPROF_FLASH_VARIANT" "$out/logs/bench_dp_batched_gram3.log" | sort -u ;;
     checkpoint)
       run bench_checkpoint "$x/bin/dpprof" run "$repo/experiments/bench_checkpoint.lua" device=cuda \
-          configs=large,llama3_8b_lora iters=3 warmup=1 out="$out/bench_checkpoint"
+          configs=large,llama3_8b_lora methods=vanilla,flash_clip settings=blocks iters=3 warmup=1 \
+          out="$out/bench_checkpoint"
       grep -E "target|planned" "$out/logs/bench_checkpoint.log"
       run checkpoint_32k "$x/bin/dpprof" run "$repo/experiments/bench_checkpoint.lua" device=cuda configs=large \
           methods=flash_clip settings=blocks seq_len=32768 iters=2 warmup=1 out="$out/checkpoint_32k"
       grep -E "^large " "$out/logs/checkpoint_32k.log" ;;
-    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large, gram3, checkpoint)"; status=2 ;;
+    lora)
+      run llama3_lora "$x/bin/dpprof" run "$repo/experiments/llama3_lora.lua" device=cuda seq_lens=1024,4096 batches=4 \
+          physicals=4 iters=2 warmup=1 out="$out/llama3_lora"
+      grep -E "^ *(vanilla|ghost|bk|flash_clip) " "$out/logs/llama3_lora.log"
+      "$x/bin/dpprof" run "$repo/experiments/llama3_lora.lua" device=plan seq_lens=1024,4096 batches=4 physicals=4 \
+          out="$out/llama3_lora_plan" > "$out/logs/llama3_lora_plan.log" 2>&1 ;;
+    profile)
+      run bench_profile "$x/bin/dpprof" run "$repo/experiments/bench_profile.lua" device=cuda runs=3 iters=3 warmup=1
+      tail -n 12 "$out/logs/bench_profile.log" ;;
+    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large, gram3, checkpoint, lora, profile)"; status=2 ;;
   esac
 done
 tar czf "$dest/gpu-check.tar.gz" -C "$out" .
