@@ -15,12 +15,12 @@
 #   gram3  bench_dp batched bf16, vanilla and flash_clip (tiles) with the one-accumulator Gram
 #          kernel (DPPROF_FLASH_VARIANT=3): compare its flash_clip ratio with the dp step's
 #   checkpoint  bench_checkpoint.lua on the large config and Llama-3 8B + LoRA (bf16, T=8192):
-#          peak and step time with activation checkpointing every block, 2nd and 4th block as
-#          ratios to none, for vanilla and flash_clip (the bench's targets); then flash_clip with
+#          peak and step time with activation checkpointing every block as ratios to none, for
+#          vanilla and flash_clip (the bench's targets); then flash_clip with
 #          checkpointing at T=32768 B=1 (the target the plan device set) measured
 #   lora   llama3_lora.lua on the GPU (Llama-3.1-8B shapes, random weights, bf16, LoRA r=16, T=4096
-#          and 1024, B=4; the plan says T=4096 does not fit an H100) for vanilla, ghost, bk and flash_clip, and the plan backend's peaks for the same
-#          points (compare with scripts/plan-vs-device.lua after fetching the results)
+#          and 1024, B=4; the plan says T=4096 does not fit an H100) for vanilla, ghost, bk and
+#          flash_clip, and the plan backend's peaks for the same points against the measured ones
 #   profile  bench_profile.lua on the GPU (gpt2 config): profile="ops" with CUDA events, its cost
 #          and coverage
 set -uo pipefail
@@ -97,7 +97,8 @@ for s in $steps; do
           physicals=4 iters=2 warmup=1 out="$out/llama3_lora"
       grep -E "^ *(vanilla|ghost|bk|flash_clip) " "$out/logs/llama3_lora.log"
       "$x/bin/dpprof" run "$repo/experiments/llama3_lora.lua" device=plan seq_lens=1024,4096 batches=4 physicals=4 \
-          out="$out/llama3_lora_plan" > "$out/logs/llama3_lora_plan.log" 2>&1 ;;
+          out="$out/llama3_lora_plan" > "$out/logs/llama3_lora_plan.log" 2>&1
+      "$x/bin/dpprof" run "$repo/scripts/plan-vs-device.lua" device="$out/llama3_lora" plan="$out/llama3_lora_plan" ;;
     profile)
       run bench_profile "$x/bin/dpprof" run "$repo/experiments/bench_profile.lua" device=cuda runs=3 iters=3 warmup=1
       tail -n 12 "$out/logs/bench_profile.log" ;;
