@@ -138,18 +138,22 @@ DP_HD float dp_philox_uniform(uint64_t seed, uint64_t stream, uint64_t i) {
     return dp_philox_uniform_word(o.v[i & 3]);
 }
 
+/* Box-Muller: the two standard normals of random words w1 (radius) and w2 (angle). */
+DP_HD void dp_philox_box_muller(uint32_t w1, uint32_t w2, float *z1, float *z2) {
+    float u1 = dp_philox_uniform_word(w1);
+    float u2 = dp_philox_uniform_word(w2);
+    float r = DP_SQRT(DP_MUL(-2.0f, dp_det_log(u1)));
+    float s, c;
+    dp_det_sincos_turn(u2, &s, &c);
+    *z1 = DP_MUL(r, c);
+    *z2 = DP_MUL(r, s);
+}
+
 /* The 4 standard normals of block `block` (elements 4*block .. 4*block+3). */
 DP_HD void dp_philox_normal4(uint64_t seed, uint64_t stream, uint64_t block, float out[4]) {
     dp_philox_out o = dp_philox4x32(seed, stream, block);
-    for (int k = 0; k < 4; k += 2) {
-        float u1 = dp_philox_uniform_word(o.v[k]);
-        float u2 = dp_philox_uniform_word(o.v[k + 1]);
-        float r = DP_SQRT(DP_MUL(-2.0f, dp_det_log(u1)));
-        float s, c;
-        dp_det_sincos_turn(u2, &s, &c);
-        out[k] = DP_MUL(r, c);
-        out[k + 1] = DP_MUL(r, s);
-    }
+    dp_philox_box_muller(o.v[0], o.v[1], &out[0], &out[1]);
+    dp_philox_box_muller(o.v[2], o.v[3], &out[2], &out[3]);
 }
 
 /* Standard normal for element i of (seed, stream). */

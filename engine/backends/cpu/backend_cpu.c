@@ -5,6 +5,7 @@
 #include "cpu_dpsgd.h"
 #include "cpu_layers.h"
 #include "cpu_peak.h"
+#include "cpu_philox.h"
 #include "cpu_sums.h"
 #include "cpu_threads.h"
 #include "cpu_util.h"
@@ -102,20 +103,28 @@ static int cpu_fill(dp_device *dev, dp_dtype t, void *x, size_t n, double value)
     return DP_OK;
 }
 
-#define RAND_BATCH 256 /* Philox blocks (4 values each) per batch: 4 KiB of stack */
+#define RAND_BATCH 256 /* Philox blocks (4 values each) per batch: 8 KiB of stack (words and values) */
 
 /* z[4j .. 4j+3] = dist's 4 values of block block0 + j for j < nb, as a + b z (normal) or
- * a + (b - a) u (uniform). Branch-free Philox and Box-Muller (philox.h): the loop vectorises. */
+ * a + (b - a) u (uniform): the blocks' words first (cpu_philox.c, eight blocks an instruction),
+ * then Box-Muller over them, branch-free (philox.h), in a loop that vectorises. */
 DP_CPU_CLONES static void rand_blocks(dp_rand_dist dist, float a, float b, uint64_t seed, uint64_t stream,
                                       uint64_t block0, int64_t nb, float *restrict z) {
+    uint32_t w[4 * RAND_BATCH];
+    dp_cpu_philox_words(seed, stream, block0, nb, w, RAND_BATCH);
     if (dist == DP_RAND_NORMAL) {
-        for (int64_t j = 0; j < nb; j++) dp_philox_normal4(seed, stream, block0 + (uint64_t)j, z + 4 * j);
-        for (int64_t j = 0; j < 4 * nb; j++) z[j] = a + b * z[j];
-    } else {
         for (int64_t j = 0; j < nb; j++) {
-            dp_philox_out o = dp_philox4x32(seed, stream, block0 + (uint64_t)j);
-            for (int k = 0; k < 4; k++) z[4 * j + k] = a + (b - a) * dp_philox_uniform_word(o.v[k]);
+            float z0, z1, z2, z3;
+            dp_philox_box_muller(w[j], w[RAND_BATCH + j], &z0, &z1);
+            dp_philox_box_muller(w[2 * RAND_BATCH + j], w[3 * RAND_BATCH + j], &z2, &z3);
+            z[4 * j] = a + b * z0;
+            z[4 * j + 1] = a + b * z1;
+            z[4 * j + 2] = a + b * z2;
+            z[4 * j + 3] = a + b * z3;
         }
+    } else {
+        for (int64_t j = 0; j < nb; j++)
+            for (int k = 0; k < 4; k++) z[4 * j + k] = a + (b - a) * dp_philox_uniform_word(w[k * RAND_BATCH + j]);
     }
 }
 

@@ -1,0 +1,17 @@
+/* cpu_philox.h: Philox4x32-10 (common/philox.h) for many consecutive blocks at once on the CPU,
+ * eight blocks per AVX2 instruction where the CPU has it: the same words as dp_philox4x32. */
+#ifndef DP_CPU_PHILOX_H
+#define DP_CPU_PHILOX_H
+
+#include <stdint.h>
+
+/* The 4 words of blocks block0 .. block0 + nb - 1 of (seed, stream): word k of block block0 + j
+ * into w[k * ld + j] (ld >= nb). */
+void dp_cpu_philox_words(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb, uint32_t *w, int64_t ld);
+
+/* The same with the portable loop, whatever the CPU has (the reference the tests hold the fast
+ * path to). */
+void dp_cpu_philox_words_scalar(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb, uint32_t *w,
+                                int64_t ld);
+
+#endif
