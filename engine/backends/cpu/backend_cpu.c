@@ -2,6 +2,7 @@
  * work in OpenMP loops. Reductions split the data into fixed chunks whose partial sums (double)
  * are added in chunk order, so results do not depend on the thread count. */
 #include "backend_cpu.h"
+#include "cpu_alloc.h"
 #include "cpu_dpsgd.h"
 #include "cpu_layers.h"
 #include "cpu_peak.h"
@@ -58,22 +59,22 @@ static int cpu_init(dp_device *dev) {
     return DP_OK;
 }
 
-static void cpu_shutdown(dp_device *dev) { (void)dev; }
+static void cpu_shutdown(dp_device *dev) {
+    (void)dev;
+    dp_cpu_block_trim();
+}
 
 static int cpu_raw_alloc(void *ctx, size_t bytes, void **ptr) {
     (void)ctx;
     *ptr = NULL;
     if (bytes == 0) return DP_OK;
-    size_t rounded = (bytes + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN;
-    if (rounded < bytes) return DP_EOOM;
-    *ptr = aligned_alloc(CPU_ALIGN, rounded);
+    *ptr = dp_cpu_block_alloc(bytes);
     return *ptr ? DP_OK : DP_EOOM;
 }
 
 static void cpu_raw_free(void *ctx, void *ptr, size_t bytes) {
     (void)ctx;
-    (void)bytes;
-    free(ptr);
+    dp_cpu_block_free(ptr, bytes);
 }
 
 static int cpu_sync(dp_device *dev) {
