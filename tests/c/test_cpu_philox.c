@@ -1,5 +1,5 @@
 /* test_cpu_philox.c: the CPU's batched Philox (cpu_philox.c: eight blocks per AVX2 instruction
- * where the CPU has it) gives the words of dp_philox4x32 for every block: lengths that are and
+ * where the CPU has AVX2 but not AVX-512) gives the words of dp_philox4x32 for every block: lengths that are and
  * are not multiples of eight, block counters whose low word wraps inside a group of eight (the
  * high word must step for the lanes past the wrap) and whose 64 bits wrap, seeds and streams
  * with every bit set; and the backend's rand, built on it, gives dp_philox_normal's and
@@ -15,11 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void check_words(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb) {
-    const int64_t ld = nb + 3; /* a row stride wider than the rows */
-    uint32_t *w = malloc((size_t)(4 * ld) * sizeof *w);
-    memset(w, 0xA5, (size_t)(4 * ld) * sizeof *w);
-    dp_cpu_philox_words(seed, stream, block0, nb, w, ld);
+/* how many of the words, or of the guard words past each row, are not what they should be */
+static int compare_words(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb, const uint32_t *w, int64_t ld) {
     int bad = 0;
     for (int64_t j = 0; j < nb; j++) {
         dp_philox_out o = dp_philox4x32(seed, stream, block0 + (uint64_t)j);
@@ -27,6 +24,18 @@ static void check_words(uint64_t seed, uint64_t stream, uint64_t block0, int64_t
     }
     for (int k = 0; k < 4; k++)
         for (int64_t j = nb; j < ld; j++) bad += w[k * ld + j] != 0xA5A5A5A5u; /* nothing past the rows */
+    return bad;
+}
+
+/* the dispatched words and (where the CPU has AVX2) the AVX2 path's, against dp_philox4x32 */
+static void check_words(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb) {
+    const int64_t ld = nb + 3; /* a row stride wider than the rows */
+    uint32_t *w = malloc((size_t)(4 * ld) * sizeof *w);
+    memset(w, 0xA5, (size_t)(4 * ld) * sizeof *w);
+    dp_cpu_philox_words(seed, stream, block0, nb, w, ld);
+    int bad = compare_words(seed, stream, block0, nb, w, ld);
+    memset(w, 0xA5, (size_t)(4 * ld) * sizeof *w);
+    if (dp_cpu_philox_words_avx2(seed, stream, block0, nb, w, ld)) bad += compare_words(seed, stream, block0, nb, w, ld);
     if (bad) fprintf(stderr, "seed %llx stream %llx block0 %llx nb %lld: %d words differ\n", (unsigned long long)seed,
                      (unsigned long long)stream, (unsigned long long)block0, (long long)nb, bad);
     CHECK(bad == 0);
@@ -74,7 +83,10 @@ static void test_rand(void) {
 
 int main(void) {
     CHECK_OK(dp_engine_init());
-    printf("batched Philox: %s\n", __builtin_cpu_supports("avx2") ? "AVX2 path" : "portable path (no AVX2 here)");
+    printf("batched Philox: %s\n", __builtin_cpu_supports("avx512f") ? "AVX-512 path (the compiler's loop)"
+                                    : __builtin_cpu_supports("avx2") ? "AVX2 path"
+                                                                     : "portable path (no AVX2 here)");
+    printf("AVX2 path tested on its own too: %s\n", __builtin_cpu_supports("avx2") ? "yes" : "no (no AVX2 here)");
     test_words();
     test_rand();
     dp_engine_shutdown();
