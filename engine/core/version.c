@@ -1,8 +1,7 @@
-/* version.c: build identity; DPPROF_GIT_COMMIT is set by CMake at configure time. */
+/* version.c: build identity. DPPROF_GIT_COMMIT comes from the header cmake/git_commit.cmake
+ * writes at every build (the commit, "-dirty" when the tree differed from it). */
 #include "version.h"
 
-#ifndef DPPROF_GIT_COMMIT
-#define DPPROF_GIT_COMMIT "unknown"
-#endif
+#include "dpprof_git_commit.h"
 
 const char *dp_build_commit(void) { return DPPROF_GIT_COMMIT; }
