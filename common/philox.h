@@ -39,6 +39,13 @@ typedef struct {
     uint32_t v[4];
 } dp_philox_out;
 
+/* Philox4x32's round multipliers and key increments (Weyl constants); the CPU's vector rounds
+ * (cpu_philox.c) use them too. */
+#define DP_PHILOX_M0 0xD2511F53u
+#define DP_PHILOX_M1 0xCD9E8D57u
+#define DP_PHILOX_W0 0x9E3779B9u
+#define DP_PHILOX_W1 0xBB67AE85u
+
 DP_HD uint32_t dp_philox_mulhilo(uint32_t a, uint32_t b, uint32_t *hi) {
     uint64_t p = (uint64_t)a * (uint64_t)b;
     *hi = (uint32_t)(p >> 32);
@@ -52,15 +59,15 @@ DP_HD dp_philox_out dp_philox4x32(uint64_t seed, uint64_t stream, uint64_t block
     uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
     for (int r = 0; r < 10; r++) {
         uint32_t hi0, hi1;
-        uint32_t lo0 = dp_philox_mulhilo(0xD2511F53u, c0, &hi0);
-        uint32_t lo1 = dp_philox_mulhilo(0xCD9E8D57u, c2, &hi1);
+        uint32_t lo0 = dp_philox_mulhilo(DP_PHILOX_M0, c0, &hi0);
+        uint32_t lo1 = dp_philox_mulhilo(DP_PHILOX_M1, c2, &hi1);
         uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
         c0 = n0;
         c1 = lo1;
         c2 = n2;
         c3 = lo0;
-        k0 += 0x9E3779B9u;
-        k1 += 0xBB67AE85u;
+        k0 += DP_PHILOX_W0;
+        k1 += DP_PHILOX_W1;
     }
     dp_philox_out o = {{c0, c1, c2, c3}};
     return o;

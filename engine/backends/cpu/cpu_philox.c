@@ -42,7 +42,7 @@ __attribute__((target("avx2"))) static inline void mulhilo8(__m256i a, __m256i m
 
 __attribute__((target("avx2"))) static void philox_words_avx2(uint64_t seed, uint64_t stream, uint64_t block0,
                                                                int64_t nb, uint32_t *w, int64_t ld) {
-    const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u), m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
+    const __m256i m0 = _mm256_set1_epi32((int)DP_PHILOX_M0), m1 = _mm256_set1_epi32((int)DP_PHILOX_M1);
     const __m256i s2 = _mm256_set1_epi32((int)(uint32_t)stream), s3 = _mm256_set1_epi32((int)(uint32_t)(stream >> 32));
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     int64_t j = 0;
@@ -56,7 +56,7 @@ __attribute__((target("avx2"))) static void philox_words_avx2(uint64_t seed, uin
         __m256i c1 = _mm256_sub_epi32(_mm256_set1_epi32((int)(uint32_t)(b >> 32)), wrapped); /* -(-1) = +1 */
         __m256i c2 = s2, c3 = s3;
         uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-        for (int r = 0; r < 10; r++) {
+        for (int r = 0; r < 10; r++) { /* dp_philox4x32's round, eight lanes at once */
             __m256i lo0, hi0, lo1, hi1;
             mulhilo8(c0, m0, &lo0, &hi0);
             mulhilo8(c2, m1, &lo1, &hi1);
@@ -66,8 +66,8 @@ __attribute__((target("avx2"))) static void philox_words_avx2(uint64_t seed, uin
             c1 = lo1;
             c2 = n2;
             c3 = lo0;
-            k0 += 0x9E3779B9u;
-            k1 += 0xBB67AE85u;
+            k0 += DP_PHILOX_W0;
+            k1 += DP_PHILOX_W1;
         }
         _mm256_storeu_si256((__m256i *)(w + j), c0);
         _mm256_storeu_si256((__m256i *)(w + ld + j), c1);
