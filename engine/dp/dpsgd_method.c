@@ -197,6 +197,13 @@ dpsgd_formulation dpsgd_choose_linear(dpsgd_norms_method norms, int64_t B, int64
     return f;
 }
 
+int dpsgd_flash_bk_materializes(dpsgd_norms_method norms, dpsgd_clip_method clip, int64_t B, int64_t T, int64_t d,
+                                dp_dtype t) {
+    /* per sample: p x d f32 per-sample gradient against the T x p output gradient in t */
+    return norms == DPSGD_NORMS_FLASH && clip == DPSGD_CLIP_BK && B > 1 &&
+           (double)d * 4.0 * DPSGD_FLASH_BK_PSG_FRACTION <= (double)T * (double)dp_dtype_size(t);
+}
+
 dpsgd_formulation dpsgd_choose_embedding(dpsgd_norms_method norms) {
     /* grouping costs O(B T d) and a sort, against ghost's 2 B T^2 d: mixed always groups */
     return norms == DPSGD_NORMS_GHOST ? DPSGD_FORM_GHOST : DPSGD_FORM_GROUPED;

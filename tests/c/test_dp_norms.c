@@ -501,6 +501,64 @@ static void test_strips(dpsgd_formulation form, dp_dtype dt, int64_t B, int64_t 
     dp_tensor_free(G);
 }
 
+/* flash + bk keeps a narrow-input linear's per-sample gradients (B p d f32) instead of its output
+ * gradient (B T p) when they are at most an eighth of it: the rule at its boundary, and through
+ * the hooks a LoRA-B-like layer (d = 4, T = 64) materialized, its norms exact and its book under
+ * per_sample_grads; with twopass (nothing kept) or B = 1 flash's own formulations stay. */
+static void test_flash_bk_narrow(void) {
+    const dpsgd_norms_method F = DPSGD_NORMS_FLASH;
+    CHECK(dpsgd_flash_bk_materializes(F, DPSGD_CLIP_BK, 2, 256, 32, DP_F32));    /* 32 x 4 x 8 = 256 x 4 */
+    CHECK(!dpsgd_flash_bk_materializes(F, DPSGD_CLIP_BK, 2, 256, 33, DP_F32));   /* just over */
+    CHECK(dpsgd_flash_bk_materializes(F, DPSGD_CLIP_BK, 2, 256, 16, DP_BF16));   /* 16 x 4 x 8 = 256 x 2 */
+    CHECK(!dpsgd_flash_bk_materializes(F, DPSGD_CLIP_BK, 2, 256, 17, DP_BF16));
+    CHECK(!dpsgd_flash_bk_materializes(F, DPSGD_CLIP_BK, 1, 256, 4, DP_F32));    /* batch1 */
+    CHECK(!dpsgd_flash_bk_materializes(F, DPSGD_CLIP_TWOPASS, 2, 256, 4, DP_F32)); /* nothing kept */
+    CHECK(!dpsgd_flash_bk_materializes(DPSGD_NORMS_MIXED, DPSGD_CLIP_BK, 2, 256, 4, DP_F32));
+
+    const int64_t B = 3, T = 64, d = 4, p = 40;
+    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
+    dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *G = rand_tensor(DP_F32, 3, sg, 1.0f);
+    double want[3];
+    explicit_linear(A, G, 1.0f, want);
+    dp_param w = make_param("test.narrow", DP_PARAM_LORA_B, 2, sw);
+    dp_param *ps[1] = {&w};
+    for (int twopass = 0; twopass < 2; twopass++) {
+        dpsgd_config cfg;
+        dpsgd_config_default(&cfg);
+        cfg.norms = DPSGD_NORMS_FLASH;
+        cfg.clip = twopass ? DPSGD_CLIP_TWOPASS : DPSGD_CLIP_BK;
+        dpsgd *dp = NULL;
+        CHECK_OK(dpsgd_new_params(cpu, &cfg, ps, 1, 8, &dp));
+        if (!dp) continue;
+        dp->batch = B;
+        dp->seq_len = T;
+        dp_mem_stats st0, st;
+        dp_mem_get_stats(cpu->mem, &st0);
+        CHECK_OK(dpsgd_begin_norms(dp));
+        dp_layer_hooks h = dpsgd_norm_hooks(dp);
+        /* the backward is told not to keep G for this layer under output_grads */
+        CHECK(!h.keeps_out_grad || !h.keeps_out_grad(h.ctx, &w, B, T, d, p, DP_F32) || twopass);
+        CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, A, G, 1.0f));
+        dp_mem_get_stats(cpu->mem, &st);
+        uint64_t psg_kept = st.current[DP_CAT_PER_SAMPLE_GRADS] - st0.current[DP_CAT_PER_SAMPLE_GRADS];
+        CHECK_EQ_U64(st.current[DP_CAT_OUTPUT_GRADS], st0.current[DP_CAT_OUTPUT_GRADS]); /* no copy of G kept */
+        CHECK(dp->n_layers == 1);
+        if (dp->n_layers == 1) {
+            dpsgd_formulation f = dp->layers[0].norms;
+            CHECK(twopass ? f == DPSGD_FORM_GRAM_TILE || f == DPSGD_FORM_GRAD_TILE : f == DPSGD_FORM_MATERIALIZE);
+        }
+        /* bk keeps the B x p x d per-sample gradients (and then no output gradient) */
+        CHECK_EQ_U64(psg_kept, twopass ? 0 : (uint64_t)(B * p * d) * 4);
+        float row[3], factors[3];
+        finish(dp, &w, row, factors);
+        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "flash + bk, narrow input", twopass ? "twopass" : "bk", i);
+        dpsgd_free(dp);
+    }
+    free_param(&w);
+    dp_tensor_free(A);
+    dp_tensor_free(G);
+}
+
 /* the option reaches the hooks: whichever side flash picks, strips replace the tiles */
 static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dpsgd_formulation tiles, dpsgd_formulation strips) {
     const int64_t B = 3;
@@ -850,7 +908,8 @@ int main(void) {
     test_strips(PS, DP_F32, 1, 2, 4096, 4097, 2048, 1); /* 2048 + 2048 + 1 rows */
     test_strips(PS, DP_F32, 3, 3, 2048, 2048, 2048, 2); /* samples 2 + 1 */
     test_strips_chosen(7, 16, 24, DPSGD_FORM_GRAM_TILE, DPSGD_FORM_GRAM_STRIP);
-    test_strips_chosen(300, 3, 2, DPSGD_FORM_GRAD_TILE, DPSGD_FORM_GRAD_STRIP);
+    test_strips_chosen(300, 48, 40, DPSGD_FORM_GRAD_TILE, DPSGD_FORM_GRAD_STRIP);
+    test_flash_bk_narrow();
     /* llama with grouped-query attention (k, v of width kv_heads x head_dim, head_dim apart from
      * hidden / heads) and multi-query attention: k and v are ordinary linears for every method */
     const model_case models[] = {
