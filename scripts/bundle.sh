@@ -9,7 +9,10 @@
 #
 # DEST holds bin/ (the stripped programs), lib/ (their shared libraries except the C runtime and
 # CUDA's, which the target machine provides), lua/ (the Lua modules, found by bin/dpprof as
-# ../lua), experiments/ and ./dpprof, a launcher that sets LD_LIBRARY_PATH. On the GPU machine:
+# ../lua), experiments/, fonts/ (DejaVu Sans, the charts' one font, and a fonts.conf naming it:
+# a GPU machine often has no fonts and no fontconfig file, and cairo then draws with whatever
+# it finds, boxes for the glyphs it lacks) and ./dpprof, a launcher that sets LD_LIBRARY_PATH and
+# FONTCONFIG_FILE. On the GPU machine:
 #   mkdir dpprof && tar xJf dpprof.tar.xz -C dpprof
 #   dpprof/dpprof run dpprof/experiments/default.lua device=cuda
 set -eu
@@ -23,7 +26,7 @@ case $dest in
     *.tar.xz | *.tar.gz) stage=$(mktemp -d); archive=$dest ;;
     *) stage=$dest; archive= ;;
 esac
-rm -rf "${stage:?}/bin" "${stage:?}/lib" "${stage:?}/lua" "${stage:?}/experiments"
+rm -rf "${stage:?}/bin" "${stage:?}/lib" "${stage:?}/lua" "${stage:?}/experiments" "${stage:?}/fonts"
 mkdir -p "$stage/bin" "$stage/lib"
 
 # the programs: dpprof and any asked for (found at the top of the build or under tests/)
@@ -47,10 +50,27 @@ for b in "$stage"/bin/*; do ldd "$b"; done | awk '$2 == "=>" && $3 ~ /^\// { pri
 cp -r "$root/lua" "$stage/lua"
 rm -rf "$stage/lua/bind" # the C sources of the bindings, compiled into bin/dpprof
 cp -r "$root/experiments" "$stage/experiments"
+# the charts' font (fonts-dejavu-core, which scripts/install-deps.sh installs) and a fontconfig
+# file that finds it beside itself
+fontdir=/usr/share/fonts/truetype/dejavu
+mkdir -p "$stage/fonts"
+for f in DejaVuSans.ttf DejaVuSans-Bold.ttf; do
+    [ -f "$fontdir/$f" ] || { echo "bundle: no $fontdir/$f (install fonts-dejavu-core)" >&2; exit 1; }
+    cp "$fontdir/$f" "$stage/fonts/"
+done
+cat > "$stage/fonts/fonts.conf" <<'EOF'
+<?xml version="1.0"?>
+<!DOCTYPE fontconfig SYSTEM "fonts.dtd">
+<!-- the bundle's fonts only (dpprof's charts use DejaVu Sans) -->
+<fontconfig>
+  <dir prefix="relative">.</dir>
+</fontconfig>
+EOF
 cat > "$stage/dpprof" <<'EOF'
 #!/bin/sh
-# Runs the bundled dpprof with its libraries (and CUDA's from the usual places).
+# Runs the bundled dpprof with its libraries (and CUDA's from the usual places) and its font.
 here=$(cd "$(dirname "$0")" && pwd)
+FONTCONFIG_FILE="$here/fonts/fonts.conf" \
 LD_LIBRARY_PATH="$here/lib:${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}/usr/local/cuda/lib64" exec "$here/bin/dpprof" "$@"
 EOF
 chmod +x "$stage/dpprof"

@@ -47,6 +47,7 @@ if ! tar xJf "$bundle" -C "$x"; then
   exit 1
 fi
 export LD_LIBRARY_PATH="$x/lib:/usr/local/cuda/lib64" DPPROF_LUA_PATH="$x/lua" DPPROF_FIXTURES="$repo/tests/fixtures"
+[ -f "$x/fonts/fonts.conf" ] && export FONTCONFIG_FILE="$x/fonts/fonts.conf" # the charts' font
 cd /tmp || exit 1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/logs/device.txt"
 echo "bundle commit $(cat "$x/COMMIT")" | tee -a "$out/logs/device.txt"
