@@ -501,6 +501,29 @@ static void test_strips(dpsgd_formulation form, dp_dtype dt, int64_t B, int64_t 
     dp_tensor_free(G);
 }
 
+/* One linear weight (p x d, of the given kind) with random B x T x d inputs A and B x T x p
+ * output gradients G, and its explicit per-sample squared norms (B <= 8). */
+typedef struct {
+    dp_tensor *A, *G;
+    double want[8];
+    dp_param w;
+} linear_case;
+
+static void linear_case_init(linear_case *c, const char *name, dp_param_kind kind, int64_t B, int64_t T, int64_t d,
+                             int64_t p) {
+    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
+    c->A = rand_tensor(DP_F32, 3, sa, 1.0f);
+    c->G = rand_tensor(DP_F32, 3, sg, 1.0f);
+    explicit_linear(c->A, c->G, 1.0f, c->want);
+    c->w = make_param(name, kind, 2, sw);
+}
+
+static void linear_case_free(linear_case *c) {
+    free_param(&c->w);
+    dp_tensor_free(c->A);
+    dp_tensor_free(c->G);
+}
+
 /* flash + bk keeps a narrow-input linear's per-sample gradients (B p d f32) instead of its output
  * gradient (B T p) when they are at most an eighth of it: the rule at its boundary, and through
  * the hooks a LoRA-B-like layer (d = 4, T = 64) materialized, its norms exact and its book under
@@ -516,12 +539,9 @@ static void test_flash_bk_narrow(void) {
     CHECK(!dpsgd_flash_bk_materializes(DPSGD_NORMS_MIXED, DPSGD_CLIP_BK, 2, 256, 4, DP_F32));
 
     const int64_t B = 3, T = 64, d = 4, p = 40;
-    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
-    dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *G = rand_tensor(DP_F32, 3, sg, 1.0f);
-    double want[3];
-    explicit_linear(A, G, 1.0f, want);
-    dp_param w = make_param("test.narrow", DP_PARAM_LORA_B, 2, sw);
-    dp_param *ps[1] = {&w};
+    linear_case c;
+    linear_case_init(&c, "test.narrow", DP_PARAM_LORA_B, B, T, d, p);
+    dp_param *ps[1] = {&c.w};
     for (int twopass = 0; twopass < 2; twopass++) {
         dpsgd_config cfg;
         dpsgd_config_default(&cfg);
@@ -537,8 +557,8 @@ static void test_flash_bk_narrow(void) {
         CHECK_OK(dpsgd_begin_norms(dp));
         dp_layer_hooks h = dpsgd_norm_hooks(dp);
         /* the backward is told not to keep G for this layer under output_grads */
-        CHECK(!h.keeps_out_grad || !h.keeps_out_grad(h.ctx, &w, B, T, d, p, DP_F32) || twopass);
-        CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, A, G, 1.0f));
+        CHECK(!h.keeps_out_grad || !h.keeps_out_grad(h.ctx, &c.w, B, T, d, p, DP_F32) || twopass);
+        CHECK_OK(h.linear(h.ctx, NULL, &c.w, NULL, c.A, c.G, 1.0f));
         dp_mem_get_stats(cpu->mem, &st);
         uint64_t psg_kept = st.current[DP_CAT_PER_SAMPLE_GRADS] - st0.current[DP_CAT_PER_SAMPLE_GRADS];
         CHECK_EQ_U64(st.current[DP_CAT_OUTPUT_GRADS], st0.current[DP_CAT_OUTPUT_GRADS]); /* no copy of G kept */
@@ -550,25 +570,20 @@ static void test_flash_bk_narrow(void) {
         /* bk keeps the B x p x d per-sample gradients (and then no output gradient) */
         CHECK_EQ_U64(psg_kept, twopass ? 0 : (uint64_t)(B * p * d) * 4);
         float row[3], factors[3];
-        finish(dp, &w, row, factors);
-        for (int64_t i = 0; i < B; i++) rel_close(row[i], want[i], "flash + bk, narrow input", twopass ? "twopass" : "bk", i);
+        finish(dp, &c.w, row, factors);
+        for (int64_t i = 0; i < B; i++) rel_close(row[i], c.want[i], "flash + bk, narrow input", twopass ? "twopass" : "bk", i);
         dpsgd_free(dp);
     }
-    free_param(&w);
-    dp_tensor_free(A);
-    dp_tensor_free(G);
+    linear_case_free(&c);
 }
 
 /* the option reaches the hooks: whichever side flash picks, strips replace the tiles */
 static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dpsgd_formulation tiles, dpsgd_formulation strips) {
     const int64_t B = 3;
     CHECK(dpsgd_choose_linear(DPSGD_NORMS_FLASH, B, T, d, p, DP_F32, NULL, NULL) == tiles);
-    int64_t sa[3] = {B, T, d}, sg[3] = {B, T, p}, sw[2] = {p, d};
-    dp_tensor *A = rand_tensor(DP_F32, 3, sa, 1.0f), *G = rand_tensor(DP_F32, 3, sg, 1.0f);
-    double want[3];
-    explicit_linear(A, G, 1.0f, want);
-    dp_param w = make_param("test.strips", DP_PARAM_LINEAR_W, 2, sw);
-    dp_param *ps[1] = {&w};
+    linear_case c;
+    linear_case_init(&c, "test.strips", DP_PARAM_LINEAR_W, B, T, d, p);
+    dp_param *ps[1] = {&c.w};
     dpsgd_config cfg;
     dpsgd_config_default(&cfg);
     cfg.norms = DPSGD_NORMS_FLASH;
@@ -581,12 +596,12 @@ static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dpsgd_formulatio
         dp->seq_len = T;
         CHECK_OK(dpsgd_begin_norms(dp));
         dp_layer_hooks h = dpsgd_norm_hooks(dp);
-        CHECK_OK(h.linear(h.ctx, NULL, &w, NULL, A, G, 1.0f));
+        CHECK_OK(h.linear(h.ctx, NULL, &c.w, NULL, c.A, c.G, 1.0f));
         CHECK(dp->n_layers == 1 && dp->layers[0].norms == strips);
         float row[3], factors[3];
-        finish(dp, &w, row, factors);
+        finish(dp, &c.w, row, factors);
         for (int64_t i = 0; i < B; i++)
-            rel_close(row[i], want[i], "strips via hooks", dpsgd_formulation_name(strips), i);
+            rel_close(row[i], c.want[i], "strips via hooks", dpsgd_formulation_name(strips), i);
         dpsgd_free(dp);
     }
     cfg.flash_impl = (dpsgd_flash_impl)7;
@@ -596,9 +611,7 @@ static void test_strips_chosen(int64_t T, int64_t d, int64_t p, dpsgd_formulatio
     CHECK_OK(dpsgd_flash_impl_parse("strips", &fg));
     CHECK(fg == DPSGD_FLASH_STRIPS && strcmp(dpsgd_formulation_name(DPSGD_FORM_GRAM_STRIP), "gram_strip") == 0 &&
           strcmp(dpsgd_formulation_name(DPSGD_FORM_GRAD_STRIP), "grad_strip") == 0);
-    free_param(&w);
-    dp_tensor_free(A);
-    dp_tensor_free(G);
+    linear_case_free(&c);
 }
 
 /* what each method allocates: categories, and nothing left behind */
