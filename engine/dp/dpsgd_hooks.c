@@ -58,8 +58,8 @@ static int copy_kept(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *
 
 /* The formulation of a linear's weight under dp's method (flash's kernels as configured). */
 static dpsgd_formulation linear_form(const dpsgd *dp, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
-    dpsgd_formulation f = dpsgd_choose_linear(dp->cfg.norms, B, T, d, p, t, NULL, NULL);
     if (dpsgd_flash_bk_materializes(dp->cfg.norms, dp->cfg.clip, B, T, d, t)) return DPSGD_FORM_MATERIALIZE;
+    dpsgd_formulation f = dpsgd_choose_linear(dp->cfg.norms, B, T, d, p, t, NULL, NULL);
     if (dp->cfg.flash_impl != DPSGD_FLASH_STRIPS) return f;
     return f == DPSGD_FORM_GRAM_TILE ? DPSGD_FORM_GRAM_STRIP : f == DPSGD_FORM_GRAD_TILE ? DPSGD_FORM_GRAD_STRIP : f;
 }

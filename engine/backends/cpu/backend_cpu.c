@@ -23,7 +23,6 @@
 #include <omp.h>
 #endif
 
-#define CPU_ALIGN 64
 #define PAR_MIN 32768  /* below this many elements a loop runs on one thread */
 #define SUM_CHUNK 4096 /* elements per partial sum in reductions */
 

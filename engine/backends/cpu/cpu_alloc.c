@@ -3,14 +3,14 @@
  * tens of MB at the bench shape). The C library serves blocks that large with mmap and unmaps
  * them on free, so every step faults each page in again and the kernel zeroes it: ~12k faults a
  * step on the llama bench shape, the page-zeroing alone a few % of the step. Freed blocks of at
- * least CACHE_MIN bytes are therefore kept, up to CACHE_SLOTS blocks and CACHE_BYTES in all
+ * least DP_CPU_KEEP_MIN bytes are therefore kept, up to DP_CPU_KEEP_SLOTS blocks and DP_CPU_KEEP_BYTES in all
  * (oldest given back first), and an allocation of exactly the same rounded size takes one back
  * (flash_clip on the llama bench shape: 220k faults and 1.3 s of system time over 8 steps
  * before, 91k and 0.4 s after). Under AddressSanitizer a kept block is poisoned until it is
  * taken back, so a use after free is still reported.
  * The allocator's figures are unaffected: they count what dpprof allocates, as the C library's
  * own free lists never showed; a kept block is host memory the process holds, as a CUDA pool's
- * reserve is on the GPU (at most CACHE_BYTES more resident memory). */
+ * reserve is on the GPU (at most DP_CPU_KEEP_BYTES more resident memory). */
 #include "cpu_alloc.h"
 
 #include <pthread.h>
@@ -26,9 +26,6 @@
 #include <stdlib.h>
 
 #define CPU_ALIGN 64
-#define CACHE_MIN DP_CPU_KEEP_MIN
-#define CACHE_SLOTS DP_CPU_KEEP_SLOTS
-#define CACHE_BYTES DP_CPU_KEEP_BYTES
 
 typedef struct {
     void *ptr;
@@ -37,7 +34,7 @@ typedef struct {
 } kept_block;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static kept_block kept[CACHE_SLOTS];
+static kept_block kept[DP_CPU_KEEP_SLOTS];
 static int n_kept;
 static size_t kept_bytes;
 static uint64_t clock_ticks;
@@ -55,7 +52,7 @@ static void drop(int i) { /* kept[i] out of the list (the caller frees its memor
 void *dp_cpu_block_alloc(size_t bytes) {
     size_t r = rounded_size(bytes);
     if (r == 0) return NULL;
-    if (r >= CACHE_MIN) {
+    if (r >= DP_CPU_KEEP_MIN) {
         pthread_mutex_lock(&lock);
         for (int i = 0; i < n_kept; i++)
             if (kept[i].bytes == r) {
@@ -73,14 +70,14 @@ void *dp_cpu_block_alloc(size_t bytes) {
 void dp_cpu_block_free(void *ptr, size_t bytes) {
     if (!ptr) return;
     size_t r = rounded_size(bytes);
-    if (r < CACHE_MIN || r > CACHE_BYTES) {
+    if (r < DP_CPU_KEEP_MIN || r > DP_CPU_KEEP_BYTES) {
         free(ptr);
         return;
     }
-    void *evicted[CACHE_SLOTS];
+    void *evicted[DP_CPU_KEEP_SLOTS];
     int n_evicted = 0;
     pthread_mutex_lock(&lock);
-    while (n_kept > 0 && (n_kept == CACHE_SLOTS || kept_bytes + r > CACHE_BYTES)) {
+    while (n_kept > 0 && (n_kept == DP_CPU_KEEP_SLOTS || kept_bytes + r > DP_CPU_KEEP_BYTES)) {
         int oldest = 0;
         for (int i = 1; i < n_kept; i++)
             if (kept[i].age < kept[oldest].age) oldest = i;

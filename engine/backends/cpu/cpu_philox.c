@@ -12,8 +12,9 @@
 #define DP_PHILOX_AVX2 1
 #endif
 
-void dp_cpu_philox_words_scalar(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb, uint32_t *w,
-                                int64_t ld) {
+/* The portable loop, inlined into each caller so that each compiles it for its own target. */
+static inline __attribute__((always_inline)) void words_loop(uint64_t seed, uint64_t stream, uint64_t block0,
+                                                             int64_t nb, uint32_t *w, int64_t ld) {
     for (int64_t j = 0; j < nb; j++) {
         dp_philox_out o = dp_philox4x32(seed, stream, block0 + (uint64_t)j);
         for (int k = 0; k < 4; k++) w[k * ld + j] = o.v[k];
@@ -26,10 +27,7 @@ void dp_cpu_philox_words_scalar(uint64_t seed, uint64_t stream, uint64_t block0,
  * keeps it. */
 __attribute__((target("avx512f"))) static void philox_words_avx512(uint64_t seed, uint64_t stream, uint64_t block0,
                                                                     int64_t nb, uint32_t *w, int64_t ld) {
-    for (int64_t j = 0; j < nb; j++) {
-        dp_philox_out o = dp_philox4x32(seed, stream, block0 + (uint64_t)j);
-        for (int k = 0; k < 4; k++) w[k * ld + j] = o.v[k];
-    }
+    words_loop(seed, stream, block0, nb, w, ld);
 }
 
 /* lo and hi halves of a * m per 32-bit lane */
@@ -74,7 +72,7 @@ __attribute__((target("avx2"))) static void philox_words_avx2(uint64_t seed, uin
         _mm256_storeu_si256((__m256i *)(w + 2 * ld + j), c2);
         _mm256_storeu_si256((__m256i *)(w + 3 * ld + j), c3);
     }
-    if (j < nb) dp_cpu_philox_words_scalar(seed, stream, block0 + (uint64_t)j, nb - j, w + j, ld);
+    if (j < nb) words_loop(seed, stream, block0 + (uint64_t)j, nb - j, w + j, ld);
 }
 #endif
 
@@ -95,10 +93,6 @@ void dp_cpu_philox_words(uint64_t seed, uint64_t stream, uint64_t block0, int64_
         philox_words_avx512(seed, stream, block0, nb, w, ld);
         return;
     }
-    if (__builtin_cpu_supports("avx2")) {
-        philox_words_avx2(seed, stream, block0, nb, w, ld);
-        return;
-    }
 #endif
-    dp_cpu_philox_words_scalar(seed, stream, block0, nb, w, ld);
+    if (!dp_cpu_philox_words_avx2(seed, stream, block0, nb, w, ld)) words_loop(seed, stream, block0, nb, w, ld);
 }

@@ -9,11 +9,6 @@
  * into w[k * ld + j] (ld >= nb). */
 void dp_cpu_philox_words(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb, uint32_t *w, int64_t ld);
 
-/* The same with the portable loop, whatever the CPU has (the reference the tests hold the fast
- * path to). */
-void dp_cpu_philox_words_scalar(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb, uint32_t *w,
-                                int64_t ld);
-
 /* The AVX2 path alone (what dp_cpu_philox_words takes on a CPU with AVX2 but not AVX-512), for
  * the tests on any CPU with AVX2; 0 and nothing written without it. */
 int dp_cpu_philox_words_avx2(uint64_t seed, uint64_t stream, uint64_t block0, int64_t nb, uint32_t *w, int64_t ld);
