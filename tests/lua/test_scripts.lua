@@ -1,0 +1,94 @@
+-- test_scripts.lua: the scripts of experiments/ as a user runs them.
+--   * every script answers --help with what it does and the common keys (profile= threads=
+--     device= out= methods=/method=), each either described or said not to be taken, and why;
+--   * a key a script does not take is refused naming the valid ones, before anything runs;
+--   * method= is methods=, and profile= and threads= reach every run of the sweep;
+--   * a copy of llama3_lora.lua in another folder, run from a third one, still finds the
+--     repository's fixtures (tests/fixtures/llama3_8b) and runs on the plan device.
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+
+local exe = dp.executable
+local experiments = arg[0]:match("(.*/)") .. "../../experiments/"
+local base = string.format("/tmp/dpprof-test-scripts-%d-%d", dp.pid(), os.time())
+assert(dp.mkdir_p(base))
+
+local function run(dir, script, args)
+  return check.sh(string.format("cd %q && %q run %q %s", dir, exe, script, args or ""))
+end
+
+-- --help: every script, exit 0, the common keys each described or refused with a reason
+local scripts = {}
+for _, name in ipairs(dp.list_dir(experiments)) do
+  if name:match("%.lua$") then scripts[#scripts + 1] = name end
+end
+table.sort(scripts)
+check.truthy(#scripts >= 12, "the scripts of experiments/ (" .. #scripts .. ")")
+for _, name in ipairs(scripts) do
+  local code, text = run(base, experiments .. name, "--help")
+  check.eq(code, 0, name .. " --help: " .. text)
+  check.truthy(text:find("^" .. name:gsub("%p", "%%%0") .. ": "), name .. " --help starts with what it does: " .. text)
+  check.truthy(text:find("\nkeys (dpprof run ", 1, true), name .. " --help lists its keys: " .. text)
+  for _, key in ipairs({ "profile", "threads", "device", "out", "methods" }) do
+    local line = text:match("\n  " .. key .. " +([^\n]*)")
+    check.truthy(line and (line:find("^" .. key .. "=") or line:find("^not taken here: %S")),
+                 name .. " --help: " .. key .. " described or refused with a reason: " .. tostring(line))
+  end
+  check.eq(dp.list_dir(base .. "/results"), nil, name .. " --help ran nothing")
+end
+-- -h and help=true are the same
+local code, text = run(base, experiments .. "default.lua", "-h")
+check.eq(code, 0, "-h")
+check.truthy(text:find("methods=a,b (or method=a)", 1, true), "-h prints the keys: " .. text)
+
+-- A key not taken: one line naming it and the valid keys; a common key a script cannot use says why.
+code, text = run(base, experiments .. "default.lua", "metods=ghost")
+check.eq(code, 1, "misspelt key: " .. text)
+check.eq(text, "dpprof: default.lua: unknown argument 'metods' (valid: profile, threads, device, out, methods, method, "
+               .. "preset, arch, vocab, hidden, layers, heads, seq_len, batch, dtype, iters, warmup, timeout, seed, "
+               .. "physical, all, parallel, repeats)\n", "names the key and the valid ones")
+code, text = run(base, experiments .. "bench_privacy.lua", "device=cpu steps=10")
+check.eq(code, 1, "device= on bench_privacy: " .. text)
+check.truthy(text:find("bench_privacy.lua: device= is not taken here: it times the privacy accountants alone", 1, true)
+             and text:find("(valid: out, accountants, steps, repeats)", 1, true), "says why and the valid keys: " .. text)
+code, text = run(base, experiments .. "default.lua", "method=ghost methods=bk")
+check.eq(code, 1, "method= and methods=: " .. text)
+check.truthy(text:find("give method= or methods=, not both", 1, true), "both refused: " .. text)
+check.eq(dp.list_dir(base .. "/results"), nil, "nothing ran")
+
+-- method=, profile= and threads= reach the runs (default.lua, a tiny model on the CPU)
+local out = base .. "/common"
+code, text = run(base, experiments .. "default.lua",
+                 "method=ghost profile=ops threads=1 device=cpu vocab=64 hidden=16 layers=1 heads=2 seq_len=8 batch=2 "
+                 .. "iters=1 warmup=0 out=" .. out)
+check.eq(code, 0, "default.lua with the common keys: " .. text)
+local files = {}
+for _, f in ipairs(dp.list_dir(out)) do
+  if f:match("^method=.*%.json$") then files[#files + 1] = f end
+end
+check.eq(#files, 1, "method=ghost: one point, not the default three: " .. table.concat(files, " "))
+local r = dp.results.read(out .. "/" .. files[1])
+check.eq(r.config.method, "ghost", "the method given")
+check.eq(r.config.profile, "ops", "profile= reached the run")
+check.truthy(r.profile and #r.profile.ops > 0, "the run was profiled")
+check.eq(r.environment.threads, 1, "threads= reached the run")
+
+-- A copy of llama3_lora.lua in another folder, run from a third: the fixtures are found from
+-- dpprof's own location (the copy's has none), and the plan device runs it.
+local copy_dir, cwd = base .. "/copied", base .. "/elsewhere"
+assert(dp.mkdir_p(copy_dir))
+assert(dp.mkdir_p(cwd))
+assert(dp.write_file(copy_dir .. "/llama3_lora.lua", assert(dp.read_file(experiments .. "llama3_lora.lua"))))
+code, text = run(cwd, copy_dir .. "/llama3_lora.lua", "seq_lens=128 batches=1 physicals=1 ranks=8 method=flash_clip "
+                                                      .. "out=" .. base .. "/l3")
+check.eq(code, 0, "a copied llama3_lora.lua: " .. text)
+local l3 = dp.results.read(base .. "/l3/method=flash_clip,lora_rank=8,batch=1,max_physical_batch_size=1,seq_len=128.json")
+check.eq(l3.status, "ok", "the plan point ran")
+check.eq(l3.predicted, true, "on the plan device")
+check.eq(l3.config.model.kv_heads, 8, "Llama-3.1-8B's config.json: grouped-query attention")
+check.eq(l3.config.model.hidden, 4096, "Llama-3.1-8B's config.json: its width")
+check.truthy(l3.config.model.path:find("tests/fixtures/llama3_8b$"), "the repository's fixture: " .. l3.config.model.path)
+
+os.execute("rm -rf '" .. base .. "'")
+print("test_scripts: ok")
