@@ -37,7 +37,7 @@ end
 presets.COMMON = {
   { "profile", "profile=none|ops: per-op timing of every run (dpprof.experiment's profile)" },
   { "threads", "threads=N: the CPU backend's threads for every run (dpprof.experiment's threads)" },
-  { "device", "device=cpu|cuda|plan|auto: where the runs go" },
+  { "device", "device=cpu|cuda|plan: where the runs go (a script that takes fewer, or auto, names its own)" },
   { "out", "out=DIR: the results folder" },
   { "methods", "methods=a,b (or method=a): the DP methods, of " .. table.concat(dp.dp.METHODS, ", ") },
 }
