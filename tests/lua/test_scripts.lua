@@ -4,7 +4,9 @@
 --   * a key a script does not take is refused naming the valid ones, before anything runs;
 --   * method= is methods=, and profile= and threads= reach every run of the sweep;
 --   * a copy of llama3_lora.lua in another folder, run from a third one, still finds the
---     repository's fixtures (tests/fixtures/llama3_8b) and runs on the plan device.
+--     repository's fixtures (tests/fixtures/llama3_8b) and runs on the plan device;
+--   * the README's five-minute path is true: its `dpprof fit` answers are what the binary
+--     answers, and its sweep command draws the chart the README shows (a small PNG).
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -89,6 +91,34 @@ check.eq(l3.predicted, true, "on the plan device")
 check.eq(l3.config.model.kv_heads, 8, "Llama-3.1-8B's config.json: grouped-query attention")
 check.eq(l3.config.model.hidden, 4096, "Llama-3.1-8B's config.json: its width")
 check.truthy(l3.config.model.path:find("tests/fixtures/llama3_8b$"), "the repository's fixture: " .. l3.config.model.path)
+
+-- The README's five-minute path: its fit command gives the answers printed under it, and its
+-- sweep command draws the chart it shows.
+local root = arg[0]:match("(.*/)") .. "../../"
+local readme = assert(dp.read_file(root .. "README.md"))
+local fit_cmd, fit_text = readme:match("\n%$ build/dpprof (fit [^\n]+)\n(.-)\n```")
+check.truthy(fit_cmd, "the README shows a dpprof fit command and its output")
+code, text = check.sh(string.format("cd %q && %q %s", root, exe, fit_cmd))
+check.eq(code, 0, "the README's fit command: " .. text)
+local rows = 0
+for method, ck, largest in fit_text:gmatch("\n  ([%w_]+ ?%*?)%s+(%a+)%s+(%d+)%s") do
+  rows = rows + 1
+  local pat = "\n  " .. method:gsub("%*", "%%*") .. "%s+" .. ck .. "%s+" .. largest .. "%s"
+  check.truthy(text:find(pat), string.format("README: %s %s fits %s; the binary says:\n%s", method, ck, largest, text))
+end
+check.truthy(rows >= 2, "the README's fit table has its rows (" .. rows .. ")")
+local sweep_cmd = readme:match("\nbuild/dpprof (run experiments/sweep_seqlen%.lua[^\n]*)\n")
+check.truthy(sweep_cmd, "the README shows its sweep command")
+code, text = check.sh(string.format("cd %q && %q %s out=%q", root, exe, sweep_cmd, base .. "/sweep"))
+check.eq(code, 0, "the README's sweep command: " .. text)
+local img = readme:match("%!%[[^%]]*%]%((docs/img/[^%)]+%.png)%)")
+check.truthy(img, "the README shows a chart from docs/img")
+check.truthy(img:find("sweep_seq_len", 1, true), "the chart is the sweep's: " .. img)
+local drawn = assert(dp.read_file(base .. "/sweep/sweep_seq_len.png"), "the sweep drew sweep_seq_len.png")
+local shown = assert(dp.read_file(root .. img), "the README's image is committed: " .. img)
+check.eq(shown:sub(1, 8), "\x89PNG\r\n\26\n", "a PNG")
+check.truthy(#shown < 200 * 1024, "the README's chart stays small: " .. #shown .. " bytes")
+check.truthy(#drawn > 10 * 1024, "the sweep drew a chart with content: " .. #drawn .. " bytes")
 
 os.execute("rm -rf '" .. base .. "'")
 print("test_scripts: ok")
