@@ -5,6 +5,8 @@
 --   * method= is methods=, and profile= and threads= reach every run of the sweep;
 --   * a copy of llama3_lora.lua in another folder, run from a third one, still finds the
 --     repository's fixtures (tests/fixtures/llama3_8b) and runs on the plan device;
+--   * every command of README.md and docs/*.md that runs a script of experiments/ gives it only
+--     keys it takes (the keys its --help lists);
 --   * the README's five-minute path is true: its `dpprof fit` answers are what the binary
 --     answers, and its sweep command draws the chart the README shows (a small PNG).
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
@@ -92,9 +94,47 @@ check.eq(l3.config.model.kv_heads, 8, "Llama-3.1-8B's config.json: grouped-query
 check.eq(l3.config.model.hidden, 4096, "Llama-3.1-8B's config.json: its width")
 check.truthy(l3.config.model.path:find("tests/fixtures/llama3_8b$"), "the repository's fixture: " .. l3.config.model.path)
 
+-- Every script command in the README and docs/ uses keys the script takes: in each code span
+-- (inline, or a fenced block's line with its continuations), the words key=value after "NAME.lua".
+local root = arg[0]:match("(.*/)") .. "../../"
+local keys_of = {}
+for _, name in ipairs(scripts) do
+  local _, help = run(base, experiments .. name, "--help")
+  local list = help:match("\nkeys %(dpprof run [^)]*%): ([^\n]*)")
+  keys_of[name] = {}
+  for k in list:gmatch("[%w_]+") do keys_of[name][k] = true end
+end
+local docs = { "README.md" }
+for _, f in ipairs(dp.list_dir(root .. "docs")) do
+  if f:match("%.md$") then docs[#docs + 1] = "docs/" .. f end
+end
+local given = 0
+local sbatch = {} -- `dpprof sweep submit SCRIPT` takes these itself, the rest go to the script
+for _, k in ipairs(require("dpprof.slurm").OPTION_KEYS) do sbatch[k] = true end
+local function check_span(doc, span)
+  local submit = span:find("sweep submit", 1, true) ~= nil
+  for name, rest in span:gmatch("([%w_]+%.lua)(.*)") do
+    if keys_of[name] then
+      for k in rest:gmatch("%f[%w_]([%a_][%w_]*)=") do
+        given = given + 1
+        check.truthy(keys_of[name][k] or (submit and sbatch[k]),
+                     string.format("%s: %s is given %s=, which it does not take", doc, name, k))
+      end
+    end
+  end
+end
+for _, doc in ipairs(docs) do
+  local text = assert(dp.read_file(root .. doc))
+  local prose = text:gsub("\n```[^\n]*\n(.-)\n```", function(block)
+    for line in (block:gsub("\\\n", " ") .. "\n"):gmatch("([^\n]*)\n") do check_span(doc, line) end
+    return "\n"
+  end)
+  for span in prose:gmatch("`([^`]+)`") do check_span(doc, span) end
+end
+check.truthy(given >= 40, "the docs' script commands were read (" .. given .. " keys)")
+
 -- The README's five-minute path: its fit command gives the answers printed under it, and its
 -- sweep command draws the chart it shows.
-local root = arg[0]:match("(.*/)") .. "../../"
 local readme = assert(dp.read_file(root .. "README.md"))
 local fit_cmd, fit_text = readme:match("\n%$ build/dpprof (fit [^\n]+)\n(.-)\n```")
 check.truthy(fit_cmd, "the README shows a dpprof fit command and its output")
