@@ -136,6 +136,17 @@ check.truthy(given >= 40, "the docs' script commands were read (" .. given .. " 
 -- The README's five-minute path: its fit command gives the answers printed under it, and its
 -- sweep command draws the chart it shows.
 local readme = assert(dp.read_file(root .. "README.md"))
+-- It starts with the two commands, and names no method's inner choices before it has explained
+-- the methods (a newcomer meets bk, twopass and mixed only in their table).
+local first = readme:match("^# dpprof\n[^`]*```sh\n(.-)\n```")
+check.truthy(first and first:find("^scripts/run%-default%.sh ") and first:find("\nscripts/test%.sh "),
+             "the README starts with the two commands: " .. tostring(first))
+check.truthy(readme:find("`.ci/run` runs exactly the second command", 1, true), "and says .ci/run runs the second")
+local before = readme:match("^(.-)\n## The methods\n")
+check.truthy(before, "the README has its methods section")
+for _, word in ipairs({ "bk", "twopass", "mixed" }) do
+  check.truthy(not before:find("%f[%w_]" .. word .. "%f[^%w_]"), "'" .. word .. "' before the methods are explained")
+end
 local fit_cmd, fit_text = readme:match("\n%$ build/dpprof (fit [^\n]+)\n(.-)\n```")
 check.truthy(fit_cmd, "the README shows a dpprof fit command and its output")
 code, text = check.sh(string.format("cd %q && %q %s", root, exe, fit_cmd))
