@@ -1,5 +1,6 @@
 -- bench_checkpoint.lua: activation checkpointing's trade per DP preset: peak memory and step time with checkpointing every block, every 2nd and every 4th block, as ratios to the same method without it (each point in its own process), and the recompute phase against the forward.
 -- Change it: dpprof run experiments/bench_checkpoint.lua [configs=small|large,llama3_8b_lora] [methods=a,b] [settings=blocks,2,4] [seq_len=T] [iters=5] [warmup=1] [repeats=1] [device=cpu|cuda|plan] [timeout=900] [out=DIR]
+--            [profile=ops] [threads=N]
 --
 -- configs: small (V=8192 d=256 L=4 H=4 T=256 B=4, f32, the CPU default); on a GPU large (V=32000
 -- d=2048 L=20 H=16 T=16384 B=1, f32) and llama3_8b_lora (tests/fixtures/llama3_8b's shapes, random
@@ -14,17 +15,15 @@
 -- largest T).
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
-local args = dp.args or {}
-presets.check_args(args, "bench_checkpoint.lua", { "configs", "methods", "settings", "seq_len", "iters", "warmup",
-                                                   "repeats", "device", "timeout", "out" })
+local args = presets.args("bench_checkpoint.lua", { "configs", "settings", "seq_len", "iters", "warmup", "repeats",
+                                                   "timeout" })
 
-local here = (arg and arg[0] or ""):match("(.*/)experiments/[^/]*$") or ""
 local LARGE = { arch = "gpt", vocab = 32000, hidden = 2048, layers = 20, heads = 16, seq_len = 16384, batch = 1,
                 dtype = "f32" }
 local CONFIGS = {
   small = { arch = "gpt", vocab = 8192, hidden = 256, layers = 4, heads = 4, seq_len = 256, batch = 4, dtype = "f32" },
   large = LARGE,
-  llama3_8b_lora = { path = here .. "tests/fixtures/llama3_8b", weights = "random", seq_len = 8192, batch = 1, dtype = "bf16",
+  llama3_8b_lora = { path = "tests/fixtures/llama3_8b", weights = "random", seq_len = 8192, batch = 1, dtype = "bf16",
                      lora = { rank = 16, targets = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                      "down_proj" } } },
 }
@@ -56,6 +55,7 @@ local rows, checks = {}, {}
 for _, name in ipairs(configs) do
   local model = dp.deep_copy(CONFIGS[name])
   if not model then error(string.format("unknown config '%s' (valid: small, large, llama3_8b_lora)", tostring(name))) end
+  if model.path then model.path = presets.repo_path(model.path) end
   model.seq_len = args.seq_len or model.seq_len
   -- best of repeats: the fastest run of each point over the sweeps
   local best = {}
@@ -63,6 +63,7 @@ for _, name in ipairs(configs) do
     local dir = repeats == 1 and string.format("%s/%s", out, name) or string.format("%s/%s/rep%d", out, name, rep)
     local swept = dp.sweep{
       base = { model = model, device = device, iters = args.iters or 5, warmup = args.warmup or 1,
+               profile = args.profile, threads = args.threads,
                dp = { max_grad_norm = 1.0, noise_multiplier = 1.0, sample_rate = 0.01,
                       max_physical_batch_size = model.batch } },
       vary = { method = methods, checkpoint = checkpoints }, order = { "method", "checkpoint" }, out = dir,

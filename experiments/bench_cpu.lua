@@ -9,16 +9,19 @@
 -- Opacus hooks and ghost) once per round and thread count, alternating with dpprof's points (the
 -- order flips every round), so both see the same load; baseline=FILE reads its JSON lines from an
 -- earlier run instead. Every figure is the median over the rounds of each run's median step.
--- Prints, and writes beside bench_cpu.json as bench_cpu.md, the README's table ready to paste.
+-- Prints, and writes beside bench_cpu.json as bench_cpu.md, the table of docs/performance.md ready to paste.
+-- Of the common keys it takes threads= (a list: each count is timed), methods= (or method=) and out=;
+-- not device= (the CPU against PyTorch on the CPU) nor profile= (per-op timing would add its cost to the
+-- steps compared).
 --
 -- Targets (issue 18; a benchmark, not a test): vanilla <= 1.0x PyTorch eager's step time for gpt
 -- and llama; every DP preset <= 1.3x dpprof vanilla. twopass presets (ghost, mixed_ghost) run a
 -- second backward by construction, as Opacus's ghost clipping does.
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
-local args = dp.args or {}
-presets.check_args(args, "bench_cpu.lua", { "archs", "methods", "threads", "rounds", "iters", "warmup", "torch",
-                                            "baseline", "timeout", "out" })
+local args = presets.args("bench_cpu.lua", { "archs", "rounds", "iters", "warmup", "torch", "baseline", "timeout" },
+                          { device = "it times the CPU against PyTorch on the CPU",
+                            profile = "per-op timing would add its own cost to the steps it compares" })
 
 local SHAPE = { vocab = 8192, hidden = 256, layers = 4, heads = 4, seq_len = 256, batch = 4, tie_head = false }
 local TORCH_MODES = { "eager", "opacus_hooks", "opacus_ghost" }
@@ -158,7 +161,7 @@ end
 local function ms(v) return v and string.format("%.0f", v) or "-" end
 local function x(v) return v and string.format("%.2fx", v) or "-" end
 
--- The README's table (markdown): one row per model and thread count, step times with their ratios
+-- The table of docs/performance.md (markdown): one row per model and thread count, step times with their ratios
 -- (Opacus and dpprof vanilla against PyTorch eager, each DP preset against dpprof vanilla).
 local env = dp.environment()
 -- this run's command line, for the table's caption
@@ -219,6 +222,6 @@ for _, r in ipairs(rows) do
 end
 print("")
 for _, c in ipairs(checks) do print(c) end
-print("\nthe README's table (README.md, \"Measured on the CPU against PyTorch and Opacus\"):\n")
+print("\nthe table of docs/performance.md (\"On the CPU against PyTorch and Opacus\"):\n")
 io.write(table_md)
 print("\nresults: " .. out .. "/bench_cpu.json, " .. out .. "/bench_cpu.md")

@@ -1,5 +1,6 @@
 -- bench_dp.lua: per DP preset, step time and peak memory as ratios to vanilla measured in the same run (each point in its own process), with the extra memory by category.
 -- Change it: dpprof run experiments/bench_dp.lua [configs=small|large,batched] [dtypes=f32,bf16] [methods=a,b] [iters=2] [warmup=1] [device=cpu|cuda|plan] [flash_impl=tiles|strips] [arch=gpt|llama] [timeout=900] [out=DIR]
+--            [profile=ops] [threads=N]
 --
 -- configs: small (V=8192 d=256 L=4 H=4 T=256 B=4, the CPU default); on a GPU large (V=32000
 -- d=2048 L=20 H=16 T=16384 B=1) and batched (the same model at T=1024 B=16). Targets (GPU):
@@ -7,9 +8,7 @@
 -- the time, its extra peak being the output_grads it keeps plus O(B) per layer.
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
-local args = dp.args or {}
-presets.check_args(args, "bench_dp.lua", { "configs", "dtypes", "methods", "iters", "warmup", "device", "arch",
-                                           "flash_impl", "timeout", "out" })
+local args = presets.args("bench_dp.lua", { "configs", "dtypes", "iters", "warmup", "arch", "flash_impl", "timeout" })
 
 local MODEL = { vocab = 32000, hidden = 2048, layers = 20, heads = 16 }
 local CONFIGS = {
@@ -38,6 +37,7 @@ for _, name in ipairs(configs) do
     local dir = string.format("%s/%s_%s", out, name, dtype)
     local swept = dp.sweep{
       base = { model = model, device = device, iters = args.iters or 2, warmup = args.warmup or 1,
+               profile = args.profile, threads = args.threads,
                dp = { max_physical_batch_size = model.batch, flash_impl = args.flash_impl } }, -- C, sigma, q: defaults
       vary = { method = methods }, out = dir, timeout = args.timeout or 900,
     }

@@ -1,5 +1,6 @@
 -- bench_model.lua: forward, backward and optimizer time and tokens/s of plain training (no DP), each config and dtype in its own process.
 -- Change it: dpprof run experiments/bench_model.lua [configs=small|gpt2,large] [dtypes=f32,bf16] [arch=gpt|llama] [iters=5] [warmup=2] [device=cpu|cuda] [baseline=torch.jsonl] [out=DIR]
+--            [profile=ops] [threads=N]; no methods= (plain training: vanilla only)
 --
 -- configs: small (V=8192 d=256 L=4 H=4 T=256 B=4, the CPU default), gpt2 (V=50257 d=768 L=12 H=12
 -- T=1024 B=8) and large (V=32000 d=2048 L=20 H=16 T=16384 B=1), the GPU defaults with f32 and bf16.
@@ -7,9 +8,8 @@
 -- shapes, run beforehand in the same session) and adds the ratio dpprof / PyTorch per row.
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
-local args = dp.args or {}
-presets.check_args(args, "bench_model.lua", { "configs", "dtypes", "arch", "iters", "warmup", "device", "baseline",
-                                              "timeout", "out" })
+local args = presets.args("bench_model.lua", { "configs", "dtypes", "arch", "iters", "warmup", "baseline", "timeout" },
+                          { methods = "plain training without DP: vanilla only (bench_dp.lua compares the methods)" })
 
 local CONFIGS = {
   small = { vocab = 8192, hidden = 256, layers = 4, heads = 4, seq_len = 256, batch = 4 },
@@ -47,6 +47,7 @@ for _, name in ipairs(configs) do
   local dir = out .. "/" .. name
   local swept = dp.sweep{
     base = { model = model, method = "vanilla", device = device, iters = args.iters or 5,
+             profile = args.profile, threads = args.threads,
              warmup = args.warmup or 2, snapshots = "none", optimizer = { name = "adamw", lr = 1e-4 } },
     vary = { dtype = dtypes }, out = dir, timeout = args.timeout or 900,
   }

@@ -1,7 +1,7 @@
 -- bench_plan.lua: how exact the plan backend's prediction is on a real GPU: predicted peak against measured peak allocated and reserved, every preset, f32 and bf16, two configs.
--- Change it: dpprof run experiments/bench_plan.lua [configs=large,batched] [methods=a,b] [dtypes=f32,bf16] [warmup=0] [iters=1] [batched_layers=16] [device_model=h100] [timeout=180] [budget_s=170] [dry=true] [out=DIR]
+-- Change it: dpprof run experiments/bench_plan.lua [configs=large,batched] [methods=a,b] [dtypes=f32,bf16] [warmup=0] [iters=1] [batched_layers=16] [device_model=h100] [timeout=180] [budget_s=170] [dry=true] [device=cuda|cpu] [threads=N] [out=DIR]
 --
--- Each point is measured once on `cuda` in an isolated child and planned once on `plan` with the
+-- Each point is measured once on `device` (cuda by default) in an isolated child and planned once on `plan` with the
 -- device model in this process, both with the same schedule: by default one timed iteration and
 -- no warm-up, which makes every allocation there is (the optimizer's states at its step
 -- included); warmup=1 gives the steady-state peak and doubles the GPU time. Points run cheapest
@@ -22,15 +22,14 @@
 --          batched = gpt V=32000 d=2048 L=16 H=16 T=1024 B=16 (16 layers: every preset, f32
 --          included, fits an 80 GB card with room to spare; `dpprof fit vary=layers seq_len=1024
 --          batch=16 dtype=f32` puts the limit at 19 layers for flat, bk and flash_clip);
---          tiny = gpt V=256 d=32 L=2 H=2 T=16 B=2, with measure_device=cpu workspace=false dtypes=f32
+--          tiny = gpt V=256 d=32 L=2 H=2 T=16 B=2, with device=cpu workspace=false dtypes=f32
 --          to try the script without a GPU.
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local results = dp.results
-local args = dp.args or {}
-presets.check_args(args, "bench_plan.lua", { "configs", "methods", "dtypes", "warmup", "iters", "batched_layers",
-                                             "device_model", "workspace", "measure_device", "timeout", "budget_s",
-                                             "dry", "out" })
+local args = presets.args("bench_plan.lua", { "configs", "dtypes", "warmup", "iters", "batched_layers", "device_model",
+                                             "workspace", "timeout", "budget_s", "dry" },
+                          { profile = "it compares memory to the byte; what per-op timing costs is bench_profile.lua's" })
 
 local MiB = 1024 * 1024
 local CONFIGS = {
@@ -46,7 +45,7 @@ local dtypes = presets.list(args.dtypes) or { "bf16", "f32" }
 local warmup, iters = args.warmup or 0, args.iters or 1
 local budget_s = args.budget_s or 170
 local device_model = dp.plan.device_model{ base = args.device_model or "h100", workspace = args.workspace }
-local measure_device = args.measure_device or "cuda"
+local measure_device = args.device or "cuda" -- the plan's side is always the plan device
 local dry = args.dry == true or args.dry == 1
 local timeout = args.timeout or 180
 for _, c in ipairs(configs) do
@@ -66,6 +65,7 @@ local function config_of(cname, dtype, method, device)
   model.dtype = dtype
   return { name = string.format("%s_%s_%s", cname, dtype, method), model = model, method = method, device = device,
            device_model = device == "plan" and device_model or nil, iters = iters, warmup = warmup, snapshots = "none",
+           threads = args.threads,
            dp = { max_physical_batch_size = model.batch } }
 end
 

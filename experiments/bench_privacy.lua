@@ -10,8 +10,9 @@
 -- Seconds are wall time (dp.clock) on this machine, one thread: FFTW plans are FFTW_ESTIMATE.
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
-local args = dp.args or {}
-presets.check_args(args, "bench_privacy.lua", { "accountants", "steps", "repeats", "out" })
+local why = "it times the privacy accountants alone (no model, no training)"
+local args = presets.args("bench_privacy.lua", { "accountants", "steps", "repeats" },
+                          { device = why, threads = why, profile = why, methods = why })
 
 local accountants = {}
 for a in tostring(args.accountants or "rdp,prv,pld"):gmatch("[^,]+") do accountants[#accountants + 1] = a end

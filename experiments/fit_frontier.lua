@@ -3,9 +3,11 @@
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local results = dp.results
-local args = dp.args or {}
-presets.check_args(args, "fit_frontier.lua", { "dtype", "device_model", "budget_gb", "methods", "batch", "arch",
-                                               "vocab", "granularity", "out" })
+local args = presets.args("fit_frontier.lua", { "dtype", "device_model", "budget_gb", "batch", "arch", "vocab",
+                                               "granularity" },
+                          { device = "plan runs only (device_model= picks the card)",
+                            threads = "plan runs do no arithmetic",
+                            profile = "plan runs through dpprof.fit, which times no ops" })
 
 -- Model sizes: hidden, layers, heads (head dimension 128; 64 for the smallest), from 0.11 B to
 -- 3.8 B parameters. Training holds 18 bytes a parameter under bf16 (bf16 weights and an f32

@@ -9,7 +9,8 @@
 #
 # DEST holds bin/ (the stripped programs), lib/ (their shared libraries except the C runtime and
 # CUDA's, which the target machine provides), lua/ (the Lua modules, found by bin/dpprof as
-# ../lua), experiments/, fonts/ (DejaVu Sans, the charts' one font, and a fonts.conf naming it:
+# ../lua), experiments/, tests/fixtures/llama3_8b/config.json (Llama-3.1-8B's sizes, which
+# llama3_lora.lua and bench_checkpoint.lua find beside the Lua modules), fonts/ (DejaVu Sans, the charts' one font, and a fonts.conf naming it:
 # a GPU machine often has no fonts and no fontconfig file, and cairo then draws with whatever
 # it finds, boxes for the glyphs it lacks) and ./dpprof, a launcher that sets LD_LIBRARY_PATH and
 # FONTCONFIG_FILE. On the GPU machine:
@@ -26,7 +27,7 @@ case $dest in
     *.tar.xz | *.tar.gz) stage=$(mktemp -d); archive=$dest ;;
     *) stage=$dest; archive= ;;
 esac
-rm -rf "${stage:?}/bin" "${stage:?}/lib" "${stage:?}/lua" "${stage:?}/experiments" "${stage:?}/fonts"
+rm -rf "${stage:?}/bin" "${stage:?}/lib" "${stage:?}/lua" "${stage:?}/experiments" "${stage:?}/tests" "${stage:?}/fonts"
 mkdir -p "$stage/bin" "$stage/lib"
 
 # the programs: dpprof and any asked for (found at the top of the build or under tests/)
@@ -50,6 +51,8 @@ for b in "$stage"/bin/*; do ldd "$b"; done | awk '$2 == "=>" && $3 ~ /^\// { pri
 cp -r "$root/lua" "$stage/lua"
 rm -rf "$stage/lua/bind" # the C sources of the bindings, compiled into bin/dpprof
 cp -r "$root/experiments" "$stage/experiments"
+mkdir -p "$stage/tests/fixtures/llama3_8b"
+cp "$root/tests/fixtures/llama3_8b/config.json" "$stage/tests/fixtures/llama3_8b/"
 # the charts' font (fonts-dejavu-core, which scripts/install-deps.sh installs) and a fontconfig
 # file that finds it beside itself
 fontdir=/usr/share/fonts/truetype/dejavu

@@ -16,8 +16,10 @@ static const char *const run_usage =
     "\n"
     "Runs a Lua script with the dpprof module loaded (require(\"dpprof\")). Each key=value pair\n"
     "arrives in dpprof.args, numbers and true/false converted; the global `arg` holds the script\n"
-    "(arg[0]) and the pairs as written. The scripts in experiments/ list their keys in their first\n"
-    "lines, e.g. dpprof run experiments/default.lua all=1.\n"
+    "(arg[0]) and the pairs as written. --help (or -h) after SCRIPT arrives as help=true: the\n"
+    "scripts in experiments/ then print what they do and the keys they take (the common ones,\n"
+    "profile= threads= device= out= methods= or method=, mean the same in each) and exit, e.g.\n"
+    "dpprof run experiments/default.lua --help.\n"
     "\n"
     "Errors: one line naming the problem; DPPROF_TRACEBACK=1 adds the whole Lua traceback.\n"
     "exit status: 0 the script ran to its end; 1 it raised an error; 2 bad arguments\n";
@@ -232,6 +234,11 @@ static int cmd_run(lua_State *L, int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         lua_pushstring(L, argv[i]);
         lua_rawseti(L, -2, i);
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) { /* the script's own help */
+            lua_pushboolean(L, 1);
+            lua_setfield(L, -3, "help");
+            continue;
+        }
         const char *eq = strchr(argv[i], '=');
         if (!eq || eq == argv[i]) {
             fprintf(stderr, "dpprof run: argument '%s' is not key=value\n", argv[i]);

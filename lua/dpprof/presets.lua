@@ -21,7 +21,8 @@ presets.MODELS = {
 
 -- The arguments presets.choose, presets.methods, presets.base and presets.out read.
 presets.ARGS = { "preset", "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "device",
-                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel", "repeats" }
+                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel", "repeats",
+                 "profile", "threads" }
 
 -- presets.ARGS less the given names (a sweep's own variable is not a preset override).
 function presets.args_without(...)
@@ -31,23 +32,114 @@ function presets.args_without(...)
   return out
 end
 
--- Raises when args has a key that is in none of the given lists: a misspelt argument (method=
--- for methods=, seq_len= for seq_lens=) would otherwise be ignored without a word.
-function presets.check_args(args, script, ...)
+-- The keys every script of experiments/ reads the same way, with what each means (a script that
+-- cannot use one says so in its `--help` and in the error that refuses it):
+presets.COMMON = {
+  { "profile", "profile=none|ops: per-op timing of every run (dpprof.experiment's profile)" },
+  { "threads", "threads=N: the CPU backend's threads for every run (dpprof.experiment's threads)" },
+  { "device", "device=cpu|cuda|plan: where the runs go (a script that takes fewer, or auto, names its own)" },
+  { "out", "out=DIR: the results folder" },
+  { "methods", "methods=a,b (or method=a): the DP methods, of " .. table.concat(dp.dp.METHODS, ", ") },
+}
+
+-- The first comment lines of a script: what `--help` prints above the keys.
+local function header_of(path)
+  local text = path and dp.read_file(path)
+  local lines = {}
+  for line in (text or ""):gmatch("[^\n]*") do
+    local c = line:match("^%-%-%s?(.*)$")
+    if not c then break end
+    lines[#lines + 1] = c
+  end
+  return lines
+end
+
+-- Reads a script's arguments (dpprof.args, `dpprof run SCRIPT key=value ...`), the one place the
+-- scripts of experiments/ do it: `method=` is taken as `methods=`; `--help` (or help=true) prints
+-- the script's first comment lines, its keys and the common keys it takes, then exits 0; a key
+-- not taken is refused naming the valid ones. own: the script's other keys (lists in it are
+-- flattened: { presets.args_without("layers"), "layer_counts" }); skip: {key = why}
+-- for the common keys (presets.COMMON) it does not take. Returns a new table of the arguments.
+function presets.args(script, own, skip)
+  skip = skip or {}
+  local args = {}
+  for k, v in pairs(dp.args or {}) do args[k] = v end
   local valid, known = {}, {}
-  for _, list in ipairs({ ... }) do
+  local function add(k)
+    if not known[k] then valid[#valid + 1], known[k] = k, true end
+  end
+  for _, c in ipairs(presets.COMMON) do
+    if not skip[c[1]] then add(c[1]) end
+  end
+  if known.methods then add("method") end
+  local function add_all(list)
     for _, k in ipairs(list) do
-      if not known[k] then valid[#valid + 1], known[k] = k, true end
+      if type(k) == "table" then add_all(k) else add(k) end
     end
   end
-  local bad = {}
-  for k in pairs(args or {}) do
-    if not known[k] then bad[#bad + 1] = tostring(k) end
+  add_all(own or {})
+  if args.help == true or args.help == 1 then
+    local path = rawget(_G, "arg") and _G.arg[0]
+    for _, line in ipairs(header_of(path)) do print(line) end
+    print(string.format("\nkeys (dpprof run %s key=value ...): %s", path or script, table.concat(valid, ", ")))
+    print("common keys, the same in every script of experiments/:")
+    for _, c in ipairs(presets.COMMON) do
+      print(string.format("  %-8s %s", c[1], skip[c[1]] and ("not taken here: " .. skip[c[1]]) or c[2]))
+    end
+    io.stdout:flush()
+    os.exit(0, true)
   end
-  if #bad == 0 then return end
-  table.sort(bad)
-  error(string.format("%s: unknown argument%s %s (valid: %s)", script, #bad > 1 and "s" or "",
-                      "'" .. table.concat(bad, "', '") .. "'", table.concat(valid, ", ")), 0)
+  if args.method ~= nil and known.method then
+    if args.methods ~= nil then
+      error(string.format("%s: give method= or methods=, not both (method=%s, methods=%s)", script,
+                          tostring(args.method), tostring(args.methods)), 0)
+    end
+    args.methods, args.method = args.method, nil
+  end
+  local unknown, untaken = {}, {}
+  for k in pairs(args) do
+    local name = k == "method" and "methods" or k
+    if skip[name] then
+      untaken[#untaken + 1] = string.format("%s= is not taken here: %s", tostring(k), skip[name])
+    elseif not known[k] then
+      unknown[#unknown + 1] = tostring(k)
+    end
+  end
+  if #unknown == 0 and #untaken == 0 then return args end
+  table.sort(unknown)
+  table.sort(untaken)
+  if #unknown > 0 then
+    table.insert(untaken, 1, string.format("unknown argument%s '%s'", #unknown > 1 and "s" or "",
+                                           table.concat(unknown, "', '")))
+  end
+  error(string.format("%s: %s (valid: %s)", script, table.concat(untaken, "; "), table.concat(valid, ", ")), 0)
+end
+
+-- The path of a file or folder of the dpprof repository (rel, e.g. "tests/fixtures/llama3_8b"),
+-- found from the running script's own location (a script in <repository>/experiments/ or at its
+-- root), else beside dpprof's own Lua modules (<repository>/lua: a script copied elsewhere still
+-- finds them), else in the current directory; raises naming the places it looked.
+function presets.repo_path(rel)
+  local tried = {}
+  local function exists(path)
+    tried[#tried + 1] = path
+    local f = io.open(path, "r")
+    if f then f:close() end
+    return f ~= nil
+  end
+  local script = rawget(_G, "arg") and _G.arg[0]
+  local dir = type(script) == "string" and (script:match("^(.*/)[^/]*$") or "./") or nil
+  local roots = {}
+  if dir then -- <repository>/experiments/ gives <repository>/ as the old scripts wrote it
+    roots[#roots + 1] = dir:match("^(.*/)experiments/$") or (dir == "experiments/" and "") or dir .. "../"
+    roots[#roots + 1] = dir
+  end
+  if type(dp.lua_dir) == "string" then roots[#roots + 1] = (dp.lua_dir:match("^(.*/)lua/?$") or dp.lua_dir .. "/../") end
+  roots[#roots + 1] = ""
+  for _, root in ipairs(roots) do
+    if exists(root .. rel) then return root .. rel end
+  end
+  error(string.format("%s not found (looked in: %s); give its path", rel, table.concat(tried, ", ")), 0)
 end
 
 -- "a,b,4" -> {"a", "b", 4}
@@ -81,9 +173,11 @@ function presets.methods(args)
 end
 
 -- The experiment configuration every script starts from: the preset's model, device and
--- iterations, the physical batch; C, sigma, q, delta and the seed are dpprof.experiment's defaults.
+-- iterations, the physical batch, profile= and threads=; C, sigma, q, delta and the seed are
+-- dpprof.experiment's defaults.
 function presets.base(p, args)
   return { model = p.model, device = p.device, iters = p.iters, warmup = p.warmup, seed = args.seed,
+           profile = args.profile, threads = args.threads,
            dp = { max_physical_batch_size = args.physical or p.model.batch } }
 end
 

@@ -181,10 +181,10 @@ outer()
 check.truthy(code == 2 or code == 130, "a loop ended by SIGINT: " .. tostring(code) .. " " .. text)
 check.eq(text, "dpprof: interrupted by SIGINT\n", "one line")
 
--- The experiment scripts refuse an argument they do not read (it used to be ignored: method=ghost
+-- The experiment scripts refuse an argument they do not read (it used to be ignored: metods=ghost
 -- ran the default three methods, layers=2,4 the default depths), before running anything.
 local experiments = arg[0]:match("(.*/)") .. "../../experiments/"
-for _, case in ipairs({ { "default.lua", "method=ghost", "unknown argument 'method'", "methods" },
+for _, case in ipairs({ { "default.lua", "metods=ghost", "unknown argument 'metods'", "methods" },
                         { "sweep_layers.lua", "layers=2,4", "unknown argument 'layers'", "layer_counts" },
                         { "sweep_seqlen.lua", "seq_len=64,128", "unknown argument 'seq_len'", "seq_lens" },
                         { "fit_frontier.lua", "budget=80", "unknown argument 'budget'", "budget_gb" },
