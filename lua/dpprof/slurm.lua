@@ -112,8 +112,38 @@ end
 ---------------------------------------------------------------------------------------------
 -- Commands
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+-- The one way text reaches a shell, in a generated script (slurm/task.sh, slurm/collect.sh) or a
+-- command run here: s single-quoted, each ' written '\''. Inside single quotes every byte stands
+-- for itself (newlines, $, `, \, non-ASCII alike) except NUL, which no argument can hold: raises.
+-- Text from outside (out, the sweep's name, paths) is also checked by slurm.check_text first.
+function slurm.quote(s)
+  s = tostring(s)
+  if s:find("\0", 1, true) then error("dpprof.sweep: cannot pass text with a NUL byte to the shell", 0) end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+local quote = slurm.quote
+
+-- Raises unless s (what: e.g. "out (the sweep's directory)") is free of control characters
+-- (bytes 0-31 and 127: a newline, tab, escape...): no output directory, script or sweep name
+-- needs one, and one would break a generated script's lines or Slurm's logs. Returns s.
+function slurm.check_text(what, s)
+  s = tostring(s)
+  local at = s:find("[%z\1-\31\127]")
+  if at then
+    local shown = s:gsub("[%z\1-\31\127\\]", function(c) return string.format("\\%03d", c:byte()) end)
+    error(string.format("dpprof.sweep: %s \"%s\" has a control character (byte %d at position %d): names and paths "
+                        .. "a Slurm sweep writes into its scripts may hold any character but bytes 0-31 and 127; "
+                        .. "choose another", what, shown, s:byte(at), at), 0)
+  end
+  return s
+end
+
+-- The text of a generated shell script: its comment (fixed text, never from outside), then one
+-- `exec` of argv with every word through slurm.quote.
+function slurm.script_text(comment, argv)
+  local words = {}
+  for i, a in ipairs(argv) do words[i] = quote(a) end
+  return "#!/bin/sh\n# " .. comment:gsub("\n", "\n# ") .. "\nexec " .. table.concat(words, " ") .. "\n"
 end
 
 -- Runs argv (a list) through the shell: its exit code and everything it printed.
@@ -337,6 +367,10 @@ function slurm.submit(ctx)
   end
   script = absolute(script, here)
   local points = ctx.points
+  slurm.check_text("out (the sweep's directory)", dir)
+  slurm.check_text("the sweep's name", ctx.name)
+  slurm.check_text("the script's path", script)
+  slurm.check_text("the working directory", here)
   local n = ctx.repeats or 1
   if #points * n > 1001 then
     error(string.format("dpprof.sweep: %d points%s: more than one Slurm array holds by default (MaxArraySize 1001); "
@@ -416,21 +450,21 @@ function slurm.submit(ctx)
   end
   local ok, err = dp.mkdir_p(dir .. "/slurm")
   if not ok then error("dpprof.sweep: " .. err, 0) end
-  local exe = dp.executable or "dpprof"
+  local exe = slurm.check_text("the dpprof executable's path", dp.executable or "dpprof")
   local task_script = dir .. "/slurm/task.sh"
   local collect_script = dir .. "/slurm/collect.sh"
-  write_text(task_script, string.format(
-    "#!/bin/sh\n# dpprof sweep %s: Slurm array task i runs point i (0-based) of %s\nexec %s sweep task %s\n",
-    ctx.name, dir, quote(exe), quote(dir)))
-  write_text(collect_script, string.format(
-    "#!/bin/sh\n# dpprof sweep %s: once the array has ended, results for the tasks that left none, and the charts\n"
-    .. "exec %s sweep collect %s\n", ctx.name, quote(exe), quote(dir)))
+  write_text(task_script, slurm.script_text(
+    "dpprof sweep: Slurm array task i runs point i (0-based) of the sweep in the directory below\n"
+    .. "(its manifest: " .. slurm.MANIFEST_FILE .. " there)", { exe, "sweep", "task", dir }))
+  write_text(collect_script, slurm.script_text(
+    "dpprof sweep: once the array has ended, results for the tasks that left none, and the charts",
+    { exe, "sweep", "collect", dir }))
   -- the manifest first: a task that starts at once reads it
   write_manifest(dir, m)
   local o = ctx.options
   local array = slurm.ranges(todo) .. (o.max_parallel and "%" .. o.max_parallel or "")
   local argv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name, "--array=" .. array,
-                 "--output=" .. dir .. "/slurm/%A_%a.out", "--chdir=" .. here }
+                 "--output=" .. dir:gsub("%%", "%%%%") .. "/slurm/%A_%a.out", "--chdir=" .. here }
   for _, a in ipairs(slurm.sbatch_options(o)) do argv[#argv + 1] = a end
   argv[#argv + 1] = task_script
   local code, text = command(argv)
@@ -446,7 +480,7 @@ function slurm.submit(ctx)
   write_manifest(dir, m)
   -- charts when the array has ended, however it ended
   local cargv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name .. "-collect",
-                  "--dependency=afterany:" .. job, "--output=" .. dir .. "/slurm/collect_%j.out", "--chdir=" .. here,
+                  "--dependency=afterany:" .. job, "--output=" .. dir:gsub("%%", "%%%%") .. "/slurm/collect_%j.out", "--chdir=" .. here,
                   "--ntasks=1" }
   for _, k in ipairs({ "partition", "account", "time" }) do
     if o[k] then cargv[#cargv + 1] = "--" .. k .. "=" .. tostring(o[k]) end

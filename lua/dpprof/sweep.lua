@@ -472,6 +472,12 @@ function sweep.run(opts)
     local sok, checked = pcall(slurm.options, opts.slurm, session and session.slurm)
     if not sok then error(checked, 2) end
     slurm_options = checked
+    -- out and the name reach the generated scripts: refused here, before out is made
+    sok, checked = pcall(function()
+      slurm.check_text("out (the sweep's directory)", out)
+      slurm.check_text("the sweep's name", name)
+    end)
+    if not sok then error(checked, 2) end
   end
 
   local points = sweep.points(base, vary, opts.order)

@@ -130,7 +130,7 @@ check.truthy(log:find("--parsable --job-name=dpprof-out --array=0-2%2 --output="
 check.truthy(log:find("--dependency=afterany:100 --output=" .. out .. "/slurm/collect_%j.out", 1, true)
              and log:find("--ntasks=1 --partition=gpu --account=acct --time=00:10:00 " .. out .. "/slurm/collect.sh",
                           1, true), "the collect job's sbatch: " .. log)
-check.truthy(dp.read_file(out .. "/slurm/task.sh"):find("sweep task '" .. out .. "'", 1, true), "task.sh")
+check.truthy(dp.read_file(out .. "/slurm/task.sh"):find("'sweep' 'task' '" .. out .. "'", 1, true), "task.sh")
 local m = assert(slurm.read_manifest(out))
 check.eq(m.submissions[1].job_id, "100", "manifest: job")
 check.eq(m.submissions[1].collect_job_id, "101", "manifest: collect job")
