@@ -72,10 +72,10 @@ do
                                     quiet = true })
   check.eq(ok, false, "the sweep stops")
   local msg = tostring(err)
-  check.truthy(msg:find("the result of point method=2 (ok) could not be written, twice: ", 1, true)
+  check.truthy(msg:find("writing the result of point method=2 (ok) to " .. out .. "/method=2.json failed twice: ", 1, true)
                and msg:find("method=2.json: refusing to write: it is a directory", 1, true), "says what and why: " .. msg)
-  check.truthy(msg:find("1 point before it finished and is in " .. out .. ", 1 did not run", 1, true),
-               "says what is done: " .. msg)
+  check.truthy(msg:find("The sweep stopped there: 1 point finished before it and is kept in " .. out .. "; 1 point did "
+                        .. "not run;", 1, true), "says what is done: " .. msg)
   check.truthy(msg:find("run the sweep again to resume", 1, true), "says how to go on: " .. msg)
   check.eq(type(err) == "table" and err.result.x, 2, "the unwritten result is kept in the error")
   check.eq(dp.results.read(out .. "/method=1.json").x, 1, "the point before is intact")
@@ -89,7 +89,8 @@ dp.sweep{ vary = { method = { 2 } }, out = %q, run = function() return {} end, q
   local code, text = check.sh(string.format("%q run %q", dp.executable, script))
   check.eq(code, 1, "a sweep stopped by a failed write fails the script: " .. text)
   check.eq(select(2, text:gsub("\n", "")), 1, "in one line: " .. text)
-  check.truthy(text:find("could not be written, twice", 1, true), text)
+  check.truthy(text:find("failed twice", 1, true) and text:find("0 points finished before it and are kept in", 1, true),
+               text)
 end
 
 -- Names too long for the file system are refused before the first point runs.
