@@ -764,6 +764,7 @@ function slurm.collect(dir, say)
     io.stderr:write("dpprof sweep collect: ", dir, " is in use: ", holder, "\n")
     return 1
   end
+  sweep.remove_stale_temps(dir, say)
   local rows = survey(dir, m)
   local n = m.repeats or 1
   local written, waiting = 0, {}

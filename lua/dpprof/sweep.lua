@@ -414,6 +414,18 @@ local function write_result(file, r)
   return false, dp.error_text(err)
 end
 
+-- Removes the temporaries that writers killed mid-write (kill -9) left in out and out/runs: only
+-- this host's whose process is gone (dpprof.remove_stale_temps); says how many, when any.
+function sweep.remove_stale_temps(out, say)
+  local n = 0
+  for _, dir in ipairs({ out, out .. "/" .. repeats_of.DIR }) do n = n + (dp.remove_stale_temps(dir) or 0) end
+  if n > 0 then
+    say(string.format("%s: removed %d temporary file%s left by a writer that was killed mid-write", out, n,
+                      n == 1 and "" or "s"))
+  end
+  return n
+end
+
 sweep.write_result = write_result
 sweep.describe = describe
 sweep.print_summary = print_summary
@@ -578,6 +590,7 @@ function sweep.run(opts)
     error(string.format("dpprof.sweep: %s is in use by another sweep: %s; wait for it to end or give another out",
                         out, holder), 2)
   end
+  sweep.remove_stale_temps(out, say)
 
   local start = dp.clock()
   local ran, ran_time = 0, 0

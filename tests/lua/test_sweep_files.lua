@@ -177,5 +177,36 @@ do
                      isolate = false }.points[1].skipped, true, "a callback does not change the configuration")
 end
 
+
+-- A writer killed mid-write (kill -9) leaves its temporary ".<name>.<host>.<pid>.<n>.tmp": the
+-- next sweep in the directory removes this host's whose process is gone, and no other (a live
+-- writer's, another host's on a shared filesystem, other names). It stayed for good before.
+do
+  local out = root .. "/stale"
+  assert(dp.mkdir_p(out .. "/runs"))
+  local host = (dp.environment().hostname or ""):gsub("[^%w%-]", "_"):sub(1, 32)
+  if host == "" then host = "host" end
+  local p = io.popen("sh -c 'echo $$'")
+  local dead = tonumber(p:read("l"))
+  p:close() -- that shell has ended: its pid names a dead writer
+  local function plant(name) assert(dp.write_file(out .. "/" .. name, "half a result")) end
+  local stale = { string.format(".method=1.json.%s.%d.0.tmp", host, dead),
+                  string.format("runs/.method=1.run1.json.%s.%d.7.tmp", host, dead) }
+  local kept = { string.format(".method=2.json.%s.1.0.tmp", host), -- pid 1 lives
+                 string.format(".method=2.json.%s.%d.0.tmp", host, dp.pid()), -- this process
+                 string.format(".method=2.json.%sz.%d.0.tmp", host, dead), -- another host
+                 string.format(".method=2.json.%d.0.tmp", dead), "notes.tmp" }
+  for _, n in ipairs(stale) do plant(n) end
+  for _, n in ipairs(kept) do plant(n) end
+  local s = dp.sweep{ vary = { method = { 1 } }, out = out, run = value_run, quiet = true, isolate = false }
+  for _, n in ipairs(stale) do check.eq(dp.read_file(out .. "/" .. n), nil, "a dead writer's temporary is removed: " .. n) end
+  for _, n in ipairs(kept) do check.truthy(dp.read_file(out .. "/" .. n), "left alone: " .. n) end
+  check.eq(s.counts.ok, 1, "the sweep ran")
+  check.eq(dp.remove_stale_temps(out), 0, "none left")
+  local none, why = dp.remove_stale_temps(out .. "/absent")
+  check.eq(none, nil, "a missing directory")
+  check.truthy(why:find("absent: cannot read the directory", 1, true), why)
+end
+
 os.execute("rm -rf " .. root)
 print("test_sweep_files: ok")
