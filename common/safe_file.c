@@ -1,8 +1,10 @@
 /* safe_file.c: reading and writing files named from outside; see safe_file.h. */
 #include "safe_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -143,6 +145,58 @@ int dpfile_check_target(const char *path, char *err, size_t errlen) {
 
 static atomic_ulong tmp_counter;
 
+void dpfile_temp_host(char *host) {
+    char name[256] = {0};
+    size_t n = 0;
+    if (gethostname(name, sizeof name - 1) == 0) {
+        for (; name[n] && n < DPFILE_HOST_MAX; n++) {
+            char c = name[n];
+            int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-';
+            host[n] = ok ? c : '_';
+        }
+    }
+    if (n == 0) memcpy(host, "host", n = 4);
+    host[n] = '\0';
+}
+
+/* The pid of a temporary's writer when name is ".<name>.<host>.<pid>.<n>.tmp" with this host's
+ * host part, else 0. */
+static long temp_writer(const char *name, const char *host) {
+    size_t len = strlen(name), hl = strlen(host);
+    if (len < 5 || name[0] != '.' || strcmp(name + len - 4, ".tmp") != 0) return 0;
+    size_t end = len - 4; /* name[0, end) ends with ".<host>.<pid>.<n>" */
+    size_t i = end;
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9') i--;
+    if (i == end || i == 0 || name[i - 1] != '.') return 0; /* <n> */
+    size_t pid_end = --i;
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9') i--;
+    if (i == pid_end || pid_end - i > 9 || i == 0 || name[i - 1] != '.') return 0; /* <pid> */
+    long pid = strtol(name + i, NULL, 10);
+    size_t host_end = --i;
+    if (host_end < hl + 2 || name[host_end - hl - 1] != '.' || memcmp(name + host_end - hl, host, hl) != 0) return 0;
+    if (host_end - hl - 1 < 2) return 0; /* an empty <name> */
+    return pid > 0 ? pid : 0;
+}
+
+int dpfile_remove_stale_temps(const char *dir, char *err, size_t errlen) {
+    DIR *d = opendir(dir && *dir ? dir : ".");
+    if (!d) return fail(err, errlen, errno, "%s: cannot read the directory: %s", dir, strerror(errno));
+    char host[DPFILE_HOST_MAX + 1];
+    dpfile_temp_host(host);
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long pid = temp_writer(e->d_name, host);
+        if (pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* alive, or not ours to judge */
+        struct stat st;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+        if (unlinkat(dirfd(d), e->d_name, 0) == 0) removed++;
+    }
+    closedir(d);
+    return removed;
+}
+
 int dpfile_writer_open(dpfile_writer *w, const char *path, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
     if (!path || !*path) return fail(err, errlen, EINVAL, "cannot write a file with an empty name");
@@ -152,7 +206,7 @@ int dpfile_writer_open(dpfile_writer *w, const char *path, char *err, size_t err
         return fail(err, errlen, EISDIR, "%s: cannot write: the name is a directory", path);
     if (dpfile_check_target(path, err, errlen) != 0) return -1;
     size_t dir_len = slash ? (size_t)(slash - path) + 1 : 0; /* with its '/' */
-    size_t cap = dir_len + strlen(base) + 64;
+    size_t cap = dir_len + strlen(base) + 100;
     w->path = malloc(strlen(path) + 1);
     w->tmp = malloc(cap);
     if (!w->path || !w->tmp) {
@@ -162,10 +216,12 @@ int dpfile_writer_open(dpfile_writer *w, const char *path, char *err, size_t err
     }
     strcpy(w->path, path);
     int fd = -1, e = 0;
+    char host[DPFILE_HOST_MAX + 1];
+    dpfile_temp_host(host);
     for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
         /* a long name is shortened so the temporary stays within NAME_MAX */
-        snprintf(w->tmp, cap, "%.*s.%.64s.%ld.%lu.tmp", (int)dir_len, path, base, (long)getpid(),
-                 (unsigned long)atomic_fetch_add(&tmp_counter, 1));
+        snprintf(w->tmp, cap, "%.*s.%.64s.%s.%ld.%lu.tmp", (int)dir_len, path, base, host,
+                 (long)getpid(), (unsigned long)atomic_fetch_add(&tmp_counter, 1));
         fd = open(w->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
         e = errno;
         if (fd < 0 && e != EEXIST) break;

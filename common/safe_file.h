@@ -7,10 +7,11 @@
  * descriptor), and dpfile_read refuses files over a size cap before reading a byte.
  *
  * Writing never follows a link at the name and never replaces anything but a regular file: the
- * text goes to a unique temporary in the same directory (".<name>.<pid>.<n>.tmp", created with
+ * text goes to a unique temporary in the same directory (".<name>.<host>.<pid>.<n>.tmp", created with
  * O_EXCL | O_NOFOLLOW), is flushed and fsync'ed, and is renamed over the name only if the name is
  * absent or a regular file (a link, device, FIFO or directory there is refused and left alone).
- * A reader sees the old file or the whole new one, never a part.
+ * A reader sees the old file or the whole new one, never a part. A writer killed mid-write (kill -9)
+ * leaves its temporary: dpfile_remove_stale_temps removes those whose writer is gone.
  *
  * Errors: -1 (or NULL) with errno set and one line in err ("PATH: REASON") when err is non-NULL.
  * Used by the engine's Lua bindings, the Lua host and plots/ alike: C11 and POSIX only. */
@@ -56,6 +57,21 @@ void dpfile_writer_abort(dpfile_writer *w);
 
 /* Writes len bytes of data to path atomically (dpfile_writer_open, fwrite, commit). */
 int dpfile_write(const char *path, const void *data, size_t len, char *err, size_t errlen);
+
+/* Removes the temporaries in dir left by writers that died before committing: names of the form
+ * ".<name>.<host>.<pid>.<n>.tmp" (dpfile_writer_open's) of this host whose process no longer exists
+ * (kill(pid, 0) fails with ESRCH), regular files only. A live writer's temporary, another host's
+ * (a shared filesystem) and any other name are left alone. Returns how many were removed, or -1
+ * and the reason when dir cannot be read. */
+int dpfile_remove_stale_temps(const char *dir, char *err, size_t errlen);
+
+/* The longest host part of a temporary's name. */
+#define DPFILE_HOST_MAX 32
+
+/* Writes the host part of this host's temporaries' names into host (DPFILE_HOST_MAX + 1 bytes):
+ * the host name with every byte but letters, digits and - made _, at most DPFILE_HOST_MAX bytes;
+ * "host" when it has none. */
+void dpfile_temp_host(char *host);
 
 /* Takes an exclusive, non-blocking advisory lock (flock) on the lock file at path, created if
  * absent (never through a link), and writes `holder` into it for whoever finds it held. Returns

@@ -11,7 +11,10 @@
  *       __gc) lets it go; the lock dies with the process too.
  *   dpprof.writable(path) -> true | nil, message
  *       whether write_file could replace what is at path: nothing, or a regular file
- *   dpprof.name_max(dir) -> the longest file name dir accepts (bytes) */
+ *   dpprof.name_max(dir) -> the longest file name dir accepts (bytes)
+ *   dpprof.remove_stale_temps(dir) -> how many were removed | nil, message
+ *       the temporaries in dir that writers killed mid-write left (this host's, whose process
+ *       is gone); a live writer's is never touched */
 #include "lua_engine.h"
 
 #include "safe_file.h"
@@ -92,6 +95,15 @@ static int l_lock(lua_State *L) {
     return 1;
 }
 
+static int l_remove_stale_temps(lua_State *L) {
+    const char *dir = luaL_checkstring(L, 1);
+    char why[1024];
+    int n = dpfile_remove_stale_temps(dir, why, sizeof why);
+    if (n < 0) return fail(L, why);
+    lua_pushinteger(L, n);
+    return 1;
+}
+
 static int l_name_max(lua_State *L) {
     const char *dir = luaL_checkstring(L, 1);
     long n = pathconf(*dir ? dir : ".", _PC_NAME_MAX);
@@ -115,6 +127,7 @@ void dpl_open_files(lua_State *L) {
     }
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {{"read_file", l_read_file}, {"write_file", l_write_file}, {"lock", l_lock},
-                                   {"writable", l_writable},   {"name_max", l_name_max},     {NULL, NULL}};
+                                   {"writable", l_writable},   {"name_max", l_name_max},
+                                   {"remove_stale_temps", l_remove_stale_temps}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
 }

@@ -274,11 +274,15 @@ end
 local Ctx = {}
 Ctx.__index = Ctx
 
+-- The key of a snapshot among the run's: its name and its exact time.
+local function snapshot_key(s) return string.format("%s\0%a", s.name, s.timestamp) end
+
 -- ctx:snapshot(name): a named memory snapshot (after synchronising the device), marked in the
--- result as the script's own (snapshots[i].custom), so timelines show it.
+-- result as the script's own (snapshots[i].custom), so timelines show it. The script's are kept
+-- as a set, so marking them costs one look-up per snapshot (a list made it quadratic).
 function Ctx:snapshot(name)
   local s = dp.memory.snapshot(name)
-  self._custom[#self._custom + 1] = s
+  self._custom[snapshot_key(s)] = true
   return s
 end
 
@@ -613,9 +617,7 @@ function experiment.run(cfg_in)
   end
   local snaps = mem.snapshots()
   for _, s in ipairs(snaps) do -- the script's own snapshots (ctx:snapshot), for the timelines
-    for _, cs in ipairs(ctx._custom) do
-      if cs.name == s.name and cs.timestamp == s.timestamp then s.custom = true end
-    end
+    if ctx._custom[snapshot_key(s)] then s.custom = true end
   end
   local r = results.assemble{
     name = c.name, status = status, message = not ok and err.message or nil,

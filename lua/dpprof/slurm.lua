@@ -45,6 +45,11 @@ slurm.ACTIVE_STATES = { PENDING = true, RUNNING = true, CONFIGURING = true, COMP
 ---------------------------------------------------------------------------------------------
 -- Options
 
+-- v as one line: control characters and \ written \ddd (a value from outside, in an error).
+local function one_line(v)
+  return (tostring(v):gsub("[%z\1-\31\127\\]", function(c) return string.format("\\%03d", c:byte()) end))
+end
+
 local function positive_integer(v) return math.type(v) == "integer" and v >= 1 end
 
 -- The checked options: those of the script's dp.sweep{slurm=} with the command line's on top.
@@ -56,7 +61,7 @@ function slurm.options(from_script, from_command)
       local known = false
       for _, name in ipairs(slurm.OPTION_KEYS) do known = known or name == k end
       if not known then
-        error(string.format("dpprof.sweep: unknown slurm option '%s' (valid: %s)", tostring(k),
+        error(string.format("dpprof.sweep: unknown slurm option '%s' (valid: %s)", one_line(k),
                             table.concat(slurm.OPTION_KEYS, ", ")), 0)
       end
       o[k] = v
@@ -69,14 +74,14 @@ function slurm.options(from_script, from_command)
   end
   if o.time ~= nil and not (positive_integer(o.time) or (type(o.time) == "string" and o.time:match("^[%d:-]+$"))) then
     error("dpprof.sweep: slurm.time must be minutes (an integer) or Slurm's [days-]hours:minutes:seconds text, "
-          .. "e.g. \"01:30:00\" (got " .. tostring(o.time) .. ")", 0)
+          .. "e.g. \"01:30:00\" (got " .. one_line(o.time) .. ")", 0)
   end
   if o.mem ~= nil and not (positive_integer(o.mem) or (type(o.mem) == "string" and o.mem:match("^%d+[KMGT]?$"))) then
-    error("dpprof.sweep: slurm.mem must be MiB (an integer) or a size such as \"16G\" (got " .. tostring(o.mem) .. ")", 0)
+    error("dpprof.sweep: slurm.mem must be MiB (an integer) or a size such as \"16G\" (got " .. one_line(o.mem) .. ")", 0)
   end
   for _, k in ipairs({ "gpus_per_task", "cpus_per_task", "max_parallel" }) do
     if o[k] ~= nil and not positive_integer(o[k]) then
-      error(string.format("dpprof.sweep: slurm.%s must be an integer >= 1 (got %s)", k, tostring(o[k])), 0)
+      error(string.format("dpprof.sweep: slurm.%s must be an integer >= 1 (got %s)", k, one_line(o[k])), 0)
     end
   end
   if type(o.extra) == "string" then
@@ -89,7 +94,7 @@ function slurm.options(from_script, from_command)
     for i, v in ipairs(o.extra) do
       if type(v) ~= "string" or not v:match("^%-") then
         error(string.format("dpprof.sweep: slurm.extra[%d] must be an sbatch option such as \"--qos=high\" (got %s)",
-                            i, tostring(v)), 0)
+                            i, one_line(v)), 0)
       end
     end
   end
@@ -112,8 +117,37 @@ end
 ---------------------------------------------------------------------------------------------
 -- Commands
 
-local function quote(s)
-  return "'" .. tostring(s):gsub("'", "'\\''") .. "'"
+-- The one way text reaches a shell, in a generated script (slurm/task.sh, slurm/collect.sh) or a
+-- command run here: s single-quoted, each ' written '\''. Inside single quotes every byte stands
+-- for itself (newlines, $, `, \, non-ASCII alike) except NUL, which no argument can hold: raises.
+-- Text from outside (out, the sweep's name, paths) is also checked by slurm.check_text first.
+function slurm.quote(s)
+  s = tostring(s)
+  if s:find("\0", 1, true) then error("dpprof.sweep: cannot pass text with a NUL byte to the shell", 0) end
+  return "'" .. s:gsub("'", "'\\''") .. "'"
+end
+local quote = slurm.quote
+
+-- Raises unless s (what: e.g. "out (the sweep's directory)") is free of control characters
+-- (bytes 0-31 and 127: a newline, tab, escape...): no output directory, script or sweep name
+-- needs one, and one would break a generated script's lines or Slurm's logs. Returns s.
+function slurm.check_text(what, s)
+  s = tostring(s)
+  local at = s:find("[%z\1-\31\127]")
+  if at then
+    error(string.format("dpprof.sweep: %s \"%s\" has a control character (byte %d at position %d): names and paths "
+                        .. "a Slurm sweep writes into its scripts may hold any character but bytes 0-31 and 127; "
+                        .. "choose another", what, one_line(s), s:byte(at), at), 0)
+  end
+  return s
+end
+
+-- The text of a generated shell script: its comment (fixed text, never from outside), then one
+-- `exec` of argv with every word through slurm.quote.
+function slurm.script_text(comment, argv)
+  local words = {}
+  for i, a in ipairs(argv) do words[i] = quote(a) end
+  return "#!/bin/sh\n# " .. comment:gsub("\n", "\n# ") .. "\nexec " .. table.concat(words, " ") .. "\n"
 end
 
 -- Runs argv (a list) through the shell: its exit code and everything it printed.
@@ -216,7 +250,7 @@ end
 
 -- The job-completion log's path when Slurm writes one as text (jobcomp/filetxt), else nil.
 local function jobcomp_file()
-  local code, text = command({ "scontrol", "show", "config" })
+  local code, text = slurm.command({ "scontrol", "show", "config" })
   if code ~= 0 then return nil end
   local kind = text:match("\nJobCompType%s*=%s*(%S+)")
   local loc = text:match("\nJobCompLoc%s*=%s*(%S+)")
@@ -229,12 +263,12 @@ end
 function slurm.states(job_ids)
   local states = {}
   if #job_ids == 0 then return states end
-  local code, text = command({ "sacct", "-n", "-P", "-X", "-j", table.concat(job_ids, ","), "-o",
+  local code, text = slurm.command({ "sacct", "-n", "-P", "-X", "-j", table.concat(job_ids, ","), "-o",
                                "JobID,State,ExitCode,NodeList" })
   if code == 0 then slurm.parse_sacct(text, states) end
   local missing = {}
   for _, job in ipairs(job_ids) do
-    code, text = command({ "scontrol", "-o", "show", "job", job })
+    code, text = slurm.command({ "scontrol", "-o", "show", "job", job })
     if code == 0 then slurm.parse_job_lines(text, states, "scontrol") else missing[#missing + 1] = job end
   end
   if #missing > 0 then
@@ -259,7 +293,109 @@ end
 
 function slurm.manifest_path(dir) return dir .. "/" .. slurm.MANIFEST_FILE end
 
--- The manifest of the Slurm sweep in dir, or nil and why.
+local ARRAY_MT = getmetatable(dp.json.array())
+local OBJECT_MT = getmetatable(dp.json.object())
+
+-- A value of a manifest as an error shows it: one line, at most 40 characters of a text.
+local function shown(v)
+  if v == nil then return "nothing (the field is missing)" end
+  if v == dp.json.null then return "null" end
+  if type(v) == "string" then
+    local t = one_line(v):gsub("\"", "\\034")
+    return "\"" .. (#t > 40 and t:sub(1, 40) .. "..." or t) .. "\""
+  end
+  if type(v) == "table" then return getmetatable(v) == ARRAY_MT and "a list" or "an object" end
+  local kinds = { integer = "an integer", float = "a number", boolean = "a boolean" }
+  return string.format("%s (%s)", tostring(v), kinds[math.type(v) or type(v)] or "a " .. type(v))
+end
+
+-- A JSON list as dp.json.decode gives it (a sequence, marked as an array).
+local function is_list(v) return type(v) == "table" and getmetatable(v) == ARRAY_MT end
+-- A JSON object as dp.json.decode gives it.
+local function is_object(v) return type(v) == "table" and getmetatable(v) == OBJECT_MT end
+
+local function clean_text(v) return type(v) == "string" and not v:find("[%z\1-\31\127]") end
+local function absolute_path(v) return clean_text(v) and v:sub(1, 1) == "/" end
+local function job_id(v) return type(v) == "string" and v:match("^%d+$") ~= nil and #v <= 18 end
+
+-- A point's name as dp.sweep makes it (sweep.safe_name): its file stays inside the directory.
+local function point_name(v)
+  return type(v) == "string" and #v >= 1 and #v <= 250 and v:match("^[%w_+=,%-][%w_.+=,%-]*$") ~= nil
+end
+
+-- nil when the decoded manifest m holds what status, collect, task and submit read, else one
+-- line naming the field, what it holds and what is valid (a hand-edited or corrupted manifest
+-- gives that, never a Lua error from deep inside).
+function slurm.check_manifest(m)
+  local function bad(field, v, valid)
+    return string.format("field %s is %s; valid: %s", field, shown(v), valid)
+  end
+  if not clean_text(m.name) then return bad("name", m.name, "the sweep's name, a text without control characters") end
+  for _, k in ipairs({ "out", "cwd", "script" }) do
+    if not absolute_path(m[k]) then return bad(k, m[k], "an absolute path without control characters") end
+  end
+  if m.dpprof ~= nil and not clean_text(m.dpprof) then return bad("dpprof", m.dpprof, "the dpprof executable's path") end
+  if not is_list(m.args) then return bad("args", m.args, "a list of the script's key=value arguments") end
+  for i, a in ipairs(m.args) do
+    if type(a) ~= "string" or not a:find("=", 2, true) then
+      return bad(string.format("args[%d]", i), a, "a key=value argument of the script")
+    end
+  end
+  if math.type(m.call) ~= "integer" or m.call < 1 then
+    return bad("call", m.call, "which dp.sweep call of the script this is, an integer >= 1")
+  end
+  local n = m.repeats == nil and 1 or m.repeats
+  if math.type(n) ~= "integer" or n < 2 and m.repeats ~= nil or n > 1001 then
+    return bad("repeats", m.repeats, "absent (one run per point) or an integer from 2 to 1001")
+  end
+  if not is_list(m.points) or #m.points < 1 or #m.points * n > 1001 then
+    return bad("points", m.points, string.format("a list of 1 to %d points", 1001 // n))
+  end
+  local names = {}
+  for i, q in ipairs(m.points) do
+    local at = string.format("points[%d]", i)
+    if not is_object(q) then return bad(at, q, "an object: index, name, file, vary, config, config_hash") end
+    if q.index ~= i - 1 or math.type(q.index) ~= "integer" then
+      return bad(at .. ".index", q.index, string.format("%d, its place in the list (0-based)", i - 1))
+    end
+    if not point_name(q.name) then
+      return bad(at .. ".name", q.name, "a point's file name: letters, digits and _.+=,- (not first a .), "
+                 .. "at most 250 bytes")
+    end
+    if names[q.name] then return bad(at .. ".name", q.name, "a name no other point has") end
+    names[q.name] = true
+    if q.file ~= q.name .. ".json" then return bad(at .. ".file", q.file, "\"" .. q.name .. ".json\" (its name's file)") end
+    if not is_object(q.vary) then return bad(at .. ".vary", q.vary, "an object of the point's vary values") end
+    if not is_object(q.config) then return bad(at .. ".config", q.config, "an object, the point's configuration") end
+    if type(q.config_hash) ~= "string" or not q.config_hash:match("^fnv1a64:%x+$") or #q.config_hash ~= 24 then
+      return bad(at .. ".config_hash", q.config_hash, "\"fnv1a64:\" and 16 hex digits")
+    end
+  end
+  if not is_list(m.submissions) then return bad("submissions", m.submissions, "a list of submissions") end
+  for i, sub in ipairs(m.submissions) do
+    local at = string.format("submissions[%d]", i)
+    if not is_object(sub) then return bad(at, sub, "an object: job_id, array, points, ...") end
+    if not job_id(sub.job_id) then return bad(at .. ".job_id", sub.job_id, "a Slurm job id, digits as a text") end
+    if sub.collect_job_id ~= nil and not job_id(sub.collect_job_id) then
+      return bad(at .. ".collect_job_id", sub.collect_job_id, "absent or a Slurm job id, digits as a text")
+    end
+    if not clean_text(sub.array) then return bad(at .. ".array", sub.array, "the array's task ranges as sbatch took them") end
+    if not is_list(sub.points) then return bad(at .. ".points", sub.points, "a list of task indices") end
+    for j, t in ipairs(sub.points) do
+      if math.type(t) ~= "integer" or t < 0 or t >= #m.points * n then
+        return bad(string.format("%s.points[%d]", at, j), t, string.format("a task index from 0 to %d", #m.points * n - 1))
+      end
+    end
+  end
+  if m.slurm ~= nil then
+    if not is_object(m.slurm) then return bad("slurm", m.slurm, "an object of sbatch options") end
+    local ok, err = pcall(slurm.options, m.slurm)
+    if not ok then return "field slurm: " .. tostring(err):gsub("^dpprof%.sweep: ", "") end
+  end
+  return nil
+end
+
+-- The manifest of the Slurm sweep in dir, or nil and why (one line naming the file).
 function slurm.read_manifest(dir)
   if not dp.list_dir(dir) then return nil, dir .. ": no such directory" end
   local path = slurm.manifest_path(dir)
@@ -270,14 +406,17 @@ function slurm.read_manifest(dir)
   end
   local ok, m = pcall(dp.json.decode, text, path)
   if not ok then return nil, dp.error_text(m) end
-  if type(m) ~= "table" or m.format ~= slurm.MANIFEST_FORMAT or type(m.points) ~= "table" then
-    return nil, path .. ": not a dpprof sweep manifest"
+  if not is_object(m) or m.format ~= slurm.MANIFEST_FORMAT then
+    return nil, string.format("%s: not a dpprof sweep manifest (its field format is %s, not \"%s\")", path,
+                              shown(is_object(m) and m.format or nil), slurm.MANIFEST_FORMAT)
   end
-  if m.version ~= slurm.MANIFEST_VERSION then
-    return nil, string.format("%s: manifest version %s, this dpprof reads %d", path, tostring(m.version),
-                              slurm.MANIFEST_VERSION)
+  if m.version ~= slurm.MANIFEST_VERSION or math.type(m.version) ~= "integer" then
+    return nil, string.format("%s: field version is %s; valid: %d (the manifest version this dpprof reads)", path,
+                              shown(m.version), slurm.MANIFEST_VERSION)
   end
-  m.submissions = m.submissions or {}
+  if m.submissions == nil then m.submissions = dp.json.array() end
+  local why = slurm.check_manifest(m)
+  if why then return nil, path .. ": " .. why end
   return m
 end
 
@@ -337,6 +476,10 @@ function slurm.submit(ctx)
   end
   script = absolute(script, here)
   local points = ctx.points
+  slurm.check_text("out (the sweep's directory)", dir)
+  slurm.check_text("the sweep's name", ctx.name)
+  slurm.check_text("the script's path", script)
+  slurm.check_text("the working directory", here)
   local n = ctx.repeats or 1
   if #points * n > 1001 then
     error(string.format("dpprof.sweep: %d points%s: more than one Slurm array holds by default (MaxArraySize 1001); "
@@ -416,21 +559,21 @@ function slurm.submit(ctx)
   end
   local ok, err = dp.mkdir_p(dir .. "/slurm")
   if not ok then error("dpprof.sweep: " .. err, 0) end
-  local exe = dp.executable or "dpprof"
+  local exe = slurm.check_text("the dpprof executable's path", dp.executable or "dpprof")
   local task_script = dir .. "/slurm/task.sh"
   local collect_script = dir .. "/slurm/collect.sh"
-  write_text(task_script, string.format(
-    "#!/bin/sh\n# dpprof sweep %s: Slurm array task i runs point i (0-based) of %s\nexec %s sweep task %s\n",
-    ctx.name, dir, quote(exe), quote(dir)))
-  write_text(collect_script, string.format(
-    "#!/bin/sh\n# dpprof sweep %s: once the array has ended, results for the tasks that left none, and the charts\n"
-    .. "exec %s sweep collect %s\n", ctx.name, quote(exe), quote(dir)))
+  write_text(task_script, slurm.script_text(
+    "dpprof sweep: Slurm array task i runs point i (0-based) of the sweep in the directory below\n"
+    .. "(its manifest: " .. slurm.MANIFEST_FILE .. " there)", { exe, "sweep", "task", dir }))
+  write_text(collect_script, slurm.script_text(
+    "dpprof sweep: once the array has ended, results for the tasks that left none, and the charts",
+    { exe, "sweep", "collect", dir }))
   -- the manifest first: a task that starts at once reads it
   write_manifest(dir, m)
   local o = ctx.options
   local array = slurm.ranges(todo) .. (o.max_parallel and "%" .. o.max_parallel or "")
   local argv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name, "--array=" .. array,
-                 "--output=" .. dir .. "/slurm/%A_%a.out", "--chdir=" .. here }
+                 "--output=" .. dir:gsub("%%", "%%%%") .. "/slurm/%A_%a.out", "--chdir=" .. here }
   for _, a in ipairs(slurm.sbatch_options(o)) do argv[#argv + 1] = a end
   argv[#argv + 1] = task_script
   local code, text = command(argv)
@@ -446,7 +589,7 @@ function slurm.submit(ctx)
   write_manifest(dir, m)
   -- charts when the array has ended, however it ended
   local cargv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name .. "-collect",
-                  "--dependency=afterany:" .. job, "--output=" .. dir .. "/slurm/collect_%j.out", "--chdir=" .. here,
+                  "--dependency=afterany:" .. job, "--output=" .. dir:gsub("%%", "%%%%") .. "/slurm/collect_%j.out", "--chdir=" .. here,
                   "--ntasks=1" }
   for _, k in ipairs({ "partition", "account", "time" }) do
     if o[k] then cargv[#cargv + 1] = "--" .. k .. "=" .. tostring(o[k]) end
@@ -510,7 +653,10 @@ local function result_in(file, config_hash)
   local text = dp.read_file(file)
   if not text then return nil end
   local ok, r = pcall(dp.json.decode, text, file)
-  if ok and type(r) == "table" and type(r.sweep) == "table" and r.sweep.config_hash == config_hash then return r end
+  if ok and type(r) == "table" and type(r.status) == "string" and type(r.sweep) == "table"
+     and r.sweep.config_hash == config_hash then
+    return r
+  end
 end
 
 -- Where each point of the sweep in dir stands: a list of {point (manifest entry), result (its
@@ -571,7 +717,8 @@ local function print_rows(rows, say)
     elseif not row.result and row.state and not slurm.ACTIVE_STATES[row.state.state] then
       note = "no result file yet: dpprof sweep collect writes one"
     end
-    local placement = row.result and type(row.result.sweep) == "table" and row.result.sweep.placement or {}
+    local placement = row.result and type(row.result.sweep) == "table" and row.result.sweep.placement
+    if type(placement) ~= "table" then placement = {} end
     local node = placement.host or (row.state and row.state.node) or "-"
     table_rows[#table_rows + 1] = { row.point.name, status,
                                     row.task and (row.task.job_id .. "_" .. row.task.task) or "-", tostring(node), note }
@@ -617,6 +764,7 @@ function slurm.collect(dir, say)
     io.stderr:write("dpprof sweep collect: ", dir, " is in use: ", holder, "\n")
     return 1
   end
+  sweep.remove_stale_temps(dir, say)
   local rows = survey(dir, m)
   local n = m.repeats or 1
   local written, waiting = 0, {}

@@ -387,17 +387,18 @@ local function done_before(p, retry_failed)
   return nil, config_changes(s.config, p.resolved)
 end
 
--- The error that stops a sweep whose result could not be written: its message says what was done
--- and how to go on; `result` keeps the measurement that could not be written.
-local function write_failure(p, r, err, points, out)
+-- The error that stops a sweep whose result could not be written to file: its message says what
+-- failed and where, what was done and how to go on; `result` keeps the measurement not written.
+local function write_failure(p, r, err, points, out, file)
   local written = 0
   for _, q in ipairs(points) do if q.result then written = written + 1 end end
+  local left = #points - written - 1
   local message = string.format(
-    "dpprof.sweep: the result of point %s (%s) could not be written, twice: %s. The sweep stops: %d point%s "
-    .. "before it finished and %s in %s, %d did not run; the unwritten result is in this error's `result`. "
-    .. "Free space or fix %s and run the sweep again to resume.",
-    p.name, describe(r), err, written, written == 1 and "" or "s", written == 1 and "is" or "are", out,
-    #points - written - 1, out)
+    "dpprof.sweep: writing the result of point %s (%s) to %s failed twice: %s. The sweep stopped there: %d "
+    .. "point%s finished before it and %s kept in %s; %d point%s did not run; the unwritten result is in this "
+    .. "error's `result`. Free space in or fix %s and run the sweep again to resume.",
+    p.name, describe(r), file, err, written, written == 1 and "" or "s", written == 1 and "is" or "are", out,
+    left, left == 1 and "" or "s", out)
   return setmetatable({ message = message, result = r, point = p.name, points = points },
                       { __tostring = function(e) return e.message end })
 end
@@ -411,6 +412,18 @@ local function write_result(file, r)
   ok, err = pcall(results.write, file, r)
   if ok then return true end
   return false, dp.error_text(err)
+end
+
+-- Removes the temporaries that writers killed mid-write (kill -9) left in out and out/runs: only
+-- this host's whose process is gone (dpprof.remove_stale_temps); says how many, when any.
+function sweep.remove_stale_temps(out, say)
+  local n = 0
+  for _, dir in ipairs({ out, out .. "/" .. repeats_of.DIR }) do n = n + (dp.remove_stale_temps(dir) or 0) end
+  if n > 0 then
+    say(string.format("%s: removed %d temporary file%s left by a writer that was killed mid-write", out, n,
+                      n == 1 and "" or "s"))
+  end
+  return n
 end
 
 sweep.write_result = write_result
@@ -472,6 +485,12 @@ function sweep.run(opts)
     local sok, checked = pcall(slurm.options, opts.slurm, session and session.slurm)
     if not sok then error(checked, 2) end
     slurm_options = checked
+    -- out and the name reach the generated scripts: refused here, before out is made
+    sok, checked = pcall(function()
+      slurm.check_text("out (the sweep's directory)", out)
+      slurm.check_text("the sweep's name", name)
+    end)
+    if not sok then error(checked, 2) end
   end
 
   local points = sweep.points(base, vary, opts.order)
@@ -571,6 +590,7 @@ function sweep.run(opts)
     error(string.format("dpprof.sweep: %s is in use by another sweep: %s; wait for it to end or give another out",
                         out, holder), 2)
   end
+  sweep.remove_stale_temps(out, say)
 
   local start = dp.clock()
   local ran, ran_time = 0, 0
@@ -617,7 +637,7 @@ function sweep.run(opts)
     local p = points[i]
     local r = repeats_of.combine(p.runs, repeats)
     local wok, werr = write_result(p.file, r)
-    if not wok then error(write_failure(p, r, werr, points, out), 0) end
+    if not wok then error(write_failure(p, r, werr, points, out, p.file), 0) end
     say(string.format("%s: %s", tag(i), describe(r)))
     p.result = r
   end
@@ -627,8 +647,9 @@ function sweep.run(opts)
     local i, k = job.point, job.run
     local p = points[i]
     r = finish_result(r, p, name, placement)
-    local wok, werr = write_result(repeats > 1 and repeats_of.run_file(out, p.name, k) or p.file, r)
-    if not wok then error(write_failure(p, r, werr, points, out), 0) end
+    local file = repeats > 1 and repeats_of.run_file(out, p.name, k) or p.file
+    local wok, werr = write_result(file, r)
+    if not wok then error(write_failure(p, r, werr, points, out, file), 0) end
     ran, ran_time = ran + 1, ran_time + took
     local left = to_run - ran
     say(string.format("%s%s: %s (%s) | elapsed %s, ETA %s", tag(i),

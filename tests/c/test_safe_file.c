@@ -2,10 +2,13 @@
  * regular files (links followed), never block on a FIFO and stop at the cap; writes never follow
  * or replace a link, device, FIFO or directory at the name, leave no temporary behind when they
  * fail (a file-size limit stands in for a full disk), and two writers of one name never share a
- * temporary; a lock held by one descriptor is refused to the next with the holder's note. */
+ * temporary; a lock held by one descriptor is refused to the next with the holder's note. A
+ * writer killed mid-write leaves its temporary, and dpfile_remove_stale_temps removes it and
+ * nothing else: not a live writer's, not another host's, not a directory or another name. */
 #include "check.h"
 #include "safe_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -14,6 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char dir[256];
@@ -205,6 +209,70 @@ static void test_lock(void) {
     CHECK(strcmp(content("victim.txt"), "precious") == 0);
 }
 
+static int exists(const char *name) {
+    char p[512];
+    struct stat st;
+    path_in(p, sizeof p, name);
+    return lstat(p, &st) == 0;
+}
+
+static void test_stale_temps(void) {
+    char p[512], err[1024], host[DPFILE_HOST_MAX + 1];
+    dpfile_temp_host(host);
+    CHECK(strlen(host) >= 1 && strlen(host) <= DPFILE_HOST_MAX && !strchr(host, '.'));
+    CHECK(temporaries() == 0);
+    /* a writer dies mid-write (as under kill -9): its temporary stays */
+    path_in(p, sizeof p, "big.json");
+    pid_t child = fork();
+    if (child == 0) {
+        dpfile_writer w;
+        if (dpfile_writer_open(&w, p, NULL, 0) != 0) _exit(1);
+        fputs("half a result", w.fp);
+        fflush(w.fp);
+        _exit(0); /* no commit, no abort */
+    }
+    int status = 0;
+    CHECK(child > 0 && waitpid(child, &status, 0) == child && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char dead[256] = "", prefix[256];
+    snprintf(prefix, sizeof prefix, ".big.json.%s.%ld.", host, (long)child);
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d)) != NULL;)
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) snprintf(dead, sizeof dead, "%s", e->d_name);
+    if (d) closedir(d);
+    CHECK(dead[0] && strcmp(dead + strlen(dead) - 4, ".tmp") == 0 && exists(dead));
+    /* a live writer's (this process's), another host's, a directory and other names stay */
+    dpfile_writer live;
+    path_in(p, sizeof p, "live.json");
+    CHECK(dpfile_writer_open(&live, p, err, sizeof err) == 0);
+    fputs("live", live.fp);
+    char other_host[256], dir_named[256], old_form[256], pid1[256];
+    snprintf(other_host, sizeof other_host, ".big.json.%sx.%ld.1.tmp", host, (long)child);
+    snprintf(dir_named, sizeof dir_named, ".d.json.%s.%ld.2.tmp", host, (long)child);
+    snprintf(old_form, sizeof old_form, ".big.json.%ld.3.tmp", (long)child);
+    snprintf(pid1, sizeof pid1, ".init.json.%s.1.4.tmp", host); /* pid 1 is alive */
+    put(other_host, "x");
+    put(old_form, "x");
+    put(pid1, "x");
+    path_in(p, sizeof p, dir_named);
+    CHECK(mkdir(p, 0700) == 0);
+    put("notes.tmp", "x");
+    CHECK(dpfile_remove_stale_temps(dir, err, sizeof err) == 1);
+    CHECK(!exists(dead));
+    CHECK(exists(other_host) && exists(old_form) && exists(pid1) && exists(dir_named) && exists("notes.tmp"));
+    CHECK(dpfile_writer_commit(&live, err, sizeof err) == 0 && strcmp(content("live.json"), "live") == 0);
+    CHECK(dpfile_remove_stale_temps(dir, err, sizeof err) == 0);
+    CHECK(dpfile_remove_stale_temps("/nonexistent-dpprof-dir", err, sizeof err) == -1 &&
+          strstr(err, "/nonexistent-dpprof-dir: cannot read the directory"));
+    /* leave the directory as the next test found it */
+    const char *planted[] = {other_host, old_form, pid1, "notes.tmp", "live.json"};
+    for (size_t i = 0; i < sizeof planted / sizeof *planted; i++) {
+        path_in(p, sizeof p, planted[i]);
+        unlink(p);
+    }
+    path_in(p, sizeof p, dir_named);
+    rmdir(p);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpprof-test-safe-file-%ld", (long)getpid());
     char cmd[1024];
@@ -213,6 +281,7 @@ int main(void) {
     test_read();
     test_write();
     test_lock();
+    test_stale_temps();
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (system(cmd) != 0) return 1;
     return check_report("test_safe_file");

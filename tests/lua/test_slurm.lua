@@ -130,7 +130,7 @@ check.truthy(log:find("--parsable --job-name=dpprof-out --array=0-2%2 --output="
 check.truthy(log:find("--dependency=afterany:100 --output=" .. out .. "/slurm/collect_%j.out", 1, true)
              and log:find("--ntasks=1 --partition=gpu --account=acct --time=00:10:00 " .. out .. "/slurm/collect.sh",
                           1, true), "the collect job's sbatch: " .. log)
-check.truthy(dp.read_file(out .. "/slurm/task.sh"):find("sweep task '" .. out .. "'", 1, true), "task.sh")
+check.truthy(dp.read_file(out .. "/slurm/task.sh"):find("'sweep' 'task' '" .. out .. "'", 1, true), "task.sh")
 local m = assert(slurm.read_manifest(out))
 check.eq(m.submissions[1].job_id, "100", "manifest: job")
 check.eq(m.submissions[1].collect_job_id, "101", "manifest: collect job")
@@ -305,6 +305,35 @@ check.raises(function() dp.sweep{ vary = { seed = { 1 } }, backend = "pbs", out 
              "unknown backend 'pbs' (valid: local, slurm)")
 check.raises(function() dp.sweep{ vary = { seed = { 1 } }, backend = "slurm", slurm = { queue = "x" }, out = root .. "/q" } end,
              "unknown slurm option 'queue'")
+
+
+-- a corrupted manifest: one line naming the file, the field and what is valid, exit 2 (a Lua
+-- error from deep inside status or collect before; a file of "../" wrote outside the sweep)
+local mpath = out .. "/" .. slurm.MANIFEST_FILE
+local good = assert(dp.read_file(mpath))
+local function corrupt(from, to, sub, want)
+  local text, n = good:gsub(from, to, 1)
+  check.eq(n, 1, "the manifest has " .. from)
+  write(mpath, text)
+  for _, what in ipairs({ "status", "collect", sub }) do
+    code, text = sh(string.format("%s sweep %s %s", exe, what, out))
+    check.eq(code, 2, what .. " of a corrupted manifest: " .. text)
+    check.eq(text, "dpprof sweep " .. what .. ": " .. mpath .. ": " .. want .. "\n", what .. ": one line")
+  end
+end
+corrupt('"file": "seed=2.json"', '"file": "../../escaped.json"', "task",
+        'field points[2].file is "../../escaped.json"; valid: "seed=2.json" (its name\'s file)')
+corrupt('"points": %[', '"points": null, "x": [', "submit",
+        "field points is null; valid: a list of 1 to 1001 points")
+corrupt('"job_id": "100"', '"job_id": 100', "task",
+        "field submissions[1].job_id is 100 (an integer); valid: a Slurm job id, digits as a text")
+corrupt('"name": "seed=3"', '"name": "../seed=3"', "submit",
+        'field points[3].name is "../seed=3"; valid: a point\'s file name: letters, digits and _.+=,- (not first a .), '
+        .. "at most 250 bytes")
+corrupt('"version": 1', '"version": "1"', "task",
+        'field version is "1"; valid: 1 (the manifest version this dpprof reads)')
+check.eq(dp.list_dir(root .. "/escaped.json"), nil, "nothing written outside the sweep")
+write(mpath, good)
 
 os.execute("rm -rf " .. root)
 print("test_slurm: ok")

@@ -72,10 +72,10 @@ do
                                     quiet = true })
   check.eq(ok, false, "the sweep stops")
   local msg = tostring(err)
-  check.truthy(msg:find("the result of point method=2 (ok) could not be written, twice: ", 1, true)
+  check.truthy(msg:find("writing the result of point method=2 (ok) to " .. out .. "/method=2.json failed twice: ", 1, true)
                and msg:find("method=2.json: refusing to write: it is a directory", 1, true), "says what and why: " .. msg)
-  check.truthy(msg:find("1 point before it finished and is in " .. out .. ", 1 did not run", 1, true),
-               "says what is done: " .. msg)
+  check.truthy(msg:find("The sweep stopped there: 1 point finished before it and is kept in " .. out .. "; 1 point did "
+                        .. "not run;", 1, true), "says what is done: " .. msg)
   check.truthy(msg:find("run the sweep again to resume", 1, true), "says how to go on: " .. msg)
   check.eq(type(err) == "table" and err.result.x, 2, "the unwritten result is kept in the error")
   check.eq(dp.results.read(out .. "/method=1.json").x, 1, "the point before is intact")
@@ -89,7 +89,8 @@ dp.sweep{ vary = { method = { 2 } }, out = %q, run = function() return {} end, q
   local code, text = check.sh(string.format("%q run %q", dp.executable, script))
   check.eq(code, 1, "a sweep stopped by a failed write fails the script: " .. text)
   check.eq(select(2, text:gsub("\n", "")), 1, "in one line: " .. text)
-  check.truthy(text:find("could not be written, twice", 1, true), text)
+  check.truthy(text:find("failed twice", 1, true) and text:find("0 points finished before it and are kept in", 1, true),
+               text)
 end
 
 -- Names too long for the file system are refused before the first point runs.
@@ -174,6 +175,37 @@ do
   same.on = { finished = function() end }
   check.eq(dp.sweep{ base = same, vary = { method = { "vanilla", "ghost" } }, out = out, quiet = true,
                      isolate = false }.points[1].skipped, true, "a callback does not change the configuration")
+end
+
+
+-- A writer killed mid-write (kill -9) leaves its temporary ".<name>.<host>.<pid>.<n>.tmp": the
+-- next sweep in the directory removes this host's whose process is gone, and no other (a live
+-- writer's, another host's on a shared filesystem, other names). It stayed for good before.
+do
+  local out = root .. "/stale"
+  assert(dp.mkdir_p(out .. "/runs"))
+  local host = (dp.environment().hostname or ""):gsub("[^%w%-]", "_"):sub(1, 32)
+  if host == "" then host = "host" end
+  local p = io.popen("sh -c 'echo $$'")
+  local dead = tonumber(p:read("l"))
+  p:close() -- that shell has ended: its pid names a dead writer
+  local function plant(name) assert(dp.write_file(out .. "/" .. name, "half a result")) end
+  local stale = { string.format(".method=1.json.%s.%d.0.tmp", host, dead),
+                  string.format("runs/.method=1.run1.json.%s.%d.7.tmp", host, dead) }
+  local kept = { string.format(".method=2.json.%s.1.0.tmp", host), -- pid 1 lives
+                 string.format(".method=2.json.%s.%d.0.tmp", host, dp.pid()), -- this process
+                 string.format(".method=2.json.%sz.%d.0.tmp", host, dead), -- another host
+                 string.format(".method=2.json.%d.0.tmp", dead), "notes.tmp" }
+  for _, n in ipairs(stale) do plant(n) end
+  for _, n in ipairs(kept) do plant(n) end
+  local s = dp.sweep{ vary = { method = { 1 } }, out = out, run = value_run, quiet = true, isolate = false }
+  for _, n in ipairs(stale) do check.eq(dp.read_file(out .. "/" .. n), nil, "a dead writer's temporary is removed: " .. n) end
+  for _, n in ipairs(kept) do check.truthy(dp.read_file(out .. "/" .. n), "left alone: " .. n) end
+  check.eq(s.counts.ok, 1, "the sweep ran")
+  check.eq(dp.remove_stale_temps(out), 0, "none left")
+  local none, why = dp.remove_stale_temps(out .. "/absent")
+  check.eq(none, nil, "a missing directory")
+  check.truthy(why:find("absent: cannot read the directory", 1, true), why)
 end
 
 os.execute("rm -rf " .. root)

@@ -1,0 +1,105 @@
+-- test_slurm_scripts.lua: what reaches the scripts a Slurm sweep generates (slurm/task.sh and
+-- slurm/collect.sh) from outside: the output directory and the sweep's name. Hostile ones
+-- (quotes, $(), backticks, spaces, ;, #, %, a backslash, non-ASCII) are submitted through
+-- `dpprof sweep submit` with an sbatch stand-in; both scripts must pass `sh -n` and, run for real
+-- as Slurm runs them, do their job (the task writes its point's file, collect ends 0) without
+-- running any of the injected text. A path or name with a newline or another control character
+-- is refused in one line before anything is made (a newline once wrote "touch pwned" as a shell
+-- line of its own under a comment).
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+local slurm = require("dpprof.slurm")
+local q = slurm.quote
+
+local root = string.format("/tmp/dpprof-test-slurm-scripts-%d-%d", dp.pid(), os.time())
+os.execute("rm -rf " .. q(root))
+local fake = root .. "/bin"
+assert(dp.mkdir_p(fake))
+local function write(path, text) assert(dp.write_file(path, text)) end
+write(fake .. "/sbatch", [[#!/bin/sh
+n=$(cat "$FAKE/next" 2>/dev/null || echo 100)
+echo $((n + 1)) > "$FAKE/next"
+echo "$n"
+]])
+write(fake .. "/sacct", "#!/bin/sh\ncat \"$FAKE/sacct.txt\" 2>/dev/null\n")
+write(fake .. "/scontrol", "#!/bin/sh\nexit 1\n")
+os.execute("chmod +x " .. q(fake) .. "/*")
+local env = string.format("FAKE=%s PATH=%s:$PATH", q(fake), q(fake))
+local function sh(cmd) return check.sh(env .. " " .. cmd) end
+local exe = dp.executable
+
+local pwned = root .. "/pwned"
+local script = root .. "/sweep.lua"
+write(script, [[
+local dp = require("dpprof")
+dp.sweep{ vary = { seed = { 7 } }, out = dp.args.out, name = dp.args.name, backend = "slurm",
+          run = function(cfg, vary) return { seed = vary.seed } end }
+]])
+
+-- each of these runs the stand-in's `touch` of pwned if it ever reaches a shell unquoted
+local touch = "touch " .. pwned
+local hostile = {
+  "q'uote", 'd"quote', "$(" .. touch .. ")", "`" .. touch .. "`", "sp ace", "semi;" .. touch .. ";", "#hash",
+  "100%j", "back\\slash", "-dash", "glob*?[a]", "ünïcödé", "a'$(" .. touch .. ")'b", "amp&" .. touch .. "&",
+  "pipe|" .. touch, "${IFS}", "\\'", "'\\''",
+}
+for i, h in ipairs(hostile) do
+  local out = string.format("%s/o%d/%s", root, i, h)
+  local name = "n" .. h
+  local code, text = sh(string.format("%s sweep submit %s %s %s", q(exe), q(script), q("out=" .. out),
+                                      q("name=" .. name)))
+  check.eq(code, 0, "submit to " .. out .. ": " .. text)
+  local job = text:match("submitted as Slurm array job (%d+)")
+  check.truthy(job, text)
+  for _, s in ipairs({ "task.sh", "collect.sh" }) do
+    local file = out .. "/slurm/" .. s
+    local body = assert(dp.read_file(file))
+    check.eq(select(2, body:gsub("\n", "")), s == "task.sh" and 4 or 3, s .. ": its own lines, whatever the path: " .. body)
+    check.truthy(body:find("\nexec " .. q(exe) .. " 'sweep' " .. q(s == "task.sh" and "task" or "collect") .. " "
+                           .. q(out) .. "\n", 1, true), s .. " names the directory quoted: " .. body)
+    code, text = check.sh("sh -n " .. q(file))
+    check.eq(code, 0, "sh -n " .. file .. ": " .. text)
+  end
+  -- as Slurm runs them: the task writes the point's file, collect finds every point done
+  code, text = sh(string.format("SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=%s sh %s", job, q(out .. "/slurm/task.sh")))
+  check.eq(code, 0, "task.sh of " .. out .. ": " .. text)
+  local r = dp.results.read(out .. "/seed=7.json")
+  check.eq(r.seed, 7, "the task ran its point into " .. out)
+  check.eq(r.sweep.name, name, "the sweep's name, byte for byte")
+  write(fake .. "/sacct.txt", job .. "_0|COMPLETED|0:0|n1\n")
+  code, text = sh("sh " .. q(out .. "/slurm/collect.sh"))
+  check.eq(code, 0, "collect.sh of " .. out .. ": " .. text)
+  check.eq(dp.read_file(pwned), nil, "nothing injected ran (" .. h .. ")")
+end
+
+-- control characters: refused in one line, nothing made, nothing run
+local controls = { "\n" .. touch .. " #", "\r", "\t", "\27[31m", "\127", "\1" }
+for i, c in ipairs(controls) do
+  for _, key in ipairs({ "out", "name" }) do
+    local dir = string.format("%s/c%d%s/x%s", root, i, key, key == "out" and c or "")
+    local code, text = sh(string.format("%s sweep submit %s %s %s", q(exe), q(script), q("out=" .. dir),
+                                        q("name=" .. (key == "name" and "n" .. c or "plain"))))
+    check.eq(code, 1, key .. " with byte " .. c:byte() .. ": " .. text)
+    check.truthy(text:find(key == "out" and "out (the sweep's directory) \"" .. root or "the sweep's name \"n", 1, true)
+                 and text:find("\" has a control character (byte " .. c:byte() .. " at position", 1, true),
+                 key .. ": " .. text)
+    check.truthy(text:find("may hold any character but bytes 0%-31 and 127"), text)
+    local first = text:match("^[^\n]*has a control character[^\n]*\n")
+    check.truthy(first, "the reason in one line: " .. text)
+    check.eq(dp.list_dir(string.format("%s/c%d%s", root, i, key)), nil, "nothing made for " .. key)
+  end
+end
+check.eq(dp.read_file(pwned), nil, "nothing injected ran")
+
+-- the quoting function alone: every byte but NUL comes back through sh as it went in
+local all = {}
+for b = 1, 255 do all[#all + 1] = string.char(b) end
+local every = table.concat(all)
+local code, text = check.sh("printf '%s' " .. q(every) .. " | od -An -v -tx1 | tr -d ' \\n'")
+check.eq(code, 0, "printf")
+check.eq(text, (every:gsub(".", function(ch) return string.format("%02x", ch:byte()) end)), "bytes 1-255 round-trip")
+check.raises(function() q("a\0b") end, "cannot pass text with a NUL byte to the shell")
+
+os.execute("rm -rf " .. q(root))
+print("test_slurm_scripts: ok")
