@@ -268,6 +268,32 @@ function experiment.config(cfg)
   return c
 end
 
+-- The configuration a result records (its `config`: the resolved model as model:config() gives it,
+-- the method or "norms+clip", optimizer, dp, iters, warmup, device, seed, ...) checked as
+-- experiment.config checks a script's: raises its error (method "x", layers 0, ...) for what a run
+-- would have refused. JSON nulls count as absent; a checkpoint's model is checked from the fields
+-- recorded, not from its directory (which the reader may not have).
+function experiment.check_recorded(rc)
+  if type(rc) ~= "table" then error("dpprof.experiment: config must be an object", 2) end
+  local function strip(v)
+    if type(v) ~= "table" or json.is_null(v) then return v end
+    local out = {}
+    for k, x in pairs(v) do
+      if not json.is_null(x) then out[k] = strip(x) end
+    end
+    return out
+  end
+  local c = strip(rc)
+  if type(c.model) == "table" then c.model.path, c.model.weights = nil, nil end
+  if type(c.method) == "string" and c.method:find("+", 1, true) then
+    c.norms, c.clip = c.method:match("^(.-)%+(.*)$")
+    c.method = nil
+  end
+  if c.device ~= "plan" then c.device_model = nil end -- recorded for plan runs only
+  if c.method == "vanilla" and c.dp == nil then c.dp = {} end
+  return experiment.config(c)
+end
+
 ---------------------------------------------------------------------------------------------
 -- The run
 
