@@ -439,9 +439,17 @@ function experiment.run(cfg_in)
     local name = i and pattern:gsub("{i}", tostring(i)) or pattern
     if take(pattern, name) then mem.snapshot(name) end
   end
+  -- The script's callbacks cannot yield: a coroutine.yield in one would abandon the run with the
+  -- modelled clock, per-op profiling and the thread count left as the run set them (later runs
+  -- in the process then reported 0 ms steps); it is an error result naming the callback instead.
+  local in_callback
   local function callback(name, i, k)
     local f = c.on[name]
-    if f then f(ctx, i, k) end
+    if f then
+      in_callback = name
+      dp.call_unyielding(f, ctx, i, k)
+      in_callback = nil
+    end
   end
   -- What was live at a phase's peak and at its end, in the timed iterations: the instance of the
   -- phase with the highest peak (a phase runs once per physical batch).
@@ -577,6 +585,11 @@ function experiment.run(cfg_in)
   if c.threads then dp.threads(c.threads) end
   local ok, err = xpcall(body, function(e)
     local message = dp.error_text(e)
+    if in_callback and (message:find("attempt to yield across a C-call boundary", 1, true)
+                        or message:find("attempt to yield from outside a coroutine", 1, true)) then
+      message = string.format("on.%s yielded (coroutine.yield): a callback runs inside the experiment, which "
+                              .. "must run to its end; yield after dp.experiment returns", in_callback)
+    end
     return { message = message, traceback = debug.traceback(message, 2), building = building }
   end)
   local threads = dp.threads()
