@@ -490,6 +490,22 @@ function experiment.run(cfg_in)
     end
   end
 
+  -- Non-finite numbers end the run as an error (a NaN loss reported as ok was wrong data): every
+  -- step's loss and, for DP methods, its per-sample gradient norms are checked (figures already on
+  -- the host); when one is not finite, the model's tensors are searched for the first holding a
+  -- NaN or an infinity, which the error names. An update that makes the weights non-finite shows
+  -- in the next step's loss. Not on plan, which computes no values.
+  local numeric = kind ~= "plan"
+  local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+  local function nonfinite(what, value, step, i, k, search)
+    local name, tkind = model:nonfinite(table.unpack(search))
+    local where = i and string.format("timed iteration %d", i) or string.format("warm-up step %d", step + 1)
+    local first = name and string.format("the first non-finite tensor is the %s '%s'", tkind, name)
+      or string.format("no %s holds one", table.concat(search, " or "))
+    error(string.format("non-finite %s (%s) in %s, physical batch %d: %s", what, value ~= value and "nan" or tostring(value), where, k,
+                       first), 0)
+  end
+
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
   -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
   local function iteration(i, step)
@@ -503,13 +519,20 @@ function experiment.run(cfg_in)
       local first = i and k == 1 -- the default snapshots describe the first physical batch
       if first then snap("iter{i}_before_forward", i) end
       if i then callback("before_forward", i, k) end
-      phase("forward", iter, acc, function() priv:forward(batch) end)
+      local loss
+      phase("forward", iter, acc, function() loss = priv:forward(batch) end)
+      if numeric and not finite(loss) then nonfinite("loss", loss, step, i, k, { "parameters", "logits" }) end
       if first then snap("iter{i}_after_forward", i) end
       if i then callback("after_forward", i, k) end
       phase("backward", iter, acc, function() priv:backward() end)
       if first then snap("iter{i}_after_backward", i) end
       if i then callback("after_backward", i, k) end
       phase("clip", iter, acc, function() priv:clip() end)
+      if numeric then -- the per-sample gradient norms (DP methods; host figures, no device work)
+        for _, n in ipairs(priv:stats().norms) do
+          if not finite(n) then nonfinite("per-sample gradient norm", n, step, i, k, { "gradients", "parameters" }) end
+        end
+      end
       if i then callback("after_clip", i, k) end
       dp.free_batch(batch)
     end

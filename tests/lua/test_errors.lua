@@ -270,4 +270,31 @@ check.truthy(text:find("DPPROF_DEVICE='gpu': unknown device (valid: cpu, cuda, p
              "names the variable: " .. text)
 os.remove(script)
 
+-- Non-finite numbers are an error result naming the first non-finite tensor, not status ok with a
+-- NaN loss (issue 26): a yarn rope whose attention factor overflows the scores (the logits), and a
+-- weight made NaN between steps (the parameter).
+do
+  local llama = { arch = "llama", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 2,
+                  rope_scaling = { rope_type = "yarn", factor = 4, original_max_position_embeddings = 4,
+                                   mscale = 1e30, mscale_all_dim = 1e-30 } }
+  for _, method in ipairs({ "vanilla", "ghost" }) do
+    local r = dp.experiment{ model = llama, device = "cpu", iters = 1, warmup = 1, snapshots = "none", method = method }
+    check.eq(r.status, "error", method .. ": a NaN loss is an error")
+    check.eq(r.message, "non-finite loss (nan) in warm-up step 1, physical batch 1: the first non-finite tensor is "
+             .. "the activation 'logits'", method .. ": names the logits")
+  end
+  local poisoned
+  local r = dp.experiment(cfg{ method = "ghost", on = { after_warmup = function(ctx)
+    poisoned = ctx.model:params()[3].name
+    local t = ctx.model:param(poisoned)
+    t:fill(1 / 0)
+    ctx.model:set_param(poisoned, t)
+  end }, warmup = 1 })
+  check.eq(r.status, "error", "an infinite weight: error")
+  check.eq(r.message, "non-finite loss (nan) in timed iteration 1, physical batch 1: the first non-finite tensor is "
+           .. "the parameter '" .. poisoned .. "'", "names the parameter")
+  local fine = dp.experiment(cfg{ method = "ghost" })
+  check.eq(fine.status, "ok", "a finite run is ok")
+end
+
 print("test_errors: ok")
