@@ -270,6 +270,28 @@ check.truthy(text:find("DPPROF_DEVICE='gpu': unknown device (valid: cpu, cuda, p
              "names the variable: " .. text)
 os.remove(script)
 
+-- A method's argument error names the method where Lua cannot name the call (pcall(m.forward, m,
+-- x), a call from C): it said "bad argument #2 to '?'" (issue 26)
+do
+  dp.device("cpu")
+  local m <close> = dp.model(MODEL)
+  local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
+  local priv <close> = dp.dp.wrap(m, opt, { method = "ghost", max_grad_norm = 1, noise_multiplier = 1,
+                                            sample_rate = 0.01, expected_batch_size = 2 })
+  local t <close> = dp.tensor{ shape = { 2 } }
+  for _, case in ipairs({
+    { m.forward, m, 5, "bad argument #2 to 'model:forward' (table expected, got number)" },
+    { m.nonfinite, m, "weights", "bad argument #2 to 'model:nonfinite' (invalid option 'weights')" },
+    { opt.set_lr, opt, "x", "bad argument #2 to 'optim:set_lr' (number expected, got string)" },
+    { t.fill, t, "x", "bad argument #2 to 'tensor:fill'" },
+    { priv.forward, priv, 5, "bad argument #2 to 'dp:forward'" },
+  }) do
+    local ok, err = pcall(case[1], case[2], case[3])
+    check.eq(ok, false, case[4])
+    check.truthy(tostring(err):find(case[4], 1, true), "names the method: " .. tostring(err))
+  end
+end
+
 -- Non-finite numbers are an error result naming the first non-finite tensor, not status ok with a
 -- NaN loss (issue 26): a yarn rope whose attention factor overflows the scores (the logits), and a
 -- weight made NaN between steps (the parameter).
