@@ -315,6 +315,18 @@ do
   check.eq(r.status, "error", "an infinite weight: error")
   check.eq(r.message, "non-finite loss (nan) in timed iteration 1, physical batch 1: the first non-finite tensor is "
            .. "the parameter '" .. poisoned .. "'", "names the parameter")
+  -- a weight made infinite between the forward and the backward: the loss is finite, the
+  -- per-sample gradient norms are not
+  r = dp.experiment(cfg{ method = "ghost", on = { after_forward = function(ctx)
+    local ps = ctx.model:params()
+    poisoned = ps[#ps - 1].name
+    local t = ctx.model:param(poisoned)
+    t:fill(1 / 0)
+    ctx.model:set_param(poisoned, t)
+  end } })
+  check.eq(r.status, "error", "a non-finite gradient: error")
+  check.eq(r.message, "non-finite per-sample gradient norm (nan) in timed iteration 1, physical batch 1: the first "
+           .. "non-finite tensor is the parameter '" .. poisoned .. "'", "names it: " .. tostring(r.message))
   local fine = dp.experiment(cfg{ method = "ghost" })
   check.eq(fine.status, "ok", "a finite run is ok")
 end
