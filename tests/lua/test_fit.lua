@@ -217,7 +217,8 @@ for _, case in ipairs({
   { "seq_len=0", "dpprof.model: 'seq_len' must be a positive integer (got 0)" },
   { "vary=layers layers=0", "dpprof.model: 'layers' must be a positive integer (got 0)" },
   { "vary=batch batch=0", "model.batch must be an integer >= 1, got 0" },
-  { "lora_rank=0", "dpprof.model: 'lora.rank' must be a positive integer (got 0)" },
+  { "lora_rank=0", "dpprof.model: 'lora.rank' must be an integer from 1 to 1048576 (got 0)" },
+  { "lora_rank=2147483648", "'lora.rank' must be an integer from 1 to 1048576 (got 2147483648)" },
   { "lora_rank=4 lora_alpha=0", "'lora.alpha' must be a positive number (got 0)" },
   { "hidden=0", "dpprof.model: 'hidden' must be a positive integer (got 0)" },
 }) do
