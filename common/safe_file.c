@@ -147,7 +147,8 @@ static int check_parent(const char *path, char *err, size_t errlen) {
         return fail(err, errlen, e, "%s: cannot write: directory %s: %s", path, dir, strerror(e));
     }
     if (!S_ISDIR(st.st_mode))
-        return fail(err, errlen, ENOTDIR, "%s: cannot write: %s is %s, not a directory", path, dir, kind_of(st.st_mode));
+        return fail(err, errlen, ENOTDIR, "%s: cannot write: %s is %s, not a directory", path, dir,
+                    kind_of(st.st_mode));
     if (access(dir, W_OK | X_OK) != 0)
         return fail(err, errlen, errno, "%s: cannot write in the directory %s: %s", path, dir, strerror(errno));
     return 0;

@@ -56,7 +56,8 @@ static int check_nonneg(const char *opt, const char *what, double v) {
 /* lr: finite, >= 0 and at most DP_OPTIM_MAX_LR (1e308 passed and made every weight inf). */
 static int check_lr(const char *opt, double v) {
     if (!(v >= 0.0 && v <= DP_OPTIM_MAX_LR))
-        return dp_error_set(DP_EINVAL, "%s: lr must be a finite number >= 0 and <= %g (got %g)", opt, DP_OPTIM_MAX_LR, v);
+        return dp_error_set(DP_EINVAL, "%s: lr must be a finite number >= 0 and <= %g (got %g)", opt, DP_OPTIM_MAX_LR,
+                            v);
     return DP_OK;
 }
 

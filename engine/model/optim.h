@@ -56,7 +56,7 @@ int dp_optim_zero_grad(dp_optimizer *o, int set_to_none);
 dp_optim_kind dp_optim_kind_of(const dp_optimizer *o);
 const char *dp_optim_name(dp_optim_kind kind);
 const dp_optim_opts *dp_optim_opts_of(const dp_optimizer *o);
-/* Sets the learning rate for the following steps (schedules); DP_EINVAL when not a finite number in [0, DP_OPTIM_MAX_LR]. */
+/* Sets the learning rate for the following steps (schedules); DP_EINVAL outside [0, DP_OPTIM_MAX_LR]. */
 int dp_optim_set_lr(dp_optimizer *o, double lr);
 /* Number of step() calls so far. */
 int64_t dp_optim_steps(const dp_optimizer *o);

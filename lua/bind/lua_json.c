@@ -434,8 +434,9 @@ void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fna
             char hex[8];
             snprintf(hex, sizeof hex, "0x%02x", ch);
             line_col(text, i, &line, &col);
-            luaL_error(L, "%s: invalid JSON at line %d, column %d (control character %s: JSON allows tab, "
-                          "newline and return between tokens, and none unescaped in a string)",
+            luaL_error(L,
+                       "%s: invalid JSON at line %d, column %d (control character %s: JSON allows tab, "
+                       "newline and return between tokens, and none unescaped in a string)",
                        fname, line, col, hex);
         }
         if (ch == '"') {
@@ -443,8 +444,9 @@ void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fna
         } else if (in_string && ch == '\\' && i + 1 < len) {
             if (text[i + 1] == 'u' && len - i >= 6 && memcmp(text + i + 2, "0000", 4) == 0) {
                 line_col(text, i, &line, &col);
-                luaL_error(L, "%s: unsupported JSON at line %d, column %d (\\u0000 in a string: a NUL would cut "
-                              "the string short)",
+                luaL_error(L,
+                           "%s: unsupported JSON at line %d, column %d (\\u0000 in a string: a NUL would cut "
+                           "the string short)",
                            fname, line, col);
             }
             i++; /* the escaped character: an escaped quote does not end the string */

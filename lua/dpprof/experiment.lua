@@ -502,8 +502,8 @@ function experiment.run(cfg_in)
     local where = i and string.format("timed iteration %d", i) or string.format("warm-up step %d", step + 1)
     local first = name and string.format("the first non-finite tensor is the %s '%s'", tkind, name)
       or string.format("no %s holds one", table.concat(search, " or "))
-    error(string.format("non-finite %s (%s) in %s, physical batch %d: %s", what, value ~= value and "nan" or tostring(value), where, k,
-                       first), 0)
+    local shown = value ~= value and "nan" or tostring(value) -- not "-nan" on some platforms
+    error(string.format("non-finite %s (%s) in %s, physical batch %d: %s", what, shown, where, k, first), 0)
   end
 
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
