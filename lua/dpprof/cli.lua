@@ -332,6 +332,8 @@ not fit.
                               seq_len searched up to its max_position_embeddings unless hi=)
   arch= vocab= hidden= layers= heads= kv_heads= head_dim= seq_len= batch= dtype= mlp_ratio= ffn=
   tie_head= master_weights=   (dtype=bf16 keeps LoRA's frozen base in bf16 only)
+                              sizes are integers >= 1: leave kv_heads=, head_dim=, ffn= out for
+                              their defaults (heads, hidden / heads, mlp_ratio x hidden)
   lora_rank=R lora_alpha=A    LoRA adapters of rank R (alpha default R)
   lora_targets=N[,N...]       qkv, proj, fc, down or PEFT's q_proj, k_proj, v_proj, o_proj,
                               gate_proj, up_proj, down_proj (default qkv)
