@@ -220,6 +220,10 @@ function experiment.config(cfg)
   check_int(c, "warmup", "dpprof.experiment: warmup", 0)
   check_int(c, "seed", "dpprof.experiment: seed", 0)
   check_int(c, "threads", "dpprof.experiment: threads", 1)
+  if c.threads and c.threads > 4096 then -- dp.threads's range, refused here: at the run it came after the
+    -- plan clock was modelled, and left it so for the runs after
+    error(string.format("dpprof.experiment: threads must be an integer from 1 to 4096, got %d", c.threads), 3)
+  end
   check_int(c.dp, "max_physical_batch_size", "dpprof.experiment: dp.max_physical_batch_size", 1)
   check_int(c.dp, "dataset_size", "dpprof.experiment: dp.dataset_size", 1)
   check_int(c.model, "batch", "dpprof.experiment: model.batch", 1)

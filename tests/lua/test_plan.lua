@@ -348,7 +348,15 @@ do
   check.eq(dp.profile.enabled(), false, "per-op profiling off after the run")
   local cpu = dp.experiment{ model = copy(M), iters = 2, warmup = 0, device = "cpu", method = "ghost", snapshots = "none" }
   check.eq(cpu.status, "ok", "a CPU run after it")
-  check.truthy(cpu.timing.avg_ms > 0, "the CPU run's step is timed on the real clock: " .. tostring(cpu.timing.avg_ms))
+  -- on the modelled clock this step took about 0.0005 ms; on the real one, far more than 0.01
+  check.truthy(cpu.timing.avg_ms > 0.01, "the CPU run's step is timed on the real clock: " .. tostring(cpu.timing.avg_ms))
+  -- a thread count dp.threads refuses: refused with the configuration, not after the plan run had
+  -- modelled the clock (which it then left modelled)
+  check.raises(function()
+    dp.experiment{ model = copy(M), iters = 1, warmup = 0, device = "plan", method = "ghost", threads = 5000 }
+  end, { "dpprof.experiment: threads must be an integer from 1 to 4096, got 5000" })
+  cpu = dp.experiment{ model = copy(M), iters = 2, warmup = 0, device = "cpu", method = "ghost", snapshots = "none" }
+  check.truthy(cpu.timing.avg_ms > 0.01, "real clock after the refusal: " .. tostring(cpu.timing.avg_ms))
   local t0 = dp.clock()
   local s = 0
   for i = 1, 200000 do s = s + i end
