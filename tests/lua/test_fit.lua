@@ -227,6 +227,14 @@ for _, case in ipairs({
   check.truthy(out:find(case[2], 1, true), case[1] .. ": says " .. case[2] .. ": " .. out)
   check.truthy(not out:find("traceback", 1, true) and select(2, out:gsub("\n", "")) == 1, case[1] .. ": one line: " .. out)
 end
+-- an out= that cannot be written is refused before the search (it failed after it, the answer lost)
+for _, case in ipairs({ { "out=", "dpprof fit: out: cannot write a file with an empty name" },
+                        { "out=/nonexistent-dpprof-dir/fit.json", "cannot write: the directory /nonexistent-dpprof-dir "
+                                                                  .. "does not exist" } }) do
+  code, out = sh(string.format("%q fit preset=small method=ghost budget_gb=1 checkpoint=off %s", exe, case[1]))
+  check.eq(code, 2, case[1] .. ": exit 2: " .. out)
+  check.truthy(out:find(case[2], 1, true) and not out:find("largest", 1, true), case[1] .. ": before the search: " .. out)
+end
 -- the varied key's own value is checked through dp.fit too (the search would replace it)
 local m0 = copy(MODEL)
 m0.seq_len = 0
