@@ -129,10 +129,42 @@ FILE *dpfile_open_read(const char *path, char *err, size_t errlen) {
 
 /* ---- writing ------------------------------------------------------------------------------ */
 
+/* 0 when the directory that would hold path (its name up to the last '/'; "." without one) exists,
+ * is a directory and may be written in; else -1 and the reason. */
+static int check_parent(const char *path, char *err, size_t errlen) {
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        strcpy(dir, ".");
+    else if (slash == path)
+        strcpy(dir, "/");
+    else if ((size_t)(slash - path) < sizeof dir)
+        memcpy(dir, path, (size_t)(slash - path)), dir[slash - path] = '\0';
+    else
+        return fail(err, errlen, ENAMETOOLONG, "%s: cannot write: the name is too long", path);
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        int e = errno;
+        if (e == ENOENT) return fail(err, errlen, e, "%s: cannot write: the directory %s does not exist", path, dir);
+        return fail(err, errlen, e, "%s: cannot write: directory %s: %s", path, dir, strerror(e));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return fail(err, errlen, ENOTDIR, "%s: cannot write: %s is %s, not a directory", path, dir,
+                    kind_of(st.st_mode));
+    if (access(dir, W_OK | X_OK) != 0)
+        return fail(err, errlen, errno, "%s: cannot write in the directory %s: %s", path, dir, strerror(errno));
+    return 0;
+}
+
 int dpfile_check_target(const char *path, char *err, size_t errlen) {
+    if (!path || !*path) return fail(err, errlen, EINVAL, "cannot write a file with an empty name");
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!*base || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return fail(err, errlen, EISDIR, "%s: cannot write: the name is a directory", path);
     struct stat st;
     if (lstat(path, &st) != 0) {
-        if (errno == ENOENT) return 0;
+        if (errno == ENOENT) return check_parent(path, err, errlen);
         return fail(err, errlen, errno, "%s: cannot write: %s", path, strerror(errno));
     }
     if (!S_ISREG(st.st_mode))
@@ -140,7 +172,7 @@ int dpfile_check_target(const char *path, char *err, size_t errlen) {
                     "%s: refusing to write: it is %s; dpprof replaces only regular files (remove it or "
                     "choose another name)",
                     path, kind_of(st.st_mode));
-    return 0;
+    return check_parent(path, err, errlen); /* the file is replaced by a rename in its directory */
 }
 
 static atomic_ulong tmp_counter;

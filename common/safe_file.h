@@ -32,8 +32,9 @@ int dpfile_read(const char *path, size_t max_bytes, char **out, size_t *len, cha
  * non-regular file (never blocks on a FIFO) or when it cannot be opened. The caller fcloses. */
 FILE *dpfile_open_read(const char *path, char *err, size_t errlen);
 
-/* 0 when writing path would replace nothing but a regular file: the name is absent or a regular
- * file (not a symbolic link, device, FIFO, socket or directory); else -1 and the reason. */
+/* 0 when path can be written and would replace nothing but a regular file: a non-empty file name
+ * that is absent or a regular file (not a symbolic link, device, FIFO, socket or directory), in a
+ * directory that exists and may be written in; else -1 and the reason. */
 int dpfile_check_target(const char *path, char *err, size_t errlen);
 
 /* An atomic write in progress: write to fp, then dpfile_writer_commit or dpfile_writer_abort. */

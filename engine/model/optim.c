@@ -53,6 +53,14 @@ static int check_nonneg(const char *opt, const char *what, double v) {
     return DP_OK;
 }
 
+/* lr: finite, >= 0 and at most DP_OPTIM_MAX_LR (1e308 passed and made every weight inf). */
+static int check_lr(const char *opt, double v) {
+    if (!(v >= 0.0 && v <= DP_OPTIM_MAX_LR))
+        return dp_error_set(DP_EINVAL, "%s: lr must be a finite number >= 0 and <= %g (got %g)", opt, DP_OPTIM_MAX_LR,
+                            v);
+    return DP_OK;
+}
+
 static int check_beta(const char *what, double v) {
     if (!(v >= 0.0 && v < 1.0)) return dp_error_set(DP_EINVAL, "adamw: %s must be in [0, 1) (got %g)", what, v);
     return DP_OK;
@@ -62,7 +70,7 @@ int dp_optim_opts_check(dp_optim_kind kind, const dp_optim_opts *o) {
     if (kind != DP_OPTIM_SGD && kind != DP_OPTIM_ADAMW)
         return dp_error_set(DP_EINVAL, "unknown optimizer kind %d (valid: sgd, adamw)", (int)kind);
     const char *name = dp_optim_name(kind);
-    DP_TRY(check_nonneg(name, "lr", o->lr));
+    DP_TRY(check_lr(name, o->lr));
     DP_TRY(check_nonneg(name, "weight_decay", o->weight_decay));
     if (kind == DP_OPTIM_ADAMW) {
         DP_TRY(check_beta("betas[1]", o->beta1));
@@ -184,7 +192,7 @@ dp_optim_kind dp_optim_kind_of(const dp_optimizer *o) { return o->kind; }
 const dp_optim_opts *dp_optim_opts_of(const dp_optimizer *o) { return &o->opts; }
 
 int dp_optim_set_lr(dp_optimizer *o, double lr) {
-    DP_TRY(check_nonneg(dp_optim_name(o->kind), "lr", lr));
+    DP_TRY(check_lr(dp_optim_name(o->kind), lr));
     o->opts.lr = lr;
     return DP_OK;
 }

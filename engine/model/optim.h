@@ -20,8 +20,13 @@
 
 typedef enum { DP_OPTIM_SGD = 0, DP_OPTIM_ADAMW = 1 } dp_optim_kind;
 
+/* The largest learning rate taken (set_lr and construction): far above any that trains (SGD
+ * under DP uses up to a few), low enough that one step cannot overflow f32 weights from a finite
+ * gradient of ordinary size; 1e308 made every weight inf. */
+#define DP_OPTIM_MAX_LR 100.0
+
 typedef struct dp_optim_opts {
-    double lr;           /* learning rate; >= 0; default 1e-3 (PyTorch's, both) */
+    double lr;           /* learning rate; in [0, DP_OPTIM_MAX_LR]; default 1e-3 (PyTorch's, both) */
     double beta1, beta2; /* AdamW: in [0, 1); defaults 0.9, 0.999 */
     double eps;          /* AdamW: >= 0; default 1e-8 */
     double weight_decay; /* >= 0; AdamW default 0.01, SGD default 0 */
@@ -51,7 +56,7 @@ int dp_optim_zero_grad(dp_optimizer *o, int set_to_none);
 dp_optim_kind dp_optim_kind_of(const dp_optimizer *o);
 const char *dp_optim_name(dp_optim_kind kind);
 const dp_optim_opts *dp_optim_opts_of(const dp_optimizer *o);
-/* Sets the learning rate for the following steps (schedules); DP_EINVAL when negative or NaN. */
+/* Sets the learning rate for the following steps (schedules); DP_EINVAL outside [0, DP_OPTIM_MAX_LR]. */
 int dp_optim_set_lr(dp_optimizer *o, double lr);
 /* Number of step() calls so far. */
 int64_t dp_optim_steps(const dp_optimizer *o);

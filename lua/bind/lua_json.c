@@ -421,11 +421,41 @@ static void line_col(const char *text, size_t pos, int *line, int *col) {
 }
 
 void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fname) {
+    int line, col;
+    /* JSON allows no control character but tab, newline and return between tokens, and none in a
+     * string (RFC 8259: they are escaped there; tab, newline and return are let through); cJSON
+     * takes any of them as white space and keeps them in strings, so a NUL in place of a space
+     * passed, and one in a string cut it short. An escaped NUL (\u0000) would cut the string
+     * short too (Lua gets cJSON's C string): refused as well. */
+    int in_string = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch < 0x20 && ch != '\t' && ch != '\n' && ch != '\r') {
+            char hex[8];
+            snprintf(hex, sizeof hex, "0x%02x", ch);
+            line_col(text, i, &line, &col);
+            luaL_error(L,
+                       "%s: invalid JSON at line %d, column %d (control character %s: JSON allows tab, "
+                       "newline and return between tokens, and none unescaped in a string)",
+                       fname, line, col, hex);
+        }
+        if (ch == '"') {
+            in_string = !in_string;
+        } else if (in_string && ch == '\\' && i + 1 < len) {
+            if (text[i + 1] == 'u' && len - i >= 6 && memcmp(text + i + 2, "0000", 4) == 0) {
+                line_col(text, i, &line, &col);
+                luaL_error(L,
+                           "%s: unsupported JSON at line %d, column %d (\\u0000 in a string: a NUL would cut "
+                           "the string short)",
+                           fname, line, col);
+            }
+            i++; /* the escaped character: an escaped quote does not end the string */
+        }
+    }
     json_box *b = push_box(L);
     const char *end = NULL;
     b->tree = cJSON_ParseWithLengthOpts(text, len, &end, 0);
     size_t pos = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
-    int line, col;
     if (!b->tree) {
         line_col(text, pos, &line, &col);
         luaL_error(L, "%s: invalid JSON at line %d, column %d%s", fname, line, col,

@@ -20,9 +20,11 @@
 #include "error.h"
 #include "lua_util.h"
 #include "model.h"
+#include "ops.h"
 #include "scope.h"
 
 #include <lauxlib.h>
+#include <math.h>
 #include <string.h>
 
 #define MODEL_MT "dpprof.model"
@@ -153,7 +155,7 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     dpl_check_keys(L, li, "dpprof.model: lora", keys);
     int64_t rank = required_int(L, li, "dpprof.model: lora", "rank");
     if (rank <= 0 || rank > 1 << 20)
-        luaL_error(L, "%s: 'lora.rank' must be a positive integer (got %d)", fname, (int)rank);
+        luaL_error(L, "%s: 'lora.rank' must be an integer from 1 to %d (got %I)", fname, 1 << 20, (lua_Integer)rank);
     cfg->lora_rank = (int)rank;
     cfg->lora_alpha = (float)dpl_opt_num_field(L, li, fname, "alpha", (double)rank);
     cfg->lora_targets = 0;
@@ -544,6 +546,49 @@ static int l_set_param(lua_State *L) {
     return 1;
 }
 
+/* 1 when t holds a NaN or an infinity: its sum of squares, in double, is finite otherwise (an f32
+ * or bf16 value squared cannot overflow a double); 0 on plan, which holds no values. */
+static int tensor_nonfinite(lua_State *L, const dp_tensor *t) {
+    if (t->dev->kind == DP_DEV_PLAN || t->numel == 0) return 0;
+    double s;
+    if (dp_sumsq(t, &s) != DP_OK) dpl_fail(L);
+    return !isfinite(s);
+}
+
+/* m:nonfinite([what...]) -> nil | name, kind: the first tensor holding a NaN or an infinity, in
+ * the order of the kinds asked for ("parameters", "gradients", "logits"; default all three),
+ * parameters and gradients in m:params() order; kind is "parameter", "gradient" or "activation".
+ * Reads every tensor asked for (a sum of squares each, synchronising): for after a non-finite
+ * loss or norm, not every step. */
+static int l_nonfinite(lua_State *L) {
+    static const char *const kinds[] = {"parameters", "gradients", "logits", NULL};
+    dp_model *m = dpl_check_model(L, 1);
+    int top = lua_gettop(L), want[3] = {top < 2, top < 2, top < 2};
+    for (int a = 2; a <= top; a++) want[luaL_checkoption(L, a, NULL, kinds)] = 1;
+    int n = dp_model_param_count(m);
+    for (int k = 0; k < 2; k++) {
+        if (!want[k]) continue;
+        for (int i = 0; i < n; i++) {
+            const dp_param *p = dp_model_param(m, i);
+            const dp_tensor *t = k == 0 ? &p->value : &p->grad;
+            if (k == 1 && !p->grad.alloc.live) continue;
+            if (tensor_nonfinite(L, t)) {
+                lua_pushstring(L, p->name);
+                lua_pushstring(L, k == 0 ? "parameter" : "gradient");
+                return 2;
+            }
+        }
+    }
+    const dp_tensor *logits = dp_model_logits(m);
+    if (want[2] && logits && tensor_nonfinite(L, logits)) {
+        lua_pushliteral(L, "logits");
+        lua_pushliteral(L, "activation");
+        return 2;
+    }
+    lua_pushnil(L);
+    return 1;
+}
+
 static int l_zero_grad(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
     int set_to_none = lua_isnoneornil(L, 2) ? 1 : lua_toboolean(L, 2);
@@ -685,6 +730,7 @@ static const luaL_Reg methods[] = {{"forward", l_forward},
                                    {"params", l_params},
                                    {"param", l_param},
                                    {"grad", l_grad},
+                                   {"nonfinite", l_nonfinite},
                                    {"set_param", l_set_param},
                                    {"zero_grad", l_zero_grad},
                                    {"release_activations", l_release_activations},

@@ -112,7 +112,7 @@ static int l_steps(lua_State *L) {
 /* opt:set_lr(lr) */
 static int l_set_lr(lua_State *L) {
     dp_optimizer *o = dpl_check_optim(L, 1);
-    if (dp_optim_set_lr(o, luaL_checknumber(L, 2)) != DP_OK) luaL_argerror(L, 2, dp_error_message());
+    if (dp_optim_set_lr(o, luaL_checknumber(L, 2)) != DP_OK) luaL_error(L, "optimizer:set_lr: %s", dp_error_message());
     return 0;
 }
 

@@ -112,6 +112,16 @@ static int l_clock_model(lua_State *L) {
     return 0;
 }
 
+/* dpprof.call_unyielding(f, ...) -> f(...): f called so that it cannot yield: a coroutine.yield
+ * inside raises "attempt to yield across a C-call boundary" (lua_call, no continuation). For the
+ * script's callbacks inside a run that holds process-wide state (the modelled clock, per-op
+ * profiling, the thread count): a yield would leave it on with the run abandoned. */
+static int l_call_unyielding(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
 /* One "Key:   1234 kB" line of /proc/self/status, in bytes; -1 when absent. */
 static long long status_kb(const char *key) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -155,6 +165,7 @@ void dpl_open_profile(lua_State *L) {
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "profile");
     static const luaL_Reg top[] = {{"clock_model", l_clock_model},
+                                   {"call_unyielding", l_call_unyielding},
                                    {"host_memory", l_host_memory},
                                    {"host_memory_reset_peak", l_host_memory_reset_peak},
                                    {NULL, NULL}};

@@ -21,6 +21,20 @@ static int type_index(lua_State *L) {
     return fields(L);
 }
 
+/* Each method as package.loaded["model:forward"] (the type's name less "dpprof."): where Lua
+ * cannot name a call (pcall(m.forward, m, x), a call from C), luaL_argerror looks the function
+ * up there, so its message names the method rather than '?'. */
+static void register_method_names(lua_State *L, const char *name, const luaL_Reg *methods) {
+    const char *type = strncmp(name, "dpprof.", 7) == 0 ? name + 7 : name;
+    luaL_getsubtable(L, LUA_REGISTRYINDEX, LUA_LOADED_TABLE);
+    for (const luaL_Reg *r = methods; r->name; r++) {
+        lua_pushfstring(L, "%s:%s", type, r->name);
+        lua_pushcfunction(L, r->func);
+        lua_rawset(L, -3);
+    }
+    lua_pop(L, 1);
+}
+
 void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction fields) {
     if (luaL_newmetatable(L, name)) {
         if (meta) luaL_setfuncs(L, meta, 0);
@@ -28,6 +42,7 @@ void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const lu
             lua_newtable(L);
             luaL_setfuncs(L, methods, 0);
             lua_setfield(L, -2, "__methods");
+            register_method_names(L, name, methods);
         }
         if (methods || fields) {
             if (fields)

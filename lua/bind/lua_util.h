@@ -19,7 +19,8 @@
  * metamethods of meta (__gc, __close, __tostring...; may be NULL), the methods in its __methods
  * table (may be NULL), and, when methods or fields are given, __index: a key found in __methods
  * first, else fields(L) with the userdata at 1 and the key at 2 pushing one value (NULL: nil).
- * Leaves the stack as it was. */
+ * Each method is also package.loaded["<name less dpprof.>:<method>"], so that argument errors
+ * name it ("model:forward") where Lua cannot name the call. Leaves the stack as it was. */
 void dpl_new_type(lua_State *L, const char *name, const luaL_Reg *meta, const luaL_Reg *methods, lua_CFunction fields);
 /* Raises a Lua error with the engine's last error message (never returns). */
 int dpl_fail(lua_State *L);

@@ -332,6 +332,8 @@ not fit.
                               seq_len searched up to its max_position_embeddings unless hi=)
   arch= vocab= hidden= layers= heads= kv_heads= head_dim= seq_len= batch= dtype= mlp_ratio= ffn=
   tie_head= master_weights=   (dtype=bf16 keeps LoRA's frozen base in bf16 only)
+                              sizes are integers >= 1: leave kv_heads=, head_dim=, ffn= out for
+                              their defaults (heads, hidden / heads, mlp_ratio x hidden)
   lora_rank=R lora_alpha=A    LoRA adapters of rank R (alpha default R)
   lora_targets=N[,N...]       qkv, proj, fc, down or PEFT's q_proj, k_proj, v_proj, o_proj,
                               gate_proj, up_proj, down_proj (default qkv)
@@ -377,6 +379,43 @@ local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "co
                    "workspace", "lo", "hi", "granularity", "preset", "path", "lora_rank", "lora_alpha", "lora_targets",
                    "physical", "optimizer", "checkpoint", "out" }
 
+-- The fit keys whose values are numbers, and those that are true/false: the command line's types.
+-- The ranges are dp.fit's, dp.model's and the device model's checks (each names its key), but for
+-- two the command line adds: context_mb (turned into bytes here) is a number of MiB >= 0, and a
+-- size whose dp.model default is 0 ("the same as heads", ...) is had by leaving the key out, so
+-- 0 typed for it is refused.
+local FIT_NUMBER_KEYS = { "budget_gb", "context_mb", "reserve_overhead", "lo", "hi", "granularity", "lora_rank",
+                          "lora_alpha", "physical", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim",
+                          "seq_len", "batch", "mlp_ratio", "ffn" }
+local FIT_BOOLEAN_KEYS = { "workspace", "tie_head", "master_weights" }
+local FIT_ZERO_IS_DEFAULT = { kv_heads = "heads", head_dim = "hidden / heads", ffn = "mlp_ratio x hidden" }
+
+-- nil, or the message for a value of the wrong type (a number key given a word, NaN or infinity;
+-- a boolean key given anything but true or false; context_mb < 0; 0 for a size left to its default).
+local function fit_value_error(kv)
+  for _, k in ipairs(FIT_NUMBER_KEYS) do
+    local v = kv[k]
+    if v ~= nil and (type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge) then
+      return string.format("%s must be a finite number, got '%s'", k, tostring(v))
+    end
+  end
+  for _, k in ipairs(FIT_BOOLEAN_KEYS) do
+    if kv[k] ~= nil and type(kv[k]) ~= "boolean" then
+      return string.format("%s must be true or false, got '%s'", k, tostring(kv[k]))
+    end
+  end
+  if kv.context_mb and kv.context_mb < 0 then
+    return string.format("context_mb must be a number of MiB >= 0, got %s", tostring(kv.context_mb))
+  end
+  for _, k in ipairs(FIT_NUMBER_KEYS) do
+    local default = FIT_ZERO_IS_DEFAULT[k]
+    if default and kv[k] == 0 then
+      return string.format("%s must be an integer >= 1, got 0 (leave %s= out for the default, %s)", k, k, default)
+    end
+  end
+  return nil
+end
+
 local function parse_value(v)
   if v == "true" then return true end
   if v == "false" then return false end
@@ -400,6 +439,8 @@ local function fit_options(args)
     end
     kv[k] = parse_value(v)
   end
+  local bad = fit_value_error(kv)
+  if bad then return nil, bad end
   local model = {}
   if kv.path ~= nil then
     if kv.preset ~= nil then return nil, "give preset= or path=, not both" end
@@ -412,7 +453,7 @@ local function fit_options(args)
     for k, v in pairs(p.model) do model[k] = v end
   end
   for _, k in ipairs(FIT_MODEL_KEYS) do if kv[k] ~= nil then model[k] = kv[k] end end
-  if kv.lora_rank and kv.lora_rank ~= 0 then
+  if kv.lora_rank ~= nil then -- 0 and the like go to dp.model, which refuses them
     model.lora = { rank = kv.lora_rank, alpha = kv.lora_alpha }
     if kv.lora_targets ~= nil then
       model.lora.targets = {}

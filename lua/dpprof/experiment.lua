@@ -220,6 +220,10 @@ function experiment.config(cfg)
   check_int(c, "warmup", "dpprof.experiment: warmup", 0)
   check_int(c, "seed", "dpprof.experiment: seed", 0)
   check_int(c, "threads", "dpprof.experiment: threads", 1)
+  if c.threads and c.threads > 4096 then -- dp.threads's range, refused here: at the run it came after the
+    -- plan clock was modelled, and left it so for the runs after
+    error(string.format("dpprof.experiment: threads must be an integer from 1 to 4096, got %d", c.threads), 3)
+  end
   check_int(c.dp, "max_physical_batch_size", "dpprof.experiment: dp.max_physical_batch_size", 1)
   check_int(c.dp, "dataset_size", "dpprof.experiment: dp.dataset_size", 1)
   check_int(c.model, "batch", "dpprof.experiment: model.batch", 1)
@@ -266,6 +270,32 @@ function experiment.config(cfg)
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
   check_model_and_dp(c)
   return c
+end
+
+-- The configuration a result records (its `config`: the resolved model as model:config() gives it,
+-- the method or "norms+clip", optimizer, dp, iters, warmup, device, seed, ...) checked as
+-- experiment.config checks a script's: raises its error (method "x", layers 0, ...) for what a run
+-- would have refused. JSON nulls count as absent; a checkpoint's model is checked from the fields
+-- recorded, not from its directory (which the reader may not have).
+function experiment.check_recorded(rc)
+  if type(rc) ~= "table" then error("dpprof.experiment: config must be an object", 2) end
+  local function strip(v)
+    if type(v) ~= "table" or json.is_null(v) then return v end
+    local out = {}
+    for k, x in pairs(v) do
+      if not json.is_null(x) then out[k] = strip(x) end
+    end
+    return out
+  end
+  local c = strip(rc)
+  if type(c.model) == "table" then c.model.path, c.model.weights = nil, nil end
+  if type(c.method) == "string" and c.method:find("+", 1, true) then
+    c.norms, c.clip = c.method:match("^(.-)%+(.*)$")
+    c.method = nil
+  end
+  if c.device ~= "plan" then c.device_model = nil end -- recorded for plan runs only
+  if c.method == "vanilla" and c.dp == nil then c.dp = {} end
+  return experiment.config(c)
 end
 
 ---------------------------------------------------------------------------------------------
@@ -417,9 +447,17 @@ function experiment.run(cfg_in)
     local name = i and pattern:gsub("{i}", tostring(i)) or pattern
     if take(pattern, name) then mem.snapshot(name) end
   end
+  -- The script's callbacks cannot yield: a coroutine.yield in one would abandon the run with the
+  -- modelled clock, per-op profiling and the thread count left as the run set them (later runs
+  -- in the process then reported 0 ms steps); it is an error result naming the callback instead.
+  local in_callback
   local function callback(name, i, k)
     local f = c.on[name]
-    if f then f(ctx, i, k) end
+    if f then
+      in_callback = name
+      dp.call_unyielding(f, ctx, i, k)
+      in_callback = nil
+    end
   end
   -- What was live at a phase's peak and at its end, in the timed iterations: the instance of the
   -- phase with the highest peak (a phase runs once per physical batch).
@@ -460,6 +498,22 @@ function experiment.run(cfg_in)
     end
   end
 
+  -- Non-finite numbers end the run as an error (a NaN loss reported as ok was wrong data): every
+  -- step's loss and, for DP methods, its per-sample gradient norms are checked (figures already on
+  -- the host); when one is not finite, the model's tensors are searched for the first holding a
+  -- NaN or an infinity, which the error names. An update that makes the weights non-finite shows
+  -- in the next step's loss. Not on plan, which computes no values.
+  local numeric = kind ~= "plan"
+  local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+  local function nonfinite(what, value, step, i, k, search)
+    local name, tkind = model:nonfinite(table.unpack(search))
+    local where = i and string.format("timed iteration %d", i) or string.format("warm-up step %d", step + 1)
+    local first = name and string.format("the first non-finite tensor is the %s '%s'", tkind, name)
+      or string.format("no %s holds one", table.concat(search, " or "))
+    local shown = value ~= value and "nan" or tostring(value) -- not "-nan" on some platforms
+    error(string.format("non-finite %s (%s) in %s, physical batch %d: %s", what, shown, where, k, first), 0)
+  end
+
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
   -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
   local function iteration(i, step)
@@ -473,13 +527,20 @@ function experiment.run(cfg_in)
       local first = i and k == 1 -- the default snapshots describe the first physical batch
       if first then snap("iter{i}_before_forward", i) end
       if i then callback("before_forward", i, k) end
-      phase("forward", iter, acc, function() priv:forward(batch) end)
+      local loss
+      phase("forward", iter, acc, function() loss = priv:forward(batch) end)
+      if numeric and not finite(loss) then nonfinite("loss", loss, step, i, k, { "parameters", "logits" }) end
       if first then snap("iter{i}_after_forward", i) end
       if i then callback("after_forward", i, k) end
       phase("backward", iter, acc, function() priv:backward() end)
       if first then snap("iter{i}_after_backward", i) end
       if i then callback("after_backward", i, k) end
       phase("clip", iter, acc, function() priv:clip() end)
+      if numeric then -- the per-sample gradient norms (DP methods; host figures, no device work)
+        for _, n in ipairs(priv:stats().norms) do
+          if not finite(n) then nonfinite("per-sample gradient norm", n, step, i, k, { "gradients", "parameters" }) end
+        end
+      end
       if i then callback("after_clip", i, k) end
       dp.free_batch(batch)
     end
@@ -555,6 +616,11 @@ function experiment.run(cfg_in)
   if c.threads then dp.threads(c.threads) end
   local ok, err = xpcall(body, function(e)
     local message = dp.error_text(e)
+    if in_callback and (message:find("attempt to yield across a C-call boundary", 1, true)
+                        or message:find("attempt to yield from outside a coroutine", 1, true)) then
+      message = string.format("on.%s yielded (coroutine.yield): a callback runs inside the experiment, which "
+                              .. "must run to its end; yield after dp.experiment returns", in_callback)
+    end
     return { message = message, traceback = debug.traceback(message, 2), building = building }
   end)
   local threads = dp.threads()

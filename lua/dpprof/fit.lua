@@ -250,15 +250,30 @@ function fit.options(opts)
   o.granularity = opts.granularity or d.granularity
   o.lo = opts.lo or o.granularity
   o.hi = opts.hi or d.hi
+  local positions -- a checkpoint's context, when it bounds the search
   if opts.hi == nil and o.vary == "seq_len" and o.base.model and o.base.model.path then
     -- a checkpoint's context bounds the search (config.json's max_position_embeddings)
     local okm, mcfg = pcall(experiment.model_options, o.base.model, "plan")
     if not okm then fail("base: %s", dp.error_text(mcfg)) end
-    if mcfg.max_positions then o.hi = math.min(o.hi, mcfg.max_positions) end
+    if mcfg.max_positions and mcfg.max_positions < o.hi then o.hi, positions = mcfg.max_positions, mcfg.max_positions end
   end
   if o.lo % o.granularity ~= 0 then fail("lo (%d) must be a multiple of granularity (%d)", o.lo, o.granularity) end
   o.hi = o.hi - o.hi % o.granularity
+  if o.hi < o.lo and positions then
+    fail("the checkpoint %s has %d positions (config.json's max_position_embeddings), fewer than the search's first "
+         .. "seq_len (lo, %d): give a granularity= of at most %d (lo starts there), e.g. granularity=1",
+         tostring(o.base.model.path), positions, o.lo, positions)
+  end
   if o.hi < o.lo then fail("hi (%d) is below lo (%d) at granularity %d", opts.hi or o.hi, o.lo, o.granularity) end
+  -- the base's own value of what is varied is checked as dp.experiment (dp.model) checks it, though the
+  -- search replaces it: seq_len=0 is as wrong here as there
+  local own = o.base.model and o.base.model[o.vary]
+  if own ~= nil then
+    local c = point_config(o.base, methods[1], o.vary, o.lo, o.model_spec, o.checkpoints[1])
+    c.model[o.vary] = own
+    local ok_own, err_own = pcall(experiment.config, c)
+    if not ok_own then fail("base: %s", dp.error_text(err_own)) end
+  end
   local ok_cfg, err = pcall(experiment.config, point_config(o.base, methods[1], o.vary, o.lo, o.model_spec,
                                                            o.checkpoints[1]))
   if not ok_cfg then fail("base: %s", dp.error_text(err)) end

@@ -426,6 +426,17 @@ function INVARIANTS.config(self, r)
     self:fail("config.model.checkpoint", "'%s' (valid: false, \"blocks\", an integer N >= 1)", tostring(ck))
   end
   thread_count(self, c and c.threads, "config.threads")
+  -- what a run would have refused (method "x", layers 0, ...) is no result to compare: the
+  -- configuration of an ok result is checked as dp.experiment checks its own (once its fields
+  -- have the schema's types: one line per problem)
+  local typed = true
+  for _, p in ipairs(self.problems) do typed = typed and not p:find("^config[.:]") end
+  if c and self.ok and typed then
+    local ok, err = pcall(require("dpprof.experiment").check_recorded, c)
+    if not ok then
+      self:fail("config", "%s", (dp.error_text(err):gsub("^dpprof%.experiment: ", "")))
+    end
+  end
 end
 
 function INVARIANTS.environment(self, r)

@@ -273,6 +273,25 @@ static void test_stale_temps(void) {
     rmdir(p);
 }
 
+/* A name that cannot be written is refused by the check, before any work that would write it: an
+ * empty name, a directory's name, a missing directory, a file where the directory should be. */
+static void test_check_target(void) {
+    char p[512], err[512];
+    CHECK(dpfile_check_target("", err, sizeof err) == -1);
+    CHECK(strcmp(err, "cannot write a file with an empty name") == 0);
+    path_in(p, sizeof p, "");
+    CHECK(dpfile_check_target(p, err, sizeof err) == -1 && strstr(err, "cannot write: the name is a directory"));
+    path_in(p, sizeof p, "missing/x.json");
+    CHECK(dpfile_check_target(p, err, sizeof err) == -1 && errno == ENOENT);
+    CHECK(strstr(err, "x.json: cannot write: the directory ") && strstr(err, "/missing does not exist"));
+    put("plain.txt", "x");
+    path_in(p, sizeof p, "plain.txt/x.json");
+    CHECK(dpfile_check_target(p, err, sizeof err) == -1 && errno == ENOTDIR);
+    path_in(p, sizeof p, "new.json");
+    CHECK(dpfile_check_target(p, err, sizeof err) == 0);
+    CHECK(dpfile_check_target("relative-new.json", err, sizeof err) == 0);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/dpprof-test-safe-file-%ld", (long)getpid());
     char cmd[1024];
@@ -280,6 +299,7 @@ int main(void) {
     if (system(cmd) != 0) return 1;
     test_read();
     test_write();
+    test_check_target();
     test_lock();
     test_stale_temps();
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -195,6 +195,20 @@ broken("iters.json", function(r) r.timing.iter_ms = dp.json.array{ "1", 2 } end,
 broken("mods.json", function(r) r.memory.modules = dp.json.array{ 7, { module = "x" } } end, "memory.modules[1]")
 broken("phases.json", function(r) r.timing.phases_ms = "fast" end, "timing.phases_ms: object expected, got string")
 broken("nan.json", function(r) r.avg_time_ms = 0 / 0 end, "avg_time_ms: number expected, got string")
+-- a configuration no run would take (issue 26: each compared as "no regression", exit 0): the
+-- config is checked as dp.experiment checks a script's
+broken("method_x.json", function(r) r.config.method = "x" end, "config: unknown method 'x' (valid: ")
+broken("layers0.json", function(r) r.config.model.layers = 0 end,
+       "config: dpprof.model: 'layers' must be a positive integer (got 0)")
+broken("hidden0.json", function(r) r.config.model.hidden = 0 end,
+       "config: dpprof.model: 'hidden' must be a positive integer (got 0)")
+broken("clip_x.json", function(r) r.config.method = "ghost+x" end, "config: dpprof.dp.wrap: unknown clip method 'x'")
+-- a NUL byte in place of white space is no JSON (cJSON took it for a space)
+local text_base = assert(dp.read_file(base))
+local nul = raw("nul.json", (text_base:gsub("\n", "\0", 1)))
+code, text = compare(base, nul)
+check.eq(code, 2, "a NUL byte: " .. text)
+check.truthy(text:find("nul.json: invalid JSON at line 1, column 2 (control character 0x00", 1, true), text)
 -- figures far larger than any run are printed, not a crash
 local big = results.read(base)
 big.memory.peak_bytes = math.maxinteger

@@ -270,4 +270,65 @@ check.truthy(text:find("DPPROF_DEVICE='gpu': unknown device (valid: cpu, cuda, p
              "names the variable: " .. text)
 os.remove(script)
 
+-- A method's argument error names the method where Lua cannot name the call (pcall(m.forward, m,
+-- x), a call from C): it said "bad argument #2 to '?'" (issue 26)
+do
+  dp.device("cpu")
+  local m <close> = dp.model(MODEL)
+  local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
+  local priv <close> = dp.dp.wrap(m, opt, { method = "ghost", max_grad_norm = 1, noise_multiplier = 1,
+                                            sample_rate = 0.01, expected_batch_size = 2 })
+  local t <close> = dp.tensor{ shape = { 2 } }
+  for _, case in ipairs({
+    { m.forward, m, 5, "bad argument #2 to 'model:forward' (table expected, got number)" },
+    { m.nonfinite, m, "weights", "bad argument #2 to 'model:nonfinite' (invalid option 'weights')" },
+    { opt.set_lr, opt, "x", "bad argument #2 to 'optim:set_lr' (number expected, got string)" },
+    { t.fill, t, "x", "bad argument #2 to 'tensor:fill'" },
+    { priv.forward, priv, 5, "bad argument #2 to 'dp:forward'" },
+  }) do
+    local ok, err = pcall(case[1], case[2], case[3])
+    check.eq(ok, false, case[4])
+    check.truthy(tostring(err):find(case[4], 1, true), "names the method: " .. tostring(err))
+  end
+end
+
+-- Non-finite numbers are an error result naming the first non-finite tensor, not status ok with a
+-- NaN loss (issue 26): a yarn rope whose attention factor overflows the scores (the logits), and a
+-- weight made NaN between steps (the parameter).
+do
+  local llama = { arch = "llama", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 2,
+                  rope_scaling = { rope_type = "yarn", factor = 4, original_max_position_embeddings = 4,
+                                   mscale = 1e30, mscale_all_dim = 1e-30 } }
+  for _, method in ipairs({ "vanilla", "ghost" }) do
+    local r = dp.experiment{ model = llama, device = "cpu", iters = 1, warmup = 1, snapshots = "none", method = method }
+    check.eq(r.status, "error", method .. ": a NaN loss is an error")
+    check.eq(r.message, "non-finite loss (nan) in warm-up step 1, physical batch 1: the first non-finite tensor is "
+             .. "the activation 'logits'", method .. ": names the logits")
+  end
+  local poisoned
+  local r = dp.experiment(cfg{ method = "ghost", on = { after_warmup = function(ctx)
+    poisoned = ctx.model:params()[3].name
+    local t = ctx.model:param(poisoned)
+    t:fill(1 / 0)
+    ctx.model:set_param(poisoned, t)
+  end }, warmup = 1 })
+  check.eq(r.status, "error", "an infinite weight: error")
+  check.eq(r.message, "non-finite loss (nan) in timed iteration 1, physical batch 1: the first non-finite tensor is "
+           .. "the parameter '" .. poisoned .. "'", "names the parameter")
+  -- a weight made infinite between the forward and the backward: the loss is finite, the
+  -- per-sample gradient norms are not
+  r = dp.experiment(cfg{ method = "ghost", on = { after_forward = function(ctx)
+    local ps = ctx.model:params()
+    poisoned = ps[#ps - 1].name
+    local t = ctx.model:param(poisoned)
+    t:fill(1 / 0)
+    ctx.model:set_param(poisoned, t)
+  end } })
+  check.eq(r.status, "error", "a non-finite gradient: error")
+  check.eq(r.message, "non-finite per-sample gradient norm (nan) in timed iteration 1, physical batch 1: the first "
+           .. "non-finite tensor is the parameter '" .. poisoned .. "'", "names it: " .. tostring(r.message))
+  local fine = dp.experiment(cfg{ method = "ghost" })
+  check.eq(fine.status, "ok", "a finite run is ok")
+end
+
 print("test_errors: ok")

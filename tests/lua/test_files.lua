@@ -42,6 +42,17 @@ check.eq(dp.read_file(link), "precious", "reading follows a link to a regular fi
 check.eq(dp.writable(root .. "/new.json"), true, "a new name is writable")
 check.eq(dp.writable(root .. "/a.json"), true, "a regular file is writable")
 check.eq(dp.writable("/dev/full"), nil, "/dev/full is not")
+do -- a name that cannot be written: refused by the check, not by the write after the work (issue 26)
+  local function why_not(p)
+    local w, msg = dp.writable(p)
+    check.eq(w, nil, "'" .. p .. "' refused")
+    return msg
+  end
+  check.eq(why_not(""), "cannot write a file with an empty name", "an empty name")
+  check.eq(why_not(root .. "/missing/x.json"),
+           root .. "/missing/x.json: cannot write: the directory " .. root .. "/missing does not exist", "a missing directory")
+  check.eq(why_not(root .. "/"), root .. "/: cannot write: the name is a directory", "a directory's name")
+end
 check.raises(function() dp.results.write(link, { a = 1 }) end, { "refusing to write: it is a symbolic link" })
 check.raises(function() dp.results.read(fifo) end, { "a FIFO, not a regular file" })
 
@@ -54,6 +65,11 @@ local st = io.popen("stat -c %F /dev/full"):read("l")
 check.eq(st, "character special file", "/dev/full is still the device")
 cfg.trace = link
 check.raises(function() dp.experiment(cfg) end, { "trace: " .. link .. ": refusing to write: it is a symbolic link" })
+for _, bad in ipairs({ "", root .. "/missing/run.trace.json" }) do -- before the run, in one line
+  cfg.trace = bad
+  local err = check.raises(function() dp.experiment(cfg) end, { "dpprof.experiment: trace: " })
+  check.truthy(not err:find("\n", 1, true), "one line: " .. err)
+end
 cfg.trace = root .. "/run.trace.json"
 local r = dp.experiment(cfg)
 check.eq(r.status, "ok", "a trace to a plain name")

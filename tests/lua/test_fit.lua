@@ -205,6 +205,50 @@ check.truthy(out:find("seq_len, batch, layers", 1, true), "lists the valid choic
 code, out = sh(string.format("%q fit budget=3", exe))
 check.eq(code, 2, "unknown key: exit 2")
 check.truthy(out:find("unknown key 'budget'", 1, true), "names the key: " .. out)
+-- bad numbers (issue 26): each refused with exit 2, naming the key and what is valid, before any run
+for _, case in ipairs({
+  { "context_mb=nan", "context_mb must be a finite number, got 'nan'" },
+  { "context_mb=-1", "context_mb must be a number of MiB >= 0, got -1" },
+  { "budget_gb=1e999", "budget_gb must be a finite number" },
+  { "workspace=maybe", "workspace must be true or false, got 'maybe'" },
+  { "kv_heads=0", "kv_heads must be an integer >= 1, got 0 (leave kv_heads= out for the default, heads)" },
+  { "head_dim=0", "head_dim must be an integer >= 1, got 0" },
+  { "ffn=0", "ffn must be an integer >= 1, got 0" },
+  { "seq_len=0", "dpprof.model: 'seq_len' must be a positive integer (got 0)" },
+  { "vary=layers layers=0", "dpprof.model: 'layers' must be a positive integer (got 0)" },
+  { "vary=batch batch=0", "model.batch must be an integer >= 1, got 0" },
+  { "lora_rank=0", "dpprof.model: 'lora.rank' must be an integer from 1 to 1048576 (got 0)" },
+  { "lora_rank=2147483648", "'lora.rank' must be an integer from 1 to 1048576 (got 2147483648)" },
+  { "lora_rank=4 lora_alpha=0", "'lora.alpha' must be a positive number (got 0)" },
+  { "hidden=0", "dpprof.model: 'hidden' must be a positive integer (got 0)" },
+}) do
+  code, out = sh(string.format("%q fit preset=small method=ghost budget_gb=1 checkpoint=off %s", exe, case[1]))
+  check.eq(code, 2, case[1] .. ": exit 2: " .. out)
+  check.truthy(out:find(case[2], 1, true), case[1] .. ": says " .. case[2] .. ": " .. out)
+  check.truthy(not out:find("traceback", 1, true) and select(2, out:gsub("\n", "")) == 1, case[1] .. ": one line: " .. out)
+end
+-- an out= that cannot be written is refused before the search (it failed after it, the answer lost)
+for _, case in ipairs({ { "out=", "dpprof fit: out: cannot write a file with an empty name" },
+                        { "out=/nonexistent-dpprof-dir/fit.json", "cannot write: the directory /nonexistent-dpprof-dir "
+                                                                  .. "does not exist" } }) do
+  code, out = sh(string.format("%q fit preset=small method=ghost budget_gb=1 checkpoint=off %s", exe, case[1]))
+  check.eq(code, 2, case[1] .. ": exit 2: " .. out)
+  check.truthy(out:find(case[2], 1, true) and not out:find("largest", 1, true), case[1] .. ": before the search: " .. out)
+end
+-- the varied key's own value is checked through dp.fit too (the search would replace it)
+local m0 = copy(MODEL)
+m0.seq_len = 0
+check.raises(function() dp.fit{ base = { model = m0 }, method = "ghost" } end,
+             { "base: dpprof.experiment: dpprof.model: 'seq_len' must be a positive integer (got 0)" })
+-- a checkpoint of fewer positions than the search's first value says so, and what to give
+local fixture = arg[0]:match("(.*/)") .. "../fixtures/hf/llama" -- max_position_embeddings 16
+code, out = sh(string.format("%q fit path=%q method=ghost budget_gb=1 checkpoint=off", exe, fixture))
+check.eq(code, 2, "fit path= of 16 positions: exit 2: " .. out)
+check.truthy(out:find("has 16 positions (config.json's max_position_embeddings), fewer than the search's first "
+                      .. "seq_len (lo, 64): give a granularity= of at most 16", 1, true), out)
+code, out = sh(string.format("%q fit path=%q method=ghost budget_gb=1 checkpoint=off granularity=4", exe, fixture))
+check.eq(code, 0, "fit path= of 16 positions by 4: " .. out)
+check.truthy(out:find("search: seq_len from 4 to 16 by 4", 1, true), out)
 local _, unknown = sh(string.format("%q fit budget=3", exe))
 code, out = sh(string.format("%q fit --help", exe))
 check.eq(code, 0, "--help")

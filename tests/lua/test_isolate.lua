@@ -205,6 +205,13 @@ check.raises(function() json.encode({ 1, 2, nil, 4 }) end, "sparse array")
 check.raises(function() json.encode({ 1, x = 2 }) end, "mixes array items")
 check.raises(function() json.decode('{"a": [1, 2,}', "f.json") end, { "f.json", "line 1, column 13" })
 check.raises(function() json.decode('{"a": 1} x') end, "characters after the value")
+-- control characters (a NUL in place of a space passed, one in a string cut it short) and an escaped
+-- NUL (it would cut the string short) are refused, naming the place; escaped backslashes are not NULs
+check.raises(function() json.decode('{"a":\0 1}', "f.json") end, { "f.json: invalid JSON at line 1, column 6 (control character 0x00" })
+check.raises(function() json.decode('["x\1y"]') end, { "line 1, column 4 (control character 0x01" })
+check.raises(function() json.decode('{"a": "x\\u0000y"}') end, { "line 1, column 9 (\\u0000 in a string" })
+check.eq(json.decode('{"a": "x\\\\u0000y"}').a, "x\\u0000y", "an escaped backslash before u0000")
+check.eq(json.decode('{"a": "\\"", "b": "\\u0041\t"}').b, "A\t", "escapes and a tab in a string")
 check.eq(json.encode({ b = 1, a = { 2.5, 3 }, c = "x" }), '{"a":[2.5,3],"b":1,"c":"x"}', "sorted keys, compact")
 check.eq(math.type(json.decode("3")), "integer", "3 decodes as an integer")
 check.eq(math.type(json.decode("3.5")), "float")

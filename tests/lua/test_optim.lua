@@ -111,6 +111,14 @@ do
   check.raises(function() dp.optim.sgd({}, {}) end, { "dpprof.model" })
   local opt = dp.optim.sgd(m, { lr = 0.1 })
   check.raises(function() opt:set_lr(-1) end, { "lr" })
+  -- an lr that overflows the weights in one step (1e308 made them inf): refused at set_lr and at
+  -- construction, the bound said (issue 26)
+  check.raises(function() opt:set_lr(1e308) end, { "optimizer:set_lr: sgd: lr must be a finite number >= 0 and <= 100 (got 1e+308)" })
+  check.raises(function() opt:set_lr(0 / 0) end, { "optimizer:set_lr: sgd: lr must be a finite number" })
+  check.raises(function() dp.optim.adamw(m, { lr = 1e308 }) end, { "dpprof.optim.adamw: adamw: lr must be a finite number >= 0 and <= 100" })
+  check.raises(function() dp.optim.sgd(m, { lr = math.huge }) end, { "lr must be a finite number >= 0 and <= 100 (got inf)" })
+  opt:set_lr(100)
+  check.eq(opt:config().lr, 100.0, "the bound itself is taken")
   -- a model freed under its optimizer is reported, not used
   m:free()
   check.raises(function() opt:step() end, { "model was freed" })

@@ -331,4 +331,36 @@ do
   check.truthy(grew < 128 * 1024 * 1024, "host memory a plan batch added: " .. tostring(grew))
 end
 
+-- A coroutine.yield in a plan run's callback (issue 26): it used to abandon the run with the modelled
+-- clock and per-op profiling on, and later CPU runs in the process reported 0 ms steps. Now the
+-- callback cannot yield: the run ends as an error result naming it, and nothing is left on.
+do
+  local M = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 2 }
+  local co = coroutine.create(function()
+    return dp.experiment{ model = copy(M), iters = 2, warmup = 0, device = "plan", method = "ghost", snapshots = "none",
+                          profile = "ops", on = { after_step = function() coroutine.yield("abandoned") end } }
+  end)
+  local ok, r = coroutine.resume(co)
+  check.eq(ok, true, "the coroutine ran: " .. tostring(r))
+  check.eq(coroutine.status(co), "dead", "the run was not left suspended")
+  check.eq(type(r) == "table" and r.status, "error", "the yield is an error result")
+  check.truthy(tostring(r.message):find("on.after_step yielded (coroutine.yield)", 1, true), tostring(r.message))
+  check.eq(dp.profile.enabled(), false, "per-op profiling off after the run")
+  local cpu = dp.experiment{ model = copy(M), iters = 2, warmup = 0, device = "cpu", method = "ghost", snapshots = "none" }
+  check.eq(cpu.status, "ok", "a CPU run after it")
+  -- on the modelled clock this step took about 0.0005 ms; on the real one, far more than 0.01
+  check.truthy(cpu.timing.avg_ms > 0.01, "the CPU run's step is timed on the real clock: " .. tostring(cpu.timing.avg_ms))
+  -- a thread count dp.threads refuses: refused with the configuration, not after the plan run had
+  -- modelled the clock (which it then left modelled)
+  check.raises(function()
+    dp.experiment{ model = copy(M), iters = 1, warmup = 0, device = "plan", method = "ghost", threads = 5000 }
+  end, { "dpprof.experiment: threads must be an integer from 1 to 4096, got 5000" })
+  cpu = dp.experiment{ model = copy(M), iters = 2, warmup = 0, device = "cpu", method = "ghost", snapshots = "none" }
+  check.truthy(cpu.timing.avg_ms > 0.01, "real clock after the refusal: " .. tostring(cpu.timing.avg_ms))
+  local t0 = dp.clock()
+  local s = 0
+  for i = 1, 200000 do s = s + i end
+  check.truthy(dp.clock() > t0, "the engine clock runs again")
+end
+
 print("test_plan: ok")
