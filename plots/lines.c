@@ -121,35 +121,76 @@ int dpplot_series_range(const dpplot_series *s, size_t n, double *x_min, double 
     return any;
 }
 
+/* Path state of trace_series: points go to cairo through a filter that keeps, of each run of
+ * consecutive points in one device pixel column, the first, the lowest, the highest and the last
+ * (in their order), so a series of millions of points costs a path of a few per column and every
+ * peak and dip still shows. */
+typedef struct {
+    cairo_t *cr;
+    int step, open;
+    double scale; /* device pixels per user unit along x */
+    double col;   /* pixel column of the buffered run */
+    size_t nb;    /* buffered points of the run: first, min, max, last (indices into bx/by) */
+    double bx[4], by[4];
+    size_t bi[4]; /* their point indices, to emit in order */
+    double first_x, last_x, last_y;
+} tracer;
+
+static void tracer_emit(tracer *t, double x, double y) {
+    if (!t->open) {
+        cairo_move_to(t->cr, x, y);
+        t->first_x = x, t->open = 1;
+    } else {
+        if (t->step) cairo_line_to(t->cr, x, t->last_y);
+        cairo_line_to(t->cr, x, y);
+    }
+    t->last_x = x, t->last_y = y;
+}
+
+/* Emits the buffered run in point order, each point once. */
+static void tracer_flush(tracer *t) {
+    size_t order[4] = {0, 1, 2, 3}, n = t->nb;
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && t->bi[order[j]] < t->bi[order[j - 1]]; j--) {
+            size_t tmp = order[j];
+            order[j] = order[j - 1], order[j - 1] = tmp;
+        }
+    for (size_t k = 0; k < n; k++)
+        if (k == 0 || t->bi[order[k]] != t->bi[order[k - 1]]) tracer_emit(t, t->bx[order[k]], t->by[order[k]]);
+    t->nb = 0;
+}
+
+static void tracer_add(tracer *t, size_t i, double x, double y) {
+    double col = floor(x * t->scale);
+    if (t->nb > 0 && col != t->col) tracer_flush(t);
+    if (t->nb == 0) {
+        t->col = col, t->nb = 4;
+        for (int k = 0; k < 4; k++) t->bx[k] = x, t->by[k] = y, t->bi[k] = i;
+        return;
+    }
+    /* slots: 0 first, 1 lowest y on screen (largest value), 2 highest, 3 last */
+    if (y > t->by[1]) t->bx[1] = x, t->by[1] = y, t->bi[1] = i;
+    if (y < t->by[2]) t->bx[2] = x, t->by[2] = y, t->bi[2] = i;
+    t->bx[3] = x, t->by[3] = y, t->bi[3] = i;
+}
+
 static void trace_series(dpplot_panel *p, const dpplot_series *s, int close_to_bottom) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
-    int open = 0;
-    double first_x = 0, last_x = 0, last_y = 0, bottom = p->plot.y + p->plot.h;
-    for (size_t i = 0; i < s->n; i++) {
-        if (!point_ok(s, i)) {
-            if (open && close_to_bottom) {
-                cairo_line_to(cr, last_x, bottom);
-                cairo_line_to(cr, first_x, bottom);
+    double dx = 1.0, dy = 0.0, bottom = p->plot.y + p->plot.h;
+    cairo_user_to_device_distance(cr, &dx, &dy);
+    tracer t = {.cr = cr, .step = s->step, .scale = dx > 0 && isfinite(dx) ? dx : 1.0};
+    for (size_t i = 0; i <= s->n; i++) {
+        if (i == s->n || !point_ok(s, i)) {
+            tracer_flush(&t);
+            if (t.open && close_to_bottom) {
+                cairo_line_to(cr, t.last_x, bottom);
+                cairo_line_to(cr, t.first_x, bottom);
                 cairo_close_path(cr);
             }
-            open = 0;
+            t.open = 0;
             continue;
         }
-        double x = dpplot_panel_px(p, s->x[i]), y = dpplot_panel_py(p, s->y[i]);
-        if (!open) {
-            cairo_move_to(cr, x, y);
-            first_x = x;
-            open = 1;
-        } else {
-            if (s->step) cairo_line_to(cr, x, last_y);
-            cairo_line_to(cr, x, y);
-        }
-        last_x = x, last_y = y;
-    }
-    if (open && close_to_bottom) {
-        cairo_line_to(cr, last_x, bottom);
-        cairo_line_to(cr, first_x, bottom);
-        cairo_close_path(cr);
+        tracer_add(&t, i, dpplot_panel_px(p, s->x[i]), dpplot_panel_py(p, s->y[i]));
     }
 }
 
