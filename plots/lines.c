@@ -3,6 +3,7 @@
 #include "dpplot_palette.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define OOM_ROW 20.0 /* px per stacked OOM cross */
@@ -174,11 +175,67 @@ static void tracer_add(tracer *t, size_t i, double x, double y) {
     t->bx[3] = x, t->by[3] = y, t->bi[3] = i;
 }
 
+/* A long series whose x goes back and forth (no timeline does; a damaged file may) has no runs
+ * to merge: it is drawn as its envelope instead, the lowest and highest value in each pixel
+ * column of the plot, so the path stays a few points per column whatever the input. Returns 0,
+ * or -1 when there was no memory for the columns (the caller traces every point). */
+static int trace_envelope(dpplot_panel *p, const dpplot_series *s, double scale, int close_to_bottom) {
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    size_t cols = (size_t)ceil(p->plot.w * scale) + 1;
+    double *lo = malloc(cols * sizeof *lo), *hi = malloc(cols * sizeof *hi);
+    if (!lo || !hi) {
+        free(lo), free(hi);
+        return -1;
+    }
+    for (size_t c = 0; c < cols; c++) lo[c] = INFINITY, hi[c] = -INFINITY;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!point_ok(s, i)) continue;
+        double c = floor((dpplot_panel_px(p, s->x[i]) - p->plot.x) * scale);
+        if (!(c >= 0 && c < (double)cols)) continue; /* outside the plot: clipped anyway */
+        double y = dpplot_panel_py(p, s->y[i]);
+        lo[(size_t)c] = fmin(lo[(size_t)c], y), hi[(size_t)c] = fmax(hi[(size_t)c], y);
+    }
+    int open = 0;
+    double first_x = 0, last_x = 0;
+    for (size_t c = 0; c < cols; c++) {
+        if (lo[c] > hi[c]) continue;
+        double x = p->plot.x + ((double)c + 0.5) / scale;
+        if (!open)
+            cairo_move_to(cr, x, hi[c]), first_x = x, open = 1;
+        else
+            cairo_line_to(cr, x, hi[c]);
+        cairo_line_to(cr, x, lo[c]);
+        last_x = x;
+    }
+    if (open && close_to_bottom) {
+        double bottom = p->plot.y + p->plot.h;
+        cairo_line_to(cr, last_x, bottom);
+        cairo_line_to(cr, first_x, bottom);
+        cairo_close_path(cr);
+    }
+    free(lo), free(hi);
+    return 0;
+}
+
+/* Whether s's x never decreases over its drawable points. */
+static int x_ordered(const dpplot_series *s) {
+    double last = -INFINITY;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!point_ok(s, i)) continue;
+        if (s->x[i] < last) return 0;
+        last = s->x[i];
+    }
+    return 1;
+}
+
 static void trace_series(dpplot_panel *p, const dpplot_series *s, int close_to_bottom) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
     double dx = 1.0, dy = 0.0, bottom = p->plot.y + p->plot.h;
     cairo_user_to_device_distance(cr, &dx, &dy);
     tracer t = {.cr = cr, .step = s->step, .scale = dx > 0 && isfinite(dx) ? dx : 1.0};
+    if (s->n > 8 * ((size_t)(p->plot.w * t.scale) + 1) && !x_ordered(s) &&
+        trace_envelope(p, s, t.scale, close_to_bottom) == 0)
+        return;
     for (size_t i = 0; i <= s->n; i++) {
         if (i == s->n || !point_ok(s, i)) {
             tracer_flush(&t);

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,9 +93,12 @@ static void test_many_results(size_t n) {
     for (size_t k = 0; k < N_FIXTURES; k++) free(text[k]);
     int rc = render(dir, out, 0.5);
     tu_check(rc == 0, "%zu results: rc %d\n%s", n, rc, warnings);
-    static const char *const charts[] = {"memory_breakdown_comparison.png", "memory_timeline.png",
-                                          "performance_tradeoff.png",        "module_breakdown.png",
-                                          "op_breakdown.png",                "operation_level_breakdown.png"};
+    static const char *const charts[] = {"memory_breakdown_comparison.png",
+                                         "memory_timeline.png",
+                                         "performance_tradeoff.png",
+                                         "module_breakdown.png",
+                                         "op_breakdown.png",
+                                         "operation_level_breakdown.png"};
     for (size_t c = 0; c < sizeof charts / sizeof charts[0]; c++) {
         snprintf(path, sizeof path, "%s/%s", out, charts[c]);
         tu_image *img = tu_image_load(path);
@@ -130,8 +134,8 @@ static int column_inked(dpplot_canvas *cv, const dpplot_panel *p, double x, doub
 }
 
 /* A series of n noisy points (values 1..2) with one spike to 10 and one dip to 0.1, drawn as a
- * line and as a filled step line: the spike and the dip show at their columns and nothing
- * reaches their heights elsewhere. 4,000,000 points drew for many minutes before the series were
+ * line and as a filled step line, and with its x shuffled: the spike and the dip show at their
+ * columns and nothing reaches their heights elsewhere. 4,000,000 points drew for many minutes before the series were
  * traced per pixel column (ctest's TIMEOUT fails it then). */
 static void test_long_series(void) {
     const size_t n = 4000000, spike = n / 3, dip = 2 * n / 3;
@@ -168,6 +172,25 @@ static void test_long_series(void) {
             tu_check(column_inked(cv, &p, (double)dip, 0.2, 0.6), "the dip at %zu is drawn", dip);
             tu_check(!column_inked(cv, &p, (double)n / 2, 0.2, 0.6), "nothing else dips to 0.2..0.6");
         }
+        dpplot_panel_end(&p);
+        dpplot_canvas_free(cv);
+    }
+    /* x back and forth (a damaged file): drawn as its envelope per column, the spike still shown */
+    for (size_t i = 0; i < n; i++) x[i] = (double)((i * 7919) % n);
+    dpplot_canvas *cv = dpplot_canvas_new(900, 600, 1.0);
+    tu_check(cv != NULL, "canvas");
+    if (cv) {
+        dpplot_panel p;
+        dpplot_panel_spec s = {0};
+        s.x_min = 0, s.x_max = (double)n, s.y_min = 0, s.y_max = 12;
+        tu_check(dpplot_panel_begin(&p, cv, (dpplot_rect){0, 0, 900, 600}, &s) == 0, "panel");
+        dpplot_series line = {
+            .name = "shuffled", .color = dpplot_rgb_hex(0x0072B2), .x = x, .y = y, .n = n, .line_width = 1.5};
+        dpplot_lines_draw(&p, &line, 1);
+        double at = x[spike];
+        tu_check(column_inked(cv, &p, at, 4.0, 9.0), "shuffled: the spike at x=%.0f is drawn", at);
+        double away = fmod(at + (double)n / 2, (double)n);
+        tu_check(!column_inked(cv, &p, away, 4.0, 9.0), "shuffled: nothing at x=%.0f reaches 4..9", away);
         dpplot_panel_end(&p);
         dpplot_canvas_free(cv);
     }
