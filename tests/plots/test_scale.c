@@ -273,11 +273,72 @@ static void test_failed_writes(void) {
     tu_check(rc == -1 && strstr(warnings, path), "under a file: rc %d, '%s' in:\n%s", rc, path, warnings);
 }
 
+/* One sweep point: the sweep_seq/ghost_seq1024.json fixture as point (method, seq_len) of sweep
+ * `name`, written to dir. */
+static void write_point(const char *dir, const char *base_text, const char *name, const char *method, int seq_len) {
+    cJSON *root = cJSON_Parse(base_text);
+    cJSON *sweep = cJSON_GetObjectItem(root, "sweep"), *vary = cJSON_GetObjectItem(sweep, "vary");
+    char experiment[160], path[2048];
+    snprintf(experiment, sizeof experiment, "%s_%s_seq%d", name, method, seq_len);
+    cJSON_ReplaceItemInObject(sweep, "name", cJSON_CreateString(name));
+    cJSON_ReplaceItemInObject(vary, "method", cJSON_CreateString(method));
+    cJSON_ReplaceItemInObject(vary, "seq_len", cJSON_CreateNumber(seq_len));
+    cJSON_ReplaceItemInObject(root, "method", cJSON_CreateString(method));
+    cJSON_ReplaceItemInObject(root, "experiment", cJSON_CreateString(experiment));
+    char *json = cJSON_PrintUnformatted(root);
+    snprintf(path, sizeof path, "%s/%s.json", dir, experiment);
+    tu_check(json && write_text(path, json) == 0, "write %s", path);
+    cJSON_free(json);
+    cJSON_Delete(root);
+}
+
+/* Sweeps past the sweep charts' limits: 70 values of seq_len (64 drawn) and 17 methods (16 drawn)
+ * in one directory, 35 sweeps (32 drawn) in another: each limit is named in a printed line. */
+static void test_big_sweeps(void) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/sweep_seq/ghost_seq1024.json", DPPLOT_FIXTURES);
+    char *base = tu_read_file(path);
+    tu_check(base != NULL, "read %s", path);
+    if (!base) return;
+    for (int d = 0; d < 2; d++) {
+        char dir[1024], out[1024];
+        snprintf(dir, sizeof dir, "%s/scale_sweeps%d", DPPLOT_TEST_OUT, d);
+        snprintf(out, sizeof out, "%s/scale_sweeps%d_out", DPPLOT_TEST_OUT, d);
+        fresh_dir(dir);
+        if (d == 0) {
+            for (int i = 0; i < 70; i++) write_point(dir, base, "wide", "ghost", 100 + i);
+            char method[32];
+            for (int m = 0; m < 17; m++) {
+                snprintf(method, sizeof method, "m%02d", m);
+                write_point(dir, base, "methods", method, 1024);
+                write_point(dir, base, "methods", method, 2048);
+            }
+        } else {
+            char name[32];
+            for (int k = 0; k < 35; k++) {
+                snprintf(name, sizeof name, "s%02d", k);
+                write_point(dir, base, name, "ghost", 1024);
+                write_point(dir, base, name, "ghost", 2048);
+            }
+        }
+        int rc = render(dir, out, 0.25);
+        tu_check(rc == 0, "big sweeps %d: rc %d", d, rc);
+        static const char *const lines[2][2] = {
+            {"sweep 'wide' has 70 values of 'seq_len'; its charts draw 64, the points at the other 6 are left out",
+             "sweep 'methods' has 17 methods; its charts draw the first 16, 1 are left out"},
+            {"the directory holds 35 sweeps; the charts of 3 more are not drawn", NULL}};
+        for (size_t i = 0; i < 2 && lines[d][i]; i++)
+            tu_check(strstr(warnings, lines[d][i]) != NULL, "printed: '%s' in:\n%.2000s", lines[d][i], warnings);
+    }
+    free(base);
+}
+
 int main(void) {
     static const size_t counts[] = {33, 65, 129, 200};
     for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) test_many_results(counts[i]);
     test_long_series();
     test_long_timeline(300000);
     test_failed_writes();
+    test_big_sweeps();
     return tu_finish("test_scale");
 }
