@@ -233,7 +233,8 @@ static void trace_series(dpplot_panel *p, const dpplot_series *s, int close_to_b
     double dx = 1.0, dy = 0.0, bottom = p->plot.y + p->plot.h;
     cairo_user_to_device_distance(cr, &dx, &dy);
     tracer t = {.cr = cr, .step = s->step, .scale = dx > 0 && isfinite(dx) ? dx : 1.0};
-    if (s->n > 8 * ((size_t)(p->plot.w * t.scale) + 1) && !x_ordered(s) &&
+    double width_px = p->plot.w * t.scale; /* the envelope's columns: a canvas is at most 16384 px */
+    if (width_px > 0 && width_px <= 16384 && (double)s->n > 8 * (width_px + 1) && !x_ordered(s) &&
         trace_envelope(p, s, t.scale, close_to_bottom) == 0)
         return;
     for (size_t i = 0; i <= s->n; i++) {
