@@ -2,6 +2,7 @@
 #include "dpplot_canvas.h"
 #include "safe_file.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,8 +65,18 @@ cairo_t *dpplot_canvas_cr(dpplot_canvas *cv) { return cv->cr; }
 double dpplot_canvas_width(const dpplot_canvas *cv) { return cv->width; }
 double dpplot_canvas_height(const dpplot_canvas *cv) { return cv->height; }
 
+/* Where the PNG stream goes, and the errno of its first failed write (0: none). */
+typedef struct {
+    FILE *fp;
+    int err;
+} png_sink;
+
 static cairo_status_t png_to_stream(void *closure, const unsigned char *data, unsigned int length) {
-    return fwrite(data, 1, length, closure) == length ? CAIRO_STATUS_SUCCESS : CAIRO_STATUS_WRITE_ERROR;
+    png_sink *sink = closure;
+    errno = 0;
+    if (fwrite(data, 1, length, sink->fp) == length) return CAIRO_STATUS_SUCCESS;
+    if (!sink->err) sink->err = errno ? errno : EIO;
+    return CAIRO_STATUS_WRITE_ERROR;
 }
 
 int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path, char *err, size_t errlen) {
@@ -73,9 +84,13 @@ int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path, char *err, size
     /* cairo_surface_write_to_png would follow a link planted at path: write through safe_file */
     dpfile_writer w;
     if (dpfile_writer_open(&w, path, err, errlen) != 0) return -1;
-    if (cairo_surface_write_to_png_stream(cv->surface, png_to_stream, w.fp) != CAIRO_STATUS_SUCCESS) {
+    png_sink sink = {w.fp, 0};
+    cairo_status_t st = cairo_surface_write_to_png_stream(cv->surface, png_to_stream, &sink);
+    if (st != CAIRO_STATUS_SUCCESS) { /* the reason: the OS's for a failed write, else cairo's */
         dpfile_writer_abort(&w);
-        if (err && errlen) snprintf(err, errlen, "%s: cannot write the PNG", path);
+        if (err && errlen)
+            snprintf(err, errlen, "%s: cannot write the PNG: %s", path,
+                     sink.err ? strerror(sink.err) : cairo_status_to_string(st));
         return -1;
     }
     return dpfile_writer_commit(&w, err, errlen);

@@ -3,6 +3,7 @@
 #include "dpplot_palette.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define OOM_ROW 20.0 /* px per stacked OOM cross */
@@ -121,35 +122,133 @@ int dpplot_series_range(const dpplot_series *s, size_t n, double *x_min, double 
     return any;
 }
 
-static void trace_series(dpplot_panel *p, const dpplot_series *s, int close_to_bottom) {
+/* Path state of trace_series: points go to cairo through a filter that keeps, of each run of
+ * consecutive points in one device pixel column, the first, the lowest, the highest and the last
+ * (in their order), so a series of millions of points costs a path of a few per column and every
+ * peak and dip still shows. */
+typedef struct {
+    cairo_t *cr;
+    int step, open;
+    double scale; /* device pixels per user unit along x */
+    double col;   /* pixel column of the buffered run */
+    size_t nb;    /* buffered points of the run: first, min, max, last (indices into bx/by) */
+    double bx[4], by[4];
+    size_t bi[4]; /* their point indices, to emit in order */
+    double first_x, last_x, last_y;
+} tracer;
+
+static void tracer_emit(tracer *t, double x, double y) {
+    if (!t->open) {
+        cairo_move_to(t->cr, x, y);
+        t->first_x = x, t->open = 1;
+    } else {
+        if (t->step) cairo_line_to(t->cr, x, t->last_y);
+        cairo_line_to(t->cr, x, y);
+    }
+    t->last_x = x, t->last_y = y;
+}
+
+/* Emits the buffered run in point order, each point once. */
+static void tracer_flush(tracer *t) {
+    size_t order[4] = {0, 1, 2, 3}, n = t->nb;
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && t->bi[order[j]] < t->bi[order[j - 1]]; j--) {
+            size_t tmp = order[j];
+            order[j] = order[j - 1], order[j - 1] = tmp;
+        }
+    for (size_t k = 0; k < n; k++)
+        if (k == 0 || t->bi[order[k]] != t->bi[order[k - 1]]) tracer_emit(t, t->bx[order[k]], t->by[order[k]]);
+    t->nb = 0;
+}
+
+static void tracer_add(tracer *t, size_t i, double x, double y) {
+    double col = floor(x * t->scale);
+    if (t->nb > 0 && col != t->col) tracer_flush(t);
+    if (t->nb == 0) {
+        t->col = col, t->nb = 4;
+        for (int k = 0; k < 4; k++) t->bx[k] = x, t->by[k] = y, t->bi[k] = i;
+        return;
+    }
+    /* slots: 0 first, 1 lowest y on screen (largest value), 2 highest, 3 last */
+    if (y > t->by[1]) t->bx[1] = x, t->by[1] = y, t->bi[1] = i;
+    if (y < t->by[2]) t->bx[2] = x, t->by[2] = y, t->bi[2] = i;
+    t->bx[3] = x, t->by[3] = y, t->bi[3] = i;
+}
+
+/* A long series whose x goes back and forth (no timeline does; a damaged file may) has no runs
+ * to merge: it is drawn as its envelope instead, the lowest and highest value in each pixel
+ * column of the plot, so the path stays a few points per column whatever the input. Returns 0,
+ * or -1 when there was no memory for the columns (the caller traces every point). */
+static int trace_envelope(dpplot_panel *p, const dpplot_series *s, double scale, int close_to_bottom) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
-    int open = 0;
-    double first_x = 0, last_x = 0, last_y = 0, bottom = p->plot.y + p->plot.h;
+    size_t cols = (size_t)ceil(p->plot.w * scale) + 1;
+    double *lo = malloc(cols * sizeof *lo), *hi = malloc(cols * sizeof *hi);
+    if (!lo || !hi) {
+        free(lo), free(hi);
+        return -1;
+    }
+    for (size_t c = 0; c < cols; c++) lo[c] = INFINITY, hi[c] = -INFINITY;
     for (size_t i = 0; i < s->n; i++) {
-        if (!point_ok(s, i)) {
-            if (open && close_to_bottom) {
-                cairo_line_to(cr, last_x, bottom);
-                cairo_line_to(cr, first_x, bottom);
-                cairo_close_path(cr);
-            }
-            open = 0;
-            continue;
-        }
-        double x = dpplot_panel_px(p, s->x[i]), y = dpplot_panel_py(p, s->y[i]);
-        if (!open) {
-            cairo_move_to(cr, x, y);
-            first_x = x;
-            open = 1;
-        } else {
-            if (s->step) cairo_line_to(cr, x, last_y);
-            cairo_line_to(cr, x, y);
-        }
-        last_x = x, last_y = y;
+        if (!point_ok(s, i)) continue;
+        double c = floor((dpplot_panel_px(p, s->x[i]) - p->plot.x) * scale);
+        if (!(c >= 0 && c < (double)cols)) continue; /* outside the plot: clipped anyway */
+        double y = dpplot_panel_py(p, s->y[i]);
+        lo[(size_t)c] = fmin(lo[(size_t)c], y), hi[(size_t)c] = fmax(hi[(size_t)c], y);
+    }
+    int open = 0;
+    double first_x = 0, last_x = 0;
+    for (size_t c = 0; c < cols; c++) {
+        if (lo[c] > hi[c]) continue;
+        double x = p->plot.x + ((double)c + 0.5) / scale;
+        if (!open)
+            cairo_move_to(cr, x, hi[c]), first_x = x, open = 1;
+        else
+            cairo_line_to(cr, x, hi[c]);
+        cairo_line_to(cr, x, lo[c]);
+        last_x = x;
     }
     if (open && close_to_bottom) {
+        double bottom = p->plot.y + p->plot.h;
         cairo_line_to(cr, last_x, bottom);
         cairo_line_to(cr, first_x, bottom);
         cairo_close_path(cr);
+    }
+    free(lo), free(hi);
+    return 0;
+}
+
+/* Whether s's x never decreases over its drawable points. */
+static int x_ordered(const dpplot_series *s) {
+    double last = -INFINITY;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!point_ok(s, i)) continue;
+        if (s->x[i] < last) return 0;
+        last = s->x[i];
+    }
+    return 1;
+}
+
+static void trace_series(dpplot_panel *p, const dpplot_series *s, int close_to_bottom) {
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    double dx = 1.0, dy = 0.0, bottom = p->plot.y + p->plot.h;
+    cairo_user_to_device_distance(cr, &dx, &dy);
+    tracer t = {.cr = cr, .step = s->step, .scale = dx > 0 && isfinite(dx) ? dx : 1.0};
+    double width_px = p->plot.w * t.scale; /* the envelope's columns: a canvas is at most 16384 px */
+    if (width_px > 0 && width_px <= 16384 && (double)s->n > 8 * (width_px + 1) && !x_ordered(s) &&
+        trace_envelope(p, s, t.scale, close_to_bottom) == 0)
+        return;
+    for (size_t i = 0; i <= s->n; i++) {
+        if (i == s->n || !point_ok(s, i)) {
+            tracer_flush(&t);
+            if (t.open && close_to_bottom) {
+                cairo_line_to(cr, t.last_x, bottom);
+                cairo_line_to(cr, t.first_x, bottom);
+                cairo_close_path(cr);
+            }
+            t.open = 0;
+            continue;
+        }
+        tracer_add(&t, i, dpplot_panel_px(p, s->x[i]), dpplot_panel_py(p, s->y[i]));
     }
 }
 

@@ -120,23 +120,51 @@ static void order_keys(const char **keys, size_t nk, const char *axes, const cha
     }
 }
 
+#define MAX_SWEEPS 32 /* sweeps of one directory drawn; the rest are named in a note */
+
 /* Renders the charts of each sweep; returns the number of charts that failed to write. */
 static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dpplot_options *o,
                          dpplot_strlist *notes) {
-    const char *sweeps[32];
-    size_t n_sw = 0;
+    const char *sweeps[MAX_SWEEPS];
+    size_t n_sw = 0, more_sweeps = 0;
     int failures = 0;
     for (size_t i = 0; i < rs->n; i++) {
         const char *s = rs->items[i].sweep_name;
         if (!s) continue;
         size_t k = 0;
         while (k < n_sw && strcmp(sweeps[k], s) != 0) k++;
-        if (k == n_sw && n_sw < 32) sweeps[n_sw++] = s;
+        if (k < n_sw) continue;
+        if (n_sw < MAX_SWEEPS) {
+            sweeps[n_sw++] = s;
+        } else { /* counted once each */
+            size_t j = 0;
+            while (j < i && !(rs->items[j].sweep_name && strcmp(rs->items[j].sweep_name, s) == 0)) j++;
+            more_sweeps += j == i;
+        }
     }
+    if (more_sweeps)
+        (void)dpplot_strlist_addf(notes,
+                                  "the directory holds %zu sweeps; the charts of %zu more are not drawn "
+                                  "(plot them from a directory of their own)",
+                                  n_sw + more_sweeps, more_sweeps);
     for (size_t w = 0; w < n_sw; w++) {
         const char *keys[DPPLOT_SWEEP_MAX_KEYS];
         size_t nk = dpplot_sweep_keys(rs, sweeps[w], keys, DPPLOT_SWEEP_MAX_KEYS);
         order_keys(keys, nk, o->heatmap, sweeps[w], notes);
+        size_t n_methods = dpplot_sweep_method_count(rs, sweeps[w]);
+        if (n_methods > DPPLOT_SWEEP_MAX_METHODS)
+            (void)dpplot_strlist_addf(
+                notes, "sweep '%s' has %zu methods; its charts draw the first %d, %zu are left out", sweeps[w],
+                n_methods, DPPLOT_SWEEP_MAX_METHODS, n_methods - DPPLOT_SWEEP_MAX_METHODS);
+        for (size_t k = 0; k < nk; k++) {
+            dpplot_value_set vs;
+            dpplot_sweep_values(rs, sweeps[w], keys[k], &vs);
+            if (vs.dropped)
+                (void)dpplot_strlist_addf(notes,
+                                          "sweep '%s' has %zu values of '%s'; its charts draw %d, the points at "
+                                          "the other %zu are left out",
+                                          sweeps[w], vs.n + vs.dropped, keys[k], DPPLOT_SWEEP_MAX_VALUES, vs.dropped);
+        }
         char prefix[96] = "", safe[64], path[4096], key_safe[64];
         if (n_sw > 1) {
             safe_name(sweeps[w], safe, sizeof safe);

@@ -19,7 +19,7 @@ int dpplot_report_breakdown(const dpplot_selection *sel, const char *path, const
     const dpplot_result *vanilla = NULL;
     for (size_t i = 0; i < n; i++) {
         const dpplot_result *r = sel->items[i];
-        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak && r->has_components;
+        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak && r->has_components ? DPPLOT_DRAWN : DPPLOT_LEFT_OUT;
         if (!usable[i]) continue;
         idx[n_ok++] = i;
         if (!vanilla && dpplot_method_rank(r->method) == 0) vanilla = r;
@@ -42,7 +42,8 @@ int dpplot_report_breakdown(const dpplot_selection *sel, const char *path, const
         if (sel->items[idx[k]] != vanilla) n_dp++;
 
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Memory at the peak, by component") < 0) return -1;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_GROUPS, "Memory at the peak, by component") < 0)
+        return -1;
     dpplot_canvas *cv = f.cv;
     const double W = f.W, H = f.H;
     double top = f.top;

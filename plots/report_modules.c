@@ -16,7 +16,7 @@ int dpplot_report_modules(const dpplot_selection *sel, const char *path, const d
     size_t n = sel->n < MAX_METHODS ? sel->n : MAX_METHODS, idx[MAX_METHODS], n_ok = 0;
     for (size_t i = 0; i < n; i++) {
         const dpplot_result *r = sel->items[i];
-        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_modules;
+        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_modules ? DPPLOT_DRAWN : DPPLOT_LEFT_OUT;
         if (usable[i]) idx[n_ok++] = i;
     }
     if (n_ok == 0) {
@@ -55,7 +55,9 @@ int dpplot_report_modules(const dpplot_selection *sel, const char *path, const d
         for (size_t g = 0; g < n_groups; g++) values[g * n_ok + k] = r->module_bytes[group_ids[g]];
     }
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Memory live at the peak, by module") < 0) return -1;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_METHODS, "Memory live at the peak, by module") <
+        0)
+        return -1;
     dpplot_canvas *cv = f.cv;
     const double W = f.W, H = f.H;
     double top = f.top;

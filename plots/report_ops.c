@@ -17,7 +17,7 @@ int dpplot_report_ops(const dpplot_selection *sel, const char *path, const dpplo
     int predicted = 0;
     for (size_t i = 0; i < n; i++) {
         const dpplot_result *r = sel->items[i];
-        usable[i] = r->status == DPPLOT_STATUS_OK && r->n_ops > 0;
+        usable[i] = r->status == DPPLOT_STATUS_OK && r->n_ops > 0 ? DPPLOT_DRAWN : DPPLOT_LEFT_OUT;
         if (!usable[i]) continue;
         idx[n_ok++] = i;
         predicted |= r->profile_predicted;
@@ -74,7 +74,7 @@ int dpplot_report_ops(const dpplot_selection *sel, const char *path, const dpplo
         }
     }
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable,
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_METHODS,
                             predicted ? "Time and bytes by op category (modelled per op: estimated)"
                                       : "Time and bytes by op category (measured per op)") < 0)
         return -1;

@@ -11,6 +11,7 @@
 #include "report_util.h"
 
 #define MAX_PANELS 12
+#define MAX_EXAMINED 64 /* results looked at for the panels; the rest are counted as having no room */
 
 /* The "host peak RSS: vanilla 1.2 GiB, ghost 1.3 GiB" note of a selection ("" when none has it). */
 void dpplot_report_rss_note(const dpplot_selection *sel, char *buf, size_t len) {
@@ -47,14 +48,16 @@ static void draw_ends(dpplot_panel *p, const double *ends, size_t n, double widt
 
 int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                          dpplot_strlist *notes) {
-    int usable[64] = {0};
-    size_t n = sel->n < 64 ? sel->n : 64, idx[MAX_PANELS], n_ok = 0;
+    int usable[MAX_EXAMINED] = {0};
+    size_t n = sel->n < MAX_EXAMINED ? sel->n : MAX_EXAMINED, idx[MAX_PANELS], n_ok = 0;
     int phase_used[DPPLOT_N_PHASES] = {0}, comp_used[DPPLOT_N_COMPONENTS] = {0};
     double y_max = 0;
     for (size_t i = 0; i < n; i++) {
         const dpplot_result *r = sel->items[i];
-        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_phase_memory && n_ok < MAX_PANELS;
-        if (!usable[i]) continue;
+        usable[i] = r->status != DPPLOT_STATUS_OK || !r->has_phase_memory ? DPPLOT_LEFT_OUT
+                    : n_ok < MAX_PANELS                                   ? DPPLOT_DRAWN
+                                                                          : DPPLOT_NO_ROOM;
+        if (usable[i] != DPPLOT_DRAWN) continue;
         idx[n_ok++] = i;
         for (int p = 0; p < DPPLOT_N_PHASES; p++) {
             if (!isfinite(r->phase_peak_bytes[p])) continue;
@@ -87,7 +90,8 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
     legend[n_comp] =
         (dpplot_legend_entry){"live at the phase's end", DPPLOT_INK, DPPLOT_SWATCH_LINE, DPPLOT_MARKER_NONE};
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Memory at the peak of each phase, by component") < 0)
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_PANELS,
+                            "Memory at the peak of each phase, by component") < 0)
         return -1;
     dpplot_canvas *cv = f.cv;
     const double W = f.W, H = f.H;

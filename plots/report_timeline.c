@@ -12,6 +12,7 @@
 #include "sweep_util.h"
 
 #define MAX_PANELS 12
+#define MAX_EXAMINED 64 /* results looked at for the panels; the rest are counted as having no room */
 
 /* The script's own snapshots (ctx:snapshot) as dashed verticals labelled at the top. */
 static void draw_marks(dpplot_panel *p, const dpplot_result *r) {
@@ -106,13 +107,15 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
 
 int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                            dpplot_strlist *notes) {
-    int usable[64] = {0};
-    size_t n = sel->n < 64 ? sel->n : 64, idx[MAX_PANELS], n_ok = 0;
+    int usable[MAX_EXAMINED] = {0};
+    size_t n = sel->n < MAX_EXAMINED ? sel->n : MAX_EXAMINED, idx[MAX_PANELS], n_ok = 0;
     double t_max = 0, y_max = 0;
     for (size_t i = 0; i < n; i++) {
         const dpplot_result *r = sel->items[i];
-        usable[i] = r->status == DPPLOT_STATUS_OK && r->n_timeline > 1 && n_ok < MAX_PANELS;
-        if (!usable[i]) continue;
+        usable[i] = r->status != DPPLOT_STATUS_OK || r->n_timeline < 2 ? DPPLOT_LEFT_OUT
+                    : n_ok < MAX_PANELS                                ? DPPLOT_DRAWN
+                                                                       : DPPLOT_NO_ROOM;
+        if (usable[i] != DPPLOT_DRAWN) continue;
         idx[n_ok++] = i;
         for (size_t k = 0; k < r->n_timeline; k++) {
             if (isfinite(r->t_ms[k])) t_max = fmax(t_max, r->t_ms[k]);
@@ -126,7 +129,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
         return 0;
     }
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Memory over time") < 0) return -1;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_PANELS, "Memory over time") < 0) return -1;
     dpplot_canvas *cv = f.cv;
     const double W = f.W, H = f.H;
     double top = f.top;

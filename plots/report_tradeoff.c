@@ -17,7 +17,7 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
     double max_mem = 0, max_ms = 0;
     for (size_t i = 0; i < n; i++) {
         const dpplot_result *r = sel->items[i];
-        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak && r->has_time;
+        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak && r->has_time ? DPPLOT_DRAWN : DPPLOT_LEFT_OUT;
         if (!usable[i]) continue;
         n_ok++;
         max_mem = fmax(max_mem, r->peak_bytes), max_ms = fmax(max_ms, r->avg_ms);
@@ -29,7 +29,8 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
         return 0;
     }
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Peak memory against step time") < 0) return -1;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_POINTS, "Peak memory against step time") < 0)
+        return -1;
     dpplot_canvas *cv = f.cv;
     const double W = f.W, H = f.H;
     double top = f.top;
@@ -39,7 +40,7 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
     dpplot_panel_spec s = {0};
     int predicted = 0, spread = 0, runs = 1;
     for (size_t i = 0; i < n; i++)
-        if (usable[i]) {
+        if (usable[i] == DPPLOT_DRAWN) {
             const dpplot_result *r = sel->items[i];
             predicted |= r->predicted;
             spread |= isfinite(r->time_lo_ms) && r->time_hi_ms > r->time_lo_ms;

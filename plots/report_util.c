@@ -38,7 +38,8 @@ dpplot_canvas *dpplot_report_canvas(const dpplot_options *opt, const char *path,
 }
 
 int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const char *path, dpplot_strlist *notes,
-                        const dpplot_selection *sel, const int *usable, const char *title) {
+                        const dpplot_selection *sel, const int *usable, size_t n_usable, size_t cap,
+                        const char *title) {
     memset(f, 0, sizeof *f);
     f->cv = dpplot_report_canvas(opt, path, notes);
     if (!f->cv) return -1;
@@ -46,7 +47,12 @@ int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const
     f->H = dpplot_canvas_height(f->cv);
     char context[256];
     dpplot_report_context(sel, context, sizeof context);
-    dpplot_report_left_out(sel, usable, f->leftout, sizeof f->leftout);
+    size_t no_room = dpplot_report_left_out(sel, usable, n_usable, cap, f->leftout, sizeof f->leftout);
+    if (no_room > 0)
+        (void)dpplot_strlist_addf(notes,
+                                  "%s: draws at most %zu results; %zu more left out (plot them from a directory "
+                                  "of their own)",
+                                  dpplot_report_basename(path), cap, no_room);
     f->top = dpplot_figure_title(f->cv, title, context[0] ? context : NULL);
     return 0;
 }
@@ -111,16 +117,23 @@ const char *dpplot_report_label(const dpplot_selection *sel, size_t i) {
     return sel->items[i]->method;
 }
 
-void dpplot_report_left_out(const dpplot_selection *sel, const int *usable, char *buf, size_t len) {
+size_t dpplot_report_left_out(const dpplot_selection *sel, const int *usable, size_t n_usable, size_t cap, char *buf,
+                              size_t len) {
     buf[0] = '\0';
-    size_t used = 0;
-    for (size_t i = 0; i < sel->n && used < len - 1; i++) {
-        if (usable[i]) continue;
+    size_t no_room = sel->n > n_usable ? sel->n - n_usable : 0;
+    for (size_t i = 0; i < sel->n && i < n_usable; i++) no_room += usable[i] == DPPLOT_NO_ROOM;
+    char tail[96] = ""; /* kept whole: the list before it is cut short instead */
+    if (no_room > 0) snprintf(tail, sizeof tail, "%zu more: the chart draws at most %zu", no_room, cap);
+    size_t room = len > strlen(tail) + 3 ? len - strlen(tail) - 2 : 1, used = 0;
+    for (size_t i = 0; i < sel->n && i < n_usable && used < room - 1; i++) {
+        if (usable[i] != DPPLOT_LEFT_OUT) continue;
         const dpplot_result *r = sel->items[i];
         const char *why = r->status != DPPLOT_STATUS_OK ? dpplot_status_name(r->status) : "incomplete";
-        int w = snprintf(buf + used, len - used, "%s%s (%s)", used ? ", " : "Not shown: ", dpplot_report_label(sel, i),
+        int w = snprintf(buf + used, room - used, "%s%s (%s)", used ? ", " : "Not shown: ", dpplot_report_label(sel, i),
                          why);
         if (w < 0) break;
-        used += (size_t)w;
+        used = used + (size_t)w < room - 1 ? used + (size_t)w : room - 1;
     }
+    if (tail[0]) snprintf(buf + used, len - used, "%s%s", used ? "; " : "Not shown: ", tail);
+    return no_room;
 }

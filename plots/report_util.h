@@ -15,10 +15,15 @@ typedef struct dpplot_report_frame {
     double W, H, top;
     char leftout[512];
 } dpplot_report_frame;
-/* Opens f for a report titled `title` over sel (usable flags the items drawn); 0, or -1 with a
- * note when the canvas cannot be created. */
+/* What a chart did with item i of its selection (the flags in `usable`). A chart examines at most
+ * a fixed number of items (its arrays' size, `cap`); items past the flags it filled count as
+ * DPPLOT_NO_ROOM too, so a directory of any size is drawn in part and the rest named. */
+enum { DPPLOT_LEFT_OUT = 0, DPPLOT_DRAWN = 1, DPPLOT_NO_ROOM = 2 };
+/* Opens f for a report titled `title` over sel (usable: n_usable flags, as above; cap: the most
+ * items the chart draws); 0, or -1 with a note when the canvas cannot be created. When results
+ * had no room, a note says how many and the chart's note counts them. */
 int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const char *path, dpplot_strlist *notes,
-                        const dpplot_selection *sel, const int *usable, const char *title);
+                        const dpplot_selection *sel, const int *usable, size_t n_usable, size_t cap, const char *title);
 /* Writes cv to path and frees it; 1 when written, -1 (with a note) otherwise. */
 int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes);
 /* The context line of a selection: sel->context, or one derived from the first result's config
@@ -30,8 +35,11 @@ void dpplot_report_context_of(const dpplot_result *r, char *buf, size_t len);
 /* Chart label of item i: its method when methods in sel are unique, else its experiment. */
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i);
 /* Note listing results of sel left out of a chart (not ok, or lacking data), e.g.
- * "not shown: flat (oom)". buf is "" when none were left out. `usable` flags kept items. */
-void dpplot_report_left_out(const dpplot_selection *sel, const int *usable, char *buf, size_t len);
+ * "Not shown: flat (oom)", and counting those with no room ("; 5 more: the chart draws at most 32").
+ * buf is "" when none were left out. `usable`: n_usable flags (DPPLOT_DRAWN ...); items from
+ * n_usable on have no room. Returns the number of items with no room. */
+size_t dpplot_report_left_out(const dpplot_selection *sel, const int *usable, size_t n_usable, size_t cap, char *buf,
+                              size_t len);
 /* File name part of a path (after the last '/'). */
 const char *dpplot_report_basename(const char *path);
 

@@ -1,6 +1,7 @@
 /* summary.c: summary.txt, .csv, .md and .tex. */
 #include "dpplot_summary.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -389,6 +390,7 @@ int dpplot_summary_write_all(const dpplot_results *rs, const dpplot_strlist *pro
         int rc = -1;
         if (dpfile_writer_open(&w, path, why, sizeof why) == 0) {
             FILE *f = w.fp;
+            errno = 0; /* a failed fprintf leaves its reason here */
             switch (k) {
             case 0: rc = dpplot_summary_write_txt(rs, problems, f); break;
             case 1: rc = dpplot_summary_write_csv(rs, f); break;
@@ -396,7 +398,8 @@ int dpplot_summary_write_all(const dpplot_results *rs, const dpplot_strlist *pro
             default: rc = dpplot_summary_write_tex(rs, f); break;
             }
             if (rc != 0) {
-                snprintf(why, sizeof why, "%s: cannot write", path);
+                snprintf(why, sizeof why, "%s: cannot write: %s", path,
+                         errno ? strerror(errno) : "a write failed with no reason given");
                 dpfile_writer_abort(&w);
             } else {
                 rc = dpfile_writer_commit(&w, why, sizeof why);

@@ -53,7 +53,17 @@ void dpplot_sweep_values(const dpplot_results *rs, const char *sweep, const char
         if (!v->is_number) vs->numeric = 0;
         size_t k = 0;
         while (k < vs->n && strcmp(vs->text[k], v->text) != 0) k++;
-        if (k < vs->n || vs->n == DPPLOT_SWEEP_MAX_VALUES) continue;
+        if (k < vs->n) continue;
+        if (vs->n == DPPLOT_SWEEP_MAX_VALUES) {
+            int seen = 0; /* counted once: among the earlier points past the limit? */
+            for (size_t j = 0; j < i && !seen; j++) {
+                const dpplot_vary *w =
+                    dpplot_in_sweep(&rs->items[j], sweep) ? dpplot_result_vary(&rs->items[j], key) : NULL;
+                seen = w && strcmp(w->text, v->text) == 0;
+            }
+            vs->dropped += !seen;
+            continue;
+        }
         vs->number[vs->n] = v->is_number ? v->number : NAN;
         vs->text[vs->n++] = v->text;
     }
@@ -80,6 +90,18 @@ size_t dpplot_value_index(const dpplot_value_set *vs, const dpplot_vary *v) {
     for (size_t k = 0; v && k < vs->n; k++)
         if (strcmp(vs->text[k], v->text) == 0) return k;
     return vs->n;
+}
+
+size_t dpplot_sweep_method_count(const dpplot_results *rs, const char *sweep) {
+    size_t n = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (!dpplot_in_sweep(r, sweep)) continue;
+        size_t j = 0;
+        while (j < i && !(dpplot_in_sweep(&rs->items[j], sweep) && strcmp(rs->items[j].method, r->method) == 0)) j++;
+        n += j == i;
+    }
+    return n;
 }
 
 size_t dpplot_sweep_methods(const dpplot_results *rs, const char *sweep, const char **methods) {

@@ -20,14 +20,18 @@ typedef struct {
     const char *text[DPPLOT_SWEEP_MAX_VALUES];
     const char *label[DPPLOT_SWEEP_MAX_VALUES];
     char label_text[DPPLOT_SWEEP_MAX_VALUES][24];
+    size_t dropped; /* distinct values past DPPLOT_SWEEP_MAX_VALUES, not in the set */
 } dpplot_value_set;
 
 /* The values of key across the points of sweep. */
 void dpplot_sweep_values(const dpplot_results *rs, const char *sweep, const char *key, dpplot_value_set *vs);
 /* Index of v's value in vs (vs->n when absent). */
 size_t dpplot_value_index(const dpplot_value_set *vs, const dpplot_vary *v);
-/* Methods of a sweep in the results' (canonical) order; returns the count. */
+/* Methods of a sweep in the results' (canonical) order, at most DPPLOT_SWEEP_MAX_METHODS; returns
+ * the count. */
 size_t dpplot_sweep_methods(const dpplot_results *rs, const char *sweep, const char **methods);
+/* Number of distinct methods of a sweep (however many: what dpplot_sweep_methods leaves out). */
+size_t dpplot_sweep_method_count(const dpplot_results *rs, const char *sweep);
 /* The swept keys of sweep other than method, in first-seen order; returns the count. */
 size_t dpplot_sweep_keys(const dpplot_results *rs, const char *sweep, const char **keys, size_t cap);
 /* 1 when r is a point of sweep. */

@@ -54,8 +54,10 @@ end
 -- shortened it) is one of dpprof's own Lua modules (dp.lua_dir .. "/dpprof/").
 function dp.is_own_source(src)
   if type(src) ~= "string" or type(dp.lua_dir) ~= "string" then return false end
-  local name = src:match("([^/]+%.lua)$")
-  if not name then return false end
+  -- The file name: what follows the last '/'. Anchored patterns only: an unanchored one
+  -- ("([^/]+%.lua)$") retries from every start and costs time quadratic in a long source.
+  local name = src:match("^.*/(.*)$") or src
+  if #name <= 4 or name:sub(-4) ~= ".lua" then return false end
   local full = dp.lua_dir .. "/dpprof/" .. name
   if src == full then return true end
   local tail = src:match("^%.%.%.(.+)$")

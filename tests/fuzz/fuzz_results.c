@@ -15,6 +15,12 @@
  * text itself damaged (bytes flipped, inserted, cut). A failing mutant is written to
  * <out>/fuzz_fail_<iteration>.json.
  *
+ * Then two series of whole `dpprof plot` runs on shapes one mutant cannot make: directories of 1 to
+ * 200 results (every chart's limit and one past it, then at random; some results mutants), and a
+ * result whose memory timeline has 0 to 1,000,000 points (around compare's 4,096, in order or not,
+ * with nulls, huge, negative and repeated values, reserved of another length). A failure there is
+ * named by its round.
+ *
  *   fuzz_results FIXTURES_DIR OUT_DIR [ITERATIONS [SEED]]    (default 3000 mutants, seed 1) */
 #include "dpplot.h"
 #include "dpprof.h"
@@ -34,6 +40,8 @@
 
 #define RENDER_EVERY 12
 #define MAX_FIXTURES 512
+#define DIR_ROUNDS 14      /* directories of 1..200 results */
+#define TIMELINE_ROUNDS 14 /* timelines of 0..1,000,000 points */
 
 typedef struct fixture {
     char *dir, *name, *text; /* dir: the fixture directory's name ("single") */
@@ -99,6 +107,105 @@ static void fail(const char *out, size_t iter, const char *text, const char *fmt
     fprintf(stderr, "FAIL at mutant %zu (kept in %s): ", iter, path);
     fprintf(stderr, fmt, detail);
     fputc('\n', stderr);
+}
+
+/* Removes every file of dir (not its subdirectories' files). */
+static void clear_dir(const char *dir) {
+    char path[4600];
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    if (d) closedir(d);
+}
+
+/* dpprof plot on dir; a status outside -1..1 fails round `round` of series `what`. */
+static void render_round(const char *dir, const char *render_out, const dpplot_options *opt, const char *what,
+                         size_t round, size_t size) {
+    char err[512];
+    int rc = dpplot_render_dir(dir, render_out, opt, err, sizeof err);
+    if (rc < -1 || rc > 1) {
+        failures++;
+        fprintf(stderr, "FAIL in %s round %zu (%zu): dpplot_render_dir returned %d\n", what, round, size, rc);
+    }
+}
+
+/* Directories of 1..200 results of one fixture directory, one in eight a mutant. */
+static void fuzz_directories(const char *render_dir, const char *render_out, const dpplot_options *opt) {
+    static const size_t edges[] = {1, 2, 32, 33, 64, 65, 128, 129, 200};
+    for (size_t round = 0; round < DIR_ROUNDS; round++) {
+        size_t n = round < sizeof edges / sizeof *edges ? edges[round] : 1 + fuzz_below(200);
+        const char *dir = fixtures[fuzz_below(n_fixtures)].dir;
+        clear_dir(render_dir);
+        for (size_t i = 0; i < n; i++) {
+            const fixture *f = &fixtures[fuzz_below(n_fixtures)];
+            for (size_t tries = 0; tries < 64 && strcmp(f->dir, dir) != 0; tries++)
+                f = &fixtures[fuzz_below(n_fixtures)];
+            char path[4600], *text = NULL;
+            if (fuzz_below(8) == 0) {
+                cJSON *root = cJSON_Parse(f->text);
+                fuzz_mutate_tree(root, key_names, sizeof key_names / sizeof *key_names, NULL, 0);
+                text = cJSON_PrintUnformatted(root);
+                cJSON_Delete(root);
+            }
+            snprintf(path, sizeof path, "%s/r%03zu_%s", render_dir, i, f->name);
+            write_text(path, text ? text : f->text);
+            cJSON_free(text);
+        }
+        render_round(render_dir, render_out, opt, "directories", round, n);
+    }
+}
+
+/* An array of n numbers: i-th of shape `shape` (0 ascending, 1 descending, 2 back and forth,
+ * 3 constant, 4 random with huge and negative ones); a null now and then when holes is set. */
+static cJSON *series(size_t n, int shape, double scale, int holes) {
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; a && i < n; i++) {
+        double v = shape == 0   ? (double)i
+                   : shape == 1 ? (double)(n - i)
+                   : shape == 2 ? (double)((i * 7919) % (n ? n : 1))
+                   : shape == 3 ? 1.0
+                                : (double)(fuzz_u64() >> 11) * (fuzz_below(50) == 0 ? 1e290 : 1.0) *
+                                      (fuzz_below(20) == 0 ? -1.0 : 1.0);
+        cJSON_AddItemToArray(a, holes && fuzz_below(1000) == 0 ? cJSON_CreateNull() : cJSON_CreateNumber(v * scale));
+    }
+    return a;
+}
+
+/* A single/ result whose memory.timeline has a drawn length (every edge, then at random, one of a
+ * million points) and shape, rendered alone. */
+static void fuzz_timelines(const char *render_dir, const char *render_out, const dpplot_options *opt) {
+    static const size_t lengths[] = {0, 1, 2, 4095, 4096, 4097, 1000000};
+    const fixture *base = NULL;
+    for (size_t i = 0; i < n_fixtures && !base; i++)
+        if (strcmp(fixtures[i].dir, "single") == 0) base = &fixtures[i];
+    if (!base) return;
+    for (size_t round = 0; round < TIMELINE_ROUNDS; round++) {
+        size_t n = round < sizeof lengths / sizeof *lengths ? lengths[round]
+                   : fuzz_below(2)                          ? fuzz_below(5000)
+                                                            : fuzz_below(200000);
+        cJSON *root = cJSON_Parse(base->text);
+        cJSON *tl = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "memory"), "timeline");
+        if (!tl) {
+            cJSON_Delete(root);
+            continue;
+        }
+        int holes = fuzz_below(4) == 0;
+        size_t n_reserved = fuzz_below(6) == 0 ? fuzz_below(n + 2) : n;
+        cJSON_ReplaceItemInObject(tl, "t_ms", series(n, fuzz_below(3) == 0 ? (int)fuzz_below(5) : 0, 0.01, holes));
+        cJSON_ReplaceItemInObject(tl, "allocated_bytes", series(n, 2 + (int)fuzz_below(3), 1e3, holes));
+        cJSON_ReplaceItemInObject(tl, "reserved_bytes", series(n_reserved, 2 + (int)fuzz_below(3), 1e3, holes));
+        char *text = cJSON_PrintUnformatted(root);
+        cJSON_Delete(root);
+        clear_dir(render_dir);
+        char path[4600];
+        snprintf(path, sizeof path, "%s/%s", render_dir, base->name);
+        if (text) write_text(path, text);
+        cJSON_free(text);
+        render_round(render_dir, render_out, opt, "timelines", round, n);
+    }
 }
 
 int main(int argc, char **argv) {
@@ -188,13 +295,7 @@ int main(int argc, char **argv) {
         /* dpprof plot, now and then: the mutant beside two fixtures of its directory */
         if (iter % RENDER_EVERY == 0) {
             char path[4600];
-            DIR *d = opendir(render_dir);
-            for (struct dirent *e; d && (e = readdir(d));) {
-                if (e->d_name[0] == '.') continue;
-                snprintf(path, sizeof path, "%s/%s", render_dir, e->d_name);
-                unlink(path);
-            }
-            if (d) closedir(d);
+            clear_dir(render_dir);
             snprintf(path, sizeof path, "%s/%s", render_dir, f->name);
             write_text(path, text);
             for (int k = 0; k < 2; k++) {
@@ -210,10 +311,12 @@ int main(int argc, char **argv) {
         }
         cJSON_free(text);
     }
+    fuzz_directories(render_dir, render_out, &opt);
+    fuzz_timelines(render_dir, render_out, &opt);
     double s = (double)(clock() - t0) / CLOCKS_PER_SEC;
     printf("fuzz_results: %zu mutants (%zu structural, %zu textual, %zu still valid results), %zu plot renders, "
-           "%.1f s CPU, %d failure(s)\n",
-           iterations, structural, textual, valid_mutants, renders, s, failures);
+           "%d directories of 1..200 results, %d timelines of 0..1000000 points, %.1f s CPU, %d failure(s)\n",
+           iterations, structural, textual, valid_mutants, renders, DIR_ROUNDS, TIMELINE_ROUNDS, s, failures);
     luaL_unref(L, LUA_REGISTRYINDEX, check_fn);
     lua_close(L);
     dpprof_shutdown();

@@ -29,6 +29,20 @@ check.eq(dp.error_text("my/experiment.lua:3: x"), "my/experiment.lua:3: x", "ano
 check.eq(dp.error_text("plain"), "plain", "no position")
 check.truthy(dp.is_own_source(dp.lua_dir .. "/dpprof/sweep.lua"), "sweep.lua is dpprof's")
 check.truthy(not dp.is_own_source("/tmp/dpprof/sweep.lua"), "a user's dpprof/ directory is not")
+-- A long message costs time linear in its length (is_own_source's unanchored pattern was
+-- quadratic in a source with a long first segment: 40 KB took 7 s, this 1 MB one would take
+-- over an hour); the results are those of a short one.
+local long_dir = string.rep("d", 1000000)
+local user_msg = long_dir .. "/experiment.lua:7: boom"
+check.eq(dp.error_text(user_msg), user_msg, "1 MB user position kept whole")
+check.truthy(not dp.is_own_source(long_dir .. "/experiment.lua"), "a long user path is not dpprof's")
+check.truthy(not dp.is_own_source(long_dir .. "/x.luax"), "a long path of no .lua file is not dpprof's")
+check.truthy(not dp.is_own_source(long_dir), "a long name without '/' or .lua is not dpprof's")
+check.truthy(not dp.is_own_source(long_dir .. "/.lua"), "'.lua' alone is no module name")
+local own_msg = own .. ":326: " .. string.rep("m", 1000000)
+check.eq(dp.error_text(own_msg), string.rep("m", 1000000), "1 MB message at an own position: stripped")
+check.eq(dp.error_text(string.rep("a/", 500000) .. "x.lua:1: y"), string.rep("a/", 500000) .. "x.lua:1: y",
+         "a path of 500,000 directories kept")
 
 -- norms= without clip= is a configuration mistake, named (it used to fail inside experiment.lua
 -- with "attempt to concatenate a nil value").

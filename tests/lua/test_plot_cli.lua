@@ -2,7 +2,8 @@
 -- on the fixtures (every chart and summary written, at the asked size), and a directory planted
 -- with hostile names: a link named like an output (it used to overwrite the link's target), a
 -- dangling link named like a chart (it used to create a file wherever it pointed), a FIFO named
--- *.json (it used to hang) and a link to /dev/zero (it used to read until memory ran out).
+-- *.json (it used to hang) and a link to /dev/zero (it used to read until memory ran out); 33
+-- results in one directory, and writes that fail for want of space.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -81,6 +82,35 @@ do
   local tmp = 0
   for _, name in ipairs(dp.list_dir(dir)) do if name:match("%.tmp$") then tmp = tmp + 1 end end
   check.eq(tmp, 0, "no temporary left behind")
+end
+
+-- 33 plain experiment results in one directory (dp.experiment, then dp.results.write): the module
+-- and op charts held 32 and read past their arrays (a stack overflow under ASan, exit 0 without).
+-- Now every chart is written, and the one left out is named.
+do
+  local dir = root .. "/many"
+  assert(dp.mkdir_p(dir))
+  for i = 1, 33 do
+    local r = dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 16, layers = 1, heads = 1, seq_len = 8,
+                                       batch = 1 }, method = "vanilla", device = "cpu", iters = 1, warmup = 0,
+                             name = string.format("run%02d", i) }
+    dp.results.write(string.format("%s/run%02d.json", dir, i), r)
+  end
+  local code, text = check.sh(string.format("%q plot %q", exe, dir))
+  check.eq(code, 0, "33 results: " .. text)
+  check.truthy(text:find("module_breakdown.png: draws at most 32 results; 1 more left out", 1, true), text)
+  for _, f in ipairs(CHARTS) do check.eq(png_size(dir .. "/" .. f), 1600, "33 results: " .. f) end
+end
+
+-- A disk that fills (a file size limit here: EFBIG where a full disk gives ENOSPC): each chart and
+-- summary that fails is named with the reason (it used to say only "cannot write the PNG").
+do
+  local out = root .. "/full"
+  local code, text = check.sh(string.format("sh -c 'trap \"\" XFSZ; ulimit -f 4; exec %q plot %q --out %q'", exe,
+                                            fixtures .. "/single", out))
+  check.eq(code, 1, "a full disk is exit 1: " .. text)
+  check.truthy(text:find(out .. "/memory_timeline.png: cannot write the PNG: File too large", 1, true), text)
+  check.truthy(text:find(out .. "/summary.txt: cannot write: File too large", 1, true), text)
 end
 
 os.execute("rm -rf " .. root)
