@@ -233,7 +233,60 @@ static void test_coinciding(void) {
     }
 }
 
+
+/* Issue 27, defects 1 and 2: a plan sweep over five variables (4 methods x seq_len x batch x
+ * max_physical_batch_size x lora_rank, 216 points) had heatmaps with nothing but the colour bar,
+ * and said nothing; its points beyond the card looked like the others. The heatmaps must draw
+ * cells (ink left of the colour bar), say which values they fixed, and hatch the points that do
+ * not fit. */
+static void test_plan_many_facets(void) {
+    const char *dir = DPPLOT_TEST_OUT "/plan_many_facets", *out = DPPLOT_TEST_OUT "/render_plan_many_facets";
+    static const char *const methods[4] = {"vanilla", "ghost", "bk", "flash_clip"};
+    static const char *const keys[4] = {"seq_len", "batch", "max_physical_batch_size", "lora_rank"};
+    static const double seqs[3] = {128, 256, 512}, batches[3] = {8, 16, 32}, phys[3] = {1, 2, 4}, ranks[2] = {8, 16};
+    const double GIB = 1073741824.0, card = 24 * GIB;
+    int written = tu_fresh_dir(dir) == 0;
+    for (int m = 0; m < 4; m++)
+        for (int s = 0; s < 3; s++)
+            for (int b = 0; b < 3; b++)
+                for (int p = 0; p < 3; p++)
+                    for (int r = 0; r < 2; r++) {
+                        double v[4] = {seqs[s], batches[b], phys[p], ranks[r]};
+                        double peak = 16 * GIB + seqs[s] * batches[b] * 262144.0 * (ranks[r] / 8) * (m + 1) / phys[p];
+                        written &= tu_write_plan_point(dir, methods[m], keys, v, 4, peak, m == 2 ? 0 : GIB, GIB,
+                                                       10 + seqs[s] * batches[b] / 100.0, card) == 0;
+                    }
+    if (!tu_check(written, "plan_many_facets: fixture written")) return;
+    dpplot_strlist said = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.warn = collect, opt.warn_user = &said;
+    char err[512];
+    int rc = dpplot_render_dir(dir, out, &opt, err, sizeof err);
+    tu_check(rc == 0, "render plan_many_facets: rc %d: %s", rc, err);
+    const char *charts[2] = {"memory_heatmap.png", "heatmap_time.png"};
+    for (int i = 0; i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", out, charts[i]);
+        tu_image *img = tu_image_load(path);
+        if (!tu_check(img != NULL, "%s written", charts[i])) continue;
+        /* the panels' area (left of the colour bar) is mostly cells, not white */
+        double ink = tu_image_ink(img, 0.02, 0.12, 0.82, 0.95);
+        tu_check(ink > 0.25, "%s draws cells: %.3f of its panel area inked", charts[i], ink);
+        if (i == 0) {
+            size_t red = tu_image_count_color(img, dpplot_rgb_hex(0xD0103A), 40);
+            tu_check(red > 2000, "%s hatches the points beyond the card (%zu red pixels)", charts[i], red);
+        }
+        tu_image_free(img);
+        int noted = 0;
+        for (size_t k = 0; k < said.n; k++)
+            noted |= strstr(said.items[k], charts[i]) && strstr(said.items[k], "drawn at ");
+        tu_check(noted, "%s: a note says which values it was drawn at", charts[i]);
+    }
+    dpplot_strlist_release(&said);
+}
+
 int main(void) {
+    test_plan_many_facets();
     test_single();
     test_single_profiles();
     test_sweep_3d();

@@ -40,4 +40,14 @@ void tu_check_golden(const char *actual, const char *golden);
 /* Whole file into a new NUL-terminated string (caller frees); NULL when unreadable. */
 char *tu_read_file(const char *path);
 
+/* A plan run's result, made up (docs/results.md's fields the reports read): a sweep point of sweep
+ * "plan_sweep" named and varied by method and the nk keys/values; peak and gradients in bytes (live
+ * at the peak, and their own peak), the step time, and the plan budget of a card of card bytes
+ * with a 512 MiB context and 1.25 % reserve overhead (fits when the reserved peak is within it).
+ * Written to dir/<point>.json (dir must exist); 0, or -1 when it cannot be written. */
+int tu_write_plan_point(const char *dir, const char *method, const char *const *keys, const double *values,
+                        size_t nk, double peak, double grad_live, double grad_peak, double ms, double card);
+/* Creates dir afresh (removing what it held); 0 or -1. */
+int tu_fresh_dir(const char *dir);
+
 #endif
