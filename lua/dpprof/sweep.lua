@@ -423,6 +423,12 @@ local function passed_over(out, name)
   return { out = out, name = name, points = {}, counts = {}, passed_over = true }
 end
 
+-- A configuration that cannot run, refused before anything is made: an error object whose message
+-- is the text and whose exit_status (2) is what `dpprof run` exits with.
+local function refuse(message)
+  error(setmetatable({ message = message, exit_status = 2 }, { __tostring = function(e) return e.message end }), 0)
+end
+
 function sweep.run(opts)
   if type(opts) ~= "table" then error("dpprof.sweep: expects a table of options", 2) end
   for k in pairs(opts) do
@@ -482,7 +488,7 @@ function sweep.run(opts)
     local resolved
     if experiment then
       local cok, cerr = pcall(experiment.config, p.config)
-      if not cok then error(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr)), 2) end
+      if not cok then refuse(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr))) end
       resolved = cerr
     end
     p.resolved = resolved_config(p, resolved)
