@@ -117,6 +117,12 @@ typedef struct {
     double card_bytes, budget_bytes;
     char *device_model;
     double gradients_peak_bytes; /* memory.categories.gradients.peak_bytes: their own peak; NaN when absent */
+    /* plan.checkpoint_advice (a sweep point beyond the card, or fitting only with checkpointing): advice is -1
+     * when absent, 1 when advice_checkpoint ("blocks", "4") makes it fit, 0 when not even that does; the
+     * estimated step times with it and without checkpointing, and its reserved peak. */
+    int advice;
+    char advice_checkpoint[24];
+    double advice_step_ms, advice_reference_ms, advice_reserved_bytes;
 
     /* The analyses beyond peak and time (results_load.c, read_analyses). */
     /* The step time's spread: over repeated runs (repeats.avg_ms, n_runs > 1), else over the

@@ -207,6 +207,25 @@ static void fit_line(const dpplot_results *rs, char *buf, size_t len) {
              card[0] ? card : "memory", card[0] ? " memory" : "");
 }
 
+/* The checkpointing advice of a plan point, in words (lua/dpprof/fit.lua's advice_text says the
+ * same on the console): "fits with checkpoint=blocks at +33% step time (estimated 1500.4 -> 1998.7
+ * ms)". 0 when r has none. */
+static int advice_text(const dpplot_result *r, char *buf, size_t len) {
+    if (r->advice < 0) return 0;
+    const char *state = r->fit == 0 ? "does not fit" : "fits only with checkpointing";
+    if (r->advice == 0) {
+        char reserved[32];
+        dpplot_format_value(r->advice_reserved_bytes, DPPLOT_UNIT_BYTES, reserved, sizeof reserved);
+        snprintf(buf, len, "%s; does not fit even with checkpoint=blocks (every block recomputed: reserved %s)", state,
+                 reserved);
+    } else {
+        double cost = r->advice_reference_ms > 0 ? (r->advice_step_ms / r->advice_reference_ms - 1) * 100 : 0;
+        snprintf(buf, len, "%s; fits with checkpoint=%s at %+.0f%% step time (estimated %.1f -> %.1f ms)", state,
+                 r->advice_checkpoint, cost, r->advice_reference_ms, r->advice_step_ms);
+    }
+    return 1;
+}
+
 /* Widest row name of the results in the table (at least `least`). */
 static int name_width(const dpplot_results *rs, int least) {
     int w = least;
@@ -273,6 +292,17 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
             }
             fprintf(f, " [%s]\n", r->file);
         }
+    }
+    /* Plan points beyond the card, or fitting only with checkpointing: the setting that makes them fit. */
+    int advised = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        char name[256], text[300];
+        if (!in_table(r) || !advice_text(r, text, sizeof text)) continue;
+        if (!advised) fprintf(f, "\nACTIVATION CHECKPOINTING (plan estimates: model.checkpoint, dpprof fit):\n");
+        advised = 1;
+        row_name(r, name, sizeof name);
+        fprintf(f, "  %s: %s\n", name, text);
     }
     /* A run whose gradients were not live at its peak beside one whose were: say why. */
     int grads_elsewhere = 0;
@@ -465,6 +495,20 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
     if (fits) {
         fit_line(rs, line, sizeof line);
         fprintf(f, "\n%s.\n", line);
+    }
+    int advised = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        char name[256], text[300];
+        if (!in_table(r) || !advice_text(r, text, sizeof text)) continue;
+        if (!advised) fputs("\n**Activation checkpointing** (plan estimates):\n\n", f);
+        advised = 1;
+        row_name(r, name, sizeof name);
+        fputs("- ", f);
+        md_text(f, name);
+        fputs(": ", f);
+        md_text(f, text);
+        fputc('\n', f);
     }
     write_kernel_table_md(rs, f);
     return ferror(f) ? -1 : 0;

@@ -302,11 +302,35 @@ local function print_summary(name, out, points)
   end
   print(string.format("\nsweep %s: %d point%s, results in %s", name, #points, #points == 1 and "" or "s", out))
   dp.print_table(rows, { false, false, true, true, true, false })
+  -- plan points beyond the card, or fitting only with checkpointing: the setting that makes them fit
+  local advised = false
+  for _, p in ipairs(points) do
+    local r = p.result or {}
+    local a = r.status == "ok" and type(r.plan) == "table" and type(r.plan.checkpoint_advice) == "table"
+              and r.plan.checkpoint_advice or nil
+    if a then
+      if not advised then print("activation checkpointing (plan estimates):") end
+      advised = true
+      print(string.format("  %s: %s; %s", p.name, r.plan.fits and "fits only with checkpointing" or unfit(r),
+                          require("dpprof.fit").advice_text(a)))
+    end
+  end
   if fixed then print("* " .. results.FIXED_BATCH_CAVEAT) end
 end
 
+-- The experiment; a plan point that does not fit its card, or fits only with checkpointing, also
+-- gets plan.checkpoint_advice: which setting makes it fit, at what step time (dpprof.fit).
 local function default_run(cfg)
-  return require("dpprof.experiment").run(cfg)
+  local r = require("dpprof.experiment").run(cfg)
+  if r.status == "ok" and r.predicted then
+    local ok, advice = pcall(require("dpprof.fit").checkpoint_advice, cfg, r)
+    if ok and advice then
+      r.plan.checkpoint_advice = advice
+    elseif not ok then
+      io.stderr:write("dpprof.sweep: point " .. tostring(cfg.name) .. ": no checkpointing advice: " .. dp.error_text(advice) .. "\n")
+    end
+  end
+  return r
 end
 
 -- Runs fn(cfg, vary) in this process (isolate=false): a raised error becomes status "error".
