@@ -285,7 +285,32 @@ static void test_plan_many_facets(void) {
     dpplot_strlist_release(&said);
 }
 
+
+/* Issue 27, defect 6: flash_clip 8 KiB above vanilla's 16 GiB peak drew a full-height bar in the
+ * "extra over vanilla" panel (its axis rescaled to 8 KiB). The axis keeps the difference in
+ * proportion (a sliver, not a bar), and the panel says it is negligible. */
+static void test_negligible_extra(void) {
+    const char *dir = DPPLOT_TEST_OUT "/negligible_extra", *out = DPPLOT_TEST_OUT "/render_negligible_extra";
+    const double GIB = 1073741824.0;
+    int ok = tu_fresh_dir(dir) == 0;
+    ok &= tu_write_plan_point(dir, "vanilla", NULL, NULL, 0, 16 * GIB, GIB, GIB, 100, 80 * GIB) == 0;
+    ok &= tu_write_plan_point(dir, "flash_clip", NULL, NULL, 0, 16 * GIB + 8192, GIB, GIB, 110, 80 * GIB) == 0;
+    if (!tu_check(ok, "negligible_extra: fixture written")) return;
+    char err[512], path[1024];
+    tu_check(dpplot_render_dir(dir, out, NULL, err, sizeof err) == 0, "render negligible_extra: %s", err);
+    snprintf(path, sizeof path, "%s/memory_breakdown_comparison.png", out);
+    tu_image *img = tu_image_load(path);
+    if (!tu_check(img != NULL, "breakdown written")) return;
+    /* the parameters' colour in the right panel (x > 0.58): the +8 KiB bar */
+    size_t bar = tu_image_count_color_in(img, dpplot_component_color(DPPLOT_COMP_PARAMETERS), 6, 0.58, 0.15, 1, 0.97);
+    tu_check(bar < 400, "the +8 KiB bar is a sliver beside 16 GiB, not a full bar (%zu pixels)", bar);
+    size_t left = tu_image_count_color_in(img, dpplot_component_color(DPPLOT_COMP_PARAMETERS), 6, 0, 0.15, 0.55, 0.97);
+    tu_check(left > 20000, "the peaks themselves are drawn (%zu pixels)", left);
+    tu_image_free(img);
+}
+
 int main(void) {
+    test_negligible_extra();
     test_plan_many_facets();
     test_single();
     test_single_profiles();

@@ -88,10 +88,15 @@ double tu_image_ink(const tu_image *img, double x0, double y0, double x1, double
 }
 
 size_t tu_image_count_color(const tu_image *img, dpplot_rgb c, int tol) {
+    return tu_image_count_color_in(img, c, tol, 0, 0, 1, 1);
+}
+
+size_t tu_image_count_color_in(const tu_image *img, dpplot_rgb c, int tol, double x0, double y0, double x1,
+                               double y1) {
     int cr = (int)lround(c.r * 255), cg = (int)lround(c.g * 255), cb = (int)lround(c.b * 255);
     size_t n = 0;
-    for (int y = 0; y < img->h; y++)
-        for (int x = 0; x < img->w; x++) {
+    for (int y = (int)(y0 * img->h); y < (int)(y1 * img->h); y++)
+        for (int x = (int)(x0 * img->w); x < (int)(x1 * img->w); x++) {
             int r, g, b;
             pixel(img, x, y, &r, &g, &b);
             if (abs(r - cr) <= tol && abs(g - cg) <= tol && abs(b - cb) <= tol) n++;

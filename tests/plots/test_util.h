@@ -28,6 +28,9 @@ int tu_image_height(const tu_image *img);
 double tu_image_ink(const tu_image *img, double x0, double y0, double x1, double y1);
 /* Number of pixels within `tol` (0..255 per channel) of colour c. */
 size_t tu_image_count_color(const tu_image *img, dpplot_rgb c, int tol);
+/* The same within the rectangle (fractions of width/height). */
+size_t tu_image_count_color_in(const tu_image *img, dpplot_rgb c, int tol, double x0, double y0, double x1,
+                               double y1);
 
 /* Checks a rendered chart: exists, has the expected size, a non-blank plot area, and each of
  * the named methods' colours (at least min_pixels pixels of each). */
