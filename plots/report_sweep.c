@@ -188,6 +188,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
     size_t *orders[2] = {mem_order, ms_order};
     const char *titles[2] = {"Peak memory", "Time per step"};
     const char *y_titles[2] = {"Peak memory", dpplot_metric_title(DPPLOT_METRIC_TIME, predicted)};
+    double card = dpplot_sweep_card_bytes(rs, sweep); /* a plan sweep's card, on the memory axis */
     dpplot_unit units[2] = {DPPLOT_UNIT_BYTES, DPPLOT_UNIT_MS};
     for (int panel = 0; panel < 2; panel++) {
         dpplot_series drawn[MAX_METHODS];
@@ -202,12 +203,13 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         s.x_scale = log2x ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
         s.x_min = xmin, s.x_max = xmax;
         s.y_unit = units[panel];
-        s.y_min = 0, s.y_max = d * 1.08, s.y_extend = 1;
+        s.y_min = 0, s.y_max = (panel == 0 ? dpplot_report_card_axis(d, card) : d) * 1.08, s.y_extend = 1;
         if (!xs.numeric) s.x_categories = xs.label, s.n_x_categories = xs.n;
         s.top_band = dpplot_oom_band(n_oom_series);
         dpplot_rect outer = {10 + (W - 20) / 2 * panel, top, (W - 20) / 2 - 10, H - top - 10 - bottom_note};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;
         dpplot_lines_draw(&p, drawn, n_m);
+        if (panel == 0) dpplot_report_card_line(&p, card, 0);
         dpplot_panel_end(&p);
     }
     dpplot_figure_note(cv, failed);

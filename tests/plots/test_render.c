@@ -282,6 +282,17 @@ static void test_plan_many_facets(void) {
             noted |= strstr(said.items[k], charts[i]) && strstr(said.items[k], "drawn at ");
         tu_check(noted, "%s: a note says which values it was drawn at", charts[i]);
     }
+    /* the card as a red dashed line on the memory axes of the plan run's charts */
+    const char *memory_axes[2] = {"performance_tradeoff.png", "sweep_grid_peak.png"};
+    for (int i = 0; i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", out, memory_axes[i]);
+        tu_image *img = tu_image_load(path);
+        if (!tu_check(img != NULL, "%s written", memory_axes[i])) continue;
+        size_t red = tu_image_count_color(img, dpplot_rgb_hex(0xD0103A), 40);
+        tu_check(red > 300, "%s draws the card's memory (%zu red pixels)", memory_axes[i], red);
+        tu_image_free(img);
+    }
     dpplot_strlist_release(&said);
 }
 
