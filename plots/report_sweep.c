@@ -307,7 +307,7 @@ static int heatmap_at(const dpplot_results *rs, const char *sweep, const char *x
         predicted |= r->predicted;
         any_value = 1;
     }
-    *n_panels = n_p + dropped;
+    *n_panels = dropped ? MAX_HEAT_PANELS + 1 : n_p; /* more than a chart holds, however many */
     if (!any_value) {
         free_panels(panels, n_p);
         (void)dpplot_strlist_addf(notes, "%s: skipped, sweep '%s' has no %s values%s", dpplot_report_basename(path),
@@ -431,9 +431,11 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
         if (rc != HEAT_NO_FIT) {
             if (rc > 0 && chosen[0])
                 (void)dpplot_strlist_addf(notes,
-                                          "%s: %zu panels are more than one chart holds; drawn at %s (choose "
+                                          "%s: %s%zu panels are more than one chart holds; drawn at %s (choose "
                                           "others with --point KEY=VALUE)",
-                                          dpplot_report_basename(path), first_panels, chosen);
+                                          dpplot_report_basename(path), first_panels > MAX_HEAT_PANELS ? "over " : "",
+                                          first_panels > MAX_HEAT_PANELS ? (size_t)MAX_HEAT_PANELS : first_panels,
+                                          chosen);
             return rc;
         }
         const char *keys[DPPLOT_SWEEP_MAX_KEYS], *best = NULL, *best_value = NULL;
@@ -449,9 +451,11 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
         if (!best || used + strlen(best) + strlen(best_value) + 3 >= sizeof filt ||
             used_c + strlen(best) + strlen(best_value) + 4 >= sizeof chosen) {
             (void)dpplot_strlist_addf(notes,
-                                      "%s: skipped, its %zu panels do not fit one chart%s%s (fix variables with "
+                                      "%s: skipped, its %s%zu panels do not fit one chart%s%s (fix variables with "
                                       "--point KEY=VALUE)",
-                                      dpplot_report_basename(path), n_p, chosen[0] ? " even at " : "", chosen);
+                                      dpplot_report_basename(path), n_p > MAX_HEAT_PANELS ? "over " : "",
+                                      n_p > MAX_HEAT_PANELS ? (size_t)MAX_HEAT_PANELS : n_p, chosen[0] ? " even at " : "",
+                                      chosen);
             return 0;
         }
         snprintf(filt + used, sizeof filt - used, "%s%s=%s", used ? "," : "", best, best_value);

@@ -293,6 +293,19 @@ static void test_plan_many_facets(void) {
         tu_check(red > 300, "%s draws the card's memory (%zu red pixels)", memory_axes[i], red);
         tu_image_free(img);
     }
+    /* on a canvas too small for even one panel: no file, and a line saying why */
+    dpplot_strlist small = {0};
+    opt.warn_user = &small, opt.width = 360, opt.height = 220;
+    const char *tiny = DPPLOT_TEST_OUT "/render_plan_many_facets_tiny";
+    (void)dpplot_render_dir(dir, tiny, &opt, err, sizeof err);
+    char tiny_path[1024];
+    snprintf(tiny_path, sizeof tiny_path, "%s/memory_heatmap.png", tiny);
+    tu_check(tu_read_file(tiny_path) == NULL, "no empty heatmap written on a tiny canvas");
+    int said_why = 0;
+    for (size_t k = 0; k < small.n; k++)
+        said_why |= strstr(small.items[k], "memory_heatmap.png: skipped, its") && strstr(small.items[k], "do not fit");
+    tu_check(said_why, "a line says why the heatmap was skipped");
+    dpplot_strlist_release(&small);
     dpplot_strlist_release(&said);
 }
 
