@@ -370,8 +370,8 @@ static int heatmap_at(const dpplot_results *rs, const char *sweep, const char *x
         s.no_grid = 1;
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 10, cell_h - 8};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) break; /* too small: fewer panels, below */
-        dpplot_heatmap_spec h = {xs.n,    ys.n, panels[k].values, panels[k].oom, vmin,
-                                 vmax,    cscale, unit,           show_values,    panels[k].unfit};
+        dpplot_heatmap_spec h = {xs.n,   ys.n, panels[k].values, panels[k].oom,  vmin, vmax,
+                                 cscale, unit, show_values,      panels[k].unfit};
         dpplot_heatmap_draw(&p, &h);
         dpplot_panel_end(&p);
         drawn++;
@@ -454,8 +454,8 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
                                       "%s: skipped, its %s%zu panels do not fit one chart%s%s (fix variables with "
                                       "--point KEY=VALUE)",
                                       dpplot_report_basename(path), n_p > MAX_HEAT_PANELS ? "over " : "",
-                                      n_p > MAX_HEAT_PANELS ? (size_t)MAX_HEAT_PANELS : n_p, chosen[0] ? " even at " : "",
-                                      chosen);
+                                      n_p > MAX_HEAT_PANELS ? (size_t)MAX_HEAT_PANELS : n_p,
+                                      chosen[0] ? " even at " : "", chosen);
             return 0;
         }
         snprintf(filt + used, sizeof filt - used, "%s%s=%s", used ? "," : "", best, best_value);

@@ -620,9 +620,11 @@ static int read_plan(reader *rd, const cJSON *root, dpplot_result *r) {
     r->advice = -1;
     const cJSON *fits_with = field_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_FITS, NULL, AS_BOOLEAN);
     const cJSON *ck = field_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_CHECKPOINT, NULL, AS_SCALAR);
-    if (cJSON_IsBool(fits_with) && number_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_STEP_MS, NULL, &r->advice_step_ms) == 1 &&
+    if (cJSON_IsBool(fits_with) &&
+        number_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_STEP_MS, NULL, &r->advice_step_ms) == 1 &&
         number_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_REFERENCE_STEP_MS, NULL, &r->advice_reference_ms) == 1 &&
-        number_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_PREDICTED_RESERVED_BYTES, NULL, &r->advice_reserved_bytes) == 1 &&
+        number_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_PREDICTED_RESERVED_BYTES, NULL, &r->advice_reserved_bytes) ==
+            1 &&
         (cJSON_IsString(ck) || cJSON_IsNumber(ck))) {
         r->advice = cJSON_IsTrue(fits_with);
         if (cJSON_IsString(ck))

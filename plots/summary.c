@@ -357,7 +357,8 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
     if (any_predicted(rs)) {
         estimate_line(rs, "*", line, sizeof line);
         fprintf(f, "%s.\n", line);
-        fprintf(f, "Reserved Peak of a plan run = the allocated peak plus the pool's overhead (plan.predicted_reserved_bytes).\n");
+        fprintf(f, "Reserved Peak of a plan run = the allocated peak plus the pool's overhead "
+                   "(plan.predicted_reserved_bytes).\n");
     }
     if (fits) {
         fit_line(rs, line, sizeof line);

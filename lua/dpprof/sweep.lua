@@ -327,7 +327,8 @@ local function default_run(cfg)
     if ok and advice then
       r.plan.checkpoint_advice = advice
     elseif not ok then
-      io.stderr:write("dpprof.sweep: point " .. tostring(cfg.name) .. ": no checkpointing advice: " .. dp.error_text(advice) .. "\n")
+      io.stderr:write(string.format("dpprof.sweep: point %s: no checkpointing advice: %s\n", tostring(cfg.name),
+                                    dp.error_text(advice)))
     end
   end
   return r

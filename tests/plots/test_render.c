@@ -233,7 +233,6 @@ static void test_coinciding(void) {
     }
 }
 
-
 /* Issue 27, defects 1 and 2: a plan sweep over five variables (4 methods x seq_len x batch x
  * max_physical_batch_size x lora_rank, 216 points) had heatmaps with nothing but the colour bar,
  * and said nothing; its points beyond the card looked like the others. The heatmaps must draw
@@ -308,7 +307,6 @@ static void test_plan_many_facets(void) {
     dpplot_strlist_release(&small);
     dpplot_strlist_release(&said);
 }
-
 
 /* Issue 27, defect 6: flash_clip 8 KiB above vanilla's 16 GiB peak drew a full-height bar in the
  * "extra over vanilla" panel (its axis rescaled to 8 KiB). The axis keeps the difference in

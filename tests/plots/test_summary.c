@@ -172,7 +172,6 @@ static void check_dir(const char *fixture, int expect_rc) {
     free(tex);
 }
 
-
 /* The lines of text (a copy, cut at newlines); n set. Caller frees lines[0] and lines. */
 static char **split_lines(const char *text, size_t *n) {
     char *copy = strdup(text ? text : "");
@@ -248,7 +247,8 @@ static void test_plan_reports(void) {
     /* summary.md: the fit column and the estimate named */
     snprintf(path, sizeof path, "%s/summary.md", out);
     char *md = tu_read_file(path);
-    tu_check(md && strstr(md, "| Fits |") && strstr(md, "| flash_clip max_physical_batch_size=1 seq_len=4096 | ok | no |"),
+    tu_check(md && strstr(md, "| Fits |") &&
+                 strstr(md, "| flash_clip max_physical_batch_size=1 seq_len=4096 | ok | no |"),
              "summary.md has a Fits column, 'no' for the point beyond the card");
     tu_check(md && strstr(md, " * |") && strstr(md, "roofline estimate") && strstr(md, "tiny model (a test card)"),
              "summary.md marks its times as estimates for the tiny model");
@@ -290,7 +290,8 @@ static void test_plan_reports(void) {
     }
     tu_check(rows == 4 && aligned, "summary.txt: 4 rows, the peak column ends where its header does (%d rows)", rows);
     const char *block = txt ? strstr(txt, "\nflash_clip max_physical_batch_size=1 seq_len=1024:") : NULL;
-    const char *temp = block ? strstr(block, "Temp Matrices") : NULL, *total = block ? strstr(block, "Total Allocated") : NULL;
+    const char *temp = block ? strstr(block, "Temp Matrices") : NULL,
+               *total = block ? strstr(block, "Total Allocated") : NULL;
     tu_check(temp && total && total > temp, "summary.txt: Total Allocated after the components");
     tu_check(block && strstr(block, "note: Gradients 0 MB") && strstr(block, "own peak: 2048.00 MB"),
              "summary.txt says why flash_clip's gradients are 0 MB at its peak");

@@ -91,8 +91,7 @@ size_t tu_image_count_color(const tu_image *img, dpplot_rgb c, int tol) {
     return tu_image_count_color_in(img, c, tol, 0, 0, 1, 1);
 }
 
-size_t tu_image_count_color_in(const tu_image *img, dpplot_rgb c, int tol, double x0, double y0, double x1,
-                               double y1) {
+size_t tu_image_count_color_in(const tu_image *img, dpplot_rgb c, int tol, double x0, double y0, double x1, double y1) {
     int cr = (int)lround(c.r * 255), cg = (int)lround(c.g * 255), cb = (int)lround(c.b * 255);
     size_t n = 0;
     for (int y = (int)(y0 * img->h); y < (int)(y1 * img->h); y++)
@@ -183,8 +182,8 @@ int tu_fresh_dir(const char *dir) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
-int tu_write_plan_point(const char *dir, const char *method, const char *const *keys, const double *values,
-                        size_t nk, double peak, double grad_live, double grad_peak, double ms, double card) {
+int tu_write_plan_point(const char *dir, const char *method, const char *const *keys, const double *values, size_t nk,
+                        double peak, double grad_live, double grad_peak, double ms, double card) {
     char name[512], vary[512], path[1200];
     int n = snprintf(name, sizeof name, "method=%s", method);
     int v = snprintf(vary, sizeof vary, "\"method\": \"%s\"", method);
