@@ -596,17 +596,20 @@ int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f) {
     fputs("\\bottomrule\n", f);
     char line[512];
     if (predicted) {
-        estimate_line(rs, "$^{*}$", line, sizeof line);
-        fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize ", cols);
-        /* the mark is LaTeX already; the rest is text */
-        fputs("$^{*}$", f);
-        tex_text(f, line + strlen("$^{*}$"));
-        fputs("} \\\\\n", f);
+        /* short notes: a multicolumn row does not wrap */
+        model_name(rs, line, sizeof line);
+        fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize $^{*}$ estimated (roofline) for ", cols);
+        tex_text(f, line);
+        fputs(", not measured} \\\\\n", f);
     }
     if (fits) {
-        fit_line(rs, line, sizeof line);
-        fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize ", cols);
-        tex_text(f, line);
+        char card[32];
+        card_text(rs, card, sizeof card);
+        fprintf(f,
+                "\\multicolumn{%d}{l}{\\footnotesize Fits: the predicted reserved peak within the card's %s less its "
+                "context ",
+                cols, card[0] ? card : "memory");
+        tex_text(f, "(plan.fits)");
         fputs("} \\\\\n", f);
     }
     fputs("\\end{tabular}\n", f);
