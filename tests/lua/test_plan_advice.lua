@@ -67,5 +67,24 @@ check.truthy(txt:find("ACTIVATION CHECKPOINTING", 1, true) and txt:find("vanilla
              "summary.txt says it too: " .. txt)
 local md = assert(dp.read_file(root .. "/out/summary.md"))
 check.truthy(md:find(line, 1, true), "and summary.md")
+-- A point that fits only thanks to its checkpointing (every 2nd block; off does not fit) is told so,
+-- with the least recomputation that fits and its cost over none.
+f = assert(io.open(script, "w"))
+f:write(string.format([[
+local dp = require("dpprof")
+local m = %s
+m.checkpoint = 2
+dp.sweep{ base = { model = m, device = "plan", iters = 1, warmup = 1,
+                   device_model = { base = "h100", name = "card", memory_bytes = %d, context_bytes = 0 } },
+          vary = { method = { "vanilla" } }, out = %q }
+]], MODEL, card, root .. "/ck"))
+f:close()
+code, text = check.sh(string.format("%q run %q", dp.executable, script))
+check.eq(code, 0, "the checkpointed sweep ran: " .. text)
+r = dp.results.read(root .. "/ck/method=vanilla.json")
+check.eq(r.plan.fits, true, "it fits with every 2nd block recomputed")
+a = r.plan.checkpoint_advice
+check.truthy(type(a) == "table" and a.checkpoint == want and a.reference_step_ms == off_ms, "advised: " .. dp.json.encode(a or {}))
+check.truthy(text:find("method=vanilla: fits only with checkpointing; " .. line, 1, true), "said on the console: " .. text)
 os.execute("rm -rf " .. root)
 print("test_plan_advice: ok")
