@@ -128,13 +128,13 @@ static const char *without_position(const char *msg) {
     return p[0] == ':' && p[1] == ' ' ? p + 2 : msg;
 }
 
+static int script_exit_status; /* an error object's exit_status (a refused configuration: 2), else 0 */
+
 /* Message handler. An interrupt is one line: what was interrupted, no position, no traceback. A
  * mistake dpprof reports (the message names the problem, at the user's line)
  * gets no traceback through dpprof's insides: only the user's own frames, when there are two or
  * more. An error raised at a line of dpprof's own Lua code (a bug to report) and
  * DPPROF_TRACEBACK=1 get the whole traceback, as lua.c prints it. */
-static int script_exit_status; /* an error object's exit_status (a refused configuration: 2), else 0 */
-
 static int msghandler(lua_State *L) {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
