@@ -223,6 +223,14 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(PLAN_FITS, "plan.fits", BOOLEAN, PARENT, 0, NULL)                                                                \
     X(PLAN_RESERVE_OVERHEAD, "plan.reserve_overhead", NUMBER, PARENT, DPR_NONNEG, NULL)                                \
     X(PLAN_WORKSPACE, "plan.workspace", BOOLEAN, PARENT, 0, NULL)                                                      \
+    X(PLAN_CHECKPOINT_ADVICE, "plan.checkpoint_advice", OBJECT, OPTIONAL, 0, NULL) /* sweep points: fit.lua */         \
+    X(PLAN_CHECKPOINT_ADVICE_CHECKPOINT, "plan.checkpoint_advice.checkpoint", SCALAR, PARENT, 0, NULL)                 \
+    X(PLAN_CHECKPOINT_ADVICE_FITS, "plan.checkpoint_advice.fits", BOOLEAN, PARENT, 0, NULL)                            \
+    X(PLAN_CHECKPOINT_ADVICE_STEP_MS, "plan.checkpoint_advice.step_ms", NUMBER, PARENT, DPR_NONNEG, NULL)              \
+    X(PLAN_CHECKPOINT_ADVICE_REFERENCE_STEP_MS, "plan.checkpoint_advice.reference_step_ms", NUMBER, PARENT,            \
+      DPR_NONNEG, NULL)                                                                                                \
+    X(PLAN_CHECKPOINT_ADVICE_PREDICTED_RESERVED_BYTES, "plan.checkpoint_advice.predicted_reserved_bytes", INTEGER,     \
+      PARENT, DPR_NONNEG, NULL)                                                                                        \
     X(LEDGER, "ledger", ARRAY, OK, 0, NULL)                                                                            \
     X(LEDGER_ENTRY, "ledger[]", OBJECT, PARENT, 0, NULL)                                                               \
     X(LEDGER_OP, "ledger[].op", STRING, PARENT, 0, NULL)                                                               \

@@ -13,6 +13,8 @@ typedef struct {
     dpplot_scale color_scale; /* mapping of values to colours: linear, log2 or log10 */
     dpplot_unit unit;         /* unit of the cell labels */
     int show_values;          /* 1: print each value in its cell (in black or white, for contrast) */
+    /* optional flags in the same layout: a value predicted not to fit the card, drawn with red hatching */
+    const unsigned char *unfit;
 } dpplot_heatmap_spec;
 
 /* Draws the cells into p (a panel with categorical x of n_cols and y of n_rows categories). */

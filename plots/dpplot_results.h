@@ -108,6 +108,22 @@ typedef struct {
     char *arch, *dtype;
     char *device_name; /* environment.device_name, NULL when absent */
 
+    /* The plan budget of a predicted result (plan.*): fit is 1 when plan.fits holds, 0 when it does not,
+     * -1 when the result has no budget (not a plan run). card_bytes (plan.memory_bytes) and budget_bytes
+     * (plan.budget_bytes) are NaN when absent; device_model (plan.device_model) NULL when absent. A
+     * predicted result's reserved_peak_bytes is plan.predicted_reserved_bytes (lua/dpprof/plan.lua's one
+     * definition: the allocated peak plus the pool's overhead), not memory.reserved_peak_bytes. */
+    int fit;
+    double card_bytes, budget_bytes;
+    char *device_model;
+    double gradients_peak_bytes; /* memory.categories.gradients.peak_bytes: their own peak; NaN when absent */
+    /* plan.checkpoint_advice (a sweep point beyond the card, or fitting only with checkpointing): advice is -1
+     * when absent, 1 when advice_checkpoint ("blocks", "4") makes it fit, 0 when not even that does; the
+     * estimated step times with it and without checkpointing, and its reserved peak. */
+    int advice;
+    char advice_checkpoint[24];
+    double advice_step_ms, advice_reference_ms, advice_reserved_bytes;
+
     /* The analyses beyond peak and time (results_load.c, read_analyses). */
     /* The step time's spread: over repeated runs (repeats.avg_ms, n_runs > 1), else over the
      * iterations (timing.median_ms, min_ms, max_ms); NaN when unknown. */

@@ -6,6 +6,8 @@
 
 #include "dpplot_palette.h"
 
+#define DPPLOT_UNFIT_RED dpplot_rgb_hex(0xD0103A)
+
 dpplot_rgb dpplot_heatmap_color(const dpplot_heatmap_spec *h, double v) {
     double a = dpplot_scale_apply(h->color_scale, h->vmin), b = dpplot_scale_apply(h->color_scale, h->vmax);
     double t = b > a ? (dpplot_scale_apply(h->color_scale, v) - a) / (b - a) : 0.5;
@@ -24,6 +26,24 @@ static void hatch(cairo_t *cr, double x, double y, double w, double h) {
         cairo_move_to(cr, x + d, y + h);
         cairo_line_to(cr, x + d + h, y);
     }
+    cairo_stroke(cr);
+    cairo_restore(cr);
+}
+
+/* A cell predicted not to fit the card: red diagonal hatching and a red frame over its colour. */
+static void unfit_marks(cairo_t *cr, double x, double y, double w, double h) {
+    cairo_save(cr);
+    cairo_rectangle(cr, x, y, w, h);
+    cairo_clip(cr);
+    cairo_set_line_width(cr, 2.0);
+    dpplot_set_color(cr, DPPLOT_UNFIT_RED, 1.0);
+    for (double d = -h; d < w; d += 12.0) {
+        cairo_move_to(cr, x + d, y + h);
+        cairo_line_to(cr, x + d + h, y);
+    }
+    cairo_stroke(cr);
+    cairo_set_line_width(cr, 6.0);
+    cairo_rectangle(cr, x, y, w, h);
     cairo_stroke(cr);
     cairo_restore(cr);
 }
@@ -52,6 +72,7 @@ void dpplot_heatmap_draw(dpplot_panel *p, const dpplot_heatmap_spec *h) {
                 if (h->show_values) dpplot_format_value(v, h->unit, buf, sizeof buf);
                 double l = 0.2126 * fill.r + 0.7152 * fill.g + 0.0722 * fill.b;
                 ink = l > 0.45 ? DPPLOT_INK : DPPLOT_WHITE;
+                if (h->unfit && h->unfit[i]) unfit_marks(cr, x, y, cw, ch);
             } else {
                 dpplot_set_color(cr, dpplot_rgb_hex(0xF7F7F7), 1.0);
                 cairo_rectangle(cr, x, y, cw, ch);

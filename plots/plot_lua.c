@@ -520,7 +520,8 @@ static int l_heatmap(lua_State *L) {
                                  opt_number(&c, c.spec, "", "vmax", vmax),
                                  (dpplot_scale)opt_enum(&c, c.spec, "", "color_scale", dpplot_scale_parse, 0, cs),
                                  (dpplot_unit)opt_enum(&c, c.spec, "", "unit", dpplot_unit_parse, 0, units),
-                                 opt_bool(&c, c.spec, "", "show_values", 1)};
+                                 opt_bool(&c, c.spec, "", "show_values", 1),
+                                 NULL};
     if (!(d->h.vmax > d->h.vmin))
         luaL_error(L, "dpprof.plot.heatmap: fields 'vmin' and 'vmax' must satisfy vmin < vmax");
     if (d->h.color_scale != DPPLOT_SCALE_LINEAR && !(d->h.vmin > 0))

@@ -132,6 +132,8 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
             for (size_t k = 0; k < xs.n; k++)
                 if (isfinite(data[i].y[k])) y_min = fmin(y_min, data[i].y[k]);
 
+    double card = metric == DPPLOT_METRIC_PEAK ? dpplot_sweep_card_bytes(rs, sweep) : NAN; /* plan: the card */
+    y_max = dpplot_report_card_axis(y_max, card);
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
     if (!cv) {
         free(data);
@@ -204,6 +206,7 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
                 continue;
             }
             dpplot_lines_draw(&p, s, n_series);
+            dpplot_report_card_line(&p, card, 0);
             dpplot_panel_end(&p);
         }
     free(data);

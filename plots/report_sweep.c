@@ -188,6 +188,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
     size_t *orders[2] = {mem_order, ms_order};
     const char *titles[2] = {"Peak memory", "Time per step"};
     const char *y_titles[2] = {"Peak memory", dpplot_metric_title(DPPLOT_METRIC_TIME, predicted)};
+    double card = dpplot_sweep_card_bytes(rs, sweep); /* a plan sweep's card, on the memory axis */
     dpplot_unit units[2] = {DPPLOT_UNIT_BYTES, DPPLOT_UNIT_MS};
     for (int panel = 0; panel < 2; panel++) {
         dpplot_series drawn[MAX_METHODS];
@@ -202,12 +203,13 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         s.x_scale = log2x ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
         s.x_min = xmin, s.x_max = xmax;
         s.y_unit = units[panel];
-        s.y_min = 0, s.y_max = d * 1.08, s.y_extend = 1;
+        s.y_min = 0, s.y_max = (panel == 0 ? dpplot_report_card_axis(d, card) : d) * 1.08, s.y_extend = 1;
         if (!xs.numeric) s.x_categories = xs.label, s.n_x_categories = xs.n;
         s.top_band = dpplot_oom_band(n_oom_series);
         dpplot_rect outer = {10 + (W - 20) / 2 * panel, top, (W - 20) / 2 - 10, H - top - 10 - bottom_note};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;
         dpplot_lines_draw(&p, drawn, n_m);
+        if (panel == 0) dpplot_report_card_line(&p, card, 0);
         dpplot_panel_end(&p);
     }
     dpplot_figure_note(cv, failed);
@@ -220,6 +222,7 @@ typedef struct {
     char facet[160]; /* "lora_rank=8, max_physical_batch_size=2" ("" without facets) */
     double *values;
     unsigned char *oom;
+    unsigned char *unfit; /* a plan point that does not fit the card */
 } heat_panel;
 
 /* The facet of r: its values of the keys other than x, y and method, "k=v, k=v". */
@@ -236,11 +239,17 @@ static void facet_of(const dpplot_result *r, const char *x_key, const char *y_ke
 }
 
 #define MAX_HEAT_PANELS 24
+#define HEAT_NO_FIT (-2) /* heatmap_at: the panels do not fit one chart (nothing written, no note) */
 
-int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, const char *x_key, const char *y_key,
-                                 int metric_i, const char *filter, const char *path, const dpplot_options *opt,
-                                 dpplot_strlist *notes) {
-    dpplot_metric metric = (dpplot_metric)metric_i;
+static void free_panels(heat_panel *panels, size_t n_p) {
+    for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom), free(panels[j].unfit);
+}
+
+/* The heatmap of the points matching filter: 1 written, 0 skipped (with a note), -1 failed (with
+ * a note), HEAT_NO_FIT when its panels (*n_panels of them) do not fit the canvas. */
+static int heatmap_at(const dpplot_results *rs, const char *sweep, const char *x_key, const char *y_key,
+                      dpplot_metric metric, const char *filter, const char *chosen, const char *path,
+                      const dpplot_options *opt, dpplot_strlist *notes, size_t *n_panels) {
     dpplot_value_set xs, ys;
     dpplot_sweep_values(rs, sweep, x_key, &xs);
     dpplot_sweep_values(rs, sweep, y_key, &ys);
@@ -251,8 +260,8 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
     }
     size_t cells = xs.n * ys.n, n_p = 0, dropped = 0;
     heat_panel panels[MAX_HEAT_PANELS];
-    double vmin = INFINITY, vmax = -INFINITY;
-    int predicted = 0, any_value = 0;
+    double vmin = INFINITY, vmax = -INFINITY, card = NAN;
+    int predicted = 0, any_value = 0, any_unfit = 0;
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
         if (!dpplot_in_sweep(r, sweep) || !dpplot_point_matches(r, filter)) continue;
@@ -273,9 +282,9 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
             snprintf(panels[k].facet, sizeof panels[k].facet, "%s", facet);
             panels[k].values = malloc(cells * sizeof(double));
             panels[k].oom = calloc(cells, 1);
-            if (!panels[k].values || !panels[k].oom) {
-                free(panels[k].values), free(panels[k].oom);
-                for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom);
+            panels[k].unfit = calloc(cells, 1);
+            if (!panels[k].values || !panels[k].oom || !panels[k].unfit) {
+                free_panels(panels, n_p + 1);
                 (void)dpplot_strlist_addf(notes, "%s: out of memory", dpplot_report_basename(path));
                 return -1;
             }
@@ -290,22 +299,26 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
         double v = dpplot_metric_value(rs, r, metric, NULL, NULL);
         if (!isfinite(v)) continue;
         panels[k].values[at] = v;
+        if (r->fit == 0) { /* a plan point beyond the card: marked, never shown as if it ran */
+            panels[k].unfit[at] = 1, any_unfit = 1;
+            if (isfinite(r->card_bytes)) card = r->card_bytes;
+        }
         vmin = fmin(vmin, v), vmax = fmax(vmax, v);
         predicted |= r->predicted;
         any_value = 1;
     }
+    *n_panels = dropped ? MAX_HEAT_PANELS + 1 : n_p; /* more than a chart holds, however many */
     if (!any_value) {
-        for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom);
+        free_panels(panels, n_p);
         (void)dpplot_strlist_addf(notes, "%s: skipped, sweep '%s' has no %s values%s", dpplot_report_basename(path),
                                   sweep, dpplot_metric_name(metric),
                                   metric == DPPLOT_METRIC_EXTRA ? " (no vanilla run at the same points)" : "");
         return 0;
     }
-    if (dropped)
-        (void)dpplot_strlist_addf(notes,
-                                  "%s: %d panels at most; %zu point(s) of further panels left out (fix a "
-                                  "variable with --point KEY=VALUE)",
-                                  dpplot_report_basename(path), MAX_HEAT_PANELS, dropped);
+    if (dropped) {
+        free_panels(panels, n_p);
+        return HEAT_NO_FIT;
+    }
     /* extra memory can be negative: a linear scale from the lowest; others log2 over a wide range */
     if (vmax == vmin) vmin = vmin > 0 ? vmin * 0.5 : vmin - 1, vmax = vmax * 1.5 + 1;
     dpplot_scale cscale = vmin > 0 && vmax / vmin > 4 ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
@@ -313,23 +326,31 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
 
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
     if (!cv) {
-        for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom);
+        free_panels(panels, n_p);
         return -1;
     }
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-    char title[200], context[256];
+    char title[200], context[256], fit_note[160] = "";
     snprintf(title, sizeof title, "%s over %s × %s", dpplot_metric_title(metric, predicted), x_key, y_key);
     dpplot_report_context_of(dpplot_sweep_first(rs, sweep), context, sizeof context);
-    if (filter && *filter) {
+    const char *at_text = chosen && *chosen ? chosen : filter;
+    if (at_text && *at_text) {
         size_t used = strlen(context);
-        snprintf(context + used, sizeof context - used, "%sat %s", used ? "  ·  " : "", filter);
+        snprintf(context + used, sizeof context - used, "%sat %.200s", used ? "  ·  " : "", at_text);
+    }
+    if (any_unfit) {
+        char c[32] = "the card";
+        if (isfinite(card)) dpplot_format_value(card, DPPLOT_UNIT_BYTES, c, sizeof c);
+        snprintf(fit_note, sizeof fit_note, "red hatched cells: predicted not to fit the card (%s): plan.fits is false",
+                 c);
     }
     double top = dpplot_figure_title(cv, title, context[0] ? context : NULL);
-    double bar_space = 190;
+    double bar_space = 190, bottom_note = fit_note[0] ? 30 : 0;
     size_t cols = n_p <= 3 ? n_p : n_p <= 4 ? 2 : n_p <= 9 ? 3 : 4, rows = (n_p + cols - 1) / cols;
-    double cell_w = (W - 20 - bar_space) / (double)cols, cell_h = (H - top - 10) / (double)rows;
+    double cell_w = (W - 20 - bar_space) / (double)cols, cell_h = (H - top - 10 - bottom_note) / (double)rows;
     double plot_top = INFINITY, plot_bottom = -INFINITY;
     int show_values = cells * n_p <= 240; /* numbers in the cells while they stay readable */
+    size_t drawn = 0;
     for (size_t k = 0; k < n_p; k++) {
         size_t row = k / cols, col = k % cols;
         dpplot_rgb color = dpplot_method_color(panels[k].method);
@@ -348,18 +369,98 @@ int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, co
         s.y_categories = ys.label, s.n_y_categories = ys.n;
         s.no_grid = 1;
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 10, cell_h - 8};
-        if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;
-        dpplot_heatmap_spec h = {xs.n, ys.n, panels[k].values, panels[k].oom, vmin, vmax, cscale, unit, show_values};
+        if (dpplot_panel_begin(&p, cv, outer, &s) != 0) break; /* too small: fewer panels, below */
+        dpplot_heatmap_spec h = {xs.n,   ys.n, panels[k].values, panels[k].oom,  vmin, vmax,
+                                 cscale, unit, show_values,      panels[k].unfit};
         dpplot_heatmap_draw(&p, &h);
         dpplot_panel_end(&p);
+        drawn++;
         plot_top = fmin(plot_top, p.plot.y), plot_bottom = fmax(plot_bottom, p.plot.y + p.plot.h);
     }
-    if (!(plot_bottom > plot_top)) plot_top = top + 40, plot_bottom = H - 90;
+    free_panels(panels, n_p);
+    if (drawn < n_p) {
+        dpplot_canvas_free(cv);
+        return HEAT_NO_FIT;
+    }
     /* The colorbar spans the panels' plot areas, so its ends line up with the cells. */
     dpplot_colorbar_draw(cv, (dpplot_rect){W - bar_space + 10, plot_top, 24, plot_bottom - plot_top}, vmin, vmax,
                          cscale, unit, dpplot_metric_title(metric, predicted));
-    for (size_t j = 0; j < n_p; j++) free(panels[j].values), free(panels[j].oom);
+    if (fit_note[0]) dpplot_figure_note(cv, fit_note);
     return dpplot_report_save(cv, path, notes);
+}
+
+/* The values of key among the sweep's points that match filter: 1 and the first (in the sweep's
+ * order) in *first when it takes two or more, else 0. */
+static int facet_choice(const dpplot_results *rs, const char *sweep, const char *key, const char *filter,
+                        const char **first, size_t *n_values) {
+    dpplot_value_set vs;
+    dpplot_sweep_values(rs, sweep, key, &vs);
+    unsigned char seen[DPPLOT_SWEEP_MAX_VALUES] = {0};
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (!dpplot_in_sweep(r, sweep) || !dpplot_point_matches(r, filter)) continue;
+        size_t j = dpplot_value_index(&vs, dpplot_result_vary(r, key));
+        if (j < vs.n) seen[j] = 1;
+    }
+    size_t n = 0;
+    *first = NULL;
+    for (size_t j = 0; j < vs.n; j++)
+        if (seen[j]) {
+            if (!*first) *first = vs.text[j];
+            n++;
+        }
+    *n_values = n;
+    return n > 1;
+}
+
+/* The heatmap of a metric. When its panels (a method and a combination of the other swept values
+ * each) are more than one chart holds, the other variables are fixed one at a time, the one with
+ * the most values first, at their first value, until the panels fit; the chart and a note say
+ * where. It is never written empty: what cannot be drawn is skipped with a note saying why. */
+int dpplot_report_heatmap_metric(const dpplot_results *rs, const char *sweep, const char *x_key, const char *y_key,
+                                 int metric_i, const char *filter, const char *path, const dpplot_options *opt,
+                                 dpplot_strlist *notes) {
+    dpplot_metric metric = (dpplot_metric)metric_i;
+    char filt[1024], chosen[512] = "";
+    snprintf(filt, sizeof filt, "%s", filter ? filter : "");
+    size_t first_panels = 0;
+    for (;;) {
+        size_t n_p = 0;
+        int rc = heatmap_at(rs, sweep, x_key, y_key, metric, filt[0] ? filt : NULL, filt, path, opt, notes, &n_p);
+        if (!first_panels) first_panels = n_p;
+        if (rc != HEAT_NO_FIT) {
+            if (rc > 0 && chosen[0])
+                (void)dpplot_strlist_addf(notes,
+                                          "%s: %s%zu panels are more than one chart holds; drawn at %s (choose "
+                                          "others with --point KEY=VALUE)",
+                                          dpplot_report_basename(path), first_panels > MAX_HEAT_PANELS ? "over " : "",
+                                          first_panels > MAX_HEAT_PANELS ? (size_t)MAX_HEAT_PANELS : first_panels,
+                                          chosen);
+            return rc;
+        }
+        const char *keys[DPPLOT_SWEEP_MAX_KEYS], *best = NULL, *best_value = NULL;
+        size_t nk = dpplot_sweep_keys(rs, sweep, keys, DPPLOT_SWEEP_MAX_KEYS), best_n = 0;
+        for (size_t k = 0; k < nk; k++) {
+            const char *value;
+            size_t n_values;
+            if (!strcmp(keys[k], x_key) || !strcmp(keys[k], y_key) || !strcmp(keys[k], "method")) continue;
+            if (facet_choice(rs, sweep, keys[k], filt[0] ? filt : NULL, &value, &n_values) && n_values > best_n)
+                best = keys[k], best_value = value, best_n = n_values;
+        }
+        size_t used = strlen(filt), used_c = strlen(chosen);
+        if (!best || used + strlen(best) + strlen(best_value) + 3 >= sizeof filt ||
+            used_c + strlen(best) + strlen(best_value) + 4 >= sizeof chosen) {
+            (void)dpplot_strlist_addf(notes,
+                                      "%s: skipped, its %s%zu panels do not fit one chart%s%s (fix variables with "
+                                      "--point KEY=VALUE)",
+                                      dpplot_report_basename(path), n_p > MAX_HEAT_PANELS ? "over " : "",
+                                      n_p > MAX_HEAT_PANELS ? (size_t)MAX_HEAT_PANELS : n_p,
+                                      chosen[0] ? " even at " : "", chosen);
+            return 0;
+        }
+        snprintf(filt + used, sizeof filt - used, "%s%s=%s", used ? "," : "", best, best_value);
+        snprintf(chosen + used_c, sizeof chosen - used_c, "%s%s=%s", used_c ? ", " : "", best, best_value);
+    }
 }
 
 int dpplot_report_heatmap(const dpplot_results *rs, const char *sweep, const char *x_key, const char *y_key,

@@ -51,8 +51,16 @@ static const char *time_title(const dpplot_result *r) {
 }
 
 /* Draws one method's panel; returns 0, or -1 when the panel did not fit. */
+/* 1 when r's reserved timeline is a line of its own (it differs from allocated somewhere): a plan
+ * run's equals its allocated one, and is not drawn or named in the legend. */
+static int has_reserved_line(const dpplot_result *r) {
+    for (size_t k = 0; k < r->n_timeline; k++)
+        if (isfinite(r->reserved_bytes[k]) && r->reserved_bytes[k] != r->allocated_bytes[k]) return 1;
+    return 0;
+}
+
 static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result *r, const char *label, double t_max,
-                      double y_max, int x_title, int y_title) {
+                      double y_max, int x_title, int y_title, double card) {
     dpplot_rgb color = dpplot_method_color(r->method);
     dpplot_panel p;
     dpplot_panel_spec s = {0};
@@ -88,7 +96,12 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
          .line_width = 2.6,
          .fill_alpha = 0.15},
     };
-    dpplot_lines_draw(&p, series, 2);
+    /* the reserved line only where it is one (the legend names it only then) */
+    if (has_reserved_line(r))
+        dpplot_lines_draw(&p, series, 2);
+    else
+        dpplot_lines_draw(&p, series + 1, 1);
+    dpplot_report_card_line(&p, card, 0);
     draw_marks(&p, r);
     size_t peak = 0;
     for (size_t i = 0; i < r->n_timeline; i++)
@@ -137,7 +150,14 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
     dpplot_legend_entry legend[DPPLOT_N_PHASES + 3];
     size_t nl = 0;
     legend[nl++] = (dpplot_legend_entry){"allocated", DPPLOT_MUTED, DPPLOT_SWATCH_LINE, DPPLOT_MARKER_NONE};
-    legend[nl++] = (dpplot_legend_entry){"reserved", DPPLOT_MUTED, DPPLOT_SWATCH_DASHED, DPPLOT_MARKER_NONE};
+    int any_reserved = 0;
+    for (size_t k = 0; k < n_ok; k++) any_reserved |= has_reserved_line(sel->items[idx[k]]);
+    if (any_reserved)
+        legend[nl++] = (dpplot_legend_entry){"reserved", DPPLOT_MUTED, DPPLOT_SWATCH_DASHED, DPPLOT_MARKER_NONE};
+    const dpplot_result *used_items[MAX_PANELS];
+    for (size_t k = 0; k < n_ok; k++) used_items[k] = sel->items[idx[k]];
+    double card = dpplot_report_card_bytes(used_items, n_ok);
+    y_max = dpplot_report_card_axis(y_max, card);
     for (int ph = 0; ph < DPPLOT_N_PHASES; ph++) {
         int used = 0;
         for (size_t k = 0; k < n_ok; k++) {
@@ -164,7 +184,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
         /* Axis titles once: x on the bottom panel of each column, y on the left column. */
         int last_in_col = row == rows - 1 || (row == rows - 2 && k + cols >= n_ok);
         if (draw_panel(cv, outer, sel->items[idx[k]], dpplot_report_label(sel, idx[k]), t_max, y_max * 1.12,
-                       last_in_col, col == 0) != 0)
+                       last_in_col, col == 0, card) != 0)
             (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger --height",
                                       dpplot_report_basename(path), dpplot_report_label(sel, idx[k]));
     }
@@ -221,6 +241,12 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
                                   "%s: %d panels at most; %zu further run(s) left out (choose points with "
                                   "--point KEY=VALUE)",
                                   dpplot_report_basename(path), MAX_POINT_PANELS, dropped);
+    const dpplot_result *all[MAX_POINT_PANELS * MAX_POINT_METHODS];
+    size_t n_all = 0;
+    for (size_t k = 0; k < n_p; k++)
+        for (size_t j = 0; j < n_members[k]; j++) all[n_all++] = members[k][j];
+    double card = dpplot_report_card_bytes(all, n_all);
+    y_max = dpplot_report_card_axis(y_max, card);
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
     if (!cv) return -1;
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
@@ -272,6 +298,7 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
             continue;
         }
         dpplot_lines_draw(&p, s, n_members[k]);
+        dpplot_report_card_line(&p, card, 0);
         dpplot_panel_end(&p);
     }
     return dpplot_report_save(cv, path, notes);

@@ -56,13 +56,19 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
     s.y_label = y_title;
     s.x_unit = DPPLOT_UNIT_BYTES, s.y_unit = DPPLOT_UNIT_MS;
     /* Both axes from zero, so distances read as proportions; headroom for labels. */
-    s.x_min = 0, s.x_max = max_mem * 1.25, s.x_extend = 1;
+    const dpplot_result *used_items[MAX_POINTS];
+    size_t n_used = 0;
+    for (size_t i = 0; i < n; i++)
+        if (usable[i] && n_used < MAX_POINTS) used_items[n_used++] = sel->items[i];
+    double card = dpplot_report_card_bytes(used_items, n_used); /* a plan run's card, on the memory axis */
+    s.x_min = 0, s.x_max = fmax(max_mem * 1.25, dpplot_report_card_axis(max_mem, card) * 1.05), s.x_extend = 1;
     s.y_min = 0, s.y_max = max_ms * 1.2, s.y_extend = 1;
     double bottom_note = leftout[0] ? 30 : 0;
     if (dpplot_panel_begin(&p, cv, (dpplot_rect){10, top, W - 20, H - top - 10 - bottom_note}, &s) != 0) {
         dpplot_canvas_free(cv);
         return 0;
     }
+    dpplot_report_card_line(&p, card, 1);
     cairo_t *cr = dpplot_canvas_cr(cv);
     if (vanilla && n_ok > 1) { /* vanilla's memory and time as dashed references */
         cairo_save(cr);

@@ -137,3 +137,58 @@ size_t dpplot_report_left_out(const dpplot_selection *sel, const int *usable, si
     if (tail[0]) snprintf(buf + used, len - used, "%s%s", used ? "; " : "Not shown: ", tail);
     return no_room;
 }
+
+double dpplot_report_card_bytes(const dpplot_result *const *items, size_t n) {
+    double card = NAN;
+    for (size_t i = 0; i < n; i++) {
+        double c = items[i]->predicted ? items[i]->card_bytes : NAN;
+        if (!isfinite(c)) continue;
+        if (isfinite(card) && c != card) return NAN;
+        card = c;
+    }
+    return card;
+}
+
+double dpplot_report_card_axis(double data_max, double card) {
+    if (isfinite(card) && data_max >= 0.5 * card) return fmax(data_max, card);
+    return data_max;
+}
+
+void dpplot_report_card_line(const dpplot_panel *p, double card, int on_x) {
+    if (!isfinite(card)) return;
+    char v[32], text[64];
+    dpplot_format_value(card, DPPLOT_UNIT_BYTES, v, sizeof v);
+    const dpplot_axis *ax = on_x ? &p->x : &p->y;
+    double lo = ax->lo, hi = ax->hi;
+    cairo_t *cr = dpplot_canvas_cr(p->cv);
+    dpplot_rgb red = dpplot_rgb_hex(0xD0103A);
+    dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 1, red, DPPLOT_RIGHT, DPPLOT_BOTTOM);
+    if (card > hi || card < lo) { /* beyond the axis: said at its end */
+        snprintf(text, sizeof text, "card %s %s", v, on_x ? "(right of the axis)" : "(above the axis)");
+        dpplot_text(p->cv, p->plot.x + p->plot.w - 4, p->plot.y + 2 + dpplot_line_height(p->cv, st.size), text, &st);
+        return;
+    }
+    snprintf(text, sizeof text, "card %s", v);
+    cairo_save(cr);
+    double dash[2] = {10.0, 5.0};
+    cairo_set_dash(cr, dash, 2, 0);
+    cairo_set_line_width(cr, 2.0);
+    dpplot_set_color(cr, red, 0.9);
+    if (on_x) {
+        double x = dpplot_panel_px(p, card);
+        cairo_move_to(cr, x, p->plot.y);
+        cairo_line_to(cr, x, p->plot.y + p->plot.h);
+    } else {
+        double y = dpplot_panel_py(p, card);
+        cairo_move_to(cr, p->plot.x, y);
+        cairo_line_to(cr, p->plot.x + p->plot.w, y);
+    }
+    cairo_stroke(cr);
+    cairo_restore(cr);
+    if (on_x) {
+        st.halign = DPPLOT_RIGHT, st.valign = DPPLOT_TOP;
+        dpplot_text(p->cv, dpplot_panel_px(p, card) - 4, p->plot.y + 4, text, &st);
+    } else {
+        dpplot_text(p->cv, p->plot.x + p->plot.w - 4, dpplot_panel_py(p, card) - 2, text, &st);
+    }
+}

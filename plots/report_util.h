@@ -3,6 +3,7 @@
 #define DPPLOT_REPORT_UTIL_H
 
 #include "dpplot_canvas.h"
+#include "dpplot_panel.h"
 #include "dpplot_report.h"
 
 /* A canvas sized by the options; NULL (with a note) when it cannot be created. */
@@ -40,6 +41,16 @@ const char *dpplot_report_label(const dpplot_selection *sel, size_t i);
  * n_usable on have no room. Returns the number of items with no room. */
 size_t dpplot_report_left_out(const dpplot_selection *sel, const int *usable, size_t n_usable, size_t cap, char *buf,
                               size_t len);
+/* The card's memory of the plan runs among items (plan.memory_bytes), NaN when none is a plan run
+ * or their cards differ (issue 27: every memory axis of a plan run shows the card). */
+double dpplot_report_card_bytes(const dpplot_result *const *items, size_t n);
+/* The top of a memory axis that shows the card: data_max, or the card when the data reach half of
+ * it (beyond that the card is noted, not drawn: an axis of empty space says nothing). */
+double dpplot_report_card_axis(double data_max, double card);
+/* Draws the card's memory across the panel (on its x axis when on_x, else its y axis) as a red
+ * dashed line labelled "card 79.6 GiB", or, when it lies beyond the axis, a note at the axis's
+ * end; nothing when card is NaN. Call between dpplot_panel_begin and dpplot_panel_end. */
+void dpplot_report_card_line(const dpplot_panel *p, double card, int on_x);
 /* File name part of a path (after the last '/'). */
 const char *dpplot_report_basename(const char *path);
 

@@ -602,6 +602,39 @@ static int read_marks(reader *rd, const cJSON *root, dpplot_result *r) {
     return 0;
 }
 
+/* The plan budget (predicted results): plan.fits, the card, the budget, the device model, and the
+ * reserved peak as plan.lua defines it; also the gradients' own peak (summary.txt's note on them). */
+static int read_plan(reader *rd, const cJSON *root, dpplot_result *r) {
+    double v;
+    r->fit = -1;
+    r->card_bytes = r->budget_bytes = NAN;
+    r->gradients_peak_bytes = NAN;
+    if (number_at(rd, root, DPR_MEMORY_CATEGORY_PEAK_BYTES, "gradients", &v) == 1) r->gradients_peak_bytes = v;
+    const cJSON *fits = field_at(rd, root, DPR_PLAN_FITS, NULL, AS_BOOLEAN);
+    if (cJSON_IsBool(fits)) r->fit = cJSON_IsTrue(fits);
+    if (number_at(rd, root, DPR_PLAN_MEMORY_BYTES, NULL, &v) == 1) r->card_bytes = v;
+    if (number_at(rd, root, DPR_PLAN_BUDGET_BYTES, NULL, &v) == 1) r->budget_bytes = v;
+    if (number_at(rd, root, DPR_PLAN_PREDICTED_RESERVED_BYTES, NULL, &v) == 1) r->reserved_peak_bytes = v;
+    const char *s = string_at(rd, root, DPR_PLAN_DEVICE_MODEL);
+    if (s && !(r->device_model = dup_str(s))) return -1;
+    r->advice = -1;
+    const cJSON *fits_with = field_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_FITS, NULL, AS_BOOLEAN);
+    const cJSON *ck = field_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_CHECKPOINT, NULL, AS_SCALAR);
+    if (cJSON_IsBool(fits_with) &&
+        number_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_STEP_MS, NULL, &r->advice_step_ms) == 1 &&
+        number_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_REFERENCE_STEP_MS, NULL, &r->advice_reference_ms) == 1 &&
+        number_at(rd, root, DPR_PLAN_CHECKPOINT_ADVICE_PREDICTED_RESERVED_BYTES, NULL, &r->advice_reserved_bytes) ==
+            1 &&
+        (cJSON_IsString(ck) || cJSON_IsNumber(ck))) {
+        r->advice = cJSON_IsTrue(fits_with);
+        if (cJSON_IsString(ck))
+            snprintf(r->advice_checkpoint, sizeof r->advice_checkpoint, "%s", ck->valuestring);
+        else
+            snprintf(r->advice_checkpoint, sizeof r->advice_checkpoint, "%g", ck->valuedouble);
+    }
+    return 0;
+}
+
 static int read_analyses(reader *rd, const cJSON *root, dpplot_result *r) {
     read_spread(rd, root, r);
     read_phase_memory(rd, root, r);
@@ -623,6 +656,7 @@ static void result_free(dpplot_result *r) {
     for (size_t i = 0; i < r->n_vary; i++) free(r->vary[i].key), free(r->vary[i].text);
     free(r->vary);
     free(r->oom_category), free(r->oom_module), free(r->arch), free(r->dtype), free(r->device_name);
+    free(r->device_model);
     free_analyses(r);
     memset(r, 0, sizeof *r);
 }
@@ -679,6 +713,7 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
     if (read_timeline(rd, root, r) != 0) return -1;
     if (read_sweep(rd, root, r) != 0) return -1;
     if (read_analyses(rd, root, r) != 0) return -1;
+    if (read_plan(rd, root, r) != 0) return -1;
 
     if (number_at(rd, root, DPR_OOM_REQUESTED_BYTES, NULL, &v) == 1) r->oom_requested_bytes = v;
     const char *s;

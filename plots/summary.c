@@ -135,26 +135,139 @@ static void write_kernel_table_md(const dpplot_results *rs, FILE *f) {
     }
 }
 
+/* ---- What every report says of a plan run: whether it fits the card, and that its times are
+ * estimates (issue 27). */
+
+/* "yes", "no", or "" when r has no plan budget. */
+static const char *fit_text(const dpplot_result *r) { return r->fit < 0 ? "" : r->fit ? "yes" : "no"; }
+
+/* 1 when any result carries a plan budget / is predicted. */
+static int any_fit(const dpplot_results *rs) {
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->items[i].fit >= 0) return 1;
+    return 0;
+}
+
+static int any_predicted(const dpplot_results *rs) {
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->items[i].predicted) return 1;
+    return 0;
+}
+
+/* The modelled device of the predicted results: "h100 model (NVIDIA H100 80GB HBM3 (SXM5))" from
+ * environment.device_name, else plan.device_model; "several device models" when they differ. */
+static void model_name(const dpplot_results *rs, char *buf, size_t len) {
+    const char *name = NULL;
+    buf[0] = '\0';
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (!r->predicted) continue;
+        const char *n = r->device_name ? r->device_name : r->device_model;
+        if (!n) continue;
+        if (strncmp(n, "plan: ", 6) == 0) n += 6;
+        if (name && strcmp(name, n) != 0) {
+            snprintf(buf, len, "several device models");
+            return;
+        }
+        name = n;
+    }
+    snprintf(buf, len, "%s", name ? name : "the plan device's model");
+}
+
+/* The card's memory of the plan runs ("80.00 GiB"), "" when none or when they differ. */
+static void card_text(const dpplot_results *rs, char *buf, size_t len) {
+    double card = NAN;
+    buf[0] = '\0';
+    for (size_t i = 0; i < rs->n; i++) {
+        double c = rs->items[i].card_bytes;
+        if (!isfinite(c)) continue;
+        if (isfinite(card) && c != card) return;
+        card = c;
+    }
+    if (isfinite(card)) dpplot_format_value(card, DPPLOT_UNIT_BYTES, buf, len);
+}
+
+/* The line that marks a plan run's times: "step times marked * are roofline estimates for the
+ * h100 model (...), not measurements". */
+static void estimate_line(const dpplot_results *rs, const char *mark, char *buf, size_t len) {
+    char model[200];
+    model_name(rs, model, sizeof model);
+    snprintf(buf, len,
+             "%s estimated: predicted by the plan backend for %s; memory is exact accounting, the step time a "
+             "roofline estimate (not a measurement)",
+             mark, model);
+}
+
+/* The fit line under a table: what the Fits column compares. */
+static void fit_line(const dpplot_results *rs, char *buf, size_t len) {
+    char card[32];
+    card_text(rs, card, sizeof card);
+    snprintf(buf, len,
+             "Fits: the predicted reserved peak (allocated peak x (1 + the model's reserve_overhead), plan.fits) "
+             "within the card's %s%s less the CUDA context; a point that does not fit would run out of memory",
+             card[0] ? card : "memory", card[0] ? " memory" : "");
+}
+
+/* The checkpointing advice of a plan point, in words (lua/dpprof/fit.lua's advice_text says the
+ * same on the console): "fits with checkpoint=blocks at +33% step time (estimated 1500.4 -> 1998.7
+ * ms)". 0 when r has none. */
+static int advice_text(const dpplot_result *r, char *buf, size_t len) {
+    if (r->advice < 0) return 0;
+    const char *state = r->fit == 0 ? "does not fit" : "fits only with checkpointing";
+    if (r->advice == 0) {
+        char reserved[32];
+        dpplot_format_value(r->advice_reserved_bytes, DPPLOT_UNIT_BYTES, reserved, sizeof reserved);
+        snprintf(buf, len, "%s; does not fit even with checkpoint=blocks (every block recomputed: reserved %s)", state,
+                 reserved);
+    } else {
+        double cost = r->advice_reference_ms > 0 ? (r->advice_step_ms / r->advice_reference_ms - 1) * 100 : 0;
+        snprintf(buf, len, "%s; fits with checkpoint=%s at %+.0f%% step time (estimated %.1f -> %.1f ms)", state,
+                 r->advice_checkpoint, cost, r->advice_reference_ms, r->advice_step_ms);
+    }
+    return 1;
+}
+
+/* Widest row name of the results in the table (at least `least`). */
+static int name_width(const dpplot_results *rs, int least) {
+    int w = least;
+    for (size_t i = 0; i < rs->n; i++) {
+        char name[256];
+        row_name(&rs->items[i], name, sizeof name);
+        int l = (int)strlen(name) + 2 + (rs->items[i].predicted ? 2 : 0);
+        if (l > w) w = l;
+    }
+    return w;
+}
+
 int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *problems, FILE *f) {
-    rule(f, '=', 100);
+    int fits = any_fit(rs), nw = name_width(rs, 30), width = nw + 4 * 19 + (fits ? 6 : 0);
+    if (width < 100) width = 100;
+    rule(f, '=', width);
     fprintf(f, "DETAILED MEMORY PROFILING SUMMARY\n");
-    rule(f, '=', 100);
+    rule(f, '=', width);
     fprintf(f, "\n");
-    fprintf(f, "%-30s %20s %20s %20s\n", "Method", "Peak Memory (MB)", "Avg Time (ms)", "Memory/Time");
-    rule(f, '-', 100);
+    fprintf(f, "%-*s %18s %18s %18s %18s%s\n", nw, "Method", "Peak Memory (MB)", "Reserved Peak (MB)", "Avg Time (ms)",
+            "Memory/Time", fits ? "  Fits" : "");
+    rule(f, '-', width);
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
         if (!in_table(r)) continue;
         double peak = r->peak_bytes / MIB;
-        char name[256];
+        char name[256], reserved[32], time[32], ratio[32];
         row_name(r, name, sizeof name);
         if (r->predicted) strncat(name, " *", sizeof name - strlen(name) - 1);
-        if (r->has_time)
-            fprintf(f, "%-30s %20.2f %20.2f %20.2f\n", name, peak, r->avg_ms, r->avg_ms > 0 ? peak / r->avg_ms : 0.0);
-        else
-            fprintf(f, "%-30s %20.2f %20s %20s\n", name, peak, "n/a", "n/a");
+        num_or_dash(reserved, sizeof reserved, "%.2f", r->reserved_peak_bytes / MIB);
+        if (r->has_time) {
+            snprintf(time, sizeof time, "%.2f", r->avg_ms);
+            snprintf(ratio, sizeof ratio, "%.2f", r->avg_ms > 0 ? peak / r->avg_ms : 0.0);
+        } else {
+            snprintf(time, sizeof time, "n/a"), snprintf(ratio, sizeof ratio, "n/a");
+        }
+        fprintf(f, "%-*s %18.2f %18s %18s %18s", nw, name, peak, reserved, time, ratio);
+        if (fits) fprintf(f, "  %s", fit_text(r));
+        fputc('\n', f);
     }
-    rule(f, '=', 100);
+    rule(f, '=', width);
     int left_out = 0;
     for (size_t i = 0; i < rs->n; i++) left_out |= !in_table(&rs->items[i]);
     if (left_out) {
@@ -181,6 +294,21 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
             fprintf(f, " [%s]\n", r->file);
         }
     }
+    /* Plan points beyond the card, or fitting only with checkpointing: the setting that makes them fit. */
+    int advised = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        char name[256], text[300];
+        if (!in_table(r) || !advice_text(r, text, sizeof text)) continue;
+        if (!advised) fprintf(f, "\nACTIVATION CHECKPOINTING (plan estimates: model.checkpoint, dpprof fit):\n");
+        advised = 1;
+        row_name(r, name, sizeof name);
+        fprintf(f, "  %s: %s\n", name, text);
+    }
+    /* A run whose gradients were not live at its peak beside one whose were: say why. */
+    int grads_elsewhere = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        grads_elsewhere |= in_table(&rs->items[i]) && rs->items[i].legacy_mb[DPPLOT_LEGACY_GRADIENTS] > 0;
     fprintf(f, "\n");
     fprintf(f, "COMPONENT-LEVEL BREAKDOWN:\n");
     fprintf(f, "\n");
@@ -191,9 +319,10 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
         row_name(r, name, sizeof name);
         fprintf(f, "\n%s:\n", name);
         rule(f, '-', 80);
-        /* Largest first, as users know it; ties keep the legacy key order. */
+        /* The components, largest first as users know them (ties keep the legacy key order);
+         * the totals after them. */
         int order[DPPLOT_N_LEGACY], n = 0;
-        for (int k = 0; k < DPPLOT_N_LEGACY; k++)
+        for (int k = 0; k < DPPLOT_LEGACY_TOTAL_ALLOCATED; k++)
             if (isfinite(r->legacy_mb[k])) order[n++] = k;
         for (int a = 1; a < n; a++)
             for (int b = a; b > 0 && r->legacy_mb[order[b]] > r->legacy_mb[order[b - 1]]; b--) {
@@ -201,16 +330,41 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
                 order[b] = order[b - 1], order[b - 1] = t;
             }
         for (int k = 0; k < n; k++) fprintf(f, "  %-40s %15.2f MB\n", legacy_titles[order[k]], r->legacy_mb[order[k]]);
+        fprintf(f, "  %-40s %15s\n", "", "----------");
+        static const char *const totals[2] = {"Peak Allocated", "Total Allocated (at the end)"};
+        static const int total_keys[2] = {DPPLOT_LEGACY_PEAK_ALLOCATED, DPPLOT_LEGACY_TOTAL_ALLOCATED};
+        for (int k = 0; k < 2; k++)
+            if (isfinite(r->legacy_mb[total_keys[k]]))
+                fprintf(f, "  %-40s %15.2f MB\n", totals[k], r->legacy_mb[total_keys[k]]);
+        if (grads_elsewhere && r->legacy_mb[DPPLOT_LEGACY_GRADIENTS] == 0) {
+            if (isfinite(r->gradients_peak_bytes) && r->gradients_peak_bytes > 0)
+                fprintf(f,
+                        "  note: Gradients 0 MB: none were live at this run's peak; %s makes the parameters' "
+                        "gradients after it (their own peak: %.2f MB)\n",
+                        r->method, r->gradients_peak_bytes / MIB);
+            else
+                fprintf(f,
+                        "  note: Gradients 0 MB: %s kept no parameter gradient (.grad) at any time of the timed "
+                        "iterations\n",
+                        r->method);
+        }
     }
     write_kernel_table_txt(rs, f);
     fprintf(f, "\n");
-    rule(f, '=', 100);
+    rule(f, '=', width);
     fprintf(f, "MB = MiB (2^20 bytes), as in the results files. Memory/Time = peak MB / avg ms.\n");
     fprintf(f, "Components are what was live at the peak; Total Allocated is what was still allocated at the end.\n");
-    int any_predicted = 0;
-    for (size_t i = 0; i < rs->n; i++) any_predicted |= rs->items[i].predicted;
-    if (any_predicted)
-        fprintf(f, "* predicted by the plan backend: memory is exact accounting, time a roofline estimate.\n");
+    char line[512];
+    if (any_predicted(rs)) {
+        estimate_line(rs, "*", line, sizeof line);
+        fprintf(f, "%s.\n", line);
+        fprintf(f, "Reserved Peak of a plan run = the allocated peak plus the pool's overhead "
+                   "(plan.predicted_reserved_bytes).\n");
+    }
+    if (fits) {
+        fit_line(rs, line, sizeof line);
+        fprintf(f, "%s.\n", line);
+    }
     if (problems && problems->n > 0) {
         fprintf(f, "\nPROBLEMS READING RESULTS:\n");
         for (size_t i = 0; i < problems->n; i++) fprintf(f, "  %s\n", problems->items[i]);
@@ -261,7 +415,7 @@ int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
     for (size_t k = 0; k < nk; k++) fprintf(f, ",%s", keys[k]);
     fputs(",peak_memory_mb,reserved_peak_mb,avg_time_ms,memory_per_time", f);
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fprintf(f, ",%s_mb", dpplot_component_key((dpplot_component)c));
-    fputs(",message\n", f);
+    fputs(",fits,time_estimated_for,message\n", f);
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
         csv_text(f, r->file), fputc(',', f);
@@ -280,6 +434,8 @@ int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
         fputc(',', f), csv_number(f, r->peak_bytes / MIB / r->avg_ms, r->has_peak && r->has_time && r->avg_ms > 0);
         for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
             fputc(',', f), csv_number(f, r->component_bytes[c] / MIB, r->has_components);
+        fprintf(f, ",%s,", fit_text(r));
+        if (r->predicted) csv_text(f, r->device_model ? r->device_model : "plan");
         fputc(',', f);
         csv_text(f, r->message);
         fputc('\n', f);
@@ -288,10 +444,15 @@ int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
 }
 
 int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
-    fputs("| Method | Status | Peak memory (MiB) | Avg time (ms) | Memory/time (MiB/ms) |", f);
+    int fits = any_fit(rs), predicted = any_predicted(rs);
+    fputs("| Method | Status |", f);
+    if (fits) fputs(" Fits |", f);
+    fputs(" Peak memory (MiB) |", f);
+    if (fits) fputs(" Reserved peak (MiB) |", f);
+    fprintf(f, " %s | Memory/time (MiB/ms) |", predicted ? "Avg time (ms, * estimated)" : "Avg time (ms)");
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
         fprintf(f, " %s (MiB) |", dpplot_component_label((dpplot_component)c));
-    fputs("\n|---|---|--:|--:|--:|", f);
+    fputs(fits ? "\n|---|---|---|--:|--:|--:|--:|" : "\n|---|---|--:|--:|--:|", f);
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fputs("--:|", f);
     fputc('\n', f);
     for (size_t i = 0; i < rs->n; i++) {
@@ -301,12 +462,19 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
         fputs("| ", f);
         md_text(f, name);
         fprintf(f, " | %s |", dpplot_status_name(r->status));
+        if (fits) fprintf(f, " %s |", fit_text(r));
         if (r->has_peak)
             fprintf(f, " %.2f |", r->peak_bytes / MIB);
         else
             fputs(" |", f);
+        if (fits) {
+            if (isfinite(r->reserved_peak_bytes))
+                fprintf(f, " %.2f |", r->reserved_peak_bytes / MIB);
+            else
+                fputs(" |", f);
+        }
         if (r->has_time)
-            fprintf(f, " %.2f |", r->avg_ms);
+            fprintf(f, " %.2f%s |", r->avg_ms, r->predicted ? " *" : "");
         else
             fputs(" |", f);
         if (r->has_peak && r->has_time && r->avg_ms > 0)
@@ -319,6 +487,29 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
             else
                 fputs(" |", f);
         }
+        fputc('\n', f);
+    }
+    char line[512];
+    if (predicted) {
+        estimate_line(rs, "\\*", line, sizeof line);
+        fprintf(f, "\n%s.\n", line);
+    }
+    if (fits) {
+        fit_line(rs, line, sizeof line);
+        fprintf(f, "\n%s.\n", line);
+    }
+    int advised = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        char name[256], text[300];
+        if (!in_table(r) || !advice_text(r, text, sizeof text)) continue;
+        if (!advised) fputs("\n**Activation checkpointing** (plan estimates):\n\n", f);
+        advised = 1;
+        row_name(r, name, sizeof name);
+        fputs("- ", f);
+        md_text(f, name);
+        fputs(": ", f);
+        md_text(f, text);
         fputc('\n', f);
     }
     write_kernel_table_md(rs, f);
@@ -343,29 +534,110 @@ static void tex_text(FILE *f, const char *s) {
     }
 }
 
+/* " & 12.34" or " & --". */
+static void tex_number(FILE *f, double v, int ok) {
+    if (ok && isfinite(v))
+        fprintf(f, " & %.2f", v);
+    else
+        fputs(" & --", f);
+}
+
+/* The method cell and one cell per swept variable (keys) of r. */
+static void tex_point(FILE *f, const dpplot_result *r, const char *const *keys, size_t nk) {
+    char name[256];
+    if (nk > 0 || r->sweep_name)
+        snprintf(name, sizeof name, "%s", r->method);
+    else
+        row_name(r, name, sizeof name);
+    tex_text(f, name);
+    for (size_t k = 0; k < nk; k++) {
+        const dpplot_vary *v = dpplot_result_vary(r, keys[k]);
+        fputs(" & ", f);
+        if (v) tex_text(f, v->text);
+    }
+}
+
+/* The header cells of the method and the swept variables. */
+static void tex_point_header(FILE *f, const char *const *keys, size_t nk) {
+    fputs("Method", f);
+    for (size_t k = 0; k < nk; k++) {
+        fputs(" & ", f);
+        tex_text(f, keys[k]);
+    }
+}
+
 int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f) {
+    const char *keys[32];
+    size_t nk = vary_keys(rs, keys, 32);
+    int fits = any_fit(rs), predicted = any_predicted(rs);
+    int cols = 1 + (int)nk + 3 + 1 + (fits ? 2 : 0);
     fputs("% Generated by dpprof plot. Needs \\usepackage{booktabs}. MiB = 2^20 bytes.\n", f);
-    fputs("\\begin{tabular}{lrrrl}\n\\toprule\n", f);
-    fputs("Method & Peak memory (MiB) & Avg time (ms) & Memory/time (MiB/ms) & Status \\\\\n", f);
-    fputs("\\midrule\n", f);
+    fputs("% Two tabulars, ready for \\input inside a table: the runs, then their memory components at the peak.\n", f);
+    fputs("\\begin{tabular}{l", f);
+    for (size_t k = 0; k < nk; k++) fputc('r', f);
+    fputs(fits ? "rrrrlc}\n\\toprule\n" : "rrrl}\n\\toprule\n", f);
+    tex_point_header(f, keys, nk);
+    fputs(" & Peak memory (MiB)", f);
+    if (fits) fputs(" & Reserved peak (MiB)", f);
+    fprintf(f, " & Avg time (ms)%s & Memory/time (MiB/ms) & Status", predicted ? "$^{*}$" : "");
+    if (fits) fputs(" & Fits", f);
+    fputs(" \\\\\n\\midrule\n", f);
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
-        char name[256];
-        row_name(r, name, sizeof name);
-        tex_text(f, name);
-        if (r->has_peak)
-            fprintf(f, " & %.2f", r->peak_bytes / MIB);
-        else
-            fputs(" & --", f);
-        if (r->has_time)
-            fprintf(f, " & %.2f", r->avg_ms);
-        else
-            fputs(" & --", f);
-        if (r->has_peak && r->has_time && r->avg_ms > 0)
-            fprintf(f, " & %.2f", r->peak_bytes / MIB / r->avg_ms);
-        else
-            fputs(" & --", f);
-        fprintf(f, " & %s \\\\\n", r->status == DPPLOT_STATUS_OOM ? "OOM" : dpplot_status_name(r->status));
+        tex_point(f, r, keys, nk);
+        tex_number(f, r->peak_bytes / MIB, r->has_peak);
+        if (fits) tex_number(f, r->reserved_peak_bytes / MIB, 1);
+        tex_number(f, r->avg_ms, r->has_time);
+        if (r->has_time && r->predicted) fputs("$^{*}$", f);
+        tex_number(f, r->peak_bytes / MIB / r->avg_ms, r->has_peak && r->has_time && r->avg_ms > 0);
+        fprintf(f, " & %s", r->status == DPPLOT_STATUS_OOM ? "OOM" : dpplot_status_name(r->status));
+        if (fits) fprintf(f, " & %s", fit_text(r));
+        fputs(" \\\\\n", f);
+    }
+    fputs("\\bottomrule\n", f);
+    char line[512];
+    if (predicted) {
+        /* short notes: a multicolumn row does not wrap */
+        model_name(rs, line, sizeof line);
+        fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize $^{*}$ estimated (roofline) for ", cols);
+        tex_text(f, line);
+        fputs(", not measured} \\\\\n", f);
+    }
+    if (fits) {
+        char card[32];
+        card_text(rs, card, sizeof card);
+        fprintf(f,
+                "\\multicolumn{%d}{l}{\\footnotesize Fits: the predicted reserved peak within the card's %s less its "
+                "context ",
+                cols, card[0] ? card : "memory");
+        tex_text(f, "(plan.fits)");
+        fputs("} \\\\\n", f);
+    }
+    fputs("\\end{tabular}\n", f);
+
+    /* The component breakdown, as summary.txt has it: what was live at each run's peak. */
+    int any_components = 0;
+    for (size_t i = 0; i < rs->n; i++) any_components |= in_table(&rs->items[i]) && rs->items[i].has_components;
+    if (!any_components) return ferror(f) ? -1 : 0;
+    fputs("\n\\medskip\n\n\\begin{tabular}{l", f);
+    for (size_t k = 0; k < nk; k++) fputc('r', f);
+    for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fputc('r', f);
+    fputs("r}\n\\toprule\n", f);
+    tex_point_header(f, keys, nk);
+    for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) {
+        fputs(" & ", f);
+        tex_text(f, dpplot_component_label((dpplot_component)c));
+    }
+    fputs(" & Peak \\\\\n", f);
+    fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize MiB live at the run's peak} \\\\\n\\midrule\n",
+            1 + (int)nk + DPPLOT_N_COMPONENTS + 1);
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (!in_table(r) || !r->has_components) continue;
+        tex_point(f, r, keys, nk);
+        for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) tex_number(f, r->component_bytes[c] / MIB, 1);
+        tex_number(f, r->peak_bytes / MIB, 1);
+        fputs(" \\\\\n", f);
     }
     fputs("\\bottomrule\n\\end{tabular}\n", f);
     return ferror(f) ? -1 : 0;

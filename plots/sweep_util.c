@@ -138,6 +138,17 @@ const dpplot_result *dpplot_sweep_first(const dpplot_results *rs, const char *sw
     return NULL;
 }
 
+double dpplot_sweep_card_bytes(const dpplot_results *rs, const char *sweep) {
+    double card = NAN;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (!dpplot_in_sweep(r, sweep) || !r->predicted || !isfinite(r->card_bytes)) continue;
+        if (isfinite(card) && r->card_bytes != card) return NAN;
+        card = r->card_bytes;
+    }
+    return card;
+}
+
 int dpplot_wants_log2(const char *key, const dpplot_value_set *vs) {
     if (!vs->numeric || vs->n < 2) return 0;
     for (size_t k = 0; k < vs->n; k++)

@@ -38,6 +38,8 @@ size_t dpplot_sweep_keys(const dpplot_results *rs, const char *sweep, const char
 int dpplot_in_sweep(const dpplot_result *r, const char *sweep);
 /* The first point of a sweep (for its context line), or NULL. */
 const dpplot_result *dpplot_sweep_first(const dpplot_results *rs, const char *sweep);
+/* The card's memory of the sweep's plan runs (plan.memory_bytes); NaN when none, or when they differ. */
+double dpplot_sweep_card_bytes(const dpplot_results *rs, const char *sweep);
 /* log2 suits sizes that double from point to point: seq_len, batch, hidden, and any all-powers-of-
  * two variable spanning at least 4x. */
 int dpplot_wants_log2(const char *key, const dpplot_value_set *vs);

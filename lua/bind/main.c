@@ -22,7 +22,8 @@ static const char *const run_usage =
     "dpprof run experiments/default.lua --help.\n"
     "\n"
     "Errors: one line naming the problem; DPPROF_TRACEBACK=1 adds the whole Lua traceback.\n"
-    "exit status: 0 the script ran to its end; 1 it raised an error; 2 bad arguments\n";
+    "exit status: 0 the script ran to its end; 1 it raised an error; 2 bad arguments, or a sweep's\n"
+    "configuration refused before anything ran or was created (an unknown method or device, ...)\n";
 
 static const char *const plot_usage =
     "usage: dpprof plot DIR [--out DIR] [--scale S] [--point KEY=VALUE,...] [--heatmap X,Y]\n"
@@ -129,6 +130,8 @@ static const char *without_position(const char *msg) {
     return p[0] == ':' && p[1] == ' ' ? p + 2 : msg;
 }
 
+static int script_exit_status; /* an error object's exit_status (a refused configuration: 2), else 0 */
+
 /* Message handler. An interrupt is one line: what was interrupted, no position, no traceback. A
  * mistake dpprof reports (the message names the problem, at the user's line)
  * gets no traceback through dpprof's insides: only the user's own frames, when there are two or
@@ -137,6 +140,11 @@ static const char *without_position(const char *msg) {
 static int msghandler(lua_State *L) {
     const char *msg = lua_tostring(L, 1);
     if (msg == NULL) {
+        if (lua_type(L, 1) == LUA_TTABLE) {
+            if (lua_getfield(L, 1, "exit_status") == LUA_TNUMBER && lua_isinteger(L, -1))
+                script_exit_status = (int)lua_tointeger(L, -1);
+            lua_pop(L, 1);
+        }
         if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
         msg = lua_pushfstring(L, "(error object is a %s value)", luaL_typename(L, 1));
     }
@@ -255,7 +263,8 @@ static int cmd_run(lua_State *L, int argc, char **argv) {
         fprintf(stderr, "dpprof: %s\n", lua_tostring(L, -1));
         return 1;
     }
-    return docall(L, 0, 0) == LUA_OK ? 0 : 1;
+    if (docall(L, 0, 0) == LUA_OK) return 0;
+    return script_exit_status > 0 ? script_exit_status : 1; /* a refused configuration: 2 */
 }
 
 /* Prints each problem and note of dpplot_render_dir; counts them in *user. */

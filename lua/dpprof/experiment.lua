@@ -67,6 +67,9 @@ local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp"
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile",
                    "threads" }
 experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
+-- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
+-- dpprof was built with it.
+experiment.DEVICES = { "cpu", "cuda", "plan", "auto" }
 local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
                      "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
                      "rope_scaling", "init_std", "seed", "lora", "master_weights", "checkpoint", "path", "weights" }
@@ -186,6 +189,16 @@ function experiment.config(cfg)
   local c = with_defaults(cfg, experiment.DEFAULTS)
   c.model = copy(cfg.model or {})
   check_keys(c.model, MODEL_KEYS, "dpprof.experiment: model")
+  local known_device = false
+  for _, d in ipairs(experiment.DEVICES) do known_device = known_device or d == c.device end
+  if not known_device then
+    error(string.format("dpprof.experiment: unknown device '%s' (valid: %s)", tostring(c.device),
+                        table.concat(experiment.DEVICES, ", ")), 3)
+  end
+  if c.device == "cuda" and not dp.cuda_compiled then
+    error("dpprof.experiment: device 'cuda': this dpprof was built without the CUDA backend (valid here: cpu, plan, "
+          .. "auto)", 3)
+  end
   if cfg.norms or cfg.clip then
     if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
     if not (cfg.norms and cfg.clip) then

@@ -300,4 +300,61 @@ function fit.run(opts)
   return out
 end
 
+-- The checkpointing settings in order of the share of blocks recomputed: off, every 4th block,
+-- every 2nd, every block.
+fit.CHECKPOINT_ORDER = { false, 4, 2, "blocks" }
+
+local function recomputed_share(ck)
+  if ck == false or ck == nil then return 0 end
+  if ck == "blocks" then return 1 end
+  return 1 / ck
+end
+
+-- What activation checkpointing would do for r, the plan run of configuration cfg (a sweep point's
+-- advice: plan.checkpoint_advice, docs/results.md). nil when r fits without checkpointing; else
+-- {checkpoint=, fits=, step_ms=, predicted_reserved_bytes=, reference_step_ms=}: the setting of
+-- fit.CHECKPOINT_ORDER with the least recomputation that fits (every block, fits = false, when
+-- none does), the estimated step time and reserved peak with it, and the estimated step time
+-- without checkpointing (the cost is step_ms over it). A run that fits only thanks to its own
+-- checkpointing is advised the least setting that fits, which may be its own. The runs are plan
+-- runs in this process, as fit's search makes them (run_point: a leak between runs raises).
+function fit.checkpoint_advice(cfg, r)
+  if not (r.status == "ok" and r.predicted and type(r.plan) == "table") then return nil end
+  local own = cfg.model and cfg.model.checkpoint or false
+  if r.plan.fits and recomputed_share(own) == 0 then return nil end
+  local function run_with(ck)
+    if ck == own then return r end
+    local c = copy(cfg)
+    c.model = c.model or {}
+    c.model.checkpoint = ck
+    c.trace, c.on, c.snapshots = nil, nil, "none"
+    c.name = string.format("%s,checkpoint=%s", tostring(cfg.name or "point"), tostring(ck))
+    return run_point(c)
+  end
+  local reference = run_with(false)
+  if r.plan.fits and reference.plan.fits then return nil end -- its checkpointing is not what makes it fit
+  for _, ck in ipairs(fit.CHECKPOINT_ORDER) do
+    if recomputed_share(ck) > 0 then
+      local with = run_with(ck)
+      if with.plan.fits or ck == "blocks" then
+        return { checkpoint = ck, fits = with.plan.fits, step_ms = with.timing.avg_ms,
+                 predicted_reserved_bytes = with.plan.predicted_reserved_bytes,
+                 reference_step_ms = reference.timing.avg_ms }
+      end
+    end
+  end
+end
+
+-- The advice in words: "fits with checkpoint=every 2 (every 2nd block recomputed) at +23% step
+-- time (estimated 102.0 -> 125.5 ms)", or that even every block does not fit.
+function fit.advice_text(a)
+  local cost = a.reference_step_ms > 0 and (a.step_ms / a.reference_step_ms - 1) * 100 or 0
+  if not a.fits then
+    return string.format("does not fit even with checkpoint=blocks (every block recomputed: reserved %s)",
+                         dp.format_bytes(a.predicted_reserved_bytes))
+  end
+  return string.format("fits with checkpoint=%s at %+.0f%% step time (estimated %.1f -> %.1f ms)",
+                       tostring(a.checkpoint), cost, a.reference_step_ms, a.step_ms)
+end
+
 return fit

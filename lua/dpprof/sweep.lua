@@ -3,7 +3,7 @@
 --   dp.sweep{ base={...experiment config...}, vary={method={...}, seq_len={...}, ...},
 --             out="results/<dir>", name=, timeout=seconds, resume=true, retry_failed=true,
 --             trace=false, order={keys...}, run=function(cfg, vary) ... end, isolate=true, quiet=false,
---             parallel=nil, backend="local", slurm={...}, repeats=1 }
+--             parallel=nil, backend="local", slurm={...}, repeats=1, combined=false }
 --   -> {out=, name=, points={{name=, file=, status=, result=, skipped=}}, counts={status=n}}
 --
 -- Points are named by their values in key order, e.g. "method=ghost,seq_len=4096"; keys are
@@ -31,6 +31,9 @@
 -- Every result records where it ran: sweep.placement = {host, slot, slots, threads,
 -- cuda_visible_devices, slurm} (the fields that apply).
 --
+-- combined = true also writes <out>/memory_profile_results.json (or the .json name given) when the
+-- points are done: one JSON object, every point's result under its point name (local backend).
+--
 -- repeats = N runs each point N times, each run one more job of the sweep (in a fresh process
 -- unless isolate=false; side by side with parallel; one more array task on Slurm), kept in
 -- <out>/runs/ as it ends; the point's file is its first ok run with `repeats` added: every run's
@@ -48,7 +51,11 @@ local sweep = {}
 sweep.LOCK_FILE = ".dpprof-sweep.lock"
 
 local OPTION_KEYS = { "base", "vary", "out", "name", "timeout", "resume", "retry_failed", "trace", "order",
-                      "run", "isolate", "quiet", "parallel", "backend", "slurm", "repeats" }
+                      "run", "isolate", "quiet", "parallel", "backend", "slurm", "repeats", "combined" }
+
+-- The combined results file a sweep writes with combined = true (the name users of the earlier
+-- PyTorch tooling look for): every point's result in one JSON object, keyed by point name.
+sweep.COMBINED_FILE = "memory_profile_results.json"
 
 -- What a `dpprof sweep` command (dpprof.cli) asks of the sweeps of the script it runs, or nil:
 -- {mode = "submit" | "resubmit" | "task", call =, dir =, index =, slurm =, script =, args =}
@@ -295,11 +302,36 @@ local function print_summary(name, out, points)
   end
   print(string.format("\nsweep %s: %d point%s, results in %s", name, #points, #points == 1 and "" or "s", out))
   dp.print_table(rows, { false, false, true, true, true, false })
+  -- plan points beyond the card, or fitting only with checkpointing: the setting that makes them fit
+  local advised = false
+  for _, p in ipairs(points) do
+    local r = p.result or {}
+    local a = r.status == "ok" and type(r.plan) == "table" and type(r.plan.checkpoint_advice) == "table"
+              and r.plan.checkpoint_advice or nil
+    if a then
+      if not advised then print("activation checkpointing (plan estimates):") end
+      advised = true
+      print(string.format("  %s: %s; %s", p.name, r.plan.fits and "fits only with checkpointing" or unfit(r),
+                          require("dpprof.fit").advice_text(a)))
+    end
+  end
   if fixed then print("* " .. results.FIXED_BATCH_CAVEAT) end
 end
 
+-- The experiment; a plan point that does not fit its card, or fits only with checkpointing, also
+-- gets plan.checkpoint_advice: which setting makes it fit, at what step time (dpprof.fit).
 local function default_run(cfg)
-  return require("dpprof.experiment").run(cfg)
+  local r = require("dpprof.experiment").run(cfg)
+  if r.status == "ok" and r.predicted then
+    local ok, advice = pcall(require("dpprof.fit").checkpoint_advice, cfg, r)
+    if ok and advice then
+      r.plan.checkpoint_advice = advice
+    elseif not ok then
+      io.stderr:write(string.format("dpprof.sweep: point %s: no checkpointing advice: %s\n", tostring(cfg.name),
+                                    dp.error_text(advice)))
+    end
+  end
+  return r
 end
 
 -- Runs fn(cfg, vary) in this process (isolate=false): a raised error becomes status "error".
@@ -436,6 +468,12 @@ local function passed_over(out, name)
   return { out = out, name = name, points = {}, counts = {}, passed_over = true }
 end
 
+-- A configuration that cannot run, refused before anything is made: an error object whose message
+-- is the text and whose exit_status (2) is what `dpprof run` exits with.
+local function refuse(message)
+  error(setmetatable({ message = message, exit_status = 2 }, { __tostring = function(e) return e.message end }), 0)
+end
+
 function sweep.run(opts)
   if type(opts) ~= "table" then error("dpprof.sweep: expects a table of options", 2) end
   for k in pairs(opts) do
@@ -449,6 +487,11 @@ function sweep.run(opts)
   local vary = opts.vary or {}
   local run = opts.run or default_run
   if type(run) ~= "function" then error("dpprof.sweep: run must be a function(cfg, vary)", 2) end
+  local comb = opts.combined
+  if comb ~= nil and type(comb) ~= "boolean" and not (type(comb) == "string" and comb:match("^[^/]+%.json$")) then
+    error(string.format("dpprof.sweep: combined must be true, false or a file name ending in .json (no '/'), got %s",
+                        type(comb) == "string" and "\"" .. comb .. "\"" or type(comb)), 2)
+  end
   local timeout = opts.timeout or 0
   if type(timeout) ~= "number" or timeout < 0 then error("dpprof.sweep: timeout must be seconds >= 0 (0: none)", 2) end
   local out = opts.out or ("results/run_" .. os.date("%Y%m%d_%H%M%S"))
@@ -501,7 +544,7 @@ function sweep.run(opts)
     local resolved
     if experiment then
       local cok, cerr = pcall(experiment.config, p.config)
-      if not cok then error(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr)), 2) end
+      if not cok then refuse(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr))) end
       resolved = cerr
     end
     p.resolved = resolved_config(p, resolved)
@@ -707,6 +750,14 @@ function sweep.run(opts)
   for _, p in ipairs(points) do
     p.status = p.result.status
     counts[p.status] = (counts[p.status] or 0) + 1
+  end
+  -- combined = true (or a file name): one more file holding every point's result, beside theirs
+  if opts.combined then
+    local all = {}
+    for _, p in ipairs(points) do all[p.name] = p.result end
+    local file = out .. "/" .. (type(opts.combined) == "string" and opts.combined or sweep.COMBINED_FILE)
+    local wok, werr = write_result(file, all)
+    if not wok then say("dpprof.sweep: the combined results file was not written: " .. werr) end
   end
   if not opts.quiet then print_summary(name, out, points) end
   return { out = out, name = name, points = points, counts = counts }

@@ -259,9 +259,21 @@ check.truthy(text:find("timed out after", 1, true), "the sweep's table names the
 os.execute("rm -rf " .. out .. "-t")
 -- A configuration no point could run with is refused before any runs.
 code, text = sh(string.format("%q run %q heads=3 out=%q", exe, experiments .. "default.lua", out .. "-h3"))
-check.eq(code, 1, "heads=3: exit 1: " .. text)
+check.eq(code, 2, "heads=3: a refused configuration exits 2: " .. text)
 check.truthy(text:find("must divide", 1, true) and text:find("point method=", 1, true), "names the point: " .. text)
 check.eq(dp.list_dir(out .. "-h3"), nil, "heads=3: nothing ran")
+-- A device or method that does not exist is refused the same way, before the default out
+-- (results/run_<time>/, under the working directory) is made: exit 2, naming the valid values.
+local cwd = out .. "-cwd"
+assert(dp.mkdir_p(cwd))
+for _, case in ipairs({ { "device=gpu", "unknown device 'gpu' (valid: cpu, cuda, plan, auto)" },
+                        { "methods=flash", "unknown method 'flash' (valid: vanilla" } }) do
+  code, text = sh(string.format("cd %q && %q run %q %s", cwd, exe, experiments .. "default.lua", case[1]))
+  check.eq(code, 2, case[1] .. ": exit 2: " .. text)
+  check.truthy(text:find(case[2], 1, true), case[1] .. ": names the key and its valid values: " .. text)
+  check.eq(dp.list_dir(cwd .. "/results"), nil, case[1] .. ": no results folder made")
+end
+os.execute("rm -rf " .. cwd)
 
 -- compare: a file that is not JSON is named without dpprof's own line.
 local notjson = out .. ".csv"

@@ -327,6 +327,13 @@ local planned = dp.experiment(config{ method = "flash_clip", device = "plan", de
                                       dp = { max_physical_batch_size = 2, flash_impl = "strips" } })
 check.eq(planned.status, "ok", "plan run: " .. tostring(planned.message))
 assert_valid(planned, "plan result")
+-- a plan run beyond its card, with the checkpointing advice a sweep point gets (dpprof.fit)
+local advised_cfg = config{ method = "vanilla", device = "plan",
+                            device_model = { base = "h100", name = "tiny", memory_bytes = 1 << 20, context_bytes = 0 } }
+local advised = dp.experiment(advised_cfg)
+advised.plan.checkpoint_advice = require("dpprof.fit").checkpoint_advice(advised_cfg, advised)
+check.eq(advised.plan.checkpoint_advice and advised.plan.checkpoint_advice.fits, false, "1 MiB: not even every block fits")
+assert_valid(advised, "plan result with checkpointing advice")
 local sweep_out = os.tmpname()
 os.remove(sweep_out)
 local swept = dp.sweep{ base = config{ device = "plan", iters = 1, warmup = 0 }, vary = { method = { "bk" } },
@@ -380,7 +387,8 @@ do -- the invariants of these fields
   broken(repeated, function(b) b.repeats.avg_ms = nil end, "repeats.avg_ms: missing")
 end
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
-                    placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated }
+                    placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
+                    advised = advised }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -450,7 +458,7 @@ for _, f in ipairs(schema.fields) do
   if f.type ~= "any" then
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
-                            "repeated" }) do
+                            "repeated", "advised" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then

@@ -209,4 +209,31 @@ do
 end
 
 os.execute("rm -rf " .. root)
+-- combined = true: one more file, memory_profile_results.json, every point's result under its name,
+-- the same as the point's own file (issue 27: the name users of the earlier tooling look for).
+do
+  local out = root .. "/combined"
+  local s = dp.sweep{ vary = { method = { 1, 2, 3 } }, out = out, run = value_run, quiet = true, combined = true }
+  check.eq(s.counts.ok, 3, "three points")
+  local all = dp.results.read(out .. "/memory_profile_results.json")
+  local n = 0
+  for name, r in pairs(all) do
+    n = n + 1
+    local own = dp.results.read(out .. "/" .. name .. ".json")
+    check.eq(r.x, own.x, name .. ": its value")
+    check.eq(r.status, "ok", name .. ": its status")
+    check.eq(r.sweep.config_hash, own.sweep.config_hash, name .. ": the same result")
+  end
+  check.eq(n, 3, "every point in the combined file")
+  check.truthy(all["method=2"] and all["method=2"].x == 2, "keyed by point name")
+  -- without it, no such file; a name of one's own; a bad one refused before anything runs
+  local plain = root .. "/not_combined"
+  dp.sweep{ vary = { method = { 1 } }, out = plain, run = value_run, quiet = true }
+  check.eq(dp.read_file(plain .. "/memory_profile_results.json"), nil, "off by default")
+  dp.sweep{ vary = { method = { 1 } }, out = plain, run = value_run, quiet = true, combined = "all.json" }
+  check.truthy(dp.results.read(plain .. "/all.json")["method=1"], "combined = \"all.json\"")
+  check.raises(function() dp.sweep{ vary = { method = { 1 } }, out = plain, run = value_run, quiet = true,
+                                    combined = "../x.json" } end, "combined must be true, false or a file name")
+end
+
 print("test_sweep_files: ok")

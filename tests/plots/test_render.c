@@ -233,7 +233,107 @@ static void test_coinciding(void) {
     }
 }
 
+/* Issue 27, defects 1 and 2: a plan sweep over five variables (4 methods x seq_len x batch x
+ * max_physical_batch_size x lora_rank, 216 points) had heatmaps with nothing but the colour bar,
+ * and said nothing; its points beyond the card looked like the others. The heatmaps must draw
+ * cells (ink left of the colour bar), say which values they fixed, and hatch the points that do
+ * not fit. */
+static void test_plan_many_facets(void) {
+    const char *dir = DPPLOT_TEST_OUT "/plan_many_facets", *out = DPPLOT_TEST_OUT "/render_plan_many_facets";
+    static const char *const methods[4] = {"vanilla", "ghost", "bk", "flash_clip"};
+    static const char *const keys[4] = {"seq_len", "batch", "max_physical_batch_size", "lora_rank"};
+    static const double seqs[3] = {128, 256, 512}, batches[3] = {8, 16, 32}, phys[3] = {1, 2, 4}, ranks[2] = {8, 16};
+    const double GIB = 1073741824.0, card = 24 * GIB;
+    int written = tu_fresh_dir(dir) == 0;
+    for (int m = 0; m < 4; m++)
+        for (int s = 0; s < 3; s++)
+            for (int b = 0; b < 3; b++)
+                for (int p = 0; p < 3; p++)
+                    for (int r = 0; r < 2; r++) {
+                        double v[4] = {seqs[s], batches[b], phys[p], ranks[r]};
+                        double peak = 16 * GIB + seqs[s] * batches[b] * 262144.0 * (ranks[r] / 8) * (m + 1) / phys[p];
+                        written &= tu_write_plan_point(dir, methods[m], keys, v, 4, peak, m == 2 ? 0 : GIB, GIB,
+                                                       10 + seqs[s] * batches[b] / 100.0, card) == 0;
+                    }
+    if (!tu_check(written, "plan_many_facets: fixture written")) return;
+    dpplot_strlist said = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.warn = collect, opt.warn_user = &said;
+    char err[512];
+    int rc = dpplot_render_dir(dir, out, &opt, err, sizeof err);
+    tu_check(rc == 0, "render plan_many_facets: rc %d: %s", rc, err);
+    const char *charts[2] = {"memory_heatmap.png", "heatmap_time.png"};
+    for (int i = 0; i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", out, charts[i]);
+        tu_image *img = tu_image_load(path);
+        if (!tu_check(img != NULL, "%s written", charts[i])) continue;
+        /* the panels' area (left of the colour bar) is mostly cells, not white */
+        double ink = tu_image_ink(img, 0.02, 0.12, 0.82, 0.95);
+        tu_check(ink > 0.25, "%s draws cells: %.3f of its panel area inked", charts[i], ink);
+        if (i == 0) {
+            size_t red = tu_image_count_color(img, dpplot_rgb_hex(0xD0103A), 40);
+            tu_check(red > 2000, "%s hatches the points beyond the card (%zu red pixels)", charts[i], red);
+        }
+        tu_image_free(img);
+        int noted = 0;
+        for (size_t k = 0; k < said.n; k++)
+            noted |= strstr(said.items[k], charts[i]) && strstr(said.items[k], "drawn at ");
+        tu_check(noted, "%s: a note says which values it was drawn at", charts[i]);
+    }
+    /* the card as a red dashed line on the memory axes of the plan run's charts */
+    const char *memory_axes[2] = {"performance_tradeoff.png", "sweep_grid_peak.png"};
+    for (int i = 0; i < 2; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", out, memory_axes[i]);
+        tu_image *img = tu_image_load(path);
+        if (!tu_check(img != NULL, "%s written", memory_axes[i])) continue;
+        size_t red = tu_image_count_color(img, dpplot_rgb_hex(0xD0103A), 40);
+        tu_check(red > 300, "%s draws the card's memory (%zu red pixels)", memory_axes[i], red);
+        tu_image_free(img);
+    }
+    /* on a canvas too small for even one panel: no file, and a line saying why */
+    dpplot_strlist small = {0};
+    opt.warn_user = &small, opt.width = 360, opt.height = 220;
+    const char *tiny = DPPLOT_TEST_OUT "/render_plan_many_facets_tiny";
+    (void)dpplot_render_dir(dir, tiny, &opt, err, sizeof err);
+    char tiny_path[1024];
+    snprintf(tiny_path, sizeof tiny_path, "%s/memory_heatmap.png", tiny);
+    tu_check(tu_read_file(tiny_path) == NULL, "no empty heatmap written on a tiny canvas");
+    int said_why = 0;
+    for (size_t k = 0; k < small.n; k++)
+        said_why |= strstr(small.items[k], "memory_heatmap.png: skipped, its") && strstr(small.items[k], "do not fit");
+    tu_check(said_why, "a line says why the heatmap was skipped");
+    dpplot_strlist_release(&small);
+    dpplot_strlist_release(&said);
+}
+
+/* Issue 27, defect 6: flash_clip 8 KiB above vanilla's 16 GiB peak drew a full-height bar in the
+ * "extra over vanilla" panel (its axis rescaled to 8 KiB). The axis keeps the difference in
+ * proportion (a sliver, not a bar), and the panel says it is negligible. */
+static void test_negligible_extra(void) {
+    const char *dir = DPPLOT_TEST_OUT "/negligible_extra", *out = DPPLOT_TEST_OUT "/render_negligible_extra";
+    const double GIB = 1073741824.0;
+    int ok = tu_fresh_dir(dir) == 0;
+    ok &= tu_write_plan_point(dir, "vanilla", NULL, NULL, 0, 16 * GIB, GIB, GIB, 100, 80 * GIB) == 0;
+    ok &= tu_write_plan_point(dir, "flash_clip", NULL, NULL, 0, 16 * GIB + 8192, GIB, GIB, 110, 80 * GIB) == 0;
+    if (!tu_check(ok, "negligible_extra: fixture written")) return;
+    char err[512], path[1024];
+    tu_check(dpplot_render_dir(dir, out, NULL, err, sizeof err) == 0, "render negligible_extra: %s", err);
+    snprintf(path, sizeof path, "%s/memory_breakdown_comparison.png", out);
+    tu_image *img = tu_image_load(path);
+    if (!tu_check(img != NULL, "breakdown written")) return;
+    /* the parameters' colour in the right panel (x > 0.58): the +8 KiB bar */
+    size_t bar = tu_image_count_color_in(img, dpplot_component_color(DPPLOT_COMP_PARAMETERS), 6, 0.58, 0.15, 1, 0.97);
+    tu_check(bar < 400, "the +8 KiB bar is a sliver beside 16 GiB, not a full bar (%zu pixels)", bar);
+    size_t left = tu_image_count_color_in(img, dpplot_component_color(DPPLOT_COMP_PARAMETERS), 6, 0, 0.15, 0.55, 0.97);
+    tu_check(left > 20000, "the peaks themselves are drawn (%zu pixels)", left);
+    tu_image_free(img);
+}
+
 int main(void) {
+    test_negligible_extra();
+    test_plan_many_facets();
     test_single();
     test_single_profiles();
     test_sweep_3d();

@@ -172,7 +172,138 @@ static void check_dir(const char *fixture, int expect_rc) {
     free(tex);
 }
 
+/* The lines of text (a copy, cut at newlines); n set. Caller frees lines[0] and lines. */
+static char **split_lines(const char *text, size_t *n) {
+    char *copy = strdup(text ? text : "");
+    size_t cap = 16;
+    char **lines = malloc(cap * sizeof *lines);
+    *n = 0;
+    for (char *save = NULL, *l = strtok_r(copy, "\n", &save); l && lines; l = strtok_r(NULL, "\n", &save)) {
+        if (*n == cap) lines = realloc(lines, (cap *= 2) * sizeof *lines);
+        if (lines) lines[(*n)++] = l;
+    }
+    if (!lines || *n == 0) free(copy);
+    return lines;
+}
+
+/* Issue 27, defects 2, 3 and 5 and the summary.txt/.tex items: plan runs, one beyond the card.
+ * Every report carries the fit (yes/no, as plan.fits), the reserved peak as the plan defines it
+ * (plan.predicted_reserved_bytes, not the allocated peak), and marks the step times as
+ * estimates naming the device model; summary.txt's columns line up with long point names, its
+ * totals come after the components, and a 0 MB gradients beside others' says why;
+ * summary.tex has the swept variables in columns of their own and a component table. */
+static void test_plan_reports(void) {
+    const char *dir = DPPLOT_TEST_OUT "/plan_reports", *out = DPPLOT_TEST_OUT "/summary_plan_reports";
+    static const char *const keys[2] = {"max_physical_batch_size", "seq_len"};
+    const double GIB = 1073741824.0, card = 24 * GIB;
+    int ok = tu_fresh_dir(dir) == 0;
+    /* vanilla keeps 1 GiB of gradients at its peak; flash_clip none at its peak (they peak at 2 GiB after) */
+    for (int s = 0; s < 2; s++) {
+        double v[2] = {1, s ? 4096 : 1024};
+        ok &= tu_write_plan_point(dir, "vanilla", keys, v, 2, (16 + 2 * s) * GIB, GIB, GIB, 100 + s, card) == 0;
+        ok &= tu_write_plan_point(dir, "flash_clip", keys, v, 2, (16 + 8 * s) * GIB, 0, 2 * GIB, 120 + s, card) == 0;
+    }
+    if (!tu_check(ok, "plan_reports: fixture written")) return;
+    char err[512], path[1200];
+    tu_check(dpplot_render_dir(dir, out, NULL, err, sizeof err) == 0, "plan_reports: render: %s", err);
+
+    /* summary.csv: fits and the reserved peak of each row, from the fixture file it names */
+    snprintf(path, sizeof path, "%s/summary.csv", out);
+    char *csv = tu_read_file(path);
+    size_t nl = 0;
+    char **lines = split_lines(csv, &nl);
+    tu_check(nl == 5, "plan_reports: summary.csv has a header and 4 rows (%zu lines)", nl);
+    char *header[64], *cell[64];
+    int nh = nl ? csv_cells(lines[0], header, 64) : 0, c_fits = -1, c_res = -1, c_est = -1, c_seq = -1;
+    for (int k = 0; k < nh; k++) {
+        if (!strcmp(header[k], "fits")) c_fits = k;
+        if (!strcmp(header[k], "reserved_peak_mb")) c_res = k;
+        if (!strcmp(header[k], "time_estimated_for")) c_est = k;
+        if (!strcmp(header[k], "seq_len")) c_seq = k;
+    }
+    tu_check(c_fits >= 0 && c_res >= 0 && c_est >= 0 && c_seq >= 0, "summary.csv has fits, reserved_peak_mb, "
+                                                                    "time_estimated_for and seq_len columns");
+    int unfit_rows = 0;
+    for (size_t i = 1; i < nl && c_fits >= 0 && c_res >= 0 && c_est >= 0; i++) {
+        if (csv_cells(lines[i], cell, 64) != nh) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, cell[0]);
+        char *text = tu_read_file(path);
+        cJSON *doc = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        const cJSON *fits = at(doc, "plan", "fits", NULL), *res = at(doc, "plan", "predicted_reserved_bytes", NULL);
+        char want[64];
+        fmt2(want, sizeof want, cJSON_IsNumber(res) ? res->valuedouble / MIB : NAN);
+        tu_check(!strcmp(cell[c_fits], cJSON_IsTrue(fits) ? "yes" : "no"), "%s: fits '%s'", cell[0], cell[c_fits]);
+        tu_check(!strcmp(cell[c_res], want), "%s: reserved_peak_mb '%s', plan.predicted_reserved_bytes gives '%s'",
+                 cell[0], cell[c_res], want);
+        tu_check(!strcmp(cell[c_est], "tiny"), "%s: time estimated for '%s'", cell[0], cell[c_est]);
+        unfit_rows += !cJSON_IsTrue(fits);
+        cJSON_Delete(doc);
+    }
+    tu_check(unfit_rows == 1, "plan_reports: one point does not fit (%d)", unfit_rows);
+    if (lines) free(lines[0]);
+    free(lines), free(csv);
+
+    /* summary.md: the fit column and the estimate named */
+    snprintf(path, sizeof path, "%s/summary.md", out);
+    char *md = tu_read_file(path);
+    tu_check(md && strstr(md, "| Fits |") &&
+                 strstr(md, "| flash_clip max_physical_batch_size=1 seq_len=4096 | ok | no |"),
+             "summary.md has a Fits column, 'no' for the point beyond the card");
+    tu_check(md && strstr(md, " * |") && strstr(md, "roofline estimate") && strstr(md, "tiny model (a test card)"),
+             "summary.md marks its times as estimates for the tiny model");
+    free(md);
+
+    /* summary.tex: swept variables in columns, the fit, the estimate, a component table */
+    snprintf(path, sizeof path, "%s/summary.tex", out);
+    char *tex = tu_read_file(path);
+    tu_check(tex && strstr(tex, "Method & max\\_physical\\_batch\\_size & seq\\_len & Peak memory (MiB)") &&
+                 strstr(tex, "flash\\_clip & 1 & 4096 & 24576.00 & 24883.20"),
+             "summary.tex: the swept variables in columns of their own");
+    tu_check(tex && strstr(tex, "& Fits") && strstr(tex, "& ok & no \\\\"), "summary.tex has the fit");
+    tu_check(tex && strstr(tex, "$^{*}$") && strstr(tex, "tiny model (a test card)"),
+             "summary.tex marks its times as estimated, naming the model");
+    const char *second = tex ? strstr(tex, "\\begin{tabular}") : NULL;
+    second = second ? strstr(second + 1, "\\begin{tabular}") : NULL;
+    tu_check(second && strstr(second, "Gradients") && strstr(second, "vanilla & 1 & 1024 & 15360.00 & 1024.00"),
+             "summary.tex has a component table (what was live at the peak)");
+    free(tex);
+
+    /* summary.txt: aligned columns, the fit, the totals last, the note on gradients */
+    snprintf(path, sizeof path, "%s/summary.txt", out);
+    char *txt = tu_read_file(path);
+    lines = split_lines(txt, &nl);
+    int rows = 0, aligned = 1;
+    size_t peak_end = 0;
+    for (size_t i = 0; i < nl; i++) {
+        const char *h = strstr(lines[i], "Peak Memory (MB)");
+        if (h && !peak_end) {
+            peak_end = (size_t)(h - lines[i]) + strlen("Peak Memory (MB)");
+            continue;
+        }
+        if (peak_end && strstr(lines[i], " seq_len=") && strlen(lines[i]) > peak_end && strstr(lines[i], " *")) {
+            rows++;
+            aligned &= lines[i][peak_end - 1] >= '0' && lines[i][peak_end - 1] <= '9' && lines[i][peak_end] == ' ';
+            const char *end = lines[i] + strlen(lines[i]) - 3;
+            aligned &= !strcmp(end, "yes") || !strcmp(end, " no");
+        }
+    }
+    tu_check(rows == 4 && aligned, "summary.txt: 4 rows, the peak column ends where its header does (%d rows)", rows);
+    const char *block = txt ? strstr(txt, "\nflash_clip max_physical_batch_size=1 seq_len=1024:") : NULL;
+    const char *temp = block ? strstr(block, "Temp Matrices") : NULL,
+               *total = block ? strstr(block, "Total Allocated") : NULL;
+    tu_check(temp && total && total > temp, "summary.txt: Total Allocated after the components");
+    tu_check(block && strstr(block, "note: Gradients 0 MB") && strstr(block, "own peak: 2048.00 MB"),
+             "summary.txt says why flash_clip's gradients are 0 MB at its peak");
+    tu_check(txt && strstr(txt, "roofline estimate") && strstr(txt, "tiny model (a test card)") &&
+                 strstr(txt, "Fits: "),
+             "summary.txt names the estimate and the fit");
+    if (lines) free(lines[0]);
+    free(lines), free(txt);
+}
+
 int main(void) {
+    test_plan_reports();
     check_dir("single", 0);
     check_dir("sweep_seq", 0);
     check_dir("sweep_2d", 0);

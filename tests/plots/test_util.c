@@ -88,10 +88,14 @@ double tu_image_ink(const tu_image *img, double x0, double y0, double x1, double
 }
 
 size_t tu_image_count_color(const tu_image *img, dpplot_rgb c, int tol) {
+    return tu_image_count_color_in(img, c, tol, 0, 0, 1, 1);
+}
+
+size_t tu_image_count_color_in(const tu_image *img, dpplot_rgb c, int tol, double x0, double y0, double x1, double y1) {
     int cr = (int)lround(c.r * 255), cg = (int)lround(c.g * 255), cb = (int)lround(c.b * 255);
     size_t n = 0;
-    for (int y = 0; y < img->h; y++)
-        for (int x = 0; x < img->w; x++) {
+    for (int y = (int)(y0 * img->h); y < (int)(y1 * img->h); y++)
+        for (int x = (int)(x0 * img->w); x < (int)(x1 * img->w); x++) {
             int r, g, b;
             pixel(img, x, y, &r, &g, &b);
             if (abs(r - cr) <= tol && abs(g - cg) <= tol && abs(b - cb) <= tol) n++;
@@ -170,4 +174,44 @@ void tu_check_golden(const char *actual, const char *golden) {
     }
     free(a);
     free(g);
+}
+
+int tu_fresh_dir(const char *dir) {
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int tu_write_plan_point(const char *dir, const char *method, const char *const *keys, const double *values, size_t nk,
+                        double peak, double grad_live, double grad_peak, double ms, double card) {
+    char name[512], vary[512], path[1200];
+    int n = snprintf(name, sizeof name, "method=%s", method);
+    int v = snprintf(vary, sizeof vary, "\"method\": \"%s\"", method);
+    for (size_t k = 0; k < nk; k++) {
+        n += snprintf(name + n, sizeof name - (size_t)n, ",%s=%g", keys[k], values[k]);
+        v += snprintf(vary + v, sizeof vary - (size_t)v, ", \"%s\": %g", keys[k], values[k]);
+    }
+    snprintf(path, sizeof path, "%s/%s.json", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    double context = 512.0 * 1048576.0, budget = card - context, reserved = peak + floor(peak * 0.0125 + 0.5);
+    double params = peak - grad_live;
+    fprintf(f,
+            "{\"schema_version\": 1, \"experiment\": \"%s\", \"status\": \"ok\", \"method\": \"%s\",\n"
+            " \"predicted\": true,\n"
+            " \"memory\": {\"peak_bytes\": %.0f, \"warmup_peak_bytes\": %.0f, \"reserved_peak_bytes\": %.0f,"
+            " \"end_bytes\": %.0f,\n"
+            "  \"categories\": {\"parameters\": {\"current_bytes\": %.0f, \"peak_bytes\": %.0f,"
+            " \"live_at_peak_bytes\": %.0f},\n"
+            "   \"gradients\": {\"current_bytes\": 0, \"peak_bytes\": %.0f, \"live_at_peak_bytes\": %.0f}}},\n"
+            " \"timing\": {\"avg_ms\": %.3f, \"median_ms\": %.3f, \"min_ms\": %.3f, \"max_ms\": %.3f,"
+            " \"iter_ms\": [%.3f]},\n"
+            " \"environment\": {\"device\": \"plan\", \"device_name\": \"plan: tiny model (a test card)\"},\n"
+            " \"plan\": {\"device_model\": \"tiny\", \"memory_bytes\": %.0f, \"context_bytes\": %.0f,"
+            " \"peak_bytes\": %.0f, \"budget_bytes\": %.0f, \"predicted_reserved_bytes\": %.0f,"
+            " \"headroom_bytes\": %.0f, \"fits\": %s, \"reserve_overhead\": 0.0125, \"workspace\": true},\n"
+            " \"sweep\": {\"name\": \"plan_sweep\", \"vary\": {%s}}}\n",
+            name, method, peak, peak, peak, params, params, params, params, grad_peak, grad_live, ms, ms, ms, ms, ms,
+            card, context, peak, budget, reserved, budget - reserved, reserved <= budget ? "true" : "false", vary);
+    return fclose(f) == 0 ? 0 : -1;
 }
