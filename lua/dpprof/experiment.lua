@@ -184,7 +184,9 @@ local function check_model_and_dp(c)
 end
 
 -- Checks cfg's keys and fills in defaults; returns the normalised copy. Raises on a bad key or value.
-function experiment.config(cfg)
+-- `recorded`: cfg is a result's record, checked for what any build would refuse (a result made with
+-- CUDA elsewhere is valid on a CPU-only build, which cannot run it).
+function experiment.config(cfg, recorded)
   check_keys(cfg, TOP_KEYS, "dpprof.experiment")
   local c = with_defaults(cfg, experiment.DEFAULTS)
   c.model = copy(cfg.model or {})
@@ -195,7 +197,7 @@ function experiment.config(cfg)
     error(string.format("dpprof.experiment: unknown device '%s' (valid: %s)", tostring(c.device),
                         table.concat(experiment.DEVICES, ", ")), 3)
   end
-  if c.device == "cuda" and not dp.cuda_compiled then
+  if c.device == "cuda" and not dp.cuda_compiled and not recorded then
     error("dpprof.experiment: device 'cuda': this dpprof was built without the CUDA backend (valid here: cpu, plan, "
           .. "auto)", 3)
   end
@@ -308,7 +310,7 @@ function experiment.check_recorded(rc)
   end
   if c.device ~= "plan" then c.device_model = nil end -- recorded for plan runs only
   if c.method == "vanilla" and c.dp == nil then c.dp = {} end
-  return experiment.config(c)
+  return experiment.config(c, true)
 end
 
 ---------------------------------------------------------------------------------------------
