@@ -1,0 +1,162 @@
+/* peft_targets.c: adapter_config.json's target_modules, matched as PEFT matches it (see
+ * peft_targets.h). */
+#include "peft_targets.h"
+
+#include "error.h"
+
+#include <regex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The linears of a block, by the end of their module name, and their DP_LORA_* bits. */
+typedef struct linear_name {
+    const char *suffix; /* after "model.layers.<i>." or "transformer.h.<i>." */
+    const char *peft;   /* the name in messages */
+    unsigned bits;
+} linear_name;
+
+static const linear_name gpt_linears[] = {{"attn.c_attn", "c_attn", DP_LORA_QKV},
+                                          {"attn.c_proj", "attn.c_proj", DP_LORA_PROJ},
+                                          {"mlp.c_fc", "c_fc", DP_LORA_FC},
+                                          {"mlp.c_proj", "mlp.c_proj", DP_LORA_DOWN}};
+static const linear_name llama_linears[] = {
+    {"self_attn.q_proj", "q_proj", DP_LORA_Q}, {"self_attn.k_proj", "k_proj", DP_LORA_K},
+    {"self_attn.v_proj", "v_proj", DP_LORA_V}, {"self_attn.o_proj", "o_proj", DP_LORA_O},
+    {"mlp.gate_proj", "gate_proj", DP_LORA_GATE}, {"mlp.up_proj", "up_proj", DP_LORA_UP},
+    {"mlp.down_proj", "down_proj", DP_LORA_DOWN}};
+/* The base model's other weight-holding modules: a selection taking one of them is refused. */
+static const char *const gpt_others[] = {"transformer.wte", "transformer.wpe", "lm_head"};
+static const char *const llama_others[] = {"model.embed_tokens", "lm_head"};
+
+static const linear_name *linears(dp_arch arch, size_t *n) {
+    *n = arch == DP_ARCH_GPT ? sizeof gpt_linears / sizeof *gpt_linears : sizeof llama_linears / sizeof *llama_linears;
+    return arch == DP_ARCH_GPT ? gpt_linears : llama_linears;
+}
+
+void dp_peft_targets_text(dp_arch arch, unsigned bits, char *out, size_t n) {
+    size_t count, at = 0;
+    const linear_name *ln = linears(arch, &count);
+    if (n) out[0] = 0;
+    for (size_t i = 0; i < count && at < n; i++)
+        if ((bits & ln[i].bits) == ln[i].bits)
+            at += (size_t)snprintf(out + at, n - at, "%s%s", at ? ", " : "", ln[i].peft);
+    if (n && !out[0]) snprintf(out, n, "none");
+}
+
+/* How one module name is matched: by a list's names, or by a compiled regex. */
+typedef struct matcher {
+    const cJSON *list;
+    regex_t re;
+    int have_re;
+    unsigned char *hit; /* per list entry: matched some module */
+} matcher;
+
+static int matches(matcher *mt, const char *module) {
+    if (mt->have_re) return regexec(&mt->re, module, 0, NULL, 0) == 0;
+    int any = 0, i = 0;
+    size_t ml = strlen(module);
+    for (const cJSON *e = mt->list->child; e; e = e->next, i++) {
+        const char *name = e->valuestring;
+        size_t nl = strlen(name);
+        if (strcmp(module, name) == 0 || (ml > nl && module[ml - nl - 1] == '.' && strcmp(module + ml - nl, name) == 0)) {
+            mt->hit[i] = 1;
+            any = 1;
+        }
+    }
+    return any;
+}
+
+/* Matches every module of the model; the bits of block 0, checked equal in every block. */
+static int match_model(const char *path, matcher *mt, dp_arch arch, int64_t layers, unsigned *bits) {
+    size_t count;
+    const linear_name *ln = linears(arch, &count);
+    const char *block = arch == DP_ARCH_GPT ? "transformer.h" : "model.layers";
+    char module[160];
+    unsigned first = 0;
+    for (int64_t l = 0; l < layers; l++) {
+        unsigned here = 0;
+        for (size_t i = 0; i < count; i++) {
+            snprintf(module, sizeof module, "%s.%lld.%s", block, (long long)l, ln[i].suffix);
+            if (matches(mt, module)) here |= ln[i].bits;
+        }
+        if (l == 0) first = here;
+        if (here != first) {
+            char a[160], b[160];
+            dp_peft_targets_text(arch, first, a, sizeof a);
+            dp_peft_targets_text(arch, here, b, sizeof b);
+            return dp_error_set(DP_ENOTSUP,
+                                "%s: 'target_modules' selects %s in block 0 but %s in block %lld: dpprof adapts the "
+                                "same linears in every block",
+                                path, a, b, (long long)l);
+        }
+    }
+    size_t n_others = arch == DP_ARCH_GPT ? 3 : 2;
+    for (size_t i = 0; i < n_others; i++) {
+        const char *other = arch == DP_ARCH_GPT ? gpt_others[i] : llama_others[i];
+        if (matches(mt, other))
+            return dp_error_set(DP_ENOTSUP,
+                                "%s: 'target_modules' selects '%s', which dpprof cannot adapt (LoRA on the blocks' "
+                                "linears only)",
+                                path, other);
+    }
+    *bits = first;
+    return DP_OK;
+}
+
+int dp_peft_targets(const char *path, const cJSON *v, dp_arch arch, int64_t layers, unsigned *bits) {
+    *bits = 0;
+    if (!v || cJSON_IsNull(v)) { /* PEFT's TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING */
+        *bits = arch == DP_ARCH_GPT ? DP_LORA_QKV : DP_LORA_Q | DP_LORA_V;
+        return DP_OK;
+    }
+    matcher mt = {0};
+    int rc = DP_OK;
+    if (cJSON_IsString(v)) {
+        if (strcmp(v->valuestring, "all-linear") == 0) {
+            *bits = DP_LORA_ALL;
+            return DP_OK;
+        }
+        size_t n = strlen(v->valuestring);
+        char *anchored = malloc(n + 5);
+        if (!anchored) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
+        snprintf(anchored, n + 5, "^(%s)$", v->valuestring); /* re.fullmatch */
+        int bad = regcomp(&mt.re, anchored, REG_EXTENDED | REG_NOSUB);
+        free(anchored);
+        if (bad)
+            return dp_error_set(DP_EINVAL,
+                                "%s: 'target_modules' \"%.200s\" is not a regular expression dpprof can match (POSIX "
+                                "extended syntax), nor a list of module names",
+                                path, v->valuestring);
+        mt.have_re = 1;
+    } else if (cJSON_IsArray(v)) {
+        int n = cJSON_GetArraySize(v), i = 0;
+        if (n == 0)
+            return dp_error_set(DP_EINVAL, "%s: 'target_modules' is an empty list: it must name the linears to adapt",
+                                path);
+        for (const cJSON *e = v->child; e; e = e->next, i++)
+            if (!cJSON_IsString(e) || !*e->valuestring)
+                return dp_error_set(DP_EINVAL, "%s: 'target_modules' entry %d is not a module name (a non-empty string)",
+                                    path, i + 1);
+        mt.list = v;
+        mt.hit = calloc((size_t)n, 1);
+        if (!mt.hit) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
+    } else {
+        return dp_error_set(DP_EINVAL,
+                            "%s: 'target_modules' must be a list of module names, a regular expression (a string) or "
+                            "null",
+                            path);
+    }
+    rc = match_model(path, &mt, arch, layers, bits);
+    int i = 0;
+    for (const cJSON *e = mt.list ? mt.list->child : NULL; e && rc == DP_OK; e = e->next, i++)
+        if (!mt.hit[i])
+            rc = dp_error_set(DP_EINVAL, "%s: 'target_modules' names '%.100s', which is no module of this %s model",
+                              path, e->valuestring, arch == DP_ARCH_GPT ? "gpt2" : "llama");
+    if (rc == DP_OK && !*bits)
+        rc = dp_error_set(DP_EINVAL, "%s: 'target_modules' selects no linear of this %s model", path,
+                          arch == DP_ARCH_GPT ? "gpt2" : "llama");
+    if (mt.have_re) regfree(&mt.re);
+    free(mt.hit);
+    return rc;
+}
