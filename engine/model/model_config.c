@@ -153,6 +153,11 @@ int dp_model_config_check(const dp_model_config *cfg) {
         return dp_error_set(DP_EINVAL,
                             "model: 'checkpoint' must be off (0), every block (1) or every N-th block (N >= 1), got %d",
                             cfg->checkpoint);
+    if (cfg->checkpoint > cfg->layers) /* past the last block: it says something the model cannot do */
+        return dp_error_set(DP_EINVAL,
+                            "model: 'checkpoint' %d is more than the model's %lld layers (valid: false, \"blocks\" or "
+                            "N in 1..%lld, every N-th block)",
+                            cfg->checkpoint, (long long)cfg->layers, (long long)cfg->layers);
     if (cfg->lora_rank < 0)
         return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
     if (cfg->lora_rank > 0) {
