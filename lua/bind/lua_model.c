@@ -344,10 +344,12 @@ void dpl_model_hold_batch(lua_State *L, int idx, int prepared) {
 static void check_fits(lua_State *L, dp_device *dev, uint64_t bytes, const char *fname, const char *what) {
     uint64_t limit = dp_mem_limit(dev->mem), total = dev->info.total_memory;
     uint64_t cap = limit && (!total || limit < total) ? limit : total;
-    if (cap && bytes > cap)
-        luaL_error(L, "%s: %s need %.3f GiB (%llu bytes) but the %s device has %.3f GiB (%llu bytes)", fname, what,
-                   (double)bytes / (double)(1ull << 30), (unsigned long long)bytes, dp_device_kind_name(dev->kind),
-                   (double)cap / (double)(1ull << 30), (unsigned long long)cap);
+    if (!cap || bytes <= cap) return;
+    char msg[512]; /* lua_pushfstring has no %.3f or %llu */
+    snprintf(msg, sizeof msg, "%s: %s need %.3f GiB (%llu bytes) but the %s device has %.3f GiB (%llu bytes)", fname,
+             what, (double)bytes / (double)(1ull << 30), (unsigned long long)bytes, dp_device_kind_name(dev->kind),
+             (double)cap / (double)(1ull << 30), (unsigned long long)cap);
+    luaL_error(L, "%s", msg);
 }
 
 /* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"} */
