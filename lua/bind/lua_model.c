@@ -154,7 +154,7 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config 
     dpl_check_keys(L, li, "dpprof.model: lora", keys);
     int64_t rank = required_int(L, li, "dpprof.model: lora", "rank");
     if (rank <= 0 || rank > 1 << 20)
-        luaL_error(L, "%s: 'lora.rank' must be a positive integer (got %d)", fname, (int)rank);
+        luaL_error(L, "%s: 'lora.rank' must be an integer in 1..%d (got %I)", fname, 1 << 20, (lua_Integer)rank);
     cfg->lora_rank = (int)rank;
     cfg->lora_alpha = (float)dpl_opt_num_field(L, li, fname, "alpha", (double)rank);
     cfg->lora_targets = 0;

@@ -309,7 +309,11 @@ bad({ arch = "llama", rope_scaling = { rope_type = "llama3", factor = 8 } },
     { "'rope_scaling.original_max_position_embeddings'" })
 bad({ arch = "llama", rope_scaling = { type = "linear" } }, { "unknown key 'type'", "valid: rope_type" })
 bad({ lora = { rank = 2, targets = { "qkv", "ffn" } } }, { "unknown lora target 'ffn'", "valid: qkv, proj, fc, down, or PEFT's q_proj" })
-bad({ lora = { rank = 0 } }, { "'lora.rank' must be a positive integer" })
+bad({ lora = { rank = 0 } }, { "'lora.rank' must be an integer in 1..1048576 (got 0)" })
+-- 2^31 is reported as itself (it read "got -2147483648", issue 26 item 11)
+bad({ lora = { rank = 1 << 31 } }, { "'lora.rank' must be an integer in 1..1048576 (got 2147483648)" })
+check.raises(function() dp.model.load("no-such-dir", { lora = { rank = 1 << 31 } }) end,
+             { "dpprof.model.load: 'lora.rank' must be an integer in 1..1048576 (got 2147483648)" })
 bad({ lora = { rank = 2, dropout = 0.1 } }, { "unknown key 'dropout'", "valid: rank, alpha, targets" })
 bad({ lora = { rank = 2, alpha = -1 } }, { "'lora.alpha' must be a positive number" })
 bad({ vocab = "many" }, { "'vocab' must be an integer" })
