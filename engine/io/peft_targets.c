@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define PEFT_REGEX_MAX 1024
+
 /* The linears of a block, by the end of their module name, and their DP_LORA_* bits. */
 typedef struct linear_name {
     const char *suffix; /* after "model.layers.<i>." or "transformer.h.<i>." */
@@ -118,6 +120,19 @@ int dp_peft_targets(const char *path, const cJSON *v, dp_arch arch, int64_t laye
             return DP_OK;
         }
         size_t n = strlen(v->valuestring);
+        /* glibc compiles a repetition count by copying the repeated part: nested counts
+         * ("((a{1,100}){1,100}){1,100}" and deeper) take gigabytes and minutes */
+        const char *brace = NULL;
+        for (const char *c = v->valuestring; *c && !brace; c++)
+            if (*c == '\\' && c[1])
+                c++;
+            else if (*c == '{')
+                brace = c;
+        if (n > PEFT_REGEX_MAX || brace)
+            return dp_error_set(DP_EINVAL,
+                                "%s: 'target_modules' regular expression %s: at most %d characters without {m,n} "
+                                "repetition counts (or give a list of module names)",
+                                path, brace ? "uses a {m,n} repetition count" : "is too long", PEFT_REGEX_MAX);
         char *anchored = malloc(n + 5);
         if (!anchored) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
         snprintf(anchored, n + 5, "^(%s)$", v->valuestring); /* re.fullmatch */

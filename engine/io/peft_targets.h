@@ -4,7 +4,8 @@
  *   - a list of names: a module matches a name it equals or ends with after a dot;
  *   - a string: "all-linear" (every linear but the LM head), else a regular expression the
  *     whole module name must match (POSIX extended syntax: PEFT's re.fullmatch, less Python's
- *     extensions);
+ *     extensions; at most 1024 characters and no {m,n} counts, which glibc compiles by copying:
+ *     nested ones take gigabytes);
  *   - null: PEFT's default for the model type (llama q_proj, v_proj; gpt2 c_attn).
  * dpprof adapts the same linears in every block: a selection that differs between blocks, that
  * takes a module dpprof cannot adapt (embeddings, the LM head) or that selects nothing is

@@ -211,6 +211,8 @@ static void test_adapter_keys(void) {
         {"7", "", DP_EINVAL, "'target_modules' must be a list of module names", NULL},
         {"\"q_proj\"", "", DP_EINVAL, "'target_modules' selects no linear", NULL}, /* a regex: the whole name */
         {"\"(q_proj\"", "", DP_EINVAL, "is not a regular expression", NULL},
+        /* nested counts compiled for 20 s into 4 GB before they were refused */
+        {"\"((((a{1,100}){1,100}){1,100}){1,100})\"", "", DP_EINVAL, "uses a {m,n} repetition count", NULL},
         {"[\"q_proj\", \"v_proj\"]", "", DP_EINVAL, "'target_modules' selects q_proj, v_proj but",
          "holds adapters on q_proj, k_proj, v_proj, o_proj, down_proj"},
         {"null", "", DP_EINVAL, "selects q_proj, v_proj but", NULL}, /* PEFT's llama default */
