@@ -36,6 +36,16 @@ static const linear_name *linears(dp_arch arch, size_t *n) {
     return arch == DP_ARCH_GPT ? gpt_linears : llama_linears;
 }
 
+unsigned dp_peft_target_of(dp_arch arch, const char *module) {
+    size_t count, ml = strlen(module);
+    const linear_name *ln = linears(arch, &count);
+    for (size_t i = 0; i < count; i++) {
+        size_t sl = strlen(ln[i].suffix);
+        if (ml > sl && module[ml - sl - 1] == '.' && strcmp(module + ml - sl, ln[i].suffix) == 0) return ln[i].bits;
+    }
+    return 0;
+}
+
 void dp_peft_targets_text(dp_arch arch, unsigned bits, char *out, size_t n) {
     size_t count, at = 0;
     const linear_name *ln = linears(arch, &count);

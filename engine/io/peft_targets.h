@@ -23,6 +23,10 @@
  * train), with a message naming path and the field. */
 int dp_peft_targets(const char *path, const cJSON *v, dp_arch arch, int64_t layers, unsigned *bits);
 
+/* The DP_LORA_* bits of the linear a module name ends in (".self_attn.q_proj", ".attn.c_attn"),
+ * 0 when it is none of arch's linears. */
+unsigned dp_peft_target_of(dp_arch arch, const char *module);
+
 /* Writes the linears of bits as PEFT names them ("q_proj, v_proj"; gpt's "c_attn, mlp.c_proj")
  * into out. */
 void dp_peft_targets_text(dp_arch arch, unsigned bits, char *out, size_t n);
