@@ -495,7 +495,10 @@ typedef struct header_check {
 static int check_header(void *vctx, const expected *e) {
     header_check *hc = vctx;
     int bf16_only = hc->dtype == DP_BF16 && (!e->trainable || !hc->master_weights);
-    hc->bytes += (uint64_t)e->shape[0] * (uint64_t)(e->ndim > 1 ? e->shape[1] : 1) * (bf16_only ? 2u : 4u);
+    /* saturating: config.json's sizes go up to 2^53 each, their products past 2^64 */
+    uint64_t rows = (uint64_t)e->shape[0], cols = (uint64_t)(e->ndim > 1 ? e->shape[1] : 1), size = bf16_only ? 2 : 4;
+    uint64_t bytes = rows && cols > UINT64_MAX / size / rows ? UINT64_MAX : rows * cols * size;
+    hc->bytes = bytes > UINT64_MAX - hc->bytes ? UINT64_MAX : hc->bytes + bytes;
     weight_files *w = e->lora ? hc->adapters : hc->base;
     if (!w || !w->n) return DP_OK; /* the plan device without weights */
     dp_st_file *f = NULL;

@@ -156,8 +156,25 @@ static void test_headers_first(void) {
     expect_error(dir, NULL, DP_EOOM, "the model's parameters need 0.000 GiB (125568 bytes", "cpu device has");
     dp_mem_get_stats(cpu->mem, &after);
     CHECK_EQ_U64(after.n_allocs, before.n_allocs);
-    dp_mem_set_limit(cpu->mem, 0);
     dp_model *m = NULL;
+    /* sizes whose product passes 2^64 (vocab 2^31 x hidden 2^40) saturate: refused, not wrapped */
+    llama_config_with(dir, "vocab_size", "2147483647");
+    llama_config_with(dir, "hidden_size", "1099511627776");
+    llama_config_with(dir, "head_dim", "8");
+    char weights[512];
+    path_in(weights, sizeof weights, dir, "model.safetensors");
+    CHECK(unlink(weights) == 0); /* config.json alone, on the plan device (its limit: 1 GiB) */
+    dp_device *plan = NULL;
+    CHECK_OK(dp_device_get(DP_DEV_PLAN, &plan));
+    dp_mem_set_limit(plan->mem, 1ull << 30);
+    m = NULL;
+    CHECK(dp_model_load(plan, dir, NULL, &m) == DP_EOOM && m == NULL);
+    CHECK(strstr(dp_error_message(), "(18446744073709551615 bytes, from config.json's sizes) but the plan device has "
+                                     "1.000 GiB") != NULL);
+    dp_mem_set_limit(plan->mem, 0);
+    copy_in(dir, "config.json", "llama/config.json");
+    copy_in(dir, "model.safetensors", "llama/model.safetensors");
+    dp_mem_set_limit(cpu->mem, 0);
     CHECK_OK(dp_model_load(cpu, dir, NULL, &m)); /* the same checkpoint, the limit lifted */
     dp_model_free(m);
 }
