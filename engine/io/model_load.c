@@ -236,28 +236,39 @@ static int adapter_unset(const char *path, const cJSON *root, const char *key, c
     return dp_error_set(DP_ENOTSUP, "%s: '%s' is not supported (%s); it must be null or empty", path, key, what);
 }
 
+static int by_value(const void *a, const void *b) {
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* layers_to_transform: null, a layer index or a list of them; dpprof adapts every block, so the
- * list must name them all. */
+ * list must name them all. Memory in the list's length (the file's), never in config.json's
+ * layers. */
 static int adapter_layers(const char *path, const cJSON *root, int64_t layers) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "layers_to_transform");
     if (!v || cJSON_IsNull(v)) return DP_OK;
     const cJSON *one = cJSON_IsNumber(v) ? v : NULL;
     if (!one && !cJSON_IsArray(v))
         return dp_error_set(DP_EINVAL, "%s: 'layers_to_transform' must be null, a layer index or a list of them", path);
-    unsigned char *seen = calloc((size_t)layers, 1);
-    if (!seen) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
+    size_t items = one ? 1 : (size_t)cJSON_GetArraySize(v), k = 0;
+    int64_t *at = malloc((items ? items : 1) * sizeof *at);
+    if (!at) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
     int rc = DP_OK;
-    int64_t n = 0;
     for (const cJSON *e = one ? one : v->child; e && rc == DP_OK; e = one ? NULL : e->next) {
         double d = e->valuedouble;
         if (!cJSON_IsNumber(e) || !(d >= 0) || d >= (double)layers || floor(d) != d)
             rc = dp_error_set(DP_EINVAL, "%s: 'layers_to_transform' holds %s, not a layer index (0..%lld)", path,
                               cJSON_IsNumber(e) ? "a number out of range" : "a value that is not a number",
                               (long long)layers - 1);
-        else if (!seen[(int64_t)d]++)
-            n++;
+        else
+            at[k++] = (int64_t)d;
     }
-    free(seen);
+    int64_t n = 0; /* distinct indices */
+    if (rc == DP_OK) {
+        qsort(at, k, sizeof *at, by_value);
+        for (size_t i = 0; i < k; i++) n += i == 0 || at[i] != at[i - 1];
+    }
+    free(at);
     if (rc == DP_OK && n != layers)
         rc = dp_error_set(DP_ENOTSUP,
                           "%s: 'layers_to_transform' adapts %lld of the %lld layers; dpprof adapts every layer (give "
@@ -344,14 +355,24 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     }
     cJSON *root;
     DP_TRY(dpio_read_json(path, &root)); /* refuses a directory, a device or a dangling link by name */
+    dp_st_file *f = NULL;
+    int rc = dp_st_open(weights, &f);
+    /* an adapted linear has 2 tensors in every layer: config.json's layers (up to 2^53) are
+     * bounded by the file before target_modules is matched against every block */
+    if (rc == DP_OK && cfg->layers > dp_st_count(f) / 2)
+        rc = dp_error_set(DP_EINVAL,
+                          "%s: holds %d tensors, too few for adapters on %lld layers (config.json's "
+                          "num_hidden_layers / n_layer; 2 per adapted linear per layer)",
+                          weights, dp_st_count(f), (long long)cfg->layers);
     unsigned named = 0;
-    int rc = adapter_keys(path, root, cfg, &named);
+    if (rc == DP_OK) rc = adapter_keys(path, root, cfg, &named);
     cJSON_Delete(root);
-    DP_TRY(rc);
+    if (rc != DP_OK) {
+        dp_st_close(f);
+        return rc;
+    }
 
     /* the targets the weights hold: they must be the ones target_modules selects */
-    dp_st_file *f;
-    DP_TRY(dp_st_open(weights, &f));
     unsigned targets = 0;
     const char *suffix = ".lora_A.weight";
     size_t pl = strlen(PEFT_PREFIX), sl = strlen(suffix);
@@ -397,6 +418,7 @@ typedef struct expected {
     int ndim;
     int64_t shape[2];
     int lora, trainable;
+    int64_t copies; /* how many blocks it stands for (each_expected's `blocks` walk) */
 } expected;
 
 typedef int (*expect_fn)(void *ctx, const expected *e);
@@ -406,11 +428,12 @@ typedef struct expect_walk {
     expect_fn fn;
     void *ctx;
     int rc;
+    int64_t copies; /* of the tensors expected now: the layers per walked block, or 1 */
 } expect_walk;
 
 static void expect(expect_walk *w, const char *name, int64_t rows, int64_t cols, int lora) {
     if (w->rc != DP_OK) return;
-    expected e = {name, cols ? 2 : 1, {rows, cols}, lora, w->c->lora_rank > 0 ? lora : 1};
+    expected e = {name, cols ? 2 : 1, {rows, cols}, lora, w->c->lora_rank > 0 ? lora : 1, w->copies};
     w->rc = w->fn(w->ctx, &e);
 }
 
@@ -439,14 +462,17 @@ static void expect_norm(expect_walk *w, const char *hf, int bias) {
 
 /* Calls fn for every parameter of the model c describes, in model_params.c's order and shapes
  * (the loader checks each loaded tensor against the model too: the two cannot drift apart
- * unnoticed). */
-static int each_expected(const dp_model_config *c, expect_fn fn, void *ctx) {
-    expect_walk w = {c, fn, ctx, DP_OK};
-    const int64_t d = c->hidden, F = dp_model_config_ffn(c), V = c->vocab, L = c->layers;
+ * unnoticed). every_block 0 walks block 0 alone, its tensors standing for all layers' copies:
+ * a sum over config.json's layers (up to 2^53) without a file to bound them. */
+static int each_expected(const dp_model_config *c, int every_block, expect_fn fn, void *ctx) {
+    const int64_t d = c->hidden, F = dp_model_config_ffn(c), V = c->vocab;
+    const int64_t L = every_block || c->layers < 1 ? c->layers : 1;
+    expect_walk w = {c, fn, ctx, DP_OK, 1};
     char hf[96];
     if (c->arch == DP_ARCH_GPT) {
         expect(&w, "transformer.wte.weight", V, d, 0);
         expect(&w, "transformer.wpe.weight", c->max_positions ? c->max_positions : c->seq_len, d, 0);
+        w.copies = every_block ? 1 : c->layers;
         for (int64_t i = 0; i < L && w.rc == DP_OK; i++) {
 #define HF(x) (snprintf(hf, sizeof hf, "transformer.h.%lld.%s", (long long)i, x), hf)
             expect_norm(&w, HF("ln_1"), 1);
@@ -457,11 +483,13 @@ static int each_expected(const dp_model_config *c, expect_fn fn, void *ctx) {
             expect_linear(&w, HF("mlp.c_proj"), F, d, 1, 1, DP_LORA_DOWN);
 #undef HF
         }
+        w.copies = 1;
         expect_norm(&w, "transformer.ln_f", 1);
     } else {
         const int64_t H = c->heads, Hkv = c->kv_heads > 0 ? c->kv_heads : H;
         const int64_t hd = c->head_dim > 0 ? c->head_dim : d / H, dq = H * hd, dkv = Hkv * hd;
         expect(&w, "model.embed_tokens.weight", V, d, 0);
+        w.copies = every_block ? 1 : c->layers;
         for (int64_t i = 0; i < L && w.rc == DP_OK; i++) {
 #define HF(x) (snprintf(hf, sizeof hf, "model.layers.%lld.%s", (long long)i, x), hf)
             expect_linear(&w, HF("self_attn.q_proj"), d, dq, 0, 0, DP_LORA_Q);
@@ -475,6 +503,7 @@ static int each_expected(const dp_model_config *c, expect_fn fn, void *ctx) {
             expect_norm(&w, HF("post_attention_layernorm"), 0);
 #undef HF
         }
+        w.copies = 1;
         expect_norm(&w, "model.norm", 0);
     }
     if (!c->tie_head) expect(&w, "lm_head.weight", V, d, 0);
@@ -498,6 +527,8 @@ static int check_header(void *vctx, const expected *e) {
     /* saturating: config.json's sizes go up to 2^53 each, their products past 2^64 */
     uint64_t rows = (uint64_t)e->shape[0], cols = (uint64_t)(e->ndim > 1 ? e->shape[1] : 1), size = bf16_only ? 2 : 4;
     uint64_t bytes = rows && cols > UINT64_MAX / size / rows ? UINT64_MAX : rows * cols * size;
+    uint64_t copies = (uint64_t)e->copies;
+    bytes = copies && bytes > UINT64_MAX / copies ? UINT64_MAX : bytes * copies;
     hc->bytes = bytes > UINT64_MAX - hc->bytes ? UINT64_MAX : hc->bytes + bytes;
     weight_files *w = e->lora ? hc->adapters : hc->base;
     if (!w || !w->n) return DP_OK; /* the plan device without weights */
@@ -538,7 +569,9 @@ static int check_headers(dp_device *dev, const char *dir, const dp_model_config 
                          weight_files *adapters) {
     header_check hc = {base, adapters, cfg->arch == DP_ARCH_GPT ? "transformer." : "model.", cfg->dtype,
                        cfg->master_weights, 0};
-    DP_TRY(each_expected(cfg, check_header, &hc));
+    /* with weights, every block is checked (the file's tensors bound the walk: a block it lacks
+     * fails); without (the plan device), block 0 stands for them all */
+    DP_TRY(each_expected(cfg, base->n > 0, check_header, &hc));
     if (base->n) DP_TRY(weights_check_all_used(base, cfg));
     if (adapters->n) DP_TRY(weights_check_all_used(adapters, cfg));
     uint64_t cap = device_capacity(dev);

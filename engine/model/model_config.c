@@ -119,6 +119,9 @@ int dp_model_config_check(const dp_model_config *cfg) {
     DP_TRY(positive(cfg->vocab, "vocab"));
     DP_TRY(positive(cfg->hidden, "hidden"));
     DP_TRY(positive(cfg->layers, "layers"));
+    if (cfg->layers > DP_MODEL_MAX_LAYERS)
+        return dp_error_set(DP_EINVAL, "model: 'layers' %lld is too many (at most %d)", (long long)cfg->layers,
+                            DP_MODEL_MAX_LAYERS);
     DP_TRY(positive(cfg->heads, "heads"));
     DP_TRY(positive(cfg->seq_len, "seq_len"));
     DP_TRY(positive(cfg->batch, "batch"));

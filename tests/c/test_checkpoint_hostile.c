@@ -172,6 +172,17 @@ static void test_headers_first(void) {
     CHECK(strstr(dp_error_message(), "(18446744073709551615 bytes, from config.json's sizes) but the plan device has "
                                      "1.000 GiB") != NULL);
     dp_mem_set_limit(plan->mem, 0);
+    /* 2^40 layers and no file to bound them: refused at once (the header walk went through every
+     * block on the plan device: hours) */
+    llama_config_with(dir, "vocab_size", "96");
+    llama_config_with(dir, "hidden_size", "32");
+    llama_config_with(dir, "num_hidden_layers", "1099511627776");
+    m = NULL;
+    CHECK(dp_model_load(plan, dir, NULL, &m) == DP_EINVAL && m == NULL);
+    CHECK(strstr(dp_error_message(), "'layers' 1099511627776 is too many (at most 100000)") != NULL);
+    llama_config_with(dir, "num_hidden_layers", "100000"); /* the most: block 0 stands for them all */
+    CHECK_OK(dp_model_load(plan, dir, NULL, &m));
+    dp_model_free(m);
     copy_in(dir, "config.json", "llama/config.json");
     copy_in(dir, "model.safetensors", "llama/model.safetensors");
     dp_mem_set_limit(cpu->mem, 0);
@@ -242,6 +253,7 @@ static void test_adapter_keys(void) {
         {NULL, ", \"layers_to_transform\": [0]", DP_ENOTSUP, "'layers_to_transform' adapts 1 of the 2 layers", NULL},
         {NULL, ", \"layers_to_transform\": 1", DP_ENOTSUP, "adapts 1 of the 2 layers", NULL},
         {NULL, ", \"layers_to_transform\": [0, 5]", DP_EINVAL, "not a layer index (0..1)", NULL},
+        {NULL, ", \"layers_to_transform\": [1, 1, 1]", DP_ENOTSUP, "adapts 1 of the 2 layers", NULL},
         {NULL, ", \"layers_to_transform\": \"0\"", DP_EINVAL, "'layers_to_transform' must be null", NULL},
         {NULL, ", \"modules_to_save\": [\"lm_head\"]", DP_ENOTSUP, "'modules_to_save' is not supported", NULL},
         {NULL, ", \"exclude_modules\": [\"q_proj\"]", DP_ENOTSUP, "'exclude_modules' is not supported", NULL},
@@ -259,6 +271,11 @@ static void test_adapter_keys(void) {
     }
     copy_in(dir, "adapter_config.json", "peft/llama/adapter_config.json");
     expect_adapters_load(dir);
+    /* 2^40 layers in config.json: the adapters' file bounds them before target_modules is
+     * matched against every block (a loop of 2^40 blocks otherwise) */
+    llama_config_with(dir, "num_hidden_layers", "1099511627776");
+    expect_error(dir, NULL, DP_EINVAL, "holds 20 tensors, too few for adapters on 1099511627776 layers", NULL);
+    copy_in(dir, "config.json", "llama/config.json");
 }
 
 /* Rewrites the safetensors file at path with tensor `name`'s values set to v (all of them). */
@@ -374,6 +391,7 @@ static void test_messages(void) {
 }
 
 int main(void) {
+    alarm(120); /* a walk over config.json's layers fails here, not in ctest */
     CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     test_fixture_dir(fixtures, sizeof fixtures, "hf");
