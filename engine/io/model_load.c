@@ -277,9 +277,9 @@ static int adapter_layers(const char *path, const cJSON *root, int64_t layers) {
     return rc;
 }
 
-/* The PEFT keys of adapter_config.json that decide what the adapters are: rank, alpha, targets
- * and what dpprof does not model (refused naming the key). */
-static int adapter_keys(const char *path, const cJSON *root, dp_model_config *cfg, unsigned *targets) {
+/* The PEFT keys of adapter_config.json that decide what the adapters are (rank, alpha; the
+ * targets are read_adapter_config's) and what dpprof does not model (refused naming the key). */
+static int adapter_keys(const char *path, const cJSON *root, dp_model_config *cfg) {
     int64_t rank = 0;
     int rslora = 0, dora = 0, lora_bias = 0, fan_in_fan_out = cfg->arch == DP_ARCH_GPT;
     const char *type, *bias = "none";
@@ -329,8 +329,6 @@ static int adapter_keys(const char *path, const cJSON *root, dp_model_config *cf
     DP_TRY(adapter_unset(path, root, "layer_replication", "dpprof does not repeat layers"));
     DP_TRY(adapter_unset(path, root, "target_parameters", "LoRA on bare parameters"));
     DP_TRY(adapter_layers(path, root, cfg->layers));
-    DP_TRY(dp_peft_targets(path, cJSON_GetObjectItemCaseSensitive(root, "target_modules"), cfg->arch, cfg->layers,
-                           targets));
     cfg->lora_rank = (int)rank;
     cfg->lora_alpha = alpha;
     return DP_OK;
@@ -355,8 +353,9 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     }
     cJSON *root;
     DP_TRY(dpio_read_json(path, &root)); /* refuses a directory, a device or a dangling link by name */
+    int rc = adapter_keys(path, root, cfg);
     dp_st_file *f = NULL;
-    int rc = dp_st_open(weights, &f);
+    if (rc == DP_OK) rc = dp_st_open(weights, &f);
     /* an adapted linear has 2 tensors in every layer: config.json's layers (up to 2^53) are
      * bounded by the file before target_modules is matched against every block */
     if (rc == DP_OK && cfg->layers > dp_st_count(f) / 2)
@@ -365,7 +364,9 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
                           "num_hidden_layers / n_layer; 2 per adapted linear per layer)",
                           weights, dp_st_count(f), (long long)cfg->layers);
     unsigned named = 0;
-    if (rc == DP_OK) rc = adapter_keys(path, root, cfg, &named);
+    if (rc == DP_OK)
+        rc = dp_peft_targets(path, cJSON_GetObjectItemCaseSensitive(root, "target_modules"), cfg->arch, cfg->layers,
+                             &named);
     cJSON_Delete(root);
     if (rc != DP_OK) {
         dp_st_close(f);
