@@ -56,6 +56,75 @@ void dp_peft_targets_text(dp_arch arch, unsigned bits, char *out, size_t n) {
     if (n && !out[0]) snprintf(out, n, "none");
 }
 
+/* Python's re (what PEFT's re.fullmatch reads) as POSIX extended syntax, anchored at both ends:
+ * \d \w \s and their capitals become classes, (?: a plain group, \. and the like stay escapes
+ * outside brackets; what has no POSIX form (lookarounds, flags, backreferences, escapes inside
+ * brackets) and {m,n} counts (glibc compiles them by copying: nested ones take gigabytes and
+ * minutes) are refused naming the field. *out is malloc'd. */
+static int to_posix(const char *path, const char *re, char **out) {
+    static const struct {
+        char c;
+        const char *cls;
+    } classes[] = {{'d', "[0-9]"},         {'D', "[^0-9]"},         {'w', "[A-Za-z0-9_]"},
+                   {'W', "[^A-Za-z0-9_]"}, {'s', "[[:space:]]"},    {'S', "[^[:space:]]"}};
+    size_t n = strlen(re);
+    if (n > PEFT_REGEX_MAX)
+        return dp_error_set(DP_EINVAL, "%s: 'target_modules' regular expression is longer than %d characters", path,
+                            PEFT_REGEX_MAX);
+    char *o = malloc(n * 13 + 8); /* the longest class per character, and ^( )$ */
+    if (!o) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
+    size_t k = 0;
+    const char *why = NULL;
+    o[k++] = '^', o[k++] = '(';
+    int in_bracket = 0;
+    for (const char *c = re; *c && !why; c++) {
+        if (in_bracket) {
+            if (*c == '\\')
+                why = "an escape inside [...]";
+            else if (*c == ']' && c[-1] != '[' && !(c[-1] == '^' && c[-2] == '['))
+                in_bracket = 0;
+            o[k++] = *c;
+        } else if (*c == '[') {
+            in_bracket = 1;
+            o[k++] = *c;
+        } else if (*c == '{') {
+            why = "a {m,n} repetition count";
+        } else if (*c == '(' && c[1] == '?') {
+            if (c[2] != ':') why = "a (?...) group other than (?:...)";
+            o[k++] = '(';
+            c += 2;
+        } else if (*c == '\\') {
+            if (!c[1]) {
+                why = "a trailing backslash";
+                break;
+            }
+            size_t i = 0;
+            while (i < sizeof classes / sizeof *classes && classes[i].c != c[1]) i++;
+            if (i < sizeof classes / sizeof *classes) {
+                k += (size_t)sprintf(o + k, "%s", classes[i].cls);
+            } else if ((c[1] >= 'a' && c[1] <= 'z') || (c[1] >= 'A' && c[1] <= 'Z') || (c[1] >= '0' && c[1] <= '9')) {
+                why = "an escape with no POSIX form (\\b, \\A, a backreference, ...)";
+            } else {
+                o[k++] = '\\', o[k++] = c[1];
+            }
+            c++;
+        } else {
+            o[k++] = *c;
+        }
+    }
+    if (!why && in_bracket) why = "an unclosed [";
+    if (why) {
+        free(o);
+        return dp_error_set(DP_EINVAL,
+                            "%s: 'target_modules' regular expression \"%.200s\" has %s: not supported (POSIX extended "
+                            "syntax with Python's \\d \\w \\s and (?:); or give a list of module names)",
+                            path, re, why);
+    }
+    o[k++] = ')', o[k++] = '$', o[k] = 0;
+    *out = o;
+    return DP_OK;
+}
+
 /* How one module name is matched: by a list's names, or by a compiled regex. */
 typedef struct matcher {
     const cJSON *list;
@@ -129,29 +198,14 @@ int dp_peft_targets(const char *path, const cJSON *v, dp_arch arch, int64_t laye
             *bits = DP_LORA_ALL;
             return DP_OK;
         }
-        size_t n = strlen(v->valuestring);
-        /* glibc compiles a repetition count by copying the repeated part: nested counts
-         * ("((a{1,100}){1,100}){1,100}" and deeper) take gigabytes and minutes */
-        const char *brace = NULL;
-        for (const char *c = v->valuestring; *c && !brace; c++)
-            if (*c == '\\' && c[1])
-                c++;
-            else if (*c == '{')
-                brace = c;
-        if (n > PEFT_REGEX_MAX || brace)
-            return dp_error_set(DP_EINVAL,
-                                "%s: 'target_modules' regular expression %s: at most %d characters without {m,n} "
-                                "repetition counts (or give a list of module names)",
-                                path, brace ? "uses a {m,n} repetition count" : "is too long", PEFT_REGEX_MAX);
-        char *anchored = malloc(n + 5);
-        if (!anchored) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
-        snprintf(anchored, n + 5, "^(%s)$", v->valuestring); /* re.fullmatch */
-        int bad = regcomp(&mt.re, anchored, REG_EXTENDED | REG_NOSUB);
-        free(anchored);
+        char *posix = NULL;
+        DP_TRY(to_posix(path, v->valuestring, &posix));
+        int bad = regcomp(&mt.re, posix, REG_EXTENDED | REG_NOSUB);
+        free(posix);
         if (bad)
             return dp_error_set(DP_EINVAL,
                                 "%s: 'target_modules' \"%.200s\" is not a regular expression dpprof can match (POSIX "
-                                "extended syntax), nor a list of module names",
+                                "extended syntax with Python's \\d \\w \\s and (?:), nor a list of module names",
                                 path, v->valuestring);
         mt.have_re = 1;
     } else if (cJSON_IsArray(v)) {

@@ -3,9 +3,9 @@
  * model's module names ("model.layers.3.self_attn.q_proj", "transformer.h.0.attn.c_attn"):
  *   - a list of names: a module matches a name it equals or ends with after a dot;
  *   - a string: "all-linear" (every linear but the LM head), else a regular expression the
- *     whole module name must match (POSIX extended syntax: PEFT's re.fullmatch, less Python's
- *     extensions; at most 1024 characters and no {m,n} counts, which glibc compiles by copying:
- *     nested ones take gigabytes);
+ *     whole module name must match (PEFT's re.fullmatch: POSIX extended syntax with Python's
+ *     \d \w \s and (?:...); at most 1024 characters and no {m,n} counts, which glibc compiles
+ *     by copying: nested ones take gigabytes);
  *   - null: PEFT's default for the model type (llama q_proj, v_proj; gpt2 c_attn).
  * dpprof adapts the same linears in every block: a selection that differs between blocks, that
  * takes a module dpprof cannot adapt (embeddings, the LM head) or that selects nothing is

@@ -224,6 +224,9 @@ static void test_adapter_keys(void) {
     expect_adapters_load(dir);
     adapter_config(dir, "[\"self_attn.q_proj\", \"self_attn.k_proj\", \"v_proj\", \"o_proj\", \"mlp.down_proj\"]", "");
     expect_adapters_load(dir);
+    /* Python's re as PEFT writes it: \d, \w, (?:...), a class */
+    adapter_config(dir, "\"model\\\\.layers\\\\.\\\\d+\\\\.(?:self_attn\\\\.[qkvo]_proj|mlp\\\\.down_\\\\w+)\"", "");
+    expect_adapters_load(dir);
     adapter_config(dir, all, ", \"layers_to_transform\": [1, 0], \"modules_to_save\": [], \"exclude_modules\": null");
     expect_adapters_load(dir);
 
@@ -240,7 +243,10 @@ static void test_adapter_keys(void) {
         {"\"q_proj\"", "", DP_EINVAL, "'target_modules' selects no linear", NULL}, /* a regex: the whole name */
         {"\"(q_proj\"", "", DP_EINVAL, "is not a regular expression", NULL},
         /* nested counts compiled for 20 s into 4 GB before they were refused */
-        {"\"((((a{1,100}){1,100}){1,100}){1,100})\"", "", DP_EINVAL, "uses a {m,n} repetition count", NULL},
+        {"\"((((a{1,100}){1,100}){1,100}){1,100})\"", "", DP_EINVAL, "has a {m,n} repetition count", NULL},
+        {"\".*(?<!k)_proj\"", "", DP_EINVAL, "has a (?...) group other than (?:...)", NULL},
+        {"\".*\\\\bq_proj\"", "", DP_EINVAL, "has an escape with no POSIX form", NULL},
+        {"\".*[\\\\d]_proj\"", "", DP_EINVAL, "has an escape inside [...]", NULL},
         {"[\"q_proj\", \"v_proj\"]", "", DP_EINVAL, "'target_modules' selects q_proj, v_proj but",
          "holds adapters on q_proj, k_proj, v_proj, o_proj, down_proj"},
         {"null", "", DP_EINVAL, "selects q_proj, v_proj but", NULL}, /* PEFT's llama default */
