@@ -1,6 +1,8 @@
-/* model_io.c: Hugging Face checkpoints in and out (config.json + safetensors, PEFT adapters).
- * See model_io.h for the files; HF's names and layouts are in /work/shared/NOTES.md. */
+/* model_io.c: Hugging Face checkpoints out (config.json, safetensors, PEFT adapters) and
+ * config.json in; model_load.c reads the rest. See model_io.h for the files; HF's names and
+ * layouts are in /work/shared/NOTES.md. */
 #include "model_io.h"
+#include "model_io_internal.h"
 
 #include "error.h"
 #include "safe_file.h"
@@ -15,25 +17,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define PEFT_PREFIX "base_model.model."
-
-void dp_model_load_opts_default(dp_model_load_opts *opts) {
-    memset(opts, 0, sizeof *opts);
-    opts->dtype = DP_F32;
-    opts->master_weights = 1;
-}
 
 /* ---- small file helpers ------------------------------------------------------------------- */
 
-static int join(char *out, size_t n, const char *dir, const char *name) {
+int dpio_join(char *out, size_t n, const char *dir, const char *name) {
     if ((size_t)snprintf(out, n, "%s/%s", dir, name) >= n)
         return dp_error_set(DP_EINVAL, "path too long: %s/%s", dir, name);
     return DP_OK;
 }
 
-static int file_exists(const char *path) {
+/* Whether anything is at path: a file, a link (dangling too), a directory, a device. What is
+ * there but is no regular file is then refused by the reader naming what it is, rather than
+ * taken for absent. */
+int dpio_name_taken(const char *path) {
     struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+    return lstat(path, &st) == 0;
 }
 
 /* Reads a whole text file into a NUL-terminated malloc'd buffer: a regular file only (never a
@@ -45,17 +43,66 @@ static int read_text(const char *path, char **out) {
     return DP_OK;
 }
 
-static int read_json(const char *path, cJSON **out) {
+/* Where a parse stopped: its line and column (1-based) in text. */
+static void text_position(const char *text, const char *at, int *line, int *col) {
+    *line = 1;
+    *col = 1;
+    for (const char *c = text; c < at && *c; c++) {
+        if (*c == '\n') {
+            (*line)++;
+            *col = 1;
+        } else {
+            (*col)++;
+        }
+    }
+}
+
+/* The first number of the tree under j that is not finite (1e999 parses as inf), with the key
+ * it is under ("?" for an array element), or NULL. */
+static const cJSON *non_finite(const cJSON *j, const char **key) {
+    for (const cJSON *e = j ? j->child : NULL; e; e = e->next) {
+        if (cJSON_IsNumber(e) && !isfinite(e->valuedouble)) {
+            *key = e->string ? e->string : (j->string ? j->string : "?");
+            return e;
+        }
+        const cJSON *in = non_finite(e, key);
+        if (in) return in;
+    }
+    return NULL;
+}
+
+int dpio_read_json(const char *path, cJSON **out) {
     char *text;
     DP_TRY(read_text(path, &text));
-    *out = cJSON_Parse(text);
+    const char *end = NULL;
+    *out = cJSON_ParseWithOpts(text, &end, 1);
+    if (!*out) {
+        int line, col;
+        const char *at = end ? end : text;
+        text_position(text, at, &line, &col);
+        char near[24];
+        size_t k = 0;
+        for (; k + 1 < sizeof near && at[k] && at[k] != '\n'; k++) near[k] = at[k] >= 32 && at[k] < 127 ? at[k] : '?';
+        near[k] = 0;
+        int word = strncmp(at, "NaN", 3) == 0 || strncmp(at, "Infinity", 8) == 0 || strncmp(at, "-Infinity", 9) == 0;
+        free(text);
+        return dp_error_set(DP_EINVAL, "%s: invalid JSON at line %d, column %d (near '%s')%s", path, line, col, near,
+                            word ? ": JSON has no NaN or Infinity, every number must be finite" : "");
+    }
     free(text);
-    if (!*out || !cJSON_IsObject(*out)) {
+    const char *key = NULL;
+    const cJSON *bad = cJSON_IsObject(*out) ? non_finite(*out, &key) : NULL;
+    int rc = DP_OK;
+    if (!cJSON_IsObject(*out))
+        rc = dp_error_set(DP_EINVAL, "%s: the top level is not a JSON object ({...})", path);
+    else if (bad)
+        rc = dp_error_set(DP_EINVAL, "%s: '%s' is %s, out of the range of a double: every number must be finite", path,
+                          key, bad->valuedouble > 0 ? "a number above 1.8e308" : "a number below -1.8e308");
+    if (rc != DP_OK) {
         cJSON_Delete(*out);
         *out = NULL;
-        return dp_error_set(DP_EINVAL, "%s: not a JSON object", path);
     }
-    return DP_OK;
+    return rc;
 }
 
 /* Writes text and a newline to path through a unique temporary renamed over it; never through a
@@ -76,7 +123,7 @@ static int write_text(const char *path, const char *text) {
 /* ---- config.json: reading ----------------------------------------------------------------- */
 
 /* A positive integer key; absent is an error when required, else *out is kept. */
-static int cfg_int(const char *path, const cJSON *root, const char *key, int required, int64_t *out) {
+int dpio_cfg_int(const char *path, const cJSON *root, const char *key, int required, int64_t *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) {
         if (required) return dp_error_set(DP_EINVAL, "%s: missing '%s'", path, key);
@@ -90,7 +137,7 @@ static int cfg_int(const char *path, const cJSON *root, const char *key, int req
 }
 
 /* A positive number key (eps, theta, std); absent keeps *out. */
-static int cfg_num(const char *path, const cJSON *root, const char *key, float *out) {
+int dpio_cfg_num(const char *path, const cJSON *root, const char *key, float *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return DP_OK;
     if (!cJSON_IsNumber(v) || !(v->valuedouble > 0.0) || isinf(v->valuedouble))
@@ -100,7 +147,7 @@ static int cfg_num(const char *path, const cJSON *root, const char *key, float *
 }
 
 /* A boolean key; absent keeps *out. */
-static int cfg_bool(const char *path, const cJSON *root, const char *key, int *out) {
+int dpio_cfg_bool(const char *path, const cJSON *root, const char *key, int *out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!v || cJSON_IsNull(v)) return DP_OK;
     if (!cJSON_IsBool(v)) return dp_error_set(DP_EINVAL, "%s: '%s' must be true or false", path, key);
@@ -109,7 +156,7 @@ static int cfg_bool(const char *path, const cJSON *root, const char *key, int *o
 }
 
 /* A string key; absent (or null) gives def. */
-static int cfg_str(const char *path, const cJSON *root, const char *key, const char *def, const char **out) {
+int dpio_cfg_str(const char *path, const cJSON *root, const char *key, const char *def, const char **out) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, key);
     *out = def;
     if (!v || cJSON_IsNull(v)) return DP_OK;
@@ -121,32 +168,32 @@ static int cfg_str(const char *path, const cJSON *root, const char *key, const c
 /* GPT2Config: n_embd, n_layer, n_head, n_positions, n_inner, layer_norm_epsilon, ... */
 static int read_gpt2(const char *path, const cJSON *root, dp_model_config *cfg) {
     dp_model_config_default(cfg, DP_ARCH_GPT);
-    DP_TRY(cfg_int(path, root, "vocab_size", 1, &cfg->vocab));
-    DP_TRY(cfg_int(path, root, "n_embd", 1, &cfg->hidden));
-    DP_TRY(cfg_int(path, root, "n_layer", 1, &cfg->layers));
-    DP_TRY(cfg_int(path, root, "n_head", 1, &cfg->heads));
+    DP_TRY(dpio_cfg_int(path, root, "vocab_size", 1, &cfg->vocab));
+    DP_TRY(dpio_cfg_int(path, root, "n_embd", 1, &cfg->hidden));
+    DP_TRY(dpio_cfg_int(path, root, "n_layer", 1, &cfg->layers));
+    DP_TRY(dpio_cfg_int(path, root, "n_head", 1, &cfg->heads));
     int64_t positions = 0;
-    DP_TRY(cfg_int(path, root, "n_ctx", 0, &positions));
-    DP_TRY(cfg_int(path, root, "n_positions", positions == 0, &positions));
+    DP_TRY(dpio_cfg_int(path, root, "n_ctx", 0, &positions));
+    DP_TRY(dpio_cfg_int(path, root, "n_positions", positions == 0, &positions));
     cfg->max_positions = positions;
     cfg->ffn = 4 * cfg->hidden; /* n_inner: null means 4 n_embd */
-    DP_TRY(cfg_int(path, root, "n_inner", 0, &cfg->ffn));
+    DP_TRY(dpio_cfg_int(path, root, "n_inner", 0, &cfg->ffn));
     cfg->norm_eps = 1e-5f;
-    DP_TRY(cfg_num(path, root, "layer_norm_epsilon", &cfg->norm_eps));
-    DP_TRY(cfg_num(path, root, "initializer_range", &cfg->init_std));
+    DP_TRY(dpio_cfg_num(path, root, "layer_norm_epsilon", &cfg->norm_eps));
+    DP_TRY(dpio_cfg_num(path, root, "initializer_range", &cfg->init_std));
     cfg->tie_head = 1;
-    DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
+    DP_TRY(dpio_cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
 
     const char *act;
-    DP_TRY(cfg_str(path, root, "activation_function", "gelu_new", &act));
+    DP_TRY(dpio_cfg_str(path, root, "activation_function", "gelu_new", &act));
     if (strcmp(act, "gelu_new") != 0 && strcmp(act, "gelu_pytorch_tanh") != 0)
         return dp_error_set(DP_ENOTSUP,
                             "%s: activation_function '%s' is not supported (dpprof's GPT uses the "
                             "tanh GELU: gelu_new or gelu_pytorch_tanh)",
                             path, act);
     int scale_weights = 1, by_layer = 0;
-    DP_TRY(cfg_bool(path, root, "scale_attn_weights", &scale_weights));
-    DP_TRY(cfg_bool(path, root, "scale_attn_by_inverse_layer_idx", &by_layer));
+    DP_TRY(dpio_cfg_bool(path, root, "scale_attn_weights", &scale_weights));
+    DP_TRY(dpio_cfg_bool(path, root, "scale_attn_by_inverse_layer_idx", &by_layer));
     if (!scale_weights || by_layer)
         return dp_error_set(DP_ENOTSUP,
                             "%s: attention scaling other than 1/sqrt(head_dim) is not supported "
@@ -174,7 +221,7 @@ static int rope_num(const char *path, const cJSON *o, const char *where, const c
 static int read_rope(const char *path, const cJSON *root, int64_t max_positions, dp_model_config *cfg) {
     dp_rope_scaling *r = &cfg->rope;
     dp_rope_scaling_default(r);
-    DP_TRY(cfg_num(path, root, "rope_theta", &cfg->rope_theta));
+    DP_TRY(dpio_cfg_num(path, root, "rope_theta", &cfg->rope_theta));
     const char *where = "rope_scaling";
     const cJSON *o = cJSON_GetObjectItemCaseSensitive(root, where);
     if (!o || cJSON_IsNull(o) || (cJSON_IsObject(o) && !o->child)) {
@@ -183,10 +230,10 @@ static int read_rope(const char *path, const cJSON *root, int64_t max_positions,
     }
     if (!o || cJSON_IsNull(o)) return DP_OK;
     if (!cJSON_IsObject(o)) return dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, where);
-    DP_TRY(cfg_num(path, o, "rope_theta", &cfg->rope_theta));
+    DP_TRY(dpio_cfg_num(path, o, "rope_theta", &cfg->rope_theta));
     const char *legacy, *type;
-    DP_TRY(cfg_str(path, o, "type", "default", &legacy));
-    DP_TRY(cfg_str(path, o, "rope_type", legacy, &type));
+    DP_TRY(dpio_cfg_str(path, o, "type", "default", &legacy));
+    DP_TRY(dpio_cfg_str(path, o, "rope_type", legacy, &type));
     if (dp_rope_type_parse(type, &r->type) != 0)
         return dp_error_set(
             DP_ENOTSUP, "%s: rope type '%s' is not supported (supported: default, linear, llama3, yarn)", path, type);
@@ -212,7 +259,7 @@ static int read_rope(const char *path, const cJSON *root, int64_t max_positions,
     DP_TRY(rope_num(path, o, where, "mscale", 1, &r->mscale));
     DP_TRY(rope_num(path, o, where, "mscale_all_dim", 1, &r->mscale_all_dim));
     DP_TRY(rope_num(path, o, where, "attention_factor", 1, &r->attention_factor));
-    DP_TRY(cfg_bool(path, o, "truncate", &r->truncate));
+    DP_TRY(dpio_cfg_bool(path, o, "truncate", &r->truncate));
     if (r->type == DP_ROPE_LLAMA3 && (r->low_freq_factor == 0.0 || r->high_freq_factor == 0.0))
         return dp_error_set(DP_EINVAL, "%s: rope type 'llama3' needs '%s.low_freq_factor' and 'high_freq_factor'", path,
                             where);
@@ -222,51 +269,51 @@ static int read_rope(const char *path, const cJSON *root, int64_t max_positions,
 /* LlamaConfig: hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, ... */
 static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg) {
     dp_model_config_default(cfg, DP_ARCH_LLAMA);
-    DP_TRY(cfg_int(path, root, "vocab_size", 1, &cfg->vocab));
-    DP_TRY(cfg_int(path, root, "hidden_size", 1, &cfg->hidden));
-    DP_TRY(cfg_int(path, root, "intermediate_size", 1, &cfg->ffn));
-    DP_TRY(cfg_int(path, root, "num_hidden_layers", 1, &cfg->layers));
-    DP_TRY(cfg_int(path, root, "num_attention_heads", 1, &cfg->heads));
+    DP_TRY(dpio_cfg_int(path, root, "vocab_size", 1, &cfg->vocab));
+    DP_TRY(dpio_cfg_int(path, root, "hidden_size", 1, &cfg->hidden));
+    DP_TRY(dpio_cfg_int(path, root, "intermediate_size", 1, &cfg->ffn));
+    DP_TRY(dpio_cfg_int(path, root, "num_hidden_layers", 1, &cfg->layers));
+    DP_TRY(dpio_cfg_int(path, root, "num_attention_heads", 1, &cfg->heads));
     int64_t positions = 0;
     cfg->kv_heads = cfg->heads; /* LlamaConfig: num_key_value_heads None means num_attention_heads */
-    DP_TRY(cfg_int(path, root, "num_key_value_heads", 0, &cfg->kv_heads));
+    DP_TRY(dpio_cfg_int(path, root, "num_key_value_heads", 0, &cfg->kv_heads));
     if (cfg->heads % cfg->kv_heads)
         return dp_error_set(DP_EINVAL,
                             "%s: num_attention_heads (%lld) must be a multiple of num_key_value_heads (%lld): each "
                             "key/value head serves a group of query heads",
                             path, (long long)cfg->heads, (long long)cfg->kv_heads);
-    DP_TRY(cfg_int(path, root, "head_dim", 0, &cfg->head_dim));
-    DP_TRY(cfg_int(path, root, "max_position_embeddings", 0, &positions));
+    DP_TRY(dpio_cfg_int(path, root, "head_dim", 0, &cfg->head_dim));
+    DP_TRY(dpio_cfg_int(path, root, "max_position_embeddings", 0, &positions));
     cfg->max_positions = positions;
     cfg->norm_eps = 1e-6f; /* LlamaConfig's default */
-    DP_TRY(cfg_num(path, root, "rms_norm_eps", &cfg->norm_eps));
+    DP_TRY(dpio_cfg_num(path, root, "rms_norm_eps", &cfg->norm_eps));
     cfg->rope_theta = 10000.0f;
     DP_TRY(read_rope(path, root, positions, cfg));
-    DP_TRY(cfg_num(path, root, "initializer_range", &cfg->init_std));
+    DP_TRY(dpio_cfg_num(path, root, "initializer_range", &cfg->init_std));
 
     const char *act;
-    DP_TRY(cfg_str(path, root, "hidden_act", "silu", &act));
+    DP_TRY(dpio_cfg_str(path, root, "hidden_act", "silu", &act));
     if (strcmp(act, "silu") != 0 && strcmp(act, "swish") != 0)
         return dp_error_set(DP_ENOTSUP, "%s: hidden_act '%s' is not supported (dpprof's llama uses SwiGLU: silu)", path,
                             act);
     int attention_bias = 0, mlp_bias = 0;
-    DP_TRY(cfg_bool(path, root, "attention_bias", &attention_bias));
-    DP_TRY(cfg_bool(path, root, "mlp_bias", &mlp_bias));
+    DP_TRY(dpio_cfg_bool(path, root, "attention_bias", &attention_bias));
+    DP_TRY(dpio_cfg_bool(path, root, "mlp_bias", &mlp_bias));
     if (attention_bias || mlp_bias)
         return dp_error_set(DP_ENOTSUP, "%s: biases in llama linears (attention_bias, mlp_bias) are not supported",
                             path);
     cfg->tie_head = 0; /* LlamaConfig's default; Llama-3.2-1B/3B tie the head to embed_tokens */
-    DP_TRY(cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
+    DP_TRY(dpio_cfg_bool(path, root, "tie_word_embeddings", &cfg->tie_head));
     return DP_OK;
 }
 
 int dp_model_config_read(const char *dir, dp_model_config *cfg) {
     char path[4096];
-    DP_TRY(join(path, sizeof path, dir, "config.json"));
+    DP_TRY(dpio_join(path, sizeof path, dir, "config.json"));
     cJSON *root;
-    DP_TRY(read_json(path, &root));
+    DP_TRY(dpio_read_json(path, &root));
     const char *type;
-    int rc = cfg_str(path, root, "model_type", NULL, &type);
+    int rc = dpio_cfg_str(path, root, "model_type", NULL, &type);
     if (rc == DP_OK) {
         if (!type)
             rc = dp_error_set(DP_EINVAL, "%s: missing 'model_type' (valid: gpt2, llama)", path);
@@ -293,7 +340,6 @@ static double short_decimal(float f) {
     return (double)f;
 }
 
-static int is_lora(const dp_param *p) { return p->kind == DP_PARAM_LORA_A || p->kind == DP_PARAM_LORA_B; }
 
 /* rope_scaling as transformers reads it (null for the default rope). */
 static cJSON *rope_json(const dp_rope_scaling *r) {
@@ -375,31 +421,6 @@ static cJSON *config_json(dp_model *m) {
 
 /* ---- PEFT (LoRA adapters) ----------------------------------------------------------------- */
 
-/* PEFT's key for a LoRA parameter: base_model.model.<linear>.lora_A.weight. */
-static void peft_key(const dp_param *p, char *out, size_t n) { snprintf(out, n, PEFT_PREFIX "%s", p->name); }
-
-/* Which DP_LORA_* target a linear's HF module name (e.g. "model.layers.3.self_attn.q_proj") is. */
-static unsigned lora_target_of(dp_arch arch, const char *module) {
-    static const struct {
-        const char *suffix;
-        unsigned target;
-    } gpt[] = {{".attn.c_attn", DP_LORA_QKV},
-               {".attn.c_proj", DP_LORA_PROJ},
-               {".mlp.c_fc", DP_LORA_FC},
-               {".mlp.c_proj", DP_LORA_DOWN}},
-      llama[] = {{".self_attn.q_proj", DP_LORA_Q}, {".self_attn.k_proj", DP_LORA_K}, {".self_attn.v_proj", DP_LORA_V},
-                 {".self_attn.o_proj", DP_LORA_O}, {".mlp.gate_proj", DP_LORA_GATE}, {".mlp.up_proj", DP_LORA_UP},
-                 {".mlp.down_proj", DP_LORA_DOWN}};
-    size_t len = strlen(module);
-    size_t n = arch == DP_ARCH_GPT ? sizeof gpt / sizeof *gpt : sizeof llama / sizeof *llama;
-    for (size_t i = 0; i < n; i++) {
-        const char *s = arch == DP_ARCH_GPT ? gpt[i].suffix : llama[i].suffix;
-        size_t sl = strlen(s);
-        if (len >= sl && strcmp(module + len - sl, s) == 0)
-            return arch == DP_ARCH_GPT ? gpt[i].target : llama[i].target;
-    }
-    return 0;
-}
 
 /* PEFT's target_modules: Llama's linear names are unique; GPT-2's c_proj names two linears, so a
  * regular expression (PEFT full-matches a string against each module's name) says which. */
@@ -478,13 +499,13 @@ static int save_weights(dp_model *m, const char *path, int lora) {
     }
     for (int i = 0; i < n; i++) {
         dp_param *p = dp_model_param(m, i);
-        if (is_lora(p) != lora) continue;
+        if (dpio_is_lora(p) != lora) continue;
         if (p->value.ndim > DP_ST_MAX_DIMS || (p->hf_transposed && p->value.ndim != 2)) {
             rc = dp_error_set(DP_EINTERNAL, "%s: parameter '%s' has an unexpected shape", path, p->name);
             goto done;
         }
         if (lora)
-            peft_key(p, keys[k], sizeof keys[k]);
+            dpio_peft_key(p, keys[k], sizeof keys[k]);
         else
             snprintf(keys[k], sizeof keys[k], "%s", p->name);
         dp_st_entry *e = &entries[k];
@@ -532,376 +553,21 @@ int dp_model_save(dp_model *m, const char *dir) {
     if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return dp_error_set(DP_EIO, "%s: not a directory", dir);
 
     char path[4096];
-    DP_TRY(join(path, sizeof path, dir, "config.json"));
+    DP_TRY(dpio_join(path, sizeof path, dir, "config.json"));
     DP_TRY(write_json(path, config_json(m)));
-    DP_TRY(join(path, sizeof path, dir, "model.safetensors"));
+    DP_TRY(dpio_join(path, sizeof path, dir, "model.safetensors"));
     DP_TRY(save_weights(m, path, 0));
 
     int lora = dp_model_config_of(m)->lora_rank > 0;
-    DP_TRY(join(path, sizeof path, dir, "adapter_model.safetensors"));
+    DP_TRY(dpio_join(path, sizeof path, dir, "adapter_model.safetensors"));
     if (lora)
         DP_TRY(save_weights(m, path, 1));
     else if (unlink(path) != 0 && errno != ENOENT) /* stale adapters would be loaded with this model */
         return dp_error_set(DP_EIO, "%s: cannot remove: %s", path, strerror(errno));
-    DP_TRY(join(path, sizeof path, dir, "adapter_config.json"));
+    DP_TRY(dpio_join(path, sizeof path, dir, "adapter_config.json"));
     if (lora)
         DP_TRY(write_json(path, adapter_config_json(m)));
     else if (unlink(path) != 0 && errno != ENOENT)
         return dp_error_set(DP_EIO, "%s: cannot remove: %s", path, strerror(errno));
-    return DP_OK;
-}
-
-/* ---- loading ------------------------------------------------------------------------------ */
-
-/* The weight files of a checkpoint (one, or the shards of an index) and which tensors were used. */
-typedef struct weight_files {
-    int n;
-    dp_st_file **files;
-    unsigned char **used;
-} weight_files;
-
-static void weights_close(weight_files *w) {
-    for (int i = 0; i < w->n; i++) {
-        dp_st_close(w->files[i]);
-        free(w->used[i]);
-    }
-    free(w->files);
-    free(w->used);
-    memset(w, 0, sizeof *w);
-}
-
-static int weights_add(weight_files *w, const char *path) {
-    dp_st_file **files = realloc(w->files, (size_t)(w->n + 1) * sizeof *files);
-    if (files) w->files = files;
-    unsigned char **used = realloc(w->used, (size_t)(w->n + 1) * sizeof *used);
-    if (used) w->used = used;
-    if (!files || !used) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
-    dp_st_file *f;
-    DP_TRY(dp_st_open(path, &f));
-    w->files[w->n] = f;
-    w->used[w->n] = calloc((size_t)(dp_st_count(f) ? dp_st_count(f) : 1), 1);
-    w->n++;
-    if (!w->used[w->n - 1]) return dp_error_set(DP_EOOM, "%s: out of host memory", path);
-    return DP_OK;
-}
-
-/* A weight_map entry: its file name and its place in the map. */
-typedef struct shard_ref {
-    const char *file;
-    size_t at;
-} shard_ref;
-
-static int by_file_then_place(const void *a, const void *b) {
-    const shard_ref *x = a, *y = b;
-    int c = strcmp(x->file, y->file);
-    return c ? c : (x->at < y->at ? -1 : x->at > y->at);
-}
-
-/* The distinct shard names of a checked weight_map in order of first appearance (a sort, not a
- * scan of the map per entry: maps have a hundred thousand entries). first[i] is 1 for entry i
- * when it is its file's first; *n gets the number of entries. */
-static int first_appearances(const char *index, const cJSON *map, unsigned char **first, size_t *n) {
-    size_t count = 0;
-    for (const cJSON *e = map->child; e; e = e->next) count++;
-    *n = count;
-    shard_ref *refs = malloc((count ? count : 1) * sizeof *refs);
-    *first = calloc(count ? count : 1, 1);
-    if (!refs || !*first) {
-        free(refs);
-        free(*first);
-        *first = NULL;
-        return dp_error_set(DP_EOOM, "%s: out of host memory", index);
-    }
-    size_t i = 0;
-    for (const cJSON *e = map->child; e; e = e->next, i++) refs[i] = (shard_ref){e->valuestring, i};
-    qsort(refs, count, sizeof *refs, by_file_then_place);
-    for (i = 0; i < count; i++)
-        if (i == 0 || strcmp(refs[i - 1].file, refs[i].file) != 0) (*first)[refs[i].at] = 1;
-    free(refs);
-    return DP_OK;
-}
-
-/* Opens dir/<file> or, failing that, the shards listed by dir/<file>.index.json. On failure w
- * holds nothing. */
-static int weights_open(const char *dir, const char *file, weight_files *w) {
-    memset(w, 0, sizeof *w);
-    char path[4096];
-    DP_TRY(join(path, sizeof path, dir, file));
-    if (file_exists(path)) {
-        int rc = weights_add(w, path);
-        if (rc != DP_OK) weights_close(w);
-        return rc;
-    }
-    char index[4200];
-    snprintf(index, sizeof index, "%s.index.json", path);
-    if (!file_exists(index))
-        return dp_error_set(DP_EIO, "%s: no weights (neither %s nor %s.index.json)", dir, file, file);
-    cJSON *root;
-    DP_TRY(read_json(index, &root));
-    const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
-    int rc = DP_OK;
-    if (!cJSON_IsObject(map)) rc = dp_error_set(DP_EINVAL, "%s: missing object 'weight_map'", index);
-    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next)
-        if (!cJSON_IsString(e) || !*e->valuestring || strchr(e->valuestring, '/') || strcmp(e->valuestring, ".") == 0 ||
-            strcmp(e->valuestring, "..") == 0)
-            rc = dp_error_set(DP_EINVAL, "%s: tensor '%s' maps to a bad file name", index, e->string);
-    unsigned char *first = NULL;
-    size_t n = 0;
-    if (rc == DP_OK) rc = first_appearances(index, map, &first, &n);
-    size_t i = 0; /* shards repeat across the map: open each once */
-    for (const cJSON *e = map ? map->child : NULL; e && rc == DP_OK; e = e->next, i++) {
-        if (!first[i]) continue;
-        rc = join(path, sizeof path, dir, e->valuestring);
-        if (rc == DP_OK) rc = weights_add(w, path);
-    }
-    free(first);
-    cJSON_Delete(root);
-    if (rc != DP_OK) weights_close(w);
-    return rc;
-}
-
-/* The tensor named name in any of the files (marking it used), or NULL. */
-static const dp_st_tensor *weights_find(weight_files *w, const char *name, dp_st_file **file) {
-    for (int i = 0; i < w->n; i++) {
-        const dp_st_tensor *t = dp_st_find(w->files[i], name);
-        if (t) {
-            w->used[i][t - dp_st_at(w->files[i], 0)] = 1;
-            *file = w->files[i];
-            return t;
-        }
-    }
-    return NULL;
-}
-
-/* HF's buffers and duplicates that are not parameters of the model. */
-static int ignorable(const dp_model_config *c, const char *name) {
-    static const char *const suffixes[] = {".attn.bias", ".attn.masked_bias", ".rotary_emb.inv_freq"};
-    size_t len = strlen(name);
-    for (size_t i = 0; i < sizeof suffixes / sizeof *suffixes; i++) {
-        size_t sl = strlen(suffixes[i]);
-        if (len >= sl && strcmp(name + len - sl, suffixes[i]) == 0) return 1;
-    }
-    return c->tie_head && strcmp(name, "lm_head.weight") == 0; /* tied: the embedding's copy */
-}
-
-/* Fails naming the first tensor of the files that nothing used. */
-static int weights_check_all_used(const weight_files *w, const dp_model_config *c) {
-    for (int i = 0; i < w->n; i++)
-        for (int k = 0; k < dp_st_count(w->files[i]); k++) {
-            const char *name = dp_st_at(w->files[i], k)->name;
-            if (!w->used[i][k] && !ignorable(c, name))
-                return dp_error_set(DP_EINVAL, "%s: unexpected tensor '%s' (not a parameter of this %s model)",
-                                    dp_st_path(w->files[i]), name, c->arch == DP_ARCH_GPT ? "gpt2" : "llama");
-        }
-    return DP_OK;
-}
-
-/* Loads one parameter from the tensor key of the files (an alias without the base model's
- * prefix is tried too: HF saves bare GPT2Model / LlamaModel weights that way). */
-static int load_param(weight_files *w, dp_param *p, const char *key, const char *prefix) {
-    dp_st_file *f = NULL;
-    const dp_st_tensor *t = weights_find(w, key, &f);
-    size_t pl = strlen(prefix);
-    if (!t && pl && strncmp(key, prefix, pl) == 0) t = weights_find(w, key + pl, &f);
-    if (!t) return dp_error_set(DP_EINVAL, "%s: tensor '%s' is missing", w->n ? dp_st_path(w->files[0]) : "?", key);
-
-    const dp_tensor *v = &p->value;
-    int64_t want[2] = {v->ndim > 0 ? v->shape[0] : 0, v->ndim > 1 ? v->shape[1] : 0};
-    if (p->hf_transposed) {
-        want[0] = v->shape[1];
-        want[1] = v->shape[0];
-    }
-    int ok = t->ndim == v->ndim && t->numel == v->numel;
-    for (int d = 0; ok && d < v->ndim; d++) ok = t->shape[d] == (d < 2 ? want[d] : v->shape[d]);
-    if (!ok) {
-        char got[96] = "", exp[96] = "";
-        for (int d = 0, a = 0, b = 0; d < t->ndim || d < v->ndim; d++) {
-            if (d < t->ndim)
-                a += snprintf(got + a, sizeof got - (size_t)a, "%s%lld", d ? "x" : "", (long long)t->shape[d]);
-            if (d < v->ndim)
-                b += snprintf(exp + b, sizeof exp - (size_t)b, "%s%lld", d ? "x" : "",
-                              (long long)(d < 2 ? want[d] : v->shape[d]));
-            if (a >= 80 || b >= 80) break;
-        }
-        return dp_error_set(DP_EINVAL, "%s: tensor '%s' has shape [%s], the model's config needs [%s]", dp_st_path(f),
-                            t->name, got, exp);
-    }
-    if (v->dev->kind == DP_DEV_PLAN) return DP_OK; /* no values: shapes are all there is */
-
-    float *host = malloc((size_t)(v->numel ? v->numel : 1) * sizeof(float) * (p->hf_transposed ? 2 : 1));
-    if (!host) return dp_error_set(DP_EOOM, "%s: out of host memory for '%s'", dp_st_path(f), t->name);
-    int rc = dp_st_read_f32(f, t, host, t->numel);
-    float *src = host;
-    if (rc == DP_OK && p->hf_transposed) { /* in x out (file) to out x in (memory) */
-        float *dst = host + v->numel;
-        int64_t rows = v->shape[0], cols = v->shape[1];
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = host[c * rows + r];
-        src = dst;
-    }
-    if (rc == DP_OK) rc = dp_tensor_from_host_f32(&p->value, src, v->numel); /* a bf16 parameter rounds once */
-    free(host);
-    return rc;
-}
-
-/* Reads adapter_config.json and the adapter tensors' names: rank, alpha and targets. */
-static int read_adapter_config(const char *dir, dp_model_config *cfg, int *present) {
-    char path[4096], weights[4096];
-    *present = 0;
-    DP_TRY(join(path, sizeof path, dir, "adapter_config.json"));
-    DP_TRY(join(weights, sizeof weights, dir, "adapter_model.safetensors"));
-    if (!file_exists(path)) return DP_OK;
-    cJSON *root;
-    DP_TRY(read_json(path, &root));
-    int rc = DP_OK;
-    int64_t rank = 0;
-    float alpha = 0.0f;
-    int rslora = 0, dora = 0;
-    const char *type, *bias = "none";
-    rc = cfg_str(path, root, "peft_type", "", &type);
-    if (rc == DP_OK && strcmp(type, "LORA") != 0)
-        rc = dp_error_set(DP_ENOTSUP, "%s: peft_type '%s' is not supported (valid: LORA)", path, type);
-    if (rc == DP_OK) rc = cfg_int(path, root, "r", 1, &rank);
-    if (rc == DP_OK) {
-        alpha = (float)rank;
-        rc = cfg_num(path, root, "lora_alpha", &alpha);
-    }
-    if (rc == DP_OK) rc = cfg_bool(path, root, "use_rslora", &rslora);
-    if (rc == DP_OK) rc = cfg_bool(path, root, "use_dora", &dora);
-    if (rc == DP_OK && (rslora || dora))
-        rc =
-            dp_error_set(DP_ENOTSUP, "%s: use_rslora and use_dora are not supported (plain LoRA, scale alpha/r)", path);
-    if (rc == DP_OK) rc = cfg_str(path, root, "bias", "none", &bias);
-    if (rc == DP_OK && strcmp(bias, "none") != 0)
-        rc = dp_error_set(DP_ENOTSUP, "%s: trained biases (bias != \"none\") are not supported", path);
-    int lora_bias = 0;
-    if (rc == DP_OK) rc = cfg_bool(path, root, "lora_bias", &lora_bias);
-    if (rc == DP_OK && lora_bias)
-        rc = dp_error_set(DP_ENOTSUP, "%s: lora_bias (a bias on lora_B) is not supported", path);
-    /* per-module ranks or alphas: one alpha/r for every adapter is all dpprof has, and a scale
-     * read wrong would load without an error */
-    static const char *const patterns[] = {"rank_pattern", "alpha_pattern"};
-    for (int i = 0; i < 2 && rc == DP_OK; i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, patterns[i]);
-        if (v && !cJSON_IsNull(v) && !cJSON_IsObject(v))
-            rc = dp_error_set(DP_EINVAL, "%s: '%s' must be an object", path, patterns[i]);
-        else if (v && v->child)
-            rc = dp_error_set(DP_ENOTSUP,
-                              "%s: '%s' gives some modules their own %s; not supported (one r and lora_alpha for "
-                              "every adapter)",
-                              path, patterns[i], i ? "lora_alpha" : "rank");
-    }
-    cJSON_Delete(root);
-    DP_TRY(rc);
-
-    /* the targets: which linears have adapters in the weights */
-    dp_st_file *f;
-    DP_TRY(dp_st_open(weights, &f));
-    unsigned targets = 0;
-    const char *suffix = ".lora_A.weight";
-    size_t pl = strlen(PEFT_PREFIX), sl = strlen(suffix);
-    for (int i = 0; i < dp_st_count(f) && rc == DP_OK; i++) {
-        const char *name = dp_st_at(f, i)->name;
-        size_t len = strlen(name);
-        if (len <= pl + sl || strcmp(name + len - sl, suffix) != 0) continue;
-        char module[256];
-        snprintf(module, sizeof module, "%.*s", (int)(len - pl - sl), name + pl);
-        unsigned t = strncmp(name, PEFT_PREFIX, pl) == 0 ? lora_target_of(cfg->arch, module) : 0;
-        if (!t) rc = dp_error_set(DP_ENOTSUP, "%s: adapter '%s' is on a linear dpprof cannot adapt", weights, name);
-        targets |= t;
-    }
-    dp_st_close(f);
-    DP_TRY(rc);
-    if (!targets) return dp_error_set(DP_EINVAL, "%s: no lora_A weights", weights);
-    cfg->lora_rank = (int)rank;
-    cfg->lora_alpha = alpha;
-    cfg->lora_targets = targets;
-    *present = 1;
-    return DP_OK;
-}
-
-/* Whether dir holds file or its shards' index. */
-static int weights_present(const char *dir, const char *file) {
-    char path[4096], index[4200];
-    if (join(path, sizeof path, dir, file) != DP_OK) return 0;
-    snprintf(index, sizeof index, "%s.index.json", path);
-    return file_exists(path) || file_exists(index);
-}
-
-static int load_all(dp_model *m, const char *dir, int adapters) {
-    const dp_model_config *c = dp_model_config_of(m);
-    /* the plan device holds no values: a checkpoint without its weights (config.json alone) is
-     * all it needs; weights that are there are still checked against the config's shapes */
-    if (dp_model_device(m)->kind == DP_DEV_PLAN && !weights_present(dir, "model.safetensors")) return DP_OK;
-    weight_files w;
-    DP_TRY(weights_open(dir, "model.safetensors", &w));
-    const char *prefix = c->arch == DP_ARCH_GPT ? "transformer." : "model.";
-    int rc = DP_OK;
-    for (int i = 0; i < dp_model_param_count(m) && rc == DP_OK; i++) {
-        dp_param *p = dp_model_param(m, i);
-        if (!is_lora(p)) rc = load_param(&w, p, p->name, prefix);
-    }
-    if (rc == DP_OK) rc = weights_check_all_used(&w, c);
-    weights_close(&w);
-    DP_TRY(rc);
-    if (!adapters) return DP_OK;
-
-    DP_TRY(weights_open(dir, "adapter_model.safetensors", &w));
-    for (int i = 0; i < dp_model_param_count(m) && rc == DP_OK; i++) {
-        dp_param *p = dp_model_param(m, i);
-        char key[160];
-        if (!is_lora(p)) continue;
-        peft_key(p, key, sizeof key);
-        rc = load_param(&w, p, key, "");
-    }
-    if (rc == DP_OK) rc = weights_check_all_used(&w, c);
-    weights_close(&w);
-    return rc;
-}
-
-int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opts, dp_model **out) {
-    *out = NULL;
-    dp_model_load_opts defaults;
-    if (!opts) {
-        dp_model_load_opts_default(&defaults);
-        opts = &defaults;
-    }
-    dp_model_config cfg;
-    DP_TRY(dp_model_config_read(dir, &cfg));
-    int adapters = 0;
-    DP_TRY(read_adapter_config(dir, &cfg, &adapters));
-    if (adapters && opts->lora_rank && opts->lora_rank != cfg.lora_rank)
-        return dp_error_set(DP_EINVAL, "%s: holds LoRA adapters of rank %d; lora rank %d was asked for", dir,
-                            cfg.lora_rank, opts->lora_rank);
-    if (!adapters && opts->lora_rank > 0) {
-        cfg.lora_rank = opts->lora_rank;
-        cfg.lora_alpha = opts->lora_alpha > 0.0f ? opts->lora_alpha : (float)opts->lora_rank;
-        cfg.lora_targets = opts->lora_targets ? opts->lora_targets : DP_LORA_QKV;
-    }
-    cfg.seq_len = opts->seq_len ? opts->seq_len : cfg.max_positions;
-    if (cfg.seq_len <= 0)
-        return dp_error_set(DP_EINVAL, "%s: config.json gives no maximum positions: pass seq_len", dir);
-    cfg.batch = opts->batch ? opts->batch : 1;
-    cfg.dtype = opts->dtype;
-    cfg.master_weights = opts->master_weights;
-    cfg.checkpoint = opts->checkpoint;
-    if (opts->seed) cfg.seed = opts->seed;
-    DP_TRY(dp_model_config_check(&cfg));
-    if (dev->kind != DP_DEV_PLAN && !weights_present(dir, "model.safetensors")) /* before allocating the model */
-        return dp_error_set(DP_EIO,
-                            "%s: no weights (neither model.safetensors nor model.safetensors.index.json; "
-                            "the plan device, or weights = \"random\" in an experiment, needs config.json "
-                            "alone)",
-                            dir);
-
-    dp_model *m;
-    DP_TRY(dp_model_new(dev, &cfg, &m));
-    int rc = load_all(m, dir, adapters);
-    if (rc == DP_OK) rc = dp_model_sync_compute_weights(m);
-    if (rc != DP_OK) {
-        dp_model_free(m);
-        return rc;
-    }
-    *out = m;
     return DP_OK;
 }

@@ -19,9 +19,14 @@
 
 #include "model.h"
 
+/* The largest seq_len a load takes from the checkpoint when none is given: T is the checkpoint's
+ * maximum positions up to this (a file's 131072 or 2^31 positions are no default to run). */
+#define DP_MODEL_LOAD_SEQ_LEN_DEFAULT_MAX 4096
+
 /* What a checkpoint does not say: runtime choices of the loaded model. */
 typedef struct dp_model_load_opts {
-    int64_t seq_len;       /* T; 0 = the checkpoint's maximum positions (n_positions, max_position_embeddings) */
+    int64_t seq_len;       /* T; 0 = the checkpoint's maximum positions (n_positions, max_position_embeddings),
+                            * at most DP_MODEL_LOAD_SEQ_LEN_DEFAULT_MAX */
     int64_t batch;         /* maximum batch size; 0 = 1 */
     dp_dtype dtype;        /* compute dtype: DP_F32 (default) or DP_BF16 */
     uint64_t seed;         /* seeds fresh LoRA adapters (lora_rank > 0 without saved adapters) */
@@ -50,7 +55,12 @@ int dp_model_config_read(const char *dir, dp_model_config *cfg);
 /* Builds a model on dev from the checkpoint in dir: sizes from config.json, runtime choices from
  * opts (NULL = defaults), every parameter from model.safetensors (missing or misshapen tensors are
  * errors naming them; unknown tensors too, except HF's non-parameter buffers such as GPT-2's
- * attn.bias masks). On the plan device config.json alone will do (no weights: no values to
+ * attn.bias masks; so are non-finite values). Every tensor's header is checked against the config,
+ * and the parameters' bytes against dev's memory (its allocator's limit, else its size: DP_EOOM
+ * naming both), before anything is allocated. Adapters: adapter_config.json's keys are honoured
+ * as PEFT reads them or refused naming the key (peft_targets.h for target_modules; its targets
+ * must be the adapter tensors present), and adapter_model.safetensors without
+ * adapter_config.json is refused. On the plan device config.json alone will do (no weights: no values to
  * hold); weights that are there are checked against it. Returns DP_OK and *out, or a status with a message naming the
  * file. */
 int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opts, dp_model **out);

@@ -105,6 +105,10 @@ const char *dp_lora_target_name(dp_arch arch, unsigned bit);
 /* The MLP width a configuration gets: ffn, else gpt round(mlp_ratio * hidden), llama
  * mlp_ratio * hidden rounded up to a multiple of 64. */
 int64_t dp_model_config_ffn(const dp_model_config *cfg);
+/* The most blocks a model may have: every loop over a model's blocks is in its layers (the plan
+ * device has no memory to bound them), and the largest models have a few hundred. */
+#define DP_MODEL_MAX_LAYERS 100000
+
 /* Checks a configuration; DP_EINVAL with a message naming the key and the valid values. */
 int dp_model_config_check(const dp_model_config *cfg);
 

@@ -119,6 +119,9 @@ int dp_model_config_check(const dp_model_config *cfg) {
     DP_TRY(positive(cfg->vocab, "vocab"));
     DP_TRY(positive(cfg->hidden, "hidden"));
     DP_TRY(positive(cfg->layers, "layers"));
+    if (cfg->layers > DP_MODEL_MAX_LAYERS)
+        return dp_error_set(DP_EINVAL, "model: 'layers' %lld is too many (at most %d)", (long long)cfg->layers,
+                            DP_MODEL_MAX_LAYERS);
     DP_TRY(positive(cfg->heads, "heads"));
     DP_TRY(positive(cfg->seq_len, "seq_len"));
     DP_TRY(positive(cfg->batch, "batch"));
@@ -153,6 +156,11 @@ int dp_model_config_check(const dp_model_config *cfg) {
         return dp_error_set(DP_EINVAL,
                             "model: 'checkpoint' must be off (0), every block (1) or every N-th block (N >= 1), got %d",
                             cfg->checkpoint);
+    if (cfg->checkpoint > cfg->layers) /* past the last block: it says something the model cannot do */
+        return dp_error_set(DP_EINVAL,
+                            "model: 'checkpoint' %d is more than the model's %lld layers (valid: false, \"blocks\" or "
+                            "N in 1..%lld, every N-th block)",
+                            cfg->checkpoint, (long long)cfg->layers, (long long)cfg->layers);
     if (cfg->lora_rank < 0)
         return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
     if (cfg->lora_rank > 0) {

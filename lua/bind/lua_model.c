@@ -25,6 +25,7 @@
 
 #include <lauxlib.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MODEL_MT "dpprof.model"
@@ -340,6 +341,19 @@ void dpl_model_hold_batch(lua_State *L, int idx, int prepared) {
     u->held_id = dp_model_forward_id(u->m);
 }
 
+/* Raises unless bytes fit dev: its allocator's limit, else its memory (a size read from outside,
+ * a checkpoint's seq_len, is checked before anything is allocated or filled). */
+static void check_fits(lua_State *L, dp_device *dev, uint64_t bytes, const char *fname, const char *what) {
+    uint64_t limit = dp_mem_limit(dev->mem), total = dev->info.total_memory;
+    uint64_t cap = limit && (!total || limit < total) ? limit : total;
+    if (!cap || bytes <= cap) return;
+    char msg[512]; /* lua_pushfstring has no %.3f or %llu */
+    snprintf(msg, sizeof msg, "%s: %s need %.3f GiB (%llu bytes) but the %s device has %.3f GiB (%llu bytes)", fname,
+             what, (double)bytes / (double)(1ull << 30), (unsigned long long)bytes, dp_device_kind_name(dev->kind),
+             (double)cap / (double)(1ull << 30), (unsigned long long)cap);
+    luaL_error(L, "%s", msg);
+}
+
 /* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"} */
 static int l_batch(lua_State *L) {
     static const char *const keys[] = {"model", "size", "seed", "step", "file", "file_dtype", NULL};
@@ -365,6 +379,9 @@ static int l_batch(lua_State *L) {
         luaL_error(L, "%s: unknown file_dtype '%s' (valid: uint16, uint32)", fname, fdt);
     int64_t shape[2] = {B, cfg->seq_len};
     dp_device *dev = dp_model_device(m);
+    char what[96];
+    snprintf(what, sizeof what, "the inputs and targets (2 x %lld x %lld i32)", (long long)B, (long long)cfg->seq_len);
+    check_fits(L, dev, 2 * (uint64_t)B * (uint64_t)cfg->seq_len * 4u, fname, what);
     lua_createtable(L, 0, 3);
     dp_tensor *in = dpl_push_new_tensor(L, dev, DP_I32, 2, shape, DP_CAT_INPUTS);
     lua_setfield(L, -2, "inputs");

@@ -29,7 +29,8 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_load_op
     if (!lua_istable(L, t)) luaL_error(L, "%s: 'lora' must be a table {rank=, alpha=, targets=}", fname);
     dpl_check_keys(L, t, fname, keys);
     int64_t rank = dpl_opt_int_field(L, t, fname, "rank", 0);
-    if (rank <= 0 || rank > 1 << 20) luaL_error(L, "%s: 'lora.rank' must be a positive integer", fname);
+    if (rank <= 0 || rank > 1 << 20)
+        luaL_error(L, "%s: 'lora.rank' must be an integer from 1 to %d (got %I)", fname, 1 << 20, (lua_Integer)rank);
     opts->lora_rank = (int)rank;
     opts->lora_alpha = (float)dpl_opt_num_field(L, t, fname, "alpha", (double)rank);
     if (lua_getfield(L, t, "targets") != LUA_TNIL) {

@@ -98,6 +98,10 @@ local function point_config(base, method, vary, value, model_spec, checkpoint)
   else
     c.model[vary] = value
   end
+  -- every N-th block with N past the layers searched is block 0 alone, as N = layers says it
+  -- (dp.model refuses N > layers)
+  local ck = c.model.checkpoint
+  if vary == "layers" and math.type(ck) == "integer" and ck > value then c.model.checkpoint = value end
   c.device, c.device_model = "plan", model_spec
   c.snapshots = "none"
   c.trace = nil

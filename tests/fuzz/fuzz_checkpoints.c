@@ -7,7 +7,12 @@
  *                              damaged, or its data section cut, grown or flipped;
  *   - model.safetensors.index.json (a checkpoint split into two shards at start-up) its tree
  *                              mutated or text damaged, sometimes with a shard's header mutated;
- *   - adapter_config.json / adapter_model.safetensors of a PEFT adapter beside its base.
+ *   - adapter_config.json / adapter_model.safetensors of a PEFT adapter beside its base: the
+ *                              config's tree (target_modules as lists, regexes, numbers, PEFT's
+ *                              other keys: fan_in_fan_out, layers_to_transform, modules_to_save,
+ *                              ...), the weights' header or data (NaN-filled too), or the files
+ *                              themselves (the config missing, a directory, a dangling link, a
+ *                              device).
  * Each load (on the CPU, and one in four on the plan device too) must return a status the API
  * names (OK, EINVAL, EIO, ENOTSUP, EOOM) with no model on failure and a message of one line; a
  * model that loads on the CPU runs a forward and a backward of one sample. Run under
@@ -91,6 +96,13 @@ static const char *const key_names[] = {"model_type",
                                         "rank_pattern",
                                         "alpha_pattern",
                                         "target_modules",
+                                        "fan_in_fan_out",
+                                        "layers_to_transform",
+                                        "layers_pattern",
+                                        "modules_to_save",
+                                        "exclude_modules",
+                                        "layer_replication",
+                                        "target_parameters",
                                         "transformer.wte.weight",
                                         "lm_head.weight",
                                         ""};
@@ -141,7 +153,33 @@ static const char *const extra_values[] = {"\"gpt2\"",
                                            "[3, 9007199254740993]",
                                            "{\"rope_type\": \"default\"}",
                                            "{\"rope_type\": 7}",
-                                           "{\"q_proj\": 8}"};
+                                           "{\"q_proj\": 8}",
+                                           /* adapter_config.json's target_modules, layers, modules */
+                                           "[\"q_proj\", \"v_proj\"]",
+                                           "[\"c_attn\", \"c_fc\"]",
+                                           "[\"c_proj\"]",
+                                           "[\"lm_head\"]",
+                                           "[\"bogus\"]",
+                                           "[]",
+                                           "[1, 2]",
+                                           "[0, 1]",
+                                           "[0]",
+                                           "[[0, 2]]",
+                                           "\"all-linear\"",
+                                           "\"q_proj\"",
+                                           "\".*\\\\.(q_proj|k_proj|v_proj|o_proj|down_proj)\"",
+                                           "\".*\\\\.(attn\\\\.c_attn|mlp\\\\.c_fc)\"",
+                                           "\"model\\\\.layers\\\\.0\\\\..*\"",
+                                           "\"(unclosed\"",
+                                           "\"(a*)*(b|c)*\"",
+                                           "\"((((a{1,100}){1,100}){1,100}){1,100})\"",
+                                           "\"[[:alpha:]\"",
+                                           "\"model\\\\.layers\\\\.\\\\d+\\\\.(?:self_attn\\\\.[qkvo]_proj)\"",
+                                           "\"(?=x)\\\\w*\\\\\"",
+                                           "\"[]\\\\d]\"",
+                                           "true",
+                                           "false",
+                                           "null"};
 
 #define N_KEYS (sizeof key_names / sizeof *key_names)
 #define N_EXTRA (sizeof extra_values / sizeof *extra_values)
@@ -299,7 +337,7 @@ static void clear_dir(const char *dir) {
     for (struct dirent *e; d && (e = readdir(d));) {
         if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2]))) continue;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        unlink(path);
+        if (unlink(path) != 0) rmdir(path); /* a directory planted as a file */
     }
     if (d) closedir(d);
 }
@@ -342,7 +380,37 @@ static const char *write_mutant(const char *dir) {
     } else { /* a PEFT adapter beside its base */
         put(dir, "config.json", config[m].data, config[m].len);
         put(dir, "model.safetensors", weights[m].data, weights[m].len);
-        if (fuzz_below(2)) {
+        size_t how = fuzz_below(8);
+        if (how == 0) { /* the files themselves: the config missing, a directory, a link, a device */
+            char path[4200];
+            put(dir, "adapter_model.safetensors", adapter_weights[m].data, adapter_weights[m].len);
+            snprintf(path, sizeof path, "%s/adapter_config.json", dir);
+            switch (fuzz_below(4)) {
+            case 0: break; /* missing */
+            case 1: mkdir(path, 0777); break;
+            case 2:
+                if (symlink("/nonexistent/adapter_config.json", path) != 0) perror("symlink");
+                break;
+            default:
+                if (symlink("/dev/null", path) != 0) perror("symlink");
+            }
+            what = "adapter files";
+        } else if (how == 1) { /* every adapter value NaN, or one tensor's */
+            const char *data;
+            size_t data_len;
+            char *header = split_st(&adapter_weights[m], &data, &data_len);
+            char *d = malloc(data_len + 1);
+            memcpy(d, data, data_len);
+            size_t from = fuzz_below(2) ? 0 : fuzz_below(data_len);
+            memset(d + from, 0xff, fuzz_below(2) ? data_len - from : (data_len - from < 64 ? data_len - from : 64));
+            blob b = join_st(strlen(header), header, strlen(header), d, data_len);
+            put(dir, "adapter_config.json", adapter_config[m].data, adapter_config[m].len);
+            put(dir, "adapter_model.safetensors", b.data, b.len);
+            free(b.data);
+            free(d);
+            free(header);
+            what = "adapter_model.safetensors (NaN)";
+        } else if (how < 5) {
             char *text = mutate_json(&adapter_config[m]);
             put(dir, "adapter_config.json", text, strlen(text));
             put(dir, "adapter_model.safetensors", adapter_weights[m].data, adapter_weights[m].len);

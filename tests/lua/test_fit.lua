@@ -148,6 +148,14 @@ do
   check.raises(function() dp.fit{ base = { model = copy(MODEL) }, checkpoint = { false, "every" } } end,
                { "checkpoint: 'every' is not a setting", "\"blocks\"", "N >= 1" })
   check.raises(function() dp.fit{ base = { model = copy(MODEL) }, checkpoint = {} } end, { "non-empty list" })
+  -- every 4th block while the search tries 1 to 3 layers: block 0 alone, as checkpoint = layers
+  -- says it (dp.model refuses N past the layers, issue 26 item 7)
+  local deep = copy(MODEL)
+  deep.layers, deep.checkpoint = 8, 4
+  local k = dp.fit{ base = { model = deep }, method = "vanilla", vary = "layers", device_model = model_of(1 << 40),
+                    hi = 6 }
+  check.eq(k.methods[1].largest, 6, "layers 1..6 with checkpoint 4 all run")
+  check.eq(k.methods[1].checkpoint, 4, "the setting searched with")
 end
 
 -- Nothing leaks between runs: the plan device holds only the workspace afterwards; a script that

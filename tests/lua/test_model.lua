@@ -310,7 +310,10 @@ bad({ arch = "llama", rope_scaling = { rope_type = "llama3", factor = 8 } },
 bad({ arch = "llama", rope_scaling = { type = "linear" } }, { "unknown key 'type'", "valid: rope_type" })
 bad({ lora = { rank = 2, targets = { "qkv", "ffn" } } }, { "unknown lora target 'ffn'", "valid: qkv, proj, fc, down, or PEFT's q_proj" })
 bad({ lora = { rank = 0 } }, { "'lora.rank' must be an integer from 1 to 1048576 (got 0)" })
+-- 2^31 is reported as itself (it read "got -2147483648", issue 26 item 11)
 bad({ lora = { rank = 1 << 31 } }, { "'lora.rank' must be an integer from 1 to 1048576 (got 2147483648)" })
+check.raises(function() dp.model.load("no-such-dir", { lora = { rank = 1 << 31 } }) end,
+             { "dpprof.model.load: 'lora.rank' must be an integer from 1 to 1048576 (got 2147483648)" })
 bad({ lora = { rank = 2, dropout = 0.1 } }, { "unknown key 'dropout'", "valid: rank, alpha, targets" })
 bad({ lora = { rank = 2, alpha = -1 } }, { "'lora.alpha' must be a positive number" })
 bad({ vocab = "many" }, { "'vocab' must be an integer" })
@@ -370,5 +373,25 @@ do
     cfg.checkpoint = bad
     check.raises(function() dp.model(cfg) end, { "'checkpoint' must be false, \"blocks\" (every block) or an integer N >= 1" })
   end
+end
+-- issue 26 items 3 and 7: a batch sized past the device's memory is refused before it is
+-- allocated and filled (a checkpoint's 2^31 positions as seq_len grew to 5.8 GB before it was
+-- killed), and so is checkpoint = N past the layers
+do
+  local huge <close> = dp.model{ arch = "llama", vocab = 64, hidden = 16, layers = 2, heads = 2, seq_len = 1 << 40,
+                                 device = "cpu" }
+  local total = dp.memory.stats("cpu").limit
+  check.raises(function() dp.batch{ model = huge } end,
+               { "dpprof.batch: the inputs and targets (2 x 1 x 1099511627776 i32) need 8192.000 GiB "
+                 .. "(8796093022208 bytes) but the cpu device has" })
+  local small <close> = dp.model{ vocab = 64, hidden = 16, layers = 2, heads = 2, seq_len = 1024, device = "cpu" }
+  dp.memory.set_limit(4096, "cpu")
+  check.raises(function() dp.batch{ model = small } end,
+               { "need 0.000 GiB (8192 bytes) but the cpu device has 0.000 GiB (4096 bytes)" })
+  dp.memory.set_limit(total, "cpu")
+  dp.free_batch(dp.batch{ model = small })
+  check.raises(function() dp.model{ vocab = 64, hidden = 16, layers = 2, heads = 2, seq_len = 8, checkpoint = 3,
+                                    device = "cpu" } end,
+               { "'checkpoint' 3 is more than the model's 2 layers (valid: false, \"blocks\" or N in 1..2" })
 end
 print("test_model.lua: all checks passed")
