@@ -132,6 +132,9 @@ static const char *without_position(const char *msg) {
 
 static int script_exit_status; /* an error object's exit_status (a refused configuration: 2), else 0 */
 
+/* The exit status of a script or command that raised an error: a refused configuration's 2, else 1. */
+static int error_exit_status(void) { return script_exit_status > 0 ? script_exit_status : 1; }
+
 /* Message handler. An interrupt is one line: what was interrupted, no position, no traceback. A
  * mistake dpprof reports (the message names the problem, at the user's line)
  * gets no traceback through dpprof's insides: only the user's own frames, when there are two or
@@ -264,7 +267,7 @@ static int cmd_run(lua_State *L, int argc, char **argv) {
         return 1;
     }
     if (docall(L, 0, 0) == LUA_OK) return 0;
-    return script_exit_status > 0 ? script_exit_status : 1; /* a refused configuration: 2 */
+    return error_exit_status();
 }
 
 /* Prints each problem and note of dpplot_render_dir; counts them in *user. */
@@ -370,7 +373,7 @@ static int cmd_lua(lua_State *L, const char *cmd, int argc, char **argv) {
         lua_pushstring(L, argv[i]);
         lua_rawseti(L, -2, i + 1);
     }
-    if (docall(L, 1, 1) != LUA_OK) return 1;
+    if (docall(L, 1, 1) != LUA_OK) return error_exit_status(); /* sweep submit runs a script */
     return (int)luaL_optinteger(L, -1, 0);
 }
 

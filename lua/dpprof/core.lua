@@ -82,6 +82,12 @@ function dp.error_text(e)
   return s
 end
 
+-- Raises a refused configuration or argument: an error object whose message is the text and whose
+-- exit_status (2) is what `dpprof run` exits with, as for bad arguments on the command line.
+function dp.refuse(message)
+  error(setmetatable({ message = message, exit_status = 2 }, { __tostring = function(e) return e.message end }), 0)
+end
+
 -- Experiments, sweeps and their results JSON (experiment.lua, sweep.lua, results.lua, trace.lua).
 dp.results = require("dpprof.results")
 dp.trace = require("dpprof.trace")

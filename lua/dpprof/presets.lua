@@ -91,8 +91,8 @@ function presets.args(script, own, skip)
   end
   if args.method ~= nil and known.method then
     if args.methods ~= nil then
-      error(string.format("%s: give method= or methods=, not both (method=%s, methods=%s)", script,
-                          tostring(args.method), tostring(args.methods)), 0)
+      dp.refuse(string.format("%s: give method= or methods=, not both (method=%s, methods=%s)", script,
+                              tostring(args.method), tostring(args.methods)))
     end
     args.methods, args.method = args.method, nil
   end
@@ -112,7 +112,7 @@ function presets.args(script, own, skip)
     table.insert(untaken, 1, string.format("unknown argument%s '%s'", #unknown > 1 and "s" or "",
                                            table.concat(unknown, "', '")))
   end
-  error(string.format("%s: %s (valid: %s)", script, table.concat(untaken, "; "), table.concat(valid, ", ")), 0)
+  dp.refuse(string.format("%s: %s (valid: %s)", script, table.concat(untaken, "; "), table.concat(valid, ", ")))
 end
 
 -- The path of a file or folder of the dpprof repository (rel, e.g. "tests/fixtures/llama3_8b"),

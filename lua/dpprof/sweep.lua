@@ -468,11 +468,6 @@ local function passed_over(out, name)
   return { out = out, name = name, points = {}, counts = {}, passed_over = true }
 end
 
--- A configuration that cannot run, refused before anything is made: an error object whose message
--- is the text and whose exit_status (2) is what `dpprof run` exits with.
-local function refuse(message)
-  error(setmetatable({ message = message, exit_status = 2 }, { __tostring = function(e) return e.message end }), 0)
-end
 
 function sweep.run(opts)
   if type(opts) ~= "table" then error("dpprof.sweep: expects a table of options", 2) end
@@ -533,7 +528,7 @@ function sweep.run(opts)
       slurm.check_text("out (the sweep's directory)", out)
       slurm.check_text("the sweep's name", name)
     end)
-    if not sok then error(checked, 2) end
+    if not sok then dp.refuse(dp.error_text(checked)) end
   end
 
   local points = sweep.points(base, vary, opts.order)
@@ -544,7 +539,7 @@ function sweep.run(opts)
     local resolved
     if experiment then
       local cok, cerr = pcall(experiment.config, p.config)
-      if not cok then refuse(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr))) end
+      if not cok then dp.refuse(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr))) end
       resolved = cerr
     end
     p.resolved = resolved_config(p, resolved)

@@ -204,7 +204,7 @@ for _, case in ipairs({ { "default.lua", "metods=ghost", "unknown argument 'meto
                         { "fit_frontier.lua", "budget=80", "unknown argument 'budget'", "budget_gb" },
                         { "llama3_lora.lua", "seq_len=1024", "unknown argument 'seq_len'", "seq_lens" } }) do
   code, text = sh(string.format("%q run %q %s out=%q", exe, experiments .. case[1], case[2], out .. "-exp"))
-  check.eq(code, 1, case[1] .. " " .. case[2] .. ": " .. text)
+  check.eq(code, 2, case[1] .. " " .. case[2] .. ": " .. text)
   check.truthy(text:find(case[3], 1, true) and text:find(case[4], 1, true), "names it and the valid ones: " .. text)
   check.eq(dp.list_dir(out .. "-exp"), nil, case[1] .. ": nothing ran")
 end

@@ -48,16 +48,16 @@ check.truthy(text:find("methods=a,b (or method=a)", 1, true), "-h prints the key
 
 -- A key not taken: one line naming it and the valid keys; a common key a script cannot use says why.
 code, text = run(base, experiments .. "default.lua", "metods=ghost")
-check.eq(code, 1, "misspelt key: " .. text)
+check.eq(code, 2, "misspelt key: " .. text)
 check.eq(text, "dpprof: default.lua: unknown argument 'metods' (valid: profile, threads, device, out, methods, method, "
                .. "preset, arch, vocab, hidden, layers, heads, seq_len, batch, dtype, iters, warmup, timeout, seed, "
                .. "physical, all, parallel, repeats)\n", "names the key and the valid ones")
 code, text = run(base, experiments .. "bench_privacy.lua", "device=cpu steps=10")
-check.eq(code, 1, "device= on bench_privacy: " .. text)
+check.eq(code, 2, "device= on bench_privacy: " .. text)
 check.truthy(text:find("bench_privacy.lua: device= is not taken here: it times the privacy accountants alone", 1, true)
              and text:find("(valid: out, accountants, steps, repeats)", 1, true), "says why and the valid keys: " .. text)
 code, text = run(base, experiments .. "default.lua", "method=ghost methods=bk")
-check.eq(code, 1, "method= and methods=: " .. text)
+check.eq(code, 2, "method= and methods=: " .. text)
 check.truthy(text:find("give method= or methods=, not both", 1, true), "both refused: " .. text)
 check.eq(dp.list_dir(base .. "/results"), nil, "nothing ran")
 

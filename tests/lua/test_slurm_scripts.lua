@@ -80,7 +80,7 @@ for i, c in ipairs(controls) do
     local dir = string.format("%s/c%d%s/x%s", root, i, key, key == "out" and c or "")
     local code, text = sh(string.format("%s sweep submit %s %s %s", q(exe), q(script), q("out=" .. dir),
                                         q("name=" .. (key == "name" and "n" .. c or "plain"))))
-    check.eq(code, 1, key .. " with byte " .. c:byte() .. ": " .. text)
+    check.eq(code, 2, key .. " with byte " .. c:byte() .. ": " .. text)
     check.truthy(text:find(key == "out" and "out (the sweep's directory) \"" .. root or "the sweep's name \"n", 1, true)
                  and text:find("\" has a control character (byte " .. c:byte() .. " at position", 1, true),
                  key .. ": " .. text)
