@@ -31,6 +31,7 @@ backend_cpu   engine/backends/cpu
 backend_plan  engine/backends/plan
 backend_cuda  engine/backends/cuda
 model         engine/model
+privacy       engine/privacy
 dp            engine/dp
 io            engine/io
 engine        engine
@@ -46,13 +47,14 @@ backend_cpu   core common
 backend_plan  core
 backend_cuda  core kernels
 model         core common
-dp            model core common
+privacy       core
+dp            privacy model core common
 io            model core common
-engine        core model dp io backend_cpu backend_plan backend_cuda
+engine        core model privacy dp io backend_cpu backend_plan backend_cuda
 kernels       common
 plots         common
-bind          engine core model dp io backend_plan plots common
-embed_test    engine core model dp io
+bind          engine core model privacy dp io backend_plan plots common
+embed_test    engine core model privacy dp io
 EOF
 # system headers (by prefix) and the parts that may include them; others are free
 cat > "$tmp/system" <<'EOF'
@@ -65,7 +67,7 @@ cblas.h      backend_cpu
 omp.h        backend_cpu bind
 cjson/       io bind plots
 cairo        plots
-fftw3        dp
+fftw3        privacy
 EOF
 
 # ---- files and their parts --------------------------------------------------------------
