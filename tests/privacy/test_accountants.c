@@ -93,9 +93,9 @@ static void test_against_references(void) {
             if (dp_acct_epsilon(DP_ACCT_PRV, h, n, delta, NULL, &prv, &d, err, sizeof err) != DP_PRIVACY_OK)
                 printf("  prv failed: %s\n", err);
             double want_lower = strtod(c[5], NULL), want_estimate = strtod(c[6], NULL);
-            double d_prv = fmax(rel_diff(prv, want_prv), fmax(rel_diff(d.epsilon_lower, want_lower),
-                                                              rel_diff(d.epsilon_estimate, want_estimate)));
-            if (isnan(d_prv)) d_prv = INFINITY;
+            double d_up = rel_diff(prv, want_prv), d_lo = rel_diff(d.epsilon_lower, want_lower);
+            double d_est = rel_diff(d.epsilon_estimate, want_estimate);
+            double d_prv = isnan(d_up) || isnan(d_lo) || isnan(d_est) ? INFINITY : fmax(d_up, fmax(d_lo, d_est));
             double d_pld = fabs(pld - want_pld) / want_pld;
             double d_rdp = fabs(rdp - want_rdp) / want_rdp;
             max_prv = fmax(max_prv, d_prv);
@@ -178,7 +178,7 @@ static void test_prv_grid(void) {
         check(n > 0 && (size_t)n_means == n, "prv_grid.csv: one mean per segment");
         rows++;
         for (size_t k = 0; k < n && (size_t)n_means == n; k++) {
-            dp_acct_prv_grid_info g;
+            dp_acct_prv_grid_info g = {0};
             char err[256];
             int rc = dp_acct_prv_grid(h, n, k, DP_ACCT_PRV_EPS_ERROR, delta / 1000.0, &g, err, sizeof err);
             double want_mean = strtod(means[k], NULL);
@@ -194,7 +194,9 @@ static void test_prv_grid(void) {
                      "prv grid %s segment %zu (rc %d %s): %zu points (opacus %lld), t_min %.17g (%.17g), "
                      "mesh %.17g (%.17g)",
                      hist_text, k + 1, rc, rc ? err : "", g.grid_points, points, g.t_min, t_min, g.mesh, mesh);
-            check(rc == DP_PRIVACY_OK && (long long)g.grid_points == points && d_grid <= 1e-12, what);
+            check(rc == DP_PRIVACY_OK && (long long)g.grid_points == points && rel_diff(g.t_min, t_min) <= 1e-12 &&
+                      rel_diff(g.mesh, mesh) <= 1e-12,
+                  what);
             snprintf(what, sizeof what,
                      "prv mean %s segment %zu: continuous %.17g (opacus %.17g), discrete %.17g, mass %.17g",
                      hist_text, k + 1, g.continuous_mean, want_mean, g.discrete_mean, g.discrete_mass);
