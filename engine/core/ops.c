@@ -17,13 +17,23 @@ static int same_numel(const dp_tensor *a, const dp_tensor *b, const char *op) {
                         dp_dtype_name(a->dtype), (long long)b->numel, dp_dtype_name(b->dtype));
 }
 
-int dp_gemm_ex(dp_device *dev, const char *op, const dp_gemm_args *g) {
+/* Records op in the ledger and runs g on dev. */
+static int gemm_ex(dp_device *dev, const char *op, const dp_gemm_args *g) {
     double ab = (double)dp_dtype_size(g->ab_type), cs = (double)dp_dtype_size(g->c_type);
     double batch = (double)g->batch, m = (double)g->m, n = (double)g->n, k = (double)g->k;
     double bytes = (g->stride_a ? batch : 1.0) * m * k * ab + (g->stride_b ? batch : 1.0) * k * n * ab +
                    batch * m * n * cs * (g->beta != 0.0f ? 2.0 : 1.0);
     dp_ledger_add(op, 2.0 * batch * m * n * k, bytes);
     return DP_DISPATCH(dev, gemm, g);
+}
+
+int dp_gemm_batched(dp_device *dev, const char *op, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
+                    dp_dtype ab_type, dp_gemm_mat a, dp_gemm_mat b, float beta, dp_dtype c_type, void *c) {
+    dp_gemm_args g = {.trans_a = a.trans, .trans_b = b.trans, .m = m, .n = n, .k = k, .alpha = alpha, .beta = beta,
+                      .ab_type = ab_type, .c_type = c_type, .a = a.data, .lda = a.ld, .stride_a = a.stride,
+                      .b = b.data, .ldb = b.ld, .stride_b = b.stride, .c = c, .ldc = n, .stride_c = m * n,
+                      .batch = batch};
+    return gemm_ex(dev, op, &g);
 }
 
 /* rows and columns of t's last two dims (a 2-D matrix or a batch of them) */
@@ -56,30 +66,9 @@ int dp_matmul(dp_tensor *C, const dp_tensor *A, int trans_a, const dp_tensor *B,
     if ((A->ndim == 3 && ba != batch) || (B->ndim == 3 && bb != batch) || (C->ndim == 2 && (ba > 1 || bb > 1)))
         return dp_error_set(DP_EINVAL, "matmul: batch sizes do not agree (A %lld, B %lld, C %lld)", (long long)ba,
                             (long long)bb, (long long)batch);
-    /* clang-format off */
-    dp_gemm_args g = {
-        .trans_a = trans_a,
-        .trans_b = trans_b,
-        .m = m,
-        .n = n,
-        .k = k,
-        .alpha = alpha,
-        .beta = beta,
-        .ab_type = A->dtype,
-        .c_type = C->dtype,
-        .a = A->data,
-        .lda = ac,
-        .stride_a = A->ndim == 3 ? ar * ac : 0,
-        .b = B->data,
-        .ldb = bc,
-        .stride_b = B->ndim == 3 ? br * bc : 0,
-        .c = C->data,
-        .ldc = cc,
-        .stride_c = cr * cc,
-        .batch = batch,
-    };
-    /* clang-format on */
-    return dp_gemm_ex(A->dev, batch > 1 ? "gemm_batched" : "gemm", &g);
+    return dp_gemm_batched(A->dev, batch > 1 ? "gemm_batched" : "gemm", batch, m, n, k, alpha, A->dtype,
+                           (dp_gemm_mat){A->data, ac, A->ndim == 3 ? ar * ac : 0, trans_a},
+                           (dp_gemm_mat){B->data, bc, B->ndim == 3 ? br * bc : 0, trans_b}, beta, C->dtype, C->data);
 }
 
 int dp_add(dp_tensor *out, const dp_tensor *x, const dp_tensor *y) {

@@ -6,8 +6,24 @@
 
 #include "tensor.h"
 
-/* Records op (a string literal) in the ledger and runs g on dev. The caller checked the shapes. */
-int dp_gemm_ex(dp_device *dev, const char *op, const dp_gemm_args *g);
+/* An operand of dp_gemm_batched: the row-major matrix at data with leading dimension ld (elements),
+ * the next batch item's `stride` elements on (0: one matrix for every item), used transposed when
+ * trans. DP_MAT and DP_MAT_T spell the two uses. */
+typedef struct dp_gemm_mat {
+    const void *data;
+    int64_t ld, stride;
+    int trans;
+} dp_gemm_mat;
+#define DP_MAT(data, ld, stride) ((dp_gemm_mat){(data), (ld), (stride), 0})
+#define DP_MAT_T(data, ld, stride) ((dp_gemm_mat){(data), (ld), (stride), 1})
+
+/* C[i] = alpha op(A[i]) op(B[i]) + beta C[i] for i < batch: op(A) m x k, op(B) k x n, both of
+ * ab_type; C of c_type, m x n items stored one after the other (ldc n). Records op (a string
+ * literal) in the ledger with the product's flops and bytes, then runs it on dev. The caller
+ * checked the shapes. The one way to the backends' gemm: dp_matmul and the per-sample norms'
+ * products (dp/) go through it. */
+int dp_gemm_batched(dp_device *dev, const char *op, int64_t batch, int64_t m, int64_t n, int64_t k, float alpha,
+                    dp_dtype ab_type, dp_gemm_mat a, dp_gemm_mat b, float beta, dp_dtype c_type, void *c);
 /* C = alpha op(A) op(B) + beta C. 2-D operands, or 3-D batched over dim 0 where a 2-D A or B is
  * shared by every batch item. Ledger name "gemm" (or "gemm_batched"). */
 int dp_matmul(dp_tensor *C, const dp_tensor *A, int trans_a, const dp_tensor *B, int trans_b, float alpha, float beta);

@@ -93,30 +93,9 @@ static int weighted_sum(dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const fl
             DP_TRY(DP_DISPATCH(dp->dev, axpy, DP_F32, (size_t)n, c_host[b], dp_tensor_at(x, b * n), grad->data));
         return DP_OK;
     }
-    /* clang-format off */
-    dp_gemm_args g = {
-        .trans_a = 0,
-        .trans_b = 0,
-        .m = 1,
-        .n = n,
-        .k = B,
-        .alpha = 1.0f,
-        .beta = 1.0f,
-        .ab_type = x->dtype,
-        .c_type = DP_F32,
-        .a = c->data,
-        .lda = B,
-        .stride_a = 0,
-        .b = x->data,
-        .ldb = n,
-        .stride_b = 0,
-        .c = grad->data,
-        .ldc = n,
-        .stride_c = 0,
-        .batch = 1,
-    };
-    /* clang-format on */
-    return dp_gemm_ex(dp->dev, op, &g);
+    /* grad (1 x n) += c^T (1 x B) x (B x n) */
+    return dp_gemm_batched(dp->dev, op, 1, 1, n, B, 1.0f, x->dtype, DP_MAT(c->data, B, 0), DP_MAT(x->data, n, 0), 1.0f,
+                           DP_F32, grad->data);
 }
 
 static int scale_samples(dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
@@ -163,30 +142,8 @@ static int book_linear(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
     if (!bk->input_scaled) DP_TRY(scale_samples(dp, G, c));
     DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     /* grad (p x d) += scale * G^T (p x N) A (N x d): one GEMM over every token of the batch */
-    /* clang-format off */
-    dp_gemm_args g = {
-        .trans_a = 1,
-        .trans_b = 0,
-        .m = p,
-        .n = d,
-        .k = N,
-        .alpha = bk->scale,
-        .beta = 1.0f,
-        .ab_type = G->dtype,
-        .c_type = DP_F32,
-        .a = G->data,
-        .lda = p,
-        .stride_a = 0,
-        .b = A->data,
-        .ldb = d,
-        .stride_b = 0,
-        .c = bk->param->grad.data,
-        .ldc = d,
-        .stride_c = 0,
-        .batch = 1,
-    };
-    /* clang-format on */
-    return dp_gemm_ex(dp->dev, "dp_clip_gemm", &g);
+    return dp_gemm_batched(dp->dev, "dp_clip_gemm", 1, p, d, N, bk->scale, G->dtype, DP_MAT_T(G->data, p, 0),
+                           DP_MAT(A->data, d, 0), 1.0f, DP_F32, bk->param->grad.data);
 }
 
 static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {

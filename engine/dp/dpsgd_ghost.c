@@ -16,30 +16,8 @@ static int gram(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) 
     int64_t B = x->shape[0], T = x->shape[1], k = x->shape[2];
     int64_t shape[3] = {B, T, T};
     DP_TRY(dp_tensor_init_module(out, dp->dev, DP_F32, 3, shape, DP_CAT_TEMP, module));
-    /* clang-format off */
-    dp_gemm_args g = {
-        .trans_a = 0,
-        .trans_b = 1,
-        .m = T,
-        .n = T,
-        .k = k,
-        .alpha = 1.0f,
-        .beta = 0.0f,
-        .ab_type = x->dtype,
-        .c_type = DP_F32,
-        .a = x->data,
-        .lda = k,
-        .stride_a = T * k,
-        .b = x->data,
-        .ldb = k,
-        .stride_b = T * k,
-        .c = out->data,
-        .ldc = T,
-        .stride_c = T * T,
-        .batch = B,
-    };
-    /* clang-format on */
-    int rc = dp_gemm_ex(dp->dev, "dp_ghost_gram", &g);
+    int rc = dp_gemm_batched(dp->dev, "dp_ghost_gram", B, T, T, k, 1.0f, x->dtype, DP_MAT(x->data, k, T * k),
+                             DP_MAT_T(x->data, k, T * k), 0.0f, DP_F32, out->data);
     if (rc != DP_OK) dp_tensor_release(out);
     return rc;
 }
@@ -85,30 +63,8 @@ int dpsgd_ghost_tied_rows(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, 
     if (rc == DP_OK) rc = dp_tensor_init_module(rows, dp->dev, DP_F32, 3, rs, DP_CAT_PER_SAMPLE_GRADS, wte->module);
     if (rc == DP_OK) {
         /* rows[i] (T x d) = h[i]^T (T x T) a[i] (T x d) */
-        /* clang-format off */
-        dp_gemm_args g = {
-            .trans_a = 1,
-            .trans_b = 0,
-            .m = T,
-            .n = d,
-            .k = T,
-            .alpha = 1.0f,
-            .beta = 0.0f,
-            .ab_type = A->dtype,
-            .c_type = DP_F32,
-            .a = h.data,
-            .lda = T,
-            .stride_a = T * T,
-            .b = A->data,
-            .ldb = d,
-            .stride_b = T * d,
-            .c = rows->data,
-            .ldc = d,
-            .stride_c = T * d,
-            .batch = B,
-        };
-        /* clang-format on */
-        rc = dp_gemm_ex(dp->dev, "dp_tied_rows", &g);
+        rc = dp_gemm_batched(dp->dev, "dp_tied_rows", B, T, d, T, 1.0f, A->dtype, DP_MAT_T(h.data, T, T * T),
+                             DP_MAT(A->data, d, T * d), 0.0f, DP_F32, rows->data);
         if (rc != DP_OK) dp_tensor_release(rows);
     }
     dp_tensor_release(&h);

@@ -12,30 +12,8 @@ int dpsgd_materialize_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, c
     int64_t shape[3] = {B, p, d};
     DP_TRY(dp_tensor_init_module(psg, dp->dev, DP_F32, 3, shape, DP_CAT_PER_SAMPLE_GRADS, w->module));
     /* psg[i] (p x d) = scale * G[i]^T (p x T) A[i] (T x d) */
-    /* clang-format off */
-    dp_gemm_args g = {
-        .trans_a = 1,
-        .trans_b = 0,
-        .m = p,
-        .n = d,
-        .k = T,
-        .alpha = scale,
-        .beta = 0.0f,
-        .ab_type = A->dtype,
-        .c_type = DP_F32,
-        .a = G->data,
-        .lda = p,
-        .stride_a = T * p,
-        .b = A->data,
-        .ldb = d,
-        .stride_b = T * d,
-        .c = psg->data,
-        .ldc = d,
-        .stride_c = p * d,
-        .batch = B,
-    };
-    /* clang-format on */
-    int rc = dp_gemm_ex(dp->dev, "dp_per_sample_grad", &g);
+    int rc = dp_gemm_batched(dp->dev, "dp_per_sample_grad", B, p, d, T, scale, A->dtype, DP_MAT_T(G->data, p, T * p),
+                             DP_MAT(A->data, d, T * d), 0.0f, DP_F32, psg->data);
     if (rc != DP_OK) dp_tensor_release(psg);
     return rc;
 }

@@ -40,30 +40,9 @@ void dpsgd_strip_shape(int64_t B, int64_t T, int64_t *S, int64_t *Bc) {
 static int strip_gemm(dpsgd *dp, const dp_tensor *x, int64_t r0, int64_t c0, int64_t m, int64_t n, int64_t count,
                       int64_t s, float *out) {
     int64_t k = x->shape[2];
-    /* clang-format off */
-    dp_gemm_args g = {
-        .trans_a = 0,
-        .trans_b = 1,
-        .m = m,
-        .n = n,
-        .k = k,
-        .alpha = 1.0f,
-        .beta = 0.0f,
-        .ab_type = x->dtype,
-        .c_type = DP_F32,
-        .a = dp_tensor_at(x, r0 * k),
-        .lda = k,
-        .stride_a = s * k,
-        .b = dp_tensor_at(x, c0 * k),
-        .ldb = k,
-        .stride_b = s * k,
-        .c = out,
-        .ldc = n,
-        .stride_c = m * n,
-        .batch = count,
-    };
-    /* clang-format on */
-    return dp_gemm_ex(dp->dev, "dp_strip_gram", &g);
+    return dp_gemm_batched(dp->dev, "dp_strip_gram", count, m, n, k, 1.0f, x->dtype,
+                           DP_MAT(dp_tensor_at(x, r0 * k), k, s * k), DP_MAT_T(dp_tensor_at(x, c0 * k), k, s * k), 0.0f,
+                           DP_F32, out);
 }
 
 /* The same blocks of both Gram matrices (strip_gemm's), then row[i0 + i] (+)= w <block_a, block_g>
@@ -143,30 +122,9 @@ int dpsgd_grad_strip_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, co
         for (int64_t p0 = 0; p0 < p && rc == DP_OK; p0 += P) {
             const int64_t m = p - p0 < P ? p - p0 : P;
             /* wk[i] (m x d) = G_i[:, p0 .. p0 + m)^T A_i: rows p0.. of sample i's gradient */
-            /* clang-format off */
-            dp_gemm_args g = {
-                .trans_a = 1,
-                .trans_b = 0,
-                .m = m,
-                .n = d,
-                .k = T,
-                .alpha = 1.0f,
-                .beta = 0.0f,
-                .ab_type = A->dtype,
-                .c_type = DP_F32,
-                .a = dp_tensor_at(G, i0 * T * p + p0),
-                .lda = p,
-                .stride_a = T * p,
-                .b = dp_tensor_at(A, i0 * T * d),
-                .ldb = d,
-                .stride_b = T * d,
-                .c = wk.data,
-                .ldc = d,
-                .stride_c = m * d,
-                .batch = nb,
-            };
-            /* clang-format on */
-            rc = dp_gemm_ex(dp->dev, "dp_strip_grad", &g);
+            rc = dp_gemm_batched(dp->dev, "dp_strip_grad", nb, m, d, T, 1.0f, A->dtype,
+                                 DP_MAT_T(dp_tensor_at(G, i0 * T * p + p0), p, T * p),
+                                 DP_MAT(dp_tensor_at(A, i0 * T * d), d, T * d), 0.0f, DP_F32, wk.data);
             if (rc != DP_OK) break;
             double e = (double)(nb * m * d);
             dp_ledger_add("dp_strip_sumsq", 2.0 * e, 4.0 * e + 4.0 * (double)nb * 2.0);

@@ -1,7 +1,7 @@
 /* model_checkpoint.c: activation checkpointing. A checkpointed block keeps only its input after
  * the forward; the backward (and DP book-keeping's clip, through dp_model_recompute_block)
- * recomputes the rest from it, one block at a time. Also the arch-independent block calls the
- * passes use, and the recompute log. */
+ * recomputes the rest from it, one block at a time (through model_blocks.c), and logs the time
+ * it took. Which blocks are checkpointed is a query of the configuration (model_params.c). */
 #include "model_internal.h"
 
 #include "clock.h"
@@ -12,41 +12,6 @@
 
 #include <stdint.h>
 #include <stdlib.h>
-
-int dp_model_checkpointed(const dp_model *m, int64_t layer) {
-    const int64_t n = m->cfg.checkpoint;
-    return n > 0 && layer >= 0 && layer < m->cfg.layers && layer % n == 0;
-}
-
-uint32_t dp_model_block_output_module(const dp_model *m, int layer, uint32_t own) {
-    if (!dp_model_checkpointed(m, layer + 1)) return own;
-    return m->gpt ? m->gpt[layer + 1].module : m->llama[layer + 1].module;
-}
-
-dp_tensor *dp_model_block_input(dp_model *m, int64_t layer) {
-    return layer ? dp_model_block_output(m, layer - 1) : &m->embedded;
-}
-
-dp_tensor *dp_model_block_output(dp_model *m, int64_t layer) {
-    return m->gpt ? &m->gpt_acts[layer].res_out : &m->llama_acts[layer].res_out;
-}
-
-int dp_model_block_forward(dp_model *m, int64_t layer, int recompute) {
-    const dp_tensor *x = dp_model_block_input(m, layer);
-    if (m->gpt) return dp_gpt_block_forward(m, (int)layer, x, recompute);
-    return dp_llama_block_forward(m, (int)layer, x, recompute);
-}
-
-int dp_model_block_backward(const dp_bw *bw, int64_t layer, dp_tensor *dres) {
-    dp_tensor *x = dp_model_block_input(bw->m, layer);
-    if (bw->m->gpt) return dp_gpt_block_backward(bw, (int)layer, x, dres);
-    return dp_llama_block_backward(bw, (int)layer, x, dres);
-}
-
-void dp_model_block_release(dp_model *m, int64_t layer, int output) {
-    if (m->gpt_acts) dp_gpt_block_release(m, (int)layer, output);
-    if (m->llama_acts) dp_llama_block_release(m, (int)layer, output);
-}
 
 static void log_span(dp_model *m, int64_t start, int64_t end) {
     m->recompute_ns += end - start;

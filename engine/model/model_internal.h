@@ -185,17 +185,18 @@ int dp_llama_block_forward(dp_model *m, int layer, const dp_tensor *x, int recom
 int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *dres);
 void dp_llama_block_release(dp_model *m, int layer, int output);
 /* The module block `layer`'s output is allocated under: the next block's ("layers.<i+1>") when
- * that one is checkpointed (its kept input), else own (the linear whose branch the sum adds). */
+ * that one is checkpointed (its kept input), else own (the linear whose branch the sum adds).
+ * A pure query (model_params.c). */
 uint32_t dp_model_block_output_module(const dp_model *m, int layer, uint32_t own);
 
-/* The blocks whatever the arch (model_checkpoint.c): block `layer`'s input (the previous block's
+/* The blocks whatever the arch (model_blocks.c): block `layer`'s input (the previous block's
  * output, or the embeddings), its output, and the calls above. */
 dp_tensor *dp_model_block_input(dp_model *m, int64_t layer);
 dp_tensor *dp_model_block_output(dp_model *m, int64_t layer);
 int dp_model_block_forward(dp_model *m, int64_t layer, int recompute);
 int dp_model_block_backward(const dp_bw *bw, int64_t layer, dp_tensor *dres);
 void dp_model_block_release(dp_model *m, int64_t layer, int output);
-/* Recomputes checkpointed block `layer` from its kept input (dp_model_recompute_block without the
+/* Recomputes checkpointed block `layer` from its kept input (model_checkpoint.c; dp_model_recompute_block without the
  * checks): timed into the recompute log, its ops in the ledger's "recompute" section; on failure
  * what it made is freed. */
 int dp_model_recompute(dp_model *m, int64_t layer);

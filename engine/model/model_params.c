@@ -1,5 +1,8 @@
 /* model_params.c: the parameters of a model, in Hugging Face's names, order and (out x in)
- * memory layout, with their initialisation, gradients and bf16 compute copies. */
+ * memory layout, with their initialisation, gradients and bf16 compute copies; and the pure
+ * queries on the configuration and the layer structures that the architectures' blocks ask (which
+ * blocks are checkpointed, the module a block's output is charged to), so that model_gpt.c and
+ * model_llama.c never call back into model_blocks.c or model_checkpoint.c. */
 #include "model_internal.h"
 
 #include "error.h"
@@ -282,3 +285,15 @@ int dp_model_sync_compute_weights(dp_model *m) {
 }
 
 const dp_tensor *dp_model_gemm_weight(const dp_param *p) { return p->compute.alloc.live ? &p->compute : &p->value; }
+
+/* ---- pure queries of the configuration and the layer structures ---------------------------- */
+
+int dp_model_checkpointed(const dp_model *m, int64_t layer) {
+    const int64_t n = m->cfg.checkpoint;
+    return n > 0 && layer >= 0 && layer < m->cfg.layers && layer % n == 0;
+}
+
+uint32_t dp_model_block_output_module(const dp_model *m, int layer, uint32_t own) {
+    if (!dp_model_checkpointed(m, layer + 1)) return own;
+    return m->gpt ? m->gpt[layer + 1].module : m->llama[layer + 1].module;
+}

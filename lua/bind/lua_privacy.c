@@ -1,4 +1,4 @@
-/* lua_privacy.c: dpprof.privacy, the Lua face of the accountants (engine/dp/accountant.h).
+/* lua_privacy.c: dpprof.privacy, the Lua face of the accountants (engine/privacy/accountant.h).
  *
  * dpprof.privacy.epsilon{[accountant="prv"|"rdp"|"pld",] sample_rate=, noise_multiplier=, steps=,
  *                        delta= [, eps_error=, delta_error= (prv) | value_discretization_interval=

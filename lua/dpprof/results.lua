@@ -443,8 +443,24 @@ function INVARIANTS.environment(self, r)
   thread_count(self, tbl(r.environment) and r.environment.threads, "environment.threads")
 end
 
+-- The most the pool held over the run: the timed iterations' reserved peak, or the timeline's
+-- highest point (it spans the warm-up too, before the peaks' reset); nil when neither is there.
+local function run_reserved_peak(r)
+  local m = tbl(r.memory)
+  if not m then return nil end
+  local top = int(m.reserved_peak_bytes)
+  local tl = tbl(m.timeline) and is_array(m.timeline.reserved_bytes) and m.timeline.reserved_bytes or {}
+  for _, v in ipairs(tl) do
+    if int(v) and (top == nil or v > top) then top = v end
+  end
+  return top
+end
+
+-- Each snapshot's allocated_mb is the sum of its categories; its reserved_mb (MiB, like
+-- allocated_mb) is at least allocated_mb and at most the run's reserved peak.
 function INVARIANTS.snapshots(self, r)
   local list = is_array(r.snapshots) and r.snapshots or {}
+  local rpeak = run_reserved_peak(r)
   for i, s in ipairs(list) do
     local p = "snapshots[" .. i .. "]"
     local cats = tbl(s) and tbl(s.categories)
@@ -452,6 +468,14 @@ function INVARIANTS.snapshots(self, r)
       local sum = 0
       for _, c in ipairs(results.CATEGORIES) do sum = sum + (int(cats[c]) or 0) end
       self:near(s.allocated_mb, mb(sum), p .. ".allocated_mb", "the sum of its categories")
+    end
+    local alloc, res = tbl(s) and num(s.allocated_mb), tbl(s) and num(s.reserved_mb)
+    if alloc and res and res < alloc - 0.00051 then
+      self:fail(p .. ".reserved_mb", "%.9g below allocated_mb %.9g", res, alloc)
+    end
+    if res and rpeak and res > mb(rpeak) + 0.00051 then
+      self:fail(p .. ".reserved_mb", "%.9g above the run's reserved peak (%.9g MiB): reserved_mb is in MiB", res,
+        mb(rpeak))
     end
     local prev = list[i - 1]
     if i > 1 and tbl(s) and tbl(prev) and num(s.timestamp) and num(prev.timestamp) and s.timestamp < prev.timestamp then
@@ -506,6 +530,7 @@ function INVARIANTS.memory(self, r)
       local cur, pk, lap = int(e.current_bytes), int(e.peak_bytes), int(e.live_at_peak_bytes)
       if pk and lap and lap > pk then self:fail(p .. ".live_at_peak_bytes", "above the category's peak") end
       if pk and cur and cur > pk then self:fail(p .. ".current_bytes", "above the category's peak") end
+      if pk and peak and pk > peak then self:fail(p .. ".peak_bytes", "above memory.peak_bytes") end
       live_sum = live_sum + (lap or 0)
     end
     if peak and live_sum ~= peak then
@@ -526,6 +551,13 @@ function INVARIANTS.memory(self, r)
       if #a > results.TIMELINE_POINTS then
         self:fail("memory.timeline." .. k, "has %d points (at most %d)", #a, results.TIMELINE_POINTS)
       end
+    end
+  end
+  local ta, tr = is_array(tl.allocated_bytes) and tl.allocated_bytes, is_array(tl.reserved_bytes) and tl.reserved_bytes
+  for i = 1, (ta and tr) and math.min(#ta, #tr) or 0 do
+    if int(ta[i]) and int(tr[i]) and tr[i] < ta[i] then
+      self:fail("memory.timeline.reserved_bytes[" .. i .. "]", "%d below allocated_bytes %d", tr[i], ta[i])
+      break
     end
   end
 end
@@ -575,9 +607,51 @@ function INVARIANTS.timing(self, r)
       self:fail("timing.iter_ms", "has %d entries, config.iters is %d", #iters, r.config.iters)
     end
   end
-  for i, s in ipairs(is_array(t.spans) and t.spans or {}) do
+  local spans = is_array(t.spans) and t.spans or {}
+  for i, s in ipairs(spans) do
     if tbl(s) and num(s.start_ms) and num(s.end_ms) and s.end_ms < s.start_ms then
       self:fail("timing.spans[" .. i .. "]", "ends before it starts")
+    end
+  end
+  self:phases_within_step(t, iters, spans)
+end
+
+-- The phases make up the step: timing.phases_ms (all of them) adds up to avg_ms; each timed iteration's phase
+-- spans (recompute's aside: they lie inside the backward or clip span of their iteration, whose
+-- time they are taken out of) add up to its iter_ms.
+function V:phases_within_step(t, iters, spans)
+  local ph = tbl(t.phases_ms)
+  if ph and num(t.avg_ms) then
+    local sum, all = 0, true -- with every phase there (older results lack recompute)
+    for _, name in ipairs(results.PHASES) do
+      all = all and num(ph[name]) ~= nil
+      sum = sum + (num(ph[name]) or 0)
+    end
+    if all then self:near(sum, t.avg_ms, "timing.phases_ms", "timing.avg_ms (their sum)") end
+  end
+  if not iters then return end
+  local per_iter, count, outer = {}, {}, {}
+  for _, s in ipairs(spans) do
+    local it = tbl(s) and int(s.iter)
+    if it and it >= 1 and it <= #iters and num(s.start_ms) and num(s.end_ms) and s.phase ~= "recompute" then
+      per_iter[it], count[it] = (per_iter[it] or 0) + (s.end_ms - s.start_ms), (count[it] or 0) + 1
+      if s.phase == "backward" or s.phase == "clip" then outer[#outer + 1] = s end
+    end
+  end
+  for it, ms in pairs(per_iter) do -- files written with 3 decimals round each end: 0.0005 ms apiece
+    local want = num(iters[it])
+    if want and math.abs(ms - want) > math.max(1e-9 * want, 0.00051 * (2 * count[it] + 1)) then
+      self:fail("timing.spans", "iteration %d's phase spans sum to %.9g ms, not its iter_ms %.9g", it, ms, want)
+    end
+  end
+  for i, s in ipairs(spans) do
+    local it = tbl(s) and s.phase == "recompute" and int(s.iter)
+    if it and it >= 1 and it <= #iters and num(s.start_ms) and num(s.end_ms) then
+      local inside = false
+      for _, o in ipairs(outer) do
+        inside = inside or (o.iter == it and s.start_ms >= o.start_ms - 1e-6 and s.end_ms <= o.end_ms + 1e-6)
+      end
+      if not inside then self:fail("timing.spans[" .. i .. "]", "a recompute span outside its iteration's backward and clip") end
     end
   end
 end

@@ -6,7 +6,9 @@
  * - the bytes per category are exact: parameters 4 per scalar, gradients 4 per trainable scalar
  *   after the noise, AdamW's two states 8 per trainable scalar, the norm rows B floats per
  *   trainable tensor at their peak (plus bk's B clip factors), and nothing left once everything
- *   is freed. */
+ *   is freed;
+ * - the accountants answer by name: RDP over a one-segment history is dp_privacy_epsilon, PRV
+ *   (Opacus's default) lies below it. */
 #include "check.h"
 #include "dpprof_engine.h"
 
@@ -116,6 +118,15 @@ int main(void) {
     for (int i = 0; i < B; i++) CHECK_CLOSE(ghost[i], flat[i], 1e-4);
     /* materialize forms every weight's per-sample gradients; ghost only biases' and gains' */
     CHECK(ghost_psg > 0 && flat_psg > 10 * ghost_psg);
+    dp_acct_kind kind = DP_ACCT_RDP;
+    char err[256];
+    CHECK(dp_acct_parse("prv", &kind, err, sizeof err) == DP_PRIVACY_OK && kind == DP_ACCT_PRV);
+    dp_acct_segment h = {1.0, 0.01, 1000};
+    double rdp = 0, prv = 0, direct = 0, order = 0;
+    CHECK(dp_acct_epsilon(DP_ACCT_RDP, &h, 1, 1e-5, NULL, &rdp, NULL, err, sizeof err) == DP_PRIVACY_OK);
+    CHECK(dp_acct_epsilon(kind, &h, 1, 1e-5, NULL, &prv, NULL, err, sizeof err) == DP_PRIVACY_OK);
+    CHECK(dp_privacy_epsilon(0.01, 1.0, 1000, 1e-5, &direct, &order, NULL, 0) == DP_PRIVACY_OK);
+    CHECK(rdp == direct && prv > 1.8 && prv < rdp);
     dp_engine_shutdown();
     return check_report("test_engine_api");
 }

@@ -30,8 +30,10 @@ local function result(peak_bytes, iter_ms)
     local per = { forward = ms * 0.3, backward = ms * 0.5, clip = ms * 0.1, noise = ms * 0.05, optimizer = ms * 0.05,
                   recompute = 0 }
     for _, p in ipairs(results.PHASES) do
-      spans[#spans + 1] = { phase = p, iter = i, start_ms = t, end_ms = t + per[p] }
-      t = t + per[p]
+      if p ~= "recompute" then -- no checkpointing: no recomputation span
+        spans[#spans + 1] = { phase = p, iter = i, start_ms = t, end_ms = t + per[p] }
+        t = t + per[p]
+      end
     end
     phase_ms[i] = per
   end

@@ -302,6 +302,82 @@ do
   end
 end
 
+-- mixed and bk per category, in closed form, on the large config at B = 2, T = 8192 (N = B T
+-- tokens): at these shapes mixed materializes every linear layer's and the tied head's per-sample
+-- gradients (B p d against ghost's 2 B T^2 (d + p): asserted from r.layers), and bk keeps them.
+--   after the forward (every method)  activations A: as large_peak's, the loss's log-sum-exp kept
+--   mixed's peak (the head's backward) A, the head's per-sample gradients B V d f32, temp N d s
+--   after mixed's first backward      A less the logits (N V s), norm_samples (2 + 12 L + 2) B f32
+--   after bk's backward               the same, and its books: per_sample_grads B (P - T d) f32 (a row
+--                                     per sample of every trainable tensor but the positions) and
+--                                     output_grads N d f32 (the position embedding's G, read directly)
+-- With checkpoint = "blocks" the forward keeps only the blocks' inputs and the last one's output
+-- ((L + 1) N d s) besides the final norm, logits and log-sum-exp; with checkpoint = k (every k-th
+-- block, from the first) each checkpointed block keeps its output, the others everything.
+do
+  local V, d, L, H, T, B = 32000, 2048, 20, 16, 8192, 2
+  local N, F, s = B * T, 4 * d, 4
+  local P = V * d + T * d + L * (12 * d * d + 13 * d) + 2 * d
+  local block = N * ((8 * d + 2 * F) * s + (4 + H) * 4) -- one block's activations, its output among them
+  local head = (N * d * s + 2 * N * 4) + N * V * s + N * 4 -- ln_f's output and statistics, logits, lse
+  -- n blocks checkpointed: the embedding's output (the first block's input), each checkpointed
+  -- block's output (the next block's input: the block recomputes from what the one before it left),
+  -- the other blocks' whole activations, their output among them; n = 0 is no checkpointing
+  local function kept(n) return n * N * d * s + N * d * s + (L - n) * block + head end
+  local A = kept(0)
+  local function snapshot(r, name)
+    for _, sn in ipairs(r.snapshots) do if sn.name == name then return sn.categories end end
+    error("no snapshot " .. name)
+  end
+  local function cats_eq(got, want, what)
+    for _, cat in ipairs(dp.results.CATEGORIES) do
+      if cat ~= "parameters" and cat ~= "optimizer_states" and cat ~= "inputs" and cat ~= "workspace" then
+        check.eq(got[cat], want[cat] or 0, what .. " " .. cat)
+      end
+    end
+  end
+  local function run(method, checkpoint)
+    local model = { arch = "gpt", vocab = V, hidden = d, layers = L, heads = H, seq_len = T, batch = B,
+                    checkpoint = checkpoint }
+    local r = dp.experiment{ model = model, method = method, iters = 1, warmup = 1, device = "plan" }
+    check.eq(r.status, "ok", method .. ": " .. tostring(r.message))
+    return r
+  end
+  local books = { per_sample_grads = B * (P - T * d) * 4, output_grads = N * d * 4 }
+  local after_bwd = { activations = A - N * V * s, norm_samples = (2 + 12 * L + 2) * B * 4 }
+  for _, method in ipairs({ "mixed_ghost", "bk" }) do
+    local r = run(method)
+    for _, l in ipairs(r.layers) do
+      if l.kind == "linear" or l.kind == "tied_head" then
+        check.eq(l.norms, "materialize", method .. ": " .. l.module .. " materializes at T = 8192")
+      end
+    end
+    cats_eq(snapshot(r, "iter1_after_forward"), { activations = A }, method .. " after the forward")
+    local want = { activations = after_bwd.activations, norm_samples = after_bwd.norm_samples }
+    if method == "bk" then want.per_sample_grads, want.output_grads = books.per_sample_grads, books.output_grads end
+    cats_eq(snapshot(r, "iter1_after_backward"), want, method .. " after the backward")
+    if method == "mixed_ghost" then
+      local peak = {}
+      for _, cat in ipairs(dp.results.CATEGORIES) do peak[cat] = r.memory.categories[cat].live_at_peak_bytes end
+      cats_eq(peak, { activations = A, per_sample_grads = B * V * d * 4, temp = N * d * s }, "mixed's peak")
+      check.eq(r.memory.peak_bytes, 4 * P + 8 * P + A + B * V * d * 4 + N * d * s + 2 * N * 4 + 33 * 1024 * 1024,
+               "mixed's peak, every category")
+    end
+  end
+  for _, method in ipairs({ "ghost", "bk" }) do
+    local r = run(method, "blocks")
+    cats_eq(snapshot(r, "iter1_after_forward"), { activations = kept(L) }, method .. " checkpointed: the kept inputs")
+    local want = { activations = kept(L) - N * V * s, norm_samples = after_bwd.norm_samples }
+    if method == "bk" then want.per_sample_grads, want.output_grads = books.per_sample_grads, books.output_grads end
+    cats_eq(snapshot(r, "iter1_after_backward"), want, method .. " checkpointed, after the backward")
+  end
+  for _, k in ipairs({ 4, 3, L }) do -- blocks 0, 4, .., 16; 0, 3, .., 18; block 0 alone
+    local r = run("ghost", k)
+    cats_eq(snapshot(r, "iter1_after_forward"), { activations = kept((L + k - 1) // k) },
+            "checkpoint = " .. k .. ": the kept outputs and the other blocks' activations")
+  end
+end
+
 -- A plan batch makes no host tokens: the ledger has the two uploads' bytes, as a device run's, and
 -- a child making a batch of 4096 x 16384 tokens grows by far less than the 768 MiB of host token
 -- and staging buffers that filling them took (against a child that makes the model alone: the

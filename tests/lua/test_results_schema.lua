@@ -312,6 +312,41 @@ do
   os.remove(path)
 end
 
+-- The validator holds the units and invariants the page states, each broken once in a real
+-- result: a snapshot's reserved_mb in MiB, at least its allocated_mb and at most the run's
+-- reserved peak; category peaks within the total peak; the timeline's reserved over its
+-- allocated; the phases within the step (their mean adds up to avg_ms, an iteration's phase spans
+-- to its iter_ms, a recomputation inside its backward or clip)
+do
+  local function broken(base, change, field)
+    local b = dp.deep_copy(base)
+    change(b)
+    local ok, problems = results.validate(b)
+    check.truthy(not ok and table.concat(problems, "; "):find(field, 1, true), field .. ": " ..
+                 table.concat(problems or {}, "; "))
+  end
+  local last = #r.snapshots
+  broken(r, function(b) b.snapshots[last].reserved_mb = b.snapshots[last].reserved_mb * results.MiB end,
+         "snapshots[" .. last .. "].reserved_mb: ")
+  broken(r, function(b) b.snapshots[2].reserved_mb = b.snapshots[2].allocated_mb / 2 end,
+         "snapshots[2].reserved_mb: ")
+  check.truthy(r.snapshots[2].reserved_mb >= r.snapshots[2].allocated_mb, "a real snapshot holds reserved >= allocated")
+  broken(r, function(b) b.memory.categories.activations.peak_bytes = b.memory.peak_bytes + 1 end,
+         "memory.categories.activations.peak_bytes: above memory.peak_bytes")
+  broken(r, function(b) b.memory.timeline.reserved_bytes[1] = b.memory.timeline.allocated_bytes[1] - 1 end,
+         "memory.timeline.reserved_bytes[1]: ")
+  broken(r, function(b) b.timing.phases_ms.clip = b.timing.phases_ms.clip + 1.0 end,
+         "timing.phases_ms: ")
+  broken(r, function(b)
+    for _, s in ipairs(b.timing.spans) do if s.iter == 2 and s.phase == "noise" then s.end_ms = s.end_ms + 1.0 end end
+  end, "timing.spans: iteration 2's phase spans sum to")
+  broken(checkpointed, function(b)
+    for _, s in ipairs(b.timing.spans) do
+      if s.phase == "recompute" and s.iter == 1 then s.start_ms, s.end_ms = -2.0, -1.0; break end
+    end
+  end, "a recompute span outside its iteration's backward and clip")
+end
+
 -- The one schema (common/results_schema.h, dpprof.results_schema) against what is written and
 -- what is validated: every field a real result carries is described (the writer cannot add one
 -- the chart reader and the validator do not know), and the validator checks every described

@@ -63,6 +63,9 @@ static double domain_t(const domain *d, size_t i);
 static int create_domain(double l, double mesh, domain *d, char *err, size_t errlen);
 static int safe_domain_size(const dp_acct_segment *h, size_t n, double eps_error, double delta_error, double *l,
                             char *err, size_t errlen);
+static int history_domain(const dp_acct_segment *h, size_t n, double eps_error, double delta_error, domain *dom,
+                          char *err, size_t errlen);
+static prv segment_prv(const dp_acct_segment *s, const domain *dom);
 static int discretize(const prv *p, const domain *d, dprv *out, char *err, size_t errlen);
 static int compose_fourier(dprv *d, int64_t steps);
 static int compose_two(const dprv *left, const dprv *right, dprv *out);
@@ -86,20 +89,14 @@ int dp_acct_prv_epsilon(const dp_acct_segment *history, size_t n, double delta, 
             return DP_PRIVACY_OK;
         }
 
-    double total = 0.0, l;
-    for (size_t k = 0; k < n; k++) total += (double)history[k].steps;
-    if ((rc = safe_domain_size(history, n, eps_error, delta_error, &l, err, errlen)) != 0) return rc;
-    double mesh = eps_error / sqrt(total * log(12.0 / delta_error) / 2.0);
     domain dom = {0};
-    if ((rc = create_domain(l, mesh, &dom, err, errlen)) != DP_PRIVACY_OK) return rc;
+    if ((rc = history_domain(history, n, eps_error, delta_error, &dom, err, errlen)) != DP_PRIVACY_OK) return rc;
 
     dprv *parts = calloc(n, sizeof *parts);
     if (parts == NULL) return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
     for (size_t k = 0; k < n && rc == DP_PRIVACY_OK; k++) {
         const dp_acct_segment *s = &history[k];
-        prv p = {s->sample_rate, s->noise_multiplier, log(1.0 - s->sample_rate), dom.t_min, dom.t_max, 0.0, 0.0};
-        p.cdf_min = prv_cdf(&p, p.t_min);
-        p.mass = prv_cdf(&p, p.t_max) - p.cdf_min;
+        prv p = segment_prv(s, &dom);
         if ((rc = discretize(&p, &dom, &parts[k], err, errlen)) != DP_PRIVACY_OK) break;
         if (compose_fourier(&parts[k], s->steps) != 0)
             rc = dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
@@ -113,6 +110,45 @@ int dp_acct_prv_epsilon(const dp_acct_segment *history, size_t n, double delta, 
     if (rc != DP_PRIVACY_OK) return rc;
     *epsilon = eps[2];
     if (detail != NULL) *detail = (dp_acct_detail){NAN, eps[0], eps[1], delta_error, dom.size};
+    return DP_PRIVACY_OK;
+}
+
+/* The domain _get_domain builds for a history: safe size L, mesh from eps_error and the steps. */
+static int history_domain(const dp_acct_segment *h, size_t n, double eps_error, double delta_error, domain *dom,
+                          char *err, size_t errlen) {
+    double total = 0.0, l;
+    for (size_t k = 0; k < n; k++) total += (double)h[k].steps;
+    int rc = safe_domain_size(h, n, eps_error, delta_error, &l, err, errlen);
+    if (rc != DP_PRIVACY_OK) return rc;
+    double mesh = eps_error / sqrt(total * log(12.0 / delta_error) / 2.0);
+    return create_domain(l, mesh, dom, err, errlen);
+}
+
+/* One segment's PRV truncated to the domain. */
+static prv segment_prv(const dp_acct_segment *s, const domain *dom) {
+    prv p = {s->sample_rate, s->noise_multiplier, log(1.0 - s->sample_rate), dom->t_min, dom->t_max, 0.0, 0.0};
+    p.cdf_min = prv_cdf(&p, p.t_min);
+    p.mass = prv_cdf(&p, p.t_max) - p.cdf_min;
+    return p;
+}
+
+int dp_acct_prv_grid(const dp_acct_segment *history, size_t n, size_t k, double eps_error, double delta_error,
+                     dp_acct_prv_grid_info *info, char *err, size_t errlen) {
+    int rc = dp_acct_check_args(history, n, 0.5, err, errlen);
+    if (rc != DP_PRIVACY_OK) return rc;
+    if (k >= n) return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "segment %zu of %zu", k + 1, n);
+    domain dom = {0};
+    if ((rc = history_domain(history, n, eps_error, delta_error, &dom, err, errlen)) != DP_PRIVACY_OK) return rc;
+    prv p = segment_prv(&history[k], &dom);
+    dprv d = {0};
+    if ((rc = discretize(&p, &dom, &d, err, errlen)) != DP_PRIVACY_OK) return rc;
+    double mass = 0.0, mean = 0.0;
+    for (size_t i = 0; i < d.dom.size; i++) {
+        mass += d.pmf[i];
+        mean += domain_t(&d.dom, i) * d.pmf[i];
+    }
+    free(d.pmf);
+    *info = (dp_acct_prv_grid_info){dom.size, dom.t_min, domain_dt(&dom), tprv_mean(&p), mean, mass};
     return DP_PRIVACY_OK;
 }
 
