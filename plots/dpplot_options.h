@@ -2,6 +2,8 @@
 #ifndef DPPLOT_OPTIONS_H
 #define DPPLOT_OPTIONS_H
 
+#include "dpplot_canvas.h"
+
 /* Receives one message (a single line, no newline); `user` is options.warn_user. */
 typedef void (*dpplot_warn_fn)(void *user, const char *message);
 
@@ -13,6 +15,9 @@ typedef struct {
     const char *point;   /* "key=value,..." (NULL: none): the sweep point(s) the standard charts
                             show, and the values heatmaps hold fixed */
     const char *heatmap; /* "x_key,y_key" (NULL: the first two swept keys): the heatmaps' axes */
+    dpplot_layout_fn layout; /* NULL, or gets every text box of each chart written (layout tests) */
+    void *layout_user;
+    int timelines_each;      /* 1: also one memory_timeline_<point>.png per configuration of a sweep */
 } dpplot_options;
 
 /* Options with every field at its default (1600×1000, scale 1, no warn callback, no point or

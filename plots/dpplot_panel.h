@@ -38,6 +38,8 @@ typedef struct {
     dpplot_axis x, y;
     dpplot_ticks xt, yt; /* numeric ticks (n = 0 on categorical axes) */
     dpplot_panel_spec spec;
+    char title_text[256]; /* the title as laid out (wrapped to the panel's width) */
+    double title_size;    /* its font size, px */
 } dpplot_panel;
 
 /* Lays out and draws the axes, grid, labels and title of a panel in `outer`; the chart then

@@ -174,6 +174,31 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
 #define MAX_POINT_PANELS 30
 #define MAX_POINT_METHODS 8
 
+/* A point's swept values but the method, values only ("256 · 4 · 8"), for panel titles keyed by
+ * a legend line naming the variables in the same order. */
+static void point_values(const dpplot_result *r, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_vary; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        int w = snprintf(buf + used, len - used, "%s%s", used ? " \xc2\xb7 " : "", r->vary[i].text);
+        if (w < 0 || (size_t)w >= len - used) break;
+        used += (size_t)w;
+    }
+}
+
+/* The key to point_values: "panels: seq_len · batch · lora_rank". */
+static void point_key(const dpplot_result *r, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "panels: ");
+    int first = 1;
+    for (size_t i = 0; i < r->n_vary && used < len; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        int w = snprintf(buf + used, len - used, "%s%s", first ? "" : " \xc2\xb7 ", r->vary[i].key);
+        if (w < 0 || (size_t)w >= len - used) break;
+        used += (size_t)w, first = 0;
+    }
+}
+
 int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, const char *filter, const char *path,
                                   const dpplot_options *opt, dpplot_strlist *notes) {
     /* Points in the results' order (method rank first, then the swept values): group by label. */
@@ -224,7 +249,7 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
     char context[300];
     dpplot_report_context_of(members[0][0], context, sizeof context);
     double top = dpplot_figure_title(cv, "Memory over time, one panel per point", context[0] ? context : NULL);
-    dpplot_legend_entry legend[MAX_POINT_METHODS + 1];
+    dpplot_legend_entry legend[MAX_POINT_METHODS + 2];
     for (size_t m = 0; m < n_m; m++)
         legend[m] =
             (dpplot_legend_entry){methods[m], dpplot_method_color(methods[m]), DPPLOT_SWATCH_LINE, DPPLOT_MARKER_NONE};
@@ -233,10 +258,22 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
     snprintf(axis_note, sizeof axis_note, "x: %s, each panel its own; memory axis shared",
              predicted ? "modelled device time (estimated)" : "time since start");
     legend[nl++] = (dpplot_legend_entry){axis_note, DPPLOT_MUTED, DPPLOT_SWATCH_NOTE, DPPLOT_MARKER_NONE};
-    top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 4;
     size_t cols = n_p <= 4 ? n_p : n_p <= 9 ? 3 : n_p <= 16 ? 4 : n_p <= 25 ? 5 : 6;
     size_t rows = (n_p + cols - 1) / cols;
-    double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10) / (double)rows;
+    /* Titles "seq_len=256, batch=4, ..." wider than a panel read as one run of text across the
+     * row: the panels then show the values alone and the legend names them once. */
+    double cell_w = (W - 20) / (double)cols;
+    int keyed = 0;
+    for (size_t k = 0; k < n_p && !keyed; k++)
+        keyed = dpplot_text_width(cv, labels[k], DPPLOT_FONT_PANEL * 0.8, 1) > cell_w - 16;
+    char key_note[300];
+    if (keyed) {
+        point_key(members[0][0], key_note, sizeof key_note);
+        legend[nl++] = (dpplot_legend_entry){key_note, DPPLOT_INK, DPPLOT_SWATCH_NOTE, DPPLOT_MARKER_NONE};
+        for (size_t k = 0; k < n_p; k++) point_values(members[k][0], labels[k], sizeof labels[k]);
+    }
+    top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 4;
+    double cell_h = (H - top - 10) / (double)rows;
     for (size_t k = 0; k < n_p; k++) {
         double t_max = 0;
         dpplot_series s[MAX_POINT_METHODS];

@@ -1,0 +1,172 @@
+/* test_layout: every chart `dpprof plot` draws, for sweeps over 1, 2, 3, 4 and 5 variables, with
+ * no title or label box overlapping another (the rules of dpplot_box_kind) and every box on the
+ * canvas. The sweeps are built here from the single/ fixture files (two methods, values of two
+ * each), so a new chart kind or a longer title is checked without new fixtures. */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "test_util.h"
+
+typedef struct {
+    const char *key;
+    double value[2];
+} swept_key;
+
+/* Long and short names both: a sweep's key names end up in panel titles. */
+static const swept_key keys[5] = {{"seq_len", {256, 1024}},
+                                  {"batch", {4, 16}},
+                                  {"lora_rank", {8, 16}},
+                                  {"max_physical_batch_size", {2, 4}},
+                                  {"layers", {6, 12}}};
+static const char *const methods[] = {"vanilla", "ghost", "flash_clip"};
+
+typedef struct {
+    int charts;    /* charts the hook saw */
+    char seen[4096];
+} layout_log;
+
+static void check_layout(void *user, const char *path, const dpplot_box *boxes, size_t n) {
+    layout_log *log = user;
+    log->charts++;
+    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    size_t used = strlen(log->seen);
+    snprintf(log->seen + used, sizeof log->seen - used, "%s ", file);
+    tu_check(n > 0, "%s: no text boxes recorded", file);
+    size_t ticks = 0;
+    for (size_t i = 0; i < n; i++) ticks += boxes[i].kind == DPPLOT_BOX_TICK;
+    /* a chart whose panels did not fit comes out as a title over white: it has no axes (the
+     * heatmaps' own blank case, every panel filtered away, has its test in test_render) */
+    tu_check(ticks >= 4 || strstr(file, "heatmap"), "%s (%s): only %zu tick labels: were its panels drawn?", file, path, ticks);
+    int clashes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const dpplot_rect r = boxes[i].r;
+        tu_check(r.x >= -0.5 && r.y >= -0.5 && r.x + r.w <= 1600.5 && r.y + r.h <= 1000.5,
+                 "%s: '%s' (%.0f,%.0f %.0fx%.0f) leaves the canvas", file, boxes[i].text, r.x, r.y, r.w, r.h);
+        for (size_t j = i + 1; j < n && clashes < 8; j++)
+            if (dpplot_boxes_clash(&boxes[i], &boxes[j]))
+                clashes++, tu_check(0, "%s: '%s' (%.0f,%.0f %.0fx%.0f) overlaps '%s' (%.0f,%.0f %.0fx%.0f)", file,
+                                    boxes[i].text, r.x, r.y, r.w, r.h, boxes[j].text, boxes[j].r.x, boxes[j].r.y,
+                                    boxes[j].r.w, boxes[j].r.h);
+    }
+}
+
+static cJSON *load_json(const char *path) {
+    char *text = tu_read_file(path);
+    if (!text) return NULL;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    return j;
+}
+
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    int ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* Writes a sweep over the first nk keys (every combination, every method) into dir. */
+static int make_sweep(const char *dir, size_t nk) { /* dir: at most ~1000 bytes */
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
+    for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/single/%s.json", DPPLOT_FIXTURES, methods[m]);
+        cJSON *tmpl = load_json(path);
+        if (!tmpl) return -1;
+        for (unsigned combo = 0; combo < (1u << nk); combo++) {
+            cJSON *r = cJSON_Duplicate(tmpl, 1);
+            cJSON *sweep = cJSON_CreateObject(), *vary = cJSON_CreateObject();
+            cJSON_AddStringToObject(sweep, "name", "layout");
+            cJSON_AddStringToObject(vary, "method", methods[m]);
+            char name[512];
+            int len = snprintf(name, sizeof name, "%s", methods[m]);
+            for (size_t k = 0; k < nk; k++) {
+                double v = keys[k].value[(combo >> k) & 1];
+                cJSON_AddNumberToObject(vary, keys[k].key, v);
+                len += snprintf(name + len, sizeof name - (size_t)len, "_%s%g", keys[k].key, v);
+            }
+            cJSON_AddItemToObject(sweep, "vary", vary);
+            cJSON_DeleteItemFromObject(r, "sweep");
+            cJSON_AddItemToObject(r, "sweep", sweep);
+            cJSON_ReplaceItemInObject(r, "experiment", cJSON_CreateString(name));
+            char *text = cJSON_Print(r);
+            snprintf(path, sizeof path, "%s/%s.json", dir, name);
+            int rc = text ? write_text(path, text) : -1;
+            free(text);
+            cJSON_Delete(r);
+            if (rc != 0) {
+                cJSON_Delete(tmpl);
+                return -1;
+            }
+        }
+        cJSON_Delete(tmpl);
+    }
+    return 0;
+}
+
+static void test_sweep(size_t nk) {
+    char base[900], results[1024], out[1024], err[512];
+    snprintf(base, sizeof base, "%s/layout_%zu", DPPLOT_TEST_OUT, nk);
+    snprintf(results, sizeof results, "%s/results", base);
+    snprintf(out, sizeof out, "%s/charts", base);
+    if (mkdir(base, 0777) != 0 && errno != EEXIST) {
+        tu_check(0, "cannot create %s", base);
+        return;
+    }
+    if (!tu_check(make_sweep(results, nk) == 0, "cannot write the %zu-variable sweep under %s", nk, results)) return;
+    layout_log log = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.layout = check_layout, opt.layout_user = &log;
+    int rc = dpplot_render_dir(results, out, &opt, err, sizeof err);
+    tu_check(rc >= 0, "%zu variables: render rc %d (%s)", nk, rc, err);
+    /* the charts each sweep size must produce, so a chart that stops drawing cannot pass */
+    const char *expect[] = {"memory_breakdown_comparison.png", "memory_timeline.png", "performance_tradeoff.png",
+                            nk == 1 ? "sweep_seq_len.png" : "memory_heatmap.png",
+                            nk >= 3 ? "sweep_grid_peak.png" : "memory_timeline_points.png",
+                            "memory_timeline_points.png"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        tu_check(strstr(log.seen, expect[i]) != NULL, "%zu variables: %s was not drawn (drawn: %s)", nk, expect[i],
+                 log.seen);
+    printf("%zu variables: %d charts checked: %s\n", nk, log.charts, log.seen);
+}
+
+/* The checker itself: two titles that overlap are caught, neighbours are not. */
+static void test_clash_rules(void) {
+    dpplot_box a = {{0, 0, 100, 20}, DPPLOT_BOX_TITLE, 0, "a"}, b = {{90, 10, 100, 20}, DPPLOT_BOX_TITLE, 0, "b"};
+    dpplot_box c = {{100, 0, 100, 20}, DPPLOT_BOX_TITLE, 0, "c"}, t = {{50, 5, 10, 10}, DPPLOT_BOX_TEXT, 0, "t"};
+    dpplot_box u = {{52, 5, 10, 10}, DPPLOT_BOX_TEXT, 0, "u"}, k = {{52, 5, 10, 10}, DPPLOT_BOX_TICK, 0, "k"};
+    tu_check(dpplot_boxes_clash(&a, &b), "overlapping titles clash");
+    tu_check(!dpplot_boxes_clash(&a, &c), "titles edge to edge do not clash");
+    tu_check(dpplot_boxes_clash(&a, &t), "text under a title clashes");
+    tu_check(!dpplot_boxes_clash(&t, &u), "plain texts are not compared");
+    tu_check(!dpplot_boxes_clash(&t, &k), "a tick label and plain text are not compared");
+}
+
+/* Panel titles wrap rather than run into the neighbour's: a long title in a narrow panel. */
+static void test_title_wraps(void) {
+    dpplot_canvas *cv = dpplot_canvas_new(400, 300, 1.0);
+    char out[256];
+    const char *title = "batch=16, lora_rank=16, max_physical_batch_size=4";
+    double size = dpplot_text_fit(cv, title, 180, DPPLOT_FONT_PANEL, 12.0, 1, 3, out, sizeof out);
+    tu_check(strchr(out, '\n') != NULL, "'%s' wraps in 180 px (got '%s')", title, out);
+    tu_check(dpplot_text_width(cv, out, size, 1) <= 180, "every line fits 180 px (%.0f)",
+             dpplot_text_width(cv, out, size, 1));
+    size = dpplot_text_fit(cv, "short", 180, DPPLOT_FONT_PANEL, 12.0, 1, 3, out, sizeof out);
+    tu_check(size == DPPLOT_FONT_PANEL && strcmp(out, "short") == 0, "a short title stays as it is");
+    size = dpplot_text_fit(cv, "averyveryverylongwordwithoutanyspaceinit", 60, 20, 12, 0, 2, out, sizeof out);
+    tu_check(dpplot_text_width(cv, out, size, 0) <= 60 && strstr(out, "\xe2\x80\xa6"),
+             "an unbreakable word is cut with an ellipsis ('%s')", out);
+    dpplot_canvas_free(cv);
+}
+
+int main(void) {
+    test_clash_rules();
+    test_title_wraps();
+    for (size_t nk = 1; nk <= 5; nk++) test_sweep(nk);
+    return tu_finish("dpplot_layout");
+}
