@@ -70,8 +70,14 @@ typedef struct {
 
 /* Draws points with markers of `marker_size` px and places each label beside its point where it
  * overlaps no other label or marker and stays inside the plot (with a leader line when it had to
- * move away). */
+ * move away). Markers that would cover each other (dpplot_points_coincide) are drawn side by
+ * side around a dot at the shared position, so none hides another. */
 void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size);
+/* Groups points whose markers of `marker_size` px would cover each other in p: group[i] is the
+ * index of the first point of i's group (i itself when alone or first). Returns the number of
+ * points that share a group with an earlier one (0: no marker hides another). */
+size_t dpplot_points_coincide(const dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size,
+                              size_t *group);
 
 /* A shaded span of x values across the whole plot height. */
 typedef struct {

@@ -327,15 +327,41 @@ static double place_label(dpplot_panel *p, double x, double y, double d, const c
 
 #define MAX_SCATTER 256
 
+size_t dpplot_points_coincide(const dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size,
+                              size_t *group) {
+    size_t shared = 0;
+    for (size_t i = 0; i < n; i++) {
+        group[i] = i;
+        if (!isfinite(pts[i].x) || !isfinite(pts[i].y)) continue;
+        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
+        for (size_t j = 0; j < i; j++) {
+            if (group[j] != j || !isfinite(pts[j].x) || !isfinite(pts[j].y)) continue;
+            double dx = x - dpplot_panel_px(p, pts[j].x), dy = y - dpplot_panel_py(p, pts[j].y);
+            if (fabs(dx) < marker_size * 0.8 && fabs(dy) < marker_size * 0.8) {
+                group[i] = j, shared++;
+                break;
+            }
+        }
+    }
+    return shared;
+}
+
 void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
     if (n > MAX_SCATTER) n = MAX_SCATTER;
     dpplot_rect taken[2 * MAX_SCATTER];
     size_t n_taken = 0;
     double r = marker_size / 2 + 3;
+    /* Where each marker goes: at its point, or fanned out across its group's shared position. */
+    double mx[MAX_SCATTER], my[MAX_SCATTER];
+    size_t group[MAX_SCATTER], size_of[MAX_SCATTER] = {0}, rank[MAX_SCATTER];
+    dpplot_points_coincide(p, pts, n, marker_size, group);
+    for (size_t i = 0; i < n; i++) rank[i] = size_of[group[i]]++;
     for (size_t i = 0; i < n; i++) {
-        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
-        taken[n_taken++] = (dpplot_rect){x - r, y - r, 2 * r, 2 * r};
+        size_t g = group[i], k = size_of[g];
+        mx[i] = dpplot_panel_px(p, pts[g].x), my[i] = dpplot_panel_py(p, pts[g].y);
+        if (k > 1) mx[i] += ((double)rank[i] - (double)(k - 1) / 2.0) * marker_size * 1.1;
+        taken[n_taken++] = (dpplot_rect){mx[i] - r, my[i] - r, 2 * r, 2 * r};
     }
     /* Labels first (as rectangles), so markers can be drawn over leader lines. */
     double ax[MAX_SCATTER], ay[MAX_SCATTER], far[MAX_SCATTER];
@@ -343,7 +369,7 @@ void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, dou
     for (size_t i = 0; i < n; i++) {
         far[i] = 0;
         if (!pts[i].label || !isfinite(pts[i].x) || !isfinite(pts[i].y)) continue;
-        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
+        double x = mx[i], y = my[i];
         st[i] = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_MIDDLE);
         dpplot_rect b;
         far[i] = place_label(p, x, y, marker_size / 2 + 10, pts[i].label, &st[i], taken, n_taken, &ax[i], &ay[i], &b);
@@ -351,7 +377,7 @@ void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, dou
     }
     for (size_t i = 0; i < n; i++) {
         if (far[i] <= 1.0) continue;
-        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y), ex, ey;
+        double x = mx[i], y = my[i], ex, ey;
         rect_nearest(dpplot_text_bounds(p->cv, ax[i], ay[i], pts[i].label, &st[i]), x, y, &ex, &ey);
         cairo_save(cr);
         cairo_set_line_width(cr, 1.2);
@@ -363,9 +389,13 @@ void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, dou
     }
     for (size_t i = 0; i < n; i++)
         if (isfinite(pts[i].x) && isfinite(pts[i].y))
-            dpplot_marker_draw(cr, dpplot_panel_px(p, pts[i].x), dpplot_panel_py(p, pts[i].y), marker_size,
+            dpplot_marker_draw(cr, mx[i], my[i], marker_size,
                                pts[i].marker == DPPLOT_MARKER_NONE ? DPPLOT_MARKER_CIRCLE : pts[i].marker, pts[i].color,
                                pts[i].hollow);
+    for (size_t i = 0; i < n; i++) /* the shared position itself, between its fanned-out markers */
+        if (group[i] == i && size_of[i] > 1 && isfinite(pts[i].x) && isfinite(pts[i].y))
+            dpplot_marker_draw(cr, dpplot_panel_px(p, pts[i].x), dpplot_panel_py(p, pts[i].y), 5.0,
+                               DPPLOT_MARKER_CIRCLE, DPPLOT_INK, 0);
     for (size_t i = 0; i < n; i++)
         if (far[i] > 0) boxed_text(p->cv, ax[i], ay[i], pts[i].label, &st[i]);
 }
