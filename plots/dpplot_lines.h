@@ -84,6 +84,7 @@ typedef struct {
     double x0, x1;
     dpplot_rgb color;
     double alpha;
+    double min_width_px; /* a span narrower than this is widened about its centre (0: 1 px) */
 } dpplot_shade;
 
 /* Draws shaded x spans behind the data (call before dpplot_lines_draw). */
@@ -91,5 +92,11 @@ void dpplot_shades_draw(dpplot_panel *p, const dpplot_shade *s, size_t n);
 /* Marks the data point (x, y) with a dot and a bold label with a leader line, placed inside the
  * plot area on whichever side has room. */
 void dpplot_annotate(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color);
+/* dpplot_annotate with the label kept clear of the curves of `avoid` (their drawn segments, steps
+ * included) where any candidate place allows. */
+void dpplot_annotate_clear(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color,
+                           const dpplot_series *avoid, size_t n_avoid);
+/* 1 when a drawn segment of series s (as dpplot_lines_draw draws it in p) crosses rectangle r. */
+int dpplot_series_crosses(const dpplot_panel *p, const dpplot_series *s, dpplot_rect r);
 
 #endif

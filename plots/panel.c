@@ -236,16 +236,24 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
     char buf[256];
     if (s->x_label) {
         axis_title(buf, sizeof buf, s->x_label, s->x_categories ? "" : p->xt.unit);
-        dpplot_text_style st = dpplot_style(DPPLOT_FONT_LABEL, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_BOTTOM);
+        /* one line, shrunk (then cut) to the panel's width so it never runs into its neighbour's */
+        char fitted[256];
+        double room = fmin(outer.w - 8, 2 * fmin(p->plot.x + p->plot.w / 2 - outer.x, outer.x + outer.w - p->plot.x -
+                                                                                          p->plot.w / 2) - 8);
+        double size = dpplot_text_fit(cv, buf, room, DPPLOT_FONT_LABEL, 11.0, 0, 1, fitted, sizeof fitted);
+        dpplot_text_style st = dpplot_style(size, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_BOTTOM);
         st.kind = DPPLOT_BOX_TITLE;
-        dpplot_text(cv, p->plot.x + p->plot.w / 2, outer.y + outer.h - PAD * 0.5, buf, &st);
+        dpplot_text(cv, p->plot.x + p->plot.w / 2, outer.y + outer.h - PAD * 0.5, fitted, &st);
     }
     if (s->y_label) {
         axis_title(buf, sizeof buf, s->y_label, s->y_categories ? "" : p->yt.unit);
-        dpplot_text_style st = dpplot_style(DPPLOT_FONT_LABEL, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        char fitted[256];
+        double room = p->plot.h + (outer.y + outer.h - p->plot.y - p->plot.h) - 4; /* down to the panel's foot */
+        double size = dpplot_text_fit(cv, buf, fmax(room, 40.0), DPPLOT_FONT_LABEL, 11.0, 0, 1, fitted, sizeof fitted);
+        dpplot_text_style st = dpplot_style(size, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
         st.angle_deg = 90.0;
         st.kind = DPPLOT_BOX_TITLE;
-        dpplot_text(cv, outer.x + PAD, p->plot.y + p->plot.h / 2, buf, &st);
+        dpplot_text(cv, outer.x + PAD, p->plot.y + p->plot.h / 2, fitted, &st);
     }
     if (s->title) {
         dpplot_text_style st = dpplot_style(p->title_size, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);

@@ -46,8 +46,13 @@ static void draw_marks(dpplot_panel *p, const dpplot_result *r) {
 /* The x axis title of a timeline: a plan run's time is the modelled device's (its engine clock
  * advances by each op's roofline time), an estimate. */
 static const char *time_title(const dpplot_result *r) {
-    return r->predicted ? "Modelled device time (estimated: roofline of each op)" : "Time since start";
+    return r->predicted ? "Modelled device time (estimated, roofline), each panel its own scale"
+                        : "Time since start, each panel its own scale";
 }
+
+/* px a phase band is at least wide: noise and optimizer steps last a sliver of an iteration, and
+ * a 1 px band is invisible */
+#define MIN_BAND_PX 5.0
 
 /* Draws one method's panel; returns 0, or -1 when the panel did not fit. */
 static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result *r, const char *label, double t_max,
@@ -67,7 +72,7 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
     size_t n_sh = 0;
     for (size_t i = 0; i < r->n_spans && n_sh < 1024; i++)
         shades[n_sh++] = (dpplot_shade){r->spans[i].start_ms, r->spans[i].end_ms,
-                                        dpplot_phase_color((dpplot_phase)r->spans[i].phase), 0.30};
+                                        dpplot_phase_color((dpplot_phase)r->spans[i].phase), 0.30, MIN_BAND_PX};
     dpplot_shades_draw(&p, shades, n_sh);
     dpplot_series series[2] = {
         {.name = "reserved",
@@ -98,7 +103,7 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
         char v[32], text[48];
         dpplot_format_value(r->allocated_bytes[peak], DPPLOT_UNIT_BYTES, v, sizeof v);
         snprintf(text, sizeof text, "peak %s", v);
-        dpplot_annotate(&p, r->t_ms[peak], r->allocated_bytes[peak], text, color);
+        dpplot_annotate_clear(&p, r->t_ms[peak], r->allocated_bytes[peak], text, color, series, 2);
     }
     dpplot_panel_end(&p);
     return 0;
@@ -131,7 +136,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
     const double W = f.W, H = f.H;
     double top = f.top;
     char *leftout = f.leftout;
-    dpplot_legend_entry legend[DPPLOT_N_PHASES + 3];
+    dpplot_legend_entry legend[DPPLOT_N_PHASES + 4];
     size_t nl = 0;
     legend[nl++] = (dpplot_legend_entry){"allocated", DPPLOT_MUTED, DPPLOT_SWATCH_LINE, DPPLOT_MARKER_NONE};
     legend[nl++] = (dpplot_legend_entry){"reserved", DPPLOT_MUTED, DPPLOT_SWATCH_DASHED, DPPLOT_MARKER_NONE};
@@ -146,6 +151,9 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
                 (dpplot_legend_entry){dpplot_phase_name((dpplot_phase)ph), dpplot_phase_color((dpplot_phase)ph),
                                       DPPLOT_SWATCH_SHADE, DPPLOT_MARKER_NONE};
     }
+    if (nl > 2) /* phases drawn: say that the short ones are widened to be seen */
+        legend[nl++] = (dpplot_legend_entry){"(phase bands at least 5 px wide)", DPPLOT_MUTED, DPPLOT_SWATCH_NOTE,
+                                             DPPLOT_MARKER_NONE};
     int any_marks = 0;
     for (size_t k = 0; k < n_ok; k++) any_marks |= sel->items[idx[k]]->n_marks > 0;
     if (any_marks)
@@ -160,7 +168,13 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 10, cell_h - 6};
         /* Axis titles once: x on the bottom panel of each column, y on the left column. */
         int last_in_col = row == rows - 1 || (row == rows - 2 && k + cols >= n_ok);
-        if (draw_panel(cv, outer, sel->items[idx[k]], dpplot_report_label(sel, idx[k]), t_max, y_max * 1.12,
+        /* Each panel its own time axis: a method whose run is a third as long would otherwise
+         * fill a third of a shared one. Memory stays shared, to compare peaks across panels. */
+        const dpplot_result *r = sel->items[idx[k]];
+        double own_t = 0;
+        for (size_t i = 0; i < r->n_timeline; i++)
+            if (isfinite(r->t_ms[i])) own_t = fmax(own_t, r->t_ms[i]);
+        if (draw_panel(cv, outer, r, dpplot_report_label(sel, idx[k]), own_t > 0 ? own_t : t_max, y_max * 1.12,
                        last_in_col, col == 0) != 0)
             (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger --height",
                                       dpplot_report_basename(path), dpplot_report_label(sel, idx[k]));
