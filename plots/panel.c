@@ -46,6 +46,30 @@ static int fit_ticks(dpplot_canvas *cv, double lo, double hi, dpplot_scale scale
     return 0;
 }
 
+/* Replaces t's ticks by the spec's own values (a sweep's 8192, 16384 rather than 10000, 15000)
+ * when they all lie in the axis range and their labels fit side by side across `extent` px. */
+static void use_given_ticks(dpplot_canvas *cv, const dpplot_panel_spec *s, double extent, dpplot_ticks *t) {
+    if (s->n_x_ticks > DPPLOT_MAX_TICKS) return;
+    dpplot_ticks given = *t;
+    given.n = 0;
+    for (size_t i = 0; i < s->n_x_ticks; i++) {
+        double v = s->x_ticks[i];
+        if (!isfinite(v) || v < t->lo || v > t->hi) return;
+        given.value[given.n] = v;
+        snprintf(given.label[given.n], DPPLOT_TICK_LABEL, "%.6g", v / (t->divisor > 0 ? t->divisor : 1.0));
+        given.n++;
+    }
+    /* the narrowest gap between neighbours, in px along a linear or log axis, must hold labels */
+    dpplot_axis ax = {s->x_scale, t->lo, t->hi, 0.0, extent};
+    for (size_t i = 1; i < given.n; i++) {
+        double gap = fabs(dpplot_axis_map(&ax, given.value[i]) - dpplot_axis_map(&ax, given.value[i - 1]));
+        double need = (dpplot_text_width(cv, given.label[i], DPPLOT_FONT_TICK, 0) +
+                       dpplot_text_width(cv, given.label[i - 1], DPPLOT_FONT_TICK, 0)) / 2 + 10;
+        if (gap < need) return;
+    }
+    *t = given;
+}
+
 /* Layout of categorical x labels: font size and rotation that make them fit their slots. */
 typedef struct {
     double size;
@@ -137,6 +161,7 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
         x_labels_h = cat.height;
     } else {
         if (fit_ticks(cv, s->x_min, s->x_max, s->x_scale, s->x_unit, s->x_extend, plot_w, 1, &p->xt) != 0) return -1;
+        if (s->x_ticks && s->n_x_ticks > 0) use_given_ticks(cv, s, plot_w, &p->xt);
         /* The last label may overhang the plot's right edge: keep it on the canvas. */
         if (p->xt.n > 0) {
             double w = dpplot_text_width(cv, p->xt.label[p->xt.n - 1], DPPLOT_FONT_TICK, 0);

@@ -201,6 +201,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         s.y_label = y_titles[panel];
         s.x_scale = log2x ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
         s.x_min = xmin, s.x_max = xmax;
+        if (xs.numeric && xs.n <= 12) s.x_ticks = x, s.n_x_ticks = xs.n; /* tick at the swept values */
         s.y_unit = units[panel];
         s.y_min = 0, s.y_max = d * 1.08, s.y_extend = 1;
         if (!xs.numeric) s.x_categories = xs.label, s.n_x_categories = xs.n;

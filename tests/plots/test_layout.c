@@ -25,15 +25,34 @@ static const swept_key keys[5] = {{"seq_len", {256, 1024}},
                                   {"layers", {6, 12}}};
 static const char *const methods[] = {"vanilla", "ghost", "bk", "flash_clip"};
 
+#define MAX_CHARTS 32
+
 typedef struct {
     int charts;    /* charts the hook saw */
     char seen[4096];
+    char file[MAX_CHARTS][64];
+    char *texts[MAX_CHARTS]; /* every text of the chart, one per line */
 } layout_log;
+
+/* The texts drawn on chart `file` ("" when it was not drawn). */
+static const char *texts_of(const layout_log *log, const char *file) {
+    for (int i = 0; i < log->charts && i < MAX_CHARTS; i++)
+        if (strcmp(log->file[i], file) == 0 && log->texts[i]) return log->texts[i];
+    return "";
+}
 
 static void check_layout(void *user, const char *path, const dpplot_box *boxes, size_t n) {
     layout_log *log = user;
-    log->charts++;
     const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (log->charts < MAX_CHARTS) {
+        snprintf(log->file[log->charts], sizeof log->file[0], "%s", file);
+        log->texts[log->charts] = calloc(n * 65 + 1, 1);
+        for (size_t i = 0; i < n && log->texts[log->charts]; i++) {
+            strcat(log->texts[log->charts], boxes[i].text);
+            strcat(log->texts[log->charts], "\n");
+        }
+    }
+    log->charts++;
     size_t used = strlen(log->seen);
     snprintf(log->seen + used, sizeof log->seen - used, "%s ", file);
     tu_check(n > 0, "%s: no text boxes recorded", file);
@@ -112,6 +131,31 @@ static int make_sweep(const char *dir, size_t nk) { /* dir: at most ~1000 bytes 
     return 0;
 }
 
+/* What the charts say besides their layout. The generated points repeat their method's file, so
+ * the swept values change nothing: every batch line coincides with the others. Even sizes are
+ * plan runs (one estimated number per point, no spread); odd sizes measured (iterations vary). */
+static void check_contents(const layout_log *log, size_t nk) {
+    int plan = nk % 2 == 0;
+    const char *tradeoff = texts_of(log, "performance_tradeoff.png");
+    /* vanilla and flash_clip peak at the same 5.84 GiB, ghost and bk above: the memory axis spans
+     * the points rather than 0..9 GiB, and says so */
+    tu_check(strstr(tradeoff, "not from zero") != NULL, "%zu: trade-off memory axis zoomed and labelled", nk);
+    tu_check(strstr(tradeoff, "min-max") == NULL || !plan, "%zu: a plan run's trade-off claims no min-max", nk);
+    tu_check(!plan || strstr(tradeoff, "estimated") != NULL, "%zu: a plan run's time is said to be estimated", nk);
+    if (nk >= 3) {
+        const char *grid = texts_of(log, "sweep_grid_peak.png");
+        tu_check(strstr(grid, "batch=4,16") && strstr(grid, "coincide"),
+                 "%zu: the grid says its batch lines coincide (texts: %.300s)", nk, grid);
+        const char *grid_time = texts_of(log, "sweep_grid_time.png");
+        tu_check((strstr(grid_time, "whiskers") != NULL) == !plan, "%zu: the whiskers entry %s", nk,
+                 plan ? "is dropped for plan runs" : "is kept for measured runs");
+    }
+    if (nk == 1) { /* seq_len 256, 1024 on a log2 axis: ticks at the swept values */
+        const char *sweep = texts_of(log, "sweep_seq_len.png");
+        tu_check(strstr(sweep, "\n256\n") && strstr(sweep, "\n1024\n"), "sweep ticks at 256 and 1024");
+    }
+}
+
 static void test_sweep(size_t nk) {
     char base[900], results[1024], out[1024], err[512];
     snprintf(base, sizeof base, "%s/layout_%zu", DPPLOT_TEST_OUT, nk);
@@ -136,6 +180,8 @@ static void test_sweep(size_t nk) {
         tu_check(strstr(log.seen, expect[i]) != NULL, "%zu variables: %s was not drawn (drawn: %s)", nk, expect[i],
                  log.seen);
     printf("%zu variables: %d charts checked: %s\n", nk, log.charts, log.seen);
+    check_contents(&log, nk);
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
 }
 
 /* The checker itself: two titles that overlap are caught, neighbours are not. */
