@@ -213,7 +213,37 @@ static void test_title_wraps(void) {
     dpplot_canvas_free(cv);
 }
 
+/* The kernel table explains a bandwidth over the peak (operands in cache) where one occurs, and
+ * only then. */
+static void test_bandwidth_note(void) {
+    for (int over = 0; over < 2; over++) {
+        char dir[900], out[1024], path[2048], err[512];
+        snprintf(dir, sizeof dir, "%s/bw_note_%d", DPPLOT_TEST_OUT, over);
+        snprintf(out, sizeof out, "%s/charts", dir);
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) continue;
+        snprintf(path, sizeof path, "%s/single/vanilla.json", DPPLOT_FIXTURES);
+        cJSON *r = load_json(path);
+        if (!tu_check(r != NULL, "cannot read %s", path)) return;
+        cJSON *ops = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "profile"), "ops");
+        cJSON *first = cJSON_GetArrayItem(ops, 0);
+        tu_check(first != NULL, "vanilla.json has profile.ops");
+        if (first && over) cJSON_ReplaceItemInObject(first, "bandwidth_fraction", cJSON_CreateNumber(1.62));
+        char *text = cJSON_Print(r);
+        snprintf(path, sizeof path, "%s/vanilla.json", dir);
+        tu_check(text && write_text(path, text) == 0, "write %s", path);
+        free(text);
+        cJSON_Delete(r);
+        dpplot_render_dir(dir, out, NULL, err, sizeof err);
+        snprintf(path, sizeof path, "%s/summary.txt", out);
+        char *summary = tu_read_file(path);
+        tu_check(summary && (strstr(summary, "cache-resident") != NULL) == over, "summary.txt %s the cache note",
+                 over ? "has" : "has no");
+        free(summary);
+    }
+}
+
 int main(void) {
+    test_bandwidth_note();
     test_clash_rules();
     test_title_wraps();
     for (size_t nk = 1; nk <= 5; nk++) test_sweep(nk);
