@@ -150,6 +150,8 @@ static void check_contents(const layout_log *log, size_t nk) {
         tu_check((strstr(grid_time, "whiskers") != NULL) == !plan, "%zu: the whiskers entry %s", nk,
                  plan ? "is dropped for plan runs" : "is kept for measured runs");
     }
+    if (nk >= 2) /* the colour bar names its scale */
+        tu_check(strstr(texts_of(log, "memory_heatmap.png"), "colour scale") != NULL, "%zu: heatmap scale named", nk);
     if (nk == 1) { /* seq_len 256, 1024 on a log2 axis: ticks at the swept values */
         const char *sweep = texts_of(log, "sweep_seq_len.png");
         tu_check(strstr(sweep, "\n256\n") && strstr(sweep, "\n1024\n"), "sweep ticks at 256 and 1024");
