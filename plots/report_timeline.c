@@ -324,3 +324,77 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
     }
     return dpplot_report_save(cv, path, notes);
 }
+
+/* ---- memory_timeline_<point>.png, one per configuration (--timelines each) */
+
+#define MAX_EACH_FILES 256
+
+/* File-name part of a point: "seq_len256_batch4" (letters, digits, '.', '-', '_' kept). */
+static void point_file_part(const dpplot_result *r, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_vary && used + 1 < len; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        char piece[160];
+        snprintf(piece, sizeof piece, "%s%s%s", used ? "_" : "", r->vary[i].key, r->vary[i].text);
+        for (const char *c = piece; *c && used + 1 < len; c++) {
+            int ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+                     *c == '-' || *c == '_';
+            buf[used++] = ok ? *c : '_';
+        }
+        buf[used] = '\0';
+    }
+}
+
+int dpplot_report_timelines_each(const dpplot_results *rs, const char *out_dir, const dpplot_options *opt,
+                                 dpplot_strlist *notes) {
+    const dpplot_result **items = malloc((rs->n ? rs->n : 1) * sizeof *items);
+    unsigned char *done = calloc(rs->n ? rs->n : 1, 1);
+    int failures = 0;
+    size_t written = 0, skipped = 0;
+    if (!items || !done) {
+        free(items), free(done);
+        (void)dpplot_strlist_addf(notes, "--timelines each: out of memory");
+        return 1;
+    }
+    int several_sweeps = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->items[i].sweep_name && rs->items[0].sweep_name &&
+            strcmp(rs->items[i].sweep_name, rs->items[0].sweep_name) != 0)
+            several_sweeps = 1;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (done[i] || !r->sweep_name || !dpplot_point_matches(r, opt ? opt->point : NULL)) continue;
+        char label[256], other[256];
+        dpplot_point_label(r, label, sizeof label);
+        size_t n = 0;
+        for (size_t j = i; j < rs->n; j++) { /* the point's methods, in the results' order */
+            const dpplot_result *q = &rs->items[j];
+            if (done[j] || !q->sweep_name || strcmp(q->sweep_name, r->sweep_name) != 0) continue;
+            dpplot_point_label(q, other, sizeof other);
+            if (strcmp(label, other) == 0) items[n++] = q, done[j] = 1;
+        }
+        if (written == MAX_EACH_FILES) {
+            skipped++;
+            continue;
+        }
+        char part[200], path[4096], context[600], model[300];
+        point_file_part(r, part, sizeof part);
+        snprintf(path, sizeof path, "%s/%s%smemory_timeline_%s.png", out_dir, several_sweeps ? r->sweep_name : "",
+                 several_sweeps ? "_" : "", part[0] ? part : "point");
+        dpplot_report_context_of(r, model, sizeof model);
+        snprintf(context, sizeof context, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", label,
+                 r->sweep_name);
+        dpplot_selection sel = {items, n, context};
+        int rc = dpplot_report_timeline(&sel, path, opt, notes);
+        if (rc < 0) failures++;
+        if (rc > 0) written++;
+    }
+    if (skipped)
+        (void)dpplot_strlist_addf(notes,
+                                  "--timelines each: %d files at most; %zu further configuration(s) left out (choose "
+                                  "points with --point KEY=VALUE)",
+                                  MAX_EACH_FILES, skipped);
+    free(items), free(done);
+    return failures;
+}

@@ -175,6 +175,7 @@ static void test_sweep(size_t nk) {
     tu_check(rc == 0, "%zu variables: render rc %d (%s)", nk, rc, err);
     /* the charts each sweep size must produce, so a chart that stops drawing cannot pass */
     const char *expect[] = {"memory_breakdown_comparison.png", "memory_timeline.png", "performance_tradeoff.png",
+                            "memory_analysis_overview.png",
                             nk == 1 ? "sweep_seq_len.png" : "memory_heatmap.png",
                             nk >= 3 ? "sweep_grid_peak.png" : "memory_timeline_points.png",
                             "memory_timeline_points.png"};
