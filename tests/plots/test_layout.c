@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dpplot_lines.h"
 #include "test_util.h"
 
 typedef struct {
@@ -245,7 +246,69 @@ static void test_bandwidth_note(void) {
     }
 }
 
+/* A panel of 0..1000 ms × 0..10 on a fresh 800×500 canvas, for the drawing tests below. */
+static dpplot_canvas *small_panel(dpplot_panel *p) {
+    dpplot_canvas *cv = dpplot_canvas_new(800, 500, 1.0);
+    dpplot_panel_spec s = {0};
+    s.x_min = 0, s.x_max = 1000, s.y_min = 0, s.y_max = 10;
+    s.x_unit = DPPLOT_UNIT_MS;
+    tu_check(cv && dpplot_panel_begin(p, cv, (dpplot_rect){0, 0, 800, 500}, &s) == 0, "small panel");
+    return cv;
+}
+
+/* The peak label goes where no curve runs: a step curve through the places a label would take by
+ * default (left of and above the peak), so only a farther one is clear. */
+static void test_peak_label_clear(void) {
+    dpplot_panel p;
+    dpplot_canvas *cv = small_panel(&p);
+    if (!cv) return;
+    double x[] = {0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000};
+    double y[] = {8.4, 8.4, 8.4, 8.4, 8.4, 9.0, 8.4, 8.4, 8.4, 8.4, 8.4};
+    dpplot_series s = {.name = "allocated", .color = DPPLOT_INK, .x = x, .y = y, .n = 11, .step = 1};
+    dpplot_lines_draw(&p, &s, 1);
+    size_t before;
+    dpplot_canvas_boxes(cv, &before);
+    dpplot_annotate_clear(&p, 500, 9.0, "peak 9 GiB", DPPLOT_INK, &s, 1);
+    size_t n;
+    const dpplot_box *boxes = dpplot_canvas_boxes(cv, &n);
+    tu_check(n == before + 1, "one label drawn (%zu boxes)", n - before);
+    if (n == before + 1)
+        tu_check(!dpplot_series_crosses(&p, &s, boxes[before].r), "the peak label (%.0f,%.0f %.0fx%.0f) is clear of the curve",
+                 boxes[before].r.x, boxes[before].r.y, boxes[before].r.w, boxes[before].r.h);
+    dpplot_canvas_free(cv);
+}
+
+/* A phase span of 0.1 ms on a 1000 ms axis is still a visible band (at least 5 px), and two
+ * coincident scatter points both show (neither marker hidden under the other). */
+static void test_thin_band_and_coincident_markers(void) {
+    dpplot_panel p;
+    dpplot_canvas *cv = small_panel(&p);
+    if (!cv) return;
+    dpplot_rgb band = dpplot_rgb_hex(0xAA4499);
+    dpplot_shade sh = {500, 500.1, band, 1.0, 5.0};
+    dpplot_shades_draw(&p, &sh, 1);
+    dpplot_rgb grey = dpplot_rgb_hex(0x666666), orange = dpplot_rgb_hex(0xD55E00);
+    dpplot_point pts[2] = {{250, 5, NULL, grey, DPPLOT_MARKER_CIRCLE, 0}, {250, 5, NULL, orange, DPPLOT_MARKER_HEXAGON, 0}};
+    size_t group[2];
+    tu_check(dpplot_points_coincide(&p, pts, 2, 22.0, group) == 1 && group[1] == 0, "the two points coincide");
+    dpplot_scatter_draw(&p, pts, 2, 22.0);
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/layout_band_markers.png", DPPLOT_TEST_OUT);
+    tu_check(dpplot_canvas_write_png(cv, path, err, sizeof err) == 0, "write %s: %s", path, err);
+    dpplot_canvas_free(cv);
+    tu_image *img = tu_image_load(path);
+    if (!img) return;
+    size_t band_px = tu_image_count_color(img, band, 3), plot_h = (size_t)p.plot.h;
+    /* 5 px at a fractional offset: 4 whole columns in the band's colour, the edges blended */
+    tu_check(band_px >= 4 * (plot_h - 2), "the band is at least 5 px wide (%zu px over %zu rows)", band_px, plot_h);
+    size_t g = tu_image_count_color(img, grey, 3), o = tu_image_count_color(img, orange, 3);
+    tu_check(g > 150 && o > 150, "both markers show (grey %zu px, orange %zu px)", g, o);
+    tu_image_free(img);
+}
+
 int main(void) {
+    test_peak_label_clear();
+    test_thin_band_and_coincident_markers();
     test_bandwidth_note();
     test_clash_rules();
     test_title_wraps();
