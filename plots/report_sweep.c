@@ -97,6 +97,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         } else if (r->status == DPPLOT_STATUS_OK) {
             if (r->has_peak) mem[m][k] = r->peak_bytes, any_point = 1;
             ms[m][k] = dpplot_metric_value(rs, r, DPPLOT_METRIC_TIME, &ms_lo[m][k], &ms_hi[m][k]);
+            if (r->predicted) ms_lo[m][k] = ms_hi[m][k] = NAN; /* one estimate: no whiskers, no entry */
             predicted |= r->predicted;
             if (r->n_runs > max_runs) max_runs = r->n_runs;
         } else if (failed_len < sizeof failed - 1) {

@@ -91,7 +91,7 @@ static int write_text(const char *path, const char *text) {
 }
 
 /* Writes a sweep over the first nk keys (every combination, every method) into dir. */
-static int make_sweep(const char *dir, size_t nk) { /* dir: at most ~1000 bytes */
+static int make_sweep(const char *dir, size_t nk, int plan) { /* dir: at most ~1000 bytes */
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
     for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
         char path[2048];
@@ -114,9 +114,8 @@ static int make_sweep(const char *dir, size_t nk) { /* dir: at most ~1000 bytes 
             cJSON_DeleteItemFromObject(r, "sweep");
             cJSON_AddItemToObject(r, "sweep", sweep);
             cJSON_ReplaceItemInObject(r, "experiment", cJSON_CreateString(name));
-            /* even sizes as plan runs: their axis titles ("estimated, roofline") are the longest */
             cJSON_DeleteItemFromObject(r, "predicted");
-            cJSON_AddBoolToObject(r, "predicted", nk % 2 == 0);
+            cJSON_AddBoolToObject(r, "predicted", plan);
             char *text = cJSON_Print(r);
             snprintf(path, sizeof path, "%s/%s.json", dir, name);
             int rc = text ? write_text(path, text) : -1;
@@ -135,8 +134,7 @@ static int make_sweep(const char *dir, size_t nk) { /* dir: at most ~1000 bytes 
 /* What the charts say besides their layout. The generated points repeat their method's file, so
  * the swept values change nothing: every batch line coincides with the others. Even sizes are
  * plan runs (one estimated number per point, no spread); odd sizes measured (iterations vary). */
-static void check_contents(const layout_log *log, size_t nk) {
-    int plan = nk % 2 == 0;
+static void check_contents(const layout_log *log, size_t nk, int plan) {
     const char *tradeoff = texts_of(log, "performance_tradeoff.png");
     /* vanilla and flash_clip peak at the same 5.84 GiB, ghost and bk above: the memory axis spans
      * the points rather than 0..9 GiB, and says so */
@@ -155,20 +153,22 @@ static void check_contents(const layout_log *log, size_t nk) {
         tu_check(strstr(texts_of(log, "memory_heatmap.png"), "colour scale") != NULL, "%zu: heatmap scale named", nk);
     if (nk == 1) { /* seq_len 256, 1024 on a log2 axis: ticks at the swept values */
         const char *sweep = texts_of(log, "sweep_seq_len.png");
+        tu_check((strstr(sweep, "whiskers") != NULL) == !plan, "the sweep's whiskers entry %s",
+                 plan ? "is dropped for plan runs" : "is kept for measured runs");
         tu_check(strstr(sweep, "\n256\n") && strstr(sweep, "\n1024\n"), "sweep ticks at 256 and 1024");
     }
 }
 
-static void test_sweep(size_t nk) {
+static void test_sweep(size_t nk, int plan) {
     char base[900], results[1024], out[1024], err[512];
-    snprintf(base, sizeof base, "%s/layout_%zu", DPPLOT_TEST_OUT, nk);
+    snprintf(base, sizeof base, "%s/layout_%zu%s", DPPLOT_TEST_OUT, nk, plan ? "_plan" : "");
     snprintf(results, sizeof results, "%s/results", base);
     snprintf(out, sizeof out, "%s/charts", base);
     if (mkdir(base, 0777) != 0 && errno != EEXIST) {
         tu_check(0, "cannot create %s", base);
         return;
     }
-    if (!tu_check(make_sweep(results, nk) == 0, "cannot write the %zu-variable sweep under %s", nk, results)) return;
+    if (!tu_check(make_sweep(results, nk, plan) == 0, "cannot write the %zu-variable sweep under %s", nk, results)) return;
     layout_log log = {0};
     dpplot_options opt = dpplot_options_default();
     opt.layout = check_layout, opt.layout_user = &log;
@@ -184,7 +184,7 @@ static void test_sweep(size_t nk) {
         tu_check(strstr(log.seen, expect[i]) != NULL, "%zu variables: %s was not drawn (drawn: %s)", nk, expect[i],
                  log.seen);
     printf("%zu variables: %d charts checked: %s\n", nk, log.charts, log.seen);
-    check_contents(&log, nk);
+    check_contents(&log, nk, plan);
     for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
 }
 
@@ -312,6 +312,8 @@ int main(void) {
     test_bandwidth_note();
     test_clash_rules();
     test_title_wraps();
-    for (size_t nk = 1; nk <= 5; nk++) test_sweep(nk);
+    /* even sizes as plan runs: their axis titles ("estimated, roofline") are the longest */
+    for (size_t nk = 1; nk <= 5; nk++) test_sweep(nk, nk % 2 == 0);
+    test_sweep(1, 1); /* the one-variable chart of a plan run */
     return tu_finish("dpplot_layout");
 }
