@@ -93,7 +93,7 @@ void dpplot_shades_draw(dpplot_panel *p, const dpplot_shade *s, size_t n);
  * plot area on whichever side has room. */
 void dpplot_annotate(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color);
 /* dpplot_annotate with the label kept clear of the curves of `avoid` (their drawn segments, steps
- * included) where any candidate place allows. */
+ * included) and of the text already placed in the plot, where any candidate place allows. */
 void dpplot_annotate_clear(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color,
                            const dpplot_series *avoid, size_t n_avoid);
 /* 1 when a drawn segment of series s (as dpplot_lines_draw draws it in p) crosses rectangle r. */

@@ -480,6 +480,11 @@ void dpplot_annotate_clear(dpplot_panel *p, double x, double y, const char *text
             dpplot_rect padded = dpplot_rect_inset(b, -3, -2, -3, -2);
             for (size_t k = 0; pass == 0 && k < n_avoid && !clash; k++)
                 clash = dpplot_series_crosses(p, &avoid[k], padded);
+            /* nor on a label already in the plot (a snapshot mark's name) */
+            size_t n_placed;
+            const dpplot_box *placed_boxes = dpplot_canvas_boxes(p->cv, &n_placed);
+            for (size_t k = 0; pass == 0 && k < n_placed && !clash; k++)
+                clash = dpplot_rect_inside(placed_boxes[k].r, p->plot) && dpplot_rect_overlap(padded, placed_boxes[k].r);
             if (!clash) ax = cx, ay = cy, placed = 1;
         }
     if (!placed) {

@@ -67,8 +67,12 @@ static void check_layout(void *user, const char *path, const dpplot_box *boxes, 
         const dpplot_rect r = boxes[i].r;
         tu_check(r.x >= -0.5 && r.y >= -0.5 && r.x + r.w <= 1600.5 && r.y + r.h <= 1000.5,
                  "%s: '%s' (%.0f,%.0f %.0fx%.0f) leaves the canvas", file, boxes[i].text, r.x, r.y, r.w, r.h);
+        /* timelines: labels inside the plots (peaks, snapshot marks) keep apart too */
+        int all_text = strncmp(file, "memory_timeline", 15) == 0;
         for (size_t j = i + 1; j < n && clashes < 8; j++)
-            if (dpplot_boxes_clash(&boxes[i], &boxes[j]))
+            if (dpplot_boxes_clash(&boxes[i], &boxes[j]) ||
+                (all_text && dpplot_rect_overlap(dpplot_rect_inset(boxes[i].r, 0.5, 0.5, 0.5, 0.5),
+                                                 dpplot_rect_inset(boxes[j].r, 0.5, 0.5, 0.5, 0.5))))
                 clashes++, tu_check(0, "%s: '%s' (%.0f,%.0f %.0fx%.0f) overlaps '%s' (%.0f,%.0f %.0fx%.0f)", file,
                                     boxes[i].text, r.x, r.y, r.w, r.h, boxes[j].text, boxes[j].r.x, boxes[j].r.y,
                                     boxes[j].r.w, boxes[j].r.h);
@@ -315,5 +319,14 @@ int main(void) {
     /* even sizes as plan runs: their axis titles ("estimated, roofline") are the longest */
     for (size_t nk = 1; nk <= 5; nk++) test_sweep(nk, nk % 2 == 0);
     test_sweep(1, 1); /* the one-variable chart of a plan run */
+    /* the six single runs: three rows of timelines, where snapshot marks and peaks meet */
+    layout_log log = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.layout = check_layout, opt.layout_user = &log;
+    char err[512];
+    tu_check(dpplot_render_dir(DPPLOT_FIXTURES "/single", DPPLOT_TEST_OUT "/layout_single", &opt, err, sizeof err) == 0,
+             "single/: %s", err);
+    tu_check(strstr(log.seen, "memory_timeline.png") != NULL, "single/: the timeline was drawn");
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
     return tu_finish("dpplot_layout");
 }
