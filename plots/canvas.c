@@ -169,7 +169,7 @@ static int wrap_greedy(dpplot_canvas *cv, const char *text, double room, double 
         out[used] = '\0';
         if (dpplot_text_width(cv, out + line_start, size, bold) > room) {
             if (!sep) return 0; /* one word alone is too wide */
-            used = mark;       /* break before this word */
+            used = mark;        /* break before this word */
             out[used++] = '\n';
             line_start = used;
             lines++;
@@ -232,8 +232,8 @@ double dpplot_text_fit(dpplot_canvas *cv, const char *text, double room, double 
                 while (cut > 0 && (p[cut] & 0xC0) == 0x80) cut--; /* never split a UTF-8 character */
             }
         }
-        used += (size_t)snprintf(out + used, outlen > used ? outlen - used : 0, "%s%.*s%s", l ? "\n" : "",
-                                 (int)cut, p, last ? "\xe2\x80\xa6" : "");
+        used += (size_t)snprintf(out + used, outlen > used ? outlen - used : 0, "%s%.*s%s", l ? "\n" : "", (int)cut, p,
+                                 last ? "\xe2\x80\xa6" : "");
         if (used >= outlen) break;
         p += cut;
         while (*p == ' ') p++;

@@ -12,12 +12,12 @@ typedef struct {
     double scale;        /* device px per logical px (2 for high-DPI); 0 means 1 */
     dpplot_warn_fn warn; /* problems (malformed input) and notes (skipped charts); NULL: silent */
     void *warn_user;
-    const char *point;   /* "key=value,..." (NULL: none): the sweep point(s) the standard charts
-                            show, and the values heatmaps hold fixed */
-    const char *heatmap; /* "x_key,y_key" (NULL: the first two swept keys): the heatmaps' axes */
+    const char *point;       /* "key=value,..." (NULL: none): the sweep point(s) the standard charts
+                                show, and the values heatmaps hold fixed */
+    const char *heatmap;     /* "x_key,y_key" (NULL: the first two swept keys): the heatmaps' axes */
     dpplot_layout_fn layout; /* NULL, or gets every text box of each chart written (layout tests) */
     void *layout_user;
-    int timelines_each;      /* 1: also one memory_timeline_<point>.png per configuration of a sweep */
+    int timelines_each; /* 1: also one memory_timeline_<point>.png per configuration of a sweep */
 } dpplot_options;
 
 /* Options with every field at its default (1600×1000, scale 1, no warn callback, no point or

@@ -28,8 +28,8 @@ typedef struct {
     size_t n_y_categories;
     const double *x_ticks; /* optional: tick the numeric x axis at these values (a sweep's values) */
     size_t n_x_ticks;      /* when their labels fit side by side, else the round ticks stay */
-    double top_band; /* px at the top of the plot area kept out of the y mapping (OOM markers) */
-    int no_grid;     /* 1: no grid lines */
+    double top_band;       /* px at the top of the plot area kept out of the y mapping (OOM markers) */
+    int no_grid;           /* 1: no grid lines */
 } dpplot_panel_spec;
 
 typedef struct {

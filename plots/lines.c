@@ -484,7 +484,8 @@ void dpplot_annotate_clear(dpplot_panel *p, double x, double y, const char *text
             size_t n_placed;
             const dpplot_box *placed_boxes = dpplot_canvas_boxes(p->cv, &n_placed);
             for (size_t k = 0; pass == 0 && k < n_placed && !clash; k++)
-                clash = dpplot_rect_inside(placed_boxes[k].r, p->plot) && dpplot_rect_overlap(padded, placed_boxes[k].r);
+                clash =
+                    dpplot_rect_inside(placed_boxes[k].r, p->plot) && dpplot_rect_overlap(padded, placed_boxes[k].r);
             if (!clash) ax = cx, ay = cy, placed = 1;
         }
     if (!placed) {

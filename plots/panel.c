@@ -64,7 +64,9 @@ static void use_given_ticks(dpplot_canvas *cv, const dpplot_panel_spec *s, doubl
     for (size_t i = 1; i < given.n; i++) {
         double gap = fabs(dpplot_axis_map(&ax, given.value[i]) - dpplot_axis_map(&ax, given.value[i - 1]));
         double need = (dpplot_text_width(cv, given.label[i], DPPLOT_FONT_TICK, 0) +
-                       dpplot_text_width(cv, given.label[i - 1], DPPLOT_FONT_TICK, 0)) / 2 + 10;
+                       dpplot_text_width(cv, given.label[i - 1], DPPLOT_FONT_TICK, 0)) /
+                          2 +
+                      10;
         if (gap < need) return;
     }
     *t = given;
@@ -263,8 +265,9 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
         axis_title(buf, sizeof buf, s->x_label, s->x_categories ? "" : p->xt.unit);
         /* one line, shrunk (then cut) to the panel's width so it never runs into its neighbour's */
         char fitted[256];
-        double room = fmin(outer.w - 8, 2 * fmin(p->plot.x + p->plot.w / 2 - outer.x, outer.x + outer.w - p->plot.x -
-                                                                                          p->plot.w / 2) - 8);
+        double room =
+            fmin(outer.w - 8,
+                 2 * fmin(p->plot.x + p->plot.w / 2 - outer.x, outer.x + outer.w - p->plot.x - p->plot.w / 2) - 8);
         double size = dpplot_text_fit(cv, buf, room, DPPLOT_FONT_LABEL, 11.0, 0, 1, fitted, sizeof fitted);
         dpplot_text_style st = dpplot_style(size, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_BOTTOM);
         st.kind = DPPLOT_BOX_TITLE;

@@ -56,8 +56,8 @@ static void coincide_note(const size_t *members, size_t nm, const char *const *m
     size_t used = 0;
 #define ADD(...)                                                                                                       \
     do {                                                                                                               \
-        int w_ = snprintf(buf + used, len - used, __VA_ARGS__);                                                       \
-        if (w_ > 0) used = used + (size_t)w_ < len ? used + (size_t)w_ : len - 1;                                     \
+        int w_ = snprintf(buf + used, len - used, __VA_ARGS__);                                                        \
+        if (w_ > 0) used = used + (size_t)w_ < len ? used + (size_t)w_ : len - 1;                                      \
     } while (0)
     buf[0] = '\0';
     if (same_method) {

@@ -29,7 +29,7 @@ static const char *const methods[] = {"vanilla", "ghost", "bk", "flash_clip"};
 #define MAX_CHARTS 32
 
 typedef struct {
-    int charts;    /* charts the hook saw */
+    int charts; /* charts the hook saw */
     char seen[4096];
     char file[MAX_CHARTS][64];
     char *texts[MAX_CHARTS]; /* every text of the chart, one per line */
@@ -61,7 +61,8 @@ static void check_layout(void *user, const char *path, const dpplot_box *boxes, 
     for (size_t i = 0; i < n; i++) ticks += boxes[i].kind == DPPLOT_BOX_TICK;
     /* a chart whose panels did not fit comes out as a title over white: it has no axes (the
      * heatmaps' own blank case, every panel filtered away, has its test in test_render) */
-    tu_check(ticks >= 4 || strstr(file, "heatmap"), "%s (%s): only %zu tick labels: were its panels drawn?", file, path, ticks);
+    tu_check(ticks >= 4 || strstr(file, "heatmap"), "%s (%s): only %zu tick labels: were its panels drawn?", file, path,
+             ticks);
     int clashes = 0;
     for (size_t i = 0; i < n; i++) {
         const dpplot_rect r = boxes[i].r;
@@ -172,14 +173,17 @@ static void test_sweep(size_t nk, int plan) {
         tu_check(0, "cannot create %s", base);
         return;
     }
-    if (!tu_check(make_sweep(results, nk, plan) == 0, "cannot write the %zu-variable sweep under %s", nk, results)) return;
+    if (!tu_check(make_sweep(results, nk, plan) == 0, "cannot write the %zu-variable sweep under %s", nk, results))
+        return;
     layout_log log = {0};
     dpplot_options opt = dpplot_options_default();
     opt.layout = check_layout, opt.layout_user = &log;
     int rc = dpplot_render_dir(results, out, &opt, err, sizeof err);
     tu_check(rc == 0, "%zu variables: render rc %d (%s)", nk, rc, err);
     /* the charts each sweep size must produce, so a chart that stops drawing cannot pass */
-    const char *expect[] = {"memory_breakdown_comparison.png", "memory_timeline.png", "performance_tradeoff.png",
+    const char *expect[] = {"memory_breakdown_comparison.png",
+                            "memory_timeline.png",
+                            "performance_tradeoff.png",
                             "memory_analysis_overview.png",
                             nk == 1 ? "sweep_seq_len.png" : "memory_heatmap.png",
                             nk >= 3 ? "sweep_grid_peak.png" : "memory_timeline_points.png",
@@ -277,8 +281,9 @@ static void test_peak_label_clear(void) {
     const dpplot_box *boxes = dpplot_canvas_boxes(cv, &n);
     tu_check(n == before + 1, "one label drawn (%zu boxes)", n - before);
     if (n == before + 1)
-        tu_check(!dpplot_series_crosses(&p, &s, boxes[before].r), "the peak label (%.0f,%.0f %.0fx%.0f) is clear of the curve",
-                 boxes[before].r.x, boxes[before].r.y, boxes[before].r.w, boxes[before].r.h);
+        tu_check(!dpplot_series_crosses(&p, &s, boxes[before].r),
+                 "the peak label (%.0f,%.0f %.0fx%.0f) is clear of the curve", boxes[before].r.x, boxes[before].r.y,
+                 boxes[before].r.w, boxes[before].r.h);
     dpplot_canvas_free(cv);
 }
 
@@ -292,7 +297,8 @@ static void test_thin_band_and_coincident_markers(void) {
     dpplot_shade sh = {500, 500.1, band, 1.0, 5.0};
     dpplot_shades_draw(&p, &sh, 1);
     dpplot_rgb grey = dpplot_rgb_hex(0x666666), orange = dpplot_rgb_hex(0xD55E00);
-    dpplot_point pts[2] = {{250, 5, NULL, grey, DPPLOT_MARKER_CIRCLE, 0}, {250, 5, NULL, orange, DPPLOT_MARKER_HEXAGON, 0}};
+    dpplot_point pts[2] = {{250, 5, NULL, grey, DPPLOT_MARKER_CIRCLE, 0},
+                           {250, 5, NULL, orange, DPPLOT_MARKER_HEXAGON, 0}};
     size_t group[2];
     tu_check(dpplot_points_coincide(&p, pts, 2, 22.0, group) == 1 && group[1] == 0, "the two points coincide");
     dpplot_scatter_draw(&p, pts, 2, 22.0);
