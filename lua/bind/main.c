@@ -42,7 +42,7 @@ static const char *const plot_usage =
     "  --heatmap X,Y    the swept variables across and up the heatmaps (and x and lines of the\n"
     "                   small multiples); default: seq_len across when swept, else the first two\n"
     "  --timelines each also memory_timeline_<point>.png for every configuration of a sweep (e.g.\n"
-    "                   memory_timeline_seq_len256_batch4.png; with --point, the matching ones;\n"
+    "                   memory_timeline_batch4_seq_len256.png; with --point, the matching ones;\n"
     "                   --timelines points, the default, writes memory_timeline_points.png only)\n"
     "\n"
     "exit status: 0 all rendered; 1 a problem, each one named on its line (a malformed file or an\n"
