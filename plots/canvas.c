@@ -12,6 +12,10 @@ struct dpplot_canvas {
     cairo_surface_t *surface;
     cairo_t *cr;
     double width, height; /* logical px */
+    dpplot_box *boxes;    /* every text box placed, for the layout checks */
+    size_t n_boxes, cap_boxes;
+    dpplot_layout_fn layout_hook; /* gets the boxes when the PNG is written */
+    void *layout_user;
 };
 
 /* Larger surfaces than this are refused: 16384 device px a side is cairo's own limit. */
@@ -56,6 +60,7 @@ dpplot_canvas *dpplot_canvas_new(int width, int height, double scale) {
 
 void dpplot_canvas_free(dpplot_canvas *cv) {
     if (!cv) return;
+    free(cv->boxes);
     cairo_destroy(cv->cr);
     cairo_surface_destroy(cv->surface);
     free(cv);
@@ -79,7 +84,12 @@ static cairo_status_t png_to_stream(void *closure, const unsigned char *data, un
     return CAIRO_STATUS_WRITE_ERROR;
 }
 
+void dpplot_canvas_set_layout_hook(dpplot_canvas *cv, dpplot_layout_fn fn, void *user) {
+    cv->layout_hook = fn, cv->layout_user = user;
+}
+
 int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path, char *err, size_t errlen) {
+    if (cv->layout_hook) cv->layout_hook(cv->layout_user, path, cv->boxes, cv->n_boxes);
     cairo_surface_flush(cv->surface);
     /* cairo_surface_write_to_png would follow a link planted at path: write through safe_file */
     dpfile_writer w;
@@ -97,7 +107,7 @@ int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path, char *err, size
 }
 
 dpplot_text_style dpplot_style(double size, int bold, dpplot_rgb color, dpplot_halign h, dpplot_valign v) {
-    dpplot_text_style st = {size, bold, color, h, v, 0.0};
+    dpplot_text_style st = {size, bold, color, h, v, 0.0, DPPLOT_BOX_TEXT};
     return st;
 }
 
@@ -153,6 +163,99 @@ double dpplot_text_width(dpplot_canvas *cv, const char *text, double size, int b
     return widest;
 }
 
+/* Greedy wrap of text at spaces into lines no wider than room at size; returns the number of
+ * lines written to out ('\n'-separated), or 0 when a single word is wider than room or out is
+ * too small. */
+static int wrap_greedy(dpplot_canvas *cv, const char *text, double room, double size, int bold, char *out,
+                       size_t outlen) {
+    size_t used = 0, line_start = 0;
+    int lines = 1;
+    const char *p = text;
+    out[0] = '\0';
+    while (*p) {
+        const char *end = strchr(p, ' ');
+        size_t wlen = end ? (size_t)(end - p) : strlen(p);
+        size_t sep = used > line_start ? 1 : 0;
+        if (used + sep + wlen + 1 >= outlen) return 0;
+        size_t mark = used;
+        if (sep) out[used++] = ' ';
+        memcpy(out + used, p, wlen);
+        used += wlen;
+        out[used] = '\0';
+        if (dpplot_text_width(cv, out + line_start, size, bold) > room) {
+            if (!sep) return 0; /* one word alone is too wide */
+            used = mark;        /* break before this word */
+            out[used++] = '\n';
+            line_start = used;
+            lines++;
+            memcpy(out + used, p, wlen);
+            used += wlen;
+            out[used] = '\0';
+            if (dpplot_text_width(cv, out + line_start, size, bold) > room) return 0;
+        }
+        p += wlen;
+        while (*p == ' ') p++;
+    }
+    return lines;
+}
+
+double dpplot_text_fit(dpplot_canvas *cv, const char *text, double room, double size, double min_size, int bold,
+                       int max_lines, char *out, size_t outlen) {
+    if (!outlen) return size;
+    snprintf(out, outlen, "%s", text ? text : "");
+    if (!text || !*text) return size;
+    if (max_lines < 1) max_lines = 1;
+    for (double s = size; s >= min_size; s -= 1.0) {
+        if (dpplot_text_width(cv, text, s, bold) <= room) {
+            snprintf(out, outlen, "%s", text);
+            return s;
+        }
+        int n = wrap_greedy(cv, text, room, s, bold, out, outlen);
+        if (n > 0 && n <= max_lines) return s;
+    }
+    /* Nothing fits: the first max_lines lines at min_size, each cut to room with an ellipsis. */
+    char line[512];
+    size_t used = 0;
+    const char *p = text;
+    out[0] = '\0';
+    for (int l = 0; l < max_lines && *p; l++) {
+        size_t len = 0;
+        line[0] = '\0';
+        while (p[len]) { /* whole UTF-8 characters only: cairo refuses a broken sequence */
+            size_t next = len + 1;
+            while (p[next] && (p[next] & 0xC0) == 0x80) next++;
+            if (next + 1 >= sizeof line) break;
+            memcpy(line, p, next);
+            line[next] = '\0';
+            if (dpplot_text_width(cv, line, min_size, bold) > room) break;
+            len = next;
+        }
+        if (len == 0) break;
+        /* prefer a break at a space */
+        size_t cut = len;
+        if (p[len]) {
+            size_t k = len;
+            while (k > 0 && p[k] != ' ') k--;
+            if (k > len / 2) cut = k;
+        }
+        int last = l == max_lines - 1 && p[cut];
+        if (last) { /* cut further to make room for the ellipsis */
+            while (cut > 0) {
+                snprintf(line, sizeof line, "%.*s\xe2\x80\xa6", (int)cut, p);
+                if (dpplot_text_width(cv, line, min_size, bold) <= room) break;
+                cut--;
+                while (cut > 0 && (p[cut] & 0xC0) == 0x80) cut--; /* never split a UTF-8 character */
+            }
+        }
+        used += (size_t)snprintf(out + used, outlen > used ? outlen - used : 0, "%s%.*s%s", l ? "\n" : "", (int)cut, p,
+                                 last ? "\xe2\x80\xa6" : "");
+        if (used >= outlen) break;
+        p += cut;
+        while (*p == ' ') p++;
+    }
+    return min_size;
+}
+
 /* Unrotated block geometry relative to the anchor: the block spans [x0, x0+w] × [y0, y0+h]. */
 static void block_geometry(dpplot_canvas *cv, const char *text, const dpplot_text_style *st, double *x0, double *y0,
                            double *w, double *h, double *ascent, double *line_h) {
@@ -170,8 +273,44 @@ static void block_geometry(dpplot_canvas *cv, const char *text, const dpplot_tex
     *y0 = st->valign == DPPLOT_TOP ? 0.0 : st->valign == DPPLOT_MIDDLE ? -*h / 2 : -*h;
 }
 
+const dpplot_box *dpplot_canvas_boxes(const dpplot_canvas *cv, size_t *n) {
+    *n = cv->n_boxes;
+    return cv->boxes;
+}
+
+void dpplot_canvas_place(dpplot_canvas *cv, dpplot_rect r, dpplot_box_kind kind, const char *what) {
+    dpplot_canvas_place_rotated(cv, r, kind, 0.0, what);
+}
+
+void dpplot_canvas_place_rotated(dpplot_canvas *cv, dpplot_rect r, dpplot_box_kind kind, double angle_deg,
+                                 const char *what) {
+    if (cv->n_boxes == cv->cap_boxes) {
+        size_t cap = cv->cap_boxes ? cv->cap_boxes * 2 : 64;
+        dpplot_box *grown = realloc(cv->boxes, cap * sizeof *grown);
+        if (!grown) return; /* the record is for checks only: drawing goes on without it */
+        cv->boxes = grown, cv->cap_boxes = cap;
+    }
+    dpplot_box *b = &cv->boxes[cv->n_boxes++];
+    b->r = r, b->kind = kind, b->angle_deg = angle_deg;
+    snprintf(b->text, sizeof b->text, "%s", what ? what : "");
+}
+
+int dpplot_boxes_clash(const dpplot_box *a, const dpplot_box *b) {
+    if (a->kind == DPPLOT_BOX_TEXT && b->kind == DPPLOT_BOX_TEXT) return 0;
+    if (a->kind != DPPLOT_BOX_TITLE && b->kind != DPPLOT_BOX_TITLE && (a->kind != b->kind)) return 0;
+    /* slanted labels side by side have overlapping bounds though their glyphs keep apart */
+    if (a->kind == DPPLOT_BOX_TICK && b->kind == DPPLOT_BOX_TICK && fmod(a->angle_deg, 90.0) != 0.0 &&
+        a->angle_deg == b->angle_deg)
+        return 0;
+    /* half a pixel of slack: boxes laid edge to edge round to touching */
+    dpplot_rect ra = dpplot_rect_inset(a->r, 0.5, 0.5, 0.5, 0.5), rb = dpplot_rect_inset(b->r, 0.5, 0.5, 0.5, 0.5);
+    return dpplot_rect_overlap(ra, rb);
+}
+
 void dpplot_text(dpplot_canvas *cv, double x, double y, const char *text, const dpplot_text_style *st) {
     if (!text || !*text) return;
+    dpplot_canvas_place_rotated(cv, dpplot_text_bounds(cv, x, y, text, st), (dpplot_box_kind)st->kind, st->angle_deg,
+                                text);
     double x0, y0, w, h, ascent, line_h;
     block_geometry(cv, text, st, &x0, &y0, &w, &h, &ascent, &line_h);
     cairo_t *cr = cv->cr;

@@ -28,7 +28,25 @@ typedef struct {
     dpplot_halign halign; /* anchor position along the text line */
     dpplot_valign valign; /* anchor position across the text block (all lines) */
     double angle_deg;     /* counter-clockwise rotation about the anchor */
+    int kind;             /* dpplot_box_kind the canvas records the text's box as (0: plain text) */
 } dpplot_text_style;
+
+/* What a placed text box is, for the layout checks: titles (figure, subtitle, panel and axis
+ * titles) may overlap nothing; tick labels no title and no other tick label; plain text (legends,
+ * value labels, notes) no title. */
+typedef enum { DPPLOT_BOX_TEXT, DPPLOT_BOX_TICK, DPPLOT_BOX_TITLE } dpplot_box_kind;
+
+/* One text box a canvas placed: where (logical px), what kind, and its text (cut at 63 bytes). */
+typedef struct {
+    dpplot_rect r; /* axis-aligned bounds (of the rotated text when angle != 0) */
+    dpplot_box_kind kind;
+    double angle_deg;
+    char text[64];
+} dpplot_box;
+
+/* Receives every text box of a chart once it is complete (`path`: the PNG it goes to); `user`
+ * is options.layout_user. For tests that check a layout for collisions. */
+typedef void (*dpplot_layout_fn)(void *user, const char *path, const dpplot_box *boxes, size_t n);
 
 /* Font sizes (logical px) shared by every chart, so all of them read alike. */
 #define DPPLOT_FONT_TITLE 30.0
@@ -61,12 +79,30 @@ double dpplot_canvas_height(const dpplot_canvas *cv);
  * FIFO); 0 on success, -1 with the reason in err ("PATH: ...") otherwise. */
 int dpplot_canvas_write_png(dpplot_canvas *cv, const char *path, char *err, size_t errlen);
 
+/* Hands every box placed to fn (with user) when the canvas is written as PNG; NULL fn: none. */
+void dpplot_canvas_set_layout_hook(dpplot_canvas *cv, dpplot_layout_fn fn, void *user);
+/* The text boxes drawn on cv so far, in drawing order (borrowed; *n gets the count). */
+const dpplot_box *dpplot_canvas_boxes(const dpplot_canvas *cv, size_t *n);
+/* Records a box that is not text (a colour bar, a legend swatch) as placed; ignored when out of memory. */
+void dpplot_canvas_place(dpplot_canvas *cv, dpplot_rect r, dpplot_box_kind kind, const char *what);
+/* dpplot_canvas_place for a rotated text's bounds. */
+void dpplot_canvas_place_rotated(dpplot_canvas *cv, dpplot_rect r, dpplot_box_kind kind, double angle_deg,
+                                 const char *what);
+/* 1 when a and b may not overlap by the rules of dpplot_box_kind. */
+int dpplot_boxes_clash(const dpplot_box *a, const dpplot_box *b);
+
 /* A style with no rotation; convenience for the common case. */
 dpplot_text_style dpplot_style(double size, int bold, dpplot_rgb color, dpplot_halign h, dpplot_valign v);
 /* Draws text (lines split at '\n') anchored at (x, y); NULL or "" draws nothing. */
 void dpplot_text(dpplot_canvas *cv, double x, double y, const char *text, const dpplot_text_style *st);
 /* Axis-aligned box dpplot_text would cover with the same arguments (for collision tests). */
 dpplot_rect dpplot_text_bounds(dpplot_canvas *cv, double x, double y, const char *text, const dpplot_text_style *st);
+/* Fits text into `room` px across: the largest size from `size` down to `min_size` (steps of
+ * 1 px) at which it wraps (at spaces, after ", " first) into at most max_lines lines; at
+ * min_size, lines still too long are cut with "…". Writes the text with '\n' breaks to out;
+ * returns the size chosen. */
+double dpplot_text_fit(dpplot_canvas *cv, const char *text, double room, double size, double min_size, int bold,
+                       int max_lines, char *out, size_t outlen);
 /* Width in logical px of the widest line of text at size/bold. */
 double dpplot_text_width(dpplot_canvas *cv, const char *text, double size, int bold);
 /* Height in logical px of one text line at size (ascent + descent). */

@@ -70,14 +70,21 @@ typedef struct {
 
 /* Draws points with markers of `marker_size` px and places each label beside its point where it
  * overlaps no other label or marker and stays inside the plot (with a leader line when it had to
- * move away). */
+ * move away). Markers that would cover each other (dpplot_points_coincide) are drawn side by
+ * side around a dot at the shared position, so none hides another. */
 void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size);
+/* Groups points whose markers of `marker_size` px would cover each other in p: group[i] is the
+ * index of the first point of i's group (i itself when alone or first). Returns the number of
+ * points that share a group with an earlier one (0: no marker hides another). */
+size_t dpplot_points_coincide(const dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size,
+                              size_t *group);
 
 /* A shaded span of x values across the whole plot height. */
 typedef struct {
     double x0, x1;
     dpplot_rgb color;
     double alpha;
+    double min_width_px; /* a span narrower than this is widened about its centre (0: 1 px) */
 } dpplot_shade;
 
 /* Draws shaded x spans behind the data (call before dpplot_lines_draw). */
@@ -85,5 +92,11 @@ void dpplot_shades_draw(dpplot_panel *p, const dpplot_shade *s, size_t n);
 /* Marks the data point (x, y) with a dot and a bold label with a leader line, placed inside the
  * plot area on whichever side has room. */
 void dpplot_annotate(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color);
+/* dpplot_annotate with the label kept clear of the curves of `avoid` (their drawn segments, steps
+ * included) and of the text already placed in the plot, where any candidate place allows. */
+void dpplot_annotate_clear(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color,
+                           const dpplot_series *avoid, size_t n_avoid);
+/* 1 when a drawn segment of series s (as dpplot_lines_draw draws it in p) crosses rectangle r. */
+int dpplot_series_crosses(const dpplot_panel *p, const dpplot_series *s, dpplot_rect r);
 
 #endif

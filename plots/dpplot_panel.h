@@ -26,8 +26,10 @@ typedef struct {
     const dpplot_rgb *title_swatch;      /* optional: a colour swatch before the title */
     const char *const *y_categories;     /* non-NULL: categorical y axis (row 0 at the bottom) */
     size_t n_y_categories;
-    double top_band; /* px at the top of the plot area kept out of the y mapping (OOM markers) */
-    int no_grid;     /* 1: no grid lines */
+    const double *x_ticks; /* optional: tick the numeric x axis at these values (a sweep's values) */
+    size_t n_x_ticks;      /* when their labels fit side by side, else the round ticks stay */
+    double top_band;       /* px at the top of the plot area kept out of the y mapping (OOM markers) */
+    int no_grid;           /* 1: no grid lines */
 } dpplot_panel_spec;
 
 typedef struct {
@@ -38,6 +40,8 @@ typedef struct {
     dpplot_axis x, y;
     dpplot_ticks xt, yt; /* numeric ticks (n = 0 on categorical axes) */
     dpplot_panel_spec spec;
+    char title_text[256]; /* the title as laid out (wrapped to the panel's width) */
+    double title_size;    /* its font size, px */
 } dpplot_panel;
 
 /* Lays out and draws the axes, grid, labels and title of a panel in `outer`; the chart then

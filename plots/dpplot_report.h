@@ -33,6 +33,14 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
  * with vanilla's values as dashed reference lines and overheads in the labels. */
 int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                            dpplot_strlist *notes);
+/* memory_analysis_overview.png: one page, three panels across: each run's peak, its memory at the
+ * peak by component, and its step time (a panel left out where no run has its data). */
+int dpplot_report_overview(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                           dpplot_strlist *notes);
+/* memory_timeline_<point>.png for every configuration of each sweep (dpplot_options.timelines_each):
+ * the memory_timeline chart of that point's methods. Returns the number of files that failed. */
+int dpplot_report_timelines_each(const dpplot_results *rs, const char *out_dir, const dpplot_options *opt,
+                                 dpplot_strlist *notes);
 /* module_breakdown.png: memory live at the peak per module group, one bar per method. */
 int dpplot_report_modules(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                           dpplot_strlist *notes);

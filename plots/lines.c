@@ -359,7 +359,11 @@ void dpplot_shades_draw(dpplot_panel *p, const dpplot_shade *s, size_t n) {
             double t = x0;
             x0 = x1, x1 = t;
         }
-        if (x1 - x0 < 1.0) x1 = x0 + 1.0; /* a span shorter than a pixel still shows */
+        double min_w = s[i].min_width_px > 1.0 ? s[i].min_width_px : 1.0;
+        if (x1 - x0 < min_w) { /* a span narrower than min_w px still shows, centred on itself */
+            double c = (x0 + x1) / 2;
+            x0 = c - min_w / 2, x1 = c + min_w / 2;
+        }
         dpplot_set_color(cr, s[i].color, s[i].alpha > 0 ? s[i].alpha : 0.3);
         cairo_rectangle(cr, x0, p->plot.y, x1 - x0, p->plot.h);
         cairo_fill(cr);
@@ -426,15 +430,41 @@ static double place_label(dpplot_panel *p, double x, double y, double d, const c
 
 #define MAX_SCATTER 256
 
+size_t dpplot_points_coincide(const dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size,
+                              size_t *group) {
+    size_t shared = 0;
+    for (size_t i = 0; i < n; i++) {
+        group[i] = i;
+        if (!isfinite(pts[i].x) || !isfinite(pts[i].y)) continue;
+        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
+        for (size_t j = 0; j < i; j++) {
+            if (group[j] != j || !isfinite(pts[j].x) || !isfinite(pts[j].y)) continue;
+            double dx = x - dpplot_panel_px(p, pts[j].x), dy = y - dpplot_panel_py(p, pts[j].y);
+            if (fabs(dx) < marker_size * 0.8 && fabs(dy) < marker_size * 0.8) {
+                group[i] = j, shared++;
+                break;
+            }
+        }
+    }
+    return shared;
+}
+
 void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, double marker_size) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
     if (n > MAX_SCATTER) n = MAX_SCATTER;
     dpplot_rect taken[2 * MAX_SCATTER];
     size_t n_taken = 0;
     double r = marker_size / 2 + 3;
+    /* Where each marker goes: at its point, or fanned out across its group's shared position. */
+    double mx[MAX_SCATTER], my[MAX_SCATTER];
+    size_t group[MAX_SCATTER], size_of[MAX_SCATTER] = {0}, rank[MAX_SCATTER];
+    dpplot_points_coincide(p, pts, n, marker_size, group);
+    for (size_t i = 0; i < n; i++) rank[i] = size_of[group[i]]++;
     for (size_t i = 0; i < n; i++) {
-        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
-        taken[n_taken++] = (dpplot_rect){x - r, y - r, 2 * r, 2 * r};
+        size_t g = group[i], k = size_of[g];
+        mx[i] = dpplot_panel_px(p, pts[g].x), my[i] = dpplot_panel_py(p, pts[g].y);
+        if (k > 1) mx[i] += ((double)rank[i] - (double)(k - 1) / 2.0) * marker_size * 1.1;
+        taken[n_taken++] = (dpplot_rect){mx[i] - r, my[i] - r, 2 * r, 2 * r};
     }
     /* Labels first (as rectangles), so markers can be drawn over leader lines. */
     double ax[MAX_SCATTER], ay[MAX_SCATTER], far[MAX_SCATTER];
@@ -442,7 +472,7 @@ void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, dou
     for (size_t i = 0; i < n; i++) {
         far[i] = 0;
         if (!pts[i].label || !isfinite(pts[i].x) || !isfinite(pts[i].y)) continue;
-        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y);
+        double x = mx[i], y = my[i];
         st[i] = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_MIDDLE);
         dpplot_rect b;
         far[i] = place_label(p, x, y, marker_size / 2 + 10, pts[i].label, &st[i], taken, n_taken, &ax[i], &ay[i], &b);
@@ -450,7 +480,7 @@ void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, dou
     }
     for (size_t i = 0; i < n; i++) {
         if (far[i] <= 1.0) continue;
-        double x = dpplot_panel_px(p, pts[i].x), y = dpplot_panel_py(p, pts[i].y), ex, ey;
+        double x = mx[i], y = my[i], ex, ey;
         rect_nearest(dpplot_text_bounds(p->cv, ax[i], ay[i], pts[i].label, &st[i]), x, y, &ex, &ey);
         cairo_save(cr);
         cairo_set_line_width(cr, 1.2);
@@ -462,31 +492,101 @@ void dpplot_scatter_draw(dpplot_panel *p, const dpplot_point *pts, size_t n, dou
     }
     for (size_t i = 0; i < n; i++)
         if (isfinite(pts[i].x) && isfinite(pts[i].y))
-            dpplot_marker_draw(cr, dpplot_panel_px(p, pts[i].x), dpplot_panel_py(p, pts[i].y), marker_size,
+            dpplot_marker_draw(cr, mx[i], my[i], marker_size,
                                pts[i].marker == DPPLOT_MARKER_NONE ? DPPLOT_MARKER_CIRCLE : pts[i].marker, pts[i].color,
                                pts[i].hollow);
+    for (size_t i = 0; i < n; i++) /* the shared position itself, between its fanned-out markers */
+        if (group[i] == i && size_of[i] > 1 && isfinite(pts[i].x) && isfinite(pts[i].y))
+            dpplot_marker_draw(cr, dpplot_panel_px(p, pts[i].x), dpplot_panel_py(p, pts[i].y), 5.0,
+                               DPPLOT_MARKER_CIRCLE, DPPLOT_INK, 0);
     for (size_t i = 0; i < n; i++)
         if (far[i] > 0) boxed_text(p->cv, ax[i], ay[i], pts[i].label, &st[i]);
 }
 
+/* 1 when segment (x0,y0)-(x1,y1) meets rectangle r (Liang-Barsky clipping). */
+static int segment_meets(double x0, double y0, double x1, double y1, dpplot_rect r) {
+    double t0 = 0.0, t1 = 1.0, dx = x1 - x0, dy = y1 - y0;
+    double pp[4] = {-dx, dx, -dy, dy}, qq[4] = {x0 - r.x, r.x + r.w - x0, y0 - r.y, r.y + r.h - y0};
+    for (int i = 0; i < 4; i++) {
+        if (pp[i] == 0.0) {
+            if (qq[i] < 0.0) return 0;
+            continue;
+        }
+        double t = qq[i] / pp[i];
+        if (pp[i] < 0.0) {
+            if (t > t1) return 0;
+            if (t > t0) t0 = t;
+        } else {
+            if (t < t0) return 0;
+            if (t < t1) t1 = t;
+        }
+    }
+    return 1;
+}
+
+int dpplot_series_crosses(const dpplot_panel *p, const dpplot_series *s, dpplot_rect r) {
+    double px0 = NAN, py0 = NAN;
+    for (size_t i = 0; i < s->n; i++) {
+        if (!isfinite(s->x[i]) || !isfinite(s->y[i]) || (s->oom && s->oom[i])) {
+            px0 = NAN;
+            continue;
+        }
+        double px = dpplot_panel_px(p, s->x[i]), py = dpplot_panel_py(p, s->y[i]);
+        if (isfinite(px0)) {
+            if (s->step) { /* the value holds until the next x, then jumps */
+                if (segment_meets(px0, py0, px, py0, r) || segment_meets(px, py0, px, py, r)) return 1;
+            } else if (segment_meets(px0, py0, px, py, r)) {
+                return 1;
+            }
+        }
+        px0 = px, py0 = py;
+    }
+    return 0;
+}
+
 void dpplot_annotate(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color) {
+    dpplot_annotate_clear(p, x, y, text, color, NULL, 0);
+}
+
+void dpplot_annotate_clear(dpplot_panel *p, double x, double y, const char *text, dpplot_rgb color,
+                           const dpplot_series *avoid, size_t n_avoid) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
     double px = dpplot_panel_px(p, x), py = dpplot_panel_py(p, y);
-    /* Prefer above-left/right of the point, at a distance: peaks sit high, labels go beside. */
+    /* Prefer above-left/right of the point, at a distance: peaks sit high, labels go beside;
+     * farther out (the headroom above a peak) when the near places lie on a curve. */
     static const anchor prefs[] = {
         {-1, 0.6, DPPLOT_RIGHT, DPPLOT_TOP},     {1, 0.6, DPPLOT_LEFT, DPPLOT_TOP},
         {-1, -0.3, DPPLOT_RIGHT, DPPLOT_BOTTOM}, {1, -0.3, DPPLOT_LEFT, DPPLOT_BOTTOM},
         {-1, 1.5, DPPLOT_RIGHT, DPPLOT_TOP},     {1, 1.5, DPPLOT_LEFT, DPPLOT_TOP},
+        {0, -0.6, DPPLOT_CENTER, DPPLOT_BOTTOM}, {-0.3, -0.6, DPPLOT_RIGHT, DPPLOT_BOTTOM},
+        {0.3, -0.6, DPPLOT_LEFT, DPPLOT_BOTTOM}, {-2.5, -0.6, DPPLOT_RIGHT, DPPLOT_BOTTOM},
+        {2.5, -0.6, DPPLOT_LEFT, DPPLOT_BOTTOM}, {-1, 3, DPPLOT_RIGHT, DPPLOT_TOP},
+        {1, 3, DPPLOT_LEFT, DPPLOT_TOP},         {-1, 5, DPPLOT_RIGHT, DPPLOT_TOP},
+        {1, 5, DPPLOT_LEFT, DPPLOT_TOP},
     };
     dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 1, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_TOP);
     dpplot_rect area = dpplot_rect_inset(p->plot, 4, 4, 4, 4);
     double d = 28.0, ax = px + d, ay = py;
     int placed = 0;
-    for (size_t a = 0; a < sizeof prefs / sizeof prefs[0] && !placed; a++) {
-        st.halign = prefs[a].h, st.valign = prefs[a].v;
-        double cx = px + prefs[a].dx * d, cy = py + prefs[a].dy * d;
-        if (dpplot_rect_inside(dpplot_text_bounds(p->cv, cx, cy, text, &st), area)) ax = cx, ay = cy, placed = 1;
-    }
+    /* first pass: a place inside the plot clear of every curve; second: inside the plot */
+    for (int pass = n_avoid ? 0 : 1; pass < 2 && !placed; pass++)
+        for (size_t a = 0; a < sizeof prefs / sizeof prefs[0] && !placed; a++) {
+            st.halign = prefs[a].h, st.valign = prefs[a].v;
+            double cx = px + prefs[a].dx * d, cy = py + prefs[a].dy * d;
+            dpplot_rect b = dpplot_text_bounds(p->cv, cx, cy, text, &st);
+            if (!dpplot_rect_inside(b, area)) continue;
+            int clash = 0;
+            dpplot_rect padded = dpplot_rect_inset(b, -3, -2, -3, -2);
+            for (size_t k = 0; pass == 0 && k < n_avoid && !clash; k++)
+                clash = dpplot_series_crosses(p, &avoid[k], padded);
+            /* nor on a label already in the plot (a snapshot mark's name) */
+            size_t n_placed;
+            const dpplot_box *placed_boxes = dpplot_canvas_boxes(p->cv, &n_placed);
+            for (size_t k = 0; pass == 0 && k < n_placed && !clash; k++)
+                clash =
+                    dpplot_rect_inside(placed_boxes[k].r, p->plot) && dpplot_rect_overlap(padded, placed_boxes[k].r);
+            if (!clash) ax = cx, ay = cy, placed = 1;
+        }
     if (!placed) {
         st.halign = DPPLOT_LEFT, st.valign = DPPLOT_TOP;
         dpplot_rect b = dpplot_text_bounds(p->cv, px, py, text, &st);

@@ -54,7 +54,7 @@ static const unsigned component_colors[DPPLOT_N_COMPONENTS] = {
     0x117733, /* activations: green */
     0x999933, /* output grads: olive */
     0xCC6677, /* per-sample grads: rose */
-    0x882255, /* norm samples: wine */
+    0xEE7733, /* norm samples: orange (wine beside the parameters' indigo read as one) */
     0xDDCC77, /* temporaries: sand */
     0xBBBBBB, /* other: pale grey */
 };

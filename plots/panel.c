@@ -46,6 +46,32 @@ static int fit_ticks(dpplot_canvas *cv, double lo, double hi, dpplot_scale scale
     return 0;
 }
 
+/* Replaces t's ticks by the spec's own values (a sweep's 8192, 16384 rather than 10000, 15000)
+ * when they all lie in the axis range and their labels fit side by side across `extent` px. */
+static void use_given_ticks(dpplot_canvas *cv, const dpplot_panel_spec *s, double extent, dpplot_ticks *t) {
+    if (s->n_x_ticks > DPPLOT_MAX_TICKS) return;
+    dpplot_ticks given = *t;
+    given.n = 0;
+    for (size_t i = 0; i < s->n_x_ticks; i++) {
+        double v = s->x_ticks[i];
+        if (!isfinite(v) || v < t->lo || v > t->hi) return;
+        given.value[given.n] = v;
+        snprintf(given.label[given.n], DPPLOT_TICK_LABEL, "%.6g", v / (t->divisor > 0 ? t->divisor : 1.0));
+        given.n++;
+    }
+    /* the narrowest gap between neighbours, in px along a linear or log axis, must hold labels */
+    dpplot_axis ax = {s->x_scale, t->lo, t->hi, 0.0, extent};
+    for (size_t i = 1; i < given.n; i++) {
+        double gap = fabs(dpplot_axis_map(&ax, given.value[i]) - dpplot_axis_map(&ax, given.value[i - 1]));
+        double need = (dpplot_text_width(cv, given.label[i], DPPLOT_FONT_TICK, 0) +
+                       dpplot_text_width(cv, given.label[i - 1], DPPLOT_FONT_TICK, 0)) /
+                          2 +
+                      10;
+        if (gap < need) return;
+    }
+    *t = given;
+}
+
 /* Layout of categorical x labels: font size and rotation that make them fit their slots. */
 typedef struct {
     double size;
@@ -98,7 +124,17 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
     const dpplot_panel_spec *s = &p->spec;
     double tick_h = dpplot_line_height(cv, DPPLOT_FONT_TICK);
     double label_h = dpplot_line_height(cv, DPPLOT_FONT_LABEL);
-    double title_h = s->title ? dpplot_line_height(cv, DPPLOT_FONT_PANEL) + 12.0 : 4.0;
+    /* A title too long for the panel (a small multiple's values) wraps, then shrinks, so it never
+     * runs into the next panel's; its lines are known before the plot area is placed. */
+    double title_room = outer.w - (s->title_swatch ? SWATCH + 8 : 0) - 4;
+    p->title_size = DPPLOT_FONT_PANEL;
+    int max_title_lines = outer.h >= 260 ? 3 : outer.h >= 170 ? 2 : 1; /* leave the plot its height */
+    if (s->title)
+        p->title_size = dpplot_text_fit(cv, s->title, title_room, DPPLOT_FONT_PANEL, 12.0, 1, max_title_lines,
+                                        p->title_text, sizeof p->title_text);
+    size_t title_lines = 1;
+    for (const char *c = p->title_text; *c; c++) title_lines += *c == '\n';
+    double title_h = s->title ? dpplot_line_height(cv, p->title_size) * (double)title_lines + 12.0 : 4.0;
 
     /* y axis first: its label widths decide the left margin. */
     double est_plot_h = outer.h - title_h - tick_h - label_h - 3 * PAD;
@@ -127,6 +163,7 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
         x_labels_h = cat.height;
     } else {
         if (fit_ticks(cv, s->x_min, s->x_max, s->x_scale, s->x_unit, s->x_extend, plot_w, 1, &p->xt) != 0) return -1;
+        if (s->x_ticks && s->n_x_ticks > 0) use_given_ticks(cv, s, plot_w, &p->xt);
         /* The last label may overhang the plot's right edge: keep it on the canvas. */
         if (p->xt.n > 0) {
             double w = dpplot_text_width(cv, p->xt.label[p->xt.n - 1], DPPLOT_FONT_TICK, 0);
@@ -174,6 +211,7 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
     }
     /* y tick labels */
     dpplot_text_style tick_y = dpplot_style(DPPLOT_FONT_TICK, 0, DPPLOT_INK, DPPLOT_RIGHT, DPPLOT_MIDDLE);
+    tick_y.kind = DPPLOT_BOX_TICK;
     double label_x = p->plot.x - TICK_LEN - TICK_GAP;
     dpplot_set_color(cr, DPPLOT_INK, 1.0);
     if (s->y_categories) {
@@ -197,6 +235,7 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
             dpplot_text_style st =
                 dpplot_style(cat.size, 0, DPPLOT_INK, cat.angle != 0 ? DPPLOT_RIGHT : DPPLOT_CENTER, DPPLOT_TOP);
             st.angle_deg = cat.angle;
+            st.kind = DPPLOT_BOX_TICK;
             double ty = base_y + TICK_LEN + TICK_GAP;
             if (s->x_category_colors) {
                 /* The swatch sits on the tick, the label below it. */
@@ -209,6 +248,7 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
         }
     } else {
         dpplot_text_style st = dpplot_style(DPPLOT_FONT_TICK, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        st.kind = DPPLOT_BOX_TICK;
         dpplot_set_color(cr, DPPLOT_INK, 1.0);
         for (size_t i = 0; i < p->xt.n; i++) {
             double x = dpplot_panel_px(p, p->xt.value[i]);
@@ -223,35 +263,44 @@ int dpplot_panel_begin(dpplot_panel *p, dpplot_canvas *cv, dpplot_rect outer, co
     char buf[256];
     if (s->x_label) {
         axis_title(buf, sizeof buf, s->x_label, s->x_categories ? "" : p->xt.unit);
-        dpplot_text_style st = dpplot_style(DPPLOT_FONT_LABEL, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_BOTTOM);
-        dpplot_text(cv, p->plot.x + p->plot.w / 2, outer.y + outer.h - PAD * 0.5, buf, &st);
+        /* one line, shrunk (then cut) to the panel's width so it never runs into its neighbour's */
+        char fitted[256];
+        double room =
+            fmin(outer.w - 8,
+                 2 * fmin(p->plot.x + p->plot.w / 2 - outer.x, outer.x + outer.w - p->plot.x - p->plot.w / 2) - 8);
+        double size = dpplot_text_fit(cv, buf, room, DPPLOT_FONT_LABEL, 11.0, 0, 1, fitted, sizeof fitted);
+        dpplot_text_style st = dpplot_style(size, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_BOTTOM);
+        st.kind = DPPLOT_BOX_TITLE;
+        dpplot_text(cv, p->plot.x + p->plot.w / 2, outer.y + outer.h - PAD * 0.5, fitted, &st);
     }
     if (s->y_label) {
         axis_title(buf, sizeof buf, s->y_label, s->y_categories ? "" : p->yt.unit);
-        dpplot_text_style st = dpplot_style(DPPLOT_FONT_LABEL, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        char fitted[256];
+        double room = p->plot.h + (outer.y + outer.h - p->plot.y - p->plot.h) - 4; /* down to the panel's foot */
+        double size = dpplot_text_fit(cv, buf, fmax(room, 40.0), DPPLOT_FONT_LABEL, 11.0, 0, 1, fitted, sizeof fitted);
+        dpplot_text_style st = dpplot_style(size, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
         st.angle_deg = 90.0;
-        dpplot_text(cv, outer.x + PAD, p->plot.y + p->plot.h / 2, buf, &st);
+        st.kind = DPPLOT_BOX_TITLE;
+        dpplot_text(cv, outer.x + PAD, p->plot.y + p->plot.h / 2, fitted, &st);
     }
     if (s->title) {
-        dpplot_text_style st = dpplot_style(DPPLOT_FONT_PANEL, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
-        /* a long title (a small multiple's values) shrinks to its panel's width rather than
-         * running into the next panel's */
-        double room = outer.w - (s->title_swatch ? SWATCH + 8 : 0);
-        while (st.size > 11.0 && dpplot_text_width(cv, s->title, st.size, 1) > room) st.size -= 1.0;
+        dpplot_text_style st = dpplot_style(p->title_size, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        st.kind = DPPLOT_BOX_TITLE;
+        const char *title = p->title_text;
+        double sw = s->title_swatch ? SWATCH + 8 : 0;
+        double tw = dpplot_text_width(cv, title, st.size, 1);
         double cx = p->plot.x + p->plot.w / 2;
-        double tw = dpplot_text_width(cv, s->title, st.size, 1);
-        if (cx - tw / 2 < outer.x) cx = outer.x + tw / 2; /* keep it inside the panel */
-        if (cx + tw / 2 > outer.x + outer.w) cx = outer.x + outer.w - tw / 2;
+        if (cx - (tw + sw) / 2 < outer.x) cx = outer.x + (tw + sw) / 2; /* keep it inside the panel */
+        if (cx + (tw + sw) / 2 > outer.x + outer.w) cx = outer.x + outer.w - (tw + sw) / 2;
         if (s->title_swatch) {
-            double w = dpplot_text_width(cv, s->title, st.size, 1), x0 = cx - (w + SWATCH + 8) / 2;
+            double x0 = cx - (tw + sw) / 2;
             double lh = dpplot_line_height(cv, st.size);
             dpplot_set_color(cr, *s->title_swatch, 1.0);
             cairo_rectangle(cr, x0, outer.y + (lh - SWATCH) / 2, SWATCH, SWATCH);
             cairo_fill(cr);
-            st.halign = DPPLOT_LEFT;
-            cx = x0 + SWATCH + 8;
+            cx = x0 + sw + tw / 2;
         }
-        dpplot_text(cv, cx, outer.y, s->title, &st);
+        dpplot_text(cv, cx, outer.y, title, &st);
     }
     cairo_restore(cr);
     return 0;
@@ -294,14 +343,20 @@ double dpplot_figure_title(dpplot_canvas *cv, const char *title, const char *sub
     double y = PAD * 1.5;
     double w = dpplot_canvas_width(cv);
     if (title) {
-        dpplot_text_style st = dpplot_style(DPPLOT_FONT_TITLE, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
-        dpplot_text(cv, w / 2, y, title, &st);
-        y += dpplot_line_height(cv, DPPLOT_FONT_TITLE) + 4;
+        char fitted[512];
+        double size = dpplot_text_fit(cv, title, w - 2 * PAD, DPPLOT_FONT_TITLE, 18.0, 1, 2, fitted, sizeof fitted);
+        dpplot_text_style st = dpplot_style(size, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        st.kind = DPPLOT_BOX_TITLE;
+        dpplot_text(cv, w / 2, y, fitted, &st);
+        y += dpplot_text_bounds(cv, w / 2, y, fitted, &st).h + 4;
     }
     if (subtitle) {
-        dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 0, DPPLOT_MUTED, DPPLOT_CENTER, DPPLOT_TOP);
-        dpplot_text(cv, w / 2, y, subtitle, &st);
-        y += dpplot_line_height(cv, DPPLOT_FONT_NOTE) + 4;
+        char fitted[512];
+        double size = dpplot_text_fit(cv, subtitle, w - 2 * PAD, DPPLOT_FONT_NOTE, 12.0, 0, 2, fitted, sizeof fitted);
+        dpplot_text_style st = dpplot_style(size, 0, DPPLOT_MUTED, DPPLOT_CENTER, DPPLOT_TOP);
+        st.kind = DPPLOT_BOX_TITLE;
+        dpplot_text(cv, w / 2, y, fitted, &st);
+        y += dpplot_text_bounds(cv, w / 2, y, fitted, &st).h + 4;
     }
     return y + 6;
 }

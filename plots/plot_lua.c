@@ -667,6 +667,17 @@ static int l_render_dir(lua_State *L) {
             if (ty == LUA_TSTRING) *(k == 0 ? &opt.point : &opt.heatmap) = lua_tostring(L, -1);
             lua_pop(L, 1);
         }
+        /* timelines = "each": also a memory_timeline_<point>.png per configuration ("points": not) */
+        int ty = lua_getfield(L, 3, "timelines");
+        if (ty != LUA_TNIL) {
+            const char *v = ty == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+            if (!v || (strcmp(v, "each") != 0 && strcmp(v, "points") != 0))
+                luaL_error(L, "bad argument #3 to 'dpprof.plot.render_dir' (field 'timelines' must be \"each\" or "
+                              "\"points\", got %s)",
+                           v ? v : luaL_typename(L, -1));
+            opt.timelines_each = strcmp(v, "each") == 0;
+        }
+        lua_pop(L, 1);
     }
     message_box *box = lua_newuserdatauv(L, sizeof *box, 0);
     memset(box, 0, sizeof *box);

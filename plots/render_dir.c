@@ -253,21 +253,24 @@ int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot
                                           "not drawn",
                                           o.point);
             dpplot_selection sel = {items, n, context[0] ? context : NULL};
-            static const char *const files[6] = {"memory_breakdown_comparison.png",
+            static const char *const files[7] = {"memory_breakdown_comparison.png",
                                                  "memory_timeline.png",
                                                  "performance_tradeoff.png",
                                                  "module_breakdown.png",
                                                  "op_breakdown.png",
-                                                 "operation_level_breakdown.png"};
-            int (*const charts[6])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
-                dpplot_report_breakdown, dpplot_report_timeline, dpplot_report_tradeoff,
-                dpplot_report_modules,   dpplot_report_ops,      dpplot_report_phases};
-            for (int c = 0; c < (n > 0 ? 6 : 0); c++) {
+                                                 "operation_level_breakdown.png",
+                                                 "memory_analysis_overview.png"};
+            int (*const charts[7])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
+                dpplot_report_breakdown, dpplot_report_timeline, dpplot_report_tradeoff, dpplot_report_modules,
+                dpplot_report_ops,       dpplot_report_phases,   dpplot_report_overview};
+            for (int c = 0; c < (n > 0 ? 7 : 0); c++) {
                 snprintf(path, sizeof path, "%s/%s", out_dir, files[c]);
                 if (charts[c](&sel, path, &o, &notes) < 0) failures += move_last(&notes, &problems, 1);
             }
             free(items);
             failures += move_last(&notes, &problems, render_sweeps(&rs, out_dir, &o, &notes));
+            if (o.timelines_each)
+                failures += move_last(&notes, &problems, dpplot_report_timelines_each(&rs, out_dir, &o, &notes));
             failures += move_last(&notes, &problems, dpplot_summary_write_all(&rs, &problems, out_dir, &notes));
         }
     }

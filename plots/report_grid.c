@@ -27,6 +27,70 @@ static dpplot_rgb line_color(size_t n_methods, const char *method, size_t j, siz
     return dpplot_viridis(nj > 1 ? 0.78 * (double)j / (double)(nj - 1) : 0.3);
 }
 
+/* 1 when series a and b have the same values (to 1e-4 of the larger) wherever either has one, in
+ * every panel, and at least one value. */
+static int series_coincide(const series_data *data, size_t n_panels, size_t n_series, size_t a, size_t b, size_t nx) {
+    int any = 0;
+    for (size_t p = 0; p < n_panels; p++) {
+        const series_data *da = &data[p * n_series + a], *db = &data[p * n_series + b];
+        for (size_t k = 0; k < nx; k++) {
+            if (da->oom[k] != db->oom[k] || isfinite(da->y[k]) != isfinite(db->y[k])) return 0;
+            if (!isfinite(da->y[k])) continue;
+            if (fabs(da->y[k] - db->y[k]) > 1e-4 * fmax(fabs(da->y[k]), fabs(db->y[k]))) return 0;
+            any = 1;
+        }
+    }
+    return any;
+}
+
+/* "batch=8,16,32 coincide" (one method, or the same method throughout: "ghost: batch=8,16
+ * coincide"), "vanilla, bk, flash_clip coincide at batch=8", or the lines' names in full. */
+static void coincide_note(const size_t *members, size_t nm, const char *const *methods, size_t n_values,
+                          const char *key, const dpplot_value_set *ss, size_t n_m, char *buf, size_t len) {
+    size_t m0 = members[0] / n_values, j0 = members[0] % n_values;
+    int same_method = 1, same_value = 1;
+    for (size_t i = 1; i < nm; i++) {
+        same_method &= members[i] / n_values == m0;
+        same_value &= members[i] % n_values == j0;
+    }
+    size_t used = 0;
+#define ADD(...)                                                                                                       \
+    do {                                                                                                               \
+        int w_ = snprintf(buf + used, len - used, __VA_ARGS__);                                                        \
+        if (w_ > 0) used = used + (size_t)w_ < len ? used + (size_t)w_ : len - 1;                                      \
+    } while (0)
+    buf[0] = '\0';
+    if (same_method) {
+        if (n_m > 1) ADD("%s: ", methods[m0]);
+        ADD("%s=", key);
+        for (size_t i = 0; i < nm; i++) ADD("%s%s", i ? "," : "", ss->text[members[i] % n_values]);
+        ADD(" coincide");
+    } else if (same_value) {
+        for (size_t i = 0; i < nm; i++) ADD("%s%s", i ? ", " : "", methods[members[i] / n_values]);
+        ADD(" coincide at %s=%s", key, ss->text[j0]);
+    } else {
+        /* every method of the group at every value of it: "vanilla, ghost at batch=8,16 coincide" */
+        size_t um[MAX_SERIES], uv[MAX_SERIES], n_um = 0, n_uv = 0;
+        for (size_t i = 0; i < nm; i++) {
+            size_t m = members[i] / n_values, j = members[i] % n_values, a = 0, b = 0;
+            while (a < n_um && um[a] != m) a++;
+            if (a == n_um) um[n_um++] = m;
+            while (b < n_uv && uv[b] != j) b++;
+            if (b == n_uv) uv[n_uv++] = j;
+        }
+        if (n_um * n_uv == nm) {
+            for (size_t a = 0; a < n_um; a++) ADD("%s%s", a ? ", " : "", methods[um[a]]);
+            ADD(" at %s=", key);
+            for (size_t b = 0; b < n_uv; b++) ADD("%s%s", b ? "," : "", ss->text[uv[b]]);
+        } else {
+            for (size_t i = 0; i < nm; i++)
+                ADD("%s%s %s=%s", i ? ", " : "", methods[members[i] / n_values], key, ss->text[members[i] % n_values]);
+        }
+        ADD(" coincide");
+    }
+#undef ADD
+}
+
 int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const char *const *keys, size_t nk,
                              int metric_i, const char *filter, const char *path, const dpplot_options *opt,
                              dpplot_strlist *notes) {
@@ -79,6 +143,7 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
         double v = dpplot_metric_value(rs, r, metric, &d->lo[kx], &d->hi[kx]);
         if (!isfinite(v)) continue;
         d->y[kx] = v, any = 1;
+        if (r->predicted) d->lo[kx] = d->hi[kx] = NAN; /* one estimate: no spread to draw */
         predicted |= r->predicted;
         if (r->n_runs > max_runs) max_runs = r->n_runs;
     }
@@ -93,7 +158,7 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
     int log2x = dpplot_wants_log2(keys[0], &xs);
     /* Lines: colour per value (one method) or per method; dash pattern per value with several
      * methods; the legend says which. */
-    dpplot_legend_entry legend[MAX_SERIES + DPPLOT_SWEEP_MAX_METHODS + 4];
+    dpplot_legend_entry legend[MAX_SERIES + DPPLOT_SWEEP_MAX_METHODS + 8];
     char value_labels[DPPLOT_SWEEP_MAX_VALUES][96];
     size_t nl = 0;
     static const dpplot_marker by_value[] = {DPPLOT_MARKER_CIRCLE,  DPPLOT_MARKER_SQUARE,        DPPLOT_MARKER_TRIANGLE,
@@ -113,8 +178,30 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
     }
     if (any_oom)
         legend[nl++] = (dpplot_legend_entry){"out of memory", DPPLOT_MUTED, DPPLOT_SWATCH_MARKER, DPPLOT_MARKER_CROSS};
+    /* The whiskers' entry only where a whisker is drawn (a plan run's estimate is one number). */
+    int any_spread = 0;
+    for (size_t i = 0; i < n_panels * n_series; i++)
+        for (size_t k = 0; k < xs.n; k++) any_spread |= isfinite(data[i].lo[k]) && data[i].hi[k] > data[i].lo[k];
+    /* Lines that coincide in every panel (batch under micro-batching: three identical curves)
+     * are said in the legend rather than left hidden under each other. */
+    char same[4][200];
+    size_t n_same = 0;
+    size_t group[MAX_SERIES];
+    for (size_t a = 0; a < n_series; a++) {
+        group[a] = a;
+        for (size_t b = 0; b < a && group[a] == a; b++)
+            if (group[b] == b && series_coincide(data, n_panels, n_series, a, b, xs.n)) group[a] = b;
+    }
+    for (size_t g = 0; g < n_series && n_same < 4; g++) {
+        size_t members[MAX_SERIES], nm = 0;
+        for (size_t a = 0; a < n_series; a++)
+            if (group[a] == g) members[nm++] = a;
+        if (nm < 2) continue;
+        coincide_note(members, nm, methods, ss.n, keys[1], &ss, n_m, same[n_same], sizeof same[n_same]);
+        legend[nl++] = (dpplot_legend_entry){same[n_same++], DPPLOT_INK, DPPLOT_SWATCH_NOTE, DPPLOT_MARKER_NONE};
+    }
     char spread[96];
-    if (metric == DPPLOT_METRIC_TIME || metric == DPPLOT_METRIC_TOKENS_PER_S) {
+    if ((metric == DPPLOT_METRIC_TIME || metric == DPPLOT_METRIC_TOKENS_PER_S) && any_spread) {
         snprintf(spread, sizeof spread, "median, whiskers min-max of %s",
                  max_runs > 1 ? "the repeated runs" : "the iterations");
         legend[nl++] = (dpplot_legend_entry){spread, DPPLOT_INK, DPPLOT_SWATCH_WHISKER, DPPLOT_MARKER_NONE};
@@ -195,6 +282,7 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
             sp.y_label = kc == 0 ? dpplot_metric_title(metric, predicted) : NULL;
             sp.x_scale = log2x ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
             sp.x_min = xmin, sp.x_max = xmax;
+            if (xs.numeric && xs.n <= 12) sp.x_ticks = x, sp.n_x_ticks = xs.n; /* tick at the swept values */
             sp.y_unit = dpplot_metric_unit(metric);
             sp.y_min = y_min < 0 ? y_min * 1.1 : 0, sp.y_max = (y_max > 0 ? y_max : 1) * 1.08, sp.y_extend = 1;
             if (!xs.numeric) sp.x_categories = xs.label, sp.n_x_categories = xs.n;

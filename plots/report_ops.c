@@ -100,6 +100,25 @@ int dpplot_report_ops(const dpplot_selection *sel, const char *path, const dpplo
         s.y_label = y_labels[panel];
         s.y_unit = units[panel];
         s.y_min = 0, s.y_max = (hi > 0 ? hi : 1) * 1.15, s.y_extend = 1;
+        /* The totals over the bars in the axis's own unit, chosen once from the same range the
+         * ticks choose it from: "1.09 TiB" bars under a TiB axis, never "1115 GiB". */
+        const char *unit_name;
+        double divisor;
+        dpplot_unit_choose(units[panel], s.y_max, &unit_name, &divisor);
+        for (size_t k = 0; k < n_ok; k++) {
+            double total = 0;
+            for (size_t c = 0; c < n_cat; c++) total += vals[panel][k * n_cat + c];
+            char v[32];
+            double shown = total / divisor;
+            snprintf(v, sizeof v, "%.*f %s", shown >= 100 ? 0 : shown >= 10 ? 1 : 2, shown, unit_name);
+            const dpplot_result *r = sel->items[idx[k]];
+            if (panel == 0 && r->has_time && r->avg_ms > 0)
+                snprintf(ms_text[k], sizeof ms_text[k], "%s\n(%.0f%% of step)", v, 100.0 * total / r->avg_ms);
+            else if (panel == 0)
+                snprintf(ms_text[k], sizeof ms_text[k], "%s", v);
+            else
+                snprintf(bytes_text[k], sizeof bytes_text[k], "%s", v);
+        }
         s.x_categories = labels, s.n_x_categories = n_ok, s.x_category_colors = method_colors;
         dpplot_rect outer = {10 + (W - 20) / 2 * panel, top, (W - 20) / 2 - 10, H - top - 10 - bottom_note};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) continue;

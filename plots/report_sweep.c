@@ -97,6 +97,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         } else if (r->status == DPPLOT_STATUS_OK) {
             if (r->has_peak) mem[m][k] = r->peak_bytes, any_point = 1;
             ms[m][k] = dpplot_metric_value(rs, r, DPPLOT_METRIC_TIME, &ms_lo[m][k], &ms_hi[m][k]);
+            if (r->predicted) ms_lo[m][k] = ms_hi[m][k] = NAN; /* one estimate: no whiskers, no entry */
             predicted |= r->predicted;
             if (r->n_runs > max_runs) max_runs = r->n_runs;
         } else if (failed_len < sizeof failed - 1) {
@@ -202,6 +203,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
         s.y_label = y_titles[panel];
         s.x_scale = log2x ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
         s.x_min = xmin, s.x_max = xmax;
+        if (xs.numeric && xs.n <= 12) s.x_ticks = x, s.n_x_ticks = xs.n; /* tick at the swept values */
         s.y_unit = units[panel];
         s.y_min = 0, s.y_max = (panel == 0 ? dpplot_report_card_axis(d, card) : d) * 1.08, s.y_extend = 1;
         if (!xs.numeric) s.x_categories = xs.label, s.n_x_categories = xs.n;
@@ -319,9 +321,30 @@ static int heatmap_at(const dpplot_results *rs, const char *sweep, const char *x
         free_panels(panels, n_p);
         return HEAT_NO_FIT;
     }
-    /* extra memory can be negative: a linear scale from the lowest; others log2 over a wide range */
+    /* The colour scale from the data's range: log2 over a wide positive range; linear otherwise,
+     * unless most cells would sit in the darkest tenth of it (extra memory: a few GiB among
+     * kilobytes), then log2 from the smallest positive value (at most 12 octaves down), cells at or
+     * under it darkest. The colour bar says which. */
     if (vmax == vmin) vmin = vmin > 0 ? vmin * 0.5 : vmin - 1, vmax = vmax * 1.5 + 1;
     dpplot_scale cscale = vmin > 0 && vmax / vmin > 4 ? DPPLOT_SCALE_LOG2 : DPPLOT_SCALE_LINEAR;
+    double floor_shown = NAN; /* log2 after all: cells at or under this are darkest */
+    if (cscale == DPPLOT_SCALE_LINEAR && vmax > 0) {
+        size_t n_vals = 0, n_low = 0;
+        double min_pos = INFINITY;
+        for (size_t k = 0; k < n_p; k++)
+            for (size_t c = 0; c < cells; c++) {
+                double v = panels[k].values[c];
+                if (!isfinite(v)) continue;
+                n_vals++;
+                n_low += (v - vmin) < 0.1 * (vmax - vmin);
+                if (v > 0) min_pos = fmin(min_pos, v);
+            }
+        if (n_vals > 0 && 2 * n_low > n_vals && isfinite(min_pos) && vmax / min_pos > 4) {
+            cscale = DPPLOT_SCALE_LOG2;
+            floor_shown = fmax(min_pos, vmax / 4096.0);
+            if (vmin < floor_shown) vmin = floor_shown;
+        }
+    }
     dpplot_unit unit = dpplot_metric_unit(metric);
 
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
@@ -383,8 +406,16 @@ static int heatmap_at(const dpplot_results *rs, const char *sweep, const char *x
         return HEAT_NO_FIT;
     }
     /* The colorbar spans the panels' plot areas, so its ends line up with the cells. */
+    char bar_label[200], low[32];
+    snprintf(bar_label, sizeof bar_label, "%s, %s colour scale", dpplot_metric_title(metric, predicted),
+             cscale == DPPLOT_SCALE_LINEAR ? "linear" : "log\xe2\x82\x82");
+    if (isfinite(floor_shown)) {
+        dpplot_format_value(floor_shown, unit, low, sizeof low);
+        size_t used = strlen(bar_label);
+        snprintf(bar_label + used, sizeof bar_label - used, " (\xe2\x89\xa4 %s darkest)", low);
+    }
     dpplot_colorbar_draw(cv, (dpplot_rect){W - bar_space + 10, plot_top, 24, plot_bottom - plot_top}, vmin, vmax,
-                         cscale, unit, dpplot_metric_title(metric, predicted));
+                         cscale, unit, bar_label);
     if (fit_note[0]) dpplot_figure_note(cv, fit_note);
     return dpplot_report_save(cv, path, notes);
 }

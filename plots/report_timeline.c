@@ -47,8 +47,13 @@ static void draw_marks(dpplot_panel *p, const dpplot_result *r) {
 /* The x axis title of a timeline: a plan run's time is the modelled device's (its engine clock
  * advances by each op's roofline time), an estimate. */
 static const char *time_title(const dpplot_result *r) {
-    return r->predicted ? "Modelled device time (estimated: roofline of each op)" : "Time since start";
+    return r->predicted ? "Modelled device time (estimated, roofline), each panel its own scale"
+                        : "Time since start, each panel its own scale";
 }
+
+/* px a phase band is at least wide: noise and optimizer steps last a sliver of an iteration, and
+ * a 1 px band is invisible */
+#define MIN_BAND_PX 5.0
 
 /* Draws one method's panel; returns 0, or -1 when the panel did not fit. */
 /* 1 when r's reserved timeline is a line of its own (it differs from allocated somewhere): a plan
@@ -76,7 +81,7 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
     size_t n_sh = 0;
     for (size_t i = 0; i < r->n_spans && n_sh < 1024; i++)
         shades[n_sh++] = (dpplot_shade){r->spans[i].start_ms, r->spans[i].end_ms,
-                                        dpplot_phase_color((dpplot_phase)r->spans[i].phase), 0.30};
+                                        dpplot_phase_color((dpplot_phase)r->spans[i].phase), 0.30, MIN_BAND_PX};
     dpplot_shades_draw(&p, shades, n_sh);
     dpplot_series series[2] = {
         {.name = "reserved",
@@ -112,7 +117,7 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
         char v[32], text[48];
         dpplot_format_value(r->allocated_bytes[peak], DPPLOT_UNIT_BYTES, v, sizeof v);
         snprintf(text, sizeof text, "peak %s", v);
-        dpplot_annotate(&p, r->t_ms[peak], r->allocated_bytes[peak], text, color);
+        dpplot_annotate_clear(&p, r->t_ms[peak], r->allocated_bytes[peak], text, color, series, 2);
     }
     dpplot_panel_end(&p);
     return 0;
@@ -147,7 +152,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
     const double W = f.W, H = f.H;
     double top = f.top;
     char *leftout = f.leftout;
-    dpplot_legend_entry legend[DPPLOT_N_PHASES + 3];
+    dpplot_legend_entry legend[DPPLOT_N_PHASES + 4];
     size_t nl = 0;
     legend[nl++] = (dpplot_legend_entry){"allocated", DPPLOT_MUTED, DPPLOT_SWATCH_LINE, DPPLOT_MARKER_NONE};
     int any_reserved = 0;
@@ -169,6 +174,9 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
                 (dpplot_legend_entry){dpplot_phase_name((dpplot_phase)ph), dpplot_phase_color((dpplot_phase)ph),
                                       DPPLOT_SWATCH_SHADE, DPPLOT_MARKER_NONE};
     }
+    if (nl > 2) /* phases drawn: say that the short ones are widened to be seen */
+        legend[nl++] = (dpplot_legend_entry){"(phase bands at least 5 px wide)", DPPLOT_MUTED, DPPLOT_SWATCH_NOTE,
+                                             DPPLOT_MARKER_NONE};
     int any_marks = 0;
     for (size_t k = 0; k < n_ok; k++) any_marks |= sel->items[idx[k]]->n_marks > 0;
     if (any_marks)
@@ -183,7 +191,13 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 10, cell_h - 6};
         /* Axis titles once: x on the bottom panel of each column, y on the left column. */
         int last_in_col = row == rows - 1 || (row == rows - 2 && k + cols >= n_ok);
-        if (draw_panel(cv, outer, sel->items[idx[k]], dpplot_report_label(sel, idx[k]), t_max, y_max * 1.12,
+        /* Each panel its own time axis: a method whose run is a third as long would otherwise
+         * fill a third of a shared one. Memory stays shared, to compare peaks across panels. */
+        const dpplot_result *r = sel->items[idx[k]];
+        double own_t = 0;
+        for (size_t i = 0; i < r->n_timeline; i++)
+            if (isfinite(r->t_ms[i])) own_t = fmax(own_t, r->t_ms[i]);
+        if (draw_panel(cv, outer, r, dpplot_report_label(sel, idx[k]), own_t > 0 ? own_t : t_max, y_max * 1.12,
                        last_in_col, col == 0, card) != 0)
             (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger --height",
                                       dpplot_report_basename(path), dpplot_report_label(sel, idx[k]));
@@ -196,6 +210,31 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
 
 #define MAX_POINT_PANELS 30
 #define MAX_POINT_METHODS 8
+
+/* A point's swept values but the method, values only ("256 · 4 · 8"), for panel titles keyed by
+ * a legend line naming the variables in the same order. */
+static void point_values(const dpplot_result *r, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_vary; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        int w = snprintf(buf + used, len - used, "%s%s", used ? " \xc2\xb7 " : "", r->vary[i].text);
+        if (w < 0 || (size_t)w >= len - used) break;
+        used += (size_t)w;
+    }
+}
+
+/* The key to point_values: "panels: seq_len · batch · lora_rank". */
+static void point_key(const dpplot_result *r, char *buf, size_t len) {
+    size_t used = (size_t)snprintf(buf, len, "panels: ");
+    int first = 1;
+    for (size_t i = 0; i < r->n_vary && used < len; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        int w = snprintf(buf + used, len - used, "%s%s", first ? "" : " \xc2\xb7 ", r->vary[i].key);
+        if (w < 0 || (size_t)w >= len - used) break;
+        used += (size_t)w, first = 0;
+    }
+}
 
 int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, const char *filter, const char *path,
                                   const dpplot_options *opt, dpplot_strlist *notes) {
@@ -253,7 +292,7 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
     char context[300];
     dpplot_report_context_of(members[0][0], context, sizeof context);
     double top = dpplot_figure_title(cv, "Memory over time, one panel per point", context[0] ? context : NULL);
-    dpplot_legend_entry legend[MAX_POINT_METHODS + 1];
+    dpplot_legend_entry legend[MAX_POINT_METHODS + 2];
     for (size_t m = 0; m < n_m; m++)
         legend[m] =
             (dpplot_legend_entry){methods[m], dpplot_method_color(methods[m]), DPPLOT_SWATCH_LINE, DPPLOT_MARKER_NONE};
@@ -262,10 +301,22 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
     snprintf(axis_note, sizeof axis_note, "x: %s, each panel its own; memory axis shared",
              predicted ? "modelled device time (estimated)" : "time since start");
     legend[nl++] = (dpplot_legend_entry){axis_note, DPPLOT_MUTED, DPPLOT_SWATCH_NOTE, DPPLOT_MARKER_NONE};
-    top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 4;
     size_t cols = n_p <= 4 ? n_p : n_p <= 9 ? 3 : n_p <= 16 ? 4 : n_p <= 25 ? 5 : 6;
     size_t rows = (n_p + cols - 1) / cols;
-    double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10) / (double)rows;
+    /* Titles "seq_len=256, batch=4, ..." wider than a panel read as one run of text across the
+     * row: the panels then show the values alone and the legend names them once. */
+    double cell_w = (W - 20) / (double)cols;
+    int keyed = 0;
+    for (size_t k = 0; k < n_p && !keyed; k++)
+        keyed = dpplot_text_width(cv, labels[k], DPPLOT_FONT_PANEL * 0.8, 1) > cell_w - 16;
+    char key_note[300];
+    if (keyed) {
+        point_key(members[0][0], key_note, sizeof key_note);
+        legend[nl++] = (dpplot_legend_entry){key_note, DPPLOT_INK, DPPLOT_SWATCH_NOTE, DPPLOT_MARKER_NONE};
+        for (size_t k = 0; k < n_p; k++) point_values(members[k][0], labels[k], sizeof labels[k]);
+    }
+    top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 4;
+    double cell_h = (H - top - 10) / (double)rows;
     for (size_t k = 0; k < n_p; k++) {
         double t_max = 0;
         dpplot_series s[MAX_POINT_METHODS];
@@ -302,4 +353,78 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
         dpplot_panel_end(&p);
     }
     return dpplot_report_save(cv, path, notes);
+}
+
+/* ---- memory_timeline_<point>.png, one per configuration (--timelines each) */
+
+#define MAX_EACH_FILES 256
+
+/* File-name part of a point: "seq_len256_batch4" (letters, digits, '.', '-', '_' kept). */
+static void point_file_part(const dpplot_result *r, char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->n_vary && used + 1 < len; i++) {
+        if (strcmp(r->vary[i].key, "method") == 0) continue;
+        char piece[160];
+        snprintf(piece, sizeof piece, "%s%s%s", used ? "_" : "", r->vary[i].key, r->vary[i].text);
+        for (const char *c = piece; *c && used + 1 < len; c++) {
+            int ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') || *c == '.' ||
+                     *c == '-' || *c == '_';
+            buf[used++] = ok ? *c : '_';
+        }
+        buf[used] = '\0';
+    }
+}
+
+int dpplot_report_timelines_each(const dpplot_results *rs, const char *out_dir, const dpplot_options *opt,
+                                 dpplot_strlist *notes) {
+    const dpplot_result **items = malloc((rs->n ? rs->n : 1) * sizeof *items);
+    unsigned char *done = calloc(rs->n ? rs->n : 1, 1);
+    int failures = 0;
+    size_t written = 0, skipped = 0;
+    if (!items || !done) {
+        free(items), free(done);
+        (void)dpplot_strlist_addf(notes, "--timelines each: out of memory");
+        return 1;
+    }
+    int several_sweeps = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->items[i].sweep_name && rs->items[0].sweep_name &&
+            strcmp(rs->items[i].sweep_name, rs->items[0].sweep_name) != 0)
+            several_sweeps = 1;
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (done[i] || !r->sweep_name || !dpplot_point_matches(r, opt ? opt->point : NULL)) continue;
+        char label[256], other[256];
+        dpplot_point_label(r, label, sizeof label);
+        size_t n = 0;
+        for (size_t j = i; j < rs->n; j++) { /* the point's methods, in the results' order */
+            const dpplot_result *q = &rs->items[j];
+            if (done[j] || !q->sweep_name || strcmp(q->sweep_name, r->sweep_name) != 0) continue;
+            dpplot_point_label(q, other, sizeof other);
+            if (strcmp(label, other) == 0) items[n++] = q, done[j] = 1;
+        }
+        if (written == MAX_EACH_FILES) {
+            skipped++;
+            continue;
+        }
+        char part[200], path[4096], context[600], model[300];
+        point_file_part(r, part, sizeof part);
+        snprintf(path, sizeof path, "%s/%s%smemory_timeline_%s.png", out_dir, several_sweeps ? r->sweep_name : "",
+                 several_sweeps ? "_" : "", part[0] ? part : "point");
+        dpplot_report_context_of(r, model, sizeof model);
+        snprintf(context, sizeof context, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", label,
+                 r->sweep_name);
+        dpplot_selection sel = {items, n, context};
+        int rc = dpplot_report_timeline(&sel, path, opt, notes);
+        if (rc < 0) failures++;
+        if (rc > 0) written++;
+    }
+    if (skipped)
+        (void)dpplot_strlist_addf(notes,
+                                  "--timelines each: %d files at most; %zu further configuration(s) left out (choose "
+                                  "points with --point KEY=VALUE)",
+                                  MAX_EACH_FILES, skipped);
+    free(items), free(done);
+    return failures;
 }

@@ -1,7 +1,9 @@
 /* report_tradeoff.c: performance_tradeoff.png. */
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
+#include "dpplot_legend.h"
 #include "dpplot_lines.h"
 #include "dpplot_palette.h"
 #include "report_util.h"
@@ -14,13 +16,14 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
     int usable[MAX_POINTS] = {0};
     size_t n = sel->n < MAX_POINTS ? sel->n : MAX_POINTS, n_ok = 0;
     const dpplot_result *vanilla = NULL;
-    double max_mem = 0, max_ms = 0;
+    double max_mem = 0, max_ms = 0, min_mem = INFINITY;
     for (size_t i = 0; i < n; i++) {
         const dpplot_result *r = sel->items[i];
         usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak && r->has_time ? DPPLOT_DRAWN : DPPLOT_LEFT_OUT;
         if (!usable[i]) continue;
         n_ok++;
         max_mem = fmax(max_mem, r->peak_bytes), max_ms = fmax(max_ms, r->avg_ms);
+        min_mem = fmin(min_mem, r->peak_bytes);
         if (!vanilla && dpplot_method_rank(r->method) == 0) vanilla = r;
     }
     if (n_ok == 0) {
@@ -47,24 +50,47 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
             if (r->n_runs > runs) runs = r->n_runs;
             if (isfinite(r->time_hi_ms)) max_ms = fmax(max_ms, r->time_hi_ms);
         }
+    /* A plan run's step time is the roofline model's, one number: no spread to speak of. */
+    if (predicted) spread = 0;
     char y_title[96];
-    snprintf(y_title, sizeof y_title, "%s%s", predicted ? "Time per step (estimated)" : "Time per step",
+    snprintf(y_title, sizeof y_title, "%s%s", predicted ? "Time per step (estimated, roofline model)" : "Time per step",
              !spread    ? ""
              : runs > 1 ? ": median, min-max of the runs"
                         : ": median, min-max of the iterations");
-    s.x_label = "Peak memory";
     s.y_label = y_title;
     s.x_unit = DPPLOT_UNIT_BYTES, s.y_unit = DPPLOT_UNIT_MS;
-    /* Both axes from zero, so distances read as proportions; headroom for labels. */
+    /* Time from zero, so distances read as proportions. Memory from zero too (with a plan run's
+     * card when the data reach half of it) unless the points crowd into a sliver of it (every method
+     * near 55 of 80 GiB): then the axis spans the data, with room for the labels, says it does not
+     * start at zero, and the card beyond it is noted at the axis's end. */
     const dpplot_result *used_items[MAX_POINTS];
     size_t n_used = 0;
     for (size_t i = 0; i < n; i++)
         if (usable[i] && n_used < MAX_POINTS) used_items[n_used++] = sel->items[i];
     double card = dpplot_report_card_bytes(used_items, n_used); /* a plan run's card, on the memory axis */
+    s.x_label = "Peak memory";
     s.x_min = 0, s.x_max = fmax(max_mem * 1.25, dpplot_report_card_axis(max_mem, card) * 1.05), s.x_extend = 1;
+    double span = max_mem - min_mem;
+    if (n_ok > 1 && min_mem > 0.4 * max_mem) {
+        double pad = fmax(span * 0.3, max_mem * 0.02);
+        s.x_min = min_mem - pad, s.x_max = max_mem + pad * 1.6;
+        s.x_label = "Peak memory (axis zoomed to the points, not from zero)";
+    }
     s.y_min = 0, s.y_max = max_ms * 1.2, s.y_extend = 1;
+    /* Marker shapes say the method as the colours do (for greyscale prints): a legend of both. */
+    dpplot_legend_entry legend[MAX_POINTS + 1];
+    size_t nl = 0;
+    for (size_t i = 0; i < n && nl < MAX_POINTS; i++) {
+        if (!usable[i]) continue;
+        const dpplot_result *r = sel->items[i];
+        legend[nl++] = (dpplot_legend_entry){dpplot_report_label(sel, i), dpplot_method_color(r->method),
+                                             DPPLOT_SWATCH_MARKER, dpplot_method_marker(r->method)};
+    }
+    top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 4;
+    double note_h = dpplot_line_height(cv, DPPLOT_FONT_LEGEND) + 8; /* a line for the coincidence note */
     double bottom_note = leftout[0] ? 30 : 0;
-    if (dpplot_panel_begin(&p, cv, (dpplot_rect){10, top, W - 20, H - top - 10 - bottom_note}, &s) != 0) {
+    if (dpplot_panel_begin(&p, cv, (dpplot_rect){10, top + note_h, W - 20, H - top - note_h - 10 - bottom_note}, &s) !=
+        0) {
         dpplot_canvas_free(cv);
         return 0;
     }
@@ -115,6 +141,37 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
             cairo_restore(cr);
         }
         m++;
+    }
+    /* Points whose markers would cover each other are drawn side by side; the line above the
+     * plot says which, as the chart would otherwise seem to show them apart. */
+    size_t group[MAX_POINTS];
+    if (dpplot_points_coincide(&p, pts, m, 22.0, group) > 0) {
+        char note[512] = "";
+        size_t used = 0;
+        for (size_t g = 0; g < m; g++) {
+            size_t members = 0;
+            for (size_t i = 0; i < m; i++) members += group[i] == g;
+            if (members < 2) continue;
+            int w = snprintf(note + used, sizeof note - used, "%s", used ? "; " : "");
+            used += w > 0 ? (size_t)w : 0;
+            for (size_t i = 0, k = 0; i < m && used < sizeof note; i++) {
+                if (group[i] != g) continue;
+                char name[96];
+                snprintf(name, sizeof name, "%s", pts[i].label ? pts[i].label : "?");
+                name[strcspn(name, "\n")] = '\0'; /* the label's first line is its method */
+                w = snprintf(note + used, sizeof note - used, "%s%s", k++ ? ", " : "", name);
+                used += w > 0 ? (size_t)w : 0;
+            }
+            if (used < sizeof note) {
+                w = snprintf(note + used, sizeof note - used, " coincide");
+                used += w > 0 ? (size_t)w : 0;
+            }
+        }
+        if (used >= sizeof note) used = sizeof note - 1;
+        size_t len = strlen(note);
+        snprintf(note + len, sizeof note - len, " (markers drawn side by side around the shared value)");
+        dpplot_text_style st = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
+        dpplot_text(cv, W / 2, top, note, &st);
     }
     dpplot_scatter_draw(&p, pts, m, 22.0);
     dpplot_panel_end(&p);

@@ -8,7 +8,7 @@
 #include <string.h>
 
 dpplot_options dpplot_options_default(void) {
-    dpplot_options o = {DPPLOT_DEFAULT_WIDTH, DPPLOT_DEFAULT_HEIGHT, 1.0, NULL, NULL, NULL, NULL};
+    dpplot_options o = {DPPLOT_DEFAULT_WIDTH, DPPLOT_DEFAULT_HEIGHT, 1.0, NULL, NULL, NULL, NULL, NULL, NULL, 0};
     return o;
 }
 
@@ -20,6 +20,8 @@ dpplot_options dpplot_options_resolve(const dpplot_options *opt) {
     if (opt->scale > 0) o.scale = opt->scale;
     o.warn = opt->warn, o.warn_user = opt->warn_user;
     o.point = opt->point, o.heatmap = opt->heatmap;
+    o.layout = opt->layout, o.layout_user = opt->layout_user;
+    o.timelines_each = opt->timelines_each;
     return o;
 }
 
@@ -31,6 +33,7 @@ const char *dpplot_report_basename(const char *path) {
 dpplot_canvas *dpplot_report_canvas(const dpplot_options *opt, const char *path, dpplot_strlist *notes) {
     dpplot_options o = dpplot_options_resolve(opt);
     dpplot_canvas *cv = dpplot_canvas_new(o.width, o.height, o.scale);
+    if (cv) dpplot_canvas_set_layout_hook(cv, o.layout, o.layout_user);
     if (!cv)
         (void)dpplot_strlist_addf(notes, "%s: cannot create a %d×%d canvas at scale %g", dpplot_report_basename(path),
                                   o.width, o.height, o.scale);

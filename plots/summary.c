@@ -84,6 +84,14 @@ static void kernel_cells(const dpplot_result *r, const dpplot_op *o, char cells[
 static const char *const kernel_header[10] = {"op",      "category", "calls/step", "ms/step",   "% step",
                                               "GFLOP/s", "% peak",   "GB/s",       "% peak BW", "alloc MiB/step"};
 
+/* 1 when a listed op moved bytes faster than the peak bandwidth (operands in cache). */
+static int kernel_bw_over_peak(const dpplot_results *rs) {
+    for (size_t i = 0; i < rs->n; i++)
+        for (size_t k = 0; k < rs->items[i].n_ops && k < KERNEL_ROWS; k++)
+            if (rs->items[i].ops[k].bandwidth_fraction > 1.0) return 1;
+    return 0;
+}
+
 static void write_kernel_table_txt(const dpplot_results *rs, FILE *f) {
     int any = 0;
     for (size_t i = 0; i < rs->n; i++) any |= rs->items[i].status == DPPLOT_STATUS_OK && rs->items[i].n_ops > 0;
@@ -108,6 +116,9 @@ static void write_kernel_table_txt(const dpplot_results *rs, FILE *f) {
     }
     fprintf(f, "\n%% step = the op's share of the step time; %% peak = achieved rate over the device's peak (the\n"
                "result's profile.peak says how it was obtained); alloc = tagged bytes made for the op.\n");
+    if (kernel_bw_over_peak(rs))
+        fprintf(f, "%% peak BW over 100: the op's operands were cache-resident, served faster than the memory\n"
+                   "peak it is measured against (bytes count what the op reads and writes, not DRAM traffic).\n");
 }
 
 static void write_kernel_table_md(const dpplot_results *rs, FILE *f) {
@@ -133,6 +144,10 @@ static void write_kernel_table_md(const dpplot_results *rs, FILE *f) {
             fputc('\n', f);
         }
     }
+    if (kernel_bw_over_peak(rs))
+        fputs("\n% peak BW over 100: the op's operands were cache-resident, served faster than the memory peak it is "
+              "measured against.\n",
+              f);
 }
 
 /* ---- What every report says of a plan run: whether it fits the card, and that its times are

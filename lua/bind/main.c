@@ -27,11 +27,13 @@ static const char *const run_usage =
 
 static const char *const plot_usage =
     "usage: dpprof plot DIR [--out DIR] [--scale S] [--point KEY=VALUE,...] [--heatmap X,Y]\n"
+    "                       [--timelines each]\n"
     "\n"
     "Renders the charts and summaries of the result JSON files in DIR: memory_breakdown_comparison,\n"
     "memory_timeline, performance_tradeoff, module_breakdown, op_breakdown (runs with\n"
-    "profile=\"ops\") and operation_level_breakdown (PNG), and summary.txt/.csv/.md/.tex (with the\n"
-    "kernel table of profiled runs). For sweeps: sweep_<var>.png (one variable); memory_heatmap,\n"
+    "profile=\"ops\"), operation_level_breakdown and memory_analysis_overview (peak, components\n"
+    "and time on one page) (PNG), and summary.txt/.csv/.md/.tex (with the kernel table of\n"
+    "profiled runs). For sweeps: sweep_<var>.png (one variable); memory_heatmap,\n"
     "heatmap_time, heatmap_extra (over vanilla) and heatmap_tokens_per_s (two or more, the rest\n"
     "faceted); sweep_grid_peak and sweep_grid_time, small multiples (three or four);\n"
     "memory_timeline_points, a timeline per point.\n"
@@ -42,6 +44,9 @@ static const char *const plot_usage =
     "                   the most methods finished); heatmaps and grids keep only matching points\n"
     "  --heatmap X,Y    the swept variables across and up the heatmaps (and x and lines of the\n"
     "                   small multiples); default: seq_len across when swept, else the first two\n"
+    "  --timelines each also memory_timeline_<point>.png for every configuration of a sweep (e.g.\n"
+    "                   memory_timeline_batch4_seq_len256.png; with --point, the matching ones;\n"
+    "                   --timelines points, the default, writes memory_timeline_points.png only)\n"
     "\n"
     "exit status: 0 all rendered; 1 a problem, each one named on its line (a malformed file or an\n"
     "output not written: the rest is still rendered; or nothing to render); 2 bad arguments\n";
@@ -287,14 +292,26 @@ static int cmd_plot(int argc, char **argv) {
             fputs(plot_usage, stdout);
             return 0;
         } else if ((strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--scale") == 0 ||
-                    strcmp(argv[i], "--point") == 0 || strcmp(argv[i], "--heatmap") == 0) &&
+                    strcmp(argv[i], "--point") == 0 || strcmp(argv[i], "--heatmap") == 0 ||
+                    strcmp(argv[i], "--timelines") == 0) &&
                    i + 1 == argc) {
             fprintf(stderr, "dpprof plot: %s needs a value (%s)\n", argv[i],
                     argv[i][2] == 'o'   ? "--out DIR"
                     : argv[i][2] == 's' ? "--scale S, a number in (0, 8]"
                     : argv[i][2] == 'p' ? "--point KEY=VALUE,..."
+                    : argv[i][2] == 't' ? "--timelines each"
                                         : "--heatmap X,Y");
             return 2;
+        } else if (strcmp(argv[i], "--timelines") == 0) {
+            const char *v = argv[++i];
+            if (strcmp(v, "each") != 0 && strcmp(v, "points") != 0) {
+                fprintf(stderr,
+                        "dpprof plot: --timelines takes 'each' (a timeline file per configuration) or 'points' "
+                        "(the default: memory_timeline_points.png only), got '%s'\n",
+                        v);
+                return 2;
+            }
+            opt.timelines_each = strcmp(v, "each") == 0;
         } else if (strcmp(argv[i], "--point") == 0) {
             opt.point = argv[++i];
             for (const char *p = opt.point; *p;) { /* every item key=value, both non-empty */
@@ -338,7 +355,7 @@ static int cmd_plot(int argc, char **argv) {
         } else if (argv[i][0] == '-') {
             fprintf(stderr,
                     "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --point K=V,..., --heatmap X,Y, "
-                    "--help)\n",
+                    "--timelines each, --help)\n",
                     argv[i]);
             return 2;
         } else if (!dir)

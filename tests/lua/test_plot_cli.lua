@@ -22,7 +22,7 @@ local function png_size(path)
 end
 
 local CHARTS = { "memory_breakdown_comparison.png", "memory_timeline.png", "performance_tradeoff.png",
-                 "module_breakdown.png" }
+                 "module_breakdown.png", "memory_analysis_overview.png" }
 local SUMMARIES = { "summary.txt", "summary.csv", "summary.md", "summary.tex" }
 
 -- The success path: exit 0, nothing on stderr, every output, the default size and --scale.
@@ -51,6 +51,32 @@ do
   code, text = check.sh(string.format("%q plot %q --out ''", exe, fixtures .. "/single"))
   check.eq(code, 2, "--out '': " .. text)
   check.truthy(text:find("--out needs a directory, got an empty string", 1, true), text)
+end
+
+-- --timelines each: a timeline file per configuration of a sweep (here seq_len 256..8192, six),
+-- none without it; a value other than each/points is refused before anything is written.
+do
+  local out = root .. "/each"
+  local code, text = check.sh(string.format("%q plot %q --out %q --timelines each", exe, fixtures .. "/sweep_seq", out))
+  check.eq(code, 0, "--timelines each: " .. text)
+  local files = {}
+  for _, name in ipairs(dp.list_dir(out)) do
+    if name:match("^memory_timeline_seq_len%d+%.png$") then files[#files + 1] = name end
+  end
+  table.sort(files)
+  check.eq(#files, 6, "one timeline per seq_len: " .. table.concat(files, " "))
+  check.eq(png_size(out .. "/memory_timeline_seq_len512.png"), 1600, "memory_timeline_seq_len512.png")
+  code, text = check.sh(string.format("%q plot %q --out %q --timelines each --point seq_len=512", exe,
+                                      fixtures .. "/sweep_seq", out .. "-point"))
+  check.eq(code, 0, "--timelines each --point: " .. text)
+  check.truthy(dp.read_file(out .. "-point/memory_timeline_seq_len512.png"), "the matching point's timeline")
+  check.truthy(not dp.read_file(out .. "-point/memory_timeline_seq_len256.png"), "no timeline for other points")
+  check.truthy(not dp.read_file(root .. "/sweep/memory_timeline_seq_len512.png"), "none without --timelines each")
+  code, text = check.sh(string.format("%q plot %q --out %q --timelines all", exe, fixtures .. "/sweep_seq",
+                                      root .. "/each-bad"))
+  check.eq(code, 2, "--timelines all: " .. text)
+  check.truthy(text:find("--timelines takes 'each'", 1, true), text)
+  check.truthy(not dp.read_file(root .. "/each-bad/summary.txt"), "nothing written for a bad --timelines")
 end
 
 -- A hostile directory: the plot refuses what is planted, leaves it alone, renders the rest.

@@ -1,0 +1,338 @@
+/* test_layout: every chart `dpprof plot` draws, for sweeps over 1, 2, 3, 4 and 5 variables, with
+ * no title or label box overlapping another (the rules of dpplot_box_kind) and every box on the
+ * canvas. The sweeps are built here from the single/ fixture files (four methods, values of two
+ * each), so a new chart kind or a longer title is checked without new fixtures. */
+#define _POSIX_C_SOURCE 200809L
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "dpplot_lines.h"
+#include "test_util.h"
+
+typedef struct {
+    const char *key;
+    double value[2];
+} swept_key;
+
+/* Long and short names both: a sweep's key names end up in panel titles. */
+static const swept_key keys[5] = {{"seq_len", {256, 1024}},
+                                  {"batch", {4, 16}},
+                                  {"lora_rank", {8, 16}},
+                                  {"max_physical_batch_size", {2, 4}},
+                                  {"layers", {6, 12}}};
+static const char *const methods[] = {"vanilla", "ghost", "bk", "flash_clip"};
+
+#define MAX_CHARTS 32
+
+typedef struct {
+    int charts; /* charts the hook saw */
+    char seen[4096];
+    char file[MAX_CHARTS][64];
+    char *texts[MAX_CHARTS]; /* every text of the chart, one per line */
+} layout_log;
+
+/* The texts drawn on chart `file` ("" when it was not drawn). */
+static const char *texts_of(const layout_log *log, const char *file) {
+    for (int i = 0; i < log->charts && i < MAX_CHARTS; i++)
+        if (strcmp(log->file[i], file) == 0 && log->texts[i]) return log->texts[i];
+    return "";
+}
+
+static void check_layout(void *user, const char *path, const dpplot_box *boxes, size_t n) {
+    layout_log *log = user;
+    const char *file = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+    if (log->charts < MAX_CHARTS) {
+        snprintf(log->file[log->charts], sizeof log->file[0], "%s", file);
+        log->texts[log->charts] = calloc(n * 65 + 1, 1);
+        for (size_t i = 0; i < n && log->texts[log->charts]; i++) {
+            strcat(log->texts[log->charts], boxes[i].text);
+            strcat(log->texts[log->charts], "\n");
+        }
+    }
+    log->charts++;
+    size_t used = strlen(log->seen);
+    snprintf(log->seen + used, sizeof log->seen - used, "%s ", file);
+    tu_check(n > 0, "%s: no text boxes recorded", file);
+    size_t ticks = 0;
+    for (size_t i = 0; i < n; i++) ticks += boxes[i].kind == DPPLOT_BOX_TICK;
+    /* a chart whose panels did not fit comes out as a title over white: it has no axes (the
+     * heatmaps' own blank case, every panel filtered away, has its test in test_render) */
+    tu_check(ticks >= 4 || strstr(file, "heatmap"), "%s (%s): only %zu tick labels: were its panels drawn?", file, path,
+             ticks);
+    int clashes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const dpplot_rect r = boxes[i].r;
+        tu_check(r.x >= -0.5 && r.y >= -0.5 && r.x + r.w <= 1600.5 && r.y + r.h <= 1000.5,
+                 "%s: '%s' (%.0f,%.0f %.0fx%.0f) leaves the canvas", file, boxes[i].text, r.x, r.y, r.w, r.h);
+        /* timelines: labels inside the plots (peaks, snapshot marks) keep apart too */
+        int all_text = strncmp(file, "memory_timeline", 15) == 0;
+        for (size_t j = i + 1; j < n && clashes < 8; j++)
+            if (dpplot_boxes_clash(&boxes[i], &boxes[j]) ||
+                (all_text && dpplot_rect_overlap(dpplot_rect_inset(boxes[i].r, 0.5, 0.5, 0.5, 0.5),
+                                                 dpplot_rect_inset(boxes[j].r, 0.5, 0.5, 0.5, 0.5))))
+                clashes++, tu_check(0, "%s: '%s' (%.0f,%.0f %.0fx%.0f) overlaps '%s' (%.0f,%.0f %.0fx%.0f)", file,
+                                    boxes[i].text, r.x, r.y, r.w, r.h, boxes[j].text, boxes[j].r.x, boxes[j].r.y,
+                                    boxes[j].r.w, boxes[j].r.h);
+    }
+}
+
+static cJSON *load_json(const char *path) {
+    char *text = tu_read_file(path);
+    if (!text) return NULL;
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    return j;
+}
+
+static int write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return -1;
+    int ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok ? 0 : -1;
+}
+
+/* Writes a sweep over the first nk keys (every combination, every method) into dir. */
+static int make_sweep(const char *dir, size_t nk, int plan) { /* dir: at most ~1000 bytes */
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) return -1;
+    for (size_t m = 0; m < sizeof methods / sizeof methods[0]; m++) {
+        char path[2048];
+        snprintf(path, sizeof path, "%s/single/%s.json", DPPLOT_FIXTURES, methods[m]);
+        cJSON *tmpl = load_json(path);
+        if (!tmpl) return -1;
+        for (unsigned combo = 0; combo < (1u << nk); combo++) {
+            cJSON *r = cJSON_Duplicate(tmpl, 1);
+            cJSON *sweep = cJSON_CreateObject(), *vary = cJSON_CreateObject();
+            cJSON_AddStringToObject(sweep, "name", "layout");
+            cJSON_AddStringToObject(vary, "method", methods[m]);
+            char name[512];
+            int len = snprintf(name, sizeof name, "%s", methods[m]);
+            for (size_t k = 0; k < nk; k++) {
+                double v = keys[k].value[(combo >> k) & 1];
+                cJSON_AddNumberToObject(vary, keys[k].key, v);
+                len += snprintf(name + len, sizeof name - (size_t)len, "_%s%g", keys[k].key, v);
+            }
+            cJSON_AddItemToObject(sweep, "vary", vary);
+            cJSON_DeleteItemFromObject(r, "sweep");
+            cJSON_AddItemToObject(r, "sweep", sweep);
+            cJSON_ReplaceItemInObject(r, "experiment", cJSON_CreateString(name));
+            cJSON_DeleteItemFromObject(r, "predicted");
+            cJSON_AddBoolToObject(r, "predicted", plan);
+            char *text = cJSON_Print(r);
+            snprintf(path, sizeof path, "%s/%s.json", dir, name);
+            int rc = text ? write_text(path, text) : -1;
+            free(text);
+            cJSON_Delete(r);
+            if (rc != 0) {
+                cJSON_Delete(tmpl);
+                return -1;
+            }
+        }
+        cJSON_Delete(tmpl);
+    }
+    return 0;
+}
+
+/* What the charts say besides their layout. The generated points repeat their method's file, so
+ * the swept values change nothing: every batch line coincides with the others. Even sizes are
+ * plan runs (one estimated number per point, no spread); odd sizes measured (iterations vary). */
+static void check_contents(const layout_log *log, size_t nk, int plan) {
+    const char *tradeoff = texts_of(log, "performance_tradeoff.png");
+    /* vanilla and flash_clip peak at the same 5.84 GiB, ghost and bk above: the memory axis spans
+     * the points rather than 0..9 GiB, and says so */
+    tu_check(strstr(tradeoff, "not from zero") != NULL, "%zu: trade-off memory axis zoomed and labelled", nk);
+    tu_check(strstr(tradeoff, "min-max") == NULL || !plan, "%zu: a plan run's trade-off claims no min-max", nk);
+    tu_check(!plan || strstr(tradeoff, "estimated") != NULL, "%zu: a plan run's time is said to be estimated", nk);
+    if (nk >= 3) {
+        const char *grid = texts_of(log, "sweep_grid_peak.png");
+        tu_check(strstr(grid, "batch=4,16") && strstr(grid, "coincide"),
+                 "%zu: the grid says its batch lines coincide (texts: %.300s)", nk, grid);
+        const char *grid_time = texts_of(log, "sweep_grid_time.png");
+        tu_check((strstr(grid_time, "whiskers") != NULL) == !plan, "%zu: the whiskers entry %s", nk,
+                 plan ? "is dropped for plan runs" : "is kept for measured runs");
+    }
+    if (nk >= 2) /* the colour bar names its scale */
+        tu_check(strstr(texts_of(log, "memory_heatmap.png"), "colour scale") != NULL, "%zu: heatmap scale named", nk);
+    if (nk == 1) { /* seq_len 256, 1024 on a log2 axis: ticks at the swept values */
+        const char *sweep = texts_of(log, "sweep_seq_len.png");
+        tu_check((strstr(sweep, "whiskers") != NULL) == !plan, "the sweep's whiskers entry %s",
+                 plan ? "is dropped for plan runs" : "is kept for measured runs");
+        tu_check(strstr(sweep, "\n256\n") && strstr(sweep, "\n1024\n"), "sweep ticks at 256 and 1024");
+    }
+}
+
+static void test_sweep(size_t nk, int plan) {
+    char base[900], results[1024], out[1024], err[512];
+    snprintf(base, sizeof base, "%s/layout_%zu%s", DPPLOT_TEST_OUT, nk, plan ? "_plan" : "");
+    snprintf(results, sizeof results, "%s/results", base);
+    snprintf(out, sizeof out, "%s/charts", base);
+    if (mkdir(base, 0777) != 0 && errno != EEXIST) {
+        tu_check(0, "cannot create %s", base);
+        return;
+    }
+    if (!tu_check(make_sweep(results, nk, plan) == 0, "cannot write the %zu-variable sweep under %s", nk, results))
+        return;
+    layout_log log = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.layout = check_layout, opt.layout_user = &log;
+    int rc = dpplot_render_dir(results, out, &opt, err, sizeof err);
+    tu_check(rc == 0, "%zu variables: render rc %d (%s)", nk, rc, err);
+    /* the charts each sweep size must produce, so a chart that stops drawing cannot pass */
+    const char *expect[] = {"memory_breakdown_comparison.png",
+                            "memory_timeline.png",
+                            "performance_tradeoff.png",
+                            "memory_analysis_overview.png",
+                            nk == 1 ? "sweep_seq_len.png" : "memory_heatmap.png",
+                            nk >= 3 ? "sweep_grid_peak.png" : "memory_timeline_points.png",
+                            "memory_timeline_points.png"};
+    for (size_t i = 0; i < sizeof expect / sizeof expect[0]; i++)
+        tu_check(strstr(log.seen, expect[i]) != NULL, "%zu variables: %s was not drawn (drawn: %s)", nk, expect[i],
+                 log.seen);
+    printf("%zu variables: %d charts checked: %s\n", nk, log.charts, log.seen);
+    check_contents(&log, nk, plan);
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+}
+
+/* The checker itself: two titles that overlap are caught, neighbours are not. */
+static void test_clash_rules(void) {
+    dpplot_box a = {{0, 0, 100, 20}, DPPLOT_BOX_TITLE, 0, "a"}, b = {{90, 10, 100, 20}, DPPLOT_BOX_TITLE, 0, "b"};
+    dpplot_box c = {{100, 0, 100, 20}, DPPLOT_BOX_TITLE, 0, "c"}, t = {{50, 5, 10, 10}, DPPLOT_BOX_TEXT, 0, "t"};
+    dpplot_box u = {{52, 5, 10, 10}, DPPLOT_BOX_TEXT, 0, "u"}, k = {{52, 5, 10, 10}, DPPLOT_BOX_TICK, 0, "k"};
+    tu_check(dpplot_boxes_clash(&a, &b), "overlapping titles clash");
+    tu_check(!dpplot_boxes_clash(&a, &c), "titles edge to edge do not clash");
+    tu_check(dpplot_boxes_clash(&a, &t), "text under a title clashes");
+    tu_check(!dpplot_boxes_clash(&t, &u), "plain texts are not compared");
+    tu_check(!dpplot_boxes_clash(&t, &k), "a tick label and plain text are not compared");
+}
+
+/* Panel titles wrap rather than run into the neighbour's: a long title in a narrow panel. */
+static void test_title_wraps(void) {
+    dpplot_canvas *cv = dpplot_canvas_new(400, 300, 1.0);
+    char out[256];
+    const char *title = "batch=16, lora_rank=16, max_physical_batch_size=4";
+    double size = dpplot_text_fit(cv, title, 180, DPPLOT_FONT_PANEL, 12.0, 1, 3, out, sizeof out);
+    tu_check(strchr(out, '\n') != NULL, "'%s' wraps in 180 px (got '%s')", title, out);
+    tu_check(dpplot_text_width(cv, out, size, 1) <= 180, "every line fits 180 px (%.0f)",
+             dpplot_text_width(cv, out, size, 1));
+    size = dpplot_text_fit(cv, "short", 180, DPPLOT_FONT_PANEL, 12.0, 1, 3, out, sizeof out);
+    tu_check(size == DPPLOT_FONT_PANEL && strcmp(out, "short") == 0, "a short title stays as it is");
+    size = dpplot_text_fit(cv, "averyveryverylongwordwithoutanyspaceinit", 60, 20, 12, 0, 2, out, sizeof out);
+    tu_check(dpplot_text_width(cv, out, size, 0) <= 60 && strstr(out, "\xe2\x80\xa6"),
+             "an unbreakable word is cut with an ellipsis ('%s')", out);
+    dpplot_canvas_free(cv);
+}
+
+/* The kernel table explains a bandwidth over the peak (operands in cache) where one occurs, and
+ * only then. */
+static void test_bandwidth_note(void) {
+    for (int over = 0; over < 2; over++) {
+        char dir[900], out[1024], path[2048], err[512];
+        snprintf(dir, sizeof dir, "%s/bw_note_%d", DPPLOT_TEST_OUT, over);
+        snprintf(out, sizeof out, "%s/charts", dir);
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) continue;
+        snprintf(path, sizeof path, "%s/single/vanilla.json", DPPLOT_FIXTURES);
+        cJSON *r = load_json(path);
+        if (!tu_check(r != NULL, "cannot read %s", path)) return;
+        cJSON *ops = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "profile"), "ops");
+        cJSON *first = cJSON_GetArrayItem(ops, 0);
+        tu_check(first != NULL, "vanilla.json has profile.ops");
+        if (first && over) cJSON_ReplaceItemInObject(first, "bandwidth_fraction", cJSON_CreateNumber(1.62));
+        char *text = cJSON_Print(r);
+        snprintf(path, sizeof path, "%s/vanilla.json", dir);
+        tu_check(text && write_text(path, text) == 0, "write %s", path);
+        free(text);
+        cJSON_Delete(r);
+        dpplot_render_dir(dir, out, NULL, err, sizeof err);
+        snprintf(path, sizeof path, "%s/summary.txt", out);
+        char *summary = tu_read_file(path);
+        tu_check(summary && (strstr(summary, "cache-resident") != NULL) == over, "summary.txt %s the cache note",
+                 over ? "has" : "has no");
+        free(summary);
+    }
+}
+
+/* A panel of 0..1000 ms × 0..10 on a fresh 800×500 canvas, for the drawing tests below. */
+static dpplot_canvas *small_panel(dpplot_panel *p) {
+    dpplot_canvas *cv = dpplot_canvas_new(800, 500, 1.0);
+    dpplot_panel_spec s = {0};
+    s.x_min = 0, s.x_max = 1000, s.y_min = 0, s.y_max = 10;
+    s.x_unit = DPPLOT_UNIT_MS;
+    tu_check(cv && dpplot_panel_begin(p, cv, (dpplot_rect){0, 0, 800, 500}, &s) == 0, "small panel");
+    return cv;
+}
+
+/* The peak label goes where no curve runs: a step curve through the places a label would take by
+ * default (left of and above the peak), so only a farther one is clear. */
+static void test_peak_label_clear(void) {
+    dpplot_panel p;
+    dpplot_canvas *cv = small_panel(&p);
+    if (!cv) return;
+    double x[] = {0, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000};
+    double y[] = {8.4, 8.4, 8.4, 8.4, 8.4, 9.0, 8.4, 8.4, 8.4, 8.4, 8.4};
+    dpplot_series s = {.name = "allocated", .color = DPPLOT_INK, .x = x, .y = y, .n = 11, .step = 1};
+    dpplot_lines_draw(&p, &s, 1);
+    size_t before;
+    dpplot_canvas_boxes(cv, &before);
+    dpplot_annotate_clear(&p, 500, 9.0, "peak 9 GiB", DPPLOT_INK, &s, 1);
+    size_t n;
+    const dpplot_box *boxes = dpplot_canvas_boxes(cv, &n);
+    tu_check(n == before + 1, "one label drawn (%zu boxes)", n - before);
+    if (n == before + 1)
+        tu_check(!dpplot_series_crosses(&p, &s, boxes[before].r),
+                 "the peak label (%.0f,%.0f %.0fx%.0f) is clear of the curve", boxes[before].r.x, boxes[before].r.y,
+                 boxes[before].r.w, boxes[before].r.h);
+    dpplot_canvas_free(cv);
+}
+
+/* A phase span of 0.1 ms on a 1000 ms axis is still a visible band (at least 5 px), and two
+ * coincident scatter points both show (neither marker hidden under the other). */
+static void test_thin_band_and_coincident_markers(void) {
+    dpplot_panel p;
+    dpplot_canvas *cv = small_panel(&p);
+    if (!cv) return;
+    dpplot_rgb band = dpplot_rgb_hex(0xAA4499);
+    dpplot_shade sh = {500, 500.1, band, 1.0, 5.0};
+    dpplot_shades_draw(&p, &sh, 1);
+    dpplot_rgb grey = dpplot_rgb_hex(0x666666), orange = dpplot_rgb_hex(0xD55E00);
+    dpplot_point pts[2] = {{250, 5, NULL, grey, DPPLOT_MARKER_CIRCLE, 0},
+                           {250, 5, NULL, orange, DPPLOT_MARKER_HEXAGON, 0}};
+    size_t group[2];
+    tu_check(dpplot_points_coincide(&p, pts, 2, 22.0, group) == 1 && group[1] == 0, "the two points coincide");
+    dpplot_scatter_draw(&p, pts, 2, 22.0);
+    char path[1024], err[256];
+    snprintf(path, sizeof path, "%s/layout_band_markers.png", DPPLOT_TEST_OUT);
+    tu_check(dpplot_canvas_write_png(cv, path, err, sizeof err) == 0, "write %s: %s", path, err);
+    dpplot_canvas_free(cv);
+    tu_image *img = tu_image_load(path);
+    if (!img) return;
+    size_t band_px = tu_image_count_color(img, band, 3), plot_h = (size_t)p.plot.h;
+    /* 5 px at a fractional offset: 4 whole columns in the band's colour, the edges blended */
+    tu_check(band_px >= 4 * (plot_h - 2), "the band is at least 5 px wide (%zu px over %zu rows)", band_px, plot_h);
+    size_t g = tu_image_count_color(img, grey, 3), o = tu_image_count_color(img, orange, 3);
+    tu_check(g > 150 && o > 150, "both markers show (grey %zu px, orange %zu px)", g, o);
+    tu_image_free(img);
+}
+
+int main(void) {
+    test_peak_label_clear();
+    test_thin_band_and_coincident_markers();
+    test_bandwidth_note();
+    test_clash_rules();
+    test_title_wraps();
+    /* even sizes as plan runs: their axis titles ("estimated, roofline") are the longest */
+    for (size_t nk = 1; nk <= 5; nk++) test_sweep(nk, nk % 2 == 0);
+    test_sweep(1, 1); /* the one-variable chart of a plan run */
+    /* the six single runs: three rows of timelines, where snapshot marks and peaks meet */
+    layout_log log = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.layout = check_layout, opt.layout_user = &log;
+    char err[512];
+    tu_check(dpplot_render_dir(DPPLOT_FIXTURES "/single", DPPLOT_TEST_OUT "/layout_single", &opt, err, sizeof err) == 0,
+             "single/: %s", err);
+    tu_check(strstr(log.seen, "memory_timeline.png") != NULL, "single/: the timeline was drawn");
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+    return tu_finish("dpplot_layout");
+}
