@@ -18,7 +18,7 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
     int predicted = 0, any_components = 0, any_time = 0;
     for (size_t i = 0; i < n; i++) {
         const dpplot_result *r = sel->items[i];
-        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak;
+        usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak ? DPPLOT_DRAWN : DPPLOT_LEFT_OUT;
         if (!usable[i]) continue;
         idx[n_ok++] = i;
         predicted |= r->predicted;
@@ -38,7 +38,7 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         if (used) comps[n_comp++] = (dpplot_component)c;
     }
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, "Memory analysis overview") < 0) return -1;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_GROUPS, "Memory analysis overview") < 0) return -1;
     dpplot_canvas *cv = f.cv;
     const double W = f.W, H = f.H;
     double top = f.top;
