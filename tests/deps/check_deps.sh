@@ -48,7 +48,7 @@ backend_cuda  core kernels
 model         core common
 dp            model core common
 io            model core common
-engine        core model dp io backend_cpu backend_plan backend_cuda
+engine        core model dp io backend_cpu backend_plan backend_cuda common
 kernels       common
 plots         common
 bind          engine core model dp io backend_plan plots common
