@@ -47,7 +47,7 @@
 /* config.profile and profile.mode (a result carries `profile` only for "ops"). */
 #define DPR_PROFILES(X) X(NONE, "none") X(OPS, "ops")
 /* The categories a per-op profile groups ops by (profile.ops[].category), in the charts' order;
- * which op falls in which is the writer's table (lua/dpprof/ops.lua). */
+ * which op falls in which is the engine's table (engine/engine_profile.c). */
 #define DPR_OP_CATEGORIES(X)                                                                                           \
     X(MATMUL, "matmul")                                                                                                \
     X(ATTENTION, "attention")                                                                                          \

@@ -25,6 +25,15 @@
  *   dp_batch_release(&b); dpsgd_free(dp); dp_optim_free(opt); dp_model_free(m);
  *   dp_engine_shutdown();
  *
+ * The per-op profile of the steps (the time, calls, flops and bytes of each op, by category):
+ *
+ *   dp_ledger_reset();  dp_profile_enable(dev, 1);         then run steps
+ *   dp_device_sync(dev);  dp_profile_collect(dev);         reads a CUDA device's op timers
+ *   for (size_t i = 0; i < dp_engine_op_count(); i++) {
+ *       dp_engine_op op;  dp_engine_op_at(i, &op);          op.op, op.category, op.calls, op.ms, ...
+ *   }
+ *   dp_profile_enable(dev, 0);
+ *
  * Errors are values: every call returns DP_OK or a status code (error.h) whose one-line message,
  * naming the problem and the valid choices, is dp_error_message(). Nothing aborts; running out of
  * device memory is DP_EOOM with dp_mem_last_oom() describing the request.
@@ -38,6 +47,7 @@
 #include "memory.h"   /* the tagged allocator: categories, stats, per-module figures, snapshots, OOM */
 #include "scope.h"    /* module scopes: the dotted paths allocations are tagged with */
 #include "ledger.h"   /* flops and bytes moved per op name */
+#include "profile.h"  /* per-op timing (profile = "ops"): dp_profile_enable on and off, collect, total */
 #include "clock.h"    /* the monotonic clock of timings and snapshots */
 #include "device.h"   /* devices (cpu, cuda, plan), the current device, sync, snapshots, shutdown */
 #include "tensor.h"   /* tensors on a device: allocate, view, copy, fill, random */
@@ -62,5 +72,24 @@ int dp_engine_threads(void);
 /* Sets the CPU backend's thread count (n >= 1) for this process and the children it forks after.
  * DP_OK, or DP_EINVAL naming n and the valid range. */
 int dp_engine_set_threads(int n);
+
+/* One op of the per-op profile: its ledger entry (ledger.h) with its category and measured time. */
+typedef struct dp_engine_op {
+    const char *op;                    /* the ledger's name ("recompute:gemm" in a section), until dp_ledger_reset */
+    const char *category;              /* its category: a name of the result schema's profile.ops[].category */
+    uint64_t calls;                    /* calls recorded, timed or not */
+    uint64_t timed_calls;              /* backend calls timed while profiling was on */
+    double ms;                         /* the timed calls' time (a plan device's: modelled) */
+    double flops, bytes;               /* floating-point operations; bytes read + written */
+    uint64_t alloc_bytes, freed_bytes; /* tagged bytes allocated and freed for the timed calls */
+} dp_engine_op;
+
+/* The category of a ledger op name: matmul, attention, norm, per_sample_norms, clip, noise,
+ * optimizer or other ("<section>:<op>" is in its op's); a static string. */
+const char *dp_engine_op_category(const char *op);
+/* Number of ops in the per-op profile (the ledger's, in order of first use). */
+size_t dp_engine_op_count(void);
+/* Op i of the per-op profile into *out (DP_OK), or DP_EINVAL naming i and the count. */
+int dp_engine_op_at(size_t i, dp_engine_op *out);
 
 #endif

@@ -23,11 +23,13 @@ void dpl_open_device(lua_State *L);
 /* Adds dpprof.profile (per-op timing: enable, collect, calls, overhead, the device's peak),
  * dpprof.clock_model and dpprof.host_memory (lua_profile.c). */
 void dpl_open_profile(lua_State *L);
-/* Adds dpprof.isolate (run a function in a forked child), oom_details, cuda_initialised, time,
- * sleep, pid, mkdir_p, list_dir, environment, executable and testing_crash (lua_process.c). */
+/* Adds dpprof.isolate (run a function in a forked child), isolate_start, isolate_wait,
+ * oom_details, cuda_initialised and testing_crash (lua_process.c). */
 void dpl_open_process(lua_State *L);
-/* Adds dpprof.read_file, write_file, writable, lock and name_max: files named by scripts, through
- * common/safe_file (lua_files.c). */
+/* Adds the host's dpprof.time, sleep, pid, environment and executable (lua_host.c). */
+void dpl_open_host(lua_State *L);
+/* Adds dpprof.read_file, write_file, writable, lock, name_max and remove_stale_temps (files named
+ * by scripts, through common/safe_file), mkdir_p and list_dir (lua_files.c). */
 void dpl_open_files(lua_State *L);
 /* Adds dpprof.json: encode, decode, null, array, object, is_null (lua_json.c). */
 void dpl_open_json(lua_State *L);

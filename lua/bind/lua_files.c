@@ -14,19 +14,30 @@
  *   dpprof.name_max(dir) -> the longest file name dir accepts (bytes)
  *   dpprof.remove_stale_temps(dir) -> how many were removed | nil, message
  *       the temporaries in dir that writers killed mid-write left (this host's, whose process
- *       is gone); a live writer's is never touched */
+ *       is gone); a live writer's is never touched
+ *   dpprof.mkdir_p(path) -> true | nil, message
+ *       path and every missing directory above it
+ *   dpprof.list_dir(path) -> sorted list of names | nil, message
+ *       the names in the directory, without "." and ".."
+ * (mkdir_p and list_dir make and read directories, not files, so they go to the system directly.) */
 #include "lua_engine.h"
 
+#include "lua_util.h"
 #include "safe_file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <lauxlib.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define LOCK_MT "dpprof.lock"
 #define BUFFER_MT "dpprof.read_file.buffer"
+#define DIR_MT "dpprof.list_dir.handle"
 
 static int fail(lua_State *L, const char *why) {
     lua_pushnil(L);
@@ -111,6 +122,68 @@ static int l_name_max(lua_State *L) {
     return 1;
 }
 
+static int fail_result(lua_State *L, const char *fmt, const char *path, int e) {
+    lua_pushnil(L);
+    lua_pushfstring(L, fmt, path, strerror(e));
+    return 2;
+}
+
+static int l_mkdir_p(lua_State *L) {
+    size_t n;
+    const char *path = luaL_checklstring(L, 1, &n);
+    luaL_argcheck(L, n > 0 && n < PATH_MAX, 1, "path must be a non-empty path shorter than PATH_MAX");
+    char buf[PATH_MAX];
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            struct stat st;
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return fail_result(L, "cannot create '%s': %s", buf, errno);
+            if (stat(buf, &st) != 0) return fail_result(L, "cannot create '%s': %s", buf, errno);
+            if (!S_ISDIR(st.st_mode)) return fail_result(L, "cannot create '%s': %s", buf, ENOTDIR);
+            *p = saved;
+            if (saved == '\0') break;
+        }
+    }
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int dir_gc(lua_State *L) {
+    DIR **d = lua_touserdata(L, 1);
+    if (*d) closedir(*d);
+    *d = NULL;
+    return 0;
+}
+
+static int l_list_dir(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    DIR **d = lua_newuserdatauv(L, sizeof *d, 0); /* closed by __gc if an error comes first */
+    *d = NULL;
+    static const luaL_Reg meta[] = {{"__gc", dir_gc}, {NULL, NULL}};
+    dpl_new_type(L, DIR_MT, meta, NULL, NULL);
+    luaL_setmetatable(L, DIR_MT);
+    *d = opendir(path);
+    if (!*d) return fail_result(L, "cannot list '%s': %s", path, errno);
+    lua_newtable(L);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(*d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        lua_pushstring(L, e->d_name);
+        lua_rawseti(L, -2, ++n);
+    }
+    closedir(*d);
+    *d = NULL;
+    lua_getglobal(L, "table");
+    lua_getfield(L, -1, "sort");
+    lua_pushvalue(L, -3);
+    lua_call(L, 1, 0);
+    lua_pop(L, 1);
+    return 1;
+}
+
 void dpl_open_files(lua_State *L) {
     if (luaL_newmetatable(L, LOCK_MT)) {
         static const luaL_Reg meta[] = {{"__gc", lock_release}, {"__close", lock_release}, {NULL, NULL}};
@@ -126,8 +199,9 @@ void dpl_open_files(lua_State *L) {
         lua_setfield(L, -2, "__gc");
     }
     lua_pop(L, 1);
-    static const luaL_Reg fns[] = {{"read_file", l_read_file}, {"write_file", l_write_file}, {"lock", l_lock},
-                                   {"writable", l_writable},   {"name_max", l_name_max},
-                                   {"remove_stale_temps", l_remove_stale_temps}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {
+        {"read_file", l_read_file}, {"write_file", l_write_file}, {"lock", l_lock},
+        {"writable", l_writable},   {"name_max", l_name_max},     {"remove_stale_temps", l_remove_stale_temps},
+        {"mkdir_p", l_mkdir_p},     {"list_dir", l_list_dir},     {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
 }

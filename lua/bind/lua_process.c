@@ -1,4 +1,5 @@
-/* lua_process.c: processes and the host, as scripts see them.
+/* lua_process.c: running a function in a forked child, as scripts see it (the host's time,
+ * sleep, pid and environment are lua_host.c's; mkdir_p and list_dir lua_files.c's).
  *
  *   dpprof.isolate(fn, ... [, {timeout=, grace=, env=, threads=}]) -> result, info
  *       runs fn(...) in a forked child and returns what it returned (a table: see below); the
@@ -17,14 +18,6 @@
  *       total_live_bytes, limit_bytes, device} (dpl_push_oom, as memory.last_oom) when message is
  *       the engine's out-of-memory error, else nil
  *   dpprof.cuda_initialised() -> true when the CUDA driver was initialised in this process
- *   dpprof.time() -> wall-clock seconds since 1970 (for names; dpprof.clock() is for durations)
- *   dpprof.sleep(seconds); dpprof.pid() -> this process's id; dpprof.executable (path)
- *   dpprof.mkdir_p(path) -> true | nil, message
- *   dpprof.list_dir(path) -> sorted list of names | nil, message
- *   dpprof.environment() -> {hostname, cpu, cores, threads, os, dpprof_version, git_commit,
- *       lua_version, nvidia_driver_version, devices={<kind>={...}}}; threads is the CPU
- *       backend's thread count (dpprof.threads()); devices lists
- *       initialised devices only, so calling it never initialises one
  *   dpprof.testing_crash(how) kills this process with SIGSEGV ("segv"), abort() ("abort") or
  *       SIGKILL ("kill"): for the tests of isolate only
  *
@@ -54,14 +47,11 @@
 #include "lua_util.h"
 #include "memory.h"
 #include "scope.h"
-#include "version.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lauxlib.h>
-#include <limits.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -73,15 +63,12 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define CHILD_MT "dpprof.isolate.child"
-#define DIR_MT "dpprof.list_dir.handle"
 
 /* ---- is CUDA in this process? ------------------------------------------------------------- */
 
@@ -756,172 +743,6 @@ static int l_isolate_wait(lua_State *L) {
     return 1;
 }
 
-/* ---- host utilities ----------------------------------------------------------------------- */
-
-static int l_time(lua_State *L) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9);
-    return 1;
-}
-
-static int l_sleep(lua_State *L) {
-    double s = luaL_checknumber(L, 1);
-    luaL_argcheck(L, s >= 0, 1, "seconds must be >= 0");
-    struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
-    return 0;
-}
-
-static int l_pid(lua_State *L) {
-    lua_pushinteger(L, getpid());
-    return 1;
-}
-
-static int fail_result(lua_State *L, const char *fmt, const char *path, int e) {
-    lua_pushnil(L);
-    lua_pushfstring(L, fmt, path, strerror(e));
-    return 2;
-}
-
-static int l_mkdir_p(lua_State *L) {
-    size_t n;
-    const char *path = luaL_checklstring(L, 1, &n);
-    luaL_argcheck(L, n > 0 && n < PATH_MAX, 1, "path must be a non-empty path shorter than PATH_MAX");
-    char buf[PATH_MAX];
-    memcpy(buf, path, n + 1);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char saved = *p;
-            *p = '\0';
-            struct stat st;
-            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return fail_result(L, "cannot create '%s': %s", buf, errno);
-            if (stat(buf, &st) != 0) return fail_result(L, "cannot create '%s': %s", buf, errno);
-            if (!S_ISDIR(st.st_mode)) return fail_result(L, "cannot create '%s': %s", buf, ENOTDIR);
-            *p = saved;
-            if (saved == '\0') break;
-        }
-    }
-    lua_pushboolean(L, 1);
-    return 1;
-}
-
-static int dir_gc(lua_State *L) {
-    DIR **d = lua_touserdata(L, 1);
-    if (*d) closedir(*d);
-    *d = NULL;
-    return 0;
-}
-
-static int l_list_dir(lua_State *L) {
-    const char *path = luaL_checkstring(L, 1);
-    DIR **d = lua_newuserdatauv(L, sizeof *d, 0); /* closed by __gc if an error comes first */
-    *d = NULL;
-    static const luaL_Reg meta[] = {{"__gc", dir_gc}, {NULL, NULL}};
-    dpl_new_type(L, DIR_MT, meta, NULL, NULL);
-    luaL_setmetatable(L, DIR_MT);
-    *d = opendir(path);
-    if (!*d) return fail_result(L, "cannot list '%s': %s", path, errno);
-    lua_newtable(L);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(*d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-        lua_pushstring(L, e->d_name);
-        lua_rawseti(L, -2, ++n);
-    }
-    closedir(*d);
-    *d = NULL;
-    lua_getglobal(L, "table");
-    lua_getfield(L, -1, "sort");
-    lua_pushvalue(L, -3);
-    lua_call(L, 1, 0);
-    lua_pop(L, 1);
-    return 1;
-}
-
-/* Copies the value of the first line of file starting with key (after the ':') into out. */
-static int read_keyed_line(const char *file, const char *key, char *out, size_t n) {
-    FILE *f = fopen(file, "r");
-    if (!f) return 0;
-    char line[512];
-    int found = 0;
-    while (!found && fgets(line, sizeof line, f)) {
-        if (strncmp(line, key, strlen(key)) != 0) continue;
-        const char *v = strchr(line, ':');
-        v = v ? v + 1 : line + strlen(key);
-        while (*v == ' ' || *v == '\t') v++;
-        snprintf(out, n, "%s", v);
-        out[strcspn(out, "\n")] = '\0';
-        found = 1;
-    }
-    fclose(f);
-    return found;
-}
-
-/* The NVIDIA kernel driver's version ("550.54.15") from /proc, without touching CUDA. */
-static int nvidia_driver_version(char *out, size_t n) {
-    char line[512];
-    if (!read_keyed_line("/proc/driver/nvidia/version", "NVRM version", line, sizeof line)) return 0;
-    /* "NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 ..." : the first dotted number */
-    for (char *p = line; *p; p++) {
-        if (*p >= '0' && *p <= '9' && strchr(p, '.') && (p == line || p[-1] == ' ')) {
-            size_t len = strspn(p, "0123456789.");
-            if (memchr(p, '.', len)) {
-                snprintf(out, n, "%.*s", (int)len, p);
-                return 1;
-            }
-        }
-    }
-    return 0;
-}
-
-static void push_device(lua_State *L, const dp_device *dev) {
-    const dp_device_info *i = &dev->info;
-    lua_createtable(L, 0, 8);
-    set_str(L, "kind", dp_device_kind_name(dev->kind));
-    set_str(L, "name", i->name);
-    dpl_push_bytes(L, i->total_memory), lua_setfield(L, -2, "total_memory");
-    lua_pushinteger(L, i->cores), lua_setfield(L, -2, "cores");
-    if (dev->kind == DP_DEV_CUDA) {
-        lua_pushfstring(L, "%d.%d", i->cc_major, i->cc_minor), lua_setfield(L, -2, "compute_capability");
-        lua_pushfstring(L, "%d.%d", i->driver_version / 1000, (i->driver_version % 1000) / 10);
-        lua_setfield(L, -2, "cuda_driver_version");
-        lua_pushfstring(L, "%d.%d", i->runtime_version / 1000, (i->runtime_version % 1000) / 10);
-        lua_setfield(L, -2, "cuda_version");
-    }
-}
-
-static int l_environment(lua_State *L) {
-    lua_createtable(L, 0, 10);
-    char buf[512];
-    if (gethostname(buf, sizeof buf) == 0) {
-        buf[sizeof buf - 1] = '\0';
-        set_str(L, "hostname", buf);
-    }
-    struct utsname u;
-    if (!read_keyed_line("/proc/cpuinfo", "model name", buf, sizeof buf)) {
-        snprintf(buf, sizeof buf, "%s", uname(&u) == 0 ? u.machine : "unknown");
-    }
-    set_str(L, "cpu", buf);
-    lua_pushinteger(L, sysconf(_SC_NPROCESSORS_ONLN)), lua_setfield(L, -2, "cores");
-    if (uname(&u) == 0) lua_pushfstring(L, "%s %s", u.sysname, u.release), lua_setfield(L, -2, "os");
-    set_str(L, "dpprof_version", DPPROF_VERSION);
-    set_str(L, "git_commit", dp_build_commit());
-    set_str(L, "lua_version", LUA_RELEASE);
-    if (nvidia_driver_version(buf, sizeof buf)) set_str(L, "nvidia_driver_version", buf);
-    lua_pushinteger(L, dp_engine_threads()), lua_setfield(L, -2, "threads");
-    lua_newtable(L);
-    for (int k = 0; k < DP_DEV_KIND_COUNT; k++) {
-        dp_device *dev;
-        if (!dp_device_initialised((dp_device_kind)k) || dp_device_get((dp_device_kind)k, &dev) != DP_OK) continue;
-        push_device(L, dev);
-        lua_setfield(L, -2, dp_device_kind_name((dp_device_kind)k));
-    }
-    lua_setfield(L, -2, "devices");
-    return 1;
-}
-
 static int l_testing_crash(lua_State *L) {
     static const char *const hows[] = {"segv", "abort", "kill", NULL};
     int how = luaL_checkoption(L, 1, NULL, hows);
@@ -947,20 +768,7 @@ void dpl_open_process(lua_State *L) {
                                    {"isolate_wait", l_isolate_wait},
                                    {"oom_details", l_oom_details},
                                    {"cuda_initialised", l_cuda_initialised},
-                                   {"time", l_time},
-                                   {"sleep", l_sleep},
-                                   {"pid", l_pid},
-                                   {"mkdir_p", l_mkdir_p},
-                                   {"list_dir", l_list_dir},
-                                   {"environment", l_environment},
                                    {"testing_crash", l_testing_crash},
                                    {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        exe[n] = '\0';
-        lua_pushstring(L, exe);
-        lua_setfield(L, -2, "executable");
-    }
 }

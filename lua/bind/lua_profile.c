@@ -4,6 +4,7 @@
 #include "lua_engine.h"
 
 #include "clock.h"
+#include "dpprof_engine.h"
 #include "error.h"
 #include "ledger.h"
 #include "lua_util.h"
@@ -70,6 +71,12 @@ static int l_overhead_ns(lua_State *L) {
     lua_Integer n = luaL_optinteger(L, 2, 2000);
     luaL_argcheck(L, n >= 1 && n <= 10000000, 2, "n must be in 1..10000000");
     lua_pushnumber(L, dp_profile_overhead_ns(dev, (int)n));
+    return 1;
+}
+
+/* profile.category(op) -> the category of a ledger op name (dp_engine_op_category) */
+static int l_category(lua_State *L) {
+    lua_pushstring(L, dp_engine_op_category(luaL_checkstring(L, 1)));
     return 1;
 }
 
@@ -159,9 +166,16 @@ static int l_host_memory_reset_peak(lua_State *L) {
 }
 
 void dpl_open_profile(lua_State *L) {
-    static const luaL_Reg fns[] = {{"enable", l_enable},           {"enabled", l_enabled}, {"collect", l_collect},
-                                   {"total_ms", l_total_ms},       {"calls", l_calls},     {"dropped", l_dropped},
-                                   {"overhead_ns", l_overhead_ns}, {"peak", l_peak},       {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"enable", l_enable},
+                                   {"enabled", l_enabled},
+                                   {"collect", l_collect},
+                                   {"total_ms", l_total_ms},
+                                   {"calls", l_calls},
+                                   {"dropped", l_dropped},
+                                   {"overhead_ns", l_overhead_ns},
+                                   {"peak", l_peak},
+                                   {"category", l_category},
+                                   {NULL, NULL}};
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "profile");
     static const luaL_Reg top[] = {{"clock_model", l_clock_model},

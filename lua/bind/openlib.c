@@ -96,6 +96,7 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_device(L);
     dpl_open_profile(L);
     dpl_open_process(L);
+    dpl_open_host(L);
     dpl_open_files(L);
     dpl_open_json(L);
     dpl_open_results_schema(L);

@@ -26,26 +26,11 @@ local ops = {}
 -- The schema's list (common/results_schema.h, DPR_OP_CATEGORIES), which the charts read too.
 ops.CATEGORIES = dp.results_schema.choices.op_categories
 
--- Exact names first, then prefixes; everything else is "other" (embeddings, activations, the loss,
--- copies, fills, element-wise arithmetic).
-local EXACT = {
-  gemm = "matmul", gemm_batched = "matmul",
-  attention_fwd = "attention", attention_bwd = "attention", rope_fwd = "attention", rope_bwd = "attention",
-  layernorm_fwd = "norm", layernorm_bwd = "norm", rmsnorm_fwd = "norm", rmsnorm_bwd = "norm",
-  sumsq = "per_sample_norms", dp_scale_samples = "clip", dp_noise = "noise",
-  adamw_step = "optimizer", sgd_step = "optimizer",
-}
-local PREFIXES = { { "dp_clip", "clip" }, { "dp_noise", "noise" }, { "dp_", "per_sample_norms" } }
-
 -- The category of a ledger op name; an op recorded in a ledger section ("recompute:gemm", an
--- activation checkpoint's recomputed forward) is in its op's category.
+-- activation checkpoint's recomputed forward) is in its op's category. The table is the engine's
+-- (engine/engine_profile.c, dp_engine_op_category), which the C embedding API reads too.
 function ops.category(op)
-  op = op:match("^[%w_]+:(.+)$") or op
-  if EXACT[op] then return EXACT[op] end
-  for _, p in ipairs(PREFIXES) do
-    if op:sub(1, #p[1]) == p[1] then return p[2] end
-  end
-  return "other"
+  return dp.profile.category(op)
 end
 
 -- The peak the achieved rates are compared with: the plan model's figures, or what the backend

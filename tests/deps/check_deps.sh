@@ -50,7 +50,7 @@ model         core common
 privacy       core
 dp            privacy model core common
 io            model core common
-engine        core model privacy dp io backend_cpu backend_plan backend_cuda
+engine        core model privacy dp io backend_cpu backend_plan backend_cuda common
 kernels       common
 plots         common
 bind          engine core model privacy dp io backend_plan plots common
