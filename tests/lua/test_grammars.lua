@@ -147,6 +147,13 @@ do
                "a key not of LOAD_KEYS beside the weights is refused: " .. tostring(err))
   -- fit's command line: model keys of dp.model's
   for _, k in ipairs(cli.FIT_MODEL_KEYS) do check.truthy(set_of(dp.model.KEYS)[k], "fit's '" .. k .. "' is dp.model's") end
+  -- a sweep's vary shortcuts land on keys an experiment takes
+  local exp_model = set_of(without(dp.model.KEYS, { device = true }, { "path", "weights" }))
+  local exp_dp = set_of(without(dp.dp.WRAP_KEYS, own, { "accountant" }))
+  for short, path in pairs(require("dpprof.sweep").KEYS) do
+    if path[1] == "model" then check.truthy(exp_model[path[2]], "sweep's " .. short .. " is a model key") end
+    if path[1] == "dp" then check.truthy(exp_dp[path[2]], "sweep's " .. short .. " is a dp key") end
+  end
 end
 
 -- The checkpoint setting: parse and format round-trip; what parse refuses, dp.model, dp.model.load,
