@@ -111,6 +111,10 @@ int64_t dp_model_config_ffn(const dp_model_config *cfg);
 
 /* Checks a configuration; DP_EINVAL with a message naming the key and the valid values. */
 int dp_model_config_check(const dp_model_config *cfg);
+/* Checks an activation checkpointing setting (dp_model_config.checkpoint: 0 off, N >= 1 every N-th
+ * block) against a model of `layers` blocks: DP_EINVAL naming the setting and the valid ones when
+ * negative or past the last block. The one range check of the setting; dp_model_config_check's. */
+int dp_model_checkpoint_check(int checkpoint, int64_t layers);
 
 /* Fills r with no scaling (type default) and yarn's defaults (beta 32 / 1, truncate). */
 void dp_rope_scaling_default(dp_rope_scaling *r);

@@ -113,6 +113,19 @@ static int check_heads(const dp_model_config *cfg) {
     return DP_OK;
 }
 
+int dp_model_checkpoint_check(int checkpoint, int64_t layers) {
+    if (checkpoint < 0)
+        return dp_error_set(DP_EINVAL,
+                            "model: 'checkpoint' must be off (0), every block (1) or every N-th block (N >= 1), got %d",
+                            checkpoint);
+    if (checkpoint > layers) /* past the last block: it says something the model cannot do */
+        return dp_error_set(DP_EINVAL,
+                            "model: 'checkpoint' %d is more than the model's %lld layers (valid: false, \"blocks\" or "
+                            "N in 1..%lld, every N-th block)",
+                            checkpoint, (long long)layers, (long long)layers);
+    return DP_OK;
+}
+
 int dp_model_config_check(const dp_model_config *cfg) {
     if (cfg->arch != DP_ARCH_GPT && cfg->arch != DP_ARCH_LLAMA)
         return dp_error_set(DP_EINVAL, "model: unknown 'arch' %d (valid: gpt, llama)", (int)cfg->arch);
@@ -152,15 +165,7 @@ int dp_model_config_check(const dp_model_config *cfg) {
     if (!(cfg->init_std >= 0 && isfinite(cfg->init_std)))
         return dp_error_set(DP_EINVAL, "model: 'init_std' must be a non-negative number (got %g)",
                             (double)cfg->init_std);
-    if (cfg->checkpoint < 0)
-        return dp_error_set(DP_EINVAL,
-                            "model: 'checkpoint' must be off (0), every block (1) or every N-th block (N >= 1), got %d",
-                            cfg->checkpoint);
-    if (cfg->checkpoint > cfg->layers) /* past the last block: it says something the model cannot do */
-        return dp_error_set(DP_EINVAL,
-                            "model: 'checkpoint' %d is more than the model's %lld layers (valid: false, \"blocks\" or "
-                            "N in 1..%lld, every N-th block)",
-                            cfg->checkpoint, (long long)cfg->layers, (long long)cfg->layers);
+    DP_TRY(dp_model_checkpoint_check(cfg->checkpoint, cfg->layers));
     if (cfg->lora_rank < 0)
         return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
     if (cfg->lora_rank > 0) {

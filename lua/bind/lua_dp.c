@@ -8,6 +8,7 @@
  *   priv:stats(), priv:epsilon([delta [, accountant]]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
  *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
+ *   dp.dp.WRAP_KEYS     wrap's option names, in order
  *
  * The engine's lists and defaults, made from its one table of each (engine/dp/dpsgd_method.c,
  * dpsgd_config_default), which every Lua module and the CLI read rather than keep their own:
@@ -61,6 +62,10 @@ static int fail(lua_State *L, const char *fname) { return luaL_error(L, "%s: %s"
 
 /* ---- dpprof.dp.wrap --------------------------------------------------------------------------- */
 
+/* wrap's options (dpprof.dp.WRAP_KEYS, in this order): the one list of them. dp.experiment's dp
+ * table takes them less five it deliberately sets elsewhere (method, norms and clip are an
+ * experiment's top-level keys, as is seed, which seeds the whole run; expected_batch_size is its
+ * model.batch) and plus its own accountant (which the wrapper takes per epsilon() call). */
 static const char *const wrap_keys[] = {"method",
                                         "norms",
                                         "clip",
@@ -422,6 +427,8 @@ void dpl_open_dp(lua_State *L) {
     lua_setfield(L, -2, "wrap");
     lua_pushcfunction(L, l_check);
     lua_setfield(L, -2, "check");
+    dpl_push_keys(L, wrap_keys);
+    lua_setfield(L, -2, "WRAP_KEYS");
     set_list(L, "METHODS", DPSGD_LIST_PRESETS);
     set_presets(L);
     set_list(L, "NORMS", DPSGD_LIST_NORMS);

@@ -1,6 +1,7 @@
 /* lua_model_io.c: m:save(dir), dpprof.model.load(dir, {...}) and dpprof.model.read_config(dir):
  * Hugging Face checkpoints from scripts (model_io.h). Adds `save` to the model metatable's
- * __methods and `load` and `read_config` to the dpprof.model table that lua_model.c made. */
+ * __methods and `load`, `read_config` and LOAD_KEYS (load's options) to the dpprof.model table
+ * that lua_model.c made. */
 #include "lua_engine.h"
 
 #include "error.h"
@@ -49,23 +50,31 @@ static int l_read_config(lua_State *L) {
     if (dp_model_config_read(dir, &cfg) != DP_OK) luaL_error(L, "dpprof.model.read_config: %s", dp_error_message());
     cfg.lora_rank = 0;
     dpl_push_model_config(L, &cfg);
+    /* left out, so that they do not read as the file's: fields config.json does not give (dtype,
+     * seed, master_weights and checkpoint at dpprof.model's defaults, mlp_ratio beside the file's
+     * ffn). Not a list of options: those a caller adds are LOAD_KEYS; batch and seq_len keep the
+     * defaults the file bounds. */
     static const char *const runtime[] = {"dtype", "master_weights", "seed", "mlp_ratio", "checkpoint"};
     for (size_t i = 0; i < sizeof runtime / sizeof *runtime; i++) lua_pushnil(L), lua_setfield(L, -2, runtime[i]);
     return 1;
 }
 
+/* dpprof.model.load's options beside the directory (dpprof.model.LOAD_KEYS, in this order): the
+ * runtime choices a checkpoint's files leave to the caller, the one list of them (dp.experiment
+ * lets a model with path= and its weights set these and no other of dpprof.model.KEYS). */
+static const char *const load_keys[] = {"device",         "dtype", "batch",      "seq_len", "seed",
+                                        "master_weights", "lora",  "checkpoint", NULL};
+
 /* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
  * lora={rank=, alpha=, targets=}, checkpoint=}) */
 static int l_load(lua_State *L) {
-    static const char *const keys[] = {"device",         "dtype", "batch",      "seq_len", "seed",
-                                       "master_weights", "lora",  "checkpoint", NULL};
     const char *fname = "dpprof.model.load";
     const char *dir = luaL_checkstring(L, 1);
     dp_model_load_opts opts;
     dp_model_load_opts_default(&opts);
     const char *device = NULL;
     if (!lua_isnoneornil(L, 2)) {
-        dpl_check_keys(L, 2, fname, keys);
+        dpl_check_keys(L, 2, fname, load_keys);
         device = dpl_opt_str_field(L, 2, fname, "device", NULL);
         const char *dtype = dpl_opt_str_field(L, 2, fname, "dtype", "f32");
         if (dp_dtype_parse(dtype, &opts.dtype) != 0 || (opts.dtype != DP_F32 && opts.dtype != DP_BF16))
@@ -100,5 +109,7 @@ void dpl_open_model_io(lua_State *L) {
     lua_setfield(L, -2, "load");
     lua_pushcfunction(L, l_read_config);
     lua_setfield(L, -2, "read_config");
+    dpl_push_keys(L, load_keys);
+    lua_setfield(L, -2, "LOAD_KEYS");
     lua_pop(L, 1);
 }

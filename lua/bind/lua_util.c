@@ -82,6 +82,11 @@ void dpl_check_keys(lua_State *L, int idx, const char *fname, const char *const 
     }
 }
 
+void dpl_push_keys(lua_State *L, const char *const *valid) {
+    lua_newtable(L);
+    for (lua_Integer i = 0; valid[i]; i++) lua_pushstring(L, valid[i]), lua_rawseti(L, -2, i + 1);
+}
+
 int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *key, int64_t def) {
     int t = lua_getfield(L, idx, key);
     int64_t v = def;

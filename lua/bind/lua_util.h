@@ -27,6 +27,8 @@ int dpl_fail(lua_State *L);
 /* Raises "fname: unknown key 'k' (valid: ...)" unless every string key of the table at idx is
  * in the NULL-terminated list valid. A non-table at idx is an argument error. */
 void dpl_check_keys(lua_State *L, int idx, const char *fname, const char *const *valid);
+/* Pushes the NULL-terminated list valid as a Lua array: a grammar's keys, as dpl_check_keys takes them. */
+void dpl_push_keys(lua_State *L, const char *const *valid);
 /* The integer field key of the table at idx, or def when absent; an error naming fname and key
  * when present but not an integer (an integral float is one; a string never is). */
 int64_t dpl_opt_int_field(lua_State *L, int idx, const char *fname, const char *key, int64_t def);

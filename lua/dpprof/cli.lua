@@ -373,8 +373,13 @@ function cli.fit_usage()
   return (FIT_USAGE:gsub("@METHODS@", function() return text end))
 end
 
-local FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
-                         "dtype", "mlp_ratio", "ffn", "tie_head", "master_weights" }
+-- The model keys fit's command line takes as they are: those of dp.model's (dpprof.model.KEYS, the
+-- engine's one list) whose values one word can write (numbers, names, true/false), in the help's
+-- order; lora and checkpoint come in words of their own (lora_rank=, checkpoint=off,blocks,N),
+-- and the rest keep dp.model's defaults or the preset's. test_grammars checks each is dp.model's.
+cli.FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
+                       "dtype", "mlp_ratio", "ffn", "tie_head", "master_weights" }
+local FIT_MODEL_KEYS = cli.FIT_MODEL_KEYS
 local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead",
                    "workspace", "lo", "hi", "granularity", "preset", "path", "lora_rank", "lora_alpha", "lora_targets",
                    "physical", "optimizer", "checkpoint", "out" }
@@ -479,9 +484,12 @@ local function fit_options(args)
   local checkpoint = { false, "blocks" } -- on and off, unless said
   if kv.checkpoint ~= nil then
     checkpoint = {}
+    -- each word the setting it writes: off (false's name in the table, dpprof.model.checkpoint_name)
+    -- or false, blocks, N; any other word goes on to dp.fit, which refuses it by the engine's grammar
+    local off = dp.model.checkpoint_name(false)
     for v in tostring(kv.checkpoint):gmatch("[^,]+") do
       local setting = math.tointeger(tonumber(v)) or v
-      if v == "off" or v == "false" then setting = false end
+      if v == off or v == "false" then setting = false end
       checkpoint[#checkpoint + 1] = setting
     end
   end

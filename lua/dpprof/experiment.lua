@@ -70,14 +70,25 @@ experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 -- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
 -- dpprof was built with it.
 experiment.DEVICES = { "cpu", "cuda", "plan", "auto" }
-local MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
-                     "mlp_ratio", "ffn", "max_positions", "tie_head", "dtype", "norm_eps", "rope_theta",
-                     "rope_scaling", "init_std", "seed", "lora", "master_weights", "checkpoint", "path", "weights" }
--- What a model read with its weights from a checkpoint may set besides the file (dpprof.model.load).
-local RUNTIME_KEYS = { seq_len = true, batch = true, dtype = true, master_weights = true, seed = true, lora = true,
-                       checkpoint = true }
-local DP_KEYS = { "max_grad_norm", "noise_multiplier", "sample_rate", "max_physical_batch_size", "delta",
-                  "poisson", "dataset_size", "flash_impl", "accountant" }
+-- The list `from` in order, less the keys of set `without`, then the keys `plus`.
+local function keys_of(from, without, plus)
+  local out = {}
+  for _, k in ipairs(from) do if not without[k] then out[#out + 1] = k end end
+  for _, k in ipairs(plus) do out[#out + 1] = k end
+  return out
+end
+-- A model's keys: dpprof.model's (the engine's one list), less device (an experiment's own, at
+-- the top), plus path and weights (a checkpoint's directory, and whether its weights are read).
+local MODEL_KEYS = keys_of(dp.model.KEYS, { device = true }, { "path", "weights" })
+-- What a model read with its weights from a checkpoint may set besides the file: dpprof.model.load's
+-- options (its one list), less device.
+local RUNTIME_KEYS = {}
+for _, k in ipairs(keys_of(dp.model.LOAD_KEYS, { device = true }, {})) do RUNTIME_KEYS[k] = true end
+-- The dp keys: dpprof.dp.wrap's (the engine's one list) less those an experiment deliberately sets
+-- elsewhere (method, norms and clip and the run's seed at the top; expected_batch_size is
+-- model.batch: wrap_options), plus the accountant its epsilon is reported by.
+local DP_KEYS = keys_of(dp.dp.WRAP_KEYS, { method = true, norms = true, clip = true, seed = true,
+                                           expected_batch_size = true }, { "accountant" })
 local OPTIMIZER_KEYS = {
   adamw = { "name", "lr", "betas", "eps", "weight_decay" },
   sgd = { "name", "lr", "momentum", "weight_decay" },
@@ -437,7 +448,7 @@ function experiment.run(cfg_in)
   -- profile="ops": the overhead and the device's peak are measured before anything of the run
   -- (the CPU's peak takes a GEMM and a copy, whose host memory must not count in the run's RSS)
   local profiling = c.profile == "ops" and ops.start(kind, c.model.dtype or "f32", device_model) or nil
-  if profiling then profiling.recomputes = c.model.checkpoint ~= nil and c.model.checkpoint ~= false end
+  if profiling then profiling.recomputes = (dp.model.checkpoint_parse(c.model.checkpoint) or 0) > 0 end
   local rss_since = dp.host_memory_reset_peak() and "experiment" or "process"
   -- On plan the engine clock is the modelled device's for the run (turned back at every exit).
   if device_model then

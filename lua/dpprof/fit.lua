@@ -73,12 +73,9 @@ local function positive_int(v, key)
   if v ~= nil and (math.type(v) ~= "integer" or v < 1) then fail("%s must be an integer >= 1, got %s", key, tostring(v)) end
 end
 
--- A checkpoint setting as results and the table show it: "off", "blocks" or "every N".
-function fit.checkpoint_name(ck)
-  if ck == false or ck == nil then return "off" end
-  if ck == "blocks" then return "blocks" end
-  return "every " .. tostring(ck)
-end
+-- A checkpoint setting as results and the table show it: "off", "blocks" or "every N" (the
+-- engine's display of the setting, dpprof.model.checkpoint_name).
+fit.checkpoint_name = dp.model.checkpoint_name
 
 -- The configuration of one plan run at value (checkpoint: the setting, nil to keep base's).
 local function point_config(base, method, vary, value, model_spec, checkpoint)
@@ -223,11 +220,9 @@ function fit.options(opts)
   if ck == nil then ck = o.base.model and o.base.model.checkpoint or false end
   if type(ck) ~= "table" then ck = { ck } end
   if #ck == 0 then fail("checkpoint must be a setting or a non-empty list of them (false, \"blocks\", N)") end
-  for _, v in ipairs(ck) do
-    if not (v == false or v == "blocks" or (math.type(v) == "integer" and v >= 1)) then
-      fail("checkpoint: '%s' is not a setting (valid: false (off), \"blocks\" (every block), an integer N >= 1 "
-           .. "(every N-th block))", tostring(v))
-    end
+  for _, v in ipairs(ck) do -- each a setting of the engine's grammar (false, "blocks", N), its refusal
+    local ok, why = dp.model.checkpoint_parse(v)
+    if not ok then fail("%s", why) end
   end
   o.checkpoints = ck
   local model_spec = opts.device_model or o.base.device_model or plan.DEFAULT_MODEL
@@ -309,9 +304,8 @@ end
 fit.CHECKPOINT_ORDER = { false, 4, 2, "blocks" }
 
 local function recomputed_share(ck)
-  if ck == false or ck == nil then return 0 end
-  if ck == "blocks" then return 1 end
-  return 1 / ck
+  local n = dp.model.checkpoint_parse(ck) -- 0 off, N every N-th block ("blocks": 1)
+  return n == 0 and 0 or 1 / n
 end
 
 -- What activation checkpointing would do for r, the plan run of configuration cfg (a sweep point's
@@ -337,8 +331,12 @@ function fit.checkpoint_advice(cfg, r)
   end
   local reference = run_with(false)
   if r.plan.fits and reference.plan.fits then return nil end -- its checkpointing is not what makes it fit
+  -- a setting past the model's layers is none it can take (every 4th block of 2: dp.model refuses
+  -- it, and the advice would raise): left out, by the engine's bound
+  local rm = type(r.config) == "table" and type(r.config.model) == "table" and r.config.model or {}
+  local layers = math.type(rm.layers) == "integer" and rm.layers or nil
   for _, ck in ipairs(fit.CHECKPOINT_ORDER) do
-    if recomputed_share(ck) > 0 then
+    if recomputed_share(ck) > 0 and dp.model.checkpoint_parse(ck, layers) then
       local with = run_with(ck)
       if with.plan.fits or ck == "blocks" then
         return { checkpoint = ck, fits = with.plan.fits, step_ms = with.timing.avg_ms,

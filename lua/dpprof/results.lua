@@ -422,9 +422,8 @@ function INVARIANTS.config(self, r)
   local c = tbl(r.config)
   if c and json.is_null(c.dp) and c.method ~= "vanilla" then self:fail("config.dp", "object expected, got null") end
   local ck = c and tbl(c.model) and c.model.checkpoint
-  if ck and ck ~= "blocks" and not (int(ck) and ck >= 1) then
-    self:fail("config.model.checkpoint", "'%s' (valid: false, \"blocks\", an integer N >= 1)", tostring(ck))
-  end
+  local ck_ok, ck_why = dp.model.checkpoint_parse(ck) -- the engine's grammar of the setting
+  if not ck_ok then self:fail("config.model.checkpoint", "%s", ck_why) end
   thread_count(self, c and c.threads, "config.threads")
   -- what a run would have refused (method "x", layers 0, ...) is no result to compare: the
   -- configuration of an ok result is checked as dp.experiment checks its own (once its fields

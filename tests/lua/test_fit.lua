@@ -146,7 +146,7 @@ do
   check.eq(g.methods[1].checkpoint, 2, "base.model.checkpoint's")
   check.eq(g.methods[1].largest, by["2"].largest, "the same answer")
   check.raises(function() dp.fit{ base = { model = copy(MODEL) }, checkpoint = { false, "every" } } end,
-               { "checkpoint: 'every' is not a setting", "\"blocks\"", "N >= 1" })
+               { "dpprof.fit: 'checkpoint' must be false, \"blocks\" (every block) or an integer N >= 1", "got \"every\"" })
   check.raises(function() dp.fit{ base = { model = copy(MODEL) }, checkpoint = {} } end, { "non-empty list" })
   -- every 4th block while the search tries 1 to 3 layers: block 0 alone, as checkpoint = layers
   -- says it (dp.model refuses N past the layers, issue 26 item 7)
@@ -206,7 +206,8 @@ check.eq(code, 0, "checkpoint=2,off: " .. out)
 check.truthy(out:find("every 2", 1, true) and out:find(" off ", 1, true), "the settings given: " .. out)
 code, out = sh(string.format("%q fit preset=small checkpoint=sometimes", exe))
 check.eq(code, 2, "bad checkpoint: exit 2")
-check.truthy(out:find("'sometimes' is not a setting", 1, true), "names the value: " .. out)
+check.truthy(out:find("'checkpoint' must be false", 1, true) and out:find("got \"sometimes\"", 1, true),
+             "names the value: " .. out)
 code, out = sh(string.format("%q fit vary=heads", exe))
 check.eq(code, 2, "bad vary: exit 2")
 check.truthy(out:find("seq_len, batch, layers", 1, true), "lists the valid choices: " .. out)

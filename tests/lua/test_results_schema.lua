@@ -526,15 +526,21 @@ do
   check.truthy(not ok and problems[1] == "timing.phases_ms.forward: missing (number expected)",
                "a missing forward phase is named: " .. table.concat(problems or {}, "; "))
   local doc = dp.deep_copy(checkpointed)
-  for _, good in ipairs({ false, "blocks", 1, 4 }) do
+  for _, good in ipairs({ false, "blocks", 1, 2 }) do -- the model has 2 layers
     doc.config.model.checkpoint = good
     assert_valid(doc, "checkpoint = " .. tostring(good))
   end
+  doc.config.model.checkpoint = 4 -- past the layers: what dp.model refuses is no result (issue 26 item 7)
+  ok, problems = results.validate(doc)
+  check.truthy(not ok and problems[1]:find("'checkpoint' 4 is more than the model's 2 layers", 1, true),
+               "checkpoint = 4 of 2 layers is named: " .. table.concat(problems or {}, "; "))
   for _, bad in ipairs({ "every", 0, 2.5, true }) do
     doc.config.model.checkpoint = bad
     ok, problems = results.validate(doc)
-    check.truthy(not ok and problems[1] == string.format("config.model.checkpoint: '%s' (valid: false, \"blocks\", "
-                                                         .. "an integer N >= 1)", tostring(bad)),
+    check.truthy(not ok and problems[1] == string.format("config.model.checkpoint: 'checkpoint' must be false, "
+                                                         .. "\"blocks\" (every block) or an integer N >= 1 (every "
+                                                         .. "N-th block), got %s", type(bad) == "string"
+                                                         and string.format("%q", bad) or tostring(bad)),
                  "checkpoint = " .. tostring(bad) .. " is named: " .. table.concat(problems or {}, "; "))
   end
 end
