@@ -281,7 +281,7 @@ for i = 1, 12 do
   code, text = check.sh(string.format("%s %s sweep submit %s %s %s", env, q(exe), q(root .. "/named.lua"), q("out=" .. out),
                                       q("name=" .. name)))
   if name:find("[\1-\31\127]") then
-    check.eq(code, 1, "a name with a control character: " .. text)
+    check.eq(code, 2, "a name with a control character: " .. text)
     check.truthy(text:find("the sweep's name \"", 1, true) and text:find("has a control character", 1, true), text)
   else
     check.eq(code, 0, "submit named " .. name .. ": " .. text)
