@@ -60,8 +60,7 @@ static void forward_backward(dp_model *m, const reference *r, float *loss, float
 }
 
 /* Loss and every gradient against PyTorch's. */
-static void check_against_pytorch(const char *name, dp_model *m, const reference *r, const char *dir,
-                                  double grad_tol) {
+static void check_against_pytorch(const char *name, dp_model *m, const reference *r, const char *dir, double grad_tol) {
     float loss = 0, per_sample[8] = {0};
     forward_backward(m, r, &loss, per_sample);
     printf("%s: loss %.9g, PyTorch (float64) %.9g, relative error %.2g\n", name, loss, r->loss,

@@ -148,8 +148,8 @@ static inline double test_hf_check_dp_norms_forms(dp_model *m, const test_hf_ref
             if (!(err <= tol)) {
                 fprintf(stderr, "  %s [%s+%s, %s] sample %d: norm %.9g, PyTorch's %.9g (rel %.3g)\n", what,
                         dpsgd_norms_name(cfg.norms), dpsgd_clip_name(cfg.clip),
-                        cfg.norms == DPSGD_NORMS_FLASH ? dpsgd_flash_impl_name(cfg.flash_impl) : "-",
-                        i, norms[i], want, err);
+                        cfg.norms == DPSGD_NORMS_FLASH ? dpsgd_flash_impl_name(cfg.flash_impl) : "-", i, norms[i], want,
+                        err);
                 check_failures++;
             }
         }
