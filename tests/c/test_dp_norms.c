@@ -16,8 +16,8 @@
  * norm: f32 sums over a few thousand terms of a model whose weights are exactly the reference's
  * (measured: at most 9.6e-7, llama). The long fixtures (gpt2_t300, llama_gqa_t300 with grouped-
  * query attention: B 3 x T 300) hold what T = 8 cannot: three flash tiles of 128 with a ragged
- * last one (the tied head's rows), five attention blocks, two Gram strips, gradient tiles past
- * 128 wide; 5e-6 (measured at most 1.2e-6). At hidden 48 and T 300 the cost model picks flash's
+ * last one (the tied head's rows), five attention blocks, gradient tiles and strips past 128
+ * wide; 5e-6 (measured at most 1.2e-6). At hidden 48 and T 300 the cost model picks flash's
  * gradient tiles for every linear (the Gram tiles only pay from widths near T), so the Gram-tile
  * walk at three tiles stays with the kernel tests of part 1 (test_tile_kernels).
  *
@@ -901,8 +901,8 @@ int main(void) {
     test_cost_model();
     test_against_torch("gpt2", TORCH_REL_TOL, 0);
     test_against_torch("llama", TORCH_REL_TOL, 0);
-    /* T = 300: three flash tiles (128 + 128 + 44) for the tied head's rows, five attention blocks,
-     * two Gram strips; gradient tiles across widths past 128 (see gen_fixtures.py's long_models) */
+    /* T = 300: three flash tiles (128 + 128 + 44) for the tied head's rows, five attention blocks;
+     * gradient tiles and strips across widths past 128 (see gen_fixtures.py's long_models) */
     const unsigned forms_t300 = 1u << DPSGD_FORM_GRAD_TILE | 1u << DPSGD_FORM_GRAD_STRIP |
                                 1u << DPSGD_FORM_MATERIALIZE | 1u << DPSGD_FORM_GHOST | 1u << DPSGD_FORM_GROUPED;
     test_against_torch("gpt2_t300", TORCH_LONG_REL_TOL, forms_t300);
