@@ -3,7 +3,9 @@
  * gradient (1e-4 relative to the tensor's largest entry) after one backward of the mean loss;
  * saving writes the same tensors bit for bit under the same names and layouts (GPT-2's Conv1D
  * in x out, its tied head omitted), and a reload is bit-identical; malformed checkpoints are
- * refused naming the file and tensor. */
+ * refused naming the file and tensor. The long fixtures (gpt2_t300, llama_gqa_t300 with grouped-
+ * query attention: B 3 x T 300, five attention blocks of 64 with a ragged last one) are held to
+ * the same bars (measured: loss 4.6e-8, gradients 1.14e-5, llama_gqa_t300's k_proj). */
 #include "check.h"
 #include "test_hf_ref.h"
 #include "test_util.h"
@@ -58,7 +60,7 @@ static void forward_backward(dp_model *m, const reference *r, float *loss, float
 }
 
 /* Loss and every gradient against PyTorch's. */
-static void check_against_pytorch(const char *name, dp_model *m, const reference *r, const char *dir) {
+static void check_against_pytorch(const char *name, dp_model *m, const reference *r, const char *dir, double grad_tol) {
     float loss = 0, per_sample[8] = {0};
     forward_backward(m, r, &loss, per_sample);
     printf("%s: loss %.9g, PyTorch (float64) %.9g, relative error %.2g\n", name, loss, r->loss,
@@ -90,20 +92,21 @@ static void check_against_pytorch(const char *name, dp_model *m, const reference
         CHECK_OK(dp_st_read_f32(f, t, want, t->numel));
         float *got = to_hf_layout(p, &p->grad);
         /* relative to the tensor's largest entry: elementwise ratios of near-zero entries are
-         * noise; 1e-4 leaves ~100x margin over the f32 rounding of a T=8, d=32 model */
+         * noise; grad_tol (1e-4) leaves ~100x margin over the f32 rounding of a T=8, d=32 model */
         double rel = test_rel_to_max(got, want, t->numel);
         if (rel > worst) {
             worst = rel;
             worst_name = t->name;
         }
-        if (!(rel <= 1e-4)) {
-            fprintf(stderr, "%s: gradient of '%s': relative %.3g > 1e-4\n", name, t->name, rel);
+        if (!(rel <= grad_tol)) {
+            fprintf(stderr, "%s: gradient of '%s': relative %.3g > %g\n", name, t->name, rel, grad_tol);
             check_failures++;
         }
         free(want);
         free(got);
     }
-    printf("%s: %d gradients, worst relative error %.3g (%s)\n", name, dp_st_count(f), worst, worst_name);
+    printf("%s: %d gradients, worst relative error %.3g (%s; tol %g)\n", name, dp_st_count(f), worst, worst_name,
+           grad_tol);
     dp_st_close(f);
 }
 
@@ -221,7 +224,7 @@ static void check_refusals(dp_device *dev) {
     rmdir(dir);
 }
 
-static void check_model(dp_device *dev, const char *name) {
+static void check_model(dp_device *dev, const char *name, double grad_tol) {
     char dir[1100];
     snprintf(dir, sizeof dir, "%s/%s", fixtures, name);
     reference r;
@@ -236,11 +239,15 @@ static void check_model(dp_device *dev, const char *name) {
             /* the tied head: no lm_head parameter, wte serves both (its gradient is both uses') */
             CHECK(c->tie_head == 1 && dp_model_param_named(m, "lm_head.weight") == NULL);
             CHECK(c->max_positions == 16 && c->norm_eps == 1e-5f);
-        } else {
+        } else if (strcmp(name, "llama") == 0) {
             CHECK(c->tie_head == 0 && dp_model_param_named(m, "lm_head.weight") != NULL);
             CHECK(c->rope_theta == 10000.0f && c->ffn == 88);
+        } else if (strcmp(name, "gpt2_t300") == 0) {
+            CHECK(c->tie_head == 1 && c->max_positions == 320 && c->hidden == 48 && c->vocab == 160);
+        } else { /* llama_gqa_t300: 4 query heads over 2 kv heads */
+            CHECK(c->tie_head == 0 && c->heads == 4 && c->kv_heads == 2 && c->ffn == 136 && c->vocab == 160);
         }
-        check_against_pytorch(name, m, &r, dir);
+        check_against_pytorch(name, m, &r, dir, grad_tol);
         check_round_trip(name, m, dir, &r);
         dp_model_free(m);
     }
@@ -352,8 +359,10 @@ int main(void) {
         fprintf(stderr, "no cpu device: %s\n", dp_error_message());
         return 1;
     }
-    check_model(dev, "gpt2");
-    check_model(dev, "llama");
+    check_model(dev, "gpt2", 1e-4);
+    check_model(dev, "llama", 1e-4);
+    check_model(dev, "gpt2_t300", 1e-4);
+    check_model(dev, "llama_gqa_t300", 1e-4);
     check_lora(dev);
     check_refusals(dev);
     check_plan(dev);

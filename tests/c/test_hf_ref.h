@@ -16,7 +16,7 @@
 #include <string.h>
 
 #define TEST_HF_MAX_B 8
-#define TEST_HF_MAX_TOKENS 512
+#define TEST_HF_MAX_TOKENS 1024 /* the long fixtures: B 3 x T 300 */
 
 typedef struct test_hf_ref {
     int B, T;
@@ -96,24 +96,42 @@ static inline void test_hf_batch(dp_device *dev, const test_hf_ref *r, dp_tensor
     if (*targets) CHECK_OK(dp_tensor_from_host(*targets, r->targets, bytes));
 }
 
-/* Every DP method (the presets, flash with Gram strips, materialized norms in two passes) on m
- * over r's batch, nothing clipped: each sample's gradient norm within tol (relative) of r's
- * per_sample_grad_norm. Returns the worst relative error. */
-static inline double test_hf_check_dp_norms(dp_model *m, const test_hf_ref *r, double tol, const char *what) {
+/* Every DP method on m over r's batch, nothing clipped: each sample's gradient norm within tol
+ * (relative) of r's per_sample_grad_norm. The methods: the presets, then flash in two passes with
+ * its tile kernels (flash_clip's bk materializes narrow-input linears instead) and with Gram
+ * strips, flash + bk with strips, materialized norms in two passes. Returns the worst relative
+ * error; *forms (when not NULL) gets the formulations the methods' layers used, bit f for
+ * dpsgd_formulation f, so that a caller can check that the kernels it means to test ran. */
+static inline double test_hf_check_dp_norms_forms(dp_model *m, const test_hf_ref *r, double tol, const char *what,
+                                                  unsigned *forms) {
     dp_tensor *in, *tg;
     test_hf_batch(dp_model_device(m), r, &in, &tg);
-    static const char *const presets[] = {"flat", "ghost", "mixed_ghost", "bk", "flash_clip", NULL, NULL};
-    const size_t n_methods = sizeof presets / sizeof *presets;
+    static const struct {
+        const char *preset;
+        dpsgd_norms_method norms;
+        dpsgd_clip_method clip;
+        dpsgd_flash_impl impl;
+    } methods[] = {
+        {"flat", 0, 0, 0},
+        {"ghost", 0, 0, 0},
+        {"mixed_ghost", 0, 0, 0},
+        {"bk", 0, 0, 0},
+        {"flash_clip", 0, 0, 0},
+        {NULL, DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS, DPSGD_FLASH_TILES},
+        {NULL, DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS, DPSGD_FLASH_STRIPS},
+        {NULL, DPSGD_NORMS_FLASH, DPSGD_CLIP_BK, DPSGD_FLASH_STRIPS},
+        {NULL, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_TWOPASS, DPSGD_FLASH_TILES},
+    };
     double worst = 0;
-    for (size_t k = 0; k < n_methods && in && tg; k++) {
+    unsigned seen = 0;
+    for (size_t k = 0; k < sizeof methods / sizeof *methods && in && tg; k++) {
         dpsgd_config cfg;
         dpsgd_config_default(&cfg);
         cfg.max_grad_norm = 1e9;
-        if (presets[k])
-            CHECK_OK(dpsgd_method_preset(presets[k], &cfg.norms, &cfg.clip));
+        if (methods[k].preset)
+            CHECK_OK(dpsgd_method_preset(methods[k].preset, &cfg.norms, &cfg.clip));
         else
-            cfg.norms = k + 2 == n_methods ? DPSGD_NORMS_FLASH : DPSGD_NORMS_MATERIALIZE, cfg.clip = DPSGD_CLIP_TWOPASS,
-            cfg.flash_impl = DPSGD_FLASH_STRIPS;
+            cfg.norms = methods[k].norms, cfg.clip = methods[k].clip, cfg.flash_impl = methods[k].impl;
         dpsgd *dp = NULL;
         CHECK_OK(dpsgd_new(m, &cfg, &dp));
         if (!dp) continue;
@@ -128,18 +146,31 @@ static inline double test_hf_check_dp_norms(dp_model *m, const test_hf_ref *r, d
             double want = r->per_sample_grad_norm[i], err = fabs(norms[i] - want) / want;
             worst = err > worst ? err : worst;
             if (!(err <= tol)) {
-                fprintf(stderr, "  %s [%s+%s] sample %d: norm %.9g, PyTorch's %.9g (rel %.3g)\n", what,
-                        dpsgd_norms_name(cfg.norms), dpsgd_clip_name(cfg.clip), i, norms[i], want, err);
+                fprintf(stderr, "  %s [%s+%s, %s] sample %d: norm %.9g, PyTorch's %.9g (rel %.3g)\n", what,
+                        dpsgd_norms_name(cfg.norms), dpsgd_clip_name(cfg.clip),
+                        cfg.norms == DPSGD_NORMS_FLASH ? dpsgd_flash_impl_name(cfg.flash_impl) : "-", i, norms[i], want,
+                        err);
                 check_failures++;
             }
         }
+        for (size_t l = 0; l < dpsgd_layer_count(dp); l++) seen |= 1u << dpsgd_layer(dp, l)->norms;
         dpsgd_free(dp);
         CHECK_OK(dp_model_zero_grad(m, 1));
     }
     dp_tensor_free(in);
     dp_tensor_free(tg);
-    printf("%s: DP per-sample norms against PyTorch's, worst relative error %.2g (tol %g)\n", what, worst, tol);
+    printf("%s: DP per-sample norms against PyTorch's, worst relative error %.2g (tol %g); formulations:", what, worst,
+           tol);
+    for (int f = 0; f < DPSGD_N_FORMULATIONS; f++)
+        if (seen >> f & 1) printf(" %s", dpsgd_formulation_name((dpsgd_formulation)f));
+    printf("\n");
+    if (forms) *forms = seen;
     return worst;
+}
+
+/* test_hf_check_dp_norms_forms without the formulations. */
+static inline double test_hf_check_dp_norms(dp_model *m, const test_hf_ref *r, double tol, const char *what) {
+    return test_hf_check_dp_norms_forms(m, r, tol, what, NULL);
 }
 
 /* dp_model_load of dir on dev (default options) must fail with code and a message holding word1
