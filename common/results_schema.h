@@ -7,9 +7,10 @@
  *
  * A path names a field below the top of the document: keys joined by ".", "[]" for each element
  * of an array ("snapshots[].name"), "{category}" for each of the engine's memory categories
- * (every one is required, no other key is allowed: dpprof.memory.categories), "{phase}" for each
- * of DPR_PHASES (every one required but those of DPR_OPTIONAL_PHASES; under a row whose when is
- * OPTIONAL, none: the phases that ran), "*" for any key. A field's parent is described before it.
+ * (common/memory_categories.h; every one is required, no other key is allowed:
+ * dpprof.memory.categories), "{phase}" for each of DPR_PHASES (every one required but those of
+ * DPR_OPTIONAL_PHASES; under a row whose when is OPTIONAL, none: the phases that ran), "*" for any
+ * key. A field's parent is described before it.
  *
  * when (below the top: wherever the parent is present): ALWAYS required; OK required in an ok
  * result (a failed run's config is what was asked for, before defaults: checked, not required);
@@ -28,6 +29,8 @@
  * flash_impls: the Lua side takes them from dpprof.dp and dpprof.privacy; the chart reader does not check them). */
 #ifndef DPPROF_RESULTS_SCHEMA_H
 #define DPPROF_RESULTS_SCHEMA_H
+
+#include "memory_categories.h"
 
 #include <stddef.h>
 
@@ -365,6 +368,9 @@ typedef enum {
 #undef DPR_ENUM_ID
         DPR_N_FIELDS
 } dpr_id;
+
+/* No field: a memory category whose bytes no legacy breakdown field holds (memory_categories.h). */
+#define DPR_NO_LEGACY (-1)
 
 /* One field's description. */
 typedef struct dpr_field {

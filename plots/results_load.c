@@ -23,6 +23,7 @@
 typedef struct {
     const char *file;
     dpplot_strlist *problems;
+    int unknown_category_reported; /* a memory category not in the list was reported */
 } reader;
 
 #define PROBLEM(rd, ...) (void)dpplot_strlist_addf((rd)->problems, __VA_ARGS__)
@@ -159,22 +160,44 @@ static dpplot_status parse_status(reader *rd, const cJSON *root, int dpprof_file
     return DPPLOT_STATUS_UNKNOWN;
 }
 
-/* Category name -> component it adds to. */
-static dpplot_component component_of(const char *category) {
-    static const struct {
-        const char *name;
-        dpplot_component c;
-    } map[] = {{"parameters", DPPLOT_COMP_PARAMETERS},
-               {"gradients", DPPLOT_COMP_GRADIENTS},
-               {"optimizer_states", DPPLOT_COMP_OPTIMIZER_STATES},
-               {"activations", DPPLOT_COMP_ACTIVATIONS},
-               {"output_grads", DPPLOT_COMP_OUTPUT_GRADS},
-               {"per_sample_grads", DPPLOT_COMP_PER_SAMPLE_GRADS},
-               {"norm_samples", DPPLOT_COMP_NORM_SAMPLES},
-               {"temp", DPPLOT_COMP_TEMP},
-               {"workspace", DPPLOT_COMP_TEMP}};
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (strcmp(category, map[i].name) == 0) return map[i].c;
+/* The memory categories (common/memory_categories.h): name, component, legacy breakdown field. */
+static const struct {
+    const char *name;
+    dpplot_component component;
+    int legacy; /* a DPR_BREAKDOWN_..._MB id, or DPR_NO_LEGACY */
+} categories[] = {
+#define DPPLOT_CATEGORY(id, name, legacy, component) {name, DPPLOT_COMP_##component, legacy},
+    DPR_MEMORY_CATEGORIES(DPPLOT_CATEGORY)
+#undef DPPLOT_CATEGORY
+};
+#define N_CATEGORIES (sizeof categories / sizeof categories[0])
+
+/* Index of a category name in categories, or -1 when it is none of the engine's. */
+static int category_index(const char *category) {
+    for (size_t i = 0; i < N_CATEGORIES; i++)
+        if (strcmp(category, categories[i].name) == 0) return (int)i;
+    return -1;
+}
+
+/* The category names joined by ", ", for problems that list the valid ones. */
+static const char *category_choices(void) {
+#define DPPLOT_CATEGORY_ITEM(id, name, legacy, component) ", " name
+    static const char list[] = DPR_MEMORY_CATEGORIES(DPPLOT_CATEGORY_ITEM);
+#undef DPPLOT_CATEGORY_ITEM
+    return list + 2;
+}
+
+/* Category name (a key of the object at path `in`) -> component it adds to. A name that is no
+ * category adds to Other and is reported, once per file: a result of another engine version, or
+ * a category this reader was built without, is not charted as Other in silence. */
+static dpplot_component component_of(reader *rd, const char *category, const char *in) {
+    int i = category_index(category);
+    if (i >= 0) return categories[i].component;
+    if (!rd->unknown_category_reported) {
+        PROBLEM(rd, "%s: field '%s.%s' is no memory category (valid: %s); its bytes are charted as Other", rd->file,
+                in, category, category_choices());
+        rd->unknown_category_reported = 1;
+    }
     return DPPLOT_COMP_OTHER;
 }
 
@@ -183,6 +206,17 @@ static const int legacy_fields[DPPLOT_N_LEGACY] = {DPR_BREAKDOWN_MODEL_PARAMETER
                                                    DPR_BREAKDOWN_GRADIENTS_MB,        DPR_BREAKDOWN_ACTIVATION_HOOKS_MB,
                                                    DPR_BREAKDOWN_NORM_SAMPLES_MB,     DPR_BREAKDOWN_TEMP_MATRICES_MB,
                                                    DPR_BREAKDOWN_TOTAL_ALLOCATED_MB,  DPR_BREAKDOWN_PEAK_ALLOCATED_MB};
+
+/* The legacy field (index into legacy_fields) a component's bytes add to: that of its
+ * categories (common/memory_categories.h gives all categories of a component the same one;
+ * tests/plots/test_categories.c holds it), or -1 for none. */
+static int legacy_of_component(dpplot_component c) {
+    for (size_t i = 0; i < N_CATEGORIES; i++)
+        if (categories[i].component == c)
+            for (int k = 0; k < DPPLOT_N_LEGACY; k++)
+                if (legacy_fields[k] == categories[i].legacy) return k;
+    return -1;
+}
 
 static void read_memory(reader *rd, const cJSON *root, dpplot_result *r) {
     double v;
@@ -207,7 +241,7 @@ static void read_memory(reader *rd, const cJSON *root, dpplot_result *r) {
         cJSON_ArrayForEach(cat, cats) {
             int id = DPR_MEMORY_CATEGORY_LIVE_AT_PEAK_BYTES;
             if (number_at(rd, root, id, cat->string, &v) == 1) {
-                r->component_bytes[component_of(cat->string)] += v;
+                r->component_bytes[component_of(rd, cat->string, dpr_field_of(DPR_MEMORY_CATEGORIES)->path)] += v;
                 any = 1;
             } else if (!field_at(rd, root, id, cat->string, AS_NUMBER) && cJSON_IsObject(cat)) {
                 char path[256];
@@ -243,17 +277,17 @@ static void read_memory(reader *rd, const cJSON *root, dpplot_result *r) {
         for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) sum += r->component_bytes[c];
         if (r->peak_bytes > sum) r->component_bytes[DPPLOT_COMP_OTHER] += r->peak_bytes - sum;
     }
-    /* Legacy values absent from the file are derived as docs/results.md defines them. */
+    /* Legacy values absent from the file are derived as docs/results.md defines them: each the
+     * sum of the components whose categories add to it. */
     if (r->has_components) {
-        const double *cb = r->component_bytes;
-        double derived[6] = {cb[DPPLOT_COMP_PARAMETERS],
-                             cb[DPPLOT_COMP_OPTIMIZER_STATES],
-                             cb[DPPLOT_COMP_GRADIENTS],
-                             cb[DPPLOT_COMP_ACTIVATIONS] + cb[DPPLOT_COMP_OUTPUT_GRADS],
-                             cb[DPPLOT_COMP_NORM_SAMPLES] + cb[DPPLOT_COMP_PER_SAMPLE_GRADS],
-                             cb[DPPLOT_COMP_TEMP]};
-        for (int k = 0; k < 6; k++)
-            if (!isfinite(r->legacy_mb[k])) r->legacy_mb[k] = derived[k] / MIB;
+        double derived[DPPLOT_N_LEGACY] = {0};
+        int derivable[DPPLOT_N_LEGACY] = {0};
+        for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) {
+            int k = legacy_of_component((dpplot_component)c);
+            if (k >= 0) derived[k] += r->component_bytes[c], derivable[k] = 1;
+        }
+        for (int k = 0; k < DPPLOT_N_LEGACY; k++)
+            if (derivable[k] && !isfinite(r->legacy_mb[k])) r->legacy_mb[k] = derived[k] / MIB;
     }
     if (!isfinite(r->legacy_mb[DPPLOT_LEGACY_TOTAL_ALLOCATED]) && isfinite(r->end_bytes))
         r->legacy_mb[DPPLOT_LEGACY_TOTAL_ALLOCATED] = r->end_bytes / MIB;
@@ -522,8 +556,10 @@ static void read_phase_memory(reader *rd, const cJSON *root, dpplot_result *r) {
                     path_of(DPR_MEMORY_PHASE_LIVE_AT_PEAK, name, path, sizeof path), type_name(cats));
         }
         expect(rd, DPR_MEMORY_PHASE_LIVE_AT_PEAK_CATEGORY, AS_NUMBER);
+        char in[256];
+        path_of(DPR_MEMORY_PHASE_LIVE_AT_PEAK, name, in, sizeof in);
         if (cJSON_IsObject(cats)) cJSON_ArrayForEach(cat, cats) {
-                if (cJSON_IsNumber(cat)) r->phase_components[p][component_of(cat->string)] += cat->valuedouble;
+                if (cJSON_IsNumber(cat)) r->phase_components[p][component_of(rd, cat->string, in)] += cat->valuedouble;
             }
     }
     r->host_peak_rss_bytes = NAN;
@@ -730,7 +766,7 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
 }
 
 int dpplot_results_add_json(dpplot_results *rs, const char *file, const char *json, dpplot_strlist *problems) {
-    reader rd = {file, problems};
+    reader rd = {file, problems, 0};
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(json, &end, 0);
     if (!root) {

@@ -16,9 +16,10 @@
 
 #define DEFAULT_EVENT_CAPACITY 262144u
 
-static const char *const category_names[DP_CAT_COUNT] = {
-    "parameters",   "gradients", "optimizer_states", "activations", "per_sample_grads", "norm_samples", "temp",
-    "output_grads", "inputs",    "workspace",        "other"};
+/* The names, from common/memory_categories.h. */
+#define DP_CAT_NAME(id, name, legacy, component) name,
+static const char *const category_names[DP_CAT_COUNT] = {DPR_MEMORY_CATEGORIES(DP_CAT_NAME)};
+#undef DP_CAT_NAME
 
 struct dp_mem {
     dp_raw_allocator raw;
@@ -55,8 +56,10 @@ int dp_category_parse(const char *name, dp_category *out) {
 }
 
 const char *dp_category_list(void) {
-    return "parameters, gradients, optimizer_states, activations, per_sample_grads, "
-           "norm_samples, temp, output_grads, inputs, workspace, other";
+#define DP_CAT_ITEM(id, name, legacy, component) ", " name
+    static const char list[] = DPR_MEMORY_CATEGORIES(DP_CAT_ITEM);
+#undef DP_CAT_ITEM
+    return list + 2; /* past the first ", " */
 }
 
 dp_mem *dp_mem_new(const dp_raw_allocator *raw, size_t event_capacity) {

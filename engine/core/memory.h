@@ -11,22 +11,17 @@
 #ifndef DP_MEMORY_H
 #define DP_MEMORY_H
 
+#include "memory_categories.h"
+
 #include <stddef.h>
 #include <stdint.h>
 
+/* What the bytes are for: DP_CAT_PARAMETERS, ... in common/memory_categories.h's order. */
 typedef enum {
-    DP_CAT_PARAMETERS = 0,
-    DP_CAT_GRADIENTS,
-    DP_CAT_OPTIMIZER_STATES,
-    DP_CAT_ACTIVATIONS,
-    DP_CAT_PER_SAMPLE_GRADS,
-    DP_CAT_NORM_SAMPLES,
-    DP_CAT_TEMP,
-    DP_CAT_OUTPUT_GRADS,
-    DP_CAT_INPUTS,
-    DP_CAT_WORKSPACE,
-    DP_CAT_OTHER,
-    DP_CAT_COUNT
+#define DP_CAT_ENUM(id, name, legacy, component) DP_CAT_##id,
+    DPR_MEMORY_CATEGORIES(DP_CAT_ENUM)
+#undef DP_CAT_ENUM
+        DP_CAT_COUNT
 } dp_category;
 
 /* The category's name ("parameters", "gradients", ...), "?" when out of range. */

@@ -4,8 +4,10 @@
 
 #include "error.h"
 #include "lua_util.h"
+#include "results_schema.h"
 #include "scope.h"
 
+#include <ctype.h>
 #include <lauxlib.h>
 #include <string.h>
 
@@ -252,6 +254,42 @@ static int l_scope(lua_State *L) {
     return scope_finish(L, status, depth);
 }
 
+/* dpprof.memory.CATEGORIES: common/memory_categories.h's list, in the engine's order, as
+ * {{name = "parameters", legacy = "model_parameters_mb", component = "parameters"}, ...}; legacy
+ * is the legacy breakdown's field the category adds to (nil for none), component the charts'. */
+static void push_category_table(lua_State *L) {
+    static const struct {
+        const char *name;
+        int legacy;
+        const char *component; /* the component's id, upper case */
+    } cats[] = {
+#define DPL_CATEGORY(id, name, legacy, component) {name, legacy, #component},
+        DPR_MEMORY_CATEGORIES(DPL_CATEGORY)
+#undef DPL_CATEGORY
+    };
+    const size_t n = sizeof cats / sizeof cats[0];
+    const char *prefix = dpr_field_of(DPR_BREAKDOWN)->path;
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 0, 3);
+        lua_pushstring(L, cats[i].name);
+        lua_setfield(L, -2, "name");
+        const dpr_field *f = dpr_field_of(cats[i].legacy); /* NULL for DPR_NO_LEGACY */
+        if (f) {                                           /* "breakdown.<field>" */
+            lua_pushstring(L, f->path + strlen(prefix) + 1);
+            lua_setfield(L, -2, "legacy");
+        }
+        char comp[64];
+        size_t k = 0;
+        for (; cats[i].component[k] && k + 1 < sizeof comp; k++)
+            comp[k] = (char)tolower((unsigned char)cats[i].component[k]);
+        comp[k] = '\0';
+        lua_pushstring(L, comp);
+        lua_setfield(L, -2, "component");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
 void dpl_open_memory(lua_State *L) {
     static const luaL_Reg fns[] = {{"stats", l_stats},
                                    {"snapshot", l_snapshot},
@@ -278,5 +316,7 @@ void dpl_open_memory(lua_State *L) {
         lua_rawseti(L, -2, c + 1);
     }
     lua_setfield(L, -2, "categories");
+    push_category_table(L);
+    lua_setfield(L, -2, "CATEGORIES");
     lua_setfield(L, -2, "memory");
 }

@@ -24,15 +24,17 @@ results.CATEGORIES = dp.memory.categories
 -- Per-layer formulations of the norms pass: the engine's list (dpprof.dp.FORMULATIONS).
 results.NORMS_KINDS = dp.dp.FORMULATIONS
 
--- The legacy breakdown: each field is the sum of these categories live at the peak.
-results.LEGACY_BREAKDOWN = {
-  model_parameters_mb = { "parameters" },
-  optimizer_states_mb = { "optimizer_states" },
-  gradients_mb = { "gradients" },
-  activation_hooks_mb = { "activations", "output_grads" },
-  norm_samples_mb = { "norm_samples", "per_sample_grads" },
-  temp_matrices_mb = { "temp", "workspace" },
-}
+-- The legacy breakdown: each field is the sum of these categories live at the peak, in the
+-- engine's order (common/memory_categories.h, through dpprof.memory.CATEGORIES: each category's
+-- legacy field, nil for none).
+results.LEGACY_BREAKDOWN = {}
+for _, c in ipairs(dp.memory.CATEGORIES) do
+  if c.legacy then
+    local list = results.LEGACY_BREAKDOWN[c.legacy] or {}
+    list[#list + 1] = c.name
+    results.LEGACY_BREAKDOWN[c.legacy] = list
+  end
+end
 results.LEGACY_BREAKDOWN_KEYS = {} -- its keys, sorted
 for k in pairs(results.LEGACY_BREAKDOWN) do results.LEGACY_BREAKDOWN_KEYS[#results.LEGACY_BREAKDOWN_KEYS + 1] = k end
 table.sort(results.LEGACY_BREAKDOWN_KEYS)

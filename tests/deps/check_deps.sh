@@ -42,7 +42,7 @@ embed_test    tests/c/test_engine_api.c
 EOF
 cat > "$tmp/allowed" <<'EOF'
 common
-core
+core          common
 backend_cpu   core common
 backend_plan  core
 backend_cuda  core kernels
