@@ -11,6 +11,12 @@
 
 #define MAX_POINTS 128
 
+/* Appends s to the NUL-terminated buf of size bytes, cutting what does not fit. */
+static void note_add(char *buf, size_t size, const char *s) {
+    size_t len = strlen(buf);
+    if (len + 1 < size) snprintf(buf + len, size - len, "%s", s);
+}
+
 int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                            dpplot_strlist *notes) {
     int usable[MAX_POINTS] = {0};
@@ -147,29 +153,22 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
     size_t group[MAX_POINTS];
     if (dpplot_points_coincide(&p, pts, m, 22.0, group) > 0) {
         char note[512] = "";
-        size_t used = 0;
         for (size_t g = 0; g < m; g++) {
             size_t members = 0;
             for (size_t i = 0; i < m; i++) members += group[i] == g;
             if (members < 2) continue;
-            int w = snprintf(note + used, sizeof note - used, "%s", used ? "; " : "");
-            used += w > 0 ? (size_t)w : 0;
-            for (size_t i = 0, k = 0; i < m && used < sizeof note; i++) {
+            if (note[0]) note_add(note, sizeof note, "; ");
+            for (size_t i = 0, k = 0; i < m; i++) {
                 if (group[i] != g) continue;
                 char name[96];
                 snprintf(name, sizeof name, "%s", pts[i].label ? pts[i].label : "?");
                 name[strcspn(name, "\n")] = '\0'; /* the label's first line is its method */
-                w = snprintf(note + used, sizeof note - used, "%s%s", k++ ? ", " : "", name);
-                used += w > 0 ? (size_t)w : 0;
+                if (k++) note_add(note, sizeof note, ", ");
+                note_add(note, sizeof note, name);
             }
-            if (used < sizeof note) {
-                w = snprintf(note + used, sizeof note - used, " coincide");
-                used += w > 0 ? (size_t)w : 0;
-            }
+            note_add(note, sizeof note, " coincide");
         }
-        if (used >= sizeof note) used = sizeof note - 1;
-        size_t len = strlen(note);
-        snprintf(note + len, sizeof note - len, " (markers drawn side by side around the shared value)");
+        note_add(note, sizeof note, " (markers drawn side by side around the shared value)");
         dpplot_text_style st = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
         dpplot_text(cv, W / 2, top, note, &st);
     }
