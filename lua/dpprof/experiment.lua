@@ -561,11 +561,10 @@ function experiment.run(cfg_in)
       phase("backward", iter, acc, function() priv:backward() end)
       if first then snap("iter{i}_after_backward", i) end
       if i then callback("after_backward", i, k) end
-      phase("clip", iter, acc, function() priv:clip() end)
-      if numeric then -- the per-sample gradient norms (DP methods; host figures, no device work)
-        for _, n in ipairs(priv:stats().norms) do
-          if not finite(n) then nonfinite("per-sample gradient norm", n, step, i, k, { "gradients", "parameters" }) end
-        end
+      local norm -- the first per-sample gradient norm that is not finite (DP methods), or nil
+      phase("clip", iter, acc, function() norm = priv:clip() end)
+      if numeric and norm then
+        nonfinite("per-sample gradient norm", norm, step, i, k, { "gradients", "parameters" })
       end
       if i then callback("after_clip", i, k) end
       dp.free_batch(batch)
