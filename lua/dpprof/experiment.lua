@@ -69,7 +69,7 @@ local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp"
 experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 -- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
 -- dpprof was built with it.
-experiment.DEVICES = { "cpu", "cuda", "plan", "auto" }
+experiment.DEVICES = dp.DEVICES
 -- The list `from` in order, less the keys of set `without`, then the keys `plus`.
 local function keys_of(from, without, plus)
   local out = {}
@@ -246,9 +246,10 @@ function experiment.config(cfg, recorded)
   check_int(c, "warmup", "dpprof.experiment: warmup", 0)
   check_int(c, "seed", "dpprof.experiment: seed", 0)
   check_int(c, "threads", "dpprof.experiment: threads", 1)
-  if c.threads and c.threads > 4096 then -- dp.threads's range, refused here: at the run it came after the
-    -- plan clock was modelled, and left it so for the runs after
-    error(string.format("dpprof.experiment: threads must be an integer from 1 to 4096, got %d", c.threads), 3)
+  if c.threads and c.threads > dp.MAX_THREADS then -- dp.threads's range, refused here: at the run it came
+    -- after the plan clock was modelled, and left it so for the runs after
+    error(string.format("dpprof.experiment: threads must be an integer from 1 to %d, got %d", dp.MAX_THREADS,
+                        c.threads), 3)
   end
   check_int(c.dp, "max_physical_batch_size", "dpprof.experiment: dp.max_physical_batch_size", 1)
   check_int(c.dp, "dataset_size", "dpprof.experiment: dp.dataset_size", 1)
