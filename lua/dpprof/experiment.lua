@@ -531,7 +531,6 @@ function experiment.run(cfg_in)
   -- NaN or an infinity, which the error names. An update that makes the weights non-finite shows
   -- in the next step's loss. Not on plan, which computes no values.
   local numeric = kind ~= "plan"
-  local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
   local function nonfinite(what, value, step, i, k, search)
     local name, tkind = model:nonfinite(table.unpack(search))
     local where = i and string.format("timed iteration %d", i) or string.format("warm-up step %d", step + 1)
@@ -556,7 +555,7 @@ function experiment.run(cfg_in)
       if i then callback("before_forward", i, k) end
       local loss
       phase("forward", iter, acc, function() loss = priv:forward(batch) end)
-      if numeric and not finite(loss) then nonfinite("loss", loss, step, i, k, { "parameters", "logits" }) end
+      if numeric and not dp.is_finite(loss) then nonfinite("loss", loss, step, i, k, { "parameters", "logits" }) end
       if first then snap("iter{i}_after_forward", i) end
       if i then callback("after_forward", i, k) end
       phase("backward", iter, acc, function() priv:backward() end)

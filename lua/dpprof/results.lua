@@ -347,7 +347,7 @@ function V:check(node, v, path)
     return false
   end
   if type(v) == "number" then
-    if v ~= v or v == math.huge or v == -math.huge then
+    if not dp.is_finite(v) then
       self:fail(path, "not a finite number")
       return false
     end
