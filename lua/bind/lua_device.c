@@ -104,7 +104,8 @@ static int l_plan_workspace(lua_State *L) {
 static int l_threads(lua_State *L) {
     if (!lua_isnoneornil(L, 1)) {
         lua_Integer n = luaL_checkinteger(L, 1);
-        if (n < 1 || n > 4096) return luaL_argerror(L, 1, "a thread count from 1 to 4096 expected");
+        if (n < 1 || n > DPL_MAX_THREADS)
+            return luaL_argerror(L, 1, lua_pushfstring(L, "a thread count from 1 to %d expected", DPL_MAX_THREADS));
         if (dp_engine_set_threads((int)n) != DP_OK) dpl_fail(L);
     }
     lua_pushinteger(L, dp_engine_threads());
@@ -124,6 +125,16 @@ void dpl_open_device(lua_State *L) {
                                    {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     lua_pushboolean(L, dp_cuda_compiled()), lua_setfield(L, -2, "cuda_compiled");
+    lua_pushinteger(L, DPL_MAX_THREADS), lua_setfield(L, -2, "MAX_THREADS");
+    /* the device kinds' names (engine/core/device.c) and "auto", which its parser also takes */
+    lua_createtable(L, DP_DEV_KIND_COUNT + 1, 0);
+    for (int k = 0; k < DP_DEV_KIND_COUNT; k++) {
+        lua_pushstring(L, dp_device_kind_name((dp_device_kind)k));
+        lua_rawseti(L, -2, k + 1);
+    }
+    lua_pushliteral(L, "auto");
+    lua_rawseti(L, -2, DP_DEV_KIND_COUNT + 1);
+    lua_setfield(L, -2, "DEVICES");
     lua_pushstring(L, DPPROF_VERSION), lua_setfield(L, -2, "version");
     lua_pushstring(L, dp_build_commit()), lua_setfield(L, -2, "git_commit");
 }

@@ -4,6 +4,7 @@
  *                                    flash_impl="tiles"|"strips"})
  *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}}
  *   priv:forward(batch) -> loss, {L_1..L_B}; priv:backward(); priv:clip()   -- per physical batch
+ *     (clip returns nil, or the first per-sample norm that is not finite and its sample)
  *   priv:noise()                      -- once per logical step, before opt:step()
  *   priv:stats(), priv:epsilon([delta [, accountant]]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
@@ -208,11 +209,22 @@ static int l_backward(lua_State *L) {
     return 0;
 }
 
+/* priv:clip() -> nil | norm, i: the first per-sample gradient norm that is not finite and its
+ * sample (a scan of figures already on the host, so a caller checks every step for free) */
 static int l_clip(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
     int rc = dpsgd_clip(dp);
     sync_model(L);
     if (rc != DP_OK) return fail(L, "priv:clip");
+    size_t n;
+    const float *norms = dpsgd_norms(dp, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(norms[i])) {
+            lua_pushnumber(L, norms[i]);
+            lua_pushinteger(L, (lua_Integer)i + 1);
+            return 2;
+        }
+    }
     return 0;
 }
 

@@ -17,8 +17,12 @@ void dpl_open_memory(lua_State *L);
  * {requested_bytes, category, module, live_bytes={category=bytes}, total_live_bytes, limit_bytes,
  * device} (docs/results.md). */
 void dpl_push_oom(lua_State *L, const dp_oom_info *o, const char *device);
-/* Adds device selection and information, sync, the ledger, the clock, the version and the CPU
- * backend's thread count (dpprof.threads). */
+/* The most CPU threads dpprof.threads, a forked child's 'threads' and an experiment's threads take
+ * (dpprof.MAX_THREADS). */
+#define DPL_MAX_THREADS 4096
+/* Adds device selection and information, sync, the ledger, the clock, the version, the device
+ * names a configuration may give (dpprof.DEVICES) and the CPU backend's thread count
+ * (dpprof.threads). */
 void dpl_open_device(lua_State *L);
 /* Adds dpprof.profile (per-op timing: enable, collect, calls, overhead, the device's peak),
  * dpprof.clock_model and dpprof.host_memory (lua_profile.c). */

@@ -575,8 +575,9 @@ static child_box *spawn_child(lua_State *L, const char *fname, saved_signals *si
         if (grace < 0) luaL_error(L, "%s: 'grace' must be >= 0 seconds, got %f", fname, grace);
         int given = lua_getfield(L, top, "threads") != LUA_TNIL;
         lua_pop(L, 1);
-        if (given && (t < 1 || t > 4096))
-            luaL_error(L, "%s: 'threads' must be 1 .. 4096 (absent: as the parent), got %d", fname, (int)t);
+        if (given && (t < 1 || t > DPL_MAX_THREADS))
+            luaL_error(L, "%s: 'threads' must be 1 .. %d (absent: as the parent), got %d", fname, DPL_MAX_THREADS,
+                       (int)t);
         threads = (int)t;
         check_env_option(L, top, fname);
         has_options = 1;

@@ -400,7 +400,7 @@ local FIT_ZERO_IS_DEFAULT = { kv_heads = "heads", head_dim = "hidden / heads", f
 local function fit_value_error(kv)
   for _, k in ipairs(FIT_NUMBER_KEYS) do
     local v = kv[k]
-    if v ~= nil and (type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge) then
+    if v ~= nil and not dp.is_finite(v) then
       return string.format("%s must be a finite number, got '%s'", k, tostring(v))
     end
   end

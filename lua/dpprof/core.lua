@@ -18,6 +18,9 @@ end
 -- Bytes to MiB (the unit of the `*_mb` result fields).
 function dp.mb(n) return n / MiB end
 
+-- Whether x is a number that is neither NaN nor an infinity.
+function dp.is_finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
+
 -- A deep copy of t (tables copied with their metatables; JSON nulls and other values as they are).
 function dp.deep_copy(t)
   if type(t) ~= "table" or dp.json.is_null(t) then return t end

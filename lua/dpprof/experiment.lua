@@ -69,7 +69,7 @@ local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp"
 experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 -- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
 -- dpprof was built with it.
-experiment.DEVICES = { "cpu", "cuda", "plan", "auto" }
+experiment.DEVICES = dp.DEVICES
 -- The list `from` in order, less the keys of set `without`, then the keys `plus`.
 local function keys_of(from, without, plus)
   local out = {}
@@ -246,9 +246,10 @@ function experiment.config(cfg, recorded)
   check_int(c, "warmup", "dpprof.experiment: warmup", 0)
   check_int(c, "seed", "dpprof.experiment: seed", 0)
   check_int(c, "threads", "dpprof.experiment: threads", 1)
-  if c.threads and c.threads > 4096 then -- dp.threads's range, refused here: at the run it came after the
-    -- plan clock was modelled, and left it so for the runs after
-    error(string.format("dpprof.experiment: threads must be an integer from 1 to 4096, got %d", c.threads), 3)
+  if c.threads and c.threads > dp.MAX_THREADS then -- dp.threads's range, refused here: at the run it came
+    -- after the plan clock was modelled, and left it so for the runs after
+    error(string.format("dpprof.experiment: threads must be an integer from 1 to %d, got %d", dp.MAX_THREADS,
+                        c.threads), 3)
   end
   check_int(c.dp, "max_physical_batch_size", "dpprof.experiment: dp.max_physical_batch_size", 1)
   check_int(c.dp, "dataset_size", "dpprof.experiment: dp.dataset_size", 1)
@@ -530,7 +531,6 @@ function experiment.run(cfg_in)
   -- NaN or an infinity, which the error names. An update that makes the weights non-finite shows
   -- in the next step's loss. Not on plan, which computes no values.
   local numeric = kind ~= "plan"
-  local function finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
   local function nonfinite(what, value, step, i, k, search)
     local name, tkind = model:nonfinite(table.unpack(search))
     local where = i and string.format("timed iteration %d", i) or string.format("warm-up step %d", step + 1)
@@ -555,17 +555,16 @@ function experiment.run(cfg_in)
       if i then callback("before_forward", i, k) end
       local loss
       phase("forward", iter, acc, function() loss = priv:forward(batch) end)
-      if numeric and not finite(loss) then nonfinite("loss", loss, step, i, k, { "parameters", "logits" }) end
+      if numeric and not dp.is_finite(loss) then nonfinite("loss", loss, step, i, k, { "parameters", "logits" }) end
       if first then snap("iter{i}_after_forward", i) end
       if i then callback("after_forward", i, k) end
       phase("backward", iter, acc, function() priv:backward() end)
       if first then snap("iter{i}_after_backward", i) end
       if i then callback("after_backward", i, k) end
-      phase("clip", iter, acc, function() priv:clip() end)
-      if numeric then -- the per-sample gradient norms (DP methods; host figures, no device work)
-        for _, n in ipairs(priv:stats().norms) do
-          if not finite(n) then nonfinite("per-sample gradient norm", n, step, i, k, { "gradients", "parameters" }) end
-        end
+      local norm -- the first per-sample gradient norm that is not finite (DP methods), or nil
+      phase("clip", iter, acc, function() norm = priv:clip() end)
+      if numeric and norm then
+        nonfinite("per-sample gradient norm", norm, step, i, k, { "gradients", "parameters" })
       end
       if i then callback("after_clip", i, k) end
       dp.free_batch(batch)

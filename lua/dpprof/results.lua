@@ -347,7 +347,7 @@ function V:check(node, v, path)
     return false
   end
   if type(v) == "number" then
-    if v ~= v or v == math.huge or v == -math.huge then
+    if not dp.is_finite(v) then
       self:fail(path, "not a finite number")
       return false
     end
@@ -636,7 +636,10 @@ function V:phases_within_step(t, iters, spans)
     local it = tbl(s) and int(s.iter)
     if it and it >= 1 and it <= #iters and num(s.start_ms) and num(s.end_ms) and s.phase ~= "recompute" then
       per_iter[it], count[it] = (per_iter[it] or 0) + (s.end_ms - s.start_ms), (count[it] or 0) + 1
-      if s.phase == "backward" or s.phase == "clip" then outer[#outer + 1] = s end
+      if s.phase == "backward" or s.phase == "clip" then -- by iteration: a recompute looks in its own
+        outer[it] = outer[it] or {}
+        table.insert(outer[it], s)
+      end
     end
   end
   for it, ms in pairs(per_iter) do -- files written with 3 decimals round each end: 0.0005 ms apiece
@@ -649,8 +652,8 @@ function V:phases_within_step(t, iters, spans)
     local it = tbl(s) and s.phase == "recompute" and int(s.iter)
     if it and it >= 1 and it <= #iters and num(s.start_ms) and num(s.end_ms) then
       local inside = false
-      for _, o in ipairs(outer) do
-        inside = inside or (o.iter == it and s.start_ms >= o.start_ms - 1e-6 and s.end_ms <= o.end_ms + 1e-6)
+      for _, o in ipairs(outer[it] or {}) do
+        inside = inside or (s.start_ms >= o.start_ms - 1e-6 and s.end_ms <= o.end_ms + 1e-6)
       end
       if not inside then self:fail("timing.spans[" .. i .. "]", "a recompute span outside its iteration's backward and clip") end
     end

@@ -30,6 +30,9 @@ local repeats = require("dpprof.repeats")
 local slurm = {}
 
 slurm.MANIFEST_FILE = ".dpprof-sweep.json"
+-- The most tasks one array holds (Slurm's default MaxArraySize): a sweep's points times its runs,
+-- at submit and in a manifest read back.
+slurm.MAX_ARRAY_SIZE = 1001
 slurm.MANIFEST_FORMAT = "dpprof sweep manifest"
 slurm.MANIFEST_VERSION = 1
 
@@ -345,11 +348,12 @@ function slurm.check_manifest(m)
     return bad("call", m.call, "which dp.sweep call of the script this is, an integer >= 1")
   end
   local n = m.repeats == nil and 1 or m.repeats
-  if math.type(n) ~= "integer" or n < 2 and m.repeats ~= nil or n > 1001 then
-    return bad("repeats", m.repeats, "absent (one run per point) or an integer from 2 to 1001")
+  local most = slurm.MAX_ARRAY_SIZE
+  if math.type(n) ~= "integer" or n < 2 and m.repeats ~= nil or n > most then
+    return bad("repeats", m.repeats, "absent (one run per point) or an integer from 2 to " .. most)
   end
-  if not is_list(m.points) or #m.points < 1 or #m.points * n > 1001 then
-    return bad("points", m.points, string.format("a list of 1 to %d points", 1001 // n))
+  if not is_list(m.points) or #m.points < 1 or #m.points * n > most then
+    return bad("points", m.points, string.format("a list of 1 to %d points", most // n))
   end
   local names = {}
   for i, q in ipairs(m.points) do
@@ -481,9 +485,10 @@ function slurm.submit(ctx)
   slurm.check_text("the script's path", script)
   slurm.check_text("the working directory", here)
   local n = ctx.repeats or 1
-  if #points * n > 1001 then
-    error(string.format("dpprof.sweep: %d points%s: more than one Slurm array holds by default (MaxArraySize 1001); "
-                        .. "split the sweep", #points, n > 1 and string.format(" x %d runs", n) or ""), 0)
+  if #points * n > slurm.MAX_ARRAY_SIZE then
+    error(string.format("dpprof.sweep: %d points%s: more than one Slurm array holds by default (MaxArraySize %d); "
+                        .. "split the sweep", #points, n > 1 and string.format(" x %d runs", n) or "",
+                        slurm.MAX_ARRAY_SIZE), 0)
   end
   local m = slurm.read_manifest(dir)
   if m then

@@ -54,4 +54,27 @@ function check.alive(pid)
   return stat:match("^%d+ %b() (%a)") ~= "Z"
 end
 
+-- Stand-ins for Slurm's tools in the folder fake (made here), for the sweep tests: sbatch appends
+-- its arguments to $FAKE/sbatch.log and answers job ids from 100 (each followed by suffix, say
+-- ";cluster", when given); sacct prints $FAKE/sacct.txt; scontrol knows no job (as once MinJobAge
+-- has passed). Returns the environment that puts them first on PATH, to prefix a command with.
+function check.fake_slurm(fake, suffix)
+  local q = require("dpprof.slurm").quote
+  local function write(name, text)
+    local f = assert(io.open(fake .. "/" .. name, "w"))
+    f:write(text)
+    f:close()
+  end
+  assert(require("dpprof").mkdir_p(fake))
+  write("sbatch", [[#!/bin/sh
+echo "$*" >> "$FAKE/sbatch.log"
+n=$(cat "$FAKE/next" 2>/dev/null || echo 100)
+echo $((n + 1)) > "$FAKE/next"
+echo "$n]] .. (suffix or "") .. '"\n')
+  write("sacct", "#!/bin/sh\ncat \"$FAKE/sacct.txt\" 2>/dev/null\n")
+  write("scontrol", "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified'\nexit 1\n")
+  os.execute("chmod +x " .. q(fake) .. "/*")
+  return string.format("FAKE=%s PATH=%s:$PATH", q(fake), q(fake))
+end
+
 return check

@@ -8,6 +8,7 @@
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
+local explicit_norms = require("explicit_norms")
 dp.device("cpu")
 
 local T = 6
@@ -17,34 +18,6 @@ local function tiny(extra)
                 init_std = 0.2 }
   for k, v in pairs(extra or {}) do cfg[k] = v end
   return dp.model(cfg)
-end
-
--- sample i of a batch, as a batch of one
-local function one(batch, i)
-  local function row(t)
-    local all, vals = t:totable(), {}
-    for j = 1, T do vals[j] = all[(i - 1) * T + j] end
-    local r = dp.tensor{ shape = { 1, T }, dtype = "i32", category = "inputs" }
-    r:set(vals)
-    return r
-  end
-  return { inputs = row(batch.inputs), targets = row(batch.targets), size = 1 }
-end
-
--- ||grad L_i|| over the trainable tensors, from a backward of sample i alone
-local function explicit_norm(m, b1)
-  m:zero_grad()
-  m:forward(b1)
-  m:backward{ scale = { 1 } }
-  local s = 0
-  for _, p in ipairs(m:params()) do
-    if p.trainable then
-      local g = m:grad(p.name)
-      if g then s = s + g:sumsq() end
-    end
-  end
-  m:zero_grad()
-  return math.sqrt(s)
 end
 
 local FORMS = { direct = true, materialize = true, ghost = true, gram_tile = true, grad_tile = true, batch1 = true,
@@ -63,8 +36,7 @@ local methods = {
 for _, lora in ipairs({ false, true }) do
   local m = tiny(lora and { lora = { rank = 2, alpha = 4, targets = { "qkv", "fc" } } } or nil)
   local batch = dp.batch{ model = m, size = 3, seed = 1 }
-  local want = {}
-  for i = 1, 3 do want[i] = explicit_norm(m, one(batch, i)) end
+  local want = explicit_norms(m, batch, 3)
   for _, mt in ipairs(methods) do
     local opt = dp.optim.sgd(m, { lr = 0.1 })
     local what = (mt.method or (mt.norms .. "+" .. mt.clip)) .. (mt.flash_impl and " strips" or "") ..
@@ -110,7 +82,7 @@ for _, lora in ipairs({ false, true }) do
     opt:free()
     -- the step moved the parameters: undo nothing, the next method starts from here (norms are
     -- recomputed above from the same parameters: refresh them)
-    for i = 1, 3 do want[i] = explicit_norm(m, one(batch, i)) end
+    want = explicit_norms(m, batch, 3)
   end
   dp.free_batch(batch)
   m:free()
@@ -309,8 +281,7 @@ for _, method in ipairs({ "ghost", "mixed_ghost", "bk", "flash_clip", "flat" }) 
   local m = tiny()
   local priv = dp.dp.wrap(m, nil, { method = method, max_grad_norm = 1e6 })
   local batch = dp.batch{ model = m, size = 3, seed = 4 }
-  local want = {}
-  for i = 1, 3 do want[i] = explicit_norm(m, one(batch, i)) end
+  local want = explicit_norms(m, batch, 3)
   local other = dp.batch{ model = m, size = 3, seed = 5 }
   priv:next_step()
   priv:forward(batch)

@@ -8,37 +8,10 @@
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
+local explicit_norms = require("explicit_norms")
 dp.device("cpu")
 
 local T, B = 300, 3
-
--- sample i of a batch, as a batch of one
-local function one(batch, i)
-  local function row(t)
-    local all, vals = t:totable(), {}
-    for j = 1, T do vals[j] = all[(i - 1) * T + j] end
-    local r = dp.tensor{ shape = { 1, T }, dtype = "i32", category = "inputs" }
-    r:set(vals)
-    return r
-  end
-  return { inputs = row(batch.inputs), targets = row(batch.targets), size = 1 }
-end
-
--- ||grad L_i|| over the trainable tensors, from a backward of sample i alone
-local function explicit_norm(m, b1)
-  m:zero_grad()
-  m:forward(b1)
-  m:backward{ scale = { 1 } }
-  local s = 0
-  for _, p in ipairs(m:params()) do
-    if p.trainable then
-      local g = m:grad(p.name)
-      if g then s = s + g:sumsq() end
-    end
-  end
-  m:zero_grad()
-  return math.sqrt(s)
-end
 
 local methods = {
   { method = "flat" }, { method = "ghost" }, { method = "mixed_ghost" }, { method = "bk" },
@@ -64,8 +37,7 @@ for _, spec in ipairs(models) do
   for k, v in pairs(spec.cfg) do cfg[k] = v end
   local m = dp.model(cfg)
   local batch = dp.batch{ model = m, size = B, seed = 2 }
-  local want = {}
-  for i = 1, B do want[i] = explicit_norm(m, one(batch, i)) end
+  local want = explicit_norms(m, batch, B)
   for _, mt in ipairs(methods) do
     local what = spec.name .. " " .. (mt.method or (mt.norms .. "+" .. mt.clip)) .. (mt.flash_impl and " strips" or "")
     local opt = dp.optim.sgd(m, { lr = 0.0 })

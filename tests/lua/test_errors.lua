@@ -56,6 +56,10 @@ check.raises(function() dp.experiment(cfg{ iters = "3" }) end, { 'iters must be 
 -- A device that cannot be had: at the caller's line, with the valid names.
 err = check.raises(function() dp.experiment(cfg{ device = "gpu" }) end, { "unknown device 'gpu'", "cpu, cuda, plan" })
 check.truthy(err:find(THIS, 1, true), "device error at the caller's line: " .. err)
+check.eq(table.concat(dp.DEVICES, ","), "cpu,cuda,plan,auto", "the engine's device names, which experiments take")
+check.eq(dp.MAX_THREADS, 4096, "the thread limit dp.threads, isolate and experiments share")
+check.eq(string.format("%s %s %s %s", dp.is_finite(1.5), dp.is_finite(0 / 0), dp.is_finite(-math.huge),
+                       dp.is_finite("1")), "true false false false", "dp.is_finite: numbers, not NaN nor infinite")
 no_own_position(err, "device")
 
 -- A configuration the engine would refuse raises at the caller's line, in the engine's words,

@@ -28,6 +28,15 @@ local function assert_valid(r, what)
   check.truthy(ok, what .. " is valid:\n  " .. table.concat(problems or {}, "\n  "))
 end
 
+-- A copy of base with change(copy) made fails validation, naming field among its problems.
+local function assert_broken(base, change, field)
+  local b = dp.deep_copy(base)
+  change(b)
+  local ok, problems = results.validate(b)
+  check.truthy(not ok and table.concat(problems, "; "):find(field, 1, true), field .. ": " ..
+               table.concat(problems or {}, "; "))
+end
+
 local function names(r)
   local out = {}
   for i, s in ipairs(r.snapshots) do out[i] = s.name end
@@ -108,13 +117,7 @@ check.eq(r.privacy.caveat, results.FIXED_BATCH_CAVEAT, "fixed batches carry the 
 check.eq(results.epsilon_text(r.privacy), string.format("epsilon %.4g at delta 1e-05 (prv; fixed batches: understated)",
                                                         eps), "the CLI's epsilon line says so")
 do -- the validator holds the privacy fields to the page
-  local function broken(change, field)
-    local b = dp.deep_copy(r)
-    change(b.privacy)
-    local ok, problems = results.validate(b)
-    check.truthy(not ok and table.concat(problems, "; "):find(field, 1, true), field .. ": " ..
-                 table.concat(problems or {}, "; "))
-  end
+  local function broken(change, field) assert_broken(r, function(b) change(b.privacy) end, field) end
   broken(function(p) p.accountant = "moments" end, "privacy.accountant: 'moments' (valid: rdp, prv, pld)")
   broken(function(p) p.caveat = nil end, "privacy.caveat: missing")
   broken(function(p) p.sampling = "poisson" end, "privacy.caveat: only for fixed batches")
@@ -318,13 +321,7 @@ end
 -- allocated; the phases within the step (their mean adds up to avg_ms, an iteration's phase spans
 -- to its iter_ms, a recomputation inside its backward or clip)
 do
-  local function broken(base, change, field)
-    local b = dp.deep_copy(base)
-    change(b)
-    local ok, problems = results.validate(b)
-    check.truthy(not ok and table.concat(problems, "; "):find(field, 1, true), field .. ": " ..
-                 table.concat(problems or {}, "; "))
-  end
+  local broken = assert_broken
   local last = #r.snapshots
   broken(r, function(b) b.snapshots[last].reserved_mb = b.snapshots[last].reserved_mb * results.MiB end,
          "snapshots[" .. last .. "].reserved_mb: ")
@@ -398,13 +395,7 @@ assert_valid(repeated, "a repeated sweep point")
 check.eq(#repeated.repeats.runs, 2, "a repeated point keeps both runs")
 os.execute("rm -rf '" .. rep_out .. "'")
 do -- the invariants of these fields
-  local function broken(doc, change, field)
-    local b = dp.deep_copy(doc)
-    change(b)
-    local ok, problems = results.validate(b)
-    check.truthy(not ok and table.concat(problems, "; "):find(field, 1, true), field .. ": " ..
-                 table.concat(problems or {}, "; "))
-  end
+  local broken = assert_broken
   broken(profiled, function(b) b.memory.phases.forward.live_at_peak.parameters = 0 end,
          "memory.phases.forward.live_at_peak: sums to")
   broken(profiled, function(b) b.memory.phases.forward.end_bytes = b.memory.phases.forward.peak_bytes + 1 end,

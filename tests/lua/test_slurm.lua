@@ -83,22 +83,12 @@ maps("COMPLETED", "crashed", "without writing a result")
 local root = string.format("/tmp/dpprof-test-slurm-%d-%d", dp.pid(), os.time())
 os.execute("rm -rf " .. root)
 local fake = root .. "/bin"
-assert(dp.mkdir_p(fake))
+local env = check.fake_slurm(fake, ";cluster")
 local function write(path, text)
   local f = assert(io.open(path, "w"))
   f:write(text)
   f:close()
 end
-write(fake .. "/sbatch", [[#!/bin/sh
-echo "$*" >> "$FAKE/sbatch.log"
-n=$(cat "$FAKE/next" 2>/dev/null || echo 100)
-echo $((n + 1)) > "$FAKE/next"
-echo "$n;cluster"
-]])
-write(fake .. "/sacct", "#!/bin/sh\ncat \"$FAKE/sacct.txt\" 2>/dev/null\n")
-write(fake .. "/scontrol", "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified'\nexit 1\n")
-os.execute("chmod +x " .. fake .. "/*")
-local env = string.format("FAKE=%s PATH=%s:$PATH", fake, fake)
 local function sh(cmd) return check.sh(env .. " " .. cmd) end
 local function sbatch_log()
   return dp.read_file(fake .. "/sbatch.log") or ""

@@ -25,16 +25,8 @@ math.randomseed(seed)
 -- of one length always, so that a seed mutates the same bytes in every run
 local root = string.format("/tmp/dpprof-test-slurm-fuzz-%010d-%012d", dp.pid(), os.time())
 os.execute("rm -rf " .. q(root))
-local fake = root .. "/bin"
-assert(dp.mkdir_p(fake))
+local env = check.fake_slurm(root .. "/bin")
 local function write(path, text) assert(dp.write_file(path, text)) end
-write(fake .. "/sbatch", [[#!/bin/sh
-n=$(cat "$FAKE/next" 2>/dev/null || echo 100)
-echo $((n + 1)) > "$FAKE/next"
-echo "$n"
-]])
-os.execute("chmod +x " .. q(fake) .. "/*")
-local env = string.format("FAKE=%s PATH=%s:$PATH", q(fake), q(fake))
 local exe = dp.executable
 
 -- two real sweeps, deep inside root: a manifest that sent a write elsewhere would show there

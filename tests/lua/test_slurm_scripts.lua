@@ -15,17 +15,8 @@ local q = slurm.quote
 local root = string.format("/tmp/dpprof-test-slurm-scripts-%d-%d", dp.pid(), os.time())
 os.execute("rm -rf " .. q(root))
 local fake = root .. "/bin"
-assert(dp.mkdir_p(fake))
+local env = check.fake_slurm(fake)
 local function write(path, text) assert(dp.write_file(path, text)) end
-write(fake .. "/sbatch", [[#!/bin/sh
-n=$(cat "$FAKE/next" 2>/dev/null || echo 100)
-echo $((n + 1)) > "$FAKE/next"
-echo "$n"
-]])
-write(fake .. "/sacct", "#!/bin/sh\ncat \"$FAKE/sacct.txt\" 2>/dev/null\n")
-write(fake .. "/scontrol", "#!/bin/sh\nexit 1\n")
-os.execute("chmod +x " .. q(fake) .. "/*")
-local env = string.format("FAKE=%s PATH=%s:$PATH", q(fake), q(fake))
 local function sh(cmd) return check.sh(env .. " " .. cmd) end
 local exe = dp.executable
 

@@ -31,6 +31,13 @@ static inline FILE *open_fixture(const char *name) {
     return f;
 }
 
+/* Reads f's next line that is neither a comment (#) nor blank into line; 0 at the end. */
+static inline int fixture_line(FILE *f, char *line, int size) {
+    while (fgets(line, size, f) != NULL)
+        if (line[0] != '#' && line[0] != '\n') return 1;
+    return 0;
+}
+
 /* Splits a line in place at sep into at most max_fields fields (the line end dropped); returns
  * the count. */
 static inline int split(char *line, char sep, char **fields, int max_fields) {

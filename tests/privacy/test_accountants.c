@@ -66,13 +66,10 @@ static void test_against_references(void) {
         return;
     }
     double max_prv = 0, max_pld = 0, max_rdp = 0, max_sigma = 0;
-    int n_eps = 0, n_noise = 0, header_seen = 0, ref_order_ok = 1;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (line[0] == '#' || line[0] == '\n') continue;
-        if (!header_seen) { /* kind,history,delta,target_epsilon,rdp,prv_lower,prv_estimate,... */
-            header_seen = 1;
-            continue;
-        }
+    int n_eps = 0, n_noise = 0, ref_order_ok = 1;
+    /* the header: kind,history,delta,target_epsilon,rdp,prv_lower,prv_estimate,... */
+    fixture_line(f, line, sizeof line);
+    while (fixture_line(f, line, sizeof line)) {
         char *c[9], hist_text[256];
         if (split(line, ',', c, 9) != 9) {
             check(0, "accountants.csv: row without 9 fields");
@@ -156,14 +153,11 @@ static void test_prv_grid(void) {
         n_failed++;
         return;
     }
-    int rows = 0, header_seen = 0;
+    int rows = 0;
     double max_grid = 0, max_mean = 0, max_kept = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (line[0] == '#' || line[0] == '\n') continue;
-        if (!header_seen) { /* history,delta,grid_points,t_min,mesh,segment_means */
-            header_seen = 1;
-            continue;
-        }
+    /* the header: history,delta,grid_points,t_min,mesh,segment_means */
+    fixture_line(f, line, sizeof line);
+    while (fixture_line(f, line, sizeof line)) {
         char *c[6], *means[MAX_SEGMENTS], hist_text[256];
         if (split(line, ',', c, 6) != 6) {
             check(0, "prv_grid.csv: row without 6 fields");

@@ -33,13 +33,10 @@ static void test_against_opacus(void) {
     }
     char line[1024], err[256], what[512];
     double max_eps = 0.0, max_sigma = 0.0, max_noise_eps = 0.0;
-    int n_eps = 0, n_noise = 0, n_raises = 0, header_seen = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (line[0] == '#' || line[0] == '\n') continue;
-        if (!header_seen) { /* kind,sample_rate,noise_multiplier,steps,delta,target_epsilon,epsilon,order */
-            header_seen = 1;
-            continue;
-        }
+    int n_eps = 0, n_noise = 0, n_raises = 0;
+    /* the header: kind,sample_rate,noise_multiplier,steps,delta,target_epsilon,epsilon,order */
+    fixture_line(f, line, sizeof line);
+    while (fixture_line(f, line, sizeof line)) {
         char *c[8];
         if (split(line, ',', c, 8) != 8) {
             check(0, "opacus_rdp.csv: row without 8 fields");
@@ -105,13 +102,10 @@ static void test_log_erfc(void) {
     }
     char line[256], what[256];
     double max_d = 0.0;
-    int n = 0, header_seen = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (line[0] == '#' || line[0] == '\n') continue;
-        if (!header_seen) { /* x,log_erfc */
-            header_seen = 1;
-            continue;
-        }
+    int n = 0;
+    /* the header: x,log_erfc */
+    fixture_line(f, line, sizeof line);
+    while (fixture_line(f, line, sizeof line)) {
         char *c[2];
         if (split(line, ',', c, 2) != 2) {
             check(0, "log_erfc_mpmath.csv: row without 2 fields");
