@@ -346,7 +346,57 @@ static void test_segment_labels_one_unit(void) {
     dpplot_canvas_free(cv);
 }
 
+/* Panel titles of a timeline chart: its method names among the recorded titles. */
+static size_t timeline_panels(const char *texts) {
+    size_t n = 0;
+    for (const char *line = texts; *line;) {
+        size_t len = strcspn(line, "\n");
+        static const char *const names[] = {"vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip"};
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            n += strlen(names[k]) == len && strncmp(line, names[k], len) == 0;
+        line += len + (line[len] == '\n');
+    }
+    return n;
+}
+
+/* A directory of 12 (and 200) single runs: the timeline draws its 12 panels at the default
+ * height (they once all failed to fit, and 200 results drew none), and at 600 px as many as fit,
+ * the rest named in a note. check_layout fails a chart with no axes drawn. */
+static void test_many_timelines(void) {
+    static const char *const names[] = {"vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip"};
+    const size_t counts[] = {12, 200};
+    for (size_t c = 0; c < 2; c++) {
+        char dir[900], out[1024], path[2048], err[512];
+        snprintf(dir, sizeof dir, "%s/layout_many_%zu", DPPLOT_TEST_OUT, counts[c]);
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) continue;
+        for (size_t i = 0; i < counts[c]; i++) {
+            snprintf(path, sizeof path, "%s/single/%s.json", DPPLOT_FIXTURES, names[i % 6]);
+            char *text = tu_read_file(path);
+            snprintf(path, sizeof path, "%s/run%03zu.json", dir, i);
+            tu_check(text && write_text(path, text) == 0, "write %s", path);
+            free(text);
+        }
+        for (int small = 0; small < 2; small++) {
+            layout_log log = {0};
+            dpplot_options opt = dpplot_options_default();
+            opt.layout = check_layout, opt.layout_user = &log;
+            opt.height = small ? 600 : 1000;
+            snprintf(out, sizeof out, "%s/charts_%d", dir, opt.height);
+            tu_check(dpplot_render_dir(dir, out, &opt, err, sizeof err) == 0, "%s: %s", dir, err);
+            const char *texts = texts_of(&log, "memory_timeline.png");
+            size_t panels = timeline_panels(texts);
+            if (!small)
+                tu_check(panels == 12, "%zu results at 1000 px: 12 timeline panels (%zu)", counts[c], panels);
+            else
+                tu_check(panels >= 2 && panels < 12 && strstr(texts, "Not shown: "),
+                         "%zu results at 600 px: the panels that fit (%zu) and a note on the rest", counts[c], panels);
+            for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+        }
+    }
+}
+
 int main(void) {
+    test_many_timelines();
     test_segment_labels_one_unit();
     test_peak_label_clear();
     test_thin_band_and_coincident_markers();
