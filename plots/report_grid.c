@@ -289,8 +289,9 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
             sp.top_band = any_oom ? dpplot_oom_band(n_series) : 0;
             dpplot_rect outer = {10 + cell_w * (double)kc, top + cell_h * (double)kr, cell_w - 10, cell_h - 6};
             if (dpplot_panel_begin(&p, cv, outer, &sp) != 0) {
-                (void)dpplot_strlist_addf(notes, "%s: panel %s did not fit; use a larger --height or --point",
-                                          dpplot_report_basename(path), ptitle);
+                (void)dpplot_strlist_addf(
+                    notes, "%s: panel %s did not fit; use --point, or a larger height (render_dir's height=)",
+                    dpplot_report_basename(path), ptitle);
                 continue;
             }
             dpplot_lines_draw(&p, s, n_series);

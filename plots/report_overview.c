@@ -38,7 +38,8 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         if (used) comps[n_comp++] = (dpplot_component)c;
     }
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_GROUPS, "Memory analysis overview") < 0) return -1;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_GROUPS, "Memory analysis overview") < 0)
+        return -1;
     dpplot_canvas *cv = f.cv;
     const double W = f.W, H = f.H;
     double top = f.top;
@@ -98,7 +99,7 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         dpplot_rect outer = {x, top, cell_w - 10, H - top - 10 - bottom_note};
         x += cell_w;
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) {
-            (void)dpplot_strlist_addf(notes, "%s: panel '%s' did not fit; use a larger --height",
+            (void)dpplot_strlist_addf(notes, "%s: panel '%s' did not fit; use a larger height (render_dir's height=)",
                                       dpplot_report_basename(path), titles[panel]);
             continue;
         }

@@ -213,22 +213,24 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
             (dpplot_legend_entry){"snapshot taken by the script", DPPLOT_INK, DPPLOT_SWATCH_DASHED, DPPLOT_MARKER_NONE};
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 6;
     /* As many panels as fit the canvas's height: the rest are left out and named, never a chart
-     * of titles over white (12 panels at 1000 px, or any number at a small --height). */
+     * of titles over white (12 panels at 1000 px, or any number at a small height). */
     size_t n_fit = fitting_panels(sel, idx, n_ok, W, H, top, leftout[0] != 0, t_max, y_max, card);
     if (n_fit == 0) { /* not one panel: no chart rather than a title over white */
         dpplot_canvas_free(cv);
-        (void)dpplot_strlist_addf(notes, "%s: skipped, not one panel fits at --height %.0f (use a larger --height)",
-                                  dpplot_report_basename(path), H);
+        (void)dpplot_strlist_addf(
+            notes, "%s: skipped, not one panel fits at a height of %.0f px (render_dir's height= draws taller)",
+            dpplot_report_basename(path), H);
         return 0;
     }
     if (n_fit < n_ok) {
         for (size_t k = n_fit; k < n_ok; k++) usable[idx[k]] = DPPLOT_NO_ROOM;
         size_t more = dpplot_report_left_out(sel, usable, n, n_fit, f.leftout, sizeof f.leftout);
         size_t used = strlen(f.leftout);
-        snprintf(f.leftout + used, sizeof f.leftout - used, " at %.0f px high (a larger --height draws more)", H);
+        snprintf(f.leftout + used, sizeof f.leftout - used,
+                 " at %.0f px high (a taller chart draws more: render_dir's height=)", H);
         (void)dpplot_strlist_addf(notes,
-                                  "%s: %zu of %zu panels fit at --height %.0f; %zu more left out (use a larger "
-                                  "--height, or plot them from a directory of their own)",
+                                  "%s: %zu of %zu panels fit at a height of %.0f px; %zu more left out (plot them "
+                                  "from a directory of their own, or taller: render_dir's height=)",
                                   dpplot_report_basename(path), n_fit, n_ok, H, more);
         n_ok = n_fit;
     }
@@ -248,7 +250,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
             if (isfinite(r->t_ms[i])) own_t = fmax(own_t, r->t_ms[i]);
         if (draw_panel(cv, outer, r, dpplot_report_label(sel, idx[k]), own_t > 0 ? own_t : t_max, y_max * 1.12,
                        last_in_col, col == 0, card, 0) != 0)
-            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger --height",
+            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger height (render_dir's height=)",
                                       dpplot_report_basename(path), dpplot_report_label(sel, idx[k]));
     }
     dpplot_figure_note(cv, leftout);
@@ -393,8 +395,9 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
         sp.x_label = row == rows - 1 || k + cols >= n_p ? "" : NULL;
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 8, cell_h - 6};
         if (dpplot_panel_begin(&p, cv, outer, &sp) != 0) {
-            (void)dpplot_strlist_addf(notes, "%s: panel %s did not fit; use a larger --height or --point",
-                                      dpplot_report_basename(path), labels[k]);
+            (void)dpplot_strlist_addf(
+                notes, "%s: panel %s did not fit; use --point, or a larger height (render_dir's height=)",
+                dpplot_report_basename(path), labels[k]);
             continue;
         }
         dpplot_lines_draw(&p, s, n_members[k]);

@@ -60,6 +60,21 @@ int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const
     return 0;
 }
 
+size_t dpplot_report_panels_fit(double W, double H, double top, double bottom, size_t n, size_t (*cols_of)(size_t),
+                                const dpplot_panel_spec *tightest) {
+    dpplot_canvas *probe = dpplot_canvas_new((int)W, (int)H, 1.0);
+    if (!probe) return n;
+    size_t m = n;
+    for (; m > 0; m--) {
+        size_t cols = cols_of(m), rows = (m + cols - 1) / cols;
+        double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10 - bottom - (m < n ? 30 : 0)) / (double)rows;
+        dpplot_panel p;
+        if (dpplot_panel_begin(&p, probe, (dpplot_rect){10, top, cell_w - 10, cell_h - 6}, tightest) == 0) break;
+    }
+    dpplot_canvas_free(probe);
+    return m;
+}
+
 int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes) {
     char why[1024];
     int rc = dpplot_canvas_write_png(cv, path, why, sizeof why);
