@@ -83,6 +83,9 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
     int shown[3] = {1, any_components && n_comp > 0, any_time};
     size_t n_shown = (size_t)(shown[0] + shown[1] + shown[2]);
     double cell_w = (W - 20) / (double)n_shown, x = 10;
+    const dpplot_result *used_items[MAX_GROUPS]; /* a plan run's card on both memory axes */
+    for (size_t k = 0; k < n_ok; k++) used_items[k] = sel->items[idx[k]];
+    double card = dpplot_report_card_bytes(used_items, n_ok);
     for (int panel = 0; panel < 3; panel++) {
         if (!shown[panel]) continue;
         dpplot_rgb one_color[MAX_GROUPS]; /* single-series bars: each in its method's colour */
@@ -94,7 +97,9 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         s.title = titles[panel];
         s.y_label = panel == 0 ? "Memory" : panel == 2 ? "" : NULL;
         s.y_unit = units[panel];
-        s.y_min = 0, s.y_max = (hi > 0 ? hi : 1) * 1.12, s.y_extend = 1;
+        double top_value = hi > 0 ? hi : 1;
+        if (units[panel] == DPPLOT_UNIT_BYTES) top_value = dpplot_report_card_axis(top_value, card);
+        s.y_min = 0, s.y_max = top_value * 1.12, s.y_extend = 1;
         s.x_categories = labels, s.n_x_categories = n_ok, s.x_category_colors = method_colors;
         dpplot_rect outer = {x, top, cell_w - 10, H - top - 10 - bottom_note};
         x += cell_w;
@@ -119,6 +124,7 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         } else {
             dpplot_bars_draw(&p, &b);
         }
+        if (units[panel] == DPPLOT_UNIT_BYTES) dpplot_report_card_line(&p, card, 0);
         dpplot_panel_end(&p);
     }
     dpplot_figure_note(cv, f.leftout);

@@ -203,10 +203,12 @@ void dpplot_report_card_line(const dpplot_panel *p, double card, int on_x) {
     }
     cairo_stroke(cr);
     cairo_restore(cr);
-    if (on_x) {
-        st.halign = DPPLOT_RIGHT, st.valign = DPPLOT_TOP;
-        dpplot_text(p->cv, dpplot_panel_px(p, card) - 4, p->plot.y + 4, text, &st);
-    } else {
-        dpplot_text(p->cv, p->plot.x + p->plot.w - 4, dpplot_panel_py(p, card) - 2, text, &st);
-    }
+    double tx = p->plot.x + p->plot.w - 4, ty = dpplot_panel_py(p, card) - 2;
+    if (on_x) st.halign = DPPLOT_RIGHT, st.valign = DPPLOT_TOP, tx = dpplot_panel_px(p, card) - 4, ty = p->plot.y + 4;
+    /* on a white ground: the label may lie across a bar (a run far beyond the card) */
+    dpplot_rect b = dpplot_text_bounds(p->cv, tx, ty, text, &st);
+    dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
+    cairo_rectangle(cr, b.x - 2, b.y - 1, b.w + 4, b.h + 2);
+    cairo_fill(cr);
+    dpplot_text(p->cv, tx, ty, text, &st);
 }
