@@ -36,6 +36,15 @@ static void draw_marks(dpplot_panel *p, const dpplot_result *r) {
             b = dpplot_text_bounds(p->cv, x - 4, p->plot.y + 4, r->marks[i].name, &st);
         }
         double y = p->plot.y + 4 + (b.x < last_right ? b.h + 2 : 0); /* a second row when they would touch */
+        /* and below any label already at the plot's top (the card's note) */
+        size_t n_boxes;
+        const dpplot_box *boxes = dpplot_canvas_boxes(p->cv, &n_boxes);
+        for (size_t k = 0; k < n_boxes; k++) {
+            dpplot_rect at = {b.x, y, b.w, b.h};
+            if (boxes[k].kind == DPPLOT_BOX_TEXT && dpplot_rect_overlap(boxes[k].r, p->plot) &&
+                dpplot_rect_overlap(boxes[k].r, at))
+                y = boxes[k].r.y + boxes[k].r.h + 2, k = (size_t)-1; /* look again from the first */
+        }
         dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
         cairo_rectangle(cr, b.x - 2, y - 1, b.w + 4, b.h + 2);
         cairo_fill(cr);

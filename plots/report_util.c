@@ -181,9 +181,23 @@ void dpplot_report_card_line(const dpplot_panel *p, double card, int on_x) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
     dpplot_rgb red = dpplot_rgb_hex(0xD0103A);
     dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 1, red, DPPLOT_RIGHT, DPPLOT_BOTTOM);
-    if (card > hi || card < lo) { /* beyond the axis: said at its end */
-        snprintf(text, sizeof text, "card %s %s", v, on_x ? "(right of the axis)" : "(above the axis)");
-        dpplot_text(p->cv, p->plot.x + p->plot.w - 4, p->plot.y + 2 + dpplot_line_height(p->cv, st.size), text, &st);
+    if (card > hi || card < lo) { /* beyond the axis: said inside the plot, in the words that fit it */
+        const char *where = card < lo ? "(below the axis)" : on_x ? "(right of the axis)" : "(above the axis)";
+        const char *arrow = card < lo ? "\xe2\x86\x93" : on_x ? "\xe2\x86\x92" : "\xe2\x86\x91";
+        for (int form = 0; form < 4; form++) {
+            if (form == 3) return; /* not even "card 80 GiB" fits a plot this narrow */
+            snprintf(text, sizeof text, "card %s%s%s", v, form < 2 ? " " : "",
+                     form == 0   ? where
+                     : form == 1 ? arrow
+                                 : "");
+            if (dpplot_text_width(p->cv, text, st.size, 1) <= p->plot.w - 8) break;
+        }
+        double ty = p->plot.y + 2 + dpplot_line_height(p->cv, st.size);
+        dpplot_rect b = dpplot_text_bounds(p->cv, p->plot.x + p->plot.w - 4, ty, text, &st);
+        dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
+        cairo_rectangle(cr, b.x - 2, b.y - 1, b.w + 4, b.h + 2);
+        cairo_fill(cr);
+        dpplot_text(p->cv, p->plot.x + p->plot.w - 4, ty, text, &st);
         return;
     }
     snprintf(text, sizeof text, "card %s", v);

@@ -121,6 +121,12 @@ static int make_sweep(const char *dir, size_t nk, int plan) { /* dir: at most ~1
             cJSON_ReplaceItemInObject(r, "experiment", cJSON_CreateString(name));
             cJSON_DeleteItemFromObject(r, "predicted");
             cJSON_AddBoolToObject(r, "predicted", plan);
+            if (plan) { /* a card well above the peaks: every memory axis notes it ("above the axis") */
+                cJSON *card = cJSON_AddObjectToObject(r, "plan");
+                cJSON_AddStringToObject(card, "device_model", "tiny");
+                cJSON_AddNumberToObject(card, "memory_bytes", 40.0 * 1073741824.0);
+                cJSON_AddBoolToObject(card, "fits", 1);
+            }
             char *text = cJSON_Print(r);
             snprintf(path, sizeof path, "%s/%s.json", dir, name);
             int rc = text ? write_text(path, text) : -1;
@@ -406,6 +412,7 @@ int main(void) {
     /* even sizes as plan runs: their axis titles ("estimated, roofline") are the longest */
     for (size_t nk = 1; nk <= 5; nk++) test_sweep(nk, nk % 2 == 0);
     test_sweep(1, 1); /* the one-variable chart of a plan run */
+    test_sweep(5, 1); /* a plan run's 30 timeline panels, each noting the card above its axis */
     /* the six single runs: three rows of timelines, where snapshot marks and peaks meet */
     layout_log log = {0};
     dpplot_options opt = dpplot_options_default();
