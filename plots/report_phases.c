@@ -111,6 +111,10 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
             probe.title = dpplot_report_label(sel, idx[k]);
     dpplot_rgb swatch = DPPLOT_INK;
     probe.title_swatch = &swatch, probe.y_label = "Memory", probe.y_unit = DPPLOT_UNIT_BYTES;
+    const dpplot_result *used_items[MAX_PANELS]; /* a plan run's card on the memory axes */
+    for (size_t k = 0; k < n_ok; k++) used_items[k] = sel->items[idx[k]];
+    double card = dpplot_report_card_bytes(used_items, n_ok);
+    y_max = dpplot_report_card_axis(y_max, card);
     probe.y_min = 0, probe.y_max = y_max * 1.12, probe.y_extend = 1;
     probe.x_categories = phase_names, probe.n_x_categories = n_ph;
     size_t n_fit = dpplot_report_panels_fit(W, H, top, note[0] ? 30 : 0, n_ok, phase_cols, &probe);
@@ -168,6 +172,7 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
         }
         dpplot_bars_draw(&p, &b);
         draw_ends(&p, ends, n_ph, 0.62);
+        dpplot_report_card_line(&p, card, 0);
         dpplot_panel_end(&p);
     }
     dpplot_figure_note(cv, note);

@@ -160,6 +160,13 @@ static void check_contents(const layout_log *log, size_t nk, int plan) {
         tu_check((strstr(grid_time, "whiskers") != NULL) == !plan, "%zu: the whiskers entry %s", nk,
                  plan ? "is dropped for plan runs" : "is kept for measured runs");
     }
+    /* a plan run's memory axes note its card (40 GiB, above these axes) */
+    static const char *const memory_axes[] = {"memory_breakdown_comparison.png", "memory_analysis_overview.png",
+                                              "operation_level_breakdown.png", "memory_timeline.png",
+                                              "performance_tradeoff.png"};
+    for (size_t i = 0; plan && i < sizeof memory_axes / sizeof memory_axes[0]; i++)
+        tu_check(strstr(texts_of(log, memory_axes[i]), "card 40 GiB") != NULL, "%zu: %s notes the card", nk,
+                 memory_axes[i]);
     if (nk >= 2) /* the colour bar names its scale */
         tu_check(strstr(texts_of(log, "memory_heatmap.png"), "colour scale") != NULL, "%zu: heatmap scale named", nk);
     if (nk == 1) { /* seq_len 256, 1024 on a log2 axis: ticks at the swept values */
