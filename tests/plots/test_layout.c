@@ -408,7 +408,37 @@ static void test_many_timelines(void) {
     }
 }
 
+/* Lines a hair apart (0.5% of the time axis: 682 and 685 ms) lie under each other; the grid's
+ * legend names them as it names identical ones, and says they are near, not equal. */
+static void test_near_lines(void) {
+    const char *dir = DPPLOT_TEST_OUT "/layout_near", *out = DPPLOT_TEST_OUT "/layout_near_charts";
+    static const char *const keys[3] = {"seq_len", "batch", "lora_rank"};
+    const double GIB = 1073741824.0;
+    int ok = tu_fresh_dir(dir) == 0;
+    for (int s = 0; s < 2; s++)
+        for (int b = 0; b < 2; b++)
+            for (int r = 0; r < 2; r++) {
+                double v[3] = {128.0 * (s + 1), 8.0 * (b + 1), 8.0 * (r + 1)}, ms = 600.0 + 100 * s + 300 * b;
+                ok &= tu_write_plan_point(dir, "vanilla", keys, v, 3, (16 + s) * GIB, GIB, GIB, ms, 80 * GIB) == 0;
+                ok &=
+                    tu_write_plan_point(dir, "ghost", keys, v, 3, (16 + s) * GIB, GIB, GIB, ms * 1.005, 80 * GIB) == 0;
+                ok &= tu_write_plan_point(dir, "bk", keys, v, 3, (16 + s) * GIB, GIB, GIB, ms * 1.6, 80 * GIB) == 0;
+            }
+    if (!tu_check(ok, "layout_near: fixture written")) return;
+    layout_log log = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.layout = check_layout, opt.layout_user = &log;
+    char err[512];
+    tu_check(dpplot_render_dir(dir, out, &opt, err, sizeof err) == 0, "layout_near: %s", err);
+    const char *grid = texts_of(&log, "sweep_grid_time.png");
+    tu_check(strstr(grid, "vanilla, ghost coincide") && strstr(grid, "within 1% of the axis") &&
+                 !strstr(grid, "bk coincide"),
+             "the near lines are named, bk's apart are not (texts: %.400s)", grid);
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+}
+
 int main(void) {
+    test_near_lines();
     test_many_timelines();
     test_segment_labels_one_unit();
     test_peak_label_clear();
