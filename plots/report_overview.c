@@ -100,6 +100,21 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         double top_value = hi > 0 ? hi : 1;
         if (units[panel] == DPPLOT_UNIT_BYTES) top_value = dpplot_report_card_axis(top_value, card);
         s.y_min = 0, s.y_max = top_value * 1.12, s.y_extend = 1;
+        if (b.group_notes) { /* the totals over the bars in the axis's one unit ("1100 ms" beside "682 ms") */
+            const char *unit_name;
+            double divisor;
+            dpplot_unit_choose(units[panel], s.y_max, &unit_name, &divisor);
+            char(*text)[32] = panel == 0 ? peak_text : time_text;
+            for (size_t k = 0; k < n_ok; k++) {
+                double shown = b.values[k] / divisor;
+                if (isfinite(shown))
+                    snprintf(text[k], sizeof text[k], "%.*f %s",
+                             shown >= 100  ? 0
+                             : shown >= 10 ? 1
+                                           : 2,
+                             shown, unit_name);
+            }
+        }
         s.x_categories = labels, s.n_x_categories = n_ok, s.x_category_colors = method_colors;
         dpplot_rect outer = {x, top, cell_w - 10, H - top - 10 - bottom_note};
         x += cell_w;

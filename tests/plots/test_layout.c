@@ -434,6 +434,11 @@ static void test_near_lines(void) {
     tu_check(strstr(grid, "vanilla, ghost coincide") && strstr(grid, "within 1% of the axis") &&
                  !strstr(grid, "bk coincide"),
              "the near lines are named, bk's apart are not (texts: %.400s)", grid);
+    /* the overview's totals in its time axis's one unit: bk's 1600 ms beside vanilla's 1000 ms,
+     * not "1.6 s" */
+    const char *overview = texts_of(&log, "memory_analysis_overview.png");
+    tu_check(strstr(overview, "\n1600 ms\n") && strstr(overview, "\n1000 ms\n") && !strstr(overview, " s\n"),
+             "overview times in ms (texts: %.600s)", overview);
     for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
 }
 
