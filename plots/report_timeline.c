@@ -73,21 +73,27 @@ static int has_reserved_line(const dpplot_result *r) {
     return 0;
 }
 
-/* probe=1: only lays the panel out (on a scratch canvas), to learn whether it fits. */
-static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result *r, const char *label, double t_max,
-                      double y_max, int x_title, int y_title, double card, int probe) {
-    dpplot_rgb color = dpplot_method_color(r->method);
-    dpplot_panel p;
+/* The layout of r's panel (its colour in *color, which the spec points at). */
+static dpplot_panel_spec panel_spec(const dpplot_result *r, const char *label, double t_max, double y_max, int x_title,
+                                    int y_title, dpplot_rgb *color) {
+    *color = dpplot_method_color(r->method);
     dpplot_panel_spec s = {0};
     s.title = label;
-    s.title_swatch = &color;
+    s.title_swatch = color;
     s.x_label = !x_title ? NULL : time_title(r);
     s.y_label = y_title ? "Memory" : NULL;
     s.x_unit = DPPLOT_UNIT_MS, s.y_unit = DPPLOT_UNIT_BYTES;
     s.x_min = 0, s.x_max = t_max;
     s.y_min = 0, s.y_max = y_max, s.y_extend = 1;
+    return s;
+}
+
+static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result *r, const char *label, double t_max,
+                      double y_max, int x_title, int y_title, double card) {
+    dpplot_rgb color;
+    dpplot_panel p;
+    dpplot_panel_spec s = panel_spec(r, label, t_max, y_max, x_title, y_title, &color);
     if (dpplot_panel_begin(&p, cv, outer, &s) != 0) return -1;
-    if (probe) return 0;
     dpplot_shade shades[1024];
     size_t n_sh = 0;
     for (size_t i = 0; i < r->n_spans && n_sh < 1024; i++)
@@ -136,30 +142,6 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
 
 /* Columns of a timeline chart of n panels: one up to 3, two up to 8, then three. */
 static size_t timeline_cols(size_t n) { return n <= 3 ? 1 : n <= 8 ? 2 : 3; }
-
-/* How many of the n_ok panels (idx into sel) fit a W x H canvas below `top`: the most for which
- * the tightest panel (a bottom-left one, with both axis titles, the longest label) still lays
- * out. Measured on a scratch canvas, so nothing is drawn; 0 when not even one fits. */
-static size_t fitting_panels(const dpplot_selection *sel, const size_t *idx, size_t n_ok, double W, double H,
-                             double top, int note, double t_max, double y_max, double card) {
-    dpplot_canvas *probe = dpplot_canvas_new((int)W, (int)H, 1.0);
-    if (!probe) return n_ok; /* cannot measure: draw as before, a panel that fails is named */
-    size_t longest = 0;
-    for (size_t k = 1; k < n_ok; k++)
-        if (strlen(dpplot_report_label(sel, idx[k])) > strlen(dpplot_report_label(sel, idx[longest]))) longest = k;
-    size_t n_fit = n_ok;
-    for (; n_fit > 0; n_fit--) {
-        size_t cols = timeline_cols(n_fit), rows = (n_fit + cols - 1) / cols;
-        double bottom_note = note || n_fit < n_ok ? 30 : 0;
-        double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10 - bottom_note) / (double)rows;
-        dpplot_rect outer = {10, top, cell_w - 10, cell_h - 6};
-        if (draw_panel(probe, outer, sel->items[idx[longest]], dpplot_report_label(sel, idx[longest]), t_max,
-                       y_max * 1.12, 1, 1, card, 1) == 0)
-            break;
-    }
-    dpplot_canvas_free(probe);
-    return n_fit;
-}
 
 int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                            dpplot_strlist *notes) {
@@ -223,7 +205,13 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 6;
     /* As many panels as fit the canvas's height: the rest are left out and named, never a chart
      * of titles over white (12 panels at 1000 px, or any number at a small height). */
-    size_t n_fit = fitting_panels(sel, idx, n_ok, W, H, top, leftout[0] != 0, t_max, y_max, card);
+    size_t longest = 0; /* the tightest panel: the longest title, both axis titles */
+    for (size_t k = 1; k < n_ok; k++)
+        if (strlen(dpplot_report_label(sel, idx[k])) > strlen(dpplot_report_label(sel, idx[longest]))) longest = k;
+    dpplot_rgb probe_color;
+    dpplot_panel_spec probe = panel_spec(sel->items[idx[longest]], dpplot_report_label(sel, idx[longest]), t_max,
+                                         y_max * 1.12, 1, 1, &probe_color);
+    size_t n_fit = dpplot_report_panels_fit(W, H, top, leftout[0] ? 30 : 0, n_ok, timeline_cols, &probe);
     if (n_fit == 0) { /* not one panel: no chart rather than a title over white */
         dpplot_canvas_free(cv);
         (void)dpplot_strlist_addf(
@@ -258,7 +246,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
         for (size_t i = 0; i < r->n_timeline; i++)
             if (isfinite(r->t_ms[i])) own_t = fmax(own_t, r->t_ms[i]);
         if (draw_panel(cv, outer, r, dpplot_report_label(sel, idx[k]), own_t > 0 ? own_t : t_max, y_max * 1.12,
-                       last_in_col, col == 0, card, 0) != 0)
+                       last_in_col, col == 0, card) != 0)
             (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger height (render_dir's height=)",
                                       dpplot_report_basename(path), dpplot_report_label(sel, idx[k]));
     }
