@@ -152,20 +152,22 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
             size_t members = 0;
             for (size_t i = 0; i < m; i++) members += group[i] == g;
             if (members < 2) continue;
-            int w = snprintf(note + used, sizeof note - used, "%s", used ? "; " : "");
-            used += w > 0 ? (size_t)w : 0;
-            for (size_t i = 0, k = 0; i < m && used < sizeof note; i++) {
+                /* used stays within note: a list longer than it (many runs at one value) is cut */
+#define NOTE_ADD(...)                                                                                                  \
+    do {                                                                                                               \
+        int w_ = snprintf(note + used, sizeof note - used, __VA_ARGS__);                                               \
+        used = w_ > 0 && used + (size_t)w_ < sizeof note ? used + (size_t)w_ : sizeof note - 1;                        \
+    } while (0)
+            NOTE_ADD("%s", used ? "; " : "");
+            for (size_t i = 0, k = 0; i < m && used < sizeof note - 1; i++) {
                 if (group[i] != g) continue;
                 char name[96];
                 snprintf(name, sizeof name, "%s", pts[i].label ? pts[i].label : "?");
                 name[strcspn(name, "\n")] = '\0'; /* the label's first line is its method */
-                w = snprintf(note + used, sizeof note - used, "%s%s", k++ ? ", " : "", name);
-                used += w > 0 ? (size_t)w : 0;
+                NOTE_ADD("%s%s", k++ ? ", " : "", name);
             }
-            if (used < sizeof note) {
-                w = snprintf(note + used, sizeof note - used, " coincide");
-                used += w > 0 ? (size_t)w : 0;
-            }
+            NOTE_ADD(" coincide");
+#undef NOTE_ADD
         }
         /* one line within the canvas: a long list (many runs at one value) is cut with an
          * ellipsis, the explanation after it kept */
