@@ -70,11 +70,8 @@ static void segment(dpplot_panel *p, const dpplot_bar_spec *b, label_unit u, dou
         double shown = fabs(v1 - v0) / u.divisor;
         /* a segment below zero is a negative amount (less than the reference), and says so; every
          * label in the chart's one unit (a 474 MiB segment on a GiB axis reads "0.46 GiB") */
-        snprintf(buf, sizeof buf, "%s%.*f%s%s", v1 < v0 ? "-" : "",
-                 shown >= 100  ? 0
-                 : shown >= 10 ? 1
-                               : 2,
-                 shown, u.name[0] ? " " : "", u.name);
+        int decimals = shown >= 100 ? 0 : shown >= 10 ? 1 : 2;
+        snprintf(buf, sizeof buf, "%s%.*f%s%s", v1 < v0 ? "-" : "", decimals, shown, u.name[0] ? " " : "", u.name);
     }
     /* One of two sizes, so labels look alike; a label that fits neither is left out rather than
      * shown without its unit (the axis unit may differ). */
