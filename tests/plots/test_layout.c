@@ -440,6 +440,23 @@ static void test_near_lines(void) {
     tu_check(strstr(overview, "\n1600 ms\n") && strstr(overview, "\n1000 ms\n") && !strstr(overview, " s\n"),
              "overview times in ms (texts: %.600s)", overview);
     for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+    /* the same over one variable: ghost's times ring vanilla's, said with "≈" */
+    const char *dir1 = DPPLOT_TEST_OUT "/layout_near_1", *out1 = DPPLOT_TEST_OUT "/layout_near_1_charts";
+    ok = tu_fresh_dir(dir1) == 0;
+    for (int k = 0; k < 3; k++) {
+        double v[1] = {256.0 * (1 << k)}, ms = 600.0 * (1 << k);
+        ok &= tu_write_plan_point(dir1, "vanilla", keys, v, 1, (16 + k) * GIB, GIB, GIB, ms, 80 * GIB) == 0;
+        ok &= tu_write_plan_point(dir1, "ghost", keys, v, 1, (20 + k) * GIB, GIB, GIB, ms * 1.005, 80 * GIB) == 0;
+        ok &= tu_write_plan_point(dir1, "bk", keys, v, 1, (24 + k) * GIB, GIB, GIB, ms * 1.6, 80 * GIB) == 0;
+    }
+    if (!tu_check(ok, "layout_near_1: fixture written")) return;
+    layout_log log1 = {0};
+    opt.layout_user = &log1;
+    tu_check(dpplot_render_dir(dir1, out1, &opt, err, sizeof err) == 0, "layout_near_1: %s", err);
+    const char *sweep = texts_of(&log1, "sweep_seq_len.png");
+    tu_check(strstr(sweep, "ghost \xe2\x89\x88 vanilla (step time)") && !strstr(sweep, "bk \xe2\x89\x88"),
+             "the sweep names ghost's times as under vanilla's (texts: %.400s)", sweep);
+    for (int i = 0; i < log1.charts && i < MAX_CHARTS; i++) free(log1.texts[i]);
 }
 
 int main(void) {
