@@ -31,7 +31,25 @@ void dpplot_bars_range(const dpplot_bar_spec *b, double *lo, double *hi) {
     }
 }
 
-static void segment(dpplot_panel *p, const dpplot_bar_spec *b, double x0, double w, double v0, double v1,
+/* The one unit every segment label of a chart is written in: the value axis's own ("GiB" under a
+ * GiB axis), or, where the axis has none, the unit of the largest bar. */
+typedef struct {
+    const char *name; /* "" when the values have no unit */
+    double divisor;
+} label_unit;
+
+static label_unit chart_unit(const dpplot_panel *p, const dpplot_bar_spec *b) {
+    label_unit u = {"", 1.0};
+    if (b->unit == DPPLOT_UNIT_NONE) return u;
+    if (p->yt.n > 0 && p->yt.unit[0] && p->yt.divisor > 0) return (label_unit){p->yt.unit, p->yt.divisor};
+    double lo, hi;
+    dpplot_bars_range(b, &lo, &hi);
+    dpplot_unit_choose(b->unit, fmax(fabs(lo), fabs(hi)), &u.name, &u.divisor);
+    if (!(u.divisor > 0)) u.divisor = 1.0;
+    return u;
+}
+
+static void segment(dpplot_panel *p, const dpplot_bar_spec *b, label_unit u, double x0, double w, double v0, double v1,
                     dpplot_rgb color) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
     double ya = dpplot_panel_py(p, v0), yb = dpplot_panel_py(p, v1);
@@ -43,10 +61,18 @@ static void segment(dpplot_panel *p, const dpplot_bar_spec *b, double x0, double
     dpplot_set_color(cr, DPPLOT_WHITE, 1.0);
     cairo_stroke(cr);
     if (!b->label_segments) return;
-    char num[32], buf[40];
-    dpplot_format_value(fabs(v1 - v0), b->unit, num, sizeof num);
-    /* a segment below zero is a negative amount (less than the reference), and says so */
-    snprintf(buf, sizeof buf, "%s%s", v1 < v0 ? "-" : "", num);
+    char buf[48];
+    if (b->unit == DPPLOT_UNIT_NONE) {
+        char num[32];
+        dpplot_format_value(fabs(v1 - v0), b->unit, num, sizeof num);
+        snprintf(buf, sizeof buf, "%s%s", v1 < v0 ? "-" : "", num);
+    } else {
+        double shown = fabs(v1 - v0) / u.divisor;
+        /* a segment below zero is a negative amount (less than the reference), and says so; every
+         * label in the chart's one unit (a 474 MiB segment on a GiB axis reads "0.46 GiB") */
+        int decimals = shown >= 100 ? 0 : shown >= 10 ? 1 : 2;
+        snprintf(buf, sizeof buf, "%s%.*f%s%s", v1 < v0 ? "-" : "", decimals, shown, u.name[0] ? " " : "", u.name);
+    }
     /* One of two sizes, so labels look alike; a label that fits neither is left out rather than
      * shown without its unit (the axis unit may differ). */
     double size = DPPLOT_FONT_NOTE - 1;
@@ -59,6 +85,7 @@ static void segment(dpplot_panel *p, const dpplot_bar_spec *b, double x0, double
 void dpplot_bars_draw(dpplot_panel *p, const dpplot_bar_spec *b) {
     double frac = b->width > 0 ? b->width : 0.62;
     double slot = fabs(dpplot_panel_px(p, 1.0) - dpplot_panel_px(p, 0.0));
+    label_unit u = chart_unit(p, b);
     dpplot_panel_clip(p);
     for (size_t g = 0; g < b->n_groups; g++) {
         double cx = dpplot_panel_px(p, (double)g), w = slot * frac;
@@ -68,10 +95,10 @@ void dpplot_bars_draw(dpplot_panel *p, const dpplot_bar_spec *b) {
                 double v = b->values[g * b->n_series + s];
                 if (!isfinite(v) || v == 0.0) continue;
                 if (v > 0) {
-                    segment(p, b, cx - w / 2, w, pos, pos + v, b->series_colors[s]);
+                    segment(p, b, u, cx - w / 2, w, pos, pos + v, b->series_colors[s]);
                     pos += v;
                 } else {
-                    segment(p, b, cx - w / 2, w, neg, neg + v, b->series_colors[s]);
+                    segment(p, b, u, cx - w / 2, w, neg, neg + v, b->series_colors[s]);
                     neg += v;
                 }
             }
@@ -80,7 +107,7 @@ void dpplot_bars_draw(dpplot_panel *p, const dpplot_bar_spec *b) {
             for (size_t s = 0; s < b->n_series; s++) {
                 double v = b->values[g * b->n_series + s];
                 if (!isfinite(v)) continue;
-                segment(p, b, cx - w / 2 + bw * (double)s, bw, 0.0, v, b->series_colors[s]);
+                segment(p, b, u, cx - w / 2 + bw * (double)s, bw, 0.0, v, b->series_colors[s]);
             }
         }
     }

@@ -112,11 +112,20 @@ double dpplot_legend_draw(dpplot_canvas *cv, dpplot_rect area, const dpplot_lege
     dpplot_text_style st = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_LEFT, DPPLOT_MIDDLE);
     for (size_t i = 0; i < n;) {
         size_t k = row_count(cv, area.w, e, n, i, &rw);
+        /* an entry wider than the legend (a long list of coinciding runs) has its row to itself
+         * and is cut to it with an ellipsis, never run off the canvas */
+        char cut[512];
+        const char *label = k == 1 ? e[i].label : NULL;
+        if (k == 1 && rw > area.w) {
+            dpplot_text_fit(cv, e[i].label, area.w - swatch_width(e[i].swatch) - GAP_IN, DPPLOT_FONT_LEGEND,
+                            DPPLOT_FONT_LEGEND, 0, 1, cut, sizeof cut);
+            label = cut, rw = area.w;
+        }
         double x = area.x + (area.w - rw) / 2, cy = y + line / 2;
         for (size_t j = i; j < i + k; j++) {
             draw_swatch(cr, &e[j], x, cy);
             double sw = swatch_width(e[j].swatch);
-            dpplot_text(cv, x + sw + GAP_IN, cy, e[j].label, &st);
+            dpplot_text(cv, x + sw + GAP_IN, cy, label ? label : e[j].label, &st);
             x += entry_width(cv, &e[j]) + GAP_OUT;
         }
         i += k;

@@ -363,6 +363,11 @@ double dpplot_figure_title(dpplot_canvas *cv, const char *title, const char *sub
 
 void dpplot_figure_note(dpplot_canvas *cv, const char *note) {
     if (!note || !*note) return;
-    dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 0, DPPLOT_MUTED, DPPLOT_LEFT, DPPLOT_BOTTOM);
-    dpplot_text(cv, PAD, dpplot_canvas_height(cv) - PAD * 0.5, note, &st);
+    /* one line across the canvas (the charts keep one line's room for it): a long list of left-out
+     * runs shrinks a little, then is cut with an ellipsis rather than run off the right edge */
+    char fitted[1024];
+    double size = dpplot_text_fit(cv, note, dpplot_canvas_width(cv) - 2 * PAD, DPPLOT_FONT_NOTE, DPPLOT_FONT_NOTE - 3,
+                                  0, 1, fitted, sizeof fitted);
+    dpplot_text_style st = dpplot_style(size, 0, DPPLOT_MUTED, DPPLOT_LEFT, DPPLOT_BOTTOM);
+    dpplot_text(cv, PAD, dpplot_canvas_height(cv) - PAD * 0.5, fitted, &st);
 }

@@ -27,16 +27,18 @@ static dpplot_rgb line_color(size_t n_methods, const char *method, size_t j, siz
     return dpplot_viridis(nj > 1 ? 0.78 * (double)j / (double)(nj - 1) : 0.3);
 }
 
-/* 1 when series a and b have the same values (to 1e-4 of the larger) wherever either has one, in
- * every panel, and at least one value. */
-static int series_coincide(const series_data *data, size_t n_panels, size_t n_series, size_t a, size_t b, size_t nx) {
+/* 1 when series a and b have the same values wherever either has one, in every panel, and at
+ * least one value: to 1e-4 of the larger, or within `near` (a fraction of the axis too small to
+ * draw apart: 682 and 698 ms lines on a 0..2000 ms axis lie under each other). */
+static int series_coincide(const series_data *data, size_t n_panels, size_t n_series, size_t a, size_t b, size_t nx,
+                           double near) {
     int any = 0;
     for (size_t p = 0; p < n_panels; p++) {
         const series_data *da = &data[p * n_series + a], *db = &data[p * n_series + b];
         for (size_t k = 0; k < nx; k++) {
             if (da->oom[k] != db->oom[k] || isfinite(da->y[k]) != isfinite(db->y[k])) return 0;
             if (!isfinite(da->y[k])) continue;
-            if (fabs(da->y[k] - db->y[k]) > 1e-4 * fmax(fabs(da->y[k]), fabs(db->y[k]))) return 0;
+            if (fabs(da->y[k] - db->y[k]) > fmax(near, 1e-4 * fmax(fabs(da->y[k]), fabs(db->y[k])))) return 0;
             any = 1;
         }
     }
@@ -182,30 +184,6 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
     int any_spread = 0;
     for (size_t i = 0; i < n_panels * n_series; i++)
         for (size_t k = 0; k < xs.n; k++) any_spread |= isfinite(data[i].lo[k]) && data[i].hi[k] > data[i].lo[k];
-    /* Lines that coincide in every panel (batch under micro-batching: three identical curves)
-     * are said in the legend rather than left hidden under each other. */
-    char same[4][200];
-    size_t n_same = 0;
-    size_t group[MAX_SERIES];
-    for (size_t a = 0; a < n_series; a++) {
-        group[a] = a;
-        for (size_t b = 0; b < a && group[a] == a; b++)
-            if (group[b] == b && series_coincide(data, n_panels, n_series, a, b, xs.n)) group[a] = b;
-    }
-    for (size_t g = 0; g < n_series && n_same < 4; g++) {
-        size_t members[MAX_SERIES], nm = 0;
-        for (size_t a = 0; a < n_series; a++)
-            if (group[a] == g) members[nm++] = a;
-        if (nm < 2) continue;
-        coincide_note(members, nm, methods, ss.n, keys[1], &ss, n_m, same[n_same], sizeof same[n_same]);
-        legend[nl++] = (dpplot_legend_entry){same[n_same++], DPPLOT_INK, DPPLOT_SWATCH_NOTE, DPPLOT_MARKER_NONE};
-    }
-    char spread[96];
-    if ((metric == DPPLOT_METRIC_TIME || metric == DPPLOT_METRIC_TOKENS_PER_S) && any_spread) {
-        snprintf(spread, sizeof spread, "median, whiskers min-max of %s",
-                 max_runs > 1 ? "the repeated runs" : "the iterations");
-        legend[nl++] = (dpplot_legend_entry){spread, DPPLOT_INK, DPPLOT_SWATCH_WHISKER, DPPLOT_MARKER_NONE};
-    }
     /* shared y range */
     double y_max = 0;
     for (size_t i = 0; i < n_panels * n_series; i++)
@@ -218,6 +196,39 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
         for (size_t i = 0; i < n_panels * n_series; i++)
             for (size_t k = 0; k < xs.n; k++)
                 if (isfinite(data[i].y[k])) y_min = fmin(y_min, data[i].y[k]);
+    /* Lines that coincide in every panel (batch under micro-batching: three identical curves), or
+     * lie within 1% of the axis of each other, are said in the legend rather than left hidden
+     * under each other. */
+    double near = 0.01 * (y_max - y_min);
+    char same[4][240];
+    size_t n_same = 0;
+    size_t group[MAX_SERIES];
+    for (size_t a = 0; a < n_series; a++) {
+        group[a] = a;
+        for (size_t b = 0; b < a && group[a] == a; b++)
+            if (group[b] == b && series_coincide(data, n_panels, n_series, a, b, xs.n, near)) group[a] = b;
+    }
+    for (size_t g = 0; g < n_series && n_same < 4; g++) {
+        size_t members[MAX_SERIES], nm = 0;
+        for (size_t a = 0; a < n_series; a++)
+            if (group[a] == g) members[nm++] = a;
+        if (nm < 2) continue;
+        coincide_note(members, nm, methods, ss.n, keys[1], &ss, n_m, same[n_same], sizeof same[n_same]);
+        int exact = 1; /* else say how near: they differ, by less than can be drawn */
+        for (size_t i = 1; i < nm; i++)
+            exact &= series_coincide(data, n_panels, n_series, members[0], members[i], xs.n, 0);
+        if (!exact) {
+            size_t used = strlen(same[n_same]);
+            snprintf(same[n_same] + used, sizeof same[n_same] - used, " (within 1%% of the axis)");
+        }
+        legend[nl++] = (dpplot_legend_entry){same[n_same++], DPPLOT_INK, DPPLOT_SWATCH_NOTE, DPPLOT_MARKER_NONE};
+    }
+    char spread[96];
+    if ((metric == DPPLOT_METRIC_TIME || metric == DPPLOT_METRIC_TOKENS_PER_S) && any_spread) {
+        snprintf(spread, sizeof spread, "median, whiskers min-max of %s",
+                 max_runs > 1 ? "the repeated runs" : "the iterations");
+        legend[nl++] = (dpplot_legend_entry){spread, DPPLOT_INK, DPPLOT_SWATCH_WHISKER, DPPLOT_MARKER_NONE};
+    }
 
     double card = metric == DPPLOT_METRIC_PEAK ? dpplot_sweep_card_bytes(rs, sweep) : NAN; /* plan: the card */
     y_max = dpplot_report_card_axis(y_max, card);
@@ -289,8 +300,9 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
             sp.top_band = any_oom ? dpplot_oom_band(n_series) : 0;
             dpplot_rect outer = {10 + cell_w * (double)kc, top + cell_h * (double)kr, cell_w - 10, cell_h - 6};
             if (dpplot_panel_begin(&p, cv, outer, &sp) != 0) {
-                (void)dpplot_strlist_addf(notes, "%s: panel %s did not fit; use a larger --height or --point",
-                                          dpplot_report_basename(path), ptitle);
+                (void)dpplot_strlist_addf(
+                    notes, "%s: panel %s did not fit; use --point, or a larger height (render_dir's height=)",
+                    dpplot_report_basename(path), ptitle);
                 continue;
             }
             dpplot_lines_draw(&p, s, n_series);

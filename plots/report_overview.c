@@ -38,7 +38,8 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         if (used) comps[n_comp++] = (dpplot_component)c;
     }
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_GROUPS, "Memory analysis overview") < 0) return -1;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_GROUPS, "Memory analysis overview") < 0)
+        return -1;
     dpplot_canvas *cv = f.cv;
     const double W = f.W, H = f.H;
     double top = f.top;
@@ -82,6 +83,9 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
     int shown[3] = {1, any_components && n_comp > 0, any_time};
     size_t n_shown = (size_t)(shown[0] + shown[1] + shown[2]);
     double cell_w = (W - 20) / (double)n_shown, x = 10;
+    const dpplot_result *used_items[MAX_GROUPS]; /* a plan run's card on both memory axes */
+    for (size_t k = 0; k < n_ok; k++) used_items[k] = sel->items[idx[k]];
+    double card = dpplot_report_card_bytes(used_items, n_ok);
     for (int panel = 0; panel < 3; panel++) {
         if (!shown[panel]) continue;
         dpplot_rgb one_color[MAX_GROUPS]; /* single-series bars: each in its method's colour */
@@ -93,12 +97,29 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         s.title = titles[panel];
         s.y_label = panel == 0 ? "Memory" : panel == 2 ? "" : NULL;
         s.y_unit = units[panel];
-        s.y_min = 0, s.y_max = (hi > 0 ? hi : 1) * 1.12, s.y_extend = 1;
+        double top_value = hi > 0 ? hi : 1;
+        if (units[panel] == DPPLOT_UNIT_BYTES) top_value = dpplot_report_card_axis(top_value, card);
+        s.y_min = 0, s.y_max = top_value * 1.12, s.y_extend = 1;
+        if (b.group_notes) { /* the totals over the bars in the axis's one unit ("1100 ms" beside "682 ms") */
+            const char *unit_name;
+            double divisor;
+            dpplot_unit_choose(units[panel], s.y_max, &unit_name, &divisor);
+            char(*text)[32] = panel == 0 ? peak_text : time_text;
+            for (size_t k = 0; k < n_ok; k++) {
+                double shown = b.values[k] / divisor;
+                if (isfinite(shown))
+                    snprintf(text[k], sizeof text[k], "%.*f %s",
+                             shown >= 100  ? 0
+                             : shown >= 10 ? 1
+                                           : 2,
+                             shown, unit_name);
+            }
+        }
         s.x_categories = labels, s.n_x_categories = n_ok, s.x_category_colors = method_colors;
         dpplot_rect outer = {x, top, cell_w - 10, H - top - 10 - bottom_note};
         x += cell_w;
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) {
-            (void)dpplot_strlist_addf(notes, "%s: panel '%s' did not fit; use a larger --height",
+            (void)dpplot_strlist_addf(notes, "%s: panel '%s' did not fit; use a larger height (render_dir's height=)",
                                       dpplot_report_basename(path), titles[panel]);
             continue;
         }
@@ -118,6 +139,7 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         } else {
             dpplot_bars_draw(&p, &b);
         }
+        if (units[panel] == DPPLOT_UNIT_BYTES) dpplot_report_card_line(&p, card, 0);
         dpplot_panel_end(&p);
     }
     dpplot_figure_note(cv, f.leftout);

@@ -46,6 +46,9 @@ static void draw_ends(dpplot_panel *p, const double *ends, size_t n, double widt
     cairo_restore(cr);
 }
 
+/* Columns of a phases chart of n panels: n up to 3, two for 4, then three. */
+static size_t phase_cols(size_t n) { return n <= 3 ? n : n <= 4 ? 2 : 3; }
+
 int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                          dpplot_strlist *notes) {
     int usable[MAX_EXAMINED] = {0};
@@ -99,8 +102,40 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
     char rss[600], note[1200];
     dpplot_report_rss_note(sel, rss, sizeof rss);
     snprintf(note, sizeof note, "%s%s%s", f.leftout, f.leftout[0] && rss[0] ? ".  " : "", rss);
+    /* As many panels as fit the height; the rest are named in the note and printed, never a
+     * chart of titles over white. The tightest panel: the longest title. */
+    dpplot_panel_spec probe = {0};
+    probe.title = dpplot_report_label(sel, idx[0]);
+    for (size_t k = 1; k < n_ok; k++)
+        if (strlen(dpplot_report_label(sel, idx[k])) > strlen(probe.title))
+            probe.title = dpplot_report_label(sel, idx[k]);
+    dpplot_rgb swatch = DPPLOT_INK;
+    probe.title_swatch = &swatch, probe.y_label = "Memory", probe.y_unit = DPPLOT_UNIT_BYTES;
+    const dpplot_result *used_items[MAX_PANELS]; /* a plan run's card on the memory axes */
+    for (size_t k = 0; k < n_ok; k++) used_items[k] = sel->items[idx[k]];
+    double card = dpplot_report_card_bytes(used_items, n_ok);
+    y_max = dpplot_report_card_axis(y_max, card);
+    probe.y_min = 0, probe.y_max = y_max * 1.12, probe.y_extend = 1;
+    probe.x_categories = phase_names, probe.n_x_categories = n_ph;
+    size_t n_fit = dpplot_report_panels_fit(W, H, top, note[0] ? 30 : 0, n_ok, phase_cols, &probe);
+    if (n_fit == 0) {
+        dpplot_canvas_free(cv);
+        (void)dpplot_strlist_addf(notes, "%s: skipped, not one panel fits at a height of %.0f px",
+                                  dpplot_report_basename(path), H);
+        return 0;
+    }
+    if (n_fit < n_ok) {
+        for (size_t k = n_fit; k < n_ok; k++) usable[idx[k]] = DPPLOT_NO_ROOM;
+        size_t more = dpplot_report_left_out(sel, usable, n, n_fit, f.leftout, sizeof f.leftout);
+        snprintf(note, sizeof note, "%s at %.0f px high%s%s", f.leftout, H, rss[0] ? ".  " : "", rss);
+        (void)dpplot_strlist_addf(notes,
+                                  "%s: %zu of %zu panels fit at a height of %.0f px; %zu more left out (plot them "
+                                  "from a directory of their own, or taller: render_dir's height=)",
+                                  dpplot_report_basename(path), n_fit, n_ok, H, more);
+        n_ok = n_fit;
+    }
     double bottom_note = note[0] ? 30 : 0;
-    size_t cols = n_ok <= 3 ? n_ok : n_ok <= 4 ? 2 : 3, rows = (n_ok + cols - 1) / cols;
+    size_t cols = phase_cols(n_ok), rows = (n_ok + cols - 1) / cols;
     double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10 - bottom_note) / (double)rows;
     for (size_t k = 0; k < n_ok; k++) {
         const dpplot_result *r = sel->items[idx[k]];
@@ -131,12 +166,13 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
         s.x_categories = phase_names, s.n_x_categories = n_ph;
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 10, cell_h - 6};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) {
-            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger --height",
+            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger height (render_dir's height=)",
                                       dpplot_report_basename(path), s.title);
             continue;
         }
         dpplot_bars_draw(&p, &b);
         draw_ends(&p, ends, n_ph, 0.62);
+        dpplot_report_card_line(&p, card, 0);
         dpplot_panel_end(&p);
     }
     dpplot_figure_note(cv, note);

@@ -15,39 +15,62 @@
 #define MAX_METHODS DPPLOT_SWEEP_MAX_METHODS
 #define MAX_VALUES DPPLOT_SWEEP_MAX_VALUES
 
-/* Whether a and b show the same value at point i (within 0.1%). */
-static int same_at(const dpplot_series *a, const dpplot_series *b, size_t i) {
+/* Whether a and b show the same value at point i: within 0.1%, or within `near` (a difference
+ * too small to draw apart: 3130 and 3141 ms on a 0..12 s axis). */
+static int same_at(const dpplot_series *a, const dpplot_series *b, size_t i, double near) {
     if (i >= a->n || i >= b->n) return 0;
     int fa = isfinite(a->y[i]) && !(a->oom && a->oom[i]), fb = isfinite(b->y[i]) && !(b->oom && b->oom[i]);
-    return fa && fb && fabs(a->y[i] - b->y[i]) <= 1e-3 * fmax(fabs(a->y[i]), fabs(b->y[i]));
+    return fa && fb && fabs(a->y[i] - b->y[i]) <= fmax(near, 1e-3 * fmax(fabs(a->y[i]), fabs(b->y[i])));
+}
+
+/* 1% of the largest value the series show: closer than this, two lines lie under each other. */
+static double near_of(const dpplot_series *s, size_t n) {
+    double top = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t k = 0; k < s[i].n; k++)
+            if (isfinite(s[i].y[k])) top = fmax(top, fabs(s[i].y[k]));
+    return 0.01 * top;
 }
 
 /* Keeps series that coincide visible. A point of s[i] equal to the point of a series before it
  * (the canonical method order, so the DP method is marked, not vanilla) is drawn as a ring around
  * the other's marker (ring[i][k]); a series equal at every point is also drawn dotted and last
- * (order[], the drawing order, is rewritten so). Adds "ghost = vanilla (what)" (or "... at 3 of 4
- * points") to notes; returns how many series coincide somewhere. */
+ * (order[], the drawing order, is rewritten so). Adds "ghost = vanilla (what)" ("ghost ≈ vanilla"
+ * when within 1% of the axis, not equal; "... at 3 of 4 points" where equal in part) to notes; returns how many series
+ * coincide somewhere. */
 static size_t mark_coinciding(dpplot_series *s, size_t n, size_t *order, unsigned char ring[][MAX_VALUES],
                               const char *what, char *notes, size_t len) {
     size_t marked = 0;
     int whole[MAX_METHODS] = {0};
+    double near = near_of(s, n);
     for (size_t i = 0; i < n; i++) {
-        size_t rings = 0, finite = 0, with = n;
-        for (size_t k = 0; k < s[i].n; k++) {
-            ring[i][k] = 0;
-            if (!isfinite(s[i].y[k]) || (s[i].oom && s[i].oom[k])) continue;
-            finite++;
-            for (size_t j = 0; j < i && !ring[i][k]; j++)
-                if (same_at(&s[i], &s[j], k)) ring[i][k] = 1, with = with == n ? j : with;
-            rings += ring[i][k];
+        /* first as drawn (within 1% of the axis); a series that is not under another at every
+         * point then counts only its exactly equal points (lines meet near zero, not hide) */
+        size_t rings = 0, finite = 0, with = n, exact = 0;
+        for (int pass = 0; pass < 2; pass++) {
+            double tol = pass == 0 ? near : 0;
+            rings = finite = exact = 0, with = n;
+            for (size_t k = 0; k < s[i].n; k++) {
+                ring[i][k] = 0;
+                if (!isfinite(s[i].y[k]) || (s[i].oom && s[i].oom[k])) continue;
+                finite++;
+                for (size_t j = 0; j < i && !ring[i][k]; j++)
+                    if (same_at(&s[i], &s[j], k, tol)) {
+                        ring[i][k] = 1, with = with == n ? j : with;
+                        exact += same_at(&s[i], &s[j], k, 0);
+                    }
+                rings += ring[i][k];
+            }
+            if (rings == finite) break;
         }
         if (rings == 0) continue;
         s[i].ring = ring[i];
         size_t used = strlen(notes);
+        const char *eq = exact < rings ? "\xe2\x89\x88" : "="; /* ≈: apart by less than 1% of the axis */
         if (rings == finite) {
             whole[i] = 1;
             s[i].dashed = DPPLOT_DASH_DOTTED;
-            snprintf(notes + used, len - used, "%s%s = %s (%s)", used ? "; " : "", s[i].name, s[with].name, what);
+            snprintf(notes + used, len - used, "%s%s %s %s (%s)", used ? "; " : "", s[i].name, eq, s[with].name, what);
         } else {
             snprintf(notes + used, len - used, "%s%s = %s at %zu of %zu points (%s)", used ? "; " : "", s[i].name,
                      s[with].name, rings, finite, what);
@@ -165,11 +188,12 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
                  max_runs > 1 ? "the repeated runs" : "the iterations");
         legend[n_legend++] = (dpplot_legend_entry){spread, DPPLOT_INK, DPPLOT_SWATCH_WHISKER, DPPLOT_MARKER_NONE};
     }
-    char same_note[560];
+    char same_note[600];
     if (n_same) /* said on the command line too: the figures are the same, not missing */
         (void)dpplot_strlist_addf(notes, "%s: %s; drawn with rings so both show", dpplot_report_basename(path), same);
     if (n_same) {
-        snprintf(same_note, sizeof same_note, "%s: ringed", same);
+        snprintf(same_note, sizeof same_note, "%s: ringed%s", same,
+                 strstr(same, "\xe2\x89\x88") ? " (\xe2\x89\x88: within 1% of the axis)" : "");
         legend[n_legend++] = (dpplot_legend_entry){same_note, DPPLOT_INK, DPPLOT_SWATCH_DOTTED, DPPLOT_MARKER_CIRCLE};
     }
 

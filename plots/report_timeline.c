@@ -36,6 +36,15 @@ static void draw_marks(dpplot_panel *p, const dpplot_result *r) {
             b = dpplot_text_bounds(p->cv, x - 4, p->plot.y + 4, r->marks[i].name, &st);
         }
         double y = p->plot.y + 4 + (b.x < last_right ? b.h + 2 : 0); /* a second row when they would touch */
+        /* and below any label already at the plot's top (the card's note) */
+        size_t n_boxes;
+        const dpplot_box *boxes = dpplot_canvas_boxes(p->cv, &n_boxes);
+        for (size_t k = 0; k < n_boxes; k++) {
+            dpplot_rect at = {b.x, y, b.w, b.h};
+            if (boxes[k].kind == DPPLOT_BOX_TEXT && dpplot_rect_overlap(boxes[k].r, p->plot) &&
+                dpplot_rect_overlap(boxes[k].r, at))
+                y = boxes[k].r.y + boxes[k].r.h + 2, k = (size_t)-1; /* look again from the first */
+        }
         dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
         cairo_rectangle(cr, b.x - 2, y - 1, b.w + 4, b.h + 2);
         cairo_fill(cr);
@@ -64,18 +73,26 @@ static int has_reserved_line(const dpplot_result *r) {
     return 0;
 }
 
-static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result *r, const char *label, double t_max,
-                      double y_max, int x_title, int y_title, double card) {
-    dpplot_rgb color = dpplot_method_color(r->method);
-    dpplot_panel p;
+/* The layout of r's panel (its colour in *color, which the spec points at). */
+static dpplot_panel_spec panel_spec(const dpplot_result *r, const char *label, double t_max, double y_max, int x_title,
+                                    int y_title, dpplot_rgb *color) {
+    *color = dpplot_method_color(r->method);
     dpplot_panel_spec s = {0};
     s.title = label;
-    s.title_swatch = &color;
+    s.title_swatch = color;
     s.x_label = !x_title ? NULL : time_title(r);
     s.y_label = y_title ? "Memory" : NULL;
     s.x_unit = DPPLOT_UNIT_MS, s.y_unit = DPPLOT_UNIT_BYTES;
     s.x_min = 0, s.x_max = t_max;
     s.y_min = 0, s.y_max = y_max, s.y_extend = 1;
+    return s;
+}
+
+static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result *r, const char *label, double t_max,
+                      double y_max, int x_title, int y_title, double card) {
+    dpplot_rgb color;
+    dpplot_panel p;
+    dpplot_panel_spec s = panel_spec(r, label, t_max, y_max, x_title, y_title, &color);
     if (dpplot_panel_begin(&p, cv, outer, &s) != 0) return -1;
     dpplot_shade shades[1024];
     size_t n_sh = 0;
@@ -122,6 +139,9 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
     dpplot_panel_end(&p);
     return 0;
 }
+
+/* Columns of a timeline chart of n panels: one up to 3, two up to 8, then three. */
+static size_t timeline_cols(size_t n) { return n <= 3 ? 1 : n <= 8 ? 2 : 3; }
 
 int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                            dpplot_strlist *notes) {
@@ -183,8 +203,36 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
         legend[nl++] =
             (dpplot_legend_entry){"snapshot taken by the script", DPPLOT_INK, DPPLOT_SWATCH_DASHED, DPPLOT_MARKER_NONE};
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, nl) + 6;
+    /* As many panels as fit the canvas's height: the rest are left out and named, never a chart
+     * of titles over white (12 panels at 1000 px, or any number at a small height). */
+    size_t longest = 0; /* the tightest panel: the longest title, both axis titles */
+    for (size_t k = 1; k < n_ok; k++)
+        if (strlen(dpplot_report_label(sel, idx[k])) > strlen(dpplot_report_label(sel, idx[longest]))) longest = k;
+    dpplot_rgb probe_color;
+    dpplot_panel_spec probe = panel_spec(sel->items[idx[longest]], dpplot_report_label(sel, idx[longest]), t_max,
+                                         y_max * 1.12, 1, 1, &probe_color);
+    size_t n_fit = dpplot_report_panels_fit(W, H, top, leftout[0] ? 30 : 0, n_ok, timeline_cols, &probe);
+    if (n_fit == 0) { /* not one panel: no chart rather than a title over white */
+        dpplot_canvas_free(cv);
+        (void)dpplot_strlist_addf(
+            notes, "%s: skipped, not one panel fits at a height of %.0f px (render_dir's height= draws taller)",
+            dpplot_report_basename(path), H);
+        return 0;
+    }
+    if (n_fit < n_ok) {
+        for (size_t k = n_fit; k < n_ok; k++) usable[idx[k]] = DPPLOT_NO_ROOM;
+        size_t more = dpplot_report_left_out(sel, usable, n, n_fit, f.leftout, sizeof f.leftout);
+        size_t used = strlen(f.leftout);
+        snprintf(f.leftout + used, sizeof f.leftout - used,
+                 " at %.0f px high (a taller chart draws more: render_dir's height=)", H);
+        (void)dpplot_strlist_addf(notes,
+                                  "%s: %zu of %zu panels fit at a height of %.0f px; %zu more left out (plot them "
+                                  "from a directory of their own, or taller: render_dir's height=)",
+                                  dpplot_report_basename(path), n_fit, n_ok, H, more);
+        n_ok = n_fit;
+    }
     double bottom_note = leftout[0] ? 30 : 0;
-    size_t cols = n_ok <= 3 ? 1 : 2, rows = (n_ok + cols - 1) / cols;
+    size_t cols = timeline_cols(n_ok), rows = (n_ok + cols - 1) / cols;
     double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10 - bottom_note) / (double)rows;
     for (size_t k = 0; k < n_ok; k++) {
         size_t row = k / cols, col = k % cols;
@@ -199,7 +247,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
             if (isfinite(r->t_ms[i])) own_t = fmax(own_t, r->t_ms[i]);
         if (draw_panel(cv, outer, r, dpplot_report_label(sel, idx[k]), own_t > 0 ? own_t : t_max, y_max * 1.12,
                        last_in_col, col == 0, card) != 0)
-            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger --height",
+            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger height (render_dir's height=)",
                                       dpplot_report_basename(path), dpplot_report_label(sel, idx[k]));
     }
     dpplot_figure_note(cv, leftout);
@@ -344,8 +392,9 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
         sp.x_label = row == rows - 1 || k + cols >= n_p ? "" : NULL;
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 8, cell_h - 6};
         if (dpplot_panel_begin(&p, cv, outer, &sp) != 0) {
-            (void)dpplot_strlist_addf(notes, "%s: panel %s did not fit; use a larger --height or --point",
-                                      dpplot_report_basename(path), labels[k]);
+            (void)dpplot_strlist_addf(
+                notes, "%s: panel %s did not fit; use --point, or a larger height (render_dir's height=)",
+                dpplot_report_basename(path), labels[k]);
             continue;
         }
         dpplot_lines_draw(&p, s, n_members[k]);

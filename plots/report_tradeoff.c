@@ -168,9 +168,16 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
             }
             note_add(note, sizeof note, " coincide");
         }
-        note_add(note, sizeof note, " (markers drawn side by side around the shared value)");
+        /* one line within the canvas: a long list (many runs at one value) is cut with an
+         * ellipsis, the explanation after it kept */
+        static const char why[] = " (markers drawn side by side around the shared value)";
+        char line[640];
+        double room = W - 160 - dpplot_text_width(cv, why, DPPLOT_FONT_LEGEND, 0); /* clear of the y title */
+        dpplot_text_fit(cv, note, room > 100 ? room : 100, DPPLOT_FONT_LEGEND, DPPLOT_FONT_LEGEND, 0, 1, line,
+                        sizeof line - sizeof why);
+        strcat(line, why);
         dpplot_text_style st = dpplot_style(DPPLOT_FONT_LEGEND, 0, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
-        dpplot_text(cv, W / 2, top, note, &st);
+        dpplot_text(cv, W / 2, top, line, &st);
     }
     dpplot_scatter_draw(&p, pts, m, 22.0);
     dpplot_panel_end(&p);

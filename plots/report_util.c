@@ -60,6 +60,21 @@ int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const
     return 0;
 }
 
+size_t dpplot_report_panels_fit(double W, double H, double top, double bottom, size_t n, size_t (*cols_of)(size_t),
+                                const dpplot_panel_spec *tightest) {
+    dpplot_canvas *probe = dpplot_canvas_new((int)W, (int)H, 1.0);
+    if (!probe) return n;
+    size_t m = n;
+    for (; m > 0; m--) {
+        size_t cols = cols_of(m), rows = (m + cols - 1) / cols;
+        double cell_w = (W - 20) / (double)cols, cell_h = (H - top - 10 - bottom - (m < n ? 30 : 0)) / (double)rows;
+        dpplot_panel p;
+        if (dpplot_panel_begin(&p, probe, (dpplot_rect){10, top, cell_w - 10, cell_h - 6}, tightest) == 0) break;
+    }
+    dpplot_canvas_free(probe);
+    return m;
+}
+
 int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes) {
     char why[1024];
     int rc = dpplot_canvas_write_png(cv, path, why, sizeof why);
@@ -166,9 +181,23 @@ void dpplot_report_card_line(const dpplot_panel *p, double card, int on_x) {
     cairo_t *cr = dpplot_canvas_cr(p->cv);
     dpplot_rgb red = dpplot_rgb_hex(0xD0103A);
     dpplot_text_style st = dpplot_style(DPPLOT_FONT_NOTE, 1, red, DPPLOT_RIGHT, DPPLOT_BOTTOM);
-    if (card > hi || card < lo) { /* beyond the axis: said at its end */
-        snprintf(text, sizeof text, "card %s %s", v, on_x ? "(right of the axis)" : "(above the axis)");
-        dpplot_text(p->cv, p->plot.x + p->plot.w - 4, p->plot.y + 2 + dpplot_line_height(p->cv, st.size), text, &st);
+    if (card > hi || card < lo) { /* beyond the axis: said inside the plot, in the words that fit it */
+        const char *where = card < lo ? "(below the axis)" : on_x ? "(right of the axis)" : "(above the axis)";
+        const char *arrow = card < lo ? "\xe2\x86\x93" : on_x ? "\xe2\x86\x92" : "\xe2\x86\x91";
+        for (int form = 0; form < 4; form++) {
+            if (form == 3) return; /* not even "card 80 GiB" fits a plot this narrow */
+            snprintf(text, sizeof text, "card %s%s%s", v, form < 2 ? " " : "",
+                     form == 0   ? where
+                     : form == 1 ? arrow
+                                 : "");
+            if (dpplot_text_width(p->cv, text, st.size, 1) <= p->plot.w - 8) break;
+        }
+        double ty = p->plot.y + 2 + dpplot_line_height(p->cv, st.size);
+        dpplot_rect b = dpplot_text_bounds(p->cv, p->plot.x + p->plot.w - 4, ty, text, &st);
+        dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
+        cairo_rectangle(cr, b.x - 2, b.y - 1, b.w + 4, b.h + 2);
+        cairo_fill(cr);
+        dpplot_text(p->cv, p->plot.x + p->plot.w - 4, ty, text, &st);
         return;
     }
     snprintf(text, sizeof text, "card %s", v);
@@ -188,10 +217,12 @@ void dpplot_report_card_line(const dpplot_panel *p, double card, int on_x) {
     }
     cairo_stroke(cr);
     cairo_restore(cr);
-    if (on_x) {
-        st.halign = DPPLOT_RIGHT, st.valign = DPPLOT_TOP;
-        dpplot_text(p->cv, dpplot_panel_px(p, card) - 4, p->plot.y + 4, text, &st);
-    } else {
-        dpplot_text(p->cv, p->plot.x + p->plot.w - 4, dpplot_panel_py(p, card) - 2, text, &st);
-    }
+    double tx = p->plot.x + p->plot.w - 4, ty = dpplot_panel_py(p, card) - 2;
+    if (on_x) st.halign = DPPLOT_RIGHT, st.valign = DPPLOT_TOP, tx = dpplot_panel_px(p, card) - 4, ty = p->plot.y + 4;
+    /* on a white ground: the label may lie across a bar (a run far beyond the card) */
+    dpplot_rect b = dpplot_text_bounds(p->cv, tx, ty, text, &st);
+    dpplot_set_color(cr, DPPLOT_WHITE, 0.85);
+    cairo_rectangle(cr, b.x - 2, b.y - 1, b.w + 4, b.h + 2);
+    cairo_fill(cr);
+    dpplot_text(p->cv, tx, ty, text, &st);
 }

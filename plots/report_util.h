@@ -25,6 +25,13 @@ enum { DPPLOT_LEFT_OUT = 0, DPPLOT_DRAWN = 1, DPPLOT_NO_ROOM = 2 };
  * had no room, a note says how many and the chart's note counts them. */
 int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const char *path, dpplot_strlist *notes,
                         const dpplot_selection *sel, const int *usable, size_t n_usable, size_t cap, const char *title);
+/* The most panels m <= n that fit a W x H canvas below `top` in a grid of cols_of(m) columns
+ * (cells (W - 20) / cols wide, the rows sharing H - top - 10 - bottom, each panel 10 px narrower
+ * and 6 px shorter than its cell; bottom grows by 30 px, a note's line, once m < n), judged by
+ * laying out `tightest` (the panel with the most to hold) on a scratch canvas: nothing is drawn.
+ * 0 when not even one fits; n when the scratch canvas cannot be made. */
+size_t dpplot_report_panels_fit(double W, double H, double top, double bottom, size_t n, size_t (*cols_of)(size_t),
+                                const dpplot_panel_spec *tightest);
 /* Writes cv to path and frees it; 1 when written, -1 (with a note) otherwise. */
 int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes);
 /* The context line of a selection: sel->context, or one derived from the first result's config

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "dpplot_bars.h"
 #include "dpplot_lines.h"
 #include "test_util.h"
 
@@ -59,10 +60,9 @@ static void check_layout(void *user, const char *path, const dpplot_box *boxes, 
     tu_check(n > 0, "%s: no text boxes recorded", file);
     size_t ticks = 0;
     for (size_t i = 0; i < n; i++) ticks += boxes[i].kind == DPPLOT_BOX_TICK;
-    /* a chart whose panels did not fit comes out as a title over white: it has no axes (the
-     * heatmaps' own blank case, every panel filtered away, has its test in test_render) */
-    tu_check(ticks >= 4 || strstr(file, "heatmap"), "%s (%s): only %zu tick labels: were its panels drawn?", file, path,
-             ticks);
+    /* a chart whose panels did not fit comes out as a title over white: it has no axes (heatmaps
+     * included: their rows and columns are tick labels, so a blank one has none) */
+    tu_check(ticks >= 4, "%s (%s): only %zu tick labels: were its panels drawn?", file, path, ticks);
     int clashes = 0;
     for (size_t i = 0; i < n; i++) {
         const dpplot_rect r = boxes[i].r;
@@ -121,6 +121,12 @@ static int make_sweep(const char *dir, size_t nk, int plan) { /* dir: at most ~1
             cJSON_ReplaceItemInObject(r, "experiment", cJSON_CreateString(name));
             cJSON_DeleteItemFromObject(r, "predicted");
             cJSON_AddBoolToObject(r, "predicted", plan);
+            if (plan) { /* a card well above the peaks: every memory axis notes it ("above the axis") */
+                cJSON *card = cJSON_AddObjectToObject(r, "plan");
+                cJSON_AddStringToObject(card, "device_model", "tiny");
+                cJSON_AddNumberToObject(card, "memory_bytes", 40.0 * 1073741824.0);
+                cJSON_AddBoolToObject(card, "fits", 1);
+            }
             char *text = cJSON_Print(r);
             snprintf(path, sizeof path, "%s/%s.json", dir, name);
             int rc = text ? write_text(path, text) : -1;
@@ -154,6 +160,13 @@ static void check_contents(const layout_log *log, size_t nk, int plan) {
         tu_check((strstr(grid_time, "whiskers") != NULL) == !plan, "%zu: the whiskers entry %s", nk,
                  plan ? "is dropped for plan runs" : "is kept for measured runs");
     }
+    /* a plan run's memory axes note its card (40 GiB, above these axes) */
+    static const char *const memory_axes[] = {"memory_breakdown_comparison.png", "memory_analysis_overview.png",
+                                              "operation_level_breakdown.png", "memory_timeline.png",
+                                              "performance_tradeoff.png"};
+    for (size_t i = 0; plan && i < sizeof memory_axes / sizeof memory_axes[0]; i++)
+        tu_check(strstr(texts_of(log, memory_axes[i]), "card 40 GiB") != NULL, "%zu: %s notes the card", nk,
+                 memory_axes[i]);
     if (nk >= 2) /* the colour bar names its scale */
         tu_check(strstr(texts_of(log, "memory_heatmap.png"), "colour scale") != NULL, "%zu: heatmap scale named", nk);
     if (nk == 1) { /* seq_len 256, 1024 on a log2 axis: ticks at the swept values */
@@ -316,7 +329,140 @@ static void test_thin_band_and_coincident_markers(void) {
     tu_image_free(img);
 }
 
+/* Segment labels in one unit per chart, the value axis's: a 512 MiB segment under a GiB axis
+ * reads "0.50 GiB" beside its 1.50 GiB neighbour, not "512 MiB". */
+static void test_segment_labels_one_unit(void) {
+    dpplot_canvas *cv = dpplot_canvas_new(800, 600, 1.0);
+    const char *cats[] = {"vanilla", "ghost"};
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const double values[] = {0.5 * gib, 1.5 * gib, 0.75 * gib, 1.25 * gib};
+    const dpplot_rgb colors[] = {dpplot_rgb_hex(0x0072B2), dpplot_rgb_hex(0xE69F00)};
+    dpplot_bar_spec b = {2, 2, values, colors, 1, NULL, 1, DPPLOT_UNIT_BYTES, 0.6};
+    dpplot_panel p;
+    dpplot_panel_spec s = {0};
+    s.y_unit = DPPLOT_UNIT_BYTES, s.y_min = 0, s.y_max = 2.2 * gib, s.y_extend = 1;
+    s.x_categories = cats, s.n_x_categories = 2;
+    if (!tu_check(cv && dpplot_panel_begin(&p, cv, (dpplot_rect){0, 0, 800, 600}, &s) == 0, "bar panel")) {
+        dpplot_canvas_free(cv);
+        return;
+    }
+    tu_check(strcmp(p.yt.unit, "GiB") == 0, "the axis is in GiB (%s)", p.yt.unit);
+    size_t before, n;
+    dpplot_canvas_boxes(cv, &before);
+    dpplot_bars_draw(&p, &b);
+    const dpplot_box *boxes = dpplot_canvas_boxes(cv, &n);
+    const char *want[] = {"0.50 GiB", "1.50 GiB", "0.75 GiB", "1.25 GiB"};
+    tu_check(n == before + 4, "four segment labels (%zu)", n - before);
+    for (size_t i = 0; i < 4 && before + i < n; i++)
+        tu_check(strcmp(boxes[before + i].text, want[i]) == 0, "segment %zu reads '%s' (want '%s')", i,
+                 boxes[before + i].text, want[i]);
+    dpplot_canvas_free(cv);
+}
+
+/* Panel titles of a timeline chart: its method names among the recorded titles. */
+static size_t timeline_panels(const char *texts) {
+    size_t n = 0;
+    for (const char *line = texts; *line;) {
+        size_t len = strcspn(line, "\n");
+        static const char *const names[] = {"vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip"};
+        for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
+            n += strlen(names[k]) == len && strncmp(line, names[k], len) == 0;
+        line += len + (line[len] == '\n');
+    }
+    return n;
+}
+
+/* A directory of 12 (and 200) single runs: the timeline draws its 12 panels at the default
+ * height (they once all failed to fit, and 200 results drew none), and at 600 px as many as fit,
+ * the rest named in a note. check_layout fails a chart with no axes drawn. */
+static void test_many_timelines(void) {
+    static const char *const names[] = {"vanilla", "flat", "ghost", "mixed_ghost", "bk", "flash_clip"};
+    const size_t counts[] = {12, 200};
+    for (size_t c = 0; c < 2; c++) {
+        char dir[900], out[1024], path[2048], err[512];
+        snprintf(dir, sizeof dir, "%s/layout_many_%zu", DPPLOT_TEST_OUT, counts[c]);
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST) continue;
+        for (size_t i = 0; i < counts[c]; i++) {
+            snprintf(path, sizeof path, "%s/single/%s.json", DPPLOT_FIXTURES, names[i % 6]);
+            char *text = tu_read_file(path);
+            snprintf(path, sizeof path, "%s/run%03zu.json", dir, i);
+            tu_check(text && write_text(path, text) == 0, "write %s", path);
+            free(text);
+        }
+        for (int small = 0; small < 2; small++) {
+            layout_log log = {0};
+            dpplot_options opt = dpplot_options_default();
+            opt.layout = check_layout, opt.layout_user = &log;
+            opt.height = small ? 600 : 1000;
+            snprintf(out, sizeof out, "%s/charts_%d", dir, opt.height);
+            tu_check(dpplot_render_dir(dir, out, &opt, err, sizeof err) == 0, "%s: %s", dir, err);
+            const char *texts = texts_of(&log, "memory_timeline.png");
+            size_t panels = timeline_panels(texts);
+            if (!small)
+                tu_check(panels == 12, "%zu results at 1000 px: 12 timeline panels (%zu)", counts[c], panels);
+            else
+                tu_check(panels >= 2 && panels < 12 && strstr(texts, "Not shown: "),
+                         "%zu results at 600 px: the panels that fit (%zu) and a note on the rest", counts[c], panels);
+            for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+        }
+    }
+}
+
+/* Lines a hair apart (0.5% of the time axis: 682 and 685 ms) lie under each other; the grid's
+ * legend names them as it names identical ones, and says they are near, not equal. */
+static void test_near_lines(void) {
+    const char *dir = DPPLOT_TEST_OUT "/layout_near", *out = DPPLOT_TEST_OUT "/layout_near_charts";
+    static const char *const keys[3] = {"seq_len", "batch", "lora_rank"};
+    const double GIB = 1073741824.0;
+    int ok = tu_fresh_dir(dir) == 0;
+    for (int s = 0; s < 2; s++)
+        for (int b = 0; b < 2; b++)
+            for (int r = 0; r < 2; r++) {
+                double v[3] = {128.0 * (s + 1), 8.0 * (b + 1), 8.0 * (r + 1)}, ms = 600.0 + 100 * s + 300 * b;
+                ok &= tu_write_plan_point(dir, "vanilla", keys, v, 3, (16 + s) * GIB, GIB, GIB, ms, 80 * GIB) == 0;
+                ok &=
+                    tu_write_plan_point(dir, "ghost", keys, v, 3, (16 + s) * GIB, GIB, GIB, ms * 1.005, 80 * GIB) == 0;
+                ok &= tu_write_plan_point(dir, "bk", keys, v, 3, (16 + s) * GIB, GIB, GIB, ms * 1.6, 80 * GIB) == 0;
+            }
+    if (!tu_check(ok, "layout_near: fixture written")) return;
+    layout_log log = {0};
+    dpplot_options opt = dpplot_options_default();
+    opt.layout = check_layout, opt.layout_user = &log;
+    char err[512];
+    tu_check(dpplot_render_dir(dir, out, &opt, err, sizeof err) == 0, "layout_near: %s", err);
+    const char *grid = texts_of(&log, "sweep_grid_time.png");
+    tu_check(strstr(grid, "vanilla, ghost coincide") && strstr(grid, "within 1% of the axis") &&
+                 !strstr(grid, "bk coincide"),
+             "the near lines are named, bk's apart are not (texts: %.400s)", grid);
+    /* the overview's totals in its time axis's one unit: bk's 1600 ms beside vanilla's 1000 ms,
+     * not "1.6 s" */
+    const char *overview = texts_of(&log, "memory_analysis_overview.png");
+    tu_check(strstr(overview, "\n1600 ms\n") && strstr(overview, "\n1000 ms\n") && !strstr(overview, " s\n"),
+             "overview times in ms (texts: %.600s)", overview);
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+    /* the same over one variable: ghost's times ring vanilla's, said with "≈" */
+    const char *dir1 = DPPLOT_TEST_OUT "/layout_near_1", *out1 = DPPLOT_TEST_OUT "/layout_near_1_charts";
+    ok = tu_fresh_dir(dir1) == 0;
+    for (int k = 0; k < 3; k++) {
+        double v[1] = {256.0 * (1 << k)}, ms = 600.0 * (1 << k);
+        ok &= tu_write_plan_point(dir1, "vanilla", keys, v, 1, (16 + k) * GIB, GIB, GIB, ms, 80 * GIB) == 0;
+        ok &= tu_write_plan_point(dir1, "ghost", keys, v, 1, (20 + k) * GIB, GIB, GIB, ms * 1.005, 80 * GIB) == 0;
+        ok &= tu_write_plan_point(dir1, "bk", keys, v, 1, (24 + k) * GIB, GIB, GIB, ms * 1.6, 80 * GIB) == 0;
+    }
+    if (!tu_check(ok, "layout_near_1: fixture written")) return;
+    layout_log log1 = {0};
+    opt.layout_user = &log1;
+    tu_check(dpplot_render_dir(dir1, out1, &opt, err, sizeof err) == 0, "layout_near_1: %s", err);
+    const char *sweep = texts_of(&log1, "sweep_seq_len.png");
+    tu_check(strstr(sweep, "ghost \xe2\x89\x88 vanilla (step time)") && !strstr(sweep, "bk \xe2\x89\x88"),
+             "the sweep names ghost's times as under vanilla's (texts: %.400s)", sweep);
+    for (int i = 0; i < log1.charts && i < MAX_CHARTS; i++) free(log1.texts[i]);
+}
+
 int main(void) {
+    test_near_lines();
+    test_many_timelines();
+    test_segment_labels_one_unit();
     test_peak_label_clear();
     test_thin_band_and_coincident_markers();
     test_bandwidth_note();
@@ -325,6 +471,7 @@ int main(void) {
     /* even sizes as plan runs: their axis titles ("estimated, roofline") are the longest */
     for (size_t nk = 1; nk <= 5; nk++) test_sweep(nk, nk % 2 == 0);
     test_sweep(1, 1); /* the one-variable chart of a plan run */
+    test_sweep(5, 1); /* a plan run's 30 timeline panels, each noting the card above its axis */
     /* the six single runs: three rows of timelines, where snapshot marks and peaks meet */
     layout_log log = {0};
     dpplot_options opt = dpplot_options_default();

@@ -282,8 +282,9 @@ static void test_plan_many_facets(void) {
         tu_check(noted, "%s: a note says which values it was drawn at", charts[i]);
     }
     /* the card as a red dashed line on the memory axes of the plan run's charts */
-    const char *memory_axes[2] = {"performance_tradeoff.png", "sweep_grid_peak.png"};
-    for (int i = 0; i < 2; i++) {
+    const char *memory_axes[4] = {"performance_tradeoff.png", "sweep_grid_peak.png", "memory_breakdown_comparison.png",
+                                  "memory_analysis_overview.png"};
+    for (int i = 0; i < 4; i++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/%s", out, memory_axes[i]);
         tu_image *img = tu_image_load(path);
