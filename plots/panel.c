@@ -339,25 +339,23 @@ void dpplot_panel_clip(const dpplot_panel *p) {
 
 void dpplot_panel_unclip(const dpplot_panel *p) { cairo_restore(dpplot_canvas_cr(p->cv)); }
 
+/* Draws text centred across the canvas from y, fitted to two lines of the width (font size from
+ * `size` down to `min_size`); returns the y below it. */
+static double figure_line(dpplot_canvas *cv, double y, const char *text, double size, double min_size, int bold,
+                          dpplot_rgb color) {
+    double w = dpplot_canvas_width(cv);
+    char fitted[512];
+    double fit = dpplot_text_fit(cv, text, w - 2 * PAD, size, min_size, bold, 2, fitted, sizeof fitted);
+    dpplot_text_style st = dpplot_style(fit, bold, color, DPPLOT_CENTER, DPPLOT_TOP);
+    st.kind = DPPLOT_BOX_TITLE;
+    dpplot_text(cv, w / 2, y, fitted, &st);
+    return y + dpplot_text_bounds(cv, w / 2, y, fitted, &st).h + 4;
+}
+
 double dpplot_figure_title(dpplot_canvas *cv, const char *title, const char *subtitle) {
     double y = PAD * 1.5;
-    double w = dpplot_canvas_width(cv);
-    if (title) {
-        char fitted[512];
-        double size = dpplot_text_fit(cv, title, w - 2 * PAD, DPPLOT_FONT_TITLE, 18.0, 1, 2, fitted, sizeof fitted);
-        dpplot_text_style st = dpplot_style(size, 1, DPPLOT_INK, DPPLOT_CENTER, DPPLOT_TOP);
-        st.kind = DPPLOT_BOX_TITLE;
-        dpplot_text(cv, w / 2, y, fitted, &st);
-        y += dpplot_text_bounds(cv, w / 2, y, fitted, &st).h + 4;
-    }
-    if (subtitle) {
-        char fitted[512];
-        double size = dpplot_text_fit(cv, subtitle, w - 2 * PAD, DPPLOT_FONT_NOTE, 12.0, 0, 2, fitted, sizeof fitted);
-        dpplot_text_style st = dpplot_style(size, 0, DPPLOT_MUTED, DPPLOT_CENTER, DPPLOT_TOP);
-        st.kind = DPPLOT_BOX_TITLE;
-        dpplot_text(cv, w / 2, y, fitted, &st);
-        y += dpplot_text_bounds(cv, w / 2, y, fitted, &st).h + 4;
-    }
+    if (title) y = figure_line(cv, y, title, DPPLOT_FONT_TITLE, 18.0, 1, DPPLOT_INK);
+    if (subtitle) y = figure_line(cv, y, subtitle, DPPLOT_FONT_NOTE, 12.0, 0, DPPLOT_MUTED);
     return y + 6;
 }
 
