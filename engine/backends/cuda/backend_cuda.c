@@ -21,13 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cuda_impl {
-    cudaStream_t stream;
-    cudaMemPool_t pool;
-    cublasHandle_t cublas;
-    dp_alloc cublas_workspace;
-    dp_alloc scratch; /* f32 partials of deterministic reductions */
-} cuda_impl;
 
 #define CUDA_TRY(call)                                                                                                 \
     do {                                                                                                               \
@@ -42,14 +35,7 @@ typedef struct cuda_impl {
             return dp_error_set(DP_EDEVICE, "%s failed: cuBLAS status %d", #call, (int)s_);                            \
     } while (0)
 
-static cuda_impl *impl_of(dp_device *dev) { return (cuda_impl *)dev->impl; }
-
-cudaStream_t dp_cuda_stream(dp_device *dev) { return impl_of(dev)->stream; }
-
-float *dp_cuda_scratch(dp_device *dev, size_t *floats) {
-    *floats = DP_CUDA_SCRATCH_BYTES / sizeof(float);
-    return (float *)impl_of(dev)->scratch.ptr;
-}
+static dp_cuda_state *impl_of(dp_device *dev) { return (dp_cuda_state *)dev->impl; }
 
 static int cuda_probe(char *why, size_t n) {
     int count = 0;
@@ -81,7 +67,7 @@ static int cuda_init(dp_device *dev) {
     char why[256];
     if (cuda_probe(why, sizeof why) <= 0) return dp_error_set(DP_EDEVICE, "device 'cuda' is not available: %s", why);
     DP_TRY(select_flash_variant());
-    cuda_impl *im = calloc(1, sizeof *im);
+    dp_cuda_state *im = calloc(1, sizeof *im);
     if (!im) return dp_error_set(DP_EOOM, "out of host memory");
     dev->impl = im;
     CUDA_TRY(cudaSetDevice(0));
@@ -115,7 +101,7 @@ static int cuda_init(dp_device *dev) {
 }
 
 static void cuda_shutdown(dp_device *dev) {
-    cuda_impl *im = impl_of(dev);
+    dp_cuda_state *im = impl_of(dev);
     if (!im) return;
     if (im->stream) cudaStreamSynchronize(im->stream);
     if (im->cublas) cublasDestroy(im->cublas);
@@ -242,7 +228,7 @@ static int cuda_axpy(dp_device *dev, dp_dtype t, size_t n, float alpha, const vo
 static int cuda_sumsq_rows(dp_device *dev, dp_dtype t, size_t rows, size_t cols, const void *x, float *out,
                            int accumulate) {
     DP_TRY(need_float(t, "sumsq_rows"));
-    cuda_impl *im = impl_of(dev);
+    dp_cuda_state *im = impl_of(dev);
     LAUNCH_TRY(dpk_sumsq_rows(im->stream, (int)t, rows, cols, x, out, accumulate, im->scratch.ptr,
                               DP_CUDA_SCRATCH_BYTES / sizeof(float)));
     return DP_OK;
