@@ -301,7 +301,7 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
             dpplot_rect outer = {10 + cell_w * (double)kc, top + cell_h * (double)kr, cell_w - 10, cell_h - 6};
             if (dpplot_panel_begin(&p, cv, outer, &sp) != 0) {
                 (void)dpplot_strlist_addf(
-                    notes, "%s: panel %s did not fit; use --point, or a larger height (render_dir's height=)",
+                    notes, "%s: panel %s did not fit; use --point, or a larger height (dpprof plot --height H)",
                     dpplot_report_basename(path), ptitle);
                 continue;
             }

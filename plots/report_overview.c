@@ -119,7 +119,7 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         dpplot_rect outer = {x, top, cell_w - 10, H - top - 10 - bottom_note};
         x += cell_w;
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) {
-            (void)dpplot_strlist_addf(notes, "%s: panel '%s' did not fit; use a larger height (render_dir's height=)",
+            (void)dpplot_strlist_addf(notes, "%s: panel '%s' did not fit; use a larger height (dpprof plot --height H)",
                                       dpplot_report_basename(path), titles[panel]);
             continue;
         }

@@ -130,7 +130,7 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
         snprintf(note, sizeof note, "%s at %.0f px high%s%s", f.leftout, H, rss[0] ? ".  " : "", rss);
         (void)dpplot_strlist_addf(notes,
                                   "%s: %zu of %zu panels fit at a height of %.0f px; %zu more left out (plot them "
-                                  "from a directory of their own, or taller: render_dir's height=)",
+                                  "from a directory of their own, or taller: dpprof plot --height H)",
                                   dpplot_report_basename(path), n_fit, n_ok, H, more);
         n_ok = n_fit;
     }
@@ -166,7 +166,7 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
         s.x_categories = phase_names, s.n_x_categories = n_ph;
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 10, cell_h - 6};
         if (dpplot_panel_begin(&p, cv, outer, &s) != 0) {
-            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger height (render_dir's height=)",
+            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger height (dpprof plot --height H)",
                                       dpplot_report_basename(path), s.title);
             continue;
         }

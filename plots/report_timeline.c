@@ -215,7 +215,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
     if (n_fit == 0) { /* not one panel: no chart rather than a title over white */
         dpplot_canvas_free(cv);
         (void)dpplot_strlist_addf(
-            notes, "%s: skipped, not one panel fits at a height of %.0f px (render_dir's height= draws taller)",
+            notes, "%s: skipped, not one panel fits at a height of %.0f px (dpprof plot --height H draws taller)",
             dpplot_report_basename(path), H);
         return 0;
     }
@@ -224,10 +224,10 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
         size_t more = dpplot_report_left_out(sel, usable, n, n_fit, f.leftout, sizeof f.leftout);
         size_t used = strlen(f.leftout);
         snprintf(f.leftout + used, sizeof f.leftout - used,
-                 " at %.0f px high (a taller chart draws more: render_dir's height=)", H);
+                 " at %.0f px high (a taller chart draws more: dpprof plot --height H)", H);
         (void)dpplot_strlist_addf(notes,
                                   "%s: %zu of %zu panels fit at a height of %.0f px; %zu more left out (plot them "
-                                  "from a directory of their own, or taller: render_dir's height=)",
+                                  "from a directory of their own, or taller: dpprof plot --height H)",
                                   dpplot_report_basename(path), n_fit, n_ok, H, more);
         n_ok = n_fit;
     }
@@ -247,7 +247,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
             if (isfinite(r->t_ms[i])) own_t = fmax(own_t, r->t_ms[i]);
         if (draw_panel(cv, outer, r, dpplot_report_label(sel, idx[k]), own_t > 0 ? own_t : t_max, y_max * 1.12,
                        last_in_col, col == 0, card) != 0)
-            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger height (render_dir's height=)",
+            (void)dpplot_strlist_addf(notes, "%s: panel for %s did not fit; use a larger height (dpprof plot --height H)",
                                       dpplot_report_basename(path), dpplot_report_label(sel, idx[k]));
     }
     dpplot_figure_note(cv, leftout);
@@ -393,7 +393,7 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
         dpplot_rect outer = {10 + cell_w * (double)col, top + cell_h * (double)row, cell_w - 8, cell_h - 6};
         if (dpplot_panel_begin(&p, cv, outer, &sp) != 0) {
             (void)dpplot_strlist_addf(
-                notes, "%s: panel %s did not fit; use --point, or a larger height (render_dir's height=)",
+                notes, "%s: panel %s did not fit; use --point, or a larger height (dpprof plot --height H)",
                 dpplot_report_basename(path), labels[k]);
             continue;
         }

@@ -26,8 +26,8 @@ static const char *const run_usage =
     "configuration refused before anything ran or was created (an unknown method or device, ...)\n";
 
 static const char *const plot_usage =
-    "usage: dpprof plot DIR [--out DIR] [--scale S] [--point KEY=VALUE,...] [--heatmap X,Y]\n"
-    "                       [--timelines each]\n"
+    "usage: dpprof plot DIR [--out DIR] [--scale S] [--width W] [--height H] [--point KEY=VALUE,...]\n"
+    "                       [--heatmap X,Y] [--timelines each]\n"
     "\n"
     "Renders the charts and summaries of the result JSON files in DIR: memory_breakdown_comparison,\n"
     "memory_timeline, performance_tradeoff, module_breakdown, op_breakdown (runs with\n"
@@ -40,6 +40,8 @@ static const char *const plot_usage =
     "\n"
     "  --out DIR        where to write them (default: DIR itself)\n"
     "  --scale S        resolution factor in (0, 8] (default 1: 1600x1000 pixels; 2 doubles it)\n"
+    "  --width W, --height H  each chart's size in logical pixels, 400 to 8000 (default 1600 x\n"
+    "                   1000): a taller chart fits more timeline panels\n"
     "  --point K=V,...  the sweep point the standard charts show (default: the largest point where\n"
     "                   the most methods finished); heatmaps and grids keep only matching points\n"
     "  --heatmap X,Y    the swept variables across and up the heatmaps (and x and lines of the\n"
@@ -293,15 +295,27 @@ static int cmd_plot(int argc, char **argv) {
             return 0;
         } else if ((strcmp(argv[i], "--out") == 0 || strcmp(argv[i], "--scale") == 0 ||
                     strcmp(argv[i], "--point") == 0 || strcmp(argv[i], "--heatmap") == 0 ||
-                    strcmp(argv[i], "--timelines") == 0) &&
+                    strcmp(argv[i], "--timelines") == 0 || strcmp(argv[i], "--width") == 0 ||
+                    strcmp(argv[i], "--height") == 0) &&
                    i + 1 == argc) {
             fprintf(stderr, "dpprof plot: %s needs a value (%s)\n", argv[i],
                     argv[i][2] == 'o'   ? "--out DIR"
                     : argv[i][2] == 's' ? "--scale S, a number in (0, 8]"
                     : argv[i][2] == 'p' ? "--point KEY=VALUE,..."
                     : argv[i][2] == 't' ? "--timelines each"
+                    : argv[i][2] == 'w' ? "--width W, whole pixels from 400 to 8000"
+                    : argv[i][3] == 'e' ? "--height H, whole pixels from 400 to 8000"
                                         : "--heatmap X,Y");
             return 2;
+        } else if (strcmp(argv[i], "--width") == 0 || strcmp(argv[i], "--height") == 0) {
+            char *end;
+            const char *v = argv[++i];
+            long px = strtol(v, &end, 10);
+            if (end == v || *end || px < 400 || px > 8000) {
+                fprintf(stderr, "dpprof plot: %s must be whole pixels from 400 to 8000, got '%s'\n", argv[i - 1], v);
+                return 2;
+            }
+            *(argv[i - 1][2] == 'w' ? &opt.width : &opt.height) = (int)px;
         } else if (strcmp(argv[i], "--timelines") == 0) {
             const char *v = argv[++i];
             if (strcmp(v, "each") != 0 && strcmp(v, "points") != 0) {
@@ -354,8 +368,8 @@ static int cmd_plot(int argc, char **argv) {
             }
         } else if (argv[i][0] == '-') {
             fprintf(stderr,
-                    "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --point K=V,..., --heatmap X,Y, "
-                    "--timelines each, --help)\n",
+                    "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --width W, --height H, --point K=V,..., "
+                    "--heatmap X,Y, --timelines each, --help)\n",
                     argv[i]);
             return 2;
         } else if (!dir)

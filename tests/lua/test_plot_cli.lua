@@ -126,6 +126,23 @@ do
   check.eq(code, 0, "33 results: " .. text)
   check.truthy(text:find("module_breakdown.png: draws at most 32 results; 1 more left out", 1, true), text)
   for _, f in ipairs(CHARTS) do check.eq(png_size(dir .. "/" .. f), 1600, "33 results: " .. f) end
+  -- --height: at 500 px one timeline panel of twelve fits, and the line says how to draw more
+  -- (it named render_dir's height=, which the command line did not take); taller, all twelve fit
+  code, text = check.sh(string.format("%q plot %q --out %q --width 800 --height 500", exe, dir, root .. "/many-short"))
+  check.eq(code, 0, "--height 500: " .. text)
+  check.eq(select(2, png_size(root .. "/many-short/memory_timeline.png")), 500, "--height 500")
+  check.eq(png_size(root .. "/many-short/memory_timeline.png"), 800, "--width 800")
+  check.truthy(text:find("memory_timeline.png: 1 of 12 panels fit at a height of 500 px", 1, true)
+               and text:find("or taller: dpprof plot --height H)", 1, true), text)
+  code, text = check.sh(string.format("%q plot %q --out %q --height 2000", exe, dir, root .. "/many-tall"))
+  check.eq(code, 0, "--height 2000: " .. text)
+  check.truthy(not text:find("panels fit", 1, true), "every panel fits at 2000 px: " .. text)
+  for _, bad in ipairs({ "--height 99", "--height 8001", "--width 12x", "--height" }) do
+    code, text = check.sh(string.format("%q plot %q --out %q %s", exe, dir, root .. "/many-bad", bad))
+    check.eq(code, 2, bad .. ": " .. text)
+    check.truthy(text:find("whole pixels from 400 to 8000", 1, true), bad .. ": " .. text)
+  end
+  check.eq(dp.list_dir(root .. "/many-bad"), nil, "nothing written for a bad size")
 end
 
 -- A disk that fills (a file size limit here: EFBIG where a full disk gives ENOSPC): each chart and
