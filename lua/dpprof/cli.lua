@@ -841,7 +841,7 @@ function cli.risk(args)
     print("\nwritten: " .. out)
   end
   if chart then
-    local cok, why = dp.plot.risk(doc, chart)
+    local cok, why = pcall(dp.plot.risk, results.encode(doc), chart)
     if not cok then
       eprint("dpprof risk: chart: ", tostring(why))
       return 1

@@ -31,7 +31,7 @@
 -- and T(b). With group_by_length (a logical batch sorted by length, dpprof.data.physical_batches)
 -- the order statistics decide: at least rs of the B within T(b+1) and all within T(b), a
 -- hypergeometric tail. Summed over B's Binomial weights (B with probability below 1e-18 left out
--- and counted as exceeding), this is P(one step exceeds the budget) = per_step, and the run's
+-- and counted as exceeding; the weights kept are normalised to the rest), this is P(one step exceeds the budget) = per_step, and the run's
 -- probability is 1 - (1 - per_step)^steps.
 --
 -- T(b) at a budget is found by bisection over the data set's distinct padded lengths, from T(b-1)
@@ -200,7 +200,7 @@ function risk.options(opts)
   for i = 1, o.N do lf[i] = lf[i - 1] + math.log(i) end
   o.lf = lf
   local lq, l1q = math.log(o.q), o.q < 1 and log1p(-o.q) or -math.huge
-  local pmf, lo, hi = {}, nil, nil
+  local pmf, lo, hi, left = {}, nil, nil, 0
   for b = 0, o.N do
     local lp
     if o.q == 1 then lp = (b == o.N) and 0 or -math.huge
@@ -210,13 +210,20 @@ function risk.options(opts)
       pmf[b] = p
       lo = lo or b
       hi = b
-    elseif hi and b > o.N * o.q then
-      break
+    else
+      left = left + p
+      if hi and b > o.N * o.q then -- past the mode the terms fall at least geometrically: the rest, bounded
+        left = left + p * (o.N - b)
+        break
+      end
     end
   end
+  -- the weights normalised (the log-factorials' rounding leaves their sum ~1e-12 from 1); the
+  -- terms left out are counted as exceeding
   local mass = 0
   for b = lo, hi do mass = mass + (pmf[b] or 0) end
-  o.pmf, o.Blo, o.Bhi, o.tail = pmf, lo, hi, math.max(0, 1 - mass)
+  for b = lo, hi do if pmf[b] then pmf[b] = pmf[b] / mass * (1 - left) end end
+  o.pmf, o.Blo, o.Bhi, o.tail = pmf, lo, hi, left
   o.m = opts.max_physical_batch_size and int_at_least(opts.max_physical_batch_size, "max_physical_batch_size", 1) or nil
   -- check the first plan configuration as dp.experiment does (a bad model key is the user's)
   local okc, errc = pcall(experiment.config, risk.point_config(o, methods[1], 1, P[1]))
