@@ -5,10 +5,14 @@
 --            sample_rate = q, dataset_size = N, steps = S, max_physical_batch_size = m,
 --            budget_gb = G | device_model = "h100"|"h200"|{...}, target = 1e-3, seed = 0,
 --            optimizer = {...}, cdf_points = 24, simulate = STEPS, quiet = true }
---   -> { probability =, per_step =, cdf = {{bytes=, p=}...}, empty_step =, budget_bytes =, ...,
+--   -> { probability =, per_step =, cdf = {{bytes=, p=}...}, budget_bytes =, device_model =, steps =,
+--        sample_rate =, dataset_size =, target =, seed =, seq_len =, max_physical_batch_size =,
+--        whole_logical_batch =, data = {samples=, cut=, longest=, source=, pad_to=, group_by_length=,
+--        padded_lengths=}, logical_batch = {mean=, low=, high=, tail=, empty=},
 --        methods = { {method=, probability=, per_step=, cdf=, safe = {max_physical_batch_size=,
---                     probability=, step_ms=}, length_cap = {length=, probability=, cut=, step_ms=},
---                     step_ms=, runs=, simulation=}... }, by_method = {[method] = entry} }
+--                     per_step=, probability=, step_ms=, whole_logical_batch=}, length_cap = {length=,
+--                     per_step=, probability=, cut=, step_ms=}, step_ms=, monotone=, runs=,
+--                     simulation=}... }, by_method = {[method] = entry} }
 --   (probability, per_step and cdf at the top are the first method's.)
 --
 -- The model of a step, as Opacus draws it: the logical batch is B ~ Binomial(N, q) samples of
@@ -23,27 +27,31 @@
 --
 -- The samples of a logical batch are a uniformly random B-subset of the data set, in the data
 -- set's order: the data set is taken to be in random order (a shuffled data set; a lengths file
--- sorted by length is not). Without group_by_length the physical batches are then random
--- disjoint subsets, and the step fits iff the larger batches' samples all have padded lengths at
--- most T(b+1) and the others' at most T(b), T(b) being the longest padded length at which b
--- samples fit (the peak grows with b and with the length): P = C(a,rs)/C(N,rs) *
--- C(c-rs,B-rs)/C(N-rs,B-rs), rs the samples in larger batches, a and c the samples within T(b+1)
--- and T(b). With group_by_length (a logical batch sorted by length, dpprof.data.physical_batches)
--- the order statistics decide: at least rs of the B within T(b+1) and all within T(b), a
--- hypergeometric tail. Summed over B's Binomial weights (B with probability below 1e-18 left out
--- and counted as exceeding; the weights kept are normalised to the rest), this is P(one step exceeds the budget) = per_step, and the run's
--- probability is 1 - (1 - per_step)^steps.
+-- sorted by length is not, and a small data set's own order moves the answer by O(1/sqrt(N))).
+-- Without group_by_length the physical batches are then random disjoint subsets, and the step fits
+-- iff the larger batches' rs samples all lie in A (the samples at whose padded length a batch of
+-- the larger size fits) and the other B - rs in C (the same for the smaller size): a sum of
+-- hypergeometric terms over the samples in both. With group_by_length (a logical batch sorted by
+-- length, dpprof.data.physical_batches) the order statistics decide: at least rs of the B within
+-- T(larger) and all within T(smaller), T(b) the longest padded length below which every length
+-- fits b samples, a hypergeometric tail (exact when the peak grows with the length; where it does
+-- not, an upper bound on the probability of exceeding). Summed over B's Binomial weights (B with
+-- probability below 1e-18 left out and counted as exceeding; the weights kept are normalised to
+-- the rest), this is P(one step exceeds the budget) = per_step, and the run's probability is
+-- 1 - (1 - per_step)^steps.
 --
--- T(b) at a budget is found by bisection over the data set's distinct padded lengths, from T(b-1)
--- down (T is non-increasing in b), each probe a plan run cached per (b, length). The CDF of the
--- step peak is exact at cdf_points levels from the smallest step's peak to the largest's, and at
--- the budget. safe: the largest max_physical_batch_size up to the largest logical batch whose
--- run probability is at most target (each m evaluated from the same thresholds); length_cap:
--- for the run's m, the longest padded length to cut samples at (too_long = "cut" at it) that
--- keeps the run under target. step_ms: the plan's modelled time of a typical step: the expected
--- logical batch (round(N q), at least 1) split by m, each physical batch at the median of its
--- padded length (the smallest length that at least half its b-sample batches stay within), the
--- sum of their plan runs' step times (each a whole optimizer step, so an upper bound).
+-- The plan runs: a row per physical batch size b that occurs, planned at every distinct padded
+-- length of the data set (b x D runs; a few ms each for an 8B model), so nothing assumes the peak
+-- grows with the length (flash_clip's does not everywhere: `monotone` says whether the rows
+-- did). The CDF of the step peak is exact at cdf_points levels from the smallest step's peak to
+-- the largest's, and at the budget. safe: the largest max_physical_batch_size such that every
+-- bound up to it keeps the run's probability at most target (bounds past the largest logical
+-- batch change nothing: whole_logical_batch); length_cap: for the run's m, the longest padded
+-- length of the data set to cut samples at (too_long = "cut" at it) that keeps the run under
+-- target. step_ms: the plan's modelled time of a typical step: the expected logical batch
+-- (round(N q), at least 1) split by m, each physical batch at the median of its padded length
+-- (the shortest length that at least half its b-sample batches stay within), the sum of their
+-- plan runs' step times (each a whole optimizer step, so an upper bound).
 --
 -- simulate = S: S steps drawn as Opacus draws them (sample i in when Philox uniform i of stream
 -- 1000 + step, seed `seed`, is below q), split by dpprof.data.physical_batches in the data set's
