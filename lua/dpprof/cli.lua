@@ -602,7 +602,8 @@ run under target, the longest cut of the samples that does, and the modelled ste
   max_physical_batch_size=M   BatchMemoryManager's bound (default: the logical batch whole)
   target=P                    the run's acceptable probability (default 0.001)
   seed=N                      the draws' seed (default 0)
-  simulate=S                  also draw S steps as Opacus does and plan each (the check)
+  simulate=S                  also draw S steps as the engine's Poisson sampler does (seed=) and
+                              plan each: the check of the computed distribution
 
   the model and the card, as dpprof fit takes them:
   method=NAME[,NAME...]       @METHODS@

@@ -53,10 +53,13 @@
 -- (the shortest length that at least half its b-sample batches stay within), the sum of their
 -- plan runs' step times (each a whole optimizer step, so an upper bound).
 --
--- simulate = S: S steps drawn as Opacus draws them (sample i in when Philox uniform i of stream
--- 1000 + step, seed `seed`, is below q), split by dpprof.data.physical_batches in the data set's
--- order, and each physical batch planned (the same cache): the simulated steps' peaks, their
--- empirical CDF at the same levels and its largest distance from the computed one (ks).
+-- simulate = S: S steps drawn as the engine's Poisson sampler draws them (engine/dp/dpsgd_sampling.c:
+-- step k, from 0, takes sample i when Philox uniform i of (seed, SAMPLING_STREAM | k) is below q;
+-- tensor:random's uniforms are those same words), split by dpprof.data.physical_batches in the data
+-- set's order, and each physical batch planned (the same rows): the simulated steps' logical batch
+-- sizes (`logical`, what priv:next_step() gives the same seed's steps) and peaks, their
+-- empirical CDF at the same levels and its largest distance from the computed one (ks), with the
+-- 99% Kolmogorov bound 1.63 / sqrt(S).
 local dp = require("dpprof")
 local plan = require("dpprof.plan")
 local data = require("dpprof.data")
@@ -72,8 +75,9 @@ risk.DEFAULT_TARGET = 1e-3
 risk.DEFAULT_CDF_POINTS = 24
 -- Logical batch sizes with a Binomial probability below this are left out (counted as exceeding).
 risk.NEGLIGIBLE = 1e-18
--- The Philox stream of the simulation's step s: SIM_STREAM + s.
-risk.SIM_STREAM = 1000
+-- The Philox stream of the engine's Poisson sampler (engine/dp/dpsgd_sampling.c's "SP" tag): step
+-- k (from 0) draws sample i when uniform i of stream SAMPLING_STREAM | k, seed the run's, is below q.
+risk.SAMPLING_STREAM = 0x5350000000000000
 
 local function refuse(fmt, ...)
   dp.refuse("dpprof.risk: " .. string.format(fmt, ...))
@@ -454,12 +458,13 @@ local function simulate(o, e, S)
   local st, m, N = e.st, e.max_physical_batch_size, o.N
   local index = {}
   for d, p in ipairs(o.P) do index[p] = d end
-  local peaks, over = {}, 0
+  local peaks, logical, over = {}, {}, 0
   local t <close> = dp.tensor{ shape = { N }, device = "cpu", category = "temp", module = "risk" }
   for s = 1, S do
-    t:random{ dist = "uniform", seed = o.seed, stream = risk.SIM_STREAM + s, low = 0, high = 1 }
+    t:random{ dist = "uniform", seed = o.seed, stream = risk.SAMPLING_STREAM | (s - 1), low = 0, high = 1 }
     local u, chosen = t:totable(), {}
     for i = 1, N do if u[i] < o.q then chosen[#chosen + 1] = o.lengths[i] end end
+    logical[s] = #chosen
     local peak
     if #chosen == 0 then
       peak = st.reserved(1, 1)
@@ -480,7 +485,7 @@ local function simulate(o, e, S)
     cdf[i] = { bytes = c.bytes, p = j / S }
     ks = math.max(ks, math.abs(j / S - c.p))
   end
-  return { steps = S, seed = o.seed, peaks = peaks, per_step = over / S, cdf = cdf, ks = ks,
+  return { steps = S, seed = o.seed, peaks = peaks, logical = logical, per_step = over / S, cdf = cdf, ks = ks,
            ks_bound_99 = 1.63 / math.sqrt(S) }
 end
 

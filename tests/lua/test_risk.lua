@@ -157,6 +157,29 @@ do
   end
 end
 
+-- 3b. The simulation draws the engine's own Poisson batches: its logical sizes are those the DP
+-- wrapper's sampler (priv:next_step) draws for the same seed, step by step.
+do
+  local N, q, seed = 500, 0.02, 7
+  local r = dp.risk{ model = TINY, method = "vanilla", data = { length_distribution = { kind = "uniform", min = 2, max = 30 } },
+                     dataset_size = N, sample_rate = q, steps = 100, max_physical_batch_size = 4, seed = seed,
+                     device_model = card(1 << 40), simulate = 60 }
+  dp.device("cpu")
+  local m <close> = dp.model{ vocab = 32, hidden = 8, layers = 1, heads = 2, seq_len = 4, batch = 10 }
+  local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
+  local priv <close> = dp.dp.wrap(m, opt, { method = "vanilla", max_grad_norm = 1, noise_multiplier = 1, sample_rate = q,
+                                            dataset_size = N, poisson = true, seed = seed, max_physical_batch_size = 4 })
+  local sizes, total = {}, 0
+  for s = 1, 60 do
+    local plan = priv:next_step()
+    sizes[s] = plan.logical_size
+    total = total + plan.logical_size
+  end
+  check.eq(table.concat(r.methods[1].simulation.logical, ","), table.concat(sizes, ","),
+           "the simulation's logical batches are the engine's")
+  check.truthy(total > 400 and total < 800, "about q N = 10 a step: " .. total)
+end
+
 -- 4. The safe max_physical_batch_size and the length cap are the boundaries they claim.
 do
   local lengths = data.draw({ kind = "lognormal", median = 10, p99 = 30 }, 300, 3)
