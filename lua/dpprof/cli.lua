@@ -591,7 +591,10 @@ run under target, the longest cut of the samples that does, and the modelled ste
   lengths=L[,L...]            the samples' lengths
   distribution=lognormal median=M p99=P | uniform min=A max=B | fixed length=L
                               synthetic lengths (dataset_size= draws, seed=)
-  pad_to=N                    pad a physical batch to a multiple of N tokens (default 1)
+  pad_to=N                    pad a physical batch to a multiple of N tokens (default 1); each
+                              distinct padded length is a plan run per batch size (pad_to=64
+                              and seq_len=4096: 64 lengths, seconds for an 8B model; pad_to=1:
+                              every distinct length, thousands)
   group_by_length=true        sort a logical batch by length before splitting it (default false)
   too_long=cut|error          a sample longer than seq_len: cut (default) or refused
 
