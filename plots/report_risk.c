@@ -84,8 +84,8 @@ int dpplot_risk_chart(const char *json, const char *path, int width, int height,
         double per_step = number_field(e, "per_step", "methods[]: ", err, errlen);
         if (err[0]) goto done;
         if (!cJSON_IsString(name) || !cJSON_IsArray(cdf) || cJSON_GetArraySize(cdf) == 0) {
-            snprintf(err, errlen, "risk chart: methods[%zu]: 'method' (a string) and 'cdf' (a non-empty array) are required",
-                     nc);
+            snprintf(err, errlen,
+                     "risk chart: methods[%zu]: 'method' (a string) and 'cdf' (a non-empty array) are required", nc);
             goto done;
         }
         size_t n = (size_t)cJSON_GetArraySize(cdf);
@@ -118,16 +118,27 @@ int dpplot_risk_chart(const char *json, const char *path, int width, int height,
         char base[64];
         size_t k = strcspn(method, ":");
         snprintf(base, sizeof base, "%.*s", (int)(k < sizeof base ? k : sizeof base - 1), method);
-        s[i] = (dpplot_series){.name = curves[i].name, .color = dpplot_method_color(base), .x = curves[i].x,
-                               .y = curves[i].y, .n = curves[i].n, .marker = dpplot_method_marker(base), .step = 1};
+        s[i] = (dpplot_series){.name = curves[i].name,
+                               .color = dpplot_method_color(base),
+                               .x = curves[i].x,
+                               .y = curves[i].y,
+                               .n = curves[i].n,
+                               .marker = dpplot_method_marker(base),
+                               .step = 1};
     }
     /* the budget: a vertical dashed line from 0 to 1 */
     double bx[2] = {budget, budget}, by[2] = {0, 1};
     char bname[96], bval[64];
     snprintf(bname, sizeof bname, "the card's budget (%s for the pool)",
              dpplot_format_value(budget, DPPLOT_UNIT_BYTES, bval, sizeof bval));
-    s[nc] = (dpplot_series){.name = bname, .color = {0.85, 0.1, 0.1}, .x = bx, .y = by, .n = 2,
-                            .marker = DPPLOT_MARKER_NONE, .dashed = DPPLOT_DASH_DASHED, .line_width = 2.0};
+    s[nc] = (dpplot_series){.name = bname,
+                            .color = {0.85, 0.1, 0.1},
+                            .x = bx,
+                            .y = by,
+                            .n = 2,
+                            .marker = DPPLOT_MARKER_NONE,
+                            .dashed = DPPLOT_DASH_DASHED,
+                            .line_width = 2.0};
     char title[160], subtitle[640];
     snprintf(title, sizeof title, "Out-of-memory risk of the run: P(some step of %.0f over the card) %s", steps, risks);
     char mtext[64];

@@ -31,11 +31,22 @@ static const char *const SEED_DOC =
     "{\"method\":\"vanilla\",\"probability\":0.001,\"per_step\":1e-07,\"cdf\":[{\"bytes\":1,\"p\":0.5},"
     "{\"bytes\":2,\"p\":1}]}]}";
 
-static const char *const KEYS[] = {"kind", "budget_bytes", "steps", "sample_rate", "dataset_size",
-                                   "max_physical_batch_size", "whole_logical_batch", "methods", "method",
-                                   "probability", "per_step", "cdf", "bytes", "p"};
+static const char *const KEYS[] = {"kind",
+                                   "budget_bytes",
+                                   "steps",
+                                   "sample_rate",
+                                   "dataset_size",
+                                   "max_physical_batch_size",
+                                   "whole_logical_batch",
+                                   "methods",
+                                   "method",
+                                   "probability",
+                                   "per_step",
+                                   "cdf",
+                                   "bytes",
+                                   "p"};
 static const char *const EXTRA[] = {"\"dpprof.risk\"", "[]", "[{\"bytes\":1,\"p\":0.5}]", "{\"bytes\":1}", "1e308",
-                                    "-1e308", "0"};
+                                    "-1e308",          "0"};
 
 /* Reads the lengths file at path in L: 0 when the answer is one the reader may give. */
 static int check_lengths(lua_State *L, int fn, const char *path, char *why, size_t len) {

@@ -10,10 +10,12 @@ static const char *const DOC =
     "{\"kind\":\"dpprof.risk\",\"budget_bytes\":1000,\"steps\":10000,\"sample_rate\":0.001,\"dataset_size\":50000,"
     "\"max_physical_batch_size\":8,\"whole_logical_batch\":false,\"methods\":["
     "{\"method\":\"vanilla\",\"probability\":0.5,\"per_step\":6.9e-05,"
-    "\"cdf\":[{\"bytes\":200,\"p\":0},{\"bytes\":500,\"p\":0.4},{\"bytes\":900,\"p\":0.9},{\"bytes\":1000,\"p\":0.99993},"
+    "\"cdf\":[{\"bytes\":200,\"p\":0},{\"bytes\":500,\"p\":0.4},{\"bytes\":900,\"p\":0.9},{\"bytes\":1000,\"p\":0."
+    "99993},"
     "{\"bytes\":1400,\"p\":1}]},"
     "{\"method\":\"flash_clip\",\"probability\":0.0001,\"per_step\":1e-08,"
-    "\"cdf\":[{\"bytes\":150,\"p\":0},{\"bytes\":400,\"p\":0.5},{\"bytes\":700,\"p\":0.97},{\"bytes\":1000,\"p\":1}]}]}";
+    "\"cdf\":[{\"bytes\":150,\"p\":0},{\"bytes\":400,\"p\":0.5},{\"bytes\":700,\"p\":0.97},{\"bytes\":1000,\"p\":1}]}]"
+    "}";
 
 static void test_chart(void) {
     const char *path = DPPLOT_TEST_OUT "/risk.png";
@@ -40,7 +42,8 @@ static void test_refusals(void) {
     const char *path = DPPLOT_TEST_OUT "/risk_bad.png";
     int rc = dpplot_risk_chart("{\"kind\":\"results\"}", path, 1200, 800, 1.0, err, sizeof err);
     tu_check(rc == -1 && strstr(err, "not \"dpprof.risk\"") != NULL, "another kind is refused: '%s'", err);
-    rc = dpplot_risk_chart("{\"kind\":\"dpprof.risk\",\"budget_bytes\":\"80G\"}", path, 1200, 800, 1.0, err, sizeof err);
+    rc =
+        dpplot_risk_chart("{\"kind\":\"dpprof.risk\",\"budget_bytes\":\"80G\"}", path, 1200, 800, 1.0, err, sizeof err);
     tu_check(rc == -1 && strstr(err, "'budget_bytes' is missing or not a number") != NULL, "a bad field is named: '%s'",
              err);
     rc = dpplot_risk_chart("{\"kind\":\"dpprof.risk\",\"budget_bytes\":1,\"steps\":1,\"sample_rate\":0.1,"
