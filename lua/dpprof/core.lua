@@ -101,6 +101,8 @@ dp.sweep = require("dpprof.sweep").run
 -- Plan-device models and predictions, and the largest config that fits (plan.lua, fit.lua).
 dp.plan = require("dpprof.plan")
 dp.fit = require("dpprof.fit").run
+-- Samples of their own lengths: the data = {...} grammar, lengths, padding and splitting (data.lua).
+dp.data = require("dpprof.data")
 
 -- Not the module table itself: package.loaded["dpprof.core"] stays `true`, so error messages
 -- name functions through "dpprof", not "dpprof.core".
