@@ -6,7 +6,8 @@
  * f32 or 8 bf16) and a scalar tail. Forward: every thread keeps an online (max, sum of exp)
  * pair, merged across the block in a fixed butterfly and warp order; lse = max + log(sum),
  * loss = lse - logit[target]. Backward: logit = (exp(logit - lse) - [j == target]) * scale[n/T]
- * in place. A target of DPK_IGNORE_INDEX (-100, a pad) has loss 0 and a zero gradient row. f32 arithmetic whatever the logits' dtype; exponentials in base 2 on the hardware's
+ * in place; a target of DPK_IGNORE_INDEX (-100, a pad) has loss 0 and a zero gradient row.
+ * f32 arithmetic whatever the logits' dtype; exponentials in base 2 on the hardware's
  * ex2 (one instruction: accurate expf kept the kernels instruction-bound at 80% of HBM), about
  * 1e-6 relative per term. Two 16-byte loads in flight per thread.
  * Bytes: forward N V es (one read), backward 2 N V es (read and write). */
