@@ -277,7 +277,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(STEP_PHYSICAL_SIZE, "steps[].physical[].size", INTEGER, PARENT, DPR_NONNEG, NULL)                                \
     X(STEP_PHYSICAL_PADDED, "steps[].physical[].padded", INTEGER, PARENT, DPR_NONNEG, NULL)                            \
     X(STEP_PEAK_BYTES, "steps[].peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                        \
-    X(DATA, "data", OBJECT, OPTIONAL, 0, NULL) /* data of samples' own lengths */                                       \
+    X(DATA, "data", OBJECT, OPTIONAL, 0, NULL) /* data of samples' own lengths */                                      \
     X(DATA_SOURCE, "data.source", STRING, PARENT, 0, NULL)                                                             \
     X(DATA_SAMPLES, "data.samples", INTEGER, PARENT, DPR_NONNEG, NULL)                                                 \
     X(DATA_CUT, "data.cut", INTEGER, PARENT, DPR_NONNEG, NULL)                                                         \

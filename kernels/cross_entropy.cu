@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(CE_THREADS)
         const float z = (r.m + log2f(r.s)) * CE_LN2;
         const int32_t t = targets[row];
         lse[row] = z;
-        losses[row] = (t >= 0 && t < V) ? z - ldf(x + t)
-                      : t == DPK_IGNORE_INDEX ? 0.0f                   /* a pad carries no loss */
+        losses[row] = (t >= 0 && t < V)       ? z - ldf(x + t)
+                      : t == DPK_IGNORE_INDEX ? 0.0f                        /* a pad carries no loss */
                                               : __int_as_float(0x7fc00000); /* NaN: bad target */
     }
 }
@@ -126,8 +126,9 @@ __global__ void __launch_bounds__(CE_THREADS)
     T *x = logits + row * V;
     const int64_t t = targets[row];
     /* a pad (DPK_IGNORE_INDEX) gets a zero row: scale 0 and no index equals t */
-    const float zl = lse[row] * ATT_LOG2E_CE,
-                sc = t == DPK_IGNORE_INDEX ? 0.0f : sample_scale ? sample_scale[row / T_] : 1.0f;
+    const float zl = lse[row] * ATT_LOG2E_CE, sc = t == DPK_IGNORE_INDEX ? 0.0f
+                                                   : sample_scale        ? sample_scale[row / T_]
+                                                                         : 1.0f;
     int64_t head, npk;
     row_split(x, V, head, npk);
     const int64_t tail = head + npk * VEC;

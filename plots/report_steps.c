@@ -47,8 +47,7 @@ int dpplot_report_steps(const dpplot_selection *sel, const char *path, const dpp
         for (size_t k = 0; k < n_ok; k++)
             for (size_t j = 0; j < used[k]->n_steps; j++) over += used[k]->step_peak_bytes[j] > card, total++;
     dpplot_report_frame f;
-    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_RUNS, "Peak memory of each step") < 0)
-        return -1;
+    if (dpplot_report_begin(&f, opt, path, notes, sel, usable, n, MAX_RUNS, "Peak memory of each step") < 0) return -1;
     dpplot_canvas *cv = f.cv;
     double top = f.top;
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, f.W - 40, 80}, legend, n_ok) + 10;

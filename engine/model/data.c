@@ -216,7 +216,8 @@ int dp_data_file_padded(dp_tensor *inputs, dp_tensor *targets, const char *path,
     const int64_t n = (int64_t)st.st_size / w;
     for (int64_t b = 0; b < B && rc == DP_OK; b++)
         if (starts[b] < 0 || starts[b] + lengths[b] + 1 > n)
-            rc = dp_error_set(DP_EINVAL, "batch: sample %lld's window of %lld tokens at %lld lies outside '%s' (%lld tokens)",
+            rc = dp_error_set(DP_EINVAL,
+                              "batch: sample %lld's window of %lld tokens at %lld lies outside '%s' (%lld tokens)",
                               (long long)b, (long long)(lengths[b] + 1), (long long)starts[b], path, (long long)n);
     if (rc == DP_OK && inputs->dev->kind == DP_DEV_PLAN) {
         fclose(f);

@@ -67,7 +67,8 @@ int dp_docs_scan(FILE *f, const char *name, dp_token_dtype dt, int64_t eos, int6
             uint32_t id = w == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8
                                  : (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
             if ((int64_t)id >= vocab) {
-                rc = dp_error_set(DP_EINVAL, "documents: token %u at position %lld of '%s' is outside the vocabulary [0, %lld)",
+                rc = dp_error_set(DP_EINVAL,
+                                  "documents: token %u at position %lld of '%s' is outside the vocabulary [0, %lld)",
                                   id, (long long)at, name, (long long)vocab);
                 break;
             }

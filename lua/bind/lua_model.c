@@ -453,8 +453,8 @@ static int64_t *opt_int_list(lua_State *L, int idx, const char *fname, const cha
  * samples of their own lengths: dpprof.batch{model=, lengths={l1, ...}, padded=T, seed=,
  * samples={ids...} | file=, file_dtype=, starts={token offsets}} (data.h) */
 static int l_batch(lua_State *L) {
-    static const char *const keys[] = {"model", "size",    "seed",   "step",  "file",
-                                       "file_dtype", "lengths", "padded", "samples", "starts", NULL};
+    static const char *const keys[] = {"model",   "size",   "seed",    "step",   "file", "file_dtype",
+                                       "lengths", "padded", "samples", "starts", NULL};
     const char *fname = "dpprof.batch";
     luaL_checktype(L, 1, LUA_TTABLE);
     dpl_check_keys(L, 1, fname, keys);

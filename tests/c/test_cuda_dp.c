@@ -260,8 +260,8 @@ static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dpsgd_norms_metho
     CHECK_OK(dpsgd_new(m, &cfg, &dp));
     dp_tensor *ids = test_ids(cpu, 5, 40, 53, 3), *tg = test_ids(cpu, 5, 40, 53, 4);
     for (int64_t b = 0; padded_step && b < 5; b++)
-        for (int64_t j = PAD_LEN[b]; j < 40; j++) ((int32_t *)ids->data)[b * 40 + j] = 0,
-                                                  ((int32_t *)tg->data)[b * 40 + j] = DP_IGNORE_INDEX;
+        for (int64_t j = PAD_LEN[b]; j < 40; j++)
+            ((int32_t *)ids->data)[b * 40 + j] = 0, ((int32_t *)tg->data)[b * 40 + j] = DP_IGNORE_INDEX;
     dp_tensor *di = dp_tensor_new(dev, DP_I32, 2, ids->shape, DP_CAT_INPUTS);
     dp_tensor *dtg = dp_tensor_new(dev, DP_I32, 2, tg->shape, DP_CAT_INPUTS);
     CHECK_OK(dp_tensor_copy(di, ids));
@@ -320,7 +320,8 @@ static void test_step(dp_arch arch) {
             if (!(fabs(sq_g[j] - sq_c[j]) <= 1e-4 * fmax(sq_c[j], 1e-3 * tot[j & 1]))) bad++;
         if (bad) {
             fprintf(stderr, "  %s %s%s: %d per-parameter norms differ between cuda and cpu\n",
-                    arch == DP_ARCH_GPT ? "gpt" : "llama", dpsgd_norms_name(norms[k]), padded_step ? " padded" : "", bad);
+                    arch == DP_ARCH_GPT ? "gpt" : "llama", dpsgd_norms_name(norms[k]), padded_step ? " padded" : "",
+                    bad);
             check_failures++;
         }
         char what[96];

@@ -31,8 +31,8 @@
 #include <string.h>
 
 #define REL_TOL 1e-4
-#define NS 3     /* samples */
-#define SEQ 9    /* the model's seq_len */
+#define NS 3  /* samples */
+#define SEQ 9 /* the model's seq_len */
 #define VOCAB 23
 
 static dp_device *cpu;
@@ -279,7 +279,7 @@ int main(void) {
     CHECK_OK(dp_engine_init());
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     static const model_case cases[] = {{DP_ARCH_GPT, 1, 0, 0, "gpt tied", 4.0},
-                                           {DP_ARCH_LLAMA, 0, 1, 2, "llama lora gqa", 0.6}};
+                                       {DP_ARCH_LLAMA, 0, 1, 2, "llama lora gqa", 0.6}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
         for (size_t k = 0; dpsgd_list_name(DPSGD_LIST_PRESETS, k); k++) {
             run_preset(&cases[c], dpsgd_list_name(DPSGD_LIST_PRESETS, k), 7);   /* to the longest */

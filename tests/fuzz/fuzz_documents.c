@@ -46,8 +46,10 @@ static int reference(const unsigned char *b, size_t len, int w, int64_t eos, int
         if ((int64_t)id >= vocab) return -1;
         if ((int64_t)id == eos || i == T - 1) {
             int64_t toks = i + 1 - s;
-            if (toks >= 2) start[*n] = s, length[*n] = toks - 1, (*n)++;
-            else if (toks == 1) (*empty)++;
+            if (toks >= 2)
+                start[*n] = s, length[*n] = toks - 1, (*n)++;
+            else if (toks == 1)
+                (*empty)++;
             s = i + 1;
         }
     }
@@ -125,8 +127,10 @@ int main(int argc, char **argv) {
             bad = 1, fail(keep, it, why);
         }
         if (rc != DP_OK && (d.n != 0 || d.start || d.length)) bad = 1, fail(keep, it, "a failed scan kept documents");
-        if (rc == DP_OK) n_ok++;
-        else n_refused++;
+        if (rc == DP_OK)
+            n_ok++;
+        else
+            n_refused++;
         if (rc == DP_OK && ref == 0) {
             if (d.n != rn || d.empty != re || d.tokens != (int64_t)ntok) bad = 1, fail(keep, it, "counts differ");
             for (int64_t i = 0; i < d.n && i < rn && !bad; i++)
