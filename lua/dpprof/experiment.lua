@@ -7,8 +7,15 @@
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
---                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, profile="none"|"ops", threads=n,
+--                  memory_limit=bytes, data={file=, file_dtype=, ...}, trace=path, profile="none"|"ops", threads=n,
 --                  device_model="h100"|"h200"|{...} (device="plan" only) }
+--
+-- data: token windows of seq_len from a file (file=, file_dtype=), synthetic ones without; or
+-- samples of their own lengths (dpprof.data's grammar: lengths=, lengths_file=,
+-- length_distribution=, or file= with eos=, each document a sample; pad_to=, group_by_length=,
+-- too_long=): each step's drawn samples are split into physical batches of at most
+-- max_physical_batch_size (Opacus's BatchMemoryManager), each padded to its longest sample with
+-- pads of target -100, and the result records steps[] and data (docs/results.md).
 --
 -- A checkpoint as the model: model = { path = "DIR", seq_len=, batch=, lora=, dtype=, ... }. The
 -- sizes come from DIR/config.json (dpprof.model.read_config); any dp.model key given beside path
