@@ -7,7 +7,7 @@
  * Opacus's per-sample loss_reduction="mean" then takes per sample). Right padding under causal
  * attention means no real token attends to a pad, so every per-sample quantity of the padded
  * batch must be the unpadded sample's: for every preset dpsgd_list_name lists (vanilla
- * included), gpt (tied head, learned positions) and llama (RoPE, grouped-query attention, LoRA),
+ * included; flash_clip with its strips too), gpt (tied head, learned positions) and llama (RoPE, grouped-query attention, LoRA),
  * the per-sample losses, norms ||g_i||, clip factors c_i, and the clipped sum sum_i c_i g_i the
  * clip leaves in every trainable gradient (vanilla: sum_i g_i / B). Tolerance 1e-4 relative
  * (float sums in another order: the padded batch's GEMMs run over other shapes, and flash takes
@@ -36,6 +36,7 @@
 #define VOCAB 23
 
 static dp_device *cpu;
+static dpsgd_flash_impl flash_impl = DPSGD_FLASH_TILES; /* flash's kernels: main runs both */
 static const int64_t LEN[NS] = {4, 7, 2}; /* the longest (7) is shorter than seq_len */
 
 /* token j (0 <= j <= LEN[i]) of sample i: inputs are tokens 0..len-1, targets 1..len */
@@ -123,8 +124,10 @@ static void run_preset(const model_case *mc, const char *preset, int64_t Tpad) {
     dpsgd_config_default(&cfg);
     CHECK_OK(dpsgd_method_preset(preset, &cfg.norms, &cfg.clip));
     cfg.max_grad_norm = mc->C;
+    cfg.flash_impl = flash_impl;
     char what[200];
-    snprintf(what, sizeof what, "%s %s T=%lld", mc->name, preset, (long long)Tpad);
+    snprintf(what, sizeof what, "%s %s%s T=%lld", mc->name, preset, flash_impl == DPSGD_FLASH_STRIPS ? " (strips)" : "",
+             (long long)Tpad);
 
     /* the padded batch */
     dpsgd *dp = NULL;
@@ -285,6 +288,9 @@ int main(void) {
             run_preset(&cases[c], dpsgd_list_name(DPSGD_LIST_PRESETS, k), 7);   /* to the longest */
             run_preset(&cases[c], dpsgd_list_name(DPSGD_LIST_PRESETS, k), SEQ); /* and further (pad_to) */
         }
+    flash_impl = DPSGD_FLASH_STRIPS; /* flash's Gram and gradient strips too */
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) run_preset(&cases[c], "flash_clip", 7);
+    flash_impl = DPSGD_FLASH_TILES;
     test_refusals();
     test_plan_memory();
     return check_report("test_dp_padding");
