@@ -7,9 +7,10 @@
  * Opacus's per-sample loss_reduction="mean" then takes per sample). Right padding under causal
  * attention means no real token attends to a pad, so every per-sample quantity of the padded
  * batch must be the unpadded sample's: for every preset dpsgd_list_name lists (vanilla
- * included; flash_clip with its strips too), gpt (tied head, learned positions) and llama (RoPE, grouped-query attention, LoRA),
- * the per-sample losses, norms ||g_i||, clip factors c_i, and the clipped sum sum_i c_i g_i the
- * clip leaves in every trainable gradient (vanilla: sum_i g_i / B). Tolerance 1e-4 relative
+ * included; flash_clip with its strips too), gpt (tied head, learned positions) and llama
+ * (RoPE, grouped-query attention, LoRA), the per-sample losses, norms ||g_i||, clip factors c_i,
+ * and the clipped sum sum_i c_i g_i the clip leaves in every trainable gradient (vanilla:
+ * sum_i g_i / B). Tolerance 1e-4 relative
  * (float sums in another order: the padded batch's GEMMs run over other shapes, and flash takes
  * B = 1 norms from the ordinary gradient).
  *
