@@ -38,7 +38,7 @@
 
 static dp_device *cpu;
 static dpsgd_flash_impl flash_impl = DPSGD_FLASH_TILES; /* flash's kernels: main runs both */
-static const int64_t LEN[NS] = {4, 7, 2}; /* the longest (7) is shorter than seq_len */
+static const int64_t LEN[NS] = {4, 7, 2};               /* the longest (7) is shorter than seq_len */
 
 /* token j (0 <= j <= LEN[i]) of sample i: inputs are tokens 0..len-1, targets 1..len */
 static int32_t token(int i, int64_t j) { return (int32_t)((i * 131 + j * 17 + (i + 3) * j * j) % VOCAB); }
