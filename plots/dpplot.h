@@ -25,6 +25,7 @@
 #include "dpplot_panel.h"
 #include "dpplot_report.h"
 #include "dpplot_results.h"
+#include "dpplot_risk.h"
 #include "dpplot_strlist.h"
 #include "dpplot_summary.h"
 

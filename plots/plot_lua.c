@@ -738,7 +738,33 @@ static int l_format(lua_State *L) {
     return 1;
 }
 
+/* dpprof.plot.risk(json, out [, {width=, height=, scale=}]) -> out: the chart of a `dpprof risk`
+ * document (its JSON text; dpplot_risk.h); raises with the reason. */
+static int l_risk(lua_State *L) {
+    const char *json = luaL_checkstring(L, 1);
+    const char *out = luaL_checkstring(L, 2);
+    double dims[3] = {1600, 1000, 1};
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        static const char *const keys[3] = {"width", "height", "scale"};
+        for (int k = 0; k < 3; k++) {
+            int ty = lua_getfield(L, 3, keys[k]);
+            if (ty != LUA_TNIL && ty != LUA_TNUMBER)
+                luaL_error(L, "bad argument #3 to 'dpprof.plot.risk' (field '%s' must be a number, got %s)", keys[k],
+                           luaL_typename(L, -1));
+            if (ty == LUA_TNUMBER) dims[k] = lua_tonumber(L, -1);
+            lua_pop(L, 1);
+        }
+    }
+    char err[512];
+    if (dpplot_risk_chart(json, out, (int)dims[0], (int)dims[1], dims[2], err, sizeof err) != 0)
+        return luaL_error(L, "dpprof.plot.risk: %s", err);
+    lua_pushstring(L, out);
+    return 1;
+}
+
 static const luaL_Reg plot_funcs[] = {{"render_dir", l_render_dir},
+                                      {"risk", l_risk},
                                       {"lines", l_lines},
                                       {"bars", l_bars},
                                       {"scatter", l_scatter},

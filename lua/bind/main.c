@@ -68,6 +68,8 @@ static const char *const usage =
     "                                   a pair could not be compared, 2 for an invalid file\n"
     "  fit [key=value ...]              the largest seq_len, batch or layers that fits a memory\n"
     "                                   budget, per DP method, from plan runs (fit --help)\n"
+    "  risk [key=value ...]             the chance that some step of a Poisson-sampled run of\n"
+    "                                   samples of their own lengths runs out of memory (risk --help)\n"
     "  sweep submit|status|collect ...  run a script's sweeps as Slurm job arrays: submit SCRIPT\n"
     "                                   [key=value], status DIR, collect DIR (sweep --help)\n"
     "  --help, -h                       this text\n"

@@ -103,6 +103,8 @@ dp.plan = require("dpprof.plan")
 dp.fit = require("dpprof.fit").run
 -- Samples of their own lengths: the data = {...} grammar, lengths, padding and splitting (data.lua).
 dp.data = require("dpprof.data")
+-- The chance that some step of a Poisson-sampled run runs out of memory, from plan runs (risk.lua).
+dp.risk = require("dpprof.risk").run
 
 -- Not the module table itself: package.loaded["dpprof.core"] stays `true`, so error messages
 -- name functions through "dpprof", not "dpprof.core".

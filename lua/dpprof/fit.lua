@@ -133,6 +133,8 @@ local function run_point(cfg)
   end
   return r
 end
+-- One plan run of cfg in this process, checked as fit's search checks it (dpprof.risk's runs).
+fit.run_point = run_point
 
 -- The search for one method and checkpoint setting; see the header.
 local function search(o, method, checkpoint)

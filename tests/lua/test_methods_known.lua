@@ -1,7 +1,8 @@
 -- test_methods_known.lua: every preset of the engine's one table (engine/dp/dpsgd_method.c, seen
 -- as dpprof.dp.METHODS and dpprof.dp.PRESETS) is known to every consumer: the wrapper, an
 -- experiment (run on the plan device), the result's validator, fit, the scripts' method lists,
--- `dpprof fit --help`, and the charts (a colour no other preset has, and a rendered chart).
+-- `dpprof fit --help`, dp.risk and `dpprof risk --help`, and the charts (a colour no other preset
+-- has, and a rendered chart).
 -- A preset added to that table alone is fully supported, or this test fails naming the consumer.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
@@ -59,6 +60,8 @@ assert(dp.mkdir_p(out))
 local MODEL = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 16, batch = 2 }
 local help_code, help = check.sh(string.format("%q fit --help", dp.executable))
 check.eq(help_code, 0, "dpprof fit --help")
+local risk_code, risk_help = check.sh(string.format("%q risk --help", dp.executable))
+check.eq(risk_code, 0, "dpprof risk --help")
 local colours = {}
 for _, name in ipairs(METHODS) do
   -- the wrapper's checks and an experiment: a result naming the preset and its two choices
@@ -76,6 +79,11 @@ for _, name in ipairs(METHODS) do
   check.truthy(fit.options{ base = { model = MODEL }, method = name, vary = "batch", hi = 2 }, name .. ": fit accepts it")
   -- the CLI's help names it
   check.truthy(help:find("%f[%w_]" .. name:gsub("%p", "%%%0") .. "%f[^%w_]"), name .. ": `dpprof fit --help` names it")
+  -- risk plans it by name, and its help names it
+  local rr = dp.risk{ model = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 16 }, method = name,
+                      data = { lengths = { 3, 9, 16 } }, sample_rate = 0.5, steps = 10, budget_gb = 1 }
+  check.eq(rr.methods[1].method, name, name .. ": dp.risk plans it")
+  check.truthy(risk_help:find("%f[%w_]" .. name:gsub("%p", "%%%0") .. "%f[^%w_]"), name .. ": `dpprof risk --help` names it")
   -- a colour of its own
   local c = dp.plot.method_color(name)
   check.truthy(colours[c] == nil, string.format("%s: colour %s is %s's too", name, c, tostring(colours[c])))

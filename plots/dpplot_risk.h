@@ -1,0 +1,16 @@
+/* dpplot_risk.h: the chart of a `dpprof risk` document (dp.risk's answer as JSON, kind
+ * "dpprof.risk"): the per-step peak's CDF per method as step curves, the card's budget as a
+ * vertical line, and each method's chance that some step of the run exceeds it written in the
+ * legend and the subtitle. */
+#ifndef DPPLOT_RISK_H
+#define DPPLOT_RISK_H
+
+#include <stddef.h>
+
+/* Draws the risk chart of json (the document's text) into a width x height canvas at scale and
+ * writes it as PNG to path. 0 on success; -1 with a one-line reason in err (a field missing or
+ * of the wrong type, named; an unwritable path). */
+int dpplot_risk_chart(const char *json, const char *path, int width, int height, double scale, char *err,
+                      size_t errlen);
+
+#endif

@@ -1,0 +1,177 @@
+/* report_risk.c: the risk chart (dpplot_risk.h). Reads the document's fields by name: kind,
+ * budget_bytes, steps, sample_rate, dataset_size, max_physical_batch_size, whole_logical_batch,
+ * and methods[] with method, probability, per_step and cdf[] of {bytes, p}. */
+#include "dpplot_risk.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dpplot_axis.h"
+#include "dpplot_canvas.h"
+#include "dpplot_charts.h"
+#include "dpplot_palette.h"
+
+#define RISK_MAX_METHODS 16
+
+/* A probability as the chart writes it: 3 decimals from 0.01, else 2 significant digits. */
+static void format_p(char *buf, size_t len, double p) {
+    if (p == 0)
+        snprintf(buf, len, "0");
+    else if (p >= 0.01)
+        snprintf(buf, len, "%.3f", p);
+    else
+        snprintf(buf, len, "%.2g", p);
+}
+
+/* A number field of obj, or NAN (with a reason in err) when it is missing or not a number. */
+static double number_field(const cJSON *obj, const char *key, const char *where, char *err, size_t errlen) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(it)) {
+        if (err[0] == '\0') snprintf(err, errlen, "risk chart: %s'%s' is missing or not a number", where, key);
+        return NAN;
+    }
+    return it->valuedouble;
+}
+
+typedef struct {
+    char name[160];
+    double *x, *y;
+    size_t n;
+} risk_curve;
+
+int dpplot_risk_chart(const char *json, const char *path, int width, int height, double scale, char *err,
+                      size_t errlen) {
+    char dummy[8];
+    if (!err || errlen == 0) err = dummy, errlen = sizeof dummy;
+    err[0] = '\0';
+    cJSON *doc = json ? cJSON_Parse(json) : NULL;
+    if (!doc) {
+        snprintf(err, errlen, "risk chart: the document is not JSON");
+        return -1;
+    }
+    int rc = -1;
+    risk_curve curves[RISK_MAX_METHODS];
+    size_t nc = 0;
+    dpplot_canvas *cv = NULL;
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(doc, "kind");
+    const cJSON *methods = cJSON_GetObjectItemCaseSensitive(doc, "methods");
+    if (!cJSON_IsString(kind) || strcmp(kind->valuestring, "dpprof.risk") != 0) {
+        snprintf(err, errlen, "risk chart: 'kind' is not \"dpprof.risk\" (not a dpprof risk document)");
+        goto done;
+    }
+    double budget = number_field(doc, "budget_bytes", "", err, errlen);
+    double steps = number_field(doc, "steps", "", err, errlen);
+    double q = number_field(doc, "sample_rate", "", err, errlen);
+    double n_data = number_field(doc, "dataset_size", "", err, errlen);
+    double m = number_field(doc, "max_physical_batch_size", "", err, errlen);
+    if (err[0]) goto done;
+    if (!cJSON_IsArray(methods) || cJSON_GetArraySize(methods) == 0) {
+        snprintf(err, errlen, "risk chart: 'methods' is missing or not a non-empty array");
+        goto done;
+    }
+    int whole = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "whole_logical_batch"));
+    char risks[512] = "";
+    double x_max = budget;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, methods) {
+        if (nc == RISK_MAX_METHODS) break;
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "method");
+        const cJSON *cdf = cJSON_GetObjectItemCaseSensitive(e, "cdf");
+        double prob = number_field(e, "probability", "methods[]: ", err, errlen);
+        double per_step = number_field(e, "per_step", "methods[]: ", err, errlen);
+        if (err[0]) goto done;
+        if (!cJSON_IsString(name) || !cJSON_IsArray(cdf) || cJSON_GetArraySize(cdf) == 0) {
+            snprintf(err, errlen,
+                     "risk chart: methods[%zu]: 'method' (a string) and 'cdf' (a non-empty array) are required", nc);
+            goto done;
+        }
+        size_t n = (size_t)cJSON_GetArraySize(cdf);
+        risk_curve *c = &curves[nc];
+        c->x = malloc((n + 1) * sizeof *c->x), c->y = malloc((n + 1) * sizeof *c->y), c->n = 0;
+        nc++;
+        if (!c->x || !c->y) {
+            snprintf(err, errlen, "risk chart: out of memory");
+            goto done;
+        }
+        const cJSON *pt;
+        cJSON_ArrayForEach(pt, cdf) {
+            double x = number_field(pt, "bytes", "methods[].cdf[]: ", err, errlen);
+            double y = number_field(pt, "p", "methods[].cdf[]: ", err, errlen);
+            if (err[0]) goto done;
+            c->x[c->n] = x, c->y[c->n] = y, c->n++;
+            if (x > x_max) x_max = x;
+        }
+        char ps[32], pr[32];
+        format_p(ps, sizeof ps, per_step);
+        format_p(pr, sizeof pr, prob);
+        snprintf(c->name, sizeof c->name, "%s: P(step over) %s, P(run over) %s", name->valuestring, ps, pr);
+        size_t len = strlen(risks);
+        snprintf(risks + len, sizeof risks - len, "%s%s %s", len ? ", " : "", name->valuestring, pr);
+    }
+    dpplot_series s[RISK_MAX_METHODS + 1];
+    memset(s, 0, sizeof s);
+    for (size_t i = 0; i < nc; i++) {
+        const char *method = curves[i].name;
+        char base[64];
+        size_t k = strcspn(method, ":");
+        snprintf(base, sizeof base, "%.*s", (int)(k < sizeof base ? k : sizeof base - 1), method);
+        s[i] = (dpplot_series){.name = curves[i].name,
+                               .color = dpplot_method_color(base),
+                               .x = curves[i].x,
+                               .y = curves[i].y,
+                               .n = curves[i].n,
+                               .marker = dpplot_method_marker(base),
+                               .step = 1};
+    }
+    /* the budget: a vertical dashed line from 0 to 1 */
+    double bx[2] = {budget, budget}, by[2] = {0, 1};
+    char bname[96], bval[64];
+    snprintf(bname, sizeof bname, "the card's budget (%s for the pool)",
+             dpplot_format_value(budget, DPPLOT_UNIT_BYTES, bval, sizeof bval));
+    s[nc] = (dpplot_series){.name = bname,
+                            .color = {0.85, 0.1, 0.1},
+                            .x = bx,
+                            .y = by,
+                            .n = 2,
+                            .marker = DPPLOT_MARKER_NONE,
+                            .dashed = DPPLOT_DASH_DASHED,
+                            .line_width = 2.0};
+    char title[160], subtitle[640];
+    snprintf(title, sizeof title, "Out-of-memory risk of the run: P(some step of %.0f over the card) %s", steps, risks);
+    char mtext[64];
+    if (whole)
+        snprintf(mtext, sizeof mtext, "each logical batch whole");
+    else
+        snprintf(mtext, sizeof mtext, "max_physical_batch_size %.0f", m);
+    snprintf(subtitle, sizeof subtitle,
+             "Poisson sampling q = %g over %.0f samples, %s; reserved peaks of plan runs (predicted, not measured)", q,
+             n_data, mtext);
+    dpplot_chart_axes ax = dpplot_chart_axes_default();
+    ax.title = title, ax.subtitle = subtitle;
+    ax.x_label = "Peak memory of a step (reserved by the pool)";
+    ax.y_label = "P(a step's peak <= x)";
+    ax.x_unit = DPPLOT_UNIT_BYTES;
+    ax.x_min = 0, ax.x_max = x_max * 1.05, ax.y_min = 0, ax.y_max = 1.05;
+    cv = dpplot_canvas_new(width, height, scale);
+    if (!cv) {
+        snprintf(err, errlen, "risk chart: cannot create a %d x %d canvas at scale %g", width, height, scale);
+        goto done;
+    }
+    if (dpplot_chart_lines(cv, &ax, s, nc + 1) != 0) {
+        snprintf(err, errlen, "risk chart: the axes do not fit the canvas");
+        goto done;
+    }
+    if (dpplot_canvas_write_png(cv, path, err, errlen) != 0) {
+        if (!err[0]) snprintf(err, errlen, "risk chart: cannot write '%s'", path);
+        goto done;
+    }
+    rc = 0;
+done:
+    for (size_t i = 0; i < nc; i++) free(curves[i].x), free(curves[i].y);
+    dpplot_canvas_free(cv);
+    cJSON_Delete(doc);
+    return rc;
+}

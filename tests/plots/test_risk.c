@@ -1,0 +1,63 @@
+/* test_risk: the risk chart of a `dpprof risk` document (dpplot_risk_chart): its size, each
+ * method's curve in its colour, the budget's red line at its x, and one-line refusals naming the
+ * field of a document that is not a risk document or lacks a field. */
+#include <stdio.h>
+#include <string.h>
+
+#include "test_util.h"
+
+static const char *const DOC =
+    "{\"kind\":\"dpprof.risk\",\"budget_bytes\":1000,\"steps\":10000,\"sample_rate\":0.001,\"dataset_size\":50000,"
+    "\"max_physical_batch_size\":8,\"whole_logical_batch\":false,\"methods\":["
+    "{\"method\":\"vanilla\",\"probability\":0.5,\"per_step\":6.9e-05,"
+    "\"cdf\":[{\"bytes\":200,\"p\":0},{\"bytes\":500,\"p\":0.4},{\"bytes\":900,\"p\":0.9},{\"bytes\":1000,\"p\":0."
+    "99993},"
+    "{\"bytes\":1400,\"p\":1}]},"
+    "{\"method\":\"flash_clip\",\"probability\":0.0001,\"per_step\":1e-08,"
+    "\"cdf\":[{\"bytes\":150,\"p\":0},{\"bytes\":400,\"p\":0.5},{\"bytes\":700,\"p\":0.97},{\"bytes\":1000,\"p\":1}]}]"
+    "}";
+
+static void test_chart(void) {
+    const char *path = DPPLOT_TEST_OUT "/risk.png";
+    char err[512];
+    int rc = dpplot_risk_chart(DOC, path, 1200, 800, 1.0, err, sizeof err);
+    tu_check(rc == 0, "the chart is drawn: %s", err);
+    const char *methods[] = {"vanilla", "flash_clip"};
+    tu_check_chart(path, 1200, 800, methods, 2, 200);
+    tu_image *img = tu_image_load(path);
+    if (!img) return;
+    dpplot_rgb red = {0.85, 0.1, 0.1};
+    size_t budget_px = tu_image_count_color(img, red, 30);
+    tu_check(budget_px > 100, "the budget's red line is drawn (%zu px)", budget_px);
+    /* the budget (1000 B) lies at 1000 / 1470 of the x range: in the right part, not the left third */
+    size_t left = tu_image_count_color_in(img, red, 30, 0.0, 0.2, 0.4, 1.0);
+    size_t right = tu_image_count_color_in(img, red, 30, 0.5, 0.2, 0.9, 1.0);
+    tu_check(right > 100 && left < right / 10, "the budget line lies right of the middle (left %zu, right %zu px)",
+             left, right);
+    tu_image_free(img);
+}
+
+static void test_refusals(void) {
+    char err[512];
+    const char *path = DPPLOT_TEST_OUT "/risk_bad.png";
+    int rc = dpplot_risk_chart("{\"kind\":\"results\"}", path, 1200, 800, 1.0, err, sizeof err);
+    tu_check(rc == -1 && strstr(err, "not \"dpprof.risk\"") != NULL, "another kind is refused: '%s'", err);
+    rc =
+        dpplot_risk_chart("{\"kind\":\"dpprof.risk\",\"budget_bytes\":\"80G\"}", path, 1200, 800, 1.0, err, sizeof err);
+    tu_check(rc == -1 && strstr(err, "'budget_bytes' is missing or not a number") != NULL, "a bad field is named: '%s'",
+             err);
+    rc = dpplot_risk_chart("{\"kind\":\"dpprof.risk\",\"budget_bytes\":1,\"steps\":1,\"sample_rate\":0.1,"
+                           "\"dataset_size\":10,\"max_physical_batch_size\":1,\"methods\":[{\"method\":\"vanilla\","
+                           "\"probability\":0.1,\"per_step\":0.1,\"cdf\":[{\"bytes\":1}]}]}",
+                           path, 1200, 800, 1.0, err, sizeof err);
+    tu_check(rc == -1 && strstr(err, "methods[].cdf[]: 'p' is missing") != NULL, "a CDF point's field is named: '%s'",
+             err);
+    rc = dpplot_risk_chart("not json", path, 1200, 800, 1.0, err, sizeof err);
+    tu_check(rc == -1 && strstr(err, "not JSON") != NULL && !strchr(err, '\n'), "not JSON: '%s'", err);
+}
+
+int main(void) {
+    test_chart();
+    test_refusals();
+    return tu_finish("test_risk");
+}
