@@ -227,7 +227,9 @@ local function samples_of(c, seq_len, dataset_size, vocab)
     s = { lengths = lengths, info = { source = source, samples = #lengths, cut = info.cut, longest = info.longest } }
   end
   s.info.pad_to, s.info.group_by_length, s.info.too_long = spec.pad_to, spec.group_by_length, spec.too_long
-  s.spec = spec
+  -- what splitting a step needs: the padding and grouping keys alone (dpprof.data.physical_batches
+  -- checks the spec it is given, which must not be the data set's every length at every step)
+  s.spec = { pad_to = spec.pad_to, group_by_length = spec.group_by_length }
   SAMPLES[c] = s
   return s
 end
