@@ -268,6 +268,24 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(PRIVACY_SAMPLING, "privacy.sampling", STRING, OPTIONAL, 0, "samplings")                                          \
     X(PRIVACY_CAVEAT, "privacy.caveat", STRING, OPTIONAL, 0, NULL) /* with fixed sampling, only then */                \
     X(PRIVACY_EPSILON_ERROR, "privacy.epsilon_error", STRING, OPTIONAL, 0, NULL)                                       \
+    X(STEPS, "steps", ARRAY, OPTIONAL, 0, NULL) /* poisson or data of samples' own lengths: each timed step */         \
+    X(STEP, "steps[]", OBJECT, PARENT, 0, NULL)                                                                        \
+    X(STEP_STEP, "steps[].step", INTEGER, PARENT, DPR_NONNEG, NULL)                                                    \
+    X(STEP_LOGICAL_SIZE, "steps[].logical_size", INTEGER, PARENT, DPR_NONNEG, NULL)                                    \
+    X(STEP_PHYSICAL, "steps[].physical", ARRAY, PARENT, 0, NULL)                                                       \
+    X(STEP_PHYSICAL_BATCH, "steps[].physical[]", OBJECT, PARENT, 0, NULL)                                              \
+    X(STEP_PHYSICAL_SIZE, "steps[].physical[].size", INTEGER, PARENT, DPR_NONNEG, NULL)                                \
+    X(STEP_PHYSICAL_PADDED, "steps[].physical[].padded", INTEGER, PARENT, DPR_NONNEG, NULL)                            \
+    X(STEP_PEAK_BYTES, "steps[].peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                        \
+    X(DATA, "data", OBJECT, OPTIONAL, 0, NULL) /* data of samples' own lengths */                                      \
+    X(DATA_SOURCE, "data.source", STRING, PARENT, 0, NULL)                                                             \
+    X(DATA_SAMPLES, "data.samples", INTEGER, PARENT, DPR_NONNEG, NULL)                                                 \
+    X(DATA_CUT, "data.cut", INTEGER, PARENT, DPR_NONNEG, NULL)                                                         \
+    X(DATA_LONGEST, "data.longest", INTEGER, PARENT, DPR_NONNEG, NULL)                                                 \
+    X(DATA_PAD_TO, "data.pad_to", INTEGER, PARENT, DPR_NONNEG, NULL)                                                   \
+    X(DATA_GROUP_BY_LENGTH, "data.group_by_length", BOOLEAN, PARENT, 0, NULL)                                          \
+    X(DATA_TOO_LONG, "data.too_long", STRING, PARENT, 0, NULL)                                                         \
+    X(DATA_EMPTY_DOCUMENTS, "data.empty_documents", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* token files */             \
     X(OOM, "oom", OBJECT, OOM, 0, NULL)                                                                                \
     X(OOM_REQUESTED_BYTES, "oom.requested_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                   \
     X(OOM_CATEGORY, "oom.category", STRING, PARENT, 0, NULL)                                                           \

@@ -6,7 +6,8 @@
  * f32 or 8 bf16) and a scalar tail. Forward: every thread keeps an online (max, sum of exp)
  * pair, merged across the block in a fixed butterfly and warp order; lse = max + log(sum),
  * loss = lse - logit[target]. Backward: logit = (exp(logit - lse) - [j == target]) * scale[n/T]
- * in place. f32 arithmetic whatever the logits' dtype; exponentials in base 2 on the hardware's
+ * in place; a target of DPK_IGNORE_INDEX (-100, a pad) has loss 0 and a zero gradient row.
+ * f32 arithmetic whatever the logits' dtype; exponentials in base 2 on the hardware's
  * ex2 (one instruction: accurate expf kept the kernels instruction-bound at 80% of HBM), about
  * 1e-6 relative per term. Two 16-byte loads in flight per thread.
  * Bytes: forward N V es (one read), backward 2 N V es (read and write). */
@@ -110,7 +111,9 @@ __global__ void __launch_bounds__(CE_THREADS)
         const float z = (r.m + log2f(r.s)) * CE_LN2;
         const int32_t t = targets[row];
         lse[row] = z;
-        losses[row] = (t >= 0 && t < V) ? z - ldf(x + t) : __int_as_float(0x7fc00000); /* NaN: bad target */
+        losses[row] = (t >= 0 && t < V)       ? z - ldf(x + t)
+                      : t == DPK_IGNORE_INDEX ? 0.0f                        /* a pad carries no loss */
+                                              : __int_as_float(0x7fc00000); /* NaN: bad target */
     }
 }
 
@@ -121,8 +124,11 @@ __global__ void __launch_bounds__(CE_THREADS)
     constexpr int VEC = Pack<T>::N;
     const int64_t row = blockIdx.x;
     T *x = logits + row * V;
-    const float zl = lse[row] * ATT_LOG2E_CE, sc = sample_scale ? sample_scale[row / T_] : 1.0f;
     const int64_t t = targets[row];
+    /* a pad (DPK_IGNORE_INDEX) gets a zero row: scale 0 and no index equals t */
+    const float zl = lse[row] * ATT_LOG2E_CE, sc = t == DPK_IGNORE_INDEX ? 0.0f
+                                                   : sample_scale        ? sample_scale[row / T_]
+                                                                         : 1.0f;
     int64_t head, npk;
     row_split(x, V, head, npk);
     const int64_t tail = head + npk * VEC;

@@ -69,7 +69,9 @@ cudaError_t dpk_attention_backward(cudaStream_t s, int dtype, void *dq, void *dk
 int dpk_attention_uses_mma(int dtype, int64_t hd, int64_t ld_q, int64_t ld_kv, const void *q, const void *k,
                            const void *v);
 
-/* cross_entropy.cu: one block per row of V logits. */
+/* cross_entropy.cu: one block per row of V logits. A target of DPK_IGNORE_INDEX (engine's
+ * DP_IGNORE_INDEX, checked equal in cuda_layers.c) is a pad: loss 0, gradient row 0. */
+#define DPK_IGNORE_INDEX (-100)
 cudaError_t dpk_cross_entropy_forward(cudaStream_t s, int dtype, float *losses, float *lse, const void *logits,
                                       const int32_t *targets, int64_t N, int64_t V);
 cudaError_t dpk_cross_entropy_backward(cudaStream_t s, int dtype, void *logits, const float *lse,

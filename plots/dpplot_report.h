@@ -52,6 +52,11 @@ int dpplot_report_ops(const dpplot_selection *sel, const char *path, const dpplo
  * component, the phase's end marked; the host's peak RSS in a note. */
 int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                          dpplot_strlist *notes);
+/* step_peaks.png: the peak of every timed step (steps[]: Poisson batches, samples of their own
+ * lengths), a line per run, against the card's memory of plan runs (issue 31). Without such runs
+ * it returns 0 and adds no note: most directories have none, and no reason to be told so. */
+int dpplot_report_steps(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                        dpplot_strlist *notes);
 /* The note "Host peak RSS: vanilla 1.25 GiB, ..." of a selection's finished runs ("" when none
  * has memory.host_peak_rss_bytes). */
 void dpplot_report_rss_note(const dpplot_selection *sel, char *buf, size_t len);

@@ -145,6 +145,10 @@ typedef struct {
     double opcat_bytes[DPPLOT_N_OPCATS]; /* bytes moved per iteration */
     size_t n_marks;
     dpplot_mark *marks;
+    /* Each timed step of a run with Poisson batches or samples of their own lengths (steps[]):
+     * its index (steps[].step) and peak (steps[].peak_bytes); n_steps 0 without steps. */
+    size_t n_steps;
+    double *step_index, *step_peak_bytes;
 } dpplot_result;
 
 typedef struct {

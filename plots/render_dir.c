@@ -253,17 +253,18 @@ int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot
                                           "not drawn",
                                           o.point);
             dpplot_selection sel = {items, n, context[0] ? context : NULL};
-            static const char *const files[7] = {"memory_breakdown_comparison.png",
+            static const char *const files[8] = {"memory_breakdown_comparison.png",
                                                  "memory_timeline.png",
                                                  "performance_tradeoff.png",
                                                  "module_breakdown.png",
                                                  "op_breakdown.png",
                                                  "operation_level_breakdown.png",
-                                                 "memory_analysis_overview.png"};
-            int (*const charts[7])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
+                                                 "memory_analysis_overview.png",
+                                                 "step_peaks.png"};
+            int (*const charts[8])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
                 dpplot_report_breakdown, dpplot_report_timeline, dpplot_report_tradeoff, dpplot_report_modules,
-                dpplot_report_ops,       dpplot_report_phases,   dpplot_report_overview};
-            for (int c = 0; c < (n > 0 ? 7 : 0); c++) {
+                dpplot_report_ops,       dpplot_report_phases,   dpplot_report_overview, dpplot_report_steps};
+            for (int c = 0; c < (n > 0 ? 8 : 0); c++) {
                 snprintf(path, sizeof path, "%s/%s", out_dir, files[c]);
                 if (charts[c](&sel, path, &o, &notes) < 0) failures += move_last(&notes, &problems, 1);
             }

@@ -671,10 +671,37 @@ static int read_plan(reader *rd, const cJSON *root, dpplot_result *r) {
     return 0;
 }
 
+/* Each timed step's index and peak (steps[]); entries without both numbers are reported and
+ * left out. */
+static int read_steps(reader *rd, const cJSON *root, dpplot_result *r) {
+    const cJSON *steps = field_at(rd, root, DPR_STEPS, NULL, AS_ARRAY), *s;
+    if (!cJSON_IsArray(steps)) return 0;
+    size_t n = (size_t)cJSON_GetArraySize(steps), i = 0;
+    r->step_index = malloc((n ? n : 1) * sizeof *r->step_index);
+    r->step_peak_bytes = malloc((n ? n : 1) * sizeof *r->step_peak_bytes);
+    if (!r->step_index || !r->step_peak_bytes) return -1;
+    int reported = 0;
+    cJSON_ArrayForEach(s, steps) {
+        const cJSON *k = member_of(rd, s, DPR_STEP_STEP, AS_NUMBER);
+        const cJSON *peak = member_of(rd, s, DPR_STEP_PEAK_BYTES, AS_NUMBER);
+        if (cJSON_IsNumber(k) && cJSON_IsNumber(peak)) {
+            r->step_index[r->n_steps] = k->valuedouble;
+            r->step_peak_bytes[r->n_steps++] = peak->valuedouble;
+        } else if (!reported) {
+            PROBLEM(rd, "%s: field '%s[%zu]' needs numbers '%s' and '%s'", rd->file, dpr_field_of(DPR_STEPS)->path, i,
+                    key_of(DPR_STEP_STEP), key_of(DPR_STEP_PEAK_BYTES));
+            reported = 1;
+        }
+        i++;
+    }
+    return 0;
+}
+
 static int read_analyses(reader *rd, const cJSON *root, dpplot_result *r) {
     read_spread(rd, root, r);
     read_phase_memory(rd, root, r);
     if (read_profile(rd, root, r) != 0) return -1;
+    if (read_steps(rd, root, r) != 0) return -1;
     return read_marks(rd, root, r);
 }
 
@@ -683,6 +710,7 @@ static void free_analyses(dpplot_result *r) {
     free(r->ops);
     for (size_t i = 0; i < r->n_marks; i++) free(r->marks[i].name);
     free(r->marks);
+    free(r->step_index), free(r->step_peak_bytes);
 }
 
 static void result_free(dpplot_result *r) {

@@ -21,6 +21,10 @@
 #ifndef DP_LAYER_OPS_H
 #define DP_LAYER_OPS_H
 
+/* The target id that carries no loss and no gradient: a pad (Hugging Face's and PyTorch's
+ * ignore_index, -100). kernels/layer_kernels.h holds the same value for the CUDA kernels. */
+#define DP_IGNORE_INDEX (-100)
+
 #include "dtype.h"
 
 #include <stdint.h>
@@ -104,12 +108,14 @@ typedef struct dp_layer_ops {
                               int64_t Hkv, int64_t hd, float scale);
 
     /* Fused softmax cross-entropy, forward: for each of N rows of logits (N x V, dtype t),
-     * losses[n] = logsumexp(row) - row[targets[n]] and lse[n] = logsumexp(row) (f32). */
+     * losses[n] = logsumexp(row) - row[targets[n]] and lse[n] = logsumexp(row) (f32); a target of
+     * DP_IGNORE_INDEX (a pad) has loss 0. */
     int (*cross_entropy_forward)(dp_device *dev, dp_dtype t, float *losses, float *lse, const void *logits,
                                  const int32_t *targets, int64_t N, int64_t V);
     /* Backward, in place: logits[n, :] becomes (softmax(row) - onehot(targets[n])) * scale[n / T],
      * using the lse saved by the forward. No second N x V buffer. sample_scale is a device array of
-     * B = N / T f32 values; the model passes s_i / T there (the 1/T of the per-sample mean). */
+     * B = N / T f32 values; the model passes s_i / n_i there (the 1/n_i of the per-sample mean over
+     * its n_i targets that are not ignored). A row whose target is DP_IGNORE_INDEX becomes 0. */
     int (*cross_entropy_backward)(dp_device *dev, dp_dtype t, void *logits, const float *lse, const int32_t *targets,
                                   const float *sample_scale, int64_t N, int64_t T, int64_t V);
 

@@ -189,6 +189,11 @@ const dpsgd_config *dpsgd_config_of(const dpsgd *dp);
  * generator keyed by the seed and the step) or fixed (the expected batch size), split into
  * physical batches of at most max_physical_batch_size. */
 int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
+/* Which samples the last dpsgd_next_step drew (0 before the first): Poisson, each sample i of
+ * [0, N) whose uniform is below q, in increasing order (Opacus's mask.nonzero()); fixed, the data
+ * set in order, expected_batch_size at a time, wrapping round (0..B-1 without a dataset size).
+ * Writes at most cap indices to out; returns how many there are (the logical size). */
+int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must
  * stay alive and unchanged until dpsgd_clip). Writes the batch loss and, when non-NULL, the B
  * losses. Backward and clip check that the model still holds this forward (dp_model_forward_id):

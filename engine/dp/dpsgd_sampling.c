@@ -79,6 +79,28 @@ int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out
     return DP_OK;
 }
 
+int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out, int64_t cap) {
+    int64_t n = 0, N = cfg->dataset_size;
+    if (cfg->poisson) { /* the draw of dpsgd_sampling_plan, keeping which samples joined */
+        uint64_t stream = SAMPLING_STREAM_TAG | ((uint64_t)k & 0xffffffffffffull);
+        double q = cfg->sample_rate;
+        for (int64_t blk = 0; blk * 4 < N; blk++) {
+            dp_philox_out o = dp_philox4x32(cfg->seed, stream, (uint64_t)blk);
+            for (int j = 0; j < 4 && blk * 4 + j < N; j++)
+                if ((double)dp_philox_uniform_word(o.v[j]) < q) {
+                    if (n < cap) out[n] = blk * 4 + j;
+                    n++;
+                }
+        }
+        return n;
+    }
+    /* fixed: the data set in order, batch after batch (wrapping round) */
+    int64_t B = cfg->expected_batch_size;
+    for (int64_t i = 0; i < B; i++, n++)
+        if (n < cap) out[n] = N > 0 ? (int64_t)(((uint64_t)k * (uint64_t)B + (uint64_t)i) % (uint64_t)N) : i;
+    return n;
+}
+
 int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k) {
     if (k < 0 || k >= plan->n_physical) return 0;
     int64_t rest = plan->logical_size - k * plan->physical_size;

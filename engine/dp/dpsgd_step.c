@@ -127,6 +127,10 @@ int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out) {
     return DP_OK;
 }
 
+int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap) {
+    return dp->plans > 0 ? dpsgd_sampling_members(&dp->cfg, dp->plans - 1, out, cap) : 0;
+}
+
 int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses) {
     if (!dp->model) return dp_error_set(DP_EINVAL, "dp: forward needs a model");
     if (dp->phase == 2 && !is_vanilla(dp))

@@ -3,6 +3,7 @@
 
 #include "device.h"
 #include "error.h"
+#include "layer_ops.h"
 #include "ledger.h"
 #include "philox.h"
 #include "safe_file.h"
@@ -143,6 +144,91 @@ int dp_data_from_file(dp_tensor *inputs, dp_tensor *targets, const char *path, d
     }
     fclose(f);
     if (rc == DP_OK) rc = upload(inputs, targets, tokens, stage);
+    free(tokens);
+    free(stage);
+    return rc;
+}
+
+/* ---- padded batches ------------------------------------------------------------------------- */
+
+/* The lengths of a padded batch: each in [1, T]. */
+static int check_lengths(const dp_tensor *inputs, const int64_t *lengths, const char *fn) {
+    const int64_t B = inputs->shape[0], T = inputs->shape[1];
+    for (int64_t b = 0; b < B; b++)
+        if (lengths[b] < 1 || lengths[b] > T)
+            return dp_error_set(DP_EINVAL, "%s: sample %lld has length %lld, outside [1, %lld] (the padded length)", fn,
+                                (long long)b, (long long)lengths[b], (long long)T);
+    return DP_OK;
+}
+
+/* tokens (B x (T+1), sample b's first lengths[b] + 1 real) -> right-padded inputs and targets */
+static int upload_padded(dp_tensor *inputs, dp_tensor *targets, const int32_t *tokens, int32_t *stage,
+                         const int64_t *lengths) {
+    const int64_t B = inputs->shape[0], T = inputs->shape[1];
+    uint64_t bytes = (uint64_t)(B * T) * sizeof(int32_t);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < T; j++) stage[b * T + j] = j < lengths[b] ? tokens[b * (T + 1) + j] : 0;
+    dp_ledger_add("copy_h2d", 0, (double)bytes);
+    DP_TRY(dp_tensor_from_host(inputs, stage, bytes));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j < T; j++)
+            stage[b * T + j] = j < lengths[b] ? tokens[b * (T + 1) + j + 1] : DP_IGNORE_INDEX;
+    dp_ledger_add("copy_h2d", 0, (double)bytes);
+    return dp_tensor_from_host(targets, stage, bytes);
+}
+
+int dp_data_synthetic_padded(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, uint64_t seed,
+                             const int64_t *samples, const int64_t *lengths) {
+    const char *fn = "batch";
+    DP_TRY(check_pair(inputs, targets, vocab, fn));
+    DP_TRY(check_lengths(inputs, lengths, fn));
+    if (inputs->dev->kind == DP_DEV_PLAN) return plan_upload(inputs);
+    const int64_t B = inputs->shape[0], T = inputs->shape[1];
+    int32_t *tokens, *stage;
+    DP_TRY(host_buffers(B, T, &tokens, &stage, fn));
+    for (int64_t b = 0; b < B; b++) {
+        uint64_t stream = DP_DATA_SAMPLE_STREAM | ((uint64_t)samples[b] & 0xffffffffffffull);
+        for (int64_t j = 0; j <= lengths[b]; j++) {
+            uint32_t w = dp_philox4x32(seed, stream, (uint64_t)j >> 2).v[j & 3];
+            tokens[b * (T + 1) + j] = (int32_t)(((uint64_t)w * (uint64_t)vocab) >> 32);
+        }
+    }
+    int rc = upload_padded(inputs, targets, tokens, stage, lengths);
+    free(tokens);
+    free(stage);
+    return rc;
+}
+
+int dp_data_file_padded(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                        const int64_t *starts, const int64_t *lengths) {
+    const char *fn = "batch";
+    DP_TRY(check_pair(inputs, targets, vocab, fn));
+    DP_TRY(check_lengths(inputs, lengths, fn));
+    const int64_t B = inputs->shape[0], T = inputs->shape[1];
+    const int w = dt == DP_TOKENS_U32 ? 4 : 2;
+    char why[1024];
+    FILE *f = dpfile_open_read(path, why, sizeof why);
+    if (!f) return dp_error_set(DP_EIO, "batch: cannot open token file %s", why);
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    int rc = DP_OK;
+    if (fstat(fileno(f), &st) != 0) rc = dp_error_set(DP_EIO, "batch: cannot stat '%s': %s", path, strerror(errno));
+    const int64_t n = (int64_t)st.st_size / w;
+    for (int64_t b = 0; b < B && rc == DP_OK; b++)
+        if (starts[b] < 0 || starts[b] + lengths[b] + 1 > n)
+            rc = dp_error_set(DP_EINVAL,
+                              "batch: sample %lld's window of %lld tokens at %lld lies outside '%s' (%lld tokens)",
+                              (long long)b, (long long)(lengths[b] + 1), (long long)starts[b], path, (long long)n);
+    if (rc == DP_OK && inputs->dev->kind == DP_DEV_PLAN) {
+        fclose(f);
+        return plan_upload(inputs);
+    }
+    int32_t *tokens = NULL, *stage = NULL;
+    if (rc == DP_OK) rc = host_buffers(B, T, &tokens, &stage, fn);
+    for (int64_t b = 0; b < B && rc == DP_OK; b++)
+        rc = read_window(f, path, w, starts[b], lengths[b] + 1, vocab, tokens + b * (T + 1));
+    fclose(f);
+    if (rc == DP_OK) rc = upload_padded(inputs, targets, tokens, stage, lengths);
     free(tokens);
     free(stage);
     return rc;

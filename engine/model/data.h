@@ -6,13 +6,15 @@
  * device: token j of sample b is word e = b*(T+1) + j of stream `step`, mapped to [0, V) as
  * (word * V) >> 32. A sample does not depend on the batch size, and every device sees the same
  * tokens. A token file is a flat little-endian array of uint16 or uint32 ids; sample b of step s
- * is the window starting at (64 random bits of Philox block b of stream s) mod (n - T). */
+ * is the window starting at (64 random bits of Philox block b of stream s) mod (n - T).
+ * Samples of their own lengths, padded (data_docs.c): below. */
 #ifndef DP_DATA_H
 #define DP_DATA_H
 
 #include "tensor.h"
 
 #include <stdint.h>
+#include <stdio.h>
 
 typedef enum { DP_TOKENS_U16 = 0, DP_TOKENS_U32 = 1 } dp_token_dtype;
 
@@ -29,6 +31,47 @@ int dp_data_synthetic(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, uint
  * tokens or a window holds an id outside [0, vocab) (naming its position in the file). */
 int dp_data_from_file(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
                       uint64_t seed, uint64_t step);
+
+/* ---- samples of their own lengths (data_docs.c) ----------------------------------------------
+ * A padded batch holds B samples of lengths[b] <= T training positions each, right-padded to T:
+ * sample b's inputs are its first lengths[b] tokens then 0s, its targets the next tokens then
+ * DP_IGNORE_INDEX (-100: no loss, no gradient; layer_ops.h). A sample of length L is a window of
+ * L + 1 tokens. */
+
+/* Synthetic samples: sample b is data set sample samples[b] (0-based), whose token j is word j of
+ * Philox stream (DP_DATA_SAMPLE_STREAM | samples[b]) keyed by seed, mapped to [0, vocab): the same
+ * sample has the same tokens in whichever batch and step it is drawn. DP_EINVAL for a length
+ * outside [1, T], bad shapes. */
+#define DP_DATA_SAMPLE_STREAM 0x5344000000000000ull /* "SD": apart from dp_data_synthetic's streams */
+int dp_data_synthetic_padded(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, uint64_t seed,
+                             const int64_t *samples, const int64_t *lengths);
+/* File samples: sample b is the window of lengths[b] + 1 tokens at token offset starts[b] of the
+ * token file (a document's start, dp_docs). DP_EIO when it cannot be read, DP_EINVAL for an id
+ * outside [0, vocab) (naming its position) or a length outside [1, T]. */
+int dp_data_file_padded(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                        const int64_t *starts, const int64_t *lengths);
+
+/* The documents of a token file: each run of tokens ended by the id eos (the eos included, so
+ * the model learns to end a document) is one sample, as is a last run without one. A document of
+ * n tokens is a sample of length n - 1 (its windows' inputs and targets); a document of one token
+ * (an eos after an eos, or a lone last token) has no position to train on and is counted in
+ * `empty`, not kept. */
+typedef struct dp_docs {
+    int64_t n;       /* documents kept */
+    int64_t *start;  /* n: token offset of each document's first token */
+    int64_t *length; /* n: each document's training length (its tokens - 1) */
+    int64_t tokens;  /* tokens in the file */
+    int64_t empty;   /* documents of a single token, dropped */
+} dp_docs;
+/* Scans the stream f (a token file of dtype dt, named `name` in messages) for documents ended by
+ * eos. DP_EIO when it cannot be read or its size is not a whole number of tokens; DP_EINVAL when a
+ * token lies outside [0, vocab) (naming its offset), eos does, or no document has a position to
+ * train on; DP_EOOM. On failure *out is empty. */
+int dp_docs_scan(FILE *f, const char *name, dp_token_dtype dt, int64_t eos, int64_t vocab, dp_docs *out);
+/* dp_docs_scan of the regular file at path (links followed; a FIFO or device refused). */
+int dp_docs_open(const char *path, dp_token_dtype dt, int64_t eos, int64_t vocab, dp_docs *out);
+/* Frees what a scan made (idempotent). */
+void dp_docs_free(dp_docs *d);
 
 /* A batch owned by C code (Lua holds its tensors in userdata instead). */
 typedef struct dp_batch {

@@ -3,6 +3,7 @@
 #include "model_internal.h"
 
 #include "error.h"
+#include "layer_ops.h"
 #include "layers.h"
 #include "ops.h"
 
@@ -29,8 +30,9 @@ int dp_model_new(dp_device *dev, const dp_model_config *cfg, dp_model **out) {
     m->V = cfg->vocab;
     m->t = cfg->dtype;
     m->lora_scale = cfg->lora_rank > 0 ? cfg->lora_alpha / (float)cfg->lora_rank : 0.0f;
-    int rc = DP_OK;
-    if (cfg->arch == DP_ARCH_LLAMA) {
+    m->target_count = calloc((size_t)cfg->batch, sizeof *m->target_count);
+    int rc = m->target_count ? DP_OK : dp_error_set(DP_EOOM, "model: out of host memory");
+    if (rc == DP_OK && cfg->arch == DP_ARCH_LLAMA) {
         m->rope_inv_freq = malloc((size_t)(m->hd / 2) * sizeof *m->rope_inv_freq);
         rc = m->rope_inv_freq ? dp_rope_inv_freq(&m->cfg, m->hd, m->rope_inv_freq, &m->rope_scale)
                               : dp_error_set(DP_EOOM, "model: out of host memory");
@@ -49,6 +51,7 @@ void dp_model_free(dp_model *m) {
     if (m->params) dp_model_release_activations(m);
     dp_model_free_params(m);
     free(m->rope_inv_freq);
+    free(m->target_count);
     free(m->spans);
     free(m);
 }
@@ -92,14 +95,19 @@ static int head_forward(dp_model *m) {
 
 /* ---- forward --------------------------------------------------------------------------- */
 
+/* A batch is B x T with B <= cfg.batch and T <= cfg.seq_len: a physical batch padded to its
+ * longest sample is shorter than the model's longest (the memory is that of its own T). */
 static int check_batch(const dp_model *m, const dp_tensor *t, const char *what) {
     const int64_t T = m->cfg.seq_len;
     if (t->dev != m->dev)
         return dp_error_set(DP_EINVAL, "model forward: %s live on %s, the model on %s", what,
                             dp_device_kind_name(t->dev ? t->dev->kind : DP_DEV_CPU), dp_device_kind_name(m->dev->kind));
-    if (t->dtype != DP_I32 || t->ndim != 2 || t->shape[1] != T || t->shape[0] < 1 || t->shape[0] > m->cfg.batch)
-        return dp_error_set(DP_EINVAL, "model forward: %s must be i32 B x %lld with 1 <= B <= %lld (batch)", what,
-                            (long long)T, (long long)m->cfg.batch);
+    if (t->dtype != DP_I32 || t->ndim != 2 || t->shape[1] < 1 || t->shape[1] > T || t->shape[0] < 1 ||
+        t->shape[0] > m->cfg.batch)
+        return dp_error_set(DP_EINVAL,
+                            "model forward: %s must be i32 B x T with 1 <= B <= %lld (batch) and 1 <= T <= %lld "
+                            "(seq_len)",
+                            what, (long long)m->cfg.batch, (long long)T);
     return DP_OK;
 }
 
@@ -107,7 +115,10 @@ static int check_batch(const dp_model *m, const dp_tensor *t, const char *what) 
  * kernel reads a table with them (a GPU kernel would read out of bounds). Device ids are copied
  * to the host first (B T int32: one small synchronising copy per forward); plan ids hold no
  * values. */
-static int check_ids(const dp_model *m, const dp_tensor *t, const char *what) {
+static int check_ids(dp_model *m, const dp_tensor *t, const char *what, int targets) {
+    const int64_t B = t->shape[0], T = t->shape[1];
+    if (targets)
+        for (int64_t i = 0; i < B; i++) m->target_count[i] = T; /* plan: no values, every target counts */
     if (!t->data || t->numel == 0) return DP_OK;
     const int32_t *ids = t->data;
     int32_t *host = NULL;
@@ -123,12 +134,14 @@ static int check_ids(const dp_model *m, const dp_tensor *t, const char *what) {
     }
     int rc = DP_OK;
     for (int64_t i = 0; i < t->numel; i++)
-        if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
+        if (targets && ids[i] == DP_IGNORE_INDEX) {
+            m->target_count[i / T]--;
+        } else if (ids[i] < 0 || ids[i] >= m->cfg.vocab) {
             rc = dp_error_set(DP_EINVAL,
                               "model forward: %s hold token %d at sample %lld position %lld, outside the "
-                              "vocabulary [0, %lld)",
-                              what, (int)ids[i], (long long)(i / t->shape[1]), (long long)(i % t->shape[1]),
-                              (long long)m->cfg.vocab);
+                              "vocabulary [0, %lld)%s",
+                              what, (int)ids[i], (long long)(i / T), (long long)(i % T), (long long)m->cfg.vocab,
+                              targets ? " (or -100, ignored: a pad)" : "");
             break;
         }
     free(host);
@@ -136,7 +149,7 @@ static int check_ids(const dp_model *m, const dp_tensor *t, const char *what) {
 }
 
 static int forward_body(dp_model *m, float *loss, float *sample_losses) {
-    const int64_t d = m->d, T = m->cfg.seq_len, B = m->B, N = B * T;
+    const int64_t d = m->d, T = m->T, B = m->B, N = B * T;
 
     DP_TRY(dp_model_act(m, &m->embedded, d, DP_CAT_ACTIVATIONS, dp_model_block_output_module(m, -1, m->embed_module)));
     DP_TRY(dp_layer_embedding_forward(&m->embedded, &m->ids, &m->wte->value, m->wpe ? &m->wpe->value : NULL, T));
@@ -171,9 +184,9 @@ static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     if (rc == DP_OK) {
         double total = 0;
         for (int64_t i = 0; i < B; i++) {
-            double s = 0;
+            double s = 0; /* an ignored target's loss is 0: the mean is over the sample's own tokens */
             for (int64_t t = 0; t < T; t++) s += host[i * T + t];
-            s /= (double)T;
+            s = m->target_count[i] > 0 ? s / (double)m->target_count[i] : 0.0;
             if (sample_losses) sample_losses[i] = (float)s;
             total += s;
         }
@@ -187,13 +200,15 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
                      float *sample_losses) {
     DP_TRY(check_batch(m, inputs, "inputs"));
     DP_TRY(check_batch(m, targets, "targets"));
-    DP_TRY(check_ids(m, inputs, "inputs"));
-    DP_TRY(check_ids(m, targets, "targets"));
-    if (inputs->shape[0] != targets->shape[0])
-        return dp_error_set(DP_EINVAL, "model forward: inputs have %lld samples, targets %lld",
-                            (long long)inputs->shape[0], (long long)targets->shape[0]);
+    if (inputs->shape[0] != targets->shape[0] || inputs->shape[1] != targets->shape[1])
+        return dp_error_set(DP_EINVAL, "model forward: inputs are %lld x %lld, targets %lld x %lld",
+                            (long long)inputs->shape[0], (long long)inputs->shape[1], (long long)targets->shape[0],
+                            (long long)targets->shape[1]);
+    DP_TRY(check_ids(m, inputs, "inputs", 0));
+    DP_TRY(check_ids(m, targets, "targets", 1));
     dp_model_release_activations(m);
     m->B = inputs->shape[0];
+    m->T = inputs->shape[1];
     DP_TRY(dp_tensor_view(&m->ids, inputs, 0, 2, inputs->shape));
     DP_TRY(dp_tensor_view(&m->targets, targets, 0, 2, targets->shape));
     float dummy;
@@ -211,7 +226,7 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
 
 static int backward_body(const dp_bw *bw, const float *sample_scale) {
     dp_model *m = bw->m;
-    const int64_t d = m->d, T = m->cfg.seq_len, B = m->B;
+    const int64_t d = m->d, T = m->T, B = m->B;
     dp_tensor scale = {0}, dfinal = {0}, dres = {0};
     float *host = NULL;
     int rc;
@@ -219,11 +234,15 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     if ((rc = (expr)) != DP_OK) goto done
 
     /* the loss: the logits (recomputed after a retained backward) become their gradient in
-     * place, row n scaled by s_i / T for its sample i (the 1/T of the per-sample mean) */
+     * place, row n scaled by s_i / n_i for its sample i (the 1/n_i of the mean over the n_i
+     * targets that are not ignored; an ignored row's gradient is 0) */
     if (!m->logits.alloc.live) TRY(head_forward(m));
     host = malloc((size_t)B * sizeof *host);
     if (!host) TRY(dp_error_set(DP_EOOM, "model backward: out of host memory"));
-    for (int64_t i = 0; i < B; i++) host[i] = (sample_scale ? sample_scale[i] : 1.0f / (float)B) / (float)T;
+    for (int64_t i = 0; i < B; i++)
+        host[i] = m->target_count[i] > 0
+                      ? (sample_scale ? sample_scale[i] : 1.0f / (float)B) / (float)m->target_count[i]
+                      : 0.0f;
     int64_t nb = B;
     TRY(dp_tensor_init_module(&scale, m->dev, DP_F32, 1, &nb, DP_CAT_TEMP, m->loss_module));
     TRY(dp_tensor_from_host(&scale, host, (uint64_t)B * sizeof *host));

@@ -216,7 +216,9 @@ dp_device *dp_model_device(const dp_model *m);
 int dp_model_checkpointed(const dp_model *m, int64_t layer);
 
 /* Runs the forward pass on inputs/targets (B x T i32 on the model's device, B <= cfg.batch,
- * T == cfg.seq_len, ids in [0, vocab)), saving what backward needs; activations of an earlier
+ * T <= cfg.seq_len, ids in [0, vocab); a target may be DP_IGNORE_INDEX, -100: a pad, with no loss
+ * and no gradient, and sample i's loss is the mean over its n_i other targets, 0 when it has none),
+ * saving what backward needs; activations of an earlier
  * forward are released first. The model keeps views of inputs and targets for the backward:
  * they must stay alive and unchanged until it (the ids are checked here only; the backward and
  * the DP hooks index tables with them), which the Lua bindings enforce by refusing writes to and

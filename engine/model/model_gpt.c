@@ -13,7 +13,7 @@
 int dp_gpt_block_forward(dp_model *m, int layer, const dp_tensor *x, int recompute) {
     const gpt_block *b = &m->gpt[layer];
     gpt_block_acts *a = &m->gpt_acts[layer];
-    const int64_t d = m->d, F = m->F, T = m->cfg.seq_len;
+    const int64_t d = m->d, F = m->F, T = m->T;
     const float scale = 1.0f / sqrtf((float)m->hd);
 
     /* attention: res_mid = x + proj(attn(qkv(ln_1(x)))) */
@@ -49,7 +49,7 @@ int dp_gpt_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor *d
     dp_model *m = bw->m;
     const gpt_block *b = &m->gpt[layer];
     gpt_block_acts *a = &m->gpt_acts[layer];
-    const int64_t d = m->d, F = m->F, T = m->cfg.seq_len;
+    const int64_t d = m->d, F = m->F, T = m->T;
     const float scale = 1.0f / sqrtf((float)m->hd);
     dp_tensor dfc = {0}, dln = {0}, datt = {0}, dqkv = {0}, delta = {0};
     int rc;

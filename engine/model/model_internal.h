@@ -110,7 +110,8 @@ struct dp_model {
     int have_forward;
     uint64_t forward_id;   /* the saved forward's id (dp_model_forward_id), 0 when none */
     uint64_t forwards_run; /* forwards started: the source of ids */
-    int64_t B;
+    int64_t B, T;          /* the batch's samples and (padded) length, T <= cfg.seq_len */
+    int64_t *target_count; /* cfg.batch: targets of each sample that are not DP_IGNORE_INDEX */
     dp_tensor ids, targets; /* views, B x T i32 */
     dp_tensor embedded;     /* B x T x d: the first block's input */
     gpt_block_acts *gpt_acts;

@@ -10,12 +10,12 @@
 #include <string.h>
 
 int dp_model_act(dp_model *m, dp_tensor *t, int64_t cols, dp_category cat, uint32_t module) {
-    int64_t shape[3] = {m->B, m->cfg.seq_len, cols};
+    int64_t shape[3] = {m->B, m->T, cols};
     return dp_tensor_init_module(t, m->dev, m->t, 3, shape, cat, module);
 }
 
 int dp_model_stat(dp_model *m, dp_tensor *t, int heads, dp_category cat, uint32_t module) {
-    int64_t shape[3] = {m->B, heads ? m->H : 1, m->cfg.seq_len};
+    int64_t shape[3] = {m->B, heads ? m->H : 1, m->T};
     return dp_tensor_init_module(t, m->dev, DP_F32, 3, shape, cat, module);
 }
 
@@ -106,7 +106,7 @@ static int keeps_out_grad(const dp_bw *bw, const dp_linear *lin) {
     const dp_layer_hooks *hk = bw->hooks;
     const dp_model *m = bw->m;
     return hk && hk->keeps_out_grad && hk->adopt && lin->w->trainable &&
-           hk->keeps_out_grad(hk->ctx, lin->w, m->B, m->cfg.seq_len, lin->in, lin->out, m->t);
+           hk->keeps_out_grad(hk->ctx, lin->w, m->B, m->T, lin->in, lin->out, m->t);
 }
 
 int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t cols, uint32_t temp_module) {

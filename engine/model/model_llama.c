@@ -13,7 +13,7 @@
 int dp_llama_block_forward(dp_model *m, int layer, const dp_tensor *x, int recompute) {
     const llama_block *b = &m->llama[layer];
     llama_block_acts *a = &m->llama_acts[layer];
-    const int64_t d = m->d, F = m->F, T = m->cfg.seq_len, dq = m->H * m->hd, dkv = m->Hkv * m->hd;
+    const int64_t d = m->d, F = m->F, T = m->T, dq = m->H * m->hd, dkv = m->Hkv * m->hd;
     const float scale = 1.0f / sqrtf((float)m->hd);
 
     /* attention: res_mid = x + o(attn(rope(q(xn)), rope(k(xn)), v(xn))), xn = input_norm(x) */
@@ -55,7 +55,7 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     dp_model *m = bw->m;
     const llama_block *b = &m->llama[layer];
     llama_block_acts *a = &m->llama_acts[layer];
-    const int64_t d = m->d, F = m->F, T = m->cfg.seq_len, dq_w = m->H * m->hd, dkv = m->Hkv * m->hd;
+    const int64_t d = m->d, F = m->F, T = m->T, dq_w = m->H * m->hd, dkv = m->Hkv * m->hd;
     const float scale = 1.0f / sqrtf((float)m->hd);
     dp_tensor dh = {0}, dup = {0}, dxn = {0}, datt = {0}, dq = {0}, dk = {0}, dv = {0}, delta = {0};
     int rc;

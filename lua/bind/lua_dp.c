@@ -2,7 +2,8 @@
  *
  *   local priv = dp.dp.wrap(m, opt, {method=... | norms=..., clip=..., max_grad_norm=, ...,
  *                                    flash_impl="tiles"|"strips"})
- *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}}
+ *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}, samples={i1, ...}}
+ *     (samples: which of the dataset_size samples were drawn, 1-based; absent without dataset_size)
  *   priv:forward(batch) -> loss, {L_1..L_B}; priv:backward(); priv:clip()   -- per physical batch
  *     (clip returns nil, or the first per-sample norm that is not finite and its sample)
  *   priv:noise()                      -- once per logical step, before opt:step()
@@ -166,6 +167,18 @@ static int l_next_step(lua_State *L) {
         lua_rawseti(L, -2, k + 1);
     }
     lua_setfield(L, -2, "physical");
+    /* the samples drawn (1-based), when the data set is known */
+    if (dpsgd_config_of(dp)->dataset_size > 0 && plan.logical_size < 1 << 24) {
+        int64_t n = plan.logical_size, *ids = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ids, 0);
+        n = dpsgd_step_members(dp, ids, n);
+        lua_createtable(L, (int)n, 0);
+        for (int64_t i = 0; i < n; i++) {
+            lua_pushinteger(L, ids[i] + 1);
+            lua_rawseti(L, -2, i + 1);
+        }
+        lua_setfield(L, -3, "samples");
+        lua_pop(L, 1);
+    }
     return 1;
 }
 

@@ -422,9 +422,39 @@ static void check_fits(lua_State *L, dp_device *dev, uint64_t bytes, const char 
     luaL_error(L, "%s", msg);
 }
 
-/* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"} */
+/* An optional list field of n >= 1 integers (n = *n when *n > 0, else its length, at most max)
+ * into a malloc'd array; NULL when absent. Raises naming the key. */
+static int64_t *opt_int_list(lua_State *L, int idx, const char *fname, const char *key, int64_t *n, int64_t max) {
+    lua_getfield(L, idx, key);
+    if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return NULL;
+    }
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: '%s' must be a list of integers", fname, key);
+    int64_t len = (int64_t)luaL_len(L, -1);
+    if (len < 1 || len > max)
+        luaL_error(L, "%s: '%s' must list 1 to %d values (got %d)", fname, key, (int)max, (int)len);
+    if (*n > 0 && len != *n) luaL_error(L, "%s: '%s' lists %d values, 'lengths' %d", fname, key, (int)len, (int)*n);
+    int64_t *out = lua_newuserdatauv(L, (size_t)len * sizeof *out, 0); /* freed with the stack */
+    for (int64_t i = 0; i < len; i++) {
+        lua_rawgeti(L, -2, i + 1);
+        int ok;
+        lua_Integer v = lua_tointegerx(L, -1, &ok);
+        if (!ok) luaL_error(L, "%s: %s[%d] must be an integer", fname, key, (int)(i + 1));
+        out[i] = (int64_t)v;
+        lua_pop(L, 1);
+    }
+    lua_replace(L, -2); /* the array stays on the stack (in place of the list) until the call returns */
+    *n = len;
+    return out;
+}
+
+/* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"}, or a padded batch of
+ * samples of their own lengths: dpprof.batch{model=, lengths={l1, ...}, padded=T, seed=,
+ * samples={ids...} | file=, file_dtype=, starts={token offsets}} (data.h) */
 static int l_batch(lua_State *L) {
-    static const char *const keys[] = {"model", "size", "seed", "step", "file", "file_dtype", NULL};
+    static const char *const keys[] = {"model",   "size",   "seed",    "step",   "file", "file_dtype",
+                                       "lengths", "padded", "samples", "starts", NULL};
     const char *fname = "dpprof.batch";
     luaL_checktype(L, 1, LUA_TTABLE);
     dpl_check_keys(L, 1, fname, keys);
@@ -434,9 +464,12 @@ static int l_batch(lua_State *L) {
     if (!m) luaL_error(L, "%s: 'model' was freed (m:free())", fname);
     lua_pop(L, 1);
     const dp_model_config *cfg = dp_model_config_of(m);
-    int64_t B = dpl_opt_int_field(L, 1, fname, "size", cfg->batch);
+    int64_t nl = 0;
+    int64_t *lengths = opt_int_list(L, 1, fname, "lengths", &nl, cfg->batch);
+    int64_t B = dpl_opt_int_field(L, 1, fname, "size", lengths ? nl : cfg->batch);
     if (B < 1 || B > cfg->batch)
         luaL_error(L, "%s: 'size' (%d) must be between 1 and the model's batch (%d)", fname, (int)B, (int)cfg->batch);
+    if (lengths && B != nl) luaL_error(L, "%s: 'size' (%d) differs from the %d 'lengths'", fname, (int)B, (int)nl);
     uint64_t seed = (uint64_t)dpl_opt_int_field(L, 1, fname, "seed", 0);
     uint64_t step = (uint64_t)dpl_opt_int_field(L, 1, fname, "step", 0);
     const char *file = dpl_opt_str_field(L, 1, fname, "file", NULL);
@@ -445,21 +478,113 @@ static int l_batch(lua_State *L) {
     if (fdt && !file) luaL_error(L, "%s: 'file_dtype' needs 'file'", fname);
     if (fdt && dp_token_dtype_parse(fdt, &tdt) != 0)
         luaL_error(L, "%s: unknown file_dtype '%s' (valid: uint16, uint32)", fname, fdt);
-    int64_t shape[2] = {B, cfg->seq_len};
+    int64_t T = cfg->seq_len, *samples = NULL, *starts = NULL;
+    if (lengths) {
+        int64_t longest = 0;
+        for (int64_t b = 0; b < B; b++) {
+            if (lengths[b] < 1 || lengths[b] > cfg->seq_len)
+                luaL_error(L, "%s: lengths[%d] is %d, outside [1, %d] (the model's seq_len)", fname, (int)(b + 1),
+                           (int)lengths[b], (int)cfg->seq_len);
+            if (lengths[b] > longest) longest = lengths[b];
+        }
+        T = dpl_opt_int_field(L, 1, fname, "padded", longest);
+        if (T < longest || T > cfg->seq_len)
+            luaL_error(L, "%s: 'padded' (%d) must be from the longest sample (%d) to seq_len (%d)", fname, (int)T,
+                       (int)longest, (int)cfg->seq_len);
+        int64_t n = B;
+        if (file) {
+            starts = opt_int_list(L, 1, fname, "starts", &n, cfg->batch);
+            if (!starts) luaL_error(L, "%s: a padded batch from 'file' needs 'starts' (its documents' offsets)", fname);
+        } else {
+            samples = opt_int_list(L, 1, fname, "samples", &n, cfg->batch);
+        }
+    } else {
+        static const char *const padded_only[] = {"padded", "samples", "starts", NULL};
+        for (int k = 0; padded_only[k]; k++) {
+            lua_getfield(L, 1, padded_only[k]);
+            if (!lua_isnil(L, -1)) luaL_error(L, "%s: '%s' needs 'lengths' (a padded batch)", fname, padded_only[k]);
+            lua_pop(L, 1);
+        }
+    }
+    int64_t shape[2] = {B, T};
     dp_device *dev = dp_model_device(m);
     char what[96];
-    snprintf(what, sizeof what, "the inputs and targets (2 x %lld x %lld i32)", (long long)B, (long long)cfg->seq_len);
-    check_fits(L, dev, 2 * (uint64_t)B * (uint64_t)cfg->seq_len * 4u, fname, what);
-    lua_createtable(L, 0, 3);
+    snprintf(what, sizeof what, "the inputs and targets (2 x %lld x %lld i32)", (long long)B, (long long)T);
+    check_fits(L, dev, 2 * (uint64_t)B * (uint64_t)T * 4u, fname, what);
+    int64_t *ids = NULL;
+    if (lengths && !file && !samples) { /* samples 0..B-1 */
+        ids = lua_newuserdatauv(L, (size_t)B * sizeof *ids, 0);
+        for (int64_t b = 0; b < B; b++) ids[b] = b;
+        samples = ids;
+    }
+    lua_createtable(L, 0, 4);
     dp_tensor *in = dpl_push_new_tensor(L, dev, DP_I32, 2, shape, DP_CAT_INPUTS);
     lua_setfield(L, -2, "inputs");
     dp_tensor *tg = dpl_push_new_tensor(L, dev, DP_I32, 2, shape, DP_CAT_INPUTS);
     lua_setfield(L, -2, "targets");
     lua_pushinteger(L, B);
     lua_setfield(L, -2, "size");
-    int rc = file ? dp_data_from_file(in, tg, file, tdt, cfg->vocab, seed, step)
+    lua_pushinteger(L, T);
+    lua_setfield(L, -2, "padded");
+    int rc;
+    if (lengths)
+        rc = file ? dp_data_file_padded(in, tg, file, tdt, cfg->vocab, starts, lengths)
+                  : dp_data_synthetic_padded(in, tg, cfg->vocab, seed, samples, lengths);
+    else
+        rc = file ? dp_data_from_file(in, tg, file, tdt, cfg->vocab, seed, step)
                   : dp_data_synthetic(in, tg, cfg->vocab, seed, step);
     if (rc != DP_OK) dpl_fail(L);
+    return 1;
+}
+
+static int docs_gc(lua_State *L) {
+    dp_docs_free(luaL_checkudata(L, 1, "dpprof.documents"));
+    return 0;
+}
+
+/* dpprof.documents{file=, file_dtype="uint16", eos=, vocab=} -> {starts={...}, lengths={...},
+ * tokens=, empty=}: the token file's documents (data.h dp_docs; starts are token offsets) */
+static int l_documents(lua_State *L) {
+    static const char *const keys[] = {"file", "file_dtype", "eos", "vocab", NULL};
+    const char *fname = "dpprof.documents";
+    luaL_checktype(L, 1, LUA_TTABLE);
+    dpl_check_keys(L, 1, fname, keys);
+    const char *file = dpl_opt_str_field(L, 1, fname, "file", NULL);
+    if (!file) luaL_error(L, "%s: 'file' (the token file) is required", fname);
+    const char *fdt = dpl_opt_str_field(L, 1, fname, "file_dtype", "uint16");
+    dp_token_dtype tdt;
+    if (dp_token_dtype_parse(fdt, &tdt) != 0)
+        luaL_error(L, "%s: unknown file_dtype '%s' (valid: uint16, uint32)", fname, fdt);
+    int64_t eos = dpl_opt_int_field(L, 1, fname, "eos", -1);
+    int64_t vocab = dpl_opt_int_field(L, 1, fname, "vocab", INT32_MAX); /* default: any id */
+    if (eos < 0) luaL_error(L, "%s: 'eos' (the id that ends a document) is required", fname);
+    /* the index lives in a userdata whose __gc frees it: a Lua error below leaks nothing */
+    dp_docs *dd = lua_newuserdatauv(L, sizeof *dd, 0);
+    memset(dd, 0, sizeof *dd);
+    if (luaL_newmetatable(L, "dpprof.documents")) {
+        lua_pushcfunction(L, docs_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    if (dp_docs_open(file, tdt, eos, vocab, dd) != DP_OK) return dpl_fail(L);
+    dp_docs d = *dd;
+    if (d.n > INT32_MAX) luaL_error(L, "%s: '%s' holds more documents than a Lua list takes", fname, file);
+    lua_createtable(L, 0, 4);
+    lua_createtable(L, (int)d.n, 0);
+    lua_createtable(L, (int)d.n, 0);
+    for (int64_t i = 0; i < d.n; i++) {
+        lua_pushinteger(L, d.start[i]);
+        lua_rawseti(L, -3, i + 1);
+        lua_pushinteger(L, d.length[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -3, "lengths");
+    lua_setfield(L, -2, "starts");
+    lua_pushinteger(L, d.tokens);
+    lua_setfield(L, -2, "tokens");
+    lua_pushinteger(L, d.empty);
+    lua_setfield(L, -2, "empty");
+    dp_docs_free(dd);
     return 1;
 }
 
@@ -869,6 +994,8 @@ void dpl_open_model(lua_State *L) {
     lua_setfield(L, -2, "model");
     lua_pushcfunction(L, l_batch);
     lua_setfield(L, -2, "batch");
+    lua_pushcfunction(L, l_documents);
+    lua_setfield(L, -2, "documents");
     lua_pushcfunction(L, l_free_batch);
     lua_setfield(L, -2, "free_batch");
 }

@@ -7,8 +7,15 @@
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
---                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, profile="none"|"ops", threads=n,
+--                  memory_limit=bytes, data={file=, file_dtype=, ...}, trace=path, profile="none"|"ops", threads=n,
 --                  device_model="h100"|"h200"|{...} (device="plan" only) }
+--
+-- data: token windows of seq_len from a file (file=, file_dtype=), synthetic ones without; or
+-- samples of their own lengths (dpprof.data's grammar: lengths=, lengths_file=,
+-- length_distribution=, or file= with eos=, each document a sample; pad_to=, group_by_length=,
+-- too_long=): each step's drawn samples are split into physical batches of at most
+-- max_physical_batch_size (Opacus's BatchMemoryManager), each padded to its longest sample with
+-- pads of target -100, and the result records steps[] and data (docs/results.md).
 --
 -- A checkpoint as the model: model = { path = "DIR", seq_len=, batch=, lora=, dtype=, ... }. The
 -- sizes come from DIR/config.json (dpprof.model.read_config); any dp.model key given beside path
@@ -57,6 +64,7 @@ local json = dp.json
 local results = require("dpprof.results")
 local plan = require("dpprof.plan")
 local ops = require("dpprof.ops")
+local data = require("dpprof.data")
 
 local experiment = {}
 
@@ -93,7 +101,8 @@ local OPTIMIZER_KEYS = {
   adamw = { "name", "lr", "betas", "eps", "weight_decay" },
   sgd = { "name", "lr", "momentum", "weight_decay" },
 }
-local DATA_KEYS = { "file", "file_dtype" }
+-- The data keys: dpprof.data's grammar (its one list).
+local DATA_KEYS = data.KEYS
 local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
                     "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
 -- The methods by name and each one's two choices: the engine's one table (dpprof.dp.METHODS, PRESETS).
@@ -179,14 +188,88 @@ function experiment.model_options(m, device)
   return file, load
 end
 
+-- The samples of a data spec that gives them their own lengths (lengths, lengths_file,
+-- length_distribution, or a token file with eos: each document a sample), for a model of seq_len
+-- tokens: {lengths = {...}, starts = {...} (token file: each document's offset), info = the
+-- result's `data`}; nil for the fixed-length windows of before (no data, or a file without eos).
+-- Made once per configuration (the table is kept for its run). Bad input refuses (exit 2).
+local SAMPLES = setmetatable({}, { __mode = "k" })
+local function samples_of(c, seq_len, dataset_size, vocab)
+  if SAMPLES[c] then return SAMPLES[c] end
+  if not c.data then return nil end
+  local spec, source = data.check(c.data)
+  if source == nil or (source == "file" and spec.eos == nil) then return nil end
+  if math.type(seq_len) ~= "integer" then
+    dp.refuse("dpprof.experiment: data with samples of their own lengths needs model.seq_len (their longest)")
+  end
+  local s
+  if source == "file" then
+    local ok, docs = pcall(dp.documents, { file = spec.file, file_dtype = spec.file_dtype, eos = spec.eos,
+                                                vocab = math.type(vocab) == "integer" and vocab or nil })
+    if not ok then dp.refuse("dpprof.experiment: data.file: " .. dp.error_text(docs)) end
+    local cut, longest = 0, 0
+    for i, l in ipairs(docs.lengths) do
+      longest = math.max(longest, l)
+      if l > seq_len then
+        if spec.too_long == "error" then
+          dp.refuse(string.format("dpprof.experiment: data.file '%s': document %d (at token %d) has length %d, longer "
+                                  .. "than seq_len %d (too_long = \"error\"; too_long = \"cut\" cuts it)", spec.file,
+                                  i, docs.starts[i], l, seq_len))
+        end
+        docs.lengths[i], cut = seq_len, cut + 1
+      end
+    end
+    s = { lengths = docs.lengths, starts = docs.starts,
+          info = { source = "file", samples = #docs.lengths, cut = cut, longest = longest,
+                   empty_documents = docs.empty } }
+  else
+    local lengths, info = data.lengths(spec, { seq_len = seq_len, dataset_size = dataset_size, seed = c.seed })
+    s = { lengths = lengths, info = { source = source, samples = #lengths, cut = info.cut, longest = info.longest } }
+  end
+  s.info.pad_to, s.info.group_by_length, s.info.too_long = spec.pad_to, spec.group_by_length, spec.too_long
+  -- what splitting a step needs: the padding and grouping keys alone (dpprof.data.physical_batches
+  -- checks the spec it is given, which must not be the data set's every length at every step)
+  s.spec = { pad_to = spec.pad_to, group_by_length = spec.group_by_length }
+  SAMPLES[c] = s
+  return s
+end
+
+-- Samples of their own lengths make the data set: its size is theirs (a distribution draws
+-- dp.dataset_size of them), and with a sample rate but no model.batch, the expected logical batch
+-- is Opacus's int(q N). A sample rate that expects no sample a step is refused (every batch empty).
+local function size_data_set(c, cfg, mcfg)
+  local s = samples_of(c, mcfg.seq_len, c.dp.dataset_size, mcfg.vocab)
+  if not s then return end
+  local n = #s.lengths
+  if c.dp.dataset_size and c.dp.dataset_size ~= n then
+    dp.refuse(string.format("dpprof.experiment: dp.dataset_size %d differs from the data set's %d samples (%s)",
+                            c.dp.dataset_size, n, s.info.source))
+  end
+  c.dp.dataset_size = n
+  local q_given = cfg.dp ~= nil and cfg.dp.sample_rate ~= nil
+  if q_given and c.model.batch == nil then
+    local expected = math.floor(c.dp.sample_rate * n)
+    if expected < 1 then
+      dp.refuse(string.format("dpprof.experiment: sample_rate %g over the data set's %d samples expects %g samples a "
+                              .. "step, an expected batch of int(q N) = 0 (Opacus's; the noise's divisor): raise "
+                              .. "sample_rate to at least %g", c.dp.sample_rate, n, c.dp.sample_rate * n, 1 / n))
+    end
+    c.model.batch = expected
+  elseif not q_given then
+    c.dp.sample_rate = (c.model.batch or 1) / n
+  end
+end
+
 -- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
 -- a device, so a configuration that cannot run raises before anything is built (and a sweep
 -- refuses it before its first point). The batch the model is built with is the physical one.
-local function check_model_and_dp(c)
+local function check_model_and_dp(c, cfg)
   local okm, mcfg = pcall(experiment.model_options, c.model, c.device)
   if not okm then error(dp.error_text(mcfg), 4) end
+  size_data_set(c, cfg, mcfg)
   local logical = c.model.batch or 1
   local physical = math.min(c.dp.max_physical_batch_size or logical, logical)
+  if SAMPLES[c] and c.dp.poisson then physical = c.dp.max_physical_batch_size or logical end
   mcfg.batch = c.dp.max_physical_batch_size or logical
   local ok, err = pcall(dp.model.check, mcfg)
   if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
@@ -264,7 +347,10 @@ function experiment.config(cfg, recorded)
   if c.dp.dataset_size and (cfg.dp == nil or cfg.dp.sample_rate == nil) then
     c.dp.sample_rate = (c.model.batch or 1) / c.dp.dataset_size
   end
-  if c.data then check_keys(c.data, DATA_KEYS, "dpprof.experiment: data") end
+  if c.data then
+    check_keys(c.data, DATA_KEYS, "dpprof.experiment: data")
+    data.check(c.data) -- the grammar's checks: values, and one source of samples
+  end
   c.on = cfg.on or {}
   check_keys(c.on, CALLBACKS, "dpprof.experiment: on")
   for k, f in pairs(c.on) do
@@ -295,7 +381,7 @@ function experiment.config(cfg, recorded)
     if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
   end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
-  check_model_and_dp(c)
+  check_model_and_dp(c, cfg)
   return c
 end
 
@@ -465,7 +551,10 @@ function experiment.run(cfg_in)
   if c.memory_limit then mem.set_limit(c.memory_limit) end
 
   local take = snapshot_filter(c.snapshots)
-  local st = { iter_ms = {}, phase_ms = {}, spans = {}, phase_memory = {} }
+  local st = { iter_ms = {}, phase_ms = {}, spans = {}, phase_memory = {}, steps = {} }
+  -- samples of their own lengths (nil: fixed-length windows), and the peak of the step running
+  local samples = samples_of(c, c.model.seq_len, c.dp.dataset_size)
+  local step_peak = 0
   local ctx = setmetatable({ config = c, extra = {}, device = kind, _custom = {} }, Ctx)
   local model, opt, priv
   local physical, logical
@@ -520,6 +609,7 @@ function experiment.run(cfg_in)
     acc[name] = (acc[name] or 0) + ms - recompute_ms
     acc.recompute = (acc.recompute or 0) + recompute_ms
     if iter > 0 then
+      step_peak = math.max(step_peak, mem.window().peak)
       record_phase_memory(name)
       if token then ops.phase_end(profiling, name, token, ms - recompute_ms, recompute_ms) end
     end
@@ -547,9 +637,39 @@ function experiment.run(cfg_in)
     local iter = i or 0
     ctx.iter, ctx.warmup = iter, i == nil
     local plan = priv:next_step()
-    for k, nb in ipairs(plan.physical) do
-      local batch = dp.batch{ model = model, size = nb, seed = c.seed, step = step,
-                              file = c.data and c.data.file, file_dtype = c.data and c.data.file_dtype }
+    step_peak = 0
+    -- The physical batches: fixed-length windows of the model's batch, or the drawn samples
+    -- split as Opacus's BatchMemoryManager splits them (group_by_length sorting them first),
+    -- each padded to its longest sample (or a multiple of pad_to).
+    local physical_batches = {}
+    if samples then
+      local ids, lens = plan.samples, {}
+      for j, id in ipairs(ids) do lens[j] = samples.lengths[id] end
+      for _, pb in ipairs(data.physical_batches(lens, physical, samples.spec)) do
+        local bl, at, pick = {}, {}, {}
+        for j = pb.first, pb.first + pb.size - 1 do
+          local id = ids[pb.order and pb.order[j] or j]
+          bl[#bl + 1], pick[#pick + 1] = samples.lengths[id], id - 1
+          if samples.starts then at[#at + 1] = samples.starts[id] end
+        end
+        physical_batches[#physical_batches + 1] = { size = pb.size, padded = pb.padded, lengths = bl,
+                                                    samples = pick, starts = samples.starts and at or nil }
+      end
+    else
+      for _, nb in ipairs(plan.physical) do
+        physical_batches[#physical_batches + 1] = { size = nb, padded = model:config().seq_len }
+      end
+    end
+    for k, pb in ipairs(physical_batches) do
+      local batch
+      if samples then
+        batch = dp.batch{ model = model, lengths = pb.lengths, padded = pb.padded, seed = c.seed,
+                          samples = not pb.starts and pb.samples or nil, starts = pb.starts,
+                          file = pb.starts and c.data.file or nil, file_dtype = pb.starts and c.data.file_dtype or nil }
+      else
+        batch = dp.batch{ model = model, size = pb.size, seed = c.seed, step = step,
+                          file = c.data and c.data.file, file_dtype = c.data and c.data.file_dtype }
+      end
       local first = i and k == 1 -- the default snapshots describe the first physical batch
       if first then snap("iter{i}_before_forward", i) end
       if i then callback("before_forward", i, k) end
@@ -572,6 +692,12 @@ function experiment.run(cfg_in)
     phase("noise", iter, acc, function() priv:noise() end)
     if i then callback("after_noise", i) end
     phase("optimizer", iter, acc, function() opt:step(); opt:zero_grad() end)
+    if i and (samples or c.dp.poisson) then -- what the step drew and what it cost
+      local phys = json.array()
+      for k, pb in ipairs(physical_batches) do phys[k] = { size = pb.size, padded = pb.padded } end
+      st.steps[#st.steps + 1] = { step = step, logical_size = plan.logical_size, physical = phys,
+                                  peak_bytes = step_peak }
+    end
     if i then
       snap("iter{i}_after_step", i)
       callback("after_step", i)
@@ -610,7 +736,10 @@ function experiment.run(cfg_in)
     building = true
     opt = build_optimizer(model, c.optimizer)
     ctx.optimizer = opt
-    priv = dp.dp.wrap(model, opt, experiment.wrap_options(c, logical, math.min(physical, logical)))
+    -- A fixed batch never needs a physical batch above it; a Poisson one of samples' own lengths
+    -- may draw more than its expected size, split at max_physical_batch_size (as Opacus's).
+    if not (samples and c.dp.poisson) then physical = math.min(physical, logical) end
+    priv = dp.dp.wrap(model, opt, experiment.wrap_options(c, logical, physical))
     building = false
     ctx.priv = priv
     if choices(priv, c) ~= "vanilla" then
@@ -725,6 +854,8 @@ function experiment.run(cfg_in)
     plan = budget,
     ledger = ledger,
     layers = priv and priv:stats().layers or {},
+    steps = (samples or c.dp.poisson) and ok and st.steps or nil,
+    data = samples and samples.info or nil,
     environment = environment(kind, info, device_model, threads),
     privacy = privacy,
     extra = ctx.extra,

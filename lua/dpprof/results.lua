@@ -195,6 +195,11 @@ function results.assemble(a)
     for i, l in ipairs(a.layers) do r.layers[i] = { module = l.module, kind = l.kind, norms = l.norms } end
   end
   if a.method then r.privacy = null_if_nil(a.privacy) end
+  if a.steps then -- each timed step: its logical batch, physical batches and peak
+    r.steps = array()
+    for i, st in ipairs(a.steps) do r.steps[i] = st end
+  end
+  r.data = a.data
   return r
 end
 

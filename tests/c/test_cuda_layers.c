@@ -476,6 +476,7 @@ static void test_cross_entropy(dp_dtype t, int64_t B, int64_t T, int64_t V) {
     for (int64_t n = 0; n < N; n++) tg[n] = rand_below(V);
     tg[0] = 0;
     if (N > 1) tg[N - 1] = (int32_t)(V - 1); /* both ends of a row */
+    for (int64_t n = 2; n < N - 1; n += 3) tg[n] = DP_IGNORE_INDEX; /* pads: loss 0, gradient row 0 */
     ipair targets;
     ipair_init(&targets, tg, N);
     pair logits, losses, lse, scale;
@@ -497,6 +498,24 @@ static void test_cross_entropy(dp_dtype t, int64_t B, int64_t T, int64_t V) {
     snprintf(what, sizeof what, "cross_entropy_backward %s B=%lld T=%lld V=%lld (in place)", dp_dtype_name(t),
              (long long)B, (long long)T, (long long)V);
     report(what, pair_err(&logits), tol_of(t));
+    /* the pads on the GPU itself: exactly 0 loss and an all-zero gradient row */
+    float *hl = malloc((size_t)N * sizeof *hl);
+    uint32_t *hg = malloc((size_t)V * sizeof *hg); /* a row's raw f32 or bf16 bits */
+    CHECK_OK(dp_tensor_to_host(&losses.g, hl, (uint64_t)N * sizeof *hl));
+    for (int64_t n = 0; n < N; n++) {
+        if (tg[n] != DP_IGNORE_INDEX) continue;
+        CHECK(hl[n] == 0.0f);
+        dp_tensor row;
+        int64_t rs[1] = {V};
+        CHECK_OK(dp_tensor_view(&row, &logits.g, n * V, 1, rs));
+        CHECK_OK(dp_tensor_to_host(&row, hg, dp_tensor_bytes(&row)));
+        int64_t nonzero = 0; /* +0 or -0 */
+        for (int64_t j = 0; j < V; j++)
+            nonzero += t == DP_BF16 ? (((const uint16_t *)hg)[j] & 0x7fffu) != 0 : (hg[j] & 0x7fffffffu) != 0;
+        CHECK_EQ_U64(nonzero, 0);
+    }
+    free(hl);
+    free(hg);
     pair *ps[] = {&logits, &losses, &lse, &scale};
     for (size_t i = 0; i < sizeof ps / sizeof *ps; i++) pair_free(ps[i]);
     ipair_free(&targets);

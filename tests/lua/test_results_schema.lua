@@ -412,9 +412,17 @@ do -- the invariants of these fields
   broken(repeated, function(b) b.repeats.avg_ms.max = b.repeats.avg_ms.max + 1 end, "repeats.avg_ms.max: ")
   broken(repeated, function(b) b.repeats.avg_ms = nil end, "repeats.avg_ms: missing")
 end
+-- samples of their own lengths with Poisson steps: steps[] and data (issue 31)
+local lengths = dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 16 },
+                               method = "ghost", device = "plan", iters = 3, warmup = 0, snapshots = "none",
+                               dp = { poisson = true, sample_rate = 0.5, max_physical_batch_size = 2 },
+                               data = { lengths = { 3, 16, 7, 9, 2, 12 }, pad_to = 4 } }
+assert_valid(lengths, "a result of samples of their own lengths")
+check.eq(#lengths.steps, 3, "steps[]: one per timed step")
+check.eq(lengths.data.samples, 6, "data.samples")
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
                     placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
-                    advised = advised }
+                    advised = advised, lengths = lengths }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -484,7 +492,7 @@ for _, f in ipairs(schema.fields) do
   if f.type ~= "any" then
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
-                            "repeated", "advised" }) do
+                            "repeated", "advised", "lengths" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then

@@ -332,7 +332,41 @@ static void test_negligible_extra(void) {
     tu_image_free(img);
 }
 
+/* Issue 31: step_peaks.png draws each step's peak (steps[]) of plan runs on samples of their own
+ * lengths with Poisson batches, a line per method, with the card; the loader reads every step. */
+static void test_steps(void) {
+    const char *out = DPPLOT_TEST_OUT "/render_steps";
+    static const char *const two[] = {"ghost", "flash_clip"};
+    render("steps", out, 1.0);
+    chart(out, "step_peaks.png", 1600, 1000, two, 2, 100);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/steps", DPPLOT_FIXTURES);
+    dpplot_results rs;
+    dpplot_strlist problems = {0};
+    tu_check(dpplot_results_load(dir, &rs, &problems) == 0 && problems.n == 0, "steps fixtures load cleanly");
+    for (size_t i = 0; i < rs.n; i++) {
+        const dpplot_result *r = &rs.items[i];
+        tu_check(r->n_steps == 24, "%s: 24 steps read (%zu)", r->file, r->n_steps);
+        double lo = INFINITY, hi = 0;
+        for (size_t k = 0; k < r->n_steps; k++) {
+            tu_check(r->step_index[k] == (double)k, "%s: step %zu's index", r->file, k);
+            lo = fmin(lo, r->step_peak_bytes[k]), hi = fmax(hi, r->step_peak_bytes[k]);
+        }
+        tu_check(hi > lo && lo > 0, "%s: the steps' peaks differ (%g .. %g)", r->file, lo, hi);
+        tu_check(hi <= r->peak_bytes, "%s: no step above the run's peak", r->file);
+    }
+    dpplot_results_release(&rs);
+    dpplot_strlist_release(&problems);
+    /* a directory without steps: the chart is skipped, not drawn empty */
+    const char *single = DPPLOT_TEST_OUT "/render_single";
+    char path[1024];
+    snprintf(path, sizeof path, "%s/step_peaks.png", single);
+    render("single", single, 1.0);
+    tu_check(tu_read_file(path) == NULL, "no step_peaks.png without steps");
+}
+
 int main(void) {
+    test_steps();
     test_negligible_extra();
     test_plan_many_facets();
     test_single();

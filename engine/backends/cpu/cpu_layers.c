@@ -431,9 +431,9 @@ static int cpu_rope(dp_device *dev, dp_dtype t, void *x, int64_t ldx, int64_t N,
 
 static int check_targets(const int32_t *targets, int64_t N, int64_t V, const char *op) {
     for (int64_t n = 0; n < N; n++)
-        if (targets[n] < 0 || targets[n] >= V)
-            return dp_error_set(DP_EINVAL, "%s: target %d at row %lld is outside [0, %lld)", op, (int)targets[n],
-                                (long long)n, (long long)V);
+        if ((targets[n] < 0 || targets[n] >= V) && targets[n] != DP_IGNORE_INDEX)
+            return dp_error_set(DP_EINVAL, "%s: target %d at row %lld is outside [0, %lld) (or -100, ignored)", op,
+                                (int)targets[n], (long long)n, (long long)V);
     return DP_OK;
 }
 
@@ -501,7 +501,7 @@ static int cpu_cross_entropy_forward(dp_device *dev, dp_dtype t, float *losses, 
         }
         float z = mx + (float)log(s);
         lse[n] = z;
-        losses[n] = z - dp_cpu_ld(t, row, targets[n]);
+        losses[n] = targets[n] == DP_IGNORE_INDEX ? 0.0f : z - dp_cpu_ld(t, row, targets[n]);
     }
     return DP_OK;
 }
@@ -516,7 +516,9 @@ static int cpu_cross_entropy_backward(dp_device *dev, dp_dtype t, void *logits, 
 #pragma omp parallel for schedule(static) if (N * V > PAR_MIN)
     for (int64_t n = 0; n < N; n++) {
         char *row = (char *)logits + (size_t)(n * V) * es;
-        if (t == DP_F32)
+        if (targets[n] == DP_IGNORE_INDEX) /* a pad: no gradient */
+            memset(row, 0, (size_t)V * es);
+        else if (t == DP_F32)
             row_softmax_grad_f32(row, V, lse[n], targets[n], sample_scale[n / T]);
         else
             row_softmax_grad(t, row, V, lse[n], targets[n], sample_scale[n / T]);

@@ -227,6 +227,8 @@ static int cuda_attention_backward(dp_device *dev, dp_dtype t, void *dq, void *d
 
 /* ---- cross-entropy --------------------------------------------------------------------------- */
 
+_Static_assert(DPK_IGNORE_INDEX == DP_IGNORE_INDEX, "the kernels' ignore index is the engine's");
+
 static int ce_check(const char *op, int64_t N, int64_t V) {
     DP_TRY(need_sizes(op, N, V, 0));
     if (N > 0 && V <= 0) return dp_error_set(DP_EINVAL, "%s: vocabulary size %lld must be positive", op, (long long)V);
