@@ -152,13 +152,17 @@ typedef struct dpsgd_config {
     dpsgd_flash_impl flash_impl;     /* flash's kernels: tiles (default) or strips */
 } dpsgd_config;
 
-/* One logical step: logical_size samples in n_physical physical batches of physical_size
- * samples each, the last one possibly smaller (see dpsgd_step_plan_batch). */
+/* One logical step: logical_size samples in n_physical = ceil(logical_size / max_physical_batch_size)
+ * physical batches split as Opacus's BatchMemoryManager splits them (numpy.array_split: the first
+ * logical_size mod n_physical batches one sample larger); physical_size is the largest. */
 typedef struct dpsgd_step_plan {
     int64_t logical_size, physical_size, n_physical;
 } dpsgd_step_plan;
 
-/* Size of physical batch k (0-based) of the plan. */
+/* The plan of a logical batch of n samples with at most max_physical a physical batch (n >= 0,
+ * max_physical >= 1; no batch when n is 0). */
+void dpsgd_split(int64_t n, int64_t max_physical, dpsgd_step_plan *out);
+/* Size of physical batch k (0-based) of the plan (0 when out of range). */
 int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k);
 
 /* One DP layer as the last backward saw it. */

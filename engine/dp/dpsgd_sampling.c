@@ -73,10 +73,16 @@ int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out
             for (int j = 0; j < 4 && blk * 4 + j < N; j++) n += (double)dp_philox_uniform_word(o.v[j]) < q;
         }
     }
-    out->logical_size = n;
-    out->physical_size = cfg->max_physical_batch_size;
-    out->n_physical = (n + out->physical_size - 1) / out->physical_size;
+    dpsgd_split(n, cfg->max_physical_batch_size, out);
     return DP_OK;
+}
+
+void dpsgd_split(int64_t n, int64_t max_physical, dpsgd_step_plan *out) {
+    /* Opacus's BatchMemoryManager: numpy.array_split into ceil(n / max) parts, the first n mod
+     * parts one larger, so the physical batches differ by at most one sample */
+    out->logical_size = n;
+    out->n_physical = n > 0 && max_physical > 0 ? (n + max_physical - 1) / max_physical : 0;
+    out->physical_size = out->n_physical > 0 ? (n + out->n_physical - 1) / out->n_physical : 0;
 }
 
 int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out, int64_t cap) {
@@ -103,6 +109,6 @@ int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out,
 
 int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k) {
     if (k < 0 || k >= plan->n_physical) return 0;
-    int64_t rest = plan->logical_size - k * plan->physical_size;
-    return rest < plan->physical_size ? rest : plan->physical_size;
+    int64_t n = plan->logical_size, parts = plan->n_physical;
+    return n / parts + (k < n % parts);
 }

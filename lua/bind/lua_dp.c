@@ -11,6 +11,8 @@
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
  *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *   dp.dp.WRAP_KEYS     wrap's option names, in order
+ *   dp.dp.split(n, max) -> {n1, ...}: the physical batch sizes of a logical batch of n samples, at
+ *                       most max a batch, as the engine (and Opacus's BatchMemoryManager) splits it
  *
  * The engine's lists and defaults, made from its one table of each (engine/dp/dpsgd_method.c,
  * dpsgd_config_default), which every Lua module and the CLI read rather than keep their own:
@@ -153,6 +155,26 @@ static int l_check(lua_State *L) {
 
 /* ---- the phases ------------------------------------------------------------------------------- */
 
+/* Pushes the plan's physical batch sizes {n1, ...}. */
+static void push_split(lua_State *L, const dpsgd_step_plan *plan) {
+    lua_createtable(L, (int)(plan->n_physical < 1 << 20 ? plan->n_physical : 0), 0);
+    for (int64_t k = 0; k < plan->n_physical; k++) {
+        lua_pushinteger(L, dpsgd_step_plan_batch(plan, k));
+        lua_rawseti(L, -2, k + 1);
+    }
+}
+
+/* dp.dp.split(n, max_physical) -> {n1, ...} ({} for n = 0) */
+static int l_split(lua_State *L) {
+    lua_Integer n = luaL_checkinteger(L, 1), max = luaL_checkinteger(L, 2);
+    luaL_argcheck(L, n >= 0 && n <= (lua_Integer)1 << 40, 1, "the logical batch size must be an integer in 0..2^40");
+    luaL_argcheck(L, max >= 1, 2, "max_physical_batch_size must be an integer >= 1");
+    dpsgd_step_plan plan;
+    dpsgd_split((int64_t)n, (int64_t)max, &plan);
+    push_split(L, &plan);
+    return 1;
+}
+
 /* priv:next_step() -> {logical_size=n, physical={n1, ...}} */
 static int l_next_step(lua_State *L) {
     dpsgd *dp = check_dp(L, 1);
@@ -161,11 +183,7 @@ static int l_next_step(lua_State *L) {
     lua_createtable(L, 0, 2);
     lua_pushinteger(L, plan.logical_size);
     lua_setfield(L, -2, "logical_size");
-    lua_createtable(L, (int)(plan.n_physical < 1 << 20 ? plan.n_physical : 0), 0);
-    for (int64_t k = 0; k < plan.n_physical; k++) {
-        lua_pushinteger(L, dpsgd_step_plan_batch(&plan, k));
-        lua_rawseti(L, -2, k + 1);
-    }
+    push_split(L, &plan);
     lua_setfield(L, -2, "physical");
     /* the samples drawn (1-based), when the data set is known */
     if (dpsgd_config_of(dp)->dataset_size > 0 && plan.logical_size < 1 << 24) {
@@ -452,6 +470,8 @@ void dpl_open_dp(lua_State *L) {
     lua_setfield(L, -2, "wrap");
     lua_pushcfunction(L, l_check);
     lua_setfield(L, -2, "check");
+    lua_pushcfunction(L, l_split);
+    lua_setfield(L, -2, "split");
     dpl_push_keys(L, wrap_keys);
     lua_setfield(L, -2, "WRAP_KEYS");
     set_list(L, "METHODS", DPSGD_LIST_PRESETS);
