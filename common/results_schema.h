@@ -41,10 +41,12 @@
 #define DPR_STATUSES(X) X(OK, "ok") X(OOM, "oom") X(ERROR, "error") X(CRASHED, "crashed") X(TIMEOUT, "timeout")
 #define DPR_PHASES(X)                                                                                                  \
     X(FORWARD, "forward")                                                                                              \
-    X(BACKWARD, "backward") X(CLIP, "clip") X(NOISE, "noise") X(OPTIMIZER, "optimizer") X(RECOMPUTE, "recompute")
+    X(BACKWARD, "backward")                                                                                            \
+    X(CLIP, "clip") X(NOISE, "noise") X(OPTIMIZER, "optimizer") X(RECOMPUTE, "recompute") X(COMM, "comm")
 /* The phases a result may lack, read as 0 ms: those results written before them do not have
- * (recompute: activation checkpointing's recomputation of blocks, issue 16). */
-#define DPR_OPTIONAL_PHASES(X) X(RECOMPUTE, "recompute")
+ * (recompute: activation checkpointing's recomputation of blocks, issue 16; comm: the gradients
+ * summed across the ranks of a distributed run, issue 29). */
+#define DPR_OPTIONAL_PHASES(X) X(RECOMPUTE, "recompute") X(COMM, "comm")
 #define DPR_SAMPLINGS(X) X(POISSON, "poisson") X(FIXED, "fixed")
 #define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory")
 /* config.profile and profile.mode (a result carries `profile` only for "ops"). */
@@ -59,6 +61,7 @@
     X(CLIP, "clip")                                                                                                    \
     X(NOISE, "noise")                                                                                                  \
     X(OPTIMIZER, "optimizer")                                                                                          \
+    X(COMM, "comm")                                                                                                    \
     X(OTHER, "other")
 /* Since when memory.host_peak_rss_bytes is the peak: the experiment's start (the kernel's peak was
  * reset) or the process's (it could not be). */

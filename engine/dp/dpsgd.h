@@ -42,6 +42,7 @@
 #define DPSGD_H
 
 #include "accountant.h"
+#include "dist.h"
 #include "model.h"
 
 #include <stddef.h>
@@ -156,6 +157,9 @@ typedef struct dpsgd_config {
  * samples each, the last one possibly smaller (see dpsgd_step_plan_batch). */
 typedef struct dpsgd_step_plan {
     int64_t logical_size, physical_size, n_physical;
+    /* distributed (dpsgd_set_distributed): this rank's slice of the logical batch, samples
+     * [first, first + local_size) in the order one process holds them; one process: 0 and n */
+    int64_t first, local_size;
 } dpsgd_step_plan;
 
 /* Size of physical batch k (0-based) of the plan. */
@@ -189,6 +193,18 @@ const dpsgd_config *dpsgd_config_of(const dpsgd *dp);
  * generator keyed by the seed and the step) or fixed (the expected batch size), split into
  * physical batches of at most max_physical_batch_size. */
 int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
+/* Trains as one rank of comm's world under strategy (DP_DIST_DDP; zero2 and fsdp are refused
+ * with DP_ENOTSUP naming what is supported): each step's logical batch is drawn as one process
+ * draws it and this rank takes its slice (dpsgd_step_plan.first, local_size); the clipped sums
+ * (vanilla: the gradients of the global mean loss) are summed across the ranks before the noise,
+ * which every rank then adds with the same Philox offsets, so every rank holds the same noisy
+ * gradient and the parameters stay replicated. A fixed batch must divide among the ranks
+ * (DP_EINVAL). comm must outlive dp. */
+int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy);
+/* Sums the step's gradients across the ranks (ddp: an all-reduce per trainable tensor, in place,
+ * in model order); once per logical step, after the last clip. dpsgd_noise calls it when the
+ * caller did not. Nothing without a world of more than one rank. */
+int dpsgd_reduce_grads(dpsgd *dp);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must
  * stay alive and unchanged until dpsgd_clip). Writes the batch loss and, when non-NULL, the B
  * losses. Backward and clip check that the model still holds this forward (dp_model_forward_id):

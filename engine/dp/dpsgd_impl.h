@@ -58,6 +58,9 @@ struct dpsgd {
     uint64_t forward_id;     /* the model's id of that forward (dp_model_forward_id) */
     int64_t batch, seq_len;  /* B, T of the last forward */
     int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
+    dp_comm *comm;           /* the ranks' world (NULL: one process) */
+    dp_dist_strategy strategy;
+    int reduced; /* the step's gradients were summed across the ranks */
     int phase;               /* 0 idle, 1 forward done, 2 backward done */
 
     /* per trainable parameter: sample squared norms of the current physical batch */
@@ -195,5 +198,8 @@ uint64_t dpsgd_noise_stream(int64_t step);
 int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch);
 /* The plan of logical step number `k` (Poisson draw or the fixed size). */
 int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out);
+/* Narrows plan to rank's slice of its logical batch (samples n r / N up to n (r+1) / N) and the
+ * physical batches of that slice. */
+int dpsgd_sampling_slice(dpsgd_step_plan *plan, int rank, int world_size);
 
 #endif

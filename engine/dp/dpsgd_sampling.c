@@ -75,12 +75,19 @@ int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out
     }
     out->logical_size = n;
     out->physical_size = cfg->max_physical_batch_size;
-    out->n_physical = (n + out->physical_size - 1) / out->physical_size;
+    return dpsgd_sampling_slice(out, 0, 1);
+}
+
+int dpsgd_sampling_slice(dpsgd_step_plan *plan, int rank, int world_size) {
+    int64_t n = plan->logical_size, N = world_size > 0 ? world_size : 1;
+    plan->first = n * rank / N;
+    plan->local_size = n * (rank + 1) / N - plan->first;
+    plan->n_physical = (plan->local_size + plan->physical_size - 1) / plan->physical_size;
     return DP_OK;
 }
 
 int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k) {
     if (k < 0 || k >= plan->n_physical) return 0;
-    int64_t rest = plan->logical_size - k * plan->physical_size;
+    int64_t rest = plan->local_size - k * plan->physical_size;
     return rest < plan->physical_size ? rest : plan->physical_size;
 }

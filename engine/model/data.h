@@ -30,6 +30,14 @@ int dp_data_synthetic(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, uint
 int dp_data_from_file(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
                       uint64_t seed, uint64_t step);
 
+/* The same batches starting at global sample `first` (>= 0): sample b of the tensors is sample
+ * first + b of (seed, step), so the ranks of a distributed run, each holding its slice of a
+ * logical batch, hold exactly the samples one process holds at those positions. */
+int dp_data_synthetic_at(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, uint64_t seed, uint64_t step,
+                         int64_t first);
+int dp_data_from_file_at(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                         uint64_t seed, uint64_t step, int64_t first);
+
 /* A batch owned by C code (Lua holds its tensors in userdata instead). */
 typedef struct dp_batch {
     dp_tensor inputs, targets;

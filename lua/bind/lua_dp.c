@@ -45,6 +45,7 @@ enum { UV_MODEL = 1, UV_OPTIM = 2, N_UV = 2 };
 
 typedef struct dpl_dp {
     dpsgd *dp;
+    dp_comm plan_comm; /* priv:distribute on the plan device: the simulated world */
 } dpl_dp;
 
 static dpl_dp *to_dp(lua_State *L, int idx) { return luaL_checkudata(L, idx, DP_MT); }
@@ -166,7 +167,54 @@ static int l_next_step(lua_State *L) {
         lua_rawseti(L, -2, k + 1);
     }
     lua_setfield(L, -2, "physical");
+    lua_pushinteger(L, plan.first);
+    lua_setfield(L, -2, "first");
     return 1;
+}
+
+/* priv:distribute{strategy=, world_size=, rank=}: trains as one rank. On the plan device a
+ * simulated world of world_size in which this process is rank (default 0); elsewhere the launched
+ * world, whose size world_size (when given) must be. */
+static int l_distribute(lua_State *L) {
+    const char *fname = "priv:distribute";
+    dpsgd *dp = check_dp(L, 1);
+    dpl_dp *u = to_dp(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    dpl_check_keys(L, 2, fname, dpl_dist_keys);
+    dp_dist_strategy s;
+    if (dp_dist_strategy_parse(dpl_opt_str_field(L, 2, fname, "strategy", NULL), &s) != DP_OK) return fail(L, fname);
+    int64_t want = dpl_opt_int_field(L, 2, fname, "world_size", 0);
+    int64_t rank = dpl_opt_int_field(L, 2, fname, "rank", -1);
+    dp_comm *comm;
+    lua_getiuservalue(L, 1, UV_MODEL);
+    dp_device *dev = dp_model_device(dpl_check_model(L, lua_gettop(L)));
+    lua_pop(L, 1);
+    if (dev->kind == DP_DEV_PLAN) {
+        if (want < 1) want = 1;
+        if (rank < 0) rank = 0;
+        if (want > 1 << 20 || rank >= want)
+            return luaL_error(L, "%s: distributed.rank %d is not a rank of a world of %d", fname, (int)rank, (int)want);
+        dp_dist_plan_comm(&u->plan_comm, (int)rank, (int)want);
+        comm = &u->plan_comm;
+    } else {
+        if (dp_dist_world(&comm) != DP_OK) return fail(L, fname);
+        if (want > 0 && want != comm->world_size)
+            return luaL_error(L,
+                              "%s: distributed.world_size is %d but this run has %d rank(s) (launch it with "
+                              "mpirun -np %d or srun -n %d)",
+                              fname, (int)want, comm->world_size, (int)want, (int)want);
+        if (rank >= 0 && rank != comm->rank)
+            return luaL_error(L, "%s: distributed.rank is given by the launcher (this is rank %d), not by the "
+                                 "configuration", fname, comm->rank);
+    }
+    if (dpsgd_set_distributed(dp, comm, s) != DP_OK) return fail(L, fname);
+    return 0;
+}
+
+/* priv:reduce_grads(): sums the step's gradients across the ranks (the comm phase). */
+static int l_reduce_grads(lua_State *L) {
+    if (dpsgd_reduce_grads(check_dp(L, 1)) != DP_OK) return fail(L, "priv:reduce_grads");
+    return 0;
 }
 
 /* After a phase: the model's pins follow the state it still holds. */
@@ -347,7 +395,8 @@ static int l_tostring(lua_State *L) {
 
 static const luaL_Reg methods[] = {
     {"next_step", l_next_step}, {"forward", l_forward}, {"backward", l_backward}, {"clip", l_clip}, {"noise", l_noise},
-    {"stats", l_stats},         {"epsilon", l_epsilon}, {"free", l_free},         {NULL, NULL},
+    {"stats", l_stats},         {"epsilon", l_epsilon}, {"free", l_free},         {"distribute", l_distribute},
+    {"reduce_grads", l_reduce_grads}, {NULL, NULL},
 };
 
 /* The choice fields method, norms and clip_method (dpl_new_type's __index looks in the methods

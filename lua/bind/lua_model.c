@@ -422,9 +422,10 @@ static void check_fits(lua_State *L, dp_device *dev, uint64_t bytes, const char 
     luaL_error(L, "%s", msg);
 }
 
-/* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"} */
+/* dpprof.batch{model=, size=, seed=0, step=0, first=0, file=, file_dtype="uint16"}: first is the
+ * global index of the batch's first sample (a rank's slice of a distributed logical batch) */
 static int l_batch(lua_State *L) {
-    static const char *const keys[] = {"model", "size", "seed", "step", "file", "file_dtype", NULL};
+    static const char *const keys[] = {"model", "size", "seed", "step", "first", "file", "file_dtype", NULL};
     const char *fname = "dpprof.batch";
     luaL_checktype(L, 1, LUA_TTABLE);
     dpl_check_keys(L, 1, fname, keys);
@@ -439,6 +440,8 @@ static int l_batch(lua_State *L) {
         luaL_error(L, "%s: 'size' (%d) must be between 1 and the model's batch (%d)", fname, (int)B, (int)cfg->batch);
     uint64_t seed = (uint64_t)dpl_opt_int_field(L, 1, fname, "seed", 0);
     uint64_t step = (uint64_t)dpl_opt_int_field(L, 1, fname, "step", 0);
+    int64_t first = dpl_opt_int_field(L, 1, fname, "first", 0);
+    if (first < 0) luaL_error(L, "%s: 'first' (%lld) must be >= 0", fname, (long long)first);
     const char *file = dpl_opt_str_field(L, 1, fname, "file", NULL);
     const char *fdt = dpl_opt_str_field(L, 1, fname, "file_dtype", NULL);
     dp_token_dtype tdt = DP_TOKENS_U16;
@@ -457,8 +460,8 @@ static int l_batch(lua_State *L) {
     lua_setfield(L, -2, "targets");
     lua_pushinteger(L, B);
     lua_setfield(L, -2, "size");
-    int rc = file ? dp_data_from_file(in, tg, file, tdt, cfg->vocab, seed, step)
-                  : dp_data_synthetic(in, tg, cfg->vocab, seed, step);
+    int rc = file ? dp_data_from_file_at(in, tg, file, tdt, cfg->vocab, seed, step, first)
+                  : dp_data_synthetic_at(in, tg, cfg->vocab, seed, step, first);
     if (rc != DP_OK) dpl_fail(L);
     return 1;
 }

@@ -8,7 +8,12 @@
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, profile="none"|"ops", threads=n,
---                  device_model="h100"|"h200"|{...} (device="plan" only) }
+--                  device_model="h100"|"h200"|{...} (device="plan" only),
+--                  distributed={strategy="ddp", world_size=N, rank=r (plan only)} }
+--
+-- distributed: this process is one rank of a data-parallel run (docs/lua.md "Distributed runs"):
+-- model.batch is the global batch, of which the rank holds its slice; the gradients are summed
+-- across the ranks in the phase `comm`. On the plan device a simulated world of world_size.
 --
 -- A checkpoint as the model: model = { path = "DIR", seq_len=, batch=, lora=, dtype=, ... }. The
 -- sizes come from DIR/config.json (dpprof.model.read_config); any dp.model key given beside path
@@ -65,7 +70,7 @@ local experiment = {}
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile",
-                   "threads" }
+                   "threads", "distributed" }
 experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 -- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
 -- dpprof was built with it.
@@ -179,6 +184,72 @@ function experiment.model_options(m, device)
   return file, load
 end
 
+-- distributed = {strategy=, world_size=, rank=} (dpprof.dist.KEYS): checked and completed in place
+-- (world_size: the launched world's when not given; rank: the plan device's simulated rank, 0 by
+-- default). What cannot run is refused (exit 2), naming the key: an unknown strategy, one not
+-- implemented yet, a world size that does not divide the batch or differs from the launched one.
+-- `recorded`: a result's record (the launched world is not this process's).
+local function check_distributed(c, recorded)
+  local d = c.distributed
+  if d == nil then return end
+  local function refuse(fmt, ...) dp.refuse("dpprof.experiment: distributed" .. string.format(fmt, ...)) end
+  if type(d) ~= "table" then refuse(" must be a table {strategy=, world_size=} (got %s)", type(d)) end
+  local keys = {}
+  for _, k in ipairs(dp.dist.KEYS) do keys[k] = true end
+  for k in pairs(d) do
+    if not keys[k] then refuse(": unknown key '%s' (valid: %s)", tostring(k), table.concat(dp.dist.KEYS, ", ")) end
+  end
+  local known = false
+  for _, s in ipairs(dp.dist.STRATEGIES) do known = known or s == d.strategy end
+  if not known then
+    refuse(".strategy: unknown strategy '%s' (valid: %s)", tostring(d.strategy), table.concat(dp.dist.STRATEGIES, ", "))
+  end
+  if d.strategy ~= "ddp" then
+    refuse(".strategy: '%s' is not implemented yet (supported: ddp)", d.strategy)
+  end
+  for _, k in ipairs({ "world_size", "rank" }) do
+    local v = d[k]
+    if v ~= nil and not (math.type(v) == "integer" or (type(v) == "number" and math.tointeger(v))) then
+      refuse(".%s must be an integer, got %s", k, tostring(v))
+    end
+    d[k] = v and math.tointeger(v)
+  end
+  if d.world_size and d.world_size < 1 then refuse(".world_size must be at least 1, got %d", d.world_size) end
+  if c.device ~= "plan" then
+    if d.rank ~= nil and not recorded then
+      refuse(".rank is the launcher's on device '%s' (only a plan run names the rank it plays)", tostring(c.device))
+    end
+    if not recorded then
+      local launched = dp.dist.world_size()
+      if d.world_size and d.world_size ~= launched then
+        refuse(".world_size is %d but this run was launched with %d rank(s) (run it as mpirun -np %d dpprof run "
+               .. "..., or srun -n %d)", d.world_size, launched, d.world_size, d.world_size)
+      end
+      d.world_size = launched
+    end
+  end
+  d.world_size = d.world_size or 1
+  if c.device == "plan" then
+    d.rank = d.rank or 0
+    if d.rank < 0 or d.rank >= d.world_size then
+      refuse(".rank %d is not a rank of a world of %d", d.rank, d.world_size)
+    end
+  end
+  local batch = c.model.batch or 1
+  if not c.dp.poisson and batch % d.world_size ~= 0 then
+    refuse(".world_size %d does not divide the batch of %d (model.batch): each rank holds batch / world_size samples",
+           d.world_size, batch)
+  end
+end
+
+-- The samples one rank holds of a fixed logical batch (the whole batch without `distributed`, or
+-- with Poisson sampling, whose slices vary).
+local function rank_batch(c, logical)
+  local d = c.distributed
+  if not d or c.dp.poisson then return logical end
+  return logical // d.world_size
+end
+
 -- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
 -- a device, so a configuration that cannot run raises before anything is built (and a sweep
 -- refuses it before its first point). The batch the model is built with is the physical one.
@@ -186,8 +257,8 @@ local function check_model_and_dp(c)
   local okm, mcfg = pcall(experiment.model_options, c.model, c.device)
   if not okm then error(dp.error_text(mcfg), 4) end
   local logical = c.model.batch or 1
-  local physical = math.min(c.dp.max_physical_batch_size or logical, logical)
-  mcfg.batch = c.dp.max_physical_batch_size or logical
+  local physical = math.min(c.dp.max_physical_batch_size or logical, rank_batch(c, logical))
+  mcfg.batch = physical
   local ok, err = pcall(dp.model.check, mcfg)
   if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
   ok, err = pcall(dp.dp.check, experiment.wrap_options(c, logical, physical), mcfg.batch)
@@ -295,6 +366,8 @@ function experiment.config(cfg, recorded)
     if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
   end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
+  c.distributed = copy(cfg.distributed)
+  check_distributed(c, recorded)
   check_model_and_dp(c)
   return c
 end
@@ -543,13 +616,15 @@ function experiment.run(cfg_in)
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
   -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
   local function iteration(i, step)
-    local acc = { forward = 0, backward = 0, clip = 0, noise = 0, optimizer = 0, recompute = 0 }
+    local acc = { forward = 0, backward = 0, clip = 0, noise = 0, optimizer = 0, recompute = 0, comm = 0 }
     local iter = i or 0
     ctx.iter, ctx.warmup = iter, i == nil
     local plan = priv:next_step()
+    local at = c.distributed and plan.first -- a rank's samples: its slice's, in order
     for k, nb in ipairs(plan.physical) do
-      local batch = dp.batch{ model = model, size = nb, seed = c.seed, step = step,
+      local batch = dp.batch{ model = model, size = nb, seed = c.seed, step = step, first = at,
                               file = c.data and c.data.file, file_dtype = c.data and c.data.file_dtype }
+      at = at and at + nb
       local first = i and k == 1 -- the default snapshots describe the first physical batch
       if first then snap("iter{i}_before_forward", i) end
       if i then callback("before_forward", i, k) end
@@ -569,6 +644,7 @@ function experiment.run(cfg_in)
       if i then callback("after_clip", i, k) end
       dp.free_batch(batch)
     end
+    if c.distributed then phase("comm", iter, acc, function() priv:reduce_grads() end) end
     phase("noise", iter, acc, function() priv:noise() end)
     if i then callback("after_noise", i) end
     phase("optimizer", iter, acc, function() opt:step(); opt:zero_grad() end)
@@ -589,7 +665,7 @@ function experiment.run(cfg_in)
   local function body()
     building = true
     local mcfg, load = experiment.model_options(c.model, kind)
-    physical = c.dp.max_physical_batch_size or mcfg.batch
+    physical = math.min(c.dp.max_physical_batch_size or mcfg.batch, rank_batch(c, c.model.batch or mcfg.batch))
     mcfg.batch = physical
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
@@ -611,6 +687,7 @@ function experiment.run(cfg_in)
     opt = build_optimizer(model, c.optimizer)
     ctx.optimizer = opt
     priv = dp.dp.wrap(model, opt, experiment.wrap_options(c, logical, math.min(physical, logical)))
+    if c.distributed then priv:distribute(c.distributed) end
     building = false
     ctx.priv = priv
     if choices(priv, c) ~= "vanilla" then

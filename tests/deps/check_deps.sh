@@ -32,6 +32,7 @@ backend_plan  engine/backends/plan
 backend_cuda  engine/backends/cuda
 model         engine/model
 privacy       engine/privacy
+dist          engine/dist
 dp            engine/dp
 io            engine/io
 engine        engine
@@ -48,13 +49,14 @@ backend_plan  core
 backend_cuda  core kernels
 model         core common
 privacy       core
-dp            privacy model core common
+dist          core
+dp            privacy model dist core common
 io            model core common
-engine        core model privacy dp io backend_cpu backend_plan backend_cuda common
+engine        core model privacy dist dp io backend_cpu backend_plan backend_cuda common
 kernels       common
 plots         common
-bind          engine core model privacy dp io backend_plan plots common
-embed_test    engine core model privacy dp io
+bind          engine core model privacy dist dp io backend_plan plots common
+embed_test    engine core model privacy dist dp io
 EOF
 # system headers (by prefix) and the parts that may include them; others are free
 cat > "$tmp/system" <<'EOF'
@@ -68,6 +70,7 @@ omp.h        backend_cpu bind
 cjson/       io bind plots
 cairo        plots
 fftw3        privacy
+mpi.h        dist
 EOF
 
 # ---- files and their parts --------------------------------------------------------------

@@ -1,0 +1,90 @@
+/* dist.c: the strategies by name, and the collectives through a communicator's table, each
+ * recorded in the ledger with the bytes this rank puts on the wire and timed in the profile. */
+#include "dist.h"
+
+#include "dispatch.h"
+#include "error.h"
+#include "ledger.h"
+
+#include <string.h>
+
+static const char *const strategy_names[DP_DIST_N_STRATEGIES] = {"none", "ddp", "zero2", "fsdp"};
+
+int dp_dist_strategy_parse(const char *name, dp_dist_strategy *out) {
+    for (int s = DP_DIST_DDP; s < DP_DIST_N_STRATEGIES; s++)
+        if (name && strcmp(name, strategy_names[s]) == 0) {
+            *out = (dp_dist_strategy)s;
+            return DP_OK;
+        }
+    return dp_error_set(DP_EINVAL, "distributed.strategy: unknown strategy '%s' (valid: %s)", name ? name : "(none)",
+                        dp_dist_strategies_text());
+}
+
+const char *dp_dist_strategy_name(dp_dist_strategy s) {
+    return (unsigned)s < DP_DIST_N_STRATEGIES ? strategy_names[s] : "?";
+}
+
+const char *dp_dist_strategies_text(void) { return "ddp, zero2, fsdp"; }
+
+int dp_dist_strategy_supported(dp_dist_strategy s) { return s == DP_DIST_NONE || s == DP_DIST_DDP; }
+
+double dp_comm_wire_bytes(const char *op, double bytes, int world_size) {
+    double n = world_size > 0 ? (double)world_size : 1.0;
+    if (world_size <= 1) return 0.0;
+    if (strcmp(op, "comm_all_reduce") == 0) return 2.0 * (n - 1.0) / n * bytes;
+    if (strcmp(op, "comm_reduce_scatter") == 0 || strcmp(op, "comm_all_gather") == 0) return (n - 1.0) / n * bytes;
+    if (strcmp(op, "comm_broadcast") == 0) return bytes;
+    return 0.0;
+}
+
+static int check_f32(const dp_tensor *t, const char *op) {
+    if (t->dtype != DP_F32)
+        return dp_error_set(DP_ENOTSUP, "%s: collectives move f32 tensors (got %s)", op, dp_dtype_name(t->dtype));
+    return DP_OK;
+}
+
+/* the ledger entry of a collective over `bytes` of data, then the call, timed on dev */
+#define COMM_CALL(c, dev, op, bytes, call)                                                                             \
+    (dp_ledger_add(op, 0.0, dp_comm_wire_bytes(op, (bytes), (c)->world_size)), DP_PROFILED(dev, (call)))
+
+static double tensor_bytes(const dp_tensor *t) { return (double)t->numel * (double)dp_dtype_size(t->dtype); }
+
+int dp_comm_all_reduce(dp_comm *c, dp_tensor *t) {
+    if (c->world_size <= 1) return DP_OK;
+    DP_TRY(check_f32(t, "all_reduce"));
+    return COMM_CALL(c, t->dev, "comm_all_reduce", tensor_bytes(t), c->ops->all_reduce(c, t));
+}
+
+static int check_parts(dp_comm *c, const dp_tensor *whole, const dp_tensor *part, const char *op) {
+    DP_TRY(check_f32(whole, op));
+    DP_TRY(check_f32(part, op));
+    if (whole->numel != part->numel * c->world_size)
+        return dp_error_set(DP_EINVAL, "%s: %lld elements are not %d parts of %lld", op, (long long)whole->numel,
+                            c->world_size, (long long)part->numel);
+    return DP_OK;
+}
+
+int dp_comm_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
+    if (c->world_size <= 1) return in->numel == out->numel ? dp_tensor_copy(out, in) : DP_OK;
+    DP_TRY(check_parts(c, in, out, "reduce_scatter"));
+    return COMM_CALL(c, in->dev, "comm_reduce_scatter", tensor_bytes(in), c->ops->reduce_scatter(c, in, out));
+}
+
+int dp_comm_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
+    if (c->world_size <= 1) return in->numel == out->numel ? dp_tensor_copy(out, in) : DP_OK;
+    DP_TRY(check_parts(c, out, in, "all_gather"));
+    return COMM_CALL(c, in->dev, "comm_all_gather", tensor_bytes(out), c->ops->all_gather(c, in, out));
+}
+
+int dp_comm_broadcast(dp_comm *c, dp_tensor *t, int root) {
+    if (c->world_size <= 1) return DP_OK;
+    if (root < 0 || root >= c->world_size)
+        return dp_error_set(DP_EINVAL, "broadcast: root %d is not a rank of a world of %d", root, c->world_size);
+    DP_TRY(check_f32(t, "broadcast"));
+    return COMM_CALL(c, t->dev, "comm_broadcast", tensor_bytes(t), c->ops->broadcast(c, t, root));
+}
+
+int dp_comm_barrier(dp_comm *c) {
+    if (c->world_size <= 1) return DP_OK;
+    return c->ops->barrier(c);
+}

@@ -1,0 +1,86 @@
+-- test_dist.lua: training across processes without a launcher (tests/dist/ runs the real ranks
+-- under mpirun). A run no launcher started is world size 1; the `distributed` key is checked as a
+-- user would be told (one line naming the key, exit 2, nothing written); a plan run plays rank r of
+-- a simulated world and records every collective with the bytes on the wire.
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+
+-- no launcher here (ctest starts this process directly)
+check.eq(dp.dist.launcher(), nil, "launcher")
+check.eq(dp.dist.rank(), 0, "rank")
+check.eq(dp.dist.world_size(), 1, "world size")
+dp.dist.barrier() -- a world of one: returns at once
+check.eq(table.concat(dp.dist.STRATEGIES, ","), "ddp,zero2,fsdp", "strategies")
+check.eq(table.concat(dp.dist.KEYS, ","), "strategy,world_size,rank", "keys")
+
+local MODEL = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4 }
+local function refused(d, device, want)
+  local ok, e = pcall(dp.experiment, { model = MODEL, device = device or "cpu", distributed = d })
+  check.eq(ok, false, "refused: " .. want)
+  check.eq(type(e) == "table" and e.exit_status, 2, "exit status of: " .. tostring(e))
+  check.truthy(tostring(e):find(want, 1, true), string.format("%q names %q", tostring(e), want))
+end
+refused({ strategy = "x" }, nil, "distributed.strategy: unknown strategy 'x' (valid: ddp, zero2, fsdp)")
+refused({ strategy = "zero2" }, nil, "distributed.strategy: 'zero2' is not implemented yet (supported: ddp)")
+refused({ strategy = "fsdp" }, nil, "distributed.strategy: 'fsdp' is not implemented yet (supported: ddp)")
+refused({ strategy = "ddp", world_size = 2 }, nil, "distributed.world_size is 2 but this run was launched with 1 rank(s)")
+refused({ strategy = "ddp", rank = 1 }, nil, "distributed.rank is the launcher's on device 'cpu'")
+refused({ strategy = "ddp", foo = 1 }, nil, "distributed: unknown key 'foo' (valid: strategy, world_size, rank)")
+refused({ strategy = "ddp", world_size = 3 }, "plan", "distributed.world_size 3 does not divide the batch of 4")
+refused({ strategy = "ddp", world_size = 2, rank = 2 }, "plan", "distributed.rank 2 is not a rank of a world of 2")
+refused("ddp", nil, "distributed must be a table")
+
+-- the command line: exit 2 and the one line
+local dir = os.tmpname()
+os.remove(dir)
+assert(dp.mkdir_p(dir))
+local script = dir .. "/bad.lua"
+local f = assert(io.open(script, "w"))
+f:write('local dp = require("dpprof")\n',
+        'dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4 },\n',
+        '  device = "cpu", trace = "', dir, '/t.json", distributed = { strategy = "ddp", world_size = 4 } }\n')
+f:close()
+local code, out = check.sh(string.format("%q run %q", dp.executable, script))
+check.eq(code, 2, "exit status of a refused world size")
+check.truthy(out:find("distributed.world_size is 4 but this run was launched with 1 rank(s)", 1, true), out)
+check.eq(io.open(dir .. "/t.json"), nil, "nothing written")
+os.remove(script)
+os.remove(dir)
+
+-- one process with distributed = {strategy = "ddp"}: world size 1, the same training as without
+local function params(r_cfg)
+  local vals = {}
+  r_cfg.on = { finished = function(ctx)
+    for _, p in ipairs(ctx.model:params()) do vals[#vals + 1] = ctx.model:param(p.name):sumsq() end
+  end }
+  local r = dp.experiment(r_cfg)
+  check.eq(r.status, "ok", tostring(r.message))
+  return vals, r
+end
+local base = { model = MODEL, device = "cpu", method = "ghost", iters = 1, warmup = 1, threads = 1, snapshots = "none" }
+local alone = params(dp.deep_copy(base))
+local cfg1 = dp.deep_copy(base)
+cfg1.distributed = { strategy = "ddp" }
+local one, r1 = params(cfg1)
+for i = 1, #alone do check.eq(one[i], alone[i], "world size 1 equals no distributed key, tensor " .. i) end
+check.eq(r1.timing.phases_ms.comm >= 0, true, "a comm phase")
+
+-- plan: rank 1 of a simulated world of 2 records one all-reduce per trainable tensor, each
+-- 2 (N-1)/N of its bytes on the wire (a ring's), and holds half the batch
+local r = dp.experiment{ model = MODEL, device = "plan", method = "ghost", iters = 1, warmup = 0,
+                         distributed = { strategy = "ddp", world_size = 2, rank = 1 } }
+check.eq(r.status, "ok", tostring(r.message))
+local numel, tensors = 0, 0
+local m = dp.model{ arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 2, device = "plan" }
+for _, p in ipairs(m:params()) do
+  if p.trainable then numel, tensors = numel + p.numel, tensors + 1 end
+end
+m:free()
+local comm
+for _, o in ipairs(r.ledger) do if o.op == "comm_all_reduce" then comm = o end end
+check.truthy(comm, "the plan run's ledger has comm_all_reduce")
+check.eq(comm.calls, tensors, "one all-reduce per trainable tensor")
+check.eq(comm.bytes, 2 * (2 - 1) / 2 * numel * 4, "wire bytes of a ring all-reduce over the f32 gradients")
+check.eq(r.config.model.batch, 4, "the global batch is recorded")
+print("ok")
