@@ -280,6 +280,31 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(OOM_TOTAL_LIVE_BYTES, "oom.total_live_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                               \
     X(OOM_LIMIT_BYTES, "oom.limit_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                                         \
     X(OOM_DEVICE, "oom.device", STRING, OPTIONAL, 0, NULL)                                                             \
+    X(DISTRIBUTED, "distributed", OBJECT, OPTIONAL, 0, NULL) /* distributed runs only (issue 29) */                    \
+    X(DISTRIBUTED_STRATEGY, "distributed.strategy", STRING, PARENT, 0, NULL)                                           \
+    X(DISTRIBUTED_WORLD_SIZE, "distributed.world_size", INTEGER, PARENT, DPR_NONNEG, NULL)                             \
+    X(DISTRIBUTED_RANK, "distributed.rank", INTEGER, PARENT, DPR_NONNEG, NULL)                                         \
+    X(DISTRIBUTED_RANKS, "distributed.ranks", ARRAY, OPTIONAL, 0, NULL) /* rank 0's combined result */                 \
+    X(DISTRIBUTED_RANKS_ITEM, "distributed.ranks[]", OBJECT, PARENT, 0, NULL)                                          \
+    X(DISTRIBUTED_RANKS_RANK, "distributed.ranks[].rank", INTEGER, PARENT, DPR_NONNEG, NULL)                           \
+    X(DISTRIBUTED_RANKS_PEAK_BYTES, "distributed.ranks[].peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)               \
+    X(DISTRIBUTED_RANKS_CATEGORIES, "distributed.ranks[].categories", OBJECT, PARENT, 0, NULL)                         \
+    X(DISTRIBUTED_RANKS_CATEGORY, "distributed.ranks[].categories.{category}", INTEGER, PARENT, DPR_NONNEG, NULL)      \
+    X(DISTRIBUTED_LARGEST, "distributed.largest", OBJECT, OPTIONAL, 0, NULL)                                           \
+    X(DISTRIBUTED_LARGEST_PEAK_BYTES, "distributed.largest.peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)             \
+    X(DISTRIBUTED_LARGEST_RANK, "distributed.largest.rank", INTEGER, PARENT, DPR_NONNEG, NULL)                         \
+    X(DISTRIBUTED_LARGEST_CATEGORIES, "distributed.largest.categories", OBJECT, PARENT, 0, NULL)                       \
+    X(DISTRIBUTED_LARGEST_CATEGORY, "distributed.largest.categories.{category}", OBJECT, PARENT, 0, NULL)              \
+    X(DISTRIBUTED_LARGEST_CATEGORY_PEAK_BYTES, "distributed.largest.categories.{category}.peak_bytes", INTEGER,        \
+      PARENT, DPR_NONNEG, NULL)                                                                                        \
+    X(DISTRIBUTED_LARGEST_CATEGORY_RANK, "distributed.largest.categories.{category}.rank", INTEGER, PARENT,            \
+      DPR_NONNEG, NULL)                                                                                                \
+    X(DISTRIBUTED_LARGEST_MODULES, "distributed.largest.modules", ARRAY, PARENT, 0, NULL)                              \
+    X(DISTRIBUTED_LARGEST_MODULE, "distributed.largest.modules[]", OBJECT, PARENT, 0, NULL)                            \
+    X(DISTRIBUTED_LARGEST_MODULE_MODULE, "distributed.largest.modules[].module", STRING, PARENT, 0, NULL)              \
+    X(DISTRIBUTED_LARGEST_MODULE_PEAK_BYTES, "distributed.largest.modules[].peak_bytes", INTEGER, PARENT, DPR_NONNEG,  \
+      NULL)                                                                                                            \
+    X(DISTRIBUTED_LARGEST_MODULE_RANK, "distributed.largest.modules[].rank", INTEGER, PARENT, DPR_NONNEG, NULL)        \
     X(SWEEP, "sweep", OBJECT, OPTIONAL, 0, NULL) /* sweep points only */                                               \
     X(SWEEP_NAME, "sweep.name", STRING, PARENT, 0, NULL)                                                               \
     X(SWEEP_CONFIG, "sweep.config", OBJECT, OPTIONAL, DPR_OPEN, NULL)                                                  \

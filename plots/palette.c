@@ -122,9 +122,8 @@ dpplot_rgb dpplot_phase_color(dpplot_phase p) {
 static const char *const opcat_names[DPPLOT_N_OPCATS] = {DPR_OP_CATEGORIES(DPPLOT_OPCAT_NAME)};
 #undef DPPLOT_OPCAT_NAME
 _Static_assert(DPPLOT_N_OPCATS == 9, "a label and a colour per op category of the schema below");
-static const char *const opcat_labels[DPPLOT_N_OPCATS] = {"Matmul", "Attention", "Norm",      "Per-sample norms",
-                                                          "Clip",   "Noise",     "Optimizer", "Communication",
-                                                          "Other"};
+static const char *const opcat_labels[DPPLOT_N_OPCATS] = {
+    "Matmul", "Attention", "Norm", "Per-sample norms", "Clip", "Noise", "Optimizer", "Communication", "Other"};
 static const unsigned opcat_colors[DPPLOT_N_OPCATS] = {
     0x4477AA, /* matmul: blue */
     0x66CCEE, /* attention: cyan */

@@ -6,6 +6,7 @@
 #include "error.h"
 #include "ledger.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const strategy_names[DP_DIST_N_STRATEGIES] = {"none", "ddp", "zero2", "fsdp"};
@@ -87,4 +88,20 @@ int dp_comm_broadcast(dp_comm *c, dp_tensor *t, int root) {
 int dp_comm_barrier(dp_comm *c) {
     if (c->world_size <= 1) return DP_OK;
     return c->ops->barrier(c);
+}
+
+/* a world of one, or a plan world whose other ranks do not exist: this rank's bytes alone */
+static int own_bytes(dp_comm *c, const void *buf, size_t *n, char **out) {
+    size_t mine = n[c->rank];
+    for (int r = 0; r < c->world_size; r++) n[r] = r == c->rank ? mine : 0;
+    *out = malloc(mine ? mine : 1);
+    if (!*out) return dp_error_set(DP_EOOM, "all_gather_host: out of host memory");
+    if (mine) memcpy(*out, buf, mine);
+    return DP_OK;
+}
+
+int dp_comm_all_gather_host(dp_comm *c, const void *buf, size_t *n, char **out) {
+    *out = NULL;
+    if (c->world_size <= 1 || !c->ops->all_gather_host) return own_bytes(c, buf, n, out);
+    return c->ops->all_gather_host(c, buf, n, out);
 }

@@ -43,6 +43,9 @@ typedef struct dp_comm_ops {
     int (*all_gather)(dp_comm *c, const dp_tensor *in, dp_tensor *out);
     int (*broadcast)(dp_comm *c, dp_tensor *t, int root);
     int (*barrier)(dp_comm *c);
+    /* host bytes, not tensors: every rank's n[r] bytes into out (sum of n, in rank order); n[rank]
+     * and buf are this rank's on entry, n[] every rank's on return (out is then malloc'ed) */
+    int (*all_gather_host)(dp_comm *c, const void *buf, size_t *n, char **out);
 } dp_comm_ops;
 
 struct dp_comm {
@@ -85,5 +88,9 @@ int dp_comm_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out);
 int dp_comm_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out);
 int dp_comm_broadcast(dp_comm *c, dp_tensor *t, int root);
 int dp_comm_barrier(dp_comm *c);
+/* Every rank's bytes (a result's summary): n has world_size entries, n[rank] this rank's length
+ * on entry and every rank's on return; *out (freed by the caller) holds them in rank order. Not
+ * in the ledger: host bookkeeping, not training. A world of one (or a plan world): its own. */
+int dp_comm_all_gather_host(dp_comm *c, const void *buf, size_t *n, char **out);
 
 #endif

@@ -6,6 +6,8 @@
 
 #ifdef DPPROF_HAVE_MPI
 #include <mpi.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 int dp_dist_mpi_compiled(void) { return 1; }
 
@@ -33,9 +35,8 @@ static int mpi_all_reduce(dp_comm *c, dp_tensor *t) {
 static int mpi_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
     (void)c;
     DP_TRY(host_only(in, "reduce_scatter"));
-    return mpi_check(
-        MPI_Reduce_scatter_block(in->data, out->data, (int)out->numel, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
-        "reduce_scatter");
+    return mpi_check(MPI_Reduce_scatter_block(in->data, out->data, (int)out->numel, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                     "reduce_scatter");
 }
 
 static int mpi_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
@@ -57,8 +58,33 @@ static int mpi_barrier(dp_comm *c) {
     return mpi_check(MPI_Barrier(MPI_COMM_WORLD), "barrier");
 }
 
-static const dp_comm_ops mpi_ops = {"mpi", mpi_all_reduce, mpi_reduce_scatter, mpi_all_gather, mpi_broadcast,
-                                    mpi_barrier};
+static int mpi_all_gather_host(dp_comm *c, const void *buf, size_t *n, char **out) {
+    int N = c->world_size, mine = (int)n[c->rank];
+    int *lens = calloc((size_t)N, sizeof *lens), *at = calloc((size_t)N, sizeof *at);
+    if (!lens || !at) {
+        free(lens);
+        free(at);
+        return dp_error_set(DP_EOOM, "all_gather_host: out of host memory");
+    }
+    int rc = mpi_check(MPI_Allgather(&mine, 1, MPI_INT, lens, 1, MPI_INT, MPI_COMM_WORLD), "all_gather");
+    size_t total = 0;
+    for (int r = 0; r < N && rc == DP_OK; r++) {
+        at[r] = (int)total;
+        total += (size_t)lens[r];
+        n[r] = (size_t)lens[r];
+    }
+    if (rc == DP_OK && total > INT32_MAX) rc = dp_error_set(DP_EINVAL, "all_gather_host: %zu bytes is too many", total);
+    if (rc == DP_OK && !(*out = malloc(total ? total : 1)))
+        rc = dp_error_set(DP_EOOM, "all_gather_host: out of host memory");
+    if (rc == DP_OK)
+        rc = mpi_check(MPI_Allgatherv(buf, mine, MPI_CHAR, *out, lens, at, MPI_CHAR, MPI_COMM_WORLD), "all_gather");
+    free(lens);
+    free(at);
+    return rc;
+}
+
+static const dp_comm_ops mpi_ops = {"mpi",         mpi_all_reduce, mpi_reduce_scatter, mpi_all_gather,
+                                    mpi_broadcast, mpi_barrier,    mpi_all_gather_host};
 
 int dp_dist_mpi_start(dp_comm *c) {
     int started = 0;

@@ -10,7 +10,8 @@ static int plan_parts(dp_comm *c, const dp_tensor *in, dp_tensor *out) { return 
 static int plan_broadcast(dp_comm *c, dp_tensor *t, int root) { return (void)c, (void)t, (void)root, DP_OK; }
 static int plan_barrier(dp_comm *c) { return (void)c, DP_OK; }
 
-static const dp_comm_ops plan_ops = {"plan", plan_all_reduce, plan_parts, plan_parts, plan_broadcast, plan_barrier};
+static const dp_comm_ops plan_ops = {"plan",         plan_all_reduce, plan_parts, plan_parts,
+                                     plan_broadcast, plan_barrier,    NULL};
 
 void dp_dist_plan_comm(dp_comm *c, int rank, int world_size) {
     c->ops = &plan_ops;

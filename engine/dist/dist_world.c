@@ -10,14 +10,12 @@ static dp_comm world;
 static int world_made;
 
 static int single_all_reduce(dp_comm *c, dp_tensor *t) { return (void)c, (void)t, DP_OK; }
-static int single_parts(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
-    return (void)c, dp_tensor_copy(out, in);
-}
+static int single_parts(dp_comm *c, const dp_tensor *in, dp_tensor *out) { return (void)c, dp_tensor_copy(out, in); }
 static int single_broadcast(dp_comm *c, dp_tensor *t, int root) { return (void)c, (void)t, (void)root, DP_OK; }
 static int single_barrier(dp_comm *c) { return (void)c, DP_OK; }
 
-static const dp_comm_ops single_ops = {"single", single_all_reduce, single_parts, single_parts, single_broadcast,
-                                       single_barrier};
+static const dp_comm_ops single_ops = {"single",         single_all_reduce, single_parts, single_parts,
+                                       single_broadcast, single_barrier,    NULL};
 
 int dp_dist_world(dp_comm **out) {
     *out = &world;

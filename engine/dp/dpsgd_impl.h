@@ -61,7 +61,7 @@ struct dpsgd {
     dp_comm *comm;           /* the ranks' world (NULL: one process) */
     dp_dist_strategy strategy;
     int reduced; /* the step's gradients were summed across the ranks */
-    int phase;               /* 0 idle, 1 forward done, 2 backward done */
+    int phase;   /* 0 idle, 1 forward done, 2 backward done */
 
     /* per trainable parameter: sample squared norms of the current physical batch */
     dp_tensor sq_norms; /* n_params x B f32, `norm_samples`, from backward to clip: one

@@ -3,6 +3,7 @@
  *   dp.dist.rank(), dp.dist.world_size()   this process's rank and the number of ranks (0 and 1
  *                                          when no launcher started it)
  *   dp.dist.barrier()                      waits for every rank
+ *   dp.dist.all_gather(s)                  every rank's string s, in rank order
  *   dp.dist.launcher()                     "mpirun", "pmi", "srun" or nil
  *   dp.dist.STRATEGIES, dp.dist.KEYS       the strategies and the keys of a `distributed` table
  *   dp.dist.mpi_compiled                   whether this dpprof has the MPI transport */
@@ -13,6 +14,7 @@
 #include "lua_util.h"
 
 #include <lauxlib.h>
+#include <stdlib.h>
 
 const char *const dpl_dist_keys[] = {"strategy", "world_size", "rank", NULL};
 
@@ -38,6 +40,27 @@ static int l_barrier(lua_State *L) {
     return 0;
 }
 
+/* dp.dist.all_gather(s) -> {s_0, ..., s_{N-1}}: every rank's string, in rank order. */
+static int l_all_gather(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    dp_comm *c = world(L, "dpprof.dist.all_gather");
+    size_t *n = lua_newuserdatauv(L, (size_t)c->world_size * sizeof *n, 0);
+    n[c->rank] = len;
+    char *out;
+    if (dp_comm_all_gather_host(c, s, n, &out) != DP_OK)
+        return luaL_error(L, "dpprof.dist.all_gather: %s", dp_error_message());
+    lua_createtable(L, c->world_size, 0);
+    size_t at = 0;
+    for (int r = 0; r < c->world_size; r++) {
+        lua_pushlstring(L, out + at, n[r]);
+        lua_rawseti(L, -2, r + 1);
+        at += n[r];
+    }
+    free(out);
+    return 1;
+}
+
 static int l_launcher(lua_State *L) {
     dp_launch l;
     if (dp_dist_launcher(&l) != DP_OK) return luaL_error(L, "dpprof.dist.launcher: %s", dp_error_message());
@@ -49,11 +72,8 @@ static int l_launcher(lua_State *L) {
 }
 
 void dpl_open_dist(lua_State *L) {
-    static const luaL_Reg fns[] = {{"rank", l_rank},
-                                   {"world_size", l_world_size},
-                                   {"barrier", l_barrier},
-                                   {"launcher", l_launcher},
-                                   {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"rank", l_rank},         {"world_size", l_world_size}, {"barrier", l_barrier},
+                                   {"launcher", l_launcher}, {"all_gather", l_all_gather}, {NULL, NULL}};
     lua_newtable(L);
     luaL_setfuncs(L, fns, 0);
     lua_newtable(L);

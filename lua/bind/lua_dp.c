@@ -204,8 +204,10 @@ static int l_distribute(lua_State *L) {
                               "mpirun -np %d or srun -n %d)",
                               fname, (int)want, comm->world_size, (int)want, (int)want);
         if (rank >= 0 && rank != comm->rank)
-            return luaL_error(L, "%s: distributed.rank is given by the launcher (this is rank %d), not by the "
-                                 "configuration", fname, comm->rank);
+            return luaL_error(L,
+                              "%s: distributed.rank is given by the launcher (this is rank %d), not by the "
+                              "configuration",
+                              fname, comm->rank);
     }
     if (dpsgd_set_distributed(dp, comm, s) != DP_OK) return fail(L, fname);
     return 0;
@@ -394,9 +396,17 @@ static int l_tostring(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"next_step", l_next_step}, {"forward", l_forward}, {"backward", l_backward}, {"clip", l_clip}, {"noise", l_noise},
-    {"stats", l_stats},         {"epsilon", l_epsilon}, {"free", l_free},         {"distribute", l_distribute},
-    {"reduce_grads", l_reduce_grads}, {NULL, NULL},
+    {"next_step", l_next_step},
+    {"forward", l_forward},
+    {"backward", l_backward},
+    {"clip", l_clip},
+    {"noise", l_noise},
+    {"stats", l_stats},
+    {"epsilon", l_epsilon},
+    {"free", l_free},
+    {"distribute", l_distribute},
+    {"reduce_grads", l_reduce_grads},
+    {NULL, NULL},
 };
 
 /* The choice fields method, norms and clip_method (dpl_new_type's __index looks in the methods

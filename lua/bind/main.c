@@ -369,7 +369,8 @@ static int cmd_plot(int argc, char **argv) {
             }
         } else if (argv[i][0] == '-') {
             fprintf(stderr,
-                    "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --width W, --height H, --point K=V,..., "
+                    "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --width W, --height H, --point "
+                    "K=V,..., "
                     "--heatmap X,Y, --timelines each, --help)\n",
                     argv[i]);
             return 2;

@@ -502,6 +502,48 @@ local function environment(kind, info, device_model, threads)
   return e
 end
 
+-- A distributed run's result: r.distributed = {strategy, world_size, rank}; on a launched world of
+-- more than one rank every rank's peaks (total, per category, per module) are gathered, and rank 0's
+-- result also carries them all (`ranks`) and the largest of each with the rank that holds it
+-- (`largest`). A rank whose run failed ends every rank (the others would wait in a collective
+-- forever): its error is raised naming the rank, and the launcher stops the job.
+function experiment.combine_ranks(r, d, kind)
+  local launched = kind ~= "plan"
+  local rank = launched and dp.dist.rank() or d.rank or 0
+  local ws = launched and dp.dist.world_size() or d.world_size
+  r.distributed = { strategy = d.strategy, world_size = ws, rank = rank }
+  if not launched or ws <= 1 then return end
+  if r.status ~= "ok" then
+    error(string.format("rank %d of %d: %s", rank, ws, tostring(r.message)), 0)
+  end
+  local cats, modules = {}, {}
+  for _, cname in ipairs(results.CATEGORIES) do cats[cname] = r.memory.categories[cname].peak_bytes end
+  for i, m in ipairs(r.memory.modules) do modules[i] = { m.module, m.peak_bytes } end
+  local all = dp.dist.all_gather(json.encode({ rank = rank, peak_bytes = r.memory.peak_bytes, categories = cats,
+                                               modules = modules }))
+  if rank ~= 0 then return end
+  local ranks, largest = json.array(), { peak_bytes = -1, categories = {}, modules = json.array() }
+  local by_module, order = {}, {}
+  for i, text in ipairs(all) do
+    local one = json.decode(text)
+    ranks[i] = { rank = one.rank, peak_bytes = one.peak_bytes, categories = one.categories }
+    if one.peak_bytes > largest.peak_bytes then largest.peak_bytes, largest.rank = one.peak_bytes, one.rank end
+    for _, cname in ipairs(results.CATEGORIES) do
+      local have = largest.categories[cname]
+      if not have or one.categories[cname] > have.peak_bytes then
+        largest.categories[cname] = { peak_bytes = one.categories[cname], rank = one.rank }
+      end
+    end
+    for _, m in ipairs(one.modules) do
+      local have = by_module[m[1]]
+      if not have then order[#order + 1] = m[1] end
+      if not have or m[2] > have.peak_bytes then by_module[m[1]] = { module = m[1], peak_bytes = m[2], rank = one.rank } end
+    end
+  end
+  for i, name in ipairs(order) do largest.modules[i] = by_module[name] end
+  r.distributed.ranks, r.distributed.largest = ranks, largest
+end
+
 -- Runs the configured experiment in this process; see the header. Returns the result table.
 function experiment.run(cfg_in)
   local c = experiment.config(cfg_in)
@@ -809,6 +851,7 @@ function experiment.run(cfg_in)
   if not ok and #st.iter_ms == 0 then
     r.timing.iter_ms = json.array() -- no timed iteration ran: no averages to report
   end
+  if c.distributed then experiment.combine_ranks(r, c.distributed, kind) end
   if c.trace then
     local trace = require("dpprof.trace")
     trace.write(c.trace, r, mem.events(), { initial = initial, op_calls = op_calls })

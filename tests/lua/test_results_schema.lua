@@ -412,9 +412,39 @@ do -- the invariants of these fields
   broken(repeated, function(b) b.repeats.avg_ms.max = b.repeats.avg_ms.max + 1 end, "repeats.avg_ms.max: ")
   broken(repeated, function(b) b.repeats.avg_ms = nil end, "repeats.avg_ms: missing")
 end
+-- a distributed run: rank 1 of a planned world of 2; `ranks` and `largest`, which rank 0 of a
+-- launched world gathers (tests/dist/plan_equal.lua), made here from two of its ranks' plans
+local function rank_plan(rank)
+  local d = dp.experiment(config{ device = "plan", dp = { max_physical_batch_size = 1 },
+                                  distributed = { strategy = "ddp", world_size = 2, rank = rank } })
+  check.eq(d.status, "ok", "distributed plan run: " .. tostring(d.message))
+  check.eq(d.distributed.rank, rank, "the plan's rank")
+  assert_valid(d, "distributed plan result")
+  return d
+end
+local distributed = rank_plan(1)
+do
+  local ranks, largest = json.array(), { peak_bytes = -1, categories = {}, modules = json.array() }
+  for i, one in ipairs({ rank_plan(0), distributed }) do
+    local cats = {}
+    for _, c in ipairs(results.CATEGORIES) do
+      cats[c] = one.memory.categories[c].peak_bytes
+      if not largest.categories[c] or cats[c] > largest.categories[c].peak_bytes then
+        largest.categories[c] = { peak_bytes = cats[c], rank = i - 1 }
+      end
+    end
+    ranks[i] = { rank = i - 1, peak_bytes = one.memory.peak_bytes, categories = cats }
+    if one.memory.peak_bytes > largest.peak_bytes then largest.peak_bytes, largest.rank = one.memory.peak_bytes, i - 1 end
+  end
+  for i, m in ipairs(distributed.memory.modules) do
+    largest.modules[i] = { module = m.module, peak_bytes = m.peak_bytes, rank = 1 }
+  end
+  distributed.distributed.ranks, distributed.distributed.largest = ranks, largest
+  assert_valid(distributed, "a combined distributed result")
+end
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
                     placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
-                    advised = advised }
+                    advised = advised, distributed = distributed }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -484,7 +514,7 @@ for _, f in ipairs(schema.fields) do
   if f.type ~= "any" then
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
-                            "repeated", "advised" }) do
+                            "repeated", "advised", "distributed" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then
