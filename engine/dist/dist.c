@@ -2,6 +2,7 @@
  * recorded in the ledger with the bytes this rank puts on the wire and timed in the profile. */
 #include "dist.h"
 
+#include "clock.h"
 #include "dispatch.h"
 #include "error.h"
 #include "ledger.h"
@@ -38,6 +39,37 @@ double dp_comm_wire_bytes(const char *op, double bytes, int world_size) {
     return 0.0;
 }
 
+static struct {
+    int gpus_per_node;
+    double intra, inter, device;
+} link;
+
+void dp_dist_link_model(int gpus_per_node, double intra_Bps, double inter_Bps, double device_Bps) {
+    int on = gpus_per_node > 0 && intra_Bps > 0 && inter_Bps > 0 && device_Bps > 0;
+    link.gpus_per_node = on ? gpus_per_node : 0;
+    link.intra = on ? intra_Bps : 0;
+    link.inter = on ? inter_Bps : 0;
+    link.device = on ? device_Bps : 0;
+}
+
+double dp_dist_link_seconds(double wire_bytes, int world_size) {
+    if (link.gpus_per_node <= 0) return 0.0;
+    return wire_bytes / (world_size <= link.gpus_per_node ? link.intra : link.inter);
+}
+
+/* The ledger entry of a collective: its wire bytes. On a modelled clock dp_ledger_add timed them at
+ * the device's memory bandwidth; the link model's time is the rest (clock.h's roofline with no
+ * flops is bytes / bandwidth, so the remainder is given to it as bytes at that bandwidth). */
+static void record(const char *op, double bytes, int world_size) {
+    double wire = dp_comm_wire_bytes(op, bytes, world_size);
+    dp_ledger_add(op, 0.0, wire);
+    double t = dp_dist_link_seconds(wire, world_size);
+    if (t > 0 && dp_clock_modelled()) {
+        double rest = t * link.device - wire;
+        if (rest > 0) dp_clock_advance(0.0, rest);
+    }
+}
+
 static int check_f32(const dp_tensor *t, const char *op) {
     if (t->dtype != DP_F32)
         return dp_error_set(DP_ENOTSUP, "%s: collectives move f32 tensors (got %s)", op, dp_dtype_name(t->dtype));
@@ -45,8 +77,7 @@ static int check_f32(const dp_tensor *t, const char *op) {
 }
 
 /* the ledger entry of a collective over `bytes` of data, then the call, timed on dev */
-#define COMM_CALL(c, dev, op, bytes, call)                                                                             \
-    (dp_ledger_add(op, 0.0, dp_comm_wire_bytes(op, (bytes), (c)->world_size)), DP_PROFILED(dev, (call)))
+#define COMM_CALL(c, dev, op, bytes, call) (record(op, (bytes), (c)->world_size), DP_PROFILED(dev, (call)))
 
 static double tensor_bytes(const dp_tensor *t) { return (double)t->numel * (double)dp_dtype_size(t->dtype); }
 

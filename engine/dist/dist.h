@@ -77,6 +77,17 @@ void dp_dist_abort(int rc);
 /* A plan communicator: world_size ranks of which this process is `rank`; moves nothing. */
 void dp_dist_plan_comm(dp_comm *c, int rank, int world_size);
 
+/* The links a plan run's collectives are timed on (its modelled clock): gpus_per_node ranks share
+ * a node, joined by links of intra_Bps bytes/s per direction; nodes by inter_Bps. A ring over the
+ * world runs at the slowest link it crosses: intra within one node, inter beyond. A collective
+ * then lasts wire bytes / that bandwidth (bandwidth alone: no latency term, a lower bound like the
+ * roofline). device_Bps is the device model's memory bandwidth, by which the ledger's roofline has
+ * already timed the wire bytes. Any argument <= 0 turns it off (the roofline alone). */
+void dp_dist_link_model(int gpus_per_node, double intra_Bps, double inter_Bps, double device_Bps);
+/* The modelled seconds of a collective moving wire bytes across a world of world_size ranks on the
+ * link model (0 when it is off). */
+double dp_dist_link_seconds(double wire_bytes, int world_size);
+
 /* Wire bytes one rank sends in a ring collective over `bytes` of data (per rank: all_reduce
  * 2 (N-1)/N bytes, reduce_scatter and all_gather (N-1)/N of the full buffer, broadcast bytes). */
 double dp_comm_wire_bytes(const char *op, double bytes, int world_size);

@@ -5,6 +5,8 @@
  *   dp.dist.barrier()                      waits for every rank
  *   dp.dist.all_gather(s)                  every rank's string s, in rank order
  *   dp.dist.launcher()                     "mpirun", "pmi", "srun" or nil
+ *   dp.dist.link_model{...} | (false)      the links a plan run's collectives are timed on
+ *   dp.dist.link_seconds(bytes, N)         a collective's modelled seconds on them
  *   dp.dist.STRATEGIES, dp.dist.KEYS       the strategies and the keys of a `distributed` table
  *   dp.dist.mpi_compiled                   whether this dpprof has the MPI transport */
 #include "lua_engine.h"
@@ -61,6 +63,34 @@ static int l_all_gather(lua_State *L) {
     return 1;
 }
 
+/* dp.dist.link_model{gpus_per_node=, intra_bytes_per_s=, inter_bytes_per_s=, device_bytes_per_s=}
+ * or dp.dist.link_model(false): the links a plan run's collectives are timed on (dist.h). */
+static int l_link_model(lua_State *L) {
+    static const char *const keys[] = {"gpus_per_node", "intra_bytes_per_s", "inter_bytes_per_s", "device_bytes_per_s",
+                                       NULL};
+    const char *fname = "dpprof.dist.link_model";
+    if (lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
+        dp_dist_link_model(0, 0, 0, 0);
+        return 0;
+    }
+    luaL_checktype(L, 1, LUA_TTABLE);
+    dpl_check_keys(L, 1, fname, keys);
+    int64_t g = dpl_opt_int_field(L, 1, fname, "gpus_per_node", 0);
+    double intra = dpl_opt_num_field(L, 1, fname, "intra_bytes_per_s", 0);
+    double inter = dpl_opt_num_field(L, 1, fname, "inter_bytes_per_s", 0);
+    double dev = dpl_opt_num_field(L, 1, fname, "device_bytes_per_s", 0);
+    if (g < 1 || g > 1 << 20 || !(intra > 0) || !(inter > 0) || !(dev > 0))
+        return luaL_error(L, "%s: gpus_per_node must be an integer >= 1 and the bandwidths positive", fname);
+    dp_dist_link_model((int)g, intra, inter, dev);
+    return 0;
+}
+
+/* dp.dist.link_seconds(wire_bytes, world_size) -> the modelled seconds on the link model (0: off) */
+static int l_link_seconds(lua_State *L) {
+    lua_pushnumber(L, dp_dist_link_seconds(luaL_checknumber(L, 1), (int)luaL_checkinteger(L, 2)));
+    return 1;
+}
+
 static int l_launcher(lua_State *L) {
     dp_launch l;
     if (dp_dist_launcher(&l) != DP_OK) return luaL_error(L, "dpprof.dist.launcher: %s", dp_error_message());
@@ -72,8 +102,14 @@ static int l_launcher(lua_State *L) {
 }
 
 void dpl_open_dist(lua_State *L) {
-    static const luaL_Reg fns[] = {{"rank", l_rank},         {"world_size", l_world_size}, {"barrier", l_barrier},
-                                   {"launcher", l_launcher}, {"all_gather", l_all_gather}, {NULL, NULL}};
+    static const luaL_Reg fns[] = {{"rank", l_rank},
+                                   {"world_size", l_world_size},
+                                   {"barrier", l_barrier},
+                                   {"launcher", l_launcher},
+                                   {"all_gather", l_all_gather},
+                                   {"link_model", l_link_model},
+                                   {"link_seconds", l_link_seconds},
+                                   {NULL, NULL}};
     lua_newtable(L);
     luaL_setfuncs(L, fns, 0);
     lua_newtable(L);

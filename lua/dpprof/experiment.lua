@@ -199,6 +199,7 @@ local function check_distributed(c, recorded)
   for k in pairs(d) do
     if not keys[k] then refuse(": unknown key '%s' (valid: %s)", tostring(k), table.concat(dp.dist.KEYS, ", ")) end
   end
+  d.strategy = d.strategy == nil and "ddp" or d.strategy -- data parallel unless said
   local known = false
   for _, s in ipairs(dp.dist.STRATEGIES) do known = known or s == d.strategy end
   if not known then
@@ -570,6 +571,7 @@ function experiment.run(cfg_in)
   if device_model then
     dp.clock_model(device_model.peak_flops[c.model.dtype or "f32"] or device_model.peak_flops.f32,
                    device_model.bandwidth)
+    if c.distributed then plan.link(device_model) end -- the collectives on its links
   end
   dp.sync()
   mem.clear_snapshots()
@@ -771,7 +773,7 @@ function experiment.run(cfg_in)
   dp.threads(threads_before)
   local stats = mem.stats()
   if c.memory_limit then mem.set_limit(0) end
-  if device_model then dp.clock_model(false) end
+  if device_model then dp.clock_model(false); plan.link(nil) end
   local host = dp.host_memory()
   local op_calls = profiling and c.trace and dp.profile.calls() or nil
   local profile = nil

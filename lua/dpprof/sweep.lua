@@ -82,6 +82,7 @@ sweep.KEYS = {
   accountant = { "dp", "accountant" },
   lr = { "optimizer", "lr" }, optimizer = { "optimizer", "name" },
   iters = { "iters" }, warmup = { "warmup" }, device = { "device" }, seed = { "seed" },
+  world_size = { "distributed", "world_size" }, strategy = { "distributed", "strategy" },
 }
 
 local function sorted_keys(t)

@@ -83,4 +83,45 @@ check.truthy(comm, "the plan run's ledger has comm_all_reduce")
 check.eq(comm.calls, tensors, "one all-reduce per trainable tensor")
 check.eq(comm.bytes, 2 * (2 - 1) / 2 * numel * 4, "wire bytes of a ring all-reduce over the f32 gradients")
 check.eq(r.config.model.batch, 4, "the global batch is recorded")
+
+-- the plan's comm phase lasts the wire bytes over the links (H100 defaults: NVLink 450 GB/s within
+-- a node of 8, InfiniBand 50 GB/s beyond), nothing else running in it
+local BIG = { vocab = 512, hidden = 64, layers = 2, heads = 4, seq_len = 16, batch = 16 }
+for _, case in ipairs({ { 8, 450e9 }, { 16, 50e9 }, { 2, 100e9, { base = "h100", intra_node_gbps = 100 } } }) do
+  local ws, bw, dm = table.unpack(case)
+  local p = dp.experiment{ model = BIG, device = "plan", device_model = dm, method = "ghost", iters = 1, warmup = 0,
+                           distributed = { world_size = ws } } -- strategy: ddp unless said
+  check.eq(p.status, "ok", tostring(p.message))
+  check.eq(p.distributed.strategy, "ddp", "the default strategy")
+  local wire = 0
+  for _, o in ipairs(p.ledger) do if o.op == "comm_all_reduce" then wire = o.bytes end end
+  check.near(p.timing.phases_ms.comm, wire / bw * 1000, 2e-6, -- the clock counts whole ns
+             "comm phase of a world of " .. ws)
+end
+check.raises(function() dp.plan.device_model{ base = "h100", gpus_per_node = 0 } end,
+             "gpus_per_node must be an integer >= 1")
+check.raises(function() dp.plan.device_model{ base = "h100", inter_node_gbps = -1 } end,
+             "inter_node_gbps must be a positive number")
+
+-- world_size and strategy are sweep variables; fit plans rank 0 of a world
+local sdir = os.tmpname()
+os.remove(sdir)
+local rs = dp.sweep{ base = { model = BIG, device = "plan", method = "ghost", iters = 1, warmup = 0 },
+                     vary = { world_size = { 1, 2, 4 } }, out = sdir, quiet = true }
+local peaks = {}
+for i, point in ipairs(rs.points) do
+  local one = point.result
+  check.eq(one.status, "ok", tostring(one.message))
+  check.eq(one.distributed.world_size, ({ 1, 2, 4 })[i], "the point's world size")
+  peaks[i] = one.memory.categories.activations.peak_bytes
+end
+check.truthy(peaks[1] > peaks[2] and peaks[2] > peaks[3], "fewer samples a rank, fewer activations")
+local code2, fit_out = check.sh(string.format("%q fit world_size=4 strategy=ddp batch=8 preset=small method=ghost "
+                                              .. "checkpoint=off hi=4096", dp.executable))
+check.eq(code2, 0, fit_out)
+check.truthy(fit_out:find("ghost", 1, true), fit_out)
+local code3, fit_bad = check.sh(string.format("%q fit world_size=3 batch=8 preset=small method=ghost", dp.executable))
+check.eq(code3, 2, fit_bad)
+check.truthy(fit_bad:find("distributed.world_size 3 does not divide the batch of 8", 1, true), fit_bad)
+os.execute("rm -rf " .. sdir)
 print("ok")
