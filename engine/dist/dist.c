@@ -82,7 +82,6 @@ static int check_f32(const dp_tensor *t, const char *op) {
 static double tensor_bytes(const dp_tensor *t) { return (double)t->numel * (double)dp_dtype_size(t->dtype); }
 
 int dp_comm_all_reduce(dp_comm *c, dp_tensor *t) {
-    if (c->world_size <= 1) return DP_OK;
     DP_TRY(check_f32(t, "all_reduce"));
     return COMM_CALL(c, t->dev, "comm_all_reduce", tensor_bytes(t), c->ops->all_reduce(c, t));
 }
@@ -97,29 +96,23 @@ static int check_parts(dp_comm *c, const dp_tensor *whole, const dp_tensor *part
 }
 
 int dp_comm_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
-    if (c->world_size <= 1) return in->numel == out->numel ? dp_tensor_copy(out, in) : DP_OK;
     DP_TRY(check_parts(c, in, out, "reduce_scatter"));
     return COMM_CALL(c, in->dev, "comm_reduce_scatter", tensor_bytes(in), c->ops->reduce_scatter(c, in, out));
 }
 
 int dp_comm_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
-    if (c->world_size <= 1) return in->numel == out->numel ? dp_tensor_copy(out, in) : DP_OK;
     DP_TRY(check_parts(c, out, in, "all_gather"));
     return COMM_CALL(c, in->dev, "comm_all_gather", tensor_bytes(out), c->ops->all_gather(c, in, out));
 }
 
 int dp_comm_broadcast(dp_comm *c, dp_tensor *t, int root) {
-    if (c->world_size <= 1) return DP_OK;
     if (root < 0 || root >= c->world_size)
         return dp_error_set(DP_EINVAL, "broadcast: root %d is not a rank of a world of %d", root, c->world_size);
     DP_TRY(check_f32(t, "broadcast"));
     return COMM_CALL(c, t->dev, "comm_broadcast", tensor_bytes(t), c->ops->broadcast(c, t, root));
 }
 
-int dp_comm_barrier(dp_comm *c) {
-    if (c->world_size <= 1) return DP_OK;
-    return c->ops->barrier(c);
-}
+int dp_comm_barrier(dp_comm *c) { return c->ops->barrier(c); }
 
 /* a world of one, or a plan world whose other ranks do not exist: this rank's bytes alone */
 static int own_bytes(dp_comm *c, const void *buf, size_t *n, char **out) {

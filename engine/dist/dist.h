@@ -1,6 +1,7 @@
 /* dist.h: training across processes. A communicator is a table of collectives (all_reduce,
  * reduce_scatter, all_gather, broadcast, barrier) declared here like the backends' op tables and
- * filled by one transport: MPI for CPU tensors (dist_mpi.c), and the plan communicator
+ * filled by one transport: MPI for CPU tensors (dist_mpi.c), NCCL for CUDA tensors (dist_nccl.c,
+ * loaded at run time), and the plan communicator
  * (dist_plan.c), a simulated world of N in which this process plays rank r, which moves no data.
  * Every collective goes through the dp_comm_* calls below, which record it in the ledger
  * ("comm_all_reduce", ...: no flops, the bytes this rank puts on the wire, a ring's) and time it
@@ -92,8 +93,9 @@ double dp_dist_link_seconds(double wire_bytes, int world_size);
  * 2 (N-1)/N bytes, reduce_scatter and all_gather (N-1)/N of the full buffer, broadcast bytes). */
 double dp_comm_wire_bytes(const char *op, double bytes, int world_size);
 
-/* The collectives, through c's table, each a ledger entry with its wire bytes and timed in the
- * profile on t's device. A world of one moves nothing and records nothing. */
+/* The collectives, through c's table, each a ledger entry with its wire bytes (0 in a world of
+ * one, whose collectives still run: NCCL's of one rank is a copy) and timed in the profile on t's
+ * device. */
 int dp_comm_all_reduce(dp_comm *c, dp_tensor *t);
 int dp_comm_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out);
 int dp_comm_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out);

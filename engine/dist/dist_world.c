@@ -4,6 +4,7 @@
 #include "dist.h"
 
 #include "dist_mpi.h"
+#include "dist_nccl.h"
 #include "error.h"
 
 static dp_comm world;
@@ -38,6 +39,7 @@ int dp_dist_world(dp_comm **out) {
 }
 
 void dp_dist_finalize(void) {
+    dp_dist_nccl_stop();
     if (world_made && world.world_size > 1) dp_dist_mpi_stop(0);
     world_made = 0;
 }

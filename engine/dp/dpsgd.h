@@ -203,7 +203,7 @@ int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
 int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy);
 /* Sums the step's gradients across the ranks (ddp: an all-reduce per trainable tensor, in place,
  * in model order); once per logical step, after the last clip. dpsgd_noise calls it when the
- * caller did not. Nothing without a world of more than one rank. */
+ * caller did not. Nothing without dpsgd_set_distributed. */
 int dpsgd_reduce_grads(dpsgd *dp);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must
  * stay alive and unchanged until dpsgd_clip). Writes the batch loss and, when non-NULL, the B

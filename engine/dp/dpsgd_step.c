@@ -145,7 +145,7 @@ int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy) {
 }
 
 int dpsgd_reduce_grads(dpsgd *dp) {
-    if (dp->reduced || !dp->comm || dp->comm->world_size <= 1) return DP_OK;
+    if (dp->reduced || !dp->comm) return DP_OK;
     for (int k = 0; k < dp->n_params; k++) {
         DP_TRY(dpsgd_ensure_grad(dp, dp->params[k]));
         DP_TRY(dp_comm_all_reduce(dp->comm, &dp->params[k]->grad));

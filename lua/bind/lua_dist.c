@@ -4,6 +4,7 @@
  *                                          when no launcher started it)
  *   dp.dist.barrier()                      waits for every rank
  *   dp.dist.all_gather(s)                  every rank's string s, in rank order
+ *   dp.dist.nccl()                         loads NCCL and makes its communicator (CUDA runs)
  *   dp.dist.launcher()                     "mpirun", "pmi", "srun" or nil
  *   dp.dist.link_model{...} | (false)      the links a plan run's collectives are timed on
  *   dp.dist.link_seconds(bytes, N)         a collective's modelled seconds on them
@@ -12,6 +13,7 @@
 #include "lua_engine.h"
 
 #include "dist.h"
+#include "dist_nccl.h"
 #include "error.h"
 #include "lua_util.h"
 
@@ -91,6 +93,15 @@ static int l_link_seconds(lua_State *L) {
     return 1;
 }
 
+/* dp.dist.nccl() -> true: NCCL loaded and its communicator over the world made, on the current
+ * CUDA device (what a distributed CUDA run needs first); raises naming what is missing. */
+static int l_nccl(lua_State *L) {
+    dp_comm *c = world(L, "dpprof.dist.nccl");
+    if (dp_dist_nccl_comm(c, &c) != DP_OK) return luaL_error(L, "%s", dp_error_message());
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
 static int l_launcher(lua_State *L) {
     dp_launch l;
     if (dp_dist_launcher(&l) != DP_OK) return luaL_error(L, "dpprof.dist.launcher: %s", dp_error_message());
@@ -106,7 +117,7 @@ void dpl_open_dist(lua_State *L) {
                                    {"world_size", l_world_size},
                                    {"barrier", l_barrier},
                                    {"launcher", l_launcher},
-                                   {"all_gather", l_all_gather},
+                                   {"all_gather", l_all_gather}, {"nccl", l_nccl},
                                    {"link_model", l_link_model},
                                    {"link_seconds", l_link_seconds},
                                    {NULL, NULL}};

@@ -30,6 +30,7 @@
  * between leaks nothing; __gc, __close and :free() share one idempotent release. */
 #include "lua_engine.h"
 
+#include "dist_nccl.h"
 #include "dpsgd.h"
 #include "error.h"
 #include "lua_util.h"
@@ -198,6 +199,7 @@ static int l_distribute(lua_State *L) {
         comm = &u->plan_comm;
     } else {
         if (dp_dist_world(&comm) != DP_OK) return fail(L, fname);
+        if (dev->kind == DP_DEV_CUDA && dp_dist_nccl_comm(comm, &comm) != DP_OK) return fail(L, fname);
         if (want > 0 && want != comm->world_size)
             return luaL_error(L,
                               "%s: distributed.world_size is %d but this run has %d rank(s) (launch it with "

@@ -557,6 +557,10 @@ function experiment.run(cfg_in)
   local dok, info = pcall(dp.device, c.device)
   if not dok then error("dpprof.experiment: " .. dp.error_text(info), 2) end
   local kind = info.kind
+  if c.distributed and kind == "cuda" then -- NCCL moves CUDA tensors: refused now when it is missing
+    local nok, nerr = pcall(dp.dist.nccl)
+    if not nok then dp.refuse("dpprof.experiment: distributed: " .. dp.error_text(nerr):gsub("^distributed: ", "")) end
+  end
   -- On plan: the device model, and its fixed workspace taken before the peaks are reset (as a
   -- CUDA device holds it from its start).
   local device_model = kind == "plan" and plan.device_model(c.device_model) or nil

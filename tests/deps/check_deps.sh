@@ -63,8 +63,9 @@ cat > "$tmp/system" <<'EOF'
 lua.h        bind plots
 lauxlib.h    bind plots
 lualib.h     bind plots
-cuda         backend_cuda kernels
+cuda         backend_cuda kernels dist
 cublas       backend_cuda kernels
+nccl.h       dist
 cblas.h      backend_cpu
 omp.h        backend_cpu bind
 cjson/       io bind plots
