@@ -194,6 +194,16 @@ int dpsgd_add_noise(dpsgd *dp);
 uint64_t dpsgd_noise_stream(int64_t step);
 
 /* ---- dpsgd_sampling.c ---- */
+/* ---- dpsgd_shard.c: zero2's parts of each trainable tensor ---- */
+/* Marks every trainable parameter with this rank's slice (dp_param.sharded, shard_lo, shard_n). */
+int dpsgd_shard_setup(dpsgd *dp);
+/* Forgets the slices (the wrapper is freed: the model trains whole again). */
+void dpsgd_shard_clear(dpsgd *dp);
+/* Reduce-scatters p's full gradient into this rank's part, which replaces it as p->grad. */
+int dpsgd_shard_reduce(dpsgd *dp, dp_param *p);
+/* All-gathers every rank's updated slice into p's full value; releases p's gradient part. */
+int dpsgd_shard_gather(dpsgd *dp, dp_param *p);
+
 /* Fills in the derived sizes (expected batch size, sample rate) and checks them. */
 int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch);
 /* The plan of logical step number `k` (Poisson draw or the fixed size). */

@@ -175,7 +175,7 @@ static int l_next_step(lua_State *L) {
 
 /* priv:distribute{strategy=, world_size=, rank=}: trains as one rank. On the plan device a
  * simulated world of world_size in which this process is rank (default 0); elsewhere the launched
- * world, whose size world_size (when given) must be. */
+ * world, whose size world_size (when given) must be. Strategies: ddp, zero2. */
 static int l_distribute(lua_State *L) {
     const char *fname = "priv:distribute";
     dpsgd *dp = check_dp(L, 1);
@@ -218,6 +218,12 @@ static int l_distribute(lua_State *L) {
 /* priv:reduce_grads(): sums the step's gradients across the ranks (the comm phase). */
 static int l_reduce_grads(lua_State *L) {
     if (dpsgd_reduce_grads(check_dp(L, 1)) != DP_OK) return fail(L, "priv:reduce_grads");
+    return 0;
+}
+
+/* priv:gather_params(): zero2's all-gather of the updated parameters (after the optimizer). */
+static int l_gather_params(lua_State *L) {
+    if (dpsgd_gather_params(check_dp(L, 1)) != DP_OK) return fail(L, "priv:gather_params");
     return 0;
 }
 
@@ -408,6 +414,7 @@ static const luaL_Reg methods[] = {
     {"free", l_free},
     {"distribute", l_distribute},
     {"reduce_grads", l_reduce_grads},
+    {"gather_params", l_gather_params},
     {NULL, NULL},
 };
 

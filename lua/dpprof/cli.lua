@@ -339,9 +339,10 @@ not fit.
                               gate_proj, up_proj, down_proj (default qkv)
   physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
   optimizer=adamw|sgd         (default adamw)
-  world_size=N strategy=ddp   plan one rank (rank 0) of N data-parallel ranks: batch= is the
-                              global batch (N must divide it), each rank holding batch / N
-                              (zero2 and fsdp are refused: not implemented yet)
+  world_size=N strategy=S     plan one rank (rank 0) of N data-parallel ranks: batch= is the
+                              global batch (N must divide it), each rank holding batch / N;
+                              S: ddp (default) or zero2 (gradients and optimizer states
+                              sharded); fsdp is refused (not implemented yet)
   checkpoint=S[,S...]         activation checkpointing settings to search with, each its own row:
                               off, blocks (every block) or N (every N-th block); default off,blocks
   out=FILE.json               also write the answer as JSON

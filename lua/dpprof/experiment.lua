@@ -205,8 +205,8 @@ local function check_distributed(c, recorded)
   if not known then
     refuse(".strategy: unknown strategy '%s' (valid: %s)", tostring(d.strategy), table.concat(dp.dist.STRATEGIES, ", "))
   end
-  if d.strategy ~= "ddp" then
-    refuse(".strategy: '%s' is not implemented yet (supported: ddp)", d.strategy)
+  if d.strategy == "fsdp" then
+    refuse(".strategy: '%s' is not implemented yet (supported: ddp, zero2)", d.strategy)
   end
   for _, k in ipairs({ "world_size", "rank" }) do
     local v = d[k]
@@ -696,6 +696,8 @@ function experiment.run(cfg_in)
     phase("noise", iter, acc, function() priv:noise() end)
     if i then callback("after_noise", i) end
     phase("optimizer", iter, acc, function() opt:step(); opt:zero_grad() end)
+    -- zero2: every rank's updated slice to every rank
+    if c.distributed and c.distributed.strategy == "zero2" then phase("comm", iter, acc, function() priv:gather_params() end) end
     if i then
       snap("iter{i}_after_step", i)
       callback("after_step", i)

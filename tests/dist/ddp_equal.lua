@@ -1,6 +1,6 @@
 -- ddp_equal.lua: run under mpirun -np N (tests/dist/CMakeLists.txt). Every rank trains each model
--- x method twice: once alone (no `distributed`: the single-process run, in this process) and once
--- as a rank of the ddp world; the parameters after the K = warmup + iters steps must agree to
+-- x method alone (no `distributed`: the single-process run, in this process) and as a rank of the
+-- world under each strategy (ddp, zero2); the parameters after the K = warmup + iters steps must agree to
 -- reduction-order rounding: |ddp - single| <= BOUND * max(1, |single|) element-wise, f32; so every
 -- rank holds the single process's parameters, and the ranks agree with each other.
 local dp = require("dpprof")
@@ -16,7 +16,9 @@ local MODELS = {
   llama_lora = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8, batch = 8,
                  tie_head = true, checkpoint = "blocks", lora = { rank = 2, alpha = 4 } },
 }
-local ORDER = { "gpt", "llama", "llama_lora" }
+-- sizes no world divides (61 x 30 embeddings, 30-wide norms): zero2's parts are padded
+MODELS.gpt_odd = { arch = "gpt", vocab = 61, hidden = 30, layers = 1, heads = 2, seq_len = 8, batch = 8 }
+local ORDER = { "gpt", "llama", "llama_lora", "gpt_odd" }
 
 local function params_of(model)
   local out = {}
@@ -52,16 +54,18 @@ for _, case in ipairs(CASES) do
   do
     local name, method, dpo, seed = table.unpack(case)
     local single = train(MODELS[name], method, nil, dpo, seed)
-    local ddp, r = train(MODELS[name], method, { strategy = "ddp" }, dpo, seed)
+    for _, strategy in ipairs({ "ddp", "zero2" }) do
+    local ddp, r = train(MODELS[name], method, { strategy = strategy }, dpo, seed)
     assert(#single == #ddp and #single > 0, "parameter counts differ")
     assert(r.timing.phases_ms.comm > 0, "no time in the comm phase")
     for i = 1, #single do
       local d = math.abs(ddp[i] - single[i]) / math.max(1, math.abs(single[i]))
       if d > BOUND then
-        error(string.format("%s %s: parameter element %d: ddp %.9g, single process %.9g (rank %d of %d)", name, method,
-                            i, ddp[i], single[i], rank, ws))
+        error(string.format("%s %s: parameter element %d: %s %.9g, single process %.9g (rank %d of %d)", name, method,
+                            i, strategy, ddp[i], single[i], rank, ws))
       end
       worst = math.max(worst, d)
+    end
     end
   end
 end

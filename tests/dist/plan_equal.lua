@@ -1,4 +1,5 @@
--- plan_equal.lua: run under mpirun -np N. Each rank trains on the CPU as one rank of the ddp world,
+-- plan_equal.lua: run under mpirun -np N. Each rank trains on the CPU as one rank of the world
+-- (ddp, then zero2, whose optimizer states must be a 1/N share of ddp's),
 -- then plans the same run on device "plan" as rank r of a simulated world of N (no launcher needed
 -- for that: nothing moves). The plan's memory equals what the rank measured, byte for byte: the
 -- run's peak, every category's peak and live-at-peak, every module's peak; and its collectives
@@ -17,8 +18,10 @@ local CASES = {
                        batch = 8, tie_head = true, checkpoint = "blocks", lora = { rank = 2, alpha = 4 } }, "bk" },
   { "gpt flat", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 }, "flat" },
 }
+local states = {} -- optimizer states' peak per strategy, first case
 for _, case in ipairs(CASES) do
-  local name, model, method = table.unpack(case)
+ for _, strategy in ipairs({ "ddp", "zero2" }) do
+  local name, model, method = case[1] .. " " .. strategy, case[2], case[3]
   -- the plan without the CUDA workspace, which a CPU rank does not hold
   local function run(device, distributed)
     local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = device,
@@ -31,8 +34,9 @@ for _, case in ipairs(CASES) do
     if not ok then fail("%s on %s: the result does not validate: %s", name, device, tostring(err)) end
     return r
   end
-  local cpu = run("cpu", { strategy = "ddp" })
-  local plan = run("plan", { strategy = "ddp", world_size = ws, rank = rank })
+  local cpu = run("cpu", { strategy = strategy })
+  local plan = run("plan", { strategy = strategy, world_size = ws, rank = rank })
+  if case == CASES[1] then states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes end
   local function same(a, b, what) if a ~= b then fail("%s: %s: plan %s, measured %s", name, what, b, a) end end
   same(cpu.memory.peak_bytes, plan.memory.peak_bytes, "peak bytes")
   for _, c in ipairs(results.CATEGORIES) do
@@ -64,6 +68,11 @@ for _, case in ipairs(CASES) do
       same(largest.categories[c].rank, at, c .. ": the rank holding it")
     end
   end
+ end
+end
+-- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n
+if not (states.zero2 < states.ddp and states.zero2 * ws <= states.ddp + 2 * 4 * ws * 64) then
+  fail("zero2's optimizer states (%d bytes) are not a 1/%d share of ddp's (%d)", states.zero2, ws, states.ddp)
 end
 dp.dist.barrier()
 print(string.format("rank %d of %d: the plan of this rank equals its measured memory, per category and module", rank, ws))

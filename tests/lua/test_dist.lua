@@ -22,8 +22,7 @@ local function refused(d, device, want)
   check.truthy(tostring(e):find(want, 1, true), string.format("%q names %q", tostring(e), want))
 end
 refused({ strategy = "x" }, nil, "distributed.strategy: unknown strategy 'x' (valid: ddp, zero2, fsdp)")
-refused({ strategy = "zero2" }, nil, "distributed.strategy: 'zero2' is not implemented yet (supported: ddp)")
-refused({ strategy = "fsdp" }, nil, "distributed.strategy: 'fsdp' is not implemented yet (supported: ddp)")
+refused({ strategy = "fsdp" }, nil, "distributed.strategy: 'fsdp' is not implemented yet (supported: ddp, zero2)")
 refused({ strategy = "ddp", world_size = 2 }, nil, "distributed.world_size is 2 but this run was launched with 1 rank(s)")
 refused({ strategy = "ddp", rank = 1 }, nil, "distributed.rank is the launcher's on device 'cpu'")
 refused({ strategy = "ddp", foo = 1 }, nil, "distributed: unknown key 'foo' (valid: strategy, world_size, rank)")
@@ -83,6 +82,26 @@ check.truthy(comm, "the plan run's ledger has comm_all_reduce")
 check.eq(comm.calls, tensors, "one all-reduce per trainable tensor")
 check.eq(comm.bytes, 2 * (2 - 1) / 2 * numel * 4, "wire bytes of a ring all-reduce over the f32 gradients")
 check.eq(r.config.model.batch, 4, "the global batch is recorded")
+
+-- zero2 on the plan: a reduce-scatter per trainable tensor (its (N-1)/N on the wire) instead of
+-- the all-reduce, an all-gather of the updated parameters after the optimizer, AdamW's states a
+-- 1/N share of ddp's
+local function planned(strategy, ws)
+  local p = dp.experiment{ model = MODEL, device = "plan", method = "ghost", iters = 1, warmup = 0,
+                           distributed = { strategy = strategy, world_size = ws } }
+  check.eq(p.status, "ok", tostring(p.message))
+  local ops = {}
+  for _, o in ipairs(p.ledger) do ops[o.op] = o end
+  return p, ops
+end
+local z, zops = planned("zero2", 2)
+local d = planned("ddp", 2)
+check.eq(zops.comm_all_reduce, nil, "zero2 reduce-scatters instead of all-reducing")
+check.eq(zops.comm_reduce_scatter.calls, tensors, "one reduce-scatter per trainable tensor")
+check.eq(zops.comm_reduce_scatter.bytes, (2 - 1) / 2 * numel * 4, "wire bytes of a ring reduce-scatter")
+check.eq(zops.comm_all_gather.calls, tensors, "one all-gather per trainable tensor")
+check.eq(z.memory.categories.optimizer_states.peak_bytes * 2, d.memory.categories.optimizer_states.peak_bytes,
+         "zero2's AdamW states: half of ddp's on 2 ranks (every tensor here has an even size)")
 
 -- the plan's comm phase lasts the wire bytes over the links (H100 defaults: NVLink 450 GB/s within
 -- a node of 8, InfiniBand 50 GB/s beyond), nothing else running in it
