@@ -123,6 +123,8 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     lua_pop(L, 1);
 }
 
+static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strategy s, int64_t want, int64_t rank);
+
 /* wrap(model, optimizer, options) -> priv */
 static int l_wrap(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
@@ -137,6 +139,9 @@ static int l_wrap(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, UV_OPTIM);
     if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    int strategy, world, rank; /* a model made with distributed = {...} trains as one rank */
+    if (dpl_model_distributed(L, 1, &strategy, &world, &rank))
+        distribute(L, lua_gettop(L), "dpprof.dp.wrap", (dp_dist_strategy)strategy, world, rank);
     return 1;
 }
 
@@ -173,45 +178,51 @@ static int l_next_step(lua_State *L) {
     return 1;
 }
 
-/* priv:distribute{strategy=, world_size=, rank=}: trains as one rank. On the plan device a
- * simulated world of world_size in which this process is rank (default 0); elsewhere the launched
- * world, whose size world_size (when given) must be. Strategies: ddp, zero2. */
-static int l_distribute(lua_State *L) {
-    const char *fname = "priv:distribute";
-    dpsgd *dp = check_dp(L, 1);
-    dpl_dp *u = to_dp(L, 1);
-    luaL_checktype(L, 2, LUA_TTABLE);
-    dpl_check_keys(L, 2, fname, dpl_dist_keys);
-    dp_dist_strategy s;
-    if (dp_dist_strategy_parse(dpl_opt_str_field(L, 2, fname, "strategy", NULL), &s) != DP_OK) return fail(L, fname);
-    int64_t want = dpl_opt_int_field(L, 2, fname, "world_size", 0);
-    int64_t rank = dpl_opt_int_field(L, 2, fname, "rank", -1);
+/* Makes the wrapper at idx one rank (strategy s; want: the world size, 0 for the launched one;
+ * rank: the plan's, -1 when not given). On the plan device a simulated world of want in which this
+ * process is rank (default 0); elsewhere the launched world, whose size want (when given) must be;
+ * CUDA tensors move through NCCL. Raises as fname. */
+static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strategy s, int64_t want, int64_t rank) {
+    dpsgd *dp = check_dp(L, idx);
+    dpl_dp *u = to_dp(L, idx);
     dp_comm *comm;
-    lua_getiuservalue(L, 1, UV_MODEL);
+    lua_getiuservalue(L, idx, UV_MODEL);
     dp_device *dev = dp_model_device(dpl_check_model(L, lua_gettop(L)));
     lua_pop(L, 1);
     if (dev->kind == DP_DEV_PLAN) {
         if (want < 1) want = 1;
         if (rank < 0) rank = 0;
         if (want > 1 << 20 || rank >= want)
-            return luaL_error(L, "%s: distributed.rank %d is not a rank of a world of %d", fname, (int)rank, (int)want);
+            luaL_error(L, "%s: distributed.rank %d is not a rank of a world of %d", fname, (int)rank, (int)want);
         dp_dist_plan_comm(&u->plan_comm, (int)rank, (int)want);
         comm = &u->plan_comm;
     } else {
-        if (dp_dist_world(&comm) != DP_OK) return fail(L, fname);
-        if (dev->kind == DP_DEV_CUDA && dp_dist_nccl_comm(comm, &comm) != DP_OK) return fail(L, fname);
+        if (dp_dist_world(&comm) != DP_OK) fail(L, fname);
+        if (dev->kind == DP_DEV_CUDA && dp_dist_nccl_comm(comm, &comm) != DP_OK) fail(L, fname);
         if (want > 0 && want != comm->world_size)
-            return luaL_error(L,
-                              "%s: distributed.world_size is %d but this run has %d rank(s) (launch it with "
-                              "mpirun -np %d or srun -n %d)",
-                              fname, (int)want, comm->world_size, (int)want, (int)want);
+            luaL_error(L,
+                       "%s: distributed.world_size is %d but this run has %d rank(s) (launch it with mpirun -np %d "
+                       "or srun -n %d)",
+                       fname, (int)want, comm->world_size, (int)want, (int)want);
         if (rank >= 0 && rank != comm->rank)
-            return luaL_error(L,
-                              "%s: distributed.rank is given by the launcher (this is rank %d), not by the "
-                              "configuration",
-                              fname, comm->rank);
+            luaL_error(L, "%s: distributed.rank is given by the launcher (this is rank %d), not by the configuration",
+                       fname, comm->rank);
     }
-    if (dpsgd_set_distributed(dp, comm, s) != DP_OK) return fail(L, fname);
+    if (dpsgd_set_distributed(dp, comm, s) != DP_OK) fail(L, fname);
+}
+
+/* priv:distribute{strategy=, world_size=, rank=}: trains as one rank (see distribute). Strategies:
+ * ddp (the default), zero2. */
+static int l_distribute(lua_State *L) {
+    const char *fname = "priv:distribute";
+    check_dp(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    dpl_check_keys(L, 2, fname, dpl_dist_keys);
+    dp_dist_strategy s = DP_DIST_DDP;
+    const char *name = dpl_opt_str_field(L, 2, fname, "strategy", NULL);
+    if (name && dp_dist_strategy_parse(name, &s) != DP_OK) return fail(L, fname);
+    distribute(L, 1, fname, s, dpl_opt_int_field(L, 2, fname, "world_size", 0),
+               dpl_opt_int_field(L, 2, fname, "rank", -1));
     return 0;
 }
 

@@ -259,7 +259,7 @@ local function check_model_and_dp(c)
   if not okm then error(dp.error_text(mcfg), 4) end
   local logical = c.model.batch or 1
   local physical = math.min(c.dp.max_physical_batch_size or logical, rank_batch(c, logical))
-  mcfg.batch = physical
+  mcfg.batch = c.distributed and physical or (c.dp.max_physical_batch_size or logical)
   local ok, err = pcall(dp.model.check, mcfg)
   if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
   ok, err = pcall(dp.dp.check, experiment.wrap_options(c, logical, physical), mcfg.batch)
@@ -367,7 +367,12 @@ function experiment.config(cfg, recorded)
     if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
   end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
-  c.distributed = copy(cfg.distributed)
+  -- `distributed` at the top or in the model (dp.model's key), once
+  if c.model.distributed ~= nil and cfg.distributed ~= nil then
+    dp.refuse("dpprof.experiment: distributed is given twice (at the top and in model): give it once")
+  end
+  c.distributed = copy(cfg.distributed or c.model.distributed)
+  c.model.distributed = nil -- the experiment makes the wrapper a rank itself
   check_distributed(c, recorded)
   check_model_and_dp(c)
   return c
@@ -715,7 +720,10 @@ function experiment.run(cfg_in)
   local function body()
     building = true
     local mcfg, load = experiment.model_options(c.model, kind)
-    physical = math.min(c.dp.max_physical_batch_size or mcfg.batch, rank_batch(c, c.model.batch or mcfg.batch))
+    physical = c.dp.max_physical_batch_size or mcfg.batch
+    if c.distributed then -- a rank's physical batches hold at most its slice
+      physical = math.min(physical or math.huge, rank_batch(c, c.model.batch or mcfg.batch or 1))
+    end
     mcfg.batch = physical
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed

@@ -16,7 +16,12 @@ check.eq(table.concat(dp.dist.KEYS, ","), "strategy,world_size,rank", "keys")
 
 local MODEL = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4 }
 local function refused(d, device, want)
-  local ok, e = pcall(dp.experiment, { model = MODEL, device = device or "cpu", distributed = d })
+  local model = MODEL
+  if d == nil then -- given twice: in the model and at the top
+    model = dp.deep_copy(MODEL)
+    model.distributed, d = { strategy = "ddp" }, { strategy = "ddp" }
+  end
+  local ok, e = pcall(dp.experiment, { model = model, device = device or "cpu", distributed = d })
   check.eq(ok, false, "refused: " .. want)
   check.eq(type(e) == "table" and e.exit_status, 2, "exit status of: " .. tostring(e))
   check.truthy(tostring(e):find(want, 1, true), string.format("%q names %q", tostring(e), want))
@@ -64,6 +69,25 @@ cfg1.distributed = { strategy = "ddp" }
 local one, r1 = params(cfg1)
 for i = 1, #alone do check.eq(one[i], alone[i], "world size 1 equals no distributed key, tensor " .. i) end
 check.eq(r1.timing.phases_ms.comm >= 0, true, "a comm phase")
+
+-- dp.model{distributed = ...}: the wrapper trains as one rank (here rank 1 of a planned world
+-- of 2: half the batch a step), and an experiment takes it from its model too (once)
+do
+  local m <close> = dp.model{ arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4,
+                              device = "plan", distributed = { strategy = "ddp", world_size = 2, rank = 1 } }
+  local priv <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
+  local step = priv:next_step()
+  check.eq(step.first, 2, "rank 1's first sample")
+  check.eq(step.physical[1], 2, "its half of the batch")
+  check.raises(function() dp.model{ vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8,
+                                    distributed = { strategy = "x" } } end, "unknown strategy 'x'")
+  local mm = dp.deep_copy(MODEL)
+  mm.distributed = { strategy = "ddp", world_size = 2, rank = 1 }
+  local rm = dp.experiment{ model = mm, device = "plan", method = "ghost", iters = 1, warmup = 0 }
+  check.eq(rm.status, "ok", tostring(rm.message))
+  check.eq(rm.distributed.rank, 1, "the model's distributed key")
+  refused(nil, "plan", "distributed is given twice")
+end
 
 -- plan: rank 1 of a simulated world of 2 records one all-reduce per trainable tensor, each
 -- 2 (N-1)/N of its bytes on the wire (a ring's), and holds half the batch
