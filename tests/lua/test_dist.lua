@@ -159,6 +159,11 @@ for i, point in ipairs(rs.points) do
   peaks[i] = one.memory.categories.activations.peak_bytes
 end
 check.truthy(peaks[1] > peaks[2] and peaks[2] > peaks[3], "fewer samples a rank, fewer activations")
+local refusal = check.raises(function()
+  dp.sweep{ base = { model = BIG, device = "cpu", method = "ghost", distributed = { strategy = "ddp" } },
+            vary = { seq_len = { 8, 16 } }, out = sdir .. "-cpu", quiet = true }
+end, { "dpprof.sweep: point seq_len=8: distributed on device 'cpu'", "run the experiment itself under mpirun" })
+check.eq(io.open(sdir .. "-cpu"), nil, "the refused sweep wrote nothing: " .. refusal)
 local code2, fit_out = check.sh(string.format("%q fit world_size=4 strategy=ddp batch=8 preset=small method=ghost "
                                               .. "checkpoint=off hi=4096", dp.executable))
 check.eq(code2, 0, fit_out)
