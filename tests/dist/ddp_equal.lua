@@ -18,7 +18,12 @@ local MODELS = {
 }
 -- sizes no world divides (61 x 30 embeddings, 30-wide norms): zero2's parts are padded
 MODELS.gpt_odd = { arch = "gpt", vocab = 61, hidden = 30, layers = 1, heads = 2, seq_len = 8, batch = 8 }
-local ORDER = { "gpt", "llama", "llama_lora", "gpt_odd" }
+-- bf16 compute with f32 masters (the CPU's bf16 is CUDA's exact reference), LoRA's frozen base bf16
+MODELS.llama_bf16 = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8,
+                      batch = 8, tie_head = true, dtype = "bf16", master_weights = true, lora = { rank = 2, alpha = 4 } }
+MODELS.gpt_bf16 = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8, dtype = "bf16",
+                    master_weights = true, checkpoint = "blocks" } -- full fine-tuning: bf16 copies of f32 masters
+local ORDER = { "gpt", "llama", "llama_lora", "gpt_odd", "llama_bf16", "gpt_bf16" }
 
 local function params_of(model)
   local out = {}

@@ -2,9 +2,9 @@
 -- launcher: world size 1 through NCCL (ncclGetUniqueId and ncclCommInitRank in this process).
 --   * NCCL missing (DPPROF_NCCL naming no library): one line naming the library, DPPROF_NCCL and
 --     LD_LIBRARY_PATH, exit 2 (a refused configuration), nothing written;
---   * with NCCL: distributed = {strategy = "ddp"} on device cuda trains exactly as the run without
---     it (each parameter's sum of squares bit for bit after K steps), its all-reduces in the
---     ledger and the comm phase.
+--   * with NCCL: distributed = {strategy = "ddp"} (and "zero2") on device cuda trains exactly as
+--     the run without it (each parameter's sum of squares bit for bit after K steps), its
+--     collectives in the ledger and the comm phase.
 -- NCCL is found by DPPROF_NCCL or the loader's path (PyPI's nvidia-nccl-cu13: site-packages/
 -- nvidia/nccl/lib/libnccl.so.2).
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
@@ -48,13 +48,20 @@ os.execute("rm -rf " .. dir)
 
 for _, method in ipairs({ "vanilla", "ghost", "flash_clip", "bk" }) do
   local alone = run(method, nil)
-  local nccl, r = run(method, { strategy = "ddp" })
-  for i = 1, #alone do check.eq(nccl[i], alone[i], method .. ": world size 1 through NCCL, tensor " .. i) end
-  local calls = 0
-  for _, o in ipairs(r.ledger) do if o.op == "comm_all_reduce" then calls = o.calls end end
-  check.truthy(calls > 0, method .. ": the all-reduces are in the ledger")
-  check.truthy(r.timing.phases_ms.comm > 0, method .. ": the comm phase")
-  print(string.format("%s: world size 1 through NCCL equals the run without it (%d tensors, %d all-reduces, comm %.3f ms)",
-                      method, #alone, calls, r.timing.phases_ms.comm))
+  for _, strategy in ipairs({ "ddp", "zero2" }) do
+    local nccl, r = run(method, { strategy = strategy })
+    for i = 1, #alone do
+      check.eq(nccl[i], alone[i], method .. " " .. strategy .. ": world size 1 through NCCL, tensor " .. i)
+    end
+    local calls = 0
+    for _, o in ipairs(r.ledger) do
+      if o.op == (strategy == "ddp" and "comm_all_reduce" or "comm_reduce_scatter") then calls = o.calls end
+    end
+    check.truthy(calls > 0, method .. " " .. strategy .. ": the collectives are in the ledger")
+    check.truthy(r.timing.phases_ms.comm > 0, method .. " " .. strategy .. ": the comm phase")
+    print(string.format("%s %s: world size 1 through NCCL equals the run without it (%d tensors, %d %s, comm %.3f ms)",
+                        method, strategy, #alone, calls, strategy == "ddp" and "all-reduces" or "reduce-scatters",
+                        r.timing.phases_ms.comm))
+  end
 end
 print("ok")
