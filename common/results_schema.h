@@ -290,6 +290,8 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(DISTRIBUTED_RANKS_PEAK_BYTES, "distributed.ranks[].peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)               \
     X(DISTRIBUTED_RANKS_CATEGORIES, "distributed.ranks[].categories", OBJECT, PARENT, 0, NULL)                         \
     X(DISTRIBUTED_RANKS_CATEGORY, "distributed.ranks[].categories.{category}", INTEGER, PARENT, DPR_NONNEG, NULL)      \
+    X(DISTRIBUTED_RANKS_LIVE_AT_PEAK, "distributed.ranks[].live_at_peak", OBJECT, PARENT, 0, NULL)                     \
+    X(DISTRIBUTED_RANKS_LIVE, "distributed.ranks[].live_at_peak.{category}", INTEGER, PARENT, DPR_NONNEG, NULL)        \
     X(DISTRIBUTED_LARGEST, "distributed.largest", OBJECT, OPTIONAL, 0, NULL)                                           \
     X(DISTRIBUTED_LARGEST_PEAK_BYTES, "distributed.largest.peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)             \
     X(DISTRIBUTED_LARGEST_RANK, "distributed.largest.rank", INTEGER, PARENT, DPR_NONNEG, NULL)                         \

@@ -508,31 +508,28 @@ local function environment(kind, info, device_model, threads)
   return e
 end
 
--- A distributed run's result: r.distributed = {strategy, world_size, rank}; on a launched world of
--- more than one rank every rank's peaks (total, per category, per module) are gathered, and rank 0's
--- result also carries them all (`ranks`) and the largest of each with the rank that holds it
--- (`largest`). A rank whose run failed ends every rank (the others would wait in a collective
--- forever): its error is raised naming the rank, and the launcher stops the job.
-function experiment.combine_ranks(r, d, kind)
-  local launched = kind ~= "plan"
-  local rank = launched and dp.dist.rank() or d.rank or 0
-  local ws = launched and dp.dist.world_size() or d.world_size
-  r.distributed = { strategy = d.strategy, world_size = ws, rank = rank }
-  if not launched or ws <= 1 then return end
-  if r.status ~= "ok" then
-    error(string.format("rank %d of %d: %s", rank, ws, tostring(r.message)), 0)
+-- What one rank's result tells the combined one: {rank, peak_bytes, categories = {category:
+-- peak bytes}, live_at_peak = {category: bytes live at the rank's peak}, modules = {{module, peak
+-- bytes}, ...}}.
+function experiment.rank_summary(r, rank)
+  local cats, live, modules = {}, {}, {}
+  for _, cname in ipairs(results.CATEGORIES) do
+    cats[cname] = r.memory.categories[cname].peak_bytes
+    live[cname] = r.memory.categories[cname].live_at_peak_bytes
   end
-  local cats, modules = {}, {}
-  for _, cname in ipairs(results.CATEGORIES) do cats[cname] = r.memory.categories[cname].peak_bytes end
   for i, m in ipairs(r.memory.modules) do modules[i] = { m.module, m.peak_bytes } end
-  local all = dp.dist.all_gather(json.encode({ rank = rank, peak_bytes = r.memory.peak_bytes, categories = cats,
-                                               modules = modules }))
-  if rank ~= 0 then return end
+  return { rank = rank, peak_bytes = r.memory.peak_bytes, categories = cats, live_at_peak = live, modules = modules }
+end
+
+-- The ranks' summaries (experiment.rank_summary, in rank order) as a combined result's
+-- distributed.ranks and distributed.largest: every rank's peaks, and the largest peak, per
+-- category and per module, with the rank that holds it (the first such rank on a tie).
+function experiment.combine(summaries)
   local ranks, largest = json.array(), { peak_bytes = -1, categories = {}, modules = json.array() }
   local by_module, order = {}, {}
-  for i, text in ipairs(all) do
-    local one = json.decode(text)
-    ranks[i] = { rank = one.rank, peak_bytes = one.peak_bytes, categories = one.categories }
+  for i, one in ipairs(summaries) do
+    ranks[i] = { rank = one.rank, peak_bytes = one.peak_bytes, categories = one.categories,
+                 live_at_peak = one.live_at_peak }
     if one.peak_bytes > largest.peak_bytes then largest.peak_bytes, largest.rank = one.peak_bytes, one.rank end
     for _, cname in ipairs(results.CATEGORIES) do
       local have = largest.categories[cname]
@@ -547,6 +544,28 @@ function experiment.combine_ranks(r, d, kind)
     end
   end
   for i, name in ipairs(order) do largest.modules[i] = by_module[name] end
+  return ranks, largest
+end
+
+-- A distributed run's result: r.distributed = {strategy, world_size, rank}; on a launched world of
+-- more than one rank every rank's peaks (total, per category, per module) are gathered, and rank 0's
+-- result also carries them all (`ranks`) and the largest of each with the rank that holds it
+-- (`largest`). A rank whose run failed ends every rank (the others would wait in a collective
+-- forever): its error is raised naming the rank, and the launcher stops the job.
+function experiment.combine_ranks(r, d, kind)
+  local launched = kind ~= "plan"
+  local rank = launched and dp.dist.rank() or d.rank or 0
+  local ws = launched and dp.dist.world_size() or d.world_size
+  r.distributed = { strategy = d.strategy, world_size = ws, rank = rank }
+  if not launched or ws <= 1 then return end
+  if r.status ~= "ok" then
+    error(string.format("rank %d of %d: %s", rank, ws, tostring(r.message)), 0)
+  end
+  local all = dp.dist.all_gather(json.encode(experiment.rank_summary(r, rank)))
+  if rank ~= 0 then return end
+  local summaries = {}
+  for i, text in ipairs(all) do summaries[i] = json.decode(text) end
+  local ranks, largest = experiment.combine(summaries)
   r.distributed.ranks, r.distributed.largest = ranks, largest
 end
 

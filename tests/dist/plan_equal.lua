@@ -67,6 +67,17 @@ for _, case in ipairs(CASES) do
       same(largest.categories[c].peak_bytes, max, c .. ": the largest rank's peak")
       same(largest.categories[c].rank, at, c .. ": the rank holding it")
     end
+    for _, one in ipairs(cpu.distributed.ranks) do -- what was live at each rank's peak makes it up
+      local sum = 0
+      for _, c in ipairs(results.CATEGORIES) do sum = sum + one.live_at_peak[c] end
+      same(sum, one.peak_bytes, "rank " .. one.rank .. "'s live at peak")
+    end
+    local png = os.tmpname() .. ".png"
+    results.rank_chart(cpu, png)
+    local f = io.open(png, "rb")
+    if not f or f:read(4) ~= "\137PNG" then fail("%s: no per-rank chart", name) end
+    f:close()
+    os.remove(png)
   end
  end
 end

@@ -146,6 +146,42 @@ check.raises(function() dp.plan.device_model{ base = "h100", gpus_per_node = 0 }
 check.raises(function() dp.plan.device_model{ base = "h100", inter_node_gbps = -1 } end,
              "inter_node_gbps must be a positive number")
 
+-- a planned world rank by rank, combined as rank 0 of a launched world combines its ranks: Poisson
+-- draws give the ranks different slices (seed 3: 6, 7 and 8 of 64 samples over 3 ranks), so the
+-- largest rank per category is a real choice; the combined result validates and charts
+do
+  local experiment = require("dpprof.experiment")
+  local results = require("dpprof.results")
+  local summaries, runs = {}, {}
+  for rank = 0, 2 do
+    local p = dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8,
+                                       batch = 8 }, device = "plan", method = "ghost", iters = 2, warmup = 1, seed = 3,
+                             dp = { poisson = true, dataset_size = 64 },
+                             distributed = { strategy = "ddp", world_size = 3, rank = rank } }
+    check.eq(p.status, "ok", tostring(p.message))
+    runs[rank + 1], summaries[rank + 1] = p, experiment.rank_summary(p, rank)
+  end
+  local ranks, largest = experiment.combine(summaries)
+  local want, at = -1, nil
+  for i, p in ipairs(runs) do
+    local a = p.memory.categories.activations.peak_bytes
+    if a > want then want, at = a, i - 1 end
+  end
+  check.eq(largest.categories.activations.peak_bytes, want, "the largest rank's activations")
+  check.eq(largest.categories.activations.rank, at, "the rank holding them")
+  check.truthy(runs[1].memory.categories.activations.peak_bytes ~= want, "the ranks differ (rank 0 holds fewer)")
+  local combined = runs[1]
+  combined.distributed.ranks, combined.distributed.largest = ranks, largest
+  check.eq(results.validate(combined), true, "the combined result validates")
+  local png = os.tmpname() .. ".png"
+  results.rank_chart(combined, png)
+  local f = assert(io.open(png, "rb"))
+  check.eq(f:read(8), "\137PNG\r\n\26\n", "a PNG per-rank chart")
+  f:close()
+  os.remove(png)
+  check.raises(function() results.rank_chart(runs[2], png) end, "no distributed.ranks")
+end
+
 -- world_size and strategy are sweep variables; fit plans rank 0 of a world
 local sdir = os.tmpname()
 os.remove(sdir)

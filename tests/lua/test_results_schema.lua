@@ -424,21 +424,9 @@ local function rank_plan(rank)
 end
 local distributed = rank_plan(1)
 do
-  local ranks, largest = json.array(), { peak_bytes = -1, categories = {}, modules = json.array() }
-  for i, one in ipairs({ rank_plan(0), distributed }) do
-    local cats = {}
-    for _, c in ipairs(results.CATEGORIES) do
-      cats[c] = one.memory.categories[c].peak_bytes
-      if not largest.categories[c] or cats[c] > largest.categories[c].peak_bytes then
-        largest.categories[c] = { peak_bytes = cats[c], rank = i - 1 }
-      end
-    end
-    ranks[i] = { rank = i - 1, peak_bytes = one.memory.peak_bytes, categories = cats }
-    if one.memory.peak_bytes > largest.peak_bytes then largest.peak_bytes, largest.rank = one.memory.peak_bytes, i - 1 end
-  end
-  for i, m in ipairs(distributed.memory.modules) do
-    largest.modules[i] = { module = m.module, peak_bytes = m.peak_bytes, rank = 1 }
-  end
+  local experiment = require("dpprof.experiment")
+  local ranks, largest = experiment.combine({ experiment.rank_summary(rank_plan(0), 0),
+                                              experiment.rank_summary(distributed, 1) })
   distributed.distributed.ranks, distributed.distributed.largest = ranks, largest
   assert_valid(distributed, "a combined distributed result")
 end
