@@ -841,6 +841,7 @@ function experiment.run(cfg_in)
     device = kind, seed = c.seed, device_model = device_model and copy(c.device_model or device_model.name) or nil,
     profile = c.profile,
     threads = c.threads,
+    distributed = c.distributed and copy(c.distributed) or nil, -- as checked: the world size filled in
   }
   config.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
   local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip

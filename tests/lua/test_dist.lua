@@ -106,6 +106,9 @@ check.truthy(comm, "the plan run's ledger has comm_all_reduce")
 check.eq(comm.calls, tensors, "one all-reduce per trainable tensor")
 check.eq(comm.bytes, 2 * (2 - 1) / 2 * numel * 4, "wire bytes of a ring all-reduce over the f32 gradients")
 check.eq(r.config.model.batch, 4, "the global batch is recorded")
+check.eq(r.config.distributed.world_size, 2, "the configuration records distributed")
+local again = require("dpprof.experiment").check_recorded(r.config) -- a result's config re-checks as a script's
+check.eq(again.distributed.rank, 1, "and it survives the recorded check")
 
 -- zero2 on the plan: a reduce-scatter per trainable tensor (its (N-1)/N on the wire) instead of
 -- the all-reduce, an all-gather of the updated parameters after the optimizer, AdamW's states a
