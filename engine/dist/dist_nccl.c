@@ -38,8 +38,7 @@ static struct {
     ncclResult_t (*get_unique_id)(ncclUniqueId *);
     ncclResult_t (*init_rank)(ncclComm_t *, int, ncclUniqueId, int);
     ncclResult_t (*all_reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
-    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
-                                   cudaStream_t);
+    ncclResult_t (*reduce_scatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
     ncclResult_t (*all_gather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
     ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
     ncclResult_t (*destroy)(ncclComm_t);
@@ -61,8 +60,7 @@ static int nccl_check(ncclResult_t rc, const char *op) {
 static int run_on_stream(const dp_tensor *t, ncclResult_t rc, const char *op) {
     DP_TRY(nccl_check(rc, op));
     cudaError_t e = cudaStreamSynchronize(nc.stream);
-    if (e != cudaSuccess)
-        return dp_error_set(DP_EDEVICE, "distributed: NCCL %s: %s", op, cudaGetErrorString(e));
+    if (e != cudaSuccess) return dp_error_set(DP_EDEVICE, "distributed: NCCL %s: %s", op, cudaGetErrorString(e));
     return (void)t, DP_OK;
 }
 
@@ -75,8 +73,8 @@ static int device_only(const dp_tensor *t, const char *op) {
 static int nccl_all_reduce(dp_comm *c, dp_tensor *t) {
     (void)c;
     DP_TRY(device_only(t, "all_reduce"));
-    return run_on_stream(
-        t, nc.all_reduce(t->data, t->data, (size_t)t->numel, ncclFloat32, ncclSum, nc.comm, nc.stream), "all_reduce");
+    return run_on_stream(t, nc.all_reduce(t->data, t->data, (size_t)t->numel, ncclFloat32, ncclSum, nc.comm, nc.stream),
+                         "all_reduce");
 }
 
 static int nccl_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
@@ -97,8 +95,8 @@ static int nccl_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
 static int nccl_broadcast(dp_comm *c, dp_tensor *t, int root) {
     (void)c;
     DP_TRY(device_only(t, "broadcast"));
-    return run_on_stream(
-        t, nc.broadcast(t->data, t->data, (size_t)t->numel, ncclFloat32, root, nc.comm, nc.stream), "broadcast");
+    return run_on_stream(t, nc.broadcast(t->data, t->data, (size_t)t->numel, ncclFloat32, root, nc.comm, nc.stream),
+                         "broadcast");
 }
 
 static int nccl_barrier(dp_comm *c) {

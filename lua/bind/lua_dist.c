@@ -117,7 +117,8 @@ void dpl_open_dist(lua_State *L) {
                                    {"world_size", l_world_size},
                                    {"barrier", l_barrier},
                                    {"launcher", l_launcher},
-                                   {"all_gather", l_all_gather}, {"nccl", l_nccl},
+                                   {"all_gather", l_all_gather},
+                                   {"nccl", l_nccl},
                                    {"link_model", l_link_model},
                                    {"link_seconds", l_link_seconds},
                                    {NULL, NULL}};

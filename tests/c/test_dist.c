@@ -20,8 +20,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const VARS[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE",
-                                   "PMI_RANK",             "SLURM_STEP_NUM_TASKS", "SLURM_PROCID"};
+static const char *const VARS[] = {"OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_SIZE", "PMI_RANK",
+                                   "SLURM_STEP_NUM_TASKS", "SLURM_PROCID"};
 
 static void clear_env(void) {
     for (size_t i = 0; i < sizeof VARS / sizeof VARS[0]; i++) unsetenv(VARS[i]);
@@ -47,7 +47,7 @@ static void test_launcher(void) {
     CHECK(l.launcher && strcmp(l.launcher, "pmi") == 0 && l.rank == 1 && l.world_size == 2);
     static const struct {
         const char *size, *rank, *named;
-    } bad[] = {{"x", "0", "OMPI_COMM_WORLD_SIZE"}, {"2", "2", "OMPI_COMM_WORLD_RANK"},
+    } bad[] = {{"x", "0", "OMPI_COMM_WORLD_SIZE"},  {"2", "2", "OMPI_COMM_WORLD_RANK"},
                {"2", "-1", "OMPI_COMM_WORLD_RANK"}, {"0", "0", "OMPI_COMM_WORLD_SIZE"},
                {"2", NULL, "OMPI_COMM_WORLD_RANK"}, {"99999999999", "0", "OMPI_COMM_WORLD_SIZE"},
                {"2 ", "0", "OMPI_COMM_WORLD_SIZE"}};
