@@ -550,17 +550,18 @@ end
 -- A distributed run's result: r.distributed = {strategy, world_size, rank}; on a launched world of
 -- more than one rank every rank's peaks (total, per category, per module) are gathered, and rank 0's
 -- result also carries them all (`ranks`) and the largest of each with the rank that holds it
--- (`largest`). A rank whose run failed ends every rank (the others would wait in a collective
--- forever): its error is raised naming the rank, and the launcher stops the job.
-function experiment.combine_ranks(r, d, kind)
+-- (`largest`). A failed run (every rank's, after the vote that named the failed rank) gathers
+-- nothing; a rank that failed inside a collective raises naming itself (the launcher stops the job).
+function experiment.combine_ranks(r, d, kind, in_collective)
   local launched = kind ~= "plan"
   local rank = launched and dp.dist.rank() or d.rank or 0
   local ws = launched and dp.dist.world_size() or d.world_size
   r.distributed = { strategy = d.strategy, world_size = ws, rank = rank }
   if not launched or ws <= 1 then return end
-  if r.status ~= "ok" then
+  if in_collective then -- failed inside a collective: the others cannot be told; the launcher stops them
     error(string.format("rank %d of %d: %s", rank, ws, tostring(r.message)), 0)
   end
+  if r.status ~= "ok" then return end -- every rank stopped at the same vote, naming the failed one
   local all = dp.dist.all_gather(json.encode(experiment.rank_summary(r, rank)))
   if rank ~= 0 then return end
   local summaries = {}
@@ -685,6 +686,35 @@ function experiment.run(cfg_in)
     error(string.format("non-finite %s (%s) in %s, physical batch %d: %s", what, shown, where, k, first), 0)
   end
 
+  -- A launched world of several ranks: before each collective, and once at the end, every rank says
+  -- whether its run failed (dp.dist.all_gather of "" or the failure, as JSON), so that a rank that
+  -- failed (out of memory, an error) ends every rank's run, each result naming it, rather than
+  -- leaving the others waiting in a collective. A failure inside a collective cannot be voted on:
+  -- that rank raises and the launcher stops the job (combine_ranks).
+  local ws_launched = c.distributed and kind ~= "plan" and dp.dist.world_size() or 1
+  local peer_failure, in_collective, voted = nil, false, false
+  local PEER_FAILED = setmetatable({}, { __tostring = function() return "another rank failed" end })
+  local function vote(failure)
+    if ws_launched <= 1 then return nil end
+    voted = voted or failure ~= nil
+    local all = dp.dist.all_gather(failure and json.encode(failure) or "")
+    for i, text in ipairs(all) do
+      if text ~= "" then return i - 1, json.decode(text) end
+    end
+  end
+  local function check_peers()
+    local who, f = vote(nil)
+    if who then
+      peer_failure = { rank = who, message = f.message, oom = f.oom }
+      error(PEER_FAILED, 0)
+    end
+  end
+  local function collective(fn)
+    in_collective = true
+    fn()
+    in_collective = false
+  end
+
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
   -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
   local function iteration(i, step)
@@ -716,12 +746,18 @@ function experiment.run(cfg_in)
       if i then callback("after_clip", i, k) end
       dp.free_batch(batch)
     end
-    if c.distributed then phase("comm", iter, acc, function() priv:reduce_grads() end) end
+    if c.distributed then
+      check_peers()
+      phase("comm", iter, acc, function() collective(function() priv:reduce_grads() end) end)
+    end
     phase("noise", iter, acc, function() priv:noise() end)
     if i then callback("after_noise", i) end
     phase("optimizer", iter, acc, function() opt:step(); opt:zero_grad() end)
     -- zero2: every rank's updated slice to every rank
-    if c.distributed and c.distributed.strategy == "zero2" then phase("comm", iter, acc, function() priv:gather_params() end) end
+    if c.distributed and c.distributed.strategy == "zero2" then
+      check_peers()
+      phase("comm", iter, acc, function() collective(function() priv:gather_params() end) end)
+    end
     if i then
       snap("iter{i}_after_step", i)
       callback("after_step", i)
@@ -814,9 +850,24 @@ function experiment.run(cfg_in)
     if ok then profile = ops.finish(profiling, dp.ledger(), c.iters) else dp.profile.enable(false) end
   end
 
+  if ws_launched > 1 and not in_collective then -- the vote that pairs with the others' next one
+    if ok then
+      local who, f = vote(nil) -- every rank at its end: did one fail after the last collective?
+      if who then ok, peer_failure = false, { rank = who, message = f.message, oom = f.oom } end
+    elseif not peer_failure then
+      vote({ message = err.message, oom = dp.oom_details(err.message) })
+    end
+  end
   local status, oom = "ok", nil
   if not ok then
-    oom = dp.oom_details(err.message)
+    if peer_failure then -- this rank stopped because another failed: that rank's failure, named
+      err = { message = string.format("rank %d of %d: %s", peer_failure.rank, ws_launched, peer_failure.message),
+              traceback = nil, building = false }
+      oom = peer_failure.oom
+    else
+      oom = dp.oom_details(err.message)
+      if ws_launched > 1 then err.message = string.format("rank %d of %d: %s", dp.dist.rank(), ws_launched, err.message) end
+    end
     status = oom and "oom" or "error"
   end
   if not ok and not oom and err.building then
@@ -887,7 +938,7 @@ function experiment.run(cfg_in)
   if not ok and #st.iter_ms == 0 then
     r.timing.iter_ms = json.array() -- no timed iteration ran: no averages to report
   end
-  if c.distributed then experiment.combine_ranks(r, c.distributed, kind) end
+  if c.distributed then experiment.combine_ranks(r, c.distributed, kind, in_collective) end
   if c.trace then
     local trace = require("dpprof.trace")
     trace.write(c.trace, r, mem.events(), { initial = initial, op_calls = op_calls })
