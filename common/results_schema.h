@@ -41,10 +41,12 @@
 #define DPR_STATUSES(X) X(OK, "ok") X(OOM, "oom") X(ERROR, "error") X(CRASHED, "crashed") X(TIMEOUT, "timeout")
 #define DPR_PHASES(X)                                                                                                  \
     X(FORWARD, "forward")                                                                                              \
-    X(BACKWARD, "backward") X(CLIP, "clip") X(NOISE, "noise") X(OPTIMIZER, "optimizer") X(RECOMPUTE, "recompute")
+    X(BACKWARD, "backward")                                                                                            \
+    X(CLIP, "clip") X(NOISE, "noise") X(OPTIMIZER, "optimizer") X(RECOMPUTE, "recompute") X(COMM, "comm")
 /* The phases a result may lack, read as 0 ms: those results written before them do not have
- * (recompute: activation checkpointing's recomputation of blocks, issue 16). */
-#define DPR_OPTIONAL_PHASES(X) X(RECOMPUTE, "recompute")
+ * (recompute: activation checkpointing's recomputation of blocks, issue 16; comm: the gradients
+ * summed across the ranks of a distributed run, issue 29). */
+#define DPR_OPTIONAL_PHASES(X) X(RECOMPUTE, "recompute") X(COMM, "comm")
 #define DPR_SAMPLINGS(X) X(POISSON, "poisson") X(FIXED, "fixed")
 #define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory")
 /* config.profile and profile.mode (a result carries `profile` only for "ops"). */
@@ -59,6 +61,7 @@
     X(CLIP, "clip")                                                                                                    \
     X(NOISE, "noise")                                                                                                  \
     X(OPTIMIZER, "optimizer")                                                                                          \
+    X(COMM, "comm")                                                                                                    \
     X(OTHER, "other")
 /* Since when memory.host_peak_rss_bytes is the peak: the experiment's start (the kernel's peak was
  * reset) or the process's (it could not be). */
@@ -295,6 +298,33 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(OOM_TOTAL_LIVE_BYTES, "oom.total_live_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                               \
     X(OOM_LIMIT_BYTES, "oom.limit_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                                         \
     X(OOM_DEVICE, "oom.device", STRING, OPTIONAL, 0, NULL)                                                             \
+    X(DISTRIBUTED, "distributed", OBJECT, OPTIONAL, 0, NULL) /* distributed runs only (issue 29) */                    \
+    X(DISTRIBUTED_STRATEGY, "distributed.strategy", STRING, PARENT, 0, NULL)                                           \
+    X(DISTRIBUTED_WORLD_SIZE, "distributed.world_size", INTEGER, PARENT, DPR_NONNEG, NULL)                             \
+    X(DISTRIBUTED_RANK, "distributed.rank", INTEGER, PARENT, DPR_NONNEG, NULL)                                         \
+    X(DISTRIBUTED_RANKS, "distributed.ranks", ARRAY, OPTIONAL, 0, NULL) /* rank 0's combined result */                 \
+    X(DISTRIBUTED_RANKS_ITEM, "distributed.ranks[]", OBJECT, PARENT, 0, NULL)                                          \
+    X(DISTRIBUTED_RANKS_RANK, "distributed.ranks[].rank", INTEGER, PARENT, DPR_NONNEG, NULL)                           \
+    X(DISTRIBUTED_RANKS_PEAK_BYTES, "distributed.ranks[].peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)               \
+    X(DISTRIBUTED_RANKS_CATEGORIES, "distributed.ranks[].categories", OBJECT, PARENT, 0, NULL)                         \
+    X(DISTRIBUTED_RANKS_CATEGORY, "distributed.ranks[].categories.{category}", INTEGER, PARENT, DPR_NONNEG, NULL)      \
+    X(DISTRIBUTED_RANKS_LIVE_AT_PEAK, "distributed.ranks[].live_at_peak", OBJECT, PARENT, 0, NULL)                     \
+    X(DISTRIBUTED_RANKS_LIVE, "distributed.ranks[].live_at_peak.{category}", INTEGER, PARENT, DPR_NONNEG, NULL)        \
+    X(DISTRIBUTED_LARGEST, "distributed.largest", OBJECT, OPTIONAL, 0, NULL)                                           \
+    X(DISTRIBUTED_LARGEST_PEAK_BYTES, "distributed.largest.peak_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)             \
+    X(DISTRIBUTED_LARGEST_RANK, "distributed.largest.rank", INTEGER, PARENT, DPR_NONNEG, NULL)                         \
+    X(DISTRIBUTED_LARGEST_CATEGORIES, "distributed.largest.categories", OBJECT, PARENT, 0, NULL)                       \
+    X(DISTRIBUTED_LARGEST_CATEGORY, "distributed.largest.categories.{category}", OBJECT, PARENT, 0, NULL)              \
+    X(DISTRIBUTED_LARGEST_CATEGORY_PEAK_BYTES, "distributed.largest.categories.{category}.peak_bytes", INTEGER,        \
+      PARENT, DPR_NONNEG, NULL)                                                                                        \
+    X(DISTRIBUTED_LARGEST_CATEGORY_RANK, "distributed.largest.categories.{category}.rank", INTEGER, PARENT,            \
+      DPR_NONNEG, NULL)                                                                                                \
+    X(DISTRIBUTED_LARGEST_MODULES, "distributed.largest.modules", ARRAY, PARENT, 0, NULL)                              \
+    X(DISTRIBUTED_LARGEST_MODULE, "distributed.largest.modules[]", OBJECT, PARENT, 0, NULL)                            \
+    X(DISTRIBUTED_LARGEST_MODULE_MODULE, "distributed.largest.modules[].module", STRING, PARENT, 0, NULL)              \
+    X(DISTRIBUTED_LARGEST_MODULE_PEAK_BYTES, "distributed.largest.modules[].peak_bytes", INTEGER, PARENT, DPR_NONNEG,  \
+      NULL)                                                                                                            \
+    X(DISTRIBUTED_LARGEST_MODULE_RANK, "distributed.largest.modules[].rank", INTEGER, PARENT, DPR_NONNEG, NULL)        \
     X(SWEEP, "sweep", OBJECT, OPTIONAL, 0, NULL) /* sweep points only */                                               \
     X(SWEEP_NAME, "sweep.name", STRING, PARENT, 0, NULL)                                                               \
     X(SWEEP_CONFIG, "sweep.config", OBJECT, OPTIONAL, DPR_OPEN, NULL)                                                  \

@@ -39,7 +39,8 @@ static const struct {
 static const struct {
     const char *prefix;
     int category;
-} prefixes[] = {{"dp_clip", OPCAT_CLIP}, {"dp_noise", OPCAT_NOISE}, {"dp_", OPCAT_PER_SAMPLE_NORMS}};
+} prefixes[] = {
+    {"dp_clip", OPCAT_CLIP}, {"dp_noise", OPCAT_NOISE}, {"dp_", OPCAT_PER_SAMPLE_NORMS}, {"comm_", OPCAT_COMM}};
 
 const char *dp_engine_op_category(const char *op) {
     /* "<section>:<op>" (a ledger section, e.g. "recompute:gemm") is in its op's category */

@@ -96,7 +96,7 @@ const char *dpplot_module_group_name(dpplot_module_group g) {
 #define DPPLOT_PHASE_NAME(id, name) name,
 static const char *const phase_names[DPPLOT_N_PHASES] = {DPR_PHASES(DPPLOT_PHASE_NAME)};
 #undef DPPLOT_PHASE_NAME
-_Static_assert(DPPLOT_N_PHASES == 6, "a colour per phase of the schema below");
+_Static_assert(DPPLOT_N_PHASES == 7, "a colour per phase of the schema below");
 static const unsigned phase_colors[DPPLOT_N_PHASES] = {
     0x88CCEE, /* forward: cyan */
     0xDDCC77, /* backward: sand */
@@ -104,6 +104,7 @@ static const unsigned phase_colors[DPPLOT_N_PHASES] = {
     0xAA4499, /* noise: purple */
     0x44AA99, /* optimizer: teal */
     0x999933, /* recompute: olive */
+    0x332288, /* comm: indigo */
 };
 
 int dpplot_phase_from_name(const char *name) {
@@ -120,9 +121,9 @@ dpplot_rgb dpplot_phase_color(dpplot_phase p) {
 #define DPPLOT_OPCAT_NAME(id, name) name,
 static const char *const opcat_names[DPPLOT_N_OPCATS] = {DPR_OP_CATEGORIES(DPPLOT_OPCAT_NAME)};
 #undef DPPLOT_OPCAT_NAME
-_Static_assert(DPPLOT_N_OPCATS == 8, "a label and a colour per op category of the schema below");
-static const char *const opcat_labels[DPPLOT_N_OPCATS] = {"Matmul", "Attention", "Norm",      "Per-sample norms",
-                                                          "Clip",   "Noise",     "Optimizer", "Other"};
+_Static_assert(DPPLOT_N_OPCATS == 9, "a label and a colour per op category of the schema below");
+static const char *const opcat_labels[DPPLOT_N_OPCATS] = {
+    "Matmul", "Attention", "Norm", "Per-sample norms", "Clip", "Noise", "Optimizer", "Communication", "Other"};
 static const unsigned opcat_colors[DPPLOT_N_OPCATS] = {
     0x4477AA, /* matmul: blue */
     0x66CCEE, /* attention: cyan */
@@ -131,6 +132,7 @@ static const unsigned opcat_colors[DPPLOT_N_OPCATS] = {
     0xEE6677, /* clip: red */
     0xAA3377, /* noise: purple */
     0x555555, /* optimizer: dark grey */
+    0x332288, /* comm: indigo */
     0xBBBBBB, /* other: pale grey */
 };
 

@@ -672,8 +672,9 @@ static int l_render_dir(lua_State *L) {
         if (ty != LUA_TNIL) {
             const char *v = ty == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
             if (!v || (strcmp(v, "each") != 0 && strcmp(v, "points") != 0))
-                luaL_error(L, "bad argument #3 to 'dpprof.plot.render_dir' (field 'timelines' must be \"each\" or "
-                              "\"points\", got %s)",
+                luaL_error(L,
+                           "bad argument #3 to 'dpprof.plot.render_dir' (field 'timelines' must be \"each\" or "
+                           "\"points\", got %s)",
                            v ? v : luaL_typename(L, -1));
             opt.timelines_each = strcmp(v, "each") == 0;
         }
@@ -705,6 +706,22 @@ static int l_method_color(lua_State *L) {
     char buf[8];
     dpplot_rgb_format(dpplot_method_color(luaL_checkstring(L, 1)), buf);
     lua_pushstring(L, buf);
+    return 1;
+}
+
+/* plot.component_style(key) -> "#rrggbb", label: a memory component's colour and label as the
+ * breakdown charts draw it (key: dpprof.memory.CATEGORIES[i].component); nil for an unknown key. */
+static int l_component_style(lua_State *L) {
+    const char *key = luaL_checkstring(L, 1);
+    for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
+        if (strcmp(key, dpplot_component_key((dpplot_component)c)) == 0) {
+            char buf[8];
+            dpplot_rgb_format(dpplot_component_color((dpplot_component)c), buf);
+            lua_pushstring(L, buf);
+            lua_pushstring(L, dpplot_component_label((dpplot_component)c));
+            return 2;
+        }
+    lua_pushnil(L);
     return 1;
 }
 
@@ -771,6 +788,7 @@ static const luaL_Reg plot_funcs[] = {{"render_dir", l_render_dir},
                                       {"heatmap", l_heatmap},
                                       {"timeline", l_timeline},
                                       {"method_color", l_method_color},
+                                      {"component_style", l_component_style},
                                       {"ticks", l_ticks},
                                       {"format", l_format},
                                       {NULL, NULL}};

@@ -42,6 +42,7 @@
 #define DPSGD_H
 
 #include "accountant.h"
+#include "dist.h"
 #include "model.h"
 
 #include <stddef.h>
@@ -157,6 +158,9 @@ typedef struct dpsgd_config {
  * logical_size mod n_physical batches one sample larger); physical_size is the largest. */
 typedef struct dpsgd_step_plan {
     int64_t logical_size, physical_size, n_physical;
+    /* distributed (dpsgd_set_distributed): this rank's slice of the logical batch, samples
+     * [first, first + local_size) in the order one process holds them; one process: 0 and n */
+    int64_t first, local_size;
 } dpsgd_step_plan;
 
 /* The plan of a logical batch of n samples with at most max_physical a physical batch (n >= 0,
@@ -198,6 +202,24 @@ int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
  * set in order, expected_batch_size at a time, wrapping round (0..B-1 without a dataset size).
  * Writes at most cap indices to out; returns how many there are (the logical size). */
 int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap);
+/* Trains as one rank of comm's world under strategy (DP_DIST_DDP or DP_DIST_ZERO2; fsdp is
+ * refused with DP_ENOTSUP naming what is supported): each step's logical batch is drawn as one process
+ * draws it and this rank takes its slice (dpsgd_step_plan.first, local_size); the clipped sums
+ * (vanilla: the gradients of the global mean loss) are summed across the ranks before the noise,
+ * which every rank then adds with the same Philox offsets, so every rank holds the same noisy
+ * gradient and the parameters stay replicated. DP_DIST_ZERO2 reduce-scatters instead: each rank
+ * keeps its slice of every gradient, noises it at its elements' Philox offsets, the optimizer
+ * updates that slice with states of its size, and dpsgd_gather_params all-gathers the parameters
+ * (the same bits as ddp and one process, to rounding). A fixed batch must divide among the ranks
+ * (DP_EINVAL). comm must outlive dp. */
+int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy);
+/* Sums the step's gradients across the ranks (ddp: an all-reduce per trainable tensor, in place,
+ * in model order); once per logical step, after the last clip. dpsgd_noise calls it when the
+ * caller did not. Nothing without dpsgd_set_distributed. */
+int dpsgd_reduce_grads(dpsgd *dp);
+/* zero2, after the optimizer stepped this rank's slices: all-gathers every rank's updated slice
+ * into the full parameters (and refreshes the model's compute copies); nothing otherwise. */
+int dpsgd_gather_params(dpsgd *dp);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must
  * stay alive and unchanged until dpsgd_clip). Writes the batch loss and, when non-NULL, the B
  * losses. Backward and clip check that the model still holds this forward (dp_model_forward_id):

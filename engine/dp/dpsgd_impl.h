@@ -58,7 +58,10 @@ struct dpsgd {
     uint64_t forward_id;     /* the model's id of that forward (dp_model_forward_id) */
     int64_t batch, seq_len;  /* B, T of the last forward */
     int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
-    int phase;               /* 0 idle, 1 forward done, 2 backward done */
+    dp_comm *comm;           /* the ranks' world (NULL: one process) */
+    dp_dist_strategy strategy;
+    int reduced; /* the step's gradients were summed across the ranks */
+    int phase;   /* 0 idle, 1 forward done, 2 backward done */
 
     /* per trainable parameter: sample squared norms of the current physical batch */
     dp_tensor sq_norms; /* n_params x B f32, `norm_samples`, from backward to clip: one
@@ -191,6 +194,16 @@ int dpsgd_add_noise(dpsgd *dp);
 uint64_t dpsgd_noise_stream(int64_t step);
 
 /* ---- dpsgd_sampling.c ---- */
+/* ---- dpsgd_shard.c: zero2's parts of each trainable tensor ---- */
+/* Marks every trainable parameter with this rank's slice (dp_param.sharded, shard_lo, shard_n). */
+int dpsgd_shard_setup(dpsgd *dp);
+/* Forgets the slices (the wrapper is freed: the model trains whole again). */
+void dpsgd_shard_clear(dpsgd *dp);
+/* Reduce-scatters p's full gradient into this rank's part, which replaces it as p->grad. */
+int dpsgd_shard_reduce(dpsgd *dp, dp_param *p);
+/* All-gathers every rank's updated slice into p's full value; releases p's gradient part. */
+int dpsgd_shard_gather(dpsgd *dp, dp_param *p);
+
 /* Fills in the derived sizes (expected batch size, sample rate) and checks them. */
 int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch);
 /* The plan of logical step number `k` (Poisson draw or the fixed size). */
@@ -198,5 +211,8 @@ int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out
 /* The samples of logical step k (0-based indices into the data set, increasing under Poisson);
  * writes at most cap of them to out and returns how many there are. */
 int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out, int64_t cap);
+/* Narrows plan to rank's slice of its logical batch (samples n r / N up to n (r+1) / N) and the
+ * physical batches of that slice (at most max_physical each, split as dpsgd_split splits). */
+int dpsgd_sampling_slice(dpsgd_step_plan *plan, int rank, int world_size, int64_t max_physical);
 
 #endif

@@ -24,13 +24,16 @@ int dpsgd_add_noise(dpsgd *dp) {
     for (int k = 0; k < dp->n_params; k++) {
         dp_param *p = dp->params[k];
         DP_TRY(dpsgd_ensure_grad(dp, p));
-        size_t n = (size_t)p->grad.numel;
+        /* zero2: this rank's slice alone, at its elements' offsets in the stream */
+        size_t n = (size_t)(p->sharded ? p->shard_n : p->grad.numel);
+        uint64_t at = (uint64_t)(dp->offsets[k] + (p->sharded ? p->shard_lo : 0));
+        if (n == 0) continue;
         if (std > 0.0f) {
             /* Philox4x32-10 and Box-Muller per 4 elements (counted as 32 flops per element), added
              * and divided in one pass: the same roundings as the addition, then dp_scale */
             dp_ledger_add("dp_noise", 32.0 * (double)n + (double)n, 8.0 * (double)n);
             DP_TRY(DP_DISPATCH(dp->dev, rand, DP_F32, p->grad.data, n, DP_RAND_NORMAL, 0.0f, std, dp->cfg.seed, stream,
-                               (uint64_t)dp->offsets[k], 1, inv));
+                               at, 1, inv));
         } else {
             DP_TRY(dp_scale(&p->grad, inv));
         }

@@ -77,10 +77,20 @@ int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out
     return DP_OK;
 }
 
+int dpsgd_sampling_slice(dpsgd_step_plan *plan, int rank, int world_size, int64_t max_physical) {
+    int64_t n = plan->logical_size, N = world_size > 0 ? world_size : 1;
+    plan->first = n * rank / N;
+    plan->local_size = n * (rank + 1) / N - plan->first;
+    plan->n_physical = plan->local_size > 0 ? (plan->local_size + max_physical - 1) / max_physical : 0;
+    plan->physical_size = plan->n_physical > 0 ? (plan->local_size + plan->n_physical - 1) / plan->n_physical : 0;
+    return DP_OK;
+}
+
 void dpsgd_split(int64_t n, int64_t max_physical, dpsgd_step_plan *out) {
     /* Opacus's BatchMemoryManager: numpy.array_split into ceil(n / max) parts, the first n mod
      * parts one larger, so the physical batches differ by at most one sample */
-    out->logical_size = n;
+    out->logical_size = out->local_size = n;
+    out->first = 0;
     out->n_physical = n > 0 && max_physical > 0 ? (n + max_physical - 1) / max_physical : 0;
     out->physical_size = out->n_physical > 0 ? (n + out->n_physical - 1) / out->n_physical : 0;
 }
@@ -109,6 +119,6 @@ int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out,
 
 int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k) {
     if (k < 0 || k >= plan->n_physical) return 0;
-    int64_t n = plan->logical_size, parts = plan->n_physical;
+    int64_t n = plan->local_size, parts = plan->n_physical;
     return n / parts + (k < n % parts);
 }

@@ -97,6 +97,7 @@ int dpsgd_new(dp_model *m, const dpsgd_config *cfg, dpsgd **out) {
 
 void dpsgd_free(dpsgd *dp) {
     if (!dp) return;
+    if (dp->strategy == DP_DIST_ZERO2) dpsgd_shard_clear(dp);
     if (dp->sq_rows) dpsgd_release_batch_state(dp);
     free(dp->books);
     free(dp->params);
@@ -121,14 +122,53 @@ static void start_step_stats(dpsgd *dp) {
 
 int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out) {
     DP_TRY(dpsgd_sampling_plan(&dp->cfg, dp->plans, out));
+    if (dp->comm) DP_TRY(dpsgd_sampling_slice(out, dp->comm->rank, dp->comm->world_size, dp->cfg.max_physical_batch_size));
     dp->plans++;
     dp->logical_size = out->logical_size;
+    dp->reduced = 0;
     start_step_stats(dp);
     return DP_OK;
 }
 
 int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap) {
     return dp->plans > 0 ? dpsgd_sampling_members(&dp->cfg, dp->plans - 1, out, cap) : 0;
+}
+
+int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy) {
+    if (!dp_dist_strategy_supported(strategy))
+        return dp_error_set(DP_ENOTSUP,
+                            "distributed.strategy: '%s' is not implemented yet (supported: ddp, zero2; fsdp is "
+                            "planned)",
+                            dp_dist_strategy_name(strategy));
+    if (!comm || comm->world_size < 1) return dp_error_set(DP_EINVAL, "distributed: no communicator");
+    if (!dp->cfg.poisson && dp->cfg.expected_batch_size % comm->world_size != 0)
+        return dp_error_set(DP_EINVAL, "distributed.world_size: %d ranks do not divide the batch of %lld",
+                            comm->world_size, (long long)dp->cfg.expected_batch_size);
+    if (dp->strategy == DP_DIST_ZERO2) dpsgd_shard_clear(dp);
+    dp->comm = comm;
+    dp->strategy = strategy;
+    if (strategy == DP_DIST_ZERO2) DP_TRY(dpsgd_shard_setup(dp));
+    return DP_OK;
+}
+
+int dpsgd_gather_params(dpsgd *dp) {
+    if (!dp->comm || dp->strategy != DP_DIST_ZERO2) return DP_OK;
+    for (int k = 0; k < dp->n_params; k++) DP_TRY(dpsgd_shard_gather(dp, dp->params[k]));
+    return dp->model ? dp_model_sync_compute_weights(dp->model) : DP_OK;
+}
+
+int dpsgd_reduce_grads(dpsgd *dp) {
+    if (dp->reduced || !dp->comm) return DP_OK;
+    for (int k = 0; k < dp->n_params; k++) {
+        if (dp->strategy == DP_DIST_ZERO2) {
+            DP_TRY(dpsgd_shard_reduce(dp, dp->params[k]));
+            continue;
+        }
+        DP_TRY(dpsgd_ensure_grad(dp, dp->params[k]));
+        DP_TRY(dp_comm_all_reduce(dp->comm, &dp->params[k]->grad));
+    }
+    dp->reduced = 1;
+    return DP_OK;
 }
 
 int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses) {
@@ -249,7 +289,9 @@ int dpsgd_clip(dpsgd *dp) {
 int dpsgd_noise(dpsgd *dp) {
     if (dp->phase == 2 && !is_vanilla(dp))
         return dp_error_set(DP_EINVAL, "dp: noise before the last backward was clipped (call clip first)");
+    DP_TRY(dpsgd_reduce_grads(dp));
     if (!is_vanilla(dp)) DP_TRY(dpsgd_add_noise(dp));
+    dp->reduced = 0;
     dp->steps++;
     dp->step_open = 0;
     return DP_OK;

@@ -69,14 +69,21 @@ static int host_buffers(int64_t B, int64_t T, int32_t **tokens, int32_t **stage,
 }
 
 int dp_data_synthetic(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, uint64_t seed, uint64_t step) {
+    return dp_data_synthetic_at(inputs, targets, vocab, seed, step, 0);
+}
+
+int dp_data_synthetic_at(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, uint64_t seed, uint64_t step,
+                         int64_t first) {
     const char *fn = "batch";
     DP_TRY(check_pair(inputs, targets, vocab, fn));
     if (inputs->dev->kind == DP_DEV_PLAN) return plan_upload(inputs);
     const int64_t B = inputs->shape[0], T = inputs->shape[1];
     int32_t *tokens, *stage;
     DP_TRY(host_buffers(B, T, &tokens, &stage, fn));
+    const uint64_t e0 = (uint64_t)first * (uint64_t)(T + 1); /* sample `first`'s first word */
     for (int64_t e = 0; e < B * (T + 1); e++) {
-        uint32_t w = dp_philox4x32(seed, step, (uint64_t)e >> 2).v[e & 3];
+        uint64_t g = e0 + (uint64_t)e;
+        uint32_t w = dp_philox4x32(seed, step, g >> 2).v[g & 3];
         tokens[e] = (int32_t)(((uint64_t)w * (uint64_t)vocab) >> 32);
     }
     int rc = upload(inputs, targets, tokens, stage);
@@ -111,6 +118,11 @@ static int read_window(FILE *f, const char *path, int w, int64_t at, int64_t n, 
 
 int dp_data_from_file(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
                       uint64_t seed, uint64_t step) {
+    return dp_data_from_file_at(inputs, targets, path, dt, vocab, seed, step, 0);
+}
+
+int dp_data_from_file_at(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                         uint64_t seed, uint64_t step, int64_t first) {
     const char *fn = "batch";
     DP_TRY(check_pair(inputs, targets, vocab, fn));
     const int64_t B = inputs->shape[0], T = inputs->shape[1];
@@ -137,7 +149,7 @@ int dp_data_from_file(dp_tensor *inputs, dp_tensor *targets, const char *path, d
     int32_t *tokens = NULL, *stage = NULL;
     if (rc == DP_OK) rc = host_buffers(B, T, &tokens, &stage, fn);
     for (int64_t b = 0; b < B && rc == DP_OK; b++) {
-        dp_philox_out o = dp_philox4x32(seed, step, (uint64_t)b);
+        dp_philox_out o = dp_philox4x32(seed, step, (uint64_t)(first + b));
         uint64_t bits = (uint64_t)o.v[0] | (uint64_t)o.v[1] << 32;
         int64_t start = (int64_t)(bits % (uint64_t)(n - T));
         rc = read_window(f, path, w, start, T + 1, vocab, tokens + b * (T + 1));

@@ -72,6 +72,13 @@ int dp_docs_scan(FILE *f, const char *name, dp_token_dtype dt, int64_t eos, int6
 int dp_docs_open(const char *path, dp_token_dtype dt, int64_t eos, int64_t vocab, dp_docs *out);
 /* Frees what a scan made (idempotent). */
 void dp_docs_free(dp_docs *d);
+/* The same batches starting at global sample `first` (>= 0): sample b of the tensors is sample
+ * first + b of (seed, step), so the ranks of a distributed run, each holding its slice of a
+ * logical batch, hold exactly the samples one process holds at those positions. */
+int dp_data_synthetic_at(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, uint64_t seed, uint64_t step,
+                         int64_t first);
+int dp_data_from_file_at(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                         uint64_t seed, uint64_t step, int64_t first);
 
 /* A batch owned by C code (Lua holds its tensors in userdata instead). */
 typedef struct dp_batch {

@@ -117,14 +117,18 @@ void dp_optim_free(dp_optimizer *o) {
  * (whatever scope the caller is in). Contents are left to the caller. */
 static int state_init(dp_tensor *t, const dp_param *p) {
     const dp_tensor *like = &p->value;
+    int64_t numel = p->sharded ? p->shard_n : like->numel; /* zero2: this rank's slice alone */
     memset(t, 0, sizeof *t);
     dp_alloc a;
-    DP_TRY(dp_mem_alloc_module(like->dev->mem, (uint64_t)like->numel * sizeof(float), DP_CAT_OPTIMIZER_STATES,
-                               p->module, &a));
+    DP_TRY(
+        dp_mem_alloc_module(like->dev->mem, (uint64_t)numel * sizeof(float), DP_CAT_OPTIMIZER_STATES, p->module, &a));
     t->dtype = DP_F32;
-    t->ndim = like->ndim;
-    memcpy(t->shape, like->shape, sizeof t->shape);
-    t->numel = like->numel;
+    t->ndim = p->sharded ? 1 : like->ndim;
+    if (p->sharded)
+        t->shape[0] = numel;
+    else
+        memcpy(t->shape, like->shape, sizeof t->shape);
+    t->numel = numel;
     t->dev = like->dev;
     t->alloc = a;
     t->data = a.ptr;
@@ -145,13 +149,13 @@ static int adamw_param(dp_optimizer *o, dp_param *p, param_state *s) {
     }
     s->step++;
     const dp_optim_opts *h = &o->opts;
-    int64_t n = p->value.numel;
+    int64_t n = p->sharded ? p->shard_n : p->value.numel;
     const double pb = 2.0 * (double)dp_dtype_size(p->value.dtype) - 8.0; /* a bf16 parameter moves 4 bytes, not 8 */
     dp_ledger_add("adamw_step", ADAMW_FLOPS_PER_ELEMENT * (double)n, (ADAMW_BYTES_PER_ELEMENT + pb) * (double)n);
     dp_device *dev = p->value.dev;
-    return DP_DISPATCH_LAYER(dev, adamw_step, p->value.dtype, p->value.data, p->grad.data, s->exp_avg.data,
-                             s->exp_avg_sq.data, n, (float)h->lr, (float)h->beta1, (float)h->beta2, (float)h->eps,
-                             (float)h->weight_decay, s->step);
+    return DP_DISPATCH_LAYER(dev, adamw_step, p->value.dtype, dp_tensor_at(&p->value, p->shard_lo), p->grad.data,
+                             s->exp_avg.data, s->exp_avg_sq.data, n, (float)h->lr, (float)h->beta1, (float)h->beta2,
+                             (float)h->eps, (float)h->weight_decay, s->step);
 }
 
 static int sgd_param(dp_optimizer *o, dp_param *p, param_state *s) {
@@ -162,12 +166,12 @@ static int sgd_param(dp_optimizer *o, dp_param *p, param_state *s) {
         first = 1;
     }
     s->step++;
-    int64_t n = p->value.numel;
+    int64_t n = p->sharded ? p->shard_n : p->value.numel;
     double flops = 2.0 + (h->weight_decay != 0.0 ? 2.0 : 0.0) + (h->momentum != 0.0 ? 2.0 : 0.0);
     double bytes = (h->momentum != 0.0 ? 20.0 : 12.0) + 2.0 * (double)dp_dtype_size(p->value.dtype) - 8.0;
     dp_ledger_add("sgd_step", flops * (double)n, bytes * (double)n);
     dp_device *dev = p->value.dev;
-    return DP_DISPATCH_LAYER(dev, sgd_step, p->value.dtype, p->value.data, p->grad.data,
+    return DP_DISPATCH_LAYER(dev, sgd_step, p->value.dtype, dp_tensor_at(&p->value, p->shard_lo), p->grad.data,
                              h->momentum != 0.0 ? (float *)s->exp_avg.data : NULL, n, (float)h->lr, (float)h->momentum,
                              (float)h->weight_decay, first);
 }
@@ -176,7 +180,8 @@ int dp_optim_step(dp_optimizer *o) {
     for (int i = 0; i < o->n; i++) {
         dp_param *p = dp_model_param(o->model, i);
         if (!p->trainable || p->grad.numel == 0) continue; /* frozen, or no gradient: PyTorch skips it */
-        if (p->grad.numel != p->value.numel || p->grad.dtype != DP_F32)
+        if (p->sharded && p->shard_n == 0) continue;       /* zero2: none of it is this rank's */
+        if ((p->sharded ? p->grad.numel < p->shard_n : p->grad.numel != p->value.numel) || p->grad.dtype != DP_F32)
             return dp_error_set(DP_EINTERNAL, "%s: gradient of '%s' does not match its parameter",
                                 dp_optim_name(o->kind), p->name);
         DP_TRY(o->kind == DP_OPTIM_ADAMW ? adamw_param(o, p, &o->states[i]) : sgd_param(o, p, &o->states[i]));

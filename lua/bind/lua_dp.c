@@ -33,6 +33,7 @@
  * between leaks nothing; __gc, __close and :free() share one idempotent release. */
 #include "lua_engine.h"
 
+#include "dist_nccl.h"
 #include "dpsgd.h"
 #include "error.h"
 #include "lua_util.h"
@@ -48,6 +49,7 @@ enum { UV_MODEL = 1, UV_OPTIM = 2, N_UV = 2 };
 
 typedef struct dpl_dp {
     dpsgd *dp;
+    dp_comm plan_comm; /* priv:distribute on the plan device: the simulated world */
 } dpl_dp;
 
 static dpl_dp *to_dp(lua_State *L, int idx) { return luaL_checkudata(L, idx, DP_MT); }
@@ -124,6 +126,8 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     lua_pop(L, 1);
 }
 
+static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strategy s, int64_t want, int64_t rank);
+
 /* wrap(model, optimizer, options) -> priv */
 static int l_wrap(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
@@ -138,6 +142,9 @@ static int l_wrap(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, UV_OPTIM);
     if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    int strategy, world, rank; /* a model made with distributed = {...} trains as one rank */
+    if (dpl_model_distributed(L, 1, &strategy, &world, &rank))
+        distribute(L, lua_gettop(L), "dpprof.dp.wrap", (dp_dist_strategy)strategy, world, rank);
     return 1;
 }
 
@@ -185,6 +192,8 @@ static int l_next_step(lua_State *L) {
     lua_setfield(L, -2, "logical_size");
     push_split(L, &plan);
     lua_setfield(L, -2, "physical");
+    lua_pushinteger(L, plan.first);
+    lua_setfield(L, -2, "first");
     /* the samples drawn (1-based), when the data set is known */
     if (dpsgd_config_of(dp)->dataset_size > 0 && plan.logical_size < 1 << 24) {
         int64_t n = plan.logical_size, *ids = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ids, 0);
@@ -198,6 +207,66 @@ static int l_next_step(lua_State *L) {
         lua_pop(L, 1);
     }
     return 1;
+}
+
+/* Makes the wrapper at idx one rank (strategy s; want: the world size, 0 for the launched one;
+ * rank: the plan's, -1 when not given). On the plan device a simulated world of want in which this
+ * process is rank (default 0); elsewhere the launched world, whose size want (when given) must be;
+ * CUDA tensors move through NCCL. Raises as fname. */
+static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strategy s, int64_t want, int64_t rank) {
+    dpsgd *dp = check_dp(L, idx);
+    dpl_dp *u = to_dp(L, idx);
+    dp_comm *comm;
+    lua_getiuservalue(L, idx, UV_MODEL);
+    dp_device *dev = dp_model_device(dpl_check_model(L, lua_gettop(L)));
+    lua_pop(L, 1);
+    if (dev->kind == DP_DEV_PLAN) {
+        if (want < 1) want = 1;
+        if (rank < 0) rank = 0;
+        if (want > 1 << 20 || rank >= want)
+            luaL_error(L, "%s: distributed.rank %d is not a rank of a world of %d", fname, (int)rank, (int)want);
+        dp_dist_plan_comm(&u->plan_comm, (int)rank, (int)want);
+        comm = &u->plan_comm;
+    } else {
+        if (dp_dist_world(&comm) != DP_OK) fail(L, fname);
+        if (dev->kind == DP_DEV_CUDA && dp_dist_nccl_comm(comm, &comm) != DP_OK) fail(L, fname);
+        if (want > 0 && want != comm->world_size)
+            luaL_error(L,
+                       "%s: distributed.world_size is %d but this run has %d rank(s) (launch it with mpirun -np %d "
+                       "or srun -n %d)",
+                       fname, (int)want, comm->world_size, (int)want, (int)want);
+        if (rank >= 0 && rank != comm->rank)
+            luaL_error(L, "%s: distributed.rank is given by the launcher (this is rank %d), not by the configuration",
+                       fname, comm->rank);
+    }
+    if (dpsgd_set_distributed(dp, comm, s) != DP_OK) fail(L, fname);
+}
+
+/* priv:distribute{strategy=, world_size=, rank=}: trains as one rank (see distribute). Strategies:
+ * ddp (the default), zero2. */
+static int l_distribute(lua_State *L) {
+    const char *fname = "priv:distribute";
+    check_dp(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    dpl_check_keys(L, 2, fname, dpl_dist_keys);
+    dp_dist_strategy s = DP_DIST_DDP;
+    const char *name = dpl_opt_str_field(L, 2, fname, "strategy", NULL);
+    if (name && dp_dist_strategy_parse(name, &s) != DP_OK) return fail(L, fname);
+    distribute(L, 1, fname, s, dpl_opt_int_field(L, 2, fname, "world_size", 0),
+               dpl_opt_int_field(L, 2, fname, "rank", -1));
+    return 0;
+}
+
+/* priv:reduce_grads(): sums the step's gradients across the ranks (the comm phase). */
+static int l_reduce_grads(lua_State *L) {
+    if (dpsgd_reduce_grads(check_dp(L, 1)) != DP_OK) return fail(L, "priv:reduce_grads");
+    return 0;
+}
+
+/* priv:gather_params(): zero2's all-gather of the updated parameters (after the optimizer). */
+static int l_gather_params(lua_State *L) {
+    if (dpsgd_gather_params(check_dp(L, 1)) != DP_OK) return fail(L, "priv:gather_params");
+    return 0;
 }
 
 /* After a phase: the model's pins follow the state it still holds. */
@@ -377,8 +446,18 @@ static int l_tostring(lua_State *L) {
 }
 
 static const luaL_Reg methods[] = {
-    {"next_step", l_next_step}, {"forward", l_forward}, {"backward", l_backward}, {"clip", l_clip}, {"noise", l_noise},
-    {"stats", l_stats},         {"epsilon", l_epsilon}, {"free", l_free},         {NULL, NULL},
+    {"next_step", l_next_step},
+    {"forward", l_forward},
+    {"backward", l_backward},
+    {"clip", l_clip},
+    {"noise", l_noise},
+    {"stats", l_stats},
+    {"epsilon", l_epsilon},
+    {"free", l_free},
+    {"distribute", l_distribute},
+    {"reduce_grads", l_reduce_grads},
+    {"gather_params", l_gather_params},
+    {NULL, NULL},
 };
 
 /* The choice fields method, norms and clip_method (dpl_new_type's __index looks in the methods

@@ -65,6 +65,14 @@ void dpl_model_sync_batch(lua_State *L, int idx);
 /* Adds m:save(dir) to the model's methods and dpprof.model.load(dir, {...}) (lua_model_io.c);
  * call after dpl_open_model. */
 void dpl_open_model_io(lua_State *L);
+/* The `distributed` option the model userdata at idx was made with (dp.model{distributed=}):
+ * non-zero and its strategy (dp_dist_strategy), world size (0: the launched world's) and rank
+ * (-1: not given), or 0 when it has none. */
+int dpl_model_distributed(lua_State *L, int idx, int *strategy, int *world_size, int *rank);
+/* dpprof.dist: rank(), world_size(), barrier(), launcher(), STRATEGIES, KEYS, mpi_compiled. */
+void dpl_open_dist(lua_State *L);
+/* The keys of a `distributed` table (dpprof.dist.KEYS), NULL-terminated: the one list of them. */
+extern const char *const dpl_dist_keys[];
 
 /* Adds dpprof.optim.adamw / dpprof.optim.sgd and the optimizer metatable (lua_optim.c). */
 void dpl_open_optim(lua_State *L);

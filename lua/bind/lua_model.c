@@ -17,6 +17,8 @@
  * the model's saved state checks after its call (dpl_model_sync_batch). */
 #include "lua_engine.h"
 
+#include "dist.h"
+
 #include "data.h"
 #include "error.h"
 #include "lua_util.h"
@@ -34,8 +36,9 @@
 
 typedef struct dpl_model {
     dp_model *m;
-    int64_t last_batch; /* B of the forward whose batch is held (0: none) */
-    uint64_t held_id;   /* the engine's id of that forward (dp_model_forward_id; 0: none) */
+    int dist_strategy, dist_world, dist_rank; /* its `distributed` option (strategy 0: none) */
+    int64_t last_batch;                       /* B of the forward whose batch is held (0: none) */
+    uint64_t held_id;                         /* the engine's id of that forward (dp_model_forward_id; 0: none) */
 } dpl_model;
 
 static dpl_model *to_model(lua_State *L, int idx) { return luaL_checkudata(L, idx, MODEL_MT); }
@@ -82,10 +85,11 @@ void dpl_push_model(lua_State *L, dp_model *m) {
 /* dpprof.model's options (dpprof.model.KEYS, in this order): the one list of them. Whoever takes
  * a model's options (dp.experiment's model, the fit command line) reads it and adds or leaves out
  * only its own (an experiment names its device at the top, and takes path= and weights=). */
-static const char *const model_keys[] = {
-    "arch",         "vocab",     "hidden", "layers",        "heads",    "kv_heads",       "head_dim",   "seq_len",
-    "batch",        "mlp_ratio", "ffn",    "max_positions", "tie_head", "dtype",          "norm_eps",   "rope_theta",
-    "rope_scaling", "init_std",  "seed",   "device",        "lora",     "master_weights", "checkpoint", NULL};
+static const char *const model_keys[] = {"arch",       "vocab",          "hidden",     "layers",      "heads",
+                                         "kv_heads",   "head_dim",       "seq_len",    "batch",       "mlp_ratio",
+                                         "ffn",        "max_positions",  "tie_head",   "dtype",       "norm_eps",
+                                         "rope_theta", "rope_scaling",   "init_std",   "seed",        "device",
+                                         "lora",       "master_weights", "checkpoint", "distributed", NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
@@ -270,6 +274,33 @@ static int l_checkpoint_name(lua_State *L) {
     return 1;
 }
 
+/* The `distributed` option of the table at idx ({strategy=, world_size=, rank=}, dpprof.dist.KEYS)
+ * into out: strategy (0 when absent), world size (0: the launched world's), rank (-1: not given). */
+static void read_distributed(lua_State *L, int idx, const char *fname, int out[3]) {
+    out[0] = 0, out[1] = 0, out[2] = -1;
+    if (lua_getfield(L, idx, "distributed") == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (!lua_istable(L, -1)) luaL_error(L, "%s: 'distributed' must be a table {strategy=, world_size=}", fname);
+    int t = lua_gettop(L);
+    dpl_check_keys(L, t, "dpprof.model: distributed", dpl_dist_keys);
+    dp_dist_strategy s = DP_DIST_DDP; /* data parallel unless said */
+    const char *name = dpl_opt_str_field(L, t, fname, "strategy", NULL);
+    if (name && dp_dist_strategy_parse(name, &s) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
+    int64_t ws = dpl_opt_int_field(L, t, fname, "world_size", 0), rank = dpl_opt_int_field(L, t, fname, "rank", -1);
+    if (ws < 0 || ws > 1 << 20 || rank < -1 || (ws > 0 && rank >= ws))
+        luaL_error(L, "%s: distributed.world_size must be >= 1 and distributed.rank below it", fname);
+    out[0] = (int)s, out[1] = (int)ws, out[2] = (int)rank;
+    lua_pop(L, 1);
+}
+
+int dpl_model_distributed(lua_State *L, int idx, int *strategy, int *world_size, int *rank) {
+    dpl_model *u = to_model(L, idx);
+    *strategy = u->dist_strategy, *world_size = u->dist_world, *rank = u->dist_rank;
+    return u->dist_strategy != 0;
+}
+
 /* Reads the option table at idx into cfg (all but the device). */
 static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     const char *fname = "dpprof.model";
@@ -306,6 +337,8 @@ static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     read_lora(L, idx, fname, cfg);
     cfg->checkpoint = dpl_checkpoint_option(L, idx, fname);
+    int dist[3];
+    read_distributed(L, idx, fname, dist); /* checked here; kept by the model's userdata */
 }
 
 /* Reads the option table at idx into cfg and returns the device it asks for. */
@@ -330,8 +363,11 @@ static int l_model_new(lua_State *L) {
     dp_model_config cfg;
     dp_device *dev = read_config(L, 2, &cfg);
     if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
+    int dist[3];
+    read_distributed(L, 2, "dpprof.model", dist);
     dpl_model *u = push_empty(L);
     if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return model_fail(L);
+    u->dist_strategy = dist[0], u->dist_world = dist[1], u->dist_rank = dist[2];
     gc_hint(L, (uint64_t)dp_model_num_params(u->m, 0) * 4);
     return 1;
 }
@@ -449,12 +485,13 @@ static int64_t *opt_int_list(lua_State *L, int idx, const char *fname, const cha
     return out;
 }
 
-/* dpprof.batch{model=, size=, seed=0, step=0, file=, file_dtype="uint16"}, or a padded batch of
- * samples of their own lengths: dpprof.batch{model=, lengths={l1, ...}, padded=T, seed=,
- * samples={ids...} | file=, file_dtype=, starts={token offsets}} (data.h) */
+/* dpprof.batch{model=, size=, seed=0, step=0, first=0, file=, file_dtype="uint16"} (first: the
+ * global index of the batch's first sample, a rank's slice of a distributed logical batch), or a
+ * padded batch of samples of their own lengths: dpprof.batch{model=, lengths={l1, ...}, padded=T,
+ * seed=, samples={ids...} | file=, file_dtype=, starts={token offsets}} (data.h) */
 static int l_batch(lua_State *L) {
     static const char *const keys[] = {"model",   "size",   "seed",    "step",   "file", "file_dtype",
-                                       "lengths", "padded", "samples", "starts", NULL};
+                                       "lengths", "padded", "samples", "starts", "first", NULL};
     const char *fname = "dpprof.batch";
     luaL_checktype(L, 1, LUA_TTABLE);
     dpl_check_keys(L, 1, fname, keys);
@@ -472,6 +509,11 @@ static int l_batch(lua_State *L) {
     if (lengths && B != nl) luaL_error(L, "%s: 'size' (%d) differs from the %d 'lengths'", fname, (int)B, (int)nl);
     uint64_t seed = (uint64_t)dpl_opt_int_field(L, 1, fname, "seed", 0);
     uint64_t step = (uint64_t)dpl_opt_int_field(L, 1, fname, "step", 0);
+    int64_t first = dpl_opt_int_field(L, 1, fname, "first", 0);
+    if (first < 0) luaL_error(L, "%s: 'first' (%lld) must be >= 0", fname, (long long)first);
+    if (first > 0 && lengths)
+        luaL_error(L, "%s: 'first' places windows of seq_len; a padded batch names its samples ('samples' or 'starts')",
+                   fname);
     const char *file = dpl_opt_str_field(L, 1, fname, "file", NULL);
     const char *fdt = dpl_opt_str_field(L, 1, fname, "file_dtype", NULL);
     dp_token_dtype tdt = DP_TOKENS_U16;
@@ -531,8 +573,8 @@ static int l_batch(lua_State *L) {
         rc = file ? dp_data_file_padded(in, tg, file, tdt, cfg->vocab, starts, lengths)
                   : dp_data_synthetic_padded(in, tg, cfg->vocab, seed, samples, lengths);
     else
-        rc = file ? dp_data_from_file(in, tg, file, tdt, cfg->vocab, seed, step)
-                  : dp_data_synthetic(in, tg, cfg->vocab, seed, step);
+        rc = file ? dp_data_from_file_at(in, tg, file, tdt, cfg->vocab, seed, step, first)
+                  : dp_data_synthetic_at(in, tg, cfg->vocab, seed, step, first);
     if (rc != DP_OK) dpl_fail(L);
     return 1;
 }

@@ -3,6 +3,7 @@
  * the Lua module dpprof.cli. */
 #include "dpprof.h"
 #include "dpplot.h"
+#include "dist.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -371,7 +372,8 @@ static int cmd_plot(int argc, char **argv) {
             }
         } else if (argv[i][0] == '-') {
             fprintf(stderr,
-                    "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --width W, --height H, --point K=V,..., "
+                    "dpprof plot: unknown option '%s' (valid: --out DIR, --scale S, --width W, --height H, --point "
+                    "K=V,..., "
                     "--heatmap X,Y, --timelines each, --help)\n",
                     argv[i]);
             return 2;
@@ -438,6 +440,8 @@ int main(int argc, char **argv) {
         rc = cmd_run(L, argc - 2, argv + 2);
     else
         rc = cmd_lua(L, argv[1], argc - 2, argv + 2);
+    /* a rank that failed ends every rank of a distributed run (none then waits in a collective) */
+    if (rc != 0) dp_dist_abort(rc);
     lua_close(L); /* collects the script's tensors before the devices go */
     dpprof_shutdown();
     if (interrupted) { /* end as an interrupted process does, so a calling shell stops too */

@@ -3,6 +3,7 @@
 #include "dpprof.h"
 
 #include "device.h"
+#include "dist.h"
 #include "dpprof_engine.h"
 #include "error.h"
 #include "lua_engine.h"
@@ -104,6 +105,7 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_model_io(L);
     dpl_open_optim(L);
     dpl_open_dp(L);
+    dpl_open_dist(L);
     dpl_open_privacy(L);
     dpl_open_plot(L);
 
@@ -135,4 +137,7 @@ int dpprof_openlib(lua_State *L) {
     return 1;
 }
 
-void dpprof_shutdown(void) { dp_engine_shutdown(); }
+void dpprof_shutdown(void) {
+    dp_engine_shutdown();
+    dp_dist_finalize();
+}

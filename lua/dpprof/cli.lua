@@ -339,6 +339,10 @@ not fit.
                               gate_proj, up_proj, down_proj (default qkv)
   physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
   optimizer=adamw|sgd         (default adamw)
+  world_size=N strategy=S     plan one rank (rank 0) of N data-parallel ranks: batch= is the
+                              global batch (N must divide it), each rank holding batch / N;
+                              S: ddp (default) or zero2 (gradients and optimizer states
+                              sharded); fsdp is refused (not implemented yet)
   checkpoint=S[,S...]         activation checkpointing settings to search with, each its own row:
                               off, blocks (every block) or N (every N-th block); default off,blocks
   out=FILE.json               also write the answer as JSON
@@ -382,7 +386,7 @@ cli.FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads",
 local FIT_MODEL_KEYS = cli.FIT_MODEL_KEYS
 local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead",
                    "workspace", "lo", "hi", "granularity", "preset", "path", "lora_rank", "lora_alpha", "lora_targets",
-                   "physical", "optimizer", "checkpoint", "out" }
+                   "physical", "optimizer", "checkpoint", "out", "world_size", "strategy" }
 
 -- The fit keys whose values are numbers, and those that are true/false: the command line's types.
 -- The ranges are dp.fit's, dp.model's and the device model's checks (each names its key), but for
@@ -391,7 +395,7 @@ local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "co
 -- 0 typed for it is refused.
 local FIT_NUMBER_KEYS = { "budget_gb", "context_mb", "reserve_overhead", "lo", "hi", "granularity", "lora_rank",
                           "lora_alpha", "physical", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim",
-                          "seq_len", "batch", "mlp_ratio", "ffn" }
+                          "seq_len", "batch", "mlp_ratio", "ffn", "world_size" }
 local FIT_BOOLEAN_KEYS = { "workspace", "tie_head", "master_weights" }
 local FIT_ZERO_IS_DEFAULT = { kv_heads = "heads", head_dim = "hidden / heads", ffn = "mlp_ratio x hidden" }
 
@@ -468,6 +472,9 @@ local function fit_options(args)
     return nil, "lora_alpha= and lora_targets= need lora_rank="
   end
   local base = { model = model, dp = { max_physical_batch_size = kv.physical } }
+  if kv.world_size ~= nil or kv.strategy ~= nil then -- each rank of a planned world (its rank 0)
+    base.distributed = { strategy = kv.strategy or "ddp", world_size = kv.world_size }
+  end
   if kv.optimizer then base.optimizer = { name = kv.optimizer } end
   local dm = kv.device_model or "h100"
   if kv.context_mb ~= nil or kv.reserve_overhead ~= nil or kv.workspace ~= nil then

@@ -8,7 +8,12 @@
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=, ...}, trace=path, profile="none"|"ops", threads=n,
---                  device_model="h100"|"h200"|{...} (device="plan" only) }
+--                  device_model="h100"|"h200"|{...} (device="plan" only),
+--                  distributed={strategy="ddp", world_size=N, rank=r (plan only)} }
+--
+-- distributed: this process is one rank of a data-parallel run (docs/lua.md "Distributed runs"):
+-- model.batch is the global batch, of which the rank holds its slice; the gradients are summed
+-- across the ranks in the phase `comm`. On the plan device a simulated world of world_size.
 --
 -- data: token windows of seq_len from a file (file=, file_dtype=), synthetic ones without; or
 -- samples of their own lengths (dpprof.data's grammar: lengths=, lengths_file=,
@@ -73,7 +78,7 @@ local experiment = {}
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile",
-                   "threads" }
+                   "threads", "distributed" }
 experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 -- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
 -- dpprof was built with it.
@@ -260,6 +265,73 @@ local function size_data_set(c, cfg, mcfg)
   end
 end
 
+-- distributed = {strategy=, world_size=, rank=} (dpprof.dist.KEYS): checked and completed in place
+-- (world_size: the launched world's when not given; rank: the plan device's simulated rank, 0 by
+-- default). What cannot run is refused (exit 2), naming the key: an unknown strategy, one not
+-- implemented yet, a world size that does not divide the batch or differs from the launched one.
+-- `recorded`: a result's record (the launched world is not this process's).
+local function check_distributed(c, recorded)
+  local d = c.distributed
+  if d == nil then return end
+  local function refuse(fmt, ...) dp.refuse("dpprof.experiment: distributed" .. string.format(fmt, ...)) end
+  if type(d) ~= "table" then refuse(" must be a table {strategy=, world_size=} (got %s)", type(d)) end
+  local keys = {}
+  for _, k in ipairs(dp.dist.KEYS) do keys[k] = true end
+  for k in pairs(d) do
+    if not keys[k] then refuse(": unknown key '%s' (valid: %s)", tostring(k), table.concat(dp.dist.KEYS, ", ")) end
+  end
+  d.strategy = d.strategy == nil and "ddp" or d.strategy -- data parallel unless said
+  local known = false
+  for _, s in ipairs(dp.dist.STRATEGIES) do known = known or s == d.strategy end
+  if not known then
+    refuse(".strategy: unknown strategy '%s' (valid: %s)", tostring(d.strategy), table.concat(dp.dist.STRATEGIES, ", "))
+  end
+  if d.strategy == "fsdp" then
+    refuse(".strategy: '%s' is not implemented yet (supported: ddp, zero2)", d.strategy)
+  end
+  for _, k in ipairs({ "world_size", "rank" }) do
+    local v = d[k]
+    if v ~= nil and not (math.type(v) == "integer" or (type(v) == "number" and math.tointeger(v))) then
+      refuse(".%s must be an integer, got %s", k, tostring(v))
+    end
+    d[k] = v and math.tointeger(v)
+  end
+  if d.world_size and d.world_size < 1 then refuse(".world_size must be at least 1, got %d", d.world_size) end
+  if c.device ~= "plan" then
+    if d.rank ~= nil and not recorded then
+      refuse(".rank is the launcher's on device '%s' (only a plan run names the rank it plays)", tostring(c.device))
+    end
+    if not recorded then
+      local launched = dp.dist.world_size()
+      if d.world_size and d.world_size ~= launched then
+        refuse(".world_size is %d but this run was launched with %d rank(s) (run it as mpirun -np %d dpprof run "
+               .. "..., or srun -n %d)", d.world_size, launched, d.world_size, d.world_size)
+      end
+      d.world_size = launched
+    end
+  end
+  d.world_size = d.world_size or 1
+  if c.device == "plan" then
+    d.rank = d.rank or 0
+    if d.rank < 0 or d.rank >= d.world_size then
+      refuse(".rank %d is not a rank of a world of %d", d.rank, d.world_size)
+    end
+  end
+  local batch = c.model.batch or 1
+  if not c.dp.poisson and batch % d.world_size ~= 0 then
+    refuse(".world_size %d does not divide the batch of %d (model.batch): each rank holds batch / world_size samples",
+           d.world_size, batch)
+  end
+end
+
+-- The samples one rank holds of a fixed logical batch (the whole batch without `distributed`, or
+-- with Poisson sampling, whose slices vary).
+local function rank_batch(c, logical)
+  local d = c.distributed
+  if not d or c.dp.poisson then return logical end
+  return logical // d.world_size
+end
+
 -- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
 -- a device, so a configuration that cannot run raises before anything is built (and a sweep
 -- refuses it before its first point). The batch the model is built with is the physical one.
@@ -268,9 +340,13 @@ local function check_model_and_dp(c, cfg)
   if not okm then error(dp.error_text(mcfg), 4) end
   size_data_set(c, cfg, mcfg)
   local logical = c.model.batch or 1
-  local physical = math.min(c.dp.max_physical_batch_size or logical, logical)
+  local physical = math.min(c.dp.max_physical_batch_size or logical, rank_batch(c, logical))
   if SAMPLES[c] and c.dp.poisson then physical = c.dp.max_physical_batch_size or logical end
-  mcfg.batch = c.dp.max_physical_batch_size or logical
+  if SAMPLES[c] and c.distributed then
+    dp.refuse("dpprof.experiment: distributed runs take fixed-length windows for now; samples of their own lengths "
+              .. "(data.lengths, lengths_file, length_distribution, file with eos) run in one process")
+  end
+  mcfg.batch = c.distributed and physical or (c.dp.max_physical_batch_size or logical)
   local ok, err = pcall(dp.model.check, mcfg)
   if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
   ok, err = pcall(dp.dp.check, experiment.wrap_options(c, logical, physical), mcfg.batch)
@@ -381,6 +457,13 @@ function experiment.config(cfg, recorded)
     if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
   end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
+  -- `distributed` at the top or in the model (dp.model's key), once
+  if c.model.distributed ~= nil and cfg.distributed ~= nil then
+    dp.refuse("dpprof.experiment: distributed is given twice (at the top and in model): give it once")
+  end
+  c.distributed = copy(cfg.distributed or c.model.distributed)
+  c.model.distributed = nil -- the experiment makes the wrapper a rank itself
+  check_distributed(c, recorded)
   check_model_and_dp(c, cfg)
   return c
 end
@@ -515,6 +598,68 @@ local function environment(kind, info, device_model, threads)
   return e
 end
 
+-- What one rank's result tells the combined one: {rank, peak_bytes, categories = {category:
+-- peak bytes}, live_at_peak = {category: bytes live at the rank's peak}, modules = {{module, peak
+-- bytes}, ...}}.
+function experiment.rank_summary(r, rank)
+  local cats, live, modules = {}, {}, {}
+  for _, cname in ipairs(results.CATEGORIES) do
+    cats[cname] = r.memory.categories[cname].peak_bytes
+    live[cname] = r.memory.categories[cname].live_at_peak_bytes
+  end
+  for i, m in ipairs(r.memory.modules) do modules[i] = { m.module, m.peak_bytes } end
+  return { rank = rank, peak_bytes = r.memory.peak_bytes, categories = cats, live_at_peak = live, modules = modules }
+end
+
+-- The ranks' summaries (experiment.rank_summary, in rank order) as a combined result's
+-- distributed.ranks and distributed.largest: every rank's peaks, and the largest peak, per
+-- category and per module, with the rank that holds it (the first such rank on a tie).
+function experiment.combine(summaries)
+  local ranks, largest = json.array(), { peak_bytes = -1, categories = {}, modules = json.array() }
+  local by_module, order = {}, {}
+  for i, one in ipairs(summaries) do
+    ranks[i] = { rank = one.rank, peak_bytes = one.peak_bytes, categories = one.categories,
+                 live_at_peak = one.live_at_peak }
+    if one.peak_bytes > largest.peak_bytes then largest.peak_bytes, largest.rank = one.peak_bytes, one.rank end
+    for _, cname in ipairs(results.CATEGORIES) do
+      local have = largest.categories[cname]
+      if not have or one.categories[cname] > have.peak_bytes then
+        largest.categories[cname] = { peak_bytes = one.categories[cname], rank = one.rank }
+      end
+    end
+    for _, m in ipairs(one.modules) do
+      local have = by_module[m[1]]
+      if not have then order[#order + 1] = m[1] end
+      if not have or m[2] > have.peak_bytes then by_module[m[1]] = { module = m[1], peak_bytes = m[2], rank = one.rank } end
+    end
+  end
+  for i, name in ipairs(order) do largest.modules[i] = by_module[name] end
+  return ranks, largest
+end
+
+-- A distributed run's result: r.distributed = {strategy, world_size, rank}; on a launched world of
+-- more than one rank every rank's peaks (total, per category, per module) are gathered, and rank 0's
+-- result also carries them all (`ranks`) and the largest of each with the rank that holds it
+-- (`largest`). A failed run (every rank's, after the vote that named the failed rank) gathers
+-- nothing; a rank that failed inside a collective raises naming itself (the launcher stops the job).
+function experiment.combine_ranks(r, d, kind, in_collective)
+  local launched = kind ~= "plan"
+  local rank = launched and dp.dist.rank() or d.rank or 0
+  local ws = launched and dp.dist.world_size() or d.world_size
+  r.distributed = { strategy = d.strategy, world_size = ws, rank = rank }
+  if not launched or ws <= 1 then return end
+  if in_collective then -- failed inside a collective: the others cannot be told; the launcher stops them
+    error(string.format("rank %d of %d: %s", rank, ws, tostring(r.message)), 0)
+  end
+  if r.status ~= "ok" then return end -- every rank stopped at the same vote, naming the failed one
+  local all = dp.dist.all_gather(json.encode(experiment.rank_summary(r, rank)))
+  if rank ~= 0 then return end
+  local summaries = {}
+  for i, text in ipairs(all) do summaries[i] = json.decode(text) end
+  local ranks, largest = experiment.combine(summaries)
+  r.distributed.ranks, r.distributed.largest = ranks, largest
+end
+
 -- Runs the configured experiment in this process; see the header. Returns the result table.
 function experiment.run(cfg_in)
   local c = experiment.config(cfg_in)
@@ -527,6 +672,10 @@ function experiment.run(cfg_in)
   local dok, info = pcall(dp.device, c.device)
   if not dok then error("dpprof.experiment: " .. dp.error_text(info), 2) end
   local kind = info.kind
+  if c.distributed and kind == "cuda" then -- NCCL moves CUDA tensors: refused now when it is missing
+    local nok, nerr = pcall(dp.dist.nccl)
+    if not nok then dp.refuse("dpprof.experiment: distributed: " .. dp.error_text(nerr):gsub("^distributed: ", "")) end
+  end
   -- On plan: the device model, and its fixed workspace taken before the peaks are reset (as a
   -- CUDA device holds it from its start).
   local device_model = kind == "plan" and plan.device_model(c.device_model) or nil
@@ -541,6 +690,7 @@ function experiment.run(cfg_in)
   if device_model then
     dp.clock_model(device_model.peak_flops[c.model.dtype or "f32"] or device_model.peak_flops.f32,
                    device_model.bandwidth)
+    if c.distributed then plan.link(device_model) end -- the collectives on its links
   end
   dp.sync()
   mem.clear_snapshots()
@@ -630,10 +780,39 @@ function experiment.run(cfg_in)
     error(string.format("non-finite %s (%s) in %s, physical batch %d: %s", what, shown, where, k, first), 0)
   end
 
+  -- A launched world of several ranks: before each collective, and once at the end, every rank says
+  -- whether its run failed (dp.dist.all_gather of "" or the failure, as JSON), so that a rank that
+  -- failed (out of memory, an error) ends every rank's run, each result naming it, rather than
+  -- leaving the others waiting in a collective. A failure inside a collective cannot be voted on:
+  -- that rank raises and the launcher stops the job (combine_ranks).
+  local ws_launched = c.distributed and kind ~= "plan" and dp.dist.world_size() or 1
+  local peer_failure, in_collective, voted = nil, false, false
+  local PEER_FAILED = setmetatable({}, { __tostring = function() return "another rank failed" end })
+  local function vote(failure)
+    if ws_launched <= 1 then return nil end
+    voted = voted or failure ~= nil
+    local all = dp.dist.all_gather(failure and json.encode(failure) or "")
+    for i, text in ipairs(all) do
+      if text ~= "" then return i - 1, json.decode(text) end
+    end
+  end
+  local function check_peers()
+    local who, f = vote(nil)
+    if who then
+      peer_failure = { rank = who, message = f.message, oom = f.oom }
+      error(PEER_FAILED, 0)
+    end
+  end
+  local function collective(fn)
+    in_collective = true
+    fn()
+    in_collective = false
+  end
+
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
   -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
   local function iteration(i, step)
-    local acc = { forward = 0, backward = 0, clip = 0, noise = 0, optimizer = 0, recompute = 0 }
+    local acc = { forward = 0, backward = 0, clip = 0, noise = 0, optimizer = 0, recompute = 0, comm = 0 }
     local iter = i or 0
     ctx.iter, ctx.warmup = iter, i == nil
     local plan = priv:next_step()
@@ -656,8 +835,10 @@ function experiment.run(cfg_in)
                                                     samples = pick, starts = samples.starts and at or nil }
       end
     else
+      local at = c.distributed and plan.first -- a rank's samples: its slice's, in order
       for _, nb in ipairs(plan.physical) do
-        physical_batches[#physical_batches + 1] = { size = nb, padded = model:config().seq_len }
+        physical_batches[#physical_batches + 1] = { size = nb, padded = model:config().seq_len, first = at }
+        at = at and at + nb
       end
     end
     for k, pb in ipairs(physical_batches) do
@@ -667,7 +848,7 @@ function experiment.run(cfg_in)
                           samples = not pb.starts and pb.samples or nil, starts = pb.starts,
                           file = pb.starts and c.data.file or nil, file_dtype = pb.starts and c.data.file_dtype or nil }
       else
-        batch = dp.batch{ model = model, size = pb.size, seed = c.seed, step = step,
+        batch = dp.batch{ model = model, size = pb.size, seed = c.seed, step = step, first = pb.first,
                           file = c.data and c.data.file, file_dtype = c.data and c.data.file_dtype }
       end
       local first = i and k == 1 -- the default snapshots describe the first physical batch
@@ -689,6 +870,10 @@ function experiment.run(cfg_in)
       if i then callback("after_clip", i, k) end
       dp.free_batch(batch)
     end
+    if c.distributed then
+      check_peers()
+      phase("comm", iter, acc, function() collective(function() priv:reduce_grads() end) end)
+    end
     phase("noise", iter, acc, function() priv:noise() end)
     if i then callback("after_noise", i) end
     phase("optimizer", iter, acc, function() opt:step(); opt:zero_grad() end)
@@ -697,6 +882,11 @@ function experiment.run(cfg_in)
       for k, pb in ipairs(physical_batches) do phys[k] = { size = pb.size, padded = pb.padded } end
       st.steps[#st.steps + 1] = { step = step, logical_size = plan.logical_size, physical = phys,
                                   peak_bytes = step_peak }
+    end
+    -- zero2: every rank's updated slice to every rank
+    if c.distributed and c.distributed.strategy == "zero2" then
+      check_peers()
+      phase("comm", iter, acc, function() collective(function() priv:gather_params() end) end)
     end
     if i then
       snap("iter{i}_after_step", i)
@@ -716,6 +906,9 @@ function experiment.run(cfg_in)
     building = true
     local mcfg, load = experiment.model_options(c.model, kind)
     physical = c.dp.max_physical_batch_size or mcfg.batch
+    if c.distributed then -- a rank's physical batches hold at most its slice
+      physical = math.min(physical or math.huge, rank_batch(c, c.model.batch or mcfg.batch or 1))
+    end
     mcfg.batch = physical
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
@@ -740,6 +933,7 @@ function experiment.run(cfg_in)
     -- may draw more than its expected size, split at max_physical_batch_size (as Opacus's).
     if not (samples and c.dp.poisson) then physical = math.min(physical, logical) end
     priv = dp.dp.wrap(model, opt, experiment.wrap_options(c, logical, physical))
+    if c.distributed then priv:distribute(c.distributed) end
     building = false
     ctx.priv = priv
     if choices(priv, c) ~= "vanilla" then
@@ -781,7 +975,7 @@ function experiment.run(cfg_in)
   dp.threads(threads_before)
   local stats = mem.stats()
   if c.memory_limit then mem.set_limit(0) end
-  if device_model then dp.clock_model(false) end
+  if device_model then dp.clock_model(false); plan.link(nil) end
   local host = dp.host_memory()
   local op_calls = profiling and c.trace and dp.profile.calls() or nil
   local profile = nil
@@ -789,9 +983,24 @@ function experiment.run(cfg_in)
     if ok then profile = ops.finish(profiling, dp.ledger(), c.iters) else dp.profile.enable(false) end
   end
 
+  if ws_launched > 1 and not in_collective then -- the vote that pairs with the others' next one
+    if ok then
+      local who, f = vote(nil) -- every rank at its end: did one fail after the last collective?
+      if who then ok, peer_failure = false, { rank = who, message = f.message, oom = f.oom } end
+    elseif not peer_failure then
+      vote({ message = err.message, oom = dp.oom_details(err.message) })
+    end
+  end
   local status, oom = "ok", nil
   if not ok then
-    oom = dp.oom_details(err.message)
+    if peer_failure then -- this rank stopped because another failed: that rank's failure, named
+      err = { message = string.format("rank %d of %d: %s", peer_failure.rank, ws_launched, peer_failure.message),
+              traceback = nil, building = false }
+      oom = peer_failure.oom
+    else
+      oom = dp.oom_details(err.message)
+      if ws_launched > 1 then err.message = string.format("rank %d of %d: %s", dp.dist.rank(), ws_launched, err.message) end
+    end
     status = oom and "oom" or "error"
   end
   if not ok and not oom and err.building then
@@ -816,6 +1025,7 @@ function experiment.run(cfg_in)
     device = kind, seed = c.seed, device_model = device_model and copy(c.device_model or device_model.name) or nil,
     profile = c.profile,
     threads = c.threads,
+    distributed = c.distributed and copy(c.distributed) or nil, -- as checked: the world size filled in
   }
   config.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
   local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip
@@ -863,6 +1073,7 @@ function experiment.run(cfg_in)
   if not ok and #st.iter_ms == 0 then
     r.timing.iter_ms = json.array() -- no timed iteration ran: no averages to report
   end
+  if c.distributed then experiment.combine_ranks(r, c.distributed, kind, in_collective) end
   if c.trace then
     local trace = require("dpprof.trace")
     trace.write(c.trace, r, mem.events(), { initial = initial, op_calls = op_calls })

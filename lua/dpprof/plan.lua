@@ -60,6 +60,7 @@ plan.MODELS = {
     peak_flops = { bf16 = 989.4e12, f32 = 66.9e12 },
     bandwidth = 3.35e12,
     context_bytes = plan.DEFAULT_CONTEXT_BYTES, workspace = true, reserve_overhead = plan.DEFAULT_RESERVE_OVERHEAD,
+    gpus_per_node = 8, intra_node_gbps = 450, inter_node_gbps = 50,
   },
   h200 = {
     name = "h200", description = "NVIDIA H200 141GB HBM3e (SXM5)",
@@ -67,12 +68,19 @@ plan.MODELS = {
     peak_flops = { bf16 = 989.4e12, f32 = 66.9e12 },
     bandwidth = 4.8e12,
     context_bytes = plan.DEFAULT_CONTEXT_BYTES, workspace = true, reserve_overhead = plan.DEFAULT_RESERVE_OVERHEAD,
+    gpus_per_node = 8, intra_node_gbps = 450, inter_node_gbps = 50,
   },
 }
 plan.DEFAULT_MODEL = "h100"
 
 plan.MODEL_KEYS = { "base", "name", "description", "memory_bytes", "memory_gb", "peak_flops", "bandwidth",
-                    "context_bytes", "workspace", "reserve_overhead" }
+                    "context_bytes", "workspace", "reserve_overhead", "gpus_per_node", "intra_node_gbps",
+                    "inter_node_gbps" }
+-- The links of a distributed plan run (issue 29), in GB/s (1e9 bytes/s) per direction per GPU:
+-- gpus_per_node GPUs a node joined by NVLink (H100 and H200 SXM: NVLink 4, 18 links x 25 GB/s =
+-- 450 GB/s), nodes by InfiniBand (NDR, 400 Gb/s = 50 GB/s, one adapter a GPU as in a DGX H100).
+-- A collective lasts its wire bytes over the slowest link its ring crosses (engine/dist/dist.h).
+plan.LINK_DEFAULTS = { gpus_per_node = 8, intra_node_gbps = 450, inter_node_gbps = 50 }
 plan.DTYPES = { "f32", "bf16" }
 
 local function names(t)
@@ -154,7 +162,20 @@ function plan.device_model(spec)
     if not known then bad("peak_flops.%s: unknown dtype (valid: %s)", tostring(dt), table.concat(plan.DTYPES, ", ")) end
   end
   positive(m.bandwidth, "bandwidth")
+  for k, v in pairs(plan.LINK_DEFAULTS) do if m[k] == nil then m[k] = v end end
+  if math.type(m.gpus_per_node) ~= "integer" or m.gpus_per_node < 1 then
+    bad("gpus_per_node must be an integer >= 1, got %s", tostring(m.gpus_per_node))
+  end
+  positive(m.intra_node_gbps, "intra_node_gbps")
+  positive(m.inter_node_gbps, "inter_node_gbps")
   return m
+end
+
+-- Times a plan run's collectives on model's links (dpprof.dist.link_model), or stops (model nil).
+function plan.link(model)
+  if not model then return dp.dist.link_model(false) end
+  dp.dist.link_model{ gpus_per_node = model.gpus_per_node, intra_bytes_per_s = model.intra_node_gbps * 1e9,
+                      inter_bytes_per_s = model.inter_node_gbps * 1e9, device_bytes_per_s = model.bandwidth }
 end
 
 -- Makes the plan device hold (or not) the CUDA backend's fixed workspace, as model says; returns

@@ -821,6 +821,43 @@ function results.config_hash(config)
   return string.format("fnv1a64:%016x", h)
 end
 
+-- The per-rank chart of a distributed run's combined result (rank 0's, with distributed.ranks):
+-- each rank's peak, stacked by what was live at it (the breakdown charts' components), the largest
+-- rank named in the subtitle; written to out (PNG). Raises when r has no ranks.
+function results.rank_chart(r, out)
+  local d = type(r) == "table" and r.distributed
+  if type(d) ~= "table" or type(d.ranks) ~= "table" or #d.ranks == 0 then
+    error("dpprof.results.rank_chart: the result has no distributed.ranks (rank 0's result of a launched world)", 2)
+  end
+  -- stacked by the breakdown charts' components, in their order and colours: what was live at
+  -- each rank's peak (the stack is the rank's peak)
+  local groups, series, of = {}, {}, {}
+  for i, one in ipairs(d.ranks) do groups[i] = "rank " .. one.rank end
+  for _, c in ipairs(dp.memory.CATEGORIES) do
+    local color, label = dp.plot.component_style(c.component)
+    if not of[c.component] then
+      of[c.component] = { name = label or c.component, color = color, values = {} }
+      series[#series + 1] = of[c.component]
+    end
+    local s = of[c.component]
+    for i, one in ipairs(d.ranks) do s.values[i] = (s.values[i] or 0) + (one.live_at_peak[c.name] or 0) end
+  end
+  local kept = {}
+  for _, s in ipairs(series) do
+    local any = false
+    for _, v in ipairs(s.values) do any = any or v > 0 end
+    if any then kept[#kept + 1] = s end
+  end
+  series = kept
+  local largest = d.largest and d.largest.rank
+  dp.plot.bars{ out = out, stacked = true, y_unit = "bytes", groups = groups, series = series,
+                title = string.format("Peak memory per rank (%s, %d ranks)", tostring(d.strategy), #d.ranks),
+                subtitle = largest and string.format("largest: rank %d, %s", largest,
+                                                     dp.plot.format(d.largest.peak_bytes, "bytes")) or nil,
+                y_label = "peak bytes" }
+  return out
+end
+
 -- Writes value as JSON (results.encode) to path through a unique temporary file and a rename, so
 -- the file is either absent or complete; never through a link planted at path, never over a
 -- device, FIFO or directory (dpprof.write_file). Raises an error naming the file.

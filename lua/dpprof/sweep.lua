@@ -82,6 +82,7 @@ sweep.KEYS = {
   accountant = { "dp", "accountant" },
   lr = { "optimizer", "lr" }, optimizer = { "optimizer", "name" },
   iters = { "iters" }, warmup = { "warmup" }, device = { "device" }, seed = { "seed" },
+  world_size = { "distributed", "world_size" }, strategy = { "distributed", "strategy" },
 }
 
 local function sorted_keys(t)
@@ -540,6 +541,11 @@ function sweep.run(opts)
     if experiment then
       local cok, cerr = pcall(experiment.config, p.config)
       if not cok then dp.refuse(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr))) end
+      if cerr.distributed and cerr.device ~= "plan" then -- a point runs in a child process of one rank
+        dp.refuse(string.format("dpprof.sweep: point %s: distributed on device '%s': a sweep's point is one "
+                                .. "process; run the experiment itself under mpirun or srun (docs/cluster.md), or "
+                                .. "plan it (device = \"plan\")", p.name, tostring(cerr.device)))
+      end
       resolved = cerr
     end
     p.resolved = resolved_config(p, resolved)

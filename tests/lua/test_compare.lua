@@ -30,7 +30,7 @@ local function result(peak_bytes, iter_ms)
     local per = { forward = ms * 0.3, backward = ms * 0.5, clip = ms * 0.1, noise = ms * 0.05, optimizer = ms * 0.05,
                   recompute = 0 }
     for _, p in ipairs(results.PHASES) do
-      if p ~= "recompute" then -- no checkpointing: no recomputation span
+      if not results.OPTIONAL_PHASES[p] then -- no checkpointing, one process: no recompute or comm span
         spans[#spans + 1] = { phase = p, iter = i, start_ms = t, end_ms = t + per[p] }
         t = t + per[p]
       end

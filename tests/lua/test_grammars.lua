@@ -42,7 +42,7 @@ local MODEL_VALUES = {
   arch = "gpt", vocab = 50, hidden = 32, layers = 2, heads = 4, kv_heads = 4, head_dim = 8, seq_len = 16, batch = 2,
   mlp_ratio = 4, ffn = 128, max_positions = 16, tie_head = true, dtype = "f32", norm_eps = 1e-5, rope_theta = 10000,
   rope_scaling = { rope_type = "default" }, init_std = 0.02, seed = 3, device = "cpu", lora = { rank = 2 },
-  master_weights = true, checkpoint = "blocks",
+  master_weights = true, checkpoint = "blocks", distributed = { strategy = "ddp" },
 }
 do
   check.truthy(#dp.model.KEYS >= 20, "dpprof.model.KEYS is a list: " .. #dp.model.KEYS)
@@ -57,12 +57,12 @@ do
   check.eq(m:config().checkpoint, "blocks", "and by dp.model")
   check.eq(m:config().lora.rank, 2, "lora taken")
   m:free()
-  cfg.distributed = true
+  cfg.sharding = true
   check.eq(refusal(function() dp.model.check(cfg) end),
-           "dpprof.model: unknown key 'distributed' (valid: " .. table.concat(dp.model.KEYS, ", ") .. ")",
+           "dpprof.model: unknown key 'sharding' (valid: " .. table.concat(dp.model.KEYS, ", ") .. ")",
            "dp.model's unknown key lists exactly dpprof.model.KEYS")
   check.eq(refusal(function() dp.model(cfg) end),
-           "dpprof.model: unknown key 'distributed' (valid: " .. table.concat(dp.model.KEYS, ", ") .. ")",
+           "dpprof.model: unknown key 'sharding' (valid: " .. table.concat(dp.model.KEYS, ", ") .. ")",
            "the constructor's too")
 end
 
@@ -110,9 +110,9 @@ end
 do
   local base = { model = { vocab = 50, hidden = 32, layers = 2, heads = 4, seq_len = 16, batch = 2 }, device = "plan" }
   local cfg = dp.deep_copy(base)
-  cfg.model.distributed = true
+  cfg.model.sharding = true
   check.eq(refusal(function() experiment.config(cfg) end),
-           "dpprof.experiment: model: unknown key 'distributed' (valid: "
+           "dpprof.experiment: model: unknown key 'sharding' (valid: "
            .. table.concat(without(dp.model.KEYS, { device = true }, { "path", "weights" }), ", ") .. ")",
            "an experiment's model keys: dpprof.model.KEYS less device, plus path and weights")
   cfg = dp.deep_copy(base)

@@ -420,9 +420,27 @@ local lengths = dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 16, 
 assert_valid(lengths, "a result of samples of their own lengths")
 check.eq(#lengths.steps, 3, "steps[]: one per timed step")
 check.eq(lengths.data.samples, 6, "data.samples")
+-- a distributed run: rank 1 of a planned world of 2; `ranks` and `largest`, which rank 0 of a
+-- launched world gathers (tests/dist/plan_equal.lua), made here from two of its ranks' plans
+local function rank_plan(rank)
+  local d = dp.experiment(config{ device = "plan", dp = { max_physical_batch_size = 1 },
+                                  distributed = { strategy = "ddp", world_size = 2, rank = rank } })
+  check.eq(d.status, "ok", "distributed plan run: " .. tostring(d.message))
+  check.eq(d.distributed.rank, rank, "the plan's rank")
+  assert_valid(d, "distributed plan result")
+  return d
+end
+local distributed = rank_plan(1)
+do
+  local experiment = require("dpprof.experiment")
+  local ranks, largest = experiment.combine({ experiment.rank_summary(rank_plan(0), 0),
+                                              experiment.rank_summary(distributed, 1) })
+  distributed.distributed.ranks, distributed.distributed.largest = ranks, largest
+  assert_valid(distributed, "a combined distributed result")
+end
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
                     placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
-                    advised = advised, lengths = lengths }
+                    advised = advised, lengths = lengths, distributed = distributed }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -492,7 +510,7 @@ for _, f in ipairs(schema.fields) do
   if f.type ~= "any" then
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
-                            "repeated", "advised", "lengths" }) do
+                            "repeated", "advised", "lengths", "distributed" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then

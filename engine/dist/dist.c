@@ -1,0 +1,131 @@
+/* dist.c: the strategies by name, and the collectives through a communicator's table, each
+ * recorded in the ledger with the bytes this rank puts on the wire and timed in the profile. */
+#include "dist.h"
+
+#include "clock.h"
+#include "dispatch.h"
+#include "error.h"
+#include "ledger.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const strategy_names[DP_DIST_N_STRATEGIES] = {"none", "ddp", "zero2", "fsdp"};
+
+int dp_dist_strategy_parse(const char *name, dp_dist_strategy *out) {
+    for (int s = DP_DIST_DDP; s < DP_DIST_N_STRATEGIES; s++)
+        if (name && strcmp(name, strategy_names[s]) == 0) {
+            *out = (dp_dist_strategy)s;
+            return DP_OK;
+        }
+    return dp_error_set(DP_EINVAL, "distributed.strategy: unknown strategy '%s' (valid: %s)", name ? name : "(none)",
+                        dp_dist_strategies_text());
+}
+
+const char *dp_dist_strategy_name(dp_dist_strategy s) {
+    return (unsigned)s < DP_DIST_N_STRATEGIES ? strategy_names[s] : "?";
+}
+
+const char *dp_dist_strategies_text(void) { return "ddp, zero2, fsdp"; }
+
+int dp_dist_strategy_supported(dp_dist_strategy s) { return s != DP_DIST_FSDP; }
+
+double dp_comm_wire_bytes(const char *op, double bytes, int world_size) {
+    double n = world_size > 0 ? (double)world_size : 1.0;
+    if (world_size <= 1) return 0.0;
+    if (strcmp(op, "comm_all_reduce") == 0) return 2.0 * (n - 1.0) / n * bytes;
+    if (strcmp(op, "comm_reduce_scatter") == 0 || strcmp(op, "comm_all_gather") == 0) return (n - 1.0) / n * bytes;
+    if (strcmp(op, "comm_broadcast") == 0) return bytes;
+    return 0.0;
+}
+
+static struct {
+    int gpus_per_node;
+    double intra, inter, device;
+} link;
+
+void dp_dist_link_model(int gpus_per_node, double intra_Bps, double inter_Bps, double device_Bps) {
+    int on = gpus_per_node > 0 && intra_Bps > 0 && inter_Bps > 0 && device_Bps > 0;
+    link.gpus_per_node = on ? gpus_per_node : 0;
+    link.intra = on ? intra_Bps : 0;
+    link.inter = on ? inter_Bps : 0;
+    link.device = on ? device_Bps : 0;
+}
+
+double dp_dist_link_seconds(double wire_bytes, int world_size) {
+    if (link.gpus_per_node <= 0) return 0.0;
+    return wire_bytes / (world_size <= link.gpus_per_node ? link.intra : link.inter);
+}
+
+/* The ledger entry of a collective: its wire bytes. On a modelled clock dp_ledger_add timed them at
+ * the device's memory bandwidth; the link model's time is the rest (clock.h's roofline with no
+ * flops is bytes / bandwidth, so the remainder is given to it as bytes at that bandwidth). */
+static void record(const char *op, double bytes, int world_size) {
+    double wire = dp_comm_wire_bytes(op, bytes, world_size);
+    dp_ledger_add(op, 0.0, wire);
+    double t = dp_dist_link_seconds(wire, world_size);
+    if (t > 0 && dp_clock_modelled()) {
+        double rest = t * link.device - wire;
+        if (rest > 0) dp_clock_advance(0.0, rest);
+    }
+}
+
+static int check_f32(const dp_tensor *t, const char *op) {
+    if (t->dtype != DP_F32)
+        return dp_error_set(DP_ENOTSUP, "%s: collectives move f32 tensors (got %s)", op, dp_dtype_name(t->dtype));
+    return DP_OK;
+}
+
+/* the ledger entry of a collective over `bytes` of data, then the call, timed on dev */
+#define COMM_CALL(c, dev, op, bytes, call) (record(op, (bytes), (c)->world_size), DP_PROFILED(dev, (call)))
+
+static double tensor_bytes(const dp_tensor *t) { return (double)t->numel * (double)dp_dtype_size(t->dtype); }
+
+int dp_comm_all_reduce(dp_comm *c, dp_tensor *t) {
+    DP_TRY(check_f32(t, "all_reduce"));
+    return COMM_CALL(c, t->dev, "comm_all_reduce", tensor_bytes(t), c->ops->all_reduce(c, t));
+}
+
+static int check_parts(dp_comm *c, const dp_tensor *whole, const dp_tensor *part, const char *op) {
+    DP_TRY(check_f32(whole, op));
+    DP_TRY(check_f32(part, op));
+    if (whole->numel != part->numel * c->world_size)
+        return dp_error_set(DP_EINVAL, "%s: %lld elements are not %d parts of %lld", op, (long long)whole->numel,
+                            c->world_size, (long long)part->numel);
+    return DP_OK;
+}
+
+int dp_comm_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
+    DP_TRY(check_parts(c, in, out, "reduce_scatter"));
+    return COMM_CALL(c, in->dev, "comm_reduce_scatter", tensor_bytes(in), c->ops->reduce_scatter(c, in, out));
+}
+
+int dp_comm_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
+    DP_TRY(check_parts(c, out, in, "all_gather"));
+    return COMM_CALL(c, in->dev, "comm_all_gather", tensor_bytes(out), c->ops->all_gather(c, in, out));
+}
+
+int dp_comm_broadcast(dp_comm *c, dp_tensor *t, int root) {
+    if (root < 0 || root >= c->world_size)
+        return dp_error_set(DP_EINVAL, "broadcast: root %d is not a rank of a world of %d", root, c->world_size);
+    DP_TRY(check_f32(t, "broadcast"));
+    return COMM_CALL(c, t->dev, "comm_broadcast", tensor_bytes(t), c->ops->broadcast(c, t, root));
+}
+
+int dp_comm_barrier(dp_comm *c) { return c->ops->barrier(c); }
+
+/* a world of one, or a plan world whose other ranks do not exist: this rank's bytes alone */
+static int own_bytes(dp_comm *c, const void *buf, size_t *n, char **out) {
+    size_t mine = n[c->rank];
+    for (int r = 0; r < c->world_size; r++) n[r] = r == c->rank ? mine : 0;
+    *out = malloc(mine ? mine : 1);
+    if (!*out) return dp_error_set(DP_EOOM, "all_gather_host: out of host memory");
+    if (mine) memcpy(*out, buf, mine);
+    return DP_OK;
+}
+
+int dp_comm_all_gather_host(dp_comm *c, const void *buf, size_t *n, char **out) {
+    *out = NULL;
+    if (c->world_size <= 1 || !c->ops->all_gather_host) return own_bytes(c, buf, n, out);
+    return c->ops->all_gather_host(c, buf, n, out);
+}

@@ -1,0 +1,138 @@
+/* lua_dist.c: dpprof.dist, the process's place among the ranks of a distributed run.
+ *
+ *   dp.dist.rank(), dp.dist.world_size()   this process's rank and the number of ranks (0 and 1
+ *                                          when no launcher started it)
+ *   dp.dist.barrier()                      waits for every rank
+ *   dp.dist.all_gather(s)                  every rank's string s, in rank order
+ *   dp.dist.nccl()                         loads NCCL and makes its communicator (CUDA runs)
+ *   dp.dist.launcher()                     "mpirun", "pmi", "srun" or nil
+ *   dp.dist.link_model{...} | (false)      the links a plan run's collectives are timed on
+ *   dp.dist.link_seconds(bytes, N)         a collective's modelled seconds on them
+ *   dp.dist.STRATEGIES, dp.dist.KEYS       the strategies and the keys of a `distributed` table
+ *   dp.dist.mpi_compiled                   whether this dpprof has the MPI transport */
+#include "lua_engine.h"
+
+#include "dist.h"
+#include "dist_nccl.h"
+#include "error.h"
+#include "lua_util.h"
+
+#include <lauxlib.h>
+#include <stdlib.h>
+
+const char *const dpl_dist_keys[] = {"strategy", "world_size", "rank", NULL};
+
+static dp_comm *world(lua_State *L, const char *fname) {
+    dp_comm *c;
+    if (dp_dist_world(&c) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
+    return c;
+}
+
+static int l_rank(lua_State *L) {
+    lua_pushinteger(L, world(L, "dpprof.dist.rank")->rank);
+    return 1;
+}
+
+static int l_world_size(lua_State *L) {
+    lua_pushinteger(L, world(L, "dpprof.dist.world_size")->world_size);
+    return 1;
+}
+
+static int l_barrier(lua_State *L) {
+    if (dp_comm_barrier(world(L, "dpprof.dist.barrier")) != DP_OK)
+        return luaL_error(L, "dpprof.dist.barrier: %s", dp_error_message());
+    return 0;
+}
+
+/* dp.dist.all_gather(s) -> {s_0, ..., s_{N-1}}: every rank's string, in rank order. */
+static int l_all_gather(lua_State *L) {
+    size_t len;
+    const char *s = luaL_checklstring(L, 1, &len);
+    dp_comm *c = world(L, "dpprof.dist.all_gather");
+    size_t *n = lua_newuserdatauv(L, (size_t)c->world_size * sizeof *n, 0);
+    n[c->rank] = len;
+    char *out;
+    if (dp_comm_all_gather_host(c, s, n, &out) != DP_OK)
+        return luaL_error(L, "dpprof.dist.all_gather: %s", dp_error_message());
+    lua_createtable(L, c->world_size, 0);
+    size_t at = 0;
+    for (int r = 0; r < c->world_size; r++) {
+        lua_pushlstring(L, out + at, n[r]);
+        lua_rawseti(L, -2, r + 1);
+        at += n[r];
+    }
+    free(out);
+    return 1;
+}
+
+/* dp.dist.link_model{gpus_per_node=, intra_bytes_per_s=, inter_bytes_per_s=, device_bytes_per_s=}
+ * or dp.dist.link_model(false): the links a plan run's collectives are timed on (dist.h). */
+static int l_link_model(lua_State *L) {
+    static const char *const keys[] = {"gpus_per_node", "intra_bytes_per_s", "inter_bytes_per_s", "device_bytes_per_s",
+                                       NULL};
+    const char *fname = "dpprof.dist.link_model";
+    if (lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
+        dp_dist_link_model(0, 0, 0, 0);
+        return 0;
+    }
+    luaL_checktype(L, 1, LUA_TTABLE);
+    dpl_check_keys(L, 1, fname, keys);
+    int64_t g = dpl_opt_int_field(L, 1, fname, "gpus_per_node", 0);
+    double intra = dpl_opt_num_field(L, 1, fname, "intra_bytes_per_s", 0);
+    double inter = dpl_opt_num_field(L, 1, fname, "inter_bytes_per_s", 0);
+    double dev = dpl_opt_num_field(L, 1, fname, "device_bytes_per_s", 0);
+    if (g < 1 || g > 1 << 20 || !(intra > 0) || !(inter > 0) || !(dev > 0))
+        return luaL_error(L, "%s: gpus_per_node must be an integer >= 1 and the bandwidths positive", fname);
+    dp_dist_link_model((int)g, intra, inter, dev);
+    return 0;
+}
+
+/* dp.dist.link_seconds(wire_bytes, world_size) -> the modelled seconds on the link model (0: off) */
+static int l_link_seconds(lua_State *L) {
+    lua_pushnumber(L, dp_dist_link_seconds(luaL_checknumber(L, 1), (int)luaL_checkinteger(L, 2)));
+    return 1;
+}
+
+/* dp.dist.nccl() -> true: NCCL loaded and its communicator over the world made, on the current
+ * CUDA device (what a distributed CUDA run needs first); raises naming what is missing. */
+static int l_nccl(lua_State *L) {
+    dp_comm *c = world(L, "dpprof.dist.nccl");
+    if (dp_dist_nccl_comm(c, &c) != DP_OK) return luaL_error(L, "%s", dp_error_message());
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_launcher(lua_State *L) {
+    dp_launch l;
+    if (dp_dist_launcher(&l) != DP_OK) return luaL_error(L, "dpprof.dist.launcher: %s", dp_error_message());
+    if (l.launcher)
+        lua_pushstring(L, l.launcher);
+    else
+        lua_pushnil(L);
+    return 1;
+}
+
+void dpl_open_dist(lua_State *L) {
+    static const luaL_Reg fns[] = {{"rank", l_rank},
+                                   {"world_size", l_world_size},
+                                   {"barrier", l_barrier},
+                                   {"launcher", l_launcher},
+                                   {"all_gather", l_all_gather},
+                                   {"nccl", l_nccl},
+                                   {"link_model", l_link_model},
+                                   {"link_seconds", l_link_seconds},
+                                   {NULL, NULL}};
+    lua_newtable(L);
+    luaL_setfuncs(L, fns, 0);
+    lua_newtable(L);
+    for (int s = DP_DIST_DDP; s < DP_DIST_N_STRATEGIES; s++) {
+        lua_pushstring(L, dp_dist_strategy_name((dp_dist_strategy)s));
+        lua_rawseti(L, -2, s);
+    }
+    lua_setfield(L, -2, "STRATEGIES");
+    dpl_push_keys(L, dpl_dist_keys);
+    lua_setfield(L, -2, "KEYS");
+    lua_pushboolean(L, dp_dist_mpi_compiled());
+    lua_setfield(L, -2, "mpi_compiled");
+    lua_setfield(L, -2, "dist");
+}

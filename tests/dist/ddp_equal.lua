@@ -1,0 +1,79 @@
+-- ddp_equal.lua: run under mpirun -np N (tests/dist/CMakeLists.txt). Every rank trains each model
+-- x method alone (no `distributed`: the single-process run, in this process) and as a rank of the
+-- world under each strategy (ddp, zero2); the parameters after the K = warmup + iters steps must agree to
+-- reduction-order rounding: |ddp - single| <= BOUND * max(1, |single|) element-wise, f32; so every
+-- rank holds the single process's parameters, and the ranks agree with each other.
+local dp = require("dpprof")
+local ws, rank = dp.dist.world_size(), dp.dist.rank()
+if ws < 2 then error("ddp_equal.lua runs under mpirun -np N with N >= 2 (got world size " .. ws .. ")") end
+local BOUND = 1e-6
+
+local MODELS = {
+  gpt = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 },
+  -- grouped-query attention, a tied head, LoRA on every linear and every block checkpointed
+  llama = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8, batch = 8,
+            tie_head = true, checkpoint = "blocks" },
+  llama_lora = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8, batch = 8,
+                 tie_head = true, checkpoint = "blocks", lora = { rank = 2, alpha = 4 } },
+}
+-- sizes no world divides (61 x 30 embeddings, 30-wide norms): zero2's parts are padded
+MODELS.gpt_odd = { arch = "gpt", vocab = 61, hidden = 30, layers = 1, heads = 2, seq_len = 8, batch = 8 }
+-- bf16 compute with f32 masters (the CPU's bf16 is CUDA's exact reference), LoRA's frozen base bf16
+MODELS.llama_bf16 = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8,
+                      batch = 8, tie_head = true, dtype = "bf16", master_weights = true, lora = { rank = 2, alpha = 4 } }
+MODELS.gpt_bf16 = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8, dtype = "bf16",
+                    master_weights = true, checkpoint = "blocks" } -- full fine-tuning: bf16 copies of f32 masters
+local ORDER = { "gpt", "llama", "llama_lora", "gpt_odd", "llama_bf16", "gpt_bf16" }
+
+local function params_of(model)
+  local out = {}
+  for _, p in ipairs(model:params()) do
+    local function flat(t) for _, v in ipairs(t) do if type(v) == "table" then flat(v) else out[#out + 1] = v end end end
+    flat(model:param(p.name):totable())
+  end
+  return out
+end
+
+local function train(model, method, distributed, dpo, seed)
+  local vals
+  local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = "cpu", threads = 1,
+                           snapshots = "none", dp = dpo or { noise_multiplier = 0.5 }, distributed = distributed,
+                           seed = seed,
+                           on = { finished = function(ctx) vals = params_of(ctx.model) end } }
+  if r.status ~= "ok" then error(string.format("%s %s: %s", method, distributed and "ddp" or "single", r.message)) end
+  return vals, r
+end
+
+-- Poisson sampling: seed 3 draws logical batches of 6, 7 and 8 of the 64 samples (at most the
+-- model's batch, so the single process holds each in one physical batch); 7 splits unevenly.
+local POISSON = { noise_multiplier = 0.5, poisson = true, dataset_size = 64 }
+local CASES = {}
+for _, name in ipairs(ORDER) do
+  for _, method in ipairs(dp.dp.METHODS) do CASES[#CASES + 1] = { name, method } end
+end
+CASES[#CASES + 1] = { "gpt", "ghost", POISSON, 3 }
+CASES[#CASES + 1] = { "llama", "bk", POISSON, 3 }
+
+local worst = 0
+for _, case in ipairs(CASES) do
+  do
+    local name, method, dpo, seed = table.unpack(case)
+    local single = train(MODELS[name], method, nil, dpo, seed)
+    for _, strategy in ipairs({ "ddp", "zero2" }) do
+    local ddp, r = train(MODELS[name], method, { strategy = strategy }, dpo, seed)
+    assert(#single == #ddp and #single > 0, "parameter counts differ")
+    assert(r.timing.phases_ms.comm > 0, "no time in the comm phase")
+    for i = 1, #single do
+      local d = math.abs(ddp[i] - single[i]) / math.max(1, math.abs(single[i]))
+      if d > BOUND then
+        error(string.format("%s %s: parameter element %d: %s %.9g, single process %.9g (rank %d of %d)", name, method,
+                            i, strategy, ddp[i], single[i], rank, ws))
+      end
+      worst = math.max(worst, d)
+    end
+    end
+  end
+end
+dp.dist.barrier()
+print(string.format("rank %d of %d: every model x method equal to one process, worst relative difference %.3g (bound %g)",
+                    rank, ws, worst, BOUND))

@@ -1,0 +1,214 @@
+-- test_dist.lua: training across processes without a launcher (tests/dist/ runs the real ranks
+-- under mpirun). A run no launcher started is world size 1; the `distributed` key is checked as a
+-- user would be told (one line naming the key, exit 2, nothing written); a plan run plays rank r of
+-- a simulated world and records every collective with the bytes on the wire.
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+
+-- no launcher here (ctest starts this process directly)
+check.eq(dp.dist.launcher(), nil, "launcher")
+check.eq(dp.dist.rank(), 0, "rank")
+check.eq(dp.dist.world_size(), 1, "world size")
+dp.dist.barrier() -- a world of one: returns at once
+check.eq(table.concat(dp.dist.STRATEGIES, ","), "ddp,zero2,fsdp", "strategies")
+check.eq(table.concat(dp.dist.KEYS, ","), "strategy,world_size,rank", "keys")
+
+local MODEL = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4 }
+local function refused(d, device, want)
+  local model = MODEL
+  if d == nil then -- given twice: in the model and at the top
+    model = dp.deep_copy(MODEL)
+    model.distributed, d = { strategy = "ddp" }, { strategy = "ddp" }
+  end
+  local ok, e = pcall(dp.experiment, { model = model, device = device or "cpu", distributed = d })
+  check.eq(ok, false, "refused: " .. want)
+  check.eq(type(e) == "table" and e.exit_status, 2, "exit status of: " .. tostring(e))
+  check.truthy(tostring(e):find(want, 1, true), string.format("%q names %q", tostring(e), want))
+end
+refused({ strategy = "x" }, nil, "distributed.strategy: unknown strategy 'x' (valid: ddp, zero2, fsdp)")
+refused({ strategy = "fsdp" }, nil, "distributed.strategy: 'fsdp' is not implemented yet (supported: ddp, zero2)")
+refused({ strategy = "ddp", world_size = 2 }, nil, "distributed.world_size is 2 but this run was launched with 1 rank(s)")
+refused({ strategy = "ddp", rank = 1 }, nil, "distributed.rank is the launcher's on device 'cpu'")
+refused({ strategy = "ddp", foo = 1 }, nil, "distributed: unknown key 'foo' (valid: strategy, world_size, rank)")
+refused({ strategy = "ddp", world_size = 3 }, "plan", "distributed.world_size 3 does not divide the batch of 4")
+refused({ strategy = "ddp", world_size = 2, rank = 2 }, "plan", "distributed.rank 2 is not a rank of a world of 2")
+refused("ddp", nil, "distributed must be a table")
+
+-- the command line: exit 2 and the one line
+local dir = os.tmpname()
+os.remove(dir)
+assert(dp.mkdir_p(dir))
+local script = dir .. "/bad.lua"
+local f = assert(io.open(script, "w"))
+f:write('local dp = require("dpprof")\n',
+        'dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4 },\n',
+        '  device = "cpu", trace = "', dir, '/t.json", distributed = { strategy = "ddp", world_size = 4 } }\n')
+f:close()
+local code, out = check.sh(string.format("%q run %q", dp.executable, script))
+check.eq(code, 2, "exit status of a refused world size")
+check.truthy(out:find("distributed.world_size is 4 but this run was launched with 1 rank(s)", 1, true), out)
+check.eq(io.open(dir .. "/t.json"), nil, "nothing written")
+os.remove(script)
+os.remove(dir)
+
+-- one process with distributed = {strategy = "ddp"}: world size 1, the same training as without
+local function params(r_cfg)
+  local vals = {}
+  r_cfg.on = { finished = function(ctx)
+    for _, p in ipairs(ctx.model:params()) do vals[#vals + 1] = ctx.model:param(p.name):sumsq() end
+  end }
+  local r = dp.experiment(r_cfg)
+  check.eq(r.status, "ok", tostring(r.message))
+  return vals, r
+end
+local base = { model = MODEL, device = "cpu", method = "ghost", iters = 1, warmup = 1, threads = 1, snapshots = "none" }
+local alone = params(dp.deep_copy(base))
+local cfg1 = dp.deep_copy(base)
+cfg1.distributed = { strategy = "ddp" }
+local one, r1 = params(cfg1)
+for i = 1, #alone do check.eq(one[i], alone[i], "world size 1 equals no distributed key, tensor " .. i) end
+check.eq(r1.timing.phases_ms.comm >= 0, true, "a comm phase")
+
+-- dp.model{distributed = ...}: the wrapper trains as one rank (here rank 1 of a planned world
+-- of 2: half the batch a step), and an experiment takes it from its model too (once)
+do
+  local m <close> = dp.model{ arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4,
+                              device = "plan", distributed = { strategy = "ddp", world_size = 2, rank = 1 } }
+  local priv <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
+  local step = priv:next_step()
+  check.eq(step.first, 2, "rank 1's first sample")
+  check.eq(step.physical[1], 2, "its half of the batch")
+  check.raises(function() dp.model{ vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8,
+                                    distributed = { strategy = "x" } } end, "unknown strategy 'x'")
+  local mm = dp.deep_copy(MODEL)
+  mm.distributed = { strategy = "ddp", world_size = 2, rank = 1 }
+  local rm = dp.experiment{ model = mm, device = "plan", method = "ghost", iters = 1, warmup = 0 }
+  check.eq(rm.status, "ok", tostring(rm.message))
+  check.eq(rm.distributed.rank, 1, "the model's distributed key")
+  refused(nil, "plan", "distributed is given twice")
+end
+
+-- plan: rank 1 of a simulated world of 2 records one all-reduce per trainable tensor, each
+-- 2 (N-1)/N of its bytes on the wire (a ring's), and holds half the batch
+local r = dp.experiment{ model = MODEL, device = "plan", method = "ghost", iters = 1, warmup = 0,
+                         distributed = { strategy = "ddp", world_size = 2, rank = 1 } }
+check.eq(r.status, "ok", tostring(r.message))
+local numel, tensors = 0, 0
+local m = dp.model{ arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 2, device = "plan" }
+for _, p in ipairs(m:params()) do
+  if p.trainable then numel, tensors = numel + p.numel, tensors + 1 end
+end
+m:free()
+local comm
+for _, o in ipairs(r.ledger) do if o.op == "comm_all_reduce" then comm = o end end
+check.truthy(comm, "the plan run's ledger has comm_all_reduce")
+check.eq(comm.calls, tensors, "one all-reduce per trainable tensor")
+check.eq(comm.bytes, 2 * (2 - 1) / 2 * numel * 4, "wire bytes of a ring all-reduce over the f32 gradients")
+check.eq(r.config.model.batch, 4, "the global batch is recorded")
+check.eq(r.config.distributed.world_size, 2, "the configuration records distributed")
+local again = require("dpprof.experiment").check_recorded(r.config) -- a result's config re-checks as a script's
+check.eq(again.distributed.rank, 1, "and it survives the recorded check")
+
+-- zero2 on the plan: a reduce-scatter per trainable tensor (its (N-1)/N on the wire) instead of
+-- the all-reduce, an all-gather of the updated parameters after the optimizer, AdamW's states a
+-- 1/N share of ddp's
+local function planned(strategy, ws)
+  local p = dp.experiment{ model = MODEL, device = "plan", method = "ghost", iters = 1, warmup = 0,
+                           distributed = { strategy = strategy, world_size = ws } }
+  check.eq(p.status, "ok", tostring(p.message))
+  local ops = {}
+  for _, o in ipairs(p.ledger) do ops[o.op] = o end
+  return p, ops
+end
+local z, zops = planned("zero2", 2)
+local d = planned("ddp", 2)
+check.eq(zops.comm_all_reduce, nil, "zero2 reduce-scatters instead of all-reducing")
+check.eq(zops.comm_reduce_scatter.calls, tensors, "one reduce-scatter per trainable tensor")
+check.eq(zops.comm_reduce_scatter.bytes, (2 - 1) / 2 * numel * 4, "wire bytes of a ring reduce-scatter")
+check.eq(zops.comm_all_gather.calls, tensors, "one all-gather per trainable tensor")
+check.eq(z.memory.categories.optimizer_states.peak_bytes * 2, d.memory.categories.optimizer_states.peak_bytes,
+         "zero2's AdamW states: half of ddp's on 2 ranks (every tensor here has an even size)")
+
+-- the plan's comm phase lasts the wire bytes over the links (H100 defaults: NVLink 450 GB/s within
+-- a node of 8, InfiniBand 50 GB/s beyond), nothing else running in it
+local BIG = { vocab = 512, hidden = 64, layers = 2, heads = 4, seq_len = 16, batch = 16 }
+for _, case in ipairs({ { 8, 450e9 }, { 16, 50e9 }, { 2, 100e9, { base = "h100", intra_node_gbps = 100 } } }) do
+  local ws, bw, dm = table.unpack(case)
+  local p = dp.experiment{ model = BIG, device = "plan", device_model = dm, method = "ghost", iters = 1, warmup = 0,
+                           distributed = { world_size = ws } } -- strategy: ddp unless said
+  check.eq(p.status, "ok", tostring(p.message))
+  check.eq(p.distributed.strategy, "ddp", "the default strategy")
+  local wire = 0
+  for _, o in ipairs(p.ledger) do if o.op == "comm_all_reduce" then wire = o.bytes end end
+  check.near(p.timing.phases_ms.comm, wire / bw * 1000, 2e-6, -- the clock counts whole ns
+             "comm phase of a world of " .. ws)
+end
+check.raises(function() dp.plan.device_model{ base = "h100", gpus_per_node = 0 } end,
+             "gpus_per_node must be an integer >= 1")
+check.raises(function() dp.plan.device_model{ base = "h100", inter_node_gbps = -1 } end,
+             "inter_node_gbps must be a positive number")
+
+-- a planned world rank by rank, combined as rank 0 of a launched world combines its ranks: Poisson
+-- draws give the ranks different slices (seed 3: 6, 7 and 8 of 64 samples over 3 ranks), so the
+-- largest rank per category is a real choice; the combined result validates and charts
+do
+  local experiment = require("dpprof.experiment")
+  local results = require("dpprof.results")
+  local summaries, runs = {}, {}
+  for rank = 0, 2 do
+    local p = dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8,
+                                       batch = 8 }, device = "plan", method = "ghost", iters = 2, warmup = 1, seed = 3,
+                             dp = { poisson = true, dataset_size = 64 },
+                             distributed = { strategy = "ddp", world_size = 3, rank = rank } }
+    check.eq(p.status, "ok", tostring(p.message))
+    runs[rank + 1], summaries[rank + 1] = p, experiment.rank_summary(p, rank)
+  end
+  local ranks, largest = experiment.combine(summaries)
+  local want, at = -1, nil
+  for i, p in ipairs(runs) do
+    local a = p.memory.categories.activations.peak_bytes
+    if a > want then want, at = a, i - 1 end
+  end
+  check.eq(largest.categories.activations.peak_bytes, want, "the largest rank's activations")
+  check.eq(largest.categories.activations.rank, at, "the rank holding them")
+  check.truthy(runs[1].memory.categories.activations.peak_bytes ~= want, "the ranks differ (rank 0 holds fewer)")
+  local combined = runs[1]
+  combined.distributed.ranks, combined.distributed.largest = ranks, largest
+  check.eq(results.validate(combined), true, "the combined result validates")
+  local png = os.tmpname() .. ".png"
+  results.rank_chart(combined, png)
+  local f = assert(io.open(png, "rb"))
+  check.eq(f:read(8), "\137PNG\r\n\26\n", "a PNG per-rank chart")
+  f:close()
+  os.remove(png)
+  check.raises(function() results.rank_chart(runs[2], png) end, "no distributed.ranks")
+end
+
+-- world_size and strategy are sweep variables; fit plans rank 0 of a world
+local sdir = os.tmpname()
+os.remove(sdir)
+local rs = dp.sweep{ base = { model = BIG, device = "plan", method = "ghost", iters = 1, warmup = 0 },
+                     vary = { world_size = { 1, 2, 4 } }, out = sdir, quiet = true }
+local peaks = {}
+for i, point in ipairs(rs.points) do
+  local one = point.result
+  check.eq(one.status, "ok", tostring(one.message))
+  check.eq(one.distributed.world_size, ({ 1, 2, 4 })[i], "the point's world size")
+  peaks[i] = one.memory.categories.activations.peak_bytes
+end
+check.truthy(peaks[1] > peaks[2] and peaks[2] > peaks[3], "fewer samples a rank, fewer activations")
+local refusal = check.raises(function()
+  dp.sweep{ base = { model = BIG, device = "cpu", method = "ghost", distributed = { strategy = "ddp" } },
+            vary = { seq_len = { 8, 16 } }, out = sdir .. "-cpu", quiet = true }
+end, { "dpprof.sweep: point seq_len=8: distributed on device 'cpu'", "run the experiment itself under mpirun" })
+check.eq(io.open(sdir .. "-cpu"), nil, "the refused sweep wrote nothing: " .. refusal)
+local code2, fit_out = check.sh(string.format("%q fit world_size=4 strategy=ddp batch=8 preset=small method=ghost "
+                                              .. "checkpoint=off hi=4096", dp.executable))
+check.eq(code2, 0, fit_out)
+check.truthy(fit_out:find("ghost", 1, true), fit_out)
+local code3, fit_bad = check.sh(string.format("%q fit world_size=3 batch=8 preset=small method=ghost", dp.executable))
+check.eq(code3, 2, fit_bad)
+check.truthy(fit_bad:find("distributed.world_size 3 does not divide the batch of 8", 1, true), fit_bad)
+os.execute("rm -rf " .. sdir)
+print("ok")
