@@ -13,6 +13,8 @@ int dp_profile_active;
 /* A call whose device timers are not read yet. */
 typedef struct pending_call {
     size_t entry;
+    uint64_t seq;
+    double flops, bytes;
     void *from, *to;
     int64_t host_start_ns; /* engine clock when the start mark was recorded */
 } pending_call;
@@ -59,7 +61,7 @@ void dp_profile_enable(dp_device *dev, int on) {
     dp_profile_active = on != 0;
 }
 
-static void log_call(size_t entry, int64_t start_ns, int64_t end_ns) {
+static void log_call(size_t entry, int64_t start_ns, int64_t end_ns, uint64_t seq, double flops, double bytes) {
     if (P.n_log == DP_PROFILE_MAX_CALLS) {
         P.dropped++;
         return;
@@ -71,7 +73,7 @@ static void log_call(size_t entry, int64_t start_ns, int64_t end_ns) {
             return;
         }
     }
-    P.log[P.n_log++] = (dp_profile_call){(uint32_t)entry, start_ns, end_ns};
+    P.log[P.n_log++] = (dp_profile_call){(uint32_t)entry, start_ns, end_ns, seq, flops, bytes};
 }
 
 /* The tagged bytes dev's allocator made and released since the previous call ended. */
@@ -107,6 +109,8 @@ int dp_profile_end(dp_device *dev, int rc) {
         return rc;
     }
     size_t entry = dp_ledger_last();
+    double work_flops, work_bytes;
+    uint64_t seq = dp_ledger_take_work(&work_flops, &work_bytes);
     uint64_t allocated, released;
     traffic_since_last(dev, &allocated, &released);
     if (P.mark) { /* timed on the device: read at the next collect */
@@ -123,14 +127,14 @@ int dp_profile_end(dp_device *dev, int rc) {
             }
             P.pending = p, P.cap_pending = n;
         }
-        P.pending[P.n_pending++] = (pending_call){entry, P.mark, to, P.start_ns};
+        P.pending[P.n_pending++] = (pending_call){entry, seq, work_flops, work_bytes, P.mark, to, P.start_ns};
         dp_ledger_measure(entry, 0, 0.0, allocated, released);
         return rc;
     }
     double ns = (double)(end_ns - P.start_ns);
     dp_ledger_measure(entry, 1, ns, allocated, released);
     P.total_ns += ns;
-    log_call(entry, P.start_ns, end_ns);
+    log_call(entry, P.start_ns, end_ns, seq, work_flops, work_bytes);
     return rc;
 }
 
@@ -153,7 +157,7 @@ int dp_profile_collect(dp_device *dev) {
         dp_ledger_measure(c->entry, 1, ns, 0, 0);
         P.total_ns += ns;
         int64_t start = first->host_start_ns + (int64_t)(offset_ms * 1e6);
-        log_call(c->entry, start, start + (int64_t)ns);
+        log_call(c->entry, start, start + (int64_t)ns, c->seq, c->flops, c->bytes);
     }
     release_pending();
     return DP_OK;

@@ -27,6 +27,8 @@ typedef struct dp_device dp_device;
 typedef struct dp_profile_call {
     uint32_t entry;           /* the ledger entry charged */
     int64_t start_ns, end_ns; /* engine clock; a device-timed call is placed on it by its device time */
+    uint64_t seq;             /* the ledger's add count when the call ended: calls with the same seq ran for one add */
+    double flops, bytes;      /* the work added to the entry since the previous call (dp_ledger_take_work) */
 } dp_profile_call;
 
 /* Non-zero while profiling is on: what the dispatch macros test before timing a call. */

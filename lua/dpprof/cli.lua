@@ -765,4 +765,9 @@ function cli.sweep(args)
   return sweep_task(rest[1])
 end
 
+---------------------------------------------------------------------------------------------
+-- dpprof calibrate [--device cpu|cuda] [--out FILE.json] [--quick] [RESULTS...] (dpprof.calibrate)
+
+function cli.calibrate(args) return require("dpprof.calibrate").main(args) end
+
 return cli

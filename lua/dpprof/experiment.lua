@@ -293,6 +293,14 @@ function experiment.config(cfg, recorded)
     end
     local ok, err = pcall(plan.device_model, c.device_model)
     if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
+    local dtype = type(c.model) == "table" and c.model.dtype or "f32"
+    if type(dtype) == "string" and not err.peak_flops[dtype] then
+      local have = {}
+      for dt in pairs(err.peak_flops) do have[#have + 1] = dt end
+      table.sort(have)
+      error(string.format("dpprof.experiment: device_model '%s' has no %s (it models: %s)", err.name, dtype,
+                          table.concat(have, ", ")), 3)
+    end
   end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
   check_model_and_dp(c)
@@ -453,8 +461,7 @@ function experiment.run(cfg_in)
   local rss_since = dp.host_memory_reset_peak() and "experiment" or "process"
   -- On plan the engine clock is the modelled device's for the run (turned back at every exit).
   if device_model then
-    dp.clock_model(device_model.peak_flops[c.model.dtype or "f32"] or device_model.peak_flops.f32,
-                   device_model.bandwidth)
+    dp.clock_model(require("dpprof.devmodel").clock_args(device_model, c.model.dtype or "f32"))
   end
   dp.sync()
   mem.clear_snapshots()

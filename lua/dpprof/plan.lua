@@ -100,6 +100,9 @@ end
 -- them, or base= a built-in plus the fields that differ). Raises naming the key and valid choices.
 function plan.device_model(spec)
   if spec == nil then spec = plan.DEFAULT_MODEL end
+  local devmodel = require("dpprof.devmodel") -- a calibrated model: its file, or what devmodel.load read
+  if devmodel.is_path(spec) then return devmodel.load(spec) end
+  if devmodel.is_model(spec) then return spec end
   if type(spec) == "string" then
     if not plan.MODELS[spec] then bad("unknown model '%s' (valid: %s, or a table of fields)", spec, names(plan.MODELS)) end
     spec = { base = spec }
