@@ -264,6 +264,10 @@ function calibrate.document(opts)
         for _, cfg in ipairs(set) do
           if cfg.model.dtype == dtype and not peaks[dtype] then
             local pk, why = dp.profile.peak(dtype, kind)
+            if not pk and dtype ~= "f32" then -- w is the curves' abscissa: the f32 peak serves
+              local f = dp.profile.peak("f32", kind)
+              if f then pk = { flops = f.flops, bandwidth = f.bandwidth, how = "the f32 peak (the backend states none for " .. dtype .. "): " .. f.how } end
+            end
             if not pk then error(string.format("dpprof calibrate: no %s peak on %s: %s", dtype, kind, tostring(why)), 0) end
             peaks[dtype], how[dtype] = { flops = pk.flops, bandwidth = pk.bandwidth }, pk.how
           end

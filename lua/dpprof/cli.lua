@@ -318,7 +318,8 @@ not fit.
   vary=seq_len|batch|layers   what to search over (default seq_len)
   method=NAME[,NAME...]       @METHODS@
   budget_gb=G                 the card's memory in GiB (default: the device model's)
-  device_model=h100|h200      the modelled device (default h100); its budget is its memory less
+  device_model=h100|h200|FILE.json  the modelled device (default h100; FILE.json: a model
+                              `dpprof calibrate` wrote, whose step times are calibrated); its budget is its memory less
                               the CUDA context; the reserved peak is the allocated one x (1 + overhead)
   context_mb=M                the CUDA context and libraries outside the pool, MiB (default: the model's)
   reserve_overhead=F          reserved-but-unused bytes as a fraction of the peak (default: the model's)
@@ -557,7 +558,7 @@ function cli.fit(args)
   dp.print_table(rows, { false, false, true, true, true, true, false, true, true, true })
   if #f.checkpoints > 1 then
     print("  * the method's answer: the largest value (on a tie, the faster estimated step); step (est.) is the "
-          .. "plan's roofline step time at that value")
+          .. "plan's " .. (m.calibration and "calibrated" or "roofline") .. " step time at that value")
   end
   if out then
     local doc = { vary = f.vary, budget_bytes = f.budget_bytes, device_model = f.device_model, lo = f.lo, hi = f.hi,

@@ -12,6 +12,7 @@
 --   devmodel.label(model, dtype)     "calibrated: FILE (name, device, commit, date)" or "roofline"
 --   devmodel.fallbacks(model, dtype, ledger) the ledger's ops (base names, sorted) with no curve
 --   devmodel.fit_errors(model, dtype) {op = {median=, worst=, runs=}} of the calibration
+--   devmodel.op_seconds(model, dtype, op, flops, bytes) -> one call's seconds, calibrated (boolean)
 --
 -- The time model (engine/core/clock.h): an op call's roofline work is w = max(flops / peak_flops,
 -- bytes / bandwidth) seconds on the file's measured peaks; its time is the op's curve at w,
@@ -178,6 +179,8 @@ end
 -- A model devmodel.load returned (plan.device_model takes it as it is).
 local MODEL_MT = { __name = "dpprof.devmodel" }
 function devmodel.is_model(v) return type(v) == "table" and getmetatable(v) == MODEL_MT end
+-- Marks a checked model (plan.device_model's copy of one with overrides) as such.
+function devmodel.as_model(m) return setmetatable(m, MODEL_MT) end
 
 function devmodel.load(path)
   local text = dp.read_file(path)
@@ -244,6 +247,37 @@ function devmodel.fit_errors(model, dtype)
     out[op] = { median = c.fit_error.median, worst = c.fit_error.worst, runs = c.fit_error.runs }
   end
   return out
+end
+
+-- One call of op on model at dtype, seconds, as engine/core/clock.c evaluates it: the curve (plus
+-- the gap) where the calibration has one, else the roofline work; and whether a curve gave it.
+function devmodel.op_seconds(model, dtype, op, flops, bytes)
+  local peak = model.peak_flops[dtype] or model.peak_flops.f32
+  local w = math.max(flops / peak, bytes / model.bandwidth)
+  local cal = model.calibration and model.calibration.dtypes[dtype]
+  local c = cal and cal.ops[devmodel.base(op)]
+  if not c then return w + (cal and cal.gap_s or 0), false end
+  local x, y, n = c.log10_work_s, c.log10_time_s, #c.log10_work_s
+  local t
+  if not (w > 0) then
+    t = 10 ^ y[1]
+  elseif n == 1 then
+    t = 10 ^ (y[1] + math.log(w, 10) - x[1])
+  else
+    local lw = math.log(w, 10)
+    if lw <= x[1] then
+      local s = math.min(1, math.max(0, (y[2] - y[1]) / (x[2] - x[1])))
+      t = 10 ^ (y[1] + (lw - x[1]) * s)
+    elseif lw >= x[n] then
+      t = 10 ^ (y[n] + lw - x[n])
+    else
+      local i = 2
+      while x[i] < lw do i = i + 1 end
+      local f = (lw - x[i - 1]) / (x[i] - x[i - 1])
+      t = 10 ^ (y[i - 1] + f * (y[i] - y[i - 1]))
+    end
+  end
+  return t + cal.gap_s, true
 end
 
 return devmodel

@@ -709,6 +709,22 @@ function experiment.run(cfg_in)
     estimate = { device_model = device_model.name, method = plan.METHOD, dtype = dtype,
                  peak_flops = device_model.peak_flops[dtype] + 0.0, bandwidth = device_model.bandwidth + 0.0,
                  label = "estimate: a roofline lower bound, not a measurement", ledger_ms = e.ms, ops = ops }
+    local devmodel = require("dpprof.devmodel")
+    if devmodel.calibrated(device_model, dtype) then -- which model, what fell back, how well it fitted
+      local cal = device_model.calibration
+      estimate.method = plan.CALIBRATED_METHOD
+      estimate.label = "estimate: " .. devmodel.label(device_model, dtype) .. ", not a measurement"
+      estimate.model_file = cal.file
+      estimate.calibration = { device = cal.device, device_name = cal.device_name, commit = cal.commit, date = cal.date,
+                               gap_s = cal.dtypes[dtype].gap_s }
+      estimate.fallback_ops = json.array(devmodel.fallbacks(device_model, dtype, ledger))
+      local fe = json.array()
+      for op, e in pairs(devmodel.fit_errors(device_model, dtype)) do
+        fe[#fe + 1] = { op = op, median = e.median, worst = e.worst, runs = e.runs }
+      end
+      table.sort(fe, function(a, b) return a.op < b.op end)
+      estimate.fit_error = fe
+    end
     if ok then
       budget = plan.budget(device_model, math.max(stats.peak, warmup_peak or 0))
     end
