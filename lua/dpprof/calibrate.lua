@@ -269,6 +269,10 @@ function calibrate.document(opts)
               if f then pk = { flops = f.flops, bandwidth = f.bandwidth, how = "the f32 peak (the backend states none for " .. dtype .. "): " .. f.how } end
             end
             if not pk then error(string.format("dpprof calibrate: no %s peak on %s: %s", dtype, kind, tostring(why)), 0) end
+            if not (pk.flops > 0 and pk.bandwidth > 0) then -- the peaks only scale the curves' abscissa
+              pk = { flops = pk.flops > 0 and pk.flops or 1e12, bandwidth = pk.bandwidth > 0 and pk.bandwidth or 1e11,
+                     how = "nominal (the backend stated a zero peak): " .. tostring(pk.how) }
+            end
             peaks[dtype], how[dtype] = { flops = pk.flops, bandwidth = pk.bandwidth }, pk.how
           end
         end
