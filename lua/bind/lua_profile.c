@@ -166,10 +166,12 @@ static int l_clock_model(lua_State *L) {
     return 0;
 }
 
-/* dpprof.clock_op_ms(op, flops, bytes) -> the modelled ms of one call of op on the model
- * dp.clock_model set, and whether a calibrated curve gave it (false: the roofline) */
+/* dpprof.clock_op_ms(op, flops, bytes) -> the modelled ms of one call of op ("recompute:gemm" is
+ * gemm) on the model dp.clock_model set, and whether a calibrated curve gave it (false: the roofline) */
 static int l_clock_op_ms(lua_State *L) {
     const char *op = luaL_checkstring(L, 1);
+    const char *colon = strchr(op, ':'); /* "<section>:<op>" is timed as its op */
+    if (colon && colon[1]) op = colon + 1;
     double f = luaL_checknumber(L, 2), b = luaL_checknumber(L, 3);
     if (!dp_clock_modelled()) return luaL_error(L, "dpprof.clock_op_ms: the clock is not modelled (dp.clock_model first)");
     int calibrated = 0;

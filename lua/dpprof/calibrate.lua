@@ -4,16 +4,17 @@
 --   calibrate.measure(cfg)          runs one profiled experiment -> run {name, dtype, samples, gap_s, step_ms}
 --   calibrate.from_result(r, name)  a result file's per-op profile as a run (one sample per op: its mean call)
 --   calibrate.fit(runs, peaks)      -> dtypes {dtype = {gap_s=, ops={op = curve}}} (see devmodel.lua)
---   calibrate.document(opts)        runs the set (and/or reads results), fits, -> the file's table
+--   calibrate.document(opts)        runs the set (and/or reads results), fits -> the file's table, the runs
 --   calibrate.main(args)            the command line (exit status)
 --
 -- A sample is one engine op's work and its measured time: the calls timed for one ledger add
 -- (engine/core/profile.h's log, grouped by the ledger's add count), with the add's flops and bytes.
 -- Its roofline work on the measured peaks is w = max(flops / peak_flops[dtype], bytes / bandwidth)
 -- seconds. Per dtype and op (base name: recomputed ops count as theirs), the samples are put in bins
--- a fifth of a decade of w wide; each bin's knot is log10 of its mean w and of its mean time: the
--- curve engine/core/clock.h evaluates. The fit error of an op is |sum of curve(w) / sum of the times
--- - 1| over a run's samples of that op, its median and worst over the runs. gap_s, the host time
+-- a fifth of a decade of w wide; each bin's knot is log10 of its median w and of its median time
+-- (robust to preempted calls on a busy machine), made non-decreasing in time: the curve
+-- engine/core/clock.h evaluates. The fit error of an op is |planned / measured - 1| of its time in a run (the run planned again
+-- with the curves; a result's ops: the curve at their mean call), its median and worst over the runs. gap_s, the host time
 -- between calls, is per run (sum over phases of their time less their ops' time, less the
 -- profile's own overhead) / (ledger adds per iteration), the median over the runs.
 local dp = require("dpprof")
@@ -120,7 +121,7 @@ function calibrate.measure(cfg)
   local r = dp.experiment(c)
   if r.status ~= "ok" then return nil, string.format("%s: %s", r.status, tostring(r.message)) end
   return { name = cfg.name, dtype = cfg.model.dtype or "f32", samples = samples or {}, gap_s = gap_of(r),
-           step_ms = r.timing.avg_ms, peak = r.profile.peak }
+           step_ms = r.timing.avg_ms, peak = r.profile.peak, cfg = cfg }
 end
 
 -- A result with a per-op profile as a run: each op's mean call is a sample standing for its calls.
@@ -149,28 +150,52 @@ local function work(s, peak)
 end
 
 -- Knots of one op's samples {w, t, n}: bins of BIN_DECADES in log10(w).
+-- One bin's knot: the median work and the median time of its samples (robust to the calls a busy
+-- machine preempted); nil when it has no time.
+local function bin_knot(bin)
+  local ws, ts, n = {}, {}, 0
+  for i, s in ipairs(bin) do ws[i], ts[i], n = s.w, s.t, n + s.n end
+  local w, t = median(ws), median(ts)
+  if not (w > 0 and t > 0) then return nil end
+  return math.log(w, 10), math.log(t, 10), n
+end
+
+-- Knots of one op's samples {w, t, n}: bins of BIN_DECADES in log10(w), each its bin_knot, then
+-- made non-decreasing in time (pooling adjacent knots that break it: more work never takes less
+-- time).
 local function knots(list)
   table.sort(list, function(a, b) return a.w < b.w end)
   local width = calibrate.BIN_DECADES
   local xs, ys
   repeat
-    xs, ys = json.array(), json.array()
-    local bin, sw, st, sn = nil, 0, 0, 0
+    local pts, bin, key = {}, {}, nil
     local function flush()
-      if sn > 0 and st > 0 and sw > 0 then
-        local x = math.log(sw / sn, 10)
-        if #xs == 0 or x > xs[#xs] then
-          xs[#xs + 1], ys[#ys + 1] = x, math.log(st / sn, 10)
-        end
+      if #bin > 0 then
+        local x, y, n = bin_knot(bin)
+        if x and (#pts == 0 or x > pts[#pts].x) then pts[#pts + 1] = { x = x, y = y, n = n } end
       end
-      sw, st, sn = 0, 0, 0
+      bin = {}
     end
     for _, s in ipairs(list) do
       local b = s.w > 0 and math.floor(math.log(s.w, 10) / width) or -math.huge
-      if b ~= bin then flush() bin = b end
-      sw, st, sn = sw + s.w * s.n, st + s.t * s.n, sn + s.n
+      if b ~= key then flush() key = b end
+      bin[#bin + 1] = s
     end
     flush()
+    -- pool adjacent violators on y (weights n); the pooled knots keep their own x
+    local blocks = {}
+    for i, p in ipairs(pts) do
+      blocks[#blocks + 1] = { y = p.y, n = p.n, first = i, last = i }
+      while #blocks > 1 and blocks[#blocks - 1].y > blocks[#blocks].y do
+        local b, a = table.remove(blocks), blocks[#blocks]
+        a.y, a.n, a.last = (a.y * a.n + b.y * b.n) / (a.n + b.n), a.n + b.n, b.last
+      end
+    end
+    for _, b in ipairs(blocks) do
+      for i = b.first, b.last do pts[i].y = b.y end
+    end
+    xs, ys = json.array(), json.array()
+    for i, p in ipairs(pts) do xs[i], ys[i] = p.x, p.y end
     width = width * 2
   until #xs <= devmodel.MAX_KNOTS
   return xs, ys
@@ -207,37 +232,72 @@ function calibrate.fit(runs, peaks)
     end
     dtypes[dtype] = d
   end
-  -- the fit error, with the engine's own evaluation of the curves (dp.clock_op_ms)
-  for dtype, d in pairs(dtypes) do
-    local curves = {}
-    for op, c in pairs(d.ops) do curves[op] = { x = c.log10_work_s, y = c.log10_time_s } end
-    dp.clock_model(peaks[dtype].flops, peaks[dtype].bandwidth, curves, 0)
-    local errs = {}
-    for _, run in ipairs(runs) do
-      if run.dtype == dtype then
-        local pred, meas = {}, {}
+  -- the fit error: a run measured here is planned again with the fitted curves (the clock's own
+  -- evaluation, per ledger add, as a plan run with the file does; no gap: the measured op times
+  -- have none); a result's per-op means go through the clock's evaluation (dp.clock_op_ms)
+  local model = calibrate.model_of(dtypes, peaks)
+  for _, d in pairs(model.calibration.dtypes) do d.gap_s = 0.0 end
+  local errs = {} -- dtype -> op -> list
+  for _, run in ipairs(runs) do
+    local d = dtypes[run.dtype]
+    if d then
+      local pred, meas = {}, {}
+      for _, s in ipairs(run.samples) do meas[s.op] = (meas[s.op] or 0) + s.t * (s.n or 1) end
+      if run.cfg then
+        local c = {}
+        for k, v in pairs(run.cfg) do c[k] = v end
+        c.device, c.device_model, c.profile, c.on, c.threads = "plan", model, nil, nil, nil
+        if dp.experiment(c).status == "ok" then
+          for _, e in ipairs(dp.ledger()) do
+            local b = devmodel.base(e.op)
+            pred[b] = (pred[b] or 0) + (e.model_ms or 0) * 1e-3
+          end
+        end
+      else
+        dp.clock_model(devmodel.clock_args(model, run.dtype))
         for _, s in ipairs(run.samples) do
           if d.ops[s.op] then
             pred[s.op] = (pred[s.op] or 0) + dp.clock_op_ms(s.op, s.flops, s.bytes) * 1e-3 * (s.n or 1)
-            meas[s.op] = (meas[s.op] or 0) + s.t * (s.n or 1)
           end
         end
-        for op, m in pairs(meas) do
-          if m > 0 then
-            errs[op] = errs[op] or {}
-            table.insert(errs[op], math.abs(pred[op] / m - 1))
-          end
+        dp.clock_model(false)
+      end
+      errs[run.dtype] = errs[run.dtype] or {}
+      for op, m in pairs(meas) do
+        if d.ops[op] and m > 0 and pred[op] then
+          errs[run.dtype][op] = errs[run.dtype][op] or {}
+          table.insert(errs[run.dtype][op], math.abs(pred[op] / m - 1))
         end
       end
     end
-    dp.clock_model(false)
-    for op, list in pairs(errs) do
+  end
+  for dtype, ops in pairs(errs) do
+    for op, list in pairs(ops) do
       local worst = 0
       for _, e in ipairs(list) do worst = math.max(worst, e) end
-      d.ops[op].fit_error = { median = median(list) + 0.0, worst = worst + 0.0, runs = #list }
+      dtypes[dtype].ops[op].fit_error = { median = median(list) + 0.0, worst = worst + 0.0, runs = #list }
     end
   end
   return dtypes
+end
+
+-- A checked model of fitted dtypes on peaks {dtype = {flops, bandwidth}} (one bandwidth), for plan
+-- runs before a file is written.
+function calibrate.model_of(dtypes, peaks)
+  local m = { name = "fitting", description = "the curves being fitted", memory_bytes = 1 << 50, context_bytes = 0,
+              workspace = false, reserve_overhead = 0.0, peak_flops = {},
+              calibration = { device = "cpu", device_name = "fitting", commit = "", date = "", dtypes = {}, runs = 0 } }
+  for dt, p in pairs(peaks) do m.peak_flops[dt], m.bandwidth = p.flops, p.bandwidth end
+  for dt, d in pairs(dtypes) do m.calibration.dtypes[dt] = { gap_s = d.gap_s, ops = d.ops } end
+  return devmodel.as_model(m)
+end
+
+-- A problem with what was given (a result file): raised as a string, remembered so that the
+-- command line exits 2 for it (1 for a failure of the runs).
+local refused
+local function refuse(msg)
+  refused = msg
+  error(msg, 0)
 end
 
 local function total_memory_of(kind)
@@ -247,7 +307,7 @@ local function total_memory_of(kind)
 end
 
 -- opts: device ("cpu"|"cuda"), quick, threads, name, results = {paths}, runs = false (results only),
--- say = function(line) for progress. Returns the file's table.
+-- say = function(line) for progress. Returns the file's table and the runs it fitted.
 function calibrate.document(opts)
   local kind = opts.device or "cpu"
   local runs, sources = {}, json.array()
@@ -290,15 +350,15 @@ function calibrate.document(opts)
     end
     for _, path in ipairs(opts.results or {}) do
       local rok, r = pcall(dp.results.read, path)
-      if not rok then error(string.format("dpprof calibrate: %s: %s", path, dp.error_text(r)), 0) end
+      if not rok then refuse(string.format("dpprof calibrate: %s: %s", path, dp.error_text(r))) end
       local run, why = calibrate.from_result(r, path)
-      if not run then error(string.format("dpprof calibrate: %s %s", path, why), 0) end
+      if not run then refuse(string.format("dpprof calibrate: %s %s", path, why)) end
       if run.device and run.device ~= kind then
-        error(string.format("dpprof calibrate: %s was measured on %s, not %s (give --device %s)", path, run.device,
-                            kind, run.device), 0)
+        refuse(string.format("dpprof calibrate: %s was measured on %s, not %s (give --device %s)", path, run.device,
+                             kind, run.device))
       end
       if not peaks[run.dtype] then
-        if not run.peak then error(string.format("dpprof calibrate: %s states no device peak for %s", path, run.dtype), 0) end
+        if not run.peak then refuse(string.format("dpprof calibrate: %s states no device peak for %s", path, run.dtype)) end
         peaks[run.dtype], how[run.dtype] = { flops = run.peak.flops, bandwidth = run.peak.bandwidth }, run.peak.how
       end
       runs[#runs + 1] = run
@@ -339,7 +399,7 @@ function calibrate.document(opts)
     dtypes = dtypes,
     calibration = { runs = #runs, set = opts.runs == false and "results" or (opts.quick and "quick" or "full"),
                     sources = sources, seconds = dp.clock() - clock0 },
-  }
+  }, runs
 end
 
 calibrate.USAGE = [[
@@ -425,7 +485,7 @@ function calibrate.main(args)
   if not dok then
     local msg = dp.error_text(doc)
     io.stderr:write(msg, "\n")
-    return msg:find("^dpprof calibrate: [^:]*: ") and 2 or 1
+    return msg == refused and 2 or 1
   end
   local text = devmodel.encode(doc)
   local cok, cerr = pcall(devmodel.check, json.decode(text), opts.out)

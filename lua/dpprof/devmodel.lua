@@ -40,8 +40,11 @@ function devmodel.is_path(spec)
   return type(spec) == "string" and spec:match("%.json$") ~= nil
 end
 
+-- Raises the one-line refusal (control bytes of a key or value shown as \xNN, so it stays one line).
 local function fail(where, field, fmt, ...)
-  error(string.format("dpprof: device model %s: field '%s' %s", where, field, string.format(fmt, ...)), 0)
+  local msg = string.format("dpprof: device model %s: field '%s' %s", where, field, string.format(fmt, ...))
+  msg = msg:gsub("\\\n", "\\n"):gsub("%c", function(c) return string.format("\\x%02x", c:byte()) end)
+  error(msg, 0)
 end
 
 local function is_null(v) return v == nil or json.is_null(v) end
@@ -56,6 +59,7 @@ local function want(doc, key, kind, where, path, opt)
   local ok
   if kind == "a string" then ok = type(v) == "string" and v ~= ""
   elseif kind == "a positive number" then ok = type(v) == "number" and v > 0 and v < math.huge
+  elseif kind == "a rate in [1e3, 1e18]" then ok = type(v) == "number" and v >= 1e3 and v <= 1e18
   elseif kind == "a number >= 0" then ok = type(v) == "number" and v >= 0 and v < math.huge
   elseif kind == "an integer >= 0" then ok = math.type(v) == "integer" and v >= 0
   elseif kind == "an integer > 0" then ok = math.type(v) == "integer" and v > 0
@@ -69,21 +73,26 @@ local function want(doc, key, kind, where, path, opt)
   return v
 end
 
-local function knots(v, where, field)
+local function knots(v, where, field, lo, hi)
   if type(v) ~= "table" or not is_array(v) or #v < 1 or #v > devmodel.MAX_KNOTS then
     fail(where, field, "must be an array of 1 to %d numbers", devmodel.MAX_KNOTS)
   end
-  for i, x in ipairs(v) do
+  local n, keys = #v, 0
+  for _ in pairs(v) do keys = keys + 1 end
+  if keys ~= n then fail(where, field, "must be an array of 1 to %d numbers", devmodel.MAX_KNOTS) end
+  for i = 1, n do
+    local x = v[i]
     if type(x) ~= "number" or x ~= x or x == math.huge or x == -math.huge then
       fail(where, field, "must hold finite numbers (item %d is %s)", i, tostring(x))
     end
+    if x < lo or x > hi then fail(where, field, "must hold numbers in [%g, %g] (item %d is %s)", lo, hi, i, tostring(x)) end
   end
   return v
 end
 
 local function check_curve(c, where, path)
-  local x = knots(c.log10_work_s, where, path .. ".log10_work_s")
-  local y = knots(c.log10_time_s, where, path .. ".log10_time_s")
+  local x = knots(c.log10_work_s, where, path .. ".log10_work_s", -30, 10)
+  local y = knots(c.log10_time_s, where, path .. ".log10_time_s", -15, 10)
   if #x ~= #y then fail(where, path .. ".log10_time_s", "must have as many items as log10_work_s (%d), got %d", #x, #y) end
   for i = 2, #x do
     if not (x[i] > x[i - 1]) then fail(where, path .. ".log10_work_s", "must be strictly increasing (item %d)", i) end
@@ -126,7 +135,7 @@ function devmodel.check(doc, where)
     context_bytes = want(doc, "context_bytes", "an integer >= 0", where),
     workspace = want(doc, "workspace", "true or false", where),
     reserve_overhead = want(doc, "reserve_overhead", "a number >= 0", where) + 0.0,
-    bandwidth = want(doc, "bandwidth", "a positive number", where) + 0.0,
+    bandwidth = want(doc, "bandwidth", "a rate in [1e3, 1e18]", where) + 0.0,
     peak_flops = {},
   }
   m.description = m.description or m.name
@@ -145,7 +154,7 @@ function devmodel.check(doc, where)
   local peaks = want(doc, "peak_flops", "an object", where)
   for dt, f in pairs(peaks) do
     one_of(dt, devmodel.DTYPES, where, "peak_flops." .. tostring(dt))
-    m.peak_flops[dt] = want(peaks, dt, "a positive number", where, "peak_flops") + 0.0
+    m.peak_flops[dt] = want(peaks, dt, "a rate in [1e3, 1e18]", where, "peak_flops") + 0.0
   end
   local dtypes = want(doc, "dtypes", "an object", where)
   local any = false
