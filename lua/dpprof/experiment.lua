@@ -8,7 +8,7 @@
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=}, trace=path, profile="none"|"ops", threads=n,
---                  device_model="h100"|"h200"|{...} (device="plan" only) }
+--                  device_model="h100"|"h200"|"FILE.json"|{...} (device="plan" only) }
 --
 -- A checkpoint as the model: model = { path = "DIR", seq_len=, batch=, lora=, dtype=, ... }. The
 -- sizes come from DIR/config.json (dpprof.model.read_config); any dp.model key given beside path
@@ -50,7 +50,8 @@
 --
 -- device="plan" (accounting only, see lua/dpprof/plan.lua): the result is marked predicted; the
 -- memory figures are exact; the engine clock is modelled for the run (each op recorded advances
--- it by its roofline time on device_model, default h100), so phase times, spans, snapshots and
+-- it by its roofline time on device_model, default h100, or by its calibrated time with a device
+-- model file, device_model = "FILE.json": lua/dpprof/devmodel.lua), so phase times, spans, snapshots and
 -- the memory timeline are on the modelled device's time; the result gains the budget view `plan`.
 local dp = require("dpprof")
 local json = dp.json

@@ -9,6 +9,8 @@
 --     bytes / bandwidth); a phase costs the sum over the ops it ran (the experiment diffs the
 --     ledger around each phase). It is a lower bound for a real device (no launch latency, no
 --     occupancy, perfect overlap of compute and memory within an op), clearly labelled an estimate.
+--     A calibrated model (a file `dpprof calibrate` wrote: lua/dpprof/devmodel.lua) times each op
+--     call by its fitted curve instead, and is labelled so; the built-in h100 and h200 are rooflines.
 --   * the budget: what a CUDA device holds besides the tagged allocations.
 --       context_bytes     the CUDA context, the kernels' modules and the libraries (cuBLAS), outside
 --                         the memory pool: total device memory minus what the pool may grow to
@@ -21,7 +23,7 @@
 --     peak, peak + round(peak * reserve_overhead), is at most budget_bytes.
 --
 --   plan.MODELS                        the built-in models (h100, h200), as data
---   plan.device_model(spec)            "h100" | "h200" | {base=, name=, ...overrides} -> a checked copy
+--   plan.device_model(spec)            "h100" | "h200" | "FILE.json" | {base=, name=, ...overrides} -> a checked copy
 --   plan.prepare(model)                sets the plan device's workspace; returns its bytes
 --   plan.op_ms(entry, model, dtype)    one ledger entry's time: ms, "compute" | "memory"
 --   plan.estimate(ledger, model, dtype) -> {ms=, ops={{op, calls, flops, bytes, ms, bound}...}}
