@@ -9,7 +9,7 @@
 -- activation checkpointing, at shapes that are NOT in the calibration set (lua/dpprof/calibrate.lua): on the CPU
 -- d=96 H=4 T=96 B=3 V=768 and d=192 H=6 T=160 B=2 V=1536, three layers; on CUDA d=768 H=12 T=512 B=8 V=16000 and
 -- d=1536 H=12 T=2048 B=2 V=32000, four layers. The measured step is the fastest over repeats (default 3 on the CPU,
--- 1 on CUDA) of each run's mean over its timed iterations (the calibration takes medians: both estimate the time
+-- 1 on CUDA) of each run's mean over its timed iterations (the calibration drops preempted calls: both estimate the time
 -- an unloaded machine takes); a CPU measurement on a shared machine is noisy: use threads=1 and repeats. Writes DIR/bench_plan_time.json (rows and summary). quick=true: the first shape, f32,
 -- three methods (a CPU smoke run). Use the calibration's thread count (the file's `threads`): the curves hold for it.
 local dp = require("dpprof")

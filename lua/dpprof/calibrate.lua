@@ -11,9 +11,9 @@
 -- (engine/core/profile.h's log, grouped by the ledger's add count), with the add's flops and bytes.
 -- Its roofline work on the measured peaks is w = max(flops / peak_flops[dtype], bytes / bandwidth)
 -- seconds. Per dtype and op (base name: recomputed ops count as theirs), the samples are put in bins
--- a fifth of a decade of w wide; each bin's knot is log10 of its median w and of its median time
--- (robust to preempted calls on a busy machine), made non-decreasing in time: the curve
--- engine/core/clock.h evaluates. The fit error of an op is |planned / measured - 1| of its time in a run (the run planned again
+-- a fifth of a decade of w wide; each bin's knot is log10 of its mean w and of its mean time (the
+-- plan adds times up), less the calls over OUTLIER times the bin's median (preempted on a busy
+-- machine), the knots made non-decreasing in time: the curve engine/core/clock.h evaluates. The fit error of an op is |planned / measured - 1| of its time in a run (the run planned again
 -- with the curves; a result's ops: the curve at their mean call), its median and worst over the runs. gap_s, the host time
 -- between calls, is per run (sum over phases of their time less their ops' time, less the
 -- profile's own overhead) / (ledger adds per iteration), the median over the runs.
@@ -150,14 +150,20 @@ local function work(s, peak)
 end
 
 -- Knots of one op's samples {w, t, n}: bins of BIN_DECADES in log10(w).
--- One bin's knot: the median work and the median time of its samples (robust to the calls a busy
--- machine preempted); nil when it has no time.
+-- One bin's knot: the mean work and the mean time of its samples (the plan adds times up, so the
+-- mean is what it must reproduce), less the calls that took over OUTLIER times the bin's median
+-- (a call preempted on a busy machine); nil when it has no time.
+calibrate.OUTLIER = 20
 local function bin_knot(bin)
-  local ws, ts, n = {}, {}, 0
-  for i, s in ipairs(bin) do ws[i], ts[i], n = s.w, s.t, n + s.n end
-  local w, t = median(ws), median(ts)
-  if not (w > 0 and t > 0) then return nil end
-  return math.log(w, 10), math.log(t, 10), n
+  local ts = {}
+  for i, s in ipairs(bin) do ts[i] = s.t end
+  local cut = calibrate.OUTLIER * median(ts)
+  local sw, st, sn = 0, 0, 0
+  for _, s in ipairs(bin) do
+    if s.t <= cut then sw, st, sn = sw + s.w * s.n, st + s.t * s.n, sn + s.n end
+  end
+  if not (sn > 0 and sw > 0 and st > 0) then return nil end
+  return math.log(sw / sn, 10), math.log(st / sn, 10), sn
 end
 
 -- Knots of one op's samples {w, t, n}: bins of BIN_DECADES in log10(w), each its bin_knot, then

