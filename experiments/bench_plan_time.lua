@@ -1,5 +1,5 @@
 -- bench_plan_time.lua: how close the plan's step time is to the measured one with a calibrated device model.
--- Change it: dpprof run experiments/bench_plan_time.lua [device=cpu|cuda] [device_model=FILE.json] [out=DIR] [threads=N] [repeats=N] [iters=N] [warmup=N] [methods=a,b] [dtypes=f32,bf16] [archs=gpt,llama] [shapes=1,2] [checkpoints=off,blocks] [quick=true]
+-- Change it: dpprof run experiments/bench_plan_time.lua [device=cpu|cuda] [device_model=FILE.json] [out=DIR] [threads=N] [repeats=N] [iters=N] [warmup=N] [methods=a,b] [dtypes=f32,bf16] [archs=gpt,llama] [shapes=1,2] [checkpoints=off,blocks] [quick=true] [clock=wall|cpu]
 --
 -- Runs every point on the real device (in this process, no per-op profiling) and on the plan device with the
 -- calibrated model (device_model=, from `dpprof calibrate --device DEVICE --out FILE.json`; default
@@ -10,14 +10,16 @@
 -- d=96 H=4 T=96 B=3 V=768 and d=192 H=6 T=160 B=2 V=1536, three layers; on CUDA d=768 H=12 T=512 B=8 V=16000 and
 -- d=1536 H=12 T=2048 B=2 V=32000, four layers. The measured step is the fastest over repeats (default 3 on the CPU,
 -- 1 on CUDA) of each run's mean over its timed iterations (the calibration drops preempted calls: both estimate the time
--- an unloaded machine takes); a CPU measurement on a shared machine is noisy: use threads=1 and repeats. Writes DIR/bench_plan_time.json (rows and summary). quick=true: the first shape, f32,
+-- an unloaded machine takes); a CPU measurement on a shared machine is noisy: use threads=1 and repeats. clock=cpu (the
+-- default on the CPU, with threads=1): the measured step is the process's CPU time over each timed iteration (before its
+-- forward to after its optimizer step), which other processes on the machine do not lengthen; clock=wall: timing.avg_ms. Writes DIR/bench_plan_time.json (rows and summary). quick=true: the first shape, f32,
 -- three methods (a CPU smoke run). Use the calibration's thread count (the file's `threads`): the curves hold for it.
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local devmodel = require("dpprof.devmodel")
 local json = dp.json
 local args = presets.args("bench_plan_time.lua", { "device_model", "repeats", "iters", "warmup", "dtypes", "archs",
-                                                  "shapes", "checkpoints", "quick" },
+                                                  "shapes", "checkpoints", "quick", "clock" },
                           { profile = "it measures step times, which per-op timing would change" })
 
 local device = args.device or "cpu"
@@ -80,6 +82,17 @@ if device == "cpu" and threads and model.calibration.threads and threads ~= mode
   io.stderr:write(string.format("bench_plan_time.lua: threads=%d, but %s was calibrated with %d threads\n", threads,
                                 model_path, model.calibration.threads))
 end
+-- what "measured" is: the wall clock (timing.avg_ms), or on the CPU with one thread the process's CPU time over
+-- each timed iteration (from before its forward to after its optimizer step): on a shared machine the wall clock
+-- also counts the time other processes had the cores
+local clock = args.clock or (device == "cpu" and (threads or 1) == 1 and "cpu" or "wall")
+if clock ~= "wall" and clock ~= "cpu" then
+  dp.refuse(string.format("bench_plan_time.lua: clock must be wall or cpu, got '%s'", tostring(clock)))
+end
+if clock == "cpu" and (device ~= "cpu" or (threads or 1) ~= 1) then
+  dp.refuse("bench_plan_time.lua: clock=cpu measures one CPU thread: it needs device=cpu and threads=1")
+end
+if clock == "cpu" then threads = 1 end
 local out = args.out or string.format("results/bench_plan_time_%s", os.date("%Y%m%d_%H%M%S"))
 local mok, merr = dp.mkdir_p(out)
 if not mok then error(merr) end
@@ -105,8 +118,9 @@ local function median(list)
 end
 
 local rows, t0 = {}, dp.clock()
-print(string.format("bench_plan_time: %s, model %s (%s), %d repeat(s) of %d iteration(s) after %d warm-up, threads %s",
-                    device, model_path, devmodel.label(model, dtypes[1]), repeats, iters, warmup, tostring(threads or "-")))
+print(string.format("bench_plan_time: %s, model %s (%s), %d repeat(s) of %d iteration(s) after %d warm-up, threads %s, "
+                    .. "measured by the %s clock", device, model_path, devmodel.label(model, dtypes[1]), repeats, iters,
+                    warmup, tostring(threads or "-"), clock == "cpu" and "process CPU time" or "wall"))
 print(string.format("%-44s %12s %12s %9s %10s", "point", "measured ms", "planned ms", "plan/meas", "roofline"))
 for _, s in ipairs(shapes) do
   for _, dtype in ipairs(dtypes) do
@@ -115,13 +129,25 @@ for _, s in ipairs(shapes) do
         for _, method in ipairs(methods) do
           local cfg = config(s, arch, dtype, method, ck, device, nil)
           local times, status = {}, "ok"
+          local t0, cpu_ms = 0, {}
+          if clock == "cpu" then
+            cfg.on = { before_forward = function(_, _, k) if k == 1 then t0 = os.clock() end end,
+                       after_step = function() cpu_ms[#cpu_ms + 1] = (os.clock() - t0) * 1000 end }
+          end
           for _ = 1, repeats do
+            cpu_ms = {}
             local r = dp.experiment(cfg)
             if r.status ~= "ok" then
               status = r.status .. ": " .. tostring(r.message):gsub("\n.*", "")
               break
             end
-            times[#times + 1] = r.timing.avg_ms
+            local t = r.timing.avg_ms
+            if clock == "cpu" then
+              t = 0
+              for _, v in ipairs(cpu_ms) do t = t + v end
+              t = t / #cpu_ms
+            end
+            times[#times + 1] = t
           end
           local row = { name = cfg.name, dtype = dtype, arch = arch, method = method, checkpoint = ck,
                         hidden = s.hidden, seq_len = s.seq_len, batch = s.batch, layers = s.layers }
@@ -184,7 +210,7 @@ local path = out .. "/bench_plan_time.json"
 local f = assert(io.open(path, "w"))
 f:write(json.encode({ device = device, device_model = model_path, model_name = model.name,
                       model_commit = model.calibration.commit, model_date = model.calibration.date,
-                      threads = threads or json.null, repeats = repeats, iters = iters, warmup = warmup,
+                      threads = threads or json.null, clock = clock, repeats = repeats, iters = iters, warmup = warmup,
                       commit = dp.environment().git_commit or json.null, seconds = dp.clock() - t0,
                       rows = json.array(rows), summary = summ }, { indent = true }), "\n")
 f:close()

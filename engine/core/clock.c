@@ -45,6 +45,12 @@ int64_t dp_clock_ns(void) {
 
 double dp_clock_s(void) { return (double)dp_clock_ns() * 1e-9; }
 
+int64_t dp_clock_cpu_ns(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return raw_ns();
+    return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
+}
+
 void dp_clock_reset(void) { epoch_ns = raw_ns(); }
 
 void dp_clock_model(double peak_flops, double bandwidth) {

@@ -26,6 +26,8 @@
 int64_t dp_clock_ns(void);
 /* Seconds since the clock's epoch. */
 double dp_clock_s(void);
+/* The process's CPU time, ns (all its threads; the monotonic clock where the system has none). */
+int64_t dp_clock_cpu_ns(void);
 /* Restarts the epoch at now (a forked child calls this so its timeline starts at zero). */
 void dp_clock_reset(void);
 

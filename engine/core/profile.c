@@ -28,6 +28,8 @@ static struct {
     dp_device *traffic_dev;       /* the device whose allocator traffic is charged */
     uint64_t allocated, released; /* that allocator's counters when the previous call ended */
     int dry;                      /* measuring the overhead: charge and log nothing */
+    int cpu_clock;                /* synchronous calls timed by the process's CPU time */
+    int64_t cpu_start_ns;         /* its CPU time at the start of the call in progress */
 
     pending_call *pending;
     size_t n_pending, cap_pending;
@@ -94,11 +96,13 @@ void dp_profile_begin(dp_device *dev) {
     P.mark = NULL;
     if (dev->ops->timer_mark && dev->ops->timer_mark(dev, &P.mark) != DP_OK) P.mark = NULL;
     P.start_ns = dp_clock_modelled() ? P.last_end_ns : dp_clock_ns();
+    if (P.cpu_clock) P.cpu_start_ns = dp_clock_cpu_ns();
 }
 
 int dp_profile_end(dp_device *dev, int rc) {
     if (P.depth == 0 || --P.depth > 0) return rc;
     int64_t end_ns = dp_clock_ns();
+    int64_t cpu_end_ns = P.cpu_clock ? dp_clock_cpu_ns() : 0;
     P.last_end_ns = end_ns;
     if (P.dry) { /* the overhead measurement: the same reads, nothing charged */
         uint64_t a, r;
@@ -132,9 +136,10 @@ int dp_profile_end(dp_device *dev, int rc) {
         return rc;
     }
     double ns = (double)(end_ns - P.start_ns);
+    if (P.cpu_clock && !dp_clock_modelled()) ns = (double)(cpu_end_ns - P.cpu_start_ns);
     dp_ledger_measure(entry, 1, ns, allocated, released);
     P.total_ns += ns;
-    log_call(entry, P.start_ns, end_ns, seq, work_flops, work_bytes);
+    log_call(entry, P.start_ns, P.start_ns + (int64_t)ns, seq, work_flops, work_bytes);
     return rc;
 }
 
@@ -162,6 +167,8 @@ int dp_profile_collect(dp_device *dev) {
     release_pending();
     return DP_OK;
 }
+
+void dp_profile_cpu_clock(int on) { P.cpu_clock = on != 0; }
 
 double dp_profile_total_ns(void) { return P.total_ns; }
 

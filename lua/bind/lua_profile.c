@@ -35,6 +35,14 @@ static int l_collect(lua_State *L) {
     return 0;
 }
 
+/* profile.cpu_clock(on): the CPU backend's calls timed by the process's CPU time (true) or the engine
+ * clock (false, the default) */
+static int l_cpu_clock(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    dp_profile_cpu_clock(lua_toboolean(L, 1));
+    return 0;
+}
+
 /* profile.total_ms() -> the time of every call charged so far, ms */
 static int l_total_ms(lua_State *L) {
     lua_pushnumber(L, dp_profile_total_ns() * 1e-6);
@@ -231,6 +239,7 @@ void dpl_open_profile(lua_State *L) {
                                    {"enabled", l_enabled},
                                    {"collect", l_collect},
                                    {"total_ms", l_total_ms},
+                                   {"cpu_clock", l_cpu_clock},
                                    {"calls", l_calls},
                                    {"dropped", l_dropped},
                                    {"overhead_ns", l_overhead_ns},

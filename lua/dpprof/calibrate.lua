@@ -1,7 +1,7 @@
 -- dpprof.calibrate: `dpprof calibrate`, a device model file fitted from profiled runs.
 --
 --   calibrate.set(kind, quick)      the fixed calibration set: experiment configurations (profile = "ops")
---   calibrate.measure(cfg)          runs one profiled experiment -> run {name, dtype, samples, gap_s, step_ms}
+--   calibrate.measure(cfg, clock)   runs one profiled experiment -> run {name, dtype, samples, gap_s, step_ms}
 --   calibrate.from_result(r, name)  a result file's per-op profile as a run (one sample per op: its mean call)
 --   calibrate.fit(runs, peaks)      -> dtypes {dtype = {gap_s=, ops={op = curve}}} (see devmodel.lua)
 --   calibrate.document(opts)        runs the set (and/or reads results), fits -> the file's table, the runs
@@ -83,12 +83,13 @@ local function median(list)
 end
 calibrate.median = median
 
--- The per-iteration host gap per ledger add of a profiled result (seconds, >= 0).
-local function gap_of(r)
+-- The per-iteration host gap per ledger add of a profiled result (seconds, >= 0): the time of its
+-- phases (or iter_ms, the mean CPU time of an iteration) less their ops' and the profile's own.
+local function gap_of(r, iter_ms)
   local p = r.profile
   if type(p) ~= "table" or type(p.phases) ~= "table" then return nil end
-  local outside = 0
-  for _, ph in pairs(p.phases) do outside = outside + (ph.ms - ph.ops_ms) end
+  local outside = iter_ms or 0 -- the iteration's CPU time, when the ops were timed by it
+  for _, ph in pairs(p.phases) do outside = outside + (iter_ms and 0 or ph.ms) - ph.ops_ms end
   outside = outside - (p.overhead and p.overhead.ms_per_iter or 0)
   local adds = 0
   for _, e in ipairs(r.ledger or {}) do adds = adds + e.calls end
@@ -113,15 +114,31 @@ local function samples_of_calls(calls)
   return out
 end
 
-function calibrate.measure(cfg)
+-- clock: "wall" (the engine clock) or "cpu" (the CPU backend with one thread: each call and each
+-- iteration timed by the process's CPU time, which other processes on a shared machine do not
+-- lengthen).
+function calibrate.measure(cfg, clock)
   local samples
   local c = {}
   for k, v in pairs(cfg) do c[k] = v end
+  local t0, iter_ms = 0, {}
   c.on = { finished = function() samples = samples_of_calls(dp.profile.calls()) end }
-  local r = dp.experiment(c)
+  if clock == "cpu" then
+    c.on.before_forward = function(_, _, k) if k == 1 then t0 = os.clock() end end
+    c.on.after_step = function() iter_ms[#iter_ms + 1] = (os.clock() - t0) * 1000 end
+  end
+  dp.profile.cpu_clock(clock == "cpu")
+  local ok, r = pcall(dp.experiment, c)
+  dp.profile.cpu_clock(false)
+  if not ok then error(r, 0) end
   if r.status ~= "ok" then return nil, string.format("%s: %s", r.status, tostring(r.message)) end
-  return { name = cfg.name, dtype = cfg.model.dtype or "f32", samples = samples or {}, gap_s = gap_of(r),
-           step_ms = r.timing.avg_ms, peak = r.profile.peak, cfg = cfg }
+  local mean
+  if #iter_ms > 0 then
+    mean = 0
+    for _, v in ipairs(iter_ms) do mean = mean + v / #iter_ms end
+  end
+  return { name = cfg.name, dtype = cfg.model.dtype or "f32", samples = samples or {}, gap_s = gap_of(r, mean),
+           step_ms = mean or r.timing.avg_ms, peak = r.profile.peak, cfg = cfg }
 end
 
 -- A result with a per-op profile as a run: each op's mean call is a sample standing for its calls.
@@ -312,7 +329,7 @@ local function total_memory_of(kind)
   return nil, ok and info or nil
 end
 
--- opts: device ("cpu"|"cuda"), quick, threads, name, results = {paths}, runs = false (results only),
+-- opts: device ("cpu"|"cuda"), quick, threads, name, clock ("wall"|"cpu"), results = {paths}, runs = false (results only),
 -- say = function(line) for progress. Returns the file's table and the runs it fitted.
 function calibrate.document(opts)
   local kind = opts.device or "cpu"
@@ -323,6 +340,12 @@ function calibrate.document(opts)
   local say = opts.say or function() end
   local threads_before = dp.threads()
   if opts.threads then dp.threads(opts.threads) end
+  -- the CPU with one thread is timed by its CPU time (a shared machine's other processes do not count)
+  local clock = opts.clock or (kind == "cpu" and dp.threads() == 1 and "cpu" or "wall")
+  if clock == "cpu" and (kind ~= "cpu" or dp.threads() ~= 1) then
+    dp.threads(threads_before)
+    refuse("dpprof calibrate: the cpu clock times one CPU thread: it needs --device cpu and --threads 1")
+  end
   local ok, err = pcall(function()
     if opts.runs ~= false then
       local set = calibrate.set(kind, opts.quick)
@@ -344,7 +367,7 @@ function calibrate.document(opts)
         end
       end
       for i, cfg in ipairs(set) do
-        local run, why = calibrate.measure(cfg)
+        local run, why = calibrate.measure(cfg, clock)
         if run then
           runs[#runs + 1] = run
           say(string.format("[%d/%d] %s: %d samples, step %.3f ms", i, #set, cfg.name, #run.samples, run.step_ms))
@@ -394,7 +417,8 @@ function calibrate.document(opts)
   return {
     format = devmodel.FORMAT,
     name = opts.name or (kind .. "-calibrated"),
-    description = string.format("%s, calibrated by dpprof calibrate (%d threads)", device_name, threads),
+    description = string.format("%s, calibrated by dpprof calibrate (%d threads, %s clock)", device_name, threads,
+                                clock == "cpu" and "CPU time" or "wall"),
     device = kind, device_name = device_name, commit = env.git_commit or dp.git_commit or "unknown",
     date = os.date("!%Y-%m-%dT%H:%M:%SZ", t0), threads = threads,
     memory_bytes = mem or 0, context_bytes = kind == "cuda" and plan.DEFAULT_CONTEXT_BYTES or 0,
@@ -403,14 +427,14 @@ function calibrate.document(opts)
     time_model = "per op and dtype: time = curve(w) + gap_s, w = max(flops/peak_flops, bytes/bandwidth); "
                  .. "curve piecewise linear in log10(w) -> log10(s) (engine/core/clock.h); ops without a curve: w",
     dtypes = dtypes,
-    calibration = { runs = #runs, set = opts.runs == false and "results" or (opts.quick and "quick" or "full"),
+    calibration = { runs = #runs, clock = clock, set = opts.runs == false and "results" or (opts.quick and "quick" or "full"),
                     sources = sources, seconds = dp.clock() - clock0 },
   }, runs
 end
 
 calibrate.USAGE = [[
 usage: dpprof calibrate [--device cpu|cuda] [--out FILE.json] [--quick] [--threads N] [--name NAME]
-                        [--results-only] [RESULTS...]
+                        [--clock wall|cpu] [--results-only] [RESULTS...]
 
 Fits a device model file for the plan's clock from profiled runs on this machine's device: a fixed,
 short set of experiments (gpt and llama, f32 and bf16, every DP preset, with and without activation
@@ -426,6 +450,9 @@ and the date. Use it with device_model=FILE.json (experiments, sweeps, dpprof fi
   --threads N         the CPU backend's threads for the runs (default: the process's; use the
                       count your runs will use: the curves hold for it)
   --name NAME         the model's name (default <device>-calibrated)
+  --clock wall|cpu    what times the calls: the engine's (wall) clock, or the process's CPU time
+                      (cpu: one CPU thread only; the default with --device cpu --threads 1, so
+                      that other processes on a shared machine do not lengthen the times)
   --results-only      fit from RESULTS alone (no runs)
 
 exit status: 0 written; 1 the runs failed; 2 bad arguments or an unreadable result
@@ -449,6 +476,11 @@ function calibrate.main(args)
       elseif a == "--quick" then opts.quick = true
       elseif a == "--results-only" then opts.runs = false
       elseif a == "--name" then opts.name = value(a)
+      elseif a == "--clock" then
+        opts.clock = value(a)
+        if opts.clock ~= "wall" and opts.clock ~= "cpu" then
+          error(string.format("dpprof calibrate: --clock must be wall or cpu, got '%s'", opts.clock), 0)
+        end
       elseif a == "--threads" then
         local v = value(a)
         opts.threads = math.tointeger(tonumber(v))
@@ -457,7 +489,7 @@ function calibrate.main(args)
         end
       elseif a:sub(1, 2) == "--" then
         error(string.format("dpprof calibrate: unknown option '%s' (valid: --device, --out, --quick, --threads, "
-                            .. "--name, --results-only, --help)", a), 0)
+                            .. "--name, --clock, --results-only, --help)", a), 0)
       else
         results[#results + 1] = a
       end

@@ -180,6 +180,7 @@ function devmodel.check(doc, where)
   local c = want(doc, "calibration", "an object", where, nil, true)
   cal.runs = c and want(c, "runs", "an integer >= 0", where, "calibration") or 0
   cal.set = c and want(c, "set", "a string", where, "calibration", true) or nil
+  cal.clock = c and want(c, "clock", "a string", where, "calibration", true) or nil
   m.name = m.name
   m.calibration = cal
   return m

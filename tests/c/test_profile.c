@@ -243,6 +243,17 @@ static void test_call_work(void) {
         CHECK(c->flops == (double)n && c->seq == a->seq + 1);
     }
     dp_profile_enable(NULL, 0);
+    /* timed by the process's CPU time: a call lasts what the CPU spent on it, placed at its start */
+    dp_profile_enable(cpu, 1);
+    dp_profile_cpu_clock(1);
+    int64_t cpu0 = dp_clock_cpu_ns();
+    CHECK_OK(dp_scale(&x, 2.0f));
+    int64_t cpu1 = dp_clock_cpu_ns();
+    dp_profile_cpu_clock(0);
+    CHECK_OK(dp_profile_collect(cpu));
+    const dp_profile_call *t = dp_profile_call_at(0);
+    CHECK(t && t->end_ns - t->start_ns > 0 && t->end_ns - t->start_ns <= cpu1 - cpu0);
+    dp_profile_enable(NULL, 0);
     dp_tensor_release(&x);
     dp_ledger_reset();
 }

@@ -170,7 +170,8 @@ check.eq(doc.calibration.runs, #calibrate.set("cpu", true), "every run of the qu
 local path = tmp .. "/cpu.json"
 assert(dp.write_file(path, devmodel.encode(doc)))
 local cpu = devmodel.load(path)
-check.eq(cpu.calibration.device .. "/" .. cpu.calibration.threads, "cpu/1", "device and threads recorded")
+check.eq(cpu.calibration.device .. "/" .. cpu.calibration.threads .. "/" .. cpu.calibration.clock, "cpu/1/cpu",
+         "device, threads and clock recorded (one thread: timed by its CPU time)")
 check.truthy(cpu.calibration.commit ~= "" and cpu.calibration.date:match("^%d%d%d%d%-%d%d%-%d%dT"), "commit and date")
 local d = cpu.calibration.dtypes.f32
 for _, op in ipairs({ "gemm", "attention_fwd", "attention_bwd", "adamw_step", "dp_noise" }) do
@@ -211,6 +212,8 @@ for _, bad in ipairs({ { "--device tpu", "--device must be cpu or cuda, got 'tpu
                        { "--bogus", "unknown option '--bogus' (valid: --device, --out" },
                        { "--results-only", "--results-only needs RESULTS" },
                        { "--out", "--out needs a value" },
+                       { "--clock gpu", "--clock must be wall or cpu, got 'gpu'" },
+                       { "--clock cpu --threads 2 --quick", "the cpu clock times one CPU thread: it needs --device cpu and --threads 1" },
                        { "--out /nonexistent/dir/m.json --quick", "dpprof calibrate: --out:" } }) do
   code, text = check.sh(string.format("cd '%s' && '%s' calibrate %s 2>&1", tmp, bin, bad[1]))
   check.eq(code, 2, "calibrate " .. bad[1] .. " exits 2: " .. text)
