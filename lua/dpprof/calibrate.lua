@@ -4,6 +4,7 @@
 --   calibrate.measure(cfg, clock)   runs one profiled experiment -> run {name, dtype, samples, gap_s, step_ms}
 --   calibrate.from_result(r, name)  a result file's per-op profile as a run (one sample per op: its mean call)
 --   calibrate.fit(runs, peaks)      -> dtypes {dtype = {gap_s=, ops={op = curve}}} (see devmodel.lua)
+--   calibrate.model_of(dtypes, peaks) a checked model of fitted curves, before a file is written
 --   calibrate.document(opts)        runs the set (and/or reads results), fits -> the file's table, the runs
 --   calibrate.main(args)            the command line (exit status)
 --
@@ -166,7 +167,6 @@ local function work(s, peak)
   return math.max(s.flops / peak.flops, s.bytes / peak.bandwidth)
 end
 
--- Knots of one op's samples {w, t, n}: bins of BIN_DECADES in log10(w).
 -- One bin's knot: the mean work and the mean time of its samples (the plan adds times up, so the
 -- mean is what it must reproduce), less the calls that took over OUTLIER times the bin's median
 -- (a call preempted on a busy machine); nil when it has no time.

@@ -7,6 +7,7 @@
 --                                    (plan.device_model's fields plus `calibration`); raises one line
 --                                    naming the field and what it must be
 --   devmodel.load(path)              reads and checks a file (the model's `calibration.file` is path)
+--   devmodel.is_model(v), devmodel.as_model(m)  whether v is such a checked model; marks m as one
 --   devmodel.encode(doc)             the file's text (JSON, indented)
 --   devmodel.clock_args(model, dtype) -> peak_flops, bandwidth, curves, gap_s for dp.clock_model
 --   devmodel.label(model, dtype)     "calibrated: FILE (name, device, commit, date)" or "roofline"
@@ -181,7 +182,6 @@ function devmodel.check(doc, where)
   cal.runs = c and want(c, "runs", "an integer >= 0", where, "calibration") or 0
   cal.set = c and want(c, "set", "a string", where, "calibration", true) or nil
   cal.clock = c and want(c, "clock", "a string", where, "calibration", true) or nil
-  m.name = m.name
   m.calibration = cal
   return m
 end
