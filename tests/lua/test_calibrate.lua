@@ -9,7 +9,7 @@
 --   * the CPU calibration of the quick set: each of its runs, planned again with the file written,
 --     reproduces its own per-op measured times within the file's stated fit error;
 --   * the command line: bad arguments exit 2 naming them; --quick writes a loadable file;
---     --results-only fits a profiled result and refuses one without a profile.
+--     --results-only fits a profiled result and refuses one without a profile; bench_plan_time.lua runs.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -225,6 +225,20 @@ code, text = check.sh(string.format("'%s' calibrate --quick --threads 1 --name c
 check.eq(code, 0, "calibrate --quick: " .. text)
 check.truthy(text:find("model 'ci' from 12 runs", 1, true) and text:find("gemm", 1, true), "its table: " .. text)
 check.eq(devmodel.load(tmp .. "/ci.json").name, "ci", "the file it wrote loads")
+-- experiments/bench_plan_time.lua runs with it (a smoke run: quick, one repeat; its figures are not checked)
+local root = here .. "../../"
+code, text = check.sh(string.format("'%s' run %sexperiments/bench_plan_time.lua quick=true repeats=1 device_model=%s/ci.json "
+                                    .. "out=%s/bench 2>&1", bin, root, tmp, tmp))
+check.eq(code, 0, "bench_plan_time quick: " .. text)
+local bench = json.decode(assert(dp.read_file(tmp .. "/bench/bench_plan_time.json")))
+check.eq(#bench.rows .. "/" .. bench.clock .. "/" .. bench.summary.all.points, "3/cpu/3", "three points, by CPU time")
+for _, row in ipairs(bench.rows) do
+  check.truthy(row.measured_ms > 0 and row.planned_ms > 0 and math.abs(row.ratio - row.planned_ms / row.measured_ms) < 1e-12,
+               "a point planned and measured: " .. row.name)
+end
+code, text = check.sh(string.format("'%s' run %sexperiments/bench_plan_time.lua quick=true device_model=h100 2>&1", bin, root))
+check.truthy(code == 2 and text:find("device_model must be a calibrated model file (FILE.json), got 'h100'", 1, true),
+             "the bench needs a file: " .. text)
 local profiled = dp.experiment{ device = "cpu", model = SMALL, method = "ghost", iters = 1, warmup = 1, profile = "ops",
                                 threads = 1 }
 dp.results.write(tmp .. "/profiled.json", profiled)
