@@ -8,7 +8,7 @@
 -- (the file's, no curves) is shown beside it. Points: gpt and llama, f32 and bf16, every DP preset, with and without
 -- activation checkpointing, at shapes that are NOT in the calibration set (lua/dpprof/calibrate.lua): on the CPU
 -- d=96 H=4 T=96 B=3 V=768 and d=192 H=6 T=160 B=2 V=1536, three layers; on CUDA d=768 H=12 T=512 B=8 V=16000 and
--- d=1536 H=12 T=2048 B=2 V=32000, four layers. The measured step is the fastest over repeats (default 3 on the CPU,
+-- d=1536 H=12 T=2048 B=2 V=32000, four layers. The measured step is the fastest over repeats (rounds over all the points; default 3 on the CPU,
 -- 1 on CUDA) of each run's mean over its timed iterations (the calibration drops preempted calls: both estimate the time
 -- an unloaded machine takes); a CPU measurement on a shared machine is noisy: use threads=1 and repeats. clock=cpu (the
 -- default on the CPU, with threads=1): the measured step is the process's CPU time over each timed iteration (before its
@@ -122,55 +122,65 @@ print(string.format("bench_plan_time: %s, model %s (%s), %d repeat(s) of %d iter
                     .. "measured by the %s clock", device, model_path, devmodel.label(model, dtypes[1]), repeats, iters,
                     warmup, tostring(threads or "-"), clock == "cpu" and "process CPU time" or "wall"))
 print(string.format("%-44s %12s %12s %9s %10s", "point", "measured ms", "planned ms", "plan/meas", "roofline"))
+local points = {}
 for _, s in ipairs(shapes) do
   for _, dtype in ipairs(dtypes) do
     for _, arch in ipairs(archs) do
       for _, ck in ipairs(checkpoints) do
         for _, method in ipairs(methods) do
-          local cfg = config(s, arch, dtype, method, ck, device, nil)
-          local times, status = {}, "ok"
-          local t0, cpu_ms = 0, {}
-          if clock == "cpu" then
-            cfg.on = { before_forward = function(_, _, k) if k == 1 then t0 = os.clock() end end,
-                       after_step = function() cpu_ms[#cpu_ms + 1] = (os.clock() - t0) * 1000 end }
-          end
-          for _ = 1, repeats do
-            cpu_ms = {}
-            local r = dp.experiment(cfg)
-            if r.status ~= "ok" then
-              status = r.status .. ": " .. tostring(r.message):gsub("\n.*", "")
-              break
-            end
-            local t = r.timing.avg_ms
-            if clock == "cpu" then
-              t = 0
-              for _, v in ipairs(cpu_ms) do t = t + v end
-              t = t / #cpu_ms
-            end
-            times[#times + 1] = t
-          end
-          local row = { name = cfg.name, dtype = dtype, arch = arch, method = method, checkpoint = ck,
-                        hidden = s.hidden, seq_len = s.seq_len, batch = s.batch, layers = s.layers }
-          if status == "ok" then
-            local p = dp.experiment(config(s, arch, dtype, method, ck, "plan", model))
-            local q = dp.experiment(config(s, arch, dtype, method, ck, "plan", roofline))
-            row.measured_ms, row.measured_runs_ms = math.min(table.unpack(times)), json.array(times)
-            row.planned_ms, row.roofline_ms = p.timing.avg_ms, q.timing.avg_ms
-            row.ratio, row.roofline_ratio = row.planned_ms / row.measured_ms, row.roofline_ms / row.measured_ms
-            row.fallback_ops = json.array(devmodel.fallbacks(model, dtype, p.ledger))
-            print(string.format("%-44s %12.3f %12.3f %9.3f %10.3f%s", cfg.name, row.measured_ms, row.planned_ms, row.ratio,
-                                row.roofline_ratio, #row.fallback_ops > 0 and
-                                ("  roofline for: " .. table.concat(row.fallback_ops, ",")) or ""))
-          else
-            row.status = status
-            print(string.format("%-44s %s", cfg.name, status))
-          end
-          io.stdout:flush()
-          rows[#rows + 1] = row
+          points[#points + 1] = { s = s, dtype = dtype, arch = arch, ck = ck, method = method, times = {}, status = "ok" }
         end
       end
     end
   end
+end
+-- The repeats go round the points, so that a burst of load on a shared machine spoils one round of
+-- a point, not all of its repeats.
+for round = 1, repeats do
+  for _, pt in ipairs(points) do
+    if pt.status == "ok" then
+      local cfg = config(pt.s, pt.arch, pt.dtype, pt.method, pt.ck, device, nil)
+      local t0, cpu_ms = 0, {}
+      if clock == "cpu" then
+        cfg.on = { before_forward = function(_, _, k) if k == 1 then t0 = os.clock() end end,
+                   after_step = function() cpu_ms[#cpu_ms + 1] = (os.clock() - t0) * 1000 end }
+      end
+      local r = dp.experiment(cfg)
+      if r.status ~= "ok" then
+        pt.status = r.status .. ": " .. tostring(r.message):gsub("\n.*", "")
+      else
+        local t = r.timing.avg_ms
+        if clock == "cpu" then
+          t = 0
+          for _, v in ipairs(cpu_ms) do t = t + v / #cpu_ms end
+        end
+        pt.times[#pt.times + 1] = t
+      end
+    end
+  end
+  if repeats > 1 then io.stderr:write(string.format("bench_plan_time: round %d of %d measured\n", round, repeats)) end
+end
+for _, pt in ipairs(points) do
+  local s, dtype, arch, ck, method, times = pt.s, pt.dtype, pt.arch, pt.ck, pt.method, pt.times
+  local name = config(s, arch, dtype, method, ck, device, nil).name
+  local row = { name = name, dtype = dtype, arch = arch, method = method, checkpoint = ck,
+                hidden = s.hidden, seq_len = s.seq_len, batch = s.batch, layers = s.layers }
+  if pt.status == "ok" then
+    local p = dp.experiment(config(s, arch, dtype, method, ck, "plan", model))
+    local q = dp.experiment(config(s, arch, dtype, method, ck, "plan", roofline))
+    row.measured_ms, row.measured_runs_ms = math.min(table.unpack(times)), json.array(times)
+    row.planned_ms, row.roofline_ms = p.timing.avg_ms, q.timing.avg_ms
+    row.ratio, row.roofline_ratio = row.planned_ms / row.measured_ms, row.roofline_ms / row.measured_ms
+    row.fallback_ops = json.array(devmodel.fallbacks(model, dtype, p.ledger))
+    print(string.format("%-44s %12.3f %12.3f %9.3f %10.3f%s", name, row.measured_ms, row.planned_ms, row.ratio,
+                        row.roofline_ratio, #row.fallback_ops > 0 and
+                        ("  roofline for: " .. table.concat(row.fallback_ops, ",")) or ""))
+  else
+    row.status = pt.status
+    print(string.format("%-44s %s", name, pt.status))
+  end
+  io.stdout:flush()
+  rows[#rows + 1] = row
 end
 
 -- median and worst |ratio - 1| of the rows that pass keep

@@ -2,6 +2,7 @@
 --
 --   calibrate.set(kind, quick)      the fixed calibration set: experiment configurations (profile = "ops")
 --   calibrate.measure(cfg, clock)   runs one profiled experiment -> run {name, dtype, samples, gap_s, step_ms}
+--   calibrate.gemm_run(kind, dtype, clock, quick)  the GEMM sweep (GEMM_SIZES x GEMM_ASPECTS) -> run
 --   calibrate.from_result(r, name)  a result file's per-op profile as a run (one sample per op: its mean call)
 --   calibrate.fit(runs, peaks)      -> dtypes {dtype = {gap_s=, ops={op = curve}}} (see devmodel.lua)
 --   calibrate.model_of(dtypes, peaks) a checked model of fitted curves, before a file is written
@@ -140,6 +141,42 @@ function calibrate.measure(cfg, clock)
   end
   return { name = cfg.name, dtype = cfg.model.dtype or "f32", samples = samples or {}, gap_s = gap_of(r, mean),
            step_ms = mean or r.timing.avg_ms, peak = r.profile.peak, cfg = cfg }
+end
+
+-- The GEMM sweep: square and 4:1 shapes in every orientation over a range of sizes, beside the
+-- models' own GEMMs (which a few model shapes leave sparse). C[m,n] = A[m,k] B[k,n], each shape
+-- timed REPEATS times after one untimed call.
+calibrate.GEMM_SIZES = { cpu = { 16, 48, 128, 320, 640 }, cuda = { 128, 512, 1536, 4096, 8192 } }
+calibrate.GEMM_ASPECTS = { { 1, 1, 1 }, { 4, 1, 1 }, { 1, 4, 1 }, { 1, 1, 4 }, { 4, 4, 1 } }
+local GEMM_REPEATS = 3
+function calibrate.gemm_run(kind, dtype, clock, quick)
+  local sizes = calibrate.GEMM_SIZES[kind] or calibrate.GEMM_SIZES.cpu
+  local samples = {}
+  dp.device(kind)
+  for i, s in ipairs(sizes) do
+    if not (quick and i > 3) then
+      for _, a in ipairs(calibrate.GEMM_ASPECTS) do
+        local m, n, k = s * a[1], s * a[2], s * a[3]
+        local A = dp.tensor{ shape = { m, k }, dtype = dtype, fill = 1.0, device = kind }
+        local B = dp.tensor{ shape = { k, n }, dtype = dtype, fill = 1.0, device = kind }
+        local C = dp.tensor{ shape = { m, n }, dtype = dtype, device = kind }
+        dp.matmul(C, A, B)
+        dp.sync(kind)
+        dp.profile.cpu_clock(clock == "cpu")
+        dp.profile.enable(true, kind)
+        for _ = 1, GEMM_REPEATS do dp.matmul(C, A, B) end
+        dp.sync(kind)
+        dp.profile.collect(kind)
+        for _, smp in ipairs(samples_of_calls(dp.profile.calls())) do
+          if smp.op == "gemm" then samples[#samples + 1] = smp end
+        end
+        dp.profile.enable(false)
+        dp.profile.cpu_clock(false)
+        A:free(); B:free(); C:free()
+      end
+    end
+  end
+  return { name = "gemm sweep " .. dtype, dtype = dtype, samples = samples }
 end
 
 -- A result with a per-op profile as a run: each op's mean call is a sample standing for its calls.
@@ -375,6 +412,15 @@ function calibrate.document(opts)
           say(string.format("[%d/%d] %s: skipped (%s)", i, #set, cfg.name, why))
         end
       end
+      local dtypes_run = {}
+      for _, cfg in ipairs(set) do dtypes_run[cfg.model.dtype] = true end
+      for _, dtype in ipairs({ "f32", "bf16" }) do
+        if dtypes_run[dtype] then
+          local g = calibrate.gemm_run(kind, dtype, clock, opts.quick)
+          runs[#runs + 1] = g
+          say(string.format("%s: %d samples", g.name, #g.samples))
+        end
+      end
       sources[#sources + 1] = string.format("the %s calibration set (%d runs)", opts.quick and "quick" or "full", #runs)
     end
     for _, path in ipairs(opts.results or {}) do
@@ -438,7 +484,7 @@ usage: dpprof calibrate [--device cpu|cuda] [--out FILE.json] [--quick] [--threa
 
 Fits a device model file for the plan's clock from profiled runs on this machine's device: a fixed,
 short set of experiments (gpt and llama, f32 and bf16, every DP preset, with and without activation
-checkpointing, profile = "ops"; --quick: two small shapes in f32, for CI), plus the per-op profiles
+checkpointing, profile = "ops"; --quick: two small shapes in f32, for CI) and a GEMM sweep, plus the per-op profiles
 of any RESULTS given (result files of profiled runs on the same kind of device). Per op and dtype it
 fits the time as a curve over the op's roofline work (docs/lua.md, "Calibrated device models") and
 writes the file: the measured peaks, the curves, each op's fit error, the device's name, the commit
