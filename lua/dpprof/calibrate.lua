@@ -416,9 +416,15 @@ function calibrate.document(opts)
       for _, cfg in ipairs(set) do dtypes_run[cfg.model.dtype] = true end
       for _, dtype in ipairs({ "f32", "bf16" }) do
         if dtypes_run[dtype] then
-          local g = calibrate.gemm_run(kind, dtype, clock, opts.quick)
-          runs[#runs + 1] = g
-          say(string.format("%s: %d samples", g.name, #g.samples))
+          local gok, g = pcall(calibrate.gemm_run, kind, dtype, clock, opts.quick)
+          if gok then
+            runs[#runs + 1] = g
+            say(string.format("%s: %d samples", g.name, #g.samples))
+          else -- (out of device memory, say): the models' own GEMMs remain
+            dp.profile.enable(false)
+            dp.profile.cpu_clock(false)
+            say(string.format("gemm sweep %s: skipped (%s)", dtype, dp.error_text(g):gsub("\n.*", "")))
+          end
         end
       end
       sources[#sources + 1] = string.format("the %s calibration set (%d runs)", opts.quick and "quick" or "full", #runs)
