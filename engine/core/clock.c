@@ -4,6 +4,7 @@
 #include "clock.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,8 +24,14 @@ typedef struct curve {
 } curve;
 static curve *curves;
 static size_t n_curves, cap_curves;
-static const char *cached_op; /* the literal looked up last, and its curve (-1: none) */
-static long cached_index = -1;
+/* The curve of each op literal the ledger looked up (dp_clock_advance_op: string literals, whose
+ * addresses stay theirs), direct-mapped by address; index -1: no curve. Other callers' names
+ * (dp_clock_op_seconds, dp_clock_curve_eval: any string) are looked up by content each time. */
+#define CACHE_SLOTS 256
+static struct {
+    const char *op;
+    long index;
+} cache[CACHE_SLOTS];
 
 static int64_t raw_ns(void) {
     struct timespec ts;
@@ -74,8 +81,7 @@ void dp_clock_curves_clear(void) {
     free(curves);
     curves = NULL;
     n_curves = cap_curves = 0;
-    cached_op = NULL;
-    cached_index = -1;
+    memset(cache, 0, sizeof cache);
     model_gap_s = 0;
 }
 
@@ -115,7 +121,7 @@ int dp_clock_curve_set(const char *op, size_t n, const double *log_work, const d
         free(curves[i].x), free(curves[i].y);
     }
     curves[i].n = n, curves[i].x = x, curves[i].y = y;
-    cached_op = NULL;
+    memset(cache, 0, sizeof cache);
     return 0;
 }
 
@@ -124,15 +130,19 @@ void dp_clock_gap(double seconds) { model_gap_s = seconds > 0 && isfinite(second
 size_t dp_clock_curve_count(void) { return n_curves; }
 
 static long find_curve(const char *op) {
-    if (op == cached_op) return cached_index;
-    long found = -1;
     for (size_t i = 0; i < n_curves; i++)
-        if (strcmp(curves[i].op, op) == 0) {
-            found = (long)i;
-            break;
-        }
-    cached_op = op, cached_index = found;
-    return found;
+        if (strcmp(curves[i].op, op) == 0) return (long)i;
+    return -1;
+}
+
+/* find_curve for a string literal, through the cache. */
+static long find_literal_curve(const char *op) {
+    size_t slot = ((uintptr_t)op >> 3) % CACHE_SLOTS;
+    if (cache[slot].op != op) {
+        cache[slot].op = op;
+        cache[slot].index = find_curve(op);
+    }
+    return cache[slot].index;
 }
 
 /* The slope of segment [a, b] of a curve, held in [lo, hi]. */
@@ -141,8 +151,8 @@ static double slope(const curve *c, size_t a, size_t b, double lo, double hi) {
     return s < lo ? lo : s > hi ? hi : s;
 }
 
-double dp_clock_curve_eval(const char *op, double work_s) {
-    long k = op ? find_curve(op) : -1;
+/* Curve k at work_s seconds of roofline work; -1 when k < 0 (no curve). */
+static double eval(long k, double work_s) {
     if (k < 0) return -1.0;
     const curve *c = &curves[k];
     if (c->n == 1 || !(work_s > 0)) {
@@ -166,19 +176,26 @@ double dp_clock_curve_eval(const char *op, double work_s) {
     return pow(10.0, y);
 }
 
-double dp_clock_op_seconds(const char *op, double flops, double bytes, int *calibrated) {
+double dp_clock_curve_eval(const char *op, double work_s) { return eval(op ? find_curve(op) : -1, work_s); }
+
+/* One call's modelled seconds with curve k (-1: the roofline), plus the gap. */
+static double op_seconds(long k, double flops, double bytes, int *calibrated) {
     double compute = flops / model_flops, memory = bytes / model_bandwidth;
     double work = compute > memory ? compute : memory;
-    double t = dp_clock_curve_eval(op, work);
+    double t = eval(k, work);
     if (calibrated) *calibrated = t >= 0;
     return (t < 0 ? work : t) + model_gap_s;
+}
+
+double dp_clock_op_seconds(const char *op, double flops, double bytes, int *calibrated) {
+    return op_seconds(op ? find_curve(op) : -1, flops, bytes, calibrated);
 }
 
 double dp_clock_advance(double flops, double bytes) { return dp_clock_advance_op(NULL, flops, bytes); }
 
 double dp_clock_advance_op(const char *op, double flops, double bytes) {
     if (!(model_flops > 0)) return 0.0;
-    double ns = dp_clock_op_seconds(op, flops, bytes, NULL) * 1e9;
+    double ns = op_seconds(op && n_curves ? find_literal_curve(op) : -1, flops, bytes, NULL) * 1e9;
     model_ns += ns;
     return ns;
 }

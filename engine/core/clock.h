@@ -52,8 +52,8 @@ double dp_clock_curve_eval(const char *op, double work_s);
 /* The modelled seconds of one call of op (curve, else roofline, plus the gap) on the model set by
  * dp_clock_model; *calibrated (may be NULL) says whether a curve gave it. */
 double dp_clock_op_seconds(const char *op, double flops, double bytes, int *calibrated);
-/* Advances a modelled clock by one op's modelled time (op NULL or without a curve: the
- * roofline); returns the nanoseconds added (0 when the clock is real). */
+/* Advances a modelled clock by one op's modelled time (op: a string literal, as the ledger's; NULL or
+ * without a curve: the roofline); returns the nanoseconds added (0 when the clock is real). */
 double dp_clock_advance_op(const char *op, double flops, double bytes);
 /* dp_clock_advance_op without an op name: the roofline (plus the gap). */
 double dp_clock_advance(double flops, double bytes);

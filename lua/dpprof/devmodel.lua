@@ -192,16 +192,27 @@ function devmodel.is_model(v) return type(v) == "table" and getmetatable(v) == M
 -- Marks a checked model (plan.device_model's copy of one with overrides) as such.
 function devmodel.as_model(m) return setmetatable(m, MODEL_MT) end
 
+-- The last file read, by path and text: a search (dp.fit) plans many runs with one file.
+local last = { path = nil, text = nil, model = nil }
+
 function devmodel.load(path)
   local text = dp.read_file(path)
   if not text then error(string.format("dpprof: device model %s: cannot be read (no such file?)", path), 0) end
+  if last.path == path and last.text == text then -- a copy: the caller may change its own fields
+    local m = {}
+    for k, v in pairs(last.model) do m[k] = v end
+    m.peak_flops = {}
+    for k, v in pairs(last.model.peak_flops) do m.peak_flops[k] = v end
+    return setmetatable(m, MODEL_MT)
+  end
   local ok, doc = pcall(json.decode, text)
   if not ok then
     error(string.format("dpprof: device model %s: not valid JSON: %s", path, dp.error_text(doc):gsub("\n.*", "")), 0)
   end
   local m = devmodel.check(doc, path)
   m.calibration.file = path
-  return setmetatable(m, MODEL_MT)
+  last.path, last.text, last.model = path, text, m
+  return devmodel.load(path)
 end
 
 function devmodel.encode(doc)

@@ -197,7 +197,19 @@ static void test_calibrated_clock(void) {
     /* a curve replaced */
     CHECK_EQ_U64(dp_clock_curve_set("gemm", 2, ok2, ok2), 0);
     CHECK_CLOSE(dp_clock_curve_eval("gemm", 1e-6), 1e-6, 1e-12);
-    CHECK_EQ_U64(dp_clock_curve_count(), 2);
+    t0 = dp_clock_ns();
+    dp_ledger_add("gemm", 1e6, 0);
+    CHECK_CLOSE((double)(dp_clock_ns() - t0), (1e-6 + 1e-6) * 1e9, 1e-6);
+    /* an op the ledger found without a curve gets one: its next call uses it (the lookup is not kept) */
+    t0 = dp_clock_ns();
+    dp_ledger_add("rmsnorm_fwd", 0, 1e6); /* no curve: the roofline, 1e-5 s */
+    CHECK_CLOSE((double)(dp_clock_ns() - t0), (1e-5 + 1e-6) * 1e9, 1e-6);
+    CHECK_EQ_U64(dp_clock_curve_set("rmsnorm_fwd", 2, ok2, y), 0); /* (-7, -6) (-5, -5) */
+    t0 = dp_clock_ns();
+    dp_ledger_add("rmsnorm_fwd", 0, 1e6); /* w = 1e-5: the last knot, 10^-5 s... */
+    dp_ledger_add("rmsnorm_fwd", 0, 1e5); /* ...and w = 1e-6: halfway, 10^-5.5 s */
+    CHECK_CLOSE((double)(dp_clock_ns() - t0), (1e-5 + pow(10.0, -5.5) + 2e-6) * 1e9, 1e-4); /* 1 ns of rounding */
+    CHECK_EQ_U64(dp_clock_curve_count(), 3);
     /* cleared: the roofline, no gap */
     dp_clock_curves_clear();
     t0 = dp_clock_ns();
