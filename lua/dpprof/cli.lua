@@ -86,8 +86,13 @@ local function compare_pair(label, base, new, thresholds, say)
     return regressions, uncompared
   end
   if (base.predicted == true) ~= (new.predicted == true) then
-    say(string.format("  note: %s is measured, %s is predicted by the plan backend (its times are a roofline estimate)",
-                      base.predicted and "NEW" or "BASE", base.predicted and "BASE" or "NEW"))
+    local planned = base.predicted and base or new
+    local est = type(planned.timing) == "table" and type(planned.timing.estimate) == "table" and planned.timing.estimate
+    local how = est and type(est.method) == "string" and est.method:find("^calibrated")
+                and string.format("a calibrated estimate, %s", tostring(est.model_file or est.device_model))
+                or "a roofline estimate"
+    say(string.format("  note: %s is measured, %s is predicted by the plan backend (its times are %s)",
+                      base.predicted and "NEW" or "BASE", base.predicted and "BASE" or "NEW", how))
   end
   local rows = { { "", "BASE", "NEW", "ratio", "" } }
   local judgements = {}

@@ -254,5 +254,10 @@ code, text = check.sh(string.format("'%s' calibrate --results-only --out %s/res2
 check.eq(code, 2, "a result without a profile is refused: " .. text)
 check.truthy(text:find("unprofiled.json has no per-op profile", 1, true), "says why: " .. text)
 
+-- dpprof compare says which estimate a plan result holds
+dp.results.write(tmp .. "/planned.json", r)
+code, text = check.sh(string.format("'%s' compare %s/profiled.json %s/planned.json 2>&1", bin, tmp, tmp))
+check.truthy(text:find("NEW is predicted by the plan backend (its times are a calibrated estimate, " .. FIXTURE .. ")", 1, true),
+             "compare names the calibrated model: " .. text)
 os.execute("rm -rf '" .. tmp .. "'")
 print("test_calibrate: ok")
