@@ -201,6 +201,7 @@ end
 local groups = { { "all", function() return true end } }
 for _, dt in ipairs(dtypes) do groups[#groups + 1] = { dt, function(r) return r.dtype == dt end } end
 for _, a in ipairs(archs) do groups[#groups + 1] = { a, function(r) return r.arch == a end } end
+for _, m in ipairs(methods) do groups[#groups + 1] = { m, function(r) return r.method == m end } end
 for _, ck in ipairs(checkpoints) do
   groups[#groups + 1] = { "checkpoint " .. ck, function(r) return r.checkpoint == ck end }
 end
