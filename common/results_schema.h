@@ -48,7 +48,7 @@
  * summed across the ranks of a distributed run, issue 29). */
 #define DPR_OPTIONAL_PHASES(X) X(RECOMPUTE, "recompute") X(COMM, "comm")
 #define DPR_SAMPLINGS(X) X(POISSON, "poisson") X(FIXED, "fixed")
-#define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory")
+#define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory") X(CALIBRATED, "calibrated")
 /* config.profile and profile.mode (a result carries `profile` only for "ops"). */
 #define DPR_PROFILES(X) X(NONE, "none") X(OPS, "ops")
 /* The categories a per-op profile groups ops by (profile.ops[].category), in the charts' order;
@@ -218,6 +218,21 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(ESTIMATE_OP_BYTES, "timing.estimate.ops[].bytes", NUMBER, OPTIONAL, DPR_NONNEG, NULL)                            \
     X(ESTIMATE_OP_MS, "timing.estimate.ops[].ms", NUMBER, PARENT, DPR_NONNEG, NULL)                                    \
     X(ESTIMATE_OP_BOUND, "timing.estimate.ops[].bound", STRING, PARENT, 0, "bounds")                                   \
+    X(ESTIMATE_MODEL_FILE, "timing.estimate.model_file", STRING, OPTIONAL, 0, NULL) /* calibrated models: */         \
+    X(ESTIMATE_CALIBRATION, "timing.estimate.calibration", OBJECT, OPTIONAL, 0, NULL)                                  \
+    X(ESTIMATE_CALIBRATION_DEVICE, "timing.estimate.calibration.device", STRING, PARENT, 0, NULL)                      \
+    X(ESTIMATE_CALIBRATION_DEVICE_NAME, "timing.estimate.calibration.device_name", STRING, PARENT, 0, NULL)            \
+    X(ESTIMATE_CALIBRATION_COMMIT, "timing.estimate.calibration.commit", STRING, PARENT, 0, NULL)                      \
+    X(ESTIMATE_CALIBRATION_DATE, "timing.estimate.calibration.date", STRING, PARENT, 0, NULL)                          \
+    X(ESTIMATE_CALIBRATION_GAP_S, "timing.estimate.calibration.gap_s", NUMBER, PARENT, DPR_NONNEG, NULL)               \
+    X(ESTIMATE_FALLBACK_OPS, "timing.estimate.fallback_ops", ARRAY, OPTIONAL, 0, NULL)                                 \
+    X(ESTIMATE_FALLBACK_OP, "timing.estimate.fallback_ops[]", STRING, PARENT, 0, NULL)                                 \
+    X(ESTIMATE_FIT_ERROR, "timing.estimate.fit_error", ARRAY, OPTIONAL, 0, NULL)                                       \
+    X(ESTIMATE_FIT_ERROR_ITEM, "timing.estimate.fit_error[]", OBJECT, PARENT, 0, NULL)                                 \
+    X(ESTIMATE_FIT_ERROR_OP, "timing.estimate.fit_error[].op", STRING, PARENT, 0, NULL)                                \
+    X(ESTIMATE_FIT_ERROR_MEDIAN, "timing.estimate.fit_error[].median", NUMBER, PARENT, DPR_NONNEG, NULL)               \
+    X(ESTIMATE_FIT_ERROR_WORST, "timing.estimate.fit_error[].worst", NUMBER, PARENT, DPR_NONNEG, NULL)                 \
+    X(ESTIMATE_FIT_ERROR_RUNS, "timing.estimate.fit_error[].runs", INTEGER, PARENT, DPR_NONNEG, NULL)                  \
     X(PLAN, "plan", OBJECT, PREDICTED, 0, NULL) /* predicted results only */                                           \
     X(PLAN_DEVICE_MODEL, "plan.device_model", STRING, PARENT, 0, NULL)                                                 \
     X(PLAN_MEMORY_BYTES, "plan.memory_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                       \

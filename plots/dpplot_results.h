@@ -78,6 +78,7 @@ typedef struct {
     dpplot_status status;
     char *message; /* "message" (NULL when absent) */
     int predicted; /* 1: plan backend estimate */
+    int calibrated; /* 1: its times are a calibrated estimate (timing.estimate.method "calibrated: ..."), 0: roofline */
 
     int has_peak;                                      /* peak_bytes is known */
     double peak_bytes, reserved_peak_bytes, end_bytes; /* reserved/end: NaN when absent */

@@ -54,10 +54,11 @@ static void draw_marks(dpplot_panel *p, const dpplot_result *r) {
 }
 
 /* The x axis title of a timeline: a plan run's time is the modelled device's (its engine clock
- * advances by each op's roofline time), an estimate. */
+ * advances by each op's roofline or calibrated time), an estimate. */
 static const char *time_title(const dpplot_result *r) {
-    return r->predicted ? "Modelled device time (estimated, roofline), each panel its own scale"
-                        : "Time since start, each panel its own scale";
+    if (!r->predicted) return "Time since start, each panel its own scale";
+    return r->calibrated ? "Modelled device time (estimated, calibrated), each panel its own scale"
+                         : "Modelled device time (estimated, roofline), each panel its own scale";
 }
 
 /* px a phase band is at least wide: noise and optimizer steps last a sliver of an iteration, and

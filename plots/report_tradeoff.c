@@ -47,19 +47,23 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
 
     dpplot_panel p;
     dpplot_panel_spec s = {0};
-    int predicted = 0, spread = 0, runs = 1;
+    int predicted = 0, calibrated = 0, spread = 0, runs = 1;
     for (size_t i = 0; i < n; i++)
         if (usable[i] == DPPLOT_DRAWN) {
             const dpplot_result *r = sel->items[i];
             predicted |= r->predicted;
+            calibrated |= r->predicted && r->calibrated;
             spread |= isfinite(r->time_lo_ms) && r->time_hi_ms > r->time_lo_ms;
             if (r->n_runs > runs) runs = r->n_runs;
             if (isfinite(r->time_hi_ms)) max_ms = fmax(max_ms, r->time_hi_ms);
         }
-    /* A plan run's step time is the roofline model's, one number: no spread to speak of. */
+    /* A plan run's step time is its device model's, one number: no spread to speak of. */
     if (predicted) spread = 0;
     char y_title[96];
-    snprintf(y_title, sizeof y_title, "%s%s", predicted ? "Time per step (estimated, roofline model)" : "Time per step",
+    snprintf(y_title, sizeof y_title, "%s%s",
+             !predicted ? "Time per step"
+             : calibrated ? "Time per step (estimated, calibrated model)"
+                          : "Time per step (estimated, roofline model)",
              !spread    ? ""
              : runs > 1 ? ": median, min-max of the runs"
                         : ": median, min-max of the iterations");

@@ -770,6 +770,8 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
     r->message = dup_str(msg);
     const cJSON *pred = field_at(rd, root, DPR_PREDICTED, NULL, AS_BOOLEAN);
     r->predicted = cJSON_IsTrue(pred);
+    const char *how = r->predicted ? string_at(rd, root, DPR_ESTIMATE_METHOD) : NULL;
+    r->calibrated = how && strncmp(how, "calibrated", 10) == 0;
     if (!r->experiment || !r->method || (msg && !r->message)) return -1;
 
     read_memory(rd, root, r);

@@ -202,15 +202,29 @@ static void card_text(const dpplot_results *rs, char *buf, size_t len) {
     if (isfinite(card)) dpplot_format_value(card, DPPLOT_UNIT_BYTES, buf, len);
 }
 
-/* The line that marks a plan run's times: "step times marked * are roofline estimates for the
- * h100 model (...), not measurements". */
+/* "calibrated" when every predicted result's times are a calibrated model's, "roofline" when none
+ * are, "roofline or calibrated" for a mix. */
+static const char *time_model(const dpplot_results *rs) {
+    int cal = 0, roof = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->items[i].predicted) {
+            if (rs->items[i].calibrated)
+                cal = 1;
+            else
+                roof = 1;
+        }
+    return cal && roof ? "roofline or calibrated" : cal ? "calibrated" : "roofline";
+}
+
+/* The line that marks a plan run's times: "step times marked * are roofline (or calibrated)
+ * estimates for the h100 model (...), not measurements". */
 static void estimate_line(const dpplot_results *rs, const char *mark, char *buf, size_t len) {
     char model[200];
     model_name(rs, model, sizeof model);
     snprintf(buf, len,
              "%s estimated: predicted by the plan backend for %s; memory is exact accounting, the step time a "
-             "roofline estimate (not a measurement)",
-             mark, model);
+             "%s estimate (not a measurement)",
+             mark, model, time_model(rs));
 }
 
 /* The fit line under a table: what the Fits column compares. */
@@ -614,7 +628,7 @@ int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f) {
     if (predicted) {
         /* short notes: a multicolumn row does not wrap */
         model_name(rs, line, sizeof line);
-        fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize $^{*}$ estimated (roofline) for ", cols);
+        fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize $^{*}$ estimated (%s) for ", cols, time_model(rs));
         tex_text(f, line);
         fputs(", not measured} \\\\\n", f);
     }

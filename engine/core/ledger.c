@@ -13,6 +13,10 @@ static dp_ledger_entry *entries;
 static size_t n_entries, cap_entries;
 static size_t last = SIZE_MAX;
 static const char *open_section;
+/* the work of the adds to one entry since the last dp_ledger_take_work, and the adds so far */
+static size_t work_entry = SIZE_MAX;
+static double work_flops, work_bytes;
+static uint64_t add_seq;
 
 static int same(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
 
@@ -26,7 +30,8 @@ static const char *entry_name(const char *op, const char *section) {
 }
 
 void dp_ledger_add(const char *op, double flops, double bytes) {
-    dp_clock_advance(flops, bytes);
+    double ns = dp_clock_advance_op(op, flops, bytes);
+    add_seq++;
     const char *section = open_section;
     size_t i;
     for (i = 0; i < n_entries; i++)
@@ -49,6 +54,10 @@ void dp_ledger_add(const char *op, double flops, double bytes) {
     entries[i].calls++;
     entries[i].flops += flops;
     entries[i].bytes += bytes;
+    entries[i].model_ns += ns;
+    if (i != work_entry) work_entry = i, work_flops = work_bytes = 0;
+    work_flops += flops;
+    work_bytes += bytes;
     last = i;
 }
 
@@ -63,6 +72,12 @@ size_t dp_ledger_count(void) { return n_entries; }
 const dp_ledger_entry *dp_ledger_at(size_t i) { return i < n_entries ? &entries[i] : NULL; }
 
 size_t dp_ledger_last(void) { return last; }
+
+uint64_t dp_ledger_take_work(double *flops, double *bytes) {
+    *flops = work_flops, *bytes = work_bytes;
+    work_flops = work_bytes = 0;
+    return add_seq;
+}
 
 void dp_ledger_measure(size_t i, uint64_t calls, double time_ns, uint64_t alloc_bytes, uint64_t freed_bytes) {
     if (i >= n_entries) return;
@@ -87,6 +102,8 @@ void dp_ledger_reset(void) {
         if (entries[i].section) free((char *)entries[i].op);
     n_entries = 0;
     last = SIZE_MAX;
+    work_entry = SIZE_MAX;
+    work_flops = work_bytes = 0;
 }
 
 void dp_ledger_shutdown(void) {

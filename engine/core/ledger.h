@@ -20,6 +20,7 @@ typedef struct dp_ledger_entry {
     uint64_t calls;
     double flops;
     double bytes; /* read + written */
+    double model_ns; /* the modelled time of its calls while the clock was modelled (clock.h), ns */
     /* measured (profile.h), zero unless profiling was on: */
     uint64_t timed_calls;              /* backend calls timed for this op */
     double time_ns;                    /* their device time, ns */
@@ -27,7 +28,7 @@ typedef struct dp_ledger_entry {
 } dp_ledger_entry;
 
 /* Adds one call of op (a string literal) with its flops and bytes to the process's ledger, and
- * advances a modelled clock (clock.h) by its roofline time. */
+ * advances a modelled clock (clock.h) by its modelled time. */
 void dp_ledger_add(const char *op, double flops, double bytes);
 /* Number of distinct ops recorded. */
 size_t dp_ledger_count(void);
@@ -35,6 +36,10 @@ size_t dp_ledger_count(void);
 const dp_ledger_entry *dp_ledger_at(size_t i);
 /* Index of the entry dp_ledger_add touched last; SIZE_MAX when none since the last reset. */
 size_t dp_ledger_last(void);
+/* The flops and bytes of the adds made since the last call of this function, while they were to
+ * one entry (an add to another entry starts over), into *flops and *bytes; resets them. Returns
+ * the number of adds made so far (a call that took no new add has the same number). */
+uint64_t dp_ledger_take_work(double *flops, double *bytes);
 /* Adds a measurement to entry i (ignored when out of range): calls timed, their time in ns, the
  * tagged bytes allocated and freed for them. */
 void dp_ledger_measure(size_t i, uint64_t calls, double time_ns, uint64_t alloc_bytes, uint64_t freed_bytes);

@@ -13,6 +13,8 @@ int dp_profile_active;
 /* A call whose device timers are not read yet. */
 typedef struct pending_call {
     size_t entry;
+    uint64_t seq;
+    double flops, bytes;
     void *from, *to;
     int64_t host_start_ns; /* engine clock when the start mark was recorded */
 } pending_call;
@@ -26,6 +28,8 @@ static struct {
     dp_device *traffic_dev;       /* the device whose allocator traffic is charged */
     uint64_t allocated, released; /* that allocator's counters when the previous call ended */
     int dry;                      /* measuring the overhead: charge and log nothing */
+    int cpu_clock;                /* synchronous calls timed by the process's CPU time */
+    int64_t cpu_start_ns;         /* its CPU time at the start of the call in progress */
 
     pending_call *pending;
     size_t n_pending, cap_pending;
@@ -59,7 +63,7 @@ void dp_profile_enable(dp_device *dev, int on) {
     dp_profile_active = on != 0;
 }
 
-static void log_call(size_t entry, int64_t start_ns, int64_t end_ns) {
+static void log_call(size_t entry, int64_t start_ns, int64_t end_ns, uint64_t seq, double flops, double bytes) {
     if (P.n_log == DP_PROFILE_MAX_CALLS) {
         P.dropped++;
         return;
@@ -71,7 +75,7 @@ static void log_call(size_t entry, int64_t start_ns, int64_t end_ns) {
             return;
         }
     }
-    P.log[P.n_log++] = (dp_profile_call){(uint32_t)entry, start_ns, end_ns};
+    P.log[P.n_log++] = (dp_profile_call){(uint32_t)entry, start_ns, end_ns, seq, flops, bytes};
 }
 
 /* The tagged bytes dev's allocator made and released since the previous call ended. */
@@ -92,11 +96,13 @@ void dp_profile_begin(dp_device *dev) {
     P.mark = NULL;
     if (dev->ops->timer_mark && dev->ops->timer_mark(dev, &P.mark) != DP_OK) P.mark = NULL;
     P.start_ns = dp_clock_modelled() ? P.last_end_ns : dp_clock_ns();
+    if (P.cpu_clock) P.cpu_start_ns = dp_clock_cpu_ns();
 }
 
 int dp_profile_end(dp_device *dev, int rc) {
     if (P.depth == 0 || --P.depth > 0) return rc;
     int64_t end_ns = dp_clock_ns();
+    int64_t cpu_end_ns = P.cpu_clock ? dp_clock_cpu_ns() : 0;
     P.last_end_ns = end_ns;
     if (P.dry) { /* the overhead measurement: the same reads, nothing charged */
         uint64_t a, r;
@@ -107,6 +113,8 @@ int dp_profile_end(dp_device *dev, int rc) {
         return rc;
     }
     size_t entry = dp_ledger_last();
+    double work_flops, work_bytes;
+    uint64_t seq = dp_ledger_take_work(&work_flops, &work_bytes);
     uint64_t allocated, released;
     traffic_since_last(dev, &allocated, &released);
     if (P.mark) { /* timed on the device: read at the next collect */
@@ -123,14 +131,15 @@ int dp_profile_end(dp_device *dev, int rc) {
             }
             P.pending = p, P.cap_pending = n;
         }
-        P.pending[P.n_pending++] = (pending_call){entry, P.mark, to, P.start_ns};
+        P.pending[P.n_pending++] = (pending_call){entry, seq, work_flops, work_bytes, P.mark, to, P.start_ns};
         dp_ledger_measure(entry, 0, 0.0, allocated, released);
         return rc;
     }
     double ns = (double)(end_ns - P.start_ns);
+    if (P.cpu_clock && !dp_clock_modelled()) ns = (double)(cpu_end_ns - P.cpu_start_ns);
     dp_ledger_measure(entry, 1, ns, allocated, released);
     P.total_ns += ns;
-    log_call(entry, P.start_ns, end_ns);
+    log_call(entry, P.start_ns, P.start_ns + (int64_t)ns, seq, work_flops, work_bytes);
     return rc;
 }
 
@@ -153,11 +162,13 @@ int dp_profile_collect(dp_device *dev) {
         dp_ledger_measure(c->entry, 1, ns, 0, 0);
         P.total_ns += ns;
         int64_t start = first->host_start_ns + (int64_t)(offset_ms * 1e6);
-        log_call(c->entry, start, start + (int64_t)ns);
+        log_call(c->entry, start, start + (int64_t)ns, c->seq, c->flops, c->bytes);
     }
     release_pending();
     return DP_OK;
 }
+
+void dp_profile_cpu_clock(int on) { P.cpu_clock = on != 0; }
 
 double dp_profile_total_ns(void) { return P.total_ns; }
 

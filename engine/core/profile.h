@@ -27,6 +27,8 @@ typedef struct dp_device dp_device;
 typedef struct dp_profile_call {
     uint32_t entry;           /* the ledger entry charged */
     int64_t start_ns, end_ns; /* engine clock; a device-timed call is placed on it by its device time */
+    uint64_t seq;             /* the ledger's add count when the call ended: calls with the same seq ran for one add */
+    double flops, bytes;      /* the work added to the entry since the previous call (dp_ledger_take_work) */
 } dp_profile_call;
 
 /* Non-zero while profiling is on: what the dispatch macros test before timing a call. */
@@ -54,6 +56,10 @@ uint64_t dp_profile_calls_dropped(void);
 /* Host nanoseconds one timed call adds on dev (its begin and end around an empty call, the mean
  * of n; nothing is charged or logged). Profiling need not be on. */
 double dp_profile_overhead_ns(dp_device *dev, int n);
+/* Times the calls of synchronous backends (CPU) by the process's CPU time instead of the engine clock
+ * (on: 1): what other processes on a shared machine take does not count, which is right with one
+ * thread (dpprof calibrate). A call's log entry starts where it did and lasts its CPU time. */
+void dp_profile_cpu_clock(int on);
 /* Frees the log (process end). */
 void dp_profile_shutdown(void);
 

@@ -57,7 +57,8 @@ static int l_sync(lua_State *L) {
 }
 
 /* dpprof.ledger() -> list of {op, calls, flops, bytes} in order of first use; entries measured by
- * profile = "ops" also have timed_calls, time_ms, alloc_bytes and freed_bytes */
+ * profile = "ops" also have timed_calls, time_ms, alloc_bytes and freed_bytes; entries recorded
+ * while the clock was modelled have model_ms (their modelled time, clock.h) */
 static int l_ledger(lua_State *L) {
     size_t n = dp_ledger_count();
     lua_createtable(L, (int)n, 0);
@@ -68,6 +69,7 @@ static int l_ledger(lua_State *L) {
         lua_pushinteger(L, (lua_Integer)e->calls), lua_setfield(L, -2, "calls");
         lua_pushnumber(L, e->flops), lua_setfield(L, -2, "flops");
         lua_pushnumber(L, e->bytes), lua_setfield(L, -2, "bytes");
+        if (e->model_ns > 0) lua_pushnumber(L, e->model_ns * 1e-6), lua_setfield(L, -2, "model_ms");
         if (e->timed_calls || e->alloc_bytes || e->freed_bytes) {
             lua_pushinteger(L, (lua_Integer)e->timed_calls), lua_setfield(L, -2, "timed_calls");
             lua_pushnumber(L, e->time_ns * 1e-6), lua_setfield(L, -2, "time_ms");

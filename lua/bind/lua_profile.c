@@ -35,14 +35,24 @@ static int l_collect(lua_State *L) {
     return 0;
 }
 
+/* profile.cpu_clock(on): the CPU backend's calls timed by the process's CPU time (true) or the engine
+ * clock (false, the default) */
+static int l_cpu_clock(lua_State *L) {
+    luaL_checktype(L, 1, LUA_TBOOLEAN);
+    dp_profile_cpu_clock(lua_toboolean(L, 1));
+    return 0;
+}
+
 /* profile.total_ms() -> the time of every call charged so far, ms */
 static int l_total_ms(lua_State *L) {
     lua_pushnumber(L, dp_profile_total_ns() * 1e-6);
     return 1;
 }
 
-/* profile.calls() -> list of {op, start_ms, end_ms} on the engine clock, oldest first, and the
- * number of calls the full log dropped */
+/* profile.calls() -> list of {op, base, start_ms, end_ms, seq, flops, bytes} on the engine clock,
+ * oldest first (base: the op without its ledger section; seq: the ledger's add count when the call
+ * ended, the same for calls made for one add; flops, bytes: the work added since the call before),
+ * and the number of calls the full log dropped */
 static int l_calls(lua_State *L) {
     size_t n = dp_profile_call_count();
     lua_createtable(L, (int)n, 0);
@@ -53,6 +63,10 @@ static int l_calls(lua_State *L) {
         lua_pushstring(L, e ? e->op : "(no op)"), lua_setfield(L, -2, "op");
         lua_pushnumber(L, (double)c->start_ns * 1e-6), lua_setfield(L, -2, "start_ms");
         lua_pushnumber(L, (double)c->end_ns * 1e-6), lua_setfield(L, -2, "end_ms");
+        lua_pushinteger(L, (lua_Integer)c->seq), lua_setfield(L, -2, "seq");
+        lua_pushnumber(L, c->flops), lua_setfield(L, -2, "flops");
+        lua_pushnumber(L, c->bytes), lua_setfield(L, -2, "bytes");
+        lua_pushstring(L, e ? e->base : "(no op)"), lua_setfield(L, -2, "base");
         lua_rawseti(L, -2, (lua_Integer)i + 1);
     }
     dpl_push_bytes(L, dp_profile_calls_dropped());
@@ -105,18 +119,73 @@ static int l_peak(lua_State *L) {
     return 1;
 }
 
-/* dpprof.clock_model(peak_flops, bandwidth): the engine clock advances by the roofline time of
- * each op recorded (a plan run's device time); clock_model(false) makes it real again */
+/* Reads curves {op = {x = {log10 work s...}, y = {log10 time s...}}, ...} at index idx into the
+ * clock; raises naming the op on a bad curve. */
+static void set_curves(lua_State *L, int idx) {
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, idx)) {
+        const char *op = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+        if (!op || !lua_istable(L, -1)) {
+            dp_clock_curves_clear();
+            luaL_error(L, "dpprof.clock_model: curves must map op names to {x = {...}, y = {...}}");
+        }
+        double x[DP_CLOCK_MAX_KNOTS], y[DP_CLOCK_MAX_KNOTS];
+        lua_getfield(L, -1, "x");
+        lua_getfield(L, -2, "y");
+        size_t n = lua_istable(L, -2) ? lua_rawlen(L, -2) : 0;
+        int ok = n >= 1 && n <= DP_CLOCK_MAX_KNOTS && lua_istable(L, -1) && lua_rawlen(L, -1) == n;
+        for (size_t i = 0; ok && i < n; i++) {
+            lua_rawgeti(L, -2, (lua_Integer)i + 1);
+            lua_rawgeti(L, -2, (lua_Integer)i + 1);
+            ok = lua_isnumber(L, -2) && lua_isnumber(L, -1);
+            x[i] = lua_tonumber(L, -2), y[i] = lua_tonumber(L, -1);
+            lua_pop(L, 2);
+        }
+        lua_pop(L, 2);
+        if (!ok || dp_clock_curve_set(op, n, x, y) != 0) {
+            dp_clock_curves_clear();
+            luaL_error(L, "dpprof.clock_model: curve '%s': x and y must be lists of 1 to %d finite numbers, x increasing",
+                       op, DP_CLOCK_MAX_KNOTS);
+        }
+        lua_pop(L, 1);
+    }
+}
+
+/* dpprof.clock_model(peak_flops, bandwidth [, curves [, gap_s]]): the engine clock advances by the
+ * modelled time of each op recorded (a plan run's device time): its curve where curves has one
+ * (clock.h), else its roofline, plus gap_s; clock_model(false) makes it real again and forgets
+ * the curves */
 static int l_clock_model(lua_State *L) {
     if (lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
         dp_clock_model(0, 0);
+        dp_clock_curves_clear();
         return 0;
     }
     double f = luaL_checknumber(L, 1), b = luaL_checknumber(L, 2);
     luaL_argcheck(L, f > 0 && f < HUGE_VAL, 1, "peak flop/s must be a positive number");
     luaL_argcheck(L, b > 0 && b < HUGE_VAL, 2, "bandwidth must be a positive number of bytes/s");
+    double gap = luaL_optnumber(L, 4, 0.0);
+    luaL_argcheck(L, gap >= 0 && gap < 1.0, 4, "gap must be seconds in [0, 1)");
+    dp_clock_curves_clear();
+    if (!lua_isnoneornil(L, 3)) set_curves(L, 3);
+    dp_clock_gap(gap);
     dp_clock_model(f, b);
     return 0;
+}
+
+/* dpprof.clock_op_ms(op, flops, bytes) -> the modelled ms of one call of op ("recompute:gemm" is
+ * gemm) on the model dp.clock_model set, and whether a calibrated curve gave it (false: the roofline) */
+static int l_clock_op_ms(lua_State *L) {
+    const char *op = luaL_checkstring(L, 1);
+    const char *colon = strchr(op, ':'); /* "<section>:<op>" is timed as its op */
+    if (colon && colon[1]) op = colon + 1;
+    double f = luaL_checknumber(L, 2), b = luaL_checknumber(L, 3);
+    if (!dp_clock_modelled()) return luaL_error(L, "dpprof.clock_op_ms: the clock is not modelled (dp.clock_model first)");
+    int calibrated = 0;
+    lua_pushnumber(L, dp_clock_op_seconds(op, f, b, &calibrated) * 1e3);
+    lua_pushboolean(L, calibrated);
+    return 2;
 }
 
 /* dpprof.call_unyielding(f, ...) -> f(...): f called so that it cannot yield: a coroutine.yield
@@ -170,6 +239,7 @@ void dpl_open_profile(lua_State *L) {
                                    {"enabled", l_enabled},
                                    {"collect", l_collect},
                                    {"total_ms", l_total_ms},
+                                   {"cpu_clock", l_cpu_clock},
                                    {"calls", l_calls},
                                    {"dropped", l_dropped},
                                    {"overhead_ns", l_overhead_ns},
@@ -179,6 +249,7 @@ void dpl_open_profile(lua_State *L) {
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "profile");
     static const luaL_Reg top[] = {{"clock_model", l_clock_model},
+                                   {"clock_op_ms", l_clock_op_ms},
                                    {"call_unyielding", l_call_unyielding},
                                    {"host_memory", l_host_memory},
                                    {"host_memory_reset_peak", l_host_memory_reset_peak},

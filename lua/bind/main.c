@@ -73,6 +73,8 @@ static const char *const usage =
     "                                   samples of their own lengths runs out of memory (risk --help)\n"
     "  sweep submit|status|collect ...  run a script's sweeps as Slurm job arrays: submit SCRIPT\n"
     "                                   [key=value], status DIR, collect DIR (sweep --help)\n"
+    "  calibrate [--device cpu|cuda]    fit a device model file for the plan's step times from\n"
+    "       [--out FILE.json] [RESULTS] profiled runs on this device (calibrate --help)\n"
     "  --help, -h                       this text\n"
     "  --version                        version and build\n"
     "\n"

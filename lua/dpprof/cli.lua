@@ -86,8 +86,13 @@ local function compare_pair(label, base, new, thresholds, say)
     return regressions, uncompared
   end
   if (base.predicted == true) ~= (new.predicted == true) then
-    say(string.format("  note: %s is measured, %s is predicted by the plan backend (its times are a roofline estimate)",
-                      base.predicted and "NEW" or "BASE", base.predicted and "BASE" or "NEW"))
+    local planned = base.predicted and base or new
+    local est = type(planned.timing) == "table" and type(planned.timing.estimate) == "table" and planned.timing.estimate
+    local how = est and type(est.method) == "string" and est.method:find("^calibrated")
+                and string.format("a calibrated estimate, %s", tostring(est.model_file or est.device_model))
+                or "a roofline estimate"
+    say(string.format("  note: %s is measured, %s is predicted by the plan backend (its times are %s)",
+                      base.predicted and "NEW" or "BASE", base.predicted and "BASE" or "NEW", how))
   end
   local rows = { { "", "BASE", "NEW", "ratio", "" } }
   local judgements = {}
@@ -318,7 +323,8 @@ not fit.
   vary=seq_len|batch|layers   what to search over (default seq_len)
   method=NAME[,NAME...]       @METHODS@
   budget_gb=G                 the card's memory in GiB (default: the device model's)
-  device_model=h100|h200      the modelled device (default h100); its budget is its memory less
+  device_model=h100|h200|FILE.json  the modelled device (default h100; FILE.json: a model
+                              `dpprof calibrate` wrote, whose step times are calibrated); its budget is its memory less
                               the CUDA context; the reserved peak is the allocated one x (1 + overhead)
   context_mb=M                the CUDA context and libraries outside the pool, MiB (default: the model's)
   reserve_overhead=F          reserved-but-unused bytes as a fraction of the peak (default: the model's)
@@ -564,7 +570,7 @@ function cli.fit(args)
   dp.print_table(rows, { false, false, true, true, true, true, false, true, true, true })
   if #f.checkpoints > 1 then
     print("  * the method's answer: the largest value (on a tie, the faster estimated step); step (est.) is the "
-          .. "plan's roofline step time at that value")
+          .. "plan's " .. (m.calibration and "calibrated" or "roofline") .. " step time at that value")
   end
   if out then
     local doc = { vary = f.vary, budget_bytes = f.budget_bytes, device_model = f.device_model, lo = f.lo, hi = f.hi,
@@ -1053,5 +1059,10 @@ function cli.sweep(args)
   if sub == "collect" then return slurm.collect(rest[1], say) end
   return sweep_task(rest[1])
 end
+
+---------------------------------------------------------------------------------------------
+-- dpprof calibrate [--device cpu|cuda] [--out FILE.json] [--quick] [RESULTS...] (dpprof.calibrate)
+
+function cli.calibrate(args) return require("dpprof.calibrate").main(args) end
 
 return cli

@@ -8,7 +8,7 @@
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=, ...}, trace=path, profile="none"|"ops", threads=n,
---                  device_model="h100"|"h200"|{...} (device="plan" only),
+--                  device_model="h100"|"h200"|"FILE.json"|{...} (device="plan" only),
 --                  distributed={strategy="ddp", world_size=N, rank=r (plan only)} }
 --
 -- distributed: this process is one rank of a data-parallel run (docs/lua.md "Distributed runs"):
@@ -62,7 +62,8 @@
 --
 -- device="plan" (accounting only, see lua/dpprof/plan.lua): the result is marked predicted; the
 -- memory figures are exact; the engine clock is modelled for the run (each op recorded advances
--- it by its roofline time on device_model, default h100), so phase times, spans, snapshots and
+-- it by its roofline time on device_model, default h100, or by its calibrated time with a device
+-- model file, device_model = "FILE.json": lua/dpprof/devmodel.lua), so phase times, spans, snapshots and
 -- the memory timeline are on the modelled device's time; the result gains the budget view `plan`.
 local dp = require("dpprof")
 local json = dp.json
@@ -455,6 +456,14 @@ function experiment.config(cfg, recorded)
     end
     local ok, err = pcall(plan.device_model, c.device_model)
     if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
+    local dtype = type(c.model) == "table" and c.model.dtype or "f32"
+    if type(dtype) == "string" and not err.peak_flops[dtype] then
+      local have = {}
+      for dt in pairs(err.peak_flops) do have[#have + 1] = dt end
+      table.sort(have)
+      error(string.format("dpprof.experiment: device_model '%s' has no %s (it models: %s)", err.name, dtype,
+                          table.concat(have, ", ")), 3)
+    end
   end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
   -- `distributed` at the top or in the model (dp.model's key), once
@@ -688,8 +697,7 @@ function experiment.run(cfg_in)
   local rss_since = dp.host_memory_reset_peak() and "experiment" or "process"
   -- On plan the engine clock is the modelled device's for the run (turned back at every exit).
   if device_model then
-    dp.clock_model(device_model.peak_flops[c.model.dtype or "f32"] or device_model.peak_flops.f32,
-                   device_model.bandwidth)
+    dp.clock_model(require("dpprof.devmodel").clock_args(device_model, c.model.dtype or "f32"))
     if c.distributed then plan.link(device_model) end -- the collectives on its links
   end
   dp.sync()
@@ -1041,6 +1049,22 @@ function experiment.run(cfg_in)
     estimate = { device_model = device_model.name, method = plan.METHOD, dtype = dtype,
                  peak_flops = device_model.peak_flops[dtype] + 0.0, bandwidth = device_model.bandwidth + 0.0,
                  label = "estimate: a roofline lower bound, not a measurement", ledger_ms = e.ms, ops = ops }
+    local devmodel = require("dpprof.devmodel")
+    if devmodel.calibrated(device_model, dtype) then -- which model, what fell back, how well it fitted
+      local cal = device_model.calibration
+      estimate.method = plan.CALIBRATED_METHOD
+      estimate.label = "estimate: " .. devmodel.label(device_model, dtype) .. ", not a measurement"
+      estimate.model_file = cal.file
+      estimate.calibration = { device = cal.device, device_name = cal.device_name, commit = cal.commit, date = cal.date,
+                               gap_s = cal.dtypes[dtype].gap_s }
+      estimate.fallback_ops = json.array(devmodel.fallbacks(device_model, dtype, ledger))
+      local fe = json.array()
+      for op, e in pairs(devmodel.fit_errors(device_model, dtype)) do
+        fe[#fe + 1] = { op = op, median = e.median, worst = e.worst, runs = e.runs }
+      end
+      table.sort(fe, function(a, b) return a.op < b.op end)
+      estimate.fit_error = fe
+    end
     if ok then
       budget = plan.budget(device_model, math.max(stats.peak, warmup_peak or 0))
     end

@@ -12,8 +12,8 @@
 --   ops.finish(state, ledger, iters) -> the result's profile object (and turns timing off)
 --
 -- Every backend call is timed (engine/core/profile.h): on the CPU by the engine clock around the
--- call, on CUDA by events on the stream, on the plan device by its modelled clock (a roofline
--- estimate, so the profile is marked predicted). A call is charged to the ledger op its caller
+-- call, on CUDA by events on the stream, on the plan device by its modelled clock (a roofline or
+-- calibrated estimate, so the profile is marked predicted). A call is charged to the ledger op its caller
 -- recorded last, with the tagged bytes allocated and freed since the call before ended (the
 -- engine makes an op's buffers right before it). The profile's own cost is stated: the host
 -- nanoseconds one timed call adds (measured with empty calls before the run) and that times the

@@ -9,6 +9,8 @@
 --     bytes / bandwidth); a phase costs the sum over the ops it ran (the experiment diffs the
 --     ledger around each phase). It is a lower bound for a real device (no launch latency, no
 --     occupancy, perfect overlap of compute and memory within an op), clearly labelled an estimate.
+--     A calibrated model (a file `dpprof calibrate` wrote: lua/dpprof/devmodel.lua) times each op
+--     call by its fitted curve instead, and is labelled so; the built-in h100 and h200 are rooflines.
 --   * the budget: what a CUDA device holds besides the tagged allocations.
 --       context_bytes     the CUDA context, the kernels' modules and the libraries (cuBLAS), outside
 --                         the memory pool: total device memory minus what the pool may grow to
@@ -21,7 +23,7 @@
 --     peak, peak + round(peak * reserve_overhead), is at most budget_bytes.
 --
 --   plan.MODELS                        the built-in models (h100, h200), as data
---   plan.device_model(spec)            "h100" | "h200" | {base=, name=, ...overrides} -> a checked copy
+--   plan.device_model(spec)            "h100" | "h200" | "FILE.json" | {base=, name=, ...overrides} -> a checked copy
 --   plan.prepare(model)                sets the plan device's workspace; returns its bytes
 --   plan.op_ms(entry, model, dtype)    one ledger entry's time: ms, "compute" | "memory"
 --   plan.estimate(ledger, model, dtype) -> {ms=, ops={{op, calls, flops, bytes, ms, bound}...}}
@@ -37,6 +39,8 @@ local MiB = 1024 * 1024
 local GiB = 1024 * MiB
 
 plan.METHOD = "roofline: sum over ops of max(flops/peak, bytes/bandwidth)"
+plan.CALIBRATED_METHOD = "calibrated: sum over op calls of the device model file's curve at the call's roofline work, "
+                         .. "plus the host gap; roofline for ops without a curve"
 
 -- Measured on the lent H100 (driver 580.159.04, CUDA 13.0), 2026-11-23: a dpprof process holding
 -- its CUDA context, cuBLAS handle and pool showed 659 MiB in nvidia-smi's memory.used on an
@@ -108,6 +112,9 @@ end
 -- them, or base= a built-in plus the fields that differ). Raises naming the key and valid choices.
 function plan.device_model(spec)
   if spec == nil then spec = plan.DEFAULT_MODEL end
+  local devmodel = require("dpprof.devmodel") -- a calibrated model: its file, or what devmodel.load read
+  if devmodel.is_path(spec) then return devmodel.load(spec) end
+  if devmodel.is_model(spec) then return spec end
   if type(spec) == "string" then
     if not plan.MODELS[spec] then bad("unknown model '%s' (valid: %s, or a table of fields)", spec, names(plan.MODELS)) end
     spec = { base = spec }
@@ -120,8 +127,8 @@ function plan.device_model(spec)
   end
   local m = {}
   if spec.base ~= nil then
-    local b = plan.MODELS[spec.base]
-    if not b then bad("unknown base '%s' (valid: %s)", tostring(spec.base), names(plan.MODELS)) end
+    local b = plan.MODELS[spec.base] or (devmodel.is_path(spec.base) and devmodel.load(spec.base)) or nil
+    if not b then bad("unknown base '%s' (valid: %s, or a calibrated model FILE.json)", tostring(spec.base), names(plan.MODELS)) end
     for k, v in pairs(b) do m[k] = v end
     m.peak_flops = {}
     for k, v in pairs(b.peak_flops) do m.peak_flops[k] = v end
@@ -155,7 +162,9 @@ function plan.device_model(spec)
     bad("reserve_overhead must be a fraction >= 0, got %s", tostring(m.reserve_overhead))
   end
   if type(m.peak_flops) ~= "table" then bad("peak_flops {f32=, bf16=} (flop/s per dtype) is required") end
-  for _, dt in ipairs(plan.DTYPES) do positive(m.peak_flops[dt], "peak_flops." .. dt) end
+  for _, dt in ipairs(plan.DTYPES) do -- a calibrated model has the dtypes it was calibrated in
+    if not (m.calibration and m.peak_flops[dt] == nil) then positive(m.peak_flops[dt], "peak_flops." .. dt) end
+  end
   for dt in pairs(m.peak_flops) do
     local known = false
     for _, d in ipairs(plan.DTYPES) do known = known or d == dt end
@@ -168,6 +177,7 @@ function plan.device_model(spec)
   end
   positive(m.intra_node_gbps, "intra_node_gbps")
   positive(m.inter_node_gbps, "inter_node_gbps")
+  if m.calibration then return devmodel.as_model(m) end
   return m
 end
 
@@ -196,12 +206,22 @@ function plan.op_ms(entry, model, dtype)
   return memory * 1000, "memory"
 end
 
--- The roofline estimate of a ledger (a list of {op, calls, flops, bytes}): the total in ms and
--- each op's share, largest first.
+-- The estimate of a ledger (a list of {op, calls, flops, bytes}): the total in ms and each op's
+-- share, largest first. The roofline; with a calibrated model (devmodel.lua) for dtype, an op with a
+-- curve costs its model_ms (what the modelled clock gave its calls: dpprof.ledger() of a plan run)
+-- or, without one, its calls at their mean work, and is bound "calibrated".
 function plan.estimate(ledger, model, dtype)
+  local devmodel = require("dpprof.devmodel")
+  local calibrated = devmodel.calibrated(model, dtype)
   local ops, total = {}, 0
   for _, e in ipairs(ledger) do
     local ms, bound = plan.op_ms(e, model, dtype)
+    if calibrated then
+      local calls = math.max(1, e.calls or 1)
+      local s, cal = devmodel.op_seconds(model, dtype, e.op, e.flops / calls, e.bytes / calls)
+      ms = e.model_ms or s * calls * 1000
+      if cal then bound = "calibrated" end
+    end
     ops[#ops + 1] = { op = e.op, calls = e.calls, flops = e.flops, bytes = e.bytes, ms = ms, bound = bound }
     total = total + ms
   end
@@ -252,12 +272,17 @@ end
 
 -- "h100 (NVIDIA H100 80GB HBM3 (SXM5)): 79.65 GiB, context 512.00 MiB, workspace, reserve +5%, ..."
 function plan.describe(model)
-  return string.format("%s (%s): %s on the card, %s context, %s, reserved = allocated x %.3g, "
-                       .. "%.4g TFLOP/s bf16, %.4g TFLOP/s f32, %.4g TB/s",
+  local peaks = {}
+  for _, dt in ipairs({ "bf16", "f32" }) do
+    if model.peak_flops[dt] then peaks[#peaks + 1] = string.format("%.4g TFLOP/s %s", model.peak_flops[dt] / 1e12, dt) end
+  end
+  local cal = model.calibration
+  return string.format("%s (%s): %s on the card, %s context, %s, reserved = allocated x %.3g, %s, %.4g TB/s%s",
                        model.name, model.description, dp.format_bytes(model.memory_bytes),
                        dp.format_bytes(model.context_bytes), model.workspace and "cuBLAS + kernels workspace"
-                       or "no workspace", 1 + model.reserve_overhead, model.peak_flops.bf16 / 1e12,
-                       model.peak_flops.f32 / 1e12, model.bandwidth / 1e12)
+                       or "no workspace", 1 + model.reserve_overhead, table.concat(peaks, ", "),
+                       model.bandwidth / 1e12, cal and string.format("; times calibrated (%s, %s, commit %s, %s)",
+                       cal.file or model.name, cal.device_name, cal.commit, cal.date) or "; times: the roofline")
 end
 
 return plan

@@ -673,8 +673,8 @@ function INVARIANTS.plan(self, r)
   end
   local e = tbl(r.timing) and tbl(r.timing.estimate)
   if e then
-    if type(e.method) == "string" and not e.method:find("^roofline") then
-      self:fail("timing.estimate.method", "'%s' is not a roofline", e.method)
+    if type(e.method) == "string" and not e.method:find("^roofline") and not e.method:find("^calibrated") then
+      self:fail("timing.estimate.method", "'%s' is neither a roofline nor a calibrated estimate", e.method)
     end
     for _, k in ipairs({ "peak_flops", "bandwidth" }) do
       if num(e[k]) and e[k] <= 0 then self:fail("timing.estimate." .. k, "not positive") end

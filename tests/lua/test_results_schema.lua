@@ -359,6 +359,11 @@ local planned = dp.experiment(config{ method = "flash_clip", device = "plan", de
                                       dp = { max_physical_batch_size = 2, flash_impl = "strips" } })
 check.eq(planned.status, "ok", "plan run: " .. tostring(planned.message))
 assert_valid(planned, "plan result")
+-- a plan run with a calibrated device model file (timing.estimate's model_file, calibration, fallback_ops, fit_error)
+local calibrated = dp.experiment(config{ method = "ghost", device = "plan",
+                                         device_model = fixture_root .. "../device_model/small.json" })
+check.eq(calibrated.status, "ok", "calibrated plan run: " .. tostring(calibrated.message))
+assert_valid(calibrated, "calibrated plan result")
 -- a plan run beyond its card, with the checkpointing advice a sweep point gets (dpprof.fit)
 local advised_cfg = config{ method = "vanilla", device = "plan",
                             device_model = { base = "h100", name = "tiny", memory_bytes = 1 << 20, context_bytes = 0 } }
@@ -440,7 +445,8 @@ do
 end
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
                     placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
-                    advised = advised, lengths = lengths, distributed = distributed }
+                    advised = advised, lengths = lengths, distributed = distributed,
+                    calibrated = calibrated }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -510,7 +516,7 @@ for _, f in ipairs(schema.fields) do
   if f.type ~= "any" then
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
-                            "repeated", "advised", "lengths", "distributed" }) do
+                            "repeated", "advised", "lengths", "distributed", "calibrated" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then

@@ -1,0 +1,612 @@
+-- dpprof.calibrate: `dpprof calibrate`, a device model file fitted from profiled runs.
+--
+--   calibrate.set(kind, quick)      the fixed calibration set: experiment configurations (profile = "ops")
+--   calibrate.measure(cfg, clock)   runs one profiled experiment -> run {name, dtype, samples, gap_s, step_ms}
+--   calibrate.gemm_run(kind, dtype, clock, quick)  the GEMM sweep (GEMM_SIZES x GEMM_ASPECTS) -> run
+--   calibrate.from_result(r, name)  a result file's per-op profile as a run (one sample per op: its mean call)
+--   calibrate.fit(runs, peaks)      -> dtypes {dtype = {gap_s=, ops={op = curve}}} (see devmodel.lua)
+--   calibrate.model_of(dtypes, peaks) a checked model of fitted curves, before a file is written
+--   calibrate.document(opts)        runs the set (and/or reads results), fits -> the file's table, the runs
+--   calibrate.main(args)            the command line (exit status)
+--
+-- A sample is one engine op's work and its measured time: the calls timed for one ledger add
+-- (engine/core/profile.h's log, grouped by the ledger's add count), with the add's flops and bytes.
+-- Its roofline work on the measured peaks is w = max(flops / peak_flops[dtype], bytes / bandwidth)
+-- seconds. Per dtype and op (base name: recomputed ops count as theirs), the samples are put in bins
+-- a fifth of a decade of w wide; each bin's knot is log10 of its mean w and of its mean time (the
+-- plan adds times up), less the calls over OUTLIER times the bin's median (preempted on a busy
+-- machine), the knots made non-decreasing in time: the curve engine/core/clock.h evaluates. The fit error of an op is |planned / measured - 1| of its time in a run (the run planned again
+-- with the curves; a result's ops: the curve at their mean call), its median and worst over the runs. gap_s, the host time
+-- between calls, is per run (sum over phases of their time less their ops' time, less the
+-- profile's own overhead) / (ledger adds per iteration), the median over the runs.
+local dp = require("dpprof")
+local json = dp.json
+local devmodel = require("dpprof.devmodel")
+
+local calibrate = {}
+
+calibrate.BIN_DECADES = 0.2
+
+-- The fixed shapes. CPU: small enough that the full set takes about a minute on two cores; the
+-- quick set (CI) is its first two shapes in f32. CUDA: from launch-bound to GEMM-bound sizes.
+local SHAPES = {
+  cpu = {
+    { hidden = 64, heads = 2, seq_len = 32, batch = 2, vocab = 256 },
+    { hidden = 128, heads = 4, seq_len = 128, batch = 2, vocab = 1024 },
+    { hidden = 256, heads = 4, seq_len = 64, batch = 4, vocab = 2048 },
+    { hidden = 256, heads = 8, seq_len = 256, batch = 1, vocab = 512 },
+  },
+  cuda = {
+    { hidden = 256, heads = 4, seq_len = 128, batch = 16, vocab = 4096 },
+    { hidden = 512, heads = 8, seq_len = 256, batch = 8, vocab = 8192 },
+    { hidden = 1024, heads = 16, seq_len = 1024, batch = 4, vocab = 32000 },
+    { hidden = 2048, heads = 16, seq_len = 512, batch = 2, vocab = 32000 },
+    { hidden = 1024, heads = 8, seq_len = 4096, batch = 1, vocab = 16384 },
+  },
+}
+
+function calibrate.set(kind, quick)
+  local shapes = SHAPES[kind] or SHAPES.cpu
+  local dtypes = { "f32", "bf16" }
+  local n_shapes, per = #shapes, 3
+  if quick then dtypes, n_shapes, per = { "f32" }, 2, 3 end
+  local methods = dp.dp.METHODS
+  local out = {}
+  for _, dtype in ipairs(dtypes) do
+    for ai, arch in ipairs({ "gpt", "llama" }) do
+      for si = 1, n_shapes do
+        local s = shapes[si]
+        for j = 1, per do
+          local method = methods[((si - 1 + ai - 1) * per + j - 1) % #methods + 1]
+          local model = { arch = arch, layers = 2, dtype = dtype }
+          for k, v in pairs(s) do model[k] = v end
+          if (si + j) % 2 == 0 then model.checkpoint = "blocks" end
+          out[#out + 1] = {
+            name = string.format("%s_%s_d%d_T%d_B%d_%s%s", dtype, arch, s.hidden, s.seq_len, s.batch, method,
+                                 model.checkpoint and "_ckpt" or ""),
+            model = model, method = method, device = kind, iters = kind == "cuda" and 3 or 2, warmup = 1,
+            snapshots = "none", profile = "ops", dp = { max_physical_batch_size = s.batch },
+          }
+        end
+      end
+    end
+  end
+  return out
+end
+
+local function median(list)
+  if #list == 0 then return nil end
+  local s = {}
+  for i, v in ipairs(list) do s[i] = v end
+  table.sort(s)
+  local n = #s
+  if n % 2 == 1 then return s[(n + 1) // 2] end
+  return (s[n // 2] + s[n // 2 + 1]) / 2
+end
+calibrate.median = median
+
+-- The per-iteration host gap per ledger add of a profiled result (seconds, >= 0): the time of its
+-- phases (or iter_ms, the mean CPU time of an iteration) less their ops' and the profile's own.
+local function gap_of(r, iter_ms)
+  local p = r.profile
+  if type(p) ~= "table" or type(p.phases) ~= "table" then return nil end
+  local outside = iter_ms or 0 -- the iteration's CPU time, when the ops were timed by it
+  for _, ph in pairs(p.phases) do outside = outside + (iter_ms and 0 or ph.ms) - ph.ops_ms end
+  outside = outside - (p.overhead and p.overhead.ms_per_iter or 0)
+  local adds = 0
+  for _, e in ipairs(r.ledger or {}) do adds = adds + e.calls end
+  adds = adds / math.max(1, p.iters or 1)
+  if adds <= 0 then return nil end
+  return math.max(0, outside) * 1e-3 / adds
+end
+
+-- The samples of the profile's call log: calls with the same add count are one sample.
+local function samples_of_calls(calls)
+  local out, last = {}, nil
+  for _, c in ipairs(calls) do
+    local t = (c.end_ms - c.start_ms) * 1e-3
+    if last and last.seq == c.seq then
+      last.t = last.t + t
+    else
+      last = { op = c.base, flops = c.flops, bytes = c.bytes, t = t, n = 1, seq = c.seq }
+      out[#out + 1] = last
+    end
+  end
+  for _, s in ipairs(out) do s.seq = nil end
+  return out
+end
+
+-- clock: "wall" (the engine clock) or "cpu" (the CPU backend with one thread: each call and each
+-- iteration timed by the process's CPU time, which other processes on a shared machine do not
+-- lengthen).
+function calibrate.measure(cfg, clock)
+  local samples
+  local c = {}
+  for k, v in pairs(cfg) do c[k] = v end
+  local t0, iter_ms = 0, {}
+  c.on = { finished = function() samples = samples_of_calls(dp.profile.calls()) end }
+  if clock == "cpu" then
+    c.on.before_forward = function(_, _, k) if k == 1 then t0 = os.clock() end end
+    c.on.after_step = function() iter_ms[#iter_ms + 1] = (os.clock() - t0) * 1000 end
+  end
+  dp.profile.cpu_clock(clock == "cpu")
+  local ok, r = pcall(dp.experiment, c)
+  dp.profile.cpu_clock(false)
+  if not ok then error(r, 0) end
+  if r.status ~= "ok" then return nil, string.format("%s: %s", r.status, tostring(r.message)) end
+  local mean
+  if #iter_ms > 0 then
+    mean = 0
+    for _, v in ipairs(iter_ms) do mean = mean + v / #iter_ms end
+  end
+  return { name = cfg.name, dtype = cfg.model.dtype or "f32", samples = samples or {}, gap_s = gap_of(r, mean),
+           step_ms = mean or r.timing.avg_ms, peak = r.profile.peak, cfg = cfg }
+end
+
+-- The GEMM sweep: square and 4:1 shapes in every orientation over a range of sizes, beside the
+-- models' own GEMMs (which a few model shapes leave sparse). C[m,n] = A[m,k] B[k,n], each shape
+-- timed REPEATS times after one untimed call.
+calibrate.GEMM_SIZES = { cpu = { 16, 48, 128, 320, 640 }, cuda = { 128, 512, 1536, 4096, 8192 } }
+calibrate.GEMM_ASPECTS = { { 1, 1, 1 }, { 4, 1, 1 }, { 1, 4, 1 }, { 1, 1, 4 }, { 4, 4, 1 } }
+local GEMM_REPEATS = 3
+function calibrate.gemm_run(kind, dtype, clock, quick)
+  local sizes = calibrate.GEMM_SIZES[kind] or calibrate.GEMM_SIZES.cpu
+  local samples = {}
+  dp.device(kind)
+  for i, s in ipairs(sizes) do
+    if not (quick and i > 3) then
+      for _, a in ipairs(calibrate.GEMM_ASPECTS) do
+        local m, n, k = s * a[1], s * a[2], s * a[3]
+        local A = dp.tensor{ shape = { m, k }, dtype = dtype, fill = 1.0, device = kind }
+        local B = dp.tensor{ shape = { k, n }, dtype = dtype, fill = 1.0, device = kind }
+        local C = dp.tensor{ shape = { m, n }, dtype = dtype, device = kind }
+        dp.matmul(C, A, B)
+        dp.sync(kind)
+        dp.profile.cpu_clock(clock == "cpu")
+        dp.profile.enable(true, kind)
+        for _ = 1, GEMM_REPEATS do dp.matmul(C, A, B) end
+        dp.sync(kind)
+        dp.profile.collect(kind)
+        for _, smp in ipairs(samples_of_calls(dp.profile.calls())) do
+          if smp.op == "gemm" then samples[#samples + 1] = smp end
+        end
+        dp.profile.enable(false)
+        dp.profile.cpu_clock(false)
+        A:free(); B:free(); C:free()
+      end
+    end
+  end
+  return { name = "gemm sweep " .. dtype, dtype = dtype, samples = samples }
+end
+
+-- A result with a per-op profile as a run: each op's mean call is a sample standing for its calls.
+function calibrate.from_result(r, name)
+  local p = r.profile
+  if type(p) ~= "table" or p.mode ~= "ops" or type(p.ops) ~= "table" then
+    return nil, "has no per-op profile (run it with profile = \"ops\")"
+  end
+  if p.predicted or r.predicted then return nil, "is a plan run (predicted), not a measurement" end
+  if r.status ~= "ok" then return nil, "did not run to its end (status " .. tostring(r.status) .. ")" end
+  local samples = {}
+  for _, o in ipairs(p.ops) do
+    local n = o.timed_calls or 0
+    if n > 0 and o.calls > 0 and o.ms > 0 then
+      samples[#samples + 1] = { op = devmodel.base(o.op), flops = o.flops / o.calls, bytes = o.bytes / o.calls,
+                                t = o.ms * 1e-3 / n, n = n }
+    end
+  end
+  local dtype = r.config and r.config.model and r.config.model.dtype or "f32"
+  return { name = name, dtype = dtype, samples = samples, gap_s = gap_of(r), step_ms = r.timing and r.timing.avg_ms,
+           peak = not json.is_null(p.peak) and p.peak or nil, device = r.environment and r.environment.device }
+end
+
+local function work(s, peak)
+  return math.max(s.flops / peak.flops, s.bytes / peak.bandwidth)
+end
+
+-- One bin's knot: the mean work and the mean time of its samples (the plan adds times up, so the
+-- mean is what it must reproduce), less the calls that took over OUTLIER times the bin's median
+-- (a call preempted on a busy machine); nil when it has no time.
+calibrate.OUTLIER = 20
+local function bin_knot(bin)
+  local ts = {}
+  for i, s in ipairs(bin) do ts[i] = s.t end
+  local cut = calibrate.OUTLIER * median(ts)
+  local sw, st, sn = 0, 0, 0
+  for _, s in ipairs(bin) do
+    if s.t <= cut then sw, st, sn = sw + s.w * s.n, st + s.t * s.n, sn + s.n end
+  end
+  if not (sn > 0 and sw > 0 and st > 0) then return nil end
+  return math.log(sw / sn, 10), math.log(st / sn, 10), sn
+end
+
+-- Knots of one op's samples {w, t, n}: bins of BIN_DECADES in log10(w), each its bin_knot, then
+-- made non-decreasing in time (pooling adjacent knots that break it: more work never takes less
+-- time).
+local function knots(list)
+  table.sort(list, function(a, b) return a.w < b.w end)
+  local width = calibrate.BIN_DECADES
+  local xs, ys
+  repeat
+    local pts, bin, key = {}, {}, nil
+    local function flush()
+      if #bin > 0 then
+        local x, y, n = bin_knot(bin)
+        if x and (#pts == 0 or x > pts[#pts].x) then pts[#pts + 1] = { x = x, y = y, n = n } end
+      end
+      bin = {}
+    end
+    for _, s in ipairs(list) do
+      local b = s.w > 0 and math.floor(math.log(s.w, 10) / width) or -math.huge
+      if b ~= key then flush() key = b end
+      bin[#bin + 1] = s
+    end
+    flush()
+    -- pool adjacent violators on y (weights n); the pooled knots keep their own x
+    local blocks = {}
+    for i, p in ipairs(pts) do
+      blocks[#blocks + 1] = { y = p.y, n = p.n, first = i, last = i }
+      while #blocks > 1 and blocks[#blocks - 1].y > blocks[#blocks].y do
+        local b, a = table.remove(blocks), blocks[#blocks]
+        a.y, a.n, a.last = (a.y * a.n + b.y * b.n) / (a.n + b.n), a.n + b.n, b.last
+      end
+    end
+    for _, b in ipairs(blocks) do
+      for i = b.first, b.last do pts[i].y = b.y end
+    end
+    xs, ys = json.array(), json.array()
+    for i, p in ipairs(pts) do xs[i], ys[i] = p.x, p.y end
+    width = width * 2
+  until #xs <= devmodel.MAX_KNOTS
+  return xs, ys
+end
+
+-- Fits the runs (all of one device) on peaks {dtype = {flops, bandwidth}}.
+function calibrate.fit(runs, peaks)
+  local by = {} -- dtype -> op -> samples
+  local gaps = {}
+  for _, run in ipairs(runs) do
+    local pk = peaks[run.dtype]
+    if pk then
+      by[run.dtype] = by[run.dtype] or {}
+      for _, s in ipairs(run.samples) do
+        local l = by[run.dtype][s.op] or {}
+        by[run.dtype][s.op] = l
+        l[#l + 1] = { w = work(s, pk), t = s.t, n = s.n or 1 }
+      end
+      if run.gap_s then
+        gaps[run.dtype] = gaps[run.dtype] or {}
+        table.insert(gaps[run.dtype], run.gap_s)
+      end
+    end
+  end
+  local dtypes = {}
+  for dtype, ops in pairs(by) do
+    local d = { gap_s = (median(gaps[dtype] or {}) or 0) + 0.0, ops = {} }
+    for op, list in pairs(ops) do
+      local xs, ys = knots(list)
+      if #xs > 0 then
+        d.ops[op] = { log10_work_s = xs, log10_time_s = ys, samples = #list,
+                      fit_error = { median = 0.0, worst = 0.0, runs = 0 } }
+      end
+    end
+    dtypes[dtype] = d
+  end
+  -- the fit error: a run measured here is planned again with the fitted curves (the clock's own
+  -- evaluation, per ledger add, as a plan run with the file does; no gap: the measured op times
+  -- have none); a result's per-op means go through the clock's evaluation (dp.clock_op_ms)
+  local model = calibrate.model_of(dtypes, peaks)
+  for _, d in pairs(model.calibration.dtypes) do d.gap_s = 0.0 end
+  local errs = {} -- dtype -> op -> list
+  for _, run in ipairs(runs) do
+    local d = dtypes[run.dtype]
+    if d then
+      local pred, meas = {}, {}
+      for _, s in ipairs(run.samples) do meas[s.op] = (meas[s.op] or 0) + s.t * (s.n or 1) end
+      if run.cfg then
+        local c = {}
+        for k, v in pairs(run.cfg) do c[k] = v end
+        c.device, c.device_model, c.profile, c.on, c.threads = "plan", model, nil, nil, nil
+        if dp.experiment(c).status == "ok" then
+          for _, e in ipairs(dp.ledger()) do
+            local b = devmodel.base(e.op)
+            pred[b] = (pred[b] or 0) + (e.model_ms or 0) * 1e-3
+          end
+        end
+      else
+        dp.clock_model(devmodel.clock_args(model, run.dtype))
+        for _, s in ipairs(run.samples) do
+          if d.ops[s.op] then
+            pred[s.op] = (pred[s.op] or 0) + dp.clock_op_ms(s.op, s.flops, s.bytes) * 1e-3 * (s.n or 1)
+          end
+        end
+        dp.clock_model(false)
+      end
+      errs[run.dtype] = errs[run.dtype] or {}
+      for op, m in pairs(meas) do
+        if d.ops[op] and m > 0 and pred[op] then
+          errs[run.dtype][op] = errs[run.dtype][op] or {}
+          table.insert(errs[run.dtype][op], math.abs(pred[op] / m - 1))
+        end
+      end
+    end
+  end
+  for dtype, ops in pairs(errs) do
+    for op, list in pairs(ops) do
+      local worst = 0
+      for _, e in ipairs(list) do worst = math.max(worst, e) end
+      dtypes[dtype].ops[op].fit_error = { median = median(list) + 0.0, worst = worst + 0.0, runs = #list }
+    end
+  end
+  return dtypes
+end
+
+-- A checked model of fitted dtypes on peaks {dtype = {flops, bandwidth}} (one bandwidth), for plan
+-- runs before a file is written.
+function calibrate.model_of(dtypes, peaks)
+  local m = { name = "fitting", description = "the curves being fitted", memory_bytes = 1 << 50, context_bytes = 0,
+              workspace = false, reserve_overhead = 0.0, peak_flops = {},
+              calibration = { device = "cpu", device_name = "fitting", commit = "", date = "", dtypes = {}, runs = 0 } }
+  for dt, p in pairs(peaks) do m.peak_flops[dt], m.bandwidth = p.flops, p.bandwidth end
+  for dt, d in pairs(dtypes) do m.calibration.dtypes[dt] = { gap_s = d.gap_s, ops = d.ops } end
+  return devmodel.as_model(m)
+end
+
+-- A problem with what was given (a result file): raised as a string, remembered so that the
+-- command line exits 2 for it (1 for a failure of the runs).
+local refused
+local function refuse(msg)
+  refused = msg
+  error(msg, 0)
+end
+
+local function total_memory_of(kind)
+  local ok, info = pcall(dp.device, kind)
+  if ok and info and info.total_memory and info.total_memory > 0 then return info.total_memory, info end
+  return nil, ok and info or nil
+end
+
+-- opts: device ("cpu"|"cuda"), quick, threads, name, clock ("wall"|"cpu"), results = {paths}, runs = false (results only),
+-- say = function(line) for progress. Returns the file's table and the runs it fitted.
+function calibrate.document(opts)
+  local kind = opts.device or "cpu"
+  local runs, sources = {}, json.array()
+  local t0 = os.time()
+  local clock0 = dp.clock()
+  local peaks, how = {}, {}
+  local say = opts.say or function() end
+  local threads_before = dp.threads()
+  if opts.threads then dp.threads(opts.threads) end
+  -- the CPU with one thread is timed by its CPU time (a shared machine's other processes do not count)
+  local clock = opts.clock or (kind == "cpu" and dp.threads() == 1 and "cpu" or "wall")
+  if clock == "cpu" and (kind ~= "cpu" or dp.threads() ~= 1) then
+    dp.threads(threads_before)
+    refuse("dpprof calibrate: the cpu clock times one CPU thread: it needs --device cpu and --threads 1")
+  end
+  local ok, err = pcall(function()
+    if opts.runs ~= false then
+      local set = calibrate.set(kind, opts.quick)
+      for _, dtype in ipairs({ "f32", "bf16" }) do
+        for _, cfg in ipairs(set) do
+          if cfg.model.dtype == dtype and not peaks[dtype] then
+            local pk, why = dp.profile.peak(dtype, kind)
+            if not pk and dtype ~= "f32" then -- w is the curves' abscissa: the f32 peak serves
+              local f = dp.profile.peak("f32", kind)
+              if f then pk = { flops = f.flops, bandwidth = f.bandwidth, how = "the f32 peak (the backend states none for " .. dtype .. "): " .. f.how } end
+            end
+            if not pk then error(string.format("dpprof calibrate: no %s peak on %s: %s", dtype, kind, tostring(why)), 0) end
+            if not (pk.flops > 0 and pk.bandwidth > 0) then -- the peaks only scale the curves' abscissa
+              pk = { flops = pk.flops > 0 and pk.flops or 1e12, bandwidth = pk.bandwidth > 0 and pk.bandwidth or 1e11,
+                     how = "nominal (the backend stated a zero peak): " .. tostring(pk.how) }
+            end
+            peaks[dtype], how[dtype] = { flops = pk.flops, bandwidth = pk.bandwidth }, pk.how
+          end
+        end
+      end
+      for i, cfg in ipairs(set) do
+        local run, why = calibrate.measure(cfg, clock)
+        if run then
+          runs[#runs + 1] = run
+          say(string.format("[%d/%d] %s: %d samples, step %.3f ms", i, #set, cfg.name, #run.samples, run.step_ms))
+        else
+          say(string.format("[%d/%d] %s: skipped (%s)", i, #set, cfg.name, why))
+        end
+      end
+      local dtypes_run = {}
+      for _, cfg in ipairs(set) do dtypes_run[cfg.model.dtype] = true end
+      for _, dtype in ipairs({ "f32", "bf16" }) do
+        if dtypes_run[dtype] then
+          local gok, g = pcall(calibrate.gemm_run, kind, dtype, clock, opts.quick)
+          if gok then
+            runs[#runs + 1] = g
+            say(string.format("%s: %d samples", g.name, #g.samples))
+          else -- (out of device memory, say): the models' own GEMMs remain
+            dp.profile.enable(false)
+            dp.profile.cpu_clock(false)
+            say(string.format("gemm sweep %s: skipped (%s)", dtype, dp.error_text(g):gsub("\n.*", "")))
+          end
+        end
+      end
+      sources[#sources + 1] = string.format("the %s calibration set (%d runs)", opts.quick and "quick" or "full", #runs)
+    end
+    for _, path in ipairs(opts.results or {}) do
+      local rok, r = pcall(dp.results.read, path)
+      if not rok then refuse(string.format("dpprof calibrate: %s: %s", path, dp.error_text(r))) end
+      local run, why = calibrate.from_result(r, path)
+      if not run then refuse(string.format("dpprof calibrate: %s %s", path, why)) end
+      if run.device and run.device ~= kind then
+        refuse(string.format("dpprof calibrate: %s was measured on %s, not %s (give --device %s)", path, run.device,
+                             kind, run.device))
+      end
+      if not peaks[run.dtype] then
+        if not run.peak then refuse(string.format("dpprof calibrate: %s states no device peak for %s", path, run.dtype)) end
+        peaks[run.dtype], how[run.dtype] = { flops = run.peak.flops, bandwidth = run.peak.bandwidth }, run.peak.how
+      end
+      runs[#runs + 1] = run
+      sources[#sources + 1] = path
+      say(string.format("%s: %d op samples (%s)", path, #run.samples, run.dtype))
+    end
+  end)
+  local threads = dp.threads()
+  dp.threads(threads_before)
+  if not ok then error(err, 0) end
+  if #runs == 0 then error("dpprof calibrate: nothing to fit (no run succeeded and no result given)", 0) end
+  -- one bandwidth for the file: the dtypes' peaks measure the same memory (the largest measured)
+  local bandwidth = 0
+  for _, p in pairs(peaks) do bandwidth = math.max(bandwidth, p.bandwidth) end
+  for _, p in pairs(peaks) do p.bandwidth = bandwidth end
+  local dtypes = calibrate.fit(runs, peaks)
+  local mem, info = total_memory_of(kind)
+  local plan = require("dpprof.plan")
+  local env = dp.environment()
+  local peak_flops, peak_how = {}, {}
+  for dt, p in pairs(peaks) do
+    peak_flops[dt] = p.flops + 0.0
+    peak_how[dt] = how[dt] or "(not stated)"
+  end
+  local device_name = info and info.name or kind
+  if kind == "cpu" and env.cpu then device_name = env.cpu end
+  return {
+    format = devmodel.FORMAT,
+    name = opts.name or (kind .. "-calibrated"),
+    description = string.format("%s, calibrated by dpprof calibrate (%d threads, %s clock)", device_name, threads,
+                                clock == "cpu" and "CPU time" or "wall"),
+    device = kind, device_name = device_name, commit = env.git_commit or dp.git_commit or "unknown",
+    date = os.date("!%Y-%m-%dT%H:%M:%SZ", t0), threads = threads,
+    memory_bytes = mem or 0, context_bytes = kind == "cuda" and plan.DEFAULT_CONTEXT_BYTES or 0,
+    workspace = kind == "cuda", reserve_overhead = kind == "cuda" and plan.DEFAULT_RESERVE_OVERHEAD or 0.0,
+    peak_flops = peak_flops, bandwidth = bandwidth + 0.0, peak_how = peak_how,
+    time_model = "per op and dtype: time = curve(w) + gap_s, w = max(flops/peak_flops, bytes/bandwidth); "
+                 .. "curve piecewise linear in log10(w) -> log10(s) (engine/core/clock.h); ops without a curve: w",
+    dtypes = dtypes,
+    calibration = { runs = #runs, clock = clock, set = opts.runs == false and "results" or (opts.quick and "quick" or "full"),
+                    sources = sources, seconds = dp.clock() - clock0 },
+  }, runs
+end
+
+calibrate.USAGE = [[
+usage: dpprof calibrate [--device cpu|cuda] [--out FILE.json] [--quick] [--threads N] [--name NAME]
+                        [--clock wall|cpu] [--results-only] [RESULTS...]
+
+Fits a device model file for the plan's clock from profiled runs on this machine's device: a fixed,
+short set of experiments (gpt and llama, f32 and bf16, every DP preset, with and without activation
+checkpointing, profile = "ops"; --quick: two small shapes in f32, for CI) and a GEMM sweep, plus the per-op profiles
+of any RESULTS given (result files of profiled runs on the same kind of device). Per op and dtype it
+fits the time as a curve over the op's roofline work (docs/lua.md, "Calibrated device models") and
+writes the file: the measured peaks, the curves, each op's fit error, the device's name, the commit
+and the date. Use it with device_model=FILE.json (experiments, sweeps, dpprof fit).
+
+  --device cpu|cuda   the device to calibrate (default cpu)
+  --out FILE.json     where to write the model (default dpprof_<device>_model.json)
+  --quick             the small set (seconds on a CPU)
+  --threads N         the CPU backend's threads for the runs (default: the process's; use the
+                      count your runs will use: the curves hold for it)
+  --name NAME         the model's name (default <device>-calibrated)
+  --clock wall|cpu    what times the calls: the engine's (wall) clock, or the process's CPU time
+                      (cpu: one CPU thread only; the default with --device cpu --threads 1, so
+                      that other processes on a shared machine do not lengthen the times)
+  --results-only      fit from RESULTS alone (no runs)
+
+exit status: 0 written; 1 the runs failed; 2 bad arguments or an unreadable result
+]]
+
+function calibrate.main(args)
+  local opts, results = { device = "cpu" }, {}
+  local i = 1
+  local function value(flag)
+    local v = args[i + 1]
+    if v == nil then error(string.format("dpprof calibrate: %s needs a value", flag), 0) end
+    i = i + 1
+    return v
+  end
+  local ok, err = pcall(function()
+    while i <= #args do
+      local a = args[i]
+      if a == "--help" or a == "-h" then opts.help = true
+      elseif a == "--device" then opts.device = value(a)
+      elseif a == "--out" then opts.out = value(a)
+      elseif a == "--quick" then opts.quick = true
+      elseif a == "--results-only" then opts.runs = false
+      elseif a == "--name" then opts.name = value(a)
+      elseif a == "--clock" then
+        opts.clock = value(a)
+        if opts.clock ~= "wall" and opts.clock ~= "cpu" then
+          error(string.format("dpprof calibrate: --clock must be wall or cpu, got '%s'", opts.clock), 0)
+        end
+      elseif a == "--threads" then
+        local v = value(a)
+        opts.threads = math.tointeger(tonumber(v))
+        if not opts.threads or opts.threads < 1 or opts.threads > dp.MAX_THREADS then
+          error(string.format("dpprof calibrate: --threads must be an integer in 1..%d, got '%s'", dp.MAX_THREADS, v), 0)
+        end
+      elseif a:sub(1, 2) == "--" then
+        error(string.format("dpprof calibrate: unknown option '%s' (valid: --device, --out, --quick, --threads, "
+                            .. "--name, --clock, --results-only, --help)", a), 0)
+      else
+        results[#results + 1] = a
+      end
+      i = i + 1
+    end
+    if opts.device ~= "cpu" and opts.device ~= "cuda" then
+      error(string.format("dpprof calibrate: --device must be cpu or cuda, got '%s'", opts.device), 0)
+    end
+    if opts.device == "cuda" and not dp.cuda_compiled and opts.runs ~= false then
+      error("dpprof calibrate: this dpprof has no CUDA backend (--device cuda needs one)", 0)
+    end
+    if opts.runs == false and #results == 0 then error("dpprof calibrate: --results-only needs RESULTS", 0) end
+  end)
+  if not ok then
+    io.stderr:write(tostring(err), "\n")
+    return 2
+  end
+  if opts.help then
+    io.stdout:write(calibrate.USAGE)
+    return 0
+  end
+  opts.results = results
+  opts.out = opts.out or string.format("dpprof_%s_model.json", opts.device)
+  local wok, why = dp.writable(opts.out)
+  if not wok then
+    io.stderr:write("dpprof calibrate: --out: ", tostring(why), "\n")
+    return 2
+  end
+  opts.say = function(line) io.stderr:write(line, "\n") end
+  local dok, doc = pcall(calibrate.document, opts)
+  if not dok then
+    local msg = dp.error_text(doc)
+    io.stderr:write(msg, "\n")
+    return msg == refused and 2 or 1
+  end
+  local text = devmodel.encode(doc)
+  local cok, cerr = pcall(devmodel.check, json.decode(text), opts.out)
+  if not cok then
+    io.stderr:write("dpprof calibrate: the fitted model is invalid: ", tostring(cerr), "\n")
+    return 1
+  end
+  local f = assert(io.open(opts.out, "w"))
+  f:write(text, "\n")
+  f:close()
+  print(string.format("dpprof calibrate: %s: %s model '%s' from %d runs in %.1f s", opts.out, doc.device, doc.name,
+                      doc.calibration.runs, doc.calibration.seconds))
+  local names = {}
+  for dt in pairs(doc.dtypes) do names[#names + 1] = dt end
+  table.sort(names)
+  for _, dt in ipairs(names) do
+    local d = doc.dtypes[dt]
+    local rows = { { dt .. " op", "samples", "knots", "fit error median", "worst" } }
+    local ops = {}
+    for op in pairs(d.ops) do ops[#ops + 1] = op end
+    table.sort(ops)
+    for _, op in ipairs(ops) do
+      local c = d.ops[op]
+      rows[#rows + 1] = { op, tostring(c.samples), tostring(#c.log10_work_s),
+                          string.format("%.1f%%", 100 * c.fit_error.median), string.format("%.1f%%", 100 * c.fit_error.worst) }
+    end
+    dp.print_table(rows, { false, true, true, true, true })
+    print(string.format("  %s: host gap between calls %.3g us; peaks %.4g GFLOP/s, %.4g GB/s", dt, d.gap_s * 1e6,
+                        doc.peak_flops[dt] / 1e9, doc.bandwidth / 1e9))
+  end
+  return 0
+end
+
+return calibrate
