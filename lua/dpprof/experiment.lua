@@ -843,10 +843,13 @@ function experiment.run(cfg_in)
                                                     samples = pick, starts = samples.starts and at or nil }
       end
     else
-      local at = c.distributed and plan.first -- a rank's samples: its slice's, in order
+      -- the step's samples in order, each physical batch the next ones (a rank: its slice's), so
+      -- the physical batches of a logical batch hold different samples, as one process and the
+      -- ranks of a distributed run hold them alike
+      local at = plan.first or 0
       for _, nb in ipairs(plan.physical) do
         physical_batches[#physical_batches + 1] = { size = nb, padded = model:config().seq_len, first = at }
-        at = at and at + nb
+        at = at + nb
       end
     end
     for k, pb in ipairs(physical_batches) do

@@ -192,5 +192,25 @@ do -- from the command line: one line, exit 2
   check.eq(select(2, text:gsub("\n", "")), 1, "one line: " .. text)
 end
 
+do -- fixed-length windows: the physical batches of a logical batch hold different samples (they
+   -- all held samples 0..n-1 of the step, so a batch of 4 in two physical batches trained on 2)
+  local norms = {}
+  local r = dp.experiment{ model = { vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 4 },
+                           method = "ghost", device = "cpu", iters = 1, warmup = 0, snapshots = "none",
+                           dp = { max_physical_batch_size = 2 },
+                           on = { after_clip = function(ctx, _, k) norms[k] = ctx.priv:stats().norms end } }
+  check.eq(r.status, "ok", "windows in two physical batches")
+  check.eq(#norms[2], 4, "the step's four norms after the second physical batch")
+  check.truthy(norms[2][3] ~= norms[2][1] and norms[2][4] ~= norms[2][2],
+           string.format("the second physical batch holds samples 2 and 3, not 0 and 1 again (%s)",
+                         table.concat(norms[2], ", ")))
+  -- the same four samples in one physical batch: the same norms (each sample's own)
+  local one
+  dp.experiment{ model = { vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 4 },
+                 method = "ghost", device = "cpu", iters = 1, warmup = 0, snapshots = "none",
+                 on = { after_clip = function(ctx) one = ctx.priv:stats().norms end } }
+  for j = 1, 4 do check.near(norms[2][j], one[j], 1e-5, "sample " .. j .. "'s norm split or not") end
+end
+
 os.execute("rm -rf " .. dir)
 print("test_data_steps: ok")
