@@ -116,14 +116,7 @@ for round = 1, rounds do
   end
 end
 
-local function median(list)
-  if not list or #list == 0 then return nil end
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  local m = #s // 2
-  return #s % 2 == 1 and s[m + 1] or (s[m] + s[m + 1]) / 2
-end
+local median = dp.median
 
 local rows, checks = {}, {}
 for _, arch in ipairs(archs) do

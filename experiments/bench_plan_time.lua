@@ -107,15 +107,7 @@ local function config(s, arch, dtype, method, ck, dev, dm)
            snapshots = "none", threads = dev ~= "plan" and threads or nil, dp = { max_physical_batch_size = s.batch } }
 end
 
-local function median(list)
-  if #list == 0 then return nil end
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  if n % 2 == 1 then return s[(n + 1) // 2] end
-  return (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = dp.median
 
 local rows, t0 = {}, dp.clock()
 print(string.format("bench_plan_time: %s, model %s (%s), %d repeat(s) of %d iteration(s) after %d warm-up, threads %s, "

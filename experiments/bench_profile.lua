@@ -23,12 +23,7 @@ local config = args.config or (device == "cuda" and "gpt2" or "small")
 if not CONFIGS[config] then error(string.format("unknown config '%s' (valid: small, gpt2)", tostring(config))) end
 local runs = args.runs or 5
 
-local function median(list)
-  local s = { table.unpack(list) }
-  table.sort(s)
-  local n = #s
-  return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = dp.median
 
 local function bench(method)
   local times = { none = {}, ops = {} }

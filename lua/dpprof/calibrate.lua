@@ -74,15 +74,7 @@ function calibrate.set(kind, quick)
   return out
 end
 
-local function median(list)
-  if #list == 0 then return nil end
-  local s = {}
-  for i, v in ipairs(list) do s[i] = v end
-  table.sort(s)
-  local n = #s
-  if n % 2 == 1 then return s[(n + 1) // 2] end
-  return (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = dp.median
 calibrate.median = median
 
 -- The per-iteration host gap per ledger add of a profiled result (seconds, >= 0): the time of its

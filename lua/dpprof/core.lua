@@ -21,6 +21,17 @@ function dp.mb(n) return n / MiB end
 -- Whether x is a number that is neither NaN nor an infinity.
 function dp.is_finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
 
+-- The median of a list of numbers (the mean of the middle two for an even count); nil when empty.
+-- The list is not changed.
+function dp.median(list)
+  if not list or #list == 0 then return nil end
+  local s = table.move(list, 1, #list, 1, {})
+  table.sort(s)
+  local n = #s
+  if n % 2 == 1 then return s[(n + 1) // 2] end
+  return (s[n // 2] + s[n // 2 + 1]) / 2
+end
+
 -- A deep copy of t (tables copied with their metatables; JSON nulls and other values as they are).
 function dp.deep_copy(t)
   if type(t) ~= "table" or dp.json.is_null(t) then return t end
