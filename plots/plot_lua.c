@@ -634,29 +634,29 @@ static void collect_message(void *user, const char *message) {
     (void)dpplot_strlist_addf(&((message_box *)user)->list, "%s", message);
 }
 
+/* The options table at idx's width, height and scale into dims[0..2] (those given; the others kept);
+ * raises "bad argument #idx to 'fname'" naming a field that is not a number. */
+static void read_dims(lua_State *L, int idx, const char *fname, double dims[3]) {
+    static const char *const keys[3] = {"width", "height", "scale"};
+    for (int k = 0; k < 3; k++) {
+        int ty = lua_getfield(L, idx, keys[k]);
+        if (ty != LUA_TNIL && ty != LUA_TNUMBER)
+            luaL_error(L, "bad argument #%d to '%s' (field '%s' must be a number, got %s)", idx, fname, keys[k],
+                       luaL_typename(L, -1));
+        if (ty == LUA_TNUMBER) dims[k] = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+}
+
 static int l_render_dir(lua_State *L) {
     const char *dir = luaL_checkstring(L, 1);
     const char *out = luaL_optstring(L, 2, NULL);
     dpplot_options opt = dpplot_options_default();
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
-        static const char *const keys[3] = {"width", "height", "scale"};
-        for (int k = 0; k < 3; k++) {
-            int ty = lua_getfield(L, 3, keys[k]);
-            if (ty != LUA_TNIL && ty != LUA_TNUMBER)
-                luaL_error(L, "bad argument #3 to 'dpprof.plot.render_dir' (field '%s' must be a number, got %s)",
-                           keys[k], luaL_typename(L, -1));
-            if (ty == LUA_TNUMBER) {
-                double v = lua_tonumber(L, -1);
-                if (k == 0)
-                    opt.width = (int)v;
-                else if (k == 1)
-                    opt.height = (int)v;
-                else
-                    opt.scale = v;
-            }
-            lua_pop(L, 1);
-        }
+        double dims[3] = {opt.width, opt.height, opt.scale};
+        read_dims(L, 3, "dpprof.plot.render_dir", dims);
+        opt.width = (int)dims[0], opt.height = (int)dims[1], opt.scale = dims[2];
         /* point = "key=value,...", heatmap = "x_key,y_key" (dpplot_options); kept alive by the table */
         static const char *const strs[2] = {"point", "heatmap"};
         for (int k = 0; k < 2; k++) {
@@ -763,15 +763,7 @@ static int l_risk(lua_State *L) {
     double dims[3] = {1600, 1000, 1};
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
-        static const char *const keys[3] = {"width", "height", "scale"};
-        for (int k = 0; k < 3; k++) {
-            int ty = lua_getfield(L, 3, keys[k]);
-            if (ty != LUA_TNIL && ty != LUA_TNUMBER)
-                luaL_error(L, "bad argument #3 to 'dpprof.plot.risk' (field '%s' must be a number, got %s)", keys[k],
-                           luaL_typename(L, -1));
-            if (ty == LUA_TNUMBER) dims[k] = lua_tonumber(L, -1);
-            lua_pop(L, 1);
-        }
+        read_dims(L, 3, "dpprof.plot.risk", dims);
     }
     char err[512];
     if (dpplot_risk_chart(json, out, (int)dims[0], (int)dims[1], dims[2], err, sizeof err) != 0)
