@@ -3,7 +3,8 @@
 --   * a plan run with device_model="h100-calibrated" is labelled calibrated, naming the file, the card,
 --     the driver, the commit and the date, and its step differs from the roofline h100 (still the default);
 --   * the name works as a base (overrides), in dpprof fit, and in scripts/bundle.sh's bundle;
---   * an unknown name is refused naming the valid ones (Lua and the command line, exit 2).
+--   * an unknown name is refused naming the valid ones (Lua and the command line, exit 2);
+--   * CUDA's calibration set has the extra flash Gram-tile geometries, none a bench_plan_time.lua shape.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -113,5 +114,38 @@ else -- bundle.sh needs the charts' font installed (fonts-dejavu-core); say so, 
   check.truthy(text:find("fonts-dejavu-core", 1, true), "bundle.sh failed for another reason: " .. text)
   io.stderr:write("test_shipped_models: bundle part skipped: " .. text)
 end
+---------------------------------------------------------------------------------------------
+-- 5. CUDA's calibration set samples the flash Gram tile at more geometries (calibrate.FLASH_SHAPES),
+-- none of them a shape of bench_plan_time.lua (read from the script: the bench stays test data).
+local calibrate = require("dpprof.calibrate")
+local bench = dp.read_file(root .. "/experiments/bench_plan_time.lua")
+local cuda_block = bench:match("\n%s*cuda = (%b{})")
+local bench_shapes = {}
+for d, t, b in cuda_block:gmatch("hidden = (%d+), heads = %d+, seq_len = (%d+), batch = (%d+)") do
+  bench_shapes[#bench_shapes + 1] = string.format("d%s_T%s_B%s", d, t, b)
+end
+check.eq(table.concat(bench_shapes, ","), "d768_T512_B8,d1536_T2048_B2", "the bench's CUDA shapes")
+local set, geometry = calibrate.set("cuda", false), 0
+for _, r in ipairs(set) do
+  local shape = string.format("d%d_T%d_B%d", r.model.hidden, r.model.seq_len, r.model.batch)
+  for _, b in ipairs(bench_shapes) do check.truthy(shape ~= b, "a bench shape in the calibration set: " .. r.name) end
+  if r.name:find("_flash_clip_geometry", 1, true) then
+    geometry = geometry + 1
+    check.eq(r.method .. "/" .. r.profile .. "/" .. tostring(r.model.checkpoint), "flash_clip/ops/nil", r.name)
+  end
+end
+check.eq(geometry, 2 * 2 * #calibrate.FLASH_SHAPES.cuda, "each flash shape in f32 and bf16, gpt and llama")
+check.eq(#calibrate.set("cpu", false), 48, "the CPU set is unchanged")
+for _, s in ipairs(calibrate.FLASH_SHAPES.cuda) do -- each one exercises the Gram tile (the cost model picks it)
+  local model = { arch = "gpt", layers = 2, dtype = "bf16" }
+  for k, v in pairs(s) do model[k] = v end
+  local pr = dp.experiment{ device = "plan", model = model, method = "flash_clip", iters = 1, warmup = 0,
+                            snapshots = "none", dp = { max_physical_batch_size = s.batch } }
+  check.eq(pr.status, "ok", "plan of a flash shape: " .. tostring(pr.message))
+  local calls = 0
+  for _, e in ipairs(pr.ledger) do if e.op == "dp_flash_gram_tile" then calls = calls + e.calls end end
+  check.truthy(calls >= 4, string.format("d%d T%d: %d Gram-tile calls", s.hidden, s.seq_len, calls))
+end
+
 check.sh("rm -rf '" .. tmp .. "'")
 print("test_shipped_models: ok")
