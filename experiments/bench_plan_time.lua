@@ -1,5 +1,5 @@
 -- bench_plan_time.lua: how close the plan's step time is to the measured one with a calibrated device model.
--- Change it: dpprof run experiments/bench_plan_time.lua [device=cpu|cuda] [device_model=FILE.json] [out=DIR] [threads=N] [repeats=N] [iters=N] [warmup=N] [methods=a,b] [dtypes=f32,bf16] [archs=gpt,llama] [shapes=1,2] [checkpoints=off,blocks] [quick=true] [clock=wall|cpu]
+-- Change it: dpprof run experiments/bench_plan_time.lua [device=cpu|cuda] [device_model=FILE.json|h100-calibrated] [out=DIR] [threads=N] [repeats=N] [iters=N] [warmup=N] [methods=a,b] [dtypes=f32,bf16] [archs=gpt,llama] [shapes=1,2] [checkpoints=off,blocks] [quick=true] [clock=wall|cpu]
 --
 -- Runs every point on the real device (in this process, no per-op profiling) and on the plan device with the
 -- calibrated model (device_model=, from `dpprof calibrate --device DEVICE --out FILE.json`; default
@@ -28,9 +28,10 @@ if device ~= "cpu" and device ~= "cuda" then
 end
 if device == "cuda" and not dp.cuda_compiled then dp.refuse("bench_plan_time.lua: this dpprof has no CUDA backend") end
 local model_path = args.device_model or string.format("dpprof_%s_model.json", device)
+model_path = devmodel.shipped_path(model_path) or model_path -- a shipped model by its name (h100-calibrated)
 if not devmodel.is_path(model_path) then
-  dp.refuse(string.format("bench_plan_time.lua: device_model must be a calibrated model file (FILE.json), got '%s'",
-                          tostring(model_path)))
+  dp.refuse(string.format("bench_plan_time.lua: device_model must be a calibrated model file (FILE.json), got '%s' "
+                          .. "(or a shipped one: %s)", tostring(model_path), table.concat(devmodel.shipped_names(), ", ")))
 end
 local ok, model = pcall(devmodel.load, model_path)
 if not ok then

@@ -1,5 +1,5 @@
 -- fit_frontier.lua: the longest sequence that fits an 80 GB H100, per DP method, against model size (predicted by plan runs: seconds, no GPU).
--- Change it: dpprof run experiments/fit_frontier.lua [dtype=bf16|f32] [device_model=h100|h200] [budget_gb=G] [methods=a,b] [batch=1] [arch=gpt] [vocab=32000] [granularity=64] [out=DIR]
+-- Change it: dpprof run experiments/fit_frontier.lua [dtype=bf16|f32] [device_model=h100|h200|h100-calibrated] [budget_gb=G] [methods=a,b] [batch=1] [arch=gpt] [vocab=32000] [granularity=64] [out=DIR]
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local results = dp.results

@@ -1,7 +1,7 @@
 -- llama3_lora.lua: Llama-3 + LoRA under DP-SGD, peak memory and step time per method over seq_len x batch x max_physical_batch_size x LoRA rank; default Llama-3.1-8B's shapes (tests/fixtures/llama3_8b/config.json), bf16 with the frozen base in bf16 only, on the plan device (no GPU, no weights).
 -- Change it: dpprof run experiments/llama3_lora.lua [device=plan|cuda] [path=DIR] [seq_lens=1024,4096] [batches=1,4]
 --   [physicals=1,4] [ranks=16] [targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj] [methods=a,b | all=1]
---   [dtype=bf16] [weights=random|file] [layers=N] [device_model=h100|h200] [iters=] [warmup=] [timeout=] [seed=] [out=DIR]
+--   [dtype=bf16] [weights=random|file] [layers=N] [device_model=h100|h200|h100-calibrated] [iters=] [warmup=] [timeout=] [seed=] [out=DIR]
 --   [profile=ops] [threads=N] (cpu runs); the default path is found from this script's location or dpprof's own
 --   (a copy of this script run from anywhere still finds tests/fixtures/llama3_8b).
 --   Defaults: the methods of the issue's benchmark (vanilla, ghost, bk, flash_clip; all=1 for every preset);

@@ -1,6 +1,7 @@
 -- dpprof.calibrate: `dpprof calibrate`, a device model file fitted from profiled runs.
 --
 --   calibrate.set(kind, quick)      the fixed calibration set: experiment configurations (profile = "ops")
+--   calibrate.FLASH_SHAPES          CUDA's extra flash_clip shapes (the Gram tile's geometries)
 --   calibrate.measure(cfg, clock)   runs one profiled experiment -> run {name, dtype, samples, gap_s, step_ms}
 --   calibrate.gemm_run(kind, dtype, clock, quick)  the GEMM sweep (GEMM_SIZES x GEMM_ASPECTS) -> run
 --   calibrate.from_result(r, name)  a result file's per-op profile as a run (one sample per op: its mean call)
@@ -45,6 +46,23 @@ local SHAPES = {
   },
 }
 
+-- CUDA's extra flash_clip runs, both dtypes and archs, no checkpointing. The flash Gram tile's time
+-- is not a function of its roofline work alone (its efficiency depends on the tile's geometry: T and
+-- the contraction d + p), and on the H100 its curve from the shapes above planned it at 2.2-2.5x its
+-- measured time at bench_plan_time.lua's shapes (README, "Plan step times"); only 4 runs above fed
+-- its curve (a batch of 1 takes no flash tile). These sample the tile at geometries around the
+-- bench's (d=768 with a shorter T and more samples; d=1536 and d=2048 with longer T; B >= 2, every
+-- layer on the Gram tile), none of them a bench shape (the bench must stay out of the calibration
+-- data). Added after the shipped h100-calibrated file was measured: not measured on a GPU yet, and
+-- the shipped file does not have them.
+calibrate.FLASH_SHAPES = {
+  cuda = {
+    { hidden = 768, heads = 12, seq_len = 384, batch = 16, vocab = 16384 },
+    { hidden = 1536, heads = 12, seq_len = 1024, batch = 4, vocab = 16384 },
+    { hidden = 2048, heads = 16, seq_len = 1536, batch = 2, vocab = 16384 },
+  },
+}
+
 function calibrate.set(kind, quick)
   local shapes = SHAPES[kind] or SHAPES.cpu
   local dtypes = { "f32", "bf16" }
@@ -68,6 +86,19 @@ function calibrate.set(kind, quick)
             snapshots = "none", profile = "ops", dp = { max_physical_batch_size = s.batch },
           }
         end
+      end
+    end
+  end
+  for _, dtype in ipairs(quick and {} or dtypes) do
+    for _, arch in ipairs({ "gpt", "llama" }) do
+      for _, s in ipairs(calibrate.FLASH_SHAPES[kind] or {}) do
+        local model = { arch = arch, layers = 2, dtype = dtype }
+        for k, v in pairs(s) do model[k] = v end
+        out[#out + 1] = {
+          name = string.format("%s_%s_d%d_T%d_B%d_flash_clip_geometry", dtype, arch, s.hidden, s.seq_len, s.batch),
+          model = model, method = "flash_clip", device = kind, iters = 3, warmup = 1, snapshots = "none",
+          profile = "ops", dp = { max_physical_batch_size = s.batch },
+        }
       end
     end
   end

@@ -323,7 +323,8 @@ not fit.
   vary=seq_len|batch|layers   what to search over (default seq_len)
   method=NAME[,NAME...]       @METHODS@
   budget_gb=G                 the card's memory in GiB (default: the device model's)
-  device_model=h100|h200|FILE.json  the modelled device (default h100; FILE.json: a model
+  device_model=h100|h200|h100-calibrated|FILE.json  the modelled device (default h100, a roofline;
+                              h100-calibrated: the H100's calibrated model shipped with dpprof; FILE.json: a model
                               `dpprof calibrate` wrote, whose step times are calibrated); its budget is its memory less
                               the CUDA context; the reserved peak is the allocated one x (1 + overhead)
   context_mb=M                the CUDA context and libraries outside the pool, MiB (default: the model's)
@@ -627,7 +628,7 @@ run under target, the longest cut of the samples that does, and the modelled ste
   seq_len=T                   the cut (default: a checkpoint's max_position_embeddings)
   dtype= mlp_ratio= ffn= tie_head= master_weights= lora_rank= lora_alpha= lora_targets=
   optimizer=adamw|sgd
-  budget_gb=G device_model=h100|h200 context_mb= reserve_overhead= workspace=
+  budget_gb=G device_model=h100|h200|h100-calibrated|FILE.json context_mb= reserve_overhead= workspace=
   out=FILE.json               also write the answer as JSON
   chart=FILE.png              also draw the per-step peak's CDF per method, the budget and the risk
 

@@ -7,6 +7,10 @@
 --                                    (plan.device_model's fields plus `calibration`); raises one line
 --                                    naming the field and what it must be
 --   devmodel.load(path)              reads and checks a file (the model's `calibration.file` is path)
+--   devmodel.SHIPPED                 the calibrated models shipped as data: name -> file under
+--                                    lua/dpprof/models/ (wherever dpprof finds its Lua modules)
+--   devmodel.shipped_path(name)      a shipped model's file path, or nil for another name
+--   devmodel.shipped_names()         the shipped models' names, sorted
 --   devmodel.is_model(v), devmodel.as_model(m)  whether v is such a checked model; marks m as one
 --   devmodel.encode(doc)             the file's text (JSON, indented)
 --   devmodel.clock_args(model, dtype) -> peak_flops, bandwidth, curves, gap_s for dp.clock_model
@@ -120,7 +124,7 @@ function devmodel.check(doc, where)
   local known = { format = true, name = true, description = true, device = true, device_name = true, commit = true,
                   date = true, threads = true, memory_bytes = true, context_bytes = true, workspace = true,
                   reserve_overhead = true, peak_flops = true, bandwidth = true, peak_how = true, time_model = true,
-                  dtypes = true, calibration = true }
+                  dtypes = true, calibration = true, provenance = true }
   for k in pairs(doc) do
     if not known[k] then
       local names = {}
@@ -182,8 +186,41 @@ function devmodel.check(doc, where)
   cal.runs = c and want(c, "runs", "an integer >= 0", where, "calibration") or 0
   cal.set = c and want(c, "set", "a string", where, "calibration", true) or nil
   cal.clock = c and want(c, "clock", "a string", where, "calibration", true) or nil
+  local prov = want(doc, "provenance", "an object", where, nil, true)
+  if prov then -- where the file came from: strings, or arrays of strings (the commands)
+    cal.provenance = {}
+    for k, v in pairs(prov) do
+      local field = "provenance." .. tostring(k)
+      if type(k) ~= "string" then fail(where, field, "is not a field name") end
+      if is_array(v) then
+        for i, x in ipairs(v) do
+          if type(x) ~= "string" then fail(where, field, "must hold strings (item %d is %s)", i, type(x)) end
+        end
+      elseif type(v) ~= "string" or v == "" then
+        fail(where, field, "must be a string or an array of strings, got %s", type(v))
+      end
+      cal.provenance[k] = v
+    end
+  end
   m.calibration = cal
   return m
+end
+
+-- The calibrated models shipped in the repository (lua/dpprof/models/NAME.json, with their
+-- provenance); the roofline h100 and h200 stay the defaults.
+devmodel.SHIPPED = { ["h100-calibrated"] = "h100-calibrated.json" }
+
+function devmodel.shipped_path(name)
+  local file = type(name) == "string" and devmodel.SHIPPED[name]
+  if not file then return nil end
+  return string.format("%s/dpprof/models/%s", dp.lua_dir or "lua", file)
+end
+
+function devmodel.shipped_names()
+  local out = {}
+  for k in pairs(devmodel.SHIPPED) do out[#out + 1] = k end
+  table.sort(out)
+  return out
 end
 
 -- A model devmodel.load returned (plan.device_model takes it as it is).
@@ -237,8 +274,9 @@ end
 function devmodel.label(model, dtype)
   local cal = model.calibration
   if not cal or not cal.dtypes[dtype] then return "roofline" end
-  return string.format("calibrated: %s (%s, %s, commit %s, %s)", cal.file or model.name, model.name, cal.device_name,
-                       cal.commit, cal.date)
+  local driver = cal.provenance and type(cal.provenance.driver) == "string" and (", driver " .. cal.provenance.driver) or ""
+  return string.format("calibrated: %s (%s, %s%s, commit %s, %s)", cal.file or model.name, model.name, cal.device_name,
+                       driver, cal.commit, cal.date)
 end
 
 -- The base op name of a ledger op ("recompute:gemm" -> "gemm").

@@ -8,7 +8,7 @@
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=, ...}, trace=path, profile="none"|"ops", threads=n,
---                  device_model="h100"|"h200"|"FILE.json"|{...} (device="plan" only),
+--                  device_model="h100"|"h200"|"h100-calibrated"|"FILE.json"|{...} (device="plan" only),
 --                  distributed={strategy="ddp", world_size=N, rank=r (plan only)} }
 --
 -- distributed: this process is one rank of a data-parallel run (docs/lua.md "Distributed runs"):

@@ -3,7 +3,7 @@
 -- a run of the large model takes milliseconds).
 --
 --   dp.fit{ base={...experiment config...}, method="ghost" | methods={...}, vary="seq_len"|"batch"|"layers",
---           budget_gb=80 | device_model="h100"|"h200"|{...}, lo=, hi=, granularity=, quiet=true,
+--           budget_gb=80 | device_model="h100"|"h200"|"h100-calibrated"|"FILE.json"|{...}, lo=, hi=, granularity=, quiet=true,
 --           checkpoint=false|"blocks"|N | {settings...} }
 --   -> { vary=, budget_bytes=, device_model={...}, lo=, hi=, granularity=, checkpoints={...},
 --        methods = { {method=, checkpoint=, largest=, peak_bytes=, predicted_reserved_bytes=,

@@ -10,7 +10,8 @@
 --     ledger around each phase). It is a lower bound for a real device (no launch latency, no
 --     occupancy, perfect overlap of compute and memory within an op), clearly labelled an estimate.
 --     A calibrated model (a file `dpprof calibrate` wrote: lua/dpprof/devmodel.lua) times each op
---     call by its fitted curve instead, and is labelled so; the built-in h100 and h200 are rooflines.
+--     call by its fitted curve instead, and is labelled so; the built-in h100 and h200 are rooflines
+--     (and the defaults); "h100-calibrated" is the H100's calibrated model shipped as data.
 --   * the budget: what a CUDA device holds besides the tagged allocations.
 --       context_bytes     the CUDA context, the kernels' modules and the libraries (cuBLAS), outside
 --                         the memory pool: total device memory minus what the pool may grow to
@@ -23,7 +24,9 @@
 --     peak, peak + round(peak * reserve_overhead), is at most budget_bytes.
 --
 --   plan.MODELS                        the built-in models (h100, h200), as data
---   plan.device_model(spec)            "h100" | "h200" | "FILE.json" | {base=, name=, ...overrides} -> a checked copy
+--   plan.device_model(spec)            "h100" | "h200" | "h100-calibrated" | "FILE.json" | {base=, name=, ...overrides}
+--                                      -> a checked copy ("h100-calibrated": a shipped file, dpprof.devmodel.SHIPPED)
+--   plan.model_names()                 the valid model names, built-in and shipped, as one string
 --   plan.prepare(model)                sets the plan device's workspace; returns its bytes
 --   plan.op_ms(entry, model, dtype)    one ledger entry's time: ms, "compute" | "memory"
 --   plan.estimate(ledger, model, dtype) -> {ms=, ops={{op, calls, flops, bytes, ms, bound}...}}
@@ -87,13 +90,6 @@ plan.MODEL_KEYS = { "base", "name", "description", "memory_bytes", "memory_gb", 
 plan.LINK_DEFAULTS = { gpus_per_node = 8, intra_node_gbps = 450, inter_node_gbps = 50 }
 plan.DTYPES = { "f32", "bf16" }
 
-local function names(t)
-  local out = {}
-  for k in pairs(t) do out[#out + 1] = k end
-  table.sort(out)
-  return table.concat(out, ", ")
-end
-
 local function bad(fmt, ...)
   error("dpprof.plan: device_model: " .. string.format(fmt, ...), 0)
 end
@@ -108,18 +104,28 @@ local function nonneg_int(v, key)
   if math.type(v) ~= "integer" or v < 0 then bad("%s must be an integer >= 0 (bytes), got %s", key, tostring(v)) end
 end
 
+-- The built-in (roofline) model names, then the shipped calibrated ones (dpprof.devmodel.SHIPPED), one string.
+function plan.model_names()
+  local out = {}
+  for k in pairs(plan.MODELS) do out[#out + 1] = k end
+  table.sort(out)
+  for _, k in ipairs(require("dpprof.devmodel").shipped_names()) do out[#out + 1] = k end
+  return table.concat(out, ", ")
+end
+
 -- The checked, complete copy of a device model: a built-in's name, or a table of fields (all of
 -- them, or base= a built-in plus the fields that differ). Raises naming the key and valid choices.
 function plan.device_model(spec)
   if spec == nil then spec = plan.DEFAULT_MODEL end
   local devmodel = require("dpprof.devmodel") -- a calibrated model: its file, or what devmodel.load read
   if devmodel.is_path(spec) then return devmodel.load(spec) end
+  if devmodel.shipped_path(spec) then return devmodel.load(devmodel.shipped_path(spec)) end
   if devmodel.is_model(spec) then return spec end
   if type(spec) == "string" then
-    if not plan.MODELS[spec] then bad("unknown model '%s' (valid: %s, or a table of fields)", spec, names(plan.MODELS)) end
+    if not plan.MODELS[spec] then bad("unknown model '%s' (valid: %s, or a table of fields)", spec, plan.model_names()) end
     spec = { base = spec }
   end
-  if type(spec) ~= "table" then bad("a model name (%s) or a table expected, got %s", names(plan.MODELS), type(spec)) end
+  if type(spec) ~= "table" then bad("a model name (%s) or a table expected, got %s", plan.model_names(), type(spec)) end
   local valid = {}
   for _, k in ipairs(plan.MODEL_KEYS) do valid[k] = true end
   for k in pairs(spec) do
@@ -127,8 +133,9 @@ function plan.device_model(spec)
   end
   local m = {}
   if spec.base ~= nil then
-    local b = plan.MODELS[spec.base] or (devmodel.is_path(spec.base) and devmodel.load(spec.base)) or nil
-    if not b then bad("unknown base '%s' (valid: %s, or a calibrated model FILE.json)", tostring(spec.base), names(plan.MODELS)) end
+    local b = plan.MODELS[spec.base] or (devmodel.is_path(spec.base) and devmodel.load(spec.base))
+              or (devmodel.shipped_path(spec.base) and devmodel.load(devmodel.shipped_path(spec.base))) or nil
+    if not b then bad("unknown base '%s' (valid: %s, or a calibrated model FILE.json)", tostring(spec.base), plan.model_names()) end
     for k, v in pairs(b) do m[k] = v end
     m.peak_flops = {}
     for k, v in pairs(b.peak_flops) do m.peak_flops[k] = v end

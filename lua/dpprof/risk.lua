@@ -3,7 +3,7 @@
 --
 --   dp.risk{ model = {...}, method = "flash_clip" | methods = {...}, data = {...dpprof.data spec...},
 --            sample_rate = q, dataset_size = N, steps = S, max_physical_batch_size = m,
---            budget_gb = G | device_model = "h100"|"h200"|{...}, target = 1e-3, seed = 0,
+--            budget_gb = G | device_model = "h100"|"h200"|"h100-calibrated"|"FILE.json"|{...}, target = 1e-3, seed = 0,
 --            optimizer = {...}, cdf_points = 24, simulate = STEPS, quiet = true }
 --   -> { probability =, per_step =, cdf = {{bytes=, p=}...}, budget_bytes =, device_model =, steps =,
 --        sample_rate =, dataset_size =, target =, seed =, seq_len =, max_physical_batch_size =,

@@ -1,7 +1,8 @@
 -- test_devmodel_fuzz.lua: the device model file loader (lua/dpprof/devmodel.lua, in Lua: this is
 -- its fuzz target) against mutated files. Seeded, so a failure reproduces: structural mutations
 -- of the fixture (a field removed, replaced by a value of another type or an extreme number, an
--- array shortened, lengthened or reordered, keys added) and byte-level mutations of its text.
+-- array shortened, lengthened or reordered, keys added; every other one with a `provenance` object)
+-- and byte-level mutations of its text.
 -- Every input either loads, and then drives the engine's clock without an error and gives finite,
 -- non-negative times, or is refused with one line that starts "dpprof: device model <file>: ";
 -- never a Lua error from inside the loader.
@@ -91,6 +92,9 @@ end
 
 for i = 1, N do
   local doc = json.decode(TEXT)
+  if i % 2 == 0 then -- a shipped model's provenance (lua/dpprof/models/), mutated with the rest
+    doc.provenance = { driver = "580.159.04", commands = json.array({ "dpprof calibrate", "dpprof run" }) }
+  end
   mutate(doc)
   local ok, m = pcall(devmodel.check, doc, "fuzz")
   judge(ok, m, "fuzz", "structural mutation " .. i)
