@@ -27,8 +27,8 @@ check.truthy(devmodel.is_model(m), "a checked calibrated model")
 check.eq(m.name, "h100-calibrated", "its name")
 check.eq(m.calibration.file, path, "read from the shipped file")
 check.eq(m.calibration.device .. "/" .. m.calibration.device_name, "cuda/NVIDIA H100 80GB HBM3", "the card")
-check.eq(m.calibration.commit .. " " .. m.calibration.date, "d84299bf0c71 2026-11-27T06:47:05Z", "the commit and date")
-check.eq(m.calibration.runs, 62, "the full calibration set's runs")
+check.eq(m.calibration.commit .. " " .. m.calibration.date, "047ed1ad1512 2026-11-27T07:05:01Z", "the commit and date")
+check.eq(m.calibration.runs, 74, "the full calibration set's runs")
 local prov = m.calibration.provenance
 check.eq(prov.driver, "580.159.04", "the driver")
 check.eq(prov.dpprof_commit, m.calibration.commit, "the provenance's commit is the file's")
@@ -67,11 +67,11 @@ local e = r.timing.estimate
 check.eq(r.config.device_model, "h100-calibrated", "the result names the model")
 check.eq(e.method, plan.CALIBRATED_METHOD, "a calibrated estimate")
 check.eq(e.model_file, path, "the shipped file is named")
-for _, want in ipairs({ "calibrated: " .. path, "NVIDIA H100 80GB HBM3", "driver 580.159.04", "commit d84299bf0c71",
-                        "2026-11-27T06:47:05Z" }) do
+for _, want in ipairs({ "calibrated: " .. path, "NVIDIA H100 80GB HBM3", "driver 580.159.04", "commit 047ed1ad1512",
+                        "2026-11-27T07:05:01Z" }) do
   check.truthy(e.label:find(want, 1, true), "the label says " .. want .. ": " .. e.label)
 end
-check.eq(e.calibration.commit .. "/" .. e.calibration.device, "d84299bf0c71/cuda", "the estimate's calibration")
+check.eq(e.calibration.commit .. "/" .. e.calibration.device, "047ed1ad1512/cuda", "the estimate's calibration")
 local roof = run(nil) -- the default
 check.eq(roof.config.device_model .. "/" .. roof.timing.estimate.device_model, "h100/h100", "the default is still the roofline h100")
 check.eq(roof.timing.estimate.method, plan.METHOD, "labelled a roofline")
