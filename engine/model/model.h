@@ -193,6 +193,17 @@ typedef struct dp_layer_hooks {
     int (*adopt)(void *ctx, dp_param *w, dp_tensor *G);
 } dp_layer_hooks;
 
+/* A block's weights on demand, for a strategy whose ranks each hold a part of every tensor (fsdp):
+ * acquire(l) runs before every pass that reads block l's weights (its forward; in the backward, the
+ * recompute of a checkpointed block and the block's backward under one acquire; a clip's
+ * dp_model_recompute_block) and release(l) right after it, on error too; at most one block is
+ * acquired at a time. The embeddings, the final norm and the head are not blocks and are not asked. */
+typedef struct dp_block_weights {
+    void *ctx;
+    int (*acquire)(void *ctx, dp_model *m, int64_t layer);
+    void (*release)(void *ctx, dp_model *m, int64_t layer);
+} dp_block_weights;
+
 typedef struct dp_backward_opts {
     const float *sample_scale; /* B host floats s_i (see above); NULL means 1/B each */
     int weight_grads;          /* 1: accumulate parameter gradients (allocating them if needed) */
@@ -256,6 +267,8 @@ int dp_model_recomputed_block(const dp_model *m, const dp_tensor *t);
 int dp_model_recompute_block(dp_model *m, int64_t layer);
 /* Frees what dp_model_recompute_block recomputed for block `layer`. */
 void dp_model_release_block(dp_model *m, int64_t layer);
+/* Installs w (copied) as the model's block weights provider, or with w NULL (or w->acquire NULL) removes it. */
+void dp_model_set_block_weights(dp_model *m, const dp_block_weights *w);
 
 /* One recomputation of a block: dp_clock_ns() at its start and end (the device synchronised at
  * both, so it is device time). */
