@@ -60,6 +60,7 @@ struct dpsgd {
     int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
     dp_comm *comm;           /* the ranks' world (NULL: one process) */
     dp_dist_strategy strategy;
+    int64_t *fsdp_block; /* fsdp: per trainable parameter its block, -1 outside the blocks (NULL otherwise) */
     int reduced; /* the step's gradients were summed across the ranks */
     int phase;   /* 0 idle, 1 forward done, 2 backward done */
 
@@ -203,6 +204,18 @@ void dpsgd_shard_clear(dpsgd *dp);
 int dpsgd_shard_reduce(dpsgd *dp, dp_param *p);
 /* All-gathers every rank's updated slice into p's full value; releases p's gradient part. */
 int dpsgd_shard_gather(dpsgd *dp, dp_param *p);
+
+/* ---- dpsgd_fsdp.c: fsdp's parts and the block weights provider ---- */
+/* Cuts every trainable tensor as zero2, keeps a block's part alone (dp_param.part) and installs the
+ * provider that gathers a block before each pass over it; DP_ENOTSUP for bf16 or frozen parameters. */
+int dpsgd_fsdp_setup(dpsgd *dp);
+/* After the optimizer: the parameters outside the blocks all-gathered (as zero2), the blocks'
+ * gradient parts released. */
+int dpsgd_fsdp_after_step(dpsgd *dp);
+/* Gathers every block's parameters whole again and removes the provider (the end of training). */
+int dpsgd_fsdp_unshard(dpsgd *dp);
+/* Forgets the parts and the provider (the wrapper is freed). */
+void dpsgd_fsdp_clear(dpsgd *dp);
 
 /* Fills in the derived sizes (expected batch size, sample rate) and checks them. */
 int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch);

@@ -156,6 +156,10 @@ typedef struct dp_param {
      * updates; sharded 0 when the rank holds the whole (one process, ddp) */
     int sharded;
     int64_t shard_lo, shard_n;
+    /* fsdp: this rank's part of a block's tensor (ceil(n / N) f32, zeros after shard_n) under
+     * `parameters`, which the optimizer steps, while value keeps its shape without storage outside
+     * the passes over its block; empty otherwise */
+    dp_tensor part;
 } dp_param;
 
 typedef struct dp_model dp_model;

@@ -1,5 +1,6 @@
 -- plan_equal.lua: run under mpirun -np N. Each rank trains on the CPU as one rank of the world
--- (ddp, then zero2, whose optimizer states must be a 1/N share of ddp's),
+-- (ddp, then zero2, whose optimizer states must be a 1/N share of ddp's, then fsdp, whose parameters at the
+-- peak must be the parts of the blocks' tensors plus one block whole and the tensors outside the blocks),
 -- then plans the same run on device "plan" as rank r of a simulated world of N (no launcher needed
 -- for that: nothing moves). The plan's memory equals what the rank measured, byte for byte: the
 -- run's peak, every category's peak and live-at-peak, every module's peak; and its collectives
@@ -13,14 +14,16 @@ if ws < 2 then error("plan_equal.lua runs under mpirun -np N with N >= 2 (got wo
 local function fail(fmt, ...) error(string.format("rank %d of %d: " .. fmt, rank, ws, ...), 0) end
 
 local CASES = {
-  { "gpt ghost", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 }, "ghost" },
+  { "gpt ghost", { arch = "gpt", vocab = 64, hidden = 32, layers = 4, heads = 2, seq_len = 8, batch = 8 }, "ghost" },
   { "llama lora bk", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8,
                        batch = 8, tie_head = true, checkpoint = "blocks", lora = { rank = 2, alpha = 4 } }, "bk" },
   { "gpt flat", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 }, "flat" },
 }
 local states = {} -- optimizer states' peak per strategy, first case
+local params_at_peak = {} -- parameters live at the run's peak per strategy, first case
 for _, case in ipairs(CASES) do
- for _, strategy in ipairs({ "ddp", "zero2" }) do
+ for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
+  if strategy == "fsdp" and case[2].lora then goto next end -- fsdp: full fine-tuning only (LoRA refused)
   local name, model, method = case[1] .. " " .. strategy, case[2], case[3]
   -- the plan without the CUDA workspace, which a CPU rank does not hold
   local function run(device, distributed)
@@ -36,7 +39,10 @@ for _, case in ipairs(CASES) do
   end
   local cpu = run("cpu", { strategy = strategy })
   local plan = run("plan", { strategy = strategy, world_size = ws, rank = rank })
-  if case == CASES[1] then states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes end
+  if case == CASES[1] then
+    states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes
+    params_at_peak[strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
+  end
   local function same(a, b, what) if a ~= b then fail("%s: %s: plan %s, measured %s", name, what, b, a) end end
   same(cpu.memory.peak_bytes, plan.memory.peak_bytes, "peak bytes")
   for _, c in ipairs(results.CATEGORIES) do
@@ -79,7 +85,26 @@ for _, case in ipairs(CASES) do
     f:close()
     os.remove(png)
   end
+  ::next::
  end
+end
+-- fsdp holds a block's parameters only while it passes over it: at the run's peak, fewer than ddp's whole
+do -- exactly: the tensors outside the blocks whole, every block tensor's part of ceil(n / N), one block whole
+  local outer, parts, block = 0, 0, {}
+  for _, p in ipairs(dp.model(CASES[1][2]):params()) do
+    local l = p.name:match("^transformer%.h%.(%d+)%.")
+    if l then
+      parts = parts + (p.numel + ws - 1) // ws
+      block[l] = (block[l] or 0) + p.numel
+    else
+      outer = outer + p.numel
+    end
+  end
+  local want = 4 * (outer + parts + block["0"])
+  if params_at_peak.fsdp ~= want or want >= params_at_peak.ddp then
+    fail("fsdp's parameters at the peak: %d bytes, want %d (ddp's whole: %d)", params_at_peak.fsdp, want,
+         params_at_peak.ddp)
+  end
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n
 if not (states.zero2 < states.ddp and states.zero2 * ws <= states.ddp + 2 * 4 * ws * 64) then

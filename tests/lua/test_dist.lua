@@ -27,7 +27,20 @@ local function refused(d, device, want)
   check.truthy(tostring(e):find(want, 1, true), string.format("%q names %q", tostring(e), want))
 end
 refused({ strategy = "x" }, nil, "distributed.strategy: unknown strategy 'x' (valid: ddp, zero2, fsdp)")
-refused({ strategy = "fsdp" }, nil, "distributed.strategy: 'fsdp' is not implemented yet (supported: ddp, zero2)")
+local LORA = dp.deep_copy(MODEL)
+LORA.lora = { rank = 2, alpha = 4 }
+local function refused_model(model, d, want)
+  local ok, e = pcall(dp.experiment, { model = model, device = "plan", distributed = d })
+  check.eq(ok, false, "refused: " .. want)
+  check.eq(type(e) == "table" and e.exit_status, 2, "exit status of: " .. tostring(e))
+  check.truthy(tostring(e):find(want, 1, true), string.format("%q names %q", tostring(e), want))
+end
+refused_model(LORA, { strategy = "fsdp", world_size = 2 },
+              "distributed.strategy: fsdp is not implemented for LoRA yet (supported: f32 full fine-tuning; LoRA "
+              .. "under ddp, zero2)")
+local BF16 = dp.deep_copy(MODEL)
+BF16.dtype = "bf16"
+refused_model(BF16, { strategy = "fsdp", world_size = 2 }, "fsdp is not implemented for dtype bf16 yet")
 refused({ strategy = "ddp", world_size = 2 }, nil, "distributed.world_size is 2 but this run was launched with 1 rank(s)")
 refused({ strategy = "ddp", rank = 1 }, nil, "distributed.rank is the launcher's on device 'cpu'")
 refused({ strategy = "ddp", foo = 1 }, nil, "distributed: unknown key 'foo' (valid: strategy, world_size, rank)")
@@ -35,6 +48,17 @@ refused({ strategy = "ddp", world_size = 3 }, "plan", "distributed.world_size 3 
 refused({ strategy = "ddp", world_size = 2, rank = 2 }, "plan", "distributed.rank 2 is not a rank of a world of 2")
 refused("ddp", nil, "distributed must be a table")
 
+-- the wrapper refuses it too (priv:distribute, dpsgd_set_distributed), and stays usable
+do
+  local m <close> = dp.model{ vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2, device = "plan",
+                              lora = { rank = 2, alpha = 4 } }
+  local priv <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
+  local ok, e = pcall(priv.distribute, priv, { strategy = "fsdp", world_size = 2, rank = 1 })
+  check.eq(ok, false, "fsdp on a LoRA wrapper")
+  check.truthy(tostring(e):find("fsdp is not implemented for frozen parameters (LoRA) yet (supported: full fine-tuning",
+                                1, true), tostring(e))
+  priv:distribute{ strategy = "ddp", world_size = 2, rank = 1 }
+end
 -- the command line: exit 2 and the one line
 local dir = os.tmpname()
 os.remove(dir)
