@@ -59,6 +59,39 @@ do
                                 1, true), tostring(e))
   priv:distribute{ strategy = "ddp", world_size = 2, rank = 1 }
 end
+-- fsdp at world size 1 (no launcher): the blocks gathered and freed around every pass, the part
+-- stepped, the model gathered for the finished callback: one process's parameters, bit for bit
+do
+  local LLAMA = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8, batch = 4,
+                  tie_head = true, checkpoint = "blocks" }
+  local function flat(t, out)
+    for _, v in ipairs(t) do if type(v) == "table" then flat(v, out) else out[#out + 1] = v end end
+    return out
+  end
+  for _, method in ipairs({ "vanilla", "ghost", "bk" }) do
+    local function run(d)
+      local vals = {}
+      local r = dp.experiment{ model = LLAMA, method = method, iters = 2, warmup = 1, device = "cpu", threads = 1,
+                               snapshots = "none", seed = 3, distributed = d,
+                               on = { finished = function(ctx)
+                                 for _, p in ipairs(ctx.model:params()) do
+                                   vals[#vals + 1] = flat(ctx.model:param(p.name):totable(), {})
+                                 end
+                               end } }
+      check.eq(r.status, "ok", method .. ": " .. tostring(r.message))
+      return vals
+    end
+    local one, fsdp = run(nil), run({ strategy = "fsdp" })
+    check.eq(#fsdp, #one, method .. ": tensors")
+    for k = 1, #one do
+      for i = 1, #one[k] do
+        if one[k][i] ~= fsdp[k][i] then
+          check.eq(fsdp[k][i], one[k][i], string.format("%s: tensor %d element %d", method, k, i))
+        end
+      end
+    end
+  end
+end
 -- the command line: exit 2 and the one line
 local dir = os.tmpname()
 os.remove(dir)
