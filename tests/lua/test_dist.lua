@@ -92,6 +92,27 @@ do
     end
   end
 end
+-- between fsdp's passes a block's tensor is a part: reading or saving the whole is refused by name,
+-- the tensors outside the blocks read as usual
+do
+  local said, tmp = {}, os.tmpname()
+  local r = dp.experiment{ model = MODEL, method = "ghost", iters = 1, warmup = 0, device = "cpu", threads = 1,
+                           snapshots = "none", distributed = { strategy = "fsdp" },
+                           on = { after_step = function(ctx)
+                             said.param = select(2, pcall(ctx.model.param, ctx.model, "transformer.h.0.mlp.c_fc.weight"))
+                             said.save = select(2, pcall(ctx.model.save, ctx.model, tmp .. ".d"))
+                             said.wte = #ctx.model:param("transformer.wte.weight"):totable()
+                           end } }
+  check.eq(r.status, "ok", tostring(r.message))
+  check.truthy(tostring(said.param):find("model:param: 'transformer.h.0.mlp.c_fc.weight' is held in parts across "
+                                         .. "the ranks (fsdp)", 1, true), tostring(said.param))
+  check.truthy(tostring(said.save):find("is held in parts across the ranks (fsdp): gather the whole model first", 1,
+                                        true), tostring(said.save))
+  check.eq(said.wte, 64 * 32, "wte's elements")
+  for _, f in ipairs({ "config.json", "model.safetensors" }) do os.remove(tmp .. ".d/" .. f) end
+  os.remove(tmp .. ".d")
+  os.remove(tmp)
+end
 -- the command line: exit 2 and the one line
 local dir = os.tmpname()
 os.remove(dir)
