@@ -5,7 +5,7 @@
 -- for that: nothing moves). The plan's memory equals what the rank measured, byte for byte: the
 -- run's peak, every category's peak and live-at-peak, every module's peak; and its collectives
 -- are the rank's (ops, calls, wire bytes). Poisson sampling makes the ranks' batches differ, so
--- each rank's plan is its own. Rank 0's combined result names the largest rank per category.
+-- each rank's plan is its own (fsdp, which refuses Poisson sampling, takes a fixed batch). Rank 0's combined result names the largest rank per category.
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
@@ -30,7 +30,8 @@ for _, case in ipairs(CASES) do
     local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = device,
                              device_model = device == "plan" and { base = "h100", name = "cpu-rank", workspace = false }
                                or nil, threads = device == "cpu" and 1 or nil,
-                             snapshots = "none", seed = 3, dp = { poisson = true, dataset_size = 64 },
+                             snapshots = "none", seed = 3,
+                             dp = strategy ~= "fsdp" and { poisson = true, dataset_size = 64 } or nil,
                              distributed = distributed }
     if r.status ~= "ok" then fail("%s on %s: %s", name, device, r.message) end
     local ok, err = pcall(results.validate, r)

@@ -38,6 +38,19 @@ end
 refused_model(LORA, { strategy = "fsdp", world_size = 2 },
               "distributed.strategy: fsdp is not implemented for LoRA yet (supported: f32 full fine-tuning; LoRA "
               .. "under ddp, zero2)")
+do -- fsdp's ranks must make the same physical batches: Poisson sampling and samples of their own lengths refused
+  local ok, e = pcall(dp.experiment, { model = MODEL, device = "plan", dp = { poisson = true, dataset_size = 64 },
+                                       distributed = { strategy = "fsdp", world_size = 2 } })
+  check.eq(ok, false, "fsdp with Poisson sampling")
+  check.eq(type(e) == "table" and e.exit_status, 2, "exit status of: " .. tostring(e))
+  check.truthy(tostring(e):find("distributed.strategy: fsdp with Poisson sampling is not implemented yet", 1, true),
+               tostring(e))
+  ok, e = pcall(dp.experiment, { model = MODEL, device = "plan", data = { lengths = { 3, 8, 5, 6 } },
+                                 distributed = { strategy = "fsdp", world_size = 2 } })
+  check.eq(ok, false, "fsdp with samples of their own lengths")
+  check.truthy(tostring(e):find("fsdp with data of samples of their own lengths is not implemented yet", 1, true),
+               tostring(e))
+end
 local BF16 = dp.deep_copy(MODEL)
 BF16.dtype = "bf16"
 refused_model(BF16, { strategy = "fsdp", world_size = 2 }, "fsdp is not implemented for dtype bf16 yet")
