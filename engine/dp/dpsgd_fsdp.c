@@ -73,11 +73,47 @@ static int acquire(void *ctx, dp_model *m, int64_t layer) {
     return DP_OK;
 }
 
+/* block l's gradient of this backward reduce-scattered into its part and added to the step's */
+static int reduce_block(dpsgd *dp, int64_t layer) {
+    for (int k = 0; k < dp->n_params; k++) {
+        dp_param *p = dp->params[k];
+        if (dp->fsdp_block[k] != layer || !p->grad.alloc.live) continue;
+        DP_TRY(dpsgd_shard_reduce(dp, p)); /* p->grad is now this rank's part of it */
+        if (!dp->fsdp_acc[k].alloc.live) {
+            dp->fsdp_acc[k] = p->grad;
+            memset(&p->grad, 0, sizeof p->grad);
+            continue;
+        }
+        int rc = dp_axpy(&dp->fsdp_acc[k], 1.0f, &p->grad);
+        dp_tensor_release(&p->grad);
+        DP_TRY(rc);
+    }
+    return DP_OK;
+}
+
 static void release(void *ctx, dp_model *m, int64_t layer) {
     dpsgd *dp = ctx;
     (void)m;
     for (int k = 0; k < dp->n_params; k++)
         if (dp->fsdp_block[k] == layer) drop_value(dp->params[k]);
+    if (dp->fsdp_grads && dp->fsdp_rc == DP_OK) dp->fsdp_rc = reduce_block(dp, layer);
+}
+
+int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o) {
+    if (!dp->fsdp_block || !o->weight_grads) return dp_model_backward(dp->model, o);
+    dp->fsdp_grads = 1;
+    dp->fsdp_rc = DP_OK;
+    int rc = dp_model_backward(dp->model, o);
+    dp->fsdp_grads = 0;
+    return rc != DP_OK ? rc : dp->fsdp_rc;
+}
+
+int dpsgd_fsdp_take_part(dpsgd *dp, int k) {
+    if (!dp->fsdp_acc || !dp->fsdp_acc[k].alloc.live) return 0;
+    dp_tensor_release(&dp->params[k]->grad);
+    dp->params[k]->grad = dp->fsdp_acc[k];
+    memset(&dp->fsdp_acc[k], 0, sizeof dp->fsdp_acc[k]);
+    return 1;
 }
 
 int dpsgd_fsdp_setup(dpsgd *dp) {
@@ -95,7 +131,8 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
                                             "(LoRA) yet (supported: full fine-tuning; LoRA under ddp, zero2)");
     DP_TRY(dpsgd_shard_setup(dp));
     dp->fsdp_block = malloc((size_t)(dp->n_params ? dp->n_params : 1) * sizeof *dp->fsdp_block);
-    if (!dp->fsdp_block) return dp_error_set(DP_EOOM, "dp: out of host memory");
+    dp->fsdp_acc = calloc((size_t)(dp->n_params ? dp->n_params : 1), sizeof *dp->fsdp_acc);
+    if (!dp->fsdp_block || !dp->fsdp_acc) return dp_error_set(DP_EOOM, "dp: out of host memory");
     for (int k = 0; k < dp->n_params; k++) {
         dp_param *p = dp->params[k];
         dp->fsdp_block[k] = block_of(m, p);
@@ -137,13 +174,19 @@ int dpsgd_fsdp_unshard(dpsgd *dp) {
         dp_tensor_release(&p->part);
     }
     dp_model_set_block_weights(dp->model, NULL);
+    for (int k = 0; k < dp->n_params; k++) dp_tensor_release(&dp->fsdp_acc[k]);
     free(dp->fsdp_block);
+    free(dp->fsdp_acc);
     dp->fsdp_block = NULL;
+    dp->fsdp_acc = NULL;
     dpsgd_shard_clear(dp);
     return DP_OK;
 }
 
 void dpsgd_fsdp_clear(dpsgd *dp) {
+    for (int k = 0; dp->fsdp_acc && k < dp->n_params; k++) dp_tensor_release(&dp->fsdp_acc[k]);
+    free(dp->fsdp_acc);
+    dp->fsdp_acc = NULL;
     if (!dp->fsdp_block) return;
     for (int k = 0; k < dp->n_params; k++) dp_tensor_release(&dp->params[k]->part);
     if (dp->model) dp_model_set_block_weights(dp->model, NULL);

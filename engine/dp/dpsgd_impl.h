@@ -61,6 +61,10 @@ struct dpsgd {
     dp_comm *comm;           /* the ranks' world (NULL: one process) */
     dp_dist_strategy strategy;
     int64_t *fsdp_block; /* fsdp: per trainable parameter its block, -1 outside the blocks (NULL otherwise) */
+    dp_tensor *fsdp_acc; /* fsdp: per trainable parameter the step's reduce-scattered gradient part, summed
+                          * over the physical batches whose backward gave a block's gradient whole */
+    int fsdp_grads;      /* fsdp: 1 during a backward that accumulates weight gradients */
+    int fsdp_rc;         /* fsdp: the first failure of a reduce-scatter in a release (reported after the backward) */
     int reduced; /* the step's gradients were summed across the ranks */
     int phase;   /* 0 idle, 1 forward done, 2 backward done */
 
@@ -212,6 +216,11 @@ int dpsgd_fsdp_setup(dpsgd *dp);
 /* After the optimizer: the parameters outside the blocks all-gathered (as zero2), the blocks'
  * gradient parts released. */
 int dpsgd_fsdp_after_step(dpsgd *dp);
+/* The backward that accumulates weight gradients (vanilla's; twopass's second), with every block's
+ * gradient reduce-scattered into dp->fsdp_acc right after the block's pass; plain backward otherwise. */
+int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o);
+/* Moves the step's summed parts into the gradients (the blocks reduce-scattered per block); 1 when k was. */
+int dpsgd_fsdp_take_part(dpsgd *dp, int k);
 /* Gathers every block's parameters whole again and removes the provider (the end of training). */
 int dpsgd_fsdp_unshard(dpsgd *dp);
 /* Forgets the parts and the provider (the wrapper is freed). */

@@ -173,6 +173,7 @@ int dpsgd_unshard(dpsgd *dp) { return dp->strategy == DP_DIST_FSDP ? dpsgd_fsdp_
 int dpsgd_reduce_grads(dpsgd *dp) {
     if (dp->reduced || !dp->comm) return DP_OK;
     for (int k = 0; k < dp->n_params; k++) {
+        if (dp->strategy == DP_DIST_FSDP && dpsgd_fsdp_take_part(dp, k)) continue; /* per block, in the backward */
         if (dp->strategy == DP_DIST_ZERO2 || dp->strategy == DP_DIST_FSDP) {
             DP_TRY(dpsgd_shard_reduce(dp, dp->params[k]));
             continue;
@@ -256,7 +257,7 @@ int dpsgd_backward(dpsgd *dp) {
         int64_t n = dp->logical_size > 0 ? dp->logical_size : B;
         for (int64_t i = 0; i < B; i++) scale[i] = (float)(1.0 / (double)n);
         dp_backward_opts o = {.sample_scale = scale, .weight_grads = 1, .retain = 0, .hooks = NULL};
-        rc = dp_model_backward(dp->model, &o);
+        rc = dpsgd_fsdp_backward(dp, &o);
     } else { /* s_i = 1: each sample's share of G is its own gradient's */
         for (int64_t i = 0; i < B; i++) scale[i] = 1.0f;
         dp_layer_hooks hooks = dpsgd_norm_hooks(dp);
@@ -288,7 +289,7 @@ int dpsgd_clip(dpsgd *dp) {
     if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS) {
         dpsgd_release_batch_state(dp); /* nothing of the norm pass is needed by the second */
         dp_backward_opts o = {.sample_scale = factors, .weight_grads = 1, .retain = 0, .hooks = NULL};
-        rc = dp_model_backward(dp->model, &o);
+        rc = dpsgd_fsdp_backward(dp, &o);
         retained = rc != DP_OK;
     } else if (rc == DP_OK) {
         rc = dpsgd_clip_books(dp, factors);

@@ -1,11 +1,13 @@
 -- plan_equal.lua: run under mpirun -np N. Each rank trains on the CPU as one rank of the world
 -- (ddp, then zero2, whose optimizer states must be a 1/N share of ddp's, then fsdp, whose parameters at the
--- peak must be the parts of the blocks' tensors plus one block whole and the tensors outside the blocks),
+-- peak, and gradients at most, must be the parts of the blocks' tensors plus one block whole and the tensors
+-- outside the blocks),
 -- then plans the same run on device "plan" as rank r of a simulated world of N (no launcher needed
 -- for that: nothing moves). The plan's memory equals what the rank measured, byte for byte: the
 -- run's peak, every category's peak and live-at-peak, every module's peak; and its collectives
 -- are the rank's (ops, calls, wire bytes). Poisson sampling makes the ranks' batches differ, so
--- each rank's plan is its own (fsdp, which refuses Poisson sampling, takes a fixed batch). Rank 0's combined result names the largest rank per category.
+-- each rank's plan is its own (fsdp, which refuses Poisson sampling, takes a fixed batch). Rank 0's
+-- combined result names the largest rank per category.
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
@@ -21,6 +23,7 @@ local CASES = {
 }
 local states = {} -- optimizer states' peak per strategy, first case
 local params_at_peak = {} -- parameters live at the run's peak per strategy, first case
+local grads_peak = {} -- gradients' peak per strategy, first case
 for _, case in ipairs(CASES) do
  for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
   if strategy == "fsdp" and case[2].lora then goto next end -- fsdp: full fine-tuning only (LoRA refused)
@@ -43,6 +46,7 @@ for _, case in ipairs(CASES) do
   if case == CASES[1] then
     states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes
     params_at_peak[strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
+    grads_peak[strategy] = cpu.memory.categories.gradients.peak_bytes
   end
   local function same(a, b, what) if a ~= b then fail("%s: %s: plan %s, measured %s", name, what, b, a) end end
   same(cpu.memory.peak_bytes, plan.memory.peak_bytes, "peak bytes")
@@ -105,6 +109,13 @@ do -- exactly: the tensors outside the blocks whole, every block tensor's part o
   if params_at_peak.fsdp ~= want or want >= params_at_peak.ddp then
     fail("fsdp's parameters at the peak: %d bytes, want %d (ddp's whole: %d)", params_at_peak.fsdp, want,
          params_at_peak.ddp)
+  end
+  -- ghost's clipped backward reduce-scatters each block's gradient as soon as the block is done:
+  -- never more than the parts, one block's whole and the tensors outside the blocks whole
+  local whole = 4 * outer
+  for _, n in pairs(block) do whole = whole + 4 * n end
+  if grads_peak.fsdp > want or want >= whole then
+    fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, want, whole)
   end
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n
