@@ -28,7 +28,7 @@ const char *dp_dist_strategy_name(dp_dist_strategy s) {
 
 const char *dp_dist_strategies_text(void) { return "ddp, zero2, fsdp"; }
 
-int dp_dist_strategy_supported(dp_dist_strategy s) { return s != DP_DIST_FSDP; }
+int dp_dist_strategy_supported(dp_dist_strategy s) { return s >= DP_DIST_NONE && s < DP_DIST_N_STRATEGIES; }
 
 double dp_comm_wire_bytes(const char *op, double bytes, int world_size) {
     double n = world_size > 0 ? (double)world_size : 1.0;

@@ -60,6 +60,11 @@ struct dpsgd {
     int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
     dp_comm *comm;           /* the ranks' world (NULL: one process) */
     dp_dist_strategy strategy;
+    int64_t *fsdp_block; /* fsdp: per trainable parameter its block, -1 outside the blocks (NULL otherwise) */
+    dp_tensor *fsdp_acc; /* fsdp: per trainable parameter the step's reduce-scattered gradient part, summed
+                          * over the physical batches whose backward gave a block's gradient whole */
+    int fsdp_grads;      /* fsdp: 1 during a backward that accumulates weight gradients */
+    int fsdp_rc;         /* fsdp: the first failure of a reduce-scatter in a release (reported after the backward) */
     int reduced; /* the step's gradients were summed across the ranks */
     int phase;   /* 0 idle, 1 forward done, 2 backward done */
 
@@ -203,6 +208,23 @@ void dpsgd_shard_clear(dpsgd *dp);
 int dpsgd_shard_reduce(dpsgd *dp, dp_param *p);
 /* All-gathers every rank's updated slice into p's full value; releases p's gradient part. */
 int dpsgd_shard_gather(dpsgd *dp, dp_param *p);
+
+/* ---- dpsgd_fsdp.c: fsdp's parts and the block weights provider ---- */
+/* Cuts every trainable tensor as zero2, keeps a block's part alone (dp_param.part) and installs the
+ * provider that gathers a block before each pass over it; DP_ENOTSUP for bf16 or frozen parameters. */
+int dpsgd_fsdp_setup(dpsgd *dp);
+/* After the optimizer: the parameters outside the blocks all-gathered (as zero2), the blocks'
+ * gradient parts released. */
+int dpsgd_fsdp_after_step(dpsgd *dp);
+/* The backward that accumulates weight gradients (vanilla's; twopass's second), with every block's
+ * gradient reduce-scattered into dp->fsdp_acc right after the block's pass; plain backward otherwise. */
+int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o);
+/* Moves the step's summed parts into the gradients (the blocks reduce-scattered per block); 1 when k was. */
+int dpsgd_fsdp_take_part(dpsgd *dp, int k);
+/* Gathers every block's parameters whole again and removes the provider (the end of training). */
+int dpsgd_fsdp_unshard(dpsgd *dp);
+/* Forgets the parts and the provider (the wrapper is freed). */
+void dpsgd_fsdp_clear(dpsgd *dp);
 
 /* Fills in the derived sizes (expected batch size, sample rate) and checks them. */
 int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch);

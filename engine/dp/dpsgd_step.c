@@ -98,6 +98,7 @@ int dpsgd_new(dp_model *m, const dpsgd_config *cfg, dpsgd **out) {
 void dpsgd_free(dpsgd *dp) {
     if (!dp) return;
     if (dp->strategy == DP_DIST_ZERO2) dpsgd_shard_clear(dp);
+    if (dp->strategy == DP_DIST_FSDP) dpsgd_fsdp_clear(dp);
     if (dp->sq_rows) dpsgd_release_batch_state(dp);
     free(dp->books);
     free(dp->params);
@@ -137,30 +138,43 @@ int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap) {
 int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy) {
     if (!dp_dist_strategy_supported(strategy))
         return dp_error_set(DP_ENOTSUP,
-                            "distributed.strategy: '%s' is not implemented yet (supported: ddp, zero2; fsdp is "
-                            "planned)",
+                            "distributed.strategy: '%s' is not implemented yet (supported: ddp, zero2, fsdp)",
                             dp_dist_strategy_name(strategy));
     if (!comm || comm->world_size < 1) return dp_error_set(DP_EINVAL, "distributed: no communicator");
     if (!dp->cfg.poisson && dp->cfg.expected_batch_size % comm->world_size != 0)
         return dp_error_set(DP_EINVAL, "distributed.world_size: %d ranks do not divide the batch of %lld",
                             comm->world_size, (long long)dp->cfg.expected_batch_size);
     if (dp->strategy == DP_DIST_ZERO2) dpsgd_shard_clear(dp);
+    if (dp->strategy == DP_DIST_FSDP) dpsgd_fsdp_clear(dp);
     dp->comm = comm;
     dp->strategy = strategy;
     if (strategy == DP_DIST_ZERO2) DP_TRY(dpsgd_shard_setup(dp));
+    if (strategy == DP_DIST_FSDP) {
+        int rc = dpsgd_fsdp_setup(dp);
+        if (rc != DP_OK) {
+            dpsgd_fsdp_clear(dp);
+            dp->strategy = DP_DIST_NONE;
+            dp->comm = NULL;
+            return rc;
+        }
+    }
     return DP_OK;
 }
 
 int dpsgd_gather_params(dpsgd *dp) {
+    if (dp->comm && dp->strategy == DP_DIST_FSDP) return dpsgd_fsdp_after_step(dp);
     if (!dp->comm || dp->strategy != DP_DIST_ZERO2) return DP_OK;
     for (int k = 0; k < dp->n_params; k++) DP_TRY(dpsgd_shard_gather(dp, dp->params[k]));
     return dp->model ? dp_model_sync_compute_weights(dp->model) : DP_OK;
 }
 
+int dpsgd_unshard(dpsgd *dp) { return dp->strategy == DP_DIST_FSDP ? dpsgd_fsdp_unshard(dp) : DP_OK; }
+
 int dpsgd_reduce_grads(dpsgd *dp) {
     if (dp->reduced || !dp->comm) return DP_OK;
     for (int k = 0; k < dp->n_params; k++) {
-        if (dp->strategy == DP_DIST_ZERO2) {
+        if (dp->strategy == DP_DIST_FSDP && dpsgd_fsdp_take_part(dp, k)) continue; /* per block, in the backward */
+        if (dp->strategy == DP_DIST_ZERO2 || dp->strategy == DP_DIST_FSDP) {
             DP_TRY(dpsgd_shard_reduce(dp, dp->params[k]));
             continue;
         }
@@ -243,7 +257,7 @@ int dpsgd_backward(dpsgd *dp) {
         int64_t n = dp->logical_size > 0 ? dp->logical_size : B;
         for (int64_t i = 0; i < B; i++) scale[i] = (float)(1.0 / (double)n);
         dp_backward_opts o = {.sample_scale = scale, .weight_grads = 1, .retain = 0, .hooks = NULL};
-        rc = dp_model_backward(dp->model, &o);
+        rc = dpsgd_fsdp_backward(dp, &o);
     } else { /* s_i = 1: each sample's share of G is its own gradient's */
         for (int64_t i = 0; i < B; i++) scale[i] = 1.0f;
         dp_layer_hooks hooks = dpsgd_norm_hooks(dp);
@@ -275,7 +289,7 @@ int dpsgd_clip(dpsgd *dp) {
     if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS) {
         dpsgd_release_batch_state(dp); /* nothing of the norm pass is needed by the second */
         dp_backward_opts o = {.sample_scale = factors, .weight_grads = 1, .retain = 0, .hooks = NULL};
-        rc = dp_model_backward(dp->model, &o);
+        rc = dpsgd_fsdp_backward(dp, &o);
         retained = rc != DP_OK;
     } else if (rc == DP_OK) {
         rc = dpsgd_clip_books(dp, factors);

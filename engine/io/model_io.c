@@ -476,6 +476,11 @@ typedef struct save_ctx {
 static int get_param(void *vctx, int index, float *dst, int64_t numel) {
     save_ctx *ctx = vctx;
     const dp_param *p = ctx->params[index];
+    if (p->part.alloc.live) /* fsdp: only this rank's part exists between the passes over its block */
+        return dp_error_set(DP_EINVAL,
+                            "'%s' is held in parts across the ranks (fsdp): gather the whole model first "
+                            "(priv:unshard(), or an experiment's on.finished)",
+                            p->name);
     if (!p->hf_transposed) return dp_tensor_to_host_f32(&p->value, dst, numel); /* bf16 values widen exactly */
     DP_TRY(dp_tensor_to_host_f32(&p->value, ctx->scratch, numel));
     int64_t rows = p->value.shape[0], cols = p->value.shape[1];

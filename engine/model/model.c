@@ -154,7 +154,10 @@ static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     DP_TRY(dp_model_act(m, &m->embedded, d, DP_CAT_ACTIVATIONS, dp_model_block_output_module(m, -1, m->embed_module)));
     DP_TRY(dp_layer_embedding_forward(&m->embedded, &m->ids, &m->wte->value, m->wpe ? &m->wpe->value : NULL, T));
     for (int64_t l = 0; l < m->cfg.layers; l++) {
-        DP_TRY(dp_model_block_forward(m, l, 0));
+        DP_TRY(dp_model_acquire_block(m, l));
+        int rc = dp_model_block_forward(m, l, 0);
+        dp_model_unacquire_block(m, l);
+        DP_TRY(rc);
         if (dp_model_checkpointed(m, l)) dp_model_block_release(m, l, 0); /* its input is what it keeps */
     }
     const dp_tensor *x = dp_model_block_output(m, m->cfg.layers - 1);
@@ -270,8 +273,11 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     for (int64_t l = L - 1; l >= 0; l--) {
         dp_bw block = *bw;
         block.recomputed = dp_model_checkpointed(m, l);
-        if (block.recomputed) TRY(dp_model_recompute(m, l));
-        TRY(dp_model_block_backward(&block, l, &dres));
+        TRY(dp_model_acquire_block(m, l)); /* one acquire serves the recompute and the backward */
+        if (block.recomputed) rc = dp_model_recompute(m, l);
+        if (rc == DP_OK) rc = dp_model_block_backward(&block, l, &dres);
+        dp_model_unacquire_block(m, l);
+        TRY(rc);
     }
 
     /* the embeddings */

@@ -156,6 +156,10 @@ typedef struct dp_param {
      * updates; sharded 0 when the rank holds the whole (one process, ddp) */
     int sharded;
     int64_t shard_lo, shard_n;
+    /* fsdp: this rank's part of a block's tensor (ceil(n / N) f32, zeros after shard_n) under
+     * `parameters`, which the optimizer steps, while value keeps its shape without storage outside
+     * the passes over its block; empty otherwise */
+    dp_tensor part;
 } dp_param;
 
 typedef struct dp_model dp_model;
@@ -192,6 +196,17 @@ typedef struct dp_layer_hooks {
     int (*keeps_out_grad)(void *ctx, const dp_param *w, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t);
     int (*adopt)(void *ctx, dp_param *w, dp_tensor *G);
 } dp_layer_hooks;
+
+/* A block's weights on demand, for a strategy whose ranks each hold a part of every tensor (fsdp):
+ * acquire(l) runs before every pass that reads block l's weights (its forward; in the backward, the
+ * recompute of a checkpointed block and the block's backward under one acquire; a clip's
+ * dp_model_recompute_block) and release(l) right after it, on error too; at most one block is
+ * acquired at a time. The embeddings, the final norm and the head are not blocks and are not asked. */
+typedef struct dp_block_weights {
+    void *ctx;
+    int (*acquire)(void *ctx, dp_model *m, int64_t layer);
+    void (*release)(void *ctx, dp_model *m, int64_t layer);
+} dp_block_weights;
 
 typedef struct dp_backward_opts {
     const float *sample_scale; /* B host floats s_i (see above); NULL means 1/B each */
@@ -256,6 +271,8 @@ int dp_model_recomputed_block(const dp_model *m, const dp_tensor *t);
 int dp_model_recompute_block(dp_model *m, int64_t layer);
 /* Frees what dp_model_recompute_block recomputed for block `layer`. */
 void dp_model_release_block(dp_model *m, int64_t layer);
+/* Installs w (copied) as the model's block weights provider, or with w NULL (or w->acquire NULL) removes it. */
+void dp_model_set_block_weights(dp_model *m, const dp_block_weights *w);
 
 /* One recomputation of a block: dp_clock_ns() at its start and end (the device synchronised at
  * both, so it is device time). */

@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void log_span(dp_model *m, int64_t start, int64_t end) {
     m->recompute_ns += end - start;
@@ -41,7 +42,10 @@ int dp_model_recompute_block(dp_model *m, int64_t layer) {
                             "by a retained backward)",
                             (long long)layer);
     dp_model_block_release(m, layer, 0); /* a second call recomputes, it does not leak the first */
-    return dp_model_recompute(m, layer);
+    DP_TRY(dp_model_acquire_block(m, layer));
+    int rc = dp_model_recompute(m, layer);
+    dp_model_unacquire_block(m, layer); /* the clip reads the recomputed activations, not the weights */
+    return rc;
 }
 
 void dp_model_release_block(dp_model *m, int64_t layer) {
@@ -73,4 +77,21 @@ const dp_model_span *dp_model_recompute_log(const dp_model *m, size_t *n, int64_
 void dp_model_clear_recompute_log(dp_model *m) {
     m->n_spans = 0;
     m->recompute_ns = 0;
+}
+
+void dp_model_set_block_weights(dp_model *m, const dp_block_weights *w) {
+    if (w && w->acquire)
+        m->block_weights = *w;
+    else
+        memset(&m->block_weights, 0, sizeof m->block_weights);
+}
+
+int dp_model_acquire_block(dp_model *m, int64_t layer) {
+    const dp_block_weights *w = &m->block_weights;
+    return w->acquire ? w->acquire(w->ctx, m, layer) : DP_OK;
+}
+
+void dp_model_unacquire_block(dp_model *m, int64_t layer) {
+    const dp_block_weights *w = &m->block_weights;
+    if (w->acquire && w->release) w->release(w->ctx, m, layer);
 }

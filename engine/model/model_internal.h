@@ -124,6 +124,8 @@ struct dp_model {
     dp_model_span *spans;
     size_t n_spans;
     int64_t recompute_ns;
+
+    dp_block_weights block_weights; /* fsdp: a block's weights on demand (acquire == NULL: always whole) */
 };
 
 /* What a backward pass carries through every layer. */
@@ -201,6 +203,10 @@ void dp_model_block_release(dp_model *m, int64_t layer, int output);
  * checks): timed into the recompute log, its ops in the ledger's "recompute" section; on failure
  * what it made is freed. */
 int dp_model_recompute(dp_model *m, int64_t layer);
+/* Asks the block weights provider for block l's weights (DP_OK when there is none). */
+int dp_model_acquire_block(dp_model *m, int64_t layer);
+/* Tells the provider that the pass over block l is done (nothing when there is none). */
+void dp_model_unacquire_block(dp_model *m, int64_t layer);
 
 /* Parameters (model_params.c): builds the parameter list and the layer structures of m (cfg
  * set); frees them. */

@@ -236,6 +236,7 @@ void dp_model_free_params(dp_model *m) {
     for (int i = 0; i < m->n_params; i++) {
         dp_tensor_release(&m->params[i].grad);
         dp_tensor_release(&m->params[i].compute);
+        dp_tensor_release(&m->params[i].part);
         dp_tensor_release(&m->params[i].value);
     }
     free(m->params);

@@ -135,6 +135,11 @@ static int state_init(dp_tensor *t, const dp_param *p) {
     return DP_OK;
 }
 
+/* the elements the step updates: fsdp's part, or zero2's slice of value (all of it otherwise) */
+static void *weights_at(const dp_param *p) {
+    return p->part.numel > 0 ? dp_tensor_at(&p->part, 0) : dp_tensor_at(&p->value, p->shard_lo);
+}
+
 static int adamw_param(dp_optimizer *o, dp_param *p, param_state *s) {
     if (!s->exp_avg.alloc.live) {
         int rc = state_init(&s->exp_avg, p);
@@ -153,9 +158,9 @@ static int adamw_param(dp_optimizer *o, dp_param *p, param_state *s) {
     const double pb = 2.0 * (double)dp_dtype_size(p->value.dtype) - 8.0; /* a bf16 parameter moves 4 bytes, not 8 */
     dp_ledger_add("adamw_step", ADAMW_FLOPS_PER_ELEMENT * (double)n, (ADAMW_BYTES_PER_ELEMENT + pb) * (double)n);
     dp_device *dev = p->value.dev;
-    return DP_DISPATCH_LAYER(dev, adamw_step, p->value.dtype, dp_tensor_at(&p->value, p->shard_lo), p->grad.data,
-                             s->exp_avg.data, s->exp_avg_sq.data, n, (float)h->lr, (float)h->beta1, (float)h->beta2,
-                             (float)h->eps, (float)h->weight_decay, s->step);
+    return DP_DISPATCH_LAYER(dev, adamw_step, p->value.dtype, weights_at(p), p->grad.data, s->exp_avg.data,
+                             s->exp_avg_sq.data, n, (float)h->lr, (float)h->beta1, (float)h->beta2, (float)h->eps,
+                             (float)h->weight_decay, s->step);
 }
 
 static int sgd_param(dp_optimizer *o, dp_param *p, param_state *s) {
@@ -171,7 +176,7 @@ static int sgd_param(dp_optimizer *o, dp_param *p, param_state *s) {
     double bytes = (h->momentum != 0.0 ? 20.0 : 12.0) + 2.0 * (double)dp_dtype_size(p->value.dtype) - 8.0;
     dp_ledger_add("sgd_step", flops * (double)n, bytes * (double)n);
     dp_device *dev = p->value.dev;
-    return DP_DISPATCH_LAYER(dev, sgd_step, p->value.dtype, dp_tensor_at(&p->value, p->shard_lo), p->grad.data,
+    return DP_DISPATCH_LAYER(dev, sgd_step, p->value.dtype, weights_at(p), p->grad.data,
                              h->momentum != 0.0 ? (float *)s->exp_avg.data : NULL, n, (float)h->lr, (float)h->momentum,
                              (float)h->weight_decay, first);
 }

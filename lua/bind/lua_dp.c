@@ -243,7 +243,7 @@ static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strateg
 }
 
 /* priv:distribute{strategy=, world_size=, rank=}: trains as one rank (see distribute). Strategies:
- * ddp (the default), zero2. */
+ * ddp (the default), zero2, fsdp. */
 static int l_distribute(lua_State *L) {
     const char *fname = "priv:distribute";
     check_dp(L, 1);
@@ -266,6 +266,12 @@ static int l_reduce_grads(lua_State *L) {
 /* priv:gather_params(): zero2's all-gather of the updated parameters (after the optimizer). */
 static int l_gather_params(lua_State *L) {
     if (dpsgd_gather_params(check_dp(L, 1)) != DP_OK) return fail(L, "priv:gather_params");
+    return 0;
+}
+
+/* priv:unshard(): fsdp's all-gather of the whole model at the end of training (nothing otherwise). */
+static int l_unshard(lua_State *L) {
+    if (dpsgd_unshard(check_dp(L, 1)) != DP_OK) return fail(L, "priv:unshard");
     return 0;
 }
 
@@ -457,6 +463,7 @@ static const luaL_Reg methods[] = {
     {"distribute", l_distribute},
     {"reduce_grads", l_reduce_grads},
     {"gather_params", l_gather_params},
+    {"unshard", l_unshard},
     {NULL, NULL},
 };
 

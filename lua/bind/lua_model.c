@@ -767,9 +767,20 @@ static void push_cpu_copy(lua_State *L, const dp_tensor *t) {
     }
 }
 
+/* check_param for a read or write of the whole value, which fsdp's parts do not hold between passes */
+static dp_param *check_whole_param(lua_State *L, dp_model *m, int idx, const char *fname) {
+    dp_param *p = check_param(L, m, idx, fname);
+    if (p->part.alloc.live)
+        luaL_error(L,
+                   "%s: '%s' is held in parts across the ranks (fsdp): its whole value exists only while its block "
+                   "runs; read it in on.finished (the experiment gathers the model for it) or after priv:unshard()",
+                   fname, p->name);
+    return p;
+}
+
 static int l_param(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
-    push_cpu_copy(L, &check_param(L, m, 2, "model:param")->value);
+    push_cpu_copy(L, &check_whole_param(L, m, 2, "model:param")->value);
     return 1;
 }
 
@@ -787,7 +798,7 @@ static int l_grad(lua_State *L) {
 static int l_set_param(lua_State *L) {
     const char *fname = "model:set_param";
     dp_model *m = dpl_check_model(L, 1);
-    dp_param *p = check_param(L, m, 2, fname);
+    dp_param *p = check_whole_param(L, m, 2, fname);
     dp_tensor *t = dpl_check_tensor(L, 3);
     if (t->dtype != DP_F32 || t->numel != p->value.numel)
         return luaL_error(L, "%s: '%s' needs f32 with %d elements (got %s with %d)", fname, p->name,

@@ -287,8 +287,24 @@ local function check_distributed(c, recorded)
   if not known then
     refuse(".strategy: unknown strategy '%s' (valid: %s)", tostring(d.strategy), table.concat(dp.dist.STRATEGIES, ", "))
   end
-  if d.strategy == "fsdp" then
-    refuse(".strategy: '%s' is not implemented yet (supported: ddp, zero2)", d.strategy)
+  if d.strategy == "fsdp" and c.dp.poisson then -- each rank's physical batches gather every block
+    refuse(".strategy: fsdp with Poisson sampling is not implemented yet: the ranks' slices may make different "
+           .. "numbers of physical batches, each gathering every block (supported: a fixed batch; Poisson under ddp, "
+           .. "zero2)")
+  end
+  local own_lengths = false -- samples of their own lengths (samples_of's test, without loading them)
+  if d.strategy == "fsdp" and c.data then
+    local spec, source = data.check(c.data)
+    own_lengths = source ~= nil and not (source == "file" and spec.eos == nil)
+  end
+  if d.strategy == "fsdp" and own_lengths then
+    refuse(".strategy: fsdp with data of samples of their own lengths is not implemented yet: the ranks' slices may "
+           .. "make different numbers of physical batches, each gathering every block (supported: fixed-length "
+           .. "windows; such data under ddp, zero2)")
+  end
+  if d.strategy == "fsdp" and (c.model.lora or c.model.dtype == "bf16") then -- not sharded yet: refused, not wrong
+    refuse(".strategy: fsdp is not implemented for %s yet (supported: f32 full fine-tuning; %s under ddp, zero2)",
+           c.model.lora and "LoRA" or "dtype bf16", c.model.lora and "LoRA" or "bf16")
   end
   for _, k in ipairs({ "world_size", "rank" }) do
     local v = d[k]
@@ -816,6 +832,10 @@ function experiment.run(cfg_in)
     fn()
     in_collective = false
   end
+  -- fsdp gathers each block inside the forward, backward and clip: the ranks vote before each of
+  -- them, and a failure inside one is a failure inside a collective
+  local fsdp = c.distributed and c.distributed.strategy == "fsdp"
+  local function sharded(fn) if fsdp then collective(fn) else fn() end end
 
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
   -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
@@ -866,15 +886,18 @@ function experiment.run(cfg_in)
       if first then snap("iter{i}_before_forward", i) end
       if i then callback("before_forward", i, k) end
       local loss
-      phase("forward", iter, acc, function() loss = priv:forward(batch) end)
+      if fsdp then check_peers() end
+      phase("forward", iter, acc, function() sharded(function() loss = priv:forward(batch) end) end)
       if numeric and not dp.is_finite(loss) then nonfinite("loss", loss, step, i, k, { "parameters", "logits" }) end
       if first then snap("iter{i}_after_forward", i) end
       if i then callback("after_forward", i, k) end
-      phase("backward", iter, acc, function() priv:backward() end)
+      if fsdp then check_peers() end
+      phase("backward", iter, acc, function() sharded(function() priv:backward() end) end)
       if first then snap("iter{i}_after_backward", i) end
       if i then callback("after_backward", i, k) end
       local norm -- the first per-sample gradient norm that is not finite (DP methods), or nil
-      phase("clip", iter, acc, function() norm = priv:clip() end)
+      if fsdp then check_peers() end
+      phase("clip", iter, acc, function() sharded(function() norm = priv:clip() end) end)
       if numeric and norm then
         nonfinite("per-sample gradient norm", norm, step, i, k, { "gradients", "parameters" })
       end
@@ -894,8 +917,8 @@ function experiment.run(cfg_in)
       st.steps[#st.steps + 1] = { step = step, logical_size = plan.logical_size, physical = phys,
                                   peak_bytes = step_peak }
     end
-    -- zero2: every rank's updated slice to every rank
-    if c.distributed and c.distributed.strategy == "zero2" then
+    -- zero2: every rank's updated slice to every rank; fsdp: those of the tensors outside the blocks
+    if c.distributed and (c.distributed.strategy == "zero2" or c.distributed.strategy == "fsdp") then
       check_peers()
       phase("comm", iter, acc, function() collective(function() priv:gather_params() end) end)
     end
@@ -967,6 +990,12 @@ function experiment.run(cfg_in)
     for i = 1, c.iters do
       iteration(i, step)
       step = step + 1
+    end
+    -- fsdp: the whole model again for a finished callback to read (its gather counted in the memory);
+    -- without one, the blocks stay in parts and the run's memory is training's alone
+    if c.distributed and c.distributed.strategy == "fsdp" and c.on.finished then
+      check_peers()
+      collective(function() priv:unshard() end)
     end
     callback("finished")
   end

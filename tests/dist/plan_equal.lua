@@ -1,10 +1,13 @@
 -- plan_equal.lua: run under mpirun -np N. Each rank trains on the CPU as one rank of the world
--- (ddp, then zero2, whose optimizer states must be a 1/N share of ddp's),
+-- (ddp, then zero2, whose optimizer states must be a 1/N share of ddp's, then fsdp, whose parameters at the
+-- peak, and gradients at most, must be the parts of the blocks' tensors plus one block whole and the tensors
+-- outside the blocks),
 -- then plans the same run on device "plan" as rank r of a simulated world of N (no launcher needed
 -- for that: nothing moves). The plan's memory equals what the rank measured, byte for byte: the
 -- run's peak, every category's peak and live-at-peak, every module's peak; and its collectives
 -- are the rank's (ops, calls, wire bytes). Poisson sampling makes the ranks' batches differ, so
--- each rank's plan is its own. Rank 0's combined result names the largest rank per category.
+-- each rank's plan is its own (fsdp, which refuses Poisson sampling, takes a fixed batch). Rank 0's
+-- combined result names the largest rank per category.
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
@@ -13,21 +16,25 @@ if ws < 2 then error("plan_equal.lua runs under mpirun -np N with N >= 2 (got wo
 local function fail(fmt, ...) error(string.format("rank %d of %d: " .. fmt, rank, ws, ...), 0) end
 
 local CASES = {
-  { "gpt ghost", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 }, "ghost" },
+  { "gpt ghost", { arch = "gpt", vocab = 64, hidden = 32, layers = 4, heads = 2, seq_len = 8, batch = 8 }, "ghost" },
   { "llama lora bk", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8,
                        batch = 8, tie_head = true, checkpoint = "blocks", lora = { rank = 2, alpha = 4 } }, "bk" },
   { "gpt flat", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 }, "flat" },
 }
 local states = {} -- optimizer states' peak per strategy, first case
+local params_at_peak = {} -- parameters live at the run's peak per strategy, first case
+local grads_peak = {} -- gradients' peak per strategy, first case
 for _, case in ipairs(CASES) do
- for _, strategy in ipairs({ "ddp", "zero2" }) do
+ for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
+  if strategy == "fsdp" and case[2].lora then goto next end -- fsdp: full fine-tuning only (LoRA refused)
   local name, model, method = case[1] .. " " .. strategy, case[2], case[3]
   -- the plan without the CUDA workspace, which a CPU rank does not hold
   local function run(device, distributed)
     local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = device,
                              device_model = device == "plan" and { base = "h100", name = "cpu-rank", workspace = false }
                                or nil, threads = device == "cpu" and 1 or nil,
-                             snapshots = "none", seed = 3, dp = { poisson = true, dataset_size = 64 },
+                             snapshots = "none", seed = 3,
+                             dp = strategy ~= "fsdp" and { poisson = true, dataset_size = 64 } or nil,
                              distributed = distributed }
     if r.status ~= "ok" then fail("%s on %s: %s", name, device, r.message) end
     local ok, err = pcall(results.validate, r)
@@ -36,7 +43,11 @@ for _, case in ipairs(CASES) do
   end
   local cpu = run("cpu", { strategy = strategy })
   local plan = run("plan", { strategy = strategy, world_size = ws, rank = rank })
-  if case == CASES[1] then states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes end
+  if case == CASES[1] then
+    states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes
+    params_at_peak[strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
+    grads_peak[strategy] = cpu.memory.categories.gradients.peak_bytes
+  end
   local function same(a, b, what) if a ~= b then fail("%s: %s: plan %s, measured %s", name, what, b, a) end end
   same(cpu.memory.peak_bytes, plan.memory.peak_bytes, "peak bytes")
   for _, c in ipairs(results.CATEGORIES) do
@@ -79,7 +90,33 @@ for _, case in ipairs(CASES) do
     f:close()
     os.remove(png)
   end
+  ::next::
  end
+end
+-- fsdp holds a block's parameters only while it passes over it: at the run's peak, fewer than ddp's whole
+do -- exactly: the tensors outside the blocks whole, every block tensor's part of ceil(n / N), one block whole
+  local outer, parts, block = 0, 0, {}
+  for _, p in ipairs(dp.model(CASES[1][2]):params()) do
+    local l = p.name:match("^transformer%.h%.(%d+)%.")
+    if l then
+      parts = parts + (p.numel + ws - 1) // ws
+      block[l] = (block[l] or 0) + p.numel
+    else
+      outer = outer + p.numel
+    end
+  end
+  local want = 4 * (outer + parts + block["0"])
+  if params_at_peak.fsdp ~= want or want >= params_at_peak.ddp then
+    fail("fsdp's parameters at the peak: %d bytes, want %d (ddp's whole: %d)", params_at_peak.fsdp, want,
+         params_at_peak.ddp)
+  end
+  -- ghost's clipped backward reduce-scatters each block's gradient as soon as the block is done:
+  -- never more than the parts, one block's whole and the tensors outside the blocks whole
+  local whole = 4 * outer
+  for _, n in pairs(block) do whole = whole + 4 * n end
+  if grads_peak.fsdp > want or want >= whole then
+    fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, want, whole)
+  end
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n
 if not (states.zero2 < states.ddp and states.zero2 * ws <= states.ddp + 2 * 4 * ws * 64) then
