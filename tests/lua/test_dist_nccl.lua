@@ -2,7 +2,7 @@
 -- launcher: world size 1 through NCCL (ncclGetUniqueId and ncclCommInitRank in this process).
 --   * NCCL missing (DPPROF_NCCL naming no library): one line naming the library, DPPROF_NCCL and
 --     LD_LIBRARY_PATH, exit 2 (a refused configuration), nothing written;
---   * with NCCL: distributed = {strategy = "ddp"} (and "zero2") on device cuda trains exactly as
+--   * with NCCL: distributed = {strategy = "ddp"} (and "zero2", "fsdp") on device cuda trains exactly as
 --     the run without it (each parameter's sum of squares bit for bit after K steps), its
 --     collectives in the ledger and the comm phase.
 -- NCCL is found by DPPROF_NCCL or the loader's path (PyPI's nvidia-nccl-cu13: site-packages/
@@ -48,7 +48,7 @@ os.execute("rm -rf " .. dir)
 
 for _, method in ipairs({ "vanilla", "ghost", "flash_clip", "bk" }) do
   local alone = run(method, nil)
-  for _, strategy in ipairs({ "ddp", "zero2" }) do
+  for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
     local nccl, r = run(method, { strategy = strategy })
     for i = 1, #alone do
       check.eq(nccl[i], alone[i], method .. " " .. strategy .. ": world size 1 through NCCL, tensor " .. i)
