@@ -422,6 +422,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(REPEATS_PEAK_BYTES_MIN, "repeats.peak_bytes.min", INTEGER, PARENT, DPR_NONNEG, NULL)                             \
     X(REPEATS_PEAK_BYTES_MAX, "repeats.peak_bytes.max", INTEGER, PARENT, DPR_NONNEG, NULL)                             \
     X(TRACE_FILE, "trace_file", STRING, OPTIONAL, 0, NULL)                                                             \
+    X(SAVE_DIR, "save_dir", STRING, OPTIONAL, 0, NULL)                                                                 \
     X(EXTRA, "extra", ANY, OPTIONAL, DPR_OPEN, NULL)
 
 /* The fields by id: DPR_<ID> (DPR_MEMORY_PEAK_BYTES), in the table's order. */

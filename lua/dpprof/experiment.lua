@@ -9,7 +9,10 @@
 --                  device="auto", seed=0, snapshots="default"|"none"|{names...}, on={callbacks},
 --                  memory_limit=bytes, data={file=, file_dtype=, ...}, trace=path, profile="none"|"ops", threads=n,
 --                  device_model="h100"|"h200"|"h100-calibrated"|"FILE.json"|{...} (device="plan" only),
---                  distributed={strategy="ddp", world_size=N, rank=r (plan only)} }
+--                  distributed={strategy="ddp", world_size=N, rank=r (plan only)}, save="DIR" }
+--
+-- save: the trained model written to DIR as Hugging Face files (m:save) after the last step, by
+-- rank 0 alone in a distributed run (fsdp's blocks gathered first); the result's save_dir names it.
 --
 -- distributed: this process is one rank of a data-parallel run (docs/lua.md "Distributed runs"):
 -- model.batch is the global batch, of which the rank holds its slice; the gradients are summed
@@ -79,7 +82,7 @@ local experiment = {}
 
 local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
                    "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile",
-                   "threads", "distributed" }
+                   "threads", "distributed", "save" }
 experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 -- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
 -- dpprof was built with it.
@@ -464,6 +467,19 @@ function experiment.config(cfg, recorded)
   if c.trace ~= nil then -- refused now, not after the run: trace="/dev/full" would replace the device
     local ok, why = dp.writable(c.trace)
     if not ok then error("dpprof.experiment: trace: " .. why, 3) end
+  end
+  if c.save ~= nil then -- the trained model's Hugging Face files: refused now, not after the run
+    if type(c.save) ~= "string" or c.save == "" then
+      dp.refuse("dpprof.experiment: save must be the directory to write the trained model to (a string)")
+    end
+    if c.device == "plan" then
+      dp.refuse("dpprof.experiment: save: a plan run has no parameter values to write (give device = \"cpu\" "
+                .. "or \"cuda\", or drop save)")
+    end
+    local exists = io.open(c.save, "r")
+    if exists then exists:close() end
+    local ok, why = dp.writable(exists and (c.save .. "/config.json") or c.save)
+    if not ok then dp.refuse("dpprof.experiment: save: " .. why) end
   end
   if c.device_model ~= nil then
     if c.device ~= "plan" then
@@ -933,6 +949,7 @@ function experiment.run(cfg_in)
   end
 
   local warmup_peak
+  local saved -- the directory the trained model was written to (save), on the rank that wrote it
   -- true while the model, optimizer and DP wrapper are being built: what fails there, other than
   -- an allocation, is the configuration's fault and raises rather than becoming a result
   local building = false
@@ -993,9 +1010,15 @@ function experiment.run(cfg_in)
     end
     -- fsdp: the whole model again for a finished callback to read (its gather counted in the memory);
     -- without one, the blocks stay in parts and the run's memory is training's alone
-    if c.distributed and c.distributed.strategy == "fsdp" and c.on.finished then
+    if c.distributed and c.distributed.strategy == "fsdp" and (c.on.finished or c.save) then
       check_peers()
       collective(function() priv:unshard() end)
+    end
+    -- save: the trained model as Hugging Face files, written by rank 0 alone (zero2's and ddp's
+    -- parameters are whole on every rank after the step, fsdp's after the gather above)
+    if c.save and (not c.distributed or dp.dist.rank() == 0) then
+      model:save(c.save)
+      saved = c.save
     end
     callback("finished")
   end
@@ -1130,6 +1153,7 @@ function experiment.run(cfg_in)
     r.timing.iter_ms = json.array() -- no timed iteration ran: no averages to report
   end
   if c.distributed then experiment.combine_ranks(r, c.distributed, kind, in_collective) end
+  if saved and ok then r.save_dir = saved end
   if c.trace then
     local trace = require("dpprof.trace")
     trace.write(c.trace, r, mem.events(), { initial = initial, op_calls = op_calls })

@@ -1,0 +1,71 @@
+-- save_equal.lua: run under mpirun -np N (tests/dist/CMakeLists.txt). An experiment's save = DIR in
+-- a distributed run: rank 0 writes the whole model (fsdp's blocks gathered first, every rank taking
+-- part) and the other ranks write nothing; under ddp, zero2 and fsdp the file, loaded back with
+-- dp.model.load, equals the one-process run's file to ddp_equal's bound, |dist - single| <= 1e-6 *
+-- max(1, |single|) element-wise (f32).
+local dp = require("dpprof")
+local ws, rank = dp.dist.world_size(), dp.dist.rank()
+if ws < 2 then error("save_equal.lua runs under mpirun -np N with N >= 2 (got world size " .. ws .. ")") end
+local BOUND = 1e-6
+local MODEL = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8, batch = 8,
+                tie_head = true }
+local ROOT = string.format("save_equal_np%d", ws)
+
+local function values(path)
+  local m <close> = dp.model.load(path, { device = "cpu", batch = 8, seq_len = 8 })
+  local out, n = {}, 0
+  for _, p in ipairs(m:params()) do
+    local flat = {}
+    local function walk(t) for _, v in ipairs(t) do if type(v) == "table" then walk(v) else flat[#flat + 1] = v end end end
+    walk(m:param(p.name):totable())
+    out[p.name], n = flat, n + #flat
+  end
+  return out, n
+end
+
+local function train(distributed, save)
+  local r = dp.experiment{ model = MODEL, method = "ghost", iters = 2, warmup = 1, device = "cpu", threads = 1,
+                           snapshots = "none", dp = { noise_multiplier = 0.5 }, distributed = distributed, seed = 5,
+                           save = save }
+  if r.status ~= "ok" then error(string.format("%s: %s", distributed and distributed.strategy or "single", r.message)) end
+  return r
+end
+
+if rank == 0 then os.execute("rm -rf " .. ROOT); assert(dp.mkdir_p(ROOT)) end
+dp.dist.barrier()
+-- the one process's run, on every rank alone; rank 0 keeps its file
+local single_dir = ROOT .. "/single"
+local r = train(nil, rank == 0 and single_dir or nil)
+assert((r.save_dir == single_dir) == (rank == 0), "single: save_dir")
+dp.dist.barrier()
+local single, n = values(single_dir)
+assert(n > 1000, "elements " .. n)
+local worst = 0
+for _, strategy in ipairs(dp.dist.STRATEGIES) do
+  local dir = ROOT .. "/" .. strategy
+  r = train({ strategy = strategy }, dir)
+  -- rank 0 wrote it; the others wrote nothing and say so
+  if rank == 0 then
+    assert(r.save_dir == dir, strategy .. ": rank 0's save_dir " .. tostring(r.save_dir))
+  else
+    assert(r.save_dir == nil, strategy .. ": rank " .. rank .. " carries save_dir")
+  end
+  dp.dist.barrier()
+  local got = values(dir)
+  for name, vals in pairs(single) do
+    assert(got[name] and #got[name] == #vals, strategy .. ": " .. name .. " size")
+    for i, v in ipairs(vals) do
+      local d = math.abs(got[name][i] - v) / math.max(1, math.abs(v))
+      if d > BOUND then
+        error(string.format("%s: %s[%d]: saved %.9g, one process %.9g (rank %d of %d)", strategy, name, i, got[name][i],
+                            v, rank, ws))
+      end
+      if d > worst then worst = d end
+    end
+  end
+  dp.dist.barrier()
+end
+if rank == 0 then
+  print(string.format("save_equal np %d: ddp, zero2, fsdp saves equal one process's (worst %.3g)", ws, worst))
+  os.execute("rm -rf " .. ROOT)
+end
