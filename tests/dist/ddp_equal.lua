@@ -4,6 +4,8 @@
 -- K = warmup + iters steps must agree to reduction-order rounding: |ddp - single| <= BOUND *
 -- max(1, |single|) element-wise, f32; so every rank holds the single process's parameters, and the
 -- ranks agree with each other. fsdp refuses LoRA and bf16 (checked at the end).
+package.path = arg[0]:match("(.*/)") .. "../lua/?.lua;" .. package.path
+local check = require("check")
 local dp = require("dpprof")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
 if ws < 2 then error("ddp_equal.lua runs under mpirun -np N with N >= 2 (got world size " .. ws .. ")") end
@@ -26,12 +28,9 @@ MODELS.gpt_bf16 = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2
                     master_weights = true, checkpoint = "blocks" } -- full fine-tuning: bf16 copies of f32 masters
 local ORDER = { "gpt", "llama", "llama_lora", "gpt_odd", "llama_bf16", "gpt_bf16" }
 
-local function params_of(model)
+local function params_of(model) -- every parameter's numbers, one list
   local out = {}
-  for _, p in ipairs(model:params()) do
-    local function flat(t) for _, v in ipairs(t) do if type(v) == "table" then flat(v) else out[#out + 1] = v end end end
-    flat(model:param(p.name):totable())
-  end
+  for _, flat in ipairs(select(3, check.param_values(model))) do table.move(flat, 1, #flat, #out + 1, out) end
   return out
 end
 

@@ -3,6 +3,8 @@
 -- part) and the other ranks write nothing; under ddp, zero2 and fsdp the file, loaded back with
 -- dp.model.load, equals the one-process run's file to ddp_equal's bound, |dist - single| <= 1e-6 *
 -- max(1, |single|) element-wise (f32).
+package.path = arg[0]:match("(.*/)") .. "../lua/?.lua;" .. package.path
+local check = require("check")
 local dp = require("dpprof")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
 if ws < 2 then error("save_equal.lua runs under mpirun -np N with N >= 2 (got world size " .. ws .. ")") end
@@ -13,14 +15,7 @@ local ROOT = string.format("save_equal_np%d", ws)
 
 local function values(path)
   local m <close> = dp.model.load(path, { device = "cpu", batch = 8, seq_len = 8 })
-  local out, n = {}, 0
-  for _, p in ipairs(m:params()) do
-    local flat = {}
-    local function walk(t) for _, v in ipairs(t) do if type(v) == "table" then walk(v) else flat[#flat + 1] = v end end end
-    walk(m:param(p.name):totable())
-    out[p.name], n = flat, n + #flat
-  end
-  return out, n
+  return check.param_values(m)
 end
 
 local function train(distributed, save)

@@ -7,6 +7,19 @@ local function fail(msg, level)
   error(msg, (level or 1) + 2)
 end
 
+-- Every parameter of model m as a flat list of its numbers (row-major): a table by name, the total
+-- number of elements, and the lists in m:params() order.
+function check.param_values(m)
+  local by_name, ordered, n = {}, {}, 0
+  for _, p in ipairs(m:params()) do
+    local flat = {}
+    local function walk(t) for _, v in ipairs(t) do if type(v) == "table" then walk(v) else flat[#flat + 1] = v end end end
+    walk(m:param(p.name):totable())
+    by_name[p.name], ordered[#ordered + 1], n = flat, flat, n + #flat
+  end
+  return by_name, n, ordered
+end
+
 function check.eq(got, want, what)
   if got ~= want then
     fail(string.format("%s: got %s, want %s", what or "value", tostring(got), tostring(want)))

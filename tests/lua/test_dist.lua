@@ -78,23 +78,15 @@ end
 do
   local LLAMA = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8, batch = 4,
                   tie_head = true, checkpoint = "blocks" }
-  local function flat(t, out)
-    for _, v in ipairs(t) do if type(v) == "table" then flat(v, out) else out[#out + 1] = v end end
-    return out
-  end
   for _, case in ipairs({ { "vanilla" }, { "ghost" }, { "bk" }, { "vanilla", 2 }, { "ghost", 2 } }) do
     -- physical batches of 2: the blocks' parts summed over them, against one process's run of them
     local method, physical = case[1], case[2]
     local function run(d)
-      local vals = {}
+      local vals
       local r = dp.experiment{ model = LLAMA, method = method, iters = 2, warmup = 1, device = "cpu", threads = 1,
                                snapshots = "none", seed = 3, distributed = d,
                                dp = physical and { max_physical_batch_size = physical } or nil,
-                               on = { finished = function(ctx)
-                                 for _, p in ipairs(ctx.model:params()) do
-                                   vals[#vals + 1] = flat(ctx.model:param(p.name):totable(), {})
-                                 end
-                               end } }
+                               on = { finished = function(ctx) vals = select(3, check.param_values(ctx.model)) end } }
       check.eq(r.status, "ok", method .. ": " .. tostring(r.message))
       return vals
     end

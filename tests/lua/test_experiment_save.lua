@@ -13,16 +13,7 @@ assert(dp.mkdir_p(dir))
 local MODEL = { arch = "llama", vocab = 64, hidden = 16, layers = 2, heads = 2, kv_heads = 1, seq_len = 8, batch = 4,
                 tie_head = true }
 
-local function values(m)
-  local out, n = {}, 0
-  for _, p in ipairs(m:params()) do
-    local flat = {}
-    local function walk(t) for _, v in ipairs(t) do if type(v) == "table" then walk(v) else flat[#flat + 1] = v end end end
-    walk(m:param(p.name):totable())
-    out[p.name], n = flat, n + #flat
-  end
-  return out, n
-end
+local values = check.param_values
 
 -- no_callback: no on.finished (fsdp's blocks are then gathered for the save alone); the file is
 -- compared with `want` (the one-process file) to ddp_equal's bound
