@@ -231,7 +231,7 @@ int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch);
 /* The plan of logical step number `k` (Poisson draw or the fixed size). */
 int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out);
 /* The samples of logical step k (0-based indices into the data set, increasing under Poisson);
- * writes at most cap of them to out and returns how many there are. */
+ * writes at most cap of them to out (NULL when cap is 0: a count) and returns how many there are. */
 int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out, int64_t cap);
 /* Narrows plan to rank's slice of its logical batch (samples n r / N up to n (r+1) / N) and the
  * physical batches of that slice (at most max_physical each, split as dpsgd_split splits). */

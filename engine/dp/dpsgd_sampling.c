@@ -60,20 +60,18 @@ int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch) {
     return DP_OK;
 }
 
+/* Splits the plan's local_size samples into physical batches of at most max_physical as Opacus's
+ * BatchMemoryManager does: numpy.array_split into ceil(n / max) parts, the first n mod parts one
+ * larger, so the physical batches differ by at most one sample (dpsgd_step_plan_batch). */
+static void split_local(dpsgd_step_plan *plan, int64_t max_physical) {
+    int64_t n = plan->local_size;
+    plan->n_physical = n > 0 && max_physical > 0 ? (n + max_physical - 1) / max_physical : 0;
+    plan->physical_size = plan->n_physical > 0 ? (n + plan->n_physical - 1) / plan->n_physical : 0;
+}
+
 int dpsgd_sampling_plan(const dpsgd_config *cfg, int64_t k, dpsgd_step_plan *out) {
-    int64_t n = cfg->expected_batch_size;
-    if (cfg->poisson) {
-        /* threshold on the 23-bit uniforms (2j+1)/2^24: u < q */
-        uint64_t stream = SAMPLING_STREAM_TAG | ((uint64_t)k & 0xffffffffffffull);
-        double q = cfg->sample_rate;
-        int64_t N = cfg->dataset_size;
-        n = 0;
-        for (int64_t blk = 0; blk * 4 < N; blk++) {
-            dp_philox_out o = dp_philox4x32(cfg->seed, stream, (uint64_t)blk);
-            for (int j = 0; j < 4 && blk * 4 + j < N; j++) n += (double)dp_philox_uniform_word(o.v[j]) < q;
-        }
-    }
-    dpsgd_split(n, cfg->max_physical_batch_size, out);
+    /* the logical size: the members of step k, counted (none written) */
+    dpsgd_split(dpsgd_sampling_members(cfg, k, NULL, 0), cfg->max_physical_batch_size, out);
     return DP_OK;
 }
 
@@ -81,23 +79,19 @@ int dpsgd_sampling_slice(dpsgd_step_plan *plan, int rank, int world_size, int64_
     int64_t n = plan->logical_size, N = world_size > 0 ? world_size : 1;
     plan->first = n * rank / N;
     plan->local_size = n * (rank + 1) / N - plan->first;
-    plan->n_physical = plan->local_size > 0 ? (plan->local_size + max_physical - 1) / max_physical : 0;
-    plan->physical_size = plan->n_physical > 0 ? (plan->local_size + plan->n_physical - 1) / plan->n_physical : 0;
+    split_local(plan, max_physical);
     return DP_OK;
 }
 
 void dpsgd_split(int64_t n, int64_t max_physical, dpsgd_step_plan *out) {
-    /* Opacus's BatchMemoryManager: numpy.array_split into ceil(n / max) parts, the first n mod
-     * parts one larger, so the physical batches differ by at most one sample */
     out->logical_size = out->local_size = n;
     out->first = 0;
-    out->n_physical = n > 0 && max_physical > 0 ? (n + max_physical - 1) / max_physical : 0;
-    out->physical_size = out->n_physical > 0 ? (n + out->n_physical - 1) / out->n_physical : 0;
+    split_local(out, max_physical);
 }
 
 int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out, int64_t cap) {
     int64_t n = 0, N = cfg->dataset_size;
-    if (cfg->poisson) { /* the draw of dpsgd_sampling_plan, keeping which samples joined */
+    if (cfg->poisson) { /* each sample joins when its 23-bit uniform (2j+1)/2^24 is below q */
         uint64_t stream = SAMPLING_STREAM_TAG | ((uint64_t)k & 0xffffffffffffull);
         double q = cfg->sample_rate;
         for (int64_t blk = 0; blk * 4 < N; blk++) {
