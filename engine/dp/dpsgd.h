@@ -166,6 +166,10 @@ typedef struct dpsgd_step_plan {
 /* The plan of a logical batch of n samples with at most max_physical a physical batch (n >= 0,
  * max_physical >= 1; no batch when n is 0). */
 void dpsgd_split(int64_t n, int64_t max_physical, dpsgd_step_plan *out);
+/* The samples Poisson sampling draws at logical step `step` (from 0) with seed, rate q and a data set
+ * of N: each sample i of [0, N) whose uniform is below q, increasing (the draw dpsgd_next_step
+ * makes). Writes at most cap of them to out (NULL when cap is 0) and returns how many there are. */
+int64_t dpsgd_poisson_members(uint64_t seed, int64_t step, double q, int64_t N, int64_t *out, int64_t cap);
 /* Size of physical batch k (0-based) of the plan (0 when out of range). */
 int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k);
 

@@ -111,6 +111,13 @@ int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out,
     return n;
 }
 
+int64_t dpsgd_poisson_members(uint64_t seed, int64_t step, double q, int64_t N, int64_t *out, int64_t cap) {
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    cfg.poisson = 1, cfg.seed = seed, cfg.sample_rate = q, cfg.dataset_size = N;
+    return dpsgd_sampling_members(&cfg, step, out, cap);
+}
+
 int64_t dpsgd_step_plan_batch(const dpsgd_step_plan *plan, int64_t k) {
     if (k < 0 || k >= plan->n_physical) return 0;
     int64_t n = plan->local_size, parts = plan->n_physical;

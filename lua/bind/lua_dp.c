@@ -13,6 +13,8 @@
  *   dp.dp.WRAP_KEYS     wrap's option names, in order
  *   dp.dp.split(n, max) -> {n1, ...}: the physical batch sizes of a logical batch of n samples, at
  *                       most max a batch, as the engine (and Opacus's BatchMemoryManager) splits it
+ *   dp.dp.poisson_draw(seed, step, q, N) -> {i1, ...}: the samples (1-based) Poisson sampling draws
+ *                       at logical step `step` (from 0), as priv:next_step() draws them
  *
  * The engine's lists and defaults, made from its one table of each (engine/dp/dpsgd_method.c,
  * dpsgd_config_default), which every Lua module and the CLI read rather than keep their own:
@@ -179,6 +181,24 @@ static int l_split(lua_State *L) {
     dpsgd_step_plan plan;
     dpsgd_split((int64_t)n, (int64_t)max, &plan);
     push_split(L, &plan);
+    return 1;
+}
+
+/* dp.dp.poisson_draw(seed, step, q, N) -> {i1, ...} (1-based, increasing) */
+static int l_poisson_draw(lua_State *L) {
+    lua_Integer seed = luaL_checkinteger(L, 1), step = luaL_checkinteger(L, 2), N = luaL_checkinteger(L, 4);
+    double q = luaL_checknumber(L, 3);
+    luaL_argcheck(L, step >= 0, 2, "the step must be an integer >= 0");
+    luaL_argcheck(L, q > 0 && q <= 1, 3, "the sample rate must be in (0, 1]");
+    luaL_argcheck(L, N >= 1 && N <= (lua_Integer)1 << 31, 4, "the data set size must be an integer in 1..2^31");
+    int64_t n = dpsgd_poisson_members((uint64_t)seed, (int64_t)step, q, (int64_t)N, NULL, 0);
+    int64_t *ids = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ids, 0);
+    dpsgd_poisson_members((uint64_t)seed, (int64_t)step, q, (int64_t)N, ids, n);
+    lua_createtable(L, n < 1 << 24 ? (int)n : 0, 0);
+    for (int64_t i = 0; i < n; i++) {
+        lua_pushinteger(L, ids[i] + 1);
+        lua_rawseti(L, -2, i + 1);
+    }
     return 1;
 }
 
@@ -558,6 +578,8 @@ void dpl_open_dp(lua_State *L) {
     lua_setfield(L, -2, "check");
     lua_pushcfunction(L, l_split);
     lua_setfield(L, -2, "split");
+    lua_pushcfunction(L, l_poisson_draw);
+    lua_setfield(L, -2, "poisson_draw");
     dpl_push_keys(L, wrap_keys);
     lua_setfield(L, -2, "WRAP_KEYS");
     set_list(L, "METHODS", DPSGD_LIST_PRESETS);

@@ -53,9 +53,8 @@
 -- (the shortest length that at least half its b-sample batches stay within), the sum of their
 -- plan runs' step times (each a whole optimizer step, so an upper bound).
 --
--- simulate = S: S steps drawn as the engine's Poisson sampler draws them (engine/dp/dpsgd_sampling.c:
--- step k, from 0, takes sample i when Philox uniform i of (seed, SAMPLING_STREAM | k) is below q;
--- tensor:random's uniforms are those same words), split by dpprof.data.physical_batches in the data
+-- simulate = S: S steps drawn by the engine's Poisson sampler itself (dp.dp.poisson_draw, the
+-- draw priv:next_step() makes), split by dpprof.data.physical_batches in the data
 -- set's order, and each physical batch planned (the same rows): the simulated steps' logical batch
 -- sizes (`logical`, what priv:next_step() gives the same seed's steps) and peaks, their
 -- empirical CDF at the same levels and its largest distance from the computed one (ks), with the
@@ -75,10 +74,6 @@ risk.DEFAULT_TARGET = 1e-3
 risk.DEFAULT_CDF_POINTS = 24
 -- Logical batch sizes with a Binomial probability below this are left out (counted as exceeding).
 risk.NEGLIGIBLE = 1e-18
--- The Philox stream of the engine's Poisson sampler (engine/dp/dpsgd_sampling.c's "SP" tag): step
--- k (from 0) draws sample i when uniform i of stream SAMPLING_STREAM | k, seed the run's, is below q.
-risk.SAMPLING_STREAM = 0x5350000000000000
-
 local function refuse(fmt, ...)
   dp.refuse("dpprof.risk: " .. string.format(fmt, ...))
 end
@@ -459,11 +454,9 @@ local function simulate(o, e, S)
   local index = {}
   for d, p in ipairs(o.P) do index[p] = d end
   local peaks, logical, over = {}, {}, 0
-  local t <close> = dp.tensor{ shape = { N }, device = "cpu", category = "temp", module = "risk" }
   for s = 1, S do
-    t:random{ dist = "uniform", seed = o.seed, stream = risk.SAMPLING_STREAM | (s - 1), low = 0, high = 1 }
-    local u, chosen = t:totable(), {}
-    for i = 1, N do if u[i] < o.q then chosen[#chosen + 1] = o.lengths[i] end end
+    local chosen = {}
+    for j, i in ipairs(dp.dp.poisson_draw(o.seed, s - 1, o.q, N)) do chosen[j] = o.lengths[i] end
     logical[s] = #chosen
     local peak
     if #chosen == 0 then
