@@ -9,6 +9,7 @@
 #include "philox.h"
 
 #include <math.h>
+#include <string.h>
 
 #define SAMPLING_STREAM_TAG 0x5350000000000000ull /* "SP": apart from the noise streams */
 
@@ -112,8 +113,8 @@ int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out,
 }
 
 int64_t dpsgd_poisson_members(uint64_t seed, int64_t step, double q, int64_t N, int64_t *out, int64_t cap) {
-    dpsgd_config cfg;
-    dpsgd_config_default(&cfg);
+    dpsgd_config cfg; /* what the draw reads of a configuration */
+    memset(&cfg, 0, sizeof cfg);
     cfg.poisson = 1, cfg.seed = seed, cfg.sample_rate = q, cfg.dataset_size = N;
     return dpsgd_sampling_members(&cfg, step, out, cap);
 }
