@@ -772,8 +772,8 @@ static dp_param *check_whole_param(lua_State *L, dp_model *m, int idx, const cha
     dp_param *p = check_param(L, m, idx, fname);
     if (p->part.alloc.live)
         luaL_error(L,
-                   "%s: '%s' is held in parts across the ranks (fsdp): its whole value exists only while its block "
-                   "runs; read it in on.finished (the experiment gathers the model for it) or after priv:unshard()",
+                   "%s: '%s' is held in parts across the ranks (fsdp): its whole value exists only while a pass "
+                   "that reads it runs; read it in on.finished (the experiment gathers the model for it) or after priv:unshard()",
                    fname, p->name);
     return p;
 }
