@@ -128,6 +128,18 @@ do
   os.remove(tmp .. ".d")
   os.remove(tmp)
 end
+-- a non-finite loss under fsdp names the first non-finite tensor as one process does: the parameters
+-- are read in their parts between the passes (their whole values have no storage then)
+do
+  local yarn = { arch = "llama", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 2,
+                 rope_scaling = { rope_type = "yarn", factor = 4, original_max_position_embeddings = 4,
+                                  mscale = 1e30, mscale_all_dim = 1e-30 } }
+  local r = dp.experiment{ model = yarn, device = "cpu", iters = 1, warmup = 1, snapshots = "none", method = "ghost",
+                           threads = 1, distributed = { strategy = "fsdp" } }
+  check.eq(r.status, "error", "fsdp: a NaN loss is an error")
+  check.eq(r.message, "non-finite loss (nan) in warm-up step 1, physical batch 1: the first non-finite tensor is the "
+           .. "activation 'logits'", "fsdp: names the logits")
+end
 -- the command line: exit 2 and the one line
 local dir = os.tmpname()
 os.remove(dir)
