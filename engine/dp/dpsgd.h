@@ -215,9 +215,11 @@ int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap);
  * keeps its slice of every gradient, noises it at its elements' Philox offsets, the optimizer
  * updates that slice with states of its size, and dpsgd_gather_params all-gathers the parameters
  * (the same bits as ddp and one process, to rounding). DP_DIST_FSDP shards as zero2 and
- * also keeps only the part of each block's parameters (dp_param.part): the model's block weights
- * provider all-gathers a block before each pass over it and frees it after; dpsgd_gather_params
- * then gathers only the tensors outside the blocks, and dpsgd_unshard the whole model at the end.
+ * also keeps only the part of every parameter (dp_param.part), the blocks' and the embeddings', the
+ * final norm's and the head's: the model's block weights provider all-gathers a block (or the
+ * embeddings, or the final norm and the head) before each pass that reads it and frees it after;
+ * dpsgd_gather_params then gathers nothing (it releases the spent gradient parts), and dpsgd_unshard
+ * the whole model at the end.
  * A fixed batch must divide among the ranks (DP_EINVAL). comm must outlive dp. */
 int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy);
 /* Sums the step's gradients across the ranks (ddp: an all-reduce per trainable tensor, in place,
@@ -225,9 +227,10 @@ int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy);
  * caller did not. Nothing without dpsgd_set_distributed. */
 int dpsgd_reduce_grads(dpsgd *dp);
 /* zero2, after the optimizer stepped this rank's slices: all-gathers every rank's updated slice
- * into the full parameters (and refreshes the model's compute copies); nothing otherwise. */
+ * into the full parameters (and refreshes the model's compute copies); fsdp: releases the spent
+ * gradient parts (the next pass gathers); nothing otherwise. */
 int dpsgd_gather_params(dpsgd *dp);
-/* fsdp, at the end of training: all-gathers every block's parameters whole again (one process's
+/* fsdp, at the end of training: all-gathers every parameter whole again (one process's
  * model, for whatever reads it next) and removes the block weights provider; nothing otherwise. */
 int dpsgd_unshard(dpsgd *dp);
 /* Forward of one physical batch (inputs/targets B x T i32 on the model's device; they must

@@ -1,11 +1,13 @@
 /* dpsgd_fsdp.c: fsdp (ZeRO-3) parameters. Every trainable tensor is cut as zero2 cuts it
- * (dpsgd_shard.c); a block's tensor keeps its shape in dp_param.value but no storage outside a
- * pass over its block: this rank's part (s = ceil(n / N) floats, zeros after shard_n) lives in
- * dp_param.part under `parameters`, the optimizer steps it there, and the model's block weights
- * provider all-gathers the block's values before each pass and releases them after. The
- * embeddings, the final norm and the head (not blocks) stay whole, as zero2 keeps them. Gradients
- * are reduce-scattered after the clip (dpsgd_shard_reduce); dpsgd_fsdp_unshard gathers the whole
- * model again at the end of training. f32 models without frozen parameters only. */
+ * (dpsgd_shard.c) and keeps its shape in dp_param.value but no storage outside a pass that reads
+ * it: this rank's part (s = ceil(n / N) floats, zeros after shard_n) lives in dp_param.part under
+ * `parameters`, the optimizer steps it there, and the model's block weights provider all-gathers a
+ * block's values (or a pseudo-block's: the embeddings, DP_MODEL_EMBEDDINGS; the final norm and the
+ * head, DP_MODEL_HEAD, which a tied head's token embedding is read by too) before each pass and
+ * releases them after. Gradients are reduce-scattered once complete: per block (the head's with it)
+ * in a backward that accumulates them, the embeddings' after it, otherwise after the last clip
+ * (dpsgd_shard_reduce); dpsgd_fsdp_unshard gathers the whole model again at the end of training.
+ * f32 models without frozen parameters only. */
 #include "dpsgd_impl.h"
 
 #include "error.h"
@@ -14,12 +16,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the block index of p from its Hugging Face name, or -1 outside the blocks */
+/* the block index of p from its Hugging Face name, or outside the blocks its pseudo-block:
+ * DP_MODEL_EMBEDDINGS (token embedding, positions), DP_MODEL_HEAD (final norm, lm_head) */
 static int64_t block_of(const dp_model *m, const dp_param *p) {
     const char *prefix = dp_model_config_of(m)->arch == DP_ARCH_GPT ? "transformer.h." : "model.layers.";
     size_t n = strlen(prefix);
-    if (strncmp(p->name, prefix, n) != 0) return -1;
+    if (strncmp(p->name, prefix, n) != 0)
+        return p->kind == DP_PARAM_EMBEDDING || p->kind == DP_PARAM_POSITION ? DP_MODEL_EMBEDDINGS : DP_MODEL_HEAD;
     return strtoll(p->name + n, NULL, 10);
+}
+
+/* whether the pass over block (or pseudo-block) `layer` reads parameter k: its own, and a tied
+ * head's token embedding (its block is DP_MODEL_EMBEDDINGS, where its gradient is reduced) */
+static int reads(const dpsgd *dp, int k, int64_t layer) {
+    if (dp->fsdp_block[k] == layer) return 1;
+    return layer == DP_MODEL_HEAD && dp->params[k]->kind == DP_PARAM_EMBEDDING &&
+           dp_model_config_of(dp->model)->tie_head;
 }
 
 static int64_t part_len(const dpsgd *dp, const dp_param *p) {
@@ -62,11 +74,11 @@ static int acquire(void *ctx, dp_model *m, int64_t layer) {
     dpsgd *dp = ctx;
     (void)m;
     for (int k = 0; k < dp->n_params; k++) {
-        if (dp->fsdp_block[k] != layer) continue;
+        if (!reads(dp, k, layer)) continue;
         int rc = gather_value(dp, dp->params[k]);
         if (rc != DP_OK) {
             for (int j = 0; j < k; j++)
-                if (dp->fsdp_block[j] == layer) drop_value(dp->params[j]);
+                if (reads(dp, j, layer)) drop_value(dp->params[j]);
             return rc;
         }
     }
@@ -95,7 +107,7 @@ static void release(void *ctx, dp_model *m, int64_t layer) {
     dpsgd *dp = ctx;
     (void)m;
     for (int k = 0; k < dp->n_params; k++)
-        if (dp->fsdp_block[k] == layer) drop_value(dp->params[k]);
+        if (reads(dp, k, layer)) drop_value(dp->params[k]);
     if (dp->fsdp_grads && dp->fsdp_rc == DP_OK) dp->fsdp_rc = reduce_block(dp, layer);
 }
 
@@ -105,6 +117,8 @@ int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o) {
     dp->fsdp_rc = DP_OK;
     int rc = dp_model_backward(dp->model, o);
     dp->fsdp_grads = 0;
+    if (rc == DP_OK && dp->fsdp_rc == DP_OK) /* the embeddings' gradient is complete at the backward's end */
+        dp->fsdp_rc = reduce_block(dp, DP_MODEL_EMBEDDINGS);
     return rc != DP_OK ? rc : dp->fsdp_rc;
 }
 
@@ -136,7 +150,6 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
     for (int k = 0; k < dp->n_params; k++) {
         dp_param *p = dp->params[k];
         dp->fsdp_block[k] = block_of(m, p);
-        if (dp->fsdp_block[k] < 0) continue;
         int64_t shape[1] = {part_len(dp, p)}, mine[1] = {p->shard_n};
         dp_tensor dst, src;
         DP_TRY(dp_tensor_init_module(&p->part, dp->dev, DP_F32, 1, shape, DP_CAT_PARAMETERS, p->module));
@@ -156,12 +169,8 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
 
 int dpsgd_fsdp_after_step(dpsgd *dp) {
     if (!dp->fsdp_block) return DP_OK; /* unsharded already */
-    for (int k = 0; k < dp->n_params; k++) {
-        if (dp->fsdp_block[k] < 0)
-            DP_TRY(dpsgd_shard_gather(dp, dp->params[k])); /* outside the blocks: whole, as zero2 */
-        else
-            dp_tensor_release(&dp->params[k]->grad); /* the part was spent; the next pass gathers */
-    }
+    for (int k = 0; k < dp->n_params; k++)
+        dp_tensor_release(&dp->params[k]->grad); /* the part was spent; the next pass gathers */
     return DP_OK;
 }
 
@@ -169,7 +178,7 @@ int dpsgd_fsdp_unshard(dpsgd *dp) {
     if (!dp->fsdp_block) return DP_OK;
     for (int k = 0; k < dp->n_params; k++) {
         dp_param *p = dp->params[k];
-        if (dp->fsdp_block[k] < 0 || p->part.alloc.live == 0) continue;
+        if (p->part.alloc.live == 0) continue;
         DP_TRY(gather_value(dp, p));
         dp_tensor_release(&p->part);
     }

@@ -60,7 +60,8 @@ struct dpsgd {
     int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
     dp_comm *comm;           /* the ranks' world (NULL: one process) */
     dp_dist_strategy strategy;
-    int64_t *fsdp_block; /* fsdp: per trainable parameter its block, -1 outside the blocks (NULL otherwise) */
+    int64_t *fsdp_block; /* fsdp: per trainable parameter its block, or outside the blocks its pseudo-block
+                          * (DP_MODEL_EMBEDDINGS, DP_MODEL_HEAD) (NULL otherwise) */
     dp_tensor *fsdp_acc; /* fsdp: per trainable parameter the step's reduce-scattered gradient part, summed
                           * over the physical batches whose backward gave a block's gradient whole */
     int fsdp_grads;      /* fsdp: 1 during a backward that accumulates weight gradients */
@@ -210,18 +211,19 @@ int dpsgd_shard_reduce(dpsgd *dp, dp_param *p);
 int dpsgd_shard_gather(dpsgd *dp, dp_param *p);
 
 /* ---- dpsgd_fsdp.c: fsdp's parts and the block weights provider ---- */
-/* Cuts every trainable tensor as zero2, keeps a block's part alone (dp_param.part) and installs the
- * provider that gathers a block before each pass over it; DP_ENOTSUP for bf16 or frozen parameters. */
+/* Cuts every trainable tensor as zero2, keeps its part alone (dp_param.part) and installs the
+ * provider that gathers a block (or pseudo-block) before each pass over it; DP_ENOTSUP for bf16 or
+ * frozen parameters. */
 int dpsgd_fsdp_setup(dpsgd *dp);
-/* After the optimizer: the parameters outside the blocks all-gathered (as zero2), the blocks'
- * gradient parts released. */
+/* After the optimizer: the gradient parts released (nothing is gathered: the next pass gathers). */
 int dpsgd_fsdp_after_step(dpsgd *dp);
 /* The backward that accumulates weight gradients (vanilla's; twopass's second), with every block's
- * gradient reduce-scattered into dp->fsdp_acc right after the block's pass; plain backward otherwise. */
+ * gradient (and the final norm's and head's) reduce-scattered into dp->fsdp_acc right after the pass
+ * over it, the embeddings' after the backward; plain backward otherwise. */
 int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o);
 /* Moves the step's summed parts into the gradients (the blocks reduce-scattered per block); 1 when k was. */
 int dpsgd_fsdp_take_part(dpsgd *dp, int k);
-/* Gathers every block's parameters whole again and removes the provider (the end of training). */
+/* Gathers every parameter whole again and removes the provider (the end of training). */
 int dpsgd_fsdp_unshard(dpsgd *dp);
 /* Forgets the parts and the provider (the wrapper is freed). */
 void dpsgd_fsdp_clear(dpsgd *dp);

@@ -152,7 +152,10 @@ static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     const int64_t d = m->d, T = m->T, B = m->B, N = B * T;
 
     DP_TRY(dp_model_act(m, &m->embedded, d, DP_CAT_ACTIVATIONS, dp_model_block_output_module(m, -1, m->embed_module)));
-    DP_TRY(dp_layer_embedding_forward(&m->embedded, &m->ids, &m->wte->value, m->wpe ? &m->wpe->value : NULL, T));
+    DP_TRY(dp_model_acquire_block(m, DP_MODEL_EMBEDDINGS)); /* fsdp: the tables whole for the lookup alone */
+    int erc = dp_layer_embedding_forward(&m->embedded, &m->ids, &m->wte->value, m->wpe ? &m->wpe->value : NULL, T);
+    dp_model_unacquire_block(m, DP_MODEL_EMBEDDINGS);
+    DP_TRY(erc);
     for (int64_t l = 0; l < m->cfg.layers; l++) {
         DP_TRY(dp_model_acquire_block(m, l));
         int rc = dp_model_block_forward(m, l, 0);
@@ -165,8 +168,11 @@ static int forward_body(dp_model *m, float *loss, float *sample_losses) {
     DP_TRY(dp_model_act(m, &m->final_out, d, DP_CAT_ACTIVATIONS, fm));
     if (m->final_norm.b) DP_TRY(dp_model_stat(m, &m->final_mean, 0, DP_CAT_ACTIVATIONS, fm));
     DP_TRY(dp_model_stat(m, &m->final_rstd, 0, DP_CAT_ACTIVATIONS, fm));
-    DP_TRY(dp_norm_forward(m, &m->final_norm, x, &m->final_out, &m->final_mean, &m->final_rstd));
-    DP_TRY(head_forward(m));
+    DP_TRY(dp_model_acquire_block(m, DP_MODEL_HEAD)); /* the final norm and the head, for the logits */
+    int hrc = dp_norm_forward(m, &m->final_norm, x, &m->final_out, &m->final_mean, &m->final_rstd);
+    if (hrc == DP_OK) hrc = head_forward(m);
+    dp_model_unacquire_block(m, DP_MODEL_HEAD);
+    DP_TRY(hrc);
 
     /* the fused loss: per-token losses live only until they reach the host */
     dp_tensor losses;
@@ -232,13 +238,16 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     const int64_t d = m->d, T = m->T, B = m->B;
     dp_tensor scale = {0}, dfinal = {0}, dres = {0};
     float *host = NULL;
-    int rc;
+    int rc, head_held = 0;
 #define TRY(expr)                                                                                                      \
     if ((rc = (expr)) != DP_OK) goto done
 
     /* the loss: the logits (recomputed after a retained backward) become their gradient in
      * place, row n scaled by s_i / n_i for its sample i (the 1/n_i of the mean over the n_i
-     * targets that are not ignored; an ignored row's gradient is 0) */
+     * targets that are not ignored; an ignored row's gradient is 0); the final norm and the head
+     * are asked for once, for the recompute, the head's backward and the final norm's */
+    TRY(dp_model_acquire_block(m, DP_MODEL_HEAD));
+    head_held = 1;
     if (!m->logits.alloc.live) TRY(head_forward(m));
     host = malloc((size_t)B * sizeof *host);
     if (!host) TRY(dp_error_set(DP_EOOM, "model backward: out of host memory"));
@@ -267,6 +276,8 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     TRY(dp_model_act(m, &dres, d, DP_CAT_TEMP, m->final_norm.module));
     TRY(dp_norm_backward(bw, &m->final_norm, x, &m->final_mean, &m->final_rstd, &dfinal, &dres, 0));
     dp_tensor_release(&dfinal);
+    dp_model_unacquire_block(m, DP_MODEL_HEAD);
+    head_held = 0;
     dp_bw_done(bw, &m->final_mean);
     dp_bw_done(bw, &m->final_rstd);
     dp_bw_done(bw, x);
@@ -280,7 +291,7 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
         TRY(rc);
     }
 
-    /* the embeddings */
+    /* the embeddings: their gradient is a scatter of dres, which reads no weights (not asked for) */
     const dp_layer_hooks *hk = bw->hooks;
     if (hk && hk->embedding && m->wte->trainable) TRY(hk->embedding(hk->ctx, m, m->wte, &m->ids, &dres));
     if (hk && hk->position && m->wpe && m->wpe->trainable) TRY(hk->position(hk->ctx, m, m->wpe, &dres));
@@ -291,6 +302,7 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     TRY(dp_layer_embedding_backward(&dres, &m->ids, dwte, dwpe, T));
 #undef TRY
 done:
+    if (head_held) dp_model_unacquire_block(m, DP_MODEL_HEAD);
     free(host);
     dp_tensor_release(&scale);
     dp_tensor_release(&dfinal);

@@ -201,7 +201,14 @@ typedef struct dp_layer_hooks {
  * acquire(l) runs before every pass that reads block l's weights (its forward; in the backward, the
  * recompute of a checkpointed block and the block's backward under one acquire; a clip's
  * dp_model_recompute_block) and release(l) right after it, on error too; at most one block is
- * acquired at a time. The embeddings, the final norm and the head are not blocks and are not asked. */
+ * acquired at a time. The tensors outside the blocks are asked for the same way, as two pseudo-blocks
+ * (below): DP_MODEL_EMBEDDINGS around the forward's embedding lookup, DP_MODEL_HEAD around the
+ * forward's final norm and head (the logits) and around the backward's head (its logits recomputed
+ * after a retained backward) and final norm. Nothing else reads their values: the backward's
+ * embedding gradient is a scatter of the residual stream's, and the DP hooks and bk's clip read
+ * activations and output gradients, not weights. */
+#define DP_MODEL_EMBEDDINGS (-1) /* the token embedding and gpt's positions */
+#define DP_MODEL_HEAD (-2)       /* the final norm and the head: lm_head, or the token embedding when tied */
 typedef struct dp_block_weights {
     void *ctx;
     int (*acquire)(void *ctx, dp_model *m, int64_t layer);

@@ -203,7 +203,8 @@ void dp_model_block_release(dp_model *m, int64_t layer, int output);
  * checks): timed into the recompute log, its ops in the ledger's "recompute" section; on failure
  * what it made is freed. */
 int dp_model_recompute(dp_model *m, int64_t layer);
-/* Asks the block weights provider for block l's weights (DP_OK when there is none). */
+/* Asks the block weights provider for block l's weights, or a pseudo-block's (DP_MODEL_EMBEDDINGS,
+ * DP_MODEL_HEAD) (DP_OK when there is none). */
 int dp_model_acquire_block(dp_model *m, int64_t layer);
 /* Tells the provider that the pass over block l is done (nothing when there is none). */
 void dp_model_unacquire_block(dp_model *m, int64_t layer);

@@ -283,7 +283,8 @@ static int l_reduce_grads(lua_State *L) {
     return 0;
 }
 
-/* priv:gather_params(): zero2's all-gather of the updated parameters (after the optimizer). */
+/* priv:gather_params(): zero2's all-gather of the updated parameters (after the optimizer); fsdp's
+ * release of the spent gradient parts. */
 static int l_gather_params(lua_State *L) {
     if (dpsgd_gather_params(check_dp(L, 1)) != DP_OK) return fail(L, "priv:gather_params");
     return 0;

@@ -772,8 +772,8 @@ static dp_param *check_whole_param(lua_State *L, dp_model *m, int idx, const cha
     dp_param *p = check_param(L, m, idx, fname);
     if (p->part.alloc.live)
         luaL_error(L,
-                   "%s: '%s' is held in parts across the ranks (fsdp): its whole value exists only while its block "
-                   "runs; read it in on.finished (the experiment gathers the model for it) or after priv:unshard()",
+                   "%s: '%s' is held in parts across the ranks (fsdp): its whole value exists only while a pass "
+                   "that reads it runs; read it in on.finished (the experiment gathers the model for it) or after priv:unshard()",
                    fname, p->name);
     return p;
 }
@@ -821,7 +821,8 @@ static int tensor_nonfinite(lua_State *L, const dp_tensor *t) {
 /* m:nonfinite([what...]) -> nil | name, kind: the first tensor holding a NaN or an infinity, in
  * the order of the kinds asked for ("parameters", "gradients", "logits"; default all three),
  * parameters and gradients in m:params() order; kind is "parameter", "gradient" or "activation".
- * Reads every tensor asked for (a sum of squares each, synchronising): for after a non-finite
+ * A parameter held in parts (fsdp) between the passes is read in this rank's part, as its value
+ * has no storage then. Reads every tensor asked for (a sum of squares each, synchronising): for after a non-finite
  * loss or norm, not every step. */
 static int l_nonfinite(lua_State *L) {
     static const char *const kinds[] = {"parameters", "gradients", "logits", NULL};
@@ -833,7 +834,7 @@ static int l_nonfinite(lua_State *L) {
         if (!want[k]) continue;
         for (int i = 0; i < n; i++) {
             const dp_param *p = dp_model_param(m, i);
-            const dp_tensor *t = k == 0 ? &p->value : &p->grad;
+            const dp_tensor *t = k == 1 ? &p->grad : p->part.alloc.live ? &p->part : &p->value;
             if (k == 1 && !p->grad.alloc.live) continue;
             if (tensor_nonfinite(L, t)) {
                 lua_pushstring(L, p->name);

@@ -12,7 +12,7 @@
 --                  distributed={strategy="ddp", world_size=N, rank=r (plan only)}, save="DIR" }
 --
 -- save: the trained model written to DIR as Hugging Face files (m:save) after the last step, by
--- rank 0 alone in a distributed run (fsdp's blocks gathered first); the result's save_dir names it.
+-- rank 0 alone in a distributed run (fsdp's parts gathered first); the result's save_dir names it.
 --
 -- distributed: this process is one rank of a data-parallel run (docs/lua.md "Distributed runs"):
 -- model.batch is the global batch, of which the rank holds its slice; the gradients are summed
@@ -933,7 +933,7 @@ function experiment.run(cfg_in)
       st.steps[#st.steps + 1] = { step = step, logical_size = plan.logical_size, physical = phys,
                                   peak_bytes = step_peak }
     end
-    -- zero2: every rank's updated slice to every rank; fsdp: those of the tensors outside the blocks
+    -- zero2: every rank's updated slice to every rank; fsdp: nothing to gather (the spent gradient parts released)
     if c.distributed and (c.distributed.strategy == "zero2" or c.distributed.strategy == "fsdp") then
       check_peers()
       phase("comm", iter, acc, function() collective(function() priv:gather_params() end) end)

@@ -44,6 +44,12 @@ local function train(model, method, distributed, dpo, seed)
   return vals, r
 end
 
+-- an untied head (lm_head): fsdp gathers it with the final norm, reduce-scatters their gradients after
+-- the head's backward (vanilla, twopass) and the embeddings' after the backward
+MODELS.llama_untied = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8,
+                        batch = 8, tie_head = false }
+ORDER[#ORDER + 1] = "llama_untied"
+
 -- Poisson sampling: seed 3 draws logical batches of 6, 7 and 8 of the 64 samples (at most the
 -- model's batch, so the single process holds each in one physical batch); 7 splits unevenly.
 local POISSON = { noise_multiplier = 0.5, poisson = true, dataset_size = 64 }

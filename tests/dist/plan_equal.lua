@@ -93,30 +93,41 @@ for _, case in ipairs(CASES) do
   ::next::
  end
 end
--- fsdp holds a block's parameters only while it passes over it: at the run's peak, fewer than ddp's whole
-do -- exactly: the tensors outside the blocks whole, every block tensor's part of ceil(n / N), one block whole
-  local outer, parts, block = 0, 0, {}
+-- fsdp holds a tensor whole only while a pass reads it: at the run's peak, fewer than ddp's whole
+do -- exactly: every tensor's part of ceil(n / N), and whole the largest set gathered at once, one
+  -- block's tensors (larger here than the embeddings, wte and wpe, and than the head's set: ln_f and
+  -- the tied wte); the run's peak is in a block's pass
+  local parts, sets, wte = 0, { embeddings = 0, head = 0 }, 0
   for _, p in ipairs(dp.model(CASES[1][2]):params()) do
-    local l = p.name:match("^transformer%.h%.(%d+)%.")
-    if l then
-      parts = parts + (p.numel + ws - 1) // ws
-      block[l] = (block[l] or 0) + p.numel
-    else
-      outer = outer + p.numel
-    end
+    if p.name == "transformer.wte.weight" then wte = p.numel end
+    local set = p.name:match("^transformer%.h%.(%d+)%.")
+      or ((p.name == "transformer.wte.weight" or p.name == "transformer.wpe.weight") and "embeddings" or "head")
+    parts = parts + (p.numel + ws - 1) // ws
+    sets[set] = (sets[set] or 0) + p.numel
   end
-  local want = 4 * (outer + parts + block["0"])
+  sets.head = sets.head + wte -- the tied head reads wte
+  local largest, which = 0, nil
+  for set, n in pairs(sets) do if n > largest or (n == largest and set < which) then largest, which = n, set end end
+  if which ~= "0" or sets["0"] <= sets.embeddings or sets["0"] <= sets.head then
+    fail("the largest set gathered at once is %s (%d elements), not a block", which, largest)
+  end
+  local want = 4 * (parts + largest)
   if params_at_peak.fsdp ~= want or want >= params_at_peak.ddp then
     fail("fsdp's parameters at the peak: %d bytes, want %d (ddp's whole: %d)", params_at_peak.fsdp, want,
          params_at_peak.ddp)
   end
-  -- ghost's clipped backward reduce-scatters each block's gradient as soon as the block is done:
-  -- never more than the parts, one block's whole and the tensors outside the blocks whole
-  local whole = 4 * outer
-  for _, n in pairs(block) do whole = whole + 4 * n end
-  if grads_peak.fsdp > want or want >= whole then
-    fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, want, whole)
+  -- ghost's clipped backward reduce-scatters each block's gradient, and the head's set's, as soon as
+  -- the pass over it is done, and the embeddings' at its end: never more than the parts, one block's
+  -- whole and the embeddings' whole
+  local whole = 0
+  for _, n in pairs(sets) do whole = whole + 4 * n end
+  whole = whole - 4 * wte -- counted in two sets
+  local bound = want + 4 * sets.embeddings
+  if grads_peak.fsdp > bound or bound >= whole then
+    fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, bound, whole)
   end
+  print(string.format("rank %d of %d: fsdp's parameters at the peak %d bytes (ddp's %d), gradients' peak %d (bound %d)",
+                      rank, ws, params_at_peak.fsdp, params_at_peak.ddp, grads_peak.fsdp, bound))
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n
 if not (states.zero2 < states.ddp and states.zero2 * ws <= states.ddp + 2 * 4 * ws * 64) then

@@ -101,8 +101,8 @@ do
     end
   end
 end
--- between fsdp's passes a block's tensor is a part: reading or saving the whole is refused by name,
--- the tensors outside the blocks read as usual
+-- between fsdp's passes every tensor is a part, a block's and those outside the blocks (the tied
+-- embedding, the final norm) alike: reading or saving the whole is refused by name
 do
   local said, tmp = {}, os.tmpname()
   local r = dp.experiment{ model = MODEL, method = "ghost", iters = 1, warmup = 0, device = "cpu", threads = 1,
@@ -111,17 +111,34 @@ do
                              local name = "transformer.h.0.mlp.c_fc.weight"
                              said.param = select(2, pcall(ctx.model.param, ctx.model, name))
                              said.save = select(2, pcall(ctx.model.save, ctx.model, tmp .. ".d"))
-                             said.wte = #ctx.model:param("transformer.wte.weight"):totable()
+                             said.wte = select(2, pcall(ctx.model.param, ctx.model, "transformer.wte.weight"))
+                             said.ln_f = select(2, pcall(ctx.model.param, ctx.model, "transformer.ln_f.bias"))
                            end } }
   check.eq(r.status, "ok", tostring(r.message))
   check.truthy(tostring(said.param):find("model:param: 'transformer.h.0.mlp.c_fc.weight' is held in parts across "
                                          .. "the ranks (fsdp)", 1, true), tostring(said.param))
   check.truthy(tostring(said.save):find("is held in parts across the ranks (fsdp): gather the whole model first", 1,
                                         true), tostring(said.save))
-  check.eq(said.wte, 64 * 32, "wte's elements")
+  for _, name in ipairs({ "wte.weight", "ln_f.bias" }) do
+    local e = tostring(said[name:match("^[^.]+")])
+    check.truthy(e:find("model:param: 'transformer." .. name .. "' is held in parts across the ranks (fsdp): its "
+                        .. "whole value exists only while a pass that reads it runs", 1, true), e)
+  end
   for _, f in ipairs({ "config.json", "model.safetensors" }) do os.remove(tmp .. ".d/" .. f) end
   os.remove(tmp .. ".d")
   os.remove(tmp)
+end
+-- a non-finite loss under fsdp names the first non-finite tensor as one process does: the parameters
+-- are read in their parts between the passes (their whole values have no storage then)
+do
+  local yarn = { arch = "llama", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 2,
+                 rope_scaling = { rope_type = "yarn", factor = 4, original_max_position_embeddings = 4,
+                                  mscale = 1e30, mscale_all_dim = 1e-30 } }
+  local r = dp.experiment{ model = yarn, device = "cpu", iters = 1, warmup = 1, snapshots = "none", method = "ghost",
+                           threads = 1, distributed = { strategy = "fsdp" } }
+  check.eq(r.status, "error", "fsdp: a NaN loss is an error")
+  check.eq(r.message, "non-finite loss (nan) in warm-up step 1, physical batch 1: the first non-finite tensor is the "
+           .. "activation 'logits'", "fsdp: names the logits")
 end
 -- the command line: exit 2 and the one line
 local dir = os.tmpname()
