@@ -43,6 +43,12 @@ typedef struct dpsgd_tied_pending {
     dpsgd_formulation form; /* the head's formulation (GHOST or a flash tile) */
 } dpsgd_tied_pending;
 
+/* fsdp: how one model parameter is held between the passes. */
+typedef struct dpsgd_fsdp_held {
+    int64_t block; /* the block whose passes gather it (its part in dp_param.part); -1: held whole */
+    int compute;   /* gathered into dp_param.compute (bf16) from its f32 master part: a bf16 model's GEMM weight */
+} dpsgd_fsdp_held;
+
 struct dpsgd {
     dp_model *model; /* NULL in unit tests that drive the hooks directly */
     dp_device *dev;
@@ -61,6 +67,7 @@ struct dpsgd {
     dp_comm *comm;           /* the ranks' world (NULL: one process) */
     dp_dist_strategy strategy;
     int64_t *fsdp_block; /* fsdp: per trainable parameter its block, -1 outside the blocks (NULL otherwise) */
+    dpsgd_fsdp_held *fsdp_held; /* fsdp: per model parameter (trainable or frozen) what its part is gathered for */
     dp_tensor *fsdp_acc; /* fsdp: per trainable parameter the step's reduce-scattered gradient part, summed
                           * over the physical batches whose backward gave a block's gradient whole */
     int fsdp_grads;      /* fsdp: 1 during a backward that accumulates weight gradients */
@@ -210,9 +217,15 @@ int dpsgd_shard_reduce(dpsgd *dp, dp_param *p);
 int dpsgd_shard_gather(dpsgd *dp, dp_param *p);
 
 /* ---- dpsgd_fsdp.c: fsdp's parts and the block weights provider ---- */
-/* Cuts every trainable tensor as zero2, keeps a block's part alone (dp_param.part) and installs the
- * provider that gathers a block before each pass over it; DP_ENOTSUP for bf16 or frozen parameters. */
+/* Cuts every trainable tensor as zero2, keeps a block's part alone (dp_param.part: f32 masters, the
+ * frozen base in its own dtype) and installs the provider that gathers a block before each pass over it. */
 int dpsgd_fsdp_setup(dpsgd *dp);
+/* All-gathers p's part into the buffer a pass reads, under `parameters` with p's module: the bf16
+ * compute copy (compute = 1: the f32 master part cast to bf16 first, so bf16 goes on the wire), or
+ * value in its own dtype. Nothing is left allocated on failure. */
+int dpsgd_fsdp_gather(dpsgd *dp, dp_param *p, int compute);
+/* Frees what dpsgd_fsdp_gather allocated (the shape and dtype stay). */
+void dpsgd_fsdp_drop(dp_param *p, int compute);
 /* After the optimizer: the parameters outside the blocks all-gathered (as zero2), the blocks'
  * gradient parts released. */
 int dpsgd_fsdp_after_step(dpsgd *dp);
