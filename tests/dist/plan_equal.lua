@@ -20,13 +20,18 @@ local CASES = {
   { "llama lora bk", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8,
                        batch = 8, tie_head = true, checkpoint = "blocks", lora = { rank = 2, alpha = 4 } }, "bk" },
   { "gpt flat", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 }, "flat" },
+  -- bf16 with f32 masters: fsdp's parts f32, its gathered GEMM weights the bf16 copies
+  { "gpt bf16 ghost", { arch = "gpt", vocab = 64, hidden = 32, layers = 3, heads = 2, seq_len = 8, batch = 8,
+                        dtype = "bf16", master_weights = true }, "ghost" },
+  -- LoRA in bf16: the frozen base's parts and gathers bf16, the adapters' parts f32
+  { "llama bf16 lora ghost", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2,
+                               seq_len = 8, batch = 8, dtype = "bf16", lora = { rank = 2, alpha = 4 } }, "ghost" },
 }
 local states = {} -- optimizer states' peak per strategy, first case
-local params_at_peak = {} -- parameters live at the run's peak per strategy, first case
+local params_at_peak = {} -- parameters live at the run's peak per case and strategy
 local grads_peak = {} -- gradients' peak per strategy, first case
 for _, case in ipairs(CASES) do
  for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
-  if strategy == "fsdp" and case[2].lora then goto next end -- fsdp: full fine-tuning only (LoRA refused)
   local name, model, method = case[1] .. " " .. strategy, case[2], case[3]
   -- the plan without the CUDA workspace, which a CPU rank does not hold
   local function run(device, distributed)
@@ -43,9 +48,10 @@ for _, case in ipairs(CASES) do
   end
   local cpu = run("cpu", { strategy = strategy })
   local plan = run("plan", { strategy = strategy, world_size = ws, rank = rank })
+  params_at_peak[case[1]] = params_at_peak[case[1]] or {}
+  params_at_peak[case[1]][strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
   if case == CASES[1] then
     states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes
-    params_at_peak[strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
     grads_peak[strategy] = cpu.memory.categories.gradients.peak_bytes
   end
   local function same(a, b, what) if a ~= b then fail("%s: %s: plan %s, measured %s", name, what, b, a) end end
@@ -93,29 +99,46 @@ for _, case in ipairs(CASES) do
   ::next::
  end
 end
--- fsdp holds a block's parameters only while it passes over it: at the run's peak, fewer than ddp's whole
-do -- exactly: the tensors outside the blocks whole, every block tensor's part of ceil(n / N), one block whole
-  local outer, parts, block = 0, 0, {}
-  for _, p in ipairs(dp.model(CASES[1][2]):params()) do
-    local l = p.name:match("^transformer%.h%.(%d+)%.")
+-- fsdp holds a block's parameters only while it passes over it: at the run's peak, fewer than ddp's whole;
+-- exactly: the tensors outside the blocks whole (and their bf16 copies), every block tensor's part of
+-- ceil(n / N) in its own dtype (f32 masters; a frozen base bf16 in a bf16 model), one block gathered in
+-- the dtype its pass reads (a bf16 model's GEMM weights their bf16 copies, without the masters)
+local function fsdp_params(model)
+  local spec = dp.deep_copy(model)
+  spec.device = "plan"
+  local m <close> = dp.model(spec)
+  local bf16, tied = model.dtype == "bf16", true
+  for _, p in ipairs(m:params()) do tied = tied and p.kind ~= "head" end
+  local outer, parts, block, whole = 0, 0, {}, 0
+  for _, p in ipairs(m:params()) do
+    local size = bf16 and (not p.trainable or model.master_weights == false) and 2 or 4
+    local copy = bf16 and size == 4 and (p.kind == "linear_w" or p.kind == "lora_a" or p.kind == "lora_b"
+                                         or p.kind == "head" or (p.kind == "embedding" and tied))
+    local l = p.name:match("^transformer%.h%.(%d+)%.") or p.name:match("^model%.layers%.(%d+)%.")
     if l then
-      parts = parts + (p.numel + ws - 1) // ws
-      block[l] = (block[l] or 0) + p.numel
+      parts = parts + (p.numel + ws - 1) // ws * size
+      block[l] = (block[l] or 0) + p.numel * (copy and 2 or size)
+      whole = whole + p.numel * size
     else
-      outer = outer + p.numel
+      outer = outer + p.numel * (size + (copy and 2 or 0))
     end
   end
-  local want = 4 * (outer + parts + block["0"])
-  if params_at_peak.fsdp ~= want or want >= params_at_peak.ddp then
-    fail("fsdp's parameters at the peak: %d bytes, want %d (ddp's whole: %d)", params_at_peak.fsdp, want,
-         params_at_peak.ddp)
+  return outer + parts + block["0"], outer + whole, outer
+end
+for i, case in ipairs(CASES) do
+  local got = params_at_peak[case[1]]
+  local want = fsdp_params(case[2])
+  -- (two blocks' parts are one block at N = 2: fewer than ddp's whole where the blocks are more, case 1's 4)
+  if got.fsdp ~= want or want > got.ddp or (i == 1 and want >= got.ddp) then
+    fail("%s: fsdp's parameters at the peak: %d bytes, want %d (ddp's whole: %d)", case[1], got.fsdp, want, got.ddp)
   end
-  -- ghost's clipped backward reduce-scatters each block's gradient as soon as the block is done:
-  -- never more than the parts, one block's whole and the tensors outside the blocks whole
-  local whole = 4 * outer
-  for _, n in pairs(block) do whole = whole + 4 * n end
-  if grads_peak.fsdp > want or want >= whole then
-    fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, want, whole)
+  if i == 1 then
+    -- ghost's clipped backward reduce-scatters each block's gradient as soon as the block is done:
+    -- never more than the parts, one block's whole and the tensors outside the blocks whole
+    local _, all = fsdp_params(case[2])
+    if grads_peak.fsdp > want or want >= all then
+      fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, want, all)
+    end
   end
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n
