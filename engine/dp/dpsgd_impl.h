@@ -67,11 +67,12 @@ struct dpsgd {
     dp_comm *comm;           /* the ranks' world (NULL: one process) */
     dp_dist_strategy strategy;
     int64_t *fsdp_block; /* fsdp: per trainable parameter its block, -1 outside the blocks (NULL otherwise) */
-    dpsgd_fsdp_held *fsdp_held; /* fsdp: per model parameter (trainable or frozen) what its part is gathered for */
     dp_tensor *fsdp_acc; /* fsdp: per trainable parameter the step's reduce-scattered gradient part, summed
                           * over the physical batches whose backward gave a block's gradient whole */
     int fsdp_grads;      /* fsdp: 1 during a backward that accumulates weight gradients */
     int fsdp_rc;         /* fsdp: the first failure of a reduce-scatter in a release (reported after the backward) */
+    /* fsdp: per model parameter (trainable or frozen) how it is held: its block and gather (NULL otherwise) */
+    dpsgd_fsdp_held *fsdp_held;
     int reduced; /* the step's gradients were summed across the ranks */
     int phase;   /* 0 idle, 1 forward done, 2 backward done */
 
