@@ -28,8 +28,7 @@ int dp_dist_strategy_parse(const char *name, dp_dist_strategy *out);
 const char *dp_dist_strategy_name(dp_dist_strategy s);
 /* "ddp, zero2, fsdp": the strategies a configuration may name. */
 const char *dp_dist_strategies_text(void);
-/* Non-zero when the strategy is implemented for training (not only named): ddp, zero2, fsdp (fsdp for
- * f32 full fine-tuning; dpsgd_set_distributed refuses the rest). */
+/* Non-zero when the strategy is implemented for training (not only named): ddp, zero2, fsdp. */
 int dp_dist_strategy_supported(dp_dist_strategy s);
 
 typedef struct dp_comm dp_comm;
