@@ -108,15 +108,24 @@ do
     -- physical batches of 2: the blocks' parts summed over them, against one process's run of them
     local method, physical, model = case[1], case[2], case[3] or LLAMA
     local function run(d)
-      local vals
+      local vals, loss
       local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = "cpu", threads = 1,
                                snapshots = "none", seed = 3, distributed = d,
                                dp = physical and { max_physical_batch_size = physical } or nil,
-                               on = { finished = function(ctx) vals = select(3, check.param_values(ctx.model)) end } }
+                               on = { finished = function(ctx)
+                                 vals = select(3, check.param_values(ctx.model))
+                                 -- the gathered model computes as one process's (bf16: its compute copies rebuilt)
+                                 local b = dp.batch{ model = ctx.model, size = 2, seed = 0, step = 0 }
+                                 loss = ctx.model:forward(b)
+                                 ctx.model:release_activations()
+                                 dp.free_batch(b)
+                               end } }
       check.eq(r.status, "ok", method .. ": " .. tostring(r.message))
-      return vals
+      return vals, loss
     end
-    local one, fsdp = run(nil), run({ strategy = "fsdp" })
+    local one, loss1 = run(nil)
+    local fsdp, loss = run({ strategy = "fsdp" })
+    if not physical then check.eq(loss, loss1, method .. ": the trained model's loss") end
     check.eq(#fsdp, #one, method .. ": tensors")
     for k = 1, #one do
       for i = 1, #one[k] do
