@@ -72,7 +72,8 @@ static void record(const char *op, double bytes, int world_size) {
 
 static int check_f32(const dp_tensor *t, const char *op) {
     if (t->dtype != DP_F32)
-        return dp_error_set(DP_ENOTSUP, "%s: collectives move f32 tensors (got %s)", op, dp_dtype_name(t->dtype));
+        return dp_error_set(DP_ENOTSUP, "%s: collectives move f32 tensors, an all_gather bf16 too (got %s)", op,
+                            dp_dtype_name(t->dtype));
     return DP_OK;
 }
 
@@ -86,9 +87,12 @@ int dp_comm_all_reduce(dp_comm *c, dp_tensor *t) {
     return COMM_CALL(c, t->dev, "comm_all_reduce", tensor_bytes(t), c->ops->all_reduce(c, t));
 }
 
-static int check_parts(dp_comm *c, const dp_tensor *whole, const dp_tensor *part, const char *op) {
-    DP_TRY(check_f32(whole, op));
-    DP_TRY(check_f32(part, op));
+/* whole is world_size parts; f32 (sums), or an all-gather's bf16 too (a copy: fsdp's compute weights) */
+static int check_parts(dp_comm *c, const dp_tensor *whole, const dp_tensor *part, const char *op, int any16) {
+    if (!(any16 && whole->dtype == DP_BF16 && part->dtype == DP_BF16)) {
+        DP_TRY(check_f32(whole, op));
+        DP_TRY(check_f32(part, op));
+    }
     if (whole->numel != part->numel * c->world_size)
         return dp_error_set(DP_EINVAL, "%s: %lld elements are not %d parts of %lld", op, (long long)whole->numel,
                             c->world_size, (long long)part->numel);
@@ -96,12 +100,12 @@ static int check_parts(dp_comm *c, const dp_tensor *whole, const dp_tensor *part
 }
 
 int dp_comm_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
-    DP_TRY(check_parts(c, in, out, "reduce_scatter"));
+    DP_TRY(check_parts(c, in, out, "reduce_scatter", 0));
     return COMM_CALL(c, in->dev, "comm_reduce_scatter", tensor_bytes(in), c->ops->reduce_scatter(c, in, out));
 }
 
 int dp_comm_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
-    DP_TRY(check_parts(c, out, in, "all_gather"));
+    DP_TRY(check_parts(c, out, in, "all_gather", 1));
     return COMM_CALL(c, in->dev, "comm_all_gather", tensor_bytes(out), c->ops->all_gather(c, in, out));
 }
 

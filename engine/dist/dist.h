@@ -28,14 +28,13 @@ int dp_dist_strategy_parse(const char *name, dp_dist_strategy *out);
 const char *dp_dist_strategy_name(dp_dist_strategy s);
 /* "ddp, zero2, fsdp": the strategies a configuration may name. */
 const char *dp_dist_strategies_text(void);
-/* Non-zero when the strategy is implemented for training (not only named): ddp, zero2, fsdp (fsdp for
- * f32 full fine-tuning; dpsgd_set_distributed refuses the rest). */
+/* Non-zero when the strategy is implemented for training (not only named): ddp, zero2, fsdp. */
 int dp_dist_strategy_supported(dp_dist_strategy s);
 
 typedef struct dp_comm dp_comm;
 
 /* The collectives a transport implements, over contiguous f32 tensors of the communicator's
- * device kind. Sums are element-wise. reduce_scatter: in holds world_size equal parts, out (one
+ * device kind (an all_gather's may be bf16 too: a copy). Sums are element-wise. reduce_scatter: in holds world_size equal parts, out (one
  * part) gets the sum of every rank's part `rank`; all_gather: in is this rank's part, out the
  * world_size parts in rank order. */
 typedef struct dp_comm_ops {

@@ -1,4 +1,5 @@
-/* dist_mpi.c: collectives over MPI's world communicator, on host (CPU) tensors, f32 sums.
+/* dist_mpi.c: collectives over MPI's world communicator, on host (CPU) tensors, f32 sums (and bf16
+ * all-gathers, a copy).
  * Errors return (MPI_ERRORS_RETURN) and become dpprof errors naming the collective. */
 #include "dist_mpi.h"
 
@@ -42,9 +43,10 @@ static int mpi_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
 static int mpi_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
     (void)c;
     DP_TRY(host_only(in, "all_gather"));
-    return mpi_check(
-        MPI_Allgather(in->data, (int)in->numel, MPI_FLOAT, out->data, (int)in->numel, MPI_FLOAT, MPI_COMM_WORLD),
-        "all_gather");
+    /* a copy, no arithmetic: MPI has no bf16, whose elements move as 2-byte units */
+    MPI_Datatype t = in->dtype == DP_BF16 ? MPI_UINT16_T : MPI_FLOAT;
+    return mpi_check(MPI_Allgather(in->data, (int)in->numel, t, out->data, (int)in->numel, t, MPI_COMM_WORLD),
+                     "all_gather");
 }
 
 static int mpi_broadcast(dp_comm *c, dp_tensor *t, int root) {

@@ -30,6 +30,7 @@ typedef int ncclDataType_t;
 typedef int ncclRedOp_t;
 #define ncclSuccess 0
 #define ncclFloat32 7
+#define ncclBfloat16 9
 #define ncclSum 0
 #endif
 
@@ -88,7 +89,8 @@ static int nccl_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) 
 static int nccl_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
     (void)c;
     DP_TRY(device_only(in, "all_gather"));
-    return run_on_stream(in, nc.all_gather(in->data, out->data, (size_t)in->numel, ncclFloat32, nc.comm, nc.stream),
+    ncclDataType_t t = in->dtype == DP_BF16 ? ncclBfloat16 : ncclFloat32; /* fsdp's bf16 compute weights */
+    return run_on_stream(in, nc.all_gather(in->data, out->data, (size_t)in->numel, t, nc.comm, nc.stream),
                          "all_gather");
 }
 

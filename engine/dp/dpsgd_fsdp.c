@@ -1,13 +1,16 @@
-/* dpsgd_fsdp.c: fsdp (ZeRO-3) parameters. Every trainable tensor is cut as zero2 cuts it
- * (dpsgd_shard.c) and keeps its shape in dp_param.value but no storage outside a pass that reads
- * it: this rank's part (s = ceil(n / N) floats, zeros after shard_n) lives in dp_param.part under
- * `parameters`, the optimizer steps it there, and the model's block weights provider all-gathers a
- * block's values (or a pseudo-block's: the embeddings, DP_MODEL_EMBEDDINGS; the final norm and the
- * head, DP_MODEL_HEAD, which a tied head's token embedding is read by too) before each pass and
- * releases them after. Gradients are reduce-scattered once complete: per block (the head's with it)
- * in a backward that accumulates them, the embeddings' after it, otherwise after the last clip
- * (dpsgd_shard_reduce); dpsgd_fsdp_unshard gathers the whole model again at the end of training.
- * f32 models without frozen parameters only. */
+/* dpsgd_fsdp.c: fsdp (ZeRO-3) parameters. Every tensor, trainable or frozen, is cut as zero2 cuts
+ * it (dpsgd_shard.c); it keeps its shape and dtype in dp_param.value but no storage outside a pass
+ * that reads it: this rank's part (s = ceil(n / N) elements, zeros after its own) lives in
+ * dp_param.part under `parameters` in value's dtype (the f32 master of a trainable tensor, a frozen
+ * LoRA base in its own dtype: bf16 in a bf16 model), the optimizer steps a trainable part there,
+ * and the model's block weights provider all-gathers a block's weights (or a pseudo-block's: the
+ * embeddings, DP_MODEL_EMBEDDINGS; the final norm and the head, DP_MODEL_HEAD, which a tied head's
+ * token embedding is read by too) before each pass and releases them after, in the dtype the pass
+ * reads: a bf16 model's GEMM weight with an f32 master into its bf16 compute copy (the part cast to
+ * bf16 first, so bf16 goes on the wire, as PyTorch FSDP's mixed precision), everything else into
+ * value. Gradients (f32) are reduce-scattered once complete: per block (the head's with it) in a
+ * backward that accumulates them, the embeddings' after it, otherwise after the last clip
+ * (dpsgd_shard_reduce); dpsgd_fsdp_unshard gathers the whole model again at the end of training. */
 #include "dpsgd_impl.h"
 
 #include "error.h"
@@ -26,12 +29,17 @@ static int64_t block_of(const dp_model *m, const dp_param *p) {
     return strtoll(p->name + n, NULL, 10);
 }
 
-/* whether the pass over block (or pseudo-block) `layer` reads parameter k: its own, and a tied
- * head's token embedding (its block is DP_MODEL_EMBEDDINGS, where its gradient is reduced) */
-static int reads(const dpsgd *dp, int k, int64_t layer) {
-    if (dp->fsdp_block[k] == layer) return 1;
-    return layer == DP_MODEL_HEAD && dp->params[k]->kind == DP_PARAM_EMBEDDING &&
-           dp_model_config_of(dp->model)->tie_head;
+/* What the pass over block (or pseudo-block) `layer` reads of model parameter i: -1 nothing, 0 its
+ * value, 1 its bf16 compute copy. Its own block's pass reads the copy a GEMM reads (the value for
+ * the embedding lookup); a tied head (DP_MODEL_HEAD) reads the token embedding as its GEMM weight. */
+static int reads(const dpsgd *dp, int i, int64_t layer) {
+    const dpsgd_fsdp_held *h = &dp->fsdp_held[i];
+    const dp_param *p = dp_model_param(dp->model, i);
+    if (!h->parted) return -1;
+    if (h->block == layer) return h->compute && layer != DP_MODEL_EMBEDDINGS;
+    if (layer == DP_MODEL_HEAD && p->kind == DP_PARAM_EMBEDDING && dp_model_config_of(dp->model)->tie_head)
+        return h->compute;
+    return -1;
 }
 
 static int64_t part_len(const dpsgd *dp, const dp_param *p) {
@@ -39,46 +47,65 @@ static int64_t part_len(const dpsgd *dp, const dp_param *p) {
     return (p->value.numel + N - 1) / N;
 }
 
-/* value keeps dtype and shape, loses its storage */
-static void drop_value(dp_param *p) {
-    int ndim = p->value.ndim;
-    int64_t numel = p->value.numel;
-    dp_tensor_release(&p->value);
-    p->value.ndim = ndim;
-    p->value.numel = numel;
+/* t keeps dtype and shape, loses its storage */
+static void drop_storage(dp_tensor *t) {
+    int ndim = t->ndim;
+    int64_t numel = t->numel;
+    dp_tensor_release(t);
+    t->ndim = ndim;
+    t->numel = numel;
 }
 
-/* every rank's part into a fresh value of p's shape under `parameters` */
-static int gather_value(dpsgd *dp, dp_param *p) {
+void dpsgd_fsdp_drop(dp_param *p, int compute) { drop_storage(compute ? &p->compute : &p->value); }
+
+int dpsgd_fsdp_gather(dpsgd *dp, dp_param *p, int compute) {
     int64_t s = part_len(dp, p), n = p->value.numel, N = dp->comm->world_size;
+    dp_tensor *into = compute ? &p->compute : &p->value;
+    dp_dtype dt = compute ? DP_BF16 : p->value.dtype;
     int ndim = p->value.ndim;
-    int64_t shape[DP_MAX_DIMS];
+    int64_t shape[DP_MAX_DIMS], pshape[1] = {s}, wshape[1] = {s * N}, head[1] = {n};
     memcpy(shape, p->value.shape, sizeof shape);
-    DP_TRY(dp_tensor_init_module(&p->value, dp->dev, DP_F32, ndim, shape, DP_CAT_PARAMETERS, p->module));
-    if (s * N == n) return dp_comm_all_gather(dp->comm, &p->part, &p->value);
-    int64_t wshape[1] = {s * N}, head[1] = {n};
-    dp_tensor whole, dst, src;
-    int rc = dp_tensor_init_module(&whole, dp->dev, DP_F32, 1, wshape, DP_CAT_TEMP, p->module);
-    if (rc == DP_OK) {
-        rc = dp_comm_all_gather(dp->comm, &p->part, &whole);
-        if (rc == DP_OK) rc = dp_tensor_view(&dst, &p->value, 0, 1, head);
+    dp_tensor cast = {0}, whole = {0}, dst, src;
+    const dp_tensor *part = &p->part;
+    int rc = DP_OK;
+    if (p->part.dtype != dt) { /* the f32 master part in the compute dtype: what goes on the wire */
+        rc = dp_tensor_init_module(&cast, dp->dev, dt, 1, pshape, DP_CAT_TEMP, p->module);
+        if (rc == DP_OK) rc = dp_tensor_copy(&cast, &p->part);
+        part = &cast;
+    }
+    if (rc == DP_OK) rc = dp_tensor_init_module(into, dp->dev, dt, ndim, shape, DP_CAT_PARAMETERS, p->module);
+    if (rc == DP_OK && s * N == n) {
+        rc = dp_comm_all_gather(dp->comm, part, into);
+    } else if (rc == DP_OK) { /* padded: every rank's s elements, then the first n of them */
+        rc = dp_tensor_init_module(&whole, dp->dev, dt, 1, wshape, DP_CAT_TEMP, p->module);
+        if (rc == DP_OK) rc = dp_comm_all_gather(dp->comm, part, &whole);
+        if (rc == DP_OK) rc = dp_tensor_view(&dst, into, 0, 1, head);
         if (rc == DP_OK) rc = dp_tensor_view(&src, &whole, 0, 1, head);
         if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
-        dp_tensor_release(&whole);
     }
-    if (rc != DP_OK) drop_value(p);
+    dp_tensor_release(&whole);
+    dp_tensor_release(&cast);
+    if (rc != DP_OK) {
+        if (into->alloc.live) dp_tensor_release(into);
+        into->ndim = ndim;
+        into->numel = n;
+        into->dtype = dt;
+        into->dev = dp->dev;
+        memcpy(into->shape, shape, sizeof shape);
+    }
     return rc;
 }
 
 static int acquire(void *ctx, dp_model *m, int64_t layer) {
     dpsgd *dp = ctx;
-    (void)m;
-    for (int k = 0; k < dp->n_params; k++) {
-        if (!reads(dp, k, layer)) continue;
-        int rc = gather_value(dp, dp->params[k]);
+    int n = dp_model_param_count(m);
+    for (int i = 0; i < n; i++) {
+        int what = reads(dp, i, layer);
+        if (what < 0) continue;
+        int rc = dpsgd_fsdp_gather(dp, dp_model_param(m, i), what);
         if (rc != DP_OK) {
-            for (int j = 0; j < k; j++)
-                if (reads(dp, j, layer)) drop_value(dp->params[j]);
+            for (int j = 0; j < i; j++)
+                if (reads(dp, j, layer) >= 0) dpsgd_fsdp_drop(dp_model_param(m, j), reads(dp, j, layer));
             return rc;
         }
     }
@@ -105,9 +132,9 @@ static int reduce_block(dpsgd *dp, int64_t layer) {
 
 static void release(void *ctx, dp_model *m, int64_t layer) {
     dpsgd *dp = ctx;
-    (void)m;
-    for (int k = 0; k < dp->n_params; k++)
-        if (reads(dp, k, layer)) drop_value(dp->params[k]);
+    int n = dp_model_param_count(m);
+    for (int i = 0; i < n; i++)
+        if (reads(dp, i, layer) >= 0) dpsgd_fsdp_drop(dp_model_param(m, i), reads(dp, i, layer));
     if (dp->fsdp_grads && dp->fsdp_rc == DP_OK) dp->fsdp_rc = reduce_block(dp, layer);
 }
 
@@ -130,37 +157,42 @@ int dpsgd_fsdp_take_part(dpsgd *dp, int k) {
     return 1;
 }
 
+/* p's part: this rank's elements [lo, lo + own) of value, in value's dtype, zeros after them */
+static int cut_part(dpsgd *dp, dp_param *p, int64_t lo, int64_t own) {
+    int64_t shape[1] = {part_len(dp, p)}, mine[1] = {own};
+    dp_tensor dst, src;
+    DP_TRY(dp_tensor_init_module(&p->part, dp->dev, p->value.dtype, 1, shape, DP_CAT_PARAMETERS, p->module));
+    int rc = dp_tensor_fill(&p->part, 0.0);
+    if (rc == DP_OK && own > 0) {
+        rc = dp_tensor_view(&dst, &p->part, 0, 1, mine);
+        if (rc == DP_OK) rc = dp_tensor_view(&src, &p->value, lo, 1, mine);
+        if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
+    }
+    return rc;
+}
+
 int dpsgd_fsdp_setup(dpsgd *dp) {
     dp_model *m = dp->model;
     if (!m) return dp_error_set(DP_EINVAL, "distributed.strategy: fsdp needs the wrapper's model");
-    const dp_model_config *cfg = dp_model_config_of(m);
-    if (cfg->dtype != DP_F32)
-        return dp_error_set(DP_ENOTSUP,
-                            "distributed.strategy: fsdp is not implemented for dtype %s yet "
-                            "(supported: f32; bf16 under ddp, zero2)",
-                            dp_dtype_name(cfg->dtype));
-    for (int i = 0; i < dp_model_param_count(m); i++)
-        if (!dp_model_param(m, i)->trainable)
-            return dp_error_set(DP_ENOTSUP, "distributed.strategy: fsdp is not implemented for frozen parameters "
-                                            "(LoRA) yet (supported: full fine-tuning; LoRA under ddp, zero2)");
     DP_TRY(dpsgd_shard_setup(dp));
+    int n = dp_model_param_count(m);
+    int64_t r = dp->comm->rank;
     dp->fsdp_block = malloc((size_t)(dp->n_params ? dp->n_params : 1) * sizeof *dp->fsdp_block);
     dp->fsdp_acc = calloc((size_t)(dp->n_params ? dp->n_params : 1), sizeof *dp->fsdp_acc);
-    if (!dp->fsdp_block || !dp->fsdp_acc) return dp_error_set(DP_EOOM, "dp: out of host memory");
-    for (int k = 0; k < dp->n_params; k++) {
-        dp_param *p = dp->params[k];
-        dp->fsdp_block[k] = block_of(m, p);
-        int64_t shape[1] = {part_len(dp, p)}, mine[1] = {p->shard_n};
-        dp_tensor dst, src;
-        DP_TRY(dp_tensor_init_module(&p->part, dp->dev, DP_F32, 1, shape, DP_CAT_PARAMETERS, p->module));
-        int rc = dp_tensor_fill(&p->part, 0.0);
-        if (rc == DP_OK && p->shard_n > 0) {
-            rc = dp_tensor_view(&dst, &p->part, 0, 1, mine);
-            if (rc == DP_OK) rc = dp_tensor_view(&src, &p->value, p->shard_lo, 1, mine);
-            if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
-        }
-        if (rc != DP_OK) return rc;
-        drop_value(p);
+    dp->fsdp_held = malloc((size_t)(n ? n : 1) * sizeof *dp->fsdp_held);
+    if (!dp->fsdp_block || !dp->fsdp_acc || !dp->fsdp_held) return dp_error_set(DP_EOOM, "dp: out of host memory");
+    for (int k = 0; k < dp->n_params; k++) dp->fsdp_block[k] = block_of(m, dp->params[k]);
+    for (int i = 0; i < n; i++) dp->fsdp_held[i] = (dpsgd_fsdp_held){0, 0, 0};
+    for (int i = 0; i < n; i++) {
+        dp_param *p = dp_model_param(m, i);
+        int64_t block = block_of(m, p);
+        /* rank r's elements [r s, min(n, (r+1) s)): zero2's slice (dpsgd_shard_setup), frozen tensors too */
+        int64_t s = part_len(dp, p), numel = p->value.numel, lo = s * r < numel ? s * r : numel;
+        int64_t own = (lo + s < numel ? lo + s : numel) - lo;
+        DP_TRY(cut_part(dp, p, lo, own));
+        dp->fsdp_held[i] = (dpsgd_fsdp_held){block, p->compute.alloc.live, 1};
+        drop_storage(&p->value);
+        if (p->compute.alloc.live) drop_storage(&p->compute);
     }
     dp_block_weights w = {dp, acquire, release};
     dp_model_set_block_weights(m, &w);
@@ -174,20 +206,35 @@ int dpsgd_fsdp_after_step(dpsgd *dp) {
     return DP_OK;
 }
 
+/* p's whole value from the parts (its dtype), and its bf16 compute copy rebuilt from it */
+static int unshard_param(dpsgd *dp, dp_param *p, int compute) {
+    DP_TRY(dpsgd_fsdp_gather(dp, p, 0));
+    if (compute) {
+        DP_TRY(dp_tensor_init_module(&p->compute, dp->dev, DP_BF16, p->value.ndim, p->value.shape, DP_CAT_PARAMETERS,
+                                     p->module));
+        DP_TRY(dp_tensor_copy(&p->compute, &p->value));
+    }
+    dp_tensor_release(&p->part);
+    return DP_OK;
+}
+
 int dpsgd_fsdp_unshard(dpsgd *dp) {
     if (!dp->fsdp_block) return DP_OK;
-    for (int k = 0; k < dp->n_params; k++) {
-        dp_param *p = dp->params[k];
-        if (p->part.alloc.live == 0) continue;
-        DP_TRY(gather_value(dp, p));
-        dp_tensor_release(&p->part);
+    int n = dp_model_param_count(dp->model);
+    for (int i = 0; i < n; i++) {
+        dp_param *p = dp_model_param(dp->model, i);
+        if (!dp->fsdp_held[i].parted || p->part.alloc.live == 0) continue;
+        DP_TRY(unshard_param(dp, p, dp->fsdp_held[i].compute));
+        dp->fsdp_held[i].parted = 0;
     }
     dp_model_set_block_weights(dp->model, NULL);
     for (int k = 0; k < dp->n_params; k++) dp_tensor_release(&dp->fsdp_acc[k]);
     free(dp->fsdp_block);
     free(dp->fsdp_acc);
+    free(dp->fsdp_held);
     dp->fsdp_block = NULL;
     dp->fsdp_acc = NULL;
+    dp->fsdp_held = NULL;
     dpsgd_shard_clear(dp);
     return DP_OK;
 }
@@ -196,8 +243,12 @@ void dpsgd_fsdp_clear(dpsgd *dp) {
     for (int k = 0; dp->fsdp_acc && k < dp->n_params; k++) dp_tensor_release(&dp->fsdp_acc[k]);
     free(dp->fsdp_acc);
     dp->fsdp_acc = NULL;
+    if (dp->fsdp_held && dp->model)
+        for (int i = 0; i < dp_model_param_count(dp->model); i++)
+            if (dp->fsdp_held[i].parted) dp_tensor_release(&dp_model_param(dp->model, i)->part);
+    free(dp->fsdp_held);
+    dp->fsdp_held = NULL;
     if (!dp->fsdp_block) return;
-    for (int k = 0; k < dp->n_params; k++) dp_tensor_release(&dp->params[k]->part);
     if (dp->model) dp_model_set_block_weights(dp->model, NULL);
     free(dp->fsdp_block);
     dp->fsdp_block = NULL;

@@ -43,6 +43,13 @@ typedef struct dpsgd_tied_pending {
     dpsgd_formulation form; /* the head's formulation (GHOST or a flash tile) */
 } dpsgd_tied_pending;
 
+/* fsdp: how one model parameter is held between the passes. */
+typedef struct dpsgd_fsdp_held {
+    int64_t block; /* the block (or pseudo-block: DP_MODEL_EMBEDDINGS, DP_MODEL_HEAD) whose passes gather it */
+    int compute;   /* gathered into dp_param.compute (bf16) from its f32 master part: a bf16 model's GEMM weight */
+    int parted;    /* 1 while its part is in dp_param.part (0 once gathered back whole) */
+} dpsgd_fsdp_held;
+
 struct dpsgd {
     dp_model *model; /* NULL in unit tests that drive the hooks directly */
     dp_device *dev;
@@ -66,6 +73,8 @@ struct dpsgd {
                           * over the physical batches whose backward gave a block's gradient whole */
     int fsdp_grads;      /* fsdp: 1 during a backward that accumulates weight gradients */
     int fsdp_rc;         /* fsdp: the first failure of a reduce-scatter in a release (reported after the backward) */
+    /* fsdp: per model parameter (trainable or frozen) how it is held: its block and gather (NULL otherwise) */
+    dpsgd_fsdp_held *fsdp_held;
     int reduced; /* the step's gradients were summed across the ranks */
     int phase;   /* 0 idle, 1 forward done, 2 backward done */
 
@@ -211,10 +220,16 @@ int dpsgd_shard_reduce(dpsgd *dp, dp_param *p);
 int dpsgd_shard_gather(dpsgd *dp, dp_param *p);
 
 /* ---- dpsgd_fsdp.c: fsdp's parts and the block weights provider ---- */
-/* Cuts every trainable tensor as zero2, keeps its part alone (dp_param.part) and installs the
- * provider that gathers a block (or pseudo-block) before each pass over it; DP_ENOTSUP for bf16 or
- * frozen parameters. */
+/* Cuts every tensor, trainable or frozen, as zero2, keeps its part alone (dp_param.part: f32 masters,
+ * the frozen base in its own dtype) and installs the provider that gathers a block (or pseudo-block)
+ * before each pass that reads it. */
 int dpsgd_fsdp_setup(dpsgd *dp);
+/* All-gathers p's part into the buffer a pass reads, under `parameters` with p's module: the bf16
+ * compute copy (compute = 1: the f32 master part cast to bf16 first, so bf16 goes on the wire), or
+ * value in its own dtype. Nothing is left allocated on failure. */
+int dpsgd_fsdp_gather(dpsgd *dp, dp_param *p, int compute);
+/* Frees what dpsgd_fsdp_gather allocated (the shape and dtype stay). */
+void dpsgd_fsdp_drop(dp_param *p, int compute);
 /* After the optimizer: the gradient parts released (nothing is gathered: the next pass gathers). */
 int dpsgd_fsdp_after_step(dpsgd *dp);
 /* The backward that accumulates weight gradients (vanilla's; twopass's second), with every block's

@@ -156,9 +156,10 @@ typedef struct dp_param {
      * updates; sharded 0 when the rank holds the whole (one process, ddp) */
     int sharded;
     int64_t shard_lo, shard_n;
-    /* fsdp: this rank's part of a block's tensor (ceil(n / N) f32, zeros after shard_n) under
-     * `parameters`, which the optimizer steps, while value keeps its shape without storage outside
-     * the passes over its block; empty otherwise */
+    /* fsdp: this rank's part of a block's tensor, trainable or frozen (ceil(n / N) elements in
+     * value's dtype, zeros after this rank's own) under `parameters`, which the optimizer steps, while
+     * value (and a bf16 compute copy) keeps its shape without storage outside the passes over its
+     * block (in a pass, a compute copy's master value has none either); empty otherwise */
     dp_tensor part;
 } dp_param;
 

@@ -349,7 +349,7 @@ not fit.
   world_size=N strategy=S     plan one rank (rank 0) of N data-parallel ranks: batch= is the
                               global batch (N must divide it), each rank holding batch / N;
                               S: ddp (default), zero2 (gradients and optimizer states
-                              sharded) or fsdp (parameters too; f32 full fine-tuning only)
+                              sharded) or fsdp (parameters too, LoRA's frozen base included)
   checkpoint=S[,S...]         activation checkpointing settings to search with, each its own row:
                               off, blocks (every block) or N (every N-th block); default off,blocks
   out=FILE.json               also write the answer as JSON

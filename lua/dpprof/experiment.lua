@@ -305,10 +305,6 @@ local function check_distributed(c, recorded)
            .. "make different numbers of physical batches, each gathering every block (supported: fixed-length "
            .. "windows; such data under ddp, zero2)")
   end
-  if d.strategy == "fsdp" and (c.model.lora or c.model.dtype == "bf16") then -- not sharded yet: refused, not wrong
-    refuse(".strategy: fsdp is not implemented for %s yet (supported: f32 full fine-tuning; %s under ddp, zero2)",
-           c.model.lora and "LoRA" or "dtype bf16", c.model.lora and "LoRA" or "bf16")
-  end
   for _, k in ipairs({ "world_size", "rank" }) do
     local v = d[k]
     if v ~= nil and not (math.type(v) == "integer" or (type(v) == "number" and math.tointeger(v))) then

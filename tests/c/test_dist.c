@@ -139,6 +139,21 @@ static void test_plan_and_single(void) {
         CHECK_EQ_U64(ar->calls, 1);
         CHECK_CLOSE(ar->flops, 0, 0);
     }
+    /* bf16: an all-gather is a copy (fsdp's compute weights), 2 bytes an element on the wire; sums
+     * and mixed dtypes are refused */
+    dp_tensor whole16, shard16;
+    CHECK_OK(dp_tensor_init(&whole16, plan, DP_BF16, 1, &n, DP_CAT_PARAMETERS));
+    CHECK_OK(dp_tensor_init(&shard16, plan, DP_BF16, 1, &part, DP_CAT_PARAMETERS));
+    dp_ledger_reset();
+    CHECK_OK(dp_comm_all_gather(&pc, &shard16, &whole16));
+    ag = entry("comm_all_gather");
+    CHECK(ag != NULL);
+    if (ag) CHECK_CLOSE(ag->bytes, 3.0 / 4 * 2000, 0);
+    CHECK(dp_comm_reduce_scatter(&pc, &whole16, &shard16) == DP_ENOTSUP);
+    CHECK(dp_comm_all_gather(&pc, &shard, &whole16) == DP_ENOTSUP);
+    CHECK(dp_comm_all_reduce(&pc, &whole16) == DP_ENOTSUP);
+    dp_tensor_release(&whole16);
+    dp_tensor_release(&shard16);
     dp_tensor_release(&whole);
     dp_tensor_release(&shard);
 

@@ -1,7 +1,6 @@
 -- plan_equal.lua: run under mpirun -np N. Each rank trains on the CPU as one rank of the world
 -- (ddp, then zero2, whose optimizer states must be a 1/N share of ddp's, then fsdp, whose parameters at the
--- peak, and gradients at most, must be the parts of the blocks' tensors plus one block whole and the tensors
--- outside the blocks),
+-- peak must be every tensor's part plus one block whole, and gradients at most that and the embeddings'),
 -- then plans the same run on device "plan" as rank r of a simulated world of N (no launcher needed
 -- for that: nothing moves). The plan's memory equals what the rank measured, byte for byte: the
 -- run's peak, every category's peak and live-at-peak, every module's peak; and its collectives
@@ -20,13 +19,18 @@ local CASES = {
   { "llama lora bk", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8,
                        batch = 8, tie_head = true, checkpoint = "blocks", lora = { rank = 2, alpha = 4 } }, "bk" },
   { "gpt flat", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 }, "flat" },
+  -- bf16 with f32 masters: fsdp's parts f32, its gathered GEMM weights the bf16 copies
+  { "gpt bf16 ghost", { arch = "gpt", vocab = 64, hidden = 32, layers = 3, heads = 2, seq_len = 8, batch = 8,
+                        dtype = "bf16", master_weights = true }, "ghost" },
+  -- LoRA in bf16: the frozen base's parts and gathers bf16, the adapters' parts f32
+  { "llama bf16 lora ghost", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2,
+                               seq_len = 8, batch = 8, dtype = "bf16", lora = { rank = 2, alpha = 4 } }, "ghost" },
 }
 local states = {} -- optimizer states' peak per strategy, first case
-local params_at_peak = {} -- parameters live at the run's peak per strategy, first case
+local params_at_peak = {} -- parameters live at the run's peak per case and strategy
 local grads_peak = {} -- gradients' peak per strategy, first case
 for _, case in ipairs(CASES) do
  for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
-  if strategy == "fsdp" and case[2].lora then goto next end -- fsdp: full fine-tuning only (LoRA refused)
   local name, model, method = case[1] .. " " .. strategy, case[2], case[3]
   -- the plan without the CUDA workspace, which a CPU rank does not hold
   local function run(device, distributed)
@@ -43,9 +47,10 @@ for _, case in ipairs(CASES) do
   end
   local cpu = run("cpu", { strategy = strategy })
   local plan = run("plan", { strategy = strategy, world_size = ws, rank = rank })
+  params_at_peak[case[1]] = params_at_peak[case[1]] or {}
+  params_at_peak[case[1]][strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
   if case == CASES[1] then
     states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes
-    params_at_peak[strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
     grads_peak[strategy] = cpu.memory.categories.gradients.peak_bytes
   end
   local function same(a, b, what) if a ~= b then fail("%s: %s: plan %s, measured %s", name, what, b, a) end end
@@ -93,41 +98,60 @@ for _, case in ipairs(CASES) do
   ::next::
  end
 end
--- fsdp holds a tensor whole only while a pass reads it: at the run's peak, fewer than ddp's whole
-do -- exactly: every tensor's part of ceil(n / N), and whole the largest set gathered at once, one
-  -- block's tensors (larger here than the embeddings, wte and wpe, and than the head's set: ln_f and
-  -- the tied wte); the run's peak is in a block's pass
-  local parts, sets, wte = 0, { embeddings = 0, head = 0 }, 0
-  for _, p in ipairs(dp.model(CASES[1][2]):params()) do
-    if p.name == "transformer.wte.weight" then wte = p.numel end
-    local set = p.name:match("^transformer%.h%.(%d+)%.")
-      or ((p.name == "transformer.wte.weight" or p.name == "transformer.wpe.weight") and "embeddings" or "head")
-    parts = parts + (p.numel + ws - 1) // ws
-    sets[set] = (sets[set] or 0) + p.numel
+-- fsdp holds a tensor whole only while a pass reads it: at the run's peak, fewer than ddp's whole;
+-- exactly: every tensor's part of ceil(n / N) in its own dtype (f32 masters; a frozen base bf16 in a
+-- bf16 model), and whole one block gathered in the dtype its pass reads (a bf16 model's GEMM weights
+-- their bf16 copies, without the masters): the run's peak is in a block's pass. The block is larger
+-- than the other sets gathered at once, the embeddings (wte, wpe) and the head's (the final norm and
+-- the head, or the tied wte), which case 1 asserts.
+local function fsdp_params(model)
+  local spec = dp.deep_copy(model)
+  spec.device = "plan"
+  local m <close> = dp.model(spec)
+  local bf16, tied = model.dtype == "bf16", true
+  for _, p in ipairs(m:params()) do tied = tied and p.kind ~= "head" end
+  local parts, sets, whole, grads, embeddings = 0, { embeddings = 0, head = 0 }, 0, 0, 0
+  for _, p in ipairs(m:params()) do
+    local size = bf16 and (not p.trainable or model.master_weights == false) and 2 or 4
+    local copy = bf16 and size == 4 and (p.kind == "linear_w" or p.kind == "lora_a" or p.kind == "lora_b"
+                                         or p.kind == "head" or (p.kind == "embedding" and tied))
+    local set = p.name:match("^transformer%.h%.(%d+)%.") or p.name:match("^model%.layers%.(%d+)%.")
+      or ((p.kind == "embedding" or p.kind == "position") and "embeddings" or "head")
+    parts = parts + (p.numel + ws - 1) // ws * size
+    -- the embedding lookup reads the value; the GEMMs read the bf16 copy where there is one
+    sets[set] = (sets[set] or 0) + p.numel * (copy and set ~= "embeddings" and 2 or size)
+    if p.kind == "embedding" and tied then sets.head = sets.head + p.numel * (copy and 2 or size) end
+    whole = whole + p.numel * (size + (copy and 2 or 0))
+    if p.trainable then
+      grads = grads + 4 * p.numel
+      if set == "embeddings" then embeddings = embeddings + 4 * p.numel end
+    end
   end
-  sets.head = sets.head + wte -- the tied head reads wte
-  local largest, which = 0, nil
-  for set, n in pairs(sets) do if n > largest or (n == largest and set < which) then largest, which = n, set end end
-  if which ~= "0" or sets["0"] <= sets.embeddings or sets["0"] <= sets.head then
-    fail("the largest set gathered at once is %s (%d elements), not a block", which, largest)
+  return parts + sets["0"], sets, whole, grads, embeddings
+end
+for i, case in ipairs(CASES) do
+  local got = params_at_peak[case[1]]
+  local want, sets = fsdp_params(case[2])
+  -- (two blocks' parts are one block at N = 2: fewer than ddp's whole where the blocks are more, case 1's 4)
+  if got.fsdp ~= want or want > got.ddp or (i == 1 and want >= got.ddp) then
+    fail("%s: fsdp's parameters at the peak: %d bytes, want %d (ddp's whole: %d)", case[1], got.fsdp, want, got.ddp)
   end
-  local want = 4 * (parts + largest)
-  if params_at_peak.fsdp ~= want or want >= params_at_peak.ddp then
-    fail("fsdp's parameters at the peak: %d bytes, want %d (ddp's whole: %d)", params_at_peak.fsdp, want,
-         params_at_peak.ddp)
+  if i == 1 then
+    if sets["0"] <= sets.embeddings or sets["0"] <= sets.head then
+      fail("%s: block 0 (%d bytes) is not the largest set gathered at once (embeddings %d, head %d)", case[1],
+           sets["0"], sets.embeddings, sets.head)
+    end
+    -- ghost's clipped backward reduce-scatters each block's gradient, and the head's set's, as soon as
+    -- the pass over it is done, and the embeddings' at its end: never more than the parts, one block's
+    -- whole and the embeddings' whole
+    local _, _, _, all, embeddings = fsdp_params(case[2])
+    local bound = want + embeddings
+    if grads_peak.fsdp > bound or bound >= all then
+      fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, bound, all)
+    end
+    print(string.format("rank %d of %d: %s: fsdp's parameters at the peak %d bytes (ddp's %d), gradients' peak %d "
+                        .. "(bound %d)", rank, ws, case[1], got.fsdp, got.ddp, grads_peak.fsdp, bound))
   end
-  -- ghost's clipped backward reduce-scatters each block's gradient, and the head's set's, as soon as
-  -- the pass over it is done, and the embeddings' at its end: never more than the parts, one block's
-  -- whole and the embeddings' whole
-  local whole = 0
-  for _, n in pairs(sets) do whole = whole + 4 * n end
-  whole = whole - 4 * wte -- counted in two sets
-  local bound = want + 4 * sets.embeddings
-  if grads_peak.fsdp > bound or bound >= whole then
-    fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, bound, whole)
-  end
-  print(string.format("rank %d of %d: fsdp's parameters at the peak %d bytes (ddp's %d), gradients' peak %d (bound %d)",
-                      rank, ws, params_at_peak.fsdp, params_at_peak.ddp, grads_peak.fsdp, bound))
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n
 if not (states.zero2 < states.ddp and states.zero2 * ws <= states.ddp + 2 * 4 * ws * 64) then

@@ -35,9 +35,6 @@ local function refused_model(model, d, want)
   check.eq(type(e) == "table" and e.exit_status, 2, "exit status of: " .. tostring(e))
   check.truthy(tostring(e):find(want, 1, true), string.format("%q names %q", tostring(e), want))
 end
-refused_model(LORA, { strategy = "fsdp", world_size = 2 },
-              "distributed.strategy: fsdp is not implemented for LoRA yet (supported: f32 full fine-tuning; LoRA "
-              .. "under ddp, zero2)")
 do -- fsdp's ranks must make the same physical batches: Poisson sampling and samples of their own lengths refused
   local ok, e = pcall(dp.experiment, { model = MODEL, device = "plan", dp = { poisson = true, dataset_size = 64 },
                                        distributed = { strategy = "fsdp", world_size = 2 } })
@@ -53,7 +50,51 @@ do -- fsdp's ranks must make the same physical batches: Poisson sampling and sam
 end
 local BF16 = dp.deep_copy(MODEL)
 BF16.dtype = "bf16"
-refused_model(BF16, { strategy = "fsdp", world_size = 2 }, "fsdp is not implemented for dtype bf16 yet")
+-- fsdp's all-gathers, planned as rank 1 of N (ghost: a forward and two backwards, the norms' and
+-- the clipped one): every block at each of the three passes; the embeddings (wte, wpe) once, at
+-- the forward's lookup; the final norm and the head (gpt's tied head: wte as its GEMM weight) at the
+-- forward's logits and at each backward's start, three times. A bf16 model's GEMM weights (linear,
+-- LoRA, the head) go on the wire as bf16 cast from their f32 master parts, the rest in their own
+-- dtype (norms and biases f32 and the lookup's table f32 masters; LoRA's frozen base bf16 in a bf16
+-- model, f32 in an f32 one), each padded to N ceil(n / N). A ring's (N-1)/N of each.
+local function fsdp_gathers(model, N)
+  local r = dp.experiment{ model = model, device = "plan", method = "ghost", iters = 1, warmup = 0,
+                           distributed = { strategy = "fsdp", world_size = N, rank = 1 } }
+  check.eq(r.status, "ok", tostring(r.message))
+  local got = { calls = 0, bytes = 0 }
+  for _, o in ipairs(r.ledger) do if o.op == "comm_all_gather" then got = o end end
+  local spec = dp.deep_copy(model)
+  spec.device = "plan"
+  local m <close> = dp.model(spec)
+  local tied = true
+  for _, p in ipairs(m:params()) do tied = tied and p.kind ~= "head" end
+  local calls, bytes = 0, 0
+  for _, p in ipairs(m:params()) do
+    local padded = N * ((p.numel + N - 1) // N)
+    local own = model.dtype == "bf16" and not p.trainable and 2 or 4 -- the value's (the part's) dtype
+    local gemm = model.dtype == "bf16" and 2 or own -- a GEMM weight's copy: bf16 in a bf16 model
+    local function add(times, size) calls, bytes = calls + times, bytes + times * padded * size end
+    if p.name:match("^transformer%.h%.") or p.name:match("^model%.layers%.") then
+      add(3, (p.kind == "linear_w" or p.kind == "lora_a" or p.kind == "lora_b") and gemm or own)
+    elseif p.kind == "embedding" or p.kind == "position" then
+      add(1, own)
+      if p.kind == "embedding" and tied then add(3, gemm) end
+    else
+      add(3, p.kind == "head" and gemm or own)
+    end
+  end
+  check.eq(got.calls, calls, "fsdp's all-gathers a step")
+  check.eq(got.bytes, (N - 1) / N * bytes, "fsdp's all-gathers' wire bytes")
+  return got.bytes
+end
+local BF16_LORA = dp.deep_copy(LORA)
+BF16_LORA.dtype = "bf16"
+for _, N in ipairs({ 2, 4 }) do
+  local f32, bf16 = fsdp_gathers(MODEL, N), fsdp_gathers(BF16, N)
+  check.truthy(bf16 < f32, "bf16 gathers move fewer bytes")
+  fsdp_gathers(LORA, N)
+  fsdp_gathers(BF16_LORA, N)
+end
 refused({ strategy = "ddp", world_size = 2 }, nil, "distributed.world_size is 2 but this run was launched with 1 rank(s)")
 refused({ strategy = "ddp", rank = 1 }, nil, "distributed.rank is the launcher's on device 'cpu'")
 refused({ strategy = "ddp", foo = 1 }, nil, "distributed: unknown key 'foo' (valid: strategy, world_size, rank)")
@@ -61,36 +102,38 @@ refused({ strategy = "ddp", world_size = 3 }, "plan", "distributed.world_size 3 
 refused({ strategy = "ddp", world_size = 2, rank = 2 }, "plan", "distributed.rank 2 is not a rank of a world of 2")
 refused("ddp", nil, "distributed must be a table")
 
--- the wrapper refuses it too (priv:distribute, dpsgd_set_distributed), and stays usable
-do
-  local m <close> = dp.model{ vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2, device = "plan",
-                              lora = { rank = 2, alpha = 4 } }
-  local priv <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
-  local ok, e = pcall(priv.distribute, priv, { strategy = "fsdp", world_size = 2, rank = 1 })
-  check.eq(ok, false, "fsdp on a LoRA wrapper")
-  check.truthy(tostring(e):find("fsdp is not implemented for frozen parameters (LoRA) yet (supported: full fine-tuning",
-                                1, true), tostring(e))
-  priv:distribute{ strategy = "ddp", world_size = 2, rank = 1 }
-end
 -- fsdp at world size 1 (no launcher): the blocks gathered and freed around every pass, the part
 -- stepped, the model gathered for the finished callback: one process's parameters, bit for bit (with
 -- physical batches of 2, to 1e-6: fsdp sums the parts of each batch, one process accumulates in the gemm)
 do
   local LLAMA = { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8, batch = 4,
                   tie_head = true, checkpoint = "blocks" }
-  for _, case in ipairs({ { "vanilla" }, { "ghost" }, { "bk" }, { "vanilla", 2 }, { "ghost", 2 } }) do
+  -- bf16 with f32 masters and LoRA: the frozen base's bf16 parts, the adapters' bf16 copies gathered
+  local LLAMA_BF16 = dp.deep_copy(LLAMA)
+  LLAMA_BF16.dtype, LLAMA_BF16.lora = "bf16", { rank = 2, alpha = 4 }
+  for _, case in ipairs({ { "vanilla" }, { "ghost" }, { "bk" }, { "vanilla", 2 }, { "ghost", 2 },
+                          { "ghost", nil, LLAMA_BF16 }, { "bk", nil, LLAMA_BF16 } }) do
     -- physical batches of 2: the blocks' parts summed over them, against one process's run of them
-    local method, physical = case[1], case[2]
+    local method, physical, model = case[1], case[2], case[3] or LLAMA
     local function run(d)
-      local vals
-      local r = dp.experiment{ model = LLAMA, method = method, iters = 2, warmup = 1, device = "cpu", threads = 1,
+      local vals, loss
+      local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = "cpu", threads = 1,
                                snapshots = "none", seed = 3, distributed = d,
                                dp = physical and { max_physical_batch_size = physical } or nil,
-                               on = { finished = function(ctx) vals = select(3, check.param_values(ctx.model)) end } }
+                               on = { finished = function(ctx)
+                                 vals = select(3, check.param_values(ctx.model))
+                                 -- the gathered model computes as one process's (bf16: its compute copies rebuilt)
+                                 local b = dp.batch{ model = ctx.model, size = 2, seed = 0, step = 0 }
+                                 loss = ctx.model:forward(b)
+                                 ctx.model:release_activations()
+                                 dp.free_batch(b)
+                               end } }
       check.eq(r.status, "ok", method .. ": " .. tostring(r.message))
-      return vals
+      return vals, loss
     end
-    local one, fsdp = run(nil), run({ strategy = "fsdp" })
+    local one, loss1 = run(nil)
+    local fsdp, loss = run({ strategy = "fsdp" })
+    if not physical then check.eq(loss, loss1, method .. ": the trained model's loss") end
     check.eq(#fsdp, #one, method .. ": tensors")
     for k = 1, #one do
       for i = 1, #one[k] do

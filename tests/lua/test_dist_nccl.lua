@@ -4,7 +4,8 @@
 --     LD_LIBRARY_PATH, exit 2 (a refused configuration), nothing written;
 --   * with NCCL: distributed = {strategy = "ddp"} (and "zero2", "fsdp") on device cuda trains exactly as
 --     the run without it (each parameter's sum of squares bit for bit after K steps), its
---     collectives in the ledger and the comm phase.
+--     collectives in the ledger and the comm phase; and fsdp with bf16 (f32 masters) and LoRA, whose
+--     blocks are all-gathered as bf16 (ncclBfloat16: the adapters' bf16 copies, the frozen base's parts).
 -- NCCL is found by DPPROF_NCCL or the loader's path (PyPI's nvidia-nccl-cu13: site-packages/
 -- nvidia/nccl/lib/libnccl.so.2).
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
@@ -17,9 +18,11 @@ end
 
 local MODEL = { arch = "llama", vocab = 128, hidden = 64, layers = 2, heads = 4, kv_heads = 2, seq_len = 16, batch = 4,
                 tie_head = true }
-local function run(method, distributed)
+local BF16_LORA = dp.deep_copy(MODEL)
+BF16_LORA.dtype, BF16_LORA.lora = "bf16", { rank = 2, alpha = 4 }
+local function run(method, distributed, model)
   local sums = {}
-  local r = dp.experiment{ model = MODEL, method = method, device = "cuda", iters = 2, warmup = 1, snapshots = "none",
+  local r = dp.experiment{ model = model or MODEL, method = method, device = "cuda", iters = 2, warmup = 1, snapshots = "none",
                            distributed = distributed,
                            on = { finished = function(ctx)
                              for _, p in ipairs(ctx.model:params()) do sums[#sums + 1] = ctx.model:param(p.name):sumsq() end
@@ -63,5 +66,17 @@ for _, method in ipairs({ "vanilla", "ghost", "flash_clip", "bk" }) do
                         method, strategy, #alone, calls, strategy == "ddp" and "all-reduces" or "reduce-scatters",
                         r.timing.phases_ms.comm))
   end
+end
+for _, method in ipairs({ "ghost", "bk" }) do
+  local alone = run(method, nil, BF16_LORA)
+  local nccl, r = run(method, { strategy = "fsdp" }, BF16_LORA)
+  for i = 1, #alone do
+    check.eq(nccl[i], alone[i], method .. " fsdp bf16 LoRA: world size 1 through NCCL, tensor " .. i)
+  end
+  local gathers = 0
+  for _, o in ipairs(r.ledger) do if o.op == "comm_all_gather" then gathers = o.calls end end
+  check.truthy(gathers > 0, method .. " fsdp bf16 LoRA: the all-gathers are in the ledger")
+  print(string.format("%s fsdp bf16 LoRA: world size 1 through NCCL equals the run without it (%d all-gathers)", method,
+                      gathers))
 end
 print("ok")
