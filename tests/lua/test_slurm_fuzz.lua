@@ -10,7 +10,8 @@
 --   Scripts: random bytes (quotes, $(), backticks, ;, newlines, non-ASCII...) as the
 --   directory and executable a generated script names: either refused (a control character),
 --   or the script passes `sh -n` and, run, hands its stand-in executable exactly those bytes
---   and runs nothing else. A few go through `dpprof sweep submit` whole.
+--   and runs nothing else; every other script is an N-task point's, whose exec is srun's (a
+--   stand-in that records its words the same way). A few go through `dpprof sweep submit` whole.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -229,7 +230,11 @@ local function random_text()
   return table.concat(parts)
 end
 local sdir = root .. "/scripts"
-assert(dp.mkdir_p(sdir))
+assert(dp.mkdir_p(sdir .. "/bin"))
+write(sdir .. "/bin/srun", "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done > \"$ARGS_OUT\"\n")
+os.execute("chmod +x " .. q(sdir .. "/bin/srun"))
+local srun_words = slurm.srun_argv(slurm.options({}), { ntasks = 2 }, standin, "D")
+local srun_prefix = table.concat(srun_words, "\0", 2, #srun_words - 4) .. "\0"
 local cases, refused = {}, 0
 local n_scripts = math.max(50, count // 4)
 for i = 1, n_scripts do
@@ -242,18 +247,25 @@ for i = 1, n_scripts do
   else
     check.eq(dir:find("[%z\1-\31\127]"), nil, "a control character passed the check")
     cases[#cases + 1] = dir
-    write(string.format("%s/%d.sh", sdir, #cases), slurm.script_text("a comment", { standin, "sweep", "task", dir }))
+    local argv = #cases % 2 == 0 and slurm.srun_argv(slurm.options({}), { ntasks = 2 }, standin, dir)
+                 or { standin, "sweep", "task", dir }
+    write(string.format("%s/%d.sh", sdir, #cases), slurm.script_text("a comment", argv))
   end
 end
 -- one shell runs them all: sh -n, then each for real
 local code, text = check.sh(string.format(
-  "cd %s && i=1; while [ $i -le %d ]; do sh -n $i.sh || echo \"syntax $i\"; ARGS_OUT=$i.args sh $i.sh || echo \"ran $i\"; "
+  "cd %s && PATH=\"$PWD/bin:$PATH\" && i=1; while [ $i -le %d ]; do sh -n $i.sh || echo \"syntax $i\"; ARGS_OUT=$i.args sh $i.sh || echo \"ran $i\"; "
   .. "i=$((i + 1)); done", q(sdir), #cases))
 check.eq(code, 0, "the scripts ran: " .. text)
 check.eq(text, "", "every script passes sh -n and runs")
 for i, dir in ipairs(cases) do
   local got = dp.read_file(string.format("%s/%d.args", sdir, i))
-  check.eq(got, "sweep\0task\0" .. dir .. "\0", "script " .. i .. " handed its executable exactly the path")
+  if i % 2 == 0 then
+    check.eq(got, srun_prefix .. standin .. "\0sweep\0task\0" .. dir .. "\0",
+             "script " .. i .. " handed srun its options, the executable and exactly the path")
+  else
+    check.eq(got, "sweep\0task\0" .. dir .. "\0", "script " .. i .. " handed its executable exactly the path")
+  end
 end
 check.eq(dp.read_file(canary), nil, "no injected text ran")
 check.truthy(#cases > 10 and refused > 10, string.format("both outcomes: %d scripts, %d refused", #cases, refused))
