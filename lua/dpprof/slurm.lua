@@ -19,6 +19,12 @@
 -- job-completion log (JobCompType=jobcomp/filetxt, its JobCompLoc file, when readable).
 -- `out`, the script and the dpprof binary must be on a filesystem every node shares.
 --
+-- A point distributed on a real device (distributed.world_size = N on cpu or cuda) is an N-task
+-- job: its array asks for --ntasks=N (cuda: a GPU a task) and its task is `srun --ntasks=N
+-- --mpi=<slurm.mpi> dpprof sweep task <out>`, the point run in every rank, rank 0 writing its
+-- file. An array's tasks share --ntasks, so the points go in one array per N (each a submission
+-- of the manifest, with ntasks), and the collect job waits for them all.
+--
 -- With repeats = N each run is a task of its own: task t runs run t % N + 1 of point t // N
 -- (dpprof.repeats), writes <out>/runs/<point>.run<k>.json, and the task that finds every run of
 -- its point there writes the point's file; collect gives a run whose task ended without a file

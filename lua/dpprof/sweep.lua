@@ -26,8 +26,10 @@
 -- runs one per GPU. On CUDA each child sees only its own GPU; on the CPU the thread budget is
 -- split so points never share a core (dpprof.parallel). Files, resume and the lock are as for one
 -- at a time; progress lines come as points finish. backend = "slurm" (with slurm = {partition=,
--- account=, time=, gpus_per_task=, cpus_per_task=, mem=, max_parallel=, extra={...}}) submits the
--- points as one Slurm job array instead of running them (dpprof.slurm; `dpprof sweep submit`).
+-- account=, time=, gpus_per_task=, cpus_per_task=, mem=, max_parallel=, extra={...}, gpus_per_node=,
+-- mpi=}) submits the points as one Slurm job array instead of running them (dpprof.slurm; `dpprof
+-- sweep submit`); a point distributed on a real device is an N-task job there (srun), and refused
+-- by a local sweep.
 -- Every result records where it ran: sweep.placement = {host, slot, slots, threads,
 -- cuda_visible_devices, slurm} (the fields that apply).
 --
