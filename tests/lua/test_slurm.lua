@@ -402,6 +402,27 @@ check.eq(code, 2, "gpus_per_task=2 for cuda ranks: " .. text)
 check.truthy(text:find("point world_size=1: distributed on cuda is one rank per GPU (--gpus-per-task=1); "
                        .. "slurm.gpus_per_task is 2: give 1 or leave it out", 1, true), text)
 check.eq(dp.read_file(root .. "/gpu2/" .. slurm.MANIFEST_FILE), nil, "nothing submitted")
+-- what the experiment refuses of an N-task point is refused at submission, as for any point
+-- (checked as a launch of its own world_size ranks, not against this process's world of one)
+write(root .. "/bad_dist.lua", [[
+local dp = require("dpprof")
+dp.sweep{ base = { device = "cpu", method = "ghost", distributed = dp.args.rank and { world_size = 2, rank = 1 } or nil,
+                   model = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 4 } },
+          vary = { world_size = { dp.args.ws } }, out = dp.args.out, backend = "slurm" }
+]])
+code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/bad3 ws=3", exe, root, root))
+check.eq(code, 2, "world_size 3 of a batch of 4: " .. text)
+check.truthy(text:find("point world_size=3: dpprof.experiment: distributed.world_size 3 does not divide the batch of 4",
+                       1, true), text)
+code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/bad_rank ws=2 rank=1", exe, root, root))
+check.eq(code, 2, "a rank on a real device: " .. text)
+check.truthy(text:find(".rank is the launcher's on device 'cpu'", 1, true), text)
+check.eq(dp.read_file(root .. "/bad3/" .. slurm.MANIFEST_FILE) or dp.read_file(root .. "/bad_rank/" .. slurm.MANIFEST_FILE),
+         nil, "nothing submitted")
+code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/good2 ws=2", exe, root, root))
+check.eq(code, 0, "world_size 2 of a batch of 4, from a process of one rank: " .. text)
+check.truthy(text:find("(tasks 0; 2 tasks each: srun -n 2)", 1, true), text)
+
 -- a local sweep's point is one child process: distributed on a real device is refused, naming Slurm
 check.raises(function()
   dp.sweep{ base = { device = "cpu", distributed = { world_size = 2 },
