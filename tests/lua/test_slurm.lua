@@ -457,6 +457,17 @@ corrupt('"version": 1', '"version": "1"', "task",
         'field version is "1"; valid: 1 (the manifest version this dpprof reads)')
 check.eq(dp.list_dir(root .. "/escaped.json"), nil, "nothing written outside the sweep")
 write(mpath, good)
+-- an N-task submission's ntasks
+local gpath = gpu .. "/" .. slurm.MANIFEST_FILE
+local ggood = assert(dp.read_file(gpath))
+local gbad, gn = ggood:gsub('"ntasks": 16', '"ntasks": 0', 1)
+check.eq(gn, 1, "the manifest has ntasks 16")
+write(gpath, gbad)
+code, text = sh(string.format("%s sweep status %s", exe, gpu))
+check.eq(code, 2, "status of a manifest with ntasks 0: " .. text)
+check.eq(text, "dpprof sweep status: " .. gpath .. ": field submissions[3].ntasks is 0 (an integer); valid: absent (one "
+         .. "task a point) or the tasks of each point, an integer >= 1\n", "ntasks 0: one line")
+write(gpath, ggood)
 
 os.execute("rm -rf " .. root)
 print("test_slurm: ok")
