@@ -7,7 +7,8 @@
 -- is submitted as two arrays; each task's generated script runs as Slurm would run it; the
 -- 2-rank point's file is rank 0's combined result, with every rank's peaks, and equals what the
 -- same experiment gives under mpirun -np 2 by hand; run without its launcher the point is refused
--- by the experiment, naming the world; collect then finds every point done.
+-- by the experiment, naming the world; collect then finds every point done. With repeats = 2 each
+-- run of the 2-rank point is a 2-task array task, and rank 0 of the last one writes the point.
 package.path = arg[0]:match("(.*/)") .. "../lua/?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -114,6 +115,31 @@ code, text = sh(string.format("%s sweep collect %s", q(exe), q(out)))
 check.eq(code, 0, "collect: " .. text)
 code, text = sh(string.format("%s sweep status %s", q(exe), q(out)))
 check.truthy(text:find("101 (tasks 1, 2 tasks each, collect 102)", 1, true) and text:find("points: ok 2", 1, true), text)
+
+-- repeats = 2: two array tasks of 2 ranks each; each run's file is its rank 0's, and the task
+-- that finds both writes the point's file, with the same peak (memory is exact)
+local rscript = root .. "/rep.lua"
+assert(dp.write_file(rscript, string.format([[
+local dp = require("dpprof")
+dp.sweep{ base = %s, vary = { world_size = { 2 } }, out = dp.args.out, backend = "slurm", repeats = 2 }
+]], base)))
+local rout = root .. "/rep"
+code, text = sh(string.format("%s sweep submit %s out=%s", q(exe), q(rscript), q(rout)))
+check.eq(code, 0, "submit with repeats: " .. text)
+local rj = text:match("2 of 2 runs %(2 per point%) submitted as Slurm array job (%d+) %(tasks 0%-1; 2 tasks each: srun %-n 2%)")
+check.truthy(rj, text)
+for t = 0, 1 do
+  code, text = sh(string.format("SLURM_ARRAY_TASK_ID=%d SLURM_ARRAY_JOB_ID=%s sh %s", t, rj,
+                                q(rout .. "/slurm/task_2tasks.sh")))
+  check.eq(code, 0, "run task " .. t .. ": " .. text)
+end
+local rp = dp.results.read(rout .. "/world_size=2.json")
+check.eq(rp.status, "ok", "the repeated 2-rank point: " .. tostring(rp.message))
+check.eq(rp.repeats.n, 2, "both runs")
+check.eq(rp.repeats.runs[2].placement.slurm.array_task_id, 1, "run 2 ran as task 1")
+check.eq(rp.repeats.runs[1].peak_bytes, rp.repeats.runs[2].peak_bytes, "the same peak")
+check.eq(rp.memory.peak_bytes, r2.memory.peak_bytes, "as the point without repeats")
+check.eq(#rp.distributed.ranks, 2, "rank 0's combined result")
 
 os.execute("rm -rf " .. q(root))
 print("slurm_ntasks: ok")
