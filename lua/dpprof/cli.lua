@@ -888,6 +888,10 @@ Runs the sweeps of a script on a Slurm cluster, one job array per sweep (docs/cl
                    partition=NAME  account=NAME  time=MINUTES|[D-]HH:MM:SS  mem=MIB|16G
                    gpus_per_task=N  cpus_per_task=N  max_parallel=N (tasks at once)
                    extra="--qos=high --constraint=a100" (more sbatch options)
+                   gpus_per_node=G  mpi=pmix (N-task points: see below)
+                 A point with distributed = {world_size = N} on cpu or cuda is an N-task job
+                 (--ntasks=N, one GPU a rank on cuda, packed G to a node with gpus_per_node)
+                 whose task is `srun --ntasks=N --mpi=pmix dpprof sweep task`; one array per N
   submit DIR     submits again the points of the sweep in DIR with no result or a failed one
                  (error, crashed, timeout), never one still queued or running; the sbatch
                  options above may change (the last ones are kept otherwise)

@@ -273,7 +273,9 @@ end
 -- (world_size: the launched world's when not given; rank: the plan device's simulated rank, 0 by
 -- default). What cannot run is refused (exit 2), naming the key: an unknown strategy, one not
 -- implemented yet, a world size that does not divide the batch or differs from the launched one.
--- `recorded`: a result's record (the launched world is not this process's).
+-- `recorded`: true for a result's record (the launched world is not this process's); "launch" for
+-- a configuration launched elsewhere with its own world_size ranks (a Slurm sweep's N-task point):
+-- checked as a run, less the comparison with this process's world.
 local function check_distributed(c, recorded)
   local d = c.distributed
   if d == nil then return end
@@ -314,7 +316,7 @@ local function check_distributed(c, recorded)
   end
   if d.world_size and d.world_size < 1 then refuse(".world_size must be at least 1, got %d", d.world_size) end
   if c.device ~= "plan" then
-    if d.rank ~= nil and not recorded then
+    if d.rank ~= nil and recorded ~= true then
       refuse(".rank is the launcher's on device '%s' (only a plan run names the rank it plays)", tostring(c.device))
     end
     if not recorded then
@@ -371,7 +373,8 @@ end
 
 -- Checks cfg's keys and fills in defaults; returns the normalised copy. Raises on a bad key or value.
 -- `recorded`: cfg is a result's record, checked for what any build would refuse (a result made with
--- CUDA elsewhere is valid on a CPU-only build, which cannot run it).
+-- CUDA elsewhere is valid on a CPU-only build, which cannot run it); "launch": cfg will run under a
+-- launcher of its own world_size ranks, not in this process's world (dpprof.slurm's N-task points).
 function experiment.config(cfg, recorded)
   check_keys(cfg, TOP_KEYS, "dpprof.experiment")
   local c = with_defaults(cfg, experiment.DEFAULTS)
@@ -383,7 +386,7 @@ function experiment.config(cfg, recorded)
     error(string.format("dpprof.experiment: unknown device '%s' (valid: %s)", tostring(c.device),
                         table.concat(experiment.DEVICES, ", ")), 3)
   end
-  if c.device == "cuda" and not dp.cuda_compiled and not recorded then
+  if c.device == "cuda" and not dp.cuda_compiled and recorded ~= true then
     error("dpprof.experiment: device 'cuda': this dpprof was built without the CUDA backend (valid here: cpu, plan, "
           .. "auto)", 3)
   end

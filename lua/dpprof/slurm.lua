@@ -19,6 +19,12 @@
 -- job-completion log (JobCompType=jobcomp/filetxt, its JobCompLoc file, when readable).
 -- `out`, the script and the dpprof binary must be on a filesystem every node shares.
 --
+-- A point distributed on a real device (distributed.world_size = N on cpu or cuda) is an N-task
+-- job: its array asks for --ntasks=N (cuda: a GPU a task) and its task is `srun --ntasks=N
+-- --mpi=<slurm.mpi> dpprof sweep task <out>`, the point run in every rank, rank 0 writing its
+-- file. An array's tasks share --ntasks, so the points go in one array per N (each a submission
+-- of the manifest, with ntasks), and the collect job waits for them all.
+--
 -- With repeats = N each run is a task of its own: task t runs run t % N + 1 of point t // N
 -- (dpprof.repeats), writes <out>/runs/<point>.run<k>.json, and the task that finds every run of
 -- its point there writes the point's file; collect gives a run whose task ended without a file
@@ -38,7 +44,11 @@ slurm.MANIFEST_VERSION = 1
 
 -- The keys of dp.sweep's slurm table (and of `dpprof sweep submit`'s key=value pairs).
 slurm.OPTION_KEYS = { "partition", "account", "time", "gpus_per_task", "cpus_per_task", "mem", "max_parallel",
-                      "extra" }
+                      "extra", "gpus_per_node", "mpi" }
+
+-- srun's --mpi plugin for the points that are N-task jobs when slurm.mpi is not given: Open MPI
+-- (Debian's, built with PMIx) starts its ranks under srun through PMIx.
+slurm.DEFAULT_MPI = "pmix"
 
 -- States of a task that has not ended.
 slurm.ACTIVE_STATES = { PENDING = true, RUNNING = true, CONFIGURING = true, COMPLETING = true, SUSPENDED = true,
@@ -82,10 +92,14 @@ function slurm.options(from_script, from_command)
   if o.mem ~= nil and not (positive_integer(o.mem) or (type(o.mem) == "string" and o.mem:match("^%d+[KMGT]?$"))) then
     error("dpprof.sweep: slurm.mem must be MiB (an integer) or a size such as \"16G\" (got " .. one_line(o.mem) .. ")", 0)
   end
-  for _, k in ipairs({ "gpus_per_task", "cpus_per_task", "max_parallel" }) do
+  for _, k in ipairs({ "gpus_per_task", "cpus_per_task", "max_parallel", "gpus_per_node" }) do
     if o[k] ~= nil and not positive_integer(o[k]) then
       error(string.format("dpprof.sweep: slurm.%s must be an integer >= 1 (got %s)", k, one_line(o[k])), 0)
     end
+  end
+  if o.mpi ~= nil and not (type(o.mpi) == "string" and o.mpi:match("^[%w_]+$")) then
+    error("dpprof.sweep: slurm.mpi must name srun's --mpi plugin, e.g. \"pmix\" (Open MPI), \"pmix_v4\", \"pmi2\" "
+          .. "(got " .. one_line(o.mpi) .. ")", 0)
   end
   if type(o.extra) == "string" then
     local list = {}
@@ -104,17 +118,58 @@ function slurm.options(from_script, from_command)
   return o
 end
 
--- The sbatch options the options ask for (every task is one point: --ntasks=1).
-function slurm.sbatch_options(o)
-  local args = { "--ntasks=1" }
+-- What a point's job asks of Slurm (config: its resolved configuration): {ntasks = N, cuda =
+-- true | nil}. A point distributed on a real device is an N-task job, N its world_size (1 when
+-- not given), each rank one task started by srun; cuda: one GPU per rank. Any other point,
+-- plan points included, is one task.
+function slurm.point_tasks(config)
+  local d = type(config) == "table" and config.distributed or nil
+  if type(d) ~= "table" or config.device == "plan" then return { ntasks = 1 } end
+  return { ntasks = math.tointeger(d.world_size) or 1, cuda = config.device == "cuda" or nil }
+end
+
+-- Raises unless the options can give point `name` the tasks it needs (slurm.point_tasks): its
+-- ranks on cuda hold one GPU each, so gpus_per_task may only be 1.
+function slurm.check_tasks(o, tasks, name)
+  if tasks.cuda and o.gpus_per_task and o.gpus_per_task ~= 1 then
+    error(string.format("dpprof.sweep: point %s: distributed on cuda is one rank per GPU (--gpus-per-task=1); "
+                        .. "slurm.gpus_per_task is %d: give 1 or leave it out", name, o.gpus_per_task), 0)
+  end
+end
+
+-- The sbatch options the options ask for, for points of `tasks` (slurm.point_tasks; absent: one
+-- task a point, --ntasks=1). An N-task point on cuda gets --gpus-per-task=1 and, with
+-- gpus_per_node = G, its ranks packed on ceil(N / G) nodes (--nodes, --ntasks-per-node).
+function slurm.sbatch_options(o, tasks)
+  local n = tasks and tasks.ntasks or 1
+  local args = { "--ntasks=" .. n }
+  if tasks and tasks.cuda and n > 1 and o.gpus_per_node then
+    args[#args + 1] = "--nodes=" .. (n + o.gpus_per_node - 1) // o.gpus_per_node
+    args[#args + 1] = "--ntasks-per-node=" .. math.min(n, o.gpus_per_node)
+  end
   if o.partition then args[#args + 1] = "--partition=" .. o.partition end
   if o.account then args[#args + 1] = "--account=" .. o.account end
   if o.time then args[#args + 1] = "--time=" .. tostring(o.time) end
-  if o.gpus_per_task then args[#args + 1] = "--gpus-per-task=" .. o.gpus_per_task end
+  if tasks and tasks.cuda then
+    args[#args + 1] = "--gpus-per-task=1"
+  elseif o.gpus_per_task then
+    args[#args + 1] = "--gpus-per-task=" .. o.gpus_per_task
+  end
   if o.cpus_per_task then args[#args + 1] = "--cpus-per-task=" .. o.cpus_per_task end
   if o.mem then args[#args + 1] = "--mem=" .. tostring(o.mem) end
   for _, v in ipairs(o.extra or {}) do args[#args + 1] = v end
   return args
+end
+
+-- The command an N-task point's array task runs (n > 1): srun starting its n ranks, each
+-- `exe sweep task dir` (rank and world size from srun, MPI through slurm.mpi's plugin); one rank
+-- that fails ends the step (--kill-on-bad-exit), so no rank waits on a dead one.
+function slurm.srun_argv(o, tasks, exe, dir)
+  local argv = { "srun", "--ntasks=" .. tasks.ntasks, "--mpi=" .. (o.mpi or slurm.DEFAULT_MPI), "--kill-on-bad-exit=1" }
+  if o.cpus_per_task then argv[#argv + 1] = "--cpus-per-task=" .. o.cpus_per_task end -- srun 22.05 does not inherit it
+  if tasks.cuda then argv[#argv + 1] = "--gpus-per-task=1" end
+  for _, a in ipairs({ exe, "sweep", "task", dir }) do argv[#argv + 1] = a end
+  return argv
 end
 
 ---------------------------------------------------------------------------------------------
@@ -383,6 +438,9 @@ function slurm.check_manifest(m)
     if sub.collect_job_id ~= nil and not job_id(sub.collect_job_id) then
       return bad(at .. ".collect_job_id", sub.collect_job_id, "absent or a Slurm job id, digits as a text")
     end
+    if sub.ntasks ~= nil and (math.type(sub.ntasks) ~= "integer" or sub.ntasks < 1) then
+      return bad(at .. ".ntasks", sub.ntasks, "absent (one task a point) or the tasks of each point, an integer >= 1")
+    end
     if not clean_text(sub.array) then return bad(at .. ".array", sub.array, "the array's task ranges as sbatch took them") end
     if not is_list(sub.points) then return bad(at .. ".points", sub.points, "a list of task indices") end
     for j, t in ipairs(sub.points) do
@@ -562,57 +620,116 @@ function slurm.submit(ctx)
     error("dpprof.sweep: backend=\"slurm\": sbatch is not on PATH (run this on a Slurm login node, or "
           .. "apt-get install slurm-client)", 0)
   end
+  local o = ctx.options
+  -- the tasks by what their point's job asks (slurm.point_tasks): one array per kind, since an
+  -- array's tasks all get the same --ntasks
+  local groups, group_of = {}, {}
+  for _, task in ipairs(todo) do
+    local i = repeats.task(task, n)
+    local p = points[i]
+    local tasks = slurm.point_tasks(p.resolved)
+    local key = tasks.ntasks .. (tasks.cuda and " cuda" or "")
+    if not group_of[key] then
+      group_of[key] = { tasks = tasks, todo = {} }
+      groups[#groups + 1] = group_of[key]
+    end
+    local g = group_of[key].todo
+    g[#g + 1] = task
+  end
+  table.sort(groups, function(x, y)
+    if x.tasks.ntasks ~= y.tasks.ntasks then return x.tasks.ntasks < y.tasks.ntasks end
+    return not x.tasks.cuda and y.tasks.cuda
+  end)
   local ok, err = dp.mkdir_p(dir .. "/slurm")
   if not ok then error("dpprof.sweep: " .. err, 0) end
   local exe = slurm.check_text("the dpprof executable's path", dp.executable or "dpprof")
-  local task_script = dir .. "/slurm/task.sh"
   local collect_script = dir .. "/slurm/collect.sh"
-  write_text(task_script, slurm.script_text(
-    "dpprof sweep: Slurm array task i runs point i (0-based) of the sweep in the directory below\n"
-    .. "(its manifest: " .. slurm.MANIFEST_FILE .. " there)", { exe, "sweep", "task", dir }))
+  local scripts = {}
+  for _, g in ipairs(groups) do
+    local nt = g.tasks.ntasks
+    if nt == 1 then
+      g.script = dir .. "/slurm/task.sh"
+      g.text = slurm.script_text(
+        "dpprof sweep: Slurm array task i runs point i (0-based) of the sweep in the directory below\n"
+        .. "(its manifest: " .. slurm.MANIFEST_FILE .. " there)", { exe, "sweep", "task", dir })
+    else
+      g.script = string.format("%s/slurm/task_%dtasks%s.sh", dir, nt, g.tasks.cuda and "_gpu" or "")
+      g.text = slurm.script_text(string.format(
+        "dpprof sweep: Slurm array task i runs point i (0-based) of the sweep in the directory below as\n"
+        .. "%d ranks, one srun task each (its manifest: %s there); rank 0 writes the point's result", nt,
+        slurm.MANIFEST_FILE), slurm.srun_argv(o, g.tasks, exe, dir))
+    end
+    scripts[g.script] = g.text
+  end
+  for file, text in pairs(scripts) do write_text(file, text) end
   write_text(collect_script, slurm.script_text(
     "dpprof sweep: once the array has ended, results for the tasks that left none, and the charts",
     { exe, "sweep", "collect", dir }))
   -- the manifest first: a task that starts at once reads it
   write_manifest(dir, m)
-  local o = ctx.options
-  local array = slurm.ranges(todo) .. (o.max_parallel and "%" .. o.max_parallel or "")
-  local argv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name, "--array=" .. array,
-                 "--output=" .. dir:gsub("%%", "%%%%") .. "/slurm/%A_%a.out", "--chdir=" .. here }
-  for _, a in ipairs(slurm.sbatch_options(o)) do argv[#argv + 1] = a end
-  argv[#argv + 1] = task_script
-  local code, text = command(argv)
-  local job = code == 0 and job_id_of(text) or nil
-  if not job then
-    error(string.format("dpprof.sweep: sbatch refused the array (exit %s): %s", tostring(code),
-                        (text:gsub("%s+$", ""):gsub("\n", " | "))), 0)
+  local submitted = {}
+  for _, g in ipairs(groups) do
+    local array = slurm.ranges(g.todo) .. (o.max_parallel and "%" .. o.max_parallel or "")
+    local nt = g.tasks.ntasks
+    local argv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name .. (nt > 1 and "-" .. nt .. "tasks" or ""),
+                   "--array=" .. array, "--output=" .. dir:gsub("%%", "%%%%") .. "/slurm/%A_%a.out", "--chdir=" .. here }
+    for _, a in ipairs(slurm.sbatch_options(o, g.tasks)) do argv[#argv + 1] = a end
+    argv[#argv + 1] = g.script
+    local code, text = command(argv)
+    local job = code == 0 and job_id_of(text) or nil
+    if not job then
+      error(string.format("dpprof.sweep: sbatch refused the array%s (exit %s): %s%s",
+                          nt > 1 and string.format(" of %d-task points", nt) or "", tostring(code),
+                          (text:gsub("%s+$", ""):gsub("\n", " | ")),
+                          #submitted > 0 and string.format(" (array job%s %s submitted before it; dpprof sweep submit %s "
+                                                           .. "again submits the rest)", #submitted > 1 and "s" or "",
+                                                           table.concat(submitted, ", "), dir) or ""), 0)
+    end
+    local submission = { job_id = job, array = array, points = dp.json.array(g.todo), sbatch = dp.json.array(argv),
+                         submitted = os.date("!%Y-%m-%dT%H:%M:%SZ"), options = o, ntasks = nt > 1 and nt or nil }
+    m.submissions[#m.submissions + 1] = submission
+    m.slurm = o
+    write_manifest(dir, m)
+    g.job, g.array, g.submission = job, array, submission
+    submitted[#submitted + 1] = job
   end
-  local submission = { job_id = job, array = array, points = dp.json.array(todo), sbatch = dp.json.array(argv),
-                       submitted = os.date("!%Y-%m-%dT%H:%M:%SZ"), options = o }
-  m.submissions[#m.submissions + 1] = submission
-  m.slurm = o
-  write_manifest(dir, m)
-  -- charts when the array has ended, however it ended
+  -- charts when every array has ended, however they ended
   local cargv = { "sbatch", "--parsable", "--job-name=dpprof-" .. ctx.name .. "-collect",
-                  "--dependency=afterany:" .. job, "--output=" .. dir:gsub("%%", "%%%%") .. "/slurm/collect_%j.out", "--chdir=" .. here,
-                  "--ntasks=1" }
+                  "--dependency=afterany:" .. table.concat(submitted, ":"),
+                  "--output=" .. dir:gsub("%%", "%%%%") .. "/slurm/collect_%j.out", "--chdir=" .. here, "--ntasks=1" }
   for _, k in ipairs({ "partition", "account", "time" }) do
     if o[k] then cargv[#cargv + 1] = "--" .. k .. "=" .. tostring(o[k]) end
   end
   cargv[#cargv + 1] = collect_script
   local ccode, ctext = command(cargv)
   local collect_job = ccode == 0 and job_id_of(ctext) or nil
-  submission.collect_job_id = collect_job
+  for _, g in ipairs(groups) do g.submission.collect_job_id = collect_job end
   write_manifest(dir, m)
-  result.slurm.job_id, result.slurm.collect_job_id, result.slurm.tasks = job, collect_job, array
-  say(string.format("sweep %s: %d of %d %s submitted as Slurm array job %s (tasks %s) -> %s", ctx.name, #todo,
-                    #points * n, n > 1 and string.format("runs (%d per point)", n) or #points == 1 and "point" or "points",
-                    job, array, dir))
+  local what = string.format("%d of %d %s", #todo, #points * n,
+                             n > 1 and string.format("runs (%d per point)", n) or #points == 1 and "point" or "points")
+  if #groups == 1 and groups[1].tasks.ntasks == 1 then
+    local job, array = groups[1].job, groups[1].array
+    result.slurm.job_id, result.slurm.tasks = job, array
+    say(string.format("sweep %s: %s submitted as Slurm array job %s (tasks %s) -> %s", ctx.name, what, job, array, dir))
+  else
+    local parts = {}
+    for _, g in ipairs(groups) do
+      local nt = g.tasks.ntasks
+      parts[#parts + 1] = string.format("%s (tasks %s; %d task%s each%s%s)", g.job, g.array, nt, nt == 1 and "" or "s",
+                                        g.tasks.cuda and ", 1 GPU a task" or "",
+                                        nt > 1 and ": srun -n " .. nt or "")
+    end
+    result.slurm.job_id, result.slurm.tasks = groups[1].job, groups[1].array
+    say(string.format("sweep %s: %s submitted as Slurm array job%s %s -> %s", ctx.name, what, #groups > 1 and "s" or "",
+                      table.concat(parts, ", "), dir))
+  end
+  result.slurm.job_ids, result.slurm.collect_job_id = submitted, collect_job
   if collect_job then
-    say(string.format("  job %s collects the results and renders the charts when the array ends", collect_job))
+    say(string.format("  job %s collects the results and renders the charts when the array%s end%s", collect_job,
+                      #groups > 1 and "s" or "", #groups > 1 and "" or "s"))
   else
     say("  the collect job was not submitted (" .. (ctext:gsub("%s+$", "")) .. "): run dpprof sweep collect "
-        .. dir .. " once the array has ended")
+        .. dir .. " once the array" .. (#groups > 1 and "s have" or " has") .. " ended")
   end
   say("  follow it: dpprof sweep status " .. dir)
   return result
@@ -743,7 +860,8 @@ function slurm.status(dir, say)
   end
   local jobs = {}
   for _, s in ipairs(m.submissions) do
-    jobs[#jobs + 1] = string.format("%s (tasks %s%s)", s.job_id, s.array,
+    jobs[#jobs + 1] = string.format("%s (tasks %s%s%s)", s.job_id, s.array,
+                                    s.ntasks and string.format(", %d tasks each", s.ntasks) or "",
                                     s.collect_job_id and ", collect " .. s.collect_job_id or "")
   end
   say(string.format("sweep %s in %s: %d point%s; Slurm job%s %s", m.name, dir, #m.points, #m.points == 1 and "" or "s",

@@ -26,8 +26,10 @@
 -- runs one per GPU. On CUDA each child sees only its own GPU; on the CPU the thread budget is
 -- split so points never share a core (dpprof.parallel). Files, resume and the lock are as for one
 -- at a time; progress lines come as points finish. backend = "slurm" (with slurm = {partition=,
--- account=, time=, gpus_per_task=, cpus_per_task=, mem=, max_parallel=, extra={...}}) submits the
--- points as one Slurm job array instead of running them (dpprof.slurm; `dpprof sweep submit`).
+-- account=, time=, gpus_per_task=, cpus_per_task=, mem=, max_parallel=, extra={...}, gpus_per_node=,
+-- mpi=}) submits the points as one Slurm job array instead of running them (dpprof.slurm; `dpprof
+-- sweep submit`); a point distributed on a real device is an N-task job there (srun), and refused
+-- by a local sweep.
 -- Every result records where it ran: sweep.placement = {host, slot, slots, threads,
 -- cuda_visible_devices, slurm} (the fields that apply).
 --
@@ -539,16 +541,23 @@ function sweep.run(opts)
   for _, p in ipairs(points) do
     local resolved
     if experiment then
-      local cok, cerr = pcall(experiment.config, p.config)
+      -- a point distributed on a real device is never a rank of this process's world: on Slurm
+      -- it is a job of its own world_size ranks (srun), checked as such ("launch"); locally refused
+      local cok, cerr = pcall(experiment.config, p.config, "launch")
       if not cok then dp.refuse(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr))) end
-      if cerr.distributed and cerr.device ~= "plan" then -- a point runs in a child process of one rank
-        dp.refuse(string.format("dpprof.sweep: point %s: distributed on device '%s': a sweep's point is one "
-                                .. "process; run the experiment itself under mpirun or srun (docs/cluster.md), or "
+      if not slurm and cerr.distributed and cerr.device ~= "plan" then -- a local point is one child process
+        dp.refuse(string.format("dpprof.sweep: point %s: distributed on device '%s': a local sweep's point is one "
+                                .. "process; submit the sweep to Slurm (backend = \"slurm\": each such point an "
+                                .. "N-task job, docs/cluster.md), run the experiment itself under mpirun or srun, or "
                                 .. "plan it (device = \"plan\")", p.name, tostring(cerr.device)))
       end
       resolved = cerr
     end
     p.resolved = resolved_config(p, resolved)
+    if slurm then
+      local tok, terr = pcall(slurm.check_tasks, slurm_options, slurm.point_tasks(p.resolved), p.name)
+      if not tok then dp.refuse(dp.error_text(terr)) end
+    end
     local hok, hash = pcall(results.config_hash, p.resolved)
     if not hok then
       error(string.format("dpprof.sweep: point %s: its configuration cannot be recorded: %s", p.name,
@@ -605,7 +614,19 @@ function sweep.run(opts)
     end
     local cfg = prepare(p, k)
     local placement, threads = slurm.task_placement(host)
-    local r = dp.isolate(run, cfg, p.vary, { timeout = timeout, threads = threads })
+    local r
+    if slurm.point_tasks(p.resolved).ntasks > 1 then
+      -- an N-task point: this process is one of the ranks srun started, so the point runs here
+      -- (a child would not be the launcher's rank); rank 0's result, which carries every rank's
+      -- peaks, is the point's. Slurm's time limit, not the sweep's timeout, bounds it.
+      if threads then dp.threads(threads) end
+      r = run_here(run, cfg, p.vary)
+      local rok, rank = pcall(dp.dist.rank)
+      if not rok then rank = math.tointeger(tonumber(os.getenv("SLURM_PROCID") or "")) or 0 end
+      if rank ~= 0 then error(sweep.TASK_DONE, 0) end
+    else
+      r = dp.isolate(run, cfg, p.vary, { timeout = timeout, threads = threads })
+    end
     r = finish_result(r, p, name, placement)
     -- a repeated point's run goes to its own file; the task that finds every run there writes the
     -- point's (each task writes its run before it looks, so the last one to end sees them all)

@@ -70,7 +70,11 @@ end
 -- Stand-ins for Slurm's tools in the folder fake (made here), for the sweep tests: sbatch appends
 -- its arguments to $FAKE/sbatch.log and answers job ids from 100 (each followed by suffix, say
 -- ";cluster", when given); sacct prints $FAKE/sacct.txt; scontrol knows no job (as once MinJobAge
--- has passed). Returns the environment that puts them first on PATH, to prefix a command with.
+-- has passed); srun appends its arguments to $FAKE/srun.log (and each one NUL-terminated to
+-- $FAKE/srun.args), then starts the command after its options: as --ntasks=N ranks of
+-- `$FAKE_MPIRUN -np N` when FAKE_MPIRUN is set (Open MPI's mpirun, giving each rank the world
+-- srun --mpi=pmix would), else once. Returns the environment that puts them first on PATH, to
+-- prefix a command with.
 function check.fake_slurm(fake, suffix)
   local q = require("dpprof.slurm").quote
   local function write(name, text)
@@ -86,6 +90,23 @@ echo $((n + 1)) > "$FAKE/next"
 echo "$n]] .. (suffix or "") .. '"\n')
   write("sacct", "#!/bin/sh\ncat \"$FAKE/sacct.txt\" 2>/dev/null\n")
   write("scontrol", "#!/bin/sh\necho 'slurm_load_jobs error: Invalid job id specified'\nexit 1\n")
+  write("srun", [=[#!/bin/sh
+echo "$*" >> "$FAKE/srun.log"
+for a in "$@"; do printf '%s\0' "$a"; done >> "$FAKE/srun.args"
+n=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --ntasks=*) n=${1#--ntasks=} ;;
+    --*) ;;
+    *) break ;;
+  esac
+  shift
+done
+# outside an allocation: mpirun must start its ranks here, not ask Slurm for them
+unset SLURM_JOB_ID SLURM_JOBID
+if [ -n "${FAKE_MPIRUN:-}" ]; then exec $FAKE_MPIRUN -np "$n" "$@"; fi
+exec "$@"
+]=])
   os.execute("chmod +x " .. q(fake) .. "/*")
   return string.format("FAKE=%s PATH=%s:$PATH", q(fake), q(fake))
 end

@@ -30,6 +30,42 @@ check.raises(function() slurm.options({ extra = { "qos=high" } }) end, "slurm.ex
 check.eq(slurm.ranges({ 0, 1, 2, 3, 5, 7, 8 }), "0-3,5,7-8", "array ranges")
 check.eq(slurm.ranges({ 4 }), "4", "one task")
 
+-- a point distributed on a real device is an N-task job: --ntasks=N, one GPU a rank on cuda
+-- (packed gpus_per_node to a node when given), its ranks started by srun
+check.eq(slurm.point_tasks({ device = "cpu" }).ntasks, 1, "no distributed: one task")
+check.eq(slurm.point_tasks({ device = "plan", distributed = { world_size = 8 } }).ntasks, 1, "a plan point: one task")
+check.eq(slurm.point_tasks({ device = "cpu", distributed = { strategy = "ddp" } }).ntasks, 1, "no world_size: 1")
+local t4 = slurm.point_tasks({ device = "cpu", distributed = { strategy = "ddp", world_size = 4 } })
+check.eq(t4.ntasks, 4, "world_size 4 on cpu: 4 tasks")
+check.eq(t4.cuda, nil, "cpu ranks ask no GPU")
+local t16 = slurm.point_tasks({ device = "cuda", distributed = { strategy = "fsdp", world_size = 16 } })
+check.eq(t16.ntasks, 16, "world_size 16 on cuda: 16 tasks")
+check.eq(t16.cuda, true, "cuda ranks ask a GPU each")
+local og = slurm.options({ partition = "gpu", time = 60, cpus_per_task = 4, gpus_per_node = 8 })
+check.eq(table.concat(slurm.sbatch_options(og, t16), " "),
+         "--ntasks=16 --nodes=2 --ntasks-per-node=8 --partition=gpu --time=60 --gpus-per-task=1 --cpus-per-task=4",
+         "16 ranks on 8-GPU nodes: 2 nodes of 8")
+check.eq(table.concat(slurm.sbatch_options(og, { ntasks = 12, cuda = true }), " "),
+         "--ntasks=12 --nodes=2 --ntasks-per-node=8 --partition=gpu --time=60 --gpus-per-task=1 --cpus-per-task=4",
+         "12 ranks on 8-GPU nodes: 2 nodes, 8 and 4")
+check.eq(table.concat(slurm.sbatch_options(og, { ntasks = 4, cuda = true }), " "),
+         "--ntasks=4 --nodes=1 --ntasks-per-node=4 --partition=gpu --time=60 --gpus-per-task=1 --cpus-per-task=4",
+         "4 ranks: one node")
+check.eq(table.concat(slurm.sbatch_options(slurm.options({ time = 5 }), t16), " "),
+         "--ntasks=16 --time=5 --gpus-per-task=1", "without gpus_per_node Slurm places the 16 ranks")
+check.eq(table.concat(slurm.sbatch_options(og, t4), " "), "--ntasks=4 --partition=gpu --time=60 --cpus-per-task=4",
+         "cpu ranks: no GPU, no node packing")
+check.eq(table.concat(slurm.srun_argv(og, t16, "/opt/dpprof", "/shared/out"), " "),
+         "srun --ntasks=16 --mpi=pmix --kill-on-bad-exit=1 --cpus-per-task=4 --gpus-per-task=1 /opt/dpprof sweep task "
+         .. "/shared/out", "the ranks' srun: pmix by default")
+check.eq(table.concat(slurm.srun_argv(slurm.options({ mpi = "pmi2" }), t4, "dpprof", "/o"), " "),
+         "srun --ntasks=4 --mpi=pmi2 --kill-on-bad-exit=1 dpprof sweep task /o", "slurm.mpi names the plugin")
+check.raises(function() slurm.options({ mpi = "pmix; rm -rf /" }) end, "slurm.mpi must name srun's --mpi plugin")
+check.raises(function() slurm.options({ gpus_per_node = 0 }) end, "slurm.gpus_per_node must be an integer >= 1")
+check.raises(function() slurm.check_tasks(slurm.options({ gpus_per_task = 2 }), t16, "world_size=16") end,
+             { "point world_size=16: distributed on cuda is one rank per GPU", "slurm.gpus_per_task is 2" })
+slurm.check_tasks(slurm.options({ gpus_per_task = 2 }), t4, "cpu ranks take gpus_per_task as given")
+
 -- what each source prints, as it prints it
 local st = slurm.parse_sacct(table.concat({
   "12_0|COMPLETED|0:0|node1",
@@ -297,6 +333,103 @@ check.raises(function() dp.sweep{ vary = { seed = { 1 } }, backend = "slurm", sl
              "unknown slurm option 'queue'")
 
 
+-- points of different world sizes on cuda: one array per size (an array's tasks share --ntasks),
+-- each N-task point's task an srun of N ranks with a GPU each; one collect job after them all;
+-- status, collect and resubmission as for one array. (The ranks really running under a launcher:
+-- tests/dist/slurm_ntasks.lua.)
+write(root .. "/gpu.lua", [[
+local dp = require("dpprof")
+dp.sweep{ base = { device = "cuda", distributed = { strategy = "fsdp" } }, vary = { world_size = { 1, 2, 16 } },
+          out = dp.args.out, backend = "slurm", run = function(cfg, vary) return { ws = vary.world_size } end,
+          slurm = { partition = "gpu", time = 30, cpus_per_task = 4, gpus_per_node = 8 } }
+]])
+local gpu = root .. "/gpu"
+os.remove(fake .. "/sbatch.log")
+code, text = sh(string.format("%s sweep submit %s/gpu.lua out=%s", exe, root, gpu))
+check.eq(code, 0, "submit points of 1, 2 and 16 ranks: " .. text)
+local g1, g2, g16, gc = text:match("3 of 3 points submitted as Slurm array jobs (%d+) %(tasks 0; 1 task each, 1 GPU a "
+                                   .. "task%), (%d+) %(tasks 1; 2 tasks each, 1 GPU a task: srun %-n 2%), (%d+) %(tasks "
+                                   .. "2; 16 tasks each, 1 GPU a task: srun %-n 16%).*job (%d+) collects the results "
+                                   .. "and renders the charts when the arrays end")
+check.truthy(g1 and g2 and g16 and gc, text)
+log = sbatch_log()
+check.truthy(log:find("--job-name=dpprof-gpu --array=0 --output=" .. gpu .. "/slurm/%A_%a.out --chdir=", 1, true)
+             and log:find("--ntasks=1 --partition=gpu --time=30 --gpus-per-task=1 --cpus-per-task=4 " .. gpu
+                          .. "/slurm/task.sh", 1, true), "the 1-rank array: " .. log)
+check.truthy(log:find("--job-name=dpprof-gpu-2tasks --array=1 --output=", 1, true)
+             and log:find("--ntasks=2 --nodes=1 --ntasks-per-node=2 --partition=gpu --time=30 --gpus-per-task=1 "
+                          .. "--cpus-per-task=4 " .. gpu .. "/slurm/task_2tasks_gpu.sh", 1, true), "the 2-rank array: " .. log)
+check.truthy(log:find("--job-name=dpprof-gpu-16tasks --array=2 --output=", 1, true)
+             and log:find("--ntasks=16 --nodes=2 --ntasks-per-node=8 --partition=gpu --time=30 --gpus-per-task=1 "
+                          .. "--cpus-per-task=4 " .. gpu .. "/slurm/task_16tasks_gpu.sh", 1, true), "the 16-rank array: " .. log)
+check.truthy(log:find(string.format("--dependency=afterany:%s:%s:%s ", g1, g2, g16), 1, true),
+             "collect waits for every array: " .. log)
+check.eq(dp.read_file(gpu .. "/slurm/task_16tasks_gpu.sh"):match("\nexec ([^\n]*)\n$"),
+         string.format("'srun' '--ntasks=16' '--mpi=pmix' '--kill-on-bad-exit=1' '--cpus-per-task=4' '--gpus-per-task=1' "
+                       .. "%s 'sweep' 'task' %s", slurm.quote(exe), slurm.quote(gpu)), "task_16tasks_gpu.sh: srun -n 16")
+check.truthy(dp.read_file(gpu .. "/slurm/task.sh"):find("\nexec " .. slurm.quote(exe) .. " 'sweep' 'task' ", 1, true),
+             "the 1-rank point runs without srun")
+local mg = assert(slurm.read_manifest(gpu))
+check.eq(#mg.submissions, 3, "one submission per array")
+check.eq(mg.submissions[1].ntasks, nil, "the 1-task array: no ntasks")
+check.eq(mg.submissions[3].ntasks, 16, "the 16-task array's ntasks")
+check.eq(mg.submissions[3].points[1], 2, "it holds point 2")
+check.eq(mg.submissions[2].collect_job_id, gc, "each names the collect job")
+-- task 0 ran; the 2-rank job failed; the 16-rank one still runs
+code, text = sh(string.format("SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=%s sh %s/slurm/task.sh", g1, gpu))
+check.eq(code, 0, "task 0: " .. text)
+check.eq(dp.results.read(gpu .. "/world_size=1.json").ws, 1, "task 0 ran point world_size=1")
+write(fake .. "/sacct.txt", string.format("%s_0|COMPLETED|0:0|n1\n%s_1|FAILED|1:0|n2\n%s_2|RUNNING|0:0|n[3-4]\n",
+                                          g1, g2, g16))
+code, text = sh(string.format("%s sweep status %s", exe, gpu))
+check.eq(code, 0, "status of three arrays: " .. text)
+check.truthy(text:find(string.format("Slurm jobs %s (tasks 0, collect %s), %s (tasks 1, 2 tasks each, collect %s), %s "
+                                     .. "(tasks 2, 16 tasks each, collect %s)", g1, gc, g2, gc, g16, gc), 1, true), text)
+check.truthy(text:find("world_size=16 +running +" .. g16 .. "_2"), text)
+code, text = sh(string.format("%s sweep collect %s", exe, gpu))
+check.eq(code, 1, "collect with the 16-rank job running: " .. text)
+check.truthy(text:find("world_size=16 (running)", 1, true), text)
+local rf = dp.results.read(gpu .. "/world_size=2.json")
+check.eq(rf.status, "crashed", "the failed 2-rank job: crashed")
+check.truthy(rf.message:find("Slurm task " .. g2 .. "_1 on n2 ended FAILED", 1, true), rf.message)
+code, text = sh(string.format("%s sweep submit %s", exe, gpu))
+check.eq(code, 0, "resubmit: " .. text)
+check.truthy(text:find("1 of 3 points submitted as Slurm array job %d+ %(tasks 1; 2 tasks each, 1 GPU a task: srun %-n 2%)")
+             and text:find("world_size=16 (" .. g16 .. "_2 running)", 1, true), "only the failed one again: " .. text)
+-- what cannot be expressed is refused before anything is queued: more than one GPU per cuda rank
+code, text = sh(string.format("%s sweep submit %s/gpu.lua out=%s/gpu2 gpus_per_task=2", exe, root, root))
+check.eq(code, 2, "gpus_per_task=2 for cuda ranks: " .. text)
+check.truthy(text:find("point world_size=1: distributed on cuda is one rank per GPU (--gpus-per-task=1); "
+                       .. "slurm.gpus_per_task is 2: give 1 or leave it out", 1, true), text)
+check.eq(dp.read_file(root .. "/gpu2/" .. slurm.MANIFEST_FILE), nil, "nothing submitted")
+-- what the experiment refuses of an N-task point is refused at submission, as for any point
+-- (checked as a launch of its own world_size ranks, not against this process's world of one)
+write(root .. "/bad_dist.lua", [[
+local dp = require("dpprof")
+dp.sweep{ base = { device = "cpu", method = "ghost", distributed = dp.args.rank and { world_size = 2, rank = 1 } or nil,
+                   model = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 4 } },
+          vary = { world_size = { dp.args.ws } }, out = dp.args.out, backend = "slurm" }
+]])
+code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/bad3 ws=3", exe, root, root))
+check.eq(code, 2, "world_size 3 of a batch of 4: " .. text)
+check.truthy(text:find("point world_size=3: dpprof.experiment: distributed.world_size 3 does not divide the batch of 4",
+                       1, true), text)
+code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/bad_rank ws=2 rank=1", exe, root, root))
+check.eq(code, 2, "a rank on a real device: " .. text)
+check.truthy(text:find(".rank is the launcher's on device 'cpu'", 1, true), text)
+check.eq(dp.read_file(root .. "/bad3/" .. slurm.MANIFEST_FILE) or dp.read_file(root .. "/bad_rank/" .. slurm.MANIFEST_FILE),
+         nil, "nothing submitted")
+code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/good2 ws=2", exe, root, root))
+check.eq(code, 0, "world_size 2 of a batch of 4, from a process of one rank: " .. text)
+check.truthy(text:find("(tasks 0; 2 tasks each: srun -n 2)", 1, true), text)
+
+-- a local sweep's point is one child process: distributed on a real device is refused, naming Slurm
+check.raises(function()
+  dp.sweep{ base = { device = "cpu", distributed = { world_size = 2 },
+                     model = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 4 } },
+            vary = { method = { "ghost" } }, out = root .. "/local_dist", quiet = true }
+end, { "point method=ghost: distributed on device 'cpu': a local sweep's point is one process", "backend = \"slurm\"" })
+
 -- a corrupted manifest: one line naming the file, the field and what is valid, exit 2 (a Lua
 -- error from deep inside status or collect before; a file of "../" wrote outside the sweep)
 local mpath = out .. "/" .. slurm.MANIFEST_FILE
@@ -324,6 +457,17 @@ corrupt('"version": 1', '"version": "1"', "task",
         'field version is "1"; valid: 1 (the manifest version this dpprof reads)')
 check.eq(dp.list_dir(root .. "/escaped.json"), nil, "nothing written outside the sweep")
 write(mpath, good)
+-- an N-task submission's ntasks
+local gpath = gpu .. "/" .. slurm.MANIFEST_FILE
+local ggood = assert(dp.read_file(gpath))
+local gbad, gn = ggood:gsub('"ntasks": 16', '"ntasks": 0', 1)
+check.eq(gn, 1, "the manifest has ntasks 16")
+write(gpath, gbad)
+code, text = sh(string.format("%s sweep status %s", exe, gpu))
+check.eq(code, 2, "status of a manifest with ntasks 0: " .. text)
+check.eq(text, "dpprof sweep status: " .. gpath .. ": field submissions[3].ntasks is 0 (an integer); valid: absent (one "
+         .. "task a point) or the tasks of each point, an integer >= 1\n", "ntasks 0: one line")
+write(gpath, ggood)
 
 os.execute("rm -rf " .. root)
 print("test_slurm: ok")

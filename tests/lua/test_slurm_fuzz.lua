@@ -1,6 +1,7 @@
 -- test_slurm_fuzz.lua: fuzzing what a Slurm sweep reads and writes from outside (seeded, so a
 -- failure repeats; DPPROF_FUZZ_SEED and DPPROF_FUZZ_N change the seed and the count).
---   Manifests: a real sweep's .dpprof-sweep.json (one plain, one with repeats = 2), mutated in
+--   Manifests: a real sweep's .dpprof-sweep.json (one plain, one with repeats = 2, one of a
+--   1-task and a 2-task array: points distributed over world_size 1 and 2), mutated in
 --   its structure (a field replaced by a hostile value, removed, a list grown or shrunk) and in
 --   its bytes (flips, inserts, cuts, truncation), through `dpprof sweep status` and `collect`
 --   (in this process, Slurm's tools stubbed: sacct knows every task). Never a Lua error: either
@@ -10,7 +11,8 @@
 --   Scripts: random bytes (quotes, $(), backticks, ;, newlines, non-ASCII...) as the
 --   directory and executable a generated script names: either refused (a control character),
 --   or the script passes `sh -n` and, run, hands its stand-in executable exactly those bytes
---   and runs nothing else. A few go through `dpprof sweep submit` whole.
+--   and runs nothing else; every other script is an N-task point's, whose exec is srun's (a
+--   stand-in that records its words the same way). A few go through `dpprof sweep submit` whole.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -29,28 +31,35 @@ local env = check.fake_slurm(root .. "/bin")
 local function write(path, text) assert(dp.write_file(path, text)) end
 local exe = dp.executable
 
--- two real sweeps, deep inside root: a manifest that sent a write elsewhere would show there
+-- three real sweeps, deep inside root: a manifest that sent a write elsewhere would show there
 local sweeps = {}
 for _, spec in ipairs({ { name = "plain", vary = "seed = { 1, 2, 3 }", repeats = 1 },
-                        { name = "rep", vary = "seed = { 1, 2 }", repeats = 2 } }) do
+                        { name = "rep", vary = "seed = { 1, 2 }", repeats = 2 },
+                        { name = "dist", vary = "world_size = { 1, 2 }", repeats = 1,
+                          base = 'device = "cpu", distributed = { strategy = "ddp" }' } }) do
   local script = string.format("%s/%s.lua", root, spec.name)
   write(script, string.format([[
 local dp = require("dpprof")
-dp.sweep{ vary = { %s }, out = dp.args.out, backend = "slurm", repeats = %d,
+dp.sweep{ base = { %s }, vary = { %s }, out = dp.args.out, backend = "slurm", repeats = %d,
           run = function(cfg, vary) return { seed = vary.seed } end, slurm = { time = 5 } }
-]], spec.vary, spec.repeats))
+]], spec.base or "", spec.vary, spec.repeats))
   local dir = string.format("%s/a/b/%s", root, spec.name)
   local code, text = check.sh(string.format("%s %s sweep submit %s out=%s", env, q(exe), q(script), q(dir)))
   check.eq(code, 0, "submit " .. spec.name .. ": " .. text)
-  local job = assert(text:match("array job (%d+)"), text)
+  local jobs = {}
+  for j in text:gmatch("(%d+) %(tasks ") do jobs[#jobs + 1] = j end
+  check.eq(#jobs, spec.name == "dist" and 2 or 1, "the arrays of " .. spec.name .. ": " .. text)
+  local job = jobs[1]
   -- task 0 runs: the first point (or its first run) has its file
   code, text = check.sh(string.format("SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=%s %s sweep task %s", job, q(exe), q(dir)))
   check.eq(code, 0, "task 0 of " .. spec.name .. ": " .. text)
   local base = assert(dp.read_file(dir .. "/" .. slurm.MANIFEST_FILE))
   local lines = {}
-  for t = 0, 3 do
-    lines[#lines + 1] = string.format("%s_%d|%s|0:0|n%d", job, t, t == 1 and "OUT_OF_MEMORY" or t == 2 and "RUNNING"
-                                      or "COMPLETED", t)
+  for _, j in ipairs(jobs) do
+    for t = 0, 3 do
+      lines[#lines + 1] = string.format("%s_%d|%s|0:0|n%d", j, t, t == 1 and "OUT_OF_MEMORY" or t == 2 and "RUNNING"
+                                        or "COMPLETED", t)
+    end
   end
   local files = {}
   for _, f in ipairs(assert(dp.list_dir(dir))) do files[f] = true end
@@ -205,7 +214,8 @@ end
 local a = assert(dp.list_dir(root .. "/a"))
 check.eq(#a == 1 and a[1], "b", "nothing written beside root/a/b: " .. table.concat(a, " "))
 local b = assert(dp.list_dir(root .. "/a/b"))
-check.eq(table.concat(b, " "), "plain rep", "nothing written beside the sweeps: " .. table.concat(b, " "))
+table.sort(b)
+check.eq(table.concat(b, " "), "dist plain rep", "nothing written beside the sweeps: " .. table.concat(b, " "))
 check.truthy(stats.ok > count / 4 and stats.refused > count / 4,
              string.format("both outcomes are exercised: %d worked, %d refused", stats.ok, stats.refused))
 print(string.format("manifests: %d mutants (%d structural, %d in bytes, %d not encodable), %d runs worked, %d refused",
@@ -229,7 +239,11 @@ local function random_text()
   return table.concat(parts)
 end
 local sdir = root .. "/scripts"
-assert(dp.mkdir_p(sdir))
+assert(dp.mkdir_p(sdir .. "/bin"))
+write(sdir .. "/bin/srun", "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\0' \"$a\"; done > \"$ARGS_OUT\"\n")
+os.execute("chmod +x " .. q(sdir .. "/bin/srun"))
+local srun_words = slurm.srun_argv(slurm.options({}), { ntasks = 2 }, standin, "D")
+local srun_prefix = table.concat(srun_words, "\0", 2, #srun_words - 4) .. "\0"
 local cases, refused = {}, 0
 local n_scripts = math.max(50, count // 4)
 for i = 1, n_scripts do
@@ -242,18 +256,25 @@ for i = 1, n_scripts do
   else
     check.eq(dir:find("[%z\1-\31\127]"), nil, "a control character passed the check")
     cases[#cases + 1] = dir
-    write(string.format("%s/%d.sh", sdir, #cases), slurm.script_text("a comment", { standin, "sweep", "task", dir }))
+    local argv = #cases % 2 == 0 and slurm.srun_argv(slurm.options({}), { ntasks = 2 }, standin, dir)
+                 or { standin, "sweep", "task", dir }
+    write(string.format("%s/%d.sh", sdir, #cases), slurm.script_text("a comment", argv))
   end
 end
 -- one shell runs them all: sh -n, then each for real
 local code, text = check.sh(string.format(
-  "cd %s && i=1; while [ $i -le %d ]; do sh -n $i.sh || echo \"syntax $i\"; ARGS_OUT=$i.args sh $i.sh || echo \"ran $i\"; "
+  "cd %s && PATH=\"$PWD/bin:$PATH\" && i=1; while [ $i -le %d ]; do sh -n $i.sh || echo \"syntax $i\"; ARGS_OUT=$i.args sh $i.sh || echo \"ran $i\"; "
   .. "i=$((i + 1)); done", q(sdir), #cases))
 check.eq(code, 0, "the scripts ran: " .. text)
 check.eq(text, "", "every script passes sh -n and runs")
 for i, dir in ipairs(cases) do
   local got = dp.read_file(string.format("%s/%d.args", sdir, i))
-  check.eq(got, "sweep\0task\0" .. dir .. "\0", "script " .. i .. " handed its executable exactly the path")
+  if i % 2 == 0 then
+    check.eq(got, srun_prefix .. standin .. "\0sweep\0task\0" .. dir .. "\0",
+             "script " .. i .. " handed srun its options, the executable and exactly the path")
+  else
+    check.eq(got, "sweep\0task\0" .. dir .. "\0", "script " .. i .. " handed its executable exactly the path")
+  end
 end
 check.eq(dp.read_file(canary), nil, "no injected text ran")
 check.truthy(#cases > 10 and refused > 10, string.format("both outcomes: %d scripts, %d refused", #cases, refused))

@@ -1,5 +1,6 @@
--- test_slurm_scripts.lua: what reaches the scripts a Slurm sweep generates (slurm/task.sh and
--- slurm/collect.sh) from outside: the output directory and the sweep's name. Hostile ones
+-- test_slurm_scripts.lua: what reaches the scripts a Slurm sweep generates (slurm/task.sh,
+-- slurm/collect.sh, and an N-task point's slurm/task_<N>tasks.sh, whose exec is srun's) from
+-- outside: the output directory and the sweep's name. Hostile ones
 -- (quotes, $(), backticks, spaces, ;, #, %, a backslash, non-ASCII) are submitted through
 -- `dpprof sweep submit` with an sbatch stand-in; both scripts must pass `sh -n` and, run for real
 -- as Slurm runs them, do their job (the task writes its point's file, collect ends 0) without
@@ -26,6 +27,13 @@ write(script, [[
 local dp = require("dpprof")
 dp.sweep{ vary = { seed = { 7 } }, out = dp.args.out, name = dp.args.name, backend = "slurm",
           run = function(cfg, vary) return { seed = vary.seed } end }
+]])
+-- a point distributed on a real device: a 2-task job, its task script an srun of 2 ranks
+local dist_script = root .. "/dist.lua"
+write(dist_script, [[
+local dp = require("dpprof")
+dp.sweep{ base = { device = "cpu", distributed = { world_size = 2 } }, vary = { seed = { 7 } }, out = dp.args.out,
+          name = dp.args.name, backend = "slurm", run = function(cfg, vary) return { seed = vary.seed } end }
 ]])
 
 -- each of these runs the stand-in's `touch` of pwned if it ever reaches a shell unquoted
@@ -61,6 +69,27 @@ for i, h in ipairs(hostile) do
   write(fake .. "/sacct.txt", job .. "_0|COMPLETED|0:0|n1\n")
   code, text = sh("sh " .. q(out .. "/slurm/collect.sh"))
   check.eq(code, 0, "collect.sh of " .. out .. ": " .. text)
+  -- the N-task point's script: srun's options, then the same words, each quoted; run (srun's
+  -- stand-in starts its command once: no MPI here), srun gets exactly those bytes
+  local dout = out .. "/dist"
+  code, text = sh(string.format("%s sweep submit %s %s %s", q(exe), q(dist_script), q("out=" .. dout), q("name=" .. name)))
+  check.eq(code, 0, "submit the 2-task point to " .. dout .. ": " .. text)
+  job = text:match("submitted as Slurm array job (%d+) %(tasks 0; 2 tasks each: srun %-n 2%)")
+  check.truthy(job, text)
+  local file = dout .. "/slurm/task_2tasks.sh"
+  local body = assert(dp.read_file(file))
+  check.eq(select(2, body:gsub("\n", "")), 4, "task_2tasks.sh: its own lines, whatever the path: " .. body)
+  check.truthy(body:find("\nexec 'srun' '--ntasks=2' '--mpi=pmix' '--kill-on-bad-exit=1' " .. q(exe) .. " 'sweep' 'task' "
+                         .. q(dout) .. "\n", 1, true), "task_2tasks.sh: srun, the directory quoted: " .. body)
+  code, text = check.sh("sh -n " .. q(file))
+  check.eq(code, 0, "sh -n " .. file .. ": " .. text)
+  os.remove(fake .. "/srun.args")
+  code, text = sh(string.format("SLURM_ARRAY_TASK_ID=0 SLURM_ARRAY_JOB_ID=%s sh %s", job, q(file)))
+  check.eq(code, 0, "task_2tasks.sh of " .. dout .. ": " .. text)
+  check.eq(dp.read_file(fake .. "/srun.args"), table.concat({ "--ntasks=2", "--mpi=pmix", "--kill-on-bad-exit=1", exe,
+                                                             "sweep", "task", dout }, "\0") .. "\0",
+           "srun got exactly the words, the directory byte for byte")
+  check.eq(dp.results.read(dout .. "/seed=7.json").sweep.name, name, "the 2-task point ran into " .. dout)
   check.eq(dp.read_file(pwned), nil, "nothing injected ran (" .. h .. ")")
 end
 

@@ -8,7 +8,9 @@
 # come from scontrol and the jobcomp/filetxt log), KillWait 2 s. Then submits tests/slurm/sweep.lua
 # (6 points, time limit 1 minute), cancels one running task with scancel, lets Slurm time out
 # another, resubmits the failed ones, and checks every file on the way (check.lua); then a sweep
-# whose points run twice each (sweep_repeats.lua, check_repeats.lua). Prints
+# whose points run twice each (sweep_repeats.lua, check_repeats.lua), and one whose world_size=2
+# point is a 2-task job started by Slurm's srun --mpi=pmix (sweep_ntasks.lua, check_ntasks.lua;
+# where dpprof has the MPI transport). Prints
 # "skipped: ..." (exit 77) only when the packages are missing or the daemons cannot start here,
 # saying why. The daemons, and any job left, are stopped on every exit. A Slurm time limit is
 # checked every 30 s, so the timeout alone takes 60-90 s of the test's ~100 s.
@@ -217,4 +219,21 @@ JR=$(echo "$text" | sed -n 's/.*4 of 4 runs (2 per point) submitted as Slurm arr
 wait_for 60 sh -c "[ -f '$ROUT/method=ghost.json' ] && [ -f '$ROUT/method=vanilla.json' ]" \
   || fail "the repeated points left no result in 60 s"
 "$DPPROF" run "$HERE/check_repeats.lua" out="$ROUT" job="$JR" || fail "check_repeats.lua"
+
+# N-task points: world_size=2 is a 2-task array whose task is srun -n 2 of dpprof sweep task; the
+# ranks get their rank and world from Slurm's PMIx (Open MPI), rank 0 writes the point
+if "$DPPROF" run "$HERE/check_ntasks.lua" mpi=1; then
+  NOUT=$T/run/ntasks
+  text=$("$DPPROF" sweep submit "$HERE/sweep_ntasks.lua" out="$NOUT" 2>&1) || fail "ntasks submit: $text"
+  echo "$text"
+  JN1=$(echo "$text" | sed -n 's/.*2 of 2 points submitted as Slurm array jobs \([0-9]*\) (tasks 0; 1 task each), .*/\1/p')
+  JN2=$(echo "$text" | sed -n 's/.*, \([0-9]*\) (tasks 1; 2 tasks each: srun -n 2).*/\1/p')
+  [ -n "$JN1" ] && [ -n "$JN2" ] || fail "the N-task sweep was not submitted as a 1-task and a 2-task array"
+  wait_for 90 sh -c "[ -f '$NOUT/world_size=1.json' ] && [ -f '$NOUT/world_size=2.json' ]" \
+    || { cat "$NOUT"/slurm/*.out 2>/dev/null; fail "the N-task points left no result in 90 s"; }
+  "$DPPROF" run "$HERE/check_ntasks.lua" out="$NOUT" job1="$JN1" job2="$JN2" \
+    || { cat "$NOUT"/slurm/*.out; fail "check_ntasks.lua"; }
+else
+  echo "N-task points: not tested (this dpprof has no MPI transport)"
+fi
 echo "slurm sweep test: passed"
