@@ -69,7 +69,7 @@ int dpsgd_compute_clip_factors(dpsgd *dp, float *factors) {
         norms[i] = (float)n;
         factors[i] = (float)(c < 1.0 ? c : 1.0);
     }
-    int rc = append_samples(dp, norms, factors, B);
+    int rc = dp->padding ? DP_OK : append_samples(dp, norms, factors, B); /* a padding sample is no sample */
     free(norms);
     return rc;
 }
@@ -200,21 +200,37 @@ static int clip_stage(dpsgd *dp, const float *factors, int block) {
     return DP_OK;
 }
 
+/* The books of checkpointed block `block` (none when block < 0 or its stage is done): the model
+ * recomputes the block, its books are formed, the block is freed. fsdp (`paired`): a block this
+ * rank has no book of is gathered and freed all the same, since the other ranks' physical batches
+ * (another size, other lengths, or padding) may need it and their gathers must pair with this
+ * rank's. */
+static int clip_block(dpsgd *dp, const float *factors, int block, int paired) {
+    if (block < 0) return DP_OK;
+    int live = 0;
+    for (int k = 0; k < dp->n_books && !live; k++)
+        live = dp->books[k].block == block && dp->books[k].out_grad.alloc.live;
+    if (!live) return paired ? dpsgd_fsdp_gather_only(dp, block) : DP_OK;
+    if (!dp->model) return dp_error_set(DP_EINTERNAL, "dp: a book of a recomputed block without a model");
+    DP_TRY(dp_model_recompute_block(dp->model, block));
+    int rc = clip_stage(dp, factors, block);
+    dp_model_release_block(dp->model, block);
+    return rc;
+}
+
 int dpsgd_clip_books(dpsgd *dp, const float *factors) {
     int64_t B = dp->batch;
     DP_TRY(dp_tensor_init_module(&dp->clip_dev, dp->dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
     DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)B * sizeof *factors));
     DP_TRY(clip_stage(dp, factors, -1));
     /* the books of checkpointed blocks, one block at a time: recompute its inputs, form, free */
-    for (int k = 0; k < dp->n_books; k++) {
-        int block = dp->books[k].block;
-        if (block < 0 || !dp->books[k].out_grad.alloc.live) continue; /* none, or its stage is done */
-        if (!dp->model) return dp_error_set(DP_EINTERNAL, "dp: a book of a recomputed block without a model");
-        DP_TRY(dp_model_recompute_block(dp->model, block));
-        int rc = clip_stage(dp, factors, block);
-        dp_model_release_block(dp->model, block);
-        DP_TRY(rc);
+    /* fsdp: every rank gathers every checkpointed block, in one order, where any rank's books may
+     * need a recomputation (materialize's never do: its books are per-sample gradients) */
+    if (dp->fsdp_block && dp->model && dp->cfg.norms != DPSGD_NORMS_MATERIALIZE) {
+        for (int64_t l = dp_model_config_of(dp->model)->layers - 1; l >= 0; l--)
+            if (dp_model_checkpointed(dp->model, l)) DP_TRY(clip_block(dp, factors, l, 1));
     }
+    for (int k = 0; k < dp->n_books; k++) DP_TRY(clip_block(dp, factors, dp->books[k].block, 0));
     dp_tensor_release(&dp->clip_dev);
     return DP_OK;
 }

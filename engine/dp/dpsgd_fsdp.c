@@ -99,6 +99,12 @@ static void release(void *ctx, dp_model *m, int64_t layer) {
     if (dp->fsdp_grads && dp->fsdp_rc == DP_OK) dp->fsdp_rc = reduce_block(dp, layer);
 }
 
+int dpsgd_fsdp_gather_only(dpsgd *dp, int64_t layer) {
+    DP_TRY(acquire(dp, dp->model, layer));
+    release(dp, dp->model, layer);
+    return DP_OK;
+}
+
 int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o) {
     if (!dp->fsdp_block || !o->weight_grads) return dp_model_backward(dp->model, o);
     dp->fsdp_grads = 1;

@@ -6,8 +6,9 @@
 -- for that: nothing moves). The plan's memory equals what the rank measured, byte for byte: the
 -- run's peak, every category's peak and live-at-peak, every module's peak; and its collectives
 -- are the rank's (ops, calls, wire bytes). Poisson sampling makes the ranks' batches differ, so
--- each rank's plan is its own (fsdp, which refuses Poisson sampling, takes a fixed batch). Rank 0's
--- combined result names the largest rank per category.
+-- each rank's plan is its own (fsdp's padding physical batches included: the last case's seed 7
+-- draws 7, 5 and 9 samples in physical batches of 2, slices that make different numbers of them).
+-- Rank 0's combined result names the largest rank per category.
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
@@ -20,6 +21,9 @@ local CASES = {
   { "llama lora bk", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 8,
                        batch = 8, tie_head = true, checkpoint = "blocks", lora = { rank = 2, alpha = 4 } }, "bk" },
   { "gpt flat", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 }, "flat" },
+  { "gpt bk uneven", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8,
+                       checkpoint = "blocks" }, "bk", { poisson = true, dataset_size = 64, max_physical_batch_size = 2 },
+    7 },
 }
 local states = {} -- optimizer states' peak per strategy, first case
 local params_at_peak = {} -- parameters live at the run's peak per strategy, first case
@@ -33,8 +37,8 @@ for _, case in ipairs(CASES) do
     local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = device,
                              device_model = device == "plan" and { base = "h100", name = "cpu-rank", workspace = false }
                                or nil, threads = device == "cpu" and 1 or nil,
-                             snapshots = "none", seed = 3,
-                             dp = strategy ~= "fsdp" and { poisson = true, dataset_size = 64 } or nil,
+                             snapshots = "none", seed = case[5] or 3,
+                             dp = case[4] or { poisson = true, dataset_size = 64 },
                              distributed = distributed }
     if r.status ~= "ok" then fail("%s on %s: %s", name, device, r.message) end
     local ok, err = pcall(results.validate, r)
