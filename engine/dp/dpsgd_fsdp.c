@@ -91,6 +91,12 @@ static int reduce_block(dpsgd *dp, int64_t layer) {
     return DP_OK;
 }
 
+int dpsgd_fsdp_reduce_block(dpsgd *dp, int64_t layer) {
+    for (int k = 0; k < dp->n_params; k++) /* every rank reduces every tensor of the block: the calls pair */
+        if (dp->fsdp_block[k] == layer) DP_TRY(dpsgd_ensure_grad(dp, dp->params[k]));
+    return reduce_block(dp, layer);
+}
+
 static void release(void *ctx, dp_model *m, int64_t layer) {
     dpsgd *dp = ctx;
     (void)m;

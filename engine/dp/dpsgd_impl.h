@@ -224,6 +224,9 @@ int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o);
 /* Gathers block `layer` and frees it again, computing nothing: the gather a rank makes to pair
  * the others' where it has no recomputation of that block to make (bk's clip). */
 int dpsgd_fsdp_gather_only(dpsgd *dp, int64_t layer);
+/* Block `layer`'s gradients (made zero where this batch gave none) reduce-scattered into their parts
+ * and added to the step's (dp->fsdp_acc): bk's clip, as soon as the block's books are formed. */
+int dpsgd_fsdp_reduce_block(dpsgd *dp, int64_t layer);
 /* Moves the step's summed parts into the gradients (the blocks reduce-scattered per block); 1 when k was. */
 int dpsgd_fsdp_take_part(dpsgd *dp, int k);
 /* Gathers every block's parameters whole again and removes the provider (the end of training). */

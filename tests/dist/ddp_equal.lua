@@ -55,7 +55,7 @@ end
 CASES[#CASES + 1] = { "gpt", "ghost", POISSON, 3 }
 -- physical batches of 2: a rank's slice (np 2: 4 samples) in two, whose per-block parts fsdp sums; the
 -- one process takes the same samples in physical batches of 2 (each the step's next samples)
-for _, method in ipairs({ "vanilla", "ghost", "bk" }) do
+for _, method in ipairs({ "vanilla", "ghost", "bk", "flash_clip", "flat" }) do
   CASES[#CASES + 1] = { "llama", method, { noise_multiplier = 0.5, max_physical_batch_size = 2 } }
 end
 CASES[#CASES + 1] = { "llama", "bk", POISSON, 3 }

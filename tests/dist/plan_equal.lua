@@ -24,10 +24,16 @@ local CASES = {
   { "gpt bk uneven", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8,
                        checkpoint = "blocks" }, "bk", { poisson = true, dataset_size = 64, max_physical_batch_size = 2 },
     7 },
+  -- bk reduce-scatters each block's gradient in the clip as soon as its books are formed: a
+  -- rank's slice of 8 (np 2) or 4 (np 4) in physical batches of 2, the blocks checkpointed
+  { "gpt bk blocks", { arch = "gpt", vocab = 64, hidden = 32, layers = 4, heads = 2, seq_len = 8, batch = 16,
+                       checkpoint = "blocks" }, "bk", { max_physical_batch_size = 2 } },
 }
+local BK_CASE = CASES[#CASES]
 local states = {} -- optimizer states' peak per strategy, first case
 local params_at_peak = {} -- parameters live at the run's peak per strategy, first case
 local grads_peak = {} -- gradients' peak per strategy, first case
+local bk_grads = {} -- gradients' peak per strategy, BK_CASE
 for _, case in ipairs(CASES) do
  for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
   if strategy == "fsdp" and case[2].lora then goto next end -- fsdp: full fine-tuning only (LoRA refused)
@@ -47,6 +53,7 @@ for _, case in ipairs(CASES) do
   end
   local cpu = run("cpu", { strategy = strategy })
   local plan = run("plan", { strategy = strategy, world_size = ws, rank = rank })
+  if case == BK_CASE then bk_grads[strategy] = cpu.memory.categories.gradients.peak_bytes end
   if case == CASES[1] then
     states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes
     params_at_peak[strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
@@ -120,6 +127,34 @@ do -- exactly: the tensors outside the blocks whole, every block tensor's part o
   for _, n in pairs(block) do whole = whole + 4 * n end
   if grads_peak.fsdp > want or want >= whole then
     fail("fsdp's gradients' peak: %d bytes, at most %d (the whole: %d)", grads_peak.fsdp, want, whole)
+  end
+end
+-- bk under fsdp: from the second physical batch on, the step's parts of every block and the tensors
+-- outside the blocks (whole until the reduce-scatter after the last clip) are live while one block's
+-- gradient is whole; the reduce-scatter of a block's tensor j (in the model's order) adds its new
+-- part, ceil(n_j / N), before the whole is released, the block's earlier tensors' wholes gone by then
+do
+  local outer, parts, block, order = 0, 0, {}, {}
+  for _, p in ipairs(dp.model(BK_CASE[2]):params()) do
+    local l = p.name:match("^transformer%.h%.(%d+)%.")
+    if l then
+      parts = parts + (p.numel + ws - 1) // ws
+      block[l] = (block[l] or 0) + p.numel
+      if l == "0" then order[#order + 1] = p.numel end
+    else
+      outer = outer + p.numel
+    end
+  end
+  local transient, before = 0, 0
+  for _, n in ipairs(order) do
+    transient = math.max(transient, (n + ws - 1) // ws - before)
+    before = before + n
+  end
+  local want = 4 * (outer + parts + block["0"] + transient)
+  if bk_grads.fsdp ~= want then
+    fail("bk under fsdp: the gradients' peak is %d bytes, want %d: the tensors outside the blocks %d, the parts %d, "
+         .. "one block whole %d, one part in flight %d (ddp's whole: %d)", bk_grads.fsdp, want, 4 * outer, 4 * parts,
+         4 * block["0"], 4 * transient, bk_grads.ddp)
   end
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n
