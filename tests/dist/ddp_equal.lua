@@ -98,6 +98,20 @@ CASES[#CASES + 1] = { "gpt", "ghost", { noise_multiplier = 0.5, max_physical_bat
 CASES[#CASES + 1] = { "gpt", "bk", { noise_multiplier = 0.5, poisson = true, max_physical_batch_size = 2 }, 7, nil, OWN }
 CASES[#CASES + 1] = { "llama", "vanilla", { noise_multiplier = 0.5, poisson = true, max_physical_batch_size = 2 }, 7,
                       nil, OWN }
+-- a token file whose documents (ended by eos 0) are the samples: this rank's own copy of it
+local DOCS = os.tmpname()
+do
+  local bytes = {}
+  for j = 1, 32 do
+    for t = 1, (j * 3) % 7 + 1 do bytes[#bytes + 1] = string.pack("<I2", (j * 7 + t) % 63 + 1) end
+    bytes[#bytes + 1] = string.pack("<I2", 0)
+  end
+  assert(dp.write_file(DOCS, table.concat(bytes)))
+end
+CASES[#CASES + 1] = { "gpt", "flash_clip", { noise_multiplier = 0.5, poisson = true, max_physical_batch_size = 2 }, 7,
+                      nil, { file = DOCS, eos = 0 } }
+CASES[#CASES + 1] = { "llama", "ghost", { noise_multiplier = 0.5, max_physical_batch_size = 2 }, nil, nil,
+                      { file = DOCS, eos = 0 } }
 
 local worst = 0
 for _, case in ipairs(CASES) do
@@ -111,6 +125,8 @@ for _, case in ipairs(CASES) do
     local ddp, r = train(MODELS[name], method, { strategy = strategy }, dpo, seed, data)
     assert(#single == #ddp and #single > 0, "parameter counts differ")
     assert(r.timing.phases_ms.comm > 0, "no time in the comm phase")
+    assert(not data or (r.data and r.data.samples == (data.lengths and #data.lengths or 32)),
+           "the run did not take the data's samples")
     for i = 1, #single do
       local d = math.abs(ddp[i] - single[i]) / math.max(1, math.abs(single[i]))
       if d > BOUND then
@@ -132,6 +148,7 @@ for _, name in ipairs({ "llama_lora", "gpt_bf16" }) do
     error(string.format("%s under fsdp: not refused (%s) (rank %d of %d)", name, tostring(message), rank, ws))
   end
 end
+os.remove(DOCS)
 dp.dist.barrier()
 print(string.format("rank %d of %d: every model x method equal to one process, worst relative difference %.3g (bound %g)",
                     rank, ws, worst, BOUND))
