@@ -117,7 +117,7 @@ local worst = 0
 for _, case in ipairs(CASES) do
   do
     local name, method, dpo, seed, base, data = table.unpack(case)
-    local single = train(MODELS[name], method, base and { strategy = base } or nil, dpo, seed, data)
+    local single, rs = train(MODELS[name], method, base and { strategy = base } or nil, dpo, seed, data)
     for _, strategy in ipairs(base and { "zero2", "fsdp" } or { "ddp", "zero2", "fsdp" }) do
     if strategy == "fsdp" and (MODELS[name].lora or MODELS[name].dtype == "bf16") then
       goto refused
@@ -125,6 +125,9 @@ for _, case in ipairs(CASES) do
     local ddp, r = train(MODELS[name], method, { strategy = strategy }, dpo, seed, data)
     assert(#single == #ddp and #single > 0, "parameter counts differ")
     assert(r.timing.phases_ms.comm > 0, "no time in the comm phase")
+    -- the accountant counts what one process counts (a padding batch is no sample, no step)
+    local pd, ps = type(r.privacy) == "table" and r.privacy or {}, type(rs.privacy) == "table" and rs.privacy or {}
+    assert(pd.epsilon == ps.epsilon and pd.steps == ps.steps, "epsilon or steps differ")
     assert(not data or (r.data and r.data.samples == (data.lengths and #data.lengths or 32)),
            "the run did not take the data's samples")
     for i = 1, #single do
