@@ -223,6 +223,8 @@ int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, 
 
 int dpsgd_forward_padding(dpsgd *dp, float *loss) {
     if (!dp->model) return dp_error_set(DP_EINVAL, "dp: forward needs a model");
+    if (dp->phase == 2 && !is_vanilla(dp)) /* the model may still read the last padding batch's ids */
+        return dp_error_set(DP_EINVAL, "dp: forward before the last backward was clipped (call clip first)");
     dp_tensor_release(&dp->pad_in);
     dp_tensor_release(&dp->pad_tg);
     int64_t shape[2] = {1, 1};

@@ -73,6 +73,20 @@ do
              "rank " .. rank .. ": its samples' lengths")
   end
 end
+-- a padding physical batch by hand: loss 0, no sample in the statistics, and a second forward
+-- before its clip is refused (the model still reads its ids)
+do
+  local m <close> = dp.model{ vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2, device = "cpu" }
+  local priv <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "bk", expected_batch_size = 2 })
+  priv:next_step()
+  check.eq(priv:forward_padding(), 0.0, "a padding batch's loss")
+  priv:backward()
+  local ok, e = pcall(priv.forward_padding, priv)
+  check.eq(ok, false, "a padding forward before the clip")
+  check.truthy(tostring(e):find("forward before the last backward was clipped", 1, true), tostring(e))
+  priv:clip()
+  check.eq(#priv:stats().norms, 0, "a padding sample is no sample")
+end
 local BF16 = dp.deep_copy(MODEL)
 BF16.dtype = "bf16"
 refused_model(BF16, { strategy = "fsdp", world_size = 2 }, "fsdp is not implemented for dtype bf16 yet")
