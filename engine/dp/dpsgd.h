@@ -161,6 +161,10 @@ typedef struct dpsgd_step_plan {
     /* distributed (dpsgd_set_distributed): this rank's slice of the logical batch, samples
      * [first, first + local_size) in the order one process holds them; one process: 0 and n */
     int64_t first, local_size;
+    /* fsdp: padding physical batches this rank runs after its own (dpsgd_forward_padding), so
+     * that every rank runs as many physical batches as the rank with the most (each gathers every
+     * block); 0 otherwise */
+    int64_t n_padding;
 } dpsgd_step_plan;
 
 /* The plan of a logical batch of n samples with at most max_physical a physical batch (n >= 0,
@@ -238,6 +242,11 @@ int dpsgd_unshard(dpsgd *dp);
  * another forward on the model in between, or a release of its activations, makes them fail
  * with DP_EINVAL rather than go back through another batch's state. */
 int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses);
+/* The forward of a padding physical batch (dpsgd_step_plan.n_padding): one sample of one token
+ * whose target is ignored (no loss, no gradient, norm 0), held by the wrapper until its clip;
+ * backward and clip follow as for any batch, and its sample is counted nowhere (norms, clip
+ * factors). */
+int dpsgd_forward_padding(dpsgd *dp, float *loss);
 /* Backward of the last forward: vanilla accumulates the gradient of the logical batch's mean
  * loss; DP computes every trainable tensor's per-sample squared norms (and what bk keeps). */
 int dpsgd_backward(dpsgd *dp);

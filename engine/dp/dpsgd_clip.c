@@ -69,7 +69,7 @@ int dpsgd_compute_clip_factors(dpsgd *dp, float *factors) {
         norms[i] = (float)n;
         factors[i] = (float)(c < 1.0 ? c : 1.0);
     }
-    int rc = append_samples(dp, norms, factors, B);
+    int rc = dp->padding ? DP_OK : append_samples(dp, norms, factors, B); /* a padding sample is no sample */
     free(norms);
     return rc;
 }
@@ -110,15 +110,32 @@ static int book_per_sample(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c, const 
     return weighted_sum(dp, &bk->param->grad, c, factors, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
 }
 
+#define ANY_BLOCK (-2) /* clip_stage's pblock: the books of every parameter */
+
+/* Whether book bk's parameter lies in fsdp block pblock (-1: outside the blocks; ANY_BLOCK: any).
+ * An embedding's book (wte, wpe) is outside the blocks, and so are the pseudo-blocks' tensors (the
+ * final norm, the head: DP_MODEL_HEAD, whose id is negative as ANY_BLOCK's); without fsdp every
+ * parameter is outside. */
+static int in_block(const dpsgd *dp, const dpsgd_book *bk, int64_t pblock) {
+    if (pblock == ANY_BLOCK) return 1;
+    int64_t b = -1;
+    if (dp->fsdp_block && bk->param && bk->kind != DPSGD_BOOK_EMBEDDING) {
+        int k = dpsgd_param_index(dp, bk->param);
+        if (k >= 0 && dp->fsdp_block[k] >= 0) b = dp->fsdp_block[k];
+    }
+    return b == pblock;
+}
+
 /* (c (.) G)^T A = G^T (c (.) A): where the linears that share an input (gpt's qkv, llama's q, k,
  * v and gate, up, a head) have more output columns in all than the input has, scale the input's
  * rows once instead of every G's (gpt: 2d instead of 7d per token and layer; the head: d instead
  * of V). The input is a retained (or recomputed) activation that nothing reads after the clip.
  * Only the books of one stage (block: -1 the retained inputs, else that recomputed block). */
-static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c, int block) {
+static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c, int block, int64_t pblock) {
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
-        if (bk->kind != DPSGD_BOOK_LINEAR || !bk->input_src || bk->block != block) continue;
+        if (bk->kind != DPSGD_BOOK_LINEAR || !bk->input_src || bk->block != block || !in_block(dp, bk, pblock))
+            continue;
         int first = 1;
         int64_t cols = 0;
         for (int j = 0; j < dp->n_books; j++) {
@@ -175,17 +192,18 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
 }
 
 /* The clipped sums of the books of one stage (block: -1 those whose inputs the backward retained,
- * else those of that recomputed block, whose inputs are live again), each freed once formed. */
-static int clip_stage(dpsgd *dp, const float *factors, int block) {
+ * else those of that recomputed block, whose inputs are live again) whose parameters lie in fsdp
+ * block pblock (ANY_BLOCK: all of them), each freed once formed. */
+static int clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock) {
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
-        if (bk->kind == DPSGD_BOOK_LINEAR && bk->block == block && block >= 0)
+        if (bk->kind == DPSGD_BOOK_LINEAR && bk->block == block && block >= 0 && in_block(dp, bk, pblock))
             DP_TRY(dp_tensor_view(&bk->input, bk->input_src, 0, bk->input_src->ndim, bk->input_src->shape));
     }
-    DP_TRY(scale_shared_inputs(dp, &dp->clip_dev, block));
+    DP_TRY(scale_shared_inputs(dp, &dp->clip_dev, block, pblock));
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
-        if (bk->block != block) continue;
+        if (bk->block != block || !in_block(dp, bk, pblock)) continue;
         switch (bk->kind) {
         case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, &dp->clip_dev, factors)); break;
         case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, &dp->clip_dev)); break;
@@ -200,20 +218,51 @@ static int clip_stage(dpsgd *dp, const float *factors, int block) {
     return DP_OK;
 }
 
+/* The books of checkpointed block `block` (none when block < 0 or its stage is done): the model
+ * recomputes the block, its books are formed, the block is freed. fsdp (`paired`): a block this
+ * rank has no book of is gathered and freed all the same, since the other ranks' physical batches
+ * (another size, other lengths, or padding) may need it and their gathers must pair with this
+ * rank's. */
+static int clip_block(dpsgd *dp, const float *factors, int block, int paired) {
+    if (block < 0) return DP_OK;
+    int live = 0;
+    for (int k = 0; k < dp->n_books && !live; k++)
+        live = dp->books[k].block == block && dp->books[k].out_grad.alloc.live;
+    if (!live) return paired ? dpsgd_fsdp_gather_only(dp, block) : DP_OK;
+    if (!dp->model) return dp_error_set(DP_EINTERNAL, "dp: a book of a recomputed block without a model");
+    DP_TRY(dp_model_recompute_block(dp->model, block));
+    int rc = clip_stage(dp, factors, block, ANY_BLOCK);
+    dp_model_release_block(dp->model, block);
+    return rc;
+}
+
+/* fsdp: block by block from the last, its books formed (those whose inputs were retained, then
+ * the recomputed block's), its gradient reduce-scattered into the step's part at once
+ * (dpsgd_fsdp_reduce_block), so at most one block's gradient is whole; then the books of the
+ * tensors outside the blocks, reduce-scattered after the last clip. Every rank gathers every
+ * checkpointed block, in this order, where any rank's books may need a recomputation
+ * (materialize's never do: its books are per-sample gradients), and reduce-scatters every block:
+ * the ranks' collectives pair whatever their batches (another size, other lengths, padding). */
+static int clip_fsdp(dpsgd *dp, const float *factors) {
+    int paired = dp->cfg.norms != DPSGD_NORMS_MATERIALIZE;
+    for (int64_t l = dp_model_config_of(dp->model)->layers - 1; l >= 0; l--) {
+        DP_TRY(clip_stage(dp, factors, -1, l));
+        if (dp_model_checkpointed(dp->model, l)) DP_TRY(clip_block(dp, factors, (int)l, paired));
+        DP_TRY(dpsgd_fsdp_reduce_block(dp, l));
+    }
+    return clip_stage(dp, factors, -1, -1);
+}
+
 int dpsgd_clip_books(dpsgd *dp, const float *factors) {
     int64_t B = dp->batch;
     DP_TRY(dp_tensor_init_module(&dp->clip_dev, dp->dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
     DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)B * sizeof *factors));
-    DP_TRY(clip_stage(dp, factors, -1));
-    /* the books of checkpointed blocks, one block at a time: recompute its inputs, form, free */
-    for (int k = 0; k < dp->n_books; k++) {
-        int block = dp->books[k].block;
-        if (block < 0 || !dp->books[k].out_grad.alloc.live) continue; /* none, or its stage is done */
-        if (!dp->model) return dp_error_set(DP_EINTERNAL, "dp: a book of a recomputed block without a model");
-        DP_TRY(dp_model_recompute_block(dp->model, block));
-        int rc = clip_stage(dp, factors, block);
-        dp_model_release_block(dp->model, block);
-        DP_TRY(rc);
+    if (dp->fsdp_block && dp->model) {
+        DP_TRY(clip_fsdp(dp, factors));
+    } else {
+        DP_TRY(clip_stage(dp, factors, -1, ANY_BLOCK));
+        /* the books of checkpointed blocks, one block at a time: recompute its inputs, form, free */
+        for (int k = 0; k < dp->n_books; k++) DP_TRY(clip_block(dp, factors, dp->books[k].block, 0));
     }
     dp_tensor_release(&dp->clip_dev);
     return DP_OK;

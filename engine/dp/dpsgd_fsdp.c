@@ -9,7 +9,8 @@
  * reads: a bf16 model's GEMM weight with an f32 master into its bf16 compute copy (the part cast to
  * bf16 first, so bf16 goes on the wire, as PyTorch FSDP's mixed precision), everything else into
  * value. Gradients (f32) are reduce-scattered once complete: per block (the head's with it) in a
- * backward that accumulates them, the embeddings' after it, otherwise after the last clip
+ * backward that accumulates them, the embeddings' after it; per block in bk's clip as each block's
+ * books are formed (dpsgd_fsdp_reduce_block), the tensors outside the blocks after the last clip
  * (dpsgd_shard_reduce); dpsgd_fsdp_unshard gathers the whole model again at the end of training. */
 #include "dpsgd_impl.h"
 
@@ -130,12 +131,24 @@ static int reduce_block(dpsgd *dp, int64_t layer) {
     return DP_OK;
 }
 
+int dpsgd_fsdp_reduce_block(dpsgd *dp, int64_t layer) {
+    for (int k = 0; k < dp->n_params; k++) /* every rank reduces every tensor of the block: the calls pair */
+        if (dp->fsdp_block[k] == layer) DP_TRY(dpsgd_ensure_grad(dp, dp->params[k]));
+    return reduce_block(dp, layer);
+}
+
 static void release(void *ctx, dp_model *m, int64_t layer) {
     dpsgd *dp = ctx;
     int n = dp_model_param_count(m);
     for (int i = 0; i < n; i++)
         if (reads(dp, i, layer) >= 0) dpsgd_fsdp_drop(dp_model_param(m, i), reads(dp, i, layer));
     if (dp->fsdp_grads && dp->fsdp_rc == DP_OK) dp->fsdp_rc = reduce_block(dp, layer);
+}
+
+int dpsgd_fsdp_gather_only(dpsgd *dp, int64_t layer) {
+    DP_TRY(acquire(dp, dp->model, layer));
+    release(dp, dp->model, layer);
+    return DP_OK;
 }
 
 int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o) {

@@ -75,6 +75,8 @@ struct dpsgd {
     int fsdp_rc;         /* fsdp: the first failure of a reduce-scatter in a release (reported after the backward) */
     /* fsdp: per model parameter (trainable or frozen) how it is held: its block and gather (NULL otherwise) */
     dpsgd_fsdp_held *fsdp_held;
+    int padding;             /* the current physical batch is a padding one (dpsgd_forward_padding) */
+    dp_tensor pad_in, pad_tg; /* its 1 x 1 inputs and targets, `inputs`, until its clip */
     int reduced; /* the step's gradients were summed across the ranks */
     int phase;   /* 0 idle, 1 forward done, 2 backward done */
 
@@ -236,6 +238,12 @@ int dpsgd_fsdp_after_step(dpsgd *dp);
  * gradient (and the final norm's and head's) reduce-scattered into dp->fsdp_acc right after the pass
  * over it, the embeddings' after the backward; plain backward otherwise. */
 int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o);
+/* Gathers block `layer` and frees it again, computing nothing: the gather a rank makes to pair
+ * the others' where it has no recomputation of that block to make (bk's clip). */
+int dpsgd_fsdp_gather_only(dpsgd *dp, int64_t layer);
+/* Block `layer`'s gradients (made zero where this batch gave none) reduce-scattered into their parts
+ * and added to the step's (dp->fsdp_acc): bk's clip, as soon as the block's books are formed. */
+int dpsgd_fsdp_reduce_block(dpsgd *dp, int64_t layer);
 /* Moves the step's summed parts into the gradients (the blocks reduce-scattered per block); 1 when k was. */
 int dpsgd_fsdp_take_part(dpsgd *dp, int k);
 /* Gathers every parameter whole again and removes the provider (the end of training). */
@@ -253,5 +261,8 @@ int64_t dpsgd_sampling_members(const dpsgd_config *cfg, int64_t k, int64_t *out,
 /* Narrows plan to rank's slice of its logical batch (samples n r / N up to n (r+1) / N) and the
  * physical batches of that slice (at most max_physical each, split as dpsgd_split splits). */
 int dpsgd_sampling_slice(dpsgd_step_plan *plan, int rank, int world_size, int64_t max_physical);
+/* Sets plan->n_padding (plan sliced for its rank) to the physical batches the rank whose slice
+ * makes the most runs beyond this rank's: every rank's slice is known from the logical size. */
+void dpsgd_sampling_pad(dpsgd_step_plan *plan, int world_size, int64_t max_physical);
 
 #endif

@@ -84,9 +84,20 @@ int dpsgd_sampling_slice(dpsgd_step_plan *plan, int rank, int world_size, int64_
     return DP_OK;
 }
 
+void dpsgd_sampling_pad(dpsgd_step_plan *plan, int world_size, int64_t max_physical) {
+    int64_t most = plan->n_physical;
+    for (int r = 0; r < world_size; r++) {
+        dpsgd_step_plan other = *plan;
+        dpsgd_sampling_slice(&other, r, world_size, max_physical);
+        if (other.n_physical > most) most = other.n_physical;
+    }
+    plan->n_padding = most - plan->n_physical;
+}
+
 void dpsgd_split(int64_t n, int64_t max_physical, dpsgd_step_plan *out) {
     out->logical_size = out->local_size = n;
     out->first = 0;
+    out->n_padding = 0;
     split_local(out, max_physical);
 }
 

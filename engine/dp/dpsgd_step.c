@@ -4,6 +4,7 @@
 #include "dpsgd_impl.h"
 
 #include "error.h"
+#include "layer_ops.h"
 #include "ops.h"
 #include "privacy.h"
 
@@ -100,6 +101,8 @@ void dpsgd_free(dpsgd *dp) {
     if (dp->strategy == DP_DIST_ZERO2) dpsgd_shard_clear(dp);
     if (dp->strategy == DP_DIST_FSDP) dpsgd_fsdp_clear(dp);
     if (dp->sq_rows) dpsgd_release_batch_state(dp);
+    dp_tensor_release(&dp->pad_in);
+    dp_tensor_release(&dp->pad_tg);
     free(dp->books);
     free(dp->params);
     free(dp->offsets);
@@ -124,6 +127,11 @@ static void start_step_stats(dpsgd *dp) {
 int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out) {
     DP_TRY(dpsgd_sampling_plan(&dp->cfg, dp->plans, out));
     if (dp->comm) DP_TRY(dpsgd_sampling_slice(out, dp->comm->rank, dp->comm->world_size, dp->cfg.max_physical_batch_size));
+    /* fsdp: each physical batch gathers every block, so every rank runs as many as the rank with
+     * the most, padding ones after its own (each rank's slice follows from the logical size: no
+     * collective) */
+    if (dp->comm && dp->strategy == DP_DIST_FSDP)
+        dpsgd_sampling_pad(out, dp->comm->world_size, dp->cfg.max_physical_batch_size);
     dp->plans++;
     dp->logical_size = out->logical_size;
     dp->reduced = 0;
@@ -172,6 +180,9 @@ int dpsgd_unshard(dpsgd *dp) { return dp->strategy == DP_DIST_FSDP ? dpsgd_fsdp_
 
 int dpsgd_reduce_grads(dpsgd *dp) {
     if (dp->reduced || !dp->comm) return DP_OK;
+    /* vanilla's empty logical batch (Poisson; every rank knows it drew none): no gradient on any
+     * rank, so none is made, and the optimizer skips every tensor as one process's does */
+    if (is_vanilla(dp) && dp->plans > 0 && dp->logical_size == 0) return DP_OK;
     for (int k = 0; k < dp->n_params; k++) {
         if (dp->strategy == DP_DIST_FSDP && dpsgd_fsdp_take_part(dp, k)) continue; /* per block, in the backward */
         if (dp->strategy == DP_DIST_ZERO2 || dp->strategy == DP_DIST_FSDP) {
@@ -190,6 +201,11 @@ int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, 
     if (dp->phase == 2 && !is_vanilla(dp))
         return dp_error_set(DP_EINVAL, "dp: forward before the last backward was clipped (call clip first)");
     dpsgd_release_batch_state(dp);
+    dp->padding = 0;
+    if (inputs != &dp->pad_in) { /* a padding batch left unclipped goes */
+        dp_tensor_release(&dp->pad_in);
+        dp_tensor_release(&dp->pad_tg);
+    }
     if (inputs->ndim != 2)
         return dp_error_set(DP_EINVAL, "dp: inputs must be B x T token ids (got rank %d)", inputs->ndim);
     if (inputs->shape[0] > dp->cfg.max_physical_batch_size)
@@ -202,6 +218,28 @@ int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, 
     dp->batch = inputs->shape[0];
     dp->seq_len = inputs->shape[1];
     dp->phase = 1;
+    return DP_OK;
+}
+
+int dpsgd_forward_padding(dpsgd *dp, float *loss) {
+    if (!dp->model) return dp_error_set(DP_EINVAL, "dp: forward needs a model");
+    if (dp->phase == 2 && !is_vanilla(dp)) /* the model may still read the last padding batch's ids */
+        return dp_error_set(DP_EINVAL, "dp: forward before the last backward was clipped (call clip first)");
+    dp_tensor_release(&dp->pad_in);
+    dp_tensor_release(&dp->pad_tg);
+    int64_t shape[2] = {1, 1};
+    int32_t token = 0, ignored = DP_IGNORE_INDEX;
+    int rc = dp_tensor_init(&dp->pad_in, dp->dev, DP_I32, 2, shape, DP_CAT_INPUTS);
+    if (rc == DP_OK) rc = dp_tensor_init(&dp->pad_tg, dp->dev, DP_I32, 2, shape, DP_CAT_INPUTS);
+    if (rc == DP_OK) rc = dp_tensor_from_host(&dp->pad_in, &token, sizeof token);
+    if (rc == DP_OK) rc = dp_tensor_from_host(&dp->pad_tg, &ignored, sizeof ignored);
+    if (rc == DP_OK) rc = dpsgd_forward(dp, &dp->pad_in, &dp->pad_tg, loss, NULL);
+    if (rc != DP_OK) {
+        dp_tensor_release(&dp->pad_in);
+        dp_tensor_release(&dp->pad_tg);
+        return rc;
+    }
+    dp->padding = 1;
     return DP_OK;
 }
 
@@ -276,10 +314,21 @@ int dpsgd_backward(dpsgd *dp) {
     return rc;
 }
 
+/* After a padding batch's clip: its inputs go (the model's views of them are not read again
+ * before the next forward replaces them). */
+static void release_padding(dpsgd *dp) {
+    if (!dp->padding) return;
+    dp_tensor_release(&dp->pad_in);
+    dp_tensor_release(&dp->pad_tg);
+}
+
 int dpsgd_clip(dpsgd *dp) {
     if (dp->phase != 2) return dp_error_set(DP_EINVAL, "dp: clip needs a backward first");
     dp->phase = 0;
-    if (is_vanilla(dp)) return DP_OK;
+    if (is_vanilla(dp)) {
+        release_padding(dp);
+        return DP_OK;
+    }
     int retained = needs_retained_inputs(dp); /* the clip goes back through the model's state */
     if (retained) DP_TRY(check_own_forward(dp, "clip"));
     int64_t B = dp->batch;
@@ -297,6 +346,7 @@ int dpsgd_clip(dpsgd *dp) {
     dpsgd_release_batch_state(dp);
     if (retained && dp->model) dp_model_release_activations(dp->model);
     free(factors);
+    release_padding(dp);
     return rc;
 }
 

@@ -2,8 +2,11 @@
  *
  *   local priv = dp.dp.wrap(m, opt, {method=... | norms=..., clip=..., max_grad_norm=, ...,
  *                                    flash_impl="tiles"|"strips"})
- *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}, samples={i1, ...}}
- *     (samples: which of the dataset_size samples were drawn, 1-based; absent without dataset_size)
+ *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}, samples={i1, ...},
+ *                                        first=, padding=}
+ *     (samples: which of the dataset_size samples were drawn, 1-based; absent without dataset_size;
+ *      a rank's slice is samples[first+1 .. first+sum(physical)]; padding: fsdp's padding physical
+ *      batches after the rank's own, each priv:forward_padding(), backward(), clip())
  *   priv:forward(batch) -> loss, {L_1..L_B}; priv:backward(); priv:clip()   -- per physical batch
  *     (clip returns nil, or the first per-sample norm that is not finite and its sample)
  *   priv:noise()                      -- once per logical step, before opt:step()
@@ -214,6 +217,8 @@ static int l_next_step(lua_State *L) {
     lua_setfield(L, -2, "physical");
     lua_pushinteger(L, plan.first);
     lua_setfield(L, -2, "first");
+    lua_pushinteger(L, plan.n_padding);
+    lua_setfield(L, -2, "padding");
     /* the samples drawn (1-based), when the data set is known */
     if (dpsgd_config_of(dp)->dataset_size > 0 && plan.logical_size < 1 << 24) {
         int64_t n = plan.logical_size, *ids = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ids, 0);
@@ -326,6 +331,17 @@ static int l_forward(lua_State *L) {
         lua_rawseti(L, -2, i + 1);
     }
     return 2;
+}
+
+/* priv:forward_padding() -> loss (0): a padding physical batch's forward (step.padding) */
+static int l_forward_padding(lua_State *L) {
+    dpsgd *dp = check_dp(L, 1);
+    float loss;
+    int rc = dpsgd_forward_padding(dp, &loss);
+    sync_model(L);
+    if (rc != DP_OK) return fail(L, "priv:forward_padding");
+    lua_pushnumber(L, loss);
+    return 1;
 }
 
 static int l_backward(lua_State *L) {
@@ -474,6 +490,7 @@ static int l_tostring(lua_State *L) {
 
 static const luaL_Reg methods[] = {
     {"next_step", l_next_step},
+    {"forward_padding", l_forward_padding},
     {"forward", l_forward},
     {"backward", l_backward},
     {"clip", l_clip},

@@ -292,21 +292,6 @@ local function check_distributed(c, recorded)
   if not known then
     refuse(".strategy: unknown strategy '%s' (valid: %s)", tostring(d.strategy), table.concat(dp.dist.STRATEGIES, ", "))
   end
-  if d.strategy == "fsdp" and c.dp.poisson then -- each rank's physical batches gather every block
-    refuse(".strategy: fsdp with Poisson sampling is not implemented yet: the ranks' slices may make different "
-           .. "numbers of physical batches, each gathering every block (supported: a fixed batch; Poisson under ddp, "
-           .. "zero2)")
-  end
-  local own_lengths = false -- samples of their own lengths (samples_of's test, without loading them)
-  if d.strategy == "fsdp" and c.data then
-    local spec, source = data.check(c.data)
-    own_lengths = source ~= nil and not (source == "file" and spec.eos == nil)
-  end
-  if d.strategy == "fsdp" and own_lengths then
-    refuse(".strategy: fsdp with data of samples of their own lengths is not implemented yet: the ranks' slices may "
-           .. "make different numbers of physical batches, each gathering every block (supported: fixed-length "
-           .. "windows; such data under ddp, zero2)")
-  end
   for _, k in ipairs({ "world_size", "rank" }) do
     local v = d[k]
     if v ~= nil and not (math.type(v) == "integer" or (type(v) == "number" and math.tointeger(v))) then
@@ -350,6 +335,19 @@ local function rank_batch(c, logical)
   return logical // d.world_size
 end
 
+-- The physical batches of a logical batch of `logical` samples: the batch the model is built with
+-- and the wrapper's max_physical_batch_size. A rank's physical batches hold at most its slice; a
+-- fixed batch never needs a physical batch above it, while a Poisson one of samples' own lengths
+-- (own_lengths) may draw more than its expected size, split at max_physical_batch_size (as
+-- Opacus's). The one reckoning of check_model_and_dp and the run's body.
+local function physical_batch(c, logical, own_lengths)
+  local physical = c.dp.max_physical_batch_size or logical
+  if c.distributed then physical = math.min(physical, rank_batch(c, logical)) end
+  local model_batch = physical
+  if not (own_lengths and c.dp.poisson) then physical = math.min(physical, logical) end
+  return model_batch, physical
+end
+
 -- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
 -- a device, so a configuration that cannot run raises before anything is built (and a sweep
 -- refuses it before its first point). The batch the model is built with is the physical one.
@@ -358,13 +356,8 @@ local function check_model_and_dp(c, cfg)
   if not okm then error(dp.error_text(mcfg), 4) end
   size_data_set(c, cfg, mcfg)
   local logical = c.model.batch or 1
-  local physical = math.min(c.dp.max_physical_batch_size or logical, rank_batch(c, logical))
-  if SAMPLES[c] and c.dp.poisson then physical = c.dp.max_physical_batch_size or logical end
-  if SAMPLES[c] and c.distributed then
-    dp.refuse("dpprof.experiment: distributed runs take fixed-length windows for now; samples of their own lengths "
-              .. "(data.lengths, lengths_file, length_distribution, file with eos) run in one process")
-  end
-  mcfg.batch = c.distributed and physical or (c.dp.max_physical_batch_size or logical)
+  local physical
+  mcfg.batch, physical = physical_batch(c, logical, SAMPLES[c] ~= nil)
   local ok, err = pcall(dp.model.check, mcfg)
   if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
   ok, err = pcall(dp.dp.check, experiment.wrap_options(c, logical, physical), mcfg.batch)
@@ -864,8 +857,10 @@ function experiment.run(cfg_in)
     -- split as Opacus's BatchMemoryManager splits them (group_by_length sorting them first),
     -- each padded to its longest sample (or a multiple of pad_to).
     local physical_batches = {}
-    if samples then
-      local ids, lens = plan.samples, {}
+    if samples then -- a rank: its slice of the step's samples, split and padded as one process's
+      local ids, lens, own = plan.samples, {}, 0
+      for _, nb in ipairs(plan.physical) do own = own + nb end
+      if c.distributed then ids = table.move(plan.samples, plan.first + 1, plan.first + own, 1, {}) end
       for j, id in ipairs(ids) do lens[j] = samples.lengths[id] end
       for _, pb in ipairs(data.physical_batches(lens, physical, samples.spec)) do
         local bl, at, pick = {}, {}, {}
@@ -887,9 +882,17 @@ function experiment.run(cfg_in)
         at = at + nb
       end
     end
+    -- fsdp: padding physical batches after the rank's own, as many as make every rank's count the
+    -- largest any rank's slice needs (each gathers every block): one ignored token each, no
+    -- sample anywhere (norms, the step's record, the callbacks)
+    local own_batches = #physical_batches
+    for _ = 1, plan.padding or 0 do physical_batches[#physical_batches + 1] = { padding = true } end
     for k, pb in ipairs(physical_batches) do
       local batch
-      if samples then
+      local call = i and not pb.padding -- the callbacks see the rank's own batches
+      if pb.padding then
+        batch = nil
+      elseif samples then
         batch = dp.batch{ model = model, lengths = pb.lengths, padded = pb.padded, seed = c.seed,
                           samples = not pb.starts and pb.samples or nil, starts = pb.starts,
                           file = pb.starts and c.data.file or nil, file_dtype = pb.starts and c.data.file_dtype or nil }
@@ -899,25 +902,27 @@ function experiment.run(cfg_in)
       end
       local first = i and k == 1 -- the default snapshots describe the first physical batch
       if first then snap("iter{i}_before_forward", i) end
-      if i then callback("before_forward", i, k) end
+      if call then callback("before_forward", i, k) end
       local loss
       if fsdp then check_peers() end
-      phase("forward", iter, acc, function() sharded(function() loss = priv:forward(batch) end) end)
+      phase("forward", iter, acc, function()
+        sharded(function() if batch then loss = priv:forward(batch) else loss = priv:forward_padding() end end)
+      end)
       if numeric and not dp.is_finite(loss) then nonfinite("loss", loss, step, i, k, { "parameters", "logits" }) end
       if first then snap("iter{i}_after_forward", i) end
-      if i then callback("after_forward", i, k) end
+      if call then callback("after_forward", i, k) end
       if fsdp then check_peers() end
       phase("backward", iter, acc, function() sharded(function() priv:backward() end) end)
       if first then snap("iter{i}_after_backward", i) end
-      if i then callback("after_backward", i, k) end
+      if call then callback("after_backward", i, k) end
       local norm -- the first per-sample gradient norm that is not finite (DP methods), or nil
       if fsdp then check_peers() end
       phase("clip", iter, acc, function() sharded(function() norm = priv:clip() end) end)
       if numeric and norm then
         nonfinite("per-sample gradient norm", norm, step, i, k, { "gradients", "parameters" })
       end
-      if i then callback("after_clip", i, k) end
-      dp.free_batch(batch)
+      if call then callback("after_clip", i, k) end
+      if batch then dp.free_batch(batch) end
     end
     if c.distributed then
       check_peers()
@@ -928,7 +933,9 @@ function experiment.run(cfg_in)
     phase("optimizer", iter, acc, function() opt:step(); opt:zero_grad() end)
     if i and (samples or c.dp.poisson) then -- what the step drew and what it cost
       local phys = json.array()
-      for k, pb in ipairs(physical_batches) do phys[k] = { size = pb.size, padded = pb.padded } end
+      for k = 1, own_batches do
+        phys[k] = { size = physical_batches[k].size, padded = physical_batches[k].padded }
+      end
       st.steps[#st.steps + 1] = { step = step, logical_size = plan.logical_size, physical = phys,
                                   peak_bytes = step_peak }
     end
@@ -955,11 +962,9 @@ function experiment.run(cfg_in)
   local function body()
     building = true
     local mcfg, load = experiment.model_options(c.model, kind)
-    physical = c.dp.max_physical_batch_size or mcfg.batch
-    if c.distributed then -- a rank's physical batches hold at most its slice
-      physical = math.min(physical or math.huge, rank_batch(c, c.model.batch or mcfg.batch or 1))
-    end
-    mcfg.batch = physical
+    local wrap_physical -- nil: no batch given anywhere, the model's own
+    local given = c.model.batch or mcfg.batch or c.dp.max_physical_batch_size
+    if given or c.distributed then mcfg.batch, wrap_physical = physical_batch(c, given or 1, samples ~= nil) end
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
     if load then -- the checkpoint's weights (what model_options allowed beside them are runtime choices)
@@ -972,16 +977,13 @@ function experiment.run(cfg_in)
     dtype = model:config().dtype
     ctx.model = model
     logical = c.model.batch or model:config().batch
-    physical = physical or logical
     building = false
     snap("0_model_loaded")
     callback("model_loaded")
     building = true
     opt = build_optimizer(model, c.optimizer)
     ctx.optimizer = opt
-    -- A fixed batch never needs a physical batch above it; a Poisson one of samples' own lengths
-    -- may draw more than its expected size, split at max_physical_batch_size (as Opacus's).
-    if not (samples and c.dp.poisson) then physical = math.min(physical, logical) end
+    physical = wrap_physical or logical
     priv = dp.dp.wrap(model, opt, experiment.wrap_options(c, logical, physical))
     if c.distributed then priv:distribute(c.distributed) end
     building = false

@@ -5,8 +5,9 @@
 -- for that: nothing moves). The plan's memory equals what the rank measured, byte for byte: the
 -- run's peak, every category's peak and live-at-peak, every module's peak; and its collectives
 -- are the rank's (ops, calls, wire bytes). Poisson sampling makes the ranks' batches differ, so
--- each rank's plan is its own (fsdp, which refuses Poisson sampling, takes a fixed batch). Rank 0's
--- combined result names the largest rank per category.
+-- each rank's plan is its own (fsdp's padding physical batches included: the last case's seed 7
+-- draws 7, 5 and 9 samples in physical batches of 2, slices that make different numbers of them).
+-- Rank 0's combined result names the largest rank per category.
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
@@ -25,10 +26,19 @@ local CASES = {
   -- LoRA in bf16: the frozen base's parts and gathers bf16, the adapters' parts f32
   { "llama bf16 lora ghost", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2,
                                seq_len = 8, batch = 8, dtype = "bf16", lora = { rank = 2, alpha = 4 } }, "ghost" },
+  { "gpt bk uneven", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8,
+                       checkpoint = "blocks" }, "bk", { poisson = true, dataset_size = 64, max_physical_batch_size = 2 },
+    7 },
+  -- bk reduce-scatters each block's gradient in the clip as soon as its books are formed: a
+  -- rank's slice of 8 (np 2) or 4 (np 4) in physical batches of 2, the blocks checkpointed
+  { "gpt bk blocks", { arch = "gpt", vocab = 64, hidden = 32, layers = 4, heads = 2, seq_len = 8, batch = 16,
+                       checkpoint = "blocks" }, "bk", { max_physical_batch_size = 2 } },
 }
+local BK_CASE = CASES[#CASES]
 local states = {} -- optimizer states' peak per strategy, first case
 local params_at_peak = {} -- parameters live at the run's peak per case and strategy
 local grads_peak = {} -- gradients' peak per strategy, first case
+local bk_grads = {} -- gradients' peak per strategy, BK_CASE
 for _, case in ipairs(CASES) do
  for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
   local name, model, method = case[1] .. " " .. strategy, case[2], case[3]
@@ -37,8 +47,8 @@ for _, case in ipairs(CASES) do
     local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = device,
                              device_model = device == "plan" and { base = "h100", name = "cpu-rank", workspace = false }
                                or nil, threads = device == "cpu" and 1 or nil,
-                             snapshots = "none", seed = 3,
-                             dp = strategy ~= "fsdp" and { poisson = true, dataset_size = 64 } or nil,
+                             snapshots = "none", seed = case[5] or 3,
+                             dp = case[4] or { poisson = true, dataset_size = 64 },
                              distributed = distributed }
     if r.status ~= "ok" then fail("%s on %s: %s", name, device, r.message) end
     local ok, err = pcall(results.validate, r)
@@ -49,6 +59,7 @@ for _, case in ipairs(CASES) do
   local plan = run("plan", { strategy = strategy, world_size = ws, rank = rank })
   params_at_peak[case[1]] = params_at_peak[case[1]] or {}
   params_at_peak[case[1]][strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
+  if case == BK_CASE then bk_grads[strategy] = cpu.memory.categories.gradients.peak_bytes end
   if case == CASES[1] then
     states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes
     grads_peak[strategy] = cpu.memory.categories.gradients.peak_bytes
@@ -151,6 +162,34 @@ for i, case in ipairs(CASES) do
     end
     print(string.format("rank %d of %d: %s: fsdp's parameters at the peak %d bytes (ddp's %d), gradients' peak %d "
                         .. "(bound %d)", rank, ws, case[1], got.fsdp, got.ddp, grads_peak.fsdp, bound))
+  end
+end
+-- bk under fsdp: from the second physical batch on, the step's parts of every block and the tensors
+-- outside the blocks (whole until the reduce-scatter after the last clip) are live while one block's
+-- gradient is whole; the reduce-scatter of a block's tensor j (in the model's order) adds its new
+-- part, ceil(n_j / N), before the whole is released, the block's earlier tensors' wholes gone by then
+do
+  local outer, parts, block, order = 0, 0, {}, {}
+  for _, p in ipairs(dp.model(BK_CASE[2]):params()) do
+    local l = p.name:match("^transformer%.h%.(%d+)%.")
+    if l then
+      parts = parts + (p.numel + ws - 1) // ws
+      block[l] = (block[l] or 0) + p.numel
+      if l == "0" then order[#order + 1] = p.numel end
+    else
+      outer = outer + p.numel
+    end
+  end
+  local transient, before = 0, 0
+  for _, n in ipairs(order) do
+    transient = math.max(transient, (n + ws - 1) // ws - before)
+    before = before + n
+  end
+  local want = 4 * (outer + parts + block["0"] + transient)
+  if bk_grads.fsdp ~= want then
+    fail("bk under fsdp: the gradients' peak is %d bytes, want %d: the tensors outside the blocks %d, the parts %d, "
+         .. "one block whole %d, one part in flight %d (ddp's whole: %d)", bk_grads.fsdp, want, 4 * outer, 4 * parts,
+         4 * block["0"], 4 * transient, bk_grads.ddp)
   end
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n

@@ -29,24 +29,54 @@ end
 refused({ strategy = "x" }, nil, "distributed.strategy: unknown strategy 'x' (valid: ddp, zero2, fsdp)")
 local LORA = dp.deep_copy(MODEL)
 LORA.lora = { rank = 2, alpha = 4 }
-local function refused_model(model, d, want)
-  local ok, e = pcall(dp.experiment, { model = model, device = "plan", distributed = d })
-  check.eq(ok, false, "refused: " .. want)
-  check.eq(type(e) == "table" and e.exit_status, 2, "exit status of: " .. tostring(e))
-  check.truthy(tostring(e):find(want, 1, true), string.format("%q names %q", tostring(e), want))
+-- fsdp with Poisson sampling: every rank runs as many physical batches as the rank with the most,
+-- padding ones after its own (no sample anywhere), so the ranks' gathers pair. Seed 3 draws 1, 4
+-- and 0 of 16 samples at a batch of 2: rank 0 of 2 holds 0, 2 and 0 of them, rank 1 holds 1, 2, 0.
+do
+  local B2 = dp.deep_copy(MODEL)
+  B2.batch = 2
+  local gathers = {}
+  for rank = 0, 1 do
+    local counts = {}
+    local r = dp.experiment{ model = B2, method = "ghost", device = "plan", iters = 3, warmup = 0, seed = 3,
+                             snapshots = "none", dp = { poisson = true, dataset_size = 16 },
+                             distributed = { strategy = "fsdp", world_size = 2, rank = rank },
+                             on = { after_step = function(ctx, i) counts[i] = #ctx.priv:stats().norms end } }
+    check.eq(r.status, "ok", tostring(r.message))
+    check.eq(table.concat(counts, ","), rank == 0 and "0,2,0" or "1,2,0", "rank " .. rank .. ": samples a step")
+    local sizes = {}
+    for _, st in ipairs(r.steps) do
+      local own = {}
+      for k, pb in ipairs(st.physical) do own[k] = pb.size end
+      sizes[#sizes + 1] = st.logical_size .. ":" .. table.concat(own, "+")
+    end
+    check.eq(table.concat(sizes, " "), rank == 0 and "1: 4:2 0:" or "1:1 4:2 0:", "rank " .. rank .. ": the steps")
+    for _, o in ipairs(r.ledger) do if o.op == "comm_all_gather" then gathers[rank + 1] = o.calls end end
+  end
+  check.eq(gathers[1], gathers[2], "every rank gathers as often")
+  -- samples of their own lengths: each rank its slice of the step's samples, padded as one process pads
+  for rank = 0, 1 do
+    local r = dp.experiment{ model = B2, method = "ghost", device = "plan", iters = 2, warmup = 0, snapshots = "none",
+                             data = { lengths = { 3, 8, 5, 6 } },
+                             distributed = { strategy = "fsdp", world_size = 2, rank = rank } }
+    check.eq(r.status, "ok", tostring(r.message))
+    check.eq(r.steps[1].physical[1].padded .. "," .. r.steps[2].physical[1].padded, rank == 0 and "3,5" or "8,6",
+             "rank " .. rank .. ": its samples' lengths")
+  end
 end
-do -- fsdp's ranks must make the same physical batches: Poisson sampling and samples of their own lengths refused
-  local ok, e = pcall(dp.experiment, { model = MODEL, device = "plan", dp = { poisson = true, dataset_size = 64 },
-                                       distributed = { strategy = "fsdp", world_size = 2 } })
-  check.eq(ok, false, "fsdp with Poisson sampling")
-  check.eq(type(e) == "table" and e.exit_status, 2, "exit status of: " .. tostring(e))
-  check.truthy(tostring(e):find("distributed.strategy: fsdp with Poisson sampling is not implemented yet", 1, true),
-               tostring(e))
-  ok, e = pcall(dp.experiment, { model = MODEL, device = "plan", data = { lengths = { 3, 8, 5, 6 } },
-                                 distributed = { strategy = "fsdp", world_size = 2 } })
-  check.eq(ok, false, "fsdp with samples of their own lengths")
-  check.truthy(tostring(e):find("fsdp with data of samples of their own lengths is not implemented yet", 1, true),
-               tostring(e))
+-- a padding physical batch by hand: loss 0, no sample in the statistics, and a second forward
+-- before its clip is refused (the model still reads its ids)
+do
+  local m <close> = dp.model{ vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2, device = "cpu" }
+  local priv <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "bk", expected_batch_size = 2 })
+  priv:next_step()
+  check.eq(priv:forward_padding(), 0.0, "a padding batch's loss")
+  priv:backward()
+  local ok, e = pcall(priv.forward_padding, priv)
+  check.eq(ok, false, "a padding forward before the clip")
+  check.truthy(tostring(e):find("forward before the last backward was clipped", 1, true), tostring(e))
+  priv:clip()
+  check.eq(#priv:stats().norms, 0, "a padding sample is no sample")
 end
 local BF16 = dp.deep_copy(MODEL)
 BF16.dtype = "bf16"
