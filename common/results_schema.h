@@ -48,7 +48,7 @@
  * summed across the ranks of a distributed run, issue 29). */
 #define DPR_OPTIONAL_PHASES(X) X(RECOMPUTE, "recompute") X(COMM, "comm")
 #define DPR_SAMPLINGS(X) X(POISSON, "poisson") X(FIXED, "fixed")
-#define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory") X(CALIBRATED, "calibrated")
+#define DPR_BOUNDS(X) X(COMPUTE, "compute") X(MEMORY, "memory") X(CALIBRATED, "calibrated") X(LINK, "link")
 /* config.profile and profile.mode (a result carries `profile` only for "ops"). */
 #define DPR_PROFILES(X) X(NONE, "none") X(OPS, "ops")
 /* The categories a per-op profile groups ops by (profile.ops[].category), in the charts' order;

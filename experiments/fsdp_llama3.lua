@@ -138,7 +138,10 @@ for _, key in ipairs(models) do
     local b = plan.budget(f.device_model, best.memory.peak_bytes)
     local row = { method = m, rank = best.distributed.rank, peak_bytes = best.memory.peak_bytes,
                   spread_bytes = best.memory.peak_bytes - spread_lo, fits = b.fits, categories = {},
-                  step_ms = best.timing.avg_ms, comm_ms = best.timing.phases_ms.comm or 0 }
+                  step_ms = best.timing.avg_ms, comm_ms = 0 }
+    for _, o in ipairs(best.timing.estimate.ops) do -- every collective of the step, on the links
+      if o.op:find("^comm_") then row.comm_ms = row.comm_ms + o.ms / best.config.iters end
+    end
     for _, c in ipairs(dp.results.CATEGORIES) do
       local v = best.memory.categories[c].live_at_peak_bytes
       row.categories[c] = v

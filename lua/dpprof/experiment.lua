@@ -1099,7 +1099,7 @@ function experiment.run(cfg_in)
   local ledger = dp.ledger()
   local estimate, budget
   if device_model and dtype then
-    local e = plan.estimate(ledger, device_model, dtype)
+    local e = plan.estimate(ledger, device_model, dtype, c.distributed and c.distributed.world_size)
     local ops = json.array()
     for i, o in ipairs(e.ops) do ops[i] = o end
     estimate = { device_model = device_model.name, method = plan.METHOD, dtype = dtype,

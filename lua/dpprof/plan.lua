@@ -29,7 +29,8 @@
 --   plan.model_names()                 the valid model names, built-in and shipped, as one string
 --   plan.prepare(model)                sets the plan device's workspace; returns its bytes
 --   plan.op_ms(entry, model, dtype)    one ledger entry's time: ms, "compute" | "memory"
---   plan.estimate(ledger, model, dtype) -> {ms=, ops={{op, calls, flops, bytes, ms, bound}...}}
+--   plan.estimate(ledger, model, dtype [, world_size])
+--                                      -> {ms=, ops={{op, calls, flops, bytes, ms, bound}...}}
 --   plan.ledger_diff(before, after)    the ledger entries a phase added (two dpprof.ledger() lists)
 --   plan.split_recompute(ledger)       -> own, recomputed: the "recompute:" entries set apart
 --   plan.budget(model, peak_bytes)     -> the result's `plan` object (see docs/results.md)
@@ -213,17 +214,28 @@ function plan.op_ms(entry, model, dtype)
   return memory * 1000, "memory"
 end
 
+-- The bytes a second a collective of world_size ranks moves on model's links: NVLink's within
+-- gpus_per_node, the network's beyond; nil for one rank (no collective crosses a link).
+function plan.link_bytes_per_s(model, world_size)
+  if not world_size or world_size <= 1 then return nil end
+  return (world_size <= model.gpus_per_node and model.intra_node_gbps or model.inter_node_gbps) * 1e9
+end
+
 -- The estimate of a ledger (a list of {op, calls, flops, bytes}): the total in ms and each op's
--- share, largest first. The roofline; with a calibrated model (devmodel.lua) for dtype, an op with a
+-- share, largest first. A collective (comm_*) of a world of more than one rank costs its wire
+-- bytes over the link (plan.link_bytes_per_s), bound "link", as the plan's clock times it. The roofline; with a calibrated model (devmodel.lua) for dtype, an op with a
 -- curve costs its model_ms (what the modelled clock gave its calls: dpprof.ledger() of a plan run)
 -- or, without one, its calls at their mean work, and is bound "calibrated".
-function plan.estimate(ledger, model, dtype)
+function plan.estimate(ledger, model, dtype, world_size)
   local devmodel = require("dpprof.devmodel")
   local calibrated = devmodel.calibrated(model, dtype)
   local ops, total = {}, 0
   for _, e in ipairs(ledger) do
     local ms, bound = plan.op_ms(e, model, dtype)
-    if calibrated then
+    local link = plan.link_bytes_per_s(model, world_size)
+    if link and e.op:find("^comm_") then -- its wire bytes over the link, as the modelled clock charged it
+      ms, bound = e.bytes / link * 1000, "link"
+    elseif calibrated then
       local calls = math.max(1, e.calls or 1)
       local s, cal = devmodel.op_seconds(model, dtype, e.op, e.flops / calls, e.bytes / calls)
       ms = e.model_ms or s * calls * 1000
