@@ -155,14 +155,18 @@ for _, key in ipairs(models) do
   for _, c in ipairs(dp.results.CATEGORIES) do
     if cats[c] then shown[#shown + 1] = c end
   end
-  say(string.format("\nThe largest rank at seq_len %d (GiB live at its peak; no checkpointing):\n", T))
-  say("| method | peak | fits | step (est.) ms | comm ms | " .. table.concat(shown, " | ") .. " |")
-  say("| --- | ---: | --- | ---: | ---: |" .. string.rep(" ---: |", #shown))
+  say(string.format("\nThe largest rank at seq_len %d (GiB live at its peak; no checkpointing; model states: parameters, "
+                    .. "gradients and optimizer states, beside DeepSpeed's %s; step and comm: the plan's estimate, "
+                    .. "collectives not overlapped with compute):\n", T, gib(ds.bytes)))
+  say("| method | peak | fits | step (est.) ms | comm ms | model states | " .. table.concat(shown, " | ") .. " |")
+  say("| --- | ---: | --- | ---: | ---: | ---: |" .. string.rep(" ---: |", #shown))
   for _, row in ipairs(rows) do
     local cells = {}
     for _, c in ipairs(shown) do cells[#cells + 1] = gib(row.categories[c]) end
-    say(string.format("| %s | %s | %s | %.0f | %.0f | %s |", row.method, gib(row.peak_bytes), row.fits and "yes" or "no",
-                      row.step_ms, row.comm_ms, table.concat(cells, " | ")))
+    row.model_states_bytes = row.categories.parameters + row.categories.gradients + row.categories.optimizer_states
+    say(string.format("| %s | %s | %s | %.0f | %.0f | %s | %s |", row.method, gib(row.peak_bytes),
+                      row.fits and "yes" or "no", row.step_ms, row.comm_ms, gib(row.model_states_bytes),
+                      table.concat(cells, " | ")))
   end
   local spread = 0
   for _, row in ipairs(rows) do spread = math.max(spread, row.spread_bytes) end
