@@ -567,6 +567,17 @@ local function build_optimizer(m, o)
   return dp.optim[o.name](m, opts)
 end
 
+-- The parts an fsdp run builds its model in (dpprof.model's parts = {world_size, rank}): the launched
+-- world's rank, or on the plan device the simulated one; nil (whole) for any other run or one rank.
+local function build_parts(c, kind)
+  local d = c.distributed
+  if not d or d.strategy ~= "fsdp" then return nil end
+  local ws = kind == "plan" and d.world_size or dp.dist.world_size()
+  local rank = kind == "plan" and d.rank or dp.dist.rank()
+  if ws <= 1 then return nil end
+  return { world_size = ws, rank = rank }
+end
+
 function experiment.wrap_options(c, logical_batch, physical_batch)
   local w = { max_grad_norm = c.dp.max_grad_norm, noise_multiplier = c.dp.noise_multiplier,
               sample_rate = c.dp.sample_rate, dataset_size = c.dp.dataset_size,
@@ -967,10 +978,15 @@ function experiment.run(cfg_in)
     if given or c.distributed then mcfg.batch, wrap_physical = physical_batch(c, given or 1, samples ~= nil) end
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
+    -- fsdp: the model built in parts for this rank (the launched one, or the plan's simulated one),
+    -- one tensor whole at a time, so that the build never holds the whole model
+    local parts = build_parts(c, kind)
+    mcfg.parts = parts
     if load then -- the checkpoint's weights (what model_options allowed beside them are runtime choices)
       model = dp.model.load(c.model.path, { device = kind, seq_len = mcfg.seq_len, batch = mcfg.batch,
                                             dtype = mcfg.dtype, master_weights = mcfg.master_weights,
-                                            seed = mcfg.seed, lora = mcfg.lora, checkpoint = mcfg.checkpoint })
+                                            seed = mcfg.seed, lora = mcfg.lora, checkpoint = mcfg.checkpoint,
+                                            parts = parts })
     else
       model = dp.model(mcfg)
     end
