@@ -95,12 +95,14 @@ local function keys_of(from, without, plus)
   return out
 end
 -- A model's keys: dpprof.model's (the engine's one list), less device (an experiment's own, at
--- the top), plus path and weights (a checkpoint's directory, and whether its weights are read).
-local MODEL_KEYS = keys_of(dp.model.KEYS, { device = true }, { "path", "weights" })
+-- the top) and parts (an fsdp run's own, from distributed: build_parts), plus path and weights (a
+-- checkpoint's directory, and whether its weights are read).
+local EXPERIMENT_OWN = { device = true, parts = true }
+local MODEL_KEYS = keys_of(dp.model.KEYS, EXPERIMENT_OWN, { "path", "weights" })
 -- What a model read with its weights from a checkpoint may set besides the file: dpprof.model.load's
--- options (its one list), less device.
+-- options (its one list), less device and parts.
 local RUNTIME_KEYS = {}
-for _, k in ipairs(keys_of(dp.model.LOAD_KEYS, { device = true }, {})) do RUNTIME_KEYS[k] = true end
+for _, k in ipairs(keys_of(dp.model.LOAD_KEYS, EXPERIMENT_OWN, {})) do RUNTIME_KEYS[k] = true end
 -- The dp keys: dpprof.dp.wrap's (the engine's one list) less those an experiment deliberately sets
 -- elsewhere (method, norms and clip and the run's seed at the top; expected_batch_size is
 -- model.batch: wrap_options), plus the accountant its epsilon is reported by.
