@@ -169,9 +169,8 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
     if (held_in_parts && (c->parts_world != N || c->parts_rank != r))
         return dp_error_set(DP_EINVAL,
                             "distributed: the model was built in parts for rank %lld of a world of %lld; this run is "
-                            "rank %lld of %lld (build it with parts = {world_size = %lld, rank = %lld}, or whole)",
-                            (long long)c->parts_rank, (long long)c->parts_world, (long long)r, (long long)N,
-                            (long long)N, (long long)r);
+                            "rank %lld of %lld (build it in parts for this run's rank and world, or whole)",
+                            (long long)c->parts_rank, (long long)c->parts_world, (long long)r, (long long)N);
     DP_TRY(dpsgd_shard_setup(dp));
     dp->fsdp_block = malloc((size_t)(dp->n_params ? dp->n_params : 1) * sizeof *dp->fsdp_block);
     dp->fsdp_acc = calloc((size_t)(dp->n_params ? dp->n_params : 1), sizeof *dp->fsdp_acc);
