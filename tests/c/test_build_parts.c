@@ -11,7 +11,8 @@
  *    the largest tensor whole; after the build the parts alone are live.
  * 3. fsdp's setup (dpsgd_set_distributed) on a model built whole for the same rank cuts the same
  *    bytes; on a model built in parts for its rank it cuts nothing again (the same parts, the same
- *    live bytes); for another rank or world it refuses with one line naming both.
+ *    live bytes); for another rank or world it refuses with one line naming both; ddp and zero2
+ *    refuse a model in parts.
  * 4. A forward of a model in parts without fsdp is refused; parts outside 0 <= r < N are refused.
  * 5. A checkpoint saved by dp_model_save and loaded in parts (each tensor whole in a `temp`, cut,
  *    freed) holds the parts of the same checkpoint loaded whole, LoRA adapters too, and nothing
@@ -190,6 +191,17 @@ static void test_variant(const variant *v, int64_t N) {
         snprintf(want, sizeof want, "this run is rank %lld of %lld", (long long)(r % 2), (long long)(N == 3 ? 6 : 2));
         CHECK(strstr(dp_error_message(), want) != NULL);
         if (!strstr(dp_error_message(), want)) fprintf(stderr, "  got: %s\n", dp_error_message());
+        dpsgd_free(dp);
+        /* ddp and zero2 hold the whole model: refused, naming fsdp */
+        dpsgd_config dcfg;
+        dpsgd_config_default(&dcfg);
+        dcfg.expected_batch_size = 12, dcfg.max_physical_batch_size = 12, dcfg.dataset_size = 1000;
+        dp = NULL;
+        CHECK_OK(dpsgd_new(parted, &dcfg, &dp));
+        dp_dist_plan_comm(&comm, (int)r, (int)N);
+        CHECK(dp && dpsgd_set_distributed(dp, &comm, DP_DIST_ZERO2) == DP_EINVAL);
+        CHECK(strstr(dp_error_message(), "only fsdp trains") != NULL);
+        CHECK(dp && dpsgd_set_distributed(dp, &comm, DP_DIST_DDP) == DP_EINVAL);
         dpsgd_free(dp);
         dp_model_free(parted);
     }
