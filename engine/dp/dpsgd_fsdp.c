@@ -43,7 +43,9 @@ static int reads(const dpsgd *dp, int i, int64_t layer) {
     return -1;
 }
 
-static int64_t part_len(const dpsgd *dp, const dp_param *p) { return dp_part_len(p->value.numel, dp->comm->world_size); }
+static int64_t part_len(const dpsgd *dp, const dp_param *p) {
+    return dp_part_len(p->value.numel, dp->comm->world_size);
+}
 
 void dpsgd_fsdp_drop(dp_param *p, int compute) { dp_tensor_drop_storage(compute ? &p->compute : &p->value); }
 

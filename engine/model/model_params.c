@@ -86,7 +86,8 @@ static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t 
     default: bd->rc = dp_tensor_rand(&p->value, DP_RAND_NORMAL, 0.0f, std, seed, stream); break;
     }
     /* built in parts: this tensor whole only until its part is cut, before the next is made */
-    if (bd->rc == DP_OK && dp_model_config_parted(&m->cfg)) bd->rc = dp_param_cut(p, m->cfg.parts_world, m->cfg.parts_rank);
+    if (bd->rc == DP_OK && dp_model_config_parted(&m->cfg))
+        bd->rc = dp_param_cut(p, m->cfg.parts_world, m->cfg.parts_rank);
     return bd->rc == DP_OK ? p : NULL;
 }
 

@@ -291,11 +291,14 @@ void dpl_parts_option(lua_State *L, int idx, const char *fname, int64_t *world, 
     int pi = lua_gettop(L);
     dpl_check_keys(L, pi, "dpprof.model: parts", keys);
     *world = required_int(L, pi, "dpprof.model: parts", "world_size");
-    if (lua_getfield(L, pi, "rank") == LUA_TNIL) luaL_error(L, "%s: 'parts.rank' is required (0 <= rank < world_size)", fname);
+    if (lua_getfield(L, pi, "rank") == LUA_TNIL)
+        luaL_error(L, "%s: 'parts.rank' is required (0 <= rank < world_size)", fname);
     lua_pop(L, 1);
     *rank = dpl_opt_int_field(L, pi, fname, "rank", 0);
     if (*world < 1 || *world > 1 << 20 || *rank < 0 || *rank >= *world)
-        luaL_error(L, "%s: 'parts' must be {world_size = N, rank = r} with 1 <= N <= %d and 0 <= r < N (got world_size %I, rank %I)",
+        luaL_error(L,
+                   "%s: 'parts' must be {world_size = N, rank = r} with 1 <= N <= %d and 0 <= r < N (got world_size "
+                   "%I, rank %I)",
                    fname, 1 << 20, (lua_Integer)*world, (lua_Integer)*rank);
     lua_pop(L, 1);
 }

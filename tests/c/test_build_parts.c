@@ -268,11 +268,8 @@ int main(void) {
     dp_engine_init();
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     const variant vs[] = {
-        {DP_ARCH_GPT, 1, 0, 0},
-        {DP_ARCH_GPT, 1, 0, 1},
-        {DP_ARCH_LLAMA, 0, 0, 0},
-        {DP_ARCH_LLAMA, 0, 1, 1},
-        {DP_ARCH_LLAMA, 0, 1, 0},
+        {DP_ARCH_GPT, 1, 0, 0},   {DP_ARCH_GPT, 1, 0, 1},   {DP_ARCH_LLAMA, 0, 0, 0},
+        {DP_ARCH_LLAMA, 0, 1, 1}, {DP_ARCH_LLAMA, 0, 1, 0},
     };
     for (size_t k = 0; k < sizeof vs / sizeof vs[0]; k++) {
         test_variant(&vs[k], 3);

@@ -59,6 +59,14 @@ do
   check.eq(m:config().lora.rank, 2, "lora taken")
   check.eq(m:config().parts.rank, 1, "parts taken")
   m:free()
+  -- parts out of range, or half given: refused naming the key and the valid values
+  for _, bad in ipairs({ { world_size = 2, rank = 2 }, { world_size = 0, rank = 0 }, { world_size = 2 }, 3 }) do
+    local spec = dp.deep_copy(cfg)
+    spec.parts = bad
+    local why = refusal(function() dp.model.check(spec) end)
+    check.truthy(why:find("'parts", 1, true) and (why:find("world_size", 1, true) or why:find("rank", 1, true)),
+                 "a bad parts names the key: " .. why)
+  end
   cfg.sharding = true
   check.eq(refusal(function() dp.model.check(cfg) end),
            "dpprof.model: unknown key 'sharding' (valid: " .. table.concat(dp.model.KEYS, ", ") .. ")",
