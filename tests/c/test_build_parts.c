@@ -15,8 +15,8 @@
  *    refuse a model in parts.
  * 4. A forward of a model in parts without fsdp is refused; parts outside 0 <= r < N are refused.
  * 5. A checkpoint saved by dp_model_save and loaded in parts (each tensor whole in a `temp`, cut,
- *    freed) holds the parts of the same checkpoint loaded whole, LoRA adapters too, and nothing
- *    under `temp` is left. */
+ *    freed) holds the parts of the same checkpoint loaded whole, LoRA adapters too, peaks at the
+ *    parts + the largest tensor whole (its temporary), and nothing under `temp` is left. */
 #include "check.h"
 #include "device.h"
 #include "dist.h"
@@ -250,6 +250,7 @@ static void test_load(const variant *v, int64_t N, const char *dir) {
         o.parts_world = N, o.parts_rank = r;
         dp_model *parted = NULL;
         uint64_t base = live_total();
+        dp_mem_reset_peak(cpu->mem);
         CHECK_OK(dp_model_load(cpu, dir, &o, &parted));
         if (!parted) continue;
         dp_mem_stats st;
@@ -258,6 +259,8 @@ static void test_load(const variant *v, int64_t N, const char *dir) {
         uint64_t parts_total, largest;
         expected_build_peak(whole, N, &parts_total, &largest);
         CHECK_EQ_U64(st.total_current - base, parts_total);
+        /* every part made by the build, then each tensor whole in its temporary: the largest one's */
+        CHECK_EQ_U64(st.total_peak - base, parts_total + largest);
         check_parts(whole, parted, N, r, "loaded");
         dp_model_free(parted);
     }
