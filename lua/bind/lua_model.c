@@ -395,6 +395,16 @@ static int l_model_new(lua_State *L) {
     if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
     int dist[3];
     read_distributed(L, 2, "dpprof.model", dist);
+    if (dist[0] == DP_DIST_FSDP && !dp_model_config_parted(&cfg)) { /* fsdp: built in parts for its rank */
+        int64_t world = dist[1] > 0 ? dist[1] : 1, rank = dist[2] >= 0 ? dist[2] : 0;
+        dp_comm *w;
+        if (dev->kind != DP_DEV_PLAN) { /* the launched world's rank (a world_size it is not: wrap refuses) */
+            if (dp_dist_world(&w) != DP_OK) return luaL_error(L, "dpprof.model: %s", dp_error_message());
+            world = dist[1] > 0 && dist[1] != w->world_size ? 1 : w->world_size;
+            rank = w->rank;
+        }
+        if (world > 1) cfg.parts_world = world, cfg.parts_rank = rank;
+    }
     dpl_model *u = push_empty(L);
     if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return model_fail(L);
     u->dist_strategy = dist[0], u->dist_world = dist[1], u->dist_rank = dist[2];
