@@ -44,20 +44,10 @@ static int reads(const dpsgd *dp, int i, int64_t layer) {
 }
 
 static int64_t part_len(const dpsgd *dp, const dp_param *p) {
-    int64_t N = dp->comm->world_size;
-    return (p->value.numel + N - 1) / N;
+    return dp_part_len(p->value.numel, dp->comm->world_size);
 }
 
-/* t keeps dtype and shape, loses its storage */
-static void drop_storage(dp_tensor *t) {
-    int ndim = t->ndim;
-    int64_t numel = t->numel;
-    dp_tensor_release(t);
-    t->ndim = ndim;
-    t->numel = numel;
-}
-
-void dpsgd_fsdp_drop(dp_param *p, int compute) { drop_storage(compute ? &p->compute : &p->value); }
+void dpsgd_fsdp_drop(dp_param *p, int compute) { dp_tensor_drop_storage(compute ? &p->compute : &p->value); }
 
 int dpsgd_fsdp_gather(dpsgd *dp, dp_param *p, int compute) {
     int64_t s = part_len(dp, p), n = p->value.numel, N = dp->comm->world_size;
@@ -170,26 +160,20 @@ int dpsgd_fsdp_take_part(dpsgd *dp, int k) {
     return 1;
 }
 
-/* p's part: this rank's elements [lo, lo + own) of value, in value's dtype, zeros after them */
-static int cut_part(dpsgd *dp, dp_param *p, int64_t lo, int64_t own) {
-    int64_t shape[1] = {part_len(dp, p)}, mine[1] = {own};
-    dp_tensor dst, src;
-    DP_TRY(dp_tensor_init_module(&p->part, dp->dev, p->value.dtype, 1, shape, DP_CAT_PARAMETERS, p->module));
-    int rc = dp_tensor_fill(&p->part, 0.0);
-    if (rc == DP_OK && own > 0) {
-        rc = dp_tensor_view(&dst, &p->part, 0, 1, mine);
-        if (rc == DP_OK) rc = dp_tensor_view(&src, &p->value, lo, 1, mine);
-        if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
-    }
-    return rc;
-}
-
 int dpsgd_fsdp_setup(dpsgd *dp) {
     dp_model *m = dp->model;
     if (!m) return dp_error_set(DP_EINVAL, "distributed.strategy: fsdp needs the wrapper's model");
-    DP_TRY(dpsgd_shard_setup(dp));
     int n = dp_model_param_count(m);
-    int64_t r = dp->comm->rank;
+    int64_t r = dp->comm->rank, N = dp->comm->world_size;
+    const dp_model_config *c = dp_model_config_of(m);
+    int held_in_parts = 0;
+    for (int i = 0; i < n; i++) held_in_parts |= dp_model_param(m, i)->part.alloc.live;
+    if (held_in_parts && (c->parts_world != N || c->parts_rank != r))
+        return dp_error_set(DP_EINVAL,
+                            "distributed: the model was built in parts for rank %lld of a world of %lld; this run is "
+                            "rank %lld of %lld (build it in parts for this run's rank and world, or whole)",
+                            (long long)c->parts_rank, (long long)c->parts_world, (long long)r, (long long)N);
+    DP_TRY(dpsgd_shard_setup(dp));
     dp->fsdp_block = malloc((size_t)(dp->n_params ? dp->n_params : 1) * sizeof *dp->fsdp_block);
     dp->fsdp_acc = calloc((size_t)(dp->n_params ? dp->n_params : 1), sizeof *dp->fsdp_acc);
     dp->fsdp_held = malloc((size_t)(n ? n : 1) * sizeof *dp->fsdp_held);
@@ -198,14 +182,10 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
     for (int i = 0; i < n; i++) dp->fsdp_held[i] = (dpsgd_fsdp_held){0, 0, 0};
     for (int i = 0; i < n; i++) {
         dp_param *p = dp_model_param(m, i);
-        int64_t block = block_of(m, p);
-        /* rank r's elements [r s, min(n, (r+1) s)): zero2's slice (dpsgd_shard_setup), frozen tensors too */
-        int64_t s = part_len(dp, p), numel = p->value.numel, lo = s * r < numel ? s * r : numel;
-        int64_t own = (lo + s < numel ? lo + s : numel) - lo;
-        DP_TRY(cut_part(dp, p, lo, own));
-        dp->fsdp_held[i] = (dpsgd_fsdp_held){block, p->compute.alloc.live, 1};
-        drop_storage(&p->value);
-        if (p->compute.alloc.live) drop_storage(&p->compute);
+        /* rank r's elements [r s, min(n, (r+1) s)): zero2's slice (dpsgd_shard_setup), frozen tensors too;
+         * a model built in parts for this rank (checked above) holds them already */
+        if (!p->part.alloc.live) DP_TRY(dp_param_cut(p, N, r));
+        dp->fsdp_held[i] = (dpsgd_fsdp_held){block_of(m, p), p->compute_copy, 1};
     }
     dp_block_weights w = {dp, acquire, release};
     dp_model_set_block_weights(m, &w);

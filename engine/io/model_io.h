@@ -35,6 +35,9 @@ typedef struct dp_model_load_opts {
     unsigned lora_targets; /* DP_LORA_* bits; 0 = qkv */
     int master_weights;    /* bf16: f32 masters for trainable parameters (1, default) */
     int checkpoint;        /* activation checkpointing (dp_model_config.checkpoint): 0 off (default) */
+    int64_t parts_world;   /* build in parts (dp_model_config.parts_world): each tensor read whole into a
+                            * `temp`, rank parts_rank's part cut from it, the temporary freed; 0 or 1 = whole */
+    int64_t parts_rank;
 } dp_model_load_opts;
 
 /* Fills opts with the defaults (all zero but dtype DP_F32 and master_weights 1). */

@@ -173,7 +173,7 @@ static int weights_check_all_used(const weight_files *w, const dp_model_config *
 
 /* Loads one parameter from the tensor key of the files (an alias without the base model's
  * prefix is tried too: HF saves bare GPT2Model / LlamaModel weights that way). */
-static int load_param(weight_files *w, dp_param *p, const char *key, const char *prefix) {
+static int load_param(const dp_model *m, weight_files *w, dp_param *p, const char *key, const char *prefix) {
     dp_st_file *f = NULL;
     const dp_st_tensor *t = weights_find(w, key, &f);
     size_t pl = strlen(prefix);
@@ -219,7 +219,16 @@ static int load_param(weight_files *w, dp_param *p, const char *key, const char 
             for (int64_t c = 0; c < cols; c++) dst[r * cols + c] = host[c * rows + r];
         src = dst;
     }
-    if (rc == DP_OK) rc = dp_tensor_from_host_f32(&p->value, src, v->numel); /* a bf16 parameter rounds once */
+    if (rc == DP_OK && !p->part.alloc.live) {
+        rc = dp_tensor_from_host_f32(&p->value, src, v->numel); /* a bf16 parameter rounds once */
+    } else if (rc == DP_OK) { /* built in parts: the tensor whole in a temporary, this rank's part cut from it */
+        const dp_model_config *c = dp_model_config_of(m);
+        dp_tensor whole = {0};
+        rc = dp_tensor_init_module(&whole, v->dev, v->dtype, v->ndim, v->shape, DP_CAT_TEMP, p->module);
+        if (rc == DP_OK) rc = dp_tensor_from_host_f32(&whole, src, v->numel);
+        if (rc == DP_OK) rc = dp_param_part_from(p, &whole, c->parts_world, c->parts_rank);
+        dp_tensor_release(&whole);
+    }
     free(host);
     return rc;
 }
@@ -596,9 +605,9 @@ static int load_all(dp_model *m, weight_files *base, weight_files *adapters) {
         dp_param *p = dp_model_param(m, i);
         char key[192];
         if (!dpio_is_lora(p))
-            rc = load_param(base, p, p->name, prefix);
+            rc = load_param(m, base, p, p->name, prefix);
         else if (adapters->n)
-            dpio_peft_key(p, key, sizeof key), rc = load_param(adapters, p, key, "");
+            dpio_peft_key(p, key, sizeof key), rc = load_param(m, adapters, p, key, "");
     }
     return rc;
 }
@@ -633,6 +642,8 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
     cfg.dtype = opts->dtype;
     cfg.master_weights = opts->master_weights;
     cfg.checkpoint = opts->checkpoint;
+    cfg.parts_world = opts->parts_world;
+    cfg.parts_rank = opts->parts_rank;
     if (opts->seed) cfg.seed = opts->seed;
     DP_TRY(dp_model_config_check(&cfg));
     int have_weights = weights_present(dir, "model.safetensors");

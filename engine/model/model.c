@@ -215,6 +215,13 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
                             (long long)targets->shape[1]);
     DP_TRY(check_ids(m, inputs, "inputs", 0));
     DP_TRY(check_ids(m, targets, "targets", 1));
+    if (!m->block_weights.acquire)
+        for (int i = 0; i < m->n_params; i++)
+            if (m->params[i].part.alloc.live)
+                return dp_error_set(DP_EINVAL,
+                                    "model forward: '%s' is held in parts (the model was built with parts = "
+                                    "{world_size = %lld, rank = %lld}): distribute it with fsdp first",
+                                    m->params[i].name, (long long)m->cfg.parts_world, (long long)m->cfg.parts_rank);
     dp_model_release_activations(m);
     m->B = inputs->shape[0];
     m->T = inputs->shape[1];

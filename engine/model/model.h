@@ -82,6 +82,9 @@ typedef struct dp_model_config {
     unsigned lora_targets; /* DP_LORA_* bits */
     int checkpoint;        /* activation checkpointing: 0 off; N >= 1 checkpoints blocks 0, N, 2N, ... (1: every
                             * block, "blocks"): see dp_model_forward */
+    int64_t parts_world;   /* build in parts (fsdp): every tensor held as rank parts_rank's part of a world of
+                            * parts_world ranks (dp_param_cut); 0 or 1 = whole */
+    int64_t parts_rank;    /* 0 <= parts_rank < parts_world */
 } dp_model_config;
 
 /* Fills cfg with defaults for arch (sizes zero: the caller sets them). */
@@ -161,7 +164,26 @@ typedef struct dp_param {
      * value (and a bf16 compute copy) keeps its shape without storage outside the passes over its
      * block (in a pass, a compute copy's master value has none either); empty otherwise */
     dp_tensor part;
+    int compute_copy; /* a bf16 model's GEMM weight with an f32 master: reads a bf16 compute copy (made whole
+                       * only for a model built whole; fsdp gathers it per pass for one built in parts) */
 } dp_param;
+
+/* ---- a parameter's part (fsdp): rank r of a world of N holds elements [r s, min(n, (r+1) s)) of
+ * its n, s = ceil(n / N), zero-padded to s in value's dtype under `parameters` with the tensor's
+ * module, in dp_param.part; value (and compute) keep shape and dtype without storage. The one
+ * cutting, shared by a model built in parts (dp_model_config.parts_world) and fsdp's distribute. */
+
+/* The length of the part of a tensor of n elements in a world of N ranks: ceil(n / N). */
+int64_t dp_part_len(int64_t n, int64_t world);
+/* Fills p's part (allocating it when it has none) with rank's elements of `whole` (p's shape and
+ * dtype, e.g. a temporary a checkpoint was read into), zeros after them. */
+int dp_param_part_from(dp_param *p, const dp_tensor *whole, int64_t world, int64_t rank);
+/* Cuts p's value into rank's part of a world of N and releases the storage of value and compute. */
+int dp_param_cut(dp_param *p, int64_t world, int64_t rank);
+/* Releases t's storage; t keeps its dtype and shape. */
+void dp_tensor_drop_storage(dp_tensor *t);
+/* Whether cfg builds in parts (parts_world > 1). */
+int dp_model_config_parted(const dp_model_config *cfg);
 
 typedef struct dp_model dp_model;
 

@@ -166,6 +166,12 @@ int dp_model_config_check(const dp_model_config *cfg) {
         return dp_error_set(DP_EINVAL, "model: 'init_std' must be a non-negative number (got %g)",
                             (double)cfg->init_std);
     DP_TRY(dp_model_checkpoint_check(cfg->checkpoint, cfg->layers));
+    if (cfg->parts_world < 0 || cfg->parts_world > (1 << 20) || cfg->parts_rank < 0 ||
+        (cfg->parts_world > 1 ? cfg->parts_rank >= cfg->parts_world : cfg->parts_rank != 0))
+        return dp_error_set(DP_EINVAL,
+                            "model: 'parts' must be {world_size = N, rank = r} with 1 <= N <= %d and 0 <= r < N "
+                            "(got world_size %lld, rank %lld)",
+                            1 << 20, (long long)cfg->parts_world, (long long)cfg->parts_rank);
     if (cfg->lora_rank < 0)
         return dp_error_set(DP_EINVAL, "model: 'lora.rank' must be positive (got %d)", cfg->lora_rank);
     if (cfg->lora_rank > 0) {

@@ -85,6 +85,9 @@ static dp_param *add(builder *bd, const char *name, dp_param_kind kind, int64_t 
     }
     default: bd->rc = dp_tensor_rand(&p->value, DP_RAND_NORMAL, 0.0f, std, seed, stream); break;
     }
+    /* built in parts: this tensor whole only until its part is cut, before the next is made */
+    if (bd->rc == DP_OK && dp_model_config_parted(&m->cfg))
+        bd->rc = dp_param_cut(p, m->cfg.parts_world, m->cfg.parts_rank);
     return bd->rc == DP_OK ? p : NULL;
 }
 
@@ -224,7 +227,15 @@ int dp_model_build_params(dp_model *m) {
     if (bd.rc == DP_OK) bd.rc = fail_module(m->head_module);
     for (int i = 0; i < m->n_params && bd.rc == DP_OK; i++) {
         dp_param *p = &m->params[i];
-        if (!needs_compute_copy(m, p)) continue;
+        p->compute_copy = needs_compute_copy(m, p);
+        if (p->compute_copy && p->part.alloc.live) { /* a part's copy: shape only, gathered per pass (fsdp) */
+            p->compute.dev = m->dev;
+            p->compute.dtype = DP_BF16;
+            p->compute.ndim = p->value.ndim;
+            p->compute.numel = p->value.numel;
+            memcpy(p->compute.shape, p->value.shape, sizeof p->compute.shape);
+        }
+        if (!p->compute_copy || p->part.alloc.live) continue;
         bd.rc = dp_tensor_init_module(&p->compute, m->dev, DP_BF16, p->value.ndim, p->value.shape, DP_CAT_PARAMETERS,
                                       p->module);
         if (bd.rc == DP_OK) bd.rc = dp_tensor_copy(&p->compute, &p->value);

@@ -99,6 +99,9 @@ unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname);
 /* The checkpoint option (false | "blocks" | N) of the table at idx as dp_model_config.checkpoint
  * (absent: 0); an error naming fname and the valid values otherwise. */
 int dpl_checkpoint_option(lua_State *L, int idx, const char *fname);
+/* The parts option ({world_size = N, rank = r}) of the table at idx into *world, *rank (absent: 0,
+ * 0: whole); an error naming fname and the valid values otherwise (lua_model.c). */
+void dpl_parts_option(lua_State *L, int idx, const char *fname, int64_t *world, int64_t *rank);
 /* Pushes a checkpoint setting as scripts write it: false, "blocks" (1) or N. */
 void dpl_push_checkpoint(lua_State *L, int n);
 /* Pushes c as the table dpprof.model takes (its keys; zero sizes left out) (lua_model.c). */

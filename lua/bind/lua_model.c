@@ -89,7 +89,8 @@ static const char *const model_keys[] = {"arch",       "vocab",          "hidden
                                          "kv_heads",   "head_dim",       "seq_len",    "batch",       "mlp_ratio",
                                          "ffn",        "max_positions",  "tie_head",   "dtype",       "norm_eps",
                                          "rope_theta", "rope_scaling",   "init_std",   "seed",        "device",
-                                         "lora",       "master_weights", "checkpoint", "distributed", NULL};
+                                         "lora",       "master_weights", "checkpoint", "distributed", "parts",
+                                         NULL};
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
@@ -274,6 +275,34 @@ static int l_checkpoint_name(lua_State *L) {
     return 1;
 }
 
+/* parts = {world_size = N, rank = r} of the table at idx (absent: whole, 0 and 0): the model built
+ * in parts for rank r of N (dp_model_config.parts_world); dp_model_config_check bounds the values. */
+void dpl_parts_option(lua_State *L, int idx, const char *fname, int64_t *world, int64_t *rank) {
+    static const char *const keys[] = {"world_size", "rank", NULL};
+    *world = 0, *rank = 0;
+    int t = lua_getfield(L, idx, "parts");
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (t != LUA_TTABLE)
+        luaL_error(L, "%s: 'parts' must be a table {world_size = N, rank = r} (the model built in parts for fsdp)",
+                   fname);
+    int pi = lua_gettop(L);
+    dpl_check_keys(L, pi, "dpprof.model: parts", keys);
+    *world = required_int(L, pi, "dpprof.model: parts", "world_size");
+    if (lua_getfield(L, pi, "rank") == LUA_TNIL)
+        luaL_error(L, "%s: 'parts.rank' is required (0 <= rank < world_size)", fname);
+    lua_pop(L, 1);
+    *rank = dpl_opt_int_field(L, pi, fname, "rank", 0);
+    if (*world < 1 || *world > 1 << 20 || *rank < 0 || *rank >= *world)
+        luaL_error(L,
+                   "%s: 'parts' must be {world_size = N, rank = r} with 1 <= N <= %d and 0 <= r < N (got world_size "
+                   "%I, rank %I)",
+                   fname, 1 << 20, (lua_Integer)*world, (lua_Integer)*rank);
+    lua_pop(L, 1);
+}
+
 /* The `distributed` option of the table at idx ({strategy=, world_size=, rank=}, dpprof.dist.KEYS)
  * into out: strategy (0 when absent), world size (0: the launched world's), rank (-1: not given). */
 static void read_distributed(lua_State *L, int idx, const char *fname, int out[3]) {
@@ -337,6 +366,7 @@ static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
     cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
     read_lora(L, idx, fname, cfg);
     cfg->checkpoint = dpl_checkpoint_option(L, idx, fname);
+    dpl_parts_option(L, idx, fname, &cfg->parts_world, &cfg->parts_rank);
     int dist[3];
     read_distributed(L, idx, fname, dist); /* checked here; kept by the model's userdata */
 }
@@ -365,6 +395,16 @@ static int l_model_new(lua_State *L) {
     if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
     int dist[3];
     read_distributed(L, 2, "dpprof.model", dist);
+    if (dist[0] == DP_DIST_FSDP && !dp_model_config_parted(&cfg)) { /* fsdp: built in parts for its rank */
+        int64_t world = dist[1] > 0 ? dist[1] : 1, rank = dist[2] >= 0 ? dist[2] : 0;
+        dp_comm *w;
+        if (dev->kind != DP_DEV_PLAN) { /* the launched world's rank (a world_size it is not: wrap refuses) */
+            if (dp_dist_world(&w) != DP_OK) return luaL_error(L, "dpprof.model: %s", dp_error_message());
+            world = dist[1] > 0 && dist[1] != w->world_size ? 1 : w->world_size;
+            rank = w->rank;
+        }
+        if (world > 1) cfg.parts_world = world, cfg.parts_rank = rank;
+    }
     dpl_model *u = push_empty(L);
     if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return model_fail(L);
     u->dist_strategy = dist[0], u->dist_world = dist[1], u->dist_rank = dist[2];
@@ -920,6 +960,12 @@ void dpl_push_model_config(lua_State *L, const dp_model_config *c) {
     lua_pushnumber(L, c->init_std), lua_setfield(L, -2, "init_std");
     lua_pushinteger(L, (lua_Integer)c->seed), lua_setfield(L, -2, "seed");
     dpl_push_checkpoint(L, c->checkpoint), lua_setfield(L, -2, "checkpoint");
+    if (dp_model_config_parted(c)) {
+        lua_createtable(L, 0, 2);
+        lua_pushinteger(L, c->parts_world), lua_setfield(L, -2, "world_size");
+        lua_pushinteger(L, c->parts_rank), lua_setfield(L, -2, "rank");
+        lua_setfield(L, -2, "parts");
+    }
     if (c->lora_rank > 0) {
         lua_createtable(L, 0, 3);
         lua_pushinteger(L, c->lora_rank), lua_setfield(L, -2, "rank");

@@ -63,10 +63,10 @@ static int l_read_config(lua_State *L) {
  * runtime choices a checkpoint's files leave to the caller, the one list of them (dp.experiment
  * lets a model with path= and its weights set these and no other of dpprof.model.KEYS). */
 static const char *const load_keys[] = {"device",         "dtype", "batch",      "seq_len", "seed",
-                                        "master_weights", "lora",  "checkpoint", NULL};
+                                        "master_weights", "lora",  "checkpoint", "parts", NULL};
 
 /* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
- * lora={rank=, alpha=, targets=}, checkpoint=}) */
+ * lora={rank=, alpha=, targets=}, checkpoint=, parts={world_size=, rank=}}) */
 static int l_load(lua_State *L) {
     const char *fname = "dpprof.model.load";
     const char *dir = luaL_checkstring(L, 1);
@@ -86,6 +86,7 @@ static int l_load(lua_State *L) {
         opts.master_weights = dpl_opt_bool_field(L, 2, fname, "master_weights", 1);
         read_lora(L, 2, fname, &opts);
         opts.checkpoint = dpl_checkpoint_option(L, 2, fname);
+        dpl_parts_option(L, 2, fname, &opts.parts_world, &opts.parts_rank);
     }
     dp_device *dev = device ? dpl_device_named(L, device) : dpl_current_device(L);
     dp_model *m;

@@ -95,12 +95,14 @@ local function keys_of(from, without, plus)
   return out
 end
 -- A model's keys: dpprof.model's (the engine's one list), less device (an experiment's own, at
--- the top), plus path and weights (a checkpoint's directory, and whether its weights are read).
-local MODEL_KEYS = keys_of(dp.model.KEYS, { device = true }, { "path", "weights" })
+-- the top) and parts (an fsdp run's own, from distributed: build_parts), plus path and weights (a
+-- checkpoint's directory, and whether its weights are read).
+local EXPERIMENT_OWN = { device = true, parts = true }
+local MODEL_KEYS = keys_of(dp.model.KEYS, EXPERIMENT_OWN, { "path", "weights" })
 -- What a model read with its weights from a checkpoint may set besides the file: dpprof.model.load's
--- options (its one list), less device.
+-- options (its one list), less device and parts.
 local RUNTIME_KEYS = {}
-for _, k in ipairs(keys_of(dp.model.LOAD_KEYS, { device = true }, {})) do RUNTIME_KEYS[k] = true end
+for _, k in ipairs(keys_of(dp.model.LOAD_KEYS, EXPERIMENT_OWN, {})) do RUNTIME_KEYS[k] = true end
 -- The dp keys: dpprof.dp.wrap's (the engine's one list) less those an experiment deliberately sets
 -- elsewhere (method, norms and clip and the run's seed at the top; expected_batch_size is
 -- model.batch: wrap_options), plus the accountant its epsilon is reported by.
@@ -567,6 +569,17 @@ local function build_optimizer(m, o)
   return dp.optim[o.name](m, opts)
 end
 
+-- The parts an fsdp run builds its model in (dpprof.model's parts = {world_size, rank}): the launched
+-- world's rank, or on the plan device the simulated one; nil (whole) for any other run or one rank.
+local function build_parts(c, kind)
+  local d = c.distributed
+  if not d or d.strategy ~= "fsdp" then return nil end
+  local ws = kind == "plan" and d.world_size or dp.dist.world_size()
+  local rank = kind == "plan" and d.rank or dp.dist.rank()
+  if ws <= 1 then return nil end
+  return { world_size = ws, rank = rank }
+end
+
 function experiment.wrap_options(c, logical_batch, physical_batch)
   local w = { max_grad_norm = c.dp.max_grad_norm, noise_multiplier = c.dp.noise_multiplier,
               sample_rate = c.dp.sample_rate, dataset_size = c.dp.dataset_size,
@@ -967,10 +980,15 @@ function experiment.run(cfg_in)
     if given or c.distributed then mcfg.batch, wrap_physical = physical_batch(c, given or 1, samples ~= nil) end
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
+    -- fsdp: the model built in parts for this rank (the launched one, or the plan's simulated one),
+    -- one tensor whole at a time, so that the build never holds the whole model
+    local parts = build_parts(c, kind)
+    mcfg.parts = parts
     if load then -- the checkpoint's weights (what model_options allowed beside them are runtime choices)
       model = dp.model.load(c.model.path, { device = kind, seq_len = mcfg.seq_len, batch = mcfg.batch,
                                             dtype = mcfg.dtype, master_weights = mcfg.master_weights,
-                                            seed = mcfg.seed, lora = mcfg.lora, checkpoint = mcfg.checkpoint })
+                                            seed = mcfg.seed, lora = mcfg.lora, checkpoint = mcfg.checkpoint,
+                                            parts = parts })
     else
       model = dp.model(mcfg)
     end

@@ -7,7 +7,8 @@
 -- are the rank's (ops, calls, wire bytes). Poisson sampling makes the ranks' batches differ, so
 -- each rank's plan is its own (fsdp's padding physical batches included: the last case's seed 7
 -- draws 7, 5 and 9 samples in physical batches of 2, slices that make different numbers of them).
--- Rank 0's combined result names the largest rank per category.
+-- Rank 0's combined result names the largest rank per category. fsdp's warm-up peak, the model built
+-- in parts for the rank, is bounded by the parts, the largest tensor whole and training's peak.
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
@@ -39,6 +40,7 @@ local states = {} -- optimizer states' peak per strategy, first case
 local params_at_peak = {} -- parameters live at the run's peak per case and strategy
 local grads_peak = {} -- gradients' peak per strategy, first case
 local bk_grads = {} -- gradients' peak per strategy, BK_CASE
+local warmups = {} -- fsdp's {warm-up peak, training peak} per case, measured
 for _, case in ipairs(CASES) do
  for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
   local name, model, method = case[1] .. " " .. strategy, case[2], case[3]
@@ -57,6 +59,7 @@ for _, case in ipairs(CASES) do
   end
   local cpu = run("cpu", { strategy = strategy })
   local plan = run("plan", { strategy = strategy, world_size = ws, rank = rank })
+  if strategy == "fsdp" then warmups[case[1]] = { cpu.memory.warmup_peak_bytes, cpu.memory.peak_bytes } end
   params_at_peak[case[1]] = params_at_peak[case[1]] or {}
   params_at_peak[case[1]][strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
   if case == BK_CASE then bk_grads[strategy] = cpu.memory.categories.gradients.peak_bytes end
@@ -190,6 +193,44 @@ do
     fail("bk under fsdp: the gradients' peak is %d bytes, want %d: the tensors outside the blocks %d, the parts %d, "
          .. "one block whole %d, one part in flight %d (ddp's whole: %d)", bk_grads.fsdp, want, 4 * outer, 4 * parts,
          4 * block["0"], 4 * transient, bk_grads.ddp)
+  end
+end
+-- fsdp builds each rank's model in parts (dpprof.model's parts): one tensor whole at a time, its part
+-- cut and the whole freed before the next is made, never the whole model. Without warm-up steps the
+-- warm-up's peak is the build's, exactly the largest over the tensors, in the model's order, of the
+-- parts made so far (its own included) + the tensor whole; with them it is at most the parts, the
+-- largest tensor whole and what training holds. (A build of the whole model, then cut, holds it all.)
+for _, case in ipairs(CASES) do
+  local spec = dp.deep_copy(case[2])
+  spec.device = "plan"
+  local parts, largest, build = 0, 0, 0
+  do -- closed before the runs below, whose plan device would count it
+    local m <close> = dp.model(spec)
+    local bf16 = spec.dtype == "bf16"
+    for _, p in ipairs(m:params()) do
+      local size = bf16 and (not p.trainable or spec.master_weights == false) and 2 or 4
+      parts = parts + (p.numel + ws - 1) // ws * size
+      largest = math.max(largest, p.numel * size)
+      build = math.max(build, parts + p.numel * size)
+    end
+  end
+  local warm, training = warmups[case[1]][1], warmups[case[1]][2]
+  if warm > parts + largest + training then
+    fail("%s fsdp: the warm-up peak is %d bytes, more than the parts %d + the largest tensor %d + training's peak %d",
+         case[1], warm, parts, largest, training)
+  end
+  for _, device in ipairs({ "cpu", "plan" }) do
+    local r = dp.experiment{ model = case[2], method = case[3], iters = 1, warmup = 0, device = device,
+                             device_model = device == "plan" and { base = "h100", name = "cpu-rank", workspace = false }
+                               or nil, threads = device == "cpu" and 1 or nil, snapshots = "none", seed = case[5] or 3,
+                             dp = case[4] or { poisson = true, dataset_size = 64 },
+                             distributed = device == "plan" and { strategy = "fsdp", world_size = ws, rank = rank }
+                               or { strategy = "fsdp" } }
+    if r.status ~= "ok" then fail("%s fsdp without warm-up on %s: %s", case[1], device, r.message) end
+    if r.memory.warmup_peak_bytes ~= build then
+      fail("%s fsdp on %s: the build's peak is %d bytes, want %d (the parts %d, the largest tensor %d)", case[1],
+           device, r.memory.warmup_peak_bytes, build, parts, largest)
+    end
   end
 end
 -- zero2 holds this rank's slice of AdamW's two states: at most ceil(n / N) of each tensor's n

@@ -3,7 +3,8 @@
 -- part) and the other ranks write nothing; under ddp, zero2 and fsdp the file, loaded back with
 -- dp.model.load, equals the one-process run's file to ddp_equal's bound, |dist - single| <= 1e-6 *
 -- max(1, |single|) element-wise (f32). Then fsdp with bf16 (f32 masters) and LoRA (the frozen base's bf16
--- parts gathered back, the adapters' f32 masters with their bf16 copies rebuilt), against its one process.
+-- parts gathered back, the adapters' f32 masters with their bf16 copies rebuilt), against its one process;
+-- and fsdp from those saved files (each rank loading its parts), against one process loading them.
 package.path = arg[0]:match("(.*/)") .. "../lua/?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -32,7 +33,14 @@ end
 if rank == 0 then os.execute("rm -rf " .. ROOT); assert(dp.mkdir_p(ROOT)) end
 dp.dist.barrier()
 local worst = 0
-for _, case in ipairs({ { "f32", MODEL, dp.dist.STRATEGIES }, { "bf16_lora", BF16_LORA, { "fsdp" } } }) do
+-- then from the files the one-process runs wrote (model.path): each fsdp rank loads its parts alone
+-- (every tensor read whole into a temporary, its part cut), the LoRA adapters too, and trains to the
+-- one process's save from the same files
+local FROM_FILES = { { "f32_file", { path = ROOT .. "/f32_single", batch = 8, seq_len = 8 }, { "fsdp" } },
+                     { "bf16_lora_file", { path = ROOT .. "/bf16_lora_single", batch = 8, seq_len = 8, dtype = "bf16" },
+                       { "fsdp" } } }
+for _, case in ipairs({ { "f32", MODEL, dp.dist.STRATEGIES }, { "bf16_lora", BF16_LORA, { "fsdp" } }, FROM_FILES[1],
+                        FROM_FILES[2] }) do
   local tag, model, strategies = table.unpack(case)
   -- the one process's run, on every rank alone; rank 0 keeps its file
   local single_dir = ROOT .. "/" .. tag .. "_single"
@@ -67,7 +75,8 @@ for _, case in ipairs({ { "f32", MODEL, dp.dist.STRATEGIES }, { "bf16_lora", BF1
   end
 end
 if rank == 0 then
-  print(string.format("save_equal np %d: ddp, zero2, fsdp (and fsdp bf16 + LoRA) saves equal one process's (worst %.3g)",
+  print(string.format("save_equal np %d: ddp, zero2, fsdp (and fsdp bf16 + LoRA, fsdp loaded in parts from files) "
+                      .. "saves equal one process's (worst %.3g)",
                       ws, worst))
   os.execute("rm -rf " .. ROOT)
 end

@@ -436,8 +436,8 @@ static void fail(const char *out, const char *dir, size_t iter, const char *what
     fprintf(stderr, "FAIL at mutant %zu (%s, kept in %s): %s\n", iter, what, kept, why);
 }
 
-/* Loads dir on dev; checks the status and message; on the CPU, runs a step of a model that
- * loads. Returns the status. */
+/* Loads dir on dev; checks the status and message; on the CPU, loads a model that loads in parts
+ * too (fsdp) and runs a step of it whole. Returns the status. */
 static int load_and_run(dp_device *dev, const char *out, const char *dir, size_t iter, const char *what) {
     dp_model_load_opts o;
     dp_model_load_opts_default(&o);
@@ -462,6 +462,15 @@ static int load_and_run(dp_device *dev, const char *out, const char *dir, size_t
         if (rc == DP_OK) dp_model_free(m);
         return rc;
     }
+    /* what loads whole loads in parts too (fsdp: each tensor read whole into a temporary, its part cut) */
+    dp_model *parted = NULL;
+    o.parts_world = 3, o.parts_rank = (int64_t)(iter % 3);
+    int r3 = dp_model_load(dev, dir, &o, &parted);
+    if (r3 != DP_OK && r3 != DP_EOOM) {
+        snprintf(why, sizeof why, "loaded whole but not in parts: %s", dp_error_message());
+        fail(out, dir, iter, what, why);
+    }
+    dp_model_free(parted);
     int64_t shape[2] = {1, 4};
     dp_tensor *in = dp_tensor_new(cpu, DP_I32, 2, shape, DP_CAT_INPUTS);
     dp_tensor *tg = dp_tensor_new(cpu, DP_I32, 2, shape, DP_CAT_INPUTS);

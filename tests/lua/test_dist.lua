@@ -265,6 +265,21 @@ do
   check.eq(step.physical[1], 2, "its half of the batch")
   check.raises(function() dp.model{ vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8,
                                     distributed = { strategy = "x" } } end, "unknown strategy 'x'")
+  -- under fsdp the model is built in parts for that rank (one tensor whole at a time), and the
+  -- wrapper takes them as they are
+  local before = dp.memory.stats("plan").allocated
+  local fm <close> = dp.model{ arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4,
+                               device = "plan", distributed = { strategy = "fsdp", world_size = 4, rank = 3 } }
+  check.eq(fm:config().parts.world_size, 4, "fsdp's model built in parts: the world")
+  check.eq(fm:config().parts.rank, 3, "and the rank")
+  local parts = 0
+  for _, p in ipairs(fm:params()) do parts = parts + 4 * ((p.numel + 3) // 4) end
+  check.eq(dp.memory.stats("plan").allocated - before, parts, "only the parts are live")
+  local fpriv <close> = dp.dp.wrap(fm, dp.optim.sgd(fm, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
+  check.eq(dp.memory.stats("plan").allocated - before, parts, "fsdp cut nothing again")
+  local one <close> = dp.model{ vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, device = "cpu",
+                                distributed = { strategy = "fsdp" } }
+  check.eq(one:config().parts, nil, "one process: whole")
   local mm = dp.deep_copy(MODEL)
   mm.distributed = { strategy = "ddp", world_size = 2, rank = 1 }
   local rm = dp.experiment{ model = mm, device = "plan", method = "ghost", iters = 1, warmup = 0 }

@@ -43,6 +43,7 @@ local MODEL_VALUES = {
   mlp_ratio = 4, ffn = 128, max_positions = 16, tie_head = true, dtype = "f32", norm_eps = 1e-5, rope_theta = 10000,
   rope_scaling = { rope_type = "default" }, init_std = 0.02, seed = 3, device = "cpu", lora = { rank = 2 },
   master_weights = true, checkpoint = "blocks", distributed = { strategy = "ddp" },
+  parts = { world_size = 2, rank = 1 },
 }
 do
   check.truthy(#dp.model.KEYS >= 20, "dpprof.model.KEYS is a list: " .. #dp.model.KEYS)
@@ -56,7 +57,16 @@ do
   local m = dp.model(cfg)
   check.eq(m:config().checkpoint, "blocks", "and by dp.model")
   check.eq(m:config().lora.rank, 2, "lora taken")
+  check.eq(m:config().parts.rank, 1, "parts taken")
   m:free()
+  -- parts out of range, or half given: refused naming the key and the valid values
+  for _, bad in ipairs({ { world_size = 2, rank = 2 }, { world_size = 0, rank = 0 }, { world_size = 2 }, 3 }) do
+    local spec = dp.deep_copy(cfg)
+    spec.parts = bad
+    local why = refusal(function() dp.model.check(spec) end)
+    check.truthy(why:find("'parts", 1, true) and (why:find("world_size", 1, true) or why:find("rank", 1, true)),
+                 "a bad parts names the key: " .. why)
+  end
   cfg.sharding = true
   check.eq(refusal(function() dp.model.check(cfg) end),
            "dpprof.model: unknown key 'sharding' (valid: " .. table.concat(dp.model.KEYS, ", ") .. ")",
@@ -113,8 +123,12 @@ do
   cfg.model.sharding = true
   check.eq(refusal(function() experiment.config(cfg) end),
            "dpprof.experiment: model: unknown key 'sharding' (valid: "
-           .. table.concat(without(dp.model.KEYS, { device = true }, { "path", "weights" }), ", ") .. ")",
-           "an experiment's model keys: dpprof.model.KEYS less device, plus path and weights")
+           .. table.concat(without(dp.model.KEYS, { device = true, parts = true }, { "path", "weights" }), ", ") .. ")",
+           "an experiment's model keys: dpprof.model.KEYS less device and parts, plus path and weights")
+  cfg = dp.deep_copy(base)
+  cfg.model.parts = { world_size = 2, rank = 0 }
+  check.truthy(refusal(function() experiment.config(cfg) end):find("unknown key 'parts'", 1, true),
+               "model.parts refused (an fsdp experiment builds its ranks' models in parts itself)")
   cfg = dp.deep_copy(base)
   cfg.model.device = "cpu"
   check.truthy(refusal(function() experiment.config(cfg) end):find("unknown key 'device'", 1, true),
@@ -135,9 +149,9 @@ do
   for k, v in pairs(cfg.dp) do
     if k ~= "accountant" then check.eq(w[k], v, "dp." .. k .. " passed on to wrap") end
   end
-  -- a checkpoint's runtime choices (model.path with its weights): load's options less device
+  -- a checkpoint's runtime choices (model.path with its weights): load's options less device and parts
   local file = dp.model.read_config(HF)
-  for _, k in ipairs(without(dp.model.LOAD_KEYS, { device = true })) do
+  for _, k in ipairs(without(dp.model.LOAD_KEYS, { device = true, parts = true })) do
     local spec = { path = HF, [k] = MODEL_VALUES[k] }
     local ok, err = pcall(experiment.model_options, spec, "cpu")
     check.truthy(ok, "model." .. k .. " beside a checkpoint's weights: " .. tostring(err))

@@ -8,6 +8,12 @@
 -- 2. The same checkpoint scaled down by name (hidden, layers, heads, vocab, ...; weights =
 --    "random") on the plan device and on the CPU, bf16 LoRA and f32, under several DP methods:
 --    every category's and every module's peak and live-at-peak bytes equal, byte for byte.
+-- 3. Llama-3.1-70B + LoRA r = 16 in bf16 on 8 x H100 under fsdp (tests/fixtures/llama3_70b), seq_len
+--    64: each rank builds its model in parts (one tensor whole at a time), so the planned peak
+--    (plan.peak_bytes, the larger of training's and the warm-up's, the build's included) is
+--    training's, about 18.6 GiB, not the whole model (131.9 GiB when it was built whole first);
+--    without warm-up steps the warm-up's peak is exactly the build's: the largest over the tensors
+--    of the parts made so far + the tensor whole.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -102,3 +108,38 @@ check.raises(function() dp.experiment{ model = { path = DIR, seq_len = 16, weigh
 check.raises(function() dp.experiment{ model = { path = "/nonexistent/ckpt", seq_len = 16 }, device = "plan" } end,
              { "model.path", "config.json" })
 print("test_llama3_plan.lua: all checks passed")
+
+-- 3. the 70B under fsdp: built in parts
+do
+  local DIR70 = arg[0]:match("(.*/)") .. "../fixtures/llama3_70b"
+  local function plan70(warmup, device_model)
+    local out = dp.experiment{ model = { path = DIR70, dtype = "bf16", master_weights = true, batch = 8, seq_len = 64,
+                                         lora = { rank = 16, alpha = 16 }, checkpoint = "blocks" },
+                               method = "ghost", device = "plan", device_model = device_model or "h100", iters = 1,
+                               warmup = warmup,
+                               snapshots = "none", dp = {}, distributed = { strategy = "fsdp", world_size = 8, rank = 3 } }
+    check.eq(out.status, "ok", "70B fsdp: " .. tostring(out.message))
+    return out
+  end
+  local parts, largest, build = 0, 0, 0
+  do -- closed before the runs: the plan device would count it
+    local m <close> = dp.model.load(DIR70, { device = "plan", seq_len = 64, batch = 1, dtype = "bf16",
+                                             lora = { rank = 16, alpha = 16 } })
+    for _, p in ipairs(m:params()) do
+      local size = p.trainable and 4 or 2 -- the adapters' f32 masters, the frozen base bf16
+      parts = parts + (p.numel + 7) // 8 * size
+      largest = math.max(largest, p.numel * size)
+      build = math.max(build, parts + p.numel * size)
+    end
+  end
+  local res70 = plan70(1)
+  local gib = 2 ^ 30
+  print(string.format("70B + LoRA fsdp 8 ranks, seq_len 64: plan.peak %.2f GiB, training %.2f GiB, warm-up %.2f GiB "
+                      .. "(parts %.2f GiB + largest tensor %.2f GiB)", res70.plan.peak_bytes / gib,
+                      res70.memory.peak_bytes / gib, res70.memory.warmup_peak_bytes / gib, parts / gib, largest / gib))
+  check.eq(res70.plan.peak_bytes, res70.memory.peak_bytes, "70B fsdp: the planned peak is training's")
+  check.truthy(res70.plan.peak_bytes > 18 * gib and res70.plan.peak_bytes < 19.5 * gib, "70B fsdp: about 18.6 GiB")
+  check.truthy(res70.memory.warmup_peak_bytes <= parts + largest + res70.memory.peak_bytes, "warm-up bounded")
+  -- (without the cuBLAS and kernels workspace, which the device holds from the start)
+  check.eq(plan70(0, { base = "h100", workspace = false }).memory.warmup_peak_bytes, build, "70B fsdp: the build's peak, the parts + one tensor whole")
+end
