@@ -158,6 +158,19 @@ for method, ck, largest in fit_text:gmatch("\n  ([%w_]+ ?%*?)%s+(%a+)%s+(%d+)%s"
   check.truthy(text:find(pat), string.format("README: %s %s fits %s; the binary says:\n%s", method, ck, largest, text))
 end
 check.truthy(rows >= 2, "the README's fit table has its rows (" .. rows .. ")")
+-- The README's fsdp tables: its command's output, row for row (plan runs, seconds)
+local fsdp_cmd = readme:match("\n%$ build/dpprof (run experiments/fsdp_llama3%.lua[^\n]*)\n")
+check.truthy(fsdp_cmd, "the README shows the fsdp command")
+code, text = check.sh(string.format("cd %q && %q %s out=%q", root, exe, fsdp_cmd, base .. "/fsdp"))
+check.eq(code, 0, "the README's fsdp command: " .. text)
+local table_rows = 0
+for line in assert(dp.read_file(base .. "/fsdp/fsdp_llama3.md")):gmatch("[^\n]+") do
+  if line:find("^| ") or line:find("^%d") then
+    table_rows = table_rows + (line:find("^| ") and 1 or 0)
+    check.truthy(readme:find("\n" .. line .. "\n", 1, true), "README's fsdp tables lack the script's line: " .. line)
+  end
+end
+check.truthy(table_rows >= 40, "the fsdp tables have their rows (" .. table_rows .. ")")
 local sweep_cmd = readme:match("\nbuild/dpprof (run experiments/sweep_seqlen%.lua[^\n]*)\n")
 check.truthy(sweep_cmd, "the README shows its sweep command")
 code, text = check.sh(string.format("cd %q && %q %s out=%q", root, exe, sweep_cmd, base .. "/sweep"))
