@@ -221,6 +221,7 @@ int dpsgd_fsdp_unshard(dpsgd *dp) {
         dp->fsdp_held[i].parted = 0;
     }
     dp_model_set_block_weights(dp->model, NULL);
+    dp_model_mark_whole(dp->model); /* built in parts or cut here, it is whole now */
     for (int k = 0; k < dp->n_params; k++) dp_tensor_release(&dp->fsdp_acc[k]);
     free(dp->fsdp_block);
     free(dp->fsdp_acc);

@@ -187,6 +187,10 @@ int dp_model_config_parted(const dp_model_config *cfg);
 
 typedef struct dp_model dp_model;
 
+/* Records that every part was gathered back whole (fsdp's unshard): the configuration says whole
+ * again (parts_world and parts_rank 0), as the parameters are. */
+void dp_model_mark_whole(dp_model *m);
+
 /* Hooks that DP methods give the backward. Each is called as soon as the quantities it needs are
  * known, with tensors valid only during the call (copy what must outlive it). All may be NULL.
  * One exception, which DP book-keeping relies on: with opts->retain = 1, the A given to `linear`

@@ -1,7 +1,7 @@
 /* model_part.c: a parameter's part for one rank of a world (fsdp): the one cutting of a tensor,
  * shared by a model built in parts (dp_model_build_params, checkpoint loading) and fsdp's
  * distribute of a model built whole (engine/dp/dpsgd_fsdp.c). */
-#include "model.h"
+#include "model_internal.h"
 
 #include "error.h"
 
@@ -40,4 +40,9 @@ int dp_param_cut(dp_param *p, int64_t world, int64_t rank) {
     dp_tensor_drop_storage(&p->value);
     if (p->compute.alloc.live) dp_tensor_drop_storage(&p->compute);
     return DP_OK;
+}
+
+void dp_model_mark_whole(dp_model *m) {
+    m->cfg.parts_world = 0;
+    m->cfg.parts_rank = 0;
 }

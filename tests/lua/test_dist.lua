@@ -277,6 +277,8 @@ do
   check.eq(dp.memory.stats("plan").allocated - before, parts, "only the parts are live")
   local fpriv <close> = dp.dp.wrap(fm, dp.optim.sgd(fm, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
   check.eq(dp.memory.stats("plan").allocated - before, parts, "fsdp cut nothing again")
+  fpriv:unshard() -- every tensor gathered back whole: so says the configuration
+  check.eq(fm:config().parts, nil, "whole again after unshard")
   local one <close> = dp.model{ vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, device = "cpu",
                                 distributed = { strategy = "fsdp" } }
   check.eq(one:config().parts, nil, "one process: whole")
