@@ -1097,6 +1097,7 @@ function experiment.run(cfg_in)
     model_config = model:config()
     model_config.batch = logical
     model_config.device = nil
+    model_config.parts = nil -- an fsdp run's own (build_parts, from distributed), as device is the run's
     model_config.seed = nil
     if model_config.lora == nil then model_config.lora = json.null end
     if c.model.path then model_config.path, model_config.weights = c.model.path, c.model.weights or "file" end

@@ -31,7 +31,7 @@ local r = dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 32, layers
     if i == 2 and rank == 1 and action == "kill" then os.execute("kill -9 " .. dp.pid()) end
     if i == 2 and rank == 1 and action == "fail" then error("a failure on rank 1") end
   end } }
-print(string.format("RESULT %%d %%s valid=%%s %%s", rank, r.status, tostring(pcall(results.validate, r)), r.message))
+print(string.format("RESULT %%d %%s valid=%%s %%s", rank, r.status, tostring((results.validate(r))), r.message))
 ]], action, strategy))
   f:close()
   return path

@@ -53,8 +53,8 @@ for _, case in ipairs(CASES) do
                              dp = case[4] or { poisson = true, dataset_size = 64 },
                              distributed = distributed }
     if r.status ~= "ok" then fail("%s on %s: %s", name, device, r.message) end
-    local ok, err = pcall(results.validate, r)
-    if not ok then fail("%s on %s: the result does not validate: %s", name, device, tostring(err)) end
+    local ok, problems = results.validate(r) -- false and the problems (it raises nothing)
+    if not ok then fail("%s on %s: the result does not validate: %s", name, device, table.concat(problems, "; ")) end
     return r
   end
   local cpu = run("cpu", { strategy = strategy })

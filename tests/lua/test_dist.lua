@@ -91,6 +91,8 @@ local function fsdp_gathers(model, N)
   local r = dp.experiment{ model = model, device = "plan", method = "ghost", iters = 1, warmup = 0,
                            distributed = { strategy = "fsdp", world_size = N, rank = 1 } }
   check.eq(r.status, "ok", tostring(r.message))
+  local valid, problems = dp.results.validate(r) -- its model built in parts records no parts
+  check.truthy(valid, "an fsdp result validates: " .. table.concat(problems or {}, "; "))
   local got = { calls = 0, bytes = 0 }
   for _, o in ipairs(r.ledger) do if o.op == "comm_all_gather" then got = o end end
   local spec = dp.deep_copy(model)
