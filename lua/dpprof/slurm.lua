@@ -119,18 +119,24 @@ function slurm.options(from_script, from_command)
 end
 
 -- What a point's job asks of Slurm (config: its resolved configuration): {ntasks = N, cuda =
--- true | nil}. A point distributed on a real device is an N-task job, N its world_size (1 when
--- not given), each rank one task started by srun; cuda: one GPU per rank. Any other point,
--- plan points included, is one task.
+-- true | nil, device = config.device}. A point distributed on a real device is an N-task job, N
+-- its world_size (1 when not given), each rank one task started by srun; cuda: one GPU per rank.
+-- Any other point, plan points included, is one task.
 function slurm.point_tasks(config)
   local d = type(config) == "table" and config.distributed or nil
   if type(d) ~= "table" or config.device == "plan" then return { ntasks = 1 } end
-  return { ntasks = math.tointeger(d.world_size) or 1, cuda = config.device == "cuda" or nil }
+  return { ntasks = math.tointeger(d.world_size) or 1, cuda = config.device == "cuda" or nil, device = config.device }
 end
 
 -- Raises unless the options can give point `name` the tasks it needs (slurm.point_tasks): its
--- ranks on cuda hold one GPU each, so gpus_per_task may only be 1.
+-- ranks on cuda hold one GPU each, so gpus_per_task may only be 1; ranks of several tasks name
+-- their device (on "auto" the job could not say whether to ask Slurm for GPUs).
 function slurm.check_tasks(o, tasks, name)
+  if tasks.ntasks > 1 and tasks.device ~= "cpu" and tasks.device ~= "cuda" then
+    error(string.format("dpprof.sweep: point %s: a distributed point of %d ranks runs on device 'cpu' or 'cuda' "
+                        .. "(got '%s': Slurm must be told whether its ranks hold a GPU each)", name, tasks.ntasks,
+                        tostring(tasks.device)), 0)
+  end
   if tasks.cuda and o.gpus_per_task and o.gpus_per_task ~= 1 then
     error(string.format("dpprof.sweep: point %s: distributed on cuda is one rank per GPU (--gpus-per-task=1); "
                         .. "slurm.gpus_per_task is %d: give 1 or leave it out", name, o.gpus_per_task), 0)

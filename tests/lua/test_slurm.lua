@@ -65,6 +65,11 @@ check.raises(function() slurm.options({ gpus_per_node = 0 }) end, "slurm.gpus_pe
 check.raises(function() slurm.check_tasks(slurm.options({ gpus_per_task = 2 }), t16, "world_size=16") end,
              { "point world_size=16: distributed on cuda is one rank per GPU", "slurm.gpus_per_task is 2" })
 slurm.check_tasks(slurm.options({ gpus_per_task = 2 }), t4, "cpu ranks take gpus_per_task as given")
+-- device "auto" (an experiment's default) cannot say whether the ranks need GPUs: refused, named
+check.raises(function()
+  slurm.check_tasks(slurm.options({}), slurm.point_tasks({ device = "auto", distributed = { world_size = 4 } }), "p")
+end, { "point p: a distributed point of 4 ranks runs on device 'cpu' or 'cuda' (got 'auto'" })
+slurm.check_tasks(slurm.options({}), slurm.point_tasks({ device = "auto", distributed = { world_size = 1 } }), "one")
 
 -- what each source prints, as it prints it
 local st = slurm.parse_sacct(table.concat({
