@@ -166,8 +166,7 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
     int n = dp_model_param_count(m);
     int64_t r = dp->comm->rank, N = dp->comm->world_size;
     const dp_model_config *c = dp_model_config_of(m);
-    int held_in_parts = 0;
-    for (int i = 0; i < n; i++) held_in_parts |= dp_model_param(m, i)->part.alloc.live;
+    int held_in_parts = dp_model_held_in_parts(m);
     if (held_in_parts && (c->parts_world != N || c->parts_rank != r))
         return dp_error_set(DP_EINVAL,
                             "distributed: the model was built in parts for rank %lld of a world of %lld; this run is "
@@ -180,6 +179,9 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
     if (!dp->fsdp_block || !dp->fsdp_acc || !dp->fsdp_held) return dp_error_set(DP_EOOM, "dp: out of host memory");
     for (int k = 0; k < dp->n_params; k++) dp->fsdp_block[k] = block_of(m, dp->params[k]);
     for (int i = 0; i < n; i++) dp->fsdp_held[i] = (dpsgd_fsdp_held){0, 0, 0};
+    /* the model says it is in this rank's parts before the first cut, so that a setup that fails
+     * part-way leaves a model whose parts a second distribute to this rank takes as they are */
+    if (!held_in_parts) dp_model_set_parts(m, N, r);
     for (int i = 0; i < n; i++) {
         dp_param *p = dp_model_param(m, i);
         /* rank r's elements [r s, min(n, (r+1) s)): zero2's slice (dpsgd_shard_setup), frozen tensors too;
@@ -221,7 +223,7 @@ int dpsgd_fsdp_unshard(dpsgd *dp) {
         dp->fsdp_held[i].parted = 0;
     }
     dp_model_set_block_weights(dp->model, NULL);
-    dp_model_mark_whole(dp->model); /* built in parts or cut here, it is whole now */
+    dp_model_set_parts(dp->model, 0, 0); /* built in parts or cut here, it is whole now */
     for (int k = 0; k < dp->n_params; k++) dp_tensor_release(&dp->fsdp_acc[k]);
     free(dp->fsdp_block);
     free(dp->fsdp_acc);
@@ -237,9 +239,9 @@ void dpsgd_fsdp_clear(dpsgd *dp) {
     for (int k = 0; dp->fsdp_acc && k < dp->n_params; k++) dp_tensor_release(&dp->fsdp_acc[k]);
     free(dp->fsdp_acc);
     dp->fsdp_acc = NULL;
-    if (dp->fsdp_held && dp->model)
-        for (int i = 0; i < dp_model_param_count(dp->model); i++)
-            if (dp->fsdp_held[i].parted) dp_tensor_release(&dp_model_param(dp->model, i)->part);
+    /* the parts stay the model's (dp_param.part, the configuration's parts): its whole values have no
+     * storage, so they are all it holds; whatever reads a part-held tensor refuses it, and a second
+     * distribute to this rank takes them as they are */
     free(dp->fsdp_held);
     dp->fsdp_held = NULL;
     if (!dp->fsdp_block) return;

@@ -248,7 +248,8 @@ int dpsgd_fsdp_reduce_block(dpsgd *dp, int64_t layer);
 int dpsgd_fsdp_take_part(dpsgd *dp, int k);
 /* Gathers every parameter whole again and removes the provider (the end of training). */
 int dpsgd_fsdp_unshard(dpsgd *dp);
-/* Forgets the parts and the provider (the wrapper is freed). */
+/* Forgets the provider and fsdp's state (the wrapper is freed, or distributed again); the parts
+ * stay the model's, all it holds of those tensors (a second fsdp distribute to this rank takes them). */
 void dpsgd_fsdp_clear(dpsgd *dp);
 
 /* Fills in the derived sizes (expected batch size, sample rate) and checks them. */

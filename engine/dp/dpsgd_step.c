@@ -149,11 +149,11 @@ int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy) {
                             "distributed.strategy: '%s' is not implemented yet (supported: ddp, zero2, fsdp)",
                             dp_dist_strategy_name(strategy));
     if (!comm || comm->world_size < 1) return dp_error_set(DP_EINVAL, "distributed: no communicator");
-    if (strategy != DP_DIST_FSDP && dp->model && dp_model_config_parted(dp_model_config_of(dp->model)) &&
-        dp_model_param_count(dp->model) > 0 && dp_model_param(dp->model, 0)->part.alloc.live)
+    if (strategy != DP_DIST_FSDP && dp->model && dp_model_held_in_parts(dp->model))
         return dp_error_set(DP_EINVAL,
-                            "distributed.strategy: the model was built in parts (parts = {world_size = %lld, rank = "
-                            "%lld}), which only fsdp trains (valid: fsdp, or build it whole for %s)",
+                            "distributed.strategy: the model is held in parts (parts = {world_size = %lld, rank = "
+                            "%lld}: built so, or cut by fsdp), which only fsdp trains (valid: fsdp, or build it whole "
+                            "for %s)",
                             (long long)dp_model_config_of(dp->model)->parts_world,
                             (long long)dp_model_config_of(dp->model)->parts_rank, dp_dist_strategy_name(strategy));
     if (!dp->cfg.poisson && dp->cfg.expected_batch_size % comm->world_size != 0)

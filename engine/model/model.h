@@ -187,9 +187,11 @@ int dp_model_config_parted(const dp_model_config *cfg);
 
 typedef struct dp_model dp_model;
 
-/* Records that every part was gathered back whole (fsdp's unshard): the configuration says whole
- * again (parts_world and parts_rank 0), as the parameters are. */
-void dp_model_mark_whole(dp_model *m);
+/* Records how the parameters are held (fsdp): as rank's parts of a world (its cut of a model built
+ * whole), or whole again (world 0, rank 0: its unshard); the configuration's parts_world, parts_rank. */
+void dp_model_set_parts(dp_model *m, int64_t world, int64_t rank);
+/* Whether any parameter is held as a part (dp_param.part live): its whole value has no storage. */
+int dp_model_held_in_parts(dp_model *m);
 
 /* Hooks that DP methods give the backward. Each is called as soon as the quantities it needs are
  * known, with tensors valid only during the call (copy what must outlive it). All may be NULL.

@@ -42,7 +42,13 @@ int dp_param_cut(dp_param *p, int64_t world, int64_t rank) {
     return DP_OK;
 }
 
-void dp_model_mark_whole(dp_model *m) {
-    m->cfg.parts_world = 0;
-    m->cfg.parts_rank = 0;
+void dp_model_set_parts(dp_model *m, int64_t world, int64_t rank) {
+    m->cfg.parts_world = world;
+    m->cfg.parts_rank = rank;
+}
+
+int dp_model_held_in_parts(dp_model *m) {
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].part.alloc.live) return 1;
+    return 0;
 }

@@ -182,6 +182,44 @@ do
     end
   end
 end
+-- a wrapper freed, or distributed again, without priv:unshard() leaves the model its parts, all it
+-- holds of those tensors: what reads a whole refuses them by name (nothing reads storage that is
+-- not there), a second fsdp wrapper takes them as they are and trains on, and ddp refuses them
+do
+  local m <close> = dp.model{ arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 4,
+                              device = "cpu", seed = 1 }
+  local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
+  local function wrap()
+    local p = dp.dp.wrap(m, opt, { method = "ghost", expected_batch_size = 4, noise_multiplier = 0 })
+    p:distribute{ strategy = "fsdp" }
+    return p
+  end
+  local function step(p)
+    local b = dp.batch{ model = m, size = 4, seed = 0, step = 0 }
+    p:next_step()
+    p:forward(b); p:backward(); p:clip(); p:reduce_grads(); p:noise()
+    opt:step()
+    p:gather_params()
+    dp.free_batch(b)
+  end
+  local priv = wrap()
+  priv:distribute{ strategy = "fsdp" } -- again on the same wrapper: the parts taken as they are
+  step(priv)
+  priv:free()
+  check.raises(function() m:param("transformer.h.0.mlp.c_fc.weight") end, "is held in parts across the ranks")
+  check.eq(m:nonfinite("parameters"), nil, "the parts are read, every value finite")
+  local b = dp.batch{ model = m, size = 4, seed = 0, step = 0 }
+  check.raises(function() m:forward(b) end, "is held in parts")
+  dp.free_batch(b)
+  local again <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
+  check.raises(function() again:distribute{ strategy = "ddp" } end, "the model is held in parts")
+  priv = wrap()
+  step(priv)
+  priv:unshard()
+  check.eq(m:config().parts, nil, "whole again")
+  check.eq(#m:param("transformer.h.0.mlp.c_fc.weight"), 32 * 128, "a whole value again")
+  priv:free()
+end
 -- between fsdp's passes every tensor is a part, a block's and those outside the blocks (the tied
 -- embedding, the final norm) alike: reading or saving the whole is refused by name
 do
