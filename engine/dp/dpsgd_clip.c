@@ -112,18 +112,19 @@ static int book_per_sample(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c, const 
 
 #define ANY_BLOCK (-2) /* clip_stage's pblock: the books of every parameter */
 
-/* Whether book bk's parameter lies in fsdp block pblock (-1: outside the blocks; ANY_BLOCK: any).
- * An embedding's book (wte, wpe) is outside the blocks, and so are the pseudo-blocks' tensors (the
- * final norm, the head: DP_MODEL_HEAD, whose id is negative as ANY_BLOCK's); without fsdp every
- * parameter is outside. */
-static int in_block(const dpsgd *dp, const dpsgd_book *bk, int64_t pblock) {
-    if (pblock == ANY_BLOCK) return 1;
-    int64_t b = -1;
-    if (dp->fsdp_block && bk->param && bk->kind != DPSGD_BOOK_EMBEDDING) {
-        int k = dpsgd_param_index(dp, bk->param);
-        if (k >= 0 && dp->fsdp_block[k] >= 0) b = dp->fsdp_block[k];
-    }
-    return b == pblock;
+/* The fsdp block book bk's parameter lies in, -1 outside the blocks: an embedding's book (wte, wpe),
+ * and the pseudo-blocks' tensors (the final norm, the head: DP_MODEL_HEAD, whose id is negative as
+ * ANY_BLOCK's); without fsdp every parameter is outside. */
+static int64_t block_of_book(const dpsgd *dp, const dpsgd_book *bk) {
+    if (!dp->fsdp_block || !bk->param || bk->kind == DPSGD_BOOK_EMBEDDING) return -1;
+    int k = dpsgd_param_index(dp, bk->param);
+    return k >= 0 && dp->fsdp_block[k] >= 0 ? dp->fsdp_block[k] : -1;
+}
+
+/* Whether book bk's parameter lies in fsdp block pblock (-1: outside the blocks; ANY_BLOCK: any),
+ * as clip_fsdp found it (dpsgd_book.pblock). */
+static int in_block(const dpsgd_book *bk, int64_t pblock) {
+    return pblock == ANY_BLOCK || bk->pblock == pblock;
 }
 
 /* (c (.) G)^T A = G^T (c (.) A): where the linears that share an input (gpt's qkv, llama's q, k,
@@ -134,7 +135,7 @@ static int in_block(const dpsgd *dp, const dpsgd_book *bk, int64_t pblock) {
 static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c, int block, int64_t pblock) {
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
-        if (bk->kind != DPSGD_BOOK_LINEAR || !bk->input_src || bk->block != block || !in_block(dp, bk, pblock))
+        if (bk->kind != DPSGD_BOOK_LINEAR || !bk->input_src || bk->block != block || !in_block(bk, pblock))
             continue;
         int first = 1;
         int64_t cols = 0;
@@ -197,13 +198,13 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
 static int clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock) {
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
-        if (bk->kind == DPSGD_BOOK_LINEAR && bk->block == block && block >= 0 && in_block(dp, bk, pblock))
+        if (bk->kind == DPSGD_BOOK_LINEAR && bk->block == block && block >= 0 && in_block(bk, pblock))
             DP_TRY(dp_tensor_view(&bk->input, bk->input_src, 0, bk->input_src->ndim, bk->input_src->shape));
     }
     DP_TRY(scale_shared_inputs(dp, &dp->clip_dev, block, pblock));
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
-        if (bk->block != block || !in_block(dp, bk, pblock)) continue;
+        if (bk->block != block || !in_block(bk, pblock)) continue;
         switch (bk->kind) {
         case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, &dp->clip_dev, factors)); break;
         case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, &dp->clip_dev)); break;
@@ -245,6 +246,7 @@ static int clip_block(dpsgd *dp, const float *factors, int block, int paired) {
  * the ranks' collectives pair whatever their batches (another size, other lengths, padding). */
 static int clip_fsdp(dpsgd *dp, const float *factors) {
     int paired = dp->cfg.norms != DPSGD_NORMS_MATERIALIZE;
+    for (int k = 0; k < dp->n_books; k++) dp->books[k].pblock = block_of_book(dp, &dp->books[k]);
     for (int64_t l = dp_model_config_of(dp->model)->layers - 1; l >= 0; l--) {
         DP_TRY(clip_stage(dp, factors, -1, l));
         if (dp_model_checkpointed(dp->model, l)) DP_TRY(clip_block(dp, factors, (int)l, paired));

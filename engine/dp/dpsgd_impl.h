@@ -32,6 +32,8 @@ typedef struct dpsgd_book {
     int input_scaled;           /* LINEAR: the clip scaled A's rows by c, so G stays as it is */
     int block;                  /* LINEAR: the checkpointed block that recomputed A, which the clip recomputes
                                  * again (dp_model_recompute_block); -1 when A is retained */
+    int64_t pblock;             /* fsdp's clip: the block the parameter lies in, -1 outside the blocks (set
+                                 * once a clip, so its per-block stages do not search the parameters) */
 } dpsgd_book;
 
 /* Between a tied head's hook and its embedding's: what the cross term needs. */
