@@ -43,20 +43,15 @@ static int reads(const dpsgd *dp, int i, int64_t layer) {
     return -1;
 }
 
-static int64_t part_len(const dpsgd *dp, const dp_param *p) {
-    return dp_part_len(p->value.numel, dp->comm->world_size);
-}
-
 void dpsgd_fsdp_drop(dp_param *p, int compute) { dp_tensor_drop_storage(compute ? &p->compute : &p->value); }
 
 int dpsgd_fsdp_gather(dpsgd *dp, dp_param *p, int compute) {
-    int64_t s = part_len(dp, p), n = p->value.numel, N = dp->comm->world_size;
     dp_tensor *into = compute ? &p->compute : &p->value;
     dp_dtype dt = compute ? DP_BF16 : p->value.dtype;
     int ndim = p->value.ndim;
-    int64_t shape[DP_MAX_DIMS], pshape[1] = {s}, wshape[1] = {s * N}, head[1] = {n};
+    int64_t shape[DP_MAX_DIMS], pshape[1] = {p->part.numel};
     memcpy(shape, p->value.shape, sizeof shape);
-    dp_tensor cast = {0}, whole = {0}, dst, src;
+    dp_tensor cast = {0};
     const dp_tensor *part = &p->part;
     int rc = DP_OK;
     if (p->part.dtype != dt) { /* the f32 master part in the compute dtype: what goes on the wire */
@@ -65,21 +60,12 @@ int dpsgd_fsdp_gather(dpsgd *dp, dp_param *p, int compute) {
         part = &cast;
     }
     if (rc == DP_OK) rc = dp_tensor_init_module(into, dp->dev, dt, ndim, shape, DP_CAT_PARAMETERS, p->module);
-    if (rc == DP_OK && s * N == n) {
-        rc = dp_comm_all_gather(dp->comm, part, into);
-    } else if (rc == DP_OK) { /* padded: every rank's s elements, then the first n of them */
-        rc = dp_tensor_init_module(&whole, dp->dev, dt, 1, wshape, DP_CAT_TEMP, p->module);
-        if (rc == DP_OK) rc = dp_comm_all_gather(dp->comm, part, &whole);
-        if (rc == DP_OK) rc = dp_tensor_view(&dst, into, 0, 1, head);
-        if (rc == DP_OK) rc = dp_tensor_view(&src, &whole, 0, 1, head);
-        if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
-    }
-    dp_tensor_release(&whole);
+    if (rc == DP_OK) rc = dpsgd_gather_parts(dp, p, part, into);
     dp_tensor_release(&cast);
     if (rc != DP_OK) {
         if (into->alloc.live) dp_tensor_release(into);
         into->ndim = ndim;
-        into->numel = n;
+        into->numel = p->value.numel;
         into->dtype = dt;
         into->dev = dp->dev;
         memcpy(into->shape, shape, sizeof shape);

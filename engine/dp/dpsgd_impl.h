@@ -222,6 +222,9 @@ void dpsgd_shard_clear(dpsgd *dp);
 int dpsgd_shard_reduce(dpsgd *dp, dp_param *p);
 /* All-gathers every rank's updated slice into p's full value; releases p's gradient part. */
 int dpsgd_shard_gather(dpsgd *dp, dp_param *p);
+/* All-gathers every rank's part of p (part: this rank's, ceil(n / N) elements) into `into` (p's n
+ * elements, part's dtype): directly where N divides n, else through a padded copy under `temp`. */
+int dpsgd_gather_parts(dpsgd *dp, const dp_param *p, const dp_tensor *part, dp_tensor *into);
 
 /* ---- dpsgd_fsdp.c: fsdp's parts and the block weights provider ---- */
 /* Cuts every tensor, trainable or frozen, as zero2, keeps its part alone (dp_param.part: f32 masters,

@@ -3,8 +3,9 @@
  * After the step's clipped sums: the full gradient is reduce-scattered into this rank's part (a
  * tensor of s floats under `gradients`) and released, so the noise, the optimizer and its states
  * (optim.c, dp_param.sharded) see the part alone; after the optimizer, every rank's updated part
- * is all-gathered into the full parameter. Where N does not divide n, the collectives run on a
- * padded copy under `temp` (NCCL's and MPI's equal parts). */
+ * (in the parameter's dtype: bf16 without masters) is all-gathered into the full parameter
+ * (dpsgd_gather_parts, which fsdp's gathers share). Where N does not divide n, the collectives run
+ * on a padded copy under `temp` (NCCL's and MPI's equal parts). */
 #include "dpsgd_impl.h"
 
 #include "error.h"
@@ -13,13 +14,10 @@
 #include <stdlib.h>
 
 int dpsgd_shard_setup(dpsgd *dp) {
-    int N = dp->comm->world_size, r = dp->comm->rank;
     for (int k = 0; k < dp->n_params; k++) {
         dp_param *p = dp->params[k];
-        int64_t n = p->value.numel, s = (n + N - 1) / N, lo = s * r < n ? s * r : n;
         p->sharded = 1;
-        p->shard_lo = lo;
-        p->shard_n = (lo + s < n ? lo + s : n) - lo;
+        dp_part_range(p->value.numel, dp->comm->world_size, dp->comm->rank, &p->shard_lo, &p->shard_n);
     }
     return DP_OK;
 }
@@ -32,10 +30,7 @@ void dpsgd_shard_clear(dpsgd *dp) {
 }
 
 /* s = ceil(n / N), the part every rank's collective moves */
-static int64_t part_of(const dpsgd *dp, const dp_param *p) {
-    int64_t N = dp->comm->world_size;
-    return (p->value.numel + N - 1) / N;
-}
+static int64_t part_of(const dpsgd *dp, const dp_param *p) { return dp_part_len(p->value.numel, dp->comm->world_size); }
 
 /* full (n elements) into a padded tensor of N s under `temp`, zeros after n; or full itself */
 static int padded(dpsgd *dp, const dp_param *p, const dp_tensor *full, dp_tensor *pad, const dp_tensor **use) {
@@ -73,29 +68,27 @@ int dpsgd_shard_reduce(dpsgd *dp, dp_param *p) {
     return DP_OK;
 }
 
-int dpsgd_shard_gather(dpsgd *dp, dp_param *p) {
+int dpsgd_gather_parts(dpsgd *dp, const dp_param *p, const dp_tensor *part, dp_tensor *into) {
     int64_t s = part_of(dp, p), n = p->value.numel, N = dp->comm->world_size;
-    int64_t pshape[1] = {s}, wshape[1] = {s * N}, mine[1] = {p->shard_n}, head[1] = {n};
-    dp_tensor part, whole;
-    DP_TRY(dp_tensor_init_module(&part, dp->dev, DP_F32, 1, pshape, DP_CAT_TEMP, p->module));
-    int rc = dp_tensor_init_module(&whole, dp->dev, DP_F32, 1, wshape, DP_CAT_TEMP, p->module);
-    if (rc != DP_OK) {
-        dp_tensor_release(&part);
-        return rc;
-    }
-    dp_tensor dst, src;
-    rc = dp_tensor_fill(&part, 0.0);
-    if (rc == DP_OK && p->shard_n > 0) {
-        rc = dp_tensor_view(&dst, &part, 0, 1, mine);
-        if (rc == DP_OK) rc = dp_tensor_view(&src, &p->value, p->shard_lo, 1, mine);
-        if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
-    }
-    if (rc == DP_OK) rc = dp_comm_all_gather(dp->comm, &part, &whole);
-    if (rc == DP_OK) rc = dp_tensor_view(&dst, &p->value, 0, 1, head);
+    if (s * N == n) return dp_comm_all_gather(dp->comm, part, into);
+    int64_t wshape[1] = {s * N}, head[1] = {n};
+    dp_tensor whole, dst, src;
+    DP_TRY(dp_tensor_init_module(&whole, dp->dev, part->dtype, 1, wshape, DP_CAT_TEMP, p->module));
+    int rc = dp_comm_all_gather(dp->comm, part, &whole);
+    if (rc == DP_OK) rc = dp_tensor_view(&dst, into, 0, 1, head);
     if (rc == DP_OK) rc = dp_tensor_view(&src, &whole, 0, 1, head);
     if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
-    dp_tensor_release(&part);
     dp_tensor_release(&whole);
+    return rc;
+}
+
+int dpsgd_shard_gather(dpsgd *dp, dp_param *p) {
+    int64_t pshape[1] = {part_of(dp, p)};
+    dp_tensor part;
+    DP_TRY(dp_tensor_init_module(&part, dp->dev, p->value.dtype, 1, pshape, DP_CAT_TEMP, p->module));
+    int rc = dp_part_fill(&part, &p->value, dp->comm->world_size, dp->comm->rank);
+    if (rc == DP_OK) rc = dpsgd_gather_parts(dp, p, &part, &p->value);
+    dp_tensor_release(&part);
     if (rc == DP_OK) dp_tensor_release(&p->grad); /* the part was spent by the optimizer */
     return rc;
 }

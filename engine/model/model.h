@@ -175,6 +175,11 @@ typedef struct dp_param {
 
 /* The length of the part of a tensor of n elements in a world of N ranks: ceil(n / N). */
 int64_t dp_part_len(int64_t n, int64_t world);
+/* Rank's own elements of a tensor of n: [*lo, *lo + *own), *own < the part's length at the end. */
+void dp_part_range(int64_t n, int64_t world, int64_t rank, int64_t *lo, int64_t *own);
+/* Fills `part` (the part's length, whole's dtype) with rank's elements of `whole`, zeros after them
+ * (zero2's slice of an updated parameter, as fsdp's part). */
+int dp_part_fill(dp_tensor *part, const dp_tensor *whole, int64_t world, int64_t rank);
 /* Fills p's part (allocating it when it has none) with rank's elements of `whole` (p's shape and
  * dtype, e.g. a temporary a checkpoint was read into), zeros after them. */
 int dp_param_part_from(dp_param *p, const dp_tensor *whole, int64_t world, int64_t rank);

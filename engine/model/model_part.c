@@ -17,22 +17,34 @@ void dp_tensor_drop_storage(dp_tensor *t) {
     t->numel = numel;
 }
 
+void dp_part_range(int64_t n, int64_t world, int64_t rank, int64_t *lo, int64_t *own) {
+    int64_t s = dp_part_len(n, world);
+    *lo = s * rank < n ? s * rank : n;
+    *own = (*lo + s < n ? *lo + s : n) - *lo;
+}
+
+int dp_part_fill(dp_tensor *part, const dp_tensor *whole, int64_t world, int64_t rank) {
+    int64_t lo, own;
+    dp_part_range(whole->numel, world, rank, &lo, &own);
+    int64_t mine[1] = {own};
+    dp_tensor dst, src;
+    int rc = dp_tensor_fill(part, 0.0);
+    if (rc == DP_OK && own > 0) {
+        rc = dp_tensor_view(&dst, part, 0, 1, mine);
+        if (rc == DP_OK) rc = dp_tensor_view(&src, whole, lo, 1, mine);
+        if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
+    }
+    return rc;
+}
+
 int dp_param_part_from(dp_param *p, const dp_tensor *whole, int64_t world, int64_t rank) {
-    int64_t n = whole->numel, s = dp_part_len(n, world), lo = s * rank < n ? s * rank : n;
-    int64_t own = (lo + s < n ? lo + s : n) - lo, shape[1] = {s}, mine[1] = {own};
+    int64_t n = whole->numel, shape[1] = {dp_part_len(n, world)};
     if (rank < 0 || (world > 1 && rank >= world) || whole->dtype != p->value.dtype || n != p->value.numel)
         return dp_error_set(DP_EINTERNAL, "model: '%s': part %lld of %lld from a tensor of another dtype or size",
                             p->name, (long long)rank, (long long)world);
     if (!p->part.alloc.live)
         DP_TRY(dp_tensor_init_module(&p->part, whole->dev, whole->dtype, 1, shape, DP_CAT_PARAMETERS, p->module));
-    int rc = dp_tensor_fill(&p->part, 0.0);
-    dp_tensor dst, src;
-    if (rc == DP_OK && own > 0) {
-        rc = dp_tensor_view(&dst, &p->part, 0, 1, mine);
-        if (rc == DP_OK) rc = dp_tensor_view(&src, whole, lo, 1, mine);
-        if (rc == DP_OK) rc = dp_tensor_copy(&dst, &src);
-    }
-    return rc;
+    return dp_part_fill(&p->part, whole, world, rank);
 }
 
 int dp_param_cut(dp_param *p, int64_t world, int64_t rank) {
