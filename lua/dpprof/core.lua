@@ -21,6 +21,12 @@ function dp.mb(n) return n / MiB end
 -- Whether x is a number that is neither NaN nor an infinity.
 function dp.is_finite(x) return type(x) == "number" and x == x and x ~= math.huge and x ~= -math.huge end
 
+-- Whether the list holds v.
+function dp.contains(list, v)
+  for _, x in ipairs(list) do if x == v then return true end end
+  return false
+end
+
 -- The median of a list of numbers (the mean of the middle two for an even count); nil when empty.
 -- The list is not changed.
 function dp.median(list)

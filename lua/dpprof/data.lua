@@ -66,10 +66,7 @@ local function refuse(fmt, ...)
   dp.refuse("dpprof.data: " .. string.format(fmt, ...))
 end
 
-local function contains(list, v)
-  for _, x in ipairs(list) do if x == v then return true end end
-  return false
-end
+local contains = dp.contains
 
 local function check_keys(t, valid, where)
   for k in pairs(t) do

@@ -64,10 +64,7 @@ end
 
 local copy = dp.deep_copy
 
-local function contains(list, v)
-  for _, x in ipairs(list) do if x == v then return true end end
-  return false
-end
+local contains = dp.contains
 
 local function positive_int(v, key)
   if v ~= nil and (math.type(v) ~= "integer" or v < 1) then fail("%s must be an integer >= 1, got %s", key, tostring(v)) end

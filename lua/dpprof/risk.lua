@@ -78,10 +78,7 @@ local function refuse(fmt, ...)
   dp.refuse("dpprof.risk: " .. string.format(fmt, ...))
 end
 
-local function contains(list, v)
-  for _, x in ipairs(list) do if x == v then return true end end
-  return false
-end
+local contains = dp.contains
 
 local function int_at_least(v, key, lo)
   if math.type(v) ~= "integer" and not (type(v) == "number" and v == math.floor(v) and math.abs(v) < 2 ^ 53) then
