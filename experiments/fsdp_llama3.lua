@@ -41,12 +41,7 @@ local batch = int_arg("batch", N)
 local T = int_arg("seq_len", 4096)
 local rank_r = int_arg("lora_rank", 16)
 local strategy = args.strategy or "fsdp"
-local checkpoints = {}
-for _, s in ipairs(presets.list(args.checkpoint) or { "off", "blocks" }) do
-  local setting = math.tointeger(tonumber(s)) or s -- the words dpprof fit takes: off, blocks, N
-  if s == dp.model.checkpoint_name(false) or s == "false" then setting = false end
-  checkpoints[#checkpoints + 1] = setting
-end
+local checkpoints = require("dpprof.fit").checkpoint_words(args.checkpoint or "off,blocks") -- dpprof fit's words
 local device_model = args.device_model or "h100"
 local out = args.out or ("results/fsdp_llama3_" .. os.date("%Y%m%d_%H%M%S"))
 local ok, err = dp.mkdir_p(out)

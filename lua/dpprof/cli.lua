@@ -496,17 +496,7 @@ local function fit_options(args)
     methods = list
   end
   local checkpoint = { false, "blocks" } -- on and off, unless said
-  if kv.checkpoint ~= nil then
-    checkpoint = {}
-    -- each word the setting it writes: off (false's name in the table, dpprof.model.checkpoint_name)
-    -- or false, blocks, N; any other word goes on to dp.fit, which refuses it by the engine's grammar
-    local off = dp.model.checkpoint_name(false)
-    for v in tostring(kv.checkpoint):gmatch("[^,]+") do
-      local setting = math.tointeger(tonumber(v)) or v
-      if v == off or v == "false" then setting = false end
-      checkpoint[#checkpoint + 1] = setting
-    end
-  end
+  if kv.checkpoint ~= nil then checkpoint = require("dpprof.fit").checkpoint_words(kv.checkpoint) end
   return { base = base, methods = methods, vary = kv.vary, budget_gb = kv.budget_gb, device_model = dm,
            lo = kv.lo, hi = kv.hi, granularity = kv.granularity, checkpoint = checkpoint }, kv.out
 end

@@ -74,6 +74,19 @@ end
 -- engine's display of the setting, dpprof.model.checkpoint_name).
 fit.checkpoint_name = dp.model.checkpoint_name
 
+-- The checkpointing settings a comma-separated list of words names, as `dpprof fit checkpoint=`
+-- takes them: off (checkpoint_name(false)) or false, blocks, N; any other word is kept, for dp.fit
+-- to refuse by the engine's grammar.
+function fit.checkpoint_words(text)
+  local out, off = {}, dp.model.checkpoint_name(false)
+  for v in tostring(text):gmatch("[^,]+") do
+    local setting = math.tointeger(tonumber(v)) or v
+    if v == off or v == "false" then setting = false end
+    out[#out + 1] = setting
+  end
+  return out
+end
+
 -- The configuration of one plan run at value (checkpoint: the setting, nil to keep base's).
 local function point_config(base, method, vary, value, model_spec, checkpoint)
   local c = copy(base)
