@@ -229,10 +229,9 @@ end
 function plan.estimate(ledger, model, dtype, world_size)
   local devmodel = require("dpprof.devmodel")
   local calibrated = devmodel.calibrated(model, dtype)
-  local ops, total = {}, 0
+  local ops, total, link = {}, 0, plan.link_bytes_per_s(model, world_size)
   for _, e in ipairs(ledger) do
     local ms, bound = plan.op_ms(e, model, dtype)
-    local link = plan.link_bytes_per_s(model, world_size)
     if link and e.op:find("^comm_") then -- its wire bytes over the link, as the modelled clock charged it
       ms, bound = e.bytes / link * 1000, "link"
     elseif calibrated then
