@@ -274,6 +274,12 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(ENVIRONMENT_THREADS, "environment.threads", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* >= 1; absent: older */       \
     X(ENVIRONMENT_DRIVER_VERSION, "environment.driver_version", STRING, PARENT, DPR_NULLABLE, NULL)                    \
     X(ENVIRONMENT_CUDA_VERSION, "environment.cuda_version", STRING, PARENT, DPR_NULLABLE, NULL)                        \
+    X(ENVIRONMENT_BLAS, "environment.blas", OBJECT, OPTIONAL, 0, NULL) /* the CPU backend's; absent: older */         \
+    X(ENVIRONMENT_BLAS_LIBRARY, "environment.blas.library", STRING, PARENT, 0, NULL)                                   \
+    X(ENVIRONMENT_BLAS_VERSION, "environment.blas.version", STRING, PARENT, 0, NULL)                                   \
+    X(ENVIRONMENT_BLAS_CORE, "environment.blas.core", STRING, PARENT, 0, NULL)                                         \
+    X(ENVIRONMENT_BLAS_CHOSEN_BY, "environment.blas.chosen_by", STRING, PARENT, 0, NULL)                               \
+    X(ENVIRONMENT_BLAS_GENERIC, "environment.blas.generic", BOOLEAN, PARENT, 0, NULL)                                  \
     X(ENVIRONMENT_DEVICE_MODEL, "environment.device_model", OBJECT, OPTIONAL, DPR_OPEN, NULL) /* plan runs */          \
     X(PRIVACY, "privacy", OBJECT, OK, DPR_NULLABLE, NULL) /* null for vanilla only */                                  \
     X(PRIVACY_NOISE_MULTIPLIER, "privacy.noise_multiplier", NUMBER, PARENT, DPR_NONNEG, NULL)                          \

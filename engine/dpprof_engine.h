@@ -69,6 +69,23 @@ int dp_engine_init(void);
  * single-threaded inside it): OMP_NUM_THREADS, else the CPU count, until dp_engine_set_threads. */
 int dp_engine_threads(void);
 
+/* The BLAS of the CPU backend: library, version, the kernel that runs, who chose it. */
+typedef struct dp_engine_blas {
+    char library[16];   /* "OpenBLAS" */
+    char version[32];   /* "0.3.21" */
+    char core[32];      /* the running kernel, openblas_get_corename(): "SkylakeX", "Zen", "Prescott" */
+    char chosen_by[24]; /* "openblas" (its detection), "dpprof" (from the CPU's flags), "OPENBLAS_CORETYPE" */
+    int generic;        /* 1: a generic fallback kernel runs (several times slower GEMMs) */
+} dp_engine_blas;
+
+/* Fills out with the CPU backend's BLAS as it runs in this process. */
+void dp_engine_blas_info(dp_engine_blas *out);
+
+/* The OPENBLAS_CORETYPE a binary should re-execute itself with before any work (execv of
+ * /proc/self/exe, DPPROF_BLAS_CORETYPE set to the same value as the guard), or NULL: only when the
+ * library fell back to a generic kernel and the CPU's flags name a better one (cpu_blas.h). */
+const char *dp_engine_blas_reexec_core(void);
+
 /* Sets the CPU backend's thread count (n >= 1) for this process and the children it forks after.
  * DP_OK, or DP_EINVAL naming n and the valid range. */
 int dp_engine_set_threads(int n);

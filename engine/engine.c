@@ -4,8 +4,11 @@
 
 #include "backend_cpu.h"
 #include "backend_plan.h"
+#include "cpu_blas.h"
 #include "cpu_threads.h"
 #include "error.h"
+
+#include <stdio.h>
 #ifdef DPPROF_HAVE_CUDA
 #include "backend_cuda.h"
 #endif
@@ -20,5 +23,15 @@ int dp_engine_init(void) {
 }
 
 int dp_engine_threads(void) { return dp_cpu_threads(); }
+
+const char *dp_engine_blas_reexec_core(void) { return dp_cpu_blas_reexec_core(); }
+
+void dp_engine_blas_info(dp_engine_blas *out) {
+    snprintf(out->library, sizeof out->library, "OpenBLAS");
+    dp_cpu_blas_version(out->version, sizeof out->version);
+    snprintf(out->core, sizeof out->core, "%s", dp_cpu_blas_core());
+    snprintf(out->chosen_by, sizeof out->chosen_by, "%s", dp_cpu_blas_chosen_by());
+    out->generic = dp_cpu_blas_core_is_generic(out->core);
+}
 
 int dp_engine_set_threads(int n) { return dp_cpu_set_threads(n); }

@@ -119,6 +119,15 @@ static int l_environment(lua_State *L) {
     set_str(L, "lua_version", LUA_RELEASE);
     if (nvidia_driver_version(buf, sizeof buf)) set_str(L, "nvidia_driver_version", buf);
     lua_pushinteger(L, dp_engine_threads()), lua_setfield(L, -2, "threads");
+    dp_engine_blas blas;
+    dp_engine_blas_info(&blas);
+    lua_createtable(L, 0, 5);
+    set_str(L, "library", blas.library);
+    set_str(L, "version", blas.version);
+    set_str(L, "core", blas.core);
+    set_str(L, "chosen_by", blas.chosen_by);
+    lua_pushboolean(L, blas.generic), lua_setfield(L, -2, "generic");
+    lua_setfield(L, -2, "blas");
     lua_newtable(L);
     for (int k = 0; k < DP_DEV_KIND_COUNT; k++) {
         dp_device *dev;

@@ -4,6 +4,7 @@
 #include "dpprof.h"
 #include "dpplot.h"
 #include "dist.h"
+#include "dpprof_engine.h"
 
 #include <lauxlib.h>
 #include <lualib.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const run_usage =
     "usage: dpprof run SCRIPT.lua [key=value ...]\n"
@@ -415,7 +417,20 @@ static int cmd_lua(lua_State *L, const char *cmd, int argc, char **argv) {
     return (int)luaL_optinteger(L, -1, 0);
 }
 
+/* When OpenBLAS fell back to a generic kernel on a CPU it does not know, runs this binary again with
+ * the kernel the CPU's flags call for (OPENBLAS_CORETYPE is read only as the library loads). */
+static void blas_reexec(char **argv) {
+    const char *core = dp_engine_blas_reexec_core();
+    if (!core) return;
+    if (setenv("OPENBLAS_CORETYPE", core, 1) == 0 && setenv("DPPROF_BLAS_CORETYPE", core, 1) == 0)
+        execv("/proc/self/exe", argv);
+    /* not re-executed: the generic kernel runs, and the CPU backend says so */
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv("DPPROF_BLAS_CORETYPE");
+}
+
 int main(int argc, char **argv) {
+    blas_reexec(argv);
     if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;

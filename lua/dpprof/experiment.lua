@@ -632,7 +632,8 @@ local function environment(kind, info, device_model, threads)
   local env = dp.environment()
   local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores, threads = threads,
               git_commit = env.git_commit, dpprof_version = env.dpprof_version,
-              hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null }
+              hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null,
+              blas = env.blas }
   if kind == "cuda" then
     e.driver_version = env.nvidia_driver_version or info.cuda_driver_version or json.null
     e.cuda_version = info.cuda_version or json.null

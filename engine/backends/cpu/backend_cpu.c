@@ -8,6 +8,7 @@
 #include "cpu_peak.h"
 #include "cpu_philox.h"
 #include "cpu_sums.h"
+#include "cpu_blas.h"
 #include "cpu_threads.h"
 #include "cpu_util.h"
 #include "device.h"
@@ -46,6 +47,7 @@ static void read_cpu_model(char *out, size_t n) {
 
 static int cpu_init(dp_device *dev) {
     dp_cpu_threads_init();
+    dp_cpu_blas_warn_generic(); /* once: a generic kernel makes every CPU time several times too slow */
     read_cpu_model(dev->info.cpu, sizeof dev->info.cpu);
     snprintf(dev->info.name, sizeof dev->info.name, "%.200s", dev->info.cpu);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
