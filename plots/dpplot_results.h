@@ -87,6 +87,7 @@ typedef struct {
     double phase_ms[DPPLOT_N_PHASES]; /* timing.phases_ms, NaN when absent */
 
     int has_components;                          /* component_bytes is known (from memory.categories or breakdown) */
+    int components_exact;                        /* component_bytes is from memory.categories (not the breakdown) */
     double component_bytes[DPPLOT_N_COMPONENTS]; /* live at the peak; OTHER absorbs the rest */
     double legacy_mb[DPPLOT_N_LEGACY];           /* the legacy breakdown object, MiB */
     int has_modules;

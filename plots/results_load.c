@@ -248,7 +248,7 @@ static void read_memory(reader *rd, const cJSON *root, dpplot_result *r) {
                 PROBLEM(rd, "%s: field '%s' missing", rd->file, path_of(id, cat->string, path, sizeof path));
             }
         }
-        r->has_components = any;
+        r->has_components = r->components_exact = any;
     } else if (cats) {
         PROBLEM(rd, "%s: field '%s' is %s, expected an object", rd->file, dpr_field_of(DPR_MEMORY_CATEGORIES)->path,
                 type_name(cats));

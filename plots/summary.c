@@ -350,15 +350,29 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
         rule(f, '-', 80);
         /* The components, largest first as users know them (ties keep the legacy key order);
          * the totals after them. */
-        int order[DPPLOT_N_LEGACY], n = 0;
-        for (int k = 0; k < DPPLOT_LEGACY_TOTAL_ALLOCATED; k++)
-            if (isfinite(r->legacy_mb[k])) order[n++] = k;
-        for (int a = 1; a < n; a++)
-            for (int b = a; b > 0 && r->legacy_mb[order[b]] > r->legacy_mb[order[b - 1]]; b--) {
-                int t = order[b];
-                order[b] = order[b - 1], order[b - 1] = t;
+        /* The legacy Norm Samples field holds the per-sample gradients too; with the exact categories
+         * they get their own line, as in the charts. */
+        const char *title[DPPLOT_N_LEGACY + 1];
+        double mb[DPPLOT_N_LEGACY + 1];
+        int n = 0;
+        double psg_mb = r->components_exact ? r->component_bytes[DPPLOT_COMP_PER_SAMPLE_GRADS] / MIB : 0.0;
+        for (int k = 0; k < DPPLOT_LEGACY_TOTAL_ALLOCATED; k++) {
+            if (!isfinite(r->legacy_mb[k])) continue;
+            title[n] = legacy_titles[k], mb[n] = r->legacy_mb[k];
+            if (k == DPPLOT_LEGACY_NORM_SAMPLES && psg_mb > 0.0) {
+                mb[n] = r->component_bytes[DPPLOT_COMP_NORM_SAMPLES] / MIB;
+                n++;
+                title[n] = "Per-Sample Grads", mb[n] = psg_mb;
             }
-        for (int k = 0; k < n; k++) fprintf(f, "  %-40s %15.2f MB\n", legacy_titles[order[k]], r->legacy_mb[order[k]]);
+            n++;
+        }
+        for (int a = 1; a < n; a++)
+            for (int b = a; b > 0 && mb[b] > mb[b - 1]; b--) {
+                const char *t = title[b];
+                double v = mb[b];
+                title[b] = title[b - 1], mb[b] = mb[b - 1], title[b - 1] = t, mb[b - 1] = v;
+            }
+        for (int k = 0; k < n; k++) fprintf(f, "  %-40s %15.2f MB\n", title[k], mb[k]);
         fprintf(f, "  %-40s %15s\n", "", "----------");
         static const char *const totals[2] = {"Peak Allocated", "Total Allocated (at the end)"};
         static const int total_keys[2] = {DPPLOT_LEGACY_PEAK_ALLOCATED, DPPLOT_LEGACY_TOTAL_ALLOCATED};
