@@ -1,6 +1,7 @@
 -- llama3_lora.lua: Llama-3 + LoRA under DP-SGD, peak memory and step time per method over seq_len x batch x max_physical_batch_size x LoRA rank; default Llama-3.1-8B's shapes (tests/fixtures/llama3_8b/config.json), bf16 with the frozen base in bf16 only, on the plan device (no GPU, no weights).
 -- Change it: dpprof run experiments/llama3_lora.lua [device=plan|cuda] [path=DIR] [seq_lens=1024,4096] [batches=1,4]
 --   [physicals=1,4] [ranks=16] [targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj] [methods=a,b | all=1]
+--   (targets: default q_proj,k_proj,v_proj, dpprof's one LoRA default, as in dpprof fit and dpprof risk)
 --   [dtype=bf16] [weights=random|file] [layers=N] [device_model=h100|h200|h100-calibrated] [iters=] [warmup=] [timeout=] [seed=] [out=DIR]
 --   [profile=ops] [threads=N] (cpu runs); the default path is found from this script's location or dpprof's own
 --   (a copy of this script run from anywhere still finds tests/fixtures/llama3_8b).
@@ -21,8 +22,9 @@ end
 local methods = args.methods and presets.list(args.methods)
                 or ((args.all == 1 or args.all == true) and presets.ALL_METHODS)
                 or { "vanilla", "ghost", "bk", "flash_clip" }
+-- LoRA's targets: dpprof's one default (q_proj, k_proj, v_proj: dpprof.model's lora.targets, as in
+-- dpprof fit and dpprof risk) unless targets= names others
 local targets = presets.list(args.targets)
-                or { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" }
 local model = { path = args.path or presets.repo_path("tests/fixtures/llama3_8b"), dtype = args.dtype or "bf16",
                 seq_len = 1024, batch = 1, layers = args.layers,
                 lora = { rank = 16, targets = targets } }

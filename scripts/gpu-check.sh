@@ -97,10 +97,11 @@ for s in $steps; do
           methods=flash_clip settings=blocks seq_len=32768 iters=2 warmup=1 out="$out/checkpoint_32k"
       grep -E "^large " "$out/logs/checkpoint_32k.log" ;;
     lora)
+      all7=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
       run llama3_lora "$x/bin/dpprof" run "$repo/experiments/llama3_lora.lua" device=cuda seq_lens=1024,4096 batches=4 \
-          physicals=4 iters=2 warmup=1 out="$out/llama3_lora"
+          physicals=4 iters=2 warmup=1 targets="$all7" out="$out/llama3_lora"
       grep -E "^ *(vanilla|ghost|bk|flash_clip) " "$out/logs/llama3_lora.log"
-      "$x/bin/dpprof" run "$repo/experiments/llama3_lora.lua" device=plan seq_lens=1024,4096 batches=4 physicals=4 \
+      "$x/bin/dpprof" run "$repo/experiments/llama3_lora.lua" device=plan seq_lens=1024,4096 batches=4 physicals=4 targets="$all7" \
           out="$out/llama3_lora_plan" > "$out/logs/llama3_lora_plan.log" 2>&1
       "$x/bin/dpprof" run "$repo/scripts/plan-vs-device.lua" device="$out/llama3_lora" plan="$out/llama3_lora_plan" ;;
     profile)

@@ -534,9 +534,20 @@ function cli.fit(args)
                       string.format(" (kv %d)", model.kv_heads) or "", tostring(model.seq_len or f.vary),
                       model.batch or 1, model.dtype or "f32",
                       model.lora and string.format(", LoRA rank %d on %s", model.lora.rank,
-                                                   table.concat(model.lora.targets or { "qkv" }, ",")) or "",
+                                                   model.lora.targets and table.concat(model.lora.targets, ",")
+                                                   or "qkv (the default)") or "",
                       opts.base.dp.max_physical_batch_size and
                       string.format(", physical batch %d", opts.base.dp.max_physical_batch_size) or ""))
+  local dist = opts.base.distributed
+  if dist then -- what the plan runs are: one rank of the world, not the world
+    local n = dist.world_size or 1
+    local b = model.batch or 1
+    local held = f.vary == "batch" and string.format("each rank holds batch / %d samples (batch is the global batch)", n)
+                 or string.format("%s a rank (batch %d is the global batch)", b // n == 1 and "1 sample"
+                                  or string.format("%d samples", b // n), b)
+    print(string.format("  world: one rank (rank 0) of %d under %s, %s; the peak is that rank's", n,
+                        dist.strategy or "ddp", held))
+  end
   print("  device: " .. dp.plan.describe(m))
   print(string.format("  budget: %s for the pool (%s - %s context); fits when peak x %.3g <= budget",
                       dp.format_bytes(f.budget_bytes), dp.format_bytes(m.memory_bytes), dp.format_bytes(m.context_bytes),
@@ -551,7 +562,7 @@ function cli.fit(args)
       require("dpprof.fit").checkpoint_name(e.checkpoint), e.largest and tostring(e.largest) or "none",
       e.peak_bytes and dp.format_bytes(e.peak_bytes) or "-",
       e.predicted_reserved_bytes and dp.format_bytes(e.predicted_reserved_bytes) or "-",
-      e.step_ms and string.format("%.1f ms", e.step_ms) or "-",
+      dp.format_ms(e.step_ms),
       e.dominant and string.format("%s (%s)", e.dominant.category, dp.format_bytes(e.dominant.bytes)) or "-",
       e.first_unfit and tostring(e.first_unfit) or ("> " .. f.hi),
       e.first_unfit_peak_bytes and dp.format_bytes(e.first_unfit_peak_bytes) or "-",
@@ -815,9 +826,9 @@ function cli.risk(args)
                    "length cap", "cut", "its P(run)", "plan runs" } }
   for _, e in ipairs(r.methods) do
     rows[#rows + 1] = {
-      e.method .. (e.monotone and "" or " !"), fmt_p(e.per_step), fmt_p(e.probability), string.format("%.1f ms", e.step_ms),
+      e.method .. (e.monotone and "" or " !"), fmt_p(e.per_step), fmt_p(e.probability), dp.format_ms(e.step_ms),
       e.safe and (tostring(e.safe.max_physical_batch_size) .. (e.safe.whole_logical_batch and " (whole)" or "")) or "none",
-      e.safe and fmt_p(e.safe.probability) or "-", e.safe and string.format("%.1f ms", e.safe.step_ms) or "-",
+      e.safe and fmt_p(e.safe.probability) or "-", e.safe and dp.format_ms(e.safe.step_ms) or "-",
       e.length_cap and tostring(e.length_cap.length) or "none", e.length_cap and tostring(e.length_cap.cut) or "-",
       e.length_cap and fmt_p(e.length_cap.probability) or "-", tostring(e.runs),
     }

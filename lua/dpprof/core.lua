@@ -15,6 +15,17 @@ function dp.format_bytes(n)
   return string.format("%.2f %s", v, units[i])
 end
 
+-- A duration in milliseconds as people read it: "812.3 ms", "2.83 s", "47.1 min", "7.85 h"
+-- (a modelled step of a large model, or a run of many steps, is not read in ms); "-" for nil.
+function dp.format_ms(ms)
+  if type(ms) ~= "number" or ms ~= ms then return "-" end
+  local a = math.abs(ms)
+  if a < 1000 then return string.format("%.1f ms", ms) end
+  if a < 60e3 then return string.format("%.2f s", ms / 1e3) end
+  if a < 3600e3 then return string.format("%.1f min", ms / 60e3) end
+  return string.format("%.2f h", ms / 3600e3)
+end
+
 -- Bytes to MiB (the unit of the `*_mb` result fields).
 function dp.mb(n) return n / MiB end
 

@@ -195,6 +195,26 @@ check.raises(function() dp.fit{ base = { model = { arch = "gpt", vocab = 64, hid
 -- The CLI form: an answer (exit 0) and bad arguments (exit 2).
 local exe = dp.executable
 local sh = check.sh
+
+-- Durations as people read them (a modelled step of a large model is minutes, not 2824604.5 ms).
+check.eq(dp.format_ms(812.34), "812.3 ms", "ms below a second")
+check.eq(dp.format_ms(2830), "2.83 s", "seconds")
+check.eq(dp.format_ms(2824604.5), "47.1 min", "minutes")
+check.eq(dp.format_ms(7.85 * 3600e3), "7.85 h", "hours")
+check.eq(dp.format_ms(nil), "-", "no time")
+
+-- The header says what was planned: one rank of the world, its share of the batch; LoRA's default
+-- targets named as the default.
+do
+  local c, o = sh(string.format("%q fit preset=small method=ghost world_size=8 strategy=fsdp batch=8 budget_gb=1", exe))
+  check.eq(c, 0, "fit under fsdp: " .. o)
+  check.truthy(o:find("world: one rank (rank 0) of 8 under fsdp, 1 sample a rank (batch 8 is the global batch)", 1,
+                      true), "the fsdp header: " .. o)
+  c, o = sh(string.format("%q fit preset=small method=ghost lora_rank=4 budget_gb=1", exe))
+  check.eq(c, 0, "fit with LoRA: " .. o)
+  check.truthy(o:find("LoRA rank 4 on qkv (the default)", 1, true), "the default targets stated: " .. o)
+  check.truthy(not o:find("world:", 1, true), "no world line for one process")
+end
 local code, out = sh(string.format("%q fit preset=small method=ghost,vanilla vary=layers budget_gb=1 hi=64", exe))
 check.eq(code, 0, "dpprof fit exits 0: " .. out)
 check.truthy(out:find("largest layers", 1, true), "a table header")
