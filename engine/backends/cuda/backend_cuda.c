@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 #define CUDA_TRY(call)                                                                                                 \
@@ -41,11 +42,22 @@ static int cuda_probe(char *why, size_t n) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess) {
-        snprintf(why, n, "%s", cudaGetErrorString(e));
+        /* Without a GPU the runtime says "CUDA driver version is insufficient for CUDA runtime
+         * version" (no driver at all) or "no CUDA-capable device is detected": say what it means. */
+        int driver = access("/proc/driver/nvidia/version", R_OK) == 0;
+        if (e == cudaErrorNoDevice)
+            snprintf(why, n, "no CUDA device on this machine (the NVIDIA driver sees none)");
+        else if (e == cudaErrorInsufficientDriver && !driver)
+            snprintf(why, n, "no CUDA device on this machine (no NVIDIA driver is loaded: /proc/driver/nvidia absent)");
+        else if (e == cudaErrorInsufficientDriver)
+            snprintf(why, n, "the NVIDIA driver is older than this build's CUDA runtime %d.%d (%s)", CUDART_VERSION / 1000,
+                     CUDART_VERSION % 1000 / 10, cudaGetErrorString(e));
+        else
+            snprintf(why, n, "%s", cudaGetErrorString(e));
         cudaGetLastError();
         return 0;
     }
-    if (count == 0) snprintf(why, n, "no CUDA device found");
+    if (count == 0) snprintf(why, n, "no CUDA device on this machine (the NVIDIA driver sees none)");
     return count;
 }
 
