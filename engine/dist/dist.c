@@ -82,8 +82,50 @@ static int check_f32(const dp_tensor *t, const char *op) {
 
 static double tensor_bytes(const dp_tensor *t) { return (double)t->numel * (double)dp_dtype_size(t->dtype); }
 
+int dp_comm_checking_sizes(void) {
+#ifndef NDEBUG
+    return 1;
+#else
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("DPPROF_CHECK_COLLECTIVES");
+        on = e && *e && strcmp(e, "0") != 0;
+    }
+    return on;
+#endif
+}
+
+/* Before a collective, when dp_comm_checking_sizes: every rank's element count and dtype of t
+ * (what each derived on its own) gathered and compared, so that ranks that disagree fail on every
+ * rank, naming both, instead of overrunning a buffer or waiting for bytes that never come. */
+static int same_size(dp_comm *c, const char *op, const dp_tensor *t) {
+    if (c->world_size <= 1 || !c->ops->all_gather_host || !dp_comm_checking_sizes()) return DP_OK;
+    long long mine[2] = {(long long)t->numel, (long long)t->dtype};
+    size_t *n = calloc((size_t)c->world_size, sizeof *n);
+    if (!n) return dp_error_set(DP_EOOM, "%s: out of host memory", op);
+    n[c->rank] = sizeof mine;
+    char *all = NULL;
+    int rc = c->ops->all_gather_host(c, mine, n, &all);
+    size_t at = 0;
+    for (int r = 0; r < c->world_size && rc == DP_OK; r++) {
+        long long theirs[2] = {-1, -1};
+        if (n[r] == sizeof theirs) memcpy(theirs, all + at, sizeof theirs);
+        at += n[r];
+        if (theirs[0] != mine[0] || theirs[1] != mine[1])
+            rc = dp_error_set(DP_EINVAL,
+                              "distributed: ranks disagree on the size of a %s: rank %d moves %lld %s elements, "
+                              "rank %d %lld %s",
+                              op, c->rank, mine[0], dp_dtype_name(t->dtype), r, theirs[0],
+                              theirs[1] >= 0 && theirs[1] < DP_DTYPE_COUNT ? dp_dtype_name((dp_dtype)theirs[1]) : "?");
+    }
+    free(all);
+    free(n);
+    return rc;
+}
+
 int dp_comm_all_reduce(dp_comm *c, dp_tensor *t) {
     DP_TRY(check_f32(t, "all_reduce"));
+    DP_TRY(same_size(c, "all_reduce", t));
     return COMM_CALL(c, t->dev, "comm_all_reduce", tensor_bytes(t), c->ops->all_reduce(c, t));
 }
 
@@ -101,11 +143,13 @@ static int check_parts(dp_comm *c, const dp_tensor *whole, const dp_tensor *part
 
 int dp_comm_reduce_scatter(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
     DP_TRY(check_parts(c, in, out, "reduce_scatter", 0));
+    DP_TRY(same_size(c, "reduce_scatter", in));
     return COMM_CALL(c, in->dev, "comm_reduce_scatter", tensor_bytes(in), c->ops->reduce_scatter(c, in, out));
 }
 
 int dp_comm_all_gather(dp_comm *c, const dp_tensor *in, dp_tensor *out) {
     DP_TRY(check_parts(c, out, in, "all_gather", 1));
+    DP_TRY(same_size(c, "all_gather", in));
     return COMM_CALL(c, in->dev, "comm_all_gather", tensor_bytes(out), c->ops->all_gather(c, in, out));
 }
 
@@ -113,6 +157,7 @@ int dp_comm_broadcast(dp_comm *c, dp_tensor *t, int root) {
     if (root < 0 || root >= c->world_size)
         return dp_error_set(DP_EINVAL, "broadcast: root %d is not a rank of a world of %d", root, c->world_size);
     DP_TRY(check_f32(t, "broadcast"));
+    DP_TRY(same_size(c, "broadcast", t));
     return COMM_CALL(c, t->dev, "comm_broadcast", tensor_bytes(t), c->ops->broadcast(c, t, root));
 }
 

@@ -93,6 +93,10 @@ double dp_dist_link_seconds(double wire_bytes, int world_size);
  * 2 (N-1)/N bytes, reduce_scatter and all_gather (N-1)/N of the full buffer, broadcast bytes). */
 double dp_comm_wire_bytes(const char *op, double bytes, int world_size);
 
+/* Whether the collectives first compare every rank's element count and dtype (a mismatch: DP_EINVAL
+ * on every rank, naming both): in debug builds, and where DPPROF_CHECK_COLLECTIVES=1. */
+int dp_comm_checking_sizes(void);
+
 /* The collectives, through c's table, each a ledger entry with its wire bytes (0 in a world of
  * one, whose collectives still run: NCCL's of one rank is a copy) and timed in the profile on t's
  * device. */

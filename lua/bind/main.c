@@ -116,18 +116,77 @@ static int raised_in_own_code(const char *msg) {
 /* ---- Ctrl-C: one line, as lua.c does it (a hook raises at the next Lua instruction) ---------- */
 
 static volatile sig_atomic_t interrupted; /* a SIGINT arrived while a script ran */
+static volatile sig_atomic_t held;        /* interrupts are held back (the ranks of a world vote on them) */
 static lua_State *running;                /* the state the hook is set on */
+
+static char interrupt_message[256] = "interrupted by SIGINT"; /* what the hook raises */
 
 static void interrupt_hook(lua_State *L, lua_Debug *ar) {
     (void)ar;
     lua_sethook(L, NULL, 0, 0);
-    luaL_error(L, "interrupted by SIGINT");
+    luaL_error(L, "%s", interrupt_message);
 }
+
+static void arm_hook(void) { lua_sethook(running, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1); }
 
 static void on_sigint(int sig) {
     interrupted = 1;
     signal(sig, SIG_DFL); /* a second Ctrl-C ends the process at once */
-    lua_sethook(running, interrupt_hook, LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+    if (!held) arm_hook();
+}
+
+/* dpprof.interrupts.hold(on [, message]): while on, SIGINT is only noted (pending()), for the
+ * experiment of a launched world to vote on at a point every rank reaches; off: a noted one raises
+ * at the next instruction (message, when given, is what it raises). pending(): whether one was
+ * noted. interrupt(): notes one as SIGINT would (a rank that learnt of another's by the vote). */
+static int l_interrupts_hold(lua_State *L) {
+    held = lua_toboolean(L, 1);
+    if (lua_isstring(L, 2)) snprintf(interrupt_message, sizeof interrupt_message, "%s", lua_tostring(L, 2));
+    if (!held && interrupted && running) arm_hook();
+    return 0;
+}
+static int l_interrupts_pending(lua_State *L) {
+    lua_pushboolean(L, interrupted);
+    return 1;
+}
+static int l_interrupts_interrupt(lua_State *L) {
+    (void)L;
+    interrupted = 1;
+    if (!held && running) arm_hook();
+    return 0;
+}
+
+/* os.exit(code): MPI ended first, as a script's return ends it (MPI_Finalize; a failing code
+ * MPI_Abort), so that mpirun sees a proper exit; then Lua's own os.exit. */
+static int l_os_exit(lua_State *L) {
+    int code = lua_isnone(L, 1) || (lua_isboolean(L, 1) && lua_toboolean(L, 1)) ? 0
+               : lua_isboolean(L, 1)                                         ? 1
+                                                                             : (int)luaL_optinteger(L, 1, 0);
+    if (code != 0)
+        dp_dist_abort(code);
+    else
+        dp_dist_finalize();
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, 0);
+    return 0;
+}
+
+/* Adds dpprof.interrupts and the os.exit above to the state (the binary's: an embedder has its own). */
+static void open_process_hooks(lua_State *L) {
+    static const luaL_Reg fns[] = {{"hold", l_interrupts_hold},
+                                   {"pending", l_interrupts_pending},
+                                   {"interrupt", l_interrupts_interrupt},
+                                   {NULL, NULL}};
+    lua_getglobal(L, "dpprof");
+    luaL_newlib(L, fns);
+    lua_setfield(L, -2, "interrupts");
+    lua_pop(L, 1);
+    lua_getglobal(L, "os");
+    lua_getfield(L, -1, "exit");
+    lua_pushcclosure(L, l_os_exit, 1);
+    lua_setfield(L, -2, "exit");
+    lua_pop(L, 1);
 }
 
 /* Whether SIGINT was ignored when dpprof started (a background job): then it stays ignored. */
@@ -443,7 +502,9 @@ int main(int argc, char **argv) {
     }
     luaL_openlibs(L);
     int rc;
-    if (open_module(L) != 0)
+    int opened = open_module(L) == 0;
+    if (opened) open_process_hooks(L);
+    if (!opened)
         rc = 1;
     else if (strcmp(argv[1], "--version") == 0) {
         lua_getglobal(L, "dpprof");
@@ -458,6 +519,7 @@ int main(int argc, char **argv) {
     else
         rc = cmd_lua(L, argv[1], argc - 2, argv + 2);
     /* a rank that failed ends every rank of a distributed run (none then waits in a collective) */
+    if (rc != 0 && interrupted) rc = 130; /* as a shell reports a process ended by SIGINT */
     if (rc != 0) dp_dist_abort(rc);
     lua_close(L); /* collects the script's tensors before the devices go */
     dpprof_shutdown();

@@ -708,8 +708,69 @@ function experiment.combine_ranks(r, d, kind, in_collective)
 end
 
 -- Runs the configured experiment in this process; see the header. Returns the result table.
+-- A launched world's ranks must run one configuration: each rank's resolved configuration, as
+-- "path = value" pairs (model.hidden = 32, dp.noise_multiplier = 1, ...), is gathered once before
+-- anything is exchanged and compared with rank 0's; the first path (in sorted order) whose values
+-- differ is refused on every rank, naming both values (exit 2). Left out: what a rank may hold of
+-- its own without changing what it exchanges (callbacks, its trace file, threads, memory_limit).
+local RANK_OWN = { on = true, trace = true, threads = true, memory_limit = true }
+local function flatten_config(v, path, out)
+  if type(v) == "table" then
+    for k, x in pairs(v) do
+      if not (path == nil and RANK_OWN[k]) then flatten_config(x, path and (path .. "." .. tostring(k)) or tostring(k), out) end
+    end
+  elseif math.type(v) == "integer" then out[path] = string.format("%d", v)
+  elseif type(v) == "number" then out[path] = string.format("%.17g", v)
+  elseif type(v) == "string" or type(v) == "boolean" then out[path] = (type(v) == "string" and "%q" or "%s"):format(v)
+  else out[path] = "a " .. type(v) end -- a function's address is its own rank's
+end
+
+-- Refuses (on every rank) a configuration the ranks do not share (see flatten_config); kind is the
+-- device this rank resolved.
+function experiment.agree_ranks(c, kind)
+  local mine = {}
+  flatten_config(c, nil, mine)
+  mine["device (as resolved)"] = string.format("%q", kind) -- "auto" is each rank's own
+  local all = dp.dist.all_gather(json.encode({ config = mine }))
+  local ref = json.decode(all[1]).config
+  for r = 2, #all do
+    local other, paths, seen = json.decode(all[r]).config, {}, {}
+    for _, t in ipairs({ ref, other }) do
+      for k in pairs(t) do
+        if not seen[k] then seen[k], paths[#paths + 1] = true, k end
+      end
+    end
+    table.sort(paths)
+    for _, k in ipairs(paths) do
+      if ref[k] ~= other[k] then
+        dp.refuse(string.format("dpprof.experiment: distributed: ranks disagree on %s: rank 0 has %s, rank %d has %s "
+                                .. "(every rank must run the same configuration)", k, ref[k] or "none", r - 1,
+                                other[k] or "none"))
+      end
+    end
+  end
+end
+
+-- Runs one experiment (see the top of this file). In a launched world of several ranks an
+-- interrupt (SIGINT: Ctrl-C through srun, scancel --signal=INT) is held back while the experiment
+-- runs and voted on at the ranks' next common point (before a collective, or at the end), so that
+-- no rank is stopped inside a collective the others wait in; one that arrives after the last vote
+-- raises when the experiment returns, and the job is then aborted.
+local run_config
 function experiment.run(cfg_in)
   local c = experiment.config(cfg_in)
+  if not (c.distributed and c.device ~= "plan" and dp.interrupts and dp.dist.world_size() > 1) then
+    return run_config(c)
+  end
+  dp.interrupts.hold(true)
+  local r = table.pack(pcall(run_config, c))
+  -- an interrupt that came meanwhile raises at the next instruction (the vote's message, if it was voted)
+  dp.interrupts.hold(false, not r[1] and dp.interrupts.pending() and tostring(r[2]) or nil)
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
+function run_config(c)
   for _, api in ipairs({ "model", "batch", "free_batch", "optim", "dp" }) do
     if dp[api] == nil then error("dpprof.experiment: this dpprof has no dpprof." .. api .. " (model, optimizer and DP bindings)", 2) end
   end
@@ -719,6 +780,7 @@ function experiment.run(cfg_in)
   local dok, info = pcall(dp.device, c.device)
   if not dok then error("dpprof.experiment: " .. dp.error_text(info), 2) end
   local kind = info.kind
+  if c.distributed and kind ~= "plan" and dp.dist.world_size() > 1 then experiment.agree_ranks(c, kind) end
   if c.distributed and kind == "cuda" then -- NCCL moves CUDA tensors: refused now when it is missing
     local nok, nerr = pcall(dp.dist.nccl)
     if not nok then dp.refuse("dpprof.experiment: distributed: " .. dp.error_text(nerr):gsub("^distributed: ", "")) end
@@ -834,18 +896,46 @@ function experiment.run(cfg_in)
   local ws_launched = c.distributed and kind ~= "plan" and dp.dist.world_size() or 1
   local peer_failure, in_collective, voted = nil, false, false
   local PEER_FAILED = setmetatable({}, { __tostring = function() return "another rank failed" end })
+  -- The first vote after the build carries each rank's model as built (built_model: model:config()
+  -- flattened, a checkpoint's sizes included), which must agree as the configurations did; a
+  -- difference is refused on every rank (`refuse`). An interrupt (SIGINT, held back while the
+  -- world runs: see dp.interrupts) is voted as a failure, so every rank stops at the same vote.
+  local built_model
   local function vote(failure)
     if ws_launched <= 1 then return nil end
+    if not failure and dp.interrupts and dp.interrupts.pending() then
+      failure = { message = "interrupted by SIGINT", interrupted = true }
+    end
     voted = voted or failure ~= nil
-    local all = dp.dist.all_gather(failure and json.encode(failure) or "")
-    for i, text in ipairs(all) do
-      if text ~= "" then return i - 1, json.decode(text) end
+    local text = failure and json.encode(failure) or ""
+    if not failure and built_model then text, built_model = "=" .. json.encode(built_model), nil end
+    local all = dp.dist.all_gather(text)
+    for i, t in ipairs(all) do
+      if t ~= "" and t:sub(1, 1) ~= "=" then return i - 1, json.decode(t) end
+    end
+    local ref = all[1]:sub(1, 1) == "=" and json.decode(all[1]:sub(2))
+    for i = 2, ref and #all or 0 do
+      local other = all[i]:sub(1, 1) == "=" and json.decode(all[i]:sub(2)) or {}
+      local paths, seen = {}, {}
+      for _, t in ipairs({ ref, other }) do
+        for k in pairs(t) do
+          if not seen[k] then seen[k], paths[#paths + 1] = true, k end
+        end
+      end
+      table.sort(paths)
+      for _, k in ipairs(paths) do
+        if ref[k] ~= other[k] then
+          return i - 1, { refuse = true, message = string.format("distributed: ranks disagree on the model as built, "
+            .. "model.%s: rank 0 has %s, rank %d has %s (every rank must load the same model)", k, ref[k] or "none",
+            i - 1, other[k] or "none") }
+        end
+      end
     end
   end
   local function check_peers()
     local who, f = vote(nil)
     if who then
-      peer_failure = { rank = who, message = f.message, oom = f.oom }
+      peer_failure = { rank = who, message = f.message, oom = f.oom, refuse = f.refuse, interrupted = f.interrupted }
       error(PEER_FAILED, 0)
     end
   end
@@ -1005,6 +1095,12 @@ function experiment.run(cfg_in)
     physical = wrap_physical or logical
     priv = dp.dp.wrap(model, opt, experiment.wrap_options(c, logical, physical))
     if c.distributed then priv:distribute(c.distributed) end
+    if ws_launched > 1 then
+      local mc = model:config()
+      mc.parts = nil -- fsdp: this rank's own part of the world
+      built_model = {}
+      flatten_config(mc, nil, built_model)
+    end
     building = false
     ctx.priv = priv
     if choices(priv, c) ~= "vanilla" then
@@ -1069,10 +1165,22 @@ function experiment.run(cfg_in)
   if ws_launched > 1 and not in_collective then -- the vote that pairs with the others' next one
     if ok then
       local who, f = vote(nil) -- every rank at its end: did one fail after the last collective?
-      if who then ok, peer_failure = false, { rank = who, message = f.message, oom = f.oom } end
+      if who then
+        ok, peer_failure = false, { rank = who, message = f.message, oom = f.oom, refuse = f.refuse,
+                                    interrupted = f.interrupted }
+      end
     elseif not peer_failure then
       vote({ message = err.message, oom = dp.oom_details(err.message) })
     end
+  end
+  if peer_failure and (peer_failure.refuse or peer_failure.interrupted) then
+    release(priv)
+    release(opt)
+    release(model)
+    if peer_failure.refuse then dp.refuse("dpprof.experiment: " .. peer_failure.message) end
+    if dp.interrupts then dp.interrupts.interrupt() end -- every rank ends as the interrupted one does (exit 130)
+    error(string.format("interrupted by SIGINT (rank %d of %d was interrupted; every rank stopped at the same vote)",
+                        peer_failure.rank, ws_launched), 0)
   end
   local status, oom = "ok", nil
   if not ok then
