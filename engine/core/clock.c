@@ -15,6 +15,7 @@ static int64_t epoch_ns = -1;
  * starts at 0: a plan run's times are the modelled device's from the run's start), kept as a
  * double so rounding never drifts. */
 static double model_flops, model_bandwidth, model_ns, model_gap_s;
+static int model_overflowed; /* an op would have taken the clock past DP_CLOCK_LIMIT_NS */
 
 /* One op's calibrated curve: log10 of the roofline work (s) and of the time (s) at its knots. */
 typedef struct curve {
@@ -63,10 +64,12 @@ void dp_clock_reset(void) { epoch_ns = raw_ns(); }
 void dp_clock_model(double peak_flops, double bandwidth) {
     if (peak_flops > 0 && bandwidth > 0) {
         model_ns = 0;
+        model_overflowed = 0;
         model_flops = peak_flops;
         model_bandwidth = bandwidth;
     } else {
         model_flops = model_bandwidth = 0;
+        model_overflowed = 0;
     }
 }
 
@@ -196,6 +199,12 @@ double dp_clock_advance(double flops, double bytes) { return dp_clock_advance_op
 double dp_clock_advance_op(const char *op, double flops, double bytes) {
     if (!(model_flops > 0)) return 0.0;
     double ns = op_seconds(op && n_curves ? find_literal_curve(op) : -1, flops, bytes, NULL) * 1e9;
+    if (!(ns >= 0) || ns > DP_CLOCK_LIMIT_NS - model_ns) { /* NaN, or past what the clock holds: stops there */
+        model_overflowed = 1;
+        ns = DP_CLOCK_LIMIT_NS - model_ns;
+    }
     model_ns += ns;
     return ns;
 }
+
+int dp_clock_overflowed(void) { return model_overflowed; }

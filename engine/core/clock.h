@@ -37,6 +37,12 @@ void dp_clock_reset(void);
 void dp_clock_model(double peak_flops, double bandwidth);
 /* 1 while the clock is modelled. */
 int dp_clock_modelled(void);
+/* The most a modelled clock holds, ns (about 126 years: int64 ns, with room for sums of spans). */
+#define DP_CLOCK_LIMIT_NS 4e18
+/* 1 when an op since dp_clock_model would have taken the modelled clock past DP_CLOCK_LIMIT_NS
+ * (or was not a number): the clock stopped at the limit, and the run's times are not to be used;
+ * 0 again once the clock is made real or modelled anew. */
+int dp_clock_overflowed(void);
 /* Sets op's calibrated curve (replacing one it had): n knots (1..DP_CLOCK_MAX_KNOTS), log10 of
  * the roofline work in seconds strictly increasing, log10 of the time in seconds; copied.
  * 0, or -1 when the knots are invalid or the host is out of memory. */

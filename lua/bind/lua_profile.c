@@ -174,6 +174,13 @@ static int l_clock_model(lua_State *L) {
     return 0;
 }
 
+/* dpprof.clock_overflowed() -> true when an op since dp.clock_model would have taken the modelled
+ * clock past what it holds (clock.h: DP_CLOCK_LIMIT_NS); the clock stopped there */
+static int l_clock_overflowed(lua_State *L) {
+    lua_pushboolean(L, dp_clock_overflowed());
+    return 1;
+}
+
 /* dpprof.clock_op_ms(op, flops, bytes) -> the modelled ms of one call of op ("recompute:gemm" is
  * gemm) on the model dp.clock_model set, and whether a calibrated curve gave it (false: the roofline) */
 static int l_clock_op_ms(lua_State *L) {
@@ -249,6 +256,7 @@ void dpl_open_profile(lua_State *L) {
     luaL_newlib(L, fns);
     lua_setfield(L, -2, "profile");
     static const luaL_Reg top[] = {{"clock_model", l_clock_model},
+                                   {"clock_overflowed", l_clock_overflowed},
                                    {"clock_op_ms", l_clock_op_ms},
                                    {"call_unyielding", l_call_unyielding},
                                    {"host_memory", l_host_memory},

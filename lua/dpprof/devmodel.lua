@@ -78,6 +78,8 @@ local function want(doc, key, kind, where, path, opt)
   return v
 end
 
+devmodel.MAX_LOG10_TIME_S = 9 -- a calibrated call's time: at most 10^9 s
+
 local function knots(v, where, field, lo, hi)
   if type(v) ~= "table" or not is_array(v) or #v < 1 or #v > devmodel.MAX_KNOTS then
     fail(where, field, "must be an array of 1 to %d numbers", devmodel.MAX_KNOTS)
@@ -97,7 +99,8 @@ end
 
 local function check_curve(c, where, path)
   local x = knots(c.log10_work_s, where, path .. ".log10_work_s", -30, 10)
-  local y = knots(c.log10_time_s, where, path .. ".log10_time_s", -15, 10)
+  -- at most 10^9 s a call: what the modelled clock holds (int64 ns, about 126 years) with room
+  local y = knots(c.log10_time_s, where, path .. ".log10_time_s", -15, devmodel.MAX_LOG10_TIME_S)
   if #x ~= #y then fail(where, path .. ".log10_time_s", "must have as many items as log10_work_s (%d), got %d", #x, #y) end
   for i = 2, #x do
     if not (x[i] > x[i - 1]) then fail(where, path .. ".log10_work_s", "must be strictly increasing (item %d)", i) end

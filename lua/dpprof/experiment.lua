@@ -1154,7 +1154,17 @@ function run_config(c)
   dp.threads(threads_before)
   local stats = mem.stats()
   if c.memory_limit then mem.set_limit(0) end
+  local clock_overflowed = device_model and dp.clock_overflowed()
   if device_model then dp.clock_model(false); plan.link(nil) end
+  if clock_overflowed then
+    release(priv)
+    release(opt)
+    release(model)
+    dp.refuse(string.format("dpprof.experiment: device_model '%s': its modelled times pass what the clock holds "
+                            .. "(about 126 years in this run): its curves (dtypes.%s.ops.*.log10_time_s) or peaks "
+                            .. "claim more time than any run takes", tostring(device_model.name),
+                            tostring(c.model.dtype or "f32")))
+  end
   local host = dp.host_memory()
   local op_calls = profiling and c.trace and dp.profile.calls() or nil
   local profile = nil
