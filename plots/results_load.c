@@ -123,7 +123,19 @@ static int number_at(reader *rd, const cJSON *root, int id, const char *key, dou
                 type_name(it));
         return -1;
     }
-    *out = it->valuedouble;
+    /* what the validator (results.lua) refuses, refused here too: a negative NONNEG field, an
+     * INTEGER that is not one an int64 holds (1e308) */
+    const dpr_field *f = dpr_field_of(id);
+    double v = it->valuedouble;
+    if ((f->flags & DPR_NONNEG) && v < 0) {
+        PROBLEM(rd, "%s: field '%s' is %g, expected a number >= 0", rd->file, path_of(id, key, path, sizeof path), v);
+        return -1;
+    }
+    if (f->type == DPR_T_INTEGER && (v != floor(v) || !(fabs(v) < 9223372036854775808.0))) {
+        PROBLEM(rd, "%s: field '%s' is %g, expected an integer", rd->file, path_of(id, key, path, sizeof path), v);
+        return -1;
+    }
+    *out = v;
     return 1;
 }
 

@@ -455,6 +455,14 @@ function calibrate.document(opts)
     for _, path in ipairs(opts.results or {}) do
       local rok, r = pcall(dp.results.read, path)
       if not rok then refuse(string.format("dpprof calibrate: %s: %s", path, dp.error_text(r))) end
+      -- validated as dpprof compare validates it: a file whose calls, times or flops are not
+      -- numbers of their kind (negative, strings, 2^63 calls) is named, field first, and not fitted
+      if type(r) ~= "table" then refuse(string.format("dpprof calibrate: %s: not a result (a JSON %s)", path, type(r))) end
+      local valid, problems = dp.results.validate(r)
+      if not valid then
+        refuse(string.format("dpprof calibrate: %s: not a valid result: %s%s", path, tostring(problems[1]),
+                             #problems > 1 and string.format(" (and %d more problems)", #problems - 1) or ""))
+      end
       local run, why = calibrate.from_result(r, path)
       if not run then refuse(string.format("dpprof calibrate: %s %s", path, why)) end
       if run.device and run.device ~= kind then
@@ -600,8 +608,9 @@ function calibrate.main(args)
     io.stderr:write(msg, "\n")
     return msg == refused and 2 or 1
   end
-  local text = devmodel.encode(doc)
-  local cok, cerr = pcall(devmodel.check, json.decode(text), opts.out)
+  local eok, text = pcall(devmodel.encode, doc) -- a fit that came out non-finite cannot be written
+  local cok, cerr = false, eok and "" or dp.error_text(text)
+  if eok then cok, cerr = pcall(devmodel.check, json.decode(text), opts.out) end
   if not cok then
     io.stderr:write("dpprof calibrate: the fitted model is invalid: ", tostring(cerr), "\n")
     return 1

@@ -254,6 +254,26 @@ code, text = check.sh(string.format("'%s' calibrate --results-only --out %s/res2
 check.eq(code, 2, "a result without a profile is refused: " .. text)
 check.truthy(text:find("unprofiled.json has no per-op profile", 1, true), "says why: " .. text)
 
+-- a mutated profiled result is validated as compare validates it, naming the file and field, never
+-- fitted (issue 37: "attempt to compare number with string", negative times fitted, 2^63 calls)
+for _, case in ipairs({ { "string_calls", function(o) o.calls = "12" end, "profile.ops[1].calls" },
+                        { "negative_ms", function(o) o.ms = -1.5 end, "profile.ops[1].ms" },
+                        { "huge_calls", function(o) o.calls = 2^63 end, "profile.ops[1].calls" },
+                        { "negative_flops", function(o) o.flops = -1 end, "profile.ops[1].flops" } }) do
+  local doc = dp.json.decode(dp.read_file(tmp .. "/profiled.json"))
+  case[2](doc.profile.ops[1])
+  local path = tmp .. "/" .. case[1] .. ".json"
+  local f = assert(io.open(path, "w"))
+  f:write(dp.json.encode(doc))
+  f:close()
+  code, text = check.sh(string.format("'%s' calibrate --results-only --out %s/mut.json %s 2>&1", bin, tmp, path))
+  check.eq(code, 2, case[1] .. ": refused: " .. text)
+  check.truthy(text:find(case[1] .. ".json: not a valid result: ", 1, true) and text:find(case[3], 1, true),
+               case[1] .. ": names the file and the field: " .. text)
+  check.truthy(not text:find("attempt to", 1, true), case[1] .. ": not a Lua error: " .. text)
+  check.eq(dp.read_file(tmp .. "/mut.json"), nil, case[1] .. ": no model written")
+end
+
 -- dpprof compare says which estimate a plan result holds
 dp.results.write(tmp .. "/planned.json", r)
 code, text = check.sh(string.format("'%s' compare %s/profiled.json %s/planned.json 2>&1", bin, tmp, tmp))
