@@ -92,9 +92,10 @@ static void safe_name(const char *s, char *buf, size_t len) {
     buf[i] = '\0';
 }
 
-/* Puts the keys named by axes ("x,y") first, in that order; a name the sweep does not vary is
- * noted and left. Without axes, seq_len goes first when swept (it reads best across). */
-static void order_keys(const char **keys, size_t nk, const char *axes, const char *sweep, dpplot_strlist *notes) {
+/* Puts the keys named by axes ("x,y") first, in that order; a name the sweep does not vary is a
+ * problem (--heatmap asked for what is not there: exit 1) and left. Without axes, seq_len goes
+ * first when swept (it reads best across). */
+static void order_keys(const char **keys, size_t nk, const char *axes, const char *sweep, dpplot_strlist *problems) {
     char want[2][96] = {"", ""};
     if (axes && *axes) {
         const char *comma = strchr(axes, ',');
@@ -110,8 +111,13 @@ static void order_keys(const char **keys, size_t nk, const char *axes, const cha
         size_t j = placed;
         while (j < nk && strcmp(keys[j], want[w]) != 0) j++;
         if (j == nk) {
-            if (axes && *axes)
-                (void)dpplot_strlist_addf(notes, "--heatmap: sweep '%s' does not vary '%s'", sweep, want[w]);
+            if (axes && *axes) {
+                char have[256] = "";
+                for (size_t k = 0; k < nk; k++)
+                    snprintf(have + strlen(have), sizeof have - strlen(have), "%s%s", k ? ", " : "", keys[k]);
+                (void)dpplot_strlist_addf(problems, "--heatmap: sweep '%s' does not vary '%s' (it varies: %s)", sweep,
+                                          want[w], nk ? have : "nothing");
+            }
             continue;
         }
         const char *k = keys[j];
@@ -122,9 +128,10 @@ static void order_keys(const char **keys, size_t nk, const char *axes, const cha
 
 #define MAX_SWEEPS 32 /* sweeps of one directory drawn; the rest are named in a note */
 
-/* Renders the charts of each sweep; returns the number of charts that failed to write. */
+/* Renders the charts of each sweep; returns the number of charts that failed to write. What the
+ * options asked for and no sweep has goes to problems. */
 static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dpplot_options *o,
-                         dpplot_strlist *notes) {
+                         dpplot_strlist *notes, dpplot_strlist *problems) {
     const char *sweeps[MAX_SWEEPS];
     size_t n_sw = 0, more_sweeps = 0;
     int failures = 0;
@@ -142,6 +149,9 @@ static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dp
             more_sweeps += j == i;
         }
     }
+    if (n_sw == 0 && o->heatmap && *o->heatmap)
+        (void)dpplot_strlist_addf(problems, "--heatmap %s: the directory holds no sweep (its results vary nothing)",
+                                  o->heatmap);
     if (more_sweeps)
         (void)dpplot_strlist_addf(notes,
                                   "the directory holds %zu sweeps; the charts of %zu more are not drawn "
@@ -150,7 +160,7 @@ static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dp
     for (size_t w = 0; w < n_sw; w++) {
         const char *keys[DPPLOT_SWEEP_MAX_KEYS];
         size_t nk = dpplot_sweep_keys(rs, sweeps[w], keys, DPPLOT_SWEEP_MAX_KEYS);
-        order_keys(keys, nk, o->heatmap, sweeps[w], notes);
+        order_keys(keys, nk, o->heatmap, sweeps[w], problems);
         size_t n_methods = dpplot_sweep_method_count(rs, sweeps[w]);
         if (n_methods > DPPLOT_SWEEP_MAX_METHODS)
             (void)dpplot_strlist_addf(
@@ -248,7 +258,7 @@ int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot
         } else {
             size_t n = pick_reference(&rs, o.point, items, context, sizeof context);
             if (n == 0 && o.point)
-                (void)dpplot_strlist_addf(&notes,
+                (void)dpplot_strlist_addf(&problems,
                                           "--point %s: no sweep point matches; the standard charts are "
                                           "not drawn",
                                           o.point);
@@ -269,7 +279,7 @@ int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot
                 if (charts[c](&sel, path, &o, &notes) < 0) failures += move_last(&notes, &problems, 1);
             }
             free(items);
-            failures += move_last(&notes, &problems, render_sweeps(&rs, out_dir, &o, &notes));
+            failures += move_last(&notes, &problems, render_sweeps(&rs, out_dir, &o, &notes, &problems));
             if (o.timelines_each)
                 failures += move_last(&notes, &problems, dpplot_report_timelines_each(&rs, out_dir, &o, &notes));
             failures += move_last(&notes, &problems, dpplot_summary_write_all(&rs, &problems, out_dir, &notes));

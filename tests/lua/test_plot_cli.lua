@@ -156,5 +156,34 @@ do
   check.truthy(text:find(out .. "/summary.txt: cannot write: File too large", 1, true), text)
 end
 
+-- What --point and --heatmap ask for and the directory lacks is a problem, exit 1 as --help says
+-- (issue 38: a --point that matched nothing and a --heatmap of an unswept variable exited 0); a
+-- malformed field the validator refuses (a negative peak) is one too (issue 37).
+do
+  local out = root .. "/asked"
+  for _, case in ipairs({ { "--point seq_len=1000", "--point seq_len=1000: no sweep point matches" },
+                          { "--heatmap seq_len,foo", "does not vary 'foo' (it varies: " },
+                          { "--heatmap foo,seq_len", "does not vary 'foo'" } }) do
+    local code, text = check.sh(string.format("%q plot %q --out %q %s", exe, fixtures .. "/sweep_2d", out, case[1]))
+    check.eq(code, 1, case[1] .. ": exit 1: " .. text)
+    check.truthy(text:find(case[2], 1, true), case[1] .. ": says why: " .. text)
+  end
+  local code, text = check.sh(string.format("%q plot %q --out %q --heatmap a,b", exe, fixtures .. "/single", out))
+  check.eq(code, 1, "--heatmap of a directory without a sweep: " .. text)
+  check.truthy(text:find("holds no sweep", 1, true), text)
+  code, text = check.sh(string.format("%q plot %q --out %q --point seq_len=256", exe, fixtures .. "/sweep_2d", out))
+  check.eq(code, 0, "a --point that matches: " .. text)
+  local bad = root .. "/negative-peak"
+  os.execute(string.format("mkdir -p %q && cp %q/*.json %q/", bad, fixtures .. "/single", bad))
+  local doc = dp.json.decode(dp.read_file(bad .. "/ghost.json"))
+  doc.memory.peak_bytes = -1
+  local f = assert(io.open(bad .. "/ghost.json", "w"))
+  f:write(dp.json.encode(doc))
+  f:close()
+  code, text = check.sh(string.format("%q plot %q --out %q", exe, bad, out .. "-neg"))
+  check.eq(code, 1, "a negative peak is a problem: " .. text)
+  check.truthy(text:find("ghost.json: field 'memory.peak_bytes' is -1, expected a number >= 0", 1, true), text)
+end
+
 os.execute("rm -rf " .. root)
 print("test_plot_cli: ok")
