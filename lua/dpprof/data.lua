@@ -28,7 +28,7 @@
 --                                        (nil when none does); raises a refusal naming the key
 --   data.lengths(spec, {seq_len=, dataset_size=, seed=})
 --                                     -> lengths (a list), info {cut=, longest=, source=}
---   data.read_lengths_file(path)      -> the file's lengths (unchecked against seq_len)
+--   data.read_lengths_file(path)      -> the file's lengths (unchecked against seq_len), {text=, lines=}
 --   data.sampler(spec, {seq_len=, seed=})  -> function(i) giving sample i's length (distributions)
 --   data.draw(dist, n, seed)          -> n lengths drawn from a length_distribution
 --   data.pad_length(lengths, pad_to)  -> the padded length of a physical batch of those lengths
@@ -186,12 +186,15 @@ end
 
 -- Reads a lengths file: one length a line (blank lines skipped), or a little-endian uint32 array.
 -- Raises a refusal naming the file and the line (or sample) of a bad length.
+-- Second result: {text = true, lines = {sample i's line}} for a text file, {text = false} for uint32.
+-- Only a regular file is read (not a device, FIFO or directory), up to MAX_LENGTHS_BYTES; a UTF-8
+-- byte-order mark before text is skipped (it is not four bytes of a length).
+data.MAX_LENGTHS_BYTES = 1 << 30
 function data.read_lengths_file(path)
-  local f = io.open(path, "rb")
-  if not f then refuse("data.lengths_file '%s' cannot be read (no such file, or not readable)", path) end
-  local text = f:read("a")
-  f:close()
-  local out = {}
+  local text, why = dp.read_file(path, data.MAX_LENGTHS_BYTES)
+  if not text then refuse("data.lengths_file '%s' cannot be read: %s", path, (tostring(why):gsub("^.-: cannot read: ", ""))) end
+  local out, lines = {}, {}
+  if text:sub(1, 3) == "\239\187\191" and not text:find("[^\t\n\r\32-\126]", 4) then text = text:sub(4) end
   if text:find("[^\t\n\r\32-\126]") then -- binary: uint32 little-endian
     if #text % 4 ~= 0 then
       refuse("data.lengths_file '%s': %d bytes, not a uint32 array (a multiple of 4 bytes) nor text of one length a line",
@@ -214,12 +217,12 @@ function data.read_lengths_file(path)
                              path, line, #s > 40 and s:sub(1, 40) .. "..." or s) end
         if v == 0 then refuse("data.lengths_file '%s' line %d: length 0: a sample has at least one token", path, line) end
         if v < 0 then refuse("data.lengths_file '%s' line %d: length %d is negative", path, line, v) end
-        out[#out + 1] = v
+        out[#out + 1], lines[#out + 1] = v, line
       end
     end
   end
   if #out == 0 then refuse("data.lengths_file '%s' has no lengths: a data set needs at least one sample", path) end
-  return out
+  return out, { text = #lines > 0, lines = lines }
 end
 
 -- n uniform (0, 1) floats of Philox (seed, data.STREAM), elements first .. first + n - 1 (from 0),
@@ -289,21 +292,9 @@ function data.lengths(spec, opts)
     lengths = s.lengths
     where = function(i) return string.format("sample %d (data.lengths[%d])", i, i) end
   elseif s.lengths_file then
-    lengths = data.read_lengths_file(s.lengths_file)
-    local text = true
-    do
-      local f = io.open(s.lengths_file, "rb")
-      text = not f:read("a"):find("[^\t\n\r\32-\126]")
-      f:close()
-    end
-    local lines = {}
-    if text then -- sample i's line, for the error
-      local line, n = 0, 0
-      for l in io.lines(s.lengths_file) do
-        line = line + 1
-        if l:find("%S") then n = n + 1; lines[n] = line end
-      end
-    end
+    local read
+    lengths, read = data.read_lengths_file(s.lengths_file)
+    local text, lines = read.text, read.lines -- sample i's line, for the error
     where = function(i)
       return text and string.format("sample %d (data.lengths_file '%s' line %d)", i, s.lengths_file, lines[i])
              or string.format("sample %d (data.lengths_file '%s', uint32 at byte %d)", i, s.lengths_file, 4 * (i - 1))

@@ -267,7 +267,14 @@ local function size_data_set(c, cfg, mcfg)
     end
     c.model.batch = expected
   elseif not q_given then
-    c.dp.sample_rate = (c.model.batch or 1) / n
+    local batch = c.model.batch or 1
+    if batch > n then -- the rate batch / n would pass 1: say so in the user's own terms
+      dp.refuse(string.format("dpprof.experiment: the data set holds %d sample(s) (%s), fewer than the batch of %d "
+                              .. "(model.batch): give a batch of at most %d, or more samples", n,
+                              s.info.source == "file" and string.format("documents of data.file '%s'", c.data.file)
+                              or s.info.source, batch, n))
+    end
+    c.dp.sample_rate = batch / n
   end
 end
 

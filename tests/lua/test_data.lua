@@ -175,5 +175,44 @@ do
   check.eq(table.concat(grouped[1].order, ","), "2,4,1,5,3", "the length order")
 end
 
+-- Data readers refuse what is not a regular file in one line, without reading it (issue 37:
+-- /dev/zero read until memory ran out, a FIFO blocked for ever, a directory gave a Lua error); a
+-- UTF-8 byte-order mark before text is text, not a uint32 length of 834649071.
+do
+  local fifo = root .. "/lengths.fifo"
+  os.execute(string.format("mkfifo %q", fifo))
+  for _, case in ipairs({ { "/dev/zero", "a character device, not a regular file" },
+                          { "/dev/urandom", "a character device, not a regular file" },
+                          { fifo, "a FIFO, not a regular file" },
+                          { root, "a directory, not a regular file" } }) do
+    local ok, err = pcall(dp.data.lengths, { lengths_file = case[1] }, { seq_len = 64 })
+    check.eq(ok, false, case[1] .. " is refused")
+    check.truthy(tostring(err):find("data.lengths_file '" .. case[1] .. "' cannot be read: " .. case[2], 1, true),
+                 case[1] .. ": says what it is: " .. tostring(err))
+  end
+  for _, case in ipairs({ { "\239\187\1911\n", { 1 } }, { "\239\187\19112\n34\n", { 12, 34 } } }) do
+    local path = root .. "/bom.txt"
+    local f = assert(io.open(path, "wb"))
+    f:write(case[1])
+    f:close()
+    local lengths = dp.data.lengths({ lengths_file = path }, { seq_len = 64 })
+    check.eq(#lengths, #case[2], "a BOM before text: its lines")
+    for i, v in ipairs(case[2]) do check.eq(lengths[i], v, "a BOM before text: length " .. i) end
+  end
+  -- a token file of fewer documents than the batch: said in its terms, not a sample rate of 2
+  local tokens = root .. "/two_docs.bin"
+  local f = assert(io.open(tokens, "wb"))
+  f:write(string.pack("<I2I2I2I2I2", 5, 6, 0, 7, 0))
+  f:close()
+  local ok, err = pcall(dp.experiment, { device = "plan", method = "ghost", iters = 1, warmup = 0, snapshots = "none",
+                                         data = { file = tokens, eos = 0 },
+                                         model = { arch = "gpt", vocab = 64, hidden = 16, layers = 1, heads = 2,
+                                                   seq_len = 8, batch = 4 } })
+  check.eq(ok, false, "a batch larger than the data set is refused")
+  check.truthy(tostring(err):find("holds 2 sample(s) (documents of data.file", 1, true)
+               and tostring(err):find("fewer than the batch of 4 (model.batch)", 1, true)
+               and not tostring(err):find("sample_rate", 1, true), "in the user's terms: " .. tostring(err))
+end
+
 os.execute("rm -rf '" .. root .. "'")
 print("test_data: ok")
