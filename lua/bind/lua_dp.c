@@ -238,6 +238,9 @@ static int l_next_step(lua_State *L) {
  * rank: the plan's, -1 when not given). On the plan device a simulated world of want in which this
  * process is rank (default 0); elsewhere the launched world, whose size want (when given) must be;
  * CUDA tensors move through NCCL. Raises as fname. */
+/* The most ranks a world may have (a plan's simulated one included): 2^20. */
+#define DPL_MAX_WORLD (1 << 20)
+
 static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strategy s, int64_t want, int64_t rank) {
     dpsgd *dp = check_dp(L, idx);
     dpl_dp *u = to_dp(L, idx);
@@ -248,8 +251,12 @@ static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strateg
     if (dev->kind == DP_DEV_PLAN) {
         if (want < 1) want = 1;
         if (rank < 0) rank = 0;
-        if (want > 1 << 20 || rank >= want)
-            luaL_error(L, "%s: distributed.rank %d is not a rank of a world of %d", fname, (int)rank, (int)want);
+        if (want > DPL_MAX_WORLD)
+            luaL_error(L, "%s: distributed.world_size %lld is more ranks than a plan models (at most %d)", fname,
+                       (long long)want, DPL_MAX_WORLD);
+        if (rank >= want)
+            luaL_error(L, "%s: distributed.rank %lld is not a rank of a world of %lld", fname, (long long)rank,
+                       (long long)want);
         dp_dist_plan_comm(&u->plan_comm, (int)rank, (int)want);
         comm = &u->plan_comm;
     } else {
@@ -257,9 +264,9 @@ static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strateg
         if (dev->kind == DP_DEV_CUDA && dp_dist_nccl_comm(comm, &comm) != DP_OK) fail(L, fname);
         if (want > 0 && want != comm->world_size)
             luaL_error(L,
-                       "%s: distributed.world_size is %d but this run has %d rank(s) (launch it with mpirun -np %d "
-                       "or srun -n %d)",
-                       fname, (int)want, comm->world_size, (int)want, (int)want);
+                       "%s: distributed.world_size is %lld but this run has %d rank(s) (launch it with mpirun -np "
+                       "%lld or srun -n %lld)",
+                       fname, (long long)want, comm->world_size, (long long)want, (long long)want);
         if (rank >= 0 && rank != comm->rank)
             luaL_error(L, "%s: distributed.rank is given by the launcher (this is rank %d), not by the configuration",
                        fname, comm->rank);

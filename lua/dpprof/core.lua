@@ -115,6 +115,11 @@ end
 
 -- Raises a refused configuration or argument: an error object whose message is the text and whose
 -- exit_status (2) is what `dpprof run` exits with, as for bad arguments on the command line.
+-- s with its control bytes (and DEL) written as \ddd, for messages that quote what a user gave.
+function dp.escape_controls(s)
+  return (tostring(s):gsub("[%z\1-\31\127]", function(c) return string.format("\\%03d", c:byte()) end))
+end
+
 function dp.refuse(message)
   error(setmetatable({ message = message, exit_status = 2 }, { __tostring = function(e) return e.message end }), 0)
 end

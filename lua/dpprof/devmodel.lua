@@ -63,6 +63,8 @@ local function want(doc, key, kind, where, path, opt)
   end
   local ok
   if kind == "a string" then ok = type(v) == "string" and v ~= ""
+  elseif kind == "a printable string" then -- printed in tables and charts: no control bytes
+    ok = type(v) == "string" and v ~= "" and not v:find("[%z\1-\31\127]")
   elseif kind == "a positive number" then ok = type(v) == "number" and v > 0 and v < math.huge
   elseif kind == "a rate in [1e3, 1e18]" then ok = type(v) == "number" and v >= 1e3 and v <= 1e18
   elseif kind == "a number >= 0" then ok = type(v) == "number" and v >= 0 and v < math.huge
@@ -72,7 +74,7 @@ local function want(doc, key, kind, where, path, opt)
   elseif kind == "an object" then ok = type(v) == "table" and not is_array(v)
   else error("devmodel: unknown kind " .. kind) end
   if not ok then
-    fail(where, field, "must be %s, got %s", kind, type(v) == "string" and string.format("%q", v) or
+    fail(where, field, "must be %s, got %s", kind, type(v) == "string" and '"' .. dp.escape_controls(v) .. '"' or
          (type(v) == "table" and (is_array(v) and "an array" or "an object") or tostring(v)))
   end
   return v
@@ -137,8 +139,8 @@ function devmodel.check(doc, where)
     end
   end
   local m = {
-    name = want(doc, "name", "a string", where),
-    description = want(doc, "description", "a string", where, nil, true),
+    name = want(doc, "name", "a printable string", where),
+    description = want(doc, "description", "a printable string", where, nil, true),
     memory_bytes = want(doc, "memory_bytes", "an integer > 0", where),
     context_bytes = want(doc, "context_bytes", "an integer >= 0", where),
     workspace = want(doc, "workspace", "true or false", where),

@@ -285,6 +285,7 @@ end
 -- `recorded`: true for a result's record (the launched world is not this process's); "launch" for
 -- a configuration launched elsewhere with its own world_size ranks (a Slurm sweep's N-task point):
 -- checked as a run, less the comparison with this process's world.
+experiment.MAX_WORLD = 1 << 20 -- ranks a world may have (lua_dp.c: DPL_MAX_WORLD)
 local function check_distributed(c, recorded)
   local d = c.distributed
   if d == nil then return end
@@ -309,6 +310,9 @@ local function check_distributed(c, recorded)
     d[k] = v and math.tointeger(v)
   end
   if d.world_size and d.world_size < 1 then refuse(".world_size must be at least 1, got %d", d.world_size) end
+  if d.world_size and d.world_size > experiment.MAX_WORLD then
+    refuse(".world_size %d is more ranks than dpprof models (at most %d)", d.world_size, experiment.MAX_WORLD)
+  end
   if c.device ~= "plan" then
     if d.rank ~= nil and recorded ~= true then
       refuse(".rank is the launcher's on device '%s' (only a plan run names the rank it plays)", tostring(c.device))
@@ -377,6 +381,10 @@ end
 -- `recorded`: cfg is a result's record, checked for what any build would refuse (a result made with
 -- CUDA elsewhere is valid on a CPU-only build, which cannot run it); "launch": cfg will run under a
 -- launcher of its own world_size ranks, not in this process's world (dpprof.slurm's N-task points).
+-- The files save = DIR writes (or removes: a LoRA model's adapter files, absent without LoRA).
+experiment.SAVE_FILES = { "config.json", "generation_config.json", "model.safetensors", "adapter_model.safetensors",
+                          "adapter_config.json" }
+
 function experiment.config(cfg, recorded)
   check_keys(cfg, TOP_KEYS, "dpprof.experiment")
   local c = with_defaults(cfg, experiment.DEFAULTS)
@@ -479,8 +487,13 @@ function experiment.config(cfg, recorded)
     end
     local exists = io.open(c.save, "r")
     if exists then exists:close() end
-    local ok, why = dp.writable(exists and (c.save .. "/config.json") or c.save)
-    if not ok then dp.refuse("dpprof.experiment: save: " .. why) end
+    -- every file the save writes or removes (engine/io/model_io.c: dp_model_save), not only the
+    -- first: a model.safetensors that cannot be replaced is found now, not after the run with a new
+    -- config.json already beside the old weights
+    for _, name in ipairs(exists and experiment.SAVE_FILES or { "" }) do
+      local ok, why = dp.writable(exists and (c.save .. "/" .. name) or c.save)
+      if not ok then dp.refuse("dpprof.experiment: save: " .. why) end
+    end
   end
   if c.device_model ~= nil then
     if c.device ~= "plan" then

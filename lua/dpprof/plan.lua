@@ -158,7 +158,13 @@ function plan.device_model(spec)
     m.memory_bytes = math.floor(spec.memory_gb * GiB)
   end
   m.name = m.name or (spec.base and (spec.base .. "+custom")) or "custom"
-  if type(m.name) ~= "string" then bad("name must be a string") end
+  if type(m.name) ~= "string" or m.name == "" or m.name:find("[%z\1-\31\127]") then
+    bad("name must be a printable string (no control bytes), got \"%s\"", dp.escape_controls(tostring(m.name)))
+  end
+  if m.description ~= nil and (type(m.description) ~= "string" or m.description:find("[%z\1-\31\127]")) then
+    bad("description must be a printable string (no control bytes), got \"%s\"",
+        dp.escape_controls(tostring(m.description)))
+  end
   m.description = m.description or m.name
   if m.memory_bytes == nil then bad("memory_bytes (or memory_gb) is required for a model without base") end
   nonneg_int(m.memory_bytes, "memory_bytes")
