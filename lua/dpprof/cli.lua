@@ -699,7 +699,7 @@ local function risk_options(args)
     return n
   end
   local o = { model = model, methods = fopts.methods, budget_gb = fopts.budget_gb, device_model = fopts.device_model,
-              optimizer = fopts.base.optimizer }
+              optimizer = fopts.base.optimizer, progress = true }
   for _, k in ipairs({ "sample_rate", "target" }) do
     local v, err = number(k)
     if err then return nil, err end

@@ -104,4 +104,22 @@ end
 
 check.truthy(cases >= 50, "cases compared: " .. cases)
 print(string.format("test_risk_fast: %d answers identical to the exhaustive search's", cases))
+
+-- 4. Plan runs one after another reuse the last epsilon only when its inputs are the same: each
+-- run's epsilon is dp.privacy.epsilon's for its own sample rate and noise.
+do
+  local function run(q, sigma)
+    local r = dp.experiment{ model = { arch = "gpt", vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 4 },
+                             method = "flash_clip", device = "plan", device_model = card(1 << 40), iters = 1, warmup = 1,
+                             snapshots = "none", dp = { sample_rate = q, noise_multiplier = sigma } }
+    check.eq(r.status, "ok", "a plan run")
+    local want = dp.privacy.epsilon{ accountant = r.privacy.accountant, sample_rate = q, noise_multiplier = sigma,
+                                     steps = r.privacy.steps, delta = r.privacy.delta }.epsilon
+    check.eq(r.privacy.epsilon, want, string.format("epsilon at q=%g sigma=%g", q, sigma))
+    return r.privacy.epsilon
+  end
+  local a, b, c, d = run(0.01, 1.0), run(0.01, 1.0), run(0.02, 1.0), run(0.01, 2.0)
+  check.eq(a, b, "the same inputs, the same epsilon")
+  check.truthy(c > a and d < a, "another rate or noise, another epsilon")
+end
 print("test_risk_fast: ok")
