@@ -76,6 +76,11 @@ risk.DEFAULT_CDF_POINTS = 24
 risk.NEGLIGIBLE = 1e-18
 -- Plan runs are shared among children (one a core) only when each gets at least this many.
 risk.MIN_RUNS_PER_CHILD = 16
+-- The largest data set held (lengths and log-factorials: ~100 bytes a sample), the longest sample
+-- (a uint32 token count, as the engine's lengths are) and the largest reserve_overhead taken.
+risk.MAX_DATASET_SIZE = 10000000
+risk.MAX_LENGTH = 2147483647
+risk.MAX_RESERVE_OVERHEAD = 1
 local function refuse(fmt, ...)
   dp.refuse("dpprof.risk: " .. string.format(fmt, ...))
 end
@@ -179,19 +184,42 @@ function risk.options(opts)
              tostring(opts.dataset_size), n)
     end
   end
-  if opts.dataset_size ~= nil then int_at_least(opts.dataset_size, "dataset_size", 1) end
+  if opts.dataset_size ~= nil then
+    local n = int_at_least(opts.dataset_size, "dataset_size", 1)
+    if n > risk.MAX_DATASET_SIZE then
+      refuse("dataset_size must be an integer in 1..%d (every sample's length and the log-factorials up to it are "
+             .. "held: about 100 bytes a sample), got %s", risk.MAX_DATASET_SIZE, tostring(opts.dataset_size))
+    end
+  end
+  -- a lognormal's draws are whole tokens: a p99 that draws past 2^31 tokens is none (the engine's
+  -- lengths are uint32), refused before drawing
+  local ld = spec.length_distribution
+  if ld and ld.kind == "lognormal" and ld.p99 > risk.MAX_LENGTH then
+    refuse("data: length_distribution.p99 must be at most %d tokens (a length is a uint32), got %s", risk.MAX_LENGTH,
+           tostring(ld.p99))
+  end
   local okl, lengths, info = pcall(data.lengths, spec, { seq_len = o.seq_len, dataset_size = opts.dataset_size, seed = o.seed })
   if not okl then refuse("%s", dp.error_text(lengths):gsub("^dpprof%.data: ", "data: ")) end
   if opts.dataset_size ~= nil and spec.lengths_file and math.tointeger(opts.dataset_size) ~= #lengths then
     refuse("dataset_size (%s) differs from the %d samples of data.lengths_file '%s' (leave dataset_size out)",
            tostring(opts.dataset_size), #lengths, spec.lengths_file)
   end
+  if #lengths > risk.MAX_DATASET_SIZE then
+    refuse("data: %d samples, more than dp.risk holds (at most %d)", #lengths, risk.MAX_DATASET_SIZE)
+  end
+  if math.type(info.longest) ~= "integer" or info.longest > risk.MAX_LENGTH then
+    refuse("data: the longest sample has %s tokens, past %d (a length is a uint32 count of tokens: lower the "
+           .. "distribution's median or p99)", string.format("%.4g", info.longest), risk.MAX_LENGTH)
+  end
   o.lengths, o.info, o.N = lengths, info, #lengths
   -- an empty run: every step's batch empty (in expectation, fewer than one non-empty step)
+  -- (refused when more likely than not every step of the run is empty: P(empty)^steps >= 1/2)
   local p_empty = math.exp(o.N * log1p(-o.q))
-  if o.q < 1 and o.steps * -expm1(o.N * log1p(-o.q)) < 1 then
-    refuse("sample_rate %g over %d samples leaves the run's batches empty (P(empty batch) = %.4g: fewer than one "
-           .. "non-empty step in %d expected); raise sample_rate or dataset_size", o.q, o.N, p_empty, o.steps)
+  local p_all_empty = math.exp(o.steps * o.N * log1p(-o.q))
+  if o.q < 1 and p_all_empty >= 0.5 then
+    refuse("sample_rate %g over %d samples leaves the run's batches empty (P(empty batch) = %.4g: P(every one of "
+           .. "the %d steps empty) = %.4g, at least 1/2); raise sample_rate or dataset_size", o.q, o.N, p_empty,
+           o.steps, p_all_empty)
   end
   -- the device model and the budget, as dp.fit reads them
   local model_spec = opts.device_model or plan.DEFAULT_MODEL
@@ -206,6 +234,11 @@ function risk.options(opts)
   end
   local okp, dm = pcall(plan.device_model, model_spec)
   if not okp then refuse("%s", dp.error_text(dm)) end
+  if dm.reserve_overhead > risk.MAX_RESERVE_OVERHEAD then
+    refuse("device_model: reserve_overhead must be a fraction in 0..%g (the pool's reserved-but-unused bytes over "
+           .. "the allocated peak; measured 0.0024 to 0.036), got %s", risk.MAX_RESERVE_OVERHEAD,
+           tostring(dm.reserve_overhead))
+  end
   o.model_spec, o.device_model = model_spec, dm
   o.budget = dm.memory_bytes - dm.context_bytes
   -- the distinct padded lengths P[1] < ... < P[D], and C[d] = the samples within P[d]
