@@ -4,7 +4,8 @@
 --   dp.risk{ model = {...}, method = "flash_clip" | methods = {...}, data = {...dpprof.data spec...},
 --            sample_rate = q, dataset_size = N, steps = S, max_physical_batch_size = m,
 --            budget_gb = G | device_model = "h100"|"h200"|"h100-calibrated"|"FILE.json"|{...}, target = 1e-3, seed = 0,
---            optimizer = {...}, cdf_points = 24, simulate = STEPS, quiet = true }
+--            optimizer = {...}, cdf_points = 24, simulate = STEPS, quiet = true, progress = false,
+--            workers = cores }
 --   -> { probability =, per_step =, cdf = {{bytes=, p=}...}, budget_bytes =, device_model =, steps =,
 --        sample_rate =, dataset_size =, target =, seed =, seq_len =, max_physical_batch_size =,
 --        whole_logical_batch =, data = {samples=, cut=, longest=, source=, pad_to=, group_by_length=,
@@ -43,7 +44,9 @@
 -- The plan runs: a row per physical batch size b that occurs, planned at every distinct padded
 -- length of the data set (b x D runs; a few ms each for an 8B model), so nothing assumes the peak
 -- grows with the length (flash_clip's does not everywhere: `monotone` says whether the rows
--- did). The CDF of the step peak is exact at cdf_points levels from the smallest step's peak to
+-- did), shared among `workers` children (one a core; each run is the one this process would make). The
+-- splits are counted in closed form (split_shape) and each sum skips only terms exp flushes to zero,
+-- so the answer is the exhaustive search's exactly (tests/lua/test_risk_fast.lua). The CDF of the step peak is exact at cdf_points levels from the smallest step's peak to
 -- the largest's, and at the budget. safe: the largest max_physical_batch_size such that every
 -- bound up to it keeps the run's probability at most target (bounds past the largest logical
 -- batch change nothing: whole_logical_batch); length_cap: for the run's m, the longest padded
