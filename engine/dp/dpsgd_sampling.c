@@ -66,7 +66,8 @@ int dpsgd_sampling_setup(dpsgd_config *cfg, int64_t model_batch) {
  * larger, so the physical batches differ by at most one sample (dpsgd_step_plan_batch). */
 static void split_local(dpsgd_step_plan *plan, int64_t max_physical) {
     int64_t n = plan->local_size;
-    plan->n_physical = n > 0 && max_physical > 0 ? (n + max_physical - 1) / max_physical : 0;
+    /* ceil(n / max) without n + max - 1, which overflows for a max near INT64_MAX */
+    plan->n_physical = n > 0 && max_physical > 0 ? n / max_physical + (n % max_physical != 0) : 0;
     plan->physical_size = plan->n_physical > 0 ? (n + plan->n_physical - 1) / plan->n_physical : 0;
 }
 

@@ -616,7 +616,8 @@ run under target, the longest cut of the samples that does, and the modelled ste
   the run:
   sample_rate=Q               Poisson sampling's rate (required)
   steps=S                     the run's steps (required)
-  dataset_size=N              the data set's samples (a distribution's draws; a list's own count)
+  dataset_size=N              the data set's samples (a distribution's draws; a list's own count),
+                              at most 10^7
   max_physical_batch_size=M   BatchMemoryManager's bound (default: the logical batch whole)
   target=P                    the run's acceptable probability (default 0.001)
   seed=N                      the draws' seed (default 0)
@@ -632,6 +633,9 @@ run under target, the longest cut of the samples that does, and the modelled ste
   budget_gb=G device_model=h100|h200|h100-calibrated|FILE.json context_mb= reserve_overhead= workspace=
   out=FILE.json               also write the answer as JSON
   chart=FILE.png              also draw the per-step peak's CDF per method, the budget and the risk
+
+Plan runs are shared among the cores; past a second, a line a second on stderr says how far the
+work is.
 
 example: dpprof risk path=tests/fixtures/llama3_8b dtype=bf16 lora_rank=16 \
              lora_targets=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj seq_len=4096 \
@@ -699,7 +703,7 @@ local function risk_options(args)
     return n
   end
   local o = { model = model, methods = fopts.methods, budget_gb = fopts.budget_gb, device_model = fopts.device_model,
-              optimizer = fopts.base.optimizer }
+              optimizer = fopts.base.optimizer, progress = true }
   for _, k in ipairs({ "sample_rate", "target" }) do
     local v, err = number(k)
     if err then return nil, err end

@@ -618,14 +618,26 @@ local function accountant_params(accountant, delta)
   return { orders = "opacus_default" }
 end
 
+local last_epsilon -- privacy_of's last epsilon: {key=, ok=, e=}
 local function privacy_of(priv, c)
   local s = priv:stats()
   local p = { noise_multiplier = s.noise_multiplier, sample_rate = s.sample_rate, steps = s.steps, delta = c.dp.delta,
               accountant = c.dp.accountant, accountant_params = accountant_params(c.dp.accountant, c.dp.delta),
               sampling = c.dp.poisson and "poisson" or "fixed",
               caveat = not c.dp.poisson and results.FIXED_BATCH_CAVEAT or nil }
-  local ok, e = pcall(dp.privacy.epsilon, { accountant = c.dp.accountant, sample_rate = s.sample_rate,
-                                            noise_multiplier = s.noise_multiplier, steps = s.steps, delta = c.dp.delta })
+  -- epsilon is a function of these five alone: the last one is kept (plan runs one after another,
+  -- as dp.fit's and dp.risk's searches make them, ask the same one thousands of times)
+  local args = { accountant = c.dp.accountant, sample_rate = s.sample_rate, noise_multiplier = s.noise_multiplier,
+                 steps = s.steps, delta = c.dp.delta }
+  local key = string.format("%s %a %a %s %a", tostring(args.accountant), args.sample_rate or 0 / 0,
+                            args.noise_multiplier or 0 / 0, tostring(args.steps), args.delta or 0 / 0)
+  local ok, e
+  if last_epsilon and last_epsilon.key == key then
+    ok, e = last_epsilon.ok, last_epsilon.e
+  else
+    ok, e = pcall(dp.privacy.epsilon, args)
+    last_epsilon = { key = key, ok = ok, e = ok and { epsilon = e.epsilon } or e }
+  end
   if ok then
     p.epsilon = e.epsilon == math.huge and json.null or e.epsilon -- sigma = 0: no guarantee
   else -- no step taken, no sample rate, or the accountant's grid too large: no epsilon, and why

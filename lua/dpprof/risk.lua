@@ -4,7 +4,8 @@
 --   dp.risk{ model = {...}, method = "flash_clip" | methods = {...}, data = {...dpprof.data spec...},
 --            sample_rate = q, dataset_size = N, steps = S, max_physical_batch_size = m,
 --            budget_gb = G | device_model = "h100"|"h200"|"h100-calibrated"|"FILE.json"|{...}, target = 1e-3, seed = 0,
---            optimizer = {...}, cdf_points = 24, simulate = STEPS, quiet = true }
+--            optimizer = {...}, cdf_points = 24, simulate = STEPS, quiet = true, progress = false,
+--            workers = cores }
 --   -> { probability =, per_step =, cdf = {{bytes=, p=}...}, budget_bytes =, device_model =, steps =,
 --        sample_rate =, dataset_size =, target =, seed =, seq_len =, max_physical_batch_size =,
 --        whole_logical_batch =, data = {samples=, cut=, longest=, source=, pad_to=, group_by_length=,
@@ -43,7 +44,9 @@
 -- The plan runs: a row per physical batch size b that occurs, planned at every distinct padded
 -- length of the data set (b x D runs; a few ms each for an 8B model), so nothing assumes the peak
 -- grows with the length (flash_clip's does not everywhere: `monotone` says whether the rows
--- did). The CDF of the step peak is exact at cdf_points levels from the smallest step's peak to
+-- did), shared among `workers` children (one a core; each run is the one this process would make). The
+-- splits are counted in closed form (split_shape) and each sum skips only terms exp flushes to zero,
+-- so the answer is the exhaustive search's exactly (tests/lua/test_risk_fast.lua). The CDF of the step peak is exact at cdf_points levels from the smallest step's peak to
 -- the largest's, and at the budget. safe: the largest max_physical_batch_size such that every
 -- bound up to it keeps the run's probability at most target (bounds past the largest logical
 -- batch change nothing: whole_logical_batch); length_cap: for the run's m, the longest padded
@@ -69,11 +72,18 @@ local risk = {}
 
 risk.OPTION_KEYS = { "model", "method", "methods", "data", "sample_rate", "dataset_size", "steps",
                      "max_physical_batch_size", "budget_gb", "device_model", "target", "seed", "optimizer",
-                     "cdf_points", "simulate", "quiet" }
+                     "cdf_points", "simulate", "quiet", "progress", "workers" }
 risk.DEFAULT_TARGET = 1e-3
 risk.DEFAULT_CDF_POINTS = 24
 -- Logical batch sizes with a Binomial probability below this are left out (counted as exceeding).
 risk.NEGLIGIBLE = 1e-18
+-- Plan runs are shared among children (one a core) only when each gets at least this many.
+risk.MIN_RUNS_PER_CHILD = 16
+-- The largest data set held (lengths and log-factorials: ~100 bytes a sample), the longest sample
+-- (a uint32 token count, as the engine's lengths are) and the largest reserve_overhead taken.
+risk.MAX_DATASET_SIZE = 10000000
+risk.MAX_LENGTH = 2147483647
+risk.MAX_RESERVE_OVERHEAD = 1
 local function refuse(fmt, ...)
   dp.refuse("dpprof.risk: " .. string.format(fmt, ...))
 end
@@ -139,6 +149,26 @@ function risk.options(opts)
   if type(o.target) ~= "number" or not (o.target > 0 and o.target < 1) then
     refuse("target must be a probability in (0, 1), got %s", tostring(opts.target))
   end
+  -- progress: true writes a line to stderr at most once a second once the answer takes longer
+  -- than a second (what the work has reached); a function is given those lines instead
+  if opts.progress ~= nil and type(opts.progress) ~= "boolean" and type(opts.progress) ~= "function" then
+    refuse("progress must be true, false or a function(line), got %s", tostring(opts.progress))
+  end
+  if opts.progress then
+    local write = type(opts.progress) == "function" and opts.progress
+                  or function(line) io.stderr:write("dpprof risk: ", line, "\n") end
+    local t0, last = dp.clock(), nil
+    o.progress = function(what)
+      local now = dp.clock()
+      if now - t0 >= 1 and (last == nil or now - last >= 1) then
+        last = now
+        write(string.format("%s (%.0f s)", what, now - t0))
+      end
+    end
+  end
+  -- workers: the children plan runs are shared among (default: the threads OpenMP may use, the cores)
+  local env = dp.environment()
+  o.workers = opts.workers and int_at_least(opts.workers, "workers", 1) or math.max(1, env.threads or env.cores or 1)
   o.cdf_points = opts.cdf_points and int_at_least(opts.cdf_points, "cdf_points", 2) or risk.DEFAULT_CDF_POINTS
   o.simulate = opts.simulate and int_at_least(opts.simulate, "simulate", 1) or nil
   -- the model: its sequence length is the cut (model.seq_len, else a checkpoint's positions)
@@ -157,19 +187,42 @@ function risk.options(opts)
              tostring(opts.dataset_size), n)
     end
   end
-  if opts.dataset_size ~= nil then int_at_least(opts.dataset_size, "dataset_size", 1) end
+  if opts.dataset_size ~= nil then
+    local n = int_at_least(opts.dataset_size, "dataset_size", 1)
+    if n > risk.MAX_DATASET_SIZE then
+      refuse("dataset_size must be an integer in 1..%d (every sample's length and the log-factorials up to it are "
+             .. "held: about 100 bytes a sample), got %s", risk.MAX_DATASET_SIZE, tostring(opts.dataset_size))
+    end
+  end
+  -- a lognormal's draws are whole tokens: a p99 that draws past 2^31 tokens is none (the engine's
+  -- lengths are uint32), refused before drawing
+  local ld = spec.length_distribution
+  if ld and ld.kind == "lognormal" and ld.p99 > risk.MAX_LENGTH then
+    refuse("data: length_distribution.p99 must be at most %d tokens (a length is a uint32), got %s", risk.MAX_LENGTH,
+           tostring(ld.p99))
+  end
   local okl, lengths, info = pcall(data.lengths, spec, { seq_len = o.seq_len, dataset_size = opts.dataset_size, seed = o.seed })
   if not okl then refuse("%s", dp.error_text(lengths):gsub("^dpprof%.data: ", "data: ")) end
   if opts.dataset_size ~= nil and spec.lengths_file and math.tointeger(opts.dataset_size) ~= #lengths then
     refuse("dataset_size (%s) differs from the %d samples of data.lengths_file '%s' (leave dataset_size out)",
            tostring(opts.dataset_size), #lengths, spec.lengths_file)
   end
+  if #lengths > risk.MAX_DATASET_SIZE then
+    refuse("data: %d samples, more than dp.risk holds (at most %d)", #lengths, risk.MAX_DATASET_SIZE)
+  end
+  if math.type(info.longest) ~= "integer" or info.longest > risk.MAX_LENGTH then
+    refuse("data: the longest sample has %s tokens, past %d (a length is a uint32 count of tokens: lower the "
+           .. "distribution's median or p99)", string.format("%.4g", info.longest), risk.MAX_LENGTH)
+  end
   o.lengths, o.info, o.N = lengths, info, #lengths
   -- an empty run: every step's batch empty (in expectation, fewer than one non-empty step)
+  -- (refused when more likely than not every step of the run is empty: P(empty)^steps >= 1/2)
   local p_empty = math.exp(o.N * log1p(-o.q))
-  if o.q < 1 and o.steps * -expm1(o.N * log1p(-o.q)) < 1 then
-    refuse("sample_rate %g over %d samples leaves the run's batches empty (P(empty batch) = %.4g: fewer than one "
-           .. "non-empty step in %d expected); raise sample_rate or dataset_size", o.q, o.N, p_empty, o.steps)
+  local p_all_empty = math.exp(o.steps * o.N * log1p(-o.q))
+  if o.q < 1 and p_all_empty >= 0.5 then
+    refuse("sample_rate %g over %d samples leaves the run's batches empty (P(empty batch) = %.4g: P(every one of "
+           .. "the %d steps empty) = %.4g, at least 1/2); raise sample_rate or dataset_size", o.q, o.N, p_empty,
+           o.steps, p_all_empty)
   end
   -- the device model and the budget, as dp.fit reads them
   local model_spec = opts.device_model or plan.DEFAULT_MODEL
@@ -184,6 +237,11 @@ function risk.options(opts)
   end
   local okp, dm = pcall(plan.device_model, model_spec)
   if not okp then refuse("%s", dp.error_text(dm)) end
+  if dm.reserve_overhead > risk.MAX_RESERVE_OVERHEAD then
+    refuse("device_model: reserve_overhead must be a fraction in 0..%g (the pool's reserved-but-unused bytes over "
+           .. "the allocated peak; measured 0.0024 to 0.036), got %s", risk.MAX_RESERVE_OVERHEAD,
+           tostring(dm.reserve_overhead))
+  end
   o.model_spec, o.device_model = model_spec, dm
   o.budget = dm.memory_bytes - dm.context_bytes
   -- the distinct padded lengths P[1] < ... < P[D], and C[d] = the samples within P[d]
@@ -254,110 +312,239 @@ local function lchoose(lf, n, k)
   return lf[n] - lf[k] - lf[n - k]
 end
 
--- The state of one method: its plan runs, a row per physical batch size b (the reserved peak and
--- step time at every padded length P[d], planned when b is first needed), and the counts.
-local function method_state(o, method)
-  local st = { method = method, runs = 0, rows = {}, monotone = true }
-  function st.row(b)
-    local row = st.rows[b]
-    if row then return row end
-    row = { reserved = {}, step_ms = {} }
-    for d = 1, o.D do
-      local r = fit.run_point(risk.point_config(o, method, b, o.P[d]))
-      st.runs = st.runs + 1
-      row.reserved[d], row.step_ms[d] = r.plan.predicted_reserved_bytes, r.timing.avg_ms
-      if d > 1 and row.reserved[d] < row.reserved[d - 1] then st.monotone = false end
+-- The physical batches of a logical batch of B samples with at most m in one, as data.split makes
+-- them (the engine's dpsgd_split: k = ceil(B / m) batches, the first B mod k one larger), without
+-- listing them: the number k, the larger size big, the smaller size small and how many r are
+-- big (r = 0: all are small = big).
+local function split_shape(B, m)
+  local k = B // m + (B % m ~= 0 and 1 or 0)
+  local small, r = B // k, B % k
+  return k, r > 0 and small + 1 or small, small, r
+end
+risk.split_shape = split_shape
+
+-- Plans the (b, L) runs of tasks ({b=, d=} each) and returns their reserved peaks and step times,
+-- in the tasks' order: on every core (dp.environment().threads: children of dp.isolate_start, each
+-- a contiguous share, each run exactly the one this process would make) when there are enough
+-- runs to share, else here. progress(n) is told the runs done so far.
+local function plan_runs(o, method, tasks, progress)
+  local function run_slice(first, last, tell)
+    local reserved, step_ms = {}, {}
+    for i = first, last do
+      local t = tasks[i]
+      local r = fit.run_point(risk.point_config(o, method, t.b, o.P[t.d]))
+      reserved[#reserved + 1], step_ms[#step_ms + 1] = r.plan.predicted_reserved_bytes, r.timing.avg_ms
+      if tell then tell(i, #tasks, 1) end
     end
-    for bb, other in pairs(st.rows) do -- across sizes: more samples, no less memory
+    return reserved, step_ms
+  end
+  local n = #tasks
+  local children = math.min(o.workers, n // risk.MIN_RUNS_PER_CHILD)
+  if children <= 1 then return run_slice(1, n, progress) end
+  local running, slices, waiting = {}, {}, {}
+  for w = 1, children do
+    local first, last = (w - 1) * n // children + 1, w * n // children
+    slices[w] = { first = first, last = last }
+    running[w] = dp.isolate_start(function(a, z)
+      local ok, res, ms = pcall(run_slice, a, z)
+      if not ok then
+        return { failed = dp.error_text(res), refused = type(res) == "table" and res.exit_status == 2 }
+      end
+      return { reserved = res, step_ms = ms }
+    end, first, last, { threads = 1 })
+    waiting[w] = running[w]
+  end
+  local ok, err = pcall(function()
+    while #waiting > 0 do
+      dp.isolate_wait(waiting, 1)
+      for i = #waiting, 1, -1 do
+        if waiting[i]:finished() then table.remove(waiting, i) end
+      end
+      if progress then
+        local done = 0
+        for w = 1, children do
+          if running[w]:finished() then done = done + slices[w].last - slices[w].first + 1 end
+        end
+        progress(done, n, children)
+      end
+    end
+  end)
+  if not ok then -- an interrupt: the children go with it
+    for w = 1, children do if not running[w]:finished() then running[w]:stop() end end
+    error(err, 0)
+  end
+  local reserved, step_ms = {}, {}
+  for w = 1, children do
+    local res = running[w]:result()
+    if res.failed then
+      if res.refused then dp.refuse(res.failed) end
+      error(res.failed, 0)
+    end
+    if res.status ~= "ok" then
+      error(string.format("dpprof.risk: the child planning runs %d..%d of %s ended %s%s", slices[w].first,
+                          slices[w].last, method, tostring(res.status),
+                          res.message and (": " .. tostring(res.message)) or ""), 0)
+    end
+    for j = 1, #res.reserved do
+      reserved[#reserved + 1], step_ms[#step_ms + 1] = res.reserved[j], res.step_ms[j]
+    end
+  end
+  return reserved, step_ms
+end
+
+-- The state of one method: its plan runs, a row per physical batch size b (the reserved peak and
+-- step time at every padded length P[d], planned when b is first needed: st.need plans the rows
+-- of several sizes at once, on every core), and the counts.
+local function method_state(o, method)
+  local st = { method = method, runs = 0, rows = {}, monotone = true, sizes = {} }
+  -- whether row is no less than the row below it and no more than the one above (the planned
+  -- sizes in order: while every pair so far is monotone, the neighbours decide for all)
+  local function add_row(b, row)
+    for d = 2, o.D do
+      if row.reserved[d] < row.reserved[d - 1] then st.monotone = false break end
+    end
+    local sizes = st.sizes
+    local lo, hi = 1, #sizes + 1 -- the insertion point: sizes[lo - 1] < b < sizes[lo]
+    while lo < hi do
+      local mid = (lo + hi) // 2
+      if sizes[mid] < b then lo = mid + 1 else hi = mid end
+    end
+    if st.monotone then -- across sizes: more samples, no less memory
+      local below, above = sizes[lo - 1] and st.rows[sizes[lo - 1]], sizes[lo] and st.rows[sizes[lo]]
       for d = 1, o.D do
-        if (bb < b and other.reserved[d] > row.reserved[d]) or (bb > b and other.reserved[d] < row.reserved[d]) then
+        if (below and below.reserved[d] > row.reserved[d]) or (above and above.reserved[d] < row.reserved[d]) then
           st.monotone = false
+          break
         end
       end
     end
+    table.insert(sizes, lo, b)
     if not o.quiet then
       print(string.format("  %s b=%d: %d plan runs, reserved %s at %d tokens .. %s at %d", method, b, o.D,
                           dp.format_bytes(row.reserved[1]), o.P[1], dp.format_bytes(row.reserved[o.D]), o.P[o.D]))
     end
     st.rows[b] = row
-    return row
+  end
+  -- plans the rows of the sizes in list that are not planned yet
+  function st.need(list)
+    local todo, seen = {}, {}
+    for _, b in ipairs(list) do
+      if not st.rows[b] and not seen[b] then seen[b] = true; todo[#todo + 1] = b end
+    end
+    if #todo == 0 then return end
+    local tasks = {}
+    for _, b in ipairs(todo) do
+      for d = 1, o.D do tasks[#tasks + 1] = { b = b, d = d } end
+    end
+    local before = st.runs
+    local reserved, step_ms = plan_runs(o, method, tasks, o.progress and function(k, n, cores)
+      o.progress(string.format("%s: planning %d runs (batch size%s %s at %d padded lengths) on %d core%s: %d done; "
+                               .. "%d before", method, n, #todo == 1 and "" or "s", #todo == 1 and tostring(todo[1])
+                               or (todo[1] .. ".." .. todo[#todo]), o.D, cores, cores == 1 and "" or "s", k, before))
+    end)
+    st.runs = before + #tasks
+    for i, b in ipairs(todo) do
+      local row = { reserved = {}, step_ms = {} }
+      for d = 1, o.D do
+        row.reserved[d], row.step_ms[d] = reserved[(i - 1) * o.D + d], step_ms[(i - 1) * o.D + d]
+      end
+      add_row(b, row)
+    end
+  end
+  function st.row(b)
+    if not st.rows[b] then st.need({ b }) end
+    return st.rows[b]
   end
   function st.reserved(b, d) return st.row(b).reserved[d] end
   return st
 end
 
--- Whether b samples padded to P[min(d, cap)] fit under x.
-local function fits(st, b, d, x, cap)
-  if cap and d > cap then d = cap end
-  return st.row(b).reserved[d] <= x
-end
-
--- Samples whose batch of b fits under x (with lengths cut at P[cap]); with prefix, those below the
--- first padded length that does not fit (group_by_length's reading: see the header).
-local function count_within(o, st, b, x, cap, prefix)
-  local n = 0
-  for d = 1, o.D do
-    local f = fits(st, b, d, x, cap)
-    if prefix and not f then break end
-    if f then n = n + o.cnt[d] end
+-- The counts one level x (and cut at P[cap], nil: none) needs, per batch size, each worked out
+-- once (over the padded lengths): within[b] the samples whose batch of b fits under x, prefix[b]
+-- those below the first padded length that does not (group_by_length's reading: see the header).
+local function counts_at(o, st, x, cap)
+  local c = { within = {}, prefix = {}, both = {} }
+  local function fits(b, d)
+    if cap and d > cap then d = cap end
+    return st.row(b).reserved[d] <= x
   end
-  return n
-end
-
--- Samples whose batches of both big and small fit under x.
-local function count_both(o, st, big, small, x, cap)
-  local n = 0
-  for d = 1, o.D do
-    if fits(st, big, d, x, cap) and fits(st, small, d, x, cap) then n = n + o.cnt[d] end
+  c.fits = fits
+  function c.count(b, prefix)
+    local memo = prefix and c.prefix or c.within
+    local n = memo[b]
+    if n then return n end
+    n = 0
+    for d = 1, o.D do
+      local f = fits(b, d)
+      if prefix and not f then break end
+      if f then n = n + o.cnt[d] end
+    end
+    memo[b] = n
+    return n
   end
-  return n
+  function c.count_both(big, small)
+    local key = big * (o.Bhi + 2) + small
+    local n = c.both[key]
+    if n then return n end
+    n = 0
+    for d = 1, o.D do
+      if fits(big, d) and fits(small, d) then n = n + o.cnt[d] end
+    end
+    c.both[key] = n
+    return n
+  end
+  return c
 end
 
--- P(a step of B samples fits under x) with at most m in a physical batch.
-local function fit_given_B(o, st, B, m, x, cap)
-  local sizes = data.split(B, m)
-  local big, small = sizes[1], sizes[#sizes]
+-- sum over i = lo..hi of exp(term(i)), in that order, term concave in i (a sum of log-binomials
+-- whose arguments are affine in i) and finite on lo..hi: the terms under exp's range (exp(t) = 0
+-- for t below -745.2) are left out, which leaves the sum exactly what adding them gives. From the
+-- largest term (found by bisection on the sign of term(i + 1) - term(i)) each way until a term
+-- is below FAR: past it a concave term only falls (the log-factorials' rounding, ~1e-7 at N = 10^8,
+-- is far inside the margin).
+local FAR = -800
+local function sum_exp(term, lo, hi)
+  if lo > hi then return 0 end
+  local a, z = lo, hi
+  while a < z do
+    local mid = (a + z) // 2
+    if term(mid + 1) > term(mid) then a = mid + 1 else z = mid end
+  end
+  local first, last = a, a
+  while first > lo and term(first) >= FAR do first = first - 1 end
+  while last < hi and term(last) >= FAR do last = last + 1 end
+  local total = 0
+  for i = first, last do total = total + math.exp(term(i)) end
+  return total
+end
+
+-- P(a step of B samples fits under x) with at most m in a physical batch (counts: counts_at's).
+local function fit_given_B(o, counts, B, m)
+  local _, big, small, r = split_shape(B, m)
   local lf, N = o.lf, o.N
   if big == small then
-    local c = count_within(o, st, big, x, cap, o.spec.group_by_length)
+    local c = counts.count(big, o.spec.group_by_length)
     return math.exp(lchoose(lf, c, B) - lchoose(lf, N, B))
   end
-  local r = 0
-  for _, s in ipairs(sizes) do if s == big then r = r + 1 end end
   local rs = r * big
   if o.spec.group_by_length then -- at least rs of the B within T(big), all within T(small)
-    local c = count_within(o, st, small, x, cap, true)
-    local a = math.min(c, count_within(o, st, big, x, cap, true))
-    local total, den = 0, lchoose(lf, N, B)
-    for j = rs, B do total = total + math.exp(lchoose(lf, a, j) + lchoose(lf, c - a, B - j) - den) end
-    return math.min(1, total)
+    local c = counts.count(small, true)
+    local a = math.min(c, counts.count(big, true))
+    local den = lchoose(lf, N, B)
+    local function term(j) return lchoose(lf, a, j) + lchoose(lf, c - a, B - j) - den end
+    -- the terms of j = rs..B that are finite: j <= a and B - j <= c - a
+    return math.min(1, sum_exp(term, math.max(rs, B - (c - a)), math.min(B, a)))
   end
   -- the larger batches' rs samples in A (big fits), the other B - rs in C (small fits), disjoint
-  local a, c = count_within(o, st, big, x, cap), count_within(o, st, small, x, cap)
-  local n11 = count_both(o, st, big, small, x, cap)
+  local a, c = counts.count(big, false), counts.count(small, false)
+  local n11 = counts.count_both(big, small)
   local n10 = a - n11
   local den = lchoose(lf, N, rs) + lchoose(lf, N - rs, B - rs)
-  local total = 0
-  for i = math.max(0, rs - n10), math.min(rs, n11) do
-    total = total + math.exp(lchoose(lf, n11, i) + lchoose(lf, n10, rs - i) + lchoose(lf, c - i, B - rs) - den)
+  local function term(i)
+    return lchoose(lf, n11, i) + lchoose(lf, n10, rs - i) + lchoose(lf, c - i, B - rs) - den
   end
-  return math.min(1, total)
-end
-
--- F(x): the probability that a step's peak is at most x, with m and the cut at P[cap] (nil: none).
-local function cdf_at(o, st, m, x, cap)
-  local f = 0
-  for B = o.Blo, o.Bhi do
-    local w = o.pmf[B]
-    if w then
-      if B == 0 then
-        if st.reserved(1, 1) <= x then f = f + w end
-      else
-        f = f + w * fit_given_B(o, st, B, m, x, cap)
-      end
-    end
-  end
-  return math.min(1, f)
+  -- the terms of i = max(0, rs - n10)..min(rs, n11) that are finite: also B - rs <= c - i
+  return math.min(1, sum_exp(term, math.max(0, rs - n10), math.min(rs, n11, c - (B - rs))))
 end
 
 -- The physical batch sizes that occur with m (over B's support).
@@ -365,7 +552,8 @@ local function sizes_of(o, m)
   local seen, out = {}, {}
   for B = math.max(1, o.Blo), o.Bhi do
     if o.pmf[B] then
-      for _, s in ipairs(data.split(B, m)) do
+      local _, big, small = split_shape(B, m)
+      for _, s in ipairs({ big, small }) do
         if not seen[s] then seen[s] = true; out[#out + 1] = s end
       end
     end
@@ -374,18 +562,42 @@ local function sizes_of(o, m)
   return out
 end
 
+-- F(x): the probability that a step's peak is at most x, with m and the cut at P[cap] (nil: none).
+local function cdf_at(o, st, m, x, cap)
+  st.need(sizes_of(o, m))
+  if (o.pmf[0] or 0) > 0 then st.need({ 1 }) end
+  local counts = counts_at(o, st, x, cap)
+  local f = 0
+  for B = o.Blo, o.Bhi do
+    local w = o.pmf[B]
+    if w then
+      if B == 0 then
+        if st.reserved(1, 1) <= x then f = f + w end
+      else
+        f = f + w * fit_given_B(o, counts, B, m)
+      end
+    end
+  end
+  return math.min(1, f)
+end
+
 -- The typical step's modelled time for m (with lengths cut at P[cap], if given).
 local function typical_step_ms(o, st, m, cap)
   local B = math.max(1, math.floor(o.N * o.q + 0.5))
   local top = cap or o.D
-  local total = 0
-  for _, b in ipairs(data.split(B, m)) do
-    local d = top
-    for i = 1, top - 1 do
-      if (o.C[i] / o.N) ^ b >= 0.5 then d = i break end
+  local k, big, small, r = split_shape(B, m)
+  local ms = {}
+  for _, b in ipairs({ big, small }) do
+    if not ms[b] then
+      local d = top
+      for i = 1, top - 1 do
+        if (o.C[i] / o.N) ^ b >= 0.5 then d = i break end
+      end
+      ms[b] = st.row(b).step_ms[d]
     end
-    total = total + st.row(b).step_ms[d]
   end
+  local total = 0 -- the physical batches' times added in their order, as they were listed
+  for j = 1, k do total = total + ms[j <= r and big or small] end
   return total
 end
 
@@ -420,7 +632,12 @@ local function run_method(o, method)
   -- the largest m such that every m' up to it keeps the run under target (m past the largest
   -- logical batch changes nothing)
   local safe
-  for mm = 1, math.max(1, o.Bhi) do
+  local top, t_last = math.max(1, o.Bhi), dp.clock()
+  for mm = 1, top do
+    if o.progress and dp.clock() - t_last >= 1 then
+      t_last = dp.clock()
+      o.progress(string.format("%s: safe max_physical_batch_size: %d of %d checked", method, mm - 1, top))
+    end
     local p, pr = exceed(o, st, mm)
     if pr > o.target then break end
     safe = { max_physical_batch_size = mm, per_step = p, probability = pr }

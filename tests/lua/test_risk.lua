@@ -244,6 +244,34 @@ do
       "a distribution without dataset_size")
   bad({ budget_gb = -1 }, { "budget_gb must be a positive number" }, "budget_gb")
   bad({ model = { arch = "gpt", vocab = 64, hidden = 16, layers = 1, heads = 3, seq_len = 32 } }, { "model:" }, "a bad model")
+  -- issue 37 item 7: each refused naming the input and its range, before any work
+  bad({ data = { length_distribution = { kind = "lognormal", median = 1, p99 = 1e308 } }, dataset_size = 100 },
+      { "length_distribution.p99 must be at most 2147483647 tokens", "1e+308" }, "a p99 past a uint32")
+  bad({ data = { length_distribution = { kind = "lognormal", median = 1, p99 = 2e9 } }, dataset_size = 1000 },
+      { "the longest sample has", "past 2147483647" }, "draws past a uint32")
+  bad({ data = { length_distribution = { kind = "fixed", length = 4 } }, dataset_size = 1e9 },
+      { "dataset_size must be an integer in 1..10000000", "1000000000" }, "a data set too large to hold")
+  bad({ device_model = { base = "h100", reserve_overhead = 1e300 } },
+      { "reserve_overhead must be a fraction in 0..1", "1e+300" }, "a reserve_overhead past 1")
+end
+
+-- 5b. Inputs at their edges are answered (issue 37 item 7): one step whose batch may be empty
+-- (P = 0.5^2 here), and a bound past every logical batch (2^63 - 1: the engine's split once
+-- overflowed computing ceil(n / max)), which is the whole logical batch.
+do
+  check.eq(#dp.data.split(5, math.maxinteger), 1, "split by 2^63 - 1: one batch")
+  check.eq(dp.data.split(5, math.maxinteger)[1], 5, "of all five")
+  local base = { model = TINY, method = "vanilla", data = { lengths = { 4, 8 } }, sample_rate = 0.5, steps = 1,
+                 device_model = card(1 << 30) }
+  local one = dp.risk(base)
+  check.eq(one.steps, 1, "one step is a run")
+  check.eq(one.logical_batch.empty, 0.25, "its batch empty with probability 1/4")
+  base.max_physical_batch_size = math.maxinteger
+  local huge = dp.risk(base)
+  base.max_physical_batch_size = nil
+  local whole = dp.risk(base)
+  check.eq(huge.per_step, whole.per_step, "a bound past every batch: the whole logical batch's probability")
+  check.eq(huge.methods[1].safe.max_physical_batch_size, whole.methods[1].safe.max_physical_batch_size, "and safe bound")
 end
 
 -- 6. The command line: an answer, its JSON, and one-line refusals with exit 2.
@@ -282,6 +310,15 @@ do
   assert(dp.write_file(root .. "/zero.txt", "12\n0\n"))
   refused(ok_args .. "lengths_file=" .. root .. "/zero.txt", "zero.txt' line 2: length 0", "a zero length")
   refused(ok_args .. "lengths=4,8 steps=x", "steps must be a whole number, got 'x'", "steps")
+  refused(ok_args .. "distribution=lognormal median=1 p99=1e308 dataset_size=100", "p99 must be at most 2147483647",
+          "a p99 past a uint32")
+  refused(ok_args .. "distribution=fixed length=4 dataset_size=1e9", "dataset_size must be an integer in 1..10000000",
+          "a data set too large")
+  refused(ok_args .. "lengths=4,8 reserve_overhead=1e300", "reserve_overhead must be a fraction in 0..1",
+          "a reserve_overhead past 1")
+  local c1, t1 = check.sh(exe .. "preset=small method=vanilla sample_rate=0.5 lengths=4,8,9,10 steps=1 "
+                          .. "max_physical_batch_size=9223372036854775807")
+  check.eq(c1, 0, "one step and a bound of 2^63 - 1 are answered: " .. t1)
   os.execute("rm -rf '" .. root .. "'")
 end
 
