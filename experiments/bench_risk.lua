@@ -7,10 +7,19 @@
 -- card that holds every batch, so the safe search runs to the largest logical batch (about 100 a step).
 -- Each row: the case, seconds, plan runs, the safe bound and the per-step probability.
 local dp = require("dpprof")
+if dp.args and dp.args.help then
+  print("bench_risk.lua: how long dp.risk takes on the README's Llama-3.1-8B LoRA example (with and without pad_to),\n"
+        .. "at 10^5 samples a step and with a safe search to the whole batch; writes DIR/bench_risk.json.\n"
+        .. "keys: out=DIR (default results/bench_risk), cases=readme,readme_pad1,step1e5,tiny_whole;\n"
+        .. "profile= and threads= are refused: dp.risk plans on the plan device on every core")
+  return
+end
 local args = {}
 for _, a in ipairs(arg) do local k, v = a:match("^([%w_]+)=(.*)$"); if k then args[k] = v end end
 local out = args.out or "results/bench_risk"
-local LLAMA = { path = "tests/fixtures/llama3_8b", dtype = "bf16", seq_len = 4096,
+-- the fixture beside this script's repository, wherever it is run from
+local REPO = (arg and arg[0] and arg[0]:match("^(.*)/experiments/[^/]*$")) or "."
+local LLAMA = { path = REPO .. "/tests/fixtures/llama3_8b", dtype = "bf16", seq_len = 4096,
                 lora = { rank = 16, targets = { "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" } } }
 local DATA = { kind = "lognormal", median = 250, p99 = 2500 }
 local CASES = {

@@ -107,7 +107,7 @@ check.eq(shrunk.memory_bytes .. "/" .. tostring(devmodel.calibrated(shrunk, "f32
 local function fixture() return json.decode(dp.read_file(FIXTURE)) end
 local function ops(d) return d.dtypes.f32.ops end
 local BAD = {
-  { function(d) d.name = nil end, "field 'name' is missing (a string expected)" },
+  { function(d) d.name = nil end, "field 'name' is missing (a printable string expected)" },
   { function(d) d.bandwidth = "fast" end, "field 'bandwidth' must be a rate in [1e3, 1e18], got \"fast\"" },
   { function(d) d.format = "v2" end, "field 'format' must be \"dpprof-device-model/1\"" },
   { function(d) d.speed = 1 end, "field 'speed' is not a device model field (valid: " },
