@@ -8,10 +8,15 @@
 -- Each row: the case, seconds, plan runs, the safe bound and the per-step probability.
 local dp = require("dpprof")
 if dp.args and dp.args.help then
-  print("bench_risk.lua: how long dp.risk takes on the README's Llama-3.1-8B LoRA example (with and without pad_to),\n"
-        .. "at 10^5 samples a step and with a safe search to the whole batch; writes DIR/bench_risk.json.\n"
-        .. "keys: out=DIR (default results/bench_risk), cases=readme,readme_pad1,step1e5,tiny_whole;\n"
-        .. "profile= and threads= are refused: dp.risk plans on the plan device on every core")
+  print("bench_risk.lua: how long dp.risk takes on the README's Llama-3.1-8B LoRA example (with and without\n"
+        .. "pad_to), at 10^5 samples a step and with a safe search to the whole batch; writes DIR/bench_risk.json.\n"
+        .. "keys (dpprof run experiments/bench_risk.lua KEY=VALUE ...): out, cases\n"
+        .. "  out      out=DIR, where bench_risk.json goes (default results/bench_risk)\n"
+        .. "  cases    cases=readme,readme_pad1,step1e5,tiny_whole (default: all)\n"
+        .. "  profile  not taken here: dp.risk plans on the plan device, which has no per-op profile\n"
+        .. "  threads  not taken here: dp.risk's plan runs use every core\n"
+        .. "  device   not taken here: dp.risk plans on the plan device\n"
+        .. "  methods  not taken here: each case names its method (flash_clip)")
   return
 end
 local args = {}
