@@ -453,16 +453,10 @@ function calibrate.document(opts)
       sources[#sources + 1] = string.format("the %s calibration set (%d runs)", opts.quick and "quick" or "full", #runs)
     end
     for _, path in ipairs(opts.results or {}) do
-      local rok, r = pcall(dp.results.read, path)
-      if not rok then refuse(string.format("dpprof calibrate: %s: %s", path, dp.error_text(r))) end
       -- validated as dpprof compare validates it: a file whose calls, times or flops are not
       -- numbers of their kind (negative, strings, 2^63 calls) is named, field first, and not fitted
-      if type(r) ~= "table" then refuse(string.format("dpprof calibrate: %s: not a result (a JSON %s)", path, type(r))) end
-      local valid, problems = dp.results.validate(r)
-      if not valid then
-        refuse(string.format("dpprof calibrate: %s: not a valid result: %s%s", path, tostring(problems[1]),
-                             #problems > 1 and string.format(" (and %d more problems)", #problems - 1) or ""))
-      end
+      local r, bad = dp.results.load(path)
+      if not r then refuse("dpprof calibrate: " .. bad) end
       local run, why = calibrate.from_result(r, path)
       if not run then refuse(string.format("dpprof calibrate: %s %s", path, why)) end
       if run.device and run.device ~= kind then

@@ -154,34 +154,6 @@ local function compare_pair(label, base, new, thresholds, say)
   return regressions, uncompared
 end
 
--- Reads and validates one result file (once): the result, or nil and the reason, one line naming
--- the file and the field. In a directory (listed = true), a JSON document that is not meant as a
--- result (no key of the schema's at its top) is skipped: returns false and the reason.
-local function load(path, listed)
-  local ok, r = pcall(results.read, path)
-  if not ok then return nil, dp.error_text(r) end
-  if type(r) ~= "table" or getmetatable(r) == getmetatable(dp.json.array()) then
-    local what = type(r) == "table" and "an array" or dp.json.is_null(r) and "null" or "a " .. type(r)
-    return nil, string.format("%s: not a result: the document is %s, not an object", path, what)
-  end
-  if r.traceEvents ~= nil then
-    if listed then return false, "a trace file" end
-    return nil, path .. ": a trace file, not a result"
-  end
-  if listed then
-    local any = false
-    for _, k in ipairs(results.MARK_KEYS) do
-      any = any or r[k] ~= nil
-    end
-    if not any then return false, "no key of a result at its top" end
-  end
-  local valid, problems = results.validate(r)
-  if not valid then
-    return nil, string.format("%s: not a valid result: %s%s", path, problems[1],
-                              #problems > 1 and string.format(" (and %d more problems)", #problems - 1) or "")
-  end
-  return r
-end
 
 local function json_files(dir)
   local out = {}
@@ -239,7 +211,7 @@ function cli.compare(args, io_)
   -- every document is read and checked once, before anything is compared
   local loaded = {}
   local function get(path, listed)
-    local r, why = load(path, listed)
+    local r, why = results.load(path, listed)
     if r == nil then return nil, why end
     if r == false then notes[#notes + 1] = string.format("skipped %s: %s", path, why) end
     loaded[path] = r

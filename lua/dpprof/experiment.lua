@@ -757,16 +757,13 @@ local function flatten_config(v, path, out)
   else out[path] = "a " .. type(v) end -- a function's address is its own rank's
 end
 
--- Refuses (on every rank) a configuration the ranks do not share (see flatten_config); kind is the
--- device this rank resolved.
-function experiment.agree_ranks(c, kind)
-  local mine = {}
-  flatten_config(c, nil, mine)
-  mine["device (as resolved)"] = string.format("%q", kind) -- "auto" is each rank's own
-  local all = dp.dist.all_gather(json.encode({ config = mine }))
-  local ref = json.decode(all[1]).config
-  for r = 2, #all do
-    local other, paths, seen = json.decode(all[r]).config, {}, {}
+-- The first rank whose flattened table (flatten_config) differs from rank 0's, in rank order, and
+-- the first path (sorted) where: rank (from 0), path, rank 0's value, that rank's ("none": absent).
+-- Nil when every rank's agrees.
+local function first_disagreement(tables)
+  local ref = tables[1]
+  for r = 2, #tables do
+    local other, paths, seen = tables[r], {}, {}
     for _, t in ipairs({ ref, other }) do
       for k in pairs(t) do
         if not seen[k] then seen[k], paths[#paths + 1] = true, k end
@@ -774,12 +771,23 @@ function experiment.agree_ranks(c, kind)
     end
     table.sort(paths)
     for _, k in ipairs(paths) do
-      if ref[k] ~= other[k] then
-        dp.refuse(string.format("dpprof.experiment: distributed: ranks disagree on %s: rank 0 has %s, rank %d has %s "
-                                .. "(every rank must run the same configuration)", k, ref[k] or "none", r - 1,
-                                other[k] or "none"))
-      end
+      if ref[k] ~= other[k] then return r - 1, k, ref[k] or "none", other[k] or "none" end
     end
+  end
+end
+
+-- Refuses (on every rank) a configuration the ranks do not share (see flatten_config); kind is the
+-- device this rank resolved.
+function experiment.agree_ranks(c, kind)
+  local mine = {}
+  flatten_config(c, nil, mine)
+  mine["device (as resolved)"] = string.format("%q", kind) -- "auto" is each rank's own
+  local tables = {}
+  for r, text in ipairs(dp.dist.all_gather(json.encode({ config = mine }))) do tables[r] = json.decode(text).config end
+  local rank, path, theirs0, theirs = first_disagreement(tables)
+  if rank then
+    dp.refuse(string.format("dpprof.experiment: distributed: ranks disagree on %s: rank 0 has %s, rank %d has %s "
+                            .. "(every rank must run the same configuration)", path, theirs0, rank, theirs))
   end
 end
 
@@ -945,22 +953,14 @@ function run_config(c)
     for i, t in ipairs(all) do
       if t ~= "" and t:sub(1, 1) ~= "=" then return i - 1, json.decode(t) end
     end
-    local ref = all[1]:sub(1, 1) == "=" and json.decode(all[1]:sub(2))
-    for i = 2, ref and #all or 0 do
-      local other = all[i]:sub(1, 1) == "=" and json.decode(all[i]:sub(2)) or {}
-      local paths, seen = {}, {}
-      for _, t in ipairs({ ref, other }) do
-        for k in pairs(t) do
-          if not seen[k] then seen[k], paths[#paths + 1] = true, k end
-        end
-      end
-      table.sort(paths)
-      for _, k in ipairs(paths) do
-        if ref[k] ~= other[k] then
-          return i - 1, { refuse = true, message = string.format("distributed: ranks disagree on the model as built, "
-            .. "model.%s: rank 0 has %s, rank %d has %s (every rank must load the same model)", k, ref[k] or "none",
-            i - 1, other[k] or "none") }
-        end
+    if all[1]:sub(1, 1) == "=" then -- this vote carried the models as built
+      local tables = {}
+      for i, t in ipairs(all) do tables[i] = t:sub(1, 1) == "=" and json.decode(t:sub(2)) or {} end
+      local rank, path, theirs0, theirs = first_disagreement(tables)
+      if rank then
+        return rank, { refuse = true, message = string.format("distributed: ranks disagree on the model as built, "
+          .. "model.%s: rank 0 has %s, rank %d has %s (every rank must load the same model)", path, theirs0, rank,
+          theirs) }
       end
     end
   end

@@ -804,6 +804,35 @@ function results.read(path)
   return value
 end
 
+-- Reads and validates one result file (compare, calibrate): the result, or nil and the reason,
+-- one line naming the file and the field. In a directory (listed = true), a JSON document that is not meant as a
+-- result (no key of the schema's at its top) is skipped: returns false and the reason.
+function results.load(path, listed)
+  local ok, r = pcall(results.read, path)
+  if not ok then return nil, dp.error_text(r) end
+  if type(r) ~= "table" or getmetatable(r) == getmetatable(dp.json.array()) then
+    local what = type(r) == "table" and "an array" or dp.json.is_null(r) and "null" or "a " .. type(r)
+    return nil, string.format("%s: not a result: the document is %s, not an object", path, what)
+  end
+  if r.traceEvents ~= nil then
+    if listed then return false, "a trace file" end
+    return nil, path .. ": a trace file, not a result"
+  end
+  if listed then
+    local any = false
+    for _, k in ipairs(results.MARK_KEYS) do
+      any = any or r[k] ~= nil
+    end
+    if not any then return false, "no key of a result at its top" end
+  end
+  local valid, problems = results.validate(r)
+  if not valid then
+    return nil, string.format("%s: not a valid result: %s%s", path, problems[1],
+                              #problems > 1 and string.format(" (and %d more problems)", #problems - 1) or "")
+  end
+  return r
+end
+
 -- The JSON text of a result: indented, keys sorted, and numbers JSON cannot hold (NaN and the
 -- infinities a script put in ctx.extra, a vary value or its configuration) written as the strings
 -- "NaN", "Infinity" and "-Infinity", so the record is never lost (docs/results.md).
