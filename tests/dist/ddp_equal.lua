@@ -15,6 +15,13 @@ local dp = require("dpprof")
 local ws, rank = dp.dist.world_size(), dp.dist.rank()
 if ws < 2 then error("ddp_equal.lua runs under mpirun -np N with N >= 2 (got world size " .. ws .. ")") end
 local BOUND = 1e-6
+-- AdamW with eps = 1: its update lr m/(sqrt(v) + eps) is then a Lipschitz function of the gradients
+-- (constant about lr/eps), so their reduction-order rounding stays rounding in the parameters,
+-- while zero2 and fsdp still shard both moments. With eps = 1e-8 an element whose first moment
+-- cancels (0.9 g1 + g2 near 0) amplifies a 1e-7 rounding of its gradient a thousandfold and more:
+-- seen on AMD Zen 4 (OpenBLAS Cooperlake), llama vanilla element 28033 at np 4 off by 1e-6 of an
+-- lr of 1e-4, with every gradient equal to rounding.
+local OPT = { name = "adamw", lr = 1e-2, weight_decay = 0.01, eps = 1 }
 
 local MODELS = {
   gpt = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 },
@@ -45,6 +52,7 @@ end
 local function train(model, method, distributed, dpo, seed, data)
   local vals
   local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = "cpu", threads = 1,
+                           optimizer = OPT,
                            snapshots = "none", dp = dpo or { noise_multiplier = 0.5 }, distributed = distributed,
                            seed = seed, data = data,
                            on = { finished = function(ctx) vals = params_of(ctx.model) end } }
