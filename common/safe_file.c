@@ -127,6 +127,29 @@ FILE *dpfile_open_read(const char *path, char *err, size_t errlen) {
     return f;
 }
 
+int dpfile_digest(const char *path, unsigned long long *hash, unsigned long long *size, char *err, size_t errlen) {
+    struct stat st;
+    int fd = open_regular(path, &st, err, errlen);
+    if (fd < 0) return -1;
+    unsigned long long h = 14695981039346656037ull, n = 0; /* FNV-1a 64: offset basis, prime below */
+    unsigned char buf[1 << 14];
+    for (;;) {
+        ssize_t r = read(fd, buf, sizeof buf);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) {
+            int e = errno;
+            close(fd);
+            return fail(err, errlen, e, "%s: cannot read: %s", path, strerror(e));
+        }
+        if (r == 0) break;
+        for (ssize_t i = 0; i < r; i++) h = (h ^ buf[i]) * 1099511628211ull;
+        n += (unsigned long long)r;
+    }
+    close(fd);
+    *hash = h, *size = n;
+    return 0;
+}
+
 /* ---- writing ------------------------------------------------------------------------------ */
 
 /* 0 when the directory that would hold path (its name up to the last '/'; "." without one) exists,

@@ -32,6 +32,11 @@ int dpfile_read(const char *path, size_t max_bytes, char **out, size_t *len, cha
  * non-regular file (never blocks on a FIFO) or when it cannot be opened. The caller fcloses. */
 FILE *dpfile_open_read(const char *path, char *err, size_t errlen);
 
+/* The FNV-1a 64-bit hash of the bytes of the regular file at path (links followed), read as a
+ * stream, and its size; 0, or -1 and the reason. What ranks compare for a file each names by
+ * its own path (a node-local copy of one data set). */
+int dpfile_digest(const char *path, unsigned long long *hash, unsigned long long *size, char *err, size_t errlen);
+
 /* 0 when path can be written and would replace nothing but a regular file: a non-empty file name
  * that is absent or a regular file (not a symbolic link, device, FIFO, socket or directory), in a
  * directory that exists and may be written in; else -1 and the reason. */

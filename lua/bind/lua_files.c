@@ -9,6 +9,8 @@
  *       an exclusive lock on the file at path (created if absent) holding note; when another
  *       process holds it, nil and the note that process left. lock:release() (also __close and
  *       __gc) lets it go; the lock dies with the process too.
+ *   dpprof.file_digest(path) -> "N bytes, fnv1a64 HEX" | nil, message
+ *       the regular file's size and FNV-1a 64-bit hash, read as a stream (any size)
  *   dpprof.writable(path) -> true | nil, message
  *       whether write_file could replace what is at path: nothing, or a regular file
  *   dpprof.name_max(dir) -> the longest file name dir accepts (bytes)
@@ -29,6 +31,7 @@
 #include <errno.h>
 #include <lauxlib.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,6 +79,17 @@ static int l_write_file(lua_State *L) {
     char why[1024];
     if (dpfile_write(path, text, len, why, sizeof why) != 0) return fail(L, why);
     lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_file_digest(lua_State *L) {
+    const char *path = luaL_checkstring(L, 1);
+    char why[1024];
+    unsigned long long hash, size;
+    if (dpfile_digest(path, &hash, &size, why, sizeof why) != 0) return fail(L, why);
+    char text[64];
+    snprintf(text, sizeof text, "%llu bytes, fnv1a64 %016llx", size, hash);
+    lua_pushstring(L, text);
     return 1;
 }
 
@@ -200,7 +214,7 @@ void dpl_open_files(lua_State *L) {
     }
     lua_pop(L, 1);
     static const luaL_Reg fns[] = {
-        {"read_file", l_read_file}, {"write_file", l_write_file}, {"lock", l_lock},
+        {"read_file", l_read_file}, {"write_file", l_write_file}, {"lock", l_lock}, {"file_digest", l_file_digest},
         {"writable", l_writable},   {"name_max", l_name_max},     {"remove_stale_temps", l_remove_stale_temps},
         {"mkdir_p", l_mkdir_p},     {"list_dir", l_list_dir},     {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);

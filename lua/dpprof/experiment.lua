@@ -778,9 +778,20 @@ end
 
 -- Refuses (on every rank) a configuration the ranks do not share (see flatten_config); kind is the
 -- device this rank resolved.
+-- A file a rank names by its own path (a node-local copy of the data set, a temporary) is compared
+-- by what it holds: its size and FNV-1a hash (dpprof.file_digest) in place of its name.
+experiment.RANK_FILES = { "data.file", "data.lengths_file" }
 function experiment.agree_ranks(c, kind)
   local mine = {}
   flatten_config(c, nil, mine)
+  for _, path in ipairs(experiment.RANK_FILES) do
+    if mine[path] then
+      local name = path:match("[^.]+$")
+      local digest, why = dp.file_digest(c.data[name])
+      mine[path] = nil
+      mine[path .. " (its content)"] = digest and string.format("%q", digest) or string.format("%q", "unreadable: " .. why)
+    end
+  end
   mine["device (as resolved)"] = string.format("%q", kind) -- "auto" is each rank's own
   local tables = {}
   for r, text in ipairs(dp.dist.all_gather(json.encode({ config = mine }))) do tables[r] = json.decode(text).config end

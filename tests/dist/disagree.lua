@@ -93,6 +93,32 @@ do
   print("different checkpoints: refused, exit " .. code)
 end
 
+-- a data file each rank names by its own path (a node-local copy) is compared by its content:
+-- two copies of one file under different names run; a copy that differs is refused
+do
+  local tokens = {}
+  for i = 1, 256 do tokens[i] = string.pack("<I2", (i * 7) % 63 + 1) end
+  local same = table.concat(tokens)
+  assert(dp.write_file(dir .. "/tok_0.bin", same) and dp.write_file(dir .. "/tok_1.bin", same))
+  assert(dp.write_file(dir .. "/tok_other.bin", same:sub(1, -3) .. string.pack("<I2", 5)))
+  for _, case in ipairs({ { "tok_1.bin", 0 }, { "tok_other.bin", 2 } }) do
+    -- rank 0 reads tok_0.bin, rank 1 its own file
+    local change = string.format("cfg.data = { file = %q } else cfg.data = { file = %q }", dir .. "/" .. case[1],
+                                 dir .. "/tok_0.bin")
+    local path = rank_script("file_" .. case[2], change)
+    local fcode, fout = check.sh(string.format("OMPI_MCA_mpi_yield_when_idle=1 timeout %d %q --allow-run-as-root "
+                                               .. "--oversubscribe -np 2 %q run %q", BOUND, mpirun, dp.executable, path))
+    check.eq(fcode, case[2], case[1] .. ": the world's exit status: " .. fout)
+    if case[2] == 0 then
+      check.truthy(fout:find("RESULT 0 ok valid=true", 1, true), "copies of one file under two names run: " .. fout)
+    else
+      check.truthy(fout:find("ranks disagree on data.file (its content): rank 0 has \"512 bytes, fnv1a64 ", 1, true),
+                   "a copy that differs is refused, naming the content: " .. fout)
+    end
+  end
+  print("data files: compared by content")
+end
+
 -- what the ranks share runs, and each rank's own callbacks, memory_limit and threads do not count
 local code, out = check.sh(string.format("OMPI_MCA_mpi_yield_when_idle=1 timeout %d %q --allow-run-as-root "
                                          .. "--oversubscribe -np 2 %q run %q", BOUND, mpirun, dp.executable,
