@@ -16,6 +16,7 @@ static const char *open_section;
 /* the work of the adds to one entry since the last dp_ledger_take_work, and the adds so far */
 static size_t work_entry = SIZE_MAX;
 static double work_flops, work_bytes;
+static int64_t work_start_ns = -1; /* the engine clock before the first of those adds; -1: none */
 static uint64_t add_seq;
 
 static int same(const char *a, const char *b) { return a == b || (a && b && strcmp(a, b) == 0); }
@@ -30,6 +31,7 @@ static const char *entry_name(const char *op, const char *section) {
 }
 
 void dp_ledger_add(const char *op, double flops, double bytes) {
+    int64_t before_ns = dp_clock_ns();
     double ns = dp_clock_advance_op(op, flops, bytes);
     add_seq++;
     const char *section = open_section;
@@ -55,7 +57,8 @@ void dp_ledger_add(const char *op, double flops, double bytes) {
     entries[i].flops += flops;
     entries[i].bytes += bytes;
     entries[i].model_ns += ns;
-    if (i != work_entry) work_entry = i, work_flops = work_bytes = 0;
+    if (i != work_entry) work_entry = i, work_flops = work_bytes = 0, work_start_ns = -1;
+    if (work_start_ns < 0) work_start_ns = before_ns;
     work_flops += flops;
     work_bytes += bytes;
     last = i;
@@ -73,9 +76,12 @@ const dp_ledger_entry *dp_ledger_at(size_t i) { return i < n_entries ? &entries[
 
 size_t dp_ledger_last(void) { return last; }
 
+int64_t dp_ledger_work_start_ns(void) { return work_start_ns; }
+
 uint64_t dp_ledger_take_work(double *flops, double *bytes) {
     *flops = work_flops, *bytes = work_bytes;
     work_flops = work_bytes = 0;
+    work_start_ns = -1;
     return add_seq;
 }
 
@@ -104,6 +110,7 @@ void dp_ledger_reset(void) {
     last = SIZE_MAX;
     work_entry = SIZE_MAX;
     work_flops = work_bytes = 0;
+    work_start_ns = -1;
 }
 
 void dp_ledger_shutdown(void) {

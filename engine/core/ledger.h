@@ -40,6 +40,9 @@ size_t dp_ledger_last(void);
  * one entry (an add to another entry starts over), into *flops and *bytes; resets them. Returns
  * the number of adds made so far (a call that took no new add has the same number). */
 uint64_t dp_ledger_take_work(double *flops, double *bytes);
+/* The engine clock (dp_clock_ns) just before the first of the adds dp_ledger_take_work would take
+ * now; -1 when there are none. On a modelled clock a profiled call spans from there to now. */
+int64_t dp_ledger_work_start_ns(void);
 /* Adds a measurement to entry i (ignored when out of range): calls timed, their time in ns, the
  * tagged bytes allocated and freed for them. */
 void dp_ledger_measure(size_t i, uint64_t calls, double time_ns, uint64_t alloc_bytes, uint64_t freed_bytes);

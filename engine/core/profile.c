@@ -24,7 +24,6 @@ static struct {
     dp_device *dev;               /* the device of the call in progress */
     int64_t start_ns;             /* host start of the call in progress */
     void *mark;                   /* its start mark (timed backends) */
-    int64_t last_end_ns;          /* when the previous call ended (a modelled clock's calls start there) */
     dp_device *traffic_dev;       /* the device whose allocator traffic is charged */
     uint64_t allocated, released; /* that allocator's counters when the previous call ended */
     int dry;                      /* measuring the overhead: charge and log nothing */
@@ -59,7 +58,6 @@ void dp_profile_enable(dp_device *dev, int on) {
     P.depth = 0;
     P.traffic_dev = dev;
     if (dev) dp_mem_traffic(dev->mem, &P.allocated, &P.released);
-    P.last_end_ns = dp_clock_ns();
     dp_profile_active = on != 0;
 }
 
@@ -95,7 +93,7 @@ void dp_profile_begin(dp_device *dev) {
     P.dev = dev;
     P.mark = NULL;
     if (dev->ops->timer_mark && dev->ops->timer_mark(dev, &P.mark) != DP_OK) P.mark = NULL;
-    P.start_ns = dp_clock_modelled() ? P.last_end_ns : dp_clock_ns();
+    P.start_ns = dp_clock_ns(); /* a modelled clock's call has moved it already: see dp_profile_end */
     if (P.cpu_clock) P.cpu_start_ns = dp_clock_cpu_ns();
 }
 
@@ -103,7 +101,6 @@ int dp_profile_end(dp_device *dev, int rc) {
     if (P.depth == 0 || --P.depth > 0) return rc;
     int64_t end_ns = dp_clock_ns();
     int64_t cpu_end_ns = P.cpu_clock ? dp_clock_cpu_ns() : 0;
-    P.last_end_ns = end_ns;
     if (P.dry) { /* the overhead measurement: the same reads, nothing charged */
         uint64_t a, r;
         dp_mem_traffic(dev->mem, &a, &r);
@@ -114,6 +111,10 @@ int dp_profile_end(dp_device *dev, int rc) {
     }
     size_t entry = dp_ledger_last();
     double work_flops, work_bytes;
+    /* a modelled clock's call costs its own adds' time: the clock also moved for work recorded
+     * since the previous call that no call follows (in another phase, perhaps), which is not this
+     * call's */
+    int64_t work_start_ns = dp_ledger_work_start_ns();
     uint64_t seq = dp_ledger_take_work(&work_flops, &work_bytes);
     uint64_t allocated, released;
     traffic_since_last(dev, &allocated, &released);
@@ -136,7 +137,10 @@ int dp_profile_end(dp_device *dev, int rc) {
         return rc;
     }
     double ns = (double)(end_ns - P.start_ns);
-    if (P.cpu_clock && !dp_clock_modelled()) ns = (double)(cpu_end_ns - P.cpu_start_ns);
+    if (dp_clock_modelled())
+        P.start_ns = work_start_ns >= 0 ? work_start_ns : end_ns, ns = (double)(end_ns - P.start_ns);
+    else if (P.cpu_clock)
+        ns = (double)(cpu_end_ns - P.cpu_start_ns);
     dp_ledger_measure(entry, 1, ns, allocated, released);
     P.total_ns += ns;
     log_call(entry, P.start_ns, P.start_ns + (int64_t)ns, seq, work_flops, work_bytes);
@@ -183,13 +187,11 @@ double dp_profile_overhead_ns(dp_device *dev, int n) {
     int was_dry = P.dry, depth = P.depth;
     P.dry = 1;
     P.depth = 0;
-    int64_t last_end = P.last_end_ns;
     int64_t t0 = dp_clock_ns();
     for (int i = 0; i < n; i++) dp_profile_end(dev, (dp_profile_begin(dev), DP_OK));
     int64_t t1 = dp_clock_ns();
     P.dry = was_dry;
     P.depth = depth;
-    P.last_end_ns = last_end;
     return (double)(t1 - t0) / n;
 }
 

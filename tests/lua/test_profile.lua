@@ -154,6 +154,28 @@ check.near(spans[#spans].end_ms - spans[1].start_ms, pr.timing.estimate.ledger_m
 end)(), 0.05, "the spans are on the modelled device's time (warm-up + the timed iterations' ops)")
 check.truthy(dp.clock() < 1e6, "the clock is real again after the run")
 
+-- Every shipped device model, profiled, writes a result dpprof accepts, each phase's ops within its
+-- time (issue 37: with h100-calibrated's gap and curves the forward's ops took longer than the
+-- forward: work modelled before the phase was charged to its first call)
+do
+  local results = require("dpprof.results")
+  local devmodel = require("dpprof.devmodel")
+  local names = { "h100", "h200" }
+  for _, name in ipairs(devmodel.shipped_names()) do names[#names + 1] = name end
+  for _, name in ipairs(names) do
+    for _, method in ipairs({ "vanilla", "ghost", "bk", "flash_clip" }) do
+      local r = run{ device = "plan", device_model = name, method = method, profile = "ops" }
+      local ok, why = results.validate(r)
+      check.truthy(ok, string.format("%s %s: the profiled result validates: %s", name, method,
+                                     type(why) == "table" and table.concat(why, "; ") or tostring(why)))
+      for phase, p in pairs(r.profile.phases) do
+        check.truthy(p.ops_ms <= p.ms * (1 + 1e-9) + 1e-9, string.format("%s %s %s: ops %.9g ms within the phase's %.9g",
+                                                                       name, method, phase, p.ops_ms, p.ms))
+      end
+    end
+  end
+end
+
 -- Activation checkpointing: the recomputed blocks' ops (the ledger's "recompute:" section) are
 -- the profile's `recompute` phase, as their time is the timing's; the phases they ran in keep the
 -- rest, on the CPU and on the plan device.
