@@ -7,8 +7,8 @@
  * before no longer needs, so these are the op's own buffers. A backend with timers (CUDA: events
  * recorded on its stream) times a call on the device, read by dp_profile_collect after a
  * synchronisation; a synchronous one (CPU) on the engine clock around the call. On a plan device
- * the clock is modelled (clock.h): a call lasts the modelled time of the work recorded since the
- * previous call ended. Every call is logged (entry, start, end on the engine clock) for the
+ * the clock is modelled (clock.h): a call lasts the modelled time of its own work, the adds to
+ * its entry since the previous call (dp_ledger_work_start_ns); work no call follows is no call's. Every call is logged (entry, start, end on the engine clock) for the
  * trace's op slices, up to DP_PROFILE_MAX_CALLS (the rest counted as dropped).
  *
  * A call nested in another (none today: backends never dispatch) is part of the outer one.
