@@ -8,6 +8,7 @@
 #include "dpplot_legend.h"
 #include "dpplot_palette.h"
 #include "report_util.h"
+#include "sweep_util.h"
 
 #define MAX_GROUPS 64
 
@@ -63,13 +64,13 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         labels[k] = dpplot_report_label(sel, idx[k]);
         method_colors[k] = dpplot_method_color(r->method);
         peaks[k] = r->peak_bytes;
-        times[k] = r->has_time ? r->avg_ms : NAN;
+        times[k] = dpplot_step_ms(r, NULL, NULL); /* the median, as every table and chart */
         for (size_t c = 0; c < n_comp; c++)
             components[k * n_comp + c] = r->has_components ? r->component_bytes[comps[c]] : NAN;
         dpplot_format_value(r->peak_bytes, DPPLOT_UNIT_BYTES, peak_text[k], sizeof peak_text[k]);
         dpplot_format_value(times[k], DPPLOT_UNIT_MS, time_text[k], sizeof time_text[k]);
         peak_notes[k] = peak_text[k];
-        time_notes[k] = r->has_time ? time_text[k] : NULL;
+        time_notes[k] = isfinite(times[k]) ? time_text[k] : NULL;
     }
     /* Three panels across: the peak, its components, the time (each only where there is data). */
     dpplot_bar_spec specs[3] = {
@@ -78,7 +79,7 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
         {n_ok, 1, times, NULL, 1, time_notes, 0, DPPLOT_UNIT_MS, 0.6},
     };
     const char *titles[3] = {"Peak memory", "At the peak, by component",
-                             predicted ? "Time per step (estimated)" : "Time per step"};
+                             predicted ? "Time per step (estimated)" : "Time per step (median)"};
     dpplot_unit units[3] = {DPPLOT_UNIT_BYTES, DPPLOT_UNIT_BYTES, DPPLOT_UNIT_MS};
     int shown[3] = {1, any_components && n_comp > 0, any_time};
     size_t n_shown = (size_t)(shown[0] + shown[1] + shown[2]);

@@ -28,7 +28,7 @@ int dpplot_report_tradeoff(const dpplot_selection *sel, const char *path, const 
         usable[i] = r->status == DPPLOT_STATUS_OK && r->has_peak && r->has_time ? DPPLOT_DRAWN : DPPLOT_LEFT_OUT;
         if (!usable[i]) continue;
         n_ok++;
-        max_mem = fmax(max_mem, r->peak_bytes), max_ms = fmax(max_ms, r->avg_ms);
+        max_mem = fmax(max_mem, r->peak_bytes), max_ms = fmax(max_ms, dpplot_step_ms(r, NULL, NULL));
         min_mem = fmin(min_mem, r->peak_bytes);
         if (!vanilla && dpplot_method_rank(r->method) == 0) vanilla = r;
     }

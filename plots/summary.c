@@ -9,6 +9,7 @@
 #include "dpplot_axis.h"
 #include "dpplot_palette.h"
 #include "safe_file.h"
+#include "sweep_util.h"
 
 #define MIB 1048576.0
 
@@ -22,6 +23,24 @@ static void rule(FILE *f, char c, int n) {
 }
 
 static int in_table(const dpplot_result *r) { return r->status == DPPLOT_STATUS_OK && r->has_peak; }
+
+/* The step time of every table (dpplot_step_ms: the median, as the charts draw it); NaN without. */
+static double step_of(const dpplot_result *r, double *lo, double *hi) { return dpplot_step_ms(r, lo, hi); }
+
+/* "790.12-1112.40": the spread beside a step time, "-" when unknown or a plan's (one number). */
+static void spread_text(const dpplot_result *r, char *buf, size_t n) {
+    double lo, hi;
+    step_of(r, &lo, &hi);
+    if (isfinite(lo) && isfinite(hi) && !r->predicted)
+        snprintf(buf, n, "%.2f-%.2f", lo, hi);
+    else
+        snprintf(buf, n, "-");
+}
+
+/* What the step time column holds, for the line under each table. */
+static const char *const STEP_NOTE =
+    "Step time: the median of a point's repeated runs (each run's mean step), else of its timed iterations; "
+    "spread: their min-max.";
 
 /* " seq_len=8192 batch=4": the swept values of a point (empty for single runs). */
 static void vary_text(const dpplot_result *r, char *buf, size_t len) {
@@ -269,34 +288,37 @@ static int name_width(const dpplot_results *rs, int least) {
 }
 
 int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *problems, FILE *f) {
-    int fits = any_fit(rs), nw = name_width(rs, 30), width = nw + 4 * 19 + (fits ? 6 : 0);
+    int fits = any_fit(rs), nw = name_width(rs, 30), width = nw + 5 * 19 + (fits ? 6 : 0);
     if (width < 100) width = 100;
     rule(f, '=', width);
     fprintf(f, "DETAILED MEMORY PROFILING SUMMARY\n");
     rule(f, '=', width);
     fprintf(f, "\n");
-    fprintf(f, "%-*s %18s %18s %18s %18s%s\n", nw, "Method", "Peak Memory (MB)", "Reserved Peak (MB)", "Avg Time (ms)",
-            "Memory/Time", fits ? "  Fits" : "");
+    fprintf(f, "%-*s %18s %18s %18s %18s %18s%s\n", nw, "Method", "Peak Memory (MB)", "Reserved Peak (MB)",
+            "Step Time (ms)", "Spread (ms)", "Memory/Time", fits ? "  Fits" : "");
     rule(f, '-', width);
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
         if (!in_table(r)) continue;
         double peak = r->peak_bytes / MIB;
-        char name[256], reserved[32], time[32], ratio[32];
+        char name[256], reserved[32], time[32], spread[48], ratio[32];
         row_name(r, name, sizeof name);
         if (r->predicted) strncat(name, " *", sizeof name - strlen(name) - 1);
         num_or_dash(reserved, sizeof reserved, "%.2f", r->reserved_peak_bytes / MIB);
-        if (r->has_time) {
-            snprintf(time, sizeof time, "%.2f", r->avg_ms);
-            snprintf(ratio, sizeof ratio, "%.2f", r->avg_ms > 0 ? peak / r->avg_ms : 0.0);
+        double ms = step_of(r, NULL, NULL);
+        if (isfinite(ms)) {
+            snprintf(time, sizeof time, "%.2f", ms);
+            snprintf(ratio, sizeof ratio, "%.2f", ms > 0 ? peak / ms : 0.0);
+            spread_text(r, spread, sizeof spread);
         } else {
-            snprintf(time, sizeof time, "n/a"), snprintf(ratio, sizeof ratio, "n/a");
+            snprintf(time, sizeof time, "n/a"), snprintf(ratio, sizeof ratio, "n/a"), snprintf(spread, sizeof spread, "-");
         }
-        fprintf(f, "%-*s %18.2f %18s %18s %18s", nw, name, peak, reserved, time, ratio);
+        fprintf(f, "%-*s %18.2f %18s %18s %18s %18s", nw, name, peak, reserved, time, spread, ratio);
         if (fits) fprintf(f, "  %s", fit_text(r));
         fputc('\n', f);
     }
     rule(f, '=', width);
+    fprintf(f, "%s\n", STEP_NOTE);
     int left_out = 0;
     for (size_t i = 0; i < rs->n; i++) left_out |= !in_table(&rs->items[i]);
     if (left_out) {
@@ -456,7 +478,7 @@ int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
     size_t nk = vary_keys(rs, keys, 32);
     fputs("file,experiment,method,status,predicted,sweep", f);
     for (size_t k = 0; k < nk; k++) fprintf(f, ",%s", keys[k]);
-    fputs(",peak_memory_mb,reserved_peak_mb,avg_time_ms,memory_per_time", f);
+    fputs(",peak_memory_mb,reserved_peak_mb,step_time_ms,step_time_min_ms,step_time_max_ms,memory_per_time", f);
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fprintf(f, ",%s_mb", dpplot_component_key((dpplot_component)c));
     fputs(",fits,time_estimated_for,message\n", f);
     for (size_t i = 0; i < rs->n; i++) {
@@ -473,8 +495,11 @@ int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
         }
         fputc(',', f), csv_number(f, r->peak_bytes / MIB, r->has_peak);
         fputc(',', f), csv_number(f, r->reserved_peak_bytes / MIB, 1);
-        fputc(',', f), csv_number(f, r->avg_ms, r->has_time);
-        fputc(',', f), csv_number(f, r->peak_bytes / MIB / r->avg_ms, r->has_peak && r->has_time && r->avg_ms > 0);
+        double lo, hi, ms = step_of(r, &lo, &hi);
+        fputc(',', f), csv_number(f, ms, isfinite(ms));
+        fputc(',', f), csv_number(f, lo, isfinite(lo) && !r->predicted);
+        fputc(',', f), csv_number(f, hi, isfinite(hi) && !r->predicted);
+        fputc(',', f), csv_number(f, r->peak_bytes / MIB / ms, r->has_peak && isfinite(ms) && ms > 0);
         for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
             fputc(',', f), csv_number(f, r->component_bytes[c] / MIB, r->has_components);
         fprintf(f, ",%s,", fit_text(r));
@@ -492,10 +517,10 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
     if (fits) fputs(" Fits |", f);
     fputs(" Peak memory (MiB) |", f);
     if (fits) fputs(" Reserved peak (MiB) |", f);
-    fprintf(f, " %s | Memory/time (MiB/ms) |", predicted ? "Avg time (ms, * estimated)" : "Avg time (ms)");
+    fprintf(f, " %s | Spread (ms) | Memory/time (MiB/ms) |", predicted ? "Step time (ms, * estimated)" : "Step time (ms)");
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++)
         fprintf(f, " %s (MiB) |", dpplot_component_label((dpplot_component)c));
-    fputs(fits ? "\n|---|---|---|--:|--:|--:|--:|" : "\n|---|---|--:|--:|--:|", f);
+    fputs(fits ? "\n|---|---|---|--:|--:|--:|--:|--:|" : "\n|---|---|--:|--:|--:|--:|", f);
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fputs("--:|", f);
     fputc('\n', f);
     for (size_t i = 0; i < rs->n; i++) {
@@ -516,12 +541,15 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
             else
                 fputs(" |", f);
         }
-        if (r->has_time)
-            fprintf(f, " %.2f%s |", r->avg_ms, r->predicted ? " *" : "");
+        double ms = step_of(r, NULL, NULL);
+        char spread[48];
+        spread_text(r, spread, sizeof spread);
+        if (isfinite(ms))
+            fprintf(f, " %.2f%s | %s |", ms, r->predicted ? " *" : "", strcmp(spread, "-") ? spread : "");
         else
-            fputs(" |", f);
-        if (r->has_peak && r->has_time && r->avg_ms > 0)
-            fprintf(f, " %.2f |", r->peak_bytes / MIB / r->avg_ms);
+            fputs(" | |", f);
+        if (r->has_peak && isfinite(ms) && ms > 0)
+            fprintf(f, " %.2f |", r->peak_bytes / MIB / ms);
         else
             fputs(" |", f);
         for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) {
@@ -532,6 +560,7 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
         }
         fputc('\n', f);
     }
+    fprintf(f, "\n%s\n", STEP_NOTE);
     char line[512];
     if (predicted) {
         estimate_line(rs, "\\*", line, sizeof line);
@@ -622,7 +651,7 @@ int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f) {
     tex_point_header(f, keys, nk);
     fputs(" & Peak memory (MiB)", f);
     if (fits) fputs(" & Reserved peak (MiB)", f);
-    fprintf(f, " & Avg time (ms)%s & Memory/time (MiB/ms) & Status", predicted ? "$^{*}$" : "");
+    fprintf(f, " & Step time (ms)%s & Memory/time (MiB/ms) & Status", predicted ? "$^{*}$" : "");
     if (fits) fputs(" & Fits", f);
     fputs(" \\\\\n\\midrule\n", f);
     for (size_t i = 0; i < rs->n; i++) {
@@ -630,14 +659,17 @@ int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f) {
         tex_point(f, r, keys, nk);
         tex_number(f, r->peak_bytes / MIB, r->has_peak);
         if (fits) tex_number(f, r->reserved_peak_bytes / MIB, 1);
-        tex_number(f, r->avg_ms, r->has_time);
-        if (r->has_time && r->predicted) fputs("$^{*}$", f);
-        tex_number(f, r->peak_bytes / MIB / r->avg_ms, r->has_peak && r->has_time && r->avg_ms > 0);
+        double ms = step_of(r, NULL, NULL);
+        tex_number(f, ms, isfinite(ms));
+        if (isfinite(ms) && r->predicted) fputs("$^{*}$", f);
+        tex_number(f, r->peak_bytes / MIB / ms, r->has_peak && isfinite(ms) && ms > 0);
         fprintf(f, " & %s", r->status == DPPLOT_STATUS_OOM ? "OOM" : dpplot_status_name(r->status));
         if (fits) fprintf(f, " & %s", fit_text(r));
         fputs(" \\\\\n", f);
     }
     fputs("\\bottomrule\n", f);
+    fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize Step time: the median of the repeated runs, else of the timed "
+               "iterations} \\\\\n", cols);
     char line[512];
     if (predicted) {
         /* short notes: a multicolumn row does not wrap */

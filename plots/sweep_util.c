@@ -254,8 +254,9 @@ static int same_point(const dpplot_result *a, const dpplot_result *b) {
     return 1;
 }
 
-/* The step time drawn for r: the median of its runs or iterations when known, else the mean. */
-static double step_ms(const dpplot_result *r, double *lo, double *hi) {
+double dpplot_step_ms(const dpplot_result *r, double *lo, double *hi) {
+    if (lo) *lo = NAN;
+    if (hi) *hi = NAN;
     if (isfinite(r->time_mid_ms)) {
         if (lo) *lo = r->time_lo_ms;
         if (hi) *hi = r->time_hi_ms;
@@ -270,9 +271,9 @@ double dpplot_metric_value(const dpplot_results *rs, const dpplot_result *r, dpp
     if (r->status != DPPLOT_STATUS_OK) return NAN;
     switch (m) {
     case DPPLOT_METRIC_PEAK: return r->has_peak ? r->peak_bytes : NAN;
-    case DPPLOT_METRIC_TIME: return step_ms(r, lo, hi);
+    case DPPLOT_METRIC_TIME: return dpplot_step_ms(r, lo, hi);
     case DPPLOT_METRIC_TOKENS_PER_S: {
-        double l = NAN, h = NAN, ms = step_ms(r, &l, &h);
+        double l = NAN, h = NAN, ms = dpplot_step_ms(r, &l, &h);
         if (!(ms > 0) || !isfinite(r->batch) || !isfinite(r->seq_len)) return NAN;
         double tokens = r->batch * r->seq_len;
         if (lo && h > 0) *lo = tokens / (h / 1000.0); /* the slowest run gives the fewest tokens */

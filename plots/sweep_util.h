@@ -68,6 +68,11 @@ const char *dpplot_metric_name(dpplot_metric m);
 int dpplot_metric_parse(const char *s);
 /* Axis or colorbar title of a metric ("Peak memory", "Time per step (estimated)" when predicted). */
 const char *dpplot_metric_title(dpplot_metric m, int predicted);
+/* The one step time every table and chart shows for r (ms): the median of its repeated runs'
+ * mean step (repeats.avg_ms.median), else of its timed iterations (timing.median_ms), else its
+ * mean (a legacy file); NaN without a time. *lo and *hi (may be NULL) get the spread beside it
+ * (min and max of those runs or iterations; NaN when unknown). */
+double dpplot_step_ms(const dpplot_result *r, double *lo, double *hi);
 /* Unit of a metric's values. */
 dpplot_unit dpplot_metric_unit(dpplot_metric m);
 /* The metric's value for point r of rs (NaN when r lacks it, or has no vanilla counterpart for
