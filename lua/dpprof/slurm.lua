@@ -482,7 +482,9 @@ function slurm.read_manifest(dir)
     return nil, string.format("%s: field version is %s; valid: %d (the manifest version this dpprof reads)", path,
                               shown(m.version), slurm.MANIFEST_VERSION)
   end
-  if m.submissions == nil then m.submissions = dp.json.array() end
+  if m.submissions == nil or (is_object(m.submissions) and next(m.submissions) == nil) then
+    m.submissions = dp.json.array() -- older dpprof wrote an empty list as {} after a failed sbatch
+  end
   local why = slurm.check_manifest(m)
   if why then return nil, path .. ": " .. why end
   return m
@@ -566,7 +568,7 @@ function slurm.submit(ctx)
                           .. "remove it", dir, slurm.MANIFEST_FILE), 0)
     end
   else
-    m = { format = slurm.MANIFEST_FORMAT, version = slurm.MANIFEST_VERSION, submissions = {} }
+    m = { format = slurm.MANIFEST_FORMAT, version = slurm.MANIFEST_VERSION, submissions = dp.json.array() }
   end
   m.name, m.out, m.cwd, m.script, m.args, m.call = ctx.name, dir, here, script, dp.json.array(args), ctx.call
   m.dpprof = dp.executable
