@@ -306,6 +306,30 @@ code, text = sh(string.format("%s sweep submit %s", exe, rep))
 check.eq(code, 0, "resubmit with repeats: " .. text)
 check.truthy(text:find("1 of 4 runs %(2 per point%) submitted as Slurm array job %d+ %(tasks 3%)"), text)
 
+-- a failed sbatch leaves a manifest a resubmission accepts (issue 38: it held "submissions": {},
+-- which status, collect and a second submit refused); one an older version left so reads too
+do
+  local failbin = root .. "/failbin"
+  os.execute("mkdir -p " .. failbin)
+  write(failbin .. "/sbatch", "#!/bin/sh\necho 'sbatch: error: invalid partition specified' >&2\nexit 1\n")
+  os.execute("chmod +x " .. failbin .. "/sbatch")
+  local failed = root .. "/failed"
+  code, text = sh(string.format("PATH=%s:%s:/usr/bin:/bin %s sweep submit %s out=%s", failbin, fake, exe, script, failed))
+  check.eq(code, 1, "a failed sbatch fails the submission: " .. text)
+  local manifest = assert(dp.read_file(failed .. "/.dpprof-sweep.json"))
+  check.truthy(not manifest:find('"submissions": {}', 1, true) and not manifest:find('"submissions":{}', 1, true),
+               "the manifest's submissions are a list: " .. manifest)
+  code, text = sh(string.format("%s sweep status %s", exe, failed))
+  check.eq(code, 0, "status reads it: " .. text)
+  code, text = sh(string.format("%s sweep submit %s", exe, failed))
+  check.eq(code, 0, "a resubmission is accepted: " .. text)
+  check.truthy(text:find("3 of 3 points submitted", 1, true), text)
+  local old = manifest:gsub('"submissions": %[%]', '"submissions": {}')
+  assert(dp.write_file(failed .. "/.dpprof-sweep.json", old))
+  code, text = sh(string.format("%s sweep status %s", exe, failed))
+  check.eq(code, 0, "an older manifest's {} reads as no submissions: " .. text)
+end
+
 -- refusals
 code, text = sh(string.format("PATH=/nonexistent %s sweep submit %s out=%s/nosbatch", exe, script, root))
 check.eq(code, 1, "no sbatch")
