@@ -19,6 +19,7 @@
 #include "ops.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,26 +133,59 @@ static int in_block(const dpsgd_book *bk, int64_t pblock) {
  * rows once instead of every G's (gpt: 2d instead of 7d per token and layer; the head: d instead
  * of V). The input is a retained (or recomputed) activation that nothing reads after the clip.
  * Only the books of one stage (block: -1 the retained inputs, else that recomputed block). */
+typedef struct {
+    uintptr_t src; /* the shared input tensor's address */
+    int k;         /* the book's index */
+} shared_input;
+
+static int shared_input_cmp(const void *pa, const void *pb) {
+    const shared_input *a = pa, *b = pb;
+    if (a->src != b->src) return a->src < b->src ? -1 : 1;
+    return (a->k > b->k) - (a->k < b->k);
+}
+
 static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c, int block, int64_t pblock) {
-    for (int k = 0; k < dp->n_books; k++) {
-        dpsgd_book *bk = &dp->books[k];
-        if (bk->kind != DPSGD_BOOK_LINEAR || !bk->input_src || bk->block != block || !in_block(bk, pblock))
-            continue;
-        int first = 1;
-        int64_t cols = 0;
-        for (int j = 0; j < dp->n_books; j++) {
-            const dpsgd_book *o = &dp->books[j];
-            if (o->kind != DPSGD_BOOK_LINEAR || o->input_src != bk->input_src) continue;
-            if (j < k) first = 0;
-            cols += o->out_grad.shape[2];
-        }
-        if (!first || bk->input.shape[2] >= cols) continue;
-        DP_TRY(scale_samples(dp, &bk->input, c));
-        for (int j = k; j < dp->n_books; j++)
-            if (dp->books[j].kind == DPSGD_BOOK_LINEAR && dp->books[j].input_src == bk->input_src)
-                dp->books[j].input_scaled = 1;
+    /* the linear books grouped by their input (sorted: n log n, where a scan of every pair was
+     * quadratic in the books, 450 of them for an 8B model with LoRA): for each group its first
+     * book and the output columns of all of them */
+    int n = dp->n_books;
+    if (n == 0) return DP_OK;
+    shared_input *by_src = malloc((size_t)n * sizeof *by_src);
+    int64_t *cols = malloc((size_t)n * sizeof *cols);
+    int *group = malloc((size_t)n * sizeof *group); /* a first book's group: its start in by_src */
+    if (!by_src || !cols || !group) {
+        free(by_src);
+        free(cols);
+        free(group);
+        return dp_error_set(DP_EOOM, "dp: out of host memory");
     }
-    return DP_OK;
+    int m = 0;
+    for (int k = 0; k < n; k++) {
+        cols[k] = -1; /* not the first of a group */
+        if (dp->books[k].kind == DPSGD_BOOK_LINEAR && dp->books[k].input_src)
+            by_src[m++] = (shared_input){(uintptr_t)dp->books[k].input_src, k};
+    }
+    qsort(by_src, (size_t)m, sizeof *by_src, shared_input_cmp);
+    for (int g = 0; g < m;) {
+        int e = g;
+        int64_t sum = 0;
+        for (; e < m && by_src[e].src == by_src[g].src; e++) sum += dp->books[by_src[e].k].out_grad.shape[2];
+        cols[by_src[g].k] = sum;
+        group[by_src[g].k] = g;
+        g = e;
+    }
+    int rc = DP_OK;
+    for (int k = 0; k < n && rc == DP_OK; k++) { /* in the books' order, as they were registered */
+        dpsgd_book *bk = &dp->books[k];
+        if (cols[k] < 0 || bk->block != block || !in_block(bk, pblock) || bk->input.shape[2] >= cols[k]) continue;
+        rc = scale_samples(dp, &bk->input, c);
+        for (int j = group[k]; rc == DP_OK && j < m && by_src[j].src == (uintptr_t)bk->input_src; j++)
+            dp->books[by_src[j].k].input_scaled = 1;
+    }
+    free(by_src);
+    free(cols);
+    free(group);
+    return rc;
 }
 
 static int book_linear(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
