@@ -9,6 +9,7 @@
 
 #include <ctype.h>
 #include <lauxlib.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void push_category_map(lua_State *L, const uint64_t *v) {
@@ -105,31 +106,42 @@ static int l_window(lua_State *L) {
     return 1;
 }
 
+typedef struct {
+    uint32_t id;
+    uint64_t cur, peak, lap;
+} module_row;
+
+/* largest live-at-peak first, then largest peak, then the module's id (a total order: the same
+ * list every run) */
+static int module_row_cmp(const void *pa, const void *pb) {
+    const module_row *a = pa, *b = pb;
+    if (a->lap != b->lap) return a->lap > b->lap ? -1 : 1;
+    if (a->peak != b->peak) return a->peak > b->peak ? -1 : 1;
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
 /* memory.modules([device]) -> list of {module, current, peak, live_at_peak}, largest live-at-peak
- * first, for every module that ever held memory */
+ * first (then largest peak, then the order the modules were first named), for every module that
+ * ever held memory */
 static int l_modules(lua_State *L) {
     dp_device *dev = dpl_opt_device(L, 1);
-    lua_newtable(L);
-    int n = 0;
-    for (uint32_t id = 0; id < dp_module_count(); id++) {
-        uint64_t cur, peak, lap;
-        dp_mem_module_stats(dev->mem, id, &cur, &peak, &lap);
-        if (!peak && !cur) continue;
-        lua_createtable(L, 0, 4);
-        lua_pushstring(L, dp_module_name(id)), lua_setfield(L, -2, "module");
-        dpl_push_bytes(L, cur), lua_setfield(L, -2, "current");
-        dpl_push_bytes(L, peak), lua_setfield(L, -2, "peak");
-        dpl_push_bytes(L, lap), lua_setfield(L, -2, "live_at_peak");
-        lua_rawseti(L, -2, ++n);
+    uint32_t count = dp_module_count(), n = 0;
+    module_row *rows = lua_newuserdatauv(L, (size_t)(count ? count : 1) * sizeof *rows, 0);
+    for (uint32_t id = 0; id < count; id++) {
+        module_row r = {.id = id};
+        dp_mem_module_stats(dev->mem, id, &r.cur, &r.peak, &r.lap);
+        if (r.peak || r.cur) rows[n++] = r;
     }
-    /* sort by live_at_peak descending, in Lua to keep this simple */
-    lua_getglobal(L, "table");
-    lua_getfield(L, -1, "sort");
-    lua_remove(L, -2);
-    lua_pushvalue(L, -2);
-    luaL_loadstring(L, "local a, b = ... if a.live_at_peak ~= b.live_at_peak then "
-                       "return a.live_at_peak > b.live_at_peak end return a.peak > b.peak");
-    lua_call(L, 2, 0);
+    qsort(rows, n, sizeof *rows, module_row_cmp);
+    lua_createtable(L, (int)n, 0);
+    for (uint32_t i = 0; i < n; i++) {
+        lua_createtable(L, 0, 4);
+        lua_pushstring(L, dp_module_name(rows[i].id)), lua_setfield(L, -2, "module");
+        dpl_push_bytes(L, rows[i].cur), lua_setfield(L, -2, "current");
+        dpl_push_bytes(L, rows[i].peak), lua_setfield(L, -2, "peak");
+        dpl_push_bytes(L, rows[i].lap), lua_setfield(L, -2, "live_at_peak");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
     return 1;
 }
 
