@@ -595,6 +595,9 @@ run under target, the longest cut of the samples that does, and the modelled ste
   seed=N                      the draws' seed (default 0)
   simulate=S                  also draw S steps as the engine's Poisson sampler does (seed=) and
                               plan each: the check of the computed distribution
+  exhaustive=true             plan every padded length of every row (default false: a row is read
+                              from pieces, each the quadratic in the length through three plan runs
+                              and taken only where two more runs equal it to the byte)
 
   the model and the card, as dpprof fit takes them:
   method=NAME[,NAME...]       @METHODS@
@@ -628,7 +631,7 @@ end
 -- The keys risk's command line takes besides the model and card keys it shares with fit.
 cli.RISK_KEYS = { "lengths_file", "lengths", "distribution", "median", "p99", "min", "max", "length", "pad_to",
                   "group_by_length", "too_long", "sample_rate", "steps", "dataset_size", "max_physical_batch_size",
-                  "target", "seed", "simulate", "chart" }
+                  "target", "seed", "simulate", "exhaustive", "chart" }
 local RISK_FIT_KEYS = { "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead", "workspace",
                         "preset", "path", "lora_rank", "lora_alpha", "lora_targets", "optimizer", "out" }
 local RISK_DIST_KEYS = { lognormal = { "median", "p99" }, uniform = { "min", "max" }, fixed = { "length" } }
@@ -729,6 +732,12 @@ local function risk_options(args)
     end
     data.group_by_length = own.group_by_length == "true"
   end
+  if own.exhaustive then
+    if own.exhaustive ~= "true" and own.exhaustive ~= "false" then
+      return nil, string.format("exhaustive must be true or false, got '%s'", own.exhaustive)
+    end
+    o.exhaustive = own.exhaustive == "true"
+  end
   data.too_long = own.too_long
   o.data = data
   return o, out, own.chart
@@ -815,8 +824,8 @@ function cli.risk(args)
         .. "step (est.): the plan's modelled time of a typical step")
   for _, e in ipairs(r.methods) do
     if not e.monotone then
-      print(string.format("  ! %s: the peak is not monotone in the padded length (every length was planned; "
-                          .. "group_by_length's reading is then an upper bound)", e.method))
+      print(string.format("  ! %s: the peak is not monotone in the padded length (every length's peak is "
+                          .. "counted; group_by_length's reading is then an upper bound)", e.method))
     end
     if e.simulation then
       print(string.format("  %s simulated: %d steps drawn (seed %d) and planned: P(step) %s (computed %s); the "

@@ -5,7 +5,7 @@
 --            sample_rate = q, dataset_size = N, steps = S, max_physical_batch_size = m,
 --            budget_gb = G | device_model = "h100"|"h200"|"h100-calibrated"|"FILE.json"|{...}, target = 1e-3, seed = 0,
 --            optimizer = {...}, cdf_points = 24, simulate = STEPS, quiet = true, progress = false,
---            workers = cores }
+--            workers = cores, exhaustive = false }
 --   -> { probability =, per_step =, cdf = {{bytes=, p=}...}, budget_bytes =, device_model =, steps =,
 --        sample_rate =, dataset_size =, target =, seed =, seq_len =, max_physical_batch_size =,
 --        whole_logical_batch =, data = {samples=, cut=, longest=, source=, pad_to=, group_by_length=,
@@ -41,10 +41,18 @@
 -- the rest), this is P(one step exceeds the budget) = per_step, and the run's probability is
 -- 1 - (1 - per_step)^steps.
 --
--- The plan runs: a row per physical batch size b that occurs, planned at every distinct padded
--- length of the data set (b x D runs; a few ms each for an 8B model), so nothing assumes the peak
--- grows with the length (flash_clip's does not everywhere: `monotone` says whether the rows
--- did), shared among `workers` children (one a core; each run is the one this process would make). The
+-- The plan runs: a row per physical batch size b that occurs, the reserved peak at every distinct
+-- padded length of the data set, so nothing assumes the peak grows with the length (flash_clip's
+-- does not everywhere: `monotone` says whether the rows did). A row is read from pieces: the peak
+-- of a piece of lengths in which the same allocations make it is a quadratic in the length (sums
+-- of tensor sizes, each the length at most squared times whole numbers), so a piece is taken as
+-- the quadratic through its plan runs at both ends and the middle when two more runs, at its
+-- quarter points, equal it to the byte and every length inside reads as whole bytes; otherwise it
+-- is split at those points, down to pieces planned whole (risk.PIECE_PLAN_ALL). About 30 to 120
+-- runs a row instead of one a length (exhaustive = true plans every length; tests/lua/
+-- test_risk_fast.lua compares the rows of each method both ways). Each round of runs is shared
+-- among `workers` children (one a core; each run is the one this process would make); a step time
+-- a piece did not plan is planned when asked for (st.step_ms). The
 -- splits are counted in closed form (split_shape) and each sum skips only terms exp flushes to zero,
 -- so the answer is the exhaustive search's exactly (tests/lua/test_risk_fast.lua). The CDF of the step peak is exact at cdf_points levels from the smallest step's peak to
 -- the largest's, and at the budget. safe: the largest max_physical_batch_size such that every
@@ -72,7 +80,7 @@ local risk = {}
 
 risk.OPTION_KEYS = { "model", "method", "methods", "data", "sample_rate", "dataset_size", "steps",
                      "max_physical_batch_size", "budget_gb", "device_model", "target", "seed", "optimizer",
-                     "cdf_points", "simulate", "quiet", "progress", "workers" }
+                     "cdf_points", "simulate", "quiet", "progress", "workers", "exhaustive" }
 risk.DEFAULT_TARGET = 1e-3
 risk.DEFAULT_CDF_POINTS = 24
 -- Logical batch sizes with a Binomial probability below this are left out (counted as exceeding).
@@ -84,6 +92,11 @@ risk.MIN_RUNS_PER_CHILD = 16
 risk.MAX_DATASET_SIZE = 10000000
 risk.MAX_LENGTH = 2147483647
 risk.MAX_RESERVE_OVERHEAD = 1
+-- A row's piece of at most this many lengths inside is planned whole, not read as a quadratic.
+risk.PIECE_PLAN_ALL = 4
+-- How far from a whole number of bytes a piece's quadratic may read (the floating rounding of
+-- Lagrange's form on peaks below 2^53, bases no larger than ~1.2) and still be taken.
+risk.PIECE_WHOLE_TOLERANCE = 0.01
 local function refuse(fmt, ...)
   dp.refuse("dpprof.risk: " .. string.format(fmt, ...))
 end
@@ -169,6 +182,11 @@ function risk.options(opts)
   -- workers: the children plan runs are shared among (default: the threads OpenMP may use, the cores)
   local env = dp.environment()
   o.workers = opts.workers and int_at_least(opts.workers, "workers", 1) or math.max(1, env.threads or env.cores or 1)
+  -- exhaustive: plan every padded length of every row (false: read rows from verified pieces)
+  if opts.exhaustive ~= nil and type(opts.exhaustive) ~= "boolean" then
+    refuse("exhaustive must be true or false, got %s", tostring(opts.exhaustive))
+  end
+  o.exhaustive = opts.exhaustive == true
   o.cdf_points = opts.cdf_points and int_at_least(opts.cdf_points, "cdf_points", 2) or risk.DEFAULT_CDF_POINTS
   o.simulate = opts.simulate and int_at_least(opts.simulate, "simulate", 1) or nil
   -- the model: its sequence length is the cut (model.seq_len, else a checkpoint's positions)
@@ -324,19 +342,20 @@ end
 risk.split_shape = split_shape
 
 -- Plans the (b, L) runs of tasks ({b=, d=} each) and returns their reserved peaks and step times,
--- in the tasks' order: on every core (dp.environment().threads: children of dp.isolate_start, each
+-- (and allocated peaks) in the tasks' order: on every core (dp.environment().threads: children of dp.isolate_start, each
 -- a contiguous share, each run exactly the one this process would make) when there are enough
 -- runs to share, else here. progress(n) is told the runs done so far.
 local function plan_runs(o, method, tasks, progress)
   local function run_slice(first, last, tell)
-    local reserved, step_ms = {}, {}
+    local reserved, step_ms, peak = {}, {}, {}
     for i = first, last do
       local t = tasks[i]
       local r = fit.run_point(risk.point_config(o, method, t.b, o.P[t.d]))
-      reserved[#reserved + 1], step_ms[#step_ms + 1] = r.plan.predicted_reserved_bytes, r.timing.avg_ms
+      reserved[#reserved + 1], step_ms[#step_ms + 1], peak[#peak + 1] = r.plan.predicted_reserved_bytes,
+                                                                        r.timing.avg_ms, r.plan.peak_bytes
       if tell then tell(i, #tasks, 1) end
     end
-    return reserved, step_ms
+    return reserved, step_ms, peak
   end
   local n = #tasks
   local children = math.min(o.workers, n // risk.MIN_RUNS_PER_CHILD)
@@ -346,11 +365,11 @@ local function plan_runs(o, method, tasks, progress)
     local first, last = (w - 1) * n // children + 1, w * n // children
     slices[w] = { first = first, last = last }
     running[w] = dp.isolate_start(function(a, z)
-      local ok, res, ms = pcall(run_slice, a, z)
+      local ok, res, ms, pk = pcall(run_slice, a, z)
       if not ok then
         return { failed = dp.error_text(res), refused = type(res) == "table" and res.exit_status == 2 }
       end
-      return { reserved = res, step_ms = ms }
+      return { reserved = res, step_ms = ms, peak = pk }
     end, first, last, { threads = 1 })
     waiting[w] = running[w]
   end
@@ -373,7 +392,7 @@ local function plan_runs(o, method, tasks, progress)
     for w = 1, children do if not running[w]:finished() then running[w]:stop() end end
     error(err, 0)
   end
-  local reserved, step_ms = {}, {}
+  local reserved, step_ms, peak = {}, {}, {}
   for w = 1, children do
     local res = running[w]:result()
     if res.failed then
@@ -386,10 +405,46 @@ local function plan_runs(o, method, tasks, progress)
                           res.message and (": " .. tostring(res.message)) or ""), 0)
     end
     for j = 1, #res.reserved do
-      reserved[#reserved + 1], step_ms[#step_ms + 1] = res.reserved[j], res.step_ms[j]
+      reserved[#reserved + 1], step_ms[#step_ms + 1], peak[#peak + 1] = res.reserved[j], res.step_ms[j], res.peak[j]
     end
   end
-  return reserved, step_ms
+  return reserved, step_ms, peak
+end
+
+-- The quarter points of the piece [i, j] of a row (indices of the padded lengths, i < q1 < mid < q3 < j).
+local function piece_points(i, j)
+  local span = j - i
+  return { i + span // 4, i + span // 2, i + (3 * span) // 4 }
+end
+
+-- The allocated peaks of the lengths inside [i, j] read as the quadratic in the length through the
+-- plan runs at P[i], P[m] and P[j] (Lagrange's form, the lengths taken from P[i]), or nil when it is
+-- not that quadratic: a run at P[c1] or P[c2] differs from it, or a length inside does not read as
+-- a whole number of bytes (an allocator's sizes are whole in every length). The peak's bytes are
+-- sums of tensor sizes, each a product of the length (at most squared: T x T scores) and whole
+-- numbers, so a piece in which the same allocations make the peak is such a quadratic.
+local function read_piece(o, known, i, m, j, c1, c2)
+  local P = o.P
+  local x0, x1, x2 = 0.0, (P[m] - P[i]) + 0.0, (P[j] - P[i]) + 0.0
+  local y0, y1, y2 = known[i][3], known[m][3], known[j][3]
+  local function at(x) -- x: a float, the length less P[i]
+    local v = y0 * (((x - x1) * (x - x2)) / ((x0 - x1) * (x0 - x2)))
+            + y1 * (((x - x0) * (x - x2)) / ((x1 - x0) * (x1 - x2)))
+            + y2 * (((x - x0) * (x - x1)) / ((x2 - x0) * (x2 - x1)))
+    local r = math.floor(v + 0.5)
+    if math.abs(v - r) > risk.PIECE_WHOLE_TOLERANCE then return nil end
+    return math.tointeger(r) or r
+  end
+  for _, c in ipairs({ c1, c2 }) do
+    if at((P[c] - P[i]) + 0.0) ~= known[c][3] then return nil end
+  end
+  local values = {}
+  for d = i + 1, j - 1 do
+    local v = at((P[d] - P[i]) + 0.0)
+    if v == nil or v < 0 then return nil end
+    values[d] = v
+  end
+  return values
 end
 
 -- The state of one method: its plan runs, a row per physical batch size b (the reserved peak and
@@ -420,36 +475,116 @@ local function method_state(o, method)
     end
     table.insert(sizes, lo, b)
     if not o.quiet then
-      print(string.format("  %s b=%d: %d plan runs, reserved %s at %d tokens .. %s at %d", method, b, o.D,
+      print(string.format("  %s b=%d: %d plan runs (%d padded lengths), reserved %s at %d tokens .. %s at %d", method, b,
+                          row.planned, o.D,
                           dp.format_bytes(row.reserved[1]), o.P[1], dp.format_bytes(row.reserved[o.D]), o.P[o.D]))
     end
     st.rows[b] = row
   end
-  -- plans the rows of the sizes in list that are not planned yet
+  -- plans the rows of the sizes in list that are not planned yet: every padded length planned
+  -- (exhaustive), or read from pieces: a piece [i, j] of a row (its ends planned) is the quadratic
+  -- in the length through P[i], P[mid] and P[j] when the runs at its quarter points equal that
+  -- quadratic to the byte and every length inside reads as a whole number of bytes; else it is
+  -- split at those points and each part read the same way, down to pieces of at most
+  -- PIECE_PLAN_ALL lengths, planned whole. Each round's runs are planned together (on every core).
   function st.need(list)
     local todo, seen = {}, {}
     for _, b in ipairs(list) do
       if not st.rows[b] and not seen[b] then seen[b] = true; todo[#todo + 1] = b end
     end
     if #todo == 0 then return end
-    local tasks = {}
-    for _, b in ipairs(todo) do
-      for d = 1, o.D do tasks[#tasks + 1] = { b = b, d = d } end
-    end
     local before = st.runs
-    local reserved, step_ms = plan_runs(o, method, tasks, o.progress and function(k, n, cores)
-      o.progress(string.format("%s: planning %d runs (batch size%s %s at %d padded lengths) on %d core%s: %d done; "
-                               .. "%d before", method, n, #todo == 1 and "" or "s", #todo == 1 and tostring(todo[1])
-                               or (todo[1] .. ".." .. todo[#todo]), o.D, cores, cores == 1 and "" or "s", k, before))
-    end)
-    st.runs = before + #tasks
-    for i, b in ipairs(todo) do
-      local row = { reserved = {}, step_ms = {} }
+    local known, pending = {}, {} -- known[b][d] = {reserved, step_ms} of a plan run; pending[b] = pieces {i, j}
+    for _, b in ipairs(todo) do
+      known[b], pending[b] = {}, {}
+      if o.exhaustive or o.D <= risk.PIECE_PLAN_ALL + 2 then
+        for d = 1, o.D do known[b][d] = false end -- false: to plan
+      else
+        known[b][1], known[b][o.D] = false, false
+        pending[b][1] = { 1, o.D }
+      end
+    end
+    local filled = {} -- filled[b][d] = the allocated peak read from a verified piece
+    for _, b in ipairs(todo) do filled[b] = {} end
+    local round = 0
+    while true do
+      -- the runs this round needs: every piece's quarter points (or all its lengths when short)
+      for _, b in ipairs(todo) do
+        for _, pc in ipairs(pending[b]) do
+          local i, j = pc[1], pc[2]
+          if j - i - 1 <= risk.PIECE_PLAN_ALL then
+            for d = i + 1, j - 1 do if known[b][d] == nil then known[b][d] = false end end
+          else
+            for _, d in ipairs(piece_points(i, j)) do if known[b][d] == nil then known[b][d] = false end end
+          end
+        end
+      end
+      local tasks = {}
+      for _, b in ipairs(todo) do
+        for d = 1, o.D do if known[b][d] == false then tasks[#tasks + 1] = { b = b, d = d } end end
+      end
+      if #tasks > 0 then
+        round = round + 1
+        local done_before = st.runs
+        local reserved, step_ms, peak = plan_runs(o, method, tasks, o.progress and function(k, n, cores)
+          o.progress(string.format("%s: planning batch size%s %s, round %d: %d of %d runs on %d core%s; %d before",
+                                   method, #todo == 1 and "" or "s", #todo == 1 and tostring(todo[1])
+                                   or (todo[1] .. ".." .. todo[#todo]), round, k, n, cores, cores == 1 and "" or "s",
+                                   done_before))
+        end)
+        st.runs = st.runs + #tasks
+        for t, task in ipairs(tasks) do known[task.b][task.d] = { reserved[t], step_ms[t], peak[t] } end
+      end
+      -- each piece: read, or split
+      local any = false
+      for _, b in ipairs(todo) do
+        local next_pending = {}
+        for _, pc in ipairs(pending[b]) do
+          local i, j = pc[1], pc[2]
+          if j - i - 1 > risk.PIECE_PLAN_ALL then
+            local pts = piece_points(i, j)
+            local values = read_piece(o, known[b], i, pts[2], j, pts[1], pts[3])
+            if values then
+              for d = i + 1, j - 1 do if not known[b][d] then filled[b][d] = values[d] end end
+            else
+              local cuts = { i, pts[1], pts[2], pts[3], j }
+              for c = 1, 4 do
+                if cuts[c + 1] - cuts[c] > 1 then next_pending[#next_pending + 1] = { cuts[c], cuts[c + 1] } end
+              end
+            end
+          end
+        end
+        pending[b] = next_pending
+        if #next_pending > 0 then any = true end
+      end
+      if not any then break end
+    end
+    for _, b in ipairs(todo) do
+      local row = { reserved = {}, step_ms = {}, planned = 0 }
       for d = 1, o.D do
-        row.reserved[d], row.step_ms[d] = reserved[(i - 1) * o.D + d], step_ms[(i - 1) * o.D + d]
+        local k = known[b][d]
+        if k then row.reserved[d], row.step_ms[d], row.planned = k[1], k[2], row.planned + 1
+        else row.reserved[d] = plan.budget(o.device_model, filled[b][d]).predicted_reserved_bytes end
+        assert(row.reserved[d], "dpprof.risk: a padded length of a row was neither planned nor read")
       end
       add_row(b, row)
     end
+    assert(st.runs >= before)
+  end
+  -- the plan's step time of b samples at P[d]: its run's, planned now if the row read it from a piece
+  function st.step_ms(b, d)
+    local row = st.row(b)
+    if row.step_ms[d] == nil then
+      local reserved, step_ms = plan_runs(o, method, { { b = b, d = d } })
+      st.runs = st.runs + 1
+      if reserved[1] ~= row.reserved[d] then
+        error(string.format("dpprof.risk: the plan run of %s at b=%d L=%d reserves %d bytes, its row read %d "
+                            .. "(a row's piece is not the quadratic it was read as: run with exhaustive = true)",
+                            method, b, o.P[d], reserved[1], row.reserved[d]), 0)
+      end
+      row.step_ms[d] = step_ms[1]
+    end
+    return row.step_ms[d]
   end
   function st.row(b)
     if not st.rows[b] then st.need({ b }) end
@@ -459,40 +594,64 @@ local function method_state(o, method)
   return st
 end
 
--- The counts one level x (and cut at P[cap], nil: none) needs, per batch size, each worked out
--- once (over the padded lengths): within[b] the samples whose batch of b fits under x, prefix[b]
--- those below the first padded length that does not (group_by_length's reading: see the header).
-local function counts_at(o, st, x, cap)
-  local c = { within = {}, prefix = {}, both = {} }
-  local function fits(b, d)
-    if cap and d > cap then d = cap end
-    return st.row(b).reserved[d] <= x
-  end
-  c.fits = fits
-  function c.count(b, prefix)
-    local memo = prefix and c.prefix or c.within
-    local n = memo[b]
-    if n then return n end
-    n = 0
+-- The counts of one level x, per batch size b (and pair of sizes), each worked out once over the
+-- padded lengths and kept in st for every cut: W[d] the samples at lengths up to P[d] whose batch
+-- of b fits under x, ok[d] whether a batch of b at P[d] does, first_fail the first length at
+-- which it does not (nil: none).
+local function level_counts(o, st, x)
+  st.levels = st.levels or {}
+  local lv = st.levels[x]
+  if lv then return lv end
+  lv = { one = {}, two = {} }
+  local function tally(ok)
+    local W, acc, first_fail = {}, 0, nil
     for d = 1, o.D do
-      local f = fits(b, d)
-      if prefix and not f then break end
-      if f then n = n + o.cnt[d] end
+      if ok[d] then acc = acc + o.cnt[d] elseif not first_fail then first_fail = d end
+      W[d] = acc
     end
-    memo[b] = n
-    return n
+    return { W = W, ok = ok, first_fail = first_fail }
   end
-  function c.count_both(big, small)
+  function lv.of(b)
+    local e = lv.one[b]
+    if e then return e end
+    local row, ok = st.row(b).reserved, {}
+    for d = 1, o.D do ok[d] = row[d] <= x end
+    e = tally(ok)
+    lv.one[b] = e
+    return e
+  end
+  function lv.both(big, small)
     local key = big * (o.Bhi + 2) + small
-    local n = c.both[key]
-    if n then return n end
-    n = 0
-    for d = 1, o.D do
-      if fits(big, d) and fits(small, d) then n = n + o.cnt[d] end
-    end
-    c.both[key] = n
-    return n
+    local e = lv.two[key]
+    if e then return e end
+    local a, c, ok = lv.of(big).ok, lv.of(small).ok, {}
+    for d = 1, o.D do ok[d] = a[d] and c[d] end
+    e = tally(ok)
+    lv.two[key] = e
+    return e
   end
+  st.levels[x] = lv
+  return lv
+end
+
+-- The counts one level x (and cut at P[cap], nil: none) needs, per batch size, in O(1) each from
+-- level_counts: count(b) the samples whose batch of b fits under x (a sample longer than P[cap]
+-- is cut to it), count(b, true) those below the first padded length that does not
+-- (group_by_length's reading: see the header), count_both(big, small) those at which both fit.
+local function counts_at(o, st, x, cap)
+  local lv, total = level_counts(o, st, x), o.C[o.D]
+  local function within(e)
+    if not cap then return e.W[o.D] end
+    return e.W[cap] + (e.ok[cap] and (total - o.C[cap]) or 0)
+  end
+  local c = {}
+  function c.count(b, prefix)
+    local e = lv.of(b)
+    if not prefix then return within(e) end
+    if e.first_fail and (not cap or e.first_fail <= cap) then return o.C[e.first_fail - 1] end
+    return total -- every length up to the cut fits, and the longer ones are cut to it
+  end
+  function c.count_both(big, small) return within(lv.both(big, small)) end
   return c
 end
 
@@ -593,7 +752,7 @@ local function typical_step_ms(o, st, m, cap)
       for i = 1, top - 1 do
         if (o.C[i] / o.N) ^ b >= 0.5 then d = i break end
       end
-      ms[b] = st.row(b).step_ms[d]
+      ms[b] = st.step_ms(b, d)
     end
   end
   local total = 0 -- the physical batches' times added in their order, as they were listed
@@ -694,6 +853,19 @@ local function simulate(o, e, S)
   end
   return { steps = S, seed = o.seed, peaks = peaks, logical = logical, per_step = over / S, cdf = cdf, ks = ks,
            ks_bound_99 = 1.63 / math.sqrt(S) }
+end
+
+-- The rows of a method as dp.risk reads them: {lengths = {P[1], ...}, [b] = {reserved = {...},
+-- planned = runs}} for each physical batch size in sizes (the reserved peak of b samples padded to
+-- each distinct padded length of the data), and the plan runs made.
+function risk.rows(opts, method, sizes)
+  local o = risk.options(opts)
+  plan.prepare(o.device_model)
+  local st = method_state(o, method)
+  st.need(sizes)
+  local out = { lengths = table.move(o.P, 1, o.D, 1, {}), runs = st.runs }
+  for _, b in ipairs(sizes) do out[b] = { reserved = st.rows[b].reserved, planned = st.rows[b].planned } end
+  return out
 end
 
 function risk.run(opts)

@@ -1,10 +1,11 @@
 -- test_risk_fast.lua: dp.risk's fast search (issue 37 item 6: the splits in closed form, each
 -- level's counts once, the hypergeometric sums over the terms exp does not flush to zero, the rows
--- planned on every core) gives exactly the answers of the exhaustive one it replaced
+-- planned on every core, rows read from pieces) gives exactly the answers of the exhaustive one it replaced
 -- (risk_reference.lua: every bound scanned, every split listed, every term summed, every run
 -- here): every field of every method, compared with ==, over methods whose peak is and is not
 -- monotone, with and without group_by_length, pad_to, a given and the whole logical batch, cards
--- from tight to roomy, and the rows planned here (workers = 1) and in children (workers = 2).
+-- from tight to roomy, and the rows read from pieces here (workers = 1) and planned at every length
+-- in children (workers = 2, exhaustive = true).
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -35,13 +36,25 @@ end
 local cases = 0
 local function compare(opts, what)
   local want = reference.run(dp.deep_copy(opts))
-  for _, workers in ipairs({ 1, 2 }) do
-    local o = dp.deep_copy(opts)
-    o.workers = workers
-    local got = dp.risk(o)
-    local ok, why = same(got, want, "answer")
-    check.truthy(ok, string.format("%s, workers %d: the fast answer is the exhaustive one (%s)", what, workers,
-                                   tostring(why)))
+  -- in this process from pieces, and in children at every length
+  for _, way in ipairs({ { workers = 1, exhaustive = false }, { workers = 2, exhaustive = true } }) do
+    do
+      local workers, exhaustive = way.workers, way.exhaustive
+      local o = dp.deep_copy(opts)
+      o.workers, o.exhaustive = workers, exhaustive
+      local got = dp.risk(o)
+      -- rows read from pieces plan fewer runs, and nothing else differs
+      if not exhaustive then
+        for i, e in ipairs(got.methods) do
+          check.truthy(e.runs <= want.methods[i].runs, string.format("%s: %d runs read from pieces, %d every length",
+                                                                     what, e.runs, want.methods[i].runs))
+          e.runs = want.methods[i].runs
+        end
+      end
+      local ok, why = same(got, want, "answer")
+      check.truthy(ok, string.format("%s, workers %d, exhaustive %s: the fast answer is the exhaustive one (%s)", what,
+                                     workers, exhaustive, tostring(why)))
+    end
   end
   cases = cases + 1
   return want
@@ -89,7 +102,43 @@ do
   end
 end
 
--- 3. The closed-form split is the engine's.
+-- 3. Rows read from pieces (each a quadratic in the length through three plan runs, taken when
+-- two more equal it to the byte) are the rows planned at every length, for methods whose peak
+-- grows linearly (vanilla, flash_clip), with the square of the length (ghost's T x T Gram
+-- matrices), with breaks (flash_clip's strips), in f32 and bf16, and with LoRA.
+do
+  local risk = require("dpprof.risk")
+  local lengths = {}
+  for i = 1, 300 do lengths[i] = 1 + (i * 37) % 120 end -- 120 distinct lengths
+  local SMALL = { arch = "llama", vocab = 96, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 120 }
+  local BF16_LORA = { arch = "llama", vocab = 96, hidden = 32, layers = 2, heads = 4, kv_heads = 2, seq_len = 120,
+                      dtype = "bf16", lora = { rank = 4 } }
+  local read = 0
+  for _, model in ipairs({ SMALL, BF16_LORA }) do
+    for _, method in ipairs({ "vanilla", "ghost", "flash_clip", "bk", "flat" }) do
+      local opts = { model = model, method = method, data = { lengths = lengths }, sample_rate = 0.05, steps = 10,
+                     max_physical_batch_size = 4, device_model = card(1 << 40) }
+      local every = dp.deep_copy(opts)
+      every.exhaustive = true
+      local want = risk.rows(every, method, { 1, 4 })
+      local got = risk.rows(dp.deep_copy(opts), method, { 1, 4 })
+      check.eq(#got.lengths, 120, "the distinct lengths")
+      for _, b in ipairs({ 1, 4 }) do
+        for d = 1, #want.lengths do
+          check.eq(got[b].reserved[d], want[b].reserved[d], string.format("%s %s b=%d at %d tokens: the row read "
+                   .. "from pieces", model.dtype or "f32", method, b, want.lengths[d]))
+        end
+        check.eq(want[b].planned, 120, "every length planned")
+      end
+      check.truthy(got.runs < want.runs, string.format("%s: %d runs read from pieces, %d every length", method,
+                                                       got.runs, want.runs))
+      read = read + 1
+    end
+  end
+  print(string.format("test_risk_fast: %d methods' rows read from pieces equal the rows planned at every length", read))
+end
+
+-- 4. The closed-form split is the engine's.
 do
   local risk = require("dpprof.risk")
   for B = 1, 60 do
@@ -105,7 +154,7 @@ end
 check.truthy(cases >= 50, "cases compared: " .. cases)
 print(string.format("test_risk_fast: %d answers identical to the exhaustive search's", cases))
 
--- 4. Plan runs one after another reuse the last epsilon only when its inputs are the same: each
+-- 5. Plan runs one after another reuse the last epsilon only when its inputs are the same: each
 -- run's epsilon is dp.privacy.epsilon's for its own sample rate and noise.
 do
   local function run(q, sigma)
