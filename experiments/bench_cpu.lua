@@ -157,6 +157,10 @@ local function x(v) return v and string.format("%.2fx", v) or "-" end
 -- The table of docs/performance.md (markdown): one row per model and thread count, step times with their ratios
 -- (Opacus and dpprof vanilla against PyTorch eager, each DP preset against dpprof vanilla).
 local env = dp.environment()
+-- the BLAS the dpprof points ran, with its kernel (a generic one makes every CPU time several times slower)
+local blas_text = env.blas and string.format("%s %s (%s kernels, chosen by %s%s)", env.blas.library, env.blas.version,
+                                             env.blas.core, env.blas.chosen_by, env.blas.generic and ": GENERIC" or "")
+                  or "BLAS unknown"
 -- this run's command line, for the table's caption
 local command = string.format("dpprof run experiments/bench_cpu.lua rounds=%d iters=%d warmup=%d threads=%s archs=%s%s%s",
   rounds, iters, warmup, table.concat(threads, ","), table.concat(archs, ","),
@@ -170,10 +174,10 @@ local function markdown()
   head[#head + 1], align[#align + 1] = "noise phase", "---:"
   local lines = {
     string.format("Step time, median over %d round%s of each run's median of %d steps after %d warm-up (`%s`), "
-                  .. "%s, %d CPU threads on the host, dpprof %s, PyTorch %s, Opacus %s. In brackets: Opacus and "
+                  .. "%s, %d CPU threads on the host, %s, dpprof %s, PyTorch %s, Opacus %s. In brackets: Opacus and "
                   .. "dpprof vanilla against PyTorch eager, each DP preset against dpprof vanilla. Noise phase: "
                   .. "dpprof flash_clip's (normals for every parameter, added to the gradient).",
-                  rounds, rounds > 1 and "s" or "", iters, warmup, command, env.cpu, env.cores, env.git_commit,
+                  rounds, rounds > 1 and "s" or "", iters, warmup, command, env.cpu, env.cores, blas_text, env.git_commit,
                   versions.torch or "–", versions.opacus or "–"),
     "",
     "| " .. table.concat(head, " | ") .. " |",
@@ -194,7 +198,7 @@ end
 local table_md = markdown()
 assert(dp.write_file(out .. "/bench_cpu.json", dp.json.encode({
   benchmark = "bench_cpu", shape = SHAPE, rounds = rounds, iters = iters, warmup = warmup, rows = rows, runs = runs,
-  targets = checks, cpu = env.cpu, cores = env.cores, git_commit = env.git_commit, torch = versions.torch,
+  targets = checks, cpu = env.cpu, cores = env.cores, blas = env.blas, git_commit = env.git_commit, torch = versions.torch,
   opacus = versions.opacus, markdown = table_md,
 }, { indent = true }) .. "\n"))
 assert(dp.write_file(out .. "/bench_cpu.md", table_md))
