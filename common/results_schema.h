@@ -280,6 +280,16 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(ENVIRONMENT_BLAS_CORE, "environment.blas.core", STRING, PARENT, 0, NULL)                                         \
     X(ENVIRONMENT_BLAS_CHOSEN_BY, "environment.blas.chosen_by", STRING, PARENT, 0, NULL)                               \
     X(ENVIRONMENT_BLAS_GENERIC, "environment.blas.generic", BOOLEAN, PARENT, 0, NULL)                                  \
+    X(ENVIRONMENT_HOST_LOAD, "environment.host_load", OBJECT, OPTIONAL, 0, NULL) /* absent: older, or no /proc */     \
+    X(ENVIRONMENT_HOST_LOAD_WALL_S, "environment.host_load.wall_s", NUMBER, PARENT, DPR_NONNEG, NULL)                  \
+    X(ENVIRONMENT_HOST_LOAD_CPU_S, "environment.host_load.cpu_s", NUMBER, PARENT, DPR_NONNEG, NULL)                    \
+    X(ENVIRONMENT_HOST_LOAD_CORES, "environment.host_load.cores", INTEGER, PARENT, DPR_NONNEG, NULL)                   \
+    X(ENVIRONMENT_HOST_LOAD_OTHERS_SHARE, "environment.host_load.others_share", NUMBER, PARENT, DPR_NONNEG, NULL)      \
+    X(ENVIRONMENT_HOST_LOAD_LOADED, "environment.host_load.loaded", BOOLEAN, PARENT, 0, NULL)                          \
+    X(ENVIRONMENT_HOST_LOAD_START, "environment.host_load.loadavg_start", ARRAY, OPTIONAL, 0, NULL)                   \
+    X(ENVIRONMENT_HOST_LOAD_START_ITEM, "environment.host_load.loadavg_start[]", NUMBER, PARENT, DPR_NONNEG, NULL)    \
+    X(ENVIRONMENT_HOST_LOAD_END, "environment.host_load.loadavg_end", ARRAY, OPTIONAL, 0, NULL)                       \
+    X(ENVIRONMENT_HOST_LOAD_END_ITEM, "environment.host_load.loadavg_end[]", NUMBER, PARENT, DPR_NONNEG, NULL)        \
     X(ENVIRONMENT_DEVICE_MODEL, "environment.device_model", OBJECT, OPTIONAL, DPR_OPEN, NULL) /* plan runs */          \
     X(PRIVACY, "privacy", OBJECT, OK, DPR_NULLABLE, NULL) /* null for vanilla only */                                  \
     X(PRIVACY_NOISE_MULTIPLIER, "privacy.noise_multiplier", NUMBER, PARENT, DPR_NONNEG, NULL)                          \

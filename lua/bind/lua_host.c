@@ -5,7 +5,12 @@
  *   dpprof.environment() -> {hostname, cpu, cores, threads, os, dpprof_version, git_commit,
  *       lua_version, nvidia_driver_version, devices={<kind>={...}}}; threads is the CPU
  *       backend's thread count (dpprof.threads()); devices lists
- *       initialised devices only, so calling it never initialises one */
+ *       initialised devices only, so calling it never initialises one
+ *   dpprof.host_load() -> {loadavg = {1 min, 5 min, 15 min}, busy_s, cpu_s, wall_s, cores}: the
+ *       machine's load averages, the CPU seconds all its CPUs have been busy since boot
+ *       (/proc/stat: all but idle and iowait), this process's own CPU seconds (user + system) and
+ *       a monotonic clock, so that two readings tell what other processes took during a run;
+ *       a field the host does not give is absent */
 #include "lua_engine.h"
 
 #include "device.h"
@@ -18,6 +23,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/utsname.h>
 #include <time.h>
@@ -139,9 +145,53 @@ static int l_environment(lua_State *L) {
     return 1;
 }
 
+/* The CPU seconds all CPUs have been busy since boot (the "cpu" line of /proc/stat: user, nice,
+ * system, irq, softirq and steal ticks; idle and iowait left out), or -1. */
+static double busy_seconds(void) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return -1;
+    unsigned long long v[8] = {0};
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                   &v[7]);
+    fclose(f);
+    long hz = sysconf(_SC_CLK_TCK);
+    if (n < 4 || hz <= 0) return -1;
+    /* user nice system idle iowait irq softirq steal */
+    unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+    return (double)busy / (double)hz;
+}
+
+static int l_host_load(lua_State *L) {
+    lua_createtable(L, 0, 5);
+    double avg[3];
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf %lf %lf", &avg[0], &avg[1], &avg[2]) == 3) {
+            lua_createtable(L, 3, 0);
+            for (int i = 0; i < 3; i++) lua_pushnumber(L, avg[i]), lua_rawseti(L, -2, i + 1);
+            lua_setfield(L, -2, "loadavg");
+        }
+        fclose(f);
+    }
+    double busy = busy_seconds();
+    if (busy >= 0) lua_pushnumber(L, busy), lua_setfield(L, -2, "busy_s");
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) == 0) {
+        double cpu = (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 + (double)ru.ru_stime.tv_sec +
+                     (double)ru.ru_stime.tv_usec * 1e-6;
+        lua_pushnumber(L, cpu), lua_setfield(L, -2, "cpu_s");
+    }
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    lua_pushnumber(L, (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9), lua_setfield(L, -2, "wall_s");
+    lua_pushinteger(L, sysconf(_SC_NPROCESSORS_ONLN)), lua_setfield(L, -2, "cores");
+    return 1;
+}
+
 void dpl_open_host(lua_State *L) {
     static const luaL_Reg fns[] = {
-        {"time", l_time}, {"sleep", l_sleep}, {"pid", l_pid}, {"environment", l_environment}, {NULL, NULL}};
+        {"time", l_time}, {"sleep", l_sleep}, {"pid", l_pid}, {"environment", l_environment},
+        {"host_load", l_host_load}, {NULL, NULL}};
     luaL_setfuncs(L, fns, 0);
     char exe[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);

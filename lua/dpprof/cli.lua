@@ -6,10 +6,10 @@ local results = require("dpprof.results")
 local cli = {}
 
 ---------------------------------------------------------------------------------------------
--- dpprof compare BASE NEW [--memory R] [--time R] [--threshold R]
+-- dpprof compare BASE NEW [--memory R] [--time R|off] [--threshold R]
 
 local COMPARE_USAGE = [[
-usage: dpprof compare BASE NEW [--memory R] [--time R] [--threshold R]
+usage: dpprof compare BASE NEW [--memory R] [--time R|off] [--threshold R]
 
 Compares two results: two result JSON files, or two directories of them (files matched by name).
 Every file is checked against the results schema (docs/results.md) when it is read. Prints peak
@@ -19,9 +19,15 @@ keys that differ.
 
   --memory R      the largest allowed ratio NEW/BASE of peak memory (exact: any growth past R
                   is a regression); default 1.05 (5% growth)
-  --time R        the largest allowed ratio NEW/BASE of step time (avg_ms); default 1.05. Time is
-                  judged against the measured spread: a NEW whose fastest run (repeats=N) or
-                  iteration is within BASE's slowest is noise, not a regression, and is said so
+  --time R        the largest allowed ratio NEW/BASE of the step time: the median of the runs
+                  (repeats=N), else of the timed iterations, as the summaries report it; default
+                  1.05. Measured times are judged against their spread, and only when each side
+                  has at least 3 runs or iterations (fewer: "not enough repeats to judge time",
+                  not a regression); a NEW whose fastest run or iteration is within BASE's slowest
+                  is noise, not a regression, and is said so. Two plan results' times are modelled
+                  (no noise): judged on the ratio alone. A measured and a predicted time are not
+                  judged against each other. A run taken on a loaded machine is said so
+  --time off      no time verdict (the times are shown): a memory-only check, e.g. in CI
   --threshold R   sets both
 
 exit status: 0 every pair was compared (both runs ok) and none grew past its threshold; 1 peak
@@ -64,6 +70,19 @@ local function time_spread(r)
   return { lo = r.timing.min_ms, hi = r.timing.max_ms, n = #r.timing.iter_ms, what = "iterations" }
 end
 
+-- Each side needs at least this many runs or iterations for its measured time to be judged.
+cli.MIN_TIME_SAMPLES = 3
+
+-- A result's step time as the summaries report it (plots/sweep_util.c dpplot_step_ms): the
+-- median of its repeated runs, else of its timed iterations, else their mean.
+local function step_ms(r)
+  local rep = type(r.repeats) == "table" and r.repeats or nil
+  if rep and type(rep.avg_ms) == "table" and math.type(rep.n) and rep.n > 1 and type(rep.avg_ms.median) == "number" then
+    return rep.avg_ms.median
+  end
+  return r.timing.median_ms or r.timing.avg_ms
+end
+
 local function spread_text(s)
   return string.format("%s-%s over %d %s", fmt_ms(s.lo), fmt_ms(s.hi), s.n,
                        s.n == 1 and s.what:gsub("s$", "") or s.what)
@@ -101,9 +120,26 @@ local function compare_pair(label, base, new, thresholds, say)
     local r = ratio(b, n)
     local flag = ""
     local threshold = gate and thresholds[gate]
-    if gate and r and r > threshold then
+    if gate == "time" and r and r > threshold and (base.predicted == true) ~= (new.predicted == true) then
+      flag = "not judged"
+      judgements[#judgements + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), not judged: a measured time "
+                                                  .. "against a predicted one", label, name, (r - 1) * 100, fmt(b), fmt(n))
+    elseif gate == "time" and r and r > threshold and base.predicted == true then
+      flag = string.format("REGRESSION (> %g)", threshold)
+      regressions[#regressions + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), past the threshold %g (modelled "
+                                                    .. "times: no noise to judge)", label, name, (r - 1) * 100, fmt(b),
+                                                    fmt(n), threshold)
+    elseif gate == "time" and r and r > threshold and
+           (time_spread(base).n < cli.MIN_TIME_SAMPLES or time_spread(new).n < cli.MIN_TIME_SAMPLES) then
+      flag = "not judged"
+      judgements[#judgements + 1] = string.format(
+        "%s: %s grew %.1f%% (%s -> %s), past %g but not enough repeats to judge time (BASE %s, NEW %s; at least %d "
+        .. "a side: repeats=%d or iters=%d), not a regression", label, name, (r - 1) * 100, fmt(b), fmt(n), threshold,
+        spread_text(time_spread(base)), spread_text(time_spread(new)), cli.MIN_TIME_SAMPLES, cli.MIN_TIME_SAMPLES,
+        cli.MIN_TIME_SAMPLES)
+    elseif gate and r and r > threshold then
       local bs, ns = gate == "time" and time_spread(base), gate == "time" and time_spread(new)
-      if gate == "time" and ns.lo <= bs.hi and (bs.n > 1 or ns.n > 1) then
+      if gate == "time" and ns.lo <= bs.hi then
         flag = "within the spread"
         judgements[#judgements + 1] = string.format(
           "%s: %s grew %.1f%% (%s -> %s), past %g but not a regression: NEW's fastest is within BASE's slowest "
@@ -112,9 +148,7 @@ local function compare_pair(label, base, new, thresholds, say)
         flag = string.format("REGRESSION (> %g)", threshold)
         local why = ""
         if gate == "time" then
-          why = (bs.n > 1 or ns.n > 1)
-                and string.format(", outside the measured spread (BASE %s, NEW %s)", spread_text(bs), spread_text(ns))
-                or " (no spread measured, one iteration each: judged on the ratio alone; repeats=N measures it)"
+          why = string.format(", outside the measured spread (BASE %s, NEW %s)", spread_text(bs), spread_text(ns))
         end
         regressions[#regressions + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), past the threshold %g%s",
                                                       label, name, (r - 1) * 100, fmt(b), fmt(n), threshold, why)
@@ -123,8 +157,10 @@ local function compare_pair(label, base, new, thresholds, say)
     rows[#rows + 1] = { name, fmt(b), fmt(n), r and (r == math.huge and "inf" or string.format("%.3f", r)) or "-", flag }
   end
   row("peak memory", base.memory.peak_bytes, new.memory.peak_bytes, fmt_bytes, "memory")
-  row("step time (avg)", base.timing.avg_ms, new.timing.avg_ms, fmt_ms, "time")
-  row("step time (median)", base.timing.median_ms, new.timing.median_ms, fmt_ms, false)
+  local modelled = base.predicted == true and new.predicted == true
+  row(modelled and "modelled step time" or "step time (median)", step_ms(base), step_ms(new), fmt_ms,
+      thresholds.time and "time" or false)
+  row("step time (mean)", base.timing.avg_ms, new.timing.avg_ms, fmt_ms, false)
   for _, p in ipairs(results.PHASES) do
     local b, n = base.timing.phases_ms[p], new.timing.phases_ms[p]
     if results.OPTIONAL_PHASES[p] then b, n = b or 0, n or 0 end -- absent from older results
@@ -139,8 +175,14 @@ local function compare_pair(label, base, new, thresholds, say)
   -- padded by hand (dp.print_table): string.format widths stop at 99, and a figure can be wider
   dp.print_table(rows, { false, true, true, true, false }, say)
   local bs, ns = time_spread(base), time_spread(new)
-  say(string.format("  step time spread: BASE %s, NEW %s", spread_text(bs), spread_text(ns)))
+  if not modelled then
+    say(string.format("  step time spread: BASE %s, NEW %s", spread_text(bs), spread_text(ns)))
+  end
   for _, j in ipairs(judgements) do say("  note: " .. j) end
+  for _, side in ipairs({ { base, "BASE" }, { new, "NEW" } }) do
+    local note = side[1].predicted ~= true and results.load_note(side[1], side[2])
+    if note then say("  note: " .. note) end
+  end
   local be, ne = results.epsilon_text(base.privacy), results.epsilon_text(new.privacy)
   if be or ne then say(string.format("  privacy: %s -> %s", be or "-", ne or "-")) end
   local fb, fn = flatten(base.config or {}, ""), flatten(new.config or {}, "")
@@ -184,14 +226,17 @@ function cli.compare(args, io_)
         v = args[i]
       end
       local t = tonumber(v or "")
-      if not t or not (t > 0 and t < math.huge) then
-        complain(string.format("dpprof compare: --%s needs a finite ratio > 0, e.g. 1.05 (got '%s')", opt, tostring(v)))
+      if opt == "time" and v == "off" then
+        t = false
+      elseif not t or not (t > 0 and t < math.huge) then
+        complain(string.format("dpprof compare: --%s needs a finite ratio > 0, e.g. 1.05%s (got '%s')", opt,
+                               opt == "time" and ", or off" or "", tostring(v)))
         return 2
       end
       if opt ~= "time" then thresholds.memory = t end
       if opt ~= "memory" then thresholds.time = t end
     elseif a:sub(1, 1) == "-" and a ~= "-" then
-      complain("dpprof compare: unknown option '" .. a .. "' (valid: --memory R, --time R, --threshold R, --help)")
+      complain("dpprof compare: unknown option '" .. a .. "' (valid: --memory R, --time R|off, --threshold R, --help)")
       return 2
     else
       paths[#paths + 1] = a
@@ -253,8 +298,11 @@ function cli.compare(args, io_)
     pairs_[1] = { base_path .. " -> " .. new_path, base_path, new_path }
   end
   local regressions = {}
-  say(string.format("dpprof compare (memory threshold %g, exact; time threshold %g, against the measured spread)",
-                    thresholds.memory, thresholds.time))
+  say(string.format("dpprof compare (memory threshold %g, exact; %s)", thresholds.memory,
+                    thresholds.time and string.format("time threshold %g on the median step, against the measured "
+                                                      .. "spread of at least %d runs or iterations a side",
+                                                      thresholds.time, cli.MIN_TIME_SAMPLES)
+                    or "time not judged: --time off"))
   for _, n in ipairs(notes) do say(n) end
   for _, p in ipairs(pairs_) do
     local reg, unc = compare_pair(p[1], loaded[p[2]], loaded[p[3]], thresholds, say)

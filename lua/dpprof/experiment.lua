@@ -660,12 +660,12 @@ local function choices(priv, c)
   return method, field("norms") or c.norms or preset.norms, field("clip_method") or field("clip") or c.clip or preset.clip
 end
 
-local function environment(kind, info, device_model, threads)
+local function environment(kind, info, device_model, threads, load_start)
   local env = dp.environment()
   local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores, threads = threads,
               git_commit = env.git_commit, dpprof_version = env.dpprof_version,
               hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null,
-              blas = env.blas }
+              blas = env.blas, host_load = results.host_load(load_start, dp.host_load()) }
   if kind == "cuda" then
     e.driver_version = env.nvidia_driver_version or info.cuda_driver_version or json.null
     e.cuda_version = info.cuda_version or json.null
@@ -828,6 +828,7 @@ function run_config(c)
   local mem = dp.memory
   -- resolves "auto" and makes the device current; a device that cannot be had is the caller's
   -- configuration problem, reported at the caller's line
+  local load_start = dp.host_load() -- what else the host ran meanwhile: environment.host_load
   local dok, info = pcall(dp.device, c.device)
   if not dok then error("dpprof.experiment: " .. dp.error_text(info), 2) end
   local kind = info.kind
@@ -1327,7 +1328,7 @@ function run_config(c)
     layers = priv and priv:stats().layers or {},
     steps = (samples or c.dp.poisson) and ok and st.steps or nil,
     data = samples and samples.info or nil,
-    environment = environment(kind, info, device_model, threads),
+    environment = environment(kind, info, device_model, threads, load_start),
     privacy = privacy,
     extra = ctx.extra,
   }

@@ -11,6 +11,40 @@ local results = {}
 results.SCHEMA_VERSION = dp.results_schema.version
 results.MiB = 1024 * 1024
 results.TIMELINE_POINTS = 4096
+-- A run was taken on a loaded machine when other processes kept at least this share of the host's
+-- CPUs busy while it ran (environment.host_load.others_share): its measured times are then not
+-- what the machine gives one run.
+results.LOADED_SHARE = 0.25
+
+-- environment.host_load from two dpprof.host_load() readings, the run's start and end (nil when
+-- the host gives neither /proc/stat nor the process's CPU time): the load averages at both, the
+-- run's wall and CPU seconds, the share of the host's CPUs other processes kept busy meanwhile
+-- (busy CPU time less the run's own, over wall time x cores; 0..1) and whether that is loaded.
+function results.host_load(a, b)
+  if not (a and b and a.busy_s and b.busy_s and a.cpu_s and b.cpu_s and a.wall_s and b.wall_s) then return nil end
+  local wall, cpu = math.max(0, b.wall_s - a.wall_s), math.max(0, b.cpu_s - a.cpu_s)
+  local cores = math.max(1, b.cores or 1)
+  local others = wall > 0 and (b.busy_s - a.busy_s - cpu) / (wall * cores) or 0
+  others = math.min(1, math.max(0, others))
+  local h = { wall_s = wall, cpu_s = cpu, cores = cores, others_share = others, loaded = others >= results.LOADED_SHARE }
+  if a.loadavg then h.loadavg_start = dp.json.array(a.loadavg) end
+  if b.loadavg then h.loadavg_end = dp.json.array(b.loadavg) end
+  return h
+end
+
+-- "NEW was taken on a loaded machine: other processes kept 63% of its 2 CPUs busy (load average
+-- 1.90 -> 2.41)", or nil when the result does not say it was.
+function results.load_note(r, who)
+  local h = type(r.environment) == "table" and r.environment.host_load
+  if type(h) ~= "table" or h.loaded ~= true then return nil end
+  local la = ""
+  if type(h.loadavg_start) == "table" and type(h.loadavg_end) == "table" and h.loadavg_start[1] and h.loadavg_end[1] then
+    la = string.format(" (load average %.2f -> %.2f)", h.loadavg_start[1], h.loadavg_end[1])
+  end
+  return string.format("%s was taken on a loaded machine: other processes kept %.0f%% of its %d CPU%s busy while it "
+                       .. "ran%s; its times are not what the machine gives one run", who, 100 * h.others_share,
+                       h.cores, h.cores == 1 and "" or "s", la)
+end
 results.STATUSES = dp.results_schema.choices.statuses
 results.PHASES = dp.results_schema.choices.phases
 -- Phases a result may lack (absent: 0 ms), as a set: "recompute" (activation checkpointing, issue

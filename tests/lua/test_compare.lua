@@ -96,7 +96,7 @@ check.eq(compare(base, bigger, "--threshold", "1.2"), 0, "peak +10% under --thre
 check.eq(compare("--threshold=1.2", base, bigger), 0, "--threshold=R form, before the paths")
 code, text = compare(base, slower)
 check.eq(code, 1, "step time +10%: " .. text)
-check.truthy(text:find("step time (avg) grew", 1, true), "names the step time: " .. text)
+check.truthy(text:find("step time (median) grew", 1, true), "names the step time: " .. text)
 check.eq(compare(base, faster), 0, "improvements pass")
 -- a measured result against a plan prediction: said, since the times are not alike
 local pr = results.read(same)
@@ -320,6 +320,63 @@ local runs_new = repeated("runs_new.json", { 13.0, 13.0 }, { 13.0, 13.5, 14.0 })
 code, text = compare(runs_base, runs_new)
 check.eq(code, 0, "within the runs' spread (iterations alone would not be): " .. text)
 check.truthy(text:find("over 3 runs", 1, true), "names the runs: " .. text)
+
+-- Issue 38.1/38.2: the statistic is the median (of the runs, else of the iterations), as the
+-- summaries report it; a time verdict needs at least 3 runs or iterations a side; --time off
+-- judges memory only; two plan results' times are modelled (judged on the ratio, without a
+-- spread); a measured time is not judged against a predicted one; a loaded machine is said.
+do
+  local spiky = write("spiky.json", result(100 * MiB, { 10.0, 10.0, 40.0 })) -- mean x2, median x1
+  code, text = compare(base, spiky)
+  check.eq(code, 0, "one slow iteration moves the mean, not the median: " .. text)
+  check.truthy(text:find("step time (median)", 1, true) and text:find("step time (mean)", 1, true), text)
+  local two = write("two.json", result(100 * MiB, { 10.0, 10.0 }))
+  local two_slow = write("two_slow.json", result(100 * MiB, { 15.0, 15.0 }))
+  code, text = compare(two, two_slow)
+  check.eq(code, 0, "two iterations a side cannot judge time: " .. text)
+  check.truthy(text:find("not enough repeats to judge time (BASE 10.000 ms-10.000 ms over 2 iterations", 1, true),
+               "says so: " .. text)
+  check.truthy(not text:find("REGRESSION", 1, true), "and calls nothing a regression: " .. text)
+  code, text = compare(base, slower, "--time", "off")
+  check.eq(code, 0, "--time off: time is shown, not judged: " .. text)
+  check.truthy(text:find("time not judged: --time off", 1, true), text)
+  check.eq(compare(base, bigger, "--time", "off"), 1, "--time off still judges memory")
+  check.eq(compare(base, bigger, "--time=off", "--memory", "1.2"), 0, "--time=off with --memory")
+  check.eq(compare(base, slower, "--threshold", "off"), 2, "off is for --time only")
+  -- two predicted results: modelled times, judged on the ratio alone, no "measured spread"
+  local function predicted_of(path, name)
+    local q = results.read(path)
+    q.predicted = true
+    q.timing.estimate = pr.timing.estimate
+    q.plan = dp.deep_copy(pr.plan)
+    q.plan.peak_bytes, q.plan.predicted_reserved_bytes = q.memory.peak_bytes, q.memory.peak_bytes
+    q.plan.headroom_bytes = q.plan.budget_bytes - q.memory.peak_bytes
+    return write(name, q)
+  end
+  local p_base, p_slow = predicted_of(two, "p_base.json"), predicted_of(two_slow, "p_slow.json")
+  code, text = compare(p_base, p_slow)
+  check.eq(code, 1, "a modelled step 50% slower regressed: " .. text)
+  check.truthy(text:find("modelled step time grew 50.0%", 1, true) and text:find("modelled times: no noise", 1, true),
+               text)
+  check.truthy(not text:find("outside the measured spread", 1, true) and not text:find("step time spread", 1, true),
+               "no measured spread for modelled times: " .. text)
+  code, text = compare(base, p_slow)
+  check.eq(code, 0, "a measured time is not judged against a predicted one: " .. text)
+  check.truthy(text:find("not judged: a measured time against a predicted one", 1, true), text)
+  -- a run taken on a loaded machine is said so
+  local busy = results.read(base)
+  busy.environment.host_load = { wall_s = 2.0, cpu_s = 1.9, cores = 2, others_share = 0.63, loaded = true,
+                                 loadavg_start = dp.json.array{ 1.9, 1.0, 0.5 }, loadavg_end = dp.json.array{ 2.41, 1.2, 0.6 } }
+  local vok, why = results.validate(busy)
+  check.truthy(vok, "host_load validates: " .. table.concat(why or {}, "; "))
+  code, text = compare(base, write("busy.json", busy))
+  check.eq(code, 0, "the same figures: " .. text)
+  check.truthy(text:find("NEW was taken on a loaded machine: other processes kept 63% of its 2 CPUs busy while it "
+                         .. "ran (load average 1.90 -> 2.41)", 1, true), text)
+  check.truthy(not text:find("BASE was taken", 1, true), "BASE was not: " .. text)
+  busy.environment.host_load.others_share = -0.5
+  check.truthy(not results.validate(busy), "a negative share is refused")
+end
 
 os.execute("rm -rf " .. dir)
 
