@@ -174,6 +174,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(MEMORY_PHASE_LIVE_AT_END, "memory.phases.{phase}.live_at_end", OBJECT, PARENT, 0, NULL)                          \
     X(MEMORY_PHASE_LIVE_AT_END_CATEGORY, "memory.phases.{phase}.live_at_end.{category}", INTEGER, PARENT, DPR_NONNEG,  \
       NULL)                                                                                                            \
+    X(MEMORY_HELD_BEFORE_BYTES, "memory.held_before_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* absent: older */  \
     X(MEMORY_HOST_PEAK_RSS_BYTES, "memory.host_peak_rss_bytes", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                   \
     X(MEMORY_HOST_PEAK_RSS_SINCE, "memory.host_peak_rss_since", STRING, OPTIONAL, 0, "rss_since") /* with the above */ \
     X(PEAK_MEMORY_MB, "peak_memory_mb", NUMBER, OK, DPR_MARKS, NULL)                                                   \

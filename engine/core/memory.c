@@ -32,7 +32,15 @@ struct dp_mem {
     dp_oom_info oom;
 
     uint64_t *mod_current, *mod_peak, *mod_live_at_peak; /* indexed by module id */
+    uint64_t *mod_held;      /* held bytes per module (dp_mem_hold_live) */
+    uint64_t *mod_workspace; /* live workspace bytes per module, held or not */
     uint32_t n_mod;
+
+    /* the hold: allocations made before epoch hold_epoch (0: none held) outside the workspace
+     * category are held; epoch counts the holds begun */
+    uint32_t epoch, hold_epoch;
+    uint64_t cat_live_n[DP_CAT_COUNT]; /* live allocations per category, held or not */
+    uint64_t held_n_live;
 
     dp_mem_snapshot *snaps;
     size_t n_snaps, cap_snaps;
@@ -85,6 +93,8 @@ void dp_mem_destroy(dp_mem *m) {
     free(m->mod_current);
     free(m->mod_peak);
     free(m->mod_live_at_peak);
+    free(m->mod_held);
+    free(m->mod_workspace);
     free(m);
 }
 
@@ -103,7 +113,8 @@ static int ensure_module(dp_mem *m, uint32_t module) {
     uint32_t n = m->n_mod ? m->n_mod : 64;
     while (n <= module) n *= 2;
     if (grow_array(&m->mod_current, m->n_mod, n) || grow_array(&m->mod_peak, m->n_mod, n) ||
-        grow_array(&m->mod_live_at_peak, m->n_mod, n))
+        grow_array(&m->mod_live_at_peak, m->n_mod, n) || grow_array(&m->mod_held, m->n_mod, n) ||
+        grow_array(&m->mod_workspace, m->n_mod, n))
         return -1;
     m->n_mod = n;
     return 0;
@@ -185,7 +196,7 @@ int dp_mem_alloc_module(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t mod
     if ((unsigned)cat >= DP_CAT_COUNT)
         return dp_error_set(DP_EINVAL, "unknown memory category %d (valid: %s)", (int)cat, dp_category_list());
     if (ensure_module(m, module) != 0) return dp_error_set(DP_EOOM, "out of host memory (module table)");
-    if (m->limit && m->s.total_current + bytes > m->limit) {
+    if (m->limit && m->s.total_current + m->s.held_total + bytes > m->limit) {
         record_oom(m, bytes, cat, module, m->limit);
         return DP_EOOM;
     }
@@ -202,6 +213,9 @@ int dp_mem_alloc_module(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t mod
     out->module = module;
     out->category = (uint8_t)cat;
     out->live = 1;
+    out->epoch = m->epoch;
+    m->cat_live_n[cat]++;
+    if (cat == DP_CAT_WORKSPACE) m->mod_workspace[module] += bytes;
 
     dp_mem_stats *s = &m->s;
     s->current[cat] += bytes;
@@ -232,11 +246,27 @@ int dp_mem_alloc(dp_mem *m, uint64_t bytes, dp_category cat, dp_alloc *out) {
     return dp_mem_alloc_module(m, bytes, cat, dp_scope_current(), out);
 }
 
+/* Whether a live allocation is held (made before the hold began, in a category not kept). */
+static int is_held(const dp_mem *m, const dp_alloc *a) {
+    return m->hold_epoch && a->epoch < m->hold_epoch && a->category != DP_CAT_WORKSPACE;
+}
+
 void dp_mem_release(dp_mem *m, dp_alloc *a) {
     if (!a || !a->live) return;
     settle_peak(m);
     m->raw.free(m->raw.ctx, a->ptr, (size_t)a->bytes);
     dp_mem_stats *s = &m->s;
+    m->cat_live_n[a->category]--;
+    if (a->category == DP_CAT_WORKSPACE) m->mod_workspace[a->module] -= a->bytes;
+    if (is_held(m, a)) { /* it leaves the held bytes: the figures of the hold never counted it */
+        s->held[a->category] -= a->bytes;
+        s->held_total -= a->bytes;
+        m->mod_held[a->module] -= a->bytes;
+        m->held_n_live--;
+        m->released_total += a->bytes;
+        memset(a, 0, sizeof *a);
+        return;
+    }
     s->current[a->category] -= a->bytes;
     m->mod_current[a->module] -= a->bytes;
     s->total_current -= a->bytes;
@@ -277,6 +307,43 @@ void dp_mem_reset_peak(dp_mem *m) {
         memcpy(m->mod_live_at_peak, m->mod_current, m->n_mod * sizeof *m->mod_live_at_peak);
     }
     m->peak_pending = 0;
+}
+
+void dp_mem_end_hold(dp_mem *m) {
+    if (!m->hold_epoch) return;
+    dp_mem_stats *s = &m->s;
+    for (int c = 0; c < DP_CAT_COUNT; c++) s->current[c] += s->held[c], s->held[c] = 0;
+    for (uint32_t i = 0; i < m->n_mod; i++) m->mod_current[i] += m->mod_held[i], m->mod_held[i] = 0;
+    s->total_current += s->held_total;
+    s->held_total = 0;
+    s->n_live += m->held_n_live;
+    m->held_n_live = 0;
+    m->hold_epoch = 0;
+    s->reserved_current = reserved_now(m);
+}
+
+void dp_mem_hold_live(dp_mem *m) {
+    dp_mem_end_hold(m);
+    settle_peak(m);
+    /* every live allocation was made at an epoch below the new one: those outside the
+     * workspace are held, their bytes moved from the counted figures to the held ones */
+    m->epoch++;
+    m->hold_epoch = m->epoch;
+    dp_mem_stats *s = &m->s;
+    for (int c = 0; c < DP_CAT_COUNT; c++) {
+        if (c == DP_CAT_WORKSPACE) continue;
+        s->held[c] = s->current[c];
+        s->held_total += s->current[c];
+        s->current[c] = 0;
+        m->held_n_live += m->cat_live_n[c];
+    }
+    s->total_current -= s->held_total;
+    s->n_live -= m->held_n_live;
+    for (uint32_t i = 0; i < m->n_mod; i++) {
+        m->mod_held[i] = m->mod_current[i] - m->mod_workspace[i];
+        m->mod_current[i] = m->mod_workspace[i];
+    }
+    dp_mem_reset_peak(m);
 }
 
 void dp_mem_window_reset(dp_mem *m) {

@@ -48,7 +48,8 @@ typedef struct dp_alloc {
     uint64_t bytes;
     uint32_t module;
     uint8_t category;
-    uint8_t live; /* 1 between a successful alloc and its release */
+    uint8_t live;   /* 1 between a successful alloc and its release */
+    uint32_t epoch; /* the allocator's hold epoch when it was made (dp_mem_hold_live) */
 } dp_alloc;
 
 typedef struct dp_mem_stats {
@@ -59,6 +60,10 @@ typedef struct dp_mem_stats {
     uint64_t reserved_current, reserved_peak;
     uint64_t n_allocs, n_frees, n_live;
     int64_t peak_t_ns; /* clock time of the total peak */
+    /* what was live when dp_mem_hold_live began the figures above and is still live, per
+     * category and in all: left out of every other figure (0 when nothing is held) */
+    uint64_t held[DP_CAT_COUNT];
+    uint64_t held_total;
 } dp_mem_stats;
 
 typedef struct dp_mem_snapshot {
@@ -114,6 +119,14 @@ void dp_mem_get_stats(dp_mem *m, dp_mem_stats *out);
 void dp_mem_module_stats(dp_mem *m, uint32_t module, uint64_t *current, uint64_t *peak, uint64_t *live_at_peak);
 /* Starts new peaks: every peak and live-at-peak figure becomes the current one. */
 void dp_mem_reset_peak(dp_mem *m);
+/* Begins figures of their own (an experiment's): what is live now, but for the workspace
+ * category (a device holds it from its start, and it is every experiment's), is held: left out
+ * of every figure, the peaks, modules, snapshots and the event log, and reported as
+ * dp_mem_stats.held; released, a held allocation leaves the held bytes. The limit still counts
+ * it (the device holds it). Peaks are reset. A hold already begun ends first. */
+void dp_mem_hold_live(dp_mem *m);
+/* Ends the hold: the held bytes that are still live count again as any others. */
+void dp_mem_end_hold(dp_mem *m);
 
 /* A window's figures (e.g. one training phase): the highest total since dp_mem_window_reset and
  * the bytes live per category at that moment. Independent of the peaks above. */

@@ -21,7 +21,8 @@ static void push_category_map(lua_State *L, const uint64_t *v) {
 }
 
 /* memory.stats([device]) -> {allocated, peak, reserved, reserved_peak, n_allocs, n_frees, n_live,
- *   peak_time, limit, current={cat=bytes}, peaks={cat=bytes}, live_at_peak={cat=bytes}} */
+ *   peak_time, limit, current={cat=bytes}, peaks={cat=bytes}, live_at_peak={cat=bytes},
+ *   held={cat=bytes}, held_total} (held: what memory.hold left out and is still live) */
 static int l_stats(lua_State *L) {
     dp_device *dev = dpl_opt_device(L, 1);
     if (dp_device_sync(dev) != DP_OK) dpl_fail(L);
@@ -40,8 +41,27 @@ static int l_stats(lua_State *L) {
     push_category_map(L, s.current), lua_setfield(L, -2, "current");
     push_category_map(L, s.peak), lua_setfield(L, -2, "peaks");
     push_category_map(L, s.live_at_peak), lua_setfield(L, -2, "live_at_peak");
+    push_category_map(L, s.held), lua_setfield(L, -2, "held");
+    dpl_push_bytes(L, s.held_total), lua_setfield(L, -2, "held_total");
     lua_pushstring(L, dp_device_kind_name(dev->kind)), lua_setfield(L, -2, "device");
     return 1;
+}
+
+/* memory.hold([device]): what is live now (but the workspace) is held: left out of every figure
+ * from now on, reported as stats().held, until memory.end_hold (dp_mem_hold_live) */
+static int l_hold(lua_State *L) {
+    dp_device *dev = dpl_opt_device(L, 1);
+    if (dp_device_sync(dev) != DP_OK) dpl_fail(L);
+    dp_mem_hold_live(dev->mem);
+    return 0;
+}
+
+/* memory.end_hold([device]): what is still held counts again */
+static int l_end_hold(lua_State *L) {
+    dp_device *dev = dpl_opt_device(L, 1);
+    if (dp_device_sync(dev) != DP_OK) dpl_fail(L);
+    dp_mem_end_hold(dev->mem);
+    return 0;
 }
 
 static void push_snapshot(lua_State *L, const dp_mem_snapshot *sn) {
@@ -308,6 +328,8 @@ void dpl_open_memory(lua_State *L) {
                                    {"snapshots", l_snapshots},
                                    {"clear_snapshots", l_clear_snapshots},
                                    {"reset_peak", l_reset_peak},
+                                   {"hold", l_hold},
+                                   {"end_hold", l_end_hold},
                                    {"window_reset", l_window_reset},
                                    {"window", l_window},
                                    {"modules", l_modules},

@@ -808,13 +808,21 @@ end
 -- no rank is stopped inside a collective the others wait in; one that arrives after the last vote
 -- raises when the experiment returns, and the job is then aborted.
 local run_config
+-- run_config, and the hold it began (dp.memory.hold) ended whichever way it ends
+local function run_held(c)
+  local r = table.pack(pcall(run_config, c))
+  pcall(dp.memory.end_hold)
+  if not r[1] then error(r[2], 0) end
+  return table.unpack(r, 2, r.n)
+end
+
 function experiment.run(cfg_in)
   local c = experiment.config(cfg_in)
   if not (c.distributed and c.device ~= "plan" and dp.interrupts and dp.dist.world_size() > 1) then
-    return run_config(c)
+    return run_held(c)
   end
   dp.interrupts.hold(true)
-  local r = table.pack(pcall(run_config, c))
+  local r = table.pack(pcall(run_held, c))
   -- an interrupt that came meanwhile raises at the next instruction (the vote's message, if it was voted)
   dp.interrupts.hold(false, not r[1] and dp.interrupts.pending() and tostring(r[2]) or nil)
   if not r[1] then error(r[2], 0) end
@@ -855,7 +863,17 @@ function run_config(c)
   dp.sync()
   mem.clear_snapshots()
   mem.clear_events()
+  -- what the script already holds (its own models and tensors, an earlier experiment's leftovers)
+  -- is not the experiment's: left out of every figure and reported as memory.held_before_bytes
+  -- (the workspace a device holds from its start stays in: it is every experiment's)
+  mem.hold()
   mem.reset_peak()
+  local held_before = mem.stats().held_total
+  if held_before > 0 then
+    io.stderr:write(string.format("dpprof.experiment: warning: %s were live before the experiment began (the script's "
+                                  .. "own models or tensors); they are left out of its figures "
+                                  .. "(memory.held_before_bytes)\n", dp.format_bytes(held_before)))
+  end
   dp.ledger_reset()
   local initial = mem.stats().current
   if c.memory_limit then mem.set_limit(c.memory_limit) end
@@ -1319,7 +1337,8 @@ function run_config(c)
     snapshots = snaps,
     memory = { stats = stats, warmup_peak_bytes = warmup_peak, modules = mem.modules(),
                timeline = mem.timeline(results.TIMELINE_POINTS), phases = st.phase_memory,
-               host_peak_rss_bytes = host.peak_rss_bytes, host_peak_rss_since = rss_since },
+               host_peak_rss_bytes = host.peak_rss_bytes, host_peak_rss_since = rss_since,
+               held_before_bytes = held_before },
     profile = profile,
     timing = st,
     estimate = estimate,
@@ -1348,6 +1367,7 @@ function run_config(c)
   ctx.model, ctx.optimizer, ctx.priv = nil, nil, nil
   model, opt, priv = nil, nil, nil
   collectgarbage()
+  mem.end_hold()
   return r
 end
 

@@ -163,6 +163,7 @@ local function memory_fields(r, m)
     timeline = { t_ms = array(tl.t_ms), allocated_bytes = array(tl.allocated_bytes),
                  reserved_bytes = array(tl.reserved_bytes) },
   }
+  if math.type(m.held_before_bytes) then r.memory.held_before_bytes = m.held_before_bytes end
   memory_phase_fields(r.memory, m)
   r.peak_memory_mb = mb(s.peak)
   local bd = { total_allocated_mb = mb(s.allocated), peak_allocated_mb = mb(s.peak) }

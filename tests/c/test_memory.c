@@ -187,6 +187,77 @@ static void test_limit_and_oom_report(void) {
     dp_mem_destroy(m);
 }
 
+/* A hold (issue 38.3): what was live before it is left out of every figure and reported as held,
+ * to the byte; the workspace stays counted; a held allocation released leaves the held bytes
+ * only; the limit counts what is held; ending the hold counts it again. */
+static void test_hold(void) {
+    dp_raw_allocator raw = {NULL, test_raw_alloc, test_raw_free, NULL};
+    dp_mem *m = dp_mem_new(&raw, 0);
+    uint32_t mod = dp_module_intern("script.model"), ws = dp_module_intern("cublas");
+    dp_alloc held_a, held_b, w, own, again;
+    CHECK_OK(dp_mem_alloc_module(m, 1000, DP_CAT_PARAMETERS, mod, &held_a));
+    CHECK_OK(dp_mem_alloc_module(m, 200, DP_CAT_ACTIVATIONS, mod, &held_b));
+    CHECK_OK(dp_mem_alloc_module(m, 64, DP_CAT_WORKSPACE, ws, &w));
+    dp_mem_hold_live(m);
+    dp_mem_stats s;
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 64); /* the workspace alone */
+    CHECK_EQ_U64(s.total_peak, 64);
+    CHECK_EQ_U64(s.held_total, 1200);
+    CHECK_EQ_U64(s.held[DP_CAT_PARAMETERS], 1000);
+    CHECK_EQ_U64(s.held[DP_CAT_ACTIVATIONS], 200);
+    CHECK_EQ_U64(s.held[DP_CAT_WORKSPACE], 0);
+    CHECK_EQ_U64(s.current[DP_CAT_PARAMETERS], 0);
+    CHECK_EQ_U64(s.current[DP_CAT_WORKSPACE], 64);
+    CHECK_EQ_U64(s.n_live, 1);
+    uint64_t cur, peak, lap;
+    dp_mem_module_stats(m, mod, &cur, &peak, &lap);
+    CHECK(cur == 0 && peak == 0 && lap == 0);
+    dp_mem_module_stats(m, ws, &cur, NULL, NULL);
+    CHECK_EQ_U64(cur, 64);
+    CHECK_OK(dp_mem_alloc_module(m, 300, DP_CAT_PARAMETERS, mod, &own));
+    dp_mem_release(m, &held_a); /* the script frees its own tensor meanwhile */
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 364);
+    CHECK_EQ_U64(s.total_peak, 364);
+    CHECK_EQ_U64(s.current[DP_CAT_PARAMETERS], 300);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_PARAMETERS], 300);
+    CHECK_EQ_U64(s.held_total, 200);
+    CHECK_EQ_U64(s.held[DP_CAT_PARAMETERS], 0);
+    CHECK_EQ_U64(s.n_live, 2);
+    dp_mem_module_stats(m, mod, &cur, &peak, NULL);
+    CHECK_EQ_U64(cur, 300);
+    CHECK_EQ_U64(peak, 300);
+    /* the limit counts what is held: 364 counted + 200 held + 500 > 1000 */
+    dp_mem_set_limit(m, 1000);
+    CHECK(dp_mem_alloc_module(m, 500, DP_CAT_TEMP, mod, &again) == DP_EOOM);
+    dp_mem_set_limit(m, 0);
+    dp_mem_end_hold(m);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 564);
+    CHECK_EQ_U64(s.held_total, 0);
+    CHECK_EQ_U64(s.current[DP_CAT_ACTIVATIONS], 200);
+    CHECK_EQ_U64(s.n_live, 3);
+    dp_mem_module_stats(m, mod, &cur, NULL, NULL);
+    CHECK_EQ_U64(cur, 500);
+    /* a second hold holds what the first experiment left too */
+    dp_mem_hold_live(m);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.held_total, 500);
+    CHECK_EQ_U64(s.total_current, 64);
+    dp_mem_release(m, &own);
+    dp_mem_release(m, &held_b);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.held_total, 0);
+    CHECK_EQ_U64(s.total_current, 64);
+    dp_mem_end_hold(m);
+    dp_mem_release(m, &w);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 0);
+    CHECK_EQ_U64(s.n_live, 0);
+    dp_mem_destroy(m);
+}
+
 static void test_scopes(void) {
     int d = dp_scope_depth();
     CHECK_OK(dp_scope_push("layers"));
@@ -227,6 +298,7 @@ int main(void) {
     test_event_compaction_and_timeline();
     test_fresh_allocator();
     test_limit_and_oom_report();
+    test_hold();
     test_scopes();
     test_device_allocator();
     dp_engine_shutdown();
