@@ -399,7 +399,9 @@ int dpio_origin_read(const char *dir, dp_model_origin *o) {
     o->tokens = tokens ? print_owned(tokens) : NULL;
     cJSON_Delete(tokens);
     o->dir = realpath(dir, NULL);
-    int rc = o->tokens && o->dir ? DP_OK : dp_error_set(DP_EOOM, "%s: out of host memory", dir);
+    int rc = !o->tokens ? dp_error_set(DP_EOOM, "%s: out of host memory", dir)
+             : !o->dir  ? dp_error_set(DP_EIO, "%s: cannot resolve the path: %s", dir, strerror(errno))
+                        : DP_OK;
     if (rc == DP_OK) rc = dpio_join(path, sizeof path, dir, "generation_config.json");
     if (rc == DP_OK && dpio_name_taken(path)) { /* refused by name when it is no JSON object */
         rc = dpio_read_json(path, &root);
@@ -699,16 +701,17 @@ int dp_model_save_with(dp_model *m, const char *dir, const dp_model_save_opts *o
     }
     if (dp_model_device(m)->kind == DP_DEV_PLAN)
         return dp_error_set(DP_ENOTSUP, "%s: a model on the plan device has no values to save", dir);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return dp_error_set(DP_EIO, "%s: cannot create the directory: %s", dir, strerror(errno));
-    struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return dp_error_set(DP_EIO, "%s: not a directory", dir);
-
-    cJSON *tokens;
+    cJSON *tokens; /* bad ids are refused before anything is made */
     unsigned given;
     DP_TRY(save_tokens(m, opts, &tokens, &given));
+    int rc = DP_OK;
+    struct stat st;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        rc = dp_error_set(DP_EIO, "%s: cannot create the directory: %s", dir, strerror(errno));
+    else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        rc = dp_error_set(DP_EIO, "%s: not a directory", dir);
     char path[4096];
-    int rc = dpio_join(path, sizeof path, dir, "config.json");
+    if (rc == DP_OK) rc = dpio_join(path, sizeof path, dir, "config.json");
     if (rc == DP_OK) rc = write_json(path, config_json(m, tokens));
     if (rc == DP_OK) rc = dpio_join(path, sizeof path, dir, "generation_config.json");
     if (rc == DP_OK) rc = write_json(path, generation_json(m, tokens, given));

@@ -340,6 +340,9 @@ static void test_saved_ids(void) {
         so.eos_token_id = V;
         CHECK(dp_model_save_with(m, dir, &so) == DP_EINVAL &&
               strstr(dp_error_message(), "'eos_token_id' must be a token id from 0 to 63 (the vocabulary of 64; got 64)"));
+        char fresh[300];
+        snprintf(fresh, sizeof fresh, "%s-refused", dir);
+        CHECK(dp_model_save_with(m, fresh, &so) == DP_EINVAL && access(fresh, F_OK) != 0); /* nothing made */
         so.eos_token_id = -1;
         so.pad_token_id = -2;
         CHECK(dp_model_save_with(m, dir, &so) == DP_EINVAL && strstr(dp_error_message(), "'pad_token_id'"));
