@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 /* ---- small file helpers ------------------------------------------------------------------- */
 
 int dpio_join(char *out, size_t n, const char *dir, const char *name) {
@@ -326,10 +325,13 @@ static int adapter_only(const char *dir, const char *adapter_path) {
     if (local)
         snprintf(named, sizeof named, "\"%s\"", base);
     else if (base)
-        snprintf(why, sizeof why, "; its base_model_name_or_path '%s' is no local checkpoint folder (a hub name: "
-                 "download it first)", base);
+        snprintf(why, sizeof why,
+                 "; its base_model_name_or_path '%s' is no local checkpoint folder (a hub name: "
+                 "download it first)",
+                 base);
     else
-        snprintf(why, sizeof why, "; its base_model_name_or_path does not name the base: BASE is the folder of the "
+        snprintf(why, sizeof why,
+                 "; its base_model_name_or_path does not name the base: BASE is the folder of the "
                  "base model's config.json and model.safetensors");
     int rc = dp_error_set(DP_EIO,
                           "%s holds a PEFT adapter (adapter_config.json) but no config.json: load it with its base "
@@ -479,7 +481,6 @@ static double short_decimal(float f) {
     return (double)f;
 }
 
-
 /* rope_scaling as transformers reads it (null for the default rope). */
 static cJSON *rope_json(const dp_rope_scaling *r) {
     if (r->type == DP_ROPE_DEFAULT) return cJSON_CreateNull();
@@ -562,7 +563,6 @@ static cJSON *config_json(dp_model *m, const cJSON *tokens) {
 }
 
 /* ---- PEFT (LoRA adapters) ----------------------------------------------------------------- */
-
 
 /* PEFT's target_modules: Llama's linear names are unique; GPT-2's c_proj names two linears, so a
  * regular expression (PEFT full-matches a string against each module's name) says which. */

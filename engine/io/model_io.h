@@ -47,8 +47,8 @@ typedef struct dp_model_load_opts {
     int64_t parts_world;   /* build in parts (dp_model_config.parts_world): each tensor read whole into a
                             * `temp`, rank parts_rank's part cut from it, the temporary freed; 0 or 1 = whole */
     int64_t parts_rank;
-    const char *adapter;   /* a PEFT adapter folder (adapter_config.json, adapter_model.safetensors) to
-                            * load onto dir's base; NULL: dir's own adapters, if it has them */
+    const char *adapter; /* a PEFT adapter folder (adapter_config.json, adapter_model.safetensors) to
+                          * load onto dir's base; NULL: dir's own adapters, if it has them */
 } dp_model_load_opts;
 
 /* Fills opts with the defaults (all zero but dtype DP_F32 and master_weights 1). */

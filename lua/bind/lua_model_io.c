@@ -30,8 +30,8 @@ static int l_save(lua_State *L) {
             if (!given) continue;
             *ids[i] = dpl_opt_int_field(L, 3, fname, keys[i], -1);
             if (*ids[i] < 0 || *ids[i] >= V)
-                luaL_error(L, "%s: '%s' must be a token id from 0 to %I (the vocabulary of %I; got %I)", fname,
-                           keys[i], (lua_Integer)V - 1, (lua_Integer)V, (lua_Integer)*ids[i]);
+                luaL_error(L, "%s: '%s' must be a token id from 0 to %I (the vocabulary of %I; got %I)", fname, keys[i],
+                           (lua_Integer)V - 1, (lua_Integer)V, (lua_Integer)*ids[i]);
         }
     }
     if (dp_model_save_with(m, dir, &opts) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
@@ -91,11 +91,11 @@ static int l_read_config(lua_State *L) {
  * runtime choices a checkpoint's files leave to the caller, the one list of them (dp.experiment
  * lets a model with path= and its weights set these and no other of dpprof.model.KEYS). */
 static const char *const load_keys[] = {"device",         "dtype", "batch",      "seq_len", "seed",
-                                        "master_weights", "lora",  "checkpoint", "parts", NULL};
+                                        "master_weights", "lora",  "checkpoint", "parts",   NULL};
 
 /* What load takes beside LOAD_KEYS: not a runtime choice but more files, a PEFT adapter folder. */
-static const char *const load_all_keys[] = {"device",     "dtype", "batch",   "seq_len", "seed", "master_weights",
-                                            "lora",       "checkpoint", "parts", "adapter", NULL};
+static const char *const load_all_keys[] = {"device", "dtype",      "batch", "seq_len", "seed", "master_weights",
+                                            "lora",   "checkpoint", "parts", "adapter", NULL};
 
 /* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
  * lora={rank=, alpha=, targets=}, checkpoint=, parts={world_size=, rank=}, adapter=DIR}) */

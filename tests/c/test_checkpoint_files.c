@@ -293,7 +293,8 @@ static void test_saved_ids(void) {
 
     /* a model made from a shape: the ids there and null; absent, transformers would fill in its
      * defaults (GPT-2's 50256, outside the vocabulary) */
-    const cJSON *gpt_absent = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(shape, "gpt"), "absent");
+    const cJSON *gpt_absent =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(shape, "gpt"), "absent");
     CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(gpt_absent, "eos_token_id")) >= (double)V);
     static const struct {
         const char *name;
@@ -316,7 +317,8 @@ static void test_saved_ids(void) {
         if (!m) continue;
         snprintf(dir, sizeof dir, "%s/shape-%s", tmpdir, arches[i].name);
         CHECK_OK(dp_model_save(m, dir));
-        const cJSON *null = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(shape, arches[i].name), "null");
+        const cJSON *null =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(shape, arches[i].name), "null");
         for (int k = 0; k < 3; k++) CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(null, TOKEN_KEYS[k])));
         expect_saved_ids(arches[i].name, dir, NULL, NULL);
         /* its adapters' base is this directory's own config.json and model.safetensors */
@@ -339,7 +341,8 @@ static void test_saved_ids(void) {
         cJSON_Delete(three);
         so.eos_token_id = V;
         CHECK(dp_model_save_with(m, dir, &so) == DP_EINVAL &&
-              strstr(dp_error_message(), "'eos_token_id' must be a token id from 0 to 63 (the vocabulary of 64; got 64)"));
+              strstr(dp_error_message(),
+                     "'eos_token_id' must be a token id from 0 to 63 (the vocabulary of 64; got 64)"));
         char fresh[300];
         snprintf(fresh, sizeof fresh, "%s-refused", dir);
         CHECK(dp_model_save_with(m, fresh, &so) == DP_EINVAL && access(fresh, F_OK) != 0); /* nothing made */

@@ -299,7 +299,8 @@ static void check_adapter_folder(void) {
     expect_load_error(cpu, adapter, DP_EIO, "holds a PEFT adapter (adapter_config.json) but no config.json",
                       "model = {path = BASE, adapter = \"");
     dp_model_config cfg;
-    CHECK(dp_model_config_read(adapter, &cfg) == DP_EIO && strstr(dp_error_message(), "dpprof.model.load(BASE, {adapter"));
+    CHECK(dp_model_config_read(adapter, &cfg) == DP_EIO &&
+          strstr(dp_error_message(), "dpprof.model.load(BASE, {adapter"));
     /* base_model_name_or_path naming a local checkpoint: the message names it */
     snprintf(copy, sizeof copy, "%s/adapter-named", tmpdir);
     CHECK(mkdir(copy, 0777) == 0);
@@ -338,8 +339,8 @@ static void check_adapter_folder(void) {
     snprintf(src, sizeof src, "%s/llama3_mqa_lora", fixtures);
     snprintf(path, sizeof path, "%s/peft/llama", fixtures);
     o.adapter = path;
-    CHECK(dp_model_load(cpu, src, &o, &m) == DP_EINVAL && !m && strstr(dp_error_message(), "LoRA adapters of its own") &&
-          strstr(dp_error_message(), "give one"));
+    CHECK(dp_model_load(cpu, src, &o, &m) == DP_EINVAL && !m &&
+          strstr(dp_error_message(), "LoRA adapters of its own") && strstr(dp_error_message(), "give one"));
 }
 
 int main(void) {
