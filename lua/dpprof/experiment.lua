@@ -2,7 +2,8 @@
 -- warm-up and timed iterations through the DP phases, takes snapshots, and returns a result table
 -- exactly as docs/results.md describes (validated by dpprof.results.validate).
 --
---   dp.experiment{ name=, model={...dp.model keys...} | {path="DIR", adapter="DIR", ...}, method="ghost" | norms=, clip=,
+--   dp.experiment{ name=, model={...dp.model keys...} | {path="DIR", adapter="DIR", ...},
+--                  method="ghost" | norms=, clip=,
 --                  optimizer={name="adamw"|"sgd", lr=, ...}, dp={max_grad_norm=, noise_multiplier=,
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
@@ -13,8 +14,9 @@
 --
 -- save: the trained model written to DIR as Hugging Face files (m:save) after the last step, by
 -- rank 0 alone in a distributed run (fsdp's parts gathered first); the result's save_dir names it.
--- A model made from a shape trained on documents (data with eos) is saved with that eos as its
--- eos_token_id; a checkpoint's model keeps the checkpoint's token ids.
+-- A model built without a checkpoint's weights (a shape, or weights = "random") trained on
+-- documents (data with eos) is saved with that eos as its eos_token_id; a checkpoint's model keeps
+-- the checkpoint's token ids.
 --
 -- distributed: this process is one rank of a data-parallel run (docs/lua.md "Distributed runs"):
 -- model.batch is the global batch, of which the rank holds its slice; the gradients are summed
@@ -199,7 +201,9 @@ function experiment.model_options(m, device)
           .. "adapter_config.json's (drop lora)", 0)
   end
   local ok, file = pcall(dp.model.read_config, m.path, m.adapter and { adapter = m.adapter } or nil)
-  if not ok then error("dpprof.experiment: model." .. (m.adapter and "adapter" or "path") .. ": " .. dp.error_text(file), 0) end
+  if not ok then
+    error("dpprof.experiment: model." .. (m.adapter and "adapter" or "path") .. ": " .. dp.error_text(file), 0)
+  end
   local load = m.weights ~= "random" and device ~= "plan"
   for k, v in pairs(m) do
     if k ~= "path" and k ~= "weights" and k ~= "adapter" then
@@ -1190,9 +1194,10 @@ function run_config(c)
     -- save: the trained model as Hugging Face files, written by rank 0 alone (zero2's and ddp's
     -- parameters are whole on every rank after the step, fsdp's after the gather above)
     if c.save and (not c.distributed or dp.dist.rank() == 0) then
-      -- the token ids: a checkpoint's own (m:save copies them); a model made from a shape knows only
-      -- the eos its documents end with (data with eos), else none (null, not transformers' defaults)
-      local eos = c.model.path == nil and type(c.data) == "table" and c.data.eos or nil
+      -- the token ids: a checkpoint's own when its weights were read (m:save copies them); a model
+      -- built from a shape (or a config.json, weights = "random") knows only the eos its documents
+      -- end with (data with eos), else none (null, not transformers' defaults)
+      local eos = not load and type(c.data) == "table" and c.data.eos or nil
       local known = math.type(eos) == "integer" and eos < model:config().vocab -- dp.documents bounds it too
       model:save(c.save, known and { eos_token_id = eos } or nil)
       saved = c.save

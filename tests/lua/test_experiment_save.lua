@@ -3,11 +3,11 @@
 -- for bit (and so does a world of one under ddp, zero2 and fsdp, whose fsdp gathers its blocks
 -- first); a bad DIR or a plan run is refused before anything runs (one line naming the key, exit
 -- 2, nothing written). tests/dist/save_equal.lua checks rank 0's file under mpirun -np 2.
--- Issue 38.7, files others load: a model made from a shape and trained on documents saves their eos
--- as eos_token_id (config.json and generation_config.json; without eos the ids are null, never
--- transformers' defaults); a PEFT adapter folder trains on its base (model = {path = BASE, adapter
--- = DIR}), recorded in the result, and the saved adapter_config.json names that base; the plan
--- device takes the adapter's rank; the folder alone, an adapter without path or beside lora, and
+-- Issue 38.7, files others load: a model built without a checkpoint's weights and trained on
+-- documents saves their eos as eos_token_id (config.json and generation_config.json; without eos
+-- the ids are null, never transformers' defaults); a PEFT adapter folder trains on its base
+-- (model = {path = BASE, adapter = DIR}), recorded in the result, and the saved
+-- adapter_config.json names that base; the plan device takes the adapter's rank; the folder alone, an adapter without path or beside lora, and
 -- m:save's ids outside the vocabulary are refused in one line naming the key and the valid choices.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
@@ -101,6 +101,12 @@ for _, name in ipairs({ "config.json", "generation_config.json" }) do
   check.eq(got[2], 0, name .. ": eos_token_id, the documents' eos")
   check.eq(got[3], null, name .. ": pad_token_id")
 end
+-- a checkpoint's config.json with random weights: the documents' eos too (no weights, no origin)
+r = dp.experiment{ device = "cpu", iters = 1, warmup = 0, method = "ghost", snapshots = "none",
+                   model = { path = HF .. "gpt2", weights = "random", seq_len = 8, batch = 2 },
+                   data = { file = dir .. "/docs.tok", eos = 0 }, save = dir .. "/docs_random" }
+check.eq(r.status, "ok", "random weights: " .. tostring(r.message))
+check.eq(saved_json(dir .. "/docs_random", "config.json").eos_token_id, 0, "random weights: the documents' eos")
 -- without documents: null ids, present (absent, transformers reads GPT-2's 50256)
 r = dp.experiment{ device = "cpu", iters = 1, warmup = 0, method = "ghost", snapshots = "none", model = shape,
                    save = dir .. "/windows" }
