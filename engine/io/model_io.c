@@ -324,6 +324,8 @@ static int adapter_only(const char *dir, const char *adapter_path) {
     char named[4200] = "BASE", why[4400] = "";
     if (local)
         snprintf(named, sizeof named, "\"%s\"", base);
+    else if (base && stat(base, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(why, sizeof why, "; its base_model_name_or_path '%s' is a folder without config.json", base);
     else if (base)
         snprintf(why, sizeof why,
                  "; its base_model_name_or_path '%s' is no local checkpoint folder (a hub name: "

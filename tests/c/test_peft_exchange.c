@@ -322,6 +322,12 @@ static void check_adapter_folder(void) {
     write_file(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"base_model_name_or_path\": \"openai-community/gpt2\"}");
     expect_load_error(cpu, copy, DP_EIO, "model = {path = BASE",
                       "base_model_name_or_path 'openai-community/gpt2' is no local checkpoint folder");
+    /* a local folder that is no checkpoint: said so */
+    char text2[1400];
+    snprintf(text2, sizeof text2, "{\"peft_type\": \"LORA\", \"r\": 4, \"base_model_name_or_path\": \"%s\"}", tmpdir);
+    write_file(path, text2);
+    snprintf(want, sizeof want, "base_model_name_or_path '%s' is a folder without config.json", tmpdir);
+    expect_load_error(cpu, copy, DP_EIO, "model = {path = BASE", want);
 
     dp_model_load_opts o;
     dp_model_load_opts_default(&o);
