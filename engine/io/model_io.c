@@ -17,7 +17,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
 /* ---- small file helpers ------------------------------------------------------------------- */
 
 int dpio_join(char *out, size_t n, const char *dir, const char *name) {
@@ -307,9 +306,49 @@ static int read_llama(const char *path, const cJSON *root, dp_model_config *cfg)
     return DP_OK;
 }
 
+/* A folder with adapter_config.json but no config.json: a PEFT adapter as PEFT saves it, apart
+ * from its base. The refusal says how to load it: with its base, the folder its
+ * base_model_name_or_path names when that is a local checkpoint (PEFT reads a relative path from
+ * the working directory too), else BASE for the caller to fill in. */
+static int adapter_only(const char *dir, const char *adapter_path) {
+    cJSON *root = NULL;
+    const char *base = NULL;
+    if (dpio_read_json(adapter_path, &root) != DP_OK) dp_error_clear();
+    const cJSON *v = root ? cJSON_GetObjectItemCaseSensitive(root, "base_model_name_or_path") : NULL;
+    if (cJSON_IsString(v) && *v->valuestring) base = v->valuestring;
+    char config[4096];
+    int local = 0;
+    struct stat st;
+    if (base && dpio_join(config, sizeof config, base, "config.json") == DP_OK) local = stat(config, &st) == 0;
+    if (!local) dp_error_clear();
+    char named[4200] = "BASE", why[4400] = "";
+    if (local)
+        snprintf(named, sizeof named, "\"%s\"", base);
+    else if (base && stat(base, &st) == 0 && S_ISDIR(st.st_mode))
+        snprintf(why, sizeof why, "; its base_model_name_or_path '%s' is a folder without config.json", base);
+    else if (base)
+        snprintf(why, sizeof why,
+                 "; its base_model_name_or_path '%s' is no local checkpoint folder (a hub name: "
+                 "download it first)",
+                 base);
+    else
+        snprintf(why, sizeof why,
+                 "; its base_model_name_or_path does not name the base: BASE is the folder of the "
+                 "base model's config.json and model.safetensors");
+    int rc = dp_error_set(DP_EIO,
+                          "%s holds a PEFT adapter (adapter_config.json) but no config.json: load it with its base "
+                          "model, as model = {path = %s, adapter = \"%s\"} in an experiment or "
+                          "dpprof.model.load(%s, {adapter = \"%s\"})%s",
+                          dir, named, dir, named, dir, why);
+    cJSON_Delete(root);
+    return rc;
+}
+
 int dp_model_config_read(const char *dir, dp_model_config *cfg) {
-    char path[4096];
+    char path[4096], adapter[4096];
     DP_TRY(dpio_join(path, sizeof path, dir, "config.json"));
+    DP_TRY(dpio_join(adapter, sizeof adapter, dir, "adapter_config.json"));
+    if (!dpio_name_taken(path) && dpio_name_taken(adapter)) return adapter_only(dir, adapter);
     cJSON *root;
     DP_TRY(dpio_read_json(path, &root));
     const char *type;
@@ -328,6 +367,110 @@ int dp_model_config_read(const char *dir, dp_model_config *cfg) {
     return rc;
 }
 
+/* ---- the origin: what a checkpoint says that a save passes on ------------------------------ */
+
+/* The token ids config.json carries for generation (transformers' PretrainedConfig keys). */
+static const char *const TOKEN_KEYS[3] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+
+/* j printed into a malloc'd string (freed with free, as dp_model_origin's are), NULL when out of
+ * memory. */
+static char *print_owned(const cJSON *j) {
+    char *text = cJSON_PrintUnformatted(j);
+    char *copy = text ? strdup(text) : NULL;
+    cJSON_free(text);
+    return copy;
+}
+
+void dpio_origin_clear(dp_model_origin *o) {
+    free(o->dir);
+    free(o->tokens);
+    free(o->generation);
+    memset(o, 0, sizeof *o);
+}
+
+int dpio_origin_read(const char *dir, dp_model_origin *o) {
+    memset(o, 0, sizeof *o);
+    char path[4096];
+    DP_TRY(dpio_join(path, sizeof path, dir, "config.json"));
+    cJSON *root;
+    DP_TRY(dpio_read_json(path, &root));
+    cJSON *tokens = cJSON_CreateObject();
+    for (int i = 0; tokens && i < 3; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, TOKEN_KEYS[i]);
+        if (v) cJSON_AddItemToObject(tokens, TOKEN_KEYS[i], cJSON_Duplicate(v, 1));
+    }
+    cJSON_Delete(root);
+    o->tokens = tokens ? print_owned(tokens) : NULL;
+    cJSON_Delete(tokens);
+    o->dir = realpath(dir, NULL);
+    int rc = !o->tokens ? dp_error_set(DP_EOOM, "%s: out of host memory", dir)
+             : !o->dir  ? dp_error_set(DP_EIO, "%s: cannot resolve the path: %s", dir, strerror(errno))
+                        : DP_OK;
+    if (rc == DP_OK) rc = dpio_join(path, sizeof path, dir, "generation_config.json");
+    if (rc == DP_OK && dpio_name_taken(path)) { /* refused by name when it is no JSON object */
+        rc = dpio_read_json(path, &root);
+        if (rc == DP_OK) {
+            o->generation = print_owned(root);
+            cJSON_Delete(root);
+            if (!o->generation) rc = dp_error_set(DP_EOOM, "%s: out of host memory", path);
+        }
+    }
+    if (rc != DP_OK) dpio_origin_clear(o);
+    return rc;
+}
+
+void dp_model_save_opts_default(dp_model_save_opts *opts) {
+    opts->bos_token_id = opts->eos_token_id = opts->pad_token_id = -1;
+}
+
+/* The token ids a save writes, {bos_token_id, eos_token_id, pad_token_id}: the caller's, else the
+ * origin's as it gives them, else null (a missing key would be transformers' default, GPT-2's
+ * 50256 or Llama's 1 and 2, whatever the vocabulary). *given gets a bit per key the caller set. */
+static int save_tokens(dp_model *m, const dp_model_save_opts *opts, cJSON **out, unsigned *given) {
+    const dp_model_origin *o = dp_model_origin_of(m);
+    const int64_t ids[3] = {opts->bos_token_id, opts->eos_token_id, opts->pad_token_id};
+    const int64_t V = dp_model_config_of(m)->vocab;
+    *out = NULL;
+    *given = 0;
+    for (int i = 0; i < 3; i++)
+        if (ids[i] < -1 || ids[i] >= V)
+            return dp_error_set(DP_EINVAL, "'%s' must be a token id from 0 to %lld (the vocabulary of %lld; got %lld)",
+                                TOKEN_KEYS[i], (long long)V - 1, (long long)V, (long long)ids[i]);
+    cJSON *src = o->tokens ? cJSON_Parse(o->tokens) : NULL, *j = cJSON_CreateObject();
+    for (int i = 0; j && i < 3; i++) {
+        const cJSON *v = src ? cJSON_GetObjectItemCaseSensitive(src, TOKEN_KEYS[i]) : NULL;
+        cJSON *item = ids[i] >= 0 ? cJSON_CreateNumber((double)ids[i]) : v ? cJSON_Duplicate(v, 1) : cJSON_CreateNull();
+        cJSON_AddItemToObject(j, TOKEN_KEYS[i], item);
+        if (ids[i] >= 0) *given |= 1u << i;
+    }
+    cJSON_Delete(src);
+    if (!j) return dp_error_set(DP_EOOM, "out of host memory");
+    *out = j;
+    return DP_OK;
+}
+
+/* generation_config.json: the origin's (with the ids the caller gave in place of its own), else
+ * what transformers' GenerationConfig.from_model_config makes of config.json: its token ids. */
+static cJSON *generation_json(dp_model *m, const cJSON *tokens, unsigned given) {
+    const dp_model_origin *o = dp_model_origin_of(m);
+    cJSON *j = o->generation ? cJSON_Parse(o->generation) : NULL;
+    if (j) {
+        for (int i = 0; i < 3; i++)
+            if (given & (1u << i)) {
+                cJSON_DeleteItemFromObjectCaseSensitive(j, TOKEN_KEYS[i]);
+                cJSON_AddItemToObject(j, TOKEN_KEYS[i],
+                                      cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tokens, TOKEN_KEYS[i]), 1));
+            }
+        return j;
+    }
+    j = cJSON_CreateObject();
+    cJSON_AddBoolToObject(j, "_from_model_config", 1);
+    for (int i = 0; i < 3; i++)
+        cJSON_AddItemToObject(j, TOKEN_KEYS[i],
+                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tokens, TOKEN_KEYS[i]), 1));
+    return j;
+}
+
 /* ---- config.json: writing ----------------------------------------------------------------- */
 
 /* The shortest decimal that reads back as f (so 1e-5f is written 1e-05, not 9.99999975e-06). */
@@ -339,7 +482,6 @@ static double short_decimal(float f) {
     }
     return (double)f;
 }
-
 
 /* rope_scaling as transformers reads it (null for the default rope). */
 static cJSON *rope_json(const dp_rope_scaling *r) {
@@ -369,7 +511,7 @@ static int64_t rows_of(dp_model *m, const char *name) {
     return p ? p->value.shape[0] : 0;
 }
 
-static cJSON *config_json(dp_model *m) {
+static cJSON *config_json(dp_model *m, const cJSON *tokens) {
     const dp_model_config *c = dp_model_config_of(m);
     cJSON *j = cJSON_CreateObject();
     int gpt = c->arch == DP_ARCH_GPT;
@@ -415,12 +557,14 @@ static cJSON *config_json(dp_model *m) {
         cJSON_AddNumberToObject(j, "initializer_range", short_decimal(c->init_std));
         cJSON_AddBoolToObject(j, "tie_word_embeddings", dp_model_param_named(m, "lm_head.weight") == NULL);
     }
+    for (int i = 0; i < 3; i++)
+        cJSON_AddItemToObject(j, TOKEN_KEYS[i],
+                              cJSON_Duplicate(cJSON_GetObjectItemCaseSensitive(tokens, TOKEN_KEYS[i]), 1));
     cJSON_AddStringToObject(j, "torch_dtype", "float32");
     return j;
 }
 
 /* ---- PEFT (LoRA adapters) ----------------------------------------------------------------- */
-
 
 /* PEFT's target_modules: Llama's linear names are unique; GPT-2's c_proj names two linears, so a
  * regular expression (PEFT full-matches a string against each module's name) says which. */
@@ -445,7 +589,7 @@ static cJSON *peft_targets(dp_arch arch, unsigned targets) {
     return list;
 }
 
-static cJSON *adapter_config_json(dp_model *m) {
+static cJSON *adapter_config_json(dp_model *m, const char *base) {
     const dp_model_config *c = dp_model_config_of(m);
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "peft_type", "LORA");
@@ -459,7 +603,7 @@ static cJSON *adapter_config_json(dp_model *m) {
     cJSON_AddBoolToObject(j, "use_rslora", 0);
     cJSON_AddBoolToObject(j, "use_dora", 0);
     cJSON_AddBoolToObject(j, "inference_mode", 0);
-    cJSON_AddNullToObject(j, "base_model_name_or_path");
+    cJSON_AddStringToObject(j, "base_model_name_or_path", base);
     cJSON_AddNullToObject(j, "modules_to_save");
     return j;
 }
@@ -549,17 +693,32 @@ static int write_json(const char *path, cJSON *j) {
     return rc;
 }
 
-int dp_model_save(dp_model *m, const char *dir) {
+int dp_model_save(dp_model *m, const char *dir) { return dp_model_save_with(m, dir, NULL); }
+
+int dp_model_save_with(dp_model *m, const char *dir, const dp_model_save_opts *opts) {
+    dp_model_save_opts defaults;
+    if (!opts) {
+        dp_model_save_opts_default(&defaults);
+        opts = &defaults;
+    }
     if (dp_model_device(m)->kind == DP_DEV_PLAN)
         return dp_error_set(DP_ENOTSUP, "%s: a model on the plan device has no values to save", dir);
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
-        return dp_error_set(DP_EIO, "%s: cannot create the directory: %s", dir, strerror(errno));
+    cJSON *tokens; /* bad ids are refused before anything is made */
+    unsigned given;
+    DP_TRY(save_tokens(m, opts, &tokens, &given));
+    int rc = DP_OK;
     struct stat st;
-    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return dp_error_set(DP_EIO, "%s: not a directory", dir);
-
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        rc = dp_error_set(DP_EIO, "%s: cannot create the directory: %s", dir, strerror(errno));
+    else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        rc = dp_error_set(DP_EIO, "%s: not a directory", dir);
     char path[4096];
-    DP_TRY(dpio_join(path, sizeof path, dir, "config.json"));
-    DP_TRY(write_json(path, config_json(m)));
+    if (rc == DP_OK) rc = dpio_join(path, sizeof path, dir, "config.json");
+    if (rc == DP_OK) rc = write_json(path, config_json(m, tokens));
+    if (rc == DP_OK) rc = dpio_join(path, sizeof path, dir, "generation_config.json");
+    if (rc == DP_OK) rc = write_json(path, generation_json(m, tokens, given));
+    cJSON_Delete(tokens);
+    DP_TRY(rc);
     DP_TRY(dpio_join(path, sizeof path, dir, "model.safetensors"));
     DP_TRY(save_weights(m, path, 0));
 
@@ -570,9 +729,14 @@ int dp_model_save(dp_model *m, const char *dir) {
     else if (unlink(path) != 0 && errno != ENOENT) /* stale adapters would be loaded with this model */
         return dp_error_set(DP_EIO, "%s: cannot remove: %s", path, strerror(errno));
     DP_TRY(dpio_join(path, sizeof path, dir, "adapter_config.json"));
-    if (lora)
-        DP_TRY(write_json(path, adapter_config_json(m)));
-    else if (unlink(path) != 0 && errno != ENOENT)
+    if (lora) { /* the base: the checkpoint it was loaded from, else this directory's own files */
+        const char *from = dp_model_origin_of(m)->dir;
+        char *here = from ? NULL : realpath(dir, NULL);
+        if (!from && !here) return dp_error_set(DP_EIO, "%s: cannot resolve the path: %s", dir, strerror(errno));
+        rc = write_json(path, adapter_config_json(m, from ? from : here));
+        free(here);
+        DP_TRY(rc);
+    } else if (unlink(path) != 0 && errno != ENOENT)
         return dp_error_set(DP_EIO, "%s: cannot remove: %s", path, strerror(errno));
     return DP_OK;
 }

@@ -27,6 +27,12 @@ int dpio_cfg_bool(const char *path, const cJSON *root, const char *key, int *out
 /* A string key; absent (or null) gives def. */
 int dpio_cfg_str(const char *path, const cJSON *root, const char *key, const char *def, const char **out);
 
+/* Reads dir's origin (dp_model_origin): its absolute path, config.json's token ids, its
+ * generation_config.json (DP_EINVAL naming it when malformed). On failure o holds nothing. */
+int dpio_origin_read(const char *dir, dp_model_origin *o);
+/* Frees o's strings and zeroes it. */
+void dpio_origin_clear(dp_model_origin *o);
+
 /* Whether p is a LoRA adapter's A or B. */
 static inline int dpio_is_lora(const dp_param *p) { return p->kind == DP_PARAM_LORA_A || p->kind == DP_PARAM_LORA_B; }
 

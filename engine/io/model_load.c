@@ -411,6 +411,19 @@ static int read_adapter_config(const char *dir, dp_model_config *cfg, int *prese
     return DP_OK;
 }
 
+int dp_model_adapter_read(const char *dir, dp_model_config *cfg) {
+    char path[4096];
+    DP_TRY(dpio_join(path, sizeof path, dir, "adapter_config.json"));
+    int present = 0;
+    if (dpio_name_taken(path)) DP_TRY(read_adapter_config(dir, cfg, &present));
+    if (!present)
+        return dp_error_set(DP_EIO,
+                            "%s: no adapter_config.json: adapter = DIR names a PEFT adapter folder "
+                            "(adapter_config.json and adapter_model.safetensors, as PeftModel.save_pretrained writes)",
+                            dir);
+    return DP_OK;
+}
+
 /* Whether dir holds file or its shards' index. */
 static int weights_present(const char *dir, const char *file) {
     char path[4096], index[4200];
@@ -621,10 +634,26 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
     }
     dp_model_config cfg;
     DP_TRY(dp_model_config_read(dir, &cfg));
+    /* the adapters: dir's own, or the folder opts->adapter names (PEFT keeps them apart), never both */
+    const char *adir = opts->adapter && strcmp(opts->adapter, dir) != 0 ? opts->adapter : dir;
     int adapters = 0;
-    DP_TRY(read_adapter_config(dir, &cfg, &adapters));
+    if (adir != dir) {
+        char own[4096], own_weights[4096];
+        DP_TRY(dpio_join(own, sizeof own, dir, "adapter_config.json"));
+        DP_TRY(dpio_join(own_weights, sizeof own_weights, dir, "adapter_model.safetensors"));
+        if (dpio_name_taken(own) || dpio_name_taken(own_weights))
+            return dp_error_set(DP_EINVAL,
+                                "%s holds LoRA adapters of its own (adapter_config.json, adapter_model.safetensors) "
+                                "and adapter = \"%s\" names others: give one (drop adapter to load %s's, or load "
+                                "from a base folder without adapters)",
+                                dir, adir, dir);
+        DP_TRY(dp_model_adapter_read(adir, &cfg));
+        adapters = 1;
+    } else {
+        DP_TRY(read_adapter_config(dir, &cfg, &adapters));
+    }
     if (adapters && opts->lora_rank && opts->lora_rank != cfg.lora_rank)
-        return dp_error_set(DP_EINVAL, "%s: holds LoRA adapters of rank %d; lora rank %d was asked for", dir,
+        return dp_error_set(DP_EINVAL, "%s: holds LoRA adapters of rank %d; lora rank %d was asked for", adir,
                             cfg.lora_rank, opts->lora_rank);
     if (!adapters && opts->lora_rank > 0) {
         cfg.lora_rank = opts->lora_rank;
@@ -646,18 +675,22 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
     cfg.parts_rank = opts->parts_rank;
     if (opts->seed) cfg.seed = opts->seed;
     DP_TRY(dp_model_config_check(&cfg));
+    dp_model_origin origin; /* read before anything is allocated: a malformed generation_config.json fails here */
+    DP_TRY(dpio_origin_read(dir, &origin));
     int have_weights = weights_present(dir, "model.safetensors");
-    if (dev->kind != DP_DEV_PLAN && !have_weights) /* before allocating the model */
+    if (dev->kind != DP_DEV_PLAN && !have_weights) { /* before allocating the model */
+        dpio_origin_clear(&origin);
         return dp_error_set(DP_EIO,
                             "%s: no weights (neither model.safetensors nor model.safetensors.index.json; "
                             "the plan device, or weights = \"random\" in an experiment, needs config.json "
                             "alone)",
                             dir);
+    }
     /* the plan device holds no values: config.json alone will do, and weights that are there are
      * still checked against its shapes (adapters with them) */
     weight_files base = {0}, adapt = {0};
     int rc = have_weights ? weights_open(dir, "model.safetensors", &base) : DP_OK;
-    if (rc == DP_OK && adapters && have_weights) rc = weights_open(dir, "adapter_model.safetensors", &adapt);
+    if (rc == DP_OK && adapters && have_weights) rc = weights_open(adir, "adapter_model.safetensors", &adapt);
     if (rc == DP_OK) rc = check_headers(dev, dir, &cfg, &base, &adapt);
     dp_model *m = NULL;
     if (rc == DP_OK) rc = dp_model_new(dev, &cfg, &m);
@@ -666,9 +699,11 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
     weights_close(&adapt);
     if (rc == DP_OK) rc = dp_model_sync_compute_weights(m);
     if (rc != DP_OK) {
+        dpio_origin_clear(&origin);
         dp_model_free(m);
         return rc;
     }
+    *dp_model_origin_of(m) = origin; /* the model owns its strings from here */
     *out = m;
     return DP_OK;
 }

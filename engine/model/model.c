@@ -53,12 +53,17 @@ void dp_model_free(dp_model *m) {
     free(m->rope_inv_freq);
     free(m->target_count);
     free(m->spans);
+    free(m->origin.dir);
+    free(m->origin.tokens);
+    free(m->origin.generation);
     free(m);
 }
 
 const dp_model_config *dp_model_config_of(const dp_model *m) { return &m->cfg; }
 
 dp_device *dp_model_device(const dp_model *m) { return m->dev; }
+
+dp_model_origin *dp_model_origin_of(dp_model *m) { return &m->origin; }
 
 void dp_model_release_activations(dp_model *m) {
     for (int64_t l = 0; l < m->cfg.layers; l++) dp_model_block_release(m, l, 1);

@@ -273,6 +273,20 @@ const dp_model_config *dp_model_config_of(const dp_model *m);
 /* The device the model lives on. */
 dp_device *dp_model_device(const dp_model *m);
 
+/* Where a model came from, for the files a save writes beside the weights (model_io.c): what a
+ * Hugging Face checkpoint said that dpprof does not model but others need (the token ids generation
+ * stops at). All NULL for a model made from a shape; dp_model_load fills them. Malloc'd strings the
+ * model owns (dp_model_free frees them). */
+typedef struct dp_model_origin {
+    char *dir;        /* the checkpoint directory the base was loaded from, absolute */
+    char *tokens;     /* a JSON object: config.json's bos_token_id, eos_token_id and pad_token_id,
+                       * those the file gives, as it gives them */
+    char *generation; /* generation_config.json's text, when the checkpoint has one */
+} dp_model_origin;
+
+/* The model's origin (dp_model_origin), to read or fill; never NULL. */
+dp_model_origin *dp_model_origin_of(dp_model *m);
+
 /* Whether block `layer` is checkpointed (cfg.checkpoint N > 0 and layer a multiple of N). */
 int dp_model_checkpointed(const dp_model *m, int64_t layer);
 

@@ -126,6 +126,7 @@ struct dp_model {
     int64_t recompute_ns;
 
     dp_block_weights block_weights; /* fsdp: a block's weights on demand (acquire == NULL: always whole) */
+    dp_model_origin origin;         /* the checkpoint it was loaded from (model_io), or all NULL */
 };
 
 /* What a backward pass carries through every layer. */

@@ -1,4 +1,4 @@
-/* lua_model_io.c: m:save(dir), dpprof.model.load(dir, {...}) and dpprof.model.read_config(dir):
+/* lua_model_io.c: m:save(dir [, ids]), dpprof.model.load(dir, {...}) and dpprof.model.read_config(dir [, {adapter=}]):
  * Hugging Face checkpoints from scripts (model_io.h). Adds `save` to the model metatable's
  * __methods and `load`, `read_config` and LOAD_KEYS (load's options) to the dpprof.model table
  * that lua_model.c made. */
@@ -11,11 +11,30 @@
 #include <lauxlib.h>
 #include <string.h>
 
-/* m:save(dir) */
+/* m:save(dir [, {bos_token_id=, eos_token_id=, pad_token_id=}]): the ids written to config.json and
+ * generation_config.json in place of the origin's (a model made from a shape has none: null) */
 static int l_save(lua_State *L) {
+    static const char *const keys[] = {"bos_token_id", "eos_token_id", "pad_token_id", NULL};
+    const char *fname = "model:save";
     dp_model *m = dpl_check_model(L, 1);
     const char *dir = luaL_checkstring(L, 2);
-    if (dp_model_save(m, dir) != DP_OK) luaL_error(L, "model:save: %s", dp_error_message());
+    dp_model_save_opts opts;
+    dp_model_save_opts_default(&opts);
+    if (!lua_isnoneornil(L, 3)) {
+        dpl_check_keys(L, 3, fname, keys);
+        int64_t *ids[3] = {&opts.bos_token_id, &opts.eos_token_id, &opts.pad_token_id};
+        const int64_t V = dp_model_config_of(m)->vocab;
+        for (int i = 0; i < 3; i++) {
+            int given = lua_getfield(L, 3, keys[i]) != LUA_TNIL;
+            lua_pop(L, 1);
+            if (!given) continue;
+            *ids[i] = dpl_opt_int_field(L, 3, fname, keys[i], -1);
+            if (*ids[i] < 0 || *ids[i] >= V)
+                luaL_error(L, "%s: '%s' must be a token id from 0 to %I (the vocabulary of %I; got %I)", fname, keys[i],
+                           (lua_Integer)V - 1, (lua_Integer)V, (lua_Integer)*ids[i]);
+        }
+    }
+    if (dp_model_save_with(m, dir, &opts) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
     return 0;
 }
 
@@ -45,10 +64,19 @@ static void read_lora(lua_State *L, int idx, const char *fname, dp_model_load_op
 /* dpprof.model.read_config(dir) -> the options dpprof.model takes, from dir/config.json alone
  * (sizes, heads, rope, tie; no runtime choices: seq_len, batch, dtype, LoRA are the caller's) */
 static int l_read_config(lua_State *L) {
+    static const char *const keys[] = {"adapter", NULL};
+    const char *fname = "dpprof.model.read_config";
     const char *dir = luaL_checkstring(L, 1);
+    const char *adapter = NULL;
+    if (!lua_isnoneornil(L, 2)) {
+        dpl_check_keys(L, 2, fname, keys);
+        adapter = dpl_opt_str_field(L, 2, fname, "adapter", NULL);
+    }
     dp_model_config cfg;
-    if (dp_model_config_read(dir, &cfg) != DP_OK) luaL_error(L, "dpprof.model.read_config: %s", dp_error_message());
+    if (dp_model_config_read(dir, &cfg) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
     cfg.lora_rank = 0;
+    /* {adapter = DIR}: a PEFT adapter's rank, alpha and targets, as lora = {...} */
+    if (adapter && dp_model_adapter_read(adapter, &cfg) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
     dpl_push_model_config(L, &cfg);
     /* left out, so that they do not read as the file's: fields config.json does not give (dtype,
      * seed, master_weights and checkpoint at dpprof.model's defaults, mlp_ratio beside the file's
@@ -63,10 +91,14 @@ static int l_read_config(lua_State *L) {
  * runtime choices a checkpoint's files leave to the caller, the one list of them (dp.experiment
  * lets a model with path= and its weights set these and no other of dpprof.model.KEYS). */
 static const char *const load_keys[] = {"device",         "dtype", "batch",      "seq_len", "seed",
-                                        "master_weights", "lora",  "checkpoint", "parts", NULL};
+                                        "master_weights", "lora",  "checkpoint", "parts",   NULL};
+
+/* What load takes beside LOAD_KEYS: not a runtime choice but more files, a PEFT adapter folder. */
+static const char *const load_all_keys[] = {"device", "dtype",      "batch", "seq_len", "seed", "master_weights",
+                                            "lora",   "checkpoint", "parts", "adapter", NULL};
 
 /* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
- * lora={rank=, alpha=, targets=}, checkpoint=, parts={world_size=, rank=}}) */
+ * lora={rank=, alpha=, targets=}, checkpoint=, parts={world_size=, rank=}, adapter=DIR}) */
 static int l_load(lua_State *L) {
     const char *fname = "dpprof.model.load";
     const char *dir = luaL_checkstring(L, 1);
@@ -74,7 +106,8 @@ static int l_load(lua_State *L) {
     dp_model_load_opts_default(&opts);
     const char *device = NULL;
     if (!lua_isnoneornil(L, 2)) {
-        dpl_check_keys(L, 2, fname, load_keys);
+        dpl_check_keys(L, 2, fname, load_all_keys);
+        opts.adapter = dpl_opt_str_field(L, 2, fname, "adapter", NULL);
         device = dpl_opt_str_field(L, 2, fname, "device", NULL);
         const char *dtype = dpl_opt_str_field(L, 2, fname, "dtype", "f32");
         if (dp_dtype_parse(dtype, &opts.dtype) != 0 || (opts.dtype != DP_F32 && opts.dtype != DP_BF16))

@@ -2,7 +2,8 @@
 -- warm-up and timed iterations through the DP phases, takes snapshots, and returns a result table
 -- exactly as docs/results.md describes (validated by dpprof.results.validate).
 --
---   dp.experiment{ name=, model={...dp.model keys...} | {path="DIR", ...}, method="ghost" | norms=, clip=,
+--   dp.experiment{ name=, model={...dp.model keys...} | {path="DIR", adapter="DIR", ...},
+--                  method="ghost" | norms=, clip=,
 --                  optimizer={name="adamw"|"sgd", lr=, ...}, dp={max_grad_norm=, noise_multiplier=,
 --                  sample_rate=, max_physical_batch_size=, delta=, poisson=, dataset_size=,
 --                  flash_impl="tiles"|"strips", accountant="prv"|"rdp"|"pld"}, iters=3, warmup=2,
@@ -13,6 +14,9 @@
 --
 -- save: the trained model written to DIR as Hugging Face files (m:save) after the last step, by
 -- rank 0 alone in a distributed run (fsdp's parts gathered first); the result's save_dir names it.
+-- A model built without a checkpoint's weights (a shape, or weights = "random") trained on
+-- documents (data with eos) is saved with that eos as its eos_token_id; a checkpoint's model keeps
+-- the checkpoint's token ids.
 --
 -- distributed: this process is one rank of a data-parallel run (docs/lua.md "Distributed runs"):
 -- model.batch is the global batch, of which the rank holds its slice; the gradients are summed
@@ -32,6 +36,8 @@
 -- memory and time studies where values do not matter); on the plan device only config.json is
 -- read, whatever weights says. With the file's weights, only runtime keys may differ from it
 -- (seq_len, batch, dtype, master_weights, seed, lora, checkpoint): others change the shapes the weights have.
+-- adapter = "DIR" adds a PEFT adapter folder (adapter_config.json, adapter_model.safetensors, as
+-- PEFT saves it apart from its base) to path's base: its rank, alpha and targets are the model's lora.
 --
 -- Callbacks on={name=function(ctx, i, k) ... end}: model_loaded, wrapped, optimizer_created,
 -- after_warmup and finished run once; before_forward, after_forward, after_backward, after_clip
@@ -96,9 +102,9 @@ local function keys_of(from, without, plus)
 end
 -- A model's keys: dpprof.model's (the engine's one list), less device (an experiment's own, at
 -- the top) and parts (an fsdp run's own, from distributed: build_parts), plus path and weights (a
--- checkpoint's directory, and whether its weights are read).
+-- checkpoint's directory, and whether its weights are read) and adapter (a PEFT adapter folder for it).
 local EXPERIMENT_OWN = { device = true, parts = true }
-local MODEL_KEYS = keys_of(dp.model.KEYS, EXPERIMENT_OWN, { "path", "weights" })
+local MODEL_KEYS = keys_of(dp.model.KEYS, EXPERIMENT_OWN, { "path", "weights", "adapter" })
 -- What a model read with its weights from a checkpoint may set besides the file: dpprof.model.load's
 -- options (its one list), less device and parts.
 local RUNTIME_KEYS = {}
@@ -178,17 +184,29 @@ local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "kv_heads", "head
 function experiment.model_options(m, device)
   if m.path == nil then
     if m.weights ~= nil then error("dpprof.experiment: model.weights needs model.path (a checkpoint directory)", 0) end
+    if m.adapter ~= nil then
+      error("dpprof.experiment: model.adapter needs model.path (the base model's checkpoint directory)", 0)
+    end
     return copy(m), false
   end
   if type(m.path) ~= "string" then error("dpprof.experiment: model.path must be a checkpoint directory (a string)", 0) end
   if m.weights ~= nil and m.weights ~= "file" and m.weights ~= "random" then
     error(string.format("dpprof.experiment: unknown model.weights '%s' (valid: file, random)", tostring(m.weights)), 0)
   end
-  local ok, file = pcall(dp.model.read_config, m.path)
-  if not ok then error("dpprof.experiment: model.path: " .. dp.error_text(file), 0) end
+  if m.adapter ~= nil and (type(m.adapter) ~= "string" or m.adapter == "") then
+    error("dpprof.experiment: model.adapter must be a PEFT adapter directory (a string)", 0)
+  end
+  if m.adapter ~= nil and m.lora ~= nil then
+    error("dpprof.experiment: model.lora and model.adapter: the adapter's rank, alpha and targets are its "
+          .. "adapter_config.json's (drop lora)", 0)
+  end
+  local ok, file = pcall(dp.model.read_config, m.path, m.adapter and { adapter = m.adapter } or nil)
+  if not ok then
+    error("dpprof.experiment: model." .. (m.adapter and "adapter" or "path") .. ": " .. dp.error_text(file), 0)
+  end
   local load = m.weights ~= "random" and device ~= "plan"
   for k, v in pairs(m) do
-    if k ~= "path" and k ~= "weights" then
+    if k ~= "path" and k ~= "weights" and k ~= "adapter" then
       if load and not RUNTIME_KEYS[k] and file[k] ~= v then
         error(string.format("dpprof.experiment: model.%s overrides %s/config.json, whose weights have the file's "
                             .. "shapes: give weights = \"random\" (or run on the plan device) to study it", k, m.path), 0)
@@ -539,7 +557,7 @@ function experiment.check_recorded(rc)
     return out
   end
   local c = strip(rc)
-  if type(c.model) == "table" then c.model.path, c.model.weights = nil, nil end
+  if type(c.model) == "table" then c.model.path, c.model.weights, c.model.adapter = nil, nil, nil end
   if type(c.method) == "string" and c.method:find("+", 1, true) then
     c.norms, c.clip = c.method:match("^(.-)%+(.*)$")
     c.method = nil
@@ -1141,7 +1159,7 @@ function run_config(c)
       model = dp.model.load(c.model.path, { device = kind, seq_len = mcfg.seq_len, batch = mcfg.batch,
                                             dtype = mcfg.dtype, master_weights = mcfg.master_weights,
                                             seed = mcfg.seed, lora = mcfg.lora, checkpoint = mcfg.checkpoint,
-                                            parts = parts })
+                                            parts = parts, adapter = c.model.adapter })
     else
       model = dp.model(mcfg)
     end
@@ -1195,7 +1213,12 @@ function run_config(c)
     -- save: the trained model as Hugging Face files, written by rank 0 alone (zero2's and ddp's
     -- parameters are whole on every rank after the step, fsdp's after the gather above)
     if c.save and (not c.distributed or dp.dist.rank() == 0) then
-      model:save(c.save)
+      -- the token ids: a checkpoint's own when its weights were read (m:save copies them); a model
+      -- built from a shape (or a config.json, weights = "random") knows only the eos its documents
+      -- end with (data with eos), else none (null, not transformers' defaults)
+      local eos = not load and type(c.data) == "table" and c.data.eos or nil
+      local known = math.type(eos) == "integer" and eos < model:config().vocab -- dp.documents bounds it too
+      model:save(c.save, known and { eos_token_id = eos } or nil)
       saved = c.save
     end
     callback("finished")
@@ -1282,6 +1305,7 @@ function run_config(c)
     model_config.seed = nil
     if model_config.lora == nil then model_config.lora = json.null end
     if c.model.path then model_config.path, model_config.weights = c.model.path, c.model.weights or "file" end
+    model_config.adapter = c.model.adapter
   end
   local config = {
     model = model_config or copy(c.model), method = c.method or (c.norms .. "+" .. c.clip),

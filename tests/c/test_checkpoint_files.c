@@ -11,7 +11,12 @@
  *     single weights file did not open: LeakSanitizer fails the ASan build's run).
  *   - config.json and adapter_config.json keys of the wrong type are refused naming the key (a
  *     non-string hidden_act, rope_type, model_type or peft_type used to fall back silently to the
- *     default). */
+ *     default).
+ *   - What a save writes for others to load (issue 38.7): config.json's bos/eos/pad_token_id and
+ *     generation_config.json as transformers reads them (tests/fixtures/hf/saved/expect.json, made
+ *     by gen_saved.py from the fixtures' configs), the source's generation_config.json carried
+ *     over, and for a model made from a shape the ids present and null (absent, transformers fills
+ *     in GPT-2's 50256, outside a small vocabulary: generation no longer stopped). */
 #include "check.h"
 #include "test_hf_ref.h"
 #include "test_util.h"
@@ -23,6 +28,8 @@
 #include "model_io.h"
 #include "safetensors.h"
 
+#include <cjson/cJSON.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +198,213 @@ static void test_key_types(void) {
     unlink(adapter);
 }
 
+/* ---- what a save writes beside the weights ---------------------------------------------------- */
+
+/* A JSON file's object, or NULL (a failure counted). */
+static cJSON *read_json(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    static char text[1 << 16];
+    size_t n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+    if (fp) fclose(fp);
+    text[n] = '\0';
+    cJSON *j = cJSON_Parse(text);
+    if (!cJSON_IsObject(j)) {
+        fprintf(stderr, "%s: not a JSON object\n", path);
+        check_failures++;
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
+static const char *const TOKEN_KEYS[3] = {"bos_token_id", "eos_token_id", "pad_token_id"};
+
+/* dir/file's key is present and equal to want (NULL: present and null); what names the case. */
+static void expect_key(const char *what, const cJSON *file, const char *name, const char *key, const cJSON *want) {
+    const cJSON *got = cJSON_GetObjectItemCaseSensitive(file, key);
+    int ok = got && (want ? cJSON_Compare(got, want, 1) : cJSON_IsNull(got));
+    if (!ok) {
+        char *g = got ? cJSON_PrintUnformatted(got) : NULL, *w = want ? cJSON_PrintUnformatted(want) : NULL;
+        fprintf(stderr, "%s: %s's '%s' is %s, want %s\n", what, name, key, g ? g : "absent", w ? w : "null");
+        cJSON_free(g);
+        cJSON_free(w);
+        check_failures++;
+    }
+}
+
+/* The saved dir's config.json and generation_config.json token ids: config's as `config` (an
+ * object of the three; NULL: all null), generation's as `generation` (HF's from_model_config
+ * output: a key it omits, a None, must be null or absent; NULL: all null). */
+static void expect_saved_ids(const char *what, const char *dir, const cJSON *config, const cJSON *generation) {
+    char path[512];
+    path_in(path, sizeof path, dir, "config.json");
+    cJSON *c = read_json(path);
+    path_in(path, sizeof path, dir, "generation_config.json");
+    cJSON *g = read_json(path);
+    for (int i = 0; c && g && i < 3; i++) {
+        const cJSON *want = config ? cJSON_GetObjectItemCaseSensitive(config, TOKEN_KEYS[i]) : NULL;
+        expect_key(what, c, "config.json", TOKEN_KEYS[i], want && !cJSON_IsNull(want) ? want : NULL);
+        want = generation ? cJSON_GetObjectItemCaseSensitive(generation, TOKEN_KEYS[i]) : NULL;
+        const cJSON *got = cJSON_GetObjectItemCaseSensitive(g, TOKEN_KEYS[i]);
+        if (want || (got && !cJSON_IsNull(got))) expect_key(what, g, "generation_config.json", TOKEN_KEYS[i], want);
+    }
+    cJSON_Delete(c);
+    cJSON_Delete(g);
+}
+
+static dp_model *load8(const char *dir) {
+    dp_model_load_opts o;
+    dp_model_load_opts_default(&o);
+    o.seq_len = 8;
+    dp_model *m = NULL;
+    CHECK_OK(dp_model_load(cpu, dir, &o, &m));
+    return m;
+}
+
+static void test_saved_ids(void) {
+    char path[1200], dir[256], src[1200];
+    snprintf(path, sizeof path, "%s/saved/expect.json", fixtures);
+    cJSON *expect = read_json(path);
+    if (!expect) return;
+    const cJSON *models = cJSON_GetObjectItemCaseSensitive(expect, "models");
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(expect, "shape");
+    int64_t V = (int64_t)cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(expect, "vocab"));
+    CHECK(cJSON_GetArraySize(models) == 3 && cJSON_GetArraySize(shape) == 2 && V == 64);
+
+    /* a fixture base (config.json from transformers): its ids carried over, generation_config.json
+     * as save_pretrained would write it */
+    for (const cJSON *e = models ? models->child : NULL; e; e = e->next) {
+        char base[1100];
+        snprintf(base, sizeof base, "%s/%s", fixtures, e->string);
+        snprintf(dir, sizeof dir, "%s/saved-%s", tmpdir, e->string);
+        dp_model *m = load8(base);
+        if (!m) continue;
+        CHECK_OK(dp_model_save(m, dir));
+        dp_model_free(m);
+        expect_saved_ids(e->string, dir, cJSON_GetObjectItemCaseSensitive(e, "config"),
+                         cJSON_GetObjectItemCaseSensitive(e, "generation_config"));
+        path_in(path, sizeof path, dir, "generation_config.json");
+        cJSON *g = read_json(path);
+        CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "_from_model_config")));
+        cJSON_Delete(g);
+        m = load8(dir); /* and it loads back */
+        dp_model_free(m);
+    }
+
+    /* a model made from a shape: the ids there and null; absent, transformers would fill in its
+     * defaults (GPT-2's 50256, outside the vocabulary) */
+    const cJSON *gpt_absent =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(shape, "gpt"), "absent");
+    CHECK(cJSON_GetNumberValue(cJSON_GetObjectItemCaseSensitive(gpt_absent, "eos_token_id")) >= (double)V);
+    static const struct {
+        const char *name;
+        dp_arch arch;
+    } arches[] = {{"gpt", DP_ARCH_GPT}, {"llama", DP_ARCH_LLAMA}};
+    for (size_t i = 0; i < 2; i++) {
+        dp_model_config cfg;
+        dp_model_config_default(&cfg, arches[i].arch);
+        cfg.vocab = V;
+        cfg.hidden = 16;
+        cfg.layers = 1;
+        cfg.heads = 2;
+        cfg.seq_len = 8;
+        cfg.batch = 1;
+        cfg.lora_rank = 2;
+        cfg.lora_alpha = 2;
+        cfg.lora_targets = DP_LORA_QKV;
+        dp_model *m = NULL;
+        CHECK_OK(dp_model_new(cpu, &cfg, &m));
+        if (!m) continue;
+        snprintf(dir, sizeof dir, "%s/shape-%s", tmpdir, arches[i].name);
+        CHECK_OK(dp_model_save(m, dir));
+        const cJSON *null =
+            cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(shape, arches[i].name), "null");
+        for (int k = 0; k < 3; k++) CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(null, TOKEN_KEYS[k])));
+        expect_saved_ids(arches[i].name, dir, NULL, NULL);
+        /* its adapters' base is this directory's own config.json and model.safetensors */
+        path_in(path, sizeof path, dir, "adapter_config.json");
+        cJSON *a = read_json(path);
+        char *here = realpath(dir, NULL);
+        const cJSON *named = cJSON_GetObjectItemCaseSensitive(a, "base_model_name_or_path");
+        CHECK(here && cJSON_IsString(named) && strcmp(named->valuestring, here) == 0);
+        free(here);
+        cJSON_Delete(a);
+        /* ids of the caller's (an experiment's documents' eos), within the vocabulary only */
+        dp_model_save_opts so;
+        dp_model_save_opts_default(&so);
+        so.eos_token_id = 3;
+        CHECK_OK(dp_model_save_with(m, dir, &so));
+        cJSON *three = cJSON_CreateObject();
+        cJSON_AddNullToObject(three, "bos_token_id");
+        cJSON_AddNumberToObject(three, "eos_token_id", 3);
+        expect_saved_ids(arches[i].name, dir, three, three);
+        cJSON_Delete(three);
+        so.eos_token_id = V;
+        CHECK(dp_model_save_with(m, dir, &so) == DP_EINVAL &&
+              strstr(dp_error_message(),
+                     "'eos_token_id' must be a token id from 0 to 63 (the vocabulary of 64; got 64)"));
+        char fresh[300];
+        snprintf(fresh, sizeof fresh, "%s-refused", dir);
+        CHECK(dp_model_save_with(m, fresh, &so) == DP_EINVAL && access(fresh, F_OK) != 0); /* nothing made */
+        so.eos_token_id = -1;
+        so.pad_token_id = -2;
+        CHECK(dp_model_save_with(m, dir, &so) == DP_EINVAL && strstr(dp_error_message(), "'pad_token_id'"));
+        dp_model_free(m);
+    }
+
+    /* the source's generation_config.json: carried over whole (a caller's id in place of its own) */
+    char ck[256];
+    snprintf(ck, sizeof ck, "%s/with-generation", tmpdir);
+    CHECK(mkdir(ck, 0777) == 0);
+    snprintf(src, sizeof src, "%s/gpt2/model.safetensors", fixtures);
+    path_in(path, sizeof path, ck, "model.safetensors");
+    copy_file(src, path);
+    snprintf(src, sizeof src, "%s/gpt2/config.json", fixtures);
+    cJSON *config = read_json(src);
+    for (int k = 0; config && k < 3; k++) cJSON_DeleteItemFromObjectCaseSensitive(config, TOKEN_KEYS[k]);
+    char *text = config ? cJSON_Print(config) : NULL;
+    path_in(path, sizeof path, ck, "config.json");
+    if (text) write_file(path, text);
+    cJSON_free(text);
+    cJSON_Delete(config);
+    static const char *const generation =
+        "{\"bos_token_id\": 95, \"eos_token_id\": [95, 7], \"max_new_tokens\": 5, \"do_sample\": false, "
+        "\"transformers_version\": \"5.24.0\"}";
+    path_in(path, sizeof path, ck, "generation_config.json");
+    write_file(path, generation);
+    cJSON *want = cJSON_Parse(generation);
+    dp_model *m = load8(ck);
+    snprintf(dir, sizeof dir, "%s/saved-with-generation", tmpdir);
+    if (m) CHECK_OK(dp_model_save(m, dir));
+    expect_saved_ids("no ids in config.json", dir, NULL, want); /* config.json's: there, null */
+    path_in(path, sizeof path, dir, "generation_config.json");
+    cJSON *got = read_json(path);
+    CHECK(got && cJSON_Compare(got, want, 1));
+    if (m) CHECK_OK(dp_model_save(m, ck)); /* over its own source: what was read at the load */
+    path_in(path, sizeof path, ck, "generation_config.json");
+    cJSON_Delete(got);
+    got = read_json(path);
+    CHECK(got && cJSON_Compare(got, want, 1));
+    cJSON_Delete(got);
+    dp_model_save_opts so;
+    dp_model_save_opts_default(&so);
+    so.eos_token_id = 7;
+    if (m) CHECK_OK(dp_model_save_with(m, dir, &so));
+    cJSON_ReplaceItemInObjectCaseSensitive(want, "eos_token_id", cJSON_CreateNumber(7));
+    path_in(path, sizeof path, dir, "generation_config.json");
+    got = read_json(path);
+    CHECK(got && cJSON_Compare(got, want, 1));
+    cJSON_Delete(got);
+    cJSON_Delete(want);
+    dp_model_free(m);
+
+    /* a malformed one: refused naming it, before anything is built */
+    path_in(path, sizeof path, ck, "generation_config.json");
+    write_file(path, "[1, 2]");
+    expect_load_error(cpu, ck, DP_EINVAL, "generation_config.json", "not a JSON object");
+    cJSON_Delete(expect);
+}
+
 int main(void) {
     alarm(120); /* a hang (a FIFO opened for reading) or a quadratic index fails here, not in ctest */
     CHECK_OK(dp_engine_init());
@@ -203,6 +417,7 @@ int main(void) {
     }
     test_shards();
     test_key_types();
+    test_saved_ids();
     dp_engine_shutdown();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

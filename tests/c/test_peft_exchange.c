@@ -8,7 +8,14 @@
  * ever read back by dpprof itself (issue 13), which a shared error (a transposed lora_A, the scale
  * alpha/r applied twice) would pass. The long adapters (gpt2_t300, llama_gqa_t300: T = 300, every
  * linear adapted, rank 8, alpha 12, Llama with grouped-query attention) hold the scale alpha/r at
- * a second point and flash's tiles and strips over three flash tiles to PyTorch. */
+ * a second point and flash's tiles and strips over three flash tiles to PyTorch.
+ * The adapters load as PEFT writes them, a folder apart from the base (dp_model_load_opts.adapter:
+ * model = {path = BASE, adapter = DIR}), to the same values as a folder holding both; the folder
+ * alone is refused saying how to load it (issue 38.7: it used to fail with "config.json: cannot
+ * read"), with the base PEFT's base_model_name_or_path names when that is a local folder; and the
+ * saved adapter_config.json names its base (base_model_name_or_path: the checkpoint the base came
+ * from, absolute; it was null, and peft.AutoPeftModelForCausalLM.from_pretrained(dir) then looked
+ * for a hub repository named "None"). */
 #include "check.h"
 #include "test_hf_ref.h"
 #include "test_util.h"
@@ -113,10 +120,46 @@ static void check_loss_and_grads(const char *name, dp_model *m, const test_hf_re
     dp_tensor_free(tg);
 }
 
-/* dpprof's save writes PEFT's adapter tensors back: same names, shapes and bytes. */
+/* A JSON file's object (NULL, a failure counted, when it does not parse). */
+static cJSON *read_json(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    static char text[1 << 16];
+    size_t n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+    if (fp) fclose(fp);
+    text[n] = '\0';
+    cJSON *j = cJSON_Parse(text);
+    if (!cJSON_IsObject(j)) {
+        fprintf(stderr, "%s: not a JSON object\n", path);
+        check_failures++;
+    }
+    return j;
+}
+
+/* dpprof's save writes PEFT's adapter tensors back: same names, shapes and bytes; its
+ * adapter_config.json names the base it was loaded from (absolute: PEFT resolves a relative path
+ * from the working directory), and the directory loads back. */
 static void check_save(dp_model *m, const char *name, const char *out) {
     CHECK_OK(dp_model_save(m, out));
     char a[1200], b[512];
+    snprintf(a, sizeof a, "%s/%s", fixtures, name);
+    char *base = realpath(a, NULL);
+    snprintf(b, sizeof b, "%s/adapter_config.json", out);
+    cJSON *j = read_json(b);
+    const cJSON *named = cJSON_GetObjectItemCaseSensitive(j, "base_model_name_or_path");
+    if (!base || !cJSON_IsString(named) || strcmp(named->valuestring, base) != 0) {
+        fprintf(stderr, "%s: saved base_model_name_or_path is %s, want \"%s\"\n", name,
+                cJSON_IsString(named) ? named->valuestring : "not a string", base ? base : "?");
+        check_failures++;
+    }
+    cJSON_Delete(j);
+    free(base);
+    dp_model *back = NULL;
+    dp_model_load_opts o;
+    dp_model_load_opts_default(&o);
+    o.seq_len = 8;
+    CHECK_OK(dp_model_load(cpu, out, &o, &back));
+    CHECK(back && dp_model_config_of(back)->lora_rank == dp_model_config_of(m)->lora_rank);
+    dp_model_free(back);
     snprintf(a, sizeof a, "%s/peft/%s/adapter_model.safetensors", fixtures, name);
     snprintf(b, sizeof b, "%s/adapter_model.safetensors", out);
     dp_st_file *fa = NULL, *fb = NULL;
@@ -210,9 +253,25 @@ static void check_model(const peft_case *pc) {
         check_failures++;
         return;
     }
-    assemble(name, dir);
-    dp_model *m = test_hf_load(cpu, dir, &r, DP_F32);
+    /* PEFT's folder as PEFT wrote it, on its base */
+    char base[1100];
+    snprintf(base, sizeof base, "%s/%s", fixtures, name);
+    dp_model_load_opts o;
+    dp_model_load_opts_default(&o);
+    o.seq_len = r.T;
+    o.batch = r.B;
+    o.adapter = fixture;
+    dp_model *m = NULL;
+    CHECK_OK(dp_model_load(cpu, base, &o, &m));
     if (!m) return;
+    assemble(name, dir); /* the same files in one folder: the same model */
+    dp_model *together = test_hf_load(cpu, dir, &r, DP_F32);
+    CHECK(together && dp_model_param_count(together) == dp_model_param_count(m));
+    for (int i = 0; together && i < dp_model_param_count(m) && i < dp_model_param_count(together); i++) {
+        const dp_tensor *x = &dp_model_param(m, i)->value, *y = &dp_model_param(together, i)->value;
+        CHECK(x->numel == y->numel && memcmp(x->data, y->data, (size_t)x->numel * sizeof(float)) == 0);
+    }
+    dp_model_free(together);
     const dp_model_config *c = dp_model_config_of(m);
     CHECK(c->lora_rank == pc->rank && c->lora_alpha == pc->alpha && c->lora_targets == pc->targets);
     check_loss_and_grads(name, m, &r, fixture, pc->grad_tol);
@@ -228,6 +287,66 @@ static void check_model(const peft_case *pc) {
     check_save(m, name, saved);
     dp_model_free(m);
     check_refusals(name, dir);
+}
+
+/* PEFT's adapter folder alone is no checkpoint: refused naming what it holds and how to load it, with
+ * the base its adapter_config.json names when that is a local folder; adapter = a folder without
+ * one, or beside a base holding adapters of its own, refused naming the conflict. */
+static void check_adapter_folder(void) {
+    char adapter[1100], base[1100], copy[256], path[1200], src[1200];
+    snprintf(adapter, sizeof adapter, "%s/peft/gpt2", fixtures);
+    snprintf(base, sizeof base, "%s/gpt2", fixtures);
+    expect_load_error(cpu, adapter, DP_EIO, "holds a PEFT adapter (adapter_config.json) but no config.json",
+                      "model = {path = BASE, adapter = \"");
+    dp_model_config cfg;
+    CHECK(dp_model_config_read(adapter, &cfg) == DP_EIO &&
+          strstr(dp_error_message(), "dpprof.model.load(BASE, {adapter"));
+    /* base_model_name_or_path naming a local checkpoint: the message names it */
+    snprintf(copy, sizeof copy, "%s/adapter-named", tmpdir);
+    CHECK(mkdir(copy, 0777) == 0);
+    snprintf(src, sizeof src, "%s/adapter_model.safetensors", adapter);
+    snprintf(path, sizeof path, "%s/adapter_model.safetensors", copy);
+    copy_file(src, path);
+    snprintf(src, sizeof src, "%s/adapter_config.json", adapter);
+    cJSON *j = read_json(src);
+    if (j) cJSON_ReplaceItemInObject(j, "base_model_name_or_path", cJSON_CreateString(base));
+    char *text = j ? cJSON_Print(j) : NULL;
+    snprintf(path, sizeof path, "%s/adapter_config.json", copy);
+    if (text) write_file(path, text);
+    cJSON_free(text);
+    cJSON_Delete(j);
+    char want[1500];
+    snprintf(want, sizeof want, "model = {path = \"%s\", adapter = \"%s\"}", base, copy);
+    expect_load_error(cpu, copy, DP_EIO, "but no config.json", want);
+    /* a hub name there: said to be none of the local folders */
+    write_file(path, "{\"peft_type\": \"LORA\", \"r\": 4, \"base_model_name_or_path\": \"openai-community/gpt2\"}");
+    expect_load_error(cpu, copy, DP_EIO, "model = {path = BASE",
+                      "base_model_name_or_path 'openai-community/gpt2' is no local checkpoint folder");
+    /* a local folder that is no checkpoint: said so */
+    char text2[1400];
+    snprintf(text2, sizeof text2, "{\"peft_type\": \"LORA\", \"r\": 4, \"base_model_name_or_path\": \"%s\"}", tmpdir);
+    write_file(path, text2);
+    snprintf(want, sizeof want, "base_model_name_or_path '%s' is a folder without config.json", tmpdir);
+    expect_load_error(cpu, copy, DP_EIO, "model = {path = BASE", want);
+
+    dp_model_load_opts o;
+    dp_model_load_opts_default(&o);
+    o.seq_len = 8;
+    dp_model *m = NULL;
+    o.adapter = base; /* a checkpoint, not an adapter */
+    CHECK(dp_model_load(cpu, base, &o, &m) == DP_OK && m && dp_model_config_of(m)->lora_rank == 0); /* its own dir */
+    dp_model_free(m);
+    m = NULL;
+    snprintf(src, sizeof src, "%s/llama", fixtures);
+    o.adapter = src;
+    CHECK(dp_model_load(cpu, base, &o, &m) == DP_EIO && !m && strstr(dp_error_message(), "no adapter_config.json") &&
+          strstr(dp_error_message(), "adapter = DIR names a PEFT adapter folder"));
+    /* a base with adapters of its own and adapter = another folder: one or the other */
+    snprintf(src, sizeof src, "%s/llama3_mqa_lora", fixtures);
+    snprintf(path, sizeof path, "%s/peft/llama", fixtures);
+    o.adapter = path;
+    CHECK(dp_model_load(cpu, src, &o, &m) == DP_EINVAL && !m &&
+          strstr(dp_error_message(), "LoRA adapters of its own") && strstr(dp_error_message(), "give one"));
 }
 
 int main(void) {
@@ -253,6 +372,7 @@ int main(void) {
         {"llama_gqa_t300", all, 8, 12.0f, 3e-4, PEFT_LONG_REL_TOL, t300},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) check_model(&cases[i]);
+    check_adapter_folder();
     dp_engine_shutdown();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

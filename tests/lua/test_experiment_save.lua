@@ -3,6 +3,12 @@
 -- for bit (and so does a world of one under ddp, zero2 and fsdp, whose fsdp gathers its blocks
 -- first); a bad DIR or a plan run is refused before anything runs (one line naming the key, exit
 -- 2, nothing written). tests/dist/save_equal.lua checks rank 0's file under mpirun -np 2.
+-- Issue 38.7, files others load: a model built without a checkpoint's weights and trained on
+-- documents saves their eos as eos_token_id (config.json and generation_config.json; without eos
+-- the ids are null, never transformers' defaults); a PEFT adapter folder trains on its base
+-- (model = {path = BASE, adapter = DIR}), recorded in the result, and the saved
+-- adapter_config.json names that base; the plan device takes the adapter's rank; the folder alone, an adapter without path or beside lora, and
+-- m:save's ids outside the vocabulary are refused in one line naming the key and the valid choices.
 package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
 local check = require("check")
 local dp = require("dpprof")
@@ -75,5 +81,88 @@ refused({ save = dir .. "/no/such/parent" }, "dpprof.experiment: save: " .. dir 
 check.eq(io.open(dir .. "/no", "r"), nil, "bad parent: nothing written")
 refused({ save = 3 }, "dpprof.experiment: save must be the directory")
 refused({ save = "" }, "dpprof.experiment: save must be the directory")
+
+-- ---- issue 38.7: the files others load -----------------------------------------------------------
+local json = dp.json
+local HF = arg[0]:match("(.*/)") .. "../fixtures/hf/"
+local function saved_json(path, name) return json.decode(assert(dp.read_file(path .. "/" .. name))) end
+local function ids_of(t) return { t.bos_token_id, t.eos_token_id, t.pad_token_id } end
+local null = json.null
+
+-- documents ending with eos 0, a model made from a shape: eos 0 saved, bos and pad null
+assert(dp.write_file(dir .. "/docs.tok", string.pack("<I2<I2<I2<I2<I2<I2<I2<I2", 5, 6, 7, 0, 8, 9, 0, 0)))
+local shape = { vocab = 16, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2 }
+local r = dp.experiment{ device = "cpu", iters = 1, warmup = 0, method = "ghost", snapshots = "none",
+                         model = shape, data = { file = dir .. "/docs.tok", eos = 0 }, save = dir .. "/docs" }
+check.eq(r.status, "ok", "documents: " .. tostring(r.message))
+for _, name in ipairs({ "config.json", "generation_config.json" }) do
+  local got = ids_of(saved_json(dir .. "/docs", name))
+  check.eq(got[1], null, name .. ": bos_token_id")
+  check.eq(got[2], 0, name .. ": eos_token_id, the documents' eos")
+  check.eq(got[3], null, name .. ": pad_token_id")
+end
+-- a checkpoint's config.json with random weights: the documents' eos too (no weights, no origin)
+r = dp.experiment{ device = "cpu", iters = 1, warmup = 0, method = "ghost", snapshots = "none",
+                   model = { path = HF .. "gpt2", weights = "random", seq_len = 8, batch = 2 },
+                   data = { file = dir .. "/docs.tok", eos = 0 }, save = dir .. "/docs_random" }
+check.eq(r.status, "ok", "random weights: " .. tostring(r.message))
+check.eq(saved_json(dir .. "/docs_random", "config.json").eos_token_id, 0, "random weights: the documents' eos")
+-- without documents: null ids, present (absent, transformers reads GPT-2's 50256)
+r = dp.experiment{ device = "cpu", iters = 1, warmup = 0, method = "ghost", snapshots = "none", model = shape,
+                   save = dir .. "/windows" }
+check.eq(r.status, "ok", "windows: " .. tostring(r.message))
+local cfg = saved_json(dir .. "/windows", "config.json")
+for _, k in ipairs({ "bos_token_id", "eos_token_id", "pad_token_id" }) do check.eq(cfg[k], null, "windows: " .. k) end
+
+-- PEFT's adapter folder as PEFT wrote it, on its base
+r = dp.experiment{ device = "cpu", iters = 1, warmup = 0, method = "ghost", snapshots = "none", save = dir .. "/peft",
+                   model = { path = HF .. "gpt2", adapter = HF .. "peft/gpt2", seq_len = 8, batch = 2 } }
+check.eq(r.status, "ok", "adapter: " .. tostring(r.message))
+check.eq(r.config.model.adapter, HF .. "peft/gpt2", "the adapter recorded")
+check.eq(r.config.model.lora.rank, 4, "the adapter's rank")
+local ok, why = dp.results.validate(r)
+check.truthy(ok, why)
+local adapter = saved_json(dir .. "/peft", "adapter_config.json")
+check.truthy(adapter.base_model_name_or_path:sub(1, 1) == "/"
+             and adapter.base_model_name_or_path:sub(-#"/fixtures/hf/gpt2") == "/fixtures/hf/gpt2",
+             "base_model_name_or_path names the base: " .. tostring(adapter.base_model_name_or_path))
+local got = ids_of(saved_json(dir .. "/peft", "config.json"))
+check.eq(got[2], 95, "the base checkpoint's eos_token_id carried over")
+local back <close> = dp.model.load(dir .. "/peft", { device = "cpu", seq_len = 8 })
+check.eq(back:config().lora.rank, 4, "the saved directory loads with its adapters")
+local plan = dp.experiment{ device = "plan", iters = 1, warmup = 0, method = "ghost",
+                            model = { path = HF .. "gpt2", adapter = HF .. "peft/gpt2", seq_len = 8, batch = 2 } }
+check.eq(plan.status, "ok", "plan: " .. tostring(plan.message))
+check.eq(plan.config.model.lora.rank, 4, "plan: the adapter's rank")
+
+local function one_line(f, want, what)
+  local ok2, e = pcall(f)
+  check.eq(ok2, false, what)
+  check.truthy(tostring(e):find(want, 1, true), string.format("%s: %q names %q", what, tostring(e), want))
+  check.eq(tostring(e):find("\n", 1, true), nil, what .. ": one line: " .. tostring(e))
+end
+local function run(model) return function() dp.experiment{ device = "cpu", iters = 1, warmup = 0, model = model } end end
+one_line(run({ path = HF .. "peft/gpt2", seq_len = 8 }),
+         "holds a PEFT adapter (adapter_config.json) but no config.json: load it with its base model, as "
+         .. "model = {path = BASE, adapter = \"" .. HF .. "peft/gpt2\"}", "the adapter folder alone")
+one_line(run({ adapter = HF .. "peft/gpt2", seq_len = 8 }), "model.adapter needs model.path", "adapter without path")
+one_line(run({ path = HF .. "gpt2", adapter = HF .. "peft/gpt2", lora = { rank = 4 }, seq_len = 8 }),
+         "model.lora and model.adapter", "adapter and lora")
+one_line(run({ path = HF .. "gpt2", adapter = 4, seq_len = 8 }), "model.adapter must be a PEFT adapter directory",
+         "adapter not a string")
+one_line(run({ path = HF .. "gpt2", adapter = HF .. "llama", seq_len = 8 }),
+         "no adapter_config.json: adapter = DIR names a PEFT adapter folder", "adapter not an adapter")
+one_line(function() dp.model.load(HF .. "peft/gpt2") end, "dpprof.model.load(BASE, {adapter = ", "load of the folder alone")
+
+local m <close> = dp.model{ vocab = 16, hidden = 16, layers = 1, heads = 2, seq_len = 8, device = "cpu" }
+one_line(function() m:save(dir .. "/ids", { eos_token_id = 16 }) end,
+         "model:save: 'eos_token_id' must be a token id from 0 to 15 (the vocabulary of 16; got 16)", "eos past vocab")
+one_line(function() m:save(dir .. "/ids", { pad_token_id = -1 }) end, "'pad_token_id' must be a token id from 0 to 15",
+         "negative pad")
+one_line(function() m:save(dir .. "/ids", { eos = 1 }) end,
+         "model:save: unknown key 'eos' (valid: bos_token_id, eos_token_id, pad_token_id)", "unknown key")
+m:save(dir .. "/ids", { bos_token_id = 1, eos_token_id = 2, pad_token_id = 15 })
+check.eq(table.concat(ids_of(saved_json(dir .. "/ids", "generation_config.json")), ","), "1,2,15", "m:save's ids")
+
 os.execute("rm -rf " .. dir)
 print("test_experiment_save: ok")

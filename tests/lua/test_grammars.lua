@@ -77,7 +77,8 @@ do
 end
 
 -- dpprof.model.LOAD_KEYS: each a key of dp.model's, all accepted by dp.model.load; an unknown
--- key's error lists exactly LOAD_KEYS.
+-- key's error lists exactly LOAD_KEYS and adapter (a PEFT adapter folder: more files, no runtime
+-- choice of dp.model's).
 do
   local opts = {}
   for _, k in ipairs(dp.model.LOAD_KEYS) do
@@ -90,8 +91,8 @@ do
   m:free()
   opts.hidden = 64
   check.eq(refusal(function() dp.model.load(HF, opts) end),
-           "dpprof.model.load: unknown key 'hidden' (valid: " .. table.concat(dp.model.LOAD_KEYS, ", ") .. ")",
-           "load's unknown key lists exactly LOAD_KEYS")
+           "dpprof.model.load: unknown key 'hidden' (valid: " .. table.concat(dp.model.LOAD_KEYS, ", ") .. ", adapter)",
+           "load's unknown key lists exactly LOAD_KEYS and adapter")
 end
 
 -- dpprof.dp.WRAP_KEYS: all accepted by dp.dp.check (method, or norms and clip); an unknown key's
@@ -116,15 +117,16 @@ do
 end
 
 -- dp.experiment's model and dp keys: the exported lists with only the experiment's own changes
--- (model: less device, plus path and weights; dp: less what it sets elsewhere, plus accountant).
+-- (model: less device, plus path, weights and adapter; dp: less what it sets elsewhere, plus accountant).
 do
   local base = { model = { vocab = 50, hidden = 32, layers = 2, heads = 4, seq_len = 16, batch = 2 }, device = "plan" }
   local cfg = dp.deep_copy(base)
   cfg.model.sharding = true
   check.eq(refusal(function() experiment.config(cfg) end),
            "dpprof.experiment: model: unknown key 'sharding' (valid: "
-           .. table.concat(without(dp.model.KEYS, { device = true, parts = true }, { "path", "weights" }), ", ") .. ")",
-           "an experiment's model keys: dpprof.model.KEYS less device and parts, plus path and weights")
+           .. table.concat(without(dp.model.KEYS, { device = true, parts = true }, { "path", "weights", "adapter" }), ", ")
+           .. ")",
+           "an experiment's model keys: dpprof.model.KEYS less device and parts, plus path, weights and adapter")
   cfg = dp.deep_copy(base)
   cfg.model.parts = { world_size = 2, rank = 0 }
   check.truthy(refusal(function() experiment.config(cfg) end):find("unknown key 'parts'", 1, true),
