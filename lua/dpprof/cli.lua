@@ -774,17 +774,12 @@ local function risk_options(args)
     if err then return nil, err end
     data.pad_to = v
   end
-  if own.group_by_length then
-    if own.group_by_length ~= "true" and own.group_by_length ~= "false" then
-      return nil, string.format("group_by_length must be true or false, got '%s'", own.group_by_length)
+  for _, k in ipairs({ "group_by_length", "exhaustive" }) do
+    local v = own[k]
+    if v ~= nil and v ~= "true" and v ~= "false" then
+      return nil, string.format("%s must be true or false, got '%s'", k, v)
     end
-    data.group_by_length = own.group_by_length == "true"
-  end
-  if own.exhaustive then
-    if own.exhaustive ~= "true" and own.exhaustive ~= "false" then
-      return nil, string.format("exhaustive must be true or false, got '%s'", own.exhaustive)
-    end
-    o.exhaustive = own.exhaustive == "true"
+    if v ~= nil then (k == "exhaustive" and o or data)[k] = v == "true" end
   end
   data.too_long = own.too_long
   o.data = data

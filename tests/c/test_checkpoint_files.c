@@ -200,22 +200,6 @@ static void test_key_types(void) {
 
 /* ---- what a save writes beside the weights ---------------------------------------------------- */
 
-/* A JSON file's object, or NULL (a failure counted). */
-static cJSON *read_json(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    static char text[1 << 16];
-    size_t n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
-    if (fp) fclose(fp);
-    text[n] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    if (!cJSON_IsObject(j)) {
-        fprintf(stderr, "%s: not a JSON object\n", path);
-        check_failures++;
-        cJSON_Delete(j);
-        return NULL;
-    }
-    return j;
-}
 
 static const char *const TOKEN_KEYS[3] = {"bos_token_id", "eos_token_id", "pad_token_id"};
 
@@ -238,9 +222,9 @@ static void expect_key(const char *what, const cJSON *file, const char *name, co
 static void expect_saved_ids(const char *what, const char *dir, const cJSON *config, const cJSON *generation) {
     char path[512];
     path_in(path, sizeof path, dir, "config.json");
-    cJSON *c = read_json(path);
+    cJSON *c = test_read_json(path);
     path_in(path, sizeof path, dir, "generation_config.json");
-    cJSON *g = read_json(path);
+    cJSON *g = test_read_json(path);
     for (int i = 0; c && g && i < 3; i++) {
         const cJSON *want = config ? cJSON_GetObjectItemCaseSensitive(config, TOKEN_KEYS[i]) : NULL;
         expect_key(what, c, "config.json", TOKEN_KEYS[i], want && !cJSON_IsNull(want) ? want : NULL);
@@ -264,7 +248,7 @@ static dp_model *load8(const char *dir) {
 static void test_saved_ids(void) {
     char path[1200], dir[256], src[1200];
     snprintf(path, sizeof path, "%s/saved/expect.json", fixtures);
-    cJSON *expect = read_json(path);
+    cJSON *expect = test_read_json(path);
     if (!expect) return;
     const cJSON *models = cJSON_GetObjectItemCaseSensitive(expect, "models");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(expect, "shape");
@@ -284,7 +268,7 @@ static void test_saved_ids(void) {
         expect_saved_ids(e->string, dir, cJSON_GetObjectItemCaseSensitive(e, "config"),
                          cJSON_GetObjectItemCaseSensitive(e, "generation_config"));
         path_in(path, sizeof path, dir, "generation_config.json");
-        cJSON *g = read_json(path);
+        cJSON *g = test_read_json(path);
         CHECK(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(g, "_from_model_config")));
         cJSON_Delete(g);
         m = load8(dir); /* and it loads back */
@@ -323,7 +307,7 @@ static void test_saved_ids(void) {
         expect_saved_ids(arches[i].name, dir, NULL, NULL);
         /* its adapters' base is this directory's own config.json and model.safetensors */
         path_in(path, sizeof path, dir, "adapter_config.json");
-        cJSON *a = read_json(path);
+        cJSON *a = test_read_json(path);
         char *here = realpath(dir, NULL);
         const cJSON *named = cJSON_GetObjectItemCaseSensitive(a, "base_model_name_or_path");
         CHECK(here && cJSON_IsString(named) && strcmp(named->valuestring, here) == 0);
@@ -360,7 +344,7 @@ static void test_saved_ids(void) {
     path_in(path, sizeof path, ck, "model.safetensors");
     copy_file(src, path);
     snprintf(src, sizeof src, "%s/gpt2/config.json", fixtures);
-    cJSON *config = read_json(src);
+    cJSON *config = test_read_json(src);
     for (int k = 0; config && k < 3; k++) cJSON_DeleteItemFromObjectCaseSensitive(config, TOKEN_KEYS[k]);
     char *text = config ? cJSON_Print(config) : NULL;
     path_in(path, sizeof path, ck, "config.json");
@@ -378,12 +362,12 @@ static void test_saved_ids(void) {
     if (m) CHECK_OK(dp_model_save(m, dir));
     expect_saved_ids("no ids in config.json", dir, NULL, want); /* config.json's: there, null */
     path_in(path, sizeof path, dir, "generation_config.json");
-    cJSON *got = read_json(path);
+    cJSON *got = test_read_json(path);
     CHECK(got && cJSON_Compare(got, want, 1));
     if (m) CHECK_OK(dp_model_save(m, ck)); /* over its own source: what was read at the load */
     path_in(path, sizeof path, ck, "generation_config.json");
     cJSON_Delete(got);
-    got = read_json(path);
+    got = test_read_json(path);
     CHECK(got && cJSON_Compare(got, want, 1));
     cJSON_Delete(got);
     dp_model_save_opts so;
@@ -392,7 +376,7 @@ static void test_saved_ids(void) {
     if (m) CHECK_OK(dp_model_save_with(m, dir, &so));
     cJSON_ReplaceItemInObjectCaseSensitive(want, "eos_token_id", cJSON_CreateNumber(7));
     path_in(path, sizeof path, dir, "generation_config.json");
-    got = read_json(path);
+    got = test_read_json(path);
     CHECK(got && cJSON_Compare(got, want, 1));
     cJSON_Delete(got);
     cJSON_Delete(want);

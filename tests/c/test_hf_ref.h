@@ -25,6 +25,23 @@ typedef struct test_hf_ref {
     double per_sample_loss[TEST_HF_MAX_B], per_sample_grad_norm[TEST_HF_MAX_B];
 } test_hf_ref;
 
+/* A JSON file's object (up to 64 KiB), or NULL, a failure counted, when it is missing or no object. */
+static inline cJSON *test_read_json(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    static char text[1 << 16];
+    size_t n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
+    if (fp) fclose(fp);
+    text[n] = '\0';
+    cJSON *j = cJSON_Parse(text);
+    if (!cJSON_IsObject(j)) {
+        fprintf(stderr, "%s: not a JSON object\n", path);
+        check_failures++;
+        cJSON_Delete(j);
+        return NULL;
+    }
+    return j;
+}
+
 /* Reads dir/reference.json into r; 0, or -1 (with a line on stderr) when it is missing or too big. */
 static inline int test_hf_ref_read(const char *dir, test_hf_ref *r) {
     char path[1200];

@@ -120,20 +120,6 @@ static void check_loss_and_grads(const char *name, dp_model *m, const test_hf_re
     dp_tensor_free(tg);
 }
 
-/* A JSON file's object (NULL, a failure counted, when it does not parse). */
-static cJSON *read_json(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    static char text[1 << 16];
-    size_t n = fp ? fread(text, 1, sizeof text - 1, fp) : 0;
-    if (fp) fclose(fp);
-    text[n] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    if (!cJSON_IsObject(j)) {
-        fprintf(stderr, "%s: not a JSON object\n", path);
-        check_failures++;
-    }
-    return j;
-}
 
 /* dpprof's save writes PEFT's adapter tensors back: same names, shapes and bytes; its
  * adapter_config.json names the base it was loaded from (absolute: PEFT resolves a relative path
@@ -144,7 +130,7 @@ static void check_save(dp_model *m, const char *name, const char *out) {
     snprintf(a, sizeof a, "%s/%s", fixtures, name);
     char *base = realpath(a, NULL);
     snprintf(b, sizeof b, "%s/adapter_config.json", out);
-    cJSON *j = read_json(b);
+    cJSON *j = test_read_json(b);
     const cJSON *named = cJSON_GetObjectItemCaseSensitive(j, "base_model_name_or_path");
     if (!base || !cJSON_IsString(named) || strcmp(named->valuestring, base) != 0) {
         fprintf(stderr, "%s: saved base_model_name_or_path is %s, want \"%s\"\n", name,
@@ -308,7 +294,7 @@ static void check_adapter_folder(void) {
     snprintf(path, sizeof path, "%s/adapter_model.safetensors", copy);
     copy_file(src, path);
     snprintf(src, sizeof src, "%s/adapter_config.json", adapter);
-    cJSON *j = read_json(src);
+    cJSON *j = test_read_json(src);
     if (j) cJSON_ReplaceItemInObject(j, "base_model_name_or_path", cJSON_CreateString(base));
     char *text = j ? cJSON_Print(j) : NULL;
     snprintf(path, sizeof path, "%s/adapter_config.json", copy);
