@@ -373,7 +373,8 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
         /* The components, largest first as users know them (ties keep the legacy key order);
          * the totals after them. */
         /* The legacy Norm Samples field holds the per-sample gradients too; with the exact categories
-         * they get their own line, as in the charts. */
+         * they get their own line, as in the charts; a file with the legacy breakdown only (the
+         * PyTorch tooling's) cannot part them, and its line says it holds both. */
         const char *title[DPPLOT_N_LEGACY + 1];
         double mb[DPPLOT_N_LEGACY + 1];
         int n = 0;
@@ -381,10 +382,12 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
         for (int k = 0; k < DPPLOT_LEGACY_TOTAL_ALLOCATED; k++) {
             if (!isfinite(r->legacy_mb[k])) continue;
             title[n] = legacy_titles[k], mb[n] = r->legacy_mb[k];
+            if (k == DPPLOT_LEGACY_NORM_SAMPLES && !r->components_exact)
+                title[n] = "Norm Samples + Per-sample Grads";
             if (k == DPPLOT_LEGACY_NORM_SAMPLES && psg_mb > 0.0) {
                 mb[n] = r->component_bytes[DPPLOT_COMP_NORM_SAMPLES] / MIB;
                 n++;
-                title[n] = "Per-Sample Grads", mb[n] = psg_mb;
+                title[n] = "Per-sample Grads", mb[n] = psg_mb;
             }
             n++;
         }
