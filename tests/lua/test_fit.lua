@@ -202,6 +202,13 @@ check.eq(dp.format_ms(2830), "2.83 s", "seconds")
 check.eq(dp.format_ms(2824604.5), "47.1 min", "minutes")
 check.eq(dp.format_ms(7.85 * 3600e3), "7.85 h", "hours")
 check.eq(dp.format_ms(nil), "-", "no time")
+-- at each unit's edge the next unit, never "1000.0 ms", "60.00 s" or "60.0 min"; a tiny time keeps
+-- its digits instead of "0.0 ms" (issue 38.4)
+check.eq(dp.format_ms(999.96), "1.00 s", "999.96 ms rounds to a second")
+check.eq(dp.format_ms(59999), "1.0 min", "59.999 s rounds to a minute")
+check.eq(dp.format_ms(3599999), "1.00 h", "59.99 min rounds to an hour")
+check.eq(dp.format_ms(0.0123), "0.0123 ms", "a tiny time keeps its digits")
+check.eq(dp.format_ms(0), "0.0 ms", "zero")
 
 -- The header says what was planned: one rank of the world, its share of the batch; LoRA's default
 -- targets named as the default.
