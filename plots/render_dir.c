@@ -74,7 +74,7 @@ static size_t pick_reference(const dpplot_results *rs, const char *point, const 
         if (strcmp(rs->items[j].sweep_name, best->sweep_name) == 0 && strcmp(key, other) == 0)
             items[n++] = &rs->items[j];
     }
-    char model[200];
+    char model[1024];
     dpplot_report_context_of(best, model, sizeof model);
     if (key[0]) /* the sweep varies more than the method: say which point the charts show */
         snprintf(context, clen, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", key, best->sweep_name);
@@ -399,7 +399,7 @@ int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot
         status = -1;
     } else {
         const dpplot_result **items = malloc(rs.n * sizeof *items);
-        char context[512], path[4096];
+        char context[1536], path[4096];
         if (!items) {
             (void)dpplot_strlist_addf(&problems, "out of memory");
             status = -1;

@@ -338,7 +338,7 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
     if (!cv) return -1;
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-    char context[300];
+    char context[1024];
     dpplot_report_context_of(members[0][0], context, sizeof context);
     double top = dpplot_figure_title(cv, "Memory over time, one panel per point", context[0] ? context : NULL);
     dpplot_legend_entry legend[MAX_POINT_METHODS + 2];
@@ -458,7 +458,7 @@ int dpplot_report_timelines_each(const dpplot_results *rs, const char *out_dir, 
             skipped++;
             continue;
         }
-        char part[200], path[4096], context[600], model[300];
+        char part[200], path[4096], context[1536], model[1024];
         point_file_part(r, part, sizeof part);
         snprintf(path, sizeof path, "%s/%s%smemory_timeline_%s.png", out_dir, several_sweeps ? r->sweep_name : "",
                  several_sweeps ? "_" : "", part[0] ? part : "point");

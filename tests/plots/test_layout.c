@@ -222,6 +222,81 @@ static void test_clash_rules(void) {
 }
 
 /* Panel titles wrap rather than run into the neighbour's: a long title in a narrow panel. */
+/* Every chart's subtitle and the summaries name the configuration that was not swept (issue
+ * 38.4): the checkpoint's name, LoRA's rank and targets, the optimizer and a distributed run's
+ * strategy; a full fine-tuning run says so. Two runs of single/ made a LoRA run of a checkpoint
+ * under fsdp with SGD. */
+static void test_fixed_config(void) {
+    const char *dir = DPPLOT_TEST_OUT "/fixed_config", *out = DPPLOT_TEST_OUT "/fixed_config_charts";
+    int ok = tu_fresh_dir(dir) == 0;
+    static const char *const names[2] = {"vanilla.json", "ghost.json"};
+    for (int i = 0; i < 2 && ok; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", DPPLOT_FIXTURES "/single", names[i]);
+        char *text = tu_read_file(path);
+        cJSON *r = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        cJSON *model = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "config"), "model");
+        cJSON *opt = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "config"), "optimizer");
+        if (!model || !opt) {
+            ok = 0;
+            cJSON_Delete(r);
+            break;
+        }
+        cJSON_DeleteItemFromObject(model, "lora");
+        cJSON *lora = cJSON_AddObjectToObject(model, "lora");
+        cJSON_AddNumberToObject(lora, "rank", 16);
+        cJSON *targets = cJSON_AddArrayToObject(lora, "targets");
+        cJSON_AddItemToArray(targets, cJSON_CreateString("q_proj"));
+        cJSON_AddItemToArray(targets, cJSON_CreateString("v_proj"));
+        cJSON_AddStringToObject(model, "path", "/models/Llama-3.1-8B/");
+        cJSON_ReplaceItemInObject(opt, "name", cJSON_CreateString("sgd"));
+        cJSON *dist = cJSON_AddObjectToObject(r, "distributed");
+        cJSON_AddStringToObject(dist, "strategy", "fsdp");
+        cJSON_AddNumberToObject(dist, "world_size", 8);
+        cJSON_AddNumberToObject(dist, "rank", 0);
+        char *printed = cJSON_Print(r);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = printed ? fopen(path, "w") : NULL;
+        ok = f && fputs(printed, f) >= 0;
+        if (f) ok &= fclose(f) == 0;
+        free(printed);
+        cJSON_Delete(r);
+    }
+    if (!tu_check(ok, "fixed_config: fixtures written")) return;
+    layout_log log = {0};
+    dpplot_options o = dpplot_options_default();
+    o.layout = check_layout, o.layout_user = &log;
+    char err[512];
+    tu_check(dpplot_render_dir(dir, out, &o, err, sizeof err) == 0, "fixed_config: render: %s", err);
+    static const char *const charts[] = {"memory_breakdown_comparison.png", "memory_timeline.png",
+                                         "performance_tradeoff.png", "memory_analysis_overview.png"};
+    static const char *const want[] = {"Llama-3.1-8B", "LoRA rank 16 on q_proj,v_proj", "sgd",
+                                       "fsdp over 8 ranks (rank 0's memory)"};
+    /* a layout box keeps a text's first 63 bytes: the subtitle starts with the checkpoint's name;
+     * the rest of it is the line summary.txt has (one function, dpplot_report_fixed_config) */
+    for (size_t c = 0; c < sizeof charts / sizeof *charts; c++)
+        tu_check(strstr(texts_of(&log, charts[c]), "\nLlama-3.1-8B  ·  12 layers") != NULL,
+                 "fixed_config: %s's subtitle starts with the checkpoint's name", charts[c]);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/summary.txt", out);
+    char *txt = tu_read_file(path);
+    const char *line = txt ? strstr(txt, "Configuration (every run): Llama-3.1-8B") : NULL;
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++)
+        tu_check(line && strstr(line, want[w]) && strstr(line, want[w]) < strchr(line, '\n'),
+                 "fixed_config: summary.txt's configuration line names '%s'", want[w]);
+    free(txt);
+    snprintf(path, sizeof path, "%s/summary.md", out);
+    char *md = tu_read_file(path);
+    tu_check(md && strstr(md, "Configuration (every run): Llama-3.1-8B"), "fixed_config: summary.md names it");
+    free(md);
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+    /* the fixtures as they are: full fine-tuning with AdamW, said */
+    char *single = tu_read_file(DPPLOT_TEST_OUT "/layout_single/summary.txt");
+    tu_check(single && strstr(single, "full fine-tuning  ·  adamw"), "single/: full fine-tuning and adamw named");
+    free(single);
+}
+
 static void test_title_wraps(void) {
     dpplot_canvas *cv = dpplot_canvas_new(400, 300, 1.0);
     char out[256];
@@ -481,5 +556,6 @@ int main(void) {
              "single/: %s", err);
     tu_check(strstr(log.seen, "memory_timeline.png") != NULL, "single/: the timeline was drawn");
     for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+    test_fixed_config();
     return tu_finish("dpplot_layout");
 }
