@@ -61,9 +61,9 @@ static const char *time_title(const dpplot_result *r) {
                          : "Modelled device time (estimated, roofline), each panel its own scale";
 }
 
-/* px a phase band is at least wide: noise and optimizer steps last a sliver of an iteration, and
- * a 1 px band is invisible */
-#define MIN_BAND_PX 5.0
+/* px a phase band is at least wide: bands are drawn to scale, one shorter than a pixel as a 1 px
+ * line (a floor of 5 px drew vanilla's 5 us clip and noise bookkeeping as if they took time) */
+#define MIN_BAND_PX 1.0
 
 /* Draws one method's panel; returns 0, or -1 when the panel did not fit. */
 /* 1 when r's reserved timeline is a line of its own (it differs from allocated somewhere): a plan
@@ -195,8 +195,9 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
                 (dpplot_legend_entry){dpplot_phase_name((dpplot_phase)ph), dpplot_phase_color((dpplot_phase)ph),
                                       DPPLOT_SWATCH_SHADE, DPPLOT_MARKER_NONE};
     }
-    if (nl > 2) /* phases drawn: say that the short ones are widened to be seen */
-        legend[nl++] = (dpplot_legend_entry){"(phase bands at least 5 px wide)", DPPLOT_MUTED, DPPLOT_SWATCH_NOTE,
+    if (nl > 2) /* phases drawn: say that they are to scale, and what a very short one looks like */
+        legend[nl++] = (dpplot_legend_entry){"(phase bands to scale; under 1 px: a 1 px line)", DPPLOT_MUTED,
+                                             DPPLOT_SWATCH_NOTE,
                                              DPPLOT_MARKER_NONE};
     int any_marks = 0;
     for (size_t k = 0; k < n_ok; k++) any_marks |= sel->items[idx[k]]->n_marks > 0;

@@ -297,6 +297,63 @@ static void test_fixed_config(void) {
     free(single);
 }
 
+/* Writes single/vanilla.json into dir with timing.spans replaced by a 100 ms clip band and, when
+ * tiny_noise, a noise band of 5 us; 0 on success. */
+static int write_banded(const char *dir, int tiny_noise) {
+    if (tu_fresh_dir(dir) != 0) return -1;
+    char *text = tu_read_file(DPPLOT_FIXTURES "/single/vanilla.json");
+    cJSON *r = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    cJSON *timing = cJSON_GetObjectItem(r, "timing");
+    if (!timing) {
+        cJSON_Delete(r);
+        return -1;
+    }
+    cJSON *spans = cJSON_CreateArray();
+    static const char *const phase[2] = {"clip", "noise"};
+    static const double from[2] = {300, 500}, to[2] = {400, 500.005};
+    for (int k = 0; k < 1 + tiny_noise; k++) {
+        cJSON *sp = cJSON_CreateObject();
+        cJSON_AddStringToObject(sp, "phase", phase[k]);
+        cJSON_AddNumberToObject(sp, "start_ms", from[k]);
+        cJSON_AddNumberToObject(sp, "end_ms", to[k]);
+        cJSON_AddNumberToObject(sp, "iter", 0);
+        cJSON_AddItemToArray(spans, sp);
+    }
+    cJSON_ReplaceItemInObject(timing, "spans", spans);
+    char *printed = cJSON_Print(r), path[1024];
+    cJSON_Delete(r);
+    snprintf(path, sizeof path, "%s/vanilla.json", dir);
+    FILE *f = printed ? fopen(path, "w") : NULL;
+    int ok = f && fputs(printed, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    free(printed);
+    return ok ? 0 : -1;
+}
+
+/* A timeline's phase bands are to scale (issue 38.4): vanilla's 5 us noise bookkeeping on a
+ * 750 ms axis is a 1 px line, not the 5 px band a floor drew, which read as time spent. The
+ * charts with and without that span differ in at most 2 columns of the plot (antialiasing). */
+static void test_bands_to_scale(void) {
+    const char *in[2] = {DPPLOT_TEST_OUT "/bands_without", DPPLOT_TEST_OUT "/bands_with"};
+    const char *out[2] = {DPPLOT_TEST_OUT "/bands_without_charts", DPPLOT_TEST_OUT "/bands_with_charts"};
+    tu_image *img[2] = {NULL, NULL};
+    char err[512], path[1024];
+    for (int k = 0; k < 2; k++) {
+        if (!tu_check(write_banded(in[k], k) == 0, "bands: fixture %s written", in[k])) goto done;
+        tu_check(dpplot_render_dir(in[k], out[k], NULL, err, sizeof err) == 0, "bands: render %s: %s", in[k], err);
+        snprintf(path, sizeof path, "%s/memory_timeline.png", out[k]);
+        img[k] = tu_image_load(path);
+        if (!tu_check(img[k] != NULL, "bands: %s loads", path)) goto done;
+    }
+    /* the plot's middle rows: below the legend (which gains "noise"), above the axis */
+    int cols = tu_image_diff_columns(img[0], img[1], 0.40, 0.85);
+    tu_check(cols >= 1 && cols <= 2, "bands: the 5 us noise band is drawn 1-2 px wide, not widened (%d columns)", cols);
+done:
+    tu_image_free(img[0]);
+    tu_image_free(img[1]);
+}
+
 static void test_title_wraps(void) {
     dpplot_canvas *cv = dpplot_canvas_new(400, 300, 1.0);
     char out[256];
@@ -557,5 +614,6 @@ int main(void) {
     tu_check(strstr(log.seen, "memory_timeline.png") != NULL, "single/: the timeline was drawn");
     for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
     test_fixed_config();
+    test_bands_to_scale();
     return tu_finish("dpplot_layout");
 }
