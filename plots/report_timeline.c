@@ -132,10 +132,24 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
             (!isfinite(r->allocated_bytes[peak]) || r->allocated_bytes[i] > r->allocated_bytes[peak]))
             peak = i;
     if (r->n_timeline > 0 && isfinite(r->allocated_bytes[peak])) {
-        char v[32], text[48];
-        dpplot_format_value(r->allocated_bytes[peak], DPPLOT_UNIT_BYTES, v, sizeof v);
-        snprintf(text, sizeof text, "peak %s", v);
-        dpplot_annotate_clear(&p, r->t_ms[peak], r->allocated_bytes[peak], text, color, series, 2);
+        /* The label names the file's peak (memory.peak_bytes, or peak_memory_mb): a legacy file's
+         * snapshots may miss it (its highest read 39.1 GiB where the file's peak is 42.4). A peak
+         * above every snapshot is drawn as a dotted line at its height, the label on it. */
+        char v[32], snap[32], text[96];
+        double y = r->allocated_bytes[peak];
+        dpplot_format_value(y, DPPLOT_UNIT_BYTES, snap, sizeof snap);
+        dpplot_format_value(r->has_peak ? r->peak_bytes : y, DPPLOT_UNIT_BYTES, v, sizeof v);
+        if (r->has_peak && r->peak_bytes > y && strcmp(v, snap) != 0) {
+            double xs[2] = {p.x.lo, p.x.hi}, ys[2] = {r->peak_bytes, r->peak_bytes};
+            dpplot_series line = {.color = color, .x = xs, .y = ys, .n = 2, .dashed = DPPLOT_DASH_DOTTED,
+                                  .line_width = 1.4};
+            dpplot_lines_draw(&p, &line, 1);
+            snprintf(text, sizeof text, "peak %s (snapshots reach %s)", v, snap);
+            y = r->peak_bytes;
+        } else {
+            snprintf(text, sizeof text, "peak %s", v);
+        }
+        dpplot_annotate_clear(&p, r->t_ms[peak], y, text, color, series, 2);
     }
     dpplot_panel_end(&p);
     return 0;
@@ -161,6 +175,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
             if (isfinite(r->allocated_bytes[k])) y_max = fmax(y_max, r->allocated_bytes[k]);
             if (isfinite(r->reserved_bytes[k])) y_max = fmax(y_max, r->reserved_bytes[k]);
         }
+        if (r->has_peak) y_max = fmax(y_max, r->peak_bytes); /* a peak between snapshots is drawn too */
     }
     if (n_ok == 0 || !(t_max > 0) || !(y_max > 0)) {
         (void)dpplot_strlist_addf(notes, "%s: skipped, no finished run has a memory timeline",

@@ -354,6 +354,34 @@ done:
     tu_image_free(img[1]);
 }
 
+/* A legacy file's timeline (its snapshots) labels the file's peak, not its highest snapshot
+ * (issue 38.4: "peak 39.1 GiB" where peak_memory_mb says 42.4 GiB): the label names both. */
+static void test_legacy_peak_label(void) {
+    const char *dir = DPPLOT_TEST_OUT "/legacy_peak", *out = DPPLOT_TEST_OUT "/legacy_peak_charts";
+    char path[1024];
+    int ok = tu_fresh_dir(dir) == 0;
+    snprintf(path, sizeof path, "%s/ghost.json", dir);
+    FILE *f = ok ? fopen(path, "w") : NULL;
+    ok = f && fputs("{\"experiment\": \"ghost\", \"avg_time_ms\": 100.5, \"peak_memory_mb\": 43417.6,"
+                    " \"snapshots\": [{\"name\": \"start\", \"allocated_mb\": 1000, \"reserved_mb\": 1200,"
+                    " \"timestamp\": 1699612345.0}, {\"name\": \"after backward\", \"allocated_mb\": 40038.4,"
+                    " \"reserved_mb\": 45000, \"timestamp\": 1699612345.5}, {\"name\": \"end\","
+                    " \"allocated_mb\": 2000, \"reserved_mb\": 45000, \"timestamp\": 1699612346.0}]}",
+                    f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    if (!tu_check(ok, "legacy_peak: fixture written")) return;
+    layout_log log = {0};
+    dpplot_options o = dpplot_options_default();
+    o.layout = check_layout, o.layout_user = &log;
+    char err[512];
+    (void)dpplot_render_dir(dir, out, &o, err, sizeof err);
+    const char *texts = texts_of(&log, "memory_timeline.png");
+    tu_check(strstr(texts, "peak 42.4 GiB (snapshots reach 39.1 GiB)") != NULL,
+             "legacy_peak: the timeline labels the file's peak and the highest snapshot: %s", texts);
+    tu_check(!strstr(texts, "\npeak 39.1 GiB\n"), "legacy_peak: not the highest snapshot as the peak");
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+}
+
 static void test_title_wraps(void) {
     dpplot_canvas *cv = dpplot_canvas_new(400, 300, 1.0);
     char out[256];
@@ -615,5 +643,6 @@ int main(void) {
     for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
     test_fixed_config();
     test_bands_to_scale();
+    test_legacy_peak_label();
     return tu_finish("dpplot_layout");
 }
