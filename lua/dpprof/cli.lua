@@ -836,12 +836,12 @@ function cli.risk(args)
     print("\nwritten: " .. out)
   end
   if chart then
-    local cok, why = pcall(dp.plot.risk, results.encode(doc), chart)
+    local cok, why, note = pcall(dp.plot.risk, results.encode(doc), chart)
     if not cok then
       eprint("dpprof risk: chart: ", tostring(why))
       return 1
     end
-    print("drawn: " .. chart)
+    print("drawn: " .. chart .. (note and "  (" .. note .. ")" or ""))
   end
   return 0
 end
