@@ -320,6 +320,9 @@ not fit.
   optimizer=adamw|sgd         (default adamw)
   world_size=N strategy=S     plan one rank (rank 0) of N data-parallel ranks: batch= is the
                               global batch (N must divide it), each rank holding batch / N;
+                              without batch=, N x the model's batch (each rank holds the
+                              preset's B: one sample for large); vary=batch searches the
+                              global batch by N (lo=, granularity= default N);
                               S: ddp (default), zero2 (gradients and optimizer states
                               sharded) or fsdp (parameters too, LoRA's frozen base included)
   checkpoint=S[,S...]         activation checkpointing settings to search with, each its own row:
@@ -451,8 +454,20 @@ local function fit_options(args)
     return nil, "lora_alpha= and lora_targets= need lora_rank="
   end
   local base = { model = model, dp = { max_physical_batch_size = kv.physical } }
+  local lo, granularity, batch_defaulted = kv.lo, kv.granularity, nil
   if kv.world_size ~= nil or kv.strategy ~= nil then -- each rank of a planned world (its rank 0)
     base.distributed = { strategy = kv.strategy or "ddp", world_size = kv.world_size }
+    local n = math.tointeger(kv.world_size)
+    if n and n >= 1 then
+      if kv.vary == "batch" then -- the global batch, searched in whole samples a rank
+        granularity = granularity or n
+        lo = lo or granularity
+        model.batch = lo -- the searched value; the base is checked with it
+      elseif kv.batch == nil then -- each rank holds the model's batch (the preset's, or 1)
+        batch_defaulted = model.batch or 1
+        model.batch = batch_defaulted * n
+      end
+    end
   end
   if kv.optimizer then base.optimizer = { name = kv.optimizer } end
   local dm = kv.device_model or "h100"
@@ -470,7 +485,7 @@ local function fit_options(args)
   local checkpoint = { false, "blocks" } -- on and off, unless said
   if kv.checkpoint ~= nil then checkpoint = require("dpprof.fit").checkpoint_words(kv.checkpoint) end
   return { base = base, methods = methods, vary = kv.vary, budget_gb = kv.budget_gb, device_model = dm,
-           lo = kv.lo, hi = kv.hi, granularity = kv.granularity, checkpoint = checkpoint }, kv.out
+           lo = lo, hi = kv.hi, granularity = granularity, checkpoint = checkpoint }, kv.out, batch_defaulted
 end
 
 function cli.fit(args)
@@ -480,7 +495,7 @@ function cli.fit(args)
       return 0
     end
   end
-  local opts, out = fit_options(args)
+  local opts, out, batch_defaulted = fit_options(args)
   if not opts then
     eprint("dpprof fit: ", out)
     return 2
@@ -515,8 +530,9 @@ function cli.fit(args)
     local n = dist.world_size or 1
     local b = model.batch or 1
     local held = f.vary == "batch" and string.format("each rank holds batch / %d samples (batch is the global batch)", n)
-                 or string.format("%s a rank (batch %d is the global batch)", b // n == 1 and "1 sample"
-                                  or string.format("%d samples", b // n), b)
+                 or string.format("%s a rank (batch %d is the global batch%s)", b // n == 1 and "1 sample"
+                                  or string.format("%d samples", b // n), b, batch_defaulted and
+                                  string.format(": %d x %d, as batch= was not given", n, batch_defaulted) or "")
     print(string.format("  world: one rank (rank 0) of %d under %s, %s; the peak is that rank's", n,
                         dist.strategy or "ddp", held))
   end

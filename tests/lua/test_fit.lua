@@ -217,6 +217,21 @@ do
   check.eq(c, 0, "fit under fsdp: " .. o)
   check.truthy(o:find("world: one rank (rank 0) of 8 under fsdp, 1 sample a rank (batch 8 is the global batch)", 1,
                       true), "the fsdp header: " .. o)
+  -- without batch= (issue 38.4: `dpprof fit world_size=8 strategy=fsdp` was refused, 8 does not
+  -- divide the batch of 1): each rank holds the model's batch, and the header says so
+  c, o = sh(string.format("%q fit preset=large method=ghost world_size=8 strategy=fsdp hi=4096", exe))
+  check.eq(c, 0, "fit under fsdp without batch=: " .. o)
+  check.truthy(o:find("world: one rank (rank 0) of 8 under fsdp, 1 sample a rank (batch 8 is the global batch: "
+                      .. "8 x 1, as batch= was not given)", 1, true), "the defaulted batch said: " .. o)
+  c, o = sh(string.format("%q fit preset=small method=ghost world_size=4 budget_gb=1", exe))
+  check.eq(c, 0, "fit under ddp, the small preset's batch a rank: " .. o)
+  check.truthy(o:find("4 samples a rank (batch 16 is the global batch: 4 x 4, as batch= was not given)", 1, true), o)
+  -- vary=batch searches the global batch by the world size (it started at 1, which 8 does not divide)
+  c, o = sh(string.format("%q fit preset=small method=ghost world_size=8 strategy=zero2 vary=batch budget_gb=1 hi=256",
+                          exe))
+  check.eq(c, 0, "vary=batch under zero2: " .. o)
+  check.truthy(o:find("search: batch from 8 to 256 by 8", 1, true), "searched by the world size: " .. o)
+  check.truthy(o:find("each rank holds batch / 8 samples", 1, true), o)
   c, o = sh(string.format("%q fit preset=small method=ghost lora_rank=4 budget_gb=1", exe))
   check.eq(c, 0, "fit with LoRA: " .. o)
   check.truthy(o:find("LoRA rank 4 on qkv (the default)", 1, true), "the default targets stated: " .. o)
