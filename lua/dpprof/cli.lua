@@ -617,6 +617,7 @@ run under target, the longest cut of the samples that does, and the modelled ste
   path=DIR | preset=large|small, arch= vocab= hidden= layers= heads= kv_heads= head_dim=
   seq_len=T                   the cut (default: a checkpoint's max_position_embeddings)
   dtype= mlp_ratio= ffn= tie_head= master_weights= lora_rank= lora_alpha= lora_targets=
+                              (as dpprof fit: lora_targets default qkv, q_proj,k_proj,v_proj)
   optimizer=adamw|sgd
   budget_gb=G device_model=h100|h200|h100-calibrated|FILE.json context_mb= reserve_overhead= workspace=
   out=FILE.json               also write the answer as JSON

@@ -235,6 +235,9 @@ do
   c, o = sh(string.format("%q fit preset=small method=ghost lora_rank=4 budget_gb=1", exe))
   check.eq(c, 0, "fit with LoRA: " .. o)
   check.truthy(o:find("LoRA rank 4 on qkv (the default)", 1, true), "the default targets stated: " .. o)
+  -- dpprof risk --help states the same default (it named lora_targets= with none)
+  c, o = sh(string.format("%q risk --help", exe))
+  check.truthy(c == 0 and o:find("lora_targets default qkv, q_proj,k_proj,v_proj", 1, true), "risk's LoRA default: " .. o)
   check.truthy(not o:find("world:", 1, true), "no world line for one process")
 end
 local code, out = sh(string.format("%q fit preset=small method=ghost,vanilla vary=layers budget_gb=1 hi=64", exe))
