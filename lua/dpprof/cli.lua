@@ -765,7 +765,8 @@ function cli.risk_document(r, opts)
            steps = r.steps, sample_rate = r.sample_rate, dataset_size = r.dataset_size, target = r.target, seed = r.seed,
            seq_len = r.seq_len, max_physical_batch_size = r.max_physical_batch_size,
            whole_logical_batch = r.whole_logical_batch, data = r.data, logical_batch = r.logical_batch,
-           probability = r.probability, per_step = r.per_step, model = opts.model, methods = dp.json.array(methods) }
+           probability = r.probability, per_step = r.per_step, model = opts.model, methods = dp.json.array(methods),
+           optimizer = opts.optimizer or { name = "adamw" } } -- dp.risk's default, named in the chart
 end
 
 local function fmt_p(p)

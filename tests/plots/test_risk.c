@@ -59,6 +59,27 @@ static void test_coincide(void) {
     tu_check(rc == 0 && note[0] == '\0', "distinct curves: no note ('%s')", note);
 }
 
+/* The subtitle names the configuration planned (issue 38.4: the charts left out what was not
+ * swept): checkpoint, dtype, cut, LoRA (its default targets said as the default), optimizer,
+ * device model; full fine-tuning said so. */
+static void test_config_line(void) {
+    char buf[1024];
+    int rc = dpplot_risk_config("{\"kind\":\"dpprof.risk\",\"seq_len\":4096,\"device_model\":{\"name\":\"h100\"},"
+                                "\"optimizer\":{\"name\":\"adamw\"},\"model\":{\"path\":\"tests/fixtures/llama3_8b\","
+                                "\"dtype\":\"bf16\",\"lora\":{\"rank\":16}}}",
+                                buf, sizeof buf);
+    tu_check(rc == 0 && strcmp(buf, "llama3_8b  \xc2\xb7  bf16  \xc2\xb7  seq_len 4096  \xc2\xb7  LoRA rank 16 on qkv (the "
+                                    "default)  \xc2\xb7  adamw  \xc2\xb7  h100 model") == 0,
+             "the LoRA configuration: '%s'", buf);
+    rc = dpplot_risk_config("{\"model\":{\"arch\":\"gpt\",\"lora\":{\"rank\":4,\"targets\":[\"qkv\",\"fc\"]}},"
+                            "\"optimizer\":{\"name\":\"sgd\"}}",
+                            buf, sizeof buf);
+    tu_check(rc == 0 && strcmp(buf, "gpt  \xc2\xb7  LoRA rank 4 on qkv,fc  \xc2\xb7  sgd") == 0, "targets given: '%s'", buf);
+    rc = dpplot_risk_config("{\"model\":{\"arch\":\"gpt\"}}", buf, sizeof buf);
+    tu_check(rc == 0 && strcmp(buf, "gpt  \xc2\xb7  full fine-tuning") == 0, "full fine-tuning: '%s'", buf);
+    tu_check(dpplot_risk_config("not json", buf, sizeof buf) == -1, "not JSON");
+}
+
 static void test_refusals(void) {
     char err[512];
     const char *path = DPPLOT_TEST_OUT "/risk_bad.png";
@@ -82,5 +103,6 @@ int main(void) {
     test_chart();
     test_refusals();
     test_coincide();
+    test_config_line();
     return tu_finish("test_risk");
 }
