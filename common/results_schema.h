@@ -108,6 +108,11 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(CONFIG_MODEL_ARCH, "config.model.arch", STRING, OK, 0, NULL)                                                     \
     X(CONFIG_MODEL_DTYPE, "config.model.dtype", STRING, OK, 0, NULL)                                                   \
     X(CONFIG_MODEL_CHECKPOINT, "config.model.checkpoint", SCALAR, OPTIONAL, 0, NULL) /* false, "blocks" or N */        \
+    X(CONFIG_MODEL_PATH, "config.model.path", STRING, OPTIONAL, 0, NULL) /* a checkpoint's directory */             \
+    X(CONFIG_MODEL_LORA, "config.model.lora", OBJECT, OPTIONAL, DPR_NULLABLE | DPR_OPEN, NULL) /* null: no LoRA */     \
+    X(CONFIG_MODEL_LORA_RANK, "config.model.lora.rank", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                           \
+    X(CONFIG_MODEL_LORA_TARGETS, "config.model.lora.targets", ARRAY, OPTIONAL, 0, NULL)                                \
+    X(CONFIG_MODEL_LORA_TARGETS_ITEM, "config.model.lora.targets[]", STRING, PARENT, 0, NULL)                          \
     X(CONFIG_METHOD, "config.method", STRING, OK, 0, NULL)                                                             \
     X(CONFIG_OPTIMIZER, "config.optimizer", OBJECT, OK, DPR_OPEN, NULL)                                                \
     X(CONFIG_OPTIMIZER_NAME, "config.optimizer.name", STRING, OK, 0, NULL)                                             \

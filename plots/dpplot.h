@@ -35,7 +35,9 @@
  * memory_heatmap.png for sweeps, summary.txt/.csv/.md/.tex. opt may be NULL (defaults).
  * Returns 0 when all went well; 1 when some input was malformed or some output could not be
  * written (everything else was still rendered); -1 when nothing could be rendered (directory
- * unreadable, no results, out_dir not creatable). On non-zero, err (if errlen > 0) holds a
+ * unreadable, no results, out_dir not creatable); 2 when opt's point or heatmap names a variable,
+ * value or method no sweep point has (nothing is rendered; the message names what there is). On
+ * non-zero, err (if errlen > 0) holds a
  * one-line message naming the file and field of the first problem. */
 int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot_options *opt, char *err,
                       size_t errlen);

@@ -109,6 +109,13 @@ typedef struct {
     double seq_len, batch, layers, hidden;
     char *arch, *dtype;
     char *device_name; /* environment.device_name, NULL when absent */
+    /* What else the configuration fixes, named in titles and summaries: the checkpoint's directory
+     * name (config.model.path's last part), LoRA's rank (config.model.lora.rank; 0 for lora = null,
+     * full fine-tuning; NaN when the file does not say) and targets joined by "," (NULL without),
+     * the optimizer (config.optimizer.name) and a distributed run's strategy and world size
+     * (distributed.*; NULL / NaN for one process). */
+    char *model_name, *lora_targets, *optimizer, *strategy;
+    double lora_rank, world_size;
 
     /* The plan budget of a predicted result (plan.*): fit is 1 when plan.fits holds, 0 when it does not,
      * -1 when the result has no budget (not a plan run). card_bytes (plan.memory_bytes) and budget_bytes

@@ -12,5 +12,16 @@
  * of the wrong type, named; an unwritable path). */
 int dpplot_risk_chart(const char *json, const char *path, int width, int height, double scale, char *err,
                       size_t errlen);
+/* dpplot_risk_chart that also says, in note (when non-NULL; "" when none), which methods' curves
+ * coincide and so lie under another's ("vanilla coincides with flash_clip (drawn under it)"), as
+ * the chart's subtitle and legend do. */
+int dpplot_risk_chart_noted(const char *json, const char *path, int width, int height, double scale, char *note,
+                            size_t notelen, char *err, size_t errlen);
+
+/* The configuration line the chart's subtitle starts with, into buf: the model (a checkpoint's
+ * directory name, else its arch), dtype, seq_len, LoRA's rank and targets or full fine-tuning, the
+ * optimizer and the device model, joined by " · " (what the document says of them). 0, or -1
+ * when json is not JSON. */
+int dpplot_risk_config(const char *json, char *buf, size_t len);
 
 #endif

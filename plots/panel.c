@@ -344,7 +344,7 @@ void dpplot_panel_unclip(const dpplot_panel *p) { cairo_restore(dpplot_canvas_cr
 static double figure_line(dpplot_canvas *cv, double y, const char *text, double size, double min_size, int bold,
                           dpplot_rgb color) {
     double w = dpplot_canvas_width(cv);
-    char fitted[512];
+    char fitted[1536];
     double fit = dpplot_text_fit(cv, text, w - 2 * PAD, size, min_size, bold, 2, fitted, sizeof fitted);
     dpplot_text_style st = dpplot_style(fit, bold, color, DPPLOT_CENTER, DPPLOT_TOP);
     st.kind = DPPLOT_BOX_TITLE;

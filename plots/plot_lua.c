@@ -755,8 +755,9 @@ static int l_format(lua_State *L) {
     return 1;
 }
 
-/* dpprof.plot.risk(json, out [, {width=, height=, scale=}]) -> out: the chart of a `dpprof risk`
- * document (its JSON text; dpplot_risk.h); raises with the reason. */
+/* dpprof.plot.risk(json, out [, {width=, height=, scale=}]) -> out, note: the chart of a `dpprof
+ * risk` document (its JSON text; dpplot_risk.h) and what it notes (methods whose curves coincide,
+ * one under another; nil when nothing); raises with the reason. */
 static int l_risk(lua_State *L) {
     const char *json = luaL_checkstring(L, 1);
     const char *out = luaL_checkstring(L, 2);
@@ -765,11 +766,15 @@ static int l_risk(lua_State *L) {
         luaL_checktype(L, 3, LUA_TTABLE);
         read_dims(L, 3, "dpprof.plot.risk", dims);
     }
-    char err[512];
-    if (dpplot_risk_chart(json, out, (int)dims[0], (int)dims[1], dims[2], err, sizeof err) != 0)
+    char err[512], note[512];
+    if (dpplot_risk_chart_noted(json, out, (int)dims[0], (int)dims[1], dims[2], note, sizeof note, err, sizeof err) != 0)
         return luaL_error(L, "dpprof.plot.risk: %s", err);
     lua_pushstring(L, out);
-    return 1;
+    if (note[0])
+        lua_pushstring(L, note);
+    else
+        lua_pushnil(L);
+    return 2;
 }
 
 static const luaL_Reg plot_funcs[] = {{"render_dir", l_render_dir},

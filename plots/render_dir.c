@@ -11,6 +11,8 @@
 #include "report_util.h"
 #include "sweep_util.h"
 
+#define MAX_SWEEPS_DESCRIBED 8 /* sweeps an error names the variables of */
+
 /* mkdir -p; 0 when the directory exists afterwards. */
 static int make_dirs(const char *path) {
     char buf[4096];
@@ -72,7 +74,7 @@ static size_t pick_reference(const dpplot_results *rs, const char *point, const 
         if (strcmp(rs->items[j].sweep_name, best->sweep_name) == 0 && strcmp(key, other) == 0)
             items[n++] = &rs->items[j];
     }
-    char model[200];
+    char model[1024];
     dpplot_report_context_of(best, model, sizeof model);
     if (key[0]) /* the sweep varies more than the method: say which point the charts show */
         snprintf(context, clen, "%s%sat %s (sweep '%s')", model, model[0] ? "  ·  " : "", key, best->sweep_name);
@@ -124,6 +126,150 @@ static void order_keys(const char **keys, size_t nk, const char *axes, const cha
         memmove(keys + placed + 1, keys + placed, (j - placed) * sizeof *keys);
         keys[placed++] = k;
     }
+}
+
+/* Appends to buf (of len, NUL-terminated) what printf makes of fmt; stops at the end, quietly. */
+static void append(char *buf, size_t len, const char *fmt, const char *a, const char *b) {
+    size_t used = strlen(buf);
+    if (used + 1 < len) snprintf(buf + used, len - used, fmt, a, b);
+}
+
+/* "sweep 'S' varies seq_len, batch; sweep 'T' varies lr" (with values: "seq_len (256, 512)"),
+ * the choices a --point or --heatmap has in rs; only sweeps varying `only` when it is set. */
+static void describe_sweeps(const dpplot_results *rs, int with_values, const char *only, char *buf, size_t len) {
+    buf[0] = '\0';
+    const char *seen[MAX_SWEEPS_DESCRIBED];
+    size_t n_seen = 0;
+    for (size_t i = 0; i < rs->n && n_seen < MAX_SWEEPS_DESCRIBED; i++) {
+        const char *s = rs->items[i].sweep_name;
+        size_t k = 0;
+        while (s && k < n_seen && strcmp(seen[k], s) != 0) k++;
+        if (!s || k < n_seen) continue;
+        seen[n_seen++] = s;
+        const char *keys[DPPLOT_SWEEP_MAX_KEYS];
+        size_t nk = dpplot_sweep_keys(rs, s, keys, DPPLOT_SWEEP_MAX_KEYS);
+        int has = !only;
+        for (size_t j = 0; j < nk; j++) has |= only && strcmp(keys[j], only) == 0;
+        if (!has) continue;
+        append(buf, len, "%ssweep '%s' varies ", buf[0] ? "; " : "", s);
+        if (nk == 0) append(buf, len, "%s%s", "only the method", "");
+        for (size_t j = 0; j < nk; j++) {
+            if (only && with_values && strcmp(keys[j], only) != 0) continue;
+            append(buf, len, "%s%s", j && !(only && with_values) ? ", " : "", keys[j]);
+            if (!with_values) continue;
+            dpplot_value_set vs;
+            dpplot_sweep_values(rs, s, keys[j], &vs);
+            for (size_t v = 0; v < vs.n; v++) append(buf, len, "%s%s", v ? ", " : " over ", vs.text[v]);
+            if (vs.dropped) append(buf, len, "%s%s", ", ...", "");
+        }
+    }
+    if (!buf[0]) snprintf(buf, len, "no sweep varies anything but the method");
+}
+
+/* Whether some sweep point of rs varies key (method: whether some point has that method). */
+static int some_sweep_varies(const dpplot_results *rs, const char *key) {
+    for (size_t i = 0; i < rs->n; i++) {
+        const dpplot_result *r = &rs->items[i];
+        if (r->sweep_name && (strcmp(key, "method") == 0 || dpplot_result_vary(r, key))) return 1;
+    }
+    return 0;
+}
+
+/* Whether some sweep point of rs matches filter ("key=value,..."). */
+static int some_point_matches(const dpplot_results *rs, const char *filter) {
+    for (size_t i = 0; i < rs->n; i++)
+        if (rs->items[i].sweep_name && dpplot_point_matches(&rs->items[i], filter)) return 1;
+    return 0;
+}
+
+/* --point and --heatmap against what the results hold: 0 when each names swept variables and
+ * values, else -1 and one line in problems naming the first thing asked for that is not there and
+ * what is (the swept variables, their values, the methods). */
+static int check_asked(const dpplot_results *rs, const dpplot_options *o, dpplot_strlist *problems) {
+    char have[1536];
+    int any_sweep = 0;
+    for (size_t i = 0; i < rs->n && !any_sweep; i++) any_sweep = rs->items[i].sweep_name != NULL;
+    const char *asked[2] = {o->point && *o->point ? "--point" : NULL, o->heatmap && *o->heatmap ? "--heatmap" : NULL};
+    for (int a = 0; a < 2; a++)
+        if (asked[a] && !any_sweep) {
+            (void)dpplot_strlist_addf(problems, "%s %s: the directory holds no sweep (its results vary nothing)",
+                                      asked[a], a ? o->heatmap : o->point);
+            return -1;
+        }
+    if (asked[0]) {
+        for (const char *p = o->point; *p;) {
+            char item[256], key[256];
+            size_t len = strcspn(p, ",");
+            snprintf(item, sizeof item, "%.*s", (int)(len < 255 ? len : 255), p);
+            p += len + (p[len] == ',');
+            snprintf(key, sizeof key, "%.*s", (int)strcspn(item, "="), item);
+            if (strcmp(key, "method") == 0 && !some_point_matches(rs, item)) {
+                char methods[512] = "";
+                for (size_t i = 0; i < rs->n; i++) {
+                    const dpplot_result *r = &rs->items[i];
+                    size_t j = 0;
+                    while (j < i && !(rs->items[j].sweep_name && strcmp(rs->items[j].method, r->method) == 0)) j++;
+                    if (r->sweep_name && j == i) append(methods, sizeof methods, "%s%s", methods[0] ? ", " : "", r->method);
+                }
+                (void)dpplot_strlist_addf(problems, "--point %s: no sweep point has method %s (the methods: %s)",
+                                          o->point, item + 7, methods);
+                return -1;
+            }
+            if (!some_sweep_varies(rs, key)) {
+                describe_sweeps(rs, 0, NULL, have, sizeof have);
+                (void)dpplot_strlist_addf(problems, "--point %s: no sweep varies '%s' (%s)", o->point, key, have);
+                return -1;
+            }
+            if (!some_point_matches(rs, item)) {
+                describe_sweeps(rs, 1, key, have, sizeof have);
+                (void)dpplot_strlist_addf(problems, "--point %s: no sweep point has %s (%s)", o->point, item, have);
+                return -1;
+            }
+        }
+        if (!some_point_matches(rs, o->point)) {
+            describe_sweeps(rs, 1, NULL, have, sizeof have);
+            (void)dpplot_strlist_addf(problems, "--point %s: no sweep point has all of these values together (%s)",
+                                      o->point, have);
+            return -1;
+        }
+    }
+    if (asked[1]) {
+        char want[2][128];
+        const char *comma = strchr(o->heatmap, ',');
+        size_t len = comma ? (size_t)(comma - o->heatmap) : strlen(o->heatmap);
+        snprintf(want[0], sizeof want[0], "%.*s", (int)(len < 127 ? len : 127), o->heatmap);
+        snprintf(want[1], sizeof want[1], "%s", comma ? comma + 1 : "");
+        for (int w = 0; w < 2; w++)
+            if (strcmp(want[w], "method") == 0 || !some_sweep_varies(rs, want[w])) {
+                describe_sweeps(rs, 0, NULL, have, sizeof have);
+                if (strcmp(want[w], "method") == 0)
+                    (void)dpplot_strlist_addf(problems,
+                                              "--heatmap %s: 'method' is not an axis (each method is a heatmap of "
+                                              "its own; %s)",
+                                              o->heatmap, have);
+                else
+                    (void)dpplot_strlist_addf(problems, "--heatmap %s: no sweep varies '%s' (%s)", o->heatmap,
+                                              want[w], have);
+                return -1;
+            }
+        if (strcmp(want[0], want[1]) == 0) {
+            (void)dpplot_strlist_addf(problems, "--heatmap %s: X and Y must be two different swept variables",
+                                      o->heatmap);
+            return -1;
+        }
+        int both = 0;
+        for (size_t i = 0; i < rs->n && !both; i++) {
+            const dpplot_result *r = &rs->items[i];
+            both = r->sweep_name && dpplot_result_vary(r, want[0]) && dpplot_result_vary(r, want[1]);
+        }
+        if (!both) {
+            describe_sweeps(rs, 0, NULL, have, sizeof have);
+            (void)dpplot_strlist_addf(problems, "--heatmap %s: no sweep varies both '%s' and '%s' (%s)", o->heatmap,
+                                      want[0], want[1], have);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 #define MAX_SWEEPS 32 /* sweeps of one directory drawn; the rest are named in a note */
@@ -246,12 +392,14 @@ int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot
     } else if (rs.n == 0) {
         (void)dpplot_strlist_addf(&problems, "%s: no results files (*.json with results) found", results_dir);
         status = -1;
+    } else if (check_asked(&rs, &o, &problems) != 0) {
+        status = 2; /* --point or --heatmap asks for what no result has: nothing is drawn */
     } else if (make_dirs(out_dir) != 0) {
         (void)dpplot_strlist_addf(&problems, "%s: cannot create output directory: %s", out_dir, strerror(errno));
         status = -1;
     } else {
         const dpplot_result **items = malloc(rs.n * sizeof *items);
-        char context[512], path[4096];
+        char context[1536], path[4096];
         if (!items) {
             (void)dpplot_strlist_addf(&problems, "out of memory");
             status = -1;

@@ -238,7 +238,7 @@ int dpplot_report_sweep_grid(const dpplot_results *rs, const char *sweep, const 
         return -1;
     }
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-    char title[200], context[256];
+    char title[200], context[1024];
     snprintf(title, sizeof title, "%s against %s, by %s%s%s", dpplot_metric_title(metric, predicted), keys[0], keys[1],
              nk > 3 ? ", panels by " : " (panels by ", nk > 3 ? "" : keys[2]);
     if (nk > 3) {

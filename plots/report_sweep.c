@@ -200,7 +200,7 @@ int dpplot_report_sweep(const dpplot_results *rs, const char *sweep, const char 
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
     if (!cv) return -1;
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-    char title[160], context[256];
+    char title[160], context[1024];
     snprintf(title, sizeof title, "Peak memory and step time against %s", x_key);
     dpplot_report_context_of(dpplot_sweep_first(rs, sweep), context, sizeof context);
     double top = dpplot_figure_title(cv, title, context[0] ? context : NULL);
@@ -377,7 +377,7 @@ static int heatmap_at(const dpplot_results *rs, const char *sweep, const char *x
         return -1;
     }
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-    char title[200], context[256], fit_note[160] = "";
+    char title[200], context[1024], fit_note[160] = "";
     snprintf(title, sizeof title, "%s over %s × %s", dpplot_metric_title(metric, predicted), x_key, y_key);
     dpplot_report_context_of(dpplot_sweep_first(rs, sweep), context, sizeof context);
     const char *at_text = chosen && *chosen ? chosen : filter;

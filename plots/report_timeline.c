@@ -61,9 +61,9 @@ static const char *time_title(const dpplot_result *r) {
                          : "Modelled device time (estimated, roofline), each panel its own scale";
 }
 
-/* px a phase band is at least wide: noise and optimizer steps last a sliver of an iteration, and
- * a 1 px band is invisible */
-#define MIN_BAND_PX 5.0
+/* px a phase band is at least wide: bands are drawn to scale, one shorter than a pixel as a 1 px
+ * line (a floor of 5 px drew vanilla's 5 us clip and noise bookkeeping as if they took time) */
+#define MIN_BAND_PX 1.0
 
 /* Draws one method's panel; returns 0, or -1 when the panel did not fit. */
 /* 1 when r's reserved timeline is a line of its own (it differs from allocated somewhere): a plan
@@ -132,10 +132,24 @@ static int draw_panel(dpplot_canvas *cv, dpplot_rect outer, const dpplot_result 
             (!isfinite(r->allocated_bytes[peak]) || r->allocated_bytes[i] > r->allocated_bytes[peak]))
             peak = i;
     if (r->n_timeline > 0 && isfinite(r->allocated_bytes[peak])) {
-        char v[32], text[48];
-        dpplot_format_value(r->allocated_bytes[peak], DPPLOT_UNIT_BYTES, v, sizeof v);
-        snprintf(text, sizeof text, "peak %s", v);
-        dpplot_annotate_clear(&p, r->t_ms[peak], r->allocated_bytes[peak], text, color, series, 2);
+        /* The label names the file's peak (memory.peak_bytes, or peak_memory_mb): a legacy file's
+         * snapshots may miss it (its highest read 39.1 GiB where the file's peak is 42.4). A peak
+         * above every snapshot is drawn as a dotted line at its height, the label on it. */
+        char v[32], snap[32], text[96];
+        double y = r->allocated_bytes[peak];
+        dpplot_format_value(y, DPPLOT_UNIT_BYTES, snap, sizeof snap);
+        dpplot_format_value(r->has_peak ? r->peak_bytes : y, DPPLOT_UNIT_BYTES, v, sizeof v);
+        if (r->has_peak && r->peak_bytes > y && strcmp(v, snap) != 0) {
+            double xs[2] = {p.x.lo, p.x.hi}, ys[2] = {r->peak_bytes, r->peak_bytes};
+            dpplot_series line = {.color = color, .x = xs, .y = ys, .n = 2, .dashed = DPPLOT_DASH_DOTTED,
+                                  .line_width = 1.4};
+            dpplot_lines_draw(&p, &line, 1);
+            snprintf(text, sizeof text, "peak %s (snapshots reach %s)", v, snap);
+            y = r->peak_bytes;
+        } else {
+            snprintf(text, sizeof text, "peak %s", v);
+        }
+        dpplot_annotate_clear(&p, r->t_ms[peak], y, text, color, series, 2);
     }
     dpplot_panel_end(&p);
     return 0;
@@ -161,6 +175,7 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
             if (isfinite(r->allocated_bytes[k])) y_max = fmax(y_max, r->allocated_bytes[k]);
             if (isfinite(r->reserved_bytes[k])) y_max = fmax(y_max, r->reserved_bytes[k]);
         }
+        if (r->has_peak) y_max = fmax(y_max, r->peak_bytes); /* a peak between snapshots is drawn too */
     }
     if (n_ok == 0 || !(t_max > 0) || !(y_max > 0)) {
         (void)dpplot_strlist_addf(notes, "%s: skipped, no finished run has a memory timeline",
@@ -195,8 +210,9 @@ int dpplot_report_timeline(const dpplot_selection *sel, const char *path, const 
                 (dpplot_legend_entry){dpplot_phase_name((dpplot_phase)ph), dpplot_phase_color((dpplot_phase)ph),
                                       DPPLOT_SWATCH_SHADE, DPPLOT_MARKER_NONE};
     }
-    if (nl > 2) /* phases drawn: say that the short ones are widened to be seen */
-        legend[nl++] = (dpplot_legend_entry){"(phase bands at least 5 px wide)", DPPLOT_MUTED, DPPLOT_SWATCH_NOTE,
+    if (nl > 2) /* phases drawn: say that they are to scale, and what a very short one looks like */
+        legend[nl++] = (dpplot_legend_entry){"(phase bands to scale; under 1 px: a 1 px line)", DPPLOT_MUTED,
+                                             DPPLOT_SWATCH_NOTE,
                                              DPPLOT_MARKER_NONE};
     int any_marks = 0;
     for (size_t k = 0; k < n_ok; k++) any_marks |= sel->items[idx[k]]->n_marks > 0;
@@ -338,7 +354,7 @@ int dpplot_report_timeline_points(const dpplot_results *rs, const char *sweep, c
     dpplot_canvas *cv = dpplot_report_canvas(opt, path, notes);
     if (!cv) return -1;
     double W = dpplot_canvas_width(cv), H = dpplot_canvas_height(cv);
-    char context[300];
+    char context[1024];
     dpplot_report_context_of(members[0][0], context, sizeof context);
     double top = dpplot_figure_title(cv, "Memory over time, one panel per point", context[0] ? context : NULL);
     dpplot_legend_entry legend[MAX_POINT_METHODS + 2];
@@ -458,7 +474,7 @@ int dpplot_report_timelines_each(const dpplot_results *rs, const char *out_dir, 
             skipped++;
             continue;
         }
-        char part[200], path[4096], context[600], model[300];
+        char part[200], path[4096], context[1536], model[1024];
         point_file_part(r, part, sizeof part);
         snprintf(path, sizeof path, "%s/%s%smemory_timeline_%s.png", out_dir, several_sweeps ? r->sweep_name : "",
                  several_sweeps ? "_" : "", part[0] ? part : "point");

@@ -48,7 +48,7 @@ int dpplot_report_begin(dpplot_report_frame *f, const dpplot_options *opt, const
     if (!f->cv) return -1;
     f->W = dpplot_canvas_width(f->cv);
     f->H = dpplot_canvas_height(f->cv);
-    char context[256];
+    char context[1024];
     dpplot_report_context(sel, context, sizeof context);
     size_t no_room = dpplot_report_left_out(sel, usable, n_usable, cap, f->leftout, sizeof f->leftout);
     if (no_room > 0)
@@ -100,20 +100,92 @@ static int swept(const dpplot_result *r, const char *key) {
     return dpplot_result_vary(r, key) != NULL || dpplot_result_vary(r, dotted) != NULL;
 }
 
-void dpplot_report_context_of(const dpplot_result *r, char *buf, size_t len) {
+/* The pieces of a configuration a title or summary names, in their order. */
+enum { P_MODEL, P_LAYERS, P_HIDDEN, P_SEQ, P_BATCH, P_DTYPE, P_LORA, P_OPTIMIZER, P_STRATEGY, P_DEVICE, N_PIECES };
+
+/* Piece k of r's configuration into buf ("" when the file does not say, or r's sweep varies it). */
+static void piece_of(const dpplot_result *r, int k, char *buf, size_t len) {
     buf[0] = '\0';
-    char piece[96];
-    if (r->arch && !swept(r, "arch")) append(buf, len, r->arch);
-    if (isfinite(r->layers) && !swept(r, "layers"))
-        snprintf(piece, sizeof piece, "%.0f layer%s", r->layers, r->layers == 1 ? "" : "s"), append(buf, len, piece);
-    if (isfinite(r->hidden) && !swept(r, "hidden"))
-        snprintf(piece, sizeof piece, "d=%.0f", r->hidden), append(buf, len, piece);
-    if (isfinite(r->seq_len) && !swept(r, "seq_len"))
-        snprintf(piece, sizeof piece, "seq %.0f", r->seq_len), append(buf, len, piece);
-    if (isfinite(r->batch) && !swept(r, "batch"))
-        snprintf(piece, sizeof piece, "batch %.0f", r->batch), append(buf, len, piece);
-    if (r->dtype && !swept(r, "dtype")) append(buf, len, r->dtype);
-    if (r->device_name) append(buf, len, r->device_name);
+    switch (k) {
+    case P_MODEL: /* a checkpoint by its directory's name, else the architecture */
+        if (r->model_name && !swept(r, "path"))
+            snprintf(buf, len, "%s", r->model_name);
+        else if (r->arch && !swept(r, "arch") && !swept(r, "path"))
+            snprintf(buf, len, "%s", r->arch);
+        break;
+    case P_LAYERS:
+        if (isfinite(r->layers) && !swept(r, "layers"))
+            snprintf(buf, len, "%.0f layer%s", r->layers, r->layers == 1 ? "" : "s");
+        break;
+    case P_HIDDEN:
+        if (isfinite(r->hidden) && !swept(r, "hidden")) snprintf(buf, len, "d=%.0f", r->hidden);
+        break;
+    case P_SEQ:
+        if (isfinite(r->seq_len) && !swept(r, "seq_len")) snprintf(buf, len, "seq %.0f", r->seq_len);
+        break;
+    case P_BATCH:
+        if (isfinite(r->batch) && !swept(r, "batch")) snprintf(buf, len, "batch %.0f", r->batch);
+        break;
+    case P_DTYPE:
+        if (r->dtype && !swept(r, "dtype")) snprintf(buf, len, "%s", r->dtype);
+        break;
+    case P_LORA: { /* full fine-tuning, or LoRA's rank and targets, each unless swept */
+        int rank_swept = swept(r, "lora_rank") || swept(r, "lora.rank") || swept(r, "lora");
+        int targets_swept = swept(r, "lora_targets") || swept(r, "lora.targets") || swept(r, "lora");
+        if (!isfinite(r->lora_rank) || (r->lora_rank == 0 && rank_swept)) break;
+        if (r->lora_rank == 0) {
+            snprintf(buf, len, "full fine-tuning");
+            break;
+        }
+        const char *targets = targets_swept ? NULL : r->lora_targets;
+        if (rank_swept && !targets) break;
+        if (rank_swept)
+            snprintf(buf, len, "LoRA on %s", targets);
+        else
+            snprintf(buf, len, "LoRA rank %.0f%s%s", r->lora_rank, targets ? " on " : "", targets ? targets : "");
+        break;
+    }
+    case P_OPTIMIZER:
+        if (r->optimizer && !swept(r, "optimizer") && !swept(r, "optimizer.name") && !dpplot_result_vary(r, "optimizer.name"))
+            snprintf(buf, len, "%s", r->optimizer);
+        break;
+    case P_STRATEGY:
+        if (r->strategy && !dpplot_result_vary(r, "strategy") && !dpplot_result_vary(r, "distributed.strategy") &&
+            !dpplot_result_vary(r, "world_size") && !dpplot_result_vary(r, "distributed.world_size")) {
+            if (isfinite(r->world_size))
+                snprintf(buf, len, "%s over %.0f ranks (rank 0's memory)", r->strategy, r->world_size);
+            else
+                snprintf(buf, len, "%s", r->strategy);
+        }
+        break;
+    case P_DEVICE:
+        if (r->device_name) snprintf(buf, len, "%s", r->device_name);
+        break;
+    default:
+        break;
+    }
+}
+
+/* The pieces every one of items[0..n) has alike (a piece one of them lacks or words otherwise
+ * is left out), joined by " · " into buf. */
+static void common_pieces(const dpplot_result *const *items, size_t n, char *buf, size_t len) {
+    buf[0] = '\0';
+    char first[640], other[640];
+    for (int k = 0; k < N_PIECES && n > 0; k++) {
+        piece_of(items[0], k, first, sizeof first);
+        int same = first[0] != '\0';
+        for (size_t i = 1; i < n && same; i++) {
+            piece_of(items[i], k, other, sizeof other);
+            same = strcmp(first, other) == 0;
+        }
+        if (same) append(buf, len, first);
+    }
+}
+
+void dpplot_report_context_of(const dpplot_result *r, char *buf, size_t len) { common_pieces(&r, 1, buf, len); }
+
+void dpplot_report_fixed_config(const dpplot_result *const *items, size_t n, char *buf, size_t len) {
+    common_pieces(items, n, buf, len);
 }
 
 void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len) {
@@ -123,7 +195,7 @@ void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len) {
         return;
     }
     if (sel->n == 0) return;
-    dpplot_report_context_of(sel->items[0], buf, len);
+    common_pieces(sel->items, sel->n, buf, len);
     int predicted = 0;
     for (size_t i = 0; i < sel->n; i++) predicted |= sel->items[i]->predicted;
     if (predicted) append(buf, len, "hollow markers: plan-backend estimates");

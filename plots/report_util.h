@@ -34,12 +34,16 @@ size_t dpplot_report_panels_fit(double W, double H, double top, double bottom, s
                                 const dpplot_panel_spec *tightest);
 /* Writes cv to path and frees it; 1 when written, -1 (with a note) otherwise. */
 int dpplot_report_save(dpplot_canvas *cv, const char *path, dpplot_strlist *notes);
-/* The context line of a selection: sel->context, or one derived from the first result's config
- * ("gpt2 · 12 layers · d=768 · seq 1024 · batch 4 · f32 · device"). */
+/* The context line of a selection: sel->context, or the configuration its results share
+ * ("gpt2 · 12 layers · d=768 · seq 1024 · batch 4 · f32 · full fine-tuning · adamw · device"). */
 void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len);
 /* Context line of one result's config, leaving out what its sweep varies (a chart over layers
  * does not say "4 layers": that is one of its points). */
 void dpplot_report_context_of(const dpplot_result *r, char *buf, size_t len);
+/* The configuration items[0..n) share, as a title line (model, shape, dtype, LoRA or full
+ * fine-tuning, optimizer, distributed strategy, device, joined by " · "): what each has alike
+ * and its sweep does not vary. */
+void dpplot_report_fixed_config(const dpplot_result *const *items, size_t n, char *buf, size_t len);
 /* Chart label of item i: its method when methods in sel are unique, else its experiment. */
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i);
 /* Note listing results of sel left out of a chart (not ok, or lacking data), e.g.

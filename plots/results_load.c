@@ -732,6 +732,7 @@ static void result_free(dpplot_result *r) {
     for (size_t i = 0; i < r->n_vary; i++) free(r->vary[i].key), free(r->vary[i].text);
     free(r->vary);
     free(r->oom_category), free(r->oom_module), free(r->arch), free(r->dtype), free(r->device_name);
+    free(r->model_name), free(r->lora_targets), free(r->optimizer), free(r->strategy);
     free(r->device_model);
     free_analyses(r);
     memset(r, 0, sizeof *r);
@@ -755,12 +756,61 @@ static void line_col(const char *text, const char *pos, int *line, int *col) {
     }
 }
 
+/* The configuration titles and summaries name besides the model's shape: the checkpoint's name,
+ * LoRA, the optimizer, the distributed strategy (dpplot_result's model_name ... world_size). */
+static int read_fixed_config(reader *rd, const cJSON *root, dpplot_result *r) {
+    const char *s;
+    double v;
+    if ((s = string_at(rd, root, DPR_CONFIG_MODEL_PATH)) && *s) {
+        size_t n = strlen(s);
+        while (n > 1 && s[n - 1] == '/') n--; /* "dir/llama3_8b/" names llama3_8b */
+        size_t b = n;
+        while (b > 0 && s[b - 1] != '/') b--;
+        if (!(r->model_name = malloc(n - b + 1))) return -1;
+        memcpy(r->model_name, s + b, n - b), r->model_name[n - b] = '\0';
+    }
+    const cJSON *lora = field_at(rd, root, DPR_CONFIG_MODEL_LORA, NULL, AS_OBJECT);
+    if (lora && cJSON_IsNull(lora)) {
+        r->lora_rank = 0;
+    } else if (lora && cJSON_IsObject(lora)) {
+        if (number_at(rd, root, DPR_CONFIG_MODEL_LORA_RANK, NULL, &v) == 1) r->lora_rank = v;
+        const cJSON *targets = field_at(rd, root, DPR_CONFIG_MODEL_LORA_TARGETS, NULL, AS_ARRAY);
+        if (targets && cJSON_IsArray(targets)) {
+            char joined[512] = "";
+            const cJSON *t;
+            expect(rd, DPR_CONFIG_MODEL_LORA_TARGETS_ITEM, AS_STRING);
+            cJSON_ArrayForEach(t, targets) {
+                if (!cJSON_IsString(t)) {
+                    PROBLEM(rd, "%s: field '%s' holds %s, expected strings", rd->file,
+                            dpr_field_of(DPR_CONFIG_MODEL_LORA_TARGETS)->path, type_name(t));
+                    joined[0] = '\0';
+                    break;
+                }
+                size_t used = strlen(joined);
+                snprintf(joined + used, sizeof joined - used, "%s%s", used ? "," : "", t->valuestring);
+            }
+            if (joined[0] && !(r->lora_targets = dup_str(joined))) return -1;
+        } else if (targets) {
+            PROBLEM(rd, "%s: field '%s' is %s, expected an array", rd->file,
+                    dpr_field_of(DPR_CONFIG_MODEL_LORA_TARGETS)->path, type_name(targets));
+        }
+    } else if (lora) {
+        PROBLEM(rd, "%s: field '%s' is %s, expected an object or null", rd->file,
+                dpr_field_of(DPR_CONFIG_MODEL_LORA)->path, type_name(lora));
+    }
+    if ((s = string_at(rd, root, DPR_CONFIG_OPTIMIZER_NAME)) && !(r->optimizer = dup_str(s))) return -1;
+    if ((s = string_at(rd, root, DPR_DISTRIBUTED_STRATEGY)) && !(r->strategy = dup_str(s))) return -1;
+    if (number_at(rd, root, DPR_DISTRIBUTED_WORLD_SIZE, NULL, &v) == 1) r->world_size = v;
+    return 0;
+}
+
 static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
     int dpprof_file = field_at(rd, root, DPR_SCHEMA_VERSION, NULL, AS_NUMBER) != NULL;
     r->status = parse_status(rd, root, dpprof_file);
     r->reserved_peak_bytes = r->end_bytes = NAN;
     r->oom_requested_bytes = NAN;
     r->seq_len = r->batch = r->layers = r->hidden = NAN;
+    r->lora_rank = r->world_size = NAN;
     double v;
     if (dpprof_file && number_at(rd, root, DPR_SCHEMA_VERSION, NULL, &v) == 1 && v != DPR_VERSION)
         PROBLEM(rd, "%s: field '%s' is %g; this reader knows version %d", rd->file,
@@ -804,7 +854,7 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
     if ((s = string_at(rd, root, DPR_CONFIG_MODEL_ARCH)) && !(r->arch = dup_str(s))) return -1;
     if ((s = string_at(rd, root, DPR_CONFIG_MODEL_DTYPE)) && !(r->dtype = dup_str(s))) return -1;
     if ((s = string_at(rd, root, DPR_ENVIRONMENT_DEVICE_NAME)) && !(r->device_name = dup_str(s))) return -1;
-    return 0;
+    return read_fixed_config(rd, root, r);
 }
 
 int dpplot_results_add_json(dpplot_results *rs, const char *file, const char *json, dpplot_strlist *problems) {

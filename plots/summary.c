@@ -8,6 +8,7 @@
 
 #include "dpplot_axis.h"
 #include "dpplot_palette.h"
+#include "report_util.h"
 #include "safe_file.h"
 #include "sweep_util.h"
 
@@ -287,12 +288,32 @@ static int name_width(const dpplot_results *rs, int least) {
     return w;
 }
 
+/* What every run of the tables shares (model, shape, dtype, LoRA or full fine-tuning, optimizer,
+ * strategy, device: what the charts' subtitles name), "" when nothing is shared or known. */
+static void fixed_config(const dpplot_results *rs, char *buf, size_t len) {
+    buf[0] = '\0';
+    const dpplot_result **items = rs->n ? malloc(rs->n * sizeof *items) : NULL;
+    if (!items) return;
+    size_t n = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        if (in_table(&rs->items[i])) items[n++] = &rs->items[i];
+    if (n == 0) /* none finished: what was asked of them */
+        for (size_t i = 0; i < rs->n; i++) items[n++] = &rs->items[i];
+    dpplot_report_fixed_config(items, n, buf, len);
+    free(items);
+}
+
+#define CONFIG_LABEL "Configuration (every run): "
+
 int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *problems, FILE *f) {
     int fits = any_fit(rs), nw = name_width(rs, 30), width = nw + 5 * 19 + (fits ? 6 : 0);
     if (width < 100) width = 100;
     rule(f, '=', width);
     fprintf(f, "DETAILED MEMORY PROFILING SUMMARY\n");
     rule(f, '=', width);
+    char config[1024];
+    fixed_config(rs, config, sizeof config);
+    if (config[0]) fprintf(f, "%s%s\n", CONFIG_LABEL, config);
     fprintf(f, "\n");
     fprintf(f, "%-*s %18s %18s %18s %18s %18s%s\n", nw, "Method", "Peak Memory (MB)", "Reserved Peak (MB)",
             "Step Time (ms)", "Spread (ms)", "Memory/Time", fits ? "  Fits" : "");
@@ -373,7 +394,8 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
         /* The components, largest first as users know them (ties keep the legacy key order);
          * the totals after them. */
         /* The legacy Norm Samples field holds the per-sample gradients too; with the exact categories
-         * they get their own line, as in the charts. */
+         * they get their own line, as in the charts; a file with the legacy breakdown only (the
+         * PyTorch tooling's) cannot part them, and its line says it holds both. */
         const char *title[DPPLOT_N_LEGACY + 1];
         double mb[DPPLOT_N_LEGACY + 1];
         int n = 0;
@@ -381,10 +403,12 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
         for (int k = 0; k < DPPLOT_LEGACY_TOTAL_ALLOCATED; k++) {
             if (!isfinite(r->legacy_mb[k])) continue;
             title[n] = legacy_titles[k], mb[n] = r->legacy_mb[k];
+            if (k == DPPLOT_LEGACY_NORM_SAMPLES && !r->components_exact)
+                title[n] = "Norm Samples + Per-sample Grads";
             if (k == DPPLOT_LEGACY_NORM_SAMPLES && psg_mb > 0.0) {
                 mb[n] = r->component_bytes[DPPLOT_COMP_NORM_SAMPLES] / MIB;
                 n++;
-                title[n] = "Per-Sample Grads", mb[n] = psg_mb;
+                title[n] = "Per-sample Grads", mb[n] = psg_mb;
             }
             n++;
         }
@@ -561,7 +585,13 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
         fputc('\n', f);
     }
     fprintf(f, "\n%s\n", STEP_NOTE);
-    char line[512];
+    char line[1024];
+    fixed_config(rs, line, sizeof line);
+    if (line[0]) {
+        fputs("\n" CONFIG_LABEL, f);
+        md_text(f, line);
+        fputc('\n', f);
+    }
     if (predicted) {
         estimate_line(rs, "\\*", line, sizeof line);
         fprintf(f, "\n%s.\n", line);
@@ -670,7 +700,13 @@ int dpplot_summary_write_tex(const dpplot_results *rs, FILE *f) {
     fputs("\\bottomrule\n", f);
     fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize Step time: the median of the repeated runs, else of the timed "
                "iterations} \\\\\n", cols);
-    char line[512];
+    char line[1024];
+    fixed_config(rs, line, sizeof line);
+    if (line[0]) {
+        fprintf(f, "\\multicolumn{%d}{l}{\\footnotesize " CONFIG_LABEL, cols);
+        tex_text(f, line);
+        fputs("} \\\\\n", f);
+    }
     if (predicted) {
         /* short notes: a multicolumn row does not wrap */
         model_name(rs, line, sizeof line);

@@ -55,7 +55,9 @@ static const char *const plot_usage =
     "                   --timelines points, the default, writes memory_timeline_points.png only)\n"
     "\n"
     "exit status: 0 all rendered; 1 a problem, each one named on its line (a malformed file or an\n"
-    "output not written: the rest is still rendered; or nothing to render); 2 bad arguments\n";
+    "output not written: the rest is still rendered; or nothing to render); 2 bad arguments,\n"
+    "among them a --point or --heatmap naming a variable, value or method no sweep point has\n"
+    "(the line names the swept variables and their values; nothing is rendered)\n";
 
 static const char *const usage =
     "usage: dpprof COMMAND [ARGS]\n"
@@ -455,7 +457,7 @@ static int cmd_plot(int argc, char **argv) {
     char err[1024] = "";
     int rc = dpplot_render_dir(dir, out ? out : dir, &opt, err, sizeof err);
     if (rc != 0 && warned == 0) fprintf(stderr, "dpprof plot: %s\n", err); /* else each was warned */
-    return rc ? 1 : 0;
+    return rc == 2 ? 2 : rc ? 1 : 0;
 }
 
 /* Other commands are functions of dpprof.cli, called with the remaining arguments; they return

@@ -368,6 +368,9 @@ not fit.
   optimizer=adamw|sgd         (default adamw)
   world_size=N strategy=S     plan one rank (rank 0) of N data-parallel ranks: batch= is the
                               global batch (N must divide it), each rank holding batch / N;
+                              without batch=, N x the model's batch (each rank holds the
+                              preset's B: one sample for large); vary=batch searches the
+                              global batch by N (lo=, granularity= default N);
                               S: ddp (default), zero2 (gradients and optimizer states
                               sharded) or fsdp (parameters too, LoRA's frozen base included)
   checkpoint=S[,S...]         activation checkpointing settings to search with, each its own row:
@@ -499,8 +502,20 @@ local function fit_options(args)
     return nil, "lora_alpha= and lora_targets= need lora_rank="
   end
   local base = { model = model, dp = { max_physical_batch_size = kv.physical } }
+  local lo, granularity, batch_defaulted = kv.lo, kv.granularity, nil
   if kv.world_size ~= nil or kv.strategy ~= nil then -- each rank of a planned world (its rank 0)
     base.distributed = { strategy = kv.strategy or "ddp", world_size = kv.world_size }
+    local n = math.tointeger(kv.world_size)
+    if n and n >= 1 then
+      if kv.vary == "batch" then -- the global batch, searched in whole samples a rank
+        granularity = granularity or n
+        lo = lo or granularity
+        model.batch = lo -- the searched value; the base is checked with it
+      elseif kv.batch == nil then -- each rank holds the model's batch (the preset's, or 1)
+        batch_defaulted = model.batch or 1
+        model.batch = batch_defaulted * n
+      end
+    end
   end
   if kv.optimizer then base.optimizer = { name = kv.optimizer } end
   local dm = kv.device_model or "h100"
@@ -518,7 +533,7 @@ local function fit_options(args)
   local checkpoint = { false, "blocks" } -- on and off, unless said
   if kv.checkpoint ~= nil then checkpoint = require("dpprof.fit").checkpoint_words(kv.checkpoint) end
   return { base = base, methods = methods, vary = kv.vary, budget_gb = kv.budget_gb, device_model = dm,
-           lo = kv.lo, hi = kv.hi, granularity = kv.granularity, checkpoint = checkpoint }, kv.out
+           lo = lo, hi = kv.hi, granularity = granularity, checkpoint = checkpoint }, kv.out, batch_defaulted
 end
 
 function cli.fit(args)
@@ -528,7 +543,7 @@ function cli.fit(args)
       return 0
     end
   end
-  local opts, out = fit_options(args)
+  local opts, out, batch_defaulted = fit_options(args)
   if not opts then
     eprint("dpprof fit: ", out)
     return 2
@@ -563,8 +578,9 @@ function cli.fit(args)
     local n = dist.world_size or 1
     local b = model.batch or 1
     local held = f.vary == "batch" and string.format("each rank holds batch / %d samples (batch is the global batch)", n)
-                 or string.format("%s a rank (batch %d is the global batch)", b // n == 1 and "1 sample"
-                                  or string.format("%d samples", b // n), b)
+                 or string.format("%s a rank (batch %d is the global batch%s)", b // n == 1 and "1 sample"
+                                  or string.format("%d samples", b // n), b, batch_defaulted and
+                                  string.format(": %d x %d, as batch= was not given", n, batch_defaulted) or "")
     print(string.format("  world: one rank (rank 0) of %d under %s, %s; the peak is that rank's", n,
                         dist.strategy or "ddp", held))
   end
@@ -652,6 +668,7 @@ run under target, the longest cut of the samples that does, and the modelled ste
   path=DIR | preset=large|small, arch= vocab= hidden= layers= heads= kv_heads= head_dim=
   seq_len=T                   the cut (default: a checkpoint's max_position_embeddings)
   dtype= mlp_ratio= ffn= tie_head= master_weights= lora_rank= lora_alpha= lora_targets=
+                              (as dpprof fit: lora_targets default qkv, q_proj,k_proj,v_proj)
   optimizer=adamw|sgd
   budget_gb=G device_model=h100|h200|h100-calibrated|FILE.json context_mb= reserve_overhead= workspace=
   out=FILE.json               also write the answer as JSON
@@ -800,7 +817,8 @@ function cli.risk_document(r, opts)
            steps = r.steps, sample_rate = r.sample_rate, dataset_size = r.dataset_size, target = r.target, seed = r.seed,
            seq_len = r.seq_len, max_physical_batch_size = r.max_physical_batch_size,
            whole_logical_batch = r.whole_logical_batch, data = r.data, logical_batch = r.logical_batch,
-           probability = r.probability, per_step = r.per_step, model = opts.model, methods = dp.json.array(methods) }
+           probability = r.probability, per_step = r.per_step, model = opts.model, methods = dp.json.array(methods),
+           optimizer = opts.optimizer or { name = "adamw" } } -- dp.risk's default, named in the chart
 end
 
 local function fmt_p(p)
@@ -888,12 +906,12 @@ function cli.risk(args)
     print("\nwritten: " .. out)
   end
   if chart then
-    local cok, why = pcall(dp.plot.risk, results.encode(doc), chart)
+    local cok, why, note = pcall(dp.plot.risk, results.encode(doc), chart)
     if not cok then
       eprint("dpprof risk: chart: ", tostring(why))
       return 1
     end
-    print("drawn: " .. chart)
+    print("drawn: " .. chart .. (note and "  (" .. note .. ")" or ""))
   end
   return 0
 end

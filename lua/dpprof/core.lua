@@ -20,9 +20,12 @@ end
 function dp.format_ms(ms)
   if type(ms) ~= "number" or ms ~= ms then return "-" end
   local a = math.abs(ms)
-  if a < 1000 then return string.format("%.1f ms", ms) end
-  if a < 60e3 then return string.format("%.2f s", ms / 1e3) end
-  if a < 3600e3 then return string.format("%.1f min", ms / 60e3) end
+  -- each unit up to where its rounding would print the next unit's one (999.96 ms is 1.00 s, not
+  -- "1000.0 ms"); below 0.1 ms, three significant digits rather than "0.0 ms"
+  if a > 0 and a < 0.095 then return string.format("%.3g ms", ms) end
+  if a < 999.95 then return string.format("%.1f ms", ms) end
+  if a < 59995 then return string.format("%.2f s", ms / 1e3) end
+  if a < 3597e3 then return string.format("%.1f min", ms / 60e3) end
   return string.format("%.2f h", ms / 3600e3)
 end
 

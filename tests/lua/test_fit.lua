@@ -202,6 +202,13 @@ check.eq(dp.format_ms(2830), "2.83 s", "seconds")
 check.eq(dp.format_ms(2824604.5), "47.1 min", "minutes")
 check.eq(dp.format_ms(7.85 * 3600e3), "7.85 h", "hours")
 check.eq(dp.format_ms(nil), "-", "no time")
+-- at each unit's edge the next unit, never "1000.0 ms", "60.00 s" or "60.0 min"; a tiny time keeps
+-- its digits instead of "0.0 ms" (issue 38.4)
+check.eq(dp.format_ms(999.96), "1.00 s", "999.96 ms rounds to a second")
+check.eq(dp.format_ms(59999), "1.0 min", "59.999 s rounds to a minute")
+check.eq(dp.format_ms(3599999), "1.00 h", "59.99 min rounds to an hour")
+check.eq(dp.format_ms(0.0123), "0.0123 ms", "a tiny time keeps its digits")
+check.eq(dp.format_ms(0), "0.0 ms", "zero")
 
 -- The header says what was planned: one rank of the world, its share of the batch; LoRA's default
 -- targets named as the default.
@@ -210,9 +217,27 @@ do
   check.eq(c, 0, "fit under fsdp: " .. o)
   check.truthy(o:find("world: one rank (rank 0) of 8 under fsdp, 1 sample a rank (batch 8 is the global batch)", 1,
                       true), "the fsdp header: " .. o)
+  -- without batch= (issue 38.4: `dpprof fit world_size=8 strategy=fsdp` was refused, 8 does not
+  -- divide the batch of 1): each rank holds the model's batch, and the header says so
+  c, o = sh(string.format("%q fit preset=large method=ghost world_size=8 strategy=fsdp hi=4096", exe))
+  check.eq(c, 0, "fit under fsdp without batch=: " .. o)
+  check.truthy(o:find("world: one rank (rank 0) of 8 under fsdp, 1 sample a rank (batch 8 is the global batch: "
+                      .. "8 x 1, as batch= was not given)", 1, true), "the defaulted batch said: " .. o)
+  c, o = sh(string.format("%q fit preset=small method=ghost world_size=4 budget_gb=1", exe))
+  check.eq(c, 0, "fit under ddp, the small preset's batch a rank: " .. o)
+  check.truthy(o:find("4 samples a rank (batch 16 is the global batch: 4 x 4, as batch= was not given)", 1, true), o)
+  -- vary=batch searches the global batch by the world size (it started at 1, which 8 does not divide)
+  c, o = sh(string.format("%q fit preset=small method=ghost world_size=8 strategy=zero2 vary=batch budget_gb=1 hi=256",
+                          exe))
+  check.eq(c, 0, "vary=batch under zero2: " .. o)
+  check.truthy(o:find("search: batch from 8 to 256 by 8", 1, true), "searched by the world size: " .. o)
+  check.truthy(o:find("each rank holds batch / 8 samples", 1, true), o)
   c, o = sh(string.format("%q fit preset=small method=ghost lora_rank=4 budget_gb=1", exe))
   check.eq(c, 0, "fit with LoRA: " .. o)
   check.truthy(o:find("LoRA rank 4 on qkv (the default)", 1, true), "the default targets stated: " .. o)
+  -- dpprof risk --help states the same default (it named lora_targets= with none)
+  c, o = sh(string.format("%q risk --help", exe))
+  check.truthy(c == 0 and o:find("lora_targets default qkv, q_proj,k_proj,v_proj", 1, true), "risk's LoRA default: " .. o)
   check.truthy(not o:find("world:", 1, true), "no world line for one process")
 end
 local code, out = sh(string.format("%q fit preset=small method=ghost,vanilla vary=layers budget_gb=1 hi=64", exe))

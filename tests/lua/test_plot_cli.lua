@@ -156,23 +156,39 @@ do
   check.truthy(text:find(out .. "/summary.txt: cannot write: File too large", 1, true), text)
 end
 
--- What --point and --heatmap ask for and the directory lacks is a problem, exit 1 as --help says
--- (issue 38: a --point that matched nothing and a --heatmap of an unswept variable exited 0); a
--- malformed field the validator refuses (a negative peak) is one too (issue 37).
+-- What --point and --heatmap ask for and the directory lacks is a bad argument, exit 2 as --help
+-- says, with nothing drawn and the swept variables and values named (issue 38.5: a --point that
+-- matched nothing drew what it could, "sweep has no peak values", and exited 0; in a directory
+-- without a sweep it was ignored); a malformed field the validator refuses (a negative peak) is a
+-- problem, exit 1 (issue 37).
 do
   local out = root .. "/asked"
-  for _, case in ipairs({ { "--point seq_len=1000", "--point seq_len=1000: no sweep point matches" },
-                          { "--heatmap seq_len,foo", "does not vary 'foo' (it varies: " },
-                          { "--heatmap foo,seq_len", "does not vary 'foo'" } }) do
-    local code, text = check.sh(string.format("%q plot %q --out %q %s", exe, fixtures .. "/sweep_2d", out, case[1]))
-    check.eq(code, 1, case[1] .. ": exit 1: " .. text)
-    check.truthy(text:find(case[2], 1, true), case[1] .. ": says why: " .. text)
+  local sweep_2d, single = fixtures .. "/sweep_2d", fixtures .. "/single"
+  for _, case in ipairs({
+    { sweep_2d, "--point seq_len=1000",
+      "--point seq_len=1000: no sweep point has seq_len=1000 (sweep 'seq_batch' varies seq_len over 256, 512, 1024, 2048)" },
+    { sweep_2d, "--point foo=1", "--point foo=1: no sweep varies 'foo' (sweep 'seq_batch' varies batch, seq_len)" },
+    { sweep_2d, "--point seq_len=256,batch=3", "no sweep point has batch=3 (sweep 'seq_batch' varies batch over 1, 2, 4, 8, 16)" },
+    { sweep_2d, "--point method=bogus", "no sweep point has method bogus (the methods: ghost, bk, flash_clip)" },
+    { sweep_2d, "--heatmap seq_len,foo", "--heatmap seq_len,foo: no sweep varies 'foo' (sweep 'seq_batch' varies batch, seq_len)" },
+    { sweep_2d, "--heatmap foo,seq_len", "no sweep varies 'foo'" },
+    { sweep_2d, "--heatmap seq_len,seq_len", "X and Y must be two different swept variables" },
+    { sweep_2d, "--heatmap seq_len,method", "'method' is not an axis" },
+    { fixtures .. "/sweep_seq", "--heatmap seq_len,batch", "no sweep varies 'batch' (sweep 'seq_len_sweep' varies seq_len)" },
+    { single, "--heatmap a,b", "--heatmap a,b: the directory holds no sweep" },
+    { single, "--point seq_len=1000", "--point seq_len=1000: the directory holds no sweep" },
+  }) do
+    os.execute(string.format("rm -rf %q", out))
+    local code, text = check.sh(string.format("%q plot %q --out %q %s", exe, case[1], out, case[2]))
+    check.eq(code, 2, case[2] .. ": exit 2: " .. text)
+    check.truthy(text:find(case[3], 1, true), case[2] .. ": says why: " .. text)
+    check.eq(select(2, text:gsub("\n", "")), 1, case[2] .. ": one line: " .. text)
+    check.eq(dp.list_dir(out), nil, case[2] .. ": nothing drawn")
   end
-  local code, text = check.sh(string.format("%q plot %q --out %q --heatmap a,b", exe, fixtures .. "/single", out))
-  check.eq(code, 1, "--heatmap of a directory without a sweep: " .. text)
-  check.truthy(text:find("holds no sweep", 1, true), text)
-  code, text = check.sh(string.format("%q plot %q --out %q --point seq_len=256", exe, fixtures .. "/sweep_2d", out))
+  local code, text = check.sh(string.format("%q plot %q --out %q --point seq_len=256", exe, sweep_2d, out))
   check.eq(code, 0, "a --point that matches: " .. text)
+  code, text = check.sh(string.format("%q plot %q --out %q --heatmap batch,seq_len", exe, sweep_2d, out))
+  check.eq(code, 0, "a --heatmap of the swept variables: " .. text)
   local bad = root .. "/negative-peak"
   os.execute(string.format("mkdir -p %q && cp %q/*.json %q/", bad, fixtures .. "/single", bad))
   local doc = dp.json.decode(dp.read_file(bad .. "/ghost.json"))

@@ -359,6 +359,16 @@ local planned = dp.experiment(config{ method = "flash_clip", device = "plan", de
                                       dp = { max_physical_batch_size = 2, flash_impl = "strips" } })
 check.eq(planned.status, "ok", "plan run: " .. tostring(planned.message))
 assert_valid(planned, "plan result")
+-- a plan run of a checkpoint's shapes with LoRA (config.model.path, config.model.lora.rank and
+-- targets: what the charts' subtitles and the summaries name, issue 38.4)
+local adapted = dp.experiment{ method = "ghost", device = "plan", device_model = "h100", iters = 1, warmup = 0,
+                               dp = { max_physical_batch_size = 2 },
+                               model = { path = fixture_root .. "../llama3_8b", layers = 1, seq_len = 16, batch = 2,
+                                         lora = { rank = 4 } } }
+check.eq(adapted.status, "ok", "LoRA plan run: " .. tostring(adapted.message))
+assert_valid(adapted, "LoRA plan result")
+check.eq(adapted.config.model.lora.rank, 4, "config.model.lora.rank")
+check.truthy(type(adapted.config.model.path) == "string", "config.model.path")
 -- a plan run with a calibrated device model file (timing.estimate's model_file, calibration, fallback_ops, fit_error)
 local calibrated = dp.experiment(config{ method = "ghost", device = "plan",
                                          device_model = fixture_root .. "../device_model/small.json" })
@@ -446,7 +456,7 @@ end
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
                     placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
                     advised = advised, lengths = lengths, distributed = distributed,
-                    calibrated = calibrated }
+                    calibrated = calibrated, adapted = adapted }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -516,7 +526,7 @@ for _, f in ipairs(schema.fields) do
   if f.type ~= "any" then
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
-                            "repeated", "advised", "lengths", "distributed", "calibrated" }) do
+                            "repeated", "advised", "lengths", "distributed", "calibrated", "adapted" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then

@@ -222,6 +222,166 @@ static void test_clash_rules(void) {
 }
 
 /* Panel titles wrap rather than run into the neighbour's: a long title in a narrow panel. */
+/* Every chart's subtitle and the summaries name the configuration that was not swept (issue
+ * 38.4): the checkpoint's name, LoRA's rank and targets, the optimizer and a distributed run's
+ * strategy; a full fine-tuning run says so. Two runs of single/ made a LoRA run of a checkpoint
+ * under fsdp with SGD. */
+static void test_fixed_config(void) {
+    const char *dir = DPPLOT_TEST_OUT "/fixed_config", *out = DPPLOT_TEST_OUT "/fixed_config_charts";
+    int ok = tu_fresh_dir(dir) == 0;
+    static const char *const names[2] = {"vanilla.json", "ghost.json"};
+    for (int i = 0; i < 2 && ok; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", DPPLOT_FIXTURES "/single", names[i]);
+        char *text = tu_read_file(path);
+        cJSON *r = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        cJSON *model = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "config"), "model");
+        cJSON *opt = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "config"), "optimizer");
+        if (!model || !opt) {
+            ok = 0;
+            cJSON_Delete(r);
+            break;
+        }
+        cJSON_DeleteItemFromObject(model, "lora");
+        cJSON *lora = cJSON_AddObjectToObject(model, "lora");
+        cJSON_AddNumberToObject(lora, "rank", 16);
+        cJSON *targets = cJSON_AddArrayToObject(lora, "targets");
+        cJSON_AddItemToArray(targets, cJSON_CreateString("q_proj"));
+        cJSON_AddItemToArray(targets, cJSON_CreateString("v_proj"));
+        cJSON_AddStringToObject(model, "path", "/models/Llama-3.1-8B/");
+        cJSON_ReplaceItemInObject(opt, "name", cJSON_CreateString("sgd"));
+        cJSON *dist = cJSON_AddObjectToObject(r, "distributed");
+        cJSON_AddStringToObject(dist, "strategy", "fsdp");
+        cJSON_AddNumberToObject(dist, "world_size", 8);
+        cJSON_AddNumberToObject(dist, "rank", 0);
+        char *printed = cJSON_Print(r);
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = printed ? fopen(path, "w") : NULL;
+        ok = f && fputs(printed, f) >= 0;
+        if (f) ok &= fclose(f) == 0;
+        free(printed);
+        cJSON_Delete(r);
+    }
+    if (!tu_check(ok, "fixed_config: fixtures written")) return;
+    layout_log log = {0};
+    dpplot_options o = dpplot_options_default();
+    o.layout = check_layout, o.layout_user = &log;
+    char err[512];
+    tu_check(dpplot_render_dir(dir, out, &o, err, sizeof err) == 0, "fixed_config: render: %s", err);
+    static const char *const charts[] = {"memory_breakdown_comparison.png", "memory_timeline.png",
+                                         "performance_tradeoff.png", "memory_analysis_overview.png"};
+    static const char *const want[] = {"Llama-3.1-8B", "LoRA rank 16 on q_proj,v_proj", "sgd",
+                                       "fsdp over 8 ranks (rank 0's memory)"};
+    /* a layout box keeps a text's first 63 bytes: the subtitle starts with the checkpoint's name;
+     * the rest of it is the line summary.txt has (one function, dpplot_report_fixed_config) */
+    for (size_t c = 0; c < sizeof charts / sizeof *charts; c++)
+        tu_check(strstr(texts_of(&log, charts[c]), "\nLlama-3.1-8B  ·  12 layers") != NULL,
+                 "fixed_config: %s's subtitle starts with the checkpoint's name", charts[c]);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/summary.txt", out);
+    char *txt = tu_read_file(path);
+    const char *line = txt ? strstr(txt, "Configuration (every run): Llama-3.1-8B") : NULL;
+    for (size_t w = 0; w < sizeof want / sizeof *want; w++)
+        tu_check(line && strstr(line, want[w]) && strstr(line, want[w]) < strchr(line, '\n'),
+                 "fixed_config: summary.txt's configuration line names '%s'", want[w]);
+    free(txt);
+    snprintf(path, sizeof path, "%s/summary.md", out);
+    char *md = tu_read_file(path);
+    tu_check(md && strstr(md, "Configuration (every run): Llama-3.1-8B"), "fixed_config: summary.md names it");
+    free(md);
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+    /* the fixtures as they are: full fine-tuning with AdamW, said */
+    char *single = tu_read_file(DPPLOT_TEST_OUT "/layout_single/summary.txt");
+    tu_check(single && strstr(single, "full fine-tuning  ·  adamw"), "single/: full fine-tuning and adamw named");
+    free(single);
+}
+
+/* Writes single/vanilla.json into dir with timing.spans replaced by a 100 ms clip band and, when
+ * tiny_noise, a noise band of 5 us; 0 on success. */
+static int write_banded(const char *dir, int tiny_noise) {
+    if (tu_fresh_dir(dir) != 0) return -1;
+    char *text = tu_read_file(DPPLOT_FIXTURES "/single/vanilla.json");
+    cJSON *r = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    cJSON *timing = cJSON_GetObjectItem(r, "timing");
+    if (!timing) {
+        cJSON_Delete(r);
+        return -1;
+    }
+    cJSON *spans = cJSON_CreateArray();
+    static const char *const phase[2] = {"clip", "noise"};
+    static const double from[2] = {300, 500}, to[2] = {400, 500.005};
+    for (int k = 0; k < 1 + tiny_noise; k++) {
+        cJSON *sp = cJSON_CreateObject();
+        cJSON_AddStringToObject(sp, "phase", phase[k]);
+        cJSON_AddNumberToObject(sp, "start_ms", from[k]);
+        cJSON_AddNumberToObject(sp, "end_ms", to[k]);
+        cJSON_AddNumberToObject(sp, "iter", 0);
+        cJSON_AddItemToArray(spans, sp);
+    }
+    cJSON_ReplaceItemInObject(timing, "spans", spans);
+    char *printed = cJSON_Print(r), path[1024];
+    cJSON_Delete(r);
+    snprintf(path, sizeof path, "%s/vanilla.json", dir);
+    FILE *f = printed ? fopen(path, "w") : NULL;
+    int ok = f && fputs(printed, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    free(printed);
+    return ok ? 0 : -1;
+}
+
+/* A timeline's phase bands are to scale (issue 38.4): vanilla's 5 us noise bookkeeping on a
+ * 750 ms axis is a 1 px line, not the 5 px band a floor drew, which read as time spent. The
+ * charts with and without that span differ in at most 2 columns of the plot (antialiasing). */
+static void test_bands_to_scale(void) {
+    const char *in[2] = {DPPLOT_TEST_OUT "/bands_without", DPPLOT_TEST_OUT "/bands_with"};
+    const char *out[2] = {DPPLOT_TEST_OUT "/bands_without_charts", DPPLOT_TEST_OUT "/bands_with_charts"};
+    tu_image *img[2] = {NULL, NULL};
+    char err[512], path[1024];
+    for (int k = 0; k < 2; k++) {
+        if (!tu_check(write_banded(in[k], k) == 0, "bands: fixture %s written", in[k])) goto done;
+        tu_check(dpplot_render_dir(in[k], out[k], NULL, err, sizeof err) == 0, "bands: render %s: %s", in[k], err);
+        snprintf(path, sizeof path, "%s/memory_timeline.png", out[k]);
+        img[k] = tu_image_load(path);
+        if (!tu_check(img[k] != NULL, "bands: %s loads", path)) goto done;
+    }
+    /* the plot's middle rows: below the legend (which gains "noise"), above the axis */
+    int cols = tu_image_diff_columns(img[0], img[1], 0.40, 0.85);
+    tu_check(cols >= 1 && cols <= 2, "bands: the 5 us noise band is drawn 1-2 px wide, not widened (%d columns)", cols);
+done:
+    tu_image_free(img[0]);
+    tu_image_free(img[1]);
+}
+
+/* A legacy file's timeline (its snapshots) labels the file's peak, not its highest snapshot
+ * (issue 38.4: "peak 39.1 GiB" where peak_memory_mb says 42.4 GiB): the label names both. */
+static void test_legacy_peak_label(void) {
+    const char *dir = DPPLOT_TEST_OUT "/legacy_peak", *out = DPPLOT_TEST_OUT "/legacy_peak_charts";
+    char path[1024];
+    int ok = tu_fresh_dir(dir) == 0;
+    snprintf(path, sizeof path, "%s/ghost.json", dir);
+    FILE *f = ok ? fopen(path, "w") : NULL;
+    ok = f && fputs("{\"experiment\": \"ghost\", \"avg_time_ms\": 100.5, \"peak_memory_mb\": 43417.6,"
+                    " \"snapshots\": [{\"name\": \"start\", \"allocated_mb\": 1000, \"reserved_mb\": 1200,"
+                    " \"timestamp\": 1699612345.0}, {\"name\": \"after backward\", \"allocated_mb\": 40038.4,"
+                    " \"reserved_mb\": 45000, \"timestamp\": 1699612345.5}, {\"name\": \"end\","
+                    " \"allocated_mb\": 2000, \"reserved_mb\": 45000, \"timestamp\": 1699612346.0}]}",
+                    f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    if (!tu_check(ok, "legacy_peak: fixture written")) return;
+    layout_log log = {0};
+    dpplot_options o = dpplot_options_default();
+    o.layout = check_layout, o.layout_user = &log;
+    char err[512];
+    (void)dpplot_render_dir(dir, out, &o, err, sizeof err);
+    const char *texts = texts_of(&log, "memory_timeline.png");
+    tu_check(strstr(texts, "peak 42.4 GiB (snapshots reach 39.1 GiB)") != NULL,
+             "legacy_peak: the timeline labels the file's peak and the highest snapshot: %s", texts);
+    tu_check(!strstr(texts, "\npeak 39.1 GiB\n"), "legacy_peak: not the highest snapshot as the peak");
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+}
+
 static void test_title_wraps(void) {
     dpplot_canvas *cv = dpplot_canvas_new(400, 300, 1.0);
     char out[256];
@@ -481,5 +641,8 @@ int main(void) {
              "single/: %s", err);
     tu_check(strstr(log.seen, "memory_timeline.png") != NULL, "single/: the timeline was drawn");
     for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+    test_fixed_config();
+    test_bands_to_scale();
+    test_legacy_peak_label();
     return tu_finish("dpplot_layout");
 }

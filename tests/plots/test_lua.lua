@@ -43,6 +43,11 @@ for _, m in ipairs(msgs) do named = named or m:find("ghost.json: field 'memory.p
 check(named, "messages name the file and field")
 w, h = png_size(out .. "/malformed/memory_timeline.png")
 check(w == 3200 and h == 2000, "scale=2 doubles the pixels")
+-- a point no sweep point has: false, the swept values named, nothing drawn (issue 38.5)
+ok, err, msgs = plot.render_dir(fixtures .. "/sweep_2d", out .. "/nopoint", {point = "seq_len=1000"})
+check(ok == false and err:find("no sweep point has seq_len=1000 (sweep 'seq_batch' varies seq_len over 256", 1, true),
+      "render_dir with a point no sweep has: " .. tostring(err))
+check(png_size(out .. "/nopoint/memory_timeline.png") == nil, "nothing drawn for a point no sweep has")
 
 -- the toolkit
 local f = plot.lines{

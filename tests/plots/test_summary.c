@@ -308,7 +308,64 @@ static void test_plan_reports(void) {
     free(lines), free(txt);
 }
 
+/* summary.txt's breakdown names per-sample gradients apart from norm samples (issue 38.4: flat's
+ * 29,662 MB of them read as "Norm Samples"): a file with memory.categories gets a line
+ * "Per-sample Grads" beside "Norm Samples"; one with the legacy breakdown only, whose
+ * norm_samples_mb holds both, says so on its one line. */
+static void test_per_sample_grads_line(void) {
+    const char *dir = DPPLOT_TEST_OUT "/psg_in", *out = DPPLOT_TEST_OUT "/psg_out";
+    char path[1024];
+    int ok = tu_fresh_dir(dir) == 0;
+    snprintf(path, sizeof path, "%s/legacy.json", dir);
+    FILE *f = ok ? fopen(path, "w") : NULL;
+    if (f) {
+        fputs("{\"experiment\": \"flat_legacy\", \"avg_time_ms\": 100.5, \"peak_memory_mb\": 1000,"
+              " \"breakdown\": {\"model_parameters_mb\": 100, \"optimizer_states_mb\": 200,"
+              " \"gradients_mb\": 100, \"activation_hooks_mb\": 300, \"norm_samples_mb\": 250,"
+              " \"temp_matrices_mb\": 10, \"peak_allocated_mb\": 1000}}",
+              f);
+        ok = fclose(f) == 0;
+    } else {
+        ok = 0;
+    }
+    snprintf(path, sizeof path, "%s/flat.json", DPPLOT_FIXTURES "/single");
+    char *flat = tu_read_file(path);
+    snprintf(path, sizeof path, "%s/flat.json", dir);
+    f = ok && flat ? fopen(path, "w") : NULL;
+    ok = f && fputs(flat, f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    free(flat);
+    if (!tu_check(ok, "psg: fixture written")) return;
+    char err[1024];
+    tu_check(dpplot_render_dir(dir, out, NULL, err, sizeof err) == 0, "psg: render: %s", err);
+    snprintf(path, sizeof path, "%s/summary.txt", out);
+    char *txt = tu_read_file(path);
+    const char *flat_block = txt ? strstr(txt, "\nflat:\n") : NULL;
+    const char *legacy_block = txt ? strstr(txt, "\nflat_legacy:\n") : NULL;
+    if (!tu_check(flat_block && legacy_block, "psg: both blocks in summary.txt")) {
+        free(txt);
+        return;
+    }
+    /* the blocks in either order: each ends where the next starts (or at the kernel table) */
+    const char *flat_end = legacy_block > flat_block ? legacy_block : txt + strlen(txt);
+    const char *legacy_end = flat_block > legacy_block ? flat_block : txt + strlen(txt);
+    const char *psg = strstr(flat_block, "  Per-sample Grads ");
+    const char *norm = strstr(flat_block, "  Norm Samples ");
+    double v_psg = -1, v_norm = -1, v_both = -1;
+    if (psg && psg < flat_end) (void)sscanf(psg, "  Per-sample Grads %lf MB", &v_psg);
+    if (norm && norm < flat_end) (void)sscanf(norm, "  Norm Samples %lf MB", &v_norm);
+    tu_check(v_psg == 588.95, "psg: flat has a Per-sample Grads line of 588.95 MB (%.2f)", v_psg);
+    tu_check(v_norm == 0.0, "psg: flat's Norm Samples hold 0 MB (%.2f)", v_norm);
+    const char *both = strstr(legacy_block, "  Norm Samples + Per-sample Grads ");
+    if (both && both < legacy_end) (void)sscanf(both, "  Norm Samples + Per-sample Grads %lf MB", &v_both);
+    tu_check(v_both == 250.0, "psg: the legacy line says it holds both (%.2f MB)", v_both);
+    tu_check(!strstr(legacy_block, "  Norm Samples  ") || strstr(legacy_block, "  Norm Samples  ") > legacy_end,
+             "psg: no bare Norm Samples line for a legacy file");
+    free(txt);
+}
+
 int main(void) {
+    test_per_sample_grads_line();
     test_plan_reports();
     check_dir("single", 0);
     check_dir("sweep_seq", 0);

@@ -103,6 +103,22 @@ size_t tu_image_count_color_in(const tu_image *img, dpplot_rgb c, int tol, doubl
     return n;
 }
 
+int tu_image_diff_columns(const tu_image *a, const tu_image *b, double y0, double y1) {
+    if (a->w != b->w || a->h != b->h) return -1;
+    int n = 0;
+    for (int x = 0; x < a->w; x++) {
+        int differs = 0;
+        for (int y = (int)(y0 * a->h); y < (int)(y1 * a->h) && !differs; y++) {
+            int ra, ga, ba, rb, gb, bb;
+            pixel(a, x, y, &ra, &ga, &ba);
+            pixel(b, x, y, &rb, &gb, &bb);
+            differs = abs(ra - rb) > 2 || abs(ga - gb) > 2 || abs(ba - bb) > 2;
+        }
+        n += differs;
+    }
+    return n;
+}
+
 void tu_check_chart(const char *path, int width, int height, const char *const *methods, size_t n_methods,
                     size_t min_pixels) {
     tu_image *img = tu_image_load(path);

@@ -31,6 +31,10 @@ size_t tu_image_count_color(const tu_image *img, dpplot_rgb c, int tol);
 /* The same within the rectangle (fractions of width/height). */
 size_t tu_image_count_color_in(const tu_image *img, dpplot_rgb c, int tol, double x0, double y0, double x1, double y1);
 
+/* Number of pixel columns where a and b differ (by more than 2 in a channel) between rows y0 and
+ * y1 (fractions of the height); -1 when their sizes differ. */
+int tu_image_diff_columns(const tu_image *a, const tu_image *b, double y0, double y1);
+
 /* Checks a rendered chart: exists, has the expected size, a non-blank plot area, and each of
  * the named methods' colours (at least min_pixels pixels of each). */
 void tu_check_chart(const char *path, int width, int height, const char *const *methods, size_t n_methods,
