@@ -79,6 +79,8 @@ typedef struct {
     char *message; /* "message" (NULL when absent) */
     int predicted; /* 1: plan backend estimate */
     int calibrated; /* 1: its times are a calibrated estimate (timing.estimate.method "calibrated: ..."), 0: roofline */
+    int loaded;          /* 1: taken on a loaded machine (environment.host_load.loaded) */
+    double others_share; /* environment.host_load.others_share: the CPUs other processes kept busy, NaN when absent */
 
     int has_peak;                                      /* peak_bytes is known */
     double peak_bytes, reserved_peak_bytes, end_bytes; /* reserved/end: NaN when absent */

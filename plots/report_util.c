@@ -188,6 +188,24 @@ void dpplot_report_fixed_config(const dpplot_result *const *items, size_t n, cha
     common_pieces(items, n, buf, len);
 }
 
+void dpplot_report_load_note(const dpplot_result *const *items, size_t n, char *buf, size_t len) {
+    buf[0] = '\0';
+    size_t measured = 0, loaded = 0;
+    double worst = NAN;
+    for (size_t i = 0; i < n; i++) {
+        if (items[i]->predicted) continue;
+        measured++;
+        if (!items[i]->loaded) continue;
+        loaded++;
+        if (isfinite(items[i]->others_share) && !(worst >= items[i]->others_share)) worst = items[i]->others_share;
+    }
+    if (loaded == 0) return;
+    char share[64] = "";
+    if (isfinite(worst)) snprintf(share, sizeof share, " (other processes kept up to %.0f%% of the CPUs busy)", 100 * worst);
+    snprintf(buf, len, "%zu of %zu measured run%s taken on a loaded machine%s", loaded, measured, measured == 1 ? "" : "s",
+             share);
+}
+
 void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len) {
     buf[0] = '\0';
     if (sel->context) {
@@ -199,6 +217,9 @@ void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len) {
     int predicted = 0;
     for (size_t i = 0; i < sel->n; i++) predicted |= sel->items[i]->predicted;
     if (predicted) append(buf, len, "hollow markers: plan-backend estimates");
+    char load[160];
+    dpplot_report_load_note(sel->items, sel->n, load, sizeof load);
+    if (load[0]) append(buf, len, load);
 }
 
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i) {

@@ -44,6 +44,9 @@ void dpplot_report_context_of(const dpplot_result *r, char *buf, size_t len);
  * fine-tuning, optimizer, distributed strategy, device, joined by " · "): what each has alike
  * and its sweep does not vary. */
 void dpplot_report_fixed_config(const dpplot_result *const *items, size_t n, char *buf, size_t len);
+/* "2 of 5 measured runs taken on a loaded machine (other processes kept up to 63% of the CPUs
+ * busy)": the measured items[0..n) whose environment.host_load says loaded; "" when none. */
+void dpplot_report_load_note(const dpplot_result *const *items, size_t n, char *buf, size_t len);
 /* Chart label of item i: its method when methods in sel are unique, else its experiment. */
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i);
 /* Note listing results of sel left out of a chart (not ok, or lacking data), e.g.

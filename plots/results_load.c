@@ -834,6 +834,9 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
     r->predicted = cJSON_IsTrue(pred);
     const char *how = r->predicted ? string_at(rd, root, DPR_ESTIMATE_METHOD) : NULL;
     r->calibrated = how && strncmp(how, "calibrated", 10) == 0;
+    r->loaded = cJSON_IsTrue(field_at(rd, root, DPR_ENVIRONMENT_HOST_LOAD_LOADED, NULL, AS_BOOLEAN));
+    r->others_share = NAN;
+    if (number_at(rd, root, DPR_ENVIRONMENT_HOST_LOAD_OTHERS_SHARE, NULL, &v) == 1) r->others_share = v;
     if (!r->experiment || !r->method || (msg && !r->message)) return -1;
 
     read_memory(rd, root, r);

@@ -305,6 +305,20 @@ static void fixed_config(const dpplot_results *rs, char *buf, size_t len) {
 
 #define CONFIG_LABEL "Configuration (every run): "
 
+/* The load note of the runs in the table ("" when none was taken on a loaded machine). */
+static void load_note(const dpplot_results *rs, char *buf, size_t len) {
+    buf[0] = '\0';
+    const dpplot_result **items = rs->n ? malloc(rs->n * sizeof *items) : NULL;
+    if (!items) return;
+    size_t n = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        if (in_table(&rs->items[i])) items[n++] = &rs->items[i];
+    dpplot_report_load_note(items, n, buf, len);
+    free(items);
+}
+
+#define LOAD_TAIL ": their times are not what the machine gives one run (environment.host_load)."
+
 int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *problems, FILE *f) {
     int fits = any_fit(rs), nw = name_width(rs, 30), width = nw + 5 * 19 + (fits ? 6 : 0);
     if (width < 100) width = 100;
@@ -340,6 +354,9 @@ int dpplot_summary_write_txt(const dpplot_results *rs, const dpplot_strlist *pro
     }
     rule(f, '=', width);
     fprintf(f, "%s\n", STEP_NOTE);
+    char load[256];
+    load_note(rs, load, sizeof load);
+    if (load[0]) fprintf(f, "Load: %s%s\n", load, LOAD_TAIL);
     int left_out = 0;
     for (size_t i = 0; i < rs->n; i++) left_out |= !in_table(&rs->items[i]);
     if (left_out) {
@@ -585,6 +602,13 @@ int dpplot_summary_write_md(const dpplot_results *rs, FILE *f) {
         fputc('\n', f);
     }
     fprintf(f, "\n%s\n", STEP_NOTE);
+    char load[256];
+    load_note(rs, load, sizeof load);
+    if (load[0]) {
+        fputs("\nLoad: ", f);
+        md_text(f, load);
+        fprintf(f, "%s\n", LOAD_TAIL);
+    }
     char line[1024];
     fixed_config(rs, line, sizeof line);
     if (line[0]) {

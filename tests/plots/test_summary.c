@@ -364,8 +364,54 @@ static void test_per_sample_grads_line(void) {
     free(txt);
 }
 
+/* Issue 38.2: a run taken on a loaded machine (environment.host_load.loaded) is said so in
+ * summary.txt and .md, with the share other processes took; runs on an idle one are not. */
+static void test_load_note(void) {
+    const char *dir = DPPLOT_TEST_OUT "/load_in", *out = DPPLOT_TEST_OUT "/load_out";
+    char path[1024];
+    int ok = tu_fresh_dir(dir) == 0;
+    static const char *const names[2] = {"flat", "ghost"};
+    static const char *const loads[2] = {
+        "\"host_load\": {\"wall_s\": 2.0, \"cpu_s\": 1.9, \"cores\": 2, \"others_share\": 0.63, \"loaded\": true},",
+        "\"host_load\": {\"wall_s\": 2.0, \"cpu_s\": 1.9, \"cores\": 2, \"others_share\": 0.02, \"loaded\": false},"};
+    for (int i = 0; i < 2 && ok; i++) {
+        snprintf(path, sizeof path, "%s/%s.json", DPPLOT_FIXTURES "/single", names[i]);
+        char *text = tu_read_file(path);
+        char *env = text ? strstr(text, "\"environment\": {") : NULL;
+        snprintf(path, sizeof path, "%s/%s.json", dir, names[i]);
+        FILE *f = env ? fopen(path, "w") : NULL;
+        if (f) {
+            size_t head = (size_t)(env - text) + strlen("\"environment\": {");
+            ok = fwrite(text, 1, head, f) == head && fputs(loads[i], f) >= 0 && fputs(text + head, f) >= 0;
+            ok &= fclose(f) == 0;
+        } else {
+            ok = 0;
+        }
+        free(text);
+    }
+    if (!tu_check(ok, "load: fixtures written")) return;
+    char err[1024];
+    tu_check(dpplot_render_dir(dir, out, NULL, err, sizeof err) == 0, "load: render: %s", err);
+    static const char *const want =
+        "1 of 2 measured runs taken on a loaded machine (other processes kept up to 63% of the CPUs busy): "
+        "their times are not what the machine gives one run (environment.host_load).";
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/summary.%s", out, k ? "md" : "txt");
+        char *txt = tu_read_file(path);
+        tu_check(txt && strstr(txt, want), "load: summary.%s says one run was taken on a loaded machine",
+                 k ? "md" : "txt");
+        free(txt);
+    }
+    /* the fixtures themselves, without host_load: no such line */
+    snprintf(path, sizeof path, "%s/summary_single/summary.txt", DPPLOT_TEST_OUT);
+    char *plain = tu_read_file(path);
+    tu_check(!plain || !strstr(plain, "loaded machine"), "load: no note for runs that do not say so");
+    free(plain);
+}
+
 int main(void) {
     test_per_sample_grads_line();
+    test_load_note();
     test_plan_reports();
     check_dir("single", 0);
     check_dir("sweep_seq", 0);
