@@ -314,7 +314,8 @@ end
 -- distributed = {strategy=, world_size=, rank=} (dpprof.dist.KEYS): checked and completed in place
 -- (world_size: the launched world's when not given; rank: the plan device's simulated rank, 0 by
 -- default). What cannot run is refused (exit 2), naming the key: an unknown strategy, one not
--- implemented yet, a world size that does not divide the batch or differs from the launched one.
+-- implemented yet, a world size that differs from the launched one. A fixed batch that the world
+-- size does not divide is sliced unevenly, as Poisson batches are (rank_batch).
 -- `recorded`: true for a result's record (the launched world is not this process's); "launch" for
 -- a configuration launched elsewhere with its own world_size ranks (a Slurm sweep's N-task point):
 -- checked as a run, less the comparison with this process's world.
@@ -366,19 +367,16 @@ local function check_distributed(c, recorded)
       refuse(".rank %d is not a rank of a world of %d", d.rank, d.world_size)
     end
   end
-  local batch = c.model.batch or 1
-  if not c.dp.poisson and batch % d.world_size ~= 0 then
-    refuse(".world_size %d does not divide the batch of %d (model.batch): each rank holds batch / world_size samples",
-           d.world_size, batch)
-  end
 end
 
--- The samples one rank holds of a fixed logical batch (the whole batch without `distributed`, or
--- with Poisson sampling, whose slices vary).
+-- The most samples a rank holds of a fixed logical batch (the whole batch without `distributed`,
+-- or with Poisson sampling, whose slices vary): rank r holds samples floor(n r / N) to
+-- floor(n (r + 1) / N) - 1 of the n (the engine's slice, as Poisson batches are sliced), so
+-- ceil(n / N) at most when N does not divide n.
 local function rank_batch(c, logical)
   local d = c.distributed
   if not d or c.dp.poisson then return logical end
-  return logical // d.world_size
+  return (logical + d.world_size - 1) // d.world_size
 end
 
 -- The physical batches of a logical batch of `logical` samples: the batch the model is built with
