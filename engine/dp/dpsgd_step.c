@@ -156,9 +156,6 @@ int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy) {
                             "for %s)",
                             (long long)dp_model_config_of(dp->model)->parts_world,
                             (long long)dp_model_config_of(dp->model)->parts_rank, dp_dist_strategy_name(strategy));
-    if (!dp->cfg.poisson && dp->cfg.expected_batch_size % comm->world_size != 0)
-        return dp_error_set(DP_EINVAL, "distributed.world_size: %d ranks do not divide the batch of %lld",
-                            comm->world_size, (long long)dp->cfg.expected_batch_size);
     if (dp->strategy == DP_DIST_ZERO2) dpsgd_shard_clear(dp);
     if (dp->strategy == DP_DIST_FSDP) dpsgd_fsdp_clear(dp);
     dp->comm = comm;

@@ -121,8 +121,13 @@ int dp_data_from_file(dp_tensor *inputs, dp_tensor *targets, const char *path, d
     return dp_data_from_file_at(inputs, targets, path, dt, vocab, seed, step, 0);
 }
 
-int dp_data_from_file_at(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
-                         uint64_t seed, uint64_t step, int64_t first) {
+/* Windows of T + 1 tokens of the token file at path: sample b's at the token offset start(b, n)
+ * gives for the file's n tokens (random or in order). On the plan device the file is checked, not
+ * read. */
+typedef int64_t (*window_start_fn)(int64_t b, int64_t n, int64_t T, const void *how);
+
+static int file_windows(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                        window_start_fn start_of, const void *how) {
     const char *fn = "batch";
     DP_TRY(check_pair(inputs, targets, vocab, fn));
     const int64_t B = inputs->shape[0], T = inputs->shape[1];
@@ -148,17 +153,44 @@ int dp_data_from_file_at(dp_tensor *inputs, dp_tensor *targets, const char *path
     }
     int32_t *tokens = NULL, *stage = NULL;
     if (rc == DP_OK) rc = host_buffers(B, T, &tokens, &stage, fn);
-    for (int64_t b = 0; b < B && rc == DP_OK; b++) {
-        dp_philox_out o = dp_philox4x32(seed, step, (uint64_t)(first + b));
-        uint64_t bits = (uint64_t)o.v[0] | (uint64_t)o.v[1] << 32;
-        int64_t start = (int64_t)(bits % (uint64_t)(n - T));
-        rc = read_window(f, path, w, start, T + 1, vocab, tokens + b * (T + 1));
-    }
+    for (int64_t b = 0; b < B && rc == DP_OK; b++)
+        rc = read_window(f, path, w, start_of(b, n, T, how), T + 1, vocab, tokens + b * (T + 1));
     fclose(f);
     if (rc == DP_OK) rc = upload(inputs, targets, tokens, stage);
     free(tokens);
     free(stage);
     return rc;
+}
+
+typedef struct random_windows {
+    uint64_t seed, step;
+    int64_t first;
+} random_windows;
+
+/* sample b of (seed, step): 64 random bits of Philox block first + b, mod (n - T) */
+static int64_t random_start(int64_t b, int64_t n, int64_t T, const void *how) {
+    const random_windows *r = how;
+    dp_philox_out o = dp_philox4x32(r->seed, r->step, (uint64_t)(r->first + b));
+    uint64_t bits = (uint64_t)o.v[0] | (uint64_t)o.v[1] << 32;
+    return (int64_t)(bits % (uint64_t)(n - T));
+}
+
+/* window first + b of the file in order: (w mod floor((n - 1) / T)) * T */
+static int64_t sequential_start(int64_t b, int64_t n, int64_t T, const void *how) {
+    uint64_t w = (uint64_t) * (const int64_t *)how + (uint64_t)b, whole = (uint64_t)((n - 1) / T);
+    return (int64_t)(w % whole) * T;
+}
+
+int dp_data_from_file_at(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                         uint64_t seed, uint64_t step, int64_t first) {
+    random_windows how = {seed, step, first};
+    return file_windows(inputs, targets, path, dt, vocab, random_start, &how);
+}
+
+int dp_data_from_file_seq(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                          int64_t first) {
+    if (first < 0) return dp_error_set(DP_EINVAL, "batch: the first window %lld must be >= 0", (long long)first);
+    return file_windows(inputs, targets, path, dt, vocab, sequential_start, &first);
 }
 
 /* ---- padded batches ------------------------------------------------------------------------- */
@@ -241,6 +273,31 @@ int dp_data_file_padded(dp_tensor *inputs, dp_tensor *targets, const char *path,
         rc = read_window(f, path, w, starts[b], lengths[b] + 1, vocab, tokens + b * (T + 1));
     fclose(f);
     if (rc == DP_OK) rc = upload_padded(inputs, targets, tokens, stage, lengths);
+    free(tokens);
+    free(stage);
+    return rc;
+}
+
+int dp_data_tokens_padded(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, const int64_t *ids,
+                          const int64_t *offsets, const int64_t *lengths) {
+    const char *fn = "batch";
+    DP_TRY(check_pair(inputs, targets, vocab, fn));
+    DP_TRY(check_lengths(inputs, lengths, fn));
+    const int64_t B = inputs->shape[0], T = inputs->shape[1];
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j <= lengths[b]; j++) {
+            int64_t id = ids[offsets[b] + j];
+            if (id < 0 || id >= vocab)
+                return dp_error_set(DP_EINVAL,
+                                    "batch: sample %lld's token %lld is %lld, outside the vocabulary [0, %lld)",
+                                    (long long)b, (long long)j, (long long)id, (long long)vocab);
+        }
+    if (inputs->dev->kind == DP_DEV_PLAN) return plan_upload(inputs);
+    int32_t *tokens, *stage;
+    DP_TRY(host_buffers(B, T, &tokens, &stage, fn));
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t j = 0; j <= lengths[b]; j++) tokens[b * (T + 1) + j] = (int32_t)ids[offsets[b] + j];
+    int rc = upload_padded(inputs, targets, tokens, stage, lengths);
     free(tokens);
     free(stage);
     return rc;

@@ -51,6 +51,13 @@ int dp_data_synthetic_padded(dp_tensor *inputs, dp_tensor *targets, int64_t voca
 int dp_data_file_padded(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
                         const int64_t *starts, const int64_t *lengths);
 
+/* Given samples: sample b is the lengths[b] + 1 ids ids[offsets[b]] .. ids[offsets[b] + lengths[b]]
+ * (host memory), its inputs the first lengths[b] and its targets the next (data = {tokens = ...}).
+ * Checked on every device, the plan's included: DP_EINVAL for an id outside [0, vocab) (naming the
+ * sample and the position) or a length outside [1, T]. */
+int dp_data_tokens_padded(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, const int64_t *ids,
+                          const int64_t *offsets, const int64_t *lengths);
+
 /* The documents of a token file: each run of tokens ended by the id eos (the eos included, so
  * the model learns to end a document) is one sample, as is a last run without one. A document of
  * n tokens is a sample of length n - 1 (its windows' inputs and targets); a document of one token
@@ -79,6 +86,14 @@ int dp_data_synthetic_at(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, u
                          int64_t first);
 int dp_data_from_file_at(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
                          uint64_t seed, uint64_t step, int64_t first);
+
+/* A token file read in order (data = {file =, order = "sequential"}): of a file of n tokens, whose
+ * M = floor((n - 1) / T) whole windows of T + 1 tokens start at 0, T, 2T, ..., sample b is window
+ * w = first + b, the T + 1 tokens starting at token (w mod M) * T (inputs the first T, targets the
+ * next T: consecutive windows share one token, as a reader that steps by T shares it). DP_EIO,
+ * DP_EINVAL as dp_data_from_file. */
+int dp_data_from_file_seq(dp_tensor *inputs, dp_tensor *targets, const char *path, dp_token_dtype dt, int64_t vocab,
+                          int64_t first);
 
 /* A batch owned by C code (Lua holds its tensors in userdata instead). */
 typedef struct dp_batch {

@@ -525,13 +525,60 @@ static int64_t *opt_int_list(lua_State *L, int idx, const char *fname, const cha
     return out;
 }
 
-/* dpprof.batch{model=, size=, seed=0, step=0, first=0, file=, file_dtype="uint16"} (first: the
- * global index of the batch's first sample, a rank's slice of a distributed logical batch), or a
- * padded batch of samples of their own lengths: dpprof.batch{model=, lengths={l1, ...}, padded=T,
- * seed=, samples={ids...} | file=, file_dtype=, starts={token offsets}} (data.h) */
+/* The given samples' ids, tokens = {{id, ...}, ...} at idx (B lists): into a malloc'd-by-Lua array
+ * with each sample's offset; lengths[b] (when given: at most its ids less one, the first
+ * lengths[b] + 1 ids taken) or else its ids less one. Raises naming the sample. */
+static int64_t *token_lists(lua_State *L, int idx, const char *fname, int64_t B, int64_t **offsets, int64_t *lengths,
+                            int given) {
+    int64_t total = 0;
+    for (int64_t b = 0; b < B; b++) {
+        if (lua_rawgeti(L, idx, b + 1) != LUA_TTABLE)
+            luaL_error(L, "%s: tokens[%d] must be a list of token ids (got %s)", fname, (int)(b + 1),
+                       luaL_typename(L, -1));
+        int64_t n = (int64_t)luaL_len(L, -1);
+        lua_pop(L, 1);
+        if (n < 2)
+            luaL_error(L,
+                       "%s: tokens[%d] holds %d id(s): a sample needs at least 2 (its inputs and the next-token "
+                       "targets)",
+                       fname, (int)(b + 1), (int)n);
+        if (given && lengths[b] > n - 1)
+            luaL_error(L, "%s: lengths[%d] is %d but tokens[%d] holds %d ids (at most %d positions)", fname,
+                       (int)(b + 1), (int)lengths[b], (int)(b + 1), (int)n, (int)(n - 1));
+        if (!given) lengths[b] = n - 1;
+        total += lengths[b] + 1;
+    }
+    int64_t *ids = lua_newuserdatauv(L, (size_t)total * sizeof *ids, 0); /* freed with the stack */
+    *offsets = lua_newuserdatauv(L, (size_t)B * sizeof **offsets, 0);
+    int64_t at = 0;
+    for (int64_t b = 0; b < B; b++) {
+        (*offsets)[b] = at;
+        lua_rawgeti(L, idx, b + 1);
+        for (int64_t j = 0; j <= lengths[b]; j++) {
+            lua_rawgeti(L, -1, j + 1);
+            int ok;
+            lua_Integer v = lua_tointegerx(L, -1, &ok);
+            if (!ok)
+                luaL_error(L, "%s: tokens[%d][%d] must be an integer token id (got %s)", fname, (int)(b + 1),
+                           (int)(j + 1), luaL_typename(L, -1));
+            ids[at++] = (int64_t)v;
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+    }
+    return ids;
+}
+
+/* dpprof.batch{model=, size=, seed=0, step=0, first=0, file=, file_dtype="uint16",
+ * order="random"|"sequential"} (first: the global index of the batch's first sample, a rank's
+ * slice of a distributed logical batch; with order = "sequential" the index of its first window
+ * of the file read in order, no step), or a padded batch of samples of their own lengths:
+ * dpprof.batch{model=, lengths={l1, ...}, padded=T, seed=, samples={ids...} | file=, file_dtype=,
+ * starts={token offsets} | tokens={{id, ...}, ...}} (data.h; with tokens, lengths may be left out:
+ * each sample's ids less one) */
 static int l_batch(lua_State *L) {
-    static const char *const keys[] = {"model",   "size",   "seed",    "step",   "file", "file_dtype",
-                                       "lengths", "padded", "samples", "starts", "first", NULL};
+    static const char *const keys[] = {"model",  "size",    "seed",   "step",  "file",   "file_dtype", "lengths",
+                                       "padded", "samples", "starts", "first", "tokens", "order",      NULL};
     const char *fname = "dpprof.batch";
     luaL_checktype(L, 1, LUA_TTABLE);
     dpl_check_keys(L, 1, fname, keys);
@@ -543,6 +590,35 @@ static int l_batch(lua_State *L) {
     const dp_model_config *cfg = dp_model_config_of(m);
     int64_t nl = 0;
     int64_t *lengths = opt_int_list(L, 1, fname, "lengths", &nl, cfg->batch);
+    int64_t *ids = NULL, *offsets = NULL; /* tokens = {...}: the given samples */
+    int from_tokens = 0;                  /* the lengths are the token lists' */
+    lua_getfield(L, 1, "tokens");
+    if (!lua_isnil(L, -1)) {
+        int tk = lua_gettop(L);
+        if (!lua_istable(L, tk))
+            luaL_error(L, "%s: 'tokens' must be a list of samples, each a list of token ids", fname);
+        int64_t nt = (int64_t)luaL_len(L, tk);
+        if (nt < 1 || nt > cfg->batch)
+            luaL_error(L, "%s: 'tokens' must list 1 to %d samples (the model's batch; got %d)", fname, (int)cfg->batch,
+                       (int)nt);
+        if (lengths && nl != nt) luaL_error(L, "%s: 'tokens' lists %d samples, 'lengths' %d", fname, (int)nt, (int)nl);
+        static const char *const apart[] = {"file", "samples", "starts", "order", NULL};
+        for (int k = 0; apart[k]; k++) {
+            lua_getfield(L, 1, apart[k]);
+            if (!lua_isnil(L, -1))
+                luaL_error(L, "%s: 'tokens' gives the samples' ids; '%s' gives them too (give one)", fname, apart[k]);
+            lua_pop(L, 1);
+        }
+        int given = lengths != NULL;
+        if (!given) {
+            lengths = lua_newuserdatauv(L, (size_t)nt * sizeof *lengths, 0);
+            nl = nt;
+            from_tokens = 1;
+        }
+        ids = token_lists(L, tk, fname, nt, &offsets, lengths, given);
+    } else {
+        lua_pop(L, 1);
+    }
     int64_t B = dpl_opt_int_field(L, 1, fname, "size", lengths ? nl : cfg->batch);
     if (B < 1 || B > cfg->batch)
         luaL_error(L, "%s: 'size' (%d) must be between 1 and the model's batch (%d)", fname, (int)B, (int)cfg->batch);
@@ -560,10 +636,31 @@ static int l_batch(lua_State *L) {
     if (fdt && !file) luaL_error(L, "%s: 'file_dtype' needs 'file'", fname);
     if (fdt && dp_token_dtype_parse(fdt, &tdt) != 0)
         luaL_error(L, "%s: unknown file_dtype '%s' (valid: uint16, uint32)", fname, fdt);
+    const char *order = dpl_opt_str_field(L, 1, fname, "order", "random");
+    int sequential = strcmp(order, "sequential") == 0;
+    if (!sequential && strcmp(order, "random") != 0)
+        luaL_error(L, "%s: unknown order '%s' (valid: random, sequential)", fname, order);
+    if (sequential && (!file || lengths))
+        luaL_error(L, "%s: order = \"sequential\" reads windows of seq_len of 'file' in order (%s)", fname,
+                   file ? "not a padded batch: leave 'lengths' out" : "give 'file'");
+    if (sequential) {
+        lua_getfield(L, 1, "step");
+        if (!lua_isnil(L, -1))
+            luaL_error(L,
+                       "%s: order = \"sequential\" takes no 'step': 'first' is the index of the batch's first "
+                       "window of the file",
+                       fname);
+        lua_pop(L, 1);
+    }
     int64_t T = cfg->seq_len, *samples = NULL, *starts = NULL;
     if (lengths) {
         int64_t longest = 0;
         for (int64_t b = 0; b < B; b++) {
+            if (from_tokens && lengths[b] > cfg->seq_len)
+                luaL_error(L,
+                           "%s: tokens[%d] holds %d ids, %d positions: more than the model's seq_len %d (give "
+                           "lengths to cut it)",
+                           fname, (int)(b + 1), (int)(lengths[b] + 1), (int)lengths[b], (int)cfg->seq_len);
             if (lengths[b] < 1 || lengths[b] > cfg->seq_len)
                 luaL_error(L, "%s: lengths[%d] is %d, outside [1, %d] (the model's seq_len)", fname, (int)(b + 1),
                            (int)lengths[b], (int)cfg->seq_len);
@@ -574,7 +671,9 @@ static int l_batch(lua_State *L) {
             luaL_error(L, "%s: 'padded' (%d) must be from the longest sample (%d) to seq_len (%d)", fname, (int)T,
                        (int)longest, (int)cfg->seq_len);
         int64_t n = B;
-        if (file) {
+        if (ids) {
+            /* the given samples: their ids */
+        } else if (file) {
             starts = opt_int_list(L, 1, fname, "starts", &n, cfg->batch);
             if (!starts) luaL_error(L, "%s: a padded batch from 'file' needs 'starts' (its documents' offsets)", fname);
         } else {
@@ -593,11 +692,10 @@ static int l_batch(lua_State *L) {
     char what[96];
     snprintf(what, sizeof what, "the inputs and targets (2 x %lld x %lld i32)", (long long)B, (long long)T);
     check_fits(L, dev, 2 * (uint64_t)B * (uint64_t)T * 4u, fname, what);
-    int64_t *ids = NULL;
-    if (lengths && !file && !samples) { /* samples 0..B-1 */
-        ids = lua_newuserdatauv(L, (size_t)B * sizeof *ids, 0);
-        for (int64_t b = 0; b < B; b++) ids[b] = b;
-        samples = ids;
+    if (lengths && !file && !samples && !ids) { /* samples 0..B-1 */
+        int64_t *first_ids = lua_newuserdatauv(L, (size_t)B * sizeof *first_ids, 0);
+        for (int64_t b = 0; b < B; b++) first_ids[b] = b;
+        samples = first_ids;
     }
     lua_createtable(L, 0, 4);
     dp_tensor *in = dpl_push_new_tensor(L, dev, DP_I32, 2, shape, DP_CAT_INPUTS);
@@ -609,9 +707,13 @@ static int l_batch(lua_State *L) {
     lua_pushinteger(L, T);
     lua_setfield(L, -2, "padded");
     int rc;
-    if (lengths)
+    if (ids)
+        rc = dp_data_tokens_padded(in, tg, cfg->vocab, ids, offsets, lengths);
+    else if (lengths)
         rc = file ? dp_data_file_padded(in, tg, file, tdt, cfg->vocab, starts, lengths)
                   : dp_data_synthetic_padded(in, tg, cfg->vocab, seed, samples, lengths);
+    else if (sequential)
+        rc = dp_data_from_file_seq(in, tg, file, tdt, cfg->vocab, first);
     else
         rc = file ? dp_data_from_file_at(in, tg, file, tdt, cfg->vocab, seed, step, first)
                   : dp_data_synthetic_at(in, tg, cfg->vocab, seed, step, first);

@@ -367,10 +367,11 @@ not fit.
   physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
   optimizer=adamw|sgd         (default adamw)
   world_size=N strategy=S     plan one rank (rank 0) of N data-parallel ranks: batch= is the
-                              global batch (N must divide it), each rank holding batch / N;
-                              without batch=, N x the model's batch (each rank holds the
-                              preset's B: one sample for large); vary=batch searches the
-                              global batch by N (lo=, granularity= default N);
+                              global batch, each rank holding its slice (batch / N, or
+                              one sample apart where N does not divide it); without batch=,
+                              N x the model's batch (each rank holds the preset's B: one
+                              sample for large); vary=batch searches the global batch by N
+                              (lo=, granularity= default N);
                               S: ddp (default), zero2 (gradients and optimizer states
                               sharded) or fsdp (parameters too, LoRA's frozen base included)
   checkpoint=S[,S...]         activation checkpointing settings to search with, each its own row:

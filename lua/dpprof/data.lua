@@ -14,6 +14,15 @@
 --                                                          a token file; with eos each document is a
 --                                                          sample (the engine reads it; this module
 --                                                          only checks the keys)
+--   data = { file = "F", order = "random"|"sequential" }  a token file without eos: windows of seq_len + 1
+--                                                          tokens at random offsets (default), or in file
+--                                                          order: row r of the run's k-th window overall
+--                                                          (k = the windows earlier steps took + r, from 0;
+--                                                          s * batch + r for a fixed batch) starts at token
+--                                                          (k mod floor((n - 1) / seq_len)) * seq_len
+--   data = { tokens = { {id, id, ...}, ... } }            the samples' token ids: each list one sample of
+--                                                          its ids less one positions (inputs its ids but
+--                                                          the last, targets the next ids), at least 2 ids
 --   and with any of them:
 --     pad_to = N           a physical batch is padded to its longest sample rounded up to a multiple
 --                          of N (as tokenizers' pad_to_multiple_of); default 1
@@ -23,7 +32,7 @@
 --     too_long = "cut" | "error"   a sample longer than seq_len is cut to seq_len and counted
 --                          (default), or refused naming the sample
 --
---   data.KEYS, data.SOURCES, data.KINDS, data.TOO_LONG       the grammar, declared once
+--   data.KEYS, data.SOURCES, data.KINDS, data.TOO_LONG, data.ORDERS   the grammar, declared once
 --   data.check(spec)                  -> the checked copy with defaults, and the key giving the samples
 --                                        (nil when none does); raises a refusal naming the key
 --   data.lengths(spec, {seq_len=, dataset_size=, seed=})
@@ -45,10 +54,11 @@ local dp = require("dpprof")
 
 local data = {}
 
-data.SOURCES = { "lengths", "lengths_file", "length_distribution", "file" }
-data.KEYS = { "file", "file_dtype", "eos", "lengths", "lengths_file", "length_distribution", "pad_to",
-              "group_by_length", "too_long" }
+data.SOURCES = { "lengths", "lengths_file", "length_distribution", "file", "tokens" }
+data.KEYS = { "file", "file_dtype", "eos", "order", "tokens", "lengths", "lengths_file", "length_distribution",
+              "pad_to", "group_by_length", "too_long" }
 data.FILE_DTYPES = { "uint16", "uint32" }
+data.ORDERS = { "random", "sequential" }
 data.TOO_LONG = { "cut", "error" }
 -- Per kind of length_distribution: its keys.
 data.KINDS = {
@@ -149,6 +159,39 @@ function data.check(spec)
     end
     out.lengths = l
   end
+  if spec.tokens ~= nil then
+    local t = spec.tokens
+    if type(t) ~= "table" then refuse("data.tokens must be a list of samples, each a list of token ids, got %s", type(t)) end
+    local n = #t
+    for k in pairs(t) do
+      if math.type(k) ~= "integer" or k < 1 or k > n then
+        refuse("data.tokens must be a list (keys 1..n), it has the key '%s'", tostring(k))
+      end
+    end
+    if n == 0 then refuse("data.tokens is empty: a data set needs at least one sample") end
+    local out_t = {}
+    for i, ids in ipairs(t) do
+      if type(ids) ~= "table" then refuse("data.tokens[%d] must be a list of token ids, got %s", i, type(ids)) end
+      local m = #ids
+      for k in pairs(ids) do
+        if math.type(k) ~= "integer" or k < 1 or k > m then
+          refuse("data.tokens[%d] must be a list (keys 1..n), it has the key '%s'", i, tostring(k))
+        end
+      end
+      if m < 2 then
+        refuse("data.tokens[%d] holds %d id(s): a sample needs at least 2 (its inputs and the next-token targets)", i, m)
+      end
+      local copy_ids = {}
+      for j, v in ipairs(ids) do
+        if not is_int(v) or v < 0 then
+          refuse("data.tokens[%d][%d] is %s, not a token id (an integer >= 0)", i, j, tostring(v))
+        end
+        copy_ids[j] = math.tointeger(v)
+      end
+      out_t[i] = copy_ids
+    end
+    out.tokens = out_t
+  end
   if spec.lengths_file ~= nil then
     if type(spec.lengths_file) ~= "string" or spec.lengths_file == "" then
       refuse("data.lengths_file must be a file name, got %s", tostring(spec.lengths_file))
@@ -171,6 +214,17 @@ function data.check(spec)
     if spec.file == nil then refuse("data.eos is given without data.file (the token file whose documents it ends)") end
     if not is_int(spec.eos) or spec.eos < 0 then refuse("data.eos must be a token id (an integer >= 0), got %s", tostring(spec.eos)) end
     out.eos = math.tointeger(spec.eos)
+  end
+  if spec.order ~= nil then
+    if spec.file == nil then refuse("data.order is given without data.file (the token file it reads)") end
+    if not contains(data.ORDERS, spec.order) then
+      refuse("data.order '%s' is unknown (valid: %s)", tostring(spec.order), table.concat(data.ORDERS, ", "))
+    end
+    if spec.eos ~= nil and spec.order ~= "random" then
+      refuse("data.order applies to windows of a token file without eos (its documents are samples, a fixed batch "
+             .. "takes them in order)")
+    end
+    out.order = spec.order
   end
   out.pad_to = spec.pad_to == nil and 1 or positive_int(spec.pad_to, "data.pad_to")
   if spec.group_by_length ~= nil and type(spec.group_by_length) ~= "boolean" then
@@ -281,8 +335,8 @@ end
 
 -- The samples' lengths of a data spec, each at most seq_len (opts.seq_len; cut or refused as
 -- too_long says), and {cut = samples cut, longest = the longest before cutting, source = the key}.
--- A distribution draws opts.dataset_size lengths with opts.seed (default 0). A token file's
--- lengths are the engine's to read: refused here.
+-- A distribution draws opts.dataset_size lengths with opts.seed (default 0); data.tokens' are each
+-- list's ids less one. A token file's lengths are the engine's to read: refused here.
 function data.lengths(spec, opts)
   opts = opts or {}
   local s, source = data.check(spec)
@@ -299,6 +353,10 @@ function data.lengths(spec, opts)
       return text and string.format("sample %d (data.lengths_file '%s' line %d)", i, s.lengths_file, lines[i])
              or string.format("sample %d (data.lengths_file '%s', uint32 at byte %d)", i, s.lengths_file, 4 * (i - 1))
     end
+  elseif s.tokens then
+    lengths = {}
+    for i, ids in ipairs(s.tokens) do lengths[i] = #ids - 1 end
+    where = function(i) return string.format("sample %d (data.tokens[%d], %d ids)", i, i, #s.tokens[i]) end
   elseif s.length_distribution then
     if opts.dataset_size == nil then refuse("data.length_distribution: dataset_size (the number of samples) is required") end
     local n = positive_int(opts.dataset_size, "dataset_size")

@@ -22,10 +22,11 @@
 -- model.batch is the global batch, of which the rank holds its slice; the gradients are summed
 -- across the ranks in the phase `comm`. On the plan device a simulated world of world_size.
 --
--- data: token windows of seq_len from a file (file=, file_dtype=), synthetic ones without; or
--- samples of their own lengths (dpprof.data's grammar: lengths=, lengths_file=,
--- length_distribution=, or file= with eos=, each document a sample; pad_to=, group_by_length=,
--- too_long=): each step's drawn samples are split into physical batches of at most
+-- data: token windows of seq_len from a file (file=, file_dtype=; order="sequential" takes them in
+-- file order, not at random offsets), synthetic ones without; or samples of their own lengths
+-- (dpprof.data's grammar: lengths=, lengths_file=, length_distribution=, tokens= (the samples' ids),
+-- or file= with eos=, each document a sample; pad_to=, group_by_length=, too_long=): each step's
+-- drawn samples are split into physical batches of at most
 -- max_physical_batch_size (Opacus's BatchMemoryManager), each padded to its longest sample with
 -- pads of target -100, and the result records steps[] and data (docs/results.md).
 --
@@ -218,9 +219,10 @@ function experiment.model_options(m, device)
 end
 
 -- The samples of a data spec that gives them their own lengths (lengths, lengths_file,
--- length_distribution, or a token file with eos: each document a sample), for a model of seq_len
--- tokens: {lengths = {...}, starts = {...} (token file: each document's offset), info = the
--- result's `data`}; nil for the fixed-length windows of before (no data, or a file without eos).
+-- length_distribution, tokens, or a token file with eos: each document a sample), for a model of
+-- seq_len tokens: {lengths = {...}, starts = {...} (token file: each document's offset), tokens =
+-- {...} (data.tokens: each sample's ids), info = the result's `data`}; nil for the fixed-length
+-- windows of before (no data, or a file without eos).
 -- Made once per configuration (the table is kept for its run). Bad input refuses (exit 2).
 local SAMPLES = setmetatable({}, { __mode = "k" })
 local function samples_of(c, seq_len, dataset_size, vocab)
@@ -254,6 +256,19 @@ local function samples_of(c, seq_len, dataset_size, vocab)
   else
     local lengths, info = data.lengths(spec, { seq_len = seq_len, dataset_size = dataset_size, seed = c.seed })
     s = { lengths = lengths, info = { source = source, samples = #lengths, cut = info.cut, longest = info.longest } }
+    if source == "tokens" then -- the samples' own ids, each cut to its length by dp.batch
+      s.tokens = spec.tokens
+      if math.type(vocab) == "integer" then
+        for i, ids in ipairs(s.tokens) do
+          for j, id in ipairs(ids) do
+            if id >= vocab then
+              dp.refuse(string.format("dpprof.experiment: data.tokens[%d][%d] is %d, outside the model's vocabulary "
+                                      .. "[0, %d)", i, j, id, vocab))
+            end
+          end
+        end
+      end
+    end
   end
   s.info.pad_to, s.info.group_by_length, s.info.too_long = spec.pad_to, spec.group_by_length, spec.too_long
   -- what splitting a step needs: the padding and grouping keys alone (dpprof.data.physical_batches
@@ -299,7 +314,8 @@ end
 -- distributed = {strategy=, world_size=, rank=} (dpprof.dist.KEYS): checked and completed in place
 -- (world_size: the launched world's when not given; rank: the plan device's simulated rank, 0 by
 -- default). What cannot run is refused (exit 2), naming the key: an unknown strategy, one not
--- implemented yet, a world size that does not divide the batch or differs from the launched one.
+-- implemented yet, a world size that differs from the launched one. A fixed batch that the world
+-- size does not divide is sliced unevenly, as Poisson batches are (rank_batch).
 -- `recorded`: true for a result's record (the launched world is not this process's); "launch" for
 -- a configuration launched elsewhere with its own world_size ranks (a Slurm sweep's N-task point):
 -- checked as a run, less the comparison with this process's world.
@@ -351,19 +367,16 @@ local function check_distributed(c, recorded)
       refuse(".rank %d is not a rank of a world of %d", d.rank, d.world_size)
     end
   end
-  local batch = c.model.batch or 1
-  if not c.dp.poisson and batch % d.world_size ~= 0 then
-    refuse(".world_size %d does not divide the batch of %d (model.batch): each rank holds batch / world_size samples",
-           d.world_size, batch)
-  end
 end
 
--- The samples one rank holds of a fixed logical batch (the whole batch without `distributed`, or
--- with Poisson sampling, whose slices vary).
+-- The most samples a rank holds of a fixed logical batch (the whole batch without `distributed`,
+-- or with Poisson sampling, whose slices vary): rank r holds samples floor(n r / N) to
+-- floor(n (r + 1) / N) - 1 of the n (the engine's slice, as Poisson batches are sliced), so
+-- ceil(n / N) at most when N does not divide n.
 local function rank_batch(c, logical)
   local d = c.distributed
   if not d or c.dp.poisson then return logical end
-  return logical // d.world_size
+  return (logical + d.world_size - 1) // d.world_size
 end
 
 -- The physical batches of a logical batch of `logical` samples: the batch the model is built with
@@ -1029,6 +1042,9 @@ function run_config(c)
   local fsdp = c.distributed and c.distributed.strategy == "fsdp"
   local function sharded(fn) if fsdp then collective(fn) else fn() end end
 
+  -- data = {file =, order = "sequential"}: the windows the steps so far took (warm-up included)
+  local sequential = type(c.data) == "table" and c.data.order == "sequential"
+  local windows_taken = 0
   -- One logical step: the physical batches through forward, backward and clip, then noise and the
   -- optimizer. i is the timed iteration (nil during warm-up); step counts all steps from 0.
   local function iteration(i, step)
@@ -1052,9 +1068,11 @@ function run_config(c)
           local id = ids[pb.order and pb.order[j] or j]
           bl[#bl + 1], pick[#pick + 1] = samples.lengths[id], id - 1
           if samples.starts then at[#at + 1] = samples.starts[id] end
+          if samples.tokens then at[#at + 1] = samples.tokens[id] end
         end
         physical_batches[#physical_batches + 1] = { size = pb.size, padded = pb.padded, lengths = bl,
-                                                    samples = pick, starts = samples.starts and at or nil }
+                                                    samples = pick, starts = samples.starts and at or nil,
+                                                    tokens = samples.tokens and at or nil }
       end
     else
       -- the step's samples in order, each physical batch the next ones (a rank: its slice's), so
@@ -1066,6 +1084,8 @@ function run_config(c)
         at = at + nb
       end
     end
+    local windows_before = windows_taken -- a file read in order: the windows the earlier steps took
+    windows_taken = windows_taken + plan.logical_size
     -- fsdp: padding physical batches after the rank's own, as many as make every rank's count the
     -- largest any rank's slice needs (each gathers every block): one ignored token each, no
     -- sample anywhere (norms, the step's record, the callbacks)
@@ -1078,8 +1098,12 @@ function run_config(c)
         batch = nil
       elseif samples then
         batch = dp.batch{ model = model, lengths = pb.lengths, padded = pb.padded, seed = c.seed,
-                          samples = not pb.starts and pb.samples or nil, starts = pb.starts,
-                          file = pb.starts and c.data.file or nil, file_dtype = pb.starts and c.data.file_dtype or nil }
+                          samples = not (pb.starts or pb.tokens) and pb.samples or nil, starts = pb.starts,
+                          tokens = pb.tokens, file = pb.starts and c.data.file or nil,
+                          file_dtype = pb.starts and c.data.file_dtype or nil }
+      elseif sequential then -- row r of the step: window windows_before + r of the file in order
+        batch = dp.batch{ model = model, size = pb.size, order = "sequential", first = windows_before + pb.first,
+                          file = c.data.file, file_dtype = c.data.file_dtype }
       else
         batch = dp.batch{ model = model, size = pb.size, seed = c.seed, step = step, first = pb.first,
                           file = c.data and c.data.file, file_dtype = c.data and c.data.file_dtype }

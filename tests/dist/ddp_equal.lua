@@ -4,7 +4,8 @@
 -- after the K = warmup + iters steps must agree to reduction-order rounding: |ddp - single| <= BOUND *
 -- max(1, |single|) element-wise, f32; so every rank holds the single process's parameters, and the
 -- ranks agree with each other; with Poisson sampling and samples of their own lengths too (fsdp
--- padding the ranks to one count of physical batches). The bf16 models hold the same bound: their GEMMs
+-- padding the ranks to one count of physical batches), and with fixed batches the world size does not
+-- divide (sliced unevenly, as Poisson batches are). The bf16 models hold the same bound: their GEMMs
 -- read the same bf16 weights in one process and in every strategy (fsdp gathers the bf16 copies of the
 -- same masters), and the gradients are f32 everywhere, so only the f32 reduction order of the gradients
 -- differs; a bf16 rounding of a master that moved by that much could flip a compute weight by one bf16
@@ -49,15 +50,19 @@ local function params_of(model) -- every parameter's numbers, one list
   return out
 end
 
+-- Also returns the samples this process held in its last step (the per-sample norms after its last
+-- clip; 0 when it held none; nil for vanilla, which has no norms).
 local function train(model, method, distributed, dpo, seed, data)
-  local vals
+  local vals, held
   local r = dp.experiment{ model = model, method = method, iters = 2, warmup = 1, device = "cpu", threads = 1,
                            optimizer = OPT,
                            snapshots = "none", dp = dpo or { noise_multiplier = 0.5 }, distributed = distributed,
                            seed = seed, data = data,
-                           on = { finished = function(ctx) vals = params_of(ctx.model) end } }
+                           on = { before_forward = function(_, _, k) if k == 1 then held = nil end end,
+                                  after_clip = function(ctx) held = ctx.priv:stats().norms and #ctx.priv:stats().norms end,
+                                  finished = function(ctx) vals = params_of(ctx.model) end } }
   if r.status ~= "ok" then error(string.format("%s %s: %s", method, distributed and "ddp" or "single", r.message)) end
-  return vals, r
+  return vals, r, method ~= "vanilla" and (held or 0) or nil
 end
 
 -- an untied head (lm_head): fsdp gathers it with the final norm, reduce-scatters their gradients after
@@ -134,20 +139,60 @@ CASES[#CASES + 1] = { "gpt", "flash_clip", { noise_multiplier = 0.5, poisson = t
 CASES[#CASES + 1] = { "llama", "ghost", { noise_multiplier = 0.5, max_physical_batch_size = 2 }, nil, nil,
                       { file = DOCS, eos = 0 } }
 
+-- a fixed batch the world size does not divide (issue 38.8): sliced as Poisson batches are, rank r
+-- holding samples floor(n r / N) .. floor(n (r + 1) / N) - 1 (np 2: 2 + 3 of 5, 1 + 2 of 3; np 4:
+-- 1 + 1 + 1 + 2 of 5, 0 + 1 + 1 + 1 of 3, rank 0's slice empty), fsdp padding the physical batch
+-- counts; windows, the samples' own ids (data.tokens) and a token file read in order
+MODELS.gpt_b5 = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 5 }
+MODELS.gpt_b3 = { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 3 }
+for _, method in ipairs({ "vanilla", "ghost", "bk", "flat", "flash_clip" }) do
+  CASES[#CASES + 1] = { "gpt_b5", method }
+end
+CASES[#CASES + 1] = { "gpt_b5", "ghost", { noise_multiplier = 0.5, max_physical_batch_size = 2 } }
+CASES[#CASES + 1] = { "gpt_b3", "vanilla" }
+CASES[#CASES + 1] = { "gpt_b3", "bk" }
+local TOKENS = {}
+for j = 1, 16 do
+  local ids = {}
+  for t = 1, (j * 3) % 8 + 2 do ids[t] = (j * 11 + t * 5) % 64 end -- 2 to 9 ids: 1 to 8 positions
+  TOKENS[j] = ids
+end
+CASES[#CASES + 1] = { "gpt_b5", "ghost", { noise_multiplier = 0.5, max_physical_batch_size = 2 }, nil, nil,
+                      { tokens = TOKENS, pad_to = 2 } }
+local SEQ = os.tmpname()
+do
+  local bytes = {}
+  for t = 1, 60 do bytes[t] = string.pack("<I2", (t * 13) % 64) end -- 7 windows of 8: wrapping within the run
+  assert(dp.write_file(SEQ, table.concat(bytes)))
+end
+CASES[#CASES + 1] = { "gpt_b5", "flat", { noise_multiplier = 0.5, max_physical_batch_size = 2 }, nil, nil,
+                      { file = SEQ, order = "sequential" } }
+do -- the slices are uneven (and at np 4 one is empty), as the cases above say
+  local s5, s3 = slices(5), slices(3)
+  assert(s5[1] ~= s5[#s5] and s3[1] ~= s3[#s3], "batches of 5 and 3 are not sliced unevenly")
+end
+
 local worst = 0
 for _, case in ipairs(CASES) do
   do
     local name, method, dpo, seed, base, data = table.unpack(case)
     local single, rs = train(MODELS[name], method, base and { strategy = base } or nil, dpo, seed, data)
     for _, strategy in ipairs(base and { "zero2", "fsdp" } or { "ddp", "zero2", "fsdp" }) do
-      local ddp, r = train(MODELS[name], method, { strategy = strategy }, dpo, seed, data)
+      local ddp, r, held = train(MODELS[name], method, { strategy = strategy }, dpo, seed, data)
+      if not (dpo and dpo.poisson) and held then -- a fixed batch: this rank held its slice
+        local want = slices(MODELS[name].batch)[rank + 1]
+        if held ~= want then
+          error(string.format("%s %s %s: rank %d held %d samples, its slice is %d", name, method, strategy, rank, held,
+                              want))
+        end
+      end
       assert(#single == #ddp and #single > 0, "parameter counts differ")
       assert(r.timing.phases_ms.comm > 0, "no time in the comm phase")
       -- the accountant counts what one process counts (a padding batch is no sample, no step)
       local pd, ps = type(r.privacy) == "table" and r.privacy or {}, type(rs.privacy) == "table" and rs.privacy or {}
       assert(pd.epsilon == ps.epsilon and pd.steps == ps.steps, "epsilon or steps differ")
-      assert(not data or (r.data and r.data.samples == (data.lengths and #data.lengths or 32)),
-             "the run did not take the data's samples")
+      local samples = data and (data.lengths and #data.lengths or data.tokens and #data.tokens or data.eos and 32)
+      assert(not samples or (r.data and r.data.samples == samples), "the run did not take the data's samples")
       for i = 1, #single do
         local d = math.abs(ddp[i] - single[i]) / math.max(1, math.abs(single[i]))
         if d > BOUND then
@@ -160,6 +205,7 @@ for _, case in ipairs(CASES) do
   end
 end
 os.remove(DOCS)
+os.remove(SEQ)
 dp.dist.barrier()
 print(string.format("rank %d of %d: every model x method equal to one process, worst relative difference %.3g (bound %g)",
                     rank, ws, worst, BOUND))

@@ -36,7 +36,7 @@ do
   check.eq(f.eos, 2, "eos kept")
   check.eq(f.pad_to, 8, "pad_to kept")
   check.eq(select(2, data.check({ pad_to = 4 })), nil, "no source")
-  check.eq(#data.KEYS, 9, "data.KEYS")
+  check.eq(#data.KEYS, 11, "data.KEYS (order and tokens, issue 38.8)")
   refused(function() data.check({ lenghts = { 1 } }) end, { "unknown key 'lenghts' in data", table.concat(data.KEYS, ", ") },
           "a misspelt key")
   refused(function() data.check({ lengths = { 1 }, lengths_file = "x" }) end, { "not lengths and lengths_file" }, "two sources")

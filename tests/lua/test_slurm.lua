@@ -439,9 +439,9 @@ dp.sweep{ base = { device = "cpu", method = "ghost", distributed = dp.args.rank 
                    model = { arch = "gpt", vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 8, batch = 4 } },
           vary = { world_size = { dp.args.ws } }, out = dp.args.out, backend = "slurm" }
 ]])
-code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/bad3 ws=3", exe, root, root))
-check.eq(code, 2, "world_size 3 of a batch of 4: " .. text)
-check.truthy(text:find("point world_size=3: dpprof.experiment: distributed.world_size 3 does not divide the batch of 4",
+code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/bad3 ws=0", exe, root, root))
+check.eq(code, 2, "world_size 0: " .. text)
+check.truthy(text:find("point world_size=0: dpprof.experiment: distributed.world_size must be at least 1, got 0",
                        1, true), text)
 code, text = sh(string.format("%s sweep submit %s/bad_dist.lua out=%s/bad_rank ws=2 rank=1", exe, root, root))
 check.eq(code, 2, "a rank on a real device: " .. text)
