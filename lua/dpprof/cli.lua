@@ -366,7 +366,8 @@ not fit.
                               gate_proj, up_proj, down_proj (default qkv)
   physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
   optimizer=adamw|sgd         (default adamw)
-  world_size=N strategy=S     plan one rank (rank 0) of N data-parallel ranks: batch= is the
+  world_size=N strategy=S     plan one rank of N data-parallel ranks (rank 0; the last rank,
+                              which holds the largest slice, when N does not divide batch=): batch= is the
                               global batch, each rank holding its slice (batch / N, or
                               one sample apart where N does not divide it); without batch=,
                               N x the model's batch (each rank holds the preset's B: one
@@ -515,6 +516,10 @@ local function fit_options(args)
       elseif kv.batch == nil then -- each rank holds the model's batch (the preset's, or 1)
         batch_defaulted = model.batch or 1
         model.batch = batch_defaulted * n
+      elseif math.tointeger(kv.batch) and kv.batch % n ~= 0 then
+        -- a batch the world does not divide: the last rank holds the largest slice (ceil), the
+        -- one whose peak decides whether the world fits
+        base.distributed.rank = n - 1
       end
     end
   end
@@ -578,11 +583,16 @@ function cli.fit(args)
   if dist then -- what the plan runs are: one rank of the world, not the world
     local n = dist.world_size or 1
     local b = model.batch or 1
+    local rank = dist.rank or 0
+    local most = (b + n - 1) // n
     local held = f.vary == "batch" and string.format("each rank holds batch / %d samples (batch is the global batch)", n)
+                 or b % n ~= 0 and string.format("%d sample%s on this rank, the largest slice (batch %d is the global "
+                                                 .. "batch, split unevenly: %d or %d a rank)", most, most == 1 and ""
+                                                 or "s", b, b // n, most)
                  or string.format("%s a rank (batch %d is the global batch%s)", b // n == 1 and "1 sample"
                                   or string.format("%d samples", b // n), b, batch_defaulted and
                                   string.format(": %d x %d, as batch= was not given", n, batch_defaulted) or "")
-    print(string.format("  world: one rank (rank 0) of %d under %s, %s; the peak is that rank's", n,
+    print(string.format("  world: one rank (rank %d) of %d under %s, %s; the peak is that rank's", rank, n,
                         dist.strategy or "ddp", held))
   end
   print("  device: " .. dp.plan.describe(m))

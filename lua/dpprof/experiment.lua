@@ -898,6 +898,12 @@ function run_config(c)
   -- is not the experiment's: left out of every figure and reported as memory.held_before_bytes
   -- (the workspace a device holds from its start stays in: it is every experiment's)
   mem.hold()
+  if mem.stats().held_total > 0 then -- tensors nothing refers to any more are not the script's: collected first
+    mem.end_hold()
+    collectgarbage()
+    collectgarbage()
+    mem.hold()
+  end
   mem.reset_peak()
   local held_before = mem.stats().held_total
   if held_before > 0 then

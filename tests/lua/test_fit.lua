@@ -226,6 +226,12 @@ do
   c, o = sh(string.format("%q fit preset=small method=ghost world_size=4 budget_gb=1", exe))
   check.eq(c, 0, "fit under ddp, the small preset's batch a rank: " .. o)
   check.truthy(o:find("4 samples a rank (batch 16 is the global batch: 4 x 4, as batch= was not given)", 1, true), o)
+  -- a batch the world does not divide (issue 38.8 splits it unevenly): the rank planned is the
+  -- last, which holds the largest slice, and the header says so
+  c, o = sh(string.format("%q fit preset=small method=ghost world_size=3 batch=4 budget_gb=1", exe))
+  check.eq(c, 0, "fit of an uneven batch: " .. o)
+  check.truthy(o:find("world: one rank (rank 2) of 3 under ddp, 2 samples on this rank, the largest slice (batch 4 is "
+                      .. "the global batch, split unevenly: 1 or 2 a rank)", 1, true), "the uneven header: " .. o)
   -- vary=batch searches the global batch by the world size (it started at 1, which 8 does not divide)
   c, o = sh(string.format("%q fit preset=small method=ghost world_size=8 strategy=zero2 vary=batch budget_gb=1 hi=256",
                           exe))

@@ -56,6 +56,18 @@ for _, dev in ipairs({ "cpu", "plan" }) do
   check.eq(dp.memory.stats().held_total, 0, dev .. ": no hold left behind")
 end
 
+-- a tensor nothing refers to any more (garbage not yet collected) is not the script's: collected
+-- before the experiment, not reported as held
+do
+  dp.device("cpu")
+  collectgarbage()
+  local function garbage() local t = dp.tensor{ shape = { 100 } } return t end
+  garbage()
+  check.truthy(dp.memory.stats().allocated >= 400, "the garbage tensor is still live before the experiment")
+  local r = run("cpu")
+  check.eq(r.memory.held_before_bytes, 0, "unreferenced tensors are collected, not held")
+end
+
 -- the warning line, from the binary
 local script = os.tmpname() .. ".lua"
 assert(dp.write_file(script, [[
