@@ -182,13 +182,16 @@ static void record_oom(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t modu
         if (n > 0) off += (size_t)n;
     }
     if (off == 0) snprintf(live, sizeof live, "nothing");
-    char why[96] = "";
+    char why[96] = "", held[96] = "";
     if (limit) snprintf(why, sizeof why, " (limit %.1f MiB)", (double)limit / 1048576.0);
+    if (m->s.held_total)
+        snprintf(held, sizeof held, "; and %.1f MiB live from before the experiment (held)",
+                 (double)m->s.held_total / 1048576.0);
     dp_error_set(DP_EOOM,
                  "out of memory%s: requested %llu bytes (%.1f MiB) for %s in module %s; "
-                 "live %.1f MiB: %s",
+                 "live %.1f MiB: %s%s",
                  why, (unsigned long long)bytes, (double)bytes / 1048576.0, category_names[cat], dp_module_name(module),
-                 (double)m->s.total_current / 1048576.0, live);
+                 (double)m->s.total_current / 1048576.0, live, held);
 }
 
 int dp_mem_alloc_module(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t module, dp_alloc *out) {

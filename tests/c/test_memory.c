@@ -231,6 +231,7 @@ static void test_hold(void) {
     /* the limit counts what is held: 364 counted + 200 held + 500 > 1000 */
     dp_mem_set_limit(m, 1000);
     CHECK(dp_mem_alloc_module(m, 500, DP_CAT_TEMP, mod, &again) == DP_EOOM);
+    CHECK(strstr(dp_error_message(), "live from before the experiment (held)") != NULL); /* the limit's reason */
     dp_mem_set_limit(m, 0);
     dp_mem_end_hold(m);
     dp_mem_get_stats(m, &s);
