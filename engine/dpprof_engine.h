@@ -1,6 +1,8 @@
 /* dpprof_engine.h: the dpprof engine as a C library, without Lua. Include this header, link the
- * CMake target dpprof_engine (libdpprof_engine.a and the parts it links), and every byte the
- * engine allocates is tagged with what it is for and which module asked.
+ * CMake target dpprof_engine (libdpprof_engine.a and the parts it links) or, installed,
+ * libdpprof.so (`#include <dpprof/dpprof_engine.h>`, `pkg-config --cflags --libs dpprof`, or
+ * find_package(dpprof) and dpprof::engine: docs/building.md), and every byte the engine
+ * allocates is tagged with what it is for and which module asked.
  *
  * One DP-SGD step on a small GPT, its memory read back (tests/c/test_engine_api.c runs this):
  *

@@ -2,9 +2,12 @@
 # test_install.sh BUILD_DIR: `cmake --install` into a temporary prefix (issue 42), then the
 # installed binary, from a directory outside the source tree, finds its own Lua modules and
 # shipped device models (not the repository's), writes a result that validates, answers --help
-# as the installed texts say, and the installed headers compile on their own.
+# as the installed texts say; the installed headers compile on their own; a C program outside the
+# tree runs a DP-SGD step through libdpprof.so, built with pkg-config and with find_package(dpprof);
+# and the library exports the public headers' functions only.
 set -eu
-build=$1
+build=$(cd "$1" && pwd)
+src=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
@@ -39,4 +42,36 @@ cmp -s fit.txt "$prefix/share/doc/dpprof/help/fit.txt" || fail "help/fit.txt is 
 # the headers stand alone: only the installed include directory
 printf '#include <dpprof/dpprof_engine.h>\nint main(void) { return dp_engine_init() == DP_OK ? 0 : 1; }\n' > use.c
 ${CC:-cc} -std=c11 -fsyntax-only -Wall -Werror -I"$prefix/include" use.c || fail "the installed headers do not compile alone"
+# libdpprof.so through pkg-config: a DP-SGD step from a program outside the tree
+pcdir=$(dirname "$(find "$prefix" -name dpprof.pc | head -n 1)")
+[ -f "$pcdir/dpprof.pc" ] || fail "no dpprof.pc installed"
+flags=$(PKG_CONFIG_PATH=$pcdir pkg-config --cflags --libs dpprof) || fail "pkg-config does not know dpprof"
+libdir=$(PKG_CONFIG_PATH=$pcdir pkg-config --variable=libdir dpprof)
+${CC:-cc} -std=c11 -Wall -Werror -o dp_step "$src/dp_step.c" $flags -lm -Wl,-rpath,"$libdir" \
+  || fail "dp_step.c does not build against the installed library"
+step=$(./dp_step) || fail "one DP-SGD step through libdpprof.so failed: $step"
+echo "$step" | grep -q "^loss " || fail "dp_step printed: $step"
+objdump -p dp_step | grep -q "NEEDED *libdpprof.so.0" || fail "dp_step does not link libdpprof.so.0"
+# only the public headers' functions are exported: an internal one is not
+lib=$(readlink -f "$libdir/libdpprof.so")
+nm -D --defined-only "$lib" | grep -q " dp_engine_init@" || fail "dp_engine_init is not exported"
+# dpsgd_param_index (dpsgd_impl.h) and dp_cpu_blas_core_for (the CPU backend's cpu_blas.h) are
+# in the library but no public header declares them
+nm "$lib" | grep -q " dpsgd_param_index$" || fail "the library lacks dpsgd_param_index (the check below checks nothing)"
+if nm -D --defined-only "$lib" | grep -q " dpsgd_param_index@\| dp_cpu_blas_core_for@"; then
+  fail "an internal function is exported"
+fi
+# find_package(dpprof) gives dpprof::engine
+mkdir cmake_user
+cat > cmake_user/CMakeLists.txt <<'CM'
+cmake_minimum_required(VERSION 3.25)
+project(dp_user C)
+find_package(dpprof 0.1 REQUIRED)
+add_executable(dp_step_cmake dp_step.c)
+target_link_libraries(dp_step_cmake PRIVATE dpprof::engine m)
+CM
+cp "$src/dp_step.c" cmake_user/
+cmake -S cmake_user -B cmake_user/build -DCMAKE_PREFIX_PATH="$prefix" > cmake.log 2>&1 || { cat cmake.log; fail "find_package(dpprof)"; }
+cmake --build cmake_user/build > build.log 2>&1 || { cat build.log; fail "building against dpprof::engine"; }
+cmake_user/build/dp_step_cmake | grep -q "^loss " || fail "the CMake-built step failed"
 echo "test_install: ok ($prefix)"
