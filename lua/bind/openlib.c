@@ -9,8 +9,10 @@
 #include "lua_engine.h"
 #include "plot_lua.h"
 
+#include <dlfcn.h>
 #include <lauxlib.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +44,19 @@ static int find_lua_dir(char *out, size_t n) {
         const char *rel[] = {"/../lua", "/../share/dpprof/lua", "/../../lua"};
         for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
             snprintf(out, n, "%s%s", exe, rel[i]);
+            if (has_modules(out)) return 1;
+        }
+    }
+    /* loaded as a Lua C module (dpprof.so in LIBDIR/lua/5.4/, LIBDIR one or two levels below the
+     * prefix: lib/ or lib/x86_64-linux-gnu/): the prefix's share/dpprof/lua */
+    Dl_info so;
+    if (dladdr((void *)(uintptr_t)dpprof_openlib, &so) && so.dli_fname && strchr(so.dli_fname, '/')) {
+        char lib[PATH_MAX];
+        snprintf(lib, sizeof lib, "%s", so.dli_fname);
+        *strrchr(lib, '/') = '\0';
+        const char *rel[] = {"/../../../share/dpprof/lua", "/../../../../share/dpprof/lua"};
+        for (size_t i = 0; i < sizeof rel / sizeof *rel; i++) {
+            snprintf(out, n, "%s%s", lib, rel[i]);
             if (has_modules(out)) return 1;
         }
     }

@@ -4,7 +4,8 @@
 # shipped device models (not the repository's), writes a result that validates, answers --help
 # as the installed texts say; the installed headers compile on their own; a C program outside the
 # tree runs a DP-SGD step through libdpprof.so, built with pkg-config and with find_package(dpprof);
-# and the library exports the public headers' functions only.
+# the library exports the public headers' functions only; and the Lua C module in a stock lua5.4
+# gives the binary's result.
 set -eu
 build=$(cd "$1" && pwd)
 src=$(cd "$(dirname "$0")" && pwd)
@@ -74,4 +75,23 @@ cp "$src/dp_step.c" cmake_user/
 cmake -S cmake_user -B cmake_user/build -DCMAKE_PREFIX_PATH="$prefix" > cmake.log 2>&1 || { cat cmake.log; fail "find_package(dpprof)"; }
 cmake --build cmake_user/build > build.log 2>&1 || { cat build.log; fail "building against dpprof::engine"; }
 cmake_user/build/dp_step_cmake | grep -q "^loss " || fail "the CMake-built step failed"
+# the Lua C module in a stock lua5.4 (scripts/install-deps.sh installs it): the same module, the
+# installed Lua side found from the module's own place, the same result as the binary's
+command -v lua5.4 > /dev/null || fail "no lua5.4 interpreter (Debian's lua5.4 package; scripts/install-deps.sh)"
+module=$(find "$prefix" -name dpprof.so -path "*lua/5.4/*" | head -n 1)
+[ -f "$module" ] || fail "the Lua module dpprof.so is not installed in LIBDIR/lua/5.4"
+cat > same.lua <<'LUA'
+local dp = require("dpprof")
+local r = dp.experiment{ model = { vocab = 64, hidden = 32, layers = 1, heads = 2, seq_len = 16, batch = 2 },
+                         method = "ghost", device = "cpu", iters = 1, warmup = 1, snapshots = "none", seed = 3 }
+print(r.status, r.memory.peak_bytes, string.format("%.17g", r.privacy.epsilon), r.config.method)
+LUA
+by_lua=$(env -u DPPROF_LUA_PATH LUA_CPATH="$(dirname "$module")/?.so;;" lua5.4 same.lua 2>/dev/null) \
+  || fail "require('dpprof') in lua5.4 failed: $(env -u DPPROF_LUA_PATH LUA_CPATH="$(dirname "$module")/?.so;;" lua5.4 same.lua 2>&1)"
+by_binary=$(env -u DPPROF_LUA_PATH "$exe" run same.lua 2>/dev/null)
+[ "$by_lua" = "$by_binary" ] || fail "lua5.4 with the module printed '$by_lua', the binary '$by_binary'"
+echo "$by_lua" | grep -q "^ok" || fail "the run was not ok: $by_lua"
+where=$(env -u DPPROF_LUA_PATH LUA_CPATH="$(dirname "$module")/?.so;;" lua5.4 -e 'print(require("dpprof").lua_dir)' 2>/dev/null)
+[ "$(readlink -f "$where")" = "$(readlink -f "$prefix/share/dpprof/lua")" ] || fail "the module loaded the Lua side from $where"
+objdump -p "$module" | grep -q "NEEDED *liblua" && fail "the module links a Lua of its own (the host provides Lua)"
 echo "test_install: ok ($prefix)"
