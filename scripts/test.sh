@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds dpprof and runs every test: first the normal build (the CUDA backend too when nvcc is
 # installed; GPU tests print "skipped: no CUDA device" without a GPU) with warnings as errors,
-# then the CPU build again under AddressSanitizer and UndefinedBehaviorSanitizer.
+# then, as root, the Debian package installed, tried and removed (scripts/check-deb.sh), then the
+# CPU build again under AddressSanitizer and UndefinedBehaviorSanitizer.
 #   usage: scripts/test.sh [--no-asan]
 set -eu
 cd "$(dirname "$0")/.."
@@ -12,6 +13,8 @@ cmake --build build -j "$jobs"
 ctest --test-dir build --output-on-failure -j "$jobs"
 # ctest reports skipped tests without their reason: show what each one said
 grep -h "^skipped:" build/Testing/Temporary/LastTest.log | sort | uniq -c || true
+# as root (CI): the Debian package installed, the default experiment run from /tmp, removed
+if [ "$(id -u)" = 0 ] && command -v apt-get > /dev/null; then scripts/check-deb.sh build; fi
 [ "${1:-}" = "--no-asan" ] && exit 0
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPPROF_CUDA=OFF -DDPPROF_SANITIZE=ON \
       -DDPPROF_WERROR=ON
