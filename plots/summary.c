@@ -521,7 +521,7 @@ int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
     for (size_t k = 0; k < nk; k++) fprintf(f, ",%s", keys[k]);
     fputs(",peak_memory_mb,reserved_peak_mb,step_time_ms,step_time_min_ms,step_time_max_ms,memory_per_time", f);
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) fprintf(f, ",%s_mb", dpplot_component_key((dpplot_component)c));
-    fputs(",fits,time_estimated_for,message\n", f);
+    fputs(",fits,time_estimated_for,configuration,loaded_machine,message\n", f);
     for (size_t i = 0; i < rs->n; i++) {
         const dpplot_result *r = &rs->items[i];
         csv_text(f, r->file), fputc(',', f);
@@ -546,6 +546,10 @@ int dpplot_summary_write_csv(const dpplot_results *rs, FILE *f) {
         fprintf(f, ",%s,", fit_text(r));
         if (r->predicted) csv_text(f, r->device_model ? r->device_model : "plan");
         fputc(',', f);
+        char config[1024]; /* the run's configuration but what its sweep varies (the other columns) */
+        dpplot_report_context_of(r, config, sizeof config);
+        csv_text(f, config);
+        fprintf(f, ",%s,", r->predicted ? "" : r->loaded ? "true" : "false");
         csv_text(f, r->message);
         fputc('\n', f);
     }
