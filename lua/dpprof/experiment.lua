@@ -53,7 +53,8 @@
 -- failure. A bad configuration raises before anything is built: unknown keys, wrong types, and
 -- what dpprof.model and dpprof.dp.wrap would refuse (checked without a device), including a
 -- sample_rate x dataset_size that disagrees with the batch; what only building can tell (bf16 on
--- the CPU) raises too.
+-- the CPU) raises too. The configuration's keys, defaults and checks are dpprof.config's
+-- (lua/dpprof/config.lua); experiment.config is its config.check.
 --
 -- threads: the CPU backend's thread count for the run (default: dpprof.threads(), i.e.
 -- OMP_NUM_THREADS or the CPU count); the count used is recorded as environment.threads, and the
