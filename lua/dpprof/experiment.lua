@@ -53,7 +53,8 @@
 -- failure. A bad configuration raises before anything is built: unknown keys, wrong types, and
 -- what dpprof.model and dpprof.dp.wrap would refuse (checked without a device), including a
 -- sample_rate x dataset_size that disagrees with the batch; what only building can tell (bf16 on
--- the CPU) raises too.
+-- the CPU) raises too. The configuration's keys, defaults and checks are dpprof.config's
+-- (lua/dpprof/config.lua); experiment.config is its config.check.
 --
 -- threads: the CPU backend's thread count for the run (default: dpprof.threads(), i.e.
 -- OMP_NUM_THREADS or the CPU count); the count used is recorded as environment.threads, and the
@@ -77,6 +78,7 @@
 -- the memory timeline are on the modelled device's time; the result gains the budget view `plan`.
 local dp = require("dpprof")
 local json = dp.json
+local config = require("dpprof.config")
 local results = require("dpprof.results")
 local plan = require("dpprof.plan")
 local ops = require("dpprof.ops")
@@ -84,501 +86,22 @@ local data = require("dpprof.data")
 
 local experiment = {}
 
----------------------------------------------------------------------------------------------
--- Configuration
-
-local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
-                   "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile",
-                   "threads", "distributed", "save" }
-experiment.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
--- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
--- dpprof was built with it.
-experiment.DEVICES = dp.DEVICES
--- The list `from` in order, less the keys of set `without`, then the keys `plus`.
-local function keys_of(from, without, plus)
-  local out = {}
-  for _, k in ipairs(from) do if not without[k] then out[#out + 1] = k end end
-  for _, k in ipairs(plus) do out[#out + 1] = k end
-  return out
-end
--- A model's keys: dpprof.model's (the engine's one list), less device (an experiment's own, at
--- the top) and parts (an fsdp run's own, from distributed: build_parts), plus path and weights (a
--- checkpoint's directory, and whether its weights are read) and adapter (a PEFT adapter folder for it).
-local EXPERIMENT_OWN = { device = true, parts = true }
-local MODEL_KEYS = keys_of(dp.model.KEYS, EXPERIMENT_OWN, { "path", "weights", "adapter" })
--- What a model read with its weights from a checkpoint may set besides the file: dpprof.model.load's
--- options (its one list), less device and parts.
-local RUNTIME_KEYS = {}
-for _, k in ipairs(keys_of(dp.model.LOAD_KEYS, EXPERIMENT_OWN, {})) do RUNTIME_KEYS[k] = true end
--- The dp keys: dpprof.dp.wrap's (the engine's one list) less those an experiment deliberately sets
--- elsewhere (method, norms and clip and the run's seed at the top; expected_batch_size is
--- model.batch: wrap_options), plus the accountant its epsilon is reported by.
-local DP_KEYS = keys_of(dp.dp.WRAP_KEYS, { method = true, norms = true, clip = true, seed = true,
-                                           expected_batch_size = true }, { "accountant" })
-local OPTIMIZER_KEYS = {
-  adamw = { "name", "lr", "betas", "eps", "weight_decay" },
-  sgd = { "name", "lr", "momentum", "weight_decay" },
-}
--- The data keys: dpprof.data's grammar (its one list).
-local DATA_KEYS = data.KEYS
-local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
-                    "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
--- The methods by name and each one's two choices: the engine's one table (dpprof.dp.METHODS, PRESETS).
-local METHODS, PRESETS = dp.dp.METHODS, dp.dp.PRESETS
-
--- The default snapshot schedule, in order; {i} is the timed iteration (1-based).
-experiment.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optimizer_created", "3_after_warmup",
-                                 "iter{i}_before_forward", "iter{i}_after_forward", "iter{i}_after_backward",
-                                 "iter{i}_after_step" }
-
--- What an experiment takes when not told. The DP options wrap also has (C, sigma, delta, Poisson
--- sampling, the seed, the accountant) are the engine's (dpprof.dp.DEFAULTS); the sample rate,
--- which the engine derives from a dataset size instead, and the rest are an experiment's own.
-local ENGINE = dp.dp.DEFAULTS
-experiment.DEFAULTS = {
-  method = "ghost",
-  optimizer = { name = "adamw", lr = 1e-4, weight_decay = 0.01 },
-  dp = { max_grad_norm = ENGINE.max_grad_norm, noise_multiplier = ENGINE.noise_multiplier, sample_rate = 0.01,
-         delta = ENGINE.delta, poisson = ENGINE.poisson, accountant = ENGINE.accountant },
-  iters = 3, warmup = 2, device = "auto", seed = ENGINE.seed, snapshots = "default",
-}
-
-local function check_keys(t, valid, where)
-  if type(t) ~= "table" then error(string.format("%s must be a table, got %s", where, type(t)), 4) end
-  local set = {}
-  for _, k in ipairs(valid) do set[k] = true end
-  for k in pairs(t) do
-    if not set[k] then
-      error(string.format("%s: unknown key '%s' (valid: %s)", where, tostring(k), table.concat(valid, ", ")), 4)
-    end
-  end
-end
+-- The configuration (its keys, defaults and checks) is dpprof.config's; its public names stay
+-- reachable here, where scripts and the other modules have always found them.
+experiment.config = config.check
+experiment.check_recorded = config.check_recorded
+experiment.model_options = config.model_options
+experiment.wrap_options = config.wrap_options
+experiment.DEFAULTS = config.DEFAULTS
+experiment.DEFAULT_SNAPSHOTS = config.DEFAULT_SNAPSHOTS
+experiment.PROFILES = config.PROFILES
+experiment.DEVICES = config.DEVICES
+experiment.MAX_WORLD = config.MAX_WORLD
+experiment.SAVE_FILES = config.SAVE_FILES
 
 local copy = dp.deep_copy
-
-local function with_defaults(t, defaults)
-  local out = copy(defaults)
-  for k, v in pairs(t or {}) do out[k] = copy(v) end
-  return out
-end
-
--- Checks t[key] is an integer >= min, or absent; an integral float (4 * 2^20) is one and is stored
--- as an integer. A number written as a string ("3") is refused, as everywhere in dpprof.
-local function check_int(t, key, where, min)
-  local v = t[key]
-  local i = type(v) == "number" and math.tointeger(v) or nil
-  if v ~= nil and (not i or i < min) then
-    -- a string "3" is shown quoted: "got 3" would not say what is wrong with it
-    error(string.format("%s must be an integer >= %d, got %s", where, min,
-                        type(v) == "string" and string.format("%q (a string)", v) or tostring(v)), 4)
-  end
-  t[key] = i
-end
-
--- The integer keys of a model: integral floats (hidden = 2^8) stored as integers, so the
--- configuration a result echoes has the types docs/results.md gives.
-local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch", "ffn",
-                         "max_positions", "seed" }
-
--- The dp.model options of model spec m: m itself, or with path, DIR/config.json's with m's keys
--- over them. Also whether the weights come from the files (path, weights ~= "random", not plan).
-function experiment.model_options(m, device)
-  if m.path == nil then
-    if m.weights ~= nil then error("dpprof.experiment: model.weights needs model.path (a checkpoint directory)", 0) end
-    if m.adapter ~= nil then
-      error("dpprof.experiment: model.adapter needs model.path (the base model's checkpoint directory)", 0)
-    end
-    return copy(m), false
-  end
-  if type(m.path) ~= "string" then error("dpprof.experiment: model.path must be a checkpoint directory (a string)", 0) end
-  if m.weights ~= nil and m.weights ~= "file" and m.weights ~= "random" then
-    error(string.format("dpprof.experiment: unknown model.weights '%s' (valid: file, random)", tostring(m.weights)), 0)
-  end
-  if m.adapter ~= nil and (type(m.adapter) ~= "string" or m.adapter == "") then
-    error("dpprof.experiment: model.adapter must be a PEFT adapter directory (a string)", 0)
-  end
-  if m.adapter ~= nil and m.lora ~= nil then
-    error("dpprof.experiment: model.lora and model.adapter: the adapter's rank, alpha and targets are its "
-          .. "adapter_config.json's (drop lora)", 0)
-  end
-  local ok, file = pcall(dp.model.read_config, m.path, m.adapter and { adapter = m.adapter } or nil)
-  if not ok then
-    error("dpprof.experiment: model." .. (m.adapter and "adapter" or "path") .. ": " .. dp.error_text(file), 0)
-  end
-  local load = m.weights ~= "random" and device ~= "plan"
-  for k, v in pairs(m) do
-    if k ~= "path" and k ~= "weights" and k ~= "adapter" then
-      if load and not RUNTIME_KEYS[k] and file[k] ~= v then
-        error(string.format("dpprof.experiment: model.%s overrides %s/config.json, whose weights have the file's "
-                            .. "shapes: give weights = \"random\" (or run on the plan device) to study it", k, m.path), 0)
-      end
-      file[k] = copy(v)
-    end
-  end
-  return file, load
-end
-
--- The samples of a data spec that gives them their own lengths (lengths, lengths_file,
--- length_distribution, tokens, or a token file with eos: each document a sample), for a model of
--- seq_len tokens: {lengths = {...}, starts = {...} (token file: each document's offset), tokens =
--- {...} (data.tokens: each sample's ids), info = the result's `data`}; nil for the fixed-length
--- windows of before (no data, or a file without eos).
--- Made once per configuration (the table is kept for its run). Bad input refuses (exit 2).
-local SAMPLES = setmetatable({}, { __mode = "k" })
-local function samples_of(c, seq_len, dataset_size, vocab)
-  if SAMPLES[c] then return SAMPLES[c] end
-  if not c.data then return nil end
-  local spec, source = data.check(c.data)
-  if source == nil or (source == "file" and spec.eos == nil) then return nil end
-  if math.type(seq_len) ~= "integer" then
-    dp.refuse("dpprof.experiment: data with samples of their own lengths needs model.seq_len (their longest)")
-  end
-  local s
-  if source == "file" then
-    local ok, docs = pcall(dp.documents, { file = spec.file, file_dtype = spec.file_dtype, eos = spec.eos,
-                                                vocab = math.type(vocab) == "integer" and vocab or nil })
-    if not ok then dp.refuse("dpprof.experiment: data.file: " .. dp.error_text(docs)) end
-    local cut, longest = 0, 0
-    for i, l in ipairs(docs.lengths) do
-      longest = math.max(longest, l)
-      if l > seq_len then
-        if spec.too_long == "error" then
-          dp.refuse(string.format("dpprof.experiment: data.file '%s': document %d (at token %d) has length %d, longer "
-                                  .. "than seq_len %d (too_long = \"error\"; too_long = \"cut\" cuts it)", spec.file,
-                                  i, docs.starts[i], l, seq_len))
-        end
-        docs.lengths[i], cut = seq_len, cut + 1
-      end
-    end
-    s = { lengths = docs.lengths, starts = docs.starts,
-          info = { source = "file", samples = #docs.lengths, cut = cut, longest = longest,
-                   empty_documents = docs.empty } }
-  else
-    local lengths, info = data.lengths(spec, { seq_len = seq_len, dataset_size = dataset_size, seed = c.seed })
-    s = { lengths = lengths, info = { source = source, samples = #lengths, cut = info.cut, longest = info.longest } }
-    if source == "tokens" then -- the samples' own ids, each cut to its length by dp.batch
-      s.tokens = spec.tokens
-      if math.type(vocab) == "integer" then
-        for i, ids in ipairs(s.tokens) do
-          for j, id in ipairs(ids) do
-            if id >= vocab then
-              dp.refuse(string.format("dpprof.experiment: data.tokens[%d][%d] is %d, outside the model's vocabulary "
-                                      .. "[0, %d)", i, j, id, vocab))
-            end
-          end
-        end
-      end
-    end
-  end
-  s.info.pad_to, s.info.group_by_length, s.info.too_long = spec.pad_to, spec.group_by_length, spec.too_long
-  -- what splitting a step needs: the padding and grouping keys alone (dpprof.data.physical_batches
-  -- checks the spec it is given, which must not be the data set's every length at every step)
-  s.spec = { pad_to = spec.pad_to, group_by_length = spec.group_by_length }
-  SAMPLES[c] = s
-  return s
-end
-
--- Samples of their own lengths make the data set: its size is theirs (a distribution draws
--- dp.dataset_size of them), and with a sample rate but no model.batch, the expected logical batch
--- is Opacus's int(q N). A sample rate that expects no sample a step is refused (every batch empty).
-local function size_data_set(c, cfg, mcfg)
-  local s = samples_of(c, mcfg.seq_len, c.dp.dataset_size, mcfg.vocab)
-  if not s then return end
-  local n = #s.lengths
-  if c.dp.dataset_size and c.dp.dataset_size ~= n then
-    dp.refuse(string.format("dpprof.experiment: dp.dataset_size %d differs from the data set's %d samples (%s)",
-                            c.dp.dataset_size, n, s.info.source))
-  end
-  c.dp.dataset_size = n
-  local q_given = cfg.dp ~= nil and cfg.dp.sample_rate ~= nil
-  if q_given and c.model.batch == nil then
-    local expected = math.floor(c.dp.sample_rate * n)
-    if expected < 1 then
-      dp.refuse(string.format("dpprof.experiment: sample_rate %g over the data set's %d samples expects %g samples a "
-                              .. "step, an expected batch of int(q N) = 0 (Opacus's; the noise's divisor): raise "
-                              .. "sample_rate to at least %g", c.dp.sample_rate, n, c.dp.sample_rate * n, 1 / n))
-    end
-    c.model.batch = expected
-  elseif not q_given then
-    local batch = c.model.batch or 1
-    if batch > n then -- the rate batch / n would pass 1: say so in the user's own terms
-      dp.refuse(string.format("dpprof.experiment: the data set holds %d sample(s) (%s), fewer than the batch of %d "
-                              .. "(model.batch): give a batch of at most %d, or more samples", n,
-                              s.info.source == "file" and string.format("documents of data.file '%s'", c.data.file)
-                              or s.info.source, batch, n))
-    end
-    c.dp.sample_rate = batch / n
-  end
-end
-
--- distributed = {strategy=, world_size=, rank=} (dpprof.dist.KEYS): checked and completed in place
--- (world_size: the launched world's when not given; rank: the plan device's simulated rank, 0 by
--- default). What cannot run is refused (exit 2), naming the key: an unknown strategy, one not
--- implemented yet, a world size that differs from the launched one. A fixed batch that the world
--- size does not divide is sliced unevenly, as Poisson batches are (rank_batch).
--- `recorded`: true for a result's record (the launched world is not this process's); "launch" for
--- a configuration launched elsewhere with its own world_size ranks (a Slurm sweep's N-task point):
--- checked as a run, less the comparison with this process's world.
-experiment.MAX_WORLD = 1 << 20 -- ranks a world may have (lua_dp.c: DPL_MAX_WORLD)
-local function check_distributed(c, recorded)
-  local d = c.distributed
-  if d == nil then return end
-  local function refuse(fmt, ...) dp.refuse("dpprof.experiment: distributed" .. string.format(fmt, ...)) end
-  if type(d) ~= "table" then refuse(" must be a table {strategy=, world_size=} (got %s)", type(d)) end
-  local keys = {}
-  for _, k in ipairs(dp.dist.KEYS) do keys[k] = true end
-  for k in pairs(d) do
-    if not keys[k] then refuse(": unknown key '%s' (valid: %s)", tostring(k), table.concat(dp.dist.KEYS, ", ")) end
-  end
-  d.strategy = d.strategy == nil and "ddp" or d.strategy -- data parallel unless said
-  local known = false
-  for _, s in ipairs(dp.dist.STRATEGIES) do known = known or s == d.strategy end
-  if not known then
-    refuse(".strategy: unknown strategy '%s' (valid: %s)", tostring(d.strategy), table.concat(dp.dist.STRATEGIES, ", "))
-  end
-  for _, k in ipairs({ "world_size", "rank" }) do
-    local v = d[k]
-    if v ~= nil and not (math.type(v) == "integer" or (type(v) == "number" and math.tointeger(v))) then
-      refuse(".%s must be an integer, got %s", k, tostring(v))
-    end
-    d[k] = v and math.tointeger(v)
-  end
-  if d.world_size and d.world_size < 1 then refuse(".world_size must be at least 1, got %d", d.world_size) end
-  if d.world_size and d.world_size > experiment.MAX_WORLD then
-    refuse(".world_size %d is more ranks than dpprof models (at most %d)", d.world_size, experiment.MAX_WORLD)
-  end
-  if c.device ~= "plan" then
-    if d.rank ~= nil and recorded ~= true then
-      refuse(".rank is the launcher's on device '%s' (only a plan run names the rank it plays)", tostring(c.device))
-    end
-    if not recorded then
-      local launched = dp.dist.world_size()
-      if d.world_size and d.world_size ~= launched then
-        refuse(".world_size is %d but this run was launched with %d rank(s) (run it as mpirun -np %d dpprof run "
-               .. "..., or srun -n %d)", d.world_size, launched, d.world_size, d.world_size)
-      end
-      d.world_size = launched
-    end
-  end
-  d.world_size = d.world_size or 1
-  if c.device == "plan" then
-    d.rank = d.rank or 0
-    if d.rank < 0 or d.rank >= d.world_size then
-      refuse(".rank %d is not a rank of a world of %d", d.rank, d.world_size)
-    end
-  end
-end
-
--- The most samples a rank holds of a fixed logical batch (the whole batch without `distributed`,
--- or with Poisson sampling, whose slices vary): rank r holds samples floor(n r / N) to
--- floor(n (r + 1) / N) - 1 of the n (the engine's slice, as Poisson batches are sliced), so
--- ceil(n / N) at most when N does not divide n.
-local function rank_batch(c, logical)
-  local d = c.distributed
-  if not d or c.dp.poisson then return logical end
-  return (logical + d.world_size - 1) // d.world_size
-end
-
--- The physical batches of a logical batch of `logical` samples: the batch the model is built with
--- and the wrapper's max_physical_batch_size. A rank's physical batches hold at most its slice; a
--- fixed batch never needs a physical batch above it, while a Poisson one of samples' own lengths
--- (own_lengths) may draw more than its expected size, split at max_physical_batch_size (as
--- Opacus's). The one reckoning of check_model_and_dp and the run's body.
-local function physical_batch(c, logical, own_lengths)
-  local physical = c.dp.max_physical_batch_size or logical
-  if c.distributed then physical = math.min(physical, rank_batch(c, logical)) end
-  local model_batch = physical
-  if not (own_lengths and c.dp.poisson) then physical = math.min(physical, logical) end
-  return model_batch, physical
-end
-
--- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
--- a device, so a configuration that cannot run raises before anything is built (and a sweep
--- refuses it before its first point). The batch the model is built with is the physical one.
-local function check_model_and_dp(c, cfg)
-  local okm, mcfg = pcall(experiment.model_options, c.model, c.device)
-  if not okm then error(dp.error_text(mcfg), 4) end
-  size_data_set(c, cfg, mcfg)
-  local logical = c.model.batch or 1
-  local physical
-  mcfg.batch, physical = physical_batch(c, logical, SAMPLES[c] ~= nil)
-  local ok, err = pcall(dp.model.check, mcfg)
-  if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
-  ok, err = pcall(dp.dp.check, experiment.wrap_options(c, logical, physical), mcfg.batch)
-  if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
-end
-
--- Checks cfg's keys and fills in defaults; returns the normalised copy. Raises on a bad key or value.
--- `recorded`: cfg is a result's record, checked for what any build would refuse (a result made with
--- CUDA elsewhere is valid on a CPU-only build, which cannot run it); "launch": cfg will run under a
--- launcher of its own world_size ranks, not in this process's world (dpprof.slurm's N-task points).
--- The files save = DIR writes (or removes: a LoRA model's adapter files, absent without LoRA).
-experiment.SAVE_FILES = { "config.json", "generation_config.json", "model.safetensors", "adapter_model.safetensors",
-                          "adapter_config.json" }
-
-function experiment.config(cfg, recorded)
-  check_keys(cfg, TOP_KEYS, "dpprof.experiment")
-  local c = with_defaults(cfg, experiment.DEFAULTS)
-  c.model = copy(cfg.model or {})
-  check_keys(c.model, MODEL_KEYS, "dpprof.experiment: model")
-  local known_device = false
-  for _, d in ipairs(experiment.DEVICES) do known_device = known_device or d == c.device end
-  if not known_device then
-    error(string.format("dpprof.experiment: unknown device '%s' (valid: %s)", tostring(c.device),
-                        table.concat(experiment.DEVICES, ", ")), 3)
-  end
-  if c.device == "cuda" and not dp.cuda_compiled and recorded ~= true then
-    error("dpprof.experiment: device 'cuda': this dpprof was built without the CUDA backend (valid here: cpu, plan, "
-          .. "auto)", 3)
-  end
-  if cfg.norms or cfg.clip then
-    if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
-    if not (cfg.norms and cfg.clip) then
-      error(string.format("dpprof.experiment: norms= and clip= go together (norms: %s; clip: %s), or give a method",
-                          table.concat(dp.dp.NORMS, ", "), table.concat(dp.dp.CLIPS, ", ")), 3)
-    end
-    c.method = nil
-  else
-    local known = false
-    for _, m in ipairs(METHODS) do known = known or m == c.method end
-    if not known then
-      error(string.format("dpprof.experiment: unknown method '%s' (valid: %s; or norms= and clip=)",
-                          tostring(c.method), table.concat(METHODS, ", ")), 3)
-    end
-  end
-  c.optimizer = with_defaults(cfg.optimizer, cfg.optimizer and cfg.optimizer.name and cfg.optimizer.name ~= "adamw"
-                              and { name = cfg.optimizer.name, lr = 1e-4 } or experiment.DEFAULTS.optimizer)
-  local okeys = OPTIMIZER_KEYS[c.optimizer.name]
-  if not okeys then
-    error(string.format("dpprof.experiment: unknown optimizer '%s' (valid: adamw, sgd)", tostring(c.optimizer.name)), 3)
-  end
-  check_keys(c.optimizer, okeys, "dpprof.experiment: optimizer")
-  c.dp = with_defaults(cfg.dp, experiment.DEFAULTS.dp)
-  check_keys(c.dp, DP_KEYS, "dpprof.experiment: dp")
-  local known = false
-  for _, a in ipairs(dp.privacy.accountants) do known = known or a == c.dp.accountant end
-  if not known then
-    error(string.format("dpprof.experiment: dp.accountant: unknown accountant '%s' (valid: %s)", tostring(c.dp.accountant),
-                        table.concat(dp.privacy.accountants, ", ")), 3)
-  end
-  check_int(c, "iters", "dpprof.experiment: iters", 1)
-  check_int(c, "warmup", "dpprof.experiment: warmup", 0)
-  check_int(c, "seed", "dpprof.experiment: seed", 0)
-  check_int(c, "threads", "dpprof.experiment: threads", 1)
-  if c.threads and c.threads > dp.MAX_THREADS then -- dp.threads's range, refused here: at the run it came
-    -- after the plan clock was modelled, and left it so for the runs after
-    error(string.format("dpprof.experiment: threads must be an integer from 1 to %d, got %d", dp.MAX_THREADS,
-                        c.threads), 3)
-  end
-  check_int(c.dp, "max_physical_batch_size", "dpprof.experiment: dp.max_physical_batch_size", 1)
-  check_int(c.dp, "dataset_size", "dpprof.experiment: dp.dataset_size", 1)
-  check_int(c.model, "batch", "dpprof.experiment: model.batch", 1)
-  check_int(c, "memory_limit", "dpprof.experiment: memory_limit", 0)
-  for _, k in ipairs(MODEL_INT_KEYS) do
-    local i = type(c.model[k]) == "number" and math.tointeger(c.model[k])
-    if i then c.model[k] = i end
-  end
-  -- A dataset size without a sample rate: q is the batch over it (not the default rate, which
-  -- would contradict the batch).
-  if c.dp.dataset_size and (cfg.dp == nil or cfg.dp.sample_rate == nil) then
-    c.dp.sample_rate = (c.model.batch or 1) / c.dp.dataset_size
-  end
-  if c.data then
-    check_keys(c.data, DATA_KEYS, "dpprof.experiment: data")
-    data.check(c.data) -- the grammar's checks: values, and one source of samples
-  end
-  c.on = cfg.on or {}
-  check_keys(c.on, CALLBACKS, "dpprof.experiment: on")
-  for k, f in pairs(c.on) do
-    if type(f) ~= "function" then error(string.format("dpprof.experiment: on.%s must be a function", k), 3) end
-  end
-  local s = c.snapshots
-  if s ~= "default" and s ~= "none" and type(s) ~= "table" then
-    error("dpprof.experiment: snapshots must be \"default\", \"none\" or a list of snapshot names "
-          .. "(patterns such as \"iter{i}_after_backward\" allowed)", 3)
-  end
-  if c.profile ~= nil and c.profile ~= "none" and c.profile ~= "ops" then
-    error(string.format("dpprof.experiment: unknown profile '%s' (valid: %s)", tostring(c.profile),
-                        table.concat(experiment.PROFILES, ", ")), 3)
-  end
-  if c.trace ~= nil and type(c.trace) ~= "string" then
-    error("dpprof.experiment: trace must be the path of the trace file to write", 3)
-  end
-  if c.trace ~= nil then -- refused now, not after the run: trace="/dev/full" would replace the device
-    local ok, why = dp.writable(c.trace)
-    if not ok then error("dpprof.experiment: trace: " .. why, 3) end
-  end
-  if c.save ~= nil then -- the trained model's Hugging Face files: refused now, not after the run
-    if type(c.save) ~= "string" or c.save == "" then
-      dp.refuse("dpprof.experiment: save must be the directory to write the trained model to (a string)")
-    end
-    if c.device == "plan" then
-      dp.refuse("dpprof.experiment: save: a plan run has no parameter values to write (give device = \"cpu\" "
-                .. "or \"cuda\", or drop save)")
-    end
-    local exists = io.open(c.save, "r")
-    if exists then exists:close() end
-    -- every file the save writes or removes (engine/io/model_io.c: dp_model_save), not only the
-    -- first: a model.safetensors that cannot be replaced is found now, not after the run with a new
-    -- config.json already beside the old weights
-    for _, name in ipairs(exists and experiment.SAVE_FILES or { "" }) do
-      local ok, why = dp.writable(exists and (c.save .. "/" .. name) or c.save)
-      if not ok then dp.refuse("dpprof.experiment: save: " .. why) end
-    end
-  end
-  if c.device_model ~= nil then
-    if c.device ~= "plan" then
-      error(string.format("dpprof.experiment: device_model applies to device=\"plan\" only (device is '%s')",
-                          tostring(c.device)), 3)
-    end
-    local ok, err = pcall(plan.device_model, c.device_model)
-    if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
-    local dtype = type(c.model) == "table" and c.model.dtype or "f32"
-    if type(dtype) == "string" and not err.peak_flops[dtype] then
-      local have = {}
-      for dt in pairs(err.peak_flops) do have[#have + 1] = dt end
-      table.sort(have)
-      error(string.format("dpprof.experiment: device_model '%s' has no %s (it models: %s)", err.name, dtype,
-                          table.concat(have, ", ")), 3)
-    end
-  end
-  c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
-  -- `distributed` at the top or in the model (dp.model's key), once
-  if c.model.distributed ~= nil and cfg.distributed ~= nil then
-    dp.refuse("dpprof.experiment: distributed is given twice (at the top and in model): give it once")
-  end
-  c.distributed = copy(cfg.distributed or c.model.distributed)
-  c.model.distributed = nil -- the experiment makes the wrapper a rank itself
-  check_distributed(c, recorded)
-  check_model_and_dp(c, cfg)
-  return c
-end
-
--- The configuration a result records (its `config`: the resolved model as model:config() gives it,
--- the method or "norms+clip", optimizer, dp, iters, warmup, device, seed, ...) checked as
--- experiment.config checks a script's: raises its error (method "x", layers 0, ...) for what a run
--- would have refused. JSON nulls count as absent; a checkpoint's model is checked from the fields
--- recorded, not from its directory (which the reader may not have).
-function experiment.check_recorded(rc)
-  if type(rc) ~= "table" then error("dpprof.experiment: config must be an object", 2) end
-  local function strip(v)
-    if type(v) ~= "table" or json.is_null(v) then return v end
-    local out = {}
-    for k, x in pairs(v) do
-      if not json.is_null(x) then out[k] = strip(x) end
-    end
-    return out
-  end
-  local c = strip(rc)
-  if type(c.model) == "table" then c.model.path, c.model.weights, c.model.adapter = nil, nil, nil end
-  if type(c.method) == "string" and c.method:find("+", 1, true) then
-    c.norms, c.clip = c.method:match("^(.-)%+(.*)$")
-    c.method = nil
-  end
-  if c.device ~= "plan" then c.device_model = nil end -- recorded for plan runs only
-  if c.method == "vanilla" and c.dp == nil then c.dp = {} end
-  return experiment.config(c, true)
-end
+-- The methods' two choices each: the engine's one table (dpprof.dp.PRESETS).
+local PRESETS = dp.dp.PRESETS
 
 ---------------------------------------------------------------------------------------------
 -- The run
@@ -629,15 +152,6 @@ local function build_parts(c, kind)
   local rank = kind == "plan" and d.rank or dp.dist.rank()
   if ws <= 1 then return nil end
   return { world_size = ws, rank = rank }
-end
-
-function experiment.wrap_options(c, logical_batch, physical_batch)
-  local w = { max_grad_norm = c.dp.max_grad_norm, noise_multiplier = c.dp.noise_multiplier,
-              sample_rate = c.dp.sample_rate, dataset_size = c.dp.dataset_size,
-              expected_batch_size = logical_batch, max_physical_batch_size = physical_batch,
-              poisson = c.dp.poisson, seed = c.seed, delta = c.dp.delta, flash_impl = c.dp.flash_impl }
-  if c.method then w.method = c.method else w.norms, w.clip = c.norms, c.clip end
-  return w
 end
 
 -- The result's privacy: epsilon at dp.delta by dp.accountant after the noisy steps taken, the
@@ -848,7 +362,7 @@ local function run_held(c)
 end
 
 function experiment.run(cfg_in)
-  local c = experiment.config(cfg_in)
+  local c = config.check(cfg_in)
   if not (c.distributed and c.device ~= "plan" and dp.interrupts and dp.dist.world_size() > 1) then
     return run_held(c)
   end
@@ -918,7 +432,7 @@ function run_config(c)
   local take = snapshot_filter(c.snapshots)
   local st = { iter_ms = {}, phase_ms = {}, spans = {}, phase_memory = {}, steps = {} }
   -- samples of their own lengths (nil: fixed-length windows), and the peak of the step running
-  local samples = samples_of(c, c.model.seq_len, c.dp.dataset_size)
+  local samples = config.samples_of(c, c.model.seq_len, c.dp.dataset_size)
   local step_peak = 0
   local ctx = setmetatable({ config = c, extra = {}, device = kind, _custom = {} }, Ctx)
   local model, opt, priv
@@ -1175,10 +689,10 @@ function run_config(c)
   local building = false
   local function body()
     building = true
-    local mcfg, load = experiment.model_options(c.model, kind)
+    local mcfg, load = config.model_options(c.model, kind)
     local wrap_physical -- nil: no batch given anywhere, the model's own
     local given = c.model.batch or mcfg.batch or c.dp.max_physical_batch_size
-    if given or c.distributed then mcfg.batch, wrap_physical = physical_batch(c, given or 1, samples ~= nil) end
+    if given or c.distributed then mcfg.batch, wrap_physical = config.physical_batch(c, given or 1, samples ~= nil) end
     mcfg.device = kind
     mcfg.seed = mcfg.seed or c.seed
     -- fsdp: the model built in parts for this rank (the launched one, or the plan's simulated one),
@@ -1203,7 +717,7 @@ function run_config(c)
     opt = build_optimizer(model, c.optimizer)
     ctx.optimizer = opt
     physical = wrap_physical or logical
-    priv = dp.dp.wrap(model, opt, experiment.wrap_options(c, logical, physical))
+    priv = dp.dp.wrap(model, opt, config.wrap_options(c, logical, physical))
     if c.distributed then priv:distribute(c.distributed) end
     if ws_launched > 1 then
       local mc = model:config()
@@ -1337,7 +851,7 @@ function run_config(c)
     if c.model.path then model_config.path, model_config.weights = c.model.path, c.model.weights or "file" end
     model_config.adapter = c.model.adapter
   end
-  local config = {
+  local recorded = {
     model = model_config or copy(c.model), method = c.method or (c.norms .. "+" .. c.clip),
     optimizer = copy(c.optimizer), dp = copy(c.dp), iters = c.iters, warmup = c.warmup,
     device = kind, seed = c.seed, device_model = device_model and copy(c.device_model or device_model.name) or nil,
@@ -1345,7 +859,7 @@ function run_config(c)
     threads = c.threads,
     distributed = c.distributed and copy(c.distributed) or nil, -- as checked: the world size filled in
   }
-  config.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
+  recorded.dp.max_physical_batch_size = physical and logical and math.min(physical, logical) or physical
   local method, norms, clip = (c.method or (c.norms .. "+" .. c.clip)), c.norms, c.clip
   if priv then method, norms, clip = choices(priv, c) end
   local privacy
@@ -1385,7 +899,7 @@ function run_config(c)
   end
   local r = results.assemble{
     name = c.name, status = status, message = not ok and err.message or nil,
-    traceback = not ok and err.traceback or nil, oom = oom, config = config,
+    traceback = not ok and err.traceback or nil, oom = oom, config = recorded,
     method = method, norms = norms, clip = clip,
     predicted = kind == "plan",
     snapshots = snaps,

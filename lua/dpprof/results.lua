@@ -3,6 +3,8 @@
 -- (atomically: a reader never sees half a file).
 local dp = require("dpprof")
 local json = dp.json
+-- an ok result's configuration is checked as a script's (dpprof.config, which needs nothing of this)
+local config = require("dpprof.config")
 
 local results = {}
 
@@ -473,7 +475,7 @@ function INVARIANTS.config(self, r)
   local typed = true
   for _, p in ipairs(self.problems) do typed = typed and not p:find("^config[.:]") end
   if c and self.ok and typed then
-    local ok, err = pcall(require("dpprof.experiment").check_recorded, c)
+    local ok, err = pcall(config.check_recorded, c)
     if not ok then
       self:fail("config", "%s", (dp.error_text(err):gsub("^dpprof%.experiment: ", "")))
     end

@@ -32,6 +32,7 @@
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local repeats = require("dpprof.repeats")
+local outdir = require("dpprof.outdir") -- a sweep's out directory, as dpprof.sweep writes it
 
 local slurm = {}
 
@@ -882,7 +883,6 @@ end
 -- Slurm end state; the charts once every point has one. Returns the exit status: 0 every point
 -- has a result, 1 some have none yet (queued, running, or their end unknown), 2 not a sweep.
 function slurm.collect(dir, say)
-  local sweep = require("dpprof.sweep")
   local m, why = slurm.read_manifest(dir)
   if not m then
     io.stderr:write("dpprof sweep collect: ", why, "\n")
@@ -890,12 +890,12 @@ function slurm.collect(dir, say)
   end
   local note = string.format("pid %d on %s since %s (dpprof sweep collect)", dp.pid(),
                              dp.environment().hostname or "?", os.date("%Y-%m-%d %H:%M:%S"))
-  local lock <close>, holder = dp.lock(dir .. "/" .. sweep.LOCK_FILE, note)
+  local lock <close>, holder = dp.lock(dir .. "/" .. outdir.LOCK_FILE, note)
   if not lock then
     io.stderr:write("dpprof sweep collect: ", dir, " is in use: ", holder, "\n")
     return 1
   end
-  sweep.remove_stale_temps(dir, say)
+  outdir.remove_stale_temps(dir, say)
   local rows = survey(dir, m)
   local n = m.repeats or 1
   local written, waiting = 0, {}
@@ -909,11 +909,11 @@ function slurm.collect(dir, say)
                                   meaning and ", " .. meaning or "", tostring(s.exit_code or "?"), s.source,
                                   log_of(dir, row.task.job_id, row.task.task))
     local r = results.failure{ name = q.name, status = status, message = message, config = q.config }
-    r = sweep.finish_result(r, { name = q.name, vary = q.vary, resolved = q.config, config_hash = q.config_hash },
+    r = outdir.finish_result(r, { name = q.name, vary = q.vary, resolved = q.config, config_hash = q.config_hash },
                             m.name, { host = s.node, slurm = { job_id = row.task.job_id, array_task_id = row.task.task,
                                                                state = s.state, exit_code = s.exit_code,
                                                                state_source = s.source } })
-    local ok, err = sweep.write_result(file, r)
+    local ok, err = outdir.write_result(file, r)
     if not ok then return nil, err end
     row.result = r
     written = written + 1
@@ -937,7 +937,7 @@ function slurm.collect(dir, say)
       end
       if repeats.have(runs, n) == n then
         local r = repeats.combine(runs, n)
-        local ok, err = sweep.write_result(dir .. "/" .. q.file, r)
+        local ok, err = outdir.write_result(dir .. "/" .. q.file, r)
         if not ok then
           io.stderr:write("dpprof sweep collect: ", err, "\n")
           return 1
@@ -960,7 +960,7 @@ function slurm.collect(dir, say)
     say("charts: when every point has a result (dpprof sweep collect " .. dir .. " again)")
     return 1
   end
-  sweep.print_summary(m.name, dir, points)
+  outdir.print_summary(m.name, dir, points)
   local ok, err, messages = dp.plot.render_dir(dir)
   for _, msg in ipairs(messages or {}) do say("plot: " .. msg) end
   if ok then say("charts: rendered in " .. dir) else say("charts: not rendered: " .. tostring(err)) end

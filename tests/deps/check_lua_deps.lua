@@ -1,0 +1,234 @@
+-- check_lua_deps.lua: the arrows between dpprof's Lua modules (lua/dpprof/*.lua), checked as
+-- check_deps.sh checks C's include graph (docs/architecture.md).
+--   usage: dpprof run tests/deps/check_lua_deps.lua repo=REPO
+--   (ctest runs it as deps_lua; tests/CMakeLists.txt)
+--
+-- Every require of a dpprof.* module a module makes, at its top or inside a function (a require
+-- deferred to the call still ties the two modules), is an arrow from it to that module; code only:
+-- a require in a comment or a string (a help text, an example) is none. require("dpprof") is the
+-- C side's module table, no Lua module of lua/dpprof, and is not an arrow.
+--   - each arrow must name a module that exists (lua/dpprof/<name>.lua);
+--   - no cycle: a cycle is named with the arrows that make it and where they are (file:line).
+-- Prints one line per violation and exits 1 when there is any; 0 and a summary otherwise.
+-- Before it checks the repository it checks itself on a few made-up modules (a require in a
+-- comment, in a string, a cycle of three), so a checker that finds nothing is not taken for a
+-- graph without cycles.
+
+-- The tokens of Lua source text that matter here: names, strings (their text, escapes left as
+-- written) and single punctuation characters, each with its line; comments and spaces dropped.
+local function tokens(src)
+  local out, pos, line, n = {}, 1, 1, #src
+  local function advance(to) -- moves pos to `to`, counting the newlines passed
+    local _, nl = src:sub(pos, to - 1):gsub("\n", "")
+    line, pos = line + nl, to
+  end
+  local function long_bracket(at) -- [==[ ... ]==] at `at`: its text and the position after it
+    local eq = src:match("^%[(=*)%[", at)
+    if not eq then return nil end
+    local open_end = at + #eq + 2
+    local close = src:find("]" .. eq .. "]", open_end, true)
+    if not close then error(string.format("line %d: unfinished long bracket", line), 0) end
+    return src:sub(open_end, close - 1), close + #eq + 2
+  end
+  while pos <= n do
+    local c = src:sub(pos, pos)
+    if c:match("%s") then
+      advance(src:find("[^%s]", pos) or n + 1)
+    elseif src:sub(pos, pos + 1) == "--" then
+      local _, after = long_bracket(pos + 2)
+      advance(after or src:find("\n", pos, true) or n + 1)
+    elseif c == '"' or c == "'" then
+      local at, i = line, pos + 1
+      while true do
+        local j = src:find("[\\\n" .. c .. "]", i)
+        if not j or src:sub(j, j) == "\n" then error(string.format("line %d: unfinished string", at), 0) end
+        if src:sub(j, j) == "\\" then
+          i = j + 2
+        else
+          out[#out + 1] = { kind = "string", text = src:sub(pos + 1, j - 1), line = at }
+          advance(j + 1)
+          break
+        end
+      end
+    elseif c == "[" and src:match("^%[=*%[", pos) then
+      local at = line
+      local text, after = long_bracket(pos)
+      out[#out + 1] = { kind = "string", text = text, line = at }
+      advance(after)
+    elseif c:match("[%w_]") then
+      local word = src:match("^[%w_]+", pos)
+      out[#out + 1] = { kind = "name", text = word, line = line }
+      pos = pos + #word
+    else
+      out[#out + 1] = { kind = "punct", text = c, line = line }
+      pos = pos + 1
+    end
+  end
+  return out
+end
+
+-- The dpprof.* modules source requires: a list of {name =, line =}, in order. A require not of a
+-- literal string (require(name)) is returned as {dynamic = true, line =}: the graph cannot see it.
+local function requires_of(src)
+  local t, out = tokens(src), {}
+  for i, tok in ipairs(t) do
+    local prev = t[i - 1]
+    -- `require` called, not a field or method named so (x.require, x:require) nor its definition
+    if tok.kind == "name" and tok.text == "require" and not (prev and (prev.text == "." or prev.text == ":"
+                                                                         or prev.text == "function")) then
+      local arg = t[i + 1]
+      if arg and arg.text == "(" then arg = t[i + 2] end
+      if arg and arg.kind == "string" then
+        local name = arg.text:match("^dpprof%.([%w_]+)$")
+        if name then out[#out + 1] = { name = name, line = tok.line } end
+      elseif arg and arg.text ~= "=" and not (prev and prev.text == "local") then
+        out[#out + 1] = { dynamic = true, line = tok.line }
+      end
+    end
+  end
+  return out
+end
+
+-- The violations of modules {name = source text}: a sorted list of lines.
+local function violations(modules)
+  local edges, problems, names = {}, {}, {}
+  for name in pairs(modules) do names[#names + 1] = name end
+  table.sort(names)
+  for _, from in ipairs(names) do
+    edges[from] = {}
+    local ok, reqs = pcall(requires_of, modules[from])
+    if not ok then
+      problems[#problems + 1] = string.format("unreadable: %s.lua: %s", from, reqs)
+      reqs = {}
+    end
+    for _, r in ipairs(reqs) do
+      if r.dynamic then
+        problems[#problems + 1] = string.format("dynamic: %s.lua:%d requires a module by a computed name, which "
+                                                .. "this check cannot follow (require a literal \"dpprof.x\")", from,
+                                                r.line)
+      elseif not modules[r.name] then
+        problems[#problems + 1] = string.format("unknown: %s.lua:%d requires dpprof.%s, which is no module of "
+                                                .. "lua/dpprof", from, r.line, r.name)
+      elseif not edges[from][r.name] then
+        edges[from][r.name] = r.line -- the first require of it names the arrow
+      end
+    end
+  end
+  -- the strongly connected groups (Tarjan's), each group's one cycle named through its members
+  local index, low, on, stack, count = {}, {}, {}, {}, 0
+  local groups = {}
+  local function targets(v)
+    local out = {}
+    for w in pairs(edges[v]) do out[#out + 1] = w end
+    table.sort(out)
+    return out
+  end
+  local function connect(v)
+    count = count + 1
+    index[v], low[v] = count, count
+    stack[#stack + 1], on[v] = v, true
+    for _, w in ipairs(targets(v)) do
+      if not index[w] then
+        connect(w)
+        low[v] = math.min(low[v], low[w])
+      elseif on[w] then
+        low[v] = math.min(low[v], index[w])
+      end
+    end
+    if low[v] == index[v] then
+      local g = {}
+      repeat
+        local w = table.remove(stack)
+        on[w] = nil
+        g[#g + 1] = w
+      until w == v
+      if #g > 1 or edges[v][v] then
+        table.sort(g)
+        groups[#groups + 1] = g
+      end
+    end
+  end
+  for _, v in ipairs(names) do if not index[v] then connect(v) end end
+  for _, g in ipairs(groups) do
+    local member = {}
+    for _, v in ipairs(g) do member[v] = true end
+    -- the shortest way from the group's first module back to itself, inside the group
+    local start, from, queue, found = g[1], {}, { g[1] }, nil
+    local head = 1
+    while head <= #queue and not found do
+      local v = queue[head]
+      head = head + 1
+      for _, w in ipairs(targets(v)) do
+        if member[w] then
+          if w == start then found = v break end
+          if not from[w] then from[w], queue[#queue + 1] = v, w end
+        end
+      end
+    end
+    local path = { start }
+    local v = found
+    while v ~= start do table.insert(path, 2, v) v = from[v] end
+    path[#path + 1] = start
+    local where = {}
+    for i = 1, #path - 1 do
+      where[#where + 1] = string.format("%s.lua:%d requires dpprof.%s", path[i], edges[path[i]][path[i + 1]],
+                                        path[i + 1])
+    end
+    problems[#problems + 1] = string.format("cycle: %s (%s)%s", table.concat(path, " -> "), table.concat(where, "; "),
+                                            #g > #path - 1 and "; the group: " .. table.concat(g, " ") or "")
+  end
+  table.sort(problems)
+  local narrows = 0
+  for _, from in ipairs(names) do for _ in pairs(edges[from]) do narrows = narrows + 1 end end
+  return problems, narrows, #names
+end
+
+-- The check of the check: made-up modules whose violations are known.
+local function self_check()
+  local fake = {
+    a = 'local b = require("dpprof.b")\n-- require("dpprof.z") in a comment\nlocal s = "require(\'dpprof.z\')"\n',
+    b = 'local x = [[ require "dpprof.z" ]]\nlocal function f() return require "dpprof.c" end\n'
+        .. '--[==[ require("dpprof.z")\n]==]\nlocal dp = require("dpprof")\n',
+    c = 'local t = {}\nt.require = 1\nfunction t.f() return (require(\'dpprof.a\')) end\n',
+    d = 'local m = require("dpprof.a")\nlocal n = require("dpprof.nothing")\n',
+  }
+  local got = violations(fake)
+  local want = {
+    "cycle: a -> b -> c -> a (a.lua:1 requires dpprof.b; b.lua:2 requires dpprof.c; c.lua:3 requires dpprof.a)",
+    "unknown: d.lua:2 requires dpprof.nothing, which is no module of lua/dpprof",
+  }
+  if table.concat(got, "\n") ~= table.concat(want, "\n") then
+    io.stderr:write("deps_lua: the check's own test failed: got\n  ", table.concat(got, "\n  "), "\nwant\n  ",
+                    table.concat(want, "\n  "), "\n")
+    os.exit(1)
+  end
+end
+
+local dp = require("dpprof")
+local repo = dp.args.repo or error("usage: dpprof run tests/deps/check_lua_deps.lua repo=REPO", 0)
+self_check()
+local dir = repo .. "/lua/dpprof"
+local files, why = dp.list_dir(dir)
+if not files then
+  io.stderr:write("deps_lua: ", tostring(why), "\n")
+  os.exit(2)
+end
+local modules = {}
+for _, f in ipairs(files) do
+  local name = f:match("^([%w_]+)%.lua$")
+  if name then
+    local text = dp.read_file(dir .. "/" .. f)
+    if not text then
+      io.stderr:write("deps_lua: cannot read ", dir, "/", f, "\n")
+      os.exit(2)
+    end
+    modules[name] = text
+  end
+end
+local problems, narrows, nmodules = violations(modules)
+if #problems > 0 then
+  for _, p in ipairs(problems) do print(p) end
+  print(string.format("deps_lua: %d violation(s) among the requires of lua/dpprof (docs/architecture.md)", #problems))
+  os.exit(1)
+end
+print(string.format("deps_lua: ok (%d arrows between %d modules, no cycle)", narrows, nmodules))
