@@ -290,15 +290,24 @@ static int name_width(const dpplot_results *rs, int least) {
 
 /* What every run of the tables shares (model, shape, dtype, LoRA or full fine-tuning, optimizer,
  * strategy, device: what the charts' subtitles name), "" when nothing is shared or known. */
+/* The runs in the tables (all of them when none finished and all_if_none), as a list to free;
+ * NULL when there are none or the host is out of memory. */
+static const dpplot_result **table_items(const dpplot_results *rs, int all_if_none, size_t *n) {
+    *n = 0;
+    const dpplot_result **items = rs->n ? malloc(rs->n * sizeof *items) : NULL;
+    if (!items) return NULL;
+    for (size_t i = 0; i < rs->n; i++)
+        if (in_table(&rs->items[i])) items[(*n)++] = &rs->items[i];
+    if (*n == 0 && all_if_none)
+        for (size_t i = 0; i < rs->n; i++) items[(*n)++] = &rs->items[i];
+    return items;
+}
+
 static void fixed_config(const dpplot_results *rs, char *buf, size_t len) {
     buf[0] = '\0';
-    const dpplot_result **items = rs->n ? malloc(rs->n * sizeof *items) : NULL;
+    size_t n;
+    const dpplot_result **items = table_items(rs, 1, &n); /* none finished: what was asked of them */
     if (!items) return;
-    size_t n = 0;
-    for (size_t i = 0; i < rs->n; i++)
-        if (in_table(&rs->items[i])) items[n++] = &rs->items[i];
-    if (n == 0) /* none finished: what was asked of them */
-        for (size_t i = 0; i < rs->n; i++) items[n++] = &rs->items[i];
     dpplot_report_fixed_config(items, n, buf, len);
     free(items);
 }
@@ -308,11 +317,9 @@ static void fixed_config(const dpplot_results *rs, char *buf, size_t len) {
 /* The load note of the runs in the table ("" when none was taken on a loaded machine). */
 static void load_note(const dpplot_results *rs, char *buf, size_t len) {
     buf[0] = '\0';
-    const dpplot_result **items = rs->n ? malloc(rs->n * sizeof *items) : NULL;
+    size_t n;
+    const dpplot_result **items = table_items(rs, 0, &n);
     if (!items) return;
-    size_t n = 0;
-    for (size_t i = 0; i < rs->n; i++)
-        if (in_table(&rs->items[i])) items[n++] = &rs->items[i];
     dpplot_report_load_note(items, n, buf, len);
     free(items);
 }

@@ -50,6 +50,19 @@ function check.raises(fn, substrings, what)
   return err
 end
 
+-- Calls fn() expecting a refusal (an error table with exit_status 2, as dp.refuse raises) of one
+-- line whose message contains each of the plain substrings (a string or a list); what names the case.
+function check.refused(fn, substrings, what)
+  local ok, err = pcall(fn)
+  check.eq(ok, false, what .. " raises")
+  check.eq(type(err) == "table" and err.exit_status, 2, what .. ": a refusal (exit 2): " .. tostring(err))
+  local msg = tostring(err)
+  check.eq(msg:find("\n"), nil, what .. ": one line")
+  for _, s in ipairs(type(substrings) == "table" and substrings or { substrings }) do
+    check.truthy(msg:find(s, 1, true), string.format("%s: %q mentions %q", what, msg, s))
+  end
+end
+
 -- Runs a shell command with stderr folded into stdout: its exit code and everything it printed.
 function check.sh(cmd)
   local p = io.popen(cmd .. " 2>&1")

@@ -13,16 +13,7 @@ local root = string.format("/tmp/dpprof-test-data-%d-%d", dp.pid(), os.time())
 assert(dp.mkdir_p(root))
 
 -- A refusal: exit status 2 and each substring in its message.
-local function refused(fn, substrings, what)
-  local ok, err = pcall(fn)
-  check.eq(ok, false, what .. " raises")
-  check.eq(type(err) == "table" and err.exit_status, 2, what .. ": a refusal (exit 2): " .. tostring(err))
-  local msg = tostring(err)
-  check.eq(msg:find("\n"), nil, what .. ": one line")
-  for _, s in ipairs(type(substrings) == "table" and substrings or { substrings }) do
-    check.truthy(msg:find(s, 1, true), string.format("%s: %q mentions %q", what, msg, s))
-  end
-end
+local refused = check.refused
 
 -- The grammar: defaults, one source, every key checked.
 do

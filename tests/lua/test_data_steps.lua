@@ -17,14 +17,7 @@ local data = dp.data
 local dir = string.format("/tmp/dpprof-test-data-steps-%d-%d", dp.pid(), os.time())
 os.execute("mkdir -p " .. dir)
 
-local function refused(fn, substrings, what)
-  local ok, err = pcall(fn)
-  check.truthy(not ok, what .. " raised")
-  check.eq(type(err) == "table" and err.exit_status, 2, what .. ": a refusal (exit 2): " .. tostring(err))
-  for _, s in ipairs(substrings) do
-    check.truthy(tostring(err):find(s, 1, true), what .. ": '" .. tostring(err) .. "' names " .. s)
-  end
-end
+local refused = check.refused
 
 -- 40 lengths from 1 to 64
 local LENGTHS = {}
