@@ -26,7 +26,7 @@
  *
  * choices: NULL, or the name of the list the value must be in: the schema's own (statuses,
  * phases, samplings, bounds, profiles, op_categories, rss_since, below) or the engine's (formulations, accountants,
- * flash_impls: the Lua side takes them from dpprof.dp and dpprof.privacy; the chart reader does not check them). */
+ * flash_impls: the Lua side takes them from dpprof.dpsgd and dpprof.privacy; the chart reader does not check them). */
 #ifndef DPPROF_RESULTS_SCHEMA_H
 #define DPPROF_RESULTS_SCHEMA_H
 

@@ -1,7 +1,7 @@
 /* dpplot_palette.h: fixed colours for methods, memory components, phases; viridis.
  *
  * A method has the same colour in every chart dpprof draws, by a rule that needs no list of
- * methods (plots/ reads result JSON only; the engine's list is dpprof.dp.METHODS): the six
+ * methods (plots/ reads result JSON only; the engine's list is dpprof.dpsgd.METHODS): the six
  * names charts have always drawn keep their Okabe-Ito colours (colour-blind safe) and order,
  * vanilla, flat, ghost, mixed_ghost, bk, flash_clip, so existing charts do not change; any
  * other name (a preset added later, "flash+twopass") takes one of eight fallback colours, none

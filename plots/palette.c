@@ -5,7 +5,7 @@
 
 /* The colours (and the order) the charts have always given these six names, kept so that charts
  * do not change. This is not the list of DP methods: plots/ reads result JSON only and never sees
- * the engine's (dpprof.dp.METHODS). Every other name a result carries, a preset added to the
+ * the engine's (dpprof.dpsgd.METHODS). Every other name a result carries, a preset added to the
  * engine later included, takes its colour by the rule in dpplot_method_color, which needs no
  * entry here. */
 static const char *const preset_names[DPPLOT_N_PRESETS] = {"vanilla",     "flat", "ghost",

@@ -83,7 +83,7 @@ typedef enum { DPSGD_FLASH_TILES = 0, DPSGD_FLASH_STRIPS } dpsgd_flash_impl;
 #define DPSGD_N_FLASH_IMPLS (DPSGD_FLASH_STRIPS + 1)
 
 /* The lists of names a user chooses from (dpsgd_method.c holds each once; the Lua module's
- * dpprof.dp.METHODS, PRESETS, NORMS, CLIPS, FORMULATIONS and FLASH_IMPLS are made from them). */
+ * dpprof.dpsgd.METHODS, PRESETS, NORMS, CLIPS, FORMULATIONS and FLASH_IMPLS are made from them). */
 typedef enum {
     DPSGD_LIST_PRESETS,      /* the methods by name, vanilla first: "vanilla", "flat", "ghost", ... */
     DPSGD_LIST_NORMS,        /* norms choices: "materialize", "ghost", "mixed", "flash" */

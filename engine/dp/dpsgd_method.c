@@ -8,7 +8,7 @@
 #include <string.h>
 
 /* The presets: the one list of DP methods by name, in the order results and charts show them
- * (vanilla, the baseline, first). dpprof.dp.METHODS and dpprof.dp.PRESETS are made from it, and
+ * (vanilla, the baseline, first). dpprof.dpsgd.METHODS and dpprof.dpsgd.PRESETS are made from it, and
  * every Lua module and the CLI read those: a preset added here is known everywhere. */
 static const struct preset {
     const char *name;

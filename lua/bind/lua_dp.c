@@ -1,6 +1,6 @@
-/* lua_dp.c: dpprof.dp.wrap and the DP wrapper object ("dpprof.dp" metatable).
+/* lua_dp.c: dpprof.dpsgd.wrap and the DP wrapper object ("dpprof.dpsgd" metatable).
  *
- *   local priv = dp.dp.wrap(m, opt, {method=... | norms=..., clip=..., max_grad_norm=, ...,
+ *   local priv = dp.dpsgd.wrap(m, opt, {method=... | norms=..., clip=..., max_grad_norm=, ...,
  *                                    flash_impl="tiles"|"strips"})
  *   local step = priv:next_step()     -- {logical_size=n, physical={n1, n2, ...}, samples={i1, ...},
  *                                        first=, padding=}
@@ -12,21 +12,21 @@
  *   priv:noise()                      -- once per logical step, before opt:step()
  *   priv:stats(), priv:epsilon([delta [, accountant]]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
- *   dp.dp.check(options, model_batch) -> true: wrap's checks of its options, without a model
- *   dp.dp.WRAP_KEYS     wrap's option names, in order
- *   dp.dp.split(n, max) -> {n1, ...}: the physical batch sizes of a logical batch of n samples, at
+ *   dp.dpsgd.check(options, model_batch) -> true: wrap's checks of its options, without a model
+ *   dp.dpsgd.WRAP_KEYS     wrap's option names, in order
+ *   dp.dpsgd.split(n, max) -> {n1, ...}: the physical batch sizes of a logical batch of n samples, at
  *                       most max a batch, as the engine (and Opacus's BatchMemoryManager) splits it
- *   dp.dp.poisson_draw(seed, step, q, N) -> {i1, ...}: the samples (1-based) Poisson sampling draws
+ *   dp.dpsgd.poisson_draw(seed, step, q, N) -> {i1, ...}: the samples (1-based) Poisson sampling draws
  *                       at logical step `step` (from 0), as priv:next_step() draws them
  *
  * The engine's lists and defaults, made from its one table of each (engine/dp/dpsgd_method.c,
  * dpsgd_config_default), which every Lua module and the CLI read rather than keep their own:
- *   dp.dp.METHODS       the presets' names in order, vanilla first: {"vanilla", "flat", ...}
- *   dp.dp.PRESETS       {name = {norms=, clip=}} (vanilla: {}, neither)
- *   dp.dp.NORMS, CLIPS  the norms and clip choices of norms=/clip=
- *   dp.dp.FORMULATIONS  the per-layer formulations stats().layers[i].norms names
- *   dp.dp.FLASH_IMPLS   flash_impl's choices
- *   dp.dp.DEFAULTS      {max_grad_norm=, noise_multiplier=, delta=, poisson=, seed=, flash_impl=,
+ *   dp.dpsgd.METHODS       the presets' names in order, vanilla first: {"vanilla", "flat", ...}
+ *   dp.dpsgd.PRESETS       {name = {norms=, clip=}} (vanilla: {}, neither)
+ *   dp.dpsgd.NORMS, CLIPS  the norms and clip choices of norms=/clip=
+ *   dp.dpsgd.FORMULATIONS  the per-layer formulations stats().layers[i].norms names
+ *   dp.dpsgd.FLASH_IMPLS   flash_impl's choices
+ *   dp.dpsgd.DEFAULTS      {max_grad_norm=, noise_multiplier=, delta=, poisson=, seed=, flash_impl=,
  *                        accountant=}: what wrap (and an experiment) take when not told
  *
  * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
@@ -48,7 +48,7 @@
 #include <math.h>
 #include <string.h>
 
-#define DP_MT "dpprof.dp"
+#define DP_MT "dpprof.dpsgd"
 
 enum { UV_MODEL = 1, UV_OPTIM = 2, N_UV = 2 };
 
@@ -71,9 +71,9 @@ static dpsgd *check_dp(lua_State *L, int idx) {
 
 static int fail(lua_State *L, const char *fname) { return luaL_error(L, "%s: %s", fname, dp_error_message()); }
 
-/* ---- dpprof.dp.wrap --------------------------------------------------------------------------- */
+/* ---- dpprof.dpsgd.wrap --------------------------------------------------------------------------- */
 
-/* wrap's options (dpprof.dp.WRAP_KEYS, in this order): the one list of them. dp.experiment's dp
+/* wrap's options (dpprof.dpsgd.WRAP_KEYS, in this order): the one list of them. dp.experiment's dp
  * table takes them less five it deliberately sets elsewhere (method, norms and clip are an
  * experiment's top-level keys, as is seed, which seeds the whole run; expected_batch_size is its
  * model.batch) and plus its own accountant (which the wrapper takes per epsilon() call). */
@@ -93,7 +93,7 @@ static const char *const wrap_keys[] = {"method",
                                         NULL};
 
 static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
-    const char *fname = "dpprof.dp.wrap";
+    const char *fname = "dpprof.dpsgd.wrap";
     dpl_check_keys(L, idx, fname, wrap_keys);
     dpsgd_config_default(cfg);
     const char *method = dpl_opt_str_field(L, idx, fname, "method", NULL);
@@ -146,10 +146,10 @@ static int l_wrap(lua_State *L) {
     lua_setiuservalue(L, -2, UV_MODEL);
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, UV_OPTIM);
-    if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dpsgd.wrap");
     int strategy, world, rank; /* a model made with distributed = {...} trains as one rank */
     if (dpl_model_distributed(L, 1, &strategy, &world, &rank))
-        distribute(L, lua_gettop(L), "dpprof.dp.wrap", (dp_dist_strategy)strategy, world, rank);
+        distribute(L, lua_gettop(L), "dpprof.dpsgd.wrap", (dp_dist_strategy)strategy, world, rank);
     return 1;
 }
 
@@ -160,7 +160,7 @@ static int l_check(lua_State *L) {
     lua_Integer model_batch = luaL_checkinteger(L, 2);
     dpsgd_config cfg;
     read_options(L, 1, &cfg);
-    if (dpsgd_config_check(&cfg, (int64_t)model_batch) != DP_OK) return fail(L, "dpprof.dp.wrap");
+    if (dpsgd_config_check(&cfg, (int64_t)model_batch) != DP_OK) return fail(L, "dpprof.dpsgd.wrap");
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -176,7 +176,7 @@ static void push_split(lua_State *L, const dpsgd_step_plan *plan) {
     }
 }
 
-/* dp.dp.split(n, max_physical) -> {n1, ...} ({} for n = 0) */
+/* dp.dpsgd.split(n, max_physical) -> {n1, ...} ({} for n = 0) */
 static int l_split(lua_State *L) {
     lua_Integer n = luaL_checkinteger(L, 1), max = luaL_checkinteger(L, 2);
     luaL_argcheck(L, n >= 0 && n <= (lua_Integer)1 << 40, 1, "the logical batch size must be an integer in 0..2^40");
@@ -187,7 +187,7 @@ static int l_split(lua_State *L) {
     return 1;
 }
 
-/* dp.dp.poisson_draw(seed, step, q, N) -> {i1, ...} (1-based, increasing) */
+/* dp.dpsgd.poisson_draw(seed, step, q, N) -> {i1, ...} (1-based, increasing) */
 static int l_poisson_draw(lua_State *L) {
     lua_Integer seed = luaL_checkinteger(L, 1), step = luaL_checkinteger(L, 2), N = luaL_checkinteger(L, 4);
     double q = luaL_checknumber(L, 3);
@@ -484,12 +484,12 @@ static int l_free(lua_State *L) {
 static int l_tostring(lua_State *L) {
     dpl_dp *u = to_dp(L, 1);
     if (!u->dp) {
-        lua_pushliteral(L, "dpprof.dp(freed)");
+        lua_pushliteral(L, "dpprof.dpsgd(freed)");
         return 1;
     }
     const dpsgd_config *c = dpsgd_config_of(u->dp);
     const char *preset = method_name(c);
-    lua_pushfstring(L, "dpprof.dp(%s: norms %s, clip %s, C %f, sigma %f, steps %d)", preset ? preset : "custom",
+    lua_pushfstring(L, "dpprof.dpsgd(%s: norms %s, clip %s, C %f, sigma %f, steps %d)", preset ? preset : "custom",
                     dpsgd_norms_name(c->norms), dpsgd_clip_name(c->clip), c->max_grad_norm, c->noise_multiplier,
                     (int)dpsgd_steps(u->dp));
     return 1;
@@ -564,7 +564,7 @@ static void set_presets(lua_State *L) {
         const char *name = dpsgd_list_name(DPSGD_LIST_PRESETS, i);
         dpsgd_norms_method n;
         dpsgd_clip_method c;
-        if (dpsgd_method_preset(name, &n, &c) != DP_OK) luaL_error(L, "dpprof.dp: %s", dp_error_message());
+        if (dpsgd_method_preset(name, &n, &c) != DP_OK) luaL_error(L, "dpprof.dpsgd: %s", dp_error_message());
         lua_createtable(L, 0, 2);
         set_str(L, "norms", n == DPSGD_NORMS_NONE ? NULL : dpsgd_norms_name(n));
         set_str(L, "clip", c == DPSGD_CLIP_NONE ? NULL : dpsgd_clip_name(c));
@@ -614,5 +614,5 @@ void dpl_open_dp(lua_State *L) {
     set_list(L, "FORMULATIONS", DPSGD_LIST_FORMULATIONS);
     set_list(L, "FLASH_IMPLS", DPSGD_LIST_FLASH_IMPLS);
     set_defaults(L);
-    lua_setfield(L, -2, "dp");
+    lua_setfield(L, -2, "dpsgd");
 }

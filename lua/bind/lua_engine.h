@@ -79,7 +79,7 @@ void dpl_open_optim(lua_State *L);
 /* The live optimizer at idx (its model checked alive too), or an argument error. */
 struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
 
-/* Adds dpprof.dp.wrap, dpprof.dp.check and the DP wrapper's metatable (lua_dp.c). */
+/* Adds dpprof.dpsgd.wrap, dpprof.dpsgd.check and the DP wrapper's metatable (lua_dp.c). */
 void dpl_open_dp(lua_State *L);
 /* Adds dpprof.privacy: epsilon and noise_multiplier by the RDP, PRV or PLD accountant
  * (lua_privacy.c). */

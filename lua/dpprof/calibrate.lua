@@ -68,7 +68,7 @@ function calibrate.set(kind, quick)
   local dtypes = { "f32", "bf16" }
   local n_shapes, per = #shapes, 3
   if quick then dtypes, n_shapes, per = { "f32" }, 2, 3 end
-  local methods = dp.dp.METHODS
+  local methods = dp.dpsgd.METHODS
   local out = {}
   for _, dtype in ipairs(dtypes) do
     for ai, arch in ipairs({ "gpt", "llama" }) do

@@ -398,11 +398,11 @@ local function wrap(words, indent, width)
   return table.concat(lines, "\n" .. string.rep(" ", indent))
 end
 
--- FIT_USAGE with the method choices from the engine's list (dpprof.dp.METHODS).
+-- FIT_USAGE with the method choices from the engine's list (dpprof.dpsgd.METHODS).
 function cli.fit_usage()
   local words = {}
-  for _, m in ipairs(dp.dp.METHODS) do words[#words + 1] = m .. "," end
-  for w in string.format("or norms+clip (default: all %d presets); methods= is the same", #dp.dp.METHODS):gmatch("%S+") do
+  for _, m in ipairs(dp.dpsgd.METHODS) do words[#words + 1] = m .. "," end
+  for w in string.format("or norms+clip (default: all %d presets); methods= is the same", #dp.dpsgd.METHODS):gmatch("%S+") do
     words[#words + 1] = w
   end
   local text = wrap(words, 30, 102)
@@ -698,7 +698,7 @@ exit status: 0 answered; 2 bad arguments
 -- RISK_USAGE with the method choices from the engine's list.
 function cli.risk_usage()
   local words = {}
-  for _, m in ipairs(dp.dp.METHODS) do words[#words + 1] = m .. "," end
+  for _, m in ipairs(dp.dpsgd.METHODS) do words[#words + 1] = m .. "," end
   for w in ("or norms+clip (required)"):gmatch("%S+") do words[#words + 1] = w end
   local text = wrap(words, 30, 102)
   return (RISK_USAGE:gsub("@METHODS@", function() return text end))

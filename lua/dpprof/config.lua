@@ -1,8 +1,8 @@
 -- dpprof.config: an experiment's configuration, checked and completed (dp.experiment's keys:
 -- lua/dpprof/experiment.lua's header says what each one means). config.check(cfg, recorded)
--- refuses unknown keys, wrong types and what dpprof.model and dpprof.dp.wrap would refuse
+-- refuses unknown keys, wrong types and what dpprof.model and dpprof.dpsgd.wrap would refuse
 -- (checked without a device), fills in the defaults (config.DEFAULTS: the engine's DP options,
--- dpprof.dp.DEFAULTS, and an experiment's own) and returns the normalised copy a run uses and a
+-- dpprof.dpsgd.DEFAULTS, and an experiment's own) and returns the normalised copy a run uses and a
 -- result records; config.check_recorded checks a result's recorded `config` the same way.
 --
 -- Also the reckonings a check and the run share: a checkpoint's model options (model_options),
@@ -44,10 +44,10 @@ local MODEL_KEYS = keys_of(dp.model.KEYS, EXPERIMENT_OWN, { "path", "weights", "
 -- options (its one list), less device and parts.
 local RUNTIME_KEYS = {}
 for _, k in ipairs(keys_of(dp.model.LOAD_KEYS, EXPERIMENT_OWN, {})) do RUNTIME_KEYS[k] = true end
--- The dp keys: dpprof.dp.wrap's (the engine's one list) less those an experiment deliberately sets
+-- The dp keys: dpprof.dpsgd.wrap's (the engine's one list) less those an experiment deliberately sets
 -- elsewhere (method, norms and clip and the run's seed at the top; expected_batch_size is
 -- model.batch: wrap_options), plus the accountant its epsilon is reported by.
-local DP_KEYS = keys_of(dp.dp.WRAP_KEYS, { method = true, norms = true, clip = true, seed = true,
+local DP_KEYS = keys_of(dp.dpsgd.WRAP_KEYS, { method = true, norms = true, clip = true, seed = true,
                                            expected_batch_size = true }, { "accountant" })
 local OPTIMIZER_KEYS = {
   adamw = { "name", "lr", "betas", "eps", "weight_decay" },
@@ -57,8 +57,8 @@ local OPTIMIZER_KEYS = {
 local DATA_KEYS = data.KEYS
 local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
                     "after_forward", "after_backward", "after_clip", "after_noise", "after_step", "finished" }
--- The methods by name: the engine's one list (dpprof.dp.METHODS).
-local METHODS = dp.dp.METHODS
+-- The methods by name: the engine's one list (dpprof.dpsgd.METHODS).
+local METHODS = dp.dpsgd.METHODS
 
 -- The default snapshot schedule, in order; {i} is the timed iteration (1-based).
 config.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optimizer_created", "3_after_warmup",
@@ -66,9 +66,9 @@ config.DEFAULT_SNAPSHOTS = { "0_model_loaded", "1_wrapped_with_dp", "2_optimizer
                                  "iter{i}_after_step" }
 
 -- What an experiment takes when not told. The DP options wrap also has (C, sigma, delta, Poisson
--- sampling, the seed, the accountant) are the engine's (dpprof.dp.DEFAULTS); the sample rate,
+-- sampling, the seed, the accountant) are the engine's (dpprof.dpsgd.DEFAULTS); the sample rate,
 -- which the engine derives from a dataset size instead, and the rest are an experiment's own.
-local ENGINE = dp.dp.DEFAULTS
+local ENGINE = dp.dpsgd.DEFAULTS
 config.DEFAULTS = {
   method = "ghost",
   optimizer = { name = "adamw", lr = 1e-4, weight_decay = 0.01 },
@@ -326,7 +326,7 @@ function config.physical_batch(c, logical, own_lengths)
   return model_batch, physical
 end
 
--- The options dpprof.dp.wrap is given for configuration c (config.check's), of a logical batch
+-- The options dpprof.dpsgd.wrap is given for configuration c (config.check's), of a logical batch
 -- of logical_batch samples split into physical batches of at most physical_batch.
 function config.wrap_options(c, logical_batch, physical_batch)
   local w = { max_grad_norm = c.dp.max_grad_norm, noise_multiplier = c.dp.noise_multiplier,
@@ -337,7 +337,7 @@ function config.wrap_options(c, logical_batch, physical_batch)
   return w
 end
 
--- The checks dpprof.model and dpprof.dp.wrap make of the model and DP options, made here without
+-- The checks dpprof.model and dpprof.dpsgd.wrap make of the model and DP options, made here without
 -- a device, so a configuration that cannot run raises before anything is built (and a sweep
 -- refuses it before its first point). The batch the model is built with is the physical one.
 local function check_model_and_dp(c, cfg)
@@ -349,7 +349,7 @@ local function check_model_and_dp(c, cfg)
   mcfg.batch, physical = config.physical_batch(c, logical, SAMPLES[c] ~= nil)
   local ok, err = pcall(dp.model.check, mcfg)
   if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
-  ok, err = pcall(dp.dp.check, config.wrap_options(c, logical, physical), mcfg.batch)
+  ok, err = pcall(dp.dpsgd.check, config.wrap_options(c, logical, physical), mcfg.batch)
   if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
 end
 
@@ -380,7 +380,7 @@ function config.check(cfg, recorded)
     if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
     if not (cfg.norms and cfg.clip) then
       error(string.format("dpprof.experiment: norms= and clip= go together (norms: %s; clip: %s), or give a method",
-                          table.concat(dp.dp.NORMS, ", "), table.concat(dp.dp.CLIPS, ", ")), 3)
+                          table.concat(dp.dpsgd.NORMS, ", "), table.concat(dp.dpsgd.CLIPS, ", ")), 3)
     end
     c.method = nil
   else

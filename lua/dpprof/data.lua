@@ -410,12 +410,12 @@ end
 
 -- The physical batch sizes of a logical batch of n samples with at most max_physical in one, as
 -- Opacus's BatchMemoryManager splits it (numpy.array_split into ceil(n / max_physical) parts: the
--- first n mod parts one larger; the engine's dp.dp.split, which every DP step takes). An empty
+-- first n mod parts one larger; the engine's dp.dpsgd.split, which every DP step takes). An empty
 -- logical batch has no physical batch ({}).
 function data.split(n, max_physical)
   if math.type(n) ~= "integer" or n < 0 then refuse("data.split: the logical batch size must be an integer >= 0, got %s", tostring(n)) end
   max_physical = positive_int(max_physical, "max_physical_batch_size")
-  return dp.dp.split(n, max_physical) -- the engine's split, the one every DP step takes
+  return dp.dpsgd.split(n, max_physical) -- the engine's split, the one every DP step takes
 end
 
 -- A logical batch's physical batches: lengths are its samples' (in the order drawn), spec a data

@@ -51,7 +51,7 @@
 -- child. A failure while it runs (out of memory, an engine error, a callback's error) does not
 -- raise: the result has status "oom" or "error", a message, and what was measured up to the
 -- failure. A bad configuration raises before anything is built: unknown keys, wrong types, and
--- what dpprof.model and dpprof.dp.wrap would refuse (checked without a device), including a
+-- what dpprof.model and dpprof.dpsgd.wrap would refuse (checked without a device), including a
 -- sample_rate x dataset_size that disagrees with the batch; what only building can tell (bf16 on
 -- the CPU) raises too. The configuration's keys, defaults and checks are dpprof.config's
 -- (lua/dpprof/config.lua); experiment.config is its config.check.
@@ -100,8 +100,8 @@ experiment.MAX_WORLD = config.MAX_WORLD
 experiment.SAVE_FILES = config.SAVE_FILES
 
 local copy = dp.deep_copy
--- The methods' two choices each: the engine's one table (dpprof.dp.PRESETS).
-local PRESETS = dp.dp.PRESETS
+-- The methods' two choices each: the engine's one table (dpprof.dpsgd.PRESETS).
+local PRESETS = dp.dpsgd.PRESETS
 
 ---------------------------------------------------------------------------------------------
 -- The run
@@ -375,7 +375,7 @@ function experiment.run(cfg_in)
 end
 
 function run_config(c)
-  for _, api in ipairs({ "model", "batch", "free_batch", "optim", "dp" }) do
+  for _, api in ipairs({ "model", "batch", "free_batch", "optim", "dpsgd" }) do
     if dp[api] == nil then error("dpprof.experiment: this dpprof has no dpprof." .. api .. " (model, optimizer and DP bindings)", 2) end
   end
   local mem = dp.memory
@@ -717,7 +717,7 @@ function run_config(c)
     opt = build_optimizer(model, c.optimizer)
     ctx.optimizer = opt
     physical = wrap_physical or logical
-    priv = dp.dp.wrap(model, opt, config.wrap_options(c, logical, physical))
+    priv = dp.dpsgd.wrap(model, opt, config.wrap_options(c, logical, physical))
     if c.distributed then priv:distribute(c.distributed) end
     if ws_launched > 1 then
       local mc = model:config()

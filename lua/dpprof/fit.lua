@@ -48,7 +48,7 @@ local fit = {}
 fit.OPTION_KEYS = { "base", "method", "methods", "vary", "budget_gb", "device_model", "lo", "hi", "granularity",
                     "quiet", "checkpoint" }
 fit.VARY = { "seq_len", "batch", "layers" }
-fit.METHODS = dp.dp.METHODS -- the engine's presets
+fit.METHODS = dp.dpsgd.METHODS -- the engine's presets
 -- Per vary: {lo, hi, granularity} when not given.
 fit.DEFAULTS = {
   seq_len = { granularity = 64, hi = 1 << 20 },

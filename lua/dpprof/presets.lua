@@ -5,8 +5,8 @@ local dp = require("dpprof")
 
 local presets = {}
 
--- All DP presets (the engine's list, dpprof.dp.METHODS), and the three the default comparison shows.
-presets.ALL_METHODS = dp.dp.METHODS
+-- All DP presets (the engine's list, dpprof.dpsgd.METHODS), and the three the default comparison shows.
+presets.ALL_METHODS = dp.dpsgd.METHODS
 presets.DEFAULT_METHODS = { "vanilla", "ghost", "flash_clip" }
 
 -- small: finishes in a minute or two on 2 CPU cores; large: one long-context model for one GPU.
@@ -39,7 +39,7 @@ presets.COMMON = {
   { "threads", "threads=N: the CPU backend's threads for every run (dpprof.experiment's threads)" },
   { "device", "device=cpu|cuda|plan: where the runs go (a script that takes fewer, or auto, names its own)" },
   { "out", "out=DIR: the results folder" },
-  { "methods", "methods=a,b (or method=a): the DP methods, of " .. table.concat(dp.dp.METHODS, ", ") },
+  { "methods", "methods=a,b (or method=a): the DP methods, of " .. table.concat(dp.dpsgd.METHODS, ", ") },
 }
 
 -- The first comment lines of a script: what `--help` prints above the keys.

@@ -57,8 +57,8 @@ for _, p in ipairs(dp.results_schema.choices.optional_phases) do results.OPTIONA
 results.OP_CATEGORIES = dp.results_schema.choices.op_categories
 results.HOST_RSS_SINCE = dp.results_schema.choices.rss_since
 results.CATEGORIES = dp.memory.categories
--- Per-layer formulations of the norms pass: the engine's list (dpprof.dp.FORMULATIONS).
-results.NORMS_KINDS = dp.dp.FORMULATIONS
+-- Per-layer formulations of the norms pass: the engine's list (dpprof.dpsgd.FORMULATIONS).
+results.NORMS_KINDS = dp.dpsgd.FORMULATIONS
 
 -- The legacy breakdown: each field is the sum of these categories live at the peak, in the
 -- engine's order (common/memory_categories.h, through dpprof.memory.CATEGORIES: each category's
@@ -285,8 +285,8 @@ local CHOICES = {
   statuses = results.STATUSES, phases = results.PHASES, samplings = dp.results_schema.choices.samplings,
   bounds = dp.results_schema.choices.bounds, profiles = dp.results_schema.choices.profiles,
   op_categories = dp.results_schema.choices.op_categories, rss_since = dp.results_schema.choices.rss_since,
-  formulations = dp.dp.FORMULATIONS, accountants = dp.privacy.accountants,
-  flash_impls = dp.dp.FLASH_IMPLS,
+  formulations = dp.dpsgd.FORMULATIONS, accountants = dp.privacy.accountants,
+  flash_impls = dp.dpsgd.FLASH_IMPLS,
 }
 -- The key sets of the placeholders: {category} and {phase} (every one required but the optional
 -- phases).

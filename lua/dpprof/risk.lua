@@ -64,7 +64,7 @@
 -- (the shortest length that at least half its b-sample batches stay within), the sum of their
 -- plan runs' step times (each a whole optimizer step, so an upper bound).
 --
--- simulate = S: S steps drawn by the engine's Poisson sampler itself (dp.dp.poisson_draw, the
+-- simulate = S: S steps drawn by the engine's Poisson sampler itself (dp.dpsgd.poisson_draw, the
 -- draw priv:next_step() makes), split by dpprof.data.physical_batches in the data
 -- set's order, and each physical batch planned (the same rows): the simulated steps' logical batch
 -- sizes (`logical`, what priv:next_step() gives the same seed's steps) and peaks, their
@@ -140,11 +140,11 @@ function risk.options(opts)
   if type(opts.model) ~= "table" then refuse("model must be a model configuration (a table, as dp.experiment's model)") end
   if opts.method ~= nil and opts.methods ~= nil then refuse("give method or methods, not both") end
   local methods = opts.methods or (opts.method and { opts.method }) or nil
-  if methods == nil then refuse("method is required (valid: %s, or \"norms+clip\")", table.concat(dp.dp.METHODS, ", ")) end
+  if methods == nil then refuse("method is required (valid: %s, or \"norms+clip\")", table.concat(dp.dpsgd.METHODS, ", ")) end
   if type(methods) ~= "table" or #methods == 0 then refuse("methods must be a non-empty list of method names") end
   for _, m in ipairs(methods) do
-    if type(m) ~= "string" or not (contains(dp.dp.METHODS, m) or m:find("^[%w_]+%+[%w_]+$")) then
-      refuse("unknown method '%s' (valid: %s, or \"norms+clip\")", tostring(m), table.concat(dp.dp.METHODS, ", "))
+    if type(m) ~= "string" or not (contains(dp.dpsgd.METHODS, m) or m:find("^[%w_]+%+[%w_]+$")) then
+      refuse("unknown method '%s' (valid: %s, or \"norms+clip\")", tostring(m), table.concat(dp.dpsgd.METHODS, ", "))
     end
   end
   o.methods = methods
@@ -829,7 +829,7 @@ local function simulate(o, e, S)
   local peaks, logical, over = {}, {}, 0
   for s = 1, S do
     local chosen = {}
-    for j, i in ipairs(dp.dp.poisson_draw(o.seed, s - 1, o.q, N)) do chosen[j] = o.lengths[i] end
+    for j, i in ipairs(dp.dpsgd.poisson_draw(o.seed, s - 1, o.q, N)) do chosen[j] = o.lengths[i] end
     logical[s] = #chosen
     local peak
     if #chosen == 0 then

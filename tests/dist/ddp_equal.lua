@@ -76,7 +76,7 @@ ORDER[#ORDER + 1] = "llama_untied"
 local POISSON = { noise_multiplier = 0.5, poisson = true, dataset_size = 64 }
 local CASES = {}
 for _, name in ipairs(ORDER) do
-  for _, method in ipairs(dp.dp.METHODS) do CASES[#CASES + 1] = { name, method } end
+  for _, method in ipairs(dp.dpsgd.METHODS) do CASES[#CASES + 1] = { name, method } end
 end
 CASES[#CASES + 1] = { "gpt", "ghost", POISSON, 3 }
 -- physical batches of 2: a rank's slice (np 2: 4 samples) in two, whose per-block parts fsdp sums; the
@@ -107,9 +107,9 @@ local function slices(n) -- each rank's share of n samples
 end
 local uneven, empty = false, false
 for k = 0, 2 do
-  local s = slices(#dp.dp.poisson_draw(7, k, 8 / 64, 64))
-  uneven = uneven or #dp.dp.split(s[1], 2) ~= #dp.dp.split(s[#s], 2)
-  local e = slices(#dp.dp.poisson_draw(3, k, 2 / 16, 16))
+  local s = slices(#dp.dpsgd.poisson_draw(7, k, 8 / 64, 64))
+  uneven = uneven or #dp.dpsgd.split(s[1], 2) ~= #dp.dpsgd.split(s[#s], 2)
+  local e = slices(#dp.dpsgd.poisson_draw(3, k, 2 / 16, 16))
   empty = empty or (e[1] == 0 and e[#e] > 0)
 end
 assert(uneven and empty, "the Poisson draws no longer make uneven or empty slices: pick other seeds")

@@ -204,7 +204,7 @@ broken("layers0.json", function(r) r.config.model.layers = 0 end,
        "config: dpprof.model: 'layers' must be a positive integer (got 0)")
 broken("hidden0.json", function(r) r.config.model.hidden = 0 end,
        "config: dpprof.model: 'hidden' must be a positive integer (got 0)")
-broken("clip_x.json", function(r) r.config.method = "ghost+x" end, "config: dpprof.dp.wrap: unknown clip method 'x'")
+broken("clip_x.json", function(r) r.config.method = "ghost+x" end, "config: dpprof.dpsgd.wrap: unknown clip method 'x'")
 -- a NUL byte in place of white space is no JSON (cJSON took it for a space)
 local text_base = assert(dp.read_file(base))
 local nul = raw("nul.json", (text_base:gsub("\n", "\0", 1)))

@@ -45,7 +45,7 @@ do -- the same draw, from a wrapper of the same seed and options
   local m <close> = dp.model{ arch = "gpt", vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 64, batch = 3,
                               device = "plan" }
   local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
-  local priv <close> = dp.dp.wrap(m, opt, { method = "ghost", poisson = true, sample_rate = 0.2, dataset_size = 40,
+  local priv <close> = dp.dpsgd.wrap(m, opt, { method = "ghost", poisson = true, sample_rate = 0.2, dataset_size = 40,
                                             expected_batch_size = 8, max_physical_batch_size = 3, seed = 3 })
   local spec = { lengths = LENGTHS, pad_to = 8, group_by_length = true }
   local total, padded_seen = 0, {}

@@ -68,7 +68,7 @@ end
 -- before its clip is refused (the model still reads its ids)
 do
   local m <close> = dp.model{ vocab = 64, hidden = 16, layers = 1, heads = 2, seq_len = 8, batch = 2, device = "cpu" }
-  local priv <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "bk", expected_batch_size = 2 })
+  local priv <close> = dp.dpsgd.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "bk", expected_batch_size = 2 })
   priv:next_step()
   check.eq(priv:forward_padding(), 0.0, "a padding batch's loss")
   priv:backward()
@@ -201,7 +201,7 @@ do
                               device = "cpu", seed = 1 }
   local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
   local function wrap()
-    local p = dp.dp.wrap(m, opt, { method = "ghost", expected_batch_size = 4, noise_multiplier = 0 })
+    local p = dp.dpsgd.wrap(m, opt, { method = "ghost", expected_batch_size = 4, noise_multiplier = 0 })
     p:distribute{ strategy = "fsdp" }
     return p
   end
@@ -222,7 +222,7 @@ do
   local b = dp.batch{ model = m, size = 4, seed = 0, step = 0 }
   check.raises(function() m:forward(b) end, "is held in parts")
   dp.free_batch(b)
-  local again <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
+  local again <close> = dp.dpsgd.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
   check.raises(function() again:distribute{ strategy = "ddp" } end, "the model is held in parts")
   priv = wrap()
   step(priv)
@@ -310,7 +310,7 @@ check.eq(r1.timing.phases_ms.comm >= 0, true, "a comm phase")
 do
   local m <close> = dp.model{ arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 4,
                               device = "plan", distributed = { strategy = "ddp", world_size = 2, rank = 1 } }
-  local priv <close> = dp.dp.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
+  local priv <close> = dp.dpsgd.wrap(m, dp.optim.sgd(m, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
   local step = priv:next_step()
   check.eq(step.first, 2, "rank 1's first sample")
   check.eq(step.physical[1], 2, "its half of the batch")
@@ -326,7 +326,7 @@ do
   local parts = 0
   for _, p in ipairs(fm:params()) do parts = parts + 4 * ((p.numel + 3) // 4) end
   check.eq(dp.memory.stats("plan").allocated - before, parts, "only the parts are live")
-  local fpriv <close> = dp.dp.wrap(fm, dp.optim.sgd(fm, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
+  local fpriv <close> = dp.dpsgd.wrap(fm, dp.optim.sgd(fm, { lr = 0.1 }), { method = "ghost", expected_batch_size = 4 })
   check.eq(dp.memory.stats("plan").allocated - before, parts, "fsdp cut nothing again")
   fpriv:unshard() -- every tensor gathered back whole: so says the configuration
   check.eq(fm:config().parts, nil, "whole again after unshard")

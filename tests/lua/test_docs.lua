@@ -94,7 +94,7 @@ walk(dp, "dpprof", 0)
 dp.device("cpu")
 local m <close> = dp.model{ vocab = 32, hidden = 8, layers = 1, heads = 2, seq_len = 4, batch = 2 }
 local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
-local priv <close> = dp.dp.wrap(m, opt, { method = "ghost", max_grad_norm = 1, noise_multiplier = 1, sample_rate = 0.01,
+local priv <close> = dp.dpsgd.wrap(m, opt, { method = "ghost", max_grad_norm = 1, noise_multiplier = 1, sample_rate = 0.01,
                                           expected_batch_size = 2 })
 local t <close> = dp.tensor{ shape = { 1 } }
 for kind, obj in pairs({ tensor = t, model = m, optimizer = opt, dp = priv }) do

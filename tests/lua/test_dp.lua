@@ -1,4 +1,4 @@
--- test_dp.lua: dpprof.dp from scripts. Every method's per-sample norms equal PyTorch's (the
+-- test_dp.lua: dpprof.dpsgd from scripts. Every method's per-sample norms equal PyTorch's (the
 -- Hugging Face fixtures, norms computed in float64 by tests/fixtures/hf/gen_fixtures.py one sample
 -- at a time: a reference independent of this engine, relative 1e-5), and the explicit ones (the
 -- model run on each sample alone, relative 1e-4: f32 sums in another order), clip factors
@@ -44,7 +44,7 @@ for _, lora in ipairs({ false, true }) do
     local opts = { max_grad_norm = 0.5 * want[1], noise_multiplier = 0, dataset_size = 100,
                    flash_impl = mt.flash_impl }
     if mt.method then opts.method = mt.method else opts.norms, opts.clip = mt.norms, mt.clip end
-    local priv = dp.dp.wrap(m, opt, opts)
+    local priv = dp.dpsgd.wrap(m, opt, opts)
     check.eq(priv.method, mt.method or (mt.norms .. "+" .. mt.clip), what .. ": priv.method")
     check.eq(priv.norms, mt.norms, what .. ": priv.norms")
     check.eq(priv.clip_method, mt.clip, what .. ": priv.clip_method")
@@ -108,7 +108,7 @@ do
     for _, mt in ipairs(methods) do
       local opts = { max_grad_norm = 1e9, noise_multiplier = 0, flash_impl = mt.flash_impl }
       if mt.method then opts.method = mt.method else opts.norms, opts.clip = mt.norms, mt.clip end
-      local priv = dp.dp.wrap(m, nil, opts)
+      local priv = dp.dpsgd.wrap(m, nil, opts)
       priv:next_step()
       priv:forward(batch)
       priv:backward()
@@ -129,7 +129,7 @@ end
 -- vanilla: the same phases, no DP; its backward averages over the logical batch
 do
   local m = tiny()
-  local priv = dp.dp.wrap(m, nil, { method = "vanilla" })
+  local priv = dp.dpsgd.wrap(m, nil, { method = "vanilla" })
   check.eq(priv.method, "vanilla")
   check.eq(priv.norms, nil, "vanilla has no norms method")
   local batch = dp.batch{ model = m, size = 3, seed = 2 }
@@ -153,7 +153,7 @@ end
 -- the step plan: Poisson sizes split into physical batches; epsilon from the accountant
 do
   local m = tiny()
-  local priv = dp.dp.wrap(m, nil, { method = "bk", poisson = true, dataset_size = 400, sample_rate = 0.01,
+  local priv = dp.dpsgd.wrap(m, nil, { method = "bk", poisson = true, dataset_size = 400, sample_rate = 0.01,
                                     max_physical_batch_size = 2, noise_multiplier = 1.1, seed = 9 })
   local total = 0
   for _ = 1, 50 do
@@ -181,9 +181,9 @@ end
 -- errors name what is wrong and the valid choices
 do
   local m = tiny()
-  local wrap = function(o) return function() return dp.dp.wrap(m, nil, o) end end
-  check.raises(wrap{ method = "fast" }, { "dpprof.dp.wrap", "'fast'", "vanilla, flat, ghost, mixed_ghost, bk, flash_clip" })
-  check.raises(wrap{ method = "flat", max_norm = 1 }, { "dpprof.dp.wrap", "max_norm", "max_grad_norm" })
+  local wrap = function(o) return function() return dp.dpsgd.wrap(m, nil, o) end end
+  check.raises(wrap{ method = "fast" }, { "dpprof.dpsgd.wrap", "'fast'", "vanilla, flat, ghost, mixed_ghost, bk, flash_clip" })
+  check.raises(wrap{ method = "flat", max_norm = 1 }, { "dpprof.dpsgd.wrap", "max_norm", "max_grad_norm" })
   check.raises(wrap{ norms = "gram", clip = "bk" }, { "'gram'", "materialize, ghost, mixed, flash" })
   check.raises(wrap{ norms = "ghost", clip = "once" }, { "'once'", "twopass, bk" })
   check.raises(wrap{ norms = "ghost" }, { "go together" })
@@ -193,8 +193,8 @@ do
   check.raises(wrap{ method = "flat", max_grad_norm = -1 }, { "max_grad_norm" })
   check.raises(wrap{ method = "flash_clip", flash_impl = "fused" }, { "'fused'", "tiles, strips" })
   check.raises(wrap{ method = "flat", max_physical_batch_size = 4 }, { "max_physical_batch_size" })
-  check.raises(function() dp.dp.wrap("model", nil, { method = "flat" }) end, { "dpprof.model" })
-  local priv = dp.dp.wrap(m, nil, { method = "flat" })
+  check.raises(function() dp.dpsgd.wrap("model", nil, { method = "flat" }) end, { "dpprof.model" })
+  local priv = dp.dpsgd.wrap(m, nil, { method = "flat" })
   check.raises(function() priv:backward() end, { "priv:backward", "forward first" })
   check.raises(function() priv:epsilon() end, { "sample_rate or dataset_size" })
   check.raises(function() priv:epsilon(2) end, { "delta" })
@@ -207,7 +207,7 @@ do
   priv:free()
   priv:free() -- idempotent
   check.raises(function() priv:stats() end, { "freed" })
-  local p2 = dp.dp.wrap(m, nil, { method = "ghost" })
+  local p2 = dp.dpsgd.wrap(m, nil, { method = "ghost" })
   m:free()
   check.raises(function() p2:stats() end, { "model was freed" })
 end
@@ -218,20 +218,20 @@ end
 -- batch=2 ran "ok", accounted q = 0.001 and divided the noise by 2 where 0.1 samples were expected.
 do
   local m = tiny() -- batch 3
-  local wrap = function(o) return function() return dp.dp.wrap(m, nil, o) end end
+  local wrap = function(o) return function() return dp.dpsgd.wrap(m, nil, o) end end
   check.raises(wrap{ method = "flat", sample_rate = 0.001, dataset_size = 100 },
                { "sample_rate 0.001 x dataset_size 100 = 0.1 samples a step, but the expected batch size is 3",
                  "give dataset_size 3000 for this batch" }, "fixed batches")
   check.raises(wrap{ method = "flat", sample_rate = 0.1, dataset_size = 10000, expected_batch_size = 3, poisson = true },
                { "= 1000 samples a step, but the expected batch size is 3" }, "Poisson far above the batch")
-  check.raises(function() dp.dp.check({ method = "flat", sample_rate = 0.001, dataset_size = 100 }, 3) end,
-               { "= 0.1 samples a step" }, "dp.dp.check: the same check without a model")
+  check.raises(function() dp.dpsgd.check({ method = "flat", sample_rate = 0.001, dataset_size = 100 }, 3) end,
+               { "= 0.1 samples a step" }, "dp.dpsgd.check: the same check without a model")
   -- agreeing figures: q N within one sample of the batch (Opacus takes int(q N))
-  local p1 = dp.dp.wrap(m, nil, { method = "flat", sample_rate = 0.01, dataset_size = 300 })
+  local p1 = dp.dpsgd.wrap(m, nil, { method = "flat", sample_rate = 0.01, dataset_size = 300 })
   check.eq(p1:stats().expected_batch_size, 3, "q N = 3")
-  local p2 = dp.dp.wrap(m, nil, { method = "flat", sample_rate = 0.0299, dataset_size = 100 })
+  local p2 = dp.dpsgd.wrap(m, nil, { method = "flat", sample_rate = 0.0299, dataset_size = 100 })
   check.eq(p2:stats().expected_batch_size, 3, "q N = 2.99: the batch of 3 agrees")
-  local p3 = dp.dp.wrap(m, nil, { method = "flat", dataset_size = 600 })
+  local p3 = dp.dpsgd.wrap(m, nil, { method = "flat", dataset_size = 600 })
   check.near(p3:stats().sample_rate, 3 / 600, 1e-15, "q derived from the batch")
   p1:free() p2:free() p3:free()
   -- through dp.experiment: refused before anything is built, and a dataset size alone derives q
@@ -239,7 +239,7 @@ do
                 iters = 1, warmup = 0, snapshots = "none", method = "ghost" }
   cfg.dp = { sample_rate = 0.001, dataset_size = 100 }
   check.raises(function() dp.experiment(cfg) end,
-               { "dpprof.experiment: dpprof.dp.wrap: dp: sample_rate 0.001 x dataset_size 100 = 0.1 samples a step" },
+               { "dpprof.experiment: dpprof.dpsgd.wrap: dp: sample_rate 0.001 x dataset_size 100 = 0.1 samples a step" },
                "the issue's configuration")
   cfg.dp = { sample_rate = 0.1, dataset_size = 10000, poisson = true }
   check.raises(function() dp.experiment(cfg) end, { "= 1000 samples a step, but the expected batch size is 2" },
@@ -279,7 +279,7 @@ local function writes(t, other)
 end
 for _, method in ipairs({ "ghost", "mixed_ghost", "bk", "flash_clip", "flat" }) do
   local m = tiny()
-  local priv = dp.dp.wrap(m, nil, { method = method, max_grad_norm = 1e6 })
+  local priv = dp.dpsgd.wrap(m, nil, { method = method, max_grad_norm = 1e6 })
   local batch = dp.batch{ model = m, size = 3, seed = 4 }
   local want = explicit_norms(m, batch, 3)
   local other = dp.batch{ model = m, size = 3, seed = 5 }
@@ -314,7 +314,7 @@ end
 do
   local m = tiny()
   for _, method in ipairs({ "ghost", "bk", "flat", "vanilla" }) do
-    local priv = dp.dp.wrap(m, nil, { method = method })
+    local priv = dp.dpsgd.wrap(m, nil, { method = method })
     local b1 = dp.batch{ model = m, size = 3, seed = 1 }
     local b2 = dp.batch{ model = m, size = 1, seed = 2 }
     priv:next_step()

@@ -43,7 +43,7 @@ for _, spec in ipairs(models) do
     local opt = dp.optim.sgd(m, { lr = 0.0 })
     local opts = { max_grad_norm = 1e9, noise_multiplier = 0, dataset_size = 100, flash_impl = mt.flash_impl }
     if mt.method then opts.method = mt.method else opts.norms, opts.clip = mt.norms, mt.clip end
-    local priv = dp.dp.wrap(m, opt, opts)
+    local priv = dp.dpsgd.wrap(m, opt, opts)
     priv:next_step()
     priv:forward(batch)
     priv:backward()

@@ -78,7 +78,7 @@ no_own_position(err, "model check")
 check.raises(function() dp.experiment(cfg{ model = model{ max_positions = 64, seq_len = 128 } }) end,
              { "'max_positions' (64) must be at least 'seq_len' (128)" }, "max_positions below seq_len")
 check.raises(function() dp.experiment(cfg{ method = "flash_clip", dp = { flash_impl = "strip" } }) end,
-             { "dpprof.dp.wrap: unknown flash_impl 'strip' (valid: tiles, strips)" }, "bad flash_impl")
+             { "dpprof.dpsgd.wrap: unknown flash_impl 'strip' (valid: tiles, strips)" }, "bad flash_impl")
 check.raises(function() dp.experiment(cfg{ dp = { max_grad_norm = -1 } }) end, { "max_grad_norm -1 must be positive" })
 -- what only building can tell (the layer table's size) raises too, from the building of the model
 err = check.raises(function() dp.experiment(cfg{ model = model{ layers = 200000 } }) end,
@@ -306,7 +306,7 @@ do
   dp.device("cpu")
   local m <close> = dp.model(MODEL)
   local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
-  local priv <close> = dp.dp.wrap(m, opt, { method = "ghost", max_grad_norm = 1, noise_multiplier = 1,
+  local priv <close> = dp.dpsgd.wrap(m, opt, { method = "ghost", max_grad_norm = 1, noise_multiplier = 1,
                                             sample_rate = 0.01, expected_batch_size = 2 })
   local t <close> = dp.tensor{ shape = { 2 } }
   for _, case in ipairs({
@@ -314,7 +314,7 @@ do
     { m.nonfinite, m, "weights", "bad argument #2 to 'model:nonfinite' (invalid option 'weights')" },
     { opt.set_lr, opt, "x", "bad argument #2 to 'optim:set_lr' (number expected, got string)" },
     { t.fill, t, "x", "bad argument #2 to 'tensor:fill'" },
-    { priv.forward, priv, 5, "bad argument #2 to 'dp:forward'" },
+    { priv.forward, priv, 5, "bad argument #2 to 'dpsgd:forward'" },
   }) do
     local ok, err = pcall(case[1], case[2], case[3])
     check.eq(ok, false, case[4])

@@ -1,5 +1,5 @@
 -- test_grammars.lua: the option grammars the engine declares once in C and exports (issue 28):
--- dpprof.model.KEYS and LOAD_KEYS, dpprof.dp.WRAP_KEYS and the checkpoint setting's parser,
+-- dpprof.model.KEYS and LOAD_KEYS, dpprof.dpsgd.WRAP_KEYS and the checkpoint setting's parser,
 -- formatter and display. Each list is held to what the C side accepts and refuses (every key
 -- taken, an unknown key's error listing exactly the list), the Lua modules' own lists to the
 -- exported ones plus or less only their own keys, and the checkpoint grammar to dp.model's,
@@ -95,24 +95,24 @@ do
            "load's unknown key lists exactly LOAD_KEYS and adapter")
 end
 
--- dpprof.dp.WRAP_KEYS: all accepted by dp.dp.check (method, or norms and clip); an unknown key's
+-- dpprof.dpsgd.WRAP_KEYS: all accepted by dp.dpsgd.check (method, or norms and clip); an unknown key's
 -- error lists exactly WRAP_KEYS.
 do
   local values = { method = "ghost", norms = "ghost", clip = "twopass", max_grad_norm = 1, noise_multiplier = 1,
                    sample_rate = 0.04, dataset_size = 100, expected_batch_size = 4, max_physical_batch_size = 2,
                    poisson = false, seed = 5, delta = 1e-5, flash_impl = "tiles" }
   local with_method, with_pair = {}, {}
-  for _, k in ipairs(dp.dp.WRAP_KEYS) do
-    check.truthy(values[k] ~= nil, "a value for dpprof.dp.WRAP_KEYS's '" .. k .. "' in this test")
+  for _, k in ipairs(dp.dpsgd.WRAP_KEYS) do
+    check.truthy(values[k] ~= nil, "a value for dpprof.dpsgd.WRAP_KEYS's '" .. k .. "' in this test")
     if k ~= "norms" and k ~= "clip" then with_method[k] = values[k] end
     if k ~= "method" then with_pair[k] = values[k] end
   end
-  for k in pairs(values) do check.truthy(set_of(dp.dp.WRAP_KEYS)[k], "'" .. k .. "' is in dpprof.dp.WRAP_KEYS") end
-  check.eq(dp.dp.check(with_method, 4), true, "every key of WRAP_KEYS but norms and clip accepted by dp.dp.check")
-  check.eq(dp.dp.check(with_pair, 4), true, "every key of WRAP_KEYS but method accepted by dp.dp.check")
+  for k in pairs(values) do check.truthy(set_of(dp.dpsgd.WRAP_KEYS)[k], "'" .. k .. "' is in dpprof.dpsgd.WRAP_KEYS") end
+  check.eq(dp.dpsgd.check(with_method, 4), true, "every key of WRAP_KEYS but norms and clip accepted by dp.dpsgd.check")
+  check.eq(dp.dpsgd.check(with_pair, 4), true, "every key of WRAP_KEYS but method accepted by dp.dpsgd.check")
   with_method.accountant = "rdp"
-  check.eq(refusal(function() dp.dp.check(with_method, 4) end),
-           "dpprof.dp.wrap: unknown key 'accountant' (valid: " .. table.concat(dp.dp.WRAP_KEYS, ", ") .. ")",
+  check.eq(refusal(function() dp.dpsgd.check(with_method, 4) end),
+           "dpprof.dpsgd.wrap: unknown key 'accountant' (valid: " .. table.concat(dp.dpsgd.WRAP_KEYS, ", ") .. ")",
            "wrap's unknown key lists exactly WRAP_KEYS")
 end
 
@@ -140,7 +140,7 @@ do
   local own = { method = true, norms = true, clip = true, seed = true, expected_batch_size = true }
   check.eq(refusal(function() experiment.config(cfg) end),
            "dpprof.experiment: dp: unknown key 'seed' (valid: "
-           .. table.concat(without(dp.dp.WRAP_KEYS, own, { "accountant" }), ", ") .. ")",
+           .. table.concat(without(dp.dpsgd.WRAP_KEYS, own, { "accountant" }), ", ") .. ")",
            "an experiment's dp keys: WRAP_KEYS less what it sets elsewhere, plus accountant")
   -- every dp key of an experiment but its accountant is wrap's, passed on as given
   cfg = dp.deep_copy(base)
@@ -165,7 +165,7 @@ do
   for _, k in ipairs(cli.FIT_MODEL_KEYS) do check.truthy(set_of(dp.model.KEYS)[k], "fit's '" .. k .. "' is dp.model's") end
   -- a sweep's vary shortcuts land on keys an experiment takes
   local exp_model = set_of(without(dp.model.KEYS, { device = true }, { "path", "weights" }))
-  local exp_dp = set_of(without(dp.dp.WRAP_KEYS, own, { "accountant" }))
+  local exp_dp = set_of(without(dp.dpsgd.WRAP_KEYS, own, { "accountant" }))
   for short, path in pairs(require("dpprof.sweep").KEYS) do
     if path[1] == "model" then check.truthy(exp_model[path[2]], "sweep's " .. short .. " is a model key") end
     if path[1] == "dp" then check.truthy(exp_dp[path[2]], "sweep's " .. short .. " is a dp key") end

@@ -1,5 +1,5 @@
 -- test_methods_known.lua: every preset of the engine's one table (engine/dp/dpsgd_method.c, seen
--- as dpprof.dp.METHODS and dpprof.dp.PRESETS) is known to every consumer: the wrapper, an
+-- as dpprof.dpsgd.METHODS and dpprof.dpsgd.PRESETS) is known to every consumer: the wrapper, an
 -- experiment (run on the plan device), the result's validator, fit, the scripts' method lists,
 -- `dpprof fit --help`, dp.risk and `dpprof risk --help`, and the charts (a colour no other preset
 -- has, and a rendered chart).
@@ -9,7 +9,7 @@ local check = require("check")
 local dp = require("dpprof")
 local results = dp.results
 
-local METHODS, PRESETS = dp.dp.METHODS, dp.dp.PRESETS
+local METHODS, PRESETS = dp.dpsgd.METHODS, dp.dpsgd.PRESETS
 
 local function set(list)
   local s = {}
@@ -28,17 +28,17 @@ check.truthy(#METHODS >= 6, "the presets are there (" .. #METHODS .. ")")
 check.eq(METHODS[1], "vanilla", "vanilla first")
 check.eq(count(set(METHODS)), #METHODS, "each preset once in METHODS")
 check.eq(count(PRESETS), #METHODS, "PRESETS has an entry per method")
-local norms, clips = set(dp.dp.NORMS), set(dp.dp.CLIPS)
+local norms, clips = set(dp.dpsgd.NORMS), set(dp.dpsgd.CLIPS)
 for name, p in pairs(PRESETS) do
   check.truthy(set(METHODS)[name], name .. " of PRESETS is in METHODS")
   if name == "vanilla" then
     check.truthy(p.norms == nil and p.clip == nil, "vanilla has no norms and clip choice")
   else
-    check.truthy(norms[p.norms], name .. ": norms '" .. tostring(p.norms) .. "' is one of dp.dp.NORMS")
-    check.truthy(clips[p.clip], name .. ": clip '" .. tostring(p.clip) .. "' is one of dp.dp.CLIPS")
+    check.truthy(norms[p.norms], name .. ": norms '" .. tostring(p.norms) .. "' is one of dp.dpsgd.NORMS")
+    check.truthy(clips[p.clip], name .. ": clip '" .. tostring(p.clip) .. "' is one of dp.dpsgd.CLIPS")
   end
 end
-check.eq(table.concat(results.NORMS_KINDS, ","), table.concat(dp.dp.FORMULATIONS, ","),
+check.eq(table.concat(results.NORMS_KINDS, ","), table.concat(dp.dpsgd.FORMULATIONS, ","),
          "the validator's per-layer formulations are the engine's")
 
 -- The scripts' lists: presets.ALL_METHODS (all=1), fit's methods, the defaults the scripts pick from.
@@ -47,10 +47,10 @@ local fit = require("dpprof.fit")
 check.eq(table.concat(presets.methods{ all = 1 }, ","), table.concat(METHODS, ","), "all=1 runs every preset")
 check.eq(table.concat(fit.METHODS, ","), table.concat(METHODS, ","), "fit's methods")
 for _, m in ipairs(presets.DEFAULT_METHODS) do check.truthy(PRESETS[m], "default method " .. m .. " is a preset") end
-check.eq(dp.dp.DEFAULTS.accountant, dp.privacy.default_accountant, "one default accountant")
+check.eq(dp.dpsgd.DEFAULTS.accountant, dp.privacy.default_accountant, "one default accountant")
 local ed = require("dpprof.experiment").DEFAULTS
 for _, k in ipairs({ "max_grad_norm", "noise_multiplier", "delta", "poisson", "accountant" }) do
-  check.eq(ed.dp[k], dp.dp.DEFAULTS[k], "the experiment's default " .. k .. " is the engine's")
+  check.eq(ed.dp[k], dp.dpsgd.DEFAULTS[k], "the experiment's default " .. k .. " is the engine's")
 end
 
 -- Every preset through the consumers.
@@ -65,7 +65,7 @@ check.eq(risk_code, 0, "dpprof risk --help")
 local colours = {}
 for _, name in ipairs(METHODS) do
   -- the wrapper's checks and an experiment: a result naming the preset and its two choices
-  check.truthy(dp.dp.check({ method = name }, 2), name .. ": dp.dp.check accepts it")
+  check.truthy(dp.dpsgd.check({ method = name }, 2), name .. ": dp.dpsgd.check accepts it")
   local r = dp.experiment{ name = name, method = name, model = MODEL, device = "plan", iters = 1, warmup = 0,
                            snapshots = "none" }
   check.eq(r.status, "ok", name .. ": the experiment runs (" .. tostring(r.message) .. ")")

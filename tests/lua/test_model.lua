@@ -222,7 +222,7 @@ do
     { "model forward", "inputs hold token 53 at sample 0 position 4", "outside the vocabulary [0, 50)" })
   local b2 = { inputs = ids(good), targets = ids(neg), size = 1 }
   check.raises(function() m:forward(b2) end, { "targets hold token -1 at sample 0 position 15" })
-  local priv = dp.dp.wrap(m, nil, { method = "flash_clip" })
+  local priv = dp.dpsgd.wrap(m, nil, { method = "flash_clip" })
   check.raises(function() priv:forward(b1) end, { "inputs hold token 53", "outside the vocabulary" })
   priv:free()
   local loss = m:forward{ inputs = ids(good), targets = ids(good), size = 1 }

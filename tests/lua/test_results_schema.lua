@@ -10,7 +10,7 @@ local json = dp.json
 local results = dp.results
 
 -- This test needs the model, the optimizers and the DP wrapper: fail (not skip) while one is missing.
-for _, api in ipairs({ "model", "batch", "free_batch", "optim", "dp" }) do
+for _, api in ipairs({ "model", "batch", "free_batch", "optim", "dpsgd" }) do
   if dp[api] == nil then error("test_results_schema waits on dp." .. api .. " (the model/optim/DP Lua bindings)") end
 end
 

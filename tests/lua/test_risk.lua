@@ -167,7 +167,7 @@ do
   dp.device("cpu")
   local m <close> = dp.model{ vocab = 32, hidden = 8, layers = 1, heads = 2, seq_len = 4, batch = 10 }
   local opt <close> = dp.optim.sgd(m, { lr = 0.1 })
-  local priv <close> = dp.dp.wrap(m, opt, { method = "vanilla", max_grad_norm = 1, noise_multiplier = 1, sample_rate = q,
+  local priv <close> = dp.dpsgd.wrap(m, opt, { method = "vanilla", max_grad_norm = 1, noise_multiplier = 1, sample_rate = q,
                                             dataset_size = N, poisson = true, seed = seed, max_physical_batch_size = 4 })
   local sizes, total = {}, 0
   for s = 1, 60 do
