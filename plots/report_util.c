@@ -166,15 +166,26 @@ static void piece_of(const dpplot_result *r, int k, char *buf, size_t len) {
     }
 }
 
+/* Whether r is the point without LoRA of a sweep over LoRA's rank (rank 0): it says nothing of
+ * the targets the other points share. */
+static int lora_swept_off(const dpplot_result *r) {
+    return isfinite(r->lora_rank) && r->lora_rank == 0 &&
+           (swept(r, "lora_rank") || swept(r, "lora.rank") || swept(r, "lora"));
+}
+
 /* The pieces every one of items[0..n) has alike (a piece one of them lacks or words otherwise
- * is left out), joined by " · " into buf. */
+ * is left out; for LoRA, a sweep's point without it is passed over), joined by " · " into buf. */
 static void common_pieces(const dpplot_result *const *items, size_t n, char *buf, size_t len) {
     buf[0] = '\0';
     char first[640], other[640];
     for (int k = 0; k < N_PIECES && n > 0; k++) {
-        piece_of(items[0], k, first, sizeof first);
+        size_t f = 0;
+        if (k == P_LORA)
+            while (f + 1 < n && lora_swept_off(items[f])) f++;
+        piece_of(items[f], k, first, sizeof first);
         int same = first[0] != '\0';
-        for (size_t i = 1; i < n && same; i++) {
+        for (size_t i = 0; i < n && same; i++) {
+            if (i == f || (k == P_LORA && lora_swept_off(items[i]))) continue;
             piece_of(items[i], k, other, sizeof other);
             same = strcmp(first, other) == 0;
         }

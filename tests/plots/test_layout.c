@@ -297,6 +297,60 @@ static void test_fixed_config(void) {
     free(single);
 }
 
+/* A sweep over LoRA's rank whose first point is rank 0 (no LoRA, so no targets): the targets the
+ * other points share are still named ("LoRA on q_proj,v_proj"); they were left out when the
+ * rank-0 point said nothing of them (issue 38.4). */
+static void test_lora_rank_sweep(void) {
+    const char *dir = DPPLOT_TEST_OUT "/lora_sweep", *out = DPPLOT_TEST_OUT "/lora_sweep_out";
+    int ok = tu_fresh_dir(dir) == 0;
+    static const int ranks[3] = {0, 8, 16};
+    for (int i = 0; i < 3 && ok; i++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/%s", DPPLOT_FIXTURES "/single", "ghost.json");
+        char *text = tu_read_file(path);
+        cJSON *r = text ? cJSON_Parse(text) : NULL;
+        free(text);
+        cJSON *model = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "config"), "model");
+        if (!model) {
+            ok = 0;
+            cJSON_Delete(r);
+            break;
+        }
+        cJSON_DeleteItemFromObject(model, "lora");
+        if (ranks[i] > 0) {
+            cJSON *lora = cJSON_AddObjectToObject(model, "lora");
+            cJSON_AddNumberToObject(lora, "rank", ranks[i]);
+            cJSON *targets = cJSON_AddArrayToObject(lora, "targets");
+            cJSON_AddItemToArray(targets, cJSON_CreateString("q_proj"));
+            cJSON_AddItemToArray(targets, cJSON_CreateString("v_proj"));
+        } else {
+            cJSON *lora = cJSON_AddObjectToObject(model, "lora");
+            cJSON_AddNumberToObject(lora, "rank", 0);
+        }
+        cJSON_ReplaceItemInObject(r, "experiment", cJSON_CreateString(ranks[i] == 0 ? "r0" : ranks[i] == 8 ? "r8" : "r16"));
+        cJSON *sweep = cJSON_AddObjectToObject(r, "sweep");
+        cJSON_AddStringToObject(sweep, "name", "lora");
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(sweep, "vary"), "lora_rank", ranks[i]);
+        char *printed = cJSON_Print(r);
+        snprintf(path, sizeof path, "%s/r%d.json", dir, ranks[i]);
+        FILE *f = printed ? fopen(path, "w") : NULL;
+        ok = f && fputs(printed, f) >= 0;
+        if (f) ok &= fclose(f) == 0;
+        free(printed);
+        cJSON_Delete(r);
+    }
+    if (!tu_check(ok, "lora_sweep: fixtures written")) return;
+    char err[512];
+    tu_check(dpplot_render_dir(dir, out, NULL, err, sizeof err) == 0, "lora_sweep: render: %s", err);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/summary.txt", out);
+    char *txt = tu_read_file(path);
+    const char *line = txt ? strstr(txt, "Configuration (every run): ") : NULL;
+    tu_check(line && strstr(line, "LoRA on q_proj,v_proj") && strstr(line, "LoRA on q_proj,v_proj") < strchr(line, '\n'),
+             "lora_sweep: the targets the LoRA points share are named: %.200s", line ? line : "(no line)");
+    free(txt);
+}
+
 /* Writes single/vanilla.json into dir with timing.spans replaced by a 100 ms clip band and, when
  * tiny_noise, a noise band of 5 us; 0 on success. */
 static int write_banded(const char *dir, int tiny_noise) {
@@ -621,6 +675,7 @@ static void test_near_lines(void) {
 
 int main(void) {
     test_near_lines();
+    test_lora_rank_sweep();
     test_many_timelines();
     test_segment_labels_one_unit();
     test_peak_label_clear();
