@@ -50,7 +50,7 @@ int dpplot_report_breakdown(const dpplot_selection *sel, const char *path, const
     char *leftout = f.leftout;
     dpplot_legend_entry legend[DPPLOT_N_COMPONENTS];
     for (size_t c = 0; c < n_comp; c++)
-        legend[c] = (dpplot_legend_entry){dpplot_component_label(comps[c]), dpplot_component_color(comps[c]),
+        legend[c] = (dpplot_legend_entry){dpplot_report_component_label(sel, comps[c]), dpplot_component_color(comps[c]),
                                           DPPLOT_SWATCH_BOX, DPPLOT_MARKER_NONE};
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, n_comp) + 10;
     char rss[600];

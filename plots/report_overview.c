@@ -48,7 +48,7 @@ int dpplot_report_overview(const dpplot_selection *sel, const char *path, const 
     dpplot_rgb comp_colors[DPPLOT_N_COMPONENTS];
     for (size_t c = 0; c < n_comp; c++) {
         comp_colors[c] = dpplot_component_color(comps[c]);
-        legend[c] = (dpplot_legend_entry){dpplot_component_label(comps[c]), comp_colors[c], DPPLOT_SWATCH_BOX,
+        legend[c] = (dpplot_legend_entry){dpplot_report_component_label(sel, comps[c]), comp_colors[c], DPPLOT_SWATCH_BOX,
                                           DPPLOT_MARKER_NONE};
     }
     top += dpplot_legend_draw(cv, (dpplot_rect){20, top, W - 40, 80}, legend, n_comp) + 8;

@@ -86,7 +86,7 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
     for (int c = 0; c < DPPLOT_N_COMPONENTS; c++) {
         if (!comp_used[c]) continue;
         comp_colors[n_comp] = dpplot_component_color((dpplot_component)c);
-        legend[n_comp] = (dpplot_legend_entry){dpplot_component_label((dpplot_component)c), comp_colors[n_comp],
+        legend[n_comp] = (dpplot_legend_entry){dpplot_report_component_label(sel, (dpplot_component)c), comp_colors[n_comp],
                                                DPPLOT_SWATCH_BOX, DPPLOT_MARKER_NONE};
         comps[n_comp++] = c;
     }

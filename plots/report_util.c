@@ -233,6 +233,14 @@ void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len) {
     if (load[0]) append(buf, len, load);
 }
 
+const char *dpplot_report_component_label(const dpplot_selection *sel, dpplot_component c) {
+    if (c == DPPLOT_COMP_NORM_SAMPLES)
+        for (size_t i = 0; i < sel->n; i++)
+            if (sel->items[i]->has_components && !sel->items[i]->components_exact)
+                return "Norm samples + per-sample grads";
+    return dpplot_component_label(c);
+}
+
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i) {
     for (size_t j = 0; j < sel->n; j++)
         if (j != i && strcmp(sel->items[j]->method, sel->items[i]->method) == 0) return sel->items[i]->experiment;

@@ -47,6 +47,10 @@ void dpplot_report_fixed_config(const dpplot_result *const *items, size_t n, cha
 /* "2 of 5 measured runs taken on a loaded machine (other processes kept up to 63% of the CPUs
  * busy)": the measured items[0..n) whose environment.host_load says loaded; "" when none. */
 void dpplot_report_load_note(const dpplot_result *const *items, size_t n, char *buf, size_t len);
+/* The legend's name of component c for the results of sel: the norm samples of a result read from
+ * the legacy breakdown alone hold its per-sample gradients too ("Norm samples + per-sample grads"),
+ * as summary.txt says; else dpplot_component_label(c). */
+const char *dpplot_report_component_label(const dpplot_selection *sel, dpplot_component c);
 /* Chart label of item i: its method when methods in sel are unique, else its experiment. */
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i);
 /* Note listing results of sel left out of a chart (not ok, or lacking data), e.g.

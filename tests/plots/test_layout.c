@@ -297,6 +297,32 @@ static void test_fixed_config(void) {
     free(single);
 }
 
+/* A legacy file whose breakdown alone gives the components: its norm_samples_mb holds the
+ * per-sample gradients too, so the charts' legends name the segment "Norm samples + per-sample
+ * grads", as summary.txt does; a file with the categories keeps "Norm samples" (issue 38.4). */
+static void test_legacy_norm_label(void) {
+    const char *dir = DPPLOT_TEST_OUT "/legacy_label", *out = DPPLOT_TEST_OUT "/legacy_label_out";
+    char path[1024];
+    int ok = tu_fresh_dir(dir) == 0;
+    snprintf(path, sizeof path, "%s/legacy.json", dir);
+    FILE *f = ok ? fopen(path, "w") : NULL;
+    ok = f && fputs("{\"experiment\": \"flat_legacy\", \"avg_time_ms\": 100.5, \"peak_memory_mb\": 1000,"
+                    " \"breakdown\": {\"model_parameters_mb\": 100, \"optimizer_states_mb\": 200,"
+                    " \"gradients_mb\": 100, \"activation_hooks_mb\": 300, \"norm_samples_mb\": 250,"
+                    " \"temp_matrices_mb\": 10, \"peak_allocated_mb\": 1000}}",
+                    f) >= 0;
+    if (f) ok &= fclose(f) == 0;
+    if (!tu_check(ok, "legacy_label: fixture written")) return;
+    layout_log log = {0};
+    dpplot_options o = dpplot_options_default();
+    o.layout = check_layout, o.layout_user = &log;
+    char err[512];
+    tu_check(dpplot_render_dir(dir, out, &o, err, sizeof err) == 0, "legacy_label: render: %s", err);
+    tu_check(strstr(texts_of(&log, "memory_breakdown_comparison.png"), "Norm samples + per-sample grads") != NULL,
+             "legacy_label: the breakdown's legend says the segment holds both");
+    for (int i = 0; i < log.charts && i < MAX_CHARTS; i++) free(log.texts[i]);
+}
+
 /* A sweep over LoRA's rank whose first point is rank 0 (no LoRA, so no targets): the targets the
  * other points share are still named ("LoRA on q_proj,v_proj"); they were left out when the
  * rank-0 point said nothing of them (issue 38.4). */
@@ -676,6 +702,7 @@ static void test_near_lines(void) {
 int main(void) {
     test_near_lines();
     test_lora_rank_sweep();
+    test_legacy_norm_label();
     test_many_timelines();
     test_segment_labels_one_unit();
     test_peak_label_clear();
