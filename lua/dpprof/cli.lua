@@ -116,42 +116,35 @@ local function compare_pair(label, base, new, thresholds, say)
   local rows = { { "", "BASE", "NEW", "ratio", "" } }
   local judgements = {}
   -- gate: nil (shown only), "memory" (exact) or "time" (against the measured spread)
+  local bs, ns = time_spread(base), time_spread(new)
   local function row(name, b, n, fmt, gate)
     local r = ratio(b, n)
     local flag = ""
     local threshold = gate and thresholds[gate]
-    if gate == "time" and r and r > threshold and (base.predicted == true) ~= (new.predicted == true) then
-      flag = "not judged"
-      judgements[#judgements + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), not judged: a measured time "
-                                                  .. "against a predicted one", label, name, (r - 1) * 100, fmt(b), fmt(n))
-    elseif gate == "time" and r and r > threshold and base.predicted == true then
-      flag = string.format("REGRESSION (> %g)", threshold)
-      regressions[#regressions + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), past the threshold %g (modelled "
-                                                    .. "times: no noise to judge)", label, name, (r - 1) * 100, fmt(b),
-                                                    fmt(n), threshold)
-    elseif gate == "time" and r and r > threshold and
-           (time_spread(base).n < cli.MIN_TIME_SAMPLES or time_spread(new).n < cli.MIN_TIME_SAMPLES) then
-      flag = "not judged"
-      judgements[#judgements + 1] = string.format(
-        "%s: %s grew %.1f%% (%s -> %s), past %g but not enough repeats to judge time (BASE %s, NEW %s; at least %d "
-        .. "a side: repeats=%d or iters=%d), not a regression", label, name, (r - 1) * 100, fmt(b), fmt(n), threshold,
-        spread_text(time_spread(base)), spread_text(time_spread(new)), cli.MIN_TIME_SAMPLES, cli.MIN_TIME_SAMPLES,
-        cli.MIN_TIME_SAMPLES)
-    elseif gate and r and r > threshold then
-      local bs, ns = gate == "time" and time_spread(base), gate == "time" and time_spread(new)
-      if gate == "time" and ns.lo <= bs.hi then
-        flag = "within the spread"
-        judgements[#judgements + 1] = string.format(
-          "%s: %s grew %.1f%% (%s -> %s), past %g but not a regression: NEW's fastest is within BASE's slowest "
-          .. "(BASE %s, NEW %s)", label, name, (r - 1) * 100, fmt(b), fmt(n), threshold, spread_text(bs), spread_text(ns))
-      else
+    if gate and r and r > threshold then
+      local grew = string.format("%s: %s grew %.1f%% (%s -> %s)", label, name, (r - 1) * 100, fmt(b), fmt(n))
+      local function note(f, text) flag = f; judgements[#judgements + 1] = grew .. text end
+      local function regressed(why)
         flag = string.format("REGRESSION (> %g)", threshold)
-        local why = ""
-        if gate == "time" then
-          why = string.format(", outside the measured spread (BASE %s, NEW %s)", spread_text(bs), spread_text(ns))
-        end
-        regressions[#regressions + 1] = string.format("%s: %s grew %.1f%% (%s -> %s), past the threshold %g%s",
-                                                      label, name, (r - 1) * 100, fmt(b), fmt(n), threshold, why)
+        regressions[#regressions + 1] = string.format("%s, past the threshold %g%s", grew, threshold, why)
+      end
+      if gate == "memory" then
+        regressed("")
+      elseif (base.predicted == true) ~= (new.predicted == true) then
+        note("not judged", ", not judged: a measured time against a predicted one")
+      elseif base.predicted == true then
+        regressed(" (modelled times: no noise to judge)")
+      elseif bs.n < cli.MIN_TIME_SAMPLES or ns.n < cli.MIN_TIME_SAMPLES then
+        note("not judged", string.format(", past %g but not enough repeats to judge time (BASE %s, NEW %s; at least %d "
+                                         .. "a side: repeats=%d or iters=%d), not a regression", threshold,
+                                         spread_text(bs), spread_text(ns), cli.MIN_TIME_SAMPLES, cli.MIN_TIME_SAMPLES,
+                                         cli.MIN_TIME_SAMPLES))
+      elseif ns.lo <= bs.hi then
+        note("within the spread", string.format(", past %g but not a regression: NEW's fastest is within BASE's "
+                                                .. "slowest (BASE %s, NEW %s)", threshold, spread_text(bs),
+                                                spread_text(ns)))
+      else
+        regressed(string.format(", outside the measured spread (BASE %s, NEW %s)", spread_text(bs), spread_text(ns)))
       end
     end
     rows[#rows + 1] = { name, fmt(b), fmt(n), r and (r == math.huge and "inf" or string.format("%.3f", r)) or "-", flag }
@@ -174,7 +167,6 @@ local function compare_pair(label, base, new, thresholds, say)
   end
   -- padded by hand (dp.print_table): string.format widths stop at 99, and a figure can be wider
   dp.print_table(rows, { false, true, true, true, false }, say)
-  local bs, ns = time_spread(base), time_spread(new)
   if not modelled then
     say(string.format("  step time spread: BASE %s, NEW %s", spread_text(bs), spread_text(ns)))
   end

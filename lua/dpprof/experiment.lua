@@ -210,7 +210,7 @@ local function environment(kind, info, device_model, threads, load_start)
   local e = { device = kind, device_name = info.name or kind, cpu = env.cpu, cores = env.cores, threads = threads,
               git_commit = env.git_commit, dpprof_version = env.dpprof_version,
               hostname = env.hostname or "unknown", driver_version = json.null, cuda_version = json.null,
-              blas = env.blas, host_load = results.host_load(load_start, dp.host_load()) }
+              blas = env.blas, host_load = load_start and results.host_load(load_start, dp.host_load()) }
   if kind == "cuda" then
     e.driver_version = env.nvidia_driver_version or info.cuda_driver_version or json.null
     e.cuda_version = info.cuda_version or json.null
@@ -381,10 +381,12 @@ function run_config(c)
   local mem = dp.memory
   -- resolves "auto" and makes the device current; a device that cannot be had is the caller's
   -- configuration problem, reported at the caller's line
-  local load_start = dp.host_load() -- what else the host ran meanwhile: environment.host_load
   local dok, info = pcall(dp.device, c.device)
   if not dok then error("dpprof.experiment: " .. dp.error_text(info), 2) end
   local kind = info.kind
+  -- what else the host ran meanwhile (environment.host_load): not for a plan run, whose times
+  -- are modelled (and which dp.fit and dp.risk make by the thousand)
+  local load_start = kind ~= "plan" and dp.host_load() or nil
   if c.distributed and kind ~= "plan" and dp.dist.world_size() > 1 then experiment.agree_ranks(c, kind) end
   if c.distributed and kind == "cuda" then -- NCCL moves CUDA tensors: refused now when it is missing
     local nok, nerr = pcall(dp.dist.nccl)
@@ -412,11 +414,9 @@ function run_config(c)
   -- is not the experiment's: left out of every figure and reported as memory.held_before_bytes
   -- (the workspace a device holds from its start stays in: it is every experiment's)
   mem.hold()
-  if mem.stats().held_total > 0 then -- tensors nothing refers to any more are not the script's: collected first
-    mem.end_hold()
+  if mem.stats().held_total > 0 then -- tensors nothing refers to any more are not the script's: freed, they leave it
     collectgarbage()
     collectgarbage()
-    mem.hold()
   end
   mem.reset_peak()
   local held_before = mem.stats().held_total
@@ -935,8 +935,7 @@ function run_config(c)
   ctx.model, ctx.optimizer, ctx.priv = nil, nil, nil
   model, opt, priv = nil, nil, nil
   collectgarbage()
-  mem.end_hold()
-  return r
+  return r -- run_held ends the hold
 end
 
 return experiment

@@ -493,8 +493,7 @@ local function method_state(o, method)
       if not st.rows[b] and not seen[b] then seen[b] = true; todo[#todo + 1] = b end
     end
     if #todo == 0 then return end
-    local before = st.runs
-    local known, pending = {}, {} -- known[b][d] = {reserved, step_ms} of a plan run; pending[b] = pieces {i, j}
+    local known, pending = {}, {} -- known[b][d] = {reserved, step_ms, peak} of a plan run; pending[b] = pieces {i, j}
     for _, b in ipairs(todo) do
       known[b], pending[b] = {}, {}
       if o.exhaustive or o.D <= risk.PIECE_PLAN_ALL + 2 then
@@ -569,7 +568,6 @@ local function method_state(o, method)
       end
       add_row(b, row)
     end
-    assert(st.runs >= before)
   end
   -- the plan's step time of b samples at P[d]: its run's, planned now if the row read it from a piece
   function st.step_ms(b, d)
