@@ -94,17 +94,30 @@ void dpl_tensor_pin(lua_State *L, int idx, int delta);
 dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
                                dp_category cat);
 
+/* dpprof.model's options (dpprof.model.KEYS, in order), NULL-terminated (lua_model_options.c). */
+extern const char *const dpl_model_keys[];
+/* Reads dpprof.model's option table at idx into cfg (all but the device), raising what it refuses. */
+void dpl_model_read_options(lua_State *L, int idx, dp_model_config *cfg);
+/* dpl_model_read_options, then the device the table at idx names (else the current one). */
+dp_device *dpl_model_read_config(lua_State *L, int idx, dp_model_config *cfg);
+/* The `distributed` option of the table at idx into out: strategy (0 absent), world size (0: the
+ * launched world's), rank (-1: not given); an error naming fname for a bad one. */
+void dpl_model_distributed_option(lua_State *L, int idx, const char *fname, int out[3]);
+/* Adds checkpoint_parse, checkpoint_format and checkpoint_name to the table on top (lua_checkpoint.c). */
+void dpl_add_checkpoint_grammar(lua_State *L);
+/* Adds dpprof.batch, dpprof.documents and dpprof.free_batch (lua_batch.c). */
+void dpl_open_batch(lua_State *L);
 /* The LoRA target bits named by the list at idx, or an error naming fname and the valid names. */
 unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname);
 /* The checkpoint option (false | "blocks" | N) of the table at idx as dp_model_config.checkpoint
  * (absent: 0); an error naming fname and the valid values otherwise. */
 int dpl_checkpoint_option(lua_State *L, int idx, const char *fname);
 /* The parts option ({world_size = N, rank = r}) of the table at idx into *world, *rank (absent: 0,
- * 0: whole); an error naming fname and the valid values otherwise (lua_model.c). */
+ * 0: whole); an error naming fname and the valid values otherwise (lua_model_options.c). */
 void dpl_parts_option(lua_State *L, int idx, const char *fname, int64_t *world, int64_t *rank);
 /* Pushes a checkpoint setting as scripts write it: false, "blocks" (1) or N. */
 void dpl_push_checkpoint(lua_State *L, int n);
-/* Pushes c as the table dpprof.model takes (its keys; zero sizes left out) (lua_model.c). */
+/* Pushes c as the table dpprof.model takes (its keys; zero sizes left out) (lua_model_options.c). */
 void dpl_push_model_config(lua_State *L, const dp_model_config *c);
 
 #endif

@@ -1,9 +1,8 @@
-/* lua_model.c: the model as a Lua userdata ("dpprof.model" metatable), dpprof.model{...} (a
- * callable table, so that other bindings can add dpprof.model.load and friends),
- * dpprof.model.check{...} (its option checks, without a device), dpprof.model.KEYS (its
- * options), the checkpoint setting's grammar (dpprof.model.checkpoint_parse, checkpoint_format,
- * checkpoint_name), dpprof.batch and dpprof.free_batch.
- *
+/* lua_model.c: the model as a Lua userdata ("dpprof.model" metatable) and its methods,
+ * dpprof.model{...} (a callable table, so that other bindings can add dpprof.model.load and
+ * friends), dpprof.model.check{...} (its option checks, without a device) and dpprof.model.KEYS.
+ * Its options are read in lua_model_options.c, the checkpoint setting's grammar is
+ * lua_checkpoint.c's, batches lua_batch.c's. *
  * As with tensors (liolib's order), the userdata is created empty with its metatable before the
  * model is built, so an error in between leaks nothing; __gc, __close and :free() share one
  * idempotent release.
@@ -19,7 +18,6 @@
 
 #include "dist.h"
 
-#include "data.h"
 #include "error.h"
 #include "lua_util.h"
 #include "model.h"
@@ -28,11 +26,9 @@
 
 #include <lauxlib.h>
 #include <math.h>
-#include <stdio.h>
 #include <string.h>
 
 #define MODEL_MT "dpprof.model"
-#define TENSOR_MT "dpprof.tensor"
 
 typedef struct dpl_model {
     dp_model *m;
@@ -80,306 +76,12 @@ void dpl_push_model(lua_State *L, dp_model *m) {
     gc_hint(L, (uint64_t)dp_model_num_params(m, 0) * 4);
 }
 
-/* ---- configuration ----------------------------------------------------------------------- */
-
-/* dpprof.model's options (dpprof.model.KEYS, in this order): the one list of them. Whoever takes
- * a model's options (dp.experiment's model, the fit command line) reads it and adds or leaves out
- * only its own (an experiment names its device at the top, and takes path= and weights=). */
-static const char *const model_keys[] = {"arch",       "vocab",          "hidden",     "layers",      "heads",
-                                         "kv_heads",   "head_dim",       "seq_len",    "batch",       "mlp_ratio",
-                                         "ffn",        "max_positions",  "tie_head",   "dtype",       "norm_eps",
-                                         "rope_theta", "rope_scaling",   "init_std",   "seed",        "device",
-                                         "lora",       "master_weights", "checkpoint", "distributed", "parts",
-                                         NULL};
-
-static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
-    if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);
-    lua_pop(L, 1);
-    return dpl_opt_int_field(L, idx, fname, key, 0);
-}
-
-/* lora = {rank=, alpha=rank, targets={"qkv"}} */
-/* The LoRA target bits named by the list at idx (dpprof's groups or PEFT's module names:
- * DP_LORA_TARGET_NAMES); an error naming fname and the valid names for an unknown or empty
- * list. */
-unsigned dpl_lora_targets(lua_State *L, int idx, const char *fname) {
-    unsigned bits = 0;
-    lua_Integer n = luaL_len(L, idx);
-    for (lua_Integer i = 1; i <= n; i++) {
-        lua_geti(L, idx, i);
-        const char *name = lua_tostring(L, -1);
-        unsigned bit;
-        if (!name || dp_lora_target_parse(name, &bit) != 0)
-            luaL_error(L, "%s: unknown lora target '%s' (valid: " DP_LORA_TARGET_NAMES ")", fname,
-                       name ? name : luaL_typename(L, -1));
-        bits |= bit;
-        lua_pop(L, 1);
-    }
-    if (!bits) luaL_error(L, "%s: 'lora.targets' is empty (valid: " DP_LORA_TARGET_NAMES ")", fname);
-    return bits;
-}
-
-/* rope_scaling = {rope_type=, factor=, ...}: transformers' keys (Llama-3.1: rope_type="llama3",
- * factor=8, low_freq_factor=1, high_freq_factor=4, original_max_position_embeddings=8192) */
-static void read_rope_scaling(lua_State *L, int idx, const char *fname, dp_model_config *cfg) {
-    static const char *const keys[] = {
-        "rope_type", "factor",    "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
-        "beta_fast", "beta_slow", "mscale",          "mscale_all_dim",   "attention_factor",
-        "truncate",  NULL};
-    dp_rope_scaling_default(&cfg->rope);
-    int t = lua_getfield(L, idx, "rope_scaling");
-    if (t == LUA_TNIL) {
-        lua_pop(L, 1);
-        return;
-    }
-    if (t != LUA_TTABLE)
-        luaL_error(L, "%s: 'rope_scaling' must be a table {rope_type=, factor=, ...} (transformers' keys)", fname);
-    int r = lua_gettop(L);
-    dpl_check_keys(L, r, "dpprof.model: rope_scaling", keys);
-    const char *type = dpl_opt_str_field(L, r, fname, "rope_type", "default");
-    if (dp_rope_type_parse(type, &cfg->rope.type) != 0)
-        luaL_error(L, "%s: rope type '%s' is not supported (supported: default, linear, llama3, yarn)", fname, type);
-    dp_rope_scaling *s = &cfg->rope;
-    s->factor = dpl_opt_num_field(L, r, fname, "factor", s->factor);
-    s->low_freq_factor = dpl_opt_num_field(L, r, fname, "low_freq_factor", s->low_freq_factor);
-    s->high_freq_factor = dpl_opt_num_field(L, r, fname, "high_freq_factor", s->high_freq_factor);
-    s->original_max_positions = dpl_opt_int_field(L, r, fname, "original_max_position_embeddings", 0);
-    s->beta_fast = dpl_opt_num_field(L, r, fname, "beta_fast", s->beta_fast);
-    s->beta_slow = dpl_opt_num_field(L, r, fname, "beta_slow", s->beta_slow);
-    s->mscale = dpl_opt_num_field(L, r, fname, "mscale", 0);
-    s->mscale_all_dim = dpl_opt_num_field(L, r, fname, "mscale_all_dim", 0);
-    s->attention_factor = dpl_opt_num_field(L, r, fname, "attention_factor", 0);
-    s->truncate = dpl_opt_bool_field(L, r, fname, "truncate", 1);
-    lua_pop(L, 1);
-}
-
-static void read_lora(lua_State *L, int idx, const char *fname, dp_model_config *cfg) {
-    static const char *const keys[] = {"rank", "alpha", "targets", NULL};
-    int t = lua_getfield(L, idx, "lora");
-    if (t == LUA_TNIL) {
-        lua_pop(L, 1);
-        return;
-    }
-    if (t != LUA_TTABLE) luaL_error(L, "%s: 'lora' must be a table {rank=, alpha=, targets=}", fname);
-    int li = lua_gettop(L);
-    dpl_check_keys(L, li, "dpprof.model: lora", keys);
-    int64_t rank = required_int(L, li, "dpprof.model: lora", "rank");
-    if (rank <= 0 || rank > 1 << 20)
-        luaL_error(L, "%s: 'lora.rank' must be an integer from 1 to %d (got %I)", fname, 1 << 20, (lua_Integer)rank);
-    cfg->lora_rank = (int)rank;
-    cfg->lora_alpha = (float)dpl_opt_num_field(L, li, fname, "alpha", (double)rank);
-    cfg->lora_targets = 0;
-    t = lua_getfield(L, li, "targets");
-    if (t == LUA_TNIL) {
-        cfg->lora_targets = DP_LORA_QKV;
-    } else if (t != LUA_TTABLE) {
-        luaL_error(L, "%s: 'lora.targets' must be a list of names (valid: " DP_LORA_TARGET_NAMES ")", fname);
-    } else {
-        cfg->lora_targets = dpl_lora_targets(L, lua_gettop(L), fname);
-    }
-    lua_pop(L, 2);
-}
-
-/* ---- the checkpoint setting's grammar ------------------------------------------------------
- * checkpoint = false | "blocks" | N: the one reader of the setting as scripts, results and the
- * command line write it (dpprof.model, dpprof.model.load, dpprof.model.checkpoint_parse), its one
- * writer (m:config(), read_config, checkpoint_format) and its one display (checkpoint_name);
- * dp_model_checkpoint_check (model_config.c) bounds it by the layers. */
-
-/* The largest N a script may give (every N-th block): the int dp_model_config holds, far past any
- * model's layers (DP_MODEL_MAX_LAYERS). */
-#define CHECKPOINT_MAX (1 << 20)
-
-/* The setting at idx (nil or false: 0, "blocks": 1, an integer N in 1..CHECKPOINT_MAX: N), or -1. */
-static int checkpoint_value(lua_State *L, int idx) {
-    int t = lua_type(L, idx);
-    if (t == LUA_TNONE || t == LUA_TNIL || (t == LUA_TBOOLEAN && !lua_toboolean(L, idx))) return 0;
-    if (t == LUA_TSTRING && strcmp(lua_tostring(L, idx), "blocks") == 0) return 1;
-    if (lua_isinteger(L, idx) && lua_tointeger(L, idx) >= 1 && lua_tointeger(L, idx) <= CHECKPOINT_MAX)
-        return (int)lua_tointeger(L, idx);
-    return -1;
-}
-
-/* Pushes why the setting at idx is refused: "'checkpoint' must be false, ... got X". */
-static const char *push_checkpoint_refusal(lua_State *L, int idx) {
-    idx = lua_absindex(L, idx);
-    int quote = lua_type(L, idx) == LUA_TSTRING;
-    const char *got = luaL_tolstring(L, idx, NULL);
-    lua_pushfstring(L,
-                    "'checkpoint' must be false, \"blocks\" (every block) or an integer N >= 1 (every N-th block), "
-                    "got %s%s%s",
-                    quote ? "\"" : "", got, quote ? "\"" : "");
-    lua_remove(L, -2);
-    return lua_tostring(L, -1);
-}
-
-/* checkpoint = false | "blocks" | N at idx (absent: false): 0, 1 or N, as dp_model_config's. */
-int dpl_checkpoint_option(lua_State *L, int idx, const char *fname) {
-    lua_getfield(L, idx, "checkpoint");
-    int n = checkpoint_value(L, -1);
-    if (n < 0) luaL_error(L, "%s: %s", fname, push_checkpoint_refusal(L, -1));
-    lua_pop(L, 1);
-    return n;
-}
-
-/* Pushes checkpoint n as scripts write it: false, "blocks" or N. */
-void dpl_push_checkpoint(lua_State *L, int n) {
-    if (n == 0)
-        lua_pushboolean(L, 0);
-    else if (n == 1)
-        lua_pushliteral(L, "blocks");
-    else
-        lua_pushinteger(L, n);
-}
-
-/* dpprof.model.checkpoint_parse(v [, layers]) -> n (0 off, 1 every block, N every N-th), or nil
- * and why: dpprof.model's refusal of checkpoint = v (for a model of `layers` blocks, when given)
- * without its "dpprof.model: " */
-static int l_checkpoint_parse(lua_State *L) {
-    int n = checkpoint_value(L, 1);
-    if (n < 0) {
-        lua_pushnil(L);
-        push_checkpoint_refusal(L, 1);
-        return 2;
-    }
-    if (!lua_isnoneornil(L, 2) && dp_model_checkpoint_check(n, (int64_t)luaL_checkinteger(L, 2)) != DP_OK) {
-        const char *msg = dp_error_message();
-        lua_pushnil(L);
-        lua_pushstring(L, strncmp(msg, "model: ", 7) == 0 ? msg + 7 : msg);
-        return 2;
-    }
-    lua_pushinteger(L, n);
-    return 1;
-}
-
-/* dpprof.model.checkpoint_format(n) -> the setting n as scripts and results write it: false (0),
- * "blocks" (1) or N; checkpoint_parse's inverse. */
-static int l_checkpoint_format(lua_State *L) {
-    lua_Integer n = luaL_checkinteger(L, 1);
-    luaL_argcheck(L, n >= 0 && n <= CHECKPOINT_MAX, 1, "a checkpoint setting is 0 (off), 1 (every block) or N");
-    dpl_push_checkpoint(L, (int)n);
-    return 1;
-}
-
-/* dpprof.model.checkpoint_name(v) -> the setting v as tables and reports show it: "off",
- * "blocks" or "every N" (as written: 1 is "every 1"); a refused v raises checkpoint_parse's why. */
-static int l_checkpoint_name(lua_State *L) {
-    int n = checkpoint_value(L, 1);
-    if (n < 0) return luaL_error(L, "dpprof.model.checkpoint_name: %s", push_checkpoint_refusal(L, 1));
-    if (n == 0)
-        lua_pushliteral(L, "off");
-    else if (lua_type(L, 1) == LUA_TSTRING)
-        lua_pushliteral(L, "blocks");
-    else
-        lua_pushfstring(L, "every %d", n);
-    return 1;
-}
-
-/* parts = {world_size = N, rank = r} of the table at idx (absent: whole, 0 and 0): the model built
- * in parts for rank r of N (dp_model_config.parts_world); dp_model_config_check bounds the values. */
-void dpl_parts_option(lua_State *L, int idx, const char *fname, int64_t *world, int64_t *rank) {
-    static const char *const keys[] = {"world_size", "rank", NULL};
-    *world = 0, *rank = 0;
-    int t = lua_getfield(L, idx, "parts");
-    if (t == LUA_TNIL) {
-        lua_pop(L, 1);
-        return;
-    }
-    if (t != LUA_TTABLE)
-        luaL_error(L, "%s: 'parts' must be a table {world_size = N, rank = r} (the model built in parts for fsdp)",
-                   fname);
-    int pi = lua_gettop(L);
-    dpl_check_keys(L, pi, "dpprof.model: parts", keys);
-    *world = required_int(L, pi, "dpprof.model: parts", "world_size");
-    if (lua_getfield(L, pi, "rank") == LUA_TNIL)
-        luaL_error(L, "%s: 'parts.rank' is required (0 <= rank < world_size)", fname);
-    lua_pop(L, 1);
-    *rank = dpl_opt_int_field(L, pi, fname, "rank", 0);
-    if (*world < 1 || *world > 1 << 20 || *rank < 0 || *rank >= *world)
-        luaL_error(L,
-                   "%s: 'parts' must be {world_size = N, rank = r} with 1 <= N <= %d and 0 <= r < N (got world_size "
-                   "%I, rank %I)",
-                   fname, 1 << 20, (lua_Integer)*world, (lua_Integer)*rank);
-    lua_pop(L, 1);
-}
-
-/* The `distributed` option of the table at idx ({strategy=, world_size=, rank=}, dpprof.dist.KEYS)
- * into out: strategy (0 when absent), world size (0: the launched world's), rank (-1: not given). */
-static void read_distributed(lua_State *L, int idx, const char *fname, int out[3]) {
-    out[0] = 0, out[1] = 0, out[2] = -1;
-    if (lua_getfield(L, idx, "distributed") == LUA_TNIL) {
-        lua_pop(L, 1);
-        return;
-    }
-    if (!lua_istable(L, -1)) luaL_error(L, "%s: 'distributed' must be a table {strategy=, world_size=}", fname);
-    int t = lua_gettop(L);
-    dpl_check_keys(L, t, "dpprof.model: distributed", dpl_dist_keys);
-    dp_dist_strategy s = DP_DIST_DDP; /* data parallel unless said */
-    const char *name = dpl_opt_str_field(L, t, fname, "strategy", NULL);
-    if (name && dp_dist_strategy_parse(name, &s) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
-    int64_t ws = dpl_opt_int_field(L, t, fname, "world_size", 0), rank = dpl_opt_int_field(L, t, fname, "rank", -1);
-    if (ws < 0 || ws > 1 << 20 || rank < -1 || (ws > 0 && rank >= ws))
-        luaL_error(L, "%s: distributed.world_size must be >= 1 and distributed.rank below it", fname);
-    out[0] = (int)s, out[1] = (int)ws, out[2] = (int)rank;
-    lua_pop(L, 1);
-}
 
 int dpl_model_distributed(lua_State *L, int idx, int *strategy, int *world_size, int *rank) {
     dpl_model *u = to_model(L, idx);
     *strategy = u->dist_strategy, *world_size = u->dist_world, *rank = u->dist_rank;
     return u->dist_strategy != 0;
 }
-
-/* Reads the option table at idx into cfg (all but the device). */
-static void read_fields(lua_State *L, int idx, dp_model_config *cfg) {
-    const char *fname = "dpprof.model";
-    luaL_checktype(L, idx, LUA_TTABLE);
-    dpl_check_keys(L, idx, fname, model_keys);
-    const char *arch = dpl_opt_str_field(L, idx, fname, "arch", "gpt");
-    dp_arch a;
-    if (dp_arch_parse(arch, &a) != 0) luaL_error(L, "%s: unknown arch '%s' (valid: gpt, llama)", fname, arch);
-    dp_model_config_default(cfg, a);
-    cfg->vocab = required_int(L, idx, fname, "vocab");
-    cfg->hidden = required_int(L, idx, fname, "hidden");
-    cfg->layers = required_int(L, idx, fname, "layers");
-    cfg->heads = required_int(L, idx, fname, "heads");
-    cfg->kv_heads = dpl_opt_int_field(L, idx, fname, "kv_heads", 0);
-    cfg->head_dim = dpl_opt_int_field(L, idx, fname, "head_dim", 0);
-    cfg->seq_len = required_int(L, idx, fname, "seq_len");
-    cfg->batch = dpl_opt_int_field(L, idx, fname, "batch", 1);
-    cfg->mlp_ratio = dpl_opt_num_field(L, idx, fname, "mlp_ratio", cfg->mlp_ratio);
-    cfg->ffn = dpl_opt_int_field(L, idx, fname, "ffn", 0);
-    cfg->max_positions = dpl_opt_int_field(L, idx, fname, "max_positions", 0);
-    cfg->tie_head = dpl_opt_bool_field(L, idx, fname, "tie_head", cfg->tie_head);
-    const char *dt = dpl_opt_str_field(L, idx, fname, "dtype", "f32");
-    if (strcmp(dt, "f32") == 0)
-        cfg->dtype = DP_F32;
-    else if (strcmp(dt, "bf16") == 0)
-        cfg->dtype = DP_BF16;
-    else
-        luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
-    cfg->master_weights = dpl_opt_bool_field(L, idx, fname, "master_weights", 1);
-    cfg->norm_eps = (float)dpl_opt_num_field(L, idx, fname, "norm_eps", cfg->norm_eps);
-    cfg->rope_theta = (float)dpl_opt_num_field(L, idx, fname, "rope_theta", cfg->rope_theta);
-    read_rope_scaling(L, idx, fname, cfg);
-    cfg->init_std = (float)dpl_opt_num_field(L, idx, fname, "init_std", cfg->init_std);
-    cfg->seed = (uint64_t)dpl_opt_int_field(L, idx, fname, "seed", 0);
-    read_lora(L, idx, fname, cfg);
-    cfg->checkpoint = dpl_checkpoint_option(L, idx, fname);
-    dpl_parts_option(L, idx, fname, &cfg->parts_world, &cfg->parts_rank);
-    int dist[3];
-    read_distributed(L, idx, fname, dist); /* checked here; kept by the model's userdata */
-}
-
-/* Reads the option table at idx into cfg and returns the device it asks for. */
-static dp_device *read_config(lua_State *L, int idx, dp_model_config *cfg) {
-    const char *fname = "dpprof.model";
-    read_fields(L, idx, cfg);
-    const char *devname = dpl_opt_str_field(L, idx, fname, "device", NULL);
-    /* bf16 on the CPU is the slow exact reference of CUDA's bf16 (cpu_layers.c) */
-    return devname ? dpl_device_named(L, devname) : dpl_current_device(L);
-}
-
 /* Raises the engine's error as dpprof.model's: "dpprof.model: ..." (the configuration checks
  * already say "model: ..."; an allocation failure does not). */
 static int model_fail(lua_State *L) {
@@ -391,10 +93,10 @@ static int model_fail(lua_State *L) {
 /* dpprof.model{...} (called as the table dpprof.model, so the options are argument 2) */
 static int l_model_new(lua_State *L) {
     dp_model_config cfg;
-    dp_device *dev = read_config(L, 2, &cfg);
+    dp_device *dev = dpl_model_read_config(L, 2, &cfg);
     if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
     int dist[3];
-    read_distributed(L, 2, "dpprof.model", dist);
+    dpl_model_distributed_option(L, 2, "dpprof.model", dist);
     if (dist[0] == DP_DIST_FSDP && !dp_model_config_parted(&cfg)) { /* fsdp: built in parts for its rank */
         int64_t world = dist[1] > 0 ? dist[1] : 1, rank = dist[2] >= 0 ? dist[2] : 0;
         dp_comm *w;
@@ -417,35 +119,10 @@ static int l_model_new(lua_State *L) {
  * anything (the device key, when given, is not looked at). */
 static int l_model_check(lua_State *L) {
     dp_model_config cfg;
-    read_fields(L, 1, &cfg);
+    dpl_model_read_options(L, 1, &cfg);
     if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
     lua_pushboolean(L, 1);
     return 1;
-}
-
-/* ---- batches ----------------------------------------------------------------------------- */
-
-/* The live tensor at field key of the table at idx, left on the stack. */
-static dp_tensor *batch_tensor(lua_State *L, int idx, const char *key, const char *fname) {
-    lua_getfield(L, idx, key);
-    if (!luaL_testudata(L, -1, TENSOR_MT))
-        luaL_error(L, "%s: batch.%s must be a tensor (got %s); make batches with dpprof.batch", fname, key,
-                   luaL_typename(L, -1));
-    lua_getfield(L, -1, "alive");
-    if (!lua_toboolean(L, -1)) luaL_error(L, "%s: batch.%s was freed", fname, key);
-    lua_pop(L, 1);
-    return dpl_check_tensor(L, lua_gettop(L));
-}
-
-int dpl_batch_prepare(lua_State *L, int batch, const char *fname, dp_tensor **inputs, dp_tensor **targets) {
-    batch = lua_absindex(L, batch);
-    luaL_checktype(L, batch, LUA_TTABLE);
-    lua_createtable(L, 2, 0);
-    *inputs = batch_tensor(L, batch, "inputs", fname);
-    lua_rawseti(L, -2, 1);
-    *targets = batch_tensor(L, batch, "targets", fname);
-    lua_rawseti(L, -2, 2);
-    return lua_gettop(L);
 }
 
 /* Unpins and forgets the batch the model userdata at idx holds. */
@@ -483,309 +160,6 @@ void dpl_model_hold_batch(lua_State *L, int idx, int prepared) {
     lua_pushvalue(L, prepared);
     lua_setiuservalue(L, idx, 1);
     u->held_id = dp_model_forward_id(u->m);
-}
-
-/* Raises unless bytes fit dev: its allocator's limit, else its memory (a size read from outside,
- * a checkpoint's seq_len, is checked before anything is allocated or filled). */
-static void check_fits(lua_State *L, dp_device *dev, uint64_t bytes, const char *fname, const char *what) {
-    uint64_t limit = dp_mem_limit(dev->mem), total = dev->info.total_memory;
-    uint64_t cap = limit && (!total || limit < total) ? limit : total;
-    if (!cap || bytes <= cap) return;
-    char msg[512]; /* lua_pushfstring has no %.3f or %llu */
-    snprintf(msg, sizeof msg, "%s: %s need %.3f GiB (%llu bytes) but the %s device has %.3f GiB (%llu bytes)", fname,
-             what, (double)bytes / (double)(1ull << 30), (unsigned long long)bytes, dp_device_kind_name(dev->kind),
-             (double)cap / (double)(1ull << 30), (unsigned long long)cap);
-    luaL_error(L, "%s", msg);
-}
-
-/* An optional list field of n >= 1 integers (n = *n when *n > 0, else its length, at most max)
- * into a malloc'd array; NULL when absent. Raises naming the key. */
-static int64_t *opt_int_list(lua_State *L, int idx, const char *fname, const char *key, int64_t *n, int64_t max) {
-    lua_getfield(L, idx, key);
-    if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        return NULL;
-    }
-    if (!lua_istable(L, -1)) luaL_error(L, "%s: '%s' must be a list of integers", fname, key);
-    int64_t len = (int64_t)luaL_len(L, -1);
-    if (len < 1 || len > max)
-        luaL_error(L, "%s: '%s' must list 1 to %d values (got %d)", fname, key, (int)max, (int)len);
-    if (*n > 0 && len != *n) luaL_error(L, "%s: '%s' lists %d values, 'lengths' %d", fname, key, (int)len, (int)*n);
-    int64_t *out = lua_newuserdatauv(L, (size_t)len * sizeof *out, 0); /* freed with the stack */
-    for (int64_t i = 0; i < len; i++) {
-        lua_rawgeti(L, -2, i + 1);
-        int ok;
-        lua_Integer v = lua_tointegerx(L, -1, &ok);
-        if (!ok) luaL_error(L, "%s: %s[%d] must be an integer", fname, key, (int)(i + 1));
-        out[i] = (int64_t)v;
-        lua_pop(L, 1);
-    }
-    lua_replace(L, -2); /* the array stays on the stack (in place of the list) until the call returns */
-    *n = len;
-    return out;
-}
-
-/* The given samples' ids, tokens = {{id, ...}, ...} at idx (B lists): into a malloc'd-by-Lua array
- * with each sample's offset; lengths[b] (when given: at most its ids less one, the first
- * lengths[b] + 1 ids taken) or else its ids less one. Raises naming the sample. */
-static int64_t *token_lists(lua_State *L, int idx, const char *fname, int64_t B, int64_t **offsets, int64_t *lengths,
-                            int given) {
-    int64_t total = 0;
-    for (int64_t b = 0; b < B; b++) {
-        if (lua_rawgeti(L, idx, b + 1) != LUA_TTABLE)
-            luaL_error(L, "%s: tokens[%d] must be a list of token ids (got %s)", fname, (int)(b + 1),
-                       luaL_typename(L, -1));
-        int64_t n = (int64_t)luaL_len(L, -1);
-        lua_pop(L, 1);
-        if (n < 2)
-            luaL_error(L,
-                       "%s: tokens[%d] holds %d id(s): a sample needs at least 2 (its inputs and the next-token "
-                       "targets)",
-                       fname, (int)(b + 1), (int)n);
-        if (given && lengths[b] > n - 1)
-            luaL_error(L, "%s: lengths[%d] is %d but tokens[%d] holds %d ids (at most %d positions)", fname,
-                       (int)(b + 1), (int)lengths[b], (int)(b + 1), (int)n, (int)(n - 1));
-        if (!given) lengths[b] = n - 1;
-        total += lengths[b] + 1;
-    }
-    int64_t *ids = lua_newuserdatauv(L, (size_t)total * sizeof *ids, 0); /* freed with the stack */
-    *offsets = lua_newuserdatauv(L, (size_t)B * sizeof **offsets, 0);
-    int64_t at = 0;
-    for (int64_t b = 0; b < B; b++) {
-        (*offsets)[b] = at;
-        lua_rawgeti(L, idx, b + 1);
-        for (int64_t j = 0; j <= lengths[b]; j++) {
-            lua_rawgeti(L, -1, j + 1);
-            int ok;
-            lua_Integer v = lua_tointegerx(L, -1, &ok);
-            if (!ok)
-                luaL_error(L, "%s: tokens[%d][%d] must be an integer token id (got %s)", fname, (int)(b + 1),
-                           (int)(j + 1), luaL_typename(L, -1));
-            ids[at++] = (int64_t)v;
-            lua_pop(L, 1);
-        }
-        lua_pop(L, 1);
-    }
-    return ids;
-}
-
-/* dpprof.batch{model=, size=, seed=0, step=0, first=0, file=, file_dtype="uint16",
- * order="random"|"sequential"} (first: the global index of the batch's first sample, a rank's
- * slice of a distributed logical batch; with order = "sequential" the index of its first window
- * of the file read in order, no step), or a padded batch of samples of their own lengths:
- * dpprof.batch{model=, lengths={l1, ...}, padded=T, seed=, samples={ids...} | file=, file_dtype=,
- * starts={token offsets} | tokens={{id, ...}, ...}} (data.h; with tokens, lengths may be left out:
- * each sample's ids less one) */
-static int l_batch(lua_State *L) {
-    static const char *const keys[] = {"model",  "size",    "seed",   "step",  "file",   "file_dtype", "lengths",
-                                       "padded", "samples", "starts", "first", "tokens", "order",      NULL};
-    const char *fname = "dpprof.batch";
-    luaL_checktype(L, 1, LUA_TTABLE);
-    dpl_check_keys(L, 1, fname, keys);
-    lua_getfield(L, 1, "model");
-    if (!luaL_testudata(L, -1, MODEL_MT)) luaL_error(L, "%s: 'model' must be a model (from dpprof.model)", fname);
-    dp_model *m = dpl_model_or_freed(L, lua_gettop(L));
-    if (!m) luaL_error(L, "%s: 'model' was freed (m:free())", fname);
-    lua_pop(L, 1);
-    const dp_model_config *cfg = dp_model_config_of(m);
-    int64_t nl = 0;
-    int64_t *lengths = opt_int_list(L, 1, fname, "lengths", &nl, cfg->batch);
-    int64_t *ids = NULL, *offsets = NULL; /* tokens = {...}: the given samples */
-    int from_tokens = 0;                  /* the lengths are the token lists' */
-    lua_getfield(L, 1, "tokens");
-    if (!lua_isnil(L, -1)) {
-        int tk = lua_gettop(L);
-        if (!lua_istable(L, tk))
-            luaL_error(L, "%s: 'tokens' must be a list of samples, each a list of token ids", fname);
-        int64_t nt = (int64_t)luaL_len(L, tk);
-        if (nt < 1 || nt > cfg->batch)
-            luaL_error(L, "%s: 'tokens' must list 1 to %d samples (the model's batch; got %d)", fname, (int)cfg->batch,
-                       (int)nt);
-        if (lengths && nl != nt) luaL_error(L, "%s: 'tokens' lists %d samples, 'lengths' %d", fname, (int)nt, (int)nl);
-        static const char *const apart[] = {"file", "samples", "starts", "order", NULL};
-        for (int k = 0; apart[k]; k++) {
-            lua_getfield(L, 1, apart[k]);
-            if (!lua_isnil(L, -1))
-                luaL_error(L, "%s: 'tokens' gives the samples' ids; '%s' gives them too (give one)", fname, apart[k]);
-            lua_pop(L, 1);
-        }
-        int given = lengths != NULL;
-        if (!given) {
-            lengths = lua_newuserdatauv(L, (size_t)nt * sizeof *lengths, 0);
-            nl = nt;
-            from_tokens = 1;
-        }
-        ids = token_lists(L, tk, fname, nt, &offsets, lengths, given);
-    } else {
-        lua_pop(L, 1);
-    }
-    int64_t B = dpl_opt_int_field(L, 1, fname, "size", lengths ? nl : cfg->batch);
-    if (B < 1 || B > cfg->batch)
-        luaL_error(L, "%s: 'size' (%d) must be between 1 and the model's batch (%d)", fname, (int)B, (int)cfg->batch);
-    if (lengths && B != nl) luaL_error(L, "%s: 'size' (%d) differs from the %d 'lengths'", fname, (int)B, (int)nl);
-    uint64_t seed = (uint64_t)dpl_opt_int_field(L, 1, fname, "seed", 0);
-    uint64_t step = (uint64_t)dpl_opt_int_field(L, 1, fname, "step", 0);
-    int64_t first = dpl_opt_int_field(L, 1, fname, "first", 0);
-    if (first < 0) luaL_error(L, "%s: 'first' (%lld) must be >= 0", fname, (long long)first);
-    if (first > 0 && lengths)
-        luaL_error(L, "%s: 'first' places windows of seq_len; a padded batch names its samples ('samples' or 'starts')",
-                   fname);
-    const char *file = dpl_opt_str_field(L, 1, fname, "file", NULL);
-    const char *fdt = dpl_opt_str_field(L, 1, fname, "file_dtype", NULL);
-    dp_token_dtype tdt = DP_TOKENS_U16;
-    if (fdt && !file) luaL_error(L, "%s: 'file_dtype' needs 'file'", fname);
-    if (fdt && dp_token_dtype_parse(fdt, &tdt) != 0)
-        luaL_error(L, "%s: unknown file_dtype '%s' (valid: uint16, uint32)", fname, fdt);
-    const char *order = dpl_opt_str_field(L, 1, fname, "order", "random");
-    int sequential = strcmp(order, "sequential") == 0;
-    if (!sequential && strcmp(order, "random") != 0)
-        luaL_error(L, "%s: unknown order '%s' (valid: random, sequential)", fname, order);
-    if (sequential && (!file || lengths))
-        luaL_error(L, "%s: order = \"sequential\" reads windows of seq_len of 'file' in order (%s)", fname,
-                   file ? "not a padded batch: leave 'lengths' out" : "give 'file'");
-    if (sequential) {
-        lua_getfield(L, 1, "step");
-        if (!lua_isnil(L, -1))
-            luaL_error(L,
-                       "%s: order = \"sequential\" takes no 'step': 'first' is the index of the batch's first "
-                       "window of the file",
-                       fname);
-        lua_pop(L, 1);
-    }
-    int64_t T = cfg->seq_len, *samples = NULL, *starts = NULL;
-    if (lengths) {
-        int64_t longest = 0;
-        for (int64_t b = 0; b < B; b++) {
-            if (from_tokens && lengths[b] > cfg->seq_len)
-                luaL_error(L,
-                           "%s: tokens[%d] holds %d ids, %d positions: more than the model's seq_len %d (give "
-                           "lengths to cut it)",
-                           fname, (int)(b + 1), (int)(lengths[b] + 1), (int)lengths[b], (int)cfg->seq_len);
-            if (lengths[b] < 1 || lengths[b] > cfg->seq_len)
-                luaL_error(L, "%s: lengths[%d] is %d, outside [1, %d] (the model's seq_len)", fname, (int)(b + 1),
-                           (int)lengths[b], (int)cfg->seq_len);
-            if (lengths[b] > longest) longest = lengths[b];
-        }
-        T = dpl_opt_int_field(L, 1, fname, "padded", longest);
-        if (T < longest || T > cfg->seq_len)
-            luaL_error(L, "%s: 'padded' (%d) must be from the longest sample (%d) to seq_len (%d)", fname, (int)T,
-                       (int)longest, (int)cfg->seq_len);
-        int64_t n = B;
-        if (ids) {
-            /* the given samples: their ids */
-        } else if (file) {
-            starts = opt_int_list(L, 1, fname, "starts", &n, cfg->batch);
-            if (!starts) luaL_error(L, "%s: a padded batch from 'file' needs 'starts' (its documents' offsets)", fname);
-        } else {
-            samples = opt_int_list(L, 1, fname, "samples", &n, cfg->batch);
-        }
-    } else {
-        static const char *const padded_only[] = {"padded", "samples", "starts", NULL};
-        for (int k = 0; padded_only[k]; k++) {
-            lua_getfield(L, 1, padded_only[k]);
-            if (!lua_isnil(L, -1)) luaL_error(L, "%s: '%s' needs 'lengths' (a padded batch)", fname, padded_only[k]);
-            lua_pop(L, 1);
-        }
-    }
-    int64_t shape[2] = {B, T};
-    dp_device *dev = dp_model_device(m);
-    char what[96];
-    snprintf(what, sizeof what, "the inputs and targets (2 x %lld x %lld i32)", (long long)B, (long long)T);
-    check_fits(L, dev, 2 * (uint64_t)B * (uint64_t)T * 4u, fname, what);
-    if (lengths && !file && !samples && !ids) { /* samples 0..B-1 */
-        int64_t *first_ids = lua_newuserdatauv(L, (size_t)B * sizeof *first_ids, 0);
-        for (int64_t b = 0; b < B; b++) first_ids[b] = b;
-        samples = first_ids;
-    }
-    lua_createtable(L, 0, 4);
-    dp_tensor *in = dpl_push_new_tensor(L, dev, DP_I32, 2, shape, DP_CAT_INPUTS);
-    lua_setfield(L, -2, "inputs");
-    dp_tensor *tg = dpl_push_new_tensor(L, dev, DP_I32, 2, shape, DP_CAT_INPUTS);
-    lua_setfield(L, -2, "targets");
-    lua_pushinteger(L, B);
-    lua_setfield(L, -2, "size");
-    lua_pushinteger(L, T);
-    lua_setfield(L, -2, "padded");
-    int rc;
-    if (ids)
-        rc = dp_data_tokens_padded(in, tg, cfg->vocab, ids, offsets, lengths);
-    else if (lengths)
-        rc = file ? dp_data_file_padded(in, tg, file, tdt, cfg->vocab, starts, lengths)
-                  : dp_data_synthetic_padded(in, tg, cfg->vocab, seed, samples, lengths);
-    else if (sequential)
-        rc = dp_data_from_file_seq(in, tg, file, tdt, cfg->vocab, first);
-    else
-        rc = file ? dp_data_from_file_at(in, tg, file, tdt, cfg->vocab, seed, step, first)
-                  : dp_data_synthetic_at(in, tg, cfg->vocab, seed, step, first);
-    if (rc != DP_OK) dpl_fail(L);
-    return 1;
-}
-
-static int docs_gc(lua_State *L) {
-    dp_docs_free(luaL_checkudata(L, 1, "dpprof.documents"));
-    return 0;
-}
-
-/* dpprof.documents{file=, file_dtype="uint16", eos=, vocab=} -> {starts={...}, lengths={...},
- * tokens=, empty=}: the token file's documents (data.h dp_docs; starts are token offsets) */
-static int l_documents(lua_State *L) {
-    static const char *const keys[] = {"file", "file_dtype", "eos", "vocab", NULL};
-    const char *fname = "dpprof.documents";
-    luaL_checktype(L, 1, LUA_TTABLE);
-    dpl_check_keys(L, 1, fname, keys);
-    const char *file = dpl_opt_str_field(L, 1, fname, "file", NULL);
-    if (!file) luaL_error(L, "%s: 'file' (the token file) is required", fname);
-    const char *fdt = dpl_opt_str_field(L, 1, fname, "file_dtype", "uint16");
-    dp_token_dtype tdt;
-    if (dp_token_dtype_parse(fdt, &tdt) != 0)
-        luaL_error(L, "%s: unknown file_dtype '%s' (valid: uint16, uint32)", fname, fdt);
-    int64_t eos = dpl_opt_int_field(L, 1, fname, "eos", -1);
-    int64_t vocab = dpl_opt_int_field(L, 1, fname, "vocab", INT32_MAX); /* default: any id */
-    if (eos < 0) luaL_error(L, "%s: 'eos' (the id that ends a document) is required", fname);
-    /* the index lives in a userdata whose __gc frees it: a Lua error below leaks nothing */
-    dp_docs *dd = lua_newuserdatauv(L, sizeof *dd, 0);
-    memset(dd, 0, sizeof *dd);
-    if (luaL_newmetatable(L, "dpprof.documents")) {
-        lua_pushcfunction(L, docs_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-    if (dp_docs_open(file, tdt, eos, vocab, dd) != DP_OK) return dpl_fail(L);
-    dp_docs d = *dd;
-    if (d.n > INT32_MAX) luaL_error(L, "%s: '%s' holds more documents than a Lua list takes", fname, file);
-    lua_createtable(L, 0, 4);
-    lua_createtable(L, (int)d.n, 0);
-    lua_createtable(L, (int)d.n, 0);
-    for (int64_t i = 0; i < d.n; i++) {
-        lua_pushinteger(L, d.start[i]);
-        lua_rawseti(L, -3, i + 1);
-        lua_pushinteger(L, d.length[i]);
-        lua_rawseti(L, -2, i + 1);
-    }
-    lua_setfield(L, -3, "lengths");
-    lua_setfield(L, -2, "starts");
-    lua_pushinteger(L, d.tokens);
-    lua_setfield(L, -2, "tokens");
-    lua_pushinteger(L, d.empty);
-    lua_setfield(L, -2, "empty");
-    dp_docs_free(dd);
-    return 1;
-}
-
-/* dpprof.free_batch(b): frees both tensors now (idempotent) */
-static int l_free_batch(lua_State *L) {
-    luaL_checktype(L, 1, LUA_TTABLE);
-    const char *const fields[] = {"inputs", "targets"};
-    for (int i = 0; i < 2; i++) {
-        lua_getfield(L, 1, fields[i]);
-        if (luaL_testudata(L, -1, TENSOR_MT)) {
-            lua_getfield(L, -1, "free");
-            lua_pushvalue(L, -2);
-            lua_call(L, 1, 0);
-        }
-        lua_pop(L, 1);
-    }
-    return 0;
 }
 
 /* ---- methods ----------------------------------------------------------------------------- */
@@ -1012,76 +386,6 @@ static int l_sync_compute(lua_State *L) {
     if (dp_model_sync_compute_weights(dpl_check_model(L, 1)) != DP_OK) return dpl_fail(L);
     return 0;
 }
-
-/* rope_scaling as dpprof.model takes it (nil for the default rope) */
-static void push_rope_scaling(lua_State *L, const dp_rope_scaling *r) {
-    if (r->type == DP_ROPE_DEFAULT) {
-        lua_pushnil(L);
-        return;
-    }
-    lua_createtable(L, 0, 11);
-    lua_pushstring(L, dp_rope_type_name(r->type)), lua_setfield(L, -2, "rope_type");
-    lua_pushnumber(L, r->factor), lua_setfield(L, -2, "factor");
-    if (r->type == DP_ROPE_LINEAR) return;
-    lua_pushinteger(L, r->original_max_positions), lua_setfield(L, -2, "original_max_position_embeddings");
-    if (r->type == DP_ROPE_LLAMA3) {
-        lua_pushnumber(L, r->low_freq_factor), lua_setfield(L, -2, "low_freq_factor");
-        lua_pushnumber(L, r->high_freq_factor), lua_setfield(L, -2, "high_freq_factor");
-        return;
-    }
-    lua_pushnumber(L, r->beta_fast), lua_setfield(L, -2, "beta_fast");
-    lua_pushnumber(L, r->beta_slow), lua_setfield(L, -2, "beta_slow");
-    const double opt[3] = {r->mscale, r->mscale_all_dim, r->attention_factor};
-    const char *const names[3] = {"mscale", "mscale_all_dim", "attention_factor"};
-    for (int i = 0; i < 3; i++)
-        if (opt[i] > 0) lua_pushnumber(L, opt[i]), lua_setfield(L, -2, names[i]);
-    lua_pushboolean(L, r->truncate), lua_setfield(L, -2, "truncate");
-}
-
-void dpl_push_model_config(lua_State *L, const dp_model_config *c) {
-    lua_createtable(L, 0, 24);
-    lua_pushstring(L, dp_arch_name(c->arch)), lua_setfield(L, -2, "arch");
-    lua_pushinteger(L, c->vocab), lua_setfield(L, -2, "vocab");
-    lua_pushinteger(L, c->hidden), lua_setfield(L, -2, "hidden");
-    lua_pushinteger(L, c->layers), lua_setfield(L, -2, "layers");
-    lua_pushinteger(L, c->heads), lua_setfield(L, -2, "heads");
-    if (c->kv_heads) lua_pushinteger(L, c->kv_heads), lua_setfield(L, -2, "kv_heads");
-    if (c->head_dim) lua_pushinteger(L, c->head_dim), lua_setfield(L, -2, "head_dim");
-    if (c->seq_len) lua_pushinteger(L, c->seq_len), lua_setfield(L, -2, "seq_len");
-    if (c->batch) lua_pushinteger(L, c->batch), lua_setfield(L, -2, "batch");
-    lua_pushnumber(L, c->mlp_ratio), lua_setfield(L, -2, "mlp_ratio");
-    if (c->ffn) lua_pushinteger(L, c->ffn), lua_setfield(L, -2, "ffn");
-    if (c->max_positions) lua_pushinteger(L, c->max_positions), lua_setfield(L, -2, "max_positions");
-    lua_pushboolean(L, c->tie_head), lua_setfield(L, -2, "tie_head");
-    lua_pushstring(L, dp_dtype_name(c->dtype)), lua_setfield(L, -2, "dtype");
-    lua_pushboolean(L, c->master_weights), lua_setfield(L, -2, "master_weights");
-    lua_pushnumber(L, c->norm_eps), lua_setfield(L, -2, "norm_eps");
-    lua_pushnumber(L, c->rope_theta), lua_setfield(L, -2, "rope_theta");
-    push_rope_scaling(L, &c->rope);
-    lua_setfield(L, -2, "rope_scaling");
-    lua_pushnumber(L, c->init_std), lua_setfield(L, -2, "init_std");
-    lua_pushinteger(L, (lua_Integer)c->seed), lua_setfield(L, -2, "seed");
-    dpl_push_checkpoint(L, c->checkpoint), lua_setfield(L, -2, "checkpoint");
-    if (dp_model_config_parted(c)) {
-        lua_createtable(L, 0, 2);
-        lua_pushinteger(L, c->parts_world), lua_setfield(L, -2, "world_size");
-        lua_pushinteger(L, c->parts_rank), lua_setfield(L, -2, "rank");
-        lua_setfield(L, -2, "parts");
-    }
-    if (c->lora_rank > 0) {
-        lua_createtable(L, 0, 3);
-        lua_pushinteger(L, c->lora_rank), lua_setfield(L, -2, "rank");
-        lua_pushnumber(L, c->lora_alpha), lua_setfield(L, -2, "alpha");
-        lua_newtable(L);
-        int n = 0;
-        for (unsigned bit = 1; bit <= DP_LORA_DOWN; bit <<= 1) /* llama: PEFT's names; gpt: its groups */
-            if ((c->lora_targets & bit) && dp_lora_target_name(c->arch, bit))
-                lua_pushstring(L, dp_lora_target_name(c->arch, bit)), lua_rawseti(L, -2, ++n);
-        lua_setfield(L, -2, "targets");
-        lua_setfield(L, -2, "lora");
-    }
-}
-
 /* m:config() -> the configuration with defaults filled in */
 static int l_config(lua_State *L) {
     dp_model *m = dpl_check_model(L, 1);
@@ -1185,19 +489,9 @@ void dpl_open_model(lua_State *L) {
     lua_setmetatable(L, -2);
     lua_pushcfunction(L, l_model_check);
     lua_setfield(L, -2, "check");
-    dpl_push_keys(L, model_keys);
+    dpl_push_keys(L, dpl_model_keys);
     lua_setfield(L, -2, "KEYS");
-    lua_pushcfunction(L, l_checkpoint_parse);
-    lua_setfield(L, -2, "checkpoint_parse");
-    lua_pushcfunction(L, l_checkpoint_format);
-    lua_setfield(L, -2, "checkpoint_format");
-    lua_pushcfunction(L, l_checkpoint_name);
-    lua_setfield(L, -2, "checkpoint_name");
+    dpl_add_checkpoint_grammar(L);
     lua_setfield(L, -2, "model");
-    lua_pushcfunction(L, l_batch);
-    lua_setfield(L, -2, "batch");
-    lua_pushcfunction(L, l_documents);
-    lua_setfield(L, -2, "documents");
-    lua_pushcfunction(L, l_free_batch);
-    lua_setfield(L, -2, "free_batch");
+    dpl_open_batch(L);
 }
