@@ -345,7 +345,6 @@ static int l_free_batch(lua_State *L) {
     return 0;
 }
 
-
 void dpl_open_batch(lua_State *L) {
     lua_pushcfunction(L, l_batch);
     lua_setfield(L, -2, "batch");

@@ -104,7 +104,6 @@ static int l_checkpoint_name(lua_State *L) {
     return 1;
 }
 
-
 void dpl_add_checkpoint_grammar(lua_State *L) {
     lua_pushcfunction(L, l_checkpoint_parse);
     lua_setfield(L, -2, "checkpoint_parse");

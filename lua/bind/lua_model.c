@@ -76,7 +76,6 @@ void dpl_push_model(lua_State *L, dp_model *m) {
     gc_hint(L, (uint64_t)dp_model_num_params(m, 0) * 4);
 }
 
-
 int dpl_model_distributed(lua_State *L, int idx, int *strategy, int *world_size, int *rank) {
     dpl_model *u = to_model(L, idx);
     *strategy = u->dist_strategy, *world_size = u->dist_world, *rank = u->dist_rank;

@@ -211,7 +211,6 @@ dp_device *dpl_model_read_config(lua_State *L, int idx, dp_model_config *cfg) {
     return devname ? dpl_device_named(L, devname) : dpl_current_device(L);
 }
 
-
 /* rope_scaling as dpprof.model takes it (nil for the default rope) */
 static void push_rope_scaling(lua_State *L, const dp_rope_scaling *r) {
     if (r->type == DP_ROPE_DEFAULT) {
