@@ -1,7 +1,6 @@
 /* lua_batch.c: token batches for a model: dpprof.batch (windows of a token file or random tokens,
  * or padded batches of samples of their own lengths), dpprof.documents (a token file's documents),
- * dpprof.free_batch, and the check every binding that runs a forward makes of a batch table
- * (dpl_batch_prepare). */
+ * and dpprof.free_batch. */
 #include "lua_engine.h"
 
 #include "data.h"
@@ -16,31 +15,6 @@
 
 #define MODEL_MT "dpprof.model"
 #define TENSOR_MT "dpprof.tensor"
-
-/* ---- batches ----------------------------------------------------------------------------- */
-
-/* The live tensor at field key of the table at idx, left on the stack. */
-static dp_tensor *batch_tensor(lua_State *L, int idx, const char *key, const char *fname) {
-    lua_getfield(L, idx, key);
-    if (!luaL_testudata(L, -1, TENSOR_MT))
-        luaL_error(L, "%s: batch.%s must be a tensor (got %s); make batches with dpprof.batch", fname, key,
-                   luaL_typename(L, -1));
-    lua_getfield(L, -1, "alive");
-    if (!lua_toboolean(L, -1)) luaL_error(L, "%s: batch.%s was freed", fname, key);
-    lua_pop(L, 1);
-    return dpl_check_tensor(L, lua_gettop(L));
-}
-
-int dpl_batch_prepare(lua_State *L, int batch, const char *fname, dp_tensor **inputs, dp_tensor **targets) {
-    batch = lua_absindex(L, batch);
-    luaL_checktype(L, batch, LUA_TTABLE);
-    lua_createtable(L, 2, 0);
-    *inputs = batch_tensor(L, batch, "inputs", fname);
-    lua_rawseti(L, -2, 1);
-    *targets = batch_tensor(L, batch, "targets", fname);
-    lua_rawseti(L, -2, 2);
-    return lua_gettop(L);
-}
 
 /* Raises unless bytes fit dev: its allocator's limit, else its memory (a size read from outside,
  * a checkpoint's seq_len, is checked before anything is allocated or filled). */

@@ -16,11 +16,13 @@
 #include "dist_nccl.h"
 #include "error.h"
 #include "lua_util.h"
+#include "options_schema.h"
 
 #include <lauxlib.h>
 #include <stdlib.h>
 
-const char *const dpl_dist_keys[] = {"strategy", "world_size", "rank", NULL};
+/* the schema's distributed section (common/options_schema.h), filled by dpl_open_dist */
+const char *dpl_dist_keys[DPO_N_OPTIONS + 1];
 
 static dp_comm *world(lua_State *L, const char *fname) {
     dp_comm *c;
@@ -130,6 +132,7 @@ void dpl_open_dist(lua_State *L) {
         lua_rawseti(L, -2, s);
     }
     lua_setfield(L, -2, "STRATEGIES");
+    dpo_keys(DPO_S_DISTRIBUTED, 0, 0, dpl_dist_keys, DPO_N_OPTIONS + 1);
     dpl_push_keys(L, dpl_dist_keys);
     lua_setfield(L, -2, "KEYS");
     lua_pushboolean(L, dp_dist_mpi_compiled());

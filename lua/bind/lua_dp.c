@@ -42,6 +42,7 @@
 #include "dpsgd.h"
 #include "error.h"
 #include "lua_util.h"
+#include "options_schema.h"
 #include "scope.h"
 
 #include <lauxlib.h>
@@ -77,20 +78,7 @@ static int fail(lua_State *L, const char *fname) { return luaL_error(L, "%s: %s"
  * table takes them less five it deliberately sets elsewhere (method, norms and clip are an
  * experiment's top-level keys, as is seed, which seeds the whole run; expected_batch_size is its
  * model.batch) and plus its own accountant (which the wrapper takes per epsilon() call). */
-static const char *const wrap_keys[] = {"method",
-                                        "norms",
-                                        "clip",
-                                        "max_grad_norm",
-                                        "noise_multiplier",
-                                        "sample_rate",
-                                        "dataset_size",
-                                        "expected_batch_size",
-                                        "max_physical_batch_size",
-                                        "poisson",
-                                        "seed",
-                                        "delta",
-                                        "flash_impl",
-                                        NULL};
+static const char *wrap_keys[DPO_N_OPTIONS + 1]; /* the schema's dp section less DPO_EXPERIMENT's */
 
 static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     const char *fname = "dpprof.dpsgd.wrap";
@@ -605,6 +593,7 @@ void dpl_open_dp(lua_State *L) {
     lua_setfield(L, -2, "split");
     lua_pushcfunction(L, l_poisson_draw);
     lua_setfield(L, -2, "poisson_draw");
+    dpo_keys(DPO_S_DP, 0, DPO_EXPERIMENT, wrap_keys, DPO_N_OPTIONS + 1);
     dpl_push_keys(L, wrap_keys);
     lua_setfield(L, -2, "WRAP_KEYS");
     set_list(L, "METHODS", DPSGD_LIST_PRESETS);

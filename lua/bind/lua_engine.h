@@ -41,9 +41,12 @@ void dpl_open_json(lua_State *L);
  * tables, which lua/dpprof/results.lua validates by (lua_results_schema.c). */
 void dpl_open_results_schema(lua_State *L);
 
+/* Adds dpprof.options_schema: every option a configuration takes (common/options_schema.h) as
+ * Lua tables, and its keys(section, filter) (lua_options_schema.c). */
+void dpl_open_options_schema(lua_State *L);
 /* Adds dpprof.model (a callable table: dpprof.model{...} builds a model, dpprof.model.check{...}
- * checks its options without a device; other bindings add fields such as dpprof.model.load), the model metatable,
- * dpprof.batch and dpprof.free_batch (lua_model.c). */
+ * checks its options without a device; other bindings add fields such as dpprof.model.load) and
+ * the model metatable (lua_model.c). */
 void dpl_open_model(lua_State *L);
 /* The live model at idx, or an argument error (also for a freed model). */
 dp_model *dpl_check_model(lua_State *L, int idx);
@@ -72,7 +75,7 @@ int dpl_model_distributed(lua_State *L, int idx, int *strategy, int *world_size,
 /* dpprof.dist: rank(), world_size(), barrier(), launcher(), STRATEGIES, KEYS, mpi_compiled. */
 void dpl_open_dist(lua_State *L);
 /* The keys of a `distributed` table (dpprof.dist.KEYS), NULL-terminated: the one list of them. */
-extern const char *const dpl_dist_keys[];
+extern const char *dpl_dist_keys[];
 
 /* Adds dpprof.optim.adamw / dpprof.optim.sgd and the optimizer metatable (lua_optim.c). */
 void dpl_open_optim(lua_State *L);
@@ -94,8 +97,9 @@ void dpl_tensor_pin(lua_State *L, int idx, int delta);
 dp_tensor *dpl_push_new_tensor(lua_State *L, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape,
                                dp_category cat);
 
-/* dpprof.model's options (dpprof.model.KEYS, in order), NULL-terminated (lua_model_options.c). */
-extern const char *const dpl_model_keys[];
+/* dpprof.model's options (dpprof.model.KEYS, in order), NULL-terminated: the schema's model
+ * section, filled by dpl_open_model (lua_model_options.c). */
+extern const char *dpl_model_keys[];
 /* Reads dpprof.model's option table at idx into cfg (all but the device), raising what it refuses. */
 void dpl_model_read_options(lua_State *L, int idx, dp_model_config *cfg);
 /* dpl_model_read_options, then the device the table at idx names (else the current one). */

@@ -22,6 +22,7 @@
 #include "lua_util.h"
 #include "model.h"
 #include "ops.h"
+#include "options_schema.h"
 #include "scope.h"
 
 #include <lauxlib.h>
@@ -29,6 +30,7 @@
 #include <string.h>
 
 #define MODEL_MT "dpprof.model"
+#define TENSOR_MT "dpprof.tensor"
 
 typedef struct dpl_model {
     dp_model *m;
@@ -122,6 +124,31 @@ static int l_model_check(lua_State *L) {
     if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
     lua_pushboolean(L, 1);
     return 1;
+}
+
+/* ---- the batch a model holds ----------------------------------------------------------------------------- */
+
+/* The live tensor at field key of the table at idx, left on the stack. */
+static dp_tensor *batch_tensor(lua_State *L, int idx, const char *key, const char *fname) {
+    lua_getfield(L, idx, key);
+    if (!luaL_testudata(L, -1, TENSOR_MT))
+        luaL_error(L, "%s: batch.%s must be a tensor (got %s); make batches with dpprof.batch", fname, key,
+                   luaL_typename(L, -1));
+    lua_getfield(L, -1, "alive");
+    if (!lua_toboolean(L, -1)) luaL_error(L, "%s: batch.%s was freed", fname, key);
+    lua_pop(L, 1);
+    return dpl_check_tensor(L, lua_gettop(L));
+}
+
+int dpl_batch_prepare(lua_State *L, int batch, const char *fname, dp_tensor **inputs, dp_tensor **targets) {
+    batch = lua_absindex(L, batch);
+    luaL_checktype(L, batch, LUA_TTABLE);
+    lua_createtable(L, 2, 0);
+    *inputs = batch_tensor(L, batch, "inputs", fname);
+    lua_rawseti(L, -2, 1);
+    *targets = batch_tensor(L, batch, "targets", fname);
+    lua_rawseti(L, -2, 2);
+    return lua_gettop(L);
 }
 
 /* Unpins and forgets the batch the model userdata at idx holds. */
@@ -488,9 +515,9 @@ void dpl_open_model(lua_State *L) {
     lua_setmetatable(L, -2);
     lua_pushcfunction(L, l_model_check);
     lua_setfield(L, -2, "check");
+    dpo_keys(DPO_S_MODEL, 0, 0, dpl_model_keys, DPO_N_OPTIONS + 1);
     dpl_push_keys(L, dpl_model_keys);
     lua_setfield(L, -2, "KEYS");
     dpl_add_checkpoint_grammar(L);
     lua_setfield(L, -2, "model");
-    dpl_open_batch(L);
 }

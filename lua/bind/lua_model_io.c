@@ -6,6 +6,7 @@
 
 #include "error.h"
 #include "lua_util.h"
+#include "options_schema.h"
 #include "model_io.h"
 
 #include <lauxlib.h>
@@ -90,12 +91,10 @@ static int l_read_config(lua_State *L) {
 /* dpprof.model.load's options beside the directory (dpprof.model.LOAD_KEYS, in this order): the
  * runtime choices a checkpoint's files leave to the caller, the one list of them (dp.experiment
  * lets a model with path= and its weights set these and no other of dpprof.model.KEYS). */
-static const char *const load_keys[] = {"device",         "dtype", "batch",      "seq_len", "seed",
-                                        "master_weights", "lora",  "checkpoint", "parts",   NULL};
+static const char *load_keys[DPO_N_OPTIONS + 1]; /* the schema's DPO_LOAD model rows */
 
 /* What load takes beside LOAD_KEYS: not a runtime choice but more files, a PEFT adapter folder. */
-static const char *const load_all_keys[] = {"device", "dtype",      "batch", "seq_len", "seed", "master_weights",
-                                            "lora",   "checkpoint", "parts", "adapter", NULL};
+static const char *load_all_keys[DPO_N_OPTIONS + 2]; /* load_keys and "adapter" */
 
 /* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
  * lora={rank=, alpha=, targets=}, checkpoint=, parts={world_size=, rank=}, adapter=DIR}) */
@@ -143,6 +142,9 @@ void dpl_open_model_io(lua_State *L) {
     lua_setfield(L, -2, "load");
     lua_pushcfunction(L, l_read_config);
     lua_setfield(L, -2, "read_config");
+    int n = dpo_keys(DPO_S_MODEL, DPO_LOAD, 0, load_keys, DPO_N_OPTIONS + 1);
+    memcpy(load_all_keys, load_keys, sizeof(char *) * (size_t)n);
+    load_all_keys[n] = "adapter", load_all_keys[n + 1] = NULL;
     dpl_push_keys(L, load_keys);
     lua_setfield(L, -2, "LOAD_KEYS");
     lua_pop(L, 1);

@@ -8,21 +8,17 @@
 #include "error.h"
 #include "lua_util.h"
 #include "model.h"
+#include "options_schema.h"
 
 #include <lauxlib.h>
 #include <string.h>
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
-/* dpprof.model's options (dpprof.model.KEYS, in this order): the one list of them. Whoever takes
- * a model's options (dp.experiment's model, the fit command line) reads it and adds or leaves out
- * only its own (an experiment names its device at the top, and takes path= and weights=). */
-const char *const dpl_model_keys[] = {"arch",       "vocab",          "hidden",     "layers",      "heads",
-                                         "kv_heads",   "head_dim",       "seq_len",    "batch",       "mlp_ratio",
-                                         "ffn",        "max_positions",  "tie_head",   "dtype",       "norm_eps",
-                                         "rope_theta", "rope_scaling",   "init_std",   "seed",        "device",
-                                         "lora",       "master_weights", "checkpoint", "distributed", "parts",
-                                         NULL};
+/* dpprof.model's options (dpprof.model.KEYS): the schema's model section (common/options_schema.h),
+ * filled by dpl_open_model. Whoever takes a model's options (dp.experiment's model, the fit command
+ * line) reads them from the schema and adds or leaves out only its own. */
+const char *dpl_model_keys[DPO_N_OPTIONS + 1];
 
 static int64_t required_int(lua_State *L, int idx, const char *fname, const char *key) {
     if (lua_getfield(L, idx, key) == LUA_TNIL) luaL_error(L, "%s: '%s' is required (a positive integer)", fname, key);

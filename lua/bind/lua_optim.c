@@ -9,6 +9,7 @@
 
 #include "error.h"
 #include "lua_util.h"
+#include "options_schema.h"
 #include "optim.h"
 
 #include <lauxlib.h>
@@ -31,10 +32,12 @@ struct dp_optimizer *dpl_check_optim(lua_State *L, int idx) {
     return u->o;
 }
 
+/* Each optimizer's keys: the schema's optimizer rows of its flag, less name (the constructor's
+ * own); filled by dpl_open_optim. */
+static const char *adamw_keys[DPO_N_OPTIONS + 1], *sgd_keys[DPO_N_OPTIONS + 1];
+
 /* Reads the options shared by both optimizers and the kind's own into opts. */
 static void read_opts(lua_State *L, int idx, const char *fname, dp_optim_kind kind, dp_optim_opts *opts) {
-    static const char *const adamw_keys[] = {"lr", "betas", "eps", "weight_decay", NULL};
-    static const char *const sgd_keys[] = {"lr", "momentum", "weight_decay", NULL};
     dp_optim_opts_default(opts, kind);
     if (lua_isnoneornil(L, idx)) return;
     dpl_check_keys(L, idx, fname, kind == DP_OPTIM_ADAMW ? adamw_keys : sgd_keys);
@@ -165,7 +168,15 @@ static int l_tostring(lua_State *L) {
     return 1;
 }
 
+/* keys less "name" (the first optimizer row) */
+static void optimizer_keys(unsigned flag, const char **keys) {
+    int n = dpo_keys(DPO_S_OPTIMIZER, flag, 0, keys, DPO_N_OPTIONS + 1);
+    if (n > 0 && strcmp(keys[0], "name") == 0) memmove(keys, keys + 1, sizeof(char *) * (size_t)n);
+}
+
 void dpl_open_optim(lua_State *L) {
+    optimizer_keys(DPO_ADAMW, adamw_keys);
+    optimizer_keys(DPO_SGD, sgd_keys);
     static const luaL_Reg methods[] = {
         {"step", l_step},
         {"zero_grad", l_zero_grad},

@@ -116,8 +116,10 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_files(L);
     dpl_open_json(L);
     dpl_open_results_schema(L);
+    dpl_open_options_schema(L);
     dpl_open_model(L);
     dpl_open_model_io(L);
+    dpl_open_batch(L);
     dpl_open_optim(L);
     dpl_open_dp(L);
     dpl_open_dist(L);

@@ -18,12 +18,13 @@ local dp = require("dpprof")
 local json = dp.json
 local plan = require("dpprof.plan")
 local data = require("dpprof.data")
+local options = require("dpprof.options")
 
 local config = {}
 
-local TOP_KEYS = { "name", "model", "method", "norms", "clip", "optimizer", "dp", "iters", "warmup",
-                   "device", "device_model", "seed", "snapshots", "on", "memory_limit", "data", "trace", "profile",
-                   "threads", "distributed", "save" }
+-- The keys an experiment's top level takes: the schema's experiment and device sections (dpprof.options).
+local TOP_KEYS = options.keys("experiment")
+for _, k in ipairs(options.keys("device")) do TOP_KEYS[#TOP_KEYS + 1] = k end
 config.PROFILES = dp.results_schema.choices.profiles -- "none", "ops"
 -- The devices a configuration may name (the engine's, engine/core/device.c); cuda only where this
 -- dpprof was built with it.
@@ -37,22 +38,20 @@ local function keys_of(from, without, plus)
 end
 -- A model's keys: dpprof.model's (the engine's one list), less device (an experiment's own, at
 -- the top) and parts (an fsdp run's own, from distributed: experiment.lua's build_parts), plus path and weights (a
--- checkpoint's directory, and whether its weights are read) and adapter (a PEFT adapter folder for it).
+-- checkpoint's directory, and whether its weights are read) and adapter (a PEFT adapter folder for it):
+-- the schema's checkpoint section.
 local EXPERIMENT_OWN = { device = true, parts = true }
-local MODEL_KEYS = keys_of(dp.model.KEYS, EXPERIMENT_OWN, { "path", "weights", "adapter" })
+local MODEL_KEYS = keys_of(dp.model.KEYS, EXPERIMENT_OWN, options.keys("checkpoint"))
 -- What a model read with its weights from a checkpoint may set besides the file: dpprof.model.load's
 -- options (its one list), less device and parts.
 local RUNTIME_KEYS = {}
 for _, k in ipairs(keys_of(dp.model.LOAD_KEYS, EXPERIMENT_OWN, {})) do RUNTIME_KEYS[k] = true end
--- The dp keys: dpprof.dpsgd.wrap's (the engine's one list) less those an experiment deliberately sets
--- elsewhere (method, norms and clip and the run's seed at the top; expected_batch_size is
--- model.batch: wrap_options), plus the accountant its epsilon is reported by.
-local DP_KEYS = keys_of(dp.dpsgd.WRAP_KEYS, { method = true, norms = true, clip = true, seed = true,
-                                           expected_batch_size = true }, { "accountant" })
-local OPTIMIZER_KEYS = {
-  adamw = { "name", "lr", "betas", "eps", "weight_decay" },
-  sgd = { "name", "lr", "momentum", "weight_decay" },
-}
+-- The dp keys: the schema's dp section less the rows an experiment sets elsewhere (method, norms
+-- and clip and the run's seed at the top; expected_batch_size is model.batch: wrap_options); its
+-- accountant (an experiment's own row) among them.
+local DP_KEYS = options.keys("dp", { set_elsewhere = false })
+-- Each optimizer's keys: the schema's optimizer rows it takes (name among them).
+local OPTIMIZER_KEYS = { adamw = options.keys("optimizer", { adamw = true }), sgd = options.keys("optimizer", { sgd = true }) }
 -- The data keys: dpprof.data's grammar (its one list).
 local DATA_KEYS = data.KEYS
 local CALLBACKS = { "model_loaded", "wrapped", "optimizer_created", "after_warmup", "before_forward",
@@ -111,8 +110,7 @@ end
 
 -- The integer keys of a model: integral floats (hidden = 2^8) stored as integers, so the
 -- configuration a result echoes has the types docs/results.md gives.
-local MODEL_INT_KEYS = { "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch", "ffn",
-                         "max_positions", "seed" }
+local MODEL_INT_KEYS = options.of_type("model", { "integer" })
 
 -- The dp.model options of model spec m: m itself, or with path, DIR/config.json's with m's keys
 -- over them. Also whether the weights come from the files (path, weights ~= "random", not plan).

@@ -127,6 +127,8 @@ function dp.refuse(message)
   error(setmetatable({ message = message, exit_status = 2 }, { __tostring = function(e) return e.message end }), 0)
 end
 
+-- Every option a configuration takes, from the one schema (options.lua, common/options_schema.h).
+dp.options = require("dpprof.options")
 -- Experiments, sweeps and their results JSON (experiment.lua, sweep.lua, results.lua, trace.lua).
 dp.results = require("dpprof.results")
 dp.trace = require("dpprof.trace")

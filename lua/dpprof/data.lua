@@ -51,12 +51,12 @@
 -- data.STREAM): sample i's draw is element i of that stream, so a draw does not depend on how many
 -- are drawn (data.sampler's i-th length is data.draw's i-th).
 local dp = require("dpprof")
+local options = require("dpprof.options")
 
 local data = {}
 
 data.SOURCES = { "lengths", "lengths_file", "length_distribution", "file", "tokens" }
-data.KEYS = { "file", "file_dtype", "eos", "order", "tokens", "lengths", "lengths_file", "length_distribution",
-              "pad_to", "group_by_length", "too_long" }
+data.KEYS = options.keys("data") -- the schema's data section
 data.FILE_DTYPES = { "uint16", "uint32" }
 data.ORDERS = { "random", "sequential" }
 data.TOO_LONG = { "cut", "error" }

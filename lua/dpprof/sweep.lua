@@ -44,6 +44,7 @@
 local dp = require("dpprof")
 local json = dp.json
 local results = require("dpprof.results")
+local options = require("dpprof.options")
 local parallel = require("dpprof.parallel")
 local repeats_of = require("dpprof.repeats")
 local outdir = require("dpprof.outdir")
@@ -61,8 +62,7 @@ sweep.print_summary = outdir.print_summary
 local plain, finish_result, write_result = outdir.plain, outdir.finish_result, outdir.write_result
 local describe, print_summary = outdir.describe, outdir.print_summary
 
-local OPTION_KEYS = { "base", "vary", "out", "name", "timeout", "resume", "retry_failed", "trace", "order",
-                      "run", "isolate", "quiet", "parallel", "backend", "slurm", "repeats", "combined" }
+local OPTION_KEYS = options.keys("sweep") -- dp.sweep's own options: the schema's sweep section
 
 -- The combined results file a sweep writes with combined = true (the name users of the earlier
 -- PyTorch tooling look for): every point's result in one JSON object, keyed by point name.
@@ -79,22 +79,12 @@ local calls = 0
 -- What a Slurm task raises once its point's result is written, to end the script there.
 sweep.TASK_DONE = setmetatable({}, { __tostring = function() return "dpprof.sweep: the Slurm task's point is done" end })
 
--- Where each vary key lands in the experiment configuration. Keys not listed here may be given as
--- dotted paths ("model.hidden", "dp.noise_multiplier").
-sweep.KEYS = {
-  method = { "method" }, norms = { "norms" }, clip = { "clip" },
-  seq_len = { "model", "seq_len" }, layers = { "model", "layers" }, batch = { "model", "batch" },
-  hidden = { "model", "hidden" }, heads = { "model", "heads" }, vocab = { "model", "vocab" },
-  kv_heads = { "model", "kv_heads" }, head_dim = { "model", "head_dim" },
-  arch = { "model", "arch" }, dtype = { "model", "dtype" }, mlp_ratio = { "model", "mlp_ratio" },
-  ffn = { "model", "ffn" }, lora_rank = { "model", "lora", "rank" }, checkpoint = { "model", "checkpoint" },
-  max_grad_norm = { "dp", "max_grad_norm" }, noise_multiplier = { "dp", "noise_multiplier" },
-  sample_rate = { "dp", "sample_rate" }, max_physical_batch_size = { "dp", "max_physical_batch_size" },
-  accountant = { "dp", "accountant" },
-  lr = { "optimizer", "lr" }, optimizer = { "optimizer", "name" },
-  iters = { "iters" }, warmup = { "warmup" }, device = { "device" }, seed = { "seed" },
-  world_size = { "distributed", "world_size" }, strategy = { "distributed", "strategy" },
-}
+-- Where each vary key lands in the experiment configuration: the schema's SWEEP rows by their bare
+-- names (dpprof.options), and two it names otherwise (lora_rank, optimizer: its name). Keys not
+-- listed here may be given as dotted paths ("model.hidden", "dp.noise_multiplier").
+sweep.KEYS = options.sweep_keys()
+sweep.KEYS.lora_rank = { "model", "lora", "rank" }
+sweep.KEYS.optimizer = { "optimizer", "name" }
 
 local function sorted_keys(t)
   local keys = {}

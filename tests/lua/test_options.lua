@@ -1,0 +1,96 @@
+-- test_options.lua: the one option schema (common/options_schema.h, dpprof.options) is what every
+-- reader of options takes, its defaults are the engine's and the experiment's, and docs/lua.md
+-- holds the table written from it.
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+local options = dp.options
+local schema = dp.options_schema
+local root = arg[0]:match("(.*/)") .. "../../"
+
+local function joined(t) return table.concat(t, ",") end
+
+-- every row is documented, typed, and in a known section; no key twice in a section
+local seen = {}
+for _, o in ipairs(schema.options) do
+  check.truthy(o.doc and #o.doc > 0, o.section .. "." .. o.key .. " has a doc line")
+  local id = o.section .. "." .. o.key
+  check.truthy(not seen[id], id .. " once")
+  seen[id] = true
+  if o.type == "word" and o.choices then check.truthy(#o.choices >= 2, id .. "'s words") end
+  if o.zero_default then check.eq(o.min, 0, id .. ": 0 means its default") end
+end
+check.eq(joined(options.SECTIONS), "experiment,model,checkpoint,dp,distributed,data,optimizer,device,sweep")
+
+-- the bindings' lists are the schema's
+check.eq(joined(dp.model.KEYS), joined(options.keys("model")))
+check.eq(joined(dp.model.LOAD_KEYS), joined(options.keys("model", { load = true })))
+check.eq(joined(dp.dist.KEYS), joined(options.keys("distributed")))
+check.eq(joined(dp.dpsgd.WRAP_KEYS), joined(options.keys("dp", { experiment = false })))
+check.eq(joined(dp.data.KEYS), joined(options.keys("data")))
+check.eq(joined(options.keys("dp", { set_elsewhere = true })), "method,norms,clip,expected_batch_size,seed")
+-- an optimizer refuses what the schema does not give it, naming the keys it does
+local m <close> = dp.model{ vocab = 16, hidden = 8, layers = 1, heads = 2, seq_len = 4, device = "cpu" }
+local ok, err = pcall(dp.optim.sgd, m, { lr = 0.1, betas = { 0.9, 0.99 } })
+check.truthy(not ok and tostring(err):find("valid: lr, weight_decay, momentum", 1, true), tostring(err))
+ok, err = pcall(dp.optim.adamw, m, { momentum = 0.9 })
+check.truthy(not ok and tostring(err):find("valid: lr, betas, eps, weight_decay", 1, true), tostring(err))
+
+-- the defaults the schema documents are those the engine and an experiment take
+local E, D = dp.dpsgd.DEFAULTS, dp.experiment_defaults or require("dpprof.config").DEFAULTS
+for _, k in ipairs({ "max_grad_norm", "noise_multiplier", "delta" }) do
+  check.eq(tonumber(options.row("dp", k).default), E[k], "dp." .. k .. "'s default")
+end
+check.eq(options.row("dp", "poisson").default, tostring(E.poisson))
+check.eq(options.row("dp", "accountant").default, E.accountant)
+check.eq(options.row("dp", "flash_impl").default, E.flash_impl)
+check.eq(tonumber(options.row("dp", "seed").default), E.seed)
+check.eq(tonumber(options.row("dp", "sample_rate").default), D.dp.sample_rate)
+for _, k in ipairs({ "iters", "warmup", "seed" }) do
+  check.eq(tonumber(options.row("experiment", k).default), D[k], "experiment " .. k .. "'s default")
+end
+check.eq(options.row("experiment", "method").default, D.method)
+check.eq(options.row("device", "device").default, D.device)
+check.eq(options.row("optimizer", "name").default, D.optimizer.name)
+check.eq(tonumber(options.row("optimizer", "lr").default), D.optimizer.lr)
+check.eq(tonumber(options.row("optimizer", "weight_decay").default), D.optimizer.weight_decay)
+-- dpprof.model's defaults, read back from a model built without them (gpt)
+local c = m:config()
+for _, k in ipairs({ "batch", "norm_eps", "rope_theta", "init_std", "seed" }) do
+  check.near(tonumber(options.row("model", k).default), c[k], 1e-6, "model." .. k .. "'s default")
+end
+check.eq(options.row("model", "dtype").default, c.dtype)
+check.eq(options.row("model", "arch").default, c.arch)
+check.eq(tostring(c.master_weights), options.row("model", "master_weights").default)
+
+-- a row checks a value: type, range, words; 0 for a size left to its default says how to get it
+local kv = options.row("model", "kv_heads")
+check.eq(options.value_error(kv, 2), nil)
+check.eq(options.value_error(kv, 0), "kv_heads must be an integer >= 1, got 0 (leave kv_heads= out for the default, heads)")
+check.eq(options.value_error(kv, "two"), "kv_heads must be an integer >= 1, got 'two'")
+check.eq(options.value_error(options.row("model", "mlp_ratio"), 1 / 0), "mlp_ratio must be a finite number >= 0, got inf")
+check.eq(options.value_error(options.row("model", "dtype"), "f16"), "unknown dtype 'f16' (valid: f32, bf16)")
+check.eq(options.value_error(options.row("model", "tie_head"), 1), "tie_head must be true or false, got 1")
+check.eq(options.value_error(options.row("dp", "sample_rate"), 2), "sample_rate must be a finite number in 0 .. 1, got 2")
+check.eq(options.row("model", "colour"), nil)
+check.truthy(not pcall(options.row, "colours", "red"))
+ok, err = pcall(schema.keys, "colours")
+check.truthy(not ok and tostring(err):find("valid: experiment, model", 1, true), tostring(err))
+
+-- dp.sweep's bare keys are the schema's SWEEP rows (and the few it names a path for itself)
+local sk = options.sweep_keys()
+check.eq(joined(sk.seq_len), "model,seq_len")
+check.eq(joined(sk.method), "method")
+check.eq(joined(sk.device), "device")
+check.eq(joined(sk.strategy), "distributed,strategy")
+for k, path in pairs(sk) do check.eq(joined(require("dpprof.sweep").KEYS[k]), joined(path), "sweep key " .. k) end
+
+-- docs/lua.md holds the table the schema writes
+local doc = assert(dp.read_file(root .. "docs/lua.md"))
+local _, b2 = doc:find("<!-- options:begin -->\n", 1, true)
+local e1 = b2 and doc:find("<!-- options:end -->", b2, true)
+local table_text = e1 and doc:sub(b2 + 1, e1 - 1)
+check.truthy(table_text, "docs/lua.md has the options markers")
+check.truthy(table_text == "\n" .. options.markdown() .. "\n",
+             "docs/lua.md's options table is out of date: run `dpprof run scripts/options_doc.lua`")
+print("test_options: ok")
