@@ -28,7 +28,7 @@
  * it beside a checkpoint's files: a runtime choice the files leave to the caller); SET_ELSEWHERE
  * (a dp row an experiment sets at its top level or derives, not in its dp table); EXPERIMENT (a
  * row an experiment reads that the engine's reader of the section does not: dp.accountant);
- * ADAMW, SGD (an optimizer row that only that optimizer takes). */
+ * ADAMW, SGD (an optimizer row that only that optimizer takes); RISK (a fit word dpprof risk takes). */
 #ifndef DPPROF_OPTIONS_SCHEMA_H
 #define DPPROF_OPTIONS_SCHEMA_H
 
@@ -43,7 +43,7 @@
     X(CHECKPOINT, "checkpoint")                                                                                        \
     X(DP, "dp")                                                                                                        \
     X(DISTRIBUTED, "distributed")                                                                                      \
-    X(DATA, "data") X(OPTIMIZER, "optimizer") X(DEVICE, "device") X(SWEEP, "sweep")
+    X(DATA, "data") X(OPTIMIZER, "optimizer") X(DEVICE, "device") X(SWEEP, "sweep") X(FIT, "fit") X(RISK, "risk")
 
 typedef enum {
 #define DPO_ENUM(id, name) DPO_S_##id,
@@ -74,11 +74,64 @@ enum {
     DPO_SET_ELSEWHERE = 32,
     DPO_EXPERIMENT = 64,
     DPO_ADAMW = 128,
-    DPO_SGD = 256
+    DPO_SGD = 256,
+    DPO_RISK = 512
 };
 
 #define DPO_U DPO_UNBOUNDED
 #define DPO_INT_MAX 2147483647.0
+
+/* dpprof fit's own words (beside the model's FIT rows); RISK: dpprof risk takes it too. */
+#define FIT_OPTIONS(X)                                                                                                 \
+    X(FIT, "vary", WORD, 0, 0, "seq_len", "seq_len, batch, layers", 0, "what to search over")                          \
+    X(FIT, "method", STRING, 0, 0, "every preset", NULL, DPO_RISK, "NAME[,NAME...]: the methods, each a row")          \
+    X(FIT, "methods", STRING, 0, 0, "every preset", NULL, DPO_RISK, "the same as method=")                             \
+    X(FIT, "budget_gb", NUMBER, 0, DPO_U, "the device model's", NULL, DPO_RISK, "the card's memory in GiB")            \
+    X(FIT, "device_model", STRING, 0, 0, "h100", NULL, DPO_RISK, "h100, h200, h100-calibrated or FILE.json")           \
+    X(FIT, "context_mb", NUMBER, 0, DPO_U, "the device model's", NULL, DPO_RISK,                                       \
+      "the CUDA context and libraries outside the pool, MiB")                                                          \
+    X(FIT, "reserve_overhead", NUMBER, 0, DPO_U, "the device model's", NULL, DPO_RISK,                                 \
+      "reserved-but-unused bytes as a fraction of the peak")                                                           \
+    X(FIT, "workspace", BOOLEAN, 0, 0, "true", NULL, DPO_RISK, "model cuBLAS's workspace and the kernels' scratch")    \
+    X(FIT, "lo", INTEGER, 1, DPO_U, "64 (seq_len), 1", NULL, 0, "the search's lowest value")                           \
+    X(FIT, "hi", INTEGER, 1, DPO_U, "1048576 (seq_len), 65536 (batch), 1024 (layers)", NULL, 0,                        \
+      "the search's highest value")                                                                                    \
+    X(FIT, "granularity", INTEGER, 1, DPO_U, "64 (seq_len), 1", NULL, 0, "the search's step")                          \
+    X(FIT, "preset", WORD, 0, 0, "large", "large, small", DPO_RISK, "the base model")                                  \
+    X(FIT, "path", STRING, 0, 0, NULL, NULL, DPO_RISK, "a Hugging Face checkpoint's config.json instead of a preset")  \
+    X(FIT, "lora_rank", INTEGER, 1, DPO_U, NULL, NULL, DPO_RISK, "LoRA adapters of this rank")                         \
+    X(FIT, "lora_alpha", NUMBER, 0, DPO_U, "lora_rank", NULL, DPO_RISK, "LoRA's alpha")                                \
+    X(FIT, "lora_targets", STRING, 0, 0, "qkv", NULL, DPO_RISK, "N[,N...]: dpprof's groups or PEFT's module names")    \
+    X(FIT, "physical", INTEGER, 1, DPO_U, NULL, NULL, 0, "the largest physical batch (micro-batching)")                \
+    X(FIT, "optimizer", WORD, 0, 0, "adamw", "adamw, sgd", DPO_RISK, "the optimizer")                                  \
+    X(FIT, "checkpoint", STRING, 0, 0, "off,blocks", NULL, 0,                                                          \
+      "S[,S...]: activation checkpointing settings, each its own row (off, blocks or N)")                              \
+    X(FIT, "out", STRING, 0, 0, NULL, NULL, DPO_RISK, "also write the answer as JSON")                                 \
+    X(FIT, "world_size", INTEGER, 1, 1048576, NULL, NULL, 0, "plan one rank of this many")                             \
+    X(FIT, "strategy", WORD, 0, 0, "ddp", "ddp, zero2, fsdp", 0, "the planned world's strategy")
+
+/* dpprof risk's own words. */
+#define RISK_OPTIONS(X)                                                                                                \
+    X(RISK, "lengths_file", STRING, 0, 0, NULL, NULL, 0, "one length a line, or a little-endian uint32 array")         \
+    X(RISK, "lengths", STRING, 0, 0, NULL, NULL, 0, "L[,L...]: the samples' lengths")                                  \
+    X(RISK, "distribution", WORD, 0, 0, NULL, "lognormal, uniform, fixed", 0, "synthetic lengths")                     \
+    X(RISK, "median", NUMBER, 0, DPO_U, NULL, NULL, 0, "lognormal's median")                                           \
+    X(RISK, "p99", NUMBER, 0, DPO_U, NULL, NULL, 0, "lognormal's 99th percentile")                                     \
+    X(RISK, "min", INTEGER, 1, DPO_U, NULL, NULL, 0, "uniform's shortest")                                             \
+    X(RISK, "max", INTEGER, 1, DPO_U, NULL, NULL, 0, "uniform's longest")                                              \
+    X(RISK, "length", INTEGER, 1, DPO_U, NULL, NULL, 0, "fixed's length")                                              \
+    X(RISK, "pad_to", INTEGER, 1, DPO_U, "1", NULL, 0, "pad a physical batch to a multiple of this many tokens")       \
+    X(RISK, "group_by_length", BOOLEAN, 0, 0, "false", NULL, 0, "sort a logical batch by length before splitting it")  \
+    X(RISK, "too_long", WORD, 0, 0, "cut", "cut, error", 0, "a sample longer than seq_len: cut or refused")            \
+    X(RISK, "sample_rate", NUMBER, 0, 1, NULL, NULL, DPO_REQUIRED, "Poisson sampling's rate")                          \
+    X(RISK, "steps", INTEGER, 1, DPO_U, NULL, NULL, DPO_REQUIRED, "the run's steps")                                   \
+    X(RISK, "dataset_size", INTEGER, 1, 10000000, NULL, NULL, 0, "the data set's samples")                             \
+    X(RISK, "max_physical_batch_size", INTEGER, 1, DPO_U, "the logical batch", NULL, 0, "BatchMemoryManager's bound")  \
+    X(RISK, "target", NUMBER, 0, 1, "0.001", NULL, 0, "the run's acceptable probability")                              \
+    X(RISK, "seed", INTEGER, 0, DPO_U, "0", NULL, 0, "the draws' seed")                                                \
+    X(RISK, "simulate", INTEGER, 1, DPO_U, NULL, NULL, 0, "also draw this many steps as the engine's sampler does")    \
+    X(RISK, "exhaustive", BOOLEAN, 0, 0, "false", NULL, 0, "plan every padded length of every row")                    \
+    X(RISK, "chart", STRING, 0, 0, NULL, NULL, 0, "also draw the per-step peak's CDF per method (PNG)")
 
 /* X(SECTION, "key", TYPE, min, max, default, choices, flags, "doc") per option, in each section's
  * order (the order its key lists and refusals give). */
@@ -173,51 +226,106 @@ enum {
     X(DISTRIBUTED, "world_size", INTEGER, 1, 1048576, "the launched world's", NULL, DPO_SWEEP,                         \
       "ranks (a plan run: the world it models)")                                                                       \
     X(DISTRIBUTED, "rank", INTEGER, 0, 1048575, "the launched rank", NULL, 0, "the rank a plan run plays")             \
-    X(DATA, "file", STRING, 0, 0, NULL, NULL, 0, "a token file (little-endian ids)")                                   \
-    X(DATA, "file_dtype", WORD, 0, 0, "uint16", "uint16, uint32", 0, "the token file's id type")                       \
-    X(DATA, "eos", INTEGER, 0, DPO_U, NULL, NULL, 0, "the id that ends a document: the file's documents are samples")  \
-    X(DATA, "order", WORD, 0, 0, "random", "random, sequential", 0, "the samples' order")                              \
-    X(DATA, "tokens", LIST, 0, 0, NULL, NULL, 0, "the samples themselves: lists of token ids")                         \
-    X(DATA, "lengths", LIST, 0, 0, NULL, NULL, 0, "samples of these lengths (random tokens)")                          \
-    X(DATA, "lengths_file", STRING, 0, 0, NULL, NULL, 0, "the lengths, one a line")                                    \
-    X(DATA, "length_distribution", TABLE, 0, 0, NULL, NULL, 0,                                                         \
-      "lengths drawn: {kind = \"lognormal\", median =, p99 =}, {kind = \"uniform\", min =, max =} or "                 \
-      "{kind = \"fixed\", length =}")                                                                                  \
-    X(DATA, "pad_to", INTEGER, 1, DPO_U, NULL, NULL, 0, "a batch's length rounded up to a multiple of this")           \
-    X(DATA, "group_by_length", BOOLEAN, 0, 0, "false", NULL, 0, "batches of samples of like lengths")                  \
-    X(DATA, "too_long", WORD, 0, 0, "cut", "cut, error", 0, "a sample longer than seq_len: cut to it, or refused")     \
-    X(OPTIMIZER, "name", WORD, 0, 0, "adamw", "adamw, sgd", DPO_ADAMW | DPO_SGD, "the optimizer")                      \
-    X(OPTIMIZER, "lr", NUMBER, 0, DPO_U, "1e-4", NULL, DPO_ADAMW | DPO_SGD | DPO_SWEEP,                                \
-      "the learning rate (dpprof.optim's own default: 1e-3)")                                                          \
-    X(OPTIMIZER, "betas", LIST, 0, 0, "{0.9, 0.999}", NULL, DPO_ADAMW, "AdamW's two moments' decay")                   \
-    X(OPTIMIZER, "eps", NUMBER, 0, DPO_U, "1e-08", NULL, DPO_ADAMW, "AdamW's epsilon")                                 \
-    X(OPTIMIZER, "weight_decay", NUMBER, 0, DPO_U, "0.01", NULL, DPO_ADAMW | DPO_SGD, "decoupled weight decay")        \
-    X(OPTIMIZER, "momentum", NUMBER, 0, DPO_U, "0", NULL, DPO_SGD, "SGD's momentum")                                   \
-    X(DEVICE, "device", WORD, 0, 0, "auto", "cpu, cuda, plan, auto", DPO_SWEEP,                                        \
-      "cpu, cuda (when built with CUDA), plan (exact accounting, no memory, no arithmetic) or auto (cuda if present)") \
-    X(DEVICE, "device_model", ANY, 0, 0, "h100", NULL, 0,                                                              \
-      "a plan run's device: h100, h200, h100-calibrated, a FILE.json dpprof calibrate wrote, or such a table")         \
-    X(DEVICE, "memory_limit", INTEGER, 1, DPO_U, "the device's memory", NULL, 0, "the allocator's limit in bytes")     \
-    X(DEVICE, "threads", INTEGER, 1, DPO_U, "the machine's cores", NULL, 0, "CPU threads")                             \
-    X(SWEEP, "base", TABLE, 0, 0, NULL, NULL, DPO_REQUIRED, "the experiment every point starts from")                  \
-    X(SWEEP, "vary", TABLE, 0, 0, NULL, NULL, DPO_REQUIRED,                                                            \
-      "key = {values...}: every combination is a point (keys: the SWEEP ones, or dotted paths like model.hidden)")     \
-    X(SWEEP, "out", STRING, 0, 0, "results/run_<timestamp>", NULL, 0,                                                  \
-      "the directory the points' results and the summary go to")                                                       \
-    X(SWEEP, "name", STRING, 0, 0, NULL, NULL, 0, "the sweep's name")                                                  \
-    X(SWEEP, "timeout", NUMBER, 0, DPO_U, NULL, NULL, 0, "seconds a point may run")                                    \
-    X(SWEEP, "resume", BOOLEAN, 0, 0, "true", NULL, 0, "skip the points whose results are in out")                     \
-    X(SWEEP, "retry_failed", BOOLEAN, 0, 0, "true", NULL, 0, "with resume: run failed points again")                   \
-    X(SWEEP, "trace", BOOLEAN, 0, 0, "false", NULL, 0, "each point writes a Chrome trace")                             \
-    X(SWEEP, "order", LIST, 0, 0, NULL, NULL, 0, "the vary keys' order in the points' names")                          \
-    X(SWEEP, "run", FUNCTION, 0, 0, "dp.experiment", NULL, 0, "what runs a point")                                     \
-    X(SWEEP, "isolate", BOOLEAN, 0, 0, "true", NULL, 0, "each point in a fresh process")                               \
-    X(SWEEP, "quiet", BOOLEAN, 0, 0, "false", NULL, 0, "no progress lines")                                            \
-    X(SWEEP, "parallel", SETTING, 0, 0, "1", NULL, 0, "N points run side by side, or \"gpus\": one a GPU")             \
-    X(SWEEP, "backend", WORD, 0, 0, "local", "local, slurm", 0, "where the points run")                                \
-    X(SWEEP, "slurm", TABLE, 0, 0, NULL, NULL, 0, "the Slurm job array's options (docs/cluster.md)")                   \
-    X(SWEEP, "repeats", INTEGER, 1, DPO_U, "1", NULL, 0, "runs of every point (the result gives their spread)")        \
-    X(SWEEP, "combined", BOOLEAN, 0, 0, "false", NULL, 0, "also every result in memory_profile_results.json")
+    FIT_OPTIONS(X)                                                                                                     \
+    RISK_OPTIONS(X) X(DATA, "file", STRING, 0, 0, NULL, NULL, 0, "a token file (little-endian ids)") X(                \
+        DATA, "file_dtype", WORD, 0, 0, "uint16", "uint16, uint32", 0,                                                 \
+        "the token file's id type") X(DATA, "eos", INTEGER, 0, DPO_U, NULL, NULL, 0,                                   \
+                                      "the id that ends a document: the file's documents are samples")                 \
+        X(DATA, "order", WORD, 0, 0, "random", "random, sequential", 0, "the samples' order")                          \
+            X(DATA, "tokens", LIST, 0, 0, NULL, NULL, 0, "the samples themselves: lists of token ids") X(              \
+                DATA, "lengths", LIST, 0, 0, NULL, NULL, 0, "samples of these lengths (random tokens)")                \
+                X(DATA, "lengths_file", STRING, 0, 0, NULL, NULL, 0, "the lengths, one a line") X(                     \
+                    DATA, "length_distribution", TABLE, 0, 0, NULL, NULL, 0,                                           \
+                    "lengths drawn: {kind = \"lognormal\", median =, p99 =}, {kind = \"uniform\", min =, max =} or "   \
+                    "{kind = \"fixed\", length =}") X(DATA, "pad_to", INTEGER, 1, DPO_U, NULL, NULL, 0,                \
+                                                      "a batch's length rounded up to a multiple of this")             \
+                    X(DATA, "group_by_length", BOOLEAN, 0, 0, "false", NULL, 0, "batches of samples of like lengths")  \
+                        X(DATA, "too_long", WORD, 0, 0, "cut", "cut, error", 0,                                        \
+                          "a sample longer than seq_len: cut to it, or refused")                                       \
+                            X(OPTIMIZER, "name", WORD, 0, 0, "adamw", "adamw, sgd", DPO_ADAMW | DPO_SGD,               \
+                              "the optimizer") X(OPTIMIZER, "lr", NUMBER, 0, DPO_U, "1e-4", NULL,                      \
+                                                 DPO_ADAMW | DPO_SGD | DPO_SWEEP,                                      \
+                                                 "the learning rate (dpprof.optim's own default: 1e-3)")               \
+                                X(OPTIMIZER, "betas", LIST, 0, 0, "{0.9, 0.999}", NULL, DPO_ADAMW,                     \
+                                  "AdamW's two moments' decay") X(OPTIMIZER, "eps", NUMBER, 0, DPO_U, "1e-08", NULL,   \
+                                                                  DPO_ADAMW, "AdamW's epsilon")                        \
+                                    X(OPTIMIZER, "weight_decay", NUMBER, 0, DPO_U, "0.01", NULL, DPO_ADAMW | DPO_SGD,  \
+                                      "decoupled weight decay") X(OPTIMIZER, "momentum", NUMBER, 0, DPO_U, "0", NULL,  \
+                                                                  DPO_SGD, "SGD's momentum")                           \
+                                        X(DEVICE, "device", WORD, 0, 0, "auto", "cpu, cuda, plan, auto", DPO_SWEEP,    \
+                                          "cpu, cuda (when built with CUDA), plan (exact accounting, no memory, no "   \
+                                          "arithmetic) or auto (cuda if present)")                                     \
+                                            X(DEVICE, "device_model", ANY, 0, 0, "h100", NULL, 0,                      \
+                                              "a plan run's device: h100, h200, h100-calibrated, a FILE.json dpprof "  \
+                                              "calibrate wrote, or such a table") X(DEVICE, "memory_limit", INTEGER,   \
+                                                                                    1, DPO_U, "the device's memory",   \
+                                                                                    NULL, 0,                           \
+                                                                                    "the allocator's limit in bytes")  \
+                                                X(DEVICE, "threads", INTEGER, 1, DPO_U, "the machine's cores",         \
+                                                  NULL, 0, "CPU threads") X(SWEEP, "base", TABLE, 0, 0, NULL,          \
+                                                                            NULL, DPO_REQUIRED,                        \
+                                                                            "the experiment every point starts from")  \
+                                                    X(SWEEP, "vary", TABLE, 0, 0, NULL, NULL, DPO_REQUIRED,            \
+                                                      "key = {values...}: every combination is a point (keys: the "    \
+                                                      "SWEEP ones, or dotted paths like model.hidden)")                \
+                                                        X(SWEEP, "out", STRING, 0, 0, "results/run_<timestamp>", NULL, \
+                                                          0,                                                           \
+                                                          "the directory the points' results and the summary go to")   \
+                                                            X(SWEEP, "name", STRING, 0, 0, NULL, NULL, 0,              \
+                                                              "the sweep's name") X(SWEEP, "timeout", NUMBER, 0,       \
+                                                                                    DPO_U, NULL, NULL, 0,              \
+                                                                                    "seconds a point may run")         \
+                                                                X(SWEEP, "resume", BOOLEAN, 0, 0, "true", NULL, 0,     \
+                                                                  "skip the points whose results are in out")          \
+                                                                    X(SWEEP, "retry_failed", BOOLEAN, 0, 0, "true",    \
+                                                                      NULL, 0, "with resume: run failed points again") \
+                                                                        X(SWEEP, "trace", BOOLEAN, 0, 0, "false",      \
+                                                                          NULL, 0, "each point writes a Chrome trace") \
+                                                                            X(SWEEP, "order", LIST, 0, 0, NULL, NULL,  \
+                                                                              0,                                       \
+                                                                              "the vary keys' order in the points' "   \
+                                                                              "names") X(SWEEP, "run", FUNCTION, 0, 0, \
+                                                                                         "dp.experiment", NULL, 0,     \
+                                                                                         "what runs a point")          \
+                                                                                X(SWEEP, "isolate", BOOLEAN, 0, 0,     \
+                                                                                  "true", NULL, 0,                     \
+                                                                                  "each point in a fresh process")     \
+                                                                                    X(SWEEP, "quiet", BOOLEAN, 0, 0,   \
+                                                                                      "false", NULL, 0,                \
+                                                                                      "no progress lines")             \
+                                                                                        X(SWEEP, "parallel", SETTING,  \
+                                                                                          0, 0, "1", NULL, 0,          \
+                                                                                          "N points run side by "      \
+                                                                                          "side, or \"gpus\": one a "  \
+                                                                                          "GPU") X(SWEEP, "backend",   \
+                                                                                                   WORD, 0, 0,         \
+                                                                                                   "local",            \
+                                                                                                   "local, slurm", 0,  \
+                                                                                                   "where the points " \
+                                                                                                   "run")              \
+                                                                                            X(SWEEP, "slurm",          \
+                                                                                              TABLE, 0, 0, NULL, NULL, \
+                                                                                              0,                       \
+                                                                                              "the Slurm job array's " \
+                                                                                              "options "               \
+                                                                                              "(docs/cluster.md)")     \
+                                                                                                X(SWEEP, "repeats",    \
+                                                                                                  INTEGER, 1, DPO_U,   \
+                                                                                                  "1", NULL, 0,        \
+                                                                                                  "runs of every "     \
+                                                                                                  "point (the result " \
+                                                                                                  "gives their "       \
+                                                                                                  "spread)")           \
+                                                                                                    X(SWEEP,           \
+                                                                                                      "combined",      \
+                                                                                                      BOOLEAN, 0, 0,   \
+                                                                                                      "false", NULL,   \
+                                                                                                      0,               \
+                                                                                                      "also every "    \
+                                                                                                      "result in "     \
+                                                                                                      "memory_"        \
+                                                                                                      "profile_"       \
+                                                                                                      "results.json")
 
 typedef struct dpo_option {
     dpo_section section;

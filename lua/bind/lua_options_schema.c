@@ -5,7 +5,7 @@
  *     sections = {"experiment", "model", ...},                       -- in order
  *     options = {{section=, key=, type=, min=, max=, default=, choices={...}, doc=,
  *                 required=, zero_default=, fit=, sweep=, load=, set_elsewhere=, experiment=,
- *                 adamw=, sgd=}, ...},                                -- in order
+ *                 adamw=, sgd=, risk=}, ...},                                -- in order
  *     keys = function(section, filter) -> {key, ...}
  *   }
  *
@@ -31,7 +31,8 @@ static const struct {
                   {DPO_SET_ELSEWHERE, "set_elsewhere"},
                   {DPO_EXPERIMENT, "experiment"},
                   {DPO_ADAMW, "adamw"},
-                  {DPO_SGD, "sgd"}};
+                  {DPO_SGD, "sgd"},
+                  {DPO_RISK, "risk"}};
 #define N_FLAGS (sizeof flag_names / sizeof *flag_names)
 
 /* Pushes "a, b, c" as the list {"a", "b", "c"}. */

@@ -3,6 +3,7 @@
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local util = require("dpprof.cli_util")
+local options = require("dpprof.options")
 
 local eprint, parse_value, wrap = util.eprint, util.parse_value, util.wrap
 
@@ -37,10 +38,10 @@ not fit.
   path=DIR                    instead of a preset, a Hugging Face checkpoint's config.json (only
                               that file is read: no weights needed; B=1 unless batch= is given;
                               seq_len searched up to its max_position_embeddings unless hi=)
-  arch= vocab= hidden= layers= heads= kv_heads= head_dim= seq_len= batch= dtype= mlp_ratio= ffn=
-  tie_head= master_weights=   (dtype=bf16 keeps LoRA's frozen base in bf16 only)
-                              sizes are integers >= 1: leave kv_heads=, head_dim=, ffn= out for
-                              their defaults (heads, hidden / heads, mlp_ratio x hidden)
+  @MODEL_KEYS@
+                              (dtype=bf16 keeps LoRA's frozen base in bf16 only)
+                              sizes are integers >= 1: leave @ZERO_KEYS@ out for
+                              their defaults (@ZERO_DEFAULTS@)
   lora_rank=R lora_alpha=A    LoRA adapters of rank R (alpha default R)
   lora_targets=N[,N...]       qkv, proj, fc, down or PEFT's q_proj, k_proj, v_proj, o_proj,
                               gate_proj, up_proj, down_proj (default qkv)
@@ -66,6 +67,29 @@ example: dpprof fit method=ghost,flash_clip vary=seq_len budget_gb=80 dtype=bf16
 exit status: 0 answered; 2 bad arguments
 ]]
 
+-- The model keys fit's command line takes as they are: the schema's model rows marked FIT (those
+-- whose values one word can write: numbers, names, true/false), in its order; lora and checkpoint
+-- come in words of their own (lora_rank=, checkpoint=off,blocks,N), and the rest keep dp.model's
+-- defaults or the preset's. fit's own words are the schema's fit section (dpprof.options).
+cli.FIT_MODEL_KEYS = options.keys("model", { fit = true })
+local FIT_MODEL_KEYS = cli.FIT_MODEL_KEYS
+local FIT_KEYS = options.keys("fit")
+
+-- The fit words whose values are numbers, and those that are true/false: the command line's types,
+-- the schema's. The ranges are dp.fit's, dp.model's and the device model's checks (each names its
+-- key), but for two the command line adds: context_mb (turned into bytes here) is a number of
+-- MiB >= 0, and a size whose dp.model default is 0 ("the same as heads", ...: ZERO_DEFAULT) is had
+-- by leaving the key out, so 0 typed for it is refused.
+local FIT_NUMBER_KEYS, FIT_BOOLEAN_KEYS, FIT_ZERO_IS_DEFAULT = {}, {}, {}
+for _, section in ipairs({ { "fit", FIT_KEYS }, { "model", FIT_MODEL_KEYS } }) do
+  for _, k in ipairs(section[2]) do
+    local o = options.row(section[1], k)
+    if o.type == "integer" or o.type == "number" then FIT_NUMBER_KEYS[#FIT_NUMBER_KEYS + 1] = k end
+    if o.type == "boolean" then FIT_BOOLEAN_KEYS[#FIT_BOOLEAN_KEYS + 1] = k end
+    if o.zero_default then FIT_ZERO_IS_DEFAULT[k] = o.default end
+  end
+end
+
 -- FIT_USAGE with the method choices from the engine's list (dpprof.dpsgd.METHODS).
 function cli.fit_usage()
   local words = {}
@@ -74,30 +98,17 @@ function cli.fit_usage()
     words[#words + 1] = w
   end
   local text = wrap(words, 30, 102)
-  return (FIT_USAGE:gsub("@METHODS@", function() return text end))
+  -- the model's fit words and the sizes left to their defaults: the schema's
+  local keys, zero, defaults = {}, {}, {}
+  for _, k in ipairs(FIT_MODEL_KEYS) do
+    keys[#keys + 1] = k .. "="
+    if FIT_ZERO_IS_DEFAULT[k] then zero[#zero + 1], defaults[#defaults + 1] = k .. "=", FIT_ZERO_IS_DEFAULT[k] end
+  end
+  local fill = { METHODS = text, MODEL_KEYS = wrap(keys, 2, 102), ZERO_KEYS = table.concat(zero, ", "),
+                 ZERO_DEFAULTS = table.concat(defaults, ", ") }
+  return (FIT_USAGE:gsub("@([%u_]+)@", function(name) return fill[name] end))
 end
 
--- The model keys fit's command line takes as they are: those of dp.model's (dpprof.model.KEYS, the
--- engine's one list) whose values one word can write (numbers, names, true/false), in the help's
--- order; lora and checkpoint come in words of their own (lora_rank=, checkpoint=off,blocks,N),
--- and the rest keep dp.model's defaults or the preset's. test_grammars checks each is dp.model's.
-cli.FIT_MODEL_KEYS = { "arch", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim", "seq_len", "batch",
-                       "dtype", "mlp_ratio", "ffn", "tie_head", "master_weights" }
-local FIT_MODEL_KEYS = cli.FIT_MODEL_KEYS
-local FIT_KEYS = { "vary", "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead",
-                   "workspace", "lo", "hi", "granularity", "preset", "path", "lora_rank", "lora_alpha", "lora_targets",
-                   "physical", "optimizer", "checkpoint", "out", "world_size", "strategy" }
-
--- The fit keys whose values are numbers, and those that are true/false: the command line's types.
--- The ranges are dp.fit's, dp.model's and the device model's checks (each names its key), but for
--- two the command line adds: context_mb (turned into bytes here) is a number of MiB >= 0, and a
--- size whose dp.model default is 0 ("the same as heads", ...) is had by leaving the key out, so
--- 0 typed for it is refused.
-local FIT_NUMBER_KEYS = { "budget_gb", "context_mb", "reserve_overhead", "lo", "hi", "granularity", "lora_rank",
-                          "lora_alpha", "physical", "vocab", "hidden", "layers", "heads", "kv_heads", "head_dim",
-                          "seq_len", "batch", "mlp_ratio", "ffn", "world_size" }
-local FIT_BOOLEAN_KEYS = { "workspace", "tie_head", "master_weights" }
-local FIT_ZERO_IS_DEFAULT = { kv_heads = "heads", head_dim = "hidden / heads", ffn = "mlp_ratio x hidden" }
 
 -- nil, or the message for a value of the wrong type (a number key given a word, NaN or infinity;
 -- a boolean key given anything but true or false; context_mb < 0; 0 for a size left to its default).

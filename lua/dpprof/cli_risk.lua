@@ -2,6 +2,7 @@
 local dp = require("dpprof")
 local results = require("dpprof.results")
 local util = require("dpprof.cli_util")
+local options = require("dpprof.options")
 local cli_fit = require("dpprof.cli_fit")
 
 local eprint, wrap = util.eprint, util.wrap
@@ -73,17 +74,15 @@ exit status: 0 answered; 2 bad arguments
 function cli.risk_usage()
   local words = {}
   for _, m in ipairs(dp.dpsgd.METHODS) do words[#words + 1] = m .. "," end
-  for w in ("or norms+clip (required)"):gmatch("%S+") do words[#words + 1] = w end
+  for w in ("or norms+clip (required); methods= is the same"):gmatch("%S+") do words[#words + 1] = w end
   local text = wrap(words, 30, 102)
   return (RISK_USAGE:gsub("@METHODS@", function() return text end))
 end
 
 -- The keys risk's command line takes besides the model and card keys it shares with fit.
-cli.RISK_KEYS = { "lengths_file", "lengths", "distribution", "median", "p99", "min", "max", "length", "pad_to",
-                  "group_by_length", "too_long", "sample_rate", "steps", "dataset_size", "max_physical_batch_size",
-                  "target", "seed", "simulate", "exhaustive", "chart" }
-local RISK_FIT_KEYS = { "method", "methods", "budget_gb", "device_model", "context_mb", "reserve_overhead", "workspace",
-                        "preset", "path", "lora_rank", "lora_alpha", "lora_targets", "optimizer", "out" }
+-- risk's own words, and the fit words it takes (beside the model's FIT rows): the schema's.
+cli.RISK_KEYS = options.keys("risk")
+local RISK_FIT_KEYS = options.keys("fit", { risk = true })
 local RISK_DIST_KEYS = { lognormal = { "median", "p99" }, uniform = { "min", "max" }, fixed = { "length" } }
 
 -- Parses key=value arguments into the options of dp.risk; returns opts, out, chart (or nil, message).

@@ -20,7 +20,7 @@ for _, o in ipairs(schema.options) do
   if o.type == "word" and o.choices then check.truthy(#o.choices >= 2, id .. "'s words") end
   if o.zero_default then check.eq(o.min, 0, id .. ": 0 means its default") end
 end
-check.eq(joined(options.SECTIONS), "experiment,model,checkpoint,dp,distributed,data,optimizer,device,sweep")
+check.eq(joined(options.SECTIONS), "experiment,model,checkpoint,dp,distributed,data,optimizer,device,sweep,fit,risk")
 
 -- the bindings' lists are the schema's
 check.eq(joined(dp.model.KEYS), joined(options.keys("model")))
@@ -94,3 +94,19 @@ check.truthy(table_text, "docs/lua.md has the options markers")
 check.truthy(table_text == "\n" .. options.markdown() .. "\n",
              "docs/lua.md's options table is out of date: run `dpprof run scripts/options_doc.lua`")
 print("test_options: ok")
+
+-- dpprof fit's and dpprof risk's help name every word their command lines take
+local cli = require("dpprof.cli")
+local fit_help, risk_help = cli.fit_usage(), cli.risk_usage()
+local function words_in(help, lists, what)
+  for _, list in ipairs(lists) do
+    for _, k in ipairs(list) do
+      check.truthy(help:find(k .. "=", 1, true), what .. " --help names " .. k .. "=")
+    end
+  end
+end
+words_in(fit_help, { options.keys("fit"), options.keys("model", { fit = true }) }, "dpprof fit")
+words_in(risk_help, { options.keys("risk"), options.keys("fit", { risk = true }) }, "dpprof risk")
+check.eq(joined(cli.FIT_MODEL_KEYS), joined(options.keys("model", { fit = true })))
+check.eq(joined(cli.RISK_KEYS), joined(options.keys("risk")))
+print("test_options: help ok")
