@@ -182,7 +182,8 @@ enum {
     X(MODEL, "dtype", WORD, 0, 0, "f32", "f32, bf16", DPO_FIT | DPO_SWEEP | DPO_LOAD,                                  \
       "the weights' precision (bf16: LoRA's frozen base in bf16 only)")                                                \
     X(MODEL, "norm_eps", NUMBER, 0, DPO_U, "1e-05", NULL, 0, "the norms' epsilon")                                     \
-    X(MODEL, "rope_theta", NUMBER, 0, DPO_U, "10000", NULL, 0, "rope's base (Llama)")                                  \
+    X(MODEL, "rope_theta", NUMBER, 0, DPO_U, "10000", NULL, DPO_FIT | DPO_SWEEP | DPO_LOAD,                            \
+      "rope's base (Llama; with a checkpoint: in place of its config.json's)")                                         \
     X(MODEL, "rope_scaling", TABLE, 0, 0, NULL, NULL, 0,                                                               \
       "transformers' rope_scaling: {rope_type = \"llama3\", factor =, low_freq_factor =, high_freq_factor =, "         \
       "original_max_position_embeddings =}")                                                                           \
@@ -227,7 +228,8 @@ enum {
       "ranks (a plan run: the world it models)")                                                                       \
     X(DISTRIBUTED, "rank", INTEGER, 0, 1048575, "the launched rank", NULL, 0, "the rank a plan run plays")             \
     FIT_OPTIONS(X)                                                                                                     \
-    RISK_OPTIONS(X) X(DATA, "file", STRING, 0, 0, NULL, NULL, 0, "a token file (little-endian ids)") X(                \
+    RISK_OPTIONS(X)                                                                                                    \
+    X(DATA, "file", STRING, 0, 0, NULL, NULL, 0, "a token file (little-endian ids)") X(                                \
         DATA, "file_dtype", WORD, 0, 0, "uint16", "uint16, uint32", 0,                                                 \
         "the token file's id type") X(DATA, "eos", INTEGER, 0, DPO_U, NULL, NULL, 0,                                   \
                                       "the id that ends a document: the file's documents are samples")                 \
@@ -239,93 +241,85 @@ enum {
                     "lengths drawn: {kind = \"lognormal\", median =, p99 =}, {kind = \"uniform\", min =, max =} or "   \
                     "{kind = \"fixed\", length =}") X(DATA, "pad_to", INTEGER, 1, DPO_U, NULL, NULL, 0,                \
                                                       "a batch's length rounded up to a multiple of this")             \
-                    X(DATA, "group_by_length", BOOLEAN, 0, 0, "false", NULL, 0, "batches of samples of like lengths")  \
-                        X(DATA, "too_long", WORD, 0, 0, "cut", "cut, error", 0,                                        \
-                          "a sample longer than seq_len: cut to it, or refused")                                       \
-                            X(OPTIMIZER, "name", WORD, 0, 0, "adamw", "adamw, sgd", DPO_ADAMW | DPO_SGD,               \
-                              "the optimizer") X(OPTIMIZER, "lr", NUMBER, 0, DPO_U, "1e-4", NULL,                      \
-                                                 DPO_ADAMW | DPO_SGD | DPO_SWEEP,                                      \
-                                                 "the learning rate (dpprof.optim's own default: 1e-3)")               \
-                                X(OPTIMIZER, "betas", LIST, 0, 0, "{0.9, 0.999}", NULL, DPO_ADAMW,                     \
-                                  "AdamW's two moments' decay") X(OPTIMIZER, "eps", NUMBER, 0, DPO_U, "1e-08", NULL,   \
-                                                                  DPO_ADAMW, "AdamW's epsilon")                        \
-                                    X(OPTIMIZER, "weight_decay", NUMBER, 0, DPO_U, "0.01", NULL, DPO_ADAMW | DPO_SGD,  \
-                                      "decoupled weight decay") X(OPTIMIZER, "momentum", NUMBER, 0, DPO_U, "0", NULL,  \
-                                                                  DPO_SGD, "SGD's momentum")                           \
-                                        X(DEVICE, "device", WORD, 0, 0, "auto", "cpu, cuda, plan, auto", DPO_SWEEP,    \
-                                          "cpu, cuda (when built with CUDA), plan (exact accounting, no memory, no "   \
-                                          "arithmetic) or auto (cuda if present)")                                     \
-                                            X(DEVICE, "device_model", ANY, 0, 0, "h100", NULL, 0,                      \
-                                              "a plan run's device: h100, h200, h100-calibrated, a FILE.json dpprof "  \
-                                              "calibrate wrote, or such a table") X(DEVICE, "memory_limit", INTEGER,   \
-                                                                                    1, DPO_U, "the device's memory",   \
-                                                                                    NULL, 0,                           \
-                                                                                    "the allocator's limit in bytes")  \
-                                                X(DEVICE, "threads", INTEGER, 1, DPO_U, "the machine's cores",         \
-                                                  NULL, 0, "CPU threads") X(SWEEP, "base", TABLE, 0, 0, NULL,          \
-                                                                            NULL, DPO_REQUIRED,                        \
-                                                                            "the experiment every point starts from")  \
-                                                    X(SWEEP, "vary", TABLE, 0, 0, NULL, NULL, DPO_REQUIRED,            \
-                                                      "key = {values...}: every combination is a point (keys: the "    \
-                                                      "SWEEP ones, or dotted paths like model.hidden)")                \
-                                                        X(SWEEP, "out", STRING, 0, 0, "results/run_<timestamp>", NULL, \
-                                                          0,                                                           \
-                                                          "the directory the points' results and the summary go to")   \
-                                                            X(SWEEP, "name", STRING, 0, 0, NULL, NULL, 0,              \
-                                                              "the sweep's name") X(SWEEP, "timeout", NUMBER, 0,       \
-                                                                                    DPO_U, NULL, NULL, 0,              \
-                                                                                    "seconds a point may run")         \
-                                                                X(SWEEP, "resume", BOOLEAN, 0, 0, "true", NULL, 0,     \
-                                                                  "skip the points whose results are in out")          \
-                                                                    X(SWEEP, "retry_failed", BOOLEAN, 0, 0, "true",    \
-                                                                      NULL, 0, "with resume: run failed points again") \
-                                                                        X(SWEEP, "trace", BOOLEAN, 0, 0, "false",      \
-                                                                          NULL, 0, "each point writes a Chrome trace") \
-                                                                            X(SWEEP, "order", LIST, 0, 0, NULL, NULL,  \
-                                                                              0,                                       \
-                                                                              "the vary keys' order in the points' "   \
-                                                                              "names") X(SWEEP, "run", FUNCTION, 0, 0, \
-                                                                                         "dp.experiment", NULL, 0,     \
-                                                                                         "what runs a point")          \
-                                                                                X(SWEEP, "isolate", BOOLEAN, 0, 0,     \
-                                                                                  "true", NULL, 0,                     \
-                                                                                  "each point in a fresh process")     \
-                                                                                    X(SWEEP, "quiet", BOOLEAN, 0, 0,   \
-                                                                                      "false", NULL, 0,                \
-                                                                                      "no progress lines")             \
-                                                                                        X(SWEEP, "parallel", SETTING,  \
-                                                                                          0, 0, "1", NULL, 0,          \
-                                                                                          "N points run side by "      \
-                                                                                          "side, or \"gpus\": one a "  \
-                                                                                          "GPU") X(SWEEP, "backend",   \
-                                                                                                   WORD, 0, 0,         \
-                                                                                                   "local",            \
-                                                                                                   "local, slurm", 0,  \
-                                                                                                   "where the points " \
-                                                                                                   "run")              \
-                                                                                            X(SWEEP, "slurm",          \
-                                                                                              TABLE, 0, 0, NULL, NULL, \
-                                                                                              0,                       \
-                                                                                              "the Slurm job array's " \
-                                                                                              "options "               \
-                                                                                              "(docs/cluster.md)")     \
-                                                                                                X(SWEEP, "repeats",    \
-                                                                                                  INTEGER, 1, DPO_U,   \
-                                                                                                  "1", NULL, 0,        \
-                                                                                                  "runs of every "     \
-                                                                                                  "point (the result " \
-                                                                                                  "gives their "       \
-                                                                                                  "spread)")           \
-                                                                                                    X(SWEEP,           \
-                                                                                                      "combined",      \
-                                                                                                      BOOLEAN, 0, 0,   \
-                                                                                                      "false", NULL,   \
-                                                                                                      0,               \
-                                                                                                      "also every "    \
-                                                                                                      "result in "     \
-                                                                                                      "memory_"        \
-                                                                                                      "profile_"       \
-                                                                                                      "results.json")
+                    X(DATA, "group_by_length", BOOLEAN, 0, 0, "false", NULL, 0,                                        \
+                      "batches of samples of like lengths") X(DATA, "too_long", WORD, 0, 0, "cut", "cut, error", 0,    \
+                                                              "a sample longer than seq_len: cut to it, or refused")   \
+                        X(OPTIMIZER, "name", WORD, 0, 0, "adamw", "adamw, sgd", DPO_ADAMW | DPO_SGD,                   \
+                          "the optimizer") X(OPTIMIZER, "lr", NUMBER, 0, DPO_U, "1e-4", NULL,                          \
+                                             DPO_ADAMW | DPO_SGD | DPO_SWEEP,                                          \
+                                             "the learning rate (dpprof.optim's own default: 1e-3)")                   \
+                            X(OPTIMIZER, "betas", LIST, 0, 0, "{0.9, 0.999}", NULL, DPO_ADAMW,                         \
+                              "AdamW's two moments' decay") X(OPTIMIZER, "eps", NUMBER, 0, DPO_U, "1e-08", NULL,       \
+                                                              DPO_ADAMW, "AdamW's epsilon")                            \
+                                X(OPTIMIZER, "weight_decay", NUMBER, 0, DPO_U, "0.01", NULL, DPO_ADAMW | DPO_SGD,      \
+                                  "decoupled weight decay") X(OPTIMIZER, "momentum", NUMBER, 0, DPO_U, "0", NULL,      \
+                                                              DPO_SGD, "SGD's momentum")                               \
+                                    X(DEVICE, "device", WORD, 0, 0, "auto", "cpu, cuda, plan, auto", DPO_SWEEP,        \
+                                      "cpu, cuda (when built with CUDA), plan (exact accounting, no memory, no "       \
+                                      "arithmetic) or auto (cuda if present)")                                         \
+                                        X(DEVICE, "device_model", ANY, 0, 0, "h100", NULL, 0,                          \
+                                          "a plan run's device: h100, h200, h100-calibrated, a FILE.json dpprof "      \
+                                          "calibrate wrote, or such a table") X(DEVICE, "memory_limit", INTEGER, 1,    \
+                                                                                DPO_U, "the device's memory", NULL, 0, \
+                                                                                "the allocator's limit in bytes")      \
+                                            X(DEVICE, "threads", INTEGER, 1, DPO_U, "the machine's cores", NULL, 0,    \
+                                              "CPU threads") X(SWEEP, "base", TABLE, 0, 0, NULL, NULL, DPO_REQUIRED,   \
+                                                               "the experiment every point starts from")               \
+                                                X(SWEEP, "vary", TABLE, 0, 0, NULL, NULL, DPO_REQUIRED,                \
+                                                  "key = {values...}: every combination is a point (keys: the "        \
+                                                  "SWEEP ones, or dotted paths like model.hidden)")                    \
+                                                    X(SWEEP, "out", STRING, 0, 0, "results/run_<timestamp>", NULL, 0,  \
+                                                      "the directory the points' results and the summary go to")       \
+                                                        X(SWEEP, "name", STRING, 0, 0, NULL, NULL, 0,                  \
+                                                          "the sweep's name") X(SWEEP, "timeout", NUMBER, 0, DPO_U,    \
+                                                                                NULL, NULL, 0,                         \
+                                                                                "seconds a point may run")             \
+                                                            X(SWEEP, "resume", BOOLEAN, 0, 0, "true", NULL, 0,         \
+                                                              "skip the points whose results are in out")              \
+                                                                X(SWEEP, "retry_failed", BOOLEAN, 0, 0, "true", NULL,  \
+                                                                  0, "with resume: run failed points again")           \
+                                                                    X(SWEEP, "trace", BOOLEAN, 0, 0, "false", NULL, 0, \
+                                                                      "each point writes a Chrome trace")              \
+                                                                        X(SWEEP, "order", LIST, 0, 0, NULL, NULL, 0,   \
+                                                                          "the vary keys' order in the points' "       \
+                                                                          "names") X(SWEEP, "run", FUNCTION, 0, 0,     \
+                                                                                     "dp.experiment", NULL, 0,         \
+                                                                                     "what runs a point")              \
+                                                                            X(SWEEP, "isolate", BOOLEAN, 0, 0, "true", \
+                                                                              NULL, 0,                                 \
+                                                                              "each point in a fresh process")         \
+                                                                                X(SWEEP, "quiet", BOOLEAN, 0, 0,       \
+                                                                                  "false", NULL, 0,                    \
+                                                                                  "no progress lines")                 \
+                                                                                    X(SWEEP, "parallel", SETTING, 0,   \
+                                                                                      0, "1", NULL, 0,                 \
+                                                                                      "N points run side by "          \
+                                                                                      "side, or \"gpus\": one a "      \
+                                                                                      "GPU") X(SWEEP, "backend", WORD, \
+                                                                                               0, 0, "local",          \
+                                                                                               "local, slurm", 0,      \
+                                                                                               "where the points "     \
+                                                                                               "run")                  \
+                                                                                        X(SWEEP, "slurm", TABLE, 0, 0, \
+                                                                                          NULL, NULL, 0,               \
+                                                                                          "the Slurm job array's "     \
+                                                                                          "options "                   \
+                                                                                          "(docs/cluster.md)")         \
+                                                                                            X(SWEEP, "repeats",        \
+                                                                                              INTEGER, 1, DPO_U, "1",  \
+                                                                                              NULL, 0,                 \
+                                                                                              "runs of every "         \
+                                                                                              "point (the result "     \
+                                                                                              "gives their "           \
+                                                                                              "spread)")               \
+                                                                                                X(SWEEP, "combined",   \
+                                                                                                  BOOLEAN, 0, 0,       \
+                                                                                                  "false", NULL, 0,    \
+                                                                                                  "also every "        \
+                                                                                                  "result in "         \
+                                                                                                  "memory_"            \
+                                                                                                  "profile_"           \
+                                                                                                  "results.json")
 
 typedef struct dpo_option {
     dpo_section section;

@@ -49,6 +49,7 @@ typedef struct dp_model_load_opts {
     int64_t parts_rank;
     const char *adapter; /* a PEFT adapter folder (adapter_config.json, adapter_model.safetensors) to
                           * load onto dir's base; NULL: dir's own adapters, if it has them */
+    float rope_theta;    /* rope's base in place of config.json's (longer-context studies); 0 = the file's */
 } dp_model_load_opts;
 
 /* Fills opts with the defaults (all zero but dtype DP_F32 and master_weights 1). */

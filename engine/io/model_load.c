@@ -674,6 +674,7 @@ int dp_model_load(dp_device *dev, const char *dir, const dp_model_load_opts *opt
     cfg.parts_world = opts->parts_world;
     cfg.parts_rank = opts->parts_rank;
     if (opts->seed) cfg.seed = opts->seed;
+    if (opts->rope_theta != 0.0f) cfg.rope_theta = opts->rope_theta; /* a bad one: the check below says so */
     DP_TRY(dp_model_config_check(&cfg));
     dp_model_origin origin; /* read before anything is allocated: a malformed generation_config.json fails here */
     DP_TRY(dpio_origin_read(dir, &origin));

@@ -96,7 +96,7 @@ static const char *load_keys[DPO_N_OPTIONS + 1]; /* the schema's DPO_LOAD model 
 /* What load takes beside LOAD_KEYS: not a runtime choice but more files, a PEFT adapter folder. */
 static const char *load_all_keys[DPO_N_OPTIONS + 2]; /* load_keys and "adapter" */
 
-/* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=,
+/* dpprof.model.load(dir, {device=, dtype=, batch=, seq_len=, seed=, master_weights=, rope_theta=,
  * lora={rank=, alpha=, targets=}, checkpoint=, parts={world_size=, rank=}, adapter=DIR}) */
 static int l_load(lua_State *L) {
     const char *fname = "dpprof.model.load";
@@ -116,6 +116,7 @@ static int l_load(lua_State *L) {
         if (opts.batch < 0 || opts.seq_len < 0) luaL_error(L, "%s: 'batch' and 'seq_len' must be positive", fname);
         opts.seed = (uint64_t)dpl_opt_int_field(L, 2, fname, "seed", 0);
         opts.master_weights = dpl_opt_bool_field(L, 2, fname, "master_weights", 1);
+        opts.rope_theta = (float)dpl_opt_num_field(L, 2, fname, "rope_theta", 0);
         read_lora(L, 2, fname, &opts);
         opts.checkpoint = dpl_checkpoint_option(L, 2, fname);
         dpl_parts_option(L, 2, fname, &opts.parts_world, &opts.parts_rank);

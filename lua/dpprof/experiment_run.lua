@@ -259,10 +259,9 @@ local function build_model(run)
   local parts = build_parts(c, kind)
   mcfg.parts = parts
   if load then -- the checkpoint's weights (what model_options allowed beside them are runtime choices)
-    return dp.model.load(c.model.path, { device = kind, seq_len = mcfg.seq_len, batch = mcfg.batch,
-                                         dtype = mcfg.dtype, master_weights = mcfg.master_weights,
-                                         seed = mcfg.seed, lora = mcfg.lora, checkpoint = mcfg.checkpoint,
-                                         parts = parts, adapter = c.model.adapter }), wrap_physical, load
+    local opts = { adapter = c.model.adapter } -- and each of load's options (the schema's LOAD rows)
+    for _, k in ipairs(dp.model.LOAD_KEYS) do opts[k] = mcfg[k] end
+    return dp.model.load(c.model.path, opts), wrap_physical, load
   end
   return dp.model(mcfg), wrap_physical, load
 end

@@ -110,3 +110,31 @@ words_in(risk_help, { options.keys("risk"), options.keys("fit", { risk = true })
 check.eq(joined(cli.FIT_MODEL_KEYS), joined(options.keys("model", { fit = true })))
 check.eq(joined(cli.RISK_KEYS), joined(options.keys("risk")))
 print("test_options: help ok")
+
+-- rope_theta, the schema's demonstration of an option added once (a FIT, SWEEP and LOAD row):
+-- a checkpoint loaded with its weights takes it in place of its config.json's, an experiment
+-- passes it on, fit's command line and a sweep take it by name
+local HF = root .. "tests/fixtures/hf/llama3"
+local file_theta = dp.model.read_config(HF).rope_theta
+local function logits_of(opts)
+  local lm <close> = dp.model.load(HF, opts)
+  local b = dp.batch{ model = lm, seed = 3 }
+  local loss = lm:forward(b)
+  lm:release_activations()
+  dp.free_batch(b)
+  return lm:config().rope_theta, loss
+end
+local theta0, loss0 = logits_of({ device = "cpu", seq_len = 8 })
+local theta1, loss1 = logits_of({ device = "cpu", seq_len = 8, rope_theta = file_theta * 4 })
+check.eq(theta0, file_theta)
+check.near(theta1, file_theta * 4, 1e-3)
+check.truthy(loss0 ~= loss1, "a checkpoint's rope_theta override changes its forward")
+check.raises(function() dp.model.load(HF, { device = "cpu", seq_len = 8, rope_theta = -1 }) end, { "rope_theta" })
+collectgarbage("collect") -- the loads above freed: nothing of theirs is live in the experiment
+local r = dp.experiment{ device = "cpu", iters = 1, warmup = 0, method = "vanilla",
+                         model = { path = HF, seq_len = 8, batch = 1, rope_theta = file_theta * 4 } }
+check.eq(r.status, "ok")
+check.near(r.config.model.rope_theta, file_theta * 4, 1e-3)
+check.eq(joined(require("dpprof.sweep").KEYS.rope_theta), "model,rope_theta")
+check.truthy(fit_help:find("rope_theta=", 1, true), "fit --help names rope_theta=")
+print("test_options: rope_theta ok")
