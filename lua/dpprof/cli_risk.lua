@@ -3,6 +3,7 @@ local dp = require("dpprof")
 local results = require("dpprof.results")
 local util = require("dpprof.cli_util")
 local options = require("dpprof.options")
+local grammar = require("dpprof.data") -- the data = {...} grammar (the spec built here is `data`)
 local cli_fit = require("dpprof.cli_fit")
 
 local eprint, wrap = util.eprint, util.wrap
@@ -83,7 +84,13 @@ end
 -- risk's own words, and the fit words it takes (beside the model's FIT rows): the schema's.
 cli.RISK_KEYS = options.keys("risk")
 local RISK_FIT_KEYS = options.keys("fit", { risk = true })
-local RISK_DIST_KEYS = { lognormal = { "median", "p99" }, uniform = { "min", "max" }, fixed = { "length" } }
+-- Each length distribution's words: data.KINDS' keys less kind (the grammar's one list).
+local RISK_DIST_KEYS = {}
+for kind, keys in pairs(grammar.KINDS) do
+  RISK_DIST_KEYS[kind] = {}
+  for _, k in ipairs(keys) do if k ~= "kind" then table.insert(RISK_DIST_KEYS[kind], k) end end
+end
+local DIST_NAMES = table.concat(grammar.KIND_NAMES, ", ")
 
 -- Parses key=value arguments into the options of dp.risk; returns opts, out, chart (or nil, message).
 local function risk_options(args)
@@ -154,7 +161,7 @@ local function risk_options(args)
   if own.distribution then
     local kind = own.distribution
     local keys = RISK_DIST_KEYS[kind]
-    if not keys then return nil, string.format("unknown distribution '%s' (valid: lognormal, uniform, fixed)", kind) end
+    if not keys then return nil, string.format("unknown distribution '%s' (valid: %s)", kind, DIST_NAMES) end
     data.length_distribution = { kind = kind }
     for _, k in ipairs(keys) do
       local v, err = number(k, kind ~= "lognormal")
