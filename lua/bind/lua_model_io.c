@@ -115,7 +115,7 @@ static int l_load(lua_State *L) {
         opts.seq_len = dpl_opt_int_field(L, 2, fname, "seq_len", 0);
         if (opts.batch < 0 || opts.seq_len < 0) luaL_error(L, "%s: 'batch' and 'seq_len' must be positive", fname);
         opts.seed = (uint64_t)dpl_opt_int_field(L, 2, fname, "seed", 0);
-        opts.master_weights = dpl_opt_bool_field(L, 2, fname, "master_weights", 1);
+        opts.master_weights = dpl_opt_bool_field(L, 2, fname, "master_weights", opts.master_weights);
         opts.rope_theta = (float)dpl_opt_num_field(L, 2, fname, "rope_theta", 0);
         read_lora(L, 2, fname, &opts);
         opts.checkpoint = dpl_checkpoint_option(L, 2, fname);

@@ -185,7 +185,7 @@ void dpl_model_read_options(lua_State *L, int idx, dp_model_config *cfg) {
         cfg->dtype = DP_BF16;
     else
         luaL_error(L, "%s: unknown dtype '%s' (valid: f32, bf16)", fname, dt);
-    cfg->master_weights = dpl_opt_bool_field(L, idx, fname, "master_weights", 1);
+    cfg->master_weights = dpl_opt_bool_field(L, idx, fname, "master_weights", cfg->master_weights);
     cfg->norm_eps = (float)dpl_opt_num_field(L, idx, fname, "norm_eps", cfg->norm_eps);
     cfg->rope_theta = (float)dpl_opt_num_field(L, idx, fname, "rope_theta", cfg->rope_theta);
     read_rope_scaling(L, idx, fname, cfg);
