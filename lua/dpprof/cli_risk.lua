@@ -95,13 +95,12 @@ local DIST_NAMES = table.concat(grammar.KIND_NAMES, ", ")
 -- Parses key=value arguments into the options of dp.risk; returns opts, out, chart (or nil, message).
 local function risk_options(args)
   local own, shared = {}, {}
-  local function in_list(list, k) for _, x in ipairs(list) do if x == k then return true end end return false end
   for _, a in ipairs(args) do
     local k, v = a:match("^([%w_]+)=(.*)$")
     if not k then return nil, string.format("argument '%s' is not key=value (see dpprof risk --help)", a) end
-    if in_list(cli.RISK_KEYS, k) then
+    if dp.contains(cli.RISK_KEYS, k) then
       own[k] = v
-    elseif in_list(RISK_FIT_KEYS, k) or in_list(FIT_MODEL_KEYS, k) then
+    elseif dp.contains(RISK_FIT_KEYS, k) or dp.contains(FIT_MODEL_KEYS, k) then
       if k ~= "batch" then shared[#shared + 1] = a end
     else
       local all = {}

@@ -78,12 +78,9 @@ config.DEFAULTS = {
 
 local function check_keys(t, valid, where)
   if type(t) ~= "table" then error(string.format("%s must be a table, got %s", where, type(t)), 4) end
-  local set = {}
-  for _, k in ipairs(valid) do set[k] = true end
-  for k in pairs(t) do
-    if not set[k] then
-      error(string.format("%s: unknown key '%s' (valid: %s)", where, tostring(k), table.concat(valid, ", ")), 4)
-    end
+  local k = dp.unknown_key(t, valid)
+  if k ~= nil then
+    error(string.format("%s: unknown key '%s' (valid: %s)", where, tostring(k), table.concat(valid, ", ")), 4)
   end
 end
 

@@ -41,6 +41,16 @@ function dp.contains(list, v)
   return false
 end
 
+-- A key of table t not in the list valid (the first in sorted order, so a message names the same
+-- one every run), or nil: the one check of an option table's keys, each caller saying it its way.
+function dp.unknown_key(t, valid)
+  local bad
+  for k in pairs(t) do
+    if not dp.contains(valid, k) and (bad == nil or tostring(k) < tostring(bad)) then bad = k end
+  end
+  return bad
+end
+
 -- The median of a list of numbers (the mean of the middle two for an even count); nil when empty.
 -- The list is not changed.
 function dp.median(list)

@@ -79,11 +79,8 @@ end
 local contains = dp.contains
 
 local function check_keys(t, valid, where)
-  for k in pairs(t) do
-    if not contains(valid, k) then
-      refuse("unknown key '%s' in %s (valid: %s)", tostring(k), where, table.concat(valid, ", "))
-    end
-  end
+  local k = dp.unknown_key(t, valid)
+  if k ~= nil then refuse("unknown key '%s' in %s (valid: %s)", tostring(k), where, table.concat(valid, ", ")) end
 end
 
 local function is_int(v) return math.type(v) == "integer" or (type(v) == "number" and v == math.floor(v) and v == v
