@@ -320,10 +320,7 @@ static int l_free_batch(lua_State *L) {
 }
 
 void dpl_open_batch(lua_State *L) {
-    lua_pushcfunction(L, l_batch);
-    lua_setfield(L, -2, "batch");
-    lua_pushcfunction(L, l_documents);
-    lua_setfield(L, -2, "documents");
-    lua_pushcfunction(L, l_free_batch);
-    lua_setfield(L, -2, "free_batch");
+    static const luaL_Reg fns[] = {
+        {"batch", l_batch}, {"documents", l_documents}, {"free_batch", l_free_batch}, {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
 }

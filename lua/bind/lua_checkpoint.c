@@ -105,10 +105,9 @@ static int l_checkpoint_name(lua_State *L) {
 }
 
 void dpl_add_checkpoint_grammar(lua_State *L) {
-    lua_pushcfunction(L, l_checkpoint_parse);
-    lua_setfield(L, -2, "checkpoint_parse");
-    lua_pushcfunction(L, l_checkpoint_format);
-    lua_setfield(L, -2, "checkpoint_format");
-    lua_pushcfunction(L, l_checkpoint_name);
-    lua_setfield(L, -2, "checkpoint_name");
+    static const luaL_Reg fns[] = {{"checkpoint_parse", l_checkpoint_parse},
+                                   {"checkpoint_format", l_checkpoint_format},
+                                   {"checkpoint_name", l_checkpoint_name},
+                                   {NULL, NULL}};
+    luaL_setfuncs(L, fns, 0);
 }
