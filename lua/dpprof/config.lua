@@ -401,19 +401,19 @@ function config.check(cfg, recorded)
     error(string.format("dpprof.experiment: dp.accountant: unknown accountant '%s' (valid: %s)", tostring(c.dp.accountant),
                         table.concat(dp.privacy.accountants, ", ")), 3)
   end
-  check_int(c, "iters", "dpprof.experiment: iters", 1)
-  check_int(c, "warmup", "dpprof.experiment: warmup", 0)
-  check_int(c, "seed", "dpprof.experiment: seed", 0)
-  check_int(c, "threads", "dpprof.experiment: threads", 1)
+  -- the integers of the top level and of dp, each at least its schema row's min
+  for _, where in ipairs({ { c, "experiment", "" }, { c, "device", "" }, { c.dp, "dp", "dp." } }) do
+    for _, k in ipairs(options.of_type(where[2], { "integer" })) do
+      local row = options.row(where[2], k)
+      if not row.set_elsewhere then check_int(where[1], k, "dpprof.experiment: " .. where[3] .. k, row.min) end
+    end
+  end
   if c.threads and c.threads > dp.MAX_THREADS then -- dp.threads's range, refused here: at the run it came
     -- after the plan clock was modelled, and left it so for the runs after
     error(string.format("dpprof.experiment: threads must be an integer from 1 to %d, got %d", dp.MAX_THREADS,
                         c.threads), 3)
   end
-  check_int(c.dp, "max_physical_batch_size", "dpprof.experiment: dp.max_physical_batch_size", 1)
-  check_int(c.dp, "dataset_size", "dpprof.experiment: dp.dataset_size", 1)
-  check_int(c.model, "batch", "dpprof.experiment: model.batch", 1)
-  check_int(c, "memory_limit", "dpprof.experiment: memory_limit", 0)
+  check_int(c.model, "batch", "dpprof.experiment: model.batch", options.row("model", "batch").min)
   for _, k in ipairs(MODEL_INT_KEYS) do
     local i = type(c.model[k]) == "number" and math.tointeger(c.model[k])
     if i then c.model[k] = i end
