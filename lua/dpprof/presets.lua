@@ -2,6 +2,7 @@
 -- configurations, the method lists, reading `dpprof run SCRIPT key=value` arguments, and the
 -- closing step (charts, and where the results went).
 local dp = require("dpprof")
+local options = require("dpprof.options")
 
 local presets = {}
 
@@ -19,10 +20,17 @@ presets.MODELS = {
             layers = { 4, 8, 12, 16, 20 }, timeout = 600 },
 }
 
+-- The model keys a script's command line overrides the preset's with: the schema's model rows
+-- one word can write (dpprof.options' FIT rows, as dpprof fit takes them).
+presets.MODEL_ARGS = options.keys("model", { fit = true })
+
 -- The arguments presets.choose, presets.methods, presets.base and presets.out read.
-presets.ARGS = { "preset", "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype", "device",
-                 "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel", "repeats",
-                 "profile", "threads" }
+presets.ARGS = { "preset" }
+for _, k in ipairs(presets.MODEL_ARGS) do presets.ARGS[#presets.ARGS + 1] = k end
+for _, k in ipairs({ "device", "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel",
+                     "repeats", "profile", "threads" }) do
+  presets.ARGS[#presets.ARGS + 1] = k
+end
 
 -- presets.ARGS less the given names (a sweep's own variable is not a preset override).
 function presets.args_without(...)
@@ -152,14 +160,14 @@ function presets.list(s)
 end
 
 -- The preset named by args.preset (default small), with args overriding its model keys
--- (arch=, vocab=, hidden=, layers=, heads=, seq_len=, batch=, dtype=) and the device.
+-- (presets.MODEL_ARGS: arch=, vocab=, hidden=, ..., the schema's) and the device.
 function presets.choose(args)
   local name = args.preset or "small"
   local p = presets.MODELS[name]
   if not p then error("unknown preset '" .. tostring(name) .. "' (valid: small, large)", 2) end
   local model = {}
   for k, v in pairs(p.model) do model[k] = v end
-  for _, k in ipairs({ "arch", "vocab", "hidden", "layers", "heads", "seq_len", "batch", "dtype" }) do
+  for _, k in ipairs(presets.MODEL_ARGS) do
     if args[k] ~= nil then model[k] = args[k] end
   end
   return { name = name, model = model, device = args.device or p.device, seq_lens = p.seq_lens, layers = p.layers,
