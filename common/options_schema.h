@@ -125,7 +125,7 @@ enum {
     X(MODEL, "head_dim", INTEGER, 0, DPO_U, "hidden / heads", NULL, DPO_ZERO_DEFAULT | DPO_FIT | DPO_SWEEP,           \
       "a head's size")                                                                                                \
     X(MODEL, "seq_len", INTEGER, 1, DPO_U, NULL, NULL, DPO_REQUIRED | DPO_FIT | DPO_SWEEP | DPO_LOAD,                 \
-      "tokens a sample (a loaded checkpoint's default: its max_position_embeddings, at most 1024)")                   \
+      "tokens a sample (a loaded checkpoint's default: its max_position_embeddings, at most 4096)")                   \
     X(MODEL, "batch", INTEGER, 1, DPO_U, "1", NULL, DPO_FIT | DPO_SWEEP | DPO_LOAD, "samples a (logical) batch")      \
     X(MODEL, "mlp_ratio", NUMBER, 0, DPO_U, "4 (gpt), 8/3 (llama)", NULL, DPO_FIT | DPO_SWEEP,                        \
       "the MLP's width over hidden, when ffn is not given")                                                           \
