@@ -217,11 +217,9 @@ local function fit_options(args)
 end
 
 function cli.fit(args)
-  for _, a in ipairs(args) do
-    if a == "--help" or a == "-h" then
-      io.stdout:write(cli.fit_usage())
-      return 0
-    end
+  if util.help_asked(args) then
+    io.stdout:write(cli.fit_usage())
+    return 0
   end
   local opts, out, batch_defaulted = fit_options(args)
   if not opts then

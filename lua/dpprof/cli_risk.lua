@@ -219,11 +219,9 @@ local function fmt_p(p)
 end
 
 function cli.risk(args)
-  for _, a in ipairs(args) do
-    if a == "--help" or a == "-h" then
-      io.stdout:write(cli.risk_usage())
-      return 0
-    end
+  if util.help_asked(args) then
+    io.stdout:write(cli.risk_usage())
+    return 0
   end
   local opts, out, chart = risk_options(args)
   if not opts then

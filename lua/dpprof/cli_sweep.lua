@@ -174,11 +174,9 @@ function cli.sweep(args)
     return sub == nil and 2 or 0
   end
   local rest = { table.unpack(args, 2) }
-  for _, a in ipairs(rest) do
-    if a == "--help" or a == "-h" then
-      io.stdout:write(SWEEP_USAGE)
-      return 0
-    end
+  if util.help_asked(rest) then
+    io.stdout:write(SWEEP_USAGE)
+    return 0
   end
   local say = function(line) io.stdout:write(line, "\n") io.stdout:flush() end
   local slurm = require("dpprof.slurm")

@@ -1,5 +1,5 @@
 -- dpprof.cli_util: what the command modules of dpprof.cli share (an error line on stderr, a
--- command line's value, words wrapped into a help's lines).
+-- command line's value, whether it asks for help, words wrapped into a help's lines).
 local util = {}
 
 function util.eprint(...)
@@ -10,6 +10,12 @@ function util.parse_value(v)
   if v == "true" then return true end
   if v == "false" then return false end
   return math.tointeger(tonumber(v)) or tonumber(v) or v
+end
+
+-- Whether a command's arguments ask for its help (--help or -h, anywhere among them).
+function util.help_asked(args)
+  for _, a in ipairs(args) do if a == "--help" or a == "-h" then return true end end
+  return false
 end
 
 -- Words joined by spaces into lines of at most width characters, every line after the first

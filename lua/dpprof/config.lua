@@ -108,6 +108,18 @@ end
 -- The integer keys of a model: integral floats (hidden = 2^8) stored as integers, so the
 -- configuration a result echoes has the types docs/results.md gives.
 local MODEL_INT_KEYS = options.of_type("model", { "integer" })
+-- The integer rows an experiment checks itself (its top level's and dp's, less those set
+-- elsewhere), each with its minimum and its name in a refusal.
+local INT_ROWS = {}
+for _, section in ipairs({ "experiment", "device", "dp" }) do
+  for _, k in ipairs(options.of_type(section, { "integer" })) do
+    local row = options.row(section, k)
+    if not row.set_elsewhere then
+      INT_ROWS[#INT_ROWS + 1] = { key = k, min = row.min, dp = section == "dp",
+                                  where = "dpprof.experiment: " .. (section == "dp" and "dp." or "") .. k }
+    end
+  end
+end
 
 -- The dp.model options of model spec m: m itself, or with path, DIR/config.json's with m's keys
 -- over them. Also whether the weights come from the files (path, weights ~= "random", not plan).
@@ -402,12 +414,7 @@ function config.check(cfg, recorded)
                         table.concat(dp.privacy.accountants, ", ")), 3)
   end
   -- the integers of the top level and of dp, each at least its schema row's min
-  for _, where in ipairs({ { c, "experiment", "" }, { c, "device", "" }, { c.dp, "dp", "dp." } }) do
-    for _, k in ipairs(options.of_type(where[2], { "integer" })) do
-      local row = options.row(where[2], k)
-      if not row.set_elsewhere then check_int(where[1], k, "dpprof.experiment: " .. where[3] .. k, row.min) end
-    end
-  end
+  for _, r in ipairs(INT_ROWS) do check_int(r.dp and c.dp or c, r.key, r.where, r.min) end
   if c.threads and c.threads > dp.MAX_THREADS then -- dp.threads's range, refused here: at the run it came
     -- after the plan clock was modelled, and left it so for the runs after
     error(string.format("dpprof.experiment: threads must be an integer from 1 to %d, got %d", dp.MAX_THREADS,
