@@ -1,4 +1,4 @@
-/* dist.c: the strategies by name, and the collectives through a communicator's table, each
+/* dist.c: the collectives through a communicator's table, each
  * recorded in the ledger with the bytes this rank puts on the wire and timed in the profile. */
 #include "dist.h"
 
@@ -9,26 +9,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static const char *const strategy_names[DP_DIST_N_STRATEGIES] = {"none", "ddp", "zero2", "fsdp"};
-
-int dp_dist_strategy_parse(const char *name, dp_dist_strategy *out) {
-    for (int s = DP_DIST_DDP; s < DP_DIST_N_STRATEGIES; s++)
-        if (name && strcmp(name, strategy_names[s]) == 0) {
-            *out = (dp_dist_strategy)s;
-            return DP_OK;
-        }
-    return dp_error_set(DP_EINVAL, "distributed.strategy: unknown strategy '%s' (valid: %s)", name ? name : "(none)",
-                        dp_dist_strategies_text());
-}
-
-const char *dp_dist_strategy_name(dp_dist_strategy s) {
-    return (unsigned)s < DP_DIST_N_STRATEGIES ? strategy_names[s] : "?";
-}
-
-const char *dp_dist_strategies_text(void) { return "ddp, zero2, fsdp"; }
-
-int dp_dist_strategy_supported(dp_dist_strategy s) { return s >= DP_DIST_NONE && s < DP_DIST_N_STRATEGIES; }
 
 double dp_comm_wire_bytes(const char *op, double bytes, int world_size) {
     double n = world_size > 0 ? (double)world_size : 1.0;

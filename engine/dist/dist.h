@@ -18,19 +18,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* How training is split across the ranks. NONE: one process (world size 1, no collectives). */
-typedef enum { DP_DIST_NONE = 0, DP_DIST_DDP, DP_DIST_ZERO2, DP_DIST_FSDP } dp_dist_strategy;
-#define DP_DIST_N_STRATEGIES (DP_DIST_FSDP + 1)
-
-/* Parses "ddp", "zero2" or "fsdp"; DP_EINVAL naming the valid strategies. */
-int dp_dist_strategy_parse(const char *name, dp_dist_strategy *out);
-/* The strategy's name ("none" for DP_DIST_NONE). */
-const char *dp_dist_strategy_name(dp_dist_strategy s);
-/* "ddp, zero2, fsdp": the strategies a configuration may name. */
-const char *dp_dist_strategies_text(void);
-/* Non-zero when the strategy is implemented for training (not only named): ddp, zero2, fsdp. */
-int dp_dist_strategy_supported(dp_dist_strategy s);
-
 typedef struct dp_comm dp_comm;
 
 /* The collectives a transport implements, over contiguous f32 tensors of the communicator's

@@ -43,6 +43,7 @@
 
 #include "accountant.h"
 #include "dist.h"
+#include "dpsgd_strategy.h"
 #include "model.h"
 
 #include <stddef.h>
@@ -210,21 +211,21 @@ int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
  * set in order, expected_batch_size at a time, wrapping round (0..B-1 without a dataset size).
  * Writes at most cap indices to out; returns how many there are (the logical size). */
 int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap);
-/* Trains as one rank of comm's world under strategy (DP_DIST_DDP, DP_DIST_ZERO2 or DP_DIST_FSDP):
+/* Trains as one rank of comm's world under strategy (DPSGD_STRATEGY_DDP, DPSGD_STRATEGY_ZERO2 or DPSGD_STRATEGY_FSDP):
  * each step's logical batch is drawn as one process draws it and this rank takes its slice (dpsgd_step_plan.first, local_size); the clipped sums
  * (vanilla: the gradients of the global mean loss) are summed across the ranks before the noise,
  * which every rank then adds with the same Philox offsets, so every rank holds the same noisy
- * gradient and the parameters stay replicated. DP_DIST_ZERO2 reduce-scatters instead: each rank
+ * gradient and the parameters stay replicated. DPSGD_STRATEGY_ZERO2 reduce-scatters instead: each rank
  * keeps its slice of every gradient, noises it at its elements' Philox offsets, the optimizer
  * updates that slice with states of its size, and dpsgd_gather_params all-gathers the parameters
- * (the same bits as ddp and one process, to rounding). DP_DIST_FSDP shards as zero2 and
+ * (the same bits as ddp and one process, to rounding). DPSGD_STRATEGY_FSDP shards as zero2 and
  * also keeps only the part of every parameter (dp_param.part, frozen ones too), the blocks' and the
  * embeddings', the final norm's and the head's: the model's block weights provider all-gathers a
  * block (or the embeddings, or the final norm and the head) in the dtype its pass reads before each
  * pass that reads it and frees it after; dpsgd_gather_params then gathers nothing (it releases the
  * spent gradient parts), and dpsgd_unshard the whole model at the end.
  * A fixed batch must divide among the ranks (DP_EINVAL). comm must outlive dp. */
-int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy);
+int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dpsgd_strategy strategy);
 /* Sums the step's gradients across the ranks (ddp: an all-reduce per trainable tensor, in place,
  * in model order); once per logical step, after the last clip. dpsgd_noise calls it when the
  * caller did not. Nothing without dpsgd_set_distributed. */

@@ -45,6 +45,21 @@ typedef struct dpsgd_tied_pending {
     dpsgd_formulation form; /* the head's formulation (GHOST or a flash tile) */
 } dpsgd_tied_pending;
 
+/* A strategy's hooks (dpsgd_strategy_ops.c): what the step calls where the strategies differ, chosen
+ * once by dpsgd_set_distributed (dpsgd->strat; one process's until then). A NULL entry does nothing. */
+typedef struct dpsgd_strategy_ops {
+    dpsgd_strategy kind;
+    int (*setup)(dpsgd *dp);  /* after dp->comm is set: cut, mark the slices, install providers */
+    void (*clear)(dpsgd *dp); /* forgets the strategy's state (the wrapper is freed, or distributed again) */
+    /* the backward that accumulates weight gradients (vanilla's; twopass's second) */
+    int (*backward)(dpsgd *dp, const dp_backward_opts *o);
+    /* the step's plan once this rank took its slice: fsdp pads every rank to the most batches */
+    void (*plan)(dpsgd *dp, dpsgd_step_plan *plan);
+    int (*reduce)(dpsgd *dp, int k); /* trainable parameter k's gradient summed across the ranks */
+    int (*after_step)(dpsgd *dp);    /* after the optimizer (dpsgd_gather_params) */
+    int (*unshard)(dpsgd *dp);       /* the end of training: the model whole again */
+} dpsgd_strategy_ops;
+
 /* fsdp: how one model parameter is held between the passes. */
 typedef struct dpsgd_fsdp_held {
     int64_t block; /* the block (or pseudo-block: DP_MODEL_EMBEDDINGS, DP_MODEL_HEAD) whose passes gather it */
@@ -63,24 +78,24 @@ struct dpsgd {
     int64_t *offsets; /* element offset of each in the concatenation (noise) */
 
     /* the current physical batch */
-    const dp_tensor *inputs; /* ids of the last forward (the caller keeps them alive) */
-    uint64_t forward_id;     /* the model's id of that forward (dp_model_forward_id) */
-    int64_t batch, seq_len;  /* B, T of the last forward */
-    int64_t logical_size;    /* of the current logical step (0 = unknown: use B) */
-    dp_comm *comm;           /* the ranks' world (NULL: one process) */
-    dp_dist_strategy strategy;
-    int64_t *fsdp_block; /* fsdp: per trainable parameter its block, or outside the blocks its pseudo-block
-                          * (DP_MODEL_EMBEDDINGS, DP_MODEL_HEAD) (NULL otherwise) */
-    dp_tensor *fsdp_acc; /* fsdp: per trainable parameter the step's reduce-scattered gradient part, summed
-                          * over the physical batches whose backward gave a block's gradient whole */
-    int fsdp_grads;      /* fsdp: 1 during a backward that accumulates weight gradients */
-    int fsdp_rc;         /* fsdp: the first failure of a reduce-scatter in a release (reported after the backward) */
+    const dp_tensor *inputs;         /* ids of the last forward (the caller keeps them alive) */
+    uint64_t forward_id;             /* the model's id of that forward (dp_model_forward_id) */
+    int64_t batch, seq_len;          /* B, T of the last forward */
+    int64_t logical_size;            /* of the current logical step (0 = unknown: use B) */
+    dp_comm *comm;                   /* the ranks' world (NULL: one process) */
+    const dpsgd_strategy_ops *strat; /* its hooks: dpsgd_strategy_table(strategy) */
+    int64_t *fsdp_block;             /* fsdp: per trainable parameter its block, or outside the blocks its pseudo-block
+                                      * (DP_MODEL_EMBEDDINGS, DP_MODEL_HEAD) (NULL otherwise) */
+    dp_tensor *fsdp_acc;             /* fsdp: per trainable parameter the step's reduce-scattered gradient part, summed
+                                      * over the physical batches whose backward gave a block's gradient whole */
+    int fsdp_grads;                  /* fsdp: 1 during a backward that accumulates weight gradients */
+    int fsdp_rc; /* fsdp: the first failure of a reduce-scatter in a release (reported after the backward) */
     /* fsdp: per model parameter (trainable or frozen) how it is held: its block and gather (NULL otherwise) */
     dpsgd_fsdp_held *fsdp_held;
-    int padding;             /* the current physical batch is a padding one (dpsgd_forward_padding) */
+    int padding;              /* the current physical batch is a padding one (dpsgd_forward_padding) */
     dp_tensor pad_in, pad_tg; /* its 1 x 1 inputs and targets, `inputs`, until its clip */
-    int reduced; /* the step's gradients were summed across the ranks */
-    int phase;   /* 0 idle, 1 forward done, 2 backward done */
+    int reduced;              /* the step's gradients were summed across the ranks */
+    int phase;                /* 0 idle, 1 forward done, 2 backward done */
 
     /* per trainable parameter: sample squared norms of the current physical batch */
     dp_tensor sq_norms; /* n_params x B f32, `norm_samples`, from backward to clip: one
@@ -213,6 +228,10 @@ int dpsgd_add_noise(dpsgd *dp);
 uint64_t dpsgd_noise_stream(int64_t step);
 
 /* ---- dpsgd_sampling.c ---- */
+/* ---- dpsgd_strategy_ops.c: each strategy's hooks ---- */
+/* The hooks of strategy s (one process's for DPSGD_STRATEGY_NONE; NULL for an unknown s). */
+const dpsgd_strategy_ops *dpsgd_strategy_table(dpsgd_strategy s);
+
 /* ---- dpsgd_shard.c: zero2's parts of each trainable tensor ---- */
 /* Marks every trainable parameter with this rank's slice (dp_param.sharded, shard_lo, shard_n). */
 int dpsgd_shard_setup(dpsgd *dp);

@@ -60,6 +60,7 @@ int dpsgd_new_params(dp_device *dev, const dpsgd_config *cfg, dp_param **params,
     if (!dp) return dp_error_set(DP_EOOM, "dp: out of host memory");
     dp->dev = dev;
     dp->cfg = *cfg;
+    dp->strat = dpsgd_strategy_table(DPSGD_STRATEGY_NONE);
     dp->model_batch = model_batch;
     int rc = dpsgd_sampling_setup(&dp->cfg, model_batch);
     size_t np = (size_t)(n_params ? n_params : 1);
@@ -98,8 +99,7 @@ int dpsgd_new(dp_model *m, const dpsgd_config *cfg, dpsgd **out) {
 
 void dpsgd_free(dpsgd *dp) {
     if (!dp) return;
-    if (dp->strategy == DP_DIST_ZERO2) dpsgd_shard_clear(dp);
-    if (dp->strategy == DP_DIST_FSDP) dpsgd_fsdp_clear(dp);
+    if (dp->strat && dp->strat->clear) dp->strat->clear(dp);
     if (dp->sq_rows) dpsgd_release_batch_state(dp);
     dp_tensor_release(&dp->pad_in);
     dp_tensor_release(&dp->pad_tg);
@@ -126,12 +126,9 @@ static void start_step_stats(dpsgd *dp) {
 
 int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out) {
     DP_TRY(dpsgd_sampling_plan(&dp->cfg, dp->plans, out));
-    if (dp->comm) DP_TRY(dpsgd_sampling_slice(out, dp->comm->rank, dp->comm->world_size, dp->cfg.max_physical_batch_size));
-    /* fsdp: each physical batch gathers every block, so every rank runs as many as the rank with
-     * the most, padding ones after its own (each rank's slice follows from the logical size: no
-     * collective) */
-    if (dp->comm && dp->strategy == DP_DIST_FSDP)
-        dpsgd_sampling_pad(out, dp->comm->world_size, dp->cfg.max_physical_batch_size);
+    if (dp->comm)
+        DP_TRY(dpsgd_sampling_slice(out, dp->comm->rank, dp->comm->world_size, dp->cfg.max_physical_batch_size));
+    if (dp->comm && dp->strat->plan) dp->strat->plan(dp, out); /* fsdp: padding batches */
     dp->plans++;
     dp->logical_size = out->logical_size;
     dp->reduced = 0;
@@ -143,59 +140,44 @@ int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap) {
     return dp->plans > 0 ? dpsgd_sampling_members(&dp->cfg, dp->plans - 1, out, cap) : 0;
 }
 
-int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dp_dist_strategy strategy) {
-    if (!dp_dist_strategy_supported(strategy))
+int dpsgd_set_distributed(dpsgd *dp, dp_comm *comm, dpsgd_strategy strategy) {
+    if (!dpsgd_strategy_supported(strategy))
         return dp_error_set(DP_ENOTSUP,
                             "distributed.strategy: '%s' is not implemented yet (supported: ddp, zero2, fsdp)",
-                            dp_dist_strategy_name(strategy));
+                            dpsgd_strategy_name(strategy));
     if (!comm || comm->world_size < 1) return dp_error_set(DP_EINVAL, "distributed: no communicator");
-    if (strategy != DP_DIST_FSDP && dp->model && dp_model_held_in_parts(dp->model))
+    if (strategy != DPSGD_STRATEGY_FSDP && dp->model && dp_model_held_in_parts(dp->model))
         return dp_error_set(DP_EINVAL,
                             "distributed.strategy: the model is held in parts (parts = {world_size = %lld, rank = "
                             "%lld}: built so, or cut by fsdp), which only fsdp trains (valid: fsdp, or build it whole "
                             "for %s)",
                             (long long)dp_model_config_of(dp->model)->parts_world,
-                            (long long)dp_model_config_of(dp->model)->parts_rank, dp_dist_strategy_name(strategy));
-    if (dp->strategy == DP_DIST_ZERO2) dpsgd_shard_clear(dp);
-    if (dp->strategy == DP_DIST_FSDP) dpsgd_fsdp_clear(dp);
+                            (long long)dp_model_config_of(dp->model)->parts_rank, dpsgd_strategy_name(strategy));
+    if (strategy == DPSGD_STRATEGY_NONE && comm->world_size > 1)
+        return dp_error_set(DP_EINVAL, "distributed.strategy: 'none' trains one process, not a world of %d (valid: %s)",
+                            comm->world_size, dpsgd_strategies_text());
+    if (dp->strat->clear) dp->strat->clear(dp);
     dp->comm = comm;
-    dp->strategy = strategy;
-    if (strategy == DP_DIST_ZERO2) DP_TRY(dpsgd_shard_setup(dp));
-    if (strategy == DP_DIST_FSDP) {
-        int rc = dpsgd_fsdp_setup(dp);
-        if (rc != DP_OK) {
-            dpsgd_fsdp_clear(dp);
-            dp->strategy = DP_DIST_NONE;
-            dp->comm = NULL;
-            return rc;
-        }
+    dp->strat = dpsgd_strategy_table(strategy);
+    int rc = dp->strat->setup ? dp->strat->setup(dp) : DP_OK;
+    if (rc != DP_OK) { /* one process again */
+        if (dp->strat->clear) dp->strat->clear(dp);
+        dp->strat = dpsgd_strategy_table(DPSGD_STRATEGY_NONE);
+        dp->comm = NULL;
     }
-    return DP_OK;
+    return rc;
 }
 
-int dpsgd_gather_params(dpsgd *dp) {
-    if (dp->comm && dp->strategy == DP_DIST_FSDP) return dpsgd_fsdp_after_step(dp);
-    if (!dp->comm || dp->strategy != DP_DIST_ZERO2) return DP_OK;
-    for (int k = 0; k < dp->n_params; k++) DP_TRY(dpsgd_shard_gather(dp, dp->params[k]));
-    return dp->model ? dp_model_sync_compute_weights(dp->model) : DP_OK;
-}
+int dpsgd_gather_params(dpsgd *dp) { return dp->comm && dp->strat->after_step ? dp->strat->after_step(dp) : DP_OK; }
 
-int dpsgd_unshard(dpsgd *dp) { return dp->strategy == DP_DIST_FSDP ? dpsgd_fsdp_unshard(dp) : DP_OK; }
+int dpsgd_unshard(dpsgd *dp) { return dp->strat->unshard ? dp->strat->unshard(dp) : DP_OK; }
 
 int dpsgd_reduce_grads(dpsgd *dp) {
-    if (dp->reduced || !dp->comm) return DP_OK;
+    if (dp->reduced || !dp->comm || !dp->strat->reduce) return DP_OK;
     /* vanilla's empty logical batch (Poisson; every rank knows it drew none): no gradient on any
      * rank, so none is made, and the optimizer skips every tensor as one process's does */
     if (is_vanilla(dp) && dp->plans > 0 && dp->logical_size == 0) return DP_OK;
-    for (int k = 0; k < dp->n_params; k++) {
-        if (dp->strategy == DP_DIST_FSDP && dpsgd_fsdp_take_part(dp, k)) continue; /* per block, in the backward */
-        if (dp->strategy == DP_DIST_ZERO2 || dp->strategy == DP_DIST_FSDP) {
-            DP_TRY(dpsgd_shard_reduce(dp, dp->params[k]));
-            continue;
-        }
-        DP_TRY(dpsgd_ensure_grad(dp, dp->params[k]));
-        DP_TRY(dp_comm_all_reduce(dp->comm, &dp->params[k]->grad));
-    }
+    for (int k = 0; k < dp->n_params; k++) DP_TRY(dp->strat->reduce(dp, k));
     dp->reduced = 1;
     return DP_OK;
 }
@@ -299,7 +281,7 @@ int dpsgd_backward(dpsgd *dp) {
         int64_t n = dp->logical_size > 0 ? dp->logical_size : B;
         for (int64_t i = 0; i < B; i++) scale[i] = (float)(1.0 / (double)n);
         dp_backward_opts o = {.sample_scale = scale, .weight_grads = 1, .retain = 0, .hooks = NULL};
-        rc = dpsgd_fsdp_backward(dp, &o);
+        rc = dp->strat->backward(dp, &o);
     } else { /* s_i = 1: each sample's share of G is its own gradient's */
         for (int64_t i = 0; i < B; i++) scale[i] = 1.0f;
         dp_layer_hooks hooks = dpsgd_norm_hooks(dp);
@@ -342,7 +324,7 @@ int dpsgd_clip(dpsgd *dp) {
     if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS) {
         dpsgd_release_batch_state(dp); /* nothing of the norm pass is needed by the second */
         dp_backward_opts o = {.sample_scale = factors, .weight_grads = 1, .retain = 0, .hooks = NULL};
-        rc = dpsgd_fsdp_backward(dp, &o);
+        rc = dp->strat->backward(dp, &o);
         retained = rc != DP_OK;
     } else if (rc == DP_OK) {
         rc = dpsgd_clip_books(dp, factors);

@@ -14,6 +14,7 @@
 
 #include "dist.h"
 #include "dist_nccl.h"
+#include "dpsgd_strategy.h"
 #include "error.h"
 #include "lua_util.h"
 #include "options_schema.h"
@@ -127,8 +128,8 @@ void dpl_open_dist(lua_State *L) {
     lua_newtable(L);
     luaL_setfuncs(L, fns, 0);
     lua_newtable(L);
-    for (int s = DP_DIST_DDP; s < DP_DIST_N_STRATEGIES; s++) {
-        lua_pushstring(L, dp_dist_strategy_name((dp_dist_strategy)s));
+    for (int s = DPSGD_STRATEGY_DDP; s < DPSGD_N_STRATEGIES; s++) {
+        lua_pushstring(L, dpsgd_strategy_name((dpsgd_strategy)s));
         lua_rawseti(L, -2, s);
     }
     lua_setfield(L, -2, "STRATEGIES");

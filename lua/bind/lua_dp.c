@@ -119,7 +119,7 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     lua_pop(L, 1);
 }
 
-static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strategy s, int64_t want, int64_t rank);
+static void distribute(lua_State *L, int idx, const char *fname, dpsgd_strategy s, int64_t want, int64_t rank);
 
 /* wrap(model, optimizer, options) -> priv */
 static int l_wrap(lua_State *L) {
@@ -137,7 +137,7 @@ static int l_wrap(lua_State *L) {
     if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dpsgd.wrap");
     int strategy, world, rank; /* a model made with distributed = {...} trains as one rank */
     if (dpl_model_distributed(L, 1, &strategy, &world, &rank))
-        distribute(L, lua_gettop(L), "dpprof.dpsgd.wrap", (dp_dist_strategy)strategy, world, rank);
+        distribute(L, lua_gettop(L), "dpprof.dpsgd.wrap", (dpsgd_strategy)strategy, world, rank);
     return 1;
 }
 
@@ -229,7 +229,7 @@ static int l_next_step(lua_State *L) {
 /* The most ranks a world may have (a plan's simulated one included): 2^20. */
 #define DPL_MAX_WORLD (1 << 20)
 
-static void distribute(lua_State *L, int idx, const char *fname, dp_dist_strategy s, int64_t want, int64_t rank) {
+static void distribute(lua_State *L, int idx, const char *fname, dpsgd_strategy s, int64_t want, int64_t rank) {
     dpsgd *dp = check_dp(L, idx);
     dpl_dp *u = to_dp(L, idx);
     dp_comm *comm;
@@ -269,9 +269,9 @@ static int l_distribute(lua_State *L) {
     check_dp(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
     dpl_check_keys(L, 2, fname, dpl_dist_keys);
-    dp_dist_strategy s = DP_DIST_DDP;
+    dpsgd_strategy s = DPSGD_STRATEGY_DDP;
     const char *name = dpl_opt_str_field(L, 2, fname, "strategy", NULL);
-    if (name && dp_dist_strategy_parse(name, &s) != DP_OK) return fail(L, fname);
+    if (name && dpsgd_strategy_parse(name, &s) != DP_OK) return fail(L, fname);
     distribute(L, 1, fname, s, dpl_opt_int_field(L, 2, fname, "world_size", 0),
                dpl_opt_int_field(L, 2, fname, "rank", -1));
     return 0;

@@ -69,7 +69,7 @@ void dpl_model_sync_batch(lua_State *L, int idx);
  * call after dpl_open_model. */
 void dpl_open_model_io(lua_State *L);
 /* The `distributed` option the model userdata at idx was made with (dp.model{distributed=}):
- * non-zero and its strategy (dp_dist_strategy), world size (0: the launched world's) and rank
+ * non-zero and its strategy (dpsgd_strategy), world size (0: the launched world's) and rank
  * (-1: not given), or 0 when it has none. */
 int dpl_model_distributed(lua_State *L, int idx, int *strategy, int *world_size, int *rank);
 /* dpprof.dist: rank(), world_size(), barrier(), launcher(), STRATEGIES, KEYS, mpi_compiled. */

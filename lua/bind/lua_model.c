@@ -17,6 +17,7 @@
 #include "lua_engine.h"
 
 #include "dist.h"
+#include "dpsgd_strategy.h"
 
 #include "error.h"
 #include "lua_util.h"
@@ -98,7 +99,7 @@ static int l_model_new(lua_State *L) {
     if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
     int dist[3];
     dpl_model_distributed_option(L, 2, "dpprof.model", dist);
-    if (dist[0] == DP_DIST_FSDP && !dp_model_config_parted(&cfg)) { /* fsdp: built in parts for its rank */
+    if (dist[0] == DPSGD_STRATEGY_FSDP && !dp_model_config_parted(&cfg)) { /* fsdp: built in parts for its rank */
         int64_t world = dist[1] > 0 ? dist[1] : 1, rank = dist[2] >= 0 ? dist[2] : 0;
         dp_comm *w;
         if (dev->kind != DP_DEV_PLAN) { /* the launched world's rank (a world_size it is not: wrap refuses) */

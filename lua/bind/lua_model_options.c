@@ -4,6 +4,7 @@
 #include "lua_engine.h"
 
 #include "dist.h"
+#include "dpsgd_strategy.h"
 
 #include "error.h"
 #include "lua_util.h"
@@ -147,9 +148,9 @@ void dpl_model_distributed_option(lua_State *L, int idx, const char *fname, int 
     if (!lua_istable(L, -1)) luaL_error(L, "%s: 'distributed' must be a table {strategy=, world_size=}", fname);
     int t = lua_gettop(L);
     dpl_check_keys(L, t, "dpprof.model: distributed", dpl_dist_keys);
-    dp_dist_strategy s = DP_DIST_DDP; /* data parallel unless said */
+    dpsgd_strategy s = DPSGD_STRATEGY_DDP; /* data parallel unless said */
     const char *name = dpl_opt_str_field(L, t, fname, "strategy", NULL);
-    if (name && dp_dist_strategy_parse(name, &s) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
+    if (name && dpsgd_strategy_parse(name, &s) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
     int64_t ws = dpl_opt_int_field(L, t, fname, "world_size", 0), rank = dpl_opt_int_field(L, t, fname, "rank", -1);
     if (ws < 0 || ws > 1 << 20 || rank < -1 || (ws > 0 && rank >= ws))
         luaL_error(L, "%s: distributed.world_size must be >= 1 and distributed.rank below it", fname);

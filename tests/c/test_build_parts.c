@@ -123,7 +123,7 @@ static dpsgd *fsdp_wrap(dp_model *m, dp_comm *comm, int64_t N, int64_t r, int *r
     dpsgd *dp = NULL;
     CHECK_OK(dpsgd_new(m, &cfg, &dp));
     dp_dist_plan_comm(comm, (int)r, (int)N);
-    *rc = dp ? dpsgd_set_distributed(dp, comm, DP_DIST_FSDP) : DP_EINVAL;
+    *rc = dp ? dpsgd_set_distributed(dp, comm, DPSGD_STRATEGY_FSDP) : DP_EINVAL;
     return dp;
 }
 
@@ -199,9 +199,9 @@ static void test_variant(const variant *v, int64_t N) {
         dp = NULL;
         CHECK_OK(dpsgd_new(parted, &dcfg, &dp));
         dp_dist_plan_comm(&comm, (int)r, (int)N);
-        CHECK(dp && dpsgd_set_distributed(dp, &comm, DP_DIST_ZERO2) == DP_EINVAL);
+        CHECK(dp && dpsgd_set_distributed(dp, &comm, DPSGD_STRATEGY_ZERO2) == DP_EINVAL);
         CHECK(strstr(dp_error_message(), "only fsdp trains") != NULL);
-        CHECK(dp && dpsgd_set_distributed(dp, &comm, DP_DIST_DDP) == DP_EINVAL);
+        CHECK(dp && dpsgd_set_distributed(dp, &comm, DPSGD_STRATEGY_DDP) == DP_EINVAL);
         dpsgd_free(dp);
         dp_model_free(parted);
     }

@@ -84,14 +84,14 @@ static void test_launcher(void) {
 }
 
 static void test_strategies(void) {
-    dp_dist_strategy s;
-    CHECK_OK(dp_dist_strategy_parse("ddp", &s));
-    CHECK(s == DP_DIST_DDP);
-    CHECK_OK(dp_dist_strategy_parse("zero2", &s));
-    CHECK(s == DP_DIST_ZERO2 && dp_dist_strategy_supported(s));
-    CHECK_OK(dp_dist_strategy_parse("fsdp", &s));
-    CHECK(s == DP_DIST_FSDP && dp_dist_strategy_supported(s));
-    CHECK(dp_dist_strategy_parse("zero3", &s) == DP_EINVAL);
+    dpsgd_strategy s;
+    CHECK_OK(dpsgd_strategy_parse("ddp", &s));
+    CHECK(s == DPSGD_STRATEGY_DDP);
+    CHECK_OK(dpsgd_strategy_parse("zero2", &s));
+    CHECK(s == DPSGD_STRATEGY_ZERO2 && dpsgd_strategy_supported(s));
+    CHECK_OK(dpsgd_strategy_parse("fsdp", &s));
+    CHECK(s == DPSGD_STRATEGY_FSDP && dpsgd_strategy_supported(s));
+    CHECK(dpsgd_strategy_parse("zero3", &s) == DP_EINVAL);
     CHECK(strstr(dp_error_message(), "valid: ddp, zero2, fsdp") != NULL);
 }
 
