@@ -42,7 +42,7 @@
 #define DPSGD_H
 
 #include "accountant.h"
-#include "dist.h"
+#include "comm.h"
 #include "dpsgd_strategy.h"
 #include "model.h"
 

@@ -154,7 +154,7 @@ typedef struct dp_param {
     int trainable;     /* 0 for LoRA-frozen base weights: no gradient, no optimizer state */
     int hf_transposed; /* stored in x out in the HF file (GPT-2 Conv1D) */
     uint32_t module;   /* module id of the layer that owns it */
-    /* zero2 (engine/dist): this rank's slice [shard_lo, shard_lo + shard_n) of the tensor, whose
+    /* zero2 (engine/comm): this rank's slice [shard_lo, shard_lo + shard_n) of the tensor, whose
      * gradient (after the step's reduce-scatter) and optimizer state alone this rank holds and
      * updates; sharded 0 when the rank holds the whole (one process, ddp) */
     int sharded;

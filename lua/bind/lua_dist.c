@@ -12,8 +12,8 @@
  *   dp.dist.mpi_compiled                   whether this dpprof has the MPI transport */
 #include "lua_engine.h"
 
-#include "dist.h"
-#include "dist_nccl.h"
+#include "comm.h"
+#include "comm_nccl.h"
 #include "dpsgd_strategy.h"
 #include "error.h"
 #include "lua_util.h"
@@ -27,7 +27,7 @@ const char *dpl_dist_keys[DPO_N_OPTIONS + 1];
 
 static dp_comm *world(lua_State *L, const char *fname) {
     dp_comm *c;
-    if (dp_dist_world(&c) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
+    if (dp_comm_world(&c) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
     return c;
 }
 
@@ -69,13 +69,13 @@ static int l_all_gather(lua_State *L) {
 }
 
 /* dp.dist.link_model{gpus_per_node=, intra_bytes_per_s=, inter_bytes_per_s=, device_bytes_per_s=}
- * or dp.dist.link_model(false): the links a plan run's collectives are timed on (dist.h). */
+ * or dp.dist.link_model(false): the links a plan run's collectives are timed on (comm.h). */
 static int l_link_model(lua_State *L) {
     static const char *const keys[] = {"gpus_per_node", "intra_bytes_per_s", "inter_bytes_per_s", "device_bytes_per_s",
                                        NULL};
     const char *fname = "dpprof.dist.link_model";
     if (lua_isboolean(L, 1) && !lua_toboolean(L, 1)) {
-        dp_dist_link_model(0, 0, 0, 0);
+        dp_comm_link_model(0, 0, 0, 0);
         return 0;
     }
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -86,13 +86,13 @@ static int l_link_model(lua_State *L) {
     double dev = dpl_opt_num_field(L, 1, fname, "device_bytes_per_s", 0);
     if (g < 1 || g > 1 << 20 || !(intra > 0) || !(inter > 0) || !(dev > 0))
         return luaL_error(L, "%s: gpus_per_node must be an integer >= 1 and the bandwidths positive", fname);
-    dp_dist_link_model((int)g, intra, inter, dev);
+    dp_comm_link_model((int)g, intra, inter, dev);
     return 0;
 }
 
 /* dp.dist.link_seconds(wire_bytes, world_size) -> the modelled seconds on the link model (0: off) */
 static int l_link_seconds(lua_State *L) {
-    lua_pushnumber(L, dp_dist_link_seconds(luaL_checknumber(L, 1), (int)luaL_checkinteger(L, 2)));
+    lua_pushnumber(L, dp_comm_link_seconds(luaL_checknumber(L, 1), (int)luaL_checkinteger(L, 2)));
     return 1;
 }
 
@@ -100,14 +100,14 @@ static int l_link_seconds(lua_State *L) {
  * CUDA device (what a distributed CUDA run needs first); raises naming what is missing. */
 static int l_nccl(lua_State *L) {
     dp_comm *c = world(L, "dpprof.dist.nccl");
-    if (dp_dist_nccl_comm(c, &c) != DP_OK) return luaL_error(L, "%s", dp_error_message());
+    if (dp_comm_nccl(c, &c) != DP_OK) return luaL_error(L, "%s", dp_error_message());
     lua_pushboolean(L, 1);
     return 1;
 }
 
 static int l_launcher(lua_State *L) {
     dp_launch l;
-    if (dp_dist_launcher(&l) != DP_OK) return luaL_error(L, "dpprof.dist.launcher: %s", dp_error_message());
+    if (dp_comm_launcher(&l) != DP_OK) return luaL_error(L, "dpprof.dist.launcher: %s", dp_error_message());
     if (l.launcher)
         lua_pushstring(L, l.launcher);
     else
@@ -136,7 +136,7 @@ void dpl_open_dist(lua_State *L) {
     dpo_keys(DPO_S_DISTRIBUTED, 0, 0, dpl_dist_keys, DPO_N_OPTIONS + 1);
     dpl_push_keys(L, dpl_dist_keys);
     lua_setfield(L, -2, "KEYS");
-    lua_pushboolean(L, dp_dist_mpi_compiled());
+    lua_pushboolean(L, dp_comm_mpi_compiled());
     lua_setfield(L, -2, "mpi_compiled");
     lua_setfield(L, -2, "dist");
 }

@@ -38,7 +38,7 @@
  * between leaks nothing; __gc, __close and :free() share one idempotent release. */
 #include "lua_engine.h"
 
-#include "dist_nccl.h"
+#include "comm_nccl.h"
 #include "dpsgd.h"
 #include "error.h"
 #include "lua_util.h"
@@ -245,11 +245,11 @@ static void distribute(lua_State *L, int idx, const char *fname, dpsgd_strategy 
         if (rank >= want)
             luaL_error(L, "%s: distributed.rank %lld is not a rank of a world of %lld", fname, (long long)rank,
                        (long long)want);
-        dp_dist_plan_comm(&u->plan_comm, (int)rank, (int)want);
+        dp_comm_plan(&u->plan_comm, (int)rank, (int)want);
         comm = &u->plan_comm;
     } else {
-        if (dp_dist_world(&comm) != DP_OK) fail(L, fname);
-        if (dev->kind == DP_DEV_CUDA && dp_dist_nccl_comm(comm, &comm) != DP_OK) fail(L, fname);
+        if (dp_comm_world(&comm) != DP_OK) fail(L, fname);
+        if (dev->kind == DP_DEV_CUDA && dp_comm_nccl(comm, &comm) != DP_OK) fail(L, fname);
         if (want > 0 && want != comm->world_size)
             luaL_error(L,
                        "%s: distributed.world_size is %lld but this run has %d rank(s) (launch it with mpirun -np "

@@ -16,7 +16,7 @@
  * the model's saved state checks after its call (dpl_model_sync_batch). */
 #include "lua_engine.h"
 
-#include "dist.h"
+#include "comm.h"
 #include "dpsgd_strategy.h"
 
 #include "error.h"
@@ -103,7 +103,7 @@ static int l_model_new(lua_State *L) {
         int64_t world = dist[1] > 0 ? dist[1] : 1, rank = dist[2] >= 0 ? dist[2] : 0;
         dp_comm *w;
         if (dev->kind != DP_DEV_PLAN) { /* the launched world's rank (a world_size it is not: wrap refuses) */
-            if (dp_dist_world(&w) != DP_OK) return luaL_error(L, "dpprof.model: %s", dp_error_message());
+            if (dp_comm_world(&w) != DP_OK) return luaL_error(L, "dpprof.model: %s", dp_error_message());
             world = dist[1] > 0 && dist[1] != w->world_size ? 1 : w->world_size;
             rank = w->rank;
         }

@@ -3,7 +3,7 @@
  * dpprof.model.check share) and written back as that table (dpl_push_model_config, m:config()). */
 #include "lua_engine.h"
 
-#include "dist.h"
+#include "comm.h"
 #include "dpsgd_strategy.h"
 
 #include "error.h"

@@ -3,7 +3,7 @@
  * the Lua module dpprof.cli. */
 #include "dpprof.h"
 #include "dpplot.h"
-#include "dist.h"
+#include "comm.h"
 #include "dpprof_engine.h"
 
 #include <lauxlib.h>
@@ -166,9 +166,9 @@ static int l_os_exit(lua_State *L) {
                : lua_isboolean(L, 1)                                         ? 1
                                                                              : (int)luaL_optinteger(L, 1, 0);
     if (code != 0)
-        dp_dist_abort(code);
+        dp_comm_abort(code);
     else
-        dp_dist_finalize();
+        dp_comm_finalize();
     lua_pushvalue(L, lua_upvalueindex(1));
     lua_insert(L, 1);
     lua_call(L, lua_gettop(L) - 1, 0);
@@ -523,7 +523,7 @@ int main(int argc, char **argv) {
         rc = cmd_lua(L, argv[1], argc - 2, argv + 2);
     /* a rank that failed ends every rank of a distributed run (none then waits in a collective) */
     if (rc != 0 && interrupted) rc = 130; /* as a shell reports a process ended by SIGINT */
-    if (rc != 0) dp_dist_abort(rc);
+    if (rc != 0) dp_comm_abort(rc);
     lua_close(L); /* collects the script's tensors before the devices go */
     dpprof_shutdown();
     if (interrupted) { /* end as an interrupted process does, so a calling shell stops too */

@@ -3,7 +3,7 @@
 #include "dpprof.h"
 
 #include "device.h"
-#include "dist.h"
+#include "comm.h"
 #include "dpprof_engine.h"
 #include "error.h"
 #include "lua_engine.h"
@@ -156,5 +156,5 @@ int dpprof_openlib(lua_State *L) {
 
 void dpprof_shutdown(void) {
     dp_engine_shutdown();
-    dp_dist_finalize();
+    dp_comm_finalize();
 }

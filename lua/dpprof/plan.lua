@@ -87,7 +87,7 @@ plan.MODEL_KEYS = { "base", "name", "description", "memory_bytes", "memory_gb", 
 -- The links of a distributed plan run (issue 29), in GB/s (1e9 bytes/s) per direction per GPU:
 -- gpus_per_node GPUs a node joined by NVLink (H100 and H200 SXM: NVLink 4, 18 links x 25 GB/s =
 -- 450 GB/s), nodes by InfiniBand (NDR, 400 Gb/s = 50 GB/s, one adapter a GPU as in a DGX H100).
--- A collective lasts its wire bytes over the slowest link its ring crosses (engine/dist/dist.h).
+-- A collective lasts its wire bytes over the slowest link its ring crosses (engine/comm/comm.h).
 plan.LINK_DEFAULTS = { gpus_per_node = 8, intra_node_gbps = 450, inter_node_gbps = 50 }
 plan.DTYPES = { "f32", "bf16" }
 

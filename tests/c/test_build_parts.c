@@ -19,7 +19,7 @@
  *    parts + the largest tensor whole (its temporary), and nothing under `temp` is left. */
 #include "check.h"
 #include "device.h"
-#include "dist.h"
+#include "comm.h"
 #include "dpprof_engine.h"
 #include "dpsgd.h"
 #include "error.h"
@@ -122,7 +122,7 @@ static dpsgd *fsdp_wrap(dp_model *m, dp_comm *comm, int64_t N, int64_t r, int *r
     cfg.dataset_size = 1000;
     dpsgd *dp = NULL;
     CHECK_OK(dpsgd_new(m, &cfg, &dp));
-    dp_dist_plan_comm(comm, (int)r, (int)N);
+    dp_comm_plan(comm, (int)r, (int)N);
     *rc = dp ? dpsgd_set_distributed(dp, comm, DPSGD_STRATEGY_FSDP) : DP_EINVAL;
     return dp;
 }
@@ -198,7 +198,7 @@ static void test_variant(const variant *v, int64_t N) {
         dcfg.expected_batch_size = 12, dcfg.max_physical_batch_size = 12, dcfg.dataset_size = 1000;
         dp = NULL;
         CHECK_OK(dpsgd_new(parted, &dcfg, &dp));
-        dp_dist_plan_comm(&comm, (int)r, (int)N);
+        dp_comm_plan(&comm, (int)r, (int)N);
         CHECK(dp && dpsgd_set_distributed(dp, &comm, DPSGD_STRATEGY_ZERO2) == DP_EINVAL);
         CHECK(strstr(dp_error_message(), "only fsdp trains") != NULL);
         CHECK(dp && dpsgd_set_distributed(dp, &comm, DPSGD_STRATEGY_DDP) == DP_EINVAL);

@@ -9,7 +9,7 @@
  * of more than one. */
 #include "check.h"
 #include "device.h"
-#include "dist.h"
+#include "comm.h"
 #include "dpprof_engine.h"
 #include "dpsgd_impl.h"
 #include "error.h"
@@ -67,7 +67,7 @@ static void run_step(const char *method, dpsgd_strategy s) {
     if (dp && opt) {
         CHECK(dp->strat == dpsgd_strategy_table(DPSGD_STRATEGY_NONE)); /* a new wrapper is one process */
         if (s != DPSGD_STRATEGY_NONE) {
-            dp_dist_plan_comm(&comm, 0, 1);
+            dp_comm_plan(&comm, 0, 1);
             CHECK_OK(dpsgd_set_distributed(dp, &comm, s));
         }
         CHECK(dp->strat == dpsgd_strategy_table(s) && dp->strat->kind == s);
@@ -110,7 +110,7 @@ static void test_none_refuses_a_world(void) {
     dp_optimizer *opt = NULL;
     CHECK_OK(test_dp_sgd(m, &cfg, 1.0, 0.5, 5, &dp, &opt));
     dp_comm comm;
-    dp_dist_plan_comm(&comm, 1, 4);
+    dp_comm_plan(&comm, 1, 4);
     CHECK(dp && dpsgd_set_distributed(dp, &comm, DPSGD_STRATEGY_NONE) == DP_EINVAL);
     CHECK(dp && dp->strat == dpsgd_strategy_table(DPSGD_STRATEGY_NONE) && dp->comm == NULL);
     dp_optim_free(opt);

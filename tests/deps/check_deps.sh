@@ -32,7 +32,7 @@ backend_plan  engine/backends/plan
 backend_cuda  engine/backends/cuda
 model         engine/model
 privacy       engine/privacy
-dist          engine/dist
+comm          engine/comm
 dp            engine/dp
 io            engine/io
 engine        engine
@@ -49,29 +49,29 @@ backend_plan  core
 backend_cuda  core kernels
 model         core common
 privacy       core
-dist          core
-dp            privacy model dist core common
+comm          core
+dp            privacy model comm core common
 io            model core common
-engine        core model privacy dist dp io backend_cpu backend_plan backend_cuda common
+engine        core model privacy comm dp io backend_cpu backend_plan backend_cuda common
 kernels       common
 plots         common
-bind          engine core model privacy dist dp io backend_plan plots common
-embed_test    engine core model privacy dist dp io
+bind          engine core model privacy comm dp io backend_plan plots common
+embed_test    engine core model privacy comm dp io
 EOF
 # system headers (by prefix) and the parts that may include them; others are free
 cat > "$tmp/system" <<'EOF'
 lua.h        bind plots
 lauxlib.h    bind plots
 lualib.h     bind plots
-cuda         backend_cuda kernels dist
+cuda         backend_cuda kernels comm
 cublas       backend_cuda kernels
-nccl.h       dist
+nccl.h       comm
 cblas.h      backend_cpu
 omp.h        backend_cpu bind
 cjson/       io bind plots
 cairo        plots
 fftw3        privacy
-mpi.h        dist
+mpi.h        comm
 EOF
 
 # ---- files and their parts --------------------------------------------------------------

@@ -1,4 +1,4 @@
--- test_dist.lua: training across processes without a launcher (tests/dist/ runs the real ranks
+-- test_dist.lua: training across processes without a launcher (tests/distributed/ runs the real ranks
 -- under mpirun). A run no launcher started is world size 1; the `distributed` key is checked as a
 -- user would be told (one line naming the key, exit 2, nothing written); a plan run plays rank r of
 -- a simulated world and records every collective with the bytes on the wire.

@@ -2,7 +2,7 @@
 -- files. A one-process run's file, loaded back with dp.model.load, holds the trained parameters bit
 -- for bit (and so does a world of one under ddp, zero2 and fsdp, whose fsdp gathers its blocks
 -- first); a bad DIR or a plan run is refused before anything runs (one line naming the key, exit
--- 2, nothing written). tests/dist/save_equal.lua checks rank 0's file under mpirun -np 2.
+-- 2, nothing written). tests/distributed/save_equal.lua checks rank 0's file under mpirun -np 2.
 -- Issue 38.7, files others load: a model built without a checkpoint's weights and trained on
 -- documents saves their eos as eos_token_id (config.json and generation_config.json; without eos
 -- the ids are null, never transformers' defaults); a PEFT adapter folder trains on its base

@@ -436,7 +436,7 @@ assert_valid(lengths, "a result of samples of their own lengths")
 check.eq(#lengths.steps, 3, "steps[]: one per timed step")
 check.eq(lengths.data.samples, 6, "data.samples")
 -- a distributed run: rank 1 of a planned world of 2; `ranks` and `largest`, which rank 0 of a
--- launched world gathers (tests/dist/plan_equal.lua), made here from two of its ranks' plans
+-- launched world gathers (tests/distributed/plan_equal.lua), made here from two of its ranks' plans
 local function rank_plan(rank)
   local d = dp.experiment(config{ device = "plan", dp = { max_physical_batch_size = 1 },
                                   distributed = { strategy = "ddp", world_size = 2, rank = rank } })

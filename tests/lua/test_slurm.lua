@@ -365,7 +365,7 @@ check.raises(function() dp.sweep{ vary = { seed = { 1 } }, backend = "slurm", sl
 -- points of different world sizes on cuda: one array per size (an array's tasks share --ntasks),
 -- each N-task point's task an srun of N ranks with a GPU each; one collect job after them all;
 -- status, collect and resubmission as for one array. (The ranks really running under a launcher:
--- tests/dist/slurm_ntasks.lua.)
+-- tests/distributed/slurm_ntasks.lua.)
 write(root .. "/gpu.lua", [[
 local dp = require("dpprof")
 dp.sweep{ base = { device = "cuda", distributed = { strategy = "fsdp" } }, vary = { world_size = { 1, 2, 16 } },

@@ -1,17 +1,17 @@
-/* dist.h: training across processes. A communicator is a table of collectives (all_reduce,
+/* comm.h: training across processes. A communicator is a table of collectives (all_reduce,
  * reduce_scatter, all_gather, broadcast, barrier) declared here like the backends' op tables and
- * filled by one transport: MPI for CPU tensors (dist_mpi.c), NCCL for CUDA tensors (dist_nccl.c,
+ * filled by one transport: MPI for CPU tensors (comm_mpi.c), NCCL for CUDA tensors (comm_nccl.c,
  * loaded at run time), and the plan communicator
- * (dist_plan.c), a simulated world of N in which this process plays rank r, which moves no data.
+ * (comm_plan.c), a simulated world of N in which this process plays rank r, which moves no data.
  * Every collective goes through the dp_comm_* calls below, which record it in the ledger
  * ("comm_all_reduce", ...: no flops, the bytes this rank puts on the wire, a ring's) and time it
  * in the per-op profile, so a plan run and a real rank record the same entries.
  *
- * The world (dp_dist_world) is made once per process: a launcher found in the environment
- * (dp_dist_launcher) with more than one rank starts MPI (MPI_Init); otherwise the world has size
- * 1 and nothing is started. dp_dist_finalize ends MPI at process end. */
-#ifndef DP_DIST_H
-#define DP_DIST_H
+ * The world (dp_comm_world) is made once per process: a launcher found in the environment
+ * (dp_comm_launcher) with more than one rank starts MPI (MPI_Init); otherwise the world has size
+ * 1 and nothing is started. dp_comm_finalize ends MPI at process end. */
+#ifndef DP_COMM_H
+#define DP_COMM_H
 
 #include "tensor.h"
 
@@ -49,21 +49,21 @@ typedef struct dp_launch {
     const char *launcher;
     int rank, world_size;
 } dp_launch;
-int dp_dist_launcher(dp_launch *out);
+int dp_comm_launcher(dp_launch *out);
 
 /* The process's world: made at the first call (MPI_Init when launched with more than one rank;
  * DP_EINVAL when so launched but this dpprof was built without MPI). *out is never NULL on DP_OK. */
-int dp_dist_world(dp_comm **out);
+int dp_comm_world(dp_comm **out);
 /* Non-zero when MPI was compiled into this dpprof. */
-int dp_dist_mpi_compiled(void);
+int dp_comm_mpi_compiled(void);
 /* Ends the world at process end (MPI_Finalize when started). Idempotent. */
-void dp_dist_finalize(void);
+void dp_comm_finalize(void);
 /* Ends every rank of a started MPI world with status rc (MPI_Abort), after this rank failed, so
  * that no rank waits forever in a collective; returns when the world has one rank. */
-void dp_dist_abort(int rc);
+void dp_comm_abort(int rc);
 
 /* A plan communicator: world_size ranks of which this process is `rank`; moves nothing. */
-void dp_dist_plan_comm(dp_comm *c, int rank, int world_size);
+void dp_comm_plan(dp_comm *c, int rank, int world_size);
 
 /* The links a plan run's collectives are timed on (its modelled clock): gpus_per_node ranks share
  * a node, joined by links of intra_Bps bytes/s per direction; nodes by inter_Bps. A ring over the
@@ -71,10 +71,10 @@ void dp_dist_plan_comm(dp_comm *c, int rank, int world_size);
  * then lasts wire bytes / that bandwidth (bandwidth alone: no latency term, a lower bound like the
  * roofline). device_Bps is the device model's memory bandwidth, by which the ledger's roofline has
  * already timed the wire bytes. Any argument <= 0 turns it off (the roofline alone). */
-void dp_dist_link_model(int gpus_per_node, double intra_Bps, double inter_Bps, double device_Bps);
+void dp_comm_link_model(int gpus_per_node, double intra_Bps, double inter_Bps, double device_Bps);
 /* The modelled seconds of a collective moving wire bytes across a world of world_size ranks on the
  * link model (0 when it is off). */
-double dp_dist_link_seconds(double wire_bytes, int world_size);
+double dp_comm_link_seconds(double wire_bytes, int world_size);
 
 /* Wire bytes one rank sends in a ring collective over `bytes` of data (per rank: all_reduce
  * 2 (N-1)/N bytes, reduce_scatter and all_gather (N-1)/N of the full buffer, broadcast bytes). */

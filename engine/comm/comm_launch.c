@@ -1,5 +1,5 @@
-/* dist_launch.c: the launcher that started this process, read from its environment. */
-#include "dist.h"
+/* comm_launch.c: the launcher that started this process, read from its environment. */
+#include "comm.h"
 
 #include "error.h"
 
@@ -20,7 +20,7 @@ static int env_int(const char *name, int min, int *out, int *set) {
     return DP_OK;
 }
 
-int dp_dist_launcher(dp_launch *out) {
+int dp_comm_launcher(dp_launch *out) {
     static const struct {
         const char *launcher, *size, *rank;
     } vars[] = {{"mpirun", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"},

@@ -1,5 +1,5 @@
 -- slurm_ntasks.lua: a Slurm sweep whose point is itself an N-task job, its ranks really started.
---   dpprof run slurm_ntasks.lua mpirun=MPIRUN   (tests/dist/CMakeLists.txt)
+--   dpprof run slurm_ntasks.lua mpirun=MPIRUN   (tests/distributed/CMakeLists.txt)
 -- sbatch and sacct are stand-ins (check.fake_slurm); srun's stand-in starts the --ntasks=N ranks
 -- of its command under Open MPI's mpirun -np N, which gives each rank the world that srun
 -- --mpi=pmix gives it on a cluster (docs/cluster.md; tests/slurm/run_cluster_test.sh does the

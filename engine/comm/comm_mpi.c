@@ -1,7 +1,7 @@
-/* dist_mpi.c: collectives over MPI's world communicator, on host (CPU) tensors, f32 sums (and bf16
+/* comm_mpi.c: collectives over MPI's world communicator, on host (CPU) tensors, f32 sums (and bf16
  * all-gathers, a copy).
  * Errors return (MPI_ERRORS_RETURN) and become dpprof errors naming the collective. */
-#include "dist_mpi.h"
+#include "comm_mpi.h"
 
 #include "error.h"
 
@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-int dp_dist_mpi_compiled(void) { return 1; }
+int dp_comm_mpi_compiled(void) { return 1; }
 
 static int mpi_check(int rc, const char *op) {
     if (rc == MPI_SUCCESS) return DP_OK;
@@ -88,7 +88,7 @@ static int mpi_all_gather_host(dp_comm *c, const void *buf, size_t *n, char **ou
 static const dp_comm_ops mpi_ops = {"mpi",         mpi_all_reduce, mpi_reduce_scatter, mpi_all_gather,
                                     mpi_broadcast, mpi_barrier,    mpi_all_gather_host};
 
-int dp_dist_mpi_start(dp_comm *c) {
+int dp_comm_mpi_start(dp_comm *c) {
     int started = 0;
     MPI_Initialized(&started);
     if (!started) DP_TRY(mpi_check(MPI_Init(NULL, NULL), "init"));
@@ -99,7 +99,7 @@ int dp_dist_mpi_start(dp_comm *c) {
     return DP_OK;
 }
 
-void dp_dist_mpi_stop(int rc) {
+void dp_comm_mpi_stop(int rc) {
     int started = 0, finished = 0;
     MPI_Initialized(&started);
     MPI_Finalized(&finished);
@@ -110,13 +110,13 @@ void dp_dist_mpi_stop(int rc) {
 
 #else
 
-int dp_dist_mpi_compiled(void) { return 0; }
+int dp_comm_mpi_compiled(void) { return 0; }
 
-int dp_dist_mpi_start(dp_comm *c) {
+int dp_comm_mpi_start(dp_comm *c) {
     (void)c;
     return dp_error_set(DP_EINVAL, "distributed: this dpprof was built without MPI");
 }
 
-void dp_dist_mpi_stop(int rc) { (void)rc; }
+void dp_comm_mpi_stop(int rc) { (void)rc; }
 
 #endif

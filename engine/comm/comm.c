@@ -1,6 +1,6 @@
-/* dist.c: the collectives through a communicator's table, each
+/* comm.c: the collectives through a communicator's table, each
  * recorded in the ledger with the bytes this rank puts on the wire and timed in the profile. */
-#include "dist.h"
+#include "comm.h"
 
 #include "clock.h"
 #include "dispatch.h"
@@ -24,7 +24,7 @@ static struct {
     double intra, inter, device;
 } link;
 
-void dp_dist_link_model(int gpus_per_node, double intra_Bps, double inter_Bps, double device_Bps) {
+void dp_comm_link_model(int gpus_per_node, double intra_Bps, double inter_Bps, double device_Bps) {
     int on = gpus_per_node > 0 && intra_Bps > 0 && inter_Bps > 0 && device_Bps > 0;
     link.gpus_per_node = on ? gpus_per_node : 0;
     link.intra = on ? intra_Bps : 0;
@@ -32,7 +32,7 @@ void dp_dist_link_model(int gpus_per_node, double intra_Bps, double inter_Bps, d
     link.device = on ? device_Bps : 0;
 }
 
-double dp_dist_link_seconds(double wire_bytes, int world_size) {
+double dp_comm_link_seconds(double wire_bytes, int world_size) {
     if (link.gpus_per_node <= 0) return 0.0;
     return wire_bytes / (world_size <= link.gpus_per_node ? link.intra : link.inter);
 }
@@ -43,7 +43,7 @@ double dp_dist_link_seconds(double wire_bytes, int world_size) {
 static void record(const char *op, double bytes, int world_size) {
     double wire = dp_comm_wire_bytes(op, bytes, world_size);
     dp_ledger_add(op, 0.0, wire);
-    double t = dp_dist_link_seconds(wire, world_size);
+    double t = dp_comm_link_seconds(wire, world_size);
     if (t > 0 && dp_clock_modelled()) {
         double rest = t * link.device - wire;
         if (rest > 0) dp_clock_advance(0.0, rest);

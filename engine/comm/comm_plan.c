@@ -1,7 +1,7 @@
-/* dist_plan.c: the plan communicator. A simulated world of N in which this process is rank r:
+/* comm_plan.c: the plan communicator. A simulated world of N in which this process is rank r:
  * every collective succeeds and moves nothing (plan tensors hold no data); dp_comm_* has already
  * recorded its ledger entry, so a plan run accounts rank r's collectives as a real rank does. */
-#include "dist.h"
+#include "comm.h"
 
 #include "error.h"
 
@@ -13,7 +13,7 @@ static int plan_barrier(dp_comm *c) { return (void)c, DP_OK; }
 static const dp_comm_ops plan_ops = {"plan",         plan_all_reduce, plan_parts, plan_parts,
                                      plan_broadcast, plan_barrier,    NULL};
 
-void dp_dist_plan_comm(dp_comm *c, int rank, int world_size) {
+void dp_comm_plan(dp_comm *c, int rank, int world_size) {
     c->ops = &plan_ops;
     c->rank = rank;
     c->world_size = world_size;

@@ -3,7 +3,7 @@
  * both sizes, not a buffer overrun or a hang (issue 37); equal sizes still sum. Exit 0 when every
  * check held on this rank. */
 #include "device.h"
-#include "dist.h"
+#include "comm.h"
 #include "dpprof_engine.h"
 #include "error.h"
 #include "tensor.h"
@@ -24,7 +24,7 @@ static int failures;
 int main(void) {
     if (dp_engine_init() != DP_OK) return 1;
     dp_comm *w = NULL;
-    if (dp_dist_world(&w) != DP_OK || w->world_size != 2) {
+    if (dp_comm_world(&w) != DP_OK || w->world_size != 2) {
         fprintf(stderr, "collective_sizes: run me under mpirun -np 2 (%s)\n", dp_error_message());
         return 1;
     }
@@ -49,7 +49,7 @@ int main(void) {
     CHECK(rc == DP_OK && v[0] == 3.0f && v[2] == 3.0f, "equal sizes sum: rc %d, %g", rc, (double)v[0]);
     dp_tensor_free(t);
     printf("collective_sizes: rank %d %s\n", w->rank, failures ? "FAILED" : "ok");
-    dp_dist_finalize();
+    dp_comm_finalize();
     dp_engine_shutdown();
     return failures ? 1 : 0;
 }

@@ -1,4 +1,4 @@
--- ddp_equal.lua: run under mpirun -np N (tests/dist/CMakeLists.txt). Every rank trains each model
+-- ddp_equal.lua: run under mpirun -np N (tests/distributed/CMakeLists.txt). Every rank trains each model
 -- x method alone (no `distributed`: the single-process run, in this process) and as a rank of the
 -- world under each strategy (ddp, zero2, fsdp: LoRA's frozen base and bf16 sharded too); the parameters
 -- after the K = warmup + iters steps must agree to reduction-order rounding: |ddp - single| <= BOUND *

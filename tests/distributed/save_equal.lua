@@ -1,4 +1,4 @@
--- save_equal.lua: run under mpirun -np N (tests/dist/CMakeLists.txt). An experiment's save = DIR in
+-- save_equal.lua: run under mpirun -np N (tests/distributed/CMakeLists.txt). An experiment's save = DIR in
 -- a distributed run: rank 0 writes the whole model (fsdp's parts gathered first, every rank taking
 -- part) and the other ranks write nothing; under ddp, zero2 and fsdp the file, loaded back with
 -- dp.model.load, equals the one-process run's file to ddp_equal's bound, |dist - single| <= 1e-6 *

@@ -1,4 +1,4 @@
-/* test_dist.c: engine/dist without a launcher.
+/* test_comm.c: engine/comm without a launcher.
  * - The launcher is read from the environment as Open MPI, PMI and srun set it; malformed values
  *   (not integers, negative, a rank not below the size, a size without a rank) are refused naming
  *   the variable, and so is every one of a few thousand seeded random strings that is not a
@@ -10,7 +10,7 @@
  *   world of one (no launcher) runs its collectives as copies. */
 #include "check.h"
 #include "device.h"
-#include "dist.h"
+#include "comm.h"
 #include "dpprof_engine.h"
 #include "error.h"
 #include "ledger.h"
@@ -30,20 +30,20 @@ static void clear_env(void) {
 static void test_launcher(void) {
     dp_launch l;
     clear_env();
-    CHECK_OK(dp_dist_launcher(&l));
+    CHECK_OK(dp_comm_launcher(&l));
     CHECK(l.launcher == NULL && l.rank == 0 && l.world_size == 1);
     setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
     setenv("OMPI_COMM_WORLD_RANK", "3", 1);
-    CHECK_OK(dp_dist_launcher(&l));
+    CHECK_OK(dp_comm_launcher(&l));
     CHECK(l.launcher && strcmp(l.launcher, "mpirun") == 0 && l.rank == 3 && l.world_size == 4);
     clear_env();
     setenv("SLURM_STEP_NUM_TASKS", "16", 1);
     setenv("SLURM_PROCID", "9", 1);
-    CHECK_OK(dp_dist_launcher(&l));
+    CHECK_OK(dp_comm_launcher(&l));
     CHECK(l.launcher && strcmp(l.launcher, "srun") == 0 && l.rank == 9 && l.world_size == 16);
     setenv("PMI_SIZE", "2", 1); /* PMI before Slurm's */
     setenv("PMI_RANK", "1", 1);
-    CHECK_OK(dp_dist_launcher(&l));
+    CHECK_OK(dp_comm_launcher(&l));
     CHECK(l.launcher && strcmp(l.launcher, "pmi") == 0 && l.rank == 1 && l.world_size == 2);
     static const struct {
         const char *size, *rank, *named;
@@ -55,7 +55,7 @@ static void test_launcher(void) {
         clear_env();
         setenv("OMPI_COMM_WORLD_SIZE", bad[i].size, 1);
         if (bad[i].rank) setenv("OMPI_COMM_WORLD_RANK", bad[i].rank, 1);
-        CHECK(dp_dist_launcher(&l) == DP_EINVAL);
+        CHECK(dp_comm_launcher(&l) == DP_EINVAL);
         CHECK(strstr(dp_error_message(), bad[i].named) != NULL);
     }
     /* random strings: accepted only as integers 1..2^24 with a rank below them */
@@ -76,7 +76,7 @@ static void test_launcher(void) {
         int size_ok = *end == '\0' && end != size && s >= 1 && s <= 1 << 24;
         long r = strtol(rank, &end, 10);
         int rank_ok = *end == '\0' && end != rank && r >= 0 && r < s;
-        int rc = dp_dist_launcher(&l);
+        int rc = dp_comm_launcher(&l);
         CHECK(rc == (size_ok && rank_ok ? DP_OK : DP_EINVAL));
         if (rc == DP_OK) CHECK(l.world_size == (int)s && l.rank == (int)r);
     }
@@ -101,11 +101,11 @@ static void test_bytes_and_links(void) {
     CHECK_CLOSE(dp_comm_wire_bytes("comm_all_gather", 800, 4), 600, 0);
     CHECK_CLOSE(dp_comm_wire_bytes("comm_broadcast", 800, 4), 800, 0);
     CHECK_CLOSE(dp_comm_wire_bytes("comm_all_reduce", 800, 1), 0, 0);
-    dp_dist_link_model(8, 450e9, 50e9, 3.35e12);
-    CHECK_CLOSE(dp_dist_link_seconds(450e9, 8), 1.0, 1e-12);
-    CHECK_CLOSE(dp_dist_link_seconds(50e9, 9), 1.0, 1e-12);
-    dp_dist_link_model(0, 0, 0, 0);
-    CHECK_CLOSE(dp_dist_link_seconds(1e9, 8), 0.0, 0);
+    dp_comm_link_model(8, 450e9, 50e9, 3.35e12);
+    CHECK_CLOSE(dp_comm_link_seconds(450e9, 8), 1.0, 1e-12);
+    CHECK_CLOSE(dp_comm_link_seconds(50e9, 9), 1.0, 1e-12);
+    dp_comm_link_model(0, 0, 0, 0);
+    CHECK_CLOSE(dp_comm_link_seconds(1e9, 8), 0.0, 0);
 }
 
 static const dp_ledger_entry *entry(const char *op) {
@@ -119,7 +119,7 @@ static void test_plan_and_single(void) {
     CHECK_OK(dp_device_get(DP_DEV_PLAN, &plan));
     CHECK_OK(dp_device_get(DP_DEV_CPU, &cpu));
     dp_comm pc;
-    dp_dist_plan_comm(&pc, 2, 4);
+    dp_comm_plan(&pc, 2, 4);
     int64_t n = 1000, part = 250;
     dp_tensor whole, shard;
     CHECK_OK(dp_tensor_init(&whole, plan, DP_F32, 1, &n, DP_CAT_GRADIENTS));
@@ -159,7 +159,7 @@ static void test_plan_and_single(void) {
 
     dp_comm *w;
     clear_env();
-    CHECK_OK(dp_dist_world(&w));
+    CHECK_OK(dp_comm_world(&w));
     CHECK(w->rank == 0 && w->world_size == 1);
     int64_t four = 4;
     dp_tensor a, b;
@@ -187,7 +187,7 @@ int main(void) {
     test_strategies();
     test_bytes_and_links();
     test_plan_and_single();
-    dp_dist_finalize();
+    dp_comm_finalize();
     dp_engine_shutdown();
     if (check_failures) fprintf(stderr, "%d check(s) failed\n", check_failures);
     return check_failures ? 1 : 0;

@@ -1,9 +1,9 @@
-/* dist_nccl.c: collectives over NCCL on CUDA tensors. The library is dlopen'ed at the first
+/* comm_nccl.c: collectives over NCCL on CUDA tensors. The library is dlopen'ed at the first
  * distributed CUDA run; the communicator is made with ncclGetUniqueId (rank 0) and
  * ncclCommInitRank, the id shared through the MPI world's host all-gather (a world of one needs
  * no launcher). Each collective runs on a stream of its own after the device's work is done
  * (dp_device_sync) and is waited for, so it is ordered with the backend's stream either way. */
-#include "dist_nccl.h"
+#include "comm_nccl.h"
 
 #include "device.h"
 #include "error.h"
@@ -142,7 +142,7 @@ static int load(void) {
     return DP_OK;
 }
 
-int dp_dist_nccl_comm(dp_comm *world, dp_comm **out) {
+int dp_comm_nccl(dp_comm *world, dp_comm **out) {
     *out = &nc.c;
     if (nc.made) return DP_OK;
     if (!nc.lib) DP_TRY(load());
@@ -172,7 +172,7 @@ int dp_dist_nccl_comm(dp_comm *world, dp_comm **out) {
     return DP_OK;
 }
 
-void dp_dist_nccl_stop(void) {
+void dp_comm_nccl_stop(void) {
     if (nc.made) {
         nc.destroy(nc.comm);
         cudaStreamDestroy(nc.stream);
@@ -182,12 +182,12 @@ void dp_dist_nccl_stop(void) {
 
 #else
 
-int dp_dist_nccl_comm(dp_comm *world, dp_comm **out) {
+int dp_comm_nccl(dp_comm *world, dp_comm **out) {
     (void)world;
     *out = NULL;
     return dp_error_set(DP_ENOTSUP, "distributed: NCCL needs the CUDA backend (this dpprof was built without it)");
 }
 
-void dp_dist_nccl_stop(void) {}
+void dp_comm_nccl_stop(void) {}
 
 #endif
