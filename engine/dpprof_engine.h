@@ -58,6 +58,7 @@
 #include "data.h"     /* token batches: synthetic or from a token file */
 #include "optim.h"    /* AdamW and SGD with PyTorch's rules */
 #include "dpsgd.h"    /* DP-SGD around a model: norms x clip methods, presets, noise, sampling */
+#include "dpsgd_dist.h" /* a run's `distributed` configuration and the world it trains over */
 #include "privacy.h"  /* the RDP accountant: epsilon at delta, noise multiplier for a target */
 #include "accountant.h" /* the accountants by name (rdp, prv, pld) over a history of segments */
 #include "model_io.h" /* Hugging Face checkpoints (safetensors + config.json) in and out */

@@ -83,6 +83,7 @@ struct dpsgd {
     int64_t batch, seq_len;          /* B, T of the last forward */
     int64_t logical_size;            /* of the current logical step (0 = unknown: use B) */
     dp_comm *comm;                   /* the ranks' world (NULL: one process) */
+    dp_comm plan_comm;               /* dpsgd_distribute on the plan device: the simulated world comm is */
     const dpsgd_strategy_ops *strat; /* its hooks: dpsgd_strategy_table(strategy) */
     int64_t *fsdp_block;             /* fsdp: per trainable parameter its block, or outside the blocks its pseudo-block
                                       * (DP_MODEL_EMBEDDINGS, DP_MODEL_HEAD) (NULL otherwise) */

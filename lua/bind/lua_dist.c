@@ -8,12 +8,15 @@
  *   dp.dist.launcher()                     "mpirun", "pmi", "srun" or nil
  *   dp.dist.link_model{...} | (false)      the links a plan run's collectives are timed on
  *   dp.dist.link_seconds(bytes, N)         a collective's modelled seconds on them
+ *   dp.dist.check(d, device, how)          a `distributed` table checked by the engine (dpsgd_dist.h)
  *   dp.dist.STRATEGIES, dp.dist.KEYS       the strategies and the keys of a `distributed` table
+ *   dp.dist.MAX_WORLD                      the most ranks a world may have (2^20)
  *   dp.dist.mpi_compiled                   whether this dpprof has the MPI transport */
 #include "lua_engine.h"
 
 #include "comm.h"
 #include "comm_nccl.h"
+#include "dpsgd_dist.h"
 #include "dpsgd_strategy.h"
 #include "error.h"
 #include "lua_util.h"
@@ -115,6 +118,70 @@ static int l_launcher(lua_State *L) {
     return 1;
 }
 
+void dpl_dist_read(lua_State *L, int idx, const char *fname, dpsgd_dist_config *cfg) {
+    dpsgd_dist_config_default(cfg);
+    idx = lua_absindex(L, idx);
+    if (!lua_istable(L, idx))
+        luaL_error(L, "%s: distributed must be a table {strategy=, world_size=} (got %s)", fname,
+                   luaL_typename(L, idx));
+    const char *field = lua_pushfstring(L, "%s: distributed", fname); /* kept on the stack while read */
+    dpl_check_keys(L, idx, field, dpl_dist_keys);
+    const char *name = dpl_opt_str_field(L, idx, field, "strategy", NULL);
+    if (name && dpsgd_strategy_parse(name, &cfg->strategy) != DP_OK)
+        luaL_error(L, "%s: %s", fname, dp_error_message());
+    cfg->world_size = dpl_opt_int_field(L, idx, field, "world_size", DPSGD_DIST_UNSET);
+    cfg->rank = dpl_opt_int_field(L, idx, field, "rank", DPSGD_DIST_UNSET);
+    lua_pop(L, 1);
+}
+
+/* dpl_dist_read of argument 1 into the config at argument 2 (a light userdata), under
+ * lua_pcall so that l_check returns what it raises; argument 3 is the name to raise as. */
+static int read_protected(lua_State *L) {
+    dpl_dist_read(L, 1, lua_tostring(L, 3), lua_touserdata(L, 2));
+    return 0;
+}
+
+/* dp.dist.check(d, device, how, fname) -> world_size, rank | nil, message (naming fname, by default
+ * "dpprof.dist.check"; what the table's reading raises too): the `distributed` table d as a
+ * run on `device` ("plan", "cpu", "cuda", ...) takes it (dpsgd_dist_config_check). how "run" (the
+ * default): placed in this process's world (dpsgd_dist_place: on plan d's, 1 and 0 by default;
+ * elsewhere the launched world's size and rank, which d's size must be); "launch": a configuration
+ * launched elsewhere with its own ranks, not compared with this process's world (its size: d's, 1
+ * by default); "recorded": a result's record, whose rank off the plan device was the launcher's. */
+static int l_check(lua_State *L) {
+    const char *device = luaL_checkstring(L, 2);
+    static const char *const hows[] = {"run", "launch", "recorded", NULL};
+    int how = luaL_checkoption(L, 3, "run", hows);
+    const char *fname = luaL_optstring(L, 4, "dpprof.dist.check");
+    dpsgd_dist_config cfg;
+    lua_pushcfunction(L, read_protected);
+    lua_pushvalue(L, 1);
+    lua_pushlightuserdata(L, &cfg);
+    lua_pushstring(L, fname);
+    if (lua_pcall(L, 3, 0, 0) != LUA_OK) {
+        lua_pushnil(L);
+        lua_insert(L, -2);
+        return 2;
+    }
+    dp_device_kind kind = DP_DEV_CPU;
+    if (dp_device_parse(device, &kind) != DP_OK) kind = DP_DEV_CPU; /* "auto" and the like: not a plan run */
+    if (how == 2 && kind != DP_DEV_PLAN) cfg.rank = DPSGD_DIST_UNSET;
+    int64_t ws, rank;
+    int rc = how == 0 ? dpsgd_dist_place(&cfg, kind, &ws, &rank) : dpsgd_dist_config_check(&cfg, kind);
+    if (rc != DP_OK) {
+        lua_pushnil(L);
+        lua_pushfstring(L, "%s: %s", fname, dp_error_message());
+        return 2;
+    }
+    if (how != 0) {
+        ws = cfg.world_size == DPSGD_DIST_UNSET ? 1 : cfg.world_size;
+        rank = cfg.rank == DPSGD_DIST_UNSET ? 0 : cfg.rank;
+    }
+    lua_pushinteger(L, ws);
+    lua_pushinteger(L, rank);
+    return 2;
+}
+
 void dpl_open_dist(lua_State *L) {
     static const luaL_Reg fns[] = {{"rank", l_rank},
                                    {"world_size", l_world_size},
@@ -124,6 +191,7 @@ void dpl_open_dist(lua_State *L) {
                                    {"nccl", l_nccl},
                                    {"link_model", l_link_model},
                                    {"link_seconds", l_link_seconds},
+                                   {"check", l_check},
                                    {NULL, NULL}};
     lua_newtable(L);
     luaL_setfuncs(L, fns, 0);
@@ -136,6 +204,8 @@ void dpl_open_dist(lua_State *L) {
     dpo_keys(DPO_S_DISTRIBUTED, 0, 0, dpl_dist_keys, DPO_N_OPTIONS + 1);
     dpl_push_keys(L, dpl_dist_keys);
     lua_setfield(L, -2, "KEYS");
+    lua_pushinteger(L, DPSGD_MAX_WORLD);
+    lua_setfield(L, -2, "MAX_WORLD");
     lua_pushboolean(L, dp_comm_mpi_compiled());
     lua_setfield(L, -2, "mpi_compiled");
     lua_setfield(L, -2, "dist");

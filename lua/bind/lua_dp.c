@@ -55,7 +55,6 @@ enum { UV_MODEL = 1, UV_OPTIM = 2, N_UV = 2 };
 
 typedef struct dpl_dp {
     dpsgd *dp;
-    dp_comm plan_comm; /* priv:distribute on the plan device: the simulated world */
 } dpl_dp;
 
 static dpl_dp *to_dp(lua_State *L, int idx) { return luaL_checkudata(L, idx, DP_MT); }
@@ -119,7 +118,7 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     lua_pop(L, 1);
 }
 
-static void distribute(lua_State *L, int idx, const char *fname, dpsgd_strategy s, int64_t want, int64_t rank);
+static void distribute(lua_State *L, int idx, const char *fname, const dpsgd_dist_config *cfg);
 
 /* wrap(model, optimizer, options) -> priv */
 static int l_wrap(lua_State *L) {
@@ -135,9 +134,8 @@ static int l_wrap(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, UV_OPTIM);
     if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dpsgd.wrap");
-    int strategy, world, rank; /* a model made with distributed = {...} trains as one rank */
-    if (dpl_model_distributed(L, 1, &strategy, &world, &rank))
-        distribute(L, lua_gettop(L), "dpprof.dpsgd.wrap", (dpsgd_strategy)strategy, world, rank);
+    dpsgd_dist_config dist; /* a model made with distributed = {...} trains as one rank */
+    if (dpl_model_distributed(L, 1, &dist)) distribute(L, lua_gettop(L), "dpprof.dpsgd.wrap", &dist);
     return 1;
 }
 
@@ -222,44 +220,9 @@ static int l_next_step(lua_State *L) {
     return 1;
 }
 
-/* Makes the wrapper at idx one rank (strategy s; want: the world size, 0 for the launched one;
- * rank: the plan's, -1 when not given). On the plan device a simulated world of want in which this
- * process is rank (default 0); elsewhere the launched world, whose size want (when given) must be;
- * CUDA tensors move through NCCL. Raises as fname. */
-/* The most ranks a world may have (a plan's simulated one included): 2^20. */
-#define DPL_MAX_WORLD (1 << 20)
-
-static void distribute(lua_State *L, int idx, const char *fname, dpsgd_strategy s, int64_t want, int64_t rank) {
-    dpsgd *dp = check_dp(L, idx);
-    dpl_dp *u = to_dp(L, idx);
-    dp_comm *comm;
-    lua_getiuservalue(L, idx, UV_MODEL);
-    dp_device *dev = dp_model_device(dpl_check_model(L, lua_gettop(L)));
-    lua_pop(L, 1);
-    if (dev->kind == DP_DEV_PLAN) {
-        if (want < 1) want = 1;
-        if (rank < 0) rank = 0;
-        if (want > DPL_MAX_WORLD)
-            luaL_error(L, "%s: distributed.world_size %lld is more ranks than a plan models (at most %d)", fname,
-                       (long long)want, DPL_MAX_WORLD);
-        if (rank >= want)
-            luaL_error(L, "%s: distributed.rank %lld is not a rank of a world of %lld", fname, (long long)rank,
-                       (long long)want);
-        dp_comm_plan(&u->plan_comm, (int)rank, (int)want);
-        comm = &u->plan_comm;
-    } else {
-        if (dp_comm_world(&comm) != DP_OK) fail(L, fname);
-        if (dev->kind == DP_DEV_CUDA && dp_comm_nccl(comm, &comm) != DP_OK) fail(L, fname);
-        if (want > 0 && want != comm->world_size)
-            luaL_error(L,
-                       "%s: distributed.world_size is %lld but this run has %d rank(s) (launch it with mpirun -np "
-                       "%lld or srun -n %lld)",
-                       fname, (long long)want, comm->world_size, (long long)want, (long long)want);
-        if (rank >= 0 && rank != comm->rank)
-            luaL_error(L, "%s: distributed.rank is given by the launcher (this is rank %d), not by the configuration",
-                       fname, comm->rank);
-    }
-    if (dpsgd_set_distributed(dp, comm, s) != DP_OK) fail(L, fname);
+/* Makes the wrapper at idx one rank of cfg's world (dpsgd_distribute); raises as fname. */
+static void distribute(lua_State *L, int idx, const char *fname, const dpsgd_dist_config *cfg) {
+    if (dpsgd_distribute(check_dp(L, idx), cfg) != DP_OK) fail(L, fname);
 }
 
 /* priv:distribute{strategy=, world_size=, rank=}: trains as one rank (see distribute). Strategies:
@@ -268,12 +231,9 @@ static int l_distribute(lua_State *L) {
     const char *fname = "priv:distribute";
     check_dp(L, 1);
     luaL_checktype(L, 2, LUA_TTABLE);
-    dpl_check_keys(L, 2, fname, dpl_dist_keys);
-    dpsgd_strategy s = DPSGD_STRATEGY_DDP;
-    const char *name = dpl_opt_str_field(L, 2, fname, "strategy", NULL);
-    if (name && dpsgd_strategy_parse(name, &s) != DP_OK) return fail(L, fname);
-    distribute(L, 1, fname, s, dpl_opt_int_field(L, 2, fname, "world_size", 0),
-               dpl_opt_int_field(L, 2, fname, "rank", -1));
+    dpsgd_dist_config cfg;
+    dpl_dist_read(L, 2, fname, &cfg);
+    distribute(L, 1, fname, &cfg);
     return 0;
 }
 

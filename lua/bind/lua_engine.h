@@ -4,6 +4,7 @@
 #ifndef DP_LUA_ENGINE_H
 #define DP_LUA_ENGINE_H
 
+#include "dpsgd_dist.h"
 #include "model.h"
 #include "tensor.h"
 
@@ -69,10 +70,13 @@ void dpl_model_sync_batch(lua_State *L, int idx);
  * call after dpl_open_model. */
 void dpl_open_model_io(lua_State *L);
 /* The `distributed` option the model userdata at idx was made with (dp.model{distributed=}):
- * non-zero and its strategy (dpsgd_strategy), world size (0: the launched world's) and rank
- * (-1: not given), or 0 when it has none. */
-int dpl_model_distributed(lua_State *L, int idx, int *strategy, int *world_size, int *rank);
-/* dpprof.dist: rank(), world_size(), barrier(), launcher(), STRATEGIES, KEYS, mpi_compiled. */
+ * non-zero with it in *cfg, or 0 when it has none. */
+int dpl_model_distributed(lua_State *L, int idx, dpsgd_dist_config *cfg);
+/* Reads the `distributed` table at idx ({strategy=, world_size=, rank=}, dpprof.dist.KEYS) into
+ * cfg: ddp when no strategy is named, DPSGD_DIST_UNSET for a size or rank not given; raises
+ * naming fname for a value of the wrong type, an unknown key or strategy (lua_dist.c). */
+void dpl_dist_read(lua_State *L, int idx, const char *fname, dpsgd_dist_config *cfg);
+/* dpprof.dist: rank(), world_size(), barrier(), launcher(), check(), STRATEGIES, KEYS, mpi_compiled. */
 void dpl_open_dist(lua_State *L);
 /* The keys of a `distributed` table (dpprof.dist.KEYS), NULL-terminated: the one list of them. */
 extern const char *dpl_dist_keys[];
@@ -104,9 +108,10 @@ extern const char *dpl_model_keys[];
 void dpl_model_read_options(lua_State *L, int idx, dp_model_config *cfg);
 /* dpl_model_read_options, then the device the table at idx names (else the current one). */
 dp_device *dpl_model_read_config(lua_State *L, int idx, dp_model_config *cfg);
-/* The `distributed` option of the table at idx into out: strategy (0 absent), world size (0: the
- * launched world's), rank (-1: not given); an error naming fname for a bad one. */
-void dpl_model_distributed_option(lua_State *L, int idx, const char *fname, int out[3]);
+/* The `distributed` option of the table at idx into cfg (dpl_dist_read) and checked as the plan
+ * device takes it (dpsgd_dist_config_check; the device's own checks come when it is placed):
+ * non-zero when there is one, 0 (cfg untouched) when not; an error naming fname for a bad one. */
+int dpl_model_distributed_option(lua_State *L, int idx, const char *fname, dpsgd_dist_config *cfg);
 /* Adds checkpoint_parse, checkpoint_format and checkpoint_name to the table on top (lua_checkpoint.c). */
 void dpl_add_checkpoint_grammar(lua_State *L);
 /* Adds dpprof.batch, dpprof.documents and dpprof.free_batch (lua_batch.c). */

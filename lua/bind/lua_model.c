@@ -35,7 +35,8 @@
 
 typedef struct dpl_model {
     dp_model *m;
-    int dist_strategy, dist_world, dist_rank; /* its `distributed` option (strategy 0: none) */
+    int distributed;        /* whether it was made with a `distributed` option, */
+    dpsgd_dist_config dist; /* and that option */
     int64_t last_batch;                       /* B of the forward whose batch is held (0: none) */
     uint64_t held_id;                         /* the engine's id of that forward (dp_model_forward_id; 0: none) */
 } dpl_model;
@@ -79,10 +80,10 @@ void dpl_push_model(lua_State *L, dp_model *m) {
     gc_hint(L, (uint64_t)dp_model_num_params(m, 0) * 4);
 }
 
-int dpl_model_distributed(lua_State *L, int idx, int *strategy, int *world_size, int *rank) {
+int dpl_model_distributed(lua_State *L, int idx, dpsgd_dist_config *cfg) {
     dpl_model *u = to_model(L, idx);
-    *strategy = u->dist_strategy, *world_size = u->dist_world, *rank = u->dist_rank;
-    return u->dist_strategy != 0;
+    if (u->distributed) *cfg = u->dist;
+    return u->distributed;
 }
 /* Raises the engine's error as dpprof.model's: "dpprof.model: ..." (the configuration checks
  * already say "model: ..."; an allocation failure does not). */
@@ -97,21 +98,18 @@ static int l_model_new(lua_State *L) {
     dp_model_config cfg;
     dp_device *dev = dpl_model_read_config(L, 2, &cfg);
     if (dp_model_config_check(&cfg) != DP_OK) return model_fail(L);
-    int dist[3];
-    dpl_model_distributed_option(L, 2, "dpprof.model", dist);
-    if (dist[0] == DPSGD_STRATEGY_FSDP && !dp_model_config_parted(&cfg)) { /* fsdp: built in parts for its rank */
-        int64_t world = dist[1] > 0 ? dist[1] : 1, rank = dist[2] >= 0 ? dist[2] : 0;
-        dp_comm *w;
-        if (dev->kind != DP_DEV_PLAN) { /* the launched world's rank (a world_size it is not: wrap refuses) */
-            if (dp_comm_world(&w) != DP_OK) return luaL_error(L, "dpprof.model: %s", dp_error_message());
-            world = dist[1] > 0 && dist[1] != w->world_size ? 1 : w->world_size;
-            rank = w->rank;
-        }
+    dpsgd_dist_config dist;
+    int distributed = dpl_model_distributed_option(L, 2, "dpprof.model", &dist);
+    if (distributed && dist.strategy == DPSGD_STRATEGY_FSDP && !dp_model_config_parted(&cfg)) {
+        int64_t world, rank; /* fsdp: built in parts for its rank of the world it is placed in */
+        if (dpsgd_dist_place(&dist, dev->kind, &world, &rank) != DP_OK)
+            return luaL_error(L, "dpprof.model: %s", dp_error_message());
         if (world > 1) cfg.parts_world = world, cfg.parts_rank = rank;
     }
     dpl_model *u = push_empty(L);
     if (dp_model_new(dev, &cfg, &u->m) != DP_OK) return model_fail(L);
-    u->dist_strategy = dist[0], u->dist_world = dist[1], u->dist_rank = dist[2];
+    u->distributed = distributed;
+    if (distributed) u->dist = dist;
     gc_hint(L, (uint64_t)dp_model_num_params(u->m, 0) * 4);
     return 1;
 }

@@ -137,25 +137,15 @@ void dpl_parts_option(lua_State *L, int idx, const char *fname, int64_t *world, 
     lua_pop(L, 1);
 }
 
-/* The `distributed` option of the table at idx ({strategy=, world_size=, rank=}, dpprof.dist.KEYS)
- * into out: strategy (0 when absent), world size (0: the launched world's), rank (-1: not given). */
-void dpl_model_distributed_option(lua_State *L, int idx, const char *fname, int out[3]) {
-    out[0] = 0, out[1] = 0, out[2] = -1;
+int dpl_model_distributed_option(lua_State *L, int idx, const char *fname, dpsgd_dist_config *cfg) {
     if (lua_getfield(L, idx, "distributed") == LUA_TNIL) {
         lua_pop(L, 1);
-        return;
+        return 0;
     }
-    if (!lua_istable(L, -1)) luaL_error(L, "%s: 'distributed' must be a table {strategy=, world_size=}", fname);
-    int t = lua_gettop(L);
-    dpl_check_keys(L, t, "dpprof.model: distributed", dpl_dist_keys);
-    dpsgd_strategy s = DPSGD_STRATEGY_DDP; /* data parallel unless said */
-    const char *name = dpl_opt_str_field(L, t, fname, "strategy", NULL);
-    if (name && dpsgd_strategy_parse(name, &s) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
-    int64_t ws = dpl_opt_int_field(L, t, fname, "world_size", 0), rank = dpl_opt_int_field(L, t, fname, "rank", -1);
-    if (ws < 0 || ws > 1 << 20 || rank < -1 || (ws > 0 && rank >= ws))
-        luaL_error(L, "%s: distributed.world_size must be >= 1 and distributed.rank below it", fname);
-    out[0] = (int)s, out[1] = (int)ws, out[2] = (int)rank;
+    dpl_dist_read(L, lua_gettop(L), fname, cfg);
+    if (dpsgd_dist_config_check(cfg, DP_DEV_PLAN) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
     lua_pop(L, 1);
+    return 1;
 }
 
 /* Reads the option table at idx into cfg (all but the device). */
@@ -195,8 +185,8 @@ void dpl_model_read_options(lua_State *L, int idx, dp_model_config *cfg) {
     read_lora(L, idx, fname, cfg);
     cfg->checkpoint = dpl_checkpoint_option(L, idx, fname);
     dpl_parts_option(L, idx, fname, &cfg->parts_world, &cfg->parts_rank);
-    int dist[3];
-    dpl_model_distributed_option(L, idx, fname, dist); /* checked here; kept by the model's userdata */
+    dpsgd_dist_config dist;
+    dpl_model_distributed_option(L, idx, fname, &dist); /* checked here; kept by the model's userdata */
 }
 
 /* Reads the option table at idx into cfg and returns the device it asks for. */

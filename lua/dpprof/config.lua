@@ -260,54 +260,19 @@ end
 -- `recorded`: true for a result's record (the launched world is not this process's); "launch" for
 -- a configuration launched elsewhere with its own world_size ranks (a Slurm sweep's N-task point):
 -- checked as a run, less the comparison with this process's world.
-config.MAX_WORLD = 1 << 20 -- ranks a world may have (lua_dp.c: DPL_MAX_WORLD)
+config.MAX_WORLD = dp.dist.MAX_WORLD -- ranks a world may have (engine/dp/dpsgd_dist.h: DPSGD_MAX_WORLD)
+-- The table's keys, types, strategy, sizes and rank are the engine's to check (dp.dist.check,
+-- dpsgd_dist_config_check and dpsgd_dist_place), the one validator priv:distribute and
+-- dp.model's `distributed` use too.
 local function check_distributed(c, recorded)
   local d = c.distributed
   if d == nil then return end
-  local function refuse(fmt, ...) dp.refuse("dpprof.experiment: distributed" .. string.format(fmt, ...)) end
-  if type(d) ~= "table" then refuse(" must be a table {strategy=, world_size=} (got %s)", type(d)) end
-  local keys = {}
-  for _, k in ipairs(dp.dist.KEYS) do keys[k] = true end
-  for k in pairs(d) do
-    if not keys[k] then refuse(": unknown key '%s' (valid: %s)", tostring(k), table.concat(dp.dist.KEYS, ", ")) end
-  end
-  d.strategy = d.strategy == nil and "ddp" or d.strategy -- data parallel unless said
-  local known = false
-  for _, s in ipairs(dp.dist.STRATEGIES) do known = known or s == d.strategy end
-  if not known then
-    refuse(".strategy: unknown strategy '%s' (valid: %s)", tostring(d.strategy), table.concat(dp.dist.STRATEGIES, ", "))
-  end
-  for _, k in ipairs({ "world_size", "rank" }) do
-    local v = d[k]
-    if v ~= nil and not (math.type(v) == "integer" or (type(v) == "number" and math.tointeger(v))) then
-      refuse(".%s must be an integer, got %s", k, tostring(v))
-    end
-    d[k] = v and math.tointeger(v)
-  end
-  if d.world_size and d.world_size < 1 then refuse(".world_size must be at least 1, got %d", d.world_size) end
-  if d.world_size and d.world_size > config.MAX_WORLD then
-    refuse(".world_size %d is more ranks than dpprof models (at most %d)", d.world_size, config.MAX_WORLD)
-  end
-  if c.device ~= "plan" then
-    if d.rank ~= nil and recorded ~= true then
-      refuse(".rank is the launcher's on device '%s' (only a plan run names the rank it plays)", tostring(c.device))
-    end
-    if not recorded then
-      local launched = dp.dist.world_size()
-      if d.world_size and d.world_size ~= launched then
-        refuse(".world_size is %d but this run was launched with %d rank(s) (run it as mpirun -np %d dpprof run "
-               .. "..., or srun -n %d)", d.world_size, launched, d.world_size, d.world_size)
-      end
-      d.world_size = launched
-    end
-  end
-  d.world_size = d.world_size or 1
-  if c.device == "plan" then
-    d.rank = d.rank or 0
-    if d.rank < 0 or d.rank >= d.world_size then
-      refuse(".rank %d is not a rank of a world of %d", d.rank, d.world_size)
-    end
-  end
+  local how = recorded == true and "recorded" or recorded == "launch" and "launch" or "run"
+  local ws, rank = dp.dist.check(d, tostring(c.device), how, "dpprof.experiment")
+  if not ws then dp.refuse(rank) end
+  d.strategy = d.strategy or "ddp" -- data parallel unless said
+  d.world_size = ws
+  if c.device == "plan" then d.rank = rank end
 end
 
 -- The most samples a rank holds of a fixed logical batch (the whole batch without `distributed`,
