@@ -59,7 +59,7 @@
 #include "optim.h"    /* AdamW and SGD with PyTorch's rules */
 #include "dpsgd.h"    /* DP-SGD around a model: norms x clip methods, presets, noise, sampling */
 #include "dpsgd_dist.h" /* a run's `distributed` configuration and the world it trains over */
-#include "privacy.h"  /* the RDP accountant: epsilon at delta, noise multiplier for a target */
+#include "rdp.h"  /* the RDP of the sampled Gaussian: epsilon at delta, noise multiplier for a target */
 #include "accountant.h" /* the accountants by name (rdp, prv, pld) over a history of segments */
 #include "model_io.h" /* Hugging Face checkpoints (safetensors + config.json) in and out */
 #include "version.h"  /* the engine's version and build commit */

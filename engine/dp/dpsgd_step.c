@@ -3,10 +3,10 @@
  * sampling and state files; none of them calls back into it. */
 #include "dpsgd_impl.h"
 
+#include "accountant.h"
 #include "error.h"
 #include "layer_ops.h"
 #include "ops.h"
-#include "privacy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -369,7 +369,7 @@ int dpsgd_epsilon(const dpsgd *dp, double delta, dp_acct_kind accountant, double
     }
     char err[256];
     dp_acct_segment history = {dp->cfg.noise_multiplier, dp->cfg.sample_rate, dp->steps};
-    if (dp_acct_epsilon(accountant, &history, 1, delta, NULL, epsilon, NULL, err, sizeof err) != DP_PRIVACY_OK)
+    if (dp_acct_epsilon(accountant, &history, 1, delta, NULL, epsilon, NULL, err, sizeof err) != DP_ACCT_OK)
         return dp_error_set(DP_EINVAL, "dp: epsilon: %s", err);
     return DP_OK;
 }

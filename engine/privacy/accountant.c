@@ -3,7 +3,6 @@
 #include "accountant.h"
 
 #include "accountant_impl.h"
-#include "privacy.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -31,10 +30,10 @@ int dp_acct_parse(const char *name, dp_acct_kind *kind, char *err, size_t errlen
     for (size_t k = 0; name != NULL && k < sizeof NAMES / sizeof NAMES[0]; k++)
         if (strcmp(name, NAMES[k]) == 0) {
             *kind = (dp_acct_kind)k;
-            return DP_PRIVACY_OK;
+            return DP_ACCT_OK;
         }
-    return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "unknown accountant '%s' (valid: %s)",
-                           name != NULL ? name : "(null)", DP_ACCT_NAMES);
+    return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "unknown accountant '%s' (valid: %s)",
+                        name != NULL ? name : "(null)", DP_ACCT_NAMES);
 }
 
 const char *dp_acct_name(dp_acct_kind kind) {
@@ -56,31 +55,29 @@ int dp_acct_epsilon(dp_acct_kind kind, const dp_acct_segment *history, size_t n,
     }
     case DP_ACCT_PLD: return dp_acct_pld_epsilon(history, n, delta, opt->interval, epsilon, detail, err, errlen);
     }
-    return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "unknown accountant %d (valid: %s)", (int)kind,
-                           DP_ACCT_NAMES);
+    return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "unknown accountant %d (valid: %s)", (int)kind, DP_ACCT_NAMES);
 }
 
 int dp_acct_noise_multiplier(dp_acct_kind kind, double target_epsilon, double delta, double sample_rate, int64_t steps,
                              double epsilon_tolerance, const dp_acct_options *opt, double *noise_multiplier,
                              double *epsilon, char *err, size_t errlen) {
     if (!(isfinite(target_epsilon) && target_epsilon > 0.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon must be finite and > 0 (got %g)",
-                               target_epsilon);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "epsilon must be finite and > 0 (got %g)", target_epsilon);
     if (!(isfinite(epsilon_tolerance) && epsilon_tolerance > 0.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon_tolerance must be finite and > 0 (got %g)",
-                               epsilon_tolerance);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "epsilon_tolerance must be finite and > 0 (got %g)",
+                            epsilon_tolerance);
     dp_acct_segment one = {1.0, sample_rate, steps};
     int rc = dp_acct_check_args(&one, 1, delta, err, errlen);
-    if (rc != DP_PRIVACY_OK) return rc;
+    if (rc != DP_ACCT_OK) return rc;
     noise_search ctx = {kind, sample_rate, delta, steps, opt};
-    rc = dp_privacy_search_noise(epsilon_at_sigma, &ctx, target_epsilon, epsilon_tolerance, noise_multiplier, epsilon,
-                                 err, errlen);
-    if (rc == DP_PRIVACY_EBUDGET)
-        return dp_privacy_fail(err, errlen, rc,
-                               "epsilon=%g at delta=%g is out of reach: it needs noise_multiplier > "
-                               "%g for sample_rate=%g, steps=%lld (accountant %s)",
-                               target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER, sample_rate, (long long)steps,
-                               dp_acct_name(kind));
+    rc = dp_acct_search_noise(epsilon_at_sigma, &ctx, target_epsilon, epsilon_tolerance, noise_multiplier, epsilon, err,
+                              errlen);
+    if (rc == DP_ACCT_EBUDGET)
+        return dp_acct_fail(err, errlen, rc,
+                            "epsilon=%g at delta=%g is out of reach: it needs noise_multiplier > "
+                            "%g for sample_rate=%g, steps=%lld (accountant %s)",
+                            target_epsilon, delta, DP_ACCT_MAX_NOISE_MULTIPLIER, sample_rate, (long long)steps,
+                            dp_acct_name(kind));
     return rc;
 }
 

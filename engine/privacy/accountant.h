@@ -1,6 +1,6 @@
 /* accountant.h: privacy accountants for DP-SGD's Poisson-subsampled Gaussian, chosen by name.
  *
- *   rdp  Rényi DP, Opacus's RDPAccountant (privacy.h; over a history in accountant_rdp.c): a loose
+ *   rdp  Rényi DP, Opacus's RDPAccountant (the mathematics in rdp.h, over a history in accountant_rdp.c): a loose
  *        upper bound, fast.
  *   prv  numerical composition of privacy random variables (Gopi, Lee, Wutschitz 2021) as
  *        Opacus 1.6's PRVAccountant, its PrivacyEngine's default: the upper end of an estimate
@@ -14,7 +14,7 @@
  * σ >= 0 (σ = 0 releases without noise: ε = INFINITY), q in (0, 1] and steps >= 1; a history
  * needs at least one segment.
  *
- * Functions return a dp_privacy_status (privacy.h) and, on failure, write a one-line message into
+ * Functions return a dp_acct_status (below) and, on failure, write a one-line message into
  * err (errlen bytes, NUL-terminated; err may be NULL). Out parameters are written on success only.
  * PRV and PLD allocate their grids on the heap and free them before returning.
  */
@@ -23,6 +23,19 @@
 
 #include <stddef.h>
 #include <stdint.h>
+
+typedef enum dp_acct_status {
+    DP_ACCT_OK = 0,
+    DP_ACCT_EINVAL = 1,   /* an argument is outside its valid range */
+    DP_ACCT_EBUDGET = 2,  /* target ε unreachable with σ <= DP_ACCT_MAX_NOISE_MULTIPLIER */
+    DP_ACCT_ENUMERIC = 3, /* the RDP series broke down (Opacus raises there too) */
+    DP_ACCT_ESIZE = 4,    /* a PRV or PLD grid would pass DP_ACCT_MAX_GRID (accountant.h) */
+} dp_acct_status;
+
+/* get_noise_multiplier's defaults: bisection stops once target - ε <= tolerance,
+ * and the doubling search gives up past σ = 1e6 ("The privacy budget is too low."). */
+#define DP_ACCT_EPSILON_TOLERANCE 0.01
+#define DP_ACCT_MAX_NOISE_MULTIPLIER 1e6
 
 typedef enum dp_acct_kind {
     DP_ACCT_RDP = 0,
@@ -40,7 +53,7 @@ typedef enum dp_acct_kind {
 #define DP_ACCT_PRV_DELTA_ERROR_FRACTION 1e-3
 /* PLD's default discretisation of the privacy loss, dp_accounting's. */
 #define DP_ACCT_PLD_INTERVAL 1e-4
-/* The largest grid PRV or PLD builds (points); past it they fail with DP_PRIVACY_ESIZE. */
+/* The largest grid PRV or PLD builds (points); past it they fail with DP_ACCT_ESIZE. */
 #define DP_ACCT_MAX_GRID ((size_t)1 << 25)
 
 /* One segment of a history: `steps` steps at noise multiplier σ and sampling rate q. */
@@ -104,5 +117,18 @@ int dp_acct_pld_epsilon(const dp_acct_segment *history, size_t n, double delta, 
 /* RDP over Opacus's default orders, the segments' RDP added (RDPAccountant with that history). */
 int dp_acct_rdp_epsilon(const dp_acct_segment *history, size_t n, double delta, double *epsilon, dp_acct_detail *detail,
                         char *err, size_t errlen);
+
+/* ε at noise multiplier σ for a noise search (ctx is the caller's); a dp_acct_status. */
+typedef int (*dp_acct_epsilon_fn)(double sigma, void *ctx, double *epsilon, char *err, size_t errlen);
+
+/* get_noise_multiplier's search around any accountant: σ doubles from 20 until fn's ε <= target,
+ * then bisection keeps ε(σ_high) <= target until target - ε <= tolerance. fn's DP_ACCT_ESIZE
+ * during the bisection counts as ε > target. Writes σ_high and ε (may be NULL); EBUDGET past
+ * DP_ACCT_MAX_NOISE_MULTIPLIER (err not written then: the caller knows the setting). */
+int dp_acct_search_noise(dp_acct_epsilon_fn fn, void *ctx, double target_epsilon, double epsilon_tolerance,
+                         double *noise_multiplier, double *epsilon, char *err, size_t errlen);
+
+/* Static name of a status ("ok", "invalid argument", ...); "unknown status" otherwise. */
+const char *dp_acct_status_name(int status);
 
 #endif /* DP_ACCOUNTANT_H */

@@ -25,4 +25,8 @@ typedef struct dp_acct_prv_grid_info {
 int dp_acct_prv_grid(const dp_acct_segment *history, size_t n, size_t k, double eps_error, double delta_error,
                      dp_acct_prv_grid_info *info, char *err, size_t errlen);
 
+/* Writes the printf-formatted message into err (when err != NULL and errlen > 0, truncated and
+ * NUL-terminated); returns status. For the accountants' messages. */
+int dp_acct_fail(char *err, size_t errlen, int status, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
 #endif /* DP_ACCOUNTANT_IMPL_H */

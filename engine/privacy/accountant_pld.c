@@ -19,8 +19,8 @@
  */
 #include "accountant.h"
 #include "accountant_impl.h"
-#include "acct_fft.h"
-#include "privacy.h"
+#include "fft.h"
+#include "rdp.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -75,42 +75,42 @@ static int grid_check(size_t n, run *r, const char *what);
 int dp_acct_pld_epsilon(const dp_acct_segment *history, size_t n, double delta, double interval, double *epsilon,
                         dp_acct_detail *detail, char *err, size_t errlen) {
     int rc = dp_acct_check_args(history, n, delta, err, errlen);
-    if (rc != DP_PRIVACY_OK) return rc;
+    if (rc != DP_ACCT_OK) return rc;
     if (!(isfinite(interval) && interval > 0.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL,
-                               "value_discretization_interval must be finite and > 0 (got %g)", interval);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL,
+                            "value_discretization_interval must be finite and > 0 (got %g)", interval);
     int symmetric = 1;
     for (size_t k = 0; k < n; k++) {
         if (history[k].noise_multiplier == 0.0) { /* a non-private event */
             *epsilon = INFINITY;
             if (detail != NULL) *detail = (dp_acct_detail){NAN, NAN, NAN, NAN, 0};
-            return DP_PRIVACY_OK;
+            return DP_ACCT_OK;
         }
         symmetric = symmetric && history[k].sample_rate == 1.0;
     }
     run r = {interval, 0, err, errlen};
     double eps = -INFINITY;
-    for (int adj = REMOVE; adj <= (symmetric ? REMOVE : ADD) && rc == DP_PRIVACY_OK; adj++) {
+    for (int adj = REMOVE; adj <= (symmetric ? REMOVE : ADD) && rc == DP_ACCT_OK; adj++) {
         pmf acc = {0, malloc(sizeof(double)), 1, 0.0, 1}; /* the identity: loss 0 surely */
-        if (acc.probs == NULL) return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+        if (acc.probs == NULL) return dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC, "pld: out of memory");
         acc.probs[0] = 1.0;
-        for (size_t k = 0; k < n && rc == DP_PRIVACY_OK; k++) {
+        for (size_t k = 0; k < n && rc == DP_ACCT_OK; k++) {
             const dp_acct_segment *s = &history[k];
             /* with q = 1 ADD and REMOVE coincide and dp_accounting keeps REMOVE's */
             gauss g = {s->noise_multiplier, s->sample_rate, s->sample_rate == 1.0 ? REMOVE : (adjacency)adj};
             pmf one = {0};
-            if ((rc = connect_dots(&g, &r, &one)) == DP_PRIVACY_OK &&
-                (rc = self_compose(&one, s->steps, &r)) == DP_PRIVACY_OK)
+            if ((rc = connect_dots(&g, &r, &one)) == DP_ACCT_OK &&
+                (rc = self_compose(&one, s->steps, &r)) == DP_ACCT_OK)
                 rc = compose(&acc, &one, &r);
             free(one.probs);
         }
-        if (rc == DP_PRIVACY_OK) eps = fmax(eps, epsilon_for_delta(&acc, interval, delta));
+        if (rc == DP_ACCT_OK) eps = fmax(eps, epsilon_for_delta(&acc, interval, delta));
         free(acc.probs);
     }
-    if (rc != DP_PRIVACY_OK) return rc;
+    if (rc != DP_ACCT_OK) return rc;
     *epsilon = eps;
     if (detail != NULL) *detail = (dp_acct_detail){NAN, NAN, NAN, NAN, r.largest};
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
 /* ---- the Gaussian ------------------------------------------------------------------------- */
@@ -126,7 +126,7 @@ static double log_add_exp(double a, double b) {
 
 /* log Φ(x), accurate in both tails (scipy's log_ndtr). */
 static double log_ndtr(double x) {
-    if (x < 0.0) return log(0.5) + dp_privacy_log_erfc(-x / SQRT2);
+    if (x < 0.0) return log(0.5) + dp_acct_log_erfc(-x / SQRT2);
     return log1p(-0.5 * erfc(x / SQRT2));
 }
 
@@ -215,12 +215,12 @@ static double delta_for_epsilon(const gauss *g, double eps) {
 
 static int grid_check(size_t n, run *r, const char *what) {
     if (n > DP_ACCT_MAX_GRID)
-        return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ESIZE,
-                               "pld: %s needs %zu points (more than %zu): raise "
-                               "value_discretization_interval, or use accountant 'prv' or 'rdp'",
-                               what, n, DP_ACCT_MAX_GRID);
+        return dp_acct_fail(r->err, r->errlen, DP_ACCT_ESIZE,
+                            "pld: %s needs %zu points (more than %zu): raise "
+                            "value_discretization_interval, or use accountant 'prv' or 'rdp'",
+                            what, n, DP_ACCT_MAX_GRID);
     if (n > r->largest) r->largest = n;
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
 /* The pessimistic connect-the-dots PMF of one step (_create_pld_pmf_from_monotone_privacy_loss
@@ -235,17 +235,17 @@ static int connect_dots(const gauss *g, run *r, pmf *out) {
     double d = r->interval;
     double hi = ceil(privacy_loss(g, lower_x) / d), lo = floor(privacy_loss(g, upper_x) / d);
     if (!(isfinite(hi) && isfinite(lo) && hi >= lo))
-        return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC,
-                               "pld: privacy loss bounds [%g, %g] at noise_multiplier=%g", lo * d, hi * d, g->sigma);
+        return dp_acct_fail(r->err, r->errlen, DP_ACCT_ENUMERIC,
+                            "pld: privacy loss bounds [%g, %g] at noise_multiplier=%g", lo * d, hi * d, g->sigma);
     if (hi - lo + 1.0 > (double)DP_ACCT_MAX_GRID)
         return grid_check(DP_ACCT_MAX_GRID + 1, r, "one step's privacy loss distribution");
     size_t n = (size_t)(hi - lo) + 1;
     int rc = grid_check(n, r, "one step's privacy loss distribution");
     double *deltas = malloc(n * sizeof *deltas), *probs = malloc(n * sizeof *probs);
-    if (rc != DP_PRIVACY_OK || deltas == NULL || probs == NULL) {
+    if (rc != DP_ACCT_OK || deltas == NULL || probs == NULL) {
         free(deltas);
         free(probs);
-        return rc != DP_PRIVACY_OK ? rc : dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+        return rc != DP_ACCT_OK ? rc : dp_acct_fail(r->err, r->errlen, DP_ACCT_ENUMERIC, "pld: out of memory");
     }
     int64_t k0 = (int64_t)lo;
     for (size_t i = 0; i < n; i++) deltas[i] = delta_for_epsilon(g, (double)(k0 + (int64_t)i) * d);
@@ -253,10 +253,10 @@ static int connect_dots(const gauss *g, run *r, pmf *out) {
         if (deltas[i] - deltas[i - 1] > DELTA_DIFF_TOLERANCE) {
             free(deltas);
             free(probs);
-            return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC,
-                                   "pld: hockey-stick divergence increases with epsilon at "
-                                   "noise_multiplier=%g, sample_rate=%g",
-                                   g->sigma, g->q);
+            return dp_acct_fail(r->err, r->errlen, DP_ACCT_ENUMERIC,
+                                "pld: hockey-stick divergence increases with epsilon at "
+                                "noise_multiplier=%g, sample_rate=%g",
+                                g->sigma, g->q);
         }
         deltas[i] = fmin(deltas[i], deltas[i - 1]); /* np.minimum.accumulate */
     }
@@ -272,7 +272,7 @@ static int connect_dots(const gauss *g, run *r, pmf *out) {
     }
     *out = (pmf){k0, probs, n, deltas[n - 1], n <= MAX_SPARSE};
     free(deltas);
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
 /* Convolves a with b into a new array (direct for sparse PMFs, FFT otherwise); NULL on OOM. */
@@ -284,7 +284,7 @@ static double *convolve(const pmf *a, const pmf *b, int direct) {
         memset(out, 0, n * sizeof *out);
         for (size_t i = 0; i < a->n; i++)
             for (size_t j = 0; j < b->n; j++) out[i + j] += a->probs[i] * b->probs[j];
-    } else if (acct_fft_convolve(a->probs, a->n, b->probs, b->n, out) != 0) {
+    } else if (dp_acct_fft_convolve(a->probs, a->n, b->probs, b->n, out) != 0) {
         free(out);
         return NULL;
     }
@@ -296,14 +296,14 @@ static double *convolve(const pmf *a, const pmf *b, int direct) {
 static int compose(pmf *acc, const pmf *other, run *r) {
     int sparse = acc->sparse && other->sparse && acc->n * other->n <= MAX_SPARSE;
     int rc = grid_check(acc->n + other->n - 1, r, "the composed privacy loss distribution");
-    if (rc != DP_PRIVACY_OK) return rc;
+    if (rc != DP_ACCT_OK) return rc;
     double *probs = convolve(acc, other, sparse);
-    if (probs == NULL) return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+    if (probs == NULL) return dp_acct_fail(r->err, r->errlen, DP_ACCT_ENUMERIC, "pld: out of memory");
     double a = acc->inf_mass, b = other->inf_mass;
     free(acc->probs);
     *acc = (pmf){acc->lower + other->lower, probs, acc->n + other->n - 1, a + b - a * b, sparse};
     truncate_tails(acc, TAIL_MASS_TRUNCATION);
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
 /* compute_self_convolve_bounds: Chernoff bounds [lo, hi] on the index sum outside which at most
@@ -328,16 +328,16 @@ static void self_convolve_bounds(const pmf *p, int64_t count, double tail_mass, 
 
 /* PLDPmf.self_compose(count, 1e-15) in place. */
 static int self_compose(pmf *p, int64_t count, run *r) {
-    if (p->sparse && count == 1) return DP_PRIVACY_OK; /* SparsePLDPmf returns itself */
+    if (p->sparse && count == 1) return DP_ACCT_OK; /* SparsePLDPmf returns itself */
     if (p->sparse && (double)count * log((double)p->n) <= log((double)MAX_SPARSE)) {
         pmf base = *p, acc = {p->lower, malloc(p->n * sizeof(double)), p->n, p->inf_mass, 1};
-        if (acc.probs == NULL) return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+        if (acc.probs == NULL) return dp_acct_fail(r->err, r->errlen, DP_ACCT_ENUMERIC, "pld: out of memory");
         memcpy(acc.probs, p->probs, p->n * sizeof(double));
         for (int64_t i = 2; i <= count; i++) { /* truncation on the last composition only */
             double *probs = convolve(&acc, &base, 1);
             if (probs == NULL) {
                 free(acc.probs);
-                return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+                return dp_acct_fail(r->err, r->errlen, DP_ACCT_ENUMERIC, "pld: out of memory");
             }
             double a = acc.inf_mass, b = base.inf_mass;
             free(acc.probs);
@@ -346,19 +346,19 @@ static int self_compose(pmf *p, int64_t count, run *r) {
         }
         free(p->probs);
         *p = acc;
-        return DP_PRIVACY_OK;
+        return DP_ACCT_OK;
     }
     int64_t lo, hi;
     self_convolve_bounds(p, count, TAIL_MASS_TRUNCATION, &lo, &hi);
     size_t out_len = (size_t)(hi - lo + 1);
-    size_t len = acct_fft_fast_len(out_len > p->n ? out_len : p->n);
+    size_t len = dp_acct_fft_fast_len(out_len > p->n ? out_len : p->n);
     int rc = grid_check(len, r, "the self-composed privacy loss distribution");
-    if (rc != DP_PRIVACY_OK) return rc;
+    if (rc != DP_ACCT_OK) return rc;
     double *circ = malloc(len * sizeof *circ), *probs = malloc(out_len * sizeof *probs);
-    if (circ == NULL || probs == NULL || acct_fft_self_convolve(p->probs, p->n, len, count, circ)) {
+    if (circ == NULL || probs == NULL || dp_acct_fft_self_convolve(p->probs, p->n, len, count, circ)) {
         free(circ);
         free(probs);
-        return dp_privacy_fail(r->err, r->errlen, DP_PRIVACY_ENUMERIC, "pld: out of memory");
+        return dp_acct_fail(r->err, r->errlen, DP_ACCT_ENUMERIC, "pld: out of memory");
     }
     for (size_t i = 0; i < out_len; i++) /* np.roll(circ, -lo)[:out_len] */
         probs[i] = circ[((size_t)lo + i) % len];
@@ -366,7 +366,7 @@ static int self_compose(pmf *p, int64_t count, run *r) {
     free(p->probs);
     double inf = TAIL_MASS_TRUNCATION - expm1((double)count * log1p(-p->inf_mass));
     *p = (pmf){p->lower * count + lo, probs, out_len, inf, 0};
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
 /* _truncate_tails, pessimistic: the longest prefix and suffix each holding at most tail_mass/2

@@ -19,8 +19,7 @@
  */
 #include "accountant.h"
 #include "accountant_impl.h"
-#include "acct_fft.h"
-#include "privacy.h"
+#include "fft.h"
 
 #include <float.h>
 #include <math.h>
@@ -76,41 +75,41 @@ static int compute_epsilon(const dprv *d, double delta, double delta_error, doub
 int dp_acct_prv_epsilon(const dp_acct_segment *history, size_t n, double delta, double eps_error, double delta_error,
                         double *epsilon, dp_acct_detail *detail, char *err, size_t errlen) {
     int rc = dp_acct_check_args(history, n, delta, err, errlen);
-    if (rc != DP_PRIVACY_OK) return rc;
+    if (rc != DP_ACCT_OK) return rc;
     if (!(isfinite(eps_error) && eps_error > 0.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "eps_error must be finite and > 0 (got %g)", eps_error);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "eps_error must be finite and > 0 (got %g)", eps_error);
     if (!(delta_error > 0.0 && delta_error < delta))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "delta_error must be in (0, delta=%g) (got %g)", delta,
-                               delta_error);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "delta_error must be in (0, delta=%g) (got %g)", delta,
+                            delta_error);
     for (size_t k = 0; k < n; k++)
         if (history[k].noise_multiplier == 0.0) { /* no noise: no privacy */
             *epsilon = INFINITY;
             if (detail != NULL) *detail = (dp_acct_detail){NAN, INFINITY, INFINITY, delta_error, 0};
-            return DP_PRIVACY_OK;
+            return DP_ACCT_OK;
         }
 
     domain dom = {0};
-    if ((rc = history_domain(history, n, eps_error, delta_error, &dom, err, errlen)) != DP_PRIVACY_OK) return rc;
+    if ((rc = history_domain(history, n, eps_error, delta_error, &dom, err, errlen)) != DP_ACCT_OK) return rc;
 
     dprv *parts = calloc(n, sizeof *parts);
-    if (parts == NULL) return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
-    for (size_t k = 0; k < n && rc == DP_PRIVACY_OK; k++) {
+    if (parts == NULL) return dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC, "prv: out of memory");
+    for (size_t k = 0; k < n && rc == DP_ACCT_OK; k++) {
         const dp_acct_segment *s = &history[k];
         prv p = segment_prv(s, &dom);
-        if ((rc = discretize(&p, &dom, &parts[k], err, errlen)) != DP_PRIVACY_OK) break;
+        if ((rc = discretize(&p, &dom, &parts[k], err, errlen)) != DP_ACCT_OK) break;
         if (compose_fourier(&parts[k], s->steps) != 0)
-            rc = dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+            rc = dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC, "prv: out of memory");
     }
-    if (rc == DP_PRIVACY_OK && compose_tree(parts, n) != 0)
-        rc = dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+    if (rc == DP_ACCT_OK && compose_tree(parts, n) != 0)
+        rc = dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC, "prv: out of memory");
     double eps[3];
-    if (rc == DP_PRIVACY_OK) rc = compute_epsilon(&parts[0], delta, delta_error, eps_error, eps, err, errlen);
+    if (rc == DP_ACCT_OK) rc = compute_epsilon(&parts[0], delta, delta_error, eps_error, eps, err, errlen);
     for (size_t k = 0; k < n; k++) free(parts[k].pmf);
     free(parts);
-    if (rc != DP_PRIVACY_OK) return rc;
+    if (rc != DP_ACCT_OK) return rc;
     *epsilon = eps[2];
     if (detail != NULL) *detail = (dp_acct_detail){NAN, eps[0], eps[1], delta_error, dom.size};
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
 /* The domain _get_domain builds for a history: safe size L, mesh from eps_error and the steps. */
@@ -119,7 +118,7 @@ static int history_domain(const dp_acct_segment *h, size_t n, double eps_error, 
     double total = 0.0, l;
     for (size_t k = 0; k < n; k++) total += (double)h[k].steps;
     int rc = safe_domain_size(h, n, eps_error, delta_error, &l, err, errlen);
-    if (rc != DP_PRIVACY_OK) return rc;
+    if (rc != DP_ACCT_OK) return rc;
     double mesh = eps_error / sqrt(total * log(12.0 / delta_error) / 2.0);
     return create_domain(l, mesh, dom, err, errlen);
 }
@@ -135,13 +134,13 @@ static prv segment_prv(const dp_acct_segment *s, const domain *dom) {
 int dp_acct_prv_grid(const dp_acct_segment *history, size_t n, size_t k, double eps_error, double delta_error,
                      dp_acct_prv_grid_info *info, char *err, size_t errlen) {
     int rc = dp_acct_check_args(history, n, 0.5, err, errlen);
-    if (rc != DP_PRIVACY_OK) return rc;
-    if (k >= n) return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "segment %zu of %zu", k + 1, n);
+    if (rc != DP_ACCT_OK) return rc;
+    if (k >= n) return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "segment %zu of %zu", k + 1, n);
     domain dom = {0};
-    if ((rc = history_domain(history, n, eps_error, delta_error, &dom, err, errlen)) != DP_PRIVACY_OK) return rc;
+    if ((rc = history_domain(history, n, eps_error, delta_error, &dom, err, errlen)) != DP_ACCT_OK) return rc;
     prv p = segment_prv(&history[k], &dom);
     dprv d = {0};
-    if ((rc = discretize(&p, &dom, &d, err, errlen)) != DP_PRIVACY_OK) return rc;
+    if ((rc = discretize(&p, &dom, &d, err, errlen)) != DP_ACCT_OK) return rc;
     double mass = 0.0, mean = 0.0;
     for (size_t i = 0; i < d.dom.size; i++) {
         mass += d.pmf[i];
@@ -149,7 +148,7 @@ int dp_acct_prv_grid(const dp_acct_segment *history, size_t n, size_t k, double 
     }
     free(d.pmf);
     *info = (dp_acct_prv_grid_info){dom.size, dom.t_min, domain_dt(&dom), tprv_mean(&p), mean, mass};
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
 /* ---- the privacy random variable (prvs.py) ------------------------------------------------ */
@@ -273,10 +272,10 @@ static int create_domain(double l, double mesh, domain *d, char *err, size_t err
     double t_min = floor(-l / mesh) * mesh, t_max = ceil(l / mesh) * mesh;
     double points = nearbyint((t_max - t_min) / mesh) + 1.0; /* np.round: half to even */
     if (!(points <= (double)DP_ACCT_MAX_GRID - 1.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_ESIZE,
-                               "prv: the domain [-%g, %g] at mesh %g needs %.3g points (more than "
-                               "%zu): raise eps_error, or use accountant 'pld' or 'rdp'",
-                               l, l, mesh, points, DP_ACCT_MAX_GRID);
+        return dp_acct_fail(err, errlen, DP_ACCT_ESIZE,
+                            "prv: the domain [-%g, %g] at mesh %g needs %.3g points (more than "
+                            "%zu): raise eps_error, or use accountant 'pld' or 'rdp'",
+                            l, l, mesh, points, DP_ACCT_MAX_GRID);
     size_t size = (size_t)points;
     if (size % 2 == 1) {
         size++;
@@ -284,9 +283,9 @@ static int create_domain(double l, double mesh, domain *d, char *err, size_t err
     }
     *d = (domain){t_min, t_max, size, 0.0};
     if (!(fabs(domain_dt(d) - mesh) / mesh < 1e-8))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: domain of %zu points does not keep mesh %g",
-                               size, mesh);
-    return DP_PRIVACY_OK;
+        return dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC, "prv: domain of %zu points does not keep mesh %g", size,
+                            mesh);
+    return DP_ACCT_OK;
 }
 
 /* compute_safe_domain_size: L from RDP (the whole history at delta_error/4, one step of each
@@ -296,12 +295,12 @@ static int safe_domain_size(const dp_acct_segment *h, size_t n, double eps_error
     double l_max, eps, total = 0.0;
     int rc = dp_acct_rdp_epsilon(h, n, delta_error / 4.0, &l_max, NULL, err, errlen);
     for (size_t k = 0; k < n; k++) total += (double)h[k].steps;
-    for (size_t k = 0; k < n && rc == DP_PRIVACY_OK; k++) {
+    for (size_t k = 0; k < n && rc == DP_ACCT_OK; k++) {
         dp_acct_segment one = {h[k].noise_multiplier, h[k].sample_rate, 1};
         rc = dp_acct_rdp_epsilon(&one, 1, delta_error / (8.0 * total), &eps, NULL, err, errlen);
         l_max = fmax(l_max, eps);
     }
-    if (rc == DP_PRIVACY_OK) *l = fmax(l_max, eps_error) + 3.0;
+    if (rc == DP_ACCT_OK) *l = fmax(l_max, eps_error) + 3.0;
     return rc;
 }
 
@@ -313,7 +312,7 @@ static int discretize(const prv *p, const domain *d, dprv *out, char *err, size_
     size_t n = d->size;
     double dt = domain_dt(d);
     double *pmf = malloc(n * sizeof *pmf);
-    if (pmf == NULL) return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+    if (pmf == NULL) return dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC, "prv: out of memory");
     double top = (1.0 - p->cdf_min) / p->mass; /* tprv_cdf where the PRV's CDF is exactly 1 */
     int saturated = 0;                         /* the CDF reached `top` at a right edge: no mass left before t_max */
     double mean_d = 0.0;
@@ -331,21 +330,21 @@ static int discretize(const prv *p, const domain *d, dprv *out, char *err, size_
     double shift = tprv_mean(p) - mean_d;
     if (!(fabs(shift) < dt / 2.0)) {
         free(pmf);
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                               "prv: discrete mean differs from the continuous one by %g (more than "
-                               "half the mesh %g) at noise_multiplier=%g, sample_rate=%g",
-                               shift, dt, p->sigma, p->q);
+        return dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC,
+                            "prv: discrete mean differs from the continuous one by %g (more than "
+                            "half the mesh %g) at noise_multiplier=%g, sample_rate=%g",
+                            shift, dt, p->sigma, p->q);
     }
     out->pmf = pmf;
     out->dom = (domain){d->t_min + shift, d->t_max + shift, d->size, d->shifts + shift};
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
 /* _compose_fourier: irfft(rfft(pmf)^steps) rolled back onto the domain, shifted steps-1 times. */
 static int compose_fourier(dprv *d, int64_t steps) {
     size_t n = d->dom.size;
     double *c = malloc(n * sizeof *c);
-    if (c == NULL || acct_fft_self_convolve(d->pmf, n, n, steps, c) != 0) {
+    if (c == NULL || dp_acct_fft_self_convolve(d->pmf, n, n, steps, c) != 0) {
         free(c);
         return -1;
     }
@@ -363,7 +362,7 @@ static int compose_fourier(dprv *d, int64_t steps) {
 static int compose_two(const dprv *left, const dprv *right, dprv *out) {
     size_t n = left->dom.size;
     double *full = malloc((2 * n - 1) * sizeof *full), *pmf = malloc(n * sizeof *pmf);
-    if (full == NULL || pmf == NULL || acct_fft_convolve(left->pmf, n, right->pmf, n, full) != 0) {
+    if (full == NULL || pmf == NULL || dp_acct_fft_convolve(left->pmf, n, right->pmf, n, full) != 0) {
         free(full);
         free(pmf);
         return -1;
@@ -414,15 +413,15 @@ static int compute_epsilon(const dprv *d, double delta, double delta_error, doub
                            size_t errlen) {
     size_t n = d->dom.size;
     if ((double)LDBL_EPSILON * (double)n > delta - delta_error)
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                               "prv: floating-point error dominates at delta=%g with %zu points: "
-                               "raise delta or eps_error",
-                               delta, n);
+        return dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC,
+                            "prv: floating-point error dominates at delta=%g with %zu points: "
+                            "raise delta or eps_error",
+                            delta, n);
     double *d1 = malloc(n * sizeof *d1), *d2 = malloc(n * sizeof *d2);
     if (d1 == NULL || d2 == NULL) {
         free(d1);
         free(d2);
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC, "prv: out of memory");
+        return dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC, "prv: out of memory");
     }
     double s1 = 0.0, s2 = 0.0, decay = exp(-domain_dt(&d->dom));
     for (size_t i = n; i-- > 0;) {
@@ -432,8 +431,8 @@ static int compute_epsilon(const dprv *d, double delta, double delta_error, doub
         d2[i] = s2;
     }
     const double targets[3] = {delta + delta_error, delta, delta - delta_error};
-    int rc = DP_PRIVACY_OK;
-    for (int k = 0; k < 3 && rc == DP_PRIVACY_OK; k++) {
+    int rc = DP_ACCT_OK;
+    for (int k = 0; k < 3 && rc == DP_ACCT_OK; k++) {
         size_t lo = 0, hi = n; /* np.searchsorted(ndelta, -target, side="left") */
         while (lo < hi) {
             size_t mid = lo + (hi - lo) / 2;
@@ -443,16 +442,16 @@ static int compute_epsilon(const dprv *d, double delta, double delta_error, doub
                 hi = mid;
         }
         if (lo == 0 || lo == n)
-            rc = dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                                 "prv: cannot compute epsilon at delta=%g: the domain holds no cell "
-                                 "with that divergence",
-                                 targets[k]);
+            rc = dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC,
+                              "prv: cannot compute epsilon at delta=%g: the domain holds no cell "
+                              "with that divergence",
+                              targets[k]);
         else
             out[k] = log((d1[lo] - targets[k]) / d2[lo]) + domain_t(&d->dom, lo);
     }
     free(d1);
     free(d2);
-    if (rc == DP_PRIVACY_OK) {
+    if (rc == DP_ACCT_OK) {
         out[0] -= eps_error;
         out[2] += eps_error;
     }

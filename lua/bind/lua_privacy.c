@@ -37,7 +37,6 @@
 #include "lua_util.h"
 
 #include "accountant.h"
-#include "privacy.h"
 
 #include <lauxlib.h>
 #include <math.h>
@@ -107,7 +106,7 @@ static int privacy_epsilon(lua_State *L) {
     char err[256];
     double epsilon;
     dp_acct_detail detail;
-    if (dp_acct_epsilon(kind, history, n, delta, &opt, &epsilon, &detail, err, sizeof err) != DP_PRIVACY_OK)
+    if (dp_acct_epsilon(kind, history, n, delta, &opt, &epsilon, &detail, err, sizeof err) != DP_ACCT_OK)
         return option_error(L, o, "%s", err);
 
     push_result(L, kind, epsilon, delta, &opt, &detail, 9);
@@ -134,17 +133,17 @@ static int privacy_noise_multiplier(lua_State *L) {
     lua_Number delta = field_number(L, 1, o, "delta");
     lua_Number sample_rate = field_number(L, 1, o, "sample_rate");
     lua_Integer steps = field_integer(L, 1, o, "steps");
-    lua_Number tolerance = field_number_or(L, o, "epsilon_tolerance", DP_PRIVACY_EPSILON_TOLERANCE);
+    lua_Number tolerance = field_number_or(L, o, "epsilon_tolerance", DP_ACCT_EPSILON_TOLERANCE);
 
     char err[256];
     double noise_multiplier, epsilon;
     if (dp_acct_noise_multiplier(kind, target_epsilon, delta, sample_rate, (int64_t)steps, tolerance, &opt,
-                                 &noise_multiplier, &epsilon, err, sizeof err) != DP_PRIVACY_OK)
+                                 &noise_multiplier, &epsilon, err, sizeof err) != DP_ACCT_OK)
         return option_error(L, o, "%s", err);
     /* What the accountant reports besides ε (the order, PRV's estimate), at the σ found. */
     dp_acct_segment at = {noise_multiplier, sample_rate, (int64_t)steps};
     dp_acct_detail detail;
-    if (dp_acct_epsilon(kind, &at, 1, delta, &opt, &epsilon, &detail, err, sizeof err) != DP_PRIVACY_OK)
+    if (dp_acct_epsilon(kind, &at, 1, delta, &opt, &epsilon, &detail, err, sizeof err) != DP_ACCT_OK)
         return option_error(L, o, "%s", err);
 
     push_result(L, kind, epsilon, delta, &opt, &detail, 10);
@@ -217,7 +216,7 @@ static dp_acct_kind field_accountant(lua_State *L, const options *o, dp_acct_opt
         if (type != LUA_TSTRING)
             option_error(L, o, "'accountant' must be a string (valid: %s; got %s)", DP_ACCT_NAMES,
                          luaL_typename(L, -1));
-        if (dp_acct_parse(lua_tostring(L, -1), &kind, err, sizeof err) != DP_PRIVACY_OK) option_error(L, o, "%s", err);
+        if (dp_acct_parse(lua_tostring(L, -1), &kind, err, sizeof err) != DP_ACCT_OK) option_error(L, o, "%s", err);
     }
     lua_pop(L, 1);
     for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++) {

@@ -15,7 +15,7 @@
 #include "dpsgd_impl.h"
 #include "error.h"
 #include "philox.h"
-#include "privacy.h"
+#include "rdp.h"
 #include "tensor.h"
 
 #include <math.h>
@@ -183,11 +183,11 @@ static void test_sampling(void) {
     for (int s = 0; s < 7; s++) CHECK_OK(dpsgd_noise(dp));
     double eps, want_eps;
     CHECK_OK(dpsgd_epsilon(dp, 1e-5, DP_ACCT_RDP, &eps));
-    CHECK(dp_privacy_epsilon(0.02, 1.1, 7, 1e-5, &want_eps, NULL, NULL, 0) == DP_PRIVACY_OK);
+    CHECK(dp_acct_rdp_sampled_epsilon(0.02, 1.1, 7, 1e-5, &want_eps, NULL, NULL, 0) == DP_ACCT_OK);
     CHECK(eps == want_eps);
     dp_acct_segment seg = {1.1, 0.02, 7};
     CHECK_OK(dpsgd_epsilon(dp, 1e-5, DP_ACCT_PLD, &eps));
-    CHECK(dp_acct_epsilon(DP_ACCT_PLD, &seg, 1, 1e-5, NULL, &want_eps, NULL, NULL, 0) == DP_PRIVACY_OK);
+    CHECK(dp_acct_epsilon(DP_ACCT_PLD, &seg, 1, 1e-5, NULL, &want_eps, NULL, NULL, 0) == DP_ACCT_OK);
     CHECK(eps == want_eps);
     dpsgd_free(dp);
     dp_tensor_release(&p.value);

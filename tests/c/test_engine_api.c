@@ -7,7 +7,7 @@
  *   after the noise, AdamW's two states 8 per trainable scalar, the norm rows B floats per
  *   trainable tensor at their peak (plus bk's B clip factors), and nothing left once everything
  *   is freed;
- * - the accountants answer by name: RDP over a one-segment history is dp_privacy_epsilon, PRV
+ * - the accountants answer by name: RDP over a one-segment history is dp_acct_rdp_sampled_epsilon, PRV
  *   (Opacus's default) lies below it;
  * - the per-op profile of a few steps read op by op (dp_engine_op_at): every op called and timed,
  *   its flops and bytes the ledger's, the known ops present in their categories, and the ops'
@@ -238,12 +238,12 @@ int main(void) {
     CHECK(ghost_psg > 0 && flat_psg > 10 * ghost_psg);
     dp_acct_kind kind = DP_ACCT_RDP;
     char err[256];
-    CHECK(dp_acct_parse("prv", &kind, err, sizeof err) == DP_PRIVACY_OK && kind == DP_ACCT_PRV);
+    CHECK(dp_acct_parse("prv", &kind, err, sizeof err) == DP_ACCT_OK && kind == DP_ACCT_PRV);
     dp_acct_segment h = {1.0, 0.01, 1000};
     double rdp = 0, prv = 0, direct = 0, order = 0;
-    CHECK(dp_acct_epsilon(DP_ACCT_RDP, &h, 1, 1e-5, NULL, &rdp, NULL, err, sizeof err) == DP_PRIVACY_OK);
-    CHECK(dp_acct_epsilon(kind, &h, 1, 1e-5, NULL, &prv, NULL, err, sizeof err) == DP_PRIVACY_OK);
-    CHECK(dp_privacy_epsilon(0.01, 1.0, 1000, 1e-5, &direct, &order, NULL, 0) == DP_PRIVACY_OK);
+    CHECK(dp_acct_epsilon(DP_ACCT_RDP, &h, 1, 1e-5, NULL, &rdp, NULL, err, sizeof err) == DP_ACCT_OK);
+    CHECK(dp_acct_epsilon(kind, &h, 1, 1e-5, NULL, &prv, NULL, err, sizeof err) == DP_ACCT_OK);
+    CHECK(dp_acct_rdp_sampled_epsilon(0.01, 1.0, 1000, 1e-5, &direct, &order, NULL, 0) == DP_ACCT_OK);
     CHECK(rdp == direct && prv > 1.8 && prv < rdp);
     profiled_steps(dev);
     dp_engine_shutdown();

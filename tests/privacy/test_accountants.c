@@ -17,7 +17,7 @@
  */
 #include "accountant.h"
 #include "accountant_impl.h"
-#include "privacy.h"
+#include "rdp.h"
 
 #include "privacy_check.h"
 
@@ -26,9 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define PRV_REL_TOL 1e-5 /* lower, estimate and upper against Opacus's; measured worst 5.1e-6 (lower) */
-#define PRV_MEAN_TOL 1e-5       /* |a segment's truncated PRV mean - Opacus's|, in meshes; measured 7.4e-6 */
-#define PRV_MEAN_KEPT_TOL 1e-9  /* |discrete - continuous mean|, in meshes; measured 2.5e-10 */
+#define PRV_REL_TOL 1e-5       /* lower, estimate and upper against Opacus's; measured worst 5.1e-6 (lower) */
+#define PRV_MEAN_TOL 1e-5      /* |a segment's truncated PRV mean - Opacus's|, in meshes; measured 7.4e-6 */
+#define PRV_MEAN_KEPT_TOL 1e-9 /* |discrete - continuous mean|, in meshes; measured 2.5e-10 */
 #define PLD_REL_TOL 0.005
 #define RDP_REL_TOL 1e-6
 #define MAX_SEGMENTS 8
@@ -51,7 +51,7 @@ static double rel_diff(double a, double b) { return b == 0.0 ? fabs(a - b) : fab
 static double eps_of(dp_acct_kind kind, const dp_acct_segment *h, size_t n, double delta) {
     char err[256];
     double eps = NAN;
-    if (dp_acct_epsilon(kind, h, n, delta, NULL, &eps, NULL, err, sizeof err) != DP_PRIVACY_OK) {
+    if (dp_acct_epsilon(kind, h, n, delta, NULL, &eps, NULL, err, sizeof err) != DP_ACCT_OK) {
         printf("  %s failed: %s\n", dp_acct_name(kind), err);
         return NAN;
     }
@@ -87,7 +87,7 @@ static void test_against_references(void) {
             double pld = eps_of(DP_ACCT_PLD, h, n, delta);
             dp_acct_detail d = {0};
             char err[256];
-            if (dp_acct_epsilon(DP_ACCT_PRV, h, n, delta, NULL, &prv, &d, err, sizeof err) != DP_PRIVACY_OK)
+            if (dp_acct_epsilon(DP_ACCT_PRV, h, n, delta, NULL, &prv, &d, err, sizeof err) != DP_ACCT_OK)
                 printf("  prv failed: %s\n", err);
             double want_lower = strtod(c[5], NULL), want_estimate = strtod(c[6], NULL);
             double d_up = rel_diff(prv, want_prv), d_lo = rel_diff(d.epsilon_lower, want_lower);
@@ -118,8 +118,8 @@ static void test_against_references(void) {
             double want_eps = strtod(kind == DP_ACCT_PRV ? c[7] : c[8], NULL), sigma, eps;
             char err[256];
             int rc = dp_acct_noise_multiplier(kind, target, delta, h[0].sample_rate, h[0].steps,
-                                              DP_PRIVACY_EPSILON_TOLERANCE, NULL, &sigma, &eps, err, sizeof err);
-            double ds = rc == DP_PRIVACY_OK ? fabs(sigma - h[0].noise_multiplier) : INFINITY;
+                                              DP_ACCT_EPSILON_TOLERANCE, NULL, &sigma, &eps, err, sizeof err);
+            double ds = rc == DP_ACCT_OK ? fabs(sigma - h[0].noise_multiplier) : INFINITY;
             max_sigma = fmax(max_sigma, ds / h[0].noise_multiplier);
             n_noise++;
             snprintf(what, sizeof what,
@@ -128,7 +128,7 @@ static void test_against_references(void) {
                      c[0], target, h[0].sample_rate, (long long)h[0].steps, delta, sigma, eps, rc, rc ? err : "",
                      h[0].noise_multiplier, want_eps);
             /* the same bisection on the same ε: the same dyadic σ */
-            check(ds <= 1e-12 * h[0].noise_multiplier && eps <= target && target - eps <= DP_PRIVACY_EPSILON_TOLERANCE,
+            check(ds <= 1e-12 * h[0].noise_multiplier && eps <= target && target - eps <= DP_ACCT_EPSILON_TOLERANCE,
                   what);
         } else {
             check(0, "accountants.csv: unknown row kind");
@@ -179,7 +179,7 @@ static void test_prv_grid(void) {
             double d_grid = fmax(rel_diff(g.t_min, t_min), rel_diff(g.mesh, mesh));
             double d_mean = fabs(g.continuous_mean - want_mean) / g.mesh;
             double d_kept = fabs(g.discrete_mean - g.continuous_mean) / g.mesh;
-            if (rc == DP_PRIVACY_OK) {
+            if (rc == DP_ACCT_OK) {
                 max_grid = fmax(max_grid, d_grid);
                 max_mean = fmax(max_mean, d_mean);
                 max_kept = fmax(max_kept, d_kept);
@@ -188,13 +188,13 @@ static void test_prv_grid(void) {
                      "prv grid %s segment %zu (rc %d %s): %zu points (opacus %lld), t_min %.17g (%.17g), "
                      "mesh %.17g (%.17g)",
                      hist_text, k + 1, rc, rc ? err : "", g.grid_points, points, g.t_min, t_min, g.mesh, mesh);
-            check(rc == DP_PRIVACY_OK && (long long)g.grid_points == points && rel_diff(g.t_min, t_min) <= 1e-12 &&
+            check(rc == DP_ACCT_OK && (long long)g.grid_points == points && rel_diff(g.t_min, t_min) <= 1e-12 &&
                       rel_diff(g.mesh, mesh) <= 1e-12,
                   what);
             snprintf(what, sizeof what,
-                     "prv mean %s segment %zu: continuous %.17g (opacus %.17g), discrete %.17g, mass %.17g",
-                     hist_text, k + 1, g.continuous_mean, want_mean, g.discrete_mean, g.discrete_mass);
-            check(rc == DP_PRIVACY_OK && d_mean <= PRV_MEAN_TOL && d_kept <= PRV_MEAN_KEPT_TOL &&
+                     "prv mean %s segment %zu: continuous %.17g (opacus %.17g), discrete %.17g, mass %.17g", hist_text,
+                     k + 1, g.continuous_mean, want_mean, g.discrete_mean, g.discrete_mass);
+            check(rc == DP_ACCT_OK && d_mean <= PRV_MEAN_TOL && d_kept <= PRV_MEAN_KEPT_TOL &&
                       fabs(g.discrete_mass - 1.0) <= 1e-10,
                   what);
         }
@@ -287,25 +287,25 @@ static void test_details_and_options(void) {
     double eps, eps2;
     dp_acct_detail d;
     int rc = dp_acct_epsilon(DP_ACCT_PRV, &h, 1, 1e-5, NULL, &eps, &d, err, sizeof err);
-    check(rc == DP_PRIVACY_OK && d.epsilon_lower < d.epsilon_estimate && d.epsilon_estimate < eps &&
+    check(rc == DP_ACCT_OK && d.epsilon_lower < d.epsilon_estimate && d.epsilon_estimate < eps &&
               fabs(eps - d.epsilon_estimate - 0.01) < 0.001 && d.delta_error == 1e-8 && d.grid_points > 0,
           "prv detail: lower < estimate < upper = estimate + about eps_error, delta_error δ/1000");
     dp_acct_options opt;
     dp_acct_options_default(&opt);
     opt.eps_error = 0.001;
     rc = dp_acct_epsilon(DP_ACCT_PRV, &h, 1, 1e-5, &opt, &eps2, &d, err, sizeof err);
-    check(rc == DP_PRIVACY_OK && eps2 < eps && eps2 > 1.82, "prv: a smaller eps_error tightens");
+    check(rc == DP_ACCT_OK && eps2 < eps && eps2 > 1.82, "prv: a smaller eps_error tightens");
     opt.eps_error = DP_ACCT_PRV_EPS_ERROR;
     opt.interval = 1e-3;
     rc = dp_acct_epsilon(DP_ACCT_PLD, &h, 1, 1e-5, &opt, &eps2, &d, err, sizeof err);
     double fine = eps_of(DP_ACCT_PLD, &h, 1, 1e-5);
-    check(rc == DP_PRIVACY_OK && eps2 >= fine - 1e-9 && eps2 - fine < 0.05,
+    check(rc == DP_ACCT_OK && eps2 >= fine - 1e-9 && eps2 - fine < 0.05,
           "pld: a coarser interval is pessimistic and close");
     rc = dp_acct_epsilon(DP_ACCT_RDP, &h, 1, 1e-5, NULL, &eps, &d, err, sizeof err);
     double order;
-    dp_privacy_epsilon(0.01, 1.0, 1000, 1e-5, &eps2, &order, NULL, 0);
-    check(rc == DP_PRIVACY_OK && eps == eps2 && d.order == order,
-          "rdp over a one-segment history is dp_privacy_epsilon");
+    dp_acct_rdp_sampled_epsilon(0.01, 1.0, 1000, 1e-5, &eps2, &order, NULL, 0);
+    check(rc == DP_ACCT_OK && eps == eps2 && d.order == order,
+          "rdp over a one-segment history is dp_acct_rdp_sampled_epsilon");
 
     /* σ = 0 anywhere: no privacy, for every accountant. */
     dp_acct_segment leak[2] = {{1.0, 0.01, 10}, {0.0, 0.01, 1}};
@@ -314,7 +314,7 @@ static void test_details_and_options(void) {
 
     /* Names. */
     dp_acct_kind kind;
-    check(dp_acct_parse("pld", &kind, err, sizeof err) == DP_PRIVACY_OK && kind == DP_ACCT_PLD &&
+    check(dp_acct_parse("pld", &kind, err, sizeof err) == DP_ACCT_OK && kind == DP_ACCT_PLD &&
               strcmp(dp_acct_name(DP_ACCT_PRV), "prv") == 0 && DP_ACCT_DEFAULT == DP_ACCT_PRV,
           "accountant names");
 }
@@ -340,55 +340,54 @@ static void test_errors(void) {
         rc = (call);                                                                                                   \
         expect(rc, (want), err, (needle), #call);                                                                      \
     } while (0)
-        EXPECT(dp_acct_epsilon(kind, &bad_sigma, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+        EXPECT(dp_acct_epsilon(kind, &bad_sigma, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
                "noise_multiplier must be finite and >= 0 (got -1)");
-        EXPECT(dp_acct_epsilon(kind, &q0, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+        EXPECT(dp_acct_epsilon(kind, &q0, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
                "sample_rate must be in (0, 1] (got 0)");
-        EXPECT(dp_acct_epsilon(kind, &q15, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+        EXPECT(dp_acct_epsilon(kind, &q15, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
                "sample_rate must be in (0, 1] (got 1.5)");
-        EXPECT(dp_acct_epsilon(kind, &qnan, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
-               "sample_rate");
-        EXPECT(dp_acct_epsilon(kind, &steps0, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+        EXPECT(dp_acct_epsilon(kind, &qnan, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL, "sample_rate");
+        EXPECT(dp_acct_epsilon(kind, &steps0, 1, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
                "steps must be >= 1 (got 0)");
-        EXPECT(dp_acct_epsilon(kind, second_bad, 2, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+        EXPECT(dp_acct_epsilon(kind, second_bad, 2, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
                "history[2]: steps must be >= 1 (got -3)");
-        EXPECT(dp_acct_epsilon(kind, NULL, 0, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+        EXPECT(dp_acct_epsilon(kind, NULL, 0, 1e-5, NULL, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
                "history is empty");
-        EXPECT(dp_acct_epsilon(kind, second_bad, 1, 1.0, NULL, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+        EXPECT(dp_acct_epsilon(kind, second_bad, 1, 1.0, NULL, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
                "delta must be in (0, 1)");
         EXPECT(dp_acct_noise_multiplier(kind, 1.0, 1e-5, 0.0, 100, 0.01, NULL, &sigma, NULL, err, sizeof err),
-               DP_PRIVACY_EINVAL, "sample_rate must be in (0, 1]");
+               DP_ACCT_EINVAL, "sample_rate must be in (0, 1]");
         EXPECT(dp_acct_noise_multiplier(kind, 1.0, 1e-5, 0.01, 0, 0.01, NULL, &sigma, NULL, err, sizeof err),
-               DP_PRIVACY_EINVAL, "steps must be >= 1");
+               DP_ACCT_EINVAL, "steps must be >= 1");
         EXPECT(dp_acct_noise_multiplier(kind, -1.0, 1e-5, 0.01, 10, 0.01, NULL, &sigma, NULL, err, sizeof err),
-               DP_PRIVACY_EINVAL, "epsilon must be finite and > 0");
+               DP_ACCT_EINVAL, "epsilon must be finite and > 0");
         EXPECT(dp_acct_noise_multiplier(kind, 1.0, 1e-5, 0.01, 10, 0.0, NULL, &sigma, NULL, err, sizeof err),
-               DP_PRIVACY_EINVAL, "epsilon_tolerance");
+               DP_ACCT_EINVAL, "epsilon_tolerance");
     }
     dp_acct_kind kind = DP_ACCT_RDP;
     int rc;
-    EXPECT(dp_acct_parse("moments", &kind, err, sizeof err), DP_PRIVACY_EINVAL,
+    EXPECT(dp_acct_parse("moments", &kind, err, sizeof err), DP_ACCT_EINVAL,
            "unknown accountant 'moments' (valid: rdp, prv, pld)");
-    EXPECT(dp_acct_parse(NULL, &kind, err, sizeof err), DP_PRIVACY_EINVAL, "valid: rdp, prv, pld");
+    EXPECT(dp_acct_parse(NULL, &kind, err, sizeof err), DP_ACCT_EINVAL, "valid: rdp, prv, pld");
     check(kind == DP_ACCT_RDP, "kind untouched on a bad name");
     dp_acct_segment h = {1.0, 0.01, 100};
-    EXPECT(dp_acct_prv_epsilon(&h, 1, 1e-5, 0.0, 1e-8, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+    EXPECT(dp_acct_prv_epsilon(&h, 1, 1e-5, 0.0, 1e-8, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
            "eps_error must be finite and > 0");
-    EXPECT(dp_acct_prv_epsilon(&h, 1, 1e-5, 0.01, 1e-5, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+    EXPECT(dp_acct_prv_epsilon(&h, 1, 1e-5, 0.01, 1e-5, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
            "delta_error must be in (0, delta=1e-05)");
-    EXPECT(dp_acct_pld_epsilon(&h, 1, 1e-5, -1e-4, &eps, NULL, err, sizeof err), DP_PRIVACY_EINVAL,
+    EXPECT(dp_acct_pld_epsilon(&h, 1, 1e-5, -1e-4, &eps, NULL, err, sizeof err), DP_ACCT_EINVAL,
            "value_discretization_interval must be finite and > 0");
     /* Past the grid limit: a clear error naming the way out, not an allocation of gigabytes. */
     dp_acct_segment tiny_noise = {0.05, 1.0, 1000000};
-    EXPECT(dp_acct_prv_epsilon(&tiny_noise, 1, 1e-5, 0.01, 1e-8, &eps, NULL, err, sizeof err), DP_PRIVACY_ESIZE,
+    EXPECT(dp_acct_prv_epsilon(&tiny_noise, 1, 1e-5, 0.01, 1e-8, &eps, NULL, err, sizeof err), DP_ACCT_ESIZE,
            "raise eps_error, or use accountant 'pld' or 'rdp'");
-    EXPECT(dp_acct_pld_epsilon(&tiny_noise, 1, 1e-5, 1e-4, &eps, NULL, err, sizeof err), DP_PRIVACY_ESIZE,
+    EXPECT(dp_acct_pld_epsilon(&tiny_noise, 1, 1e-5, 1e-4, &eps, NULL, err, sizeof err), DP_ACCT_ESIZE,
            "use accountant 'prv' or 'rdp'");
     EXPECT(dp_acct_noise_multiplier(DP_ACCT_PRV, 0.005, 1e-5, 0.01, 1, 0.01, NULL, &sigma, NULL, err, sizeof err),
-           DP_PRIVACY_EBUDGET, "is out of reach");
+           DP_ACCT_EBUDGET, "is out of reach");
 #undef EXPECT
     check(eps == -1.0 && sigma == -1.0, "out parameters untouched on failure");
-    check(strcmp(dp_privacy_status_name(DP_PRIVACY_ESIZE), "grid too large") == 0, "ESIZE's name");
+    check(strcmp(dp_acct_status_name(DP_ACCT_ESIZE), "grid too large") == 0, "ESIZE's name");
 }
 
 int main(void) {

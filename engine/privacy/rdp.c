@@ -1,4 +1,4 @@
-/* privacy.c: RDP accountant for the Poisson-subsampled Gaussian mechanism.
+/* rdp.c: the RDP of the Poisson-subsampled Gaussian mechanism (rdp.h).
  *
  * Follows Opacus 1.6 (opacus/accountants/analysis/rdp.py and utils.py) step
  * for step, down to the order of the log-space sums and the loop exits, so
@@ -6,10 +6,11 @@
  * departs from it (argument checks, loops Opacus never leaves) the comment
  * says so.
  */
-#include "privacy.h"
+#include "rdp.h"
+
+#include "accountant_impl.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 
 /* The fractional series stops once both new terms are below e^-30 (Opacus's
@@ -34,7 +35,7 @@ static double log_a_int(double q, double sigma, int alpha);
 static int log_a_frac(double q, double sigma, double alpha, double *out);
 static int rdp_one_step(double q, double sigma, double alpha, double *out);
 
-/* dp_privacy_noise_multiplier's setting, for the search's callback. */
+/* dp_acct_rdp_noise_multiplier's setting, for the search's callback. */
 typedef struct rdp_search {
     double sample_rate;
     int64_t steps;
@@ -44,10 +45,10 @@ typedef struct rdp_search {
 
 static int rdp_at_sigma(double sigma, void *ctx, double *epsilon, char *err, size_t errlen) {
     rdp_search *s = ctx;
-    return dp_privacy_epsilon(s->sample_rate, sigma, s->steps, s->delta, epsilon, &s->order, err, errlen);
+    return dp_acct_rdp_sampled_epsilon(s->sample_rate, sigma, s->steps, s->delta, epsilon, &s->order, err, errlen);
 }
 
-void dp_privacy_default_orders(double orders[DP_PRIVACY_N_DEFAULT_ORDERS]) {
+void dp_acct_rdp_default_orders(double orders[DP_ACCT_RDP_N_ORDERS]) {
     /* Same arithmetic as Python's `1 + x / 10.0`, so 2.0, ..., 10.0 come out
      * exactly integral and take the integer series, as in Opacus. */
     size_t n = 0;
@@ -55,43 +56,41 @@ void dp_privacy_default_orders(double orders[DP_PRIVACY_N_DEFAULT_ORDERS]) {
     for (int a = 12; a < 64; a++) orders[n++] = (double)a;
 }
 
-int dp_privacy_rdp(double sample_rate, double noise_multiplier, int64_t steps, const double *orders, size_t n_orders,
-                   double *rdp, char *err, size_t errlen) {
+int dp_acct_rdp_values(double sample_rate, double noise_multiplier, int64_t steps, const double *orders,
+                       size_t n_orders, double *rdp, char *err, size_t errlen) {
     int rc;
-    if ((rc = check_sample_rate(sample_rate, err, errlen)) != DP_PRIVACY_OK ||
-        (rc = check_noise_multiplier(noise_multiplier, err, errlen)) != DP_PRIVACY_OK ||
-        (rc = check_steps(steps, err, errlen)) != DP_PRIVACY_OK)
+    if ((rc = check_sample_rate(sample_rate, err, errlen)) != DP_ACCT_OK ||
+        (rc = check_noise_multiplier(noise_multiplier, err, errlen)) != DP_ACCT_OK ||
+        (rc = check_steps(steps, err, errlen)) != DP_ACCT_OK)
         return rc;
     if (orders == NULL || rdp == NULL || n_orders == 0)
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "orders must be a non-empty array (got %zu orders)",
-                               n_orders);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "orders must be a non-empty array (got %zu orders)", n_orders);
     for (size_t k = 0; k < n_orders; k++)
-        if (!(orders[k] > 1.0 && orders[k] <= DP_PRIVACY_MAX_ORDER))
-            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "orders[%zu] must be in (1, %g] (got %g)", k,
-                                   DP_PRIVACY_MAX_ORDER, orders[k]);
+        if (!(orders[k] > 1.0 && orders[k] <= DP_ACCT_RDP_MAX_ORDER))
+            return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "orders[%zu] must be in (1, %g] (got %g)", k,
+                                DP_ACCT_RDP_MAX_ORDER, orders[k]);
 
     for (size_t k = 0; k < n_orders; k++) {
         double one_step;
         if (rdp_one_step(sample_rate, noise_multiplier, orders[k], &one_step) != 0)
-            return dp_privacy_fail(err, errlen, DP_PRIVACY_ENUMERIC,
-                                   "RDP series failed at order %g for sample_rate=%g, "
-                                   "noise_multiplier=%g (log of a negative sum)",
-                                   orders[k], sample_rate, noise_multiplier);
+            return dp_acct_fail(err, errlen, DP_ACCT_ENUMERIC,
+                                "RDP series failed at order %g for sample_rate=%g, "
+                                "noise_multiplier=%g (log of a negative sum)",
+                                orders[k], sample_rate, noise_multiplier);
         rdp[k] = one_step * (double)steps; /* RDP composes additively */
     }
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
-int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp, size_t n_orders, double delta, double *epsilon,
-                                double *order, char *err, size_t errlen) {
+int dp_acct_rdp_to_epsilon(const double *orders, const double *rdp, size_t n_orders, double delta, double *epsilon,
+                           double *order, char *err, size_t errlen) {
     int rc;
-    if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK) return rc;
+    if ((rc = check_delta(delta, err, errlen)) != DP_ACCT_OK) return rc;
     if (orders == NULL || rdp == NULL || n_orders == 0)
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "orders must be a non-empty array (got %zu orders)",
-                               n_orders);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "orders must be a non-empty array (got %zu orders)", n_orders);
     for (size_t k = 0; k < n_orders; k++)
         if (!(orders[k] > 1.0))
-            return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "orders[%zu] must be > 1 (got %g)", k, orders[k]);
+            return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "orders[%zu] must be > 1 (got %g)", k, orders[k]);
 
     /* Balle et al. 2020, Theorem 21, as Opacus's get_privacy_spent:
      * ε(α) = rdp(α) - (log δ + log α)/(α - 1) + log((α - 1)/α),
@@ -110,100 +109,64 @@ int dp_privacy_epsilon_from_rdp(const double *orders, const double *rdp, size_t 
     }
     *epsilon = best_eps;
     if (order != NULL) *order = best_order;
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
-int dp_privacy_epsilon(double sample_rate, double noise_multiplier, int64_t steps, double delta, double *epsilon,
-                       double *order, char *err, size_t errlen) {
+int dp_acct_rdp_sampled_epsilon(double sample_rate, double noise_multiplier, int64_t steps, double delta,
+                                double *epsilon, double *order, char *err, size_t errlen) {
     int rc;
-    if ((rc = check_sample_rate(sample_rate, err, errlen)) != DP_PRIVACY_OK ||
-        (rc = check_noise_multiplier(noise_multiplier, err, errlen)) != DP_PRIVACY_OK ||
-        (rc = check_steps(steps, err, errlen)) != DP_PRIVACY_OK ||
-        (rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK)
+    if ((rc = check_sample_rate(sample_rate, err, errlen)) != DP_ACCT_OK ||
+        (rc = check_noise_multiplier(noise_multiplier, err, errlen)) != DP_ACCT_OK ||
+        (rc = check_steps(steps, err, errlen)) != DP_ACCT_OK || (rc = check_delta(delta, err, errlen)) != DP_ACCT_OK)
         return rc;
     if (steps == 0) { /* nothing released: RDPAccountant with no history says (0, 0) */
         *epsilon = 0.0;
         if (order != NULL) *order = 0.0;
-        return DP_PRIVACY_OK;
+        return DP_ACCT_OK;
     }
-    double orders[DP_PRIVACY_N_DEFAULT_ORDERS], rdp[DP_PRIVACY_N_DEFAULT_ORDERS];
-    dp_privacy_default_orders(orders);
-    if ((rc = dp_privacy_rdp(sample_rate, noise_multiplier, steps, orders, DP_PRIVACY_N_DEFAULT_ORDERS, rdp, err,
-                             errlen)) != DP_PRIVACY_OK)
+    double orders[DP_ACCT_RDP_N_ORDERS], rdp[DP_ACCT_RDP_N_ORDERS];
+    dp_acct_rdp_default_orders(orders);
+    if ((rc = dp_acct_rdp_values(sample_rate, noise_multiplier, steps, orders, DP_ACCT_RDP_N_ORDERS, rdp, err,
+                                 errlen)) != DP_ACCT_OK)
         return rc;
-    return dp_privacy_epsilon_from_rdp(orders, rdp, DP_PRIVACY_N_DEFAULT_ORDERS, delta, epsilon, order, err, errlen);
+    return dp_acct_rdp_to_epsilon(orders, rdp, DP_ACCT_RDP_N_ORDERS, delta, epsilon, order, err, errlen);
 }
 
-int dp_privacy_noise_multiplier(double target_epsilon, double delta, double sample_rate, int64_t steps,
-                                double epsilon_tolerance, double *noise_multiplier, double *epsilon, double *order,
-                                char *err, size_t errlen) {
+int dp_acct_rdp_noise_multiplier(double target_epsilon, double delta, double sample_rate, int64_t steps,
+                                 double epsilon_tolerance, double *noise_multiplier, double *epsilon, double *order,
+                                 char *err, size_t errlen) {
     int rc;
     if (!(isfinite(target_epsilon) && target_epsilon > 0.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon must be finite and > 0 (got %g)",
-                               target_epsilon);
-    if ((rc = check_delta(delta, err, errlen)) != DP_PRIVACY_OK) return rc;
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "epsilon must be finite and > 0 (got %g)", target_epsilon);
+    if ((rc = check_delta(delta, err, errlen)) != DP_ACCT_OK) return rc;
     /* Opacus would loop forever on q = 0 or steps = 0: ε does not depend on σ. */
     if (!(sample_rate > 0.0 && sample_rate <= 1.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "sample_rate must be in (0, 1] (got %g)", sample_rate);
-    if (steps < 1)
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "steps must be >= 1 (got %lld)", (long long)steps);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "sample_rate must be in (0, 1] (got %g)", sample_rate);
+    if (steps < 1) return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "steps must be >= 1 (got %lld)", (long long)steps);
     if (!(isfinite(epsilon_tolerance) && epsilon_tolerance > 0.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "epsilon_tolerance must be finite and > 0 (got %g)",
-                               epsilon_tolerance);
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "epsilon_tolerance must be finite and > 0 (got %g)",
+                            epsilon_tolerance);
 
     rdp_search ctx = {sample_rate, steps, delta, NAN};
     double sigma, eps;
-    rc = dp_privacy_search_noise(rdp_at_sigma, &ctx, target_epsilon, epsilon_tolerance, &sigma, &eps, err, errlen);
-    if (rc == DP_PRIVACY_EBUDGET)
-        return dp_privacy_fail(err, errlen, rc,
-                               "epsilon=%g at delta=%g is out of reach: it needs "
-                               "noise_multiplier > %g for sample_rate=%g, steps=%lld",
-                               target_epsilon, delta, DP_PRIVACY_MAX_NOISE_MULTIPLIER, sample_rate, (long long)steps);
-    if (rc != DP_PRIVACY_OK) return rc;
+    rc = dp_acct_search_noise(rdp_at_sigma, &ctx, target_epsilon, epsilon_tolerance, &sigma, &eps, err, errlen);
+    if (rc == DP_ACCT_EBUDGET)
+        return dp_acct_fail(err, errlen, rc,
+                            "epsilon=%g at delta=%g is out of reach: it needs "
+                            "noise_multiplier > %g for sample_rate=%g, steps=%lld",
+                            target_epsilon, delta, DP_ACCT_MAX_NOISE_MULTIPLIER, sample_rate, (long long)steps);
+    if (rc != DP_ACCT_OK) return rc;
     /* The order at σ_high: recomputed, the search remembers only ε. */
-    if ((rc = dp_privacy_epsilon(sample_rate, sigma, steps, delta, &eps, &ctx.order, err, errlen)) != DP_PRIVACY_OK)
+    if ((rc = dp_acct_rdp_sampled_epsilon(sample_rate, sigma, steps, delta, &eps, &ctx.order, err, errlen)) !=
+        DP_ACCT_OK)
         return rc;
     *noise_multiplier = sigma;
     if (epsilon != NULL) *epsilon = eps;
     if (order != NULL) *order = ctx.order;
-    return DP_PRIVACY_OK;
+    return DP_ACCT_OK;
 }
 
-int dp_privacy_search_noise(dp_privacy_epsilon_fn fn, void *ctx, double target_epsilon, double epsilon_tolerance,
-                            double *noise_multiplier, double *epsilon, char *err, size_t errlen) {
-    /* opacus.accountants.utils.get_noise_multiplier: double σ from 20 until
-     * ε(σ) <= target, then bisect [σ_low, σ_high] keeping ε(σ_high) <= target. */
-    int rc;
-    double eps_high = INFINITY;
-    double sigma_low = 0.0, sigma_high = 10.0;
-    while (eps_high > target_epsilon) {
-        sigma_high = 2.0 * sigma_high;
-        if ((rc = fn(sigma_high, ctx, &eps_high, err, errlen)) != DP_PRIVACY_OK) return rc;
-        if (sigma_high > DP_PRIVACY_MAX_NOISE_MULTIPLIER) return DP_PRIVACY_EBUDGET;
-    }
-    while (target_epsilon - eps_high > epsilon_tolerance) {
-        double sigma = (sigma_low + sigma_high) / 2.0;
-        if (!(sigma > sigma_low && sigma < sigma_high))
-            break; /* interval spent in double precision; Opacus would spin here */
-        double eps;
-        rc = fn(sigma, ctx, &eps, err, errlen);
-        if (rc == DP_PRIVACY_ESIZE)
-            eps = INFINITY; /* far too little noise for a grid that fits: ε > target */
-        else if (rc != DP_PRIVACY_OK)
-            return rc;
-        if (eps < target_epsilon) {
-            sigma_high = sigma;
-            eps_high = eps;
-        } else {
-            sigma_low = sigma;
-        }
-    }
-    *noise_multiplier = sigma_high;
-    if (epsilon != NULL) *epsilon = eps_high;
-    return DP_PRIVACY_OK;
-}
-
-double dp_privacy_log_erfc(double x) {
+double dp_acct_log_erfc(double x) {
     if (!(x >= LOG_ERFC_CF_FROM)) /* also NaN */
         return log(erfc(x));
     /* erfc(x) = exp(-x²)·erfcx(x), erfcx(x) = 1/(√π·K(x)) with Laplace's
@@ -214,52 +177,29 @@ double dp_privacy_log_erfc(double x) {
     return -x * x - LOG_SQRT_PI - log(k);
 }
 
-const char *dp_privacy_status_name(int status) {
-    switch (status) {
-    case DP_PRIVACY_OK: return "ok";
-    case DP_PRIVACY_EINVAL: return "invalid argument";
-    case DP_PRIVACY_EBUDGET: return "privacy budget out of reach";
-    case DP_PRIVACY_ENUMERIC: return "numerical failure";
-    case DP_PRIVACY_ESIZE: return "grid too large";
-    default: return "unknown status";
-    }
-}
-
 /* ---- helpers ------------------------------------------------------------ */
-
-int dp_privacy_fail(char *err, size_t errlen, int status, const char *fmt, ...) {
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return status;
-}
 
 static int check_sample_rate(double q, char *err, size_t errlen) {
     if (!(q >= 0.0 && q <= 1.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "sample_rate must be in [0, 1] (got %g)", q);
-    return DP_PRIVACY_OK;
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "sample_rate must be in [0, 1] (got %g)", q);
+    return DP_ACCT_OK;
 }
 
 static int check_noise_multiplier(double sigma, char *err, size_t errlen) {
     if (!(isfinite(sigma) && sigma >= 0.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "noise_multiplier must be finite and >= 0 (got %g)",
-                               sigma);
-    return DP_PRIVACY_OK;
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "noise_multiplier must be finite and >= 0 (got %g)", sigma);
+    return DP_ACCT_OK;
 }
 
 static int check_steps(int64_t steps, char *err, size_t errlen) {
-    if (steps < 0)
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "steps must be >= 0 (got %lld)", (long long)steps);
-    return DP_PRIVACY_OK;
+    if (steps < 0) return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "steps must be >= 0 (got %lld)", (long long)steps);
+    return DP_ACCT_OK;
 }
 
 static int check_delta(double delta, char *err, size_t errlen) {
     if (!(delta > 0.0 && delta < 1.0))
-        return dp_privacy_fail(err, errlen, DP_PRIVACY_EINVAL, "delta must be in (0, 1) (got %g)", delta);
-    return DP_PRIVACY_OK;
+        return dp_acct_fail(err, errlen, DP_ACCT_EINVAL, "delta must be in (0, 1) (got %g)", delta);
+    return DP_ACCT_OK;
 }
 
 /* log(e^logx + e^logy); -inf stands for 0. */
@@ -314,8 +254,8 @@ static int log_a_frac(double q, double sigma, double alpha, double *out) {
         double log_t0 = log_coef + di * log(q) + j * log(1.0 - q);
         double log_t1 = log_coef + j * log(q) + di * log(1.0 - q);
 
-        double log_e0 = log(0.5) + dp_privacy_log_erfc((di - z0) / (sqrt(2.0) * sigma));
-        double log_e1 = log(0.5) + dp_privacy_log_erfc((z0 - j) / (sqrt(2.0) * sigma));
+        double log_e0 = log(0.5) + dp_acct_log_erfc((di - z0) / (sqrt(2.0) * sigma));
+        double log_e1 = log(0.5) + dp_acct_log_erfc((z0 - j) / (sqrt(2.0) * sigma));
 
         double log_s0 = log_t0 + (di * di - di) / (2.0 * (sigma * sigma)) + log_e0;
         double log_s1 = log_t1 + (j * j - j) / (2.0 * (sigma * sigma)) + log_e1;

@@ -1,5 +1,5 @@
-/* acct_fft.c: FFTW-backed self-convolution and convolution for the accountants. */
-#include "acct_fft.h"
+/* fft.c: FFTW-backed self-convolution and convolution for the accountants. */
+#include "fft.h"
 
 #include <complex.h> /* before fftw3.h: fftw_complex is then double complex */
 #include <fftw3.h>
@@ -26,7 +26,7 @@ static int pair_open(fft_pair *p, size_t len);
 static void pair_close(fft_pair *p);
 static double complex power(double complex z, int64_t k);
 
-size_t acct_fft_fast_len(size_t n) {
+size_t dp_acct_fft_fast_len(size_t n) {
     for (size_t m = n < 1 ? 1 : n;; m++) {
         size_t r = m;
         static const size_t primes[] = {2, 3, 5, 7};
@@ -36,7 +36,7 @@ size_t acct_fft_fast_len(size_t n) {
     }
 }
 
-int acct_fft_self_convolve(const double *in, size_t n_in, size_t len, int64_t k, double *out) {
+int dp_acct_fft_self_convolve(const double *in, size_t n_in, size_t len, int64_t k, double *out) {
     fft_pair p;
     if (pair_open(&p, len) != 0) return -1;
     memcpy(p.real, in, n_in * sizeof *in);
@@ -50,7 +50,7 @@ int acct_fft_self_convolve(const double *in, size_t n_in, size_t len, int64_t k,
     return 0;
 }
 
-int acct_fft_convolve(const double *a, size_t na, const double *b, size_t nb, double *out) {
+int dp_acct_fft_convolve(const double *a, size_t na, const double *b, size_t nb, double *out) {
     size_t n_out = na + nb - 1;
     if (na <= DIRECT_MAX || nb <= DIRECT_MAX) {
         const double *s = na <= nb ? a : b, *l = na <= nb ? b : a;
@@ -60,7 +60,7 @@ int acct_fft_convolve(const double *a, size_t na, const double *b, size_t nb, do
             for (size_t j = 0; j < nl; j++) out[i + j] += s[i] * l[j];
         return 0;
     }
-    size_t len = acct_fft_fast_len(n_out);
+    size_t len = dp_acct_fft_fast_len(n_out);
     fft_pair pa, pb;
     if (pair_open(&pa, len) != 0) return -1;
     if (pair_open(&pb, len) != 0) {
