@@ -38,7 +38,6 @@ local KNOWN = {
   ["lua/dpprof/slurm.lua slurm.collect"] = 84,
   ["lua/dpprof/sweep.lua sweep.run"] = 312,
   ["lua/dpprof/calibrate.lua"] = 638,
-  ["lua/dpprof/results.lua"] = 936,
   ["lua/dpprof/risk.lua"] = 892,
   ["lua/dpprof/slurm.lua"] = 970,
   ["lua/dpprof/sweep.lua"] = 637,
