@@ -325,34 +325,28 @@ local function check_model_and_dp(c, cfg)
   if not ok then error("dpprof.experiment: " .. dp.error_text(err), 4) end
 end
 
--- Checks cfg's keys and fills in defaults; returns the normalised copy. Raises on a bad key or value.
--- `recorded`: cfg is a result's record, checked for what any build would refuse (a result made with
--- CUDA elsewhere is valid on a CPU-only build, which cannot run it); "launch": cfg will run under a
--- launcher of its own world_size ranks, not in this process's world (dpprof.slurm's N-task points).
 -- The files save = DIR writes (or removes: a LoRA model's adapter files, absent without LoRA).
 config.SAVE_FILES = { "config.json", "generation_config.json", "model.safetensors", "adapter_model.safetensors",
                           "adapter_config.json" }
 
-function config.check(cfg, recorded)
-  check_keys(cfg, TOP_KEYS, "dpprof.experiment")
-  local c = with_defaults(cfg, config.DEFAULTS)
-  c.model = copy(cfg.model or {})
-  check_keys(c.model, MODEL_KEYS, "dpprof.experiment: model")
+-- The device (known, and built in unless the config is a recorded one) and the method (a known name,
+-- or norms= with clip=). Errors point at the experiment's caller, as config.check's do.
+local function check_device_and_method(c, cfg, recorded)
   local known_device = false
   for _, d in ipairs(config.DEVICES) do known_device = known_device or d == c.device end
   if not known_device then
     error(string.format("dpprof.experiment: unknown device '%s' (valid: %s)", tostring(c.device),
-                        table.concat(config.DEVICES, ", ")), 3)
+                        table.concat(config.DEVICES, ", ")), 4)
   end
   if c.device == "cuda" and not dp.cuda_compiled and recorded ~= true then
     error("dpprof.experiment: device 'cuda': this dpprof was built without the CUDA backend (valid here: cpu, plan, "
-          .. "auto)", 3)
+          .. "auto)", 4)
   end
   if cfg.norms or cfg.clip then
-    if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 3) end
+    if cfg.method then error("dpprof.experiment: give either method or norms/clip, not both", 4) end
     if not (cfg.norms and cfg.clip) then
       error(string.format("dpprof.experiment: norms= and clip= go together (norms: %s; clip: %s), or give a method",
-                          table.concat(dp.dpsgd.NORMS, ", "), table.concat(dp.dpsgd.CLIPS, ", ")), 3)
+                          table.concat(dp.dpsgd.NORMS, ", "), table.concat(dp.dpsgd.CLIPS, ", ")), 4)
     end
     c.method = nil
   else
@@ -360,9 +354,93 @@ function config.check(cfg, recorded)
     for _, m in ipairs(METHODS) do known = known or m == c.method end
     if not known then
       error(string.format("dpprof.experiment: unknown method '%s' (valid: %s; or norms= and clip=)",
-                          tostring(c.method), table.concat(METHODS, ", ")), 3)
+                          tostring(c.method), table.concat(METHODS, ", ")), 4)
     end
   end
+end
+
+-- dp.accountant: one of the engine's accountants.
+local function check_accountant(c)
+  local known = false
+  for _, a in ipairs(dp.privacy.accountants) do known = known or a == c.dp.accountant end
+  if not known then
+    error(string.format("dpprof.experiment: dp.accountant: unknown accountant '%s' (valid: %s)", tostring(c.dp.accountant),
+                        table.concat(dp.privacy.accountants, ", ")), 4)
+  end
+end
+
+-- The run's hooks and outputs: callbacks are functions, the snapshot list, the profile, the trace file.
+local function check_hooks_and_outputs(c)
+  for k, f in pairs(c.on) do
+    if type(f) ~= "function" then error(string.format("dpprof.experiment: on.%s must be a function", k), 4) end
+  end
+  local s = c.snapshots
+  if s ~= "default" and s ~= "none" and type(s) ~= "table" then
+    error("dpprof.experiment: snapshots must be \"default\", \"none\" or a list of snapshot names "
+          .. "(patterns such as \"iter{i}_after_backward\" allowed)", 4)
+  end
+  if c.profile ~= nil and c.profile ~= "none" and c.profile ~= "ops" then
+    error(string.format("dpprof.experiment: unknown profile '%s' (valid: %s)", tostring(c.profile),
+                        table.concat(config.PROFILES, ", ")), 4)
+  end
+  if c.trace ~= nil and type(c.trace) ~= "string" then
+    error("dpprof.experiment: trace must be the path of the trace file to write", 4)
+  end
+  if c.trace ~= nil then -- refused now, not after the run: trace="/dev/full" would replace the device
+    local ok, why = dp.writable(c.trace)
+    if not ok then error("dpprof.experiment: trace: " .. why, 4) end
+  end
+end
+
+-- save: a directory every file of the trained model's save can be written to, refused now rather
+-- than after the run.
+local function check_save(c)
+    if type(c.save) ~= "string" or c.save == "" then
+      dp.refuse("dpprof.experiment: save must be the directory to write the trained model to (a string)")
+    end
+    if c.device == "plan" then
+      dp.refuse("dpprof.experiment: save: a plan run has no parameter values to write (give device = \"cpu\" "
+                .. "or \"cuda\", or drop save)")
+    end
+    local exists = io.open(c.save, "r")
+    if exists then exists:close() end
+    -- every file the save writes or removes (engine/io/model_io.c: dp_model_save), not only the
+    -- first: a model.safetensors that cannot be replaced is found now, not after the run with a new
+    -- config.json already beside the old weights
+    for _, name in ipairs(exists and config.SAVE_FILES or { "" }) do
+      local ok, why = dp.writable(exists and (c.save .. "/" .. name) or c.save)
+      if not ok then dp.refuse("dpprof.experiment: save: " .. why) end
+    end
+end
+
+-- device_model: plan runs only, a model that loads and that models the run's dtype.
+local function check_device_model(c)
+    if c.device ~= "plan" then
+      error(string.format("dpprof.experiment: device_model applies to device=\"plan\" only (device is '%s')",
+                          tostring(c.device)), 4)
+    end
+    local ok, err = pcall(plan.device_model, c.device_model)
+    if not ok then error("dpprof.experiment: " .. tostring(err), 4) end
+    local dtype = type(c.model) == "table" and c.model.dtype or "f32"
+    if type(dtype) == "string" and not err.peak_flops[dtype] then
+      local have = {}
+      for dt in pairs(err.peak_flops) do have[#have + 1] = dt end
+      table.sort(have)
+      error(string.format("dpprof.experiment: device_model '%s' has no %s (it models: %s)", err.name, dtype,
+                          table.concat(have, ", ")), 4)
+    end
+end
+
+-- Checks cfg's keys and fills in defaults; returns the normalised copy. Raises on a bad key or value.
+-- `recorded`: cfg is a result's record, checked for what any build would refuse (a result made with
+-- CUDA elsewhere is valid on a CPU-only build, which cannot run it); "launch": cfg will run under a
+-- launcher of its own world_size ranks, not in this process's world (dpprof.slurm's N-task points).
+function config.check(cfg, recorded)
+  check_keys(cfg, TOP_KEYS, "dpprof.experiment")
+  local c = with_defaults(cfg, config.DEFAULTS)
+  c.model = copy(cfg.model or {})
+  check_keys(c.model, MODEL_KEYS, "dpprof.experiment: model")
+  check_device_and_method(c, cfg, recorded)
   c.optimizer = with_defaults(cfg.optimizer, cfg.optimizer and cfg.optimizer.name and cfg.optimizer.name ~= "adamw"
                               and { name = cfg.optimizer.name, lr = 1e-4 } or config.DEFAULTS.optimizer)
   local okeys = OPTIMIZER_KEYS[c.optimizer.name]
@@ -372,12 +450,7 @@ function config.check(cfg, recorded)
   check_keys(c.optimizer, okeys, "dpprof.experiment: optimizer")
   c.dp = with_defaults(cfg.dp, config.DEFAULTS.dp)
   check_keys(c.dp, DP_KEYS, "dpprof.experiment: dp")
-  local known = false
-  for _, a in ipairs(dp.privacy.accountants) do known = known or a == c.dp.accountant end
-  if not known then
-    error(string.format("dpprof.experiment: dp.accountant: unknown accountant '%s' (valid: %s)", tostring(c.dp.accountant),
-                        table.concat(dp.privacy.accountants, ", ")), 3)
-  end
+  check_accountant(c)
   -- the integers of the top level and of dp, each at least its schema row's min
   for _, r in ipairs(INT_ROWS) do check_int(r.dp and c.dp or c, r.key, r.where, r.min) end
   if c.threads and c.threads > dp.MAX_THREADS then -- dp.threads's range, refused here: at the run it came
@@ -401,59 +474,9 @@ function config.check(cfg, recorded)
   end
   c.on = cfg.on or {}
   check_keys(c.on, CALLBACKS, "dpprof.experiment: on")
-  for k, f in pairs(c.on) do
-    if type(f) ~= "function" then error(string.format("dpprof.experiment: on.%s must be a function", k), 3) end
-  end
-  local s = c.snapshots
-  if s ~= "default" and s ~= "none" and type(s) ~= "table" then
-    error("dpprof.experiment: snapshots must be \"default\", \"none\" or a list of snapshot names "
-          .. "(patterns such as \"iter{i}_after_backward\" allowed)", 3)
-  end
-  if c.profile ~= nil and c.profile ~= "none" and c.profile ~= "ops" then
-    error(string.format("dpprof.experiment: unknown profile '%s' (valid: %s)", tostring(c.profile),
-                        table.concat(config.PROFILES, ", ")), 3)
-  end
-  if c.trace ~= nil and type(c.trace) ~= "string" then
-    error("dpprof.experiment: trace must be the path of the trace file to write", 3)
-  end
-  if c.trace ~= nil then -- refused now, not after the run: trace="/dev/full" would replace the device
-    local ok, why = dp.writable(c.trace)
-    if not ok then error("dpprof.experiment: trace: " .. why, 3) end
-  end
-  if c.save ~= nil then -- the trained model's Hugging Face files: refused now, not after the run
-    if type(c.save) ~= "string" or c.save == "" then
-      dp.refuse("dpprof.experiment: save must be the directory to write the trained model to (a string)")
-    end
-    if c.device == "plan" then
-      dp.refuse("dpprof.experiment: save: a plan run has no parameter values to write (give device = \"cpu\" "
-                .. "or \"cuda\", or drop save)")
-    end
-    local exists = io.open(c.save, "r")
-    if exists then exists:close() end
-    -- every file the save writes or removes (engine/io/model_io.c: dp_model_save), not only the
-    -- first: a model.safetensors that cannot be replaced is found now, not after the run with a new
-    -- config.json already beside the old weights
-    for _, name in ipairs(exists and config.SAVE_FILES or { "" }) do
-      local ok, why = dp.writable(exists and (c.save .. "/" .. name) or c.save)
-      if not ok then dp.refuse("dpprof.experiment: save: " .. why) end
-    end
-  end
-  if c.device_model ~= nil then
-    if c.device ~= "plan" then
-      error(string.format("dpprof.experiment: device_model applies to device=\"plan\" only (device is '%s')",
-                          tostring(c.device)), 3)
-    end
-    local ok, err = pcall(plan.device_model, c.device_model)
-    if not ok then error("dpprof.experiment: " .. tostring(err), 3) end
-    local dtype = type(c.model) == "table" and c.model.dtype or "f32"
-    if type(dtype) == "string" and not err.peak_flops[dtype] then
-      local have = {}
-      for dt in pairs(err.peak_flops) do have[#have + 1] = dt end
-      table.sort(have)
-      error(string.format("dpprof.experiment: device_model '%s' has no %s (it models: %s)", err.name, dtype,
-                          table.concat(have, ", ")), 3)
-    end
-  end
+  check_hooks_and_outputs(c)
+  if c.save ~= nil then check_save(c) end
+  if c.device_model ~= nil then check_device_model(c) end
   c.name = c.name or c.method or (tostring(c.norms) .. "+" .. tostring(c.clip))
   -- `distributed` at the top or in the model (dp.model's key), once
   if c.model.distributed ~= nil and cfg.distributed ~= nil then
