@@ -126,76 +126,67 @@ local function check_distribution(d)
   return out
 end
 
--- Checks a data spec; returns the checked copy with its defaults (pad_to = 1, group_by_length =
--- false, too_long = "cut"), and the key that gives the samples (one of data.SOURCES, nil when none does). Raises a refusal (exit 2)
--- that names the key and the valid choices.
-function data.check(spec)
-  if type(spec) ~= "table" then refuse("data must be a table of %s, got %s", table.concat(data.KEYS, ", "), type(spec)) end
-  check_keys(spec, data.KEYS, "data")
-  local out, given = {}, {}
-  for _, k in ipairs(data.SOURCES) do
-    if spec[k] ~= nil then given[#given + 1] = k end
+-- Refuses t unless it is a sequence (keys 1..#t only); `what` names it ("data.lengths").
+local function check_sequence(t, what)
+  local n = #t
+  for k in pairs(t) do
+    if math.type(k) ~= "integer" or k < 1 or k > n then
+      refuse("%s must be a list (keys 1..n), it has the key '%s'", what, tostring(k))
+    end
   end
-  if #given > 1 then refuse("give one of %s, not %s", table.concat(data.SOURCES, ", "), table.concat(given, " and ")) end
-  if spec.lengths ~= nil then
-    if type(spec.lengths) ~= "table" then refuse("data.lengths must be a list of lengths, got %s", type(spec.lengths)) end
-    local n = #spec.lengths
-    for k in pairs(spec.lengths) do
-      if math.type(k) ~= "integer" or k < 1 or k > n then
-        refuse("data.lengths must be a list (keys 1..n), it has the key '%s'", tostring(k))
-      end
+  return n
+end
+
+-- data.lengths: a non-empty list of whole numbers >= 1; returns them as integers.
+local function check_lengths(lengths)
+  if type(lengths) ~= "table" then refuse("data.lengths must be a list of lengths, got %s", type(lengths)) end
+  local n = check_sequence(lengths, "data.lengths")
+  if n == 0 then refuse("data.lengths is empty: a data set needs at least one sample") end
+  local l = {}
+  for i, v in ipairs(lengths) do
+    if type(v) ~= "number" or not is_int(v) then
+      refuse("data.lengths[%d] is %s, not a whole number of tokens", i, tostring(v))
     end
-    if n == 0 then refuse("data.lengths is empty: a data set needs at least one sample") end
-    local l = {}
-    for i, v in ipairs(spec.lengths) do
-      if type(v) ~= "number" or not is_int(v) then
-        refuse("data.lengths[%d] is %s, not a whole number of tokens", i, tostring(v))
-      end
-      if v <= 0 then refuse("data.lengths[%d] is %s: a sample has at least one token", i, tostring(v)) end
-      l[i] = math.tointeger(v)
-    end
-    out.lengths = l
+    if v <= 0 then refuse("data.lengths[%d] is %s: a sample has at least one token", i, tostring(v)) end
+    l[i] = math.tointeger(v)
   end
-  if spec.tokens ~= nil then
-    local t = spec.tokens
-    if type(t) ~= "table" then refuse("data.tokens must be a list of samples, each a list of token ids, got %s", type(t)) end
-    local n = #t
-    for k in pairs(t) do
-      if math.type(k) ~= "integer" or k < 1 or k > n then
-        refuse("data.tokens must be a list (keys 1..n), it has the key '%s'", tostring(k))
-      end
-    end
-    if n == 0 then refuse("data.tokens is empty: a data set needs at least one sample") end
-    local out_t = {}
-    for i, ids in ipairs(t) do
-      if type(ids) ~= "table" then refuse("data.tokens[%d] must be a list of token ids, got %s", i, type(ids)) end
-      local m = #ids
-      for k in pairs(ids) do
-        if math.type(k) ~= "integer" or k < 1 or k > m then
-          refuse("data.tokens[%d] must be a list (keys 1..n), it has the key '%s'", i, tostring(k))
-        end
-      end
-      if m < 2 then
-        refuse("data.tokens[%d] holds %d id(s): a sample needs at least 2 (its inputs and the next-token targets)", i, m)
-      end
-      local copy_ids = {}
-      for j, v in ipairs(ids) do
-        if not is_int(v) or v < 0 then
-          refuse("data.tokens[%d][%d] is %s, not a token id (an integer >= 0)", i, j, tostring(v))
-        end
-        copy_ids[j] = math.tointeger(v)
-      end
-      out_t[i] = copy_ids
-    end
-    out.tokens = out_t
+  return l
+end
+
+-- data.tokens[i]: a list of at least 2 token ids (integers >= 0); returns a copy as integers.
+local function check_sample_ids(ids, i)
+  if type(ids) ~= "table" then refuse("data.tokens[%d] must be a list of token ids, got %s", i, type(ids)) end
+  local m = check_sequence(ids, string.format("data.tokens[%d]", i))
+  if m < 2 then
+    refuse("data.tokens[%d] holds %d id(s): a sample needs at least 2 (its inputs and the next-token targets)", i, m)
   end
+  local copy_ids = {}
+  for j, v in ipairs(ids) do
+    if not is_int(v) or v < 0 then
+      refuse("data.tokens[%d][%d] is %s, not a token id (an integer >= 0)", i, j, tostring(v))
+    end
+    copy_ids[j] = math.tointeger(v)
+  end
+  return copy_ids
+end
+
+-- data.tokens: a non-empty list of samples (check_sample_ids); returns the copies.
+local function check_tokens(t)
+  if type(t) ~= "table" then refuse("data.tokens must be a list of samples, each a list of token ids, got %s", type(t)) end
+  if check_sequence(t, "data.tokens") == 0 then refuse("data.tokens is empty: a data set needs at least one sample") end
+  local out_t = {}
+  for i, ids in ipairs(t) do out_t[i] = check_sample_ids(ids, i) end
+  return out_t
+end
+
+-- The token file's keys (file, file_dtype, eos, order) and lengths_file, checked into out.
+local function check_files(spec, out)
   if spec.lengths_file ~= nil then
     if type(spec.lengths_file) ~= "string" or spec.lengths_file == "" then
       refuse("data.lengths_file must be a file name, got %s", tostring(spec.lengths_file))
     end
     out.lengths_file = spec.lengths_file
   end
-  if spec.length_distribution ~= nil then out.length_distribution = check_distribution(spec.length_distribution) end
   if spec.file ~= nil then
     if type(spec.file) ~= "string" or spec.file == "" then refuse("data.file must be a file name, got %s", tostring(spec.file)) end
     out.file = spec.file
@@ -223,6 +214,23 @@ function data.check(spec)
     end
     out.order = spec.order
   end
+end
+
+-- Checks a data spec; returns the checked copy with its defaults (pad_to = 1, group_by_length =
+-- false, too_long = "cut"), and the key that gives the samples (one of data.SOURCES, nil when none does). Raises a refusal (exit 2)
+-- that names the key and the valid choices.
+function data.check(spec)
+  if type(spec) ~= "table" then refuse("data must be a table of %s, got %s", table.concat(data.KEYS, ", "), type(spec)) end
+  check_keys(spec, data.KEYS, "data")
+  local out, given = {}, {}
+  for _, k in ipairs(data.SOURCES) do
+    if spec[k] ~= nil then given[#given + 1] = k end
+  end
+  if #given > 1 then refuse("give one of %s, not %s", table.concat(data.SOURCES, ", "), table.concat(given, " and ")) end
+  if spec.lengths ~= nil then out.lengths = check_lengths(spec.lengths) end
+  if spec.tokens ~= nil then out.tokens = check_tokens(spec.tokens) end
+  if spec.length_distribution ~= nil then out.length_distribution = check_distribution(spec.length_distribution) end
+  check_files(spec, out)
   out.pad_to = spec.pad_to == nil and 1 or positive_int(spec.pad_to, "data.pad_to")
   if spec.group_by_length ~= nil and type(spec.group_by_length) ~= "boolean" then
     refuse("data.group_by_length must be true or false, got %s", tostring(spec.group_by_length))
