@@ -120,12 +120,8 @@ local function one_of(v, list, where, field)
   fail(where, field, "must be one of %s, got %q", table.concat(list, ", "), tostring(v))
 end
 
--- The checked model of a decoded file (see the header); where names the file in errors.
-function devmodel.check(doc, where)
-  where = where or "(file)"
-  if type(doc) ~= "table" or is_array(doc) then error(string.format("dpprof: device model %s: must be a JSON object", where), 0) end
-  local fmt = want(doc, "format", "a string", where)
-  if fmt ~= devmodel.FORMAT then fail(where, "format", "must be %q, got %q", devmodel.FORMAT, fmt) end
+-- Refuses a field of doc that no device model has, naming the valid ones.
+local function check_known_fields(doc, where)
   local known = { format = true, name = true, description = true, device = true, device_name = true, commit = true,
                   date = true, threads = true, memory_bytes = true, context_bytes = true, workspace = true,
                   reserve_overhead = true, peak_flops = true, bandwidth = true, peak_how = true, time_model = true,
@@ -138,29 +134,11 @@ function devmodel.check(doc, where)
       fail(where, tostring(k), "is not a device model field (valid: %s)", table.concat(names, ", "))
     end
   end
-  local m = {
-    name = want(doc, "name", "a printable string", where),
-    description = want(doc, "description", "a printable string", where, nil, true),
-    memory_bytes = want(doc, "memory_bytes", "an integer > 0", where),
-    context_bytes = want(doc, "context_bytes", "an integer >= 0", where),
-    workspace = want(doc, "workspace", "true or false", where),
-    reserve_overhead = want(doc, "reserve_overhead", "a number >= 0", where) + 0.0,
-    bandwidth = want(doc, "bandwidth", "a rate in [1e3, 1e18]", where) + 0.0,
-    peak_flops = {},
-  }
-  m.description = m.description or m.name
-  if m.context_bytes >= m.memory_bytes then
-    fail(where, "context_bytes", "(%d) must be less than memory_bytes (%d)", m.context_bytes, m.memory_bytes)
-  end
-  local device = one_of(want(doc, "device", "a string", where), devmodel.DEVICES, where, "device")
-  local cal = {
-    device = device,
-    device_name = want(doc, "device_name", "a string", where),
-    commit = want(doc, "commit", "a string", where),
-    date = want(doc, "date", "a string", where),
-    threads = want(doc, "threads", "an integer >= 0", where, nil, true),
-    dtypes = {},
-  }
+end
+
+-- peak_flops and dtypes (each calibrated dtype's launch gap and op curves) into m.peak_flops and
+-- cal.dtypes; at least one dtype, each with its peak.
+local function check_dtypes(doc, m, cal, where)
   local peaks = want(doc, "peak_flops", "an object", where)
   for dt, f in pairs(peaks) do
     one_of(dt, devmodel.DTYPES, where, "peak_flops." .. tostring(dt))
@@ -187,26 +165,63 @@ function devmodel.check(doc, where)
     any = true
   end
   if not any then fail(where, "dtypes", "must calibrate at least one dtype (%s)", table.concat(devmodel.DTYPES, ", ")) end
+end
+
+-- provenance: where the file came from, strings or arrays of strings (the commands); a copy.
+local function check_provenance(prov, where)
+  local out = {}
+  for k, v in pairs(prov) do
+    local field = "provenance." .. tostring(k)
+    if type(k) ~= "string" then fail(where, field, "is not a field name") end
+    if is_array(v) then
+      for i, x in ipairs(v) do
+        if type(x) ~= "string" then fail(where, field, "must hold strings (item %d is %s)", i, type(x)) end
+      end
+    elseif type(v) ~= "string" or v == "" then
+      fail(where, field, "must be a string or an array of strings, got %s", type(v))
+    end
+    out[k] = v
+  end
+  return out
+end
+
+-- The checked model of a decoded file (see the header); where names the file in errors.
+function devmodel.check(doc, where)
+  where = where or "(file)"
+  if type(doc) ~= "table" or is_array(doc) then error(string.format("dpprof: device model %s: must be a JSON object", where), 0) end
+  local fmt = want(doc, "format", "a string", where)
+  if fmt ~= devmodel.FORMAT then fail(where, "format", "must be %q, got %q", devmodel.FORMAT, fmt) end
+  check_known_fields(doc, where)
+  local m = {
+    name = want(doc, "name", "a printable string", where),
+    description = want(doc, "description", "a printable string", where, nil, true),
+    memory_bytes = want(doc, "memory_bytes", "an integer > 0", where),
+    context_bytes = want(doc, "context_bytes", "an integer >= 0", where),
+    workspace = want(doc, "workspace", "true or false", where),
+    reserve_overhead = want(doc, "reserve_overhead", "a number >= 0", where) + 0.0,
+    bandwidth = want(doc, "bandwidth", "a rate in [1e3, 1e18]", where) + 0.0,
+    peak_flops = {},
+  }
+  m.description = m.description or m.name
+  if m.context_bytes >= m.memory_bytes then
+    fail(where, "context_bytes", "(%d) must be less than memory_bytes (%d)", m.context_bytes, m.memory_bytes)
+  end
+  local device = one_of(want(doc, "device", "a string", where), devmodel.DEVICES, where, "device")
+  local cal = {
+    device = device,
+    device_name = want(doc, "device_name", "a string", where),
+    commit = want(doc, "commit", "a string", where),
+    date = want(doc, "date", "a string", where),
+    threads = want(doc, "threads", "an integer >= 0", where, nil, true),
+    dtypes = {},
+  }
+  check_dtypes(doc, m, cal, where)
   local c = want(doc, "calibration", "an object", where, nil, true)
   cal.runs = c and want(c, "runs", "an integer >= 0", where, "calibration") or 0
   cal.set = c and want(c, "set", "a string", where, "calibration", true) or nil
   cal.clock = c and want(c, "clock", "a string", where, "calibration", true) or nil
   local prov = want(doc, "provenance", "an object", where, nil, true)
-  if prov then -- where the file came from: strings, or arrays of strings (the commands)
-    cal.provenance = {}
-    for k, v in pairs(prov) do
-      local field = "provenance." .. tostring(k)
-      if type(k) ~= "string" then fail(where, field, "is not a field name") end
-      if is_array(v) then
-        for i, x in ipairs(v) do
-          if type(x) ~= "string" then fail(where, field, "must hold strings (item %d is %s)", i, type(x)) end
-        end
-      elseif type(v) ~= "string" or v == "" then
-        fail(where, field, "must be a string or an array of strings, got %s", type(v))
-      end
-      cal.provenance[k] = v
-    end
-  end
+  if prov then cal.provenance = check_provenance(prov, where) end
   m.calibration = cal
   return m
 end
