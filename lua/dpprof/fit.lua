@@ -193,30 +193,16 @@ local function search(o, method, checkpoint)
   return entry
 end
 
--- Checks the options and fills in defaults; see the header.
-function fit.options(opts)
-  if type(opts) ~= "table" then fail("expects a table of options") end
-  for k in pairs(opts) do
-    if not contains(fit.OPTION_KEYS, k) then
-      fail("unknown key '%s' (valid: %s)", tostring(k), table.concat(fit.OPTION_KEYS, ", "))
-    end
-  end
-  local o = { base = opts.base or {}, quiet = opts.quiet ~= false }
-  if type(o.base) ~= "table" then fail("base must be an experiment configuration (a table)") end
-  if o.base.device ~= nil and o.base.device ~= "plan" then
-    fail("base.device is '%s': fit runs on the plan device (leave device out)", tostring(o.base.device))
-  end
-  o.vary = opts.vary or "seq_len"
-  if not contains(fit.VARY, o.vary) then
-    fail("unknown vary '%s' (valid: %s)", tostring(o.vary), table.concat(fit.VARY, ", "))
-  end
+-- The methods a fit searches: opts.method(s), else the base's own method (or norms+clip), else
+-- every method; each a known name or "norms+clip".
+local function fit_methods(opts, base)
   if opts.method ~= nil and opts.methods ~= nil then fail("give method or methods, not both") end
   local methods = opts.methods or (opts.method and { opts.method })
   if not methods then
-    if o.base.norms or o.base.clip then
-      methods = { tostring(o.base.norms) .. "+" .. tostring(o.base.clip) }
-    elseif o.base.method then
-      methods = { o.base.method }
+    if base.norms or base.clip then
+      methods = { tostring(base.norms) .. "+" .. tostring(base.clip) }
+    elseif base.method then
+      methods = { base.method }
     else
       methods = fit.METHODS
     end
@@ -227,17 +213,27 @@ function fit.options(opts)
       fail("unknown method '%s' (valid: %s, or \"norms+clip\")", tostring(m), table.concat(fit.METHODS, ", "))
     end
   end
-  o.methods = methods
+  return methods
+end
+
+-- The checkpoint settings a fit tries: opts.checkpoint (one or a list), else the base model's; each
+-- one of the engine's grammar.
+local function fit_checkpoints(opts, base)
   local ck = opts.checkpoint
-  if ck == nil then ck = o.base.model and o.base.model.checkpoint or false end
+  if ck == nil then ck = base.model and base.model.checkpoint or false end
   if type(ck) ~= "table" then ck = { ck } end
   if #ck == 0 then fail("checkpoint must be a setting or a non-empty list of them (false, \"blocks\", N)") end
   for _, v in ipairs(ck) do -- each a setting of the engine's grammar (false, "blocks", N), its refusal
     local ok, why = dp.model.checkpoint_parse(v)
     if not ok then fail("%s", why) end
   end
-  o.checkpoints = ck
-  local model_spec = opts.device_model or o.base.device_model or plan.DEFAULT_MODEL
+  return ck
+end
+
+-- The device model a fit plans on (opts.device_model, the base's, or the default), its memory
+-- replaced by budget_gb when given: the spec and the loaded model.
+local function fit_device_model(opts, base)
+  local model_spec = opts.device_model or base.device_model or plan.DEFAULT_MODEL
   if opts.budget_gb ~= nil then
     if type(opts.budget_gb) ~= "number" or opts.budget_gb <= 0 then
       fail("budget_gb must be a positive number of GiB, got %s", tostring(opts.budget_gb))
@@ -253,7 +249,12 @@ function fit.options(opts)
   end
   local ok, model = pcall(plan.device_model, model_spec)
   if not ok then fail("%s", tostring(model)) end
-  o.model_spec, o.device_model = model_spec, model
+  return model_spec, model
+end
+
+-- The search's range: granularity, lo and hi (the defaults of what is varied, hi bounded by a
+-- checkpoint's context), into o.
+local function fit_range(opts, o)
   local d = fit.DEFAULTS[o.vary]
   positive_int(opts.granularity, "granularity")
   positive_int(opts.lo, "lo")
@@ -276,8 +277,12 @@ function fit.options(opts)
          tostring(o.base.model.path), positions, o.lo, positions)
   end
   if o.hi < o.lo then fail("hi (%d) is below lo (%d) at granularity %d", opts.hi or o.hi, o.lo, o.granularity) end
-  -- the base's own value of what is varied is checked as dp.experiment (dp.model) checks it, though the
-  -- search replaces it: seq_len=0 is as wrong here as there
+end
+
+-- The base configuration as dp.experiment checks it at the search's first point (and with its own
+-- value of what is varied, though the search replaces it: seq_len=0 is as wrong here as there).
+local function check_base(o)
+  local methods = o.methods
   local own = o.base.model and o.base.model[o.vary]
   if own ~= nil then
     local c = point_config(o.base, methods[1], o.vary, o.lo, o.model_spec, o.checkpoints[1])
@@ -288,6 +293,30 @@ function fit.options(opts)
   local ok_cfg, err = pcall(experiment.config, point_config(o.base, methods[1], o.vary, o.lo, o.model_spec,
                                                            o.checkpoints[1]))
   if not ok_cfg then fail("base: %s", dp.error_text(err)) end
+end
+
+-- Checks the options and fills in defaults; see the header.
+function fit.options(opts)
+  if type(opts) ~= "table" then fail("expects a table of options") end
+  for k in pairs(opts) do
+    if not contains(fit.OPTION_KEYS, k) then
+      fail("unknown key '%s' (valid: %s)", tostring(k), table.concat(fit.OPTION_KEYS, ", "))
+    end
+  end
+  local o = { base = opts.base or {}, quiet = opts.quiet ~= false }
+  if type(o.base) ~= "table" then fail("base must be an experiment configuration (a table)") end
+  if o.base.device ~= nil and o.base.device ~= "plan" then
+    fail("base.device is '%s': fit runs on the plan device (leave device out)", tostring(o.base.device))
+  end
+  o.vary = opts.vary or "seq_len"
+  if not contains(fit.VARY, o.vary) then
+    fail("unknown vary '%s' (valid: %s)", tostring(o.vary), table.concat(fit.VARY, ", "))
+  end
+  o.methods = fit_methods(opts, o.base)
+  o.checkpoints = fit_checkpoints(opts, o.base)
+  o.model_spec, o.device_model = fit_device_model(opts, o.base)
+  fit_range(opts, o)
+  check_base(o)
   return o
 end
 

@@ -27,7 +27,6 @@ local KNOWN = {
   ["lua/dpprof/cli_fit.lua cli.fit"] = 92,
   ["lua/dpprof/cli_risk.lua cli.risk"] = 87,
   ["lua/dpprof/cli_risk.lua risk_options"] = 100,
-  ["lua/dpprof/fit.lua fit.options"] = 96,
   ["lua/dpprof/risk.lua risk.options"] = 181,
   ["lua/dpprof/risk.lua method_state"] = 141,
   ["lua/dpprof/risk.lua st.need"] = 82,
