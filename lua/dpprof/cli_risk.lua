@@ -92,8 +92,9 @@ for kind, keys in pairs(grammar.KINDS) do
 end
 local DIST_NAMES = table.concat(grammar.KIND_NAMES, ", ")
 
--- Parses key=value arguments into the options of dp.risk; returns opts, out, chart (or nil, message).
-local function risk_options(args)
+-- dpprof risk's words split: its own keys (key -> text) and the words dpprof fit takes (a list);
+-- nil and the complaint for a word that is not key=value or a key of neither.
+local function split_args(args)
   local own, shared = {}, {}
   for _, a in ipairs(args) do
     local k, v = a:match("^([%w_]+)=(.*)$")
@@ -111,42 +112,47 @@ local function risk_options(args)
     end
     if k == "batch" then return nil, "batch= is not a risk key: the logical batch is sample_rate x dataset_size, split by max_physical_batch_size=" end
   end
-  local fopts, out = fit_options(shared)
-  if not fopts then return nil, (out:gsub("dpprof fit", "dpprof risk")) end
-  local model = fopts.base.model
-  model.batch = nil
-  if model.path == nil and own.seq_len == nil and model.seq_len then -- the preset's seq_len unless given
-    model.seq_len = model.seq_len
+  return own, shared
+end
+
+-- own[k] as a number (an integer when `integer`), nil when absent; nil and the complaint when it is
+-- not one.
+local function own_number(own, k, integer)
+  local v = own[k]
+  if v == nil then return nil end
+  local n = tonumber(v)
+  if n == nil or n ~= n or n == math.huge or n == -math.huge then
+    return nil, string.format("%s must be a %s, got '%s'", k, integer and "whole number" or "number", v)
   end
-  local function number(k, integer)
-    local v = own[k]
-    if v == nil then return nil end
-    local n = tonumber(v)
-    if n == nil or n ~= n or n == math.huge or n == -math.huge then
-      return nil, string.format("%s must be a %s, got '%s'", k, integer and "whole number" or "number", v)
-    end
-    if integer then
-      local i = math.tointeger(n)
-      if not i then return nil, string.format("%s must be a whole number, got '%s'", k, v) end
-      return i
-    end
-    return n
+  if integer then
+    local i = math.tointeger(n)
+    if not i then return nil, string.format("%s must be a whole number, got '%s'", k, v) end
+    return i
   end
-  local o = { model = model, methods = fopts.methods, budget_gb = fopts.budget_gb, device_model = fopts.device_model,
-              optimizer = fopts.base.optimizer, progress = true }
+  return n
+end
+
+-- The run's numbers (sample_rate, target, steps, dataset_size, ...) into o; the complaint when one
+-- is wrong or a required one missing.
+local function risk_numbers(own, o)
   for _, k in ipairs({ "sample_rate", "target" }) do
-    local v, err = number(k)
-    if err then return nil, err end
+    local v, err = own_number(own, k)
+    if err then return err end
     o[k] = v
   end
   for _, k in ipairs({ "steps", "dataset_size", "max_physical_batch_size", "seed", "simulate" }) do
-    local v, err = number(k, true)
-    if err then return nil, err end
+    local v, err = own_number(own, k, true)
+    if err then return err end
     o[k] = v
   end
-  if o.sample_rate == nil then return nil, "sample_rate= is required (Poisson sampling's rate, e.g. sample_rate=0.001)" end
-  if o.steps == nil then return nil, "steps= is required (the run's number of steps)" end
-  if o.methods == nil then return nil, "method= is required (e.g. method=flash_clip; see dpprof risk --help)" end
+  if o.sample_rate == nil then return "sample_rate= is required (Poisson sampling's rate, e.g. sample_rate=0.001)" end
+  if o.steps == nil then return "steps= is required (the run's number of steps)" end
+  if o.methods == nil then return "method= is required (e.g. method=flash_clip; see dpprof risk --help)" end
+end
+
+-- The data = {...} of the words: lengths, lengths_file, a distribution and its keys, pad_to,
+-- group_by_length, too_long (exhaustive goes to o); nil and the complaint when one is wrong.
+local function risk_data(own, o)
   local data = {}
   if own.lengths_file then data.lengths_file = own.lengths_file end
   if own.lengths then
@@ -163,7 +169,7 @@ local function risk_options(args)
     if not keys then return nil, string.format("unknown distribution '%s' (valid: %s)", kind, DIST_NAMES) end
     data.length_distribution = { kind = kind }
     for _, k in ipairs(keys) do
-      local v, err = number(k, kind ~= "lognormal")
+      local v, err = own_number(own, k, kind ~= "lognormal")
       if err then return nil, err end
       if v == nil then return nil, string.format("distribution=%s needs %s=", kind, k) end
       data.length_distribution[k] = v
@@ -177,7 +183,7 @@ local function risk_options(args)
     end
   end
   if own.pad_to then
-    local v, err = number("pad_to", true)
+    local v, err = own_number(own, "pad_to", true)
     if err then return nil, err end
     data.pad_to = v
   end
@@ -189,6 +195,24 @@ local function risk_options(args)
     if v ~= nil then (k == "exhaustive" and o or data)[k] = v == "true" end
   end
   data.too_long = own.too_long
+  return data
+end
+
+-- Parses key=value arguments into the options of dp.risk; returns opts, out, chart (or nil, message).
+local function risk_options(args)
+  local own, shared = split_args(args)
+  if not own then return nil, shared end
+  local fopts, out = fit_options(shared)
+  if not fopts then return nil, (out:gsub("dpprof fit", "dpprof risk")) end
+  local model = fopts.base.model
+  model.batch = nil
+  local o = { model = model, methods = fopts.methods, budget_gb = fopts.budget_gb, device_model = fopts.device_model,
+              optimizer = fopts.base.optimizer, progress = true }
+  local err = risk_numbers(own, o)
+  if err then return nil, err end
+  local data
+  data, err = risk_data(own, o)
+  if not data then return nil, err end
   o.data = data
   return o, out, own.chart
 end
@@ -218,31 +242,8 @@ local function fmt_p(p)
   return string.format("%.2e", p)
 end
 
-function cli.risk(args)
-  if util.help_asked(args) then
-    io.stdout:write(cli.risk_usage())
-    return 0
-  end
-  local opts, out, chart = risk_options(args)
-  if not opts then
-    eprint("dpprof risk: ", out)
-    return 2
-  end
-  for _, f in ipairs({ out or false, chart or false }) do
-    if f then
-      local ok, why = dp.writable(tostring(f))
-      if not ok then
-        eprint("dpprof risk: ", f == out and "out: " or "chart: ", why)
-        return 2
-      end
-    end
-  end
-  local t0 = dp.clock()
-  local ok, r = pcall(dp.risk, opts)
-  if not ok then
-    eprint(dp.error_text(r))
-    return 2
-  end
+-- The answer's header: the data, the run, the device and the budget.
+local function print_setting(r)
   local m = r.device_model
   print("dpprof risk: the chance that a step of the run exceeds the card's memory, by plan runs (predicted, not measured)")
   print(string.format("  data: %d samples (%s), %d cut at seq_len %d (longest %d), padded to a multiple of %d: "
@@ -256,6 +257,10 @@ function cli.risk(args)
   print(string.format("  budget: %s for the pool; target: P(some step exceeds) <= %g", dp.format_bytes(r.budget_bytes),
                       r.target))
   print("")
+end
+
+-- The table of methods (each one's chances, safe batch, length cap) and its notes.
+local function print_methods(r)
   local rows = { { "method", "P(step)", "P(run)", "step (est.)", "safe max_physical", "its P(run)", "its step",
                    "length cap", "cut", "its P(run)", "plan runs" } }
   for _, e in ipairs(r.methods) do
@@ -283,7 +288,11 @@ function cli.risk(args)
                           e.simulation.steps, e.simulation.ks_bound_99))
     end
   end
-  print(string.format("  answered in %.1f s", dp.clock() - t0))
+end
+
+-- Writes the answer's document to out and draws chart (each when given): the exit status, 0 when
+-- both went well.
+local function write_outputs(r, opts, out, chart)
   local doc = cli.risk_document(r, opts)
   if out then
     local wok, werr = pcall(results.write, out, doc)
@@ -302,6 +311,37 @@ function cli.risk(args)
     print("drawn: " .. chart .. (note and "  (" .. note .. ")" or ""))
   end
   return 0
+end
+
+function cli.risk(args)
+  if util.help_asked(args) then
+    io.stdout:write(cli.risk_usage())
+    return 0
+  end
+  local opts, out, chart = risk_options(args)
+  if not opts then
+    eprint("dpprof risk: ", out)
+    return 2
+  end
+  for _, f in ipairs({ out or false, chart or false }) do
+    if f then
+      local ok, why = dp.writable(tostring(f))
+      if not ok then
+        eprint("dpprof risk: ", f == out and "out: " or "chart: ", why)
+        return 2
+      end
+    end
+  end
+  local t0 = dp.clock()
+  local ok, r = pcall(dp.risk, opts)
+  if not ok then
+    eprint(dp.error_text(r))
+    return 2
+  end
+  print_setting(r)
+  print_methods(r)
+  print(string.format("  answered in %.1f s", dp.clock() - t0))
+  return write_outputs(r, opts, out, chart)
 end
 
 return cli
