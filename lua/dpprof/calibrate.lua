@@ -23,10 +23,16 @@
 local dp = require("dpprof")
 local json = dp.json
 local devmodel = require("dpprof.devmodel")
+local cfit = require("dpprof.calibrate_fit")
+local plan = require("dpprof.plan")
 
 local calibrate = {}
 
-calibrate.BIN_DECADES = 0.2
+-- The fit (dpprof.calibrate_fit): its bin width and outlier cut, and the fit itself.
+calibrate.BIN_DECADES = cfit.BIN_DECADES
+calibrate.OUTLIER = cfit.OUTLIER
+calibrate.fit = cfit.fit
+calibrate.model_of = cfit.model_of
 
 -- The fixed shapes. CPU: small enough that the full set takes about a minute on two cores; the
 -- quick set (CI) is its first two shapes in f32. CUDA: from launch-bound to GEMM-bound sizes.
@@ -223,158 +229,6 @@ function calibrate.from_result(r, name)
            peak = not json.is_null(p.peak) and p.peak or nil, device = r.environment and r.environment.device }
 end
 
-local function work(s, peak)
-  return math.max(s.flops / peak.flops, s.bytes / peak.bandwidth)
-end
-
--- One bin's knot: the mean work and the mean time of its samples (the plan adds times up, so the
--- mean is what it must reproduce), less the calls that took over OUTLIER times the bin's median
--- (a call preempted on a busy machine); nil when it has no time.
-calibrate.OUTLIER = 20
-local function bin_knot(bin)
-  local ts = {}
-  for i, s in ipairs(bin) do ts[i] = s.t end
-  local cut = calibrate.OUTLIER * median(ts)
-  local sw, st, sn = 0, 0, 0
-  for _, s in ipairs(bin) do
-    if s.t <= cut then sw, st, sn = sw + s.w * s.n, st + s.t * s.n, sn + s.n end
-  end
-  if not (sn > 0 and sw > 0 and st > 0) then return nil end
-  return math.log(sw / sn, 10), math.log(st / sn, 10), sn
-end
-
--- Knots of one op's samples {w, t, n}: bins of BIN_DECADES in log10(w), each its bin_knot, then
--- made non-decreasing in time (pooling adjacent knots that break it: more work never takes less
--- time).
-local function knots(list)
-  table.sort(list, function(a, b) return a.w < b.w end)
-  local width = calibrate.BIN_DECADES
-  local xs, ys
-  repeat
-    local pts, bin, key = {}, {}, nil
-    local function flush()
-      if #bin > 0 then
-        local x, y, n = bin_knot(bin)
-        if x and (#pts == 0 or x > pts[#pts].x) then pts[#pts + 1] = { x = x, y = y, n = n } end
-      end
-      bin = {}
-    end
-    for _, s in ipairs(list) do
-      local b = s.w > 0 and math.floor(math.log(s.w, 10) / width) or -math.huge
-      if b ~= key then flush() key = b end
-      bin[#bin + 1] = s
-    end
-    flush()
-    -- pool adjacent violators on y (weights n); the pooled knots keep their own x
-    local blocks = {}
-    for i, p in ipairs(pts) do
-      blocks[#blocks + 1] = { y = p.y, n = p.n, first = i, last = i }
-      while #blocks > 1 and blocks[#blocks - 1].y > blocks[#blocks].y do
-        local b, a = table.remove(blocks), blocks[#blocks]
-        a.y, a.n, a.last = (a.y * a.n + b.y * b.n) / (a.n + b.n), a.n + b.n, b.last
-      end
-    end
-    for _, b in ipairs(blocks) do
-      for i = b.first, b.last do pts[i].y = b.y end
-    end
-    xs, ys = json.array(), json.array()
-    for i, p in ipairs(pts) do xs[i], ys[i] = p.x, p.y end
-    width = width * 2
-  until #xs <= devmodel.MAX_KNOTS
-  return xs, ys
-end
-
--- Fits the runs (all of one device) on peaks {dtype = {flops, bandwidth}}.
-function calibrate.fit(runs, peaks)
-  local by = {} -- dtype -> op -> samples
-  local gaps = {}
-  for _, run in ipairs(runs) do
-    local pk = peaks[run.dtype]
-    if pk then
-      by[run.dtype] = by[run.dtype] or {}
-      for _, s in ipairs(run.samples) do
-        local l = by[run.dtype][s.op] or {}
-        by[run.dtype][s.op] = l
-        l[#l + 1] = { w = work(s, pk), t = s.t, n = s.n or 1 }
-      end
-      if run.gap_s then
-        gaps[run.dtype] = gaps[run.dtype] or {}
-        table.insert(gaps[run.dtype], run.gap_s)
-      end
-    end
-  end
-  local dtypes = {}
-  for dtype, ops in pairs(by) do
-    local d = { gap_s = (median(gaps[dtype] or {}) or 0) + 0.0, ops = {} }
-    for op, list in pairs(ops) do
-      local xs, ys = knots(list)
-      if #xs > 0 then
-        d.ops[op] = { log10_work_s = xs, log10_time_s = ys, samples = #list,
-                      fit_error = { median = 0.0, worst = 0.0, runs = 0 } }
-      end
-    end
-    dtypes[dtype] = d
-  end
-  -- the fit error: a run measured here is planned again with the fitted curves (the clock's own
-  -- evaluation, per ledger add, as a plan run with the file does; no gap: the measured op times
-  -- have none); a result's per-op means go through the clock's evaluation (dp.clock_op_ms)
-  local model = calibrate.model_of(dtypes, peaks)
-  for _, d in pairs(model.calibration.dtypes) do d.gap_s = 0.0 end
-  local errs = {} -- dtype -> op -> list
-  for _, run in ipairs(runs) do
-    local d = dtypes[run.dtype]
-    if d then
-      local pred, meas = {}, {}
-      for _, s in ipairs(run.samples) do meas[s.op] = (meas[s.op] or 0) + s.t * (s.n or 1) end
-      if run.cfg then
-        local c = {}
-        for k, v in pairs(run.cfg) do c[k] = v end
-        c.device, c.device_model, c.profile, c.on, c.threads = "plan", model, nil, nil, nil
-        if dp.experiment(c).status == "ok" then
-          for _, e in ipairs(dp.ledger()) do
-            local b = devmodel.base(e.op)
-            pred[b] = (pred[b] or 0) + (e.model_ms or 0) * 1e-3
-          end
-        end
-      else
-        dp.clock_model(devmodel.clock_args(model, run.dtype))
-        for _, s in ipairs(run.samples) do
-          if d.ops[s.op] then
-            pred[s.op] = (pred[s.op] or 0) + dp.clock_op_ms(s.op, s.flops, s.bytes) * 1e-3 * (s.n or 1)
-          end
-        end
-        dp.clock_model(false)
-      end
-      errs[run.dtype] = errs[run.dtype] or {}
-      for op, m in pairs(meas) do
-        if d.ops[op] and m > 0 and pred[op] then
-          errs[run.dtype][op] = errs[run.dtype][op] or {}
-          table.insert(errs[run.dtype][op], math.abs(pred[op] / m - 1))
-        end
-      end
-    end
-  end
-  for dtype, ops in pairs(errs) do
-    for op, list in pairs(ops) do
-      local worst = 0
-      for _, e in ipairs(list) do worst = math.max(worst, e) end
-      dtypes[dtype].ops[op].fit_error = { median = median(list) + 0.0, worst = worst + 0.0, runs = #list }
-    end
-  end
-  return dtypes
-end
-
--- A checked model of fitted dtypes on peaks {dtype = {flops, bandwidth}} (one bandwidth), for plan
--- runs before a file is written.
-function calibrate.model_of(dtypes, peaks)
-  local m = { name = "fitting", description = "the curves being fitted", memory_bytes = 1 << 50, context_bytes = 0,
-              workspace = false, reserve_overhead = 0.0, peak_flops = {},
-              calibration = { device = "cpu", device_name = "fitting", commit = "", date = "", dtypes = {}, runs = 0 } }
-  for dt, p in pairs(peaks) do m.peak_flops[dt], m.bandwidth = p.flops, p.bandwidth end
-  for dt, d in pairs(dtypes) do m.calibration.dtypes[dt] = { gap_s = d.gap_s, ops = d.ops } end
-  return devmodel.as_model(m)
-end
-
 -- A problem with what was given (a result file): raised as a string, remembered so that the
 -- command line exits 2 for it (1 for a failure of the runs).
 local refused
@@ -389,100 +243,90 @@ local function total_memory_of(kind)
   return nil, ok and info or nil
 end
 
--- opts: device ("cpu"|"cuda"), quick, threads, name, clock ("wall"|"cpu"), results = {paths}, runs = false (results only),
--- say = function(line) for progress. Returns the file's table and the runs it fitted.
-function calibrate.document(opts)
-  local kind = opts.device or "cpu"
-  local runs, sources = {}, json.array()
-  local t0 = os.time()
-  local clock0 = dp.clock()
-  local peaks, how = {}, {}
-  local say = opts.say or function() end
-  local threads_before = dp.threads()
-  if opts.threads then dp.threads(opts.threads) end
-  -- the CPU with one thread is timed by its CPU time (a shared machine's other processes do not count)
-  local clock = opts.clock or (kind == "cpu" and dp.threads() == 1 and "cpu" or "wall")
-  if clock == "cpu" and (kind ~= "cpu" or dp.threads() ~= 1) then
-    dp.threads(threads_before)
-    refuse("dpprof calibrate: the cpu clock times one CPU thread: it needs --device cpu and --threads 1")
+-- The device's peak for each dtype the set runs (the f32 peak for a dtype the backend states none
+-- for; nominal ones where it states zero) into st.peaks, how each was found into st.how.
+local function set_peaks(st, set)
+  local kind, peaks, how = st.kind, st.peaks, st.how
+  for _, dtype in ipairs({ "f32", "bf16" }) do
+    for _, cfg in ipairs(set) do
+      if cfg.model.dtype == dtype and not peaks[dtype] then
+        local pk, why = dp.profile.peak(dtype, kind)
+        if not pk and dtype ~= "f32" then -- w is the curves' abscissa: the f32 peak serves
+          local f = dp.profile.peak("f32", kind)
+          if f then pk = { flops = f.flops, bandwidth = f.bandwidth, how = "the f32 peak (the backend states none for " .. dtype .. "): " .. f.how } end
+        end
+        if not pk then error(string.format("dpprof calibrate: no %s peak on %s: %s", dtype, kind, tostring(why)), 0) end
+        if not (pk.flops > 0 and pk.bandwidth > 0) then -- the peaks only scale the curves' abscissa
+          pk = { flops = pk.flops > 0 and pk.flops or 1e12, bandwidth = pk.bandwidth > 0 and pk.bandwidth or 1e11,
+                 how = "nominal (the backend stated a zero peak): " .. tostring(pk.how) }
+        end
+        peaks[dtype], how[dtype] = { flops = pk.flops, bandwidth = pk.bandwidth }, pk.how
+      end
+    end
   end
-  local ok, err = pcall(function()
-    if opts.runs ~= false then
-      local set = calibrate.set(kind, opts.quick)
-      for _, dtype in ipairs({ "f32", "bf16" }) do
-        for _, cfg in ipairs(set) do
-          if cfg.model.dtype == dtype and not peaks[dtype] then
-            local pk, why = dp.profile.peak(dtype, kind)
-            if not pk and dtype ~= "f32" then -- w is the curves' abscissa: the f32 peak serves
-              local f = dp.profile.peak("f32", kind)
-              if f then pk = { flops = f.flops, bandwidth = f.bandwidth, how = "the f32 peak (the backend states none for " .. dtype .. "): " .. f.how } end
-            end
-            if not pk then error(string.format("dpprof calibrate: no %s peak on %s: %s", dtype, kind, tostring(why)), 0) end
-            if not (pk.flops > 0 and pk.bandwidth > 0) then -- the peaks only scale the curves' abscissa
-              pk = { flops = pk.flops > 0 and pk.flops or 1e12, bandwidth = pk.bandwidth > 0 and pk.bandwidth or 1e11,
-                     how = "nominal (the backend stated a zero peak): " .. tostring(pk.how) }
-            end
-            peaks[dtype], how[dtype] = { flops = pk.flops, bandwidth = pk.bandwidth }, pk.how
-          end
-        end
-      end
-      for i, cfg in ipairs(set) do
-        local run, why = calibrate.measure(cfg, clock)
-        if run then
-          runs[#runs + 1] = run
-          say(string.format("[%d/%d] %s: %d samples, step %.3f ms", i, #set, cfg.name, #run.samples, run.step_ms))
-        else
-          say(string.format("[%d/%d] %s: skipped (%s)", i, #set, cfg.name, why))
-        end
-      end
-      local dtypes_run = {}
-      for _, cfg in ipairs(set) do dtypes_run[cfg.model.dtype] = true end
-      for _, dtype in ipairs({ "f32", "bf16" }) do
-        if dtypes_run[dtype] then
-          local gok, g = pcall(calibrate.gemm_run, kind, dtype, clock, opts.quick)
-          if gok then
-            runs[#runs + 1] = g
-            say(string.format("%s: %d samples", g.name, #g.samples))
-          else -- (out of device memory, say): the models' own GEMMs remain
-            dp.profile.enable(false)
-            dp.profile.cpu_clock(false)
-            say(string.format("gemm sweep %s: skipped (%s)", dtype, dp.error_text(g):gsub("\n.*", "")))
-          end
-        end
-      end
-      sources[#sources + 1] = string.format("the %s calibration set (%d runs)", opts.quick and "quick" or "full", #runs)
-    end
-    for _, path in ipairs(opts.results or {}) do
-      -- validated as dpprof compare validates it: a file whose calls, times or flops are not
-      -- numbers of their kind (negative, strings, 2^63 calls) is named, field first, and not fitted
-      local r, bad = dp.results.load(path)
-      if not r then refuse("dpprof calibrate: " .. bad) end
-      local run, why = calibrate.from_result(r, path)
-      if not run then refuse(string.format("dpprof calibrate: %s %s", path, why)) end
-      if run.device and run.device ~= kind then
-        refuse(string.format("dpprof calibrate: %s was measured on %s, not %s (give --device %s)", path, run.device,
-                             kind, run.device))
-      end
-      if not peaks[run.dtype] then
-        if not run.peak then refuse(string.format("dpprof calibrate: %s states no device peak for %s", path, run.dtype)) end
-        peaks[run.dtype], how[run.dtype] = { flops = run.peak.flops, bandwidth = run.peak.bandwidth }, run.peak.how
-      end
+end
+
+-- Runs the calibration set (its experiments, then a GEMM sweep per dtype it ran) into st.runs.
+local function run_set(st)
+  local kind, opts, clock, runs, say = st.kind, st.opts, st.clock, st.runs, st.say
+  local set = calibrate.set(kind, opts.quick)
+  set_peaks(st, set)
+  for i, cfg in ipairs(set) do
+    local run, why = calibrate.measure(cfg, clock)
+    if run then
       runs[#runs + 1] = run
-      sources[#sources + 1] = path
-      say(string.format("%s: %d op samples (%s)", path, #run.samples, run.dtype))
+      say(string.format("[%d/%d] %s: %d samples, step %.3f ms", i, #set, cfg.name, #run.samples, run.step_ms))
+    else
+      say(string.format("[%d/%d] %s: skipped (%s)", i, #set, cfg.name, why))
     end
-  end)
-  local threads = dp.threads()
-  dp.threads(threads_before)
-  if not ok then error(err, 0) end
-  if #runs == 0 then error("dpprof calibrate: nothing to fit (no run succeeded and no result given)", 0) end
-  -- one bandwidth for the file: the dtypes' peaks measure the same memory (the largest measured)
-  local bandwidth = 0
-  for _, p in pairs(peaks) do bandwidth = math.max(bandwidth, p.bandwidth) end
-  for _, p in pairs(peaks) do p.bandwidth = bandwidth end
-  local dtypes = calibrate.fit(runs, peaks)
+  end
+  local dtypes_run = {}
+  for _, cfg in ipairs(set) do dtypes_run[cfg.model.dtype] = true end
+  for _, dtype in ipairs({ "f32", "bf16" }) do
+    if dtypes_run[dtype] then
+      local gok, g = pcall(calibrate.gemm_run, kind, dtype, clock, opts.quick)
+      if gok then
+        runs[#runs + 1] = g
+        say(string.format("%s: %d samples", g.name, #g.samples))
+      else -- (out of device memory, say): the models' own GEMMs remain
+        dp.profile.enable(false)
+        dp.profile.cpu_clock(false)
+        say(string.format("gemm sweep %s: skipped (%s)", dtype, dp.error_text(g):gsub("\n.*", "")))
+      end
+    end
+  end
+  st.sources[#st.sources + 1] = string.format("the %s calibration set (%d runs)", opts.quick and "quick" or "full", #runs)
+end
+
+-- Reads the result files opts.results gives into st.runs (each refused, named, when it is not a
+-- profiled measurement of this device), their peaks where the set gave none.
+local function read_results(st)
+  local kind, runs, peaks, how, say = st.kind, st.runs, st.peaks, st.how, st.say
+  for _, path in ipairs(st.opts.results or {}) do
+    -- validated as dpprof compare validates it: a file whose calls, times or flops are not
+    -- numbers of their kind (negative, strings, 2^63 calls) is named, field first, and not fitted
+    local r, bad = dp.results.load(path)
+    if not r then refuse("dpprof calibrate: " .. bad) end
+    local run, why = calibrate.from_result(r, path)
+    if not run then refuse(string.format("dpprof calibrate: %s %s", path, why)) end
+    if run.device and run.device ~= kind then
+      refuse(string.format("dpprof calibrate: %s was measured on %s, not %s (give --device %s)", path, run.device,
+                           kind, run.device))
+    end
+    if not peaks[run.dtype] then
+      if not run.peak then refuse(string.format("dpprof calibrate: %s states no device peak for %s", path, run.dtype)) end
+      peaks[run.dtype], how[run.dtype] = { flops = run.peak.flops, bandwidth = run.peak.bandwidth }, run.peak.how
+    end
+    runs[#runs + 1] = run
+    st.sources[#st.sources + 1] = path
+    say(string.format("%s: %d op samples (%s)", path, #run.samples, run.dtype))
+  end
+end
+
+-- The device model file's table of the fitted dtypes (docs: devmodel.lua's fields).
+local function file_table(st, dtypes, bandwidth, threads)
+  local kind, opts, clock, peaks, how = st.kind, st.opts, st.clock, st.peaks, st.how
   local mem, info = total_memory_of(kind)
-  local plan = require("dpprof.plan")
   local env = dp.environment()
   local peak_flops, peak_how = {}, {}
   for dt, p in pairs(peaks) do
@@ -497,16 +341,48 @@ function calibrate.document(opts)
     description = string.format("%s, calibrated by dpprof calibrate (%d threads, %s clock)", device_name, threads,
                                 clock == "cpu" and "CPU time" or "wall"),
     device = kind, device_name = device_name, commit = env.git_commit or dp.git_commit or "unknown",
-    date = os.date("!%Y-%m-%dT%H:%M:%SZ", t0), threads = threads,
+    date = os.date("!%Y-%m-%dT%H:%M:%SZ", st.t0), threads = threads,
     memory_bytes = mem or 0, context_bytes = kind == "cuda" and plan.DEFAULT_CONTEXT_BYTES or 0,
     workspace = kind == "cuda", reserve_overhead = kind == "cuda" and plan.DEFAULT_RESERVE_OVERHEAD or 0.0,
     peak_flops = peak_flops, bandwidth = bandwidth + 0.0, peak_how = peak_how,
     time_model = "per op and dtype: time = curve(w) + gap_s, w = max(flops/peak_flops, bytes/bandwidth); "
                  .. "curve piecewise linear in log10(w) -> log10(s) (engine/core/clock.h); ops without a curve: w",
     dtypes = dtypes,
-    calibration = { runs = #runs, clock = clock, set = opts.runs == false and "results" or (opts.quick and "quick" or "full"),
-                    sources = sources, seconds = dp.clock() - clock0 },
-  }, runs
+    calibration = { runs = #st.runs, clock = clock, set = opts.runs == false and "results" or (opts.quick and "quick" or "full"),
+                    sources = st.sources, seconds = dp.clock() - st.clock0 },
+  }
+end
+
+-- opts: device ("cpu"|"cuda"), quick, threads, name, clock ("wall"|"cpu"), results = {paths}, runs = false (results only),
+-- say = function(line) for progress. Returns the file's table and the runs it fitted.
+function calibrate.document(opts)
+  local kind = opts.device or "cpu"
+  local st = { kind = kind, opts = opts, runs = {}, sources = json.array(), t0 = os.time(), clock0 = dp.clock(),
+               peaks = {}, how = {}, say = opts.say or function() end }
+  local threads_before = dp.threads()
+  if opts.threads then dp.threads(opts.threads) end
+  -- the CPU with one thread is timed by its CPU time (a shared machine's other processes do not count)
+  local clock = opts.clock or (kind == "cpu" and dp.threads() == 1 and "cpu" or "wall")
+  if clock == "cpu" and (kind ~= "cpu" or dp.threads() ~= 1) then
+    dp.threads(threads_before)
+    refuse("dpprof calibrate: the cpu clock times one CPU thread: it needs --device cpu and --threads 1")
+  end
+  st.clock = clock
+  local ok, err = pcall(function()
+    if opts.runs ~= false then run_set(st) end
+    read_results(st)
+  end)
+  local threads = dp.threads()
+  dp.threads(threads_before)
+  if not ok then error(err, 0) end
+  local runs, peaks = st.runs, st.peaks
+  if #runs == 0 then error("dpprof calibrate: nothing to fit (no run succeeded and no result given)", 0) end
+  -- one bandwidth for the file: the dtypes' peaks measure the same memory (the largest measured)
+  local bandwidth = 0
+  for _, p in pairs(peaks) do bandwidth = math.max(bandwidth, p.bandwidth) end
+  for _, p in pairs(peaks) do p.bandwidth = bandwidth end
+  local dtypes = calibrate.fit(runs, peaks)
+  return file_table(st, dtypes, bandwidth, threads), runs
 end
 
 calibrate.USAGE = [[
@@ -535,8 +411,9 @@ and the date. Use it with device_model=FILE.json (experiments, sweeps, dpprof fi
 exit status: 0 written; 1 the runs failed; 2 bad arguments or an unreadable result
 ]]
 
-function calibrate.main(args)
-  local opts, results = { device = "cpu" }, {}
+-- dpprof calibrate's arguments into opts (and the result files into results); raises the complaint
+-- (a string) for a bad one.
+local function main_args(args, opts, results)
   local i = 1
   local function value(flag)
     local v = args[i + 1]
@@ -544,42 +421,86 @@ function calibrate.main(args)
     i = i + 1
     return v
   end
-  local ok, err = pcall(function()
-    while i <= #args do
-      local a = args[i]
-      if a == "--help" or a == "-h" then opts.help = true
-      elseif a == "--device" then opts.device = value(a)
-      elseif a == "--out" then opts.out = value(a)
-      elseif a == "--quick" then opts.quick = true
-      elseif a == "--results-only" then opts.runs = false
-      elseif a == "--name" then opts.name = value(a)
-      elseif a == "--clock" then
-        opts.clock = value(a)
-        if opts.clock ~= "wall" and opts.clock ~= "cpu" then
-          error(string.format("dpprof calibrate: --clock must be wall or cpu, got '%s'", opts.clock), 0)
-        end
-      elseif a == "--threads" then
-        local v = value(a)
-        opts.threads = math.tointeger(tonumber(v))
-        if not opts.threads or opts.threads < 1 or opts.threads > dp.MAX_THREADS then
-          error(string.format("dpprof calibrate: --threads must be an integer in 1..%d, got '%s'", dp.MAX_THREADS, v), 0)
-        end
-      elseif a:sub(1, 2) == "--" then
-        error(string.format("dpprof calibrate: unknown option '%s' (valid: --device, --out, --quick, --threads, "
-                            .. "--name, --clock, --results-only, --help)", a), 0)
-      else
-        results[#results + 1] = a
+  while i <= #args do
+    local a = args[i]
+    if a == "--help" or a == "-h" then opts.help = true
+    elseif a == "--device" then opts.device = value(a)
+    elseif a == "--out" then opts.out = value(a)
+    elseif a == "--quick" then opts.quick = true
+    elseif a == "--results-only" then opts.runs = false
+    elseif a == "--name" then opts.name = value(a)
+    elseif a == "--clock" then
+      opts.clock = value(a)
+      if opts.clock ~= "wall" and opts.clock ~= "cpu" then
+        error(string.format("dpprof calibrate: --clock must be wall or cpu, got '%s'", opts.clock), 0)
       end
-      i = i + 1
+    elseif a == "--threads" then
+      local v = value(a)
+      opts.threads = math.tointeger(tonumber(v))
+      if not opts.threads or opts.threads < 1 or opts.threads > dp.MAX_THREADS then
+        error(string.format("dpprof calibrate: --threads must be an integer in 1..%d, got '%s'", dp.MAX_THREADS, v), 0)
+      end
+    elseif a:sub(1, 2) == "--" then
+      error(string.format("dpprof calibrate: unknown option '%s' (valid: --device, --out, --quick, --threads, "
+                          .. "--name, --clock, --results-only, --help)", a), 0)
+    else
+      results[#results + 1] = a
     end
-    if opts.device ~= "cpu" and opts.device ~= "cuda" then
-      error(string.format("dpprof calibrate: --device must be cpu or cuda, got '%s'", opts.device), 0)
+    i = i + 1
+  end
+  if opts.device ~= "cpu" and opts.device ~= "cuda" then
+    error(string.format("dpprof calibrate: --device must be cpu or cuda, got '%s'", opts.device), 0)
+  end
+  if opts.device == "cuda" and not dp.cuda_compiled and opts.runs ~= false then
+    error("dpprof calibrate: this dpprof has no CUDA backend (--device cuda needs one)", 0)
+  end
+  if opts.runs == false and #results == 0 then error("dpprof calibrate: --results-only needs RESULTS", 0) end
+end
+
+-- The fitted model's table per dtype: each op's samples, knots and fit error, and the dtype's gap and
+-- peaks.
+local function print_fit(doc)
+  local names = {}
+  for dt in pairs(doc.dtypes) do names[#names + 1] = dt end
+  table.sort(names)
+  for _, dt in ipairs(names) do
+    local d = doc.dtypes[dt]
+    local rows = { { dt .. " op", "samples", "knots", "fit error median", "worst" } }
+    local ops = {}
+    for op in pairs(d.ops) do ops[#ops + 1] = op end
+    table.sort(ops)
+    for _, op in ipairs(ops) do
+      local c = d.ops[op]
+      rows[#rows + 1] = { op, tostring(c.samples), tostring(#c.log10_work_s),
+                          string.format("%.1f%%", 100 * c.fit_error.median), string.format("%.1f%%", 100 * c.fit_error.worst) }
     end
-    if opts.device == "cuda" and not dp.cuda_compiled and opts.runs ~= false then
-      error("dpprof calibrate: this dpprof has no CUDA backend (--device cuda needs one)", 0)
-    end
-    if opts.runs == false and #results == 0 then error("dpprof calibrate: --results-only needs RESULTS", 0) end
-  end)
+    dp.print_table(rows, { false, true, true, true, true })
+    print(string.format("  %s: host gap between calls %.3g us; peaks %.4g GFLOP/s, %.4g GB/s", dt, d.gap_s * 1e6,
+                        doc.peak_flops[dt] / 1e9, doc.bandwidth / 1e9))
+  end
+end
+
+-- The fitted document encoded and checked as a file read back would be; writes it to opts.out. The exit
+-- status: 0, or 1 when the fit came out invalid (non-finite, say).
+local function write_model(doc, opts)
+  local eok, text = pcall(devmodel.encode, doc) -- a fit that came out non-finite cannot be written
+  local cok, cerr = false, eok and "" or dp.error_text(text)
+  if eok then cok, cerr = pcall(devmodel.check, json.decode(text), opts.out) end
+  if not cok then
+    io.stderr:write("dpprof calibrate: the fitted model is invalid: ", tostring(cerr), "\n")
+    return 1
+  end
+  local f = assert(io.open(opts.out, "w"))
+  f:write(text, "\n")
+  f:close()
+  print(string.format("dpprof calibrate: %s: %s model '%s' from %d runs in %.1f s", opts.out, doc.device, doc.name,
+                      doc.calibration.runs, doc.calibration.seconds))
+  return 0
+end
+
+function calibrate.main(args)
+  local opts, results = { device = "cpu" }, {}
+  local ok, err = pcall(main_args, args, opts, results)
   if not ok then
     io.stderr:write(tostring(err), "\n")
     return 2
@@ -602,36 +523,9 @@ function calibrate.main(args)
     io.stderr:write(msg, "\n")
     return msg == refused and 2 or 1
   end
-  local eok, text = pcall(devmodel.encode, doc) -- a fit that came out non-finite cannot be written
-  local cok, cerr = false, eok and "" or dp.error_text(text)
-  if eok then cok, cerr = pcall(devmodel.check, json.decode(text), opts.out) end
-  if not cok then
-    io.stderr:write("dpprof calibrate: the fitted model is invalid: ", tostring(cerr), "\n")
-    return 1
-  end
-  local f = assert(io.open(opts.out, "w"))
-  f:write(text, "\n")
-  f:close()
-  print(string.format("dpprof calibrate: %s: %s model '%s' from %d runs in %.1f s", opts.out, doc.device, doc.name,
-                      doc.calibration.runs, doc.calibration.seconds))
-  local names = {}
-  for dt in pairs(doc.dtypes) do names[#names + 1] = dt end
-  table.sort(names)
-  for _, dt in ipairs(names) do
-    local d = doc.dtypes[dt]
-    local rows = { { dt .. " op", "samples", "knots", "fit error median", "worst" } }
-    local ops = {}
-    for op in pairs(d.ops) do ops[#ops + 1] = op end
-    table.sort(ops)
-    for _, op in ipairs(ops) do
-      local c = d.ops[op]
-      rows[#rows + 1] = { op, tostring(c.samples), tostring(#c.log10_work_s),
-                          string.format("%.1f%%", 100 * c.fit_error.median), string.format("%.1f%%", 100 * c.fit_error.worst) }
-    end
-    dp.print_table(rows, { false, true, true, true, true })
-    print(string.format("  %s: host gap between calls %.3g us; peaks %.4g GFLOP/s, %.4g GB/s", dt, d.gap_s * 1e6,
-                        doc.peak_flops[dt] / 1e9, doc.bandwidth / 1e9))
-  end
+  local rc = write_model(doc, opts)
+  if rc ~= 0 then return rc end
+  print_fit(doc)
   return 0
 end
 
