@@ -48,6 +48,10 @@ local options = require("dpprof.options")
 local parallel = require("dpprof.parallel")
 local repeats_of = require("dpprof.repeats")
 local outdir = require("dpprof.outdir")
+local sweep_points = require("dpprof.sweep_points")
+local experiment = require("dpprof.experiment")
+local fit = require("dpprof.fit")
+local slurm = require("dpprof.slurm")
 
 local sweep = {}
 
@@ -79,121 +83,11 @@ local calls = 0
 -- What a Slurm task raises once its point's result is written, to end the script there.
 sweep.TASK_DONE = setmetatable({}, { __tostring = function() return "dpprof.sweep: the Slurm task's point is done" end })
 
--- Where each vary key lands in the experiment configuration: the schema's SWEEP rows by their bare
--- names (dpprof.options), and two it names otherwise (lora_rank, optimizer: its name). Keys not
--- listed here may be given as dotted paths ("model.hidden", "dp.noise_multiplier").
-sweep.KEYS = options.sweep_keys()
-sweep.KEYS.lora_rank = { "model", "lora", "rank" }
-sweep.KEYS.optimizer = { "optimizer", "name" }
-
-local function sorted_keys(t)
-  local keys = {}
-  for k in pairs(t) do keys[#keys + 1] = k end
-  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
-  return keys
-end
-
-local deep_copy = dp.deep_copy
-
-local function format_value(v)
-  if math.type(v) == "integer" then return string.format("%d", v) end
-  if math.type(v) == "float" then return string.format("%g", v) end
-  return tostring(v)
-end
-
--- s made safe as a file name inside out: characters other than letters, digits and _.+=,-
--- become "_", and so does a leading "." (no hidden files, no ".."), so a name never leaves out.
-function sweep.safe_name(s)
-  return (tostring(s):gsub("[^%w_.+=,%-]", "_"):gsub("^%.", "_"))
-end
-
--- The point's name: "key=value,key=value" in key order, made safe as a file name.
-function sweep.point_name(keys, vary)
-  local parts = {}
-  for i, k in ipairs(keys) do parts[i] = k .. "=" .. format_value(vary[k]) end
-  return sweep.safe_name(table.concat(parts, ","))
-end
-
-local function path_of(key)
-  if sweep.KEYS[key] then return sweep.KEYS[key] end
-  if key:find(".", 1, true) then
-    local p = {}
-    for part in key:gmatch("[^.]+") do p[#p + 1] = part end
-    return p
-  end
-  error(string.format("dpprof.sweep: unknown vary key '%s' (valid: %s, or a dotted path such as "
-                      .. "\"model.hidden\")", key, table.concat(sorted_keys(sweep.KEYS), ", ")), 4)
-end
-
--- Sets value at the path of key in cfg. lora_rank = 0 means no LoRA; a method replaces norms/clip.
-local function apply(cfg, key, value)
-  if key == "lora_rank" then
-    cfg.model = cfg.model or {}
-    if value == 0 then cfg.model.lora = nil return end
-    local lora = deep_copy(cfg.model.lora) or {}
-    lora.rank = value
-    cfg.model.lora = lora
-    return
-  end
-  if key == "method" then cfg.norms, cfg.clip = nil, nil end
-  if key == "norms" or key == "clip" then cfg.method = nil end
-  local path = path_of(key)
-  local t = cfg
-  for i = 1, #path - 1 do
-    if type(t[path[i]]) ~= "table" then t[path[i]] = {} end
-    t = t[path[i]]
-  end
-  t[path[#path]] = value
-end
-
--- The points of the product, in order: {name=, vary={key=value}, config=}.
-function sweep.points(base, vary, order)
-  local keys = order and { table.unpack(order) } or sorted_keys(vary)
-  local seen = {}
-  for _, k in ipairs(keys) do
-    if vary[k] == nil then error(string.format("dpprof.sweep: order names '%s', which vary does not have", k), 3) end
-    seen[k] = true
-  end
-  for k, values in pairs(vary) do
-    if type(k) ~= "string" then error("dpprof.sweep: vary keys must be names (strings)", 3) end
-    if not seen[k] then error(string.format("dpprof.sweep: order does not name vary key '%s'", k), 3) end
-    if type(values) ~= "table" or #values == 0 then
-      error(string.format("dpprof.sweep: vary.%s must be a non-empty list of values", k), 3)
-    end
-    for i, v in ipairs(values) do
-      local t = type(v)
-      if t ~= "number" and t ~= "string" and t ~= "boolean" then
-        error(string.format("dpprof.sweep: vary.%s[%d] must be a number, string or boolean (got %s)", k, i, t), 3)
-      end
-    end
-    path_of(k)
-  end
-  local points = {}
-  local function rec(i, current)
-    if i > #keys then
-      local cfg = deep_copy(base)
-      local v = {}
-      for _, k in ipairs(keys) do
-        apply(cfg, k, current[k])
-        v[k] = current[k]
-      end
-      local name = #keys > 0 and sweep.point_name(keys, v) or sweep.safe_name(base.name or "run")
-      points[#points + 1] = { name = name, vary = v, config = cfg }
-      return
-    end
-    for _, value in ipairs(vary[keys[i]]) do
-      current[keys[i]] = value
-      rec(i + 1, current)
-    end
-  end
-  rec(1, {})
-  local names = {}
-  for _, p in ipairs(points) do
-    if names[p.name] then error(string.format("dpprof.sweep: two points are both named '%s'", p.name), 3) end
-    names[p.name] = true
-  end
-  return points
-end
+-- The points of a sweep and where its vary keys land (dpprof.sweep_points).
+sweep.KEYS = sweep_points.KEYS
+sweep.safe_name = sweep_points.safe_name
+sweep.point_name = sweep_points.point_name
+sweep.points = sweep_points.points
 
 local function format_duration(s)
   if s < 60 then return string.format("%.1f s", s) end
@@ -205,9 +99,9 @@ end
 -- The experiment; a plan point that does not fit its card, or fits only with checkpointing, also
 -- gets plan.checkpoint_advice: which setting makes it fit, at what step time (dpprof.fit).
 local function default_run(cfg)
-  local r = require("dpprof.experiment").run(cfg)
+  local r = experiment.run(cfg)
   if r.status == "ok" and r.predicted then
-    local ok, advice = pcall(require("dpprof.fit").checkpoint_advice, cfg, r)
+    local ok, advice = pcall(fit.checkpoint_advice, cfg, r)
     if ok and advice then
       r.plan.checkpoint_advice = advice
     elseif not ok then
@@ -311,80 +205,73 @@ local function passed_over(out, name)
 end
 
 
-function sweep.run(opts)
-  if type(opts) ~= "table" then error("dpprof.sweep: expects a table of options", 2) end
+-- dp.sweep's options checked into the sweep's state: base, vary, run, timeout, out, name, resume,
+-- retry_failed, isolate, repeats, say, session and backend (errors point at dp.sweep's caller).
+local function sweep_options(opts)
+  if type(opts) ~= "table" then error("dpprof.sweep: expects a table of options", 3) end
   for k in pairs(opts) do
-    local known = false
-    for _, v in ipairs(OPTION_KEYS) do known = known or v == k end
-    if not known then
-      error(string.format("dpprof.sweep: unknown key '%s' (valid: %s)", tostring(k), table.concat(OPTION_KEYS, ", ")), 2)
+    if not dp.contains(OPTION_KEYS, k) then
+      error(string.format("dpprof.sweep: unknown key '%s' (valid: %s)", tostring(k), table.concat(OPTION_KEYS, ", ")), 3)
     end
   end
-  local base = opts.base or {}
-  local vary = opts.vary or {}
-  local run = opts.run or default_run
-  if type(run) ~= "function" then error("dpprof.sweep: run must be a function(cfg, vary)", 2) end
+  local sw = { opts = opts, base = opts.base or {}, vary = opts.vary or {}, run = opts.run or default_run }
+  if type(sw.run) ~= "function" then error("dpprof.sweep: run must be a function(cfg, vary)", 3) end
   local comb = opts.combined
   if comb ~= nil and type(comb) ~= "boolean" and not (type(comb) == "string" and comb:match("^[^/]+%.json$")) then
     error(string.format("dpprof.sweep: combined must be true, false or a file name ending in .json (no '/'), got %s",
-                        type(comb) == "string" and "\"" .. comb .. "\"" or type(comb)), 2)
+                        type(comb) == "string" and "\"" .. comb .. "\"" or type(comb)), 3)
   end
-  local timeout = opts.timeout or 0
-  if type(timeout) ~= "number" or timeout < 0 then error("dpprof.sweep: timeout must be seconds >= 0 (0: none)", 2) end
+  sw.timeout = opts.timeout or 0
+  if type(sw.timeout) ~= "number" or sw.timeout < 0 then error("dpprof.sweep: timeout must be seconds >= 0 (0: none)", 3) end
   local out = opts.out or ("results/run_" .. os.date("%Y%m%d_%H%M%S"))
   if type(out) ~= "string" or out:gsub("/+$", "") == "" then
-    error("dpprof.sweep: out must name a directory (got " .. (type(out) == "string" and "\"" .. out .. "\"" or type(out)) .. ")", 2)
+    error("dpprof.sweep: out must name a directory (got " .. (type(out) == "string" and "\"" .. out .. "\"" or type(out)) .. ")", 3)
   end
-  out = out:gsub("/+$", "")
-  local name = opts.name or out:match("([^/]+)$") or out
-  local resume = opts.resume ~= false
-  local retry_failed = opts.retry_failed ~= false
-  local isolate = opts.isolate ~= false
+  sw.out = out:gsub("/+$", "")
+  sw.name = opts.name or sw.out:match("([^/]+)$") or sw.out
+  sw.resume, sw.retry_failed, sw.isolate = opts.resume ~= false, opts.retry_failed ~= false, opts.isolate ~= false
   local rok, repeats = pcall(repeats_of.count, opts.repeats)
-  if not rok then error(repeats, 2) end
-  local say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
-  local session = sweep.session
-  local backend = session and "slurm" or opts.backend or "local"
-  if backend ~= "local" and backend ~= "slurm" then
-    error(string.format("dpprof.sweep: unknown backend '%s' (valid: local, slurm)", tostring(backend)), 2)
+  if not rok then error(repeats, 3) end
+  sw.repeats = repeats
+  sw.say = opts.quiet and function() end or function(...) print(...) io.stdout:flush() end
+  sw.session = sweep.session
+  sw.backend = sw.session and "slurm" or opts.backend or "local"
+  if sw.backend ~= "local" and sw.backend ~= "slurm" then
+    error(string.format("dpprof.sweep: unknown backend '%s' (valid: local, slurm)", tostring(sw.backend)), 3)
   end
-  if opts.slurm ~= nil and type(opts.slurm) ~= "table" then error("dpprof.sweep: slurm must be a table of options", 2) end
-  if opts.parallel ~= nil and not isolate then
-    error("dpprof.sweep: parallel needs isolated points (isolate=false runs them in this process, one at a time)", 2)
+  if opts.slurm ~= nil and type(opts.slurm) ~= "table" then error("dpprof.sweep: slurm must be a table of options", 3) end
+  if opts.parallel ~= nil and not sw.isolate then
+    error("dpprof.sweep: parallel needs isolated points (isolate=false runs them in this process, one at a time)", 3)
   end
-  calls = calls + 1
-  local call = calls
-  -- a `dpprof sweep` command for one sweep of a script passes the others over; its sweep's files
-  -- are where the command says (the script's own default out may hold a timestamp)
-  if session and session.call and session.call ~= call then return passed_over(out, name) end
-  if session then session.reached = true end
-  if session and session.dir then out = session.dir end
-  local slurm = backend == "slurm" and require("dpprof.slurm") or nil
-  local slurm_options
-  if slurm then
-    local sok, checked = pcall(slurm.options, opts.slurm, session and session.slurm)
-    if not sok then error(checked, 2) end
-    slurm_options = checked
-    -- out and the name reach the generated scripts: refused here, before out is made
-    sok, checked = pcall(function()
-      slurm.check_text("out (the sweep's directory)", out)
-      slurm.check_text("the sweep's name", name)
-    end)
-    if not sok then dp.refuse(dp.error_text(checked)) end
-  end
+  return sw
+end
 
-  local points = sweep.points(base, vary, opts.order)
-  -- A point the experiment would refuse (a misspelt method or key, a model that cannot be built)
-  -- stops the sweep before any point runs, rather than after the hours the points before it took.
-  local experiment = run == default_run and require("dpprof.experiment") or nil
+-- A Slurm sweep's options (sw.slurm), and its out and name refused before out is made when the
+-- generated scripts could not hold them.
+local function slurm_setup(sw)
+  local sok, checked = pcall(slurm.options, sw.opts.slurm, sw.session and sw.session.slurm)
+  if not sok then error(checked, 3) end
+  sw.slurm = checked
+  sok, checked = pcall(function()
+    slurm.check_text("out (the sweep's directory)", sw.out)
+    slurm.check_text("the sweep's name", sw.name)
+  end)
+  if not sok then dp.refuse(dp.error_text(checked)) end
+end
+
+-- Each point's resolved configuration and its hash: a point the experiment would refuse (a misspelt
+-- method or key, a model that cannot be built) stops the sweep before any point runs, rather than
+-- after the hours the points before it took.
+local function resolve_points(sw, points)
+  local checked = sw.run == default_run
   for _, p in ipairs(points) do
     local resolved
-    if experiment then
+    if checked then
       -- a point distributed on a real device is never a rank of this process's world: on Slurm
       -- it is a job of its own world_size ranks (srun), checked as such ("launch"); locally refused
       local cok, cerr = pcall(experiment.config, p.config, "launch")
       if not cok then dp.refuse(string.format("dpprof.sweep: point %s: %s", p.name, dp.error_text(cerr))) end
-      if not slurm and cerr.distributed and cerr.device ~= "plan" then -- a local point is one child process
+      if sw.backend ~= "slurm" and cerr.distributed and cerr.device ~= "plan" then -- a local point is one child process
         dp.refuse(string.format("dpprof.sweep: point %s: distributed on device '%s': a local sweep's point is one "
                                 .. "process; submit the sweep to Slurm (backend = \"slurm\": each such point an "
                                 .. "N-task job, docs/cluster.md), run the experiment itself under mpirun or srun, or "
@@ -393,235 +280,296 @@ function sweep.run(opts)
       resolved = cerr
     end
     p.resolved = resolved_config(p, resolved)
-    if slurm then
-      local tok, terr = pcall(slurm.check_tasks, slurm_options, slurm.point_tasks(p.resolved), p.name)
+    if sw.backend == "slurm" then
+      local tok, terr = pcall(slurm.check_tasks, sw.slurm, slurm.point_tasks(p.resolved), p.name)
       if not tok then dp.refuse(dp.error_text(terr)) end
     end
     local hok, hash = pcall(results.config_hash, p.resolved)
     if not hok then
       error(string.format("dpprof.sweep: point %s: its configuration cannot be recorded: %s", p.name,
-                          dp.error_text(hash)), 2)
+                          dp.error_text(hash)), 3)
     end
     p.config_hash = hash
   end
-  local plan
-  if backend == "local" then
-    local pok, planned = pcall(parallel.plan, opts.parallel, points)
-    if not pok then error(planned, 2) end
-    plan = planned
-  end
-  local ok, err = dp.mkdir_p(repeats > 1 and out .. "/" .. repeats_of.DIR or out)
-  if not ok then error("dpprof.sweep: " .. err, 2) end
-  -- Every file a point writes must be nameable here: checked before the first point runs.
-  local name_max = dp.name_max(out)
+end
+
+-- Every file a point writes must be nameable in out: checked before the first point runs.
+local function check_file_names(sw, points)
+  local name_max = dp.name_max(sw.out)
   for _, p in ipairs(points) do
-    local longest = p.name .. (repeats > 1 and ".run" .. repeats or "") .. (opts.trace and ".trace.json" or ".json")
+    local longest = p.name .. (sw.repeats > 1 and ".run" .. sw.repeats or "") .. (sw.opts.trace and ".trace.json" or ".json")
     if #longest > name_max then
       error(string.format("dpprof.sweep: point %s: its file name '%s' is %d bytes, longer than the %d %s allows; "
-                          .. "shorten the vary values or give fewer keys", p.name, longest, #longest, name_max, out), 2)
+                          .. "shorten the vary values or give fewer keys", p.name, longest, #longest, name_max, sw.out), 3)
     end
   end
-  local host = dp.environment().hostname or "unknown"
-  -- The configuration of run k of point p (its trace beside its file).
-  local function prepare(p, k)
-    p.file = out .. "/" .. p.name .. ".json"
-    local cfg = p.config
-    if run == default_run then
-      cfg.name = p.name
-      if opts.trace then
-        cfg.trace = (repeats > 1 and repeats_of.run_file(out, p.name, k) or p.file):gsub("%.json$", ".trace.json")
-      end
-    end
-    return cfg
-  end
-  -- A Slurm array task runs one point, writes its file and ends the script (tasks of one array
-  -- run side by side, each on its own file: no lock).
-  if session and session.mode == "task" then
-    local n = session.manifest.repeats or 1
-    local i, k = repeats_of.task(session.index, n)
-    local tok, p = pcall(slurm.task_point, session, points, i)
-    if not tok then
-      -- the point's file says why, or collect would only see a task that ended without one
-      local q = session.manifest.points[i]
-      if q then
-        local r = results.failure{ name = q.name, status = "error", message = p, config = q.config }
-        write_result(out .. "/" .. q.file, finish_result(r, { name = q.name, vary = q.vary, resolved = q.config,
-                                                              config_hash = q.config_hash }, name,
-                                                         (slurm.task_placement(host))))
-      end
-      error(p, 2)
-    end
-    local cfg = prepare(p, k)
-    local placement, threads = slurm.task_placement(host)
-    local r
-    if slurm.point_tasks(p.resolved).ntasks > 1 then
-      -- an N-task point: this process is one of the ranks srun started, so the point runs here
-      -- (a child would not be the launcher's rank); rank 0's result, which carries every rank's
-      -- peaks, is the point's. Slurm's time limit, not the sweep's timeout, bounds it.
-      if threads then dp.threads(threads) end
-      r = run_here(run, cfg, p.vary)
-      local rok, rank = pcall(dp.dist.rank)
-      if not rok then rank = math.tointeger(tonumber(os.getenv("SLURM_PROCID") or "")) or 0 end
-      if rank ~= 0 then error(sweep.TASK_DONE, 0) end
-    else
-      r = dp.isolate(run, cfg, p.vary, { timeout = timeout, threads = threads })
-    end
-    r = finish_result(r, p, name, placement)
-    -- a repeated point's run goes to its own file; the task that finds every run there writes the
-    -- point's (each task writes its run before it looks, so the last one to end sees them all)
-    local file = n > 1 and repeats_of.run_file(out, p.name, k) or p.file
-    local wok, werr = write_result(file, r)
-    if not wok then error(string.format("dpprof.sweep: the result of point %s could not be written: %s", p.name, werr), 2) end
-    say(string.format("[%d/%d] %s%s: %s", i, #points, p.name, n > 1 and string.format(" run %d/%d", k, n) or "",
-                      describe(r)))
-    if n > 1 then
-      local runs = repeats_of.kept(out, p.name, n, p.config_hash, false)
-      runs[k] = r
-      if repeats_of.have(runs, n) == n then
-        local all = repeats_of.combine(runs, n)
-        wok, werr = write_result(p.file, all)
-        if not wok then error(string.format("dpprof.sweep: the result of point %s could not be written: %s", p.name, werr), 2) end
-        say(string.format("%s: %s", p.name, describe(all)))
-      end
-    end
-    error(sweep.TASK_DONE, 0)
-  end
-  -- One sweep at a time in a directory: a second one would overwrite the first one's files.
-  local note = string.format("pid %d on %s since %s (sweep '%s')", dp.pid(), host,
-                             os.date("%Y-%m-%d %H:%M:%S"), name)
-  local lock <close>, holder = dp.lock(out .. "/" .. sweep.LOCK_FILE, note)
-  if not lock then
-    error(string.format("dpprof.sweep: %s is in use by another sweep: %s; wait for it to end or give another out",
-                        out, holder), 2)
-  end
-  sweep.remove_stale_temps(out, say)
+end
 
-  local start = dp.clock()
-  local ran, ran_time = 0, 0
-  local to_run = 0
-  local prior, stale = {}, {}
+-- The configuration of run k of point p (its trace beside its file).
+local function prepare(sw, p, k)
+  p.file = sw.out .. "/" .. p.name .. ".json"
+  local cfg = p.config
+  if sw.run == default_run then
+    cfg.name = p.name
+    if sw.opts.trace then
+      cfg.trace = (sw.repeats > 1 and repeats_of.run_file(sw.out, p.name, k) or p.file):gsub("%.json$", ".trace.json")
+    end
+  end
+  return cfg
+end
+
+-- Writes a task's result to file, or stops the task naming the point.
+local function write_task_result(file, r, p)
+  local wok, werr = write_result(file, r)
+  if not wok then error(string.format("dpprof.sweep: the result of point %s could not be written: %s", p.name, werr), 4) end
+end
+
+-- A Slurm array task runs one point, writes its file and ends the script (tasks of one array run side
+-- by side, each on its own file: no lock). Raises sweep.TASK_DONE when done.
+local function run_task(sw, points)
+  local session, out = sw.session, sw.out
+  local n = session.manifest.repeats or 1
+  local i, k = repeats_of.task(session.index, n)
+  local tok, p = pcall(slurm.task_point, session, points, i)
+  if not tok then
+    -- the point's file says why, or collect would only see a task that ended without one
+    local q = session.manifest.points[i]
+    if q then
+      local r = results.failure{ name = q.name, status = "error", message = p, config = q.config }
+      write_result(out .. "/" .. q.file, finish_result(r, { name = q.name, vary = q.vary, resolved = q.config,
+                                                            config_hash = q.config_hash }, sw.name,
+                                                       (slurm.task_placement(sw.host))))
+    end
+    error(p, 3)
+  end
+  local cfg = prepare(sw, p, k)
+  local placement, threads = slurm.task_placement(sw.host)
+  local r
+  if slurm.point_tasks(p.resolved).ntasks > 1 then
+    -- an N-task point: this process is one of the ranks srun started, so the point runs here
+    -- (a child would not be the launcher's rank); rank 0's result, which carries every rank's
+    -- peaks, is the point's. Slurm's time limit, not the sweep's timeout, bounds it.
+    if threads then dp.threads(threads) end
+    r = run_here(sw.run, cfg, p.vary)
+    local rok, rank = pcall(dp.dist.rank)
+    if not rok then rank = math.tointeger(tonumber(os.getenv("SLURM_PROCID") or "")) or 0 end
+    if rank ~= 0 then error(sweep.TASK_DONE, 0) end
+  else
+    r = dp.isolate(sw.run, cfg, p.vary, { timeout = sw.timeout, threads = threads })
+  end
+  r = finish_result(r, p, sw.name, placement)
+  -- a repeated point's run goes to its own file; the task that finds every run there writes the
+  -- point's (each task writes its run before it looks, so the last one to end sees them all)
+  write_task_result(n > 1 and repeats_of.run_file(out, p.name, k) or p.file, r, p)
+  sw.say(string.format("[%d/%d] %s%s: %s", i, #points, p.name, n > 1 and string.format(" run %d/%d", k, n) or "",
+                       describe(r)))
+  if n > 1 then
+    local runs = repeats_of.kept(out, p.name, n, p.config_hash, false)
+    runs[k] = r
+    if repeats_of.have(runs, n) == n then
+      local all = repeats_of.combine(runs, n)
+      write_task_result(p.file, all, p)
+      sw.say(string.format("%s: %s", p.name, describe(all)))
+    end
+  end
+  error(sweep.TASK_DONE, 0)
+end
+
+-- What a rerun keeps (resume): each point's earlier result (prior[i]) or the runs a repeated point
+-- has done; returns prior and the number of runs left. Refuses files run with another configuration.
+local function find_prior(sw, points)
+  local prior, stale, to_run = {}, {}, 0
   for i, p in ipairs(points) do
-    p.file = out .. "/" .. p.name .. ".json"
-    p.repeats = repeats
-    if resume then
+    p.file = sw.out .. "/" .. p.name .. ".json"
+    p.repeats = sw.repeats
+    if sw.resume then
       local why
-      prior[i], why = done_before(p, retry_failed)
+      prior[i], why = done_before(p, sw.retry_failed)
       if why then stale[#stale + 1] = string.format("point %s: %s", p.name, why) end
     end
     if not prior[i] then
       -- the runs a repeated point has done already (each kept in its own file)
-      p.runs = repeats > 1 and resume and repeats_of.kept(out, p.name, repeats, p.config_hash, retry_failed) or {}
-      to_run = to_run + repeats - repeats_of.have(p.runs, repeats)
+      p.runs = sw.repeats > 1 and sw.resume and repeats_of.kept(sw.out, p.name, sw.repeats, p.config_hash, sw.retry_failed) or {}
+      to_run = to_run + sw.repeats - repeats_of.have(p.runs, sw.repeats)
     end
   end
   if #stale > 0 then
     error(string.format("dpprof.sweep: %s holds results run with another configuration, which this sweep will not "
                         .. "reuse: %s%s. To start afresh give another out, remove %s, or pass resume=false to run "
-                        .. "every point again", out, stale[1],
+                        .. "every point again", sw.out, stale[1],
                         #stale > 1 and string.format(" (and %d more point%s)", #stale - 1, #stale > 2 and "s" or "") or "",
-                        out), 2)
+                        sw.out), 3)
   end
-  if slurm then
-    local sok, submitted = pcall(slurm.submit, {
-      out = out, name = name, points = points, prior = prior, call = call, options = slurm_options,
-      session = session, timeout = timeout, say = say, quiet = opts.quiet, repeats = repeats })
-    if not sok then error(submitted, 2) end
-    return submitted
-  end
-  say(string.format("sweep %s: %d point%s (%d %s%s) -> %s", name, #points, #points == 1 and "" or "s", to_run,
-                    repeats > 1 and string.format("run%s to run, %d per point", to_run == 1 and "" or "s", repeats)
-                    or "to run",
-                    plan and string.format(", %d at a time%s, %d thread%s each", plan.slots,
-                                           plan.gpus and " on GPUs " .. table.concat(plan.gpus, ",") or "",
-                                           plan.threads, plan.threads == 1 and "" or "s") or "", out))
+  return prior, to_run
+end
+
+-- The progress of a local sweep: each point's tag, the runs done and their time, for the ETA.
+local function new_progress(sw, points, to_run)
   local width = #tostring(#points)
-  local function tag(i) return string.format("[%" .. width .. "d/%d] %s", i, #points, points[i].name) end
-  -- A repeated point's runs are all in: its file, from them, then one line.
-  local function complete(i)
-    local p = points[i]
-    local r = repeats_of.combine(p.runs, repeats)
-    local wok, werr = write_result(p.file, r)
-    if not wok then error(write_failure(p, r, werr, points, out, p.file), 0) end
-    say(string.format("%s: %s", tag(i), describe(r)))
+  return { points = points, to_run = to_run, ran = 0, ran_time = 0, start = dp.clock(),
+           tag = function(i) return string.format("[%" .. width .. "d/%d] %s", i, #points, points[i].name) end }
+end
+
+-- A repeated point's runs are all in: its file, from them, then one line.
+local function complete(sw, pg, i)
+  local p = pg.points[i]
+  local r = repeats_of.combine(p.runs, sw.repeats)
+  local wok, werr = write_result(p.file, r)
+  if not wok then error(write_failure(p, r, werr, pg.points, sw.out, p.file), 0) end
+  sw.say(string.format("%s: %s", pg.tag(i), describe(r)))
+  p.result = r
+end
+
+-- A job's child has ended (run k of point i): its file is written at once, then one progress line;
+-- a repeated point's own file once its last run is in.
+local function finished(sw, pg, job, r, took, placement)
+  local i, k, repeats = job.point, job.run, sw.repeats
+  local p = pg.points[i]
+  r = finish_result(r, p, sw.name, placement)
+  local file = repeats > 1 and repeats_of.run_file(sw.out, p.name, k) or p.file
+  local wok, werr = write_result(file, r)
+  if not wok then error(write_failure(p, r, werr, pg.points, sw.out, file), 0) end
+  pg.ran, pg.ran_time = pg.ran + 1, pg.ran_time + took
+  local left = pg.to_run - pg.ran
+  sw.say(string.format("%s%s: %s (%s) | elapsed %s, ETA %s", pg.tag(i),
+                       repeats > 1 and string.format(" run %d/%d", k, repeats) or "", describe(r), format_duration(took),
+                       format_duration(dp.clock() - pg.start),
+                       left > 0 and format_duration(pg.ran_time / pg.ran * left / (sw.plan and sw.plan.slots or 1))
+                       or "done"))
+  if repeats == 1 then
     p.result = r
+    return
   end
-  -- A job's child has ended (run k of point i): its file is written at once, then one progress
-  -- line; a repeated point's own file once its last run is in.
-  local function finished(job, r, took, placement)
-    local i, k = job.point, job.run
-    local p = points[i]
-    r = finish_result(r, p, name, placement)
-    local file = repeats > 1 and repeats_of.run_file(out, p.name, k) or p.file
-    local wok, werr = write_result(file, r)
-    if not wok then error(write_failure(p, r, werr, points, out, file), 0) end
-    ran, ran_time = ran + 1, ran_time + took
-    local left = to_run - ran
-    say(string.format("%s%s: %s (%s) | elapsed %s, ETA %s", tag(i),
-                      repeats > 1 and string.format(" run %d/%d", k, repeats) or "", describe(r), format_duration(took),
-                      format_duration(dp.clock() - start),
-                      left > 0 and format_duration(ran_time / ran * left / (plan and plan.slots or 1)) or "done"))
-    if repeats == 1 then
-      p.result = r
-      return
-    end
-    p.runs[k] = r
-    if repeats_of.have(p.runs, repeats) == repeats then complete(i) end
-  end
+  p.runs[k] = r
+  if repeats_of.have(p.runs, repeats) == repeats then complete(sw, pg, i) end
+end
+
+-- The jobs left ({point =, run =}): points done before are taken as they are, a repeated point's
+-- kept runs are not run again.
+local function jobs_of(sw, pg, prior)
   local jobs = {}
-  for i, p in ipairs(points) do
+  for i, p in ipairs(pg.points) do
     if prior[i] then
       p.result = prior[i]
       p.skipped = true
-      say(string.format("%s: %s (done before, skipped)", tag(i), prior[i].status))
+      sw.say(string.format("%s: %s (done before, skipped)", pg.tag(i), prior[i].status))
     else
-      local kept = repeats_of.have(p.runs, repeats)
-      if kept > 0 then say(string.format("%s: %d of %d runs done before, kept", tag(i), kept, repeats)) end
-      if kept == repeats then complete(i) end
-      for k = 1, repeats do
+      local kept = repeats_of.have(p.runs, sw.repeats)
+      if kept > 0 then sw.say(string.format("%s: %d of %d runs done before, kept", pg.tag(i), kept, sw.repeats)) end
+      if kept == sw.repeats then complete(sw, pg, i) end
+      for k = 1, sw.repeats do
         if not p.runs[k] then jobs[#jobs + 1] = { point = i, run = k } end
       end
     end
   end
+  return jobs
+end
+
+-- Runs the jobs here: side by side in the parallel plan's slots, or one at a time (each in a child
+-- of its own unless isolate=false).
+local function run_jobs(sw, pg, jobs)
+  local points, plan = pg.points, sw.plan
   if plan then
     local placements, started = {}, {}
     parallel.run(plan, jobs, function(job, slot)
-      local options, placement = parallel.slot_options(plan, slot, timeout)
-      placement.host = host
+      local options, placement = parallel.slot_options(plan, slot, sw.timeout)
+      placement.host = sw.host
       placements[job], started[job] = placement, dp.clock()
       local p = points[job.point]
-      return dp.isolate_start(run, prepare(p, job.run), p.vary, options)
+      return dp.isolate_start(sw.run, prepare(sw, p, job.run), p.vary, options)
     end, function(job, r)
-      finished(job, r, dp.clock() - started[job], placements[job])
+      finished(sw, pg, job, r, dp.clock() - started[job], placements[job])
     end)
-  else
-    for _, job in ipairs(jobs) do
-      local p = points[job.point]
-      local cfg = prepare(p, job.run)
-      local t0 = dp.clock()
-      local r
-      if isolate then
-        r = dp.isolate(run, cfg, p.vary, { timeout = timeout })
-      else
-        r = run_here(run, cfg, p.vary)
-      end
-      finished(job, r, dp.clock() - t0, { host = host })
-    end
+    return
   end
+  for _, job in ipairs(jobs) do
+    local p = points[job.point]
+    local cfg = prepare(sw, p, job.run)
+    local t0 = dp.clock()
+    local r
+    if sw.isolate then
+      r = dp.isolate(sw.run, cfg, p.vary, { timeout = sw.timeout })
+    else
+      r = run_here(sw.run, cfg, p.vary)
+    end
+    finished(sw, pg, job, r, dp.clock() - t0, { host = sw.host })
+  end
+end
+
+-- The sweep's opening line: points, runs to run, the parallel plan, out.
+local function say_start(sw, points, to_run)
+  local plan, repeats = sw.plan, sw.repeats
+  sw.say(string.format("sweep %s: %d point%s (%d %s%s) -> %s", sw.name, #points, #points == 1 and "" or "s", to_run,
+                       repeats > 1 and string.format("run%s to run, %d per point", to_run == 1 and "" or "s", repeats)
+                       or "to run",
+                       plan and string.format(", %d at a time%s, %d thread%s each", plan.slots,
+                                              plan.gpus and " on GPUs " .. table.concat(plan.gpus, ",") or "",
+                                              plan.threads, plan.threads == 1 and "" or "s") or "", sw.out))
+end
+
+-- The end of a local sweep: the counts by status, the combined file (combined = true or a file
+-- name: every point's result in one more file beside theirs) and the summary table.
+local function finish_sweep(sw, points)
   local counts = {}
   for _, p in ipairs(points) do
     p.status = p.result.status
     counts[p.status] = (counts[p.status] or 0) + 1
   end
-  -- combined = true (or a file name): one more file holding every point's result, beside theirs
+  local opts = sw.opts
   if opts.combined then
     local all = {}
     for _, p in ipairs(points) do all[p.name] = p.result end
-    local file = out .. "/" .. (type(opts.combined) == "string" and opts.combined or sweep.COMBINED_FILE)
+    local file = sw.out .. "/" .. (type(opts.combined) == "string" and opts.combined or sweep.COMBINED_FILE)
     local wok, werr = write_result(file, all)
-    if not wok then say("dpprof.sweep: the combined results file was not written: " .. werr) end
+    if not wok then sw.say("dpprof.sweep: the combined results file was not written: " .. werr) end
   end
-  if not opts.quiet then print_summary(name, out, points) end
-  return { out = out, name = name, points = points, counts = counts }
+  if not opts.quiet then print_summary(sw.name, sw.out, points) end
+  return { out = sw.out, name = sw.name, points = points, counts = counts }
+end
+
+function sweep.run(opts)
+  local sw = sweep_options(opts)
+  calls = calls + 1
+  local call, session = calls, sw.session
+  -- a `dpprof sweep` command for one sweep of a script passes the others over; its sweep's files
+  -- are where the command says (the script's own default out may hold a timestamp)
+  if session and session.call and session.call ~= call then return passed_over(sw.out, sw.name) end
+  if session then session.reached = true end
+  if session and session.dir then sw.out = session.dir end
+  if sw.backend == "slurm" then slurm_setup(sw) end
+  local points = sweep.points(sw.base, sw.vary, opts.order)
+  resolve_points(sw, points)
+  if sw.backend == "local" then
+    local pok, planned = pcall(parallel.plan, opts.parallel, points)
+    if not pok then error(planned, 2) end
+    sw.plan = planned
+  end
+  local ok, err = dp.mkdir_p(sw.repeats > 1 and sw.out .. "/" .. repeats_of.DIR or sw.out)
+  if not ok then error("dpprof.sweep: " .. err, 2) end
+  check_file_names(sw, points)
+  sw.host = dp.environment().hostname or "unknown"
+  if session and session.mode == "task" then run_task(sw, points) end
+  -- One sweep at a time in a directory: a second one would overwrite the first one's files.
+  local note = string.format("pid %d on %s since %s (sweep '%s')", dp.pid(), sw.host, os.date("%Y-%m-%d %H:%M:%S"),
+                             sw.name)
+  local lock <close>, holder = dp.lock(sw.out .. "/" .. sweep.LOCK_FILE, note)
+  if not lock then
+    error(string.format("dpprof.sweep: %s is in use by another sweep: %s; wait for it to end or give another out",
+                        sw.out, holder), 2)
+  end
+  sweep.remove_stale_temps(sw.out, sw.say)
+  local prior, to_run = find_prior(sw, points)
+  if sw.backend == "slurm" then
+    local sok, submitted = pcall(slurm.submit, {
+      out = sw.out, name = sw.name, points = points, prior = prior, call = call, options = sw.slurm,
+      session = session, timeout = sw.timeout, say = sw.say, quiet = opts.quiet, repeats = sw.repeats })
+    if not sok then error(submitted, 2) end
+    return submitted
+  end
+  say_start(sw, points, to_run)
+  local pg = new_progress(sw, points, to_run)
+  run_jobs(sw, pg, jobs_of(sw, pg, prior))
+  return finish_sweep(sw, points)
 end
 
 return sweep

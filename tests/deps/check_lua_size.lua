@@ -26,10 +26,8 @@ local KNOWN = {
   ["lua/dpprof/risk.lua st.need"] = 82,
   ["lua/dpprof/slurm.lua slurm.submit"] = 212,
   ["lua/dpprof/slurm.lua slurm.collect"] = 84,
-  ["lua/dpprof/sweep.lua sweep.run"] = 312,
   ["lua/dpprof/risk.lua"] = 892,
   ["lua/dpprof/slurm.lua"] = 970,
-  ["lua/dpprof/sweep.lua"] = 637,
 }
 
 local tokens = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "lua_tokens.lua")
