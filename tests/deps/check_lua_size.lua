@@ -24,10 +24,7 @@ local KNOWN = {
   ["lua/dpprof/risk.lua risk.options"] = 181,
   ["lua/dpprof/risk.lua method_state"] = 141,
   ["lua/dpprof/risk.lua st.need"] = 82,
-  ["lua/dpprof/slurm.lua slurm.submit"] = 212,
-  ["lua/dpprof/slurm.lua slurm.collect"] = 84,
   ["lua/dpprof/risk.lua"] = 892,
-  ["lua/dpprof/slurm.lua"] = 970,
 }
 
 local tokens = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "lua_tokens.lua")

@@ -71,8 +71,9 @@ check.eq(#assert(dp.list_dir(root .. "/a")), 1, "root/a holds b alone")
 
 -- Slurm's tools, stubbed: sacct knows the current sweep's tasks; scontrol knows nothing
 local sacct_text = ""
-local real_command = slurm.command
-slurm.command = function(argv)
+local shell = require("dpprof.slurm_shell") -- where every part of dpprof.slurm runs its commands
+local real_command = shell.command
+shell.command = function(argv)
   if argv[1] == "sacct" then return 0, sacct_text end
   return 1, "slurm_load_jobs error: Invalid job id specified"
 end
@@ -220,7 +221,7 @@ check.truthy(stats.ok > count / 4 and stats.refused > count / 4,
              string.format("both outcomes are exercised: %d worked, %d refused", stats.ok, stats.refused))
 print(string.format("manifests: %d mutants (%d structural, %d in bytes, %d not encodable), %d runs worked, %d refused",
                     count, stats.structural, stats.bytes, stats.skipped, stats.ok, stats.refused))
-slurm.command = real_command
+shell.command = real_command
 
 -- Scripts: random text as the directory and the executable a generated script runs. The
 -- stand-in executable writes each argument it gets, NUL-terminated, to $ARGS_OUT.
