@@ -6,6 +6,7 @@ local compare = require("dpprof.cli_compare")
 local fit = require("dpprof.cli_fit")
 local risk = require("dpprof.cli_risk")
 local sweep = require("dpprof.cli_sweep")
+local calibrate = require("dpprof.calibrate")
 
 local cli = {}
 
@@ -28,6 +29,6 @@ cli.RISK_KEYS = risk.RISK_KEYS
 cli.sweep = sweep.sweep
 
 -- dpprof calibrate [--device cpu|cuda] [--out FILE.json] [--quick] [RESULTS...] (dpprof.calibrate)
-function cli.calibrate(args) return require("dpprof.calibrate").main(args) end
+function cli.calibrate(args) return calibrate.main(args) end
 
 return cli

@@ -4,6 +4,9 @@ local dp = require("dpprof")
 local results = require("dpprof.results")
 local util = require("dpprof.cli_util")
 local options = require("dpprof.options")
+local presets = require("dpprof.presets")
+local fit = require("dpprof.fit")
+local experiment = require("dpprof.experiment")
 
 local eprint, parse_value, wrap = util.eprint, util.parse_value, util.wrap
 
@@ -161,7 +164,6 @@ local function fit_options(args)
     if kv.preset ~= nil then return nil, "give preset= or path=, not both" end
     model = { path = tostring(kv.path), batch = 1 }
   else
-    local presets = require("dpprof.presets")
     local pname = kv.preset or "large"
     local p = presets.MODELS[pname]
     if not p then return nil, string.format("unknown preset '%s' (valid: large, small)", tostring(pname)) end
@@ -211,7 +213,7 @@ local function fit_options(args)
     methods = list
   end
   local checkpoint = { false, "blocks" } -- on and off, unless said
-  if kv.checkpoint ~= nil then checkpoint = require("dpprof.fit").checkpoint_words(kv.checkpoint) end
+  if kv.checkpoint ~= nil then checkpoint = fit.checkpoint_words(kv.checkpoint) end
   return { base = base, methods = methods, vary = kv.vary, budget_gb = kv.budget_gb, device_model = dm,
            lo = lo, hi = kv.hi, granularity = granularity, checkpoint = checkpoint }, kv.out, batch_defaulted
 end
@@ -239,7 +241,7 @@ function cli.fit(args)
     eprint(msg)
     return 2
   end
-  local m, model = f.device_model, require("dpprof.experiment").model_options(opts.base.model, "plan")
+  local m, model = f.device_model, experiment.model_options(opts.base.model, "plan")
   print(string.format("dpprof fit: the largest %s that fits, by plan runs (predicted, not measured)", f.vary))
   print(string.format("  model: %s%s V=%d d=%d L=%d H=%d%s T=%s B=%d %s%s%s", opts.base.model.path and
                       (opts.base.model.path .. ": ") or "", model.arch or "gpt", model.vocab, model.hidden,
@@ -278,7 +280,7 @@ function cli.fit(args)
   for _, e in ipairs(f.methods) do
     rows[#rows + 1] = {
       e.method .. (#f.checkpoints > 1 and f.by_method[e.method] == e and " *" or ""),
-      require("dpprof.fit").checkpoint_name(e.checkpoint), e.largest and tostring(e.largest) or "none",
+      fit.checkpoint_name(e.checkpoint), e.largest and tostring(e.largest) or "none",
       e.peak_bytes and dp.format_bytes(e.peak_bytes) or "-",
       e.predicted_reserved_bytes and dp.format_bytes(e.predicted_reserved_bytes) or "-",
       dp.format_ms(e.step_ms),

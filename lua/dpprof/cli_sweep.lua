@@ -1,6 +1,8 @@
 -- dpprof.cli_sweep: `dpprof sweep` (dpprof.cli.sweep), written in Lua; returns the process exit status.
 local dp = require("dpprof")
 local util = require("dpprof.cli_util")
+local slurm = require("dpprof.slurm")
+local sweep = require("dpprof.sweep")
 
 local eprint = util.eprint
 
@@ -70,15 +72,13 @@ local function load_script(script, raw)
 end
 
 local function is_slurm_key(k)
-  for _, name in ipairs(require("dpprof.slurm").OPTION_KEYS) do
+  for _, name in ipairs(slurm.OPTION_KEYS) do
     if name == k then return true end
   end
   return false
 end
 
 local function sweep_submit(rest)
-  local slurm = require("dpprof.slurm")
-  local sweep = require("dpprof.sweep")
   local target = rest[1]
   local options, raw = {}, {}
   for i = 2, #rest do
@@ -133,8 +133,6 @@ local function sweep_submit(rest)
 end
 
 local function sweep_task(dir)
-  local slurm = require("dpprof.slurm")
-  local sweep = require("dpprof.sweep")
   local m, why = slurm.read_manifest(dir)
   if not m then
     eprint("dpprof sweep task: ", why)
@@ -179,7 +177,6 @@ function cli.sweep(args)
     return 0
   end
   local say = function(line) io.stdout:write(line, "\n") io.stdout:flush() end
-  local slurm = require("dpprof.slurm")
   if sub == "submit" then
     if #rest < 1 then
       eprint("dpprof sweep submit: missing SCRIPT or DIR\n", SWEEP_USAGE)

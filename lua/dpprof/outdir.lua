@@ -9,6 +9,7 @@ local dp = require("dpprof")
 local json = dp.json
 local results = require("dpprof.results")
 local repeats_of = require("dpprof.repeats")
+local fit = require("dpprof.fit")
 
 local outdir = {}
 
@@ -131,7 +132,7 @@ local function print_summary(name, out, points)
       if not advised then print("activation checkpointing (plan estimates):") end
       advised = true
       print(string.format("  %s: %s; %s", p.name, r.plan.fits and "fits only with checkpointing" or unfit(r),
-                          require("dpprof.fit").advice_text(a)))
+                          fit.advice_text(a)))
     end
   end
   if fixed then print("* " .. results.FIXED_BATCH_CAVEAT) end

@@ -36,6 +36,7 @@
 --   plan.budget(model, peak_bytes)     -> the result's `plan` object (see docs/results.md)
 --   plan.describe(model)               one line naming the model and its figures
 local dp = require("dpprof")
+local devmodel = require("dpprof.devmodel")
 
 local plan = {}
 
@@ -110,7 +111,7 @@ function plan.model_names()
   local out = {}
   for k in pairs(plan.MODELS) do out[#out + 1] = k end
   table.sort(out)
-  for _, k in ipairs(require("dpprof.devmodel").shipped_names()) do out[#out + 1] = k end
+  for _, k in ipairs(devmodel.shipped_names()) do out[#out + 1] = k end
   return table.concat(out, ", ")
 end
 
@@ -118,7 +119,6 @@ end
 -- them, or base= a built-in plus the fields that differ). Raises naming the key and valid choices.
 function plan.device_model(spec)
   if spec == nil then spec = plan.DEFAULT_MODEL end
-  local devmodel = require("dpprof.devmodel") -- a calibrated model: its file, or what devmodel.load read
   if devmodel.is_path(spec) then return devmodel.load(spec) end
   if devmodel.shipped_path(spec) then return devmodel.load(devmodel.shipped_path(spec)) end
   if devmodel.is_model(spec) then return spec end
@@ -233,7 +233,6 @@ end
 -- curve costs its model_ms (what the modelled clock gave its calls: dpprof.ledger() of a plan run)
 -- or, without one, its calls at their mean work, and is bound "calibrated".
 function plan.estimate(ledger, model, dtype, world_size)
-  local devmodel = require("dpprof.devmodel")
   local calibrated = devmodel.calibrated(model, dtype)
   local ops, total, link = {}, 0, plan.link_bytes_per_s(model, world_size)
   for _, e in ipairs(ledger) do

@@ -16,6 +16,8 @@
 -- Long event logs are reduced to max_points time buckets per counter, each keeping its maximum so
 -- the peak survives.
 local dp = require("dpprof")
+local ops = require("dpprof.ops")
+local results = require("dpprof.results")
 local json = dp.json
 
 local trace = {}
@@ -62,7 +64,6 @@ end
 
 -- Op slices (profile="ops"): on the phases' thread, where each lies inside its phase's slice.
 local function op_slices(out, calls)
-  local ops = require("dpprof.ops")
   for _, c in ipairs(calls or {}) do
     out[#out + 1] = { ph = "X", pid = PID, tid = TID_PHASES, name = c.op, cat = ops.category(c.op),
                       ts = us(c.start_ms), dur = us(c.end_ms - c.start_ms) }
@@ -136,7 +137,6 @@ function trace.build(result, events, opts)
 end
 
 function trace.write(path, result, events, opts)
-  local results = require("dpprof.results")
   return results.write(path, trace.build(result, events, opts))
 end
 
