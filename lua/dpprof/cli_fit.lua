@@ -218,29 +218,9 @@ local function fit_options(args)
            lo = lo, hi = kv.hi, granularity = granularity, checkpoint = checkpoint }, kv.out, batch_defaulted
 end
 
-function cli.fit(args)
-  if util.help_asked(args) then
-    io.stdout:write(cli.fit_usage())
-    return 0
-  end
-  local opts, out, batch_defaulted = fit_options(args)
-  if not opts then
-    eprint("dpprof fit: ", out)
-    return 2
-  end
-  if out then -- before the search: out=link.json would replace the link
-    local ok, why = dp.writable(tostring(out))
-    if not ok then
-      eprint("dpprof fit: out: ", why)
-      return 2
-    end
-  end
-  local ok, f = pcall(dp.fit, opts)
-  if not ok then
-    local msg = tostring(f):gsub("^[^\n]-%.lua:%d+: ", "")
-    eprint(msg)
-    return 2
-  end
+-- The header of fit's answer: the model, the world when distributed, the device, the budget and
+-- the search.
+local function print_fit_header(opts, f, batch_defaulted)
   local m, model = f.device_model, experiment.model_options(opts.base.model, "plan")
   print(string.format("dpprof fit: the largest %s that fits, by plan runs (predicted, not measured)", f.vary))
   print(string.format("  model: %s%s V=%d d=%d L=%d H=%d%s T=%s B=%d %s%s%s", opts.base.model.path and
@@ -275,6 +255,10 @@ function cli.fit(args)
                       1 + m.reserve_overhead))
   print(string.format("  search: %s from %d to %d by %d", f.vary, f.lo, f.hi, f.granularity))
   print("")
+end
+
+-- The table of fit's answer: a row per method (and checkpoint setting).
+local function print_fit_table(f)
   local rows = { { "method", "checkpoint", "largest " .. f.vary, "peak", "reserved", "step (est.)", "dominated by",
                    "first unfit", "its peak", "runs" } }
   for _, e in ipairs(f.methods) do
@@ -293,8 +277,37 @@ function cli.fit(args)
   dp.print_table(rows, { false, false, true, true, true, true, false, true, true, true })
   if #f.checkpoints > 1 then
     print("  * the method's answer: the largest value (on a tie, the faster estimated step); step (est.) is the "
-          .. "plan's " .. (m.calibration and "calibrated" or "roofline") .. " step time at that value")
+          .. "plan's " .. (f.device_model.calibration and "calibrated" or "roofline") .. " step time at that value")
   end
+end
+
+-- dpprof fit WORDS: the largest value of the varied key that fits the budget, per method, by plan
+-- runs; out= writes the answer as JSON. Returns the exit status.
+function cli.fit(args)
+  if util.help_asked(args) then
+    io.stdout:write(cli.fit_usage())
+    return 0
+  end
+  local opts, out, batch_defaulted = fit_options(args)
+  if not opts then
+    eprint("dpprof fit: ", out)
+    return 2
+  end
+  if out then -- before the search: out=link.json would replace the link
+    local ok, why = dp.writable(tostring(out))
+    if not ok then
+      eprint("dpprof fit: out: ", why)
+      return 2
+    end
+  end
+  local ok, f = pcall(dp.fit, opts)
+  if not ok then
+    local msg = tostring(f):gsub("^[^\n]-%.lua:%d+: ", "")
+    eprint(msg)
+    return 2
+  end
+  print_fit_header(opts, f, batch_defaulted)
+  print_fit_table(f)
   if out then
     local doc = { vary = f.vary, budget_bytes = f.budget_bytes, device_model = f.device_model, lo = f.lo, hi = f.hi,
                   granularity = f.granularity, base = opts.base, methods = dp.json.array(f.methods), predicted = true,

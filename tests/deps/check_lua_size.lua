@@ -8,20 +8,12 @@
 --     (a function's closures count in it, and are counted themselves too).
 -- Blocks are matched on code tokens (tests/deps/lua_tokens.lua): function, if, do and repeat open
 -- one, end and until close it, so a `function` or `end` in a comment or a string counts for none.
--- What KNOWN lists may stay over the limits, at most at its size there.
 -- Prints one line per violation, naming file:line and the function, and exits 1 when there is
 -- any; 0 and the largest module and function otherwise. list=true prints every module's and
 -- every function over 40 lines' size, largest first. Before it checks the repository it checks
 -- itself on a made-up module.
 
 local MAX_MODULE, MAX_FUNCTION = 600, 80
-
--- What is still over the limits, to be split (issue 39.2 and 39.5): each with the size it may not
--- pass. An entry is taken out when its module or function is split; one that fits the limits
--- already is a violation (stale), so the list only shrinks.
-local KNOWN = {
-  ["lua/dpprof/cli_fit.lua cli.fit"] = 92,
-}
 
 local tokens = dofile((debug.getinfo(1, "S").source:match("^@(.*[/\\])") or "./") .. "lua_tokens.lua")
 
@@ -75,17 +67,15 @@ end
 
 -- The violations of modules {path = source text}: a sorted list of lines, and the largest module
 -- and function ({path =, lines =}, {path =, name =, first =, lines =}).
-local function violations(modules, known)
-  local problems, big_m, big_f, all, seen = {}, { lines = 0 }, { lines = 0 }, {}, {}
+local function violations(modules)
+  local problems, big_m, big_f, all = {}, { lines = 0 }, { lines = 0 }, {}
   for path, src in pairs(modules) do
     local n = line_count(src)
     all[#all + 1] = { path = path, lines = n }
     if n > big_m.lines then big_m = { path = path, lines = n } end
-    local key = path
-    if n > MAX_MODULE and not (known and known[key] and n <= known[key]) then
+    if n > MAX_MODULE then
       problems[#problems + 1] = string.format("module: %s has %d lines (at most %d)", path, n, MAX_MODULE)
     end
-    seen[key] = n
     local ok, fs = pcall(functions_of, src)
     if not ok then
       problems[#problems + 1] = string.format("unreadable: %s: %s", path, fs)
@@ -95,19 +85,10 @@ local function violations(modules, known)
       f.path = path
       all[#all + 1] = f
       if f.lines > big_f.lines then big_f = f end
-      local key = path .. " " .. f.name
-      seen[key] = math.max(seen[key] or 0, f.lines)
-      if f.lines > MAX_FUNCTION and not (known and known[key] and f.lines <= known[key]) then
+      if f.lines > MAX_FUNCTION then
         problems[#problems + 1] = string.format("function: %s:%d %s has %d lines (at most %d)", path, f.first,
                                                 f.name, f.lines, MAX_FUNCTION)
       end
-    end
-  end
-  for key in pairs(known or {}) do
-    local limit = key:find(" ", 1, true) and MAX_FUNCTION or MAX_MODULE
-    if (seen[key] or 0) <= limit then
-      problems[#problems + 1] = string.format("stale: '%s' is listed in KNOWN but fits (%s lines); take it out",
-                                              key, tostring(seen[key] or "no"))
     end
   end
   table.sort(problems)
@@ -158,7 +139,7 @@ local function read_dir(dir, prefix)
   end
 end
 read_dir(repo .. "/lua/dpprof", "lua/dpprof/")
-local problems, big_m, big_f, all = violations(modules, KNOWN)
+local problems, big_m, big_f, all = violations(modules)
 if dp.args.list then
   table.sort(all, function(a, b) return a.lines > b.lines end)
   for _, e in ipairs(all) do
