@@ -313,6 +313,8 @@ local function write_outputs(r, opts, out, chart)
   return 0
 end
 
+-- dpprof risk WORDS: the chance that a Poisson-sampled run runs out of memory (dp.risk), its table,
+-- and out= (JSON) and chart= (PNG) when given. Returns the exit status.
 function cli.risk(args)
   if util.help_asked(args) then
     io.stdout:write(cli.risk_usage())
