@@ -77,11 +77,27 @@ typedef enum {
  * (dpsgd_strips.c). Either way no T x T matrix and no whole p x d per-sample gradient. */
 typedef enum { DPSGD_FLASH_TILES = 0, DPSGD_FLASH_STRIPS } dpsgd_flash_impl;
 
+/* Which tensors share a clipping bound (dpsgd_groups.c): `flat` one group of every trainable
+ * tensor (Opacus's default); `per_layer` every trainable tensor its own (Opacus's per_layer,
+ * fastDP's param-wise); `per_block` each transformer block's tensors together, the embeddings
+ * (token, positions) and the head (final norm, lm_head) each a group (fastDP's block-wise);
+ * `groups` named groups of tensors by Hugging Face name patterns (dpsgd_set_clip_groups). Each
+ * group g clips sample i's gradient over its tensors by its factor c_gi; the noise's std is
+ * sigma ||C||_2 over the groups' bounds (dpsgd_noise_norm), the sensitivity of the clipped sum. */
+typedef enum { DPSGD_STYLE_FLAT = 0, DPSGD_STYLE_PER_LAYER, DPSGD_STYLE_PER_BLOCK, DPSGD_STYLE_GROUPS } dpsgd_clip_style;
+
+/* How a group's factor comes from its sample norm n = ||g_gi||: `abadi` c = min(1, C / (n + 1e-6))
+ * (Opacus); `automatic` c = C / (n + gamma) (Bu et al.: every sample scaled, none to tune). */
+typedef enum { DPSGD_CLIP_FN_ABADI = 0, DPSGD_CLIP_FN_AUTOMATIC } dpsgd_clip_fn;
+#define DPSGD_AUTOMATIC_GAMMA 0.01 /* automatic's gamma unless given (Bu et al.'s, fastDP's default) */
+
 /* How many values each enum has ("none" included for norms and clip). */
 #define DPSGD_N_NORMS (DPSGD_NORMS_FLASH + 1)
 #define DPSGD_N_CLIPS (DPSGD_CLIP_BK + 1)
 #define DPSGD_N_FORMULATIONS (DPSGD_FORM_GRAD_STRIP + 1)
 #define DPSGD_N_FLASH_IMPLS (DPSGD_FLASH_STRIPS + 1)
+#define DPSGD_N_STYLES (DPSGD_STYLE_GROUPS + 1)
+#define DPSGD_N_CLIP_FNS (DPSGD_CLIP_FN_AUTOMATIC + 1)
 
 /* The lists of names a user chooses from (dpsgd_method.c holds each once; the Lua module's
  * dpprof.dpsgd.METHODS, PRESETS, NORMS, CLIPS, FORMULATIONS and FLASH_IMPLS are made from them). */
@@ -90,7 +106,9 @@ typedef enum {
     DPSGD_LIST_NORMS,        /* norms choices: "materialize", "ghost", "mixed", "flash" */
     DPSGD_LIST_CLIPS,        /* clip choices: "twopass", "bk" */
     DPSGD_LIST_FORMULATIONS, /* per-layer formulations, by dpsgd_formulation value */
-    DPSGD_LIST_FLASH_IMPLS   /* flash_impl choices, by dpsgd_flash_impl value */
+    DPSGD_LIST_FLASH_IMPLS,  /* flash_impl choices, by dpsgd_flash_impl value */
+    DPSGD_LIST_STYLES,       /* clipping styles, by dpsgd_clip_style value: "flat", "per_layer", ... */
+    DPSGD_LIST_CLIP_FNS      /* clip functions, by dpsgd_clip_fn value: "abadi", "automatic" */
 } dpsgd_list;
 
 /* The i-th name of a list (0-based), or NULL past its end. */
@@ -117,6 +135,14 @@ const char *dpsgd_method_preset_name(dpsgd_norms_method n, dpsgd_clip_method c);
 int dpsgd_flash_impl_parse(const char *name, dpsgd_flash_impl *out);
 /* The choice's name ("tiles", "strips"). */
 const char *dpsgd_flash_impl_name(dpsgd_flash_impl g);
+/* Parses a clipping style ("flat", "per_layer", "per_block", "groups"); DP_EINVAL naming them. */
+int dpsgd_style_parse(const char *name, dpsgd_clip_style *out);
+/* The style's name. */
+const char *dpsgd_style_name(dpsgd_clip_style s);
+/* Parses a clip function ("abadi", "automatic"); DP_EINVAL naming them. */
+int dpsgd_clip_fn_parse(const char *name, dpsgd_clip_fn *out);
+/* The clip function's name. */
+const char *dpsgd_clip_fn_name(dpsgd_clip_fn f);
 /* The formulation's name ("direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1",
  * "grouped", "gram_strip", "grad_strip"). */
 const char *dpsgd_formulation_name(dpsgd_formulation f);
@@ -152,6 +178,9 @@ typedef struct dpsgd_config {
     uint64_t seed;                   /* noise and sampling */
     double delta;                    /* for dpsgd_epsilon's default (1e-5) */
     dpsgd_flash_impl flash_impl;     /* flash's kernels: tiles (default) or strips */
+    dpsgd_clip_style clipping;       /* which tensors share a bound (default flat) */
+    dpsgd_clip_fn clip_fn;           /* abadi (default) or automatic */
+    double gamma;                    /* automatic's gamma, > 0 (default DPSGD_AUTOMATIC_GAMMA) */
 } dpsgd_config;
 
 /* One logical step: logical_size samples in n_physical = ceil(logical_size / max_physical_batch_size)
@@ -201,6 +230,37 @@ int dpsgd_config_check(const dpsgd_config *cfg, int64_t model_batch);
 void dpsgd_free(dpsgd *dp);
 /* The configuration with defaults filled in (expected batch size, sample rate). */
 const dpsgd_config *dpsgd_config_of(const dpsgd *dp);
+
+/* One group of a clipping style's groups (dpsgd_set_clip_groups): the trainable tensors whose
+ * Hugging Face names match one of its patterns (globs: '*' stands for any run of characters,
+ * dots included; every other character for itself), and their bound. */
+typedef struct dpsgd_group_spec {
+    const char *name;            /* groups: the group's name (results, messages); per_layer: unused */
+    const char *const *patterns; /* n_patterns globs over the tensors' names */
+    size_t n_patterns;
+    double max_grad_norm; /* the group's bound C_g, > 0 */
+} dpsgd_group_spec;
+
+/* The groups of cfg.clipping over the wrapper's trainable tensors: flat and per_block take no
+ * specs (every group's bound cfg.max_grad_norm); per_layer's specs give some tensors their own
+ * bound (the first spec with a matching pattern; the others cfg.max_grad_norm); groups' specs are
+ * the groups, each trainable tensor in exactly one (DP_EINVAL naming a tensor in none or two, a
+ * spec that matches no trainable tensor, a bound that is not positive). dpsgd_new sets the
+ * groups with no specs (groups style: DP_EINVAL until they are given); set them again before
+ * the first step only. */
+int dpsgd_set_clip_groups(dpsgd *dp, const dpsgd_group_spec *specs, size_t n_specs);
+/* How many clipping groups there are (1 for flat). */
+size_t dpsgd_clip_group_count(const dpsgd *dp);
+/* Group g's name: "all" (flat), the tensor's name (per_layer), "embeddings", the block's prefix
+ * ("model.layers.3", "transformer.h.3") or "head" (per_block), the spec's name (groups); NULL
+ * past the end. */
+const char *dpsgd_clip_group_name(const dpsgd *dp, size_t g);
+/* Group g's bound C_g (0 past the end). */
+double dpsgd_clip_group_bound(const dpsgd *dp, size_t g);
+/* The clipping group of trainable parameter p, or -1 when p is not one. */
+int dpsgd_param_clip_group(const dpsgd *dp, const dp_param *p);
+/* ||C||_2 = sqrt(sum_g C_g^2), what the noise's std is sigma times (C for flat). */
+double dpsgd_noise_norm(const dpsgd *dp);
 
 /* Draws the next logical batch: Poisson (each of N samples with probability q, from the
  * generator keyed by the seed and the step) or fixed (the expected batch size), split into
@@ -271,10 +331,15 @@ int64_t dpsgd_expected_batch_size(const dpsgd *dp);
 int dpsgd_epsilon(const dpsgd *dp, double delta, dp_acct_kind accountant, double *epsilon);
 
 /* Per-sample norms ||g_i|| and clip factors c_i of every sample clipped in the current logical
- * step (or the last one once its noise was added), in order; n of each. */
+ * step (or the last one once its noise was added), in order; n of each. With several clipping
+ * groups, c_i is the scale of the sample's whole gradient, ||sum_g c_gi g_gi|| / ||g_i|| (1 when
+ * nothing of it was clipped; 1 for a zero gradient). */
 const float *dpsgd_norms(const dpsgd *dp, size_t *n);
 /* See dpsgd_norms. */
 const float *dpsgd_clip_factors(const dpsgd *dp, size_t *n);
+/* Per-group sample norms ||g_gi|| of the same samples: n_samples rows of n_groups, sample-major
+ * (row i is sample i's groups in dpsgd_clip_group_name's order); *n_samples as dpsgd_norms'. */
+const float *dpsgd_group_norms(const dpsgd *dp, size_t *n_samples, size_t *n_groups);
 /* Per-sample squared norms of one trainable parameter's gradient in the last physical batch
  * (B host floats, copied into out), from the norms pass. DP_EINVAL for an unknown or frozen
  * parameter or before any DP backward. */

@@ -1,15 +1,18 @@
 /* dpsgd_clip.c: clip factors and the clipped sum.
  *
- * c_i = min(1, C / (||g_i|| + 1e-6)), ||g_i||^2 the sum over trainable tensors of their rows
- * (added on the host in double, in parameter order). twopass then runs the model's backward
- * again with the loss of sample i scaled by c_i (dpsgd_step.c); bk forms the sum from its books:
+ * Per clipping group g (dpsgd_groups.c; flat: one group of every tensor), ||g_gi||^2 is the sum
+ * over g's trainable tensors of their rows (added on the host in double, in parameter order) and
+ * c_gi its factor (abadi: min(1, C_g / (||g_gi|| + 1e-6)); automatic: C_g / (||g_gi|| + gamma)).
+ * twopass (flat only) then runs the model's backward again with the loss of sample i scaled by
+ * c_i (dpsgd_step.c); bk forms the sum from its books, each with its tensor's group's factors:
  * per-sample gradients give c^T psg (B AXPYs for small B, else a 1 x B by B x n GEMM), a
  * linear's kept output gradient gives scale (c (.) G)^T A = scale G^T (c (.) A) (the rows of G,
- * or of a narrower input shared by linears, scaled in place, then one GEMM over all B T tokens),
- * an embedding's scales G's rows in place, then scatters them by token id and sums them over the
- * samples for the positions. Books whose input the backward recomputed (a checkpointed block's)
- * are formed last, block by block: the model recomputes the block, its books are formed, the
- * block is freed. */
+ * or of a narrower input shared by linears of one group, scaled in place, then one GEMM over all
+ * B T tokens), an embedding's scales G's rows in place, then scatters them by token id and sums
+ * them over the samples for the positions (the positions first, from G unscaled, when their
+ * group is another). Books whose input the backward recomputed (a checkpointed block's) are
+ * formed last, block by block: the model recomputes the block, its books are formed, the block
+ * is freed. */
 #include "dpsgd_impl.h"
 
 #include "dispatch.h"
@@ -23,7 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int append_samples(dpsgd *dp, const float *norms, const float *factors, int64_t B) {
+/* Appends B samples' norms, factors and group norms (B x n_groups) to the step's statistics. */
+static int append_samples(dpsgd *dp, const float *norms, const float *factors, const float *group_norms, int64_t B) {
+    size_t G = (size_t)dp->n_groups;
     if (dp->n_samples + (size_t)B > dp->cap_samples) {
         size_t cap = dp->cap_samples ? dp->cap_samples : 64;
         while (cap < dp->n_samples + (size_t)B) cap *= 2;
@@ -33,16 +38,21 @@ static int append_samples(dpsgd *dp, const float *norms, const float *factors, i
         float *f = realloc(dp->factors, cap * sizeof *f);
         if (!f) return dp_error_set(DP_EOOM, "dp: out of host memory for the norm statistics");
         dp->factors = f;
+        float *g = realloc(dp->group_norms, cap * G * sizeof *g);
+        if (!g) return dp_error_set(DP_EOOM, "dp: out of host memory for the norm statistics");
+        dp->group_norms = g;
         dp->cap_samples = cap;
     }
     memcpy(dp->norms + dp->n_samples, norms, (size_t)B * sizeof *norms);
     memcpy(dp->factors + dp->n_samples, factors, (size_t)B * sizeof *factors);
+    memcpy(dp->group_norms + dp->n_samples * G, group_norms, (size_t)B * G * sizeof *group_norms);
     dp->n_samples += (size_t)B;
     return DP_OK;
 }
 
 int dpsgd_compute_clip_factors(dpsgd *dp, float *factors) {
     int64_t B = dp->batch;
+    int G = dp->n_groups;
     for (int k = 0; k < dp->n_params; k++)
         if (!dp->sq_written[k])
             return dp_error_set(DP_EINTERNAL,
@@ -60,18 +70,31 @@ int dpsgd_compute_clip_factors(dpsgd *dp, float *factors) {
     dp->host_batch = B;
     if (dp->n_params > 0 && !plan) /* one copy of every row */
         DP_TRY(dp_tensor_to_host(&dp->sq_norms, host, (uint64_t)dp->n_params * (uint64_t)B * sizeof *host));
-    float *norms = malloc((size_t)(B ? B : 1) * sizeof *norms);
-    if (!norms) return dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
-    double C = dp->cfg.max_grad_norm;
-    for (int64_t i = 0; i < B; i++) {
-        double s = 0.0;
-        for (int k = 0; k < dp->n_params && host; k++) s += host[k * B + i];
-        double n = sqrt(s), c = C / (n + 1e-6);
-        norms[i] = (float)n;
-        factors[i] = (float)(c < 1.0 ? c : 1.0);
+    size_t nb = (size_t)(B ? B : 1);
+    float *norms = malloc(nb * sizeof *norms), *summary = malloc(nb * sizeof *summary);
+    float *gnorms = malloc(nb * (size_t)G * sizeof *gnorms);
+    double *sq = malloc((size_t)G * sizeof *sq);
+    int rc = norms && summary && gnorms && sq ? DP_OK : dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
+    for (int64_t i = 0; i < B && rc == DP_OK; i++) {
+        for (int g = 0; g < G; g++) sq[g] = 0.0;
+        for (int k = 0; k < dp->n_params && host; k++) sq[dp->group_of[k]] += host[k * B + i];
+        double total = 0.0, kept = 0.0;
+        for (int g = 0; g < G; g++) {
+            double n = sqrt(sq[g]), c = dpsgd_group_factor(dp, dp->group_bound[g], n);
+            factors[(int64_t)g * B + i] = (float)c;
+            gnorms[i * G + g] = (float)n;
+            total += sq[g];
+            kept += c * c * sq[g];
+        }
+        norms[i] = (float)sqrt(total);
+        /* one group: its factor; several: the scale of the whole gradient (1 for a zero one) */
+        summary[i] = G == 1 ? factors[i] : total > 0.0 ? (float)sqrt(kept / total) : 1.0f;
     }
-    int rc = dp->padding ? DP_OK : append_samples(dp, norms, factors, B); /* a padding sample is no sample */
+    if (rc == DP_OK && !dp->padding) rc = append_samples(dp, norms, summary, gnorms, B); /* a padding sample is none */
     free(norms);
+    free(summary);
+    free(gnorms);
+    free(sq);
     return rc;
 }
 
@@ -105,10 +128,23 @@ static int scale_samples(dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
     return DPSGD_DISPATCH(dp->dev, scale_samples, x->dtype, B, n, x->data, c->data);
 }
 
-static int book_per_sample(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c, const float *factors) {
+/* The factors of p's clipping group: c, a view of its row of dp->clip_dev, and host, its row of
+ * the host factors (both of the batch's B). */
+static int group_factors(dpsgd *dp, const dp_param *p, const float *factors, dp_tensor *c, const float **host) {
+    int64_t B = dp->batch;
+    int g = p ? dpsgd_param_clip_group(dp, p) : 0;
+    if (g < 0) return dp_error_set(DP_EINTERNAL, "dp: '%s' has a book but no clipping group", p->name);
+    *host = factors + (int64_t)g * B;
+    return dp_tensor_view(c, &dp->clip_dev, (int64_t)g * B, 1, &B);
+}
+
+static int book_per_sample(dpsgd *dp, dpsgd_book *bk, const float *factors) {
     DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     int64_t B = bk->psg.shape[0];
-    return weighted_sum(dp, &bk->param->grad, c, factors, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
+    dp_tensor c;
+    const float *host = NULL;
+    DP_TRY(group_factors(dp, bk->param, factors, &c, &host));
+    return weighted_sum(dp, &bk->param->grad, &c, host, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
 }
 
 #define ANY_BLOCK (-2) /* clip_stage's pblock: the books of every parameter */
@@ -135,16 +171,28 @@ static int in_block(const dpsgd_book *bk, int64_t pblock) {
  * Only the books of one stage (block: -1 the retained inputs, else that recomputed block). */
 typedef struct {
     uintptr_t src; /* the shared input tensor's address */
+    int group;     /* the clipping group of the book's parameter: only one group's books share */
     int k;         /* the book's index */
 } shared_input;
 
 static int shared_input_cmp(const void *pa, const void *pb) {
     const shared_input *a = pa, *b = pb;
     if (a->src != b->src) return a->src < b->src ? -1 : 1;
+    if (a->group != b->group) return a->group < b->group ? -1 : 1;
     return (a->k > b->k) - (a->k < b->k);
 }
 
-static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c, int block, int64_t pblock) {
+static int same_share(const shared_input *a, const shared_input *b) { return a->src == b->src && a->group == b->group; }
+
+/* A shared input is scaled once only when no book of another group reads it too. */
+static int input_has_other_groups(const shared_input *by_src, int m, int g) {
+    int lo = g, hi = g;
+    while (lo > 0 && by_src[lo - 1].src == by_src[g].src) lo--;
+    while (hi + 1 < m && by_src[hi + 1].src == by_src[g].src) hi++;
+    return by_src[lo].group != by_src[hi].group;
+}
+
+static int scale_shared_inputs(dpsgd *dp, const float *factors, int block, int64_t pblock) {
     /* the linear books grouped by their input (sorted: n log n, where a scan of every pair was
      * quadratic in the books, 450 of them for an 8B model with LoRA): for each group its first
      * book and the output columns of all of them */
@@ -163,22 +211,28 @@ static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c, int block, int64_t
     for (int k = 0; k < n; k++) {
         cols[k] = -1; /* not the first of a group */
         if (dp->books[k].kind == DPSGD_BOOK_LINEAR && dp->books[k].input_src)
-            by_src[m++] = (shared_input){(uintptr_t)dp->books[k].input_src, k};
+            by_src[m++] = (shared_input){(uintptr_t)dp->books[k].input_src,
+                                         dpsgd_param_clip_group(dp, dp->books[k].param), k};
     }
     qsort(by_src, (size_t)m, sizeof *by_src, shared_input_cmp);
     for (int g = 0; g < m;) {
         int e = g;
         int64_t sum = 0;
-        for (; e < m && by_src[e].src == by_src[g].src; e++) sum += dp->books[by_src[e].k].out_grad.shape[2];
-        cols[by_src[g].k] = sum;
-        group[by_src[g].k] = g;
+        for (; e < m && same_share(&by_src[e], &by_src[g]); e++) sum += dp->books[by_src[e].k].out_grad.shape[2];
+        if (!input_has_other_groups(by_src, m, g)) {
+            cols[by_src[g].k] = sum;
+            group[by_src[g].k] = g;
+        }
         g = e;
     }
     int rc = DP_OK;
     for (int k = 0; k < n && rc == DP_OK; k++) { /* in the books' order, as they were registered */
         dpsgd_book *bk = &dp->books[k];
         if (cols[k] < 0 || bk->block != block || !in_block(bk, pblock) || bk->input.shape[2] >= cols[k]) continue;
-        rc = scale_samples(dp, &bk->input, c);
+        dp_tensor c;
+        const float *host = NULL;
+        rc = group_factors(dp, bk->param, factors, &c, &host);
+        if (rc == DP_OK) rc = scale_samples(dp, &bk->input, &c);
         for (int j = group[k]; rc == DP_OK && j < m && by_src[j].src == (uintptr_t)bk->input_src; j++)
             dp->books[by_src[j].k].input_scaled = 1;
     }
@@ -188,36 +242,59 @@ static int scale_shared_inputs(dpsgd *dp, const dp_tensor *c, int block, int64_t
     return rc;
 }
 
-static int book_linear(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
+static int book_linear(dpsgd *dp, dpsgd_book *bk, const float *factors) {
     dp_tensor *G = &bk->out_grad, *A = &bk->input;
     int64_t N = G->shape[0] * G->shape[1], p = G->shape[2], d = A->shape[2];
-    if (!bk->input_scaled) DP_TRY(scale_samples(dp, G, c));
+    dp_tensor c;
+    const float *host = NULL;
+    DP_TRY(group_factors(dp, bk->param, factors, &c, &host));
+    if (!bk->input_scaled) DP_TRY(scale_samples(dp, G, &c));
     DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     /* grad (p x d) += scale * G^T (p x N) A (N x d): one GEMM over every token of the batch */
     return dp_gemm_batched(dp->dev, "dp_clip_gemm", 1, p, d, N, bk->scale, G->dtype, DP_MAT_T(G->data, p, 0),
                            DP_MAT(A->data, d, 0), 1.0f, DP_F32, bk->param->grad.data);
 }
 
-static int book_embedding(dpsgd *dp, dpsgd_book *bk, const dp_tensor *c) {
+/* The positions' clipped gradient from G: dwpe[t] += sum_i w_i G[i, t] (rows 0..T-1 of the table),
+ * w on the device and w_host on the host. */
+static int positions_sum(dpsgd *dp, dpsgd_book *bk, const dp_tensor *w, const float *w_host) {
     dp_tensor *G = &bk->out_grad;
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
-    DP_TRY(scale_samples(dp, G, c));
-    if (bk->wpe) { /* dwpe[t] += sum_i (c (.) G)[i, t]: rows 0..T-1 of the table */
-        DP_TRY(dpsgd_ensure_grad(dp, bk->wpe));
-        float *ones_host = malloc((size_t)B * sizeof *ones_host);
-        if (!ones_host) return dp_error_set(DP_EOOM, "dp: out of host memory");
-        for (int64_t i = 0; i < B; i++) ones_host[i] = 1.0f;
-        dp_tensor ones = {0};
-        int rc = DP_OK;
-        if (!sum_by_axpy(B, G->dtype)) { /* the GEMM path reads the weights on the device */
-            rc = dp_tensor_init_module(&ones, dp->dev, G->dtype, 1, &B, DP_CAT_TEMP, bk->wpe->module);
-            if (rc == DP_OK) rc = dp_tensor_fill(&ones, 1.0);
-        }
-        if (rc == DP_OK) rc = weighted_sum(dp, &bk->wpe->grad, &ones, ones_host, G, B, T * d, "dp_clip_sum");
-        dp_tensor_release(&ones);
-        free(ones_host);
-        DP_TRY(rc);
+    DP_TRY(dpsgd_ensure_grad(dp, bk->wpe));
+    return weighted_sum(dp, &bk->wpe->grad, w, w_host, G, B, T * d, "dp_clip_sum");
+}
+
+/* The positions' sum from G already scaled by their group's factors: weights of ones. */
+static int positions_sum_scaled(dpsgd *dp, dpsgd_book *bk) {
+    int64_t B = bk->out_grad.shape[0];
+    float *ones_host = malloc((size_t)B * sizeof *ones_host);
+    if (!ones_host) return dp_error_set(DP_EOOM, "dp: out of host memory");
+    for (int64_t i = 0; i < B; i++) ones_host[i] = 1.0f;
+    dp_tensor ones = {0};
+    int rc = DP_OK;
+    if (!sum_by_axpy(B, bk->out_grad.dtype)) { /* the GEMM path reads the weights on the device */
+        rc = dp_tensor_init_module(&ones, dp->dev, bk->out_grad.dtype, 1, &B, DP_CAT_TEMP, bk->wpe->module);
+        if (rc == DP_OK) rc = dp_tensor_fill(&ones, 1.0);
     }
+    if (rc == DP_OK) rc = positions_sum(dp, bk, &ones, ones_host);
+    dp_tensor_release(&ones);
+    free(ones_host);
+    return rc;
+}
+
+static int book_embedding(dpsgd *dp, dpsgd_book *bk, const float *factors) {
+    dp_tensor *G = &bk->out_grad;
+    int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
+    dp_tensor c, cp;
+    const float *host = NULL, *host_p = NULL;
+    DP_TRY(group_factors(dp, bk->param ? bk->param : bk->wpe, factors, &c, &host));
+    int apart = bk->param && bk->wpe && dpsgd_param_clip_group(dp, bk->param) != dpsgd_param_clip_group(dp, bk->wpe);
+    if (apart) { /* the positions' group is another: their sum from G as it is, by their factors */
+        DP_TRY(group_factors(dp, bk->wpe, factors, &cp, &host_p));
+        DP_TRY(positions_sum(dp, bk, &cp, host_p));
+    }
+    DP_TRY(scale_samples(dp, G, &c));
+    if (bk->wpe && !apart) DP_TRY(positions_sum_scaled(dp, bk));
     if (!bk->param) return DP_OK;
     DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     double n = (double)(B * T * d);
@@ -235,14 +312,14 @@ static int clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock
         if (bk->kind == DPSGD_BOOK_LINEAR && bk->block == block && block >= 0 && in_block(bk, pblock))
             DP_TRY(dp_tensor_view(&bk->input, bk->input_src, 0, bk->input_src->ndim, bk->input_src->shape));
     }
-    DP_TRY(scale_shared_inputs(dp, &dp->clip_dev, block, pblock));
+    DP_TRY(scale_shared_inputs(dp, factors, block, pblock));
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
         if (bk->block != block || !in_block(bk, pblock)) continue;
         switch (bk->kind) {
-        case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, &dp->clip_dev, factors)); break;
-        case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, &dp->clip_dev)); break;
-        case DPSGD_BOOK_EMBEDDING: DP_TRY(book_embedding(dp, bk, &dp->clip_dev)); break;
+        case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, factors)); break;
+        case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, factors)); break;
+        case DPSGD_BOOK_EMBEDDING: DP_TRY(book_embedding(dp, bk, factors)); break;
         }
         /* free each book as soon as its gradient is formed */
         dp_tensor_release(&bk->psg);
@@ -290,9 +367,9 @@ static int clip_fsdp(dpsgd *dp, const float *factors) {
 }
 
 int dpsgd_clip_books(dpsgd *dp, const float *factors) {
-    int64_t B = dp->batch;
-    DP_TRY(dp_tensor_init_module(&dp->clip_dev, dp->dev, DP_F32, 1, &B, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
-    DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)B * sizeof *factors));
+    int64_t n = dp->batch * (int64_t)dp->n_groups;
+    DP_TRY(dp_tensor_init_module(&dp->clip_dev, dp->dev, DP_F32, 1, &n, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
+    DP_TRY(dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)n * sizeof *factors));
     if (dp->fsdp_block && dp->model) {
         DP_TRY(clip_fsdp(dp, factors));
     } else {

@@ -109,13 +109,19 @@ struct dpsgd {
     dpsgd_book *books;
     int n_books, cap_books;
     dpsgd_tied_pending tied;
-    dp_tensor clip_dev; /* B clip factors on the device (bk), `norm_samples` */
+    dp_tensor clip_dev; /* n_groups x B clip factors on the device (bk), `norm_samples` */
+
+    /* clipping groups (dpsgd_groups.c): group_of[k] of trainable parameter k, in 0..n_groups-1 */
+    int n_groups;
+    int *group_of;
+    double *group_bound;
+    char **group_name;
 
     dpsgd_layer_info *layers; /* as the last backward saw them */
     size_t n_layers, cap_layers;
 
-    /* per-sample figures of the current logical step */
-    float *norms, *factors;
+    /* per-sample figures of the current logical step (group_norms: n_groups a sample) */
+    float *norms, *factors, *group_norms;
     size_t n_samples, cap_samples;
     int step_open; /* 0 after noise: the next clip starts a new list */
 
@@ -216,14 +222,24 @@ int dpsgd_tied_rows(dpsgd *dp, dpsgd_formulation form, const dp_param *wte, cons
  * one sample at a time from the head's book. */
 int dpsgd_tied_cross(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row);
 
+/* ---- dpsgd_groups.c ---- */
+/* The clipping groups of dp's style with no specs (dpsgd_new): flat, per_layer, per_block; the
+ * groups style is left with none, to be given. */
+int dpsgd_groups_default(dpsgd *dp);
+/* Frees the groups. */
+void dpsgd_groups_free(dpsgd *dp);
+/* Factor c of a group of bound C for sample norm n under dp's clip function. */
+double dpsgd_group_factor(const dpsgd *dp, double C, double n);
+
 /* ---- dpsgd_clip.c ---- */
-/* Clip factors of the current physical batch from the norm rows (host), appended to the stats. */
+/* Clip factors of the current physical batch from the norm rows (host), appended to the stats:
+ * factors is n_groups x B, row g group g's (one row for flat). */
 int dpsgd_compute_clip_factors(dpsgd *dp, float *factors);
-/* Forms the clipped sum from the books (bk) and releases them. */
+/* Forms the clipped sum from the books (bk) with the n_groups x B factors and releases them. */
 int dpsgd_clip_books(dpsgd *dp, const float *factors);
 
 /* ---- dpsgd_noise.c ---- */
-/* grad += N(0, (sigma C)^2) for every trainable parameter, then grad /= expected batch size. */
+/* grad += N(0, (sigma ||C||_2)^2) for every trainable parameter, then grad /= expected batch size. */
 int dpsgd_add_noise(dpsgd *dp);
 /* The Philox stream of logical step `step`'s noise (seed is the configured one). */
 uint64_t dpsgd_noise_stream(int64_t step);

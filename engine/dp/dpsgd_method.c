@@ -27,6 +27,8 @@ static const char *const clip_names[DPSGD_N_CLIPS] = {"none", "twopass", "bk"};
 static const char *const form_names[DPSGD_N_FORMULATIONS] = {
     "direct", "materialize", "ghost", "gram_tile", "grad_tile", "batch1", "grouped", "gram_strip", "grad_strip"};
 static const char *const flash_impl_names[DPSGD_N_FLASH_IMPLS] = {"tiles", "strips"};
+static const char *const style_names[DPSGD_N_STYLES] = {"flat", "per_layer", "per_block", "groups"};
+static const char *const clip_fn_names[DPSGD_N_CLIP_FNS] = {"abadi", "automatic"};
 
 const char *dpsgd_list_name(dpsgd_list list, size_t i) {
     switch (list) {
@@ -35,6 +37,8 @@ const char *dpsgd_list_name(dpsgd_list list, size_t i) {
     case DPSGD_LIST_CLIPS: return i + 1 < DPSGD_N_CLIPS ? clip_names[i + 1] : NULL;
     case DPSGD_LIST_FORMULATIONS: return i < DPSGD_N_FORMULATIONS ? form_names[i] : NULL;
     case DPSGD_LIST_FLASH_IMPLS: return i < DPSGD_N_FLASH_IMPLS ? flash_impl_names[i] : NULL;
+    case DPSGD_LIST_STYLES: return i < DPSGD_N_STYLES ? style_names[i] : NULL;
+    case DPSGD_LIST_CLIP_FNS: return i < DPSGD_N_CLIP_FNS ? clip_fn_names[i] : NULL;
     }
     return NULL;
 }
@@ -115,6 +119,24 @@ int dpsgd_flash_impl_parse(const char *name, dpsgd_flash_impl *out) {
 const char *dpsgd_flash_impl_name(dpsgd_flash_impl g) {
     return (unsigned)g < DPSGD_N_FLASH_IMPLS ? flash_impl_names[g] : "?";
 }
+
+int dpsgd_style_parse(const char *name, dpsgd_clip_style *out) {
+    size_t i = 0;
+    DP_TRY(parse(DPSGD_LIST_STYLES, "clipping style", name, &i));
+    *out = (dpsgd_clip_style)i;
+    return DP_OK;
+}
+
+const char *dpsgd_style_name(dpsgd_clip_style s) { return (unsigned)s < DPSGD_N_STYLES ? style_names[s] : "?"; }
+
+int dpsgd_clip_fn_parse(const char *name, dpsgd_clip_fn *out) {
+    size_t i = 0;
+    DP_TRY(parse(DPSGD_LIST_CLIP_FNS, "clip_fn", name, &i));
+    *out = (dpsgd_clip_fn)i;
+    return DP_OK;
+}
+
+const char *dpsgd_clip_fn_name(dpsgd_clip_fn f) { return (unsigned)f < DPSGD_N_CLIP_FNS ? clip_fn_names[f] : "?"; }
 
 const char *dpsgd_linear_kind(const dp_param *w) {
     switch (w->kind) {

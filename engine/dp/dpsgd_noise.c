@@ -1,7 +1,7 @@
 /* dpsgd_noise.c: the Gaussian mechanism, once per logical step. Every trainable gradient gets
- * N(0, (sigma C)^2) per coordinate, added in place (no noise buffer) from the Philox stream of
- * the step under the configured seed; element j of parameter k is element offset_k + j of that
- * stream (offsets: the trainable tensors concatenated in model order), so the noise is the same
+ * N(0, (sigma ||C||_2)^2) per coordinate (||C||_2 over the clipping groups' bounds: C for flat),
+ * added in place (no noise buffer) from the Philox stream of the step under the configured seed;
+ * element j of parameter k is element offset_k + j of that stream (offsets: the trainable tensors concatenated in model order), so the noise is the same
  * bits on every device and independent of how tensors are laid out. Then the noisy sum is
  * divided by the expected logical batch size (Opacus's DPOptimizer). */
 #include "dpsgd_impl.h"
@@ -18,7 +18,7 @@
 uint64_t dpsgd_noise_stream(int64_t step) { return NOISE_STREAM_TAG | ((uint64_t)step & 0xffffffffffffull); }
 
 int dpsgd_add_noise(dpsgd *dp) {
-    float std = (float)(dp->cfg.noise_multiplier * dp->cfg.max_grad_norm);
+    float std = (float)(dp->cfg.noise_multiplier * dpsgd_noise_norm(dp)); /* sigma C for flat */
     float inv = (float)(1.0 / (double)dp->cfg.expected_batch_size);
     uint64_t stream = dpsgd_noise_stream(dp->steps);
     for (int k = 0; k < dp->n_params; k++) {

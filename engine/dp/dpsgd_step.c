@@ -20,9 +20,14 @@ void dpsgd_config_default(dpsgd_config *cfg) {
     cfg->max_grad_norm = 1.0;
     cfg->noise_multiplier = 1.0;
     cfg->delta = 1e-5;
+    cfg->gamma = DPSGD_AUTOMATIC_GAMMA;
 }
 
 static int is_vanilla(const dpsgd *dp) { return dp->cfg.norms == DPSGD_NORMS_NONE; }
+
+static int no_groups(void) {
+    return dp_error_set(DP_EINVAL, "dp: clipping 'groups' needs its groups (dpsgd_set_clip_groups) before the first step");
+}
 
 static int check_config(const dpsgd_config *cfg) {
     char valid[256];
@@ -35,6 +40,20 @@ static int check_config(const dpsgd_config *cfg) {
     if ((unsigned)cfg->flash_impl >= DPSGD_N_FLASH_IMPLS)
         return dp_error_set(DP_EINVAL, "dp: unknown flash_impl (valid: %s)",
                             dpsgd_list_join(DPSGD_LIST_FLASH_IMPLS, valid, sizeof valid));
+    if ((unsigned)cfg->clipping >= DPSGD_N_STYLES)
+        return dp_error_set(DP_EINVAL, "dp: unknown clipping style (valid: %s)",
+                            dpsgd_list_join(DPSGD_LIST_STYLES, valid, sizeof valid));
+    if ((unsigned)cfg->clip_fn >= DPSGD_N_CLIP_FNS)
+        return dp_error_set(DP_EINVAL, "dp: unknown clip_fn (valid: %s)",
+                            dpsgd_list_join(DPSGD_LIST_CLIP_FNS, valid, sizeof valid));
+    if (cfg->clip_fn == DPSGD_CLIP_FN_AUTOMATIC && (!(cfg->gamma > 0.0) || !isfinite(cfg->gamma)))
+        return dp_error_set(DP_EINVAL, "dp: gamma %g must be positive (automatic clipping's C / (||g|| + gamma))",
+                            cfg->gamma);
+    if (cfg->clipping != DPSGD_STYLE_FLAT && cfg->clip == DPSGD_CLIP_TWOPASS)
+        return dp_error_set(DP_EINVAL,
+                            "dp: clipping '%s' needs clip 'bk' (twopass's second backward scales a sample's whole "
+                            "loss by one factor, not each group's part by its own; valid with twopass: flat)",
+                            dpsgd_style_name(cfg->clipping));
     if (!(cfg->max_grad_norm > 0.0) || !isfinite(cfg->max_grad_norm))
         return dp_error_set(DP_EINVAL, "dp: max_grad_norm %g must be positive", cfg->max_grad_norm);
     if (!(cfg->noise_multiplier >= 0.0) || !isfinite(cfg->noise_multiplier))
@@ -81,6 +100,11 @@ int dpsgd_new_params(dp_device *dev, const dpsgd_config *cfg, dp_param **params,
         dp->offsets[dp->n_params++] = offset;
         offset += params[i]->value.numel;
     }
+    rc = dpsgd_groups_default(dp);
+    if (rc != DP_OK) {
+        dpsgd_free(dp);
+        return rc;
+    }
     *out = dp;
     return DP_OK;
 }
@@ -112,6 +136,8 @@ void dpsgd_free(dpsgd *dp) {
     free(dp->layers);
     free(dp->norms);
     free(dp->factors);
+    free(dp->group_norms);
+    dpsgd_groups_free(dp);
     free(dp);
 }
 
@@ -184,6 +210,7 @@ int dpsgd_reduce_grads(dpsgd *dp) {
 
 int dpsgd_forward(dpsgd *dp, const dp_tensor *inputs, const dp_tensor *targets, float *loss, float *sample_losses) {
     if (!dp->model) return dp_error_set(DP_EINVAL, "dp: forward needs a model");
+    if (dp->n_groups < 1 && !is_vanilla(dp)) return no_groups();
     if (dp->phase == 2 && !is_vanilla(dp))
         return dp_error_set(DP_EINVAL, "dp: forward before the last backward was clipped (call clip first)");
     dpsgd_release_batch_state(dp);
@@ -318,7 +345,8 @@ int dpsgd_clip(dpsgd *dp) {
     int retained = needs_retained_inputs(dp); /* the clip goes back through the model's state */
     if (retained) DP_TRY(check_own_forward(dp, "clip"));
     int64_t B = dp->batch;
-    float *factors = malloc((size_t)(B ? B : 1) * sizeof *factors);
+    if (dp->n_groups < 1) return no_groups();
+    float *factors = malloc((size_t)(B ? B : 1) * (size_t)dp->n_groups * sizeof *factors);
     if (!factors) return dp_error_set(DP_EOOM, "dp: out of host memory");
     int rc = dpsgd_compute_clip_factors(dp, factors);
     if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS) {
@@ -382,6 +410,12 @@ const float *dpsgd_norms(const dpsgd *dp, size_t *n) {
 const float *dpsgd_clip_factors(const dpsgd *dp, size_t *n) {
     *n = dp->n_samples;
     return dp->factors;
+}
+
+const float *dpsgd_group_norms(const dpsgd *dp, size_t *n_samples, size_t *n_groups) {
+    *n_samples = dp->n_samples;
+    *n_groups = (size_t)dp->n_groups;
+    return dp->group_norms;
 }
 
 int dpsgd_param_sq_norms(const dpsgd *dp, const dp_param *p, float *out, int64_t n) {
