@@ -84,7 +84,12 @@ typedef enum { DPSGD_FLASH_TILES = 0, DPSGD_FLASH_STRIPS } dpsgd_flash_impl;
  * `groups` named groups of tensors by Hugging Face name patterns (dpsgd_set_clip_groups). Each
  * group g clips sample i's gradient over its tensors by its factor c_gi; the noise's std is
  * sigma ||C||_2 over the groups' bounds (dpsgd_noise_norm), the sensitivity of the clipped sum. */
-typedef enum { DPSGD_STYLE_FLAT = 0, DPSGD_STYLE_PER_LAYER, DPSGD_STYLE_PER_BLOCK, DPSGD_STYLE_GROUPS } dpsgd_clip_style;
+typedef enum {
+    DPSGD_STYLE_FLAT = 0,
+    DPSGD_STYLE_PER_LAYER,
+    DPSGD_STYLE_PER_BLOCK,
+    DPSGD_STYLE_GROUPS
+} dpsgd_clip_style;
 
 /* How a group's factor comes from its sample norm n = ||g_gi||: `abadi` c = min(1, C / (n + 1e-6))
  * (Opacus); `automatic` c = C / (n + gamma) (Bu et al.: every sample scaled, none to tune). */
@@ -243,7 +248,8 @@ typedef struct dpsgd_group_spec {
 
 /* The groups of cfg.clipping over the wrapper's trainable tensors: flat and per_block take no
  * specs (every group's bound cfg.max_grad_norm); per_layer's specs give some tensors their own
- * bound (the first spec with a matching pattern; the others cfg.max_grad_norm); groups' specs are
+ * bound (a matching spec's; two that match with other bounds are refused; the others
+ * cfg.max_grad_norm); groups' specs are
  * the groups, each trainable tensor in exactly one (DP_EINVAL naming a tensor in none or two, a
  * spec that matches no trainable tensor, a bound that is not positive). dpsgd_new sets the
  * groups with no specs (groups style: DP_EINVAL until they are given); set them again before
@@ -257,6 +263,8 @@ size_t dpsgd_clip_group_count(const dpsgd *dp);
 const char *dpsgd_clip_group_name(const dpsgd *dp, size_t g);
 /* Group g's bound C_g (0 past the end). */
 double dpsgd_clip_group_bound(const dpsgd *dp, size_t g);
+/* How many trainable tensors group g holds (0 past the end). */
+size_t dpsgd_clip_group_size(const dpsgd *dp, size_t g);
 /* The clipping group of trainable parameter p, or -1 when p is not one. */
 int dpsgd_param_clip_group(const dpsgd *dp, const dp_param *p);
 /* ||C||_2 = sqrt(sum_g C_g^2), what the noise's std is sigma times (C for flat). */
@@ -272,15 +280,14 @@ int dpsgd_next_step(dpsgd *dp, dpsgd_step_plan *out);
  * Writes at most cap indices to out; returns how many there are (the logical size). */
 int64_t dpsgd_step_members(const dpsgd *dp, int64_t *out, int64_t cap);
 /* Trains as one rank of comm's world under strategy (DPSGD_STRATEGY_DDP, DPSGD_STRATEGY_ZERO2 or DPSGD_STRATEGY_FSDP):
- * each step's logical batch is drawn as one process draws it and this rank takes its slice (dpsgd_step_plan.first, local_size); the clipped sums
- * (vanilla: the gradients of the global mean loss) are summed across the ranks before the noise,
- * which every rank then adds with the same Philox offsets, so every rank holds the same noisy
- * gradient and the parameters stay replicated. DPSGD_STRATEGY_ZERO2 reduce-scatters instead: each rank
- * keeps its slice of every gradient, noises it at its elements' Philox offsets, the optimizer
- * updates that slice with states of its size, and dpsgd_gather_params all-gathers the parameters
- * (the same bits as ddp and one process, to rounding). DPSGD_STRATEGY_FSDP shards as zero2 and
- * also keeps only the part of every parameter (dp_param.part, frozen ones too), the blocks' and the
- * embeddings', the final norm's and the head's: the model's block weights provider all-gathers a
+ * each step's logical batch is drawn as one process draws it and this rank takes its slice (dpsgd_step_plan.first,
+ * local_size); the clipped sums (vanilla: the gradients of the global mean loss) are summed across the ranks before the
+ * noise, which every rank then adds with the same Philox offsets, so every rank holds the same noisy gradient and the
+ * parameters stay replicated. DPSGD_STRATEGY_ZERO2 reduce-scatters instead: each rank keeps its slice of every
+ * gradient, noises it at its elements' Philox offsets, the optimizer updates that slice with states of its size, and
+ * dpsgd_gather_params all-gathers the parameters (the same bits as ddp and one process, to rounding).
+ * DPSGD_STRATEGY_FSDP shards as zero2 and also keeps only the part of every parameter (dp_param.part, frozen ones too),
+ * the blocks' and the embeddings', the final norm's and the head's: the model's block weights provider all-gathers a
  * block (or the embeddings, or the final norm and the head) in the dtype its pass reads before each
  * pass that reads it and frees it after; dpsgd_gather_params then gathers nothing (it releases the
  * spent gradient parts), and dpsgd_unshard the whole model at the end.

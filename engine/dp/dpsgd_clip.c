@@ -3,8 +3,9 @@
  * Per clipping group g (dpsgd_groups.c; flat: one group of every tensor), ||g_gi||^2 is the sum
  * over g's trainable tensors of their rows (added on the host in double, in parameter order) and
  * c_gi its factor (abadi: min(1, C_g / (||g_gi|| + 1e-6)); automatic: C_g / (||g_gi|| + gamma)).
- * twopass (flat only) then runs the model's backward again with the loss of sample i scaled by
- * c_i (dpsgd_step.c); bk forms the sum from its books, each with its tensor's group's factors:
+ * twopass then runs the model's backward again, with the loss of sample i scaled by c_i for one
+ * group, else forming each layer's part with its group's factors in the hooks (dpsgd_form.c);
+ * bk forms the sum from its books, each with its tensor's group's factors:
  * per-sample gradients give c^T psg (B AXPYs for small B, else a 1 x B by B x n GEMM), a
  * linear's kept output gradient gives scale (c (.) G)^T A = scale G^T (c (.) A) (the rows of G,
  * or of a narrower input shared by linears of one group, scaled in place, then one GEMM over all
@@ -109,8 +110,8 @@ static int sum_by_axpy(int64_t B, dp_dtype t) { return B <= CLIP_AXPY_MAX_B && t
 /* grad (n floats) += c^T x, x of B x n: the clipped sum of per-sample gradients. c_host holds the
  * B weights on the host; c, the same on the device, is read only by the GEMM path (may be NULL when
  * sum_by_axpy holds). */
-static int weighted_sum(dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const float *c_host, const dp_tensor *x,
-                        int64_t B, int64_t n, const char *op) {
+int dpsgd_weighted_sum(dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const float *c_host, const dp_tensor *x,
+                       int64_t B, int64_t n, const char *op) {
     if (sum_by_axpy(B, x->dtype)) {
         dp_ledger_add(op, 2.0 * (double)B * (double)n, 12.0 * (double)B * (double)n);
         for (int64_t b = 0; b < B; b++)
@@ -122,7 +123,7 @@ static int weighted_sum(dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const fl
                            DP_F32, grad->data);
 }
 
-static int scale_samples(dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
+int dpsgd_scale_samples(dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
     int64_t B = x->shape[0], n = x->numel / (B ? B : 1);
     dp_ledger_add("dp_scale_samples", (double)x->numel, 2.0 * (double)dp_tensor_bytes(x) + 4.0 * (double)B);
     return DPSGD_DISPATCH(dp->dev, scale_samples, x->dtype, B, n, x->data, c->data);
@@ -130,7 +131,7 @@ static int scale_samples(dpsgd *dp, dp_tensor *x, const dp_tensor *c) {
 
 /* The factors of p's clipping group: c, a view of its row of dp->clip_dev, and host, its row of
  * the host factors (both of the batch's B). */
-static int group_factors(dpsgd *dp, const dp_param *p, const float *factors, dp_tensor *c, const float **host) {
+int dpsgd_group_factors(dpsgd *dp, const dp_param *p, const float *factors, dp_tensor *c, const float **host) {
     int64_t B = dp->batch;
     int g = p ? dpsgd_param_clip_group(dp, p) : 0;
     if (g < 0) return dp_error_set(DP_EINTERNAL, "dp: '%s' has a book but no clipping group", p->name);
@@ -143,8 +144,8 @@ static int book_per_sample(dpsgd *dp, dpsgd_book *bk, const float *factors) {
     int64_t B = bk->psg.shape[0];
     dp_tensor c;
     const float *host = NULL;
-    DP_TRY(group_factors(dp, bk->param, factors, &c, &host));
-    return weighted_sum(dp, &bk->param->grad, &c, host, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
+    DP_TRY(dpsgd_group_factors(dp, bk->param, factors, &c, &host));
+    return dpsgd_weighted_sum(dp, &bk->param->grad, &c, host, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
 }
 
 #define ANY_BLOCK (-2) /* clip_stage's pblock: the books of every parameter */
@@ -160,9 +161,7 @@ static int64_t block_of_book(const dpsgd *dp, const dpsgd_book *bk) {
 
 /* Whether book bk's parameter lies in fsdp block pblock (-1: outside the blocks; ANY_BLOCK: any),
  * as clip_fsdp found it (dpsgd_book.pblock). */
-static int in_block(const dpsgd_book *bk, int64_t pblock) {
-    return pblock == ANY_BLOCK || bk->pblock == pblock;
-}
+static int in_block(const dpsgd_book *bk, int64_t pblock) { return pblock == ANY_BLOCK || bk->pblock == pblock; }
 
 /* (c (.) G)^T A = G^T (c (.) A): where the linears that share an input (gpt's qkv, llama's q, k,
  * v and gate, up, a head) have more output columns in all than the input has, scale the input's
@@ -211,8 +210,8 @@ static int scale_shared_inputs(dpsgd *dp, const float *factors, int block, int64
     for (int k = 0; k < n; k++) {
         cols[k] = -1; /* not the first of a group */
         if (dp->books[k].kind == DPSGD_BOOK_LINEAR && dp->books[k].input_src)
-            by_src[m++] = (shared_input){(uintptr_t)dp->books[k].input_src,
-                                         dpsgd_param_clip_group(dp, dp->books[k].param), k};
+            by_src[m++] =
+                (shared_input){(uintptr_t)dp->books[k].input_src, dpsgd_param_clip_group(dp, dp->books[k].param), k};
     }
     qsort(by_src, (size_t)m, sizeof *by_src, shared_input_cmp);
     for (int g = 0; g < m;) {
@@ -231,8 +230,8 @@ static int scale_shared_inputs(dpsgd *dp, const float *factors, int block, int64
         if (cols[k] < 0 || bk->block != block || !in_block(bk, pblock) || bk->input.shape[2] >= cols[k]) continue;
         dp_tensor c;
         const float *host = NULL;
-        rc = group_factors(dp, bk->param, factors, &c, &host);
-        if (rc == DP_OK) rc = scale_samples(dp, &bk->input, &c);
+        rc = dpsgd_group_factors(dp, bk->param, factors, &c, &host);
+        if (rc == DP_OK) rc = dpsgd_scale_samples(dp, &bk->input, &c);
         for (int j = group[k]; rc == DP_OK && j < m && by_src[j].src == (uintptr_t)bk->input_src; j++)
             dp->books[by_src[j].k].input_scaled = 1;
     }
@@ -247,8 +246,8 @@ static int book_linear(dpsgd *dp, dpsgd_book *bk, const float *factors) {
     int64_t N = G->shape[0] * G->shape[1], p = G->shape[2], d = A->shape[2];
     dp_tensor c;
     const float *host = NULL;
-    DP_TRY(group_factors(dp, bk->param, factors, &c, &host));
-    if (!bk->input_scaled) DP_TRY(scale_samples(dp, G, &c));
+    DP_TRY(dpsgd_group_factors(dp, bk->param, factors, &c, &host));
+    if (!bk->input_scaled) DP_TRY(dpsgd_scale_samples(dp, G, &c));
     DP_TRY(dpsgd_ensure_grad(dp, bk->param));
     /* grad (p x d) += scale * G^T (p x N) A (N x d): one GEMM over every token of the batch */
     return dp_gemm_batched(dp->dev, "dp_clip_gemm", 1, p, d, N, bk->scale, G->dtype, DP_MAT_T(G->data, p, 0),
@@ -261,7 +260,7 @@ static int positions_sum(dpsgd *dp, dpsgd_book *bk, const dp_tensor *w, const fl
     dp_tensor *G = &bk->out_grad;
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
     DP_TRY(dpsgd_ensure_grad(dp, bk->wpe));
-    return weighted_sum(dp, &bk->wpe->grad, w, w_host, G, B, T * d, "dp_clip_sum");
+    return dpsgd_weighted_sum(dp, &bk->wpe->grad, w, w_host, G, B, T * d, "dp_clip_sum");
 }
 
 /* The positions' sum from G already scaled by their group's factors: weights of ones. */
@@ -287,13 +286,13 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const float *factors) {
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
     dp_tensor c, cp;
     const float *host = NULL, *host_p = NULL;
-    DP_TRY(group_factors(dp, bk->param ? bk->param : bk->wpe, factors, &c, &host));
+    DP_TRY(dpsgd_group_factors(dp, bk->param ? bk->param : bk->wpe, factors, &c, &host));
     int apart = bk->param && bk->wpe && dpsgd_param_clip_group(dp, bk->param) != dpsgd_param_clip_group(dp, bk->wpe);
     if (apart) { /* the positions' group is another: their sum from G as it is, by their factors */
-        DP_TRY(group_factors(dp, bk->wpe, factors, &cp, &host_p));
+        DP_TRY(dpsgd_group_factors(dp, bk->wpe, factors, &cp, &host_p));
         DP_TRY(positions_sum(dp, bk, &cp, host_p));
     }
-    DP_TRY(scale_samples(dp, G, &c));
+    DP_TRY(dpsgd_scale_samples(dp, G, &c));
     if (bk->wpe && !apart) DP_TRY(positions_sum_scaled(dp, bk));
     if (!bk->param) return DP_OK;
     DP_TRY(dpsgd_ensure_grad(dp, bk->param));

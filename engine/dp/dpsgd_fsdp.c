@@ -128,7 +128,8 @@ int dpsgd_fsdp_gather_only(dpsgd *dp, int64_t layer) {
 }
 
 int dpsgd_fsdp_backward(dpsgd *dp, const dp_backward_opts *o) {
-    if (!dp->fsdp_block || !o->weight_grads) return dp_model_backward(dp->model, o);
+    /* a backward that makes weight gradients: the model's own, or twopass's forming hooks' */
+    if (!dp->fsdp_block || !(o->weight_grads || dp->form_factors)) return dp_model_backward(dp->model, o);
     dp->fsdp_grads = 1;
     dp->fsdp_rc = DP_OK;
     int rc = dp_model_backward(dp->model, o);

@@ -112,14 +112,22 @@ static int assign(dpsgd *dp, const dpsgd_group_spec *specs, size_t n_specs, int 
     char buf[160];
     switch (dp->cfg.clipping) {
     case DPSGD_STYLE_FLAT: break;
-    case DPSGD_STYLE_PER_LAYER:
+    case DPSGD_STYLE_PER_LAYER: {
         name = p->name;
-        for (size_t s = 0; s < n_specs; s++)
-            if (spec_matches(&specs[s], p->name)) {
-                C = specs[s].max_grad_norm;
-                break;
-            }
+        size_t found = n_specs;
+        for (size_t s = 0; s < n_specs; s++) {
+            if (!spec_matches(&specs[s], p->name)) continue;
+            if (found < n_specs && specs[found].max_grad_norm != specs[s].max_grad_norm)
+                return dp_error_set(DP_EINVAL,
+                                    "dp: per_layer bounds: tensor '%s' matches two patterns with other "
+                                    "bounds, '%s' (%g) and '%s' (%g)",
+                                    p->name, specs[found].patterns[0], specs[found].max_grad_norm, specs[s].patterns[0],
+                                    specs[s].max_grad_norm);
+            found = s;
+        }
+        if (found < n_specs) C = specs[found].max_grad_norm;
         break;
+    }
     case DPSGD_STYLE_PER_BLOCK: name = block_name(p, buf, sizeof buf); break;
     case DPSGD_STYLE_GROUPS: {
         size_t found = n_specs;
@@ -149,8 +157,10 @@ static int assign(dpsgd *dp, const dpsgd_group_spec *specs, size_t n_specs, int 
 static int check_specs(const dpsgd *dp, const dpsgd_group_spec *specs, size_t n_specs) {
     dpsgd_clip_style st = dp->cfg.clipping;
     if ((st == DPSGD_STYLE_FLAT || st == DPSGD_STYLE_PER_BLOCK) && n_specs > 0)
-        return dp_error_set(DP_EINVAL, "dp: clipping '%s' takes no groups (per_layer takes bounds by tensor name, "
-                            "groups takes the groups)", dpsgd_style_name(st));
+        return dp_error_set(DP_EINVAL,
+                            "dp: clipping '%s' takes no groups (per_layer takes bounds by tensor name, "
+                            "groups takes the groups)",
+                            dpsgd_style_name(st));
     for (size_t s = 0; s < n_specs; s++) {
         const dpsgd_group_spec *g = &specs[s];
         const char *what = g->name ? g->name : "(unnamed)";
@@ -168,8 +178,9 @@ static int check_specs(const dpsgd *dp, const dpsgd_group_spec *specs, size_t n_
         int any = 0;
         for (int k = 0; k < dp->n_params && !any; k++) any = spec_matches(g, dp->params[k]->name);
         if (!any)
-            return dp_error_set(DP_EINVAL, "dp: clipping group '%s': its patterns match no trainable tensor (e.g. '%s')",
-                                what, g->patterns[0] ? g->patterns[0] : "");
+            return dp_error_set(DP_EINVAL,
+                                "dp: clipping group '%s': its patterns match no trainable tensor (e.g. '%s')", what,
+                                g->patterns[0] ? g->patterns[0] : "");
     }
     return DP_OK;
 }
@@ -182,6 +193,10 @@ int dpsgd_set_clip_groups(dpsgd *dp, const dpsgd_group_spec *specs, size_t n_spe
     b.of = calloc((size_t)(dp->n_params ? dp->n_params : 1), sizeof *b.of);
     if (!b.of) return dp_error_set(DP_EOOM, "dp: out of host memory for the clipping groups");
     int rc = DP_OK;
+    if (dp->cfg.clipping == DPSGD_STYLE_GROUPS) /* the groups in the specs' order */
+        for (size_t s = 0; s < n_specs && rc == DP_OK; s++)
+            if (group_index(&b, specs[s].name, specs[s].max_grad_norm) < 0)
+                rc = dp_error_set(DP_EOOM, "dp: out of host memory for the clipping groups");
     for (int k = 0; k < dp->n_params && rc == DP_OK; k++) rc = assign(dp, specs, n_specs, k, &b);
     if (rc == DP_OK && b.n == 0 && group_index(&b, "all", dp->cfg.max_grad_norm) < 0) /* no trainable tensor */
         rc = dp_error_set(DP_EOOM, "dp: out of host memory for the clipping groups");
@@ -214,8 +229,12 @@ const char *dpsgd_clip_group_name(const dpsgd *dp, size_t g) {
     return g < (size_t)dp->n_groups ? dp->group_name[g] : NULL;
 }
 
-double dpsgd_clip_group_bound(const dpsgd *dp, size_t g) {
-    return g < (size_t)dp->n_groups ? dp->group_bound[g] : 0.0;
+double dpsgd_clip_group_bound(const dpsgd *dp, size_t g) { return g < (size_t)dp->n_groups ? dp->group_bound[g] : 0.0; }
+
+size_t dpsgd_clip_group_size(const dpsgd *dp, size_t g) {
+    size_t n = 0;
+    for (int k = 0; k < dp->n_params && dp->group_of; k++) n += (size_t)dp->group_of[k] == g;
+    return n;
 }
 
 int dpsgd_param_clip_group(const dpsgd *dp, const dp_param *p) {

@@ -109,7 +109,8 @@ struct dpsgd {
     dpsgd_book *books;
     int n_books, cap_books;
     dpsgd_tied_pending tied;
-    dp_tensor clip_dev; /* n_groups x B clip factors on the device (bk), `norm_samples` */
+    dp_tensor clip_dev;        /* n_groups x B clip factors on the device (bk), `norm_samples` */
+    const float *form_factors; /* twopass with groups: the host factors while the second backward forms */
 
     /* clipping groups (dpsgd_groups.c): group_of[k] of trainable parameter k, in 0..n_groups-1 */
     int n_groups;
@@ -237,6 +238,21 @@ double dpsgd_group_factor(const dpsgd *dp, double C, double n);
 int dpsgd_compute_clip_factors(dpsgd *dp, float *factors);
 /* Forms the clipped sum from the books (bk) with the n_groups x B factors and releases them. */
 int dpsgd_clip_books(dpsgd *dp, const float *factors);
+/* grad (n floats) += c^T x, x of B x n (B in-order AXPYs with c_host for small B in f32, else one
+ * GEMM reading c on the device); op names it in the ledger. */
+int dpsgd_weighted_sum(dpsgd *dp, dp_tensor *grad, const dp_tensor *c, const float *c_host, const dp_tensor *x,
+                       int64_t B, int64_t n, const char *op);
+/* Scales x's B sample rows (x is B x ...) in place by the device factors c. */
+int dpsgd_scale_samples(dpsgd *dp, dp_tensor *x, const dp_tensor *c);
+/* The factors of p's clipping group (p NULL: group 0): c a view of its row of dp->clip_dev, *host
+ * its row of the host factors (n_groups x B). */
+int dpsgd_group_factors(dpsgd *dp, const dp_param *p, const float *factors, dp_tensor *c, const float **host);
+
+/* ---- dpsgd_form.c ---- */
+/* The hooks of twopass's second backward under several clipping groups: each layer's clipped
+ * gradient formed as its backward reaches it, from its input and output gradient with its
+ * group's factors (dp->form_factors, uploaded to dp->clip_dev), nothing kept. */
+dp_layer_hooks dpsgd_form_hooks(dpsgd *dp);
 
 /* ---- dpsgd_noise.c ---- */
 /* grad += N(0, (sigma ||C||_2)^2) for every trainable parameter, then grad /= expected batch size. */

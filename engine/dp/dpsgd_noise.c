@@ -1,9 +1,9 @@
 /* dpsgd_noise.c: the Gaussian mechanism, once per logical step. Every trainable gradient gets
  * N(0, (sigma ||C||_2)^2) per coordinate (||C||_2 over the clipping groups' bounds: C for flat),
  * added in place (no noise buffer) from the Philox stream of the step under the configured seed;
- * element j of parameter k is element offset_k + j of that stream (offsets: the trainable tensors concatenated in model order), so the noise is the same
- * bits on every device and independent of how tensors are laid out. Then the noisy sum is
- * divided by the expected logical batch size (Opacus's DPOptimizer). */
+ * element j of parameter k is element offset_k + j of that stream (offsets: the trainable tensors concatenated in model
+ * order), so the noise is the same bits on every device and independent of how tensors are laid out. Then the noisy sum
+ * is divided by the expected logical batch size (Opacus's DPOptimizer). */
 #include "dpsgd_impl.h"
 
 #include "dispatch.h"

@@ -26,7 +26,8 @@ void dpsgd_config_default(dpsgd_config *cfg) {
 static int is_vanilla(const dpsgd *dp) { return dp->cfg.norms == DPSGD_NORMS_NONE; }
 
 static int no_groups(void) {
-    return dp_error_set(DP_EINVAL, "dp: clipping 'groups' needs its groups (dpsgd_set_clip_groups) before the first step");
+    return dp_error_set(DP_EINVAL,
+                        "dp: clipping 'groups' needs its groups (dpsgd_set_clip_groups) before the first step");
 }
 
 static int check_config(const dpsgd_config *cfg) {
@@ -49,11 +50,6 @@ static int check_config(const dpsgd_config *cfg) {
     if (cfg->clip_fn == DPSGD_CLIP_FN_AUTOMATIC && (!(cfg->gamma > 0.0) || !isfinite(cfg->gamma)))
         return dp_error_set(DP_EINVAL, "dp: gamma %g must be positive (automatic clipping's C / (||g|| + gamma))",
                             cfg->gamma);
-    if (cfg->clipping != DPSGD_STYLE_FLAT && cfg->clip == DPSGD_CLIP_TWOPASS)
-        return dp_error_set(DP_EINVAL,
-                            "dp: clipping '%s' needs clip 'bk' (twopass's second backward scales a sample's whole "
-                            "loss by one factor, not each group's part by its own; valid with twopass: flat)",
-                            dpsgd_style_name(cfg->clipping));
     if (!(cfg->max_grad_norm > 0.0) || !isfinite(cfg->max_grad_norm))
         return dp_error_set(DP_EINVAL, "dp: max_grad_norm %g must be positive", cfg->max_grad_norm);
     if (!(cfg->noise_multiplier >= 0.0) || !isfinite(cfg->noise_multiplier))
@@ -335,6 +331,33 @@ static void release_padding(dpsgd *dp) {
     dp_tensor_release(&dp->pad_tg);
 }
 
+/* twopass, one clipping group: the model's backward again, sample i's loss scaled by c_i */
+static int second_backward(dpsgd *dp, const float *factors) {
+    dp_backward_opts o = {.sample_scale = factors, .weight_grads = 1, .retain = 0, .hooks = NULL};
+    return dp->strat->backward(dp, &o);
+}
+
+/* twopass, several groups: the backward again with unscaled losses, each layer's clipped gradient
+ * formed by its hook with its group's factors (dpsgd_form.c) */
+static int forming_backward(dpsgd *dp, const float *factors) {
+    int64_t n = dp->batch * (int64_t)dp->n_groups, B = dp->batch;
+    float *ones = malloc((size_t)(B ? B : 1) * sizeof *ones);
+    if (!ones) return dp_error_set(DP_EOOM, "dp: out of host memory");
+    for (int64_t i = 0; i < B; i++) ones[i] = 1.0f;
+    int rc = dp_tensor_init_module(&dp->clip_dev, dp->dev, DP_F32, 1, &n, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE);
+    if (rc == DP_OK) rc = dp_tensor_from_host(&dp->clip_dev, factors, (uint64_t)n * sizeof *factors);
+    if (rc == DP_OK) {
+        dp->form_factors = factors;
+        dp_layer_hooks hooks = dpsgd_form_hooks(dp);
+        dp_backward_opts o = {.sample_scale = ones, .weight_grads = 0, .retain = 0, .hooks = &hooks};
+        rc = dp->strat->backward(dp, &o);
+        dp->form_factors = NULL;
+    }
+    dp_tensor_release(&dp->clip_dev);
+    free(ones);
+    return rc;
+}
+
 int dpsgd_clip(dpsgd *dp) {
     if (dp->phase != 2) return dp_error_set(DP_EINVAL, "dp: clip needs a backward first");
     dp->phase = 0;
@@ -351,8 +374,7 @@ int dpsgd_clip(dpsgd *dp) {
     int rc = dpsgd_compute_clip_factors(dp, factors);
     if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS) {
         dpsgd_release_batch_state(dp); /* nothing of the norm pass is needed by the second */
-        dp_backward_opts o = {.sample_scale = factors, .weight_grads = 1, .retain = 0, .hooks = NULL};
-        rc = dp->strat->backward(dp, &o);
+        rc = dp->n_groups == 1 ? second_backward(dp, factors) : forming_backward(dp, factors);
         retained = rc != DP_OK;
     } else if (rc == DP_OK) {
         rc = dpsgd_clip_books(dp, factors);

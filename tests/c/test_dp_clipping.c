@@ -1,10 +1,10 @@
 /* test_dp_clipping.c: clipping styles (flat, per_layer, per_block, groups) and clip functions
- * (abadi, automatic) for every norms method under bk (issue 40).
+ * (abadi, automatic) for every norms method under bk and twopass (issue 40).
  *
  * Part 1, explicit: small GPT (tied) and Llama (LoRA) models; every sample's gradient is taken
  * alone (B = 1 backwards), grouped as the wrapper groups the tensors, each group's norm and
  * factor worked out in double, and the clipped sum sum_i c_gi g_pi formed; the wrapper's gradients
- * after clip must equal it for every style, clip function and norms method (1e-5 of each tensor's
+ * after clip must equal it for every style, clip function, norms method and clip (1e-5 of each tensor's
  * largest entry), its group norms those of the explicit gradients, with bounds at the median of
  * the group norms so that some clip and some do not. Part 2, PyTorch: the float64 references of
  * tests/fixtures/clipping (gen_clipping.py) for GPT-2, Llama and a PEFT LoRA Llama, every style.
@@ -35,7 +35,8 @@ static dp_device *cpu;
 
 /* g[k][i * n_k + j]: element j of trainable tensor tp[k]'s gradient of sample i alone (B = 1
  * backwards with scale 1, as the DP methods' per-sample gradients are defined). */
-static double **explicit_grads(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, dp_param **tp, int n_tp) {
+static double **explicit_grads(dp_model *m, const dp_tensor *inputs, const dp_tensor *targets, dp_param **tp,
+                               int n_tp) {
     int64_t B = inputs->shape[0], T = inputs->shape[1];
     double **g = calloc((size_t)n_tp, sizeof *g);
     for (int k = 0; k < n_tp; k++) g[k] = calloc((size_t)(B * tp[k]->value.numel), sizeof **g);
@@ -148,12 +149,12 @@ static dp_model *small_model(const model_case *mc, int64_t B, int64_t T) {
 
 /* A wrapper of style st and clip function fn, bound C for the style's default groups (and the
  * case's groups for the groups style, each with bound C times 1, 1.5, 2, ...). */
-static dpsgd *wrap(dp_model *m, const model_case *mc, dpsgd_norms_method norms, dpsgd_flash_impl impl,
-                   dpsgd_clip_style st, dpsgd_clip_fn fn, double C) {
+static dpsgd *wrap(dp_model *m, const model_case *mc, dpsgd_norms_method norms, dpsgd_clip_method clip,
+                   dpsgd_flash_impl impl, dpsgd_clip_style st, dpsgd_clip_fn fn, double C) {
     dpsgd_config cfg;
     dpsgd_config_default(&cfg);
     cfg.norms = norms;
-    cfg.clip = DPSGD_CLIP_BK;
+    cfg.clip = clip;
     cfg.flash_impl = impl;
     cfg.clipping = st;
     cfg.clip_fn = fn;
@@ -176,28 +177,42 @@ static const char *norms_label(dpsgd_norms_method n, dpsgd_flash_impl impl) {
     return n == DPSGD_NORMS_FLASH && impl == DPSGD_FLASH_STRIPS ? "flash(strips)" : dpsgd_norms_name(n);
 }
 
+/* Every norms method under both clips (flash also with its strips). */
+static const struct {
+    dpsgd_norms_method norms;
+    dpsgd_clip_method clip;
+    dpsgd_flash_impl impl;
+} methods[] = {
+    {DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK, DPSGD_FLASH_TILES},
+    {DPSGD_NORMS_GHOST, DPSGD_CLIP_BK, DPSGD_FLASH_TILES},
+    {DPSGD_NORMS_MIXED, DPSGD_CLIP_BK, DPSGD_FLASH_TILES},
+    {DPSGD_NORMS_FLASH, DPSGD_CLIP_BK, DPSGD_FLASH_TILES},
+    {DPSGD_NORMS_FLASH, DPSGD_CLIP_BK, DPSGD_FLASH_STRIPS},
+    {DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_TWOPASS, DPSGD_FLASH_TILES},
+    {DPSGD_NORMS_GHOST, DPSGD_CLIP_TWOPASS, DPSGD_FLASH_TILES},
+    {DPSGD_NORMS_MIXED, DPSGD_CLIP_TWOPASS, DPSGD_FLASH_TILES},
+    {DPSGD_NORMS_FLASH, DPSGD_CLIP_TWOPASS, DPSGD_FLASH_TILES},
+};
+
 /* One style and clip function under every norms method: the clipped sum and the group norms
  * against the explicit gradients g. */
-static void check_style(dp_model *m, const model_case *mc, dp_param **tp, int n_tp, double **g,
-                        const dp_tensor *inputs, const dp_tensor *targets, dpsgd_clip_style st, dpsgd_clip_fn fn) {
+static void check_style(dp_model *m, const model_case *mc, dp_param **tp, int n_tp, double **g, const dp_tensor *inputs,
+                        const dp_tensor *targets, dpsgd_clip_style st, dpsgd_clip_fn fn) {
     int64_t B = inputs->shape[0];
     /* the bound: the median of the groups' norms (some clip, some do not) */
-    dpsgd *probe = wrap(m, mc, DPSGD_NORMS_MATERIALIZE, DPSGD_FLASH_TILES, st, fn, 1.0);
+    dpsgd *probe = wrap(m, mc, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK, DPSGD_FLASH_TILES, st, fn, 1.0);
     if (!probe) return;
     int G = (int)dpsgd_clip_group_count(probe);
     double *nrm = group_norms_of(probe, g, tp, n_tp, B);
     double C = median(nrm, G * B);
     dpsgd_free(probe);
     free(nrm);
-    static const dpsgd_norms_method methods[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED,
-                                                 DPSGD_NORMS_FLASH, DPSGD_NORMS_FLASH};
     for (size_t mi = 0; mi < sizeof methods / sizeof *methods; mi++) {
-        dpsgd_flash_impl impl = mi == 4 ? DPSGD_FLASH_STRIPS : DPSGD_FLASH_TILES;
-        dpsgd *dp = wrap(m, mc, methods[mi], impl, st, fn, C);
+        dpsgd *dp = wrap(m, mc, methods[mi].norms, methods[mi].clip, methods[mi].impl, st, fn, C);
         if (!dp) continue;
         char what[200];
-        snprintf(what, sizeof what, "%s %s/%s [%s]", mc->what, dpsgd_style_name(st), dpsgd_clip_fn_name(fn),
-                 norms_label(methods[mi], impl));
+        snprintf(what, sizeof what, "%s %s/%s [%s+%s]", mc->what, dpsgd_style_name(st), dpsgd_clip_fn_name(fn),
+                 norms_label(methods[mi].norms, methods[mi].impl), dpsgd_clip_name(methods[mi].clip));
         G = (int)dpsgd_clip_group_count(dp);
         nrm = group_norms_of(dp, g, tp, n_tp, B);
         int clipped = 0, kept = 0;
@@ -231,8 +246,8 @@ static void check_style(dp_model *m, const model_case *mc, dp_param **tp, int n_
             }
             double err = grad_error(tp[k], want);
             if (!(err <= TOL)) {
-                fprintf(stderr, "%s: %s (group %s) clipped sum off by %.3g of its largest entry\n", what,
-                        tp[k]->name, dpsgd_clip_group_name(dp, (size_t)grp), err);
+                fprintf(stderr, "%s: %s (group %s) clipped sum off by %.3g of its largest entry\n", what, tp[k]->name,
+                        dpsgd_clip_group_name(dp, (size_t)grp), err);
                 check_failures++;
             }
             free(want);
@@ -258,7 +273,8 @@ static void test_model(const model_case *mc) {
         for (int fn = 0; fn < DPSGD_N_CLIP_FNS; fn++)
             check_style(m, mc, tp, n_tp, g, inputs, targets, (dpsgd_clip_style)st, (dpsgd_clip_fn)fn);
     /* per_block's groups: the embeddings, each block, the head (the final norm; lm_head when untied) */
-    dpsgd *dp = wrap(m, mc, DPSGD_NORMS_MATERIALIZE, DPSGD_FLASH_TILES, DPSGD_STYLE_PER_BLOCK, DPSGD_CLIP_FN_ABADI, 1.0);
+    dpsgd *dp = wrap(m, mc, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK, DPSGD_FLASH_TILES, DPSGD_STYLE_PER_BLOCK,
+                     DPSGD_CLIP_FN_ABADI, 1.0);
     if (dp && !mc->lora) {
         const char *prefix = mc->arch == DP_ARCH_GPT ? "transformer.h." : "model.layers.";
         char b0[64], b1[64];
@@ -328,13 +344,14 @@ static double *grad_hf(const dp_param *p) {
 /* One style of a fixture: the groups as it made them (each tensor named exactly), its bounds;
  * the wrapper's group of every tensor, its norms and clipped sums against the fixture's. */
 static void check_fixture_style(dp_model *m, const char *model, const char *style, const cJSON *s, dp_st_file *sums,
-                                const dp_tensor *inputs, const dp_tensor *targets) {
+                                const dp_tensor *inputs, const dp_tensor *targets, dpsgd_norms_method norms,
+                                dpsgd_clip_method clip) {
     int automatic = strncmp(style, "automatic_", 10) == 0;
     const char *base = automatic ? style + 10 : style;
     dpsgd_config cfg;
     dpsgd_config_default(&cfg);
-    cfg.norms = DPSGD_NORMS_MIXED;
-    cfg.clip = DPSGD_CLIP_BK;
+    cfg.norms = norms;
+    cfg.clip = clip;
     CHECK_OK(dpsgd_style_parse(base, &cfg.clipping));
     cfg.clip_fn = automatic ? DPSGD_CLIP_FN_AUTOMATIC : DPSGD_CLIP_FN_ABADI;
     if (automatic) cfg.gamma = cJSON_GetObjectItem(s, "gamma")->valuedouble;
@@ -358,7 +375,7 @@ static void check_fixture_style(dp_model *m, const char *model, const char *styl
     int given = cfg.clipping == DPSGD_STYLE_GROUPS || cfg.clipping == DPSGD_STYLE_PER_LAYER;
     if (dp && given) CHECK_OK(dpsgd_set_clip_groups(dp, specs, (size_t)G));
     char what[160];
-    snprintf(what, sizeof what, "torch %s %s", model, style);
+    snprintf(what, sizeof what, "torch %s %s [%s+%s]", model, style, dpsgd_norms_name(norms), dpsgd_clip_name(clip));
     if (!dp) goto done;
     CHECK_EQ_U64(dpsgd_clip_group_count(dp), G);
     CHECK_CLOSE(dpsgd_noise_norm(dp), cJSON_GetObjectItem(s, "noise_norm")->valuedouble, 1e-12);
@@ -368,7 +385,7 @@ static void check_fixture_style(dp_model *m, const char *model, const char *styl
     CHECK_OK(dpsgd_clip(dp));
     size_t ns, ng;
     const float *gn = dpsgd_group_norms(dp, &ns, &ng);
-    const cJSON *norms = cJSON_GetObjectItem(s, "norms");
+    const cJSON *want_norms = cJSON_GetObjectItem(s, "norms");
     for (int g = 0; g < G; g++) {
         const cJSON *grp = cJSON_GetArrayItem(groups, g);
         const char *first = dp_name(cJSON_GetArrayItem(cJSON_GetObjectItem(grp, "tensors"), 0)->valuestring);
@@ -382,7 +399,7 @@ static void check_fixture_style(dp_model *m, const char *model, const char *styl
             }
         }
         for (int i = 0; i < (int)ns && mine >= 0; i++) {
-            double want = cJSON_GetArrayItem(cJSON_GetArrayItem(norms, g), i)->valuedouble;
+            double want = cJSON_GetArrayItem(cJSON_GetArrayItem(want_norms, g), i)->valuedouble;
             if (!(fabs(gn[i * (int)ng + mine] - want) <= TORCH_TOL * want)) {
                 fprintf(stderr, "%s: group %s sample %d norm %.9g, torch %.9g\n", what,
                         cJSON_GetObjectItem(grp, "name")->valuestring, i, gn[i * (int)ng + mine], want);
@@ -469,7 +486,10 @@ static void test_fixture(const char *model, const char *base, const char *adapte
     const cJSON *styles = cJSON_GetObjectItem(r, "styles");
     int n_styles = 0;
     for (const cJSON *s = styles ? styles->child : NULL; s && m && sums && inputs; s = s->next, n_styles++)
-        check_fixture_style(m, model, s->string, s, sums, inputs, targets);
+        for (int twopass = 0; twopass < 2; twopass++) /* bk's books, and twopass's forming backward */
+            check_fixture_style(m, model, s->string, s, sums, inputs, targets,
+                                twopass ? DPSGD_NORMS_GHOST : DPSGD_NORMS_MIXED,
+                                twopass ? DPSGD_CLIP_TWOPASS : DPSGD_CLIP_BK);
     CHECK_EQ_U64(n_styles, 6); /* flat, per_layer, per_block, groups, automatic_flat, automatic_per_layer */
     free(in);
     free(tg);
@@ -539,8 +559,9 @@ static void test_opacus_per_layer(void) {
 static int refused(int rc, const char *w1, const char *w2) {
     const char *msg = dp_error_message();
     int ok = rc == DP_EINVAL && strstr(msg, w1) && (!w2 || strstr(msg, w2));
-    if (!ok) fprintf(stderr, "expected a refusal naming '%s'%s%s, got %d: %s\n", w1, w2 ? " and " : "", w2 ? w2 : "",
-                     rc, msg);
+    if (!ok)
+        fprintf(stderr, "expected a refusal naming '%s'%s%s, got %d: %s\n", w1, w2 ? " and " : "", w2 ? w2 : "", rc,
+                msg);
     return ok;
 }
 
@@ -551,11 +572,8 @@ static void test_refusals(void) {
     dpsgd_config cfg;
     dpsgd_config_default(&cfg);
     cfg.norms = DPSGD_NORMS_GHOST;
-    cfg.clip = DPSGD_CLIP_TWOPASS;
-    cfg.clipping = DPSGD_STYLE_PER_LAYER;
-    dpsgd *dp = NULL;
-    CHECK(refused(dpsgd_new(m, &cfg, &dp), "needs clip 'bk'", "per_layer"));
     cfg.clip = DPSGD_CLIP_BK;
+    dpsgd *dp = NULL;
     cfg.clip_fn = DPSGD_CLIP_FN_AUTOMATIC;
     cfg.gamma = 0.0;
     CHECK(refused(dpsgd_new(m, &cfg, &dp), "gamma", "positive"));
@@ -569,8 +587,8 @@ static void test_refusals(void) {
     CHECK(refused(dpsgd_set_clip_groups(dp, two, 2), "in no group", "transformer.wte.weight"));
     dpsgd_group_spec overlap[3] = {{"attn", attn, 1, 1.0}, {"mlp", mlp, 1, 1.0}, {"all", all, 1, 1.0}};
     CHECK(refused(dpsgd_set_clip_groups(dp, overlap, 3), "in two groups", "'attn' and 'all'"));
-    dpsgd_group_spec empty[4] = {{"attn", attn, 1, 1.0}, {"mlp", mlp, 1, 1.0}, {"rest", rest, 2, 1.0},
-                                 {"none", none, 1, 1.0}};
+    dpsgd_group_spec empty[4] = {
+        {"attn", attn, 1, 1.0}, {"mlp", mlp, 1, 1.0}, {"rest", rest, 2, 1.0}, {"none", none, 1, 1.0}};
     CHECK(refused(dpsgd_set_clip_groups(dp, empty, 4), "'none'", "match no trainable tensor"));
     dpsgd_group_spec bad_bound[3] = {{"attn", attn, 1, 1.0}, {"mlp", mlp, 1, -2.0}, {"rest", rest, 2, 1.0}};
     CHECK(refused(dpsgd_set_clip_groups(dp, bad_bound, 3), "'mlp'", "must be positive"));
