@@ -42,7 +42,7 @@
     X(EXPERIMENT, "experiment")                                                                                       \
     X(MODEL, "model")                                                                                                 \
     X(CHECKPOINT, "checkpoint")                                                                                       \
-    X(DP, "dp")                                                                                                       \
+    X(DP, "dp")                                                                                                           \
     X(DISTRIBUTED, "distributed")                                                                                     \
     X(DATA, "data")                                                                                                   \
     X(OPTIMIZER, "optimizer")                                                                                         \
@@ -161,23 +161,33 @@ enum {
       "a Hugging Face checkpoint's directory: config.json's model, its weights unless weights = \"random\"")          \
     X(CHECKPOINT, "weights", WORD, 0, 0, "file", "file, random", 0, "read the checkpoint's weights, or random ones")  \
     X(CHECKPOINT, "adapter", STRING, 0, 0, NULL, NULL, 0, "a PEFT adapter's directory for the checkpoint (its LoRA)") \
-    X(DP, "method", WORD, 0, 0, NULL, NULL, DPO_SET_ELSEWHERE, "a preset of dpprof.dpsgd.METHODS")                    \
-    X(DP, "norms", WORD, 0, 0, NULL, NULL, DPO_SET_ELSEWHERE, "the per-sample norms' formulation")                    \
-    X(DP, "clip", WORD, 0, 0, NULL, "twopass, bk", DPO_SET_ELSEWHERE, "the clipped gradient's pass")                  \
-    X(DP, "max_grad_norm", NUMBER, 0, DPO_U, "1", NULL, DPO_SWEEP, "the clipping bound C")                            \
-    X(DP, "noise_multiplier", NUMBER, 0, DPO_U, "1", NULL, DPO_SWEEP, "sigma: the noise's std is sigma x C")          \
-    X(DP, "sample_rate", NUMBER, 0, 1, "0.01", NULL, DPO_SWEEP, "q, each sample's chance to be in a batch (Poisson)") \
-    X(DP, "dataset_size", INTEGER, 1, DPO_U, NULL, NULL, 0, "N: the sample rate is batch / N")                        \
-    X(DP, "expected_batch_size", INTEGER, 1, DPO_U, NULL, NULL, DPO_SET_ELSEWHERE,                                    \
-      "the batch the loss is averaged over (an experiment's: model.batch)")                                           \
-    X(DP, "max_physical_batch_size", INTEGER, 1, DPO_U, NULL, NULL, DPO_SWEEP,                                        \
-      "the largest batch one forward takes (micro-batching)")                                                         \
-    X(DP, "poisson", BOOLEAN, 0, 0, "false", NULL, 0, "Poisson sampling: batches of a random size")                   \
-    X(DP, "seed", INTEGER, 0, DPO_U, "0", NULL, DPO_SET_ELSEWHERE, "the noise's and sampling's seed")                 \
-    X(DP, "delta", NUMBER, 0, 1, "1e-05", NULL, 0, "the delta epsilon is reported for")                               \
-    X(DP, "flash_impl", WORD, 0, 0, "tiles", NULL, 0, "flash clipping's kernel (dpprof.dpsgd.FLASH_IMPLS)")           \
-    X(DP, "accountant", WORD, 0, 0, "prv", NULL, DPO_SWEEP | DPO_EXPERIMENT,                                          \
-      "the accountant epsilon is reported by (dpprof.privacy.ACCOUNTANTS)")                                           \
+    X(DP, "method", WORD, 0, 0, NULL, NULL, DPO_SET_ELSEWHERE, "a preset of dpprof.dpsgd.METHODS")                        \
+    X(DP, "norms", WORD, 0, 0, NULL, NULL, DPO_SET_ELSEWHERE, "the per-sample norms' formulation")                        \
+    X(DP, "clip", WORD, 0, 0, NULL, "twopass, bk", DPO_SET_ELSEWHERE, "the clipped gradient's pass")                      \
+    X(DP, "max_grad_norm", NUMBER, 0, DPO_U, "1", NULL, DPO_SWEEP, "the clipping bound C (each group's unless given)")    \
+    X(DP, "clipping", WORD, 0, 0, "flat", NULL, DPO_SWEEP | DPO_FIT,                                                      \
+      "which tensors share a bound (dpprof.dpsgd.STYLES: flat, per_layer, per_block, groups)")                            \
+    X(DP, "clip_fn", WORD, 0, 0, "abadi", NULL, DPO_SWEEP | DPO_FIT,                                                      \
+      "a group's factor: abadi min(1, C / (norm + 1e-6)), automatic C / (norm + gamma)")                                  \
+    X(DP, "gamma", NUMBER, 0, DPO_U, "0.01", NULL, 0, "automatic clipping's gamma")                                       \
+    X(DP, "bounds", TABLE, 0, 0, NULL, NULL, 0,                                                                           \
+      "per_layer: {[\"pattern\"] = bound, ...}, the bounds of the tensors a Hugging Face name pattern names")             \
+    X(DP, "groups", LIST, 0, 0, NULL, NULL, 0,                                                                            \
+      "clipping = groups: {{name =, patterns = {...}, max_grad_norm =}, ...}, each trainable tensor in one")              \
+    X(DP, "noise_multiplier", NUMBER, 0, DPO_U, "1", NULL, DPO_SWEEP,                                                     \
+      "sigma: the noise's std is sigma x C (x ||C||_2 over the groups)")                                                  \
+    X(DP, "sample_rate", NUMBER, 0, 1, "0.01", NULL, DPO_SWEEP, "q, each sample's chance to be in a batch (Poisson)")     \
+    X(DP, "dataset_size", INTEGER, 1, DPO_U, NULL, NULL, 0, "N: the sample rate is batch / N")                            \
+    X(DP, "expected_batch_size", INTEGER, 1, DPO_U, NULL, NULL, DPO_SET_ELSEWHERE,                                        \
+      "the batch the loss is averaged over (an experiment's: model.batch)")                                               \
+    X(DP, "max_physical_batch_size", INTEGER, 1, DPO_U, NULL, NULL, DPO_SWEEP,                                            \
+      "the largest batch one forward takes (micro-batching)")                                                             \
+    X(DP, "poisson", BOOLEAN, 0, 0, "false", NULL, 0, "Poisson sampling: batches of a random size")                       \
+    X(DP, "seed", INTEGER, 0, DPO_U, "0", NULL, DPO_SET_ELSEWHERE, "the noise's and sampling's seed")                     \
+    X(DP, "delta", NUMBER, 0, 1, "1e-05", NULL, 0, "the delta epsilon is reported for")                                   \
+    X(DP, "flash_impl", WORD, 0, 0, "tiles", NULL, 0, "flash clipping's kernel (dpprof.dpsgd.FLASH_IMPLS)")               \
+    X(DP, "accountant", WORD, 0, 0, "prv", NULL, DPO_SWEEP | DPO_EXPERIMENT,                                              \
+      "the accountant epsilon is reported by (dpprof.privacy.ACCOUNTANTS)")                                               \
     X(DISTRIBUTED, "strategy", WORD, 0, 0, "ddp", "ddp, zero2, fsdp", DPO_SWEEP,                                      \
       "ddp: gradients all-reduced; zero2: gradients and optimizer states sharded; fsdp: parameters too")              \
     X(DISTRIBUTED, "world_size", INTEGER, 1, 1048576, "the launched world's", NULL, DPO_SWEEP,                        \

@@ -26,7 +26,8 @@
  *
  * choices: NULL, or the name of the list the value must be in: the schema's own (statuses,
  * phases, samplings, bounds, profiles, op_categories, rss_since, below) or the engine's (formulations, accountants,
- * flash_impls: the Lua side takes them from dpprof.dpsgd and dpprof.privacy; the chart reader does not check them). */
+ * flash_impls, styles, clip_fns: the Lua side takes them from dpprof.dpsgd and dpprof.privacy; the chart reader does
+ * not check them). */
 #ifndef DPPROF_RESULTS_SCHEMA_H
 #define DPPROF_RESULTS_SCHEMA_H
 
@@ -127,6 +128,12 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(CONFIG_DP_ACCOUNTANT, "config.dp.accountant", STRING, OPTIONAL, 0, "accountants")                                \
     X(CONFIG_DP_DATASET_SIZE, "config.dp.dataset_size", INTEGER, OPTIONAL, DPR_NONNEG, NULL)                           \
     X(CONFIG_DP_FLASH_IMPL, "config.dp.flash_impl", STRING, OPTIONAL, 0, "flash_impls")                                \
+    X(CONFIG_DP_CLIPPING, "config.dp.clipping", STRING, OPTIONAL, 0, "styles")                                         \
+    X(CONFIG_DP_CLIP_FN, "config.dp.clip_fn", STRING, OPTIONAL, 0, "clip_fns")                                         \
+    X(CONFIG_DP_GAMMA, "config.dp.gamma", NUMBER, OPTIONAL, DPR_NONNEG, NULL)                                          \
+    X(CONFIG_DP_BOUNDS, "config.dp.bounds", OBJECT, OPTIONAL, DPR_OPEN, NULL) /* per_layer */                          \
+    X(CONFIG_DP_GROUPS, "config.dp.groups", ARRAY, OPTIONAL, 0, NULL)                                                  \
+    X(CONFIG_DP_GROUP, "config.dp.groups[]", OBJECT, PARENT, DPR_OPEN, NULL)                                           \
     X(CONFIG_ITERS, "config.iters", INTEGER, OK, DPR_NONNEG, NULL)                                                     \
     X(CONFIG_WARMUP, "config.warmup", INTEGER, OK, DPR_NONNEG, NULL)                                                   \
     X(CONFIG_DEVICE, "config.device", STRING, OK, 0, NULL)                                                             \
@@ -269,6 +276,16 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(LAYER_MODULE, "layers[].module", STRING, PARENT, 0, NULL)                                                        \
     X(LAYER_KIND, "layers[].kind", STRING, PARENT, 0, NULL)                                                            \
     X(LAYER_NORMS, "layers[].norms", STRING, PARENT, 0, "formulations")                                                \
+    X(CLIPPING, "clipping", OBJECT, OPTIONAL, 0, NULL) /* DP runs */                                                   \
+    X(CLIPPING_STYLE, "clipping.style", STRING, PARENT, 0, "styles")                                                   \
+    X(CLIPPING_CLIP_FN, "clipping.clip_fn", STRING, PARENT, 0, "clip_fns")                                             \
+    X(CLIPPING_GAMMA, "clipping.gamma", NUMBER, OPTIONAL, DPR_NONNEG, NULL) /* automatic */                            \
+    X(CLIPPING_NOISE_NORM, "clipping.noise_norm", NUMBER, PARENT, DPR_NONNEG, NULL)                                    \
+    X(CLIPPING_GROUPS, "clipping.groups", ARRAY, PARENT, 0, NULL)                                                      \
+    X(CLIPPING_GROUP, "clipping.groups[]", OBJECT, PARENT, 0, NULL)                                                    \
+    X(CLIPPING_GROUP_NAME, "clipping.groups[].name", STRING, PARENT, 0, NULL)                                          \
+    X(CLIPPING_GROUP_BOUND, "clipping.groups[].max_grad_norm", NUMBER, PARENT, DPR_NONNEG, NULL)                       \
+    X(CLIPPING_GROUP_TENSORS, "clipping.groups[].tensors", INTEGER, PARENT, DPR_NONNEG, NULL)                          \
     X(ENVIRONMENT, "environment", OBJECT, OK, 0, NULL)                                                                 \
     X(ENVIRONMENT_DEVICE, "environment.device", STRING, PARENT, 0, NULL)                                               \
     X(ENVIRONMENT_DEVICE_NAME, "environment.device_name", STRING, PARENT, 0, NULL)                                     \

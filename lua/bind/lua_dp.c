@@ -12,6 +12,8 @@
  *   priv:noise()                      -- once per logical step, before opt:step()
  *   priv:stats(), priv:epsilon([delta [, accountant]]), priv:free()
  *   priv.method, priv.norms (nil for vanilla), priv.clip_method (nil for vanilla)
+ *   priv:stats().clipping         {style, clip_fn, gamma, noise_norm, groups = {{name, max_grad_norm,
+ *                                  tensors}...}} (nil for vanilla)
  *   dp.dpsgd.check(options, model_batch) -> true: wrap's checks of its options, without a model
  *   dp.dpsgd.WRAP_KEYS     wrap's option names, in order
  *   dp.dpsgd.split(n, max) -> {n1, ...}: the physical batch sizes of a logical batch of n samples, at
@@ -26,8 +28,11 @@
  *   dp.dpsgd.NORMS, CLIPS  the norms and clip choices of norms=/clip=
  *   dp.dpsgd.FORMULATIONS  the per-layer formulations stats().layers[i].norms names
  *   dp.dpsgd.FLASH_IMPLS   flash_impl's choices
+ *   dp.dpsgd.STYLES        clipping's choices: flat, per_layer, per_block, groups (lua_dp_clipping.c)
+ *   dp.dpsgd.CLIP_FNS      clip_fn's choices: abadi, automatic
  *   dp.dpsgd.DEFAULTS      {max_grad_norm=, noise_multiplier=, delta=, poisson=, seed=, flash_impl=,
- *                        accountant=}: what wrap (and an experiment) take when not told
+ *                        clipping=, clip_fn=, gamma=, accountant=}: what wrap (and an experiment) take
+ *                        when not told
  *
  * `priv.clip` is the clip phase (a method), so the clip choice is read as priv.clip_method or
  * priv:stats().clip. The wrapper's user values keep the model and the optimizer alive; the
@@ -101,7 +106,7 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
         luaL_error(L, "%s: 'method' is required (valid: %s), or 'norms' and 'clip'", fname,
                    dpsgd_list_join(DPSGD_LIST_PRESETS, valid, sizeof valid));
     }
-    cfg->max_grad_norm = dpl_opt_num_field(L, idx, fname, "max_grad_norm", cfg->max_grad_norm);
+    dpl_dp_read_clipping(L, idx, fname, cfg); /* max_grad_norm among them */
     cfg->noise_multiplier = dpl_opt_num_field(L, idx, fname, "noise_multiplier", cfg->noise_multiplier);
     cfg->sample_rate = dpl_opt_num_field(L, idx, fname, "sample_rate", cfg->sample_rate);
     cfg->dataset_size = dpl_opt_int_field(L, idx, fname, "dataset_size", cfg->dataset_size);
@@ -113,9 +118,11 @@ static void read_options(lua_State *L, int idx, dpsgd_config *cfg) {
     cfg->delta = dpl_opt_num_field(L, idx, fname, "delta", cfg->delta);
     const char *impl = dpl_opt_str_field(L, idx, fname, "flash_impl", NULL);
     if (impl && dpsgd_flash_impl_parse(impl, &cfg->flash_impl) != DP_OK) fail(L, fname);
-    if (cfg->sample_rate == 0.0 && lua_getfield(L, idx, "sample_rate") != LUA_TNIL)
-        luaL_error(L, "%s: 'sample_rate' must be in (0, 1] (got 0)", fname);
-    lua_pop(L, 1);
+    if (cfg->sample_rate == 0.0) { /* 0 is the engine's "derive it": given, it is refused */
+        if (lua_getfield(L, idx, "sample_rate") != LUA_TNIL)
+            luaL_error(L, "%s: 'sample_rate' must be in (0, 1] (got 0)", fname);
+        lua_pop(L, 1); /* only what lua_getfield pushed: the options table stays at idx */
+    }
 }
 
 static void distribute(lua_State *L, int idx, const char *fname, const dpsgd_dist_config *cfg);
@@ -134,6 +141,7 @@ static int l_wrap(lua_State *L) {
     lua_pushvalue(L, 2);
     lua_setiuservalue(L, -2, UV_OPTIM);
     if (dpsgd_new(m, &cfg, &u->dp) != DP_OK) return fail(L, "dpprof.dpsgd.wrap");
+    dpl_dp_set_groups(L, 3, "dpprof.dpsgd.wrap", &cfg, u->dp);
     dpsgd_dist_config dist; /* a model made with distributed = {...} trains as one rank */
     if (dpl_model_distributed(L, 1, &dist)) distribute(L, lua_gettop(L), "dpprof.dpsgd.wrap", &dist);
     return 1;
@@ -147,6 +155,7 @@ static int l_check(lua_State *L) {
     dpsgd_config cfg;
     read_options(L, 1, &cfg);
     if (dpsgd_config_check(&cfg, (int64_t)model_batch) != DP_OK) return fail(L, "dpprof.dpsgd.wrap");
+    dpl_dp_set_groups(L, 1, "dpprof.dpsgd.wrap", &cfg, NULL);
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -399,6 +408,10 @@ static int l_stats(lua_State *L) {
     lua_setfield(L, -2, "expected_batch_size");
     lua_pushinteger(L, c->max_physical_batch_size);
     lua_setfield(L, -2, "max_physical_batch_size");
+    if (!vanilla) {
+        dpl_dp_push_clipping(L, dp);
+        lua_setfield(L, -2, "clipping");
+    }
     return 1;
 }
 
@@ -537,6 +550,10 @@ static void set_defaults(lua_State *L) {
     lua_pushinteger(L, (lua_Integer)cfg.seed);
     lua_setfield(L, -2, "seed");
     set_str(L, "flash_impl", dpsgd_flash_impl_name(cfg.flash_impl));
+    set_str(L, "clipping", dpsgd_style_name(cfg.clipping));
+    set_str(L, "clip_fn", dpsgd_clip_fn_name(cfg.clip_fn));
+    lua_pushnumber(L, cfg.gamma);
+    lua_setfield(L, -2, "gamma");
     set_str(L, "accountant", dp_acct_name(DP_ACCT_DEFAULT));
     lua_setfield(L, -2, "DEFAULTS");
 }
@@ -562,6 +579,8 @@ void dpl_open_dp(lua_State *L) {
     set_list(L, "CLIPS", DPSGD_LIST_CLIPS);
     set_list(L, "FORMULATIONS", DPSGD_LIST_FORMULATIONS);
     set_list(L, "FLASH_IMPLS", DPSGD_LIST_FLASH_IMPLS);
+    set_list(L, "STYLES", DPSGD_LIST_STYLES);
+    set_list(L, "CLIP_FNS", DPSGD_LIST_CLIP_FNS);
     set_defaults(L);
     lua_setfield(L, -2, "dpsgd");
 }

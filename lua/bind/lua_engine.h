@@ -88,6 +88,16 @@ struct dp_optimizer *dpl_check_optim(lua_State *L, int idx);
 
 /* Adds dpprof.dpsgd.wrap, dpprof.dpsgd.check and the DP wrapper's metatable (lua_dp.c). */
 void dpl_open_dp(lua_State *L);
+/* Reads wrap's clipping options of the table at idx (clipping, clip_fn, gamma, a per_layer
+ * max_grad_norm table's default) into cfg and checks that groups come with the groups style and
+ * only with it; raises naming fname (lua_dp_clipping.c). */
+void dpl_dp_read_clipping(lua_State *L, int idx, const char *fname, dpsgd_config *cfg);
+/* Reads the table at idx's per_layer bounds or groups (cfg's style) into the engine's specs and
+ * gives them to dp (NULL: only reads them, raising what it refuses); raises the engine's refusal. */
+void dpl_dp_set_groups(lua_State *L, int idx, const char *fname, const dpsgd_config *cfg, dpsgd *dp);
+/* Pushes dp's clipping: {style, clip_fn, gamma (automatic), noise_norm, groups = {{name,
+ * max_grad_norm, tensors}...}}. */
+void dpl_dp_push_clipping(lua_State *L, const dpsgd *dp);
 /* Adds dpprof.privacy: epsilon and noise_multiplier by the RDP, PRV or PLD accountant
  * (lua_privacy.c). */
 void dpl_open_privacy(lua_State *L);

@@ -49,6 +49,8 @@ not fit.
   lora_targets=N[,N...]       qkv, proj, fc, down or PEFT's q_proj, k_proj, v_proj, o_proj,
                               gate_proj, up_proj, down_proj (default qkv)
   physical=N                  max physical batch (micro-batching; with vary=batch, the batch is both)
+  clipping=S clip_fn=F        the clipping style (@STYLES@; default flat) and function
+                              (@CLIP_FNS@; default abadi): docs/lua.md, Clipping styles
   optimizer=adamw|sgd         (default adamw)
   world_size=N strategy=S     plan one rank of N data-parallel ranks (rank 0; the last rank,
                               which holds the largest slice, when N does not divide batch=): batch= is the
@@ -77,6 +79,10 @@ exit status: 0 answered; 2 bad arguments
 cli.FIT_MODEL_KEYS = options.keys("model", { fit = true })
 local FIT_MODEL_KEYS = cli.FIT_MODEL_KEYS
 local FIT_KEYS = options.keys("fit")
+-- The DP keys fit's command line takes as they are (the schema's dp rows marked FIT: clipping,
+-- clip_fn), into the base's dp table.
+cli.FIT_DP_KEYS = options.keys("dp", { fit = true })
+local FIT_DP_KEYS = cli.FIT_DP_KEYS
 
 -- The fit words whose values are numbers, and those that are true/false: the command line's types,
 -- the schema's. The ranges are dp.fit's, dp.model's and the device model's checks (each names its
@@ -108,7 +114,8 @@ function cli.fit_usage()
     if FIT_ZERO_IS_DEFAULT[k] then zero[#zero + 1], defaults[#defaults + 1] = k .. "=", FIT_ZERO_IS_DEFAULT[k] end
   end
   local fill = { METHODS = text, MODEL_KEYS = wrap(keys, 2, 102), ZERO_KEYS = table.concat(zero, ", "),
-                 ZERO_DEFAULTS = table.concat(defaults, ", ") }
+                 ZERO_DEFAULTS = table.concat(defaults, ", "), STYLES = table.concat(dp.dpsgd.STYLES, ", "),
+                 CLIP_FNS = table.concat(dp.dpsgd.CLIP_FNS, ", ") }
   return (FIT_USAGE:gsub("@([%u_]+)@", function(name) return fill[name] end))
 end
 
@@ -146,6 +153,7 @@ local function fit_options(args)
   local valid = {}
   for _, k in ipairs(FIT_KEYS) do valid[k] = true end
   for _, k in ipairs(FIT_MODEL_KEYS) do valid[k] = true end
+  for _, k in ipairs(FIT_DP_KEYS) do valid[k] = true end
   for _, a in ipairs(args) do
     local k, v = a:match("^([%w_]+)=(.*)$")
     if not k then return nil, string.format("argument '%s' is not key=value (see dpprof fit --help)", a) end
@@ -153,6 +161,7 @@ local function fit_options(args)
       local all = {}
       for _, x in ipairs(FIT_KEYS) do all[#all + 1] = x end
       for _, x in ipairs(FIT_MODEL_KEYS) do all[#all + 1] = x end
+      for _, x in ipairs(FIT_DP_KEYS) do all[#all + 1] = x end
       return nil, string.format("unknown key '%s' (valid: %s)", k, table.concat(all, ", "))
     end
     kv[k] = parse_value(v)
@@ -180,6 +189,7 @@ local function fit_options(args)
     return nil, "lora_alpha= and lora_targets= need lora_rank="
   end
   local base = { model = model, dp = { max_physical_batch_size = kv.physical } }
+  for _, k in ipairs(FIT_DP_KEYS) do base.dp[k] = kv[k] end
   local lo, granularity, batch_defaulted = kv.lo, kv.granularity, nil
   if kv.world_size ~= nil or kv.strategy ~= nil then -- each rank of a planned world (its rank 0)
     base.distributed = { strategy = kv.strategy or "ddp", world_size = kv.world_size }
@@ -248,6 +258,10 @@ local function print_fit_header(opts, f, batch_defaulted)
                                   string.format(": %d x %d, as batch= was not given", n, batch_defaulted) or "")
     print(string.format("  world: one rank (rank %d) of %d under %s, %s; the peak is that rank's", rank, n,
                         dist.strategy or "ddp", held))
+  end
+  local d = opts.base.dp
+  if (d.clipping and d.clipping ~= "flat") or (d.clip_fn and d.clip_fn ~= "abadi") then
+    print(string.format("  clipping: %s, %s", d.clipping or "flat", d.clip_fn or "abadi"))
   end
   print("  device: " .. dp.plan.describe(m))
   print(string.format("  budget: %s for the pool (%s - %s context); fits when peak x %.3g <= budget",

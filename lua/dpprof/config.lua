@@ -72,7 +72,8 @@ config.DEFAULTS = {
   method = "ghost",
   optimizer = { name = "adamw", lr = 1e-4, weight_decay = 0.01 },
   dp = { max_grad_norm = ENGINE.max_grad_norm, noise_multiplier = ENGINE.noise_multiplier, sample_rate = 0.01,
-         delta = ENGINE.delta, poisson = ENGINE.poisson, accountant = ENGINE.accountant },
+         delta = ENGINE.delta, poisson = ENGINE.poisson, accountant = ENGINE.accountant, clipping = ENGINE.clipping,
+         clip_fn = ENGINE.clip_fn },
   iters = 3, warmup = 2, device = "auto", seed = ENGINE.seed, snapshots = "default",
 }
 
@@ -304,7 +305,9 @@ function config.wrap_options(c, logical_batch, physical_batch)
   local w = { max_grad_norm = c.dp.max_grad_norm, noise_multiplier = c.dp.noise_multiplier,
               sample_rate = c.dp.sample_rate, dataset_size = c.dp.dataset_size,
               expected_batch_size = logical_batch, max_physical_batch_size = physical_batch,
-              poisson = c.dp.poisson, seed = c.seed, delta = c.dp.delta, flash_impl = c.dp.flash_impl }
+              poisson = c.dp.poisson, seed = c.seed, delta = c.dp.delta, flash_impl = c.dp.flash_impl,
+              clipping = c.dp.clipping, clip_fn = c.dp.clip_fn, gamma = c.dp.gamma, bounds = c.dp.bounds,
+              groups = c.dp.groups }
   if c.method then w.method = c.method else w.norms, w.clip = c.norms, c.clip end
   return w
 end

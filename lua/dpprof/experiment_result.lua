@@ -315,6 +315,7 @@ function experiment.document(run, o)
     plan = budget,
     ledger = ledger,
     layers = priv and priv:stats().layers or {},
+    clipping = priv and priv:stats().clipping or nil,
     steps = (samples or c.dp.poisson) and ok and st.steps or nil,
     data = samples and samples.info or nil,
     environment = environment(kind, run.info, run.device_model, o.threads, run.load_start),

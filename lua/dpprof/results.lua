@@ -174,7 +174,7 @@ end
 --    timing = {iter_ms, phase_ms = {{forward=, ...} per timed iteration}, spans},
 --    estimate (plan runs: timing.estimate), plan (plan runs: the budget view),
 --    profile (profile="ops": dpprof.ops.finish's object),
---    ledger, layers, environment, privacy, extra}
+--    ledger, layers, clipping (priv:stats().clipping), environment, privacy, extra}
 -- Fields an experiment that failed early does not have are left out.
 function results.assemble(a)
   local r = {
@@ -205,6 +205,13 @@ function results.assemble(a)
   if a.layers then
     r.layers = array()
     for i, l in ipairs(a.layers) do r.layers[i] = { module = l.module, kind = l.kind, norms = l.norms } end
+  end
+  if a.clipping then -- the clipping groups as the wrapper made them
+    local c = a.clipping
+    r.clipping = { style = c.style, clip_fn = c.clip_fn, gamma = c.gamma, noise_norm = c.noise_norm, groups = array() }
+    for i, g in ipairs(c.groups) do
+      r.clipping.groups[i] = { name = g.name, max_grad_norm = g.max_grad_norm, tensors = g.tensors }
+    end
   end
   if a.method then r.privacy = null_if_nil(a.privacy) end
   if a.steps then -- each timed step: its logical batch, physical batches and peak

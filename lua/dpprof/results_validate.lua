@@ -17,7 +17,7 @@ local CHOICES = {
   bounds = dp.results_schema.choices.bounds, profiles = dp.results_schema.choices.profiles,
   op_categories = dp.results_schema.choices.op_categories, rss_since = dp.results_schema.choices.rss_since,
   formulations = dp.dpsgd.FORMULATIONS, accountants = dp.privacy.accountants,
-  flash_impls = dp.dpsgd.FLASH_IMPLS,
+  flash_impls = dp.dpsgd.FLASH_IMPLS, styles = dp.dpsgd.STYLES, clip_fns = dp.dpsgd.CLIP_FNS,
 }
 -- The key sets of the placeholders: {category} and {phase} (every one required but the optional
 -- phases).

@@ -99,6 +99,16 @@ for _, method in ipairs({ "vanilla", "ghost", "bk", "flat" }) do
   CASES[#CASES + 1] = { "gpt_b2", method, SPARSE, 3 }
 end
 CASES[#CASES + 1] = { "llama", "flash_clip", UNEVEN, 7 } -- checkpointed blocks recomputed in the padding too
+-- clipping styles (issue 40): bk's books by each tensor's group, fsdp forming and reduce-scattering
+-- them block by block; twopass's forming backward (checkpointed blocks recomputed in it) under every
+-- strategy; automatic clipping on LoRA's adapters; named groups on GPT's untied positions and tokens
+CASES[#CASES + 1] = { "llama", "flash_clip", { noise_multiplier = 0.5, clipping = "per_block" } }
+CASES[#CASES + 1] = { "llama", "ghost", { noise_multiplier = 0.5, clipping = "per_block", max_physical_batch_size = 2 } }
+CASES[#CASES + 1] = { "llama_lora", "bk", { noise_multiplier = 0.5, clipping = "per_layer", clip_fn = "automatic" } }
+CASES[#CASES + 1] = { "gpt", "mixed_ghost", { noise_multiplier = 0.5, clipping = "groups",
+                                              groups = { { name = "tokens", patterns = "transformer.wte.*", max_grad_norm = 0.5 },
+                                                         { name = "rest", patterns = { "transformer.wpe.*", "transformer.h.*",
+                                                                                        "transformer.ln_f.*", "lm_head.*" } } } } }
 -- what those draws are, asserted (the cases above test what they say they do)
 local function slices(n) -- each rank's share of n samples
   local out = {}

@@ -30,6 +30,13 @@ local CASES = {
   { "gpt bk uneven", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8,
                        checkpoint = "blocks" }, "bk", { poisson = true, dataset_size = 64, max_physical_batch_size = 2 },
     7 },
+  -- clipping styles (issue 40): n_groups x B factors, bk's books by group, twopass's forming backward
+  { "llama lora bk per_block", { arch = "llama", vocab = 64, hidden = 32, layers = 2, heads = 4, kv_heads = 2,
+                                 seq_len = 8, batch = 8, tie_head = true, checkpoint = "blocks",
+                                 lora = { rank = 2, alpha = 4 } }, "bk",
+    { poisson = true, dataset_size = 64, clipping = "per_block" } },
+  { "gpt ghost per_layer", { arch = "gpt", vocab = 64, hidden = 32, layers = 2, heads = 2, seq_len = 8, batch = 8 },
+    "ghost", { poisson = true, dataset_size = 64, clipping = "per_layer", clip_fn = "automatic" } },
   -- bk reduce-scatters each block's gradient in the clip as soon as its books are formed: a
   -- rank's slice of 8 (np 2) or 4 (np 4) in physical batches of 2, the blocks checkpointed
   { "gpt bk blocks", { arch = "gpt", vocab = 64, hidden = 32, layers = 4, heads = 2, seq_len = 8, batch = 16,
@@ -40,6 +47,7 @@ local states = {} -- optimizer states' peak per strategy, first case
 local params_at_peak = {} -- parameters live at the run's peak per case and strategy
 local grads_peak = {} -- gradients' peak per strategy, first case
 local bk_grads = {} -- gradients' peak per strategy, BK_CASE
+local forming_grads = {} -- gradients' peak per strategy, twopass forming per group ("gpt ghost per_layer")
 local warmups = {} -- fsdp's {warm-up peak, training peak} per case, measured
 for _, case in ipairs(CASES) do
  for _, strategy in ipairs({ "ddp", "zero2", "fsdp" }) do
@@ -63,6 +71,7 @@ for _, case in ipairs(CASES) do
   params_at_peak[case[1]] = params_at_peak[case[1]] or {}
   params_at_peak[case[1]][strategy] = cpu.memory.categories.parameters.live_at_peak_bytes
   if case == BK_CASE then bk_grads[strategy] = cpu.memory.categories.gradients.peak_bytes end
+  if case[1] == "gpt ghost per_layer" then forming_grads[strategy] = cpu.memory.categories.gradients.peak_bytes end
   if case == CASES[1] then
     states[strategy] = cpu.memory.categories.optimizer_states.peak_bytes
     grads_peak[strategy] = cpu.memory.categories.gradients.peak_bytes
@@ -194,6 +203,12 @@ do
          .. "one block whole %d, one part in flight %d (ddp's whole: %d)", bk_grads.fsdp, want, 4 * outer, 4 * parts,
          4 * block["0"], 4 * transient, bk_grads.ddp)
   end
+end
+-- twopass's forming backward under fsdp reduce-scatters each block's gradient as the model's own
+-- backward does: never the whole model's gradient at once, as ddp holds it
+if not (forming_grads.fsdp < forming_grads.ddp) then
+  fail("twopass per_layer under fsdp: the gradients' peak is %d bytes, not below ddp's whole %d: its forming backward "
+       .. "did not reduce-scatter block by block", forming_grads.fsdp, forming_grads.ddp)
 end
 -- fsdp builds each rank's model in parts (dpprof.model's parts): one tensor whole at a time, its part
 -- cut and the whole freed before the next is made, never the whole model. Without warm-up steps the

@@ -100,13 +100,18 @@ end
 do
   local values = { method = "ghost", norms = "ghost", clip = "twopass", max_grad_norm = 1, noise_multiplier = 1,
                    sample_rate = 0.04, dataset_size = 100, expected_batch_size = 4, max_physical_batch_size = 2,
-                   poisson = false, seed = 5, delta = 1e-5, flash_impl = "tiles" }
+                   poisson = false, seed = 5, delta = 1e-5, flash_impl = "tiles", clipping = "groups",
+                   clip_fn = "automatic", gamma = 0.02, groups = { { name = "all", patterns = "*" } },
+                   bounds = { ["*.mlp.*"] = 0.5 } }
+  -- bounds go with per_layer, groups with groups: one of the pair in each call
   local with_method, with_pair = {}, {}
   for _, k in ipairs(dp.dpsgd.WRAP_KEYS) do
     check.truthy(values[k] ~= nil, "a value for dpprof.dpsgd.WRAP_KEYS's '" .. k .. "' in this test")
     if k ~= "norms" and k ~= "clip" then with_method[k] = values[k] end
     if k ~= "method" then with_pair[k] = values[k] end
   end
+  with_method.bounds, with_pair.groups, with_pair.clipping = nil, nil, "per_layer"
+  with_pair.clip = "bk"
   for k in pairs(values) do check.truthy(set_of(dp.dpsgd.WRAP_KEYS)[k], "'" .. k .. "' is in dpprof.dpsgd.WRAP_KEYS") end
   check.eq(dp.dpsgd.check(with_method, 4), true, "every key of WRAP_KEYS but norms and clip accepted by dp.dpsgd.check")
   check.eq(dp.dpsgd.check(with_pair, 4), true, "every key of WRAP_KEYS but method accepted by dp.dpsgd.check")

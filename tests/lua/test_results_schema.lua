@@ -453,10 +453,21 @@ do
   distributed.distributed.ranks, distributed.distributed.largest = ranks, largest
   assert_valid(distributed, "a combined distributed result")
 end
+-- clipping styles (issue 40): named groups with automatic clipping (config.dp.groups, clip_fn,
+-- gamma; clipping.gamma), and per_layer bounds by tensor name (config.dp.bounds)
+local grouped = dp.experiment(config{ method = "bk", dp = { max_physical_batch_size = 2, clipping = "groups",
+                                                            clip_fn = "automatic", gamma = 0.02,
+                                                            groups = { { name = "all", patterns = { "*" } } } } })
+check.eq(grouped.status, "ok", "groups run: " .. tostring(grouped.message))
+assert_valid(grouped, "groups result")
+local layered = dp.experiment(config{ method = "bk", dp = { max_physical_batch_size = 2, clipping = "per_layer",
+                                                            bounds = { ["*.mlp.*"] = 0.5 } } })
+check.eq(layered.status, "ok", "per_layer run: " .. tostring(layered.message))
+assert_valid(layered, "per_layer result")
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
                     placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
                     advised = advised, lengths = lengths, distributed = distributed,
-                    calibrated = calibrated, adapted = adapted }
+                    calibrated = calibrated, adapted = adapted, grouped = grouped, layered = layered }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -526,7 +537,8 @@ for _, f in ipairs(schema.fields) do
   if f.type ~= "any" then
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
-                            "repeated", "advised", "lengths", "distributed", "calibrated", "adapted" }) do
+                            "repeated", "advised", "lengths", "distributed", "calibrated", "adapted", "grouped",
+                            "layered" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then

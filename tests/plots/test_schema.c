@@ -24,8 +24,9 @@ static int has(const dpplot_strlist *l, const char *needle) {
 /* The table's shape: unique paths, each one's parent described before it (an object, or an
  * array for "[]"), placeholders and choices the two sides know, MARKS at the top only. */
 static void test_table(void) {
-    static const char *const choices[] = {"statuses",      "phases",    "samplings",    "bounds",      "profiles",
-                                          "op_categories", "rss_since", "formulations", "accountants", "flash_impls"};
+    static const char *const choices[] = {"statuses",    "phases",        "samplings", "bounds",
+                                          "profiles",    "op_categories", "rss_since", "formulations",
+                                          "accountants", "flash_impls",   "styles",    "clip_fns"};
     for (int id = 0; id < DPR_N_FIELDS; id++) {
         const dpr_field *f = dpr_field_of(id);
         for (int j = 0; j < id; j++)

@@ -1,0 +1,105 @@
+-- test_clipping.lua: clipping styles and clip functions through dp.experiment (issue 40): every
+-- style runs and its result records the groups (validated by the results schema); the plan
+-- device allocates what the CPU does, category by category, for each style; the noise's std is
+-- sigma ||C||_2 over the groups; the options are refused in one line naming the key.
+-- (tests/c/test_dp_clipping.c holds the clipped sums against explicit per-sample gradients.)
+package.path = arg[0]:match("(.*/)") .. "?.lua;" .. package.path
+local check = require("check")
+local dp = require("dpprof")
+
+-- The plan device without the CUDA workspace, so that it allocates what the CPU does.
+local BARE = { base = "h100", workspace = false }
+
+local function config(method, d, device)
+  return { name = "clip", method = method, device = device or "cpu", iters = 1, warmup = 1, snapshots = "none",
+           model = { arch = "gpt", vocab = 64, hidden = 32, heads = 2, layers = 2, seq_len = 12, batch = 4 },
+           dp = d, device_model = device == "plan" and BARE or nil }
+end
+
+local GROUPS = { { name = "attn", patterns = { "*.attn.*" }, max_grad_norm = 0.5 },
+                 { name = "rest", patterns = { "*.mlp.*", "*ln_*", "transformer.w*" }, max_grad_norm = 2 } }
+local STYLES = {
+  flat = { d = {}, groups = 1, noise_norm = 1 },
+  per_layer = { d = { clipping = "per_layer", bounds = { ["*.mlp.*"] = 0.5 } }, groups = 28,
+                noise_norm = math.sqrt(20 + 8 * 0.25) }, -- 8 mlp tensors at 0.5, 20 others at 1
+  per_block = { d = { clipping = "per_block" }, groups = 4, noise_norm = 2 },
+  groups = { d = { clipping = "groups", groups = GROUPS }, groups = 2, noise_norm = math.sqrt(0.25 + 4) },
+  automatic = { d = { clipping = "per_block", clip_fn = "automatic", gamma = 0.05 }, groups = 4, noise_norm = 2 },
+}
+
+-- every style under flash_clip and bk: a valid result that names its groups
+for name, s in pairs(STYLES) do
+  for _, method in ipairs({ "flash_clip", "bk", "flat", "ghost", "mixed_ghost" }) do
+    local r = dp.experiment(config(method, s.d))
+    local what = name .. " " .. method
+    check.eq(r.status, "ok", what .. ": " .. tostring(r.message))
+    local valid, problems = dp.results.validate(r)
+    check.truthy(valid, what .. ": the result validates: " .. table.concat(problems or {}, "; "))
+    check.eq(r.clipping.style, s.d.clipping or "flat", what .. ": style")
+    check.eq(r.clipping.clip_fn, s.d.clip_fn or "abadi", what .. ": clip_fn")
+    check.eq(#r.clipping.groups, s.groups, what .. ": groups")
+    check.near(r.clipping.noise_norm, s.noise_norm, 1e-12, what .. ": noise norm")
+    local tensors = 0
+    for _, g in ipairs(r.clipping.groups) do tensors = tensors + g.tensors end
+    check.eq(tensors, 28, what .. ": every trainable tensor in one group")
+    check.eq(r.config.dp.clipping, s.d.clipping or "flat", what .. ": the configuration records the style")
+    if s.d.clip_fn then check.eq(r.clipping.gamma, 0.05, what .. ": gamma") end
+  end
+end
+local r = dp.experiment(config("flash_clip", STYLES.groups.d))
+check.eq(r.clipping.groups[1].name, "attn", "a group's name")
+check.eq(r.clipping.groups[1].max_grad_norm, 0.5, "a group's bound")
+check.eq(r.clipping.groups[1].tensors, 8, "attn: c_attn and c_proj, weight and bias, in two blocks")
+check.eq(dp.experiment(config("vanilla", {})).clipping, nil, "vanilla has no clipping")
+
+-- the plan device allocates what the CPU does, for every style (the factors are n_groups x B)
+for name, s in pairs(STYLES) do
+  local a, b = dp.experiment(config("flash_clip", s.d)), dp.experiment(config("flash_clip", s.d, "plan"))
+  for _, c in ipairs(dp.results.CATEGORIES) do
+    for _, k in ipairs({ "peak_bytes", "live_at_peak_bytes" }) do
+      check.eq(b.memory.categories[c][k], a.memory.categories[c][k], name .. ": plan " .. c .. "." .. k)
+    end
+  end
+  check.eq(b.memory.peak_bytes, a.memory.peak_bytes, name .. ": plan peak")
+  check.eq(#b.clipping.groups, #a.clipping.groups, name .. ": plan groups")
+end
+
+-- refusals, one line each, naming the key and what is valid
+local function refused(d, method, words, what)
+  local err = check.raises(function() dp.experiment(config(method or "flash_clip", d)) end, words, what)
+  check.eq(err:find("\n"), nil, what .. ": one line")
+end
+refused({ clipping = "layerwise" }, nil, { "unknown clipping style 'layerwise'", "flat, per_layer, per_block, groups" },
+        "an unknown style")
+refused({ clip_fn = "auto" }, nil, { "unknown clip_fn 'auto'", "abadi, automatic" }, "an unknown clip function")
+refused({ clip_fn = "automatic", gamma = 0 }, nil, { "gamma 0 must be positive" }, "gamma 0")
+refused({ bounds = { ["*"] = 1 } }, nil, { "bounds", "only with clipping = \"per_layer\"" }, "bounds without per_layer")
+refused({ groups = GROUPS }, nil, { "groups are given only with clipping = \"groups\"" }, "groups without the style")
+refused({ clipping = "groups" }, nil, { "needs groups = " }, "the groups style without groups")
+refused({ clipping = "groups", groups = { { name = "attn", patterns = { "*.attn.*" } } } }, nil,
+        { "trainable tensor 'transformer.wte.weight' is in no group" }, "a tensor in no group")
+refused({ clipping = "groups", groups = { { name = "a", patterns = "*" }, { name = "b", patterns = "*.mlp.*" } } }, nil,
+        { "is in two groups, 'a' and 'b'" }, "a tensor in two groups")
+refused({ clipping = "groups", groups = { { name = "a", patterns = "*", bound = 1 } } }, nil,
+        { "groups[1]", "unknown key 'bound'", "name, patterns, max_grad_norm" }, "a group's unknown key")
+refused({ clipping = "groups", groups = { { name = "a", patterns = "*", max_grad_norm = -1 } } }, nil,
+        { "groups[1].max_grad_norm must be a positive number" }, "a group's bound")
+refused({ clipping = "groups", groups = { { name = "a", patterns = {} } } }, nil, { "groups[1] names no tensor-name pattern" },
+        "a group without patterns")
+refused({ clipping = "per_layer", bounds = { ["nothing.*"] = 1 } }, nil, { "match no trainable tensor", "nothing.*" },
+        "a bound's pattern that names nothing")
+refused({ clipping = "per_layer", bounds = { ["*.mlp.*"] = 0 } }, nil, { "bounds[\"*.mlp.*\"] must be a positive number" },
+        "a bound of 0")
+
+-- wrap reads the bounds whatever else it is given: a sample_rate once made it drop its options
+-- table from the stack before the groups were read (the groups then silently the default's)
+local m = dp.model{ arch = "gpt", vocab = 64, hidden = 32, heads = 2, layers = 2, seq_len = 12, batch = 4, device = "cpu" }
+local opt = dp.optim.sgd(m, { lr = 0 })
+for _, extra in ipairs({ {}, { sample_rate = 0.5 }, { sample_rate = 0.5, dataset_size = 100, poisson = true } }) do
+  local w = { method = "flash_clip", clipping = "per_layer", bounds = { ["*.mlp.*"] = 0.5 } }
+  for k, v in pairs(extra) do w[k] = v end
+  local priv = dp.dpsgd.wrap(m, opt, w)
+  check.near(priv:stats().clipping.noise_norm, STYLES.per_layer.noise_norm, 1e-12, "per_layer bounds with sample_rate")
+  priv:free()
+end
+print("test_clipping: ok")
