@@ -170,6 +170,9 @@ enum {
     X(DP, "clip_fn", WORD, 0, 0, "abadi", NULL, DPO_SWEEP | DPO_FIT,                                                      \
       "a group's factor: abadi min(1, C / (norm + 1e-6)), automatic C / (norm + gamma)")                                  \
     X(DP, "gamma", NUMBER, 0, DPO_U, "0.01", NULL, 0, "automatic clipping's gamma")                                       \
+    X(DP, "adaptive", TABLE, 0, 0, NULL, NULL, 0,                                                                         \
+      "adaptive clipping (Opacus's AdaClip): {target_unclipped_quantile =, clipbound_learning_rate =, "                   \
+      "max_clipbound =, min_clipbound =, unclipped_num_std =}, every one given")                                          \
     X(DP, "bounds", TABLE, 0, 0, NULL, NULL, 0,                                                                           \
       "per_layer: {[\"pattern\"] = bound, ...}, the bounds of the tensors a Hugging Face name pattern names")             \
     X(DP, "groups", LIST, 0, 0, NULL, NULL, 0,                                                                            \

@@ -134,6 +134,7 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(CONFIG_DP_BOUNDS, "config.dp.bounds", OBJECT, OPTIONAL, DPR_OPEN, NULL) /* per_layer */                          \
     X(CONFIG_DP_GROUPS, "config.dp.groups", ARRAY, OPTIONAL, 0, NULL)                                                  \
     X(CONFIG_DP_GROUP, "config.dp.groups[]", OBJECT, PARENT, DPR_OPEN, NULL)                                           \
+    X(CONFIG_DP_ADAPTIVE, "config.dp.adaptive", OBJECT, OPTIONAL, DPR_OPEN, NULL)                                      \
     X(CONFIG_ITERS, "config.iters", INTEGER, OK, DPR_NONNEG, NULL)                                                     \
     X(CONFIG_WARMUP, "config.warmup", INTEGER, OK, DPR_NONNEG, NULL)                                                   \
     X(CONFIG_DEVICE, "config.device", STRING, OK, 0, NULL)                                                             \
@@ -286,6 +287,20 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(CLIPPING_GROUP_NAME, "clipping.groups[].name", STRING, PARENT, 0, NULL)                                          \
     X(CLIPPING_GROUP_BOUND, "clipping.groups[].max_grad_norm", NUMBER, PARENT, DPR_NONNEG, NULL)                       \
     X(CLIPPING_GROUP_TENSORS, "clipping.groups[].tensors", INTEGER, PARENT, DPR_NONNEG, NULL)                          \
+    X(CLIPPING_ADAPTIVE, "clipping.adaptive", OBJECT, OPTIONAL, 0, NULL) /* adaptive clipping */                       \
+    X(CLIPPING_ADAPTIVE_QUANTILE, "clipping.adaptive.target_unclipped_quantile", NUMBER, PARENT, DPR_NONNEG, NULL)     \
+    X(CLIPPING_ADAPTIVE_LR, "clipping.adaptive.clipbound_learning_rate", NUMBER, PARENT, DPR_NONNEG, NULL)             \
+    X(CLIPPING_ADAPTIVE_MAX, "clipping.adaptive.max_clipbound", NUMBER, PARENT, DPR_NONNEG, NULL)                      \
+    X(CLIPPING_ADAPTIVE_MIN, "clipping.adaptive.min_clipbound", NUMBER, PARENT, DPR_NONNEG, NULL)                      \
+    X(CLIPPING_ADAPTIVE_COUNT_STD, "clipping.adaptive.unclipped_num_std", NUMBER, PARENT, DPR_NONNEG, NULL)            \
+    X(CLIPPING_ADAPTIVE_SIGMA, "clipping.adaptive.noise_multiplier", NUMBER, PARENT, DPR_NONNEG, NULL)                 \
+    X(CLIPPING_ADAPTIVE_STEPS, "clipping.adaptive.steps", ARRAY, PARENT, 0, NULL)                                      \
+    X(CLIPPING_ADAPTIVE_STEP, "clipping.adaptive.steps[]", OBJECT, PARENT, 0, NULL)                                    \
+    X(CLIPPING_ADAPTIVE_BOUND, "clipping.adaptive.steps[].bound", NUMBER, PARENT, DPR_NONNEG, NULL)                    \
+    X(CLIPPING_ADAPTIVE_SAMPLES, "clipping.adaptive.steps[].samples", INTEGER, PARENT, DPR_NONNEG, NULL)               \
+    X(CLIPPING_ADAPTIVE_UNCLIPPED, "clipping.adaptive.steps[].unclipped", INTEGER, PARENT, DPR_NONNEG, NULL)           \
+    X(CLIPPING_ADAPTIVE_FRACTION, "clipping.adaptive.steps[].fraction", NUMBER, PARENT, 0, NULL)                       \
+    X(CLIPPING_ADAPTIVE_NEXT, "clipping.adaptive.steps[].next", NUMBER, PARENT, DPR_NONNEG, NULL)                      \
     X(ENVIRONMENT, "environment", OBJECT, OK, 0, NULL)                                                                 \
     X(ENVIRONMENT_DEVICE, "environment.device", STRING, PARENT, 0, NULL)                                               \
     X(ENVIRONMENT_DEVICE_NAME, "environment.device_name", STRING, PARENT, 0, NULL)                                     \

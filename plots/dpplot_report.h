@@ -57,6 +57,10 @@ int dpplot_report_phases(const dpplot_selection *sel, const char *path, const dp
  * it returns 0 and adds no note: most directories have none, and no reason to be told so. */
 int dpplot_report_steps(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
                         dpplot_strlist *notes);
+/* clip_bound.png: adaptive clipping's bound at each logical step, a line per run that clipped
+ * adaptively (issue 40.3); without such runs it returns 0 and adds no note. */
+int dpplot_report_bounds(const dpplot_selection *sel, const char *path, const dpplot_options *opt,
+                         dpplot_strlist *notes);
 /* The note "Host peak RSS: vanilla 1.25 GiB, ..." of a selection's finished runs ("" when none
  * has memory.host_peak_rss_bytes). */
 void dpplot_report_rss_note(const dpplot_selection *sel, char *buf, size_t len);

@@ -160,6 +160,10 @@ typedef struct {
      * its index (steps[].step) and peak (steps[].peak_bytes); n_steps 0 without steps. */
     size_t n_steps;
     double *step_index, *step_peak_bytes;
+    /* Adaptive clipping's bound at each logical step (clipping.adaptive.steps[].bound, in order,
+     * then the last step's next bound): n_bounds 0 without adaptive clipping. */
+    size_t n_bounds;
+    double *bounds;
 } dpplot_result;
 
 typedef struct {

@@ -209,7 +209,8 @@ static int check_asked(const dpplot_results *rs, const dpplot_options *o, dpplot
                     const dpplot_result *r = &rs->items[i];
                     size_t j = 0;
                     while (j < i && !(rs->items[j].sweep_name && strcmp(rs->items[j].method, r->method) == 0)) j++;
-                    if (r->sweep_name && j == i) append(methods, sizeof methods, "%s%s", methods[0] ? ", " : "", r->method);
+                    if (r->sweep_name && j == i)
+                        append(methods, sizeof methods, "%s%s", methods[0] ? ", " : "", r->method);
                 }
                 (void)dpplot_strlist_addf(problems, "--point %s: no sweep point has method %s (the methods: %s)",
                                           o->point, item + 7, methods);
@@ -248,8 +249,8 @@ static int check_asked(const dpplot_results *rs, const dpplot_options *o, dpplot
                                               "its own; %s)",
                                               o->heatmap, have);
                 else
-                    (void)dpplot_strlist_addf(problems, "--heatmap %s: no sweep varies '%s' (%s)", o->heatmap,
-                                              want[w], have);
+                    (void)dpplot_strlist_addf(problems, "--heatmap %s: no sweep varies '%s' (%s)", o->heatmap, want[w],
+                                              have);
                 return -1;
             }
         if (strcmp(want[0], want[1]) == 0) {
@@ -276,8 +277,8 @@ static int check_asked(const dpplot_results *rs, const dpplot_options *o, dpplot
 
 /* Renders the charts of each sweep; returns the number of charts that failed to write. What the
  * options asked for and no sweep has goes to problems. */
-static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dpplot_options *o,
-                         dpplot_strlist *notes, dpplot_strlist *problems) {
+static int render_sweeps(const dpplot_results *rs, const char *out_dir, const dpplot_options *o, dpplot_strlist *notes,
+                         dpplot_strlist *problems) {
     const char *sweeps[MAX_SWEEPS];
     size_t n_sw = 0, more_sweeps = 0;
     int failures = 0;
@@ -411,18 +412,20 @@ int dpplot_render_dir(const char *results_dir, const char *out_dir, const dpplot
                                           "not drawn",
                                           o.point);
             dpplot_selection sel = {items, n, context[0] ? context : NULL};
-            static const char *const files[8] = {"memory_breakdown_comparison.png",
+            static const char *const files[9] = {"memory_breakdown_comparison.png",
                                                  "memory_timeline.png",
                                                  "performance_tradeoff.png",
                                                  "module_breakdown.png",
                                                  "op_breakdown.png",
                                                  "operation_level_breakdown.png",
                                                  "memory_analysis_overview.png",
-                                                 "step_peaks.png"};
-            int (*const charts[8])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
-                dpplot_report_breakdown, dpplot_report_timeline, dpplot_report_tradeoff, dpplot_report_modules,
-                dpplot_report_ops,       dpplot_report_phases,   dpplot_report_overview, dpplot_report_steps};
-            for (int c = 0; c < (n > 0 ? 8 : 0); c++) {
+                                                 "step_peaks.png",
+                                                 "clip_bound.png"};
+            int (*const charts[9])(const dpplot_selection *, const char *, const dpplot_options *, dpplot_strlist *) = {
+                dpplot_report_breakdown, dpplot_report_timeline, dpplot_report_tradeoff,
+                dpplot_report_modules,   dpplot_report_ops,      dpplot_report_phases,
+                dpplot_report_overview,  dpplot_report_steps,    dpplot_report_bounds};
+            for (int c = 0; c < (n > 0 ? 9 : 0); c++) {
                 snprintf(path, sizeof path, "%s/%s", out_dir, files[c]);
                 if (charts[c](&sel, path, &o, &notes) < 0) failures += move_last(&notes, &problems, 1);
             }

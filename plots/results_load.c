@@ -206,8 +206,8 @@ static dpplot_component component_of(reader *rd, const char *category, const cha
     int i = category_index(category);
     if (i >= 0) return categories[i].component;
     if (!rd->unknown_category_reported) {
-        PROBLEM(rd, "%s: field '%s.%s' is no memory category (valid: %s); its bytes are charted as Other", rd->file,
-                in, category, category_choices());
+        PROBLEM(rd, "%s: field '%s.%s' is no memory category (valid: %s); its bytes are charted as Other", rd->file, in,
+                category, category_choices());
         rd->unknown_category_reported = 1;
     }
     return DPPLOT_COMP_OTHER;
@@ -709,11 +709,38 @@ static int read_steps(reader *rd, const cJSON *root, dpplot_result *r) {
     return 0;
 }
 
+/* Adaptive clipping's bound at each step, and the bound after the last (clipping.adaptive.steps[]);
+ * a run with a step without both numbers keeps none (reported). */
+static int read_bounds(reader *rd, const cJSON *root, dpplot_result *r) {
+    const cJSON *steps = field_at(rd, root, DPR_CLIPPING_ADAPTIVE_STEPS, NULL, AS_ARRAY), *s;
+    if (!cJSON_IsArray(steps) || cJSON_GetArraySize(steps) == 0) return 0;
+    size_t n = (size_t)cJSON_GetArraySize(steps);
+    r->bounds = malloc((n + 1) * sizeof *r->bounds);
+    if (!r->bounds) return -1;
+    double next = NAN;
+    cJSON_ArrayForEach(s, steps) {
+        const cJSON *b = member_of(rd, s, DPR_CLIPPING_ADAPTIVE_BOUND, AS_NUMBER);
+        const cJSON *x = member_of(rd, s, DPR_CLIPPING_ADAPTIVE_NEXT, AS_NUMBER);
+        if (!cJSON_IsNumber(b) || !cJSON_IsNumber(x)) {
+            PROBLEM(rd, "%s: field '%s[%zu]' needs numbers '%s' and '%s'", rd->file,
+                    dpr_field_of(DPR_CLIPPING_ADAPTIVE_STEPS)->path, r->n_bounds, key_of(DPR_CLIPPING_ADAPTIVE_BOUND),
+                    key_of(DPR_CLIPPING_ADAPTIVE_NEXT));
+            r->n_bounds = 0;
+            return 0;
+        }
+        r->bounds[r->n_bounds++] = b->valuedouble;
+        next = x->valuedouble;
+    }
+    r->bounds[r->n_bounds++] = next;
+    return 0;
+}
+
 static int read_analyses(reader *rd, const cJSON *root, dpplot_result *r) {
     read_spread(rd, root, r);
     read_phase_memory(rd, root, r);
     if (read_profile(rd, root, r) != 0) return -1;
     if (read_steps(rd, root, r) != 0) return -1;
+    if (read_bounds(rd, root, r) != 0) return -1;
     return read_marks(rd, root, r);
 }
 
@@ -723,6 +750,7 @@ static void free_analyses(dpplot_result *r) {
     for (size_t i = 0; i < r->n_marks; i++) free(r->marks[i].name);
     free(r->marks);
     free(r->step_index), free(r->step_peak_bytes);
+    free(r->bounds);
 }
 
 static void result_free(dpplot_result *r) {

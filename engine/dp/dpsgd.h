@@ -170,6 +170,22 @@ int dpsgd_flash_bk_materializes(dpsgd_norms_method norms, dpsgd_clip_method clip
 /* The formulation `norms` uses for a token embedding: ghost for ghost, grouped otherwise. */
 dpsgd_formulation dpsgd_choose_embedding(dpsgd_norms_method norms);
 
+/* Adaptive clipping (Andrew et al. 2021, Opacus's AdaClipDPOptimizer), with flat abadi clipping:
+ * after each logical step's noise the bound C moves geometrically toward the
+ * target_unclipped_quantile of the samples' norms, C <- clamp(C exp(-clipbound_learning_rate (u -
+ * target_unclipped_quantile)), min_clipbound, max_clipbound), u the step's unclipped fraction
+ * (#{i : ||g_i|| + 1e-6 <= C} plus N(0, unclipped_num_std^2) noise, over the step's samples; the
+ * bound stays after a step of none). The gradient's noise multiplier is raised to
+ * (sigma^-2 - (2 unclipped_num_std)^-2)^(-1/2) so that the two releases together spend what sigma
+ * alone would: the accountant takes sigma (dpsgd_adaptive_noise_multiplier). */
+typedef struct dpsgd_adaptive {
+    int enabled;
+    double target_unclipped_quantile;    /* in [0, 1] */
+    double clipbound_learning_rate;      /* >= 0 */
+    double max_clipbound, min_clipbound; /* 0 < min <= max */
+    double unclipped_num_std;            /* the count's noise; > noise_multiplier / 2 when sigma > 0 */
+} dpsgd_adaptive;
+
 typedef struct dpsgd_config {
     dpsgd_norms_method norms; /* DPSGD_NORMS_NONE with DPSGD_CLIP_NONE: vanilla */
     dpsgd_clip_method clip;
@@ -186,7 +202,17 @@ typedef struct dpsgd_config {
     dpsgd_clip_style clipping;       /* which tensors share a bound (default flat) */
     dpsgd_clip_fn clip_fn;           /* abadi (default) or automatic */
     double gamma;                    /* automatic's gamma, > 0 (default DPSGD_AUTOMATIC_GAMMA) */
+    dpsgd_adaptive adaptive;         /* adaptive clipping (off by default) */
 } dpsgd_config;
+
+/* One logical step of adaptive clipping: the bound it clipped with, its samples and how many were
+ * unclipped, the noisy unclipped fraction and the bound the next step clips with. */
+typedef struct dpsgd_bound_step {
+    double bound;
+    int64_t samples, unclipped;
+    double fraction; /* (unclipped + the count's noise) / samples; 0 with no samples */
+    double next;
+} dpsgd_bound_step;
 
 /* One logical step: logical_size samples in n_physical = ceil(logical_size / max_physical_batch_size)
  * physical batches split as Opacus's BatchMemoryManager splits them (numpy.array_split: the first
@@ -267,8 +293,14 @@ double dpsgd_clip_group_bound(const dpsgd *dp, size_t g);
 size_t dpsgd_clip_group_size(const dpsgd *dp, size_t g);
 /* The clipping group of trainable parameter p, or -1 when p is not one. */
 int dpsgd_param_clip_group(const dpsgd *dp, const dp_param *p);
-/* ||C||_2 = sqrt(sum_g C_g^2), what the noise's std is sigma times (C for flat). */
+/* ||C||_2 = sqrt(sum_g C_g^2), what the noise's std is sigma times (C for flat; adaptive: the
+ * current bound). */
 double dpsgd_noise_norm(const dpsgd *dp);
+/* The noise multiplier the gradient's noise is drawn with: sigma, or adaptive clipping's raised
+ * (sigma^-2 - (2 unclipped_num_std)^-2)^(-1/2) (0 when sigma is 0). */
+double dpsgd_adaptive_noise_multiplier(const dpsgd_config *cfg);
+/* Adaptive clipping's steps so far, in order (n of them; none without it). */
+const dpsgd_bound_step *dpsgd_bound_history(const dpsgd *dp, size_t *n);
 
 /* Draws the next logical batch: Poisson (each of N samples with probability q, from the
  * generator keyed by the seed and the step) or fixed (the expected batch size), split into

@@ -82,6 +82,7 @@ int dpsgd_compute_clip_factors(dpsgd *dp, float *factors) {
         double total = 0.0, kept = 0.0;
         for (int g = 0; g < G; g++) {
             double n = sqrt(sq[g]), c = dpsgd_group_factor(dp, dp->group_bound[g], n);
+            dpsgd_adaptive_observe(dp, dp->group_bound[g], n); /* adaptive: flat, one group */
             factors[(int64_t)g * B + i] = (float)c;
             gnorms[i * G + g] = (float)n;
             total += sq[g];

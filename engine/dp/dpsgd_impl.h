@@ -112,6 +112,11 @@ struct dpsgd {
     dp_tensor clip_dev;        /* n_groups x B clip factors on the device (bk), `norm_samples` */
     const float *form_factors; /* twopass with groups: the host factors while the second backward forms */
 
+    /* adaptive clipping (dpsgd_adaptive.c): the current step's counts and the steps so far */
+    int64_t ada_unclipped, ada_samples;
+    dpsgd_bound_step *ada_history;
+    size_t n_ada, cap_ada;
+
     /* clipping groups (dpsgd_groups.c): group_of[k] of trainable parameter k, in 0..n_groups-1 */
     int n_groups;
     int *group_of;
@@ -231,6 +236,14 @@ int dpsgd_groups_default(dpsgd *dp);
 void dpsgd_groups_free(dpsgd *dp);
 /* Factor c of a group of bound C for sample norm n under dp's clip function. */
 double dpsgd_group_factor(const dpsgd *dp, double C, double n);
+
+/* ---- dpsgd_adaptive.c ---- */
+/* The checks of cfg's adaptive clipping (DP_EINVAL naming the key), DP_OK when it is off. */
+int dpsgd_adaptive_check(const dpsgd_config *cfg);
+/* Counts one clipped sample of norm n against the current bound C (adaptive only). */
+void dpsgd_adaptive_observe(dpsgd *dp, double C, double n);
+/* After a logical step's noise: the bound's update (the counts summed across the ranks), recorded. */
+int dpsgd_adaptive_step(dpsgd *dp);
 
 /* ---- dpsgd_clip.c ---- */
 /* Clip factors of the current physical batch from the norm rows (host), appended to the stats:

@@ -18,7 +18,8 @@
 uint64_t dpsgd_noise_stream(int64_t step) { return NOISE_STREAM_TAG | ((uint64_t)step & 0xffffffffffffull); }
 
 int dpsgd_add_noise(dpsgd *dp) {
-    float std = (float)(dp->cfg.noise_multiplier * dpsgd_noise_norm(dp)); /* sigma C for flat */
+    /* sigma C for flat; adaptive: its raised multiplier times the step's bound */
+    float std = (float)(dpsgd_adaptive_noise_multiplier(&dp->cfg) * dpsgd_noise_norm(dp));
     float inv = (float)(1.0 / (double)dp->cfg.expected_batch_size);
     uint64_t stream = dpsgd_noise_stream(dp->steps);
     for (int k = 0; k < dp->n_params; k++) {

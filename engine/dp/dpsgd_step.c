@@ -50,6 +50,7 @@ static int check_config(const dpsgd_config *cfg) {
     if (cfg->clip_fn == DPSGD_CLIP_FN_AUTOMATIC && (!(cfg->gamma > 0.0) || !isfinite(cfg->gamma)))
         return dp_error_set(DP_EINVAL, "dp: gamma %g must be positive (automatic clipping's C / (||g|| + gamma))",
                             cfg->gamma);
+    DP_TRY(dpsgd_adaptive_check(cfg));
     if (!(cfg->max_grad_norm > 0.0) || !isfinite(cfg->max_grad_norm))
         return dp_error_set(DP_EINVAL, "dp: max_grad_norm %g must be positive", cfg->max_grad_norm);
     if (!(cfg->noise_multiplier >= 0.0) || !isfinite(cfg->noise_multiplier))
@@ -133,6 +134,7 @@ void dpsgd_free(dpsgd *dp) {
     free(dp->norms);
     free(dp->factors);
     free(dp->group_norms);
+    free(dp->ada_history);
     dpsgd_groups_free(dp);
     free(dp);
 }
@@ -391,6 +393,7 @@ int dpsgd_noise(dpsgd *dp) {
         return dp_error_set(DP_EINVAL, "dp: noise before the last backward was clipped (call clip first)");
     DP_TRY(dpsgd_reduce_grads(dp));
     if (!is_vanilla(dp)) DP_TRY(dpsgd_add_noise(dp));
+    DP_TRY(dpsgd_adaptive_step(dp)); /* the next step's bound */
     dp->reduced = 0;
     dp->steps++;
     dp->step_open = 0;

@@ -2,6 +2,8 @@
  *
  *   clipping = "flat" | "per_layer" | "per_block" | "groups"     (dp.dpsgd.STYLES)
  *   clip_fn = "abadi" | "automatic", gamma = 0.01                (dp.dpsgd.CLIP_FNS)
+ *   adaptive = {target_unclipped_quantile =, clipbound_learning_rate =, max_clipbound =,
+ *     min_clipbound =, unclipped_num_std =}   (Opacus's AdaClip, with flat abadi clipping)
  *   bounds = { ["pattern"] = bound, ... }   (clipping = "per_layer"): the tensors a pattern names
  *     (Hugging Face names, '*' any run of characters) get its bound, the others max_grad_norm
  *   groups = { {name = "attn", patterns = {"pattern", ...}, max_grad_norm = C}, ... }
@@ -29,6 +31,37 @@ static double bound_of(lua_State *L, const char *fname, const char *what) {
     return v;
 }
 
+/* adaptive = {target_unclipped_quantile =, clipbound_learning_rate =, max_clipbound =,
+ * min_clipbound =, unclipped_num_std =}: every key given (Opacus's AdaClip has no defaults) */
+static void read_adaptive(lua_State *L, int idx, const char *fname, dpsgd_config *cfg) {
+    static const char *const keys[] = {"target_unclipped_quantile",
+                                       "clipbound_learning_rate",
+                                       "max_clipbound",
+                                       "min_clipbound",
+                                       "unclipped_num_std",
+                                       NULL};
+    int kind = lua_getfield(L, idx, "adaptive");
+    if (kind == LUA_TNIL || (kind == LUA_TBOOLEAN && !lua_toboolean(L, -1))) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (kind != LUA_TTABLE) luaL_error(L, "%s: adaptive must be a table {%s = ...}", fname, keys[0]);
+    int t = lua_gettop(L);
+    char where[96];
+    snprintf(where, sizeof where, "%s: adaptive", fname);
+    dpl_check_keys(L, t, where, keys);
+    double v[5];
+    for (int k = 0; k < 5; k++) {
+        if (lua_getfield(L, t, keys[k]) != LUA_TNUMBER)
+            luaL_error(L, "%s: adaptive.%s must be a number (every one of %s, %s, %s, %s, %s is needed)", fname,
+                       keys[k], keys[0], keys[1], keys[2], keys[3], keys[4]);
+        v[k] = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+    }
+    cfg->adaptive = (dpsgd_adaptive){1, v[0], v[1], v[2], v[3], v[4]};
+    lua_pop(L, 1);
+}
+
 void dpl_dp_read_clipping(lua_State *L, int idx, const char *fname, dpsgd_config *cfg) {
     const char *style = dpl_opt_str_field(L, idx, fname, "clipping", NULL);
     if (style && dpsgd_style_parse(style, &cfg->clipping) != DP_OK) luaL_error(L, "%s: %s", fname, dp_error_message());
@@ -44,6 +77,7 @@ void dpl_dp_read_clipping(lua_State *L, int idx, const char *fname, dpsgd_config
         if (!lua_istable(L, -1)) luaL_error(L, "%s: bounds must be a table {[\"pattern\"] = bound, ...}", fname);
     }
     lua_pop(L, 1);
+    read_adaptive(L, idx, fname, cfg);
     if (lua_getfield(L, idx, "groups") != LUA_TNIL) {
         if (cfg->clipping != DPSGD_STYLE_GROUPS)
             luaL_error(L, "%s: groups are given only with clipping = \"groups\" (clipping is \"%s\")", fname,
@@ -168,6 +202,44 @@ void dpl_dp_set_groups(lua_State *L, int idx, const char *fname, const dpsgd_con
     lua_settop(L, top);
 }
 
+/* clipping.adaptive: the settings and every step's bound {bound, samples, unclipped, fraction, next} */
+static void push_adaptive(lua_State *L, const dpsgd *dp) {
+    const dpsgd_adaptive *a = &dpsgd_config_of(dp)->adaptive;
+    lua_createtable(L, 0, 7);
+    const struct {
+        const char *key;
+        double v;
+    } fields[] = {{"target_unclipped_quantile", a->target_unclipped_quantile},
+                  {"clipbound_learning_rate", a->clipbound_learning_rate},
+                  {"max_clipbound", a->max_clipbound},
+                  {"min_clipbound", a->min_clipbound},
+                  {"unclipped_num_std", a->unclipped_num_std},
+                  {"noise_multiplier", dpsgd_adaptive_noise_multiplier(dpsgd_config_of(dp))}};
+    for (size_t k = 0; k < sizeof fields / sizeof *fields; k++) {
+        lua_pushnumber(L, fields[k].v);
+        lua_setfield(L, -2, fields[k].key);
+    }
+    size_t n;
+    const dpsgd_bound_step *h = dpsgd_bound_history(dp, &n);
+    lua_createtable(L, (int)n, 0);
+    for (size_t i = 0; i < n; i++) {
+        lua_createtable(L, 0, 5);
+        lua_pushnumber(L, h[i].bound);
+        lua_setfield(L, -2, "bound");
+        lua_pushinteger(L, h[i].samples);
+        lua_setfield(L, -2, "samples");
+        lua_pushinteger(L, h[i].unclipped);
+        lua_setfield(L, -2, "unclipped");
+        lua_pushnumber(L, h[i].fraction);
+        lua_setfield(L, -2, "fraction");
+        lua_pushnumber(L, h[i].next);
+        lua_setfield(L, -2, "next");
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+    lua_setfield(L, -2, "steps");
+    lua_setfield(L, -2, "adaptive");
+}
+
 void dpl_dp_push_clipping(lua_State *L, const dpsgd *dp) {
     const dpsgd_config *c = dpsgd_config_of(dp);
     lua_createtable(L, 0, 5);
@@ -194,4 +266,5 @@ void dpl_dp_push_clipping(lua_State *L, const dpsgd *dp) {
         lua_rawseti(L, -2, (lua_Integer)g + 1);
     }
     lua_setfield(L, -2, "groups");
+    if (c->adaptive.enabled) push_adaptive(L, dp);
 }

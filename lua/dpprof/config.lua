@@ -307,7 +307,7 @@ function config.wrap_options(c, logical_batch, physical_batch)
               expected_batch_size = logical_batch, max_physical_batch_size = physical_batch,
               poisson = c.dp.poisson, seed = c.seed, delta = c.dp.delta, flash_impl = c.dp.flash_impl,
               clipping = c.dp.clipping, clip_fn = c.dp.clip_fn, gamma = c.dp.gamma, bounds = c.dp.bounds,
-              groups = c.dp.groups }
+              groups = c.dp.groups, adaptive = c.dp.adaptive }
   if c.method then w.method = c.method else w.norms, w.clip = c.norms, c.clip end
   return w
 end

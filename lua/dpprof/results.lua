@@ -212,6 +212,17 @@ function results.assemble(a)
     for i, g in ipairs(c.groups) do
       r.clipping.groups[i] = { name = g.name, max_grad_norm = g.max_grad_norm, tensors = g.tensors }
     end
+    if c.adaptive then -- the settings and every step's bound, in order
+      local a = c.adaptive
+      r.clipping.adaptive = { target_unclipped_quantile = a.target_unclipped_quantile,
+                              clipbound_learning_rate = a.clipbound_learning_rate, max_clipbound = a.max_clipbound,
+                              min_clipbound = a.min_clipbound, unclipped_num_std = a.unclipped_num_std,
+                              noise_multiplier = a.noise_multiplier, steps = array() }
+      for i, st in ipairs(a.steps) do
+        r.clipping.adaptive.steps[i] = { bound = st.bound, samples = st.samples, unclipped = st.unclipped,
+                                         fraction = st.fraction, next = st.next }
+      end
+    end
   end
   if a.method then r.privacy = null_if_nil(a.privacy) end
   if a.steps then -- each timed step: its logical batch, physical batches and peak

@@ -554,6 +554,86 @@ static void test_opacus_per_layer(void) {
     cJSON_Delete(r);
 }
 
+/* Opacus's AdaClipDPOptimizer over five noiseless steps: the per-sample norms the fixture recorded
+ * fed to the wrapper's clip factors step by step (one tensor whose rows are those norms), the
+ * bound's trajectory (before, unclipped count, after) equal to Opacus's float64 reproduction. */
+static void test_opacus_adaclip(void) {
+    char dir[1100], path[1200];
+    test_fixture_dir(dir, sizeof dir, "clipping");
+    snprintf(path, sizeof path, "%s/opacus/reference.json", dir);
+    cJSON *r = read_json(path);
+    if (!r) return;
+    const cJSON *runs = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "adaclip"), "runs");
+    int n_runs = 0;
+    for (const cJSON *run = runs ? runs->child : NULL; run; run = run->next, n_runs++) {
+        const cJSON *c = cJSON_GetObjectItem(run, "config"), *traj = cJSON_GetObjectItem(run, "trajectory");
+        int64_t B = cJSON_GetObjectItem(c, "batch")->valueint, one = 1;
+        dp_param p = {.trainable = 1};
+        snprintf(p.name, sizeof p.name, "w");
+        CHECK_OK(dp_tensor_init(&p.value, cpu, DP_F32, 1, &one, DP_CAT_PARAMETERS));
+        dp_param *pp = &p;
+        dpsgd_config cfg;
+        dpsgd_config_default(&cfg);
+        cfg.norms = DPSGD_NORMS_MATERIALIZE;
+        cfg.clip = DPSGD_CLIP_BK;
+        cfg.noise_multiplier = 0.0;
+        cfg.max_grad_norm = cJSON_GetObjectItem(c, "max_grad_norm")->valuedouble;
+        cfg.expected_batch_size = B;
+        cfg.adaptive = (dpsgd_adaptive){1,
+                                        cJSON_GetObjectItem(c, "target_unclipped_quantile")->valuedouble,
+                                        cJSON_GetObjectItem(c, "clipbound_learning_rate")->valuedouble,
+                                        cJSON_GetObjectItem(c, "max_clipbound")->valuedouble,
+                                        cJSON_GetObjectItem(c, "min_clipbound")->valuedouble,
+                                        cJSON_GetObjectItem(c, "unclipped_num_std_after_construction")->valuedouble};
+        dpsgd *dp = NULL;
+        CHECK_OK(dpsgd_new_params(cpu, &cfg, &pp, 1, B, &dp));
+        int steps = cJSON_GetArraySize(traj);
+        float *sq = malloc((size_t)B * sizeof *sq), *factors = malloc((size_t)B * sizeof *factors);
+        for (int k = 0; dp && k < steps; k++) {
+            const cJSON *norms = cJSON_GetObjectItem(cJSON_GetArrayItem(traj, k), "per_sample_norms");
+            for (int64_t i = 0; i < B; i++) {
+                double n = cJSON_GetArrayItem(norms, (int)i)->valuedouble;
+                sq[i] = (float)(n * n);
+            }
+            int64_t shape[2] = {1, B};
+            dp->batch = B;
+            CHECK_OK(dp_tensor_init_module(&dp->sq_norms, cpu, DP_F32, 2, shape, DP_CAT_NORM_SAMPLES, DP_MODULE_NONE));
+            CHECK_OK(dp_tensor_from_host(&dp->sq_norms, sq, (uint64_t)B * sizeof *sq));
+            dp->sq_written[0] = 1;
+            CHECK_OK(dpsgd_compute_clip_factors(dp, factors));
+            dp_tensor_release(&dp->sq_norms);
+            CHECK_OK(dpsgd_noise(dp));
+        }
+        size_t nh;
+        const dpsgd_bound_step *h = dpsgd_bound_history(dp, &nh);
+        CHECK_EQ_U64(nh, steps);
+        for (int k = 0; k < steps && nh == (size_t)steps; k++) {
+            const cJSON *st = cJSON_GetArrayItem(traj, k);
+            CHECK_CLOSE(h[k].bound, cJSON_GetObjectItem(st, "bound_before")->valuedouble, 1e-12);
+            CHECK_EQ_U64(h[k].unclipped, cJSON_GetObjectItem(st, "unclipped")->valueint);
+            CHECK_EQ_U64(h[k].samples, B);
+            CHECK_CLOSE(h[k].next, cJSON_GetObjectItem(st, "bound_after")->valuedouble, 1e-12);
+            CHECK_CLOSE(h[k].next, cJSON_GetObjectItem(st, "opacus_bound_after")->valuedouble, 1e-6); /* Opacus's f32 */
+        }
+        free(sq);
+        free(factors);
+        dpsgd_free(dp);
+        dp_tensor_release(&p.value);
+        dp_tensor_release(&p.grad);
+    }
+    CHECK_EQ_U64(n_runs, 2); /* free, and clamped at both ends */
+    /* the gradient's raised noise multiplier: Opacus's at sigma = unclipped_num_std = 1 */
+    const cJSON *adj = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "adaclip"), "adjusted_noise");
+    dpsgd_config cfg;
+    dpsgd_config_default(&cfg);
+    cfg.noise_multiplier = cJSON_GetObjectItem(adj, "sigma")->valuedouble;
+    cfg.adaptive =
+        (dpsgd_adaptive){1, 0.5, 0.2, 10.0, 0.01, cJSON_GetObjectItem(adj, "unclipped_num_std")->valuedouble};
+    CHECK_CLOSE(dpsgd_adaptive_noise_multiplier(&cfg),
+                cJSON_GetObjectItem(adj, "opacus_gradient_noise_std")->valuedouble, 1e-15);
+    cJSON_Delete(r);
+}
+
 /* ---- part 4: refusals and the noise ---------------------------------------------------------- */
 
 static int refused(int rc, const char *w1, const char *w2) {
@@ -578,6 +658,19 @@ static void test_refusals(void) {
     cfg.gamma = 0.0;
     CHECK(refused(dpsgd_new(m, &cfg, &dp), "gamma", "positive"));
     cfg.gamma = DPSGD_AUTOMATIC_GAMMA;
+    cfg.adaptive = (dpsgd_adaptive){1, 0.5, 0.2, 10.0, 0.01, 1.0};
+    CHECK(refused(dpsgd_new(m, &cfg, &dp), "adaptive clipping moves one bound", "'flat' and clip_fn 'abadi'"));
+    cfg.clip_fn = DPSGD_CLIP_FN_ABADI;
+    cfg.adaptive.unclipped_num_std = 0.4;
+    CHECK(refused(dpsgd_new(m, &cfg, &dp), "unclipped_num_std 0.4 must be more than noise_multiplier / 2 = 0.5", NULL));
+    cfg.adaptive.unclipped_num_std = 1.0;
+    cfg.adaptive.min_clipbound = 20.0;
+    CHECK(refused(dpsgd_new(m, &cfg, &dp), "0 < min_clipbound (20) <= max_clipbound (10)", NULL));
+    cfg.adaptive.min_clipbound = 0.01;
+    cfg.adaptive.target_unclipped_quantile = 1.5;
+    CHECK(refused(dpsgd_new(m, &cfg, &dp), "target_unclipped_quantile 1.5 must be in [0, 1]", NULL));
+    cfg.adaptive = (dpsgd_adaptive){0};
+    cfg.clip_fn = DPSGD_CLIP_FN_AUTOMATIC;
     cfg.clipping = DPSGD_STYLE_GROUPS;
     CHECK_OK(dpsgd_new(m, &cfg, &dp));
     if (!dp) goto out;
@@ -672,6 +765,7 @@ int main(void) {
     test_fixture("llama", "llama", NULL);
     test_fixture("peft_llama", "llama", "peft/llama");
     test_opacus_per_layer();
+    test_opacus_adaclip();
     test_refusals();
     test_noise_norm();
     return check_report("test_dp_clipping");

@@ -103,6 +103,11 @@ CASES[#CASES + 1] = { "llama", "flash_clip", UNEVEN, 7 } -- checkpointed blocks 
 -- them block by block; twopass's forming backward (checkpointed blocks recomputed in it) under every
 -- strategy; automatic clipping on LoRA's adapters; named groups on GPT's untied positions and tokens
 CASES[#CASES + 1] = { "llama", "flash_clip", { noise_multiplier = 0.5, clipping = "per_block" } }
+-- adaptive clipping: the unclipped count summed across the ranks, every rank's bound one process's
+CASES[#CASES + 1] = { "gpt", "bk", { noise_multiplier = 0.5, poisson = true, dataset_size = 64, max_grad_norm = 0.5,
+                                     adaptive = { target_unclipped_quantile = 0.5, clipbound_learning_rate = 0.5,
+                                                  max_clipbound = 10, min_clipbound = 0.01, unclipped_num_std = 1 } },
+                      3 }
 CASES[#CASES + 1] = { "llama", "ghost", { noise_multiplier = 0.5, clipping = "per_block", max_physical_batch_size = 2 } }
 CASES[#CASES + 1] = { "llama_lora", "bk", { noise_multiplier = 0.5, clipping = "per_layer", clip_fn = "automatic" } }
 CASES[#CASES + 1] = { "gpt", "mixed_ghost", { noise_multiplier = 0.5, clipping = "groups",

@@ -91,6 +91,51 @@ refused({ clipping = "per_layer", bounds = { ["nothing.*"] = 1 } }, nil, { "matc
 refused({ clipping = "per_layer", bounds = { ["*.mlp.*"] = 0 } }, nil, { "bounds[\"*.mlp.*\"] must be a positive number" },
         "a bound of 0")
 
+-- adaptive clipping (Opacus's AdaClip): the bound's trajectory recorded (each step's bound the one
+-- before's next), the gradient's raised noise multiplier, the trajectory drawn (clip_bound.png)
+local ADA = { target_unclipped_quantile = 0.5, clipbound_learning_rate = 0.2, max_clipbound = 10, min_clipbound = 0.01,
+              unclipped_num_std = 1.5 }
+local ac = config("flash_clip", { max_grad_norm = 0.5, adaptive = ADA })
+ac.iters = 4
+local ar = dp.experiment(ac)
+check.eq(ar.status, "ok", "adaptive: " .. tostring(ar.message))
+local valid, problems = dp.results.validate(ar)
+check.truthy(valid, "adaptive: the result validates: " .. table.concat(problems or {}, "; "))
+local steps = ar.clipping.adaptive.steps
+check.eq(#steps, 5, "adaptive: a step each (warm-up and timed)")
+check.eq(steps[1].bound, 0.5, "adaptive: the first step clips with max_grad_norm")
+for i = 2, #steps do check.eq(steps[i].bound, steps[i - 1].next, "adaptive: step " .. i .. " clips with the last's next") end
+for _, st in ipairs(steps) do
+  check.eq(st.samples, 4, "adaptive: the step's samples")
+  check.truthy(st.next >= ADA.min_clipbound and st.next <= ADA.max_clipbound, "adaptive: the bound within its limits")
+  local want = math.max(ADA.min_clipbound, math.min(ADA.max_clipbound,
+                        st.bound * math.exp(-ADA.clipbound_learning_rate * (st.fraction - 0.5))))
+  check.near(st.next, want, 1e-12, "adaptive: the geometric update")
+end
+check.near(ar.clipping.adaptive.noise_multiplier, 1 / math.sqrt(1 - 1 / 9), 1e-12, "adaptive: (1 - (2 x 1.5)^-2)^-1/2")
+check.eq(ar.privacy.noise_multiplier, 1.0, "adaptive: the accountant is given sigma")
+local adir = os.tmpname()
+os.remove(adir)
+assert(dp.mkdir_p(adir))
+dp.results.write(adir .. "/ada.json", ar)
+dp.plot.render_dir(adir)
+check.truthy(dp.read_file(adir .. "/clip_bound.png"), "adaptive: clip_bound.png drawn")
+local fdir = os.tmpname()
+os.remove(fdir)
+assert(dp.mkdir_p(fdir))
+dp.results.write(fdir .. "/flat.json", dp.experiment(config("flash_clip", {})))
+dp.plot.render_dir(fdir)
+check.eq(dp.read_file(fdir .. "/clip_bound.png"), nil, "no clip_bound.png without adaptive clipping")
+refused({ adaptive = { target_unclipped_quantile = 0.5 } }, nil,
+        { "adaptive.clipbound_learning_rate must be a number", "max_clipbound" }, "adaptive without every key")
+refused({ adaptive = { target_unclipped_quantile = 0.5, clipbound_learning_rate = 0.2, max_clipbound = 10,
+                       min_clipbound = 0.01, unclipped_num_std = 1, lr = 1 } }, nil,
+        { "adaptive: unknown key 'lr'" }, "adaptive's unknown key")
+refused({ clipping = "per_block", adaptive = ADA }, nil, { "adaptive clipping moves one bound" }, "adaptive per_block")
+refused({ adaptive = { target_unclipped_quantile = 0.5, clipbound_learning_rate = 0.2, max_clipbound = 10,
+                       min_clipbound = 0.01, unclipped_num_std = 0.3 } }, nil,
+        { "unclipped_num_std 0.3 must be more than noise_multiplier / 2 = 0.5" }, "adaptive's count noise too small")
+
 -- wrap reads the bounds whatever else it is given: a sample_rate once made it drop its options
 -- table from the stack before the groups were read (the groups then silently the default's)
 local m = dp.model{ arch = "gpt", vocab = 64, hidden = 32, heads = 2, layers = 2, seq_len = 12, batch = 4, device = "cpu" }

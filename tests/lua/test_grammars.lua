@@ -102,7 +102,9 @@ do
                    sample_rate = 0.04, dataset_size = 100, expected_batch_size = 4, max_physical_batch_size = 2,
                    poisson = false, seed = 5, delta = 1e-5, flash_impl = "tiles", clipping = "groups",
                    clip_fn = "automatic", gamma = 0.02, groups = { { name = "all", patterns = "*" } },
-                   bounds = { ["*.mlp.*"] = 0.5 } }
+                   bounds = { ["*.mlp.*"] = 0.5 },
+                   adaptive = { target_unclipped_quantile = 0.5, clipbound_learning_rate = 0.2, max_clipbound = 10,
+                                min_clipbound = 0.01, unclipped_num_std = 1 } }
   -- bounds go with per_layer, groups with groups: one of the pair in each call
   local with_method, with_pair = {}, {}
   for _, k in ipairs(dp.dpsgd.WRAP_KEYS) do
@@ -110,8 +112,12 @@ do
     if k ~= "norms" and k ~= "clip" then with_method[k] = values[k] end
     if k ~= "method" then with_pair[k] = values[k] end
   end
+  -- adaptive goes with flat abadi clipping: in a third call
   with_method.bounds, with_pair.groups, with_pair.clipping = nil, nil, "per_layer"
   with_pair.clip = "bk"
+  local adaptive = with_method.adaptive
+  with_method.adaptive, with_pair.adaptive = nil, nil
+  check.eq(dp.dpsgd.check({ method = "flash_clip", adaptive = adaptive }, 4), true, "adaptive accepted by dp.dpsgd.check")
   for k in pairs(values) do check.truthy(set_of(dp.dpsgd.WRAP_KEYS)[k], "'" .. k .. "' is in dpprof.dpsgd.WRAP_KEYS") end
   check.eq(dp.dpsgd.check(with_method, 4), true, "every key of WRAP_KEYS but norms and clip accepted by dp.dpsgd.check")
   check.eq(dp.dpsgd.check(with_pair, 4), true, "every key of WRAP_KEYS but method accepted by dp.dpsgd.check")

@@ -464,10 +464,16 @@ local layered = dp.experiment(config{ method = "bk", dp = { max_physical_batch_s
                                                             bounds = { ["*.mlp.*"] = 0.5 } } })
 check.eq(layered.status, "ok", "per_layer run: " .. tostring(layered.message))
 assert_valid(layered, "per_layer result")
+local adaclipped = dp.experiment(config{ method = "flash_clip", dp = { max_physical_batch_size = 2,
+  adaptive = { target_unclipped_quantile = 0.5, clipbound_learning_rate = 0.2, max_clipbound = 10,
+               min_clipbound = 0.01, unclipped_num_std = 1 } } })
+check.eq(adaclipped.status, "ok", "adaptive run: " .. tostring(adaclipped.message))
+assert_valid(adaclipped, "adaptive result")
 local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
                     placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
                     advised = advised, lengths = lengths, distributed = distributed,
-                    calibrated = calibrated, adapted = adapted, grouped = grouped, layered = layered }
+                    calibrated = calibrated, adapted = adapted, grouped = grouped, layered = layered,
+                    adaclipped = adaclipped }
 
 local function is_category(k) for _, c in ipairs(results.CATEGORIES) do if c == k then return true end end end
 local function is_phase(k) for _, c in ipairs(results.PHASES) do if c == k then return true end end end
@@ -538,7 +544,7 @@ for _, f in ipairs(schema.fields) do
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
                             "repeated", "advised", "lengths", "distributed", "calibrated", "adapted", "grouped",
-                            "layered" }) do
+                            "layered", "adaclipped" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then
