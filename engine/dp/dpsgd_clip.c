@@ -149,7 +149,7 @@ static int book_per_sample(dpsgd *dp, dpsgd_book *bk, const float *factors) {
     return dpsgd_weighted_sum(dp, &bk->param->grad, &c, host, &bk->psg, B, bk->psg.numel / B, "dp_clip_sum");
 }
 
-#define ANY_BLOCK (-2) /* clip_stage's pblock: the books of every parameter */
+#define ANY_BLOCK DPSGD_ANY_BLOCK /* clip_stage's pblock: the books of every parameter */
 
 /* The fsdp block book bk's parameter lies in, -1 outside the blocks: an embedding's book (wte, wpe),
  * and the pseudo-blocks' tensors (the final norm, the head: DP_MODEL_HEAD, whose id is negative as
@@ -197,7 +197,7 @@ static int scale_shared_inputs(dpsgd *dp, const float *factors, int block, int64
      * quadratic in the books, 450 of them for an 8B model with LoRA): for each group its first
      * book and the output columns of all of them */
     int n = dp->n_books;
-    if (n == 0) return DP_OK;
+    if (n <= 0) return DP_OK;
     shared_input *by_src = malloc((size_t)n * sizeof *by_src);
     int64_t *cols = malloc((size_t)n * sizeof *cols);
     int *group = malloc((size_t)n * sizeof *group); /* a first book's group: its start in by_src */
@@ -210,7 +210,7 @@ static int scale_shared_inputs(dpsgd *dp, const float *factors, int block, int64
     int m = 0;
     for (int k = 0; k < n; k++) {
         cols[k] = -1; /* not the first of a group */
-        if (dp->books[k].kind == DPSGD_BOOK_LINEAR && dp->books[k].input_src)
+        if (dp->books[k].kind == DPSGD_BOOK_LINEAR && dp->books[k].input_src && !dp->books[k].formed)
             by_src[m++] =
                 (shared_input){(uintptr_t)dp->books[k].input_src, dpsgd_param_clip_group(dp, dp->books[k].param), k};
     }
@@ -303,19 +303,20 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const float *factors) {
                              B * T, T, d, bk->param->value.shape[0]);
 }
 
-/* The clipped sums of the books of one stage (block: -1 those whose inputs the backward retained,
+/* dpsgd_clip_stage: the clipped sums of the books of one stage (block: -1 those whose inputs the backward retained,
  * else those of that recomputed block, whose inputs are live again) whose parameters lie in fsdp
  * block pblock (ANY_BLOCK: all of them), each freed once formed. */
-static int clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock) {
+int dpsgd_clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock) {
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
+        if (bk->formed) continue;
         if (bk->kind == DPSGD_BOOK_LINEAR && bk->block == block && block >= 0 && in_block(bk, pblock))
             DP_TRY(dp_tensor_view(&bk->input, bk->input_src, 0, bk->input_src->ndim, bk->input_src->shape));
     }
     DP_TRY(scale_shared_inputs(dp, factors, block, pblock));
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
-        if (bk->block != block || !in_block(bk, pblock)) continue;
+        if (bk->formed || bk->block != block || !in_block(bk, pblock)) continue;
         switch (bk->kind) {
         case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, factors)); break;
         case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, factors)); break;
@@ -325,7 +326,9 @@ static int clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock
         dp_tensor_release(&bk->psg);
         dp_tensor_release(&bk->out_grad);
         dp_tensor_release(&bk->ids);
+        if (bk->owns_input) dp_tensor_release(&bk->input);
         bk->input = (dp_tensor){0};
+        bk->formed = 1;
     }
     return DP_OK;
 }
@@ -343,7 +346,7 @@ static int clip_block(dpsgd *dp, const float *factors, int block, int paired) {
     if (!live) return paired ? dpsgd_fsdp_gather_only(dp, block) : DP_OK;
     if (!dp->model) return dp_error_set(DP_EINTERNAL, "dp: a book of a recomputed block without a model");
     DP_TRY(dp_model_recompute_block(dp->model, block));
-    int rc = clip_stage(dp, factors, block, ANY_BLOCK);
+    int rc = dpsgd_clip_stage(dp, factors, block, ANY_BLOCK);
     dp_model_release_block(dp->model, block);
     return rc;
 }
@@ -359,11 +362,11 @@ static int clip_fsdp(dpsgd *dp, const float *factors) {
     int paired = dp->cfg.norms != DPSGD_NORMS_MATERIALIZE;
     for (int k = 0; k < dp->n_books; k++) dp->books[k].pblock = block_of_book(dp, &dp->books[k]);
     for (int64_t l = dp_model_config_of(dp->model)->layers - 1; l >= 0; l--) {
-        DP_TRY(clip_stage(dp, factors, -1, l));
+        DP_TRY(dpsgd_clip_stage(dp, factors, -1, l));
         if (dp_model_checkpointed(dp->model, l)) DP_TRY(clip_block(dp, factors, (int)l, paired));
         DP_TRY(dpsgd_fsdp_reduce_block(dp, l));
     }
-    return clip_stage(dp, factors, -1, -1);
+    return dpsgd_clip_stage(dp, factors, -1, -1);
 }
 
 int dpsgd_clip_books(dpsgd *dp, const float *factors) {
@@ -373,7 +376,7 @@ int dpsgd_clip_books(dpsgd *dp, const float *factors) {
     if (dp->fsdp_block && dp->model) {
         DP_TRY(clip_fsdp(dp, factors));
     } else {
-        DP_TRY(clip_stage(dp, factors, -1, ANY_BLOCK));
+        DP_TRY(dpsgd_clip_stage(dp, factors, -1, ANY_BLOCK));
         /* the books of checkpointed blocks, one block at a time: recompute its inputs, form, free */
         for (int k = 0; k < dp->n_books; k++) DP_TRY(clip_block(dp, factors, dp->books[k].block, 0));
     }

@@ -17,6 +17,9 @@ void dpsgd_groups_free(dpsgd *dp) {
     free(dp->group_name);
     free(dp->group_bound);
     free(dp->group_of);
+    free(dp->group_block);
+    dp->group_block = NULL;
+    dp->early_possible = dp->early = 0;
     dp->group_name = NULL;
     dp->group_bound = NULL;
     dp->group_of = NULL;
@@ -185,6 +188,43 @@ static int check_specs(const dpsgd *dp, const dpsgd_group_spec *specs, size_t n_
     return DP_OK;
 }
 
+/* The block of a tensor by its Hugging Face name, -1 outside the blocks (embeddings, final norm,
+ * head). */
+static int64_t block_index(const dp_param *p) {
+    static const char *const prefixes[] = {"model.layers.", "transformer.h."};
+    for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++) {
+        size_t len = strlen(prefixes[k]);
+        if (strncmp(p->name, prefixes[k], len) == 0 && p->name[len] >= '0' && p->name[len] <= '9')
+            return strtoll(p->name + len, NULL, 10);
+    }
+    return -1;
+}
+
+static int early_setup(dpsgd *dp) {
+    free(dp->group_block);
+    dp->group_block = NULL;
+    dp->early_possible = 0;
+    int G = dp->n_groups;
+    if (G < 2 || dp->cfg.clip != DPSGD_CLIP_BK) return DP_OK; /* one group completes at the backward's end */
+    dp->group_block = malloc((size_t)G * sizeof *dp->group_block);
+    if (!dp->group_block) return dp_error_set(DP_EOOM, "dp: out of host memory for the clipping groups");
+    const int64_t UNSEEN = -3, MIXED = -2;
+    for (int g = 0; g < G; g++) dp->group_block[g] = UNSEEN;
+    for (int k = 0; k < dp->n_params; k++) {
+        int g = dp->group_of[k];
+        int64_t b = block_index(dp->params[k]), *gb = &dp->group_block[g];
+        *gb = *gb == UNSEEN ? b : *gb == b ? b : MIXED;
+    }
+    int any = 0, crossing = 0;
+    for (int g = 0; g < G; g++) {
+        any |= dp->group_block[g] >= 0;
+        crossing |= dp->group_block[g] == MIXED; /* a group across blocks: everything retained, as before */
+        if (dp->group_block[g] < 0) dp->group_block[g] = -1;
+    }
+    dp->early_possible = any && !crossing;
+    return DP_OK;
+}
+
 int dpsgd_set_clip_groups(dpsgd *dp, const dpsgd_group_spec *specs, size_t n_specs) {
     DP_TRY(check_specs(dp, specs, n_specs));
     if (dp->cfg.clipping == DPSGD_STYLE_GROUPS && n_specs == 0)
@@ -209,7 +249,7 @@ int dpsgd_set_clip_groups(dpsgd *dp, const dpsgd_group_spec *specs, size_t n_spe
     dp->group_name = b.name;
     dp->group_bound = b.bound;
     dp->group_of = b.of;
-    return DP_OK;
+    return early_setup(dp);
 }
 
 int dpsgd_groups_default(dpsgd *dp) {

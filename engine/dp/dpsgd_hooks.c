@@ -119,8 +119,19 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
     bk->param = w;
     bk->scale = scale;
     bk->input_src = A;
-    bk->block = dp_model_recomputed_block(m, A); /* freed after its use: the clip recomputes it */
-    if (bk->block < 0) DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape)); /* retained by the backward */
+    if (dp->early) { /* formed at its block's end (A held till then), or outside the blocks, at the clip */
+        bk->block = -1;
+        if (dp->group_block[dpsgd_param_clip_group(dp, w)] >= 0) {
+            DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape));
+        } else { /* the head's input is not retained: the book keeps a copy of it */
+            bk->input_src = NULL;
+            bk->owns_input = 1;
+            DP_TRY(copy_kept(dp, A, w->module, &bk->input));
+        }
+    } else {
+        bk->block = dp_model_recomputed_block(m, A); /* freed after its use: the clip recomputes it */
+        if (bk->block < 0) DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape)); /* retained */
+    }
     if (G->alloc.live && G->alloc.category == DP_CAT_OUTPUT_GRADS && G->alloc.module == w->module) {
         bk->adopting = 1; /* the backward allocated G to be kept: hook_adopt takes it over */
         return dp_tensor_view(&bk->out_grad, G, 0, G->ndim, G->shape);
@@ -297,6 +308,7 @@ dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp) {
         .position = hook_position,
         .keeps_out_grad = keeps_out_grad,
         .adopt = hook_adopt,
+        .block_end = dp->early ? dpsgd_early_block_end : NULL, /* block-local groups formed as they complete */
     };
     return h;
 }

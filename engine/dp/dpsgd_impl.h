@@ -32,6 +32,8 @@ typedef struct dpsgd_book {
     int input_scaled;           /* LINEAR: the clip scaled A's rows by c, so G stays as it is */
     int block;                  /* LINEAR: the checkpointed block that recomputed A, which the clip recomputes
                                  * again (dp_model_recompute_block); -1 when A is retained */
+    int formed;                 /* its clipped gradient is formed (early, at its block's end): nothing left */
+    int owns_input;             /* LINEAR, early forming: input is a copy of A (a head's), released with it */
     int64_t pblock;             /* fsdp's clip: the block the parameter lies in, -1 outside the blocks (set
                                  * once a clip, so its per-block stages do not search the parameters) */
 } dpsgd_book;
@@ -122,6 +124,13 @@ struct dpsgd {
     int *group_of;
     double *group_bound;
     char **group_name;
+    /* early forming (dpsgd_early.c; dpsgd_groups.c sets them with the groups): group_block[g] the
+     * block whose backward's end completes group
+     * g (its tensors all in it), -1 for a group formed at the clip; early_possible when bk may form
+     * block-local groups at their block's end (every group block-local or outside the blocks);
+     * early for the current backward (not under fsdp) */
+    int64_t *group_block;
+    int early_possible, early;
 
     dpsgd_layer_info *layers; /* as the last backward saw them */
     size_t n_layers, cap_layers;
@@ -245,7 +254,17 @@ void dpsgd_adaptive_observe(dpsgd *dp, double C, double n);
 /* After a logical step's noise: the bound's update (the counts summed across the ranks), recorded. */
 int dpsgd_adaptive_step(dpsgd *dp);
 
+/* ---- dpsgd_early.c ---- */
+/* The backward hook at block `layer`'s end: the groups it completes get their factors and their
+ * books are formed and freed (early forming only). */
+int dpsgd_early_block_end(void *ctx, dp_model *m, int64_t layer);
+
 /* ---- dpsgd_clip.c ---- */
+/* Forms the books of one stage (block: -1 the live inputs, else that recomputed block) whose
+ * books' pblock is pblock (DPSGD_ANY_BLOCK: all), with factors on the host (n_groups x B) and in
+ * dp->clip_dev; each formed book is freed and marked formed. */
+#define DPSGD_ANY_BLOCK (-2)
+int dpsgd_clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock);
 /* Clip factors of the current physical batch from the norm rows (host), appended to the stats:
  * factors is n_groups x B, row g group g's (one row for flat). */
 int dpsgd_compute_clip_factors(dpsgd *dp, float *factors);

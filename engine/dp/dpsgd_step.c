@@ -258,6 +258,7 @@ int dpsgd_forward_padding(dpsgd *dp, float *loss) {
 static int needs_retained_inputs(const dpsgd *dp) {
     if (dp->cfg.clip == DPSGD_CLIP_TWOPASS) return 1; /* the second backward needs everything */
     if (dp->cfg.clip != DPSGD_CLIP_BK) return 0;
+    if (dp->early) return 0; /* books formed at their block's end; those outside the blocks own theirs */
     if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0;             /* books: per-sample gradients */
     if (dp->cfg.norms == DPSGD_NORMS_FLASH && dp->batch == 1) return 0; /* batch1: the same */
     return 1;
@@ -309,6 +310,7 @@ int dpsgd_backward(dpsgd *dp) {
         rc = dp->strat->backward(dp, &o);
     } else { /* s_i = 1: each sample's share of G is its own gradient's */
         for (int64_t i = 0; i < B; i++) scale[i] = 1.0f;
+        dp->early = dp->early_possible && !dp->fsdp_block; /* fsdp's clip forms block by block itself */
         dp_layer_hooks hooks = dpsgd_norm_hooks(dp);
         dp_backward_opts o = {
             .sample_scale = scale, .weight_grads = 0, .retain = needs_retained_inputs(dp), .hooks = &hooks};

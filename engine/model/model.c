@@ -245,6 +245,14 @@ int dp_model_forward(dp_model *m, const dp_tensor *inputs, const dp_tensor *targ
 
 /* ---- backward -------------------------------------------------------------------------- */
 
+/* After a held block's block_end: what its backward would have freed as it went (its activations
+ * and its input, unless retained; recomputed ones in any case). */
+static void release_held_block(const dp_bw *block, int64_t l) {
+    dp_model *m = block->m;
+    if (!block->retain || block->recomputed) dp_model_block_release(m, l, 0);
+    if (!block->retain) dp_tensor_release(dp_model_block_input(m, l));
+}
+
 static int backward_body(const dp_bw *bw, const float *sample_scale) {
     dp_model *m = bw->m;
     const int64_t d = m->d, T = m->T, B = m->B;
@@ -293,18 +301,21 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     dp_bw_done(bw, &m->final_mean);
     dp_bw_done(bw, &m->final_rstd);
     dp_bw_done(bw, x);
+    const dp_layer_hooks *hk = bw->hooks;
     for (int64_t l = L - 1; l >= 0; l--) {
         dp_bw block = *bw;
         block.recomputed = dp_model_checkpointed(m, l);
+        block.hold = hk && hk->block_end;  /* the block's activations kept until its block_end */
         TRY(dp_model_acquire_block(m, l)); /* one acquire serves the recompute and the backward */
         if (block.recomputed) rc = dp_model_recompute(m, l);
         if (rc == DP_OK) rc = dp_model_block_backward(&block, l, &dres);
+        if (rc == DP_OK && block.hold) rc = hk->block_end(hk->ctx, m, l);
+        if (block.hold) release_held_block(&block, l);
         dp_model_unacquire_block(m, l);
         TRY(rc);
     }
 
     /* the embeddings: their gradient is a scatter of dres, which reads no weights (not asked for) */
-    const dp_layer_hooks *hk = bw->hooks;
     if (hk && hk->embedding && m->wte->trainable) TRY(hk->embedding(hk->ctx, m, m->wte, &m->ids, &dres));
     if (hk && hk->position && m->wpe && m->wpe->trainable) TRY(hk->position(hk->ctx, m, m->wpe, &dres));
     dp_tensor *dwte = dp_bw_grad(bw, m->wte, &rc);
@@ -326,7 +337,7 @@ int dp_model_backward(dp_model *m, const dp_backward_opts *opts) {
     if (!m->have_forward)
         return dp_error_set(DP_EINVAL, "model backward: no saved activations (run forward first; a second "
                                        "backward needs retain = 1 in the first)");
-    dp_bw bw = {m, opts ? opts->hooks : NULL, opts ? opts->weight_grads : 1, opts ? opts->retain : 0, 0};
+    dp_bw bw = {m, opts ? opts->hooks : NULL, opts ? opts->weight_grads : 1, opts ? opts->retain : 0, 0, 0};
     int rc = backward_body(&bw, opts ? opts->sample_scale : NULL);
     if (!bw.retain || rc != DP_OK) dp_model_release_activations(m);
     return rc;

@@ -229,6 +229,12 @@ typedef struct dp_layer_hooks {
      * not copy it; what adopt leaves, the backward releases. */
     int (*keeps_out_grad)(void *ctx, const dp_param *w, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t);
     int (*adopt)(void *ctx, dp_param *w, dp_tensor *G);
+    /* Optional: called once block `layer`'s backward is done, while everything its hooks were
+     * given (its saved or recomputed activations, its input) is still valid: with block_end the
+     * backward keeps a block's activations until the call returns, then frees them (unless it
+     * retains them), so a hook may read the A it was given up to then (DP clipping forms a block's
+     * clipped gradient there as soon as the block's norms are known). */
+    int (*block_end)(void *ctx, dp_model *m, int64_t layer);
 } dp_layer_hooks;
 
 /* A block's weights on demand, for a strategy whose ranks each hold a part of every tensor (fsdp):

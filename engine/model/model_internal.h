@@ -108,10 +108,10 @@ struct dp_model {
 
     /* the last forward: views of its batch and everything its backward needs */
     int have_forward;
-    uint64_t forward_id;   /* the saved forward's id (dp_model_forward_id), 0 when none */
-    uint64_t forwards_run; /* forwards started: the source of ids */
-    int64_t B, T;          /* the batch's samples and (padded) length, T <= cfg.seq_len */
-    int64_t *target_count; /* cfg.batch: targets of each sample that are not DP_IGNORE_INDEX */
+    uint64_t forward_id;    /* the saved forward's id (dp_model_forward_id), 0 when none */
+    uint64_t forwards_run;  /* forwards started: the source of ids */
+    int64_t B, T;           /* the batch's samples and (padded) length, T <= cfg.seq_len */
+    int64_t *target_count;  /* cfg.batch: targets of each sample that are not DP_IGNORE_INDEX */
     dp_tensor ids, targets; /* views, B x T i32 */
     dp_tensor embedded;     /* B x T x d: the first block's input */
     gpt_block_acts *gpt_acts;
@@ -136,6 +136,7 @@ typedef struct dp_bw {
     int weight_grads;
     int retain;     /* keep what the forward saved for another pass */
     int recomputed; /* the block's activations were recomputed: free them once used, retained or not */
+    int hold;       /* keep the block's activations until its block_end hook (dp_layer_hooks.block_end) */
 } dp_bw;
 
 /* A B x T x cols activation of the compute dtype (category cat). */

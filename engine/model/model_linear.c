@@ -20,10 +20,12 @@ int dp_model_stat(dp_model *m, dp_tensor *t, int heads, dp_category cat, uint32_
 }
 
 void dp_bw_done(const dp_bw *bw, dp_tensor *t) {
+    if (bw->hold) return; /* freed with the block, after its block_end hook */
     if (!bw->retain || bw->recomputed) dp_tensor_release(t);
 }
 
 void dp_bw_done_input(const dp_bw *bw, dp_tensor *t) {
+    if (bw->hold) return;
     if (!bw->retain) dp_tensor_release(t);
 }
 

@@ -64,6 +64,25 @@ for name, s in pairs(STYLES) do
   check.eq(#b.clipping.groups, #a.clipping.groups, name .. ": plan groups")
 end
 
+-- bk's cheaper schedule: with block-local groups each block's books are formed and freed at its
+-- backward's end and no activation is retained for the clip, so per_block holds less than flat
+-- (same method, same model), in kept output gradients and in activations; its gradients are the
+-- explicit ones (tests/c/test_dp_clipping.c)
+for _, method in ipairs({ "flash_clip", "bk" }) do
+  local c4 = config(method, {}, "plan")
+  c4.model.layers = 4
+  local flat = dp.experiment(c4)
+  c4.dp = { clipping = "per_block" }
+  local blocks = dp.experiment(c4)
+  local f, b = flat.memory.categories, blocks.memory.categories
+  check.truthy(b.output_grads.peak_bytes < f.output_grads.peak_bytes,
+               string.format("%s per_block keeps fewer output gradients: %d < %d", method, b.output_grads.peak_bytes,
+                             f.output_grads.peak_bytes))
+  check.truthy(blocks.memory.peak_bytes < flat.memory.peak_bytes,
+               string.format("%s per_block's peak below flat's: %d < %d", method, blocks.memory.peak_bytes,
+                             flat.memory.peak_bytes))
+end
+
 -- refusals, one line each, naming the key and what is valid
 local function refused(d, method, words, what)
   local err = check.raises(function() dp.experiment(config(method or "flash_clip", d)) end, words, what)
