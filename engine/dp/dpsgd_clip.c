@@ -361,6 +361,7 @@ static int clip_block(dpsgd *dp, const float *factors, int block, int paired) {
 static int clip_fsdp(dpsgd *dp, const float *factors) {
     int paired = dp->cfg.norms != DPSGD_NORMS_MATERIALIZE;
     for (int k = 0; k < dp->n_books; k++) dp->books[k].pblock = block_of_book(dp, &dp->books[k]);
+    if (dp->early) return dpsgd_clip_stage(dp, factors, -1, -1); /* every block formed and reduced at its end */
     for (int64_t l = dp_model_config_of(dp->model)->layers - 1; l >= 0; l--) {
         DP_TRY(dpsgd_clip_stage(dp, factors, -1, l));
         if (dp_model_checkpointed(dp->model, l)) DP_TRY(clip_block(dp, factors, (int)l, paired));

@@ -7,8 +7,8 @@
  * backward retains no activations either: the books outside the blocks (the head's, a tied head's,
  * the embeddings') own what they keep, and are formed at the clip as before. The factors are those
  * the clip computes (the same rows, the same sums in the same order), so the gradient is the same;
- * only when memory is freed changes. Not under fsdp (its clip forms and reduce-scatters block by
- * block after the backward). */
+ * only when memory is freed changes. Under fsdp each block's gradient is reduce-scattered there
+ * too, so no block's gradient, books or activations outlive its backward. */
 #include "dpsgd_impl.h"
 
 #include "error.h"
@@ -49,7 +49,7 @@ static int block_factors(dpsgd *dp, int64_t layer, float *factors) {
 int dpsgd_early_block_end(void *ctx, dp_model *m, int64_t layer) {
     dpsgd *dp = ctx;
     (void)m;
-    if (!dp->early || dp->padding) return DP_OK;
+    if (!dp->early) return DP_OK; /* a padding batch's too: its zero gradients, and fsdp's collectives pair */
     int64_t B = dp->batch, n = B * (int64_t)dp->n_groups;
     float *factors = calloc((size_t)(n ? n : 1), sizeof *factors);
     if (!factors) return dp_error_set(DP_EOOM, "dp: out of host memory");
@@ -67,5 +67,8 @@ int dpsgd_early_block_end(void *ctx, dp_model *m, int64_t layer) {
     dp_tensor_release(&dp->clip_dev);
     for (int k = 0; k < dp->n_books; k++) dp->books[k].pblock = -1;
     free(factors);
+    /* fsdp: the block's gradient is complete: reduce-scattered into the step's part at once, on
+     * every rank (the collectives pair whatever each rank's batch) */
+    if (rc == DP_OK && dp->fsdp_block) rc = dpsgd_fsdp_reduce_block(dp, layer);
     return rc;
 }

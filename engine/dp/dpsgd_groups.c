@@ -200,27 +200,42 @@ static int64_t block_index(const dp_param *p) {
     return -1;
 }
 
+/* Where a tensor's gradient is complete: its block (>= 0), DP_MODEL_HEAD (the final norm, an
+ * untied head: before the blocks), or -1 (the embeddings: at the backward's end). */
+static int64_t completed_at(const dp_param *p) {
+    int64_t b = block_index(p);
+    if (b >= 0) return b;
+    return p->kind == DP_PARAM_EMBEDDING || p->kind == DP_PARAM_POSITION ? -1 : DP_MODEL_HEAD;
+}
+
 static int early_setup(dpsgd *dp) {
     free(dp->group_block);
     dp->group_block = NULL;
     dp->early_possible = 0;
     int G = dp->n_groups;
-    if (G < 2 || dp->cfg.clip != DPSGD_CLIP_BK) return DP_OK; /* one group completes at the backward's end */
+    if (G < 2 || dp->cfg.clip == DPSGD_CLIP_NONE) return DP_OK; /* one group completes at the backward's end */
     dp->group_block = malloc((size_t)G * sizeof *dp->group_block);
-    if (!dp->group_block) return dp_error_set(DP_EOOM, "dp: out of host memory for the clipping groups");
-    const int64_t UNSEEN = -3, MIXED = -2;
+    int *in_blocks = calloc((size_t)G, sizeof *in_blocks);
+    if (!dp->group_block || !in_blocks) {
+        free(in_blocks);
+        return dp_error_set(DP_EOOM, "dp: out of host memory for the clipping groups");
+    }
+    const int64_t UNSEEN = INT64_MIN, MIXED = INT64_MIN + 1;
     for (int g = 0; g < G; g++) dp->group_block[g] = UNSEEN;
     for (int k = 0; k < dp->n_params; k++) {
         int g = dp->group_of[k];
-        int64_t b = block_index(dp->params[k]), *gb = &dp->group_block[g];
-        *gb = *gb == UNSEEN ? b : *gb == b ? b : MIXED;
+        int64_t b = completed_at(dp->params[k]), *gb = &dp->group_block[g];
+        *gb = *gb == UNSEEN || *gb == b ? b : MIXED;
+        in_blocks[g] |= b >= 0;
     }
     int any = 0, crossing = 0;
     for (int g = 0; g < G; g++) {
-        any |= dp->group_block[g] >= 0;
-        crossing |= dp->group_block[g] == MIXED; /* a group across blocks: everything retained, as before */
-        if (dp->group_block[g] < 0) dp->group_block[g] = -1;
+        int64_t b = dp->group_block[g];
+        any |= b >= 0 || b == DP_MODEL_HEAD;
+        crossing |= b == MIXED && in_blocks[g]; /* a group across blocks: everything retained, as before */
+        if (b == MIXED || b == UNSEEN) dp->group_block[g] = -1; /* outside the blocks: at the clip */
     }
+    free(in_blocks);
     dp->early_possible = any && !crossing;
     return DP_OK;
 }

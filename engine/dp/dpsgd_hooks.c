@@ -35,7 +35,7 @@ static int row_sumsq(dpsgd *dp, const dp_param *p, const dp_tensor *x) {
  * are freed. Takes psg over in every case. */
 static int keep_or_free(dpsgd *dp, dp_param *p, dp_tensor *psg) {
     int rc = row_sumsq(dp, p, psg);
-    if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_BK) {
+    if (rc == DP_OK && dpsgd_keeps_books(dp)) {
         dpsgd_book *bk = dpsgd_book_add(dp, DPSGD_BOOK_PER_SAMPLE);
         if (bk) {
             bk->param = p;
@@ -68,7 +68,7 @@ static dpsgd_formulation linear_form(const dpsgd *dp, int64_t B, int64_t T, int6
  * (then it keeps those); a tied head's G is the logits, which the backward goes on using. */
 static int keeps_out_grad(void *ctx, const dp_param *w, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
     const dpsgd *dp = ctx;
-    if (dp->cfg.clip != DPSGD_CLIP_BK || !w->trainable || w->kind == DP_PARAM_EMBEDDING) return 0;
+    if (!dpsgd_keeps_books(dp) || !w->trainable || w->kind == DP_PARAM_EMBEDDING) return 0;
     dpsgd_formulation f = linear_form(dp, B, T, d, p, t);
     return f != DPSGD_FORM_MATERIALIZE && f != DPSGD_FORM_BATCH1;
 }
@@ -110,10 +110,10 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
         DP_TRY(dpsgd_flash_linear(dp, f, A, G, scale, row, acc));
     if (tied) { /* bk keeps A and G: the embedding's hook forms the rows from its book (dpsgd_tied.c) */
         dp->tied.form = f;
-        if (dp->cfg.clip != DPSGD_CLIP_BK) DP_TRY(dpsgd_tied_rows(dp, f, w, dp->inputs, A, G, scale, &dp->tied.rows));
+        if (!dpsgd_keeps_books(dp)) DP_TRY(dpsgd_tied_rows(dp, f, w, dp->inputs, A, G, scale, &dp->tied.rows));
         dp->tied.wte = w;
     }
-    if (dp->cfg.clip != DPSGD_CLIP_BK) return DP_OK;
+    if (!dpsgd_keeps_books(dp)) return DP_OK;
     dpsgd_book *bk = dpsgd_book_add(dp, DPSGD_BOOK_LINEAR);
     if (!bk) return dp_error_code();
     bk->param = w;
@@ -121,7 +121,7 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
     bk->input_src = A;
     if (dp->early) { /* formed at its block's end (A held till then), or outside the blocks, at the clip */
         bk->block = -1;
-        if (dp->group_block[dpsgd_param_clip_group(dp, w)] >= 0) {
+        if (dp->group_block[dpsgd_param_clip_group(dp, w)] >= 0) { /* held until its block's end */
             DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape));
         } else { /* the head's input is not retained: the book keeps a copy of it */
             bk->input_src = NULL;
@@ -282,7 +282,7 @@ static int hook_embedding(void *ctx, dp_model *m, dp_param *wte, const dp_tensor
         dp->tied.wte = NULL;
         DP_TRY(rc);
     }
-    if (dp->cfg.clip == DPSGD_CLIP_BK) DP_TRY(embedding_book(dp, wte, NULL, ids, G));
+    if (dpsgd_keeps_books(dp)) DP_TRY(embedding_book(dp, wte, NULL, ids, G));
     return DP_OK;
 }
 
@@ -295,7 +295,7 @@ static int hook_position(void *ctx, dp_model *m, dp_param *wpe, const dp_tensor 
     DP_TRY(dpsgd_record_layer(dp, wpe->module, "position", DPSGD_FORM_DIRECT));
     /* sample i's gradient of the table is G_i in rows 0..T-1 (position t for token t) */
     DP_TRY(row_sumsq(dp, wpe, G));
-    if (dp->cfg.clip == DPSGD_CLIP_BK) DP_TRY(embedding_book(dp, NULL, wpe, NULL, G));
+    if (dpsgd_keeps_books(dp)) DP_TRY(embedding_book(dp, NULL, wpe, NULL, G));
     return DP_OK;
 }
 

@@ -254,6 +254,10 @@ void dpsgd_adaptive_observe(dpsgd *dp, double C, double n);
 /* After a logical step's noise: the bound's update (the counts summed across the ranks), recorded. */
 int dpsgd_adaptive_step(dpsgd *dp);
 
+/* Whether the norm pass keeps books (what the clipped gradient is formed from): bk, or twopass
+ * when its groups are block-local (formed at each block's end, no second backward). */
+static inline int dpsgd_keeps_books(const dpsgd *dp) { return dp->cfg.clip == DPSGD_CLIP_BK || dp->early; }
+
 /* ---- dpsgd_early.c ---- */
 /* The backward hook at block `layer`'s end: the groups it completes get their factors and their
  * books are formed and freed (early forming only). */
@@ -263,7 +267,7 @@ int dpsgd_early_block_end(void *ctx, dp_model *m, int64_t layer);
 /* Forms the books of one stage (block: -1 the live inputs, else that recomputed block) whose
  * books' pblock is pblock (DPSGD_ANY_BLOCK: all), with factors on the host (n_groups x B) and in
  * dp->clip_dev; each formed book is freed and marked formed. */
-#define DPSGD_ANY_BLOCK (-2)
+#define DPSGD_ANY_BLOCK (-1000) /* not a block nor a pseudo-block (DP_MODEL_EMBEDDINGS, DP_MODEL_HEAD) */
 int dpsgd_clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock);
 /* Clip factors of the current physical batch from the norm rows (host), appended to the stats:
  * factors is n_groups x B, row g group g's (one row for flat). */

@@ -256,9 +256,9 @@ int dpsgd_forward_padding(dpsgd *dp, float *loss) {
 
 /* Whether bk's books may read the retained activations (a linear's input A). */
 static int needs_retained_inputs(const dpsgd *dp) {
+    if (dp->early) return 0; /* books formed at their block's end; those outside the blocks own theirs */
     if (dp->cfg.clip == DPSGD_CLIP_TWOPASS) return 1; /* the second backward needs everything */
     if (dp->cfg.clip != DPSGD_CLIP_BK) return 0;
-    if (dp->early) return 0; /* books formed at their block's end; those outside the blocks own theirs */
     if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0;             /* books: per-sample gradients */
     if (dp->cfg.norms == DPSGD_NORMS_FLASH && dp->batch == 1) return 0; /* batch1: the same */
     return 1;
@@ -310,7 +310,7 @@ int dpsgd_backward(dpsgd *dp) {
         rc = dp->strat->backward(dp, &o);
     } else { /* s_i = 1: each sample's share of G is its own gradient's */
         for (int64_t i = 0; i < B; i++) scale[i] = 1.0f;
-        dp->early = dp->early_possible && !dp->fsdp_block; /* fsdp's clip forms block by block itself */
+        dp->early = dp->early_possible; /* block-local groups formed at their block's end */
         dp_layer_hooks hooks = dpsgd_norm_hooks(dp);
         dp_backward_opts o = {
             .sample_scale = scale, .weight_grads = 0, .retain = needs_retained_inputs(dp), .hooks = &hooks};
@@ -376,7 +376,7 @@ int dpsgd_clip(dpsgd *dp) {
     float *factors = malloc((size_t)(B ? B : 1) * (size_t)dp->n_groups * sizeof *factors);
     if (!factors) return dp_error_set(DP_EOOM, "dp: out of host memory");
     int rc = dpsgd_compute_clip_factors(dp, factors);
-    if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS) {
+    if (rc == DP_OK && dp->cfg.clip == DPSGD_CLIP_TWOPASS && !dp->early) { /* early: books, as bk's */
         dpsgd_release_batch_state(dp); /* nothing of the norm pass is needed by the second */
         rc = dp->n_groups == 1 ? second_backward(dp, factors) : forming_backward(dp, factors);
         retained = rc != DP_OK;

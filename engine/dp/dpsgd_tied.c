@@ -42,7 +42,7 @@ static int cross(dpsgd *dp, int64_t i0, int64_t nb, const dp_tensor *G, const dp
 
 int dpsgd_tied_cross(dpsgd *dp, const dp_param *wte, const dp_tensor *ids, const dp_tensor *G, dp_tensor *row) {
     int64_t B = G->shape[0], T = G->shape[1], d = G->shape[2];
-    if (dp->cfg.clip != DPSGD_CLIP_BK) return cross(dp, 0, B, G, &dp->tied.rows, row); /* the head's hook left them */
+    if (!dpsgd_keeps_books(dp)) return cross(dp, 0, B, G, &dp->tied.rows, row); /* the head's hook left them */
     const dpsgd_book *bk = head_book(dp, wte);
     if (!bk)
         return dp_error_set(DP_EINTERNAL, "dp: the tied head '%s' kept no output gradient for its cross term",

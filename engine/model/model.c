@@ -296,12 +296,13 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     TRY(dp_model_act(m, &dres, d, DP_CAT_TEMP, m->final_norm.module));
     TRY(dp_norm_backward(bw, &m->final_norm, x, &m->final_mean, &m->final_rstd, &dfinal, &dres, 0));
     dp_tensor_release(&dfinal);
+    const dp_layer_hooks *hk = bw->hooks;
+    if (hk && hk->block_end) TRY(hk->block_end(hk->ctx, m, DP_MODEL_HEAD)); /* the head and final norm are done */
     dp_model_unacquire_block(m, DP_MODEL_HEAD);
     head_held = 0;
     dp_bw_done(bw, &m->final_mean);
     dp_bw_done(bw, &m->final_rstd);
     dp_bw_done(bw, x);
-    const dp_layer_hooks *hk = bw->hooks;
     for (int64_t l = L - 1; l >= 0; l--) {
         dp_bw block = *bw;
         block.recomputed = dp_model_checkpointed(m, l);

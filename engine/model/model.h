@@ -233,7 +233,9 @@ typedef struct dp_layer_hooks {
      * given (its saved or recomputed activations, its input) is still valid: with block_end the
      * backward keeps a block's activations until the call returns, then frees them (unless it
      * retains them), so a hook may read the A it was given up to then (DP clipping forms a block's
-     * clipped gradient there as soon as the block's norms are known). */
+     * clipped gradient there as soon as the block's norms are known). Also called with layer =
+     * DP_MODEL_HEAD once the head's and the final norm's backward is done (their activations are
+     * not kept for it). */
     int (*block_end)(void *ctx, dp_model *m, int64_t layer);
 } dp_layer_hooks;
 
