@@ -60,17 +60,8 @@ static int form_weight(dpsgd *dp, dp_param *w, const dp_tensor *A, const dp_tens
 }
 
 static int form_bias(dpsgd *dp, dp_param *b, const dp_tensor *G) {
-    int64_t B = G->shape[0], T = G->shape[1], p = G->shape[2];
-    int64_t shape[2] = {B, p};
     dp_tensor psb;
-    DP_TRY(dp_tensor_init_module(&psb, dp->dev, DP_F32, 2, shape, DP_CAT_TEMP, b->module));
-    dp_ledger_add("dp_token_sum", (double)(B * T * p),
-                  (double)(B * T * p) * (double)dp_dtype_size(G->dtype) + 4.0 * (double)(B * p));
-    int rc = DPSGD_DISPATCH(dp->dev, token_sum, G->dtype, B, T, p, G->data, psb.data);
-    if (rc != DP_OK) {
-        dp_tensor_release(&psb);
-        return rc;
-    }
+    DP_TRY(dpsgd_bias_grads(dp, b, G, DP_CAT_TEMP, &psb));
     return form_per_sample(dp, b, &psb);
 }
 
@@ -89,23 +80,10 @@ static int hook_norm(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_
     (void)m;
     int wt = is_trainable(w), bt = is_trainable(b);
     if (!wt && !bt) return DP_OK;
-    int64_t B = x->shape[0], T = x->shape[1], d = x->shape[2];
-    int64_t shape[2] = {B, d};
-    dp_param *owner = wt ? w : b;
-    dp_tensor dw, db = {0};
-    DP_TRY(dp_tensor_init_module(&dw, dp->dev, DP_F32, 2, shape, DP_CAT_TEMP, owner->module));
-    int rc = bt ? dp_tensor_init_module(&db, dp->dev, DP_F32, 2, shape, DP_CAT_TEMP, b->module) : DP_OK;
-    if (rc == DP_OK) {
-        double n = (double)(B * T * d), es = (double)dp_dtype_size(x->dtype);
-        dp_ledger_add("dp_norm_grads", (mean ? 5.0 : 4.0) * n,
-                      2.0 * n * es + 8.0 * (double)(B * T) + 4.0 * (double)(B * d) * (bt ? 2.0 : 1.0));
-        rc = DPSGD_DISPATCH(dp->dev, norm_grads, x->dtype, B, T, d, x->data, mean ? mean->data : NULL, rstd->data,
-                            G->data, dw.data, bt ? db.data : NULL);
-    }
-    if (rc == DP_OK && wt)
-        rc = form_per_sample(dp, w, &dw);
-    else
-        dp_tensor_release(&dw);
+    dp_tensor dw, db;
+    DP_TRY(dpsgd_norm_layer_grads(dp, wt ? w : b, bt ? b : NULL, x, mean, rstd, G, DP_CAT_TEMP, DP_CAT_TEMP, &dw, &db));
+    int rc = wt ? form_per_sample(dp, w, &dw) : DP_OK; /* form_per_sample frees what it is given */
+    if (!wt) dp_tensor_release(&dw);
     if (rc == DP_OK && bt)
         rc = form_per_sample(dp, b, &db);
     else

@@ -157,17 +157,8 @@ static int hook_adopt(void *ctx, dp_param *w, dp_tensor *G) {
 }
 
 static int linear_bias(dpsgd *dp, dp_param *b, const dp_tensor *G) {
-    int64_t B = G->shape[0], T = G->shape[1], p = G->shape[2];
-    int64_t shape[2] = {B, p};
     dp_tensor psb;
-    DP_TRY(dp_tensor_init_module(&psb, dp->dev, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module));
-    dp_ledger_add("dp_token_sum", (double)(B * T * p),
-                  (double)(B * T * p) * (double)dp_dtype_size(G->dtype) + 4.0 * (double)(B * p));
-    int rc = DPSGD_DISPATCH(dp->dev, token_sum, G->dtype, B, T, p, G->data, psb.data);
-    if (rc != DP_OK) {
-        dp_tensor_release(&psb);
-        return rc;
-    }
+    DP_TRY(dpsgd_bias_grads(dp, b, G, DP_CAT_PER_SAMPLE_GRADS, &psb));
     return keep_or_free(dp, b, &psb);
 }
 
@@ -194,25 +185,13 @@ static int hook_norm(void *ctx, dp_model *m, dp_param *w, dp_param *b, const dp_
     if (!wt && !bt) return DP_OK;
     if (x->ndim != 3 || G->ndim != 3 || x->numel != G->numel || x->dtype != G->dtype)
         return bad_shape("norm", "x and G must both be B x T x d in the compute dtype");
-    int64_t B = x->shape[0], T = x->shape[1], d = x->shape[2];
-    int64_t shape[2] = {B, d};
     dp_param *owner = wt ? w : b;
     DP_TRY(dpsgd_record_layer(dp, owner->module, mean ? "layernorm" : "rmsnorm", DPSGD_FORM_DIRECT));
-    dp_tensor dw, db = {0};
-    DP_TRY(dp_tensor_init_module(&dw, dp->dev, DP_F32, 2, shape, wt ? DP_CAT_PER_SAMPLE_GRADS : DP_CAT_TEMP,
-                                 owner->module));
-    int rc = bt ? dp_tensor_init_module(&db, dp->dev, DP_F32, 2, shape, DP_CAT_PER_SAMPLE_GRADS, b->module) : DP_OK;
-    if (rc == DP_OK) {
-        double n = (double)(B * T * d), es = (double)dp_dtype_size(x->dtype);
-        dp_ledger_add("dp_norm_grads", (mean ? 5.0 : 4.0) * n,
-                      2.0 * n * es + 8.0 * (double)(B * T) + 4.0 * (double)(B * d) * (bt ? 2.0 : 1.0));
-        rc = DPSGD_DISPATCH(dp->dev, norm_grads, x->dtype, B, T, d, x->data, mean ? mean->data : NULL, rstd->data,
-                            G->data, dw.data, bt ? db.data : NULL);
-    }
-    if (rc == DP_OK && wt)
-        rc = keep_or_free(dp, w, &dw);
-    else
-        dp_tensor_release(&dw);
+    dp_tensor dw, db;
+    DP_TRY(dpsgd_norm_layer_grads(dp, owner, bt ? b : NULL, x, mean, rstd, G,
+                                  wt ? DP_CAT_PER_SAMPLE_GRADS : DP_CAT_TEMP, DP_CAT_PER_SAMPLE_GRADS, &dw, &db));
+    int rc = wt ? keep_or_free(dp, w, &dw) : DP_OK;
+    if (!wt) dp_tensor_release(&dw);
     if (rc == DP_OK && bt)
         rc = keep_or_free(dp, b, &db);
     else

@@ -284,6 +284,17 @@ int dpsgd_scale_samples(dpsgd *dp, dp_tensor *x, const dp_tensor *c);
  * its row of the host factors (n_groups x B). */
 int dpsgd_group_factors(dpsgd *dp, const dp_param *p, const float *factors, dp_tensor *c, const float **host);
 
+/* ---- dpsgd_sample_grads.c ---- */
+/* A bias's per-sample gradients from its output gradient G (B x T x p): *out B x p f32 under cat
+ * with b's module (released on failure). */
+int dpsgd_bias_grads(dpsgd *dp, const dp_param *b, const dp_tensor *G, dp_category cat, dp_tensor *out);
+/* A norm layer's per-sample gradients: *dw its gain's (B x d f32, cat_w, owner's module: the gain,
+ * or the bias when the gain does not train and dw is only the kernel's scratch), *db its bias's when
+ * b is given (cat_b, b's module; empty otherwise). Both released on failure. */
+int dpsgd_norm_layer_grads(dpsgd *dp, const dp_param *owner, const dp_param *b, const dp_tensor *x,
+                           const dp_tensor *mean, const dp_tensor *rstd, const dp_tensor *G, dp_category cat_w,
+                           dp_category cat_b, dp_tensor *dw, dp_tensor *db);
+
 /* ---- dpsgd_form.c ---- */
 /* The hooks of twopass's second backward under several clipping groups: each layer's clipped
  * gradient formed as its backward reaches it, from its input and output gradient with its
