@@ -70,16 +70,17 @@ typedef enum {
 /* One results file. Strings are owned (freed by dpplot_results_release) and never NULL unless
  * noted. */
 typedef struct {
-    char *file;       /* base name, e.g. "ghost.json" */
-    char *experiment; /* "experiment", else the file name without .json */
-    char *method;     /* "method", else config.method, else "unknown" */
-    char *label;      /* short name for charts: the method, or the experiment where methods repeat
-                         (set by dpplot_results_load) */
+    char *file;         /* base name, e.g. "ghost.json" */
+    char *experiment;   /* "experiment", else the file name without .json */
+    char *method;       /* "method", else config.method, else "unknown" */
+    char *label;        /* short name for charts: the method, or the experiment where methods repeat
+                           (set by dpplot_results_load) */
+    char *method_style; /* the method, with its clipping style when not flat: "flash_clip (per_block)" */
     dpplot_status status;
-    char *message; /* "message" (NULL when absent) */
-    int predicted; /* 1: plan backend estimate */
+    char *message;  /* "message" (NULL when absent) */
+    int predicted;  /* 1: plan backend estimate */
     int calibrated; /* 1: its times are a calibrated estimate (timing.estimate.method "calibrated: ..."), 0: roofline */
-    int loaded;          /* 1: taken on a loaded machine (environment.host_load.loaded) */
+    int loaded;     /* 1: taken on a loaded machine (environment.host_load.loaded) */
     double others_share; /* environment.host_load.others_share: the CPUs other processes kept busy, NaN when absent */
 
     int has_peak;                                      /* peak_bytes is known */

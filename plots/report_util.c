@@ -146,7 +146,8 @@ static void piece_of(const dpplot_result *r, int k, char *buf, size_t len) {
         break;
     }
     case P_OPTIMIZER:
-        if (r->optimizer && !swept(r, "optimizer") && !swept(r, "optimizer.name") && !dpplot_result_vary(r, "optimizer.name"))
+        if (r->optimizer && !swept(r, "optimizer") && !swept(r, "optimizer.name") &&
+            !dpplot_result_vary(r, "optimizer.name"))
             snprintf(buf, len, "%s", r->optimizer);
         break;
     case P_STRATEGY:
@@ -161,8 +162,7 @@ static void piece_of(const dpplot_result *r, int k, char *buf, size_t len) {
     case P_DEVICE:
         if (r->device_name) snprintf(buf, len, "%s", r->device_name);
         break;
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -212,9 +212,10 @@ void dpplot_report_load_note(const dpplot_result *const *items, size_t n, char *
     }
     if (loaded == 0) return;
     char share[64] = "";
-    if (isfinite(worst)) snprintf(share, sizeof share, " (other processes kept up to %.0f%% of the CPUs busy)", 100 * worst);
-    snprintf(buf, len, "%zu of %zu measured run%s taken on a loaded machine%s", loaded, measured, measured == 1 ? "" : "s",
-             share);
+    if (isfinite(worst))
+        snprintf(share, sizeof share, " (other processes kept up to %.0f%% of the CPUs busy)", 100 * worst);
+    snprintf(buf, len, "%zu of %zu measured run%s taken on a loaded machine%s", loaded, measured,
+             measured == 1 ? "" : "s", share);
 }
 
 void dpplot_report_context(const dpplot_selection *sel, char *buf, size_t len) {
@@ -243,8 +244,9 @@ const char *dpplot_report_component_label(const dpplot_selection *sel, dpplot_co
 
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i) {
     for (size_t j = 0; j < sel->n; j++)
-        if (j != i && strcmp(sel->items[j]->method, sel->items[i]->method) == 0) return sel->items[i]->experiment;
-    return sel->items[i]->method;
+        if (j != i && strcmp(sel->items[j]->method_style, sel->items[i]->method_style) == 0)
+            return sel->items[i]->experiment;
+    return sel->items[i]->method_style;
 }
 
 size_t dpplot_report_left_out(const dpplot_selection *sel, const int *usable, size_t n_usable, size_t cap, char *buf,

@@ -51,7 +51,8 @@ void dpplot_report_load_note(const dpplot_result *const *items, size_t n, char *
  * the legacy breakdown alone hold its per-sample gradients too ("Norm samples + per-sample grads"),
  * as summary.txt says; else dpplot_component_label(c). */
 const char *dpplot_report_component_label(const dpplot_selection *sel, dpplot_component c);
-/* Chart label of item i: its method when methods in sel are unique, else its experiment. */
+/* Chart label of item i: its method (with its clipping style when not flat) when those are unique in sel,
+ * else its experiment. */
 const char *dpplot_report_label(const dpplot_selection *sel, size_t i);
 /* Note listing results of sel left out of a chart (not ok, or lacking data), e.g.
  * "Not shown: flat (oom)", and counting those with no room ("; 5 more: the chart draws at most 32").

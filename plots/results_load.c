@@ -754,7 +754,7 @@ static void free_analyses(dpplot_result *r) {
 }
 
 static void result_free(dpplot_result *r) {
-    free(r->file), free(r->experiment), free(r->method), free(r->label), free(r->message);
+    free(r->file), free(r->experiment), free(r->method), free(r->label), free(r->message), free(r->method_style);
     free(r->t_ms), free(r->allocated_bytes), free(r->reserved_bytes), free(r->spans);
     free(r->sweep_name);
     for (size_t i = 0; i < r->n_vary; i++) free(r->vary[i].key), free(r->vary[i].text);
@@ -856,6 +856,10 @@ static int fill_result(reader *rd, const cJSON *root, dpplot_result *r) {
         PROBLEM(rd, "%s: field '%s' missing; using the experiment name", rd->file, dpr_field_of(DPR_METHOD)->path);
     if (!method) method = r->experiment ? r->experiment : "unknown";
     r->method = dup_str(method);
+    const char *style = string_at(rd, root, DPR_CLIPPING_STYLE); /* a run clipped other than flat says so */
+    char named[192];
+    snprintf(named, sizeof named, style && strcmp(style, "flat") != 0 ? "%s (%s)" : "%s", method, style ? style : "");
+    r->method_style = dup_str(named);
     const char *msg = string_at(rd, root, DPR_MESSAGE);
     r->message = dup_str(msg);
     const cJSON *pred = field_at(rd, root, DPR_PREDICTED, NULL, AS_BOOLEAN);
@@ -958,12 +962,13 @@ static int compare_results(const void *pa, const void *pb) {
 void dpplot_results_finish(dpplot_results *rs) {
     if (rs->n > 1) qsort(rs->items, rs->n, sizeof *rs->items, compare_results);
     int methods_unique = 1;
-    for (size_t i = 1; i < rs->n; i++)
-        if (strcmp(rs->items[i].method, rs->items[i - 1].method) == 0) methods_unique = 0;
+    for (size_t i = 0; i < rs->n; i++)
+        for (size_t j = 0; j < i && methods_unique; j++)
+            if (strcmp(rs->items[i].method_style, rs->items[j].method_style) == 0) methods_unique = 0;
     for (size_t i = 0; i < rs->n; i++) {
         dpplot_result *r = &rs->items[i];
         free(r->label);
-        r->label = dup_str(methods_unique ? r->method : r->experiment);
+        r->label = dup_str(methods_unique ? r->method_style : r->experiment);
     }
 }
 

@@ -143,8 +143,14 @@ local fdir = os.tmpname()
 os.remove(fdir)
 assert(dp.mkdir_p(fdir))
 dp.results.write(fdir .. "/flat.json", dp.experiment(config("flash_clip", {})))
+local pb = config("flash_clip", { clipping = "per_block" })
+pb.name = "clip_per_block"
+dp.results.write(fdir .. "/per_block.json", dp.experiment(pb))
 dp.plot.render_dir(fdir)
 check.eq(dp.read_file(fdir .. "/clip_bound.png"), nil, "no clip_bound.png without adaptive clipping")
+-- the charts name a style other than flat beside the method
+local summary = assert(dp.read_file(fdir .. "/summary.txt"))
+check.truthy(summary:find("flash_clip (per_block)", 1, true), "the summary names the style: " .. summary:sub(1, 400))
 refused({ adaptive = { target_unclipped_quantile = 0.5 } }, nil,
         { "adaptive.clipbound_learning_rate must be a number", "max_clipbound" }, "adaptive without every key")
 refused({ adaptive = { target_unclipped_quantile = 0.5, clipbound_learning_rate = 0.2, max_clipbound = 10,
