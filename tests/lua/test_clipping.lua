@@ -52,9 +52,12 @@ check.eq(r.clipping.groups[1].max_grad_norm, 0.5, "a group's bound")
 check.eq(r.clipping.groups[1].tensors, 8, "attn: c_attn and c_proj, weight and bias, in two blocks")
 check.eq(dp.experiment(config("vanilla", {})).clipping, nil, "vanilla has no clipping")
 
--- the plan device allocates what the CPU does, for every style (the factors are n_groups x B)
-for name, s in pairs(STYLES) do
-  local a, b = dp.experiment(config("flash_clip", s.d)), dp.experiment(config("flash_clip", s.d, "plan"))
+-- the plan device allocates what the CPU does, for every style (the factors are n_groups x B), under
+-- bk's books and twopass (the groups style's groups cross blocks: its forming second backward)
+for style, s in pairs(STYLES) do
+ for _, method in ipairs({ "flash_clip", "ghost" }) do
+  local a, b = dp.experiment(config(method, s.d)), dp.experiment(config(method, s.d, "plan"))
+  local name = style .. " " .. method
   for _, c in ipairs(dp.results.CATEGORIES) do
     for _, k in ipairs({ "peak_bytes", "live_at_peak_bytes" }) do
       check.eq(b.memory.categories[c][k], a.memory.categories[c][k], name .. ": plan " .. c .. "." .. k)
@@ -62,6 +65,7 @@ for name, s in pairs(STYLES) do
   end
   check.eq(b.memory.peak_bytes, a.memory.peak_bytes, name .. ": plan peak")
   check.eq(#b.clipping.groups, #a.clipping.groups, name .. ": plan groups")
+ end
 end
 
 -- bk's cheaper schedule: with block-local groups each block's books are formed and freed at its
