@@ -57,6 +57,7 @@ run under target, the longest cut of the samples that does, and the modelled ste
   dtype= mlp_ratio= ffn= tie_head= master_weights= lora_rank= lora_alpha= lora_targets=
                               (as dpprof fit: lora_targets default qkv, q_proj,k_proj,v_proj)
   optimizer=adamw|sgd
+  clipping=S clip_fn=F        the clipping style and function the plan runs take (as dpprof fit)
   budget_gb=G device_model=h100|h200|h100-calibrated|FILE.json context_mb= reserve_overhead= workspace=
   out=FILE.json               also write the answer as JSON
   chart=FILE.png              also draw the per-step peak's CDF per method, the budget and the risk
@@ -101,13 +102,14 @@ local function split_args(args)
     if not k then return nil, string.format("argument '%s' is not key=value (see dpprof risk --help)", a) end
     if dp.contains(cli.RISK_KEYS, k) then
       own[k] = v
-    elseif dp.contains(RISK_FIT_KEYS, k) or dp.contains(FIT_MODEL_KEYS, k) then
+    elseif dp.contains(RISK_FIT_KEYS, k) or dp.contains(FIT_MODEL_KEYS, k) or dp.contains(cli_fit.FIT_DP_KEYS, k) then
       if k ~= "batch" then shared[#shared + 1] = a end
     else
       local all = {}
       for _, x in ipairs(cli.RISK_KEYS) do all[#all + 1] = x end
       for _, x in ipairs(RISK_FIT_KEYS) do all[#all + 1] = x end
       for _, x in ipairs(FIT_MODEL_KEYS) do if x ~= "batch" then all[#all + 1] = x end end
+      for _, x in ipairs(cli_fit.FIT_DP_KEYS) do all[#all + 1] = x end
       return nil, string.format("unknown key '%s' (valid: %s)", k, table.concat(all, ", "))
     end
     if k == "batch" then return nil, "batch= is not a risk key: the logical batch is sample_rate x dataset_size, split by max_physical_batch_size=" end
@@ -208,6 +210,12 @@ local function risk_options(args)
   model.batch = nil
   local o = { model = model, methods = fopts.methods, budget_gb = fopts.budget_gb, device_model = fopts.device_model,
               optimizer = fopts.base.optimizer, progress = true }
+  for _, k in ipairs(cli_fit.FIT_DP_KEYS) do -- clipping=, clip_fn=: the plan runs' clipping style
+    if fopts.base.dp[k] ~= nil then
+      o.clipping = o.clipping or {}
+      o.clipping[k] = fopts.base.dp[k]
+    end
+  end
   local err = risk_numbers(own, o)
   if err then return nil, err end
   local data

@@ -5,7 +5,8 @@
 --            sample_rate = q, dataset_size = N, steps = S, max_physical_batch_size = m,
 --            budget_gb = G | device_model = "h100"|"h200"|"h100-calibrated"|"FILE.json"|{...}, target = 1e-3, seed = 0,
 --            optimizer = {...}, cdf_points = 24, simulate = STEPS, quiet = true, progress = false,
---            workers = cores, exhaustive = false }
+--            workers = cores, exhaustive = false, clipping = {clipping =, clip_fn =, gamma =, bounds =, groups =} }
+--   (clipping: the plan runs' clipping style, as an experiment's dp table gives it)
 --   -> { probability =, per_step =, cdf = {{bytes=, p=}...}, budget_bytes =, device_model =, steps =,
 --        sample_rate =, dataset_size =, target =, seed =, seq_len =, max_physical_batch_size =,
 --        whole_logical_batch =, data = {samples=, cut=, longest=, source=, pad_to=, group_by_length=,

@@ -11,7 +11,7 @@ local options = {}
 
 options.OPTION_KEYS = { "model", "method", "methods", "data", "sample_rate", "dataset_size", "steps",
                         "max_physical_batch_size", "budget_gb", "device_model", "target", "seed", "optimizer",
-                        "cdf_points", "simulate", "quiet", "progress", "workers", "exhaustive" }
+                        "cdf_points", "simulate", "quiet", "progress", "workers", "exhaustive", "clipping" }
 options.DEFAULT_TARGET = 1e-3
 options.DEFAULT_CDF_POINTS = 24
 -- Logical batch sizes with a Binomial probability below this are left out (counted as exceeding).
@@ -124,6 +124,18 @@ local function model_of(o, opts)
   if o.seq_len == nil then refuse("model.seq_len is required: samples longer than it are cut (or refused)") end
   o.positions = mcfg.max_positions or o.seq_len
   o.optimizer = opts.optimizer
+  -- clipping: the plan runs' dp options of the clipping style (clipping, clip_fn, bounds, groups;
+  -- docs/lua.md, Clipping styles), checked with the first plan configuration below
+  if opts.clipping ~= nil and type(opts.clipping) ~= "table" then
+    refuse("clipping must be a table of dp's clipping options {clipping =, clip_fn =, gamma =, bounds =, groups =}, "
+           .. "got %s", tostring(opts.clipping))
+  end
+  for k in pairs(opts.clipping or {}) do
+    if not contains({ "clipping", "clip_fn", "gamma", "bounds", "groups" }, k) then
+      refuse("clipping: unknown key '%s' (valid: clipping, clip_fn, gamma, bounds, groups)", tostring(k))
+    end
+  end
+  o.clipping = opts.clipping and dp.deep_copy(opts.clipping) or nil
 end
 
 -- dataset_size checked against the data's own count, where the data has one, and the bound.
@@ -280,6 +292,7 @@ end
 -- The configuration of the plan run of b samples padded to L with method.
 function options.point_config(o, method, b, L)
   local c = { model = dp.deep_copy(o.model), dp = { max_physical_batch_size = b } }
+  for k, v in pairs(o.clipping or {}) do c.dp[k] = dp.deep_copy(v) end
   c.model.seq_len, c.model.batch = L, b
   if c.model.path == nil then c.model.max_positions = o.positions end
   if method:find("+", 1, true) then c.norms, c.clip = method:match("^(.-)%+(.*)$") else c.method = method end

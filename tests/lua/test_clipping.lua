@@ -165,6 +165,24 @@ refused({ adaptive = { target_unclipped_quantile = 0.5, clipbound_learning_rate 
                        min_clipbound = 0.01, unclipped_num_std = 0.3 } }, nil,
         { "unclipped_num_std 0.3 must be more than noise_multiplier / 2 = 0.5" }, "adaptive's count noise too small")
 
+-- dp.risk plans its runs with the clipping style: per_block's rows hold less than flat's, so its
+-- chance of running out of memory is no higher and its safe physical batch no smaller
+local RISK = { model = { arch = "llama", vocab = 4096, hidden = 256, heads = 4, layers = 4, seq_len = 512 },
+               method = "bk", data = { length_distribution = { kind = "lognormal", median = 100, p99 = 500 } },
+               sample_rate = 0.01, dataset_size = 2000, steps = 100, budget_gb = 1.0, quiet = true, progress = false }
+local rf = dp.risk(RISK)
+RISK.clipping = { clipping = "per_block" }
+local rb = dp.risk(RISK)
+check.truthy(rb.per_step < rf.per_step, string.format("risk: per_block's per-step risk %.4g below flat's %.4g",
+                                                      rb.per_step, rf.per_step))
+check.truthy(rb.methods[1].safe.max_physical_batch_size > rf.methods[1].safe.max_physical_batch_size,
+             "risk: per_block's safe physical batch above flat's")
+RISK.clipping = { style = "per_block" }
+check.raises(function() dp.risk(RISK) end, { "clipping: unknown key 'style'", "clipping, clip_fn" },
+             "risk's clipping table names its keys")
+RISK.clipping = { clipping = "blocky" }
+check.raises(function() dp.risk(RISK) end, { "unknown clipping style 'blocky'" }, "risk checks the style")
+
 -- wrap reads the bounds whatever else it is given: a sample_rate once made it drop its options
 -- table from the stack before the groups were read (the groups then silently the default's)
 local m = dp.model{ arch = "gpt", vocab = 64, hidden = 32, heads = 2, layers = 2, seq_len = 12, batch = 4, device = "cpu" }
