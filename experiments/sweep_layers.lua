@@ -1,5 +1,5 @@
 -- sweep_layers.lua: how peak memory and step time grow with depth, per method (CPU: 1..8 layers; preset=large on a GPU: 4..20 layers at T = 16384).
--- Change it: dpprof run experiments/sweep_layers.lua [preset=large] [layer_counts=2,4,8] [methods=a,b | all=1] [device=] [profile=ops] [threads=N] [parallel=N|gpus] [repeats=N] [out=DIR]
+-- Change it: dpprof run experiments/sweep_layers.lua [preset=large] [layer_counts=2,4,8] [methods=a,b | all=1] [device=] [profile=ops] [threads=N] [clipping=S] [clip_fn=F] [parallel=N|gpus] [repeats=N] [out=DIR]
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local args = presets.args("sweep_layers.lua", { presets.args_without("layers"), "layer_counts" })

@@ -1,5 +1,5 @@
 -- sweep_seqlen.lua: how peak memory and step time grow with sequence length, per method (CPU: T = 64..512; preset=large on a GPU: T = 1024..16384).
--- Change it: dpprof run experiments/sweep_seqlen.lua [preset=large] [seq_lens=256,1024] [methods=a,b | all=1] [device=] [profile=ops] [threads=N] [parallel=N|gpus] [repeats=N] [out=DIR]
+-- Change it: dpprof run experiments/sweep_seqlen.lua [preset=large] [seq_lens=256,1024] [methods=a,b | all=1] [device=] [profile=ops] [threads=N] [clipping=S] [clip_fn=F] [parallel=N|gpus] [repeats=N] [out=DIR]
 local dp = require("dpprof")
 local presets = require("dpprof.presets")
 local args = presets.args("sweep_seqlen.lua", { presets.args_without("seq_len"), "seq_lens" })

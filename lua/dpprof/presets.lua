@@ -24,9 +24,14 @@ presets.MODELS = {
 -- one word can write (dpprof.options' FIT rows, as dpprof fit takes them).
 presets.MODEL_ARGS = options.keys("model", { fit = true })
 
+-- The dp keys a script's command line sets in its experiments' dp table: the schema's dp rows
+-- marked FIT (clipping=, clip_fn=: the clipping style, as dpprof fit takes them).
+presets.DP_ARGS = options.keys("dp", { fit = true })
+
 -- The arguments presets.choose, presets.methods, presets.base and presets.out read.
 presets.ARGS = { "preset" }
 for _, k in ipairs(presets.MODEL_ARGS) do presets.ARGS[#presets.ARGS + 1] = k end
+for _, k in ipairs(presets.DP_ARGS) do presets.ARGS[#presets.ARGS + 1] = k end
 for _, k in ipairs({ "device", "iters", "warmup", "timeout", "seed", "physical", "methods", "all", "out", "parallel",
                      "repeats", "profile", "threads" }) do
   presets.ARGS[#presets.ARGS + 1] = k
@@ -184,9 +189,10 @@ end
 -- iterations, the physical batch, profile= and threads=; C, sigma, q, delta and the seed are
 -- dpprof.experiment's defaults.
 function presets.base(p, args)
+  local d = { max_physical_batch_size = args.physical or p.model.batch }
+  for _, k in ipairs(presets.DP_ARGS) do d[k] = args[k] end -- clipping=, clip_fn=
   return { model = p.model, device = p.device, iters = p.iters, warmup = p.warmup, seed = args.seed,
-           profile = args.profile, threads = args.threads,
-           dp = { max_physical_batch_size = args.physical or p.model.batch } }
+           profile = args.profile, threads = args.threads, dp = d }
 end
 
 -- The output directory: out=DIR, else results/<script>_<preset>_<timestamp>.

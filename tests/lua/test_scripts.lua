@@ -51,8 +51,9 @@ code, text = run(base, experiments .. "default.lua", "metods=ghost")
 check.eq(code, 2, "misspelt key: " .. text)
 check.eq(text, "dpprof: default.lua: unknown argument 'metods' (valid: profile, threads, device, out, methods, method, "
                .. "preset, arch, vocab, hidden, layers, heads, kv_heads, head_dim, seq_len, batch, mlp_ratio, ffn, "
-               .. "tie_head, dtype, rope_theta, master_weights, iters, warmup, timeout, seed, physical, all, parallel, "
-               .. "repeats)\n", "names the key and the valid ones (the preset's model words: the schema's fit words)")
+               .. "tie_head, dtype, rope_theta, master_weights, clipping, clip_fn, iters, warmup, timeout, seed, physical, "
+               .. "all, parallel, repeats)\n",
+         "names the key and the valid ones (the preset's model and dp words: the schema's fit words)")
 code, text = run(base, experiments .. "bench_privacy.lua", "device=cpu steps=10")
 check.eq(code, 2, "device= on bench_privacy: " .. text)
 check.truthy(text:find("bench_privacy.lua: device= is not taken here: it times the privacy accountants alone", 1, true)
