@@ -44,18 +44,7 @@ for _, sp in ipairs(swept.points) do
   local p, r = sp.vary, sp.result
   if p.method == "vanilla" and p.clipping ~= "flat" then goto next end -- the same run as flat's
   local row = { method = p.method, clipping = p.clipping, status = r.status, message = r.message }
-  if r.status == "ok" then
-    row.step_ms, row.peak_bytes = r.timing.median_ms, r.memory.peak_bytes
-    if base then
-      row.time_ratio = row.step_ms / base.timing.median_ms
-      row.memory_ratio = row.peak_bytes / base.memory.peak_bytes
-      row.extra_bytes = {}
-      for cat, v in pairs(r.memory.categories) do
-        local d = v.live_at_peak_bytes - base.memory.categories[cat].live_at_peak_bytes
-        if d ~= 0 then row.extra_bytes[cat] = d end
-      end
-    end
-  end
+  if r.status == "ok" then presets.against(row, r, base) end
   rows[#rows + 1] = row
   for _, t in ipairs(TARGETS) do
     if t.method == p.method and t.clipping == p.clipping and row.time_ratio then

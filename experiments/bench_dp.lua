@@ -49,18 +49,8 @@ for _, name in ipairs(configs) do
       local r = p.result
       local row = { config = name, dtype = dtype, method = p.vary.method, status = r.status, message = r.message }
       if r.status == "ok" then
-        row.step_ms, row.peak_bytes = r.timing.median_ms, r.memory.peak_bytes
+        presets.against(row, r, base) -- step, peak, and their ratios and extra bytes against vanilla's
         row.phases_ms = r.timing.phases_ms
-        if base then
-          row.time_ratio = row.step_ms / base.timing.median_ms
-          row.memory_ratio = row.peak_bytes / base.memory.peak_bytes
-          -- what the method adds at its peak, by category (live at the peak minus vanilla's)
-          row.extra_bytes = {}
-          for cat, v in pairs(r.memory.categories) do
-            local d = v.live_at_peak_bytes - base.memory.categories[cat].live_at_peak_bytes
-            if d ~= 0 then row.extra_bytes[cat] = d end
-          end
-        end
         row.layers = {}
         for _, l in ipairs(r.layers or {}) do row.layers[l.norms] = (row.layers[l.norms] or 0) + 1 end
         local t = TARGETS[name]

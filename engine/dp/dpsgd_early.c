@@ -18,22 +18,28 @@
 #include <string.h>
 
 /* The factors of the groups block `layer` completes into factors (n_groups x B; the other rows
- * left as they are), from their tensors' rows: the sums compute_clip_factors makes, in its order. */
+ * left as they are), from their tensors' rows: the sums compute_clip_factors makes, in its order.
+ * One copy of the norm rows to the host a block (rows of other blocks not read). */
 static int block_factors(dpsgd *dp, int64_t layer, float *factors) {
     int64_t B = dp->batch;
     int G = dp->n_groups, plan = dp->dev->kind == DP_DEV_PLAN;
     double *sq = calloc((size_t)G * (size_t)(B ? B : 1), sizeof *sq);
-    float *row = malloc((size_t)(B ? B : 1) * sizeof *row);
-    int rc = sq && row ? DP_OK : dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
+    float *host = plan ? NULL : malloc((size_t)(dp->n_params * B > 0 ? dp->n_params * B : 1) * sizeof *host);
+    int rc = sq && (plan || host) ? DP_OK : dp_error_set(DP_EOOM, "dp: out of host memory for the norms");
+    int any = 0; /* a tensor whose group this block completes (none: no copy; the rows may not exist yet) */
     for (int k = 0; k < dp->n_params && rc == DP_OK; k++) {
-        int g = dp->group_of[k];
-        if (dp->group_block[g] != layer) continue;
+        if (dp->group_block[dp->group_of[k]] != layer) continue;
+        any = 1;
         if (!dp->sq_written[k])
             rc = dp_error_set(DP_EINTERNAL, "dp: trainable parameter '%s' got no per-sample norm by its block's end",
                               dp->params[k]->name);
-        else if (!plan) /* the plan's norms are all 0 */
-            rc = dp_tensor_to_host(&dp->sq_rows[k], row, (uint64_t)B * sizeof *row);
-        for (int64_t i = 0; i < B && rc == DP_OK && !plan; i++) sq[(int64_t)g * B + i] += row[i];
+    }
+    if (rc == DP_OK && host && any) /* the plan's norms are all 0: no copy */
+        rc = dp_tensor_to_host(&dp->sq_norms, host, (uint64_t)dp->n_params * (uint64_t)B * sizeof *host);
+    for (int k = 0; k < dp->n_params && rc == DP_OK && host; k++) {
+        int g = dp->group_of[k];
+        if (dp->group_block[g] != layer) continue;
+        for (int64_t i = 0; i < B; i++) sq[(int64_t)g * B + i] += host[(int64_t)k * B + i];
     }
     for (int g = 0; g < G && rc == DP_OK; g++) {
         if (dp->group_block[g] != layer) continue;
@@ -42,7 +48,7 @@ static int block_factors(dpsgd *dp, int64_t layer, float *factors) {
                 (float)dpsgd_group_factor(dp, dp->group_bound[g], sqrt(sq[(int64_t)g * B + i]));
     }
     free(sq);
-    free(row);
+    free(host);
     return rc;
 }
 

@@ -20,16 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the block index of p from its Hugging Face name, or outside the blocks its pseudo-block:
- * DP_MODEL_EMBEDDINGS (token embedding, positions), DP_MODEL_HEAD (final norm, lm_head) */
-static int64_t block_of(const dp_model *m, const dp_param *p) {
-    const char *prefix = dp_model_config_of(m)->arch == DP_ARCH_GPT ? "transformer.h." : "model.layers.";
-    size_t n = strlen(prefix);
-    if (strncmp(p->name, prefix, n) != 0)
-        return p->kind == DP_PARAM_EMBEDDING || p->kind == DP_PARAM_POSITION ? DP_MODEL_EMBEDDINGS : DP_MODEL_HEAD;
-    return strtoll(p->name + n, NULL, 10);
-}
-
 /* What the pass over block (or pseudo-block) `layer` reads of model parameter i: -1 nothing, 0 its
  * value, 1 its bf16 compute copy. Its own block's pass reads the copy a GEMM reads (the value for
  * the embedding lookup); a tied head (DP_MODEL_HEAD) reads the token embedding as its GEMM weight. */
@@ -164,7 +154,7 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
     dp->fsdp_acc = calloc((size_t)(dp->n_params ? dp->n_params : 1), sizeof *dp->fsdp_acc);
     dp->fsdp_held = malloc((size_t)(n ? n : 1) * sizeof *dp->fsdp_held);
     if (!dp->fsdp_block || !dp->fsdp_acc || !dp->fsdp_held) return dp_error_set(DP_EOOM, "dp: out of host memory");
-    for (int k = 0; k < dp->n_params; k++) dp->fsdp_block[k] = block_of(m, dp->params[k]);
+    for (int k = 0; k < dp->n_params; k++) dp->fsdp_block[k] = dpsgd_param_block(dp->params[k]);
     for (int i = 0; i < n; i++) dp->fsdp_held[i] = (dpsgd_fsdp_held){0, 0, 0};
     /* the model says it is in this rank's parts before the first cut, so that a setup that fails
      * part-way leaves a model whose parts a second distribute to this rank takes as they are */
@@ -174,7 +164,7 @@ int dpsgd_fsdp_setup(dpsgd *dp) {
         /* rank r's elements [r s, min(n, (r+1) s)): zero2's slice (dpsgd_shard_setup), frozen tensors too;
          * a model built in parts for this rank (checked above) holds them already */
         if (!p->part.alloc.live) DP_TRY(dp_param_cut(p, N, r));
-        dp->fsdp_held[i] = (dpsgd_fsdp_held){block_of(m, p), p->compute_copy, 1};
+        dp->fsdp_held[i] = (dpsgd_fsdp_held){dpsgd_param_block(p), p->compute_copy, 1};
     }
     dp_block_weights w = {dp, acquire, release};
     dp_model_set_block_weights(m, &w);

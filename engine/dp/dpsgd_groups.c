@@ -53,20 +53,17 @@ static int spec_matches(const dpsgd_group_spec *s, const char *name) {
     return 0;
 }
 
-/* The block prefix of a tensor's Hugging Face name ("model.layers.3", "transformer.h.3") into buf,
- * or "embeddings" / "head" outside the blocks (as fsdp's pseudo-blocks are cut). */
+/* A per_block group's name for tensor p: its block's prefix of its Hugging Face name
+ * ("model.layers.3", "transformer.h.3") into buf, or "embeddings" / "head" outside the blocks (as
+ * fsdp's pseudo-blocks are cut: dpsgd_param_block). */
 static const char *block_name(const dp_param *p, char *buf, size_t n) {
-    static const char *const prefixes[] = {"model.layers.", "transformer.h."};
-    for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++) {
-        size_t len = strlen(prefixes[k]);
-        if (strncmp(p->name, prefixes[k], len) != 0) continue;
-        const char *end = p->name + len;
-        while (*end >= '0' && *end <= '9') end++;
-        if (end == p->name + len) break;
-        snprintf(buf, n, "%.*s", (int)(end - p->name), p->name);
-        return buf;
-    }
-    return p->kind == DP_PARAM_EMBEDDING || p->kind == DP_PARAM_POSITION ? "embeddings" : "head";
+    int64_t b = dpsgd_param_block(p);
+    if (b == DP_MODEL_EMBEDDINGS) return "embeddings";
+    if (b == DP_MODEL_HEAD) return "head";
+    const char *end = strpbrk(p->name, "0123456789"); /* the prefixes hold no digit */
+    while (*end >= '0' && *end <= '9') end++;
+    snprintf(buf, n, "%.*s", (int)(end - p->name), p->name);
+    return buf;
 }
 
 /* The working set of groups being built: names (owned), bounds, and each tensor's group. */
@@ -188,26 +185,10 @@ static int check_specs(const dpsgd *dp, const dpsgd_group_spec *specs, size_t n_
     return DP_OK;
 }
 
-/* The block of a tensor by its Hugging Face name, -1 outside the blocks (embeddings, final norm,
- * head). */
-static int64_t block_index(const dp_param *p) {
-    static const char *const prefixes[] = {"model.layers.", "transformer.h."};
-    for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++) {
-        size_t len = strlen(prefixes[k]);
-        if (strncmp(p->name, prefixes[k], len) == 0 && p->name[len] >= '0' && p->name[len] <= '9')
-            return strtoll(p->name + len, NULL, 10);
-    }
-    return -1;
-}
-
-/* Where a tensor's gradient is complete: its block (>= 0), DP_MODEL_HEAD (the final norm, an
- * untied head: before the blocks), or -1 (the embeddings: at the backward's end). */
-static int64_t completed_at(const dp_param *p) {
-    int64_t b = block_index(p);
-    if (b >= 0) return b;
-    return p->kind == DP_PARAM_EMBEDDING || p->kind == DP_PARAM_POSITION ? -1 : DP_MODEL_HEAD;
-}
-
+/* Where each group is complete, by where its tensors' gradients are (dpsgd_param_block): its block
+ * (>= 0), DP_MODEL_HEAD (the final norm, an untied head: before the blocks), else -1 (the
+ * embeddings, or a group outside the blocks of both: at the clip); and whether early forming can
+ * retain nothing (no group crosses blocks). */
 static int early_setup(dpsgd *dp) {
     free(dp->group_block);
     dp->group_block = NULL;
@@ -224,7 +205,7 @@ static int early_setup(dpsgd *dp) {
     for (int g = 0; g < G; g++) dp->group_block[g] = UNSEEN;
     for (int k = 0; k < dp->n_params; k++) {
         int g = dp->group_of[k];
-        int64_t b = completed_at(dp->params[k]), *gb = &dp->group_block[g];
+        int64_t b = dpsgd_param_block(dp->params[k]), *gb = &dp->group_block[g];
         *gb = *gb == UNSEEN || *gb == b ? b : MIXED;
         in_blocks[g] |= b >= 0;
     }

@@ -167,6 +167,10 @@ const char *dpsgd_linear_kind(const dp_param *w);
 
 /* ---- dpsgd_state.c: the per-batch state; helpers every file may call, which call back
  * into no other dpsgd_*.c ---- */
+/* The block of parameter p from its Hugging Face name ("model.layers.3.", "transformer.h.3."), or
+ * outside the blocks its pseudo-block: DP_MODEL_EMBEDDINGS (token embedding, positions; a tied
+ * head's table), DP_MODEL_HEAD (final norm, lm_head). fsdp gathers by it, clipping groups by it. */
+int64_t dpsgd_param_block(const dp_param *p);
 /* Index of trainable parameter p in dp->params, or -1. */
 int dpsgd_param_index(const dpsgd *dp, const dp_param *p);
 /* The B-float squared-norm row of trainable parameter p (`norm_samples`, p's module), allocated

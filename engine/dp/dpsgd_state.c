@@ -8,6 +8,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+int64_t dpsgd_param_block(const dp_param *p) {
+    static const char *const prefixes[] = {"model.layers.", "transformer.h."}; /* llama's, gpt's */
+    for (size_t k = 0; k < sizeof prefixes / sizeof *prefixes; k++) {
+        size_t len = strlen(prefixes[k]);
+        if (strncmp(p->name, prefixes[k], len) == 0 && p->name[len] >= '0' && p->name[len] <= '9')
+            return strtoll(p->name + len, NULL, 10);
+    }
+    return p->kind == DP_PARAM_EMBEDDING || p->kind == DP_PARAM_POSITION ? DP_MODEL_EMBEDDINGS : DP_MODEL_HEAD;
+}
+
 int dpsgd_param_index(const dpsgd *dp, const dp_param *p) {
     for (int k = 0; k < dp->n_params; k++)
         if (dp->params[k] == p) return k;

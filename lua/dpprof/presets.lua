@@ -195,6 +195,22 @@ function presets.base(p, args)
            profile = args.profile, threads = args.threads, dp = d }
 end
 
+-- A benchmark's row of an ok result r against the baseline base (vanilla, run in the same sweep):
+-- step_ms and peak_bytes, and with base the ratios time_ratio and memory_ratio and extra_bytes,
+-- what r holds at its peak beyond base, by category (the categories that differ).
+function presets.against(row, r, base)
+  row.step_ms, row.peak_bytes = r.timing.median_ms, r.memory.peak_bytes
+  if not base then return row end
+  row.time_ratio = row.step_ms / base.timing.median_ms
+  row.memory_ratio = row.peak_bytes / base.memory.peak_bytes
+  row.extra_bytes = {}
+  for cat, v in pairs(r.memory.categories) do
+    local d = v.live_at_peak_bytes - base.memory.categories[cat].live_at_peak_bytes
+    if d ~= 0 then row.extra_bytes[cat] = d end
+  end
+  return row
+end
+
 -- The output directory: out=DIR, else results/<script>_<preset>_<timestamp>.
 function presets.out(args, script)
   return args.out or string.format("results/%s_%s_%s", script, args.preset or "small", os.date("%Y%m%d_%H%M%S"))

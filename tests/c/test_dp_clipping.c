@@ -322,6 +322,14 @@ static cJSON *read_json(const char *path) {
     return j;
 }
 
+/* tests/fixtures/clipping/<sub>/reference.json, or NULL (a failure counted). */
+static cJSON *clipping_fixture(const char *sub) {
+    char dir[1100], path[1300];
+    test_fixture_dir(dir, sizeof dir, "clipping");
+    snprintf(path, sizeof path, "%s/%s/reference.json", dir, sub);
+    return read_json(path);
+}
+
 /* A tensor name of the fixture as dpprof names it (PEFT's base_model.model. prefix dropped). */
 static const char *dp_name(const char *hf) {
     const char *prefix = "base_model.model.";
@@ -449,8 +457,7 @@ done:
 static void test_fixture(const char *model, const char *base, const char *adapter) {
     char dir[1100], path[1200], bdir[1100], adir[1300];
     test_fixture_dir(dir, sizeof dir, "clipping");
-    snprintf(path, sizeof path, "%s/%s/reference.json", dir, model);
-    cJSON *r = read_json(path);
+    cJSON *r = clipping_fixture(model);
     if (!r) return;
     int B = cJSON_GetObjectItem(r, "batch")->valueint, T = cJSON_GetObjectItem(r, "seq_len")->valueint;
     test_fixture_dir(bdir, sizeof bdir, "hf");
@@ -503,10 +510,7 @@ static void test_fixture(const char *model, const char *base, const char *adapte
 /* ---- part 3: Opacus's per-layer factors ----------------------------------------------------- */
 
 static void test_opacus_per_layer(void) {
-    char dir[1100], path[1200];
-    test_fixture_dir(dir, sizeof dir, "clipping");
-    snprintf(path, sizeof path, "%s/opacus/reference.json", dir);
-    cJSON *r = read_json(path);
+    cJSON *r = clipping_fixture("opacus");
     if (!r) return;
     const cJSON *pl = cJSON_GetObjectItem(r, "per_layer"), *names = cJSON_GetObjectItem(pl, "parameters");
     const cJSON *bounds = cJSON_GetObjectItem(pl, "max_grad_norm"), *norms = cJSON_GetObjectItem(pl, "norms");
@@ -558,10 +562,7 @@ static void test_opacus_per_layer(void) {
  * fed to the wrapper's clip factors step by step (one tensor whose rows are those norms), the
  * bound's trajectory (before, unclipped count, after) equal to Opacus's float64 reproduction. */
 static void test_opacus_adaclip(void) {
-    char dir[1100], path[1200];
-    test_fixture_dir(dir, sizeof dir, "clipping");
-    snprintf(path, sizeof path, "%s/opacus/reference.json", dir);
-    cJSON *r = read_json(path);
+    cJSON *r = clipping_fixture("opacus");
     if (!r) return;
     const cJSON *runs = cJSON_GetObjectItem(cJSON_GetObjectItem(r, "adaclip"), "runs");
     int n_runs = 0;
