@@ -62,6 +62,7 @@
 #include "rdp.h"  /* the RDP of the sampled Gaussian: epsilon at delta, noise multiplier for a target */
 #include "accountant.h" /* the accountants by name (rdp, prv, pld) over a history of segments */
 #include "model_io.h" /* Hugging Face checkpoints (safetensors + config.json) in and out */
+#include "tokenizer.h" /* Hugging Face tokenizer.json: encode and decode text (byte-level and SentencePiece BPE) */
 #include "version.h"  /* the engine's version and build commit */
 
 /* Registers the backends this build has (cpu, plan and, when compiled, cuda) with the device

@@ -35,6 +35,7 @@ privacy       engine/privacy
 comm          engine/comm
 dp            engine/dp
 io            engine/io
+text          engine/text
 engine        engine
 kernels       kernels
 plots         plots
@@ -52,11 +53,12 @@ privacy       core
 comm          core
 dp            privacy model comm core common
 io            model core common
-engine        core model privacy comm dp io backend_cpu backend_plan backend_cuda common
+text          core common
+engine        core model privacy comm dp io text backend_cpu backend_plan backend_cuda common
 kernels       common
 plots         common
-bind          engine core model privacy comm dp io backend_plan plots common
-embed_test    engine core model privacy comm dp io
+bind          engine core model privacy comm dp io text backend_plan plots common
+embed_test    engine core model privacy comm dp io text
 EOF
 # system headers (by prefix) and the parts that may include them; others are free
 cat > "$tmp/system" <<'EOF'
@@ -68,7 +70,8 @@ cublas       backend_cuda kernels
 nccl.h       comm
 cblas.h      backend_cpu
 omp.h        backend_cpu bind
-cjson/       io bind plots
+cjson/       io text bind plots
+pcre2.h      text
 cairo        plots
 fftw3        privacy
 mpi.h        comm
