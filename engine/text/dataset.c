@@ -27,7 +27,8 @@ int ds_fail(dp_dataset *d, int code, const char *fmt, ...) {
     va_end(ap);
     snprintf(d->errmsg, sizeof d->errmsg, "%s: %s", d->path, msg);
     d->err = code;
-    return dp_error_set(code, "%s", d->errmsg);
+    dp_error_set(code, "%s", d->errmsg);
+    return -code; /* negative: 1 (DP_EINVAL) would read as a record */
 }
 
 void ds_bad(dp_dataset *d, int64_t line, const char *fmt, ...) {
@@ -332,7 +333,7 @@ int dp_dataset_open(const char *path, const dp_dataset_opts *o, dp_dataset **out
     if (rc == DP_OK && d->fmt == DP_DATASET_AUTO) rc = resolve_auto(d);
     if (rc != DP_OK) {
         dp_dataset_close(d);
-        return rc;
+        return -rc;
     }
     *out = d;
     return DP_OK;
@@ -343,7 +344,7 @@ int dp_dataset_next(dp_dataset *d, dp_record *rec) {
     memset(rec, 0, sizeof *rec);
     cJSON_Delete(d->json);
     d->json = NULL;
-    if (d->err) return dp_error_set(d->err, "%s", d->errmsg);
+    if (d->err) return -dp_error_set(d->err, "%s", d->errmsg);
     switch (d->fmt) {
     case DP_DATASET_JSON: return ds_json_next(d, rec);
     case DP_DATASET_TEXT_WINDOWS: return windows_next(d, rec);

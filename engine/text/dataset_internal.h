@@ -38,11 +38,11 @@ struct dp_dataset {
 
 /* Reads more of the file after moving the unread bytes to the buffer's start, growing the buffer
  * (up to limit) when it is full; *got the bytes read (0 at the end of the file, or when the buffer
- * is full at its limit). DP_OK, or DP_EIO / DP_EOOM (the stream ended). */
+ * is full at its limit). DP_OK, or -DP_EIO / -DP_EOOM (the stream ended). */
 int ds_fill(dp_dataset *d, size_t *got);
 /* Counts a bad record at line (reason printf-style). */
 void ds_bad(dp_dataset *d, int64_t line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* Ends the stream with code and the message "<path>: ..." (kept for later calls); returns code. */
+/* Ends the stream with code and the message "<path>: ..." (kept for later calls); returns -code. */
 int ds_fail(dp_dataset *d, int code, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 /* Consumes n unread bytes, counting lines and the column. */
 void ds_advance(dp_dataset *d, size_t n);
