@@ -63,6 +63,7 @@
 #include "accountant.h" /* the accountants by name (rdp, prv, pld) over a history of segments */
 #include "model_io.h" /* Hugging Face checkpoints (safetensors + config.json) in and out */
 #include "tokenizer.h" /* Hugging Face tokenizer.json: encode and decode text (byte-level and SentencePiece BPE) */
+#include "dataset.h"   /* data sets of text (JSONL, JSON arrays, text) read as a stream of records */
 #include "version.h"  /* the engine's version and build commit */
 
 /* Registers the backends this build has (cpu, plan and, when compiled, cuda) with the device

@@ -1,8 +1,8 @@
 /* dataset.c: data sets read as a stream of records (dataset.h): opening (the format by the name, a
- * .json file sniffed), the buffer (1 MiB, grown only to hold one record, never past
- * max_record_bytes and a few bytes), JSON Lines, text lines and text windows. A record over the
- * cap is counted bad and skipped to its end without being held. A UTF-8 BOM at the file's start
- * is skipped in every format. The top-level JSON array is dataset_json.c's. */
+ * .json file sniffed), JSON Lines, text lines and text windows, over the buffer of
+ * dataset_buffer.c (1 MiB, grown only to hold one record, never past max_record_bytes and a few
+ * bytes). A record over the cap is counted bad and skipped to its end without being held. A UTF-8
+ * BOM at the file's start is skipped in every format. The top-level JSON array is dataset_json.c's. */
 #include "dataset_internal.h"
 
 #include "error.h"
@@ -10,98 +10,13 @@
 #include "tok_internal.h" /* tk_utf8_valid */
 
 #include <cjson/cJSON.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #define DEFAULT_MAX_RECORD ((size_t)64 << 20)
 
-/* ---- the buffer ------------------------------------------------------------------------------- */
-
-int ds_fail(dp_dataset *d, int code, const char *fmt, ...) {
-    char msg[320];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    snprintf(d->errmsg, sizeof d->errmsg, "%s: %s", d->path, msg);
-    d->err = code;
-    dp_error_set(code, "%s", d->errmsg);
-    return -code; /* negative: 1 (DP_EINVAL) would read as a record */
-}
-
-void ds_bad(dp_dataset *d, int64_t line, const char *fmt, ...) {
-    if (d->n_kept < DP_DATASET_BAD_KEPT) {
-        dp_bad_record *b = &d->bad[d->n_kept++];
-        b->line = line;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(b->reason, sizeof b->reason, fmt, ap);
-        va_end(ap);
-    }
-    d->n_bad++;
-}
-
-int ds_fill(dp_dataset *d, size_t *got) {
-    *got = 0;
-    if (d->eof) return DP_OK;
-    if (d->pos > 0) { /* the unread bytes to the start */
-        memmove(d->buf, d->buf + d->pos, d->end - d->pos);
-        d->end -= d->pos;
-        d->pos = 0;
-    }
-    if (d->end == d->cap) {
-        if (d->cap >= d->limit) return DP_OK; /* full at its limit: the caller's record is too long */
-        size_t cap = d->cap > d->limit / 2 ? d->limit : d->cap * 2;
-        unsigned char *b = realloc(d->buf, cap + 1);
-        if (!b) return ds_fail(d, DP_EOOM, "out of host memory growing the read buffer to %zu bytes", cap);
-        d->buf = b;
-        d->cap = cap;
-    }
-    size_t n = fread(d->buf + d->end, 1, d->cap - d->end, d->fp);
-    if (n == 0) {
-        if (ferror(d->fp)) return ds_fail(d, DP_EIO, "read error after %llu bytes", (unsigned long long)d->nread);
-        d->eof = 1;
-    }
-    d->end += n;
-    d->nread += n;
-    *got = n;
-    return DP_OK;
-}
-
-void ds_advance(dp_dataset *d, size_t n) {
-    const unsigned char *p = d->buf + d->pos, *e = p + n;
-    for (;;) {
-        const unsigned char *nl = memchr(p, '\n', (size_t)(e - p));
-        if (!nl) break;
-        d->line++;
-        d->col = 0;
-        p = nl + 1;
-    }
-    d->col += (size_t)(e - p);
-    d->pos += n;
-}
-
 static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
-int ds_skip_ws(dp_dataset *d, int *c) {
-    for (;;) {
-        size_t i = d->pos;
-        while (i < d->end && is_ws(d->buf[i])) i++;
-        ds_advance(d, i - d->pos);
-        if (d->pos < d->end) {
-            *c = d->buf[d->pos];
-            return DP_OK;
-        }
-        size_t got;
-        DP_TRY(ds_fill(d, &got));
-        if (!got) {
-            *c = -1;
-            return DP_OK;
-        }
-    }
-}
 
 /* Skips a UTF-8 BOM at the file's start (the buffer is at the start, unread). */
 static int skip_bom(dp_dataset *d) {
@@ -340,7 +255,7 @@ int dp_dataset_open(const char *path, const dp_dataset_opts *o, dp_dataset **out
 }
 
 int dp_dataset_next(dp_dataset *d, dp_record *rec) {
-    if (!d || !rec) return dp_error_set(DP_EINVAL, "dp_dataset_next: no data set or record");
+    if (!d || !rec) return -dp_error_set(DP_EINVAL, "dp_dataset_next: no data set or record");
     memset(rec, 0, sizeof *rec);
     cJSON_Delete(d->json);
     d->json = NULL;

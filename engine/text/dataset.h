@@ -18,10 +18,10 @@
 struct cJSON;
 
 typedef enum {
-    DP_DATASET_AUTO = 0,  /* by the name: .jsonl/.ndjson JSONL, .json a JSON array (or JSONL when its
-                             first value is not an array), anything else text lines */
+    DP_DATASET_AUTO = 0, /* by the name: .jsonl/.ndjson JSONL, .json a JSON array (or JSONL when its
+                            first value is not an array), anything else text lines */
     DP_DATASET_JSONL,
-    DP_DATASET_JSON,      /* a top-level array */
+    DP_DATASET_JSON, /* a top-level array */
     DP_DATASET_TEXT_LINES,
     DP_DATASET_TEXT_WINDOWS /* the whole file cut into windows of window_bytes (at a UTF-8 boundary) */
 } dp_dataset_format;
@@ -33,11 +33,11 @@ typedef struct {
 } dp_dataset_opts;
 
 typedef struct {
-    int64_t index;       /* 0-based among the good records */
-    int64_t line;        /* 1-based line of the file where the record starts */
-    const char *text;    /* TEXT_*: the record's bytes (no newline), valid until the next call */
+    int64_t index;    /* 0-based among the good records */
+    int64_t line;     /* 1-based line of the file where the record starts */
+    const char *text; /* TEXT_*: the record's bytes (no newline), valid until the next call */
     size_t len;
-    struct cJSON *json;  /* JSONL / JSON: the parsed record, owned by the dataset until the next call */
+    struct cJSON *json; /* JSONL / JSON: the parsed record, owned by the dataset until the next call */
 } dp_record;
 
 #define DP_DATASET_BAD_KEPT 32

@@ -1,6 +1,6 @@
 /* dataset_internal.h: the data set reader's state and its buffer, shared by dataset.c (opening,
- * the buffer, JSONL, text lines and windows) and dataset_json.c (a top-level JSON array read
- * element by element). */
+ * JSONL, text lines and windows), dataset_json.c (a top-level JSON array read element by element)
+ * and dataset_buffer.c (the buffer, the bad records, the error that ends the stream). */
 #ifndef DP_DATASET_INTERNAL_H
 #define DP_DATASET_INTERNAL_H
 
