@@ -206,8 +206,9 @@ static int check_lengths(const dp_tensor *inputs, const int64_t *lengths, const 
 }
 
 /* tokens (B x (T+1), sample b's first lengths[b] + 1 real) -> right-padded inputs and targets */
+/* noloss (NULL: none): B x (T + 1) flags, token j of sample b carrying no loss as a target */
 static int upload_padded(dp_tensor *inputs, dp_tensor *targets, const int32_t *tokens, int32_t *stage,
-                         const int64_t *lengths) {
+                         const int64_t *lengths, const unsigned char *noloss) {
     const int64_t B = inputs->shape[0], T = inputs->shape[1];
     uint64_t bytes = (uint64_t)(B * T) * sizeof(int32_t);
     for (int64_t b = 0; b < B; b++)
@@ -216,7 +217,9 @@ static int upload_padded(dp_tensor *inputs, dp_tensor *targets, const int32_t *t
     DP_TRY(dp_tensor_from_host(inputs, stage, bytes));
     for (int64_t b = 0; b < B; b++)
         for (int64_t j = 0; j < T; j++)
-            stage[b * T + j] = j < lengths[b] ? tokens[b * (T + 1) + j + 1] : DP_IGNORE_INDEX;
+            stage[b * T + j] = j < lengths[b] && !(noloss && noloss[b * (T + 1) + j + 1])
+                                   ? tokens[b * (T + 1) + j + 1]
+                                   : DP_IGNORE_INDEX;
     dp_ledger_add("copy_h2d", 0, (double)bytes);
     return dp_tensor_from_host(targets, stage, bytes);
 }
@@ -237,7 +240,7 @@ int dp_data_synthetic_padded(dp_tensor *inputs, dp_tensor *targets, int64_t voca
             tokens[b * (T + 1) + j] = (int32_t)(((uint64_t)w * (uint64_t)vocab) >> 32);
         }
     }
-    int rc = upload_padded(inputs, targets, tokens, stage, lengths);
+    int rc = upload_padded(inputs, targets, tokens, stage, lengths, NULL);
     free(tokens);
     free(stage);
     return rc;
@@ -272,7 +275,7 @@ int dp_data_file_padded(dp_tensor *inputs, dp_tensor *targets, const char *path,
     for (int64_t b = 0; b < B && rc == DP_OK; b++)
         rc = read_window(f, path, w, starts[b], lengths[b] + 1, vocab, tokens + b * (T + 1));
     fclose(f);
-    if (rc == DP_OK) rc = upload_padded(inputs, targets, tokens, stage, lengths);
+    if (rc == DP_OK) rc = upload_padded(inputs, targets, tokens, stage, lengths, NULL);
     free(tokens);
     free(stage);
     return rc;
@@ -280,6 +283,11 @@ int dp_data_file_padded(dp_tensor *inputs, dp_tensor *targets, const char *path,
 
 int dp_data_tokens_padded(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, const int64_t *ids,
                           const int64_t *offsets, const int64_t *lengths) {
+    return dp_data_tokens_padded_masked(inputs, targets, vocab, ids, offsets, lengths, NULL);
+}
+
+int dp_data_tokens_padded_masked(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, const int64_t *ids,
+                                 const int64_t *offsets, const int64_t *lengths, const unsigned char *loss) {
     const char *fn = "batch";
     DP_TRY(check_pair(inputs, targets, vocab, fn));
     DP_TRY(check_lengths(inputs, lengths, fn));
@@ -295,9 +303,19 @@ int dp_data_tokens_padded(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, 
     if (inputs->dev->kind == DP_DEV_PLAN) return plan_upload(inputs);
     int32_t *tokens, *stage;
     DP_TRY(host_buffers(B, T, &tokens, &stage, fn));
+    unsigned char *noloss = loss ? calloc((size_t)(B * (T + 1)), 1) : NULL;
+    if (loss && !noloss) {
+        free(tokens);
+        free(stage);
+        return dp_error_set(DP_EOOM, "%s: out of host memory", fn);
+    }
     for (int64_t b = 0; b < B; b++)
-        for (int64_t j = 0; j <= lengths[b]; j++) tokens[b * (T + 1) + j] = (int32_t)ids[offsets[b] + j];
-    int rc = upload_padded(inputs, targets, tokens, stage, lengths);
+        for (int64_t j = 0; j <= lengths[b]; j++) {
+            tokens[b * (T + 1) + j] = (int32_t)ids[offsets[b] + j];
+            if (noloss) noloss[b * (T + 1) + j] = !loss[offsets[b] + j];
+        }
+    int rc = upload_padded(inputs, targets, tokens, stage, lengths, noloss);
+    free(noloss);
     free(tokens);
     free(stage);
     return rc;

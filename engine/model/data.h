@@ -57,6 +57,11 @@ int dp_data_file_padded(dp_tensor *inputs, dp_tensor *targets, const char *path,
  * sample and the position) or a length outside [1, T]. */
 int dp_data_tokens_padded(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, const int64_t *ids,
                           const int64_t *offsets, const int64_t *lengths);
+/* The same with a loss mask: loss[offsets[b] + j] is 0 when id j of sample b carries no loss as a
+ * target (its target is DP_IGNORE_INDEX: a prompt's tokens in supervised fine-tuning); loss NULL:
+ * every target carries loss. A sample needs at least one target with loss, as the caller checks. */
+int dp_data_tokens_padded_masked(dp_tensor *inputs, dp_tensor *targets, int64_t vocab, const int64_t *ids,
+                                 const int64_t *offsets, const int64_t *lengths, const unsigned char *loss);
 
 /* The documents of a token file: each run of tokens ended by the id eos (the eos included, so
  * the model learns to end a document) is one sample, as is a last run without one. A document of

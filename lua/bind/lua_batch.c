@@ -100,16 +100,49 @@ static int64_t *token_lists(lua_State *L, int idx, const char *fname, int64_t B,
     return ids;
 }
 
+/* The loss masks of the given samples, loss = {mask, ...} at idx beside tokens (B entries): each a
+ * string of one byte a token id ("\1": the id carries loss as a target, "\0": it does not) or
+ * false (every id does); into a malloc'd-by-Lua array parallel to ids. Raises naming the sample. */
+static unsigned char *loss_masks(lua_State *L, int idx, const char *fname, int64_t B, const int64_t *offsets,
+                                 const int64_t *lengths) {
+    if (!lua_istable(L, idx) || (int64_t)luaL_len(L, idx) != B)
+        luaL_error(L, "%s: 'loss' must list one mask a sample of 'tokens' (%d)", fname, (int)B);
+    int64_t total = offsets[B - 1] + lengths[B - 1] + 1;
+    unsigned char *loss = lua_newuserdatauv(L, (size_t)total, 0);
+    for (int64_t b = 0; b < B; b++) {
+        int t = lua_rawgeti(L, idx, b + 1);
+        size_t n = 0;
+        const char *m = t == LUA_TSTRING ? lua_tolstring(L, -1, &n) : NULL;
+        if (t != LUA_TSTRING && !(t == LUA_TBOOLEAN && !lua_toboolean(L, -1)))
+            luaL_error(L, "%s: loss[%d] must be a string of one byte a token id, or false", fname, (int)(b + 1));
+        int any = 0;
+        for (int64_t j = 0; j <= lengths[b]; j++) {
+            if (m && (size_t)j >= n)
+                luaL_error(L, "%s: loss[%d] holds %d bytes, fewer than the sample's %d ids", fname, (int)(b + 1),
+                           (int)n, (int)(lengths[b] + 1));
+            loss[offsets[b] + j] = (unsigned char)(m ? m[j] != 0 : 1);
+            any |= j > 0 && loss[offsets[b] + j];
+        }
+        if (!any)
+            luaL_error(L, "%s: sample %d has no target that carries loss (its mask drops every one)", fname,
+                       (int)(b + 1));
+        lua_pop(L, 1);
+    }
+    return loss;
+}
+
 /* dpprof.batch{model=, size=, seed=0, step=0, first=0, file=, file_dtype="uint16",
  * order="random"|"sequential"} (first: the global index of the batch's first sample, a rank's
  * slice of a distributed logical batch; with order = "sequential" the index of its first window
  * of the file read in order, no step), or a padded batch of samples of their own lengths:
  * dpprof.batch{model=, lengths={l1, ...}, padded=T, seed=, samples={ids...} | file=, file_dtype=,
- * starts={token offsets} | tokens={{id, ...}, ...}} (data.h; with tokens, lengths may be left out:
- * each sample's ids less one) */
+ * starts={token offsets} | tokens={{id, ...}, ...} [, loss={mask, ...}]} (data.h; with tokens,
+ * lengths may be left out: each sample's ids less one; loss: the ids that carry no loss as targets,
+ * loss_masks) */
 static int l_batch(lua_State *L) {
-    static const char *const keys[] = {"model",  "size",    "seed",   "step",  "file",   "file_dtype", "lengths",
-                                       "padded", "samples", "starts", "first", "tokens", "order",      NULL};
+    static const char *const keys[] = {"model",      "size",    "seed",   "step",    "file",
+                                       "file_dtype", "lengths", "padded", "samples", "starts",
+                                       "first",      "tokens",  "order",  "loss",    NULL};
     const char *fname = "dpprof.batch";
     luaL_checktype(L, 1, LUA_TTABLE);
     dpl_check_keys(L, 1, fname, keys);
@@ -122,6 +155,7 @@ static int l_batch(lua_State *L) {
     int64_t nl = 0;
     int64_t *lengths = opt_int_list(L, 1, fname, "lengths", &nl, cfg->batch);
     int64_t *ids = NULL, *offsets = NULL; /* tokens = {...}: the given samples */
+    unsigned char *loss = NULL;           /* and their loss masks */
     int from_tokens = 0;                  /* the lengths are the token lists' */
     lua_getfield(L, 1, "tokens");
     if (!lua_isnil(L, -1)) {
@@ -147,7 +181,12 @@ static int l_batch(lua_State *L) {
             from_tokens = 1;
         }
         ids = token_lists(L, tk, fname, nt, &offsets, lengths, given);
+        lua_getfield(L, 1, "loss");
+        if (!lua_isnil(L, -1)) loss = loss_masks(L, lua_gettop(L), fname, nt, offsets, lengths);
     } else {
+        lua_pop(L, 1);
+        lua_getfield(L, 1, "loss");
+        if (!lua_isnil(L, -1)) luaL_error(L, "%s: 'loss' masks the samples of 'tokens' (give them)", fname);
         lua_pop(L, 1);
     }
     int64_t B = dpl_opt_int_field(L, 1, fname, "size", lengths ? nl : cfg->batch);
@@ -239,7 +278,7 @@ static int l_batch(lua_State *L) {
     lua_setfield(L, -2, "padded");
     int rc;
     if (ids)
-        rc = dp_data_tokens_padded(in, tg, cfg->vocab, ids, offsets, lengths);
+        rc = dp_data_tokens_padded_masked(in, tg, cfg->vocab, ids, offsets, lengths, loss);
     else if (lengths)
         rc = file ? dp_data_file_padded(in, tg, file, tdt, cfg->vocab, starts, lengths)
                   : dp_data_synthetic_padded(in, tg, cfg->vocab, seed, samples, lengths);

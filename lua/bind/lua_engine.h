@@ -10,6 +10,11 @@
 
 #include <lua.h>
 
+/* Adds dpprof.tokenizer (lua_tokenizer.c: Hugging Face tokenizer.json, encode and decode). */
+void dpl_open_tokenizer(lua_State *L);
+/* Adds dpprof.dataset (lua_dataset.c: data sets of text read as a stream of records). */
+void dpl_open_dataset(lua_State *L);
+
 /* Adds dpprof.tensor, dpprof.matmul and the tensor metatable. */
 void dpl_open_tensor(lua_State *L);
 /* Adds dpprof.memory (stats, snapshots, scopes, events, timeline, limits, OOM details). */

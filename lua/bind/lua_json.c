@@ -357,6 +357,13 @@ static int next_number(decoder *d, const char **start, size_t *n) {
 static void push_number(lua_State *L, decoder *d, double v) {
     const char *tok;
     size_t n;
+    if (!d->text) { /* a tree without its text: integral values within 2^53 are integers */
+        if (v >= -9007199254740992.0 && v <= 9007199254740992.0 && v == (double)(long long)v)
+            lua_pushinteger(L, (lua_Integer)v);
+        else
+            lua_pushnumber(L, v);
+        return;
+    }
     if (next_number(d, &tok, &n) && n < 32 && !memchr(tok, '.', n) && !memchr(tok, 'e', n) && !memchr(tok, 'E', n)) {
         char buf[32];
         memcpy(buf, tok, n);
@@ -472,6 +479,11 @@ void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fna
     push_decoded(L, &d, b->tree);
     box_clear(b);
     lua_remove(L, -2); /* the box */
+}
+
+void dpl_json_push_tree(lua_State *L, const cJSON *item) {
+    decoder d = {NULL, 0, 0};
+    push_decoded(L, &d, item);
 }
 
 /* ---- dpprof.json ------------------------------------------------------------------------- */

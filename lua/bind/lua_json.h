@@ -28,6 +28,10 @@ void dpl_json_encode(lua_State *L, int idx, int flags, const char *fname);
 /* Pushes the value decoded from text[0..len). Raises "fname: invalid JSON at line L, column C"
  * on a syntax error (or trailing characters); owns nothing when it raises. */
 void dpl_json_decode(lua_State *L, const char *text, size_t len, const char *fname);
+struct cJSON;
+/* Pushes a parsed tree as dpl_json_decode would its text (integral numbers within 2^53 become
+ * integers, as the text is not at hand to tell 3 from 3.0). */
+void dpl_json_push_tree(lua_State *L, const struct cJSON *item);
 /* Pushes dpprof.json.null (a light userdata) */
 void dpl_json_push_null(lua_State *L);
 

@@ -124,6 +124,8 @@ int dpprof_openlib(lua_State *L) {
     dpl_open_dp(L);
     dpl_open_dist(L);
     dpl_open_privacy(L);
+    dpl_open_tokenizer(L);
+    dpl_open_dataset(L);
     dpl_open_plot(L);
 
     /* registered before the Lua side loads, so that its require("dpprof") finds this table */
