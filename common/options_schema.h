@@ -206,6 +206,14 @@ enum {
     X(DATA, "length_distribution", TABLE, 0, 0, NULL, NULL, 0,                                                        \
       "lengths drawn: {kind = \"lognormal\", median =, p99 =}, {kind = \"uniform\", min =, max =} or {kind = "        \
       "\"fixed\", length =}")                                                                                         \
+    X(DATA, "dataset", STRING, 0, 0, NULL, NULL, 0, "a data set of text: JSONL, a JSON array or plain text")          \
+    X(DATA, "tokenizer", STRING, 0, 0, "the model's path", NULL, 0, "the tokenizer.json (or its folder) of dataset")  \
+    X(DATA, "field", STRING, 0, 0, "text", NULL, 0, "the record's field holding its text (chat: its messages)")       \
+    X(DATA, "text", FUNCTION, 0, 0, NULL, NULL, 0, "record -> its text, or {prompt =, completion =}")                 \
+    X(DATA, "chat", STRING, 0, 0, NULL, NULL, 0, "llama3: the records' messages in Llama-3's chat format")            \
+    X(DATA, "format", WORD, 0, 0, "auto", "auto, jsonl, json, text, windows", 0, "how dataset is read")               \
+    X(DATA, "window", INTEGER, 1, DPO_U, NULL, NULL, 0, "format windows: bytes of text a sample")                     \
+    X(DATA, "max_records", INTEGER, 1, DPO_U, NULL, NULL, 0, "read at most this many records of dataset")             \
     X(DATA, "pad_to", INTEGER, 1, DPO_U, NULL, NULL, 0, "a batch's length rounded up to a multiple of this")          \
     X(DATA, "group_by_length", BOOLEAN, 0, 0, "false", NULL, 0, "batches of samples of like lengths")                 \
     X(DATA, "too_long", WORD, 0, 0, "cut", "cut, error", 0, "a sample longer than seq_len: cut to it, or refused")    \
@@ -277,6 +285,13 @@ enum {
     X(RISK, "min", INTEGER, 1, DPO_U, NULL, NULL, 0, "uniform's shortest")                                            \
     X(RISK, "max", INTEGER, 1, DPO_U, NULL, NULL, 0, "uniform's longest")                                             \
     X(RISK, "length", INTEGER, 1, DPO_U, NULL, NULL, 0, "fixed's length")                                             \
+    X(RISK, "dataset", STRING, 0, 0, NULL, NULL, 0, "the lengths of a data set of text, tokenized")                   \
+    X(RISK, "tokenizer", STRING, 0, 0, "path", NULL, 0, "the tokenizer.json (or its folder) of dataset")              \
+    X(RISK, "field", STRING, 0, 0, "text", NULL, 0, "the record's field holding its text (chat: messages)")           \
+    X(RISK, "chat", STRING, 0, 0, NULL, NULL, 0, "llama3: the records' messages in Llama-3's chat format")            \
+    X(RISK, "format", WORD, 0, 0, "auto", "auto, jsonl, json, text, windows", 0, "how dataset is read")               \
+    X(RISK, "window", INTEGER, 1, DPO_U, NULL, NULL, 0, "format windows: bytes of text a sample")                     \
+    X(RISK, "max_records", INTEGER, 1, DPO_U, NULL, NULL, 0, "read at most this many records of dataset")             \
     X(RISK, "pad_to", INTEGER, 1, DPO_U, "1", NULL, 0, "pad a physical batch to a multiple of this many tokens")      \
     X(RISK, "group_by_length", BOOLEAN, 0, 0, "false", NULL, 0, "sort a logical batch by length before splitting it") \
     X(RISK, "too_long", WORD, 0, 0, "cut", "cut, error", 0, "a sample longer than seq_len: cut or refused")           \

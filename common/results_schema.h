@@ -358,6 +358,16 @@ enum { DPR_NONNEG = 1, DPR_NULLABLE = 2, DPR_OPEN = 4, DPR_MARKS = 8 };
     X(DATA_GROUP_BY_LENGTH, "data.group_by_length", BOOLEAN, PARENT, 0, NULL)                                          \
     X(DATA_TOO_LONG, "data.too_long", STRING, PARENT, 0, NULL)                                                         \
     X(DATA_EMPTY_DOCUMENTS, "data.empty_documents", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* token files */             \
+    X(DATA_RECORDS, "data.records", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* data sets of text: records read */         \
+    X(DATA_BAD, "data.bad", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* records that gave no sample */                     \
+    X(DATA_BAD_RECORDS, "data.bad_records", ARRAY, OPTIONAL, 0, NULL) /* the first of them */                          \
+    X(DATA_BAD_RECORD, "data.bad_records[]", OBJECT, PARENT, 0, NULL)                                                  \
+    X(DATA_BAD_LINE, "data.bad_records[].line", INTEGER, PARENT, DPR_NONNEG, NULL)                                     \
+    X(DATA_BAD_REASON, "data.bad_records[].reason", STRING, PARENT, 0, NULL)                                           \
+    X(DATA_NO_LOSS, "data.no_loss", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* no loss within seq_len: left out */        \
+    X(DATA_TOKENS, "data.tokens", INTEGER, OPTIONAL, DPR_NONNEG, NULL) /* the samples' tokens */                       \
+    X(DATA_TOKENIZER, "data.tokenizer", STRING, OPTIONAL, 0, NULL)                                                     \
+    X(DATA_FORMAT, "data.format", STRING, OPTIONAL, 0, NULL)                                                           \
     X(OOM, "oom", OBJECT, OOM, 0, NULL)                                                                                \
     X(OOM_REQUESTED_BYTES, "oom.requested_bytes", INTEGER, PARENT, DPR_NONNEG, NULL)                                   \
     X(OOM_CATEGORY, "oom.category", STRING, PARENT, 0, NULL)                                                           \

@@ -25,6 +25,12 @@ some step of the run exceed the card's memory, the largest max_physical_batch_si
 run under target, the longest cut of the samples that does, and the modelled step time of each.
 
   data (one of):
+  dataset=F                   a data set of text (JSONL, a JSON array, plain text), its records
+                              tokenized: tokenizer=DIR|FILE.json (default path=), field=NAME
+                              (default text; a record with prompt and completion strings is
+                              both), chat=llama3 (field default messages), format=auto|jsonl|json|
+                              text|windows (window=BYTES), max_records=N; a record's length is its
+                              tokens less one
   lengths_file=F              one length a line, or a little-endian uint32 array
   lengths=L[,L...]            the samples' lengths
   distribution=lognormal median=M p99=P | uniform min=A max=B | fixed length=L
@@ -197,6 +203,13 @@ local function risk_data(own, o)
     if v ~= nil then (k == "exhaustive" and o or data)[k] = v == "true" end
   end
   data.too_long = own.too_long
+  -- a data set of text: its records' lengths under the tokenizer (tokenizer=, default path=)
+  for _, k in ipairs({ "dataset", "tokenizer", "field", "chat", "format" }) do data[k] = own[k] end
+  for _, k in ipairs({ "window", "max_records" }) do
+    local v, err = own_number(own, k, true)
+    if err then return nil, err end
+    data[k] = v
+  end
   return data
 end
 
@@ -257,6 +270,12 @@ local function print_setting(r)
   print(string.format("  data: %d samples (%s), %d cut at seq_len %d (longest %d), padded to a multiple of %d: "
                       .. "%d padded lengths%s", r.data.samples, r.data.source, r.data.cut, r.seq_len, r.data.longest,
                       r.data.pad_to, r.data.padded_lengths, r.data.group_by_length and ", grouped by length" or ""))
+  if r.data.dataset then
+    local first = r.data.bad_records[1]
+    print(string.format("  data set: %s, %d records tokenized (%d tokens), %d bad%s", r.data.dataset, r.data.records,
+                        r.data.tokens, r.data.bad, first and string.format(" (first: line %d, %s)", first.line,
+                                                                          first.reason) or ""))
+  end
   print(string.format("  run: sample_rate %g, %d steps, logical batch %.1f on average (%d to %d; P(empty) %s), %s",
                       r.sample_rate, r.steps, r.logical_batch.mean, r.logical_batch.low, r.logical_batch.high,
                       fmt_p(r.logical_batch.empty), r.whole_logical_batch and "each logical batch whole"

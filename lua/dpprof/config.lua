@@ -18,6 +18,7 @@ local dp = require("dpprof")
 local json = dp.json
 local plan = require("dpprof.plan")
 local data = require("dpprof.data")
+local text = require("dpprof.text")
 local options = require("dpprof.options")
 
 local config = {}
@@ -195,6 +196,8 @@ function config.samples_of(c, seq_len, dataset_size, vocab)
     s = { lengths = docs.lengths, starts = docs.starts,
           info = { source = "file", samples = #docs.lengths, cut = cut, longest = longest,
                    empty_documents = docs.empty } }
+  elseif source == "dataset" then
+    s = config.dataset_samples(c, spec, seq_len, vocab)
   else
     local lengths, info = data.lengths(spec, { seq_len = seq_len, dataset_size = dataset_size, seed = c.seed })
     s = { lengths = lengths, info = { source = source, samples = #lengths, cut = info.cut, longest = info.longest } }
@@ -218,6 +221,58 @@ function config.samples_of(c, seq_len, dataset_size, vocab)
   s.spec = { pad_to = spec.pad_to, group_by_length = spec.group_by_length }
   SAMPLES[c] = s
   return s
+end
+
+-- data.dataset's samples: its records tokenized by data.tokenizer or the model's own (model.path),
+-- each cut to seq_len (or refused, as too_long says); a record whose loss-carrying tokens all lie
+-- past seq_len (a prompt longer than it) cannot train and is left out, counted in info.no_loss.
+function config.dataset_samples(c, spec, seq_len, vocab)
+  local tok = spec.tokenizer or (type(c.model) == "table" and c.model.path) or nil
+  if not tok then
+    dp.refuse("dpprof.experiment: data.dataset needs a tokenizer: data.tokenizer, or model.path (a checkpoint "
+              .. "folder with its tokenizer.json)")
+  end
+  local ids, loss, info = text.samples(spec, { tokenizer = tok, progress = true })
+  local t = text.tokenizer(tok)
+  if math.type(vocab) == "integer" and t.vocab_size > vocab then
+    for i, l in ipairs(ids) do
+      for j, id in ipairs(l) do
+        if id >= vocab then
+          dp.refuse(string.format("dpprof.experiment: data.dataset '%s' line %d: token %d is id %d, outside the "
+                                  .. "model's vocabulary [0, %d) (the tokenizer has %d ids: is it the model's?)",
+                                  spec.dataset, info.lines[i], j, id, vocab, t.vocab_size))
+        end
+      end
+    end
+  end
+  local lengths, tokens, masks, cut, longest, no_loss = {}, {}, {}, 0, 0, 0
+  for i, l in ipairs(ids) do
+    local n = #l - 1
+    longest = math.max(longest, n)
+    if n > seq_len then
+      if spec.too_long == "error" then
+        dp.refuse(string.format("dpprof.experiment: data.dataset '%s' line %d: %d tokens, %d positions, longer than "
+                                .. "seq_len %d (too_long = \"error\"; too_long = \"cut\" cuts it)", spec.dataset,
+                                info.lines[i], n + 1, n, seq_len))
+      end
+      n, cut = seq_len, cut + 1
+    end
+    if loss[i] and not loss[i]:sub(2, n + 1):find("\1", 1, true) then
+      no_loss = no_loss + 1
+    else
+      lengths[#lengths + 1], tokens[#tokens + 1], masks[#masks + 1] = n, l, loss[i]
+    end
+  end
+  if #lengths == 0 then
+    dp.refuse(string.format("dpprof.experiment: data.dataset '%s': no record has a token carrying loss within "
+                            .. "seq_len %d", spec.dataset, seq_len))
+  end
+  local any_mask = false
+  for _, m in ipairs(masks) do any_mask = any_mask or m ~= false end
+  return { lengths = lengths, tokens = tokens, loss = any_mask and masks or nil,
+           info = { source = "dataset", samples = #lengths, cut = cut, longest = longest, records = info.records,
+                    bad = info.bad, bad_records = info.bad_list, no_loss = no_loss, tokens = info.tokens,
+                    tokenizer = tok, format = info.format } }
 end
 
 -- Samples of their own lengths make the data set: its size is theirs (a distribution draws

@@ -23,6 +23,12 @@
 --   data = { tokens = { {id, id, ...}, ... } }            the samples' token ids: each list one sample of
 --                                                          its ids less one positions (inputs its ids but
 --                                                          the last, targets the next ids), at least 2 ids
+--   data = { dataset = "F", tokenizer = DIR, field = "text" | text = function(record) | chat = "llama3",
+--            format = "auto"|"jsonl"|"json"|"text"|"windows", window = BYTES, max_records = N }
+--                                                          a data set of text (dpprof.text: records made
+--                                                          text, tokenized by the model's own tokenizer,
+--                                                          default model.path; a prompt's tokens carry
+--                                                          no loss)
 --   and with any of them:
 --     pad_to = N           a physical batch is padded to its longest sample rounded up to a multiple
 --                          of N (as tokenizers' pad_to_multiple_of); default 1
@@ -52,10 +58,11 @@
 -- are drawn (data.sampler's i-th length is data.draw's i-th).
 local dp = require("dpprof")
 local options = require("dpprof.options")
+local text = require("dpprof.text")
 
 local data = {}
 
-data.SOURCES = { "lengths", "lengths_file", "length_distribution", "file", "tokens" }
+data.SOURCES = { "lengths", "lengths_file", "length_distribution", "file", "tokens", "dataset" }
 data.KEYS = options.keys("data") -- the schema's data section
 data.FILE_DTYPES = { "uint16", "uint32" }
 data.ORDERS = { "random", "sequential" }
@@ -230,6 +237,13 @@ function data.check(spec)
   if spec.lengths ~= nil then out.lengths = check_lengths(spec.lengths) end
   if spec.tokens ~= nil then out.tokens = check_tokens(spec.tokens) end
   if spec.length_distribution ~= nil then out.length_distribution = check_distribution(spec.length_distribution) end
+  if spec.dataset ~= nil then
+    for k, v in pairs(text.check(spec)) do out[k] = v end
+  else
+    for _, k in ipairs(text.KEYS) do
+      if spec[k] ~= nil then refuse("data.%s is given without data.dataset (the data set of text it reads)", k) end
+    end
+  end
   check_files(spec, out)
   out.pad_to = spec.pad_to == nil and 1 or positive_int(spec.pad_to, "data.pad_to")
   if spec.group_by_length ~= nil and type(spec.group_by_length) ~= "boolean" then
@@ -341,12 +355,14 @@ end
 -- The samples' lengths of a data spec, each at most seq_len (opts.seq_len; cut or refused as
 -- too_long says), and {cut = samples cut, longest = the longest before cutting, source = the key}.
 -- A distribution draws opts.dataset_size lengths with opts.seed (default 0); data.tokens' are each
--- list's ids less one. A token file's lengths are the engine's to read: refused here.
+-- list's ids less one; a data set's are its records' tokens less one (opts.tokenizer: the
+-- tokenizer when data.tokenizer is not given; what the reading found is the info's `text`).
+-- A token file's lengths are the engine's to read: refused here.
 function data.lengths(spec, opts)
   opts = opts or {}
   local s, source = data.check(spec)
   if opts.seq_len ~= nil then positive_int(opts.seq_len, "seq_len") end
-  local lengths, where
+  local lengths, where, text_info
   if s.lengths then
     lengths = s.lengths
     where = function(i) return string.format("sample %d (data.lengths[%d])", i, i) end
@@ -362,6 +378,14 @@ function data.lengths(spec, opts)
     lengths = {}
     for i, ids in ipairs(s.tokens) do lengths[i] = #ids - 1 end
     where = function(i) return string.format("sample %d (data.tokens[%d], %d ids)", i, i, #s.tokens[i]) end
+  elseif s.dataset then -- tokenized here: the tokenizer is the data's, else the caller's (the model's path)
+    if not s.tokenizer and not opts.tokenizer then
+      refuse("data.dataset needs a tokenizer: data.tokenizer, or a model read from a checkpoint (model.path, path=)")
+    end
+    local read
+    lengths, read = text.lengths(s, { tokenizer = s.tokenizer or opts.tokenizer, progress = opts.progress })
+    where = function(i) return string.format("sample %d (data.dataset '%s' line %d)", i, s.dataset, read.lines[i]) end
+    text_info = read
   elseif s.length_distribution then
     if opts.dataset_size == nil then refuse("data.length_distribution: dataset_size (the number of samples) is required") end
     local n = positive_int(opts.dataset_size, "dataset_size")
@@ -374,7 +398,7 @@ function data.lengths(spec, opts)
     refuse("no samples (give one of %s)", table.concat(data.SOURCES, ", "))
   end
   local cut, longest = apply_seq_len(lengths, opts.seq_len, s.too_long, where)
-  return lengths, { cut = cut, longest = longest, source = source, n = #lengths }
+  return lengths, { cut = cut, longest = longest, source = source, n = #lengths, text = text_info }
 end
 
 -- A distribution's sampler: sampler(i) is sample i's length (i from 1), data.draw's i-th, cut at

@@ -111,16 +111,18 @@ local function physical_batches_of(run, plan)
     if c.distributed then ids = table.move(plan.samples, plan.first + 1, plan.first + own, 1, {}) end
     for j, id in ipairs(ids) do lens[j] = samples.lengths[id] end
     for _, pb in ipairs(data.physical_batches(lens, run.physical, samples.spec)) do
-      local bl, at, pick = {}, {}, {}
+      local bl, at, pick, masks = {}, {}, {}, {}
       for j = pb.first, pb.first + pb.size - 1 do
         local id = ids[pb.order and pb.order[j] or j]
         bl[#bl + 1], pick[#pick + 1] = samples.lengths[id], id - 1
         if samples.starts then at[#at + 1] = samples.starts[id] end
         if samples.tokens then at[#at + 1] = samples.tokens[id] end
+        if samples.loss then masks[#masks + 1] = samples.loss[id] end
       end
       physical_batches[#physical_batches + 1] = { size = pb.size, padded = pb.padded, lengths = bl,
                                                   samples = pick, starts = samples.starts and at or nil,
-                                                  tokens = samples.tokens and at or nil }
+                                                  tokens = samples.tokens and at or nil,
+                                                  loss = samples.loss and masks or nil }
     end
   else
     -- the step's samples in order, each physical batch the next ones (a rank: its slice's), so
@@ -144,7 +146,7 @@ local function batch_of(run, pb, step, windows_before)
   elseif samples then
     return dp.batch{ model = model, lengths = pb.lengths, padded = pb.padded, seed = c.seed,
                      samples = not (pb.starts or pb.tokens) and pb.samples or nil, starts = pb.starts,
-                     tokens = pb.tokens, file = pb.starts and c.data.file or nil,
+                     tokens = pb.tokens, loss = pb.loss, file = pb.starts and c.data.file or nil,
                      file_dtype = pb.starts and c.data.file_dtype or nil }
   elseif run.sequential then -- row r of the step: window windows_before + r of the file in order
     return dp.batch{ model = model, size = pb.size, order = "sequential", first = windows_before + pb.first,

@@ -399,6 +399,11 @@ function risk.run(opts)
                          pad_to = o.spec.pad_to, group_by_length = o.spec.group_by_length, padded_lengths = o.D },
                 logical_batch = { mean = o.N * o.q, low = o.Blo, high = o.Bhi, tail = o.tail, empty = o.pmf[0] or 0 },
                 methods = {}, by_method = {} }
+  local t = o.info.text -- a data set of text: what its reading found
+  if t then
+    out.data.dataset, out.data.records, out.data.bad, out.data.tokens = o.spec.dataset, t.records, t.bad, t.tokens
+    out.data.bad_records = dp.json.array(t.bad_list)
+  end
   for _, method in ipairs(o.methods) do
     local e = run_method(o, method)
     if o.simulate then e.simulation = simulate(o, e, o.simulate) end

@@ -167,8 +167,15 @@ end
 local function lengths_of(o, opts)
   local spec = o.spec
   check_dataset_size(spec, opts)
-  local okl, lengths, info = pcall(data.lengths, spec, { seq_len = o.seq_len, dataset_size = opts.dataset_size, seed = o.seed })
+  -- a data set of text: tokenized by data.tokenizer, else the model's checkpoint's (path=)
+  local tok = type(opts.model) == "table" and type(opts.model.path) == "string" and opts.model.path or nil
+  local okl, lengths, info = pcall(data.lengths, spec, { seq_len = o.seq_len, dataset_size = opts.dataset_size,
+                                                         seed = o.seed, tokenizer = tok, progress = true })
   if not okl then refuse("%s", dp.error_text(lengths):gsub("^dpprof%.data: ", "data: ")) end
+  if opts.dataset_size ~= nil and spec.dataset and math.tointeger(opts.dataset_size) ~= #lengths then
+    refuse("dataset_size (%s) differs from the %d samples of data.dataset '%s' (leave dataset_size out)",
+           tostring(opts.dataset_size), #lengths, spec.dataset)
+  end
   if opts.dataset_size ~= nil and spec.lengths_file and math.tointeger(opts.dataset_size) ~= #lengths then
     refuse("dataset_size (%s) differs from the %d samples of data.lengths_file '%s' (leave dataset_size out)",
            tostring(opts.dataset_size), #lengths, spec.lengths_file)

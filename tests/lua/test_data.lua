@@ -27,7 +27,7 @@ do
   check.eq(f.eos, 2, "eos kept")
   check.eq(f.pad_to, 8, "pad_to kept")
   check.eq(select(2, data.check({ pad_to = 4 })), nil, "no source")
-  check.eq(#data.KEYS, 11, "data.KEYS (order and tokens, issue 38.8)")
+  check.eq(#data.KEYS, 19, "data.KEYS (order and tokens, issue 38.8; a data set of text and its 7 keys, issue 41)")
   refused(function() data.check({ lenghts = { 1 } }) end, { "unknown key 'lenghts' in data", table.concat(data.KEYS, ", ") },
           "a misspelt key")
   refused(function() data.check({ lengths = { 1 }, lengths_file = "x" }) end, { "not lengths and lengths_file" }, "two sources")

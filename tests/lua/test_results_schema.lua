@@ -469,7 +469,21 @@ local adaclipped = dp.experiment(config{ method = "flash_clip", dp = { max_physi
                min_clipbound = 0.01, unclipped_num_std = 1 } } })
 check.eq(adaclipped.status, "ok", "adaptive run: " .. tostring(adaclipped.message))
 assert_valid(adaclipped, "adaptive result")
-local documents = { ghost = r, vanilla = v, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
+-- a data set of text (issue 41): records, bad records by line, the tokenizer (data.records, bad_records[])
+local text_dir = string.format("/tmp/dpprof-test-schema-text-%d", dp.pid())
+os.execute("mkdir -p " .. text_dir)
+assert(dp.write_file(text_dir .. "/d.jsonl", '{"text": "In the beginning"}\nnot json\n{"prompt": "Q", "completion": " A b"}\n'))
+local texted = dp.experiment{ model = { arch = "gpt", vocab = 1007, hidden = 16, layers = 1, heads = 2, seq_len = 16,
+                                        batch = 2 },
+                              method = "ghost", device = "plan", iters = 1, warmup = 0, snapshots = "none",
+                              data = { dataset = text_dir .. "/d.jsonl",
+                                       tokenizer = arg[0]:match("(.*/)") .. "../fixtures/tokenizer/llama3" } }
+os.execute("rm -rf " .. text_dir)
+check.eq(texted.status, "ok", "data set run: " .. tostring(texted.message))
+assert_valid(texted, "a result of a data set of text")
+check.eq(texted.data.bad, 1, "data.bad")
+check.eq(texted.data.bad_records[1].line, 2, "data.bad_records[].line")
+local documents = { ghost = r, vanilla = v, texted = texted, pld = pl, callbacks = cb, oom = o, trace = tr, plan = planned, sweep = point,
                     placed = placed, checkpointed = checkpointed, profiled = profiled, repeated = repeated,
                     advised = advised, lengths = lengths, distributed = distributed,
                     calibrated = calibrated, adapted = adapted, grouped = grouped, layered = layered,
@@ -544,7 +558,7 @@ for _, f in ipairs(schema.fields) do
     local found = false
     for _, name in ipairs({ "ghost", "plan", "oom", "sweep", "placed", "trace", "pld", "callbacks", "vanilla", "profiled",
                             "repeated", "advised", "lengths", "distributed", "calibrated", "adapted", "grouped",
-                            "layered", "adaclipped" }) do
+                            "layered", "adaclipped", "texted" }) do
       local doc = dp.deep_copy(documents[name])
       local parent, key, shown = locate(doc, f)
       if parent then
