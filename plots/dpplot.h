@@ -26,6 +26,7 @@
 #include "dpplot_report.h"
 #include "dpplot_results.h"
 #include "dpplot_risk.h"
+#include "dpplot_lengths.h"
 #include "dpplot_strlist.h"
 #include "dpplot_summary.h"
 

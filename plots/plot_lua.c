@@ -777,8 +777,26 @@ static int l_risk(lua_State *L) {
     return 2;
 }
 
+/* dpprof.plot.lengths(json, out [, {width=, height=, scale=}]) -> out: the chart of a `dpprof data`
+ * document (its JSON text; dpplot_lengths.h); raises with the reason. */
+static int l_lengths(lua_State *L) {
+    const char *json = luaL_checkstring(L, 1);
+    const char *out = luaL_checkstring(L, 2);
+    double dims[3] = {1600, 1000, 1};
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        read_dims(L, 3, "dpprof.plot.lengths", dims);
+    }
+    char err[512];
+    if (dpplot_lengths_chart(json, out, (int)dims[0], (int)dims[1], dims[2], err, sizeof err) != 0)
+        return luaL_error(L, "dpprof.plot.lengths: %s", err);
+    lua_pushstring(L, out);
+    return 1;
+}
+
 static const luaL_Reg plot_funcs[] = {{"render_dir", l_render_dir},
                                       {"risk", l_risk},
+                                      {"lengths", l_lengths},
                                       {"lines", l_lines},
                                       {"bars", l_bars},
                                       {"scatter", l_scatter},

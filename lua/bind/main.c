@@ -76,6 +76,8 @@ static const char *const usage =
     "                                   budget, per DP method, from plan runs (fit --help)\n"
     "  risk [key=value ...]             the chance that some step of a Poisson-sampled run of\n"
     "                                   samples of their own lengths runs out of memory (risk --help)\n"
+    "  data FILE [key=value ...]        a data set of text tokenized by the model's tokenizer: its\n"
+    "                                   samples' lengths, percentiles, bad records (data --help)\n"
     "  sweep submit|status|collect ...  run a script's sweeps as Slurm job arrays: submit SCRIPT\n"
     "                                   [key=value], status DIR, collect DIR (sweep --help)\n"
     "  calibrate [--device cpu|cuda]    fit a device model file for the plan's step times from\n"
