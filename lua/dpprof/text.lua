@@ -7,9 +7,10 @@
 --     `text` function returns as {prompt =, completion =}: the prompt's tokens (with the
 --     template's BOS) then the completion's (without), only the completion's carrying loss;
 --   with chat = "llama3", the record's messages (field, default "messages": a list of {role =,
---     content =}) in Llama-3's chat format (Meta's template: BOS, then per message
---     <|start_header_id|>role<|end_header_id|>\n\n content (trimmed) <|eot_id|>), only the
---     assistant's contents and their <|eot_id|> carrying loss;
+--     content =}) in Llama-3's chat format (Meta-Llama-3-Instruct's template: <|begin_of_text|>,
+--     then per message <|start_header_id|>role<|end_header_id|>\n\n content (trimmed)
+--     <|eot_id|>; the ids transformers' apply_chat_template gives, tests/fixtures/tokenizer/
+--     chat_llama3.json), only the assistant's contents and their <|eot_id|> carrying loss;
 --   otherwise the record's `field` (default "text"), a string; or text(record) when a function is
 --     given, returning a string or {prompt =, completion =}.
 --
@@ -93,7 +94,7 @@ local function trim(s) return (s:gsub("^%s+", ""):gsub("%s+$", "")) end
 -- Llama-3's chat format: segments {text, loss} of a message list; nil, why when it is not one.
 local function llama3_chat(messages)
   if type(messages) ~= "table" or #messages == 0 then return nil, "its messages are not a non-empty list" end
-  local seg = {}
+  local seg = { { "<|begin_of_text|>", false } } -- the template's BOS, as text (the tokenizer's own template not added)
   for i, m in ipairs(messages) do
     if type(m) ~= "table" or type(m.role) ~= "string" or type(m.content) ~= "string" then
       return nil, string.format("message %d is not {role = string, content = string}", i)
@@ -159,7 +160,7 @@ function text.each(spec, fn, opts)
       local ids, mask, n = opts.ids ~= false and {} or nil, nil, 0
       local parts = {}
       for i, sg in ipairs(seg) do
-        local e = tok:encode(sg[1], { special = i == 1 })
+        local e = tok:encode(sg[1], { special = i == 1 and not s.chat }) -- a chat format writes its own BOS
         for _, id in ipairs(e) do
           n = n + 1
           if ids then ids[n] = id end

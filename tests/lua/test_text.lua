@@ -103,6 +103,17 @@ local nprompt = #tok:encode("<|start_header_id|>user<|end_header_id|>\n\nHi<|eot
   .. "<|start_header_id|>assistant<|end_header_id|>\n\n")
 check.eq(closs[1], string.rep("\0", nprompt) .. string.rep("\1", #cids[1] - nprompt), "the assistant's tokens carry loss")
 
+-- the chat format's ids are transformers' apply_chat_template's (Meta's Llama-3 template; gen_chat.py)
+local conv = dp.json.decode(assert(dp.read_file(FIX .. "chat_llama3.json")))
+local recs = {}
+for i, c in ipairs(conv.conversations) do recs[i] = dp.json.encode({ messages = c.messages }) end
+local convs = write("conv.jsonl", table.concat(recs, "\n") .. "\n")
+local got_ids = text.samples({ dataset = convs, tokenizer = FIX .. "llama3", chat = "llama3" })
+check.eq(#got_ids, #conv.conversations, "every conversation a sample")
+for i, c in ipairs(conv.conversations) do
+  check.eq(table.concat(got_ids[i], " "), table.concat(c.ids, " "), "conversation " .. i .. " as transformers has it")
+end
+
 -- a function: its text, or {prompt =, completion =}
 local fl = text.lengths({ dataset = KJV, tokenizer = FIX .. "llama3", max_records = 5,
                           text = function(r) return r.ref .. ": " .. r.text end })
