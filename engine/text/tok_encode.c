@@ -81,24 +81,17 @@ static int has_normalized_added(const dp_tokenizer *t) {
     return 0;
 }
 
+static int normalized_added(const dp_tokenizer *t, tk_ctx *c, const tk_piece *p, const void *arg, tk_pieces *out) {
+    (void)arg;
+    return split_added(t, c, c->a.buf + p->off, p->n, p->origin ? 0 : 1, 1, 0, out);
+}
+
 static int encode(const dp_tokenizer *t, tk_ctx *c, const char *s, size_t n, int add_special, dp_ids *out) {
     /* 1. the added tokens matched in the raw text; the rest normalized */
     DP_TRY(split_added(t, c, s, n, 0, 0, t->n_norm > 0, &c->a));
     if (t->n_norm == 0 && !has_normalized_added(t)) goto pretok;
     /* 2. the normalized added tokens, matched in each normalized piece (offsets: the piece's) */
-    tk_pieces_clear(&c->b);
-    for (size_t i = 0; i < c->a.n; i++) {
-        const tk_piece *p = &c->a.p[i];
-        if (p->added >= 0)
-            DP_TRY(tk_pieces_add(&c->b, c->a.buf + p->off, p->n, p->added, p->origin));
-        else
-            DP_TRY(split_added(t, c, c->a.buf + p->off, p->n, p->origin ? 0 : 1, 1, 0, &c->b));
-    }
-    {
-        tk_pieces tmp = c->a;
-        c->a = c->b;
-        c->b = tmp;
-    }
+    DP_TRY(tk_stage(t, c, normalized_added, NULL));
 pretok:
     DP_TRY(tk_pretokenize(t, c));
     /* 3. the model; 4. the template around it */

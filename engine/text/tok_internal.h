@@ -147,6 +147,12 @@ typedef struct {
 
 /* ---- the stages ------------------------------------------------------------------------------- */
 
+/* What a stage makes of one piece that is not an added token: its pieces appended to out. */
+typedef int (*tk_piece_fn)(const dp_tokenizer *t, tk_ctx *c, const tk_piece *p, const void *arg, tk_pieces *out);
+/* One stage of the pipeline: each piece of c->a through fn (added tokens copied as they are) into
+ * c->b, then the two lists swapped, so that the stage's result is c->a. */
+int tk_stage(const dp_tokenizer *t, tk_ctx *c, tk_piece_fn fn, const void *arg);
+
 /* Each normalizer of t over piece text s (n bytes) into the list out (one piece, or none when it
  * becomes empty). DP_EOOM, DP_EINVAL on a regex failure. */
 int tk_normalize(const dp_tokenizer *t, tk_ctx *c, const char *s, size_t n, int origin, tk_pieces *out);

@@ -1,5 +1,5 @@
-/* tok_maps.c: the tokenizer's hash maps (token bytes -> id, id pair -> merge) and the list of
- * pieces text travels through the pipeline in. */
+/* tok_maps.c: the tokenizer's hash maps (token bytes -> id, id pair -> merge), the list of pieces
+ * text travels through the pipeline in, and one stage of the pipeline over it. */
 #include "tok_internal.h"
 
 #include "error.h"
@@ -185,6 +185,21 @@ void tk_pieces_free(tk_pieces *l) {
     free(l->buf);
     free(l->p);
     memset(l, 0, sizeof *l);
+}
+
+int tk_stage(const dp_tokenizer *t, tk_ctx *c, tk_piece_fn fn, const void *arg) {
+    tk_pieces_clear(&c->b);
+    for (size_t i = 0; i < c->a.n; i++) {
+        const tk_piece *p = &c->a.p[i];
+        if (p->added >= 0)
+            DP_TRY(tk_pieces_add(&c->b, c->a.buf + p->off, p->n, p->added, p->origin));
+        else
+            DP_TRY(fn(t, c, p, arg, &c->b));
+    }
+    tk_pieces tmp = c->a;
+    c->a = c->b;
+    c->b = tmp;
+    return DP_OK;
 }
 
 int dp_ids_push(dp_ids *out, const int32_t *ids, size_t n) {

@@ -66,6 +66,7 @@ typedef struct {
 } buf;
 
 static int buf_put(buf *b, const char *s, size_t n) {
+    if (n > ((size_t)1 << 40) - b->n) return dp_error_set(DP_EINVAL, "tokenizer: a text over 1 TiB");
     if (b->n + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
         while (cap < b->n + n + 1) cap *= 2;
@@ -255,19 +256,12 @@ static int pre_one(const tk_pretok *q, tk_ctx *c, const tk_pieces *in, const tk_
     return rc;
 }
 
+static int pre_stage(const dp_tokenizer *t, tk_ctx *c, const tk_piece *p, const void *arg, tk_pieces *out) {
+    (void)t;
+    return pre_one(arg, c, &c->a, p, out);
+}
+
 int tk_pretokenize(const dp_tokenizer *t, tk_ctx *c) {
-    for (int k = 0; k < t->n_pre; k++) {
-        tk_pieces_clear(&c->b);
-        for (size_t i = 0; i < c->a.n; i++) {
-            const tk_piece *p = &c->a.p[i];
-            if (p->added >= 0)
-                DP_TRY(tk_pieces_add(&c->b, c->a.buf + p->off, p->n, p->added, p->origin));
-            else
-                DP_TRY(pre_one(&t->pre[k], c, &c->a, p, &c->b));
-        }
-        tk_pieces tmp = c->a;
-        c->a = c->b;
-        c->b = tmp;
-    }
+    for (int k = 0; k < t->n_pre; k++) DP_TRY(tk_stage(t, c, pre_stage, &t->pre[k]));
     return DP_OK;
 }

@@ -299,35 +299,13 @@ static void test_model(const model_case *mc) {
 
 /* ---- part 2: PyTorch's float64 references --------------------------------------------------- */
 
-static cJSON *read_json(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) {
-        fprintf(stderr, "cannot open %s\n", path);
-        check_failures++;
-        return NULL;
-    }
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    size_t got = fread(text, 1, (size_t)n, fp);
-    fclose(fp);
-    text[got] = '\0';
-    cJSON *j = cJSON_Parse(text);
-    free(text);
-    if (!j) {
-        fprintf(stderr, "%s: not JSON\n", path);
-        check_failures++;
-    }
-    return j;
-}
 
 /* tests/fixtures/clipping/<sub>/reference.json, or NULL (a failure counted). */
 static cJSON *clipping_fixture(const char *sub) {
     char dir[1100], path[1300];
     test_fixture_dir(dir, sizeof dir, "clipping");
     snprintf(path, sizeof path, "%s/%s/reference.json", dir, sub);
-    return read_json(path);
+    return test_json_file(path);
 }
 
 /* A tensor name of the fixture as dpprof names it (PEFT's base_model.model. prefix dropped). */

@@ -28,16 +28,8 @@
 static char tmpdir[64];
 
 static cJSON *read_json(const char *path) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    size_t got = fread(buf, 1, (size_t)n, fp);
-    fclose(fp);
-    buf[got] = '\0';
-    cJSON *j = cJSON_Parse(buf);
+    char *buf = test_read_file(path, NULL);
+    cJSON *j = buf ? cJSON_Parse(buf) : NULL;
     free(buf);
     return j;
 }

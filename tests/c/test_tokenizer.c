@@ -16,30 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return NULL;
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *text = malloc((size_t)n + 1);
-    size_t got = fread(text, 1, (size_t)n, fp);
-    fclose(fp);
-    text[got] = '\0';
-    if (len) *len = got;
-    return text;
-}
-
-static cJSON *read_json(const char *path) {
-    char *text = read_file(path, NULL);
-    cJSON *j = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    if (!j) {
-        fprintf(stderr, "%s: cannot read or not JSON\n", path);
-        check_failures++;
-    }
-    return j;
-}
 
 /* hex -> bytes (malloc'ed) */
 static char *unhex(const char *hex, size_t *n) {
@@ -136,7 +112,7 @@ static int check_fixture(const char *dir, const char *name, const cJSON *corpus)
     }
     printf("%s: %s\n", name, dp_tokenizer_describe(t));
     snprintf(path, sizeof path, "%s/%s/expected.json", dir, name);
-    cJSON *exp = read_json(path);
+    cJSON *exp = test_json_file(path);
     const cJSON *encs = cJSON_GetObjectItem(exp, "encodings"), *dec = cJSON_GetObjectItem(exp, "decodes"), *e;
     CHECK(cJSON_GetArraySize(encs) == cJSON_GetArraySize(corpus));
     int k = 0, npieces = 0, fails0 = check_failures;
@@ -193,7 +169,7 @@ static void check_refused(const char *dir, const char *from, const char *to, int
     char path[1400];
     snprintf(path, sizeof path, "%s/gpt2/tokenizer.json", dir);
     size_t n;
-    char *text = read_file(path, &n);
+    char *text = test_read_file(path, &n);
     char *at = text ? strstr(text, from) : NULL;
     CHECK(at != NULL);
     if (!at) {
@@ -223,7 +199,7 @@ int main(void) {
     char dir[1100], path[1300];
     test_fixture_dir(dir, sizeof dir, "tokenizer");
     snprintf(path, sizeof path, "%s/corpus.json", dir);
-    cJSON *corpus = read_json(path);
+    cJSON *corpus = test_json_file(path);
     static const char *names[] = {"gpt2", "gpt2_prefix", "llama3", "spm", "spm_nobytes", "metaspace", "mistral"};
     int items = 0;
     for (size_t i = 0; corpus && i < sizeof names / sizeof *names; i++) items += check_fixture(dir, names[i], corpus);

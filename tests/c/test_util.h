@@ -1,5 +1,5 @@
 /* test_util.h: what several C test programs need besides checks: the fixtures folder, token ids,
- * writing and copying files, the skip of a GPU test without a device, and a malloc-backed raw
+ * reading, writing and copying files, the skip of a GPU test without a device, and a malloc-backed raw
  * allocator for allocator tests. */
 #ifndef DP_TEST_UTIL_H
 #define DP_TEST_UTIL_H
@@ -12,6 +12,7 @@
 #include "optim.h"
 #include "tensor.h"
 
+#include <cjson/cJSON.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +30,36 @@ static inline void test_raw_free(void *ctx, void *ptr, size_t bytes) {
     (void)ctx;
     (void)bytes;
     free(ptr);
+}
+
+/* The whole file at path, malloc'd with a NUL after its *len bytes (len may be NULL); NULL when it
+ * cannot be read. */
+static inline char *test_read_file(const char *path, size_t *len) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return NULL;
+    fseek(fp, 0, SEEK_END);
+    long n = ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    char *text = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    size_t got = text ? fread(text, 1, (size_t)n, fp) : 0;
+    fclose(fp);
+    if (!text) return NULL;
+    text[got] = '\0';
+    if (len) *len = got;
+    return text;
+}
+
+/* The JSON file at path parsed, any value and any size (the caller cJSON_Deletes it), or NULL
+ * with a failure counted and named (test_hf_ref.h's test_read_json: an object of at most 64 KiB). */
+static inline cJSON *test_json_file(const char *path) {
+    char *text = test_read_file(path, NULL);
+    cJSON *j = text ? cJSON_Parse(text) : NULL;
+    if (!j) {
+        fprintf(stderr, "%s: %s\n", path, text ? "not JSON" : "cannot read");
+        check_failures++;
+    }
+    free(text);
+    return j;
 }
 
 /* buf = $DPPROF_FIXTURES/sub, else <repo>/tests/fixtures/sub (found from this header's path). */
