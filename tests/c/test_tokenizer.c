@@ -16,7 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 /* hex -> bytes (malloc'ed) */
 static char *unhex(const char *hex, size_t *n) {
     size_t len = strlen(hex) / 2;
@@ -195,6 +194,53 @@ static void check_refused(const char *dir, const char *from, const char *to, int
     free(text);
 }
 
+/* Files before tokenizers 0.20 spell each merge "a b" (one string) where newer ones write ["a", "b"]:
+ * fixture `name` rewritten so, its ids on the corpus must not change. */
+static void check_legacy_merges(const char *dir, const char *name, const cJSON *corpus) {
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s/tokenizer.json", dir, name);
+    cJSON *root = test_json_file(path);
+    cJSON *merges = cJSON_GetObjectItem(cJSON_GetObjectItem(root, "model"), "merges"), *m;
+    CHECK(cJSON_GetArraySize(merges) > 100);
+    cJSON *legacy = cJSON_CreateArray();
+    cJSON_ArrayForEach(m, merges) {
+        char line[512];
+        snprintf(line, sizeof line, "%s %s", cJSON_GetArrayItem(m, 0)->valuestring,
+                 cJSON_GetArrayItem(m, 1)->valuestring);
+        cJSON_AddItemToArray(legacy, cJSON_CreateString(line));
+    }
+    cJSON_ReplaceItemInObject(cJSON_GetObjectItem(root, "model"), "merges", legacy);
+    char *text = cJSON_PrintUnformatted(root);
+    dp_tokenizer *t = NULL, *ref = NULL;
+    CHECK_OK(dp_tokenizer_parse(text, strlen(text), "legacy.json", &t));
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    CHECK_OK(dp_tokenizer_load(path, &ref));
+    int same = t && ref, k = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, corpus) {
+        if (!same) break;
+        size_t n;
+        char *raw = unhex(cJSON_GetObjectItem(item, "hex")->valuestring, &n);
+        dp_ids a = {0}, b = {0};
+        CHECK_OK(dp_tokenizer_encode(t, raw, n, 1, &a));
+        CHECK_OK(dp_tokenizer_encode(ref, raw, n, 1, &b));
+        same = a.n == b.n && (a.n == 0 || memcmp(a.ids, b.ids, a.n * sizeof *a.ids) == 0);
+        k++;
+        dp_ids_free(&a);
+        dp_ids_free(&b);
+        free(raw);
+    }
+    if (!same) {
+        fprintf(stderr, "%s: merges as \"a b\" strings encode item %d otherwise\n", name, k);
+        check_failures++;
+    }
+    printf("%s: merges written as \"a b\" strings: %s\n", name, same ? "the same ids" : "FAILED");
+    dp_tokenizer_free(t);
+    dp_tokenizer_free(ref);
+    free(text);
+    cJSON_Delete(root);
+}
+
 int main(void) {
     char dir[1100], path[1300];
     test_fixture_dir(dir, sizeof dir, "tokenizer");
@@ -204,6 +250,8 @@ int main(void) {
     int items = 0;
     for (size_t i = 0; corpus && i < sizeof names / sizeof *names; i++) items += check_fixture(dir, names[i], corpus);
     CHECK(items >= 7 * 150);
+    if (corpus) check_legacy_merges(dir, "llama3", corpus);
+    if (corpus) check_legacy_merges(dir, "spm", corpus);
     cJSON_Delete(corpus);
 
     /* what is not implemented is refused at load, naming it */
