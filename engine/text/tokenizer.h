@@ -53,6 +53,11 @@ const char *dp_tokenizer_describe(const dp_tokenizer *t);
  * add_special_tokens=add_special).ids. DP_EOOM; DP_EINVAL when a character has no token and the
  * model has neither byte fallback nor an unk token (naming it), or on a regex failure. */
 int dp_tokenizer_encode(const dp_tokenizer *t, const char *text, size_t len, int add_special, dp_ids *out);
+/* The number of ids of each of n texts (texts[i], lens[i] bytes; special[i] as add_special, NULL:
+ * all 1) into counts[i], encoded on `threads` threads (at least 1; the calling thread is one).
+ * The first failure's status and message (as dp_tokenizer_encode's) when one fails. */
+int dp_tokenizer_count_many(const dp_tokenizer *t, const char *const *texts, const size_t *lens,
+                            const unsigned char *special, size_t n, int threads, int64_t *counts);
 /* The text of ids (n of them) in *text (malloc'ed, NUL-terminated, *len bytes without the NUL):
  * HF's decode(ids, skip_special_tokens=skip_special). DP_EINVAL for an id out of range. */
 int dp_tokenizer_decode(const dp_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,

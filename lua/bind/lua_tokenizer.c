@@ -3,6 +3,7 @@
  * userdata ("dpprof.tokenizer") with
  *   t:encode(text [, {special = true}])      -> {id, ...}   HF's encode(text, add_special_tokens=special).ids
  *   t:count(text [, {special = true}])       -> the number of those ids (no table made)
+ *   t:count_many(texts [, {special =, threads = 1}])  -> each text's count, encoded on N threads
  *   t:decode(ids [, {skip_special = true}])  -> text        HF's decode(ids, skip_special_tokens=...)
  *   t:token(id)                              -> the token as the file spells it, or nil
  *   t:id(token)                              -> its id, or nil
@@ -79,6 +80,58 @@ static int l_count(lua_State *L) {
     encode_arg(L, "tokenizer:count", &ids);
     lua_pushinteger(L, (lua_Integer)ids.n);
     dp_ids_free(&ids);
+    return 1;
+}
+
+/* t:count_many(texts [, {special = true | {flags...}, threads = N}]) -> {count, ...}: the ids of each
+ * text, on N threads (default 1) */
+static int l_count_many(lua_State *L) {
+    static const char *const keys[] = {"special", "threads", NULL};
+    const char *fname = "tokenizer:count_many";
+    dp_tokenizer *t = check_tok(L, 1);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    lua_Integer n = luaL_len(L, 2);
+    int threads = 1, all_special = 1, per_text = 0;
+    if (!lua_isnoneornil(L, 3)) {
+        dpl_check_keys(L, 3, fname, keys);
+        threads = (int)dpl_opt_int_field(L, 3, fname, "threads", 1);
+        if (threads < 1 || threads > 256) return luaL_error(L, "%s: threads must be 1..256", fname);
+        int tp = lua_getfield(L, 3, "special");
+        if (tp == LUA_TBOOLEAN)
+            all_special = lua_toboolean(L, -1);
+        else if (tp == LUA_TTABLE)
+            per_text = 1;
+        else if (tp != LUA_TNIL)
+            return luaL_error(L, "%s: special must be a boolean or a list of them", fname);
+        lua_pop(L, 1);
+    }
+    size_t m = (size_t)(n > 0 ? n : 1);
+    const char **texts = lua_newuserdatauv(L, m * sizeof *texts, 0);
+    size_t *lens = lua_newuserdatauv(L, m * sizeof *lens, 0);
+    unsigned char *special = lua_newuserdatauv(L, m, 0);
+    int64_t *counts = lua_newuserdatauv(L, m * sizeof *counts, 0);
+    if (per_text) lua_getfield(L, 3, "special");
+    int sp = lua_gettop(L);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_geti(L, 2, i + 1);
+        if (lua_type(L, -1) != LUA_TSTRING) return luaL_error(L, "%s: texts[%d] is not a string", fname, (int)(i + 1));
+        texts[i] = lua_tolstring(L, -1, &lens[i]); /* the string stays in texts, which is alive */
+        lua_pop(L, 1);
+        if (per_text) {
+            lua_geti(L, sp, i + 1);
+            special[i] = (unsigned char)lua_toboolean(L, -1);
+            lua_pop(L, 1);
+        } else {
+            special[i] = (unsigned char)all_special;
+        }
+    }
+    if (dp_tokenizer_count_many(t, texts, lens, special, (size_t)n, threads, counts) != DP_OK)
+        return luaL_error(L, "%s: %s", fname, dp_error_message());
+    lua_createtable(L, (int)n, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_pushinteger(L, counts[i]);
+        lua_rawseti(L, -2, i + 1);
+    }
     return 1;
 }
 
@@ -171,9 +224,9 @@ static int l_fields(lua_State *L) {
 
 void dpl_open_tokenizer(lua_State *L) {
     static const luaL_Reg meta[] = {{"__gc", l_free}, {"__close", l_free}, {"__tostring", l_tostring}, {NULL, NULL}};
-    static const luaL_Reg methods[] = {{"encode", l_encode}, {"count", l_count}, {"decode", l_decode},
-                                       {"token", l_token},   {"id", l_id},       {"is_special", l_is_special},
-                                       {"free", l_free},     {NULL, NULL}};
+    static const luaL_Reg methods[] = {{"encode", l_encode},         {"count", l_count}, {"count_many", l_count_many},
+                                       {"decode", l_decode},         {"token", l_token}, {"id", l_id},
+                                       {"is_special", l_is_special}, {"free", l_free},   {NULL, NULL}};
     dpl_new_type(L, TOKENIZER_MT, meta, methods, l_fields);
     lua_pushcfunction(L, l_tokenizer);
     lua_setfield(L, -2, "tokenizer");

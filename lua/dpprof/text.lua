@@ -22,9 +22,10 @@
 --   text.KEYS                               the data keys this module reads
 --   text.given(spec)                        -> whether spec names a data set (spec.dataset)
 --   text.tokenizer(path)                    -> a tokenizer, loaded once per path
---   text.each(spec, fn, opts)               calls fn(sample, line) for each good record, sample =
---                                           {ids = {...}, loss = mask string or nil, tokens = N};
---                                           opts {tokenizer =, ids = false (counts only), progress =}
+--   text.each(spec, fn, opts)               calls fn(sample, line) for each good record, in order,
+--                                           sample = {ids = {...}, loss = mask string or nil, tokens = N};
+--                                           opts {tokenizer =, ids = false (counts only: records counted
+--                                           4096 at a time on `threads`, default dp.threads()), progress =}
 --                                           -> info {records, bad, bad_list, tokens, format, path}
 --   text.lengths(spec, opts)                -> lengths (N - 1 each), info (text.each's, + longest, lines)
 --   text.samples(spec, opts)                -> {ids lists}, {loss masks or false}, info
@@ -137,6 +138,56 @@ local function progress_line(ds, info, t0)
                                 total / 2 ^ 20, dp.clock() - t0))
 end
 
+-- A record's sample from its segments' token counts (parts: {count, carries loss} each) and, when
+-- kept, its ids: to fn, or bad (fewer than 2 tokens, no token carrying loss).
+local function accept(st, line, parts, ids)
+  local n, all = 0, true
+  for _, p in ipairs(parts) do n, all = n + p[1], all and p[2] end
+  if n < 2 then return st.bad(line, string.format("%d token(s): a sample needs at least 2", n)) end
+  local mask
+  if not all then -- one byte an id: whether it carries loss as a target (the first id never is one)
+    local m = {}
+    for _, p in ipairs(parts) do m[#m + 1] = string.rep(p[2] and "\1" or "\0", p[1]) end
+    mask = table.concat(m)
+    if not mask:find("\1", 2, true) then return st.bad(line, "no token carries loss (an empty completion)") end
+  end
+  st.info.records = st.info.records + 1
+  st.info.tokens = st.info.tokens + n
+  st.fn({ ids = ids, loss = mask, tokens = n }, line)
+end
+
+-- Counting only: the pending records' segments counted together on the threads, in order.
+local function flush(st)
+  local texts, special, at = {}, {}, {}
+  for r, p in ipairs(st.pending) do
+    at[r] = #texts
+    for i, sg in ipairs(p.seg) do texts[#texts + 1], special[#special + 1] = sg[1], i == 1 and not st.chat end
+  end
+  local counts = #texts > 0 and st.tok:count_many(texts, { special = special, threads = st.threads }) or {}
+  for r, p in ipairs(st.pending) do
+    local parts = {}
+    for i, sg in ipairs(p.seg) do parts[i] = { counts[at[r] + i], sg[2] } end
+    accept(st, p.line, parts)
+  end
+  st.pending = {}
+end
+
+-- One record's segments: tokenized now (ids kept), or queued to be counted (flush).
+local function take(st, line, seg)
+  if not st.keep_ids then
+    st.pending[#st.pending + 1] = { line = line, seg = seg }
+    if #st.pending >= st.batch then flush(st) end
+    return
+  end
+  local ids, parts = {}, {}
+  for i, sg in ipairs(seg) do
+    local e = st.tok:encode(sg[1], { special = i == 1 and not st.chat }) -- a chat format writes its own BOS
+    table.move(e, 1, #e, #ids + 1, ids)
+    parts[i] = { #e, sg[2] }
+  end
+  accept(st, line, parts, ids)
+end
+
 function text.each(spec, fn, opts)
   opts = opts or {}
   local s = text.check(spec)
@@ -144,53 +195,30 @@ function text.each(spec, fn, opts)
   local ok, ds = pcall(dp.dataset, s.dataset, { format = s.format, window = s.window })
   if not ok then refuse("%s", (tostring(ds):gsub("^dpprof%.dataset: ", ""))) end
   local info = { path = s.dataset, format = ds.format, records = 0, bad = 0, tokens = 0, bad_list = {} }
-  local function bad(line, why)
+  local st = { info = info, fn = fn, tok = tok, chat = s.chat, keep_ids = opts.ids ~= false, pending = {},
+               threads = opts.threads or dp.threads(), batch = 4096 }
+  function st.bad(line, why)
     info.bad = info.bad + 1
     if #info.bad_list < 32 then info.bad_list[#info.bad_list + 1] = { line = line, reason = why } end
   end
   local t0, last = dp.clock(), dp.clock()
-  while not s.max_records or info.records < s.max_records do
-    local okn, rec, line = pcall(ds.next, ds)
-    if not okn then ds:close(); refuse("%s", tostring(rec)) end
-    if rec == nil then break end
-    local seg, why = segments(s, rec)
-    if not seg then
-      bad(line, why)
+  while true do
+    if s.max_records and info.records + #st.pending >= s.max_records then -- the queued ones may be bad
+      if #st.pending == 0 then break end
+      flush(st)
     else
-      local ids, mask, n = opts.ids ~= false and {} or nil, nil, 0
-      local parts = {}
-      for i, sg in ipairs(seg) do
-        local e = tok:encode(sg[1], { special = i == 1 and not s.chat }) -- a chat format writes its own BOS
-        for _, id in ipairs(e) do
-          n = n + 1
-          if ids then ids[n] = id end
-        end
-        parts[#parts + 1] = { #e, sg[2] }
-      end
-      if n < 2 then
-        bad(line, string.format("%d token(s): a sample needs at least 2", n))
-      else
-        local all = true
-        for _, p in ipairs(parts) do all = all and p[2] end
-        if not all then -- one byte an id: whether it carries loss as a target (the first id never is one)
-          local m = {}
-          for _, p in ipairs(parts) do m[#m + 1] = string.rep(p[2] and "\1" or "\0", p[1]) end
-          mask = table.concat(m)
-        end
-        if mask and not mask:find("\1", 2, true) then
-          bad(line, "no token carries loss (an empty completion)")
-        else
-          info.records = info.records + 1
-          info.tokens = info.tokens + n
-          fn({ ids = ids, loss = mask, tokens = n }, line)
-        end
-      end
+      local okn, rec, line = pcall(ds.next, ds)
+      if not okn then ds:close(); refuse("%s", tostring(rec)) end
+      if rec == nil then break end
+      local seg, why = segments(s, rec)
+      if seg then take(st, line, seg) else st.bad(line, why) end
     end
     if opts.progress and dp.clock() - last > 2 then
       last = dp.clock()
       progress_line(ds, info, t0)
     end
   end
+  flush(st)
   local nbad, kept = ds:bad()
   for _, b in ipairs(kept) do
     if #info.bad_list < 32 then info.bad_list[#info.bad_list + 1] = b end

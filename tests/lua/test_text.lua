@@ -114,6 +114,19 @@ for i, c in ipairs(conv.conversations) do
   check.eq(table.concat(got_ids[i], " "), table.concat(c.ids, " "), "conversation " .. i .. " as transformers has it")
 end
 
+-- counting on several threads gives the same lengths, in order; max_records counts good records
+local one = text.lengths({ dataset = KJV, tokenizer = FIX .. "llama3" })
+local lens = {}
+local many = text.each({ dataset = KJV, tokenizer = FIX .. "llama3" }, function(sp) lens[#lens + 1] = sp.tokens - 1 end,
+                       { ids = false, threads = 3 })
+check.eq(table.concat(lens, ","), table.concat(one, ","), "count_many on 3 threads: the same lengths, in order")
+check.eq(many.records, 1533, "every record")
+check.eq(table.concat(tok:count_many({ "a b", "", "Hello" }, { special = false, threads = 2 }), ","),
+         string.format("%d,0,%d", tok:count("a b", { special = false }), tok:count("Hello", { special = false })),
+         "count_many")
+local capped = text.lengths({ dataset = mixed, tokenizer = FIX .. "llama3", max_records = 2 })
+check.eq(#capped, 2, "max_records: two good records, past the bad ones between them")
+
 -- a function: its text, or {prompt =, completion =}
 local fl = text.lengths({ dataset = KJV, tokenizer = FIX .. "llama3", max_records = 5,
                           text = function(r) return r.ref .. ": " .. r.text end })
