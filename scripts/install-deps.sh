@@ -4,7 +4,7 @@
 # never installed here: CMake enables the CUDA backend when it finds nvcc.
 set -eu
 # slurm-wlm and munge: the test that starts a one-node Slurm cluster (tests/slurm)
-pkgs="build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin liblua5.4-dev lua5.4 libcjson-dev libpcre2-dev libcairo2-dev libopenblas-dev libfftw3-dev fonts-dejavu-core
+pkgs="build-essential cmake pkg-config dpkg-dev libopenmpi-dev openmpi-bin liblua5.4-dev lua5.4 libcjson-dev libpcre2-dev libutf8proc-dev libcairo2-dev libopenblas-dev libfftw3-dev fonts-dejavu-core
       slurm-wlm munge"
 missing=""
 for p in $pkgs; do

@@ -38,9 +38,10 @@ typedef struct {
 
 /* ---- the pipeline's components --------------------------------------------------------------- */
 
-enum { TK_NORM_PREPEND, TK_NORM_REPLACE };
+enum { TK_NORM_PREPEND, TK_NORM_REPLACE, TK_NORM_UNICODE };
 typedef struct {
     int kind;
+    int forms;         /* Unicode: utf8proc's options (NFC, NFD, NFKC, NFKD) */
     char *pattern; /* Prepend: the text; Replace: the literal pattern (NULL when re) */
     size_t pattern_n;
     pcre2_code *re; /* Replace with a Regex pattern */

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
+#include <utf8proc.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,8 +99,13 @@ static int add_normalizer(loader *l, const cJSON *o) {
         if (!z.re && z.pattern_n == 0) return bad(l, "normalizer Replace: an empty pattern", NULL, NULL);
         z.content_n = strlen(c->valuestring);
         z.content = dup_n(c->valuestring, z.content_n);
+    } else if (strcmp(type, "NFC") == 0 || strcmp(type, "NFD") == 0 || strcmp(type, "NFKC") == 0 ||
+               strcmp(type, "NFKD") == 0) {
+        z.kind = TK_NORM_UNICODE;
+        z.forms = UTF8PROC_STABLE | (type[2] == 'K' ? UTF8PROC_COMPAT : 0) |
+                  (type[strlen(type) - 1] == 'C' ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE);
     } else {
-        return unsupported(l, "normalizer", type, "Sequence, Prepend, Replace");
+        return unsupported(l, "normalizer", type, "Sequence, Prepend, Replace, NFC, NFD, NFKC, NFKD");
     }
     tk_normalizer *v = realloc(l->t->norm, (size_t)(l->t->n_norm + 1) * sizeof *v);
     if (!v || (z.kind == TK_NORM_PREPEND && !z.pattern) || (z.kind == TK_NORM_REPLACE && !z.content)) {

@@ -1,15 +1,15 @@
-/* tok_pre.c: the normalizers (Prepend, Replace) and pre-tokenizers (ByteLevel, Split, Metaspace,
- * Digits) over the pieces of one encode call, with HF's split behaviours (normalizer.rs): the
- * pattern's matches and the stretches between them cover the text; Removed drops the matches,
- * Isolated keeps each apart, MergedWithPrevious and MergedWithNext glue a match to the stretch
- * before or after it, Contiguous glues adjacent matches; invert swaps matches and stretches;
- * empty pieces are dropped. Patterns are PCRE2 (UTF, UCP) where HF uses Oniguruma; empty matches
- * are skipped (no pattern HF ships matches empty). */
+/* tok_pre.c: the normalizers (Prepend, Replace, the Unicode forms by utf8proc) and pre-tokenizers (ByteLevel, Split,
+ * Metaspace, Digits) over the pieces of one encode call, with HF's split behaviours (normalizer.rs): the pattern's
+ * matches and the stretches between them cover the text; Removed drops the matches, Isolated keeps each apart,
+ * MergedWithPrevious and MergedWithNext glue a match to the stretch before or after it, Contiguous glues adjacent
+ * matches; invert swaps matches and stretches; empty pieces are dropped. Patterns are PCRE2 (UTF, UCP) where HF uses
+ * Oniguruma; empty matches are skipped (no pattern HF ships matches empty). */
 #include "tok_internal.h"
 
 #include "error.h"
 
 #include <stdlib.h>
+#include <utf8proc.h>
 #include <string.h>
 
 pcre2_code *tk_regex_compile(const char *pattern, size_t n, int is_literal, const char *what) {
@@ -107,6 +107,22 @@ static int replace_all(const tk_normalizer *z, pcre2_match_data *md, const char 
     return buf_put(out, s + at, n - at);
 }
 
+/* s in a Unicode normalization form (utf8proc's options), into out. The text is valid UTF-8 (repaired
+ * first), NULs included (the length is given). */
+static int unicode_form(int forms, const char *s, size_t n, buf *out) {
+    if (!n) return DP_OK;
+    utf8proc_uint8_t *dst = NULL;
+    utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &dst, (utf8proc_option_t)forms);
+    if (m < 0) {
+        free(dst);
+        return dp_error_set(m == UTF8PROC_ERROR_NOMEM ? DP_EOOM : DP_EINVAL, "tokenizer: a normalizer: %s",
+                            utf8proc_errmsg(m));
+    }
+    int rc = buf_put(out, (const char *)dst, (size_t)m);
+    free(dst);
+    return rc;
+}
+
 int tk_normalize(const dp_tokenizer *t, tk_ctx *c, const char *s, size_t n, int origin, tk_pieces *out) {
     buf x = {0}, y = {0};
     int rc = buf_put(&x, s, n);
@@ -116,6 +132,8 @@ int tk_normalize(const dp_tokenizer *t, tk_ctx *c, const char *s, size_t n, int 
         if (z->kind == TK_NORM_PREPEND) {
             if (x.n) rc = buf_put(&y, z->pattern, z->pattern_n);
             if (rc == DP_OK) rc = buf_put(&y, x.p, x.n);
+        } else if (z->kind == TK_NORM_UNICODE) {
+            rc = unicode_form(z->forms, x.p, x.n, &y);
         } else {
             rc = replace_all(z, c->md, x.p, x.n, &y);
         }

@@ -5,6 +5,7 @@
  *   byte-level BPE (GPT-2, Llama-3): pre-tokenizer ByteLevel (GPT-2's regex or none), Split with
  *     the file's regex (run by PCRE2, UTF and UCP, JIT where available) and any Sequence of them;
  *     BPE merges by rank, `ignore_merges`;
+ *   the Unicode normalizers NFC, NFD, NFKC and NFKD (utf8proc; Qwen2's files have NFC);
  *   SentencePiece-style BPE (Llama-2, Mistral): normalizers Prepend and Replace, pre-tokenizer
  *     Metaspace (prepend_scheme always, first or never; split), `byte_fallback` to <0xXX>
  *     tokens, `unk_token` and `fuse_unk`;
@@ -16,7 +17,7 @@
  *
  * Text is bytes: invalid UTF-8 is replaced first, U+FFFD for each maximal invalid subpart, which
  * is what a Python user who read the file with errors="replace" hands HF. Any component, option
- * or value the file names that is not implemented (a normalizer such as NFC, BPE dropout, a
+ * or value the file names that is not implemented (a normalizer such as Lowercase, BPE dropout, a
  * word-piece model, single_word added tokens, ...) is refused at load with DP_ENOTSUP naming it
  * and what is implemented: never a silent approximation.
  *

@@ -1,6 +1,7 @@
 /* test_tokenizer.c: the C tokenizer (engine/text) against Hugging Face's tokenizers on the
  * fixtures of tests/fixtures/tokenizer (gen_tokenizer.py): for every tokenizer there (GPT-2 style
- * with and without add_prefix_space, Llama-3 style with ignore_merges and its template, Llama-2
+ * with and without add_prefix_space and with the NFC and NFKC normalizers, Llama-3 style with
+ * ignore_merges and its template, Llama-2
  * SentencePiece style with and without the high byte tokens, Mistral/Metaspace style) and every
  * item of the corpus (CJK, emoji and ZWJ sequences, combining marks, RTL, runs of spaces and
  * newlines, digits, contractions, special tokens inside text, invalid UTF-8): the ids with and
@@ -246,16 +247,18 @@ int main(void) {
     test_fixture_dir(dir, sizeof dir, "tokenizer");
     snprintf(path, sizeof path, "%s/corpus.json", dir);
     cJSON *corpus = test_json_file(path);
-    static const char *names[] = {"gpt2", "gpt2_prefix", "llama3", "spm", "spm_nobytes", "metaspace", "mistral"};
+    static const char *names[] = {"gpt2", "gpt2_prefix", "gpt2_nfc",  "gpt2_nfkc", "llama3",
+                                  "spm",  "spm_nobytes", "metaspace", "mistral"};
     int items = 0;
     for (size_t i = 0; corpus && i < sizeof names / sizeof *names; i++) items += check_fixture(dir, names[i], corpus);
-    CHECK(items >= 7 * 150);
+    CHECK(items >= 9 * 150);
     if (corpus) check_legacy_merges(dir, "llama3", corpus);
     if (corpus) check_legacy_merges(dir, "spm", corpus);
     cJSON_Delete(corpus);
 
     /* what is not implemented is refused at load, naming it */
-    check_refused(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}", DP_ENOTSUP, "normalizer 'NFC'");
+    check_refused(dir, "\"normalizer\": null", "\"normalizer\": {\"type\": \"Lowercase\"}", DP_ENOTSUP,
+                  "normalizer 'Lowercase'");
     check_refused(dir, "\"dropout\": null", "\"dropout\": 0.1", DP_ENOTSUP, "dropout");
     check_refused(dir, "\"type\": \"BPE\"", "\"type\": \"WordPiece\"", DP_ENOTSUP, "model 'WordPiece'");
     check_refused(dir, "\"single_word\": false", "\"single_word\": true", DP_ENOTSUP, "single_word");

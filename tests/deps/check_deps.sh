@@ -72,6 +72,7 @@ cblas.h      backend_cpu
 omp.h        backend_cpu bind
 cjson/       io text bind plots
 pcre2.h      text
+utf8proc.h   text
 cairo        plots
 fftw3        privacy
 mpi.h        comm

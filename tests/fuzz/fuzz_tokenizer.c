@@ -23,7 +23,8 @@
 static int failures;
 static long n_loaded, n_refused;
 
-static const char *const NAMES[] = {"gpt2", "gpt2_prefix", "llama3", "spm", "spm_nobytes", "metaspace", "mistral"};
+static const char *const NAMES[] = {"gpt2", "gpt2_prefix", "gpt2_nfc",  "gpt2_nfkc", "llama3",
+                                    "spm",  "spm_nobytes", "metaspace", "mistral"};
 #define N_NAMES (sizeof NAMES / sizeof *NAMES)
 
 static const char *const KEYS[] = {"type",

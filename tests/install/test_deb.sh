@@ -16,7 +16,7 @@ deb=$(ls "$tmp"/dpprof_*.deb 2>/dev/null | head -n 1)
 [ -f "$deb" ] || fail "no dpprof_*.deb made"
 info=$(dpkg-deb -I "$deb")
 depends=$(echo "$info" | sed -n 's/^ Depends: //p')
-for pkg in liblua5.4-0 libcjson1 libpcre2-8-0 libcairo2 libopenblas0 libfftw3-double3 libgomp1 fonts-dejavu-core; do
+for pkg in liblua5.4-0 libcjson1 libpcre2-8-0 libutf8proc2 libcairo2 libopenblas0 libfftw3-double3 libgomp1 fonts-dejavu-core; do
   echo "$depends" | grep -q "\(^\|, \)$pkg\( \|,\|$\)" || fail "Depends lacks $pkg: $depends"
 done
 echo "$info" | grep -q "^ Package: dpprof$" || fail "not package dpprof: $info"
