@@ -16,8 +16,6 @@
 
 #define DEFAULT_MAX_RECORD ((size_t)64 << 20)
 
-static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 /* Skips a UTF-8 BOM at the file's start (the buffer is at the start, unread). */
 static int skip_bom(dp_dataset *d) {
     size_t got = 1;
@@ -85,7 +83,7 @@ static size_t utf8_prefix(const unsigned char *s, size_t n) {
 
 static int only_ws(const unsigned char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (!is_ws(s[i])) return 0;
+        if (!ds_is_ws(s[i])) return 0;
     return 1;
 }
 
@@ -120,7 +118,7 @@ static int lines_next(dp_dataset *d, dp_record *rec) {
             cJSON *j = cJSON_ParseWithLengthOpts((const char *)s, n, &stop, 0);
             size_t at = stop ? (size_t)((const unsigned char *)stop - s) : 0;
             if (j) {
-                while (at < n && is_ws(s[at])) at++;
+                while (at < n && ds_is_ws(s[at])) at++;
             }
             if (!j || at < n) {
                 cJSON_Delete(j);

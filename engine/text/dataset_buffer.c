@@ -75,12 +75,10 @@ void ds_advance(dp_dataset *d, size_t n) {
     d->pos += n;
 }
 
-static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 int ds_skip_ws(dp_dataset *d, int *c) {
     for (;;) {
         size_t i = d->pos;
-        while (i < d->end && is_ws(d->buf[i])) i++;
+        while (i < d->end && ds_is_ws(d->buf[i])) i++;
         ds_advance(d, i - d->pos);
         if (d->pos < d->end) {
             *c = d->buf[d->pos];

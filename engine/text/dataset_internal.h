@@ -36,6 +36,9 @@ struct dp_dataset {
     int jstate;
 };
 
+/* JSON's whitespace (and what a blank line holds). */
+static inline int ds_is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
 /* Reads more of the file after moving the unread bytes to the buffer's start, growing the buffer
  * (up to limit) when it is full; *got the bytes read (0 at the end of the file, or when the buffer
  * is full at its limit). DP_OK, or -DP_EIO / -DP_EOOM (the stream ended). */

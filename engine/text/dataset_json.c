@@ -12,8 +12,6 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-static int is_ws(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-
 /* The line and 1-based column of byte e of an element that starts at (line, col). */
 static void where(const unsigned char *s, size_t e, int64_t line, size_t col, int64_t *l, size_t *c) {
     size_t last = 0;
@@ -71,7 +69,7 @@ static int element(dp_dataset *d, dp_record *rec) {
     }
     const unsigned char *s = d->buf + d->pos;
     size_t m = k;
-    while (m > 0 && is_ws(s[m - 1])) m--;
+    while (m > 0 && ds_is_ws(s[m - 1])) m--;
     d->jstate = 2;
     if (too_long || m > d->max_record) {
         ds_advance(d, k);
@@ -85,7 +83,7 @@ static int element(dp_dataset *d, dp_record *rec) {
     cJSON *j = cJSON_ParseWithLengthOpts((const char *)s, m, &stop, 0);
     size_t at = stop ? (size_t)((const unsigned char *)stop - s) : 0;
     if (j)
-        while (at < m && is_ws(s[at])) at++;
+        while (at < m && ds_is_ws(s[at])) at++;
     if (!j || at < m) {
         t[m] = saved;
         cJSON_Delete(j);

@@ -53,27 +53,6 @@ static cand heap_pop(cand *h, size_t *n) {
     return top;
 }
 
-static int lookup_merge(const tk_mergemap *m, int32_t left, int32_t right, int32_t *rank, int32_t *merged) {
-    if (!m->cap) return 0;
-    uint64_t k = ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) + 1;
-    uint64_t x = k;
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    x ^= x >> 33;
-    size_t j = x & (m->cap - 1);
-    while (m->key[j]) {
-        if (m->key[j] == k) {
-            *rank = m->rank[j];
-            *merged = m->merged[j];
-            return 1;
-        }
-        j = (j + 1) & (m->cap - 1);
-    }
-    return 0;
-}
-
 /* The word's initial symbols into s (n at most), HF's order: known characters, byte fallback,
  * pending (fused) unk. Returns the count. */
 static size_t initial(const dp_tokenizer *t, const unsigned char *w, size_t n, sym *s) {
@@ -118,7 +97,7 @@ static size_t initial(const dp_tokenizer *t, const unsigned char *w, size_t n, s
 static void push_pair(const dp_tokenizer *t, const sym *s, int32_t pos, cand *h, size_t *hn) {
     int32_t nx = s[pos].next, rank, merged;
     if (nx < 0) return;
-    if (lookup_merge(&t->merges, s[pos].id, s[nx].id, &rank, &merged))
+    if (tk_mergemap_get(&t->merges, s[pos].id, s[nx].id, &rank, &merged))
         heap_push(h, hn, (cand){rank, pos, s[pos].id, s[nx].id});
 }
 
@@ -149,7 +128,7 @@ int tk_bpe_word(const dp_tokenizer *t, const char *word, size_t n, dp_ids *out) 
         int32_t nx = s[c.pos].next;
         if (s[c.pos].id != c.left || nx < 0 || s[nx].id != c.right) continue; /* stale */
         int32_t rank, merged;
-        if (!lookup_merge(&t->merges, c.left, c.right, &rank, &merged)) continue;
+        if (!tk_mergemap_get(&t->merges, c.left, c.right, &rank, &merged)) continue;
         s[c.pos].id = merged; /* the pair becomes its left symbol */
         s[nx].id = -1;
         s[c.pos].next = s[nx].next;

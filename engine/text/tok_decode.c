@@ -24,13 +24,7 @@ typedef struct {
 } strs;
 
 static int strs_add(strs *l, const char *s, size_t n) {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        str *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return dp_error_set(DP_EOOM, "tokenizer: out of host memory decoding");
-        l->v = v;
-        l->cap = cap;
-    }
+    DP_TRY(tk_reserve((void **)&l->v, &l->cap, l->n + 1, sizeof *l->v, 16, "decoding"));
     char *c = malloc(n + 1);
     if (!c) return dp_error_set(DP_EOOM, "tokenizer: out of host memory decoding");
     if (n) memcpy(c, s, n);

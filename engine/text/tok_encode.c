@@ -135,7 +135,6 @@ int dp_tokenizer_encode(const dp_tokenizer *t, const char *text, size_t len, int
     pcre2_match_data_free(c.md);
     tk_pieces_free(&c.a);
     tk_pieces_free(&c.b);
-    free(c.scratch);
     free(fixed);
     return rc;
 }

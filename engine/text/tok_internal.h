@@ -22,6 +22,10 @@ typedef struct {
     size_t pool_n, pool_cap;
 } tk_strmap;
 
+/* Grows the array *p (of *cap elements of elem bytes; `first` elements the first time) to hold
+ * `need`, doubling. DP_EOOM (with `what` in the message), *p unchanged then. */
+int tk_reserve(void **p, size_t *cap, size_t need, size_t elem, size_t first, const char *what);
+
 /* Inserts (or overwrites) s -> v. DP_EOOM, DP_EINVAL for a key over 16 MiB. */
 int tk_strmap_put(tk_strmap *m, const char *s, size_t n, int32_t v);
 /* The value of s, or -1. */
@@ -41,7 +45,7 @@ typedef struct {
 enum { TK_NORM_PREPEND, TK_NORM_REPLACE, TK_NORM_UNICODE };
 typedef struct {
     int kind;
-    int forms;         /* Unicode: utf8proc's options (NFC, NFD, NFKC, NFKD) */
+    int forms;     /* Unicode: utf8proc's options (NFC, NFD, NFKC, NFKD) */
     char *pattern; /* Prepend: the text; Replace: the literal pattern (NULL when re) */
     size_t pattern_n;
     pcre2_code *re; /* Replace with a Regex pattern */
@@ -92,8 +96,6 @@ struct dp_tokenizer {
     tk_strmap spelled; /* every token as the file spells it (vocabulary and added) -> id */
     tk_mergemap merges;
     char **token; /* id -> the file's spelling (NUL-terminated), NULL for an unused id */
-    char **raw;   /* id -> what decode writes for it (unmapped bytes when byte_level) */
-    size_t *raw_n;
     int64_t n_ids;
     int32_t unk; /* -1: none */
     int fuse_unk, byte_fallback, ignore_merges;
@@ -142,8 +144,6 @@ void tk_pieces_free(tk_pieces *l);
 typedef struct {
     pcre2_match_data *md;
     tk_pieces a, b; /* the pipeline's lists, swapped stage by stage */
-    char *scratch;
-    size_t scratch_cap;
 } tk_ctx;
 
 /* ---- the stages ------------------------------------------------------------------------------- */
@@ -161,6 +161,8 @@ int tk_normalize(const dp_tokenizer *t, tk_ctx *c, const char *s, size_t n, int 
 int tk_pretokenize(const dp_tokenizer *t, tk_ctx *c);
 /* The BPE model over one pre-tokenized word (raw bytes): its ids appended to out. */
 int tk_bpe_word(const dp_tokenizer *t, const char *w, size_t n, dp_ids *out);
+/* The merge of (left, right): 1 with its rank and merged id, or 0 when there is none. */
+int tk_mergemap_get(const tk_mergemap *m, int32_t left, int32_t right, int32_t *rank, int32_t *merged);
 /* Adds merge (left, right) -> merged at rank. DP_EOOM. */
 int tk_mergemap_put(tk_mergemap *m, int32_t left, int32_t right, int32_t rank, int32_t merged);
 /* Frees m. */

@@ -722,8 +722,6 @@ void dp_tokenizer_free(dp_tokenizer *t) {
     tk_mergemap_free(&t->merges);
     for (int64_t i = 0; t->token && i < t->n_ids; i++) free(t->token[i]);
     free(t->token);
-    free(t->raw);
-    free(t->raw_n);
     free(t->is_special);
     for (int k = 0; k < t->n_norm; k++) {
         free(t->norm[k].pattern);

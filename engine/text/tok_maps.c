@@ -14,6 +14,20 @@ static uint64_t hash_bytes(const char *s, size_t n) {
     return h ? h : 1;
 }
 
+int tk_reserve(void **p, size_t *cap, size_t need, size_t elem, size_t first, const char *what) {
+    if (need <= *cap) return DP_OK;
+    size_t c = *cap ? *cap : first;
+    while (c < need) {
+        if (c > ((size_t)1 << 46) / elem) return dp_error_set(DP_EOOM, "tokenizer: %s past 64 TiB", what);
+        c *= 2;
+    }
+    void *q = realloc(*p, c * elem);
+    if (!q) return dp_error_set(DP_EOOM, "tokenizer: out of host memory for %s", what);
+    *p = q;
+    *cap = c;
+    return DP_OK;
+}
+
 static const char *key_at(const tk_strmap *m, size_t slot, size_t *n) {
     *n = (size_t)(m->key[slot] & 0xFFFFFF);
     return m->pool + (m->key[slot] >> 24);
@@ -60,14 +74,7 @@ int tk_strmap_put(tk_strmap *m, const char *s, size_t n, int32_t v) {
         }
         j = (j + 1) & (m->cap - 1);
     }
-    if (m->pool_n + n + 1 > m->pool_cap) {
-        size_t cap = m->pool_cap ? m->pool_cap : 65536;
-        while (cap < m->pool_n + n + 1) cap *= 2;
-        char *p = realloc(m->pool, cap);
-        if (!p) return dp_error_set(DP_EOOM, "tokenizer: out of host memory for the vocabulary");
-        m->pool = p;
-        m->pool_cap = cap;
-    }
+    DP_TRY(tk_reserve((void **)&m->pool, &m->pool_cap, m->pool_n + n + 1, 1, 65536, "the vocabulary"));
     if (m->pool_n >= (size_t)1 << 40) return dp_error_set(DP_EINVAL, "tokenizer: vocabulary over 1 TiB");
     memcpy(m->pool + m->pool_n, s, n);
     m->pool[m->pool_n + n] = 0;
@@ -147,6 +154,18 @@ int tk_mergemap_put(tk_mergemap *m, int32_t left, int32_t right, int32_t rank, i
     return DP_OK;
 }
 
+int tk_mergemap_get(const tk_mergemap *m, int32_t left, int32_t right, int32_t *rank, int32_t *merged) {
+    if (!m->cap) return 0;
+    uint64_t k = ((uint64_t)(uint32_t)left << 32 | (uint32_t)right) + 1;
+    for (size_t j = mix64(k) & (m->cap - 1); m->key[j]; j = (j + 1) & (m->cap - 1))
+        if (m->key[j] == k) {
+            *rank = m->rank[j];
+            *merged = m->merged[j];
+            return 1;
+        }
+    return 0;
+}
+
 void tk_mergemap_free(tk_mergemap *m) {
     free(m->key);
     free(m->rank);
@@ -155,21 +174,8 @@ void tk_mergemap_free(tk_mergemap *m) {
 }
 
 int tk_pieces_add(tk_pieces *l, const char *s, size_t n, int32_t added, int origin) {
-    if (l->buf_n + n > l->buf_cap) {
-        size_t cap = l->buf_cap ? l->buf_cap : 256;
-        while (cap < l->buf_n + n) cap *= 2;
-        char *b = realloc(l->buf, cap);
-        if (!b) return dp_error_set(DP_EOOM, "tokenizer: out of host memory");
-        l->buf = b;
-        l->buf_cap = cap;
-    }
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? l->cap * 2 : 16;
-        tk_piece *p = realloc(l->p, cap * sizeof *p);
-        if (!p) return dp_error_set(DP_EOOM, "tokenizer: out of host memory");
-        l->p = p;
-        l->cap = cap;
-    }
+    DP_TRY(tk_reserve((void **)&l->buf, &l->buf_cap, l->buf_n + n, 1, 256, "the text's pieces"));
+    DP_TRY(tk_reserve((void **)&l->p, &l->cap, l->n + 1, sizeof *l->p, 16, "the text's pieces"));
     if (n) memcpy(l->buf + l->buf_n, s, n);
     l->p[l->n++] = (tk_piece){l->buf_n, n, added, origin};
     l->buf_n += n;
@@ -203,14 +209,7 @@ int tk_stage(const dp_tokenizer *t, tk_ctx *c, tk_piece_fn fn, const void *arg) 
 }
 
 int dp_ids_push(dp_ids *out, const int32_t *ids, size_t n) {
-    if (out->n + n > out->cap) {
-        size_t cap = out->cap ? out->cap : 64;
-        while (cap < out->n + n) cap *= 2;
-        int32_t *p = realloc(out->ids, cap * sizeof *p);
-        if (!p) return dp_error_set(DP_EOOM, "tokenizer: out of host memory for %zu ids", out->n + n);
-        out->ids = p;
-        out->cap = cap;
-    }
+    DP_TRY(tk_reserve((void **)&out->ids, &out->cap, out->n + n, sizeof *out->ids, 64, "the ids"));
     if (n) memcpy(out->ids + out->n, ids, n * sizeof *ids);
     out->n += n;
     return DP_OK;

@@ -67,14 +67,7 @@ typedef struct {
 
 static int buf_put(buf *b, const char *s, size_t n) {
     if (n > ((size_t)1 << 40) - b->n) return dp_error_set(DP_EINVAL, "tokenizer: a text over 1 TiB");
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n + 1) cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return dp_error_set(DP_EOOM, "tokenizer: out of host memory");
-        b->p = p;
-        b->cap = cap;
-    }
+    DP_TRY(tk_reserve((void **)&b->p, &b->cap, b->n + n + 1, 1, 256, "a normalized text"));
     if (n) memcpy(b->p + b->n, s, n);
     b->n += n;
     return DP_OK;
