@@ -758,16 +758,25 @@ static int l_format(lua_State *L) {
 /* dpprof.plot.risk(json, out [, {width=, height=, scale=}]) -> out, note: the chart of a `dpprof
  * risk` document (its JSON text; dpplot_risk.h) and what it notes (methods whose curves coincide,
  * one under another; nil when nothing); raises with the reason. */
-static int l_risk(lua_State *L) {
-    const char *json = luaL_checkstring(L, 1);
-    const char *out = luaL_checkstring(L, 2);
-    double dims[3] = {1600, 1000, 1};
+/* A document chart's arguments: (json, out [, {width=, height=, scale=}]), 1600 x 1000 at scale 1 by
+ * default. */
+static void document_args(lua_State *L, const char *fname, const char **json, const char **out, double dims[3]) {
+    *json = luaL_checkstring(L, 1);
+    *out = luaL_checkstring(L, 2);
+    dims[0] = 1600, dims[1] = 1000, dims[2] = 1;
     if (!lua_isnoneornil(L, 3)) {
         luaL_checktype(L, 3, LUA_TTABLE);
-        read_dims(L, 3, "dpprof.plot.risk", dims);
+        read_dims(L, 3, fname, dims);
     }
+}
+
+static int l_risk(lua_State *L) {
+    const char *json, *out;
+    double dims[3];
+    document_args(L, "dpprof.plot.risk", &json, &out, dims);
     char err[512], note[512];
-    if (dpplot_risk_chart_noted(json, out, (int)dims[0], (int)dims[1], dims[2], note, sizeof note, err, sizeof err) != 0)
+    if (dpplot_risk_chart_noted(json, out, (int)dims[0], (int)dims[1], dims[2], note, sizeof note, err, sizeof err) !=
+        0)
         return luaL_error(L, "dpprof.plot.risk: %s", err);
     lua_pushstring(L, out);
     if (note[0])
@@ -780,13 +789,9 @@ static int l_risk(lua_State *L) {
 /* dpprof.plot.lengths(json, out [, {width=, height=, scale=}]) -> out: the chart of a `dpprof data`
  * document (its JSON text; dpplot_lengths.h); raises with the reason. */
 static int l_lengths(lua_State *L) {
-    const char *json = luaL_checkstring(L, 1);
-    const char *out = luaL_checkstring(L, 2);
-    double dims[3] = {1600, 1000, 1};
-    if (!lua_isnoneornil(L, 3)) {
-        luaL_checktype(L, 3, LUA_TTABLE);
-        read_dims(L, 3, "dpprof.plot.lengths", dims);
-    }
+    const char *json, *out;
+    double dims[3];
+    document_args(L, "dpprof.plot.lengths", &json, &out, dims);
     char err[512];
     if (dpplot_lengths_chart(json, out, (int)dims[0], (int)dims[1], dims[2], err, sizeof err) != 0)
         return luaL_error(L, "dpprof.plot.lengths: %s", err);

@@ -12,19 +12,10 @@
 #include "dpplot_axis.h"
 #include "dpplot_canvas.h"
 #include "dpplot_charts.h"
+#include "report_util.h"
 
 static double num(const cJSON *o, const char *key, char *err, size_t errlen) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!cJSON_IsNumber(it)) {
-        if (!err[0]) snprintf(err, errlen, "lengths chart: '%s' is missing or not a number", key);
-        return NAN;
-    }
-    return it->valuedouble;
-}
-
-static const char *base_name(const char *s) {
-    const char *b = strrchr(s, '/');
-    return b && b[1] ? b + 1 : s;
+    return dpplot_json_number(o, key, "lengths chart", "", err, errlen);
 }
 
 int dpplot_lengths_chart(const char *json, const char *path, int width, int height, double scale, char *err,
@@ -114,7 +105,7 @@ int dpplot_lengths_chart(const char *json, const char *path, int width, int heig
     if (err[0]) goto done;
     char title[400], subtitle[800];
     snprintf(title, sizeof title, "Tokens a sample: %s",
-             cJSON_IsString(dataset) ? base_name(dataset->valuestring) : "?");
+             cJSON_IsString(dataset) ? dpplot_report_basename(dataset->valuestring) : "?");
     snprintf(subtitle, sizeof subtitle, "%.0f samples, %.0f tokens, longest %.0f; %.0f bad record%s; tokenizer %s",
              samples, total, mx, bad, bad == 1 ? "" : "s", cJSON_IsString(tok) ? tok->valuestring : "?");
     dpplot_chart_axes ax = dpplot_chart_axes_default();

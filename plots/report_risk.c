@@ -13,6 +13,7 @@
 #include "dpplot_canvas.h"
 #include "dpplot_charts.h"
 #include "dpplot_palette.h"
+#include "report_util.h"
 
 #define RISK_MAX_METHODS 16
 
@@ -26,14 +27,8 @@ static void format_p(char *buf, size_t len, double p) {
         snprintf(buf, len, "%.2g", p);
 }
 
-/* A number field of obj, or NAN (with a reason in err) when it is missing or not a number. */
 static double number_field(const cJSON *obj, const char *key, const char *where, char *err, size_t errlen) {
-    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
-    if (!cJSON_IsNumber(it)) {
-        if (err[0] == '\0') snprintf(err, errlen, "risk chart: %s'%s' is missing or not a number", where, key);
-        return NAN;
-    }
-    return it->valuedouble;
+    return dpplot_json_number(obj, key, "risk chart", where, err, errlen);
 }
 
 typedef struct {
@@ -81,7 +76,8 @@ static void risk_config(const cJSON *doc, char *buf, size_t len) {
     const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(model, "dtype");
     if (cJSON_IsString(dtype)) add_piece(buf, len, dtype->valuestring);
     const cJSON *seq = cJSON_GetObjectItemCaseSensitive(doc, "seq_len");
-    if (cJSON_IsNumber(seq)) snprintf(piece, sizeof piece, "seq_len %.0f", seq->valuedouble), add_piece(buf, len, piece);
+    if (cJSON_IsNumber(seq))
+        snprintf(piece, sizeof piece, "seq_len %.0f", seq->valuedouble), add_piece(buf, len, piece);
     if (cJSON_IsObject(model)) {
         const cJSON *lora = cJSON_GetObjectItemCaseSensitive(model, "lora");
         const cJSON *rank = cJSON_GetObjectItemCaseSensitive(lora, "rank");

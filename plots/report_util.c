@@ -3,6 +3,8 @@
 
 #include "dpplot_panel.h"
 
+#include <cjson/cJSON.h>
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -339,4 +341,14 @@ void dpplot_report_card_line(const dpplot_panel *p, double card, int on_x) {
     cairo_rectangle(cr, b.x - 2, b.y - 1, b.w + 4, b.h + 2);
     cairo_fill(cr);
     dpplot_text(p->cv, tx, ty, text, &st);
+}
+
+double dpplot_json_number(const cJSON *obj, const char *key, const char *chart, const char *where, char *err,
+                          size_t errlen) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (!cJSON_IsNumber(it)) {
+        if (err[0] == '\0') snprintf(err, errlen, "%s: %s'%s' is missing or not a number", chart, where, key);
+        return NAN;
+    }
+    return it->valuedouble;
 }

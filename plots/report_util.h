@@ -70,6 +70,11 @@ double dpplot_report_card_axis(double data_max, double card);
  * dashed line labelled "card 79.6 GiB", or, when it lies beyond the axis, a note at the axis's
  * end; nothing when card is NaN. Call between dpplot_panel_begin and dpplot_panel_end. */
 void dpplot_report_card_line(const dpplot_panel *p, double card, int on_x);
+struct cJSON;
+/* A number field of a JSON document's object, or NAN with "<chart>: <where>'<key>' is missing or not
+ * a number" in err (only the first reason is kept: err must start "" ). */
+double dpplot_json_number(const struct cJSON *obj, const char *key, const char *chart, const char *where, char *err,
+                          size_t errlen);
 /* File name part of a path (after the last '/'). */
 const char *dpplot_report_basename(const char *path);
 
