@@ -168,6 +168,17 @@ end
 -- windows of before (no data, or a file without eos).
 -- Made once per configuration (the table is kept for its run). Bad input refuses (exit 2).
 local SAMPLES = setmetatable({}, { __mode = "k" })
+
+-- The first id of the samples' id lists at or past vocab: sample i, position j, the id; nil when
+-- none is (or vocab is not known).
+local function first_outside(lists, vocab)
+  if math.type(vocab) ~= "integer" then return nil end
+  for i, ids in ipairs(lists) do
+    for j, id in ipairs(ids) do
+      if id >= vocab then return i, j, id end
+    end
+  end
+end
 function config.samples_of(c, seq_len, dataset_size, vocab)
   if SAMPLES[c] then return SAMPLES[c] end
   if not c.data then return nil end
@@ -203,15 +214,10 @@ function config.samples_of(c, seq_len, dataset_size, vocab)
     s = { lengths = lengths, info = { source = source, samples = #lengths, cut = info.cut, longest = info.longest } }
     if source == "tokens" then -- the samples' own ids, each cut to its length by dp.batch
       s.tokens = spec.tokens
-      if math.type(vocab) == "integer" then
-        for i, ids in ipairs(s.tokens) do
-          for j, id in ipairs(ids) do
-            if id >= vocab then
-              dp.refuse(string.format("dpprof.experiment: data.tokens[%d][%d] is %d, outside the model's vocabulary "
-                                      .. "[0, %d)", i, j, id, vocab))
-            end
-          end
-        end
+      local i, j, id = first_outside(s.tokens, vocab)
+      if i then
+        dp.refuse(string.format("dpprof.experiment: data.tokens[%d][%d] is %d, outside the model's vocabulary "
+                                .. "[0, %d)", i, j, id, vocab))
       end
     end
   end
@@ -234,33 +240,23 @@ function config.dataset_samples(c, spec, seq_len, vocab)
   end
   local ids, loss, info = text.samples(spec, { tokenizer = tok, progress = true })
   local t = text.tokenizer(tok)
-  if math.type(vocab) == "integer" and t.vocab_size > vocab then
-    for i, l in ipairs(ids) do
-      for j, id in ipairs(l) do
-        if id >= vocab then
-          dp.refuse(string.format("dpprof.experiment: data.dataset '%s' line %d: token %d is id %d, outside the "
-                                  .. "model's vocabulary [0, %d) (the tokenizer has %d ids: is it the model's?)",
-                                  spec.dataset, info.lines[i], j, id, vocab, t.vocab_size))
-        end
-      end
-    end
+  local bi, bj, bid = first_outside(t.vocab_size > (vocab or math.huge) and ids or {}, vocab)
+  if bi then
+    dp.refuse(string.format("dpprof.experiment: data.dataset '%s' line %d: token %d is id %d, outside the model's "
+                            .. "vocabulary [0, %d) (the tokenizer has %d ids: is it the model's?)", spec.dataset,
+                            info.lines[bi], bj, bid, vocab, t.vocab_size))
   end
-  local lengths, tokens, masks, cut, longest, no_loss = {}, {}, {}, 0, 0, 0
-  for i, l in ipairs(ids) do
-    local n = #l - 1
-    longest = math.max(longest, n)
-    if n > seq_len then
-      if spec.too_long == "error" then
-        dp.refuse(string.format("dpprof.experiment: data.dataset '%s' line %d: %d tokens, %d positions, longer than "
-                                .. "seq_len %d (too_long = \"error\"; too_long = \"cut\" cuts it)", spec.dataset,
-                                info.lines[i], n + 1, n, seq_len))
-      end
-      n, cut = seq_len, cut + 1
-    end
+  local all = {}
+  for i, l in ipairs(ids) do all[i] = #l - 1 end
+  local cut, longest = data.cut_to(all, seq_len, spec.too_long, function(i)
+    return string.format("sample %d (data.dataset '%s' line %d)", i, spec.dataset, info.lines[i])
+  end)
+  local lengths, tokens, masks, no_loss = {}, {}, {}, 0
+  for i, n in ipairs(all) do
     if loss[i] and not loss[i]:sub(2, n + 1):find("\1", 1, true) then
       no_loss = no_loss + 1
     else
-      lengths[#lengths + 1], tokens[#tokens + 1], masks[#masks + 1] = n, l, loss[i]
+      lengths[#lengths + 1], tokens[#tokens + 1], masks[#masks + 1] = n, ids[i], loss[i]
     end
   end
   if #lengths == 0 then

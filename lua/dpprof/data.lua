@@ -46,6 +46,7 @@
 --   data.read_lengths_file(path)      -> the file's lengths (unchecked against seq_len), {text=, lines=}
 --   data.sampler(spec, {seq_len=, seed=})  -> function(i) giving sample i's length (distributions)
 --   data.draw(dist, n, seed)          -> n lengths drawn from a length_distribution
+--   data.cut_to(lengths, seq_len, too_long, where)  -> cut, longest: seq_len applied in place
 --   data.pad_length(lengths, pad_to)  -> the padded length of a physical batch of those lengths
 --   data.pad(len, pad_to)             -> len rounded up to a multiple of pad_to
 --   data.split(n, max_physical)       -> the physical batch sizes of a logical batch of n samples
@@ -336,8 +337,9 @@ function data.draw(dist, n, seed)
   return draws(d, n, seed or 0, 0)
 end
 
--- Applies seq_len: cuts (counting) or refuses a sample longer than it; where(i) names sample i.
-local function apply_seq_len(lengths, seq_len, too_long, where)
+-- Applies seq_len to lengths in place: cuts (counting) or refuses a sample longer than it, as
+-- too_long says; where(i) names sample i. Returns the count cut and the longest before cutting.
+function data.cut_to(lengths, seq_len, too_long, where)
   local cut, longest = 0, 0
   for i, v in ipairs(lengths) do
     if v > longest then longest = v end
@@ -397,7 +399,7 @@ function data.lengths(spec, opts)
   else
     refuse("no samples (give one of %s)", table.concat(data.SOURCES, ", "))
   end
-  local cut, longest = apply_seq_len(lengths, opts.seq_len, s.too_long, where)
+  local cut, longest = data.cut_to(lengths, opts.seq_len, s.too_long, where)
   return lengths, { cut = cut, longest = longest, source = source, n = #lengths, text = text_info }
 end
 
@@ -414,7 +416,7 @@ function data.sampler(spec, opts)
     local b = (i - 1) // block
     if not cache[b] then
       local l = draws(s.length_distribution, block, seed, b * block)
-      apply_seq_len(l, opts.seq_len, s.too_long, function(j)
+      data.cut_to(l, opts.seq_len, s.too_long, function(j)
         return string.format("sample %d (draw %d of data.length_distribution, seed %d)", b * block + j, b * block + j, seed)
       end)
       cache[b] = l
