@@ -282,6 +282,38 @@ void dp_mem_release(dp_mem *m, dp_alloc *a) {
     memset(a, 0, sizeof *a);
 }
 
+int dp_mem_retag(dp_mem *m, dp_alloc *a, dp_category cat, uint32_t module) {
+    if (!a || !a->live) return dp_error_set(DP_EINVAL, "memory retag: the allocation is not live");
+    if ((unsigned)cat >= DP_CAT_COUNT)
+        return dp_error_set(DP_EINVAL, "unknown memory category %d (valid: %s)", (int)cat, dp_category_list());
+    if (cat == DP_CAT_WORKSPACE || a->category == DP_CAT_WORKSPACE)
+        return dp_error_set(DP_EINVAL, "memory retag: the workspace is the device's, never retagged");
+    if (ensure_module(m, module) != 0) return dp_error_set(DP_EOOM, "out of host memory (module table)");
+    if (a->category == cat && a->module == module) return DP_OK;
+    settle_peak(m); /* a peak reached before is recorded with the bytes where they were */
+    m->cat_live_n[a->category]--;
+    m->cat_live_n[cat]++;
+    if (is_held(m, a)) { /* held bytes move between the held figures only */
+        m->s.held[a->category] -= a->bytes;
+        m->s.held[cat] += a->bytes;
+        m->mod_held[a->module] -= a->bytes;
+        m->mod_held[module] += a->bytes;
+    } else {
+        dp_mem_stats *s = &m->s;
+        s->current[a->category] -= a->bytes;
+        m->mod_current[a->module] -= a->bytes;
+        log_event(m, -(int64_t)a->bytes, a->category, a->module);
+        s->current[cat] += a->bytes;
+        if (s->current[cat] > s->peak[cat]) s->peak[cat] = s->current[cat];
+        m->mod_current[module] += a->bytes;
+        if (m->mod_current[module] > m->mod_peak[module]) m->mod_peak[module] = m->mod_current[module];
+        log_event(m, (int64_t)a->bytes, (uint8_t)cat, module);
+    }
+    a->category = (uint8_t)cat;
+    a->module = module;
+    return DP_OK;
+}
+
 void dp_mem_get_stats(dp_mem *m, dp_mem_stats *out) {
     settle_peak(m);
     m->s.reserved_current = reserved_now(m);

@@ -113,6 +113,11 @@ int dp_mem_alloc_module(dp_mem *m, uint64_t bytes, dp_category cat, uint32_t mod
 /* Releases a live allocation and marks it dead; a dead or zeroed dp_alloc is a no-op. */
 void dp_mem_release(dp_mem *m, dp_alloc *a);
 
+/* Moves a live allocation to another category and module (an owner taking over a buffer another
+ * made: the bytes are counted where they now serve). Totals are unchanged; a peak reached before
+ * keeps its old figures; the event log gets the move as a release and an allocation at the same
+ * total. DP_EINVAL for a dead allocation, a bad category or the workspace. */
+int dp_mem_retag(dp_mem *m, dp_alloc *a, dp_category cat, uint32_t module);
 /* Copies the current figures into *out. */
 void dp_mem_get_stats(dp_mem *m, dp_mem_stats *out);
 /* Per-module figures for module id: bytes live now, its peak, and bytes live at the total peak. */

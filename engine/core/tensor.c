@@ -56,6 +56,11 @@ void dp_tensor_release(dp_tensor *t) {
     t->ndim = 0;
 }
 
+int dp_tensor_retag(dp_tensor *t, dp_category cat, uint32_t module) {
+    if (!t || !t->alloc.live) return dp_error_set(DP_EINVAL, "tensor retag: the tensor owns no allocation");
+    return dp_mem_retag(t->dev->mem, &t->alloc, cat, module);
+}
+
 dp_tensor *dp_tensor_new(dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat) {
     dp_tensor *t = malloc(sizeof *t);
     if (!t) {

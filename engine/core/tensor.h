@@ -38,6 +38,9 @@ int dp_tensor_init_module(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, c
 int dp_tensor_init(dp_tensor *t, dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat);
 /* Releases t's allocation (idempotent; views just forget their data). */
 void dp_tensor_release(dp_tensor *t);
+/* Counts t's allocation under another category and module from now on (dp_mem_retag); DP_EINVAL
+ * for a view. */
+int dp_tensor_retag(dp_tensor *t, dp_category cat, uint32_t module);
 /* Heap-allocated form of dp_tensor_init; NULL on failure (see dp_error_message). */
 dp_tensor *dp_tensor_new(dp_device *dev, dp_dtype dt, int ndim, const int64_t *shape, dp_category cat);
 /* Releases and frees a tensor from dp_tensor_new; NULL is a no-op. */

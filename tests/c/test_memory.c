@@ -259,6 +259,71 @@ static void test_hold(void) {
     dp_mem_destroy(m);
 }
 
+/* A retag moves live bytes to another category and module: the totals stay, a peak reached
+ * before keeps its old figures, the event log's deltas still sum per category to what is live,
+ * held bytes move among the held figures; dead allocations and the workspace are refused. */
+static void test_retag(void) {
+    dp_raw_allocator raw = {NULL, test_raw_alloc, test_raw_free, NULL};
+    dp_mem *m = dp_mem_new(&raw, 0);
+    uint32_t head = dp_module_intern("lm_head"), wte = dp_module_intern("transformer.wte");
+    dp_alloc logits, t, w, old;
+    CHECK_OK(dp_mem_alloc_module(m, 4000, DP_CAT_ACTIVATIONS, head, &logits));
+    CHECK_OK(dp_mem_alloc_module(m, 1000, DP_CAT_TEMP, head, &t)); /* 5000: the peak */
+    dp_mem_release(m, &t);
+    CHECK_OK(dp_mem_retag(m, &logits, DP_CAT_OUTPUT_GRADS, wte));
+    CHECK(logits.category == DP_CAT_OUTPUT_GRADS && logits.module == wte);
+    dp_mem_stats s;
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 4000);
+    CHECK_EQ_U64(s.total_peak, 5000);
+    CHECK_EQ_U64(s.current[DP_CAT_ACTIVATIONS], 0);
+    CHECK_EQ_U64(s.current[DP_CAT_OUTPUT_GRADS], 4000);
+    CHECK_EQ_U64(s.peak[DP_CAT_OUTPUT_GRADS], 4000);
+    CHECK_EQ_U64(s.peak[DP_CAT_ACTIVATIONS], 4000);
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_ACTIVATIONS], 4000); /* the peak came before the move */
+    CHECK_EQ_U64(s.live_at_peak[DP_CAT_OUTPUT_GRADS], 0);
+    CHECK_EQ_U64(s.n_allocs, 2);
+    CHECK_EQ_U64(s.n_live, 1);
+    uint64_t cur, peak, lap;
+    dp_mem_module_stats(m, head, &cur, &peak, &lap);
+    CHECK(cur == 0 && peak == 5000 && lap == 5000);
+    dp_mem_module_stats(m, wte, &cur, &peak, &lap);
+    CHECK(cur == 4000 && peak == 4000 && lap == 0);
+    int64_t by_cat[DP_CAT_COUNT] = {0};
+    for (size_t i = 0; i < dp_mem_event_count(m); i++) {
+        const dp_mem_event *e = dp_mem_event_at(m, i);
+        by_cat[e->category] += e->delta;
+        CHECK(e->allocated <= 5000);
+    }
+    CHECK(by_cat[DP_CAT_ACTIVATIONS] == 0 && by_cat[DP_CAT_OUTPUT_GRADS] == 4000 && by_cat[DP_CAT_TEMP] == 0);
+    CHECK_EQ_U64(dp_mem_event_at(m, dp_mem_event_count(m) - 1)->allocated, 4000);
+    /* held bytes move among the held figures, and count where they went once the hold ends */
+    CHECK_OK(dp_mem_alloc_module(m, 64, DP_CAT_WORKSPACE, head, &w));
+    dp_mem_hold_live(m);
+    CHECK_OK(dp_mem_retag(m, &logits, DP_CAT_GRADIENTS, head));
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.held[DP_CAT_OUTPUT_GRADS], 0);
+    CHECK_EQ_U64(s.held[DP_CAT_GRADIENTS], 4000);
+    CHECK_EQ_U64(s.total_current, 64);
+    CHECK(dp_mem_retag(m, &w, DP_CAT_TEMP, head) == DP_EINVAL);
+    CHECK(strstr(dp_error_message(), "workspace") != NULL);
+    CHECK(dp_mem_retag(m, &logits, DP_CAT_WORKSPACE, head) == DP_EINVAL);
+    dp_mem_end_hold(m);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.current[DP_CAT_GRADIENTS], 4000);
+    dp_mem_module_stats(m, head, &cur, NULL, NULL);
+    CHECK_EQ_U64(cur, 4064);
+    old = logits;
+    dp_mem_release(m, &logits);
+    CHECK(dp_mem_retag(m, &logits, DP_CAT_TEMP, head) == DP_EINVAL);
+    CHECK(dp_mem_retag(m, &old, DP_CAT_COUNT, head) == DP_EINVAL); /* a bad category before anything */
+    dp_mem_release(m, &w);
+    dp_mem_get_stats(m, &s);
+    CHECK_EQ_U64(s.total_current, 0);
+    CHECK_EQ_U64(s.current[DP_CAT_GRADIENTS], 0);
+    dp_mem_destroy(m);
+}
+
 static void test_scopes(void) {
     int d = dp_scope_depth();
     CHECK_OK(dp_scope_push("layers"));
@@ -300,6 +365,7 @@ int main(void) {
     test_fresh_allocator();
     test_limit_and_oom_report();
     test_hold();
+    test_retag();
     test_scopes();
     test_device_allocator();
     dp_engine_shutdown();
