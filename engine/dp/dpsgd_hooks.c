@@ -56,6 +56,18 @@ static int copy_kept(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *
     return rc;
 }
 
+/* Whether bk keeps the head's output gradient (the logits' buffer, adopted) and input for its
+ * clipped sum where materialize would keep B per-sample V x d gradients: those would be made while
+ * the logits live, at the backward's peak, the largest per-sample gradients of the model, where
+ * the logits cost nothing more there; so when they are no larger (T <= d: B T V against B V d),
+ * the norms come from one sample's gradient at a time (dpsgd_materialize_norms) and the clipped
+ * sum from (c (.) G)^T A. Longer sequences keep the per-sample gradients, the smaller book through
+ * the rest of the backward. A batch of one keeps its one gradient, the size of the scratch. */
+static int head_book(const dpsgd *dp, const dp_param *w, dpsgd_formulation f, int64_t T, int64_t d) {
+    return f == DPSGD_FORM_MATERIALIZE && dpsgd_keeps_books(dp) && T <= d &&
+           (w->kind == DP_PARAM_HEAD || w->kind == DP_PARAM_EMBEDDING);
+}
+
 /* The formulation of a linear's weight under dp's method (flash's kernels as configured). */
 static dpsgd_formulation linear_form(const dpsgd *dp, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
     if (dpsgd_flash_bk_materializes(dp->cfg.norms, dp->cfg.clip, B, T, d, t)) return DPSGD_FORM_MATERIALIZE;
@@ -65,12 +77,14 @@ static dpsgd_formulation linear_form(const dpsgd *dp, int64_t B, int64_t T, int6
 }
 
 /* bk keeps a linear's output gradient unless the weight's per-sample gradients are materialized
- * (then it keeps those); a tied head's G is the logits, which the backward goes on using. */
+ * (then it keeps those). The head's (tied or not) is the logits' buffer, their gradient in place:
+ * the book adopts it once the backward has used it, where a copy would double the largest
+ * activation at the backward's peak. */
 static int keeps_out_grad(void *ctx, const dp_param *w, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t) {
     const dpsgd *dp = ctx;
-    if (!dpsgd_keeps_books(dp) || !w->trainable || w->kind == DP_PARAM_EMBEDDING) return 0;
+    if (!dpsgd_keeps_books(dp) || !w->trainable) return 0;
     dpsgd_formulation f = linear_form(dp, B, T, d, p, t);
-    return f != DPSGD_FORM_MATERIALIZE && f != DPSGD_FORM_BATCH1;
+    return (f != DPSGD_FORM_MATERIALIZE && f != DPSGD_FORM_BATCH1) || head_book(dp, w, f, T, d);
 }
 
 static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale) {
@@ -86,7 +100,7 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
                             w->name);
     DP_TRY(dpsgd_record_layer(dp, w->module, dpsgd_linear_kind(w), f));
 
-    if (f == DPSGD_FORM_MATERIALIZE || f == DPSGD_FORM_BATCH1) {
+    if ((f == DPSGD_FORM_MATERIALIZE || f == DPSGD_FORM_BATCH1) && !head_book(dp, w, f, T, d)) {
         dp_tensor psg;
         DP_TRY(dpsgd_materialize_linear(dp, w, A, G, scale, &psg));
         if (tied) { /* the embedding's hook adds its rows, then takes the norm */
@@ -100,7 +114,9 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
     dp_tensor *row;
     int acc;
     DP_TRY(dpsgd_norm_row(dp, w, &row, &acc));
-    if (f == DPSGD_FORM_GHOST)
+    if (f == DPSGD_FORM_MATERIALIZE)
+        DP_TRY(dpsgd_materialize_norms(dp, w, A, G, scale, row, acc));
+    else if (f == DPSGD_FORM_GHOST)
         DP_TRY(dpsgd_ghost_linear(dp, w, A, G, scale, row, acc));
     else if (f == DPSGD_FORM_GRAM_STRIP)
         DP_TRY(dpsgd_strip_linear(dp, w, A, G, scale, row, acc));
@@ -109,7 +125,7 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
     else
         DP_TRY(dpsgd_flash_linear(dp, f, A, G, scale, row, acc));
     if (tied) { /* bk keeps A and G: the embedding's hook forms the rows from its book (dpsgd_tied.c) */
-        dp->tied.form = f;
+        dp->tied.form = f == DPSGD_FORM_MATERIALIZE ? DPSGD_FORM_GHOST : f; /* the rows from A and G */
         if (!dpsgd_keeps_books(dp)) DP_TRY(dpsgd_tied_rows(dp, f, w, dp->inputs, A, G, scale, &dp->tied.rows));
         dp->tied.wte = w;
     }
@@ -119,11 +135,14 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
     bk->param = w;
     bk->scale = scale;
     bk->input_src = A;
-    if (dp->early) { /* formed at its block's end (A held till then), or outside the blocks, at the clip */
+    if (dp->early || !dpsgd_retains_inputs(dp)) {
+        /* formed at its block's end (A held till then), or outside the blocks, at the clip: the
+         * head's input is not retained (nor is anything under materialize's books, whose head
+         * alone keeps an output gradient): the book keeps a copy of it */
         bk->block = -1;
-        if (dp->group_block[dpsgd_param_clip_group(dp, w)] >= 0) { /* held until its block's end */
+        if (dp->early && dp->group_block[dpsgd_param_clip_group(dp, w)] >= 0) { /* held until its block's end */
             DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape));
-        } else { /* the head's input is not retained: the book keeps a copy of it */
+        } else {
             bk->input_src = NULL;
             bk->owns_input = 1;
             DP_TRY(copy_kept(dp, A, w->module, &bk->input));

@@ -194,6 +194,10 @@ dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp);
 /* psg[i] = scale g_i^T a_i (B x p x d f32, allocated under `per_sample_grads`, w's module). */
 int dpsgd_materialize_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                              dp_tensor *psg);
+/* row[i] (+)= ||scale g_i^T a_i||^2 from each sample's gradient materialized in turn (one p x d f32
+ * under `per_sample_grads`, w's module, freed on return): materialize's norms without B of them. */
+int dpsgd_materialize_norms(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
+                            dp_tensor *row, int accumulate);
 /* row[i] (+)= scale^2 <a_i a_i^T, g_i g_i^T> through two T x T Gram matrices (`temp`). */
 int dpsgd_ghost_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                        dp_tensor *row, int accumulate);
@@ -261,6 +265,16 @@ int dpsgd_adaptive_step(dpsgd *dp);
 /* Whether the norm pass keeps books (what the clipped gradient is formed from): bk, or twopass
  * when its groups are block-local (formed at each block's end, no second backward). */
 static inline int dpsgd_keeps_books(const dpsgd *dp) { return dp->cfg.clip == DPSGD_CLIP_BK || dp->early; }
+/* Whether the backward retains the activations (twopass's second backward, bk's books that read a
+ * linear's input A); otherwise a book that needs an input after the backward copies it. */
+static inline int dpsgd_retains_inputs(const dpsgd *dp) {
+    if (dp->early) return 0;                          /* books formed at their block's end; those outside own theirs */
+    if (dp->cfg.clip == DPSGD_CLIP_TWOPASS) return 1; /* the second backward needs everything */
+    if (dp->cfg.clip != DPSGD_CLIP_BK) return 0;
+    if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0; /* books: per-sample gradients; the head copies its A */
+    if (dp->cfg.norms == DPSGD_NORMS_FLASH && dp->batch == 1) return 0; /* batch1: the same */
+    return 1;
+}
 
 /* ---- dpsgd_early.c ---- */
 /* The backward hook at block `layer`'s end: the groups it completes get their factors and their

@@ -282,11 +282,13 @@ static int backward_body(const dp_bw *bw, const float *sample_scale) {
     dp_tensor_release(&scale);
     dp_bw_done(bw, &m->loss_lse);
 
-    /* the head; its N x V buffer goes as soon as it has been used */
+    /* the head; its N x V buffer goes as soon as it has been used, or to the hooks that keep the
+     * head's output gradient (they adopt it: no copy) */
     dp_linear head = head_linear(m);
     TRY(dp_model_act(m, &dfinal, d, DP_CAT_TEMP, m->head_module));
+    TRY(dp_bw_out_grad_held(bw, &head, &m->logits));
     TRY(dp_linear_backward(bw, &head, &m->final_out, &m->logits, &dfinal, 0, NULL));
-    dp_tensor_release(&m->logits);
+    TRY(dp_bw_out_grad_done(bw, &head, &m->logits));
     dp_bw_done(bw, &m->final_out);
 
     /* the final norm, then the blocks in reverse; dres carries the residual stream's gradient; a

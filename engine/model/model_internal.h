@@ -174,7 +174,11 @@ int dp_norm_backward(const dp_bw *bw, const dp_norm *nm, const dp_tensor *x, con
  * after lin's backward: under `output_grads` with lin's weight's module when the hooks will keep
  * it (keeps_out_grad; they adopt it), else under `temp` with temp_module. */
 int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t cols, uint32_t temp_module);
-/* The backward is done with t, lin's output gradient from dp_bw_out_grad: the hooks may adopt it,
+/* The same for an output gradient the backward already holds (the head's: the logits' buffer,
+ * their gradient in place): counted under `output_grads` with lin's weight's module from now on
+ * when the hooks will keep it, else left as it is. */
+int dp_bw_out_grad_held(const dp_bw *bw, const dp_linear *lin, dp_tensor *t);
+/* The backward is done with t, lin's output gradient from dp_bw_out_grad or _held: the hooks may adopt it,
  * what they leave is released. */
 int dp_bw_out_grad_done(const dp_bw *bw, const dp_linear *lin, dp_tensor *t);
 

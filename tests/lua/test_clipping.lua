@@ -87,6 +87,40 @@ for _, method in ipairs({ "flash_clip", "bk" }) do
                              flat.memory.peak_bytes))
 end
 
+-- The head's output gradient is the logits' buffer (B x T x V, their gradient in place), alive at the
+-- head's backward, vanilla's peak. A method that keeps it takes that buffer over: a copy would add
+-- B T V f32 there (at B T = 256 against d = 32, eight times vanilla's V x d gradient that the DP
+-- methods do not hold). Materialize's books keep it too (T <= d) instead of the head's B per-sample
+-- V x d gradients, the norms from one sample's at a time: those would add (B - 1) V d f32 there.
+-- On the plan device (the CPU's allocations, asserted above), tied and untied heads.
+for _, tie in ipairs({ true, false }) do
+  local function peak(method, d, T)
+    local c = config(method, d, "plan")
+    c.model = { arch = "gpt", vocab = 4096, hidden = 32, heads = 2, layers = 1, seq_len = T, batch = 8, tie_head = tie }
+    local r = dp.experiment(c)
+    check.eq(r.status, "ok", method .. ": " .. tostring(r.message))
+    return r.memory.peak_bytes, r
+  end
+  local V, d, B = 4096, 32, 8
+  for _, T in ipairs({ 32, 8 }) do
+    local base = peak("vanilla", {}, T)
+    local cases = T == 32 and { { "ghost", "per_layer" }, { "flash_clip", "per_layer" }, { "mixed_ghost", "per_block" },
+                                { "bk", "flat" }, { "flat", "per_block" }, { "flat", "flat" } }
+                           or { { "flat", "per_block" }, { "flat", "per_layer" }, { "flat", "flat" }, { "bk", "per_block" } }
+    for _, mc in ipairs(cases) do
+      local p, r = peak(mc[1], { clipping = mc[2] }, T)
+      local extra = math.min(B * T * V, (B - 1) * V * d) * 4 // 2
+      check.truthy(p - base < extra, string.format("%s %s (tied %s, T = %d): peak %d within %d bytes of vanilla's %d",
+                                                   mc[1], mc[2], tostring(tie), T, p, extra, base))
+      for _, l in ipairs(r.layers) do
+        if l.kind == "tied_head" or l.module == "lm_head" then
+          check.eq(l.norms, mc[1] == "flat" and "materialize" or l.norms, mc[1] .. ": the head's norms are materialize's")
+        end
+      end
+    end
+  end
+end
+
 -- refusals, one line each, naming the key and what is valid
 local function refused(d, method, words, what)
   local err = check.raises(function() dp.experiment(config(method or "flash_clip", d)) end, words, what)
