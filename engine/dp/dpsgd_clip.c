@@ -303,9 +303,17 @@ static int book_embedding(dpsgd *dp, dpsgd_book *bk, const float *factors) {
                              B * T, T, d, bk->param->value.shape[0]);
 }
 
+/* Whether bk is of the head or the token embedding (tied or not): their books, the head's kept
+ * logits gradient (B x T x V) the largest, are formed after the blocks' have been formed and freed,
+ * so that their gradients are not made beside every other book. Each parameter's books keep their
+ * order (a tied table's head book before its embedding book), so every sum is the same. */
+static int formed_last(const dpsgd_book *bk) {
+    return bk->param && (bk->param->kind == DP_PARAM_HEAD || bk->param->kind == DP_PARAM_EMBEDDING);
+}
+
 /* dpsgd_clip_stage: the clipped sums of the books of one stage (block: -1 those whose inputs the backward retained,
  * else those of that recomputed block, whose inputs are live again) whose parameters lie in fsdp
- * block pblock (ANY_BLOCK: all of them), each freed once formed. */
+ * block pblock (ANY_BLOCK: all of them), each freed once formed; the head's and the embedding's last. */
 int dpsgd_clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock) {
     for (int k = 0; k < dp->n_books; k++) {
         dpsgd_book *bk = &dp->books[k];
@@ -314,22 +322,23 @@ int dpsgd_clip_stage(dpsgd *dp, const float *factors, int block, int64_t pblock)
             DP_TRY(dp_tensor_view(&bk->input, bk->input_src, 0, bk->input_src->ndim, bk->input_src->shape));
     }
     DP_TRY(scale_shared_inputs(dp, factors, block, pblock));
-    for (int k = 0; k < dp->n_books; k++) {
-        dpsgd_book *bk = &dp->books[k];
-        if (bk->formed || bk->block != block || !in_block(bk, pblock)) continue;
-        switch (bk->kind) {
-        case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, factors)); break;
-        case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, factors)); break;
-        case DPSGD_BOOK_EMBEDDING: DP_TRY(book_embedding(dp, bk, factors)); break;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < dp->n_books; k++) {
+            dpsgd_book *bk = &dp->books[k];
+            if (bk->formed || bk->block != block || !in_block(bk, pblock) || formed_last(bk) != pass) continue;
+            switch (bk->kind) {
+            case DPSGD_BOOK_PER_SAMPLE: DP_TRY(book_per_sample(dp, bk, factors)); break;
+            case DPSGD_BOOK_LINEAR: DP_TRY(book_linear(dp, bk, factors)); break;
+            case DPSGD_BOOK_EMBEDDING: DP_TRY(book_embedding(dp, bk, factors)); break;
+            }
+            /* free each book as soon as its gradient is formed */
+            dp_tensor_release(&bk->psg);
+            dp_tensor_release(&bk->out_grad);
+            dp_tensor_release(&bk->ids);
+            if (bk->owns_input) dp_tensor_release(&bk->input);
+            bk->input = (dp_tensor){0};
+            bk->formed = 1;
         }
-        /* free each book as soon as its gradient is formed */
-        dp_tensor_release(&bk->psg);
-        dp_tensor_release(&bk->out_grad);
-        dp_tensor_release(&bk->ids);
-        if (bk->owns_input) dp_tensor_release(&bk->input);
-        bk->input = (dp_tensor){0};
-        bk->formed = 1;
-    }
     return DP_OK;
 }
 
