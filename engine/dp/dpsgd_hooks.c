@@ -56,15 +56,18 @@ static int copy_kept(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *
     return rc;
 }
 
-/* Whether bk keeps the head's output gradient (the logits' buffer, adopted) and input for its
- * clipped sum where materialize would keep B per-sample V x d gradients: those would be made while
- * the logits live, at the backward's peak, the largest per-sample gradients of the model, where
- * the logits cost nothing more there; so when they are no larger (T <= d: B T V against B V d),
- * the norms come from one sample's gradient at a time (dpsgd_materialize_norms) and the clipped
- * sum from (c (.) G)^T A. Longer sequences keep the per-sample gradients, the smaller book through
- * the rest of the backward. A batch of one keeps its one gradient, the size of the scratch. */
+/* Whether materialize's books keep the head's output gradient (the logits' buffer, adopted) and
+ * input for its clipped sum instead of B per-sample V x d gradients, under a block-local style
+ * (per_layer, per_block: the cheaper schedule, whose blocks hold no whole per-sample gradient).
+ * Those gradients would be made while the logits live, at the backward's peak, the largest of the
+ * model, where the logits cost nothing more; so when they are no larger (T <= d: B T V against
+ * B V d) the norms come from one sample's gradient at a time (dpsgd_materialize_norms) and the
+ * clipped sum from (c (.) G)^T A: one more GEMM the head's size, for B V d fewer bytes at the
+ * peak. The flat style keeps materialize's per-sample gradients (Opacus's hooks), as do longer
+ * sequences (the smaller book through the rest of the backward). A batch of one keeps its one
+ * gradient, the size of the scratch. */
 static int head_book(const dpsgd *dp, const dp_param *w, dpsgd_formulation f, int64_t T, int64_t d) {
-    return f == DPSGD_FORM_MATERIALIZE && dpsgd_keeps_books(dp) && T <= d &&
+    return f == DPSGD_FORM_MATERIALIZE && dp->early && T <= d &&
            (w->kind == DP_PARAM_HEAD || w->kind == DP_PARAM_EMBEDDING);
 }
 

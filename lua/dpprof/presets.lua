@@ -195,14 +195,24 @@ function presets.base(p, args)
            profile = args.profile, threads = args.threads, dp = d }
 end
 
+local function ledger_flops(r)
+  local f = 0
+  for _, e in ipairs(r.ledger or {}) do f = f + (e.flops or 0) end
+  return f
+end
+
 -- A benchmark's row of an ok result r against the baseline base (vanilla, run in the same sweep):
--- step_ms and peak_bytes, and with base the ratios time_ratio and memory_ratio and extra_bytes,
--- what r holds at its peak beyond base, by category (the categories that differ).
+-- step_ms and peak_bytes, and with base the ratios time_ratio, memory_ratio and flops_ratio (the
+-- ledger's arithmetic over the same iterations: a time ratio below it needs a faster FLOP rate
+-- than the baseline's) and extra_bytes, what r holds at its peak beyond base, by category (the
+-- categories that differ).
 function presets.against(row, r, base)
   row.step_ms, row.peak_bytes = r.timing.median_ms, r.memory.peak_bytes
   if not base then return row end
   row.time_ratio = row.step_ms / base.timing.median_ms
   row.memory_ratio = row.peak_bytes / base.memory.peak_bytes
+  local bf = ledger_flops(base)
+  if bf > 0 then row.flops_ratio = ledger_flops(r) / bf end
   row.extra_bytes = {}
   for cat, v in pairs(r.memory.categories) do
     local d = v.live_at_peak_bytes - base.memory.categories[cat].live_at_peak_bytes

@@ -90,8 +90,9 @@ end
 -- The head's output gradient is the logits' buffer (B x T x V, their gradient in place), alive at the
 -- head's backward, vanilla's peak. A method that keeps it takes that buffer over: a copy would add
 -- B T V f32 there (at B T = 256 against d = 32, eight times vanilla's V x d gradient that the DP
--- methods do not hold). Materialize's books keep it too (T <= d) instead of the head's B per-sample
--- V x d gradients, the norms from one sample's at a time: those would add (B - 1) V d f32 there.
+-- methods do not hold). Under a block-local style materialize's books keep it too (T <= d) instead
+-- of the head's B per-sample V x d gradients, the norms from one sample's at a time: those would
+-- add (B - 1) V d f32 there. (The flat style keeps them, as Opacus's hooks do: the next check.)
 -- On the plan device (the CPU's allocations, asserted above), tied and untied heads.
 for _, tie in ipairs({ true, false }) do
   local function peak(method, d, T)
@@ -105,8 +106,8 @@ for _, tie in ipairs({ true, false }) do
   for _, T in ipairs({ 32, 8 }) do
     local base = peak("vanilla", {}, T)
     local cases = T == 32 and { { "ghost", "per_layer" }, { "flash_clip", "per_layer" }, { "mixed_ghost", "per_block" },
-                                { "bk", "flat" }, { "flat", "per_block" }, { "flat", "flat" } }
-                           or { { "flat", "per_block" }, { "flat", "per_layer" }, { "flat", "flat" }, { "bk", "per_block" } }
+                                { "flat", "per_block" }, { "flat", "per_layer" }, { "bk", "per_block" } }
+                           or { { "flat", "per_block" }, { "flat", "per_layer" }, { "bk", "per_block" } }
     for _, mc in ipairs(cases) do
       local p, r = peak(mc[1], { clipping = mc[2] }, T)
       local extra = math.min(B * T * V, (B - 1) * V * d) * 4 // 2
@@ -119,6 +120,10 @@ for _, tie in ipairs({ true, false }) do
       end
     end
   end
+  local p, r = peak("flat", {}, 8)
+  check.eq(r.memory.categories.per_sample_grads.live_at_peak_bytes >= B * V * d * 4, true,
+           "flat style: the head's B per-sample gradients, as Opacus's hooks hold them")
+  check.truthy(p > peak("vanilla", {}, 8), "flat style: above vanilla's peak")
 end
 
 -- refusals, one line each, naming the key and what is valid
