@@ -140,8 +140,8 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
     bk->input_src = A;
     if (dp->early || !dpsgd_retains_inputs(dp)) {
         /* formed at its block's end (A held till then), or outside the blocks, at the clip: the
-         * head's input is not retained (nor is anything under materialize's books, whose head
-         * alone keeps an output gradient): the book keeps a copy of it */
+         * head's input is not retained (nor is any input when the backward retains nothing), so
+         * the book keeps a copy of it */
         bk->block = -1;
         if (dp->early && dp->group_block[dpsgd_param_clip_group(dp, w)] >= 0) { /* held until its block's end */
             DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape));
