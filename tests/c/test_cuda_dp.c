@@ -245,13 +245,15 @@ static dp_model *model_on(dp_device *dev, dp_arch arch, dp_dtype dt) {
 /* One logical step of 5 samples (physical 3 + 2): norms of the last physical batch per
  * parameter (sq: n_tp x 2), the update (params after SGD-free "noise / E" in the grads). */
 static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dpsgd_norms_method norms, dpsgd_clip_method clip,
-                    float *sq, float *grads, int64_t cap) {
+                    dpsgd_clip_style style, dpsgd_clip_fn fn, float *sq, float *grads, int64_t cap) {
     dp_model *m = model_on(dev, arch, dt);
     if (!m) return 0;
     dpsgd_config cfg;
     dpsgd_config_default(&cfg);
     cfg.norms = norms;
     cfg.clip = clip;
+    cfg.clipping = style;
+    cfg.clip_fn = fn;
     cfg.max_grad_norm = 0.8;
     cfg.noise_multiplier = 0.6;
     cfg.expected_batch_size = 5;
@@ -302,36 +304,49 @@ static int run_step(dp_device *dev, dp_arch arch, dp_dtype dt, dpsgd_norms_metho
     return n;
 }
 
+/* Every method under the flat, per_layer and per_block styles (per_block also with automatic
+ * clipping): the per-parameter norms and the update on CUDA equal the CPU's. The block-local
+ * styles run the cheaper schedule (each block formed at its end, the head's output gradient
+ * adopted, flat's head from its kept output gradient), so these are its CUDA checks. */
 static void test_step(dp_arch arch) {
     static const dpsgd_norms_method norms[] = {DPSGD_NORMS_MATERIALIZE, DPSGD_NORMS_GHOST, DPSGD_NORMS_MIXED,
                                                DPSGD_NORMS_FLASH};
     static const dpsgd_clip_method clips[] = {DPSGD_CLIP_BK, DPSGD_CLIP_TWOPASS, DPSGD_CLIP_BK, DPSGD_CLIP_BK};
+    static const struct {
+        dpsgd_clip_style st;
+        dpsgd_clip_fn fn;
+    } styles[] = {{DPSGD_STYLE_FLAT, DPSGD_CLIP_FN_ABADI},
+                  {DPSGD_STYLE_PER_LAYER, DPSGD_CLIP_FN_ABADI},
+                  {DPSGD_STYLE_PER_BLOCK, DPSGD_CLIP_FN_ABADI},
+                  {DPSGD_STYLE_PER_BLOCK, DPSGD_CLIP_FN_AUTOMATIC}};
     const int64_t cap = 1 << 20;
     float *sq_c = malloc(1024 * sizeof(float)), *sq_g = malloc(1024 * sizeof(float));
     float *gr_c = malloc(cap * sizeof(float)), *gr_g = malloc(cap * sizeof(float));
-    for (int k = 0; k < 4; k++) {
-        int n = run_step(cpu, arch, DP_F32, norms[k], clips[k], sq_c, gr_c, cap);
-        int ng = run_step(gpu, arch, DP_F32, norms[k], clips[k], sq_g, gr_g, cap);
-        CHECK(n == ng && n > 0 && 2 * n <= 1024);
-        double tot[2] = {0, 0};
-        for (int j = 0; j < n; j++) tot[0] += sq_c[2 * j], tot[1] += sq_c[2 * j + 1];
-        int bad = 0;
-        for (int j = 0; j < 2 * n; j++)
-            if (!(fabs(sq_g[j] - sq_c[j]) <= 1e-4 * fmax(sq_c[j], 1e-3 * tot[j & 1]))) bad++;
-        if (bad) {
-            fprintf(stderr, "  %s %s%s: %d per-parameter norms differ between cuda and cpu\n",
-                    arch == DP_ARCH_GPT ? "gpt" : "llama", dpsgd_norms_name(norms[k]), padded_step ? " padded" : "",
-                    bad);
-            check_failures++;
+    for (size_t s = 0; s < sizeof styles / sizeof *styles; s++)
+        for (int k = 0; k < 4; k++) {
+            int n = run_step(cpu, arch, DP_F32, norms[k], clips[k], styles[s].st, styles[s].fn, sq_c, gr_c, cap);
+            int ng = run_step(gpu, arch, DP_F32, norms[k], clips[k], styles[s].st, styles[s].fn, sq_g, gr_g, cap);
+            CHECK(n == ng && n > 0 && 2 * n <= 1024);
+            double tot[2] = {0, 0};
+            for (int j = 0; j < n; j++) tot[0] += sq_c[2 * j], tot[1] += sq_c[2 * j + 1];
+            int bad = 0;
+            for (int j = 0; j < 2 * n; j++)
+                if (!(fabs(sq_g[j] - sq_c[j]) <= 1e-4 * fmax(sq_c[j], 1e-3 * tot[j & 1]))) bad++;
+            char what[128];
+            snprintf(what, sizeof what, "%s %s %s/%s%s", arch == DP_ARCH_GPT ? "gpt" : "llama",
+                     dpsgd_norms_name(norms[k]), dpsgd_style_name(styles[s].st), dpsgd_clip_fn_name(styles[s].fn),
+                     padded_step ? " padded" : "");
+            if (bad) {
+                fprintf(stderr, "  %s: %d per-parameter norms differ between cuda and cpu\n", what, bad);
+                check_failures++;
+            }
+            char upd[160];
+            snprintf(upd, sizeof upd, "%s update (cuda vs cpu)", what);
+            dp_model *m = model_on(cpu, arch, DP_F32);
+            int64_t nparams = m ? dp_model_num_params(m, 1) : 0;
+            dp_model_free(m);
+            compare(upd, gr_g, gr_c, nparams < cap ? nparams : cap, 1e-4);
         }
-        char what[96];
-        snprintf(what, sizeof what, "%s %s%s update (cuda vs cpu)", arch == DP_ARCH_GPT ? "gpt" : "llama",
-                 dpsgd_norms_name(norms[k]), padded_step ? " padded" : "");
-        dp_model *m = model_on(cpu, arch, DP_F32);
-        int64_t nparams = m ? dp_model_num_params(m, 1) : 0;
-        dp_model_free(m);
-        compare(what, gr_g, gr_c, nparams < cap ? nparams : cap, 1e-4);
-    }
     free(sq_c);
     free(sq_g);
     free(gr_c);
@@ -349,12 +364,14 @@ static void test_step_bf16(dp_arch arch) {
     const int64_t cap = 1 << 20;
     float *sq_r = malloc(1024 * sizeof(float)), *sq_g = malloc(1024 * sizeof(float));
     float *gr_r = malloc(cap * sizeof(float)), *gr_g = malloc(cap * sizeof(float));
-    int n = run_step(gpu, arch, DP_BF16, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK, sq_r, gr_r, cap);
+    int n = run_step(gpu, arch, DP_BF16, DPSGD_NORMS_MATERIALIZE, DPSGD_CLIP_BK, DPSGD_STYLE_FLAT, DPSGD_CLIP_FN_ABADI,
+                     sq_r, gr_r, cap);
     dp_model *m = model_on(cpu, arch, DP_F32);
     int64_t nparams = m ? dp_model_num_params(m, 1) : 0;
     dp_model_free(m);
     for (int k = 0; k < 4; k++) {
-        int ng = run_step(gpu, arch, DP_BF16, norms[k], clips[k], sq_g, gr_g, cap);
+        int ng =
+            run_step(gpu, arch, DP_BF16, norms[k], clips[k], DPSGD_STYLE_FLAT, DPSGD_CLIP_FN_ABADI, sq_g, gr_g, cap);
         CHECK(n == ng && n > 0);
         double tot[2] = {0, 0};
         for (int j = 0; j < n; j++) tot[0] += sq_r[2 * j], tot[1] += sq_r[2 * j + 1];
@@ -646,7 +663,8 @@ static void test_checkpoint(dp_arch arch, dp_dtype dt) {
         int n[2];
         for (int c = 0; c < 2; c++) {
             checkpoint_setting = c; /* off, then every block */
-            n[c] = run_step(gpu, arch, dt, norms[k], clips[k], sq[c], gr[c], cap);
+            n[c] =
+                run_step(gpu, arch, dt, norms[k], clips[k], DPSGD_STYLE_FLAT, DPSGD_CLIP_FN_ABADI, sq[c], gr[c], cap);
         }
         checkpoint_setting = 0;
         CHECK(n[0] == n[1]);
