@@ -271,7 +271,7 @@ static inline int dpsgd_retains_inputs(const dpsgd *dp) {
     if (dp->early) return 0;                          /* books formed at their block's end; those outside own theirs */
     if (dp->cfg.clip == DPSGD_CLIP_TWOPASS) return 1; /* the second backward needs everything */
     if (dp->cfg.clip != DPSGD_CLIP_BK) return 0;
-    if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0; /* books: per-sample gradients; the head copies its A */
+    if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0;             /* books: per-sample gradients */
     if (dp->cfg.norms == DPSGD_NORMS_FLASH && dp->batch == 1) return 0; /* batch1: the same */
     return 1;
 }
