@@ -4,7 +4,7 @@
 # every log and result JSON into one tar, DIR/gpu-check.tar.gz.
 #
 #   usage: bash scripts/gpu-check.sh [--bundle FILE] [--out DIR] [--step-limit S] [tests] [flash] [dp] [large]
-#          [gram3] [checkpoint] [lora] [profile] [dist]
+#          [gram3] [checkpoint] [lora] [profile] [dist] [clipping]
 #          (defaults: dist/dpprof-gpu.tar.xz, /tmp/gpu-out, 300 s a program, tests flash dp)
 #   tests  the four CUDA test programs (CUDA against the CPU, exact or to stated tolerances)
 #   flash  the flash norm kernels against cuBLAS (DPPROF_DP_BENCH=1 test_cuda_dp): tiles, strips
@@ -23,6 +23,9 @@
 #          flash_clip, and the plan backend's peaks for the same points against the measured ones
 #   profile  bench_profile.lua on the GPU (gpt2 config): profile="ops" with CUDA events, its cost
 #          and coverage
+#   clipping  bench_clipping.lua on the GPU: every method under the flat, per_layer and per_block
+#          styles (issue 40), step and peak against vanilla's, and the plan backend's peaks for the
+#          same points against the measured ones
 #   dist   tests/lua/test_dist_nccl.lua: world size 1 through NCCL (ddp and zero2) equals the run
 #          without it, and a missing NCCL is refused (NCCL: $DPPROF_NCCL, the nvidia-nccl-cu13
 #          wheel, or the system's)
@@ -107,6 +110,14 @@ for s in $steps; do
     profile)
       run bench_profile "$x/bin/dpprof" run "$repo/experiments/bench_profile.lua" device=cuda runs=3 iters=3 warmup=1
       tail -n 12 "$out/logs/bench_profile.log" ;;
+    clipping)
+      run bench_clipping "$x/bin/dpprof" run "$repo/experiments/bench_clipping.lua" device=cuda rounds=2 iters=3 \
+          warmup=1 out="$out/bench_clipping"
+      grep -E "^(vanilla|flat|ghost|mixed_ghost|bk|flash_clip) |target|BLAS" "$out/logs/bench_clipping.log"
+      "$x/bin/dpprof" run "$repo/experiments/bench_clipping.lua" device=plan iters=3 warmup=1 \
+          out="$out/bench_clipping_plan" > "$out/logs/bench_clipping_plan.log" 2>&1
+      "$x/bin/dpprof" run "$repo/scripts/plan-vs-device.lua" device="$out/bench_clipping/round1" \
+          plan="$out/bench_clipping_plan" | tail -n 1 ;;
     dist)
       # NCCL: $DPPROF_NCCL, else PyPI's nvidia-nccl-cu13 wheel, else the system's libnccl.so.2
       if [ -z "${DPPROF_NCCL:-}" ]; then
@@ -115,7 +126,7 @@ for s in $steps; do
       fi
       run dist_nccl "$x/bin/dpprof" run "$repo/tests/lua/test_dist_nccl.lua"
       grep -E "through NCCL|refused|ok$" "$out/logs/dist_nccl.log" ;;
-    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large, gram3, checkpoint, lora, profile, dist)"; status=2 ;;
+    *) echo "gpu-check: unknown step '$s' (valid: tests, flash, dp, large, gram3, checkpoint, lora, profile, dist, clipping)"; status=2 ;;
   esac
 done
 tar czf "$dest/gpu-check.tar.gz" -C "$out" .

@@ -17,7 +17,7 @@ local function rows(path)
   local names = dp.list_dir(path)
   if names then
     for _, name in ipairs(names) do
-      if name:match("%.json$") and name ~= "bench_dp.json" and not name:match("^%.") then
+      if name:match("%.json$") and not name:match("^bench_") and not name:match("^%.") then -- a bench's own JSON
         local r = dp.results.read(path .. "/" .. name)
         local fits = r.plan and r.plan.fits
         out[name:gsub("%.json$", "")] = { peak = r.memory and r.memory.peak_bytes, status = r.status,
