@@ -3,7 +3,11 @@
  * An embedding's per-sample gradient scatters its output-gradient rows by token id, so its
  * squared norm is <g_i g_i^T, M_i> with M_i[s,t] = [ids_s == ids_t] (the mask is applied on the
  * fly, never stored). A tied head's cross term needs the rows of its per-sample gradient at the
- * sample's ids: the gathered T x T matrix h[s,u] = g_head[s, ids_u], then h^T a. */
+ * sample's ids: the gathered T x T matrix h[s,u] = g_head[s, ids_u], then h^T a. Linears that
+ * read one input (llama's q, k, v; gate and up), bracketed by the model (shared_input), share
+ * that input's Gram: formed by the first, freed at the bracket's end, or before a Gram of another
+ * input is formed within it (LoRA's B factors read their own), so that at most two are live, as
+ * without the bracket. */
 #include "dpsgd_impl.h"
 
 #include "dispatch.h"
@@ -25,17 +29,25 @@ static int gram(dpsgd *dp, const dp_tensor *x, uint32_t module, dp_tensor *out) 
 int dpsgd_ghost_linear(dpsgd *dp, const dp_param *w, const dp_tensor *A, const dp_tensor *G, float scale,
                        dp_tensor *row, int accumulate) {
     int64_t B = A->shape[0], T = A->shape[1];
-    dp_tensor ga, gg;
-    DP_TRY(gram(dp, A, w->module, &ga));
+    dp_tensor own = {0}, gg;
+    const dp_tensor *ga = &own;
+    if (A == dp->shared.src) { /* the model's bracket: A's Gram formed once for the linears that read A */
+        if (!dp->shared.gram.alloc.live) DP_TRY(gram(dp, A, w->module, &dp->shared.gram));
+        ga = &dp->shared.gram;
+    } else { /* another input within the bracket (a LoRA B factor's): the shared Gram goes first, so
+              * that no more than two T x T Grams are ever live (it is formed again at its next use) */
+        dp_tensor_release(&dp->shared.gram);
+        DP_TRY(gram(dp, A, w->module, &own));
+    }
     int rc = gram(dp, G, w->module, &gg);
     if (rc == DP_OK) {
         double n = (double)(B * T * T);
         dp_ledger_add("dp_ghost_dot", 2.0 * n, 8.0 * n + 4.0 * (double)B * (accumulate ? 2.0 : 1.0));
-        rc = DPSGD_DISPATCH(dp->dev, batched_dot, B, T * T, DP_F32, ga.data, DP_F32, gg.data, scale * scale, row->data,
+        rc = DPSGD_DISPATCH(dp->dev, batched_dot, B, T * T, DP_F32, ga->data, DP_F32, gg.data, scale * scale, row->data,
                             accumulate);
         dp_tensor_release(&gg);
     }
-    dp_tensor_release(&ga);
+    dp_tensor_release(&own);
     return rc;
 }
 

@@ -300,6 +300,15 @@ static int hook_position(void *ctx, dp_model *m, dp_param *wpe, const dp_tensor 
     return DP_OK;
 }
 
+/* The model's bracket of linears reading one input: ghost norms form its Gram once for all of
+ * them (dpsgd_ghost.c); closed (A NULL), the Gram is freed. */
+static int hook_shared_input(void *ctx, const dp_tensor *A) {
+    dpsgd *dp = ctx;
+    dp_tensor_release(&dp->shared.gram);
+    dp->shared.src = A;
+    return DP_OK;
+}
+
 dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp) {
     dp_layer_hooks h = {
         .ctx = dp,
@@ -309,6 +318,7 @@ dp_layer_hooks dpsgd_norm_hooks(dpsgd *dp) {
         .position = hook_position,
         .keeps_out_grad = keeps_out_grad,
         .adopt = hook_adopt,
+        .shared_input = hook_shared_input,
         .block_end = dp->early ? dpsgd_early_block_end : NULL, /* block-local groups formed as they complete */
     };
     return h;

@@ -111,6 +111,12 @@ struct dpsgd {
     dpsgd_book *books;
     int n_books, cap_books;
     dpsgd_tied_pending tied;
+    /* the model's bracket of linears sharing one input (shared_input): that input, and its ghost
+     * Gram a_i a_i^T (B x T x T f32, `temp`) once a ghost hook formed it, freed at the bracket's end */
+    struct {
+        const dp_tensor *src;
+        dp_tensor gram;
+    } shared;
     dp_tensor clip_dev;        /* n_groups x B clip factors on the device (bk), `norm_samples` */
     const float *form_factors; /* twopass with groups: the host factors while the second backward forms */
 

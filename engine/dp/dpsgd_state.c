@@ -89,6 +89,8 @@ void dpsgd_release_batch_state(dpsgd *dp) {
     dp_tensor_release(&dp->tied.psg);
     dp_tensor_release(&dp->tied.rows);
     dp->tied.wte = NULL;
+    dp_tensor_release(&dp->shared.gram);
+    dp->shared.src = NULL;
     dp_tensor_release(&dp->sq_norms);
     for (int k = 0; k < dp->n_params; k++) dp->sq_written[k] = 0;
     dp_tensor_release(&dp->clip_dev);

@@ -229,6 +229,11 @@ typedef struct dp_layer_hooks {
      * not copy it; what adopt leaves, the backward releases. */
     int (*keeps_out_grad)(void *ctx, const dp_param *w, int64_t B, int64_t T, int64_t d, int64_t p, dp_dtype t);
     int (*adopt)(void *ctx, dp_param *w, dp_tensor *G);
+    /* Optional: brackets the linears whose hooks are given the same input A (llama's q, k and v,
+     * their LoRA A factors too; gate and up): called with A before the first of them and with
+     * NULL once the last is done (on error too), so that a hook may form what depends on A alone
+     * once (DP ghost norms: the Gram a_i a_i^T) and free it at the bracket's end. */
+    int (*shared_input)(void *ctx, const dp_tensor *A);
     /* Optional: called once block `layer`'s backward is done, while everything its hooks were
      * given (its saved or recomputed activations, its input) is still valid: with block_end the
      * backward keeps a block's activations until the call returns, then frees them (unless it

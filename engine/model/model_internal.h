@@ -174,6 +174,9 @@ int dp_norm_backward(const dp_bw *bw, const dp_norm *nm, const dp_tensor *x, con
  * after lin's backward: under `output_grads` with lin's weight's module when the hooks will keep
  * it (keeps_out_grad; they adopt it), else under `temp` with temp_module. */
 int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t cols, uint32_t temp_module);
+/* Opens (A) or closes (NULL) the hooks' bracket of linears that share input A (shared_input);
+ * a no-op without the hook. */
+int dp_bw_shared_input(const dp_bw *bw, const dp_tensor *A);
 /* The same for an output gradient the backward already holds (the head's: the logits' buffer,
  * their gradient in place): counted under `output_grads` with lin's weight's module from now on
  * when the hooks will keep it, else left as it is. */

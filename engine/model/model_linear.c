@@ -116,6 +116,11 @@ int dp_bw_out_grad(const dp_bw *bw, const dp_linear *lin, dp_tensor *t, int64_t 
     return dp_model_act(bw->m, t, cols, DP_CAT_TEMP, temp_module);
 }
 
+int dp_bw_shared_input(const dp_bw *bw, const dp_tensor *A) {
+    const dp_layer_hooks *hk = bw->hooks;
+    return hk && hk->shared_input ? hk->shared_input(hk->ctx, A) : DP_OK;
+}
+
 int dp_bw_out_grad_held(const dp_bw *bw, const dp_linear *lin, dp_tensor *t) {
     if (!keeps_out_grad(bw, lin)) return DP_OK;
     return dp_tensor_retag(t, DP_CAT_OUTPUT_GRADS, lin->w->module);

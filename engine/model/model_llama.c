@@ -71,10 +71,12 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
     dp_bw_done(bw, &a->gate);
     dp_bw_done(bw, &a->up);
     TRY(dp_model_act(m, &dxn, d, DP_CAT_TEMP, b->gate.module));
+    TRY(dp_bw_shared_input(bw, &a->xn2)); /* gate and up read xn2 */
     TRY(dp_linear_backward(bw, &b->gate, &a->xn2, &dh, &dxn, 0, &a->gate_lora));
     TRY(dp_bw_out_grad_done(bw, &b->gate, &dh));
     TRY(dp_linear_backward(bw, &b->up, &a->xn2, &dup, &dxn, 1, &a->up_lora));
     TRY(dp_bw_out_grad_done(bw, &b->up, &dup));
+    TRY(dp_bw_shared_input(bw, NULL));
     dp_bw_done(bw, &a->xn2);
     TRY(dp_norm_backward(bw, &b->post_norm, &a->res_mid, NULL, &a->xn2_rstd, &dxn, dres, 1));
     dp_tensor_release(&dxn);
@@ -101,18 +103,21 @@ int dp_llama_block_backward(const dp_bw *bw, int layer, dp_tensor *x, dp_tensor 
                       1)); /* back to the gradients of q's and k's outputs */
     TRY(dp_layer_rope(&dk, T, m->Hkv, m->rope_inv_freq, m->rope_scale, 1));
     TRY(dp_model_act(m, &dxn, d, DP_CAT_TEMP, b->q.module));
+    TRY(dp_bw_shared_input(bw, &a->xn)); /* q, k and v read xn */
     TRY(dp_linear_backward(bw, &b->q, &a->xn, &dq, &dxn, 0, &a->q_lora));
     TRY(dp_bw_out_grad_done(bw, &b->q, &dq));
     TRY(dp_linear_backward(bw, &b->k, &a->xn, &dk, &dxn, 1, &a->k_lora));
     TRY(dp_bw_out_grad_done(bw, &b->k, &dk));
     TRY(dp_linear_backward(bw, &b->v, &a->xn, &dv, &dxn, 1, &a->v_lora));
     TRY(dp_bw_out_grad_done(bw, &b->v, &dv));
+    TRY(dp_bw_shared_input(bw, NULL));
     dp_bw_done(bw, &a->xn);
     TRY(dp_norm_backward(bw, &b->input_norm, x, NULL, &a->xn_rstd, &dxn, dres, 1));
     dp_bw_done(bw, &a->xn_rstd);
     dp_bw_done_input(bw, x);
 #undef TRY
 done:
+    if (rc != DP_OK) (void)dp_bw_shared_input(bw, NULL); /* the bracket closed on error too */
     dp_tensor_release(&dh);
     dp_tensor_release(&dup);
     dp_tensor_release(&dxn);

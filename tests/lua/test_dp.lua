@@ -370,4 +370,22 @@ do
   m:free()
 end
 
+-- Ghost norms form an input's Gram once for the linears that read it (llama's q, k and v; gate and
+-- up: the model brackets them): per block 4 input Grams and 7 output-gradient Grams, not 7 + 7;
+-- plus the head's 2 and the embedding's 1. The norms are the explicit ones (test_dp_norms,
+-- test_dp_tiles); here the ledger counts the products, on the plan device, one step.
+do
+  local L = 3
+  local r = dp.experiment{ device = "plan", iters = 1, warmup = 0, method = "ghost", snapshots = "none",
+                           model = { arch = "llama", vocab = 64, hidden = 32, heads = 2, kv_heads = 1, layers = L,
+                                     seq_len = 12, batch = 4 } }
+  check.eq(r.status, "ok", "llama ghost on the plan: " .. tostring(r.message))
+  local grams, steps
+  for _, e in ipairs(r.ledger) do
+    if e.op == "dp_ghost_gram" then grams = e.calls end
+    if e.op == "cross_entropy_fwd" then steps = e.calls end
+  end
+  check.eq(grams, steps * (L * (4 + 7) + 2 + 1), "llama ghost: one Gram per shared input")
+end
+
 print("test_dp: all checks passed")
