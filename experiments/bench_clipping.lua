@@ -52,7 +52,9 @@ local function baseline(swept)
     if p.vary.method == "vanilla" and p.vary.clipping == "flat" and p.result.status == "ok" then return p.result end
   end
 end
-local base = baseline(sweeps[1])
+local bases = {} -- each round's vanilla
+for k = 1, rounds do bases[k] = baseline(sweeps[k]) end
+local base = bases[1]
 local rows, checks = {}, {}
 for i, sp in ipairs(sweeps[1].points) do
   local p, r = sp.vary, sp.result
@@ -62,7 +64,7 @@ for i, sp in ipairs(sweeps[1].points) do
   if rounds > 1 and row.time_ratio then -- each round's step against its own vanilla's
     local ratios, steps = {}, {}
     for k = 1, rounds do
-      local rk, bk = sweeps[k].points[i].result, baseline(sweeps[k])
+      local rk, bk = sweeps[k].points[i].result, bases[k]
       if rk.status == "ok" and bk then
         ratios[#ratios + 1] = rk.timing.median_ms / bk.timing.median_ms
         steps[#steps + 1] = rk.timing.median_ms

@@ -138,14 +138,11 @@ static int linear_weight(dpsgd *dp, dp_model *m, dp_param *w, const dp_tensor *A
     bk->param = w;
     bk->scale = scale;
     bk->input_src = A;
-    if (dp->early || !dpsgd_retains_inputs(dp)) {
-        /* formed at its block's end (A held till then), or outside the blocks, at the clip: the
-         * head's input is not retained (nor is any input when the backward retains nothing), so
-         * the book keeps a copy of it */
+    if (dp->early) { /* formed at its block's end (A held till then), or outside the blocks, at the clip */
         bk->block = -1;
-        if (dp->early && dp->group_block[dpsgd_param_clip_group(dp, w)] >= 0) { /* held until its block's end */
+        if (dp->group_block[dpsgd_param_clip_group(dp, w)] >= 0) { /* held until its block's end */
             DP_TRY(dp_tensor_view(&bk->input, A, 0, A->ndim, A->shape));
-        } else {
+        } else { /* the head's input is not retained: the book keeps a copy of it */
             bk->input_src = NULL;
             bk->owns_input = 1;
             DP_TRY(copy_kept(dp, A, w->module, &bk->input));

@@ -271,16 +271,6 @@ int dpsgd_adaptive_step(dpsgd *dp);
 /* Whether the norm pass keeps books (what the clipped gradient is formed from): bk, or twopass
  * when its groups are block-local (formed at each block's end, no second backward). */
 static inline int dpsgd_keeps_books(const dpsgd *dp) { return dp->cfg.clip == DPSGD_CLIP_BK || dp->early; }
-/* Whether the backward retains the activations (twopass's second backward, bk's books that read a
- * linear's input A); otherwise a book that needs an input after the backward copies it. */
-static inline int dpsgd_retains_inputs(const dpsgd *dp) {
-    if (dp->early) return 0;                          /* books formed at their block's end; those outside own theirs */
-    if (dp->cfg.clip == DPSGD_CLIP_TWOPASS) return 1; /* the second backward needs everything */
-    if (dp->cfg.clip != DPSGD_CLIP_BK) return 0;
-    if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0;             /* books: per-sample gradients */
-    if (dp->cfg.norms == DPSGD_NORMS_FLASH && dp->batch == 1) return 0; /* batch1: the same */
-    return 1;
-}
 
 /* ---- dpsgd_early.c ---- */
 /* The backward hook at block `layer`'s end: the groups it completes get their factors and their

@@ -254,6 +254,16 @@ int dpsgd_forward_padding(dpsgd *dp, float *loss) {
     return DP_OK;
 }
 
+/* Whether bk's books may read the retained activations (a linear's input A). */
+static int needs_retained_inputs(const dpsgd *dp) {
+    if (dp->early) return 0; /* books formed at their block's end; those outside the blocks own theirs */
+    if (dp->cfg.clip == DPSGD_CLIP_TWOPASS) return 1; /* the second backward needs everything */
+    if (dp->cfg.clip != DPSGD_CLIP_BK) return 0;
+    if (dp->cfg.norms == DPSGD_NORMS_MATERIALIZE) return 0;             /* books: per-sample gradients */
+    if (dp->cfg.norms == DPSGD_NORMS_FLASH && dp->batch == 1) return 0; /* batch1: the same */
+    return 1;
+}
+
 int dpsgd_begin_norms(dpsgd *dp) {
     dpsgd_release_batch_state(dp);
     dp->n_layers = 0;
@@ -303,7 +313,7 @@ int dpsgd_backward(dpsgd *dp) {
         dp->early = dp->early_possible; /* block-local groups formed at their block's end */
         dp_layer_hooks hooks = dpsgd_norm_hooks(dp);
         dp_backward_opts o = {
-            .sample_scale = scale, .weight_grads = 0, .retain = dpsgd_retains_inputs(dp), .hooks = &hooks};
+            .sample_scale = scale, .weight_grads = 0, .retain = needs_retained_inputs(dp), .hooks = &hooks};
         rc = dpsgd_begin_norms(dp);
         if (rc == DP_OK) rc = dp_model_backward(dp->model, &o);
         if (rc == DP_OK) rc = dpsgd_end_norms(dp);
@@ -359,7 +369,7 @@ int dpsgd_clip(dpsgd *dp) {
         release_padding(dp);
         return DP_OK;
     }
-    int retained = dpsgd_retains_inputs(dp); /* the clip goes back through the model's state */
+    int retained = needs_retained_inputs(dp); /* the clip goes back through the model's state */
     if (retained) DP_TRY(check_own_forward(dp, "clip"));
     int64_t B = dp->batch;
     if (dp->n_groups < 1) return no_groups();
